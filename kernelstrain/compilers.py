@@ -1,0 +1,151 @@
+"""Real compilers for rendered candidates: nvcc for CUDA, Triton's compiler for Triton.
+
+Used by `verify` and the compile tests; nothing here runs during `generate`.
+Results are cached on disk by sha256 of (source, target).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CACHE_DIR = Path(os.environ.get("KERNELSTRAIN_CACHE", Path.home() / ".cache" / "kernelstrain" / "compile"))
+
+NVCC_GENCODE = {
+    "sm_80": "arch=compute_80,code=sm_80", "sm_86": "arch=compute_86,code=sm_86",
+    "sm_89": "arch=compute_89,code=sm_89", "sm_90a": "arch=compute_90a,code=sm_90a",
+    "sm_120": "arch=compute_120,code=sm_120",
+}
+
+
+@dataclass
+class CompileResult:
+    ok: bool
+    log: str
+    smem_bytes: int | None = None
+    regs: int | None = None
+    error_class: str | None = None   # arch | smem | resources | syntax | other
+
+
+class MissingCompiler(RuntimeError):
+    pass
+
+
+def classify(log: str) -> str:
+    """Error class of a compiler log."""
+    if "too much shared data" in log or "shared memory" in log and "out of resource" in log:
+        return "smem"
+    if "not supported on .target" in log or "requires .target" in log or "not supported in this architecture" in log \
+            or "instruction not supported on this GPU" in log:
+        return "arch"
+    if "too many resources" in log or "out of resource" in log:
+        return "resources"
+    if re.search(r"error: |Error|CompilationError", log):
+        return "syntax"
+    return "other"
+
+
+def _cached(key: str, fn):
+    path = CACHE_DIR / f"{key}.json"
+    if path.exists():
+        return CompileResult(**json.loads(path.read_text()))
+    result = fn()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(result)))
+    tmp.replace(path)
+    return result
+
+
+def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
+    """nvcc -c for one NVIDIA target; reads registers and smem from -Xptxas -v."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise MissingCompiler("nvcc not found: install the CUDA toolkit (nvcc 12.4 or newer) to compile CUDA candidates")
+    key = hashlib.sha256(f"nvcc|{arch}|{source}".encode()).hexdigest()
+
+    def run():
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "candidate.cu"
+            src.write_text(source)
+            cmd = [nvcc, "-c", "-std=c++17", "-gencode", NVCC_GENCODE[arch], "-Xptxas", "-v",
+                   str(src), "-o", str(Path(tmp) / "candidate.o")]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        log = proc.stdout + proc.stderr
+        smem = regs = None
+        target = re.escape(kernel) if kernel else r"\w+"
+        m = re.search(rf"Function properties for {target}\n.*?\n.*?Used (\d+) registers.*?(?:(\d+) bytes smem)?", log)
+        for m in re.finditer(rf"Compiling entry function '({target})'.*?Used (\d+) registers[^\n]*", log, re.S):
+            regs = int(m.group(2))
+            sm = re.search(r"(\d+) bytes smem", m.group(0))
+            smem = int(sm.group(1)) if sm else 0
+            if kernel:
+                break
+        ok = proc.returncode == 0
+        return CompileResult(ok, log[-4000:], smem, regs, None if ok else classify(log))
+    return _cached(key, run)
+
+
+def _import_triton():
+    try:
+        import triton  # noqa: F401
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError:
+        raise MissingCompiler("triton is not installed: pip install 'kernelstrain[verify]' (triton>=3.3)") from None
+    return triton, GPUTarget, ASTSource
+
+
+def triton_target(arch: str):
+    _, GPUTarget, _ = _import_triton()
+    if arch.startswith("gfx"):
+        return GPUTarget("hip", arch, 64)
+    return GPUTarget("cuda", int(re.sub(r"\D", "", arch)), 32)
+
+
+def load_triton_source(source: str) -> dict:
+    """Exec a rendered Triton candidate (torch stubbed if absent) and return its namespace."""
+    if "torch" not in sys.modules:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            stub = types.ModuleType("torch")
+            stub.Tensor = object
+            sys.modules["torch"] = stub
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=tempfile.gettempdir()) as f:
+        f.write(source)
+        path = f.name
+    # triton.jit reads the function source through inspect, so it must live in a file
+    ns: dict = {"__name__": f"candidate_{hashlib.sha256(source.encode()).hexdigest()[:12]}", "__file__": path}
+    exec(compile(source, path, "exec"), ns)
+    return ns
+
+
+def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
+    """Compile every kernel spec of a rendered Triton candidate for one target."""
+    spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages] for s in specs])
+    key = hashlib.sha256(f"triton|{arch}|{spec_text}|{source}".encode()).hexdigest()
+
+    def run():
+        triton, _, ASTSource = _import_triton()
+        smem = 0
+        try:
+            ns = load_triton_source(source)
+            for s in specs:
+                src = ASTSource(fn=ns[s.name], signature=s.signature, constexprs=s.constexprs)
+                out = triton.compile(src, target=triton_target(arch),
+                                     options={"num_warps": s.num_warps, "num_stages": s.num_stages})
+                smem = max(smem, int(out.metadata.shared))
+        except Exception as e:  # the compiler's own exception text is the log
+            log = f"{type(e).__module__}.{type(e).__name__}: {e}"
+            return CompileResult(False, log[-4000:], None, None, classify(log))
+        return CompileResult(True, "", smem, None, None)
+    return _cached(key, run)

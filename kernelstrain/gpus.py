@@ -1,0 +1,94 @@
+"""The GPU catalog: one table of numbers and feature sets (SPEC §5).
+
+Peaks are dense TFLOP/s (TOPS for int8) per datapath; bandwidth in TB/s.
+
+>>> GPUS["H100"].arch, GPUS["H100"].smem_per_block
+('sm_90a', 232448)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Arch features a variant may need. Minimum targets follow SPEC §5.
+AMPERE = frozenset({"ldmatrix", "cp_async", "bf16", "mma", "inline_ptx"})
+ADA = AMPERE | {"fp8"}
+HOPPER = ADA | {"tma", "cluster", "wgmma"}
+BLACKWELL_RTX = ADA | {"tma", "cluster", "fp4"}
+CDNA3 = frozenset({"bf16", "fp8", "mfma"})  # no PTX, no cp.async, wavefront 64
+
+FEATURE_MIN_TARGET = {
+    "ldmatrix": "sm_75",
+    "cp_async": "sm_80",
+    "bf16": "sm_80",
+    "mma": "sm_80",
+    "fp8": "sm_89",
+    "tma": "sm_90",
+    "cluster": "sm_90",
+    "wgmma": "sm_90a",
+    "fp4": "sm_120a",
+    "inline_ptx": "any NVIDIA target",
+    "mfma": "gfx90a",
+}
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    arch: str                 # sm_80, sm_90a, gfx942 ...
+    vendor: str               # nvidia | amd
+    sms: int                  # SMs or CUs
+    peak_tflops: dict         # datapath -> dense TFLOP/s: fp32, fp16 (tensor), fp8, int8, fp4
+    bw_tbs: float             # DRAM bandwidth, TB/s
+    l2_mb: float              # last-level cache visible to kernels
+    smem_per_block: int       # max opt-in shared memory per block, bytes
+    smem_per_sm: int          # shared memory per SM, bytes
+    regs_per_sm: int          # 32-bit registers per SM
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    warp: int                 # warp / wavefront size
+    features: frozenset
+
+    @property
+    def cc(self) -> int:
+        """Compute capability as an int (80, 90, 120); 0 for AMD."""
+        return int("".join(c for c in self.arch[3:] if c.isdigit())) if self.vendor == "nvidia" else 0
+
+    def peak(self, path: str) -> float:
+        """FLOP/s of a datapath; 'fp16' on consumer cards is the fp32-accumulate rate."""
+        return self.peak_tflops[path] * 1e12
+
+    def supports(self, feature: str) -> bool:
+        return feature in self.features
+
+
+def _gpu(name, arch, vendor, sms, fp32, fp16, fp8, int8, fp4, bw, l2, smem_block, smem_sm,
+         threads_sm, blocks_sm, features, warp=32, regs=65536):
+    peaks = {"fp32": fp32, "fp16": fp16, "fp8": fp8 or 0.0, "int8": int8, "fp4": fp4 or 0.0}
+    return GPU(name, arch, vendor, sms, peaks, bw, l2, smem_block, smem_sm, regs,
+               threads_sm, blocks_sm, warp, features)
+
+
+GPUS = {g.name: g for g in (
+    _gpu("A100", "sm_80", "nvidia", 108, 19.5, 312, None, 624, None, 2.04, 40, 166912, 167936, 2048, 32, AMPERE),
+    _gpu("H100", "sm_90a", "nvidia", 132, 67, 989, 1979, 1979, None, 3.35, 50, 232448, 233472, 2048, 32, HOPPER),
+    _gpu("H200", "sm_90a", "nvidia", 132, 67, 989, 1979, 1979, None, 4.8, 50, 232448, 233472, 2048, 32, HOPPER),
+    _gpu("RTX4090", "sm_89", "nvidia", 128, 82.6, 165, 330, 660, None, 1.01, 72, 101376, 102400, 1536, 24, ADA),
+    _gpu("RTX5090", "sm_120", "nvidia", 170, 104.8, 209.5, 419, 838, 1676, 1.79, 96, 101376, 102400, 1536, 32, BLACKWELL_RTX),
+    _gpu("A10", "sm_86", "nvidia", 72, 31.2, 125, None, 250, None, 0.60, 6, 101376, 102400, 1536, 16, AMPERE),
+    _gpu("RTXA6000", "sm_86", "nvidia", 84, 38.7, 154.8, None, 309.7, None, 0.77, 6, 101376, 102400, 1536, 16, AMPERE),
+    _gpu("MI300X", "gfx942", "amd", 304, 163, 1307, 2615, 2615, None, 5.3, 256, 65536, 65536, 2048, 32, CDNA3,
+         warp=64, regs=131072),
+)}
+
+# Launch cost: host launch plus ramp-up/tail of one kernel, microseconds. Fitted to the
+# H200 copy anchors (t = 4.0 us + bytes / 4.28 TB/s) and applied to every NVIDIA part;
+# ROCm launches cost a little more.
+LAUNCH_US = {"nvidia": 4.0, "amd": 5.0}
+EXTRA_LAUNCH_US = {"nvidia": 2.5, "amd": 3.5}  # each further kernel of a multi-kernel step
+
+
+def get_gpu(name: str) -> GPU:
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
