@@ -1,0 +1,118 @@
+"""The plan of a run: which task combos exist, which are held out, which task each
+episode works on, and the RNG of every episode. Pure functions of (profile, seed).
+
+Every random draw comes from random.Random seeded through sha256 — never hash().
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from .ops import REGISTRY
+from .ops.base import OpModule, Task
+from .profiles import Profile
+from .tasks import make_task
+
+
+def seeded_rng(*parts) -> random.Random:
+    """A Random seeded from the sha256 of its parts.
+
+    >>> seeded_rng("kernelstrain", 0, 5).random() == seeded_rng("kernelstrain", 0, 5).random()
+    True
+    """
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+def rank(*parts) -> str:
+    """A stable pseudo-random sort key."""
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def profile_modules(profile: Profile) -> list[OpModule]:
+    names = profile.modules or tuple(REGISTRY)
+    return [REGISTRY[n] for n in names]
+
+
+def all_combos(profile: Profile) -> list[Task]:
+    """Every (module, gpu, dtype, shape) the profile's menus allow, in registry order."""
+    tasks = []
+    for m in profile_modules(profile):
+        for gpu in profile.gpus:
+            for shape in m.shapes:
+                for dtype in m.dtypes:
+                    t = make_task(m, gpu, dtype, shape)
+                    if m.supports(t.gpu, dtype):
+                        tasks.append(t)
+    return tasks
+
+
+def select_combos(profile: Profile) -> list[Task]:
+    """`profile.combos` task combos: one per (module, gpu) first so every module appears on
+    every GPU it supports, then the rest in a fixed hash order. Returned sorted by key."""
+    tasks = all_combos(profile)
+    order = sorted(tasks, key=lambda t: rank(profile.key, "combo", t.key))
+    chosen, seen = [], set()
+    for t in order:
+        if (t.module, t.gpu.name) not in seen:
+            seen.add((t.module, t.gpu.name))
+            chosen.append(t)
+    picked = {t.key for t in chosen}
+    for t in order:
+        if len(chosen) >= profile.combos:
+            break
+        if t.key not in picked:
+            chosen.append(t)
+            picked.add(t.key)
+    return sorted(chosen, key=lambda t: t.key)
+
+
+def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str) -> tuple[list[Task], list[Task]]:
+    """(train, holdout): round(frac * len) combos held out in hash order, never the last
+    training combo of a (module, gpu) pair."""
+    n_hold = round(frac * len(combos))
+    left = {}
+    for t in combos:
+        left[(t.module, t.gpu.name)] = left.get((t.module, t.gpu.name), 0) + 1
+    held = set()
+    for t in sorted(combos, key=lambda t: rank(profile_key, "holdout", seed, t.key)):
+        if len(held) >= n_hold:
+            break
+        if left[(t.module, t.gpu.name)] > 1:
+            left[(t.module, t.gpu.name)] -= 1
+            held.add(t.key)
+    return [t for t in combos if t.key not in held], [t for t in combos if t.key in held]
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: Profile
+    seed: int
+    train: tuple      # training combos, sorted by key
+    holdout: tuple    # held-out combos, sorted by key
+    order: tuple      # training combos in the seed-shuffled order episodes cycle through
+
+    def task(self, index: int) -> Task:
+        return self.order[index % len(self.order)]
+
+
+def make_plan(profile: Profile, seed: int, holdout_frac: float | None = None, holdout_seed: int | None = None) -> Plan:
+    combos = select_combos(profile)
+    frac = profile.holdout.frac if holdout_frac is None else holdout_frac
+    hseed = profile.holdout.seed if holdout_seed is None else holdout_seed
+    train, held = split_holdout(combos, frac, hseed, profile.key)
+    order = tuple(sorted(train, key=lambda t: rank(profile.key, "order", seed, t.key)))
+    return Plan(profile, seed, tuple(train), tuple(held), order)
+
+
+def episode_rng(plan: Plan, index: int) -> random.Random:
+    return seeded_rng(plan.profile.key, plan.seed, "episode", index)
+
+
+def episode_id(plan: Plan, index: int) -> str:
+    return f"{plan.profile.name}-s{plan.seed}-{index:06d}"
+
+
+def task_id(task: Task) -> str:
+    return "t-" + rank("task", task.key)[:12]

@@ -1,0 +1,97 @@
+"""stats.json: counts and distributions accumulated while episodes stream past, and the
+human summary `kernelstrain stats` prints."""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+from . import __version__
+
+SPEEDUP_EDGES = (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
+
+
+class StatsAccumulator:
+    """Add episodes (as dicts) one at a time; `result()` gives the stats object."""
+
+    def __init__(self):
+        self.episodes = 0
+        self.steps = 0
+        self.status, self.kind = Counter(), Counter()
+        self.by = {k: Counter() for k in ("op", "module", "gpu", "impl", "family", "dtype")}
+        self.steps_hist = Counter()
+        self.speedup_hist = Counter()
+        self.speedup_sum = self.speedup_log_sum = 0.0
+        self.speedup_min, self.speedup_max = math.inf, 0.0
+        self.elapsed_sum = 0
+
+    def add(self, ep: dict) -> None:
+        self.episodes += 1
+        n = len(ep["steps"])
+        self.steps += n
+        self.steps_hist[n] += 1
+        for s in ep["steps"]:
+            self.status[s["status"]] += 1
+            self.kind[s["kind"]] += 1
+        for k, c in self.by.items():
+            c[ep[k]] += 1
+        sp = ep["best"]["speedup"]
+        self.speedup_sum += sp
+        self.speedup_log_sum += math.log(sp)
+        self.speedup_min, self.speedup_max = min(self.speedup_min, sp), max(self.speedup_max, sp)
+        self.speedup_hist[next((f"<{e}" for e in SPEEDUP_EDGES if sp < e), f">={SPEEDUP_EDGES[-1]}")] += 1
+        self.elapsed_sum += ep["elapsed_s"]
+
+    def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None) -> dict:
+        n, steps = max(1, self.episodes), max(1, self.steps)
+        lengths = sorted(self.steps_hist.elements())
+        return {
+            "schema": "kernelstrain/stats@1",
+            "generator": f"kernelstrain {__version__}",
+            "profile": profile.name,
+            "profile_description": profile.description,
+            "seed": seed,
+            "episodes": self.episodes,
+            "steps": self.steps,
+            "holdout_tasks": holdout_tasks,
+            "status": {k: self.status[k] for k in ("ok", "wrong_result", "compile_error")},
+            "status_pct": {k: round(100 * self.status[k] / steps, 2) for k in ("ok", "wrong_result", "compile_error")},
+            "kind": {k: self.kind[k] for k in ("structural", "param_sweep", "joint", "rebench", "endgame")},
+            "steps_per_episode": {"mean": round(self.steps / n, 3), "min": lengths[0] if lengths else 0,
+                                  "median": lengths[len(lengths) // 2] if lengths else 0,
+                                  "max": lengths[-1] if lengths else 0,
+                                  "hist": {str(k): self.steps_hist[k] for k in sorted(self.steps_hist)}},
+            "speedup": {"mean": round(self.speedup_sum / n, 3), "geomean": round(math.exp(self.speedup_log_sum / n), 3),
+                        "min": round(self.speedup_min, 3) if self.episodes else 0, "max": round(self.speedup_max, 3),
+                        "hist": {k: self.speedup_hist[k] for k in [f"<{e}" for e in SPEEDUP_EDGES] + [f">={SPEEDUP_EDGES[-1]}"]}},
+            "simulated_hours": {"mean": round(self.elapsed_sum / n / 3600, 3)},
+            **{f"by_{k}": dict(sorted(c.items())) for k, c in self.by.items()},
+            "files": files,
+            **({"shard": shard} if shard else {}),
+        }
+
+
+def summary(stats: dict) -> str:
+    """Human summary of a stats object."""
+    st, pct = stats["status"], stats["status_pct"]
+    spe, sp = stats["steps_per_episode"], stats["speedup"]
+    lines = [
+        f"profile {stats['profile']} (seed {stats['seed']}), {stats['generator']}",
+        f"episodes        {stats['episodes']:,}",
+        f"steps           {stats['steps']:,}  (per episode: mean {spe['mean']}, median {spe['median']}, "
+        f"min {spe['min']}, max {spe['max']})",
+        "status          " + ", ".join(f"{k} {st[k]:,} ({pct[k]}%)" for k in st),
+        "kinds           " + ", ".join(f"{k} {v:,}" for k, v in stats["kind"].items()),
+        f"speedup         mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x",
+        f"holdout tasks   {stats['holdout_tasks']}",
+        f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "
+        + ", ".join(f"{k} {v}" for k, v in stats["by_impl"].items()),
+        "gpus            " + ", ".join(f"{k} {v:,}" for k, v in stats["by_gpu"].items()),
+        "files:",
+    ]
+    lines += [f"  {name:22} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
+    return "\n".join(lines)
+
+
+def dumps_stats(stats: dict) -> str:
+    return json.dumps(stats, indent=2, ensure_ascii=False) + "\n"

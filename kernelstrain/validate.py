@@ -1,0 +1,192 @@
+"""`validate`: every file against its schema and the invariants of SPEC §4, naming file
+and line of each problem. Streams: memory stays flat whatever the file size."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+from .errors import DataError
+from .feedback import fmt_ms
+from .gpus import GPUS
+from .ops import REGISTRY
+from .sim import STATIC_SMEM_CAP
+from .writers import FILES
+
+EPISODE_KEYS = ["schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
+                "signature", "desc", "baseline", "steps", "best", "attempts", "elapsed_s", "seed", "generator"]
+STEP_KEYS = ["step", "kind", "tag", "params", "code", "status", "time_ms", "smem_bytes", "regs", "error",
+             "kept", "best_ms", "elapsed_s"]
+KINDS = {"structural", "param_sweep", "joint", "rebench", "endgame"}
+STATUSES = {"ok", "wrong_result", "compile_error"}
+# Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
+FEATURE_MARKERS = {"wgmma": re.compile(r"\bwgmma\."), "tma": re.compile(r"cp\.async\.bulk\.tensor"),
+                   "fp4": re.compile(r"\.e2m1\b"), "inline_ptx": re.compile(r"\basm\s*(volatile\s*)?\(")}
+
+
+def read_jsonl(path: Path):
+    """Yield (line number, object); a corrupt line raises DataError naming file and line."""
+    try:
+        fh = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    with fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                yield n, json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise DataError(f"{path}:{n}: not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+
+
+def read_stats(data: Path) -> dict:
+    path = data / "stats.json"
+    if not data.is_dir():
+        raise DataError(f"{data}: not a dataset directory")
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing (an incomplete or interrupted run?)") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(stats, dict) or stats.get("schema") != "kernelstrain/stats@1":
+        raise DataError(f"{path}: not a kernelstrain stats file (schema kernelstrain/stats@1)")
+    return stats
+
+
+class Findings(list):
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def add(self, where: str, what: str) -> None:
+        if len(self) < self.limit:
+            self.append(f"{where}: {what}")
+
+
+def check_episode(ep: dict, where: str, out: Findings) -> None:
+    if list(ep) != EPISODE_KEYS:
+        out.add(where, f"episode keys {list(ep)} != {EPISODE_KEYS}")
+        return
+    gpu = GPUS.get(ep["gpu"])
+    module = REGISTRY.get(ep["module"])
+    if gpu is None or module is None:
+        out.add(where, f"unknown gpu {ep['gpu']!r} or module {ep['module']!r}")
+        return
+    best = ep["baseline"]["time_ms"]
+    best_step = 0
+    for s in ep["steps"]:
+        w = f"{where} step {s.get('step')}"
+        if list(s) != STEP_KEYS:
+            out.add(w, f"step keys {list(s)} != {STEP_KEYS}")
+            continue
+        if s["kind"] not in KINDS or s["status"] not in STATUSES:
+            out.add(w, f"bad kind/status {s['kind']!r}/{s['status']!r}")
+        if (s["time_ms"] is None) != (s["status"] != "ok"):
+            out.add(w, "time_ms must be null exactly when status is not ok")
+        if s["kept"] and s["status"] != "ok":
+            out.add(w, "a non-ok step is kept")
+        if s["kept"] and s["kind"] == "rebench":
+            out.add(w, "a rebench is kept")
+        if s["status"] == "ok" and s["time_ms"] is not None:
+            improves = s["time_ms"] < best
+            if s["kept"] != (improves and s["kind"] != "rebench"):
+                out.add(w, f"kept={s['kept']} but time {s['time_ms']} vs best {best}")
+            if s["kept"]:
+                best, best_step = s["time_ms"], s["step"]
+            cap = STATIC_SMEM_CAP if (module.impl == "cuda" and _static(module, s["tag"])) else gpu.smem_per_block
+            if s["smem_bytes"] > cap:
+                out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
+            for feature, pat in FEATURE_MARKERS.items():
+                if feature not in gpu.features and pat.search(s["code"]):
+                    out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
+        if s["best_ms"] != best:
+            out.add(w, f"best_ms {s['best_ms']} is not the running minimum of kept steps ({best})")
+        if (s["status"] == "ok") == (s["error"] is not None):
+            out.add(w, "error must be set exactly when status is not ok")
+    if ep["best"]["time_ms"] != best or ep["best"]["step"] != best_step:
+        out.add(where, f"best {ep['best']} != running minimum ({best} at step {best_step})")
+
+
+def _static(module, tag: str) -> bool:
+    try:
+        return module.variant(tag).smem == "static"
+    except KeyError:
+        return False
+
+
+def check_feedback(mt: dict, ep_steps: list, where: str, out: Findings) -> None:
+    """Feedback after step k reports step k and the best so far, nothing later."""
+    msgs = mt["messages"]
+    if [m["role"] for m in msgs[:2]] != ["system", "user"]:
+        out.add(where, "messages must start with system, user")
+        return
+    turns = msgs[2:]
+    for k, s in enumerate(ep_steps):
+        a = turns[2 * k] if 2 * k < len(turns) else None
+        if a is None or a["role"] != "assistant" or not a["content"].startswith("```") or not a["content"].endswith("```"):
+            out.add(f"{where} step {k + 1}", "assistant turn must be one fenced code block")
+            continue
+        if 2 * k + 1 < len(turns):
+            fb = turns[2 * k + 1]["content"]
+            later = [int(n) for n in re.findall(r"\bstep (\d+)", fb, flags=re.I)]
+            if any(n > s["step"] for n in later):
+                out.add(f"{where} step {k + 1}", "feedback mentions a later step")
+            if fmt_ms(s["best_ms"]) not in fb:
+                out.add(f"{where} step {k + 1}", "feedback does not report the best so far")
+
+
+def validate(data: Path, limit: int = 50) -> list[str]:
+    """All problems found in a dataset directory (up to `limit`)."""
+    out = Findings(limit)
+    stats = read_stats(data)
+    for name in list(FILES.values()):
+        if not (data / name).exists():
+            out.add(str(data / name), "missing")
+    if out:
+        return out
+    for fname, summary in stats.get("files", {}).items():
+        path = data / fname
+        digest, size = hashlib.sha256(), 0
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+        if digest.hexdigest() != summary["sha256"] or size != summary["bytes"]:
+            out.add(str(path), "sha256/bytes differ from stats.json (modified or truncated?)")
+    held = set()
+    for n, row in read_jsonl(data / FILES["holdout"]):
+        held.add((row.get("module"), row.get("gpu"), row.get("dtype"), json.dumps(row.get("shape"), sort_keys=True)))
+    status, steps_total, episodes = Counter(), 0, 0
+    ep_path, mt_path, st_path = (data / FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps"))
+    mt_iter, st_iter = read_jsonl(mt_path), read_jsonl(st_path)
+    for n, ep in read_jsonl(ep_path):
+        where = f"{ep_path.name}:{n}"
+        episodes += 1
+        check_episode(ep, where, out)
+        combo = (ep.get("module"), ep.get("gpu"), ep.get("dtype"), json.dumps(ep.get("shape"), sort_keys=True))
+        if combo in held:
+            out.add(where, f"held-out combo {combo[:3]} appears in a training file")
+        steps = ep.get("steps", [])
+        steps_total += len(steps)
+        status.update(s.get("status") for s in steps)
+        m = next(mt_iter, None)
+        if m is None or m[1].get("id") != ep.get("id"):
+            out.add(f"{mt_path.name}:{n}", f"row does not match episode {ep.get('id')}")
+        else:
+            check_feedback(m[1], steps, f"{mt_path.name}:{m[0]}", out)
+        for s in steps:
+            row = next(st_iter, None)
+            if row is None or row[1].get("episode_id") != ep.get("id") or row[1].get("step") != s.get("step") \
+                    or row[1].get("status") != s.get("status") or row[1].get("kept") != s.get("kept"):
+                out.add(f"{st_path.name}:{row[0] if row else 'EOF'}", f"does not match {ep.get('id')} step {s.get('step')}")
+                break
+    if next(st_iter, None) is not None:
+        out.add(st_path.name, "more step rows than steps in episodes.jsonl")
+    if episodes != stats.get("episodes") or steps_total != stats.get("steps"):
+        out.add("stats.json", f"episodes/steps {stats.get('episodes')}/{stats.get('steps')} != files {episodes}/{steps_total}")
+    for k in ("ok", "wrong_result", "compile_error"):
+        if status[k] != stats.get("status", {}).get(k):
+            out.add("stats.json", f"status {k}: {stats.get('status', {}).get(k)} != files {status[k]}")
+    return out

@@ -1,0 +1,68 @@
+"""Streamed, atomic output: each file is written to a hidden temporary name, hashed as
+it goes, and renamed into place only when complete."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import UsageError
+
+FILES = {  # config name -> file name, in the order they are written
+    "episodes": "episodes.jsonl",
+    "sft_multiturn": "sft_multiturn.jsonl",
+    "sft_steps": "sft_steps.jsonl",
+    "holdout": "tasks_holdout.jsonl",
+}
+
+
+class StreamFile:
+    """A JSONL file under construction: rows are appended, counted and hashed."""
+
+    def __init__(self, final: Path):
+        self.final = final
+        self.tmp = final.with_name(f".{final.name}.tmp")
+        self.fh = open(self.tmp, "w", encoding="utf-8", newline="\n")
+        self.rows = 0
+        self.bytes = 0
+        self.sha = hashlib.sha256()
+
+    def write(self, line: str) -> None:
+        data = line + "\n"
+        self.fh.write(data)
+        raw = data.encode("utf-8")
+        self.sha.update(raw)
+        self.rows += 1
+        self.bytes += len(raw)
+
+    def summary(self) -> dict:
+        return {"rows": self.rows, "bytes": self.bytes, "sha256": self.sha.hexdigest()}
+
+    def commit(self) -> None:
+        self.fh.close()
+        os.replace(self.tmp, self.final)
+
+    def abort(self) -> None:
+        self.fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", newline="\n")
+    os.replace(tmp, path)
+
+
+def prepare_out_dir(out: Path, force: bool) -> None:
+    """Check the output directory can take a new dataset; create it."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UsageError(f"--out {out} is not empty (use --force to overwrite its dataset files)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".kernelstrain-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None

@@ -1,0 +1,114 @@
+"""Unit tests of the simulator: gates, caps, occupancy, noise, roofline behaviour."""
+import dataclasses
+import math
+import random
+
+import pytest
+
+from kernelstrain.gpus import GPUS
+from kernelstrain.ops import REGISTRY
+from kernelstrain.ops.base import Launch, Variant
+from kernelstrain.sim import (STATIC_SMEM_CAP, arch_error, blocks_per_sm, efficiencies, measure, noise_cv,
+                              simulate, smem_error)
+from kernelstrain.tasks import best_config, make_task
+
+
+def rms_task(gpu="H100", T=4096, D=4096):
+    m = REGISTRY["rmsnorm_cuda"]
+    return m, make_task(m, gpu, "fp16", {"T": T, "D": D})
+
+
+def test_wgmma_on_ampere_reads_like_ptxas():
+    m, t = rms_task("A100")
+    text = arch_error("wgmma", t, m)
+    assert "error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'" in text
+    assert text.startswith("ptxas /tmp/tmpxft_") and text.endswith("Ptx assembly aborted due to errors")
+
+
+def test_inline_ptx_on_rocm_reads_like_clang():
+    m, t = rms_task("MI300X")
+    assert "<inline asm>:1:2: error: instruction not supported on this GPU" in arch_error("cp_async", t, m)
+
+
+def test_static_smem_overflow_reads_like_ptxas():
+    m, t = rms_task()
+    v = Variant("x", "x", smem="static")
+    assert smem_error(0xFA00, STATIC_SMEM_CAP, v, m, t) == (
+        "ptxas error   : Entry function 'rmsnorm_kernel' uses too much shared data (0xfa00 bytes, 0xc000 max)")
+
+
+def test_gated_variant_fails_only_where_the_feature_is_missing():
+    m, ampere = rms_task("A100")
+    _, hopper = rms_task("H100")
+    gated = dataclasses.replace(m.variants[-1], needs=frozenset({"wgmma"}))
+    fail = simulate(m, gated, gated.defaults(), ampere)
+    assert not fail.ok and fail.time_ms is None and fail.error_class == "arch"
+    assert "not supported on .target 'sm_80'" in fail.error
+    ok = simulate(m, gated, gated.defaults(), hopper)
+    assert ok.ok and ok.time_ms > 0 and ok.error is None
+
+
+def test_static_smem_over_48k_fails_to_compile():
+    m, t = rms_task()
+    v = m.variant("smem_block_reduce")
+    big = dataclasses.replace(v, params=(dataclasses.replace(v.params[0], values=(16384,), default=16384),))
+    r = simulate(m, big, {"threads": 16384}, t)
+    assert not r.ok and r.error_class in ("smem", "resources")
+
+
+def test_occupancy_limits():
+    gpu = GPUS["H100"]
+    assert blocks_per_sm(Launch(grid=1, threads=1024, regs=32), gpu) == 2
+    assert blocks_per_sm(Launch(grid=1, threads=256, regs=255), gpu) == 1
+    assert blocks_per_sm(Launch(grid=1, threads=128, smem_bytes=120_000), gpu) == 1
+    assert blocks_per_sm(Launch(grid=1, threads=1024, regs=128), gpu) == 0
+
+
+def test_vector_width_and_grid_size_raise_memory_efficiency():
+    gpu, v = GPUS["H100"], Variant("x", "x", memory_eff=0.9)
+    scalar = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=2), gpu, 1e9)[1]
+    vector = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=16), gpu, 1e9)[1]
+    tiny_grid = efficiencies(v, Launch(grid=8, threads=256, bytes_per_access=16), gpu, 1e9)[1]
+    assert scalar < vector <= 0.9
+    assert tiny_grid < vector / 4
+
+
+def test_wave_quantization_penalises_one_extra_block():
+    gpu, v = GPUS["H100"], Variant("x", "x", compute_eff=0.8)
+    full = efficiencies(v, Launch(grid=132, threads=256, regs=255), gpu, 1e9)[0]
+    spill = efficiencies(v, Launch(grid=133, threads=256, regs=255), gpu, 1e9)[0]
+    assert spill < full * 0.55
+
+
+def test_noise_cv_follows_spec():
+    assert noise_cv(0.1) == pytest.approx(0.015)
+    assert noise_cv(0.005) == pytest.approx(0.06)
+    rng = random.Random(1)
+    xs = [measure(1.0, rng) for _ in range(4000)]
+    mean = sum(xs) / len(xs)
+    cv = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs)) / mean
+    assert 0.012 < cv < 0.018
+
+
+def test_bigger_problem_takes_longer_and_best_beats_baseline():
+    m, small = rms_task(T=64)
+    _, big = rms_task(T=16384)
+    for t in (small, big):
+        base = simulate(m, m.variants[0], m.variants[0].defaults(), t).time_ms
+        assert best_config(m, t)[0] < base
+    assert best_config(m, big)[0] > best_config(m, small)[0]
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_module_ladder_is_steep_and_best_near_roofline(name):
+    """On its largest shape on H100, each ladder spans >= 2x and its best is within 20x of the floor."""
+    m = REGISTRY[name]
+    shape = max(m.shapes, key=lambda s: m.cost(make_task(m, "H100", m.dtypes[0], s)).bytes)
+    dtype = next(d for d in m.dtypes if m.supports(GPUS["H100"], d))
+    t = make_task(m, "H100", dtype, shape)
+    base = simulate(m, m.variants[0], m.variants[0].defaults(), t).time_ms
+    best, variant, _ = best_config(m, t)
+    from kernelstrain.sim import roofline_floor_ms
+    assert base / best >= 2.0, f"{name}: ladder spans only {base / best:.2f}x"
+    assert best >= roofline_floor_ms(m, t, variant.path), f"{name}: faster than the roofline"
+    assert best <= 20 * roofline_floor_ms(m, t, variant.path) + 0.01
