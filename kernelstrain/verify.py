@@ -1,0 +1,168 @@
+"""`verify`: compile a stratified sample of a dataset's candidates with real compilers and
+check that each recorded status agrees: ok and wrong_result candidates compile,
+compile_error candidates fail with the recorded class of error (arch feature, shared
+memory, resources, syntax), and recorded shared memory matches the compiler's figure.
+
+nvcc (-Xptxas -v) compiles CUDA for sm_80/86/89/90a/120; Triton's compiler compiles
+Triton for CUDA targets and gfx942 without a GPU. CUDA candidates for MI300X need a HIP
+compiler (hipcc); without one they are reported as skipped.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from .compilers import MissingCompiler, classify, compile_cuda, compile_triton
+from .errors import UsageError
+from .ops import REGISTRY
+from .plan import seeded_rng
+from .tasks import make_task
+from .validate import read_jsonl, read_stats
+from .writers import FILES
+
+LAUNCH_TIME = "launch"   # dynamic shared memory over the cap: the compiler accepts it, the launch fails
+
+
+def recorded_class(error: str) -> str:
+    if "MaxDynamicSharedMemorySize" in error:
+        return LAUNCH_TIME
+    return classify(error)
+
+
+def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
+    """(line, step index) pairs, round-robin over strata (module, variant, gpu, status)."""
+    strata = defaultdict(list)
+    for n, ep in read_jsonl(data / FILES["episodes"]):
+        for i, s in enumerate(ep["steps"]):
+            if s["kind"] != "rebench":
+                strata[(ep["module"], s["tag"], ep["gpu"], s["status"])].append((n, i))
+    rng = seeded_rng("verify", seed)
+    keys = sorted(strata)
+    for k in keys:
+        rng.shuffle(strata[k])
+    chosen, depth = [], 0
+    while len(chosen) < sample and any(len(strata[k]) > depth for k in keys):
+        for k in keys:
+            if depth < len(strata[k]) and len(chosen) < sample:
+                chosen.append(strata[k][depth])
+        depth += 1
+    return sorted(chosen)
+
+
+def _compile_job(job: dict) -> dict:
+    module = REGISTRY[job["module"]]
+    task = make_task(module, job["gpu"], job["dtype"], job["shape"])
+    if module.impl == "cuda":
+        if task.is_hip:
+            hipcc = shutil.which("hipcc")
+            if hipcc is None:
+                return {**job, "skipped": "no HIP compiler (hipcc) on this machine"}
+            raise MissingCompiler("hipcc path not implemented")
+        result = compile_cuda(job["code"], task.gpu.arch, f"{module.op}_kernel")
+    else:
+        variant = module.variant(job["tag"])
+        specs = module.triton_kernels(variant, job["params"], task)
+        result = compile_triton(job["code"], specs, task.gpu.arch)
+    return {**job, "compiled": result.ok, "class": result.error_class, "smem": result.smem_bytes,
+            "regs": result.regs, "log": result.log[-600:]}
+
+
+def judge(r: dict) -> list[str]:
+    """Disagreements of one compiled candidate with its record."""
+    problems = []
+    status = r["status"]
+    if status in ("ok", "wrong_result") and not r["compiled"]:
+        problems.append(f"{status} candidate does not compile: {r['log'].strip().splitlines()[-1] if r['log'] else ''}")
+    if status == "compile_error":
+        want = recorded_class(r["error"])
+        if want == LAUNCH_TIME:
+            if not r["compiled"]:
+                problems.append("dynamic-smem overflow should compile and fail at launch, but did not compile")
+        elif r["compiled"]:
+            problems.append(f"recorded compile error ({want}) but it compiles")
+        elif r["class"] != want:
+            problems.append(f"compiler error class {r['class']} != recorded {want}")
+    module = REGISTRY[r["module"]]
+    static = module.impl == "cuda" and module.variant(r["tag"]).smem in ("static", "none")
+    if status == "ok" and r["compiled"] and static and r["smem"] is not None and r["smem"] != r["smem_bytes"]:
+        problems.append(f"smem recorded {r['smem_bytes']} B, compiler {r['smem']} B")
+    return problems
+
+
+def verify(data: Path, sample: int = 200, jobs: int = 0, seed: int = 0, report: str | None = None) -> int:
+    read_stats(data)
+    started = time.monotonic()
+    chosen = pick_sample(data, sample, seed)
+    wanted = defaultdict(list)
+    for n, i in chosen:
+        wanted[n].append(i)
+    job_list = []
+    for n, ep in read_jsonl(data / FILES["episodes"]):
+        for i in wanted.get(n, ()):
+            s = ep["steps"][i]
+            job_list.append({"line": n, "step": s["step"], "module": ep["module"], "gpu": ep["gpu"],
+                             "dtype": ep["dtype"], "shape": ep["shape"], "tag": s["tag"], "params": s["params"],
+                             "status": s["status"], "error": s["error"], "code": s["code"],
+                             "smem_bytes": s["smem_bytes"]})
+    _check_compilers(job_list)
+    jobs = jobs or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (jobs or 2)
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
+        results = list(pool.map(_compile_job, job_list, chunksize=1))
+    table = defaultdict(lambda: defaultdict(int))
+    problems = []
+    for r in results:
+        key = (r["module"], r["gpu"])
+        row = table[key]
+        if "skipped" in r:
+            row["skipped"] += 1
+            continue
+        bad = judge(r)
+        row[f"{r['status']}_n"] += 1
+        row[f"{r['status']}_agree"] += not bad
+        if r["status"] == "ok" and r["smem"] is not None:
+            row["smem_checked"] += 1
+            row["smem_equal"] += r["smem"] == r["smem_bytes"]
+        problems += [f"episodes.jsonl:{r['line']} step {r['step']} ({r['module']} {r['tag']} on {r['gpu']}): {p}" for p in bad]
+    elapsed = time.monotonic() - started
+    text = render_report(table, len(results), elapsed, problems)
+    print(text)
+    if report:
+        Path(report).write_text(json.dumps({"compiled": len(results), "seconds": round(elapsed, 1),
+                                            "rows": {f"{m}|{g}": dict(v) for (m, g), v in sorted(table.items())},
+                                            "problems": problems}, indent=2))
+    return 1 if problems else 0
+
+
+def _check_compilers(job_list: list) -> None:
+    impls = {REGISTRY[j["module"]].impl for j in job_list}
+    if "cuda" in impls and shutil.which("nvcc") is None:
+        raise UsageError("nvcc not found: install the CUDA toolkit (12.4+) to verify CUDA candidates")
+    if "triton" in impls:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            raise UsageError("triton not installed: pip install 'kernelstrain[verify]'") from None
+
+
+def render_report(table, total: int, elapsed: float, problems: list) -> str:
+    lines = [f"{'module':28} {'gpu':8} {'ok compiles':>12} {'errors fail':>12} {'wrong compiles':>15} {'smem equal':>11} {'skipped':>8}"]
+    sums = defaultdict(int)
+    for (m, g), row in sorted(table.items()):
+        for k, v in row.items():
+            sums[k] += v
+        lines.append(f"{m:28} {g:8} {row['ok_agree']:>5}/{row['ok_n']:<6} {row['compile_error_agree']:>5}/{row['compile_error_n']:<6}"
+                     f" {row['wrong_result_agree']:>7}/{row['wrong_result_n']:<7} {row['smem_equal']:>4}/{row['smem_checked']:<6}"
+                     f" {row['skipped']:>8}")
+    lines.append(f"{'total':37} {sums['ok_agree']:>5}/{sums['ok_n']:<6} {sums['compile_error_agree']:>5}/{sums['compile_error_n']:<6}"
+                 f" {sums['wrong_result_agree']:>7}/{sums['wrong_result_n']:<7} {sums['smem_equal']:>4}/{sums['smem_checked']:<6}"
+                 f" {sums['skipped']:>8}")
+    lines.append(f"{total} candidates in {elapsed:.1f} s; {len(problems)} disagreement(s)")
+    lines += problems[:200]
+    return "\n".join(lines)
