@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from . import __version__
@@ -20,7 +22,7 @@ def cmd_generate(a) -> int:
     profile = load_profile(a.config)
     shard = Shard.parse(a.shard) if a.shard else None
     stats = generate(profile, a.seed, Path(a.out), episodes=a.episodes, workers=a.workers or default_workers(),
-                     shard=shard, force=a.force, progress=not a.quiet)
+                     shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
     if not a.quiet:
         print(f"wrote {stats['episodes']:,} episodes, {stats['steps']:,} steps to {a.out}")
     return 0
@@ -174,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers", type=_count, default=0, help="worker processes (default: all cores)")
     g.add_argument("--shard", help="I/N: write the I-th of N contiguous slices (merge them with `merge`)")
     g.add_argument("--force", action="store_true", help="overwrite a non-empty output directory")
+    g.add_argument("--resume", action="store_true", help="finish an interrupted run of the same command")
     g.add_argument("--quiet", action="store_true", help="no progress or summary output")
 
     s = add("stats", cmd_stats)
@@ -215,7 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a kill (SIGTERM) checkpoints and cleans up like Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
@@ -223,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernelstrain: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("kernelstrain: interrupted; no partial dataset files were left", file=sys.stderr)
+        print("kernelstrain: interrupted; partial files are hidden (.*.tmp); rerun with --resume to finish",
+              file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

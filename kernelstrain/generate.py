@@ -6,8 +6,10 @@ writes them in index order. `--shard I/N` writes a contiguous slice of the episo
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -52,6 +54,8 @@ _PLAN: Plan | None = None
 
 def _init_worker(profile_path: str, seed: int) -> None:
     global _PLAN
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and stops the pool
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _PLAN = make_plan(load_profile(profile_path), seed)
 
 
@@ -100,9 +104,17 @@ class Progress:
         sys.stderr.flush()
 
 
+CHECKPOINT = ".kernelstrain-resume.json"
+DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
+
+
 def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None, workers: int = 1,
-             shard: Shard | None = None, force: bool = False, progress: bool = True) -> dict:
-    """Write the dataset of `profile` and `seed` into `out`; returns stats.json's content."""
+             shard: Shard | None = None, force: bool = False, progress: bool = True,
+             resume: bool = False) -> dict:
+    """Write the dataset of `profile` and `seed` into `out`; returns stats.json's content.
+
+    Progress is checkpointed; after an interruption `resume=True` finishes the run and
+    gives the same bytes as an uninterrupted one."""
     if episodes is not None and episodes < 0:
         raise UsageError(f"--episodes must be >= 0, got {episodes}")
     if workers < 1:
@@ -110,21 +122,38 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     plan = make_plan(profile, seed)
     total = profile.episodes if episodes is None else episodes
     indices = shard.range(total) if shard else range(total)
-    prepare_out_dir(out, force)
-    files = {name: StreamFile(out / fname) for name, fname in FILES.items() if name != "holdout"}
+    run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
+              "shard": str(shard) if shard else None}
     acc = StatsAccumulator()
-    bar = Progress(len(indices), progress)
+    if resume:
+        start, files = _resume(out, run_id, acc)
+    else:
+        prepare_out_dir(out, force)
+        for stale in ("stats.json", "README.md", CHECKPOINT):   # never leave an old dataset looking complete
+            (out / stale).unlink(missing_ok=True)
+        start, files = indices.start, {k: StreamFile(out / FILES[k]) for k in DATA_KEYS}
+    todo = range(start, indices.stop)
+    bar = Progress(len(todo), progress)
+    last_checkpoint = time.monotonic()
+    index, marks = start, {k: f.bytes for k, f in files.items()}   # as of the last whole episode
+    _checkpoint(out, run_id, index, files, marks)
     try:
-        for done, (ep_line, mt_line, step_lines, slim) in enumerate(iter_episodes(plan, indices, workers), 1):
+        for done, (ep_line, mt_line, step_lines, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
             files["episodes"].write(ep_line)
             files["sft_multiturn"].write(mt_line)
             for line in step_lines:
                 files["sft_steps"].write(line)
             acc.add(slim)
-            bar.update(done, sum(f.bytes for f in files.values()))
+            index, marks = start + done, {k: f.bytes for k, f in files.items()}
+            bar.update(done, sum(marks.values()))
+            if time.monotonic() - last_checkpoint > 2.0:
+                _checkpoint(out, run_id, index, files, marks)
+                last_checkpoint = time.monotonic()
     except BaseException:
-        for f in files.values():
-            f.abort()
+        try:
+            _checkpoint(out, run_id, index, files, marks)
+        except OSError:
+            pass
         raise
     for f in files.values():
         f.commit()
@@ -132,7 +161,39 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     summaries[FILES["holdout"]] = write_holdout(plan, out)
     stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None)
     finish(out, stats)
+    (out / CHECKPOINT).unlink(missing_ok=True)
     return stats
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _checkpoint(out: Path, run_id: dict, next_index: int, files: dict, marks: dict) -> None:
+    """Record how far the run got: episodes before next_index fill the first marks[k] bytes."""
+    for f in files.values():
+        f.flush()
+    state = {**run_id, "next": next_index, "bytes": marks}
+    write_text_atomic(out / CHECKPOINT, json.dumps(state))
+
+
+def _resume(out: Path, run_id: dict, acc: StatsAccumulator):
+    """Reopen an interrupted run's temporary files at its last checkpoint."""
+    try:
+        state = json.loads((out / CHECKPOINT).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"--resume: {out} holds no interrupted run ({CHECKPOINT} missing)") from None
+    except json.JSONDecodeError:
+        raise UsageError(f"--resume: {out / CHECKPOINT} is corrupt; start again with --force") from None
+    mismatch = [k for k in run_id if state.get(k) != run_id[k]]
+    if mismatch:
+        raise UsageError(f"--resume: the interrupted run in {out} had different {', '.join(mismatch)}")
+    files = {k: StreamFile(out / FILES[k], resume_bytes=state["bytes"][k]) for k in DATA_KEYS}
+    with open(files["episodes"].tmp, encoding="utf-8") as fh:
+        for line in fh:
+            acc.add(json.loads(line))
+    return state["next"], files
 
 
 def finish(out: Path, stats: dict) -> None:

@@ -19,13 +19,26 @@ FILES = {  # config name -> file name, in the order they are written
 class StreamFile:
     """A JSONL file under construction: rows are appended, counted and hashed."""
 
-    def __init__(self, final: Path):
+    def __init__(self, final: Path, resume_bytes: int | None = None):
+        """Start a new temporary file, or (resume_bytes) continue one cut back to that size."""
         self.final = final
         self.tmp = final.with_name(f".{final.name}.tmp")
-        self.fh = open(self.tmp, "w", encoding="utf-8", newline="\n")
         self.rows = 0
         self.bytes = 0
         self.sha = hashlib.sha256()
+        if resume_bytes is None:
+            self.fh = open(self.tmp, "w", encoding="utf-8", newline="\n")
+            return
+        with open(self.tmp, "r+b") as fh:
+            fh.truncate(resume_bytes)
+            for line in fh:
+                self.sha.update(line)
+                self.rows += 1
+                self.bytes += len(line)
+        self.fh = open(self.tmp, "a", encoding="utf-8", newline="\n")
+
+    def flush(self) -> None:
+        self.fh.flush()
 
     def write(self, line: str) -> None:
         data = line + "\n"
@@ -58,7 +71,8 @@ def prepare_out_dir(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UsageError(f"--out {out} is not empty (use --force to overwrite its dataset files)")
+        raise UsageError(f"--out {out} is not empty (use --force to overwrite its dataset files, "
+                         "or --resume to finish an interrupted run)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".kernelstrain-write-test"
