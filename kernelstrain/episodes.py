@@ -64,6 +64,12 @@ def build_episode(plan: Plan, index: int) -> dict:
 
 def episode_rows(plan: Plan, index: int) -> tuple[str, str, list[str], dict]:
     """(episode line, multiturn line, step lines, the public episode dict)."""
+    ep, mt, step_rows = episode_dicts(plan, index)
+    return dumps(ep), dumps(mt), [dumps(r) for r in step_rows], ep
+
+
+def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
+    """The three kinds of rows of one episode, as dicts in their fixed key order."""
     ep = build_episode(plan, index)
     module, task = ep.pop("_module"), ep.pop("_task")
     impl, steps = module.impl, ep["steps"]
@@ -72,17 +78,17 @@ def episode_rows(plan: Plan, index: int) -> tuple[str, str, list[str], dict]:
     header = feedback.task_header(module, task, reference)
     stamps = plan.profile.output.timestamps
     messages = [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": first}]
-    step_lines, history = [], []
+    step_rows, history = [], []
     best_code, best_ms, best_step = ep["baseline"]["code"], ep["baseline"]["time_ms"], 0
     for s in steps:
         prompt = feedback.step_prompt(header, history, best_code, impl, best_ms, ep["baseline"]["time_ms"], best_step)
-        step_lines.append(dumps({
+        step_rows.append({
             "schema": SCHEMA["step"], "id": f"{ep['id']}-{s['step']:03d}", "episode_id": ep["id"],
             "step": s["step"], "kind": s["kind"], "status": s["status"], "kept": s["kept"],
             "module": ep["module"], "gpu": ep["gpu"], "impl": impl,
             "messages": [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": prompt},
                          {"role": "assistant", "content": feedback.fence(s["code"], impl)}],
-        }))
+        })
         prev_best = s.pop("_prev_best")
         best_step = s.pop("_best_step")
         stamp = feedback.hms(s["elapsed_s"]) if stamps else ""
@@ -96,4 +102,4 @@ def episode_rows(plan: Plan, index: int) -> tuple[str, str, list[str], dict]:
     mt = {"schema": SCHEMA["multiturn"], "id": ep["id"], "task_id": ep["task_id"], "module": ep["module"],
           "op": ep["op"], "impl": impl, "gpu": ep["gpu"], "dtype": ep["dtype"], "shape": ep["shape"],
           "num_steps": len(steps), "best_speedup": ep["best"]["speedup"], "messages": messages}
-    return dumps(ep), dumps(mt), step_lines, ep
+    return ep, mt, step_rows
