@@ -41,10 +41,11 @@ class MissingCompiler(RuntimeError):
 
 def classify(log: str) -> str:
     """Error class of a compiler log."""
-    if "too much shared data" in log or "shared memory" in log and "out of resource" in log:
+    if "too much shared data" in log or "shared memory" in log and "out of resource" in log \
+            or re.search(r"local memory \(\d+\) exceeds limit", log):
         return "smem"
     if "not supported on .target" in log or "requires .target" in log or "not supported in this architecture" in log \
-            or "instruction not supported on this GPU" in log:
+            or "instruction not supported on this GPU" in log or re.search(r"error: .*\bin asm\b|<inline asm>", log):
         return "arch"
     if "too many resources" in log or "out of resource" in log:
         return "resources"
@@ -91,6 +92,55 @@ def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
                 break
         ok = proc.returncode == 0
         return CompileResult(ok, log[-4000:], smem, regs, None if ok else classify(log))
+    return _cached(key, run)
+
+
+HIP_SHIM = """#pragma once
+// ROCm 6 spells the bf16 header and type hip_bf16.h / __hip_bfloat16; older headers
+// (Debian's ROCm 5.2) have hip_bfloat16.h / hip_bfloat16.
+#include <hip/hip_bfloat16.h>
+typedef hip_bfloat16 __hip_bfloat16;
+"""
+
+
+def find_hip_compiler() -> str | None:
+    """A clang that targets gfx942 with HIP headers: hipcc (ROCm 6+) or clang++-17..22."""
+    if shutil.which("hipcc") and Path("/opt/rocm").exists():
+        return shutil.which("hipcc")
+    if not Path("/usr/include/hip/hip_runtime.h").exists():
+        return None
+    for version in range(22, 16, -1):
+        path = shutil.which(f"clang++-{version}")
+        if path:
+            return path
+    return None
+
+
+def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileResult:
+    """Device-only HIP compile for an AMD target; LDS and VGPRs from clang's resource remarks."""
+    clang = find_hip_compiler()
+    if clang is None:
+        raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
+    key = hashlib.sha256(f"hip|{arch}|{clang}|{source}".encode()).hexdigest()
+
+    def run():
+        with tempfile.TemporaryDirectory() as tmp:
+            inc = Path(tmp) / "include"
+            if not Path("/usr/include/hip/hip_bf16.h").exists() and "/opt/rocm" not in clang:
+                (inc / "hip").mkdir(parents=True)
+                (inc / "hip" / "hip_bf16.h").write_text(HIP_SHIM)
+            src = Path(tmp) / "candidate.hip"
+            src.write_text(source)
+            cmd = [clang, "-x", "hip", f"--offload-arch={arch}", "--cuda-device-only", "-nogpulib", "-S", "-O2",
+                   "-std=c++17", f"-I{inc}", "-Rpass-analysis=kernel-resource-usage", str(src), "-o", os.devnull]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        log = proc.stdout + proc.stderr
+        lds = [int(x) for x in re.findall(r"LDS Size \[bytes/block\]: (\d+)", log)]
+        vgprs = [int(x) for x in re.findall(r"VGPRs: (\d+)", log)]
+        ok = proc.returncode == 0
+        errors = "\n".join(line for line in log.splitlines() if "remark:" not in line)
+        return CompileResult(ok, errors[-4000:], max(lds) if lds else None, max(vgprs) if vgprs else None,
+                             None if ok else classify(errors))
     return _cached(key, run)
 
 

@@ -5,7 +5,8 @@ memory, resources, syntax), and recorded shared memory matches the compiler's fi
 
 nvcc (-Xptxas -v) compiles CUDA for sm_80/86/89/90a/120; Triton's compiler compiles
 Triton for CUDA targets and gfx942 without a GPU. CUDA candidates for MI300X need a HIP
-compiler (hipcc); without one they are reported as skipped.
+compiler: hipcc from ROCm 6, or Debian's clang-19 with libamdhip64-dev (device-only
+compile for gfx942); without one they are reported as skipped.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .compilers import MissingCompiler, classify, compile_cuda, compile_triton
+from .compilers import MissingCompiler, classify, compile_cuda, compile_hip, compile_triton, find_hip_compiler
 from .errors import UsageError
 from .ops import REGISTRY
 from .plan import seeded_rng
@@ -60,11 +61,11 @@ def _compile_job(job: dict) -> dict:
     task = make_task(module, job["gpu"], job["dtype"], job["shape"])
     if module.impl == "cuda":
         if task.is_hip:
-            hipcc = shutil.which("hipcc")
-            if hipcc is None:
-                return {**job, "skipped": "no HIP compiler (hipcc) on this machine"}
-            raise MissingCompiler("hipcc path not implemented")
-        result = compile_cuda(job["code"], task.gpu.arch, f"{module.op}_kernel")
+            if find_hip_compiler() is None:
+                return {**job, "skipped": "no HIP compiler (hipcc, or clang-17+ with HIP headers) on this machine"}
+            result = compile_hip(job["code"], task.gpu.arch, f"{module.op}_kernel")
+        else:
+            result = compile_cuda(job["code"], task.gpu.arch, f"{module.op}_kernel")
     else:
         variant = module.variant(job["tag"])
         specs = module.triton_kernels(variant, job["params"], task)

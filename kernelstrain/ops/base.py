@@ -216,7 +216,11 @@ def cuda_prelude(task: Task, extra_includes: tuple = ()) -> str:
     dtype = task.dtype
     if task.is_hip:
         ctype = HIP_C_TYPE.get(dtype, "float")
-        head = ["#include <hip/hip_runtime.h>", "#include <hip/hip_fp16.h>", "#include <hip/hip_bf16.h>"]
+        head = ["#include <hip/hip_runtime.h>", "#include <hip/hip_fp16.h>", "#include <hip/hip_bf16.h>",
+                "// CUDA runtime names of the host wrapper, mapped to HIP",
+                "#define cudaStream_t hipStream_t", "#define cudaMemsetAsync hipMemsetAsync",
+                "#define cudaFuncSetAttribute hipFuncSetAttribute",
+                "#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize"]
         shfl = "__shfl_xor(v, o)"
         warp = 64
     else:
