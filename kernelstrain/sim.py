@@ -123,11 +123,13 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU, working_set: float)
     latency_factor = min(1.0, in_flight / needed) ** 0.7
     coverage = min(1.0, SM_BW_SHARE_CAP * active_sms / gpu.sms)
     e_m = variant.memory_eff * min(latency_factor, coverage)
-    # compute: wave quantization over every SM slot, warps available to hide pipe latency
-    slots = gpu.sms * bps
+    # compute: wave quantization over the SM slots the grid really fills (a grid smaller
+    # than one full wave is limited by its busiest SM), warps available to hide latency
+    resident_per_sm = min(bps, math.ceil(launch.grid / gpu.sms))
+    slots = gpu.sms * resident_per_sm
     waves = math.ceil(launch.grid / slots)
     wave_eff = launch.grid / (waves * slots)
-    warps_per_sm = min(bps, math.ceil(launch.grid / gpu.sms)) * launch.threads / gpu.warp
+    warps_per_sm = resident_per_sm * launch.threads / gpu.warp
     warp_factor = min(1.0, 0.35 + warps_per_sm / 8)
     e_c = (variant.compute_eff * launch.compute_scale * launch.tile_quant * wave_eff
            * warp_factor * launch.lane_util)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernelstrain.compilers import compile_cuda, compile_triton  # noqa: E402
+from kernelstrain.compilers import compile_cuda, compile_hip, compile_triton, find_hip_compiler  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
@@ -24,7 +24,7 @@ def compile_one(module, variant, params, task, bug=None):
     src = module.render(variant, params, task, bug)
     if module.impl == "cuda":
         if task.is_hip:
-            return None
+            return compile_hip(src, task.gpu.arch, f"{module.op}_kernel") if find_hip_compiler() else None
         return compile_cuda(src, task.gpu.arch, f"{module.op}_kernel")
     return compile_triton(src, module.triton_kernels(variant, params, task), task.gpu.arch)
 

@@ -1,7 +1,9 @@
-"""The registry of op modules: explicit imports, one module per (op, impl).
+"""The registry of op modules: explicit imports, one module per (op, impl), by family.
 
 >>> REGISTRY["rmsnorm_cuda"].family
 'norms'
+>>> len(REGISTRY), len({m.op for m in REGISTRY.values()})
+(57, 45)
 """
 from __future__ import annotations
 
@@ -19,7 +21,74 @@ def register(module: OpModule) -> OpModule:
     return module
 
 
+from .attention.cross_attention_triton import CrossAttentionTriton  # noqa: E402
+from .attention.flash_attn_bwd_triton import FlashAttnBwdTriton  # noqa: E402
+from .attention.flash_decode_triton import FlashDecodeTriton  # noqa: E402
+from .attention.flash_prefill_cuda import FlashPrefillCuda  # noqa: E402
+from .attention.flash_prefill_triton import FlashPrefillTriton  # noqa: E402
+from .attention.mla_decode_triton import MlaDecodeTriton  # noqa: E402
+from .attention.paged_decode_cuda import PagedDecodeCuda  # noqa: E402
+from .attention.paged_decode_triton import PagedDecodeTriton  # noqa: E402
+from .attention.sliding_window_triton import SlidingWindowTriton  # noqa: E402
+from .attention.tree_attention_triton import TreeAttentionTriton  # noqa: E402
+from .norms.add_rmsnorm_cuda import AddRMSNormCuda  # noqa: E402
+from .norms.add_rmsnorm_triton import AddRMSNormTriton  # noqa: E402
+from .norms.layernorm_bwd_triton import LayerNormBwdTriton  # noqa: E402
+from .norms.layernorm_cuda import LayerNormCuda  # noqa: E402
+from .norms.layernorm_triton import LayerNormTriton  # noqa: E402
 from .norms.rmsnorm_cuda import RMSNormCuda  # noqa: E402
+from .norms.rmsnorm_triton import RMSNormTriton  # noqa: E402
+from .activations.bias_gelu_cuda import BiasGeluCuda  # noqa: E402
+from .activations.dropout_cuda import DropoutCuda  # noqa: E402
+from .activations.softmax_cuda import SoftmaxCuda  # noqa: E402
+from .activations.softmax_triton import SoftmaxTriton  # noqa: E402
+from .activations.swiglu_bwd_triton import SwigluBwdTriton  # noqa: E402
+from .activations.swiglu_fwd_cuda import SwigluFwdCuda  # noqa: E402
+from .activations.swiglu_fwd_triton import SwigluFwdTriton  # noqa: E402
+from .matmul.gemm_fp16_cuda import GemmFp16Cuda  # noqa: E402
+from .matmul.gemm_fp16_triton import GemmFp16Triton  # noqa: E402
+from .matmul.gemm_fp8_blockwise_cuda import GemmFp8BlockwiseCuda  # noqa: E402
+from .matmul.gemm_fp8_cuda import GemmFp8Cuda  # noqa: E402
+from .matmul.gemm_int4_cuda import GemmInt4Cuda  # noqa: E402
+from .matmul.gemm_int8_cuda import GemmInt8Cuda  # noqa: E402
+from .matmul.gemv_cuda import GemvCuda  # noqa: E402
+from .training.adafactor_cuda import AdafactorCuda  # noqa: E402
+from .training.adamw_cuda import AdamwCuda  # noqa: E402
+from .training.cross_entropy_bwd_triton import CrossEntropyBwdTriton  # noqa: E402
+from .training.cross_entropy_fwd_triton import CrossEntropyFwdTriton  # noqa: E402
+from .training.embedding_bwd_cuda import EmbeddingBwdCuda  # noqa: E402
+from .training.embedding_fwd_cuda import EmbeddingFwdCuda  # noqa: E402
+from .training.grad_clip_cuda import GradClipCuda  # noqa: E402
+from .training.prefix_scan_cuda import PrefixScanCuda  # noqa: E402
+from .training.reduction_cuda import ReductionCuda  # noqa: E402
+from .quant.fp8_quant_cuda import Fp8QuantCuda  # noqa: E402
+from .quant.fp8_quant_triton import Fp8QuantTriton  # noqa: E402
+from .quant.int8_kv_quant_triton import Int8KvQuantTriton  # noqa: E402
+from .sampling.top_p_cuda import TopPCuda  # noqa: E402
+from .sampling.topk_cuda import TopkCuda  # noqa: E402
+from .ssm.causal_conv1d_cuda import CausalConv1dCuda  # noqa: E402
+from .ssm.selective_scan_cuda import SelectiveScanCuda  # noqa: E402
+from .ssm.selective_scan_triton import SelectiveScanTriton  # noqa: E402
+from .moe.grouped_gemm_cuda import GroupedGemmCuda  # noqa: E402
+from .moe.grouped_gemm_triton import GroupedGemmTriton  # noqa: E402
+from .moe.moe_combine_cuda import MoeCombineCuda  # noqa: E402
+from .moe.moe_scatter_cuda import MoeScatterCuda  # noqa: E402
+from .misc.embedding_gather_cuda import EmbeddingGatherCuda  # noqa: E402
+from .misc.kv_append_cuda import KvAppendCuda  # noqa: E402
+from .misc.rope_cuda import RopeCuda  # noqa: E402
+from .misc.rope_triton import RopeTriton  # noqa: E402
+from .misc.transpose_cuda import TransposeCuda  # noqa: E402
 
-for _cls in (RMSNormCuda,):
+for _cls in (
+    CrossAttentionTriton, FlashAttnBwdTriton, FlashDecodeTriton, FlashPrefillCuda, FlashPrefillTriton, MlaDecodeTriton, PagedDecodeCuda, PagedDecodeTriton, SlidingWindowTriton, TreeAttentionTriton,
+    AddRMSNormCuda, AddRMSNormTriton, LayerNormBwdTriton, LayerNormCuda, LayerNormTriton, RMSNormCuda, RMSNormTriton,
+    BiasGeluCuda, DropoutCuda, SoftmaxCuda, SoftmaxTriton, SwigluBwdTriton, SwigluFwdCuda, SwigluFwdTriton,
+    GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda,
+    AdafactorCuda, AdamwCuda, CrossEntropyBwdTriton, CrossEntropyFwdTriton, EmbeddingBwdCuda, EmbeddingFwdCuda, GradClipCuda, PrefixScanCuda, ReductionCuda,
+    Fp8QuantCuda, Fp8QuantTriton, Int8KvQuantTriton,
+    TopPCuda, TopkCuda,
+    CausalConv1dCuda, SelectiveScanCuda, SelectiveScanTriton,
+    GroupedGemmCuda, GroupedGemmTriton, MoeCombineCuda, MoeScatterCuda,
+    EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda,
+):
     register(_cls())

@@ -207,6 +207,14 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_HIP_NAMES = ("Stream_t", "MemsetAsync", "MemcpyAsync", "MallocAsync", "FreeAsync", "GetDevice", "DeviceGetAttribute",
+              "DevAttrMultiProcessorCount", "LaunchCooperativeKernel", "OccupancyMaxActiveBlocksPerMultiprocessor",
+              "FuncAttributeMaxDynamicSharedMemorySize", "Error_t", "Success", "GetLastError")
+HIP_RUNTIME_ALIASES = tuple(f"#define cuda{n} hip{n}" for n in _HIP_NAMES) + (
+    # HIP takes the kernel as const void*, CUDA's C++ API as the function itself
+    "#define cudaFuncSetAttribute(f, attr, v) hipFuncSetAttribute((const void*)(f), attr, v)",)
+
+
 def cuda_prelude(task: Task, extra_includes: tuple = ()) -> str:
     """Includes, the scalar type and warp-reduction helpers for CUDA, or HIP on AMD.
 
@@ -217,10 +225,7 @@ def cuda_prelude(task: Task, extra_includes: tuple = ()) -> str:
     if task.is_hip:
         ctype = HIP_C_TYPE.get(dtype, "float")
         head = ["#include <hip/hip_runtime.h>", "#include <hip/hip_fp16.h>", "#include <hip/hip_bf16.h>",
-                "// CUDA runtime names of the host wrapper, mapped to HIP",
-                "#define cudaStream_t hipStream_t", "#define cudaMemsetAsync hipMemsetAsync",
-                "#define cudaFuncSetAttribute hipFuncSetAttribute",
-                "#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize"]
+                "// CUDA runtime names of the host wrapper, mapped to HIP", *HIP_RUNTIME_ALIASES]
         shfl = "__shfl_xor(v, o)"
         warp = 64
     else:

@@ -20,16 +20,16 @@ class RMSNormCuda(OpModule):
     vendors = ("nvidia", "amd")
     variants = (
         Variant("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
-                (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one",)),
+                (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
         Variant("smem_block_reduce", "one block per row, tree reduction in shared memory",
-                (THREADS,), memory_eff=0.75, smem="static", bugs=("missing_barrier", "half_accumulator")),
+                (THREADS,), memory_eff=0.75, smem="static", bugs=("wrong_init", "missing_scale")),
         Variant("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
                 (THREADS,), memory_eff=0.82, smem="static", bugs=("wrong_init", "missing_scale")),
         Variant("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
-                (THREADS,), memory_eff=0.9, smem="static", bugs=("no_bounds_check", "half_accumulator")),
+                (THREADS,), memory_eff=0.9, smem="static", bugs=("no_bounds_check", "missing_scale")),
         Variant("register_cached", "row held in registers between the two passes: x read from DRAM once",
                 (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
-                bugs=("missing_scale", "no_bounds_check")),
+                bugs=("missing_scale", "wrong_init")),
     )
 
     def cost(self, task: Task) -> Cost:
@@ -71,7 +71,7 @@ class RMSNormCuda(OpModule):
         return kernelbench_program(
             task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
                        "        return (y * self.weight.float()).to(x.dtype)",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(torch.ones(D, dtype=DTYPE))",
+            init="self.eps = 1e-6\n        self.weight = nn.Parameter((1 + 0.1 * torch.randn(D)).to(DTYPE))",
             inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
 
     # -- renders -----------------------------------------------------------------
@@ -89,6 +89,7 @@ void rmsnorm_forward(const scalar_t* x, const scalar_t* weight, scalar_t* y,
 
     def _row_per_thread(self, p, task, bug):
         last = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
         return f"""
 // One thread per row: simple, but lanes of a warp read addresses D elements apart.
 extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
@@ -97,20 +98,19 @@ extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const 
     if (row >= T) return;
     const scalar_t* xr = x + (size_t)row * D;
     float sum_sq = 0.f;
-    for (int i = 0; i < {last}; ++i) {{
+    for (int i = 0; i < D; ++i) {{
         float v = to_float(xr[i]);
         sum_sq += v * v;
     }}
     const float inv_rms = rsqrtf(sum_sq / D + eps);
-    for (int i = 0; i < D; ++i)
-        y[(size_t)row * D + i] = from_float(to_float(xr[i]) * inv_rms * to_float(weight[i]));
+    for (int i = 0; i < {last}; ++i)
+        y[(size_t)row * D + i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
 {self._host(f"({task['T']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
 
     def _smem_block_reduce(self, p, task, bug):
-        acc = "scalar_t" if bug == "half_accumulator" else "float"
-        load = "xr[i]" if bug == "half_accumulator" else "to_float(xr[i])"
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
+        init = "1.f" if bug == "wrong_init" else "0.f"
+        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
         return f"""
 #define THREADS {p['threads']}
 
@@ -121,51 +121,52 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     __shared__ float partial[THREADS];
     const scalar_t* xr = x + (size_t)blockIdx.x * D;
     scalar_t* yr = y + (size_t)blockIdx.x * D;
-    {acc} sum_sq = 0;
+    float sum_sq = {init};
     for (int i = threadIdx.x; i < D; i += THREADS) {{
-        {acc} v = {load};
+        float v = to_float(xr[i]);
         sum_sq += v * v;
     }}
-    partial[threadIdx.x] = (float)sum_sq;
+    partial[threadIdx.x] = sum_sq;
     __syncthreads();
     for (int stride = THREADS / 2; stride > 0; stride >>= 1) {{
-        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];{barrier}
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
     }}
     const float inv_rms = rsqrtf(partial[0] / D + eps);
     for (int i = threadIdx.x; i < D; i += THREADS)
-        yr[i] = from_float(to_float(xr[i]) * inv_rms * to_float(weight[i]));
+        yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
 {self._host("T", "THREADS")}"""
 
-    def _block_sum(self, bug: str | None, rows: int = 1) -> str:
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        return f"""
+    def _block_sum(self) -> str:
+        return """
 // Sum over the block: shuffle within each warp, then the first warp sums the warp totals.
-__device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
+__device__ __forceinline__ float block_sum(float v, float* warp_totals) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     v = warp_sum(v);
     if (lane == 0) warp_totals[warp] = v;
     __syncthreads();
-    v = (threadIdx.x < THREADS / WARP_SIZE) ? warp_totals[lane] : {init};
+    v = (threadIdx.x < THREADS / WARP_SIZE) ? warp_totals[lane] : 0.f;
     if (warp == 0) v = warp_sum(v);
     if (threadIdx.x == 0) warp_totals[0] = v;
     __syncthreads();
     return warp_totals[0];
-}}
+}
 """
 
     def _warp_shuffle(self, p, task, bug):
         scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
+        init = "1.f" if bug == "wrong_init" else "0.f"
         return f"""
 #define THREADS {p['threads']}
-{self._block_sum(bug)}
+{self._block_sum()}
 extern "C" __global__ void __launch_bounds__(THREADS)
 rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                scalar_t* __restrict__ y, int T, int D, float eps) {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
     const scalar_t* xr = x + (size_t)blockIdx.x * D;
     scalar_t* yr = y + (size_t)blockIdx.x * D;
-    float sum_sq = 0.f;
+    float sum_sq = {init};
     for (int i = threadIdx.x; i < D; i += THREADS) {{
         float v = to_float(xr[i]);
         sum_sq += v * v;
@@ -183,12 +184,12 @@ union Pack { uint4 u; scalar_t h[VEC]; };
 """
 
     def _vectorized_uint4(self, p, task, bug):
-        acc = "scalar_t" if bug == "half_accumulator" else "float"
+        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
         loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
                 if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
         return f"""
 #define THREADS {p['threads']}
-{self._VEC_HELPERS}{self._block_sum(None)}
+{self._VEC_HELPERS}{self._block_sum()}
 extern "C" __global__ void __launch_bounds__(THREADS)
 rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                scalar_t* __restrict__ y, int T, int D, float eps) {{
@@ -197,17 +198,17 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     const uint4* wr = reinterpret_cast<const uint4*>(weight);
     uint4* yr = reinterpret_cast<uint4*>(y + (size_t)blockIdx.x * D);
     const int chunks = D / VEC;
-    {acc} sum_sq = 0;
+    float sum_sq = 0.f;
     for (int c = threadIdx.x; c < chunks; c += THREADS) {{
         Pack v; v.u = xr[c];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ {acc} f = ({acc})to_float(v.h[k]); sum_sq += f * f; }}
+        for (int k = 0; k < VEC; ++k) {{ float f = to_float(v.h[k]); sum_sq += f * f; }}
     }}
-    const float inv_rms = rsqrtf(block_sum((float)sum_sq, warp_totals) / D + eps);
+    const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
     {loop}
         Pack v, w, o; v.u = xr[c]; w.u = wr[c];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(v.h[k]) * inv_rms * to_float(w.h[k]));
+        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(v.h[k]) * inv_rms{scale});
         yr[c] = o.u;
     }}
 }}
@@ -217,7 +218,7 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
         d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
         per_thread = max(1, cdiv(d, threads * 8))
         scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        guard = "true" if bug == "no_bounds_check" else "c < chunks"
+        init = "1.f" if bug == "wrong_init" else "0.f"
         return f"""
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
@@ -235,11 +236,11 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     const bool live = row < T;
     const uint4* xr = reinterpret_cast<const uint4*>(x + (size_t)min(row, T - 1) * D);
     Pack cache[CHUNKS_PER_THREAD];
-    float sum_sq = 0.f;
+    float sum_sq = {init};
 #pragma unroll
     for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
         const int c = tid + j * THREADS;
-        if ({guard}) cache[j].u = xr[c];
+        if (c < chunks) cache[j].u = xr[c];
         else cache[j].u = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {{ float f = to_float(cache[j].h[k]); sum_sq += f * f; }}
@@ -258,7 +259,7 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 #pragma unroll
     for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
         const int c = tid + j * THREADS;
-        if (!({guard})) continue;
+        if (c >= chunks) continue;
         Pack w, o; w.u = wr[c];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(cache[j].h[k]) * inv_rms{scale});

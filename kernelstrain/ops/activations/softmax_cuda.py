@@ -1,0 +1,270 @@
+"""Row softmax in CUDA: y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)), fp32 math.
+
+Ladder: one thread per row (max, sum and output passes) -> block per row with shared-
+memory tree reductions -> warp-shuffle reductions -> online softmax (running max and
+rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte vector
+loads and rows packed per block (sub-warp rows for short C).
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+THREADS = Param("threads", (128, 256, 512, 1024), 512)
+
+
+class SoftmaxCuda(OpModule):
+    op, impl, family = "softmax", "cuda", "activations"
+    title = "Row softmax"
+    desc = "y[r, :] = softmax(x[r, :]) over the last dim (C columns) of an R x C matrix; fp32 max/sum."
+    dims = {"R": "rows (tokens x heads, or batch for LM-head logits)", "C": "columns (vocab or key length)"}
+    shapes = ({"R": 32, "C": 32000}, {"R": 32, "C": 128256}, {"R": 256, "C": 151936},
+              {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}, {"R": 16384, "C": 1024})
+    dtypes = ("fp32", "fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("row_per_thread", "one thread per row: max, sum-of-exp and output loops, lanes C apart",
+                (Param("threads", (32, 64, 128), 64),), memory_eff=0.45, bugs=("wrong_init", "off_by_one")),
+        Variant("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
+                (THREADS,), memory_eff=0.75, smem="static", bugs=("missing_barrier", "off_by_one")),
+        Variant("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
+                (THREADS,), memory_eff=0.82, smem="static", bugs=("wrong_init", "missing_scale")),
+        Variant("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
+                (THREADS,), memory_eff=0.86, smem="static", bugs=("off_by_one", "missing_scale")),
+        Variant("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
+                (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),
+                memory_eff=0.9, smem="static", bugs=("missing_scale", "off_by_one")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        r, c, e = task["R"], task["C"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=5 * r * c, bytes=2 * r * c * e)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        r, c, elt, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
+        threads = params["threads"]
+        warps = cdiv(threads, gpu.warp)
+        if variant.tag == "row_per_thread":
+            # three strided walks per row; lanes hit a different 32-byte sector each
+            return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32,
+                          traffic=3.4, lane_util=min(1.0, r / threads))
+        util = min(1.0, c / threads)
+        if variant.tag == "smem_block_reduce":   # x read for the max, the sum and the output
+            return Launch(grid=r, threads=threads, smem_bytes=threads * 4, regs=32, bytes_per_access=elt,
+                          traffic=2.0, lane_util=util)
+        if variant.tag == "warp_shuffle":
+            return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=32, bytes_per_access=elt,
+                          traffic=2.0, lane_util=util)
+        if variant.tag == "online_softmax":      # (m, d) in one pass, a second read for the output
+            return Launch(grid=r, threads=threads, smem_bytes=warps * 8, regs=32, bytes_per_access=elt,
+                          traffic=1.5, lane_util=util)
+        rows, vec = params["rows_per_block"], 16 // elt
+        smem = rows * warps * 8 if threads > gpu.warp else 0
+        return Launch(grid=cdiv(r, rows), threads=threads * rows, smem_bytes=smem, regs=32,
+                      bytes_per_access=16, traffic=1.5, lane_util=min(1.0, c / (threads * vec)))
+
+    def signature(self, task: Task) -> str:
+        return "void softmax_forward(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream)"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="return torch.softmax(x.float(), dim=-1).to(x.dtype)",
+            inputs="[4 * torch.randn(R, C, dtype=DTYPE, device='cuda')]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"{cuda_prelude(task)}\n#define NEG_BIG (-3.402823466e+38f)  // finite -inf: NEG_BIG - NEG_BIG = 0, not NaN\n{body}"
+
+    def _host(self, grid: str, block: str) -> str:
+        return f"""
+void softmax_forward(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
+    softmax_kernel<<<{grid}, {block}, 0, stream>>>(x, y, R, C);
+}}
+"""
+
+    _SIG = "softmax_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)"
+
+    def _row_per_thread(self, p, task, bug):
+        init = "1.f" if bug == "wrong_init" else "0.f"
+        last = "C - 1" if bug == "off_by_one" else "C"
+        return f"""
+// One thread per row, three passes: lanes of a warp read addresses C elements apart.
+extern "C" __global__ void {self._SIG} {{
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= R) return;
+    const scalar_t* xr = x + (size_t)row * C;
+    scalar_t* yr = y + (size_t)row * C;
+    float m = NEG_BIG;
+    for (int i = 0; i < C; ++i) m = fmaxf(m, to_float(xr[i]));
+    float d = {init};
+    for (int i = 0; i < C; ++i) d += __expf(to_float(xr[i]) - m);
+    const float inv = 1.f / d;
+    for (int i = 0; i < {last}; ++i) yr[i] = from_float(__expf(to_float(xr[i]) - m) * inv);
+}}
+{self._host(f"({task['R']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
+
+    def _three_pass(self, reduce_max: str, reduce_sum: str, scale: str) -> str:
+        return f"""
+// One block per row, three passes over x: row max, sum of exp, output.
+extern "C" __global__ void __launch_bounds__(THREADS)
+{self._SIG} {{
+    __shared__ float red[RED_SLOTS];
+    const scalar_t* xr = x + (size_t)blockIdx.x * C;
+    scalar_t* yr = y + (size_t)blockIdx.x * C;
+    float m = NEG_BIG;
+    for (int i = threadIdx.x; i < C; i += THREADS) m = fmaxf(m, to_float(xr[i]));
+    m = {reduce_max};
+    float d = 0.f;
+    for (int i = threadIdx.x; i < C; i += THREADS) d += __expf(to_float(xr[i]) - m);
+    const float inv = 1.f / {reduce_sum};
+    for (int i = threadIdx.x; i < C; i += THREADS) yr[i] = from_float(__expf(to_float(xr[i]) - m){scale});
+}}
+{self._host("R", "THREADS")}"""
+
+    def _smem_block_reduce(self, p, task, bug):
+        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
+        last = "1" if bug == "off_by_one" else "0"
+        helpers = "".join(f"""
+__device__ __forceinline__ float tree_{name}(float v, float* red) {{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int stride = THREADS / 2; stride > {last}; stride >>= 1) {{
+        if (threadIdx.x < stride) red[threadIdx.x] = {op};{barrier}
+    }}
+    const float total = red[0];
+    __syncthreads();  // red[] is reused by the next reduction
+    return total;
+}}
+""" for name, op in (("max", "fmaxf(red[threadIdx.x], red[threadIdx.x + stride])"),
+                     ("sum", "red[threadIdx.x] + red[threadIdx.x + stride]")))
+        return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS THREADS\n"
+                "// Tree reductions in shared memory: THREADS partials halve each step."
+                + helpers + self._three_pass("tree_max(m, red)", "tree_sum(d, red)", " * inv"))
+
+    def _warp_shuffle(self, p, task, bug):
+        init = "1.f" if bug == "wrong_init" else "0.f"
+        scale = "" if bug == "missing_scale" else " * inv"
+        helpers = "".join(f"""
+__device__ __forceinline__ float block_{name}(float v, float* red) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_{name}(v);
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / WARP_SIZE) ? red[lane] : {ident};
+    if (warp == 0) v = warp_{name}(v);
+    if (threadIdx.x == 0) red[0] = v;
+    __syncthreads();
+    const float total = red[0];
+    __syncthreads();  // red[] is reused by the next reduction
+    return total;
+}}
+""" for name, ident in (("max", "NEG_BIG"), ("sum", init)))
+        return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS (THREADS / WARP_SIZE)\n"
+                "// Block reductions: shuffles inside each warp, then warp 0 combines the warp results."
+                + helpers + self._three_pass("block_max(m, red)", "block_sum(d, red)", scale))
+
+    def _md_helpers(self, task, bug, width: str) -> str:
+        shfl = "__shfl_xor(v, o)" if task.is_hip else "__shfl_xor_sync(0xffffffffu, v, o)"
+        other = "d_o" if bug == "missing_scale" else "d_o * __expf(m_o - m_new)"
+        return f"""
+#define SHFL_XOR(v, o) {shfl}
+
+// Merge two online-softmax partials (max m, sum d of exp(x - m)): rescale both to the larger max.
+__device__ __forceinline__ void md_merge(float& m, float& d, float m_o, float d_o) {{
+    const float m_new = fmaxf(m, m_o);
+    d = d * __expf(m - m_new) + {other};
+    m = m_new;
+}}
+
+// Butterfly merge across {width} lanes (a whole warp, or a sub-warp row segment).
+__device__ __forceinline__ void shfl_md(float& m, float& d) {{
+#pragma unroll
+    for (int o = {width} / 2; o > 0; o >>= 1) md_merge(m, d, SHFL_XOR(m, o), SHFL_XOR(d, o));
+}}
+"""
+
+    def _online_softmax(self, p, task, bug):
+        last = "WARPS - 1" if bug == "off_by_one" else "WARPS"
+        return f"""
+#define THREADS {p['threads']}
+#define WARPS (THREADS / WARP_SIZE)
+{self._md_helpers(task, bug, "WARP_SIZE")}
+// Pass 1 keeps a running max and a sum rescaled whenever the max grows (online
+// softmax), so the statistics take one read of x; pass 2 writes the output.
+extern "C" __global__ void __launch_bounds__(THREADS)
+{self._SIG} {{
+    __shared__ float red_m[WARPS], red_d[WARPS];
+    const scalar_t* xr = x + (size_t)blockIdx.x * C;
+    scalar_t* yr = y + (size_t)blockIdx.x * C;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    float m = NEG_BIG, d = 0.f;
+    for (int i = threadIdx.x; i < C; i += THREADS) {{
+        const float v = to_float(xr[i]);
+        if (v > m) {{ d = d * __expf(m - v) + 1.f; m = v; }}
+        else d += __expf(v - m);
+    }}
+    shfl_md(m, d);
+    if (lane == 0) {{ red_m[warp] = m; red_d[warp] = d; }}
+    __syncthreads();
+    m = NEG_BIG; d = 0.f;
+    for (int w = 0; w < {last}; ++w) md_merge(m, d, red_m[w], red_d[w]);
+    const float inv = 1.f / d;
+    for (int i = threadIdx.x; i < C; i += THREADS) yr[i] = from_float(__expf(to_float(xr[i]) - m) * inv);
+}}
+{self._host("R", "THREADS")}"""
+
+    def _vectorized_online(self, p, task, bug):
+        threads, rows = p["threads"], p["rows_per_block"]
+        last = "chunks - 1" if bug == "off_by_one" else "chunks"
+        return f"""
+#define THREADS {threads}          // threads per row
+#define ROWS_PER_BLOCK {rows}
+#define SEG (THREADS < WARP_SIZE ? THREADS : WARP_SIZE)   // lanes of one row inside a warp
+#define WARPS_PER_ROW (THREADS / SEG)
+{self._md_helpers(task, bug, "SEG")}
+// 16 bytes per load: 4 fp32 or 8 fp16/bf16 elements.
+constexpr int VEC = 16 / sizeof(scalar_t);
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+
+// Online softmax over uint4 vectors: per vector, one max, one rescale and VEC exps.
+// Short rows use a sub-warp segment per row (no shared memory, no barrier).
+extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
+{self._SIG} {{
+    const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
+    const int row = min(blockIdx.x * ROWS_PER_BLOCK + sub, R - 1);
+    const scalar_t* xr = x + (size_t)row * C;
+    const uint4* xv = reinterpret_cast<const uint4*>(xr);
+    const int chunks = C / VEC;
+    float m = NEG_BIG, d = 0.f;
+    for (int c = tid; c < chunks; c += THREADS) {{
+        Pack v; v.u = xv[c];
+        float f[VEC], cm = NEG_BIG;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{ f[k] = to_float(v.h[k]); cm = fmaxf(cm, f[k]); }}
+        const float m_new = fmaxf(m, cm);
+        d *= __expf(m - m_new);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) d += __expf(f[k] - m_new);
+        m = m_new;
+    }}
+    for (int i = chunks * VEC + tid; i < C; i += THREADS) md_merge(m, d, to_float(xr[i]), 1.f);  // ragged tail
+    shfl_md(m, d);
+#if THREADS > WARP_SIZE
+    __shared__ float red_m[ROWS_PER_BLOCK][WARPS_PER_ROW], red_d[ROWS_PER_BLOCK][WARPS_PER_ROW];
+    if (tid % WARP_SIZE == 0) {{ red_m[sub][tid / WARP_SIZE] = m; red_d[sub][tid / WARP_SIZE] = d; }}
+    __syncthreads();
+    m = NEG_BIG; d = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS_PER_ROW; ++w) md_merge(m, d, red_m[sub][w], red_d[sub][w]);
+#endif
+    if (blockIdx.x * ROWS_PER_BLOCK + sub >= R) return;
+    const float inv = 1.f / d;
+    uint4* yv = reinterpret_cast<uint4*>(y + (size_t)row * C);
+    for (int c = tid; c < {last}; c += THREADS) {{
+        Pack v, o; v.u = xv[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(__expf(to_float(v.h[k]) - m) * inv);
+        yv[c] = o.u;
+    }}
+    for (int i = chunks * VEC + tid; i < C; i += THREADS) y[(size_t)row * C + i] = from_float(__expf(to_float(xr[i]) - m) * inv);
+}}
+{self._host("(R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""

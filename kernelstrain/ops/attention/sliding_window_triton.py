@@ -1,0 +1,300 @@
+"""Sliding-window causal attention prefill in Triton (Mistral / Gemma local layers): query i
+attends keys i - W < j <= i. Ladder: one program per query row on CUDA cores over all keys ->
+tl.dot query tiles, online softmax, every key block masked -> only the blocks meeting the window,
+masks on its two edges -> exp2 + software pipelining -> persistent programs over query tiles.
+"""
+from functools import partialmethod
+
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+BLOCK_M = Param("BLOCK_M", (64, 128), 64)
+BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
+WARPS = Param("num_warps", (4, 8), 4)
+STAGES = Param("num_stages", (2, 3, 4), 2)
+
+
+def _pairs(s: int, w: int) -> int:
+    """(query, key) pairs inside the causal window: sum over i of min(i + 1, W)."""
+    return s * (s + 1) // 2 if w >= s else w * (w + 1) // 2 + (s - w) * w
+
+
+def _smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int) -> int:
+    """Triton's metadata.shared for a flash tile (checked on H100/A100/gfx942 and by OutOfResources on
+    an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers; gfx942: Q in registers."""
+    kv_tile, q_tile = 2 * bn * d * e, bm * d * e
+    if task.is_hip:
+        return kv_tile * max(1, stages - 1) + bm * bn * e
+    return q_tile + kv_tile * (max(1, stages) if "wgmma" in task.gpu.features else max(1, stages - 1))
+
+
+def _mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:
+    """Tensor-core efficiency of a tile: reuse ~ bm*bn/(bm+bn); wgmma on sm_90 only for 64-row tiles
+    (else mma.sync); Triton's MFMA attention reaches less of MI300X's peak."""
+    reuse = min(1.0, bm * bn / (bm + bn) / (128 * 64 / 192)) ** 0.35
+    wgmma = 1.0 if (bm >= 64 or "wgmma" not in task.gpu.features) else 0.65
+    # fewer than 16 query rows per warp: warps split the N side too and the MMAs run half empty
+    # (measured on H200: BLOCK_M 64 with 8 warps ~1.8x slower than with 4)
+    rows = 1.0 if bm // warps >= 16 else 0.55
+    return reuse * wgmma * rows * (0.65 if task.is_hip else 1.0)
+
+
+class SlidingWindowTriton(OpModule):
+    op, impl, family = "sliding_window_attn", "triton", "attention"
+    title = "Sliding-window causal attention prefill"
+    desc = ("o[b, h, i] = softmax_j(q[b, h, i] . k[b, h, j] / sqrt(D)) v[b, h, j] over i - W < j <= i; "
+            "q, k, v, o [B, H, S, D]; fp32 softmax statistics.")
+    dims = {"B": "batch", "H": "heads", "S": "sequence length", "D": "head dim", "W": "window (keys per query)"}
+    shapes = ({"B": 1, "H": 32, "S": 16384, "D": 128, "W": 4096}, {"B": 4, "H": 32, "S": 8192, "D": 128, "W": 4096},
+              {"B": 2, "H": 16, "S": 16384, "D": 128, "W": 1024}, {"B": 8, "H": 32, "S": 3000, "D": 128, "W": 1024},
+              {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}, {"B": 16, "H": 32, "S": 2048, "D": 128, "W": 512})
+    dtypes = ("bf16", "fp16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("row_per_program", "one program per query row, CUDA-core dots over every key, window as a mask",
+                (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
+                compute_eff=0.07, memory_eff=0.6, bugs=("missing_scale", "off_by_one")),
+        Variant("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, all keys masked",
+                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
+                smem="dynamic", bugs=("wrong_init", "off_by_one")),
+        Variant("window_block_skip", "loop only over key blocks meeting the window; masks on edge blocks only",
+                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
+                smem="dynamic", bugs=("off_by_one", "wrong_init")),
+        Variant("pipelined_tiles", "exp2 with log2e folded in, tl.range(num_stages) K/V pipelining, tuned tiles",
+                (BLOCK_M, BLOCK_N, WARPS, STAGES), path="fp16", compute_eff=0.48, memory_eff=0.85, smem="dynamic",
+                bugs=("missing_scale", "off_by_one")),
+        Variant("persistent_tiles", "grid of SM-count programs, each looping over query tiles (heavy tiles first)",
+                (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)),
+                path="fp16", compute_eff=0.48, memory_eff=0.87, smem="dynamic", bugs=("missing_scale", "wrong_init")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        b, h, s, d, w, e = task["B"], task["H"], task["S"], task["D"], task["W"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=4 * b * h * d * _pairs(s, w), bytes=4 * b * h * s * d * e)
+
+    def _worked(self, tag, s, w, bm, bn):
+        """Key positions a BLOCK_M tile program visits, summed over the tiles of one head."""
+        if tag == "blocked_online_softmax":
+            return cdiv(s, bm) * bm * cdiv(s, bn) * bn
+        total = 0
+        for start in range(0, s, bm):
+            lo = max(start - w + 1, 0) // bn * bn
+            total += bm * cdiv(min(start + bm, s) - lo, bn) * bn
+        return total
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        gpu, b, h, s, d, w = task.gpu, task["B"], task["H"], task["S"], task["D"], task["W"]
+        e, bn, nw, useful = DTYPE_BYTES[task.dtype], params["BLOCK_N"], params["num_warps"], _pairs(s, w)
+        threads = nw * gpu.warp
+        if variant.tag == "row_per_program":
+            # every row walks all S keys; neighbouring rows share K/V through L2
+            regs = 40 + bn * d // threads * 2
+            return Launch(grid=b * h * s, threads=threads, regs=min(regs, 255), bytes_per_access=16, traffic=2.0,
+                          compute_scale=useful / (s * s) * (1 if regs <= 255 else 0.5))
+        bm, stages = params["BLOCK_M"], params.get("num_stages", 1)
+        kv_tile, smem = 2 * bn * d * e, _smem(task, bm, bn, d, e, stages)
+        regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
+        spill = max(0, regs - 255)
+        overlap = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}[stages]
+        worked, tiles = self._worked(variant.tag, s, w, bm, bn), b * h * cdiv(s, bm)
+        grid, l2_miss, prologue = tiles, 0.08, 1.0
+        if variant.tag == "persistent_tiles":       # one program per resident slot; Q-tile setup amortised
+            grid, l2_miss, prologue = min(tiles, gpu.sms * self._programs_per_sm(params, task, smem, regs)), 0.04, 1.04
+        # K/V re-reads by later query tiles mostly hit L2 (a head's window is a few MB)
+        reread = b * h * (worked // bm) * 2 * d * e / self.cost(task).bytes
+        return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+                      bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
+                      traffic=1 + l2_miss * reread + spill / 128,
+                      compute_scale=_mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill), tile_quant=useful / worked)
+
+    def _programs_per_sm(self, params, task, smem, regs):
+        gpu, threads = task.gpu, params["num_warps"] * task.gpu.warp
+        return max(1, min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads,
+                          gpu.regs_per_sm // (threads * min(regs, 255)), gpu.smem_per_sm // max(1, smem)))
+
+    def signature(self, task: Task) -> str:
+        return "def sliding_window_attn(q, k, v: Tensor[B, H, S, D], window: int) -> Tensor[B, H, S, D]"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="q, k, v, window",
+            body="i = torch.arange(q.shape[2], device=q.device)\n"
+                 "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)\n"
+                 "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
+            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)] + [W]")
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "W": "i32", "qk_scale": "fp32"}
+        const = {"HEAD_DIM": task["D"], **{k.upper(): params[k] for k in ("BLOCK_N", "BLOCK_M", "num_stages") if k in params}}
+        if variant.tag == "persistent_tiles":
+            sig.update(num_tiles="i32", num_m_tiles="i32")
+        return [KernelSpec("swa_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, params["num_warps"],
+                           params.get("num_stages", 1))]
+
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        consts = "".join(f"{k.upper()} = {v}\n" for k, v in sorted(params.items()))
+        head = f"{TRITON_PRELUDE}\nLOG2E = 1.4426950408889634\n{consts}"
+        return head + getattr(self, "_" + variant.tag)(params, task, bug)
+
+    def _wrapper(self, grid, scale, extra_args="", extra_kw=""):
+        return f'''
+
+def sliding_window_attn(q, k, v, window):
+    B, H, S, D = q.shape
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    {grid}
+    swa_kernel[grid](q, k, v, o, S, window, {scale}{extra_args}, HEAD_DIM=D{extra_kw})
+    return o
+'''
+
+    def _row_per_program(self, p, task, bug):
+        scale = "" if bug == "missing_scale" else " * qk_scale"
+        causal = "cols < i" if bug == "off_by_one" else "cols <= i"
+        return f'''
+
+@triton.jit
+def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    # One program per query row: dots on CUDA cores, every key of the sequence visited and masked.
+    i = tl.program_id(0)
+    base = tl.program_id(1).to(tl.int64) * S * HEAD_DIM
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = tl.load(q_ptr + base + i * HEAD_DIM + offs_d).to(tl.float32){scale}
+    m_i, l_i = tl.full([], float("-inf"), tl.float32), tl.full([], 0.0, tl.float32)
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    for start in range(0, S, BLOCK_N):
+        cols = start + offs_n
+        in_seq = cols < S
+        kv_off = base + cols[:, None] * HEAD_DIM + offs_d[None, :]
+        k = tl.load(k_ptr + kv_off, mask=in_seq[:, None], other=0.0).to(tl.float32)
+        s = tl.where(in_seq & ({causal}) & (cols > i - W), tl.sum(k * q[None, :], 1), float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # no key of the window seen yet
+        alpha = tl.exp(m_i - m_safe)
+        p = tl.exp(s - m_safe)
+        v = tl.load(v_ptr + kv_off, mask=in_seq[:, None], other=0.0).to(tl.float32)
+        l_i = l_i * alpha + tl.sum(p, 0)
+        acc = acc * alpha + tl.sum(p[:, None] * v, 0)
+        m_i = m_new
+    tl.store(o_ptr + base + i * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
+''' + self._wrapper("grid = (S, B * H)", "D ** -0.5", extra_kw=", BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
+
+    def _tile_fn(self, p, bug, exp, skip=True):
+        """The query-tile body. skip: only key blocks meeting the window, edges masked; else all, masked."""
+        # wrong_init: (0, 1) is not the identity of (max, sum): a phantom score-0 key joins every row
+        m0, l0 = ("tl.zeros([BLOCK_M], dtype=tl.float32)", "tl.full([BLOCK_M], 1.0, tl.float32)") if bug == "wrong_init" \
+            else ('tl.full([BLOCK_M], float("-inf"), tl.float32)', "tl.zeros([BLOCK_M], dtype=tl.float32)")
+        diag = "(start_m // BLOCK_N + 1) * BLOCK_N" if bug == "off_by_one" else "start_m // BLOCK_N * BLOCK_N"
+        causal = "<" if bug == "off_by_one" and not skip else "<="
+        loop = "tl.range(full, diag, BLOCK_N, num_stages=NUM_STAGES)" if "num_stages" in p else "range(full, diag, BLOCK_N)"
+        stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
+        call = ("acc, m_i, l_i = _window_block(acc, m_i, l_i, q, k_ptr, v_ptr, base, start_n, offs_m, offs_n, offs_d,\n"
+                "                                      S, W, qk_scale, HEAD_DIM, {})")
+        if skip:
+            body = f"""    # key blocks: [lo, full) meet the window's left edge, [full, diag) are visible to every row of
+    # the tile (no mask), [diag, hi) cross the causal diagonal. Blocks before lo are never touched.
+    lo = tl.maximum(start_m - W + 1, 0) // BLOCK_N * BLOCK_N
+    hi = tl.minimum(start_m + BLOCK_M, S)
+    diag = tl.maximum({diag}, lo)
+    full = tl.minimum(tl.maximum(tl.cdiv(start_m + BLOCK_M - W, BLOCK_N) * BLOCK_N, lo), diag)
+    for start_n in range(lo, full, BLOCK_N):
+        {call.format("True")}
+    for start_n in {loop}:
+        {call.format("False")}
+    for start_n in range(diag, hi, BLOCK_N):
+        {call.format("True")}"""
+        else:
+            body = f"""    for start_n in range(0, S, BLOCK_N):     # every key block is loaded and multiplied; the window is a mask
+        {call.format("True")}"""
+        return f'''
+
+@triton.jit
+def _window_block(acc, m_i, l_i, q, k_ptr, v_ptr, base, start_n, offs_m, offs_n, offs_d, S, W, qk_scale,
+                  HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
+    cols = start_n + offs_n
+    kv_off = base + cols[:, None] * HEAD_DIM + offs_d[None, :]
+    if MASKED:
+        k = tl.load(k_ptr + kv_off, mask=(cols < S)[:, None], other=0.0)
+        v = tl.load(v_ptr + kv_off, mask=(cols < S)[:, None], other=0.0)
+    else:
+        k = tl.load(k_ptr + kv_off)
+        v = tl.load(v_ptr + kv_off)
+    s = tl.dot(q, tl.trans(k)) * qk_scale
+    if MASKED:
+        keep = (cols[None, :] {causal} offs_m[:, None]) & (cols[None, :] > offs_m[:, None] - W) & (cols < S)[None, :]
+        s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_use = m_new
+    if MASKED:   # rows whose window starts further right have seen no key yet
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.{exp}(m_i - m_use)
+    p = tl.{exp}(s - m_use[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, bh, start_m, S, W, qk_scale, HEAD_DIM: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr{stages}):
+    base = bh.to(tl.int64) * S * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_m < S)[:, None], other=0.0)
+    m_i = {m0}
+    l_i = {l0}
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+{body}
+    acc = acc / l_i[:, None]
+    tl.store(o_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),
+             mask=(offs_m < S)[:, None])
+'''
+
+    def _launcher(self, p, task, bug, exp="exp2", skip=True):
+        """One program per (query tile, batch*head)."""
+        stages = "num_stages" in p
+        sig, fwd = (", NUM_STAGES: tl.constexpr", ", NUM_STAGES") if stages else ("", "")
+        kw = ", BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
+            "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if stages else "num_stages=1")
+        return self._tile_fn(p, bug, exp, skip) + f'''
+
+@triton.jit
+def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_M: tl.constexpr{sig}):
+    _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, tl.program_id(1), tl.program_id(0) * BLOCK_M, S, W, qk_scale,
+                 HEAD_DIM, BLOCK_M, BLOCK_N{fwd})
+''' + self._wrapper("grid = (triton.cdiv(S, BLOCK_M), B * H)", self._scale(bug, exp), extra_kw=kw)
+
+    _blocked_online_softmax = partialmethod(_launcher, exp="exp", skip=False)
+    _window_block_skip = partialmethod(_launcher, exp="exp")
+    _pipelined_tiles = partialmethod(_launcher)
+
+    def _scale(self, bug, exp):
+        if exp == "exp":   # scores in natural units
+            return "1.0" if bug == "missing_scale" else "D ** -0.5"
+        # scores in log2 units (qk_scale = D^-0.5 * log2 e): exp2 is one MUFU op
+        return "D ** -0.5" if bug == "missing_scale" else "D ** -0.5 * LOG2E"
+
+    def _persistent_tiles(self, p, task, bug):
+        launch = self.launch(self.variant("persistent_tiles"), p, task)
+        per_sm = self._programs_per_sm(p, task, launch.smem_bytes, launch.regs)
+        return f"PROGRAMS_PER_SM = {per_sm}  # resident programs per SM at this tile size\n" + self._tile_fn(p, bug, "exp2") + '''
+
+@triton.jit
+def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, num_tiles, num_m_tiles, HEAD_DIM: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, NUM_STAGES: tl.constexpr):
+    # Persistent: one program per SM slot walks tiles pid, pid + P, ... from the last query tile down:
+    # heavy (full-window) tiles first, cheap early ones fill the tail; a head's K/V stays hot in L2.
+    for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+        bh = tile // num_m_tiles
+        m_tile = num_m_tiles - 1 - tile % num_m_tiles
+        _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, bh, m_tile * BLOCK_M, S, W, qk_scale, HEAD_DIM, BLOCK_M,
+                     BLOCK_N, NUM_STAGES)
+''' + self._wrapper("num_m_tiles = triton.cdiv(S, BLOCK_M)\n    num_tiles = B * H * num_m_tiles\n"
+                    "    sms = torch.cuda.get_device_properties(q.device).multi_processor_count\n"
+                    "    grid = (min(num_tiles, PROGRAMS_PER_SM * sms),)", self._scale(bug, "exp2"), ", num_tiles, num_m_tiles",
+                    ", BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, num_warps=NUM_WARPS, "
+                    "num_stages=NUM_STAGES")

@@ -1,0 +1,289 @@
+"""Decode-time GEMV in CUDA: y[M, N] = x[M, K] @ W[N, K]^T for a handful of tokens (M <= 8).
+
+Memory-bound on W. Ladder: one thread per output row (uncoalesced) -> one warp per row with
+shuffle reduction -> 16-byte uint4 loads -> several rows per warp sharing each x chunk ->
+split-K over blocks with an fp32 partial buffer and a combine kernel (fills the GPU when N is small).
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
+                    kernelbench_program)
+
+WARPS = Param("warps", (2, 4, 8), 4)
+ROWS = Param("rows_per_warp", (1, 2, 4), 2)
+
+
+class GemvCuda(OpModule):
+    op, impl, family = "gemv", "cuda", "matmul"
+    title = "GEMV for decode (y = x W^T)"
+    desc = ("y[m, n] = sum_k x[m, k] * W[n, k] for M <= 8 decode tokens; W [N, K] row-major (nn.Linear weight), "
+            "fp32 accumulation, y in the input dtype.")
+    dims = {"M": "tokens (decode batch, <= 8)", "N": "output features (rows of W)", "K": "input features"}
+    shapes = ({"M": 1, "N": 4096, "K": 4096}, {"M": 1, "N": 1024, "K": 4096}, {"M": 1, "N": 14336, "K": 4096},
+              {"M": 1, "N": 4096, "K": 14336}, {"M": 4, "N": 6144, "K": 4096}, {"M": 8, "N": 8192, "K": 8192},
+              {"M": 1, "N": 128256, "K": 4096})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("thread_per_row", "one thread walks a whole row of W: lanes read addresses K apart",
+                (Param("threads", (64, 128, 256), 128),), memory_eff=0.3, bugs=("off_by_one", "half_accumulator")),
+        Variant("warp_per_row", "one warp per row, coalesced scalar loads, warp_sum shuffle reduction",
+                (WARPS,), memory_eff=0.75, bugs=("wrong_init", "off_by_one")),
+        Variant("vectorized_uint4", "warp per row with 16-byte uint4 loads of W and x (8 elements a lane)",
+                (WARPS,), memory_eff=0.84, bugs=("off_by_one", "half_accumulator")),
+        Variant("multi_row_warp", "each warp owns several rows: one x chunk feeds R independent W loads",
+                (WARPS, ROWS), memory_eff=0.88, bugs=("off_by_one", "wrong_init")),
+        Variant("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
+                (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9,
+                bugs=("bad_combine_index", "off_by_one")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=2 * m * n * k, bytes=(n * k + m * k + m * n) * e)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+        warp, tag = task.gpu.warp, variant.tag
+        if tag == "thread_per_row":
+            # every lane hits its own 32-byte sector per load; L1 cannot hold a line per resident
+            # thread until its next 15 loads, so lines are fetched about twice
+            t = params["threads"]
+            return Launch(grid=cdiv(n, t), threads=t, regs=24 + 2 * m, bytes_per_access=32, traffic=2.0,
+                          lane_util=min(1.0, n / t))
+        threads = params["warps"] * warp
+        rows = params.get("rows_per_warp", 1)
+        rows_per_block = params["warps"] * rows
+        grid = cdiv(n, rows_per_block)
+        x_rereads = 1 + (m * k * e * grid / rows) / self.cost(task).bytes * 0.02   # x from L2, mostly L1 hits
+        if tag == "warp_per_row":
+            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads,
+                          lane_util=min(1.0, k / warp))
+        vec_lanes = min(1.0, k / (8 * warp))
+        if tag == "vectorized_uint4":
+            return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16, traffic=x_rereads,
+                          lane_util=vec_lanes)
+        regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
+        if tag == "multi_row_warp":
+            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows, traffic=x_rereads,
+                          lane_util=vec_lanes)
+        splits = params["splits"]
+        partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
+        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
+                      traffic=x_rereads + partial_bytes / self.cost(task).bytes,
+                      lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
+
+    def signature(self, task: Task) -> str:
+        return ("void gemv(const scalar_t* W, const scalar_t* x, scalar_t* y, int M, int N, int K, "
+                "cudaStream_t stream)")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="return torch.nn.functional.linear(x, self.weight)",
+            init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",
+            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"{cuda_prelude(task)}\n#define MB {task['M']}   // tokens: accumulators stay in registers\n{body}"
+
+    @staticmethod
+    def _host(grid: str, block: str, extra: str = "") -> str:
+        return f"""
+void gemv(const scalar_t* W, const scalar_t* x, scalar_t* y, int M, int N, int K, cudaStream_t stream) {{
+    gemv_kernel<<<{grid}, {block}, 0, stream>>>(W, x, y, M, N, K);{extra}
+}}
+"""
+
+    def _thread_per_row(self, p, task, bug):
+        acc = "scalar_t" if bug == "half_accumulator" else "float"
+        last = "K - 1" if bug == "off_by_one" else "K"
+        return f"""
+#define THREADS {p['threads']}
+
+// One thread per output row: lane i reads row i, so a warp load touches 32 rows K elements apart.
+extern "C" __global__ void __launch_bounds__(THREADS)
+gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+            int M, int N, int K) {{
+    const int n = blockIdx.x * THREADS + threadIdx.x;
+    if (n >= N) return;
+    const scalar_t* w = W + (size_t)n * K;
+    {acc} acc[MB];
+#pragma unroll
+    for (int m = 0; m < MB; ++m) acc[m] = 0;
+    for (int k = 0; k < {last}; ++k) {{
+        const float wk = to_float(w[k]);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) acc[m] += ({acc})(wk * to_float(x[m * K + k]));
+    }}
+#pragma unroll
+    for (int m = 0; m < MB; ++m) y[(size_t)m * N + n] = from_float((float)acc[m]);
+}}
+{self._host("(N + THREADS - 1) / THREADS", "THREADS")}"""
+
+    def _warp_per_row(self, p, task, bug):
+        init = "1" if bug == "wrong_init" else "0"
+        cmp = "<=" if bug == "off_by_one" else "<"
+        return f"""
+#define WARPS {p['warps']}
+
+// One warp per row: lanes stride over K, so each warp load is one contiguous segment of W.
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+            int M, int N, int K) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int n = blockIdx.x * WARPS + threadIdx.x / WARP_SIZE;
+    if (n >= N) return;                       // whole warps exit together: shuffles stay convergent
+    const scalar_t* w = W + (size_t)n * K;
+    float acc[MB];
+#pragma unroll
+    for (int m = 0; m < MB; ++m) acc[m] = {init};
+    for (int k = lane; k {cmp} K; k += WARP_SIZE) {{
+        const float wk = to_float(w[k]);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) acc[m] += wk * to_float(x[m * K + k]);
+    }}
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {{
+        const float total = warp_sum(acc[m]);
+        if (lane == 0) y[(size_t)m * N + n] = from_float(total);
+    }}
+}}
+{self._host("(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
+
+    _PACK = """
+// 8 x 16-bit elements travel as one 16-byte uint4 (K % 8 == 0 keeps every row 16-byte aligned).
+constexpr int VEC = 8;
+union Pack { uint4 u; scalar_t h[VEC]; };
+"""
+
+    def _vectorized_uint4(self, p, task, bug):
+        acc = "scalar_t" if bug == "half_accumulator" else "float"
+        cmp = "<=" if bug == "off_by_one" else "<"
+        return f"""
+#define WARPS {p['warps']}
+{self._PACK}
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+            int M, int N, int K) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int n = blockIdx.x * WARPS + threadIdx.x / WARP_SIZE;
+    if (n >= N) return;
+    const uint4* w = reinterpret_cast<const uint4*>(W + (size_t)n * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    const int chunks = K / VEC;
+    {acc} acc[MB];
+#pragma unroll
+    for (int m = 0; m < MB; ++m) acc[m] = 0;
+    for (int c = lane; c {cmp} chunks; c += WARP_SIZE) {{
+        Pack wv; wv.u = w[c];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {{
+            Pack xm; xm.u = xv[m * chunks + c];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[m] += ({acc})(to_float(wv.h[j]) * to_float(xm.h[j]));
+        }}
+    }}
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {{
+        const float total = warp_sum((float)acc[m]);
+        if (lane == 0) y[(size_t)m * N + n] = from_float(total);
+    }}
+}}
+{self._host("(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
+
+    def _rows_body(self, bug, k_begin: str, k_end: str) -> str:
+        """Inner loop shared by the multi-row kernels: R rows of W per warp, each x chunk loaded once."""
+        cmp = "<=" if bug == "off_by_one" else "<"
+        init = "1.f" if bug == "wrong_init" else "0.f"
+        return f"""    float acc[ROWS][MB];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) acc[r][m] = {init};
+    for (int c = {k_begin} + lane; c {cmp} {k_end}; c += WARP_SIZE) {{
+        Pack wv[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)        // R independent 16-byte loads in flight per lane
+            wv[r].u = row0 + r < N ? w[(size_t)r * chunks + c] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {{
+            Pack xm; xm.u = xv[m * chunks + c];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) acc[r][m] += to_float(wv[r].h[j]) * to_float(xm.h[j]);
+        }}
+    }}
+"""
+
+    def _multi_row_warp(self, p, task, bug):
+        return f"""
+#define WARPS {p['warps']}
+#define ROWS {p['rows_per_warp']}    // rows of W per warp
+{self._PACK}
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+            int M, int N, int K) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row0 = (blockIdx.x * WARPS + threadIdx.x / WARP_SIZE) * ROWS;
+    if (row0 >= N) return;
+    const int chunks = K / VEC;
+    const uint4* w = reinterpret_cast<const uint4*>(W + (size_t)row0 * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+{self._rows_body(bug, "0", "chunks")}
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {{
+            const float total = warp_sum(acc[r][m]);
+            if (lane == 0 && row0 + r < N) y[(size_t)m * N + row0 + r] = from_float(total);
+        }}
+}}
+{self._host("(N + WARPS * ROWS - 1) / (WARPS * ROWS)", "WARPS * WARP_SIZE")}"""
+
+    def _split_k_combine(self, p, task, bug):
+        splits, n = p["splits"], task["N"]
+        # the bug reads the partials as [MB * N][SPLITS] although they were written [SPLITS][MB][N]
+        idx = "(size_t)(m * N + n) * SPLITS + s" if bug == "bad_combine_index" else "((size_t)s * MB + m) * N + n"
+        return f"""
+#define WARPS {p['warps']}
+#define ROWS {p['rows_per_warp']}
+#define SPLITS {splits}   // blocks along K per row group
+{self._PACK}
+// fp32 partial sums [SPLITS][MB][N]: no atomics, deterministic, summed by the combine kernel
+__device__ float partials[SPLITS * MB * {n}];
+
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+            int M, int N, int K) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row0 = (blockIdx.x * WARPS + threadIdx.x / WARP_SIZE) * ROWS;
+    const int split = blockIdx.y;
+    if (row0 >= N) return;
+    const int chunks = K / VEC;
+    const int per_split = (chunks + SPLITS - 1) / SPLITS;
+    const int c_end = min(chunks, (split + 1) * per_split);
+    const uint4* w = reinterpret_cast<const uint4*>(W + (size_t)row0 * K);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+{self._rows_body(bug, "split * per_split", "c_end")}
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {{
+            const float total = warp_sum(acc[r][m]);
+            if (lane == 0 && row0 + r < N) partials[((size_t)split * MB + m) * N + row0 + r] = total;
+        }}
+}}
+
+// Combine: one thread per output, sums the SPLITS partials in a fixed order.
+__global__ void gemv_combine(scalar_t* __restrict__ y, int N) {{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= MB * N) return;
+    const int m = i / N, n = i % N;
+    float total = 0.f;
+#pragma unroll
+    for (int s = 0; s < SPLITS; ++s) total += partials[{idx}];
+    y[i] = from_float(total);
+}}
+{self._host("dim3((N + WARPS * ROWS - 1) / (WARPS * ROWS), SPLITS)", "WARPS * WARP_SIZE",
+            chr(10) + "    gemv_combine<<<(MB * N + 255) / 256, 256, 0, stream>>>(y, N);")}"""

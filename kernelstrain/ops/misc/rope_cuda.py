@@ -1,0 +1,262 @@
+"""Rotary position embedding (GPT-NeoX style) in CUDA, applied in place to q and k.
+
+For token t at position p = positions[t], head h, and i < D/2 (x1 = x[i], x2 = x[i + D/2]):
+x[i] = x1 cos - x2 sin, x[i + D/2] = x2 cos + x1 sin, with cos|sin read from cache[p] = [cos | sin].
+
+Ladder: one thread per rotation pair, q and k in two launches -> one block per token with
+cos/sin staged in shared memory -> 16-byte uint4 chunks of 8 pairs -> cos/sin held in fp32
+registers while a thread rotates several heads (loads hoisted) -> persistent token loop.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+THREADS = Param("threads", (64, 128, 256, 512), 256)
+HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
+TOKENS = Param("tokens_per_block", (1, 2, 4), 1)
+MAX_POS = 8192
+
+
+class RopeCuda(OpModule):
+    op, impl, family = "rope", "cuda", "misc"
+    title = "Rotary embedding (NeoX) on q and k, in place"
+    desc = ("q, k [T, H, D] are rotated in place: for i < D/2, x[i], x[i+D/2] <- x1 cos - x2 sin, x2 cos + x1 sin "
+            f"with cos = cache[pos, i], sin = cache[pos, D/2 + i], pos = positions[t] (int64, < {MAX_POS}); fp32 math.")
+    dims = {"T": "tokens", "H": "heads (q and k alike)", "D": "head dim (rotary dim)"}
+    shapes = ({"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128},
+              {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
+                (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, bugs=("off_by_one",)),
+        Variant("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
+                (THREADS,), memory_eff=0.85, smem="static", bugs=("missing_barrier",)),
+        Variant("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
+                (THREADS,), memory_eff=0.8, bugs=("off_by_one",)),
+        Variant("cos_sin_registers", "cos/sin chunk in fp32 registers, each thread rotates 2H/head_threads heads",
+                (HEAD_THREADS, TOKENS), memory_eff=0.81, bugs=("off_by_one",)),
+        Variant("persistent", "register-cached rotation, #SMs x occupancy blocks loop over token groups",
+                (HEAD_THREADS, TOKENS), memory_eff=0.79, bugs=("off_by_one",)),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=6 * t * h * d, bytes=(4 * t * h * d + t * d) * e + 8 * t)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, h, d, elt = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
+        chunks = d // 16                                   # uint4 chunks of 8 pairs per head
+        if variant.tag == "thread_per_pair":
+            threads = params["threads"]
+            # every head re-reads its token's cos/sin: mostly L1/L2 hits, some DRAM refetch
+            return Launch(grid=cdiv(t * h * d // 2, threads), threads=threads, regs=20, bytes_per_access=elt,
+                          traffic=1.1, launches=2)
+        if variant.tag == "token_block_smem":
+            threads = params["threads"]
+            return Launch(grid=t, threads=threads, smem_bytes=4 * d, regs=28, bytes_per_access=elt,
+                          lane_util=min(1.0, h * d / threads))
+        if variant.tag == "vectorized_uint4":
+            threads = params["threads"]
+            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=16,
+                          lane_util=min(1.0, 2 * h * chunks / threads))
+        ht, tok = params["head_threads"], params["tokens_per_block"]
+        threads, per_thread = chunks * ht * tok, cdiv(2 * h, ht)
+        regs = min(255, 36 + 8 * per_thread)     # 8 regs of packed x1/x2 per head + 16 of cos/sin
+        grid = cdiv(t, tok)
+        if variant.tag == "persistent":
+            gpu = task.gpu                                 # host sizes the grid with the occupancy API
+            per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
+            grid = min(grid, gpu.sms * max(1, per_sm))
+        return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * min(per_thread, 4),
+                      lane_util=min(1.0, t / (cdiv(t, tok) * tok)) * 2 * h / (per_thread * ht))
+
+    def signature(self, task: Task) -> str:
+        return ("void rope(const int64_t* positions, scalar_t* q, scalar_t* k, const scalar_t* cos_sin_cache, "
+                "int T, int H, int D, cudaStream_t stream)")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="positions, q, k",
+            body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
+                 "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
+                 "        for x in (q, k):\n"
+                 "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
+                 "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
+                 "        return q, k",
+            init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
+                 f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
+                 "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
+            inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
+                   "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"{cuda_prelude(task)}\n#define HALF {task['D'] // 2}  // D / 2 rotation pairs per head\n{body}"
+
+    _ARGS = ("const int64_t* __restrict__ positions, scalar_t* __restrict__ q, scalar_t* __restrict__ k,\n"
+             "            const scalar_t* __restrict__ cos_sin_cache, int T, int H")
+    _PACK = """
+// 8 x 16-bit values in one 16-byte uint4: 8 rotation pairs per x1 / x2 / cos / sin chunk.
+constexpr int VEC = 8, CHUNKS = HALF / VEC;
+union Pack { uint4 u; scalar_t h[VEC]; };
+"""
+
+    def _host(self, grid: str, block: str, launches: str = "q, k", prologue: str = "") -> str:
+        calls = "".join(f"    rope_kernel<<<{grid}, {block}, 0, stream>>>(positions, {a}, cos_sin_cache, T, H);\n"
+                        for a in launches.split(";"))
+        return f"""
+void rope(const int64_t* positions, scalar_t* q, scalar_t* k, const scalar_t* cos_sin_cache,
+          int T, int H, int D, cudaStream_t stream) {{
+{prologue}{calls}}}
+"""
+
+    def _thread_per_pair(self, p, task, bug):
+        n = "(long long)T * H * HALF - 1" if bug == "off_by_one" else "(long long)T * H * HALF"
+        return f"""#define THREADS {p['threads']}
+
+// One thread per rotation pair of one tensor (launched once for q, once for k); every
+// thread re-derives (t, h, i) with div/mod and re-reads its token's cos/sin.
+extern "C" __global__ void rope_kernel(const int64_t* __restrict__ positions, scalar_t* __restrict__ x,
+                                       const scalar_t* __restrict__ cos_sin_cache, int T, int H) {{
+    const long long idx = (long long)blockIdx.x * THREADS + threadIdx.x;
+    if (idx >= {n}) return;
+    const long long t = idx / ((long long)H * HALF);
+    const int i = idx % HALF;
+    const scalar_t* cs = cos_sin_cache + positions[t] * 2 * HALF;
+    const float c = to_float(cs[i]), s = to_float(cs[HALF + i]);
+    scalar_t* xh = x + (idx / HALF) * 2 * HALF;       // start of this (token, head) row
+    const float x1 = to_float(xh[i]), x2 = to_float(xh[HALF + i]);
+    xh[i] = from_float(x1 * c - x2 * s);
+    xh[HALF + i] = from_float(x2 * c + x1 * s);
+}}
+{self._host("(unsigned)(((long long)T * H * HALF + THREADS - 1) / THREADS)", "THREADS", "q;k")}"""
+
+    def _token_block_smem(self, p, task, bug):
+        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+        return f"""#define THREADS {p['threads']}
+
+// One block per token: its cos/sin row goes to shared memory once, then the threads sweep
+// the 2*H*HALF pairs of q and k (consecutive threads take consecutive i: coalesced).
+extern "C" __global__ void __launch_bounds__(THREADS)
+rope_kernel({self._ARGS}) {{
+    __shared__ float cos_s[HALF], sin_s[HALF];
+    const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
+    for (int i = threadIdx.x; i < HALF; i += THREADS) {{
+        cos_s[i] = to_float(cs[i]);
+        sin_s[i] = to_float(cs[HALF + i]);
+    }}{barrier}
+    for (int w = threadIdx.x; w < 2 * H * HALF; w += THREADS) {{
+        const int head = w / HALF, i = w % HALF;             // heads 0..H-1 of q, then of k
+        scalar_t* xh = (head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF;
+        const float x1 = to_float(xh[i]), x2 = to_float(xh[HALF + i]);
+        xh[i] = from_float(x1 * cos_s[i] - x2 * sin_s[i]);
+        xh[HALF + i] = from_float(x2 * cos_s[i] + x1 * sin_s[i]);
+    }}
+}}
+{self._host("T", "THREADS")}"""
+
+    _ROTATE = """
+// Rotate 8 pairs: a holds x1[i..i+7], b holds x2[i..i+7]; cos/sin already in fp32.
+__device__ __forceinline__ void rotate8(uint4& a, uint4& b, const float* c, const float* s) {
+    Pack x1, x2;
+    x1.u = a; x2.u = b;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+        const float u = to_float(x1.h[j]), v = to_float(x2.h[j]);
+        x1.h[j] = from_float(u * c[j] - v * s[j]);
+        x2.h[j] = from_float(v * c[j] + u * s[j]);
+    }
+    a = x1.u; b = x2.u;
+}
+
+__device__ __forceinline__ void load_cos_sin(const scalar_t* cs, int chunk, float* c, float* s) {
+    Pack cp, sp;
+    cp.u = reinterpret_cast<const uint4*>(cs)[chunk];
+    sp.u = reinterpret_cast<const uint4*>(cs + HALF)[chunk];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) { c[j] = to_float(cp.h[j]); s[j] = to_float(sp.h[j]); }
+}
+"""
+
+    def _vectorized_uint4(self, p, task, bug):
+        bound = "2 * H * CHUNKS - 1" if bug == "off_by_one" else "2 * H * CHUNKS"
+        return f"""#define THREADS {p['threads']}
+{self._PACK}{self._ROTATE}
+// One block per token; work item w = (head, chunk) moves 8 pairs with two uint4 loads;
+// the cos/sin chunk is re-read per head from L1 (the row is only D * 2 bytes).
+extern "C" __global__ void __launch_bounds__(THREADS)
+rope_kernel({self._ARGS}) {{
+    const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
+    for (int w = threadIdx.x; w < {bound}; w += THREADS) {{
+        const int head = w / CHUNKS, chunk = w % CHUNKS;
+        float c[VEC], s[VEC];
+        load_cos_sin(cs, chunk, c, s);
+        uint4* xh = reinterpret_cast<uint4*>((head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF);
+        uint4 a = xh[chunk], b = xh[CHUNKS + chunk];
+        rotate8(a, b, c, s);
+        xh[chunk] = a;
+        xh[CHUNKS + chunk] = b;
+    }}
+}}
+{self._host("T", "THREADS")}"""
+
+    def _register_kernel(self, p, task, bug, persistent: bool) -> str:
+        heads = "HEADS_PER_THREAD - 1" if bug == "off_by_one" else "HEADS_PER_THREAD"
+        h = task["H"]
+        loop = ("for (int t = blockIdx.x * TOKENS + tok; t < T; t += gridDim.x * TOKENS) {" if persistent
+                else "const int t = blockIdx.x * TOKENS + tok;\n    if (t < T) {")
+        return f"""#define HEAD_THREADS {p['head_threads']}
+#define TOKENS {p['tokens_per_block']}
+#define HEADS_PER_THREAD {cdiv(2 * h, p['head_threads'])}  // ceil(2H / HEAD_THREADS), H = {h}
+{self._PACK}{self._ROTATE}
+// Thread (chunk, head group, token): its cos/sin chunk is converted to fp32 once and reused
+// for HEADS_PER_THREAD heads of q and k, whose 2 * HEADS_PER_THREAD uint4 loads all issue
+// before the first rotation.
+extern "C" __global__ void __launch_bounds__(CHUNKS * HEAD_THREADS * TOKENS)
+rope_kernel({self._ARGS}) {{
+    const int chunk = threadIdx.x % CHUNKS, group = threadIdx.x / CHUNKS % HEAD_THREADS;
+    const int tok = threadIdx.x / (CHUNKS * HEAD_THREADS);
+    {loop}
+        float c[VEC], s[VEC];
+        load_cos_sin(cos_sin_cache + positions[t] * 2 * HALF, chunk, c, s);
+        uint4 a[HEADS_PER_THREAD], b[HEADS_PER_THREAD];
+#pragma unroll
+        for (int j = 0; j < HEADS_PER_THREAD; ++j) {{
+            const int head = group + j * HEAD_THREADS;
+            if (head >= 2 * H) break;
+            const uint4* xh = reinterpret_cast<const uint4*>((head < H ? q : k) + ((size_t)t * H + head % H) * 2 * HALF);
+            a[j] = xh[chunk];
+            b[j] = xh[CHUNKS + chunk];
+        }}
+#pragma unroll
+        for (int j = 0; j < {heads}; ++j) {{
+            const int head = group + j * HEAD_THREADS;
+            if (head >= 2 * H) break;
+            uint4* xh = reinterpret_cast<uint4*>((head < H ? q : k) + ((size_t)t * H + head % H) * 2 * HALF);
+            rotate8(a[j], b[j], c, s);
+            xh[chunk] = a[j];
+            xh[CHUNKS + chunk] = b[j];
+        }}
+    }}
+}}
+"""
+
+    def _cos_sin_registers(self, p, task, bug):
+        return self._register_kernel(p, task, bug, False) + self._host(
+            "(T + TOKENS - 1) / TOKENS", "CHUNKS * HEAD_THREADS * TOKENS")
+
+    _OCCUPANCY = """    static int resident = 0;  // #SMs x blocks per SM, asked once
+    if (resident == 0) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rope_kernel, CHUNKS * HEAD_THREADS * TOKENS, 0);
+        resident = sms * per_sm;
+    }
+    const int groups = (T + TOKENS - 1) / TOKENS, grid = groups < resident ? groups : resident;
+"""
+
+    def _persistent(self, p, task, bug):
+        return self._register_kernel(p, task, bug, True) + self._host(
+            "grid", "CHUNKS * HEAD_THREADS * TOKENS", prologue=self._OCCUPANCY)

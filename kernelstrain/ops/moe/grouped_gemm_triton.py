@@ -1,0 +1,340 @@
+"""MoE grouped GEMM in Triton: every routed (token, slot) row times its expert's weight matrix.
+
+Rows arrive expert-sorted: sorted_ids holds assignment ids a = t * topk + j grouped by expert,
+expert_offsets[e]..expert_offsets[e + 1] is expert e's range; y[a] = x[a // topk] @ w[e]^T.
+Ladder: one program per row (CUDA-core dot products) -> tl.dot tiles over an E x max-blocks grid
+(most programs exit) -> compact grid with in-kernel expert lookup and pipelined loads -> m-fastest
+program order so concurrent programs share expert weight tiles in L2 -> persistent programs with
+tensor-descriptor (TMA) loads of the weights.
+"""
+import math
+
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
+BN = Param("BLOCK_N", (64, 128), 128)
+STAGES = Param("num_stages", (2, 3, 4), 3)
+WARPS = Param("num_warps", (4, 8), 4)
+L2_W_HIT = {"expert_grid_dot": 0.5, "block_lookup": 0.5, "m_fastest_order": 0.95, "persistent_tma": 0.96}
+
+
+def _routing(task: Task) -> tuple:
+    """(rows, experts that receive rows, rows per active expert) under uniform top-k routing."""
+    t, e, topk = task["T"], task["E"], task["topk"]
+    active = e * (1 - (1 - topk / e) ** t)
+    return t * topk, active, t * topk / active
+
+
+class GroupedGemmTriton(OpModule):
+    op, impl, family = "grouped_gemm", "triton", "moe"
+    title = "MoE grouped GEMM (expert-sorted rows)"
+    desc = ("y[a, :] = x[a // topk, :] @ w[e, :, :]^T for every assignment a = t * topk + j routed to expert e; "
+            "rows come expert-sorted (sorted_ids int32, expert_offsets int32 [E + 1]); fp32 accumulation.")
+    dims = {"T": "tokens", "E": "experts", "K": "hidden size (reduction)", "N": "expert output features",
+            "topk": "experts per token"}
+    shapes = ({"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2},
+              {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
+              {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("row_per_program", "one program per (row, N block): expert found by comparing offsets, CUDA-core dot",
+                (Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64)), path="fp32",
+                compute_eff=0.1, memory_eff=0.6, bugs=("off_by_one", "half_accumulator")),
+        Variant("expert_grid_dot", "tl.dot tiles; grid = E x ceil(T / BLOCK_M) m-blocks, programs past an expert's rows exit",
+                (BM, BN, Param("BLOCK_K", (32, 64), 32)), path="fp16", compute_eff=0.42, memory_eff=0.75,
+                smem="dynamic", bugs=("off_by_one", "half_accumulator")),
+        Variant("block_lookup", "compact grid: each program finds its expert from a cumsum of per-expert block counts; pipelined",
+                (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.62,
+                memory_eff=0.85, smem="dynamic", bugs=("off_by_one", "half_accumulator")),
+        Variant("m_fastest_order", "m-blocks fastest in program order: resident programs share w[e] tiles in L2",
+                (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.66,
+                memory_eff=0.88, smem="dynamic", bugs=("off_by_one", "half_accumulator")),
+        Variant("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
+                (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
+                path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        k, n, e = task["K"], task["N"], DTYPE_BYTES[task.dtype]
+        rows, active, _ = _routing(task)
+        return Cost(flops=2 * rows * k * n, bytes=(task["T"] * k + active * n * k + rows * n) * e + rows * 4)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, k, n, e, experts = task["T"], task["K"], task["N"], DTYPE_BYTES[task.dtype], task["E"]
+        gpu, tag, base = task.gpu, variant.tag, self.cost(task).bytes
+        rows, active, per_expert = _routing(task)
+        bn, bk = params["BLOCK_N"], params["BLOCK_K"]
+        warps = params.get("num_warps", 4)
+        threads = warps * gpu.warp
+        vendor = 0.7 if gpu.vendor == "amd" else 1.0
+        w_bytes = active * n * k * e
+        if tag == "row_per_program":
+            # rows of one expert run side by side, so their weight tiles mostly come from L2
+            return Launch(grid=rows * cdiv(n, bn), threads=threads, regs=32 + bn * bk // threads,
+                          bytes_per_access=16, traffic=1 + 0.05 * w_bytes * (per_expert - 1) / base,
+                          compute_scale=vendor, lane_util=min(1.0, n / bn))
+        bm, stages = params["BLOCK_M"], params.get("num_stages", 1)
+        m_blocks = active * cdiv(math.ceil(per_expert), bm)
+        n_blocks = cdiv(n, bn)
+        tiles = int(m_blocks) * n_blocks
+        quant = rows / (m_blocks * bm) * n / (n_blocks * bn)
+        scale = vendor * min(1.0, (bm * bn / (bm + bn)) / 85.3) ** 0.35 * (0.93 if bk == 32 else 1.0)
+        if tag == "expert_grid_dot":
+            launched = experts * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
+            scale *= tiles / (tiles + 0.1 * (launched - tiles))
+        else:
+            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0}[stages]
+        # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
+        w_reread = w_bytes * (m_blocks / active - 1) * (1 - L2_W_HIT[tag])
+        x_reread = rows * k * e * (n_blocks - 1) * 0.05
+        stage_bytes = (bm * bk + bn * bk) * e
+        smem = stage_bytes * max(1, stages - (1 if gpu.vendor == "amd" else 0))
+        grid = tiles
+        if tag == "persistent_tma":
+            if "tma" in gpu.features:
+                smem += 24                                   # mbarriers of the descriptor loads
+            else:
+                scale *= 0.93                                # descriptors fall back to pointer loads
+            grid = min(tiles, gpu.sms * self._resident(params, task))
+            scale *= tiles / (cdiv(tiles, grid) * grid)
+        return Launch(grid=max(1, grid), threads=threads, smem_bytes=smem, regs=min(255, bm * bn // threads + 40),
+                      bytes_per_access=max(4, stage_bytes * max(1, stages - 1) // (threads * 2)),
+                      traffic=1 + (w_reread + x_reread) / base, compute_scale=scale, tile_quant=quant)
+
+    def signature(self, task: Task) -> str:
+        return ("def grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor, "
+                "expert_offsets: torch.Tensor) -> torch.Tensor  # y [T * topk, N], row a = assignment a")
+
+    def reference(self, task: Task) -> str:
+        body = ("y = x.new_empty(T * topk, N)\n"
+                "        ids = sorted_ids.long()\n"
+                "        for e in range(E):\n"
+                "            a = ids[expert_offsets[e]:expert_offsets[e + 1]]\n"
+                "            y[a] = (x[a // topk].float() @ self.w[e].float().t()).to(x.dtype)\n"
+                "        return y")
+        inputs = ("[torch.randn(T, K, dtype=DTYPE, device='cuda'), *_route()]\n\n\n"
+                  "def _route():\n"
+                  "    topk_ids = torch.rand(T, E).argsort(dim=1)[:, :topk].flatten()   # distinct experts per token\n"
+                  "    sorted_ids = torch.argsort(topk_ids, stable=True).int()\n"
+                  "    counts = torch.bincount(topk_ids, minlength=E)\n"
+                  "    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]).int()\n"
+                  "    return [sorted_ids.cuda(), offsets.cuda()]")
+        return kernelbench_program(task, self.title, args="x, sorted_ids, expert_offsets", body=body,
+                                   init="self.w = nn.Parameter(torch.randn(E, N, K, dtype=DTYPE))",
+                                   inputs=inputs)
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "ids_ptr": "*i32", "offsets_ptr": "*i32", "N": "i32", "K": "i32"}
+        consts = self._consts(variant, params, task)
+        sig.update({name: "constexpr" for name in consts})
+        return [KernelSpec("grouped_gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
+                           num_stages=params.get("num_stages", 1))]
+
+    @staticmethod
+    def _consts(variant: Variant, params: dict, task: Task) -> dict:
+        consts = {"E": task["E"], "E_P2": 1 << (task["E"] - 1).bit_length(), "TOPK": task["topk"]}
+        consts.update({k: v for k, v in params.items() if k not in ("num_warps", "num_stages")})
+        if variant.tag == "expert_grid_dot":
+            consts["MAX_M_BLOCKS"] = cdiv(task["T"], params["BLOCK_M"])   # an expert gets at most T rows
+        if variant.tag == "persistent_tma":
+            consts["NUM_PROGS"] = task.gpu.sms * GroupedGemmTriton._resident(params, task)
+        return consts
+
+    @staticmethod
+    def _resident(params: dict, task: Task) -> int:
+        """Persistent programs per SM that fit the pipeline's shared memory and the thread limit."""
+        gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
+        smem = (params["BLOCK_M"] + params["BLOCK_N"]) * params["BLOCK_K"] * e * params["num_stages"] + 24
+        return max(1, min(gpu.smem_per_sm // smem, gpu.max_threads_per_sm // (params["num_warps"] * gpu.warp)))
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        kernel = getattr(self, "_" + variant.tag)(params, task, bug)
+        consts = self._consts(variant, params, task)
+        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
+        kw = ", ".join(f"{k}={v}" for k, v in consts.items() if k != "NUM_PROGS")
+        bm = params.get("BLOCK_M")
+        if variant.tag == "row_per_program":
+            grid = f"(sorted_ids.numel(), triton.cdiv(N, {params['BLOCK_N']}))"
+        elif variant.tag == "expert_grid_dot":
+            grid = f"({task['E']} * {consts['MAX_M_BLOCKS']} * triton.cdiv(N, {params['BLOCK_N']}),)"
+        else:   # upper bound on m-blocks without a host sync: every expert adds at most one partial block
+            grid = f"((triton.cdiv(sorted_ids.numel(), {bm}) + {task['E']}) * triton.cdiv(N, {params['BLOCK_N']}),)"
+        pre = ""
+        if variant.tag == "persistent_tma":
+            pre = ("    triton.set_allocator(_alloc)\n"
+                   f"    # {self._resident(params, task)} programs per SM fit this pipeline's shared memory\n"
+                   "    num_progs = torch.cuda.get_device_properties(x.device).multi_processor_count"
+                   f" * {self._resident(params, task)}\n")
+            grid = "(num_progs,)"
+            kw += ", NUM_PROGS=num_progs"
+        return TRITON_PRELUDE + kernel + f"""
+
+def grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor,
+                 expert_offsets: torch.Tensor) -> torch.Tensor:
+    N, K = w.shape[1], w.shape[2]
+    y = torch.empty((sorted_ids.numel(), N), device=x.device, dtype=x.dtype)
+{pre}    grid = {grid}
+    grouped_gemm_kernel[grid](x, w, y, sorted_ids, expert_offsets, N, K, {kw},
+                              num_warps={warps}, num_stages={stages})
+    return y
+"""
+
+    _SIG = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
+            "TOPK: tl.constexpr,\n                        ")
+
+    @staticmethod
+    def _acc(bug):
+        if bug == "half_accumulator":
+            return ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)",
+                    "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
+        return "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, tl.trans(b), acc)"
+
+    def _row_per_program(self, p, task, bug):
+        cmp = "<" if bug == "off_by_one" else "<="
+        acc_t = "y_ptr.dtype.element_ty" if bug == "half_accumulator" else "tl.float32"
+        return f"""
+@triton.jit
+def grouped_gemm_kernel({self._SIG}BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pos = tl.program_id(0)                 # position in expert-sorted order
+    pid_n = tl.program_id(1)
+    e_idx = tl.arange(0, E_P2)
+    ends = tl.load(offsets_ptr + 1 + e_idx, mask=e_idx < E, other=2147483647)
+    expert = tl.sum((ends {cmp} pos).to(tl.int32), axis=0)   # experts that end at or before this row
+    a_id = tl.load(ids_ptr + pos)
+    x_row = x_ptr + (a_id // TOPK).to(tl.int64) * K
+    w_e = w_ptr + expert.to(tl.int64) * N * K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_N,), dtype={acc_t})
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + rk
+        xv = tl.load(x_row + kk, mask=kk < K, other=0.0).to(tl.float32)
+        wt = tl.load(w_e + rn[:, None] * K + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        # CUDA cores: one row dotted with BLOCK_N weight rows
+        acc += tl.sum(wt.to(tl.float32) * xv[None, :], axis=1).to({acc_t})
+    tl.store(y_ptr + a_id.to(tl.int64) * N + rn, acc.to(y_ptr.dtype.element_ty), mask=rn < N)
+"""
+
+    def _tile_body(self, bug, k_bug: bool) -> str:
+        """Gather BLOCK_M expert-sorted rows, multiply by w[expert] tiles, scatter to y by assignment id."""
+        init, step = self._acc(bug)
+        k_tiles = "tl.cdiv(K, BLOCK_K) - 1" if k_bug else "tl.cdiv(K, BLOCK_K)"
+        return f"""    rm = tl.arange(0, BLOCK_M)
+    row_ok = start + rm < row_hi
+    a_id = tl.load(ids_ptr + start + rm, mask=row_ok, other=0)
+    tok = a_id // TOPK
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = x_ptr + tok[:, None].to(tl.int64) * K + rk[None, :]            # gathered token rows
+    b_ptrs = w_ptr + expert.to(tl.int64) * N * K + rn[:, None] * K + rk[None, :]
+    acc = {init}
+    for kt in range(0, {k_tiles}):
+        k_left = K - kt * BLOCK_K
+        a = tl.load(a_ptrs, mask=row_ok[:, None] & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(rn[:, None] < N) & (rk[None, :] < k_left), other=0.0)
+        {step}
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K
+    y_ptrs = y_ptr + a_id[:, None].to(tl.int64) * N + rn[None, :]          # scatter back by assignment id
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & (rn[None, :] < N))
+"""
+
+    def _expert_grid_dot(self, p, task, bug):
+        return f"""
+@triton.jit
+def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        MAX_M_BLOCKS: tl.constexpr):
+    # grid covers every expert as if it got all T tokens; row-major order (N blocks fastest)
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = pid // num_pid_n, pid % num_pid_n
+    expert = pid_m // MAX_M_BLOCKS
+    row_lo = tl.load(offsets_ptr + expert)
+    row_hi = tl.load(offsets_ptr + expert + 1)
+    start = row_lo + (pid_m % MAX_M_BLOCKS) * BLOCK_M
+    if start >= row_hi:                    # most programs: this expert has fewer rows
+        return
+{self._tile_body(bug, bug == "off_by_one")}"""
+
+    def _lookup(self, bug) -> str:
+        cmp = "<" if bug == "off_by_one" else "<="
+        return f"""    # expert of m-block pid_m: per-expert block counts, inclusive cumsum, count the ends <= pid_m
+    e_idx = tl.arange(0, E_P2)
+    lo = tl.load(offsets_ptr + e_idx, mask=e_idx < E, other=0)
+    hi = tl.load(offsets_ptr + e_idx + 1, mask=e_idx < E, other=0)
+    blocks = tl.cdiv(hi - lo, BLOCK_M)
+    ends = tl.cumsum(blocks, axis=0)
+    expert = tl.sum((ends {cmp} pid_m).to(tl.int32), axis=0)
+    sel = e_idx == expert
+    first = tl.sum(tl.where(sel, ends - blocks, 0), axis=0)
+    row_hi = tl.sum(tl.where(sel, hi, 0), axis=0)
+    start = tl.sum(tl.where(sel, lo, 0), axis=0) + (pid_m - first) * BLOCK_M
+"""
+
+    def _block_lookup(self, p, task, bug, order: str = "n"):
+        if order == "m":
+            pick = """    # m-blocks fastest: the programs resident together work on one N block of consecutive
+    # m-blocks, so each w[e] tile is fetched from DRAM about once
+    num_pid_m = tl.num_programs(0) // num_pid_n
+    pid_m, pid_n = pid % num_pid_m, pid // num_pid_m"""
+        else:
+            pick = """    pid_m, pid_n = pid // num_pid_n, pid % num_pid_n      # N blocks fastest"""
+        return f"""
+@triton.jit
+def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+{pick}
+{self._lookup(bug)}    if pid_m >= tl.sum(blocks, axis=0):    # grid is an upper bound on the m-blocks
+        return
+{self._tile_body(bug, False)}"""
+
+    def _m_fastest_order(self, p, task, bug):
+        return self._block_lookup(p, task, bug, order="m")
+
+    def _persistent_tma(self, p, task, bug):
+        init, step = self._acc(bug)
+        k_tiles = "tl.cdiv(K, BLOCK_K) - 1" if bug == "off_by_one" else "tl.cdiv(K, BLOCK_K)"
+        return f"""
+@triton.jit
+def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        NUM_PROGS: tl.constexpr):
+    # all experts' weights as one [E * N, K] matrix: a tile of expert e starts at row e * N (N % BLOCK_N == 0)
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E * N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+    e_idx = tl.arange(0, E_P2)
+    lo = tl.load(offsets_ptr + e_idx, mask=e_idx < E, other=0)
+    hi = tl.load(offsets_ptr + e_idx + 1, mask=e_idx < E, other=0)
+    blocks = tl.cdiv(hi - lo, BLOCK_M)
+    ends = tl.cumsum(blocks, axis=0)
+    num_pid_m = tl.sum(blocks, axis=0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGS):
+        pid_m, pid_n = tile % num_pid_m, tile // num_pid_m     # m fastest across the resident programs
+        expert = tl.sum((ends <= pid_m).to(tl.int32), axis=0)
+        sel = e_idx == expert
+        row_hi = tl.sum(tl.where(sel, hi, 0), axis=0)
+        start = tl.sum(tl.where(sel, lo, 0), axis=0) + (pid_m - tl.sum(tl.where(sel, ends - blocks, 0), axis=0)) * BLOCK_M
+        row_ok = start + rm < row_hi
+        a_id = tl.load(ids_ptr + start + rm, mask=row_ok, other=0)
+        a_ptrs = x_ptr + (a_id // TOPK)[:, None].to(tl.int64) * K + rk[None, :]
+        acc = {init}
+        for kt in range(0, {k_tiles}):
+            a = tl.load(a_ptrs, mask=row_ok[:, None] & (rk[None, :] < K - kt * BLOCK_K), other=0.0)
+            b = w_desc.load([expert * N + pid_n * BLOCK_N, kt * BLOCK_K])   # TMA on Hopper
+            {step}
+            a_ptrs += BLOCK_K
+        cols = pid_n * BLOCK_N + rn
+        tl.store(y_ptr + a_id[:, None].to(tl.int64) * N + cols[None, :], acc.to(y_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & (cols[None, :] < N))
+
+
+def _alloc(size: int, alignment: int, stream):
+    return torch.empty(size, device="cuda", dtype=torch.int8)   # scratch for device-side descriptors
+"""

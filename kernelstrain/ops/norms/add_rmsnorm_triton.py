@@ -1,0 +1,236 @@
+"""Fused residual add + RMSNorm in Triton: residual += x; y = residual * rsqrt(mean(residual^2) + eps) * w.
+
+Ladder: an add kernel then an RMSNorm kernel (two launches; the residual crosses DRAM
+three times) -> one fused program per row streaming chunks (store the residual, re-read
+it for the output) -> the whole summed row in registers (no re-read) -> persistent
+programs with the weight hoisted and the next row's x/residual prefetched.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
+                    kernelbench_program, triton_ptr)
+
+CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
+
+
+def next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class AddRMSNormTriton(OpModule):
+    op, impl, family = "add_rmsnorm", "triton", "norms"
+    title = "Fused residual add + RMSNorm"
+    desc = ("residual[t, :] += x[t, :] (in place), then y[t, :] = residual[t, :] * rsqrt(mean(residual[t, :]^2) "
+            "+ eps) * weight, eps = 1e-6; fp32 statistics. Returns y and the updated residual.")
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
+                CHUNK, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
+        Variant("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
+                CHUNK, memory_eff=0.84, bugs=("off_by_one", "missing_scale")),
+        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",
+                (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
+        Variant("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
+                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
+                memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=5 * t * d, bytes=(4 * t * d + d) * e)   # read x, residual; write residual, y
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
+        nw = params["num_warps"]
+        threads = nw * gpu.warp
+        if variant.tag in ("two_kernels", "fused_chunked"):
+            block = params["BLOCK"]
+            per = max(1, block // threads)
+            two = variant.tag == "two_kernels"
+            # two kernels: 3 passes for the add + 3 for the norm; fused: x, r in, r out, r re-read, y out
+            return Launch(grid=t, threads=threads, smem_bytes=4 * nw, regs=24 + 2 * per,
+                          bytes_per_access=min(16, per * elt), traffic=1.5 if two else 1.25,
+                          lane_util=min(1.0, d / block) * min(1.0, block / threads), launches=2 if two else 1)
+        block_d = next_pow2(d)
+        per = max(1, block_d // threads)                  # elements each thread holds
+        # fp32 summed row (+ hoisted weight and the prefetched x/residual of the next row when persistent)
+        regs = 10 + int(7.5 * per) if variant.tag == "persistent" else 10 + 3 * per
+        cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
+        spill = 1.0 + max(0, regs - cap) / 64             # the excess spills (or reloads) through L1/L2
+        util = min(1.0, d / block_d) * min(1.0, block_d / threads)
+        if variant.tag == "persistent":
+            grid = min(t, gpu.sms * params["programs_per_sm"])
+        else:
+            grid, util = t, util * 0.85                   # no load in flight while the row is reduced
+        return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap),
+                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+    def signature(self, task: Task) -> str:
+        return ("def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) "
+                "-> tuple[torch.Tensor, torch.Tensor]  # (y, residual), residual updated in place")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x, residual",
+            body="h = (x.float() + residual.float()).to(x.dtype)\n        h32 = h.float()\n"
+                 "        y = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()\n"
+                 "        return y.to(x.dtype), h",
+            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda'), torch.randn(T, D, dtype=DTYPE, device='cuda')]")
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        consts = self._constexprs(variant, params, task)
+        specs = []
+        if variant.tag == "two_kernels":
+            specs.append(KernelSpec("residual_add_kernel", {"x_ptr": ptr, "r_ptr": ptr, "n": "i32", "BLOCK": "constexpr"},
+                                    {"BLOCK": 1024}, num_warps=4, num_stages=1))
+            sig = {"r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
+        else:
+            sig = {"x_ptr": ptr, "r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
+        sig.update({"T": "i32", "D": "i32", "eps": "fp32", **{k: "constexpr" for k in consts}})
+        return specs + [KernelSpec("add_rmsnorm_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
+
+    def _constexprs(self, variant, params, task) -> dict:
+        return {"BLOCK": params["BLOCK"]} if "BLOCK" in params else {"BLOCK_D": next_pow2(task["D"])}
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        consts = self._constexprs(variant, params, task)
+        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
+        kw = "".join(f"{k}={v}, " for k, v in consts.items())
+        args, head, pre = "x, residual, weight, y", "", ""
+        grid = "T"
+        if variant.tag == "persistent":
+            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
+            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+        elif variant.tag == "two_kernels":
+            args = "residual, weight, y"
+            pre = "    residual_add_kernel[(triton.cdiv(T * D, 1024),)](x, residual, T * D, BLOCK=1024, num_warps=4)\n"
+        return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel}
+
+
+def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    T, D = x.shape
+    y = torch.empty_like(x)
+{pre}    add_rmsnorm_kernel[({grid},)]({args}, T, D, eps, {kw}num_warps={params['num_warps']})
+    return y, residual
+"""
+
+    @staticmethod
+    def _two_kernels(bug):
+        stop = "D - BLOCK" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def residual_add_kernel(x_ptr, r_ptr, n, BLOCK: tl.constexpr):
+    # Kernel 1: residual += x over the flattened tensor.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    h = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(r_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(r_ptr + offs, h.to(r_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def add_rmsnorm_kernel(r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
+    # Kernel 2: RMSNorm of the updated residual, streamed from DRAM twice.
+    row = tl.program_id(0).to(tl.int64)
+    r_row = r_ptr + row * D
+    y_row = y_ptr + row * D
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, {stop}, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        h = tl.load(r_row + cols, mask=cols < D, other=0.0).to(tl.float32)
+        acc += h * h
+    inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / D + eps)
+    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        h = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _fused_chunked(bug):
+        stop = "D - BLOCK" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
+    # One program per row. Pass 1 adds, stores the residual and accumulates the
+    # sum of squares; pass 2 re-reads the residual (each lane reads back exactly
+    # the elements it stored: same layout) and writes y.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * D
+    r_row = r_ptr + row * D
+    y_row = y_ptr + row * D
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        h = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) + tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+        h = h.to(r_ptr.dtype.element_ty)
+        tl.store(r_row + cols, h, mask=mask)
+        acc += h.to(tl.float32) * h.to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / D + eps)
+    for off in range(0, {stop}, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        h = tl.load(r_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _whole_row_registers(bug):
+        bound = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # BLOCK_D = next_pow2(D): x and residual are read once, the summed row is
+    # stored once and kept in registers for the reduction and the output.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < {bound}
+    offs = row * D + cols
+    h = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(r_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    h = h.to(r_ptr.dtype.element_ty)
+    tl.store(r_ptr + offs, h, mask=mask)
+    h = h.to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(h * h, axis=0) / D + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _persistent(bug):
+        stop = "T - 1" if bug == "off_by_one" else "T"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. The weight
+    # is loaded once per program; the next row's x and residual are loaded before
+    # this row's reduction so DRAM stays busy while the program reduces.
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    first = mask & (pid < T)
+    x_next = tl.load(x_ptr + pid.to(tl.int64) * D + cols, mask=first, other=0.0)
+    r_next = tl.load(r_ptr + pid.to(tl.int64) * D + cols, mask=first, other=0.0)
+    for row in range(pid, {stop}, step):
+        offs = row.to(tl.int64) * D + cols
+        h = (x_next.to(tl.float32) + r_next.to(tl.float32)).to(r_ptr.dtype.element_ty)
+        nxt = row + step
+        ahead = mask & (nxt < T)
+        x_next = tl.load(x_ptr + nxt.to(tl.int64) * D + cols, mask=ahead, other=0.0)
+        r_next = tl.load(r_ptr + nxt.to(tl.int64) * D + cols, mask=ahead, other=0.0)
+        tl.store(r_ptr + offs, h, mask=mask)
+        h = h.to(tl.float32)
+        inv_rms = tl.rsqrt(tl.sum(h * h, axis=0) / D + eps)
+        tl.store(y_ptr + offs, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""

@@ -1,0 +1,268 @@
+"""LayerNorm forward in Triton: y = (x - mean) * rsqrt(var + eps) * w + b, one row of D per token.
+
+Ladder: one lane per row walking columns (three passes, uncoalesced) -> program per row
+streaming chunks three times (mean, variance, output) -> one chunked pass of per-lane
+Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
+statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
+                    cdiv, kernelbench_program, triton_ptr)
+
+CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
+
+
+def next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class LayerNormTriton(OpModule):
+    op, impl, family = "layernorm", "triton", "norms"
+    title = "LayerNorm forward"
+    desc = ("y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias over the last dim, "
+            "biased variance, eps = 1e-5; fp32 statistics.")
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 8192, "D": 1024})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
+                (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
+                memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
+        Variant("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
+                CHUNK, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
+        Variant("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
+                CHUNK, memory_eff=0.84, bugs=("wrong_init", "missing_scale")),
+        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",
+                (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
+        Variant("persistent", "grid of #SMs x k programs striding over rows, weight/bias hoisted, next row prefetched",
+                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
+                memory_eff=0.92, bugs=("off_by_one", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=7 * t * d, bytes=(2 * t * d + 2 * d) * e)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
+        nw = params["num_warps"]
+        threads = nw * gpu.warp
+        if variant.tag == "row_per_lane":  # three walks; lanes past BLOCK_T replicate rows
+            bt = params["BLOCK_T"]
+            return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=3.4,
+                          lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
+        if variant.tag in ("chunked_three_pass", "welford_chunked"):
+            block = params["BLOCK"]
+            per = max(1, block // threads)
+            three = variant.tag == "chunked_three_pass"
+            return Launch(grid=t, threads=threads, smem_bytes=(4 if three else 12) * nw,
+                          regs=24 + (2 if three else 4) * per, bytes_per_access=min(16, per * elt),
+                          traffic=2.0 if three else 1.5, lane_util=min(1.0, d / block) * min(1.0, block / threads))
+        block_d = next_pow2(d)
+        per = max(1, block_d // threads)                  # elements each thread holds
+        # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
+        regs = 24 + int(6.3 * per) if variant.tag == "persistent" else 20 + int(1.9 * per)
+        cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
+        spill = 1.0 + max(0, regs - cap) / 64             # the excess spills (or reloads) through L1/L2
+        util = min(1.0, d / block_d) * min(1.0, block_d / threads)
+        if variant.tag == "persistent":
+            grid = min(t, gpu.sms * params["programs_per_sm"])
+        else:
+            grid, util = t, util * 0.85                   # no load in flight while the row is reduced
+        return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap),
+                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+    def signature(self, task: Task) -> str:
+        return ("def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) "
+                "-> torch.Tensor  # x: (T, D)")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x",
+            body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
+                 "        return y.to(x.dtype)",
+            init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
+                 "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
+            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
+        consts = self._constexprs(variant, params, task)
+        return [KernelSpec("layernorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
+                           num_warps=params["num_warps"], num_stages=1)]
+
+    def _constexprs(self, variant, params, task) -> dict:
+        if variant.tag == "row_per_lane":
+            return {"BLOCK_T": params["BLOCK_T"]}
+        if "BLOCK" in params:
+            return {"BLOCK": params["BLOCK"]}
+        return {"BLOCK_D": next_pow2(task["D"])}
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        consts = self._constexprs(variant, params, task)
+        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
+        kw = "".join(f"{k}={v}, " for k, v in consts.items())
+        if variant.tag == "persistent":
+            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
+            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+        else:
+            grid, head = f"triton.cdiv(T, {consts.get('BLOCK_T', 1)})", ""
+        return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel}
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    T, D = x.shape
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    grid = ({grid},)
+    layernorm_kernel[grid](x, weight, bias, y, T, D, eps, {kw}num_warps={params['num_warps']})
+    return y
+"""
+
+    _SIG = "def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, "
+
+    def _row_per_lane(self, bug):
+        stop = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+{self._SIG}BLOCK_T: tl.constexpr):
+    # Each lane owns one row and walks it three times (mean, variance, output):
+    # neighbouring lanes read addresses D elements apart, so no load coalesces.
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    live = rows < T
+    x_rows = x_ptr + rows.to(tl.int64) * D
+    y_rows = y_ptr + rows.to(tl.int64) * D
+    total = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for i in range(0, D):
+        total += tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
+    mean = total / D
+    sq = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for i in range(0, D):
+        d = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32) - mean
+        sq += d * d
+    rstd = tl.rsqrt(sq / D + eps)
+    for i in range(0, {stop}):
+        v = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + i).to(tl.float32)
+        b = tl.load(b_ptr + i).to(tl.float32)
+        tl.store(y_rows + i, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=live)
+"""
+
+    _OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        v = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    def _chunked_three_pass(self, bug):
+        stop = "D - BLOCK" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+{self._SIG}BLOCK: tl.constexpr):
+    # One program per row, streamed in BLOCK-wide coalesced chunks three times:
+    # the mean, the centred variance (numerically safe), then the output.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * D
+    y_row = y_ptr + row * D
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, {stop}, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=0) / D
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        v = tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
+        acc += tl.where(cols < D, (v - mean) * (v - mean), 0.0)
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / D + eps)
+{self._OUTPUT_LOOP.format(scale=scale)}"""
+
+    def _welford_chunked(self, bug):
+        scale = "" if bug == "missing_scale" else " * w"
+        init = "tl.full([BLOCK], 1.0, dtype=tl.float32)" if bug == "wrong_init" else "tl.zeros([BLOCK], dtype=tl.float32)"
+        return f"""
+def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    # Chan's parallel merge of two (mean, M2, count) partials.
+    n = n_a + n_b
+    w_b = tl.where(n == 0.0, 0.0, n_b / n)
+    delta = mean_b - mean_a
+    return mean_a + delta * w_b, m2_a + m2_b + delta * delta * n_a * w_b, n
+
+
+@triton.jit
+{self._SIG}BLOCK: tl.constexpr):
+    # Statistics in ONE pass: every lane keeps its own Welford (n, mean, M2) over
+    # the columns it sees; tl.reduce merges the BLOCK lanes at the end. A second
+    # pass (from L2 when the row is still resident) writes the output.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * D
+    y_row = y_ptr + row * D
+    n_l = {init}
+    mean_l = tl.zeros([BLOCK], dtype=tl.float32)
+    m2_l = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        live = cols < D
+        v = tl.load(x_row + cols, mask=live, other=0.0).to(tl.float32)
+        n_new = n_l + live.to(tl.float32)
+        delta = v - mean_l
+        mean_l += tl.where(live, delta / tl.maximum(n_new, 1.0), 0.0)
+        m2_l += tl.where(live, delta * (v - mean_l), 0.0)
+        n_l = n_new
+    mean, m2, n = tl.reduce((mean_l, m2_l, n_l), 0, welford_combine)
+    rstd = tl.rsqrt(m2 / n + eps)
+{self._OUTPUT_LOOP.format(scale=scale)}"""
+
+    @staticmethod
+    def _whole_row_registers(bug):
+        bound = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # BLOCK_D = next_pow2(D): the row is loaded once; the mean and the centred
+    # variance (exact two-pass, no E[x^2] - mean^2 cancellation) come from registers.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < {bound}
+    x = tl.load(x_ptr + row * D + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / D
+    xc = tl.where(mask, x - mean, 0.0)
+    rstd = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * D + cols, (xc * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _persistent(bug):
+        stop = "T - 1" if bug == "off_by_one" else "T"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. Weight and
+    # bias are loaded once per program, and the next row's load is issued before
+    # this row's two reductions so DRAM stays busy while the program reduces.
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    x_next = tl.load(x_ptr + pid.to(tl.int64) * D + cols, mask=mask & (pid < T), other=0.0)
+    for row in range(pid, {stop}, step):
+        x = x_next.to(tl.float32)
+        nxt = row + step
+        x_next = tl.load(x_ptr + nxt.to(tl.int64) * D + cols, mask=mask & (nxt < T), other=0.0)
+        mean = tl.sum(x, axis=0) / D
+        xc = tl.where(mask, x - mean, 0.0)
+        rstd = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
+        tl.store(y_ptr + row.to(tl.int64) * D + cols, (xc * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
+"""

@@ -1,0 +1,235 @@
+"""RMSNorm forward in Triton: y = x * rsqrt(mean(x^2) + eps) * w, one row of D per token.
+
+Ladder: one lane per row walking columns (uncoalesced) -> one program per row streaming
+BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows per
+program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
+the next row under the current row's reduction.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
+                    cdiv, kernelbench_program, triton_ptr)
+
+NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
+
+
+def next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class RMSNormTriton(OpModule):
+    op, impl, family = "rmsnorm", "triton", "norms"
+    title = "RMSNorm forward"
+    desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
+    dims = {"T": "rows (tokens, or tokens x heads for q/k-norm)", "D": "row length (hidden or head size)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 65536, "D": 128})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("row_per_lane", "each lane owns a row and loops over its columns: loads D elements apart",
+                (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
+                memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
+        Variant("chunked_two_pass", "program per row, BLOCK-wide chunks: sum-of-squares pass, then output pass",
+                (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4)),
+                memory_eff=0.82, bugs=("off_by_one", "missing_scale")),
+        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): the row is loaded once and reduced in registers",
+                (NUM_WARPS,), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
+        Variant("multi_row_tile", "ROWS x BLOCK_D tile per program, reduced along axis 1: small rows fill the SM",
+                (Param("ROWS", (2, 4, 8, 16), 4), NUM_WARPS), memory_eff=0.91, bugs=("missing_scale", "off_by_one")),
+        Variant("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
+                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
+                memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=4 * t * d, bytes=(2 * t * d + d) * e)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
+        threads = params["num_warps"] * gpu.warp
+        block_d = next_pow2(d)
+        if variant.tag == "row_per_lane":  # lanes past BLOCK_T replicate rows: wasted
+            bt = params["BLOCK_T"]
+            return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=2.5,
+                          lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
+        if variant.tag == "chunked_two_pass":
+            block = params["BLOCK"]
+            per = max(1, block // threads)
+            return Launch(grid=t, threads=threads, smem_bytes=4 * params["num_warps"], regs=24 + 2 * per,
+                          bytes_per_access=min(16, per * elt), traffic=1.5,
+                          lane_util=min(1.0, d / block) * min(1.0, block / threads))
+        rows = params.get("ROWS", 1)
+        per = max(1, rows * block_d // threads)          # elements each thread holds
+        # fp32 copy of the row (+ the hoisted weight and the prefetched next row when persistent)
+        regs = 40 + 4 * per if variant.tag == "persistent" else 16 + int(1.65 * per)
+        cap = min(255, gpu.regs_per_sm // threads)       # the register file bounds what one thread may hold
+        spill = 1.0 + max(0, regs - cap) / 64            # the excess spills (or reloads) through L1/L2
+        grid = cdiv(t, rows)
+        util = min(1.0, d / block_d) * min(1.0, rows * block_d / threads)
+        if variant.tag == "persistent":
+            grid = min(t, gpu.sms * params["programs_per_sm"])
+        else:
+            util *= 0.85                                  # load -> reduce -> store: no load in flight during the reduction
+        return Launch(grid=grid, threads=threads, smem_bytes=4 * params["num_warps"] * rows, regs=min(regs, cap),
+                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+    def signature(self, task: Task) -> str:
+        return "def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor  # x: (T, D)"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+                       "        return (y * self.weight.float()).to(x.dtype)",
+            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
+        consts = self._constexprs(variant, params, task)
+        return [KernelSpec("rmsnorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
+                           num_warps=params["num_warps"], num_stages=1)]
+
+    def _constexprs(self, variant, params, task) -> dict:
+        if variant.tag == "row_per_lane":
+            return {"BLOCK_T": params["BLOCK_T"]}
+        if variant.tag == "chunked_two_pass":
+            return {"BLOCK": params["BLOCK"]}
+        if variant.tag == "multi_row_tile":
+            return {"ROWS": params["ROWS"], "BLOCK_D": next_pow2(task["D"])}
+        return {"BLOCK_D": next_pow2(task["D"])}
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        consts = self._constexprs(variant, params, task)
+        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
+        kw = "".join(f"{k}={v}, " for k, v in consts.items())
+        if variant.tag == "persistent":
+            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
+            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+        else:
+            per_program = consts.get("BLOCK_T", consts.get("ROWS", 1))
+            grid = f"triton.cdiv(T, {per_program})"
+            head = ""
+        return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel}
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    T, D = x.shape
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    grid = ({grid},)
+    rmsnorm_kernel[grid](x, weight, y, T, D, eps, {kw}num_warps={params['num_warps']})
+    return y
+"""
+
+    @staticmethod
+    def _row_per_lane(bug):
+        stop = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_T: tl.constexpr):
+    # Each lane owns one row and walks it column by column, like the CPU loop:
+    # neighbouring lanes read addresses D elements apart, so no load coalesces.
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    live = rows < T
+    x_rows = x_ptr + rows.to(tl.int64) * D
+    y_rows = y_ptr + rows.to(tl.int64) * D
+    sum_sq = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for i in range(0, D):
+        v = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
+        sum_sq += v * v
+    inv_rms = tl.rsqrt(sum_sq / D + eps)
+    for i in range(0, {stop}):
+        v = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + i).to(tl.float32)
+        tl.store(y_rows + i, (v * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=live)
+"""
+
+    @staticmethod
+    def _chunked_two_pass(bug):
+        stop = "D - BLOCK" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
+    # One program per row, streamed in BLOCK-wide coalesced chunks: once for the
+    # sum of squares, once more (from L2 at best) for the output.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * D
+    y_row = y_ptr + row * D
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, {stop}, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        v = tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
+        acc += v * v
+    inv_rms = tl.rsqrt(tl.sum(acc, axis=0) / D + eps)
+    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        v = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, (v * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _whole_row_registers(bug):
+        bound = "D - 1" if bug == "off_by_one" else "D"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # BLOCK_D = next_pow2(D): the whole row is loaded once, reduced and scaled in
+    # registers, so x crosses DRAM exactly once.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < {bound}
+    x = tl.load(x_ptr + row * D + cols, mask=mask, other=0.0).to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(x * x, axis=0) / D + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * D + cols, (x * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _multi_row_tile(bug):
+        bound = "D - 1" if bug == "off_by_one" else "D"
+        mean = "" if bug == "missing_scale" else " / D"
+        return f"""
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
+    # ROWS rows per program as one [ROWS, BLOCK_D] tile: short rows (q/k-norm,
+    # D = 128) still give every lane a full 16-byte vector, and the weight
+    # vector is loaded once for ROWS rows.
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_D)
+    col_ok = cols < {bound}
+    mask = (rows < T)[:, None] & col_ok[None, :]
+    offs = rows.to(tl.int64)[:, None] * D + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(x * x, axis=1){mean} + eps)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = x * inv_rms[:, None] * w[None, :]
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+    @staticmethod
+    def _persistent(bug):
+        stop = "T - 1" if bug == "off_by_one" else "T"
+        scale = "" if bug == "missing_scale" else " * w"
+        return f"""
+def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
+    # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. The weight
+    # is loaded once per program, and the next row's load is issued before this
+    # row's reduction so DRAM stays busy while the program reduces.
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    x_next = tl.load(x_ptr + pid.to(tl.int64) * D + cols, mask=mask & (pid < T), other=0.0)
+    for row in range(pid, {stop}, step):
+        x = x_next.to(tl.float32)
+        nxt = row + step
+        x_next = tl.load(x_ptr + nxt.to(tl.int64) * D + cols, mask=mask & (nxt < T), other=0.0)
+        inv_rms = tl.rsqrt(tl.sum(x * x, axis=0) / D + eps)
+        tl.store(y_ptr + row.to(tl.int64) * D + cols, (x * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""

@@ -1,0 +1,291 @@
+"""Dynamic per-token FP8 (e4m3) quantization in CUDA: scale[t] = max|x[t, :]| / FP8_MAX,
+q[t, :] = fp8(x[t, :] / scale[t]).
+
+Ladder: two kernels (atomicMax absmax, then quantize) -> fused block per token with a shared-
+memory tree -> uint4 loads + warp shuffles -> row cached in registers (one DRAM read) ->
+hardware cvt.rn.satfinite.e4m3x2 through inline PTX (sm_89+). The lower rungs convert in
+software (bit arithmetic, round to nearest even), which is what a part without FP8 has to do.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
+ROWS = Param("rows_per_block", (1, 2, 4), 1)
+
+
+class Fp8QuantCuda(OpModule):
+    op, impl, family = "fp8_quant", "cuda", "quant"
+    title = "dynamic per-token FP8 quantization"
+    desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
+            "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
+            "nearest even. FP8_MAX = 448 (e4m3fn) on NVIDIA, 240 (e4m3fnuz) on MI300X. q is returned as "
+            "raw fp8 bytes, scales as fp32 [T].")
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 32, "D": 8192}, {"T": 512, "D": 5120}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 14336}, {"T": 16384, "D": 8192})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("two_kernel_atomic", "absmax kernel with one atomicMax per element, then a quantize kernel",
+                (Param("threads", (128, 256, 512), 256),), compute_eff=0.08, memory_eff=0.3,
+                bugs=("racy_update", "missing_scale")),
+        Variant("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
+                (THREADS,), compute_eff=0.08, memory_eff=0.62, smem="static", bugs=("missing_barrier", "off_by_one")),
+        Variant("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
+                (THREADS,), compute_eff=0.08, memory_eff=0.82, smem="static", bugs=("no_bounds_check", "missing_scale")),
+        Variant("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
+                (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", bugs=("missing_barrier", "off_by_one")),
+        Variant("ptx_cvt_e4m3x2", "register-cached row, hardware cvt.rn.satfinite.e4m3x2.f32 packs 2 values per op",
+                (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
+                smem="static", bugs=("missing_scale", "off_by_one")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=4 * t * d, bytes=t * d * (e + 1) + 4 * t)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        threads = params["threads"]
+        warps = cdiv(threads, task.gpu.warp)
+        if variant.tag == "two_kernel_atomic":
+            # x is read twice (absmax pass + quantize pass); T*D contended atomics into T words
+            return Launch(grid=cdiv(t * d, threads), threads=threads, regs=16, bytes_per_access=elt,
+                          traffic=(2 * elt + 1) / (elt + 1), launches=2)
+        if variant.tag == "fused_smem_block":
+            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt,
+                          traffic=1.2, lane_util=min(1.0, d / threads))
+        if variant.tag == "warp_shuffle_vectorized":
+            return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=30, bytes_per_access=16,
+                          traffic=1.2, lane_util=min(1.0, d / (threads * 8)))
+        rows = params["rows_per_block"]
+        per_thread = cdiv(d, threads * 8)
+        regs = 26 + 4 * per_thread + (0 if variant.tag == "ptx_cvt_e4m3x2" else 6)
+        return Launch(grid=cdiv(t, rows), threads=threads * rows, smem_bytes=warps * rows * 4,
+                      regs=min(regs, 255), bytes_per_access=16, traffic=1.0 + max(0, regs - 255) / 64,
+                      lane_util=min(1.0, d / (threads * 8)))
+
+    def signature(self, task: Task) -> str:
+        return "void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream)"
+
+    def reference(self, task: Task) -> str:
+        fmax, fp8 = ("240.0", "torch.float8_e4m3fnuz") if task.is_hip else ("448.0", "torch.float8_e4m3fn")
+        return kernelbench_program(
+            task, self.title, args="x",
+            body=("x32 = x.float()\n"
+                  "        scale = (x32.abs().amax(-1, keepdim=True) / self.fp8_max).clamp(min=1.0 / (self.fp8_max * 512))\n"
+                  f"        q = (x32 / scale).clamp(-self.fp8_max, self.fp8_max).to({fp8})\n"
+                  "        return q.view(torch.uint8), scale.squeeze(-1)"),
+            init=f"self.fp8_max = {fmax}", inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda') * 3]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"{cuda_prelude(task)}\n{self._fp8_helpers(task)}\n{body}"
+
+    def _fp8_helpers(self, task: Task) -> str:
+        fmax, bias = ("240.f", 8) if task.is_hip else ("448.f", 7)
+        # e4m3fnuz has no negative zero: 0x80 is its NaN
+        ret = "(uint8_t)(mag ? (sign | mag) : 0u)" if task.is_hip else "(uint8_t)(sign | mag)"
+        return f"""#define FP8_MAX {fmax}
+#define FP8_EXP_BIAS {bias}
+#define FP8_MIN_NORMAL {2.0 ** (1 - bias)!r}f          // 2^(1 - bias)
+#define FP8_SUBNORMAL_INV {2.0 ** (bias + 2)!r}f       // 1 / (subnormal step 2^(-bias-2))
+#define MIN_SCALE (1.f / (FP8_MAX * 512.f))
+
+// float -> e4m3 code in software: saturate to +-FP8_MAX, keep 3 mantissa bits with round to
+// nearest even. ~15 integer ops per element: the cost of having no fp8 cvt instruction.
+__device__ __forceinline__ uint8_t fp8_from_float(float f) {{
+    const uint32_t sign = (__float_as_uint(f) >> 24) & 0x80u;
+    const float a = fminf(fabsf(f), FP8_MAX);
+    uint32_t mag;
+    if (a < FP8_MIN_NORMAL) {{
+        // subnormal: 0..8 steps; 8 steps is exactly the smallest normal's code (0x08)
+        mag = (uint32_t)__float2int_rn(a * FP8_SUBNORMAL_INV);
+    }} else {{
+        uint32_t u = __float_as_uint(a);
+        u += 0x7FFFFu + ((u >> 20) & 1u);            // round away the low 20 mantissa bits, ties to even
+        mag = (((u >> 23) - (127 - FP8_EXP_BIAS)) << 3) | ((u >> 20) & 7u);
+    }}
+    return {ret};
+}}
+"""
+
+    def _host(self, kernel_launch: str, pre: str = "") -> str:
+        return f"""
+void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream) {{{pre}
+    {kernel_launch}
+}}
+"""
+
+    def _two_kernel_atomic(self, p, task, bug):
+        update = ("scales[i / D] = s;  // one plain store per element" if bug == "racy_update" else
+                  "atomicMax(reinterpret_cast<unsigned int*>(scales) + i / D, __float_as_uint(s));")
+        val = "to_float(x[i])" if bug == "missing_scale" else "to_float(x[i]) * inv"
+        host = self._host("""const size_t n = (size_t)T * D;
+    const unsigned blocks = (unsigned)((n + THREADS - 1) / THREADS);
+    fp8_absmax_kernel<<<blocks, THREADS, 0, stream>>>(x, scales, T, D);
+    fp8_quant_kernel<<<blocks, THREADS, 0, stream>>>(x, q, scales, T, D);""",
+                          pre="\n    cudaMemsetAsync(scales, 0, T * sizeof(float), stream);  // 0 is the identity of max(|x|)")
+        return f"""#define THREADS {p['threads']}
+
+// Pass 1: every element folds its candidate scale into the row's slot. Non-negative floats
+// order like their uint32 bit patterns, so an integer atomicMax is a float max. All D
+// elements of a row hit the same word: heavily serialised in L2.
+extern "C" __global__ void fp8_absmax_kernel(const scalar_t* __restrict__ x, float* __restrict__ scales,
+                                             int T, int D) {{
+    const size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= (size_t)T * D) return;
+    const float s = fmaxf(fabsf(to_float(x[i])) * (1.f / FP8_MAX), MIN_SCALE);
+    {update}
+}}
+
+// Pass 2: x is read again, divided by its row's scale and converted element by element.
+extern "C" __global__ void fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q,
+                                            const float* __restrict__ scales, int T, int D) {{
+    const size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i >= (size_t)T * D) return;
+    const float inv = 1.f / scales[i / D];
+    q[i] = fp8_from_float({val});
+}}
+{host}"""
+
+    def _fused_smem_block(self, p, task, bug):
+        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
+        last = "D - 1" if bug == "off_by_one" else "D"
+        return f"""#define THREADS {p['threads']}
+
+// One block per token: strided absmax, tree reduction in shared memory, then a second pass
+// over the (now L1/L2-resident) row converts.
+extern "C" __global__ void __launch_bounds__(THREADS)
+fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales, int T, int D) {{
+    __shared__ float red[THREADS];
+    const scalar_t* xr = x + (size_t)blockIdx.x * D;
+    uint8_t* qr = q + (size_t)blockIdx.x * D;
+    float amax = 0.f;
+    for (int i = threadIdx.x; i < D; i += THREADS) amax = fmaxf(amax, fabsf(to_float(xr[i])));
+    red[threadIdx.x] = amax;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);{barrier}
+    }}
+    const float scale = fmaxf(red[0] / FP8_MAX, MIN_SCALE);
+    if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+    const float inv = 1.f / scale;
+    for (int i = threadIdx.x; i < {last}; i += THREADS) qr[i] = fp8_from_float(to_float(xr[i]) * inv);
+}}
+{self._host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
+
+    _VEC = """// 8 x 16-bit inputs per uint4 load; their 8 fp8 codes leave as one 8-byte uint2 store.
+constexpr int VEC = 8;
+union Pack { uint4 u; scalar_t h[VEC]; };
+union Codes { uint2 u; uint8_t b[VEC]; unsigned short p[VEC / 2]; };
+"""
+
+    def _warp_shuffle_vectorized(self, p, task, bug):
+        loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
+                if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
+        val = "to_float(v.h[k])" if bug == "missing_scale" else "to_float(v.h[k]) * inv"
+        return f"""#define THREADS {p['threads']}
+{self._VEC}
+// absmax over the block: shuffle within each warp, one shared slot per warp, first warp finishes
+__device__ __forceinline__ float block_max(float v, float* warp_slots) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_max(v);
+    if (lane == 0) warp_slots[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / WARP_SIZE) ? warp_slots[lane] : 0.f;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) warp_slots[0] = v;
+    __syncthreads();
+    return warp_slots[0];
+}}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales, int T, int D) {{
+    __shared__ float warp_slots[THREADS / WARP_SIZE];
+    const uint4* xr = reinterpret_cast<const uint4*>(x + (size_t)blockIdx.x * D);
+    uint2* qr = reinterpret_cast<uint2*>(q + (size_t)blockIdx.x * D);
+    const int chunks = D / VEC;
+    float amax = 0.f;
+    {loop}
+        Pack v; v.u = xr[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) amax = fmaxf(amax, fabsf(to_float(v.h[k])));
+    }}
+    const float scale = fmaxf(block_max(amax, warp_slots) / FP8_MAX, MIN_SCALE);
+    if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+    const float inv = 1.f / scale;
+    for (int c = threadIdx.x; c < chunks; c += THREADS) {{    // second read hits L2
+        Pack v; v.u = xr[c];
+        Codes o;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o.b[k] = fp8_from_float({val});
+        qr[c] = o.u;
+    }}
+}}
+{self._host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
+
+    def _register_cached(self, p, task, bug, hw=False):
+        d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+        guard = "c < chunks - 1" if bug == "off_by_one" else "c < chunks"
+        inv = "1.f" if bug == "missing_scale" else "1.f / scale"
+        if hw:
+            cvt = """// Two floats -> two e4m3 codes in one instruction (sm_89+); the first source fills the high byte.
+__device__ __forceinline__ unsigned short fp8x2_from_float2(float lo, float hi) {
+    unsigned short packed;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
+    return packed;
+}
+"""
+            convert = ("for (int k = 0; k < VEC; k += 2)\n"
+                       "            o.p[k / 2] = fp8x2_from_float2(to_float(cache[j].h[k]) * inv, to_float(cache[j].h[k + 1]) * inv);")
+        else:
+            cvt = ""
+            convert = "for (int k = 0; k < VEC; ++k) o.b[k] = fp8_from_float(to_float(cache[j].h[k]) * inv);"
+        return f"""#define THREADS {threads}          // threads per token
+#define ROWS_PER_BLOCK {rows}
+#define CHUNKS_PER_THREAD {max(1, cdiv(d, threads * 8))}  // ceil(D / (THREADS * 8)) for D = {d}
+{self._VEC}{cvt}
+// THREADS threads own one token; its row stays in registers between the absmax and the
+// convert, so x crosses DRAM exactly once.
+extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
+fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales, int T, int D) {{
+    __shared__ float warp_slots[ROWS_PER_BLOCK][THREADS / WARP_SIZE];
+    const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
+    const int row = blockIdx.x * ROWS_PER_BLOCK + sub;
+    const int chunks = D / VEC;
+    const uint4* xr = reinterpret_cast<const uint4*>(x + (size_t)min(row, T - 1) * D);
+    Pack cache[CHUNKS_PER_THREAD];
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
+        const int c = tid + j * THREADS;
+        cache[j].u = c < chunks ? xr[c] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) amax = fmaxf(amax, fabsf(to_float(cache[j].h[k])));
+    }}
+    amax = warp_max(amax);
+    if (tid % WARP_SIZE == 0) warp_slots[sub][tid / WARP_SIZE] = amax;{barrier}
+#pragma unroll
+    for (int w = 0; w < THREADS / WARP_SIZE; ++w) amax = fmaxf(amax, warp_slots[sub][w]);
+    if (row >= T) return;
+    const float scale = fmaxf(amax / FP8_MAX, MIN_SCALE);
+    if (tid == 0) scales[row] = scale;
+    const float inv = {inv};
+    uint2* qr = reinterpret_cast<uint2*>(q + (size_t)row * D);
+#pragma unroll
+    for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
+        const int c = tid + j * THREADS;
+        if (!({guard})) continue;
+        Codes o;
+#pragma unroll
+        {convert}
+        qr[c] = o.u;
+    }}
+}}
+{self._host("fp8_quant_kernel<<<(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS * ROWS_PER_BLOCK, 0, stream>>>(x, q, scales, T, D);")}"""
+
+    def _ptx_cvt_e4m3x2(self, p, task, bug):
+        return self._register_cached(p, task, bug, hw=True)

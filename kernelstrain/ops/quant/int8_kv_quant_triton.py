@@ -1,0 +1,240 @@
+"""Int8 KV-cache write in Triton: quantize the new tokens' K and V to int8 with one fp32 scale
+per (token, head) and scatter them into their cache slots.
+
+Ladder: one program per (token, head) and a launch per tensor -> K and V fused in one launch ->
+one program per token over an [H, Dh] tile -> TOKENS tokens per program (contiguous
+[TOKENS*H, Dh] tiles) -> persistent programs striding over token tiles.
+"""
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+WARPS = Param("num_warps", (1, 2, 4, 8), 4)
+TOKENS = Param("TOKENS", (1, 2, 4, 8, 16), 2)
+
+
+class Int8KvQuantTriton(OpModule):
+    op, impl, family = "int8_kv_quant", "triton", "quant"
+    title = "int8 KV-cache quantize-and-write"
+    desc = ("For each new token n with slot = slot_mapping[n] >= 0 and each kv head h: s = max(max|x[n, h, :]| "
+            "/ 127, 1e-8), cache[slot, h, :] = clamp(round_half_away(x[n, h, :] / s), -127, 127) as int8 and "
+            "scale[slot, h] = s, for x = key (k_cache, k_scale) and x = value (v_cache, v_scale). Slots of -1 "
+            "(padding) are skipped.")
+    dims = {"N": "new tokens", "H": "kv heads", "Dh": "head dim", "S": "cache slots"}
+    shapes = ({"N": 1, "H": 8, "Dh": 128, "S": 65536}, {"N": 64, "H": 8, "Dh": 128, "S": 131072},
+              {"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
+              {"N": 4096, "H": 8, "Dh": 128, "S": 262144}, {"N": 8192, "H": 32, "Dh": 128, "S": 131072},
+              {"N": 16384, "H": 8, "Dh": 128, "S": 262144})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("program_per_head", "one program per (token, head), separate launches for K and V",
+                (WARPS,), memory_eff=0.4, bugs=("missing_scale", "off_by_one")),
+        Variant("fused_kv", "one program per (token, head) quantizes both K and V: one launch, one slot load",
+                (WARPS,), memory_eff=0.5, bugs=("off_by_one",)),
+        Variant("token_per_program", "one program per token: [H, Dh] tile, per-head absmax with tl.max(axis=1)",
+                (WARPS,), memory_eff=0.82, bugs=("missing_scale",)),
+        Variant("multi_token_tile", "TOKENS tokens per program as one contiguous [TOKENS*H, Dh] tile",
+                (TOKENS, WARPS), memory_eff=0.88, bugs=("off_by_one", "missing_scale")),
+        Variant("persistent_tokens", "persistent programs (a few per SM) striding over token tiles",
+                (TOKENS, WARPS, Param("programs_per_sm", (1, 2, 4), 4)), memory_eff=0.91, bugs=("off_by_one",)),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        n, h, d, e = task["N"], task["H"], task["Dh"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=2 * 4 * n * h * d, bytes=2 * n * h * d * (e + 1) + 2 * n * h * 4 + 8 * n)
+
+    def _grid(self, variant: Variant, params: dict, task: Task) -> tuple:
+        """(programs, elements per program per tensor)."""
+        n, h, d = task["N"], task["H"], task["Dh"]
+        if variant.tag in ("program_per_head", "fused_kv"):
+            return n * h, d
+        if variant.tag == "token_per_program":
+            return n, h * d
+        tiles = cdiv(n, params["TOKENS"])
+        if variant.tag == "persistent_tokens":
+            return min(tiles, task.gpu.sms * params["programs_per_sm"]), params["TOKENS"] * h * d
+        return tiles, params["TOKENS"] * h * d
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        n, elt = task["N"], DTYPE_BYTES[task.dtype]
+        threads = params["num_warps"] * task.gpu.warp
+        grid, elems = self._grid(variant, params, task)
+        per_thread = max(1, elems // threads)
+        tensors = 1 if variant.tag == "program_per_head" else 2
+        useful = min(1.0, elems / threads)
+        if "TOKENS" in params:
+            useful *= min(1.0, n / params["TOKENS"])
+        # reductions stage one partial per warp (and row group) in shared memory
+        smem = 16 if elems == task["Dh"] else 16 * params["num_warps"] * (1 if variant.tag == "token_per_program" else 2)
+        regs = 20 + per_thread * (1 + tensors) // 2       # fp32 tile of K, V's loads hoisted above K's math
+        spill = 1.0 + max(0, regs - 255) / 128
+        return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, regs), traffic=spill,
+                      bytes_per_access=min(16, per_thread * elt), lane_util=useful,
+                      launches=2 if variant.tag == "program_per_head" else 1)
+
+    def signature(self, task: Task) -> str:
+        return ("def int8_kv_quant(key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale) -> None  "
+                "# key/value [N, H, Dh]; caches [S, H, Dh] int8; scales [S, H] fp32; written in place")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale",
+            body=("valid = slot_mapping >= 0\n"
+                  "        slots = slot_mapping[valid]\n"
+                  "        for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
+                  "            x32 = x.float()\n"
+                  "            s = (x32.abs().amax(-1) / 127.0).clamp(min=1e-8)\n"
+                  "            y = x32 / s[..., None]\n"
+                  "            q = (torch.sign(y) * torch.floor(y.abs() + 0.5)).clamp(-127, 127).to(torch.int8)\n"
+                  "            cache[slots] = q[valid]\n"
+                  "            sc[slots] = s[valid]\n"
+                  "        return k_cache, v_cache, k_scale, v_scale"),
+            inputs=("[torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'), torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'),\n"
+                    "            torch.randperm(S, device='cuda')[:N],\n"
+                    "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
+                    "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
+                    "            torch.zeros(S, H, dtype=torch.float32, device='cuda'),\n"
+                    "            torch.zeros(S, H, dtype=torch.float32, device='cuda')]"))
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        x = triton_ptr(task.dtype, task)
+        if variant.tag == "program_per_head":
+            sig = {"x_ptr": x, "slot_ptr": "*i64", "cache_ptr": "*i8", "scale_ptr": "*fp32", "H": "i32",
+                   "Dh": "constexpr"}
+            return [KernelSpec("int8_kv_quant_kernel", sig, {"Dh": task["Dh"]}, num_warps=params["num_warps"])]
+        sig = {"k_ptr": x, "v_ptr": x, "slot_ptr": "*i64", "kc_ptr": "*i8", "vc_ptr": "*i8", "ks_ptr": "*fp32",
+               "vs_ptr": "*fp32", "N": "i32", "H": "constexpr", "Dh": "constexpr"}
+        c = {"H": task["H"], "Dh": task["Dh"]}
+        if "TOKENS" in params:
+            sig["TOKENS"] = "constexpr"
+            c["TOKENS"] = params["TOKENS"]
+        return [KernelSpec("int8_kv_quant_kernel", sig, c, num_warps=params["num_warps"])]
+
+    # -- renders -----------------------------------------------------------------
+    def _quant(self, bug, axis: int = 0) -> str:
+        """Lines that quantize a tile `x` (fp32) along `axis` to `q`, `s` (a helper's body)."""
+        keep = "" if axis == 0 else "[:, None]"
+        y = "x" if bug == "missing_scale" else f"x * (1.0 / s){keep}"
+        return f"""
+@triton.jit
+def quantize_int8(x):
+    # symmetric int8: one scale per row, round half away from zero (tl.floor/ceil are exact on every target)
+    s = tl.maximum(tl.max(tl.abs(x), axis={axis}) / 127.0, 1e-8)
+    y = {y}
+    q = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
+    return tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), s
+"""
+
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        kernel, launch = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"""{TRITON_PRELUDE}{kernel}
+
+def int8_kv_quant(key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale):
+    N, H, Dh = key.shape
+    key, value = key.contiguous(), value.contiguous()
+    {launch}
+"""
+
+    def _program_per_head(self, p, task, bug):
+        dmask = "d < Dh - 1" if bug == "off_by_one" else "d < Dh"
+        return self._quant(bug) + f"""
+
+@triton.jit
+def int8_kv_quant_kernel(x_ptr, slot_ptr, cache_ptr, scale_ptr, H, Dh: tl.constexpr):
+    # one program per (token, head) of one tensor: Dh elements, one scale
+    tok, head = tl.program_id(0) // H, tl.program_id(0) % H
+    slot = tl.load(slot_ptr + tok)
+    if slot >= 0:  # -1 marks padding tokens
+        d = tl.arange(0, Dh)
+        x = tl.load(x_ptr + (tok * H + head).to(tl.int64) * Dh + d).to(tl.float32)
+        q, s = quantize_int8(x)
+        tl.store(cache_ptr + (slot * H + head) * Dh + d, q, mask={dmask})
+        tl.store(scale_ptr + slot * H + head, s)
+""", (f"for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
+      f"        int8_kv_quant_kernel[(N * H,)](x, slot_mapping, cache, sc, H, Dh=Dh, num_warps={p['num_warps']})")
+
+    def _fused_kv(self, p, task, bug):
+        dmask = "d < Dh - 1" if bug == "off_by_one" else "d < Dh"
+        return self._quant(bug) + f"""
+
+@triton.jit
+def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr, N, H: tl.constexpr,
+                         Dh: tl.constexpr):
+    # one program per (token, head) does K and V: one launch, the slot is loaded once
+    tok, head = tl.program_id(0) // H, tl.program_id(0) % H
+    slot = tl.load(slot_ptr + tok)
+    if slot >= 0:
+        d = tl.arange(0, Dh)
+        src = (tok * H + head).to(tl.int64) * Dh + d
+        dst = (slot * H + head) * Dh + d
+        qk, sk = quantize_int8(tl.load(k_ptr + src).to(tl.float32))
+        qv, sv = quantize_int8(tl.load(v_ptr + src).to(tl.float32))
+        tl.store(kc_ptr + dst, qk, mask={dmask})
+        tl.store(vc_ptr + dst, qv, mask={dmask})
+        tl.store(ks_ptr + slot * H + head, sk)
+        tl.store(vs_ptr + slot * H + head, sv)
+""", self._launch("(N * H,)", p)
+
+    def _launch(self, grid: str, p, extra: str = "") -> str:
+        return (f"int8_kv_quant_kernel[{grid}](key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale, N, "
+                f"H=H, Dh=Dh{extra}, num_warps={p['num_warps']})")
+
+    def _token_per_program(self, p, task, bug):
+        return self._quant(bug, axis=1) + """
+
+@triton.jit
+def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr, N, H: tl.constexpr,
+                         Dh: tl.constexpr):
+    # one program per token: the whole [H, Dh] tile is contiguous, so loads are 16-byte vectors
+    tok = tl.program_id(0)
+    slot = tl.load(slot_ptr + tok)
+    if slot >= 0:
+        h = tl.arange(0, H)
+        d = tl.arange(0, Dh)
+        src = tok.to(tl.int64) * H * Dh + h[:, None] * Dh + d[None, :]
+        dst = slot * H * Dh + h[:, None] * Dh + d[None, :]
+        qk, sk = quantize_int8(tl.load(k_ptr + src).to(tl.float32))
+        qv, sv = quantize_int8(tl.load(v_ptr + src).to(tl.float32))
+        tl.store(kc_ptr + dst, qk)
+        tl.store(vc_ptr + dst, qv)
+        tl.store(ks_ptr + slot * H + h, sk)
+        tl.store(vs_ptr + slot * H + h, sv)
+""", self._launch("(N,)", p)
+
+    def _tile_body(self, bug, tile: str) -> str:
+        first = f"{tile} * TOKENS + 1" if bug == "off_by_one" else f"{tile} * TOKENS"
+        return f"""r = tl.arange(0, TOKENS * H)          # row r = (token - first) * H + head
+d = tl.arange(0, Dh)
+tok = {first} + r // H
+slot = tl.load(slot_ptr + tok, mask=tok < N, other=-1)
+live = (tok < N) & (slot >= 0)
+src = tok[:, None].to(tl.int64) * H * Dh + (r % H)[:, None] * Dh + d[None, :]
+dst = slot[:, None] * H * Dh + (r % H)[:, None] * Dh + d[None, :]
+qk, sk = quantize_int8(tl.load(k_ptr + src, mask=(tok < N)[:, None], other=0.0).to(tl.float32))
+qv, sv = quantize_int8(tl.load(v_ptr + src, mask=(tok < N)[:, None], other=0.0).to(tl.float32))
+tl.store(kc_ptr + dst, qk, mask=live[:, None])
+tl.store(vc_ptr + dst, qv, mask=live[:, None])
+tl.store(ks_ptr + slot * H + r % H, sk, mask=live)
+tl.store(vs_ptr + slot * H + r % H, sv, mask=live)"""
+
+    _TILE_SIG = """
+@triton.jit
+def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr, N, H: tl.constexpr,
+                         Dh: tl.constexpr, TOKENS: tl.constexpr):
+"""
+
+    def _multi_token_tile(self, p, task, bug):
+        body = self._tile_body(bug, "tl.program_id(0)").replace("\n", "\n    ")
+        return self._quant(bug, axis=1) + f"""{self._TILE_SIG}    # TOKENS consecutive tokens are one contiguous [TOKENS*H, Dh] slab of K (and of V)
+    {body}
+""", self._launch(f"(triton.cdiv(N, {p['TOKENS']}),)", p, f", TOKENS={p['TOKENS']}")
+
+    def _persistent_tokens(self, p, task, bug):
+        body = self._tile_body(None, "tile").replace("\n", "\n        ")
+        last = "tl.cdiv(N, TOKENS) - 1" if bug == "off_by_one" else "tl.cdiv(N, TOKENS)"
+        grid = (f"(min(triton.cdiv(N, {p['TOKENS']}), {p['programs_per_sm']} * "
+                "torch.cuda.get_device_properties(key.device).multi_processor_count),)")
+        return self._quant(bug, axis=1) + f"""{self._TILE_SIG}    # a few programs per SM walk the token tiles: no wave of tiny programs for large N
+    for tile in range(tl.program_id(0), {last}, tl.num_programs(0)):
+        {body}
+""", self._launch(grid, p, f", TOKENS={p['TOKENS']}")

@@ -1,0 +1,286 @@
+"""Mamba selective scan forward in Triton (same math as selective_scan_cuda):
+  dt = softplus(delta + delta_bias);  x_t = exp(dt A) x_{t-1} + dt B_t u_t;  y_t = (C_t . x_t + Dskip u_t) silu(z_t)
+
+Ladder: program per (batch, BLOCK_D channels) stepping through time one step per iteration ->
+chunks of CHUNK steps loaded as [BLOCK_D, CHUNK] tiles, the recurrence done by
+tl.associative_scan over (a, b) pairs with a carried state -> exp2 with log2(e) folded into A and
+a fused epilogue -> split-L state passing: chunk-state kernel, a sequential state-passing kernel
+over chunks, and a chunk-output kernel (parallel over L for small batch x channels).
+"""
+import textwrap
+
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+BD = Param("BLOCK_D", (2, 4, 8, 16), 4)
+CH = Param("CHUNK", (32, 64, 128), 64)
+WARPS = Param("num_warps", (2, 4, 8), 4)
+
+
+class SelectiveScanTriton(OpModule):
+    op, impl, family = "selective_scan", "triton", "ssm"
+    title = "Mamba selective scan forward"
+    desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
+            "Bs, Cs: [B, N, L] (same dtype); A: [D, N] fp32; Dskip, delta_bias: [D] fp32. fp32 state and math.")
+    dims = {"B": "batch", "L": "sequence length", "D": "channels (d_inner)", "N": "state size"}
+    shapes = ({"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 8, "L": 2048, "D": 5120, "N": 16},
+              {"B": 2, "L": 8192, "D": 4096, "N": 16}, {"B": 16, "L": 1024, "D": 2048, "N": 16},
+              {"B": 4, "L": 4096, "D": 5120, "N": 16}, {"B": 64, "L": 256, "D": 2048, "N": 16})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("sequential_loop", "program per (batch, BLOCK_D channels), one time step per loop iteration",
+                (Param("BLOCK_D", (16, 32, 64), 32), Param("num_warps", (1, 2, 4), 2)), compute_eff=0.25,
+                memory_eff=0.3, bugs=("wrong_init", "missing_scale")),
+        Variant("chunked_assoc_scan", "[BLOCK_D, CHUNK] tiles, tl.associative_scan of (a, b) pairs, carried state",
+                (BD, CH), compute_eff=0.3, memory_eff=0.72, bugs=("bad_combine_index", "off_by_one")),
+        Variant("exp2_fused_epilogue", "associative scan with exp2 (log2e folded into A), fused D-skip and SiLU gate",
+                (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.84, bugs=("missing_scale", "wrong_init")),
+        Variant("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
+                (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, bugs=("bad_combine_index", "off_by_one")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        b, l, d, n, e = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=b * d * l * (7 * n + 15), bytes=4 * b * d * l * e + 2 * b * n * l * e + d * (n + 2) * 4)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="u, delta, A, Bs, Cs, Dskip, z, delta_bias",
+            body=("dt = torch.nn.functional.softplus(delta.float() + delta_bias[None, :, None])\n"
+                  "        u32, Bf, Cf = u.float(), Bs.float(), Cs.float()\n"
+                  "        x = torch.zeros(u.shape[0], D, N, device=u.device)\n"
+                  "        ys = []\n"
+                  "        for t in range(L):\n"
+                  "            x = torch.exp(dt[:, :, t, None] * A) * x + (dt[:, :, t] * u32[:, :, t])[..., None] * Bf[:, None, :, t]\n"
+                  "            ys.append((x * Cf[:, None, :, t]).sum(-1))\n"
+                  "        y = torch.stack(ys, -1) + Dskip[None, :, None] * u32\n"
+                  "        return (y * torch.nn.functional.silu(z.float())).to(u.dtype)"),
+            inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(B, D, L, device='cuda') * 0.5).to(DTYPE),\n"
+                    "            -torch.arange(1, N + 1, dtype=torch.float32, device='cuda').repeat(D, 1),\n"
+                    "            torch.randn(B, N, L, dtype=DTYPE, device='cuda'), torch.randn(B, N, L, dtype=DTYPE, device='cuda'),\n"
+                    "            torch.randn(D, device='cuda'), torch.randn(B, D, L, dtype=DTYPE, device='cuda'),\n"
+                    "            torch.rand(D, device='cuda') * -4 - 1]"))
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        b, l, d, n, elt = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
+        bd = params["BLOCK_D"]
+        threads = params.get("num_warps", 4) * task.gpu.warp
+        progs = b * cdiv(d, bd)
+        if variant.tag == "sequential_loop":
+            per = max(1, bd * n // threads)
+            return Launch(grid=progs, threads=threads, smem_bytes=4 * bd, regs=32 + 3 * per, bytes_per_access=elt,
+                          traffic=1.6,
+                          lane_util=min(1.0, bd * n / threads))
+        ch = params["CHUNK"]
+        per = max(1, bd * n * ch // threads)                   # [BLOCK_D, N, CHUNK] elements per thread
+        regs = 32 + 4 * per
+        spill = 1.0 + max(0, regs - 255) / 64
+        util = l / (cdiv(l, ch) * ch)
+        scale = {"chunked_assoc_scan": 0.55, "exp2_fused_epilogue": 0.75, "split_l_state_passing": 0.6}[variant.tag]
+        if variant.tag == "split_l_state_passing":
+            return Launch(grid=progs * cdiv(l, ch), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
+                          bytes_per_access=min(16, ch // 32 * elt * 4), traffic=1.5 * spill, compute_scale=scale,
+                          lane_util=util, launches=3)
+        return Launch(grid=progs, threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
+                      bytes_per_access=min(16, ch // 32 * elt * 4),
+                      traffic=spill, compute_scale=scale, lane_util=util)
+
+    def signature(self, task: Task) -> str:
+        return "def selective_scan(u, delta, A, Bs, Cs, Dskip, z, delta_bias) -> torch.Tensor  # y like u"
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        x = triton_ptr(task.dtype, task)
+        warps = params.get("num_warps", 4)
+        sig = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "C_ptr": x, "Ds_ptr": "*fp32", "z_ptr": x,
+               "db_ptr": "*fp32", "y_ptr": x, "D": "i32", "L": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
+        c = {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}
+        if variant.tag == "sequential_loop":
+            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+        sig, c = {**sig, "CHUNK": "constexpr"}, {**c, "CHUNK": params["CHUNK"]}
+        if variant.tag != "split_l_state_passing":
+            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+        sig = {**sig, "st_ptr": "*fp32", "NC": "i32"}
+        st = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "db_ptr": "*fp32", "st_ptr": "*fp32", "D": "i32",
+              "L": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr", "CHUNK": "constexpr"}
+        ps = {"st_ptr": "*fp32", "D": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
+        return [KernelSpec("ss_chunk_state_kernel", st, c, num_warps=warps),
+                KernelSpec("ss_state_pass_kernel", ps, {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}, num_warps=1),
+                KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+
+    # -- renders -----------------------------------------------------------------
+    _SIG = ("u_ptr, dl_ptr, A_ptr, B_ptr, C_ptr, Ds_ptr, z_ptr, db_ptr, y_ptr, D, L,\n"
+            "                          N: tl.constexpr, BLOCK_D: tl.constexpr")
+
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        kernels, launch = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"""{TRITON_PRELUDE}
+
+@triton.jit
+def combine(a1, b1, a2, b2):
+    # scan operator: (a1, b1) then (a2, b2) -> x = a2 (a1 x + b1) + b2
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
+def softplus(v):
+    return tl.where(v <= 20.0, tl.log(1.0 + tl.exp(v)), v)
+{kernels}
+
+def selective_scan(u, delta, A, Bs, Cs, Dskip, z, delta_bias):
+    B, D, L = u.shape
+    N = A.shape[1]
+    u, delta, Bs, Cs, z = (t.contiguous() for t in (u, delta, Bs, Cs, z))
+    y = torch.empty_like(u)
+    {launch}
+    return y
+"""
+
+    def _sequential_loop(self, p, task, bug):
+        x0 = "tl.full((BLOCK_D, N), 1.0, tl.float32)" if bug == "wrong_init" else "tl.zeros((BLOCK_D, N), tl.float32)"
+        bterm = "bt[None, :] * ut[:, None]" if bug == "missing_scale" else "(dt * ut)[:, None] * bt[None, :]"
+        return f"""
+
+@triton.jit
+def selective_scan_kernel({self._SIG}):
+    # one program = BLOCK_D channels of one batch; the state [BLOCK_D, N] lives in registers
+    b, blk = tl.program_id(0), tl.program_id(1)
+    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
+    n = tl.arange(0, N)
+    dm = d < D
+    A = tl.load(A_ptr + d[:, None] * N + n[None, :], mask=dm[:, None], other=0.0)
+    dskip = tl.load(Ds_ptr + d, mask=dm, other=0.0)
+    dbias = tl.load(db_ptr + d, mask=dm, other=0.0)
+    row = (b * D + d).to(tl.int64) * L
+    bc = b.to(tl.int64) * N * L + n * L
+    x = {x0}
+    for t in range(L):
+        # BLOCK_D loads L elements apart: every step touches BLOCK_D different lines
+        ut = tl.load(u_ptr + row + t, mask=dm, other=0.0).to(tl.float32)
+        dt = softplus(tl.load(dl_ptr + row + t, mask=dm, other=0.0).to(tl.float32) + dbias)
+        zt = tl.load(z_ptr + row + t, mask=dm, other=0.0).to(tl.float32)
+        bt = tl.load(B_ptr + bc + t).to(tl.float32)
+        ct = tl.load(C_ptr + bc + t).to(tl.float32)
+        x = tl.exp(dt[:, None] * A) * x + {bterm}
+        yt = tl.sum(x * ct[None, :], axis=1) + dskip * ut
+        tl.store(y_ptr + row + t, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=dm)
+""", (f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
+      f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, num_warps={p['num_warps']})")
+
+    def _chunk_body(self, bug, exp2: bool, carry_in: bool, outputs: bool) -> str:
+        """Statements of one chunk (no indent): loads, scan, optional outputs; leaves a_end, x_end."""
+        ex = "tl.exp2(dt[:, None, :] * A2[:, :, None])" if exp2 else "tl.exp(dt[:, None, :] * A2[:, :, None])"
+        bterm = "ut[:, None, :] * bt[None, :, :]" if bug == "missing_scale" else "(dt * ut)[:, None, :] * bt[None, :, :]"
+        tmask = "t < L - 1" if bug == "off_by_one" else "t < L"
+        last = "CHUNK - 2" if bug == "bad_combine_index" else "CHUNK - 1"
+        state = "x = a_cum * carry[:, :, None] + b_cum" if carry_in else "x = b_cum"
+        out = ""
+        if outputs:
+            out = """
+ct = tl.load(C_ptr + bc[:, None] + t[None, :], mask=tm[None, :], other=0.0).to(tl.float32)
+zt = tl.load(z_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+yt = tl.sum(x * ct[None, :, :], axis=1) + dskip[:, None] * ut
+tl.store(y_ptr + offs, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=m2)"""
+        return f"""t = c0 + tl.arange(0, CHUNK)
+tm = {tmask}
+m2 = dm[:, None] & tm[None, :]
+offs = row[:, None] + t[None, :]                          # [BLOCK_D, CHUNK], contiguous along t
+ut = tl.load(u_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+dt = tl.where(m2, softplus(tl.load(dl_ptr + offs, mask=m2, other=0.0).to(tl.float32) + dbias[:, None]), 0.0)
+bt = tl.load(B_ptr + bc[:, None] + t[None, :], mask=tm[None, :], other=0.0).to(tl.float32)
+a = {ex}                                                  # [BLOCK_D, N, CHUNK]; masked steps: identity
+bb = {bterm}
+a_cum, b_cum = tl.associative_scan((a, bb), axis=2, combine_fn=combine)
+{state}{out}
+is_last = (tl.arange(0, CHUNK) == {last})[None, None, :]
+a_end = tl.sum(tl.where(is_last, a_cum, 0.0), axis=2)
+x_end = tl.sum(tl.where(is_last, x, 0.0), axis=2)"""
+
+    def _prologue(self, exp2: bool, skip: bool = True) -> str:
+        scale = " * 1.4426950408889634  # log2(e): exp(dt A) = exp2(dt A log2 e)" if exp2 else ""
+        ds = "\n    dskip = tl.load(Ds_ptr + d, mask=dm, other=0.0)" if skip else ""
+        return f"""    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
+    n = tl.arange(0, N)
+    dm = d < D
+    A2 = tl.load(A_ptr + d[:, None] * N + n[None, :], mask=dm[:, None], other=0.0){scale}{ds}
+    dbias = tl.load(db_ptr + d, mask=dm, other=0.0)
+    row = (b * D + d).to(tl.int64) * L
+    bc = b.to(tl.int64) * N * L + n * L"""
+
+    def _chunked(self, p, task, bug, exp2: bool):
+        x0 = "tl.full((BLOCK_D, N), 1.0, tl.float32)" if bug == "wrong_init" else "tl.zeros((BLOCK_D, N), tl.float32)"
+        body = textwrap.indent(self._chunk_body(bug, exp2, True, True), " " * 8)
+        return f"""
+
+@triton.jit
+def selective_scan_kernel({self._SIG}, CHUNK: tl.constexpr):
+    # CHUNK steps at a time: coalesced [BLOCK_D, CHUNK] tiles, the recurrence as a parallel scan
+    b, blk = tl.program_id(0), tl.program_id(1)
+{self._prologue(exp2)}
+    carry = {x0}
+    for c0 in range(0, L, CHUNK):
+{body}
+        carry = x_end
+""", (f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
+      f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, CHUNK={p['CHUNK']}, num_warps={p.get('num_warps', 4)})")
+
+    def _chunked_assoc_scan(self, p, task, bug):
+        return self._chunked(p, task, bug, exp2=False)
+
+    def _exp2_fused_epilogue(self, p, task, bug):
+        return self._chunked(p, task, bug, exp2=True)
+
+    def _split_l_state_passing(self, p, task, bug):
+        state_body = textwrap.indent(self._chunk_body("bad_combine_index" if bug == "bad_combine_index" else None,
+                                                      True, False, False), " " * 4)
+        out_body = textwrap.indent(self._chunk_body(None, True, True, True), " " * 4)
+        chunks = "NC - 1" if bug == "off_by_one" else "NC"
+        grid = f"(B, triton.cdiv(D, {p['BLOCK_D']}), NC)"
+        common = f"N=N, BLOCK_D={p['BLOCK_D']}"
+        launch = f"""NC = triton.cdiv(L, {p['CHUNK']})
+    # per (batch, channel, chunk): decay product and end state of the chunk, then the state entering it
+    st = torch.empty((2, B, D, NC, N), dtype=torch.float32, device=u.device)
+    ss_chunk_state_kernel[{grid}](u, delta, A, Bs, delta_bias, st, D, L, NC, {common}, CHUNK={p['CHUNK']}, num_warps={p['num_warps']})
+    ss_state_pass_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](st, D, NC, {common}, num_warps=1)
+    selective_scan_kernel[{grid}](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, D, L, {common}, CHUNK={p['CHUNK']},
+                                  st_ptr=st, NC=NC, num_warps={p['num_warps']})"""
+        st_addr = "((b * D + d)[:, None].to(tl.int64) * NC + c) * N + n[None, :]"
+        plane = "tl.num_programs(0) * D * NC * N"        # offset of plane 1 (states) in st
+        return f"""
+
+@triton.jit
+def ss_chunk_state_kernel(u_ptr, dl_ptr, A_ptr, B_ptr, db_ptr, st_ptr, D, L, NC,
+                          N: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
+    # chunk c alone, from a zero state: its decay product (plane 0) and end state (plane 1)
+    b, blk, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+{self._prologue(True, skip=False)}
+    c0 = c * CHUNK
+{state_body}
+    tl.store(st_ptr + {st_addr}, a_end, mask=dm[:, None])
+    tl.store(st_ptr + {plane} + {st_addr}, x_end, mask=dm[:, None])
+
+
+@triton.jit
+def ss_state_pass_kernel(st_ptr, D, NC, N: tl.constexpr, BLOCK_D: tl.constexpr):
+    # sequential over the NC chunks: plane 1 becomes the state ENTERING each chunk
+    b, blk = tl.program_id(0), tl.program_id(1)
+    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
+    n = tl.arange(0, N)
+    dm = d < D
+    s = tl.zeros((BLOCK_D, N), tl.float32)
+    for c in range({chunks}):
+        a_end = tl.load(st_ptr + {st_addr}, mask=dm[:, None], other=1.0)
+        x_end = tl.load(st_ptr + {plane} + {st_addr}, mask=dm[:, None], other=0.0)
+        tl.store(st_ptr + {plane} + {st_addr}, s, mask=dm[:, None])
+        s = a_end * s + x_end
+
+
+@triton.jit
+def selective_scan_kernel({self._SIG}, CHUNK: tl.constexpr, st_ptr, NC):
+    # chunk c again, now from its true incoming state: the outputs
+    b, blk, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+{self._prologue(True)}
+    carry = tl.load(st_ptr + {plane} + {st_addr}, mask=dm[:, None], other=0.0)
+    c0 = c * CHUNK
+{out_body}
+""", launch

@@ -1,0 +1,225 @@
+"""Cross-entropy backward in Triton: dlogits = (softmax(logits) - onehot(label)) * dloss.
+
+The forward saved lse = logsumexp(logits) per row, so softmax is exp(x - lse): an elementwise
+op over [T, V] plus a one-hot at the label. Ladder: three kernels through an fp32 probability
+buffer (exp, subtract at the label, scale) -> one fused kernel over the flat array (a division
+per element to find the row) -> 2-D grid of (V chunk, row) programs with row scalars loaded
+once -> persistent programs looping over (row, chunk) tiles with evict-first loads.
+"""
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+BLOCK = Param("BLOCK", (1024, 2048, 4096), 2048)
+NUM_WARPS = Param("num_warps", (4, 8), 4)
+IGNORE = -100
+
+
+class CrossEntropyBwdTriton(OpModule):
+    op, impl, family = "cross_entropy_bwd", "triton", "training"
+    title = "Cross-entropy loss backward"
+    desc = (f"dlogits[t, v] = (exp(logits[t, v] - lse[t]) - (v == labels[t])) * dloss[t], in the logits dtype, "
+            f"with lse (fp32, saved by the forward) and dloss (fp32) per row; rows with labels[t] == {IGNORE} "
+            "get zero gradient.")
+    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
+    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
+              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("unfused_three_kernels", "fp32 probabilities buffer: exp kernel, one-hot subtract kernel, scale kernel",
+                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
+        Variant("fused_flat", "one kernel over the flat T*V array; row = offset // V per element",
+                (BLOCK, NUM_WARPS), compute_eff=0.15, memory_eff=0.74, bugs=("off_by_one", "missing_scale")),
+        Variant("row_tiled_2d", "grid of (V chunk, row) programs: lse, label, dloss loaded once per program",
+                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.88, bugs=("off_by_one", "missing_scale")),
+        Variant("persistent_evict_first", "#SMs x k programs loop over (row, chunk) tiles, evict-first streaming",
+                (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4)), compute_eff=0.3, memory_eff=0.92,
+                bugs=("off_by_one", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, v = task["T"], task["V"]
+        return Cost(flops=4 * t * v, bytes=2 * t * v * DTYPE_BYTES[task.dtype] + 20 * t)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
+        block, threads = params["BLOCK"], params["num_warps"] * gpu.warp
+        vec = min(16 // e, 4)
+        regs = 24 + 3 * block // threads
+        if variant.tag == "unfused_three_kernels":
+            # x read, fp32 p written, p read, dx written: (2e + 8) bytes per element vs 2e
+            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs, bytes_per_access=16,
+                          traffic=(2 * e + 8) / (2 * e), launches=3)
+        if variant.tag == "fused_flat":
+            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs + 8, bytes_per_access=vec * e)
+        lane = v / (cdiv(v, block) * block)
+        tiles = t * cdiv(v, block)
+        if variant.tag == "row_tiled_2d":
+            return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
+        grid = min(tiles, gpu.sms * params["programs_per_sm"])
+        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane)
+
+    def signature(self, task: Task) -> str:
+        return (f"def cross_entropy_bwd(logits: torch.Tensor, labels: torch.Tensor, lse: torch.Tensor, "
+                f"dloss: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor  # [T, V], logits dtype")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="logits, labels, lse, dloss",
+            body=(f"keep = labels != {IGNORE}\n"
+                  "        p = torch.exp(logits.float() - lse[:, None])\n"
+                  "        p[torch.arange(T, device=p.device)[keep], labels[keep]] -= 1.0\n"
+                  "        return (p * (dloss * keep)[:, None]).to(logits.dtype)"),
+            inputs=(f"[x := torch.randn(T, V, dtype=DTYPE, device='cuda') * 2,\n"
+                    f"            torch.where(torch.arange(T, device='cuda') % 16 == 15, {IGNORE}, "
+                    "torch.randint(0, V, (T,), device='cuda')),\n"
+                    "            torch.logsumexp(x.float(), dim=-1), torch.rand(T, device='cuda')]"))
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        rows = {"labels_ptr": "*i64", "lse_ptr": "*fp32", "dloss_ptr": "*fp32"}
+        opts = {"num_warps": params["num_warps"], "num_stages": 1}
+        blk = {"BLOCK": params["BLOCK"]}
+        if variant.tag == "unfused_three_kernels":
+            return [KernelSpec("cross_entropy_exp_kernel", {"logits_ptr": ptr, "lse_ptr": "*fp32", "p_ptr": "*fp32",
+                                                            "n": "i32", "V": "i32", "BLOCK": "constexpr"}, blk, **opts),
+                    KernelSpec("cross_entropy_onehot_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "V": "i32",
+                                                               "ignore_index": "i32"}, num_warps=1, num_stages=1),
+                    KernelSpec("cross_entropy_bwd_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "dloss_ptr": "*fp32",
+                                                            "dx_ptr": ptr, "n": "i32", "V": "i32", "ignore_index": "i32",
+                                                            "BLOCK": "constexpr"}, blk, **opts)]
+        sig = {"logits_ptr": ptr, **rows, "dx_ptr": ptr, "T": "i32", "V": "i32", "ignore_index": "i32"}
+        if variant.tag == "persistent_evict_first":
+            sig["n_tiles"] = "i32"
+        return [KernelSpec("cross_entropy_bwd_kernel", {**sig, "BLOCK": "constexpr"}, blk, **opts)]
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        return TRITON_PRELUDE + getattr(self, "_" + variant.tag)(params, task, bug)
+
+    @staticmethod
+    def _wrapper(body: str) -> str:
+        return f"""
+
+def cross_entropy_bwd(logits: torch.Tensor, labels: torch.Tensor, lse: torch.Tensor, dloss: torch.Tensor,
+                      ignore_index: int = {IGNORE}) -> torch.Tensor:
+    T, V = logits.shape
+    assert logits.is_contiguous()
+    dx = torch.empty_like(logits)
+{body}
+    return dx
+"""
+
+    @staticmethod
+    def _row_scalars(bug, pad="    ") -> str:
+        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row)"
+        return (f"{pad}label = tl.load(labels_ptr + row)\n{pad}lse = tl.load(lse_ptr + row)\n"
+                f"{pad}scale = tl.where(label == ignore_index, 0.0, {scale})   # ignored rows get no gradient")
+
+    def _unfused_three_kernels(self, p, task, bug):
+        label = "label + 1" if bug == "off_by_one" else "label"
+        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row, mask=mask, other=0.0)"
+        return f'''
+@triton.jit
+def cross_entropy_exp_kernel(logits_ptr, lse_ptr, p_ptr, n, V, BLOCK: tl.constexpr):
+    # p = softmax = exp(x - lse) into an fp32 scratch buffer
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(logits_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    lse = tl.load(lse_ptr + offs // V, mask=mask, other=0.0)
+    tl.store(p_ptr + offs, tl.exp(x - lse), mask=mask)
+
+
+@triton.jit
+def cross_entropy_onehot_kernel(p_ptr, labels_ptr, V, ignore_index):
+    # p[t, label] -= 1, one program per row
+    row = tl.program_id(0)
+    label = tl.load(labels_ptr + row)
+    if label != ignore_index:
+        ptr = p_ptr + row.to(tl.int64) * V + {label}
+        tl.store(ptr, tl.load(ptr) - 1.0)
+
+
+@triton.jit
+def cross_entropy_bwd_kernel(p_ptr, labels_ptr, dloss_ptr, dx_ptr, n, V, ignore_index, BLOCK: tl.constexpr):
+    # dx = p * dloss[row], cast back to the logits dtype
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    row = offs // V
+    label = tl.load(labels_ptr + row, mask=mask, other=0)
+    scale = tl.where(label == ignore_index, 0.0, {scale})
+    p = tl.load(p_ptr + offs, mask=mask, other=0.0)
+    tl.store(dx_ptr + offs, (p * scale).to(dx_ptr.dtype.element_ty), mask=mask)
+''' + self._wrapper(f"""    n = T * V
+    p = torch.empty(T, V, dtype=torch.float32, device=logits.device)
+    grid = (triton.cdiv(n, {p['BLOCK']}),)
+    cross_entropy_exp_kernel[grid](logits, lse, p, n, V, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})
+    cross_entropy_onehot_kernel[(T,)](p, labels, V, ignore_index, num_warps=1)
+    cross_entropy_bwd_kernel[grid](p, labels, dloss, dx, n, V, ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})""")
+
+    def _fused_flat(self, p, task, bug):
+        n = "T * V - 1" if bug == "off_by_one" else "T * V"
+        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row, mask=mask, other=0.0)"
+        return f'''
+@triton.jit
+def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index,
+                             BLOCK: tl.constexpr):
+    # One pass, no scratch: every element divides its offset by V to find its row and
+    # gathers that row's lse / label / dloss (cache hits, but per-element work).
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < {n}
+    row = offs // V
+    col = offs - row * V
+    label = tl.load(labels_ptr + row, mask=mask, other=0)
+    lse = tl.load(lse_ptr + row, mask=mask, other=0.0)
+    scale = tl.where(label == ignore_index, 0.0, {scale})
+    x = tl.load(logits_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.exp(x - lse) - tl.where(col == label, 1.0, 0.0)
+    tl.store(dx_ptr + offs, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
+''' + self._wrapper(f"    cross_entropy_bwd_kernel[(triton.cdiv(T * V, {p['BLOCK']}),)](logits, labels, lse, dloss, dx, T, V, "
+                    f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
+    def _row_tiled_2d(self, p, task, bug):
+        mask = "cols < V - 1" if bug == "off_by_one" else "cols < V"
+        return f'''
+@triton.jit
+def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index,
+                             BLOCK: tl.constexpr):
+    # Program (chunk, row): three scalar loads per program, then a contiguous BLOCK of the
+    # row that Triton turns into wide vector loads and stores.
+    row = tl.program_id(1)
+{self._row_scalars(bug)}
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = {mask}
+    base = row.to(tl.int64) * V
+    x = tl.load(logits_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
+    g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
+    tl.store(dx_ptr + base + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
+''' + self._wrapper(f"    cross_entropy_bwd_kernel[(triton.cdiv(V, {p['BLOCK']}), T)](logits, labels, lse, dloss, dx, T, V, "
+                    f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
+    def _persistent_evict_first(self, p, task, bug):
+        tiles = "n_tiles - 1" if bug == "off_by_one" else "n_tiles"
+        return f'''
+@triton.jit
+def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index, n_tiles,
+                             BLOCK: tl.constexpr):
+    # A fixed grid of #SMs x k programs walks the (row, chunk) tiles: no launch tail, and
+    # the loads of the next tile overlap the stores of this one. Logits are read once and
+    # dx never re-read here, so both stream with evict_first and leave L2 to others.
+    chunks = tl.cdiv(V, BLOCK)
+    for tile in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0), num_stages=2):
+        row = tile // chunks
+{self._row_scalars(bug, pad=" " * 8)}
+        cols = (tile - row * chunks) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < V
+        base = row.to(tl.int64) * V
+        x = tl.load(logits_ptr + base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
+        tl.store(dx_ptr + base + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask,
+                 eviction_policy="evict_first")
+''' + self._wrapper(f"""    n_tiles = T * triton.cdiv(V, {p['BLOCK']})
+    sms = torch.cuda.get_device_properties(logits.device).multi_processor_count
+    grid = (min(n_tiles, sms * {p['programs_per_sm']}),)
+    cross_entropy_bwd_kernel[grid](logits, labels, lse, dloss, dx, T, V, ignore_index, n_tiles,
+                                   BLOCK={p['BLOCK']}, num_warps={p['num_warps']})""")

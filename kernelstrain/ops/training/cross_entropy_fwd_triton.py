@@ -1,0 +1,237 @@
+"""Cross-entropy forward in Triton: loss[t] = logsumexp(logits[t, :]) - logits[t, label[t]].
+
+Vocabularies of 32000 / 128256: a row is 64-512 KB, far too big for one program's registers.
+Ladder: load the whole row at once (spills, workable only for small V) -> loop over chunks in
+two passes (max, then sum of exp) -> single pass with an online logsumexp -> split V across
+programs, then a combine kernel merges the (max, sum) partials: fills the GPU when T is small.
+"""
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+                    cdiv, kernelbench_program, triton_ptr)
+
+NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
+BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 4096)
+IGNORE = -100
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class CrossEntropyFwdTriton(OpModule):
+    op, impl, family = "cross_entropy_fwd", "triton", "training"
+    title = "Cross-entropy loss forward"
+    desc = (f"loss[t] = logsumexp(logits[t, :]) - logits[t, labels[t]] in fp32 for logits [T, V]; "
+            f"rows with labels[t] == {IGNORE} get loss 0 (reduction='none').")
+    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
+    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
+              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("full_row", "one program per row loads all V logits at once (BLOCK = next_pow2(V))",
+                (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, bugs=("wrong_init", "off_by_one")),
+        Variant("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
+                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, bugs=("wrong_init", "off_by_one")),
+        Variant("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
+                (BLOCK, NUM_WARPS), compute_eff=0.2, memory_eff=0.9, bugs=("missing_scale",)),
+        Variant("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
+                (Param("SPLIT", (2, 4, 8, 16), 4), Param("BLOCK", (1024, 2048, 4096), 2048),
+                 Param("num_warps", (4, 8), 4)), compute_eff=0.2, memory_eff=0.92,
+                bugs=("bad_combine_index", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, v = task["T"], task["V"]
+        return Cost(flops=5 * t * v, bytes=t * v * DTYPE_BYTES[task.dtype] + 12 * t)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
+        threads = params["num_warps"] * gpu.warp
+        smem = params["num_warps"] * 4            # cross-warp reduction scratch
+        vec = min(16 // e, 4)                          # Triton's per-thread load width here
+        if variant.tag == "full_row":
+            per_thread = _pow2(v) // threads           # fp32 values each thread holds
+            spilled = max(0, per_thread - 160)
+            return Launch(grid=t, threads=threads, smem_bytes=smem, regs=min(255, 40 + per_thread),
+                          bytes_per_access=vec * e, traffic=1 + spilled * threads * 8 / (v * e),
+                          lane_util=v / _pow2(v))
+        block = params["BLOCK"]
+        lane = v / (cdiv(v, block) * block)
+        regs = 32 + 2 * block // threads
+        if variant.tag == "chunked_two_pass":
+            resident = min(t, gpu.sms * 2)             # rows in flight between the two passes
+            reread = min(1.0, resident * v * e / (gpu.l2_mb * 1e6))
+            return Launch(grid=t, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=vec * e,
+                          traffic=1 + reread, lane_util=lane)
+        if variant.tag == "online_softmax":
+            return Launch(grid=t, threads=threads, smem_bytes=smem, regs=regs + block // threads,
+                          bytes_per_access=vec * e, lane_util=lane)
+        split = params["SPLIT"]
+        lane = v / (split * cdiv(cdiv(v, split), block) * block)
+        return Launch(grid=t * split, threads=threads, smem_bytes=smem, regs=regs + block // threads,
+                      bytes_per_access=vec * e, traffic=1 + 16 * t * split / self.cost(task).bytes,
+                      lane_util=lane, launches=2)
+
+    def signature(self, task: Task) -> str:
+        return f"def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor  # fp32 [T]"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="logits, labels",
+            body=f"return nn.functional.cross_entropy(logits.float(), labels, reduction='none', ignore_index={IGNORE})",
+            inputs=(f"[torch.randn(T, V, dtype=DTYPE, device='cuda') * 2, torch.where(torch.arange(T, device='cuda') % 16 == 15, "
+                    f"{IGNORE}, torch.randint(0, V, (T,), device='cuda'))]"))
+
+    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
+        sig = {"logits_ptr": triton_ptr(task.dtype, task), "labels_ptr": "*i64", "loss_ptr": "*fp32",
+               "V": "i32", "stride": "i32", "ignore_index": "i32"}
+        if variant.tag == "full_row":
+            return [KernelSpec("cross_entropy_fwd_kernel", {**sig, "BLOCK": "constexpr"},
+                               {"BLOCK": _pow2(task["V"])}, num_warps=params["num_warps"], num_stages=1)]
+        if variant.tag != "split_v_combine":
+            return [KernelSpec("cross_entropy_fwd_kernel", {**sig, "BLOCK": "constexpr"},
+                               {"BLOCK": params["BLOCK"]}, num_warps=params["num_warps"], num_stages=1)]
+        split = params["SPLIT"]
+        part = {"logits_ptr": triton_ptr(task.dtype, task), "part_ptr": "*fp32", "V": "i32", "stride": "i32",
+                "chunk": "i32", "SPLIT": "constexpr", "BLOCK": "constexpr"}
+        comb = {**sig, "part_ptr": "*fp32", "SPLIT": "constexpr"}
+        return [KernelSpec("cross_entropy_fwd_kernel", part, {"SPLIT": split, "BLOCK": params["BLOCK"]},
+                           num_warps=params["num_warps"], num_stages=1),
+                KernelSpec("cross_entropy_combine_kernel", comb, {"SPLIT": split}, num_warps=1, num_stages=1)]
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        return TRITON_PRELUDE + getattr(self, "_" + variant.tag)(params, task, bug)
+
+    @staticmethod
+    def _finish(lse: str) -> str:
+        return f"""    label = tl.load(labels_ptr + row)
+    ignored = label == ignore_index
+    x_label = tl.load(row_ptr + tl.where(ignored, 0, label)).to(tl.float32)
+    tl.store(loss_ptr + row, tl.where(ignored, 0.0, {lse} - x_label))"""
+
+    @staticmethod
+    def _wrapper(launch: str, extra: str = "") -> str:
+        return f"""
+
+def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor:
+    T, V = logits.shape
+    assert logits.stride(1) == 1
+    loss = torch.empty(T, dtype=torch.float32, device=logits.device)
+{extra}    {launch}
+    return loss
+"""
+
+    def _full_row(self, p, task, bug):
+        other = "0.0" if bug == "wrong_init" else '-float("inf")'
+        mask = "cols <= V" if bug == "off_by_one" else "cols < V"
+        return f'''
+@triton.jit
+def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
+    # The whole row in registers: BLOCK = next_pow2(V) values spread over the program's
+    # threads. Fine for a small vocabulary; at 32K-128K the values spill to local memory.
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(row_ptr + cols, mask={mask}, other={other}).to(tl.float32)
+    m = tl.max(x, axis=0)
+    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
+{self._finish("lse")}
+''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+                    f"BLOCK=triton.next_power_of_2(V), num_warps={p['num_warps']})")
+
+    def _chunked_two_pass(self, p, task, bug):
+        other = "0.0" if bug == "wrong_init" else '-float("inf")'
+        mask = "cols <= V" if bug == "off_by_one" else "cols < V"
+        return f'''
+@triton.jit
+def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
+    # Pass 1 finds the row max chunk by chunk, pass 2 sums exp(x - max): the row is read
+    # twice (the second time partly from L2).
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride
+    offs = tl.arange(0, BLOCK)
+    m_vec = tl.full([BLOCK], -float("inf"), tl.float32)
+    for start in range(0, V, BLOCK):
+        cols = start + offs
+        x = tl.load(row_ptr + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
+        m_vec = tl.maximum(m_vec, x)
+    m = tl.max(m_vec, axis=0)
+    s_vec = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, V, BLOCK):
+        cols = start + offs
+        x = tl.load(row_ptr + cols, mask={mask}, other={other}).to(tl.float32)
+        s_vec += tl.exp(x - m)
+    lse = m + tl.log(tl.sum(s_vec, axis=0))
+{self._finish("lse")}
+''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+                    f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
+    @staticmethod
+    def _online_loop(bug, lo, hi):
+        rescale = "s_vec" if bug == "missing_scale" else "s_vec * tl.exp(m_vec - m_new)"
+        return f"""    # Per-lane running max and sum: when a lane's max grows, its sum is rescaled by
+    # exp(old - new). A finite floor keeps exp(-inf - -inf) out of masked lanes.
+    m_vec = tl.full([BLOCK], -1e30, tl.float32)
+    s_vec = tl.zeros([BLOCK], tl.float32)
+    for start in range({lo}, {hi}, BLOCK):
+        cols = start + offs
+        x = tl.load(row_ptr + cols, mask=cols < {hi}, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_vec, x)
+        s_vec = {rescale} + tl.exp(x - m_new)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    s = tl.sum(s_vec * tl.exp(m_vec - m), axis=0)"""
+
+    def _online_softmax(self, p, task, bug):
+        return f'''
+@triton.jit
+def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
+    # One pass over the row: every logit is read from DRAM exactly once.
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride
+    offs = tl.arange(0, BLOCK)
+{self._online_loop(bug, "0", "V")}
+{self._finish("m + tl.log(s)")}
+''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+                    f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
+    def _split_v_combine(self, p, task, bug):
+        ks = "(ks + 1) % SPLIT" if bug == "bad_combine_index" else "ks"
+        rescale = "s_k" if bug == "missing_scale" else "s_k * tl.exp(m_k - m)"
+        split = p["SPLIT"]
+        return f'''
+@triton.jit
+def cross_entropy_fwd_kernel(logits_ptr, part_ptr, V, stride, chunk, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # Program (row, k) reduces logits[row, k*chunk : (k+1)*chunk] online and leaves its
+    # (max, sum) pair: T * SPLIT programs keep every SM busy even for a handful of rows.
+    row = tl.program_id(0)
+    k = tl.program_id(1)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride
+    offs = tl.arange(0, BLOCK)
+    lo = k * chunk
+    hi = tl.minimum(lo + chunk, V)
+{self._online_loop(None, "lo", "hi")}
+    tl.store(part_ptr + (row * SPLIT + k) * 2, m)
+    tl.store(part_ptr + (row * SPLIT + k) * 2 + 1, s)
+
+
+@triton.jit
+def cross_entropy_combine_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, part_ptr,
+                                 SPLIT: tl.constexpr):
+    # Merge the SPLIT partials of a row: lse = M + log(sum_k s_k * exp(m_k - M)).
+    row = tl.program_id(0)
+    row_ptr = logits_ptr + row.to(tl.int64) * stride
+    ks = tl.arange(0, SPLIT)
+    m_k = tl.load(part_ptr + (row * SPLIT + {ks}) * 2)
+    s_k = tl.load(part_ptr + (row * SPLIT + ks) * 2 + 1)
+    m = tl.max(m_k, axis=0)
+    lse = m + tl.log(tl.sum({rescale}, axis=0))
+{self._finish("lse")}
+''' + self._wrapper(
+            f"cross_entropy_fwd_kernel[(T, SPLIT)](logits, part, V, logits.stride(0), chunk, SPLIT=SPLIT, "
+            f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})\n"
+            "    cross_entropy_combine_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, part, "
+            "SPLIT=SPLIT, num_warps=1)",
+            extra=f"    SPLIT = {split}\n    chunk = triton.cdiv(V, SPLIT)\n"
+                  "    part = torch.empty(T, SPLIT, 2, dtype=torch.float32, device=logits.device)  # (max, sum)\n")

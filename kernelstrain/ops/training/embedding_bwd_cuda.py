@@ -1,0 +1,280 @@
+"""Embedding backward in CUDA: scatter-add grad rows into the table, grad_weight[ids[t]] += grad_out[t].
+
+Tokens equal to padding_idx add nothing. Ladder: an atomicAdd per element -> a warp per token
+with packed 2-wide atomics (half2 / bfloat162) -> sort tokens by id (stable radix sort of
+(id, position)) and let one block reduce each segment in order: no atomics, deterministic ->
+the sorted reduce with a warp per (segment, 256-column slice), 16-byte loads and fp32
+registers, so hot tokens spread across warps.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+# L2 cost of one element's atomic update, in DRAM-byte equivalents: the row read-modify-write
+# plus the atomic unit's per-operation limit. A packed 2-wide atomic halves the operations.
+ATOMIC_BYTES = {"scalar": 12, "packed": 6}
+SORT_LAUNCHES = 6        # iota, radix-sort histogram + 3 onesweep passes, segment reduce
+PADDING_IDX = 0
+
+
+class EmbeddingBwdCuda(OpModule):
+    op, impl, family = "embedding_bwd", "cuda", "training"
+    title = "Embedding backward (scatter-add)"
+    desc = (f"grad_weight[ids[t], :] += grad_out[t, :] for T int64 ids into a [V, D] gradient (in place, "
+            f"same dtype), skipping padding_idx = {PADDING_IDX}; repeated ids accumulate.")
+    dims = {"T": "tokens (batch x sequence)", "D": "embedding dim", "V": "vocabulary rows"}
+    shapes = ({"T": 512, "D": 4096, "V": 32000}, {"T": 4096, "D": 4096, "V": 32000},
+              {"T": 16384, "D": 4096, "V": 128256}, {"T": 8192, "D": 8192, "V": 128256},
+              {"T": 32768, "D": 2048, "V": 32000}, {"T": 65536, "D": 4096, "V": 128256})
+    dtypes = ("bf16", "fp16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("atomic_per_element", "a thread per element, one 16-bit atomicAdd each",
+                (Param("threads", (128, 256, 512), 256),), memory_eff=0.6, bugs=("off_by_one",)),
+        Variant("vectorized_atomic2", "a warp per token, uint4 loads, packed half2/bfloat162 atomics",
+                (Param("warps_per_block", (2, 4, 8), 4),), memory_eff=0.72, bugs=("off_by_one",)),
+        Variant("sort_segmented_reduce", "radix sort (id, position), a block reduces each id's segment "
+                "in order: deterministic, no atomics",
+                (Param("threads", (128, 256, 512), 256),), memory_eff=0.72,
+                bugs=("off_by_one", "bad_combine_index")),
+        Variant("sorted_segment_vectorized", "sorted segments, a warp per (segment, column slice), "
+                "uint4 loads, fp32 registers",
+                (Param("warps_per_block", (2, 4, 8), 4), Param("unroll", (1, 2, 4), 2)),
+                memory_eff=0.88, bugs=("off_by_one", "bad_combine_index")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, d, v, e = task["T"], task["D"], task["V"], DTYPE_BYTES[task.dtype]
+        # grad_out read once; every touched table row read and written once
+        return Cost(flops=0, bytes=t * d * e + 2 * min(t, v) * d * e + 8 * t)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        t, d, e, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
+        if variant.tag == "atomic_per_element":
+            threads = params["threads"]
+            traffic = t * d * (e + ATOMIC_BYTES["scalar"]) / self.cost(task).bytes
+            return Launch(grid=cdiv(t * d, threads), threads=threads, regs=18, bytes_per_access=e,
+                          traffic=traffic)
+        if variant.tag == "vectorized_atomic2":
+            warps = params["warps_per_block"]
+            traffic = t * d * (e + ATOMIC_BYTES["packed"]) / self.cost(task).bytes
+            return Launch(grid=cdiv(t, warps), threads=warps * gpu.warp, regs=22, bytes_per_access=16,
+                          traffic=traffic, lane_util=min(1.0, d * e / 16 / gpu.warp))
+        sort_traffic = 1 + 3 * 2 * 12 * t / self.cost(task).bytes    # 3 passes over (int64 id, int pos)
+        if variant.tag == "sort_segmented_reduce":
+            threads = params["threads"]
+            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=e, traffic=sort_traffic,
+                          lane_util=min(1.0, d / threads), launches=SORT_LAUNCHES)
+        warps, unroll = params["warps_per_block"], params["unroll"]
+        slices = cdiv(d * e // 16, gpu.warp)
+        return Launch(grid=cdiv(t * slices, warps), threads=warps * gpu.warp, regs=28 + 2 * unroll,
+                      bytes_per_access=16 * unroll, traffic=sort_traffic, launches=SORT_LAUNCHES)
+
+    def signature(self, task: Task) -> str:
+        return ("void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, "
+                "int T, int D, int V, int padding_idx, cudaStream_t stream)")
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="ids, grad_out, grad_weight",
+            body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
+            init=f"self.padding_idx = {PADDING_IDX}",
+            inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
+                    "torch.randint(0, V, (T,), device='cuda')),\n"
+                    "            torch.randn(T, D, dtype=DTYPE, device='cuda'), "
+                    "torch.randn(V, D, dtype=DTYPE, device='cuda') * 0.1]"))
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        extra = ()
+        if variant.tag.startswith("sort"):
+            extra = ("#include <hipcub/hipcub.hpp>", "namespace cub = hipcub;") if task.is_hip else ("#include <cub/cub.cuh>",)
+        return f"{cuda_prelude(task, extra)}\n{body}"
+
+    def _atomics(self, task):
+        if task.is_hip:   # no 16-bit atomics in HIP's headers: a CAS on the enclosing 32-bit word
+            return """
+__device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {
+    unsigned int* word = reinterpret_cast<unsigned int*>(addr);
+    unsigned int old = *word, assumed;
+    do {
+        assumed = old;
+        scalar_t h[2]; __builtin_memcpy(h, &assumed, 4);
+        h[0] = from_float(to_float(h[0]) + a); h[1] = from_float(to_float(h[1]) + b);
+        unsigned int next; __builtin_memcpy(&next, h, 4);
+        old = atomicCAS(word, assumed, next);
+    } while (old != assumed);
+}
+__device__ __forceinline__ void atomic_add(scalar_t* addr, float v) {
+    const bool high = reinterpret_cast<uintptr_t>(addr) & 2;
+    scalar_t* pair = addr - (high ? 1 : 0);
+    atomic_add2(pair, high ? 0.f : v, high ? v : 0.f);
+}
+"""
+        pair = "__half2" if task.dtype == "fp16" else "__nv_bfloat162"
+        make = "__floats2half2_rn" if task.dtype == "fp16" else "__floats2bfloat162_rn"
+        return f"""
+// Native 16-bit atomics: scalar, and a packed pair (one 32-bit atomic covers two elements).
+__device__ __forceinline__ void atomic_add(scalar_t* addr, float v) {{ atomicAdd(addr, from_float(v)); }}
+__device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {{
+    atomicAdd(reinterpret_cast<{pair}*>(addr), {make}(a, b));
+}}
+"""
+
+    def _atomic_per_element(self, p, task, bug):
+        last = "n - 1" if bug == "off_by_one" else "n"
+        return f"""
+#define THREADS {p['threads']}
+{self._atomics(task)}
+// One thread per grad_out element; repeated ids collide on the same addresses in L2.
+extern "C" __global__ void embedding_bwd_kernel(const int64_t* __restrict__ ids, const scalar_t* __restrict__ grad_out,
+                                                scalar_t* grad_weight, int T, int D, int padding_idx) {{
+    const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x, n = (int64_t)T * D;
+    if (i >= {last}) return;
+    const int64_t id = ids[i / D];
+    if (id != padding_idx) atomic_add(&grad_weight[id * D + i % D], to_float(grad_out[i]));
+}}
+
+void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, int T, int D, int V,
+                   int padding_idx, cudaStream_t stream) {{
+    const int64_t n = (int64_t)T * D;
+    embedding_bwd_kernel<<<(unsigned)((n + THREADS - 1) / THREADS), THREADS, 0, stream>>>(ids, grad_out, grad_weight, T, D, padding_idx);
+}}
+"""
+
+    def _vectorized_atomic2(self, p, task, bug):
+        last = "chunks - 1" if bug == "off_by_one" else "chunks"
+        return f"""
+#define WARPS {p['warps_per_block']}        // tokens per block, a warp each
+constexpr int VEC = 8;            // 16-bit elements per uint4
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+{self._atomics(task)}
+// A warp per token: 16-byte loads of grad_out, then 4 packed 2-wide atomics per load,
+// half the atomic operations of the scalar version. The padding check is warp-uniform.
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+embedding_bwd_kernel(const int64_t* __restrict__ ids, const scalar_t* __restrict__ grad_out,
+                     scalar_t* grad_weight, int T, int D, int padding_idx) {{
+    const int lane = threadIdx.x % WARP_SIZE, t = blockIdx.x * WARPS + threadIdx.x / WARP_SIZE;
+    if (t >= T) return;
+    const int64_t id = ids[t];
+    if (id == padding_idx) return;
+    const uint4* src = reinterpret_cast<const uint4*>(grad_out + (size_t)t * D);
+    scalar_t* dst = grad_weight + (size_t)id * D;
+    const int chunks = D / VEC;
+    for (int c = lane; c < {last}; c += WARP_SIZE) {{
+        Pack g; g.u = src[c];
+#pragma unroll
+        for (int k = 0; k < VEC; k += 2) atomic_add2(dst + c * VEC + k, to_float(g.h[k]), to_float(g.h[k + 1]));
+    }}
+}}
+
+void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, int T, int D, int V,
+                   int padding_idx, cudaStream_t stream) {{
+    embedding_bwd_kernel<<<(T + WARPS - 1) / WARPS, WARPS * WARP_SIZE, 0, stream>>>(ids, grad_out, grad_weight, T, D, padding_idx);
+}}
+"""
+
+    @staticmethod
+    def _sort_host(launch: str) -> str:
+        return f"""
+__global__ void embedding_bwd_iota_kernel(int* pos, int T) {{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < T) pos[i] = i;
+}}
+
+// Stable radix sort of (id, position) over only the bits an id can use; equal ids end up
+// adjacent and in token order, so each segment's sum has a fixed order.
+void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, int T, int D, int V,
+                   int padding_idx, cudaStream_t stream) {{
+    int end_bit = 1;
+    while ((1ll << end_bit) < V) ++end_bit;
+    size_t temp_bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, (int64_t*)nullptr, (const int*)nullptr, (int*)nullptr,
+                                    T, 0, end_bit, stream);
+    temp_bytes = (temp_bytes + 255) & ~(size_t)255;
+    char* ws = nullptr;           // [cub temp | sorted ids | positions | sorted positions]
+    cudaMallocAsync((void**)&ws, temp_bytes + (size_t)T * 16, stream);
+    int64_t* sorted_ids = reinterpret_cast<int64_t*>(ws + temp_bytes);
+    int* pos = reinterpret_cast<int*>(sorted_ids + T);
+    int* sorted_pos = pos + T;
+    embedding_bwd_iota_kernel<<<(T + 255) / 256, 256, 0, stream>>>(pos, T);
+    cub::DeviceRadixSort::SortPairs(ws, temp_bytes, ids, sorted_ids, pos, sorted_pos, T, 0, end_bit, stream);
+    {launch}
+    cudaFreeAsync(ws, stream);
+}}
+"""
+
+    @staticmethod
+    def _segment(bug, k0) -> str:
+        prev = f"sorted_ids[{k0} + 1]" if bug == "bad_combine_index" else f"sorted_ids[{k0} - 1]"
+        end = "k1 - 1" if bug == "off_by_one" else "k1"
+        return f"""const int64_t id = sorted_ids[{k0}];
+    if (id == padding_idx || ({k0} > 0 && {prev} == id)) return;   // only a segment's first position works
+    int k1 = {k0} + 1;
+    while (k1 < T && sorted_ids[k1] == id) ++k1;                   // segment = [{k0}, k1)
+    const int k_end = {end};"""
+
+    def _sort_segmented_reduce(self, p, task, bug):
+        head = self._segment(bug, "k0")
+        return f"""
+#define THREADS {p['threads']}
+
+// One block per sorted position; the block at the start of a segment sums its rows in order
+// in fp32 and is the only writer of that table row: no atomics, same bits every run.
+extern "C" __global__ void __launch_bounds__(THREADS)
+embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restrict__ sorted_pos,
+                     const scalar_t* __restrict__ grad_out, scalar_t* grad_weight, int T, int D, int padding_idx) {{
+    const int k0 = blockIdx.x;
+    {head}
+    scalar_t* dst = grad_weight + (size_t)id * D;
+    for (int d = threadIdx.x; d < D; d += THREADS) {{
+        float acc = to_float(dst[d]);
+        for (int k = k0; k < k_end; ++k) acc += to_float(grad_out[(size_t)sorted_pos[k] * D + d]);
+        dst[d] = from_float(acc);
+    }}
+}}
+{self._sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);")}"""
+
+    def _sorted_segment_vectorized(self, p, task, bug):
+        head = self._segment(bug, "k0")
+        return f"""
+#define WARPS {p['warps_per_block']}
+#define UNROLL {p['unroll']}          // grad rows in flight per lane
+constexpr int VEC = 8;            // 16-bit elements per uint4
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+
+// A warp per (sorted position, slice of WARP_SIZE * VEC columns): a hot token's segment is
+// reduced by D / 256 warps side by side. Each lane keeps VEC fp32 sums in registers and
+// loads UNROLL rows ahead; still one writer per element, still deterministic.
+extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
+embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restrict__ sorted_pos,
+                     const scalar_t* __restrict__ grad_out, scalar_t* grad_weight, int T, int D, int padding_idx) {{
+    const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;
+    const int w = blockIdx.x * WARPS + threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    if (w >= T * slices) return;
+    const int k0 = w / slices, c = (w % slices) * WARP_SIZE + lane;   // uint4 column index
+    {head}
+    if (c >= D / VEC) return;
+    float acc[VEC] = {{}};
+    int k = k0;
+    for (; k + UNROLL <= k_end; k += UNROLL) {{
+        Pack g[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) g[u].u = reinterpret_cast<const uint4*>(grad_out + (size_t)sorted_pos[k + u] * D)[c];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc[j] += to_float(g[u].h[j]);
+    }}
+    for (; k < k_end; ++k) {{
+        Pack g; g.u = reinterpret_cast<const uint4*>(grad_out + (size_t)sorted_pos[k] * D)[c];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] += to_float(g.h[j]);
+    }}
+    uint4* dst = reinterpret_cast<uint4*>(grad_weight + (size_t)id * D) + c;
+    Pack o; o.u = *dst;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o.h[j] = from_float(to_float(o.h[j]) + acc[j]);
+    *dst = o.u;
+}}
+{self._sort_host("const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;" + chr(10) + "    embedding_bwd_kernel<<<(unsigned)(((int64_t)T * slices + WARPS - 1) / WARPS), WARPS * WARP_SIZE, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);")}"""

@@ -1,0 +1,266 @@
+"""Global-norm gradient clipping in CUDA over one flat gradient buffer of N elements.
+
+norm = sqrt(sum g^2); g *= min(1, max_norm / (norm + 1e-6)). A reduction then a scale pass.
+Ladder: an atomicAdd per element -> block reduction with one atomic per block -> two-stage
+deterministic partials with the final reduce fused into the scale kernel -> one cooperative
+persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+THREADS = Param("threads", (128, 256, 512, 1024), 256)
+ATOMIC_FRAC = 7.5e-4    # same-address atomic throughput as a fraction of the fp32 FMA rate
+MAX_GRID = 4096         # partial slots
+
+
+class GradClipCuda(OpModule):
+    op, impl, family = "grad_clip", "cuda", "training"
+    title = "Global-norm gradient clipping"
+    desc = ("In place on a flat gradient g of N elements: norm = sqrt(sum(g^2)) in fp32, "
+            "g *= min(1, max_norm / (norm + 1e-6)); the norm is also returned (fp32 scalar).")
+    dims = {"N": "gradient elements"}
+    shapes = ({"N": 4194304}, {"N": 16777216}, {"N": 124439808}, {"N": 268435456},
+              {"N": 1235814400}, {"N": 3212749824})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("atomic_per_element", "each thread atomicAdds g^2 into one float, then a scale kernel",
+                (THREADS,), compute_eff=1.0, memory_eff=0.6, bugs=("racy_update",)),
+        Variant("block_reduce_atomic", "warp-shuffle block reduction, one atomic per block, then scale",
+                (THREADS, Param("items", (1, 2, 4, 8), 4)), compute_eff=1.0, memory_eff=0.78, smem="static",
+                bugs=("missing_barrier", "racy_update")),
+        Variant("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
+                (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024)), compute_eff=1.0, memory_eff=0.82,
+                smem="static", bugs=("missing_scale",)),
+        Variant("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
+                (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2)),
+                compute_eff=1.0, memory_eff=0.9, smem="static", bugs=("missing_barrier", "missing_scale")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        n = task["N"]
+        return Cost(flops=3 * n, bytes=2 * n * DTYPE_BYTES[task.dtype] + 4)
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        n, e, gpu = task["N"], DTYPE_BYTES[task.dtype], task.gpu
+        threads = params["threads"]
+        warps = cdiv(threads, gpu.warp)
+        # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2
+        if variant.tag == "atomic_per_element":
+            return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=1.5,
+                          compute_scale=ATOMIC_FRAC, launches=3)
+        if variant.tag == "block_reduce_atomic":
+            items = params["items"]
+            return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=warps * 4,
+                          regs=8 + 2 * items, bytes_per_access=e * items, traffic=1.5,
+                          compute_scale=min(1.0, ATOMIC_FRAC * threads * items), launches=3)
+        if variant.tag == "two_stage_deterministic":
+            return Launch(grid=params["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
+                          bytes_per_access=2 * e, traffic=1.5, launches=2)
+        grid = gpu.sms * params["blocks_per_sm"]
+        return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=26, bytes_per_access=16,
+                      traffic=1.5)
+
+    def signature(self, task: Task) -> str:
+        return "void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream)"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="g",
+            body=("norm = g.float().pow(2).sum().sqrt()\n"
+                  "        coef = (self.max_norm / (norm + 1e-6)).clamp(max=1.0)\n"
+                  "        return (g.float() * coef).to(g.dtype), norm.reshape(1)"),
+            init="self.max_norm = 1.0",
+            inputs="[torch.randn(N, dtype=DTYPE, device='cuda') * 1e-2]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        extra = ()
+        if variant.tag == "vectorized_persistent":
+            extra = ("#include <hip/hip_cooperative_groups.h>",) if task.is_hip else ("#include <cooperative_groups.h>",)
+        return f"{cuda_prelude(task, extra)}\n#define THREADS {params['threads']}\n{self._common(bug)}{body}"
+
+    @staticmethod
+    def _common(bug):
+        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+        return f"""
+// max_norm / (norm + eps), clamped to 1: the factor every element is scaled by
+__device__ __forceinline__ float clip_coef(float sum_sq, float max_norm) {{
+    return fminf(1.f, max_norm / (sqrtf(sum_sq) + 1e-6f));
+}}
+
+// Sum over the block: shuffles inside each warp, then warp 0 adds the per-warp totals.
+// The result is valid in thread 0.
+__device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_sum(v);
+    if (lane == 0) warp_totals[warp] = v;{barrier}
+    if (warp == 0) v = warp_sum(lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f);
+    return v;
+}}
+"""
+
+    @staticmethod
+    def _scale_kernel():
+        return """
+// Pass 2: every thread reads the finished sum, so no grid-wide sync is needed.
+__global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, const float* sum_sq,
+                                       float max_norm, float* total_norm) {
+    const float coef = clip_coef(*sum_sq, max_norm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(*sum_sq);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        g[i] = from_float(to_float(g[i]) * coef);
+}
+"""
+
+    @staticmethod
+    def _atomic_host(grid):
+        return f"""
+void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
+    float* sum_sq = nullptr;
+    cudaMallocAsync((void**)&sum_sq, sizeof(float), stream);
+    cudaMemsetAsync(sum_sq, 0, sizeof(float), stream);
+    grad_clip_kernel<<<{grid}, THREADS, 0, stream>>>(grads, n, sum_sq);
+    grad_clip_scale_kernel<<<4096, 256, 0, stream>>>(grads, n, sum_sq, max_norm, total_norm);
+    cudaFreeAsync(sum_sq, stream);
+}}
+"""
+
+    def _atomic_per_element(self, p, task, bug):
+        add = "*sum_sq += v * v;" if bug == "racy_update" else "atomicAdd(sum_sq, v * v);"
+        return f"""
+{self._scale_kernel()}
+// Pass 1: every square goes straight into one float; the L2 serialises N atomics on it.
+extern "C" __global__ void grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
+    const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (i < n) {{ const float v = to_float(g[i]); {add} }}
+}}
+{self._atomic_host("(unsigned)((n + THREADS - 1) / THREADS)")}"""
+
+    def _block_reduce_atomic(self, p, task, bug):
+        add = "*sum_sq += v;" if bug == "racy_update" else "atomicAdd(sum_sq, v);"
+        return f"""
+#define ITEMS {p['items']}           // elements per thread, THREADS apart so each load is coalesced
+{self._scale_kernel()}
+extern "C" __global__ void __launch_bounds__(THREADS)
+grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
+    __shared__ float warp_totals[THREADS / WARP_SIZE];
+    const int64_t base = (int64_t)blockIdx.x * THREADS * ITEMS + threadIdx.x;
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {{
+        const int64_t i = base + (int64_t)k * THREADS;
+        if (i < n) {{ const float x = to_float(g[i]); v += x * x; }}
+    }}
+    v = block_sum(v, warp_totals);
+    if (threadIdx.x == 0) {add}   // one atomic per block
+}}
+{self._atomic_host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
+
+    def _two_stage_deterministic(self, p, task, bug):
+        scale = "" if bug == "missing_scale" else " * coef"
+        return f"""
+#define BLOCKS {p['blocks']}          // fixed grid: partial slots, and the scale kernel's grid
+__device__ float partials[BLOCKS];
+
+// Stage 1: a fixed grid strides over g, each block leaves its sum of squares in its slot.
+extern "C" __global__ void __launch_bounds__(THREADS)
+grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n) {{
+    __shared__ float warp_totals[THREADS / WARP_SIZE];
+    float v = 0.f;
+    for (int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x; i < n; i += (int64_t)BLOCKS * THREADS) {{
+        const float x = to_float(g[i]); v += x * x;
+    }}
+    v = block_sum(v, warp_totals);
+    if (threadIdx.x == 0) partials[blockIdx.x] = v;
+}}
+
+// Stage 2, fused into the scale pass: each block re-reduces the BLOCKS partials in the same
+// order (a few KB from L2), so every block gets the same bits without a third kernel.
+__global__ void __launch_bounds__(THREADS)
+grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* total_norm) {{
+    __shared__ float warp_totals[THREADS / WARP_SIZE];
+    __shared__ float coef_shared;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < BLOCKS; i += THREADS) s += partials[i];
+    s = block_sum(s, warp_totals);
+    if (threadIdx.x == 0) {{
+        coef_shared = clip_coef(s, max_norm);
+        if (blockIdx.x == 0) *total_norm = sqrtf(s);
+    }}
+    __syncthreads();
+    const float coef = coef_shared;
+    for (int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x; i < n; i += (int64_t)BLOCKS * THREADS)
+        g[i] = from_float(to_float(g[i]){scale});
+}}
+
+void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
+    grad_clip_kernel<<<BLOCKS, THREADS, 0, stream>>>(grads, n);
+    grad_clip_scale_kernel<<<BLOCKS, THREADS, 0, stream>>>(grads, n, max_norm, total_norm);
+}}
+"""
+
+    def _vectorized_persistent(self, p, task, bug):
+        vec = 16 // DTYPE_BYTES[task.dtype]
+        scale = "" if bug == "missing_scale" else " * coef"
+        sync = "" if bug == "missing_barrier" else "\n    grid.sync();                                 // every partial written"
+        return f"""
+#define BLOCKS_PER_SM {p['blocks_per_sm']}
+#define MAX_GRID {MAX_GRID}
+constexpr int VEC = {vec};             // elements per 16-byte load
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+namespace cg = cooperative_groups;
+__device__ float partials[MAX_GRID];
+
+// One cooperative launch: all blocks are resident, so a grid-wide barrier between the norm
+// and the scale pass is safe. When g fits in L2 the second pass reads it from there.
+extern "C" __global__ void __launch_bounds__(THREADS)
+grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* total_norm) {{
+    cg::grid_group grid = cg::this_grid();
+    __shared__ float warp_totals[THREADS / WARP_SIZE];
+    uint4* gv = reinterpret_cast<uint4*>(g);     // allocator memory: 256-byte aligned
+    const int64_t chunks = n / VEC, stride = (int64_t)gridDim.x * THREADS;
+    const int64_t first = (int64_t)blockIdx.x * THREADS + threadIdx.x, tail = chunks * VEC + first;
+    float v = 0.f;
+    for (int64_t c = first; c < chunks; c += stride) {{
+        Pack a; a.u = gv[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{ const float x = to_float(a.h[k]); v += x * x; }}
+    }}
+    if (tail < n) {{ const float x = to_float(g[tail]); v += x * x; }}
+    v = block_sum(v, warp_totals);
+    if (threadIdx.x == 0) partials[blockIdx.x] = v;{sync}
+    const volatile float* slots = partials;       // written by other SMs: read past L1
+    float s = 0.f;
+    for (int i = threadIdx.x; i < gridDim.x; i += THREADS) s += slots[i];   // same order in every block
+    __syncthreads();                                // warp_totals is reused
+    s = block_sum(s, warp_totals);
+    if (threadIdx.x == 0) warp_totals[0] = s;
+    __syncthreads();
+    s = warp_totals[0];
+    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(s);
+    const float coef = clip_coef(s, max_norm);
+    for (int64_t c = first; c < chunks; c += stride) {{
+        Pack a; a.u = gv[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) a.h[k] = from_float(to_float(a.h[k]){scale});
+        gv[c] = a.u;
+    }}
+    if (tail < n) g[tail] = from_float(to_float(g[tail]){scale});
+}}
+
+void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
+    static int grid = 0;
+    if (!grid) {{  // as many blocks as can be resident at once, the condition for grid.sync()
+        int dev, sms, fit;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, grad_clip_kernel, THREADS, 0);
+        grid = sms * (fit < BLOCKS_PER_SM ? fit : BLOCKS_PER_SM);
+        grid = grid < MAX_GRID ? grid : MAX_GRID;
+    }}
+    void* args[] = {{&grads, &n, &max_norm, &total_norm}};
+    cudaLaunchCooperativeKernel((const void*)grad_clip_kernel, grid, THREADS, args, 0, stream);
+}}
+"""

@@ -1,0 +1,329 @@
+"""Inclusive prefix sum over the rows of x [R, C] in CUDA (fp32 accumulation).
+
+y[r, j] = x[r, 0] + ... + x[r, j], e.g. the cumulative probabilities of top-p sampling or
+token offsets. Ladder: one thread walks a row -> Hillis-Steele in shared memory (n log n work)
+-> Blelloch up/down-sweep (work-efficient, padded against bank conflicts) -> warp-shuffle scan
+over 16-byte vectors -> single pass with decoupled look-back: tiles of every row spread over
+the whole GPU, each publishing its aggregate/prefix for its successors.
+"""
+from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
+                    cuda_prelude, kernelbench_program)
+
+THREADS = Param("threads", (128, 256, 512, 1024), 256)
+NL = "\n"
+
+
+class PrefixScanCuda(OpModule):
+    op, impl, family = "prefix_scan", "cuda", "training"
+    title = "Inclusive prefix sum over rows"
+    desc = "y[r, :] = cumsum(x[r, :]) along the contiguous last dim of [R, C]; fp32 accumulation."
+    dims = {"R": "rows", "C": "row length (contiguous)"}
+    shapes = ({"R": 1, "C": 128256}, {"R": 64, "C": 128256}, {"R": 256, "C": 32000},
+              {"R": 4096, "C": 4096}, {"R": 16384, "C": 2048}, {"R": 8, "C": 1048576})
+    dtypes = ("fp32", "bf16")
+    vendors = ("nvidia", "amd")
+    variants = (
+        Variant("serial_per_row", "one thread scans a whole row", (Param("threads", (32, 64, 128), 64),),
+                compute_eff=0.5, memory_eff=0.45, bugs=("off_by_one",)),
+        Variant("hillis_steele_smem", "block per row, tiles scanned in double-buffered smem, log2 steps",
+                (THREADS,), compute_eff=0.05, memory_eff=0.55, smem="static", bugs=("missing_barrier",)),
+        Variant("blelloch_smem", "block per row, work-efficient up/down-sweep on 2 x THREADS padded smem",
+                (THREADS,), compute_eff=0.025, memory_eff=0.7, smem="static", bugs=("missing_barrier", "wrong_init")),
+        Variant("warp_shuffle_scan", "block per row, 16-byte vectors, thread scan + __shfl_up_sync warp scan",
+                (THREADS,), compute_eff=0.15, memory_eff=0.86, smem="static", bugs=("off_by_one", "wrong_init")),
+        Variant("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
+                (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4), 2)),
+                compute_eff=0.15, memory_eff=0.9, smem="static", bugs=("bad_combine_index", "missing_barrier")),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        r, c = task["R"], task["C"]
+        return Cost(flops=r * c, bytes=2 * r * c * DTYPE_BYTES[task.dtype])
+
+    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
+        threads = params["threads"]
+        warps = cdiv(threads, gpu.warp)
+        vec = 16 // e
+        log_steps = threads.bit_length() - 1
+        if variant.tag == "serial_per_row":
+            return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32, traffic=2.0,
+                          lane_util=min(1.0, r / threads))
+        if variant.tag == "hillis_steele_smem":
+            return Launch(grid=r, threads=threads, smem_bytes=2 * threads * 4, regs=20, bytes_per_access=e,
+                          compute_scale=1 / log_steps, lane_util=min(1.0, c / threads))
+        if variant.tag == "blelloch_smem":
+            return Launch(grid=r, threads=threads, smem_bytes=(2 * threads + 2 * threads // 32) * 4, regs=40,
+                          bytes_per_access=e, lane_util=min(1.0, c / (2 * threads)))
+        if variant.tag == "warp_shuffle_scan":
+            return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24, bytes_per_access=16,
+                          lane_util=min(1.0, c / (threads * vec)))
+        tile = threads * vec * params["items"]
+        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8, regs=24 + 2 * params["items"],
+                      bytes_per_access=16 * params["items"], lane_util=c / (cdiv(c, tile) * tile), launches=2)
+
+    def signature(self, task: Task) -> str:
+        return "void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream)"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="return torch.cumsum(x.float(), dim=-1).to(x.dtype)",
+            inputs="[torch.rand(R, C, dtype=DTYPE, device='cuda')]")
+
+    # -- renders -----------------------------------------------------------------
+    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        head = f"#define THREADS {params['threads']}\n"
+        body = getattr(self, "_" + variant.tag)(params, task, bug)
+        return f"{cuda_prelude(task)}\n{head}{body}"
+
+    @staticmethod
+    def _host(grid: str) -> str:
+        return f"""
+void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
+    prefix_scan_kernel<<<{grid}, THREADS, 0, stream>>>(x, y, R, C);
+}}
+"""
+
+    _SIG = ("extern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+            "prefix_scan_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)")
+
+    def _serial_per_row(self, p, task, bug):
+        last = "C - 1" if bug == "off_by_one" else "C"
+        return f"""
+// One thread per row: the running sum is a serial dependency chain, and the lanes of a warp
+// read addresses a whole row apart.
+{self._SIG} {{
+    const int r = blockIdx.x * THREADS + threadIdx.x;
+    if (r >= R) return;
+    const scalar_t* xr = x + (size_t)r * C;
+    scalar_t* yr = y + (size_t)r * C;
+    float s = 0.f;
+    for (int j = 0; j < {last}; ++j) {{ s += to_float(xr[j]); yr[j] = from_float(s); }}
+}}
+{self._host("(R + THREADS - 1) / THREADS")}"""
+
+    def _hillis_steele_smem(self, p, task, bug):
+        barrier = "" if bug == "missing_barrier" else "\n            __syncthreads();"
+        return f"""
+// One block per row, THREADS elements per tile. Each step adds the value `offset` to the left,
+// ping-ponging between two buffers: log2(THREADS) steps, THREADS * log2(THREADS) adds.
+{self._SIG} {{
+    __shared__ float buf[2][THREADS];
+    const scalar_t* xr = x + (size_t)blockIdx.x * C;
+    scalar_t* yr = y + (size_t)blockIdx.x * C;
+    float carry = 0.f;                               // sum of the row's earlier tiles
+    for (int base = 0; base < C; base += THREADS) {{
+        const int j = base + threadIdx.x;
+        int cur = 0;
+        buf[0][threadIdx.x] = j < C ? to_float(xr[j]) : 0.f;
+        __syncthreads();
+        for (int offset = 1; offset < THREADS; offset <<= 1) {{
+            const float v = buf[cur][threadIdx.x];
+            buf[cur ^ 1][threadIdx.x] = threadIdx.x >= offset ? v + buf[cur][threadIdx.x - offset] : v;
+            cur ^= 1;{barrier}
+        }}
+        if (j < C) yr[j] = from_float(carry + buf[cur][threadIdx.x]);
+        carry += buf[cur][THREADS - 1];
+        __syncthreads();                              // buf[0] is refilled by the next tile
+    }}
+}}
+{self._host("R")}"""
+
+    def _blelloch_smem(self, p, task, bug):
+        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
+        clear = "" if bug == "wrong_init" else "\n        if (threadIdx.x == 0) tile[PAD(N - 1)] = 0.f;   // exclusive scan: identity at the root"
+        return f"""
+#define N (2 * THREADS)                   // elements per tile, two per thread
+#define PAD(i) ((i) + ((i) >> 5))         // one pad word per 32: tree strides stop hitting one bank
+
+// One block per row. Up-sweep builds partial sums in a tree, down-sweep pushes prefixes
+// back down: 2N adds per tile instead of N log N. Exclusive result + input = inclusive.
+{self._SIG} {{
+    __shared__ float tile[N + N / 32];
+    const scalar_t* xr = x + (size_t)blockIdx.x * C;
+    scalar_t* yr = y + (size_t)blockIdx.x * C;
+    float carry = 0.f;
+    for (int base = 0; base < C; base += N) {{
+        const int a = threadIdx.x, b = threadIdx.x + THREADS;
+        const float xa = base + a < C ? to_float(xr[base + a]) : 0.f;
+        const float xb = base + b < C ? to_float(xr[base + b]) : 0.f;
+        tile[PAD(a)] = xa; tile[PAD(b)] = xb;
+        int offset = 1;
+        for (int d = N >> 1; d > 0; d >>= 1, offset <<= 1) {{     // up-sweep
+            __syncthreads();
+            if (threadIdx.x < d) {{
+                const int i = offset * (2 * threadIdx.x + 1) - 1, k = offset * (2 * threadIdx.x + 2) - 1;
+                tile[PAD(k)] += tile[PAD(i)];
+            }}
+        }}
+        __syncthreads();
+        const float tile_total = tile[PAD(N - 1)];
+        __syncthreads();{clear}
+        for (int d = 1; d < N; d <<= 1) {{                          // down-sweep
+            offset >>= 1;{barrier}
+            if (threadIdx.x < d) {{
+                const int i = offset * (2 * threadIdx.x + 1) - 1, k = offset * (2 * threadIdx.x + 2) - 1;
+                const float t = tile[PAD(i)];
+                tile[PAD(i)] = tile[PAD(k)];
+                tile[PAD(k)] += t;
+            }}
+        }}
+        __syncthreads();
+        if (base + a < C) yr[base + a] = from_float(carry + tile[PAD(a)] + xa);
+        if (base + b < C) yr[base + b] = from_float(carry + tile[PAD(b)] + xb);
+        carry += tile_total;
+        __syncthreads();
+    }}
+}}
+{self._host("R")}"""
+
+    def _scan_helpers(self, task, bug):
+        shfl = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
+        test = "lane > o" if bug == "off_by_one" else "lane >= o"
+        vec = 16 // DTYPE_BYTES[task.dtype]
+        return f"""
+#define WARPS (THREADS / WARP_SIZE)
+constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+
+__device__ __forceinline__ float warp_inclusive_scan(float v) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+#pragma unroll
+    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
+        const float up = {shfl};
+        if ({test}) v += up;
+    }}
+    return v;
+}}
+
+// Exclusive prefix of every thread's value across the block; *total gets the block sum.
+__device__ __forceinline__ float block_exclusive_scan(float v, float* warp_sums, float* total) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const float incl = warp_inclusive_scan(v);
+    if (lane == WARP_SIZE - 1) warp_sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {{
+        const float w = warp_inclusive_scan(lane < WARPS ? warp_sums[lane] : 0.f);
+        if (lane < WARPS) warp_sums[lane] = w;
+    }}
+    __syncthreads();
+    *total = warp_sums[WARPS - 1];
+    const float before = warp == 0 ? 0.f : warp_sums[warp - 1];
+    __syncthreads();                                // warp_sums is reused by the next tile
+    return before + incl - v;
+}}
+"""
+
+    def _warp_shuffle_scan(self, p, task, bug):
+        init = "1.f" if bug == "wrong_init" else "0.f"
+        return f"""{self._scan_helpers(task, bug if bug == "off_by_one" else None)}
+// One block per row, THREADS * VEC elements per tile: each thread scans its own 16-byte
+// vector in registers, the thread totals are scanned with shuffles, warp totals via smem.
+{self._SIG} {{
+    __shared__ float warp_sums[WARPS];
+    const scalar_t* xr = x + (size_t)blockIdx.x * C;
+    scalar_t* yr = y + (size_t)blockIdx.x * C;
+    float carry = {init};
+    for (int base = 0; base < C; base += THREADS * VEC) {{
+        const int j = base + threadIdx.x * VEC;
+        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
+        if (j < C) in.u = *reinterpret_cast<const uint4*>(xr + j);
+        float v[VEC], s = 0.f;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{ s += to_float(in.h[k]); v[k] = s; }}
+        float total;
+        const float before = carry + block_exclusive_scan(s, warp_sums, &total);
+        if (j < C) {{
+            Pack out;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) out.h[k] = from_float(before + v[k]);
+            *reinterpret_cast<uint4*>(yr + j) = out.u;
+        }}
+        carry += total;
+    }}
+}}
+{self._host("R")}"""
+
+    def _decoupled_lookback(self, p, task, bug):
+        items = p["items"]
+        hip = task.is_hip
+        ballot = "__ballot(pred)" if hip else "__ballot_sync(0xffffffffu, pred)"
+        highest = "(WARP_SIZE - 1 - __clzll(mask))" if hip else "(WARP_SIZE - 1 - __clz(mask))"
+        mask_t = "unsigned long long" if hip else "unsigned int"
+        window = "look - (WARP_SIZE - lane)" if bug == "bad_combine_index" else "look - (WARP_SIZE - 1 - lane)"
+        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+        return f"""#define ITEMS {items}                  // 16-byte vectors per thread, contiguous
+#define TILE (THREADS * VEC * ITEMS)
+{self._scan_helpers(task, None)}
+// Tile status word: flag in the high half, float bits in the low half, so one 64-bit store
+// publishes both. 0 = not ready, 1 = tile aggregate only, 2 = inclusive prefix of the row.
+enum : unsigned {{ NOT_READY = 0, AGGREGATE = 1, PREFIX = 2 }};
+__device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, float v) {{
+    *reinterpret_cast<volatile unsigned long long*>(s) = ((unsigned long long)flag << 32) | __float_as_uint(v);
+}}
+
+// Single pass: tiles of every row are handed out in order by an atomic counter, so every
+// predecessor is already running. A tile publishes its aggregate, warp 0 looks back over
+// WARP_SIZE predecessors at a time until one has a full prefix, then publishes its own.
+{self._SIG.replace("int R, int C)", "int R, int C," + NL + "                   unsigned long long* status, unsigned int* next_tile)")} {{
+    __shared__ float warp_sums[WARPS];
+    __shared__ float tile_prefix;
+    __shared__ int tile_id;
+    if (threadIdx.x == 0) tile_id = atomicAdd(next_tile, 1u);
+    __syncthreads();
+    const int t = tile_id, tiles_per_row = (C + TILE - 1) / TILE;
+    const int row = t / tiles_per_row, first = t - t % tiles_per_row;   // first tile of this row
+    const size_t base = (size_t)row * C;
+    const int j0 = (t % tiles_per_row) * TILE + threadIdx.x * VEC * ITEMS;
+    float v[ITEMS][VEC], s = 0.f;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {{
+        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
+        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{ s += to_float(in.h[k]); v[it][k] = s; }}
+    }}
+    float total;
+    const float before = block_exclusive_scan(s, warp_sums, &total);
+    if (threadIdx.x < WARP_SIZE) {{
+        const int lane = threadIdx.x;
+        float prefix = 0.f;
+        if (t != first) {{
+            if (lane == 0) publish(&status[t], AGGREGATE, total);
+            for (int look = t - 1;; look -= WARP_SIZE) {{
+                const int i = {window};
+                unsigned long long word = (unsigned long long)PREFIX << 32;   // before the row: prefix 0
+                if (i >= first)
+                    do {{ word = *reinterpret_cast<volatile unsigned long long*>(&status[i]); }} while ((word >> 32) == NOT_READY);
+                const bool pred = (word >> 32) == PREFIX;
+                const {mask_t} mask = {ballot};
+                const float val = __uint_as_float((unsigned)word);
+                if (mask) {{                                 // stop at the nearest full prefix
+                    prefix += warp_sum(lane >= {highest} ? val : 0.f);
+                    break;
+                }}
+                prefix += warp_sum(val);
+            }}
+        }}
+        if (lane == 0) {{ publish(&status[t], PREFIX, prefix + total); tile_prefix = prefix; }}
+    }}{barrier}
+    const float offset = tile_prefix + before;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {{
+        if (j0 + it * VEC >= C) break;
+        Pack out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) out.h[k] = from_float(offset + v[it][k]);
+        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
+    }}
+}}
+
+void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
+    const int tiles = R * ((C + TILE - 1) / TILE);
+    unsigned long long* ws = nullptr;       // [tile counter | status of every tile], zeroed
+    cudaMallocAsync((void**)&ws, (tiles + 1) * sizeof(unsigned long long), stream);
+    cudaMemsetAsync(ws, 0, (tiles + 1) * sizeof(unsigned long long), stream);
+    prefix_scan_kernel<<<tiles, THREADS, 0, stream>>>(x, y, R, C, ws + 1, reinterpret_cast<unsigned int*>(ws));
+    cudaFreeAsync(ws, stream);
+}}
+"""
