@@ -208,9 +208,10 @@ def cdiv(a: int, b: int) -> int:
 
 
 _HIP_NAMES = ("Stream_t", "MemsetAsync", "MemcpyAsync", "MallocAsync", "FreeAsync", "GetDevice", "DeviceGetAttribute",
-              "DevAttrMultiProcessorCount", "LaunchCooperativeKernel", "OccupancyMaxActiveBlocksPerMultiprocessor",
+              "LaunchCooperativeKernel", "OccupancyMaxActiveBlocksPerMultiprocessor",
               "FuncAttributeMaxDynamicSharedMemorySize", "Error_t", "Success", "GetLastError")
 HIP_RUNTIME_ALIASES = tuple(f"#define cuda{n} hip{n}" for n in _HIP_NAMES) + (
+    "#define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount",
     # HIP takes the kernel as const void*, CUDA's C++ API as the function itself
     "#define cudaFuncSetAttribute(f, attr, v) hipFuncSetAttribute((const void*)(f), attr, v)",)
 

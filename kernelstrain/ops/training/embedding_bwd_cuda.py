@@ -88,7 +88,7 @@ class EmbeddingBwdCuda(OpModule):
         body = getattr(self, "_" + variant.tag)(params, task, bug)
         extra = ()
         if variant.tag.startswith("sort"):
-            extra = ("#include <hipcub/hipcub.hpp>", "namespace cub = hipcub;") if task.is_hip else ("#include <cub/cub.cuh>",)
+            extra = ("#include <rocprim/rocprim.hpp>",) if task.is_hip else ("#include <cub/cub.cuh>",)
         return f"{cuda_prelude(task, extra)}\n{body}"
 
     def _atomics(self, task):
@@ -175,7 +175,9 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 """
 
     @staticmethod
-    def _sort_host(launch: str) -> str:
+    def _sort_host(launch: str, task: Task) -> str:
+        # hipCUB wraps rocPRIM; radix_sort_pairs takes the same arguments as cub's SortPairs
+        sort_pairs = "rocprim::radix_sort_pairs" if task.is_hip else "cub::DeviceRadixSort::SortPairs"
         return f"""
 __global__ void embedding_bwd_iota_kernel(int* pos, int T) {{
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -189,7 +191,7 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
     int end_bit = 1;
     while ((1ll << end_bit) < V) ++end_bit;
     size_t temp_bytes = 0;
-    cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, (int64_t*)nullptr, (const int*)nullptr, (int*)nullptr,
+    {sort_pairs}(nullptr, temp_bytes, ids, (int64_t*)nullptr, (const int*)nullptr, (int*)nullptr,
                                     T, 0, end_bit, stream);
     temp_bytes = (temp_bytes + 255) & ~(size_t)255;
     char* ws = nullptr;           // [cub temp | sorted ids | positions | sorted positions]
@@ -198,7 +200,7 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
     int* pos = reinterpret_cast<int*>(sorted_ids + T);
     int* sorted_pos = pos + T;
     embedding_bwd_iota_kernel<<<(T + 255) / 256, 256, 0, stream>>>(pos, T);
-    cub::DeviceRadixSort::SortPairs(ws, temp_bytes, ids, sorted_ids, pos, sorted_pos, T, 0, end_bit, stream);
+    {sort_pairs}(ws, temp_bytes, ids, sorted_ids, pos, sorted_pos, T, 0, end_bit, stream);
     {launch}
     cudaFreeAsync(ws, stream);
 }}
@@ -233,7 +235,7 @@ embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restri
         dst[d] = from_float(acc);
     }}
 }}
-{self._sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);")}"""
+{self._sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
 
     def _sorted_segment_vectorized(self, p, task, bug):
         head = self._segment(bug, "k0")
@@ -277,4 +279,4 @@ embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restri
     for (int j = 0; j < VEC; ++j) o.h[j] = from_float(to_float(o.h[j]) + acc[j]);
     *dst = o.u;
 }}
-{self._sort_host("const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;" + chr(10) + "    embedding_bwd_kernel<<<(unsigned)(((int64_t)T * slices + WARPS - 1) / WARPS), WARPS * WARP_SIZE, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);")}"""
+{self._sort_host("const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;" + chr(10) + "    embedding_bwd_kernel<<<(unsigned)(((int64_t)T * slices + WARPS - 1) / WARPS), WARPS * WARP_SIZE, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
