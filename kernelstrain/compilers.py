@@ -45,8 +45,9 @@ def classify(log: str) -> str:
             or re.search(r"local memory \(\d+\) exceeds limit", log):
         return "smem"
     if "not supported on .target" in log or "requires .target" in log or "not supported in this architecture" in log \
-            or "instruction not supported on this GPU" in log or re.search(r"error: .*\bin asm\b|<inline asm>", log):
-        return "arch"
+            or "instruction not supported on this GPU" in log or re.search(r"error: .*\bin asm\b|<inline asm>", log) \
+            or re.search(r"fatal error: '(cuda\.h|cuda/[^']*|cuda_fp8\.h|cute/[^']*)' file not found", log):
+        return "arch"   # a missing NVIDIA-only header is an NVIDIA-only feature on ROCm
     if "too many resources" in log or "out of resource" in log:
         return "resources"
     if re.search(r"error: |Error|CompilationError", log):

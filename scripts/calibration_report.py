@@ -21,6 +21,14 @@ from kernelstrain.tasks import best_config, make_task  # noqa: E402
 
 DTYPES = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8": "fp8", "int8": "int8"}
 
+# Rows whose measured implementation is far from what the hardware can do, so the ratio
+# measures PyTorch, not the simulator. They are printed but kept out of the second mean.
+REFERENCE_LIMITED = {
+    ("gemm", "int8"): "torch._int_mm reaches ~126 TOPS at 4096^3, ~6% of the 1979 TOPS int8 peak",
+    ("transpose", "fp16"): "eager .t().contiguous() is a strided copy at ~0.6 TB/s; our tiled TMA "
+                           "transpose measured 0.079 ms at 8192^2 on the same H200 model",
+}
+
 
 def shapes_for(op: str, shape: list) -> list:
     """(module, shape dict) candidates for an anchor row."""
@@ -51,7 +59,7 @@ def main():
     ap.add_argument("--min-us", type=float, default=20.0)
     a = ap.parse_args()
     rows = json.loads(Path(a.anchors).read_text())["rows"]
-    ratios = []
+    ratios, tuned = [], []
     print(f"{'op':12} {'shape':22} {'dtype':6} {'measured_ms':>12} {'sim_best_ms':>12} {'ratio':>7}  best candidate")
     for row in rows:
         if row["best_ms"] * 1000 < a.min_us:
@@ -75,13 +83,20 @@ def main():
             continue
         ratio = best[0] / row["best_ms"]
         ratios.append(ratio)
-        flag = "" if 0.67 <= ratio <= 1.5 else "  <-- outside 0.67-1.5"
+        limited = REFERENCE_LIMITED.get((row["op"], row["dtype"]))
+        if not limited:
+            tuned.append(ratio)
+        flag = "" if 0.67 <= ratio <= 1.5 else ("  (reference-limited)" if limited else "  <-- outside 0.67-1.5")
         print(f"{row['op']:12} {str(row['shape']):22} {row['dtype']:6} {row['best_ms']:>12.4f} {best[0]:>12.4f} "
               f"{ratio:>7.2f}  {best[1]}{flag}")
-    if ratios:
-        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        inside = sum(0.67 <= r <= 1.5 for r in ratios)
-        print(f"\n{len(ratios)} rows; geometric mean ratio {gm:.3f}; {inside}/{len(ratios)} within 0.67-1.5")
+    for name, rs in (("all rows", ratios), ("rows measured with a tuned library", tuned)):
+        if rs:
+            gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            inside = sum(0.67 <= r <= 1.5 for r in rs)
+            print(f"{name}: {len(rs)}; geometric mean ratio {gm:.3f}; {inside}/{len(rs)} within 0.67-1.5")
+    print("reference-limited rows:")
+    for (op, dtype), why in REFERENCE_LIMITED.items():
+        print(f"  {op} {dtype}: {why}")
 
 
 if __name__ == "__main__":
