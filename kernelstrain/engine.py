@@ -203,8 +203,8 @@ class Episode:
         if rungs_left and (k == 1 or frac > 0.55 or rng.random() < 0.5):
             return "structural"
         if frac > 0.75:
-            return rng.choices(("endgame", "rebench", "param_sweep"), (0.7, 0.15, 0.15))[0]
-        return rng.choices(("param_sweep", "joint", "rebench"), (0.55, 0.3, 0.15))[0]
+            return rng.choices(("endgame", "rebench", "param_sweep"), (0.75, 0.1, 0.15))[0]
+        return rng.choices(("param_sweep", "joint", "rebench"), (0.6, 0.32, 0.08))[0]
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> list[dict]:

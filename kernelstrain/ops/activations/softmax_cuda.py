@@ -5,21 +5,14 @@ memory tree reductions -> warp-shuffle reductions -> online softmax (running max
 rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte vector
 loads and rows packed per block (sub-warp rows for short C).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .softmax_spec import SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
 
 
-class SoftmaxCuda(OpModule):
-    op, impl, family = "softmax", "cuda", "activations"
-    title = "Row softmax"
-    desc = "y[r, :] = softmax(x[r, :]) over the last dim (C columns) of an R x C matrix; fp32 max/sum."
-    dims = {"R": "rows (tokens x heads, or batch for LM-head logits)", "C": "columns (vocab or key length)"}
-    shapes = ({"R": 32, "C": 32000}, {"R": 32, "C": 128256}, {"R": 256, "C": 151936},
-              {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}, {"R": 16384, "C": 1024})
-    dtypes = ("fp32", "fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class SoftmaxCuda(SoftmaxSpec):
+    impl = "cuda"
     variants = (
         Variant("row_per_thread", "one thread per row: max, sum-of-exp and output loops, lanes C apart",
                 (Param("threads", (32, 64, 128), 64),), memory_eff=0.45, bugs=("wrong_init", "off_by_one")),
@@ -33,10 +26,6 @@ class SoftmaxCuda(OpModule):
                 (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),
                 memory_eff=0.9, smem="static", bugs=("missing_scale", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        r, c, e = task["R"], task["C"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=5 * r * c, bytes=2 * r * c * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         r, c, elt, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
@@ -63,11 +52,6 @@ class SoftmaxCuda(OpModule):
 
     def signature(self, task: Task) -> str:
         return "void softmax_forward(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream)"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.softmax(x.float(), dim=-1).to(x.dtype)",
-            inputs="[4 * torch.randn(R, C, dtype=DTYPE, device='cuda')]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

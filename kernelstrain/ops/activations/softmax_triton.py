@@ -5,8 +5,8 @@ streaming chunks three times (max, sum, output) -> online softmax (per-lane runn
 and rescaled sum in one pass, then the output pass) -> the whole row in registers (one
 read; spills once C is large) -> persistent programs that prefetch the next row.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
+from .softmax_spec import SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8))
 
@@ -15,15 +15,8 @@ def next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-class SoftmaxTriton(OpModule):
-    op, impl, family = "softmax", "triton", "activations"
-    title = "Row softmax"
-    desc = "y[r, :] = softmax(x[r, :]) over the last dim (C columns) of an R x C matrix; fp32 max/sum."
-    dims = {"R": "rows (tokens x heads, or batch for LM-head logits)", "C": "columns (vocab or key length)"}
-    shapes = ({"R": 32, "C": 32000}, {"R": 32, "C": 128256}, {"R": 256, "C": 151936},
-              {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}, {"R": 16384, "C": 1024})
-    dtypes = ("fp32", "fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class SoftmaxTriton(SoftmaxSpec):
+    impl = "triton"
     variants = (
         Variant("row_per_lane", "each lane owns a row: max, sum-of-exp and output loops over its columns",
                 (Param("BLOCK_R", (16, 32, 64), 32), Param("num_warps", (1, 2), 1)),
@@ -38,10 +31,6 @@ class SoftmaxTriton(OpModule):
                 (Param("num_warps", (4, 8, 16), 8), Param("programs_per_sm", (1, 2, 4), 2)),
                 memory_eff=0.92, bugs=("missing_scale", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        r, c, e = task["R"], task["C"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=5 * r * c, bytes=2 * r * c * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         r, c, elt, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
@@ -75,11 +64,6 @@ class SoftmaxTriton(OpModule):
 
     def signature(self, task: Task) -> str:
         return "def softmax(x: torch.Tensor) -> torch.Tensor  # x: (R, C), softmax over the last dim"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.softmax(x.float(), dim=-1).to(x.dtype)",
-            inputs="[4 * torch.randn(R, C, dtype=DTYPE, device='cuda')]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

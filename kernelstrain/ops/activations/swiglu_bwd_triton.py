@@ -6,10 +6,8 @@ kernel -> 2-D grid (column block x row) -> [BLOCK_T, BLOCK_I] tiles -> persisten
 """
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES,
                     cdiv, kernelbench_program, triton_ptr)
+from ._swiglu_triton import BLOCK, WARPS, persistent_programs
 
-# Programs under ~512 elements measured 1.7x slower on an H200 (block scheduling dominates).
-BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 1024)
-WARPS = Param("num_warps", (4, 8), 4)
 FLAT = (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4))
 
 
@@ -63,8 +61,8 @@ class SwigluBwdTriton(OpModule):
             rows = params["BLOCK_T"]
             return Launch(grid=col_blocks * cdiv(t, rows), threads=threads, regs=20 + 3 * per_thread * rows,
                           bytes_per_access=vec * rows, lane_util=util * t / (cdiv(t, rows) * rows))
-        grid = self._programs(params, task)
-        return Launch(grid=grid, threads=threads, regs=28 + 3 * per_thread, bytes_per_access=vec, lane_util=util)
+        return Launch(grid=persistent_programs(params, task), threads=threads, regs=28 + 3 * per_thread,
+                      bytes_per_access=vec, lane_util=util)
 
     def signature(self, task: Task) -> str:
         return "def swiglu_bwd(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor  # dy [T, I], x [T, 2*I] -> dx [T, 2*I]"
@@ -84,21 +82,17 @@ class SwigluBwdTriton(OpModule):
         if variant.tag == "multi_row_tile":
             sig["BLOCK_T"], consts["BLOCK_T"] = "constexpr", params["BLOCK_T"]
         if variant.tag == "persistent":
-            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", self._programs(params, task)
+            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", persistent_programs(params, task)
         names = ("swiglu_bwd_gate_kernel", "swiglu_bwd_up_kernel") if variant.tag == "two_kernels_flat" \
             else ("swiglu_bwd_kernel",)
         return [KernelSpec(n, sig, consts, num_warps=params["num_warps"], num_stages=1) for n in names]
 
     # -- renders -----------------------------------------------------------------
-    def _programs(self, params: dict, task: Task) -> int:
-        tiles = cdiv(task["I"], params["BLOCK"]) * task["T"]
-        return min(tiles, task.gpu.sms * params["programs_per_sm"])
-
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
         kernels, grid = getattr(self, "_" + variant.tag)(params, task, bug)
         args = f"BLOCK={params['BLOCK']}" + (f", BLOCK_T={params['BLOCK_T']}" if "BLOCK_T" in params else "")
         if variant.tag == "persistent":
-            args += f", NUM_PROGS={self._programs(params, task)}"
+            args += f", NUM_PROGS={persistent_programs(params, task)}"
         names = ("swiglu_bwd_gate_kernel", "swiglu_bwd_up_kernel") if variant.tag == "two_kernels_flat" \
             else ("swiglu_bwd_kernel",)
         launches = "".join(f"    {n}[grid](dy, x, dx, T, I, {args}, num_warps={params['num_warps']})\n" for n in names)
@@ -196,4 +190,4 @@ def swiglu_bwd_kernel(dy_ptr, x_ptr, dx_ptr, T, I, BLOCK: tl.constexpr, NUM_PROG
         rows = (tile // col_blocks).to(tl.int64)
         cols = (tile % col_blocks) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < I
-{self._tile_body(", mask=mask", "        ")}""", f"({self._programs(p, task)},)"
+{self._tile_body(", mask=mask", "        ")}""", f"({persistent_programs(p, task)},)"

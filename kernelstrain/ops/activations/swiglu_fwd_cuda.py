@@ -5,23 +5,15 @@ Ladder: one thread per element with div/mod indexing -> 2-D grid (token row x co
 load issued before the math (ILP) -> persistent grid (#SMs x resident blocks per SM, from the
 occupancy API) grid-striding over the tensor.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .swiglu_fwd_spec import SwigluFwdSpec
 
 THREADS = Param("threads", (128, 256, 512), 256)
 UNROLL = Param("unroll", (1, 2, 4), 2)
 
 
-class SwigluFwdCuda(OpModule):
-    op, impl, family = "swiglu_fwd", "cuda", "activations"
-    title = "SwiGLU forward (silu(gate) * up)"
-    desc = ("x is the fused [T, 2*I] gate|up projection; y[t, i] = silu(x[t, i]) * x[t, I + i] "
-            "with silu(g) = g * sigmoid(g), computed in fp32.")
-    dims = {"T": "tokens (rows)", "I": "intermediate size (width of y; x is 2*I wide)"}
-    shapes = ({"T": 1, "I": 14336}, {"T": 32, "I": 11008}, {"T": 512, "I": 13824},
-              {"T": 4096, "I": 11008}, {"T": 8192, "I": 14336}, {"T": 16384, "I": 28672})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class SwigluFwdCuda(SwigluFwdSpec):
+    impl = "cuda"
     variants = (
         Variant("thread_per_element", "one thread per output, 64-bit div/mod per element, scalar loads",
                 (Param("threads", (64, 128, 256), 64),), compute_eff=0.01, memory_eff=0.45, bugs=("off_by_one",)),
@@ -35,10 +27,6 @@ class SwigluFwdCuda(OpModule):
                 (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.84,
                 bugs=("off_by_one",)),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, i, e = task["T"], task["I"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=6 * t * i, bytes=3 * t * i * e)    # exp, add, div, 2 mul; read 2*I, write I
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, i, elt = task["T"], task["I"], DTYPE_BYTES[task.dtype]
@@ -67,12 +55,6 @@ class SwigluFwdCuda(OpModule):
 
     def signature(self, task: Task) -> str:
         return "void swiglu_fwd(const scalar_t* x, scalar_t* y, int T, int I, cudaStream_t stream)"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="gate, up = x.float().chunk(2, dim=-1)\n        return (torch.nn.functional.silu(gate) * up).to(x.dtype)",
-            inputs="[torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

@@ -4,24 +4,13 @@ Ladder: flat 1-D blocks with div/mod per element -> one program per token row lo
 -> 2-D grid (column block x row) -> [BLOCK_T, BLOCK_I] tiles per program -> persistent
 programs (#SMs x k) striding over the tiles.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES,
-                    cdiv, kernelbench_program, triton_ptr)
-
-# Programs under ~512 elements measured 1.7x slower on an H200 (block scheduling dominates).
-BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 1024)
-WARPS = Param("num_warps", (4, 8), 4)
+from ..base import KernelSpec, Launch, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES, cdiv, triton_ptr
+from ._swiglu_triton import BLOCK, WARPS, persistent_programs
+from .swiglu_fwd_spec import SwigluFwdSpec
 
 
-class SwigluFwdTriton(OpModule):
-    op, impl, family = "swiglu_fwd", "triton", "activations"
-    title = "SwiGLU forward (silu(gate) * up)"
-    desc = ("x is the fused [T, 2*I] gate|up projection; y[t, i] = silu(x[t, i]) * x[t, I + i] "
-            "with silu(g) = g * sigmoid(g), computed in fp32.")
-    dims = {"T": "tokens (rows)", "I": "intermediate size (width of y; x is 2*I wide)"}
-    shapes = ({"T": 1, "I": 14336}, {"T": 32, "I": 11008}, {"T": 512, "I": 13824},
-              {"T": 4096, "I": 11008}, {"T": 8192, "I": 14336}, {"T": 16384, "I": 28672})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class SwigluFwdTriton(SwigluFwdSpec):
+    impl = "triton"
     variants = (
         Variant("flat_index", "1-D blocks over T*I outputs, one element per lane, // and % per element",
                 (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)),
@@ -37,10 +26,6 @@ class SwigluFwdTriton(OpModule):
                 (BLOCK, WARPS, Param("programs_per_sm", (8, 16, 32), 16)), compute_eff=0.4, memory_eff=0.79,
                 bugs=("off_by_one",)),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, i, e = task["T"], task["I"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=6 * t * i, bytes=3 * t * i * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, i, elt = task["T"], task["I"], DTYPE_BYTES[task.dtype]
@@ -62,18 +47,11 @@ class SwigluFwdTriton(OpModule):
             rows = params["BLOCK_T"]
             return Launch(grid=col_blocks * cdiv(t, rows), threads=threads, regs=16 + 2 * per_thread * rows,
                           bytes_per_access=vec * rows, lane_util=util * t / (cdiv(t, rows) * rows))
-        tiles = col_blocks * t
-        grid = min(tiles, task.gpu.sms * params["programs_per_sm"])
-        return Launch(grid=grid, threads=threads, regs=24 + 2 * per_thread, bytes_per_access=vec, lane_util=util)
+        return Launch(grid=persistent_programs(params, task), threads=threads, regs=24 + 2 * per_thread,
+                      bytes_per_access=vec, lane_util=util)
 
     def signature(self, task: Task) -> str:
         return "def swiglu_fwd(x: torch.Tensor) -> torch.Tensor  # x [T, 2*I] -> y [T, I]"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="gate, up = x.float().chunk(2, dim=-1)\n        return (torch.nn.functional.silu(gate) * up).to(x.dtype)",
-            inputs="[torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)
@@ -82,19 +60,15 @@ class SwigluFwdTriton(OpModule):
         if variant.tag == "multi_row_tile":
             sig["BLOCK_T"], consts["BLOCK_T"] = "constexpr", params["BLOCK_T"]
         if variant.tag == "persistent":
-            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", self._programs(params, task)
+            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", persistent_programs(params, task)
         return [KernelSpec("swiglu_fwd_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
 
     # -- renders -----------------------------------------------------------------
-    def _programs(self, params: dict, task: Task) -> int:
-        tiles = cdiv(task["I"], params["BLOCK"]) * task["T"]
-        return min(tiles, task.gpu.sms * params["programs_per_sm"])
-
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
         kernel, grid = getattr(self, "_" + variant.tag)(params, task, bug)
         extra = "".join(f", {k}={params[k]}" for k in ("BLOCK_T",) if k in params)
         if variant.tag == "persistent":
-            extra += f", NUM_PROGS={self._programs(params, task)}"
+            extra += f", NUM_PROGS={persistent_programs(params, task)}"
         return f"""{TRITON_PRELUDE}
 
 @triton.jit
@@ -182,4 +156,4 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, NUM_PROGS: tl.con
         g = tl.load(x_ptr + row * 2 * I + cols, mask=mask)
         u = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask)
         tl.store(y_ptr + row * I + cols, silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
-""", f"({self._programs(p, task)},)"
+""", f"({persistent_programs(p, task)},)"

@@ -7,31 +7,11 @@ from functools import partialmethod
 
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
                     cdiv, kernelbench_program, triton_ptr)
+from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 
 BLOCK_M = Param("BLOCK_M", (16, 64, 128), 64)
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
 WARPS = Param("num_warps", (4, 8), 4)
-
-
-def _smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int) -> int:
-    """Triton's metadata.shared for a flash tile (16-byte-aligned pointers): Q + num_stages (sm_90) or
-    num_stages - 1 (sm_8x) K/V buffers, one shared K/V buffer unpipelined; gfx942: Q in registers."""
-    kv_tile, q_tile = 2 * bn * d * e, bm * d * e
-    if task.is_hip:
-        return (kv_tile // 2 if stages == 1 else kv_tile * max(1, stages - 1)) + bm * bn * e
-    if stages == 1:
-        return q_tile + kv_tile // 2
-    return q_tile + kv_tile * (stages if "wgmma" in task.gpu.features else stages - 1)
-
-
-def _mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:
-    """Tensor-core efficiency: reuse ~ bm*bn/(bm+bn); wgmma on sm_90 only for 64-row tiles; MI300X lags."""
-    reuse = min(1.0, bm * bn / (bm + bn) / (128 * 64 / 192)) ** 0.35
-    wgmma = 1.0 if (bm >= 64 or "wgmma" not in task.gpu.features) else 0.65
-    # fewer than 16 query rows per warp: warps split the N side too and the MMAs run half empty
-    # (measured on H200: BLOCK_M 64 with 8 warps ~1.8x slower than with 4)
-    rows = 1.0 if bm // warps >= 16 else 0.55
-    return reuse * wgmma * rows * (0.65 if task.is_hip else 1.0)
 
 
 class CrossAttentionTriton(OpModule):
@@ -81,16 +61,16 @@ class CrossAttentionTriton(OpModule):
                           traffic=1 + (sq - 1) * 0.02 * kv_bytes / self.cost(task).bytes,
                           compute_scale=1.0 if regs <= 255 else 0.5, tile_quant=skv / (cdiv(skv, bn) * bn))
         bm, stages, splits = params["BLOCK_M"], params.get("num_stages", 1), params.get("num_splits", 1)
-        smem = _smem(task, bm, bn, d, e, stages)
+        smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
         regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
         spill = max(0, regs - 255)
-        overlap, m_tiles, chunk = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn
+        overlap, m_tiles, chunk = PIPELINE_OVERLAP[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn
         traffic = 1 + (m_tiles - 1) * 0.05 * kv_bytes / self.cost(task).bytes + spill / 128
         if splits > 1:                                    # fp32 partials written, then read by the combine
             traffic += 2 * b * h * sq * splits * (d + 1) * 4 / self.cost(task).bytes
         return Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                       bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
-                      compute_scale=_mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
+                      compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
                       tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
 
     def signature(self, task: Task) -> str:

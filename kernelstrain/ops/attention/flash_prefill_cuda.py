@@ -4,10 +4,9 @@ Ladder: three kernels through a global fp32 score buffer -> one fused kernel wit
 and a two-pass softmax (scores recomputed) -> single-pass online softmax -> FA2-style
 mma.sync tensor cores (ldmatrix, P kept in registers) -> cp.async multi-stage K/V pipeline.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .flash_prefill_spec import LOG2E, FlashPrefillSpec, causal_balance, causal_work
 
-LOG2E = 1.4426950408889634
 FP32_TILES = (Param("BLOCK_M", (16, 32, 64), 32), Param("BLOCK_N", (32, 64), 32), Param("threads", (128, 256), 128))
 MMA_SYNC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 HIP_COMPAT = """typedef hipStream_t cudaStream_t;
@@ -17,29 +16,8 @@ HIP_COMPAT = """typedef hipStream_t cudaStream_t;
 """
 
 
-def causal_work(s: int, bm: int, bn: int) -> float:
-    """Useful fraction of the scores computed when key tiles stop at each query tile's diagonal."""
-    computed = sum(cdiv(min(s, (i + 1) * bm), bn) * bn for i in range(cdiv(s, bm))) * bm
-    return s * (s + 1) / 2 / computed
-
-
-def causal_balance(tiles: int, blocks: int, slots: int) -> float:
-    """Equal-tile makespan over that of causal tiles costing 1..blocks, scheduled heaviest first."""
-    avg = (blocks + 1) / 2
-    return min(1.0, cdiv(tiles, slots) * avg / max(blocks, tiles * avg / slots + 1))
-
-
-class FlashPrefillCuda(OpModule):
-    op, impl, family = "flash_prefill", "cuda", "attention"
-    title = "Causal attention prefill (FlashAttention forward)"
-    desc = ("o[b, h] = softmax(mask(q[b, h] k[b, h]^T * D^-0.5)) v[b, h] with a causal mask (key j <= query i); "
-            "q, k, v, o are [B, H, S, D].")
-    dims = {"B": "batch", "H": "heads", "S": "sequence length", "D": "head dim"}
-    shapes = ({"B": 1, "H": 32, "S": 512, "D": 128}, {"B": 8, "H": 16, "S": 1024, "D": 64},
-              {"B": 1, "H": 32, "S": 2048, "D": 128}, {"B": 4, "H": 32, "S": 4096, "D": 128},
-              {"B": 2, "H": 32, "S": 8192, "D": 128}, {"B": 16, "H": 12, "S": 512, "D": 64})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class FlashPrefillCuda(FlashPrefillSpec):
+    impl = "cuda"
     variants = (
         Variant("naive_three_pass", "scores kernel -> global fp32 S, row-softmax kernel, PV kernel",
                 (Param("tile", (8, 16, 32), 16), Param("softmax_threads", (128, 256, 512), 256)),
@@ -56,10 +34,6 @@ class FlashPrefillCuda(OpModule):
                 needs=MMA_SYNC | {"cp_async"}, path="fp16", compute_eff=0.68, smem="dynamic",
                 bugs=("missing_barrier", "wrong_init")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, h, s, d = task["B"], task["H"], task["S"], task["D"]
-        return Cost(flops=2 * b * h * s * s * d, bytes=4 * b * h * s * d * DTYPE_BYTES[task.dtype])
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, h, s, d, elt = task["B"], task["H"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
@@ -99,14 +73,6 @@ class FlashPrefillCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void flash_prefill(const scalar_t* q, const scalar_t* k, const scalar_t* v, scalar_t* o, "
                 "int B, int H, int S, float scale, cudaStream_t stream)   // [B, H, S, D], causal")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v",
-            body="s = (q.float() @ k.float().transpose(-1, -2)) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf'))\n"
-                 "        return (s.softmax(-1) @ v.float()).to(q.dtype)",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

@@ -5,45 +5,19 @@ kernels) -> fused blocked online softmax with tl.dot over every key block -> cau
 skipping (mask only the diagonal band) -> software-pipelined K/V loads (num_stages) and
 exp2 -> persistent programs walking query tiles heavy-first.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from .flash_prefill_spec import LOG2E, FlashPrefillSpec, causal_balance, causal_work
 
 BM = Param("BLOCK_M", (64, 128), 128)
 BN = Param("BLOCK_N", (32, 64), 64)
 WARPS = Param("num_warps", (4, 8), 4)
-LOG2E = 1.4426950408889634
 # Triton's tl.dot flash kernel against this ladder's best: no warp specialisation on Hopper,
 # and MFMA scheduling on CDNA3 leaves more of the peak unused.
 ARCH_SCALE = {"sm_90a": 0.75, "gfx942": 0.6}
 
 
-def causal_work(s: int, bm: int, bn: int, skip: bool) -> float:
-    """Useful fraction of the score tiles computed: S(S+1)/2 scores over what the tiling computes."""
-    if not skip:
-        return (s + 1) / (2 * s)
-    computed = sum(cdiv(min(s, (i + 1) * bm), bn) * bn for i in range(cdiv(s, bm))) * bm
-    return s * (s + 1) / 2 / computed
-
-
-def causal_balance(tiles: int, blocks: int, slots: int, heavy_first: bool) -> float:
-    """Makespan of equal tiles over that of causal tiles costing 1..blocks, on `slots` workers."""
-    avg = (blocks + 1) / 2
-    tail = 1 if heavy_first else blocks / 2           # LPT ends on the cheapest tiles
-    makespan = max(blocks, tiles * avg / slots + tail)
-    return min(1.0, cdiv(tiles, slots) * avg / makespan)
-
-
-class FlashPrefillTriton(OpModule):
-    op, impl, family = "flash_prefill", "triton", "attention"
-    title = "Causal attention prefill (FlashAttention forward)"
-    desc = ("o[b, h] = softmax(mask(q[b, h] k[b, h]^T * D^-0.5)) v[b, h] with a causal mask (key j <= query i); "
-            "q, k, v, o are [B, H, S, D].")
-    dims = {"B": "batch", "H": "heads", "S": "sequence length", "D": "head dim"}
-    shapes = ({"B": 1, "H": 32, "S": 512, "D": 128}, {"B": 8, "H": 16, "S": 1024, "D": 64},
-              {"B": 1, "H": 32, "S": 2048, "D": 128}, {"B": 4, "H": 32, "S": 4096, "D": 128},
-              {"B": 2, "H": 32, "S": 8192, "D": 128}, {"B": 16, "H": 12, "S": 512, "D": 64})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class FlashPrefillTriton(FlashPrefillSpec):
+    impl = "triton"
     variants = (
         Variant("materialized_scores", "QK^T to a global fp32 buffer, full-row softmax kernel, PV kernel",
                 (Param("BLOCK_M", (64, 128), 64), Param("BLOCK_N", (64, 128), 64), WARPS), path="fp16",
@@ -60,10 +34,6 @@ class FlashPrefillTriton(OpModule):
                  Param("PROGRAMS_PER_SM", (1, 2), 2)), path="fp16", compute_eff=0.64, smem="dynamic",
                 bugs=("wrong_init", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, h, s, d = task["B"], task["H"], task["S"], task["D"]
-        return Cost(flops=2 * b * h * s * s * d, bytes=4 * b * h * s * d * DTYPE_BYTES[task.dtype])
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, h, s, d, elt = task["B"], task["H"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
@@ -110,14 +80,6 @@ class FlashPrefillTriton(OpModule):
 
     def signature(self, task: Task) -> str:
         return "def flash_prefill(q, k, v, scale) -> o    # q, k, v, o [B, H, S, D], causal"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v",
-            body="s = (q.float() @ k.float().transpose(-1, -2)) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf'))\n"
-                 "        return (s.softmax(-1) @ v.float()).to(q.dtype)",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr, d = triton_ptr(task.dtype, task), task["D"]

@@ -5,8 +5,8 @@ products -> a block per (b, h) with 16-byte uint4 K/V loads and a shared-memory 
 split-KV over the sequence plus a combine kernel -> a block per (b, KV head) whose cp.async
 double-buffered K/V tiles in shared memory serve every query head of the group.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .paged_decode_spec import PagedDecodeSpec
 
 THREADS = Param("threads", (64, 128, 256), 128)
 PARTITION = Param("partition", (256, 512, 1024), 512)
@@ -20,22 +20,8 @@ HIP_COMPAT = """typedef hipStream_t cudaStream_t;
 CUDA_COMPAT = "#define SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, v, o)\n"
 
 
-class PagedDecodeCuda(OpModule):
-    op, impl, family = "paged_decode", "cuda", "attention"
-    title = "Paged-KV decode attention"
-    desc = ("o[b, h] = softmax(q[b, h] . K_b^T * D^-0.5) V_b for one new token per sequence, where token t of "
-            "sequence b lives in page block_table[b, t // P], slot t % P of k_cache/v_cache "
-            "[num_pages, P, KVH, D]; query head h reads KV head h // (H / KVH).")
-    dims = {"B": "batch (sequences)", "H": "query heads", "KVH": "KV heads", "S": "context length (tokens)",
-            "D": "head dim", "P": "page size (tokens per page)"}
-    shapes = ({"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16},
-              {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
-              {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16},
-              {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16},
-              {"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32},
-              {"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class PagedDecodeCuda(PagedDecodeSpec):
+    impl = "cuda"
     variants = (
         Variant("thread_per_head", "one thread per (b, h) walks every token: scalar, uncoalesced, few threads",
                 (Param("threads", (32, 64, 128), 64),), memory_eff=0.3, bugs=("half_accumulator", "missing_scale")),
@@ -51,11 +37,6 @@ class PagedDecodeCuda(OpModule):
                 Param("tile_n", (16, 32, 64), 32), PARTITION), needs=frozenset({"cp_async", "inline_ptx"}),
                 memory_eff=0.92, smem="dynamic", bugs=("missing_barrier", "bad_combine_index")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, h, kvh, s, d = task["B"], task["H"], task["KVH"], task["S"], task["D"]
-        kv = 2 * b * kvh * s * d + 2 * b * h * d
-        return Cost(flops=4 * b * h * s * d, bytes=kv * DTYPE_BYTES[task.dtype] + b * cdiv(s, task["P"]) * 4)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, h, kvh, s, d, elt = task["B"], task["H"], task["KVH"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
@@ -90,21 +71,6 @@ class PagedDecodeCuda(OpModule):
         return ("void paged_decode(const scalar_t* q, const scalar_t* k_cache, const scalar_t* v_cache, "
                 "const int* block_table, const int* seq_lens, scalar_t* out, int batch, int max_pages, "
                 "float scale, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k_cache, v_cache, block_table, seq_lens",
-            body="k = k_cache[block_table].flatten(1, 2)[:, :S].float()   # [B, S, KVH, D]\n"
-                 "        v = v_cache[block_table].flatten(1, 2)[:, :S].float()\n"
-                 "        s = torch.einsum('bkgd,bskd->bkgs', q.float().view(B, KVH, H // KVH, D), k) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.arange(S, device=q.device) >= seq_lens[:, None, None, None], "
-                 "float('-inf'))\n"
-                 "        return torch.einsum('bkgs,bskd->bkgd', s.softmax(-1), v).reshape(B, H, D).to(q.dtype)",
-            inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randperm(B * (S // P), device='cuda').int().view(B, S // P),\n"
-                   "            torch.full((B,), S, dtype=torch.int32, device='cuda')]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

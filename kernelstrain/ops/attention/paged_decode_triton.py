@@ -4,30 +4,16 @@ Ladder: one token per loop trip -> one page per trip -> several pages gathered p
 all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV over the
 sequence with a combine kernel.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from .paged_decode_spec import PagedDecodeSpec
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
 LOG2E = 1.4426950408889634
 
 
-class PagedDecodeTriton(OpModule):
-    op, impl, family = "paged_decode", "triton", "attention"
-    title = "Paged-KV decode attention"
-    desc = ("o[b, h] = softmax(q[b, h] . K_b^T * D^-0.5) V_b for one new token per sequence, where token t of "
-            "sequence b lives in page block_table[b, t // P], slot t % P of k_cache/v_cache "
-            "[num_pages, P, KVH, D]; query head h reads KV head h // (H / KVH).")
-    dims = {"B": "batch (sequences)", "H": "query heads", "KVH": "KV heads", "S": "context length (tokens)",
-            "D": "head dim", "P": "page size (tokens per page)"}
-    shapes = ({"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16},
-              {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
-              {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16},
-              {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16},
-              {"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32},
-              {"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class PagedDecodeTriton(PagedDecodeSpec):
+    impl = "triton"
     variants = (
         Variant("key_per_iteration", "program per (b, h); a block-table lookup and one K/V row per loop trip",
                 (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.3, bugs=("missing_scale", "half_accumulator")),
@@ -42,11 +28,6 @@ class PagedDecodeTriton(OpModule):
                 (Param("NUM_SPLITS", (2, 4, 8, 16), 4), TILE, Param("num_warps", (4, 8), 4)), path="fp16",
                 compute_eff=0.3, memory_eff=0.92, smem="dynamic", bugs=("bad_combine_index", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, h, kvh, s, d = task["B"], task["H"], task["KVH"], task["S"], task["D"]
-        kv = 2 * b * kvh * s * d + 2 * b * h * d
-        return Cost(flops=4 * b * h * s * d, bytes=kv * DTYPE_BYTES[task.dtype] + b * cdiv(s, task["P"]) * 4)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, h, kvh, s, d, elt = task["B"], task["H"], task["KVH"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
@@ -80,21 +61,6 @@ class PagedDecodeTriton(OpModule):
     def signature(self, task: Task) -> str:
         return ("def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale) -> o   "
                 "# q [B, H, D], caches [num_pages, P, KVH, D], block_table [B, max_pages] int32")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k_cache, v_cache, block_table, seq_lens",
-            body="k = k_cache[block_table].flatten(1, 2)[:, :S].float()   # [B, S, KVH, D]\n"
-                 "        v = v_cache[block_table].flatten(1, 2)[:, :S].float()\n"
-                 "        s = torch.einsum('bkgd,bskd->bkgs', q.float().view(B, KVH, H // KVH, D), k) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.arange(S, device=q.device) >= seq_lens[:, None, None, None], "
-                 "float('-inf'))\n"
-                 "        return torch.einsum('bkgs,bskd->bkgd', s.softmax(-1), v).reshape(B, H, D).to(q.dtype)",
-            inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randperm(B * (S // P), device='cuda').int().view(B, S // P),\n"
-                   "            torch.full((B,), S, dtype=torch.int32, device='cuda')]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

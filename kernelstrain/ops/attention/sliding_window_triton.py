@@ -7,6 +7,7 @@ from functools import partialmethod
 
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
                     cdiv, kernelbench_program, triton_ptr)
+from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 64)
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
@@ -17,26 +18,6 @@ STAGES = Param("num_stages", (2, 3, 4), 2)
 def _pairs(s: int, w: int) -> int:
     """(query, key) pairs inside the causal window: sum over i of min(i + 1, W)."""
     return s * (s + 1) // 2 if w >= s else w * (w + 1) // 2 + (s - w) * w
-
-
-def _smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int) -> int:
-    """Triton's metadata.shared for a flash tile (checked on H100/A100/gfx942 and by OutOfResources on
-    an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers; gfx942: Q in registers."""
-    kv_tile, q_tile = 2 * bn * d * e, bm * d * e
-    if task.is_hip:
-        return kv_tile * max(1, stages - 1) + bm * bn * e
-    return q_tile + kv_tile * (max(1, stages) if "wgmma" in task.gpu.features else max(1, stages - 1))
-
-
-def _mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:
-    """Tensor-core efficiency of a tile: reuse ~ bm*bn/(bm+bn); wgmma on sm_90 only for 64-row tiles
-    (else mma.sync); Triton's MFMA attention reaches less of MI300X's peak."""
-    reuse = min(1.0, bm * bn / (bm + bn) / (128 * 64 / 192)) ** 0.35
-    wgmma = 1.0 if (bm >= 64 or "wgmma" not in task.gpu.features) else 0.65
-    # fewer than 16 query rows per warp: warps split the N side too and the MMAs run half empty
-    # (measured on H200: BLOCK_M 64 with 8 warps ~1.8x slower than with 4)
-    rows = 1.0 if bm // warps >= 16 else 0.55
-    return reuse * wgmma * rows * (0.65 if task.is_hip else 1.0)
 
 
 class SlidingWindowTriton(OpModule):
@@ -92,10 +73,10 @@ class SlidingWindowTriton(OpModule):
             return Launch(grid=b * h * s, threads=threads, regs=min(regs, 255), bytes_per_access=16, traffic=2.0,
                           compute_scale=useful / (s * s) * (1 if regs <= 255 else 0.5))
         bm, stages = params["BLOCK_M"], params.get("num_stages", 1)
-        kv_tile, smem = 2 * bn * d * e, _smem(task, bm, bn, d, e, stages)
+        kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
         regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
         spill = max(0, regs - 255)
-        overlap = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}[stages]
+        overlap = PIPELINE_OVERLAP[stages]
         worked, tiles = self._worked(variant.tag, s, w, bm, bn), b * h * cdiv(s, bm)
         grid, l2_miss, prologue = tiles, 0.08, 1.0
         if variant.tag == "persistent_tiles":       # one program per resident slot; Q-tile setup amortised
@@ -105,7 +86,7 @@ class SlidingWindowTriton(OpModule):
         return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                       bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
                       traffic=1 + l2_miss * reread + spill / 128,
-                      compute_scale=_mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill), tile_quant=useful / worked)
+                      compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill), tile_quant=useful / worked)
 
     def _programs_per_sm(self, params, task, smem, regs):
         gpu, threads = task.gpu, params["num_warps"] * task.gpu.warp

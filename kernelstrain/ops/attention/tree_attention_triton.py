@@ -8,6 +8,7 @@ from functools import partialmethod
 
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
                     cdiv, kernelbench_program, triton_ptr)
+from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mfma_eff, wgmma_eff
 
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 64)
 WARPS = Param("num_warps", (4, 8), 4)
@@ -67,13 +68,11 @@ class TreeAttentionTriton(OpModule):
                           traffic=1 + (n - 1) * 0.03 * prefix_bytes / self.cost(task).bytes,
                           compute_scale=1.0 if regs <= 255 else 0.5)
         bm, stages, splits = _nodes_pad(n), params.get("num_stages", 1), params.get("num_splits", 1)
-        kv_tile = 2 * bn * d * e   # Q + num_stages (sm_90) / num_stages - 1 (sm_8x) K/V buffers; gfx942: Q in regs
-        smem = kv_tile * max(1, stages - 1) + bm * bn * e if task.is_hip else \
-            bm * d * e + kv_tile * (max(1, stages) if "wgmma" in gpu.features else max(1, stages - 1))
+        kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
         regs = 40 + bm * d // threads + bm * bn * 3 // 2 // threads + bm * d * e // 4 // threads
         spill = max(0, regs - 255)
-        mma = (1.0 if (bm >= 64 or "wgmma" not in gpu.features) else 0.65) * (0.65 if task.is_hip else 1.0)
-        overlap, chunk, traffic = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}[stages], cdiv(cdiv(p, splits), bn) * bn, 1 + spill / 128
+        mma = wgmma_eff(task, bm) * mfma_eff(task)
+        overlap, chunk, traffic = PIPELINE_OVERLAP[stages], cdiv(cdiv(p, splits), bn) * bn, 1 + spill / 128
         if splits > 1:                                    # fp32 partials written, then read by the combine
             traffic += 2 * b * h * n * splits * (d + 1) * 4 / self.cost(task).bytes
         return Launch(grid=b * h * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),

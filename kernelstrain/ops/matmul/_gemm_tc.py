@@ -61,18 +61,54 @@ SMEM_U32 = """
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 """
 
-PTX_MMA = SMEM_U32 + """
+# The PTX wrappers below are also rendered by modules outside the mma_kernel path (gemm_int4_cuda,
+# moe/grouped_gemm_cuda): each piece starts and ends with a newline so they concatenate cleanly.
+LDMATRIX_X4 = """
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
 }
+"""
 
+CP_ASYNC_COMMIT = """__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
+"""
+
+PTX_MMA = SMEM_U32 + LDMATRIX_X4 + """
 // 16 bytes global -> shared without a register round trip; src_bytes = 0 zero-fills
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
+""" + CP_ASYNC_COMMIT + """template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
+"""
+
+
+def cp_async16(note: str) -> str:
+    """cp_async16(smem, gmem, valid) (16 bytes; valid = false zero-fills), cp_async_commit() and
+    cp_async_wait<PENDING>(). `note` is the comment inside cp_async16: what the zero-fill covers."""
+    return """
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+    // """ + note + """
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
+                 :: "r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
+}
+""" + CP_ASYNC_COMMIT + """template <int PENDING> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\\n" :: "n"(PENDING));
+}
+"""
+
+
+def mma_16816(kind: str, b_regs: bool = False) -> str:
+    """mma_16816(d, a, b): one m16n8k16 mma.sync (kind "f16" or "bf16") into 4 fp32 accumulators;
+    B is a uint32_t[2], or with b_regs two scalar registers b0, b1."""
+    b_arg, b_in = (("uint32_t b0, uint32_t b1", '"r"(b0), "r"(b1)') if b_regs else
+                   ("const uint32_t (&b)[2]", '"r"(b[0]), "r"(b[1])'))
+    return f"""
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], {b_arg}) {{
+    asm volatile("{KINDS[kind].mma} "
+                 "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), {b_in});
+}}
 """
 
 

@@ -8,6 +8,7 @@ dequantizes while staging tiles (CUDA cores) -> mma.sync tensor cores with in-re
 """
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
                     kernelbench_program)
+from ._gemm_tc import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
 
 GROUP = 128
 BK = 64                                    # K per tensor-core tile: half a quantization group
@@ -222,17 +223,8 @@ void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scale
     def _mma_common(self, p, task, bug, stages: int = 0) -> str:
         pair, ptx, magic, bias, splat = TYPES[task.dtype]
         scaled = "v" if bug == "missing_scale" else f"__hmul2(v, *reinterpret_cast<const {pair}*>(&scale2))"
-        async_helpers = """
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-    // src-size 0 zero-fills the 16 bytes: rows past M arrive as zeros without a branch
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
-                 :: "r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
-template <int PENDING> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\\n" :: "n"(PENDING));
-}
-""" if stages else ""
+        async_helpers = (cp_async16("src-size 0 zero-fills the 16 bytes: rows past M arrive as zeros without a branch")
+                         if stages else "")
         warps_m = 2 if p["BM"] >= 64 else 1
         return f"""#define BM {p['BM']}
 #define BN {p['BN']}
@@ -245,21 +237,7 @@ template <int PENDING> __device__ __forceinline__ void cp_async_wait() {
 #define NT (WN / 8)
 #define XS (BK + 8)               // padded x row: 144-byte stride keeps ldmatrix conflict-free
 typedef {pair} pair_t;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {{ return (uint32_t)__cvta_generic_to_shared(p); }}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];\\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "
-                 "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}}
-
+{SMEM_U32}{LDMATRIX_X4}{mma_16816(ptx)}
 template <int LUT> __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {{
     uint32_t d;
     asm("lop3.b32 %0, %1, %2, %3, %4;\\n" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(LUT));

@@ -7,25 +7,16 @@ Ladder: one thread per rotation pair, q and k in two launches -> one block per t
 cos/sin staged in shared memory -> 16-byte uint4 chunks of 8 pairs -> cos/sin held in fp32
 registers while a thread rotates several heads (loads hoisted) -> persistent token loop.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .rope_spec import RopeSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
 TOKENS = Param("tokens_per_block", (1, 2, 4), 1)
-MAX_POS = 8192
 
 
-class RopeCuda(OpModule):
-    op, impl, family = "rope", "cuda", "misc"
-    title = "Rotary embedding (NeoX) on q and k, in place"
-    desc = ("q, k [T, H, D] are rotated in place: for i < D/2, x[i], x[i+D/2] <- x1 cos - x2 sin, x2 cos + x1 sin "
-            f"with cos = cache[pos, i], sin = cache[pos, D/2 + i], pos = positions[t] (int64, < {MAX_POS}); fp32 math.")
-    dims = {"T": "tokens", "H": "heads (q and k alike)", "D": "head dim (rotary dim)"}
-    shapes = ({"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128},
-              {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class RopeCuda(RopeSpec):
+    impl = "cuda"
     variants = (
         Variant("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
                 (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, bugs=("off_by_one",)),
@@ -38,10 +29,6 @@ class RopeCuda(OpModule):
         Variant("persistent", "register-cached rotation, #SMs x occupancy blocks loop over token groups",
                 (HEAD_THREADS, TOKENS), memory_eff=0.79, bugs=("off_by_one",)),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=6 * t * h * d, bytes=(4 * t * h * d + t * d) * e + 8 * t)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, h, d, elt = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
@@ -73,21 +60,6 @@ class RopeCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void rope(const int64_t* positions, scalar_t* q, scalar_t* k, const scalar_t* cos_sin_cache, "
                 "int T, int H, int D, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="positions, q, k",
-            body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
-                 "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
-                 "        for x in (q, k):\n"
-                 "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
-                 "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
-                 "        return q, k",
-            init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
-                 f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
-                 "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
-            inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

@@ -4,24 +4,15 @@ Ladder: flat blocks of rotation pairs with div/mod, q and k launched apart -> on
 token looping over head blocks (cos/sin loaded once, broadcast over heads) -> 2-D grid
 (token, head block) -> [BLOCK_T, BLOCK_H, D/2] tiles -> persistent programs over the tiles.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import KernelSpec, Launch, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES, cdiv, triton_ptr
+from .rope_spec import RopeSpec
 
 BLOCK_H = Param("BLOCK_H", (4, 8, 16, 32), 8)
 WARPS = Param("num_warps", (2, 4, 8), 4)
-MAX_POS = 8192
 
 
-class RopeTriton(OpModule):
-    op, impl, family = "rope", "triton", "misc"
-    title = "Rotary embedding (NeoX) on q and k, in place"
-    desc = ("q, k [T, H, D] are rotated in place: for i < D/2, x[i], x[i+D/2] <- x1 cos - x2 sin, x2 cos + x1 sin "
-            f"with cos = cache[pos, i], sin = cache[pos, D/2 + i], pos = positions[t] (int64, < {MAX_POS}); fp32 math.")
-    dims = {"T": "tokens", "H": "heads (q and k alike)", "D": "head dim (rotary dim)"}
-    shapes = ({"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128},
-              {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class RopeTriton(RopeSpec):
+    impl = "triton"
     variants = (
         Variant("flat_pairs", "1-D blocks of rotation pairs, // and % per pair, q and k in two launches",
                 (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), memory_eff=0.75,
@@ -36,10 +27,6 @@ class RopeTriton(OpModule):
                 (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
                 bugs=("off_by_one",)),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=6 * t * h * d, bytes=(4 * t * h * d + t * d) * e + 8 * t)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, h, d, elt = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
@@ -68,21 +55,6 @@ class RopeTriton(OpModule):
     def signature(self, task: Task) -> str:
         return ("def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor)"
                 " -> tuple  # rotates q, k [T, H, D] in place and returns them")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="positions, q, k",
-            body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
-                 "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
-                 "        for x in (q, k):\n"
-                 "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
-                 "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
-                 "        return q, k",
-            init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
-                 f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
-                 "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
-            inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

@@ -8,8 +8,9 @@ shared-memory descriptors (warpgroup-wide 64 x BN x 16 MMAs, sm_90a only).
 """
 import math
 
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ..matmul._gemm_tc import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
+from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 TC_NEEDS = frozenset({"mma", "ldmatrix", "inline_ptx"})
 PTX = {"fp16": ("f16", "__half2"), "bf16": ("bf16", "__nv_bfloat162")}
@@ -17,25 +18,8 @@ ARGS = ("const scalar_t* __restrict__ x, const scalar_t* __restrict__ w, const i
         "const int* __restrict__ offsets, scalar_t* __restrict__ y, int E, int K, int N, int topk")
 
 
-def _routing(task: Task) -> tuple:
-    """(rows, experts that receive rows, rows per active expert) under uniform top-k routing."""
-    t, e, topk = task["T"], task["E"], task["topk"]
-    active = e * (1 - (1 - topk / e) ** t)
-    return t * topk, active, t * topk / active
-
-
-class GroupedGemmCuda(OpModule):
-    op, impl, family = "grouped_gemm", "cuda", "moe"
-    title = "MoE grouped GEMM (expert-sorted rows)"
-    desc = ("y[a, :] = x[a // topk, :] @ w[e, :, :]^T for every assignment a = t * topk + j routed to expert e; "
-            "rows come expert-sorted (sorted_ids int32, expert_offsets int32 [E + 1]); fp32 accumulation.")
-    dims = {"T": "tokens", "E": "experts", "K": "hidden size (reduction)", "N": "expert output features",
-            "topk": "experts per token"}
-    shapes = ({"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2},
-              {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
-              {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class GroupedGemmCuda(GroupedGemmSpec):
+    impl = "cuda"
     variants = (
         Variant("launch_per_expert", "host syncs on the offsets, then one smem-tiled GEMM launch per expert",
                 (Param("TILE", (16, 32), 16),), path="fp32", compute_eff=0.25, memory_eff=0.7, smem="static",
@@ -56,15 +40,10 @@ class GroupedGemmCuda(OpModule):
                 smem="dynamic", bugs=("off_by_one", "missing_barrier")),
     )
 
-    def cost(self, task: Task) -> Cost:
-        k, n, e = task["K"], task["N"], DTYPE_BYTES[task.dtype]
-        rows, active, _ = _routing(task)
-        return Cost(flops=2 * rows * k * n, bytes=(task["T"] * k + active * n * k + rows * n) * e + rows * 4)
-
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         k, n, e, experts = task["K"], task["N"], DTYPE_BYTES[task.dtype], task["E"]
         gpu, tag, base = task.gpu, variant.tag, self.cost(task).bytes
-        rows, active, per_expert = _routing(task)
+        rows, active, per_expert = routing(task)
         w_bytes = active * n * k * e
         if tag == "launch_per_expert":
             tile = params["TILE"]
@@ -111,24 +90,6 @@ class GroupedGemmCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void grouped_gemm(const scalar_t* x, const scalar_t* w, const int* sorted_ids, "
                 "const int* expert_offsets, scalar_t* y, int T, int E, int K, int N, int topk, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        body = ("y = x.new_empty(T * topk, N)\n"
-                "        ids = sorted_ids.long()\n"
-                "        for e in range(E):\n"
-                "            a = ids[expert_offsets[e]:expert_offsets[e + 1]]\n"
-                "            y[a] = (x[a // topk].float() @ self.w[e].float().t()).to(x.dtype)\n"
-                "        return y")
-        inputs = ("[torch.randn(T, K, dtype=DTYPE, device='cuda'), *_route()]\n\n\n"
-                  "def _route():\n"
-                  "    topk_ids = torch.rand(T, E).argsort(dim=1)[:, :topk].flatten()   # distinct experts per token\n"
-                  "    sorted_ids = torch.argsort(topk_ids, stable=True).int()\n"
-                  "    counts = torch.bincount(topk_ids, minlength=E)\n"
-                  "    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]).int()\n"
-                  "    return [sorted_ids.cuda(), offsets.cuda()]")
-        return kernelbench_program(task, self.title, args="x, sorted_ids, expert_offsets", body=body,
-                                   init="self.w = nn.Parameter(torch.randn(E, N, K, dtype=DTYPE))",
-                                   inputs=inputs)
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
@@ -264,35 +225,11 @@ void grouped_gemm(const scalar_t* x, const scalar_t* w, const int* sorted_ids, c
 """
 
     # -- tensor-core rungs ----------------------------------------------------------------
-    def _ptx_helpers(self, task, cp_async: bool) -> str:
-        ptx, _ = PTX[task.dtype]
-        text = f"""
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {{ return (uint32_t)__cvta_generic_to_shared(p); }}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0, %1, %2, %3}}, [%4];\\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32 "
-                 "{{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}}
-"""
+    @staticmethod
+    def _ptx_helpers(task, cp_async: bool) -> str:
+        text = SMEM_U32 + LDMATRIX_X4 + mma_16816(PTX[task.dtype][0], b_regs=True)
         if cp_async:
-            text += """
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-    // src-size 0 zero-fills: rows past the expert's end arrive as zeros
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
-                 :: "r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
-template <int PENDING> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\\n" :: "n"(PENDING));
-}
-"""
+            text += cp_async16("src-size 0 zero-fills: rows past the expert's end arrive as zeros")
         return text
 
     def _mma_defs(self, p, task) -> str:

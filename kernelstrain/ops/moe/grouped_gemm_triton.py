@@ -9,8 +9,8 @@ tensor-descriptor (TMA) loads of the weights.
 """
 import math
 
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
@@ -19,25 +19,8 @@ WARPS = Param("num_warps", (4, 8), 4)
 L2_W_HIT = {"expert_grid_dot": 0.5, "block_lookup": 0.5, "m_fastest_order": 0.95, "persistent_tma": 0.96}
 
 
-def _routing(task: Task) -> tuple:
-    """(rows, experts that receive rows, rows per active expert) under uniform top-k routing."""
-    t, e, topk = task["T"], task["E"], task["topk"]
-    active = e * (1 - (1 - topk / e) ** t)
-    return t * topk, active, t * topk / active
-
-
-class GroupedGemmTriton(OpModule):
-    op, impl, family = "grouped_gemm", "triton", "moe"
-    title = "MoE grouped GEMM (expert-sorted rows)"
-    desc = ("y[a, :] = x[a // topk, :] @ w[e, :, :]^T for every assignment a = t * topk + j routed to expert e; "
-            "rows come expert-sorted (sorted_ids int32, expert_offsets int32 [E + 1]); fp32 accumulation.")
-    dims = {"T": "tokens", "E": "experts", "K": "hidden size (reduction)", "N": "expert output features",
-            "topk": "experts per token"}
-    shapes = ({"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2},
-              {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
-              {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class GroupedGemmTriton(GroupedGemmSpec):
+    impl = "triton"
     variants = (
         Variant("row_per_program", "one program per (row, N block): expert found by comparing offsets, CUDA-core dot",
                 (Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64)), path="fp32",
@@ -56,15 +39,10 @@ class GroupedGemmTriton(OpModule):
                 path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
     )
 
-    def cost(self, task: Task) -> Cost:
-        k, n, e = task["K"], task["N"], DTYPE_BYTES[task.dtype]
-        rows, active, _ = _routing(task)
-        return Cost(flops=2 * rows * k * n, bytes=(task["T"] * k + active * n * k + rows * n) * e + rows * 4)
-
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, k, n, e, experts = task["T"], task["K"], task["N"], DTYPE_BYTES[task.dtype], task["E"]
         gpu, tag, base = task.gpu, variant.tag, self.cost(task).bytes
-        rows, active, per_expert = _routing(task)
+        rows, active, per_expert = routing(task)
         bn, bk = params["BLOCK_N"], params["BLOCK_K"]
         warps = params.get("num_warps", 4)
         threads = warps * gpu.warp
@@ -106,24 +84,6 @@ class GroupedGemmTriton(OpModule):
     def signature(self, task: Task) -> str:
         return ("def grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor, "
                 "expert_offsets: torch.Tensor) -> torch.Tensor  # y [T * topk, N], row a = assignment a")
-
-    def reference(self, task: Task) -> str:
-        body = ("y = x.new_empty(T * topk, N)\n"
-                "        ids = sorted_ids.long()\n"
-                "        for e in range(E):\n"
-                "            a = ids[expert_offsets[e]:expert_offsets[e + 1]]\n"
-                "            y[a] = (x[a // topk].float() @ self.w[e].float().t()).to(x.dtype)\n"
-                "        return y")
-        inputs = ("[torch.randn(T, K, dtype=DTYPE, device='cuda'), *_route()]\n\n\n"
-                  "def _route():\n"
-                  "    topk_ids = torch.rand(T, E).argsort(dim=1)[:, :topk].flatten()   # distinct experts per token\n"
-                  "    sorted_ids = torch.argsort(topk_ids, stable=True).int()\n"
-                  "    counts = torch.bincount(topk_ids, minlength=E)\n"
-                  "    offsets = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]).int()\n"
-                  "    return [sorted_ids.cuda(), offsets.cuda()]")
-        return kernelbench_program(task, self.title, args="x, sorted_ids, expert_offsets", body=body,
-                                   init="self.w = nn.Parameter(torch.randn(E, N, K, dtype=DTYPE))",
-                                   inputs=inputs)
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

@@ -4,22 +4,15 @@ Ladder: an add kernel then an RMSNorm kernel (two launches, residual crosses DRA
 times) -> one fused kernel with a shared-memory tree sum -> warp shuffles -> 16-byte
 uint4 loads/stores -> the summed row cached in registers (no re-read of the residual).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ._norms import BLOCK_SUM, VEC_PACK
+from .add_rmsnorm_spec import AddRMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 
 
-class AddRMSNormCuda(OpModule):
-    op, impl, family = "add_rmsnorm", "cuda", "norms"
-    title = "Fused residual add + RMSNorm"
-    desc = ("residual[t, :] += x[t, :] (in place), then y[t, :] = residual[t, :] * rsqrt(mean(residual[t, :]^2) "
-            "+ eps) * weight, eps = 1e-6; fp32 statistics. Returns y and the updated residual.")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class AddRMSNormCuda(AddRMSNormSpec):
+    impl = "cuda"
     variants = (
         Variant("two_kernels", "elementwise add kernel, then a block-per-row RMSNorm kernel re-reading the residual",
                 (THREADS,), memory_eff=0.72, smem="static", bugs=("missing_barrier", "missing_scale")),
@@ -33,10 +26,6 @@ class AddRMSNormCuda(OpModule):
                 (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
                 bugs=("missing_scale", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=5 * t * d, bytes=(4 * t * d + d) * e)   # read x, residual; write residual, y
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
@@ -66,15 +55,6 @@ class AddRMSNormCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void add_rmsnorm_forward(const scalar_t* x, scalar_t* residual, const scalar_t* weight, "
                 "scalar_t* y, int T, int D, float eps, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x, residual",
-            body="h = (x.float() + residual.float()).to(x.dtype)\n        h32 = h.float()\n"
-                 "        y = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()\n"
-                 "        return y.to(x.dtype), h",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda'), torch.randn(T, D, dtype=DTYPE, device='cuda')]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
@@ -162,32 +142,10 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         return (f"\n#define THREADS {p['threads']}\n{self._tree_sum(bug)}"
                 + self._fused(p, bug, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];"))
 
-    def _block_sum(self):
-        return """
-// Sum over the block: shuffle within each warp, then the first warp sums the warp totals.
-__device__ __forceinline__ float block_sum(float v, float* warp_totals) {
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    v = warp_sum(v);
-    if (lane == 0) warp_totals[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < THREADS / WARP_SIZE) ? warp_totals[lane] : 0.f;
-    if (warp == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) warp_totals[0] = v;
-    __syncthreads();
-    return warp_totals[0];
-}
-"""
-
     def _warp_shuffle(self, p, task, bug):
-        return (f"\n#define THREADS {p['threads']}\n{self._block_sum()}"
+        return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
                 + self._fused(p, bug, "block_sum(sum_sq, warp_totals)",
                               "__shared__ float warp_totals[THREADS / WARP_SIZE];"))
-
-    _VEC_HELPERS = """
-// 8 x 16-bit elements travel as one 16-byte uint4.
-constexpr int VEC = 8;
-union Pack { uint4 u; scalar_t h[VEC]; };
-"""
 
     def _vectorized_uint4(self, p, task, bug):
         loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
@@ -195,7 +153,7 @@ union Pack { uint4 u; scalar_t h[VEC]; };
         scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
         return f"""
 #define THREADS {p['threads']}
-{self._VEC_HELPERS}{self._block_sum()}
+{VEC_PACK}{BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
 {self._SIG} {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
@@ -234,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {per_thread}  // ceil(D / (THREADS * 8)) for D = {d}
-{self._VEC_HELPERS}
+{VEC_PACK}
 // The summed row stays in registers between the reduction and the output:
 // residual is written once and never re-read, x and residual are read once.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)

@@ -5,26 +5,15 @@ three times) -> one fused program per row streaming chunks (store the residual, 
 it for the output) -> the whole summed row in registers (no re-read) -> persistent
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
-                    kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ._norms import next_pow2
+from .add_rmsnorm_spec import AddRMSNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
 
 
-def next_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
-class AddRMSNormTriton(OpModule):
-    op, impl, family = "add_rmsnorm", "triton", "norms"
-    title = "Fused residual add + RMSNorm"
-    desc = ("residual[t, :] += x[t, :] (in place), then y[t, :] = residual[t, :] * rsqrt(mean(residual[t, :]^2) "
-            "+ eps) * weight, eps = 1e-6; fp32 statistics. Returns y and the updated residual.")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+class AddRMSNormTriton(AddRMSNormSpec):
+    impl = "triton"
     variants = (
         Variant("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
                 CHUNK, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
@@ -36,10 +25,6 @@ class AddRMSNormTriton(OpModule):
                 (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
                 memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=5 * t * d, bytes=(4 * t * d + d) * e)   # read x, residual; write residual, y
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
@@ -70,15 +55,6 @@ class AddRMSNormTriton(OpModule):
     def signature(self, task: Task) -> str:
         return ("def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) "
                 "-> tuple[torch.Tensor, torch.Tensor]  # (y, residual), residual updated in place")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x, residual",
-            body="h = (x.float() + residual.float()).to(x.dtype)\n        h32 = h.float()\n"
-                 "        y = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()\n"
-                 "        return y.to(x.dtype), h",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda'), torch.randn(T, D, dtype=DTYPE, device='cuda')]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

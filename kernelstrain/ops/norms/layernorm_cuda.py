@@ -4,21 +4,16 @@ Ladder: one thread per row (three passes) -> block per row with two shared-memor
 reductions -> single-pass Welford merged with warp shuffles -> 16-byte uint4 loads with
 per-chunk Welford -> row cached in registers, exact two-pass statistics from registers.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ._norms import VEC_PACK
+from .layernorm_spec import LayerNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 
 
-class LayerNormCuda(OpModule):
-    op, impl, family = "layernorm", "cuda", "norms"
-    title = "LayerNorm forward"
+class LayerNormCuda(LayerNormSpec):
+    impl = "cuda"
     desc = "y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias, biased variance, eps = 1e-5; fp32 stats."
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 8192, "D": 1024})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("row_per_thread", "one thread walks a whole row: mean, variance and output passes",
                 (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
@@ -32,10 +27,6 @@ class LayerNormCuda(OpModule):
                 (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",
                 bugs=("missing_scale", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=7 * t * d, bytes=(2 * t * d + 2 * d) * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
@@ -61,15 +52,6 @@ class LayerNormCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void layernorm_forward(const scalar_t* x, const scalar_t* weight, const scalar_t* bias, "
                 "scalar_t* y, int T, int D, float eps, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
-                 "        return y.to(x.dtype)",
-            init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
-                 "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
@@ -196,19 +178,13 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 }}
 {self._host("T", "THREADS")}"""
 
-    _VEC_HELPERS = """
-// 8 x 16-bit elements travel as one 16-byte uint4.
-constexpr int VEC = 8;
-union Pack { uint4 u; scalar_t h[VEC]; };
-"""
-
     def _vectorized_uint4(self, p, task, bug):
         loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
                 if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
         scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
         return f"""
 #define THREADS {p['threads']}
-{self._VEC_HELPERS}{self._welford_helpers(task)}
+{VEC_PACK}{self._welford_helpers(task)}
 extern "C" __global__ void __launch_bounds__(THREADS)
 {self._SIG} {{
     __shared__ float stats[3 * WARPS];
@@ -246,7 +222,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #define WARPS (THREADS / WARP_SIZE)
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {cdiv(d, threads * 8)}  // ceil(D / (THREADS * 8)) for D = {d}
-{self._VEC_HELPERS}
+{VEC_PACK}
 // Sum over the THREADS threads of one row: shuffles, then this row's warp totals.
 __device__ __forceinline__ float row_sum(float v, float (*totals)[WARPS], int sub, int tid) {{
     v = warp_sum(v);

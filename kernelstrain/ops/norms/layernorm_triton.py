@@ -5,26 +5,17 @@ streaming chunks three times (mean, variance, output) -> one chunked pass of per
 Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
+from ._norms import next_pow2
+from .layernorm_spec import LayerNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
 
 
-def next_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
-class LayerNormTriton(OpModule):
-    op, impl, family = "layernorm", "triton", "norms"
-    title = "LayerNorm forward"
+class LayerNormTriton(LayerNormSpec):
+    impl = "triton"
     desc = ("y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias over the last dim, "
             "biased variance, eps = 1e-5; fp32 statistics.")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 8192, "D": 1024})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
                 (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
@@ -39,10 +30,6 @@ class LayerNormTriton(OpModule):
                 (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
                 memory_eff=0.92, bugs=("off_by_one", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=7 * t * d, bytes=(2 * t * d + 2 * d) * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
@@ -76,15 +63,6 @@ class LayerNormTriton(OpModule):
     def signature(self, task: Task) -> str:
         return ("def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) "
                 "-> torch.Tensor  # x: (T, D)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
-                 "        return y.to(x.dtype)",
-            init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
-                 "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

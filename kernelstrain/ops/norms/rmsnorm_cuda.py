@@ -3,21 +3,18 @@
 Ladder: one thread per row -> block reduction through shared memory -> warp shuffles ->
 16-byte vector loads -> row cached in registers (one DRAM read of x).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ._norms import BLOCK_SUM, VEC_PACK
+from .rmsnorm_spec import RMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 
 
-class RMSNormCuda(OpModule):
-    op, impl, family = "rmsnorm", "cuda", "norms"
-    title = "RMSNorm forward"
-    desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
+class RMSNormCuda(RMSNormSpec):
+    impl = "cuda"
     dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
                 (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
@@ -31,10 +28,6 @@ class RMSNormCuda(OpModule):
                 (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
                 bugs=("missing_scale", "wrong_init")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * t * d, bytes=(2 * t * d + d) * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
@@ -66,13 +59,6 @@ class RMSNormCuda(OpModule):
     def signature(self, task: Task) -> str:
         return ("void rmsnorm_forward(const scalar_t* x, const scalar_t* weight, scalar_t* y, "
                 "int T, int D, float eps, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
-                       "        return (y * self.weight.float()).to(x.dtype)",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter((1 + 0.1 * torch.randn(D)).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
@@ -138,28 +124,12 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 }}
 {self._host("T", "THREADS")}"""
 
-    def _block_sum(self) -> str:
-        return """
-// Sum over the block: shuffle within each warp, then the first warp sums the warp totals.
-__device__ __forceinline__ float block_sum(float v, float* warp_totals) {
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    v = warp_sum(v);
-    if (lane == 0) warp_totals[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < THREADS / WARP_SIZE) ? warp_totals[lane] : 0.f;
-    if (warp == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) warp_totals[0] = v;
-    __syncthreads();
-    return warp_totals[0];
-}
-"""
-
     def _warp_shuffle(self, p, task, bug):
         scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
         init = "1.f" if bug == "wrong_init" else "0.f"
         return f"""
 #define THREADS {p['threads']}
-{self._block_sum()}
+{BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
 rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                scalar_t* __restrict__ y, int T, int D, float eps) {{
@@ -177,19 +147,13 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 }}
 {self._host("T", "THREADS")}"""
 
-    _VEC_HELPERS = """
-// 8 x 16-bit elements travel as one 16-byte uint4.
-constexpr int VEC = 8;
-union Pack { uint4 u; scalar_t h[VEC]; };
-"""
-
     def _vectorized_uint4(self, p, task, bug):
         scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
         loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
                 if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
         return f"""
 #define THREADS {p['threads']}
-{self._VEC_HELPERS}{self._block_sum()}
+{VEC_PACK}{BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
 rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                scalar_t* __restrict__ y, int T, int D, float eps) {{
@@ -223,7 +187,7 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {per_thread}  // ceil(D / (THREADS * 8)) for D = {d}
-{self._VEC_HELPERS}
+{VEC_PACK}
 // Each row is owned by THREADS threads; the row stays in registers between the
 // sum-of-squares pass and the scaling pass, so x is read from DRAM exactly once.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)

@@ -5,25 +5,18 @@ BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows
 program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
 the next row under the current row's reduction.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
+from ._norms import next_pow2
+from .rmsnorm_spec import RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
 
 
-def next_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
-class RMSNormTriton(OpModule):
-    op, impl, family = "rmsnorm", "triton", "norms"
-    title = "RMSNorm forward"
-    desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
+class RMSNormTriton(RMSNormSpec):
+    impl = "triton"
     dims = {"T": "rows (tokens, or tokens x heads for q/k-norm)", "D": "row length (hidden or head size)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 65536, "D": 128})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("row_per_lane", "each lane owns a row and loops over its columns: loads D elements apart",
                 (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
@@ -39,10 +32,6 @@ class RMSNormTriton(OpModule):
                 (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
                 memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * t * d, bytes=(2 * t * d + d) * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
@@ -75,13 +64,6 @@ class RMSNormTriton(OpModule):
 
     def signature(self, task: Task) -> str:
         return "def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor  # x: (T, D)"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
-                       "        return (y * self.weight.float()).to(x.dtype)",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

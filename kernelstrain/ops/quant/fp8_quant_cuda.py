@@ -6,25 +6,20 @@ memory tree -> uint4 loads + warp shuffles -> row cached in registers (one DRAM 
 hardware cvt.rn.satfinite.e4m3x2 through inline PTX (sm_89+). The lower rungs convert in
 software (bit arithmetic, round to nearest even), which is what a part without FP8 has to do.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .fp8_quant_spec import Fp8QuantSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 ROWS = Param("rows_per_block", (1, 2, 4), 1)
 
 
-class Fp8QuantCuda(OpModule):
-    op, impl, family = "fp8_quant", "cuda", "quant"
-    title = "dynamic per-token FP8 quantization"
+class Fp8QuantCuda(Fp8QuantSpec):
+    impl = "cuda"
     desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
             "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
             "nearest even. FP8_MAX = 448 (e4m3fn) on NVIDIA, 240 (e4m3fnuz) on MI300X. q is returned as "
             "raw fp8 bytes, scales as fp32 [T].")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 32, "D": 8192}, {"T": 512, "D": 5120}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 14336}, {"T": 16384, "D": 8192})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
+    reference_q = "q.view(torch.uint8)"      # the reference returns raw fp8 bytes too
     variants = (
         Variant("two_kernel_atomic", "absmax kernel with one atomicMax per element, then a quantize kernel",
                 (Param("threads", (128, 256, 512), 256),), compute_eff=0.08, memory_eff=0.3,
@@ -39,10 +34,6 @@ class Fp8QuantCuda(OpModule):
                 (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
                 smem="static", bugs=("missing_scale", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * t * d, bytes=t * d * (e + 1) + 4 * t)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
@@ -67,16 +58,6 @@ class Fp8QuantCuda(OpModule):
 
     def signature(self, task: Task) -> str:
         return "void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream)"
-
-    def reference(self, task: Task) -> str:
-        fmax, fp8 = ("240.0", "torch.float8_e4m3fnuz") if task.is_hip else ("448.0", "torch.float8_e4m3fn")
-        return kernelbench_program(
-            task, self.title, args="x",
-            body=("x32 = x.float()\n"
-                  "        scale = (x32.abs().amax(-1, keepdim=True) / self.fp8_max).clamp(min=1.0 / (self.fp8_max * 512))\n"
-                  f"        q = (x32 / scale).clamp(-self.fp8_max, self.fp8_max).to({fp8})\n"
-                  "        return q.view(torch.uint8), scale.squeeze(-1)"),
-            init=f"self.fp8_max = {fmax}", inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda') * 3]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:

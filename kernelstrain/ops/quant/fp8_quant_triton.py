@@ -9,8 +9,9 @@ store raw uint8 codes, which compiles on any target.
 """
 import textwrap
 
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_dtype, triton_ptr)
+from ..base import (KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_dtype,
+                    triton_ptr)
+from .fp8_quant_spec import Fp8QuantSpec
 
 WARPS = Param("num_warps", (2, 4, 8, 16), 4)
 ROWS = Param("ROWS", (1, 2, 4, 8), 1)
@@ -20,18 +21,12 @@ def _pow2(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
-class Fp8QuantTriton(OpModule):
-    op, impl, family = "fp8_quant", "triton", "quant"
-    title = "dynamic per-token FP8 quantization"
+class Fp8QuantTriton(Fp8QuantSpec):
+    impl = "triton"
     desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
             "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
             "nearest even. FP8_MAX = 448 (float8_e4m3fn) on NVIDIA, 240 (float8_e4m3fnuz) on MI300X. "
             "Returns q [T, D] in the fp8 dtype and scales fp32 [T].")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 32, "D": 8192}, {"T": 512, "D": 5120}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 14336}, {"T": 16384, "D": 8192})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("two_kernel_atomic", "absmax kernel folding block maxima with tl.atomic_max, then a quantize kernel",
                 (Param("BLOCK", (512, 1024, 2048, 4096), 1024), WARPS), compute_eff=0.08, memory_eff=0.6,
@@ -48,10 +43,6 @@ class Fp8QuantTriton(OpModule):
                 (WARPS, ROWS, Param("programs_per_sm", (1, 2, 4), 4)), needs=frozenset({"fp8"}),
                 compute_eff=0.45, memory_eff=0.92, bugs=("off_by_one", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * t * d, bytes=t * d * (e + 1) + 4 * t)
 
     def _shape(self, variant: Variant, params: dict, task: Task):
         """(programs, elements per program per tile, tiles per program)."""
@@ -90,16 +81,6 @@ class Fp8QuantTriton(OpModule):
 
     def signature(self, task: Task) -> str:
         return "def fp8_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]  # (q [T, D] fp8, scales [T] fp32)"
-
-    def reference(self, task: Task) -> str:
-        fmax, fp8 = ("240.0", "torch.float8_e4m3fnuz") if task.is_hip else ("448.0", "torch.float8_e4m3fn")
-        return kernelbench_program(
-            task, self.title, args="x",
-            body=("x32 = x.float()\n"
-                  "        scale = (x32.abs().amax(-1, keepdim=True) / self.fp8_max).clamp(min=1.0 / (self.fp8_max * 512))\n"
-                  f"        q = (x32 / scale).clamp(-self.fp8_max, self.fp8_max).to({fp8})\n"
-                  "        return q, scale.squeeze(-1)"),
-            init=f"self.fp8_max = {fmax}", inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda') * 3]")
 
     def _native(self, variant: Variant) -> bool:
         return "fp8" in variant.needs

@@ -9,14 +9,13 @@ edge, CDF over bins picks the boundary bin, only that bin is compacted and refin
 memory, then a cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle
 scans) -> vectorized_float4. Logits are assumed finite with |logit| < 256.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program)
+from ..base import Cost, Launch, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
+from ._sampling import (BLOCK_REDUCE, CAP, DIGITS, KEY_HELPERS, THREADS, SamplingCuda, ballot_ops, block_incl_scan,
+                        row_l2_miss)
 
-THREADS = Param("threads", (128, 256, 512, 1024), 512)
-CAP = Param("cap", (1024, 2048, 4096), 2048)
 
-
-class TopPCuda(OpModule):
-    op, impl, family = "top_p", "cuda", "sampling"
+class TopPCuda(SamplingCuda):
+    op, impl = "top_p", "cuda"
     title = "top-p (nucleus) sampling"
     desc = ("p = softmax(logits[b]); sort p descending, keep every token with p >= the first sorted p at which the "
             "cumulative mass reaches top_p[b]; tokens[b] = inverse-CDF sample in vocabulary order of the kept, "
@@ -24,8 +23,6 @@ class TopPCuda(OpModule):
     dims = {"B": "batch rows", "V": "vocabulary size"}
     shapes = ({"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B": 32, "V": 32000}, {"B": 64, "V": 128256},
               {"B": 128, "V": 32000}, {"B": 256, "V": 128256})
-    dtypes = ("fp32",)
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("full_sort", "bitonic sort of keys in global scratch (sub-CHUNK stages in smem), cumulative-mass walk",
                 (Param("threads", (256, 512, 1024), 512), Param("chunk", (1024, 2048, 4096), 2048)),
@@ -48,8 +45,7 @@ class TopPCuda(OpModule):
         b, v, gpu = task["B"], task["V"], task.gpu
         threads = params["threads"]
         warps = cdiv(threads, gpu.warp)
-        resident = min(b, gpu.sms * max(1, gpu.max_threads_per_sm // threads // 2))
-        miss = min(1.0, resident * v * 4 / (gpu.l2_mb * 1e6))      # re-reads hit L2 while the rows fit
+        miss = row_l2_miss(task, threads)
         small = 4 * warps + 24                                     # reduction slots, Sel, pick
         if variant.tag == "full_sort":
             c, npow = params["chunk"], 1 << (v - 1).bit_length()
@@ -90,7 +86,7 @@ class TopPCuda(OpModule):
         body = getattr(self, "_" + variant.tag)(params, task, bug)
         host = self._HOST_SORT if variant.tag == "full_sort" else self._HOST
         return (f"{cuda_prelude(task)}\n#define THREADS {params['threads']}\n{self._COMMON}"
-                f"{self._scan(task, warp)}{self._pick(bug if variant.tag != 'full_sort' else None, vec)}{body}\n{host}")
+                f"{block_incl_scan(task, warp)}{self._pick(bug if variant.tag != 'full_sort' else None, vec)}{body}\n{host}")
 
     _HOST = """
 void top_p_sampling(const float* logits, const float* top_p, const float* uniform, int* tokens, int B, int V,
@@ -109,35 +105,7 @@ void top_p_sampling(const float* logits, const float* top_p, const float* unifor
     cudaFreeAsync(scratch, stream);
 }
 """
-    _COMMON = """#define WARPS (THREADS / WARP_SIZE)
-
-// Order-preserving float <-> uint32 key: larger float, larger key (negatives bit-flipped).
-__device__ __forceinline__ uint32_t key_of(float f) {
-    const uint32_t u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float float_of_key(uint32_t k) {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-__device__ __forceinline__ float block_sum(float v, float* slots) {
-    v = warp_sum(v);
-    if (threadIdx.x % WARP_SIZE == 0) slots[threadIdx.x / WARP_SIZE] = v;
-    __syncthreads();
-    float r = 0.f;
-    for (int w = 0; w < WARPS; ++w) r += slots[w];
-    __syncthreads();
-    return r;
-}
-__device__ __forceinline__ float block_max(float v, float* slots) {
-    v = warp_max(v);
-    if (threadIdx.x % WARP_SIZE == 0) slots[threadIdx.x / WARP_SIZE] = v;
-    __syncthreads();
-    float r = -INFINITY;
-    for (int w = 0; w < WARPS; ++w) r = fmaxf(r, slots[w]);
-    __syncthreads();
-    return r;
-}
-// softmax statistics of a row: max M and Z = sum exp(x - M), online (rescale when the max grows)
+    _COMMON = KEY_HELPERS + BLOCK_REDUCE + """// softmax statistics of a row: max M and Z = sum exp(x - M), online (rescale when the max grows)
 __device__ __forceinline__ void row_stats(const float* row, int V, float* slots, float* M, float* Z) {
     float m = -INFINITY, s = 0.f;
     for (int i = threadIdx.x; i < V; i += THREADS) {
@@ -148,47 +116,6 @@ __device__ __forceinline__ void row_stats(const float* row, int V, float* slots,
     *M = block_max(m, slots);
     *Z = block_sum(s * expf(m - *M), slots);
 }
-"""
-
-    def _scan(self, task, warp: bool) -> str:
-        if not warp:
-            return """
-// Block-wide inclusive scan in shared memory (Hillis-Steele): log2(THREADS) steps, 2 barriers each.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* buf, T* total) {
-    buf[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = 1; o < THREADS; o <<= 1) {
-        const T add = threadIdx.x >= o ? buf[threadIdx.x - o] : T(0);
-        __syncthreads();
-        buf[threadIdx.x] += add;
-        __syncthreads();
-    }
-    const T r = buf[threadIdx.x];
-    *total = buf[THREADS - 1];
-    __syncthreads();
-    return r;
-}
-"""
-        up = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
-        return f"""
-// Block-wide inclusive scan: shuffle scan inside each warp, warp totals through shared memory.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* warp_tot, T* total) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-#pragma unroll
-    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
-        const T n = {up};
-        if (lane >= o) v += n;
-    }}
-    if (lane == WARP_SIZE - 1) warp_tot[warp] = v;
-    __syncthreads();
-    T off = T(0), all = T(0);
-    for (int w = 0; w < WARPS; ++w) {{ const T s = warp_tot[w]; off += w < warp ? s : T(0); all += s; }}
-    __syncthreads();
-    *total = all;
-    return v + off;
-}}
 """
 
     def _pick(self, bug, vec: bool) -> str:
@@ -325,8 +252,6 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
 
-    _DIGITS = "const int SHIFT[3] = {21, 10, 0}, NBINS[3] = {2048, 2048, 1024};   // 11 + 11 + 10 key bits"
-
     def _histogram_refine(self, p, task, bug):
         need = "Z" if bug == "missing_scale" else "top_p[blockIdx.x] * Z"
         add = ("mass[(k >> SHIFT[d]) & (NBINS[d] - 1)] += expf(x - M);  // plain read-modify-write"
@@ -344,7 +269,7 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     float M, Z;
     row_stats(row, V, slots, &M, &Z);
     if (threadIdx.x == 0) {{ sel.prefix = 0u; sel.mask = 0u; sel.need = {need}; sel.above = 0.f; pick = -1; }}
-    {self._DIGITS}
+    {DIGITS}
     for (int d = 0; d < 3; ++d) {{            // each digit re-reads the row (L2 while it fits)
         for (int i = threadIdx.x; i < 2048; i += THREADS) mass[i] = 0.f;
         __syncthreads();
@@ -398,10 +323,8 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
         mx = fmaxf(mx, x);
     }}"""
             if mode == "ballot":
-                ballot, popc, shfl, lt = (("__ballot(flag)", "__popcll", "__shfl(base, 0)", "((1ull << lane) - 1ull)")
-                                          if task.is_hip else
-                                          ("__ballot_sync(0xffffffffu, flag)", "__popc", "__shfl_sync(0xffffffffu, base, 0)",
-                                           "((1u << lane) - 1u)"))
+                ballot, popc, lt = ballot_ops(task)
+                shfl = "__shfl(base, 0)" if task.is_hip else "__shfl_sync(0xffffffffu, base, 0)"
                 compact = f"""const int lane = threadIdx.x % WARP_SIZE;
         for (int start = 0; start < V; start += THREADS) {{     // warp-aggregated: one atomic per warp
             const int i = start + threadIdx.x;
@@ -472,12 +395,3 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     cdf_pick_row(row, V, sel.prefix, M, uniform[blockIdx.x] * (sel.above + sel.last), fbuf, &pick);
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
-
-    def _cdf_pick(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "smem")
-
-    def _warp_ballot_scan(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "ballot")
-
-    def _vectorized_float4(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "float4")

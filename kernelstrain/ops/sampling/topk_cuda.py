@@ -8,16 +8,16 @@ histograms with shared atomics, three passes over the row, then an atomic gather
 block prefix sum, refine there, pick by cumulative sum) -> warp_ballot_scan (ballot/popc
 compaction, shuffle scans) -> vectorized_float4 (16-byte loads in both DRAM passes).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program)
+from ..base import Cost, Launch, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
+from ._sampling import (BLOCK_REDUCE, CAP, DIGITS, KEY_HELPERS, THREADS, SamplingCuda, ballot_ops, block_incl_scan,
+                        row_l2_miss)
 
-THREADS = Param("threads", (128, 256, 512, 1024), 512)
-CAP = Param("cap", (1024, 2048, 4096), 2048)
 KCAP = 128          # gather slots of the rank-based finisher (K <= 64 plus ties)
 LOG2 = {1024: 10, 2048: 11, 4096: 12}
 
 
-class TopkCuda(OpModule):
-    op, impl, family = "topk", "cuda", "sampling"
+class TopkCuda(SamplingCuda):
+    op, impl = "topk", "cuda"
     title = "top-k sampling"
     desc = ("tokens[b] = inverse-CDF sample, in vocabulary order, of softmax over the K largest logits of row b "
             "(logits below the K-th largest are masked; ties with it kept), using uniform[b] in [0, 1). "
@@ -25,8 +25,6 @@ class TopkCuda(OpModule):
     dims = {"B": "batch rows", "V": "vocabulary size", "K": "top-k"}
     shapes = ({"B": 1, "V": 32000, "K": 50}, {"B": 8, "V": 128256, "K": 50}, {"B": 32, "V": 32000, "K": 40},
               {"B": 64, "V": 128256, "K": 20}, {"B": 128, "V": 32000, "K": 50}, {"B": 256, "V": 128256, "K": 50})
-    dtypes = ("fp32",)
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("full_sort", "chunked bitonic sort in shared memory; running top-K kept at the front of each chunk",
                 (Param("threads", (128, 256, 512, 1024), 256), Param("chunk", (1024, 2048, 4096), 2048)),
@@ -46,12 +44,11 @@ class TopkCuda(OpModule):
         return Cost(flops=6 * b * v, bytes=b * v * 4 + b * 8)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, v, gpu = task["B"], task["V"], task.gpu
+        b, gpu = task["B"], task.gpu
         threads = params["threads"]
         warps = cdiv(threads, gpu.warp)
         slots = threads if variant.tag in ("histogram_refine", "cdf_pick") else cdiv(threads, gpu.warp)
-        resident = min(b, gpu.sms * max(1, gpu.max_threads_per_sm // threads // 2))
-        miss = min(1.0, resident * v * 4 / (gpu.l2_mb * 1e6))      # re-reads of a row hit L2 while rows fit
+        miss = row_l2_miss(task, threads)
         if variant.tag == "full_sort":
             c = params["chunk"]
             lg = LOG2[c]
@@ -93,37 +90,8 @@ void topk_sampling(const float* logits, const float* uniform, int* tokens, int B
     topk_kernel<<<B, THREADS, 0, stream>>>(logits, uniform, tokens, V, K);
 }
 """
-    _COMMON = """#define WARPS (THREADS / WARP_SIZE)
-
-// Order-preserving float <-> uint32 key: larger float, larger key (negatives bit-flipped).
-__device__ __forceinline__ uint32_t key_of(float f) {
-    const uint32_t u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float float_of_key(uint32_t k) {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-// Block reductions: warp shuffles, one shared slot per warp, every thread gets the result.
-__device__ __forceinline__ float block_sum(float v, float* slots) {
-    v = warp_sum(v);
-    if (threadIdx.x % WARP_SIZE == 0) slots[threadIdx.x / WARP_SIZE] = v;
-    __syncthreads();
-    float r = 0.f;
-    for (int w = 0; w < WARPS; ++w) r += slots[w];
-    __syncthreads();
-    return r;
-}
-__device__ __forceinline__ float block_max(float v, float* slots) {
-    v = warp_max(v);
-    if (threadIdx.x % WARP_SIZE == 0) slots[threadIdx.x / WARP_SIZE] = v;
-    __syncthreads();
-    float r = -INFINITY;
-    for (int w = 0; w < WARPS; ++w) r = fmaxf(r, slots[w]);
-    __syncthreads();
-    return r;
-}
-"""
+    _COMMON = (KEY_HELPERS + "\n// Block reductions: warp shuffles, one shared slot per warp, every thread gets the result.\n"
+               + BLOCK_REDUCE)
 
     _RANK_PICK = """
 // Sample among n <= THREADS unordered candidates: each candidate's CDF position in vocabulary
@@ -185,47 +153,6 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     pick_by_rank(skey, sidx, K, uniform[blockIdx.x], tokens + blockIdx.x, slots, &pick);
 }}"""
 
-    def _scan(self, task, warp: bool) -> str:
-        if not warp:
-            return """
-// Block-wide inclusive scan in shared memory (Hillis-Steele): log2(THREADS) steps, 2 barriers each.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* buf, T* total) {
-    buf[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = 1; o < THREADS; o <<= 1) {
-        const T add = threadIdx.x >= o ? buf[threadIdx.x - o] : T(0);
-        __syncthreads();
-        buf[threadIdx.x] += add;
-        __syncthreads();
-    }
-    const T r = buf[threadIdx.x];
-    *total = buf[THREADS - 1];
-    __syncthreads();
-    return r;
-}
-"""
-        up = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
-        return f"""
-// Block-wide inclusive scan: shuffle scan inside each warp, warp totals through shared memory.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* warp_tot, T* total) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-#pragma unroll
-    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
-        const T n = {up};
-        if (lane >= o) v += n;
-    }}
-    if (lane == WARP_SIZE - 1) warp_tot[warp] = v;
-    __syncthreads();
-    T off = T(0), all = T(0);
-    for (int w = 0; w < WARPS; ++w) {{ const T s = warp_tot[w]; off += w < warp ? s : T(0); all += s; }}
-    __syncthreads();
-    *total = all;
-    return v + off;
-}}
-"""
-
     _SELECT = """
 struct Sel { uint32_t prefix, mask, need; };   // keys matching prefix on mask; need-th largest among them
 
@@ -254,14 +181,13 @@ __device__ void select_bin(const unsigned* hist, int nbins, int shift, Sel* sel,
     __syncthreads();
 }
 """
-    _DIGITS = "const int SHIFT[3] = {21, 10, 0}, NBINS[3] = {2048, 2048, 1024};   // 11 + 11 + 10 key bits"
 
     def _histogram_refine(self, p, task, bug):
         store = ("ckey[count] = k; cidx[count] = i; ++count;  // unsynchronised slot claim" if bug == "racy_update" else
                  "const unsigned s = atomicAdd(&count, 1u);\n                if (s < KCAP) { ckey[s] = k; cidx[s] = i; }")
         keep = "k > thresh" if bug == "off_by_one" else "k >= thresh"
         return f"""#define KCAP {KCAP}
-{self._scan(task, False)}{self._SELECT}{self._RANK_PICK}
+{block_incl_scan(task, False)}{self._SELECT}{self._RANK_PICK}
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
@@ -275,7 +201,7 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     __shared__ int pick;
     const float* row = logits + (size_t)blockIdx.x * V;
     if (threadIdx.x == 0) {{ sel.prefix = 0u; sel.mask = 0u; sel.need = K; count = 0u; pick = -1; }}
-    {self._DIGITS}
+    {DIGITS}
     for (int d = 0; d < 3; ++d) {{            // each digit re-reads the whole row (L2 if it fits)
         for (int i = threadIdx.x; i < 2048; i += THREADS) hist[i] = 0u;
         __syncthreads();
@@ -301,8 +227,7 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     def _compact(self, task, mode: str, bug) -> str:
         """Pass 2: order-preserving compaction of keys >= bin_floor into ckey/cidx."""
         if mode == "ballot":
-            ballot, popc, lt = (("__ballot(flag)", "__popcll", "((1ull << lane) - 1ull)") if task.is_hip else
-                                ("__ballot_sync(0xffffffffu, flag)", "__popc", "((1u << lane) - 1u)"))
+            ballot, popc, lt = ballot_ops(task)
             end = "V - 1" if bug == "off_by_one" else "V"
             return f"""        const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
         for (int start = 0; start < V; start += THREADS) {{
@@ -366,7 +291,7 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
         {inc.format("key_of(f) >> 21")}
     }}"""
         return f"""#define CAP {p['cap']}               // candidate slots in shared memory
-{self._scan(task, warp)}{self._SELECT}
+{block_incl_scan(task, warp)}{self._SELECT}
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
@@ -432,12 +357,3 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     __syncthreads();
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
-
-    def _cdf_pick(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "smem")
-
-    def _warp_ballot_scan(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "ballot")
-
-    def _vectorized_float4(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "float4")

@@ -8,25 +8,18 @@ Ladder: one thread walks a whole channel sequentially -> block per channel, Hill
 scan + cross-warp prefix (Mamba's structure) -> 16-byte vector loads/stores and exp2f ->
 B/C chunk staged once in (dynamic) shared memory for ROWS channels of the block.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from .selective_scan_spec import SelectiveScanSpec
 
 THREADS = Param("threads", (64, 128, 256), 128)
 ITEMS = Param("items", (4, 8, 16), 8)
 
 
-class SelectiveScanCuda(OpModule):
-    op, impl, family = "selective_scan", "cuda", "ssm"
-    title = "Mamba selective scan forward"
+class SelectiveScanCuda(SelectiveScanSpec):
+    impl = "cuda"
     desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
             "Bs, Cs: [B, N, L] (same dtype); A: [D, N] fp32; Dskip, delta_bias: [D] fp32. fp32 state and math. "
             "L a multiple of 16.")
-    dims = {"B": "batch", "L": "sequence length", "D": "channels (d_inner)", "N": "state size"}
-    shapes = ({"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 8, "L": 2048, "D": 5120, "N": 16},
-              {"B": 2, "L": 8192, "D": 4096, "N": 16}, {"B": 16, "L": 1024, "D": 2048, "N": 16},
-              {"B": 4, "L": 4096, "D": 5120, "N": 16}, {"B": 64, "L": 256, "D": 2048, "N": 16})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("sequential_per_channel", "one thread per (batch, channel) walks all L steps, state in registers",
                 (Param("threads", (32, 64, 128, 256), 128),), compute_eff=0.3, memory_eff=0.3,
@@ -42,10 +35,6 @@ class SelectiveScanCuda(OpModule):
                 (Param("threads", (64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
                 memory_eff=0.9, smem="dynamic", bugs=("bad_combine_index", "missing_scale")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, l, d, n, e = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=b * d * l * (7 * n + 15), bytes=4 * b * d * l * e + 2 * b * n * l * e + d * (n + 2) * 4)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, l, d, n, elt = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
@@ -78,24 +67,6 @@ class SelectiveScanCuda(OpModule):
         return ("void selective_scan_fwd(const scalar_t* u, const scalar_t* delta, const float* A, const scalar_t* Bs, "
                 "const scalar_t* Cs, const float* Dskip, const scalar_t* z, const float* delta_bias, scalar_t* y, "
                 "int B, int D, int L, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="u, delta, A, Bs, Cs, Dskip, z, delta_bias",
-            body=("dt = torch.nn.functional.softplus(delta.float() + delta_bias[None, :, None])\n"
-                  "        u32, Bf, Cf = u.float(), Bs.float(), Cs.float()\n"
-                  "        x = torch.zeros(u.shape[0], D, N, device=u.device)\n"
-                  "        ys = []\n"
-                  "        for t in range(L):\n"
-                  "            x = torch.exp(dt[:, :, t, None] * A) * x + (dt[:, :, t] * u32[:, :, t])[..., None] * Bf[:, None, :, t]\n"
-                  "            ys.append((x * Cf[:, None, :, t]).sum(-1))\n"
-                  "        y = torch.stack(ys, -1) + Dskip[None, :, None] * u32\n"
-                  "        return (y * torch.nn.functional.silu(z.float())).to(u.dtype)"),
-            inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(B, D, L, device='cuda') * 0.5).to(DTYPE),\n"
-                    "            -torch.arange(1, N + 1, dtype=torch.float32, device='cuda').repeat(D, 1),\n"
-                    "            torch.randn(B, N, L, dtype=DTYPE, device='cuda'), torch.randn(B, N, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.randn(D, device='cuda'), torch.randn(B, D, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.rand(D, device='cuda') * -4 - 1]"))
 
     # -- renders -----------------------------------------------------------------
     _ARGS = ("const scalar_t* __restrict__ u, const scalar_t* __restrict__ delta, const float* __restrict__ A,\n"

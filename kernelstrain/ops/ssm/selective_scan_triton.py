@@ -9,25 +9,18 @@ over chunks, and a chunk-output kernel (parallel over L for small batch x channe
 """
 import textwrap
 
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from .selective_scan_spec import SelectiveScanSpec
 
 BD = Param("BLOCK_D", (2, 4, 8, 16), 4)
 CH = Param("CHUNK", (32, 64, 128), 64)
 WARPS = Param("num_warps", (2, 4, 8), 4)
 
 
-class SelectiveScanTriton(OpModule):
-    op, impl, family = "selective_scan", "triton", "ssm"
-    title = "Mamba selective scan forward"
+class SelectiveScanTriton(SelectiveScanSpec):
+    impl = "triton"
     desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
             "Bs, Cs: [B, N, L] (same dtype); A: [D, N] fp32; Dskip, delta_bias: [D] fp32. fp32 state and math.")
-    dims = {"B": "batch", "L": "sequence length", "D": "channels (d_inner)", "N": "state size"}
-    shapes = ({"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 8, "L": 2048, "D": 5120, "N": 16},
-              {"B": 2, "L": 8192, "D": 4096, "N": 16}, {"B": 16, "L": 1024, "D": 2048, "N": 16},
-              {"B": 4, "L": 4096, "D": 5120, "N": 16}, {"B": 64, "L": 256, "D": 2048, "N": 16})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
     variants = (
         Variant("sequential_loop", "program per (batch, BLOCK_D channels), one time step per loop iteration",
                 (Param("BLOCK_D", (16, 32, 64), 32), Param("num_warps", (1, 2, 4), 2)), compute_eff=0.25,
@@ -39,28 +32,6 @@ class SelectiveScanTriton(OpModule):
         Variant("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
                 (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, bugs=("bad_combine_index", "off_by_one")),
     )
-
-    def cost(self, task: Task) -> Cost:
-        b, l, d, n, e = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=b * d * l * (7 * n + 15), bytes=4 * b * d * l * e + 2 * b * n * l * e + d * (n + 2) * 4)
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="u, delta, A, Bs, Cs, Dskip, z, delta_bias",
-            body=("dt = torch.nn.functional.softplus(delta.float() + delta_bias[None, :, None])\n"
-                  "        u32, Bf, Cf = u.float(), Bs.float(), Cs.float()\n"
-                  "        x = torch.zeros(u.shape[0], D, N, device=u.device)\n"
-                  "        ys = []\n"
-                  "        for t in range(L):\n"
-                  "            x = torch.exp(dt[:, :, t, None] * A) * x + (dt[:, :, t] * u32[:, :, t])[..., None] * Bf[:, None, :, t]\n"
-                  "            ys.append((x * Cf[:, None, :, t]).sum(-1))\n"
-                  "        y = torch.stack(ys, -1) + Dskip[None, :, None] * u32\n"
-                  "        return (y * torch.nn.functional.silu(z.float())).to(u.dtype)"),
-            inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(B, D, L, device='cuda') * 0.5).to(DTYPE),\n"
-                    "            -torch.arange(1, N + 1, dtype=torch.float32, device='cuda').repeat(D, 1),\n"
-                    "            torch.randn(B, N, L, dtype=DTYPE, device='cuda'), torch.randn(B, N, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.randn(D, device='cuda'), torch.randn(B, D, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.rand(D, device='cuda') * -4 - 1]"))
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         b, l, d, n, elt = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]

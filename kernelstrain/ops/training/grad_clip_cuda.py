@@ -7,6 +7,7 @@ persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale 
 """
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
                     cuda_prelude, kernelbench_program)
+from ._block_reduce import block_sum
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 ATOMIC_FRAC = 7.5e-4    # same-address atomic throughput as a fraction of the fp32 FMA rate
@@ -83,23 +84,12 @@ class GradClipCuda(OpModule):
 
     @staticmethod
     def _common(bug):
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
         return f"""
 // max_norm / (norm + eps), clamped to 1: the factor every element is scaled by
 __device__ __forceinline__ float clip_coef(float sum_sq, float max_norm) {{
     return fminf(1.f, max_norm / (sqrtf(sum_sq) + 1e-6f));
 }}
-
-// Sum over the block: shuffles inside each warp, then warp 0 adds the per-warp totals.
-// The result is valid in thread 0.
-__device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    v = warp_sum(v);
-    if (lane == 0) warp_totals[warp] = v;{barrier}
-    if (warp == 0) v = warp_sum(lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f);
-    return v;
-}}
-"""
+{block_sum(bug, compact=True)}"""
 
     @staticmethod
     def _scale_kernel():

@@ -8,6 +8,7 @@ the whole GPU, each publishing its aggregate/prefix for its successors.
 """
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
                     cuda_prelude, kernelbench_program)
+from ._block_reduce import block_exclusive_scan
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 NL = "\n"
@@ -178,41 +179,12 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
 {self._host("R")}"""
 
     def _scan_helpers(self, task, bug):
-        shfl = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
-        test = "lane > o" if bug == "off_by_one" else "lane >= o"
         vec = 16 // DTYPE_BYTES[task.dtype]
         return f"""
 #define WARPS (THREADS / WARP_SIZE)
 constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
 union Pack {{ uint4 u; scalar_t h[VEC]; }};
-
-__device__ __forceinline__ float warp_inclusive_scan(float v) {{
-    const int lane = threadIdx.x % WARP_SIZE;
-#pragma unroll
-    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
-        const float up = {shfl};
-        if ({test}) v += up;
-    }}
-    return v;
-}}
-
-// Exclusive prefix of every thread's value across the block; *total gets the block sum.
-__device__ __forceinline__ float block_exclusive_scan(float v, float* warp_sums, float* total) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const float incl = warp_inclusive_scan(v);
-    if (lane == WARP_SIZE - 1) warp_sums[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {{
-        const float w = warp_inclusive_scan(lane < WARPS ? warp_sums[lane] : 0.f);
-        if (lane < WARPS) warp_sums[lane] = w;
-    }}
-    __syncthreads();
-    *total = warp_sums[WARPS - 1];
-    const float before = warp == 0 ? 0.f : warp_sums[warp - 1];
-    __syncthreads();                                // warp_sums is reused by the next tile
-    return before + incl - v;
-}}
-"""
+{block_exclusive_scan(task, bug)}"""
 
     def _warp_shuffle_scan(self, p, task, bug):
         init = "1.f" if bug == "wrong_init" else "0.f"

@@ -6,6 +6,7 @@ persistent two-stage: block partials plus a last-block finish, one launch and de
 """
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
                     cuda_prelude, kernelbench_program)
+from ._block_reduce import block_sum
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 BLOCKS_PER_SM = Param("blocks_per_sm", (1, 2, 4, 8), 4)
@@ -93,24 +94,6 @@ void reduce_sum(const scalar_t* x, float* out, int64_t n, cudaStream_t stream) {
         """How a block adds its total into *out: an atomic, or the racy read-modify-write."""
         return f"*{out} += {value};" if bug == "racy_update" else f"atomicAdd({out}, {value});"
 
-    @staticmethod
-    def _block_sum(bug):
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        return f"""
-// Sum over the block: shuffles inside each warp, then warp 0 adds the per-warp totals.
-// Valid in thread 0.
-__device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    v = warp_sum(v);
-    if (lane == 0) warp_totals[warp] = v;{barrier}
-    if (warp == 0) {{
-        v = lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f;
-        v = warp_sum(v);
-    }}
-    return v;
-}}
-"""
-
     def _atomic_per_element(self, p, task, bug):
         return f"""
 #define THREADS {p['threads']}
@@ -147,7 +130,7 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
         return f"""
 #define THREADS {p['threads']}
 #define ITEMS {p['items']}           // elements per thread, THREADS apart: each load coalesced
-{self._block_sum(bug)}
+{block_sum(bug)}
 extern "C" __global__ void __launch_bounds__(THREADS)
 reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
@@ -204,7 +187,7 @@ static int grid_size(int64_t n) {{
         return f"""
 #define THREADS {p['threads']}
 #define BLOCKS_PER_SM {p['blocks_per_sm']}
-{self._pack(task)}{self._block_sum(bug)}
+{self._pack(task)}{block_sum(bug)}
 // Just enough blocks to fill the GPU; each thread strides through x in 16-byte loads, so
 // the grid's atomics are a few hundred instead of N / THREADS.
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -223,7 +206,7 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
 #define THREADS {p['threads']}
 #define BLOCKS_PER_SM {p['blocks_per_sm']}
 #define MAX_GRID {MAX_GRID}
-{self._pack(task)}{self._block_sum(None)}
+{self._pack(task)}{block_sum()}
 // Stage 1: every block writes its partial to its own slot. Stage 2: the block that takes the
 // last ticket sums the slots in a fixed order. One launch, no memset, no float atomics, and
 // the same bits every run. The ticket resets itself for the next call.

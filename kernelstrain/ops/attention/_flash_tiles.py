@@ -1,0 +1,42 @@
+"""Launch-model helpers shared by the Triton flash-style attention modules (sliding_window_attn,
+cross_attention, tree_attention; not an op module itself): the shared memory Triton allocates for
+a Q tile plus pipelined K/V buffers, and the tensor-core efficiency of a query tile.
+"""
+from ..base import Task
+
+# Fraction of the MMA rate kept while K/V tiles stream in, by num_stages (1 = not pipelined).
+PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
+
+
+def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False) -> int:
+    """Triton's metadata.shared for a flash tile (16-byte-aligned pointers; checked on H100/A100/gfx942
+    and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers;
+    gfx942: Q in registers, a [bm, bn] tile in LDS. `shared_kv`: unpipelined (num_stages 1), K and V
+    share one buffer."""
+    kv_tile, q_tile = 2 * bn * d * e, bm * d * e
+    if stages == 1 and shared_kv:
+        kv = kv_tile // 2
+    elif task.is_hip or "wgmma" not in task.gpu.features:
+        kv = kv_tile * max(1, stages - 1)
+    else:
+        kv = kv_tile * max(1, stages)
+    return kv + (bm * bn * e if task.is_hip else q_tile)
+
+
+def wgmma_eff(task: Task, bm: int) -> float:
+    """sm_90 issues wgmma only for tiles of >= 64 rows; smaller ones fall back to mma.sync."""
+    return 1.0 if (bm >= 64 or "wgmma" not in task.gpu.features) else 0.65
+
+
+def mfma_eff(task: Task) -> float:
+    """Triton's MFMA attention reaches less of MI300X's peak."""
+    return 0.65 if task.is_hip else 1.0
+
+
+def mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:
+    """Tensor-core efficiency of a [bm, bn] tile: reuse ~ bm*bn/(bm+bn), wgmma_eff, mfma_eff."""
+    reuse = min(1.0, bm * bn / (bm + bn) / (128 * 64 / 192)) ** 0.35
+    # fewer than 16 query rows per warp: warps split the N side too and the MMAs run half empty
+    # (measured on H200: BLOCK_M 64 with 8 warps ~1.8x slower than with 4)
+    rows = 1.0 if bm // warps >= 16 else 0.55
+    return reuse * wgmma_eff(task, bm) * rows * mfma_eff(task)

@@ -1,0 +1,42 @@
+"""What paged_decode_cuda and paged_decode_triton share: the op description (dims, shapes,
+dtypes, cost, PyTorch reference) in `PagedDecodeSpec`.
+"""
+from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+
+
+class PagedDecodeSpec(OpModule):
+    op, family = "paged_decode", "attention"
+    title = "Paged-KV decode attention"
+    desc = ("o[b, h] = softmax(q[b, h] . K_b^T * D^-0.5) V_b for one new token per sequence, where token t of "
+            "sequence b lives in page block_table[b, t // P], slot t % P of k_cache/v_cache "
+            "[num_pages, P, KVH, D]; query head h reads KV head h // (H / KVH).")
+    dims = {"B": "batch (sequences)", "H": "query heads", "KVH": "KV heads", "S": "context length (tokens)",
+            "D": "head dim", "P": "page size (tokens per page)"}
+    shapes = ({"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16},
+              {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
+              {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16},
+              {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16},
+              {"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32},
+              {"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+
+    def cost(self, task: Task) -> Cost:
+        b, h, kvh, s, d = task["B"], task["H"], task["KVH"], task["S"], task["D"]
+        kv = 2 * b * kvh * s * d + 2 * b * h * d
+        return Cost(flops=4 * b * h * s * d, bytes=kv * DTYPE_BYTES[task.dtype] + b * cdiv(s, task["P"]) * 4)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="q, k_cache, v_cache, block_table, seq_lens",
+            body="k = k_cache[block_table].flatten(1, 2)[:, :S].float()   # [B, S, KVH, D]\n"
+                 "        v = v_cache[block_table].flatten(1, 2)[:, :S].float()\n"
+                 "        s = torch.einsum('bkgd,bskd->bkgs', q.float().view(B, KVH, H // KVH, D), k) * D ** -0.5\n"
+                 "        s = s.masked_fill(torch.arange(S, device=q.device) >= seq_lens[:, None, None, None], "
+                 "float('-inf'))\n"
+                 "        return torch.einsum('bkgs,bskd->bkgd', s.softmax(-1), v).reshape(B, H, D).to(q.dtype)",
+            inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
+                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
+                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
+                   "            torch.randperm(B * (S // P), device='cuda').int().view(B, S // P),\n"
+                   "            torch.full((B,), S, dtype=torch.int32, device='cuda')]")

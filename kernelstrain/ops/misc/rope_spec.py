@@ -1,0 +1,37 @@
+"""What rope_cuda and rope_triton share: the op description (dims, shapes, dtypes, cost,
+PyTorch reference with its cos/sin cache of MAX_POS positions) in `RopeSpec`.
+"""
+from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+
+MAX_POS = 8192
+
+
+class RopeSpec(OpModule):
+    op, family = "rope", "misc"
+    title = "Rotary embedding (NeoX) on q and k, in place"
+    desc = ("q, k [T, H, D] are rotated in place: for i < D/2, x[i], x[i+D/2] <- x1 cos - x2 sin, x2 cos + x1 sin "
+            f"with cos = cache[pos, i], sin = cache[pos, D/2 + i], pos = positions[t] (int64, < {MAX_POS}); fp32 math.")
+    dims = {"T": "tokens", "H": "heads (q and k alike)", "D": "head dim (rotary dim)"}
+    shapes = ({"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128},
+              {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+
+    def cost(self, task: Task) -> Cost:
+        t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=6 * t * h * d, bytes=(4 * t * h * d + t * d) * e + 8 * t)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="positions, q, k",
+            body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
+                 "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
+                 "        for x in (q, k):\n"
+                 "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
+                 "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
+                 "        return q, k",
+            init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
+                 f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
+                 "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
+            inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
+                   "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")

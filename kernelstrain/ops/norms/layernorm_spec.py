@@ -1,0 +1,27 @@
+"""LayerNorm forward, the op both LayerNorm modules implement: title, dims, shapes, dtypes,
+vendors, its minimum cost and its PyTorch reference. Each module words its own desc.
+"""
+from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+
+
+class LayerNormSpec(OpModule):
+    op, family = "layernorm", "norms"
+    title = "LayerNorm forward"
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 8192, "D": 1024})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=7 * t * d, bytes=(2 * t * d + 2 * d) * e)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x",
+            body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
+                 "        return y.to(x.dtype)",
+            init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
+                 "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
+            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")

@@ -1,0 +1,24 @@
+"""RMSNorm forward, the op both RMSNorm modules implement: title, what it computes, its
+dtypes and vendors, its minimum cost and its PyTorch reference. Dims and shapes differ per
+impl (the Triton menu adds q/k-norm rows of D = 128), so each module keeps its own.
+"""
+from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+
+
+class RMSNormSpec(OpModule):
+    op, family = "rmsnorm", "norms"
+    title = "RMSNorm forward"
+    desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+
+    def cost(self, task: Task) -> Cost:
+        t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=4 * t * d, bytes=(2 * t * d + d) * e)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+                       "        return (y * self.weight.float()).to(x.dtype)",
+            init=f"self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")

@@ -1,0 +1,68 @@
+"""Block-wide reduction and scan device helpers shared by the CUDA training modules (not an op
+module itself): `block_sum` (reduction_cuda, grad_clip_cuda) and `block_exclusive_scan`
+(prefix_scan_cuda). Both need THREADS defined and the cuda_prelude's WARP_SIZE / warp_sum.
+"""
+from ..base import Task
+
+
+def block_sum(bug: str | None = None, compact: bool = False) -> str:
+    """block_sum(v, warp_totals): shuffles inside each warp, then warp 0 adds the per-warp totals;
+    valid in thread 0. bug="missing_barrier" drops the barrier between the per-warp stores and warp
+    0's reads. compact: warp 0's finish as one statement (the grad_clip spelling)."""
+    barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+    if compact:
+        valid = "The result is valid in thread 0."
+        finish = "    if (warp == 0) v = warp_sum(lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f);\n"
+    else:
+        valid = "Valid in thread 0."
+        finish = """    if (warp == 0) {
+        v = lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f;
+        v = warp_sum(v);
+    }
+"""
+    return f"""
+// Sum over the block: shuffles inside each warp, then warp 0 adds the per-warp totals.
+// {valid}
+__device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_sum(v);
+    if (lane == 0) warp_totals[warp] = v;{barrier}
+{finish}    return v;
+}}
+"""
+
+
+def block_exclusive_scan(task: Task, bug: str | None = None) -> str:
+    """warp_inclusive_scan(v) (__shfl_up, HIP or CUDA spelling) and block_exclusive_scan(v,
+    warp_sums, total), which also needs WARPS = THREADS / WARP_SIZE defined.
+    bug="off_by_one" makes the warp scan skip the lane exactly `o` below."""
+    shfl = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
+    test = "lane > o" if bug == "off_by_one" else "lane >= o"
+    return f"""
+__device__ __forceinline__ float warp_inclusive_scan(float v) {{
+    const int lane = threadIdx.x % WARP_SIZE;
+#pragma unroll
+    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
+        const float up = {shfl};
+        if ({test}) v += up;
+    }}
+    return v;
+}}
+
+// Exclusive prefix of every thread's value across the block; *total gets the block sum.
+__device__ __forceinline__ float block_exclusive_scan(float v, float* warp_sums, float* total) {{
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const float incl = warp_inclusive_scan(v);
+    if (lane == WARP_SIZE - 1) warp_sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {{
+        const float w = warp_inclusive_scan(lane < WARPS ? warp_sums[lane] : 0.f);
+        if (lane < WARPS) warp_sums[lane] = w;
+    }}
+    __syncthreads();
+    *total = warp_sums[WARPS - 1];
+    const float before = warp == 0 ? 0.f : warp_sums[warp - 1];
+    __syncthreads();                                // warp_sums is reused by the next tile
+    return before + incl - v;
+}}
+"""
