@@ -20,5 +20,5 @@ class RMSNormSpec(OpModule):
         return kernelbench_program(
             task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
                        "        return (y * self.weight.float()).to(x.dtype)",
-            init=f"self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
             inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
