@@ -59,7 +59,9 @@ def test_failures_are_real_in_the_code(case):
             assert not re.search(rf"\b(int|float|unsigned|size_t|int64_t|bool)\s+{name}\s*=", s["code"])
         if s["status"] == "compile_error" and "NameError" in (s["error"] or ""):
             name = re.search(r"NameError\('(\w+) is not defined'\)", s["error"]).group(1)
-            assert not re.search(rf"^\s+{name}\s*=[^=]", s["code"], flags=re.M)
+            kernel = re.search(r"at \d+:\d+:\n(def \w+)", s["error"]).group(1)
+            body = s["code"].split(kernel, 1)[1].split("\ndef ", 1)[0]
+            assert not re.search(rf"^\s+{name}\s*=[^=]", body, flags=re.M)
         if s["status"] == "wrong_result":
             v = m.variant(s["tag"])
             assert s["code"] != m.render(v, s["params"], task), "bug not visible in code"

@@ -1,0 +1,55 @@
+"""`verify` on a small generated dataset: real compilers agree with every recorded status."""
+import json
+import shutil
+
+import pytest
+
+from kernelstrain.cli import main
+from kernelstrain.verify import pick_sample, recorded_class
+
+try:
+    import triton  # noqa: F401
+    HAVE_TRITON = True
+except ImportError:
+    HAVE_TRITON = False
+
+
+def test_sample_is_stratified_and_deterministic(small_dataset):
+    a = pick_sample(small_dataset, 25, seed=0)
+    assert a == pick_sample(small_dataset, 25, seed=0) and len(a) == 25
+    assert a != pick_sample(small_dataset, 25, seed=1)
+
+
+def test_recorded_error_classes():
+    assert recorded_class("ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)") == "smem"
+    assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'") == "arch"
+    assert recorded_class('candidate.cu(12): error: identifier "row" is undefined') == "syntax"
+    assert recorded_class("cudaFuncSetAttribute(k, MaxDynamicSharedMemorySize, 1) failed") == "launch"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or not HAVE_TRITON, reason="needs nvcc and triton")
+def test_verify_small_sample_agrees(small_dataset, tmp_path, capsys):
+    report = tmp_path / "report.json"
+    code = main(["verify", str(small_dataset), "--sample", "14", "--jobs", "2", "--report", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    data = json.loads(report.read_text())
+    assert data["compiled"] == 14 and not data["problems"]
+
+
+def test_verify_reports_a_disagreement(dataset_copy, capsys):
+    """An ok step whose code cannot compile is a disagreement: exit 1."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    path = dataset_copy / "episodes.jsonl"
+    for line in path.read_text().splitlines():
+        ep = json.loads(line)
+        if ep["impl"] == "cuda" and ep["gpu"] != "MI300X":
+            break
+    for s in ep["steps"]:
+        if s["status"] != "compile_error":       # ok and wrong_result code must compile
+            s["code"] += "\nthis is not C++;\n"
+    path.write_text(json.dumps(ep, ensure_ascii=False, separators=(",", ":")) + "\n")
+    code = main(["verify", str(dataset_copy), "--sample", "6", "--jobs", "2"])
+    out = capsys.readouterr().out
+    assert code == 1 and "does not compile" in out
