@@ -11,6 +11,7 @@ fixes them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from . import feedback
 from .mutations import break_identifier
@@ -28,7 +29,7 @@ class Candidate:
     bug: str | None = None        # a risky transformation written into the code
     typo: int | None = None       # break_identifier(pick=typo): a compile error
 
-    @property
+    @cached_property
     def key(self):
         return (self.variant.tag, tuple(sorted(self.params.items())))
 
@@ -51,6 +52,8 @@ class Episode:
         self.rung = 0                           # highest rung of self.rungs tried
         self.tried: set = set()
         self._true_ms: dict = {}
+        self._grids: dict = {}          # variant tag -> [Candidate] of its whole grid
+        self._overflows: dict = {}      # variant tag -> configs over the shared-memory cap
         base = Candidate(self.rungs[0], self.rungs[0].defaults())
         self.baseline_code = self.render(base)
         self.baseline_ms = round(measure(self.true_ms(base), rng), 6)
@@ -130,11 +133,17 @@ class Episode:
                 return c
         return self.propose_sweep(1)
 
+    def grid(self, variant: Variant) -> list[Candidate]:
+        """Every parameter combination of a rung, built once per episode."""
+        if variant.tag not in self._grids:
+            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(variant)]
+        return self._grids[variant.tag]
+
     def propose_untried(self) -> Candidate | None:
         """When the neighbourhood is exhausted: any untried config of the current rung, then
         of the rungs below it (an older structure may win with other parameters)."""
         for v in [self.best.variant] + list(reversed(self.rungs[:self.rung + 1])):
-            options = self.fresh([Candidate(v, p) for p in param_grid(v)])
+            options = self.fresh(self.grid(v))
             if options:
                 return self.rng.choice(options)
         return None
@@ -172,15 +181,9 @@ class Episode:
     def overflow_candidates(self) -> list[Candidate]:
         """Configs of the current rung that exceed the shared-memory cap."""
         v = self.best.variant
-        out = []
-        for params in param_grid(v):
-            c = Candidate(v, params)
-            if c.key in self.tried:
-                continue
-            r = self.sim(c)
-            if not r.ok and r.error_class == "smem":
-                out.append(c)
-        return out
+        if v.tag not in self._overflows:
+            self._overflows[v.tag] = [c for c in self.grid(v) if self.sim(c).error_class == "smem"]
+        return [c for c in self._overflows[v.tag] if c.key not in self.tried]
 
     def propose_wrong(self):
         """(kind, candidate) carrying a bug that compiles but computes the wrong thing."""

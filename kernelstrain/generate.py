@@ -66,12 +66,14 @@ def _slim(ep: dict) -> dict:
 
 
 def _work(index: int):
+    """One episode's three blocks of encoded lines (and their row counts) plus its stats."""
     ep_line, mt_line, step_lines, ep = episode_rows(_PLAN, index)
-    return ep_line, mt_line, step_lines, _slim(ep)
+    steps = "".join(line + "\n" for line in step_lines).encode("utf-8")
+    return (ep_line + "\n").encode("utf-8"), (mt_line + "\n").encode("utf-8"), steps, len(step_lines), _slim(ep)
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
-    """Yield (episode, multiturn, steps, slim) for each index, in order."""
+    """Yield each index's encoded rows (see _work), in index order."""
     if workers <= 1 or len(indices) < 2:
         global _PLAN
         _PLAN = plan
@@ -138,11 +140,10 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     index, marks = start, {k: f.bytes for k, f in files.items()}   # as of the last whole episode
     _checkpoint(out, run_id, index, files, marks)
     try:
-        for done, (ep_line, mt_line, step_lines, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
-            files["episodes"].write(ep_line)
-            files["sft_multiturn"].write(mt_line)
-            for line in step_lines:
-                files["sft_steps"].write(line)
+        for done, (ep_data, mt_data, step_data, n_steps, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+            files["episodes"].write_block(ep_data, 1)
+            files["sft_multiturn"].write_block(mt_data, 1)
+            files["sft_steps"].write_block(step_data, n_steps)
             acc.add(slim)
             index, marks = start + done, {k: f.bytes for k, f in files.items()}
             bar.update(done, sum(marks.values()))

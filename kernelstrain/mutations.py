@@ -9,8 +9,10 @@ candidate.cu(3): error: identifier "row" is undefined
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 _CUDA_DECL = re.compile(r"^(\s*(?:const\s+)?(?:int|float|unsigned|size_t|int64_t|bool)\s+)([a-z_]\w*)(\s*=)")
+_ANY_DECL = re.compile(r"\b(?:int|float|unsigned|size_t|int64_t|bool|auto)\s+([a-z_]\w*)\b")
 _PY_ASSIGN = re.compile(r"^(\s+)([a-z_]\w*)(\s*=[^=])")
 _RENAMES = ("{}_idx", "{}0", "my_{}", "{}_val")
 
@@ -40,9 +42,11 @@ def break_identifier(code: str, impl: str, pick: int = 0) -> tuple[str, str] | N
         if m and next(_uses(lines, i, m.group(2)), None):
             candidates.append((i, m, def_line if impl == "triton" else 0))
     # only names declared once: every later use is then really undefined
-    declared = [m.group(2) for _, m, _ in candidates]
-    candidates = [c for c in candidates if declared.count(c[1].group(2)) == 1
-                  and len(re.findall(rf"\b(?:int|float|unsigned|size_t|int64_t|bool|auto)\s+{c[1].group(2)}\b", code)) <= 1]
+    declared = Counter(m.group(2) for _, m, _ in candidates)
+    if impl == "cuda":
+        declared.update(_ANY_DECL.findall(code))   # loop variables and other scopes count too
+    limit = 2 if impl == "cuda" else 1             # a CUDA declaration is seen by both scans
+    candidates = [c for c in candidates if declared[c[1].group(2)] <= limit]
     if not candidates:
         return None
     i, m, def_line = candidates[pick % len(candidates)]

@@ -27,7 +27,7 @@ class StreamFile:
         self.bytes = 0
         self.sha = hashlib.sha256()
         if resume_bytes is None:
-            self.fh = open(self.tmp, "w", encoding="utf-8", newline="\n")
+            self.fh = open(self.tmp, "wb")
             return
         with open(self.tmp, "r+b") as fh:
             fh.truncate(resume_bytes)
@@ -35,18 +35,20 @@ class StreamFile:
                 self.sha.update(line)
                 self.rows += 1
                 self.bytes += len(line)
-        self.fh = open(self.tmp, "a", encoding="utf-8", newline="\n")
+        self.fh = open(self.tmp, "ab")
 
     def flush(self) -> None:
         self.fh.flush()
 
     def write(self, line: str) -> None:
-        data = line + "\n"
+        self.write_block((line + "\n").encode("utf-8"), 1)
+
+    def write_block(self, data: bytes, rows: int) -> None:
+        """Append `rows` complete lines, already encoded (each ending in a newline)."""
         self.fh.write(data)
-        raw = data.encode("utf-8")
-        self.sha.update(raw)
-        self.rows += 1
-        self.bytes += len(raw)
+        self.sha.update(data)
+        self.rows += rows
+        self.bytes += len(data)
 
     def summary(self) -> dict:
         return {"rows": self.rows, "bytes": self.bytes, "sha256": self.sha.hexdigest()}
