@@ -97,10 +97,18 @@ def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
 
 
 HIP_SHIM = """#pragma once
-// ROCm 6 spells the bf16 header and type hip_bf16.h / __hip_bfloat16; older headers
-// (Debian's ROCm 5.2) have hip_bfloat16.h / hip_bfloat16.
+// ROCm 6 spells the bf16 header and types hip_bf16.h / __hip_bfloat16 / __hip_bfloat162; older
+// headers (Debian's ROCm 5.2) have hip_bfloat16.h / hip_bfloat16. This maps the ROCm 6 names
+// candidates use onto them, for compile checks only.
 #include <hip/hip_bfloat16.h>
 typedef hip_bfloat16 __hip_bfloat16;
+struct __hip_bfloat162 { __hip_bfloat16 x, y; };
+__host__ __device__ inline float __bfloat162float(__hip_bfloat16 v) { return float(v); }
+__host__ __device__ inline __hip_bfloat16 __float2bfloat16(float f) { return __hip_bfloat16(f); }
+__host__ __device__ inline float2 __bfloat1622float2(__hip_bfloat162 v) { return make_float2(float(v.x), float(v.y)); }
+__host__ __device__ inline __hip_bfloat162 __float22bfloat162_rn(float2 f) {
+    __hip_bfloat162 r; r.x = __hip_bfloat16(f.x); r.y = __hip_bfloat16(f.y); return r;
+}
 """
 
 
@@ -122,7 +130,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
     clang = find_hip_compiler()
     if clang is None:
         raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
-    key = hashlib.sha256(f"hip|{arch}|{clang}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"hip2|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -136,8 +144,11 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
                    "-std=c++17", f"-I{inc}", "-Rpass-analysis=kernel-resource-usage", str(src), "-o", os.devnull]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         log = proc.stdout + proc.stderr
-        lds = [int(x) for x in re.findall(r"LDS Size \[bytes/block\]: (\d+)", log)]
-        vgprs = [int(x) for x in re.findall(r"VGPRs: (\d+)", log)]
+        # clang prints one remark block per kernel, headed "Function Name: NAME"
+        blocks = re.split(r"remark: Function Name: ", log)[1:]
+        mine = [b for b in blocks if not kernel or b.startswith(kernel)] or blocks
+        lds = [int(x) for b in mine for x in re.findall(r"LDS Size \[bytes/block\]: (\d+)", b)]
+        vgprs = [int(x) for b in mine for x in re.findall(r"VGPRs: (\d+)", b)]
         ok = proc.returncode == 0
         errors = "\n".join(line for line in log.splitlines() if "remark:" not in line)
         return CompileResult(ok, errors[-4000:], max(lds) if lds else None, max(vgprs) if vgprs else None,
@@ -146,6 +157,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
 
 
 def _import_triton():
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")   # Triton's current default, stated: no warning
     try:
         import triton  # noqa: F401
         from triton.backends.compiler import GPUTarget

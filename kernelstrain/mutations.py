@@ -30,7 +30,7 @@ def break_identifier(code: str, impl: str, pick: int = 0) -> tuple[str, str] | N
     lines = code.split("\n")
     pattern = _CUDA_DECL if impl == "cuda" else _PY_ASSIGN
     in_kernel = False
-    candidates = []
+    candidates, declared = [], Counter()
     for i, line in enumerate(lines):
         if impl == "cuda" and "__global__" in line:
             in_kernel = True
@@ -39,14 +39,19 @@ def break_identifier(code: str, impl: str, pick: int = 0) -> tuple[str, str] | N
         if impl == "triton" and line.startswith("def ") and not (i > 0 and lines[i - 1].startswith("@triton.jit")):
             in_kernel = False
         m = pattern.match(line) if in_kernel else None
-        if m and next(_uses(lines, i, m.group(2)), None):
-            candidates.append((i, m, def_line if impl == "triton" else 0))
-    # only names declared once: every later use is then really undefined
-    declared = Counter(m.group(2) for _, m, _ in candidates)
+        if m:
+            declared[m.group(2)] += 1
+            if next(_uses(lines, i, m.group(2)), None):
+                candidates.append((i, m, def_line if impl == "triton" else 0))
+    # only names declared once, and no function parameter: every later use is then undefined
     if impl == "cuda":
         declared.update(_ANY_DECL.findall(code))   # loop variables and other scopes count too
+        params = set()
+    else:
+        signatures = " ".join(re.findall(r"def \w+\((.*?)\)", code, flags=re.S))
+        params = set(re.findall(r"[A-Za-z_]\w*", signatures))
     limit = 2 if impl == "cuda" else 1             # a CUDA declaration is seen by both scans
-    candidates = [c for c in candidates if declared[c[1].group(2)] <= limit]
+    candidates = [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in params]
     if not candidates:
         return None
     i, m, def_line = candidates[pick % len(candidates)]

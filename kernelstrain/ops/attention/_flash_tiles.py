@@ -14,6 +14,8 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
     gfx942: Q in registers, a [bm, bn] tile in LDS. `shared_kv`: unpipelined (num_stages 1), K and V
     share one buffer."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
+    if task.is_hip and stages >= 4:
+        stages = 2   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
     if stages == 1 and shared_kv:
         kv = kv_tile // 2
     elif task.is_hip or "wgmma" not in task.gpu.features:
