@@ -4,6 +4,8 @@ the block-wide shuffle sum of the CUDA renders, and next_pow2 for the Triton row
 >>> next_pow2(5120), next_pow2(4096)
 (8192, 4096)
 """
+from ..base import Launch
+
 
 # CUDA: the Pack union of the uint4 variants.
 VEC_PACK = """
@@ -32,3 +34,19 @@ __device__ __forceinline__ float block_sum(float v, float* warp_totals) {
 def next_pow2(n: int) -> int:
     """Smallest power of two >= n: the width of a Triton tile that holds a whole row."""
     return 1 << (n - 1).bit_length()
+
+
+def row_in_registers_launch(variant, params: dict, task, rows: int, regs: int, threads: int, smem: int,
+                            per: int, elt: int, util: float):
+    """Launch model of a Triton program that holds a whole row in registers: the register file
+    caps what one thread may hold and the excess spills through L1/L2; a persistent grid keeps a
+    load in flight during the reduction, one program per row does not."""
+    gpu = task.gpu
+    cap = min(255, gpu.regs_per_sm // threads)
+    spill = 1.0 + max(0, regs - cap) / 64
+    if variant.tag == "persistent":
+        grid = min(rows, gpu.sms * params["programs_per_sm"])
+    else:
+        grid, util = rows, util * 0.85
+    return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, cap),
+                  bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)

@@ -6,7 +6,7 @@ it for the output) -> the whole summed row in registers (no re-read) -> persiste
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
 from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
-from ._norms import next_pow2
+from ._norms import next_pow2, row_in_registers_launch
 from .add_rmsnorm_spec import AddRMSNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
@@ -42,15 +42,8 @@ class AddRMSNormTriton(AddRMSNormSpec):
         per = max(1, block_d // threads)                  # elements each thread holds
         # fp32 summed row (+ hoisted weight and the prefetched x/residual of the next row when persistent)
         regs = 10 + int(7.5 * per) if variant.tag == "persistent" else 10 + 3 * per
-        cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
-        spill = 1.0 + max(0, regs - cap) / 64             # the excess spills (or reloads) through L1/L2
         util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-        if variant.tag == "persistent":
-            grid = min(t, gpu.sms * params["programs_per_sm"])
-        else:
-            grid, util = t, util * 0.85                   # no load in flight while the row is reduced
-        return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap),
-                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+        return row_in_registers_launch(variant, params, task, t, regs, threads, 4 * nw, per, elt, util)
 
     def signature(self, task: Task) -> str:
         return ("def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) "

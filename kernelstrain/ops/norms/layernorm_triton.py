@@ -6,7 +6,7 @@ Welford statistics merged with tl.reduce -> the whole row in registers (exact tw
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
 """
 from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2
+from ._norms import next_pow2, row_in_registers_launch
 from .layernorm_spec import LayerNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
@@ -50,15 +50,8 @@ class LayerNormTriton(LayerNormSpec):
         per = max(1, block_d // threads)                  # elements each thread holds
         # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
         regs = 24 + int(6.3 * per) if variant.tag == "persistent" else 20 + int(1.9 * per)
-        cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
-        spill = 1.0 + max(0, regs - cap) / 64             # the excess spills (or reloads) through L1/L2
         util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-        if variant.tag == "persistent":
-            grid = min(t, gpu.sms * params["programs_per_sm"])
-        else:
-            grid, util = t, util * 0.85                   # no load in flight while the row is reduced
-        return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap),
-                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+        return row_in_registers_launch(variant, params, task, t, regs, threads, 4 * nw, per, elt, util)
 
     def signature(self, task: Task) -> str:
         return ("def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) "
