@@ -22,7 +22,9 @@ CACHE_DIR = Path(os.environ.get("KERNELSTRAIN_CACHE", Path.home() / ".cache" / "
 NVCC_GENCODE = {
     "sm_80": "arch=compute_80,code=sm_80", "sm_86": "arch=compute_86,code=sm_86",
     "sm_89": "arch=compute_89,code=sm_89", "sm_90a": "arch=compute_90a,code=sm_90a",
-    "sm_120": "arch=compute_120,code=sm_120",
+    # RTX 5090 candidates build for the arch-specific target, as H100's do for sm_90a: the
+    # block-scaled mma (kind::mxf8f6f4 / mxf4nvf4) exists only there
+    "sm_120": "arch=compute_120a,code=sm_120a",
 }
 
 

@@ -161,7 +161,7 @@ class Episode:
         modes.append("typo")
         mode = rng.choice(modes)
         if mode == "arch":
-            v = untried_gated[0]
+            v = rng.choice(untried_gated)   # any newer feature the GPU lacks: wgmma, fp8, block-scaled mma...
             self.tried.add((v.tag, ()))
             c = Candidate(v, v.defaults())
             return "structural", c, self.sim(c).error

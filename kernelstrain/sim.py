@@ -52,7 +52,11 @@ _PTX_FEATURE_TEXT = {
     "tma": "Feature 'cp.async.bulk.tensor' requires .target sm_90 or higher",
     "cluster": "Feature '.shared::cluster' requires .target sm_90 or higher",
     "fp8": "Feature 'mma with FP8 floating point type' requires .target sm_89 or higher",
-    "fp4": "Feature 'mma with FP4 floating point type' requires .target sm_120a or higher",
+    # the block-scaled (FP4-generation) mma: ptxas names the instruction and each of its qualifiers
+    "fp4": ("Instruction 'mma with block scale' not supported on .target '{arch}'",
+            "Feature '.kind::mxf8f6f4' not supported on .target '{arch}'",
+            "Feature '.block_scale' not supported on .target '{arch}'",
+            "Feature '.scale_vec::1X' not supported on .target '{arch}'"),
     "cp_async": "Feature 'cp.async' requires .target sm_80 or higher",
     "ldmatrix": "Feature 'ldmatrix' requires .target sm_75 or higher",
     "mma": "Feature 'mma with .m16n8k16' requires .target sm_80 or higher",
@@ -75,8 +79,9 @@ def arch_error(feature: str, task: Task, module: OpModule) -> str:
                 "candidate.hip: error: cannot compile inline asm\n1 error generated when compiling for gfx942.")
     line = 20 + int(hashlib.sha256(f"{task.key}{feature}".encode()).hexdigest()[:2], 16)
     text = _PTX_FEATURE_TEXT.get(feature, f"Feature '{feature}' requires .target {FEATURE_MIN_TARGET[feature]} or higher")
-    return (f"ptxas {_ptx_file(task)}, line {line}; error   : {text.format(arch=gpu.arch)}\n"
-            "ptxas fatal   : Ptx assembly aborted due to errors")
+    lines = (text,) if isinstance(text, str) else text
+    return "".join(f"ptxas {_ptx_file(task)}, line {line}; error   : {t.format(arch=gpu.arch)}\n" for t in lines) \
+        + "ptxas fatal   : Ptx assembly aborted due to errors"
 
 
 def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Task) -> str:

@@ -23,7 +23,8 @@ KINDS = {"structural", "param_sweep", "joint", "rebench", "endgame"}
 STATUSES = {"ok", "wrong_result", "compile_error"}
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
 FEATURE_MARKERS = {"wgmma": re.compile(r"\bwgmma\."), "tma": re.compile(r"cp\.async\.bulk\.tensor"),
-                   "fp4": re.compile(r"\.e2m1\b"), "inline_ptx": re.compile(r"\basm\s*(volatile\s*)?\(")}
+                   "fp4": re.compile(r"\.e2m1\b|kind::(f8f6f4|mxf8f6f4|mxf4nvf4|mxf4)\b"),   # FP4-generation mma
+                   "inline_ptx": re.compile(r"\basm\s*(volatile\s*)?\(")}
 
 
 def read_jsonl(path: Path):

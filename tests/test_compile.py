@@ -41,6 +41,9 @@ def sample_jobs():
             gpus = [g for g in GPU_ORDER if m.supports(GPUS[g], next(iter(m.dtypes)))
                     or any(m.supports(GPUS[g], d) for d in m.dtypes)]
             runs = [g for g in gpus if not (v.needs - GPUS[g].features) and can_compile(m, GPUS[g])]
+            if not runs:   # a rung no default GPU runs (sm_120a's block-scaled mma): its own target
+                runs = [g for g, gpu in sorted(GPUS.items()) if not (v.needs - gpu.features)
+                        and any(m.supports(gpu, d) for d in m.dtypes) and can_compile(m, gpu)][:1]
             if runs:
                 jobs.append((name, v.tag, runs[(k + j) % len(runs)], "ok"))
             gated = [g for g in gpus if (v.needs - GPUS[g].features) and can_compile(m, GPUS[g])]

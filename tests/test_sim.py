@@ -25,6 +25,42 @@ def test_wgmma_on_ampere_reads_like_ptxas():
     assert text.startswith("ptxas /tmp/tmpxft_") and text.endswith("Ptx assembly aborted due to errors")
 
 
+def test_block_scaled_fp4_mma_off_sm120_reads_like_ptxas():
+    # nvcc 13.0 on an mma.sync.kind::mxf8f6f4.block_scale for sm_90a prints these four lines
+    m, t = rms_task("H100")
+    text = arch_error("fp4", t, m)
+    for line in ("Instruction 'mma with block scale' not supported on .target 'sm_90a'",
+                 "Feature '.kind::mxf8f6f4' not supported on .target 'sm_90a'",
+                 "Feature '.block_scale' not supported on .target 'sm_90a'"):
+        assert f"error   : {line}" in text
+    assert text.count("\n") == 4 and text.endswith("Ptx assembly aborted due to errors")
+
+
+def test_spec_failure_kinds_all_occur_in_the_default_profile():
+    """SPEC §3: wgmma off sm_90a, fp8 on A100, fp4 off sm_120/sm_100, inline PTX on ROCm: each is a
+    variant of some default-profile module that a default-profile GPU lacks the feature for."""
+    from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
+    prof = load_profile(DEFAULT_PROFILE)
+    seen = set()
+    for name in prof.modules or sorted(REGISTRY):
+        m = REGISTRY[name]
+        for gpu_name in prof.gpus:
+            gpu = GPUS[gpu_name]
+            if not any(m.supports(gpu, d) for d in m.dtypes):
+                continue
+            for v in m.variants:
+                missing = v.needs - gpu.features
+                if "wgmma" in missing:
+                    seen.add("wgmma off sm_90a")
+                if "fp8" in missing and gpu_name == "A100":
+                    seen.add("fp8 on A100")
+                if "fp4" in missing and gpu.vendor == "nvidia":
+                    seen.add("fp4 off sm_120")
+                if "inline_ptx" in missing and gpu.vendor == "amd":
+                    seen.add("inline PTX on ROCm")
+    assert seen == {"wgmma off sm_90a", "fp8 on A100", "fp4 off sm_120", "inline PTX on ROCm"}
+
+
 def test_inline_ptx_on_rocm_reads_like_clang():
     m, t = rms_task("MI300X")
     assert "<inline asm>:1:2: error: instruction not supported on this GPU" in arch_error("cp_async", t, m)

@@ -34,6 +34,10 @@ KINDS = {
                  "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
     "s8": Kind(1, "int", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "k32.s32.s8.s8", "p",
                "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
+    # sm_120a block-scaled MMA (the FP4-generation tensor-core instruction, here on e4m3 operands):
+    # each row of A and column of B carries one ue8m0 exponent per 32 of K; mma.sync only (no wgmma)
+    "mxf8": Kind(1, "float", "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+                 ".f32.e4m3.e4m3.f32.ue8m0", "", "", ""),
 }
 
 # Software e4m3 -> float/bf16: runs on every target (no cvt.e4m3x2 before sm_89).
@@ -115,6 +119,20 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 def mma_fn(kind: str) -> str:
     k = KINDS[kind]
     c = "r" if k.acc == "int" else "f"
+    if kind == "mxf8":
+        return f"""
+// ue8m0 of a power-of-two fp32 scale: its biased exponent byte
+__device__ __forceinline__ uint32_t ue8m0(float s) {{ return (__float_as_uint(s) >> 23) & 0xFFu; }}
+// Block-scaled mma (scale_vec::1X, byte 0, thread-id 0): the scale of A row r is read from lane
+// 4 * (r % 8) + r / 8 and the scale of B column n from lane 4 * n (the main loop loads them so).
+__device__ __forceinline__ void mma_tile(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                         uint32_t sfa, uint32_t sfb) {{
+    asm volatile("{k.mma} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}}, "
+                 "%10, {{0, 0}}, %11, {{0, 0}};\\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(sfa), "r"(sfb));
+}}
+"""
     return f"""
 __device__ __forceinline__ void mma_tile({k.acc} (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {{
     asm volatile("{k.mma} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n"
@@ -125,14 +143,20 @@ __device__ __forceinline__ void mma_tile({k.acc} (&d)[4], const uint32_t (&a)[4]
 
 
 def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelined: bool, dequant: bool = False,
-               promote: tuple | None = None, prologue: str = "", bug: str | None = None) -> str:
+               promote: tuple | None = None, block_scale: tuple | None = None, prologue: str = "",
+               bug: str | None = None) -> str:
     """mma.sync GEMM: register-staged static smem (pipelined=False) or a multi-stage cp.async ring.
 
     dequant: A and B arrive as e4m3 bytes and are widened to bf16 on the way into shared memory.
     promote: (row_scale, col_scale) C expressions of row, col, kb; partial sums of each 128-wide
     K block are scaled into the fp32 accumulator (DeepGEMM-style promotion).
+    block_scale: the same expressions for kind "mxf8" (BK = 128): the tensor core applies the
+    scales itself, so there is no partial accumulator and no promotion step.
     """
     k = KINDS[kind]
+    assert (kind == "mxf8") == (block_scale is not None), "block_scale goes with the mxf8 kind"
+    scales = promote or block_scale
+    sf_args = ", sfa, sfb" if block_scale else ""
     sb, gb = k.elt, (1 if dequant else k.elt)
     wn = p["warps"] // 2
     if pipelined:
@@ -161,7 +185,7 @@ def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelin
         const int nt = kt + STAGES - 1;
         if (nt < KT) {{ load_rows<BM>(A_AT(nt % STAGES), Ab, m0, M, nt * BK, K); load_rows<BN>(B_AT(nt % STAGES), Bb, n0, N, nt * BK, K); }}
         cp_async_commit();
-        warp_mma({target}, A_AT(kt % STAGES), B_AT(kt % STAGES), wm, wn, lane);"""
+{block_scale_regs(block_scale) if block_scale else ""}        warp_mma({target}, A_AT(kt % STAGES), B_AT(kt % STAGES){sf_args}, wm, wn, lane);"""
     else:
         smem = ("    __shared__ __align__(16) uint8_t As[BM * ROW_BYTES];\n"
                 "    __shared__ __align__(16) uint8_t Bs[BN * ROW_BYTES];\n")
@@ -169,8 +193,11 @@ def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelin
         load_rows<BM>(As, Ab, m0, M, kt * BK, K);
         load_rows<BN>(Bs, Bb, n0, N, kt * BK, K);
         {'' if bug == 'missing_barrier' else '__syncthreads();   // tile visible to every warp'}
-        warp_mma({target}, As, Bs, wm, wn, lane);
+{block_scale_regs(block_scale) if block_scale else ""}        warp_mma({target}, As, Bs{sf_args}, wm, wn, lane);
         __syncthreads();   // every warp done reading before the next tile overwrites it"""
+    sf_params = "\n                                         const uint32_t (&sfa)[MI], const uint32_t (&sfb)[NI]," \
+        if block_scale else ""
+    sf_elems = ", sfa[mi], sfb[ni]" if block_scale else ""
     frag_row = "m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8"
     frag_col = "n0 + wn * WTN + ni * 8 + (lane & 3) * 2"
     loops = ("#pragma unroll\n            for (int mi = 0; mi < MI; ++mi)\n#pragma unroll\n            for (int ni = 0; ni < NI; ++ni)\n"
@@ -231,7 +258,7 @@ __device__ __forceinline__ void load_rows(uint8_t* tile, const uint8_t* src, int
 }}
 
 // One warp's WTM x WTN share of a BK slice: ldmatrix.x4 fragments, then MI x NI tensor-core mmas.
-__device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t* As, const uint8_t* Bs, int wm, int wn, int lane) {{
+__device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t* As, const uint8_t* Bs,{sf_params} int wm, int wn, int lane) {{
 #pragma unroll
     for (int ks = 0; ks < TILE_BYTES / 32; ++ks) {{   // one mma k-step = 32 bytes of K
         uint32_t a[MI][4], b[NI][2];
@@ -247,7 +274,7 @@ __device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t*
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni) mma_tile(acc[mi][ni], a[mi], b[ni]);
+            for (int ni = 0; ni < NI; ++ni) mma_tile(acc[mi][ni], a[mi], b[ni]{sf_elems});
     }}
 }}
 
@@ -256,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
     const uint8_t* Bb = reinterpret_cast<const uint8_t*>(B);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp / WN, wn = warp % WN;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int KT = (K + BK - 1) / BK{', KB = (K + 127) / 128' if promote else ''};{prologue}
+    const int KT = (K + BK - 1) / BK{', KB = (K + 127) / 128' if scales else ''};{prologue}
     {'float' if promote else 'acc_t'} acc[MI][NI][4] = {{}};{chr(10) + '    acc_t part[MI][NI][4] = {};   // partial sums of the current 128-wide K block' if promote else ''}
 {body}
     // epilogue: c0,c1 at (row g, cols 2t, 2t+1); c2,c3 eight rows below
@@ -270,6 +297,27 @@ extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
 }}
 """
 
+
+
+def block_scale_regs(scales: tuple) -> str:
+    """This lane's ue8m0 scale registers for 128-wide K block kt (BK = 128, so kb = kt): with
+    thread-id 0 the mma reads A row r's scale from lane 4 * (r % 8) + r / 8 and B column n's from
+    lane 4 * n; every lane computes its own row and column, and the mma ignores the rest."""
+    return f"""        uint32_t sfa[MI], sfb[NI];
+        {{
+            const int kb = kt;
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {{
+                const int row = m0 + wm * WTM + mi * 16 + (lane >> 2) + 8 * (lane & 1);
+                sfa[mi] = ue8m0({scales[0]});
+            }}
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {{
+                const int col = n0 + wn * WTN + ni * 8 + (lane >> 2);
+                sfb[ni] = ue8m0({scales[1]});
+            }}
+        }}
+"""
 
 
 def mma_host(op: str, sig: str, call: str, p: dict) -> str:

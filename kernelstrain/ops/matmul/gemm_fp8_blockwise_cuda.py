@@ -1,10 +1,13 @@
 """DeepGEMM-style block-scaled FP8 GEMM in CUDA: e4m3 A with one scale per token per 128 K
 (1x128), e4m3 B with one scale per 128x128 block; partial sums of each 128-wide K block are
-promoted into an fp32 accumulator with their two scales; bf16 out.
+promoted into an fp32 accumulator with their two scales; bf16 out. Scales are powers of two
+(UE8M0-representable, as DeepSeek-V3.1-style checkpoints store them).
 
 Ladder: thread per output -> e4m3 widened to bf16 in smem + bf16 mma.sync (A100) -> fp8
 mma.sync.m16n8k32 -> cp.async ring -> persistent Hopper kernel: TMA producer warp, fp8 wgmma
-consumers promoting per K block, grid-stride tile scheduler.
+consumers promoting per K block, grid-stride tile scheduler -> sm_120a block-scaled mma.sync
+(kind::mxf8f6f4 with ue8m0 scales: the tensor core applies the scales, no promotion). The last
+rung exists only on sm_120a; on Ampere/Ada/Hopper it is the "fp4 off sm_120" compile error.
 """
 from ..base import Cost, Launch, OpModule, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
 from ._gemm_tc import (E4M3_SOFT, TMA_INCLUDES, mma_host, mma_kernel, naive_launch, tc_launch, wgmma_host,
@@ -20,7 +23,7 @@ class GemmFp8BlockwiseCuda(OpModule):
     title = "Block-scaled FP8 GEMM (1x128 activations, 128x128 weights)"
     desc = ("C[M, N] = bf16(sum over 128-wide K blocks kb of (A[:, kb] . B[:, kb]^T) * scale_a[kb, m] * "
             "scale_b[n / 128, kb]): e4m3 A [M, K] and B [N, K], fp32 scales scale_a [K/128, M] (token-contiguous) "
-            "and scale_b [N/128, K/128], fp32 promotion per K block; K a multiple of 16, N even.")
+            "and scale_b [N/128, K/128], all powers of two, fp32 promotion per K block; K a multiple of 16, N even.")
     dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
             "K": "reduction dim (input features)"}
     shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
@@ -46,6 +49,11 @@ class GemmFp8BlockwiseCuda(OpModule):
                 "grid of resident CTAs walking the tiles", (BM, BN, Param("stages", (2, 3, 4, 5, 6), 5)),
                 needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}), path="fp8", compute_eff=0.69,
                 memory_eff=0.88, smem="dynamic", bugs=("wrong_init", "missing_scale")),
+        Variant("mxf8f6f4_block_scaled", "sm_120a block-scaled mma.sync.kind::mxf8f6f4: ue8m0 scales applied by the "
+                "tensor core (one per 32 of K), no promotion step, cp.async ring",
+                (BM, Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4), 2), WARPS),
+                needs=TC | {"fp8", "cp_async", "fp4"}, path="fp8", compute_eff=0.88, memory_eff=0.85,
+                smem="dynamic", bugs=("missing_scale", "off_by_one")),
     )
 
     def supports(self, gpu, dtype: str) -> bool:
@@ -60,7 +68,8 @@ class GemmFp8BlockwiseCuda(OpModule):
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         if variant.tag == "naive_promote":
             return naive_launch(task, params["block_x"], params["block_y"], regs=34, elt=1)
-        return tc_launch(variant, self._tile(variant.tag, params), task, elt=1, out_elt=2, promote=True,
+        return tc_launch(variant, self._tile(variant.tag, params), task, elt=1, out_elt=2,
+                         promote=variant.tag != "mxf8f6f4_block_scaled",
                          smem_elt=2 if variant.tag == "dequant_mma_promote" else 1,
                          persistent=variant.tag == "wgmma_tma_persistent")
 
@@ -81,8 +90,10 @@ class GemmFp8BlockwiseCuda(OpModule):
                  "        sb = scale_b.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]   # 128x128 blocks\n"
                  "        return torch.matmul(A.float() * sa, (B.float() * sb).t()).to(torch.bfloat16)",
             inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
-                   "            torch.rand((K + 127) // 128, M, device='cuda') + 0.5,\n"
-                   "            (torch.rand((N + 127) // 128, (K + 127) // 128, device='cuda') + 0.5) / K ** 0.5]")
+                   "            # power-of-two scales (UE8M0): 2^-1..2^1 for A, and 1/~sqrt(K) on top for B\n"
+                   "            torch.exp2(torch.randint(-1, 2, ((K + 127) // 128, M), device='cuda').float()),\n"
+                   "            torch.exp2(torch.randint(-1, 2, ((N + 127) // 128, (K + 127) // 128), device='cuda').float()\n"
+                   "                       - (K.bit_length() // 2))]")
 
     # -- renders -----------------------------------------------------------------
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
@@ -129,9 +140,11 @@ void gemm_fp8_blockwise({self.SIG}) {{
 
     def _mma(self, p, bug, kind, pipelined, dequant=False):
         p = self._tile("mma", p)
+        scales = self._scales(bug)
         return ((E4M3_SOFT if dequant else "")
                 + mma_kernel(self.op, kind, p, args=self.OPERANDS + self.ARGS, epilogue=self.STORE, pipelined=pipelined,
-                             dequant=dequant, promote=self._scales(bug), bug=bug)
+                             dequant=dequant, promote=None if kind == "mxf8" else scales,
+                             block_scale=scales if kind == "mxf8" else None, bug=bug)
                 + mma_host(self.op, self.SIG, "A, B, scale_a, scale_b, C, M, N, K", p))
 
     def _dequant_mma_promote(self, p, task, bug):
@@ -142,6 +155,9 @@ void gemm_fp8_blockwise({self.SIG}) {{
 
     def _cp_async_pipeline(self, p, task, bug):
         return self._mma(p, bug, "e4m3", pipelined=True)
+
+    def _mxf8f6f4_block_scaled(self, p, task, bug):
+        return self._mma(p, bug, "mxf8", pipelined=True)
 
     def _wgmma_tma_persistent(self, p, task, bug):
         return (wgmma_kernel(self.op, "e4m3", p, args=self.ARGS, epilogue=self.STORE, promote=self._scales(bug),
