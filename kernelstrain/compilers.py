@@ -194,9 +194,23 @@ def load_triton_source(source: str) -> dict:
     return ns
 
 
+def launch_specialization(spec) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) as Triton's launcher specializes a call: pointers from
+    torch are 16-byte aligned, an integer argument equal to 1 becomes a constant, and one that
+    is a multiple of 16 carries tt.divisibility 16 (spec.ints holds the launch values)."""
+    signature, constexprs, attrs = dict(spec.signature), dict(spec.constexprs), {}
+    for i, (name, ty) in enumerate(spec.signature.items()):
+        value = spec.ints.get(name)
+        if ty.startswith("*") or (ty in ("i32", "i64") and value is not None and value % 16 == 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif ty in ("i32", "i64") and value == 1:
+            signature[name], constexprs[name] = "constexpr", 1
+    return signature, constexprs, attrs
+
+
 def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
     """Compile every kernel spec of a rendered Triton candidate for one target."""
-    spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages] for s in specs])
+    spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages, s.ints] for s in specs])
     key = hashlib.sha256(f"triton|{arch}|{spec_text}|{source}".encode()).hexdigest()
 
     def run():
@@ -205,10 +219,8 @@ def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
         try:
             ns = load_triton_source(source)
             for s in specs:
-                # as at a real launch on torch tensors: every pointer is 16-byte aligned
-                aligned = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(s.signature.values())
-                           if t.startswith("*")}
-                src = ASTSource(fn=ns[s.name], signature=s.signature, constexprs=s.constexprs, attrs=aligned)
+                signature, constexprs, aligned = launch_specialization(s)
+                src = ASTSource(fn=ns[s.name], signature=signature, constexprs=constexprs, attrs=aligned)
                 out = triton.compile(src, target=triton_target(arch),
                                      options={"num_warps": s.num_warps, "num_stages": s.num_stages})
                 smem = max(smem, int(out.metadata.shared))

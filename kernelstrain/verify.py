@@ -19,7 +19,8 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .compilers import MissingCompiler, classify, compile_cuda, compile_hip, compile_triton, find_hip_compiler
+from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
+                        find_hip_compiler)
 from .errors import UsageError
 from .gpus import GPUS
 from .ops import REGISTRY
@@ -69,8 +70,14 @@ def _compile_job(job: dict) -> dict:
             result = compile_cuda(job["code"], task.gpu.arch, f"{module.op}_kernel")
     else:
         variant = module.variant(job["tag"])
-        specs = module.triton_kernels(variant, job["params"], task)
+        specs = module.compile_specs(variant, job["params"], task)
         result = compile_triton(job["code"], specs, task.gpu.arch)
+        if result.ok and result.smem_bytes > task.gpu.smem_per_block:
+            # Triton compiles any size; its launcher raises OutOfResources when it loads a kernel
+            # whose metadata.shared exceeds the device's limit, which is what the record says
+            result = CompileResult(False, f"OutOfResources: out of resource: shared memory, Required: "
+                                   f"{result.smem_bytes}, Hardware limit: {task.gpu.smem_per_block}",
+                                   result.smem_bytes, None, "smem")
     return {**job, "compiled": result.ok, "class": result.error_class, "smem": result.smem_bytes,
             "regs": result.regs, "log": result.log[-600:]}
 

@@ -26,7 +26,7 @@ def compile_one(module, variant, params, task, bug=None):
         if task.is_hip:
             return compile_hip(src, task.gpu.arch, f"{module.op}_kernel") if find_hip_compiler() else None
         return compile_cuda(src, task.gpu.arch, f"{module.op}_kernel")
-    return compile_triton(src, module.triton_kernels(variant, params, task), task.gpu.arch)
+    return compile_triton(src, module.compile_specs(variant, params, task), task.gpu.arch)
 
 
 def main():

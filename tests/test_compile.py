@@ -64,7 +64,7 @@ def run_job(job):
     elif m.impl == "cuda":
         r = compile_cuda(src, GPUS[gpu].arch, f"{m.op}_kernel")
     else:
-        r = compile_triton(src, m.triton_kernels(v, v.defaults(), task), GPUS[gpu].arch)
+        r = compile_triton(src, m.compile_specs(v, v.defaults(), task), GPUS[gpu].arch)
     sim = simulate(m, v, v.defaults(), task)
     return job, r.ok, r.error_class, r.log[-800:], sim.ok, sim.smem_bytes, r.smem_bytes
 
@@ -83,6 +83,9 @@ def test_sampled_candidates_compile_and_gated_ones_fail():
         if expect == "ok" and sim_ok and ok and REGISTRY[name].impl == "cuda" \
                 and GPUS[gpu].vendor == "nvidia" and REGISTRY[name].variant(tag).smem == "static" and real_smem != sim_smem:
             failures.append(f"{name}:{tag} on {gpu}: smem model {sim_smem} != ptxas {real_smem}")
+        if expect == "ok" and sim_ok and ok and REGISTRY[name].impl == "triton" and real_smem > GPUS[gpu].smem_per_block:
+            failures.append(f"{name}:{tag} on {gpu}: simulated ok, but Triton's {real_smem} B of shared memory "
+                            f"exceed the {GPUS[gpu].smem_per_block} B limit (OutOfResources at launch)")
         if expect == "arch" and (ok or cls != "arch") and REGISTRY[name].impl == "cuda":
             failures.append(f"{name}:{tag} on {gpu} is arch-gated but compiled={ok} class={cls}:\n{log}")
     assert not failures, "\n\n".join(failures[:20])

@@ -9,7 +9,7 @@ time; the engine (engine.py) walks the ladder.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..gpus import GPU
 
@@ -190,6 +190,15 @@ class OpModule:
         render, so verify.py can compile it without a GPU."""
         return []
 
+    def compile_specs(self, variant: Variant, params: dict, task: Task) -> list:
+        """triton_kernels() with the launch value of every integer argument named after a
+        shape dim filled in, so a compile specializes like the launch (see KernelSpec.ints)."""
+        specs = []
+        for s in self.triton_kernels(variant, params, task):
+            dims = {k: v for k, v in task.shape if s.signature.get(k) in ("i32", "i64")}
+            specs.append(replace(s, ints={**dims, **s.ints}))
+        return specs
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -199,12 +208,28 @@ class KernelSpec:
     constexprs: dict = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 3
+    # launch values of integer args (strides, split lengths): Triton's launcher turns a 1 into a
+    # constant and marks multiples of 16, and both change vectorization and pipelining
+    ints: dict = field(default_factory=dict)
 
 
 # -- shared helpers for renders ----------------------------------------------------
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def triton_stage_buffers(task: Task, stages: int, rows: int) -> int:
+    """Operand buffers Triton (3.9) allocates for a loop pipelined `num_stages` deep, as its
+    compiler reports them: every stage when the dot runs on wgmma (sm_90, tiles of 64+ rows),
+    one fewer on the mma.sync path (sm_8x, narrower tiles on sm_90) and on gfx942.
+
+    >>> from kernelstrain.gpus import GPUS
+    >>> [triton_stage_buffers(Task(None, GPUS[g], "fp16", ()), 4, 128) for g in ("H100", "A100", "MI300X")]
+    [4, 3, 3]
+    """
+    wgmma = "wgmma" in task.gpu.features and rows >= 64
+    return max(1, stages if wgmma else stages - 1)
 
 
 _HIP_NAMES = ("Stream_t", "MemsetAsync", "MemcpyAsync", "MallocAsync", "FreeAsync", "GetDevice", "DeviceGetAttribute",

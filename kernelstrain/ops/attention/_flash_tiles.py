@@ -2,7 +2,7 @@
 cross_attention, tree_attention; not an op module itself): the shared memory Triton allocates for
 a Q tile plus pipelined K/V buffers, and the tensor-core efficiency of a query tile.
 """
-from ..base import Task
+from ..base import Task, triton_stage_buffers
 
 # Fraction of the MMA rate kept while K/V tiles stream in, by num_stages (1 = not pipelined).
 PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
@@ -18,10 +18,8 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
         stages = 2   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
     if stages == 1 and shared_kv:
         kv = kv_tile // 2
-    elif task.is_hip or "wgmma" not in task.gpu.features:
-        kv = kv_tile * max(1, stages - 1)
     else:
-        kv = kv_tile * max(1, stages)
+        kv = kv_tile * triton_stage_buffers(task, stages, bm)
     return kv + (bm * bn * e if task.is_hip else q_tile)
 
 

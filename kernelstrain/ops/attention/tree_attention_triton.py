@@ -68,7 +68,7 @@ class TreeAttentionTriton(OpModule):
                           traffic=1 + (n - 1) * 0.03 * prefix_bytes / self.cost(task).bytes,
                           compute_scale=1.0 if regs <= 255 else 0.5)
         bm, stages, splits = _nodes_pad(n), params.get("num_stages", 1), params.get("num_splits", 1)
-        kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
+        kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
         regs = 40 + bm * d // threads + bm * bn * 3 // 2 // threads + bm * d * e // 4 // threads
         spill = max(0, regs - 255)
         mma = wgmma_eff(task, bm) * mfma_eff(task)

@@ -5,7 +5,7 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+                    cdiv, kernelbench_program, triton_ptr, triton_stage_buffers)
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128, 256), 128)
@@ -82,9 +82,7 @@ class GemmFp16Triton(OpModule):
         scale = vendor * _tile_scale(bm, bn, bk) * spill
         if tag in ("pipelined_stages", "persistent_tma"):
             scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
-        smem = stage_bytes * max(1, stages - (1 if gpu.vendor == "amd" else 0))
-        if gpu.vendor == "nvidia" and "wgmma" not in gpu.features:
-            smem = max(smem, bm * bn * e)     # mma.sync epilogue converts C's layout through smem
+        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
         grid = tiles
         if tag == "persistent_tma" and "tma" in gpu.features:
             smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
@@ -113,8 +111,10 @@ class GemmFp16Triton(OpModule):
         if variant.tag == "persistent_tma":
             consts["NUM_PROGS"] = task.gpu.sms * self._resident(params, task)
         sig.update({name: "constexpr" for name in consts})
+        k, n = task["K"], task["N"]   # row-major A [M, K], B [K, N], C [M, N]
+        strides = {"stride_am": k, "stride_ak": 1, "stride_bk": n, "stride_bn": 1, "stride_cm": n, "stride_cn": 1}
         return [KernelSpec("gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
-                           num_stages=params.get("num_stages", 1))]
+                           num_stages=params.get("num_stages", 1), ints={a: strides[a] for a in sig if a in strides})]
 
     @staticmethod
     def _resident(params: dict, task: Task) -> int:

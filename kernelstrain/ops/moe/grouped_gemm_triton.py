@@ -9,7 +9,8 @@ tensor-descriptor (TMA) loads of the weights.
 """
 import math
 
-from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import (KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
+                    triton_stage_buffers)
 from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
@@ -68,7 +69,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
         w_reread = w_bytes * (m_blocks / active - 1) * (1 - L2_W_HIT[tag])
         x_reread = rows * k * e * (n_blocks - 1) * 0.05
         stage_bytes = (bm * bk + bn * bk) * e
-        smem = stage_bytes * max(1, stages - (1 if gpu.vendor == "amd" else 0))
+        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
         grid = tiles
         if tag == "persistent_tma":
             if "tma" in gpu.features:
