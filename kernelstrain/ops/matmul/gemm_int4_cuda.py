@@ -352,7 +352,8 @@ void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scale
 
     def _pipelined_kernel(self, p, task, bug, splits: int) -> str:
         stages = p["STAGES"]
-        wait = "STAGES - 1" if bug == "off_by_one" else "STAGES - 2"
+        # the bug: the main loop stops one K tile early (the last tile is loaded but never multiplied)
+        kt_end = "k_tiles - 1" if bug == "off_by_one" else "k_tiles"
         out = "partials" if splits > 1 else "y"   # partials: the epilogue writes this split's fp32 slice
         out_arg = "float* __restrict__ partials" if splits > 1 else "scalar_t* __restrict__ y"
         k_range = ("    const int tiles_per_split = (K / BK + SPLITS - 1) / SPLITS;\n"
@@ -392,8 +393,8 @@ gemm_int4_kernel(const scalar_t* __restrict__ x, const uint32_t* __restrict__ qw
         if (s < k_tiles) load_tile(smem, s, x, qweight, m0, n0, (kt_begin + s) * BK, M, K);
         cp_async_commit();
     }}
-    for (int kt = 0; kt < k_tiles; ++kt) {{
-        cp_async_wait<{wait}>();   // this thread's copies of tile kt have landed
+    for (int kt = 0; kt < {kt_end}; ++kt) {{
+        cp_async_wait<STAGES - 2>();   // this thread's copies of tile kt have landed
         __syncthreads();                   // everyone's have; slot (kt - 1) % STAGES is free again
         const int next = kt + STAGES - 1;
         if (next < k_tiles) load_tile(smem, next % STAGES, x, qweight, m0, n0, (kt_begin + next) * BK, M, K);

@@ -281,15 +281,20 @@ __device__ __forceinline__ void mma_tile(float (&acc)[MT][NT][4], const scalar_t
             for (int nt = 0; nt < NT; ++nt) *reinterpret_cast<pair_t*>(out + nt * 8) = {cvt};
         }}"""
 
-    _BLOCK_HEAD = """    __shared__ int slot[3];
+    @staticmethod
+    def _block_head(publish_ids: bool = True) -> str:
+        """Find this block's expert and rows, stage the rows' assignment ids in smem.
+        publish_ids=False is the missing_barrier bug: threads that stage no id (BM < blockDim.x) go
+        straight to the gather and read s_ids before the other threads have stored them."""
+        barrier = "\n    __syncthreads();                          // s_ids visible to every thread" if publish_ids else ""
+        return f"""    __shared__ int slot[3];
     __shared__ int s_ids[BM];                 // assignment id of each tile row (gather x, scatter y)
     if (threadIdx.x == 0) find_block(offsets, E, blockIdx.x, slot);
     __syncthreads();
     const int expert = slot[0], start = slot[1], row_hi = slot[2];
     if (expert < 0) return;
     const int n0 = blockIdx.y * BN;
-    for (int r = threadIdx.x; r < BM; r += blockDim.x) s_ids[r] = start + r < row_hi ? sorted_ids[start + r] : 0;
-    __syncthreads();
+    for (int r = threadIdx.x; r < BM; r += blockDim.x) s_ids[r] = start + r < row_hi ? sorted_ids[start + r] : 0;{barrier}
     const scalar_t* w_e = w + ((size_t)expert * N + n0) * K;
 """
 
@@ -304,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(128)
 grouped_gemm_kernel({ARGS}) {{
     __shared__ __align__(16) scalar_t sx[BM * LDS];
     __shared__ __align__(16) scalar_t sw[BN * LDS];
-{self._BLOCK_HEAD}    float acc[MT][NT][4] = {{}};
+{self._block_head()}    float acc[MT][NT][4] = {{}};
     for (int k0 = 0; k0 < K; k0 += BK) {{
         for (int i = threadIdx.x; i < BM * (BK / 8); i += 128) {{      // gathered x rows, 16 bytes a thread
             const int r = i / (BK / 8), c = i % (BK / 8);
@@ -371,7 +376,7 @@ extern "C" __global__ void __launch_bounds__(128)
 grouped_gemm_kernel({ARGS}) {{
     extern __shared__ __align__(16) unsigned char smem_raw[];
     scalar_t* smem = reinterpret_cast<scalar_t*>(smem_raw);
-{self._BLOCK_HEAD}    float acc[MT][NT][4] = {{}};
+{self._block_head()}    float acc[MT][NT][4] = {{}};
 {self._pipeline_loop(bug, load, "mma_tile(acc, smem + (kt % STAGES) * STAGE_ELEMS, smem + (kt % STAGES) * STAGE_ELEMS + BM * LDS);")}
 {self._epilogue()}
 }}
@@ -444,8 +449,8 @@ __device__ __forceinline__ void load_tile(unsigned char* smem, int slot, const s
 extern "C" __global__ void __launch_bounds__(128)
 grouped_gemm_kernel({ARGS}) {{
     extern __shared__ __align__(128) unsigned char smem[];
-{self._BLOCK_HEAD}    float acc[BN / 2] = {{}};                // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
-{self._pipeline_loop(bug, load, compute, self._PROXY_FENCE)}
+{self._block_head(bug != "missing_barrier")}    float acc[BN / 2] = {{}};                // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
+{self._pipeline_loop(bug if bug != "missing_barrier" else None, load, compute, self._PROXY_FENCE)}
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {{

@@ -159,28 +159,31 @@ __device__ __forceinline__ lane_mask_t peers_of(int key) { return __match_any_sy
 __device__ __forceinline__ int mask_popc(lane_mask_t m) { return __popc(m); }
 """
 
-    def _rank_round(self, bug) -> str:
+    @staticmethod
+    def _rank_round() -> str:
         """Stable rank of one round of THREADS consecutive assignments; adds run[e] from earlier rounds."""
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        return f"""
+        return """
 // Rank of assignment a among the block's earlier assignments of the same expert:
 // earlier rounds (run[e]) + earlier warps of this round (warp_cnt) + earlier lanes (peer mask).
-__device__ __forceinline__ int rank_round(int e, int (*warp_cnt)[E_MAX], const int* run) {{
+__device__ __forceinline__ int rank_round(int e, int (*warp_cnt)[E_MAX], const int* run) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const lane_mask_t peers = peers_of(e);                 // every lane takes part (e = -1 past the end)
     const int in_warp = mask_popc(peers & ((((lane_mask_t)1) << lane) - 1));
-    if (e >= 0 && in_warp == 0) warp_cnt[warp][e] = mask_popc(peers);   // lowest peer speaks for the warp{barrier}
+    if (e >= 0 && in_warp == 0) warp_cnt[warp][e] = mask_popc(peers);   // lowest peer speaks for the warp
+    __syncthreads();
     int rank = -1;
-    if (e >= 0) {{
+    if (e >= 0) {
         rank = run[e] + in_warp;
         for (int w = 0; w < warp; ++w) rank += warp_cnt[w][e];
-    }}
+    }
     return rank;
-}}
+}
 """
 
     def _rank_kernels(self, p, task, bug, vec: bool):
         last = "E - 1" if bug == "off_by_one" else "E"
+        # the bug: the other threads read start[] while thread 0 is still scanning it
+        published = "" if bug == "missing_barrier" else "\n    __syncthreads();                         // publish the scanned starts"
         copy = ("""    const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)(sorted_ids[p] / topk) * K);
     uint4* dst = reinterpret_cast<uint4*>(x_sorted + (size_t)p * K);
     for (int c = threadIdx.x; c < K / 8; c += THREADS) dst[c] = src[c];     // 16 bytes a lane (K % 8 == 0)"""
@@ -190,7 +193,7 @@ __device__ __forceinline__ int rank_round(int e, int (*warp_cnt)[E_MAX], const i
         blocks = cdiv(task["T"] * task["topk"], p["threads"])
         return f"""#define THREADS {p['threads']}
 #define WARPS (THREADS / WARP_SIZE)
-{self._peers(task)}{self._rank_round(bug)}
+{self._peers(task)}{self._rank_round()}
 // Kernel 1: this block's per-expert counts, shared-memory atomics.
 __global__ void __launch_bounds__(THREADS) moe_count(const int* __restrict__ topk_ids, int* block_counts, int n, int E) {{
     __shared__ int hist[E_MAX];
@@ -214,8 +217,7 @@ __global__ void moe_scan(int* block_counts, int* offsets, int blocks, int E) {{
     if (threadIdx.x == 0) {{
         start[0] = 0;
         for (int e = 1; e <= {last}; ++e) start[e] += start[e - 1];
-    }}
-    __syncthreads();
+    }}{published}
     for (int e = threadIdx.x; e <= E; e += blockDim.x) offsets[e] = start[e];
     for (int i = threadIdx.x; i < blocks * E; i += blockDim.x) block_counts[i] += start[i % E];
 }}
@@ -264,11 +266,13 @@ __device__ int block_counts[{blocks} * E_MAX];   // per-block expert counts, the
         blocks = cdiv(task["T"], tpb)
         add = "atomicAdd(&hist[e], mask_popc(peers));   // one atomic per expert per warp"
         cmp = "<=" if bug == "off_by_one" else "<"
+        # the bug: warp_cnt (thread 0 reads the totals from it) is cleared while thread 0 still reads it
+        published = "" if bug == "missing_barrier" else "\n    __syncthreads();                           // thread 0 is done with the totals"
         return f"""#define THREADS {threads}
 #define WARPS (THREADS / WARP_SIZE)
 #define TPB {tpb}                 // tokens per block: TPB * topk assignments, ranked in rounds of THREADS
 #define MAX_ITEMS (TPB * {task['topk']})
-{self._peers(task)}{self._rank_round(bug)}
+{self._peers(task)}{self._rank_round()}
 // Kernel 1: per-block counts; each warp's peers elect one lane that adds the whole group.
 __global__ void __launch_bounds__(THREADS) moe_count(const int* __restrict__ topk_ids, int* block_counts, int n, int E) {{
     __shared__ int hist[E_MAX];
@@ -315,8 +319,7 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ topk_
             start += total;
         }}
         if (blockIdx.x == 0) offsets[E] = start;
-    }}
-    __syncthreads();
+    }}{published}
     for (int i = threadIdx.x; i < WARPS * E_MAX; i += THREADS) (&warp_cnt[0][0])[i] = 0;
     __syncthreads();
     const int first = blockIdx.x * MAX_ITEMS;
