@@ -106,6 +106,7 @@ class Launch:
     tile_quant: float = 1.0      # useful / padded work of the tiling
     lane_util: float = 1.0       # fraction of launched lanes doing useful work
     launches: int = 1
+    serial_atomics: int = 0      # atomic updates of one address: the L2 applies them one at a time
 
 
 @dataclass(frozen=True)

@@ -204,10 +204,12 @@ def _attend(acc, l_i, m_i, q, k_base, v_base, offs_m, lo, hi, qk_scale, HEAD_DIM
     _EPILOGUE = '''    o = acc / l_i[:, None]
     tl.store(o_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], o.to(o_ptr.dtype.element_ty))
 '''
-    _SPLIT_LOOP = '''    # keys left of the diagonal band need no mask; only the BLOCK_M-wide band does
-    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, offs_m, 0, start_m * BLOCK_M,
+    _SPLIT_LOOP = '''    # keys left of the diagonal band need no mask; only the band does. It starts on a BLOCK_N
+    # boundary, so BLOCK_N may exceed BLOCK_M: keys past the tile's last row are masked out
+    band = start_m * BLOCK_M // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, offs_m, 0, band,
                             qk_scale, HEAD_DIM, BLOCK_N, False)
-    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, offs_m, start_m * BLOCK_M,
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, offs_m, band,
                             (start_m + 1) * BLOCK_M, qk_scale, HEAD_DIM, BLOCK_N, True)
 '''
 
@@ -234,7 +236,7 @@ def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.c
 def flash_prefill(q, k, v, scale):
     B, H, S, D = q.shape
     BLOCK_M, BLOCK_N = {p["BLOCK_M"]}, {p["BLOCK_N"]}
-    assert S % BLOCK_M == 0 and BLOCK_M % BLOCK_N == 0, "tiles must divide the sequence"
+    assert S % BLOCK_M == 0 and S % BLOCK_N == 0, "tiles must divide the sequence"
     o = torch.empty_like(q)
     num_tiles = S // BLOCK_M * B * H
     flash_prefill_kernel[{grid}](q, k, v, o, S, {scale}{extra}, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,

@@ -29,9 +29,9 @@ class CrossEntropyFwdTriton(OpModule):
     vendors = ("nvidia", "amd")
     variants = (
         Variant("full_row", "one program per row loads all V logits at once (BLOCK = next_pow2(V))",
-                (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, bugs=("wrong_init", "off_by_one")),
+                (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, bugs=("wrong_init", "no_bounds_check")),
         Variant("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
-                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, bugs=("wrong_init", "off_by_one")),
+                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, bugs=("wrong_init", "no_bounds_check")),
         Variant("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
                 (BLOCK, NUM_WARPS), compute_eff=0.2, memory_eff=0.9, bugs=("missing_scale",)),
         Variant("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
@@ -124,7 +124,9 @@ def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
 
     def _full_row(self, p, task, bug):
         other = "0.0" if bug == "wrong_init" else '-float("inf")'
-        mask = "cols <= V" if bug == "off_by_one" else "cols < V"
+        # no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
+        load = ("tl.load(row_ptr + cols)" if bug == "no_bounds_check"
+                else f"tl.load(row_ptr + cols, mask=cols < V, other={other})")
         return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
@@ -133,7 +135,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
     row = tl.program_id(0)
     row_ptr = logits_ptr + row.to(tl.int64) * stride
     cols = tl.arange(0, BLOCK)
-    x = tl.load(row_ptr + cols, mask={mask}, other={other}).to(tl.float32)
+    x = {load}.to(tl.float32)
     m = tl.max(x, axis=0)
     lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
 {self._finish("lse")}
@@ -142,7 +144,9 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
 
     def _chunked_two_pass(self, p, task, bug):
         other = "0.0" if bug == "wrong_init" else '-float("inf")'
-        mask = "cols <= V" if bug == "off_by_one" else "cols < V"
+        # no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
+        load = ("tl.load(row_ptr + cols)" if bug == "no_bounds_check"
+                else f"tl.load(row_ptr + cols, mask=cols < V, other={other})")
         return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
@@ -160,7 +164,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
     s_vec = tl.zeros([BLOCK], tl.float32)
     for start in range(0, V, BLOCK):
         cols = start + offs
-        x = tl.load(row_ptr + cols, mask={mask}, other={other}).to(tl.float32)
+        x = {load}.to(tl.float32)
         s_vec += tl.exp(x - m)
     lse = m + tl.log(tl.sum(s_vec, axis=0))
 {self._finish("lse")}

@@ -10,7 +10,6 @@ from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, c
 from ._block_reduce import block_sum
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
-ATOMIC_FRAC = 7.5e-4    # same-address atomic throughput as a fraction of the fp32 FMA rate
 MAX_GRID = 4096         # partial slots
 
 
@@ -49,12 +48,12 @@ class GradClipCuda(OpModule):
         # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2
         if variant.tag == "atomic_per_element":
             return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=1.5,
-                          compute_scale=ATOMIC_FRAC, launches=3)
+                          serial_atomics=n, launches=3)
         if variant.tag == "block_reduce_atomic":
             items = params["items"]
             return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=warps * 4,
                           regs=8 + 2 * items, bytes_per_access=e * items, traffic=1.5,
-                          compute_scale=min(1.0, ATOMIC_FRAC * threads * items), launches=3)
+                          serial_atomics=cdiv(n, threads * items), launches=3)
         if variant.tag == "two_stage_deterministic":
             return Launch(grid=params["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
                           bytes_per_access=2 * e, traffic=1.5, launches=2)
@@ -92,25 +91,25 @@ __device__ __forceinline__ float clip_coef(float sum_sq, float max_norm) {{
 {block_sum(bug, compact=True)}"""
 
     @staticmethod
-    def _scale_kernel():
-        return """
+    def _scale_kernel(acc: str = "float"):
+        return f"""
 // Pass 2: every thread reads the finished sum, so no grid-wide sync is needed.
-__global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, const float* sum_sq,
-                                       float max_norm, float* total_norm) {
-    const float coef = clip_coef(*sum_sq, max_norm);
-    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(*sum_sq);
+__global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, const {acc}* sum_sq,
+                                       float max_norm, float* total_norm) {{
+    const float coef = clip_coef((float)*sum_sq, max_norm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf((float)*sum_sq);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         g[i] = from_float(to_float(g[i]) * coef);
-}
+}}
 """
 
     @staticmethod
-    def _atomic_host(grid):
+    def _atomic_host(grid, acc: str = "float"):
         return f"""
 void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
-    float* sum_sq = nullptr;
-    cudaMallocAsync((void**)&sum_sq, sizeof(float), stream);
-    cudaMemsetAsync(sum_sq, 0, sizeof(float), stream);
+    {acc}* sum_sq = nullptr;
+    cudaMallocAsync((void**)&sum_sq, sizeof({acc}), stream);
+    cudaMemsetAsync(sum_sq, 0, sizeof({acc}), stream);
     grad_clip_kernel<<<{grid}, THREADS, 0, stream>>>(grads, n, sum_sq);
     grad_clip_scale_kernel<<<4096, 256, 0, stream>>>(grads, n, sum_sq, max_norm, total_norm);
     cudaFreeAsync(sum_sq, stream);
@@ -118,15 +117,16 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
 """
 
     def _atomic_per_element(self, p, task, bug):
-        add = "*sum_sq += v * v;" if bug == "racy_update" else "atomicAdd(sum_sq, v * v);"
+        add = "*sum_sq += (double)(v * v);" if bug == "racy_update" else "atomicAdd(sum_sq, (double)(v * v));"
         return f"""
-{self._scale_kernel()}
-// Pass 1: every square goes straight into one float; the L2 serialises N atomics on it.
-extern "C" __global__ void grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
+{self._scale_kernel("double")}
+// Pass 1: every square goes straight into one double (a float running sum of 10^8 small
+// squares stops growing once each term is under half its ulp); the L2 serialises N atomics on it.
+extern "C" __global__ void grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, double* sum_sq) {{
     const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     if (i < n) {{ const float v = to_float(g[i]); {add} }}
 }}
-{self._atomic_host("(unsigned)((n + THREADS - 1) / THREADS)")}"""
+{self._atomic_host("(unsigned)((n + THREADS - 1) / THREADS)", "double")}"""
 
     def _block_reduce_atomic(self, p, task, bug):
         add = "*sum_sq += v;" if bug == "racy_update" else "atomicAdd(sum_sq, v);"

@@ -10,7 +10,6 @@ from ._block_reduce import block_sum
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 BLOCKS_PER_SM = Param("blocks_per_sm", (1, 2, 4, 8), 4)
-ATOMIC_FRAC = 7.5e-4    # same-address atomic throughput as a fraction of the fp32 FMA rate
 MAX_GRID = 4096         # partial slots of the two-stage kernel
 
 
@@ -52,15 +51,15 @@ class ReductionCuda(OpModule):
         if variant.tag == "atomic_per_element":
             # N same-address atomics serialise in the L2: the atomic stream is the bottleneck
             return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e,
-                          compute_scale=ATOMIC_FRAC, launches=2)
+                          serial_atomics=n, launches=2)
         if variant.tag == "smem_tree":
             return Launch(grid=cdiv(n, threads), threads=threads, smem_bytes=threads * 4, regs=10,
-                          bytes_per_access=e, compute_scale=min(1.0, ATOMIC_FRAC * threads), launches=2)
+                          bytes_per_access=e, serial_atomics=cdiv(n, threads), launches=2)   # one a block
         if variant.tag == "warp_shuffle":
             items = params["items"]
             return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=warps * 4,
                           regs=8 + 2 * items, bytes_per_access=e * items,
-                          compute_scale=min(1.0, ATOMIC_FRAC * threads * items), launches=2)
+                          serial_atomics=cdiv(n, threads * items), launches=2)
         grid = min(gpu.sms * params["blocks_per_sm"], cdiv(n * e, threads * 16), MAX_GRID)
         if variant.tag == "vectorized_grid_stride":
             return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=20, bytes_per_access=16,
