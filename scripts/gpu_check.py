@@ -296,6 +296,15 @@ def _poison_like(torch, t, guards=None):
     return buf[:n].view(t.shape)
 
 
+def _check_all(torch, outs, tol, guards) -> dict:
+    """Per-output comparison results, plus "guard" when a write ran past an output's end."""
+    per = _check_outs(torch, outs, tol)
+    g = _check_guards(torch, guards)
+    if g:
+        per["guard"] = g
+    return per
+
+
 def _check_guards(torch, guards) -> dict | None:
     hit = sum(not torch.equal(buf[n:].view(torch.uint8), tail.view(torch.uint8)) for buf, n, tail in guards)
     if not hit:
@@ -573,10 +582,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
     launch()
     sync()
 
-    per = _check_outs(torch, current_outs(), tol)
-    g = _check_guards(torch, guards)
-    if g:
-        per["guard"] = g
+    per = _check_all(torch, current_outs(), tol, guards)
     ok = all(p["ok"] for p in per.values())
     res = {"ok": ok, "tol": tol if isinstance(tol, str) else "custom", "outputs": per,
            "max_abs_err": max((p.get("max_abs_err") or 0.0) for p in per.values()),
@@ -609,10 +615,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         cmod.torch = poisoned
     launch()
     sync()
-    again = _check_outs(torch, current_outs(), tol)
-    g = _check_guards(torch, guards)
-    if g:
-        again["guard"] = g
+    again = _check_all(torch, current_outs(), tol, guards)
     if not all(p["ok"] for p in again.values()):
         res.update(ok=False, outputs=again, error="wrong after the timed re-runs (race?)",
                    nbad=sum(max(0, p.get("nbad", 0)) for p in again.values()))
