@@ -1,4 +1,5 @@
-"""Command line: argparse verbs, one library call each. Errors print one line and exit 2.
+"""Command line: argparse verbs, one library call each. Exit 0 ok, 1 findings, 2 bad input
+(one line), 3 internal error (one line, from the guard in main).
 
 Each command's help is the docstring of its function below.
 """
@@ -12,16 +13,16 @@ import threading
 from pathlib import Path
 
 from . import __version__
-from .errors import UsageError
+from .errors import REPORT_HINT, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
 
 
 def cmd_generate(a) -> int:
     """Generate the dataset of a profile: episodes, SFT chats and steps, holdout, stats, card."""
-    from .generate import Shard, default_workers, generate
+    from .generate import Shard, generate
     profile = load_profile(a.config)
     shard = Shard.parse(a.shard) if a.shard else None
-    stats = generate(profile, a.seed, Path(a.out), episodes=a.episodes, workers=a.workers or default_workers(),
+    stats = generate(profile, a.seed, Path(a.out), episodes=a.episodes, workers=a.workers,
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
     if not a.quiet:
         print(f"wrote {stats['episodes']:,} episodes, {stats['steps']:,} steps to {a.out}")
@@ -39,18 +40,9 @@ def cmd_stats(a) -> int:
 
 def cmd_holdout(a) -> int:
     """Write tasks_holdout.jsonl: the held-out task combos of a profile, deterministically."""
-    from .holdout import write_holdout
-    from .plan import make_plan
-    if not 0.0 <= a.frac < 1.0:
-        raise UsageError(f"--frac must be in [0, 1), got {a.frac}")
-    profile = load_profile(a.config)
-    plan = make_plan(profile, 0, holdout_frac=a.frac, holdout_seed=a.seed)
-    out = Path(a.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    summary = write_holdout(plan, out)
-    print(f"{summary['rows']} held-out tasks of {len(plan.train) + len(plan.holdout)} combos -> {out / 'tasks_holdout.jsonl'}")
+    from .holdout import holdout_command
+    summary, combos, path = holdout_command(a.config, a.frac, a.seed, Path(a.out), force=a.force)
+    print(f"{summary['rows']} held-out tasks of {combos} combos -> {path}")
     return 0
 
 
@@ -67,7 +59,7 @@ def cmd_validate(a) -> int:
 def cmd_verify(a) -> int:
     """Compile a stratified sample of candidates with real compilers and compare statuses."""
     from .verify import verify
-    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report)
+    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force)
 
 
 def cmd_ops(a) -> int:
@@ -93,30 +85,8 @@ def cmd_ops(a) -> int:
 
 def cmd_sim(a) -> int:
     """Simulate a task: FLOPs, bytes, roofline floor, baseline and best reachable time."""
-    from .ops import REGISTRY
-    from .sim import roofline_floor_ms, simulate
-    from .tasks import best_config, make_task
-    name = f"{a.op}_{a.impl}"
-    if name not in REGISTRY:
-        raise UsageError(f"no op module {name!r} (see `kernelstrain ops`)")
-    m = REGISTRY[name]
-    try:
-        shape = {k: int(v) for k, v in (kv.split("=") for kv in a.shape.split(","))}
-    except ValueError:
-        raise UsageError(f"--shape must look like T=4096,D=4096, got {a.shape!r}") from None
-    try:
-        task = make_task(m, a.gpu, a.dtype, shape)
-    except (KeyError, ValueError) as e:
-        raise UsageError(str(e).strip("'\"")) from None
-    if not m.supports(task.gpu, a.dtype):
-        raise UsageError(f"{name} does not run {a.dtype} on {a.gpu}")
-    cost = m.cost(task)
-    base = simulate(m, m.variants[0], m.variants[0].defaults(), task)
-    best_ms, variant, params = best_config(m, task)
-    out = {"flops": cost.flops, "bytes": cost.bytes,
-           "floor_ms": round(roofline_floor_ms(m, task, variant.path), 6),
-           "baseline_ms": round(base.time_ms, 6), "best_ms": round(best_ms, 6),
-           "best_variant": variant.tag, "best_params": params}
+    from .shapes import sim_report
+    out = sim_report(a.gpu, a.op, a.impl, a.dtype, a.shape)
     if a.json:
         print(json.dumps(out))
     else:
@@ -142,14 +112,18 @@ def _seed(text: str) -> int:
     return value
 
 
-def _count(text: str) -> int:
+def _count(text: str, least: int = 0) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text} must be >= {least}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
 
 
 class Parser(argparse.ArgumentParser):
@@ -172,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_seed, required=True)
     g.add_argument("--out", required=True, help="output directory")
     g.add_argument("--config", **config)
-    g.add_argument("--episodes", type=_count, help="first N episodes of the plan (a prefix of the full run)")
-    g.add_argument("--workers", type=_count, default=0, help="worker processes (default: all cores)")
+    g.add_argument("--episodes", type=_positive, help="first N episodes of the plan (a prefix of the full run)")
+    g.add_argument("--workers", type=_positive, help="worker processes (default: all cores; capped at them)")
     g.add_argument("--shard", help="I/N: write the I-th of N contiguous slices (merge them with `merge`)")
     g.add_argument("--force", action="store_true", help="overwrite a non-empty output directory")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run of the same command")
@@ -188,17 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--seed", type=_seed, default=0)
     h.add_argument("--config", **config)
     h.add_argument("--out", default="data")
+    h.add_argument("--force", action="store_true", help="replace an existing tasks_holdout.jsonl")
 
     v = add("validate", cmd_validate)
     v.add_argument("data")
-    v.add_argument("--max-problems", type=_count, default=50)
+    v.add_argument("--max-problems", type=_positive, default=50, help="stop listing after N problems (>= 1)")
 
     vf = add("verify", cmd_verify)
     vf.add_argument("data")
-    vf.add_argument("--sample", type=_count, default=200)
-    vf.add_argument("--jobs", type=_count, default=0, help="parallel compiles (default: all cores)")
+    vf.add_argument("--sample", type=_positive, default=200)
+    vf.add_argument("--jobs", type=_positive, help="parallel compiles (default: all cores)")
     vf.add_argument("--seed", type=_seed, default=0)
     vf.add_argument("--report", help="also write the report as JSON to this file")
+    vf.add_argument("--force", action="store_true", help="replace an existing --report file")
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")
@@ -222,22 +198,33 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # a kill (SIGTERM) checkpoints and cleans up like Ctrl-C
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit 0 ok, 1 findings, 2 bad input or usage, 3 internal error."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+    command = None
     try:
         args = build_parser().parse_args(argv)
+        command = args.command
         return args.func(args)
     except UsageError as e:
-        print(f"kernelstrain: error: {e}", file=sys.stderr)
+        print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("kernelstrain: interrupted; partial files are hidden (.*.tmp); rerun with --resume to finish",
-              file=sys.stderr)
+        tail = ("the partial run is kept (hidden); rerun the same command with --resume to finish it"
+                if command == "generate" else "nothing was written")
+        print(f"kernelstrain: interrupted; {tail}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
     except OSError as e:
-        print(f"kernelstrain: error: {e.strerror or e}{': ' + e.filename if getattr(e, 'filename', None) else ''}",
-              file=sys.stderr)
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"kernelstrain: error: {_one_line(e.strerror or e)}{where}", file=sys.stderr)
         return 2
+    except Exception as e:   # the guard: never a traceback, and never confused with findings (1)
+        print(f"kernelstrain: internal error: {type(e).__name__}: {_one_line(e)} ({REPORT_HINT})", file=sys.stderr)
+        return 3

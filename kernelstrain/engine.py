@@ -273,7 +273,8 @@ class Episode:
             self.best, self.best_ms, self.best_step, self.best_code = cand, time_ms, k, code
         self.elapsed += self.step_seconds(kind, status)
         record = {
-            "step": k, "kind": kind, "tag": cand.variant.tag, "params": dict(cand.params), "code": code,
+            "step": k, "kind": kind, "tag": cand.variant.tag, "params": dict(cand.params),
+            "bug": cand.bug, "typo": cand.typo, "code": code,   # code = render(tag, params, bug) + typo
             "status": status, "time_ms": time_ms, "smem_bytes": r.smem_bytes, "regs": r.regs,
             "error": error, "kept": kept, "best_ms": self.best_ms, "elapsed_s": round(self.elapsed),
             "_retry": retry, "_prev_best": prev_best, "_best_step": self.best_step,

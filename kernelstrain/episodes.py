@@ -10,6 +10,7 @@ from . import __version__, feedback
 from .engine import Episode, draw_steps
 from .ops import REGISTRY
 from .plan import Plan, episode_id, episode_rng, task_id
+from .tasks import make_task
 
 SCHEMA = {
     "episode": "kernelstrain/episode@1",
@@ -71,17 +72,28 @@ def episode_rows(plan: Plan, index: int) -> tuple[str, str, list[str], dict]:
 def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
     """The three kinds of rows of one episode, as dicts in their fixed key order."""
     ep = build_episode(plan, index)
-    module, task = ep.pop("_module"), ep.pop("_task")
+    ep.pop("_module"), ep.pop("_task")
+    for s in ep["steps"]:
+        del s["_prev_best"], s["_best_step"]
+    mt, step_rows = chat_rows(ep, plan.profile.output.timestamps)
+    return ep, mt, step_rows
+
+
+def chat_rows(ep: dict, timestamps: bool = False) -> tuple[dict, list[dict]]:
+    """(multiturn row, step rows) of a public episode row: a pure function of the row, so
+    `validate` rebuilds them and compares. `timestamps` is the profile's output.timestamps."""
+    module = REGISTRY[ep["module"]]
+    task = make_task(module, ep["gpu"], ep["dtype"], ep["shape"])
     impl, steps = module.impl, ep["steps"]
     reference = module.reference(task)
-    first = feedback.task_prompt(module, task, ep["baseline"]["code"], ep["baseline"]["time_ms"], reference)
+    baseline_ms = ep["baseline"]["time_ms"]
+    first = feedback.task_prompt(module, task, ep["baseline"]["code"], baseline_ms, reference)
     header = feedback.task_header(module, task, reference)
-    stamps = plan.profile.output.timestamps
     messages = [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": first}]
     step_rows, history = [], []
-    best_code, best_ms, best_step = ep["baseline"]["code"], ep["baseline"]["time_ms"], 0
-    for s in steps:
-        prompt = feedback.step_prompt(header, history, best_code, impl, best_ms, ep["baseline"]["time_ms"], best_step)
+    best_code, best_ms, best_step = ep["baseline"]["code"], baseline_ms, 0
+    for i, s in enumerate(steps):
+        prompt = feedback.step_prompt(header, history, best_code, impl, best_ms, baseline_ms, best_step)
         step_rows.append({
             "schema": SCHEMA["step"], "id": f"{ep['id']}-{s['step']:03d}", "episode_id": ep["id"],
             "step": s["step"], "kind": s["kind"], "status": s["status"], "kept": s["kept"],
@@ -89,17 +101,16 @@ def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
             "messages": [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": prompt},
                          {"role": "assistant", "content": feedback.fence(s["code"], impl)}],
         })
-        prev_best = s.pop("_prev_best")
-        best_step = s.pop("_best_step")
-        stamp = feedback.hms(s["elapsed_s"]) if stamps else ""
-        messages.append({"role": "assistant", "content": feedback.fence(s["code"], impl)})
-        if s is not steps[-1]:
-            messages.append({"role": "user", "content": feedback.step_feedback(
-                s, prev_best, ep["baseline"]["time_ms"], best_step, stamp)})
-        history.append(feedback.history_line(s))
+        prev_best = best_ms
         if s["kept"]:
-            best_code, best_ms = s["code"], s["time_ms"]
+            best_code, best_ms, best_step = s["code"], s["time_ms"], s["step"]
+        stamp = feedback.hms(s["elapsed_s"]) if timestamps else ""
+        messages.append({"role": "assistant", "content": feedback.fence(s["code"], impl)})
+        if i < len(steps) - 1:
+            messages.append({"role": "user", "content": feedback.step_feedback(
+                s, prev_best, baseline_ms, best_step, stamp)})
+        history.append(feedback.history_line(s))
     mt = {"schema": SCHEMA["multiturn"], "id": ep["id"], "task_id": ep["task_id"], "module": ep["module"],
           "op": ep["op"], "impl": impl, "gpu": ep["gpu"], "dtype": ep["dtype"], "shape": ep["shape"],
           "num_steps": len(steps), "best_speedup": ep["best"]["speedup"], "messages": messages}
-    return ep, mt, step_rows
+    return mt, step_rows

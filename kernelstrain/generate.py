@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import time
@@ -17,12 +18,14 @@ from pathlib import Path
 
 from .card import render_card
 from .episodes import episode_rows
-from .errors import UsageError
+from .errors import UsageError, fault_point
 from .holdout import write_holdout
 from .plan import Plan, make_plan
-from .profiles import Profile, load_profile
+from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
-from .writers import FILES, StreamFile, prepare_out_dir, write_text_atomic
+from .validate import read_stats
+from .writers import (FILES, JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, write_error,
+                      write_text_atomic)
 
 
 @dataclass(frozen=True)
@@ -106,64 +109,143 @@ class Progress:
         sys.stderr.flush()
 
 
-CHECKPOINT = ".kernelstrain-resume.json"
 DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
+CHECKPOINT_SECONDS = 2.0
 
 
-def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None, workers: int = 1,
+def _checkpoint_episodes() -> int:
+    """Checkpoint at least every this many episodes (tests lower it to resume mid-file)."""
+    try:
+        return max(1, int(os.environ.get("KERNELSTRAIN_CHECKPOINT_EPISODES", "256")))
+    except ValueError:
+        return 256
+
+
+def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None, workers: int | None = None,
              shard: Shard | None = None, force: bool = False, progress: bool = True,
              resume: bool = False) -> dict:
     """Write the dataset of `profile` and `seed` into `out`; returns stats.json's content.
 
-    Progress is checkpointed; after an interruption `resume=True` finishes the run and
-    gives the same bytes as an uninterrupted one."""
-    if episodes is not None and episodes < 0:
-        raise UsageError(f"--episodes must be >= 0, got {episodes}")
-    if workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {workers}")
-    plan = make_plan(profile, seed)
-    total = profile.episodes if episodes is None else episodes
+    The run is built in a hidden sibling directory and checkpointed; after an interruption
+    `resume=True` finishes it (or says it is already complete) with the same bytes as an
+    uninterrupted run. A plain rerun refuses to start over an interrupted one."""
+    total = check_episodes(profile, episodes)
+    workers = check_workers(workers)
     indices = shard.range(total) if shard else range(total)
+    if not indices:
+        raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
+    check_not_input(out, [Path(profile.path)])
     run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
+    again = recovery_command(profile, seed, out, total, shard)
+    stage = Staging(out)
     acc = StatsAccumulator()
     if resume:
-        start, files = _resume(out, run_id, acc)
+        state = _resume_state(stage, run_id, indices, again)
+        if state is None:
+            return read_stats(out)
+        start = state["next"]
+        files = _reopen(stage.dir, state, indices, acc, again)
     else:
-        prepare_out_dir(out, force)
-        for stale in ("stats.json", "README.md", CHECKPOINT):   # never leave an old dataset looking complete
-            (out / stale).unlink(missing_ok=True)
-        start, files = indices.start, {k: StreamFile(out / FILES[k]) for k in DATA_KEYS}
+        _fresh(stage, out, force)
+        start = indices.start
+        files = {k: StreamFile(stage.dir / FILES[k]) for k in DATA_KEYS}
+    plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
+    try:
+        _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress)
+        for f in files.values():
+            f.close()
+        fault_point("data-closed")
+        summaries = {FILES[k]: f.summary() for k, f in files.items()}
+        summaries[FILES["holdout"]] = write_holdout(plan, stage.dir)
+        fault_point("holdout-written")
+        stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None)
+        if shard:
+            stats["run"] = run_id
+        finish(stage.dir, stats)
+        fault_point("stats-written")
+        stage.swap(run_id)
+    except OSError as e:
+        raise UsageError(f"{write_error(out, e)}; the partial run is kept: free space and rerun with --resume "
+                         f"to finish it") from None
+    return stats
+
+
+def check_episodes(profile: Profile, episodes: int | None) -> int:
+    if episodes is None:
+        return profile.episodes
+    if episodes < 1:
+        raise UsageError(f"--episodes must be >= 1, got {episodes}")
+    if episodes > profile.episodes:
+        raise UsageError(f"--episodes {episodes} is more than the profile's {profile.episodes:,} episodes "
+                         f"(profile.episodes in {profile.path}; raise it there for a longer run)")
+    return episodes
+
+
+def check_workers(workers: int | None) -> int:
+    """Worker processes: >= 1, capped at the cores this process may use (with a note)."""
+    cores = default_workers()
+    if workers is None:
+        return cores
+    if workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers} (leave it out to use all {cores} cores)")
+    if workers > cores:
+        print(f"kernelstrain: note: --workers {workers} capped at the {cores} available core{'s' * (cores > 1)}",
+              file=sys.stderr)
+        return cores
+    return workers
+
+
+def recovery_command(profile: Profile, seed: int, out: Path, total: int, shard: Shard | None) -> str:
+    """The command that starts this run over, for messages that refuse to resume it."""
+    config = "" if Path(profile.path).resolve() == DEFAULT_PROFILE.resolve() else f" --config {profile.path}"
+    part = f" --shard {shard}" if shard else ""
+    return f"kernelstrain generate --seed {seed} --out {out}{config} --episodes {total}{part} --force"
+
+
+def _fresh(stage: Staging, out: Path, force: bool) -> None:
+    if (stage.dir.exists() or stage.old.exists()) and not force:
+        raise UsageError(f"{out} has an interrupted run (in {stage.dir.name}): finish it with --resume, "
+                         "or start over with --force")
+    check_out_dir(out, force)
+    try:
+        shutil.rmtree(stage.old, ignore_errors=True)
+        stage.create()
+    except OSError as e:
+        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+
+
+def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
+                    acc: StatsAccumulator, progress: bool) -> None:
+    """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
     bar = Progress(len(todo), progress)
-    last_checkpoint = time.monotonic()
-    index, marks = start, {k: f.bytes for k, f in files.items()}   # as of the last whole episode
-    _checkpoint(out, run_id, index, files, marks)
+    every, last = _checkpoint_episodes(), time.monotonic()
+    index = todo.start
+    _checkpoint(stage, run_id, index, files)
+    boundary = True
     try:
         for done, (ep_data, mt_data, step_data, n_steps, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+            boundary = False
             files["episodes"].write_block(ep_data, 1)
             files["sft_multiturn"].write_block(mt_data, 1)
             files["sft_steps"].write_block(step_data, n_steps)
+            boundary = True
             acc.add(slim)
-            index, marks = start + done, {k: f.bytes for k, f in files.items()}
-            bar.update(done, sum(marks.values()))
-            if time.monotonic() - last_checkpoint > 2.0:
-                _checkpoint(out, run_id, index, files, marks)
-                last_checkpoint = time.monotonic()
+            index = todo.start + done
+            fault_point("episode")
+            bar.update(done, sum(f.bytes for f in files.values()))
+            if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
+                _checkpoint(stage, run_id, index, files)
+                last = time.monotonic()
     except BaseException:
-        try:
-            _checkpoint(out, run_id, index, files, marks)
-        except OSError:
-            pass
+        if boundary:     # else the last checkpoint stays: its prefix is still intact
+            try:
+                _checkpoint(stage, run_id, index, files)
+            except OSError:
+                pass
         raise
-    for f in files.values():
-        f.commit()
-    summaries = {f.final.name: f.summary() for f in files.values()}
-    summaries[FILES["holdout"]] = write_holdout(plan, out)
-    stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None)
-    finish(out, stats)
-    (out / CHECKPOINT).unlink(missing_ok=True)
-    return stats
+    _checkpoint(stage, run_id, index, files)
 
 
 def _sha(path: Path) -> str:
@@ -171,36 +253,92 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _checkpoint(out: Path, run_id: dict, next_index: int, files: dict, marks: dict) -> None:
-    """Record how far the run got: episodes before next_index fill the first marks[k] bytes."""
+def _checkpoint(stage: Staging, run_id: dict, next_index: int, files: dict) -> None:
+    """Record how far the run got: episodes before next_index fill exactly these prefixes."""
     for f in files.values():
         f.flush()
-    state = {**run_id, "next": next_index, "bytes": marks}
-    write_text_atomic(out / CHECKPOINT, json.dumps(state))
+    state = {**run_id, "phase": "write", "next": next_index, "files": {k: f.summary() for k, f in files.items()}}
+    write_text_atomic(stage.dir / JOURNAL, json.dumps(state))
+    fault_point("checkpoint")
 
 
-def _resume(out: Path, run_id: dict, acc: StatsAccumulator):
-    """Reopen an interrupted run's temporary files at its last checkpoint."""
-    try:
-        state = json.loads((out / CHECKPOINT).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"--resume: {out} holds no interrupted run ({CHECKPOINT} missing)") from None
-    except json.JSONDecodeError:
-        raise UsageError(f"--resume: {out / CHECKPOINT} is corrupt; start again with --force") from None
+def _resume_state(stage: Staging, run_id: dict, indices: range, again: str) -> dict | None:
+    """The checkpoint to continue from, or None when the run is (now) complete."""
+    state = stage.journal()
+    out = stage.out
+    if state is None:
+        done = _json_or_none(out / JOURNAL)
+        if isinstance(done, dict) and done.get("phase") == "swap":
+            _same_run(done, run_id, out, again)
+            stage.finish_swap()          # killed after the rename: only the cleanup was left
+            return None
+        if (out / MARKER).exists():
+            stats = read_stats(out)
+            have = (stats.get("profile"), stats.get("seed"), stats.get("episodes"), stats.get("shard"))
+            if have != (run_id["profile"], run_id["seed"], len(indices), run_id["shard"]):
+                raise UsageError(f"--resume: {out} holds a complete dataset of another run "
+                                 f"(profile {have[0]}, seed {have[1]}, {have[2]} episodes)")
+            print(f"kernelstrain: note: {out} already holds this complete run; nothing to do", file=sys.stderr)
+            return None
+        raise UsageError(f"--resume: {out} holds no interrupted run (nothing in {stage.dir.name})")
+    _same_run(state, run_id, out, again)
+    if state.get("phase") == "swap":
+        stage.finish_swap()
+        return None
+    ok = (state.get("phase") == "write" and isinstance(state.get("next"), int)
+          and indices.start <= state["next"] <= indices.stop and isinstance(state.get("files"), dict)
+          and all(_summary_ok(state["files"].get(k)) for k in DATA_KEYS))
+    if not ok:
+        raise UsageError(f"--resume: the checkpoint {stage.dir / JOURNAL} is corrupt; start over with: {again}")
+    return state
+
+
+def _same_run(state: dict, run_id: dict, out: Path, again: str) -> None:
     mismatch = [k for k in run_id if state.get(k) != run_id[k]]
     if mismatch:
-        raise UsageError(f"--resume: the interrupted run in {out} had different {', '.join(mismatch)}")
-    files = {k: StreamFile(out / FILES[k], resume_bytes=state["bytes"][k]) for k in DATA_KEYS}
-    with open(files["episodes"].tmp, encoding="utf-8") as fh:
-        for line in fh:
-            acc.add(json.loads(line))
-    return state["next"], files
+        raise UsageError(f"--resume: the interrupted run in {out} had different {', '.join(mismatch)} "
+                         f"(start over with: {again})")
+
+
+def _summary_ok(s) -> bool:
+    return (isinstance(s, dict) and type(s.get("bytes")) is int and type(s.get("rows")) is int
+            and s["bytes"] >= 0 and s["rows"] >= 0 and isinstance(s.get("sha256"), str))
+
+
+def _json_or_none(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator, again: str) -> dict:
+    """The staging files cut back to the checkpoint, each checked against it, and the stats
+    of the episodes already written."""
+    files = {}
+    try:
+        for k in DATA_KEYS:
+            files[k] = StreamFile(stage_dir / FILES[k], resume=state["files"][k])
+        if files["episodes"].rows != state["next"] - indices.start or files["sft_multiturn"].rows != files["episodes"].rows:
+            raise UsageError(f"{stage_dir / FILES['episodes']} holds {files['episodes'].rows} episodes, "
+                             f"the checkpoint says {state['next'] - indices.start}")
+        with open(files["episodes"].path, "rb") as fh:
+            for _, line in zip(range(files["episodes"].rows), fh):
+                acc.add(json.loads(line))
+    except FileNotFoundError as e:
+        raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
+    except (UsageError, ValueError) as e:
+        for f in files.values():
+            f.close()
+        raise UsageError(f"--resume: {e}; start over with: {again}") from None
+    return files
 
 
 def finish(out: Path, stats: dict) -> None:
     """The card, then stats.json — the completion marker — once the data is complete."""
     write_text_atomic(out / "README.md", render_card(stats))
-    write_text_atomic(out / "stats.json", dumps_stats(stats))
+    fault_point("card-written")
+    write_text_atomic(out / MARKER, dumps_stats(stats))
 
 
 def default_workers() -> int:

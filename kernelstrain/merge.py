@@ -1,76 +1,155 @@
-"""`merge`: shard directories -> the single-run dataset, byte for byte."""
+"""`merge`: shard directories -> the single-run dataset, byte for byte.
+
+Every shard is checked before anything reaches the target: its stats.json, its files'
+sizes and sha256 against it, every row parses, the shards are all N of one run (same
+profile, profile file, seed, generator and episode total) and their episodes are the
+contiguous ranges of that run. The result is built in a staging directory and swapped in."""
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 from .errors import DataError, UsageError
 from .generate import finish
 from .stats import StatsAccumulator
-from .validate import read_jsonl, read_stats
-from .writers import FILES, StreamFile, prepare_out_dir
+from .validate import read_stats
+from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, write_error
+
+DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
+SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks")
 
 
 def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
-    shards = []
-    for d in dirs:
-        stats = read_stats(d)
-        if "shard" not in stats:
-            raise UsageError(f"{d}: not a shard (stats.json has no 'shard'; generate it with --shard I/N)")
-        i, n = (int(x) for x in stats["shard"].split("/"))
-        shards.append((i, n, d, stats))
-    shards.sort(key=lambda s: s[0])
-    counts = {s[1] for s in shards}
-    if len(counts) != 1 or [s[0] for s in shards] != list(range(shards[0][1])):
-        raise UsageError(f"need every shard 0..N-1 of one run exactly once, got {[f'{s[0]}/{s[1]}' for s in shards]}")
-    first = shards[0][3]
-    for _, _, d, st in shards:
-        if (st["profile"], st["seed"]) != (first["profile"], first["seed"]):
-            raise UsageError(f"{d}: profile/seed {st['profile']}/{st['seed']} differ from {first['profile']}/{first['seed']}")
-        if st["files"][FILES["holdout"]] != first["files"][FILES["holdout"]]:
-            raise UsageError(f"{d}: tasks_holdout.jsonl differs from the other shards'")
-    prepare_out_dir(out, force)
-    acc = StatsAccumulator()
-    files = {}
+    """Merge all N shards of one run into `out`; returns the merged stats."""
+    check_not_input(out, dirs)
+    shards = _shards(dirs)
+    for s in shards:
+        _check_sizes(s)
+    check_out_dir(out, force)
+    stage = Staging(out)
     try:
-        for key in ("episodes", "sft_multiturn", "sft_steps"):
-            f = files[key] = StreamFile(out / FILES[key])
-            for _, _, d, _ in shards:
-                path = d / FILES[key]
-                for n, line in _lines(path):
-                    f.write(line)
-                    if key == "episodes":
-                        acc.add(_episode(line, path, n))
+        stage.create()
+        stats = _build(shards, stage.dir)
+        stage.swap({"merge": [str(s.dir) for s in shards]})
+    except OSError as e:
+        stage.remove()
+        raise write_error(out, e) from None
     except BaseException:
-        for f in files.values():
-            f.abort()
+        stage.remove()
         raise
-    for f in files.values():
-        f.commit()
-    shutil.copyfile(shards[0][2] / FILES["holdout"], out / FILES["holdout"])
-    summaries = {f.final.name: f.summary() for f in files.values()}
-    summaries[FILES["holdout"]] = first["files"][FILES["holdout"]]
-    profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries)
-    finish(out, stats)
     return stats
 
 
-def _lines(path: Path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    raise DataError(f"{path}:{n}: truncated line")
-                yield n, line[:-1]
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+def _shards(dirs: list[Path]) -> list:
+    shards = []
+    for d in dirs:
+        stats = read_stats(d)
+        where = d / "stats.json"
+        run = stats.get("run")
+        if "shard" not in stats:
+            raise UsageError(f"{d}: not a shard (stats.json has no 'shard'; generate it with --shard I/N)")
+        try:
+            i, n = (int(x) for x in str(stats["shard"]).split("/"))
+        except ValueError:
+            raise DataError(f"{where}: bad shard {stats['shard']!r}") from None
+        if not isinstance(run, dict) or not isinstance(run.get("episodes"), int) or not 0 <= i < n:
+            raise DataError(f"{where}: shard {stats['shard']!r} without a valid 'run' record")
+        if not isinstance(stats.get("files"), dict) or any(not isinstance(stats["files"].get(FILES[k]), dict)
+                                                          for k in FILES):
+            raise DataError(f"{where}: no file summaries for {', '.join(FILES.values())}")
+        first = run["episodes"] * i // n
+        shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run,
+                                      start=first, stop=run["episodes"] * (i + 1) // n))
+    shards.sort(key=lambda s: s.index)
+    if len({s.count for s in shards}) != 1 or [s.index for s in shards] != list(range(shards[0].count)):
+        raise UsageError(f"need every shard 0..N-1 of one run exactly once, got "
+                         f"{[f'{s.index}/{s.count}' for s in shards]}")
+    first = shards[0]
+    for s in shards[1:]:
+        for key in SAME:
+            if s.stats.get(key) != first.stats.get(key):
+                raise UsageError(f"{s.dir}: {key} {s.stats.get(key)!r} differs from {first.dir}'s "
+                                 f"{first.stats.get(key)!r}: not shards of one run")
+        for key in ("profile_sha", "episodes"):
+            if s.run.get(key) != first.run.get(key):
+                what = "profile file" if key == "profile_sha" else "episode total"
+                raise UsageError(f"{s.dir}: {what} differs from {first.dir}'s: not shards of one run")
+        if s.stats["files"][FILES["holdout"]] != first.stats["files"][FILES["holdout"]]:
+            raise UsageError(f"{s.dir}: tasks_holdout.jsonl differs from the other shards'")
+    for s in shards:
+        if s.stats.get("episodes") != s.stop - s.start:
+            raise DataError(f"{s.dir / 'stats.json'}: {s.stats.get('episodes')} episodes, but shard "
+                            f"{s.index}/{s.count} of {s.run['episodes']} holds {s.stop - s.start}")
+    return shards
 
 
-def _episode(line: str, path: Path, n: int) -> dict:
+def _check_sizes(shard) -> None:
+    """The cheap check first: every file exists with the size stats.json records."""
+    for name in FILES.values():
+        path = shard.dir / name
+        want = shard.stats["files"][name].get("bytes")
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise DataError(f"{path}: file not found") from None
+        if size != want:
+            raise DataError(f"{path}: {size} bytes, stats.json records {want} (truncated or modified)")
+
+
+def _build(shards: list, stage: Path) -> dict:
+    """Write the merged files into `stage`, checking each shard's rows and hashes on the way;
+    any problem raises before the swap, so the target is never touched."""
+    acc = StatsAccumulator()
+    summaries = {}
+    for key in DATA_KEYS:
+        f = StreamFile(stage / FILES[key])
+        try:
+            for s in shards:
+                _copy(s, key, f, acc)
+        finally:
+            f.close()
+        summaries[FILES[key]] = f.summary()
+    hold = StreamFile(stage / FILES["holdout"])
     try:
-        return json.loads(line)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        _copy(shards[0], "holdout", hold, None)
+    finally:
+        hold.close()
+    summaries[FILES["holdout"]] = hold.summary()
+    first = shards[0].stats
+    profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
+    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries)
+    finish(stage, stats)
+    return stats
+
+
+def _copy(shard, key: str, f: StreamFile, acc: StatsAccumulator | None) -> None:
+    path = shard.dir / FILES[key]
+    want = shard.stats["files"][FILES[key]]
+    digest, rows = hashlib.sha256(), 0
+    prefix = f"{shard.stats['profile']}-s{shard.stats['seed']}-"
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            digest.update(raw)
+            if not raw.endswith(b"\n"):
+                raise DataError(f"{path}:{n}: truncated line (no newline at the end)")
+            try:
+                row = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise DataError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{n}: not a JSON object")
+            if key == "episodes":
+                expected = f"{prefix}{shard.start + n - 1:06d}"
+                if row.get("id") != expected:
+                    raise DataError(f"{path}:{n}: episode {row.get('id')!r}, expected {expected} "
+                                    f"(shard {shard.index}/{shard.count} holds episodes {shard.start}..{shard.stop - 1})")
+                try:
+                    acc.add(row)
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    raise DataError(f"{path}:{n}: malformed episode row (run `kernelstrain validate {shard.dir}`)") from None
+            f.write_block(raw, 1)
+            rows += 1
+    if digest.hexdigest() != want.get("sha256") or rows != want.get("rows"):
+        raise DataError(f"{path}: sha256/rows differ from its stats.json (modified after it was written)")

@@ -93,9 +93,13 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile; every problem raises UsageError naming the key."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
     except FileNotFoundError:
         raise UsageError(f"profile not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"profile {path} is a directory, not a TOML file") from None
+    except OSError as e:
+        raise UsageError(f"cannot read profile {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
     allowed = {"profile", *_TABLE_TYPES}
@@ -110,13 +114,34 @@ def load_profile(path: str | Path) -> Profile:
     top = raw["profile"]
     _check(top, _PROFILE_KEYS, "profile", path)
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
-    modules = () if top["modules"] == "all" else tuple(top["modules"])
     if isinstance(top["modules"], str) and top["modules"] != "all":
         raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
+    modules = () if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
+    _names(top["gpus"], "profile.gpus", path)
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
     _validate(profile, path)
     return profile
+
+
+def _names(values: list, key: str, path: Path) -> tuple:
+    """A non-empty list of distinct strings."""
+    for v in values:
+        if not isinstance(v, str):
+            raise UsageError(f"{path}: key '{key}' must list names (strings), got {type(v).__name__} {v!r}")
+    if not values:
+        raise UsageError(f"{path}: key '{key}' is an empty list (name at least one"
+                         + (', or write "all")' if key == "profile.modules" else ")"))
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise UsageError(f"{path}: key '{key}' names {', '.join(dup)} more than once")
+    return tuple(values)
+
+
+MAX_EPISODES = 10_000_000     # the default profile has 11,514; past this a run is surely a typo
+MAX_STEPS = 1_000             # kernelinfer's longest sessions have 200 steps
+MAX_COMBOS = 1_000_000
+MAX_FAILURE = 0.5             # the two failure rates together: most steps must still run
 
 
 def _validate(p: Profile, path: Path) -> None:
@@ -126,10 +151,10 @@ def _validate(p: Profile, path: Path) -> None:
         raise UsageError(f"{path}: key '{key}' {why}")
     if not p.name or not p.name.replace("_", "").replace("-", "").isalnum():
         bad("profile.name", "must be a non-empty name of letters, digits, - and _")
-    if p.episodes < 1:
-        bad("profile.episodes", f"must be >= 1, got {p.episodes}")
-    if p.combos < 1:
-        bad("profile.combos", f"must be >= 1, got {p.combos}")
+    if not 1 <= p.episodes <= MAX_EPISODES:
+        bad("profile.episodes", f"must be between 1 and {MAX_EPISODES:,}, got {p.episodes:,}")
+    if not 1 <= p.combos <= MAX_COMBOS:
+        bad("profile.combos", f"must be between 1 and {MAX_COMBOS:,}, got {p.combos:,}")
     if not p.gpus:
         bad("profile.gpus", "must name at least one GPU")
     for g in p.gpus:
@@ -139,11 +164,19 @@ def _validate(p: Profile, path: Path) -> None:
         if m not in REGISTRY:
             bad("profile.modules", f"names unknown module {m!r} (see `kernelstrain ops`)")
     s = p.steps
-    if not (1 <= s.min <= s.mean <= s.max):
-        bad("steps", f"needs 1 <= min <= mean <= max, got min={s.min} mean={s.mean} max={s.max}")
+    if not (1 <= s.min <= s.mean <= s.max <= MAX_STEPS):
+        bad("steps", f"needs 1 <= min <= mean <= max <= {MAX_STEPS}, got min={s.min} mean={s.mean} max={s.max}")
     for key in ("compile_error", "wrong_result"):
         v = getattr(p.status, key)
-        if not 0.0 <= v < 0.5:
-            bad(f"status.{key}", f"must be in [0, 0.5), got {v}")
+        if not 0.0 <= v < MAX_FAILURE:
+            bad(f"status.{key}", f"must be in [0, {MAX_FAILURE}), got {v}")
+    total = p.status.compile_error + p.status.wrong_result
+    if total >= MAX_FAILURE:
+        bad("status", f"failure rates sum to {total:g}; they must sum to less than {MAX_FAILURE} "
+                      "(most steps of an episode must run)")
     if not 0.0 <= p.holdout.frac < 1.0:
         bad("holdout.frac", f"must be in [0, 1), got {p.holdout.frac}")
+    if p.holdout.seed < 0:
+        bad("holdout.seed", f"must be >= 0, got {p.holdout.seed}")
+    if not p.description.strip():
+        bad("profile.description", "must not be empty")

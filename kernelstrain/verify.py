@@ -27,7 +27,7 @@ from .ops import REGISTRY
 from .plan import seeded_rng
 from .tasks import make_task
 from .validate import read_jsonl, read_stats
-from .writers import FILES
+from .writers import FILES, check_report_path, write_text_atomic
 
 LAUNCH_TIME = "launch"   # dynamic shared memory over the cap: the compiler accepts it, the launch fails
 
@@ -107,7 +107,9 @@ def judge(r: dict) -> list[str]:
     return problems
 
 
-def verify(data: Path, sample: int = 200, jobs: int = 0, seed: int = 0, report: str | None = None) -> int:
+def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0, report: str | None = None,
+           force: bool = False) -> int:
+    check_report_path(report, force, [data])      # before any work: a bad path fails in a second, not an hour
     read_stats(data)
     started = time.monotonic()
     chosen = pick_sample(data, sample, seed)
@@ -123,7 +125,7 @@ def verify(data: Path, sample: int = 200, jobs: int = 0, seed: int = 0, report: 
                              "status": s["status"], "error": s["error"], "code": s["code"],
                              "smem_bytes": s["smem_bytes"]})
     _check_compilers(job_list)
-    jobs = jobs or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (jobs or 2)
+    jobs = jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
         results = list(pool.map(_compile_job, job_list, chunksize=1))
@@ -147,7 +149,7 @@ def verify(data: Path, sample: int = 200, jobs: int = 0, seed: int = 0, report: 
     text = render_report(table, len(results), elapsed, problems)
     print(text)
     if report:
-        Path(report).write_text(json.dumps({"compiled": len(results), "seconds": round(elapsed, 1),
+        write_text_atomic(Path(report), json.dumps({"compiled": len(results), "seconds": round(elapsed, 1),
                                             "rows": {f"{m}|{g}": dict(v) for (m, g), v in sorted(table.items())},
                                             "problems": problems}, indent=2))
     return 1 if problems else 0

@@ -1,12 +1,16 @@
-"""Streamed, atomic output: each file is written to a hidden temporary name, hashed as
-it goes, and renamed into place only when complete."""
+"""Streamed, atomic output. Every command builds its whole result beside the target — in a
+hidden sibling staging directory — and swaps it in only when complete, stats.json last, so a
+failure at any point leaves either the old dataset or nothing that looks complete."""
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
+import shutil
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import UsageError, fault_point
 
 FILES = {  # config name -> file name, in the order they are written
     "episodes": "episodes.jsonl",
@@ -14,28 +18,37 @@ FILES = {  # config name -> file name, in the order they are written
     "sft_steps": "sft_steps.jsonl",
     "holdout": "tasks_holdout.jsonl",
 }
+MARKER = "stats.json"        # written last: its presence means the dataset is complete
+JOURNAL = ".kernelstrain-resume.json"
+# names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
+DATASET_NAMES = (MARKER, "README.md", *FILES.values(), "qa.json", JOURNAL)
 
 
 class StreamFile:
     """A JSONL file under construction: rows are appended, counted and hashed."""
 
-    def __init__(self, final: Path, resume_bytes: int | None = None):
-        """Start a new temporary file, or (resume_bytes) continue one cut back to that size."""
-        self.final = final
-        self.tmp = final.with_name(f".{final.name}.tmp")
+    def __init__(self, path: Path, resume: dict | None = None):
+        """Start a new file, or (resume: {bytes, rows, sha256}) continue one cut back to that
+        prefix, which must be exactly what the checkpoint recorded."""
+        self.path = self.final = path
         self.rows = 0
         self.bytes = 0
         self.sha = hashlib.sha256()
-        if resume_bytes is None:
-            self.fh = open(self.tmp, "wb")
+        if resume is None:
+            self.fh = open(path, "wb")
             return
-        with open(self.tmp, "r+b") as fh:
-            fh.truncate(resume_bytes)
+        size = path.stat().st_size
+        if size < resume["bytes"]:
+            raise UsageError(f"{path} holds {size} bytes but the checkpoint recorded {resume['bytes']}")
+        with open(path, "r+b") as fh:
+            fh.truncate(resume["bytes"])
             for line in fh:
                 self.sha.update(line)
                 self.rows += 1
                 self.bytes += len(line)
-        self.fh = open(self.tmp, "ab")
+        if self.rows != resume["rows"] or self.sha.hexdigest() != resume["sha256"]:
+            raise UsageError(f"{path} does not match its checkpoint (its first {resume['bytes']} bytes changed)")
+        self.fh = open(path, "ab")
 
     def flush(self) -> None:
         self.fh.flush()
@@ -53,32 +66,137 @@ class StreamFile:
     def summary(self) -> dict:
         return {"rows": self.rows, "bytes": self.bytes, "sha256": self.sha.hexdigest()}
 
-    def commit(self) -> None:
+    def close(self) -> None:
         self.fh.close()
-        os.replace(self.tmp, self.final)
-
-    def abort(self) -> None:
-        self.fh.close()
-        self.tmp.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
-def prepare_out_dir(out: Path, force: bool) -> None:
-    """Check the output directory can take a new dataset; create it."""
+def write_error(dest: Path, e: OSError) -> UsageError:
+    """One line naming the destination (not the hidden staging file) of a failed write."""
+    why = "no space left on device" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+    return UsageError(f"cannot write {dest}: {why}; {dest} was left as it was")
+
+
+def _inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def check_not_input(target: Path, inputs: list[Path], what: str = "--out") -> None:
+    """Refuse a target that is, holds or lies inside one of the command's inputs."""
+    t = target.resolve()
+    for p in inputs:
+        q = Path(p).resolve()
+        if _inside(t, q) or _inside(q, t):
+            raise UsageError(f"{what} {target} would write over the input {p}")
+
+
+def check_report_path(report: str | None, force: bool, inputs: list[Path]) -> None:
+    """Before any work: a report file can be written there (parent exists, not a directory,
+    not a dataset file), and an existing one is replaced only with --force."""
+    if report is None:
+        return
+    path = Path(report)
+    if path.is_dir():
+        raise UsageError(f"--report {report} is a directory")
+    if not path.parent.is_dir():
+        raise UsageError(f"--report {report}: directory {path.parent} does not exist")
+    for data in inputs:
+        if path.resolve().parent == Path(data).resolve() and path.name in DATASET_NAMES:
+            raise UsageError(f"--report {report} would write over the dataset's own {path.name}")
+    if path.exists() and not force:
+        raise UsageError(f"--report {report} exists (use --force to replace it)")
+    if not os.access(path.parent, os.W_OK):
+        raise UsageError(f"--report {report}: directory {path.parent} is not writable")
+
+
+def _is_dataset_dir(out: Path) -> bool:
+    return any((out / n).exists() for n in (MARKER, JOURNAL))
+
+
+def check_out_dir(out: Path, force: bool) -> None:
+    """The target can take a new dataset: absent, empty, or (with --force) a directory."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UsageError(f"--out {out} is not empty (use --force to overwrite its dataset files, "
+        raise UsageError(f"--out {out} is not empty (use --force to replace its dataset files, "
                          "or --resume to finish an interrupted run)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".kernelstrain-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent if not out.exists() else out, os.W_OK) or not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write to {out}: permission denied")
+
+
+class Staging:
+    """A hidden sibling directory where a result is built, then swapped into `out`.
+
+    The swap is journaled (`JOURNAL` in the staging directory says "swap"), so an
+    interrupted swap is finished by `finish_swap()`; until then `out` holds no stats.json."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.dir = out.parent / f".{out.name}.kernelstrain-staging"
+        self.old = out.parent / f".{out.name}.kernelstrain-old"
+
+    def journal(self) -> dict | None:
+        try:
+            state = json.loads((self.dir / JOURNAL).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise UsageError(f"{self.dir / JOURNAL} is corrupt; start again with --force") from None
+        if not isinstance(state, dict):
+            raise UsageError(f"{self.dir / JOURNAL} is corrupt; start again with --force")
+        return state
+
+    def create(self) -> Path:
+        """A fresh, empty staging directory (a leftover one is removed)."""
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True)
+        return self.dir
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def swap(self, state: dict) -> None:
+        """Mark the staged result complete, then move it into `out`."""
+        write_text_atomic(self.dir / JOURNAL, json.dumps({**state, "phase": "swap"}))
+        fault_point("journal-swap")
+        self.finish_swap()
+
+    def finish_swap(self) -> None:
+        """Idempotent: whatever step a kill interrupted, run the remaining ones."""
+        out = self.out
+        if self.dir.exists():
+            if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+                if out.exists():
+                    out.rmdir()
+                os.replace(self.dir, out)             # the common case: one atomic rename
+                fault_point("rename-dir")
+            else:
+                self.old.mkdir(exist_ok=True)
+                staged = sorted(p.name for p in self.dir.iterdir())
+                if not (self.old / ".moved").exists():
+                    # the old completion marker goes first, the new one comes last: nothing looks
+                    # complete in between; files that are not the dataset's stay where they are
+                    for name in sorted(set(staged) | set(DATASET_NAMES), key=lambda n: n != MARKER):
+                        if (out / name).exists() and not (self.old / name).exists():
+                            os.replace(out / name, self.old / name)
+                            fault_point("rename-old")
+                    (self.old / ".moved").touch()
+                for name in sorted(staged, key=lambda n: n == MARKER):
+                    os.replace(self.dir / name, out / name)
+                    fault_point("rename-new")
+                self.dir.rmdir()
+        shutil.rmtree(self.old, ignore_errors=True)
+        fault_point("removed-old")
+        (out / JOURNAL).unlink(missing_ok=True)
