@@ -52,7 +52,9 @@ def cmd_validate(a) -> int:
     problems = validate(Path(a.data), limit=a.max_problems)
     for p in problems:
         print(p)
-    print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found" if problems else "ok: no problems found")
+    shown = f" (first {len(problems)} shown; --max-problems raises it)" if problems.total > len(problems) else ""
+    print(f"{problems.total} problem{'s' if problems.total != 1 else ''} found{shown}" if problems
+          else "ok: no problems found")
     return 1 if problems else 0
 
 

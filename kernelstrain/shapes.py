@@ -89,13 +89,13 @@ def sim_report(gpu: str, op: str, impl: str, dtype: str, shape_text: str) -> dic
         base = simulate(m, m.variants[0], m.variants[0].defaults(), task)
         best_ms, variant, params = best_config(m, task)
         floor = roofline_floor_ms(m, task, variant.path)
+        out = {"flops": cost.flops, "bytes": cost.bytes, "floor_ms": round(floor, 6),
+               "baseline_ms": round(base.time_ms, 6), "best_ms": round(best_ms, 6),
+               "best_variant": variant.tag, "best_params": params}
     except ValueError as e:
         raise UsageError(str(e)) from None
     except (ArithmeticError, TypeError):
         # a cost or launch model that divides by a dim smaller than its tiles assume
         raise UsageError(f"{name} has no simulator model at {shape_text} (sizes this far from its menu, "
                          f"e.g. {_example(m)}, are outside it)") from None
-    return {"flops": cost.flops, "bytes": cost.bytes,
-            "floor_ms": round(floor, 6),
-            "baseline_ms": round(base.time_ms, 6), "best_ms": round(best_ms, 6),
-            "best_variant": variant.tag, "best_params": params}
+    return out

@@ -1,15 +1,21 @@
-"""`validate`: every file against its schema and the invariants of SPEC §4, naming file
-and line of each problem. Streams: memory stays flat whatever the file size."""
+"""`validate`: every file against its schema, the invariants of SPEC §4 and its content,
+naming file and line of each problem. Streams the three training files in lockstep:
+memory stays flat whatever the file size.
+
+Content, not only hashes: every step's code is re-rendered from its variant, params, bug
+and typo; the chat rows are rebuilt from the episode row (episodes.chat_rows) and compared;
+speedups, attempts, arch and task fields are recomputed; stats.json is rebuilt from the
+episodes; the holdout rows are compared with the plan's split when the profile is at hand.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import DataError
-from .feedback import fmt_ms
 from .gpus import GPUS
 from .ops import REGISTRY
 from .sim import STATIC_SMEM_CAP
@@ -17,177 +23,561 @@ from .writers import FILES
 
 EPISODE_KEYS = ["schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
                 "signature", "desc", "baseline", "steps", "best", "attempts", "elapsed_s", "seed", "generator"]
-STEP_KEYS = ["step", "kind", "tag", "params", "code", "status", "time_ms", "smem_bytes", "regs", "error",
-             "kept", "best_ms", "elapsed_s"]
+STEP_KEYS = ["step", "kind", "tag", "params", "bug", "typo", "code", "status", "time_ms", "smem_bytes", "regs",
+             "error", "kept", "best_ms", "elapsed_s"]
 KINDS = {"structural", "param_sweep", "joint", "rebench", "endgame"}
 STATUSES = {"ok", "wrong_result", "compile_error"}
+STATS_SCHEMA = "kernelstrain/stats@1"
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
 FEATURE_MARKERS = {"wgmma": re.compile(r"\bwgmma\."), "tma": re.compile(r"cp\.async\.bulk\.tensor"),
                    "fp4": re.compile(r"\.e2m1\b|kind::(f8f6f4|mxf8f6f4|mxf4nvf4|mxf4)\b"),   # FP4-generation mma
                    "inline_ptx": re.compile(r"\basm\s*(volatile\s*)?\(")}
 
 
+# -- strict readers (merge, verify, stats): a problem is bad input, exit 2 ----------------
 def read_jsonl(path: Path):
     """Yield (line number, object); a corrupt line raises DataError naming file and line."""
     try:
-        fh = open(path, encoding="utf-8")
+        fh = open(path, "rb")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     with fh:
-        for n, line in enumerate(fh, 1):
+        for n, raw in enumerate(fh, 1):
             try:
-                yield n, json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise DataError(f"{path}:{n}: not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise DataError(f"{path}:{n}: not valid UTF-8") from None
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{n}: not a JSON object")
+            yield n, row
+
+
+# what `stats` and the other readers rely on: key -> type (dict keys hold these)
+_STATS_SHAPE = {"generator": str, "profile": str, "seed": int, "episodes": int, "steps": int, "holdout_tasks": int,
+                "status": dict, "status_pct": dict, "kind": dict, "steps_per_episode": dict, "speedup": dict,
+                "by_op": dict, "by_module": dict, "by_gpu": dict, "by_impl": dict, "files": dict}
 
 
 def read_stats(data: Path) -> dict:
+    """stats.json of a dataset directory, with the shape the readers rely on."""
     path = data / "stats.json"
     if not data.is_dir():
         raise DataError(f"{data}: not a dataset directory")
     try:
-        stats = json.loads(path.read_text(encoding="utf-8"))
+        stats = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: missing (an incomplete or interrupted run?)") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not valid UTF-8") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(stats, dict) or stats.get("schema") != "kernelstrain/stats@1":
-        raise DataError(f"{path}: not a kernelstrain stats file (schema kernelstrain/stats@1)")
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not isinstance(stats, dict) or stats.get("schema") != STATS_SCHEMA:
+        raise DataError(f"{path}: not a kernelstrain stats file (schema {STATS_SCHEMA})")
+    for key, typ in _STATS_SHAPE.items():
+        if not isinstance(stats.get(key), typ) or isinstance(stats.get(key), bool):
+            raise DataError(f"{path}: key {key!r} must be {typ.__name__}, got {stats.get(key)!r:.60}")
+    for sub, keys in (("steps_per_episode", ("mean", "median", "min", "max")), ("speedup", ("mean", "geomean", "max")),
+                      ("status", ("ok", "wrong_result", "compile_error")),
+                      ("status_pct", ("ok", "wrong_result", "compile_error"))):
+        for k in keys:
+            if not _number(stats[sub].get(k)):
+                raise DataError(f"{path}: key {sub}.{k} must be a number, got {stats[sub].get(k)!r:.60}")
+    for name, f in stats["files"].items():
+        if not (isinstance(f, dict) and _count(f.get("rows")) and _count(f.get("bytes"))
+                and isinstance(f.get("sha256"), str)):
+            raise DataError(f"{path}: files[{name!r}] must hold rows, bytes and sha256")
+    for name in ("by_op", "by_module", "by_gpu", "by_impl", "kind"):
+        if not all(_count(v) for v in stats[name].values()):
+            raise DataError(f"{path}: key {name!r} must map names to counts")
     return stats
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def _count(v) -> bool:
+    return type(v) is int and v >= 0
+
+
+# -- findings ---------------------------------------------------------------------------
 class Findings(list):
+    """Problems, as "file:line: what"; keeps the first `limit`, counts them all."""
+
     def __init__(self, limit: int):
         super().__init__()
-        self.limit = limit
+        self.limit, self.total = limit, 0
 
     def add(self, where: str, what: str) -> None:
+        self.total += 1
         if len(self) < self.limit:
             self.append(f"{where}: {what}")
 
 
-def check_episode(ep: dict, where: str, out: Findings) -> None:
+def rows(path: Path, out: Findings):
+    """Yield (line number, object or None) of a JSONL file; every unreadable line is a
+    finding (invalid UTF-8, not JSON, not an object, cut off, a duplicate of the line before)."""
+    prev = None
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            where = f"{path.name}:{n}"
+            if not raw.endswith(b"\n"):
+                out.add(where, "last line is cut off (no newline at the end: a truncated file?)")
+            if raw == prev:
+                out.add(where, f"duplicates line {n - 1}")
+                continue
+            prev = raw
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                out.add(where, f"not valid UTF-8 (byte {e.start})")
+                yield n, None
+                continue
+            except json.JSONDecodeError as e:
+                out.add(where, f"not valid JSON ({e.msg} at column {e.colno})")
+                yield n, None
+                continue
+            if not isinstance(row, dict):
+                out.add(where, f"not a JSON object (a {type(row).__name__})")
+                yield n, None
+                continue
+            yield n, row
+
+
+class Peek:
+    """An iterator with one row of lookahead."""
+
+    def __init__(self, it):
+        self.it, self.head = it, next(it, None)
+
+    def take(self):
+        head, self.head = self.head, next(self.it, None)
+        return head
+
+
+# -- re-rendering, cached: one render per (module, gpu, dtype, shape, variant, params, bug) --
+@lru_cache(maxsize=8192)
+def _task(module: str, gpu: str, dtype: str, shape: tuple):
+    from .tasks import make_task
+    return make_task(REGISTRY[module], gpu, dtype, dict(shape))
+
+
+@lru_cache(maxsize=8192)
+def _render(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple, bug):
+    m = REGISTRY[module]
+    return m.render(m.variant(tag), dict(params), _task(module, gpu, dtype, shape), bug)
+
+
+@lru_cache(maxsize=8192)
+def _sim(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple):
+    from .sim import simulate
+    m = REGISTRY[module]
+    return simulate(m, m.variant(tag), dict(params), _task(module, gpu, dtype, shape))
+
+
+@lru_cache(maxsize=4096)
+def _typo(code: str, impl: str, pick: int):
+    from .mutations import break_identifier
+    return break_identifier(code, impl, pick)
+
+
+def _freeze(params: dict) -> tuple:
+    return tuple(params.items())
+
+
+# -- one episode ------------------------------------------------------------------------
+def _types_ok(ep: dict, where: str, out: Findings) -> bool:
+    """The row's shape: keys in order, field types, known module/GPU/variants."""
     if list(ep) != EPISODE_KEYS:
         out.add(where, f"episode keys {list(ep)} != {EPISODE_KEYS}")
-        return
-    gpu = GPUS.get(ep["gpu"])
-    module = REGISTRY.get(ep["module"])
-    if gpu is None or module is None:
-        out.add(where, f"unknown gpu {ep['gpu']!r} or module {ep['module']!r}")
-        return
-    best = ep["baseline"]["time_ms"]
-    best_step = 0
+        return False
+    want = {"id": str, "module": str, "gpu": str, "dtype": str, "shape": dict, "baseline": dict, "steps": list,
+            "best": dict, "attempts": dict, "elapsed_s": int, "seed": int}
+    for key, typ in want.items():
+        if not isinstance(ep[key], typ) or isinstance(ep[key], bool):
+            out.add(where, f"{key} must be {typ.__name__}, got {ep[key]!r:.60}")
+            return False
+    m = REGISTRY.get(ep["module"])
+    if m is None or ep["gpu"] not in GPUS:
+        out.add(where, f"unknown module {ep['module']!r} or gpu {ep['gpu']!r}")
+        return False
+    if ep["dtype"] not in m.dtypes or list(ep["shape"]) != list(m.dims) or not all(
+            type(v) is int and v >= 0 for v in ep["shape"].values()):
+        out.add(where, f"dtype/shape {ep['dtype']!r} {ep['shape']!r:.80} are not a task of {m.name}")
+        return False
+    b = ep["baseline"]
+    if list(b) != ["tag", "code", "time_ms"] or not isinstance(b["code"], str) or not _number(b["time_ms"]) \
+            or b["time_ms"] <= 0:
+        out.add(where, f"baseline must be {{tag, code, time_ms > 0}}, got keys {list(b)}")
+        return False
+    tags = {v.tag for v in m.variants}
+    for i, s in enumerate(ep["steps"], 1):
+        w = f"{where} step {i}"
+        if not isinstance(s, dict) or list(s) != STEP_KEYS:
+            out.add(w, f"step keys {list(s) if isinstance(s, dict) else type(s).__name__} != {STEP_KEYS}")
+            return False
+        bad = [k for k, ok in (
+            ("step", s["step"] == i and type(s["step"]) is int), ("kind", s["kind"] in KINDS),
+            ("status", s["status"] in STATUSES), ("tag", isinstance(s["tag"], str) and s["tag"] in tags),
+            ("params", isinstance(s["params"], dict) and all(isinstance(v, (int, float, str, bool)) for v in s["params"].values())),
+            ("bug", s["bug"] is None or isinstance(s["bug"], str)),
+            ("typo", s["typo"] is None or (type(s["typo"]) is int and s["typo"] >= 0)),
+            ("code", isinstance(s["code"], str)), ("time_ms", s["time_ms"] is None or (_number(s["time_ms"]) and s["time_ms"] > 0)),
+            ("smem_bytes", _count(s["smem_bytes"])), ("regs", _count(s["regs"])),
+            ("error", s["error"] is None or isinstance(s["error"], str)), ("kept", isinstance(s["kept"], bool)),
+            ("best_ms", _number(s["best_ms"]) and s["best_ms"] > 0), ("elapsed_s", _count(s["elapsed_s"]))) if not ok]
+        if bad:
+            out.add(w, f"bad {', '.join(bad)}: " + ", ".join(f"{k}={s[k]!r:.40}" for k in bad))
+            return False
+    best, att = ep["best"], ep["attempts"]
+    if list(best) != ["step", "time_ms", "speedup"] or not all(_number(v) for v in best.values()) \
+            or list(att) != ["kept", "reverted", "errors", "rebench"] or not all(_count(v) for v in att.values()):
+        out.add(where, f"best {best!r:.80} / attempts {att!r:.80} malformed")
+        return False
+    return True
+
+
+def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: int | None) -> bool:
+    """Every check of one episode row; False when its shape is too broken to go on."""
+    if not _types_ok(ep, where, out):
+        return False
+    from .episodes import SCHEMA, task_fields
+    from .plan import task_id
+    module, gpu = REGISTRY[ep["module"]], GPUS[ep["gpu"]]
+    shape = tuple(ep["shape"].items())
+    task = _task(ep["module"], ep["gpu"], ep["dtype"], shape)
+    if ep["schema"] != SCHEMA["episode"]:
+        out.add(where, f"schema {ep['schema']!r}, expected {SCHEMA['episode']!r}")
+    for key, value in task_fields(module, task).items():
+        if ep[key] != value:
+            out.add(where, f"{key} {ep[key]!r:.60} is not {module.name}'s on {gpu.name}: expected {value!r:.60}")
+    if ep["task_id"] != task_id(task):
+        out.add(where, f"task_id {ep['task_id']!r}, expected {task_id(task)!r}")
+    if ctx.plan is not None and index is not None and ctx.plan.task(index).key != task.key:
+        out.add(where, f"episode {index} works on {task.key}, but the plan gives {ctx.plan.task(index).key}")
+    for key in ("seed", "generator"):
+        if ep[key] != ctx.stats.get(key):
+            out.add(where, f"{key} {ep[key]!r} differs from stats.json's {ctx.stats.get(key)!r}")
+    base = module.variants[0]
+    if ep["baseline"]["tag"] != base.tag or ep["baseline"]["code"] != _render(
+            ep["module"], ep["gpu"], ep["dtype"], shape, base.tag, _freeze(base.defaults()), None):
+        out.add(where, f"baseline is not the render of {module.name}'s first rung {base.tag}")
+    best, best_step = ep["baseline"]["time_ms"], 0
     for s in ep["steps"]:
-        w = f"{where} step {s.get('step')}"
-        if list(s) != STEP_KEYS:
-            out.add(w, f"step keys {list(s)} != {STEP_KEYS}")
-            continue
-        if s["kind"] not in KINDS or s["status"] not in STATUSES:
-            out.add(w, f"bad kind/status {s['kind']!r}/{s['status']!r}")
-        if (s["time_ms"] is None) != (s["status"] != "ok"):
-            out.add(w, "time_ms must be null exactly when status is not ok")
-        if s["kept"] and s["status"] != "ok":
-            out.add(w, "a non-ok step is kept")
-        if s["kept"] and s["kind"] == "rebench":
-            out.add(w, "a rebench is kept")
+        w = f"{where} step {s['step']}"
+        _check_step(ep, s, w, out, module, gpu, shape, best)
         if s["status"] == "ok" and s["time_ms"] is not None:
-            improves = s["time_ms"] < best
-            if s["kept"] != (improves and s["kind"] != "rebench"):
+            if s["kept"] != (s["time_ms"] < best and s["kind"] != "rebench"):
                 out.add(w, f"kept={s['kept']} but time {s['time_ms']} vs best {best}")
             if s["kept"]:
                 best, best_step = s["time_ms"], s["step"]
-            cap = STATIC_SMEM_CAP if (module.impl == "cuda" and _static(module, s["tag"])) else gpu.smem_per_block
-            if s["smem_bytes"] > cap:
-                out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
-            for feature, pat in FEATURE_MARKERS.items():
-                if feature not in gpu.features and pat.search(s["code"]):
-                    out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
         if s["best_ms"] != best:
             out.add(w, f"best_ms {s['best_ms']} is not the running minimum of kept steps ({best})")
-        if (s["status"] == "ok") == (s["error"] is not None):
-            out.add(w, "error must be set exactly when status is not ok")
+    steps = ep["steps"]
     if ep["best"]["time_ms"] != best or ep["best"]["step"] != best_step:
         out.add(where, f"best {ep['best']} != running minimum ({best} at step {best_step})")
+    speedup = round(ep["baseline"]["time_ms"] / best, 4)
+    if ep["best"]["speedup"] != speedup:
+        out.add(where, f"best.speedup {ep['best']['speedup']} != baseline/best = {speedup}")
+    attempts = {"kept": sum(s["kept"] for s in steps),
+                "reverted": sum(1 for s in steps if not s["kept"] and s["kind"] != "rebench" and s["status"] != "compile_error"),
+                "errors": sum(1 for s in steps if s["status"] == "compile_error"),
+                "rebench": sum(1 for s in steps if s["kind"] == "rebench")}
+    if ep["attempts"] != attempts:
+        out.add(where, f"attempts {ep['attempts']} != counted from the steps {attempts}")
+    if ep["elapsed_s"] != (steps[-1]["elapsed_s"] if steps else 0):
+        out.add(where, f"elapsed_s {ep['elapsed_s']} != the last step's")
+    if any(a["elapsed_s"] > b["elapsed_s"] for a, b in zip(steps, steps[1:])):
+        out.add(where, "elapsed_s goes backwards")
+    return True
 
 
-def _static(module, tag: str) -> bool:
-    try:
-        return module.variant(tag).smem == "static"
-    except KeyError:
-        return False
-
-
-def check_feedback(mt: dict, ep_steps: list, where: str, out: Findings) -> None:
-    """Feedback after step k reports step k and the best so far, nothing later."""
-    msgs = mt["messages"]
-    if [m["role"] for m in msgs[:2]] != ["system", "user"]:
-        out.add(where, "messages must start with system, user")
+def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
+    if (s["time_ms"] is None) != (s["status"] != "ok"):
+        out.add(w, "time_ms must be null exactly when status is not ok")
+    if (s["status"] == "ok") == (s["error"] is not None):
+        out.add(w, "error must be set exactly when status is not ok")
+    if s["kept"] and s["status"] != "ok":
+        out.add(w, "a non-ok step is kept")
+    if s["kept"] and s["kind"] == "rebench":
+        out.add(w, "a rebench is kept")
+    variant = module.variant(s["tag"])
+    if s["bug"] is not None and s["bug"] not in variant.bugs:
+        out.add(w, f"bug {s['bug']!r} is not one of {variant.tag}'s ({', '.join(variant.bugs) or 'none'})")
         return
-    turns = msgs[2:]
-    for k, s in enumerate(ep_steps):
-        a = turns[2 * k] if 2 * k < len(turns) else None
-        if a is None or a["role"] != "assistant" or not a["content"].startswith("```") or not a["content"].endswith("```"):
-            out.add(f"{where} step {k + 1}", "assistant turn must be one fenced code block")
-            continue
-        if 2 * k + 1 < len(turns):
-            fb = turns[2 * k + 1]["content"]
-            later = [int(n) for n in re.findall(r"\bstep (\d+)", fb, flags=re.I)]
-            if any(n > s["step"] for n in later):
-                out.add(f"{where} step {k + 1}", "feedback mentions a later step")
-            if fmt_ms(s["best_ms"]) not in fb:
-                out.add(f"{where} step {k + 1}", "feedback does not report the best so far")
+    if s["status"] == "ok" and (s["bug"] is not None or s["typo"] is not None):
+        out.add(w, "an ok step carries a bug or typo")
+    known = {p.name: p.values for p in variant.params}
+    if set(s["params"]) != set(known) or any(v not in known[k] for k, v in s["params"].items()):
+        out.add(w, f"params {s['params']} are not a configuration of {variant.tag}")
+        return
+    args = (ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"], _freeze(s["params"]))
+    code = _render(*args, s["bug"])
+    typo_error = None
+    if s["typo"] is not None:
+        broken = _typo(code, module.impl, s["typo"])
+        if broken is None:
+            out.add(w, f"typo {s['typo']} cannot be applied to this candidate")
+            return
+        code, typo_error = broken
+    if s["code"] != code:
+        out.add(w, f"code is not {module.name}'s render of {s['tag']}{s['params']}"
+                   + (f" with bug {s['bug']}" if s["bug"] else "") + (f" and typo {s['typo']}" if s["typo"] is not None else "")
+                   + f" (first difference at character {_first_diff(s['code'], code)})")
+    r = _sim(*args)
+    if (s["smem_bytes"], s["regs"]) != (r.smem_bytes, r.regs):
+        out.add(w, f"smem_bytes/regs {s['smem_bytes']}/{s['regs']} != the simulator's {r.smem_bytes}/{r.regs}")
+    if s["status"] == "compile_error":
+        want = typo_error if typo_error is not None else r.error
+        if s["error"] != want:
+            out.add(w, "compile error text is not the compiler's message for this candidate")
+    elif s["status"] == "ok":
+        if not r.ok:
+            out.add(w, f"status ok, but this candidate does not build on {gpu.name}: {(r.error or '').splitlines()[0]:.80}")
+        cap = STATIC_SMEM_CAP if (module.impl == "cuda" and variant.smem == "static") else gpu.smem_per_block
+        if s["smem_bytes"] > cap:
+            out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
+        for feature, pat in FEATURE_MARKERS.items():
+            if feature not in gpu.features and pat.search(s["code"]):
+                out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
+    elif s["bug"] is None:
+        out.add(w, "a wrong_result step carries no bug")
 
 
-def validate(data: Path, limit: int = 50) -> list[str]:
-    """All problems found in a dataset directory (up to `limit`)."""
+def _first_diff(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _row_diff(got: dict, want: dict) -> str:
+    """Where two rows differ, in words: the first differing key, or message."""
+    for key in list(dict.fromkeys([*want, *got])):
+        if got.get(key) != want.get(key):
+            if key == "messages" and isinstance(got.get(key), list):
+                g, e = got[key], want[key]
+                for i in range(max(len(g), len(e))):
+                    a, b = (g[i] if i < len(g) else None), (e[i] if i < len(e) else None)
+                    if a != b:
+                        role = b["role"] if isinstance(b, dict) else "none"
+                        return f"message {i + 1} ({role}) differs from the episode's" if a is not None and b is not None \
+                            else f"{len(g)} messages, the episode implies {len(e)}"
+            return f"{key} {got.get(key)!r:.60} != the episode's {want.get(key)!r:.60}"
+    return "key order differs"
+
+
+# -- the dataset ------------------------------------------------------------------------
+class Context:
+    """What every episode is checked against: stats.json, and the plan when its profile is
+    a bundled one (the holdout split and each episode's task)."""
+
+    def __init__(self, stats: dict):
+        self.stats, self.plan, self.timestamps = stats, None, None
+        from .plan import make_plan
+        from .profiles import PROFILE_DIR, load_profile
+        for path in sorted(PROFILE_DIR.glob("*.toml")):
+            try:
+                profile = load_profile(path)
+            except Exception:   # a bundled profile another stream is editing must not stop validate
+                continue
+            if profile.name == stats.get("profile") and profile.description == stats.get("profile_description"):
+                self.plan = make_plan(profile, stats["seed"])
+                self.timestamps = profile.output.timestamps
+                break
+
+
+def validate(data: Path, limit: int = 50) -> Findings:
+    """All problems found in a dataset directory (the first `limit` kept, all counted)."""
+    if limit < 1:
+        raise DataError(f"--max-problems must be >= 1, got {limit}")
     out = Findings(limit)
     stats = read_stats(data)
-    for name in list(FILES.values()):
-        if not (data / name).exists():
+    for name in FILES.values():
+        if not (data / name).is_file():
             out.add(str(data / name), "missing")
     if out:
         return out
-    for fname, summary in stats.get("files", {}).items():
-        path = data / fname
-        digest, size = hashlib.sha256(), 0
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-                size += len(chunk)
-        if digest.hexdigest() != summary["sha256"] or size != summary["bytes"]:
-            out.add(str(path), "sha256/bytes differ from stats.json (modified or truncated?)")
-    held = set()
-    for n, row in read_jsonl(data / FILES["holdout"]):
-        held.add((row.get("module"), row.get("gpu"), row.get("dtype"), json.dumps(row.get("shape"), sort_keys=True)))
-    status, steps_total, episodes = Counter(), 0, 0
-    ep_path, mt_path, st_path = (data / FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps"))
-    mt_iter, st_iter = read_jsonl(mt_path), read_jsonl(st_path)
-    for n, ep in read_jsonl(ep_path):
-        where = f"{ep_path.name}:{n}"
-        episodes += 1
-        check_episode(ep, where, out)
-        combo = (ep.get("module"), ep.get("gpu"), ep.get("dtype"), json.dumps(ep.get("shape"), sort_keys=True))
-        if combo in held:
-            out.add(where, f"held-out combo {combo[:3]} appears in a training file")
-        steps = ep.get("steps", [])
-        steps_total += len(steps)
-        status.update(s.get("status") for s in steps)
-        m = next(mt_iter, None)
-        if m is None or m[1].get("id") != ep.get("id"):
-            out.add(f"{mt_path.name}:{n}", f"row does not match episode {ep.get('id')}")
-        else:
-            check_feedback(m[1], steps, f"{mt_path.name}:{m[0]}", out)
-        for s in steps:
-            row = next(st_iter, None)
-            if row is None or row[1].get("episode_id") != ep.get("id") or row[1].get("step") != s.get("step") \
-                    or row[1].get("status") != s.get("status") or row[1].get("kept") != s.get("kept"):
-                out.add(f"{st_path.name}:{row[0] if row else 'EOF'}", f"does not match {ep.get('id')} step {s.get('step')}")
-                break
-    if next(st_iter, None) is not None:
-        out.add(st_path.name, "more step rows than steps in episodes.jsonl")
-    if episodes != stats.get("episodes") or steps_total != stats.get("steps"):
-        out.add("stats.json", f"episodes/steps {stats.get('episodes')}/{stats.get('steps')} != files {episodes}/{steps_total}")
-    for k in ("ok", "wrong_result", "compile_error"):
-        if status[k] != stats.get("status", {}).get(k):
-            out.add("stats.json", f"status {k}: {stats.get('status', {}).get(k)} != files {status[k]}")
+    actual = {name: _summary(data / name) for name in FILES.values()}
+    for name, summary in stats["files"].items():
+        if name not in actual:
+            out.add("stats.json", f"files lists {name!r}, which is not a dataset file")
+        elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
+            out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
+    ctx = Context(stats)
+    held = _check_holdout(data / FILES["holdout"], ctx, out)
+    acc = _check_training(data, ctx, held, out)
+    _check_stats(stats, acc, actual, len(held), out)
     return out
+
+
+def _summary(path: Path) -> dict:
+    digest, size, lines = hashlib.sha256(), 0, 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    return {"rows": lines, "bytes": size, "sha256": digest.hexdigest()}
+
+
+def _combo(row: dict) -> tuple:
+    return (row.get("module"), row.get("gpu"), row.get("dtype"), json.dumps(row.get("shape"), sort_keys=True))
+
+
+def _check_holdout(path: Path, ctx: Context, out: Findings) -> set:
+    """Held-out rows: each the plan's row for its task, none missing (when the plan is known)."""
+    from .episodes import SCHEMA
+    expected = None
+    if ctx.plan is not None:
+        from .holdout import holdout_rows
+        expected = Peek(iter(holdout_rows(ctx.plan)))
+    held = set()
+    for n, row in rows(path, out):
+        where = f"{path.name}:{n}"
+        if row is None:
+            if expected:
+                expected.take()
+            continue
+        held.add(_combo(row))
+        if row.get("schema") != SCHEMA["holdout"]:
+            out.add(where, f"schema {row.get('schema')!r:.40}, expected {SCHEMA['holdout']!r}")
+        if expected is None:
+            continue
+        want = expected.take()
+        if want is None:
+            out.add(where, "a held-out row the plan's split does not have")
+        elif json.loads(want) != row:
+            w = json.loads(want)
+            what = _row_diff(row, w) if row.get("task_id") == w["task_id"] else \
+                f"task {row.get('task_id')!r}, the plan's split has {w['task_id']!r} here (rows missing, added or reordered)"
+            out.add(where, what)
+            if row.get("task_id") != w["task_id"] and expected.head is not None and \
+                    json.loads(expected.head).get("task_id") == row.get("task_id"):
+                expected.take()     # a deleted row: realign on the next one
+    if expected is not None and expected.head is not None:
+        out.add(f"{path.name}:EOF", f"held-out task {json.loads(expected.head)['task_id']} of the plan's split is missing")
+    return held
+
+
+def _check_training(data: Path, ctx: Context, held: set, out: Findings):
+    """episodes, sft_multiturn and sft_steps in lockstep: each episode checked, its chat rows
+    rebuilt and compared; returns the stats accumulated from the valid episodes."""
+    from .episodes import chat_rows
+    from .stats import StatsAccumulator
+    acc = StatsAccumulator()
+    ep_path, mt_path, st_path = (data / FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps"))
+    mt_rows, st_rows = Peek(rows(mt_path, out)), Peek(rows(st_path, out))
+    start = _first_index(ctx.stats)
+    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
+    for n, ep in rows(ep_path, out):
+        where = f"{ep_path.name}:{n}"
+        index = start + n - 1
+        want_id = f"{prefix}{index:06d}"
+        mt = mt_rows.take()
+        in_order = ep is not None and ep.get("id") == want_id
+        if ep is not None and not in_order:
+            out.add(where, f"episode {ep.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
+        valid = ep is not None and _guarded(check_episode, where, out, ep, where, out, ctx, index if in_order else None)
+        if valid:
+            acc.add(ep)
+            if _combo(ep) in held:
+                out.add(where, f"held-out combo {_combo(ep)[:3]} appears in a training file")
+        expected = None
+        if valid and in_order:
+            if ctx.timestamps is None:
+                ctx.timestamps = _stamped(mt)
+            expected = _guarded(chat_rows, where, out, ep, ctx.timestamps) or None
+        _check_multiturn(mt, mt_path, want_id, expected, out)
+        _check_steps(st_rows, st_path, want_id, expected, out)
+    if mt_rows.head is not None:
+        out.add(f"{mt_path.name}:{mt_rows.head[0]}", "more rows than episodes in episodes.jsonl")
+    if st_rows.head is not None:
+        out.add(f"{st_path.name}:{st_rows.head[0]}", "more step rows than steps in episodes.jsonl")
+    return acc
+
+
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError)
+
+
+def _guarded(fn, where: str, out: Findings, *args):
+    """fn(*args), or False with a finding when a malformed row trips it up."""
+    try:
+        return fn(*args)
+    except _MALFORMED as e:
+        out.add(where, f"malformed row ({type(e).__name__}: {e!s:.80})")
+        return False
+
+
+def _first_index(stats: dict) -> int:
+    run = stats.get("run")
+    if isinstance(run, dict) and isinstance(run.get("episodes"), int) and isinstance(stats.get("shard"), str):
+        try:
+            i, n = (int(x) for x in stats["shard"].split("/"))
+            return run["episodes"] * i // n
+        except ValueError:
+            return 0
+    return 0
+
+
+def _stamped(mt) -> bool:
+    msgs = mt[1].get("messages") if mt and mt[1] else None
+    return bool(isinstance(msgs, list) and len(msgs) > 3 and isinstance(msgs[3], dict)
+                and str(msgs[3].get("content", "")).startswith("[t+"))
+
+
+def _check_multiturn(mt, path: Path, want_id: str, expected, out: Findings) -> None:
+    if mt is None:
+        out.add(f"{path.name}:EOF", f"no row for episode {want_id}")
+        return
+    n, row = mt
+    if row is None:
+        return
+    where = f"{path.name}:{n}"
+    if row.get("id") != want_id:
+        out.add(where, f"row of episode {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
+    elif expected is not None and row != expected[0]:
+        out.add(where, _row_diff(row, expected[0]))
+
+
+def _check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Findings) -> None:
+    """The step rows of one episode: as many as its steps, each the rebuilt row."""
+    want_rows = expected[1] if expected is not None else None
+    got = []
+    while st_rows.head is not None and (st_rows.head[1] is None or st_rows.head[1].get("episode_id") == want_id) \
+            and (want_rows is None or len(got) < len(want_rows)):
+        got.append(st_rows.take())
+    if want_rows is None:
+        return
+    for k, want in enumerate(want_rows):
+        if k >= len(got):
+            line = st_rows.head[0] if st_rows.head is not None else "EOF"
+            out.add(f"{path.name}:{line}", f"missing the row of {want['id']} ({len(got)} of {len(want_rows)} step rows found)")
+            return
+        n, row = got[k]
+        if row is None:
+            continue
+        if row.get("id") != want["id"]:
+            out.add(f"{path.name}:{n}", f"row {row.get('id')!r:.40}, expected {want['id']} here (lines swapped, missing or added)")
+        elif row != want:
+            out.add(f"{path.name}:{n}", _row_diff(row, want))
+
+
+def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Findings) -> None:
+    """stats.json against what the files hold, key by key."""
+    from types import SimpleNamespace
+    profile = SimpleNamespace(name=stats.get("profile"), description=stats.get("profile_description"))
+    files = {name: actual[name] for name in FILES.values()}
+    want = acc.result(profile, stats.get("seed"), holdout_rows, files, stats.get("shard"))
+    if "run" in stats:
+        want["run"] = stats["run"]
+    if want["generator"] != stats.get("generator"):
+        want["generator"] = stats.get("generator")   # the episodes' generator field is checked against it
+    for key in list(dict.fromkeys([*want, *stats])):
+        if key == "files":
+            for name, f in want["files"].items():
+                if stats["files"].get(name, {}).get("rows") != f["rows"]:
+                    out.add("stats.json", f"files[{name!r}].rows {stats['files'].get(name, {}).get('rows')} != the file's {f['rows']} lines")
+        elif stats.get(key) != want.get(key):
+            out.add("stats.json", f"{key} {json.dumps(stats.get(key))[:80]} != from the files {json.dumps(want.get(key))[:80]}")

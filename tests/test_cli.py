@@ -60,7 +60,7 @@ def test_holdout_is_deterministic(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, needle", [
     (["generate", "--seed", "abc", "--out", "{tmp}/o"], "invalid seed"),
-    (["generate", "--seed", "0", "--episodes", "-1", "--out", "{tmp}/o"], "must be >= 0"),
+    (["generate", "--seed", "0", "--episodes", "-1", "--out", "{tmp}/o"], "must be >= 1"),
     (["generate", "--seed", "0", "--out", "{file}"], "not a directory"),
     (["generate", "--seed", "0", "--out", "{tmp}/o", "--config", "{badprofile}"], "unknown key 'steps.bogus'"),
     (["generate", "--seed", "0", "--out", "{tmp}/o", "--config", "{typeprofile}"], "'profile.episodes' must be int"),
