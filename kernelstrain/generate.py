@@ -24,7 +24,8 @@ from .plan import Plan, make_plan
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
-from .writers import (FILES, JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, write_error,
+from .writers import (FILES, JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix,
+                      write_error,
                       write_text_atomic)
 
 
@@ -317,6 +318,8 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
     of the episodes already written."""
     files = {}
     try:
+        for k in DATA_KEYS:              # all three checked before any is cut back
+            check_prefix(stage_dir / FILES[k], state["files"][k])
         for k in DATA_KEYS:
             files[k] = StreamFile(stage_dir / FILES[k], resume=state["files"][k])
         if files["episodes"].rows != state["next"] - indices.start or files["sft_multiturn"].rows != files["episodes"].rows:

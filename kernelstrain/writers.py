@@ -37,17 +37,10 @@ class StreamFile:
         if resume is None:
             self.fh = open(path, "wb")
             return
-        size = path.stat().st_size
-        if size < resume["bytes"]:
-            raise UsageError(f"{path} holds {size} bytes but the checkpoint recorded {resume['bytes']}")
+        self.sha = check_prefix(path, resume)     # the running hash continues from the prefix's
+        self.rows, self.bytes = resume["rows"], resume["bytes"]
         with open(path, "r+b") as fh:
             fh.truncate(resume["bytes"])
-            for line in fh:
-                self.sha.update(line)
-                self.rows += 1
-                self.bytes += len(line)
-        if self.rows != resume["rows"] or self.sha.hexdigest() != resume["sha256"]:
-            raise UsageError(f"{path} does not match its checkpoint (its first {resume['bytes']} bytes changed)")
         self.fh = open(path, "ab")
 
     def flush(self) -> None:
@@ -68,6 +61,26 @@ class StreamFile:
 
     def close(self) -> None:
         self.fh.close()
+
+
+def check_prefix(path: Path, want: dict):
+    """Raise unless the file's first want["bytes"] bytes are want["rows"] whole lines with
+    sha256 want["sha256"] (what a checkpoint recorded); reads only, changes nothing.
+    Returns the hash object of that prefix."""
+    size = path.stat().st_size
+    if size < want["bytes"]:
+        raise UsageError(f"{path} holds {size} bytes but the checkpoint recorded {want['bytes']}")
+    sha, rows, seen = hashlib.sha256(), 0, 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if seen + len(line) > want["bytes"]:
+                break
+            sha.update(line)
+            rows += 1
+            seen += len(line)
+    if seen != want["bytes"] or rows != want["rows"] or sha.hexdigest() != want["sha256"]:
+        raise UsageError(f"{path} does not match its checkpoint (its first {want['bytes']} bytes changed)")
+    return sha
 
 
 def write_text_atomic(path: Path, text: str) -> None:
