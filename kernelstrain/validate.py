@@ -138,7 +138,7 @@ def rows(path: Path, out: Findings):
                 yield n, None
                 continue
             except json.JSONDecodeError as e:
-                out.add(where, f"not valid JSON ({e.msg} at column {e.colno})")
+                out.add(where, f"not valid JSON ({e.msg}, column {e.colno})")
                 yield n, None
                 continue
             if not isinstance(row, dict):
@@ -352,7 +352,7 @@ def _first_diff(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def _row_diff(got: dict, want: dict) -> str:
+def _row_diff(got: dict, want: dict, source: str = "the episode's") -> str:
     """Where two rows differ, in words: the first differing key, or message."""
     for key in list(dict.fromkeys([*want, *got])):
         if got.get(key) != want.get(key):
@@ -362,9 +362,9 @@ def _row_diff(got: dict, want: dict) -> str:
                     a, b = (g[i] if i < len(g) else None), (e[i] if i < len(e) else None)
                     if a != b:
                         role = b["role"] if isinstance(b, dict) else "none"
-                        return f"message {i + 1} ({role}) differs from the episode's" if a is not None and b is not None \
-                            else f"{len(g)} messages, the episode implies {len(e)}"
-            return f"{key} {got.get(key)!r:.60} != the episode's {want.get(key)!r:.60}"
+                        return f"message {i + 1} ({role}) differs from {source}" if a is not None and b is not None \
+                            else f"{len(g)} messages, {source} has {len(e)}"
+            return f"{key} {got.get(key)!r:.60} != {source} {want.get(key)!r:.60}"
     return "key order differs"
 
 
@@ -450,7 +450,7 @@ def _check_holdout(path: Path, ctx: Context, out: Findings) -> set:
             out.add(where, "a held-out row the plan's split does not have")
         elif json.loads(want) != row:
             w = json.loads(want)
-            what = _row_diff(row, w) if row.get("task_id") == w["task_id"] else \
+            what = _row_diff(row, w, "the plan's row") if row.get("task_id") == w["task_id"] else \
                 f"task {row.get('task_id')!r}, the plan's split has {w['task_id']!r} here (rows missing, added or reordered)"
             out.add(where, what)
             if row.get("task_id") != w["task_id"] and expected.head is not None and \
