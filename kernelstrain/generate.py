@@ -209,7 +209,7 @@ def _fresh(stage: Staging, out: Path, force: bool) -> None:
     if (stage.dir.exists() or stage.old.exists()) and not force:
         raise UsageError(f"{out} has an interrupted run (in {stage.dir.name}): finish it with --resume, "
                          "or start over with --force")
-    check_out_dir(out, force)
+    check_out_dir(out, force, resumable=True)
     try:
         shutil.rmtree(stage.old, ignore_errors=True)
         stage.create()

@@ -185,6 +185,16 @@ def _typo(code: str, impl: str, pick: int):
     return break_identifier(code, impl, pick)
 
 
+_MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
+
+
+@lru_cache(maxsize=4096)
+def _features(code: str) -> frozenset:
+    """The arch-gated features whose fingerprints a candidate's code holds (cached: the same
+    code recurs across steps and episodes)."""
+    return frozenset(f for f, pat in FEATURE_MARKERS.items() if _MARKER_HINTS[f] in code and pat.search(code))
+
+
 def _freeze(params: dict) -> tuple:
     return tuple(params.items())
 
@@ -341,9 +351,8 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         cap = STATIC_SMEM_CAP if (module.impl == "cuda" and variant.smem == "static") else gpu.smem_per_block
         if s["smem_bytes"] > cap:
             out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
-        for feature, pat in FEATURE_MARKERS.items():
-            if feature not in gpu.features and pat.search(s["code"]):
-                out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
+        for feature in _features(s["code"]) - gpu.features:
+            out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
     elif s["bug"] is None:
         out.add(w, "a wrong_result step carries no bug")
 

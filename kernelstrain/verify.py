@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
                         find_hip_compiler)
-from .errors import UsageError
+from .errors import DataError, UsageError
 from .gpus import GPUS
 from .ops import REGISTRY
 from .plan import seeded_rng
@@ -42,9 +42,13 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
     """(line, step index) pairs, round-robin over strata (module, variant, gpu, status)."""
     strata = defaultdict(list)
     for n, ep in read_jsonl(data / FILES["episodes"]):
-        for i, s in enumerate(ep["steps"]):
-            if s["kind"] != "rebench":
-                strata[(ep["module"], s["tag"], ep["gpu"], s["status"])].append((n, i))
+        try:
+            for i, s in enumerate(ep["steps"]):
+                if s["kind"] != "rebench":
+                    strata[(ep["module"], s["tag"], ep["gpu"], s["status"])].append((n, i))
+        except (KeyError, TypeError):
+            raise DataError(f"{data / FILES['episodes']}:{n}: malformed episode row "
+                            f"(`kernelstrain validate {data}` names the problem)") from None
     rng = seeded_rng("verify", seed)
     keys = sorted(strata)
     for k in keys:

@@ -134,13 +134,13 @@ def _is_dataset_dir(out: Path) -> bool:
     return any((out / n).exists() for n in (MARKER, JOURNAL))
 
 
-def check_out_dir(out: Path, force: bool) -> None:
+def check_out_dir(out: Path, force: bool, resumable: bool = False) -> None:
     """The target can take a new dataset: absent, empty, or (with --force) a directory."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UsageError(f"--out {out} is not empty (use --force to replace its dataset files, "
-                         "or --resume to finish an interrupted run)")
+        raise UsageError(f"--out {out} is not empty (use --force to replace its dataset files"
+                         + (", or --resume to finish an interrupted run)" if resumable else ")"))
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent
