@@ -18,7 +18,7 @@ from pathlib import Path
 from .card import render_card
 from .episodes import episode_rows
 from .errors import UsageError
-from .holdout import write_holdout
+from .holdout import split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .profiles import Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
@@ -159,8 +159,9 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     for f in files.values():
         f.commit()
     summaries = {f.final.name: f.summary() for f in files.values()}
-    summaries[FILES["holdout"]] = write_holdout(plan, out)
-    stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None)
+    summaries.update(write_holdout(plan, out))
+    holdout = with_contamination(split_figures(plan), out)
+    stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout)
     finish(out, stats)
     (out / CHECKPOINT).unlink(missing_ok=True)
     return stats
