@@ -38,7 +38,7 @@ def cmd_stats(a) -> int:
 
 
 def cmd_holdout(a) -> int:
-    """Write tasks_holdout.jsonl: the held-out task combos of a profile, deterministically."""
+    """Write the profile's holdout splits (tasks_holdout.jsonl, ...), the ones generate applies."""
     from .holdout import write_holdout
     from .plan import make_plan
     if not 0.0 <= a.frac < 1.0:
@@ -49,8 +49,9 @@ def cmd_holdout(a) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    summary = write_holdout(plan, out)
-    print(f"{summary['rows']} held-out tasks of {len(plan.train) + len(plan.holdout)} combos -> {out / 'tasks_holdout.jsonl'}")
+    total = len(plan.train) + len({t.key for tasks in plan.splits.values() for t in tasks})
+    for (split, tasks), (name, summary) in zip(plan.splits.items(), write_holdout(plan, out).items()):
+        print(f"{split}: {summary['rows']} held-out tasks of {total} combos -> {out / name}")
     return 0
 
 
@@ -60,6 +61,8 @@ def cmd_validate(a) -> int:
     problems = validate(Path(a.data), limit=a.max_problems)
     for p in problems:
         print(p)
+    for note in getattr(problems, "notes", []):
+        print(note)
     print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found" if problems else "ok: no problems found")
     return 1 if problems else 0
 

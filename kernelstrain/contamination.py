@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
 from .ops import REGISTRY
@@ -104,10 +106,11 @@ class Matcher:
     def __init__(self, targets: list[tuple[str, str]]):
         """targets: (code, lang) of each held-out solution or baseline."""
         self.vocab: dict = {}
+        self.fresh_ids = itertools.count()
         plate = {self._ids(g) for g in boilerplate()}
         self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
         self.fingerprints: dict = {}        # fingerprint -> target indices
-        self.index: dict = {}               # specific shingle -> target indices
+        postings: dict = {}                 # specific shingle -> target indices
         self.sizes, self.specific_sizes, self.plates = [], [], []
         for i, (code, lang) in enumerate(targets):
             toks = tokens(code, lang)
@@ -116,14 +119,19 @@ class Matcher:
             plated = frozenset(self.plate_rank[g] for g in grams if g in self.plate_rank)
             specific = [g for g in grams if g not in self.plate_rank]
             for g in specific:
-                self.index.setdefault(g, []).append(i)
+                postings.setdefault(g, []).append(i)
             self.sizes.append(len(grams))
             self.specific_sizes.append(len(specific))
             self.plates.append(plated)
+        # Shingles with the same targets share one posting class: a candidate's hits are
+        # counted per class, then spread to its targets (the same module's held tasks
+        # share most shingles, so classes are few and large).
+        classes: dict = {}
+        self.index = {g: classes.setdefault(tuple(ts), len(classes)) for g, ts in postings.items()}
+        self.members = list(classes)
 
     def _ids(self, toks) -> tuple:
-        v = self.vocab
-        return tuple(v.setdefault(t, len(v)) for t in toks)
+        return tuple(map(self.vocab.setdefault, toks, self.fresh_ids))
 
     def scan(self, code: str, lang: str) -> tuple[list, frozenset, dict]:
         """(targets this candidate equals after normalization, the ranks of its boilerplate
@@ -132,9 +140,9 @@ class Matcher:
         grams = shingles(self._ids(toks))
         plated = frozenset(self.plate_rank[g] for g in grams & self.plate_rank.keys())
         hits: dict = {}
-        for g in grams & self.index.keys():
-            for i in self.index[g]:
-                hits[i] = hits.get(i, 0) + 1
+        for cls, shared in Counter(map(self.index.__getitem__, grams & self.index.keys())).items():
+            for i in self.members[cls]:
+                hits[i] = hits.get(i, 0) + shared
         return self.fingerprints.get(_digest(toks), []), plated, hits
 
 
@@ -166,9 +174,12 @@ class Tally:
     def overlaps(self) -> list[tuple[float, float]]:
         """(raw, specific) overlap share of each target; a candidate sharing no specific
         13-gram still shares its boilerplate, so raw takes the best boilerplate group too."""
-        out = []
+        out, best_plate = [], {}
         for i, size in enumerate(self.m.sizes):
-            plate = max((len(self.m.plates[i] & g) for g in self.plate_groups), default=0)
+            mine = self.m.plates[i]
+            if mine not in best_plate:
+                best_plate[mine] = max((len(mine & g) for g in self.plate_groups), default=0)
+            plate = best_plate[mine]
             raw = max(self.raw[i], plate) / size if size else 0.0
             spec = self.specific[i] / self.m.specific_sizes[i] if self.m.specific_sizes[i] else 0.0
             out.append((raw, spec))
@@ -197,7 +208,9 @@ def training_candidates(episodes_path: Path):
 
 def measure(data: Path, split_files: dict) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
-    its training file episodes.jsonl: {split: summary} (see `summarize`)."""
+    its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
+    "training_candidates": distinct count, "per_task": {split: [figures of each task]},
+    "training_tasks": {(module, gpu, dtype, shape json)}}."""
     rows = {name: [json.loads(line) for line in open(data / f, encoding="utf-8")] for name, f in split_files.items()}
     targets, keys, solutions, references = [], {}, {}, {}
     for name, split_rows in rows.items():
@@ -221,7 +234,7 @@ def measure(data: Path, split_files: dict) -> dict:
         module = REGISTRY[module_name]
         train_refs.add(fingerprint(module.reference(make_task(module, gpu, dtype, json.loads(shape))), "python"))
     overlaps = tally.overlaps()
-    out = {}
+    out, details = {}, {}
     for name, split_rows in rows.items():
         per_task = []
         for r in split_rows:
@@ -232,7 +245,8 @@ def measure(data: Path, split_files: dict) -> dict:
                              "solution_ngram": overlaps[s][0], "solution_ngram_specific": overlaps[s][1],
                              "baseline_ngram": overlaps[b][0], "baseline_ngram_specific": overlaps[b][1]})
         out[name] = summarize(per_task)
-    return {"splits": out, "training_candidates": tally.candidates}
+        details[name] = per_task
+    return {"splits": out, "training_candidates": tally.candidates, "per_task": details, "training_tasks": train_tasks}
 
 
 def summarize(per_task: list[dict]) -> dict:

@@ -75,9 +75,10 @@ def split_figures(plan: Plan) -> dict:
             entry["gpus"] = list(h.unseen_gpus)
         entry["modules"] = sorted({t.module for t in tasks})
         splits[name] = entry
-    all_modules = {t.module for tasks in (plan.train, *plan.splits.values()) for t in tasks}
-    return {"splits": splits, "modules_in_training": train,
-            "modules_held_out": sorted(all_modules - set(train)),
+    held = sorted({t.module for tasks in plan.splits.values() for t in tasks} - set(train))
+    train_ops = sorted({REGISTRY[m].op for m in train})
+    return {"splits": splits, "modules_in_training": train, "modules_held_out": held,
+            "ops_in_training": train_ops, "ops_held_out": sorted({REGISTRY[m].op for m in held} - set(train_ops)),
             "gpus_in_training": sorted({t.gpu.name for t in plan.train})}
 
 
@@ -87,3 +88,60 @@ def with_contamination(figures: dict, data: Path) -> dict:
     found = measure(data, {name: s["file"] for name, s in figures["splits"].items()})
     splits = {name: {**s, "contamination": found["splits"][name]} for name, s in figures["splits"].items()}
     return {**figures, "splits": splits, "contamination_method": method(found["training_candidates"])}
+
+
+def card_configs(stats: dict) -> list[tuple[str, str]]:
+    """(config, file) of each holdout split of a dataset, split `test` on the card."""
+    splits = stats.get("holdout", {}).get("splits") or {"combo": {"config": "holdout", "file": SPLIT_FILES["combo"][1]}}
+    return [(s["config"], s["file"]) for s in splits.values()]
+
+
+def card_modules(stats: dict) -> str:
+    """The card's op-module figure: all modules of the dataset, and how they split."""
+    h = stats.get("holdout")
+    if not h or not h["modules_held_out"]:
+        return f"{len(stats['by_module'])} ({len(stats['by_op'])} ops)"
+    train, held = h["modules_in_training"], h["modules_held_out"]
+    ops = len(h["ops_in_training"]) + len(h["ops_held_out"])
+    return (f"{len(train) + len(held)} ({ops} ops): {len(train)} modules ({len(h['ops_in_training'])} ops) "
+            f"in training, {len(held)} ({len(h['ops_held_out'])} ops) held out as unseen ops")
+
+
+def card_section(stats: dict) -> str:
+    """The card's holdout section: each split, what it holds out, and its contamination."""
+    h = stats.get("holdout")
+    if not h:
+        return ""
+    m = h["contamination_method"]
+    rows = []
+    for name, s in h["splits"].items():
+        c = s["contamination"]
+        n, ex, ng = c["tasks"], c["exact"], c["ngram"]
+        rows.append(f"| `{s['config']}` ({name}) | {n} | {ex['solution']} / {ex['baseline']} / {ex['reference']} | "
+                    f"{ng['solution_ngram']['max']:.2f} ({ng['solution_ngram']['mean']:.2f}) | "
+                    f"{ng['solution_ngram_specific']['max']:.2f} ({ng['solution_ngram_specific']['mean']:.2f}) | "
+                    f"{ng['baseline_ngram_specific']['max']:.2f} ({ng['baseline_ngram_specific']['mean']:.2f}) |")
+    held = ", ".join(f"`{x}`" for x in h["modules_held_out"]) or "none"
+    unseen = "\n".join(f"- `{s['config']}` (`{s['file']}`): {s['unseen']}"
+                       + (f" — {', '.join(s['ops'])}" if "ops" in s else "")
+                       + (f" — {', '.join(s['gpus'])}" if "gpus" in s else "") + "."
+                       for s in h["splits"].values())
+    return f"""## Holdout and contamination
+
+Held-out tasks carry the prompt, baseline, reference program and entry signature, and no
+solution. Each split holds out something different:
+
+{unseen}
+
+Training covers {len(h['modules_in_training'])} op modules; held out of training entirely: {held}.
+
+| config (split) | tasks | exact matches in training: solution / baseline / reference | {m['ngram']}-gram overlap of solutions, max (mean) | kernel-specific, max (mean) | baselines, kernel-specific, max (mean) |
+|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+Exact: {m['normalization']}. Solution: {m['solution']}. Training: {m['training']}
+({m['training_candidates']:,} distinct candidates). Overlap: {m['ngram_overlap']}; kernel-specific:
+{m['specific']}. The combo split holds out shapes and dtypes of modules that are in training,
+so its solutions largely appear there: it measures recall of variants, not generalization;
+the unseen splits measure generalization.
+"""

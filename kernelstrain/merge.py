@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from .errors import DataError, UsageError
 from .generate import finish
+from .holdout import with_contamination
 from .stats import StatsAccumulator
 from .validate import read_jsonl, read_stats
 from .writers import FILES, StreamFile, prepare_out_dir
@@ -29,8 +30,9 @@ def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
     for _, _, d, st in shards:
         if (st["profile"], st["seed"]) != (first["profile"], first["seed"]):
             raise UsageError(f"{d}: profile/seed {st['profile']}/{st['seed']} differ from {first['profile']}/{first['seed']}")
-        if st["files"][FILES["holdout"]] != first["files"][FILES["holdout"]]:
-            raise UsageError(f"{d}: tasks_holdout.jsonl differs from the other shards'")
+        for name in _holdout_files(first):
+            if st["files"].get(name) != first["files"][name]:
+                raise UsageError(f"{d}: {name} differs from the other shards'")
     prepare_out_dir(out, force)
     acc = StatsAccumulator()
     files = {}
@@ -49,13 +51,20 @@ def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
         raise
     for f in files.values():
         f.commit()
-    shutil.copyfile(shards[0][2] / FILES["holdout"], out / FILES["holdout"])
     summaries = {f.final.name: f.summary() for f in files.values()}
-    summaries[FILES["holdout"]] = first["files"][FILES["holdout"]]
+    for name in _holdout_files(first):
+        shutil.copyfile(shards[0][2] / name, out / name)
+        summaries[name] = first["files"][name]
+    holdout = with_contamination(first["holdout"], out) if "holdout" in first else None   # against all shards
     profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries)
+    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout)
     finish(out, stats)
     return stats
+
+
+def _holdout_files(stats: dict) -> list[str]:
+    splits = stats.get("holdout", {}).get("splits") or {"combo": {"file": FILES["holdout"]}}
+    return [s["file"] for s in splits.values()]
 
 
 def _lines(path: Path):
