@@ -60,7 +60,7 @@ def fingerprint(code: str, lang: str) -> str:
     >>> fingerprint("a  +b // x", "cuda") == fingerprint("a+\\n b", "cuda")
     True
     """
-    return hashlib.sha256("\x00".join(tokens(code, lang)).encode()).hexdigest()
+    return _digest(tokens(code, lang))
 
 
 def shingles(toks: list, n: int = NGRAM) -> set:
@@ -131,13 +131,19 @@ class Matcher:
         self.members = list(classes)
 
     def _ids(self, toks) -> tuple:
+        """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
         return tuple(map(self.vocab.setdefault, toks, self.fresh_ids))
+
+    def _known_ids(self, toks) -> tuple:
+        """Token ids, -1 for tokens no held-out source has: a 13-gram holding one cannot
+        match, and the vocabulary stays the held-out sources' size."""
+        return tuple(map(self.vocab.get, toks, itertools.repeat(-1)))
 
     def scan(self, code: str, lang: str) -> tuple[list, frozenset, dict]:
         """(targets this candidate equals after normalization, the ranks of its boilerplate
         13-grams, {target: specific 13-grams shared}) for one training candidate."""
         toks = tokens(code, lang)
-        grams = shingles(self._ids(toks))
+        grams = shingles(self._known_ids(toks))
         plated = frozenset(self.plate_rank[g] for g in grams & self.plate_rank.keys())
         hits: dict = {}
         for cls, shared in Counter(map(self.index.__getitem__, grams & self.index.keys())).items():
@@ -212,7 +218,7 @@ def measure(data: Path, split_files: dict) -> dict:
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}."""
     rows = {name: [json.loads(line) for line in open(data / f, encoding="utf-8")] for name, f in split_files.items()}
-    targets, keys, solutions, references = [], {}, {}, {}
+    targets, keys, references = [], {}, {}
     for name, split_rows in rows.items():
         for r in split_rows:
             key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
