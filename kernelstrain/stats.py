@@ -92,7 +92,7 @@ def summary(stats: dict) -> str:
         "gpus            " + ", ".join(f"{k} {v:,}" for k, v in stats["by_gpu"].items()),
         "files:",
     ]
-    lines += [f"  {name:22} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
+    lines += [f"  {name:30} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
     return "\n".join(lines)
 
 
