@@ -2,15 +2,17 @@
 then what the data is and its figures."""
 from __future__ import annotations
 
+from .holdout import card_configs, card_modules, card_section
 from .writers import FILES
 
 _SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "holdout": "test"}
 
 
 def render_card(stats: dict) -> str:
+    declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
     configs = "\n".join(
-        f"  - config_name: {name}\n    data_files:\n      - split: {_SPLITS[name]}\n        path: {path}"
-        for name, path in FILES.items())
+        f"  - config_name: {name}\n    data_files:\n      - split: {_SPLITS.get(name, 'test')}\n        path: {path}"
+        for name, path in declared)
     st, pct, spe, sp = stats["status"], stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
     files = "\n".join(f"| `{n}` | {f['rows']:,} | {f['bytes'] / 1e6:.1f} MB | `{f['sha256'][:16]}…` |"
                       for n, f in stats["files"].items())
@@ -45,7 +47,7 @@ kept when faster and reverted otherwise.
 | Steps | {stats['steps']:,} (mean {spe['mean']} per episode) |
 | Step statuses | ok {pct['ok']}%, wrong_result {pct['wrong_result']}%, compile_error {pct['compile_error']}% |
 | Speedup over baseline | mean {sp['mean']}x, geomean {sp['geomean']}x |
-| Op modules | {len(stats['by_module'])} ({len(stats['by_op'])} ops) |
+| Op modules | {card_modules(stats)} |
 | GPUs | {', '.join(stats['by_gpu'])} |
 | Holdout tasks | {stats['holdout_tasks']} |
 
@@ -55,6 +57,7 @@ kept when faster and reverted otherwise.
 |---|---|---|---|
 {files}
 
+{card_section(stats)}
 Load a config with `datasets.load_dataset("path/to/this/dir", "sft_steps", split="train")`.
 
 ## How the numbers were made

@@ -39,10 +39,11 @@ def cmd_stats(a) -> int:
 
 
 def cmd_holdout(a) -> int:
-    """Write tasks_holdout.jsonl: the held-out task combos of a profile, deterministically."""
+    """Write the profile's holdout splits (tasks_holdout.jsonl, ...), the ones generate applies."""
     from .holdout import holdout_command
-    summary, combos, path = holdout_command(a.config, a.frac, a.seed, Path(a.out), force=a.force)
-    print(f"{summary['rows']} held-out tasks of {combos} combos -> {path}")
+    summaries, combos, targets = holdout_command(a.config, a.frac, a.seed, Path(a.out), force=a.force)
+    for split, path in targets:
+        print(f"{split}: {summaries[path.name]['rows']} held-out tasks of {combos} combos -> {path}")
     return 0
 
 
@@ -52,6 +53,8 @@ def cmd_validate(a) -> int:
     problems = validate(Path(a.data), limit=a.max_problems)
     for p in problems:
         print(p)
+    for note in problems.notes:
+        print(note)
     shown = f" (first {len(problems)} shown; --max-problems raises it)" if problems.total > len(problems) else ""
     print(f"{problems.total} problem{'s' if problems.total != 1 else ''} found{shown}" if problems
           else "ok: no problems found")

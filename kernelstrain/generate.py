@@ -19,7 +19,7 @@ from pathlib import Path
 from .card import render_card
 from .episodes import episode_rows
 from .errors import UsageError, fault_point
-from .holdout import write_holdout
+from .holdout import split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
@@ -159,9 +159,10 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
             f.close()
         fault_point("data-closed")
         summaries = {FILES[k]: f.summary() for k, f in files.items()}
-        summaries[FILES["holdout"]] = write_holdout(plan, stage.dir)
+        summaries.update(write_holdout(plan, stage.dir))
         fault_point("holdout-written")
-        stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None)
+        holdout = with_contamination(split_figures(plan), stage.dir)
+        stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout)
         if shard:
             stats["run"] = run_id
         finish(stage.dir, stats)

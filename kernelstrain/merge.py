@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from .errors import DataError, UsageError
 from .generate import finish
+from .holdout import with_contamination
 from .stats import StatsAccumulator
 from .validate import read_stats
 from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, write_error
@@ -76,8 +77,9 @@ def _shards(dirs: list[Path]) -> list:
             if s.run.get(key) != first.run.get(key):
                 what = "profile file" if key == "profile_sha" else "episode total"
                 raise UsageError(f"{s.dir}: {what} differs from {first.dir}'s: not shards of one run")
-        if s.stats["files"][FILES["holdout"]] != first.stats["files"][FILES["holdout"]]:
-            raise UsageError(f"{s.dir}: tasks_holdout.jsonl differs from the other shards'")
+        for name in _holdout_files(first.stats):
+            if s.stats["files"].get(name) != first.stats["files"].get(name):
+                raise UsageError(f"{s.dir}: {name} differs from the other shards'")
     for s in shards:
         if s.stats.get("episodes") != s.stop - s.start:
             raise DataError(f"{s.dir / 'stats.json'}: {s.stats.get('episodes')} episodes, but shard "
@@ -87,9 +89,9 @@ def _shards(dirs: list[Path]) -> list:
 
 def _check_sizes(shard) -> None:
     """The cheap check first: every file exists with the size stats.json records."""
-    for name in FILES.values():
+    for name in dict.fromkeys([*FILES.values(), *_holdout_files(shard.stats)]):
         path = shard.dir / name
-        want = shard.stats["files"][name].get("bytes")
+        want = shard.stats["files"].get(name, {}).get("bytes")
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -107,26 +109,35 @@ def _build(shards: list, stage: Path) -> dict:
         f = StreamFile(stage / FILES[key])
         try:
             for s in shards:
-                _copy(s, key, f, acc)
+                _copy(s, FILES[key], f, acc)
         finally:
             f.close()
         summaries[FILES[key]] = f.summary()
-    hold = StreamFile(stage / FILES["holdout"])
-    try:
-        _copy(shards[0], "holdout", hold, None)
-    finally:
-        hold.close()
-    summaries[FILES["holdout"]] = hold.summary()
     first = shards[0].stats
+    for name in _holdout_files(first):
+        hold = StreamFile(stage / name)
+        try:
+            _copy(shards[0], name, hold, None)
+        finally:
+            hold.close()
+        summaries[name] = hold.summary()
+    # contamination again, against the training files of all the shards together
+    holdout = with_contamination(first["holdout"], stage) if "holdout" in first else None
     profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries)
+    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout)
     finish(stage, stats)
     return stats
 
 
-def _copy(shard, key: str, f: StreamFile, acc: StatsAccumulator | None) -> None:
-    path = shard.dir / FILES[key]
-    want = shard.stats["files"][FILES[key]]
+def _holdout_files(stats: dict) -> list[str]:
+    """The holdout split files of a run (every shard holds the same ones)."""
+    splits = stats.get("holdout", {}).get("splits") or {"combo": {"file": FILES["holdout"]}}
+    return [s["file"] for s in splits.values()]
+
+
+def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None) -> None:
+    path = shard.dir / name
+    want = shard.stats["files"][name]
     digest, rows = hashlib.sha256(), 0
     prefix = f"{shard.stats['profile']}-s{shard.stats['seed']}-"
     with open(path, "rb") as fh:
@@ -140,7 +151,7 @@ def _copy(shard, key: str, f: StreamFile, acc: StatsAccumulator | None) -> None:
                 raise DataError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{n}: not a JSON object")
-            if key == "episodes":
+            if name == FILES["episodes"]:
                 expected = f"{prefix}{shard.start + n - 1:06d}"
                 if row.get("id") != expected:
                     raise DataError(f"{path}:{n}: episode {row.get('id')!r}, expected {expected} "

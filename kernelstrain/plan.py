@@ -68,10 +68,13 @@ def select_combos(profile: Profile) -> list[Task]:
     return sorted(chosen, key=lambda t: t.key)
 
 
-def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str) -> tuple[list[Task], list[Task]]:
-    """(train, holdout): round(frac * len) combos held out in hash order, never the last
-    training combo of a (module, gpu) pair."""
-    n_hold = round(frac * len(combos))
+SPLITS = ("combo", "unseen_op", "unseen_gpu")
+
+
+def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str, count: int | None = None) -> tuple[list[Task], list[Task]]:
+    """(train, holdout): `count` (default round(frac * len)) combos held out in hash order,
+    never the last training combo of a (module, gpu) pair."""
+    n_hold = round(frac * len(combos)) if count is None else count
     left = {}
     for t in combos:
         left[(t.module, t.gpu.name)] = left.get((t.module, t.gpu.name), 0) + 1
@@ -85,13 +88,33 @@ def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str) 
     return [t for t in combos if t.key not in held], [t for t in combos if t.key in held]
 
 
+def split_combos(combos: list[Task], profile: Profile, frac: float, seed: int) -> tuple[list[Task], dict]:
+    """(train, {split: held-out tasks}) for the profile's splits, in its order.
+
+    unseen_op holds out every combo of the listed ops (both impls), unseen_gpu every combo
+    on the listed GPUs; combo then holds out round(frac * all combos) of what is left, so
+    its size does not depend on the other splits (185 of 2313 for the default profile)."""
+    h = profile.holdout
+    held = {}
+    if "unseen_op" in h.splits:
+        held["unseen_op"] = [t for t in combos if REGISTRY[t.module].op in h.unseen_ops]
+    if "unseen_gpu" in h.splits:
+        held["unseen_gpu"] = [t for t in combos if t.gpu.name in h.unseen_gpus]
+    unseen = {t.key for tasks in held.values() for t in tasks}
+    train = [t for t in combos if t.key not in unseen]
+    if "combo" in h.splits:
+        train, held["combo"] = split_holdout(train, frac, seed, profile.key, count=round(frac * len(combos)))
+    return train, {name: held[name] for name in h.splits}
+
+
 @dataclass(frozen=True)
 class Plan:
     profile: Profile
     seed: int
     train: tuple      # training combos, sorted by key
-    holdout: tuple    # held-out combos, sorted by key
+    holdout: tuple    # the combo split's held-out combos, sorted by key
     order: tuple      # training combos in the seed-shuffled order episodes cycle through
+    splits: dict      # split name -> its held-out combos (tuple, sorted by key), profile order
 
     def task(self, index: int) -> Task:
         return self.order[index % len(self.order)]
@@ -101,9 +124,10 @@ def make_plan(profile: Profile, seed: int, holdout_frac: float | None = None, ho
     combos = select_combos(profile)
     frac = profile.holdout.frac if holdout_frac is None else holdout_frac
     hseed = profile.holdout.seed if holdout_seed is None else holdout_seed
-    train, held = split_holdout(combos, frac, hseed, profile.key)
+    train, splits = split_combos(combos, profile, frac, hseed)
     order = tuple(sorted(train, key=lambda t: rank(profile.key, "order", seed, t.key)))
-    return Plan(profile, seed, tuple(train), tuple(held), order)
+    splits = {name: tuple(tasks) for name, tasks in splits.items()}
+    return Plan(profile, seed, tuple(train), splits.get("combo", ()), order, splits)
 
 
 def episode_rng(plan: Plan, index: int) -> random.Random:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 from .errors import UsageError
@@ -34,6 +34,9 @@ class Status:
 class Holdout:
     frac: float
     seed: int
+    splits: tuple = ("combo",)      # what is unseen: combo, unseen_op, unseen_gpu (plan.SPLITS)
+    unseen_ops: tuple = ()          # ops (both impls) the unseen_op split holds out
+    unseen_gpus: tuple = ()         # GPUs the unseen_gpu split holds out
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,16 @@ def _check(table: dict, expected: dict, where: str, path: Path) -> None:
 
 
 def _build(cls, table: dict, where: str, path: Path):
-    expected = {f.name: f.type for f in fields(cls)}
-    expected = {k: {"int": int, "float": float, "bool": bool}[v] for k, v in expected.items()}
-    _check(table, expected, where, path)
-    return cls(**{k: (float(v) if expected[k] is float else v) for k, v in table.items()})
+    """A table -> cls; a field with a default may be left out (a list becomes a tuple)."""
+    types = {"int": int, "float": float, "bool": bool, "tuple": list}
+    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    expected = {f.name: types[f.type] for f in fields(cls)}
+    _check({**{k: list(v) for k, v in defaults.items() if k not in table}, **table}, expected, where, path)
+    for k, v in table.items():
+        if expected[k] is list and not all(isinstance(x, str) for x in v):
+            raise UsageError(f"{path}: key '{where}.{k}' must be a list of strings, got {v!r}")
+    convert = {float: float, list: tuple}
+    return cls(**{k: convert.get(expected[k], lambda x: x)(v) for k, v in table.items()})
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -180,3 +189,33 @@ def _validate(p: Profile, path: Path) -> None:
         bad("holdout.seed", f"must be >= 0, got {p.holdout.seed}")
     if not p.description.strip():
         bad("profile.description", "must not be empty")
+    _validate_splits(p, bad)
+
+
+def _validate_splits(p: Profile, bad) -> None:
+    """The holdout splits name known splits once each, combo among them (it writes the
+    `holdout` config every dataset has), and what they hold out leaves every family and
+    at least one GPU in training."""
+    from .ops import REGISTRY
+    from .plan import SPLITS
+    h = p.holdout
+    unknown = [s for s in h.splits if s not in SPLITS]
+    if unknown or len(set(h.splits)) != len(h.splits) or "combo" not in h.splits:
+        bad("holdout.splits", f"must list each of {', '.join(SPLITS)} at most once, combo included; got {list(h.splits)}")
+    modules = [REGISTRY[m] for m in p.modules or REGISTRY]
+    ops = {m.op for m in modules}
+    for key, values, known in (("unseen_ops", h.unseen_ops, ops), ("unseen_gpus", h.unseen_gpus, set(p.gpus))):
+        split = "unseen_op" if key == "unseen_ops" else "unseen_gpu"
+        if (split in h.splits) != bool(values):
+            bad(f"holdout.{key}", f"must be non-empty exactly when holdout.splits includes {split}")
+        for v in values:
+            if not isinstance(v, str):
+                bad(f"holdout.{key}", f"must list names (strings), got {type(v).__name__} {v!r}")
+            if v not in known:
+                bad(f"holdout.{key}", f"names {v!r}, not one of the profile's {'ops' if split == 'unseen_op' else 'GPUs'}")
+    kept = {m.family for m in modules if m.op not in h.unseen_ops}
+    lost = sorted({m.family for m in modules} - kept)
+    if lost:
+        bad("holdout.unseen_ops", f"holds out every op of famil{'ies' if len(lost) > 1 else 'y'} {', '.join(lost)}")
+    if set(p.gpus) <= set(h.unseen_gpus):
+        bad("holdout.unseen_gpus", "holds out every GPU of the profile")

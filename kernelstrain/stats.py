@@ -42,7 +42,8 @@ class StatsAccumulator:
         self.speedup_hist[next((f"<{e}" for e in SPEEDUP_EDGES if sp < e), f">={SPEEDUP_EDGES[-1]}")] += 1
         self.elapsed_sum += ep["elapsed_s"]
 
-    def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None) -> dict:
+    def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None,
+               holdout: dict | None = None) -> dict:
         n, steps = max(1, self.episodes), max(1, self.steps)
         lengths = sorted(self.steps_hist.elements())
         return {
@@ -54,6 +55,7 @@ class StatsAccumulator:
             "episodes": self.episodes,
             "steps": self.steps,
             "holdout_tasks": holdout_tasks,
+            **({"holdout": holdout} if holdout else {}),
             "status": {k: self.status[k] for k in ("ok", "wrong_result", "compile_error")},
             "status_pct": {k: round(100 * self.status[k] / steps, 2) for k in ("ok", "wrong_result", "compile_error")},
             "kind": {k: self.kind[k] for k in ("structural", "param_sweep", "joint", "rebench", "endgame")},
@@ -84,13 +86,37 @@ def summary(stats: dict) -> str:
         "kinds           " + ", ".join(f"{k} {v:,}" for k, v in stats["kind"].items()),
         f"speedup         mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x",
         f"holdout tasks   {stats['holdout_tasks']}",
+        *holdout_lines(stats),
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "
         + ", ".join(f"{k} {v}" for k, v in stats["by_impl"].items()),
         "gpus            " + ", ".join(f"{k} {v:,}" for k, v in stats["by_gpu"].items()),
         "files:",
     ]
-    lines += [f"  {name:22} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
+    lines += [f"  {name:30} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
     return "\n".join(lines)
+
+
+def holdout_lines(stats: dict) -> list[str]:
+    """Each holdout split's size and contamination, and the modules held out of training."""
+    h = stats.get("holdout")
+    if not h:
+        return []
+    lines = []
+    for name, s in h["splits"].items():
+        what = f"ops {', '.join(s['ops'])}" if "ops" in s else f"gpus {', '.join(s['gpus'])}" if "gpus" in s else "combos"
+        lines.append(f"  {name:11} {s['tasks']:>4} tasks ({what}) -> {s['file']}")
+        c = s.get("contamination")
+        if c:
+            n, ex, ng = c["tasks"], c["exact"], c["ngram"]
+            lines.append(f"  {'':11} exact after normalization: solution {ex['solution']}/{n}, baseline "
+                         f"{ex['baseline']}/{n}, reference {ex['reference']}/{n}")
+            lines.append(f"  {'':11} {h['contamination_method']['ngram']}-gram overlap of solutions: max "
+                         f"{ng['solution_ngram']['max']:.2f}, mean {ng['solution_ngram']['mean']:.2f}; kernel-specific: max "
+                         f"{ng['solution_ngram_specific']['max']:.2f}, mean {ng['solution_ngram_specific']['mean']:.2f}")
+    held = h["modules_held_out"]
+    lines.append(f"training        {len(h['modules_in_training'])} modules; held out of training: "
+                 + (", ".join(held) if held else "none"))
+    return lines
 
 
 def dumps_stats(stats: dict) -> str:

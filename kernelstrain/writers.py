@@ -18,10 +18,17 @@ FILES = {  # config name -> file name, in the order they are written
     "sft_steps": "sft_steps.jsonl",
     "holdout": "tasks_holdout.jsonl",
 }
+# holdout split -> (datasets config, file name); combo keeps the seed card's `holdout` config
+SPLIT_FILES = {
+    "combo": ("holdout", FILES["holdout"]),
+    "unseen_op": ("holdout_unseen_op", "tasks_holdout_unseen_op.jsonl"),
+    "unseen_gpu": ("holdout_unseen_gpu", "tasks_holdout_unseen_gpu.jsonl"),
+}
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
 JOURNAL = ".kernelstrain-resume.json"
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
-DATASET_NAMES = (MARKER, "README.md", *FILES.values(), "qa.json", JOURNAL)
+DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
+                 JOURNAL)
 
 
 class StreamFile:

@@ -23,7 +23,7 @@ def test_every_command_is_documented():
 def test_generate_writes_all_files_and_validates(small_dataset, capsys):
     names = sorted(p.name for p in small_dataset.iterdir())
     assert names == ["README.md", "episodes.jsonl", "sft_multiturn.jsonl", "sft_steps.jsonl", "stats.json",
-                     "tasks_holdout.jsonl"]
+                     "tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]
     code, out, _ = run(capsys, "validate", str(small_dataset))
     assert code == 0 and "no problems" in out
 

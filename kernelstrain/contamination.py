@@ -1,0 +1,288 @@
+"""Contamination of held-out tasks by the training data, measured the way the field does.
+
+For each held-out task three sources are compared with training:
+  solution   its best reachable candidate (tasks.best_config, rendered) — the answer;
+  baseline   the kernel its prompt starts from;
+  reference  its PyTorch reference program.
+A source is an *exact* match when its normalized form (comments and whitespace stripped,
+as KernelBench hashes sources) equals a training candidate's (solutions and baselines
+against every baseline and step code of episodes.jsonl) or a training task's reference.
+The *n-gram overlap* of a solution or baseline is the largest share of its distinct
+13-grams of normalized tokens found in one training candidate. Every CUDA source shares
+a prelude (includes, dtype helpers, launch checks) and every Triton one its imports and
+wrapper idioms, so raw overlap is high everywhere; the *specific* overlap leaves out the
+boilerplate 13-grams: those found in renders of >= 10% of the registry's modules.
+
+>>> tokens("int x = 1; // note\\n/* block */ x += 2.5f;", "cuda")
+['int', 'x', '=', '1', ';', 'x', '+=', '2.5f', ';']
+>>> tokens("y = f(x)  # note\\n", "python")
+['y', '=', 'f', '(', 'x', ')']
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+from .ops import REGISTRY
+from .tasks import best_config, make_task
+
+NGRAM = 13
+BOILERPLATE_SHARE = 0.10    # a 13-gram in renders of >= this share of modules is boilerplate
+
+# C/C++/CUDA/HIP: comments and whitespace are skipped (group 1 empty); string and char
+# literals stay whole; numbers follow the C preprocessing-number rule; then operators.
+_C = re.compile(r"""\s+|//[^\n]*|/\*.*?\*/|("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|[A-Za-z_]\w*"""
+                r"""|\.?\d(?:[eEpP][+-]|[\w.])*|::|->|<<=|>>=|<<|>>|\+\+|--|&&|\|\||[-+*/%&|^!=<>]=|\S)""", re.S)
+# Python (Triton): '#' comments and line continuations are skipped; prefixed and
+# triple-quoted strings stay whole.
+_PY = re.compile(r"""\s+|\\\n|\#[^\n]*|([rRbBuUfF]{0,2}(?:\"\"\"(?:\\.|.)*?\"\"\"|'''(?:\\.|.)*?'''"""
+                 r"""|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|[A-Za-z_]\w*|\.?\d(?:[eE][+-]|[\w.])*"""
+                 r"""|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^!=<>@]=|\S)""", re.S)
+_LEXERS = {"cuda": _C, "python": _PY}
+LANG = {"cuda": "cuda", "triton": "python"}     # a module's impl -> the language of its sources
+
+
+def tokens(code: str, lang: str) -> list[str]:
+    """The source's tokens without comments and whitespace."""
+    return [t for t in _LEXERS[lang].findall(code) if t]
+
+
+def fingerprint(code: str, lang: str) -> str:
+    """sha256 of the normalized source: equal for sources that differ only in comments
+    and whitespace.
+
+    >>> fingerprint("a  +b // x", "cuda") == fingerprint("a+\\n b", "cuda")
+    True
+    """
+    return _digest(tokens(code, lang))
+
+
+def shingles(toks: list, n: int = NGRAM) -> set:
+    """The distinct n-grams of a token list, as tuples (one for a list shorter than n)."""
+    if len(toks) < n:
+        return {tuple(toks)} if toks else set()
+    return set(zip(*(toks[i:] for i in range(n))))
+
+
+@functools.cache
+def boilerplate(n: int = NGRAM) -> frozenset:
+    """13-grams (of string tokens) found in renders of >= BOILERPLATE_SHARE of the registry's
+    modules: each module's every variant at its default parameters, for its first menu
+    shape and dtype, on every catalog GPU that runs it."""
+    from .gpus import GPUS
+    seen: dict = {}
+    for m in REGISTRY.values():
+        grams = set()
+        for gpu in GPUS.values():
+            dtype = next((d for d in m.dtypes if m.supports(gpu, d)), None)
+            if dtype is None:
+                continue
+            task = make_task(m, gpu.name, dtype, m.shapes[0])
+            for v in m.variants:
+                if not v.needs - gpu.features:
+                    grams |= shingles(tokens(m.render(v, v.defaults(), task), LANG[m.impl]), n)
+        for g in grams:
+            seen[g] = seen.get(g, 0) + 1
+    least = max(2, math.ceil(BOILERPLATE_SHARE * len(REGISTRY)))
+    return frozenset(g for g, c in seen.items() if c >= least)
+
+
+def solution_code(module, task) -> str:
+    """The rendered best reachable candidate of a task (noise-free)."""
+    _, variant, params = best_config(module, task)
+    return module.render(variant, params, task)
+
+
+class Matcher:
+    """The held-out sources, indexed so that one training candidate is compared with all
+    of them at once. Tokens become small ints (a per-process vocabulary) for speed."""
+
+    def __init__(self, targets: list[tuple[str, str]]):
+        """targets: (code, lang) of each held-out solution or baseline."""
+        self.vocab: dict = {}
+        self.fresh_ids = itertools.count()
+        plate = {self._ids(g) for g in boilerplate()}
+        self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
+        self.fingerprints: dict = {}        # fingerprint -> target indices
+        postings: dict = {}                 # specific shingle -> target indices
+        self.sizes, self.specific_sizes, self.plates = [], [], []
+        for i, (code, lang) in enumerate(targets):
+            toks = tokens(code, lang)
+            self.fingerprints.setdefault(_digest(toks), []).append(i)
+            grams = shingles(self._ids(toks))
+            plated = frozenset(self.plate_rank[g] for g in grams if g in self.plate_rank)
+            specific = [g for g in grams if g not in self.plate_rank]
+            for g in specific:
+                postings.setdefault(g, []).append(i)
+            self.sizes.append(len(grams))
+            self.specific_sizes.append(len(specific))
+            self.plates.append(plated)
+        # Shingles with the same targets share one posting class: a candidate's hits are
+        # counted per class, then spread to its targets (the same module's held tasks
+        # share most shingles, so classes are few and large).
+        classes: dict = {}
+        self.index = {g: classes.setdefault(tuple(ts), len(classes)) for g, ts in postings.items()}
+        self.members = list(classes)
+
+    def _ids(self, toks) -> tuple:
+        """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
+        return tuple(map(self.vocab.setdefault, toks, self.fresh_ids))
+
+    def _known_ids(self, toks) -> tuple:
+        """Token ids, -1 for tokens no held-out source has: a 13-gram holding one cannot
+        match, and the vocabulary stays the held-out sources' size."""
+        return tuple(map(self.vocab.get, toks, itertools.repeat(-1)))
+
+    def scan(self, code: str, lang: str) -> tuple[list, frozenset, dict]:
+        """(targets this candidate equals after normalization, the ranks of its boilerplate
+        13-grams, {target: specific 13-grams shared}) for one training candidate."""
+        toks = tokens(code, lang)
+        grams = shingles(self._known_ids(toks))
+        plated = frozenset(self.plate_rank[g] for g in grams & self.plate_rank.keys())
+        hits: dict = {}
+        for cls, shared in Counter(map(self.index.__getitem__, grams & self.index.keys())).items():
+            for i in self.members[cls]:
+                hits[i] = hits.get(i, 0) + shared
+        return self.fingerprints.get(_digest(toks), []), plated, hits
+
+
+def _digest(toks) -> str:
+    return hashlib.sha256("\x00".join(toks).encode()).hexdigest()
+
+
+class Tally:
+    """Per target: exact match seen, largest raw and specific shared 13-gram counts."""
+
+    def __init__(self, matcher: Matcher):
+        self.m = matcher
+        n = len(matcher.sizes)
+        self.exact = [False] * n
+        self.raw, self.specific = [0] * n, [0] * n
+        self.plate_groups: set = set()
+        self.candidates = 0
+
+    def add(self, result) -> None:
+        equal, plated, hits = result
+        self.candidates += 1
+        for i in equal:
+            self.exact[i] = True
+        self.plate_groups.add(plated)
+        for i, shared in hits.items():
+            self.specific[i] = max(self.specific[i], shared)
+            self.raw[i] = max(self.raw[i], shared + len(self.m.plates[i] & plated))
+
+    def overlaps(self) -> list[tuple[float, float]]:
+        """(raw, specific) overlap share of each target; a candidate sharing no specific
+        13-gram still shares its boilerplate, so raw takes the best boilerplate group too."""
+        out, best_plate = [], {}
+        for i, size in enumerate(self.m.sizes):
+            mine = self.m.plates[i]
+            if mine not in best_plate:
+                best_plate[mine] = max((len(mine & g) for g in self.plate_groups), default=0)
+            plate = best_plate[mine]
+            raw = max(self.raw[i], plate) / size if size else 0.0
+            spec = self.specific[i] / self.m.specific_sizes[i] if self.m.specific_sizes[i] else 0.0
+            out.append((raw, spec))
+        return out
+
+
+def training_candidates(episodes_path: Path):
+    """(code, lang) of every distinct training candidate (baselines and steps) of an
+    episodes.jsonl, deduplicated by raw bytes, and the set of training task keys."""
+    seen: set = set()
+    tasks: set = set()
+
+    def gen():
+        with open(episodes_path, encoding="utf-8") as fh:
+            for line in fh:
+                ep = json.loads(line)
+                tasks.add((ep["module"], ep["gpu"], ep["dtype"], json.dumps(ep["shape"])))
+                lang = LANG[ep["impl"]]
+                for code in [ep["baseline"]["code"]] + [s["code"] for s in ep["steps"]]:
+                    key = hashlib.blake2b(code.encode(), digest_size=16).digest()
+                    if key not in seen:
+                        seen.add(key)
+                        yield code, lang
+    return gen(), tasks
+
+
+def measure(data: Path, split_files: dict) -> dict:
+    """Contamination of every split (name -> holdout file name) of a dataset directory by
+    its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
+    "training_candidates": distinct count, "per_task": {split: [figures of each task]},
+    "training_tasks": {(module, gpu, dtype, shape json)}}."""
+    rows = {name: [json.loads(line) for line in open(data / f, encoding="utf-8")] for name, f in split_files.items()}
+    targets, keys, references = [], {}, {}
+    for name, split_rows in rows.items():
+        for r in split_rows:
+            key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+            if key in keys:
+                continue
+            module = REGISTRY[r["module"]]
+            task = make_task(module, r["gpu"], r["dtype"], r["shape"])
+            keys[key] = len(targets)
+            targets.append((solution_code(module, task), LANG[module.impl]))
+            targets.append((r["baseline"]["code"], LANG[module.impl]))
+            references[key] = fingerprint(r["reference"], "python")
+    matcher = Matcher(targets)
+    tally = Tally(matcher)
+    candidates, train_tasks = training_candidates(data / "episodes.jsonl")
+    for code, lang in candidates:
+        tally.add(matcher.scan(code, lang))
+    train_refs = set()
+    for module_name, gpu, dtype, shape in train_tasks:
+        module = REGISTRY[module_name]
+        train_refs.add(fingerprint(module.reference(make_task(module, gpu, dtype, json.loads(shape))), "python"))
+    overlaps = tally.overlaps()
+    out, details = {}, {}
+    for name, split_rows in rows.items():
+        per_task = []
+        for r in split_rows:
+            key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+            s, b = keys[key], keys[key] + 1
+            per_task.append({"task_id": r["task_id"], "solution_exact": tally.exact[s],
+                             "baseline_exact": tally.exact[b], "reference_exact": references[key] in train_refs,
+                             "solution_ngram": overlaps[s][0], "solution_ngram_specific": overlaps[s][1],
+                             "baseline_ngram": overlaps[b][0], "baseline_ngram_specific": overlaps[b][1]})
+        out[name] = summarize(per_task)
+        details[name] = per_task
+    return {"splits": out, "training_candidates": tally.candidates, "per_task": details, "training_tasks": train_tasks}
+
+
+def summarize(per_task: list[dict]) -> dict:
+    """A split's figures: tasks, exact matches by source, n-gram overlap max and mean."""
+    def share(key):
+        values = [t[key] for t in per_task]
+        return {"max": round(max(values, default=0.0), 4), "mean": round(sum(values) / max(1, len(values)), 4)}
+    return {
+        "tasks": len(per_task),
+        "exact": {"solution": sum(t["solution_exact"] for t in per_task),
+                  "baseline": sum(t["baseline_exact"] for t in per_task),
+                  "reference": sum(t["reference_exact"] for t in per_task),
+                  "any": sum(t["solution_exact"] or t["baseline_exact"] or t["reference_exact"] for t in per_task)},
+        "ngram": {k: share(k) for k in ("solution_ngram", "solution_ngram_specific",
+                                        "baseline_ngram", "baseline_ngram_specific")},
+    }
+
+
+def method(training_candidates: int) -> dict:
+    """What the contamination figures measure, for stats.json and the card."""
+    least = max(2, math.ceil(BOILERPLATE_SHARE * len(REGISTRY)))
+    return {
+        "normalization": "comments and whitespace stripped (C/CUDA/HIP: // and /* */; Python: #), "
+                         "string literals kept whole; exact = equal sha256 of the token sequence",
+        "solution": "the task's best reachable candidate (tasks.best_config), rendered",
+        "training": "every distinct baseline and step code of episodes.jsonl; references of its tasks",
+        "ngram": NGRAM,
+        "ngram_overlap": f"largest share of a source's distinct {NGRAM}-grams of normalized tokens "
+                         "found in one training candidate",
+        "specific": f"the same without boilerplate {NGRAM}-grams: those in renders of >= {least} of the "
+                    f"registry's {len(REGISTRY)} modules ({len(boilerplate())} {NGRAM}-grams)",
+        "training_candidates": training_candidates,
+    }
