@@ -8,6 +8,7 @@ import json
 
 from . import __version__, feedback
 from .engine import Episode, draw_steps
+from .fields import params_field, shape_field
 from .ops import REGISTRY
 from .plan import Plan, episode_id, episode_rng, task_id
 
@@ -26,7 +27,7 @@ def dumps(row: dict) -> str:
 
 def task_fields(module, task) -> dict:
     return {"op": module.op, "impl": module.impl, "module": module.name, "family": module.family,
-            "gpu": task.gpu.name, "arch": task.gpu.arch, "dtype": task.dtype, "shape": task.dims,
+            "gpu": task.gpu.name, "arch": task.gpu.arch, "dtype": task.dtype, "shape": shape_field(task.dims),
             "signature": module.signature(task), "desc": module.desc}
 
 
@@ -99,6 +100,8 @@ def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
         history.append(feedback.history_line(s))
         if s["kept"]:
             best_code, best_ms = s["code"], s["time_ms"]
+    for s in steps:  # one schema for every row: see fields.py
+        s["params"] = params_field(s["params"])
     mt = {"schema": SCHEMA["multiturn"], "id": ep["id"], "task_id": ep["task_id"], "module": ep["module"],
           "op": ep["op"], "impl": impl, "gpu": ep["gpu"], "dtype": ep["dtype"], "shape": ep["shape"],
           "num_steps": len(steps), "best_speedup": ep["best"]["speedup"], "messages": messages}
