@@ -7,7 +7,7 @@ from html import escape
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:0;background:#fafafa}
-main{max-width:1200px;margin:0 auto;padding:18px 24px 60px}
+main{max-width:1320px;margin:0 auto;padding:18px 24px 60px}
 h1{font-size:22px;margin:6px 0 2px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 h3{font-size:14px;margin:14px 0 6px}
 .sub{color:#555}.note{color:#555;font-size:13px;margin:4px 0 10px}
@@ -32,7 +32,9 @@ pre .hunk{color:#1565c0;display:block}
 select{font:inherit;padding:3px;max-width:100%}
 .twocol{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:14px}
 .scroll{overflow-x:auto;max-height:720px;overflow-y:auto}
-#steps-table{font-size:12px;width:100%}#steps-table td{padding:2px 5px}
+#steps-table{font-size:11.5px;width:100%}#steps-table td,#steps-table th{padding:2px 4px}
+.browser{display:grid;grid-template-columns:minmax(0,1.45fr) minmax(0,1fr);gap:14px}
+#step-feedback{white-space:pre-wrap}
 #step-title{margin-top:0}
 @media (max-width:900px){.twocol{grid-template-columns:1fr}}
 """
@@ -215,7 +217,7 @@ def render_page(stats: dict, qa: dict | None, summary: dict, charts: dict, brows
         "</button></div>",
         '<p id="episode-head"></p><p class="note" id="episode-desc"></p>',
         '<details><summary>Baseline code</summary><pre id="baseline-code"></pre></details>',
-        '<div class="twocol"><div class="scroll"><table id="steps-table"><thead><tr><th>step</th><th>clock</th><th>kind</th>'
+        '<div class="browser"><div class="scroll"><table id="steps-table"><thead><tr><th>step</th><th>clock</th><th>kind</th>'
         "<th>variant</th><th>params</th><th>status</th><th>ms</th><th>best ms</th><th>decision</th></tr></thead>"
         '<tbody></tbody></table></div><div><h3 id="step-title"></h3><h3>Feedback</h3><pre id="step-feedback"></pre>'
         '<h3 id="diff-title"></h3><pre id="step-diff"></pre></div></div>',

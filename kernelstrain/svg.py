@@ -32,14 +32,14 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     return [round(i * step, 10) for i in range(int(math.ceil(top / step - 1e-9)) + 1)]
 
 
-def log_ticks(lo: float, hi: float) -> list[float]:
+def log_ticks(lo: float, hi: float, decades_125: float = 2.3) -> list[float]:
     """1-2-5 ticks from the last one <= lo to the first one >= hi: log_ticks(0.9, 30) -> [0.5, 1, 2, 5, 10, 20, 50]."""
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     all_ticks = [round(m * 10.0 ** e, 12) for e in range(e0, e1 + 1) for m in (1, 2, 5)]
     first = max(t for t in all_ticks if t <= lo * (1 + 1e-9))
     last = min(t for t in all_ticks if t >= hi * (1 - 1e-9))
     ticks = [t for t in all_ticks if first <= t <= last]
-    if hi / lo > 200:   # past two decades a 1-2-5 grid crowds the axis: powers of ten only
+    if math.log10(hi / lo) > decades_125:   # a 1-2-5 grid over many decades crowds the axis: powers of ten
         ticks = [round(10.0 ** e, 12) for e in range(e0, e1 + 1)]
     return ticks
 
@@ -148,7 +148,7 @@ def band_chart(name: str, bands: list[list[float]], title: str, width: int = 220
     left, right, top, bottom = 34, 6, 18, 18
     pw, ph = width - left - right, height - top - bottom
     lo = min(0.5, max(floor, min(b[0] for b in bands)))
-    ticks = [t for t in log_ticks(lo, 1.0) if t <= 1.0]
+    ticks = [t for t in log_ticks(lo, 1.0, decades_125=1.2) if t <= 1.0]
     l0 = math.log10(ticks[0])
     n = max(1, len(bands) - 1)
 
