@@ -71,7 +71,7 @@ def render(view: dict, step: int | None = None, colour: bool = False) -> str:
     for s, r in zip(steps, rows):
         cells = [v.rjust(w) if i in (0, 6, 7) else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))]
         cells[5] = paint(cells[5], s["status"])
-        cells[8] = paint(cells[8], r[8])
+        cells[8] = paint(r[8], r[8])          # the last column: no padding to strip
         lines.append(("> " if s["step"] == step else "  ") + "  ".join(cells).rstrip())
     s = by_step[step]
     lines += ["", paint(f"step {s['step']} ({s['kind']}, {s['tag']}): {s['status']}"
