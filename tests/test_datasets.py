@@ -90,3 +90,31 @@ def test_rows_carry_lists_not_objects(small_dataset):
     assert all(isinstance(s["params"], list) for s in ep["steps"])
     mt = json.loads((small_dataset / "sft_multiturn.jsonl").open().readline())
     assert mt["shape"] == ep["shape"]
+
+
+def test_card_keeps_the_seed_sections_with_this_datasets_figures(small_dataset):
+    card = (small_dataset / "README.md").read_text()
+    stats = json.loads((small_dataset / "stats.json").read_text())
+    headings = re.findall(r"^## (.+)$", card, re.M)
+    assert headings[:5] == ["At a glance", "Coverage", "Files", "Usage", "Generation"]
+    assert {"Caveats", "Splits and contamination", "License"} <= set(headings)
+    assert f"| Episodes | {stats['episodes']:,} |" in card
+    assert f"{stats['status_pct']['ok']}% ok" in card and f"| Holdout tasks | {stats['holdout_tasks']:,} " in card
+    for name, path in FILES.items():
+        assert f"- config_name: {name}\n    data_files:\n      - split: " in card and f"path: {path}" in card
+        assert f"| `{path}` | `{name}` | {stats['files'][path]['rows']:,} |" in card
+    assert "no candidate in it was run on a GPU" in card and "not from this dataset" in card
+    assert "612 of 616" in card and "0 disagreements" in card
+    assert f"datasets` {oldest_claimed()} and later" in card
+    assert 'd["dim"]: d["value"]' in card
+
+
+def test_card_lists_splits_and_contamination_from_stats(small_dataset):
+    from kernelstrain.card import render_card
+    stats = json.loads((small_dataset / "stats.json").read_text())
+    stats["splits"] = {"combo": {"tasks": 185, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.31}},
+                       "unseen_op": {"tasks": 12, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.12}}}
+    card = render_card(stats)
+    section = card.split("## Splits and contamination")[1].split("\n## ")[0]
+    assert "| combo | 185 | 0 | 0.31 |" in section and "| unseen_op | 12 | 0 | 0.12 |" in section
+    assert "contamination.max_ngram_overlap" in section
