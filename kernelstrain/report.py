@@ -72,12 +72,13 @@ class Aggregate:
         self.steps += len(steps)
         self.lengths[len(steps)] += 1
         self.hours.append(ep["elapsed_s"] / 3600)
+        statuses = Counter(s["status"] for s in steps)
+        for label in ("all", ep["gpu"], ep["impl"]):
+            self.status[label].update(statuses)
         for s in steps:
-            for label in ("all", ep["gpu"], ep["impl"]):
-                self.status[label][s["status"]] += 1
             self.kind_status[s["kind"]][s["status"]] += 1
-            kind = failure_kind(s)
-            if kind:
+            if s["status"] != "ok":
+                kind = failure_kind(s)
                 self.failures[kind] += 1
                 if s["status"] == "compile_error":
                     self.compile_by_gpu[ep["gpu"]][kind.split(": ", 1)[1]] += 1
@@ -210,7 +211,7 @@ def charts(agg: Aggregate) -> dict[str, str]:
         kinds = [k for k in COMPILE_KINDS.values() if any(c[k] for c in agg.compile_by_gpu.values())]
         out["compile_gpu"] = svg.stacked_shares(
             "compile-errors-by-gpu", sorted(agg.compile_by_gpu.items()), kinds, "Compile errors by GPU, by kind",
-            width=560)
+            width=600)
     out["ladders"] = "".join(svg.band_chart(f"ladder-{m}", agg.ladder_bands(m), m) for m in sorted(agg.curves))
     return out
 

@@ -76,9 +76,11 @@ def stacked_shares(name: str, rows: list[tuple[str, dict]], keys: list[str], tit
     height = 30 + len(rows) * (bar + gap)
     pw = width - left - right
     body = []
-    for k, key in enumerate(keys):
-        body.append(f'<rect x="{left + k * 120}" y="4" width="10" height="10" fill="{colors[key]}"/>'
-                    f'<text x="{left + k * 120 + 14}" y="13">{escape(key)}</text>')
+    x = left
+    for key in keys:
+        body.append(f'<rect x="{x}" y="4" width="10" height="10" fill="{colors[key]}"/>'
+                    f'<text x="{x + 14}" y="13">{escape(key)}</text>')
+        x += 24 + 6.2 * len(key)   # ~6.2 px a character at 11 px
     for r, (label, counts) in enumerate(rows):
         y, total, x = 24 + r * (bar + gap), sum(counts.values()) or 1, left
         body.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{escape(label)}</text>')
