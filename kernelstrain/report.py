@@ -29,6 +29,7 @@ KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
 COMPILE_KINDS = {"arch": "arch feature", "smem": "shared memory", "resources": "registers / resources",
                  "syntax": "typo / syntax", "other": "other"}
 SAMPLE_PER_MODULE = 3
+BROWSER_BYTES = 14_000_000   # the browser's data stays under this, so the page stays under 20 MB
 
 
 def failure_kind(step: dict) -> str | None:
@@ -101,7 +102,9 @@ class Aggregate:
         return [svg.quantiles([c[min(k, len(c) - 1)] for c in curves]) for k in range(last + 1)]
 
     def sampled(self) -> list[dict]:
-        return [ep for module in sorted(self.sample) for _, ep in self.sample[module]]
+        """The sample, round-robin over modules: every module's first episode, then its second, ..."""
+        modules = sorted(self.sample)
+        return [self.sample[m][i][1] for i in range(self.per_module) for m in modules if i < len(self.sample[m])]
 
 
 def read_rows(path: Path):
@@ -228,7 +231,14 @@ def build_report(data: Path, per_module: int = SAMPLE_PER_MODULE) -> tuple[str, 
         raise UsageError(f"{episodes} has no episodes")
     sample = agg.sampled()
     feedback = read_feedback(data / FILES["sft_multiturn"], {ep["id"] for ep in sample})
-    browser = [browser_episode(ep, feedback.get(ep["id"], [])) for ep in sample]
+    browser, size = [], 0
+    for ep in sample:   # round-robin order: a budget cut keeps every module's first episodes
+        view = browser_episode(ep, feedback.get(ep["id"], []))
+        size += len(json.dumps(view, ensure_ascii=False, separators=(",", ":")).encode())
+        if size > BROWSER_BYTES and browser:
+            break
+        browser.append(view)
+    browser.sort(key=lambda v: v["module"])
     stats = _read_json(data / "stats.json") or {}
     qa = _read_json(data / "qa.json")
     summary = {"episodes": agg.episodes, "steps": agg.steps, "browser_episodes": len(browser),

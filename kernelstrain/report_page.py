@@ -209,8 +209,8 @@ def render_page(stats: dict, qa: dict | None, summary: dict, charts: dict, brows
     data = json.dumps(browser, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
     sections += [
         "<h2>Episode browser</h2>",
-        f'<p class="note">{len(browser)} of {summary["episodes"]:,} episodes: the {per_module} of each module with '
-        "the smallest sha256 of their id. Click a step to see the feedback it got and its candidate's diff "
+        f'<p class="note">{len(browser)} of {summary["episodes"]:,} episodes: up to {per_module} of each module, '
+        "those with the smallest sha256 of their id (fewer when the page would pass its size budget). Click a step to see the feedback it got and its candidate's diff "
         "against the best before it.</p>",
         '<div class="browser-top"><label for="episode-select">Episode</label> <select id="episode-select"></select>'
         '<button id="prev-step" type="button">\u2190 step</button><button id="next-step" type="button">step \u2192'

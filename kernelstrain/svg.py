@@ -178,7 +178,7 @@ def band_chart(name: str, bands: list[list[float]], title: str, width: int = 220
 
 def hbars(name: str, rows: list[tuple[str, float]], title: str, width: int = 460) -> str:
     """One horizontal bar per (label, count), longest first as given, count at the bar's end."""
-    left, right, bar, gap = 170, 50, 16, 5
+    left, right, bar, gap = 200, 50, 16, 5
     height = 8 + len(rows) * (bar + gap)
     pw = width - left - right
     top = max((v for _, v in rows), default=1) or 1

@@ -117,6 +117,19 @@ def test_sample_does_not_depend_on_file_order(small_dataset):
         assert bands[-1][2] == pytest.approx(quantiles(finals, (0.5,))[0])
 
 
+def test_browser_sample_keeps_to_its_byte_budget(small_dataset, monkeypatch):
+    from kernelstrain import report as report_module
+    _, full = report_module.build_report(small_dataset, per_module=3)
+    monkeypatch.setattr(report_module, "BROWSER_BYTES", 400_000)
+    page, cut = report_module.build_report(small_dataset, per_module=3)
+    assert 0 < cut["browser_episodes"] < full["browser_episodes"]
+    parser = Page()
+    parser.feed(page)
+    data = json.loads(next(s[2] for s in parser.scripts if s[1] == "episode-data"))
+    assert len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()) <= 400_000 or len(data) == 1
+    assert [e["module"] for e in data] == sorted(e["module"] for e in data)
+
+
 @pytest.mark.parametrize("step, kind", [
     ({"status": "compile_error", "error": "ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)"}, "compile: shared memory"),
     ({"status": "compile_error", "error": "ptxas /tmp/x.ptx, line 9; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'"}, "compile: arch feature"),
