@@ -107,6 +107,22 @@ def cmd_merge(a) -> int:
     return 0
 
 
+def cmd_report(a) -> int:
+    """Write one self-contained HTML report of a dataset: charts and an episode browser."""
+    from .report import write_report
+    out = Path(a.out) if a.out else Path(a.data) / "report.html"
+    r = write_report(Path(a.data), out, per_module=a.per_module)
+    print(f"wrote {out} ({r['bytes'] / 1e6:.1f} MB; {r['episodes']:,} episodes, {r['steps']:,} steps; "
+          f"{r['browser_episodes']} episodes in the browser) in {r['seconds']} s")
+    return 0
+
+
+def cmd_show(a) -> int:
+    """Show one episode in the terminal: its steps, a step's feedback and its diff against the best."""
+    from .show import show
+    return show(Path(a.data), a.episode_id, step=a.step, colour=sys.stdout.isatty())
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -191,6 +207,16 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--dtype", required=True)
     si.add_argument("--shape", required=True, help="dims, e.g. T=4096,D=4096")
     si.add_argument("--json", action="store_true")
+
+    rp = add("report", cmd_report)
+    rp.add_argument("data")
+    rp.add_argument("--out", help="the HTML file to write (default: DATA/report.html)")
+    rp.add_argument("--per-module", type=_count, default=3, help="episodes of each module in the browser (default 3)")
+
+    sh = add("show", cmd_show)
+    sh.add_argument("data")
+    sh.add_argument("episode_id")
+    sh.add_argument("--step", type=_count, help="the step whose feedback and diff to show (default: the best step)")
 
     mg = add("merge", cmd_merge)
     mg.add_argument("dirs", nargs="+")

@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from .fields import as_dict
 from .ops import REGISTRY
 from .tasks import best_config, make_task
 
@@ -225,7 +226,7 @@ def measure(data: Path, split_files: dict) -> dict:
             if key in keys:
                 continue
             module = REGISTRY[r["module"]]
-            task = make_task(module, r["gpu"], r["dtype"], r["shape"])
+            task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
             keys[key] = len(targets)
             targets.append((solution_code(module, task), LANG[module.impl]))
             targets.append((r["baseline"]["code"], LANG[module.impl]))

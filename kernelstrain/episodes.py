@@ -8,6 +8,7 @@ import json
 
 from . import __version__, feedback
 from .engine import Episode, draw_steps
+from .fields import as_dict, params_field, shape_field
 from .ops import REGISTRY
 from .plan import Plan, episode_id, episode_rng, task_id
 from .tasks import make_task
@@ -27,7 +28,7 @@ def dumps(row: dict) -> str:
 
 def task_fields(module, task) -> dict:
     return {"op": module.op, "impl": module.impl, "module": module.name, "family": module.family,
-            "gpu": task.gpu.name, "arch": task.gpu.arch, "dtype": task.dtype, "shape": task.dims,
+            "gpu": task.gpu.name, "arch": task.gpu.arch, "dtype": task.dtype, "shape": shape_field(task.dims),
             "signature": module.signature(task), "desc": module.desc}
 
 
@@ -75,6 +76,7 @@ def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
     ep.pop("_module"), ep.pop("_task")
     for s in ep["steps"]:
         del s["_prev_best"], s["_best_step"]
+        s["params"] = params_field(s["params"])   # one schema for every row: see fields.py
     mt, step_rows = chat_rows(ep, plan.profile.output.timestamps)
     return ep, mt, step_rows
 
@@ -83,7 +85,7 @@ def chat_rows(ep: dict, timestamps: bool = False) -> tuple[dict, list[dict]]:
     """(multiturn row, step rows) of a public episode row: a pure function of the row, so
     `validate` rebuilds them and compares. `timestamps` is the profile's output.timestamps."""
     module = REGISTRY[ep["module"]]
-    task = make_task(module, ep["gpu"], ep["dtype"], ep["shape"])
+    task = make_task(module, ep["gpu"], ep["dtype"], as_dict(ep["shape"]))
     impl, steps = module.impl, ep["steps"]
     reference = module.reference(task)
     baseline_ms = ep["baseline"]["time_ms"]

@@ -3,6 +3,7 @@ the compact history of the step-level rows. Feedback reports this step and the b
 far, never anything later."""
 from __future__ import annotations
 
+from .fields import as_dict
 from .ops.base import OpModule, Task
 
 LANG = {"cuda": "cuda", "triton": "python"}
@@ -101,7 +102,7 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
 
 def history_line(step: dict) -> str:
     """One line of the compact history in a step-level row."""
-    params = ", ".join(f"{k}={v}" for k, v in step["params"].items())
+    params = ", ".join(f"{k}={v}" for k, v in as_dict(step["params"]).items())
     if step["status"] == "ok":
         res = f"{fmt_ms(step['time_ms'])}{' kept' if step['kept'] else ''}"
     else:

@@ -145,7 +145,7 @@ def card_modules(stats: dict) -> str:
 
 
 def card_section(stats: dict) -> str:
-    """The card's holdout section: each split, what it holds out, and its contamination."""
+    """The body of the card's splits section: each split, what it holds out, and its contamination."""
     h = stats.get("holdout")
     if not h:
         return ""
@@ -163,9 +163,7 @@ def card_section(stats: dict) -> str:
                        + (f" — {', '.join(s['ops'])}" if "ops" in s else "")
                        + (f" — {', '.join(s['gpus'])}" if "gpus" in s else "") + "."
                        for s in h["splits"].values())
-    return f"""## Holdout and contamination
-
-Held-out tasks carry the prompt, baseline, reference program and entry signature, and no
+    return f"""Held-out tasks carry the prompt, baseline, reference program and entry signature, and no
 solution. Each split holds out something different:
 
 {unseen}

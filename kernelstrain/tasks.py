@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 
+from .fields import as_dict
 from .gpus import get_gpu
 from .ops.base import OpModule, Task, Variant
 from .sim import simulate
@@ -15,6 +16,7 @@ def make_task(module: OpModule, gpu: str, dtype: str, shape: dict) -> Task:
     >>> make_task(REGISTRY["rmsnorm_cuda"], "A100", "fp16", {"D": 4096, "T": 8}).key
     'rmsnorm_cuda|A100|fp16|T=8,D=4096'
     """
+    shape = as_dict(shape)            # a row's list of {dim, value} pairs, or a dict
     missing = [d for d in module.dims if d not in shape]
     extra = [d for d in shape if d not in module.dims]
     if missing or extra:

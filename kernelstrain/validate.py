@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import DataError
+from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
 from .sim import STATIC_SMEM_CAP
@@ -201,12 +202,19 @@ def _freeze(params: dict) -> tuple:
 
 
 # -- one episode ------------------------------------------------------------------------
+def _pairs(field, key: str) -> bool:
+    """A shape or params field: a list of {key, "value"} objects with distinct keys (fields.py)."""
+    return isinstance(field, list) and all(
+        isinstance(e, dict) and list(e) == [key, "value"] and isinstance(e[key], str) for e in field) \
+        and len({e[key] for e in field}) == len(field)
+
+
 def _types_ok(ep: dict, where: str, out: Findings) -> bool:
     """The row's shape: keys in order, field types, known module/GPU/variants."""
     if list(ep) != EPISODE_KEYS:
         out.add(where, f"episode keys {list(ep)} != {EPISODE_KEYS}")
         return False
-    want = {"id": str, "module": str, "gpu": str, "dtype": str, "shape": dict, "baseline": dict, "steps": list,
+    want = {"id": str, "module": str, "gpu": str, "dtype": str, "shape": list, "baseline": dict, "steps": list,
             "best": dict, "attempts": dict, "elapsed_s": int, "seed": int}
     for key, typ in want.items():
         if not isinstance(ep[key], typ) or isinstance(ep[key], bool):
@@ -216,8 +224,8 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
     if m is None or ep["gpu"] not in GPUS:
         out.add(where, f"unknown module {ep['module']!r} or gpu {ep['gpu']!r}")
         return False
-    if ep["dtype"] not in m.dtypes or list(ep["shape"]) != list(m.dims) or not all(
-            type(v) is int and v >= 0 for v in ep["shape"].values()):
+    if ep["dtype"] not in m.dtypes or not _pairs(ep["shape"], "dim") or list(as_dict(ep["shape"])) != list(m.dims) \
+            or not all(type(v) is int and v >= 0 for v in as_dict(ep["shape"]).values()):
         out.add(where, f"dtype/shape {ep['dtype']!r} {ep['shape']!r:.80} are not a task of {m.name}")
         return False
     b = ep["baseline"]
@@ -234,7 +242,7 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
         bad = [k for k, ok in (
             ("step", s["step"] == i and type(s["step"]) is int), ("kind", s["kind"] in KINDS),
             ("status", s["status"] in STATUSES), ("tag", isinstance(s["tag"], str) and s["tag"] in tags),
-            ("params", isinstance(s["params"], dict) and all(isinstance(v, (int, float, str, bool)) for v in s["params"].values())),
+            ("params", _pairs(s["params"], "name") and all(isinstance(v, (int, float, str, bool)) for v in as_dict(s["params"]).values())),
             ("bug", s["bug"] is None or isinstance(s["bug"], str)),
             ("typo", s["typo"] is None or (type(s["typo"]) is int and s["typo"] >= 0)),
             ("code", isinstance(s["code"], str)), ("time_ms", s["time_ms"] is None or (_number(s["time_ms"]) and s["time_ms"] > 0)),
@@ -259,7 +267,7 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     from .episodes import SCHEMA, task_fields
     from .plan import task_id
     module, gpu = REGISTRY[ep["module"]], GPUS[ep["gpu"]]
-    shape = tuple(ep["shape"].items())
+    shape = tuple(as_dict(ep["shape"]).items())
     task = _task(ep["module"], ep["gpu"], ep["dtype"], shape)
     if ep["schema"] != SCHEMA["episode"]:
         out.add(where, f"schema {ep['schema']!r}, expected {SCHEMA['episode']!r}")
@@ -323,10 +331,11 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
     if s["status"] == "ok" and (s["bug"] is not None or s["typo"] is not None):
         out.add(w, "an ok step carries a bug or typo")
     known = {p.name: p.values for p in variant.params}
-    if set(s["params"]) != set(known) or any(v not in known[k] for k, v in s["params"].items()):
-        out.add(w, f"params {s['params']} are not a configuration of {variant.tag}")
+    params = as_dict(s["params"])
+    if set(params) != set(known) or any(v not in known[k] for k, v in params.items()):
+        out.add(w, f"params {params} are not a configuration of {variant.tag}")
         return
-    args = (ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"], _freeze(s["params"]))
+    args = (ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"], _freeze(params))
     code = _render(*args, s["bug"])
     typo_error = None
     if s["typo"] is not None:

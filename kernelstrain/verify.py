@@ -22,6 +22,7 @@ from pathlib import Path
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
                         find_hip_compiler)
 from .errors import DataError, UsageError
+from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
 from .plan import seeded_rng
@@ -64,7 +65,7 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
 
 def _compile_job(job: dict) -> dict:
     module = REGISTRY[job["module"]]
-    task = make_task(module, job["gpu"], job["dtype"], job["shape"])
+    task = make_task(module, job["gpu"], job["dtype"], as_dict(job["shape"]))
     if module.impl == "cuda":
         if task.is_hip:
             if find_hip_compiler() is None:
@@ -74,7 +75,7 @@ def _compile_job(job: dict) -> dict:
             result = compile_cuda(job["code"], task.gpu.arch, f"{module.op}_kernel")
     else:
         variant = module.variant(job["tag"])
-        specs = module.compile_specs(variant, job["params"], task)
+        specs = module.compile_specs(variant, as_dict(job["params"]), task)
         result = compile_triton(job["code"], specs, task.gpu.arch)
         if result.ok and result.smem_bytes > task.gpu.smem_per_block:
             # Triton compiles any size; its launcher raises OutOfResources when it loads a kernel

@@ -1,16 +1,120 @@
-"""The written directory loads with Hugging Face `datasets`, one config at a time."""
+"""The written directory loads with Hugging Face `datasets`, one config at a time, with the
+newest `datasets` installed here and (when .ci/run has built it) the oldest the package claims.
+
+Files are read in 64 KiB chunks so that every file spans many chunks: Arrow infers each
+chunk's schema alone, and a field whose keys differ between rows fails to cast there."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
 import pytest
 
-datasets = pytest.importorskip("datasets", reason="pip install 'kernelstrain[dev]' for the datasets load test")
+from kernelstrain.fields import as_dict
+from kernelstrain.ops import REGISTRY
+from kernelstrain.writers import FILES
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = [("episodes", "train", "steps"), ("sft_multiturn", "train", "messages"),
+           ("sft_steps", "train", "messages"), ("holdout", "test", "prompt")]
+
+# run by the installed python and by the oldest-datasets venv alike: prints one JSON line
+LOADER = r"""
+import json, sys, tempfile
+import datasets
+out = {"version": datasets.__version__, "configs": {}}
+for name, split in [("episodes", "train"), ("sft_multiturn", "train"), ("sft_steps", "train"), ("holdout", "test")]:
+    ds = datasets.load_dataset(sys.argv[1], name, split=split, cache_dir=tempfile.mkdtemp(), chunksize=1 << 16)
+    out["configs"][name] = {"rows": len(ds), "columns": ds.column_names,
+                            "shape": ds[0]["shape"] if "shape" in ds.column_names else None,
+                            "params": ds[0]["steps"][0]["params"] if name == "episodes" else None}
+print(json.dumps(out))
+"""
 
 
-@pytest.mark.parametrize("config, split, field", [
-    ("episodes", "train", "steps"), ("sft_multiturn", "train", "messages"),
-    ("sft_steps", "train", "messages"), ("holdout", "test", "prompt"),
-])
-def test_load_dataset_each_config(small_dataset, config, split, field, tmp_path):
-    ds = datasets.load_dataset(str(small_dataset), config, split=split, cache_dir=str(tmp_path / "cache"))
-    assert len(ds) > 0 and field in ds.column_names
-    if config == "sft_steps":
-        roles = [m["role"] for m in ds[0]["messages"]]
-        assert roles == ["system", "user", "assistant"]
+def oldest_claimed() -> str:
+    """The lower bound of `datasets` in pyproject's dev extra."""
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    return re.fullmatch(r"datasets>=([\d.]+)", next(d for d in dev if d.startswith("datasets"))).group(1)
+
+
+def load_all(python: str, data: Path) -> dict:
+    proc = subprocess.run([python, "-c", LOADER, str(data)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_loaded(result: dict, data: Path) -> None:
+    rows = json.loads((data / "stats.json").read_text())["files"]
+    for name, split, field in CONFIGS:
+        got = result["configs"][name]
+        assert got["rows"] == rows[FILES[name]]["rows"] and field in got["columns"], (name, got)
+    first = json.loads((data / "episodes.jsonl").open().readline())
+    assert result["configs"]["episodes"]["shape"] == first["shape"]      # list of {dim, value}, as written
+    assert as_dict(result["configs"]["episodes"]["params"]) == as_dict(first["steps"][0]["params"])
+    held = result["configs"]["holdout"]["shape"]
+    assert all(set(d) == {"dim", "value"} for d in held)                 # no struct of every op's dims
+
+
+def test_newest_datasets_loads_every_config(small_dataset):
+    pytest.importorskip("datasets", reason="pip install 'kernelstrain[dev]' for the datasets load test")
+    check_loaded(load_all(sys.executable, small_dataset), small_dataset)
+
+
+def test_oldest_claimed_datasets_loads_every_config(small_dataset):
+    """.ci/run builds a venv with pyproject's lowest `datasets` and names it in this variable."""
+    venv = os.environ.get("KERNELSTRAIN_OLDEST_DATASETS")
+    if not venv:
+        pytest.skip("KERNELSTRAIN_OLDEST_DATASETS (a venv with the oldest claimed datasets) not set; .ci/run sets it")
+    result = load_all(str(Path(venv) / "bin" / "python"), small_dataset)
+    assert result["version"] == oldest_claimed()
+    check_loaded(result, small_dataset)
+
+
+def test_varying_fields_hold_one_type():
+    """shape and params are lists of {name, value} with int values: one Arrow type in every row."""
+    for m in REGISTRY.values():
+        for shape in m.shapes:
+            assert all(isinstance(v, int) for v in shape.values()), m.name
+        for v in m.variants:
+            assert all(isinstance(x, int) and not isinstance(x, bool) for p in v.params for x in p.values), (m.name, v.tag)
+
+
+def test_rows_carry_lists_not_objects(small_dataset):
+    ep = json.loads((small_dataset / "episodes.jsonl").open().readline())
+    assert isinstance(ep["shape"], list) and list(as_dict(ep["shape"])) == list(REGISTRY[ep["module"]].dims)
+    assert all(isinstance(s["params"], list) for s in ep["steps"])
+    mt = json.loads((small_dataset / "sft_multiturn.jsonl").open().readline())
+    assert mt["shape"] == ep["shape"]
+
+
+def test_card_keeps_the_seed_sections_with_this_datasets_figures(small_dataset):
+    card = (small_dataset / "README.md").read_text()
+    stats = json.loads((small_dataset / "stats.json").read_text())
+    headings = re.findall(r"^## (.+)$", card, re.M)
+    assert headings[:5] == ["At a glance", "Coverage", "Files", "Usage", "Generation"]
+    assert {"Caveats", "Splits and contamination", "License"} <= set(headings)
+    assert f"| Episodes | {stats['episodes']:,} |" in card
+    assert f"{stats['status_pct']['ok']}% ok" in card and f"| Holdout tasks | {stats['holdout_tasks']:,} " in card
+    for name, path in FILES.items():
+        assert f"- config_name: {name}\n    data_files:\n      - split: " in card and f"path: {path}" in card
+        assert f"| `{path}` | `{name}` | {stats['files'][path]['rows']:,} |" in card
+    assert "no candidate in it was run on a GPU" in card and "not from this dataset" in card
+    assert "612 of 616" in card and "0 disagreements" in card
+    assert f"datasets` {oldest_claimed()} and later" in card
+    assert 'd["dim"]: d["value"]' in card
+
+
+def test_card_lists_splits_and_contamination_from_stats(small_dataset):
+    from kernelstrain.card import render_card
+    stats = json.loads((small_dataset / "stats.json").read_text())
+    stats["splits"] = {"combo": {"tasks": 185, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.31}},
+                       "unseen_op": {"tasks": 12, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.12}}}
+    card = render_card(stats)
+    section = card.split("## Splits and contamination")[1].split("\n## ")[0]
+    assert "| combo | 185 | 0 | 0.31 |" in section and "| unseen_op | 12 | 0 | 0.12 |" in section
+    assert "contamination.max_ngram_overlap" in section

@@ -7,6 +7,7 @@ import pytest
 from kernelstrain import contamination as cont
 from kernelstrain.cli import main
 from kernelstrain.engine import Episode
+from kernelstrain.fields import as_dict
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import make_plan, select_combos, seeded_rng
 from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
@@ -100,7 +101,7 @@ def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
         assert {"prompt", "system", "baseline", "reference", "signature", "shape", "gpu"} <= set(r)
         assert not {"steps", "best", "solution", "messages"} & set(r)
         module = REGISTRY[r["module"]]
-        task = make_task(module, r["gpu"], r["dtype"], r["shape"])
+        task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
         start = Episode(module, task, seeded_rng(PROFILE.key, "holdout-baseline", task.key), 0, 0.0, 0.0)
         assert r["baseline"]["code"] == start.baseline_code and r["baseline"]["code"] in r["prompt"]
         assert r["signature"] in r["prompt"] and "class Model" in r["reference"]
@@ -230,7 +231,7 @@ def test_planted_combo_solution_is_counted_not_failed(dataset_copy, capsys):
     before = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"})
     row = next(r for t, r in zip(before["per_task"]["combo"], rows) if not t["solution_exact"] and r["impl"] == impl)
     module = REGISTRY[row["module"]]
-    plant(dataset_copy, cont.solution_code(module, make_task(module, row["gpu"], row["dtype"], row["shape"])))
+    plant(dataset_copy, cont.solution_code(module, make_task(module, row["gpu"], row["dtype"], as_dict(row["shape"]))))
     after = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"})
     assert next(t for t in after["per_task"]["combo"] if t["task_id"] == row["task_id"])["solution_exact"]
     assert main(["validate", str(dataset_copy)]) == 1      # only because stats.json no longer matches the data

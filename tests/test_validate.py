@@ -82,7 +82,8 @@ def other_param_value(ep, s):
     v = REGISTRY[ep["module"]].variant(s["tag"])
     for p in v.params:
         if len(p.values) > 1:
-            s["params"][p.name] = next(x for x in p.values if x != s["params"][p.name])
+            entry = next(e for e in s["params"] if e["name"] == p.name)
+            entry["value"] = next(x for x in p.values if x != entry["value"])
             return
     raise AssertionError("no tunable parameter")
 
