@@ -65,11 +65,15 @@ def _slim(ep: dict) -> dict:
     return {**{k: ep[k] for k in keys}, "steps": [{"status": s["status"], "kind": s["kind"]} for s in ep["steps"]]}
 
 
+def _encode(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
 def _work(index: int):
     """One episode's three blocks of encoded lines (and their row counts) plus its stats."""
-    ep_line, mt_line, step_lines, ep = episode_rows(_PLAN, index)
-    steps = "".join(line + "\n" for line in step_lines).encode("utf-8")
-    return (ep_line + "\n").encode("utf-8"), (mt_line + "\n").encode("utf-8"), steps, len(step_lines), _slim(ep)
+    ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
+    return (_encode([ep_line]), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines)),
+            _slim(ep))
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
@@ -131,7 +135,7 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         start, files = _resume(out, run_id, acc)
     else:
         prepare_out_dir(out, force)
-        for stale in ("stats.json", "README.md", CHECKPOINT):   # never leave an old dataset looking complete
+        for stale in ("stats.json", "README.md", "qa.json", CHECKPOINT):   # never leave an old dataset looking complete
             (out / stale).unlink(missing_ok=True)
         start, files = indices.start, {k: StreamFile(out / FILES[k]) for k in DATA_KEYS}
     todo = range(start, indices.stop)
@@ -140,10 +144,10 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     index, marks = start, {k: f.bytes for k, f in files.items()}   # as of the last whole episode
     _checkpoint(out, run_id, index, files, marks)
     try:
-        for done, (ep_data, mt_data, step_data, n_steps, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+        for done, (ep_data, mt_block, step_block, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
             files["episodes"].write_block(ep_data, 1)
-            files["sft_multiturn"].write_block(mt_data, 1)
-            files["sft_steps"].write_block(step_data, n_steps)
+            files["sft_multiturn"].write_block(*mt_block)
+            files["sft_steps"].write_block(*step_block)
             acc.add(slim)
             index, marks = start + done, {k: f.bytes for k, f in files.items()}
             bar.update(done, sum(marks.values()))
@@ -198,7 +202,9 @@ def _resume(out: Path, run_id: dict, acc: StatsAccumulator):
 
 
 def finish(out: Path, stats: dict) -> None:
-    """The card, then stats.json — the completion marker — once the data is complete."""
+    """qa.json and the card, then stats.json — the completion marker — once the data is complete."""
+    from .qa import dumps_qa, qa
+    write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
     write_text_atomic(out / "README.md", render_card(stats))
     write_text_atomic(out / "stats.json", dumps_stats(stats))
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import feedback
-from .episodes import SCHEMA, dumps, task_fields
+from . import messages
+from .episodes import dumps, task_fields
 from .ops import REGISTRY
 from .plan import Plan, seeded_rng, task_id
+from .schema import SCHEMA
 from .sim import measure, simulate
 from .writers import FILES, StreamFile
 
@@ -15,15 +16,15 @@ def holdout_rows(plan: Plan):
     """One JSON line per held-out task, in task-key order."""
     for task in plan.holdout:
         module = REGISTRY[task.module]
-        base = module.variants[0]
+        base = module.baseline_variant()
         code = module.render(base, base.defaults(), task)
         rng = seeded_rng(plan.profile.key, "holdout-baseline", task.key)
         time_ms = round(measure(simulate(module, base, base.defaults(), task).time_ms, rng), 6)
         reference = module.reference(task)
         yield dumps({
             "schema": SCHEMA["holdout"], "task_id": task_id(task), **task_fields(module, task),
-            "prompt": feedback.task_prompt(module, task, code, time_ms, reference),
-            "system": feedback.SYSTEM,
+            "prompt": messages.task_prompt(module, task, code, time_ms, reference),
+            "system": messages.SYSTEM,
             "baseline": {"tag": base.tag, "code": code, "time_ms": time_ms},
             "reference": reference,
         })

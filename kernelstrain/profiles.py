@@ -39,6 +39,7 @@ class Holdout:
 @dataclass(frozen=True)
 class Output:
     timestamps: bool
+    max_context_tokens: int     # split sft_multiturn sessions into windows of this many tokens; 0 = never
 
 
 @dataclass(frozen=True)
@@ -145,5 +146,7 @@ def _validate(p: Profile, path: Path) -> None:
         v = getattr(p.status, key)
         if not 0.0 <= v < 0.5:
             bad(f"status.{key}", f"must be in [0, 0.5), got {v}")
+    if p.output.max_context_tokens < 0:
+        bad("output.max_context_tokens", f"must be >= 0 (0 = no windows), got {p.output.max_context_tokens}")
     if not 0.0 <= p.holdout.frac < 1.0:
         bad("holdout.frac", f"must be in [0, 1), got {p.holdout.frac}")

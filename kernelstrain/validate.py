@@ -9,18 +9,14 @@ from collections import Counter
 from pathlib import Path
 
 from .errors import DataError
-from .feedback import fmt_ms
+from .ledger import Ledger
+from .messages import fmt_ms
 from .gpus import GPUS
 from .ops import REGISTRY
+from .schema import EPISODE_KEYS, KINDS, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
 from .writers import FILES
 
-EPISODE_KEYS = ["schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
-                "signature", "desc", "baseline", "steps", "best", "attempts", "elapsed_s", "seed", "generator"]
-STEP_KEYS = ["step", "kind", "tag", "params", "code", "status", "time_ms", "smem_bytes", "regs", "error",
-             "kept", "best_ms", "elapsed_s"]
-KINDS = {"structural", "param_sweep", "joint", "rebench", "endgame"}
-STATUSES = {"ok", "wrong_result", "compile_error"}
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
 FEATURE_MARKERS = {"wgmma": re.compile(r"\bwgmma\."), "tma": re.compile(r"cp\.async\.bulk\.tensor"),
                    "fp4": re.compile(r"\.e2m1\b|kind::(f8f6f4|mxf8f6f4|mxf4nvf4|mxf4)\b"),   # FP4-generation mma
@@ -67,20 +63,20 @@ class Findings(list):
 
 
 def check_episode(ep: dict, where: str, out: Findings) -> None:
-    if list(ep) != EPISODE_KEYS:
-        out.add(where, f"episode keys {list(ep)} != {EPISODE_KEYS}")
+    if tuple(ep) != EPISODE_KEYS:
+        out.add(where, f"episode keys {list(ep)} != {list(EPISODE_KEYS)}")
         return
     gpu = GPUS.get(ep["gpu"])
     module = REGISTRY.get(ep["module"])
     if gpu is None or module is None:
         out.add(where, f"unknown gpu {ep['gpu']!r} or module {ep['module']!r}")
         return
-    best = ep["baseline"]["time_ms"]
-    best_step = 0
+    book = Ledger(ep["baseline"]["code"], ep["baseline"]["time_ms"])
+    best_tag, best_params = ep["baseline"]["tag"], ep["baseline"]["params"]
     for s in ep["steps"]:
         w = f"{where} step {s.get('step')}"
-        if list(s) != STEP_KEYS:
-            out.add(w, f"step keys {list(s)} != {STEP_KEYS}")
+        if tuple(s) != STEP_KEYS:
+            out.add(w, f"step keys {list(s)} != {list(STEP_KEYS)}")
             continue
         if s["kind"] not in KINDS or s["status"] not in STATUSES:
             out.add(w, f"bad kind/status {s['kind']!r}/{s['status']!r}")
@@ -90,24 +86,50 @@ def check_episode(ep: dict, where: str, out: Findings) -> None:
             out.add(w, "a non-ok step is kept")
         if s["kept"] and s["kind"] == "rebench":
             out.add(w, "a rebench is kept")
+        mismatch = kind_mismatch(s, best_tag, best_params, book.best_code, module)
+        if mismatch:
+            out.add(w, mismatch)
         if s["status"] == "ok" and s["time_ms"] is not None:
-            improves = s["time_ms"] < best
-            if s["kept"] != (improves and s["kind"] != "rebench"):
-                out.add(w, f"kept={s['kept']} but time {s['time_ms']} vs best {best}")
-            if s["kept"]:
-                best, best_step = s["time_ms"], s["step"]
+            before = book.best_ms
+            if s["kept"] != book.record(s["code"], s["time_ms"], s["step"]):
+                out.add(w, f"kept={s['kept']} but the noise-aware keep rule says otherwise (time {s['time_ms']}, best {before})")
+            if book.best_step == s["step"]:
+                best_tag, best_params = s["tag"], s["params"]
             cap = STATIC_SMEM_CAP if (module.impl == "cuda" and _static(module, s["tag"])) else gpu.smem_per_block
             if s["smem_bytes"] > cap:
                 out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
             for feature, pat in FEATURE_MARKERS.items():
                 if feature not in gpu.features and pat.search(s["code"]):
                     out.add(w, f"ok step uses {feature} on {gpu.name} ({gpu.arch}), which lacks it")
-        if s["best_ms"] != best:
-            out.add(w, f"best_ms {s['best_ms']} is not the running minimum of kept steps ({best})")
+        if s["best_ms"] != book.best_ms:
+            out.add(w, f"best_ms {s['best_ms']} is not the recorded best ({book.best_ms}: mean of the best's runs)")
         if (s["status"] == "ok") == (s["error"] is not None):
             out.add(w, "error must be set exactly when status is not ok")
-    if ep["best"]["time_ms"] != best or ep["best"]["step"] != best_step:
-        out.add(where, f"best {ep['best']} != running minimum ({best} at step {best_step})")
+    if ep["best"]["time_ms"] != book.best_ms or ep["best"]["step"] != book.best_step:
+        out.add(where, f"best {ep['best']} != recorded best ({book.best_ms} at step {book.best_step})")
+
+
+def kind_mismatch(s: dict, best_tag: str, best_params: dict, best_code: str, module) -> str | None:
+    """Why a step's kind does not say what changed relative to the best, or None."""
+    kind, changed = s["kind"], [k for k in s["params"] if s["params"][k] != best_params.get(k)]
+    if s["tag"] != best_tag:
+        return None if kind == "structural" else f"kind {kind} but the variant changed ({best_tag} -> {s['tag']})"
+    if kind == "structural":
+        return "kind structural but the variant is unchanged"
+    if kind == "rebench":
+        return None if s["code"] == best_code else "kind rebench but the code is not the best's"
+    if kind == "joint":
+        return None if len(changed) > 1 else f"kind joint but {len(changed)} parameter(s) changed"
+    if len(changed) != 1:
+        return f"kind {kind} but {len(changed)} parameters changed"
+    if kind == "endgame":
+        try:
+            values = module.variant(s["tag"]).param(changed[0]).values
+            step = abs(values.index(s["params"][changed[0]]) - values.index(best_params[changed[0]]))
+        except (KeyError, ValueError):
+            return "kind endgame on an unknown parameter"
+        return None if step == 1 else f"kind endgame but {changed[0]} moved {step} values"
+    return None
 
 
 def _static(module, tag: str) -> bool:
@@ -117,25 +139,33 @@ def _static(module, tag: str) -> bool:
         return False
 
 
-def check_feedback(mt: dict, ep_steps: list, where: str, out: Findings) -> None:
-    """Feedback after step k reports step k and the best so far, nothing later."""
-    msgs = mt["messages"]
-    if [m["role"] for m in msgs[:2]] != ["system", "user"]:
-        out.add(where, "messages must start with system, user")
-        return
-    turns = msgs[2:]
-    for k, s in enumerate(ep_steps):
-        a = turns[2 * k] if 2 * k < len(turns) else None
-        if a is None or a["role"] != "assistant" or not a["content"].startswith("```") or not a["content"].endswith("```"):
-            out.add(f"{where} step {k + 1}", "assistant turn must be one fenced code block")
-            continue
-        if 2 * k + 1 < len(turns):
-            fb = turns[2 * k + 1]["content"]
-            later = [int(n) for n in re.findall(r"\bstep (\d+)", fb, flags=re.I)]
-            if any(n > s["step"] for n in later):
-                out.add(f"{where} step {k + 1}", "feedback mentions a later step")
-            if fmt_ms(s["best_ms"]) not in fb:
-                out.add(f"{where} step {k + 1}", "feedback does not report the best so far")
+def check_feedback(windows: list, ep_steps: list, where: str, out: Findings) -> None:
+    """The windows of one episode cover its steps in order; feedback after step k reports
+    step k and the best so far, nothing later."""
+    k = 0
+    for mt in windows:
+        msgs = mt["messages"]
+        if [m["role"] for m in msgs[:2]] != ["system", "user"]:
+            out.add(where, "messages must start with system, user")
+            return
+        turns = msgs[2:]
+        for i in range(0, len(turns), 2):
+            a = turns[i]
+            if k >= len(ep_steps) or a["role"] != "assistant" or not a["content"].startswith("```") \
+                    or not a["content"].endswith("```"):
+                out.add(f"{where} step {k + 1}", "assistant turn must be one fenced code block of a step")
+                return
+            s = ep_steps[k]
+            if i + 1 < len(turns):
+                fb = turns[i + 1]["content"]
+                later = [int(n) for n in re.findall(r"\bstep (\d+)", fb, flags=re.I)]
+                if any(n > s["step"] for n in later):
+                    out.add(f"{where} step {k + 1}", "feedback mentions a later step")
+                if fmt_ms(s["best_ms"]) not in fb:
+                    out.add(f"{where} step {k + 1}", "feedback does not report the best so far")
+            k += 1
+    if k != len(ep_steps):
+        out.add(where, f"windows hold {k} steps, the episode {len(ep_steps)}")
 
 
 def validate(data: Path, limit: int = 50) -> list[str]:
@@ -173,10 +203,14 @@ def validate(data: Path, limit: int = 50) -> list[str]:
         steps_total += len(steps)
         status.update(s.get("status") for s in steps)
         m = next(mt_iter, None)
-        if m is None or m[1].get("id") != ep.get("id"):
+        windows = [m[1]] if m else []
+        while m is not None and len(windows) < (m[1].get("windows") or 1):
+            m = next(mt_iter, None)
+            windows += [m[1]] if m else []
+        if m is None or any(w.get("id") != ep.get("id") for w in windows):
             out.add(f"{mt_path.name}:{n}", f"row does not match episode {ep.get('id')}")
         else:
-            check_feedback(m[1], steps, f"{mt_path.name}:{m[0]}", out)
+            check_feedback(windows, steps, f"{mt_path.name}:{m[0]}", out)
         for s in steps:
             row = next(st_iter, None)
             if row is None or row[1].get("episode_id") != ep.get("id") or row[1].get("step") != s.get("step") \
