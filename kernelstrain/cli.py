@@ -119,7 +119,7 @@ def cmd_sim(a) -> int:
     if not m.supports(task.gpu, a.dtype):
         raise UsageError(f"{name} does not run {a.dtype} on {a.gpu}")
     cost = m.cost(task)
-    base = simulate(m, m.variants[0], m.variants[0].defaults(), task)
+    base = simulate(m, m.baseline_variant(), m.baseline_variant().defaults(), task)
     best_ms, variant, params = best_config(m, task)
     out = {"flops": cost.flops, "bytes": cost.bytes,
            "floor_ms": round(roofline_floor_ms(m, task, variant.path), 6),

@@ -58,7 +58,7 @@ class Habits:
     def draw(cls, rng) -> "Habits":
         return cls(climb=rng.uniform(0.3, 0.8), skip=rng.uniform(0.05, 0.5), expert_first=rng.random() < 0.25,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
-                   patience=rng.randint(10, 24))
+                   patience=rng.randint(14, 32))
 
 
 def draw_steps(rng, lo: int, hi: int, mean: float) -> int:
@@ -104,6 +104,7 @@ class Episode:
         self.book = Ledger(self.baseline_code, self.baseline_ms)
         self.best = self.base
         self.measured: set = {self.baseline_code}     # codes benchmarked at least once
+        self.ran: dict = {self.baseline_code: self.base}  # code -> the candidate measured
         self.tried: set = {self.base.key}              # configs built (ok or failed to build)
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
@@ -295,8 +296,8 @@ class Episode:
         if mode == "arch":
             v = rng.choice(modes[mode])
             c = Candidate(v, self.carry(v))
-            return c, "arch", messages.arch_error(sorted(v.needs - self.task.gpu.features)[0],
-                                                  self.task, self.m, self.code(c))
+            return c, "arch", messages.arch_error(v.needs - self.task.gpu.features, self.task, self.m,
+                                                  self.code(c))
         if mode != "syntax":
             c = rng.choice(modes[mode])
             return c, mode, self.sim(c).error
@@ -371,9 +372,16 @@ class Episode:
             if c is not None:
                 return self.evaluate(k, c)
         c = self.propose_move(k)
+        if c is None and k <= self.min_steps:
+            c = self.best if not self.last_rebench else self.runner_up()   # confirm the final ranking
         if c is None:
             return None
         return self.evaluate(k, c)
+
+    def runner_up(self) -> Candidate | None:
+        """The fastest measured candidate other than the best."""
+        others = [(self.book.mean(code), code) for code in self.ran if code != self.book.best_code]
+        return self.ran[min(others)[1]] if others else None
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
@@ -387,8 +395,7 @@ class Episode:
         if failure is None and not r.ok:           # the build or launch fails on this GPU
             failure, error = r.error_class, r.error
             if failure == "arch":
-                error = messages.arch_error(sorted(cand.variant.needs - self.task.gpu.features)[0],
-                                            self.task, self.m, code)
+                error = messages.arch_error(cand.variant.needs - self.task.gpu.features, self.task, self.m, code)
         if failure is None and cand.bug is not None:
             fault = cand.bug in cand.variant.faults or (
                 cand.bug == "no_bounds_check" and self.m.impl == "cuda" and self.noise.random() < 0.5)
@@ -406,6 +413,7 @@ class Episode:
             time_ms = round(measure(r.time_ms, self.noise), 6)
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)
+            self.ran[code] = cand
             if kept:
                 self.best, self.stale = cand, 0
             else:

@@ -61,10 +61,10 @@ def build_episode(plan: Plan, index: int) -> Episode:
 
 # The agent may stop early on convergence; its budget is drawn a little above the profile's
 # mean so that episodes still average the profile's steps.mean.
-BUDGET_SCALE = 1.8
+BUDGET_SCALE = 2.0
 # Retries, re-measurements and owed failures take steps where no new failure is drawn.
 FAILURE_SCALE = 1.3
-COMPILE_SCALE = 2.6      # and many compile failures wait for a limit to be near (engine.owed)
+COMPILE_SCALE = 3.0      # and many compile failures wait for a limit to be near (engine.owed)
 
 
 @dataclass(frozen=True)

@@ -57,5 +57,8 @@ class Ledger:
         runs = self.runs.get(code)
         return bool(runs) and code != self.best_code and mean_ms(runs) < self.best_ms
 
+    def mean(self, code: str) -> float:
+        return mean_ms(self.runs[code])
+
     def best_runs(self) -> int:
         return len(self.runs[self.best_code])

@@ -120,30 +120,34 @@ _PTX_USES = {
 }
 
 
-def arch_error(feature: str, task: Task, module: OpModule, code: str | None = None) -> str:
-    """The compiler's text when a candidate uses `feature` on a GPU without it. With the
-    candidate's source, ptxas lists one line per offending instruction."""
+def arch_error(features, task: Task, module: OpModule, code: str | None = None) -> str:
+    """The compiler's text when a candidate uses features (one name or several) that the
+    GPU lacks. With the candidate's source, ptxas lists one line per offending instruction,
+    in PTX order."""
+    features = [features] if isinstance(features, str) else sorted(features)
     gpu = task.gpu
     if module.impl == "triton":
-        if feature == "fp8":
+        if "fp8" in features:
             return ("triton.compiler.errors.CompilationError: type fp8e4nv not supported in this "
                     "architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')")
-        return (f"triton.compiler.errors.CompilationError: {feature} requires "
-                f"{FEATURE_MIN_TARGET[feature]}; target is {gpu.arch}")
+        return (f"triton.compiler.errors.CompilationError: {features[0]} requires "
+                f"{FEATURE_MIN_TARGET[features[0]]}; target is {gpu.arch}")
     if gpu.vendor == "amd":
         # Any PTX-level feature reaches the AMDGPU assembler as inline asm it cannot parse.
         return ("<inline asm>:1:2: error: instruction not supported on this GPU\n"
                 "candidate.hip: error: cannot compile inline asm\n1 error generated when compiling for gfx942.")
-    if feature == "fp4":
-        lines = [(20 + _h(task.key, feature), t) for t in _FP4_TEXT]
-    else:
+    lines = []
+    for feature in features:
+        if feature == "fp4":
+            lines += [(20 + _h(task.key, feature), t) for t in _FP4_TEXT]
+            continue
         text = _PTX_FEATURE_TEXT.get(feature, f"Feature '{feature}' requires .target "
                                               f"{FEATURE_MIN_TARGET[feature]} or higher")
         found = _ptx_uses(feature, code) if code else []
-        lines = [(ptx, text.format(insn=insn, arch=gpu.arch)) for ptx, insn in found] or \
+        lines += [(ptx, text.format(insn=insn, arch=gpu.arch)) for ptx, insn in found] or \
             [(20 + _h(task.key, feature), text.format(insn="wgmma.fence", arch=gpu.arch))]
-    return "".join(f"ptxas {_ptx_file(task)}, line {n}; error   : {t.format(arch=gpu.arch)}\n" for n, t in lines) \
-        + "ptxas fatal   : Ptx assembly aborted due to errors"
+    return "".join(f"ptxas {_ptx_file(task)}, line {n}; error   : {t.format(arch=gpu.arch)}\n"
+                   for n, t in sorted(lines)[:24]) + "ptxas fatal   : Ptx assembly aborted due to errors"
 
 
 def _h(*parts) -> int:
@@ -167,6 +171,9 @@ def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Ta
     if module.impl == "triton":
         return (f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
                 f"Hardware limit: {cap}. Reducing block sizes or `num_stages` may help.")
+    if variant.smem == "static" and task.is_hip:     # the AMDGPU backend checks static LDS
+        return (f"error: local memory ({smem}) exceeds limit ({cap}) in function '{module.op}_kernel'\n"
+                "1 error generated when compiling for gfx942.")
     if variant.smem == "static":
         return (f"ptxas error   : Entry function '{module.op}_kernel' uses too much shared data "
                 f"(0x{smem:x} bytes, 0x{cap:x} max)")
@@ -176,9 +183,14 @@ def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Ta
 
 
 def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
-    return (f"ptxas error   : Entry function '{module.op}_kernel' uses too many resources: "
-            f"{launch.regs} registers x {launch.threads} threads exceeds the register file "
-            f"({task.gpu.regs_per_sm} registers per SM)")
+    """A launch the hardware cannot hold (block too big, or registers x threads over the
+    register file): it compiles, and the runtime refuses the launch."""
+    runtime = "HIP" if task.is_hip else "CUDA"
+    what = "invalid configuration argument" if launch.threads > 1024 else "too many resources requested for launch"
+    if module.impl == "triton":
+        return f"RuntimeError: Triton Error [{runtime}]: {what}"
+    return (f"RuntimeError: {runtime} error: {what}\n{runtime} kernel errors might be asynchronously reported at "
+            "some other API call, so the stacktrace below might be incorrect.")
 
 
 # -- runtime faults and correctness reports ------------------------------------------

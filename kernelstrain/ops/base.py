@@ -162,7 +162,7 @@ class OpModule:
             return False
         if dtype == "fp8" and not gpu.supports("fp8"):
             return False
-        return not (self.variants[0].needs - gpu.features)
+        return not (self.baseline_variant().needs - gpu.features)
 
     def baseline_variant(self) -> Variant:
         """The episode's starting point: `baseline` when set, else the first rung."""
