@@ -36,8 +36,10 @@ configs:
 `kernelstrain generate --seed {stats['seed']}` (profile `{stats['profile']}`).
 
 Each episode is a model's working session on one kernel task: the baseline kernel, then
-complete CUDA or Triton candidates with compile / correctness / benchmark feedback,
-kept when faster and reverted otherwise.
+complete CUDA or Triton candidates with compile / correctness / benchmark feedback, kept
+only when faster than the best beyond the measurement noise, and reverted otherwise.
+Assistant turns carry `weight` (1 = a target worth learning: kept, or the fix of a slip)
+and `status`; `qa.json` holds the trajectory checks (`kernelstrain qa`).
 
 | | |
 |---|---|
@@ -62,8 +64,8 @@ Load a config with `datasets.load_dataset("path/to/this/dir", "sft_steps", split
 Times come from KernelStrain's analytic roofline simulator
 (`max(flops / (peak * e_c), bytes * traffic / (bw * e_m)) + launch overhead`), with
 efficiencies derived from each candidate's structure and launch parameters (vector width,
-occupancy, tile and wave quantization, pipelining, L2 residency) and seeded Gaussian
-benchmark noise. They are simulated, not measured; the simulator is compared with
+occupancy, tile and wave quantization, pipelining; L2 flushed between runs) and seeded
+Gaussian benchmark noise. They are simulated, not measured; the simulator is compared with
 measurements on a real H200 (`scripts/calibration_report.py` in the generator). Kernel
 sources are rendered from templates that compile with nvcc / Triton for their targets
 (`kernelstrain verify` checks a sample).

@@ -13,7 +13,7 @@ from .ledger import Ledger
 from .messages import fmt_ms
 from .gpus import GPUS
 from .ops import REGISTRY
-from .schema import EPISODE_KEYS, KINDS, STATUSES, STEP_KEYS
+from .schema import EPISODE_KEYS, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
 from .writers import FILES
 
@@ -47,7 +47,7 @@ def read_stats(data: Path) -> dict:
         raise DataError(f"{path}: missing (an incomplete or interrupted run?)") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(stats, dict) or stats.get("schema") != "kernelstrain/stats@1":
+    if not isinstance(stats, dict) or stats.get("schema") != SCHEMA["stats"]:
         raise DataError(f"{path}: not a kernelstrain stats file (schema kernelstrain/stats@1)")
     return stats
 
@@ -221,7 +221,7 @@ def validate(data: Path, limit: int = 50) -> list[str]:
         out.add(st_path.name, "more step rows than steps in episodes.jsonl")
     if episodes != stats.get("episodes") or steps_total != stats.get("steps"):
         out.add("stats.json", f"episodes/steps {stats.get('episodes')}/{stats.get('steps')} != files {episodes}/{steps_total}")
-    for k in ("ok", "wrong_result", "compile_error"):
+    for k in STATUSES:
         if status[k] != stats.get("status", {}).get(k):
             out.add("stats.json", f"status {k}: {stats.get('status', {}).get(k)} != files {status[k]}")
     return out

@@ -33,7 +33,16 @@ def test_kept_failure_is_reported_with_file_and_line(dataset_copy, capsys):
 def test_broken_running_minimum(dataset_copy, capsys):
     rewrite_episode(dataset_copy / "episodes.jsonl", 3, lambda ep: ep["steps"][-1].update(best_ms=1e-9))
     code, out = validate(capsys, dataset_copy)
-    assert code == 1 and "episodes.jsonl:3" in out and "running minimum" in out
+    assert code == 1 and "episodes.jsonl:3" in out and "is not the recorded best" in out
+
+
+def test_kind_that_does_not_say_what_changed(dataset_copy, capsys):
+    def relabel(ep):
+        s = next(s for s in ep["steps"] if s["kind"] == "structural")
+        s["kind"] = "param_sweep"
+    rewrite_episode(dataset_copy / "episodes.jsonl", 2, relabel)
+    code, out = validate(capsys, dataset_copy)
+    assert code == 1 and "episodes.jsonl:2" in out and "kind param_sweep but the variant changed" in out
 
 
 def test_time_on_failed_step(dataset_copy, capsys):
