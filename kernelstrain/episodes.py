@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import __version__, messages
 from .engine import STREAMS, Episode as Agent, draw_steps
-from .ledger import Ledger, mean_ms
+from .ledger import Ledger, mean_ms, required_gain
 from .ops import REGISTRY
 from .plan import Plan, episode_id, seeded_rng, task_id
 from .schema import MULTITURN_KEYS, SCHEMA, STEP_ROW_KEYS, Baseline, Episode
@@ -75,6 +75,7 @@ class Verdict:
     runs: int                # measurements of this step's code so far (ok steps)
     mean_ms: float | None    # their mean
     noise: float             # the best's CV, as the keep rule saw it
+    needed: float            # the gain a keep needed (ledger.required_gain)
     fix: bool                # repairs the previous step's typo or bug
 
 
@@ -83,15 +84,16 @@ def replay(row: dict):
     book = Ledger(row["baseline"]["code"], row["baseline"]["time_ms"])
     prev = None
     for s in row["steps"]:
-        before, noise = book.best_ms, noise_cv(book.best_ms)
+        before, noise, best_runs = book.best_ms, noise_cv(book.best_ms), book.best_runs()
         runs = mean = None
+        needed = required_gain(before, 1 + len(book.runs.get(s["code"], ())), best_runs)
         if s["status"] == "ok":
             book.record(s["code"], s["time_ms"], s["step"])
             runs = len(book.runs[s["code"]])
             mean = mean_ms(book.runs[s["code"]])
         fix = bool(prev and prev["failure"] in ("syntax", "mismatch", "fault") and s["status"] == "ok"
                    and s["tag"] == prev["tag"] and s["params"] == prev["params"])
-        yield s, Verdict(before, book.best_step, runs or 0, mean, noise, fix)
+        yield s, Verdict(before, book.best_step, runs or 0, mean, noise, needed, fix)
         prev = s
 
 

@@ -27,9 +27,13 @@ def mean_ms(runs: list) -> float:
 
 def beats(new_ms: float, new_runs: int, best_ms: float, best_runs: int) -> bool:
     """Whether a mean of `new_runs` runs is faster than the best beyond the noise."""
-    # never less than 2 sigma of one run, however many runs the means average
-    spread = max(1.0, math.sqrt(1.0 / new_runs + 1.0 / best_runs))
-    return new_ms < best_ms * (1.0 - SIGMAS * noise_cv(best_ms) * spread)
+    return new_ms < best_ms * (1.0 - required_gain(best_ms, new_runs, best_runs))
+
+
+def required_gain(best_ms: float, new_runs: int, best_runs: int) -> float:
+    """The fraction a mean of `new_runs` runs must beat the best by: 2 sigma of the difference
+    of the two means, never less than 2 sigma of one run."""
+    return SIGMAS * noise_cv(best_ms) * max(1.0, math.sqrt(1.0 / new_runs + 1.0 / best_runs))
 
 
 class Ledger:

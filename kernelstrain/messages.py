@@ -33,7 +33,7 @@ def fence(code: str, impl: str) -> str:
 
 
 def fmt_ms(ms: float) -> str:
-    return f"{ms:.4f} ms" if ms >= 0.001 else f"{ms * 1000:.2f} us"
+    return f"{ms:.4f} ms" if ms >= 0.01 else f"{ms * 1000:.2f} us"
 
 
 def hms(seconds: float) -> str:
@@ -328,7 +328,7 @@ def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> s
         what = "crashed in the correctness run" if step["failure"] == "fault" else "wrong result"
         return f"{head}{what}.\n{step['error']}\nReverted. {best}"
     res = f"{fmt_ms(step['time_ms'])}, {step['regs']} registers, {step['smem_bytes']} B shared memory"
-    noise = f"±{100 * verdict.noise:.1f}%"
+    noise = f"noise ±{100 * verdict.noise:.1f}% per run; a keep needs {100 * verdict.needed:.1f}%"
     if step["kind"] == "rebench":
         spread = (step["time_ms"] / verdict.prev_best_ms - 1) * 100
         return (f"{head}rebenchmark of the current best: {res} ({spread:+.1f}% vs recorded). "
