@@ -100,7 +100,7 @@ Triton kernels.** Profile `{stats['profile']}`: {stats['profile_description']}.
 
 Each episode is a working session on one kernel task (op, shape, dtype, GPU, baseline code and time):
 complete candidate kernels, each with compile / correctness / benchmark feedback, kept when faster and
-reverted otherwise — structural rewrites up a variant ladder, parameter sweeps, joint configs,
+kept only when faster than the best beyond the measurement noise and reverted otherwise — structural rewrites up a variant ladder, parameter sweeps, joint configs,
 rebenchmarks, endgame tuning, and the failures real kernel work has.
 
 > **Simulated, compiled, run.** Every time in this dataset comes from an analytic roofline simulator:
@@ -164,7 +164,7 @@ Loads with `datasets` 2.14.7 and later. `kernelstrain report DIR` writes an HTML
 standard-library Python, deterministic: the same seed and profile give the same bytes for any worker
 count or sharding. Times come from `max(flops / (peak * e_c), bytes * traffic / (bw * e_m)) + launch
 overhead`, with GPU peaks from vendor datasheets and efficiencies from each candidate's structure and
-launch parameters (vector width, occupancy, tile and wave quantization, pipelining, L2 residency),
+launch parameters (vector width, occupancy, tile and wave quantization, pipelining; L2 flushed between runs),
 arch and shared-memory gates, and seeded Gaussian rebenchmark noise. Compile errors reproduce the
 real compilers' wording; wrong results come from a bug really rendered into the candidate's code.
 

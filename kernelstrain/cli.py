@@ -61,6 +61,14 @@ def cmd_validate(a) -> int:
     return 1 if problems else 0
 
 
+def cmd_qa(a) -> int:
+    """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
+    from .qa import dumps_qa, qa, summary
+    result = qa(Path(a.data))
+    print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
+    return 0 if result["pass"] else 1
+
+
 def cmd_verify(a) -> int:
     """Compile a stratified sample of candidates with real compilers and compare statuses."""
     from .verify import verify
@@ -188,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = add("validate", cmd_validate)
     v.add_argument("data")
     v.add_argument("--max-problems", type=_positive, default=50, help="stop listing after N problems (>= 1)")
+
+    q = add("qa", cmd_qa)
+    q.add_argument("data")
+    q.add_argument("--json", action="store_true", help="print qa.json's object")
 
     vf = add("verify", cmd_verify)
     vf.add_argument("data")

@@ -1,25 +1,23 @@
-"""One episode index -> its rows: the raw episode, the multi-turn chat, the step rows.
+"""One episode index -> its rows: the raw episode, the multi-turn chat windows, the step rows.
 
-Pure function of (plan, index): workers and shards can compute any episode alone.
+`build_episode` is a pure function of (plan, index): workers and shards compute any episode
+alone. `chat_rows` is a pure function of the public episode row, so validate can rebuild
+the chat rows and compare.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from . import __version__, feedback
-from .engine import Episode, draw_steps
-from .fields import as_dict, params_field, shape_field
+from . import __version__, messages
+from .engine import STREAMS, Episode as Agent, draw_steps
+from .fields import shape_field
+from .ledger import Ledger, mean_ms, required_gain
 from .ops import REGISTRY
-from .plan import Plan, episode_id, episode_rng, task_id
+from .plan import Plan, episode_id, seeded_rng, task_id
+from .schema import MULTITURN_KEYS, SCHEMA, STEP_ROW_KEYS, Baseline, Episode
+from .sim import noise_cv
 from .tasks import make_task
-
-SCHEMA = {
-    "episode": "kernelstrain/episode@1",
-    "multiturn": "kernelstrain/sft_multiturn@1",
-    "step": "kernelstrain/sft_step@1",
-    "holdout": "kernelstrain/holdout_task@1",
-    "stats": "kernelstrain/stats@1",
-}
 
 
 def dumps(row: dict) -> str:
@@ -32,87 +30,149 @@ def task_fields(module, task) -> dict:
             "signature": module.signature(task), "desc": module.desc}
 
 
-def build_episode(plan: Plan, index: int) -> dict:
-    """The raw episode row (steps with private fields for the chat builders)."""
+def episode_streams(plan: Plan, index: int) -> dict:
+    """One random.Random per purpose (engine.STREAMS), each seeded from sha256."""
+    return {s: seeded_rng(plan.profile.key, plan.seed, "episode", index, s) for s in STREAMS}
+
+
+def build_episode(plan: Plan, index: int) -> Episode:
     task = plan.task(index)
     module = REGISTRY[task.module]
-    rng = episode_rng(plan, index)
+    streams = episode_streams(plan, index)
     prof = plan.profile
-    n = draw_steps(rng, prof.steps.min, prof.steps.max, prof.steps.mean)
-    ep = Episode(module, task, rng, n, prof.status.compile_error, prof.status.wrong_result)
-    steps = ep.run()
-    ok_kept = [s for s in steps if s["kept"]]
-    best = min(ok_kept, key=lambda s: (s["time_ms"], s["step"])) if ok_kept else None
-    best_ms = best["time_ms"] if best else ep.baseline_ms
-    return {
-        "schema": SCHEMA["episode"], "id": episode_id(plan, index), "task_id": task_id(task),
-        **task_fields(module, task),
-        "baseline": {"tag": module.variants[0].tag, "code": ep.baseline_code, "time_ms": ep.baseline_ms},
-        "steps": steps,
-        "best": {"step": best["step"] if best else 0, "time_ms": best_ms,
-                 "speedup": round(ep.baseline_ms / best_ms, 4)},
-        "attempts": {
-            "kept": len(ok_kept),
-            "reverted": sum(1 for s in steps if not s["kept"] and s["kind"] != "rebench" and s["status"] != "compile_error"),
-            "errors": sum(1 for s in steps if s["status"] == "compile_error"),
-            "rebench": sum(1 for s in steps if s["kind"] == "rebench"),
-        },
-        "elapsed_s": steps[-1]["elapsed_s"] if steps else 0,
-        "seed": plan.seed,
-        "generator": f"kernelstrain {__version__}",
-        "_module": module, "_task": task,
-    }
+    budget = draw_steps(streams["policy"], prof.steps.min, prof.steps.max, prof.steps.mean * BUDGET_SCALE)
+    agent = Agent(module, task, streams, min(prof.steps.max, budget), prof.status.compile_error * COMPILE_SCALE,
+                  prof.status.wrong_result * FAILURE_SCALE, prof.steps.min)
+    steps = tuple(agent.run())
+    best_step = max((s.step for s in steps if s.kept), default=0)
+    best_ms = steps[-1].best_ms if steps else agent.baseline_ms
+    base = agent.base
+    return Episode(
+        schema=SCHEMA["episode"], id=episode_id(plan, index), task_id=task_id(task), **task_fields(module, task),
+        baseline=Baseline(base.variant.tag, dict(base.params), agent.baseline_code, agent.baseline_ms),
+        steps=steps,
+        best={"step": best_step, "time_ms": best_ms, "speedup": round(agent.baseline_ms / best_ms, 4)},
+        attempts={"kept": sum(s.kept for s in steps),
+                  "reverted": sum(1 for s in steps if not s.kept and s.kind != "rebench" and s.status == "ok"),
+                  "errors": sum(1 for s in steps if s.status != "ok"),
+                  "rebench": sum(1 for s in steps if s.kind == "rebench")},
+        end=agent.end, elapsed_s=steps[-1].elapsed_s if steps else 0, seed=plan.seed,
+        generator=f"kernelstrain {__version__}")
 
 
-def episode_rows(plan: Plan, index: int) -> tuple[str, str, list[str], dict]:
-    """(episode line, multiturn line, step lines, the public episode dict)."""
-    ep, mt, step_rows = episode_dicts(plan, index)
-    return dumps(ep), dumps(mt), [dumps(r) for r in step_rows], ep
+# The agent may stop early on convergence; its budget is drawn a little above the profile's
+# mean so that episodes still average the profile's steps.mean.
+BUDGET_SCALE = 2.0
+# Retries, re-measurements and owed failures take steps where no new failure is drawn.
+FAILURE_SCALE = 1.3
+COMPILE_SCALE = 3.0      # and many compile failures wait for a limit to be near (engine.owed)
 
 
-def episode_dicts(plan: Plan, index: int) -> tuple[dict, dict, list[dict]]:
-    """The three kinds of rows of one episode, as dicts in their fixed key order."""
-    ep = build_episode(plan, index)
-    ep.pop("_module"), ep.pop("_task")
-    for s in ep["steps"]:
-        del s["_prev_best"], s["_best_step"]
-        s["params"] = params_field(s["params"])   # one schema for every row: see fields.py
-    mt, step_rows = chat_rows(ep, plan.profile.output.timestamps)
-    return ep, mt, step_rows
+@dataclass(frozen=True)
+class Verdict:
+    """The ledger's view of one step, replayed from the public row."""
+    prev_best_ms: float      # recorded best before the step
+    best_step: int           # step whose code is the best after it (0 = baseline)
+    runs: int                # measurements of this step's code so far (ok steps)
+    mean_ms: float | None    # their mean
+    noise: float             # the best's CV, as the keep rule saw it
+    needed: float            # the gain a keep needed (ledger.required_gain)
+    fix: bool                # repairs the previous step's typo or bug
 
 
-def chat_rows(ep: dict, timestamps: bool = False) -> tuple[dict, list[dict]]:
-    """(multiturn row, step rows) of a public episode row: a pure function of the row, so
-    `validate` rebuilds them and compares. `timestamps` is the profile's output.timestamps."""
-    module = REGISTRY[ep["module"]]
-    task = make_task(module, ep["gpu"], ep["dtype"], as_dict(ep["shape"]))
-    impl, steps = module.impl, ep["steps"]
+def replay(row: dict):
+    """Yield (step, Verdict) for each step of a public episode row."""
+    book = Ledger(row["baseline"]["code"], row["baseline"]["time_ms"])
+    prev = None
+    for s in row["steps"]:
+        before, noise, best_runs = book.best_ms, noise_cv(book.best_ms), book.best_runs()
+        runs = mean = None
+        needed = required_gain(before, 1 + len(book.runs.get(s["code"], ())), best_runs)
+        if s["status"] == "ok":
+            book.record(s["code"], s["time_ms"], s["step"])
+            runs = len(book.runs[s["code"]])
+            mean = mean_ms(book.runs[s["code"]])
+        fix = bool(prev and prev["failure"] in ("syntax", "mismatch", "fault") and s["status"] == "ok"
+                   and s["tag"] == prev["tag"] and s["params"] == prev["params"])
+        yield s, Verdict(before, book.best_step, runs or 0, mean, noise, needed, fix)
+        prev = s
+
+
+def weight(s: dict, v: Verdict) -> int:
+    """1 for a target worth learning: an ok step that was kept, or an ok fix of the
+    previous step's typo or bug; 0 for failed code and for explorations that lost."""
+    return int(s["status"] == "ok" and (s["kept"] or v.fix))
+
+
+def _tokens(msgs: list) -> int:
+    return sum(messages.tokens(m["content"]) for m in msgs)
+
+
+def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) -> tuple[list, list]:
+    """(multi-turn windows, step rows) of a public episode row.
+
+    With max_context_tokens > 0 a session longer than the budget is split into windows;
+    each later window opens with the compact history, the last result and the current best
+    (messages.tokens estimates tokens). A window always holds at least one step."""
+    module = REGISTRY[row["module"]]
+    task = make_task(module, row["gpu"], row["dtype"], row["shape"])
+    impl, base = module.impl, row["baseline"]
     reference = module.reference(task)
-    baseline_ms = ep["baseline"]["time_ms"]
-    first = feedback.task_prompt(module, task, ep["baseline"]["code"], baseline_ms, reference)
-    header = feedback.task_header(module, task, reference)
-    messages = [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": first}]
-    step_rows, history = [], []
-    best_code, best_ms, best_step = ep["baseline"]["code"], baseline_ms, 0
-    for i, s in enumerate(steps):
-        prompt = feedback.step_prompt(header, history, best_code, impl, best_ms, baseline_ms, best_step)
-        step_rows.append({
-            "schema": SCHEMA["step"], "id": f"{ep['id']}-{s['step']:03d}", "episode_id": ep["id"],
-            "step": s["step"], "kind": s["kind"], "status": s["status"], "kept": s["kept"],
-            "module": ep["module"], "gpu": ep["gpu"], "impl": impl,
-            "messages": [{"role": "system", "content": feedback.SYSTEM}, {"role": "user", "content": prompt},
-                         {"role": "assistant", "content": feedback.fence(s["code"], impl)}],
-        })
-        prev_best = best_ms
+    header = messages.task_header(module, task, reference)
+    system = {"role": "system", "content": messages.SYSTEM}
+    first = {"role": "user", "content": messages.task_prompt(module, task, base["code"], base["time_ms"], reference)}
+    step_rows, turns, opens = [], [], []        # turns[k] = (assistant, feedback); opens[k] = window opener
+    history, last_fb = [], None
+    best_code, best_ms, best_step = base["code"], base["time_ms"], 0
+    for s, v in replay(row):
+        w = weight(s, v)
+        prompt = messages.step_prompt(header, history, best_code, impl, best_ms, base["time_ms"], best_step, last_fb)
+        opens.append(prompt)
+        answer = {"role": "assistant", "content": messages.fence(s["code"], impl), "weight": w, "status": s["status"]}
+        values = {"schema": SCHEMA["step"], "id": f"{row['id']}-{s['step']:03d}", "episode_id": row["id"],
+                  "step": s["step"], "kind": s["kind"], "status": s["status"], "failure": s["failure"],
+                  "kept": s["kept"], "weight": w, "module": row["module"], "gpu": row["gpu"], "impl": impl,
+                  "messages": [system, {"role": "user", "content": prompt}, answer]}
+        step_rows.append({k: values[k] for k in STEP_ROW_KEYS})
+        stamp = messages.hms(s["elapsed_s"]) if timestamps else ""
+        last_fb = messages.step_feedback(s, v, base["time_ms"], stamp)
+        turns.append((answer, {"role": "user", "content": last_fb}))
+        history.append(messages.history_line(s))
+        best_ms, best_step = s["best_ms"], v.best_step
         if s["kept"]:
-            best_code, best_ms, best_step = s["code"], s["time_ms"], s["step"]
-        stamp = feedback.hms(s["elapsed_s"]) if timestamps else ""
-        messages.append({"role": "assistant", "content": feedback.fence(s["code"], impl)})
-        if i < len(steps) - 1:
-            messages.append({"role": "user", "content": feedback.step_feedback(
-                s, prev_best, baseline_ms, best_step, stamp)})
-        history.append(feedback.history_line(s))
-    mt = {"schema": SCHEMA["multiturn"], "id": ep["id"], "task_id": ep["task_id"], "module": ep["module"],
-          "op": ep["op"], "impl": impl, "gpu": ep["gpu"], "dtype": ep["dtype"], "shape": ep["shape"],
-          "num_steps": len(steps), "best_speedup": ep["best"]["speedup"], "messages": messages}
-    return mt, step_rows
+            best_code = s["code"]
+    windows = _windows(system, first, turns, opens, max_context_tokens)
+    meta = {"schema": SCHEMA["multiturn"], "id": row["id"], "task_id": row["task_id"], "module": row["module"],
+            "op": row["op"], "impl": impl, "gpu": row["gpu"], "dtype": row["dtype"], "shape": row["shape"],
+            "num_steps": len(row["steps"]), "best_speedup": row["best"]["speedup"]}
+    mts = [{k: {**meta, "window": i, "windows": len(windows), "messages": msgs}[k] for k in MULTITURN_KEYS}
+           for i, msgs in enumerate(windows)]
+    return mts, step_rows
+
+
+def _windows(system: dict, first: dict, turns: list, opens: list, budget: int) -> list[list]:
+    """Split the session into windows within `budget` tokens; each ends on an assistant turn."""
+    out, msgs = [], [system, first]
+    size, has_step = _tokens(msgs), False
+    for k, (answer, feedback) in enumerate(turns):
+        need = messages.tokens(answer["content"])
+        if budget and has_step and size + need > budget:
+            out.append(msgs[:-1])                      # drop the trailing feedback: the opener carries it
+            msgs = [system, {"role": "user", "content": opens[k]}]
+            size = _tokens(msgs)
+        msgs.append(answer)
+        size += need
+        has_step = True
+        if k < len(turns) - 1:
+            msgs.append(feedback)
+            size += messages.tokens(feedback["content"])
+    out.append(msgs)
+    return out
+
+
+def episode_rows(plan: Plan, index: int) -> tuple[str, list[str], list[str], dict]:
+    """(episode line, multi-turn lines, step lines, the public episode row)."""
+    row = build_episode(plan, index).row()
+    out = plan.profile.output
+    mts, steps = chat_rows(row, out.timestamps, out.max_context_tokens)
+    return dumps(row), [dumps(m) for m in mts], [dumps(r) for r in steps], row

@@ -69,11 +69,15 @@ def _slim(ep: dict) -> dict:
     return {**{k: ep[k] for k in keys}, "steps": [{"status": s["status"], "kind": s["kind"]} for s in ep["steps"]]}
 
 
+def _encode(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
 def _work(index: int):
     """One episode's three blocks of encoded lines (and their row counts) plus its stats."""
-    ep_line, mt_line, step_lines, ep = episode_rows(_PLAN, index)
-    steps = "".join(line + "\n" for line in step_lines).encode("utf-8")
-    return (ep_line + "\n").encode("utf-8"), (mt_line + "\n").encode("utf-8"), steps, len(step_lines), _slim(ep)
+    ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
+    return (_encode([ep_line]), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines)),
+            _slim(ep))
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
@@ -227,11 +231,11 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (ep_data, mt_data, step_data, n_steps, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+        for done, (ep_data, mt_block, step_block, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
             boundary = False
             files["episodes"].write_block(ep_data, 1)
-            files["sft_multiturn"].write_block(mt_data, 1)
-            files["sft_steps"].write_block(step_data, n_steps)
+            files["sft_multiturn"].write_block(*mt_block)
+            files["sft_steps"].write_block(*step_block)
             boundary = True
             acc.add(slim)
             index = todo.start + done
@@ -339,7 +343,9 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
 
 
 def finish(out: Path, stats: dict) -> None:
-    """The card, then stats.json — the completion marker — once the data is complete."""
+    """qa.json and the card, then stats.json — the completion marker — once the data is complete."""
+    from .qa import dumps_qa, qa
+    write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
     write_text_atomic(out / "README.md", render_card(stats))
     fault_point("card-written")
     write_text_atomic(out / MARKER, dumps_stats(stats))

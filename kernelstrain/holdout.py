@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import feedback
-from .engine import Episode
-from .episodes import SCHEMA, dumps, task_fields
+from . import messages
+from .episodes import dumps, task_fields
 from .errors import UsageError
 from .ops import REGISTRY
 from .plan import Plan, make_plan, seeded_rng, task_id
 from .profiles import load_profile
+from .schema import SCHEMA
+from .sim import measure, simulate
 from .writers import SPLIT_FILES, StreamFile, check_not_input, write_error
 
 UNSEEN = {
@@ -27,14 +28,16 @@ def holdout_rows(plan: Plan, split: str):
     engine's: the first rung this GPU runs, at its defaults, measured once with noise."""
     for task in plan.splits[split]:
         module = REGISTRY[task.module]
-        start = Episode(module, task, seeded_rng(plan.profile.key, "holdout-baseline", task.key), 0, 0.0, 0.0)
-        code, time_ms = start.baseline_code, start.baseline_ms
+        base = module.baseline_variant()
+        code = module.render(base, base.defaults(), task)
+        rng = seeded_rng(plan.profile.key, "holdout-baseline", task.key)
+        time_ms = round(measure(simulate(module, base, base.defaults(), task).time_ms, rng), 6)
         reference = module.reference(task)
         yield dumps({
             "schema": SCHEMA["holdout"], "task_id": task_id(task), "split": split, **task_fields(module, task),
-            "prompt": feedback.task_prompt(module, task, code, time_ms, reference),
-            "system": feedback.SYSTEM,
-            "baseline": {"tag": start.best.variant.tag, "code": code, "time_ms": time_ms},
+            "prompt": messages.task_prompt(module, task, code, time_ms, reference),
+            "system": messages.SYSTEM,
+            "baseline": {"tag": base.tag, "code": code, "time_ms": time_ms},
             "reference": reference,
         })
 

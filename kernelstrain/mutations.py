@@ -1,5 +1,6 @@
 """Typo-class compile errors: a candidate whose author renamed a variable at its
-declaration but not at its uses. The compiler's message is worded as nvcc's or Triton's.
+declaration but not at its uses. `find_typo` does the rename and says where the old name
+is still used; messages.typo_error words it as nvcc, hipcc (clang) or Triton would.
 
 >>> src = "__global__ void k(float* y) {\\n    const int row = blockIdx.x;\\n    y[row] = 0.f;\\n}\\n"
 >>> code, err = break_identifier(src, "cuda")
@@ -10,11 +11,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 _CUDA_DECL = re.compile(r"^(\s*(?:const\s+)?(?:int|float|unsigned|size_t|int64_t|bool)\s+)([a-z_]\w*)(\s*=)")
 _ANY_DECL = re.compile(r"\b(?:int|float|unsigned|size_t|int64_t|bool|auto)\s+([a-z_]\w*)\b")
 _PY_ASSIGN = re.compile(r"^(\s+)([a-z_]\w*)(\s*=[^=])")
 _RENAMES = ("{}_idx", "{}0", "my_{}", "{}_val")
+
+
+@dataclass(frozen=True)
+class Typo:
+    """A rename at line `decl` (0-based) of `name` to `new`; `uses` are (line, column) of
+    the old name after it; `kernel_line` is the Triton kernel's `def` line."""
+    name: str
+    new: str
+    decl: int
+    uses: tuple
+    kernel_line: int
+    lines: tuple          # the broken source, split into lines
 
 
 def _uses(lines, start, name):
@@ -25,19 +39,18 @@ def _uses(lines, start, name):
             yield i, m.start()
 
 
-def break_identifier(code: str, impl: str, pick: int = 0) -> tuple[str, str] | None:
-    """Rename the `pick`-th usable declaration; return (broken code, compiler text) or None."""
+def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
+    """Rename the `pick`-th usable declaration, or None when the code has none."""
     lines = code.split("\n")
     pattern = _CUDA_DECL if impl == "cuda" else _PY_ASSIGN
-    in_kernel = False
+    in_kernel, def_line = False, 0
     candidates, declared = [], Counter()
     for i, line in enumerate(lines):
         if impl == "cuda" and "__global__" in line:
             in_kernel = True
-        if impl == "triton" and line.startswith("def ") and i > 0 and lines[i - 1].startswith("@triton.jit"):
-            in_kernel, def_line = True, i
-        if impl == "triton" and line.startswith("def ") and not (i > 0 and lines[i - 1].startswith("@triton.jit")):
-            in_kernel = False
+        jit = i > 0 and lines[i - 1].startswith("@triton.jit")
+        if impl == "triton" and line.startswith("def "):
+            in_kernel, def_line = jit, (i if jit else def_line)
         m = pattern.match(line) if in_kernel else None
         if m:
             declared[m.group(2)] += 1
@@ -58,15 +71,13 @@ def break_identifier(code: str, impl: str, pick: int = 0) -> tuple[str, str] | N
     name = m.group(2)
     new = _RENAMES[pick % len(_RENAMES)].format(name)
     lines[i] = m.group(1) + new + m.group(3) + lines[i][m.end():]
-    uses = list(_uses(lines, i, name))
-    if impl == "cuda":
-        msgs = [f"candidate.cu({j + 1}): error: identifier \"{name}\" is undefined\n  {lines[j].strip()}\n"
-                f"  {' ' * (col - (len(lines[j]) - len(lines[j].lstrip())))}^\n" for j, col in uses[:8]]
-        n = len(uses[:8])
-        text = "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} detected in the compilation of \"candidate.cu\"."
-    else:
-        j, col = uses[0]
-        shown = "\n".join(lines[def_line:j + 1])
-        text = (f"triton.compiler.errors.CompilationError: at {j - def_line + 1}:{col}:\n{shown}\n"
-                f"{' ' * col}^\nNameError('{name} is not defined')")
-    return "\n".join(lines), text
+    return Typo(name, new, i, tuple(_uses(lines, i, name)), def_line, tuple(lines))
+
+
+def break_identifier(code: str, impl: str, pick: int = 0, hip: bool = False) -> tuple[str, str] | None:
+    """(broken code, the compiler's text) for the `pick`-th rename, or None."""
+    from .messages import typo_error
+    typo = find_typo(code, impl, pick)
+    if typo is None:
+        return None
+    return "\n".join(typo.lines), typo_error(typo, impl, hip)

@@ -42,6 +42,7 @@ class Holdout:
 @dataclass(frozen=True)
 class Output:
     timestamps: bool
+    max_context_tokens: int     # split sft_multiturn sessions into windows of this many tokens; 0 = never
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ def _validate(p: Profile, path: Path) -> None:
     if total >= MAX_FAILURE:
         bad("status", f"failure rates sum to {total:g}; they must sum to less than {MAX_FAILURE} "
                       "(most steps of an episode must run)")
+    if p.output.max_context_tokens < 0:
+        bad("output.max_context_tokens", f"must be >= 0 (0 = no windows), got {p.output.max_context_tokens}")
     if not 0.0 <= p.holdout.frac < 1.0:
         bad("holdout.frac", f"must be in [0, 1), got {p.holdout.frac}")
     if p.holdout.seed < 0:

@@ -86,7 +86,7 @@ def sim_report(gpu: str, op: str, impl: str, dtype: str, shape_text: str) -> dic
         raise UsageError(f"{name} does not run {dtype} on {gpu}")
     try:
         cost = m.cost(task)
-        base = simulate(m, m.variants[0], m.variants[0].defaults(), task)
+        base = simulate(m, m.baseline_variant(), m.baseline_variant().defaults(), task)
         best_ms, variant, params = best_config(m, task)
         floor = roofline_floor_ms(m, task, variant.path)
         out = {"flops": cost.flops, "bytes": cost.bytes, "floor_ms": round(floor, 6),

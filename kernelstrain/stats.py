@@ -7,6 +7,7 @@ import math
 from collections import Counter
 
 from . import __version__
+from .schema import KINDS, SCHEMA, STATUSES
 
 SPEEDUP_EDGES = (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
 
@@ -47,7 +48,7 @@ class StatsAccumulator:
         n, steps = max(1, self.episodes), max(1, self.steps)
         lengths = sorted(self.steps_hist.elements())
         return {
-            "schema": "kernelstrain/stats@1",
+            "schema": SCHEMA["stats"],
             "generator": f"kernelstrain {__version__}",
             "profile": profile.name,
             "profile_description": profile.description,
@@ -56,9 +57,9 @@ class StatsAccumulator:
             "steps": self.steps,
             "holdout_tasks": holdout_tasks,
             **({"holdout": holdout} if holdout else {}),
-            "status": {k: self.status[k] for k in ("ok", "wrong_result", "compile_error")},
-            "status_pct": {k: round(100 * self.status[k] / steps, 2) for k in ("ok", "wrong_result", "compile_error")},
-            "kind": {k: self.kind[k] for k in ("structural", "param_sweep", "joint", "rebench", "endgame")},
+            "status": {k: self.status[k] for k in STATUSES},
+            "status_pct": {k: round(100 * self.status[k] / steps, 2) for k in STATUSES},
+            "kind": {k: self.kind[k] for k in KINDS},
             "steps_per_episode": {"mean": round(self.steps / n, 3), "min": lengths[0] if lengths else 0,
                                   "median": lengths[len(lengths) // 2] if lengths else 0,
                                   "max": lengths[-1] if lengths else 0,

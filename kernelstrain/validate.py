@@ -19,16 +19,12 @@ from .errors import DataError
 from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
+from .ledger import Ledger
+from .schema import EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
 from .writers import DATASET_NAMES, FILES
 
-EPISODE_KEYS = ["schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
-                "signature", "desc", "baseline", "steps", "best", "attempts", "elapsed_s", "seed", "generator"]
-STEP_KEYS = ["step", "kind", "tag", "params", "bug", "typo", "code", "status", "time_ms", "smem_bytes", "regs",
-             "error", "kept", "best_ms", "elapsed_s"]
-KINDS = {"structural", "param_sweep", "joint", "rebench", "endgame"}
-STATUSES = {"ok", "wrong_result", "compile_error"}
-STATS_SCHEMA = "kernelstrain/stats@1"
+STATS_SCHEMA = SCHEMA["stats"]
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
 FEATURE_MARKERS = {"wgmma": re.compile(r"\bwgmma\."), "tma": re.compile(r"cp\.async\.bulk\.tensor"),
                    "fp4": re.compile(r"\.e2m1\b|kind::(f8f6f4|mxf8f6f4|mxf4nvf4|mxf4)\b"),   # FP4-generation mma
@@ -211,8 +207,8 @@ def _pairs(field, key: str) -> bool:
 
 def _types_ok(ep: dict, where: str, out: Findings) -> bool:
     """The row's shape: keys in order, field types, known module/GPU/variants."""
-    if list(ep) != EPISODE_KEYS:
-        out.add(where, f"episode keys {list(ep)} != {EPISODE_KEYS}")
+    if tuple(ep) != EPISODE_KEYS:
+        out.add(where, f"episode keys {list(ep)} != {list(EPISODE_KEYS)}")
         return False
     want = {"id": str, "module": str, "gpu": str, "dtype": str, "shape": list, "baseline": dict, "steps": list,
             "best": dict, "attempts": dict, "elapsed_s": int, "seed": int}
@@ -229,20 +225,21 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
         out.add(where, f"dtype/shape {ep['dtype']!r} {ep['shape']!r:.80} are not a task of {m.name}")
         return False
     b = ep["baseline"]
-    if list(b) != ["tag", "code", "time_ms"] or not isinstance(b["code"], str) or not _number(b["time_ms"]) \
-            or b["time_ms"] <= 0:
-        out.add(where, f"baseline must be {{tag, code, time_ms > 0}}, got keys {list(b)}")
+    if list(b) != ["tag", "params", "code", "time_ms"] or not isinstance(b["code"], str) \
+            or not _pairs(b["params"], "name") or not _number(b["time_ms"]) or b["time_ms"] <= 0:
+        out.add(where, f"baseline must be {{tag, params, code, time_ms > 0}}, got keys {list(b)}")
         return False
     tags = {v.tag for v in m.variants}
     for i, s in enumerate(ep["steps"], 1):
         w = f"{where} step {i}"
-        if not isinstance(s, dict) or list(s) != STEP_KEYS:
-            out.add(w, f"step keys {list(s) if isinstance(s, dict) else type(s).__name__} != {STEP_KEYS}")
+        if not isinstance(s, dict) or tuple(s) != STEP_KEYS:
+            out.add(w, f"step keys {list(s) if isinstance(s, dict) else type(s).__name__} != {list(STEP_KEYS)}")
             return False
         bad = [k for k, ok in (
             ("step", s["step"] == i and type(s["step"]) is int), ("kind", s["kind"] in KINDS),
             ("status", s["status"] in STATUSES), ("tag", isinstance(s["tag"], str) and s["tag"] in tags),
             ("params", _pairs(s["params"], "name") and all(isinstance(v, (int, float, str, bool)) for v in as_dict(s["params"]).values())),
+            ("failure", s["failure"] in FAILURES if s["status"] != "ok" else s["failure"] is None),
             ("bug", s["bug"] is None or isinstance(s["bug"], str)),
             ("typo", s["typo"] is None or (type(s["typo"]) is int and s["typo"] >= 0)),
             ("code", isinstance(s["code"], str)), ("time_ms", s["time_ms"] is None or (_number(s["time_ms"]) and s["time_ms"] > 0)),
@@ -252,6 +249,9 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
         if bad:
             out.add(w, f"bad {', '.join(bad)}: " + ", ".join(f"{k}={s[k]!r:.40}" for k in bad))
             return False
+    if ep["end"] not in ("converged", "budget"):
+        out.add(where, f"end must be converged or budget, got {ep['end']!r:.40}")
+        return False
     best, att = ep["best"], ep["attempts"]
     if list(best) != ["step", "time_ms", "speedup"] or not all(_number(v) for v in best.values()) \
             or list(att) != ["kept", "reverted", "errors", "rebench"] or not all(_count(v) for v in att.values()):
@@ -281,30 +281,37 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     for key in ("seed", "generator"):
         if ep[key] != ctx.stats.get(key):
             out.add(where, f"{key} {ep[key]!r} differs from stats.json's {ctx.stats.get(key)!r}")
-    base = module.variants[0]
-    if ep["baseline"]["tag"] != base.tag or ep["baseline"]["code"] != _render(
-            ep["module"], ep["gpu"], ep["dtype"], shape, base.tag, _freeze(base.defaults()), None):
-        out.add(where, f"baseline is not the render of {module.name}'s first rung {base.tag}")
-    best, best_step = ep["baseline"]["time_ms"], 0
+    base = module.baseline_variant()
+    if ep["baseline"]["tag"] != base.tag or as_dict(ep["baseline"]["params"]) != base.defaults() \
+            or ep["baseline"]["code"] != _render(ep["module"], ep["gpu"], ep["dtype"], shape, base.tag,
+                                                 _freeze(base.defaults()), None):
+        out.add(where, f"baseline is not the render of {module.name}'s starting rung {base.tag} at its defaults")
+    book = Ledger(ep["baseline"]["code"], ep["baseline"]["time_ms"])
+    best_tag, best_params = ep["baseline"]["tag"], as_dict(ep["baseline"]["params"])
     for s in ep["steps"]:
         w = f"{where} step {s['step']}"
-        _check_step(ep, s, w, out, module, gpu, shape, best)
+        _check_step(ep, s, w, out, module, gpu, shape, book.best_ms)
+        mismatch = kind_mismatch(s, best_tag, best_params, book.best_code, module)
+        if mismatch:
+            out.add(w, mismatch)
         if s["status"] == "ok" and s["time_ms"] is not None:
-            if s["kept"] != (s["time_ms"] < best and s["kind"] != "rebench"):
-                out.add(w, f"kept={s['kept']} but time {s['time_ms']} vs best {best}")
-            if s["kept"]:
-                best, best_step = s["time_ms"], s["step"]
-        if s["best_ms"] != best:
-            out.add(w, f"best_ms {s['best_ms']} is not the running minimum of kept steps ({best})")
+            before = book.best_ms
+            if s["kept"] != book.record(s["code"], s["time_ms"], s["step"]):
+                out.add(w, f"kept={s['kept']} but the noise-aware keep rule says otherwise (time {s['time_ms']}, best {before})")
+            if book.best_step == s["step"]:
+                best_tag, best_params = s["tag"], as_dict(s["params"])
+        if s["best_ms"] != book.best_ms:
+            out.add(w, f"best_ms {s['best_ms']} is not the recorded best ({book.best_ms}: mean of the best's runs)")
     steps = ep["steps"]
-    if ep["best"]["time_ms"] != best or ep["best"]["step"] != best_step:
-        out.add(where, f"best {ep['best']} != running minimum ({best} at step {best_step})")
+    best = book.best_ms
+    if ep["best"]["time_ms"] != best or ep["best"]["step"] != book.best_step:
+        out.add(where, f"best {ep['best']} != recorded best ({best} at step {book.best_step})")
     speedup = round(ep["baseline"]["time_ms"] / best, 4)
     if ep["best"]["speedup"] != speedup:
         out.add(where, f"best.speedup {ep['best']['speedup']} != baseline/best = {speedup}")
     attempts = {"kept": sum(s["kept"] for s in steps),
-                "reverted": sum(1 for s in steps if not s["kept"] and s["kind"] != "rebench" and s["status"] != "compile_error"),
-                "errors": sum(1 for s in steps if s["status"] == "compile_error"),
+                "reverted": sum(1 for s in steps if not s["kept"] and s["kind"] != "rebench" and s["status"] == "ok"),
+                "errors": sum(1 for s in steps if s["status"] != "ok"),
                 "rebench": sum(1 for s in steps if s["kind"] == "rebench")}
     if ep["attempts"] != attempts:
         out.add(where, f"attempts {ep['attempts']} != counted from the steps {attempts}")
@@ -313,6 +320,31 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     if any(a["elapsed_s"] > b["elapsed_s"] for a, b in zip(steps, steps[1:])):
         out.add(where, "elapsed_s goes backwards")
     return True
+
+
+def kind_mismatch(s: dict, best_tag: str, best_params: dict, best_code: str, module) -> str | None:
+    """Why a step's kind does not say what changed relative to the best, or None."""
+    params = as_dict(s["params"])
+    best_params = as_dict(best_params)
+    kind, changed = s["kind"], [k for k in params if params[k] != best_params.get(k)]
+    if s["tag"] != best_tag:
+        return None if kind == "structural" else f"kind {kind} but the variant changed ({best_tag} -> {s['tag']})"
+    if kind == "structural":
+        return "kind structural but the variant is unchanged"
+    if kind == "rebench":
+        return None if s["code"] == best_code else "kind rebench but the code is not the best's"
+    if kind == "joint":
+        return None if len(changed) > 1 else f"kind joint but {len(changed)} parameter(s) changed"
+    if len(changed) != 1:
+        return f"kind {kind} but {len(changed)} parameters changed"
+    if kind == "endgame":
+        try:
+            values = module.variant(s["tag"]).param(changed[0]).values
+            step = abs(values.index(params[changed[0]]) - values.index(best_params[changed[0]]))
+        except (KeyError, ValueError):
+            return "kind endgame on an unknown parameter"
+        return None if step == 1 else f"kind endgame but {changed[0]} moved {step} values"
+    return None
 
 
 def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
@@ -393,7 +425,7 @@ class Context:
     a bundled one (the holdout split and each episode's task)."""
 
     def __init__(self, stats: dict):
-        self.stats, self.plan, self.timestamps = stats, None, None
+        self.stats, self.plan, self.timestamps, self.max_tokens = stats, None, None, None
         from .plan import make_plan
         from .profiles import PROFILE_DIR, load_profile
         for path in sorted(PROFILE_DIR.glob("*.toml")):
@@ -404,7 +436,10 @@ class Context:
             if profile.name == stats.get("profile") and profile.description == stats.get("profile_description"):
                 self.plan = make_plan(profile, stats["seed"])
                 self.timestamps = profile.output.timestamps
+                self.max_tokens = profile.output.max_context_tokens
                 break
+        if self.max_tokens is None:      # not a bundled profile: the default profile's window budget
+            self.max_tokens = load_profile(PROFILE_DIR / "kernelstrain.toml").output.max_context_tokens
 
 
 def validate(data: Path, limit: int = 50) -> Findings:
@@ -517,8 +552,8 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         if valid and in_order:
             if ctx.timestamps is None:
                 ctx.timestamps = _stamped(mt)
-            expected = _guarded(chat_rows, where, out, ep, ctx.timestamps) or None
-        _check_multiturn(mt, mt_path, want_id, expected, out)
+            expected = _guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens) or None
+        _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
     if mt_rows.head is not None:
         out.add(f"{mt_path.name}:{mt_rows.head[0]}", "more rows than episodes in episodes.jsonl")
@@ -556,18 +591,26 @@ def _stamped(mt) -> bool:
                 and str(msgs[3].get("content", "")).startswith("[t+"))
 
 
-def _check_multiturn(mt, path: Path, want_id: str, expected, out: Findings) -> None:
+def _check_multiturn(mt, mt_rows: "Peek", path: Path, want_id: str, expected, out: Findings) -> None:
+    """The multi-turn window rows of one episode (mt is the first, already taken): as many as
+    the rebuilt windows, each equal to its rebuilt row."""
     if mt is None:
         out.add(f"{path.name}:EOF", f"no row for episode {want_id}")
         return
-    n, row = mt
-    if row is None:
-        return
-    where = f"{path.name}:{n}"
-    if row.get("id") != want_id:
-        out.add(where, f"row of episode {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
-    elif expected is not None and row != expected[0]:
-        out.add(where, _row_diff(row, expected[0]))
+    got = [mt]
+    while mt_rows.head is not None and mt_rows.head[1] is not None and mt_rows.head[1].get("id") == want_id \
+            and (expected is None or len(got) < len(expected[0])):
+        got.append(mt_rows.take())
+    for k, (n, row) in enumerate(got):
+        if row is None:
+            continue
+        where = f"{path.name}:{n}"
+        if row.get("id") != want_id:
+            out.add(where, f"row of episode {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
+        elif expected is not None and row != expected[0][k]:
+            out.add(where, _row_diff(row, expected[0][k]))
+    if expected is not None and len(got) < len(expected[0]):
+        out.add(f"{path.name}:{got[-1][0]}", f"episode {want_id} has {len(got)} window rows, expected {len(expected[0])}")
 
 
 def _check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Findings) -> None:

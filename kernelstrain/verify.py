@@ -30,11 +30,12 @@ from .tasks import make_task
 from .validate import read_jsonl, read_stats
 from .writers import FILES, check_report_path, write_text_atomic
 
-LAUNCH_TIME = "launch"   # dynamic shared memory over the cap: the compiler accepts it, the launch fails
+LAUNCH_TIME = "launch"   # dynamic smem over the cap, a block too big: the compiler accepts it, the launch fails
 
 
 def recorded_class(error: str) -> str:
-    if "MaxDynamicSharedMemorySize" in error:
+    if "MaxDynamicSharedMemorySize" in error or "requested for launch" in error \
+            or "invalid configuration argument" in error:
         return LAUNCH_TIME
     return classify(error)
 
@@ -97,7 +98,7 @@ def judge(r: dict) -> list[str]:
         want = recorded_class(r["error"])
         if want == LAUNCH_TIME:
             if not r["compiled"]:
-                problems.append("dynamic-smem overflow should compile and fail at launch, but did not compile")
+                problems.append("a launch-time failure should compile and fail at launch, but did not compile")
         elif r["compiled"]:
             problems.append(f"recorded compile error ({want}) but it compiles")
         elif r["class"] != want:

@@ -41,17 +41,21 @@ def run_generate(episodes: int, workers: int, out: Path) -> dict:
 
 def serialization_floor(episodes: int, out: Path) -> float:
     """Seconds to json-encode and write rows that are already built in memory."""
-    from kernelstrain.episodes import dumps, episode_dicts
+    from kernelstrain.episodes import build_episode, chat_rows, dumps
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
     plan = make_plan(load_profile(DEFAULT_PROFILE), 0)
-    rows = [episode_dicts(plan, i) for i in range(episodes)]
+    rows = []
+    for i in range(episodes):
+        ep = build_episode(plan, i).row()
+        rows.append((ep, *chat_rows(ep, plan.profile.output.timestamps, plan.profile.output.max_context_tokens)))
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     with open(out / "e", "w") as fe, open(out / "m", "w") as fm, open(out / "s", "w") as fs:
-        for ep, mt, steps in rows:
+        for ep, mts, steps in rows:
             fe.write(dumps(ep) + "\n")
-            fm.write(dumps(mt) + "\n")
+            for mt in mts:
+                fm.write(dumps(mt) + "\n")
             for s in steps:
                 fs.write(dumps(s) + "\n")
     return time.perf_counter() - t

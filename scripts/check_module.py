@@ -51,7 +51,7 @@ def main():
             continue
         for shape in m.shapes:
             t = make_task(m, g, dtypes[0], shape)
-            base = simulate(m, m.variants[0], m.variants[0].defaults(), t)
+            base = simulate(m, m.baseline_variant(), m.baseline_variant().defaults(), t)
             best_ms, bv, bp = best_config(m, t)
             line = [f"{g:8} {dtypes[0]} {dict(t.shape)} base={base.time_ms:.4f}ms"]
             for v in m.variants:

@@ -15,17 +15,22 @@ def run(capsys, *argv):
 def test_every_command_is_documented():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "verify", "ops", "sim", "merge", "report", "show"}
+    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "qa", "verify", "ops", "sim", "merge", "report",
+                                "show"}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 20, name
 
 
 def test_generate_writes_all_files_and_validates(small_dataset, capsys):
     names = sorted(p.name for p in small_dataset.iterdir())
-    assert names == ["README.md", "episodes.jsonl", "sft_multiturn.jsonl", "sft_steps.jsonl", "stats.json",
+    assert names == ["README.md", "episodes.jsonl", "qa.json", "sft_multiturn.jsonl", "sft_steps.jsonl", "stats.json",
                      "tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]
     code, out, _ = run(capsys, "validate", str(small_dataset))
     assert code == 0 and "no problems" in out
+    qa = json.loads((small_dataset / "qa.json").read_text())
+    code, out, _ = run(capsys, "qa", str(small_dataset), "--json")
+    assert json.loads(out) == qa and code == (0 if qa["pass"] else 1)
+    assert {c["name"] for c in qa["checks"]} >= {"noise_keeps", "kind_mismatches", "roofline_violations"}
 
 
 def test_stats_human_and_json(small_dataset, capsys):

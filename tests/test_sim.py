@@ -102,17 +102,17 @@ def test_occupancy_limits():
 
 def test_vector_width_and_grid_size_raise_memory_efficiency():
     gpu, v = GPUS["H100"], Variant("x", "x", memory_eff=0.9)
-    scalar = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=2), gpu, 1e9)[1]
-    vector = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=16), gpu, 1e9)[1]
-    tiny_grid = efficiencies(v, Launch(grid=8, threads=256, bytes_per_access=16), gpu, 1e9)[1]
+    scalar = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=2), gpu)[1]
+    vector = efficiencies(v, Launch(grid=4096, threads=256, bytes_per_access=16), gpu)[1]
+    tiny_grid = efficiencies(v, Launch(grid=8, threads=256, bytes_per_access=16), gpu)[1]
     assert scalar < vector <= 0.9
     assert tiny_grid < vector / 4
 
 
 def test_wave_quantization_penalises_one_extra_block():
     gpu, v = GPUS["H100"], Variant("x", "x", compute_eff=0.8)
-    full = efficiencies(v, Launch(grid=132, threads=256, regs=255), gpu, 1e9)[0]
-    spill = efficiencies(v, Launch(grid=133, threads=256, regs=255), gpu, 1e9)[0]
+    full = efficiencies(v, Launch(grid=132, threads=256, regs=255), gpu)[0]
+    spill = efficiencies(v, Launch(grid=133, threads=256, regs=255), gpu)[0]
     assert spill < full * 0.55
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from corrupt import dumps, lines, refresh_hashes, rewrite_row, write_lines
 from kernelstrain.cli import main
-from kernelstrain.feedback import fmt_ms
+from kernelstrain.messages import fmt_ms
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +202,14 @@ def test_max_problems_limits_the_list_but_counts_all(pristine, tmp_path, capsys)
     assert main(["validate", str(d), "--max-problems", "3"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 4 and "(first 3 shown" in out[-1] and int(out[-1].split()[0]) > 3
+
+
+def test_kind_that_does_not_say_what_changed(dataset_copy, capsys):
+    def relabel(ep):
+        s = next(s for s in ep["steps"] if s["kind"] == "structural")
+        s["kind"] = "param_sweep"
+    refresh = episode_change(2, relabel)(dataset_copy)
+    refresh_hashes(dataset_copy)
+    code = main(["validate", str(dataset_copy), "--max-problems", "1000"])
+    out = capsys.readouterr().out
+    assert code == 1 and f"{refresh} step" in out and "kind param_sweep but the variant changed" in out

@@ -78,6 +78,7 @@ class Variant:
     memory_eff: float = 0.9           # best fraction of DRAM bandwidth this structure reaches
     bugs: tuple = ()                  # names from BUGS that render() can inject here
     smem: str = "none"                # none | static | dynamic: how shared memory is declared
+    faults: tuple = ()                # names from bugs that crash at run time instead of giving numbers
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -147,6 +148,7 @@ class OpModule:
     dtypes: tuple = ("fp16", "bf16")
     vendors: tuple = ("nvidia",)      # nvidia and/or amd (CUDA modules on amd render HIP)
     variants: tuple = ()              # Variant ladder, naive first
+    baseline: str = ""                # tag of the rung an engineer would start from; "" = the first
 
     @property
     def name(self) -> str:
@@ -160,7 +162,11 @@ class OpModule:
             return False
         if dtype == "fp8" and not gpu.supports("fp8"):
             return False
-        return not (self.variants[0].needs - gpu.features)
+        return not (self.baseline_variant().needs - gpu.features)
+
+    def baseline_variant(self) -> Variant:
+        """The episode's starting point: `baseline` when set, else the first rung."""
+        return self.variant(self.baseline) if self.baseline else self.variants[0]
 
     def variant(self, tag: str) -> Variant:
         for v in self.variants:

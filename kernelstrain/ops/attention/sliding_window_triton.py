@@ -31,6 +31,7 @@ class SlidingWindowTriton(OpModule):
               {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}, {"B": 16, "H": 32, "S": 2048, "D": 128, "W": 512})
     dtypes = ("bf16", "fp16")
     vendors = ("nvidia", "amd")
+    baseline = "blocked_online_softmax"   # a program per query row on CUDA-core dots is nobody's start
     variants = (
         Variant("row_per_program", "one program per query row, CUDA-core dots over every key, window as a mask",
                 (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",

@@ -42,7 +42,8 @@ class GemmFp8Cuda(OpModule):
         Variant("wgmma_tma", "sm_90a: TMA producer warp + fp8 wgmma (m64nNk32.e4m3) consumers on an mbarrier ring",
                 (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
                 needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}), path="fp8", compute_eff=0.69,
-                memory_eff=0.88, smem="dynamic", bugs=("missing_barrier", "missing_scale")),
+                memory_eff=0.88, smem="dynamic", bugs=("missing_barrier", "missing_scale"),
+                faults=("missing_barrier",)),
     )
 
     def supports(self, gpu, dtype: str) -> bool:

@@ -37,7 +37,8 @@ class GroupedGemmCuda(GroupedGemmSpec):
         Variant("wgmma_pipeline", "warpgroup wgmma.mma_async m64nBNk16 on smem descriptors, cp.async ring (sm_90a)",
                 (Param("BN", (64, 128), 128), Param("STAGES", (3, 4), 4)),
                 needs=TC_NEEDS | {"cp_async", "wgmma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
-                smem="dynamic", bugs=("off_by_one", "missing_barrier")),
+                smem="dynamic", bugs=("off_by_one", "missing_barrier"),
+                faults=("missing_barrier",)),
     )
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:

@@ -23,6 +23,7 @@ class GradClipCuda(OpModule):
               {"N": 1235814400}, {"N": 3212749824})
     dtypes = ("bf16", "fp32")
     vendors = ("nvidia", "amd")
+    baseline = "block_reduce_atomic"    # one same-address atomic per element is nobody's first version
     variants = (
         Variant("atomic_per_element", "each thread atomicAdds g^2 into one float, then a scale kernel",
                 (THREADS,), compute_eff=1.0, memory_eff=0.6, bugs=("racy_update",)),

@@ -1,0 +1,373 @@
+"""Every text the model sees, rendered from structured results: the system and task
+prompts, compiler and runtime errors in each tool's own words (nvcc, ptxas, hipcc/clang,
+Triton, the CUDA/HIP runtime), correctness reports in torch.testing.assert_close's form,
+benchmark results, and the compact history of the step-level rows.
+
+Texts report a step and the best so far, never anything later. Where a text has free
+choices (which element is reported, numbers of a mismatch) they come from the `wording`
+RNG stream only, so a wording change re-rolls no trajectory.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+from .fields import as_dict
+from .gpus import FEATURE_MIN_TARGET
+from .ops.base import Launch, OpModule, Task, Variant
+
+LANG = {"cuda": "cuda", "triton": "python"}
+LANG_NAME = {"cuda": "CUDA C++", "triton": "Triton"}
+# (atol, rtol) of the correctness check per output dtype
+TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "fp8": (6e-2, 6e-2),
+             "int8": (0.0, 0.0), "int": (0.0, 0.0)}
+
+SYSTEM = ("You are a GPU kernel engineer. Each turn, reply with one complete kernel source file in a "
+          "single fenced code block and nothing else. The harness compiles it, checks it against the "
+          "PyTorch reference and benchmarks it on the target GPU (L2 flushed between runs); a candidate "
+          "is kept only when it beats the best by more than the measurement noise.")
+
+
+def fence(code: str, impl: str) -> str:
+    return f"```{LANG[impl]}\n{code}\n```"
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms:.4f} ms" if ms >= 0.01 else f"{ms * 1000:.2f} us"
+
+
+def hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"[t+{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}] "
+
+
+# -- task prompts ------------------------------------------------------------------
+
+def task_prompt(module: OpModule, task: Task, baseline_code: str, baseline_ms: float, reference: str) -> str:
+    """The first user turn: the task, the reference program and the baseline to beat."""
+    return (f"{task_header(module, task, reference)}\n"
+            f"Baseline: {fmt_ms(baseline_ms)}\n{fence(baseline_code, module.impl)}\n"
+            f"Reply with the complete {LANG_NAME[module.impl]} source in one fenced block.")
+
+
+def task_header(module: OpModule, task: Task, reference: str) -> str:
+    gpu = task.gpu
+    shape = ", ".join(f"{k}={v}" for k, v in task.shape)
+    dims = "; ".join(f"{k}: {v}" for k, v in module.dims.items())
+    return (
+        f"Task: make this {LANG_NAME[module.impl]} kernel faster — {module.title}.\n"
+        f"GPU: {gpu.name} ({gpu.arch}, {gpu.sms} {'CUs' if gpu.vendor == 'amd' else 'SMs'}, "
+        f"{gpu.bw_tbs} TB/s, {gpu.smem_per_block} B shared memory per block, warp {gpu.warp})\n"
+        f"dtype: {task.dtype}; shape: {shape} ({dims})\n"
+        f"Semantics: {module.desc}\n"
+        f"Entry point: {module.signature(task)}\n"
+        f"Reference (PyTorch):\n{fence(reference.rstrip(), 'triton')}"
+    )
+
+
+# -- compilers ---------------------------------------------------------------------
+
+def typo_error(typo, impl: str, hip: bool = False) -> str:
+    """An undefined identifier as nvcc, hipcc (clang) or Triton reports it, with the source
+    lines as written (indentation kept)."""
+    lines, uses = typo.lines, typo.uses
+    if impl == "triton":
+        j, col = uses[0]
+        shown = "\n".join(lines[typo.kernel_line:j + 1])
+        return (f"triton.compiler.errors.CompilationError: at {j - typo.kernel_line + 1}:{col}:\n{shown}\n"
+                f"{' ' * col}^\nNameError('{typo.name} is not defined')")
+    if hip:   # clang: file:line:col, the line with a line-number gutter, at most 20 errors shown
+        shown = uses[:20]
+        msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{typo.name}'\n"
+                f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in shown]
+        n = len(shown)
+        return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} generated when compiling for gfx942."
+    shown = uses[:8]
+    msgs = [f"candidate.cu({j + 1}): error: identifier \"{typo.name}\" is undefined\n  {lines[j]}\n  {' ' * col}^\n"
+            for j, col in shown]
+    n = len(shown)
+    return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} detected in the compilation of \"candidate.cu\"."
+
+
+def _ptx_file(task: Task) -> str:
+    tag = int(hashlib.sha256(task.key.encode()).hexdigest()[:4], 16)
+    return f"/tmp/tmpxft_{tag:08x}_00000000-6_candidate.ptx"
+
+
+# ptxas's text per feature, and the PTX mnemonics in a source that use it
+_PTX_FEATURE_TEXT = {
+    "wgmma": "Instruction '{insn}' not supported on .target '{arch}'",
+    "tma": "Feature 'cp.async.bulk.tensor' requires .target sm_90 or higher",
+    "cluster": "Feature '.shared::cluster' requires .target sm_90 or higher",
+    "fp8": "Feature 'mma with FP8 floating point type' requires .target sm_89 or higher",
+    "cp_async": "Feature 'cp.async' requires .target sm_80 or higher",
+    "ldmatrix": "Feature 'ldmatrix' requires .target sm_75 or higher",
+    "mma": "Feature 'mma with .m16n8k16' requires .target sm_80 or higher",
+    "bf16": "Feature 'bf16' requires .target sm_80 or higher",
+}
+_FP4_TEXT = ("Instruction 'mma with block scale' not supported on .target '{arch}'",
+             "Feature '.kind::mxf8f6f4' not supported on .target '{arch}'",
+             "Feature '.block_scale' not supported on .target '{arch}'",
+             "Feature '.scale_vec::1X' not supported on .target '{arch}'")
+_PTX_USES = {
+    "wgmma": re.compile(r"\bwgmma\.(?:fence|mma_async|commit_group|wait_group)"),
+    "tma": re.compile(r"cp\.async\.bulk\.tensor"),
+    "cluster": re.compile(r"\.shared::cluster"),
+    "fp8": re.compile(r"mma\.sync[.\w]*e4m3"),
+    "cp_async": re.compile(r"\bcp\.async\.(?:c[ag]|commit_group|wait_group)"),
+    "ldmatrix": re.compile(r"\bldmatrix\."),
+    "mma": re.compile(r"\bmma\.sync\."),
+}
+
+
+def arch_error(features, task: Task, module: OpModule, code: str | None = None) -> str:
+    """The compiler's text when a candidate uses features (one name or several) that the
+    GPU lacks. With the candidate's source, ptxas lists one line per offending instruction,
+    in PTX order."""
+    features = [features] if isinstance(features, str) else sorted(features)
+    gpu = task.gpu
+    if module.impl == "triton":
+        if "fp8" in features:
+            return ("triton.compiler.errors.CompilationError: type fp8e4nv not supported in this "
+                    "architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')")
+        return (f"triton.compiler.errors.CompilationError: {features[0]} requires "
+                f"{FEATURE_MIN_TARGET[features[0]]}; target is {gpu.arch}")
+    if gpu.vendor == "amd":
+        # Any PTX-level feature reaches the AMDGPU assembler as inline asm it cannot parse.
+        return ("<inline asm>:1:2: error: instruction not supported on this GPU\n"
+                "candidate.hip: error: cannot compile inline asm\n1 error generated when compiling for gfx942.")
+    lines = []
+    for feature in features:
+        if feature == "fp4":
+            lines += [(20 + _h(task.key, feature), t) for t in _FP4_TEXT]
+            continue
+        text = _PTX_FEATURE_TEXT.get(feature, f"Feature '{feature}' requires .target "
+                                              f"{FEATURE_MIN_TARGET[feature]} or higher")
+        found = _ptx_uses(feature, code) if code else []
+        lines += [(ptx, text.format(insn=insn, arch=gpu.arch)) for ptx, insn in found] or \
+            [(20 + _h(task.key, feature), text.format(insn="wgmma.fence", arch=gpu.arch))]
+    return "".join(f"ptxas {_ptx_file(task)}, line {n}; error   : {t.format(arch=gpu.arch)}\n"
+                   for n, t in sorted(lines)[:24]) + "ptxas fatal   : Ptx assembly aborted due to errors"
+
+
+def _h(*parts) -> int:
+    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:2], 16)
+
+
+def _ptx_uses(feature: str, code: str) -> list[tuple[int, str]]:
+    """(PTX line, mnemonic) of each use of `feature` in the source, in order. The PTX line
+    grows with the source line (each C++ line lowers to a few PTX lines)."""
+    pat = _PTX_USES.get(feature)
+    out = []
+    if pat is None:
+        return out
+    for i, line in enumerate(code.split("\n")):
+        for m in pat.finditer(line):
+            out.append((40 + 3 * i + len(out), m.group(0)))
+    return out[:24]
+
+
+def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Task) -> str:
+    if module.impl == "triton":
+        return (f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
+                f"Hardware limit: {cap}. Reducing block sizes or `num_stages` may help.")
+    if variant.smem == "static" and task.is_hip:     # the AMDGPU backend checks static LDS
+        return (f"error: local memory ({smem}) exceeds limit ({cap}) in function '{module.op}_kernel'\n"
+                "1 error generated when compiling for gfx942.")
+    if variant.smem == "static":
+        return (f"ptxas error   : Entry function '{module.op}_kernel' uses too much shared data "
+                f"(0x{smem:x} bytes, 0x{cap:x} max)")
+    api = "hipFuncSetAttribute" if task.is_hip else "cudaFuncSetAttribute"
+    return (f"{api}({module.op}_kernel, MaxDynamicSharedMemorySize, {smem}) failed: invalid argument "
+            f"(requested {smem} bytes of shared memory per block, device limit {cap})")
+
+
+def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
+    """A launch the hardware cannot hold (block too big, or registers x threads over the
+    register file): it compiles, and the runtime refuses the launch."""
+    runtime = "HIP" if task.is_hip else "CUDA"
+    what = "invalid configuration argument" if launch.threads > 1024 else "too many resources requested for launch"
+    if module.impl == "triton":
+        return f"RuntimeError: Triton Error [{runtime}]: {what}"
+    return (f"RuntimeError: {runtime} error: {what}\n{runtime} kernel errors might be asynchronously reported at "
+            "some other API call, so the stacktrace below might be incorrect.")
+
+
+# -- runtime faults and correctness reports ------------------------------------------
+
+def fault_text(bug: str, module: OpModule, task: Task, rng) -> str:
+    """A kernel that crashes, as the CUDA or HIP runtime (through PyTorch) reports it."""
+    if task.is_hip:
+        if rng.random() < 0.5:
+            return (f"Memory access fault by GPU node-{rng.randint(1, 8)} (Agent handle: 0x{rng.getrandbits(44):x}) "
+                    f"on address 0x7f{rng.getrandbits(36):09x}000. Reason: Unknown.\nAborted (core dumped)")
+        return ("RuntimeError: HIP error: an illegal memory access was encountered\n"
+                "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.\nFor debugging consider passing AMD_SERIALIZE_KERNEL=3")
+    what = "unspecified launch failure" if bug == "missing_barrier" and rng.random() < 0.5 \
+        else "an illegal memory access was encountered"
+    return (f"RuntimeError: CUDA error: {what}\nCUDA kernel errors might be asynchronously reported at some "
+            "other API call, so the stacktrace below might be incorrect.\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+
+
+# --- TEMPORARY (W1): replaced at merge by the typed entry points' output args (W2) ---
+_OUTPUTS = {   # op -> output dims (names of task dims, or ints), output dtype ("" = the task's)
+    "cross_attention": (("B", "H", "Sq", "D"), ""), "flash_attn_bwd": (("B", "H", "S", "D"), ""),
+    "flash_decode": (("B", "H", "D"), ""), "flash_prefill": (("B", "H", "S", "D"), ""),
+    "mla_decode": (("B", "H", 512), ""), "paged_decode": (("B", "H", "D"), ""),
+    "sliding_window_attn": (("B", "H", "S", "D"), ""), "tree_attention": (("B", "H", "N", "D"), ""),
+    "dropout": (("T*D",), ""), "softmax": (("R", "C"), ""), "bias_gelu": (("T", "N"), ""),
+    "swiglu_bwd": (("T", "2*I"), ""), "swiglu_fwd": (("T", "I"), ""),
+    "gemm_fp8": (("M", "N"), "bf16"), "gemm_fp8_blockwise": (("M", "N"), "bf16"), "gemm_int8": (("M", "N"), "fp16"),
+    "adafactor": (("R",), "fp32"), "adamw": (("N",), "fp32"), "cross_entropy_bwd": (("T", "V"), ""),
+    "cross_entropy_fwd": (("T",), "fp32"), "embedding_bwd": (("V", "D"), ""), "grad_clip": ((1,), "fp32"),
+    "reduction": ((1,), "fp32"), "fp8_quant": (("T", "D"), "fp8"), "int8_kv_quant": (("S", "H", "Dh"), "int8"),
+    "top_p_sampling": (("B",), "int"), "top_p": (("B",), "int"), "topk_sampling": (("B",), "int"),
+    "topk": (("B",), "int"), "causal_conv1d": (("B", "D", "L"), ""), "selective_scan": (("B", "D", "L"), ""),
+    "grouped_gemm": (("T*topk", "N"), ""), "moe_combine": (("T", "K"), ""), "moe_scatter": (("T*topk", "K"), ""),
+    "kv_append": (("T", "H", "D"), ""), "rope": (("T", "H", "D"), ""), "transpose": (("C", "R"), ""),
+}
+
+
+def _output_shape(module: OpModule, task: Task) -> tuple[tuple, str]:
+    """TEMPORARY until `module.entry` exists: (shape, dtype) of the output the check compares."""
+    dims = task.dims
+    spec, dtype = _OUTPUTS.get(module.op, (None, ""))
+    if spec is None:   # GEMMs, norms, gathers: [rows, cols] from the first and last dims
+        names = list(dims)
+        spec = ("M", "N") if {"M", "N"} <= set(dims) else (names[0], names[-1])
+    shape = []
+    for d in spec:
+        if isinstance(d, int):
+            shape.append(d)
+        elif "*" in d:
+            a, b = d.split("*")
+            shape.append((int(a) if a.isdigit() else dims[a]) * (int(b) if b.isdigit() else dims[b]))
+        else:
+            shape.append(dims[d])
+    return tuple(shape), dtype or task.dtype
+# --- end TEMPORARY ---
+
+
+def _output_scale(module: OpModule, task: Task) -> float:
+    """Typical magnitude of the reference output on randn inputs."""
+    dims = task.dims
+    if module.op in ("reduction", "grad_clip"):
+        return math.sqrt(dims.get("N", 1))
+    if "K" in dims and module.family in ("matmul", "moe") and module.op != "moe_combine":
+        return math.sqrt(dims["K"])
+    if module.op == "softmax":
+        return 1.0 / dims["C"]
+    if module.family == "sampling":
+        return dims.get("V", 32000) / 2
+    return 1.0
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.3e}"
+
+
+def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
+    """What the correctness check prints for a candidate carrying `bug`, in the form of
+    torch.testing.assert_close: from the output's real shape, dtype tolerance and scale."""
+    shape, dtype = _output_shape(module, task)
+    numel = math.prod(shape)
+    atol, rtol = TOLERANCE.get(dtype, (1e-2, 1e-2))
+    scale = _output_scale(module, task)
+    last = shape[-1]
+    # share of elements a bug spoils, and how far off they are relative to the output's scale
+    frac, rel = {
+        "no_bounds_check": (min(1.0, rng.randint(1, 31) / last), rng.uniform(1, 40)),
+        "off_by_one": (min(1.0, 1.0 / last), rng.uniform(0.3, 2.0)),
+        "missing_barrier": (rng.uniform(0.001, 0.03), rng.uniform(0.5, 4.0)),
+        "racy_update": (rng.uniform(0.01, 0.3), rng.uniform(0.3, 1.0)),
+        "half_accumulator": (rng.uniform(0.05, 0.6), rng.uniform(2, 12) * rtol),
+        "wrong_init": (rng.uniform(0.4, 1.0), rng.uniform(0.5, 3.0)),
+        "missing_scale": (rng.uniform(0.9, 1.0), rng.uniform(0.5, 10.0)),
+        "bad_combine_index": (rng.uniform(0.2, 0.95), rng.uniform(0.5, 2.0)),
+    }.get(bug, (rng.uniform(0.05, 0.5), rng.uniform(0.3, 3.0)))
+    bad = max(1, min(numel, round(frac * numel)))
+    if bug in ("no_bounds_check", "off_by_one"):
+        index = tuple(d - 1 for d in shape[:-1]) + (last - 1 - rng.randrange(min(last, 4)),)
+    else:
+        index = tuple(rng.randrange(d) for d in shape)
+    if dtype == "int":
+        diff = rng.randint(1, int(scale * 2))
+        text = (f"Tensor-likes are not equal!\n\nMismatched elements: {bad} / {numel} ({100 * bad / numel:.1f}%)\n"
+                f"Greatest absolute difference: {diff} at index {index}")
+    else:
+        diff = max(atol + rtol * scale, rel * scale) * rng.uniform(1.0, 1.5)
+        rel_diff = diff / max(scale * rng.uniform(0.2, 1.0), 1e-30)
+        text = (f"Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({100 * bad / numel:.1f}%)\n"
+                f"Greatest absolute difference: {_fmt(diff)} at index {index} (up to {atol:g} allowed)\n"
+                f"Greatest relative difference: {_fmt(rel_diff)} at index {index} (up to {rtol:g} allowed)")
+    if bug in ("missing_barrier", "racy_update"):
+        text += "\nTwo runs on the same input disagree (the output is not deterministic)."
+    return text
+
+
+# -- benchmark results ---------------------------------------------------------------
+
+def best_line(best_ms: float, baseline_ms: float, best_step: int) -> str:
+    origin = "baseline" if best_step == 0 else f"step {best_step}"
+    return f"Best so far: {fmt_ms(best_ms)} ({baseline_ms / best_ms:.2f}x over baseline, {origin})."
+
+
+def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> str:
+    """Feedback for one step, from its record and the ledger's verdict on it (see
+    episodes.replay): best before and after, runs of this code, noise."""
+    k, status = step["step"], step["status"]
+    head = f"{stamp}Step {k} ({step['kind']}): "
+    best = best_line(step["best_ms"], baseline_ms, verdict.best_step)
+    if status == "compile_error":
+        what = "launch failed" if step["failure"] == "resources" or "MaxDynamicSharedMemorySize" in step["error"] \
+            else "compile error"
+        return f"{head}{what}.\n{step['error']}\nReverted. {best}"
+    if status == "wrong_result":
+        what = "crashed in the correctness run" if step["failure"] == "fault" else "wrong result"
+        return f"{head}{what}.\n{step['error']}\nReverted. {best}"
+    res = f"{fmt_ms(step['time_ms'])}, {step['regs']} registers, {step['smem_bytes']} B shared memory"
+    noise = f"noise ±{100 * verdict.noise:.1f}% per run; a keep needs {100 * verdict.needed:.1f}%"
+    if step["kind"] == "rebench":
+        spread = (step["time_ms"] / verdict.prev_best_ms - 1) * 100
+        return (f"{head}rebenchmark of the current best: {res} ({spread:+.1f}% vs recorded). "
+                f"Recorded time is now the mean of {verdict.runs} runs: {fmt_ms(step['best_ms'])}. {best}")
+    runs = f" (mean of {verdict.runs} runs: {fmt_ms(verdict.mean_ms)})" if verdict.runs > 1 else ""
+    if step["kept"]:
+        gain = verdict.prev_best_ms / verdict.mean_ms
+        return (f"{head}correct, {res}{runs}. {gain:.2f}x faster than the previous best "
+                f"{fmt_ms(verdict.prev_best_ms)}, beyond the noise ({noise}): kept. {best}")
+    delta = (verdict.mean_ms / verdict.prev_best_ms - 1) * 100
+    if delta < 0:
+        return (f"{head}correct, {res}{runs}. {delta:+.1f}% vs best, inside the noise ({noise}): "
+                f"not kept. {best}")
+    return f"{head}correct, {res}{runs}. {delta:+.1f}% vs best: reverted. {best}"
+
+
+def history_line(step: dict) -> str:
+    """One line of the compact history in a step-level row or a window's first turn."""
+    params = ", ".join(f"{k}={v}" for k, v in as_dict(step["params"]).items())
+    if step["status"] == "ok":
+        res = f"{fmt_ms(step['time_ms'])}{' kept' if step['kept'] else ''}"
+    else:
+        res = f"{step['status']} ({step['failure']})"
+    return f"- step {step['step']} {step['kind']} {step['tag']}({params}): {res}"
+
+
+def step_prompt(header: str, history: list[str], best_code: str, impl: str, best_ms: float,
+                baseline_ms: float, best_step: int, last_feedback: str | None) -> str:
+    """A step-level prompt, or a window's first turn: task, compact history, the last
+    result in full, and the current best code."""
+    hist = "\n".join(history) if history else "(none yet)"
+    last = f"\nLast result:\n{last_feedback}\n" if last_feedback else ""
+    return (f"{header}\nBaseline: {fmt_ms(baseline_ms)}\n\nHistory:\n{hist}\n{last}"
+            f"{best_line(best_ms, baseline_ms, best_step)}\n"
+            f"Current best:\n{fence(best_code, impl)}\nPropose the next candidate.")
+
+
+def tokens(text: str) -> int:
+    """Token estimate used for context budgets: ceil(characters / 3.5) (code-heavy text
+    runs ~3-4 characters per token in BPE vocabularies of current code models)."""
+    return math.ceil(len(text) / 3.5)

@@ -1,0 +1,207 @@
+"""`qa`: does the data teach the true loop? Figures a model trainer would check, each with
+its threshold: honest keeps, no filler, varied paths, recovery, labels that say what
+changed, physical limits, the failure mix and context lengths.
+
+Streams episodes.jsonl, sft_multiturn.jsonl and sft_steps.jsonl once each; memory holds
+only counters (per module, per path), whatever the dataset size.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .compilers import classify
+from .messages import tokens
+from .ops import REGISTRY
+from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
+from .sim import noise_cv, register_cap, roofline_floor_ms
+from .tasks import make_task
+from .validate import kind_mismatch, read_jsonl
+from .writers import FILES
+
+MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
+
+
+def _failure(s: dict) -> str | None:
+    """The step's failure class; read from the error text for rows made before @2."""
+    if "failure" in s:
+        return s["failure"]
+    if s["status"] == "compile_error":
+        return classify(s["error"]) if "MaxDynamicSharedMemorySize" not in s["error"] else "smem"
+    if s["status"] == "wrong_result":
+        return "fault" if "illegal memory access" in s["error"] else "mismatch"
+    return None
+
+
+class _Acc:
+    def __init__(self):
+        self.c = Counter()
+        self.paths = defaultdict(Counter)
+        self.fail = Counter()
+        self.rebench_run_max = 0
+        self.mt_tokens, self.step_tokens = Counter(), Counter()    # token count (16s) -> rows
+        self.speedup_log, self.speedup_max = 0.0, 0.0
+
+    def episode(self, ep: dict) -> None:
+        """Judge one episode from its own flags (kept, best_ms), so data of any generator
+        version can be measured; rows without the @2 fields are read by _failure()."""
+        c = self.c
+        module = REGISTRY[ep["module"]]
+        task = make_task(module, ep["gpu"], ep["dtype"], ep["shape"])
+        cap = register_cap(task.gpu)
+        base = ep["baseline"]
+        best_tag, best_code, best_ms = base["tag"], base["code"], base["time_ms"]
+        best_params = base.get("params", module.variant(base["tag"]).defaults())
+        path, run, fixed = [], 0, set()
+        steps = ep["steps"]
+        c["episodes"] += 1
+        c["steps"] += len(steps)
+        for i, s in enumerate(steps):
+            failure = _failure(s)
+            c["kind_" + s["kind"]] += 1
+            c["status_" + s["status"]] += 1
+            if failure:
+                self.fail[failure] += 1
+            if kind_mismatch(s, best_tag, best_params, best_code, module):
+                c["kind_mismatch"] += 1
+            run = run + 1 if s["kind"] == "rebench" else 0
+            self.rebench_run_max = max(self.rebench_run_max, run)
+            if s["kind"] == "structural" and (not path or path[-1] != s["tag"]):
+                path.append(s["tag"])
+            if s.get("bug") and (s["tag"], s["bug"]) in fixed:
+                c["bug_reinjected"] += 1
+            if failure in ("syntax", "mismatch", "fault"):
+                if i + 1 < len(steps):
+                    c["slips"] += 1
+                    c["slips_retried"] += any(t["tag"] == s["tag"] and t["params"] == s["params"]
+                                              and t.get("bug") is None and t.get("typo") is None
+                                              and _failure(t) not in ("syntax", "mismatch", "fault")
+                                              for t in steps[i + 1:])
+                if s.get("bug"):
+                    fixed.add((s["tag"], s["bug"]))
+            if s["status"] == "ok":
+                if s["time_ms"] < roofline_floor_ms(module, task, module.variant(s["tag"]).path):
+                    c["roofline"] += 1
+                if s["regs"] > cap:
+                    c["registers"] += 1
+            if s["kept"]:
+                c["keeps"] += 1
+                c["identical_keeps"] += s["code"] == best_code
+                c["noise_keeps"] += (1 - s["best_ms"] / best_ms) < 2 * noise_cv(best_ms)
+                best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
+            best_ms = s["best_ms"]
+        self.paths[ep["module"]][tuple(path)] += 1
+        c["converged"] += ep.get("end") == "converged"
+        self.speedup_log += math.log(ep["best"]["speedup"])
+        self.speedup_max = max(self.speedup_max, ep["best"]["speedup"])
+
+    def multiturn(self, row: dict) -> None:
+        self.mt_tokens[_bucket(row)] += 1
+        self.c["mt_rows"] += 1
+        for m in row["messages"]:
+            if m["role"] == "assistant":
+                self.c["mt_assistant"] += 1
+                self.c["mt_weighted"] += m.get("weight") in (0, 1) and "status" in m
+                self.c["mt_weight1"] += m.get("weight") == 1
+
+    def step_row(self, row: dict) -> None:
+        prompt = row["messages"][1]["content"]
+        self.step_tokens[_bucket(row)] += 1
+        if row["step"] > 1:
+            self.c["step_rows_after_first"] += 1
+            self.c["step_rows_with_last"] += "\nLast result:\n" in prompt
+        self.c["step_rows_weighted"] += row.get("weight") in (0, 1) and row["messages"][-1].get("weight") == row.get("weight")
+
+
+def _bucket(row: dict) -> int:
+    return sum(tokens(m["content"]) for m in row["messages"]) // 16 * 16 + 16
+
+
+def _pct(hist: Counter, q: float) -> int:
+    """The q-quantile of a histogram (upper edge of its 16-token bucket)."""
+    n, seen = sum(hist.values()), 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if seen >= q * n:
+            return value
+    return 0
+
+
+def qa(data: Path) -> dict:
+    """The qa object (also written as qa.json by generate)."""
+    acc = _Acc()
+    for _, ep in read_jsonl(data / FILES["episodes"]):
+        acc.episode(ep)
+    for _, row in read_jsonl(data / FILES["sft_multiturn"]):
+        acc.multiturn(row)
+    for _, row in read_jsonl(data / FILES["sft_steps"]):
+        acc.step_row(row)
+    return report(acc)
+
+
+def report(acc: _Acc) -> dict:
+    c, fail = acc.c, acc.fail
+    steps = max(1, c["steps"])
+    compile_errors = sum(fail[f] for f in COMPILE_FAILURES)
+    shares = {m: max(p.values()) / sum(p.values()) for m, p in acc.paths.items()
+              if sum(p.values()) >= MIN_EPISODES_FOR_PATHS}
+    worst = max(shares, key=shares.get) if shares else None
+    mt, st = acc.mt_tokens, acc.step_tokens
+
+    def check(name, value, op, threshold, note=""):
+        ok = {"==": value == threshold, "<=": value <= threshold, ">=": value >= threshold}[op]
+        return {"name": name, "value": value, "threshold": f"{op} {threshold}", "pass": ok, "note": note}
+
+    checks = [
+        check("identical_code_keeps", c["identical_keeps"], "==", 0, "kept steps whose code is the best's"),
+        check("noise_keeps", c["noise_keeps"], "==", 0, "keeps gaining < 2 sigma of the noise"),
+        check("longest_rebench_run", acc.rebench_run_max, "<=", 2),
+        check("max_module_path_share", round(shares[worst], 3) if worst else 0.0, "<=", 0.5,
+              f"most common structural path of {worst}" if worst else ""),
+        check("slips_retried", round(c["slips_retried"] / max(1, c["slips"]), 4), ">=", 0.9,
+              f"{c['slips_retried']}/{c['slips']} typo/bug failures (not the last step) retried"),
+        check("bug_reinjected_after_fix", c["bug_reinjected"], "==", 0),
+        check("kind_mismatches", c["kind_mismatch"], "==", 0),
+        check("roofline_violations", c["roofline"], "==", 0, "ok steps faster than DRAM/compute roofline"),
+        check("register_violations", c["registers"], "==", 0, "ok steps over 255 (NVIDIA) / 512 (AMD) registers"),
+        check("compile_errors_typo_share", round(fail["syntax"] / max(1, compile_errors), 4), "<=", 0.6),
+        check("step_prompts_with_last_result", round(c["step_rows_with_last"] / max(1, c["step_rows_after_first"]), 4),
+              "==", 1.0),
+        check("assistant_messages_weighted", round(c["mt_weighted"] / max(1, c["mt_assistant"]), 4), "==", 1.0),
+        check("step_rows_weighted", round(c["step_rows_weighted"] / max(1, sum(st.values())), 4), "==", 1.0),
+        check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "chars/3.5"),
+    ]
+    info = {
+        "episodes": c["episodes"], "steps": c["steps"], "mean_steps": round(c["steps"] / max(1, c["episodes"]), 2),
+        "converged_share": round(c["converged"] / max(1, c["episodes"]), 3),
+        "status_pct": {k: round(100 * c["status_" + k] / steps, 2) for k in ("ok", "wrong_result", "compile_error")},
+        "kind_pct": {k: round(100 * c["kind_" + k] / steps, 2)
+                     for k in ("structural", "param_sweep", "joint", "rebench", "endgame")},
+        "failures": {f: fail[f] for f in FAILURES},
+        "keeps": c["keeps"],
+        "speedup_geomean": round(math.exp(acc.speedup_log / max(1, c["episodes"])), 3),
+        "speedup_max": round(acc.speedup_max, 3),
+        "weight1_share": round(c["mt_weight1"] / max(1, c["mt_assistant"]), 3),
+        "multiturn_rows": c["mt_rows"],
+        "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+        "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+        "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
+                                              key=lambda x: -x[1])[:5]),
+    }
+    return {"schema": SCHEMA["qa"], "pass": all(ch["pass"] for ch in checks), "checks": checks, "info": info}
+
+
+def summary(result: dict) -> str:
+    lines = [f"{'check':34} {'value':>10}  {'threshold':>10}  result"]
+    for ch in result["checks"]:
+        lines.append(f"{ch['name']:34} {ch['value']!s:>10}  {ch['threshold']:>10}  "
+                     f"{'pass' if ch['pass'] else 'FAIL'}  {ch['note']}")
+    lines.append(json.dumps(result["info"], indent=1))
+    lines.append("qa: all checks pass" if result["pass"] else "qa: some checks FAIL")
+    return "\n".join(lines)
+
+
+def dumps_qa(result: dict) -> str:
+    return json.dumps(result, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,110 @@
+"""Record types, kinds, statuses and key orders of every row — defined once.
+
+Engine, writers, stats, validate, qa and the card import these names; a row's key order
+is its dataclass's field order, so `Step(...).row()` and `list(STEP_KEYS)` always agree.
+
+>>> s = Step(1, "rebench", "naive", {}, "code", "ok", None, None, None, 0.5, 0, 32, None, False, 0.5, 60)
+>>> list(s.row()) == list(STEP_KEYS)
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .fields import params_field
+
+SCHEMA = {
+    "episode": "kernelstrain/episode@2",
+    "multiturn": "kernelstrain/sft_multiturn@2",
+    "step": "kernelstrain/sft_step@2",
+    "holdout": "kernelstrain/holdout_task@1",
+    "stats": "kernelstrain/stats@1",
+    "qa": "kernelstrain/qa@1",
+}
+
+# What a step changed, relative to the current best (the code the agent edits):
+#   structural  - the variant (rung) differs
+#   param_sweep - same variant, exactly one parameter differs
+#   joint       - same variant, two or more parameters differ
+#   rebench     - the best's code resubmitted unchanged (a re-measurement)
+#   endgame     - late in the episode: one parameter moved to an adjacent value
+KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
+STATUSES = ("ok", "wrong_result", "compile_error")
+# Why a step failed (null when ok): compile-time classes, then run-time ones.
+FAILURES = ("arch", "smem", "resources", "syntax", "mismatch", "fault")
+COMPILE_FAILURES = ("arch", "smem", "resources", "syntax")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One candidate: what was submitted, what the harness said, the best after it."""
+    step: int
+    kind: str
+    tag: str                  # the variant
+    params: dict
+    code: str
+    status: str
+    failure: str | None       # one of FAILURES, null when ok
+    bug: str | None           # the risky transformation written into the code (ops.base.BUGS)
+    typo: int | None          # mutations.break_identifier pick, when the code has a typo
+    time_ms: float | None     # this step's measurement, null unless ok
+    smem_bytes: int
+    regs: int
+    error: str | None         # the tool's text when not ok
+    kept: bool
+    best_ms: float            # recorded time of the best after this step (mean of its runs)
+    elapsed_s: int
+
+    def row(self) -> dict:
+        return {f: params_field(self.params) if f == "params" else getattr(self, f) for f in STEP_KEYS}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    tag: str
+    params: dict
+    code: str
+    time_ms: float
+
+    def row(self) -> dict:
+        return {"tag": self.tag, "params": params_field(self.params), "code": self.code, "time_ms": self.time_ms}
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A whole trajectory; `row()` is the episodes.jsonl object in EPISODE_KEYS order."""
+    schema: str
+    id: str
+    task_id: str
+    op: str
+    impl: str
+    module: str
+    family: str
+    gpu: str
+    arch: str
+    dtype: str
+    shape: list               # [{dim, value}, ...] (fields.shape_field)
+    signature: str
+    desc: str
+    baseline: Baseline
+    steps: tuple              # Step, ...
+    best: dict                # {step, time_ms, speedup}
+    attempts: dict            # {kept, reverted, errors, rebench}
+    end: str                  # converged | budget
+    elapsed_s: int
+    seed: int
+    generator: str
+
+    def row(self) -> dict:
+        out = {f: getattr(self, f) for f in EPISODE_KEYS}
+        out["baseline"] = self.baseline.row()
+        out["steps"] = [s.row() for s in self.steps]
+        return out
+
+
+STEP_KEYS = tuple(f.name for f in fields(Step))
+EPISODE_KEYS = tuple(f.name for f in fields(Episode))
+MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op", "impl", "gpu", "dtype",
+                  "shape", "num_steps", "best_speedup", "messages")
+STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
+                 "module", "gpu", "impl", "messages")

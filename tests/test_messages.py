@@ -1,0 +1,78 @@
+"""Texts in each tool's words, chat rows as a pure function of the episode row, windows."""
+import json
+import re
+
+from kernelstrain import messages
+from kernelstrain.episodes import chat_rows, weight, replay
+from kernelstrain.ops import REGISTRY
+from kernelstrain.plan import seeded_rng
+from kernelstrain.tasks import make_task
+
+
+def test_scalar_output_mismatch_has_no_2d_index():
+    m = REGISTRY["reduction_cuda"]
+    task = make_task(m, "A100", "fp32", {"N": 16777216})
+    text = messages.mismatch_text("wrong_init", m, task, seeded_rng("m", 1))
+    assert "Mismatched elements: 1 / 1 (100.0%)" in text and "at index (0,)" in text
+    diff = float(re.search(r"Greatest absolute difference: ([\d.e+-]+)", text).group(1))
+    assert diff > 100          # relative to the output's scale (sqrt(N) ~ 4096), not a fixed 0.3-8
+
+
+def test_mismatch_index_fits_the_output_shape():
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", "fp16", {"T": 4096, "D": 4096})
+    for seed in range(20):
+        text = messages.mismatch_text("off_by_one", m, task, seeded_rng("m", seed))
+        t, d = map(int, re.search(r"at index \((\d+), (\d+)\)", text).groups())
+        assert t == 4095 and 4092 <= d <= 4095 and "(up to 0.01 allowed)" in text
+
+
+def test_ptxas_lists_every_offending_instruction():
+    m = REGISTRY["gemm_fp8_cuda"]
+    task = make_task(m, "A100", m.dtypes[0], m.shapes[0])
+    v = m.variant("wgmma_tma")
+    text = messages.arch_error(v.needs - task.gpu.features, task, m, m.render(v, v.defaults(), task))
+    lines = text.splitlines()
+    assert len(lines) > 3 and lines[-1] == "ptxas fatal   : Ptx assembly aborted due to errors"
+    assert any("Instruction 'wgmma.mma_async' not supported on .target 'sm_80'" in l for l in lines)
+    numbers = [int(re.search(r"line (\d+);", l).group(1)) for l in lines[:-1]]
+    assert numbers == sorted(numbers)
+
+
+def test_faults_read_like_the_runtime():
+    m = REGISTRY["grouped_gemm_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    text = messages.fault_text("missing_barrier", m, task, seeded_rng("f", 0))
+    assert text.startswith("RuntimeError: CUDA error: ") and "CUDA_LAUNCH_BLOCKING=1" in text
+
+
+def test_chat_rows_are_a_pure_function_of_the_episode_row(small_dataset):
+    eps = [json.loads(l) for l in (small_dataset / "episodes.jsonl").read_text().splitlines()]
+    mts = [json.loads(l) for l in (small_dataset / "sft_multiturn.jsonl").read_text().splitlines()]
+    steps = [json.loads(l) for l in (small_dataset / "sft_steps.jsonl").read_text().splitlines()]
+    rebuilt_mt, rebuilt_steps = [], []
+    for ep in eps:
+        mt, st = chat_rows(ep, False, 16000)
+        rebuilt_mt += mt
+        rebuilt_steps += st
+    assert rebuilt_mt == mts and rebuilt_steps == steps
+
+
+def test_windows_stay_in_budget_and_prompts_carry_the_last_result(small_dataset):
+    ep = max((json.loads(l) for l in (small_dataset / "episodes.jsonl").read_text().splitlines()),
+             key=lambda e: len(e["steps"]))
+    whole, st = chat_rows(ep, False, 0)
+    assert len(whole) == 1
+    windows, _ = chat_rows(ep, False, 6000)
+    assert len(windows) > 1 and all(w["windows"] == len(windows) for w in windows)
+    assert sum(m["role"] == "assistant" for w in windows for m in w["messages"]) == len(ep["steps"])
+    for w in windows:
+        assert w["messages"][-1]["role"] == "assistant"
+        size = sum(messages.tokens(m["content"]) for m in w["messages"])
+        assert size <= 6000 or sum(m["role"] == "assistant" for m in w["messages"]) == 1
+    assert "Current best:" in windows[1]["messages"][1]["content"]
+    for row, (s, v) in zip(st[1:], list(replay(ep))[:-1]):
+        assert "\nLast result:\nStep " + str(s["step"]) in row["messages"][1]["content"]
+    for row, (s, v) in zip(st, replay(ep)):
+        assert row["weight"] == weight(s, v) == row["messages"][-1]["weight"]
+        assert row["weight"] == 0 or s["status"] == "ok"

@@ -1,0 +1,28 @@
+"""`qa` passes on generated data and fails, naming the check, when a trajectory lies."""
+import json
+
+from kernelstrain.cli import main
+from kernelstrain.qa import qa
+
+
+def test_generated_data_passes(small_dataset):
+    result = qa(small_dataset)
+    failed = [c["name"] for c in result["checks"] if not c["pass"]]
+    # path variety needs more episodes per module than 40 give; everything else must hold
+    assert set(failed) <= {"max_module_path_share"}, failed
+
+
+def test_a_keep_inside_the_noise_and_a_mislabelled_kind_fail(dataset_copy, capsys):
+    path = dataset_copy / "episodes.jsonl"
+    lines = path.read_text().splitlines()
+    ep = json.loads(lines[0])
+    i = next(i for i, s in enumerate(ep["steps"]) if s["status"] == "ok" and not s["kept"] and s["kind"] != "rebench")
+    before = ep["steps"][i - 1]["best_ms"] if i else ep["baseline"]["time_ms"]
+    for s in ep["steps"][i:]:
+        s["best_ms"] = round(before * 0.999, 6)            # a 0.1% "gain" kept
+    ep["steps"][i]["kept"] = True
+    lines[0] = json.dumps(ep)
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["qa", str(dataset_copy)]) == 1
+    out = capsys.readouterr().out
+    assert any(l.startswith("noise_keeps") and "FAIL" in l for l in out.splitlines())
