@@ -1,7 +1,8 @@
 """Similarity of a task to KernelBench problems: normalized source and operator sequence.
 
 Normalized source: Python tokens without comments, docstrings or layout; numbers become
-`0`, strings `''`, and identifiers that are not torch API names or keywords become `_`.
+`0`, strings `''`, and identifiers that are not torch API names or keywords (local names,
+constants, the model's own attributes) become `_`.
 Two sources are compared by the Jaccard index of their 8-token shingles; equal normalized
 token streams have equal `normalized_hash`.
 
@@ -139,7 +140,7 @@ _API = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 def normalized_tokens(source: str) -> list[str]:
     """Tokens of a source with comments, docstrings, layout, literals and local names normalized."""
-    out, prev = [], None
+    out, prev, before = [], None, None
     skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
             tokenize.ENCODING, tokenize.ENDMARKER}
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -152,12 +153,14 @@ def normalized_tokens(source: str) -> list[str]:
         elif tok.type == tokenize.NUMBER:
             text = "0"
         elif tok.type == tokenize.NAME and not keyword.iskeyword(tok.string):
-            # names after a dot (torch.relu, nn.Linear, x.sum) and the torch namespaces stay
-            text = tok.string if prev == "." or tok.string in ("torch", "nn", "F", "self", "Model") else "_"
+            # API names after a dot (torch.relu, nn.Linear, x.sum) and the torch namespaces stay;
+            # a model's own attributes (self.fc) are local names
+            api = prev == "." and before != "self"
+            text = tok.string if api or tok.string in ("torch", "nn", "F", "self", "Model") else "_"
         else:
             text = tok.string
         out.append(text)
-        prev = tok.string
+        prev, before = tok.string, prev
     return out
 
 
