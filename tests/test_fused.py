@@ -146,3 +146,11 @@ def test_filter_without_torch_is_a_clean_usage_error(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernelstrain: error:") and "PyTorch" in err[0]
     assert not (out / "tasks_fused.jsonl").exists()
+
+
+def test_card_configs_load_with_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "d"
+    assert main(["tasks", "fused", "--count", "30", "--seed", "0", "--out", str(out), "--quiet"]) == 0
+    rows = datasets.load_dataset(str(out), "fused_candidates", split="train")
+    assert len(rows) == 39 and rows[0]["id"] == "fused_s0_00000"
