@@ -1,6 +1,6 @@
 """Fused-operator tasks with executable references (the CUDA-Agent-Ops-6K seed card).
 
-catalog (typed operators) -> grammar (composition with shape inference) -> render
+types (tensor types, steps) -> catalog (typed operators) -> grammar (composition with shape inference) -> render
 (KernelBench-form source, task row) -> cost (unfused / fused work) -> similarity
 (KernelBench contamination) -> dataset (files, stats, card) -> filter / execute (PyTorch).
 Everything but execute runs on the standard library.

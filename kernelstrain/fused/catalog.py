@@ -1,124 +1,13 @@
 """The typed operator catalog: which tensors each operator accepts, how it draws its
 parameters, its output type (shape inference), its PyTorch lines and its work.
 
-A tensor type is a layout kind and a shape whose dims may carry the name of the module
-constant that sizes them:
-
->>> T("vec", (128, 512), ("batch_size", "in_features")).numel
-65536
-
 Each operator is a function `draw(ctx, t) -> Step | None` (None: not applicable to t).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-# layout kinds: vec (B, F); seq (B, S, D); img1/img2/img3 (N, C, *spatial)
-SPATIAL = {"img1": 1, "img2": 2, "img3": 3}
-DTYPE_BYTES = {"fp32": 4, "bf16": 2}
-TORCH_DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16"}
-# roles: contraction ops start a new fused kernel (cost.py); the rest fuse into its epilogue
-ROLES = ("contraction", "attention", "gather", "elementwise", "norm", "softmax", "reduction", "pool", "reshape", "residual")
-
-
-@dataclass(frozen=True)
-class T:
-    """A tensor type: layout kind, shape, and per-dim constant names (None: derived)."""
-    kind: str
-    shape: tuple
-    names: tuple
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    def with_dim(self, i: int, size: int, name: str | None) -> "T":
-        shape, names = list(self.shape), list(self.names)
-        shape[i], names[i] = size, name
-        return T(self.kind, tuple(shape), tuple(names))
-
-
-@dataclass
-class Step:
-    """One operator applied in a program."""
-    op: str
-    role: str
-    params: dict
-    t_in: T
-    t_out: T
-    setup: list            # lines of Model.__init__
-    lines: list            # lines of Model.forward
-    flops: float
-    bytes: float           # minimum DRAM bytes run alone: inputs + weights read, output written
-    helpers: tuple = ()    # helper classes the source needs (NewGELU, RMSNorm ...)
-    weights: int = 0       # parameter elements the op reads (part of bytes)
-
-
-@dataclass
-class Ctx:
-    """Drawing state of one program: RNG, dtype, module constants, attribute names."""
-    rng: object
-    dtype: str
-    consts: dict = field(default_factory=dict)   # name -> value, in first-use order
-    init_args: list = field(default_factory=list)  # constants Model.__init__ takes, in order
-    attrs: set = field(default_factory=set)
-    exprs: dict = field(default_factory=dict)    # name -> source text when not repr(value)
-
-    @property
-    def nbytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
-
-    def const(self, base: str, value, init: bool = True, expr: str | None = None) -> str:
-        """A module constant holding value (reused when base already holds it)."""
-        name, k = base, 1
-        while name in self.consts and self.consts[name] != value:
-            k += 1
-            name = f"{base}_{k}"
-        self.consts.setdefault(name, value)
-        if expr is not None:
-            self.exprs.setdefault(name, expr)
-        if init and name not in self.init_args:
-            self.init_args.append(name)
-        return name
-
-    def size(self, t: T, i: int, base: str, init: bool = True) -> str:
-        """The constructor argument for dim i of t: its constant, or a new one."""
-        name = t.names[i]
-        if name is None:
-            return self.const(base, t.shape[i], init)
-        if init and name not in self.init_args:
-            self.init_args.append(name)
-        return name
-
-    def attr(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.attrs:
-            k += 1
-            name = f"{base}{k}"
-        self.attrs.add(name)
-        return name
-
-    def choice(self, seq):
-        return seq[self.rng.randrange(len(seq))]
-
-
-def _last(t: T) -> int:
-    return len(t.shape) - 1
-
-
-def _channel_dim(t: T) -> int:
-    """The dim a norm / softmax / reduction works along: features (last) or channels (1)."""
-    return 1 if t.kind in SPATIAL else _last(t)
-
-
-def _spatial(t: T) -> tuple:
-    return t.shape[2:] if t.kind in SPATIAL else ()
-
-
-def _io_bytes(ctx: Ctx, *numels) -> float:
-    return float(sum(numels) * ctx.nbytes)
-
+from .types import SPATIAL, Ctx, Step, T, channel_dim, io_bytes, last_dim, spatial
 
 # -- elementwise: (expression, flops per element, scalar args and their menus) ----------
 
@@ -157,7 +46,7 @@ def _elementwise(name: str):
             setup.append(f"self.{c} = {c}")
             fill[arg] = f"self.{c}"
         return Step(name, "elementwise", params, t, t, setup, [f"x = {expr.format(**fill)}"],
-                    float(per_elem * t.numel), _io_bytes(ctx, t.numel, t.numel))
+                    float(per_elem * t.numel), io_bytes(ctx, t.numel, t.numel))
     return draw
 
 
@@ -193,16 +82,16 @@ def _helper_act(name: str, helper: str, per_elem: int):
     def draw(ctx: Ctx, t: T) -> Step | None:
         a = ctx.attr("act")
         return Step(name, "elementwise", {}, t, t, [f"self.{a} = {helper}()"], [f"x = self.{a}(x)"],
-                    float(per_elem * t.numel), _io_bytes(ctx, t.numel, t.numel), (helper,))
+                    float(per_elem * t.numel), io_bytes(ctx, t.numel, t.numel), (helper,))
     return draw
 
 
 def _param_shape(t: T, ctx: Ctx) -> tuple[str, tuple]:
     """Shape expression of a per-channel parameter broadcast against t."""
-    d = _channel_dim(t)
+    d = channel_dim(t)
     c = ctx.size(t, d, "channels" if t.kind in SPATIAL else "features", init=False)
-    ones = ", 1" * len(_spatial(t))
-    return f"({c}{ones},)" if not ones else f"({c}{ones})", (t.shape[d],) + (1,) * len(_spatial(t))
+    ones = ", 1" * len(spatial(t))
+    return f"({c}{ones},)" if not ones else f"({c}{ones})", (t.shape[d],) + (1,) * len(spatial(t))
 
 
 def _param_op(name: str, symbol: str, init: str):
@@ -212,7 +101,7 @@ def _param_op(name: str, symbol: str, init: str):
         a = ctx.attr(name.split("_")[0])
         setup = [f"self.{a} = nn.Parameter({init}({c}))"]
         return Step(name, "elementwise", {"shape": list(shape)}, t, t, setup, [f"x = x {symbol} self.{a}"],
-                    float(t.numel), _io_bytes(ctx, t.numel, t.numel, shape[0]), weights=shape[0])
+                    float(t.numel), io_bytes(ctx, t.numel, t.numel, shape[0]), weights=shape[0])
     return draw
 
 
@@ -221,26 +110,26 @@ def _param_op(name: str, symbol: str, init: str):
 def _layer_norm(ctx: Ctx, t: T) -> Step | None:
     if t.kind not in ("vec", "seq") or t.shape[-1] < 8:
         return None
-    f, a = ctx.size(t, _last(t), "normalized_shape"), ctx.attr("norm")
+    f, a = ctx.size(t, last_dim(t), "normalized_shape"), ctx.attr("norm")
     return Step("layer_norm", "norm", {}, t, t, [f"self.{a} = nn.LayerNorm({f})"], [f"x = self.{a}(x)"],
-                8.0 * t.numel, _io_bytes(ctx, t.numel, t.numel, 2 * t.shape[-1]), weights=2 * t.shape[-1])
+                8.0 * t.numel, io_bytes(ctx, t.numel, t.numel, 2 * t.shape[-1]), weights=2 * t.shape[-1])
 
 
 def _rms_norm(ctx: Ctx, t: T) -> Step | None:
     if t.kind not in ("vec", "seq") or t.shape[-1] < 8:
         return None
-    f, a = ctx.size(t, _last(t), "hidden_size"), ctx.attr("norm")
+    f, a = ctx.size(t, last_dim(t), "hidden_size"), ctx.attr("norm")
     return Step("rms_norm", "norm", {}, t, t, [f"self.{a} = RMSNorm({f})"], [f"x = self.{a}(x)"],
-                5.0 * t.numel, _io_bytes(ctx, t.numel, t.numel, t.shape[-1]), ("RMSNorm",), t.shape[-1])
+                5.0 * t.numel, io_bytes(ctx, t.numel, t.numel, t.shape[-1]), ("RMSNorm",), t.shape[-1])
 
 
 def _batch_norm(ctx: Ctx, t: T) -> Step | None:
-    if t.kind == "seq" or t.shape[0] < 2 or (t.kind in SPATIAL and math.prod(_spatial(t)) < 2):
+    if t.kind == "seq" or t.shape[0] < 2 or (t.kind in SPATIAL and math.prod(spatial(t)) < 2):
         return None
     d = SPATIAL.get(t.kind, 1)
     c, a = ctx.size(t, 1, "num_features"), ctx.attr("bn")
     return Step("batch_norm", "norm", {}, t, t, [f"self.{a} = nn.BatchNorm{d}d({c})"], [f"x = self.{a}(x)"],
-                8.0 * t.numel, _io_bytes(ctx, 2 * t.numel, t.numel, 4 * t.shape[1]), weights=4 * t.shape[1])
+                8.0 * t.numel, io_bytes(ctx, 2 * t.numel, t.numel, 4 * t.shape[1]), weights=4 * t.shape[1])
 
 
 def _group_norm(ctx: Ctx, t: T) -> Step | None:
@@ -252,27 +141,27 @@ def _group_norm(ctx: Ctx, t: T) -> Step | None:
     g = ctx.choice(groups)
     gc, c, a = ctx.const("num_groups", g), ctx.size(t, 1, "num_channels"), ctx.attr("gn")
     return Step("group_norm", "norm", {"groups": g}, t, t, [f"self.{a} = nn.GroupNorm({gc}, {c})"],
-                [f"x = self.{a}(x)"], 8.0 * t.numel, _io_bytes(ctx, 2 * t.numel, t.numel, 2 * t.shape[1]),
+                [f"x = self.{a}(x)"], 8.0 * t.numel, io_bytes(ctx, 2 * t.numel, t.numel, 2 * t.shape[1]),
                 weights=2 * t.shape[1])
 
 
 def _instance_norm(ctx: Ctx, t: T) -> Step | None:
-    if t.kind not in SPATIAL or math.prod(_spatial(t)) < 16:
+    if t.kind not in SPATIAL or math.prod(spatial(t)) < 16:
         return None
     d = SPATIAL[t.kind]
     c, a = ctx.size(t, 1, "num_features"), ctx.attr("inorm")
     return Step("instance_norm", "norm", {}, t, t, [f"self.{a} = nn.InstanceNorm{d}d({c})"], [f"x = self.{a}(x)"],
-                8.0 * t.numel, _io_bytes(ctx, 2 * t.numel, t.numel))
+                8.0 * t.numel, io_bytes(ctx, 2 * t.numel, t.numel))
 
 
 def _softmax(name: str, fn: str):
     def draw(ctx: Ctx, t: T) -> Step | None:
-        d = _channel_dim(t)
+        d = channel_dim(t)
         if t.shape[d] < 4:
             return None
-        dim = -1 if d == _last(t) else d
+        dim = -1 if d == last_dim(t) else d
         return Step(name, "softmax", {"dim": dim}, t, t, [], [f"x = {fn}(x, dim={dim})"],
-                    5.0 * t.numel, _io_bytes(ctx, t.numel, t.numel))
+                    5.0 * t.numel, io_bytes(ctx, t.numel, t.numel))
     return draw
 
 
@@ -284,20 +173,20 @@ def _reduction(name: str):
     fn = REDUCTIONS[name]
 
     def draw(ctx: Ctx, t: T) -> Step | None:
-        d = _channel_dim(t)
+        d = channel_dim(t)
         if t.shape[d] < 4:
             return None
-        if t.kind in SPATIAL and name == "mean" and math.prod(_spatial(t)) >= 4 and ctx.rng.random() < 0.5:
+        if t.kind in SPATIAL and name == "mean" and math.prod(spatial(t)) >= 4 and ctx.rng.random() < 0.5:
             # global average pool + flatten: (N, C, *spatial) -> (N, C)
             dims = tuple(range(2, len(t.shape)))
             out = T("vec", t.shape[:2], t.names[:2])
             return Step(name, "reduction", {"dim": list(dims), "keepdim": False}, t, out, [],
-                        [f"x = {fn}(x, dim={dims})"], float(t.numel), _io_bytes(ctx, t.numel, out.numel))
-        dim = -1 if d == _last(t) else d
+                        [f"x = {fn}(x, dim={dims})"], float(t.numel), io_bytes(ctx, t.numel, out.numel))
+        dim = -1 if d == last_dim(t) else d
         out = t.with_dim(d, 1, None)
         return Step(name, "reduction", {"dim": dim, "keepdim": True}, t, out, [],
                     [f"x = {fn}(x, dim={dim}, keepdim=True)"], (4.0 if name == "logsumexp" else 1.0) * t.numel,
-                    _io_bytes(ctx, t.numel, out.numel))
+                    io_bytes(ctx, t.numel, out.numel))
     return draw
 
 
@@ -305,24 +194,24 @@ def _reduction(name: str):
 
 def _pool(name: str, module: str):
     def draw(ctx: Ctx, t: T) -> Step | None:
-        if t.kind not in SPATIAL or min(_spatial(t)) < 4:
+        if t.kind not in SPATIAL or min(spatial(t)) < 4:
             return None
         d = SPATIAL[t.kind]
-        k = ctx.choice((2, 2, 3) if min(_spatial(t)) >= 6 else (2,))
+        k = ctx.choice((2, 2, 3) if min(spatial(t)) >= 6 else (2,))
         kc, a = ctx.const("pool_kernel_size", k), ctx.attr("pool")
-        out = T(t.kind, t.shape[:2] + tuple(s // k for s in _spatial(t)), t.names[:2] + (None,) * d)
+        out = T(t.kind, t.shape[:2] + tuple(s // k for s in spatial(t)), t.names[:2] + (None,) * d)
         return Step(f"{name}{d}d", "pool", {"kernel_size": k}, t, out, [f"self.{a} = nn.{module}{d}d(kernel_size={kc})"],
-                    [f"x = self.{a}(x)"], float(t.numel), _io_bytes(ctx, t.numel, out.numel))
+                    [f"x = self.{a}(x)"], float(t.numel), io_bytes(ctx, t.numel, out.numel))
     return draw
 
 
 def _adaptive_avg_pool(ctx: Ctx, t: T) -> Step | None:
-    if t.kind not in SPATIAL or math.prod(_spatial(t)) < 4:
+    if t.kind not in SPATIAL or math.prod(spatial(t)) < 4:
         return None
     d = SPATIAL[t.kind]
     out = T(t.kind, t.shape[:2] + (1,) * d, t.names[:2] + (None,) * d)
     return Step(f"adaptive_avg_pool{d}d", "pool", {"output_size": 1}, t, out, [],
-                [f"x = F.adaptive_avg_pool{d}d(x, 1)"], float(t.numel), _io_bytes(ctx, t.numel, out.numel))
+                [f"x = F.adaptive_avg_pool{d}d(x, 1)"], float(t.numel), io_bytes(ctx, t.numel, out.numel))
 
 
 def _flatten(ctx: Ctx, t: T) -> Step | None:
@@ -335,9 +224,9 @@ def _flatten(ctx: Ctx, t: T) -> Step | None:
 def _glu(ctx: Ctx, t: T) -> Step | None:
     if t.kind not in ("vec", "seq") or t.shape[-1] % 2 or t.shape[-1] < 16:
         return None
-    out = t.with_dim(_last(t), t.shape[-1] // 2, None)
+    out = t.with_dim(last_dim(t), t.shape[-1] // 2, None)
     return Step("glu", "elementwise", {"dim": -1}, t, out, [], ["x = F.glu(x, dim=-1)"],
-                4.0 * out.numel, _io_bytes(ctx, t.numel, out.numel))
+                4.0 * out.numel, io_bytes(ctx, t.numel, out.numel))
 
 
 # -- contractions and attention -----------------------------------------------------------
@@ -350,13 +239,13 @@ def _linear(ctx: Ctx, t: T) -> Step | None:
     if t.kind not in ("vec", "seq"):
         return None
     k, n = t.shape[-1], ctx.choice(FEATURES)
-    kc, nc, a = ctx.size(t, _last(t), "in_features"), ctx.const("out_features", n), ctx.attr("linear")
+    kc, nc, a = ctx.size(t, last_dim(t), "in_features"), ctx.const("out_features", n), ctx.attr("linear")
     bias = ctx.rng.random() < 0.8
-    out = t.with_dim(_last(t), n, nc)
+    out = t.with_dim(last_dim(t), n, nc)
     rows = t.numel // k
     return Step("linear", "contraction", {"in_features": k, "out_features": n, "bias": bias}, t, out,
                 [f"self.{a} = nn.Linear({kc}, {nc}{'' if bias else ', bias=False'})"], [f"x = self.{a}(x)"],
-                2.0 * rows * k * n, _io_bytes(ctx, t.numel, k * n + n * bias, out.numel), weights=k * n + n * bias)
+                2.0 * rows * k * n, io_bytes(ctx, t.numel, k * n + n * bias, out.numel), weights=k * n + n * bias)
 
 
 def _conv(transposed: bool):
@@ -369,9 +258,9 @@ def _conv(transposed: bool):
         stride = ctx.choice((1, 1, 2))
         pad = ctx.choice((0, k // 2))
         if transposed:
-            sizes = tuple((s - 1) * stride - 2 * pad + k for s in _spatial(t))
+            sizes = tuple((s - 1) * stride - 2 * pad + k for s in spatial(t))
         else:
-            sizes = tuple((s + 2 * pad - k) // stride + 1 for s in _spatial(t))
+            sizes = tuple((s + 2 * pad - k) // stride + 1 for s in spatial(t))
         if min(sizes) < 2:
             return None
         name = ("conv_transpose" if transposed else "conv") + f"{d}d"
@@ -386,7 +275,7 @@ def _conv(transposed: bool):
         work = 2.0 * (t.numel * cout * k ** d if transposed else out.numel * taps)
         return Step(name, "contraction", {"out_channels": cout, "kernel_size": k, "stride": stride, "padding": pad},
                     t, out, [f"self.{a} = nn.{module}({ic}, {oc}, {kc}{extra})"], [f"x = self.{a}(x)"],
-                    work, _io_bytes(ctx, t.numel, taps * cout + cout, out.numel), weights=taps * cout + cout)
+                    work, io_bytes(ctx, t.numel, taps * cout + cout, out.numel), weights=taps * cout + cout)
     return draw
 
 
@@ -396,7 +285,7 @@ def _gram(ctx: Ctx, t: T) -> Step | None:
     b, s, d = t.shape
     out = T("seq", (b, s, s), (t.names[0], t.names[1], t.names[1]))
     return Step("gram", "contraction", {}, t, out, [], ["x = torch.matmul(x, x.transpose(-2, -1))"],
-                2.0 * b * s * s * d, _io_bytes(ctx, t.numel, out.numel))
+                2.0 * b * s * s * d, io_bytes(ctx, t.numel, out.numel))
 
 
 def _sdpa(ctx: Ctx, t: T) -> Step | None:
@@ -414,12 +303,12 @@ def _sdpa(ctx: Ctx, t: T) -> Step | None:
              "x = x.transpose(1, 2).flatten(2)"]
     flops = 4.0 * b * s * s * d * (0.5 if causal else 1.0) + 5.0 * b * h * s * s
     return Step("sdpa", "attention", {"num_heads": h, "is_causal": causal}, t, t, setup, lines,
-                flops, _io_bytes(ctx, t.numel, t.numel))
+                flops, io_bytes(ctx, t.numel, t.numel))
 
 
 def _residual(ctx: Ctx, t: T) -> Step | None:
     return Step("residual_add", "residual", {}, t, t, [], ["x = x + skip"], float(t.numel),
-                _io_bytes(ctx, 3 * t.numel))
+                io_bytes(ctx, 3 * t.numel))
 
 
 # The catalog: op name -> draw. Ops whose name depends on rank (conv2d ...) are listed by family.

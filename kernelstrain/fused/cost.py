@@ -19,7 +19,7 @@ import math
 
 from ..gpus import EXTRA_LAUNCH_US, LAUNCH_US, GPU, get_gpu
 from ..ops.base import Cost
-from .catalog import DTYPE_BYTES
+from .types import DTYPE_BYTES
 
 GROUP_STARTERS = ("contraction", "attention", "gather")
 INPUT_BYTES = {"fp32": 4, "bf16": 2, "int64": 8}

@@ -20,6 +20,7 @@ from .grammar import compose
 from .render import task_row
 
 CANDIDATES, TASKS, REJECTS = "candidates_fused.jsonl", "tasks_fused.jsonl", "rejects_fused.jsonl"
+PROGRESS, REPORT = "filter_progress.jsonl", "filter_report.txt"
 STATS_SCHEMA = "kernelstrain/fused_stats@1"
 DEFAULT_SPARE = 0.3
 
@@ -94,7 +95,7 @@ def generate_fused(count: int, seed: int, out: Path, spare: float = DEFAULT_SPAR
     n = count + math.ceil(count * spare)
     rows = (candidate(seed, i) for i in range(n))
     files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
-    for stale in (TASKS, REJECTS):
+    for stale in (TASKS, REJECTS, PROGRESS, REPORT):   # a regenerated directory starts unfiltered
         (out / stale).unlink(missing_ok=True)
     stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
     write_outputs(out, stats)

@@ -23,13 +23,11 @@ from pathlib import Path
 
 from ..errors import UsageError
 from . import execute
-from .dataset import (CANDIDATES, REJECTS, TASKS, candidate, fused_stats, read_fused_stats, read_rows,
+from .dataset import (CANDIDATES, PROGRESS, REJECTS, REPORT, TASKS, candidate, fused_stats, read_fused_stats, read_rows,
                       write_outputs, write_rows)
 from .grammar import BYTES_RANGE, FLOPS_RANGE
 from .similarity import OPS_THRESHOLD, SOURCE_THRESHOLD, KernelBenchIndex, too_similar
 
-PROGRESS = "filter_progress.jsonl"
-REPORT = "filter_report.txt"
 PROGRESS_SCHEMA = "kernelstrain/fused_filter_progress@1"
 MAX_CANDIDATES_FACTOR = 4      # give up after 4 x count + 100 candidates
 DEFAULT_MS = (0.005, 50.0)

@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 
 from ..plan import seeded_rng
-from .catalog import CATALOG, FEATURES, NO_REPEAT, SPATIAL, Ctx, Step, T
+from .catalog import CATALOG, FEATURES, NO_REPEAT
+from .types import SPATIAL, Ctx, Step, T
 
 # Static bounds every candidate meets (the filter's CPU stand-in for a runtime range).
 FLOPS_RANGE = (1e6, 2e9)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 
-from .catalog import HELPERS, TORCH_DTYPE
+from .catalog import HELPERS
 from .cost import fused_cost
 from .grammar import Program
 from .similarity import normalized_hash
+from .types import TORCH_DTYPE
 
 SCHEMA = "kernelstrain/fused_task@1"
 TITLES = {"residual_add": "residual add", "sdpa": "scaled dot-product attention", "gram": "x @ x^T"}
