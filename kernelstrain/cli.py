@@ -32,7 +32,12 @@ def cmd_generate(a) -> int:
 def cmd_stats(a) -> int:
     """Print a dataset's summary (from stats.json); --json prints stats.json itself."""
     from .stats import summary
+    from .fused.dataset import fused_summary, is_fused_dir
     from .validate import read_stats
+    if is_fused_dir(Path(a.data)):
+        stats = json.loads((Path(a.data) / "stats.json").read_text(encoding="utf-8"))
+        print(json.dumps(stats, indent=2) if a.json else fused_summary(stats))
+        return 0
     stats = read_stats(Path(a.data))
     print(json.dumps(stats, indent=2) if a.json else summary(stats))
     return 0
@@ -129,6 +134,29 @@ def cmd_show(a) -> int:
     """Show one episode in the terminal: its steps, a step's feedback and its diff against the best."""
     from .show import show
     return show(Path(a.data), a.episode_id, step=a.step, colour=sys.stdout.isatty())
+
+
+def cmd_tasks(a) -> int:
+    """Fused-operator tasks in KernelBench form: `tasks fused` composes candidates (standard
+    library only); `tasks filter` runs them with PyTorch (extra [exec]) and keeps the passing ones."""
+    from .fused.dataset import generate_fused
+    if a.tasks_command == "fused":
+        stats = generate_fused(a.count, a.seed, Path(a.out), spare=a.spare, force=a.force)
+        if not a.quiet:
+            print(f"wrote {stats['rows']:,} candidates for {a.count:,} tasks to {a.out}; "
+                  f"next: kernelstrain tasks filter {a.out}")
+        return 0
+    from .fused.filter import filter_tasks, reason_table
+    report = filter_tasks(Path(a.data), jobs=a.jobs, device=a.device, min_ms=a.min_ms, max_ms=a.max_ms,
+                          kernelbench=Path(a.kernelbench) if a.kernelbench else None, count=a.count or None,
+                          restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty())
+    print(f"{report['selected']:,} tasks kept of {report['evaluated']:,} candidates run on {report['device']} "
+          f"({report['seconds_per_task']} s per task run)")
+    print(reason_table(report))
+    if report["selected"] < report["count"]:
+        print(f"kernelstrain: only {report['selected']:,} of {report['count']:,} candidates passed", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _seed(text: str) -> int:
@@ -229,6 +257,27 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("data")
     sh.add_argument("episode_id")
     sh.add_argument("--step", type=_count, help="the step whose feedback and diff to show (default: the best step)")
+
+    tk = add("tasks", cmd_tasks)
+    tsub = tk.add_subparsers(dest="tasks_command", required=True, parser_class=Parser)
+    tf = tsub.add_parser("fused", help="compose fused-operator candidates (KernelBench form)")
+    tf.add_argument("--count", type=_count, required=True, help="tasks wanted after filtering")
+    tf.add_argument("--seed", type=_seed, required=True)
+    tf.add_argument("--out", required=True, help="output directory")
+    tf.add_argument("--spare", type=float, default=0.3, help="extra candidates, a fraction of --count (default 0.3)")
+    tf.add_argument("--force", action="store_true", help="overwrite a non-empty output directory")
+    tf.add_argument("--quiet", action="store_true")
+    tl = tsub.add_parser("filter", help="run the candidates with PyTorch; keep --count passing tasks")
+    tl.add_argument("data")
+    tl.add_argument("--jobs", type=_count, default=1, help="worker processes (default 1)")
+    tl.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    tl.add_argument("--min-ms", type=float, default=0.005, help="GPU eager runtime lower bound, ms")
+    tl.add_argument("--max-ms", type=float, default=50.0, help="GPU eager runtime upper bound, ms")
+    tl.add_argument("--kernelbench", help="KernelBench checkout (or its problem folder) to check similarity against")
+    tl.add_argument("--count", type=_count, default=0, help="keep this many tasks (default: the count of `tasks fused`)")
+    tl.add_argument("--reps", type=_count, default=3, help="timed runs per program (median)")
+    tl.add_argument("--restart", action="store_true", help="ignore filter_progress.jsonl and start over")
+    tl.add_argument("--quiet", action="store_true")
 
     mg = add("merge", cmd_merge)
     mg.add_argument("dirs", nargs="+")
