@@ -20,36 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.calibration import FIT_FORMAT, Fit, read_data  # noqa: E402
-from kernelstrain.calibration.fit import fit, held_out, predict_ms  # noqa: E402
+from kernelstrain.calibration import FIT_FORMAT, Fit  # noqa: E402
+from kernelstrain.calibration.fit import fit, held_out, measured_records, predict_ms  # noqa: E402
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
-from kernelstrain.ops import REGISTRY  # noqa: E402
-from kernelstrain.sim import SAME_ADDRESS_ATOMIC_S, efficiencies, roofline_terms, sm_coverage  # noqa: E402
-from kernelstrain.tasks import make_task  # noqa: E402
 
 FIT_PATH = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
 FOLDS = 3
-
-
-def records() -> list:
-    """The matched, timed candidates with their uncalibrated roofline terms on the H200."""
-    out = []
-    for k in read_data("h200_kernels.json")["kernels"]:
-        if not (k.get("matched") and k.get("measured_ms")) or k["module"] not in REGISTRY:
-            continue
-        module = REGISTRY[k["module"]]
-        variant = module.variant(k["variant"])
-        task = make_task(module, "H200", k["dtype"], k["shape"])
-        launch = module.launch(variant, k["params"], task)
-        cost, gpu = module.cost(task), task.gpu
-        e_c, e_m = efficiencies(variant, launch, gpu)
-        out.append({"module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
-                    "measured_ms": k["measured_ms"], "core_ms": max(roofline_terms(module, variant, launch, task)) * 1e3,
-                    "launches": launch.launches, "coverage": sm_coverage(launch, gpu), "threads": launch.threads,
-                    "path": variant.path, "e_c": e_c, "e_m": e_m, "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
-                    "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
-                    "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
-    return out
 
 
 def figures(rows: list, predict) -> dict:
@@ -71,7 +47,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
     a = ap.parse_args(argv)
-    rows = records()
+    rows = measured_records()
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     oos = {}
     for fold in range(FOLDS):

@@ -117,10 +117,11 @@ def reference_ms(module, task, mode: str = "eager") -> float | None:
     rows = [r for r in _references().get(module.name, ()) if r.get(key)]
     if not rows:
         return None
-    path = module.variants[-1].path
-    floor = roofline_floor_ms(module, task, path)
-    measured = [(r[key], roofline_floor_ms(module, make_task(module, "H200", r["dtype"], r["shape"]), path))
-                for r in rows]
+    def floor_ms(t):      # on the module's fastest datapath; fp16's where the GPU lacks it (fp8 on A100)
+        path = module.variants[-1].path
+        return roofline_floor_ms(module, t, path if t.gpu.peak_tflops.get(path) else "fp16")
+    floor = floor_ms(task)
+    measured = [(r[key], floor_ms(make_task(module, "H200", r["dtype"], r["shape"]))) for r in rows]
     fixed_cap = min(t for t, _ in measured)
     t_ref, floor_ref = min(measured, key=lambda m: abs(math.log(max(floor, 1e-9) / max(m[1], 1e-9))))
     fixed = min(t_ref, fixed_cap)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from . import Fit
+from . import Fit, read_data
 
 IMPLS = ("cuda", "triton")
 LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
@@ -108,3 +108,30 @@ def predict_ms(f: Fit, r: dict) -> float:
 def held_out(record: dict, fold: int = 0, folds: int = 3) -> bool:
     """Whole episodes are held out: fold `fold` of `folds`, by a hash of the episode id."""
     return int(hashlib.sha256(record["episode"].encode()).hexdigest()[:8], 16) % folds == fold
+
+
+def measured_records() -> list:
+    """The shipped H200 measurements (matched, timed) as records, with the current launch models'
+    uncalibrated roofline terms."""
+    from ..ops import REGISTRY
+    from ..sim import SAME_ADDRESS_ATOMIC_S, efficiencies, roofline_terms, sm_coverage
+    from ..tasks import make_task
+    out = []
+    for k in read_data("h200_kernels.json")["kernels"]:
+        if not (k.get("matched") and k.get("measured_ms")) or k["module"] not in REGISTRY:
+            continue
+        module = REGISTRY[k["module"]]
+        variant = module.variant(k["variant"])
+        task = make_task(module, "H200", k["dtype"], k["shape"])
+        launch = module.launch(variant, k["params"], task)
+        cost, gpu = module.cost(task), task.gpu
+        e_c, e_m = efficiencies(variant, launch, gpu)
+        out.append({"module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
+                    "params": k["params"], "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
+                    "core_ms": max(roofline_terms(module, variant, launch, task)) * 1e3,
+                    "launches": launch.launches, "coverage": sm_coverage(launch, gpu), "threads": launch.threads,
+                    "path": variant.path, "e_c": e_c, "e_m": e_m,
+                    "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
+                    "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
+                    "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
+    return out
