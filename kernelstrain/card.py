@@ -62,9 +62,10 @@ Load a config with `datasets.load_dataset("path/to/this/dir", "sft_steps", split
 Times come from KernelStrain's analytic roofline simulator
 (`max(flops / (peak * e_c), bytes * traffic / (bw * e_m)) + launch overhead`), with
 efficiencies derived from each candidate's structure and launch parameters (vector width,
-occupancy, tile and wave quantization, pipelining, L2 residency) and seeded Gaussian
-benchmark noise. They are simulated, not measured; the simulator is compared with
-measurements on a real H200 (`scripts/calibration_report.py` in the generator). Kernel
+occupancy, tile and wave quantization, pipelining), per-variant ceilings and a launch floor
+fitted to candidates timed on a real H200, and seeded Gaussian benchmark noise. They are
+simulated, not measured (`scripts/calibration_report.py` in the generator compares them with
+the H200 measurements). Kernel
 sources are rendered from templates that compile with nvcc / Triton for their targets
 (`kernelstrain verify` checks a sample).
 """

@@ -15,7 +15,8 @@ def run(capsys, *argv):
 def test_every_command_is_documented():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "verify", "ops", "sim", "merge"}
+    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "verify", "gpu-check", "ops",
+                                  "sim", "merge"}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 20, name
 
