@@ -165,7 +165,7 @@ standard-library Python, deterministic: the same seed and profile give the same 
 count or sharding. Times come from `max(flops / (peak * e_c), bytes * traffic / (bw * e_m)) + launch
 overhead`, with GPU peaks from vendor datasheets and efficiencies from each candidate's structure and
 launch parameters (vector width, occupancy, tile and wave quantization, pipelining; L2 flushed between runs),
-arch and shared-memory gates, and seeded Gaussian rebenchmark noise. Compile errors reproduce the
+per-variant ceilings and a launch floor fitted to candidates timed on a real H200, arch and shared-memory gates, and seeded Gaussian rebenchmark noise. Compile errors reproduce the
 real compilers' wording; wrong results come from a bug really rendered into the candidate's code.
 
 What was checked for real, by the project's own verification runs (not this dataset):

@@ -80,6 +80,14 @@ def cmd_verify(a) -> int:
     return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force)
 
 
+def cmd_gpu_check(a) -> int:
+    """Run a stratified sample of a dataset's candidates on the local GPU: labels, times, rankings."""
+    from .gpucheck import gpu_check
+    return gpu_check(Path(a.data), sample=a.sample, jobs=a.jobs, report=Path(a.report) if a.report else None,
+                     seed=a.seed, build_dir=Path(a.build_dir) if a.build_dir else None, budget_s=a.budget,
+                     compile_only=a.compile_only)
+
+
 def cmd_ops(a) -> int:
     """List the registered op modules: op, impl, family, dims, dtypes, variants, arch needs."""
     from .ops import REGISTRY
@@ -236,6 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--seed", type=_seed, default=0)
     vf.add_argument("--report", help="also write the report as JSON to this file")
     vf.add_argument("--force", action="store_true", help="replace an existing --report file")
+
+    gc = add("gpu-check", cmd_gpu_check)
+    gc.add_argument("data")
+    gc.add_argument("--sample", type=_count, default=300, help="candidates to run (about; spread over modules)")
+    gc.add_argument("--jobs", type=_count, default=0, help="parallel builds and check workers (default: all cores)")
+    gc.add_argument("--report", help="also write the report and every row as JSON to this file")
+    gc.add_argument("--seed", type=_seed, default=0)
+    gc.add_argument("--build-dir", help="build cache (default: ~/.cache/kernelstrain/gpu-check)")
+    gc.add_argument("--budget", type=float, default=1800.0, help="seconds after which no further case starts")
+    gc.add_argument("--compile-only", action="store_true", help="sample and build only (no GPU needed)")
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")

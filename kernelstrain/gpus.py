@@ -80,11 +80,7 @@ GPUS = {g.name: g for g in (
          warp=64, regs=131072),
 )}
 
-# Launch cost: host launch plus ramp-up/tail of one kernel, microseconds. Fitted to the
-# H200 copy anchors (t = 4.0 us + bytes / 4.28 TB/s) and applied to every NVIDIA part;
-# ROCm launches cost a little more.
-LAUNCH_US = {"nvidia": 4.0, "amd": 5.0}
-EXTRA_LAUNCH_US = {"nvidia": 2.5, "amd": 3.5}  # each further kernel of a multi-kernel step
+# Launch cost: kernelstrain/calibration (the back-to-back launch floor fitted on the H200).
 
 
 def get_gpu(name: str) -> GPU:

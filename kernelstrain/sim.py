@@ -1,7 +1,8 @@
 """The analytic simulator (SPEC §6): gates, roofline time, efficiencies, register caps and
 noise. The texts of its failures come from messages.py.
 
-time = max(flops / (peak * e_c), bytes * traffic / (bw * e_m)) + launch overhead
+time = max(flops / (peak * e_c), bytes * traffic / (bw * e_m), atomics) * calibration
+       + launch overhead
 
 e_m = variant.memory_eff * bytes-in-flight factor (Little's law: vector width x resident
       threads vs. bandwidth x latency) * SM coverage. Benchmarks flush L2 between runs (as
@@ -9,13 +10,16 @@ e_m = variant.memory_eff * bytes-in-flight factor (Little's law: vector width x 
       launches; reuse inside one launch is the module's `traffic` below 1 re-read.
 e_c = variant.compute_eff * compute_scale * tile quantization * wave quantization
       * warps-per-SM factor * lane utilisation
+calibration = the fitted H200 ceiling of the (module, variant) and SM-coverage / warp terms;
+launch overhead = the fitted back-to-back launch floor (kernelstrain/calibration/)
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
 
-from .gpus import EXTRA_LAUNCH_US, LAUNCH_US, GPU
+from .calibration import FIT
+from .gpus import GPU
 from .messages import arch_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
 
@@ -78,17 +82,20 @@ def blocks_per_sm(launch: Launch, gpu: GPU) -> int:
     return min(gpu.max_blocks_per_sm, by_threads, by_regs, by_smem)
 
 
+def sm_coverage(launch: Launch, gpu: GPU) -> float:
+    """Share of the DRAM bandwidth the grid's SMs can pull (one SM pulls up to ~3x its share)."""
+    return min(1.0, SM_BW_SHARE_CAP * min(gpu.sms, launch.grid) / gpu.sms)
+
+
 def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, float]:
     """(e_c, e_m) for one candidate on one GPU."""
     bps = blocks_per_sm(launch, gpu)
     resident_blocks = min(launch.grid, gpu.sms * bps)
-    active_sms = min(gpu.sms, launch.grid)
     # memory: bytes in flight vs. bandwidth-latency product, and SM coverage
     in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
     needed = gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]
     latency_factor = min(1.0, in_flight / needed) ** 0.7
-    coverage = min(1.0, SM_BW_SHARE_CAP * active_sms / gpu.sms)
-    e_m = variant.memory_eff * min(latency_factor, coverage)
+    e_m = variant.memory_eff * min(latency_factor, sm_coverage(launch, gpu))
     # compute: wave quantization over the SM slots the grid really fills (a grid smaller
     # than one full wave is limited by its busiest SM), warps available to hide latency
     resident_per_sm = min(bps, math.ceil(launch.grid / gpu.sms))
@@ -125,16 +132,24 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     return SimResult(True, time_ms(module, variant, launch, task), launch.smem_bytes, launch.regs)
 
 
-def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task) -> float:
+def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,
+                   factor: float = 1.0) -> tuple[float, float, float]:
+    """(compute, memory, same-address atomics) seconds of one candidate whose efficiencies are
+    divided by `factor` (its calibration) and capped at the ceilings measured on the H200."""
     gpu = task.gpu
     cost = module.cost(task)
-    moved = cost.bytes * launch.traffic
     e_c, e_m = efficiencies(variant, launch, gpu)
+    e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
+    e_m = min(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
-    t_memory = moved / (gpu.bw_tbs * 1e12 * e_m)
-    overhead_us = LAUNCH_US[gpu.vendor] + (launch.launches - 1) * EXTRA_LAUNCH_US[gpu.vendor]
-    t_atomics = launch.serial_atomics * SAME_ADDRESS_ATOMIC_S
-    return (max(t_compute, t_memory, t_atomics) + overhead_us * 1e-6) * 1e3
+    t_memory = cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12 * e_m)
+    return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
+
+
+def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task) -> float:
+    factor = FIT.core_factor(module.name, module.impl, variant.tag, sm_coverage(launch, task.gpu), launch.threads)
+    core_s = max(roofline_terms(module, variant, launch, task, factor))
+    return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:

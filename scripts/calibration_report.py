@@ -1,11 +1,16 @@
-"""Simulated best reachable time vs. measured H200 times, per anchor row.
+"""The simulator against H200 measurements: library anchors, our own kernels, held-out checks.
 
     python scripts/calibration_report.py [--anchors ../shared/anchors/h200_measured.json] [--min-us 20]
 
-For every measured row of an op KernelStrain implements (rows >= 20 us by default; below
-that launch and framework overhead dominate), prints the simulator's best reachable time
-on the H200 over every module of that op (all variants and parameters, noise-free), the
-measured best-of-libraries time, their ratio, and the geometric mean of the ratios.
+1. Library anchors: for every measured row of an op KernelStrain implements (rows >= 20 us by
+   default; below that launch and framework overhead dominate), the simulator's best reachable
+   time on the H200 over every module of that op (all variants and parameters, noise-free), the
+   measured best-of-libraries time, their ratio, and the geometric mean of the ratios.
+2. Own kernels: the fit's figures (kernelstrain/calibration/h200_fit.json: before calibration,
+   out of sample by episode, in sample) and the in-sample figures of the simulator as it is now.
+3. Held out: the `gpu-check` run on seed 9191 (h200_gpucheck_s9191.json), re-simulated now.
+4. PyTorch reference times: reference_ms on each catalog GPU over the H200's, geometric mean
+   over every module x menu shape (the catalog's bandwidth and peaks do the scaling).
 """
 import argparse
 import json
@@ -16,7 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kernelstrain.calibration import read_data, reference_ms  # noqa: E402
+from kernelstrain.calibration.metrics import agreement, geomean  # noqa: E402
+from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import best_config, make_task  # noqa: E402
 
 DTYPES = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8": "fp8", "int8": "int8"}
@@ -55,14 +64,80 @@ def shapes_for(op: str, shape: list) -> list:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--anchors", default=str(ROOT.parent / "shared" / "anchors" / "h200_measured.json"))
+    shared = ROOT.parent / "shared"
+    if not shared.is_dir():          # a worktree under /work/wt/: the shared folder sits beside /work/main
+        shared = ROOT.parents[1] / "shared"
+    ap.add_argument("--anchors", default=str(shared / "anchors" / "h200_measured.json"))
     ap.add_argument("--min-us", type=float, default=20.0)
     a = ap.parse_args()
-    rows = json.loads(Path(a.anchors).read_text())["rows"]
+    print("== 1. library anchors (best reachable simulated time vs best-of-libraries) ==")
+    library_anchors(json.loads(Path(a.anchors).read_text())["rows"], a.min_us)
+    print("\n== 2. own kernels (h200_kernels.json) ==")
+    own_kernels()
+    print("\n== 3. held out: gpu-check on seed 9191 (h200_gpucheck_s9191.json) ==")
+    held_out_check()
+    print("\n== 4. PyTorch reference times: reference_ms on each GPU / on the H200 ==")
+    reference_scaling()
+
+
+def _line(name: str, fig: dict) -> str:
+    keys = ("n", "geomean", "within_0.8_1.25", "within_0.5_2", "spearman_mean", "pair_agreement", "groups_nonpositive")
+    return f"  {name:24} " + " ".join(f"{k}={fig[k]:.3f}" if isinstance(fig[k], float) else f"{k}={fig[k]}"
+                                     for k in keys if k in fig)
+
+
+def _sim_now(r: dict) -> float | None:
+    m = REGISTRY[r["module"]]
+    s = simulate(m, m.variant(r["variant"]), r["params"], make_task(m, "H200", r["dtype"], r["shape"]))
+    return s.time_ms if s.ok else None
+
+
+def own_kernels():
+    fitted = read_data("h200_fit.json")
+    for name, fig in fitted["figures"].items():
+        print(_line(name + " (at fit)", fig))
+    rows = [dict(k, sim_ms=_sim_now(k)) for k in read_data("h200_kernels.json")["kernels"]
+            if k.get("matched") and k.get("measured_ms")]
+    fig = agreement([r for r in rows if r["sim_ms"]])
+    print(_line("simulator now", fig))
+    worst = sorted(fig["module_spearman"].items(), key=lambda kv: kv[1])[:6]
+    print("  lowest pooled module Spearman: " + ", ".join(f"{m} {v:.2f}" for m, v in worst))
+
+
+def held_out_check():
+    data = read_data("h200_gpucheck_s9191.json")
+    rows = [dict(r, measured_ms=r["time_ms"]) for r in data["rows"] if r["label"] == "ok" and r["ok"] and r["time_ms"]]
+    print(_line("at the run", agreement([r for r in rows if r["sim_ms"]])))
+    now = agreement([dict(r, sim_ms=s) for r in rows if (s := _sim_now(r))])
+    print(_line("simulator now", now))
+    repeat = agreement([dict(r, sim_ms=r["time_ms_2"]) for r in rows if r.get("time_ms_2")])
+    print(_line("repeat ceiling", repeat))
+    negative = [m for m, v in now["module_spearman"].items() if v < 0]
+    print(f"  modules with a negative pooled Spearman now: {', '.join(negative) or 'none'}")
+
+
+def reference_scaling():
+    for gpu in GPUS.values():
+        ratios = {"eager": [], "compiled": []}
+        for m in REGISTRY.values():
+            dtype = next((d for d in m.dtypes if m.supports(gpu, d)), None)
+            if dtype is None or dtype != m.dtypes[0]:
+                continue
+            for shape in m.shapes:
+                for mode, rs in ratios.items():
+                    here, h200 = (reference_ms(m, make_task(m, g, dtype, shape), mode) for g in (gpu.name, "H200"))
+                    if here and h200:
+                        rs.append(here / h200)
+        print(f"  {gpu.name:9} eager x{geomean(ratios['eager']):.2f} ({len(ratios['eager'])} rows), "
+              f"compiled x{geomean(ratios['compiled']):.2f}; bandwidth ratio H200/{gpu.name} "
+              f"{GPUS['H200'].bw_tbs / gpu.bw_tbs:.2f}")
+
+
+def library_anchors(rows: list, min_us: float):
     ratios, tuned = [], []
     print(f"{'op':12} {'shape':22} {'dtype':6} {'measured_ms':>12} {'sim_best_ms':>12} {'ratio':>7}  best candidate")
     for row in rows:
-        if row["best_ms"] * 1000 < a.min_us:
+        if row["best_ms"] * 1000 < min_us:
             continue
         best = None
         for name, shape in shapes_for(row["op"], row["shape"]):

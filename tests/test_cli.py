@@ -15,8 +15,8 @@ def run(capsys, *argv):
 def test_every_command_is_documented():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "qa", "verify", "ops", "sim", "merge", "report",
-                                "show", "tasks"}
+    assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "qa", "verify", "gpu-check", "ops", "sim",
+                                "merge", "report", "show", "tasks"}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 20, name
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..gpus import EXTRA_LAUNCH_US, LAUNCH_US, GPU, get_gpu
+from ..calibration import FIT
+from ..gpus import GPU, get_gpu
 from ..ops.base import Cost
 from .types import DTYPE_BYTES
 
@@ -76,6 +77,6 @@ def roofline_ms(task: dict, gpu: GPU | str) -> tuple[float, float]:
     kernels = (len(task["program"]), max(fusion_groups(task["program"])) + 1)
     times = []
     for cost, n in zip((unfused, fused), kernels):
-        launch_us = LAUNCH_US[gpu.vendor] + (n - 1) * EXTRA_LAUNCH_US[gpu.vendor]
+        launch_us = FIT.overhead_us(gpu.vendor, n)
         times.append((max(compute, cost.bytes / (gpu.bw_tbs * 1e12)) + launch_us * 1e-6) * 1e3)
     return times[0], times[1]

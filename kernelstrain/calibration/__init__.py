@@ -1,0 +1,128 @@
+"""The simulator's fitted constants and the shipped H200 measurements they come from.
+
+Package data (refit with `python3 scripts/refit_calibration.py`):
+  h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
+  h200_references.json  the PyTorch reference programs, eager and torch.compile, per module x menu shape
+  h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
+
+The fit keeps the analytic roofline and corrects it with a few readable terms:
+  factor = ceiling[module][variant] * coverage ** coverage_exponent[impl]
+           * (threads / 128) ** warps_exponent[impl]
+  time = roofline(efficiencies / factor, capped at the measured peaks' share)
+         + launch_us + (launches - 1) * extra_launch_us
+`ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
+module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
+
+Other GPUs follow from the same numbers (assumptions, not measurements): a variant's ceiling is a
+property of its code and carries across NVIDIA parts; the catalog's bandwidth, peaks, SMs and
+caches scale the roofline; the back-to-back launch floor is the same on every NVIDIA part, and
+ROCm's is the catalog's 1.25x the NVIDIA floor.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+
+FIT_FORMAT = "kernelstrain/calibration-fit@1"
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted constants of the simulator (see the module docstring for the formula)."""
+    launch_us: dict = field(default_factory=lambda: {"nvidia": 4.0, "amd": 5.0})
+    extra_launch_us: dict = field(default_factory=lambda: {"nvidia": 2.5, "amd": 3.5})
+    coverage_exponent: dict = field(default_factory=dict)     # impl -> exponent
+    warps_exponent: dict = field(default_factory=dict)        # impl -> exponent
+    ceilings: dict = field(default_factory=dict)              # module -> {variant: factor}
+    module_ceilings: dict = field(default_factory=dict)       # module -> factor
+    # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
+    # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67
+    memory_cap: float = 0.885
+    compute_cap: dict = field(default_factory=lambda: {"fp16": 0.73, "fp8": 0.62, "fp32": 0.76})
+
+    def ceiling(self, module: str, variant: str) -> float:
+        by_variant = self.ceilings.get(module, {})
+        return by_variant.get(variant, self.module_ceilings.get(module, 1.0))
+
+    def core_factor(self, module: str, impl: str, variant: str, coverage: float, threads: int) -> float:
+        """Measured over simulated roofline time of one candidate."""
+        return (self.ceiling(module, variant) * coverage ** self.coverage_exponent.get(impl, 0.0)
+                * (threads / 128) ** self.warps_exponent.get(impl, 0.0))
+
+    def overhead_us(self, vendor: str, launches: int) -> float:
+        return self.launch_us[vendor] + (launches - 1) * self.extra_launch_us[vendor]
+
+    def to_json(self) -> dict:
+        return {"launch_us": self.launch_us, "extra_launch_us": self.extra_launch_us,
+                "coverage_exponent": self.coverage_exponent, "warps_exponent": self.warps_exponent,
+                "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
+                "module_ceilings": self.module_ceilings, "ceilings": self.ceilings}
+
+
+def read_data(name: str) -> dict:
+    """One of the package's JSON files, its `format` line checked."""
+    data = json.loads(resources.files(__name__).joinpath(name).read_text())
+    if not str(data.get("format", "")).startswith("kernelstrain/"):
+        raise ValueError(f"calibration file {name}: no kernelstrain format line")
+    return data
+
+
+def load_fit() -> Fit:
+    """The shipped fit; the analytic model alone (Fit()) if no fit file is there."""
+    try:
+        data = read_data("h200_fit.json")
+    except FileNotFoundError:
+        return Fit()
+    if data["format"] != FIT_FORMAT:
+        raise ValueError(f"h200_fit.json: format {data['format']!r}, expected {FIT_FORMAT!r}")
+    return Fit(**{k: data[k] for k in Fit().to_json() if k in data})
+
+
+FIT = load_fit()
+
+
+# -- PyTorch reference times -------------------------------------------------------------
+
+_REFERENCES: dict = {}
+
+
+def _references() -> dict:
+    if not _REFERENCES:
+        for row in read_data("h200_references.json")["references"]:
+            _REFERENCES.setdefault(row["module"], []).append(row)
+    return _REFERENCES
+
+
+def reference_ms(module, task, mode: str = "eager") -> float | None:
+    """Predicted time of the module's PyTorch reference program on task's GPU, dtype and shape.
+
+    Measured on the H200 at each menu shape (dtype = the module's first); elsewhere the nearest
+    measured shape by work is scaled: its fixed part (at most the program's fastest menu time:
+    launch and host overhead, which no GPU or shape changes) is kept, the rest scales with the
+    roofline floor (catalog bandwidth and peaks) from the H200 at that shape to the task.
+    mode: 'eager' or 'compiled' (torch.compile); None where that mode has no measurement.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> from kernelstrain.tasks import make_task
+    >>> m = REGISTRY["rmsnorm_cuda"]
+    >>> t = make_task(m, "H200", m.dtypes[0], m.shapes[0])
+    >>> reference_ms(m, t) > 0 and reference_ms(m, make_task(m, "A100", t.dtype, m.shapes[0])) > reference_ms(m, t)
+    True
+    """
+    from ..sim import roofline_floor_ms
+    from ..tasks import make_task
+    key = "compiled_ms" if mode == "compiled" else "eager_ms"
+    rows = [r for r in _references().get(module.name, ()) if r.get(key)]
+    if not rows:
+        return None
+    def floor_ms(t):      # on the module's fastest datapath; fp16's where the GPU lacks it (fp8 on A100)
+        path = module.variants[-1].path
+        return roofline_floor_ms(module, t, path if t.gpu.peak_tflops.get(path) else "fp16")
+    floor = floor_ms(task)
+    measured = [(r[key], floor_ms(make_task(module, "H200", r["dtype"], r["shape"]))) for r in rows]
+    fixed_cap = min(t for t, _ in measured)
+    t_ref, floor_ref = min(measured, key=lambda m: abs(math.log(max(floor, 1e-9) / max(m[1], 1e-9))))
+    fixed = min(t_ref, fixed_cap)
+    return fixed + (t_ref - fixed) * floor / max(floor_ref, 1e-12)

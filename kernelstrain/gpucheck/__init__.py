@@ -1,0 +1,149 @@
+"""`kernelstrain gpu-check`: run a stratified sample of a dataset's candidates on the local GPU.
+
+    gpu_check(Path("data"), sample=300, jobs=16, report=Path("gpu_check.json"), seed=0) -> exit code
+
+Samples (sample.py), builds in parallel cached by source hash, then runs three passes through the
+runtime's worker processes (runtime.py): correctness (parallel workers: poisoned outputs, guard
+bytes, launch and asynchronous errors), timing of the matching ok candidates (one worker alone on
+the GPU, input copies rotated so no timed run finds its inputs in L2), and a re-time of the
+candidates of a third of the timed episodes (the hardware's own repeatability). The simulator's
+noise-free time on the local GPU's catalog profile stands beside each measured time; report.py
+turns the rows into the figures. Exit 0, or 1 when a label disagrees with the hardware.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from ..gpus import GPUS
+from ..ops import REGISTRY
+from ..sim import simulate
+from ..tasks import make_task
+from ..validate import read_jsonl
+from ..writers import FILES
+from . import report as report_mod
+from .sample import sample_cases
+
+BENCH_S = 0.12                 # sampling budget of one timed case
+CASE_TIMEOUT_S = 60.0
+REPEAT_EVERY = 3               # re-time the candidates of every third timed episode
+
+
+def require_gpu() -> str:
+    """The local NVIDIA GPU's name; a UsageError when PyTorch with CUDA or the GPU is missing."""
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("gpu-check needs PyTorch with CUDA and an NVIDIA GPU (pip install 'kernelstrain[gpu]'); "
+                         "torch is not installed")
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available() and "
+                            "torch.cuda.get_device_name(0) or '')"], capture_output=True, text=True)
+    name = probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else ""
+    if probe.returncode or not name:
+        raise UsageError("gpu-check needs an NVIDIA GPU that PyTorch can use; torch.cuda.is_available() is False")
+    return name
+
+
+def catalog_gpu(device: str) -> str:
+    """The catalog profile of a device name ('NVIDIA H200' -> 'H200'); H200 when none matches."""
+    squashed = device.upper().replace(" ", "").replace("-", "")
+    return next((g for g in sorted(GPUS, key=len, reverse=True) if g.upper() in squashed), "H200")
+
+
+def _check_paths(data: Path, report: Path | None) -> None:
+    if not (data / FILES["episodes"]).is_file():
+        raise UsageError(f"{data}: no {FILES['episodes']} (not a generated dataset?)")
+    if report is not None:
+        if report.is_dir():
+            raise UsageError(f"--report {report} is a directory")
+        if not report.parent.is_dir():
+            raise UsageError(f"--report {report}: folder {report.parent} does not exist")
+        if not os.access(report.parent, os.W_OK):
+            raise UsageError(f"--report {report}: folder {report.parent} is not writable")
+
+
+def _build_all(cases: list, build_dir: Path, jobs: int) -> None:
+    from .runtime import build_case
+    if any(REGISTRY[c["module"]].impl == "cuda" for c in cases) and shutil.which("nvcc") is None:
+        raise UsageError("gpu-check needs nvcc (the CUDA toolkit) on PATH to build CUDA candidates")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for c, b in zip(cases, pool.map(lambda c: build_case(c, build_dir), cases)):
+            c.update(build_ok=b["ok"], so=b.get("so"), src=b.get("src"), log=b["log"], compile_s=b["compile_s"])
+            del c["code"]
+
+
+def _sim_ms(case: dict, gpu: str) -> float | None:
+    module = REGISTRY[case["module"]]
+    r = simulate(module, module.variant(case["variant"]), case["params"],
+                 make_task(module, gpu, case["dtype"], case["shape"]))
+    return r.time_ms if r.ok else None
+
+
+def _passes(cases: list, work: Path, jobs: int, budget_s: float) -> list:
+    """Correctness, timing and repeat passes; one merged row per case."""
+    from .runtime import run_cases
+    t0 = time.time()
+    checked = run_cases(cases, work, work / "check.jsonl", CASE_TIMEOUT_S, t0 + 0.5 * budget_s,
+                        max(1, min(jobs, 15)), "check")
+    rows = {i: dict(cases[i], **{k: v for k, v in r.items() if k not in cases[i] or k in ("ok", "error")})
+            for i, r in checked.items()}
+    timed = [dict(cases[i], time=True, bench_s=BENCH_S, bug=None) for i, r in sorted(checked.items())
+             if r["ok"] and cases[i]["label"] == "ok"]
+    for i, r in run_cases(timed, work, work / "time.jsonl", CASE_TIMEOUT_S, t0 + 0.9 * budget_s, 1, "time").items():
+        if (r.get("error") or "").startswith(("not run", "worker could not")):
+            continue
+        if r["ok"]:
+            rows[i].update(time_ms=r["time_ms"], copies=r.get("copies"), samples=r.get("samples"))
+        else:
+            rows[i].update(ok=False, error="timing pass: " + (r.get("error") or "wrong result"))
+    episodes = sorted({rows[i]["episode"] for i in rows if rows[i].get("time_ms")})
+    again = {e for n, e in enumerate(episodes) if n % REPEAT_EVERY == 0}
+    repeat = [c for c in timed if c["episode"] in again and rows[c["idx"]].get("time_ms")]
+    for i, r in run_cases(repeat, work, work / "repeat.jsonl", CASE_TIMEOUT_S, t0 + budget_s, 1, "repeat").items():
+        if r.get("ok") and r.get("time_ms"):
+            rows[i]["time_ms_2"] = r["time_ms"]
+    return [rows[i] for i in sorted(rows)]
+
+
+def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None = None, seed: int = 0,
+              build_dir: Path | None = None, budget_s: float = 1800.0, compile_only: bool = False) -> int:
+    """Run the check; print the report; write it as JSON to `report` (paths checked first)."""
+    _check_paths(data, report)
+    device = "" if compile_only else require_gpu()
+    gpu = catalog_gpu(device) if device else "H200"
+    jobs = jobs or os.cpu_count() or 4
+    episodes = (ep for _, ep in read_jsonl(data / FILES["episodes"]))
+    cases = sample_cases(episodes, sample, seed, arch=GPUS[gpu].arch, sim_gpu=gpu)
+    if not cases:
+        raise UsageError(f"{data}: no ok or wrong_result steps of {GPUS[gpu].arch} episodes to check")
+    build_dir = build_dir or Path(os.environ.get("KS_GPU_CHECK_CACHE", Path.home() / ".cache" / "kernelstrain"
+                                                 / "gpu-check"))
+    t0 = time.time()
+    _build_all(cases, build_dir, jobs)
+    failed_builds = sum(not c["build_ok"] for c in cases)
+    print(f"gpu-check: {len(cases)} candidates built in {time.time() - t0:.0f} s ({failed_builds} failed)",
+          file=sys.stderr)
+    if compile_only:
+        return 1 if failed_builds else 0
+    work = build_dir / f"run_{hashlib.sha1(str(time.time()).encode()).hexdigest()[:8]}"
+    work.mkdir()
+    rows = _passes(cases, work, jobs, budget_s)
+    for r in rows:
+        r["sim_ms"] = _sim_ms(r, gpu)
+    summary = report_mod.summarize(rows)
+    print(report_mod.render(summary, f"{device} (simulated as {gpu})"))
+    if report is not None:
+        keep = ("id", "episode", "step", "module", "variant", "params", "dtype", "shape", "at", "label", "ok",
+                "error", "time_ms", "time_ms_2", "sim_ms", "rel_l2_err", "nbad", "copies", "samples")
+        report.write_text(json.dumps({"device": device, "sim_gpu": gpu, "seed": seed, "sample": sample,
+                                      "summary": summary,
+                                      "rows": [{k: r.get(k) for k in keep} for r in rows]}, indent=1) + "\n")
+    return 1 if summary["problems"] else 0

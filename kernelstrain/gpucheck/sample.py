@@ -1,0 +1,129 @@
+"""Which steps of a dataset `gpu-check` runs: a stratified sample, as cases for the runtime.
+
+Per module (all modules equally): up to EPISODES_PER_MODULE episodes (fewer, so that each gives
+>= MIN_PER_EPISODE) with >= 3 distinct ok candidates (episodes whose task shape runs in seconds first), their distinct ok candidates taken
+round-robin over variant tags (so the within-episode ranking has several variants and
+parameters), then wrong_result candidates round-robin over (variant, bug). Only episodes of the
+local GPU's architecture are sampled; compile errors are `kernelstrain verify`'s job.
+
+A candidate runs as recorded at the episode's task shape when that shape fits (<= 4 GB, at most
+8x the check shape's bytes and FLOPs, every candidate simulated <= 60 ms); otherwise it is
+re-rendered at the op's check shape (adapters.SHAPES) from its variant, params and bug.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from ..ops import REGISTRY
+from ..sim import simulate
+from ..tasks import make_task
+from .adapters import SHAPES
+
+EPISODES_PER_MODULE = 3
+MIN_PER_EPISODE = 5             # ok candidates of one episode, so its ranking says something
+WRONG_SHARE = 0.25                # of each module's quota, where it has wrong_result steps
+MAX_BYTES = 4e9
+MAX_OVER_CHECK = 8.0
+MAX_SIM_MS = 60.0
+
+
+def fits(module, dtype: str, shape: dict, gpu: str = "H200") -> bool:
+    """Whether a task shape runs in seconds on the GPU (against the op's check shape)."""
+    task = make_task(module, gpu, dtype, shape)
+    cost = module.cost(task)
+    if cost.bytes > MAX_BYTES:
+        return False
+    check = SHAPES.get(module.name)
+    if check:
+        ref = module.cost(make_task(module, gpu, dtype, check))
+        if cost.bytes > MAX_OVER_CHECK * max(ref.bytes, 1) or cost.flops > MAX_OVER_CHECK * max(ref.flops, 1):
+            return False
+    return True
+
+
+def _candidate_key(step: dict) -> tuple:
+    return step["tag"], tuple(sorted(step["params"].items())), step.get("bug"), step["status"]
+
+
+def candidates(episode: dict) -> list:
+    """Distinct ok / wrong_result steps of an episode (first occurrence; no rebench)."""
+    seen, out = set(), []
+    for s in episode["steps"]:
+        if s["status"] not in ("ok", "wrong_result") or s["kind"] == "rebench":
+            continue
+        key = _candidate_key(s)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def _round_robin(steps: list, key, n: int) -> list:
+    groups = {}
+    for s in steps:
+        groups.setdefault(key(s), []).append(s)
+    order, depth = sorted(groups), 0
+    chosen = []
+    while len(chosen) < n and any(len(groups[k]) > depth for k in order):
+        for k in order:
+            if depth < len(groups[k]) and len(chosen) < n:
+                chosen.append(groups[k][depth])
+        depth += 1
+    return chosen
+
+
+def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
+    module = REGISTRY[episode["module"]]
+    variant = module.variant(step["tag"])
+    shape, at, code = episode["shape"], "task", step["code"]
+    bug = step.get("bug")
+    too_slow = simulate(module, variant, step["params"], make_task(module, sim_gpu, episode["dtype"], shape))
+    if not fits(module, episode["dtype"], shape, sim_gpu) or (too_slow.ok and too_slow.time_ms > MAX_SIM_MS):
+        if module.name not in SHAPES or (step["status"] == "wrong_result" and not bug):
+            return None            # a wrong result with no recorded bug cannot be re-rendered
+        shape, at = dict(SHAPES[module.name]), "check"
+        task = make_task(module, "H100", episode["dtype"], shape)
+        if not simulate(module, variant, step["params"], task).ok:
+            return None
+        code = module.render(variant, step["params"], task, bug)
+    return {"id": f"{episode['id']}|{step['step']}", "episode": episode["id"], "step": step["step"],
+            "module": module.name, "impl": module.impl, "variant": step["tag"], "params": step["params"],
+            "dtype": episode["dtype"], "shape": dict(shape), "at": at, "label": step["status"],
+            "kind": step["status"], "bug": bug if step["status"] == "ok" else (bug or "wrong_result"),
+            "bug_repeats": 3 if step["status"] == "wrong_result" else 1, "main": True, "code": code}
+
+
+def _order(seed: int, *parts) -> str:
+    """A sort key: the sample of a dataset's subset holding the sampled episodes is the same."""
+    return hashlib.sha256("\x1f".join(map(str, ("gpu-check", seed, *parts))).encode()).hexdigest()
+
+
+def sample_cases(episodes, sample: int, seed: int, arch: str = "sm_90a", sim_gpu: str = "H200") -> list:
+    """Cases for about `sample` candidates, deterministic for (episodes, sample, seed)."""
+    by_module = {}
+    for ep in episodes:
+        if ep["arch"] == arch and ep["module"] in REGISTRY:
+            by_module.setdefault(ep["module"], []).append(ep)
+    if not by_module:
+        return []
+    quota = max(4, -(-sample // len(by_module)))
+    cases = []
+    for name in sorted(by_module):
+        module = REGISTRY[name]
+        eps = sorted(by_module[name], key=lambda e: _order(seed, e["id"]))
+        ranked = [e for e in eps if len([s for s in candidates(e) if s["status"] == "ok"]) >= 3]
+        ranked.sort(key=lambda e: not fits(module, e["dtype"], e["shape"]))
+        wrong_pool = sorted((c for e in eps for s in candidates(e)
+                             if s["status"] == "wrong_result" and (c := _case(e, s, sim_gpu))),
+                            key=lambda c: _order(seed, c["id"]))
+        n_wrong = min(len(wrong_pool), round(quota * WRONG_SHARE))
+        chosen = ranked[:max(1, min(EPISODES_PER_MODULE, (quota - n_wrong) // MIN_PER_EPISODE))]
+        per_episode = -(-(quota - n_wrong) // max(1, len(chosen)))
+        for e in chosen:
+            oks = sorted((c for s in candidates(e) if s["status"] == "ok" and (c := _case(e, s, sim_gpu))),
+                         key=lambda c: _order(seed, c["id"]))
+            cases += _round_robin(oks, lambda c: c["variant"], per_episode)
+        cases += _round_robin(wrong_pool, lambda c: (c["variant"], c["bug"]), n_wrong)
+    for i, c in enumerate(cases):
+        c["idx"] = i
+    return cases

@@ -1,0 +1,86 @@
+"""Refit the simulator's calibration constants from the shipped H200 measurements.
+
+    python3 scripts/refit_calibration.py [--check]
+
+Reads kernelstrain/calibration/h200_kernels.json (our own candidates timed on an H200), computes
+each matched candidate's uncalibrated roofline time with the current op launch models, fits
+(kernelstrain.calibration.fit) and writes kernelstrain/calibration/h200_fit.json. Before the
+final fit on every record it fits 3 times holding out a third of the episodes each time, so every
+record also gets a prediction from a fit that never saw its episode: those out-of-sample figures
+are printed and stored in the fit file beside the in-sample ones. --check only prints the figures
+of the shipped fit and exits 1 if the file is not what a refit would write.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelstrain.calibration import FIT_FORMAT, Fit  # noqa: E402
+from kernelstrain.calibration.fit import fit, held_out, measured_records, predict_ms  # noqa: E402
+from kernelstrain.calibration.metrics import agreement  # noqa: E402
+
+FIT_PATH = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
+FOLDS = 3
+
+
+def figures(rows: list, predict) -> dict:
+    a = agreement([dict(r, sim_ms=predict(r)) for r in rows])
+    worst = sorted(a.pop("module_spearman").items(), key=lambda kv: kv[1])[:5]
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in a.items()} | \
+        {"lowest_module_spearman": {m: round(s, 3) for m, s in worst}}
+
+
+def dump(data: dict) -> str:
+    """Stable JSON: one module's ceilings a line."""
+    head = {k: v for k, v in data.items() if k != "ceilings"}
+    body = json.dumps(head, indent=1)[:-2]
+    rows = ",\n".join(f"  {json.dumps(m)}: {json.dumps(v, sort_keys=True)}" for m, v in sorted(data["ceilings"].items()))
+    return body + ',\n "ceilings": {\n' + rows + "\n }\n}\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
+    a = ap.parse_args(argv)
+    rows = measured_records()
+    analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
+    oos = {}
+    for fold in range(FOLDS):
+        train = [r for r in rows if not held_out(r, fold, FOLDS)]
+        f = fit(train)
+        for i, r in enumerate(rows):
+            if held_out(r, fold, FOLDS):
+                oos[i] = predict_ms(f, r)
+    final = fit(rows)
+    report = {
+        "uncalibrated": figures(rows, lambda r: predict_ms(analytic, r)),
+        "out_of_sample": figures([dict(r, i=i) for i, r in enumerate(rows)], lambda r: oos[r["i"]]),
+        "in_sample": figures(rows, lambda r: predict_ms(final, r)),
+    }
+    data = {"format": FIT_FORMAT,
+            "source": f"h200_kernels.json: {len(rows)} matched timed candidates, "
+                      f"{len({r['module'] for r in rows})} modules, {len({r['episode'] for r in rows})} episodes",
+            "method": f"scripts/refit_calibration.py; out_of_sample: {FOLDS} folds by episode, each record "
+                      "predicted by the fit that held its episode out",
+            "figures": report, **final.to_json()}
+    for name, fig in report.items():
+        print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))
+        print(f"{'':14} lowest module Spearman: {fig['lowest_module_spearman']}")
+    text = dump(data)
+    if a.check:
+        same = FIT_PATH.exists() and FIT_PATH.read_text() == text
+        print("shipped fit is current" if same else "shipped fit differs from a refit")
+        return 0 if same else 1
+    FIT_PATH.write_text(text)
+    print(f"wrote {FIT_PATH.relative_to(ROOT)} ({len(final.ceilings)} modules, "
+          f"{sum(len(v) for v in final.ceilings.values())} variant ceilings)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

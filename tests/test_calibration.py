@@ -1,0 +1,128 @@
+"""The calibration package: shipped data, the fit, the simulator applying it, reference times."""
+import json
+import math
+import random
+
+import pytest
+
+from kernelstrain.calibration import FIT, FIT_FORMAT, Fit, read_data, reference_ms
+from kernelstrain.calibration.fit import fit, fit_terms, held_out, measured_records, predict_ms
+from kernelstrain.calibration.metrics import agreement, geomean, pair_counts, repeat_ceiling, spearman
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+
+
+def test_shipped_files_carry_their_format_and_method():
+    kernels = read_data("h200_kernels.json")
+    refs = read_data("h200_references.json")
+    fitted = read_data("h200_fit.json")
+    assert kernels["format"] == "kernelstrain/h200-kernels@1" and fitted["format"] == FIT_FORMAT
+    assert len(kernels["kernels"]) == kernels["meta"]["counts"]["kernels"]
+    assert len(refs["references"]) == kernels["meta"]["counts"]["reference_rows"]
+    for key in ("device", "driver", "torch", "triton", "method"):
+        assert kernels["meta"][key] and refs["meta"][key]
+    assert {k["module"] for k in kernels["kernels"]} == set(REGISTRY)
+
+
+def test_fit_file_is_what_the_refit_writes_out_of_sample_figures_included():
+    fitted = read_data("h200_fit.json")
+    oos, before = fitted["figures"]["out_of_sample"], fitted["figures"]["uncalibrated"]
+    assert oos["n"] == before["n"] > 800
+    # held-out episodes: the level is fixed and the spread narrows against the analytic model
+    assert abs(math.log(oos["geomean"])) < abs(math.log(before["geomean"]))
+    assert oos["within_0.8_1.25"] > before["within_0.8_1.25"]
+    assert FIT.ceilings == fitted["ceilings"] and FIT.launch_us == fitted["launch_us"]
+
+
+def test_simulator_applies_the_fit_like_the_refit_predicts():
+    """sim.time_ms and fit.predict_ms agree on every measured record (one formula, two places)."""
+    records = measured_records()
+    for r in random.Random(3).sample(records, 60):
+        m = REGISTRY[r["module"]]
+        t = simulate(m, m.variant(r["variant"]), r["params"], make_task(m, "H200", r["dtype"], r["shape"])).time_ms
+        assert t == pytest.approx(predict_ms(FIT, r), rel=1e-9)
+
+
+def _synthetic(truth: Fit, n_per=6):
+    rng = random.Random(0)
+    rows = []
+    for m in range(8):
+        for v in range(3):
+            for i in range(n_per):
+                r = {"module": f"m{m}", "impl": "cuda" if m % 2 else "triton", "variant": f"v{v}",
+                     "episode": f"e{m}-{i % 3}", "core_ms": 10 ** rng.uniform(-2, 0.5), "launches": 1 + (i % 2),
+                     "coverage": rng.choice([0.2, 0.5, 1.0]), "threads": rng.choice([64, 128, 512])}
+                r["measured_ms"] = predict_ms(truth, r)
+                rows.append(r)
+    return rows
+
+
+def test_fit_recovers_known_ceilings_exponents_and_launch_floor():
+    truth = Fit(launch_us={"nvidia": 2.0, "amd": 2.5}, extra_launch_us={"nvidia": 4.0, "amd": 5.0},
+                coverage_exponent={"cuda": -0.3, "triton": 0.0}, warps_exponent={"cuda": 0.0, "triton": 0.2},
+                ceilings={f"m{m}": {f"v{v}": round(0.5 + 0.4 * m + 0.7 * v, 2) for v in range(3)} for m in range(8)})
+    got = fit(_synthetic(truth), k_module=0.0, k_variant=0.0, ridge=0.0)
+    assert got.launch_us["nvidia"] == 2.0 and got.extra_launch_us["nvidia"] == 4.0
+    assert got.coverage_exponent["cuda"] == pytest.approx(-0.3, abs=1e-3)
+    assert got.warps_exponent["triton"] == pytest.approx(0.2, abs=1e-3)
+    for m, by_variant in truth.ceilings.items():
+        for v, c in by_variant.items():
+            assert got.ceiling(m, v) == pytest.approx(c, rel=1e-3)
+
+
+def test_shrinkage_pulls_rare_variants_toward_their_module():
+    rows = _synthetic(Fit(ceilings={f"m{m}": {"v0": 1.0, "v1": 1.0, "v2": 8.0} for m in range(8)}), n_per=1)
+    loose, _ = fit_terms(rows, 4.0, 2.5, k_variant=0.0, ridge=1e9)
+    tight, _ = fit_terms(rows, 4.0, 2.5, k_variant=5.0, ridge=1e9)
+    assert tight.ceiling("m0", "v2") < loose.ceiling("m0", "v2")
+    assert tight.ceiling("m0", "nonesuch") == tight.module_ceilings["m0"]
+
+
+def test_holdout_is_by_whole_episode():
+    rows = [{"episode": f"e{i // 4}"} for i in range(400)]
+    for fold in range(3):
+        out = {r["episode"] for r in rows if held_out(r, fold)}
+        kept = {r["episode"] for r in rows if not held_out(r, fold)}
+        assert out and kept and not out & kept
+
+
+def test_metrics():
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
+    assert pair_counts([1, 2, 3], [1, 3, 2]) == (2, 3)
+    assert geomean([0.5, 2.0]) == pytest.approx(1.0)
+    rows = [{"episode": "a", "module": "x", "sim_ms": s, "measured_ms": m}
+            for s, m in ((1, 1), (2, 2.2), (3, 2.9), (4, 4.5))]
+    a = agreement(rows)
+    assert a["spearman_mean"] == pytest.approx(1.0) and a["pair_agreement"] == 1.0 and a["groups"] == 1
+    assert repeat_ceiling([(1.0, 1.01), (2.0, 2.0)])["within_5pct"] == 1.0
+
+
+def test_reference_ms_is_the_measurement_at_a_measured_shape_and_scales_elsewhere():
+    row = next(r for r in read_data("h200_references.json")["references"]
+               if r["module"] == "rmsnorm_cuda" and r.get("compiled_ms"))
+    m = REGISTRY["rmsnorm_cuda"]
+    at = make_task(m, "H200", row["dtype"], row["shape"])
+    assert reference_ms(m, at) == pytest.approx(row["eager_ms"])
+    assert reference_ms(m, at, "compiled") == pytest.approx(row["compiled_ms"])
+    big = max(m.shapes, key=lambda s: m.cost(make_task(m, "H200", m.dtypes[0], s)).bytes)
+    h200, a100 = (reference_ms(m, make_task(m, g, m.dtypes[0], big)) for g in ("H200", "A100"))
+    # memory-bound at its largest shape: about the bandwidth ratio slower on an A100
+    assert 1.5 < a100 / h200 < 4.8 / 2.04 + 0.01
+
+
+def test_every_module_has_a_reference_time_on_every_catalog_gpu():
+    from kernelstrain.gpus import GPUS
+    for m in REGISTRY.values():
+        for g in GPUS.values():
+            dtype = next((d for d in m.dtypes if m.supports(g, d)), None)
+            if dtype is None:
+                continue
+            t = reference_ms(m, make_task(m, g.name, dtype, m.shapes[0]))
+            assert t is not None and t > 0, (m.name, g.name)
+
+
+def test_fit_json_round_trips():
+    data = json.loads(json.dumps(FIT.to_json()))
+    assert Fit(**data) == FIT

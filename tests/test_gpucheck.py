@@ -1,0 +1,115 @@
+"""`kernelstrain gpu-check` without a GPU: the sampling, the report and the error paths."""
+import importlib.util
+import json
+
+import pytest
+
+from kernelstrain.cli import main
+from kernelstrain.gpucheck import catalog_gpu
+from kernelstrain.gpucheck.report import outcome, render, summarize
+from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
+from kernelstrain.ops import REGISTRY
+from kernelstrain.validate import read_jsonl
+
+
+@pytest.fixture(scope="module")
+def episodes(small_dataset):
+    return [ep for _, ep in read_jsonl(small_dataset / "episodes.jsonl")]
+
+
+def test_sample_is_stratified_deterministic_and_runnable(episodes):
+    cases = sample_cases(episodes, 120, seed=1)
+    assert cases and cases == sample_cases(episodes, 120, seed=1)
+    assert [c["id"] for c in cases] != [c["id"] for c in sample_cases(episodes, 120, seed=2)]
+    by_id = {ep["id"]: ep for ep in episodes}
+    assert len({c["id"] for c in cases}) == len(cases)
+    for c in cases:
+        ep = by_id[c["episode"]]
+        step = next(s for s in ep["steps"] if s["step"] == c["step"])
+        assert ep["arch"] == "sm_90a" and c["label"] == step["status"] in ("ok", "wrong_result")
+        assert step["kind"] != "rebench" and c["code"]
+        if c["at"] == "task":
+            assert c["code"] == step["code"] and c["shape"] == ep["shape"]
+    # every sm_90a module with candidates is there; an episode's ok picks spread over its variants
+    modules = {ep["module"] for ep in episodes if ep["arch"] == "sm_90a" and any(candidates(ep))}
+    assert {c["module"] for c in cases} == modules
+    for ep_id in {c["episode"] for c in cases if c["label"] == "ok"}:
+        picked = [c for c in cases if c["episode"] == ep_id and c["label"] == "ok"]
+        tags = {s["tag"] for s in candidates(by_id[ep_id]) if s["status"] == "ok"}
+        assert len({c["variant"] for c in picked}) == min(len(tags), len(picked))
+
+
+def test_sample_of_a_subset_holding_the_sampled_episodes_is_the_same(episodes):
+    cases = sample_cases(episodes, 80, seed=0)
+    keep = {c["episode"] for c in cases}
+    for module in {ep["module"] for ep in episodes}:
+        keep.add(next(ep["id"] for ep in episodes if ep["module"] == module))
+    subset = [ep for ep in episodes if ep["id"] in keep]
+    assert [c["id"] for c in sample_cases(subset, 80, seed=0)] == [c["id"] for c in cases]
+
+
+def test_fits_rejects_shapes_far_beyond_the_check_shape():
+    m = REGISTRY["rmsnorm_cuda"]
+    assert fits(m, "fp16", {"T": 4096, "D": 4096})
+    assert not fits(m, "fp16", {"T": 4096 * 64, "D": 16384})
+
+
+def _row(i, label="ok", ok=True, error=None, sim=None, meas=None, again=None, module="m1", episode="e1"):
+    return {"id": f"{episode}|{i}", "episode": episode, "module": module, "variant": f"v{i % 3}", "params": {},
+            "label": label, "ok": ok, "error": error, "time_ms": meas, "sim_ms": sim, "time_ms_2": again}
+
+
+def test_report_counts_labels_and_ranks_against_the_repeat_ceiling():
+    rows = [_row(i, sim=float(i + 1), meas=float(i + 1) * 1.05, again=float(i + 1) * 1.06) for i in range(5)]
+    rows += [_row(10 + i, module="m2", episode="e2", sim=float(5 - i), meas=float(i + 1)) for i in range(4)]
+    rows += [_row(20, label="wrong_result", ok=False),
+             _row(21, label="wrong_result", ok=True),                                   # the hardware passes it
+             _row(22, label="wrong_result", ok=False, error="kernel error: cudaErrorIllegalAddress (700)"),
+             _row(23, ok=False, error="launch error: cudaErrorInvalidValue (1)"),       # an ok label that faults
+             _row(24, ok=False, error="not run: time budget spent")]
+    s = summarize(rows)
+    assert s["counts"]["ok"] == {"match": 9, "fault": 1, "notrun": 1}
+    assert s["counts"]["wrong_result"] == {"mismatch": 1, "match": 1, "fault": 1}
+    assert s["ok_match"] == pytest.approx(9 / 10) and s["wrong_fail"] == pytest.approx(2 / 3)
+    assert s["timing"]["n"] == 9 and s["timing"]["groups"] == 2
+    assert s["timing"]["spearman_mean"] == pytest.approx(0.0)                     # +1 and -1
+    assert s["repeat"]["spearman_mean"] == pytest.approx(1.0)
+    assert s["modules"]["m2"]["spearman_pooled"] == pytest.approx(-1.0)
+    negative = next(t for t in s["targets"] if "negative" in t["what"])
+    assert negative["modules"] == ["m2"] and not negative["met"]
+    assert len(s["problems"]) == 2
+    text = render(s, "NVIDIA H200")
+    assert "m1" in text and "m2" in text and "labels the hardware contradicts" in text
+    json.dumps(s)
+
+
+def test_outcome_classes():
+    assert outcome({"ok": True}) == "match"
+    assert outcome({"ok": False, "error": None}) == "mismatch"
+    assert outcome({"ok": False, "error": "timing pass: wrong after the timed re-runs (race?)"}) == "mismatch"
+    assert outcome({"ok": False, "error": "timeout: no result after 60 s (hang?)"}) == "notrun"
+    assert outcome({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"}) == "fault"
+
+
+def test_catalog_gpu_from_device_name():
+    assert catalog_gpu("NVIDIA H200") == "H200"
+    assert catalog_gpu("NVIDIA H100 80GB HBM3") == "H100"
+    assert catalog_gpu("NVIDIA GeForce RTX 4090") == "RTX4090"
+    assert catalog_gpu("NVIDIA A100-SXM4-80GB") == "A100"
+
+
+def test_without_torch_a_one_line_usage_error(small_dataset, monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert main(["gpu-check", str(small_dataset)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernelstrain: error: gpu-check needs PyTorch with CUDA")
+
+
+def test_report_path_and_dataset_are_checked_before_any_work(small_dataset, tmp_path, capsys):
+    assert main(["gpu-check", str(small_dataset), "--report", str(tmp_path / "missing" / "r.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["gpu-check", str(small_dataset), "--report", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["gpu-check", str(tmp_path)]) == 2
+    assert "episodes.jsonl" in capsys.readouterr().err
