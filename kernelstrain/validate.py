@@ -178,9 +178,9 @@ def _sim(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tupl
 
 
 @lru_cache(maxsize=4096)
-def _typo(code: str, impl: str, pick: int):
+def _typo(code: str, impl: str, pick: int, hip: bool):
     from .mutations import break_identifier
-    return break_identifier(code, impl, pick)
+    return break_identifier(code, impl, pick, hip)
 
 
 _MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
@@ -371,7 +371,7 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
     code = _render(*args, s["bug"])
     typo_error = None
     if s["typo"] is not None:
-        broken = _typo(code, module.impl, s["typo"])
+        broken = _typo(code, module.impl, s["typo"], gpu.vendor == "amd")
         if broken is None:
             out.add(w, f"typo {s['typo']} cannot be applied to this candidate")
             return
@@ -385,6 +385,9 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         out.add(w, f"smem_bytes/regs {s['smem_bytes']}/{s['regs']} != the simulator's {r.smem_bytes}/{r.regs}")
     if s["status"] == "compile_error":
         want = typo_error if typo_error is not None else r.error
+        if s["failure"] == "arch" and typo_error is None:   # ptxas lists each offending instruction of the code
+            from .messages import arch_error
+            want = arch_error(variant.needs - gpu.features, _task(*args[:4]), module, s["code"])
         if s["error"] != want:
             out.add(w, "compile error text is not the compiler's message for this candidate")
     elif s["status"] == "ok":
