@@ -3,6 +3,7 @@ the internal-error guard (exit 3), and nothing touched (a snapshot of every file
 after). Plus full disks, and the guard itself."""
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -72,7 +73,7 @@ BAD_PROFILES = {   # name -> profile text (each one problem)
     "timestamps_str": profile_with("timestamps = false", 'timestamps = "yes"'),
     "extra_table": PROFILE + "\n[extra]\nx = 1\n",
     "missing_table": PROFILE.replace("[output]\ntimestamps = false", ""),
-    "not_a_table": PROFILE.replace("[holdout]\nfrac = 0.08\nseed = 0", "holdout = 5"),
+    "not_a_table": re.sub(r"\[holdout\]\n(?:[^\[]*\n)", "holdout = 5\n\n", PROFILE, count=1),
     "toml_syntax": PROFILE + "\nthis is = = not toml\n",
     "empty_file": "",
 }
