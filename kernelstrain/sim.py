@@ -150,7 +150,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """Compile-check and time one candidate without noise.
 
     >>> from kernelstrain.ops import REGISTRY
-    >>> from kernelstrain.engine import make_task
+    >>> from kernelstrain.tasks import make_task
     >>> m = REGISTRY["rmsnorm_cuda"]; t = make_task(m, "H100", "fp16", {"T": 4096, "D": 4096})
     >>> simulate(m, m.variants[-1], m.variants[-1].defaults(), t).ok
     True
