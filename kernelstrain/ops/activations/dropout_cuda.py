@@ -53,9 +53,8 @@ class DropoutCuda(OpModule):
         return Cost(flops=24 * n, bytes=2 * n * e)
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        # A100 has 64 INT32 lanes beside its 64 FP32 lanes per SM: integer work issues at half
-        # its FLOP rate; Hopper, Ada and CDNA3 doubled FP32 only, so there it is a quarter.
-        return replace(self._launch(variant, params, task), compute_scale=2.0 if task.gpu.arch == "sm_80" else 1.0)
+        # Philox is integer work: its rate relative to the FLOP peak is the catalog's int32_scale
+        return replace(self._launch(variant, params, task), compute_scale=task.gpu.int32_scale)
 
     def _launch(self, variant: Variant, params: dict, task: Task) -> Launch:
         n, elt = task["T"] * task["D"], DTYPE_BYTES[task.dtype]

@@ -56,7 +56,7 @@ class FlashPrefillCuda(FlashPrefillSpec):
             return Launch(grid=tiles, threads=t, smem_bytes=smem, regs=min(255, 40 + npt + dpt),
                           bytes_per_access=4, traffic=reread, tile_quant=causal_work(s, bm, bn),
                           compute_scale=passes * balance * npt / (npt + 1), lane_util=min(1.0, tpr * npt / bn))
-        hopper = 0.5 if task.gpu.arch == "sm_90a" else 1.0   # mma.sync leaves half of Hopper's tensor rate idle
+        hopper = task.gpu.mma_sync_scale(variant.path)   # mma.sync leaves part of Hopper's tensor rate idle
         threads = bm // 16 * 32
         # small tiles: more softmax and barrier overhead per mma, 4 warps share fewer K/V smem reads
         shape = min(1.0, bn / (bn + 16) * 1.25) * (0.9 if bm == 64 else 1.0)

@@ -75,7 +75,7 @@ class FlashPrefillTriton(FlashPrefillSpec):
         if stages <= 1:                       # q tile plus one K or V tile, reused
             return bm * task["D"] * DTYPE_BYTES[task.dtype] + tile
         # cp.async ring of K and V: stages - 1 buffers each; Hopper's TMA-style pipeliner keeps stages
-        bufs = stages if task.gpu.arch == "sm_90a" else stages - 1
+        bufs = stages if task.gpu.triton_full_stage_rows else stages - 1
         return bm * task["D"] * DTYPE_BYTES[task.dtype] + bufs * 2 * tile
 
     def signature(self, task: Task) -> str:

@@ -612,8 +612,7 @@ def tc_launch(variant, p: dict, task: Task, elt: float, out_elt: float, promote:
         smem = stage_bytes * stages
         pipe = {2: 0.82, 3: 0.95}.get(stages, 1.0) if "stages" in p else 1.0
         bk = 1.0 if p["BK"] * (smem_elt or elt) >= 128 else 0.93
-        # on sm_90 mma.sync reaches about half of wgmma's rate, and fp8 mma.sync only the 16-bit rate
-        hopper = (0.28 if variant.path == "fp8" else 0.5) if gpu.supports("wgmma") else 1.0
+        hopper = gpu.mma_sync_scale(variant.path)    # sm_90: mma.sync below wgmma's rate (catalog)
         regs = min(255, acc + wtm // 4 + wtn // 4 + (72 if promote else 40))   # + the promotion's scale arrays
         scale = pipe * bk * hopper * min(1.0, (wtm * wtn / (wtm + wtn) / 32) ** 0.3)
     scale *= min(1.0, (bm * bn / (bm + bn) / 80) ** 0.2)

@@ -81,8 +81,7 @@ class GemmInt4Cuda(OpModule):
         stage = bm * (BK + 8) * e + bn * BK // 2
         stages = params.get("STAGES", 1)
         scale = min(1.0, (wm * wn / (wm + wn)) / 21.3) ** 0.5      # a 32x64 warp tile reuses fragments fully
-        if gpu.cc >= 90:
-            scale *= 0.75            # mma.sync issues at ~2/3 of Hopper's wgmma rate
+        scale *= gpu.mma_sync_scale(variant.path)      # Hopper: mma.sync below its wgmma rate
         partial_bytes = 2 * m * n * 4 * splits if splits > 1 else 0
         return Launch(grid=tiles * splits, threads=128, smem_bytes=stage * stages, regs=regs,
                       bytes_per_access=max(16, stage * max(1, stages - 1) // 256),

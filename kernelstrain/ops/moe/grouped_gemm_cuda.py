@@ -78,8 +78,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
             wm, wn = bm // 2, bn // 2
             regs = min(255, 40 + (wm // 16) * (wn // 8) * 4 + (wm // 16) * 4 + (wn // 8) * 2)
             scale = lookup * min(1.0, (wm * wn / (wm + wn)) / 32) ** 0.4
-            if gpu.cc >= 90:
-                scale *= 0.75            # mma.sync issues at ~2/3 of Hopper's wgmma rate
+            scale *= gpu.mma_sync_scale(variant.path)      # Hopper: mma.sync below its wgmma rate
         head = bm * 4 + 12                                   # s_ids[BM] + slot[3]
         align = 128 if tag == "wgmma_pipeline" else 16      # static part rounds to the dynamic buffer's alignment
         smem = stage + head if stages == 1 else stage * stages + cdiv(head, align) * align
