@@ -104,6 +104,8 @@ class Rung(Variant):
     launch: Callable = field(default=None, compare=False, repr=False)
     render: Callable = field(default=None, compare=False, repr=False)
     edits: tuple = field(default=(), compare=False, repr=False)   # ((bug, slots | fn), ...) from bugs
+    # Triton rungs: the constexpr values of the rung's kernel, consts(params, task) -> dict
+    consts: Callable = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if isinstance(self.bugs, dict):

@@ -145,6 +145,12 @@ class Entry:
         """The argument names in order, to forward them to a kernel."""
         return ", ".join(a.name for a in self.args)
 
+    def host(self, task, kernel: str, grid: str, block: str, smem: str = "0", pre: str = "") -> str:
+        """A host function that launches `kernel` with every argument of the entry, in order;
+        `pre` holds lines run before the launch (each starting with a newline)."""
+        return (f"\n{self.host_head(task)} {{{pre}\n    {kernel}<<<{grid}, {block}, {smem}, stream>>>"
+                f"({self.call_args()});\n}}\n")
+
     def ctypes_params(self, task) -> list:
         """[(kind, c type, name)]: kind 'ptr', 'stream' or the ctypes name of a scalar."""
         out = [p for a in self.args for p in
