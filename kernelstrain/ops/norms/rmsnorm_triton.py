@@ -5,8 +5,8 @@ BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows
 program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
 the next row under the current row's reduction.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, cdiv, triton_ptr
+from ._norms import next_pow2, row_program
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
@@ -189,22 +189,5 @@ class RMSNormTriton(RMSNormSpec):
 
     def assemble(self, kernel, variant, params, task) -> str:
         consts = variant.consts(params, task)
-        kw = "".join(f"{k}={v}, " for k, v in consts.items())
-        if "programs_per_sm" in params:
-            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
-            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
-        else:
-            grid, head = f"triton.cdiv(T, {consts.get('BLOCK_T', consts.get('ROWS', 1))})", ""
-        return f"""{TRITON_PRELUDE}
-{head}@triton.jit
-{kernel.strip(chr(10))}
-
-
-{ENTRY.py_def(task)}:
-    T, D = x.shape
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    grid = ({grid},)
-    rmsnorm_kernel[grid](x, weight, y, T, D, eps, {kw}num_warps={params['num_warps']})
-    return y
-"""
+        return row_program(task, ENTRY, kernel, "rmsnorm_kernel", "x, weight, y, T, D, eps", consts, params,
+                           consts.get("BLOCK_T", consts.get("ROWS", 1)))
