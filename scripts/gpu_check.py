@@ -6,7 +6,7 @@
                                  [--workers N] [--budget S] [--compile-only] [--list] [--report FILE ...]
 
 For every named module (default: every registered module with a check shape in
-gpu_check_adapters.SHAPES) it builds one task on the H100 profile (sm_90a, the H200's
+its op spec, or gpu_check_adapters.SHAPES) it builds one task on the H100 profile (sm_90a, the H200's
 architecture) with the module's check shape, and for each variant that runs on sm_90a renders:
 the default params, one other param combination (the far end of each param's range, or the most
 different combination the simulator accepts), every declared bug of the variant (default params;
@@ -33,7 +33,8 @@ simulator's noise-free time on the H200 profile.
 
 Results: one JSON object per case in DIR/results.jsonl, the tables in DIR/summary.txt and on stdout.
 Needs PyTorch with CUDA (and Triton for Triton modules) except with --compile-only / --list / --report.
-Adding a module means adding its shape to SHAPES, and for CUDA an adapter to ADAPTERS.
+A module whose op spec has an entry, a check_shape (and a tolerance class unless by dtype) needs
+nothing more; the others need their shape in SHAPES and, for CUDA, an adapter in ADAPTERS.
 """
 from __future__ import annotations
 
@@ -67,10 +68,10 @@ GPU = "H100"          # sm_90a profile: the H200 is the same chip with more memo
 NVCC_FLAGS = ("-std=c++17", "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler", "-fPIC",
               "-cudart", os.environ.get("KS_GPU_CHECK_CUDART", "shared"))
 
-from gpu_check_adapters import (ADAPTERS, PREPARE, SHAPES, TOL_OF_MODULE, TOLS, TRITON_ADAPTERS,  # noqa: E402
-                                HostI64, HostPtrs, default_outs)
+from gpu_check_adapters import (TOLS, HostI64, HostPtrs, check_shape, covered, cuda_adapter,  # noqa: E402
+                                default_outs, prepare, tolerance, triton_adapter)
 
-MODULES = tuple(n for n in REGISTRY if n in SHAPES)
+MODULES = tuple(n for n in REGISTRY if check_shape(REGISTRY[n]))
 
 STICKY_EXIT = 3       # worker exit code after an error that poisons the CUDA context
 
@@ -108,7 +109,7 @@ def plan(names, variants=None, alt=True, bugs=True, fp16=True, bug_repeats=3, bu
     cases = []
     for name in names:
         module = REGISTRY[name]
-        shape = (shapes or {}).get(name) or SHAPES.get(name) or module.shapes[len(module.shapes) // 2]
+        shape = (shapes or {}).get(name) or check_shape(module) or module.shapes[len(module.shapes) // 2]
         dtype = "bf16" if "bf16" in module.dtypes else module.dtypes[0]
         task = make_task(module, GPU, dtype, shape)
         for v in runnable_variants(module):
@@ -227,7 +228,8 @@ def render_case(case: dict, build_dir: Path) -> dict:
         path = build_dir / f"{key}.py"
         path.write_text(src)
         return {"src": str(path), "ok": True, "log": "", "compile_s": 0.0}
-    return build(src + trampoline(module.signature(task)), build_dir)
+    tail = module.entry.trampoline(task) if module.entry else trampoline(module.signature(task))
+    return build(src + tail, build_dir)
 
 
 # -- worker: runs cases in a process of its own ----------------------------------------------
@@ -520,8 +522,8 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
     with torch.device("cuda"):
         model = ns["Model"](*ns["get_init_inputs"]()).cuda().eval()
         inputs = list(ns["get_inputs"]())
-    if module.name in PREPARE:
-        PREPARE[module.name](dims, inputs)
+    if prepare(module):
+        prepare(module)(dims, inputs)
     cand = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     timing = bool(case.get("time"))
     pristine = [t.clone() if isinstance(t, torch.Tensor) else t for t in cand] if timing else None
@@ -529,7 +531,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         ref = model(*inputs)
     del inputs
     torch.cuda.synchronize()
-    tol = TOL_OF_MODULE.get(module.name, case["dtype"] if case["dtype"] in TOLS else "quant")
+    tol = tolerance(module, case["dtype"])
     stream = torch.cuda.current_stream()
     made, guards = [], []                             # the poisoned output buffers an adapter made
 
@@ -545,8 +547,9 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         poisoned = _PoisonTorch(torch)
         guards = poisoned.guards
         cmod.torch = poisoned                        # the wrapper's allocations come back poisoned
-        fn = getattr(cmod, re.match(r"\s*def\s+(\w+)", module.signature(task)).group(1))
-        adapter = TRITON_ADAPTERS.get(module.name)
+        fn = getattr(cmod, (module.entry.py_name or module.entry.name) if module.entry else
+                     re.match(r"\s*def\s+(\w+)", module.signature(task)).group(1))
+        adapter = triton_adapter(module)
         args, outs_of = adapter(dims, model, cand) if adapter else (list(cand), default_outs)
         last = {}
 
@@ -561,8 +564,8 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         def current_outs():
             return outs_of(last["ret"], ref)
     else:
-        _, params = parse_signature(module.signature(task))
-        args, outs = ADAPTERS[module.name](dims, model, cand, ref, out_like)
+        params = module.entry.ctypes_params(task) if module.entry else parse_signature(module.signature(task))[1]
+        args, outs = cuda_adapter(module)(dims, model, cand, ref, out_like)
         if len(args) != len([p for p in params if p[0] != "stream"]):
             raise _CaseError(f"adapter gives {len(args)} args, signature has {len(params) - 1}")
         lib = _load_lib(ctypes, case["so"])
@@ -859,8 +862,7 @@ def main():
     t_start = time.time()
     excluded = set(filter(None, a.exclude.split(",")))
     names = [n for n in a.modules.split(",") if n and n not in excluded]
-    unknown = [n for n in names if n not in REGISTRY or n not in SHAPES
-               or (REGISTRY[n].impl == "cuda" and n not in ADAPTERS)]
+    unknown = [n for n in names if n not in REGISTRY or not covered(REGISTRY[n])]
     if unknown:
         print(f"no module, check shape or adapter for: {', '.join(unknown)}")
         return 2

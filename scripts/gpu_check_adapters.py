@@ -1,5 +1,14 @@
 """Per-module data for scripts/gpu_check.py: check shapes, tolerance classes and adapters.
 
+A module whose op spec carries an `entry` (kernelstrain/ops/contract.py) needs nothing here: its
+check shape and tolerance class come from the spec (`check_shape`, `tolerance`), and its
+arguments from the entry (`entry_adapter`, `entry_triton_adapter`): an input tensor named in the
+spec's `inputs` is the candidate's copy of that reference input, any other input tensor or
+scalar the reference Model's attribute of that name (or a task dim), an output a poisoned buffer
+compared with the reference's result of that name; an inout tensor is compared in place. A spec
+may define `check_adapter` / `check_prepare` (same forms as below) where that is not enough.
+The tables below hold the modules not converted yet.
+
 A CUDA adapter maps the reference's inputs (and the reference Model's weights) to the host entry
 point's arguments, in `module.signature(task)` order without the stream:
 
@@ -45,14 +54,6 @@ SHAPES = {
     "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
     "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
-    # norms
-    "add_rmsnorm_cuda": {"T": 4096, "D": 5120},
-    "add_rmsnorm_triton": {"T": 4096, "D": 5120},
-    "layernorm_bwd_triton": {"T": 4096, "D": 5120},
-    "layernorm_cuda": {"T": 4096, "D": 5120},
-    "layernorm_triton": {"T": 4096, "D": 5120},
-    "rmsnorm_cuda": {"T": 4096, "D": 5120},
-    "rmsnorm_triton": {"T": 4096, "D": 5120},
     # activations
     "bias_gelu_cuda": {"T": 1024, "N": 18176, "TANH": 0},                          # N: partial vector tile per row
     "dropout_cuda": {"T": 2048, "D": 5120},
@@ -230,22 +231,6 @@ def _unary(*dims):
     return adapter
 
 
-def _rmsnorm(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], model.weight.data, y, d["T"], d["D"], model.eps], [("y", y, ref)]
-
-
-def _layernorm(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], model.weight.data, model.bias.data, y, d["T"], d["D"], model.eps], [("y", y, ref)]
-
-
-def _add_rmsnorm(d, model, x, ref, out_like):
-    y = out_like(ref[0])      # the residual stream is updated in place: h = x + residual
-    return ([x[0], x[1], model.weight.data, y, d["T"], d["D"], model.eps],
-            [("y", y, ref[0]), ("residual", x[1], ref[1])])
-
-
 def _bias_gelu(d, model, x, ref, out_like):
     y = out_like(ref)
     return [x[0], model.bias.data, y, d["T"], d["N"]], [("y", y, ref)]
@@ -395,7 +380,6 @@ ADAPTERS = {
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
     "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
-    "rmsnorm_cuda": _rmsnorm, "layernorm_cuda": _layernorm, "add_rmsnorm_cuda": _add_rmsnorm,
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
@@ -413,21 +397,6 @@ def _t_extra(*extra):
     def adapter(d, model, x):
         return [*x, *(e(d, model) for e in extra)], default_outs
     return adapter
-
-
-def _t_weights(*names):
-    """wrapper(inputs[0], *model weights) (norms)."""
-    def adapter(d, model, x):
-        return [x[0], *(getattr(model, n).data for n in names)], default_outs
-    return adapter
-
-
-def _t_add_rmsnorm(d, model, x):
-    return [x[0], x[1], model.weight.data], lambda ret, ref: [("y", ret[0], ref[0]), ("residual", x[1], ref[1])]
-
-
-def _t_layernorm_bwd(d, model, x):
-    return [x[0], x[1], model.weight.data, x[2], x[3]], default_outs
 
 
 def _t_grouped_gemm(d, model, x):
@@ -470,9 +439,7 @@ def _scale(d, model):
 
 
 TRITON_ADAPTERS = {
-    "add_rmsnorm_triton": _t_add_rmsnorm,
-    "rmsnorm_triton": _t_weights("weight"), "layernorm_triton": _t_weights("weight", "bias"),
-    "layernorm_bwd_triton": _t_layernorm_bwd, "grouped_gemm_triton": _t_grouped_gemm,
+    "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
     "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
@@ -482,6 +449,86 @@ PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_dec
            "paged_decode_triton": _paged_decode_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
 
 
-def covered(name: str, impl: str) -> bool:
-    return name in SHAPES and (impl == "triton" or name in ADAPTERS)
+# -- adapters from the op's entry ------------------------------------------------------------
+
+def _tensor_arg(module, a, model, x):
+    if a.name in module.inputs:
+        return x[module.inputs.index(a.name)]
+    v = getattr(model, a.name)
+    return getattr(v, "data", v)
+
+
+def _scalar_arg(s, d, model):
+    if s.name in d:
+        return d[s.name]
+    if s.value is not None:
+        return eval(s.value, {"__builtins__": {}}, dict(d))   # noqa: S307 - the spec's own expression
+    return getattr(model, s.name)
+
+
+def entry_adapter(module):
+    """The CUDA adapter of a module with an entry: args in entry order, outs in result order."""
+    e = module.entry
+
+    def adapter(d, model, x, ref, out_like):
+        refs = ref if len(e.results) > 1 else (ref,)
+        of = dict(zip(e.results, refs))
+        args, made = [], {}
+        for a in e.args:
+            if not hasattr(a, "role"):
+                args.append(_scalar_arg(a, d, model))
+            elif a.role == "out":
+                made[a.name] = out_like(of[a.name])
+                args.append(made[a.name])
+            else:
+                args.append(_tensor_arg(module, a, model, x))
+        outs = [(n, made[n] if n in made else args[[a.name for a in e.args].index(n)], of[n]) for n in e.results]
+        return args, outs
+    return adapter
+
+
+def entry_triton_adapter(module):
+    """The Triton adapter of a module with an entry: the wrapper takes the in/inout tensors and
+    the scalars the Model has; a result that is an inout tensor is checked in place."""
+    e = module.entry
+
+    def adapter(d, model, x):
+        args = [_tensor_arg(module, a, model, x) for a in e.tensors if a.role != "out"]
+        args += [getattr(model, s.name) for s in e.scalars if s.name not in d and s.value is None
+                 and hasattr(model, s.name)]
+        inplace = {a.name: args[i] for i, a in enumerate(t for t in e.tensors if t.role != "out")}
+
+        def outs_of(ret, ref):
+            rets = ret if len(e.results) > 1 else (ret,)
+            refs = ref if len(e.results) > 1 else (ref,)
+            return [(n, inplace[n] if e.arg(n).role == "inout" else r, f)
+                    for n, r, f in zip(e.results, rets, refs)]
+        return args, outs_of
+    return adapter
+
+
+def check_shape(module) -> dict | None:
+    return module.check_shape or SHAPES.get(module.name)
+
+
+def tolerance(module, dtype: str) -> str:
+    return module.tolerance or TOL_OF_MODULE.get(module.name, dtype if dtype in TOLS else "quant")
+
+
+def cuda_adapter(module):
+    return getattr(module, "check_adapter", None) or (entry_adapter(module) if module.entry else
+                                                       ADAPTERS.get(module.name))
+
+
+def triton_adapter(module):
+    return getattr(module, "check_adapter", None) or (entry_triton_adapter(module) if module.entry else
+                                                       TRITON_ADAPTERS.get(module.name))
+
+
+def prepare(module):
+    return getattr(module, "check_prepare", None) or PREPARE.get(module.name)
+
+
+def covered(module) -> bool:
+    return check_shape(module) is not None and (module.impl == "triton" or cuda_adapter(module) is not None)
 

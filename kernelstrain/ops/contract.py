@@ -215,11 +215,11 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
             for i, d in enumerate(a.dims):
                 if a.role != "out" and bound.get(d) != f"{a.name}.size({i})":
                     lines.append(f'    TORCH_CHECK({a.name}.size({i}) == ({d}), "{a.name}: dim {i} must be {d}");')
+        first = next(a.name for a in self.tensors if a.role != "out")
         for a in self.tensors:
             if a.role == "out":
                 dims = ", ".join(f"(int64_t)({d})" for d in a.dims)
-                lines.append(f"    auto {a.name} = torch::empty({{{dims}}}, "
-                             f"torch::dtype({ATEN[a.dtype_of(task)]}).device(torch::kCUDA));")
+                lines.append(f"    auto {a.name} = torch::empty({{{dims}}}, {first}.options().dtype({ATEN[a.dtype_of(task)]}));")
         actual = [f"reinterpret_cast<{a.c_decl(task).rsplit(' ', 1)[0]}>({a.name}.data_ptr())" for a in self.tensors]
         casts = iter(actual)
         call = [next(casts) if isinstance(a, Arg) else f"({a.ctype}){a.name}" for a in self.args]
@@ -231,11 +231,11 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
 
 // ---- PyTorch binding of {self.name} ------------------------------------------------
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 
 {ret_t} {fn}({", ".join(params)}) {{
 {body}
-    {self.name}({", ".join(call + ["at::cuda::getCurrentCUDAStream()"])});
+    {self.name}({", ".join(call + ["c10::cuda::getCurrentCUDAStream()"])});
     return {ret};
 }}
 
