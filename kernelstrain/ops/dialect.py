@@ -44,7 +44,22 @@ class Dialect:
     fp8_triton_ptr: str                  # Triton pointer signature of fp8
     cub_header: str                      # device-wide sort/scan library
     coop_groups_header: str
+    runtime_prefix: str = ""             # "hip": aliases() maps cudaX to hipX; "": the names are native
+    # capabilities an algorithm may branch on (these are the allowed "HIP branches")
+    match_any: bool = True               # __match_any_sync exists (AMD: peel one key per round instead)
+    atomic_16bit: bool = True            # atomicAdd on half / bfloat16 (HIP: CAS on the 32-bit word)
     extra: dict = field(default_factory=dict)   # spellings added later, by name (append only)
+
+    def aliases(self, *names: str) -> str:
+        """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
+        dialect's, for the renders that use them; empty in CUDA.
+
+        >>> HIP.aliases("StreamSynchronize"), CUDA.aliases("StreamSynchronize")
+        ('#define cudaStreamSynchronize hipStreamSynchronize\\n', '')
+        """
+        if not self.runtime_prefix:
+            return ""
+        return "".join(f"#define cuda{n} {self.runtime_prefix}{n}\n" for n in names)
 
 
 CUDA = Dialect(
@@ -92,6 +107,7 @@ HIP = replace(
     fp8_triton="tl.float8e4b8", fp8_triton_ptr="*fp8e4b8",
     cub_header="#include <rocprim/rocprim.hpp>",
     coop_groups_header="#include <hip/hip_cooperative_groups.h>",
+    runtime_prefix="hip", match_any=False, atomic_16bit=False,
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
