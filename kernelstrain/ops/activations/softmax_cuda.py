@@ -7,6 +7,7 @@ loads and rows packed per block (sub-warp rows for short C).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
+from ._act import host_line
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
@@ -16,11 +17,7 @@ RESCALED = "d_o * __expf(m_o - m_new)"   # the other partial's sum at the new ma
 
 
 def host(task, grid: str, block: str) -> str:
-    return f"""
-{ENTRY.prototype(task)} {{
-    softmax_kernel<<<{grid}, {block}, 0, stream>>>({ENTRY.call_args()});
-}}
-"""
+    return host_line(ENTRY, task, "softmax_kernel", grid, block)
 
 
 # -- row_per_thread ------------------------------------------------------------------------
