@@ -49,6 +49,10 @@ class Dialect:
     match_any: bool = True               # __match_any_sync exists (AMD: peel one key per round instead)
     atomic_16bit: bool = True            # atomicAdd on half / bfloat16 (HIP: CAS on the 32-bit word)
     extra: dict = field(default_factory=dict)   # spellings added later, by name (append only)
+    # two 16-bit values in one 32-bit register: dtype -> (type, to float2, from float2)
+    pair: dict = field(default_factory=lambda: {"fp16": ("__half2", "__half22float2", "__float22half2_rn"),
+                                                "bf16": ("__nv_bfloat162", "__bfloat1622float2",
+                                                         "__float22bfloat162_rn")})
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -108,6 +112,7 @@ HIP = replace(
     cub_header="#include <rocprim/rocprim.hpp>",
     coop_groups_header="#include <hip/hip_cooperative_groups.h>",
     runtime_prefix="hip", match_any=False, atomic_16bit=False,
+    pair={**CUDA.pair, "bf16": ("__hip_bfloat162", "__bfloat1622float2", "__float22bfloat162_rn")},
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
