@@ -54,14 +54,6 @@ SHAPES = {
     "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
     "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
-    # activations
-    "bias_gelu_cuda": {"T": 1024, "N": 18176, "TANH": 0},                          # N: partial vector tile per row
-    "dropout_cuda": {"T": 2048, "D": 5120},
-    "softmax_cuda": {"R": 256, "C": 151936},                                        # Qwen vocab rows
-    "softmax_triton": {"R": 256, "C": 151936},
-    "swiglu_bwd_triton": {"T": 1024, "I": 13824},
-    "swiglu_fwd_cuda": {"T": 1024, "I": 13824},
-    "swiglu_fwd_triton": {"T": 1024, "I": 13824},
     # matmul
     "gemm_fp16_cuda": {"M": 2048, "N": 2048, "K": 2048},
     "gemm_fp16_triton": {"M": 2048, "N": 2048, "K": 2048},
@@ -231,20 +223,6 @@ def _unary(*dims):
     return adapter
 
 
-def _bias_gelu(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], model.bias.data, y, d["T"], d["N"]], [("y", y, ref)]
-
-
-def _dropout(d, model, x, ref, out_like):
-    # The reference is deterministic given (seed, offset): it runs the same Philox4x32-10 stream,
-    # so every kept element must be x / (1 - p) and every dropped one 0, element for element,
-    # which is stronger than a dropped-fraction test; the timed re-runs then recheck that the same
-    # seed gives the same mask.
-    y = out_like(ref)
-    return [x[0], y, x[0].numel(), model.p, model.seed, model.offset], [("y", y, ref)]
-
-
 def _embedding_fwd(d, model, x, ref, out_like):
     out = out_like(ref)
     return [x[0], model.weight.data, out, d["T"], d["D"], model.padding_idx], [("out", out, ref)]
@@ -378,9 +356,7 @@ ADAPTERS = {
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
-    "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
-    "swiglu_fwd_cuda": _unary("T", "I"),
-    "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
+    "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
