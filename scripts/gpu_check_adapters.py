@@ -40,7 +40,6 @@ SHAPES = {
     "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
-    "causal_conv1d_cuda": {"B": 16, "D": 2048, "L": 1024},                          # L < one vector tile
     "selective_scan_triton": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     "gemm_fp8_blockwise_cuda": {"M": 2048, "N": 2048, "K": 2048},                   # 256 tiles: persistent loop
     # attention
@@ -210,11 +209,6 @@ def _kv_append_prepare(d, inputs):
     inputs[4][3::37] = -1                              # padding tokens (skipped); the last token is real
 
 
-def _causal_conv1d(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], x[1], x[2], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
-
-
 def _unary(*dims):
     """x -> y with the given dims after the two pointers (softmax, transpose, scan, swiglu ...)."""
     def adapter(d, model, x, ref, out_like):
@@ -354,7 +348,7 @@ def _top_p(d, model, x, ref, out_like):
 ADAPTERS = {
     "moe_scatter_cuda": _moe_scatter, "grouped_gemm_cuda": _grouped_gemm, "moe_combine_cuda": _moe_combine,
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
-    "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
+    "kv_append_cuda": _kv_append,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
     "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
