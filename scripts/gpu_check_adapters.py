@@ -40,7 +40,6 @@ SHAPES = {
     "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
-    "selective_scan_triton": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     "gemm_fp8_blockwise_cuda": {"M": 2048, "N": 2048, "K": 2048},                   # 256 tiles: persistent loop
     # attention
     "cross_attention_triton": {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64},   # Whisper: both lengths ragged
@@ -72,8 +71,6 @@ SHAPES = {
     # sampling: 256 rows so that a bug touching few rows still shows
     "top_p_cuda": {"B": 256, "V": 128256},
     "topk_cuda": {"B": 256, "V": 128256, "K": 50},
-    # ssm
-    "selective_scan_cuda": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     # training
     "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
@@ -265,11 +262,6 @@ def _rope(d, model, x, ref, out_like):
             [("q", x[1], ref[0]), ("k", x[2], ref[1])])
 
 
-def _selective_scan(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [*x[:8], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
-
-
 def _grad_clip(d, model, x, ref, out_like):
     norm = out_like(ref[1])
     # the norm is a sum of N squares in fp32 in another order: dtype class (also for the scale)
@@ -354,7 +346,7 @@ ADAPTERS = {
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
-    "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
+    "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
