@@ -2,7 +2,7 @@
 
     python3 scripts/gpu_check.py [--modules gemv_cuda,kv_append_cuda] [--exclude ...] [--variants a,b]
                                  [--out DIR] [--no-alt] [--no-bugs] [--no-fp16] [--no-time] [--time-alt]
-                                 [--bug-repeats N] [--bug-all-runs] [--shape MODULE:D=V,...]
+                                 [--bug-repeats N] [--bug-all-runs] [--dtype DT] [--shape MODULE:D=V,...]
                                  [--workers N] [--budget S] [--compile-only] [--list] [--report FILE ...]
 
 For every named module (default: every registered module with a check shape in
@@ -105,28 +105,28 @@ def alt_params(module, variant, task) -> dict | None:
 
 
 def plan(names, variants=None, alt=True, bugs=True, fp16=True, bug_repeats=3, bug_all_runs=False,
-         shapes=None) -> list:
+         shapes=None, dtype=None) -> list:
     cases = []
     for name in names:
         module = REGISTRY[name]
         shape = (shapes or {}).get(name) or check_shape(module) or module.shapes[len(module.shapes) // 2]
-        dtype = "bf16" if "bf16" in module.dtypes else module.dtypes[0]
-        task = make_task(module, GPU, dtype, shape)
+        main = dtype if dtype in module.dtypes else "bf16" if "bf16" in module.dtypes else module.dtypes[0]
+        task = make_task(module, GPU, main, shape)
         for v in runnable_variants(module):
             if variants and v.tag not in variants:
                 continue
-            runs = [("default", v.defaults(), None, dtype)]
+            runs = [("default", v.defaults(), None, main)]
             a = alt_params(module, v, task) if alt else None
             if a is not None:
-                runs.append(("alt", a, None, dtype))
+                runs.append(("alt", a, None, main))
             if bugs:
-                runs += [(f"bug:{b}", v.defaults(), b, dtype) for b in v.bugs]
-            if fp16 and dtype != "fp16" and "fp16" in module.dtypes:
+                runs += [(f"bug:{b}", v.defaults(), b, main) for b in v.bugs]
+            if fp16 and main != "fp16" and "fp16" in module.dtypes:
                 runs.append(("default", v.defaults(), None, "fp16"))
             for kind, params, bug, dt in runs:
                 cases.append({"idx": len(cases), "module": name, "variant": v.tag, "kind": kind, "params": params,
                               "bug": bug, "dtype": dt, "shape": dict(shape), "bug_repeats": bug_repeats,
-                              "bug_all_runs": bug_all_runs, "main": dt == dtype,
+                              "bug_all_runs": bug_all_runs, "main": dt == main,
                               "id": f"{name}|{dt}|{v.tag}|{kind}"})
     return cases
 
@@ -836,6 +836,7 @@ def main():
     ap.add_argument("--time-alt", action="store_true", help="time the alt params too (after every default)")
     ap.add_argument("--bug-repeats", type=int, default=3, help="runs (fresh inputs) before a bug counts as harmless")
     ap.add_argument("--bug-all-runs", action="store_true", help="run every repeat of a bug (its failure rate)")
+    ap.add_argument("--dtype", help="main dtype of the modules that have it (default: bf16, else the first)")
     ap.add_argument("--shape", action="append", default=[], metavar="MODULE:D=V,...",
                     help="check shape of a module instead of SHAPES (repeatable)")
     ap.add_argument("--case-timeout", type=float, default=60.0, help="seconds before a case counts as hung")
@@ -871,7 +872,7 @@ def main():
         mod, _, dims = spec.partition(":")
         shapes[mod] = {k: int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
     cases = plan(names, set(filter(None, a.variants.split(","))), not a.no_alt, not a.no_bugs, not a.no_fp16,
-                 a.bug_repeats, a.bug_all_runs, shapes)
+                 a.bug_repeats, a.bug_all_runs, shapes, a.dtype)
     if a.list:
         for c in cases:
             print(c["id"], c["params"])
