@@ -5,8 +5,8 @@ streaming chunks three times (max, sum, output) -> online softmax (per-lane runn
 and rescaled sum in one pass, then the output pass) -> the whole row in registers (one
 read; spills once C is large) -> persistent programs that prefetch the next row.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ..norms._norms import next_pow2
+from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8))
@@ -27,13 +27,6 @@ NO_SCALE = {"scale": ""}
 
 
 # -- row_per_lane --------------------------------------------------------------------------
-def row_per_lane_launch(p, task):
-    # three walks; lanes past BLOCK_R replicate rows
-    r, br, threads = task["R"], p["BLOCK_R"], p["num_warps"] * task.gpu.warp
-    return Launch(grid=cdiv(r, br), threads=threads, regs=32, bytes_per_access=32, traffic=3.4,
-                  lane_util=min(1.0, br / threads) * min(1.0, r / br))
-
-
 def row_per_lane_src(p, task, init="tl.zeros([BLOCK_R], dtype=tl.float64)", stop="C"):
     return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr):
@@ -57,17 +50,6 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr):
 
 
 # -- chunked_three_pass, online_softmax: BLOCK-wide chunks ---------------------------------
-def chunked_launch(online: bool):
-    def launch(p, task):
-        c, elt, nw, block = task["C"], DTYPE_BYTES[task.dtype], p["num_warps"], p["BLOCK"]
-        threads = nw * task.gpu.warp
-        per = max(1, block // threads)
-        return Launch(grid=task["R"], threads=threads, smem_bytes=4 * nw,
-                      regs=24 + (3 if online else 2) * per, bytes_per_access=min(16, per * elt),
-                      traffic=1.5 if online else 2.0, lane_util=min(1.0, c / block) * min(1.0, block / threads))
-    return launch
-
-
 def chunked_three_pass_src(p, task, init="tl.zeros([BLOCK], dtype=tl.float32)", scale=" * inv"):
     return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK: tl.constexpr):
@@ -175,13 +157,13 @@ class SoftmaxTriton(SoftmaxSpec):
     variants = (
         Rung("row_per_lane", "each lane owns a row: max, sum-of-exp and output loops over its columns",
              (Param("BLOCK_R", (16, 32, 64), 32), Param("num_warps", (1, 2), 1)), memory_eff=0.45,
-             launch=row_per_lane_launch, render=row_per_lane_src, consts=lambda p, task: {"BLOCK_R": p["BLOCK_R"]},
+             launch=lane_rows_launch("BLOCK_R", "R", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_R": p["BLOCK_R"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK_R], 1.0, dtype=tl.float64)"}, "off_by_one": {"stop": "C - 1"}}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: max pass, sum pass, output pass",
-             CHUNK, memory_eff=0.82, launch=chunked_launch(online=False), render=chunked_three_pass_src, consts=chunk,
+             CHUNK, memory_eff=0.82, launch=chunk_launch("R", "C", 2, 2.0), render=chunked_three_pass_src, consts=chunk,
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
         Rung("online_softmax", "per-lane running max and rescaled sum in one chunked pass, then the output pass",
-             CHUNK, memory_eff=0.88, launch=chunked_launch(online=True), render=online_softmax_src, consts=chunk,
+             CHUNK, memory_eff=0.88, launch=chunk_launch("R", "C", 3, 1.5), render=online_softmax_src, consts=chunk,
              bugs={"missing_scale": {"rescale": ""}, "off_by_one": {"stop": "C - BLOCK"}}),
         Rung("whole_row_registers", "BLOCK_C = next_pow2(C): the row is read once and kept in registers",
              (Param("num_warps", (4, 8, 16), 8),), memory_eff=0.9, launch=row_launch, render=whole_row_registers_src,

@@ -4,7 +4,7 @@ the block-wide shuffle sum of the CUDA renders, and next_pow2 for the Triton row
 >>> next_pow2(5120), next_pow2(4096)
 (8192, 4096)
 """
-from ..base import Launch, TRITON_PRELUDE
+from ..base import DTYPE_BYTES, Launch, TRITON_PRELUDE
 
 
 # CUDA: the Pack union of the uint4 variants.
@@ -78,3 +78,26 @@ def row_program(task, entry, kernel: str, name: str, launch_args: str, consts: d
     {name}[grid]({launch_args}, {kw}num_warps={params['num_warps']})
     return y
 """
+
+
+def lane_rows_launch(block: str, rows: str, traffic: float):
+    """Launch model of a Triton rung whose every lane walks its own row (`block` rows a program,
+    `rows` the task's row dim): uncoalesced 32-byte sectors, lanes past `block` replicate rows."""
+    def launch(p, task):
+        t, bt, threads = task[rows], p[block], p["num_warps"] * task.gpu.warp
+        return Launch(grid=-(-t // bt), threads=threads, regs=32, bytes_per_access=32, traffic=traffic,
+                      lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
+    return launch
+
+
+def chunk_launch(rows: str, cols: str, regs_per: int, traffic: float, smem_per_warp: int = 4, launches: int = 1):
+    """Launch model of a Triton program per row streaming BLOCK-wide chunks: `regs_per` registers
+    per element a thread holds of a chunk."""
+    def launch(p, task):
+        c, elt, nw, block = task[cols], DTYPE_BYTES[task.dtype], p["num_warps"], p["BLOCK"]
+        threads = nw * task.gpu.warp
+        per = max(1, block // threads)
+        return Launch(grid=task[rows], threads=threads, smem_bytes=smem_per_warp * nw, regs=24 + regs_per * per,
+                      bytes_per_access=min(16, per * elt), traffic=traffic,
+                      lane_util=min(1.0, c / block) * min(1.0, block / threads), launches=launches)
+    return launch

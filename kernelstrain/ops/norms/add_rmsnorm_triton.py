@@ -5,8 +5,8 @@ three times) -> one fused program per row streaming chunks (store the residual, 
 it for the output) -> the whole summed row in registers (no re-read) -> persistent
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
-from ._norms import PERSISTENT_GRID, next_pow2, row_in_registers_launch
+from ..base import Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ._norms import PERSISTENT_GRID, chunk_launch, next_pow2, row_in_registers_launch
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
@@ -15,18 +15,6 @@ ADD_FIRST = "    residual_add_kernel[(triton.cdiv(T * D, 1024),)](x, residual, T
 
 
 # -- two_kernels, fused_chunked: BLOCK-wide chunks -----------------------------------------
-def chunked_launch(two: bool):
-    # two kernels: 3 passes for the add + 3 for the norm; fused: x, r in, r out, r re-read, y out
-    def launch(p, task):
-        d, elt, nw, block = task["D"], DTYPE_BYTES[task.dtype], p["num_warps"], p["BLOCK"]
-        threads = nw * task.gpu.warp
-        per = max(1, block // threads)
-        return Launch(grid=task["T"], threads=threads, smem_bytes=4 * nw, regs=24 + 2 * per,
-                      bytes_per_access=min(16, per * elt), traffic=1.5 if two else 1.25,
-                      lane_util=min(1.0, d / block) * min(1.0, block / threads), launches=2 if two else 1)
-    return launch
-
-
 def two_kernels_src(p, task, stop="D", scale=" * w"):
     return f"""
 def residual_add_kernel(x_ptr, r_ptr, n, BLOCK: tl.constexpr):
@@ -152,10 +140,10 @@ class AddRMSNormTriton(AddRMSNormSpec):
     impl = "triton"
     variants = (
         Rung("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
-             CHUNK, memory_eff=0.8, launch=chunked_launch(two=True), render=two_kernels_src, consts=consts,
+             CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 1.5, launches=2), render=two_kernels_src, consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
-             CHUNK, memory_eff=0.84, launch=chunked_launch(two=False), render=fused_chunked_src, consts=consts,
+             CHUNK, memory_eff=0.84, launch=chunk_launch("T", "D", 2, 1.25), render=fused_chunked_src, consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",
              (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, launch=row_launch,

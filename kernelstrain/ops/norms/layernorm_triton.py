@@ -5,8 +5,8 @@ streaming chunks three times (mean, variance, output) -> one chunked pass of per
 Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2, row_in_registers_launch, row_program
+from ..base import Param, Rung, DTYPE_BYTES, KernelSpec, triton_ptr
+from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch, row_program
 from .layernorm_spec import ENTRY, LayerNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
@@ -23,13 +23,6 @@ OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
 
 
 # -- row_per_lane --------------------------------------------------------------------------
-def row_per_lane_launch(p, task):
-    # three walks; lanes past BLOCK_T replicate rows
-    t, bt, threads = task["T"], p["BLOCK_T"], p["num_warps"] * task.gpu.warp
-    return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=3.4,
-                  lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
-
-
 def row_per_lane_src(p, task, stop="D", scale=" * w"):
     return f"""
 {SIG}BLOCK_T: tl.constexpr):
@@ -57,17 +50,6 @@ def row_per_lane_src(p, task, stop="D", scale=" * w"):
 
 
 # -- chunked_three_pass, welford_chunked ---------------------------------------------------
-def chunked_launch(three: bool):
-    def launch(p, task):
-        d, elt, nw, block = task["D"], DTYPE_BYTES[task.dtype], p["num_warps"], p["BLOCK"]
-        threads = nw * task.gpu.warp
-        per = max(1, block // threads)
-        return Launch(grid=task["T"], threads=threads, smem_bytes=(4 if three else 12) * nw,
-                      regs=24 + (2 if three else 4) * per, bytes_per_access=min(16, per * elt),
-                      traffic=2.0 if three else 1.5, lane_util=min(1.0, d / block) * min(1.0, block / threads))
-    return launch
-
-
 def chunked_three_pass_src(p, task, stop="D", scale=" * w"):
     return f"""
 {SIG}BLOCK: tl.constexpr):
@@ -189,14 +171,14 @@ class LayerNormTriton(LayerNormSpec):
     variants = (
         Rung("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
              (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)), memory_eff=0.45,
-             launch=row_per_lane_launch, render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
+             launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-             CHUNK, memory_eff=0.8, launch=chunked_launch(three=True), render=chunked_three_pass_src,
+             CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 2.0), render=chunked_three_pass_src,
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
-             CHUNK, memory_eff=0.84, launch=chunked_launch(three=False), render=welford_chunked_src,
+             CHUNK, memory_eff=0.84, launch=chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), render=welford_chunked_src,
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",

@@ -6,7 +6,7 @@ program as a 2-D tile -> persistent programs that keep the weight resident and p
 the next row under the current row's reduction.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2, row_program
+from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_program
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
@@ -18,13 +18,6 @@ def block_d(p, task) -> dict:
 
 
 # -- row_per_lane --------------------------------------------------------------------------
-def row_per_lane_launch(p, task):
-    # lanes past BLOCK_T replicate rows: wasted
-    t, bt, threads = task["T"], p["BLOCK_T"], p["num_warps"] * task.gpu.warp
-    return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=2.5,
-                  lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
-
-
 def row_per_lane_src(p, task, stop="D", scale=" * w"):
     return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_T: tl.constexpr):
@@ -47,14 +40,6 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_T: tl.constexpr):
 
 
 # -- chunked_two_pass ----------------------------------------------------------------------
-def chunked_two_pass_launch(p, task):
-    d, elt, block, threads = task["D"], DTYPE_BYTES[task.dtype], p["BLOCK"], p["num_warps"] * task.gpu.warp
-    per = max(1, block // threads)
-    return Launch(grid=task["T"], threads=threads, smem_bytes=4 * p["num_warps"], regs=24 + 2 * per,
-                  bytes_per_access=min(16, per * elt), traffic=1.5,
-                  lane_util=min(1.0, d / block) * min(1.0, block / threads))
-
-
 def chunked_two_pass_src(p, task, stop="D", scale=" * w"):
     return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
@@ -161,11 +146,11 @@ class RMSNormTriton(RMSNormSpec):
     variants = (
         Rung("row_per_lane", "each lane owns a row and loops over its columns: loads D elements apart",
              (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)), memory_eff=0.45,
-             launch=row_per_lane_launch, render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
+             launch=lane_rows_launch("BLOCK_T", "T", 2.5), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_two_pass", "program per row, BLOCK-wide chunks: sum-of-squares pass, then output pass",
              (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4)), memory_eff=0.82,
-             launch=chunked_two_pass_launch, render=chunked_two_pass_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             launch=chunk_launch("T", "D", 2, 1.5), render=chunked_two_pass_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): the row is loaded once and reduced in registers",
              (NUM_WARPS,), memory_eff=0.9, launch=row_tile_launch, render=whole_row_registers_src, consts=block_d,

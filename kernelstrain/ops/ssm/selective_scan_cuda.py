@@ -10,7 +10,7 @@ B/C chunk staged once in (dynamic) shared memory for ROWS channels of the block.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ._scan_cuda import BAD_FIRST, NO_DT, register_scan
-from .selective_scan_spec import ENTRY, SelectiveScanSpec
+from .selective_scan_spec import SelectiveScanSpec
 
 THREADS = Param("threads", (64, 128, 256), 128)
 ITEMS = Param("items", (4, 8, 16), 8)
