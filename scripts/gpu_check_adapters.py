@@ -47,7 +47,6 @@ SHAPES = {
     "cross_attention_triton": {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64},   # Whisper: both lengths ragged
     "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
     "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
-    "flash_prefill_cuda": {"B": 1, "H": 32, "S": 2048, "D": 128},
     "flash_prefill_triton": {"B": 1, "H": 32, "S": 2048, "D": 128},
     "mla_decode_triton": {"B": 32, "H": 128, "S": 4000},                            # S: partial key tile
     "paged_decode_cuda": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},  # + ragged seq_lens
@@ -131,7 +130,7 @@ TOLS = {
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
-_ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton", "flash_prefill_cuda",
+_ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton",
          "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
@@ -260,11 +259,6 @@ def _embedding_bwd(d, model, x, ref, out_like):
     return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
 
 
-def _flash_prefill(d, model, x, ref, out_like):
-    o = out_like(ref)
-    return [x[0], x[1], x[2], o, d["B"], d["H"], d["S"], d["D"] ** -0.5], [("o", o, ref)]
-
-
 def _paged_decode(d, model, x, ref, out_like):
     o = out_like(ref)
     return [x[0], x[1], x[2], x[3], x[4], o, d["B"], d["S"] // d["P"], d["D"] ** -0.5], [("o", o, ref)]
@@ -383,7 +377,7 @@ ADAPTERS = {
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
-    "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
+    "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
