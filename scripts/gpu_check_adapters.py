@@ -48,7 +48,6 @@ SHAPES = {
     "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
     "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
     "flash_prefill_triton": {"B": 1, "H": 32, "S": 2048, "D": 128},
-    "mla_decode_triton": {"B": 32, "H": 128, "S": 4000},                            # S: partial key tile
     "paged_decode_cuda": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},  # + ragged seq_lens
     "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
@@ -131,7 +130,7 @@ TOLS = {
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
 _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton",
-         "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
+         "flash_prefill_triton", "paged_decode_cuda", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
