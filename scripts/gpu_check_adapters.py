@@ -48,7 +48,6 @@ SHAPES = {
     "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
     "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
     "flash_prefill_triton": {"B": 1, "H": 32, "S": 2048, "D": 128},
-    "paged_decode_cuda": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},  # + ragged seq_lens
     "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
     "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
@@ -130,7 +129,7 @@ TOLS = {
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
 _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton",
-         "flash_prefill_triton", "paged_decode_cuda", "paged_decode_triton",
+         "flash_prefill_triton", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
@@ -258,20 +257,6 @@ def _embedding_bwd(d, model, x, ref, out_like):
     return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
 
 
-def _paged_decode(d, model, x, ref, out_like):
-    o = out_like(ref)
-    return [x[0], x[1], x[2], x[3], x[4], o, d["B"], d["S"] // d["P"], d["D"] ** -0.5], [("o", o, ref)]
-
-
-def _paged_decode_prepare(d, inputs):
-    # ragged contexts, as in serving: lengths in [S/2, S], most not a multiple of the page size;
-    # the first sequence keeps the full S
-    torch = _torch()
-    lens = torch.randint(d["S"] // 2, d["S"] + 1, (d["B"],), device=inputs[4].device, dtype=torch.int32)
-    lens[0] = d["S"]
-    inputs[4].copy_(lens)
-
-
 def _fp8_quant_cuda(d, model, x, ref, out_like):
     torch = _torch()
     q, s = out_like(ref[0]), out_like(ref[1])      # q: uint8 codes, poisoned 0xFF = NaN in e4m3
@@ -376,7 +361,6 @@ ADAPTERS = {
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
-    "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
@@ -438,8 +422,7 @@ TRITON_ADAPTERS = {
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
-PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_decode_prepare,
-           "paged_decode_triton": _paged_decode_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
+PREPARE = {"kv_append_cuda": _kv_append_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
 
 
 # -- adapters from the op's entry ------------------------------------------------------------

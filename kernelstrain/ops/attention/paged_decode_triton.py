@@ -14,6 +14,7 @@ LOG2E = 1.4426950408889634
 
 class PagedDecodeTriton(PagedDecodeSpec):
     impl = "triton"
+    entry = None   # not converted yet: the spec's entry is for the CUDA module only so far
     variants = (
         Variant("key_per_iteration", "program per (b, h); a block-table lookup and one K/V row per loop trip",
                 (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.3, bugs=("missing_scale", "half_accumulator")),
