@@ -47,7 +47,6 @@ SHAPES = {
     "cross_attention_triton": {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64},   # Whisper: both lengths ragged
     "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
     "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
-    "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
     "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
     # activations
@@ -128,7 +127,6 @@ TOLS = {
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
 _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton",
-         "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
@@ -417,7 +415,7 @@ def _scale(d, model):
 TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale),
-    "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
+    "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
