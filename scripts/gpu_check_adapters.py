@@ -46,7 +46,6 @@ SHAPES = {
     # attention
     "cross_attention_triton": {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64},   # Whisper: both lengths ragged
     "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
-    "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
     "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
     "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
     # activations
@@ -126,7 +125,7 @@ TOLS = {
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
-_ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton",
+_ATTN = ("cross_attention_triton", "flash_attn_bwd_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
@@ -366,13 +365,6 @@ ADAPTERS = {
 
 # -- Triton adapters ---------------------------------------------------------------------------
 
-def _t_extra(*extra):
-    """wrapper(*inputs, *extra(dims, model)) returning the output(s)."""
-    def adapter(d, model, x):
-        return [*x, *(e(d, model) for e in extra)], default_outs
-    return adapter
-
-
 def _t_grouped_gemm(d, model, x):
     return [x[0], model.w.data, x[1], x[2]], default_outs
 
@@ -408,13 +400,8 @@ def default_outs(ret, ref):
     return [("y", ret, ref)]
 
 
-def _scale(d, model):
-    return d["D"] ** -0.5
-
-
 TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
-    "flash_decode_triton": _t_extra(_scale),
     "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
