@@ -3,7 +3,6 @@ cost, PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
 from ..contract import Arg, Entry, Scalar
-from ._attn_check import plain_check
 
 QKV = ("B", "H", "S", "D")
 ENTRY = Entry("sliding_window_attn", (
@@ -32,8 +31,7 @@ class SlidingWindowSpec(OpModule):
               {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}, {"B": 16, "H": 32, "S": 2048, "D": 128, "W": 512})
     dtypes = ("bf16", "fp16")
     vendors = ("nvidia", "amd")
-    # the window is the reference's fourth input (an int), passed to the wrapper as is
-    entry, inputs, check_adapter = ENTRY, ("q", "k", "v"), staticmethod(plain_check)
+    entry, inputs = ENTRY, ("q", "k", "v")     # the window is the reference Model's attribute
     check_shape = {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}   # S: partial tiles
     tolerance = "attn"
 
@@ -42,8 +40,9 @@ class SlidingWindowSpec(OpModule):
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(
-            task, self.title, args="q, k, v, window",
+            task, self.title, args="q, k, v",
             body="i = torch.arange(q.shape[2], device=q.device)\n"
-                 "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)\n"
+                 "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.window)\n"
                  "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)] + [W]")
+            init="self.window = W",
+            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")
