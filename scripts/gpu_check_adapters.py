@@ -43,8 +43,6 @@ SHAPES = {
     "causal_conv1d_cuda": {"B": 16, "D": 2048, "L": 1024},                          # L < one vector tile
     "selective_scan_triton": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     "gemm_fp8_blockwise_cuda": {"M": 2048, "N": 2048, "K": 2048},                   # 256 tiles: persistent loop
-    # attention
-    "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
     # activations
     "bias_gelu_cuda": {"T": 1024, "N": 18176, "TANH": 0},                          # N: partial vector tile per row
     "dropout_cuda": {"T": 2048, "D": 5120},
@@ -122,7 +120,6 @@ TOLS = {
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
-_ATTN = ("flash_attn_bwd_triton",)
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
@@ -131,7 +128,6 @@ TOL_OF_MODULE = {
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
     "cross_entropy_fwd_triton": "fp32",
-    **{m: "attn" for m in _ATTN},
 }
 
 
