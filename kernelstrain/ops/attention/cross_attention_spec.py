@@ -25,14 +25,11 @@ class CrossAttentionSpec(OpModule):
     shapes = ({"B": 16, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}, {"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64},
               {"B": 8, "H": 16, "Sq": 1024, "Skv": 4096, "D": 128}, {"B": 1, "H": 32, "Sq": 2048, "Skv": 6404, "D": 128},
               {"B": 1, "H": 32, "Sq": 1, "Skv": 6404, "D": 128}, {"B": 4, "H": 20, "Sq": 1, "Skv": 1500, "D": 64})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
+    dtypes, vendors = ("bf16", "fp16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
     entry, inputs = ENTRY, ("q", "k", "v")
     check_shape = {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}    # Whisper: both lengths ragged
     tolerance = "attn"
-
-    def cost(self, task: Task) -> Cost:
-        return cost_of(task)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(

@@ -27,13 +27,10 @@ class FlashAttnBwdSpec(OpModule):
     shapes = ({"B": 4, "H": 32, "S": 2048, "D": 128}, {"B": 2, "H": 32, "S": 4096, "D": 128},
               {"B": 1, "H": 32, "S": 8192, "D": 128}, {"B": 8, "H": 16, "S": 1024, "D": 64},
               {"B": 16, "H": 16, "S": 512, "D": 64}, {"B": 2, "H": 16, "S": 4096, "D": 64})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
+    dtypes, vendors = ("bf16", "fp16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
     entry, inputs = ENTRY, ("q", "k", "v", "o", "lse", "do")
     check_shape, tolerance = {"B": 2, "H": 16, "S": 2048, "D": 128}, "attn"
-
-    def cost(self, task: Task) -> Cost:
-        return cost_of(task)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(

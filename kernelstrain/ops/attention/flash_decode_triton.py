@@ -5,15 +5,12 @@ single-pass online softmax -> next tile prefetched into registers -> split-KV
 (flash-decoding) with a separate combine kernel.
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
-from ._attn_check import triton_check
+from ._attn_check import HALF, triton_check
 from .flash_decode_spec import ENTRY, FlashDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 BLOCK_N = Param("BLOCK_N", (16, 32, 64, 128), 64)
 LOG2E = 1.4426950408889634
-# running sums kept in the storage type: small p vanish into l
-HALF = {"acc_t": "o_ptr.dtype.element_ty", "l0": "tl.zeros([1], dtype=o_ptr.dtype.element_ty)",
-        "rnd": ".to(o_ptr.dtype.element_ty)"}
 
 
 def key_launch(p, task):

@@ -25,13 +25,10 @@ class MlaDecodeSpec(OpModule):
     dims = {"B": "batch (decode sequences)", "H": "query heads", "S": "cached tokens per sequence"}
     shapes = ({"B": 1, "H": 128, "S": 4000}, {"B": 32, "H": 128, "S": 4000}, {"B": 64, "H": 16, "S": 8000},
               {"B": 8, "H": 16, "S": 32700}, {"B": 128, "H": 128, "S": 2000}, {"B": 4, "H": 128, "S": 65000})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
+    dtypes, vendors = ("bf16", "fp16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
     entry, inputs = ENTRY, ("q", "kv_cache")
     check_shape, tolerance = {"B": 32, "H": 128, "S": 4000}, "attn"    # S: partial key tile
-
-    def cost(self, task: Task) -> Cost:
-        return cost_of(task)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(

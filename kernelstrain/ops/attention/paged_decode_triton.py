@@ -5,16 +5,13 @@ all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV 
 sequence with a combine kernel.
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
-from ._attn_check import triton_check
+from ._attn_check import HALF, triton_check
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
 LOG2E = 1.4426950408889634
 NO_SCALE = {"scale": ""}
-# running sums kept in the storage type: small p vanish into l
-HALF = {"acc_t": "o_ptr.dtype.element_ty", "l0": "tl.zeros([1], dtype=o_ptr.dtype.element_ty)",
-        "rnd": ".to(o_ptr.dtype.element_ty)"}
 
 
 def reread(task) -> float:

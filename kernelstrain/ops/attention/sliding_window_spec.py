@@ -29,14 +29,11 @@ class SlidingWindowSpec(OpModule):
     shapes = ({"B": 1, "H": 32, "S": 16384, "D": 128, "W": 4096}, {"B": 4, "H": 32, "S": 8192, "D": 128, "W": 4096},
               {"B": 2, "H": 16, "S": 16384, "D": 128, "W": 1024}, {"B": 8, "H": 32, "S": 3000, "D": 128, "W": 1024},
               {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}, {"B": 16, "H": 32, "S": 2048, "D": 128, "W": 512})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
+    dtypes, vendors = ("bf16", "fp16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
     entry, inputs = ENTRY, ("q", "k", "v")     # the window is the reference Model's attribute
     check_shape = {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}   # S: partial tiles
     tolerance = "attn"
-
-    def cost(self, task: Task) -> Cost:
-        return cost_of(task)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(

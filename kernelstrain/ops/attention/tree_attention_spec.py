@@ -35,15 +35,12 @@ class TreeAttentionSpec(OpModule):
     shapes = ({"B": 1, "H": 32, "P": 4093, "N": 64, "D": 128}, {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},
               {"B": 32, "H": 32, "P": 1021, "N": 16, "D": 128}, {"B": 4, "H": 32, "P": 16001, "N": 64, "D": 128},
               {"B": 16, "H": 32, "P": 8190, "N": 8, "D": 128}, {"B": 2, "H": 40, "P": 31999, "N": 64, "D": 128})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
+    dtypes, vendors = ("bf16", "fp16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
     entry = ENTRY
     inputs = ("q", "k_cache", "v_cache", "k_tree", "v_tree", "tree_mask")
     check_shape = {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128}       # P: partial prefix tile
     tolerance = "attn"
-
-    def cost(self, task: Task) -> Cost:
-        return cost_of(task)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(
