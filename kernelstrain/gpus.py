@@ -67,6 +67,8 @@ class GPU:
     # sm_90: Triton issues wgmma only for dot tiles of >= triton_full_stage_rows rows; a smaller
     # tile falls back to mma.sync at this fraction of the rate (one value for the attention models)
     triton_small_tile_scale: float = 1.0
+    # Triton's tl.dot flash-attention kernel against a hand-tuned one (no warp specialisation on sm_90, MFMA scheduling on gfx942)
+    triton_flash_scale: float = 1.0
 
     @property
     def cc(self) -> int:
@@ -97,7 +99,7 @@ def _gpu(name, arch, vendor, sms, fp32, fp16, fp8, int8, fp4, bw, l2, smem_block
 
 
 HOPPER_FACTS = dict(mma_sync_rate={"fp16": 0.5, "int8": 0.5, "fp8": 0.28}, triton_full_stage_rows=64,
-                    triton_small_tile_scale=0.65)
+                    triton_small_tile_scale=0.65, triton_flash_scale=0.75)
 
 
 GPUS = {g.name: g for g in (
@@ -112,7 +114,8 @@ GPUS = {g.name: g for g in (
     _gpu("A10", "sm_86", "nvidia", 72, 31.2, 125, None, 250, None, 0.60, 6, 101376, 102400, 1536, 16, AMPERE),
     _gpu("RTXA6000", "sm_86", "nvidia", 84, 38.7, 154.8, None, 309.7, None, 0.77, 6, 101376, 102400, 1536, 16, AMPERE),
     _gpu("MI300X", "gfx942", "amd", 304, 163, 1307, 2615, 2615, None, 5.3, 256, 65536, 65536, 2048, 32, CDNA3,
-         warp=64, regs=131072, triton_dot_scale=0.7, triton_q_in_registers=True, triton_max_stage_buffers=2),
+         warp=64, regs=131072, triton_dot_scale=0.7, triton_q_in_registers=True, triton_max_stage_buffers=2,
+         triton_flash_scale=0.6),
 )}
 
 # Launch cost: host launch plus ramp-up/tail of one kernel, microseconds. Fitted to the

@@ -41,17 +41,6 @@ SHAPES = {
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
     "gemm_fp8_blockwise_cuda": {"M": 2048, "N": 2048, "K": 2048},                   # 256 tiles: persistent loop
-    # attention
-    "cross_attention_triton": {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64},   # Whisper: both lengths ragged
-    "flash_attn_bwd_triton": {"B": 2, "H": 16, "S": 2048, "D": 128},
-    "flash_decode_triton": {"B": 8, "H": 32, "S": 2048, "D": 128},
-    "flash_prefill_cuda": {"B": 1, "H": 32, "S": 2048, "D": 128},
-    "flash_prefill_triton": {"B": 1, "H": 32, "S": 2048, "D": 128},
-    "mla_decode_triton": {"B": 32, "H": 128, "S": 4000},                            # S: partial key tile
-    "paged_decode_cuda": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},  # + ragged seq_lens
-    "paged_decode_triton": {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16},
-    "sliding_window_attn_triton": {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024},  # S: partial tiles
-    "tree_attention_triton": {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128},       # P: partial prefix tile
     # matmul
     "gemm_fp16_cuda": {"M": 2048, "N": 2048, "K": 2048},
     "gemm_fp16_triton": {"M": 2048, "N": 2048, "K": 2048},
@@ -119,9 +108,6 @@ TOLS = {
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
-_ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton", "flash_prefill_cuda",
-         "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
-         "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
@@ -130,7 +116,6 @@ TOL_OF_MODULE = {
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
     "cross_entropy_fwd_triton": "fp32",
-    **{m: "attn" for m in _ATTN},
 }
 
 
@@ -227,25 +212,6 @@ def _embedding_gather(d, model, x, ref, out_like):
 def _embedding_bwd(d, model, x, ref, out_like):
     # grad_weight += scatter(grad_out) in place; the reference returns the same sum out of place
     return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
-
-
-def _flash_prefill(d, model, x, ref, out_like):
-    o = out_like(ref)
-    return [x[0], x[1], x[2], o, d["B"], d["H"], d["S"], d["D"] ** -0.5], [("o", o, ref)]
-
-
-def _paged_decode(d, model, x, ref, out_like):
-    o = out_like(ref)
-    return [x[0], x[1], x[2], x[3], x[4], o, d["B"], d["S"] // d["P"], d["D"] ** -0.5], [("o", o, ref)]
-
-
-def _paged_decode_prepare(d, inputs):
-    # ragged contexts, as in serving: lengths in [S/2, S], most not a multiple of the page size;
-    # the first sequence keeps the full S
-    torch = _torch()
-    lens = torch.randint(d["S"] // 2, d["S"] + 1, (d["B"],), device=inputs[4].device, dtype=torch.int32)
-    lens[0] = d["S"]
-    inputs[4].copy_(lens)
 
 
 def _fp8_quant_cuda(d, model, x, ref, out_like):
@@ -345,7 +311,6 @@ ADAPTERS = {
     "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
-    "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
@@ -353,13 +318,6 @@ ADAPTERS = {
 
 
 # -- Triton adapters ---------------------------------------------------------------------------
-
-def _t_extra(*extra):
-    """wrapper(*inputs, *extra(dims, model)) returning the output(s)."""
-    def adapter(d, model, x):
-        return [*x, *(e(d, model) for e in extra)], default_outs
-    return adapter
-
 
 def _t_grouped_gemm(d, model, x):
     return [x[0], model.w.data, x[1], x[2]], default_outs
@@ -396,19 +354,13 @@ def default_outs(ret, ref):
     return [("y", ret, ref)]
 
 
-def _scale(d, model):
-    return d["D"] ** -0.5
-
-
 TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
-    "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
-    "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
+    "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
-PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_decode_prepare,
-           "paged_decode_triton": _paged_decode_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
+PREPARE = {"kv_append_cuda": _kv_append_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
 
 
 # -- adapters from the op's entry ------------------------------------------------------------
