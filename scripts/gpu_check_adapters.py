@@ -34,7 +34,6 @@ from __future__ import annotations
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
 SHAPES = {
     # moe / matmul / misc / ssm checked first (commit 9204e2d)
-    "moe_scatter_cuda": {"T": 2048, "E": 64, "topk": 6, "K": 2048},
     "grouped_gemm_cuda": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},      # ~6 rows an expert
     "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
@@ -134,7 +133,7 @@ _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton
          "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
-    "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
+    "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
     "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
@@ -165,12 +164,6 @@ def _torch():
 
 
 # -- CUDA adapters ----------------------------------------------------------------------------
-
-def _moe_scatter(d, model, x, ref, out_like):
-    xs, ids, offs = (out_like(r) for r in ref)
-    return ([x[0], x[1], xs, ids, offs, d["T"], d["E"], d["K"], d["topk"]],
-            [("x_sorted", xs, ref[0]), ("sorted_ids", ids, ref[1]), ("expert_offsets", offs, ref[2])])
-
 
 def _grouped_gemm(d, model, x, ref, out_like):
     y = out_like(ref)
@@ -368,7 +361,7 @@ def _top_p(d, model, x, ref, out_like):
 
 
 ADAPTERS = {
-    "moe_scatter_cuda": _moe_scatter, "grouped_gemm_cuda": _grouped_gemm,
+    "grouped_gemm_cuda": _grouped_gemm,
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
