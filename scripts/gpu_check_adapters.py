@@ -34,7 +34,6 @@ from __future__ import annotations
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
 SHAPES = {
     # moe / matmul / misc / ssm checked first (commit 9204e2d)
-    "grouped_gemm_cuda": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},      # ~6 rows an expert
     "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
@@ -164,11 +163,6 @@ def _torch():
 
 
 # -- CUDA adapters ----------------------------------------------------------------------------
-
-def _grouped_gemm(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], model.w.data, x[1], x[2], y, d["T"], d["E"], d["K"], d["N"], d["topk"]], [("y", y, ref)]
-
 
 def _gemv(d, model, x, ref, out_like):
     y = out_like(ref)
@@ -361,7 +355,6 @@ def _top_p(d, model, x, ref, out_like):
 
 
 ADAPTERS = {
-    "grouped_gemm_cuda": _grouped_gemm,
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
