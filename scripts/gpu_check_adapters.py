@@ -69,8 +69,6 @@ SHAPES = {
     "rope_cuda": {"T": 2048, "H": 16, "D": 256},
     "rope_triton": {"T": 2048, "H": 16, "D": 256},
     "transpose_cuda": {"R": 2048, "C": 5120},
-    # moe
-    "grouped_gemm_triton": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
     # quant
     "fp8_quant_cuda": {"T": 4096, "D": 4096},
     "fp8_quant_triton": {"T": 4096, "D": 4096},
@@ -379,10 +377,6 @@ def _t_extra(*extra):
     return adapter
 
 
-def _t_grouped_gemm(d, model, x):
-    return [x[0], model.w.data, x[1], x[2]], default_outs
-
-
 def _t_rope(d, model, x):
     # q and k are rotated in place (and returned)
     return [x[0], x[1], x[2], model.cos_sin_cache], lambda ret, ref: [("q", x[1], ref[0]), ("k", x[2], ref[1])]
@@ -419,7 +413,6 @@ def _scale(d, model):
 
 
 TRITON_ADAPTERS = {
-    "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
     "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
