@@ -8,7 +8,7 @@ dequantizes while staging tiles (CUDA cores) -> mma.sync tensor cores with in-re
 """
 from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
                     kernelbench_program)
-from ._gemm_tc import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
+from ._gemm_ptx import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
 
 GROUP = 128
 BK = 64                                    # K per tensor-core tile: half a quantization group

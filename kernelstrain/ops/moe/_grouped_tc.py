@@ -2,7 +2,7 @@
 lookup every single-launch rung shares: a block finds its expert from the offsets, stages its rows'
 assignment ids in smem, gathers x rows and scatters y rows by assignment id.
 """
-from ..matmul._gemm_tc import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
+from ..matmul._gemm_ptx import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
 
 PTX = {"fp16": ("f16", "__half2"), "bf16": ("bf16", "__nv_bfloat162")}
 ARGS = ("const scalar_t* __restrict__ x, const scalar_t* __restrict__ w, const int* __restrict__ sorted_ids, "
