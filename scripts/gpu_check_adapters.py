@@ -59,7 +59,6 @@ SHAPES = {
     "swiglu_fwd_cuda": {"T": 1024, "I": 13824},
     "swiglu_fwd_triton": {"T": 1024, "I": 13824},
     # matmul
-    "gemm_fp16_triton": {"M": 2048, "N": 2048, "K": 2048},
     # misc
     "embedding_gather_cuda": {"T": 4096, "V": 152064, "D": 3584},
     "rope_cuda": {"T": 2048, "H": 16, "D": 256},
