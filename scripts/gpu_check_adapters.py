@@ -34,7 +34,6 @@ from __future__ import annotations
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
 SHAPES = {
     # moe / matmul / misc / ssm checked first (commit 9204e2d)
-    "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
     "causal_conv1d_cuda": {"B": 16, "D": 2048, "L": 1024},                          # L < one vector tile
@@ -154,11 +153,6 @@ def _torch():
 
 
 # -- CUDA adapters ----------------------------------------------------------------------------
-
-def _gemv(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [model.weight.data, x[0], y, d["M"], d["N"], d["K"]], [("y", y, ref)]
-
 
 def _gemm_int4(d, model, x, ref, out_like):
     y = out_like(ref)
@@ -335,7 +329,7 @@ def _top_p(d, model, x, ref, out_like):
 
 
 ADAPTERS = {
-    "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4,
+    "gemm_int4_cuda": _gemm_int4,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
