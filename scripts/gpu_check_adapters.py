@@ -34,7 +34,6 @@ from __future__ import annotations
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
 SHAPES = {
     # moe / matmul / misc / ssm checked first (commit 9204e2d)
-    "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
     "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
     "causal_conv1d_cuda": {"B": 16, "D": 2048, "L": 1024},                          # L < one vector tile
     "selective_scan_triton": {"B": 1, "L": 2048, "D": 1536, "N": 16},
@@ -124,7 +123,7 @@ _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton
          "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
-    "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
+    "kv_append_cuda": "exact",
     "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
@@ -153,11 +152,6 @@ def _torch():
 
 
 # -- CUDA adapters ----------------------------------------------------------------------------
-
-def _gemm_int4(d, model, x, ref, out_like):
-    y = out_like(ref)
-    return [x[0], model.qweight, model.scales, y, d["M"], d["N"], d["K"]], [("y", y, ref)]
-
 
 def _kv_append(d, model, x, ref, out_like):
     # caches are updated in place: the candidate's copies hold the same random contents the
@@ -329,7 +323,6 @@ def _top_p(d, model, x, ref, out_like):
 
 
 ADAPTERS = {
-    "gemm_int4_cuda": _gemm_int4,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
