@@ -71,7 +71,6 @@ SHAPES = {
     "embedding_gather_cuda": {"T": 4096, "V": 152064, "D": 3584},
     "rope_cuda": {"T": 2048, "H": 16, "D": 256},
     "rope_triton": {"T": 2048, "H": 16, "D": 256},
-    "transpose_cuda": {"R": 2048, "C": 5120},
     # moe
     "grouped_gemm_triton": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
     # quant
@@ -137,7 +136,7 @@ _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
-    "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
+    "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
@@ -378,7 +377,7 @@ ADAPTERS = {
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
-    "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
+    "softmax_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
