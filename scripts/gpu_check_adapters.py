@@ -39,7 +39,6 @@ SHAPES = {
     "moe_combine_cuda": {"T": 2048, "topk": 6, "K": 2048},
     "gemv_cuda": {"M": 4, "N": 6144, "K": 4096},
     "gemm_int4_cuda": {"M": 16, "N": 4096, "K": 14336},                             # M < BM: masked rows
-    "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
     "causal_conv1d_cuda": {"B": 16, "D": 2048, "L": 1024},                          # L < one vector tile
     "selective_scan_triton": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     "gemm_fp8_blockwise_cuda": {"M": 2048, "N": 2048, "K": 2048},                   # 256 tiles: persistent loop
@@ -134,7 +133,7 @@ _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton
          "flash_prefill_triton", "mla_decode_triton", "paged_decode_cuda", "paged_decode_triton",
          "sliding_window_attn_triton", "tree_attention_triton")
 TOL_OF_MODULE = {
-    "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
+    "moe_scatter_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
     "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
@@ -201,20 +200,6 @@ def _gemm_scaled(d, model, x, ref, out_like):
 def _gemm_fp16(d, model, x, ref, out_like):
     c = out_like(ref)
     return [x[0], x[1], c, d["M"], d["N"], d["K"]], [("C", c, ref)]
-
-
-def _kv_append(d, model, x, ref, out_like):
-    # caches are updated in place: the candidate's copies hold the same random contents the
-    # reference started from, so every slot it fails to write (or writes wrongly) shows
-    return ([x[0], x[1], x[2], x[3], x[4], d["T"], d["H"], d["D"], d["P"]],
-            [("key_cache", x[2], ref[0]), ("value_cache", x[3], ref[1])])
-
-
-def _kv_append_prepare(d, inputs):
-    torch = _torch()
-    inputs[2].copy_(torch.randn_like(inputs[2]))     # never zeros: unwritten slots keep random data
-    inputs[3].copy_(torch.randn_like(inputs[3]))
-    inputs[4][3::37] = -1                              # padding tokens (skipped); the last token is real
 
 
 def _causal_conv1d(d, model, x, ref, out_like):
@@ -375,7 +360,7 @@ def _top_p(d, model, x, ref, out_like):
 ADAPTERS = {
     "moe_scatter_cuda": _moe_scatter, "grouped_gemm_cuda": _grouped_gemm, "moe_combine_cuda": _moe_combine,
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
-    "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
+    "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
     "softmax_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
@@ -444,7 +429,7 @@ TRITON_ADAPTERS = {
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
-PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_decode_prepare,
+PREPARE = {"paged_decode_cuda": _paged_decode_prepare,
            "paged_decode_triton": _paged_decode_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
 
 
