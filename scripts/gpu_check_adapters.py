@@ -67,8 +67,6 @@ SHAPES = {
     "gemm_fp8_cuda": {"M": 2048, "N": 2048, "K": 2048},
     "gemm_int8_cuda": {"M": 2048, "N": 2048, "K": 2048},
     # misc
-    "rope_cuda": {"T": 2048, "H": 16, "D": 256},
-    "rope_triton": {"T": 2048, "H": 16, "D": 256},
     # moe
     "grouped_gemm_triton": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
     # quant
@@ -265,12 +263,6 @@ def _fp8_quant_cuda(d, model, x, ref, out_like):
              ("scales", s, ref[1], "fp32")])
 
 
-def _rope(d, model, x, ref, out_like):
-    # q and k are rotated in place
-    return ([x[0], x[1], x[2], model.cos_sin_cache, d["T"], d["H"], d["D"]],
-            [("q", x[1], ref[0]), ("k", x[2], ref[1])])
-
-
 def _selective_scan(d, model, x, ref, out_like):
     y = out_like(ref)
     return [*x[:8], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
@@ -362,7 +354,7 @@ ADAPTERS = {
     "embedding_fwd_cuda": _embedding_fwd,
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
-    "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
+    "fp8_quant_cuda": _fp8_quant_cuda, "selective_scan_cuda": _selective_scan,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
@@ -379,11 +371,6 @@ def _t_extra(*extra):
 
 def _t_grouped_gemm(d, model, x):
     return [x[0], model.w.data, x[1], x[2]], default_outs
-
-
-def _t_rope(d, model, x):
-    # q and k are rotated in place (and returned)
-    return [x[0], x[1], x[2], model.cos_sin_cache], lambda ret, ref: [("q", x[1], ref[0]), ("k", x[2], ref[1])]
 
 
 def _t_int8_kv_quant(d, model, x):
@@ -419,7 +406,7 @@ def _scale(d, model):
 TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
-    "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
+    "paged_decode_triton": _t_extra(_scale),
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
