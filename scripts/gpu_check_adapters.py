@@ -73,9 +73,6 @@ SHAPES = {
     "fp8_quant_cuda": {"T": 4096, "D": 4096},
     "fp8_quant_triton": {"T": 4096, "D": 4096},
     "int8_kv_quant_triton": {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
-    # sampling: 256 rows so that a bug touching few rows still shows
-    "top_p_cuda": {"B": 256, "V": 128256},
-    "topk_cuda": {"B": 256, "V": 128256, "K": 50},
     # ssm
     "selective_scan_cuda": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     # training
@@ -298,51 +295,6 @@ def _adamw(d, model, x, ref, out_like):
              ("exp_avg_sq", cat(v), ref[2 * n:], "fp32")])
 
 
-# -- sampling: the token must lie in the reference distribution's allowed set, at the uniform ----
-
-def sample_check(kept, target, eps=1e-5):
-    """check(torch, tokens, ref) for inverse-CDF sampling over the unnormalized kept mass `kept`
-    [B, V] (float64, 0 = excluded) at `target` [B] (uniform x total): token t is right iff it is
-    allowed and cdf[t] - kept[t] <= target <= cdf[t], within eps of the row's mass (the kernel's
-    fp32 partial sums run in another order than the reference's cumsum)."""
-    cdf = kept.cumsum(-1)
-    tol = eps * cdf[:, -1]
-
-    def check(torch, out, ref):
-        if out.shape != ref.shape:
-            return {"ok": False, "error": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}", "nbad": -1}
-        tok = out.long()
-        inside = (tok >= 0) & (tok < kept.shape[1])
-        t = tok.clamp(0, kept.shape[1] - 1)[:, None]
-        hi, w = cdf.gather(1, t)[:, 0], kept.gather(1, t)[:, 0]
-        good = inside & (w > 0) & (hi - w <= target + tol) & (hi >= target - tol)
-        nbad = int((~good).sum().item())
-        differ = int((out != ref).sum().item())
-        return {"ok": nbad == 0, "nbad": nbad, "numel": out.numel(), "max_abs_err": float(differ),
-                "rel_l2_err": differ / out.numel(), "nonfinite": 0, "differs_from_ref": differ}
-    return check
-
-
-def _topk(d, model, x, ref, out_like):
-    torch = _torch()
-    logits, u = x[0].double(), x[1].double()
-    thresh = torch.topk(logits, d["K"], dim=-1).values[:, -1:]
-    kept = torch.softmax(logits.masked_fill(logits < thresh, float("-inf")), dim=-1)
-    tok = out_like(ref)
-    return [x[0], x[1], tok, d["B"], d["V"], d["K"]], [("tokens", tok, ref, sample_check(kept, u))]
-
-
-def _top_p(d, model, x, ref, out_like):
-    torch = _torch()
-    probs = torch.softmax(x[0].double(), dim=-1)
-    sp = probs.sort(dim=-1, descending=True).values
-    last = (sp.cumsum(-1) < x[1].double()[:, None]).sum(-1, keepdim=True).clamp(max=d["V"] - 1)
-    kept = probs.masked_fill(probs < sp.gather(-1, last), 0.0)
-    tok = out_like(ref)
-    return ([x[0], x[1], x[2], tok, d["B"], d["V"]],
-            [("tokens", tok, ref, sample_check(kept, x[2].double() * kept.sum(-1)))])
-
-
 ADAPTERS = {
     "moe_scatter_cuda": _moe_scatter, "grouped_gemm_cuda": _grouped_gemm, "moe_combine_cuda": _moe_combine,
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
@@ -356,7 +308,7 @@ ADAPTERS = {
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "selective_scan_cuda": _selective_scan,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
-    "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
+    "adamw_cuda": _adamw,
 }
 
 
