@@ -35,7 +35,6 @@ void top_p_sampling(const float* logits, const float* top_p, const float* unifor
 COMMON = KEY_HELPERS + BLOCK_REDUCE + ROW_STATS
 
 
-
 def small_smem(task, threads: int) -> int:
     return 4 * cdiv(threads, task.gpu.warp) + 24                 # reduction slots, Sel, pick
 

@@ -25,6 +25,8 @@ void topk_sampling(const float* logits, const float* uniform, int* tokens, int B
 """
 COMMON = (KEY_HELPERS + "\n// Block reductions: warp shuffles, one shared slot per warp, every thread gets the result.\n"
           + BLOCK_REDUCE)
+
+
 # -- full_sort -----------------------------------------------------------------------------
 def full_sort_launch(p, task):
     threads, c = p["threads"], p["chunk"]
