@@ -33,20 +33,10 @@ from __future__ import annotations
 # One check shape per module: one of its own shapes or a smaller realistic one, so a case runs
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
 SHAPES = {
-    # moe / matmul / misc / ssm checked first (commit 9204e2d)
-    "kv_append_cuda": {"T": 4096, "H": 16, "D": 256, "P": 32},
-    # misc
-    "embedding_gather_cuda": {"T": 4096, "V": 152064, "D": 3584},
-    "rope_cuda": {"T": 2048, "H": 16, "D": 256},
-    "rope_triton": {"T": 2048, "H": 16, "D": 256},
-    "transpose_cuda": {"R": 2048, "C": 5120},
     # quant
     "fp8_quant_cuda": {"T": 4096, "D": 4096},
     "fp8_quant_triton": {"T": 4096, "D": 4096},
     "int8_kv_quant_triton": {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
-    # sampling: 256 rows so that a bug touching few rows still shows
-    "top_p_cuda": {"B": 256, "V": 128256},
-    "topk_cuda": {"B": 256, "V": 128256, "K": 50},
     # training
     "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
@@ -96,8 +86,7 @@ TOLS = {
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
 TOL_OF_MODULE = {
-    "kv_append_cuda": "exact",
-    "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
+    "embedding_fwd_cuda": "exact",
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
     "cross_entropy_fwd_triton": "fp32",
@@ -125,20 +114,6 @@ def _torch():
 
 # -- CUDA adapters ----------------------------------------------------------------------------
 
-def _kv_append(d, model, x, ref, out_like):
-    # caches are updated in place: the candidate's copies hold the same random contents the
-    # reference started from, so every slot it fails to write (or writes wrongly) shows
-    return ([x[0], x[1], x[2], x[3], x[4], d["T"], d["H"], d["D"], d["P"]],
-            [("key_cache", x[2], ref[0]), ("value_cache", x[3], ref[1])])
-
-
-def _kv_append_prepare(d, inputs):
-    torch = _torch()
-    inputs[2].copy_(torch.randn_like(inputs[2]))     # never zeros: unwritten slots keep random data
-    inputs[3].copy_(torch.randn_like(inputs[3]))
-    inputs[4][3::37] = -1                              # padding tokens (skipped); the last token is real
-
-
 def _unary(*dims):
     """x -> y with the given dims after the two pointers (softmax, transpose, scan, swiglu ...)."""
     def adapter(d, model, x, ref, out_like):
@@ -152,11 +127,6 @@ def _embedding_fwd(d, model, x, ref, out_like):
     return [x[0], model.weight.data, out, d["T"], d["D"], model.padding_idx], [("out", out, ref)]
 
 
-def _embedding_gather(d, model, x, ref, out_like):
-    out = out_like(ref)
-    return [x[0], x[1], out, d["T"], d["V"], d["D"]], [("out", out, ref)]
-
-
 def _embedding_bwd(d, model, x, ref, out_like):
     # grad_weight += scatter(grad_out) in place; the reference returns the same sum out of place
     return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
@@ -168,12 +138,6 @@ def _fp8_quant_cuda(d, model, x, ref, out_like):
     return ([x[0], q, s, d["T"], d["D"]],
             [("q", lambda: q.view(torch.float8_e4m3fn), ref[0].view(torch.float8_e4m3fn), "fp8q"),
              ("scales", s, ref[1], "fp32")])
-
-
-def _rope(d, model, x, ref, out_like):
-    # q and k are rotated in place
-    return ([x[0], x[1], x[2], model.cos_sin_cache, d["T"], d["H"], d["D"]],
-            [("q", x[1], ref[0]), ("k", x[2], ref[1])])
 
 
 def _grad_clip(d, model, x, ref, out_like):
@@ -206,68 +170,17 @@ def _adamw(d, model, x, ref, out_like):
              ("exp_avg_sq", cat(v), ref[2 * n:], "fp32")])
 
 
-# -- sampling: the token must lie in the reference distribution's allowed set, at the uniform ----
-
-def sample_check(kept, target, eps=1e-5):
-    """check(torch, tokens, ref) for inverse-CDF sampling over the unnormalized kept mass `kept`
-    [B, V] (float64, 0 = excluded) at `target` [B] (uniform x total): token t is right iff it is
-    allowed and cdf[t] - kept[t] <= target <= cdf[t], within eps of the row's mass (the kernel's
-    fp32 partial sums run in another order than the reference's cumsum)."""
-    cdf = kept.cumsum(-1)
-    tol = eps * cdf[:, -1]
-
-    def check(torch, out, ref):
-        if out.shape != ref.shape:
-            return {"ok": False, "error": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}", "nbad": -1}
-        tok = out.long()
-        inside = (tok >= 0) & (tok < kept.shape[1])
-        t = tok.clamp(0, kept.shape[1] - 1)[:, None]
-        hi, w = cdf.gather(1, t)[:, 0], kept.gather(1, t)[:, 0]
-        good = inside & (w > 0) & (hi - w <= target + tol) & (hi >= target - tol)
-        nbad = int((~good).sum().item())
-        differ = int((out != ref).sum().item())
-        return {"ok": nbad == 0, "nbad": nbad, "numel": out.numel(), "max_abs_err": float(differ),
-                "rel_l2_err": differ / out.numel(), "nonfinite": 0, "differs_from_ref": differ}
-    return check
-
-
-def _topk(d, model, x, ref, out_like):
-    torch = _torch()
-    logits, u = x[0].double(), x[1].double()
-    thresh = torch.topk(logits, d["K"], dim=-1).values[:, -1:]
-    kept = torch.softmax(logits.masked_fill(logits < thresh, float("-inf")), dim=-1)
-    tok = out_like(ref)
-    return [x[0], x[1], tok, d["B"], d["V"], d["K"]], [("tokens", tok, ref, sample_check(kept, u))]
-
-
-def _top_p(d, model, x, ref, out_like):
-    torch = _torch()
-    probs = torch.softmax(x[0].double(), dim=-1)
-    sp = probs.sort(dim=-1, descending=True).values
-    last = (sp.cumsum(-1) < x[1].double()[:, None]).sum(-1, keepdim=True).clamp(max=d["V"] - 1)
-    kept = probs.masked_fill(probs < sp.gather(-1, last), 0.0)
-    tok = out_like(ref)
-    return ([x[0], x[1], x[2], tok, d["B"], d["V"]],
-            [("tokens", tok, ref, sample_check(kept, x[2].double() * kept.sum(-1)))])
-
-
 ADAPTERS = {
-    "kv_append_cuda": _kv_append,
-    "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
-    "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
+    "prefix_scan_cuda": _unary("R", "C"),
+    "embedding_fwd_cuda": _embedding_fwd,
     "embedding_bwd_cuda": _embedding_bwd,
-    "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope,
+    "fp8_quant_cuda": _fp8_quant_cuda,
     "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
-    "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
+    "adamw_cuda": _adamw,
 }
 
 
 # -- Triton adapters ---------------------------------------------------------------------------
-
-def _t_rope(d, model, x):
-    # q and k are rotated in place (and returned)
-    return [x[0], x[1], x[2], model.cos_sin_cache], lambda ret, ref: [("q", x[1], ref[0]), ("k", x[2], ref[1])]
-
 
 def _t_int8_kv_quant(d, model, x):
     names = ("k_cache", "v_cache", "k_scale", "v_scale")
@@ -296,11 +209,10 @@ def default_outs(ret, ref):
 
 
 TRITON_ADAPTERS = {
-    "rope_triton": _t_rope,
     "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
 }
 
-PREPARE = {"kv_append_cuda": _kv_append_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
+PREPARE = {"int8_kv_quant_triton": _int8_kv_prepare}
 
 
 # -- adapters from the op's entry ------------------------------------------------------------
