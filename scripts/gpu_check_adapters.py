@@ -89,7 +89,6 @@ SHAPES = {
     "cross_entropy_bwd_triton": {"T": 512, "V": 128256},
     "cross_entropy_fwd_triton": {"T": 512, "V": 128256},
     "embedding_bwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
-    "embedding_fwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
     "grad_clip_cuda": {"N": 124439808},                  # GPT-2 size: not a multiple of 512
     "prefix_scan_cuda": {"R": 256, "C": 32000},
     "reduction_cuda": {"N": 67108864},
@@ -137,7 +136,7 @@ _ATTN = ("cross_attention_triton", "flash_attn_bwd_triton", "flash_decode_triton
 TOL_OF_MODULE = {
     "moe_scatter_cuda": "exact", "kv_append_cuda": "exact", "gemm_int4_cuda": "quant",
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
-    "embedding_fwd_cuda": "exact", "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
+    "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
     "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
     # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
@@ -243,11 +242,6 @@ def _dropout(d, model, x, ref, out_like):
     # seed gives the same mask.
     y = out_like(ref)
     return [x[0], y, x[0].numel(), model.p, model.seed, model.offset], [("y", y, ref)]
-
-
-def _embedding_fwd(d, model, x, ref, out_like):
-    out = out_like(ref)
-    return [x[0], model.weight.data, out, d["T"], d["D"], model.padding_idx], [("out", out, ref)]
 
 
 def _embedding_gather(d, model, x, ref, out_like):
@@ -381,7 +375,7 @@ ADAPTERS = {
     "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
-    "embedding_fwd_cuda": _embedding_fwd, "embedding_gather_cuda": _embedding_gather,
+    "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,

@@ -49,6 +49,7 @@ class Dialect:
     match_any: bool = True               # __match_any_sync exists (AMD: peel one key per round instead)
     atomic_16bit: bool = True            # atomicAdd on half / bfloat16 (HIP: CAS on the 32-bit word)
     extra: dict = field(default_factory=dict)   # spellings added later, by name (append only)
+    stream_store_uint4: str = "__stcs(&{dst}, {v})"   # evict-first (non-temporal) store of a uint4 {v} to {dst}
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -108,6 +109,9 @@ HIP = replace(
     cub_header="#include <rocprim/rocprim.hpp>",
     coop_groups_header="#include <hip/hip_cooperative_groups.h>",
     runtime_prefix="hip", match_any=False, atomic_16bit=False,
+    stream_store_uint4=("{{ unsigned* d = reinterpret_cast<unsigned*>(&{dst}); __builtin_nontemporal_store({v}.x, d); "
+                        "__builtin_nontemporal_store({v}.y, d + 1); __builtin_nontemporal_store({v}.z, d + 2); "
+                        "__builtin_nontemporal_store({v}.w, d + 3); }}"),
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
