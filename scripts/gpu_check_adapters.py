@@ -87,9 +87,7 @@ SHAPES = {
     "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
     "embedding_bwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
-    "grad_clip_cuda": {"N": 124439808},                  # GPT-2 size: not a multiple of 512
     "prefix_scan_cuda": {"R": 256, "C": 32000},
-    "reduction_cuda": {"N": 67108864},
 }
 
 # Output tolerance classes. rtol: per element, relative to the reference value; atol_rel: per
@@ -288,19 +286,6 @@ def _selective_scan(d, model, x, ref, out_like):
     return [*x[:8], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
 
 
-def _grad_clip(d, model, x, ref, out_like):
-    norm = out_like(ref[1])
-    # the norm is a sum of N squares in fp32 in another order: dtype class (also for the scale)
-    return [x[0], d["N"], model.max_norm, norm], [("grads", x[0], ref[0]), ("total_norm", norm, ref[1])]
-
-
-def _reduction(d, model, x, ref, out_like):
-    # one fp32 sum of N values in another order (atomics, trees): error ~sqrt(N) ulps of the
-    # partial sums, ~1e-4 of the sum for the per-element atomic rung; dtype class
-    out = out_like(ref)
-    return [x[0], out, d["N"]], [("sum", out, ref)]
-
-
 def _adafactor(d, model, x, ref, out_like):
     # row / col EMAs updated in place
     return ([x[0], x[1], x[2], d["R"], d["C"], model.beta2t, model.eps1],
@@ -375,7 +360,7 @@ ADAPTERS = {
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
-    "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
+    "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
 
