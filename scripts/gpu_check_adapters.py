@@ -87,7 +87,6 @@ SHAPES = {
     "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
     "embedding_bwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
-    "prefix_scan_cuda": {"R": 256, "C": 32000},
 }
 
 # Output tolerance classes. rtol: per element, relative to the reference value; atol_rel: per
@@ -134,7 +133,7 @@ TOL_OF_MODULE = {
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
     "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
-    "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
+    "embedding_bwd_cuda": "accum",
     **{m: "attn" for m in _ATTN},
 }
 
@@ -353,7 +352,7 @@ ADAPTERS = {
     "gemv_cuda": _gemv, "gemm_int4_cuda": _gemm_int4, "gemm_fp8_blockwise_cuda": _gemm_scaled,
     "kv_append_cuda": _kv_append, "causal_conv1d_cuda": _causal_conv1d,
     "gemm_fp8_cuda": _gemm_scaled, "gemm_int8_cuda": _gemm_scaled, "gemm_fp16_cuda": _gemm_fp16,
-    "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"), "prefix_scan_cuda": _unary("R", "C"),
+    "softmax_cuda": _unary("R", "C"), "transpose_cuda": _unary("R", "C"),
     "swiglu_fwd_cuda": _unary("T", "I"),
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_gather_cuda": _embedding_gather,

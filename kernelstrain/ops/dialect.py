@@ -50,6 +50,7 @@ class Dialect:
     atomic_16bit: bool = True            # atomicAdd on half / bfloat16 (HIP: CAS on the 32-bit word)
     extra: dict = field(default_factory=dict)   # spellings added later, by name (append only)
     stream_store_uint4: str = "__stcs(&{dst}, {v})"   # evict-first (non-temporal) store of a uint4 {v} to {dst}
+    clz: str = "__clz"                   # count of leading zeros of a lane_mask_t ballot
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -112,6 +113,7 @@ HIP = replace(
     stream_store_uint4=("{{ unsigned* d = reinterpret_cast<unsigned*>(&{dst}); __builtin_nontemporal_store({v}.x, d); "
                         "__builtin_nontemporal_store({v}.y, d + 1); __builtin_nontemporal_store({v}.z, d + 2); "
                         "__builtin_nontemporal_store({v}.w, d + 3); }}"),
+    clz="__clzll",
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
