@@ -75,8 +75,6 @@ SHAPES = {
     # moe
     "grouped_gemm_triton": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
     # quant
-    "fp8_quant_cuda": {"T": 4096, "D": 4096},
-    "fp8_quant_triton": {"T": 4096, "D": 4096},
     "int8_kv_quant_triton": {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
     # sampling: 256 rows so that a bug touching few rows still shows
     "top_p_cuda": {"B": 256, "V": 128256},
@@ -266,14 +264,6 @@ def _paged_decode_prepare(d, inputs):
     inputs[4].copy_(lens)
 
 
-def _fp8_quant_cuda(d, model, x, ref, out_like):
-    torch = _torch()
-    q, s = out_like(ref[0]), out_like(ref[1])      # q: uint8 codes, poisoned 0xFF = NaN in e4m3
-    return ([x[0], q, s, d["T"], d["D"]],
-            [("q", lambda: q.view(torch.float8_e4m3fn), ref[0].view(torch.float8_e4m3fn), "fp8q"),
-             ("scales", s, ref[1], "fp32")])
-
-
 def _rope(d, model, x, ref, out_like):
     # q and k are rotated in place
     return ([x[0], x[1], x[2], model.cos_sin_cache, d["T"], d["H"], d["D"]],
@@ -358,7 +348,7 @@ ADAPTERS = {
     "embedding_gather_cuda": _embedding_gather,
     "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
-    "fp8_quant_cuda": _fp8_quant_cuda, "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
+    "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
     "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
@@ -396,10 +386,6 @@ def _int8_kv_prepare(d, inputs):
     inputs[2][3::37] = -1                                          # padding tokens (skipped)
 
 
-def _t_fp8_quant(d, model, x):
-    return list(x), lambda ret, ref: [("q", ret[0], ref[0], "fp8q"), ("scales", ret[1], ref[1], "fp32")]
-
-
 def default_outs(ret, ref):
     if isinstance(ref, (tuple, list)):
         if not isinstance(ret, (tuple, list)) or len(ret) != len(ref):
@@ -416,7 +402,7 @@ TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
     "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
-    "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
+    "int8_kv_quant_triton": _t_int8_kv_quant,
 }
 
 PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_decode_prepare,

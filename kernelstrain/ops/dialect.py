@@ -51,6 +51,7 @@ class Dialect:
     extra: dict = field(default_factory=dict)   # spellings added later, by name (append only)
     stream_store_uint4: str = "__stcs(&{dst}, {v})"   # evict-first (non-temporal) store of a uint4 {v} to {dst}
     clz: str = "__clz"                   # count of leading zeros of a lane_mask_t ballot
+    fp8_neg_zero: bool = True            # e4m3 has -0 (0x80); e4m3fnuz has none: 0x80 is its NaN
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -113,7 +114,7 @@ HIP = replace(
     stream_store_uint4=("{{ unsigned* d = reinterpret_cast<unsigned*>(&{dst}); __builtin_nontemporal_store({v}.x, d); "
                         "__builtin_nontemporal_store({v}.y, d + 1); __builtin_nontemporal_store({v}.z, d + 2); "
                         "__builtin_nontemporal_store({v}.w, d + 3); }}"),
-    clz="__clzll",
+    clz="__clzll", fp8_neg_zero=False,
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
