@@ -75,7 +75,6 @@ SHAPES = {
     # moe
     "grouped_gemm_triton": {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
     # quant
-    "int8_kv_quant_triton": {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
     # sampling: 256 rows so that a bug touching few rows still shows
     "top_p_cuda": {"B": 256, "V": 128256},
     "topk_cuda": {"B": 256, "V": 128256, "K": 50},
@@ -372,20 +371,6 @@ def _t_rope(d, model, x):
     return [x[0], x[1], x[2], model.cos_sin_cache], lambda ret, ref: [("q", x[1], ref[0]), ("k", x[2], ref[1])]
 
 
-def _t_int8_kv_quant(d, model, x):
-    names = ("k_cache", "v_cache", "k_scale", "v_scale")
-    return list(x), lambda ret, ref: [(n, x[3 + i], ref[i], "int8q" if i < 2 else "fp32") for i, n in enumerate(names)]
-
-
-def _int8_kv_prepare(d, inputs):
-    torch = _torch()
-    inputs[3].copy_(torch.randint_like(inputs[3], -127, 128))   # never zeros: unwritten slots show
-    inputs[4].copy_(torch.randint_like(inputs[4], -127, 128))
-    inputs[5].copy_(torch.rand_like(inputs[5]))
-    inputs[6].copy_(torch.rand_like(inputs[6]))
-    inputs[2][3::37] = -1                                          # padding tokens (skipped)
-
-
 def default_outs(ret, ref):
     if isinstance(ref, (tuple, list)):
         if not isinstance(ret, (tuple, list)) or len(ret) != len(ref):
@@ -402,11 +387,10 @@ TRITON_ADAPTERS = {
     "grouped_gemm_triton": _t_grouped_gemm,
     "flash_decode_triton": _t_extra(_scale), "flash_prefill_triton": _t_extra(_scale),
     "paged_decode_triton": _t_extra(_scale), "rope_triton": _t_rope,
-    "int8_kv_quant_triton": _t_int8_kv_quant,
 }
 
 PREPARE = {"kv_append_cuda": _kv_append_prepare, "paged_decode_cuda": _paged_decode_prepare,
-           "paged_decode_triton": _paged_decode_prepare, "int8_kv_quant_triton": _int8_kv_prepare}
+           "paged_decode_triton": _paged_decode_prepare}
 
 
 # -- adapters from the op's entry ------------------------------------------------------------
