@@ -83,7 +83,6 @@ SHAPES = {
     # training
     "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
-    "embedding_bwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
 }
 
 # Output tolerance classes. rtol: per element, relative to the reference value; atol_rel: per
@@ -130,7 +129,6 @@ TOL_OF_MODULE = {
     "gemm_fp8_blockwise_cuda": "quant", "gemm_fp8_cuda": "quant",
     "embedding_gather_cuda": "exact", "transpose_cuda": "exact",
     "gemm_int8_cuda": "fp16",            # exact int32 sums, two fp32 scale multiplies, half output
-    "embedding_bwd_cuda": "accum",
     **{m: "attn" for m in _ATTN},
 }
 
@@ -239,11 +237,6 @@ def _embedding_gather(d, model, x, ref, out_like):
     return [x[0], x[1], out, d["T"], d["V"], d["D"]], [("out", out, ref)]
 
 
-def _embedding_bwd(d, model, x, ref, out_like):
-    # grad_weight += scatter(grad_out) in place; the reference returns the same sum out of place
-    return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
-
-
 def _flash_prefill(d, model, x, ref, out_like):
     o = out_like(ref)
     return [x[0], x[1], x[2], o, d["B"], d["H"], d["S"], d["D"] ** -0.5], [("o", o, ref)]
@@ -345,7 +338,6 @@ ADAPTERS = {
     "swiglu_fwd_cuda": _unary("T", "I"),
     "bias_gelu_cuda": _bias_gelu, "dropout_cuda": _dropout,
     "embedding_gather_cuda": _embedding_gather,
-    "embedding_bwd_cuda": _embedding_bwd,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
     "adafactor_cuda": _adafactor,
