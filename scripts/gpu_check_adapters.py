@@ -81,7 +81,6 @@ SHAPES = {
     # ssm
     "selective_scan_cuda": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     # training
-    "adafactor_cuda": {"R": 4096, "C": 4096},
     "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
 }
 
@@ -267,12 +266,6 @@ def _selective_scan(d, model, x, ref, out_like):
     return [*x[:8], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
 
 
-def _adafactor(d, model, x, ref, out_like):
-    # row / col EMAs updated in place
-    return ([x[0], x[1], x[2], d["R"], d["C"], model.beta2t, model.eps1],
-            [("exp_avg_sq_row", x[1], ref[0], "fp32"), ("exp_avg_sq_col", x[2], ref[1], "fp32")])
-
-
 def _adamw(d, model, x, ref, out_like):
     torch = _torch()
     t, n = d["T"], d["N"]
@@ -340,7 +333,6 @@ ADAPTERS = {
     "embedding_gather_cuda": _embedding_gather,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
-    "adafactor_cuda": _adafactor,
     "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
 
