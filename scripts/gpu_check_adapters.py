@@ -81,7 +81,6 @@ SHAPES = {
     # ssm
     "selective_scan_cuda": {"B": 1, "L": 2048, "D": 1536, "N": 16},
     # training
-    "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
 }
 
 # Output tolerance classes. rtol: per element, relative to the reference value; atol_rel: per
@@ -266,17 +265,6 @@ def _selective_scan(d, model, x, ref, out_like):
     return [*x[:8], y, d["B"], d["D"], d["L"]], [("y", y, ref)]
 
 
-def _adamw(d, model, x, ref, out_like):
-    torch = _torch()
-    t, n = d["T"], d["N"]
-    p, g, m, v = (x[i * t:(i + 1) * t] for i in range(4))
-    cat = lambda ts: (lambda: torch.cat([a.flatten() for a in ts]))        # noqa: E731 - read after the launch
-    return ([HostPtrs(p), HostPtrs(g), HostPtrs(m), HostPtrs(v), HostI64(a.numel() for a in p), t,
-             model.lr, model.b1, model.b2, model.eps, model.wd, model.step],
-            [("params", cat(p), ref[:n], "fp32"), ("exp_avg", cat(m), ref[n:2 * n], "fp32"),
-             ("exp_avg_sq", cat(v), ref[2 * n:], "fp32")])
-
-
 # -- sampling: the token must lie in the reference distribution's allowed set, at the uniform ----
 
 def sample_check(kept, target, eps=1e-5):
@@ -333,7 +321,7 @@ ADAPTERS = {
     "embedding_gather_cuda": _embedding_gather,
     "flash_prefill_cuda": _flash_prefill, "paged_decode_cuda": _paged_decode,
     "rope_cuda": _rope, "selective_scan_cuda": _selective_scan,
-    "adamw_cuda": _adamw, "topk_cuda": _topk, "top_p_cuda": _top_p,
+    "topk_cuda": _topk, "top_p_cuda": _top_p,
 }
 
 
