@@ -80,12 +80,14 @@ __device__ __forceinline__ uint8_t fp8_from_float(float f) {{
 }}
 """
 
+
 def host(kernel_launch: str, pre: str = "") -> str:
     return f"""
 void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream) {{{pre}
     {kernel_launch}
 }}
 """
+
 
 def two_kernel_atomic_src(p, task, update=ATOMIC_MAX, val="to_float(x[i]) * inv"):
     launch = host("""const size_t n = (size_t)T * D;
@@ -116,6 +118,7 @@ extern "C" __global__ void fp8_quant_kernel(const scalar_t* __restrict__ x, uint
 }}
 {launch}"""
 
+
 def fused_smem_block_src(p, task, barrier="\n        __syncthreads();", last="D"):
     return f"""#define THREADS {p['threads']}
 
@@ -145,6 +148,7 @@ constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 union Codes { uint2 u; uint8_t b[VEC]; unsigned short p[VEC / 2]; };
 """
+
 
 def warp_shuffle_vectorized_src(p, task, loop=CHUNK_LOOP, val="to_float(v.h[k]) * inv"):
     return f"""#define THREADS {p['threads']}
@@ -186,6 +190,7 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
     }}
 }}
 {host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
+
 
 def register_cached_src(p, task, barrier="\n    __syncthreads();", guard="c < chunks", inv="1.f / scale", hw=False):
     d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
@@ -244,6 +249,7 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
     }}
 }}
 {host("fp8_quant_kernel<<<(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS * ROWS_PER_BLOCK, 0, stream>>>(x, q, scales, T, D);")}"""
+
 
 def ptx_cvt_e4m3x2_src(p, task, **slots):
     return register_cached_src(p, task, hw=True, **slots)

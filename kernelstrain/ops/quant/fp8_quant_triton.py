@@ -74,10 +74,12 @@ def fp8_bits(v):
     return ({code}).to(tl.uint8)
 """
 
+
 def convert(expr: str, task, native: bool) -> str:
     if native:
         return f"tl.clamp({expr}, -FP8_MAX, FP8_MAX).to({triton_dtype('fp8', task)})"
     return f"fp8_bits({expr})"
+
 
 def two_kernel_atomic_parts(p, task, fold=ATOMIC_FOLD, val="x / s"):
     grid = f"(T, triton.cdiv(D, {p['BLOCK']}))"
@@ -107,6 +109,7 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, D, BLOCK: tl.constexpr):
                   f"    fp8_quant_kernel[{grid}](x, QARG, scales, D, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
     return kernel, launch
 
+
 def fused_row_loop_parts(p, task, qmask="offs < D", inv="1.0 / scale"):
     kernel = f"""
 
@@ -131,6 +134,7 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK: tl.constexpr):
 """
     return kernel, (f"fp8_quant_kernel[(T,)](x, QARG, scales, T, D, BLOCK={p['BLOCK']}, "
                         f"num_warps={p['num_warps']})")
+
 
 def rows_kernel(p, task, native: bool, persistent: bool, rmask="rows < T", scaled="x * (1.0 / scale)[:, None]"):
     body = f"""mask = (rows[:, None] < T) & (cols[None, :] < D)
@@ -164,8 +168,10 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK_D: tl.constexpr, ROWS:
     return kernel, (f"fp8_quant_kernel[{grid}](x, QARG, scales, T, D, BLOCK_D=triton.next_power_of_2(D), "
                         f"ROWS={rows}, num_warps={p['num_warps']})")
 
+
 def rows_parts(native: bool, persistent: bool):
     return lambda p, task, **slots: rows_kernel(p, task, native, persistent, **slots)
+
 
 def program(parts, native: bool = False, zeros: bool = False):
     """A rung's render: FP8 constants, the software converter unless the rung casts natively,

@@ -78,6 +78,7 @@ def quantize_int8(x):
     return tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), s
 """
 
+
 def program(parts):
     """A rung's render: the kernel(s) from `parts(p, task, **slots) -> (kernel, launch)` and the
     wrapper, which updates the caches in place and returns them."""
@@ -92,6 +93,7 @@ def program(parts):
     return k_cache, v_cache, k_scale, v_scale
 """
     return render
+
 
 def program_per_head_parts(p, task, dmask="d < Dh", y=None):
     return quant(0, y) + f"""
@@ -109,6 +111,7 @@ def int8_kv_quant_kernel(x_ptr, slot_ptr, cache_ptr, scale_ptr, H, Dh: tl.conste
         tl.store(scale_ptr + slot * H + head, s)
 """, (f"for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
       f"        int8_kv_quant_kernel[(N * H,)](x, slot_mapping, cache, sc, H, Dh=Dh, num_warps={p['num_warps']})")
+
 
 def fused_kv_parts(p, task, dmask="d < Dh"):
     return quant(0) + f"""
@@ -131,9 +134,11 @@ def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr,
         tl.store(vs_ptr + slot * H + head, sv)
 """, launch_line("(N * H,)", p)
 
+
 def launch_line(grid: str, p, extra: str = "") -> str:
     return (f"int8_kv_quant_kernel[{grid}](key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale, N, "
                 f"H=H, Dh=Dh{extra}, num_warps={p['num_warps']})")
+
 
 def token_per_program_parts(p, task, y=None):
     return quant(1, y) + """
@@ -157,6 +162,7 @@ def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr,
         tl.store(vs_ptr + slot * H + h, sv)
 """, launch_line("(N,)", p)
 
+
 def tile_body(tile: str, first: str = "{tile} * TOKENS") -> str:
     first = first.format(tile=tile)
     return f"""r = tl.arange(0, TOKENS * H)          # row r = (token - first) * H + head
@@ -179,11 +185,13 @@ def int8_kv_quant_kernel(k_ptr, v_ptr, slot_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr,
                          Dh: tl.constexpr, TOKENS: tl.constexpr):
 """
 
+
 def multi_token_tile_parts(p, task, first="{tile} * TOKENS", y=None):
     body = tile_body("tl.program_id(0)", first).replace("\n", "\n    ")
     return quant(1, y) + f"""{TILE_SIG}    # TOKENS consecutive tokens are one contiguous [TOKENS*H, Dh] slab of K (and of V)
     {body}
 """, launch_line(f"(triton.cdiv(N, {p['TOKENS']}),)", p, f", TOKENS={p['TOKENS']}")
+
 
 def persistent_tokens_parts(p, task, last="tl.cdiv(N, TOKENS)"):
     body = tile_body("tile").replace("\n", "\n        ")
@@ -193,6 +201,7 @@ def persistent_tokens_parts(p, task, last="tl.cdiv(N, TOKENS)"):
     for tile in range(tl.program_id(0), {last}, tl.num_programs(0)):
         {body}
 """, launch_line(grid, p, f", TOKENS={p['TOKENS']}")
+
 
 def head_consts(p, task) -> dict:
     return {"H": task["H"], "Dh": task["Dh"]}

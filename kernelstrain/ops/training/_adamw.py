@@ -39,6 +39,7 @@ __device__ __forceinline__ void adamw_update(float& p, float g, float& m, float&
 union Grad4 {{ {vec} u; scalar_t h[4]; }};
 """
 
+
 def per_tensor_host(launch: str) -> str:
     """The host loop of the per-tensor rungs: one launch per tensor."""
     return f"""

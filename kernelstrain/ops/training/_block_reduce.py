@@ -1,8 +1,8 @@
 """Block-wide reduction and scan device helpers shared by the CUDA training modules (not an op
-module itself): `block_sum` (reduction_cuda, grad_clip_cuda) and `block_exclusive_scan`
-(prefix_scan_cuda). Both need THREADS defined and the cuda_prelude's WARP_SIZE / warp_sum.
+module itself): `block_sum` (reduction_cuda, grad_clip_cuda) and `block_exclusive_scan` (with
+`scan_helpers`, prefix_scan_cuda). Both need THREADS defined and the prelude's WARP_SIZE / warp_sum.
 """
-from ..base import Task
+from ..base import DTYPE_BYTES, Task
 
 BARRIER = "\n    __syncthreads();"         # between the per-warp stores and warp 0's reads
 NO_BARRIER = {"barrier": ""}              # missing_barrier drops it
@@ -67,3 +67,13 @@ __device__ __forceinline__ float block_exclusive_scan(float v, float* warp_sums,
     return before + incl - v;
 }}
 """
+
+
+def scan_helpers(task: Task, test: str = "lane >= o") -> str:
+    """WARPS, VEC and the Pack union of prefix_scan_cuda's vector rungs, then block_exclusive_scan."""
+    vec = 16 // DTYPE_BYTES[task.dtype]
+    return f"""
+#define WARPS (THREADS / WARP_SIZE)
+constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+{block_exclusive_scan(task, test)}"""

@@ -1,16 +1,15 @@
 """Adafactor's factored second moment in CUDA: row and column means of g^2 for a [R, C] grad.
 
-row = b2t*row + (1-b2t)*(mean_j g^2 + eps1); col = b2t*col + (1-b2t)*(mean_i g^2 + eps1).
-A 2-D reduction: row sums want a reduction across lanes, column sums one down the rows.
-Ladder: square into a scratch + thread-per-row and thread-per-column kernels -> one pass over
-2-D tiles, warp shuffles for rows and registers for columns, atomics into accumulators ->
-16-byte loads -> persistent full-width row strips: row stats written directly, column
-partials in registers for the whole kernel, one atomic per column per block and a last-block
-finish (one launch, no memset).
+row = b2t*row + (1-b2t)*(mean_j g^2 + eps1); col = b2t*col + (1-b2t)*(mean_i g^2 + eps1): rows
+reduce across lanes, columns down the rows. Ladder: square into a scratch + per-row and per-column
+kernels -> one pass over 2-D tiles (shuffles for rows, registers for columns, atomics) -> 16-byte
+loads -> persistent row strips: row stats written directly, column partials in registers for the
+whole kernel, one atomic per column per block and a last-block finish (one launch, no memset).
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ._block_reduce import BARRIER
 
 ROWS = Param("rows", (8, 16, 32, 64), 32)
 
@@ -23,25 +22,23 @@ def launch_of(kind: str):
     """multi (scratch + row / column kernels), tile / vec_tile (2-D tiles) or persistent (strips)."""
     def launch(p, task):
         r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = p["threads"]
+        threads, vec = p["threads"], 16 // e
         warps = cdiv(threads, gpu.warp)
-        vec = 16 // e
         if kind == "multi":
-            # g read, fp32 squares written, read by the row kernel (lanes a row apart: ~2x
-            # refetch) and by the column kernel
+            # g read, fp32 squares written, read by the row kernel (lanes a row apart) and the column one
             return Launch(grid=cdiv(r * c, threads), threads=threads, regs=30, bytes_per_access=4,
                           traffic=(e + 4 + 8 + 4) / e, lane_util=min(1.0, r / threads), launches=3)
         rows = p["rows"]
         if kind in ("tile", "vec_tile"):
             width = threads * (vec if kind == "vec_tile" else 1)
-            col_atomics = 8 / (rows * e)             # one 8-byte L2 read-modify-write per column per tile
+            # one 8-byte L2 read-modify-write per column per tile
             return Launch(grid=cdiv(c, width) * cdiv(r, rows), threads=threads, smem_bytes=rows * warps * 4,
-                          regs=30, bytes_per_access=e * (width // threads),
-                          traffic=1 + col_atomics, lane_util=c / (cdiv(c, width) * width), launches=3)
+                          regs=30, bytes_per_access=e * (width // threads), traffic=1 + 8 / (rows * e),
+                          lane_util=c / (cdiv(c, width) * width), launches=3)
         passes = cdiv(c, threads * vec)
         grid = min(cdiv(r, rows), gpu.sms * p["blocks_per_sm"])
         regs = 40 + passes * vec // 2               # column partials live in registers
-        spill = 1.0 + max(0, regs - 255) / 64
+        spill = 1.0 + max(0, regs - 255) / 64       # past 255 registers the partials spill
         return Launch(grid=grid, threads=threads, smem_bytes=rows * warps * 4 + 1, regs=min(regs, 255),
                       bytes_per_access=16, traffic=spill + grid * c * 8 / (r * c * e),
                       lane_util=c / (passes * threads * vec))
@@ -67,6 +64,7 @@ __global__ void adafactor_finalize_kernel(float* row, float* col, const float* a
     cudaFreeAsync(acc, stream);
 }}
 """
+
 
 def multi_kernel_src(p, task, mean=" / C"):
     return f"""
@@ -105,7 +103,8 @@ __global__ void adafactor_col_kernel(const float* __restrict__ sq, float* col, i
 }}
 """
 
-def row_flush(publish: str, barrier: str = "\n    __syncthreads();") -> str:
+
+def row_flush(barrier: str = BARRIER, publish: str = "atomicAdd(&row_acc[r0 + threadIdx.x], s);") -> str:
     return f"""{barrier}
     if (threadIdx.x < ROWS && r0 + threadIdx.x < R) {{   // one thread per row adds up the warps
         float s = 0.f;
@@ -114,7 +113,8 @@ def row_flush(publish: str, barrier: str = "\n    __syncthreads();") -> str:
         {publish}
     }}"""
 
-def fused_tile_shuffle_src(p, task, col_add="atomicAdd(&col_acc[c], colsum);", barrier="\n    __syncthreads();"):
+
+def fused_tile_shuffle_src(p, task, col_add="atomicAdd(&col_acc[c], colsum);", barrier=BARRIER):
     return f"""
 // A [ROWS x THREADS] tile per block, one column per thread. g is read exactly once: each
 // element feeds its row (warp shuffle, then across warps in smem) and its column (a register).
@@ -130,15 +130,16 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row_acc, float* col_acc,
         colsum += s;
         s = warp_sum(s);
         if (lane == 0) row_part[i][warp] = s;
-    }}{row_flush("atomicAdd(&row_acc[r0 + threadIdx.x], s);", barrier)}
+    }}{row_flush(barrier)}
     if (c < C) {col_add}
 }}
 {tiled_host(task, "dim3((C + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)")}"""
 
+
 def pack(task) -> str:
-    vec = 16 // DTYPE_BYTES[task.dtype]
-    return f"constexpr int VEC = {vec};     // columns per 16-byte load (C is a multiple of VEC)\n" \
-               "union Pack { uint4 u; scalar_t h[VEC]; };\n"
+    return (f"constexpr int VEC = {16 // DTYPE_BYTES[task.dtype]};     // columns per 16-byte load (C is a "
+            "multiple of VEC)\nunion Pack { uint4 u; scalar_t h[VEC]; };\n")
+
 
 def vectorized_uint4_src(p, task, col_add="atomicAdd(&col_acc[c0 + k], colsum[k]);", mean=" / C"):
     return f"""{pack(task)}
@@ -159,13 +160,14 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row_acc, float* col_acc,
         }}
         s = warp_sum(s);
         if (lane == 0) row_part[i][warp] = s;
-    }}{row_flush("atomicAdd(&row_acc[r0 + threadIdx.x], s);")}
+    }}{row_flush()}
     if (c0 < C) {{
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {col_add}
     }}
 }}
 {tiled_host(task, "dim3((C / VEC + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)", mean)}"""
+
 
 def persistent_last_block_src(p, task, col_add="atomicAdd(&col_acc[cc + k], colsum[q][k]);", last="gridDim.x - 1"):
     r, c = task["R"], task["C"]
@@ -255,8 +257,7 @@ class AdafactorCuda(OpModule):
     dtypes = ("bf16", "fp32")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("grad", "row", "col")
-    check_shape = {"R": 4096, "C": 4096}
-    tolerance = "fp32"                      # row / col EMAs updated in place
+    check_shape, tolerance = {"R": 4096, "C": 4096}, "fp32"      # row / col EMAs updated in place
     variants = (
         Rung("multi_kernel", "square into fp32 scratch, thread-per-row and thread-per-column kernels",
              (Param("threads", (128, 256, 512), 256),), compute_eff=0.5, memory_eff=0.5,
@@ -270,9 +271,8 @@ class AdafactorCuda(OpModule):
              (Param("threads", (64, 128, 256), 128), ROWS), compute_eff=0.4, memory_eff=0.86,
              smem="static", launch=launch_of("vec_tile"), render=vectorized_uint4_src,
              bugs={"racy_update": {"col_add": "col_acc[c0 + k] += colsum[k];"}, "missing_scale": {"mean": ""}}),
-        Rung("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, "
-             "last block finishes: one launch",
-             (Param("threads", (256, 512, 1024), 512), Param("rows", (4, 8, 16), 8),
+        Rung("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, last "
+             "block finishes: one launch", (Param("threads", (256, 512, 1024), 512), Param("rows", (4, 8, 16), 8),
               Param("blocks_per_sm", (1, 2), 1)), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=launch_of("persistent"), render=persistent_last_block_src,
              bugs={"racy_update": {"col_add": "col_acc[cc + k] += colsum[q][k];"}, "off_by_one": {"last": "gridDim.x"}}),

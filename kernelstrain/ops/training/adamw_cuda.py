@@ -14,6 +14,7 @@ THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MTA_TENSORS, MTA_BLOCKS, PERSIST_TENSORS = 36, 320, 80
 NO_SCALE = {"bc1": "1.f"}                  # missing_scale: no first bias correction
 
+
 def launch_of(kind: str):
     """multi (five kernels a tensor), fused, float4 (per tensor), mta (multi-tensor apply) or
     persistent (a grid striding over the chunks of 80 tensors)."""
@@ -95,6 +96,7 @@ extern "C" __global__ void adamw_kernel(float* __restrict__ p, const float* __re
 }}
 """
 
+
 def fused_elementwise_src(p, task, last="n"):
     return f"""
 #define THREADS {p['threads']}
@@ -111,6 +113,7 @@ adamw_kernel(float* __restrict__ p, const scalar_t* __restrict__ g, float* __res
     }}
 }}
 {per_tensor_host("adamw_kernel<<<(unsigned)((n + THREADS - 1) / THREADS), THREADS, 0, stream>>>(params[t], grads[t], exp_avgs[t], exp_avg_sqs[t], n, h);")}"""
+
 
 def vectorized_float4_src(p, task, fits=FITS, hi="n"):
     return f"""
@@ -133,6 +136,7 @@ adamw_kernel(float* __restrict__ p, const scalar_t* __restrict__ g, float* __res
     }}
 }}
 {per_tensor_host("adamw_kernel<<<(unsigned)((n / 4 + THREADS * UNROLL) / (THREADS * UNROLL)), THREADS, 0, stream>>>(params[t], grads[t], exp_avgs[t], exp_avg_sqs[t], n, h);")}"""
+
 
 def multi_tensor_apply_src(p, task, chunk_ix="meta.block_chunk[blockIdx.x]", fits=FITS, hi="n"):
     return f"""
@@ -183,6 +187,7 @@ adamw_kernel({task.dialect.grid_constant}TensorListMeta meta, AdamHyper h) {{
     }}
 }}
 """
+
 
 def persistent_src(p, task, total="meta.chunk_start[meta.count]"):
     return f"""

@@ -107,6 +107,7 @@ def cross_entropy_bwd_kernel(p_ptr, labels_ptr, dloss_ptr, dx_ptr, n, V, ignore_
     cross_entropy_onehot_kernel[(T,)](p, labels, V, ignore_index, num_warps=1)
     cross_entropy_bwd_kernel[grid](p, labels, dloss, dx, n, V, ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})""")
 
+
 def fused_flat_src(p, task, n="T * V", scale=ELT_DLOSS):
     return f'''
 @triton.jit
@@ -127,6 +128,7 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
 ''' + wrapper(task, f"    cross_entropy_bwd_kernel[(triton.cdiv(T * V, {p['BLOCK']}),)](logits, labels, lse, dloss, dx, T, V, "
                     f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
+
 def row_tiled_2d_src(p, task, mask="cols < V", dloss=ROW_DLOSS):
     return f'''
 @triton.jit
@@ -144,6 +146,7 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
     tl.store(dx_ptr + base + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
 ''' + wrapper(task, f"    cross_entropy_bwd_kernel[(triton.cdiv(V, {p['BLOCK']}), T)](logits, labels, lse, dloss, dx, T, V, "
                     f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
 
 def persistent_evict_first_src(p, task, tiles="n_tiles", dloss=ROW_DLOSS):
     return f'''

@@ -70,6 +70,7 @@ def finish(lse: str) -> str:
     x_label = tl.load(row_ptr + tl.where(ignored, 0, label)).to(tl.float32)
     tl.store(loss_ptr + row, tl.where(ignored, 0.0, {lse} - x_label))"""
 
+
 def wrapper(task, launch: str, extra: str = "") -> str:
     return f"""
 
@@ -80,6 +81,7 @@ def wrapper(task, launch: str, extra: str = "") -> str:
 {extra}    {launch}
     return loss
 """
+
 
 def full_row_src(p, task, load=LOAD):
     return f'''
@@ -96,6 +98,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
 {finish("lse")}
 ''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK=triton.next_power_of_2(V), num_warps={p['num_warps']})")
+
 
 def chunked_two_pass_src(p, task, load=LOAD):
     return f'''
@@ -122,6 +125,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
 ''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
+
 def online_loop(lo, hi, rescale=RESCALE):
     return f"""    # Per-lane running max and sum: when a lane's max grows, its sum is rescaled by
     # exp(old - new). A finite floor keeps exp(-inf - -inf) out of masked lanes.
@@ -136,6 +140,7 @@ def online_loop(lo, hi, rescale=RESCALE):
     m = tl.max(m_vec, axis=0)
     s = tl.sum(s_vec * tl.exp(m_vec - m), axis=0)"""
 
+
 def online_softmax_src(p, task, rescale=RESCALE):
     return f'''
 @triton.jit
@@ -148,6 +153,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
 {finish("m + tl.log(s)")}
 ''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+
 
 def split_v_combine_src(p, task, ks="ks", rescale="s_k * tl.exp(m_k - m)"):
     split = p["SPLIT"]

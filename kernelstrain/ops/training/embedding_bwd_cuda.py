@@ -84,6 +84,7 @@ __device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {{
 }}
 """
 
+
 def atomic_per_element_src(p, task, last="n"):
     return f"""
 #define THREADS {p['threads']}
@@ -103,6 +104,7 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
     embedding_bwd_kernel<<<(unsigned)((n + THREADS - 1) / THREADS), THREADS, 0, stream>>>(ids, grad_out, grad_weight, T, D, padding_idx);
 }}
 """
+
 
 def vectorized_atomic2_src(p, task, last="chunks"):
     return f"""
@@ -135,6 +137,7 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 }}
 """
 
+
 def sort_host(launch: str, task) -> str:
     # hipCUB wraps rocPRIM; radix_sort_pairs takes the same arguments as cub's SortPairs
     sort_pairs = task.dialect.radix_sort_pairs
@@ -166,6 +169,7 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 }}
 """
 
+
 def segment(k0: str, prev: str = "sorted_ids[{k0} - 1]", end: str = "k1") -> str:
     prev = prev.format(k0=k0)
     return f"""const int64_t id = sorted_ids[{k0}];
@@ -173,6 +177,7 @@ def segment(k0: str, prev: str = "sorted_ids[{k0} - 1]", end: str = "k1") -> str
     int k1 = {k0} + 1;
     while (k1 < T && sorted_ids[k1] == id) ++k1;                   // segment = [{k0}, k1)
     const int k_end = {end};"""
+
 
 def sort_segmented_reduce_src(p, task, **slots):
     head = segment("k0", **slots)
@@ -194,6 +199,7 @@ embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restri
     }}
 }}
 {sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
+
 
 def sorted_segment_vectorized_src(p, task, **slots):
     head = segment("k0", **slots)

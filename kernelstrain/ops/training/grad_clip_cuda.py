@@ -53,6 +53,7 @@ __device__ __forceinline__ float clip_coef(float sum_sq, float max_norm) {{
 }}
 {block_sum(barrier, compact=True)}"""
 
+
 def scale_kernel(acc: str = "float") -> str:
     return f"""
 // Pass 2: every thread reads the finished sum, so no grid-wide sync is needed.
@@ -64,6 +65,7 @@ __global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, cons
         g[i] = from_float(to_float(g[i]) * coef);
 }}
 """
+
 
 def atomic_host(grid, acc: str = "float") -> str:
     return f"""
@@ -77,6 +79,7 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
 }}
 """
 
+
 def atomic_per_element_src(p, task, add="atomicAdd(sum_sq, (double)(v * v));"):
     return f"""{common(p)}
 {scale_kernel("double")}
@@ -87,6 +90,7 @@ extern "C" __global__ void grad_clip_kernel(const scalar_t* __restrict__ g, int6
     if (i < n) {{ const float v = to_float(g[i]); {add} }}
 }}
 {atomic_host("(unsigned)((n + THREADS - 1) / THREADS)", "double")}"""
+
 
 def block_reduce_atomic_src(p, task, add="atomicAdd(sum_sq, v);", barrier=BARRIER):
     return f"""{common(p, barrier)}
@@ -106,6 +110,7 @@ grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
     if (threadIdx.x == 0) {add}   // one atomic per block
 }}
 {atomic_host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
+
 
 def two_stage_deterministic_src(p, task, scale=" * coef"):
     return f"""{common(p)}
@@ -148,6 +153,7 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
     grad_clip_scale_kernel<<<BLOCKS, THREADS, 0, stream>>>(grads, n, max_norm, total_norm);
 }}
 """
+
 
 def vectorized_persistent_src(p, task, scale=" * coef", sync=GRID_SYNC, barrier=BARRIER):
     vec = 16 // DTYPE_BYTES[task.dtype]

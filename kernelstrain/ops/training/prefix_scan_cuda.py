@@ -9,7 +9,7 @@ the whole GPU, each publishing its aggregate/prefix for its successors.
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
-from ._block_reduce import block_exclusive_scan
+from ._block_reduce import scan_helpers
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 NL, NO_BARRIER = "\n", {"barrier": ""}
@@ -52,6 +52,7 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
 }}
 """
 
+
 def serial_per_row_src(p, task, last="C"):
     return f"""
 // One thread per row: the running sum is a serial dependency chain, and the lanes of a warp
@@ -65,6 +66,7 @@ def serial_per_row_src(p, task, last="C"):
     for (int j = 0; j < {last}; ++j) {{ s += to_float(xr[j]); yr[j] = from_float(s); }}
 }}
 {host("(R + THREADS - 1) / THREADS")}"""
+
 
 def hillis_steele_smem_src(p, task, barrier="\n            __syncthreads();"):
     return f"""
@@ -91,6 +93,7 @@ def hillis_steele_smem_src(p, task, barrier="\n            __syncthreads();"):
     }}
 }}
 {host("R")}"""
+
 
 def blelloch_smem_src(p, task, barrier="\n        __syncthreads();", clear=CLEAR_ROOT):
     return f"""
@@ -138,13 +141,6 @@ def blelloch_smem_src(p, task, barrier="\n        __syncthreads();", clear=CLEAR
 }}
 {host("R")}"""
 
-def scan_helpers(task, test: str = "lane >= o") -> str:
-    vec = 16 // DTYPE_BYTES[task.dtype]
-    return f"""
-#define WARPS (THREADS / WARP_SIZE)
-constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
-union Pack {{ uint4 u; scalar_t h[VEC]; }};
-{block_exclusive_scan(task, test)}"""
 
 def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
     return f"""{scan_helpers(task, test)}
@@ -174,6 +170,7 @@ def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
     }}
 }}
 {host("R")}"""
+
 
 def decoupled_lookback_src(p, task, window="look - (WARP_SIZE - 1 - lane)", barrier="\n    __syncthreads();"):
     items, d = p["items"], task.dialect

@@ -61,6 +61,7 @@ void reduce_sum(const scalar_t* x, float* out, int64_t n, cudaStream_t stream) {
 }}
 """
 
+
 def atomic_per_element_src(p, task, publish=PUBLISH):
     return f"""
 #define THREADS {p['threads']}
@@ -71,6 +72,7 @@ extern "C" __global__ void reduction_kernel(const scalar_t* __restrict__ x, floa
     if (i < n) {{ const float v = to_float(x[i]); {publish} }}
 }}
 {host("(unsigned)((n + THREADS - 1) / THREADS)")}"""
+
 
 def smem_tree_src(p, task, publish=PUBLISH, barrier="\n        __syncthreads();"):
     return f"""
@@ -91,6 +93,7 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
 }}
 {host("(unsigned)((n + THREADS - 1) / THREADS)")}"""
 
+
 def warp_shuffle_src(p, task, publish=PUBLISH, init="0.f"):
     return f"""
 #define THREADS {p['threads']}
@@ -110,6 +113,7 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
     if (threadIdx.x == 0) {publish}
 }}
 {host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
+
 
 def vec_loop(task, unroll: bool) -> str:
     vec = 16 // DTYPE_BYTES[task.dtype]
@@ -132,8 +136,10 @@ def vec_loop(task, unroll: bool) -> str:
     const int64_t tail = chunks * VEC + (int64_t)blockIdx.x * THREADS + threadIdx.x;   // n % VEC leftovers
     if (tail < n) v += to_float(x[tail]);"""
 
+
 def pack(task):
     return f"constexpr int VEC = {16 // DTYPE_BYTES[task.dtype]};\nunion Pack {{ uint4 u; scalar_t h[VEC]; }};\n"
+
 
 def grid_fn(cap: int) -> str:
     return f"""
@@ -146,6 +152,7 @@ static int grid_size(int64_t n) {{
     return (int)(grid < 1 ? 1 : (grid > {cap} ? {cap} : grid));
 }}
 """
+
 
 def vectorized_grid_stride_src(p, task, publish=PUBLISH, barrier=BARRIER):
     return f"""
@@ -162,6 +169,7 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
     if (threadIdx.x == 0) {publish}
 }}
 {grid_fn(65535)}{host("grid_size(n)")}"""
+
 
 def persistent_two_stage_src(p, task, slot="slots[i]", last="gridDim.x - 1"):
     return f"""
