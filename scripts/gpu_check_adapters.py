@@ -7,7 +7,7 @@ spec's `inputs` is the candidate's copy of that reference input, any other input
 scalar the reference Model's attribute of that name (or a task dim), an output a poisoned buffer
 compared with the reference's result of that name; an inout tensor is compared in place. A spec
 may define `check_adapter` / `check_prepare` (same forms as below) where that is not enough.
-The tables below hold the modules not converted yet.
+The tables below hold the modules not converted yet (empty since every op module has an entry).
 
 A CUDA adapter maps the reference's inputs (and the reference Model's weights) to the host entry
 point's arguments, in `module.signature(task)` order without the stream:
@@ -32,22 +32,7 @@ from __future__ import annotations
 
 # One check shape per module: one of its own shapes or a smaller realistic one, so a case runs
 # well under a second; with masked tails / non-power-of-two dims where its shapes have them.
-SHAPES = {
-    # quant
-    "fp8_quant_cuda": {"T": 4096, "D": 4096},
-    "fp8_quant_triton": {"T": 4096, "D": 4096},
-    "int8_kv_quant_triton": {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
-    # training
-    "adafactor_cuda": {"R": 4096, "C": 4096},
-    "adamw_cuda": {"N": 16777259, "T": 9},               # ragged tensors: numels not multiples of 4 (vector tails)
-    "cross_entropy_bwd_triton": {"T": 512, "V": 128256},
-    "cross_entropy_fwd_triton": {"T": 512, "V": 128256},
-    "embedding_bwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
-    "embedding_fwd_cuda": {"T": 4096, "D": 4096, "V": 32000},
-    "grad_clip_cuda": {"N": 124439808},                  # GPT-2 size: not a multiple of 512
-    "prefix_scan_cuda": {"R": 256, "C": 32000},
-    "reduction_cuda": {"N": 67108864},
-}
+SHAPES = {}
 
 # Output tolerance classes. rtol: per element, relative to the reference value; atol_rel: per
 # element, relative to the reference's RMS (scale-free); l2: bound on ||out - ref|| / ||ref||.
@@ -85,12 +70,7 @@ TOLS = {
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
 }
-TOL_OF_MODULE = {
-    "embedding_fwd_cuda": "exact",
-    "embedding_bwd_cuda": "accum", "prefix_scan_cuda": "scan",
-    # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
-    "cross_entropy_fwd_triton": "fp32",
-}
+TOL_OF_MODULE = {}
 
 
 class HostPtrs:
@@ -107,98 +87,12 @@ class HostI64:
         self.values = [int(v) for v in values]
 
 
-def _torch():
-    import torch
-    return torch
-
-
 # -- CUDA adapters ----------------------------------------------------------------------------
 
-def _unary(*dims):
-    """x -> y with the given dims after the two pointers (softmax, transpose, scan, swiglu ...)."""
-    def adapter(d, model, x, ref, out_like):
-        y = out_like(ref)
-        return [x[0], y, *(d[k] for k in dims)], [("y", y, ref)]
-    return adapter
-
-
-def _embedding_fwd(d, model, x, ref, out_like):
-    out = out_like(ref)
-    return [x[0], model.weight.data, out, d["T"], d["D"], model.padding_idx], [("out", out, ref)]
-
-
-def _embedding_bwd(d, model, x, ref, out_like):
-    # grad_weight += scatter(grad_out) in place; the reference returns the same sum out of place
-    return [x[0], x[1], x[2], d["T"], d["D"], d["V"], model.padding_idx], [("grad_weight", x[2], ref)]
-
-
-def _fp8_quant_cuda(d, model, x, ref, out_like):
-    torch = _torch()
-    q, s = out_like(ref[0]), out_like(ref[1])      # q: uint8 codes, poisoned 0xFF = NaN in e4m3
-    return ([x[0], q, s, d["T"], d["D"]],
-            [("q", lambda: q.view(torch.float8_e4m3fn), ref[0].view(torch.float8_e4m3fn), "fp8q"),
-             ("scales", s, ref[1], "fp32")])
-
-
-def _grad_clip(d, model, x, ref, out_like):
-    norm = out_like(ref[1])
-    # the norm is a sum of N squares in fp32 in another order: dtype class (also for the scale)
-    return [x[0], d["N"], model.max_norm, norm], [("grads", x[0], ref[0]), ("total_norm", norm, ref[1])]
-
-
-def _reduction(d, model, x, ref, out_like):
-    # one fp32 sum of N values in another order (atomics, trees): error ~sqrt(N) ulps of the
-    # partial sums, ~1e-4 of the sum for the per-element atomic rung; dtype class
-    out = out_like(ref)
-    return [x[0], out, d["N"]], [("sum", out, ref)]
-
-
-def _adafactor(d, model, x, ref, out_like):
-    # row / col EMAs updated in place
-    return ([x[0], x[1], x[2], d["R"], d["C"], model.beta2t, model.eps1],
-            [("exp_avg_sq_row", x[1], ref[0], "fp32"), ("exp_avg_sq_col", x[2], ref[1], "fp32")])
-
-
-def _adamw(d, model, x, ref, out_like):
-    torch = _torch()
-    t, n = d["T"], d["N"]
-    p, g, m, v = (x[i * t:(i + 1) * t] for i in range(4))
-    cat = lambda ts: (lambda: torch.cat([a.flatten() for a in ts]))        # noqa: E731 - read after the launch
-    return ([HostPtrs(p), HostPtrs(g), HostPtrs(m), HostPtrs(v), HostI64(a.numel() for a in p), t,
-             model.lr, model.b1, model.b2, model.eps, model.wd, model.step],
-            [("params", cat(p), ref[:n], "fp32"), ("exp_avg", cat(m), ref[n:2 * n], "fp32"),
-             ("exp_avg_sq", cat(v), ref[2 * n:], "fp32")])
-
-
-ADAPTERS = {
-    "prefix_scan_cuda": _unary("R", "C"),
-    "embedding_fwd_cuda": _embedding_fwd,
-    "embedding_bwd_cuda": _embedding_bwd,
-    "fp8_quant_cuda": _fp8_quant_cuda,
-    "grad_clip_cuda": _grad_clip, "reduction_cuda": _reduction, "adafactor_cuda": _adafactor,
-    "adamw_cuda": _adamw,
-}
+ADAPTERS = {}
 
 
 # -- Triton adapters ---------------------------------------------------------------------------
-
-def _t_int8_kv_quant(d, model, x):
-    names = ("k_cache", "v_cache", "k_scale", "v_scale")
-    return list(x), lambda ret, ref: [(n, x[3 + i], ref[i], "int8q" if i < 2 else "fp32") for i, n in enumerate(names)]
-
-
-def _int8_kv_prepare(d, inputs):
-    torch = _torch()
-    inputs[3].copy_(torch.randint_like(inputs[3], -127, 128))   # never zeros: unwritten slots show
-    inputs[4].copy_(torch.randint_like(inputs[4], -127, 128))
-    inputs[5].copy_(torch.rand_like(inputs[5]))
-    inputs[6].copy_(torch.rand_like(inputs[6]))
-    inputs[2][3::37] = -1                                          # padding tokens (skipped)
-
-
-def _t_fp8_quant(d, model, x):
-    return list(x), lambda ret, ref: [("q", ret[0], ref[0], "fp8q"), ("scales", ret[1], ref[1], "fp32")]
-
 
 def default_outs(ret, ref):
     if isinstance(ref, (tuple, list)):
@@ -208,11 +102,9 @@ def default_outs(ret, ref):
     return [("y", ret, ref)]
 
 
-TRITON_ADAPTERS = {
-    "int8_kv_quant_triton": _t_int8_kv_quant, "fp8_quant_triton": _t_fp8_quant,
-}
+TRITON_ADAPTERS = {}
 
-PREPARE = {"int8_kv_quant_triton": _int8_kv_prepare}
+PREPARE = {}
 
 
 # -- adapters from the op's entry ------------------------------------------------------------

@@ -53,6 +53,10 @@ class Dialect:
     pair: dict = field(default_factory=lambda: {"fp16": ("__half2", "__half22float2", "__float22half2_rn"),
                                                 "bf16": ("__nv_bfloat162", "__bfloat1622float2",
                                                          "__float22bfloat162_rn")})
+    stream_store_uint4: str = "__stcs(&{dst}, {v})"   # evict-first (non-temporal) store of a uint4 {v} to {dst}
+    clz: str = "__clz"                   # count of leading zeros of a lane_mask_t ballot
+    fp8_neg_zero: bool = True            # e4m3 has -0 (0x80); e4m3fnuz has none: 0x80 is its NaN
+    radix_sort_pairs: str = "cub::DeviceRadixSort::SortPairs"   # cub_header's key-value radix sort (same arguments)
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -113,6 +117,11 @@ HIP = replace(
     coop_groups_header="#include <hip/hip_cooperative_groups.h>",
     runtime_prefix="hip", match_any=False, atomic_16bit=False,
     pair={**CUDA.pair, "bf16": ("__hip_bfloat162", "__bfloat1622float2", "__float22bfloat162_rn")},
+    stream_store_uint4=("{{ unsigned* d = reinterpret_cast<unsigned*>(&{dst}); __builtin_nontemporal_store({v}.x, d); "
+                        "__builtin_nontemporal_store({v}.y, d + 1); __builtin_nontemporal_store({v}.z, d + 2); "
+                        "__builtin_nontemporal_store({v}.w, d + 3); }}"),
+    clz="__clzll", fp8_neg_zero=False,
+    radix_sort_pairs="rocprim::radix_sort_pairs",
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}
