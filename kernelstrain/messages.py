@@ -212,43 +212,11 @@ def fault_text(bug: str, module: OpModule, task: Task, rng) -> str:
             "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
 
 
-# --- TEMPORARY (W1): replaced at merge by the typed entry points' output args (W2) ---
-_OUTPUTS = {   # op -> output dims (names of task dims, or ints), output dtype ("" = the task's)
-    "cross_attention": (("B", "H", "Sq", "D"), ""), "flash_attn_bwd": (("B", "H", "S", "D"), ""),
-    "flash_decode": (("B", "H", "D"), ""), "flash_prefill": (("B", "H", "S", "D"), ""),
-    "mla_decode": (("B", "H", 512), ""), "paged_decode": (("B", "H", "D"), ""),
-    "sliding_window_attn": (("B", "H", "S", "D"), ""), "tree_attention": (("B", "H", "N", "D"), ""),
-    "dropout": (("T*D",), ""), "softmax": (("R", "C"), ""), "bias_gelu": (("T", "N"), ""),
-    "swiglu_bwd": (("T", "2*I"), ""), "swiglu_fwd": (("T", "I"), ""),
-    "gemm_fp8": (("M", "N"), "bf16"), "gemm_fp8_blockwise": (("M", "N"), "bf16"), "gemm_int8": (("M", "N"), "fp16"),
-    "adafactor": (("R",), "fp32"), "adamw": (("N",), "fp32"), "cross_entropy_bwd": (("T", "V"), ""),
-    "cross_entropy_fwd": (("T",), "fp32"), "embedding_bwd": (("V", "D"), ""), "grad_clip": ((1,), "fp32"),
-    "reduction": ((1,), "fp32"), "fp8_quant": (("T", "D"), "fp8"), "int8_kv_quant": (("S", "H", "Dh"), "int8"),
-    "top_p_sampling": (("B",), "int"), "top_p": (("B",), "int"), "topk_sampling": (("B",), "int"),
-    "topk": (("B",), "int"), "causal_conv1d": (("B", "D", "L"), ""), "selective_scan": (("B", "D", "L"), ""),
-    "grouped_gemm": (("T*topk", "N"), ""), "moe_combine": (("T", "K"), ""), "moe_scatter": (("T*topk", "K"), ""),
-    "kv_append": (("T", "H", "D"), ""), "rope": (("T", "H", "D"), ""), "transpose": (("C", "R"), ""),
-}
-
-
 def _output_shape(module: OpModule, task: Task) -> tuple[tuple, str]:
-    """TEMPORARY until `module.entry` exists: (shape, dtype) of the output the check compares."""
-    dims = task.dims
-    spec, dtype = _OUTPUTS.get(module.op, (None, ""))
-    if spec is None:   # GEMMs, norms, gathers: [rows, cols] from the first and last dims
-        names = list(dims)
-        spec = ("M", "N") if {"M", "N"} <= set(dims) else (names[0], names[-1])
-    shape = []
-    for d in spec:
-        if isinstance(d, int):
-            shape.append(d)
-        elif "*" in d:
-            a, b = d.split("*")
-            shape.append((int(a) if a.isdigit() else dims[a]) * (int(b) if b.isdigit() else dims[b]))
-        else:
-            shape.append(dims[d])
-    return tuple(shape), dtype or task.dtype
-# --- end TEMPORARY ---
+    """(shape, dtype) of the output the correctness check compares first: the entry point's
+    first result (ops/contract.py)."""
+    _, shape, dtype = module.entry.outputs(task)[0]
+    return tuple(shape), dtype
 
 
 def _output_scale(module: OpModule, task: Task) -> float:

@@ -6,7 +6,7 @@
                                  [--workers N] [--budget S] [--compile-only] [--list] [--report FILE ...]
 
 For every named module (default: every registered module with a check shape in
-kernelstrain.gpucheck.adapters.SHAPES) it builds one task on the H100 profile (sm_90a, the H200's
+its op spec's check_shape) it builds one task on the H100 profile (sm_90a, the H200's
 architecture) with the module's check shape, and for each variant that runs on sm_90a renders:
 the default params, one other param combination (the far end of each param's range, or the most
 different combination the simulator accepts), every declared bug of the variant (default params;
@@ -33,7 +33,7 @@ simulator's noise-free time on the H200 profile.
 
 Results: one JSON object per case in DIR/results.jsonl, the tables in DIR/summary.txt and on stdout.
 Needs PyTorch with CUDA (and Triton for Triton modules) except with --compile-only / --list / --report.
-Adding a module means adding its shape to SHAPES, and for CUDA an adapter to ADAPTERS.
+A module whose op spec has an entry and a check_shape needs nothing more here.
 The build / worker / timing machinery lives in kernelstrain/gpucheck/runtime.py, shared with
 `kernelstrain gpu-check`, which checks the steps of a generated dataset instead.
 """
@@ -52,14 +52,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.gpucheck.adapters import ADAPTERS, SHAPES  # noqa: E402
+from kernelstrain.gpucheck.adapters import check_shape, covered  # noqa: E402
 from kernelstrain.gpucheck.runtime import GPU, build_case, run_cases  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 
-MODULES = tuple(n for n in REGISTRY if n in SHAPES)
+MODULES = tuple(n for n in REGISTRY if check_shape(REGISTRY[n]))
 
 # -- planning ----------------------------------------------------------------------------
 
@@ -95,7 +95,7 @@ def plan(names, variants=None, alt=True, bugs=True, fp16=True, bug_repeats=3, bu
     cases = []
     for name in names:
         module = REGISTRY[name]
-        shape = (shapes or {}).get(name) or SHAPES.get(name) or module.shapes[len(module.shapes) // 2]
+        shape = (shapes or {}).get(name) or check_shape(module) or module.shapes[len(module.shapes) // 2]
         dtype = "bf16" if "bf16" in module.dtypes else module.dtypes[0]
         task = make_task(module, GPU, dtype, shape)
         for v in runnable_variants(module):
@@ -250,8 +250,7 @@ def main():
     t_start = time.time()
     excluded = set(filter(None, a.exclude.split(",")))
     names = [n for n in a.modules.split(",") if n and n not in excluded]
-    unknown = [n for n in names if n not in REGISTRY or n not in SHAPES
-               or (REGISTRY[n].impl == "cuda" and n not in ADAPTERS)]
+    unknown = [n for n in names if n not in REGISTRY or not covered(REGISTRY[n])]
     if unknown:
         print(f"no module, check shape or adapter for: {', '.join(unknown)}")
         return 2

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from ..ops import REGISTRY
 from ..tasks import make_task
-from .adapters import (ADAPTERS, PREPARE, TOL_OF_MODULE, TOLS, TRITON_ADAPTERS, HostI64, HostPtrs,
-                       default_outs)
+from .adapters import (TOLS, HostI64, HostPtrs, cuda_adapter, default_outs, prepare, tolerance,
+                       triton_adapter)
 
 GPU = "H100"          # the profile references and signatures are built on (sm_90a, the H200's arch)
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +146,8 @@ def build_case(case: dict, build_dir: Path) -> dict:
         path.write_text(case["code"])
         return {"src": str(path), "ok": True, "log": "", "compile_s": 0.0}
     task = make_task(module, GPU, case["dtype"], case["shape"])
-    return build(case["code"] + trampoline(module.signature(task)), build_dir)
+    tail = module.entry.trampoline(task) if module.entry else trampoline(module.signature(task))
+    return build(case["code"] + tail, build_dir)
 
 
 # -- worker: runs cases in a process of its own ----------------------------------------------
@@ -439,8 +440,8 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
     with torch.device("cuda"):
         model = ns["Model"](*ns["get_init_inputs"]()).cuda().eval()
         inputs = list(ns["get_inputs"]())
-    if module.name in PREPARE:
-        PREPARE[module.name](dims, inputs)
+    if prepare(module):
+        prepare(module)(dims, inputs)
     cand = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     timing = bool(case.get("time"))
     pristine = [t.clone() if isinstance(t, torch.Tensor) else t for t in cand] if timing else None
@@ -448,7 +449,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         ref = model(*inputs)
     del inputs
     torch.cuda.synchronize()
-    tol = TOL_OF_MODULE.get(module.name, case["dtype"] if case["dtype"] in TOLS else "quant")
+    tol = tolerance(module, case["dtype"])
     stream = torch.cuda.current_stream()
     made, guards = [], []                             # the poisoned output buffers an adapter made
 
@@ -464,8 +465,9 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         poisoned = _PoisonTorch(torch)
         guards = poisoned.guards
         cmod.torch = poisoned                        # the wrapper's allocations come back poisoned
-        fn = getattr(cmod, re.match(r"\s*def\s+(\w+)", module.signature(task)).group(1))
-        adapter = TRITON_ADAPTERS.get(module.name)
+        fn = getattr(cmod, (module.entry.py_name or module.entry.name) if module.entry else
+                     re.match(r"\s*def\s+(\w+)", module.signature(task)).group(1))
+        adapter = triton_adapter(module)
         args, outs_of = adapter(dims, model, cand) if adapter else (list(cand), default_outs)
         last = {}
 
@@ -480,8 +482,8 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         def current_outs():
             return outs_of(last["ret"], ref)
     else:
-        _, params = parse_signature(module.signature(task))
-        args, outs = ADAPTERS[module.name](dims, model, cand, ref, out_like)
+        params = module.entry.ctypes_params(task) if module.entry else parse_signature(module.signature(task))[1]
+        args, outs = cuda_adapter(module)(dims, model, cand, ref, out_like)
         if len(args) != len([p for p in params if p[0] != "stream"]):
             raise _CaseError(f"adapter gives {len(args)} args, signature has {len(params) - 1}")
         lib = _load_lib(ctypes, case["so"])

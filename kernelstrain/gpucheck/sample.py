@@ -8,7 +8,7 @@ local GPU's architecture are sampled; compile errors are `kernelstrain verify`'s
 
 A candidate runs as recorded at the episode's task shape when that shape fits (<= 4 GB, at most
 8x the check shape's bytes and FLOPs, every candidate simulated <= 60 ms); otherwise it is
-re-rendered at the op's check shape (adapters.SHAPES) from its variant, params and bug.
+re-rendered at the op's check shape (the op spec's check_shape) from its variant, params and bug.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import hashlib
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
-from .adapters import SHAPES
+from .adapters import check_shape
 
 EPISODES_PER_MODULE = 3
 MIN_PER_EPISODE = 5             # ok candidates of one episode, so its ranking says something
@@ -33,7 +33,7 @@ def fits(module, dtype: str, shape: dict, gpu: str = "H200") -> bool:
     cost = module.cost(task)
     if cost.bytes > MAX_BYTES:
         return False
-    check = SHAPES.get(module.name)
+    check = check_shape(module)
     if check:
         ref = module.cost(make_task(module, gpu, dtype, check))
         if cost.bytes > MAX_OVER_CHECK * max(ref.bytes, 1) or cost.flops > MAX_OVER_CHECK * max(ref.flops, 1):
@@ -79,9 +79,9 @@ def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
     bug = step.get("bug")
     too_slow = simulate(module, variant, step["params"], make_task(module, sim_gpu, episode["dtype"], shape))
     if not fits(module, episode["dtype"], shape, sim_gpu) or (too_slow.ok and too_slow.time_ms > MAX_SIM_MS):
-        if module.name not in SHAPES or (step["status"] == "wrong_result" and not bug):
+        if not check_shape(module) or (step["status"] == "wrong_result" and not bug):
             return None            # a wrong result with no recorded bug cannot be re-rendered
-        shape, at = dict(SHAPES[module.name]), "check"
+        shape, at = dict(check_shape(module)), "check"
         task = make_task(module, "H100", episode["dtype"], shape)
         if not simulate(module, variant, step["params"], task).ok:
             return None

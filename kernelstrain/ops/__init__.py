@@ -7,16 +7,25 @@
 """
 from __future__ import annotations
 
-from .base import OpModule
+from .base import OpModule, Rung
 
 REGISTRY: dict[str, OpModule] = {}
 
 
 def register(module: OpModule) -> OpModule:
+    """Add a module; a duplicate name, a short ladder or a missing piece raises."""
     if module.name in REGISTRY:
         raise ValueError(f"op module {module.name!r} registered twice")
     if len(module.variants) < 4:
         raise ValueError(f"{module.name}: a ladder needs at least 4 variants")
+    cls = type(module)
+    for piece in ("launch", "render"):     # a Variant that is not a Rung needs the module's own method
+        if getattr(cls, piece) is getattr(OpModule, piece):
+            bare = [v.tag for v in module.variants if not isinstance(v, Rung)]
+            if bare:
+                raise ValueError(f"{module.name}: variants {bare} have no {piece} (declare them as Rungs)")
+    if cls.signature is OpModule.signature and module.entry is None:
+        raise ValueError(f"{module.name}: no entry (set `entry` on its spec)")
     REGISTRY[module.name] = module
     return module
 

@@ -10,15 +10,13 @@ time; the engine (engine.py) walks the ladder.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from ..gpus import GPU
+from .contract import Entry
+from .dialect import Dialect, dialect_of, prelude
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5}
-# CUDA C++ storage type of each dtype (HIP spells the 16-bit ones the same through its
-# headers). fp8 is e4m3 on NVIDIA; on MI300X the fnuz flavour.
-C_TYPE = {"fp32": "float", "fp16": "half", "bf16": "__nv_bfloat16", "fp8": "__nv_fp8_e4m3",
-          "int8": "int8_t"}
-HIP_C_TYPE = {**C_TYPE, "bf16": "__hip_bfloat16", "fp8": "__hip_fp8_e4m3_fnuz"}
 TRITON_DTYPE = {"fp32": "tl.float32", "fp16": "tl.float16", "bf16": "tl.bfloat16",
                 "fp8": "tl.float8e4nv", "int8": "tl.int8"}
 TORCH_DTYPE = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16",
@@ -78,7 +76,7 @@ class Variant:
     memory_eff: float = 0.9           # best fraction of DRAM bandwidth this structure reaches
     bugs: tuple = ()                  # names from BUGS that render() can inject here
     smem: str = "none"                # none | static | dynamic: how shared memory is declared
-    faults: tuple = ()                # names from bugs that crash at run time instead of giving numbers
+    faults: tuple = ()                # bugs that crash at run time rather than give wrong numbers
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -88,6 +86,50 @@ class Variant:
 
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.params}
+
+
+@dataclass(frozen=True)
+class Rung(Variant):
+    """A rung declared once: the Variant (technique, params, needs, efficiencies) with its
+    launch model `launch(params, task) -> Launch`, its render `render(params, task, **slots)
+    -> str` and its bugs. `bugs` is given as a dict: bug name -> the slots it overrides
+    ({"init": "1.f"}: a substitution into the render), or a function code -> code where the
+    bug is not a substitution. A missing piece raises here, at import.
+
+    >>> r = Rung("demo", "demo rung", launch=lambda p, t: None,
+    ...          render=lambda p, t, init="0.f": f"float acc = {init};", bugs={"wrong_init": {"init": "1.f"}})
+    >>> r.bugs, r.source({}, None), r.source({}, None, "wrong_init")
+    (('wrong_init',), 'float acc = 0.f;', 'float acc = 1.f;')
+    """
+    launch: Callable = field(default=None, compare=False, repr=False)
+    render: Callable = field(default=None, compare=False, repr=False)
+    edits: tuple = field(default=(), compare=False, repr=False)   # ((bug, slots | fn), ...) from bugs
+    # Triton rungs: the constexpr values of the rung's kernel, consts(params, task) -> dict
+    consts: Callable = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if isinstance(self.bugs, dict):
+            object.__setattr__(self, "edits", tuple(self.bugs.items()))
+            object.__setattr__(self, "bugs", tuple(self.bugs))
+        if self.launch is None or self.render is None:
+            raise ValueError(f"rung {self.tag}: needs launch= and render=")
+        unknown = [b for b in self.bugs if b not in BUGS]
+        if unknown:
+            raise ValueError(f"rung {self.tag}: unknown bugs {unknown}")
+        unedited = [b for b in self.bugs if b not in dict(self.edits)]
+        if unedited:
+            raise ValueError(f"rung {self.tag}: bugs {unedited} have no edit (pass bugs as a dict)")
+        if set(self.faults) - set(self.bugs):
+            raise ValueError(f"rung {self.tag}: faults {self.faults} not among its bugs")
+
+    def source(self, params: dict, task, bug: str | None = None) -> str:
+        """The rung's code for these params, with `bug` written in."""
+        if bug is None:
+            return self.render(params, task)
+        if bug not in self.bugs:
+            raise KeyError(f"rung {self.tag} has no bug {bug!r}")
+        edit = dict(self.edits)[bug]
+        return edit(self.render(params, task)) if callable(edit) else self.render(params, task, **edit)
 
 
 @dataclass(frozen=True)
@@ -130,6 +172,11 @@ class Task:
         return self.gpu.vendor == "amd"
 
     @property
+    def dialect(self) -> Dialect:
+        """The C++ dialect of a CUDA-language candidate for this task's GPU."""
+        return dialect_of(self.gpu)
+
+    @property
     def key(self) -> str:
         """Stable combo id: module|gpu|dtype|d1=v1,d2=v2."""
         return f"{self.module}|{self.gpu.name}|{self.dtype}|" + ",".join(f"{k}={v}" for k, v in self.shape)
@@ -147,8 +194,13 @@ class OpModule:
     shapes: tuple = ()                # menu of shapes: ({dim: value}, ...)
     dtypes: tuple = ("fp16", "bf16")
     vendors: tuple = ("nvidia",)      # nvidia and/or amd (CUDA modules on amd render HIP)
-    variants: tuple = ()              # Variant ladder, naive first
+    variants: tuple = ()              # Variant (or Rung) ladder, naive first
     baseline: str = ""                # tag of the rung an engineer would start from; "" = the first
+    # the op's contract, set on its spec (shared by the CUDA and Triton modules)
+    entry: Entry | None = None        # the entry point: arguments, roles, shapes, dtypes
+    inputs: tuple = ()                # names of the reference's get_inputs(), in order
+    check_shape: dict | None = None   # the shape scripts/gpu_check.py runs on a real GPU
+    tolerance: str | None = None      # gpu_check tolerance class; None: by dtype
 
     @property
     def name(self) -> str:
@@ -174,15 +226,24 @@ class OpModule:
                 return v
         raise KeyError(f"{self.name} has no variant {tag!r}")
 
-    # -- to override -------------------------------------------------------------
+    # -- to override (a module of Rungs with an entry overrides only cost and reference) --
     def cost(self, task: Task) -> Cost:
         raise NotImplementedError
 
     def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+        if isinstance(variant, Rung):
+            return variant.launch(params, task)
         raise NotImplementedError
 
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
+        if isinstance(variant, Rung):
+            return self.assemble(variant.source(params, task, bug), variant, params, task)
         raise NotImplementedError
+
+    def assemble(self, body: str, variant: Variant, params: dict, task: Task) -> str:
+        """The whole candidate around a rung's source: CUDA modules put the dialect's prelude
+        first; Triton modules override this to add imports, constants and the wrapper."""
+        return f"{prelude(task)}\n{body}" if self.impl == "cuda" else body
 
     def reference(self, task: Task) -> str:
         """PyTorch reference in KernelBench form: Model, get_inputs, get_init_inputs."""
@@ -190,7 +251,9 @@ class OpModule:
 
     def signature(self, task: Task) -> str:
         """The entry point the candidate must provide, one line."""
-        raise NotImplementedError
+        if self.entry is None:
+            raise NotImplementedError
+        return self.entry.prototype(task) if self.impl == "cuda" else self.entry.py_signature(task)
 
     def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
         """Triton modules: [KernelSpec, ...] describing each @triton.jit kernel in the
@@ -229,66 +292,20 @@ def cdiv(a: int, b: int) -> int:
 def triton_stage_buffers(task: Task, stages: int, rows: int) -> int:
     """Operand buffers Triton (3.9) allocates for a loop pipelined `num_stages` deep, as its
     compiler reports them: every stage when the dot runs on wgmma (sm_90, tiles of 64+ rows),
-    one fewer on the mma.sync path (sm_8x, narrower tiles on sm_90) and on gfx942.
+    one fewer on the mma.sync path (sm_8x, narrower tiles on sm_90) and on gfx942; the row
+    threshold is the catalog's `triton_full_stage_rows`.
 
     >>> from kernelstrain.gpus import GPUS
     >>> [triton_stage_buffers(Task(None, GPUS[g], "fp16", ()), 4, 128) for g in ("H100", "A100", "MI300X")]
     [4, 3, 3]
     """
-    wgmma = "wgmma" in task.gpu.features and rows >= 64
-    return max(1, stages if wgmma else stages - 1)
-
-
-_HIP_NAMES = ("Stream_t", "MemsetAsync", "MemcpyAsync", "MallocAsync", "FreeAsync", "GetDevice", "DeviceGetAttribute",
-              "LaunchCooperativeKernel", "OccupancyMaxActiveBlocksPerMultiprocessor",
-              "FuncAttributeMaxDynamicSharedMemorySize", "Error_t", "Success", "GetLastError")
-HIP_RUNTIME_ALIASES = tuple(f"#define cuda{n} hip{n}" for n in _HIP_NAMES) + (
-    "#define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount",
-    # HIP takes the kernel as const void*, CUDA's C++ API as the function itself
-    "#define cudaFuncSetAttribute(f, attr, v) hipFuncSetAttribute((const void*)(f), attr, v)",)
+    full = task.gpu.triton_full_stage_rows
+    return max(1, stages if full and rows >= full else stages - 1)
 
 
 def cuda_prelude(task: Task, extra_includes: tuple = ()) -> str:
-    """Includes, the scalar type and warp-reduction helpers for CUDA, or HIP on AMD.
-
-    The helpers are the same names on both so a kernel body reads the same:
-    `scalar_t`, `to_float()`, `from_float()`, `warp_sum()`, `warp_max()`, `WARP_SIZE`.
-    """
-    dtype = task.dtype
-    if task.is_hip:
-        ctype = HIP_C_TYPE.get(dtype, "float")
-        head = ["#include <hip/hip_runtime.h>", "#include <hip/hip_fp16.h>", "#include <hip/hip_bf16.h>",
-                "// CUDA runtime names of the host wrapper, mapped to HIP", *HIP_RUNTIME_ALIASES]
-        shfl = "__shfl_xor(v, o)"
-        warp = 64
-    else:
-        ctype = C_TYPE.get(dtype, "float")
-        head = ["#include <cuda_runtime.h>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>"]
-        if dtype == "fp8":
-            head.append("#include <cuda_fp8.h>")
-        shfl = "__shfl_xor_sync(0xffffffffu, v, o)"
-        warp = 32
-    head += ["#include <stdint.h>", *extra_includes]
-    return "\n".join(head) + f"""
-
-#define WARP_SIZE {warp}
-typedef {ctype} scalar_t;
-
-__device__ __forceinline__ float to_float(scalar_t v) {{ return static_cast<float>(v); }}
-__device__ __forceinline__ scalar_t from_float(float v) {{ return static_cast<scalar_t>(v); }}
-
-__device__ __forceinline__ float warp_sum(float v) {{
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += {shfl};
-    return v;
-}}
-
-__device__ __forceinline__ float warp_max(float v) {{
-#pragma unroll
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v = fmaxf(v, {shfl});
-    return v;
-}}
-"""
+    """The dialect's prelude (dialect.prelude): includes, scalar_t, warp helpers, once."""
+    return prelude(task, extra_includes)
 
 
 TRITON_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
@@ -296,14 +313,14 @@ TRITON_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
 
 def triton_dtype(dtype: str, task: Task | None = None) -> str:
     """Triton element type; fp8 on MI300X is the fnuz flavour."""
-    if dtype == "fp8" and task is not None and task.is_hip:
-        return "tl.float8e4b8"
+    if dtype == "fp8" and task is not None:
+        return task.dialect.fp8_triton
     return TRITON_DTYPE[dtype]
 
 
 def triton_ptr(dtype: str, task: Task | None = None) -> str:
-    if dtype == "fp8" and task is not None and task.is_hip:
-        return "*fp8e4b8"
+    if dtype == "fp8" and task is not None:
+        return task.dialect.fp8_triton_ptr
     return TRITON_PTR[dtype]
 
 

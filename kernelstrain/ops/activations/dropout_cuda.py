@@ -11,100 +11,48 @@ per SM, from the occupancy API).
 """
 from dataclasses import replace
 
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
 
 THREADS = Param("threads", (128, 256, 512), 256)
 UNROLL = Param("unroll", (1, 2, 4), 2)
 P, SEED, OFFSET = 0.1, 0x5EED1234ABCD, 7
+ENTRY = Entry("dropout", (Arg("x", "in", ("T", "D")), Arg("y", "out", ("T", "D")),
+                          Scalar("n", "long long", value="T * D"), Scalar("p", "float"),
+                          Scalar("seed", "unsigned long long"), Scalar("offset", "unsigned")))
+SCALE, NO_SCALE = " * scale", {"scale": ""}     # missing_scale drops the 1 / (1 - p)
+PACK = """
+// 8 x 16-bit elements as one 16-byte uint4 (n is a multiple of 8): two Philox groups.
+union Pack { uint4 u; scalar_t h[8]; };
+
+__device__ __forceinline__ uint4 drop8(uint4 in, unsigned long long chunk, unsigned long long seed,
+                                       unsigned offset, float p, float scale) {
+    Pack v; v.u = in;
+    const uint4 r0 = philox_group(2 * chunk, seed, offset), r1 = philox_group(2 * chunk + 1, seed, offset);
+    const unsigned w[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v.h[k] = drop(v.h[k], w[k], p, scale);
+    return v.u;
+}
+"""
+OCCUPANCY = """    static int resident = 0;  // #SMs x blocks per SM, asked once
+    if (resident == 0) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dropout_kernel, THREADS, 0);
+        resident = sms * per_sm;
+    }
+    const long long need = (n / 8 + THREADS * UNROLL - 1) / (THREADS * UNROLL);
+    const int grid = need < resident ? (int)need : resident;
+"""
+ARGS = ("const scalar_t* __restrict__ x, scalar_t* __restrict__ y, long long n, float p, float scale,\n"
+             "               unsigned long long seed, unsigned offset")
 
 
-class DropoutCuda(OpModule):
-    op, impl, family = "dropout", "cuda", "activations"
-    title = "Dropout (Philox4x32-10 counter-based RNG)"
-    desc = (f"y = x * keep / (1 - p) with p = {P}; keep[e] = u[e] >= p, u[e] = (w >> 8) * 2^-24 where w is "
-            "word e % 4 of Philox4x32-10 with counter (e / 4 as two 32-bit words, offset, 0) and key "
-            f"(seed low, seed high); seed = {SEED:#x}, offset = {OFFSET}.")
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 128, "D": 4096}, {"T": 2048, "D": 5120},
-              {"T": 4096, "D": 8192}, {"T": 8192, "D": 8192}, {"T": 16384, "D": 12288})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    # compute_eff is against the fp32 FLOP peak, but Philox is 32-bit integer multiply/xor
-    # work that issues at about a quarter of that rate: 0.3 is a well-fed integer pipe.
-    variants = (
-        Variant("philox_per_element", "one thread per element, a full Philox4x32-10 call each, 1 of 4 words used",
-                (Param("threads", (64, 128, 256), 64),), compute_eff=0.04, memory_eff=0.45,
-                bugs=("missing_scale",)),
-        Variant("philox4_vec4", "one Philox call feeds 4 elements moved as one 8-byte uint2",
-                (THREADS,), compute_eff=0.25, memory_eff=0.8, bugs=("off_by_one",)),
-        Variant("philox8_uint4", "8 elements per thread through 16-byte uint4 loads, two Philox calls",
-                (THREADS,), compute_eff=0.31, memory_eff=0.88, bugs=("off_by_one", "missing_scale")),
-        Variant("unrolled_ilp", "UNROLL uint4 chunks per thread, every load issued before the RNG math",
-                (THREADS, UNROLL), compute_eff=0.31, memory_eff=0.9, bugs=("off_by_one",)),
-        Variant("persistent", "#SMs x occupancy blocks grid-striding over uint4 chunks, unrolled",
-                (THREADS, UNROLL), compute_eff=0.3, memory_eff=0.92,
-                bugs=("missing_scale",)),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        n, e = task["T"] * task["D"], DTYPE_BYTES[task.dtype]
-        # ~70 integer ops per Philox4x32-10 call shared by 4 elements, plus convert/compare/scale
-        return Cost(flops=24 * n, bytes=2 * n * e)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        # A100 has 64 INT32 lanes beside its 64 FP32 lanes per SM: integer work issues at half
-        # its FLOP rate; Hopper, Ada and CDNA3 doubled FP32 only, so there it is a quarter.
-        return replace(self._launch(variant, params, task), compute_scale=2.0 if task.gpu.arch == "sm_80" else 1.0)
-
-    def _launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        n, elt = task["T"] * task["D"], DTYPE_BYTES[task.dtype]
-        threads = params["threads"]
-        if variant.tag == "philox_per_element":
-            return Launch(grid=cdiv(n, threads), threads=threads, regs=16, bytes_per_access=elt)
-        if variant.tag == "philox4_vec4":
-            return Launch(grid=cdiv(n // 4, threads), threads=threads, regs=16, bytes_per_access=4 * elt,
-                          lane_util=min(1.0, n / 4 / threads))
-        chunks = n // 8
-        if variant.tag == "philox8_uint4":
-            return Launch(grid=cdiv(chunks, threads), threads=threads, regs=32, bytes_per_access=16,
-                          lane_util=min(1.0, chunks / threads))
-        unroll = params["unroll"]
-        if variant.tag == "unrolled_ilp":
-            return Launch(grid=cdiv(chunks, threads * unroll), threads=threads, regs=22 + 4 * unroll,
-                          bytes_per_access=16 * unroll, lane_util=min(1.0, chunks / (threads * unroll)))
-        gpu, regs = task.gpu, 26 + 2 * unroll   # the host sizes the grid with the occupancy API
-        per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
-        grid = min(gpu.sms * per_sm, cdiv(chunks, threads * unroll))
-        return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * unroll,
-                      lane_util=min(1.0, chunks / (grid * threads * unroll)))
-
-    def signature(self, task: Task) -> str:
-        return ("void dropout(const scalar_t* x, scalar_t* y, long long n, float p, unsigned long long seed, "
-                "unsigned offset, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        body = """M = 0xFFFFFFFF
-        n = x.numel()
-        g = torch.arange((n + 3) // 4, dtype=torch.int64, device=x.device)
-        c0, c1, c2, c3 = g & M, g >> 32, torch.full_like(g, self.offset), torch.zeros_like(g)
-        k0, k1 = self.seed & M, self.seed >> 32
-        for _ in range(10):  # Philox4x32-10 on int64 lanes holding uint32 values
-            p0, p1 = c0 * 0xD2511F53, c2 * 0xCD9E8D57
-            c0, c1, c2, c3 = ((p1 >> 32) & M) ^ c1 ^ k0, p1 & M, ((p0 >> 32) & M) ^ c3 ^ k1, p0 & M
-            k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
-        words = torch.stack([c0, c1, c2, c3], dim=1).reshape(-1)[:n]
-        u = (words >> 8).to(torch.float32) * 2.0 ** -24
-        keep = (u >= self.p).view_as(x)
-        return torch.where(keep, x.float() * (1.0 / (1.0 - self.p)), 0.0).to(x.dtype)"""
-        return kernelbench_program(task, self.title, args="x", body=body,
-                                   init=f"self.p, self.seed, self.offset = {P}, {SEED:#x}, {OFFSET}",
-                                   inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        scale = "" if bug == "missing_scale" else " * scale"
-        helpers = f"""
+def helpers(scale: str) -> str:
+    return f"""
 // Philox4x32-10 (Salmon et al., SC'11): 10 rounds of two 32x32->64 multiplies and xors.
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -134,55 +82,40 @@ __device__ __forceinline__ scalar_t drop(scalar_t v, unsigned word, float p, flo
     return (float)(word >> 8) * 5.9604645e-8f >= p ? from_float(to_float(v){scale}) : from_float(0.f);
 }}
 """
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}{helpers}{body}"
 
-    _PACK = """
-// 8 x 16-bit elements as one 16-byte uint4 (n is a multiple of 8): two Philox groups.
-union Pack { uint4 u; scalar_t h[8]; };
 
-__device__ __forceinline__ uint4 drop8(uint4 in, unsigned long long chunk, unsigned long long seed,
-                                       unsigned offset, float p, float scale) {
-    Pack v; v.u = in;
-    const uint4 r0 = philox_group(2 * chunk, seed, offset), r1 = philox_group(2 * chunk + 1, seed, offset);
-    const unsigned w[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v.h[k] = drop(v.h[k], w[k], p, scale);
-    return v.u;
-}
-"""
-
-    _OCCUPANCY = """    static int resident = 0;  // #SMs x blocks per SM, asked once
-    if (resident == 0) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dropout_kernel, THREADS, 0);
-        resident = sms * per_sm;
-    }
-    const long long need = (n / 8 + THREADS * UNROLL - 1) / (THREADS * UNROLL);
-    const int grid = need < resident ? (int)need : resident;
-"""
-
-    def _host(self, grid: str, block: str, prologue: str = "") -> str:
-        return f"""
+def host(task, grid: str, block: str, prologue: str = "") -> str:
+    return f"""
 void dropout(const scalar_t* x, scalar_t* y, long long n, float p, unsigned long long seed, unsigned offset,
              cudaStream_t stream) {{
 {prologue}    dropout_kernel<<<{grid}, {block}, 0, stream>>>(x, y, n, p, 1.f / (1.f - p), seed, offset);
 }}
 """
 
-    _ARGS = ("const scalar_t* __restrict__ x, scalar_t* __restrict__ y, long long n, float p, float scale,\n"
-             "               unsigned long long seed, unsigned offset")
 
-    def _philox_per_element(self, p, task, bug):
-        return f"""
+def int_launch(base):
+    """Philox is integer work: its rate relative to the FLOP peak is the catalog's int32_scale."""
+    return lambda p, task: replace(base(p, task), compute_scale=task.gpu.int32_scale)
+
+
+def elements(task) -> int:
+    return task["T"] * task["D"]
+
+
+# -- philox_per_element, philox4_vec4 ------------------------------------------------------
+def philox_per_element_launch(p, task):
+    return Launch(grid=cdiv(elements(task), p["threads"]), threads=p["threads"], regs=16,
+                  bytes_per_access=DTYPE_BYTES[task.dtype])
+
+
+def philox_per_element_src(p, task, scale=SCALE):
+    return helpers(scale) + f"""
 #define THREADS {p['threads']}
 
 // One thread per element runs all 10 Philox rounds for its group and keeps one word of four:
 // neighbouring threads recompute the same group, so the integer pipe does 4x the needed work.
 extern "C" __global__ void
-dropout_kernel({self._ARGS}) {{
+dropout_kernel({ARGS}) {{
     const long long e = (long long)blockIdx.x * THREADS + threadIdx.x;
     if (e >= n) return;
     const uint4 r = philox_group(e / 4, seed, offset);
@@ -190,17 +123,23 @@ dropout_kernel({self._ARGS}) {{
     const unsigned word = j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w;
     y[e] = drop(x[e], word, p, scale);
 }}
-{self._host("(unsigned)((n + THREADS - 1) / THREADS)", "THREADS")}"""
+{host(task, "(unsigned)((n + THREADS - 1) / THREADS)", "THREADS")}"""
 
-    def _philox4_vec4(self, p, task, bug):
-        bound = "n / 4 - 1" if bug == "off_by_one" else "n / 4"
-        return f"""
+
+def philox4_vec4_launch(p, task):
+    n, threads = elements(task), p["threads"]
+    return Launch(grid=cdiv(n // 4, threads), threads=threads, regs=16, bytes_per_access=4 * DTYPE_BYTES[task.dtype],
+                  lane_util=min(1.0, n / 4 / threads))
+
+
+def philox4_vec4_src(p, task, bound="n / 4"):
+    return helpers(SCALE) + f"""
 #define THREADS {p['threads']}
 union Pack4 {{ uint2 u; scalar_t h[4]; }};  // 4 x 16-bit elements in one 8-byte access
 
 // One Philox call per thread feeds exactly its 4 elements (n is a multiple of 4).
 extern "C" __global__ void __launch_bounds__(THREADS)
-dropout_kernel({self._ARGS}) {{
+dropout_kernel({ARGS}) {{
     const long long g = (long long)blockIdx.x * THREADS + threadIdx.x;
     if (g >= {bound}) return;
     const uint4 r = philox_group(g, seed, offset);
@@ -212,31 +151,44 @@ dropout_kernel({self._ARGS}) {{
     v.h[3] = drop(v.h[3], r.w, p, scale);
     reinterpret_cast<uint2*>(y)[g] = v.u;
 }}
-{self._host("(unsigned)((n / 4 + THREADS - 1) / THREADS)", "THREADS")}"""
+{host(task, "(unsigned)((n / 4 + THREADS - 1) / THREADS)", "THREADS")}"""
 
-    def _philox8_uint4(self, p, task, bug):
-        pack = self._PACK.replace("2 * chunk + 1, seed", "2 * chunk, seed") if bug == "off_by_one" else self._PACK
-        return f"""
+
+# -- philox8_uint4, unrolled_ilp, persistent: 16-byte chunks of 8 elements ------------------
+def philox8_uint4_launch(p, task):
+    chunks, threads = elements(task) // 8, p["threads"]
+    return Launch(grid=cdiv(chunks, threads), threads=threads, regs=32, bytes_per_access=16,
+                  lane_util=min(1.0, chunks / threads))
+
+
+def philox8_uint4_src(p, task, pack=PACK, scale=SCALE):
+    return helpers(scale) + f"""
 #define THREADS {p['threads']}
 {pack}
 extern "C" __global__ void __launch_bounds__(THREADS)
-dropout_kernel({self._ARGS}) {{
+dropout_kernel({ARGS}) {{
     const long long c = (long long)blockIdx.x * THREADS + threadIdx.x;
     if (c >= n / 8) return;
     reinterpret_cast<uint4*>(y)[c] = drop8(reinterpret_cast<const uint4*>(x)[c], c, seed, offset, p, scale);
 }}
-{self._host("(unsigned)((n / 8 + THREADS - 1) / THREADS)", "THREADS")}"""
+{host(task, "(unsigned)((n / 8 + THREADS - 1) / THREADS)", "THREADS")}"""
 
-    def _unrolled_ilp(self, p, task, bug):
-        last = "UNROLL - 1" if bug == "off_by_one" else "UNROLL"
-        return f"""
+
+def unrolled_ilp_launch(p, task):
+    chunks, threads, unroll = elements(task) // 8, p["threads"], p["unroll"]
+    return Launch(grid=cdiv(chunks, threads * unroll), threads=threads, regs=22 + 4 * unroll,
+                  bytes_per_access=16 * unroll, lane_util=min(1.0, chunks / (threads * unroll)))
+
+
+def unrolled_ilp_src(p, task, last="UNROLL"):
+    return helpers(SCALE) + f"""
 #define THREADS {p['threads']}
 #define UNROLL {p['unroll']}
-{self._PACK}
+{PACK}
 // Each thread owns UNROLL chunks THREADS apart; the loads go out first so the ~140 integer
 // ops of Philox per chunk overlap the DRAM latency instead of waiting behind it.
 extern "C" __global__ void __launch_bounds__(THREADS)
-dropout_kernel({self._ARGS}) {{
+dropout_kernel({ARGS}) {{
     const long long chunks = n / 8, base = (long long)blockIdx.x * THREADS * UNROLL + threadIdx.x;
     uint4 v[UNROLL];
 #pragma unroll
@@ -248,17 +200,27 @@ dropout_kernel({self._ARGS}) {{
         if (c < chunks) reinterpret_cast<uint4*>(y)[c] = drop8(v[k], c, seed, offset, p, scale);
     }}
 }}
-{self._host("(unsigned)((n / 8 + THREADS * UNROLL - 1) / (THREADS * UNROLL))", "THREADS")}"""
+{host(task, "(unsigned)((n / 8 + THREADS * UNROLL - 1) / (THREADS * UNROLL))", "THREADS")}"""
 
-    def _persistent(self, p, task, bug):
-        return f"""
+
+def persistent_launch(p, task):
+    chunks, threads, unroll = elements(task) // 8, p["threads"], p["unroll"]
+    gpu, regs = task.gpu, 26 + 2 * unroll   # the host sizes the grid with the occupancy API
+    per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
+    grid = min(gpu.sms * per_sm, cdiv(chunks, threads * unroll))
+    return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * unroll,
+                  lane_util=min(1.0, chunks / (grid * threads * unroll)))
+
+
+def persistent_src(p, task, scale=SCALE):
+    return helpers(scale) + f"""
 #define THREADS {p['threads']}
 #define UNROLL {p['unroll']}
-{self._PACK}
+{PACK}
 // Persistent: every block that fits on the GPU at once stays resident and strides over all
 // uint4 chunks, UNROLL loads in flight per thread.
 extern "C" __global__ void __launch_bounds__(THREADS)
-dropout_kernel({self._ARGS}) {{
+dropout_kernel({ARGS}) {{
     const long long chunks = n / 8, stride = (long long)gridDim.x * THREADS;
     for (long long base = (long long)blockIdx.x * THREADS + threadIdx.x; base < chunks; base += UNROLL * stride) {{
         uint4 v[UNROLL];
@@ -272,4 +234,67 @@ dropout_kernel({self._ARGS}) {{
         }}
     }}
 }}
-{self._host("grid", "THREADS", self._OCCUPANCY)}"""
+{host(task, "grid", "THREADS", OCCUPANCY)}"""
+
+
+class DropoutCuda(OpModule):
+    op, impl, family = "dropout", "cuda", "activations"
+    title = "Dropout (Philox4x32-10 counter-based RNG)"
+    desc = (f"y = x * keep / (1 - p) with p = {P}; keep[e] = u[e] >= p, u[e] = (w >> 8) * 2^-24 where w is "
+            "word e % 4 of Philox4x32-10 with counter (e / 4 as two 32-bit words, offset, 0) and key "
+            f"(seed low, seed high); seed = {SEED:#x}, offset = {OFFSET}.")
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 128, "D": 4096}, {"T": 2048, "D": 5120},
+              {"T": 4096, "D": 8192}, {"T": 8192, "D": 8192}, {"T": 16384, "D": 12288})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"T": 2048, "D": 5120}
+    # compute_eff is against the fp32 FLOP peak, but Philox is 32-bit integer multiply/xor
+    # work that issues at about a quarter of that rate: 0.3 is a well-fed integer pipe.
+    variants = (
+        Rung("philox_per_element", "one thread per element, a full Philox4x32-10 call each, 1 of 4 words used",
+             (Param("threads", (64, 128, 256), 64),), compute_eff=0.04, memory_eff=0.45,
+             launch=int_launch(philox_per_element_launch), render=philox_per_element_src,
+             bugs={"missing_scale": NO_SCALE}),
+        Rung("philox4_vec4", "one Philox call feeds 4 elements moved as one 8-byte uint2",
+             (THREADS,), compute_eff=0.25, memory_eff=0.8, launch=int_launch(philox4_vec4_launch),
+             render=philox4_vec4_src, bugs={"off_by_one": {"bound": "n / 4 - 1"}}),
+        Rung("philox8_uint4", "8 elements per thread through 16-byte uint4 loads, two Philox calls",
+             (THREADS,), compute_eff=0.31, memory_eff=0.88, launch=int_launch(philox8_uint4_launch),
+             render=philox8_uint4_src,
+             bugs={"off_by_one": {"pack": PACK.replace("2 * chunk + 1, seed", "2 * chunk, seed")},
+                   "missing_scale": NO_SCALE}),
+        Rung("unrolled_ilp", "UNROLL uint4 chunks per thread, every load issued before the RNG math",
+             (THREADS, UNROLL), compute_eff=0.31, memory_eff=0.9, launch=int_launch(unrolled_ilp_launch),
+             render=unrolled_ilp_src, bugs={"off_by_one": {"last": "UNROLL - 1"}}),
+        Rung("persistent", "#SMs x occupancy blocks grid-striding over uint4 chunks, unrolled",
+             (THREADS, UNROLL), compute_eff=0.3, memory_eff=0.92, launch=int_launch(persistent_launch),
+             render=persistent_src, bugs={"missing_scale": NO_SCALE}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        n, e = task["T"] * task["D"], DTYPE_BYTES[task.dtype]
+        # ~70 integer ops per Philox4x32-10 call shared by 4 elements, plus convert/compare/scale
+        return Cost(flops=24 * n, bytes=2 * n * e)
+
+    def reference(self, task: Task) -> str:
+        body = """M = 0xFFFFFFFF
+        n = x.numel()
+        g = torch.arange((n + 3) // 4, dtype=torch.int64, device=x.device)
+        c0, c1, c2, c3 = g & M, g >> 32, torch.full_like(g, self.offset), torch.zeros_like(g)
+        k0, k1 = self.seed & M, self.seed >> 32
+        for _ in range(10):  # Philox4x32-10 on int64 lanes holding uint32 values
+            p0, p1 = c0 * 0xD2511F53, c2 * 0xCD9E8D57
+            c0, c1, c2, c3 = ((p1 >> 32) & M) ^ c1 ^ k0, p1 & M, ((p0 >> 32) & M) ^ c3 ^ k1, p0 & M
+            k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+        words = torch.stack([c0, c1, c2, c3], dim=1).reshape(-1)[:n]
+        u = (words >> 8).to(torch.float32) * 2.0 ** -24
+        keep = (u >= self.p).view_as(x)
+        return torch.where(keep, x.float() * (1.0 / (1.0 - self.p)), 0.0).to(x.dtype)"""
+        return kernelbench_program(task, self.title, args="x", body=body,
+                                   init=f"self.p, self.seed, self.offset = {P}, {SEED:#x}, {OFFSET}",
+                                   inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]")
+
+    def assemble(self, body, variant, params, task) -> str:
+        return prelude(task) + body

@@ -5,74 +5,33 @@ memory tree reductions -> warp-shuffle reductions -> online softmax (running max
 rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte vector
 loads and rows packed per block (sub-warp rows for short C).
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
-from .softmax_spec import SoftmaxSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude, shfl_xor_macro
+from ._act import host_line
+from .softmax_spec import ENTRY, SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
+SIG = "softmax_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)"
+NEG_BIG = "#define NEG_BIG (-3.402823466e+38f)  // finite -inf: NEG_BIG - NEG_BIG = 0, not NaN\n"
+RESCALED = "d_o * __expf(m_o - m_new)"   # the other partial's sum at the new max; missing_scale drops the rescale
 
 
-class SoftmaxCuda(SoftmaxSpec):
-    impl = "cuda"
-    variants = (
-        Variant("row_per_thread", "one thread per row: max, sum-of-exp and output loops, lanes C apart",
-                (Param("threads", (32, 64, 128), 64),), memory_eff=0.45, bugs=("wrong_init", "off_by_one")),
-        Variant("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
-                (THREADS,), memory_eff=0.75, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
-                (THREADS,), memory_eff=0.82, smem="static", bugs=("wrong_init", "missing_scale")),
-        Variant("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
-                (THREADS,), memory_eff=0.86, smem="static", bugs=("off_by_one", "missing_scale")),
-        Variant("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
-                (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),
-                memory_eff=0.9, smem="static", bugs=("missing_scale", "off_by_one")),
-    )
+def host(task, grid: str, block: str) -> str:
+    return host_line(ENTRY, task, "softmax_kernel", grid, block)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        r, c, elt, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["threads"]
-        warps = cdiv(threads, gpu.warp)
-        if variant.tag == "row_per_thread":
-            # three strided walks per row; lanes hit a different 32-byte sector each
-            return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32,
-                          traffic=3.4, lane_util=min(1.0, r / threads))
-        util = min(1.0, c / threads)
-        if variant.tag == "smem_block_reduce":   # x read for the max, the sum and the output
-            return Launch(grid=r, threads=threads, smem_bytes=threads * 4, regs=32, bytes_per_access=elt,
-                          traffic=2.0, lane_util=util)
-        if variant.tag == "warp_shuffle":
-            return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=32, bytes_per_access=elt,
-                          traffic=2.0, lane_util=util)
-        if variant.tag == "online_softmax":      # (m, d) in one pass, a second read for the output
-            return Launch(grid=r, threads=threads, smem_bytes=warps * 8, regs=32, bytes_per_access=elt,
-                          traffic=1.5, lane_util=util)
-        rows, vec = params["rows_per_block"], 16 // elt
-        smem = rows * warps * 8 if threads > gpu.warp else 0
-        return Launch(grid=cdiv(r, rows), threads=threads * rows, smem_bytes=smem, regs=32,
-                      bytes_per_access=16, traffic=1.5, lane_util=min(1.0, c / (threads * vec)))
 
-    def signature(self, task: Task) -> str:
-        return "void softmax_forward(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream)"
+# -- row_per_thread ------------------------------------------------------------------------
+def row_per_thread_launch(p, task):
+    # three strided walks per row; lanes hit a different 32-byte sector each
+    r, threads = task["R"], p["threads"]
+    return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32,
+                  traffic=3.4, lane_util=min(1.0, r / threads))
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n#define NEG_BIG (-3.402823466e+38f)  // finite -inf: NEG_BIG - NEG_BIG = 0, not NaN\n{body}"
 
-    def _host(self, grid: str, block: str) -> str:
-        return f"""
-void softmax_forward(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
-    softmax_kernel<<<{grid}, {block}, 0, stream>>>(x, y, R, C);
-}}
-"""
-
-    _SIG = "softmax_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)"
-
-    def _row_per_thread(self, p, task, bug):
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        last = "C - 1" if bug == "off_by_one" else "C"
-        return f"""
+def row_per_thread_src(p, task, init="0.f", last="C"):
+    return f"""
 // One thread per row, three passes: lanes of a warp read addresses C elements apart.
-extern "C" __global__ void {self._SIG} {{
+extern "C" __global__ void {SIG} {{
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= R) return;
     const scalar_t* xr = x + (size_t)row * C;
@@ -84,13 +43,25 @@ extern "C" __global__ void {self._SIG} {{
     const float inv = 1.f / d;
     for (int i = 0; i < {last}; ++i) yr[i] = from_float(__expf(to_float(xr[i]) - m) * inv);
 }}
-{self._host(f"({task['R']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
+{host(task, f"({task['R']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
 
-    def _three_pass(self, reduce_max: str, reduce_sum: str, scale: str) -> str:
-        return f"""
+
+# -- smem_block_reduce, warp_shuffle, online_softmax: a block per row -----------------------
+def block_launch(smem_of, traffic: float):
+    """x read for the max, the sum and the output (traffic 2.0), or (m, d) in one pass + output (1.5)."""
+    def launch(p, task):
+        threads = p["threads"]
+        return Launch(grid=task["R"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
+                      regs=32, bytes_per_access=DTYPE_BYTES[task.dtype], traffic=traffic,
+                      lane_util=min(1.0, task["C"] / threads))
+    return launch
+
+
+def three_pass(task, reduce_max: str, reduce_sum: str, scale: str) -> str:
+    return f"""
 // One block per row, three passes over x: row max, sum of exp, output.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float red[RED_SLOTS];
     const scalar_t* xr = x + (size_t)blockIdx.x * C;
     scalar_t* yr = y + (size_t)blockIdx.x * C;
@@ -102,12 +73,11 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     const float inv = 1.f / {reduce_sum};
     for (int i = threadIdx.x; i < C; i += THREADS) yr[i] = from_float(__expf(to_float(xr[i]) - m){scale});
 }}
-{self._host("R", "THREADS")}"""
+{host(task, "R", "THREADS")}"""
 
-    def _smem_block_reduce(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
-        last = "1" if bug == "off_by_one" else "0"
-        helpers = "".join(f"""
+
+def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", last="0"):
+    helpers = "".join(f"""
 __device__ __forceinline__ float tree_{name}(float v, float* red) {{
     red[threadIdx.x] = v;
     __syncthreads();
@@ -119,15 +89,14 @@ __device__ __forceinline__ float tree_{name}(float v, float* red) {{
     return total;
 }}
 """ for name, op in (("max", "fmaxf(red[threadIdx.x], red[threadIdx.x + stride])"),
-                     ("sum", "red[threadIdx.x] + red[threadIdx.x + stride]")))
-        return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS THREADS\n"
-                "// Tree reductions in shared memory: THREADS partials halve each step."
-                + helpers + self._three_pass("tree_max(m, red)", "tree_sum(d, red)", " * inv"))
+                                                   ("sum", "red[threadIdx.x] + red[threadIdx.x + stride]")))
+    return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS THREADS\n"
+            "// Tree reductions in shared memory: THREADS partials halve each step."
+            + helpers + three_pass(task, "tree_max(m, red)", "tree_sum(d, red)", " * inv"))
 
-    def _warp_shuffle(self, p, task, bug):
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        scale = "" if bug == "missing_scale" else " * inv"
-        helpers = "".join(f"""
+
+def warp_shuffle_src(p, task, init="0.f", scale=" * inv"):
+    helpers = "".join(f"""
 __device__ __forceinline__ float block_{name}(float v, float* red) {{
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     v = warp_{name}(v);
@@ -142,16 +111,14 @@ __device__ __forceinline__ float block_{name}(float v, float* red) {{
     return total;
 }}
 """ for name, ident in (("max", "NEG_BIG"), ("sum", init)))
-        return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS (THREADS / WARP_SIZE)\n"
-                "// Block reductions: shuffles inside each warp, then warp 0 combines the warp results."
-                + helpers + self._three_pass("block_max(m, red)", "block_sum(d, red)", scale))
+    return (f"\n#define THREADS {p['threads']}\n#define RED_SLOTS (THREADS / WARP_SIZE)\n"
+            "// Block reductions: shuffles inside each warp, then warp 0 combines the warp results."
+            + helpers + three_pass(task, "block_max(m, red)", "block_sum(d, red)", scale))
 
-    def _md_helpers(self, task, bug, width: str) -> str:
-        shfl = "__shfl_xor(v, o)" if task.is_hip else "__shfl_xor_sync(0xffffffffu, v, o)"
-        other = "d_o" if bug == "missing_scale" else "d_o * __expf(m_o - m_new)"
-        return f"""
-#define SHFL_XOR(v, o) {shfl}
 
+def md_helpers(task, width: str, other: str) -> str:
+    return f"""
+{shfl_xor_macro(task)}
 // Merge two online-softmax partials (max m, sum d of exp(x - m)): rescale both to the larger max.
 __device__ __forceinline__ void md_merge(float& m, float& d, float m_o, float d_o) {{
     const float m_new = fmaxf(m, m_o);
@@ -166,16 +133,16 @@ __device__ __forceinline__ void shfl_md(float& m, float& d) {{
 }}
 """
 
-    def _online_softmax(self, p, task, bug):
-        last = "WARPS - 1" if bug == "off_by_one" else "WARPS"
-        return f"""
+
+def online_softmax_src(p, task, last="WARPS", other=RESCALED):
+    return f"""
 #define THREADS {p['threads']}
 #define WARPS (THREADS / WARP_SIZE)
-{self._md_helpers(task, bug, "WARP_SIZE")}
+{md_helpers(task, "WARP_SIZE", other)}
 // Pass 1 keeps a running max and a sum rescaled whenever the max grows (online
 // softmax), so the statistics take one read of x; pass 2 writes the output.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float red_m[WARPS], red_d[WARPS];
     const scalar_t* xr = x + (size_t)blockIdx.x * C;
     scalar_t* yr = y + (size_t)blockIdx.x * C;
@@ -194,17 +161,25 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     const float inv = 1.f / d;
     for (int i = threadIdx.x; i < C; i += THREADS) yr[i] = from_float(__expf(to_float(xr[i]) - m) * inv);
 }}
-{self._host("R", "THREADS")}"""
+{host(task, "R", "THREADS")}"""
 
-    def _vectorized_online(self, p, task, bug):
-        threads, rows = p["threads"], p["rows_per_block"]
-        last = "chunks - 1" if bug == "off_by_one" else "chunks"
-        return f"""
+
+# -- vectorized_online ---------------------------------------------------------------------
+def vectorized_online_launch(p, task):
+    threads, rows, vec, gpu = p["threads"], p["rows_per_block"], 16 // DTYPE_BYTES[task.dtype], task.gpu
+    smem = rows * cdiv(threads, gpu.warp) * 8 if threads > gpu.warp else 0
+    return Launch(grid=cdiv(task["R"], rows), threads=threads * rows, smem_bytes=smem, regs=32,
+                  bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (threads * vec)))
+
+
+def vectorized_online_src(p, task, last="chunks", other=RESCALED):
+    threads, rows = p["threads"], p["rows_per_block"]
+    return f"""
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
 #define SEG (THREADS < WARP_SIZE ? THREADS : WARP_SIZE)   // lanes of one row inside a warp
 #define WARPS_PER_ROW (THREADS / SEG)
-{self._md_helpers(task, bug, "SEG")}
+{md_helpers(task, "SEG", other)}
 // 16 bytes per load: 4 fp32 or 8 fp16/bf16 elements.
 constexpr int VEC = 16 / sizeof(scalar_t);
 union Pack {{ uint4 u; scalar_t h[VEC]; }};
@@ -212,7 +187,7 @@ union Pack {{ uint4 u; scalar_t h[VEC]; }};
 // Online softmax over uint4 vectors: per vector, one max, one rescale and VEC exps.
 // Short rows use a sub-warp segment per row (no shared memory, no barrier).
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
-{self._SIG} {{
+{SIG} {{
     const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
     const int row = min(blockIdx.x * ROWS_PER_BLOCK + sub, R - 1);
     const scalar_t* xr = x + (size_t)row * C;
@@ -251,4 +226,32 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
     }}
     for (int i = chunks * VEC + tid; i < C; i += THREADS) y[(size_t)row * C + i] = from_float(__expf(to_float(xr[i]) - m) * inv);
 }}
-{self._host("(R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+{host(task, "(R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+
+
+NO_RESCALE = {"other": "d_o"}
+
+
+class SoftmaxCuda(SoftmaxSpec):
+    impl = "cuda"
+    variants = (
+        Rung("row_per_thread", "one thread per row: max, sum-of-exp and output loops, lanes C apart",
+             (Param("threads", (32, 64, 128), 64),), memory_eff=0.45, launch=row_per_thread_launch,
+             render=row_per_thread_src, bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"last": "C - 1"}}),
+        Rung("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
+             (THREADS,), memory_eff=0.75, smem="static", launch=block_launch(lambda t, w: t * 4, 2.0),
+             render=smem_block_reduce_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "1"}}),
+        Rung("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
+             (THREADS,), memory_eff=0.82, smem="static", launch=block_launch(lambda t, w: w * 4, 2.0),
+             render=warp_shuffle_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),
+        Rung("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
+             (THREADS,), memory_eff=0.86, smem="static", launch=block_launch(lambda t, w: w * 8, 1.5),
+             render=online_softmax_src, bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
+        Rung("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
+             (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),
+             memory_eff=0.9, smem="static", launch=vectorized_online_launch, render=vectorized_online_src,
+             bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}),
+    )
+
+    def assemble(self, body, variant, params, task) -> str:
+        return f"{prelude(task)}\n{NEG_BIG}{body}"

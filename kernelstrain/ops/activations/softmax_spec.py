@@ -1,7 +1,11 @@
-"""Row softmax, the op both softmax modules implement: title, what it computes, dims, shapes,
-dtypes, vendors, its minimum cost and its PyTorch reference.
+"""Row softmax, the op both softmax modules implement: its entry point, title, what it computes,
+dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference and its check shape.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("softmax_forward", (Arg("x", "in", ("R", "C")), Arg("y", "out", ("R", "C")), Scalar("R"), Scalar("C")),
+              py_name="softmax")
 
 
 class SoftmaxSpec(OpModule):
@@ -13,6 +17,8 @@ class SoftmaxSpec(OpModule):
               {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}, {"R": 16384, "C": 1024})
     dtypes = ("fp32", "fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"R": 256, "C": 151936}       # Qwen vocab rows
 
     def cost(self, task: Task) -> Cost:
         r, c, e = task["R"], task["C"], DTYPE_BYTES[task.dtype]

@@ -5,105 +5,30 @@ streaming chunks three times (max, sum, output) -> online softmax (per-lane runn
 and rescaled sum in one pass, then the output pass) -> the whole row in registers (one
 read; spills once C is large) -> persistent programs that prefetch the next row.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from .softmax_spec import SoftmaxSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2
+from .softmax_spec import ENTRY, SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8))
-
-
-def next_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
-class SoftmaxTriton(SoftmaxSpec):
-    impl = "triton"
-    variants = (
-        Variant("row_per_lane", "each lane owns a row: max, sum-of-exp and output loops over its columns",
-                (Param("BLOCK_R", (16, 32, 64), 32), Param("num_warps", (1, 2), 1)),
-                memory_eff=0.45, bugs=("wrong_init", "off_by_one")),
-        Variant("chunked_three_pass", "program per row, BLOCK-wide chunks: max pass, sum pass, output pass",
-                CHUNK, memory_eff=0.82, bugs=("wrong_init", "missing_scale")),
-        Variant("online_softmax", "per-lane running max and rescaled sum in one chunked pass, then the output pass",
-                CHUNK, memory_eff=0.88, bugs=("missing_scale", "off_by_one")),
-        Variant("whole_row_registers", "BLOCK_C = next_pow2(C): the row is read once and kept in registers",
-                (Param("num_warps", (4, 8, 16), 8),), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
-        Variant("persistent", "grid of #SMs x k programs striding over rows, next row prefetched in registers",
-                (Param("num_warps", (4, 8, 16), 8), Param("programs_per_sm", (1, 2, 4), 2)),
-                memory_eff=0.92, bugs=("missing_scale", "off_by_one")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        r, c, elt, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        nw = params["num_warps"]
-        threads = nw * gpu.warp
-        if variant.tag == "row_per_lane":  # three walks; lanes past BLOCK_R replicate rows
-            br = params["BLOCK_R"]
-            return Launch(grid=cdiv(r, br), threads=threads, regs=32, bytes_per_access=32, traffic=3.4,
-                          lane_util=min(1.0, br / threads) * min(1.0, r / br))
-        if variant.tag in ("chunked_three_pass", "online_softmax"):
-            block = params["BLOCK"]
-            per = max(1, block // threads)
-            online = variant.tag == "online_softmax"
-            return Launch(grid=r, threads=threads, smem_bytes=4 * nw,
-                          regs=24 + (3 if online else 2) * per, bytes_per_access=min(16, per * elt),
-                          traffic=1.5 if online else 2.0, lane_util=min(1.0, c / block) * min(1.0, block / threads))
-        block_c = next_pow2(c)
-        per = max(1, block_c // threads)                  # elements of the row each thread holds
-        # fp32 copy of the row (+ the prefetched next row in storage precision when persistent)
-        regs = 16 + int(1.65 * per) + (per * elt // 4 if variant.tag == "persistent" else 0)
-        cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
-        # past the register file the compiler re-loads the row for each use: at worst one read per pass
-        spill = min(1.0 + max(0, regs - cap) / 64, 2.5)
-        util = min(1.0, c / block_c) * min(1.0, block_c / threads)
-        if variant.tag == "persistent":
-            grid = min(r, gpu.sms * params["programs_per_sm"])
-        else:
-            grid, util = r, util * 0.85                   # no load in flight while the row is reduced
-        return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap),
-                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
-
-    def signature(self, task: Task) -> str:
-        return "def softmax(x: torch.Tensor) -> torch.Tensor  # x: (R, C), softmax over the last dim"
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        consts = self._constexprs(variant, params, task)
-        sig = {"x_ptr": ptr, "y_ptr": ptr, "R": "i32", "C": "i32", **{k: "constexpr" for k in consts}}
-        return [KernelSpec("softmax_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
-
-    def _constexprs(self, variant, params, task) -> dict:
-        if variant.tag == "row_per_lane":
-            return {"BLOCK_R": params["BLOCK_R"]}
-        return {"BLOCK": params["BLOCK"]} if "BLOCK" in params else {"BLOCK_C": next_pow2(task["C"])}
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = self._constexprs(variant, params, task)
-        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
-        kw = "".join(f"{k}={v}, " for k, v in consts.items())
-        if variant.tag == "persistent":
-            grid = "min(R, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
-            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
-        else:
-            grid, head = f"triton.cdiv(R, {consts.get('BLOCK_R', 1)})", ""
-        return f"""{TRITON_PRELUDE}
-{head}@triton.jit
-{kernel}
-
-
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    R, C = x.shape
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    softmax_kernel[({grid},)](x, y, R, C, {kw}num_warps={params['num_warps']})
-    return y
+# A row tile of more than this many values per thread does not compile in reasonable time (H200,
+# Triton 3.9: C = 151936 with 4 warps gave no result in 45 s; 8 warps, 1024 a thread, ran)
+MAX_ROW_PER_THREAD = 1024
+OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < C
+        v = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        tl.store(y_row + cols, (tl.exp(v - m){scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
+ROW = """    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * C
+    y_row = y_ptr + row * C
+"""
+NO_SCALE = {"scale": ""}
 
-    @staticmethod
-    def _row_per_lane(bug):
-        init = "tl.full([BLOCK_R], 1.0, dtype=tl.float32)" if bug == "wrong_init" else "tl.zeros([BLOCK_R], dtype=tl.float32)"
-        stop = "C - 1" if bug == "off_by_one" else "C"
-        return f"""
+
+# -- row_per_lane --------------------------------------------------------------------------
+def row_per_lane_src(p, task, init="tl.zeros([BLOCK_R], dtype=tl.float64)", stop="C"):
+    return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr):
     # Each lane owns one row and walks it three times (max, sum, output):
     # neighbouring lanes read addresses C elements apart, so no load coalesces.
@@ -114,34 +39,23 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr):
     m = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
     for i in range(0, C):
         m = tl.maximum(m, tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32))
-    d = {init}
+    d = {init}   # fp64: a serial fp32 sum of ~1e5 terms drifts past fp32 tolerance
     for i in range(0, C):
-        d += tl.exp(tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32) - m)
-    inv = 1.0 / d
+        d += tl.exp(tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32) - m).to(tl.float64)
+    inv = (1.0 / d).to(tl.float32)
     for i in range(0, {stop}):
         v = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
         tl.store(y_rows + i, (tl.exp(v - m) * inv).to(y_ptr.dtype.element_ty), mask=live)
 """
 
-    _OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        mask = cols < C
-        v = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
-        tl.store(y_row + cols, (tl.exp(v - m){scale}).to(y_ptr.dtype.element_ty), mask=mask)
-"""
-    _ROW = """    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * C
-    y_row = y_ptr + row * C
-"""
 
-    def _chunked_three_pass(self, bug):
-        init = "tl.full([BLOCK], 1.0, dtype=tl.float32)" if bug == "wrong_init" else "tl.zeros([BLOCK], dtype=tl.float32)"
-        scale = "" if bug == "missing_scale" else " * inv"
-        return f"""
+# -- chunked_three_pass, online_softmax: BLOCK-wide chunks ---------------------------------
+def chunked_three_pass_src(p, task, init="tl.zeros([BLOCK], dtype=tl.float32)", scale=" * inv"):
+    return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK: tl.constexpr):
     # One program per row, streamed in BLOCK-wide coalesced chunks three times:
     # the row max, the sum of exp(x - max), then the output.
-{self._ROW}    m_l = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+{ROW}    m_l = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
     for off in range(0, C, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         m_l = tl.maximum(m_l, tl.load(x_row + cols, mask=cols < C, other=float("-inf")).to(tl.float32))
@@ -151,17 +65,16 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK: tl.constexpr):
         cols = off + tl.arange(0, BLOCK)
         d_l += tl.exp(tl.load(x_row + cols, mask=cols < C, other=float("-inf")).to(tl.float32) - m)
     inv = 1.0 / tl.sum(d_l, axis=0)
-{self._OUTPUT_LOOP.format(stop="C", scale=scale)}"""
+{OUTPUT_LOOP.format(stop="C", scale=scale)}"""
 
-    def _online_softmax(self, bug):
-        rescale = "" if bug == "missing_scale" else " * tl.exp(m_l - m)"
-        stop = "C - BLOCK" if bug == "off_by_one" else "C"
-        return f"""
+
+def online_softmax_src(p, task, rescale=" * tl.exp(m_l - m)", stop="C"):
+    return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK: tl.constexpr):
     # Online softmax: every lane keeps a running max m_l and a sum d_l that is
     # rescaled by exp(m_old - m_new) whenever its max grows, so the statistics
     # take ONE read of the row; the lanes are merged at the end.
-{self._ROW}    m_l = tl.full([BLOCK], -3.0e38, dtype=tl.float32)   # finite: -3e38 - (-3e38) = 0, not NaN
+{ROW}    m_l = tl.full([BLOCK], -3.0e38, dtype=tl.float32)   # finite: -3e38 - (-3e38) = 0, not NaN
     d_l = tl.zeros([BLOCK], dtype=tl.float32)
     for off in range(0, C, BLOCK):
         cols = off + tl.arange(0, BLOCK)
@@ -171,13 +84,32 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK: tl.constexpr):
         m_l = m_new
     m = tl.max(m_l, axis=0)
     inv = 1.0 / tl.sum(d_l{rescale}, axis=0)
-{self._OUTPUT_LOOP.format(stop=stop, scale=" * inv")}"""
+{OUTPUT_LOOP.format(stop=stop, scale=" * inv")}"""
 
-    @staticmethod
-    def _whole_row_registers(bug):
-        norm = "" if bug == "missing_scale" else " / tl.sum(e, axis=0)"
-        bound = "C - 1" if bug == "off_by_one" else "C"
-        return f"""
+
+# -- whole_row_registers, persistent: the row lives in registers ---------------------------
+def row_launch(p, task):
+    r, c, elt, gpu, nw = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu, p["num_warps"]
+    threads, block_c = nw * gpu.warp, next_pow2(c)
+    persistent = "programs_per_sm" in p
+    per = max(1, block_c // threads)                  # elements of the row each thread holds
+    # fp32 copy of the row (+ the prefetched next row in storage precision when persistent)
+    regs = 16 + int(1.65 * per) + (per * elt // 4 if persistent else 0)
+    cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
+    # past the register file the compiler re-loads the row for each use: at worst one read per pass
+    spill = min(1.0 + max(0, regs - cap) / 64, 2.5)
+    util = min(1.0, c / block_c) * min(1.0, block_c / threads)
+    if persistent:
+        grid = min(r, gpu.sms * p["programs_per_sm"])
+    else:
+        grid, util = r, util * 0.85                   # no load in flight while the row is reduced
+    # beyond MAX_ROW_PER_THREAD the tile is not compiled: the uncapped registers fail the resource gate
+    return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap) if per <= MAX_ROW_PER_THREAD
+                  else regs, bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+
+def whole_row_registers_src(p, task, norm=" / tl.sum(e, axis=0)", bound="C"):
+    return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_C: tl.constexpr):
     # BLOCK_C = next_pow2(C): the row is read once and max, sum and output all
     # come from registers. Padding lanes load -inf so they add exp(-inf) = 0.
@@ -190,11 +122,9 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_C: tl.constexpr):
     tl.store(y_ptr + row * C + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _persistent(bug):
-        norm = "" if bug == "missing_scale" else " / tl.sum(e, axis=0)"
-        stop = "R - 1" if bug == "off_by_one" else "R"
-        return f"""
+
+def persistent_src(p, task, norm=" / tl.sum(e, axis=0)", stop="R"):
+    return f"""
 def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_C: tl.constexpr):
     # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows; the next
     # row's load is issued before this row's max/sum reductions, so DRAM stays
@@ -211,4 +141,62 @@ def softmax_kernel(x_ptr, y_ptr, R, C, BLOCK_C: tl.constexpr):
         e = tl.exp(x - tl.max(x, axis=0))
         y = e{norm}
         tl.store(y_ptr + row.to(tl.int64) * C + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+
+def block_c(p, task) -> dict:
+    return {"BLOCK_C": next_pow2(task["C"])}
+
+
+def chunk(p, task) -> dict:
+    return {"BLOCK": p["BLOCK"]}
+
+
+class SoftmaxTriton(SoftmaxSpec):
+    impl = "triton"
+    variants = (
+        Rung("row_per_lane", "each lane owns a row: max, sum-of-exp and output loops over its columns",
+             (Param("BLOCK_R", (16, 32, 64), 32), Param("num_warps", (1, 2), 1)), memory_eff=0.45,
+             launch=lane_rows_launch("BLOCK_R", "R", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_R": p["BLOCK_R"]},
+             bugs={"wrong_init": {"init": "tl.full([BLOCK_R], 1.0, dtype=tl.float64)"}, "off_by_one": {"stop": "C - 1"}}),
+        Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: max pass, sum pass, output pass",
+             CHUNK, memory_eff=0.82, launch=chunk_launch("R", "C", 2, 2.0), render=chunked_three_pass_src, consts=chunk,
+             bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
+        Rung("online_softmax", "per-lane running max and rescaled sum in one chunked pass, then the output pass",
+             CHUNK, memory_eff=0.88, launch=chunk_launch("R", "C", 3, 1.5), render=online_softmax_src, consts=chunk,
+             bugs={"missing_scale": {"rescale": ""}, "off_by_one": {"stop": "C - BLOCK"}}),
+        Rung("whole_row_registers", "BLOCK_C = next_pow2(C): the row is read once and kept in registers",
+             (Param("num_warps", (4, 8, 16), 8),), memory_eff=0.9, launch=row_launch, render=whole_row_registers_src,
+             consts=block_c, bugs={"missing_scale": {"norm": ""}, "off_by_one": {"bound": "C - 1"}}),
+        Rung("persistent", "grid of #SMs x k programs striding over rows, next row prefetched in registers",
+             (Param("num_warps", (4, 8, 16), 8), Param("programs_per_sm", (1, 2, 4), 2)), memory_eff=0.92,
+             launch=row_launch, render=persistent_src, consts=block_c,
+             bugs={"missing_scale": {"norm": ""}, "off_by_one": {"stop": "R - 1"}}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        consts = variant.consts(params, task)
+        sig = {"x_ptr": ptr, "y_ptr": ptr, "R": "i32", "C": "i32", **{k: "constexpr" for k in consts}}
+        return [KernelSpec("softmax_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = variant.consts(params, task)
+        kw = "".join(f"{k}={v}, " for k, v in consts.items())
+        if "programs_per_sm" in params:
+            grid = "min(R, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
+            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+        else:
+            grid, head = f"triton.cdiv(R, {consts.get('BLOCK_R', 1)})", ""
+        return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel.strip(chr(10))}
+
+
+{ENTRY.py_def(task)}:
+    R, C = x.shape
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    softmax_kernel[({grid},)](x, y, R, C, {kw}num_warps={params['num_warps']})
+    return y
 """

@@ -5,66 +5,17 @@ Ladder: one thread per element with div/mod indexing -> 2-D grid (token row x co
 load issued before the math (ILP) -> persistent grid (#SMs x resident blocks per SM, from the
 occupancy API) grid-striding over the tensor.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
-from .swiglu_fwd_spec import SwigluFwdSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
+from ._act import host_line
+from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
 THREADS = Param("threads", (128, 256, 512), 256)
 UNROLL = Param("unroll", (1, 2, 4), 2)
-
-
-class SwigluFwdCuda(SwigluFwdSpec):
-    impl = "cuda"
-    variants = (
-        Variant("thread_per_element", "one thread per output, 64-bit div/mod per element, scalar loads",
-                (Param("threads", (64, 128, 256), 64),), compute_eff=0.01, memory_eff=0.45, bugs=("off_by_one",)),
-        Variant("row_grid_2d", "2-D grid: blockIdx.y is the token row, no division, scalar loads",
-                (THREADS,), compute_eff=0.3, memory_eff=0.81, bugs=("off_by_one",)),
-        Variant("vectorized_uint4", "16-byte uint4 loads of 8 gate + 8 up elements, one uint4 store",
-                (THREADS,), compute_eff=0.4, memory_eff=0.88, bugs=("no_bounds_check",)),
-        Variant("unrolled_ilp", "UNROLL uint4 chunks per thread, all loads in flight before the math",
-                (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.9, bugs=("no_bounds_check", "off_by_one")),
-        Variant("persistent", "#SMs x occupancy blocks grid-striding over all uint4 chunks, unrolled",
-                (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.84,
-                bugs=("off_by_one",)),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, i, elt = task["T"], task["I"], DTYPE_BYTES[task.dtype]
-        threads, vec = params["threads"], 16 // elt
-        chunks = cdiv(i, vec)                                # uint4 chunks per row
-        if variant.tag == "thread_per_element":
-            return Launch(grid=cdiv(t * i, threads), threads=threads, regs=20, bytes_per_access=elt)
-        if variant.tag == "row_grid_2d":
-            return Launch(grid=t * cdiv(i, threads), threads=threads, regs=16, bytes_per_access=elt,
-                          lane_util=min(1.0, i / threads))
-        if variant.tag == "vectorized_uint4":
-            per_row = cdiv(chunks, threads)
-            return Launch(grid=t * per_row, threads=threads, regs=26, bytes_per_access=16,
-                          lane_util=chunks / (per_row * threads))
-        unroll = params["unroll"]
-        if variant.tag == "unrolled_ilp":
-            per_row = cdiv(chunks, threads * unroll)
-            return Launch(grid=t * per_row, threads=threads, regs=20 + 6 * unroll, bytes_per_access=16 * unroll,
-                          lane_util=chunks / (per_row * threads * unroll))
-        per_row, regs = cdiv(chunks, threads * unroll), 32 + 6 * unroll
-        gpu = task.gpu      # the host asks cudaOccupancyMaxActiveBlocksPerMultiprocessor for this
-        per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
-        grid = min(gpu.sms * per_sm, t * per_row)
-        return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * unroll,
-                      lane_util=chunks / (per_row * threads * unroll))
-
-    def signature(self, task: Task) -> str:
-        return "void swiglu_fwd(const scalar_t* x, scalar_t* y, int T, int I, cudaStream_t stream)"
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{self._SILU}{body}"
-
-    _SILU = """
+SILU = """
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + __expf(-g)) * u; }
 """
-    _PACK = """
+PACK = """
 // 8 x 16-bit elements travel as one 16-byte uint4; I must be a multiple of 8 (every MLP width is).
 constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
@@ -77,16 +28,23 @@ __device__ __forceinline__ uint4 swiglu_pack(const Pack& g, const Pack& u) {
 }
 """
 
-    def _host(self, grid: str, block: str) -> str:
-        return f"""
-void swiglu_fwd(const scalar_t* x, scalar_t* y, int T, int I, cudaStream_t stream) {{
-    swiglu_fwd_kernel<<<{grid}, {block}, 0, stream>>>(x, y, T, I);
-}}
-"""
 
-    def _thread_per_element(self, p, task, bug):
-        n = "(long long)T * I - 1" if bug == "off_by_one" else "(long long)T * I"
-        return f"""
+def host(task, grid: str, block: str) -> str:
+    return host_line(ENTRY, task, "swiglu_fwd_kernel", grid, block)
+
+
+def chunks_of(p, task) -> int:
+    return cdiv(task["I"], 16 // DTYPE_BYTES[task.dtype])     # uint4 chunks per row
+
+
+# -- thread_per_element, row_grid_2d: scalar loads -----------------------------------------
+def thread_per_element_launch(p, task):
+    return Launch(grid=cdiv(task["T"] * task["I"], p["threads"]), threads=p["threads"], regs=20,
+                  bytes_per_access=DTYPE_BYTES[task.dtype])
+
+
+def thread_per_element_src(p, task, n="(long long)T * I"):
+    return f"""
 #define THREADS {p['threads']}
 
 // One thread per output element: a 64-bit division and modulo recover (t, i) for every
@@ -100,28 +58,43 @@ extern "C" __global__ void swiglu_fwd_kernel(const scalar_t* __restrict__ x, sca
     const float u = to_float(x[t * 2 * I + I + i]);
     y[idx] = from_float(g / (1.f + expf(-g)) * u);
 }}
-{self._host("(unsigned)(((long long)T * I + THREADS - 1) / THREADS)", "THREADS")}"""
+{host(task, "(unsigned)(((long long)T * I + THREADS - 1) / THREADS)", "THREADS")}"""
 
-    def _row_grid_2d(self, p, task, bug):
-        guard = f"\n    if (i >= {'I - 1' if bug == 'off_by_one' else 'I'}) return;"
-        return f"""
+
+def row_grid_2d_launch(p, task):
+    t, i, threads = task["T"], task["I"], p["threads"]
+    return Launch(grid=t * cdiv(i, threads), threads=threads, regs=16, bytes_per_access=DTYPE_BYTES[task.dtype],
+                  lane_util=min(1.0, i / threads))
+
+
+def row_grid_2d_src(p, task, bound="I"):
+    return f"""
 #define THREADS {p['threads']}
 
 // blockIdx.y is the token row, blockIdx.x a block of columns: no division, and a warp's
 // gate and up loads are each one contiguous 64-byte run.
 extern "C" __global__ void __launch_bounds__(THREADS)
 swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int T, int I) {{
-    const int i = blockIdx.x * THREADS + threadIdx.x;{guard}
+    const int i = blockIdx.x * THREADS + threadIdx.x;
+    if (i >= {bound}) return;
     const scalar_t* xr = x + (size_t)blockIdx.y * 2 * I;
     y[(size_t)blockIdx.y * I + i] = from_float(silu_mul(to_float(xr[i]), to_float(xr[I + i])));
 }}
-{self._host("dim3((I + THREADS - 1) / THREADS, T)", "THREADS")}"""
+{host(task, "dim3((I + THREADS - 1) / THREADS, T)", "THREADS")}"""
 
-    def _vectorized_uint4(self, p, task, bug):
-        guard = "" if bug == "no_bounds_check" else "\n    if (c >= chunks) return;"
-        return f"""
+
+# -- vectorized_uint4 ----------------------------------------------------------------------
+def vectorized_uint4_launch(p, task):
+    chunks, threads = chunks_of(p, task), p["threads"]
+    per_row = cdiv(chunks, threads)
+    return Launch(grid=task["T"] * per_row, threads=threads, regs=26, bytes_per_access=16,
+                  lane_util=chunks / (per_row * threads))
+
+
+def vectorized_uint4_src(p, task, guard="\n    if (c >= chunks) return;"):
+    return f"""
 #define THREADS {p['threads']}
-{self._PACK}
+{PACK}
 // Each thread moves one 16-byte chunk of gate, one of up and one of y.
 extern "C" __global__ void __launch_bounds__(THREADS)
 swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int T, int I) {{
@@ -134,15 +107,15 @@ swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int 
     u.u = up[c];
     reinterpret_cast<uint4*>(y + (size_t)blockIdx.y * I)[c] = swiglu_pack(g, u);
 }}
-{self._host("dim3((I / VEC + THREADS - 1) / THREADS, T)", "THREADS")}"""
+{host(task, "dim3((I / VEC + THREADS - 1) / THREADS, T)", "THREADS")}"""
 
-    def _tile_routine(self, p, bug) -> str:
-        guard = "true" if bug == "no_bounds_check" else "c[k] < chunks"
-        last = "UNROLL - 1" if bug == "off_by_one" else "UNROLL"
-        return f"""
+
+# -- unrolled_ilp, persistent: UNROLL chunks per thread ------------------------------------
+def tile_routine(p, guard: str = "c[k] < chunks", last: str = "UNROLL") -> str:
+    return f"""
 #define THREADS {p['threads']}
 #define UNROLL {p['unroll']}
-{self._PACK}
+{PACK}
 // One tile = THREADS * UNROLL chunks of one row. Each thread owns UNROLL chunks THREADS
 // apart (a warp's accesses stay contiguous); all 2*UNROLL loads issue before any math.
 __device__ __forceinline__ void swiglu_tile(const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
@@ -164,18 +137,36 @@ __device__ __forceinline__ void swiglu_tile(const scalar_t* __restrict__ x, scal
 }}
 """
 
-    def _unrolled_ilp(self, p, task, bug):
-        return f"""{self._tile_routine(p, bug)}
+
+def unrolled_ilp_launch(p, task):
+    chunks, threads, unroll = chunks_of(p, task), p["threads"], p["unroll"]
+    per_row = cdiv(chunks, threads * unroll)
+    return Launch(grid=task["T"] * per_row, threads=threads, regs=20 + 6 * unroll, bytes_per_access=16 * unroll,
+                  lane_util=chunks / (per_row * threads * unroll))
+
+
+def unrolled_ilp_src(p, task, guard="c[k] < chunks", last="UNROLL"):
+    return f"""{tile_routine(p, guard, last)}
 // 2-D grid: blockIdx.y is the row, blockIdx.x the tile within it.
 extern "C" __global__ void __launch_bounds__(THREADS)
 swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int T, int I) {{
     swiglu_tile(x, y, I, blockIdx.y, blockIdx.x);
 }}
-{self._host("dim3((I / VEC + THREADS * UNROLL - 1) / (THREADS * UNROLL), T)", "THREADS")}"""
+{host(task, "dim3((I / VEC + THREADS * UNROLL - 1) / (THREADS * UNROLL), T)", "THREADS")}"""
 
-    def _persistent(self, p, task, bug):
-        tiles = "tiles - 1" if bug == "off_by_one" else "tiles"
-        return f"""{self._tile_routine(p, None)}
+
+def persistent_launch(p, task):
+    chunks, threads, unroll, gpu = chunks_of(p, task), p["threads"], p["unroll"], task.gpu
+    per_row, regs = cdiv(chunks, threads * unroll), 32 + 6 * unroll
+    # the host asks cudaOccupancyMaxActiveBlocksPerMultiprocessor for this
+    per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
+    grid = min(gpu.sms * per_sm, task["T"] * per_row)
+    return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * unroll,
+                  lane_util=chunks / (per_row * threads * unroll))
+
+
+def persistent_src(p, task, tiles="tiles"):
+    return f"""{tile_routine(p)}
 // Persistent: as many blocks as fit on the GPU at once stay resident and stride over the
 // T * col_tiles tiles; one 32-bit division per tile finds its row.
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -187,7 +178,7 @@ swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int 
     }}
 }}
 
-void swiglu_fwd(const scalar_t* x, scalar_t* y, int T, int I, cudaStream_t stream) {{
+{ENTRY.prototype(task)} {{
     static int resident = 0;  // #SMs x blocks per SM, asked once
     if (resident == 0) {{
         int dev = 0, sms = 0, per_sm = 0;
@@ -200,3 +191,28 @@ void swiglu_fwd(const scalar_t* x, scalar_t* y, int T, int I, cudaStream_t strea
     swiglu_fwd_kernel<<<tiles < resident ? tiles : resident, THREADS, 0, stream>>>(x, y, T, I);
 }}
 """
+
+
+class SwigluFwdCuda(SwigluFwdSpec):
+    impl = "cuda"
+    variants = (
+        Rung("thread_per_element", "one thread per output, 64-bit div/mod per element, scalar loads",
+             (Param("threads", (64, 128, 256), 64),), compute_eff=0.01, memory_eff=0.45,
+             launch=thread_per_element_launch, render=thread_per_element_src,
+             bugs={"off_by_one": {"n": "(long long)T * I - 1"}}),
+        Rung("row_grid_2d", "2-D grid: blockIdx.y is the token row, no division, scalar loads",
+             (THREADS,), compute_eff=0.3, memory_eff=0.81, launch=row_grid_2d_launch, render=row_grid_2d_src,
+             bugs={"off_by_one": {"bound": "I - 1"}}),
+        Rung("vectorized_uint4", "16-byte uint4 loads of 8 gate + 8 up elements, one uint4 store",
+             (THREADS,), compute_eff=0.4, memory_eff=0.88, launch=vectorized_uint4_launch,
+             render=vectorized_uint4_src, bugs={"no_bounds_check": {"guard": ""}}),
+        Rung("unrolled_ilp", "UNROLL uint4 chunks per thread, all loads in flight before the math",
+             (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.9, launch=unrolled_ilp_launch, render=unrolled_ilp_src,
+             bugs={"no_bounds_check": {"guard": "true"}, "off_by_one": {"last": "UNROLL - 1"}}),
+        Rung("persistent", "#SMs x occupancy blocks grid-striding over all uint4 chunks, unrolled",
+             (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.84, launch=persistent_launch, render=persistent_src,
+             bugs={"off_by_one": {"tiles": "tiles - 1"}}),
+    )
+
+    def assemble(self, body, variant, params, task) -> str:
+        return f"{prelude(task)}\n{SILU}{body}"

@@ -1,7 +1,10 @@
-"""SwiGLU forward, the op both swiglu_fwd modules implement: title, what it computes, dims,
-shapes, dtypes, vendors, its minimum cost and its PyTorch reference.
+"""SwiGLU forward, the op both swiglu_fwd modules implement: its entry point, title, what it
+computes, dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference and check shape.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("swiglu_fwd", (Arg("x", "in", ("T", "2*I")), Arg("y", "out", ("T", "I")), Scalar("T"), Scalar("I")))
 
 
 class SwigluFwdSpec(OpModule):
@@ -14,6 +17,8 @@ class SwigluFwdSpec(OpModule):
               {"T": 4096, "I": 11008}, {"T": 8192, "I": 14336}, {"T": 16384, "I": 28672})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"T": 1024, "I": 13824}
 
     def cost(self, task: Task) -> Cost:
         t, i, e = task["T"], task["I"], DTYPE_BYTES[task.dtype]

@@ -4,72 +4,17 @@ Ladder: flat 1-D blocks with div/mod per element -> one program per token row lo
 -> 2-D grid (column block x row) -> [BLOCK_T, BLOCK_I] tiles per program -> persistent
 programs (#SMs x k) striding over the tiles.
 """
-from ..base import KernelSpec, Launch, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
 from ._swiglu_triton import BLOCK, WARPS, persistent_programs
-from .swiglu_fwd_spec import SwigluFwdSpec
+from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
 
-class SwigluFwdTriton(SwigluFwdSpec):
-    impl = "triton"
-    variants = (
-        Variant("flat_index", "1-D blocks over T*I outputs, one element per lane, // and % per element",
-                (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)),
-                compute_eff=0.2, memory_eff=0.5, bugs=("off_by_one",)),
-        Variant("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",
-                (BLOCK, WARPS), compute_eff=0.3, memory_eff=0.79, bugs=("no_bounds_check",)),
-        Variant("tile_2d", "2-D grid (column block, row): contiguous, vectorizable loads, no loop",
-                (BLOCK, WARPS), compute_eff=0.4, memory_eff=0.82, bugs=("no_bounds_check",)),
-        Variant("multi_row_tile", "[BLOCK_T, BLOCK_I] tile per program: more bytes in flight per thread",
-                (Param("BLOCK_T", (1, 2, 4, 8), 2), BLOCK, WARPS), compute_eff=0.4, memory_eff=0.81,
-                bugs=("off_by_one",)),
-        Variant("persistent", "#SMs x k programs loop over the row-tiles with tl.range",
-                (BLOCK, WARPS, Param("programs_per_sm", (8, 16, 32), 16)), compute_eff=0.4, memory_eff=0.79,
-                bugs=("off_by_one",)),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, i, elt = task["T"], task["I"], DTYPE_BYTES[task.dtype]
-        block, threads = params["BLOCK"], params["num_warps"] * task.gpu.warp
-        per_thread = max(1, block // threads)                      # contiguous elements per thread
-        vec = min(16, per_thread * elt)
-        if variant.tag == "flat_index":
-            return Launch(grid=cdiv(t * i, block), threads=threads, regs=24, bytes_per_access=elt,
-                          lane_util=min(1.0, block / threads))
-        if variant.tag == "row_program":
-            return Launch(grid=t, threads=threads, regs=16 + 2 * per_thread, bytes_per_access=vec,
-                          lane_util=i / (cdiv(i, block) * block) * min(1.0, block / threads))
-        col_blocks = cdiv(i, block)
-        util = i / (col_blocks * block) * min(1.0, block / threads)
-        if variant.tag == "tile_2d":
-            return Launch(grid=col_blocks * t, threads=threads, regs=16 + 2 * per_thread, bytes_per_access=vec,
-                          lane_util=util)
-        if variant.tag == "multi_row_tile":
-            rows = params["BLOCK_T"]
-            return Launch(grid=col_blocks * cdiv(t, rows), threads=threads, regs=16 + 2 * per_thread * rows,
-                          bytes_per_access=vec * rows, lane_util=util * t / (cdiv(t, rows) * rows))
-        return Launch(grid=persistent_programs(params, task), threads=threads, regs=24 + 2 * per_thread,
-                      bytes_per_access=vec, lane_util=util)
-
-    def signature(self, task: Task) -> str:
-        return "def swiglu_fwd(x: torch.Tensor) -> torch.Tensor  # x [T, 2*I] -> y [T, I]"
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "y_ptr": ptr, "T": "i32", "I": "i32", "BLOCK": "constexpr"}
-        consts = {"BLOCK": params["BLOCK"]}
-        if variant.tag == "multi_row_tile":
-            sig["BLOCK_T"], consts["BLOCK_T"] = "constexpr", params["BLOCK_T"]
-        if variant.tag == "persistent":
-            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", persistent_programs(params, task)
-        return [KernelSpec("swiglu_fwd_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        kernel, grid = getattr(self, "_" + variant.tag)(params, task, bug)
-        extra = "".join(f", {k}={params[k]}" for k in ("BLOCK_T",) if k in params)
-        if variant.tag == "persistent":
-            extra += f", NUM_PROGS={persistent_programs(params, task)}"
-        return f"""{TRITON_PRELUDE}
+def program(p, task, kernel: str, grid: str) -> str:
+    """The candidate: silu_mul, the rung's kernel and the wrapper launching it on `grid`."""
+    extra = "".join(f", {k}={p[k]}" for k in ("BLOCK_T",) if k in p)
+    if "programs_per_sm" in p:
+        extra += f", NUM_PROGS={persistent_programs(p, task)}"
+    return f"""{TRITON_PRELUDE}
 
 @triton.jit
 def silu_mul(g, u):
@@ -78,17 +23,33 @@ def silu_mul(g, u):
 
 {kernel}
 
-def swiglu_fwd(x: torch.Tensor) -> torch.Tensor:
+{ENTRY.py_def(task)}:
     T, I = x.shape[0], x.shape[1] // 2
     y = torch.empty((T, I), dtype=x.dtype, device=x.device)
     grid = {grid}
-    swiglu_fwd_kernel[grid](x, y, T, I, BLOCK={params['BLOCK']}{extra}, num_warps={params['num_warps']})
+    swiglu_fwd_kernel[grid](x, y, T, I, BLOCK={p['BLOCK']}{extra}, num_warps={p['num_warps']})
     return y
 """
 
-    def _flat_index(self, p, task, bug):
-        n = "T * I - 1" if bug == "off_by_one" else "T * I"
-        return f"""@triton.jit
+
+def geometry(p, task):
+    """(threads, contiguous elements per thread, bytes per access, column blocks, lane use)."""
+    block, threads = p["BLOCK"], p["num_warps"] * task.gpu.warp
+    per_thread = max(1, block // threads)
+    col_blocks = cdiv(task["I"], block)
+    return (threads, per_thread, min(16, per_thread * DTYPE_BYTES[task.dtype]), col_blocks,
+            task["I"] / (col_blocks * block) * min(1.0, block / threads))
+
+
+# -- flat_index ----------------------------------------------------------------------------
+def flat_index_launch(p, task):
+    threads = p["num_warps"] * task.gpu.warp
+    return Launch(grid=cdiv(task["T"] * task["I"], p["BLOCK"]), threads=threads, regs=24,
+                  bytes_per_access=DTYPE_BYTES[task.dtype], lane_util=min(1.0, p["BLOCK"] / threads))
+
+
+def flat_index_src(p, task, n="T * I"):
+    return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
     # one output per lane (BLOCK of 128 over 4 warps): 2-byte accesses, and an integer
     # division and modulo per element to find (row, col)
@@ -98,11 +59,17 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
     g = tl.load(x_ptr + row * 2 * I + col, mask=mask)
     u = tl.load(x_ptr + row * 2 * I + I + col, mask=mask)
     tl.store(y_ptr + offs, silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
-""", f"(triton.cdiv(T * I, {p['BLOCK']}),)"
+""", f"(triton.cdiv(T * I, {p['BLOCK']}),)")
 
-    def _row_program(self, p, task, bug):
-        mask = "" if bug == "no_bounds_check" else ", mask=mask"
-        return f"""@triton.jit
+
+# -- row_program, tile_2d ------------------------------------------------------------------
+def row_program_launch(p, task):
+    threads, per_thread, vec, _, util = geometry(p, task)
+    return Launch(grid=task["T"], threads=threads, regs=16 + 2 * per_thread, bytes_per_access=vec, lane_util=util)
+
+
+def row_program_src(p, task, mask=", mask=mask"):
+    return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
     # one program walks a whole token row: contiguous loads, but only T programs in flight
     row = tl.program_id(0).to(tl.int64)
@@ -113,11 +80,17 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
         g = tl.load(x_row + cols{mask})
         u = tl.load(x_row + I + cols{mask})
         tl.store(y_row + cols, silu_mul(g, u).to(y_ptr.dtype.element_ty){mask})
-""", "(T,)"
+""", "(T,)")
 
-    def _tile_2d(self, p, task, bug):
-        mask = "" if bug == "no_bounds_check" else ", mask=mask"
-        return f"""@triton.jit
+
+def tile_2d_launch(p, task):
+    threads, per_thread, vec, col_blocks, util = geometry(p, task)
+    return Launch(grid=col_blocks * task["T"], threads=threads, regs=16 + 2 * per_thread, bytes_per_access=vec,
+                  lane_util=util)
+
+
+def tile_2d_src(p, task, mask=", mask=mask"):
+    return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
     # axis 0: block of columns, axis 1: token row -> T * I / BLOCK independent programs
     row = tl.program_id(1).to(tl.int64)
@@ -126,11 +99,19 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
     g = tl.load(x_ptr + row * 2 * I + cols{mask})
     u = tl.load(x_ptr + row * 2 * I + I + cols{mask})
     tl.store(y_ptr + row * I + cols, silu_mul(g, u).to(y_ptr.dtype.element_ty){mask})
-""", f"(triton.cdiv(I, {p['BLOCK']}), T)"
+""", f"(triton.cdiv(I, {p['BLOCK']}), T)")
 
-    def _multi_row_tile(self, p, task, bug):
-        col_bound = "I - 1" if bug == "off_by_one" else "I"
-        return f"""@triton.jit
+
+# -- multi_row_tile, persistent ------------------------------------------------------------
+def multi_row_tile_launch(p, task):
+    threads, per_thread, vec, col_blocks, util = geometry(p, task)
+    t, rows = task["T"], p["BLOCK_T"]
+    return Launch(grid=col_blocks * cdiv(t, rows), threads=threads, regs=16 + 2 * per_thread * rows,
+                  bytes_per_access=vec * rows, lane_util=util * t / (cdiv(t, rows) * rows))
+
+
+def multi_row_tile_src(p, task, col_bound="I"):
+    return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, BLOCK_T: tl.constexpr):
     # a [BLOCK_T, BLOCK] tile: each lane holds BLOCK_T independent vectors in flight
     rows = (tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)).to(tl.int64)[:, None]
@@ -139,11 +120,17 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, BLOCK_T: tl.const
     g = tl.load(x_ptr + rows * 2 * I + cols, mask=mask)
     u = tl.load(x_ptr + rows * 2 * I + I + cols, mask=mask)
     tl.store(y_ptr + rows * I + cols, silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
-""", f"(triton.cdiv(I, {p['BLOCK']}), triton.cdiv(T, {p['BLOCK_T']}))"
+""", f"(triton.cdiv(I, {p['BLOCK']}), triton.cdiv(T, {p['BLOCK_T']}))")
 
-    def _persistent(self, p, task, bug):
-        tiles = "num_tiles - 1" if bug == "off_by_one" else "num_tiles"
-        return f"""@triton.jit
+
+def persistent_launch(p, task):
+    threads, per_thread, vec, _, util = geometry(p, task)
+    return Launch(grid=persistent_programs(p, task), threads=threads, regs=24 + 2 * per_thread,
+                  bytes_per_access=vec, lane_util=util)
+
+
+def persistent_src(p, task, tiles="num_tiles"):
+    return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, NUM_PROGS: tl.constexpr):
     # NUM_PROGS programs (#SMs x k, capped by the tile count) stay resident and stride over
     # the (row, column-block) tiles: no block scheduling tail, loads of the next tile overlap.
@@ -156,4 +143,35 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, NUM_PROGS: tl.con
         g = tl.load(x_ptr + row * 2 * I + cols, mask=mask)
         u = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask)
         tl.store(y_ptr + row * I + cols, silu_mul(g, u).to(y_ptr.dtype.element_ty), mask=mask)
-""", f"({persistent_programs(p, task)},)"
+""", f"({persistent_programs(p, task)},)")
+
+
+class SwigluFwdTriton(SwigluFwdSpec):
+    impl = "triton"
+    variants = (
+        Rung("flat_index", "1-D blocks over T*I outputs, one element per lane, // and % per element",
+             (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), compute_eff=0.2, memory_eff=0.5,
+             launch=flat_index_launch, render=flat_index_src, bugs={"off_by_one": {"n": "T * I - 1"}}),
+        Rung("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",
+             (BLOCK, WARPS), compute_eff=0.3, memory_eff=0.79, launch=row_program_launch, render=row_program_src,
+             bugs={"no_bounds_check": {"mask": ""}}),
+        Rung("tile_2d", "2-D grid (column block, row): contiguous, vectorizable loads, no loop",
+             (BLOCK, WARPS), compute_eff=0.4, memory_eff=0.82, launch=tile_2d_launch, render=tile_2d_src,
+             bugs={"no_bounds_check": {"mask": ""}}),
+        Rung("multi_row_tile", "[BLOCK_T, BLOCK_I] tile per program: more bytes in flight per thread",
+             (Param("BLOCK_T", (1, 2, 4, 8), 2), BLOCK, WARPS), compute_eff=0.4, memory_eff=0.81,
+             launch=multi_row_tile_launch, render=multi_row_tile_src, bugs={"off_by_one": {"col_bound": "I - 1"}}),
+        Rung("persistent", "#SMs x k programs loop over the row-tiles with tl.range",
+             (BLOCK, WARPS, Param("programs_per_sm", (8, 16, 32), 16)), compute_eff=0.4, memory_eff=0.79,
+             launch=persistent_launch, render=persistent_src, bugs={"off_by_one": {"tiles": "num_tiles - 1"}}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "y_ptr": ptr, "T": "i32", "I": "i32", "BLOCK": "constexpr"}
+        consts = {"BLOCK": params["BLOCK"]}
+        if "BLOCK_T" in params:
+            sig["BLOCK_T"], consts["BLOCK_T"] = "constexpr", params["BLOCK_T"]
+        if "programs_per_sm" in params:
+            sig["NUM_PROGS"], consts["NUM_PROGS"] = "constexpr", persistent_programs(params, task)
+        return [KernelSpec("swiglu_fwd_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]

@@ -14,23 +14,24 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
     gfx942: Q in registers, a [bm, bn] tile in LDS. `shared_kv`: unpipelined (num_stages 1), K and V
     share one buffer."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
-    if task.is_hip and stages >= 4:
-        stages = 2   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
+    cap = task.gpu.triton_max_stage_buffers
+    if cap and stages >= 4:
+        stages = cap   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
     if stages == 1 and shared_kv:
         kv = kv_tile // 2
     else:
         kv = kv_tile * triton_stage_buffers(task, stages, bm)
-    return kv + (bm * bn * e if task.is_hip else q_tile)
+    return kv + (bm * bn * e if task.gpu.triton_q_in_registers else q_tile)
 
 
 def wgmma_eff(task: Task, bm: int) -> float:
     """sm_90 issues wgmma only for tiles of >= 64 rows; smaller ones fall back to mma.sync."""
-    return 1.0 if (bm >= 64 or "wgmma" not in task.gpu.features) else 0.65
+    return 1.0 if bm >= task.gpu.triton_full_stage_rows else task.gpu.triton_small_tile_scale
 
 
 def mfma_eff(task: Task) -> float:
-    """Triton's MFMA attention reaches less of MI300X's peak."""
-    return 0.65 if task.is_hip else 1.0
+    """Triton's MFMA attention reaches less of MI300X's peak (the catalog's triton_dot_scale)."""
+    return task.gpu.triton_dot_scale
 
 
 def mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:

@@ -3,110 +3,51 @@ queries over encoder keys). Ladder: one program per query row on CUDA cores -> t
 online softmax, every tile masked -> exp2 + peeled ragged tail -> pipelined K/V, tuned tiles ->
 split-KV over the encoder keys with a log-sum-exp combine kernel (decode steps, small batches).
 """
-from functools import partialmethod
-
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
+from .cross_attention_spec import ENTRY, CrossAttentionSpec, cost_of
 
 BLOCK_M = Param("BLOCK_M", (16, 64, 128), 64)
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
 WARPS = Param("num_warps", (4, 8), 4)
+MASK_KV = ", mask=in_kv[:, None], other=0.0"
+SCORE_KV = 'tl.where(in_kv, tl.sum(k * q[None, :], 1), float("-inf"))'
+NO_BOUNDS = {"tail": "False"}          # the ragged tail block loaded and scored unmasked
 
 
-class CrossAttentionTriton(OpModule):
-    op, impl, family = "cross_attention", "triton", "attention"
-    title = "Cross attention (non-causal, encoder keys)"
-    desc = ("o[b, h, i] = softmax_j(q[b, h, i] . k[b, h, j] / sqrt(D)) v[b, h, j] over all Skv encoder "
-            "positions; q, o [B, H, Sq, D], k, v [B, H, Skv, D]; no mask; fp32 softmax statistics.")
-    dims = {"B": "batch", "H": "heads", "Sq": "query (decoder) positions", "Skv": "encoder positions",
-            "D": "head dim"}
-    shapes = ({"B": 16, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}, {"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64},
-              {"B": 8, "H": 16, "Sq": 1024, "Skv": 4096, "D": 128}, {"B": 1, "H": 32, "Sq": 2048, "Skv": 6404, "D": 128},
-              {"B": 1, "H": 32, "Sq": 1, "Skv": 6404, "D": 128}, {"B": 4, "H": 20, "Sq": 1, "Skv": 1500, "D": 64})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("row_per_program", "one program per query row, CUDA-core dots, online softmax over key blocks",
-                (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
-                compute_eff=0.09, memory_eff=0.6, bugs=("missing_scale", "no_bounds_check")),
-        Variant("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, every block masked",
-                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
-                smem="dynamic", bugs=("no_bounds_check", "missing_scale")),
-        Variant("tail_peel_exp2", "log2e folded into the scale, exp2; unmasked full blocks + one masked tail block",
-                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
-                smem="dynamic", bugs=("missing_scale", "no_bounds_check")),
-        Variant("pipelined_tiles", "tl.range(num_stages) multi-buffers K/V tiles behind the MMAs; tuned tiles",
-                (BLOCK_M, BLOCK_N, WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.5,
-                memory_eff=0.87, smem="dynamic", bugs=("missing_scale", "no_bounds_check")),
-        Variant("split_kv", "encoder keys split over NUM_SPLITS programs; partial (o, lse) merged by a combine kernel",
-                (Param("num_splits", (2, 4, 8, 16), 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
-                 Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",
-                bugs=("bad_combine_index", "missing_scale")),
-    )
+def row_launch(p, task):
+    # each row streams K/V; rows of one head run together, so L2 serves most re-reads
+    b, h, sq, skv, d = (task[k] for k in ("B", "H", "Sq", "Skv", "D"))
+    bn, threads = p["BLOCK_N"], p["num_warps"] * task.gpu.warp
+    regs = 40 + 2 * bn * d // threads
+    kv_bytes = 2 * b * h * skv * d * DTYPE_BYTES[task.dtype]
+    return Launch(grid=b * h * sq, threads=threads, regs=min(regs, 255), bytes_per_access=16,
+                  traffic=1 + (sq - 1) * 0.02 * kv_bytes / cost_of(task).bytes,
+                  compute_scale=1.0 if regs <= 255 else 0.5, tile_quant=skv / (cdiv(skv, bn) * bn))
 
-    def cost(self, task: Task) -> Cost:
-        b, h, sq, skv, d = (task[k] for k in ("B", "H", "Sq", "Skv", "D"))
-        e = DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * b * h * sq * skv * d, bytes=(2 * sq + 2 * skv) * b * h * d * e)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, h, sq, skv, d = (task[k] for k in ("B", "H", "Sq", "Skv", "D"))
-        gpu, e, bn, nw = task.gpu, DTYPE_BYTES[task.dtype], params["BLOCK_N"], params.get("num_warps", 4)
-        threads, kv_bytes = nw * gpu.warp, 2 * b * h * skv * d * e
-        if variant.tag == "row_per_program":
-            # each row streams K/V; rows of one head run together, so L2 serves most re-reads
-            regs = 40 + 2 * bn * d // threads
-            return Launch(grid=b * h * sq, threads=threads, regs=min(regs, 255), bytes_per_access=16,
-                          traffic=1 + (sq - 1) * 0.02 * kv_bytes / self.cost(task).bytes,
-                          compute_scale=1.0 if regs <= 255 else 0.5, tile_quant=skv / (cdiv(skv, bn) * bn))
-        bm, stages, splits = params["BLOCK_M"], params.get("num_stages", 1), params.get("num_splits", 1)
-        smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
-        regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
-        spill = max(0, regs - 255)
-        overlap, m_tiles, chunk = PIPELINE_OVERLAP[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn
-        traffic = 1 + (m_tiles - 1) * 0.05 * kv_bytes / self.cost(task).bytes + spill / 128
-        if splits > 1:                                    # fp32 partials written, then read by the combine
-            traffic += 2 * b * h * sq * splits * (d + 1) * 4 / self.cost(task).bytes
-        return Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
-                      bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
-                      compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
-                      tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
+def tile_launch(p, task):
+    b, h, sq, skv, d = (task[k] for k in ("B", "H", "Sq", "Skv", "D"))
+    e, bn, nw = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p.get("num_warps", 4)
+    threads, kv_bytes, min_bytes = nw * task.gpu.warp, 2 * b * h * skv * d * e, cost_of(task).bytes
+    bm, stages, splits = p["BLOCK_M"], p.get("num_stages", 1), p.get("num_splits", 1)
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
+    regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
+    spill = max(0, regs - 255)
+    overlap, m_tiles, chunk = PIPELINE_OVERLAP[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn
+    traffic = 1 + (m_tiles - 1) * 0.05 * kv_bytes / min_bytes + spill / 128
+    if splits > 1:                                    # fp32 partials written, then read by the combine
+        traffic += 2 * b * h * sq * splits * (d + 1) * 4 / min_bytes
+    return Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+                  bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
+                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
+                  tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
 
-    def signature(self, task: Task) -> str:
-        return "def cross_attention(q: Tensor[B, H, Sq, D], k, v: Tensor[B, H, Skv, D]) -> Tensor[B, H, Sq, D]"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v", body="return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
-            inputs="[torch.randn(B, H, Sq, D, dtype=DTYPE, device='cuda'), "
-                   "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda'), "
-                   "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda')]")
+def wrapper(task, grid, scale, kw):
+    return f'''
 
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        out = {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"} if variant.tag == "split_kv" else {"o_ptr": ptr}
-        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, **out, "Sq": "i32", "Skv": "i32", "qk_scale": "fp32"}
-        if variant.tag == "split_kv":
-            sig["split_len"] = "i32"
-        const = {"HEAD_DIM": task["D"], **{k.upper(): params[k] for k in ("BLOCK_N", "BLOCK_M", "num_stages", "num_splits")
-                                          if k in params}}
-        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
-        specs = [KernelSpec("cross_attn_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, warps, stages)]
-        if variant.tag == "split_kv":
-            specs.append(KernelSpec("cross_combine_kernel", {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "o_ptr": ptr,
-                                    "Sq": "i32", "NUM_SPLITS": "constexpr", "HEAD_DIM": "constexpr"},
-                                    {"NUM_SPLITS": params["num_splits"], "HEAD_DIM": task["D"]}, 4, 1))
-        return specs
-
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = "".join(f"{k.upper()} = {v}\n" for k, v in sorted(params.items()))
-        return f"{TRITON_PRELUDE}\nLOG2E = 1.4426950408889634\n{consts}" + getattr(self, "_" + variant.tag)(params, bug)
-
-    def _wrapper(self, grid, scale, kw):
-        return f'''
-
-def cross_attention(q, k, v):
+{ENTRY.py_def(task)}:
     (B, H, Sq, D), Skv = q.shape, k.shape[2]
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
@@ -114,12 +55,8 @@ def cross_attention(q, k, v):
     return o
 '''
 
-    def _row_per_program(self, p, bug):
-        scale = "" if bug == "missing_scale" else " * qk_scale"
-        load_mask = "" if bug == "no_bounds_check" else ", mask=in_kv[:, None], other=0.0"
-        score = "tl.sum(k * q[None, :], 1)"
-        score = score if bug == "no_bounds_check" else f'tl.where(in_kv, {score}, float("-inf"))'
-        return f'''
+def row_per_program_src(p, task, scale=" * qk_scale", load_mask=MASK_KV, score=SCORE_KV):
+    return f'''
 
 @triton.jit
 def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -146,25 +83,24 @@ def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: t
         acc = acc * alpha + tl.sum(p[:, None] * v, 0)
         m_i = m_new
     tl.store(o_ptr + (bh * Sq + row) * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
-''' + self._wrapper("(Sq, B * H)", "D ** -0.5", "BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
+''' + wrapper(task, "(Sq, B * H)", "D ** -0.5", "BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
 
-    def _tile_fn(self, p, bug, exp="exp2", peel=True):
-        """Shared body: attend BLOCK_M queries to keys [lo, hi). peel: whole blocks unmasked and the
-        ragged tail masked; else every block masked."""
-        tail = "False" if bug == "no_bounds_check" else "True"
-        loop = "tl.range(lo, hi_full, BLOCK_N, num_stages=NUM_STAGES)" if "num_stages" in p else "range(lo, hi_full, BLOCK_N)"
-        stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
-        call = "acc, m_i, l_i = _kv_block(acc, m_i, l_i, q, k_ptr, v_ptr, kv_base, {} + offs_n, hi, offs_d, HEAD_DIM, {})"
-        if peel:
-            body = f"""    hi_full = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+def tile_fn(p, tail="True", exp="exp2", peel=True):
+    """Shared body: attend BLOCK_M queries to keys [lo, hi). peel: whole blocks unmasked and the
+    ragged tail masked; else every block masked."""
+    loop = "tl.range(lo, hi_full, BLOCK_N, num_stages=NUM_STAGES)" if "num_stages" in p else "range(lo, hi_full, BLOCK_N)"
+    stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
+    call = "acc, m_i, l_i = _kv_block(acc, m_i, l_i, q, k_ptr, v_ptr, kv_base, {} + offs_n, hi, offs_d, HEAD_DIM, {})"
+    if peel:
+        body = f"""    hi_full = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
     for start in {loop}:
         {call.format("start", "False")}
     if hi_full < hi:   # the ragged tail of the encoder sequence: the only masked block
         {call.format("hi_full", tail)}"""
-        else:
-            body = f"""    for start in range(lo, hi, BLOCK_N):     # every block predicated on cols < Skv
+    else:
+        body = f"""    for start in range(lo, hi, BLOCK_N):     # every block predicated on cols < Skv
         {call.format("start", tail)}"""
-        return f'''
+    return f'''
 
 @triton.jit
 def _kv_block(acc, m_i, l_i, q, k_ptr, v_ptr, kv_base, cols, hi, offs_d, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
@@ -201,16 +137,12 @@ def _cross_tile(q_ptr, k_ptr, v_ptr, bh, offs_m, lo, hi, Sq, Skv, qk_scale, HEAD
     return acc, m_i, l_i
 '''
 
-    def _single_kernel(self, p, bug, exp="exp2", peel=True):
-        stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
-        fwd = ", NUM_STAGES" if "num_stages" in p else ""
-        kw = "BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
-            "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if "num_stages" in p else "num_stages=1")
-        if exp == "exp":
-            scale = "1.0" if bug == "missing_scale" else "D ** -0.5"
-        else:
-            scale = "D ** -0.5" if bug == "missing_scale" else "D ** -0.5 * LOG2E"
-        return self._tile_fn(p, bug, exp, peel) + f'''
+def single_kernel(p, task, scale, tail, exp="exp2", peel=True):
+    stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
+    fwd = ", NUM_STAGES" if "num_stages" in p else ""
+    kw = "BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
+        "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if "num_stages" in p else "num_stages=1")
+    return tile_fn(p, tail, exp, peel) + f'''
 
 @triton.jit
 def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -221,15 +153,19 @@ def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: t
                                 BLOCK_N{fwd})
     o_off = (bh * Sq + offs_m)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     tl.store(o_ptr + o_off, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=(offs_m < Sq)[:, None])
-''' + self._wrapper("(triton.cdiv(Sq, BLOCK_M), B * H)", scale, kw)
+''' + wrapper(task, "(triton.cdiv(Sq, BLOCK_M), B * H)", scale, kw)
 
-    _blocked_online_softmax = partialmethod(_single_kernel, exp="exp", peel=False)
-    _tail_peel_exp2 = _pipelined_tiles = partialmethod(_single_kernel)
 
-    def _split_kv(self, p, bug):
-        part = "(offs_s + 1) % NUM_SPLITS" if bug == "bad_combine_index" else "offs_s"
-        scale = "D ** -0.5" if bug == "missing_scale" else "D ** -0.5 * LOG2E"
-        return self._tile_fn(p, bug) + f'''
+def blocked_online_softmax_src(p, task, scale="D ** -0.5", tail="True"):
+    return single_kernel(p, task, scale, tail, exp="exp", peel=False)
+
+
+def tail_peel_exp2_src(p, task, scale="D ** -0.5 * LOG2E", tail="True"):
+    return single_kernel(p, task, scale, tail)
+
+
+def split_kv_src(p, task, part="offs_s", scale="D ** -0.5 * LOG2E"):
+    return tile_fn(p) + f'''
 
 @triton.jit
 def cross_attn_kernel(q_ptr, k_ptr, v_ptr, part_o_ptr, part_lse_ptr, Sq, Skv, qk_scale, split_len,
@@ -263,7 +199,7 @@ def cross_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, Sq, NUM_SPLITS: tl.con
     tl.store(o_ptr + (bh * Sq + row) * HEAD_DIM + offs_d, out.to(o_ptr.dtype.element_ty))
 
 
-def cross_attention(q, k, v):
+{ENTRY.py_def(task)}:
     B, H, Sq, D = q.shape
     Skv = k.shape[2]
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -278,3 +214,51 @@ def cross_attention(q, k, v):
     cross_combine_kernel[(Sq, B * H)](part_o, part_lse, o, Sq, NUM_SPLITS=NUM_SPLITS, HEAD_DIM=D, num_warps=4)
     return o
 '''
+
+
+class CrossAttentionTriton(CrossAttentionSpec):
+    impl = "triton"
+    variants = (
+        Rung("row_per_program", "one program per query row, CUDA-core dots, online softmax over key blocks",
+             (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
+             compute_eff=0.09, memory_eff=0.6, launch=row_launch, render=row_per_program_src,
+             bugs={"missing_scale": {"scale": ""},
+                   "no_bounds_check": {"load_mask": "", "score": "tl.sum(k * q[None, :], 1)"}}),
+        Rung("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, every block masked",
+             (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
+             smem="dynamic", launch=tile_launch, render=blocked_online_softmax_src,
+             bugs={"no_bounds_check": NO_BOUNDS, "missing_scale": {"scale": "1.0"}}),
+        Rung("tail_peel_exp2", "log2e folded into the scale, exp2; unmasked full blocks + one masked tail block",
+             (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
+             smem="dynamic", launch=tile_launch, render=tail_peel_exp2_src,
+             bugs={"missing_scale": {"scale": "D ** -0.5"}, "no_bounds_check": NO_BOUNDS}),
+        Rung("pipelined_tiles", "tl.range(num_stages) multi-buffers K/V tiles behind the MMAs; tuned tiles",
+             (BLOCK_M, BLOCK_N, WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.5,
+             memory_eff=0.87, smem="dynamic", launch=tile_launch, render=tail_peel_exp2_src,
+             bugs={"missing_scale": {"scale": "D ** -0.5"}, "no_bounds_check": NO_BOUNDS}),
+        Rung("split_kv", "encoder keys split over NUM_SPLITS programs; partial (o, lse) merged by a combine kernel",
+             (Param("num_splits", (2, 4, 8, 16), 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
+              Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",
+             launch=tile_launch, render=split_kv_src,
+             bugs={"bad_combine_index": {"part": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "D ** -0.5"}}),
+    )
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = "".join(f"{k.upper()} = {v}\n" for k, v in sorted(params.items()))
+        return f"{TRITON_PRELUDE}\nLOG2E = 1.4426950408889634\n{consts}" + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr, split = triton_ptr(task.dtype, task), "num_splits" in params
+        out = {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32"} if split else {"o_ptr": ptr}
+        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, **out, "Sq": "i32", "Skv": "i32", "qk_scale": "fp32"}
+        if split:
+            sig["split_len"] = "i32"
+        const = {"HEAD_DIM": task["D"], **{k.upper(): params[k] for k in ("BLOCK_N", "BLOCK_M", "num_stages", "num_splits")
+                                          if k in params}}
+        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
+        specs = [KernelSpec("cross_attn_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, warps, stages)]
+        if split:
+            specs.append(KernelSpec("cross_combine_kernel", {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "o_ptr": ptr,
+                                    "Sq": "i32", "NUM_SPLITS": "constexpr", "HEAD_DIM": "constexpr"},
+                                    {"NUM_SPLITS": params["num_splits"], "HEAD_DIM": task["D"]}, 4, 1))
+        return specs

@@ -1,10 +1,15 @@
 """What flash_prefill_cuda and flash_prefill_triton share: the op description (dims, shapes,
 dtypes, cost, PyTorch reference) in `FlashPrefillSpec`, and the causal tiling model used by
-both launch models (`causal_work`, `causal_balance`).
+both launch models (`causal_work`, `causal_balance`, `query_tiles`); the entry point `ENTRY`.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
 
 LOG2E = 1.4426950408889634
+QKV = ("B", "H", "S", "D")
+ENTRY = Entry("flash_prefill", (
+    Arg("q", "in", QKV), Arg("k", "in", QKV), Arg("v", "in", QKV), Arg("o", "out", QKV),
+    Scalar("B"), Scalar("H"), Scalar("S"), Scalar("scale", "float")))
 
 
 def causal_work(s: int, bm: int, bn: int, skip: bool = True) -> float:
@@ -16,6 +21,13 @@ def causal_work(s: int, bm: int, bn: int, skip: bool = True) -> float:
         return (s + 1) / (2 * s)
     computed = sum(cdiv(min(s, (i + 1) * bm), bn) * bn for i in range(cdiv(s, bm))) * bm
     return s * (s + 1) / 2 / computed
+
+
+def query_tiles(task, bm: int) -> tuple:
+    """(query tiles, causal balance over the SMs, K/V re-read factor) of a grid of [bm] query tiles
+    (heaviest first); K/V are re-read by every query tile, mostly from L2."""
+    tiles, num_m = task["B"] * task["H"] * cdiv(task["S"], bm), cdiv(task["S"], bm)
+    return tiles, causal_balance(tiles, num_m, task.gpu.sms), 1 + num_m / 32
 
 
 def causal_balance(tiles: int, blocks: int, slots: int, heavy_first: bool = True) -> float:
@@ -37,6 +49,8 @@ class FlashPrefillSpec(OpModule):
               {"B": 2, "H": 32, "S": 8192, "D": 128}, {"B": 16, "H": 12, "S": 512, "D": 64})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("q", "k", "v")
+    check_shape, tolerance = {"B": 1, "H": 32, "S": 2048, "D": 128}, "attn"
 
     def cost(self, task: Task) -> Cost:
         b, h, s, d = task["B"], task["H"], task["S"], task["D"]

@@ -1,7 +1,31 @@
-"""What paged_decode_cuda and paged_decode_triton share: the op description (dims, shapes,
-dtypes, cost, PyTorch reference) in `PagedDecodeSpec`.
+"""What paged_decode_cuda and paged_decode_triton share: the entry point, the op description
+(dims, shapes, dtypes, cost, PyTorch reference) and the GPU check's shape, tolerance and input
+preparation in `PagedDecodeSpec`.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+CACHE = ("B * (S // P)", "P", "KVH", "D")
+ENTRY = Entry("paged_decode", (
+    Arg("q", "in", ("B", "H", "D")), Arg("k_cache", "in", CACHE), Arg("v_cache", "in", CACHE),
+    Arg("block_table", "in", ("B", "S // P"), "int32"), Arg("seq_lens", "in", ("B",), "int32"),
+    Arg("out", "out", ("B", "H", "D")), Scalar("batch", value="B"), Scalar("max_pages", value="S // P"),
+    Scalar("scale", "float")))
+
+
+def cost_of(task: Task) -> Cost:
+    b, h, kvh, s, d = task["B"], task["H"], task["KVH"], task["S"], task["D"]
+    kv = 2 * b * kvh * s * d + 2 * b * h * d
+    return Cost(flops=4 * b * h * s * d, bytes=kv * DTYPE_BYTES[task.dtype] + b * cdiv(s, task["P"]) * 4)
+
+
+def ragged_lens(d, inputs):
+    """gpu_check: ragged contexts, as in serving: lengths in [S/2, S], most not a multiple of the
+    page size; the first sequence keeps the full S."""
+    import torch
+    lens = torch.randint(d["S"] // 2, d["S"] + 1, (d["B"],), device=inputs[4].device, dtype=torch.int32)
+    lens[0] = d["S"]
+    inputs[4].copy_(lens)
 
 
 class PagedDecodeSpec(OpModule):
@@ -18,13 +42,11 @@ class PagedDecodeSpec(OpModule):
               {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16},
               {"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32},
               {"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-
-    def cost(self, task: Task) -> Cost:
-        b, h, kvh, s, d = task["B"], task["H"], task["KVH"], task["S"], task["D"]
-        kv = 2 * b * kvh * s * d + 2 * b * h * d
-        return Cost(flops=4 * b * h * s * d, bytes=kv * DTYPE_BYTES[task.dtype] + b * cdiv(s, task["P"]) * 4)
+    dtypes, vendors = ("fp16", "bf16"), ("nvidia", "amd")
+    cost = staticmethod(cost_of)
+    entry, inputs = ENTRY, ("q", "k_cache", "v_cache", "block_table", "seq_lens")
+    check_shape = {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}     # + ragged seq_lens
+    tolerance, check_prepare = "attn", staticmethod(ragged_lens)
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(

@@ -4,95 +4,67 @@ Ladder: one token per loop trip -> one page per trip -> several pages gathered p
 all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV over the
 sequence with a combine kernel.
 """
-from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
-from .paged_decode_spec import PagedDecodeSpec
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ._attn_check import HALF, triton_check
+from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
 LOG2E = 1.4426950408889634
+NO_SCALE = {"scale": ""}
 
 
-class PagedDecodeTriton(PagedDecodeSpec):
-    impl = "triton"
-    variants = (
-        Variant("key_per_iteration", "program per (b, h); a block-table lookup and one K/V row per loop trip",
-                (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.3, bugs=("missing_scale", "half_accumulator")),
-        Variant("page_tile", "one block-table entry per trip: a whole [P, D] page tile, online softmax",
-                (WARPS,), memory_eff=0.75, bugs=("missing_scale",)),
-        Variant("multi_page_tile", "BLOCK_N tokens across several pages gathered per trip (vector table load)",
-                (TILE, WARPS), memory_eff=0.86, bugs=("missing_scale",)),
-        Variant("gqa_dot", "program per (b, KV head): the group's query heads as one tl.dot operand, KV read once",
-                (TILE, Param("num_warps", (4, 8), 4)), path="fp16",
-                compute_eff=0.3, memory_eff=0.9, smem="dynamic", bugs=("missing_scale",)),
-        Variant("split_kv", "gqa_dot split over the sequence; partials merged by a combine kernel",
-                (Param("NUM_SPLITS", (2, 4, 8, 16), 4), TILE, Param("num_warps", (4, 8), 4)), path="fp16",
-                compute_eff=0.3, memory_eff=0.92, smem="dynamic", bugs=("bad_combine_index", "missing_scale")),
-    )
+def reread(task) -> float:
+    # per-query-head programs stream their KV head once per sibling: L2 spares DRAM some of it,
+    # but the L2 -> SM traffic still grows with the group (measured ~G x on an H200)
+    return (task["H"] // task["KVH"]) ** 0.9
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, h, kvh, s, d, elt = task["B"], task["H"], task["KVH"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
-        group = h // kvh
-        threads = params["num_warps"] * task.gpu.warp
-        # per-query-head programs stream their KV head once per sibling: L2 spares DRAM some of it,
-        # but the L2 -> SM traffic still grows with the group (measured ~G x on an H200)
-        reread = group ** 0.9
-        if variant.tag == "key_per_iteration":
-            return Launch(grid=b * h, threads=threads, regs=32, bytes_per_access=max(2, d * elt // threads),
-                          traffic=reread, lane_util=min(1.0, d / threads))
-        block_n = task["P"] if variant.tag == "page_tile" else params["BLOCK_N"]
-        tile = min(64, max(4, block_n * d * elt // threads)) // 2   # next tile waits on this one's reduce
-        regs = min(255, 32 + 2 * block_n * d // threads)
-        if variant.tag in ("page_tile", "multi_page_tile"):
-            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=tile, traffic=reread)
-        gpad = max(16, 1 << (group - 1).bit_length())     # tl.dot needs M >= 16: pad the head group
-        # one dot operand tile staged in shared memory (plus q and a reduction scratch on NVIDIA); the
-        # gathered loads depend on a table load of the same trip, so Triton does not multi-buffer them
-        smem = block_n * d * elt + (0 if task.is_hip else gpad * d * elt + block_n * 32)
-        useful = group / gpad                             # padded rows run on the tensor cores too
-        if variant.tag == "gqa_dot":
-            return Launch(grid=b * kvh, threads=threads, smem_bytes=smem, regs=regs + 32, bytes_per_access=tile,
-                          tile_quant=useful)
-        splits = params["NUM_SPLITS"]
-        used = min(splits, cdiv(s, block_n))
-        partials = b * h * splits * (d + 2) * 4 * 2
-        return Launch(grid=b * kvh * used, threads=threads, smem_bytes=smem, regs=regs + 32, bytes_per_access=tile,
-                      traffic=1 + partials / self.cost(task).bytes, tile_quant=useful, launches=2)
 
-    def signature(self, task: Task) -> str:
-        return ("def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale) -> o   "
-                "# q [B, H, D], caches [num_pages, P, KVH, D], block_table [B, max_pages] int32")
+def key_launch(p, task):
+    d, threads = task["D"], p["num_warps"] * task.gpu.warp
+    return Launch(grid=task["B"] * task["H"], threads=threads, regs=32,
+                  bytes_per_access=max(2, d * DTYPE_BYTES[task.dtype] // threads), traffic=reread(task),
+                  lane_util=min(1.0, d / threads))
 
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"q_ptr": ptr, "k_cache": ptr, "v_cache": ptr, "block_table": "*i32", "seq_lens": "*i32", "o_ptr": ptr,
-               "scale": "fp32", "max_pages": "i32", "NUM_KV_HEADS": "constexpr", "GROUP": "constexpr",
-               "HEAD_DIM": "constexpr", "PAGE_SIZE": "constexpr", "BLOCK_N": "constexpr"}
-        consts = {"NUM_KV_HEADS": task["KVH"], "GROUP": task["H"] // task["KVH"], "HEAD_DIM": task["D"],
-                  "PAGE_SIZE": task["P"], "BLOCK_N": params.get("BLOCK_N", task["P"])}
-        if variant.tag in ("gqa_dot", "split_kv"):
-            sig["GROUP_PAD"] = "constexpr"
-            consts["GROUP_PAD"] = max(16, 1 << (consts["GROUP"] - 1).bit_length())
-        warps = params["num_warps"]
-        if variant.tag != "split_kv":
-            return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1)]
-        sig = {**sig, "o_ptr": "*fp32", "ml_ptr": "*fp32", "NUM_SPLITS": "constexpr"}
-        consts["NUM_SPLITS"] = params["NUM_SPLITS"]
-        comb = {"part_ptr": "*fp32", "ml_ptr": "*fp32", "o_ptr": ptr, "HEAD_DIM": "constexpr", "NUM_SPLITS": "constexpr"}
-        return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1),
-                KernelSpec("paged_decode_combine_kernel", comb,
-                           {"HEAD_DIM": task["D"], "NUM_SPLITS": params["NUM_SPLITS"]}, 4, 1)]
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        return TRITON_PRELUDE + getattr(self, "_" + variant.tag)(params, task, bug)
+def tile_shape(p, task) -> tuple:
+    """(threads, BLOCK_N, bytes per access, regs) of the tiled rungs (page_tile: BLOCK_N = P)."""
+    d, threads, block_n = task["D"], p["num_warps"] * task.gpu.warp, p.get("BLOCK_N", task["P"])
+    tile = min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)) // 2   # next tile waits on this one's reduce
+    return threads, block_n, tile, min(255, 32 + 2 * block_n * d // threads)
 
-    _SIG = '''
+
+def tile_launch(p, task):
+    threads, _, tile, regs = tile_shape(p, task)
+    return Launch(grid=task["B"] * task["H"], threads=threads, regs=regs, bytes_per_access=tile, traffic=reread(task))
+
+
+def dot_launch(p, task):
+    b, h, kvh, s, d, elt = task["B"], task["H"], task["KVH"], task["S"], task["D"], DTYPE_BYTES[task.dtype]
+    threads, block_n, tile, regs = tile_shape(p, task)
+    group = h // kvh
+    gpad = max(16, 1 << (group - 1).bit_length())     # tl.dot needs M >= 16: pad the head group
+    # one dot operand tile staged in shared memory (plus q and a reduction scratch on NVIDIA); the
+    # gathered loads depend on a table load of the same trip, so Triton does not multi-buffer them
+    smem = block_n * d * elt + (0 if task.gpu.triton_q_in_registers else gpad * d * elt + block_n * 32)
+    useful = group / gpad                             # padded rows run on the tensor cores too
+    if "NUM_SPLITS" not in p:
+        return Launch(grid=b * kvh, threads=threads, smem_bytes=smem, regs=regs + 32, bytes_per_access=tile,
+                      tile_quant=useful)
+    splits = p["NUM_SPLITS"]
+    used = min(splits, cdiv(s, block_n))
+    partials = b * h * splits * (d + 2) * 4 * 2
+    return Launch(grid=b * kvh * used, threads=threads, smem_bytes=smem, regs=regs + 32, bytes_per_access=tile,
+                  traffic=1 + partials / cost_of(task).bytes, tile_quant=useful, launches=2)
+
+
+SIG = '''
 @triton.jit
 def paged_decode_kernel(q_ptr, k_cache, v_cache, block_table, seq_lens, o_ptr, scale, max_pages,
                         NUM_KV_HEADS: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                         PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr{extra}):
 '''
-    _PER_HEAD = '''    # grid (H, B): the sibling query heads of one KV head run next to each other and share L2
+PER_HEAD = '''    # grid (H, B): the sibling query heads of one KV head run next to each other and share L2
     h = tl.program_id(0)
     b = tl.program_id(1)
     kvh = h // GROUP
@@ -104,7 +76,7 @@ def paged_decode_kernel(q_ptr, k_cache, v_cache, block_table, seq_lens, o_ptr, s
     l_i = {l0}
     acc = tl.zeros([HEAD_DIM], dtype={acc_t})
 '''
-    _ONLINE = '''        s = tl.where(mask_n, tl.sum(k.to(tl.float32) * q[None, :], 1){scale}, float("-inf"))
+ONLINE = '''        s = tl.where(mask_n, tl.sum(k.to(tl.float32) * q[None, :], 1){scale}, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 0))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new)
@@ -115,10 +87,12 @@ def paged_decode_kernel(q_ptr, k_cache, v_cache, block_table, seq_lens, o_ptr, s
     tl.store(o_ptr + (b * NUM_KV_HEADS * GROUP + h) * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
 '''
 
-    def _wrapper(self, p, task, grid, extra=""):
-        return f'''
 
-def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
+
+def wrapper(p, task, grid, extra=""):
+    return f'''
+
+{ENTRY.py_def(task)}:
     B, H, D = q.shape
     _, P, KVH, _ = k_cache.shape
     o = torch.empty_like(q)
@@ -128,17 +102,15 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
     return o
 '''
 
-    def _key_per_iteration(self, p, task, bug):
-        half = bug == "half_accumulator"        # running sums kept in the storage type: small p vanish into l
-        acc_t = "o_ptr.dtype.element_ty" if half else "tl.float32"
-        rnd = ".to(o_ptr.dtype.element_ty)" if half else ""
-        return self._SIG.format(extra="") + self._PER_HEAD.format(
-            l0=f"tl.zeros([1], dtype={acc_t})" if half else "0.0", acc_t=acc_t) + f'''\
+
+
+def key_per_iteration_src(p, task, scale=" * scale", acc_t="tl.float32", l0="0.0", rnd=""):
+    return SIG.format(extra="") + PER_HEAD.format(l0=l0, acc_t=acc_t) + f'''\
     for t in range(0, seq_len):
         page = tl.load(pages + t // PAGE_SIZE).to(tl.int64)   # int64: page * P * KVH * D can pass 2**31
         row = (page * PAGE_SIZE + t % PAGE_SIZE) * NUM_KV_HEADS + kvh
         k = tl.load(k_cache + row * HEAD_DIM + offs_d).to(tl.float32)
-        s = tl.sum(k * q, 0){"" if bug == "missing_scale" else " * scale"}
+        s = tl.sum(k * q, 0){scale}
         m_new = tl.maximum(m_i, s)
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new)
@@ -147,11 +119,12 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
         l_i = (l_i * alpha + p){rnd}
         m_i = m_new
     tl.store(o_ptr + (b * NUM_KV_HEADS * GROUP + h) * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
-''' + self._wrapper(p, task, "(H, B)")
+''' + wrapper(p, task, "(H, B)")
 
-    def _page_tile(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * scale"
-        return self._SIG.format(extra="") + self._PER_HEAD.format(l0="0.0", acc_t="tl.float32") + '''\
+
+
+def page_tile_src(p, task, scale=" * scale"):
+    return SIG.format(extra="") + PER_HEAD.format(l0="0.0", acc_t="tl.float32") + '''\
     # BLOCK_N == PAGE_SIZE: one scalar table lookup, then P contiguous-per-row K/V rows
     for start in range(0, seq_len, BLOCK_N):
         page = tl.load(pages + start // PAGE_SIZE).to(tl.int64)
@@ -159,9 +132,11 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
         mask_n = offs_n < seq_len
         rows = (page * PAGE_SIZE + tl.arange(0, BLOCK_N)) * NUM_KV_HEADS + kvh
         k = tl.load(k_cache + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-''' + self._ONLINE.format(scale=scale, rescale=" * alpha") + self._wrapper(p, task, "(H, B)")
+''' + ONLINE.format(scale=scale, rescale=" * alpha") + wrapper(p, task, "(H, B)")
 
-    _GATHER = '''        offs_n = start + tl.arange(0, BLOCK_N)
+
+
+GATHER = '''        offs_n = start + tl.arange(0, BLOCK_N)
         mask_n = offs_n < {hi}
         # BLOCK_N / PAGE_SIZE pages per trip: one vector load of table entries, then a row gather
         page = tl.load(pages + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
@@ -169,15 +144,17 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
         k = tl.load(k_cache + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=mask_n[:, None], other=0.0)
 '''
 
-    def _multi_page_tile(self, p, task, bug):
-        rescale = "" if bug == "missing_scale" else " * alpha"
-        return self._SIG.format(extra="") + self._PER_HEAD.format(l0="0.0", acc_t="tl.float32") + \
-            "    for start in range(0, seq_len, BLOCK_N):\n" + self._GATHER.format(hi="seq_len") + \
-            self._ONLINE.format(scale=" * scale", rescale=rescale) + self._wrapper(p, task, "(H, B)")
 
-    def _gqa_body(self, bug, lo="0", hi="seq_len"):
-        scale = "" if bug == "missing_scale" else " * qk_scale"
-        return f'''    # one program per (KV head, b): the GROUP query heads sharing it form the M side of tl.dot,
+
+def multi_page_tile_src(p, task, rescale=" * alpha"):
+    return SIG.format(extra="") + PER_HEAD.format(l0="0.0", acc_t="tl.float32") + \
+        "    for start in range(0, seq_len, BLOCK_N):\n" + GATHER.format(hi="seq_len") + \
+        ONLINE.format(scale=" * scale", rescale=rescale) + wrapper(p, task, "(H, B)")
+
+
+
+def gqa_body(scale=" * qk_scale", lo="0", hi="seq_len"):
+    return f'''    # one program per (KV head, b): the GROUP query heads sharing it form the M side of tl.dot,
     # padded to GROUP_PAD >= 16 rows, so each K/V tile is read from DRAM once for the whole group
     kvh = tl.program_id(0)
     b = tl.program_id(1)
@@ -193,7 +170,7 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
     for start in range({lo}, {hi}, BLOCK_N):
-''' + self._GATHER.format(hi=hi) + f'''\
+''' + GATHER.format(hi=hi) + f'''\
         s = tl.dot(q, tl.trans(k)){scale}
         s = tl.where(mask_n[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -205,25 +182,28 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
         m_i = m_new
 '''
 
-    def _gqa_dot(self, p, task, bug):
-        return self._SIG.format(extra=", GROUP_PAD: tl.constexpr") + self._gqa_body(bug) + '''\
+
+
+def gqa_dot_src(p, task, scale=" * qk_scale"):
+    return SIG.format(extra=", GROUP_PAD: tl.constexpr") + gqa_body(scale) + '''\
     o = acc / l_i[:, None]
     tl.store(o_ptr + heads[:, None] * HEAD_DIM + offs_d[None, :], o.to(o_ptr.dtype.element_ty), mask=mask_g[:, None])
-''' + self._wrapper(p, task, "(KVH, B)", ", GROUP_PAD=max(16, triton.next_power_of_2(H // KVH))")
+''' + wrapper(p, task, "(KVH, B)", ", GROUP_PAD=max(16, triton.next_power_of_2(H // KVH))")
 
-    def _split_kv(self, p, task, bug):
-        combine = "(bh + offs_s)" if bug == "bad_combine_index" else "(bh * NUM_SPLITS + offs_s)"
-        head = self._SIG.format(extra=", GROUP_PAD: tl.constexpr,\n                        ml_ptr, "
-                                      "NUM_SPLITS: tl.constexpr")
-        body = self._gqa_body(bug if bug == "missing_scale" else None, "lo", "hi")
-        body = body.replace("    for start in range(lo, hi, BLOCK_N):\n", '''\
+
+
+def split_kv_src(p, task, combine="(bh * NUM_SPLITS + offs_s)", scale=" * qk_scale"):
+    head = SIG.format(extra=", GROUP_PAD: tl.constexpr,\n                        ml_ptr, "
+                                  "NUM_SPLITS: tl.constexpr")
+    body = gqa_body(scale, "lo", "hi")
+    body = body.replace("    for start in range(lo, hi, BLOCK_N):\n", '''\
     # split program_id(2) owns whole tiles [lo, hi) of this sequence
     split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     lo = tl.program_id(2) * split_len
     hi = tl.minimum(lo + split_len, seq_len)
     for start in range(lo, hi, BLOCK_N):
 ''')
-        return head + body + f'''\
+    return head + body + f'''\
     part = heads * NUM_SPLITS + tl.program_id(2)       # o_ptr: fp32 partials [B * H * NUM_SPLITS, D]
     tl.store(o_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_g[:, None])
     tl.store(ml_ptr + part * 2, m_i, mask=mask_g)
@@ -243,7 +223,7 @@ def paged_decode_combine_kernel(part_ptr, ml_ptr, o_ptr, HEAD_DIM: tl.constexpr,
     tl.store(o_ptr + bh * HEAD_DIM + offs_d, (tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)).to(o_ptr.dtype.element_ty))
 
 
-def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
+{ENTRY.py_def(task)}:
     B, H, D = q.shape
     _, P, KVH, _ = k_cache.shape
     NUM_SPLITS = {p["NUM_SPLITS"]}
@@ -258,3 +238,48 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale):
     paged_decode_combine_kernel[(B * H,)](part, ml, o, HEAD_DIM=D, NUM_SPLITS=NUM_SPLITS, num_warps=4)
     return o
 '''
+
+
+class PagedDecodeTriton(PagedDecodeSpec):
+    impl = "triton"
+    check_adapter = staticmethod(triton_check)
+    variants = (
+        Rung("key_per_iteration", "program per (b, h); a block-table lookup and one K/V row per loop trip",
+             (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.3, launch=key_launch, render=key_per_iteration_src,
+             bugs={"missing_scale": NO_SCALE, "half_accumulator": HALF}),
+        Rung("page_tile", "one block-table entry per trip: a whole [P, D] page tile, online softmax",
+             (WARPS,), memory_eff=0.75, launch=tile_launch, render=page_tile_src, bugs={"missing_scale": NO_SCALE}),
+        Rung("multi_page_tile", "BLOCK_N tokens across several pages gathered per trip (vector table load)",
+             (TILE, WARPS), memory_eff=0.86, launch=tile_launch, render=multi_page_tile_src,
+             bugs={"missing_scale": {"rescale": ""}}),
+        Rung("gqa_dot", "program per (b, KV head): the group's query heads as one tl.dot operand, KV read once",
+             (TILE, Param("num_warps", (4, 8), 4)), path="fp16", compute_eff=0.3, memory_eff=0.9, smem="dynamic",
+             launch=dot_launch, render=gqa_dot_src, bugs={"missing_scale": NO_SCALE}),
+        Rung("split_kv", "gqa_dot split over the sequence; partials merged by a combine kernel",
+             (Param("NUM_SPLITS", (2, 4, 8, 16), 4), TILE, Param("num_warps", (4, 8), 4)), path="fp16",
+             compute_eff=0.3, memory_eff=0.92, smem="dynamic", launch=dot_launch, render=split_kv_src,
+             bugs={"bad_combine_index": {"combine": "(bh + offs_s)"}, "missing_scale": NO_SCALE}),
+    )
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        return TRITON_PRELUDE + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"q_ptr": ptr, "k_cache": ptr, "v_cache": ptr, "block_table": "*i32", "seq_lens": "*i32", "o_ptr": ptr,
+               "scale": "fp32", "max_pages": "i32", "NUM_KV_HEADS": "constexpr", "GROUP": "constexpr",
+               "HEAD_DIM": "constexpr", "PAGE_SIZE": "constexpr", "BLOCK_N": "constexpr"}
+        consts = {"NUM_KV_HEADS": task["KVH"], "GROUP": task["H"] // task["KVH"], "HEAD_DIM": task["D"],
+                  "PAGE_SIZE": task["P"], "BLOCK_N": params.get("BLOCK_N", task["P"])}
+        if variant.path == "fp16":                 # the tl.dot rungs pad the head group
+            sig["GROUP_PAD"] = "constexpr"
+            consts["GROUP_PAD"] = max(16, 1 << (consts["GROUP"] - 1).bit_length())
+        warps = params["num_warps"]
+        if "NUM_SPLITS" not in params:
+            return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1)]
+        sig = {**sig, "o_ptr": "*fp32", "ml_ptr": "*fp32", "NUM_SPLITS": "constexpr"}
+        consts["NUM_SPLITS"] = params["NUM_SPLITS"]
+        comb = {"part_ptr": "*fp32", "ml_ptr": "*fp32", "o_ptr": ptr, "HEAD_DIM": "constexpr", "NUM_SPLITS": "constexpr"}
+        return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1),
+                KernelSpec("paged_decode_combine_kernel", comb,
+                           {"HEAD_DIM": task["D"], "NUM_SPLITS": params["NUM_SPLITS"]}, 4, 1)]

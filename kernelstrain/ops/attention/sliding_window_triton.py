@@ -3,126 +3,81 @@ attends keys i - W < j <= i. Ladder: one program per query row on CUDA cores ove
 tl.dot query tiles, online softmax, every key block masked -> only the blocks meeting the window,
 masks on its two edges -> exp2 + software pipelining -> persistent programs over query tiles.
 """
-from functools import partialmethod
-
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
+from .sliding_window_spec import ENTRY, SlidingWindowSpec, cost_of, pairs
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 64)
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
 WARPS = Param("num_warps", (4, 8), 4)
 STAGES = Param("num_stages", (2, 3, 4), 2)
+M0, L0 = 'tl.full([BLOCK_M], float("-inf"), tl.float32)', "tl.zeros([BLOCK_M], dtype=tl.float32)"
+DIAG = "start_m // BLOCK_N * BLOCK_N"
+LOG2_SCALE = "D ** -0.5 * LOG2E"       # scores in log2 units: exp2 is one MUFU op
+# wrong_init: (0, 1) is not the identity of (max, sum): a phantom score-0 key joins every row
+WRONG_INIT = {"m0": "tl.zeros([BLOCK_M], dtype=tl.float32)", "l0": "tl.full([BLOCK_M], 1.0, tl.float32)"}
+LATE_DIAG = {"diag": "(start_m // BLOCK_N + 1) * BLOCK_N"}   # off_by_one: the diagonal block left unmasked
 
 
-def _pairs(s: int, w: int) -> int:
-    """(query, key) pairs inside the causal window: sum over i of min(i + 1, W)."""
-    return s * (s + 1) // 2 if w >= s else w * (w + 1) // 2 + (s - w) * w
+def worked(skip, s, w, bm, bn):
+    """Key positions a BLOCK_M tile program visits, summed over the tiles of one head."""
+    if not skip:
+        return cdiv(s, bm) * bm * cdiv(s, bn) * bn
+    total = 0
+    for start in range(0, s, bm):
+        lo = max(start - w + 1, 0) // bn * bn
+        total += bm * cdiv(min(start + bm, s) - lo, bn) * bn
+    return total
 
 
-class SlidingWindowTriton(OpModule):
-    op, impl, family = "sliding_window_attn", "triton", "attention"
-    title = "Sliding-window causal attention prefill"
-    desc = ("o[b, h, i] = softmax_j(q[b, h, i] . k[b, h, j] / sqrt(D)) v[b, h, j] over i - W < j <= i; "
-            "q, k, v, o [B, H, S, D]; fp32 softmax statistics.")
-    dims = {"B": "batch", "H": "heads", "S": "sequence length", "D": "head dim", "W": "window (keys per query)"}
-    shapes = ({"B": 1, "H": 32, "S": 16384, "D": 128, "W": 4096}, {"B": 4, "H": 32, "S": 8192, "D": 128, "W": 4096},
-              {"B": 2, "H": 16, "S": 16384, "D": 128, "W": 1024}, {"B": 8, "H": 32, "S": 3000, "D": 128, "W": 1024},
-              {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}, {"B": 16, "H": 32, "S": 2048, "D": 128, "W": 512})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
-    baseline = "blocked_online_softmax"   # a program per query row on CUDA-core dots is nobody's start
-    variants = (
-        Variant("row_per_program", "one program per query row, CUDA-core dots over every key, window as a mask",
-                (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
-                compute_eff=0.07, memory_eff=0.6, bugs=("missing_scale", "off_by_one")),
-        Variant("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, all keys masked",
-                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
-                smem="dynamic", bugs=("wrong_init", "off_by_one")),
-        Variant("window_block_skip", "loop only over key blocks meeting the window; masks on edge blocks only",
-                (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
-                smem="dynamic", bugs=("off_by_one", "wrong_init")),
-        Variant("pipelined_tiles", "exp2 with log2e folded in, tl.range(num_stages) K/V pipelining, tuned tiles",
-                (BLOCK_M, BLOCK_N, WARPS, STAGES), path="fp16", compute_eff=0.48, memory_eff=0.85, smem="dynamic",
-                bugs=("missing_scale", "off_by_one")),
-        Variant("persistent_tiles", "grid of SM-count programs, each looping over query tiles (heavy tiles first)",
-                (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)),
-                path="fp16", compute_eff=0.48, memory_eff=0.87, smem="dynamic", bugs=("missing_scale", "wrong_init")),
-    )
+def programs_per_sm(params, task, smem, regs):
+    gpu, threads = task.gpu, params["num_warps"] * task.gpu.warp
+    return max(1, min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads,
+                      gpu.regs_per_sm // (threads * min(regs, 255)), gpu.smem_per_sm // max(1, smem)))
 
-    def cost(self, task: Task) -> Cost:
-        b, h, s, d, w, e = task["B"], task["H"], task["S"], task["D"], task["W"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=4 * b * h * d * _pairs(s, w), bytes=4 * b * h * s * d * e)
 
-    def _worked(self, tag, s, w, bm, bn):
-        """Key positions a BLOCK_M tile program visits, summed over the tiles of one head."""
-        if tag == "blocked_online_softmax":
-            return cdiv(s, bm) * bm * cdiv(s, bn) * bn
-        total = 0
-        for start in range(0, s, bm):
-            lo = max(start - w + 1, 0) // bn * bn
-            total += bm * cdiv(min(start + bm, s) - lo, bn) * bn
-        return total
+def row_launch(p, task):
+    # every row walks all S keys; neighbouring rows share K/V through L2
+    b, h, s, d, threads = task["B"], task["H"], task["S"], task["D"], p["num_warps"] * task.gpu.warp
+    regs = 40 + p["BLOCK_N"] * d // threads * 2
+    return Launch(grid=b * h * s, threads=threads, regs=min(regs, 255), bytes_per_access=16, traffic=2.0,
+                  compute_scale=pairs(s, task["W"]) / (s * s) * (1 if regs <= 255 else 0.5))
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        gpu, b, h, s, d, w = task.gpu, task["B"], task["H"], task["S"], task["D"], task["W"]
-        e, bn, nw, useful = DTYPE_BYTES[task.dtype], params["BLOCK_N"], params["num_warps"], _pairs(s, w)
-        threads = nw * gpu.warp
-        if variant.tag == "row_per_program":
-            # every row walks all S keys; neighbouring rows share K/V through L2
-            regs = 40 + bn * d // threads * 2
-            return Launch(grid=b * h * s, threads=threads, regs=min(regs, 255), bytes_per_access=16, traffic=2.0,
-                          compute_scale=useful / (s * s) * (1 if regs <= 255 else 0.5))
-        bm, stages = params["BLOCK_M"], params.get("num_stages", 1)
-        kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
-        regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
-        spill = max(0, regs - 255)
-        overlap = PIPELINE_OVERLAP[stages]
-        worked, tiles = self._worked(variant.tag, s, w, bm, bn), b * h * cdiv(s, bm)
-        grid, l2_miss, prologue = tiles, 0.08, 1.0
-        if variant.tag == "persistent_tiles":       # one program per resident slot; Q-tile setup amortised
-            grid, l2_miss, prologue = min(tiles, gpu.sms * self._programs_per_sm(params, task, smem, regs)), 0.04, 1.04
-        # K/V re-reads by later query tiles mostly hit L2 (a head's window is a few MB)
-        reread = b * h * (worked // bm) * 2 * d * e / self.cost(task).bytes
-        return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
-                      bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
-                      traffic=1 + l2_miss * reread + spill / 128,
-                      compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill), tile_quant=useful / worked)
 
-    def _programs_per_sm(self, params, task, smem, regs):
-        gpu, threads = task.gpu, params["num_warps"] * task.gpu.warp
-        return max(1, min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads,
-                          gpu.regs_per_sm // (threads * min(regs, 255)), gpu.smem_per_sm // max(1, smem)))
+def tile_launch(skip=True, persistent=False):
+    """The tl.dot rungs: all key blocks (skip False) or those meeting the window; persistent: one
+    program per resident slot, Q-tile setup amortised."""
+    return lambda p, task: _tile_launch(p, task, skip, persistent)
 
-    def signature(self, task: Task) -> str:
-        return "def sliding_window_attn(q, k, v: Tensor[B, H, S, D], window: int) -> Tensor[B, H, S, D]"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v, window",
-            body="i = torch.arange(q.shape[2], device=q.device)\n"
-                 "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)\n"
-                 "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)] + [W]")
+def _tile_launch(p, task, skip, persistent):
+    gpu, b, h, s, d, w = task.gpu, task["B"], task["H"], task["S"], task["D"], task["W"]
+    e, bn, nw, useful = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["num_warps"], pairs(s, w)
+    threads, bm, stages = nw * gpu.warp, p["BLOCK_M"], p.get("num_stages", 1)
+    kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
+    regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
+    spill = max(0, regs - 255)
+    overlap = PIPELINE_OVERLAP[stages]
+    work, tiles = worked(skip, s, w, bm, bn), b * h * cdiv(s, bm)
+    grid, l2_miss, prologue = tiles, 0.08, 1.0
+    if persistent:
+        grid, l2_miss, prologue = min(tiles, gpu.sms * programs_per_sm(p, task, smem, regs)), 0.04, 1.04
+    # K/V re-reads by later query tiles mostly hit L2 (a head's window is a few MB)
+    reread = b * h * (work // bm) * 2 * d * e / cost_of(task).bytes
+    return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+                  bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
+                  traffic=1 + l2_miss * reread + spill / 128,
+                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill),
+                  tile_quant=useful / work)
 
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "W": "i32", "qk_scale": "fp32"}
-        const = {"HEAD_DIM": task["D"], **{k.upper(): params[k] for k in ("BLOCK_N", "BLOCK_M", "num_stages") if k in params}}
-        if variant.tag == "persistent_tiles":
-            sig.update(num_tiles="i32", num_m_tiles="i32")
-        return [KernelSpec("swa_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, params["num_warps"],
-                           params.get("num_stages", 1))]
 
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = "".join(f"{k.upper()} = {v}\n" for k, v in sorted(params.items()))
-        head = f"{TRITON_PRELUDE}\nLOG2E = 1.4426950408889634\n{consts}"
-        return head + getattr(self, "_" + variant.tag)(params, task, bug)
+persistent_launch = tile_launch(persistent=True)
 
-    def _wrapper(self, grid, scale, extra_args="", extra_kw=""):
-        return f'''
 
-def sliding_window_attn(q, k, v, window):
+def wrapper(task, grid, scale, extra_args="", extra_kw=""):
+    return f'''
+
+{ENTRY.py_def(task)}:
     B, H, S, D = q.shape
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
@@ -131,10 +86,8 @@ def sliding_window_attn(q, k, v, window):
     return o
 '''
 
-    def _row_per_program(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * qk_scale"
-        causal = "cols < i" if bug == "off_by_one" else "cols <= i"
-        return f'''
+def row_per_program_src(p, task, scale=" * qk_scale", causal="cols <= i"):
+    return f'''
 
 @triton.jit
 def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -161,21 +114,16 @@ def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexp
         acc = acc * alpha + tl.sum(p[:, None] * v, 0)
         m_i = m_new
     tl.store(o_ptr + base + i * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
-''' + self._wrapper("grid = (S, B * H)", "D ** -0.5", extra_kw=", BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
+''' + wrapper(task, "grid = (S, B * H)", "D ** -0.5", extra_kw=", BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
 
-    def _tile_fn(self, p, bug, exp, skip=True):
-        """The query-tile body. skip: only key blocks meeting the window, edges masked; else all, masked."""
-        # wrong_init: (0, 1) is not the identity of (max, sum): a phantom score-0 key joins every row
-        m0, l0 = ("tl.zeros([BLOCK_M], dtype=tl.float32)", "tl.full([BLOCK_M], 1.0, tl.float32)") if bug == "wrong_init" \
-            else ('tl.full([BLOCK_M], float("-inf"), tl.float32)', "tl.zeros([BLOCK_M], dtype=tl.float32)")
-        diag = "(start_m // BLOCK_N + 1) * BLOCK_N" if bug == "off_by_one" else "start_m // BLOCK_N * BLOCK_N"
-        causal = "<" if bug == "off_by_one" and not skip else "<="
-        loop = "tl.range(full, diag, BLOCK_N, num_stages=NUM_STAGES)" if "num_stages" in p else "range(full, diag, BLOCK_N)"
-        stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
-        call = ("acc, m_i, l_i = _window_block(acc, m_i, l_i, q, k_ptr, v_ptr, base, start_n, offs_m, offs_n, offs_d,\n"
-                "                                      S, W, qk_scale, HEAD_DIM, {})")
-        if skip:
-            body = f"""    # key blocks: [lo, full) meet the window's left edge, [full, diag) are visible to every row of
+def tile_fn(p, exp, skip=True, m0=M0, l0=L0, diag=DIAG, causal="<="):
+    """The query-tile body. skip: only key blocks meeting the window, edges masked; else all, masked."""
+    loop = "tl.range(full, diag, BLOCK_N, num_stages=NUM_STAGES)" if "num_stages" in p else "range(full, diag, BLOCK_N)"
+    stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
+    call = ("acc, m_i, l_i = _window_block(acc, m_i, l_i, q, k_ptr, v_ptr, base, start_n, offs_m, offs_n, offs_d,\n"
+            "                                      S, W, qk_scale, HEAD_DIM, {})")
+    if skip:
+        body = f"""    # key blocks: [lo, full) meet the window's left edge, [full, diag) are visible to every row of
     # the tile (no mask), [diag, hi) cross the causal diagonal. Blocks before lo are never touched.
     lo = tl.maximum(start_m - W + 1, 0) // BLOCK_N * BLOCK_N
     hi = tl.minimum(start_m + BLOCK_M, S)
@@ -187,10 +135,10 @@ def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexp
         {call.format("False")}
     for start_n in range(diag, hi, BLOCK_N):
         {call.format("True")}"""
-        else:
-            body = f"""    for start_n in range(0, S, BLOCK_N):     # every key block is loaded and multiplied; the window is a mask
+    else:
+        body = f"""    for start_n in range(0, S, BLOCK_N):     # every key block is loaded and multiplied; the window is a mask
         {call.format("True")}"""
-        return f'''
+    return f'''
 
 @triton.jit
 def _window_block(acc, m_i, l_i, q, k_ptr, v_ptr, base, start_n, offs_m, offs_n, offs_d, S, W, qk_scale,
@@ -235,35 +183,38 @@ def _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, bh, start_m, S, W, qk_scale, HEAD_D
              mask=(offs_m < S)[:, None])
 '''
 
-    def _launcher(self, p, task, bug, exp="exp2", skip=True):
-        """One program per (query tile, batch*head)."""
-        stages = "num_stages" in p
-        sig, fwd = (", NUM_STAGES: tl.constexpr", ", NUM_STAGES") if stages else ("", "")
-        kw = ", BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
-            "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if stages else "num_stages=1")
-        return self._tile_fn(p, bug, exp, skip) + f'''
+def launcher(p, task, scale, exp="exp2", skip=True, **state):
+    """One program per (query tile, batch*head)."""
+    stages = "num_stages" in p
+    sig, fwd = (", NUM_STAGES: tl.constexpr", ", NUM_STAGES") if stages else ("", "")
+    kw = ", BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
+        "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if stages else "num_stages=1")
+    return tile_fn(p, exp, skip, **state) + f'''
 
 @triton.jit
 def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_M: tl.constexpr{sig}):
     _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, tl.program_id(1), tl.program_id(0) * BLOCK_M, S, W, qk_scale,
                  HEAD_DIM, BLOCK_M, BLOCK_N{fwd})
-''' + self._wrapper("grid = (triton.cdiv(S, BLOCK_M), B * H)", self._scale(bug, exp), extra_kw=kw)
+''' + wrapper(task, "grid = (triton.cdiv(S, BLOCK_M), B * H)", scale, extra_kw=kw)
 
-    _blocked_online_softmax = partialmethod(_launcher, exp="exp", skip=False)
-    _window_block_skip = partialmethod(_launcher, exp="exp")
-    _pipelined_tiles = partialmethod(_launcher)
 
-    def _scale(self, bug, exp):
-        if exp == "exp":   # scores in natural units
-            return "1.0" if bug == "missing_scale" else "D ** -0.5"
-        # scores in log2 units (qk_scale = D^-0.5 * log2 e): exp2 is one MUFU op
-        return "D ** -0.5" if bug == "missing_scale" else "D ** -0.5 * LOG2E"
+def blocked_online_softmax_src(p, task, scale="D ** -0.5", **state):   # scores in natural units
+    return launcher(p, task, scale, exp="exp", skip=False, **state)
 
-    def _persistent_tiles(self, p, task, bug):
-        launch = self.launch(self.variant("persistent_tiles"), p, task)
-        per_sm = self._programs_per_sm(p, task, launch.smem_bytes, launch.regs)
-        return f"PROGRAMS_PER_SM = {per_sm}  # resident programs per SM at this tile size\n" + self._tile_fn(p, bug, "exp2") + '''
+
+def window_block_skip_src(p, task, scale="D ** -0.5", **state):
+    return launcher(p, task, scale, exp="exp", **state)
+
+
+def pipelined_tiles_src(p, task, scale=LOG2_SCALE, **state):
+    return launcher(p, task, scale, **state)
+
+
+def persistent_tiles_src(p, task, scale=LOG2_SCALE, **state):
+    launch = persistent_launch(p, task)
+    per_sm = programs_per_sm(p, task, launch.smem_bytes, launch.regs)
+    return f"PROGRAMS_PER_SM = {per_sm}  # resident programs per SM at this tile size\n" + tile_fn(p, "exp2", **state) + '''
 
 @triton.jit
 def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, num_tiles, num_m_tiles, HEAD_DIM: tl.constexpr,
@@ -275,8 +226,48 @@ def swa_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, num_tiles, num_m_tile
         m_tile = num_m_tiles - 1 - tile % num_m_tiles
         _window_tile(q_ptr, k_ptr, v_ptr, o_ptr, bh, m_tile * BLOCK_M, S, W, qk_scale, HEAD_DIM, BLOCK_M,
                      BLOCK_N, NUM_STAGES)
-''' + self._wrapper("num_m_tiles = triton.cdiv(S, BLOCK_M)\n    num_tiles = B * H * num_m_tiles\n"
+''' + wrapper(task, "num_m_tiles = triton.cdiv(S, BLOCK_M)\n    num_tiles = B * H * num_m_tiles\n"
                     "    sms = torch.cuda.get_device_properties(q.device).multi_processor_count\n"
-                    "    grid = (min(num_tiles, PROGRAMS_PER_SM * sms),)", self._scale(bug, "exp2"), ", num_tiles, num_m_tiles",
+                    "    grid = (min(num_tiles, PROGRAMS_PER_SM * sms),)", scale, ", num_tiles, num_m_tiles",
                     ", BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, num_warps=NUM_WARPS, "
                     "num_stages=NUM_STAGES")
+
+
+class SlidingWindowTriton(SlidingWindowSpec):
+    impl = "triton"
+    baseline = "blocked_online_softmax"   # a program per query row on CUDA-core dots is nobody's start
+    variants = (
+        Rung("row_per_program", "one program per query row, CUDA-core dots over every key, window as a mask",
+             (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
+             compute_eff=0.07, memory_eff=0.6, launch=row_launch, render=row_per_program_src,
+             bugs={"missing_scale": {"scale": ""}, "off_by_one": {"causal": "cols < i"}}),
+        Rung("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, all keys masked",
+             (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
+             smem="dynamic", launch=tile_launch(skip=False), render=blocked_online_softmax_src,
+             bugs={"wrong_init": WRONG_INIT, "off_by_one": {"causal": "<"}}),
+        Rung("window_block_skip", "loop only over key blocks meeting the window; masks on edge blocks only",
+             (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
+             smem="dynamic", launch=tile_launch(), render=window_block_skip_src,
+             bugs={"off_by_one": LATE_DIAG, "wrong_init": WRONG_INIT}),
+        Rung("pipelined_tiles", "exp2 with log2e folded in, tl.range(num_stages) K/V pipelining, tuned tiles",
+             (BLOCK_M, BLOCK_N, WARPS, STAGES), path="fp16", compute_eff=0.48, memory_eff=0.85, smem="dynamic",
+             launch=tile_launch(), render=pipelined_tiles_src,
+             bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LATE_DIAG}),
+        Rung("persistent_tiles", "grid of SM-count programs, each looping over query tiles (heavy tiles first)",
+             (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)),
+             path="fp16", compute_eff=0.48, memory_eff=0.87, smem="dynamic", launch=persistent_launch,
+             render=persistent_tiles_src, bugs={"missing_scale": {"scale": "D ** -0.5"}, "wrong_init": WRONG_INIT}),
+    )
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = "".join(f"{k.upper()} = {v}\n" for k, v in sorted(params.items()))
+        return f"{TRITON_PRELUDE}\nLOG2E = 1.4426950408889634\n{consts}" + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "W": "i32", "qk_scale": "fp32"}
+        const = {"HEAD_DIM": task["D"], **{k.upper(): params[k] for k in ("BLOCK_N", "BLOCK_M", "num_stages") if k in params}}
+        if variant.launch is persistent_launch:
+            sig.update(num_tiles="i32", num_m_tiles="i32")
+        return [KernelSpec("swa_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, params["num_warps"],
+                           params.get("num_stages", 1))]

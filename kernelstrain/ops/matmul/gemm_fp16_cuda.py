@@ -3,124 +3,62 @@
 Ladder: one thread per output -> shared-memory tiles -> register micro-tiles -> tensor cores
 (ldmatrix + mma.sync) -> multi-stage cp.async ring -> Hopper TMA + wgmma, warp-specialized.
 """
-from ..base import Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude, kernelbench_program
-from ._gemm_tc import TMA_INCLUDES, mma_host, mma_kernel, naive_launch, tc_launch, tc_traffic, wgmma_host, wgmma_kernel
+from ..base import Launch, Param, Rung, cdiv
+from ..dialect import prelude
+from ._gemm_mma import mma_host, mma_kernel, one_launch_host
+from ._gemm_tc import naive_launch, tc_launch, tc_traffic
+from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from .gemm_fp16_spec import ENTRY, GemmFp16Spec
 
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
+ARGS = "const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C, int M, int N, int K"
 
 
-class GemmFp16Cuda(OpModule):
-    op, impl, family = "gemm_fp16", "cuda", "matmul"
-    title = "FP16/BF16 GEMM"
-    desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result; B is stored [N, K] "
-            "(an nn.Linear weight, K-major), K a multiple of 16 and N even.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
-            "K": "reduction dim (input features)"}
-    shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
-              {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096},
-              {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("naive", "one thread per C element, fp32 FMAs reading A and B straight from global memory",
-                (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
-                compute_eff=0.12, memory_eff=0.6, bugs=("off_by_one", "half_accumulator")),
-        Variant("smem_tiled", "TILE x TILE thread blocks stage A and B tiles in static shared memory",
-                (Param("tile", (16, 32), 32),), compute_eff=0.22, memory_eff=0.7, smem="static",
-                bugs=("missing_barrier", "half_accumulator")),
-        Variant("register_blocked", "each thread accumulates a TM x TN micro-tile from float4 shared-memory reads",
-                (BM, Param("BN", (64, 128), 128), Param("BK", (8, 16), 8), Param("TM", (4, 8), 8)),
-                compute_eff=0.65, memory_eff=0.75, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("mma_sync", "tensor cores: ldmatrix.x4 fragments into mma.sync.m16n8k16, register-staged tiles",
-                (BM, BN, Param("BK", (32, 64), 32), WARPS), needs=TC, path="fp16", compute_eff=0.52,
-                memory_eff=0.8, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic shared memory feeding ldmatrix + mma.sync",
-                (BM, BN, Param("BK", (32, 64), 32), Param("stages", (2, 3, 4), 3), WARPS),
-                needs=TC | {"cp_async"}, path="fp16", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-                bugs=("off_by_one",)),
-        Variant("wgmma_tma", "sm_90a: TMA producer warp + wgmma consumer warpgroups on an mbarrier ring",
-                (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-                needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
-                smem="dynamic", bugs=("missing_barrier", "off_by_one")),
-    )
+def host(task, grid: str, block: str) -> str:
+    return one_launch_host(ENTRY, task, "gemm_fp16_kernel", grid, block)
 
-    def cost(self, task: Task) -> Cost:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * m * n * k, bytes=(m * k + n * k + m * n) * e)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        m, n = task["M"], task["N"]
-        if variant.tag == "naive":
-            return naive_launch(task, params["block_x"], params["block_y"])
-        if variant.tag == "smem_tiled":   # 16x16 tiles: half the reuse per staged value, twice the barriers
-            t = params["tile"]
-            return Launch(grid=cdiv(m, t) * cdiv(n, t), threads=t * t, smem_bytes=(t * t + t * (t + 1)) * 4, regs=30,
-                          bytes_per_access=2, traffic=tc_traffic(task, t, t, 0.02), compute_scale=1.0 if t == 32 else 0.75,
-                          tile_quant=m * n / (cdiv(m, t) * t * cdiv(n, t) * t))
-        if variant.tag == "register_blocked":
-            bm, bn, bk, t = params["BM"], params["BN"], params["BK"], params["TM"]
-            threads = bm * bn // (t * t)
-            scale = (1.0 if t == 8 else 0.6) * (1.0 if bk == 16 else 0.92) * (1.0 if bm * bn >= 8192 else 0.85)
-            return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=threads, smem_bytes=(bm + bn + 8) * bk * 4,
-                          regs=min(255, t * t + 2 * t + 40), bytes_per_access=2, traffic=tc_traffic(task, bm, bn, 0.05),
-                          compute_scale=scale, tile_quant=m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn))
-        return tc_launch(variant, params, task, elt=DTYPE_BYTES[task.dtype], out_elt=DTYPE_BYTES[task.dtype])
+# -- naive ---------------------------------------------------------------------------------
+FP32_ACC = ("float", "acc += to_float(a[k]) * to_float(b[k]);")
+HALF_ACC = ("scalar_t", "acc = from_float(to_float(acc) + to_float(a[k]) * to_float(b[k]));")
 
-    def signature(self, task: Task) -> str:
-        return ("void gemm_fp16(const scalar_t* A, const scalar_t* B, scalar_t* C, int M, int N, int K, "
-                "cudaStream_t stream)")
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B", body="return torch.matmul(A, B.t())",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(N, K, dtype=DTYPE, device='cuda') / K ** 0.5]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        extra = TMA_INCLUDES if variant.tag == "wgmma_tma" else ()
-        return f"{cuda_prelude(task, extra)}\n{body}"
-
-    SIG = "const scalar_t* A, const scalar_t* B, scalar_t* C, int M, int N, int K, cudaStream_t stream"
-    ARGS = "const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C, int M, int N, int K"
-
-    def _host(self, grid: str, block: str) -> str:
-        return f"""
-void gemm_fp16({self.SIG}) {{
-    gemm_fp16_kernel<<<{grid}, {block}, 0, stream>>>(A, B, C, M, N, K);
-}}
-"""
-
-    def _naive(self, p, task, bug):
-        acc, fma = ("scalar_t", "acc = from_float(to_float(acc) + to_float(a[k]) * to_float(b[k]));") \
-            if bug == "half_accumulator" else ("float", "acc += to_float(a[k]) * to_float(b[k]);")
-        return f"""
+def naive_src(p, task, k_end="K", accum=FP32_ACC):
+    acc, fma = accum
+    return f"""
 #define BLOCK_X {p['block_x']}
 #define BLOCK_Y {p['block_y']}
 
 // One thread per C element: all K products come straight from global memory (L1/L2 catch the reuse).
 extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
-gemm_fp16_kernel({self.ARGS}) {{
+gemm_fp16_kernel({ARGS}) {{
     const int n = blockIdx.x * BLOCK_X + threadIdx.x, m = blockIdx.y * BLOCK_Y + threadIdx.y;
     if (m >= M || n >= N) return;
     const scalar_t* a = A + (size_t)m * K;   // row m of A
     const scalar_t* b = B + (size_t)n * K;   // row n of B = column n of B^T
     {acc} acc = from_float(0.f);
-    for (int k = 0; k < {'K - 1' if bug == 'off_by_one' else 'K'}; ++k) {fma}
+    for (int k = 0; k < {k_end}; ++k) {fma}
     C[(size_t)m * N + n] = from_float((float)acc);
 }}
-{self._host("dim3((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y)", "dim3(BLOCK_X, BLOCK_Y)")}"""
+{host(task, "dim3((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y)", "dim3(BLOCK_X, BLOCK_Y)")}"""
 
-    def _smem_tiled(self, p, task, bug):
-        acc = "scalar_t" if bug == "half_accumulator" else "float"
-        return f"""
+# -- smem_tiled ----------------------------------------------------------------------------
+def smem_tiled_launch(p, task):   # 16x16 tiles: half the reuse per staged value, twice the barriers
+    m, n, t = task["M"], task["N"], p["tile"]
+    return Launch(grid=cdiv(m, t) * cdiv(n, t), threads=t * t, smem_bytes=(t * t + t * (t + 1)) * 4, regs=30,
+                  bytes_per_access=2, traffic=tc_traffic(task, t, t, 0.02), compute_scale=1.0 if t == 32 else 0.75,
+                  tile_quant=m * n / (cdiv(m, t) * t * cdiv(n, t) * t))
+
+
+def smem_tiled_src(p, task, barrier="__syncthreads();", acc="float"):
+    return f"""
 #define TILE {p['tile']}
 
 // Each block stages a TILE x TILE slice of A and of B per K step; every staged value is used TILE times.
 extern "C" __global__ void __launch_bounds__(TILE * TILE)
-gemm_fp16_kernel({self.ARGS}) {{
+gemm_fp16_kernel({ARGS}) {{
     __shared__ float As[TILE][TILE];       // As[m][k]
     __shared__ float Bs[TILE][TILE + 1];   // Bs[k][n]; +1 keeps the transposed store conflict-free
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -130,17 +68,28 @@ gemm_fp16_kernel({self.ARGS}) {{
         // threadIdx.x walks K in both loads: coalesced rows of A and of B
         As[ty][tx] = (m < M && k0 + tx < K) ? to_float(A[(size_t)m * K + k0 + tx]) : 0.f;
         Bs[tx][ty] = (bn < N && k0 + tx < K) ? to_float(B[(size_t)bn * K + k0 + tx]) : 0.f;
-        {'' if bug == 'missing_barrier' else '__syncthreads();'}
+        {barrier}
 #pragma unroll
         for (int kk = 0; kk < TILE; ++kk) acc += As[ty][kk] * Bs[kk][tx];
         __syncthreads();
     }}
     if (m < M && n < N) C[(size_t)m * N + n] = from_float((float)acc);
 }}
-{self._host("dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
+{host(task, "dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
 
-    def _register_blocked(self, p, task, bug):
-        return f"""
+# -- register_blocked ----------------------------------------------------------------------
+def register_blocked_launch(p, task):
+    m, n = task["M"], task["N"]
+    bm, bn, bk, t = p["BM"], p["BN"], p["BK"], p["TM"]
+    threads = bm * bn // (t * t)
+    scale = (1.0 if t == 8 else 0.6) * (1.0 if bk == 16 else 0.92) * (1.0 if bm * bn >= 8192 else 0.85)
+    return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=threads, smem_bytes=(bm + bn + 8) * bk * 4,
+                  regs=min(255, t * t + 2 * t + 40), bytes_per_access=2, traffic=tc_traffic(task, bm, bn, 0.05),
+                  compute_scale=scale, tile_quant=m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn))
+
+
+def register_blocked_src(p, task, barrier="__syncthreads();", k_end="BK"):
+    return f"""
 #define BM {p['BM']}
 #define BN {p['BN']}
 #define BK {p['BK']}
@@ -151,7 +100,7 @@ gemm_fp16_kernel({self.ARGS}) {{
 // Operands are staged K-major in shared memory so a thread's TM (TN) values are float4 runs;
 // each K step then costs TM + TN shared loads for TM * TN FMAs.
 extern "C" __global__ void __launch_bounds__(THREADS)
-gemm_fp16_kernel({self.ARGS}) {{
+gemm_fp16_kernel({ARGS}) {{
     __shared__ __align__(16) float As[BK][BM + 4];
     __shared__ __align__(16) float Bs[BK][BN + 4];
     const int tid = threadIdx.x, tx = tid % (BN / TN), ty = tid / (BN / TN);
@@ -168,9 +117,9 @@ gemm_fp16_kernel({self.ARGS}) {{
             const int idx = tid + i * THREADS, r = idx / BK, c = idx % BK;
             Bs[c][r] = (n0 + r < N && k0 + c < K) ? to_float(B[(size_t)(n0 + r) * K + k0 + c]) : 0.f;
         }}
-        {'' if bug == 'missing_barrier' else '__syncthreads();'}
+        {barrier}
 #pragma unroll
-        for (int k = 0; k < {'BK - 1' if bug == 'off_by_one' else 'BK'}; ++k) {{
+        for (int k = 0; k < {k_end}; ++k) {{
             float a[TM], b[TN];
 #pragma unroll
             for (int i = 0; i < TM; i += 4) *reinterpret_cast<float4*>(&a[i]) = *reinterpret_cast<const float4*>(&As[k][ty * TM + i]);
@@ -191,25 +140,70 @@ gemm_fp16_kernel({self.ARGS}) {{
             if (row < M && col < N) C[(size_t)row * N + col] = from_float(acc[i][j]);
         }}
 }}
-{self._host("dim3((N + BN - 1) / BN, (M + BM - 1) / BM)", "THREADS")}"""
+{host(task, "dim3((N + BN - 1) / BN, (M + BM - 1) / BM)", "THREADS")}"""
 
-    def _kind(self, task):
-        return "bf16" if task.dtype == "bf16" else "f16"
 
-    def _store(self, task):
-        pair = "__floats2bfloat162_rn(v0, v1)" if task.dtype == "bf16" else "__floats2half2_rn(v0, v1)"
-        t = "__nv_bfloat162" if task.dtype == "bf16" else "__half2"
-        return f"*reinterpret_cast<{t}*>(C + (size_t)row * N + col) = {pair};   // cols col, col + 1"
+# -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
+def kind(task) -> str:
+    return "bf16" if task.dtype == "bf16" else "f16"
 
-    def _mma_sync(self, p, task, bug, pipelined=False):
-        return (mma_kernel(self.op, self._kind(task), p, args=self.ARGS, epilogue=self._store(task),
-                           pipelined=pipelined, bug=bug)
-                + mma_host(self.op, self.SIG, "A, B, C, M, N, K", p))
 
-    def _cp_async_pipeline(self, p, task, bug):
-        return self._mma_sync(p, task, bug, pipelined=True)
+def store(task) -> str:
+    pair = "__floats2bfloat162_rn(v0, v1)" if task.dtype == "bf16" else "__floats2half2_rn(v0, v1)"
+    t = "__nv_bfloat162" if task.dtype == "bf16" else "__half2"
+    return f"*reinterpret_cast<{t}*>(C + (size_t)row * N + col) = {pair};   // cols col, col + 1"
 
-    def _wgmma_tma(self, p, task, bug):
-        args = "scalar_t* __restrict__ C, int M, int N, int K"
-        return (wgmma_kernel(self.op, self._kind(task), p, args=args, epilogue=self._store(task), bug=bug)
-                + wgmma_host(self.op, self._kind(task), self.SIG, "C, M, N, K"))
+
+def mma_src(pipelined: bool):
+    def render(p, task, barrier=True, kt_end="KT"):
+        return (mma_kernel("gemm_fp16", kind(task), p, args=ARGS, epilogue=store(task), pipelined=pipelined,
+                           kt_end=kt_end, barrier=barrier)
+                + mma_host("gemm_fp16", ENTRY.prototype(task), ENTRY.call_args(), p))
+    return render
+
+
+def wgmma_tma_src(p, task, wait_full=True, kt_end="KT"):
+    args = "scalar_t* __restrict__ C, int M, int N, int K"
+    return (wgmma_kernel("gemm_fp16", kind(task), p, args=args, epilogue=store(task), kt_end=kt_end,
+                         wait_full=wait_full)
+            + wgmma_host("gemm_fp16", kind(task), ENTRY.prototype(task), "C, M, N, K"))
+
+
+NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
+
+
+class GemmFp16Cuda(GemmFp16Spec):
+    impl = "cuda"
+    shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
+              {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096},
+              {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
+    variants = (
+        Rung("naive", "one thread per C element, fp32 FMAs reading A and B straight from global memory",
+             (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
+             compute_eff=0.12, memory_eff=0.6, launch=naive_launch(), render=naive_src,
+             bugs={"off_by_one": {"k_end": "K - 1"}, "half_accumulator": {"accum": HALF_ACC}}),
+        Rung("smem_tiled", "TILE x TILE thread blocks stage A and B tiles in static shared memory",
+             (Param("tile", (16, 32), 32),), compute_eff=0.22, memory_eff=0.7, smem="static",
+             launch=smem_tiled_launch, render=smem_tiled_src,
+             bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"acc": "scalar_t"}}),
+        Rung("register_blocked", "each thread accumulates a TM x TN micro-tile from float4 shared-memory reads",
+             (BM, Param("BN", (64, 128), 128), Param("BK", (8, 16), 8), Param("TM", (4, 8), 8)),
+             compute_eff=0.65, memory_eff=0.75, smem="static", launch=register_blocked_launch,
+             render=register_blocked_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"k_end": "BK - 1"}}),
+        Rung("mma_sync", "tensor cores: ldmatrix.x4 fragments into mma.sync.m16n8k16, register-staged tiles",
+             (BM, BN, Param("BK", (32, 64), 32), WARPS), needs=TC, path="fp16", compute_eff=0.52,
+             memory_eff=0.8, smem="static", launch=tc_launch("fp16", 2, 2), render=mma_src(False),
+             bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
+        Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic shared memory feeding ldmatrix + mma.sync",
+             (BM, BN, Param("BK", (32, 64), 32), Param("stages", (2, 3, 4), 3), WARPS),
+             needs=TC | {"cp_async"}, path="fp16", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
+             launch=tc_launch("fp16", 2, 2), render=mma_src(True), bugs={"off_by_one": SHORT_K}),
+        Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma consumer warpgroups on an mbarrier ring",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True), render=wgmma_tma_src,
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

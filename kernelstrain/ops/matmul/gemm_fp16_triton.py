@@ -1,19 +1,23 @@
-"""Dense GEMM C = A @ B in Triton, fp16/bf16 in, fp32 accumulate.
+"""Dense GEMM C = A . B^T in Triton (B [N, K], the nn.Linear layout), fp16/bf16 in, fp32 accumulate.
 
 Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no pipelining)
 -> grouped program order for L2 reuse -> software-pipelined loads with tuned stages/warps
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr, triton_stage_buffers)
+from ..base import (KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
+                    triton_stage_buffers)
+from .gemm_fp16_spec import ENTRY, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128, 256), 128)
 BLOCK_K = Param("BLOCK_K", (32, 64), 32)
 STAGES = Param("num_stages", (3, 4, 5), 3)
 WARPS = Param("num_warps", (4, 8), 4)
-L2_HIT = {"broadcast_sum": 0.8, "tl_dot_blocked": 0.85, "grouped_swizzle": 0.95,
-          "pipelined_stages": 0.95, "persistent_tma": 0.96}
+# the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
+ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, b, acc)   # fp32 accumulate on tensor cores")
+ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)", "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")
+K_TILES = "tl.cdiv(K, BLOCK_K)"
+SHORT_K = {"k_tiles": K_TILES + " - 1"}
 
 
 def _tile_scale(bm: int, bn: int, bk: int) -> float:
@@ -22,164 +26,106 @@ def _tile_scale(bm: int, bn: int, bk: int) -> float:
     return min(1.0, intensity / 85.3) ** 0.35 * {16: 0.8, 32: 0.93, 64: 1.0, 128: 0.97}[bk]
 
 
-class GemmFp16Triton(OpModule):
-    op, impl, family = "gemm_fp16", "triton", "matmul"
-    title = "Dense GEMM (fp16/bf16)"
-    desc = "C[M, N] = A[M, K] @ B[K, N], row-major fp16/bf16 operands, fp32 accumulation, C in the input dtype."
-    dims = {"M": "rows of A and C (tokens)", "N": "columns of B and C", "K": "reduction length"}
-    shapes = ({"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336},
-              {"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
-              {"M": 4096, "N": 14336, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("broadcast_sum", "no tl.dot: outer products over a K chunk summed on CUDA cores",
-                (Param("BLOCK_M", (16, 32), 32), Param("BLOCK_N", (16, 32, 64), 32), Param("BLOCK_K", (8, 16), 8)),
-                path="fp32", compute_eff=0.12, memory_eff=0.5, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
-        Variant("tl_dot_blocked", "tl.dot on BMxBK and BKxBN tiles (tensor cores), row-major program order, no pipelining",
-                (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64), BLOCK_K),
-                path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
-        Variant("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share A rows and B columns in L2",
-                (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)),
-                path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", bugs=("off_by_one", "half_accumulator")),
-        Variant("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
-                (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
-                path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
-        Variant("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",
-                (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
-                path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * m * n * k, bytes=(m * k + k * n + m * n) * e)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        gpu, tag = task.gpu, variant.tag
-        bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
-        warps = params.get("num_warps", 4)
-        stages = params.get("num_stages", 1)
-        threads = warps * gpu.warp
-        tiles = cdiv(m, bm) * cdiv(n, bn)
-        # DRAM traffic: every tile row re-reads its A panel and every tile column its B panel; L2 catches most
-        a, b, c = m * k * e, k * n * e, m * n * e
-        rereads = a * (cdiv(n, bn) - 1) + b * (cdiv(m, bm) - 1)
-        traffic = (a + b + c + (1 - L2_HIT[tag]) * rereads) / (a + b + c)
-        quant = m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn)
-        vendor = 0.7 if gpu.vendor == "amd" else 1.0   # MFMA codegen of Triton trails cuBLAS-class on MI300X
-        stage_bytes = (bm * bk + bk * bn) * e
-        in_flight = stage_bytes * max(1, stages - 1) // (threads * 2)   # bytes per thread per load slot
-        acc_regs = bm * bn // threads
-        if tag == "broadcast_sum":
-            # the [BM, BK, BN] product lives in registers: the tile is tiny and each FMA is paid with shuffles
-            regs = min(255, 32 + bm * bk * bn // threads)
-            # the reduction over BK goes through a shared-memory layout conversion
-            return Launch(grid=tiles, threads=threads, smem_bytes=bm * bn * 2, regs=regs, bytes_per_access=4, traffic=traffic,
-                          compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16) ** 0.5,
-                          tile_quant=quant)
-        spill = 1.0 if acc_regs <= 160 else 0.6       # accumulator past ~160 regs/thread spills
-        scale = vendor * _tile_scale(bm, bn, bk) * spill
-        if tag in ("pipelined_stages", "persistent_tma"):
-            scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
-        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
-        grid = tiles
-        if tag == "persistent_tma" and "tma" in gpu.features:
-            smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
-            grid = min(tiles, gpu.sms * self._resident(params, task))
-            # the tile loop spreads tiles evenly; the last round is partly idle
-            scale *= tiles / (cdiv(tiles, grid) * grid)
-            if "tma" not in gpu.features:
-                scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
-        return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
-                      bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant)
-
-    def signature(self, task: Task) -> str:
-        return "def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor  # a [M, K], b [K, N] -> c [M, N]"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="a, b", body="return torch.matmul(a, b)",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(K, N, dtype=DTYPE, device='cuda')]")
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, "M": "i32", "N": "i32", "K": "i32"}
-        if variant.tag != "persistent_tma":
-            sig.update({s: "i32" for s in ("stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")})
-        consts = self._consts(variant, params)
-        if variant.tag == "persistent_tma":
-            consts["NUM_PROGS"] = task.gpu.sms * self._resident(params, task)
-        sig.update({name: "constexpr" for name in consts})
-        k, n = task["K"], task["N"]   # row-major A [M, K], B [K, N], C [M, N]
-        strides = {"stride_am": k, "stride_ak": 1, "stride_bk": n, "stride_bn": 1, "stride_cm": n, "stride_cn": 1}
-        return [KernelSpec("gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
-                           num_stages=params.get("num_stages", 1), ints={a: strides[a] for a in sig if a in strides})]
-
-    @staticmethod
-    def _resident(params: dict, task: Task) -> int:
-        """Programs of the persistent kernel resident per SM (smem, registers, threads)."""
-        gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
-        bm, bn, bk, stages = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"], params["num_stages"]
-        threads = params["num_warps"] * gpu.warp
-        smem = (bm * bk + bk * bn) * e * stages + (bm * bn * e if "tma" in gpu.features else 0)
-        regs = min(255, bm * bn // threads + 40)
-        return max(1, min(gpu.smem_per_sm // smem, gpu.regs_per_sm // (threads * regs),
-                          gpu.max_threads_per_sm // threads))
-
-    @staticmethod
-    def _consts(variant: Variant, params: dict) -> dict:
-        """constexpr kernel arguments: the tile params, plus a fixed GROUP_M=8 where the ladder stops tuning it."""
-        consts = {k: v for k, v in params.items() if k not in ("num_warps", "num_stages")}
-        if variant.tag in ("pipelined_stages", "persistent_tma"):
-            consts["GROUP_M"] = 8
-        return consts
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        if variant.tag == "persistent_tma":
-            return TRITON_PRELUDE + self._persistent(params, task, bug)
-        kernel = self._broadcast(params, bug) if variant.tag == "broadcast_sum" else self._dot(variant.tag, params, bug)
-        consts = ", ".join(f"{k}={v}" for k, v in self._consts(variant, params).items())
-        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
-        note = "# num_stages=1: each K step waits for its own loads" if stages == 1 else "# loads run num_stages-1 K steps ahead"
-        grid = "(triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)" if variant.tag != "broadcast_sum" \
-            else "(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))"
-        return TRITON_PRELUDE + kernel + f"""
-
-BLOCK_M, BLOCK_N = {params['BLOCK_M']}, {params['BLOCK_N']}
+# -- constexprs and the wrapper --------------------------------------------------------------
+def tile_consts(p, task) -> dict:
+    """constexpr kernel arguments: the tile params."""
+    return {k: v for k, v in p.items() if k not in ("num_warps", "num_stages")}
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+def fixed_group_consts(p, task) -> dict:
+    return {**tile_consts(p, task), "GROUP_M": 8}      # where the ladder stops tuning GROUP_M
+
+
+def persistent_consts(p, task) -> dict:
+    return {**fixed_group_consts(p, task), "NUM_PROGS": task.gpu.sms * resident(p, task)}
+
+
+def wrapper(p, task, grid: str, consts=tile_consts) -> str:
+    kw = ", ".join(f"{k}={v}" for k, v in consts(p, task).items())
+    warps, stages = p.get("num_warps", 4), p.get("num_stages", 1)
+    note = "# num_stages=1: each K step waits for its own loads" if stages == 1 else "# loads run num_stages-1 K steps ahead"
+    return f"""
+
+BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
+
+
+{ENTRY.py_def(task)}:
+    M, K = A.shape
+    N = B.shape[0]                          # B is [N, K] (an nn.Linear weight): C = A @ B.T
+    C = torch.empty((M, N), device=A.device, dtype=A.dtype)
     grid = {grid}
     {note}
-    gemm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                      c.stride(0), c.stride(1), {consts},
+    gemm_kernel[grid](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(1), B.stride(0),
+                      C.stride(0), C.stride(1), {kw},
                       num_warps={warps}, num_stages={stages})
-    return c
+    return C
 """
 
-    @staticmethod
-    def _acc(bug):
-        """Accumulator init and update: fp32 on the tensor cores, or (bug) rounded to the storage type each step."""
-        if bug == "half_accumulator":
-            return ("tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)",
-                    "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")
-        return "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, b, acc)   # fp32 accumulate on tensor cores"
 
-    @staticmethod
-    def _k_loop_bound(bug):
-        return "tl.cdiv(K, BLOCK_K) - 1" if bug == "off_by_one" else "tl.cdiv(K, BLOCK_K)"
+# -- launch models ---------------------------------------------------------------------------
+def tile_launch(l2_hit: float, mode: str = "dot"):
+    """Launch model of a rung: mode 'broadcast' (no tl.dot), 'dot', 'pipelined' (num_stages tuned) or
+    'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves."""
+    def launch(p, task):
+        return _launch(p, task, l2_hit, mode)
+    return launch
 
-    def _broadcast(self, p, bug):
-        if bug == "half_accumulator":
-            init, step = "c_ptr.dtype.element_ty", "acc += tl.sum(prod, axis=1).to(c_ptr.dtype.element_ty)"
-        else:
-            init, step = "tl.float32", "acc += tl.sum(prod, axis=1)"
-        return f"""
+
+def _launch(params, task, l2_hit: float, mode: str) -> Launch:
+    m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+    gpu = task.gpu
+    bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+    warps = params.get("num_warps", 4)
+    stages = params.get("num_stages", 1)
+    threads = warps * gpu.warp
+    tiles = cdiv(m, bm) * cdiv(n, bn)
+    # DRAM traffic: every tile row re-reads its A panel and every tile column its B panel; L2 catches most
+    a, b, c = m * k * e, k * n * e, m * n * e
+    rereads = a * (cdiv(n, bn) - 1) + b * (cdiv(m, bm) - 1)
+    traffic = (a + b + c + (1 - l2_hit) * rereads) / (a + b + c)
+    quant = m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn)
+    vendor = gpu.triton_dot_scale    # MFMA codegen of Triton trails cuBLAS-class on MI300X (catalog)
+    stage_bytes = (bm * bk + bk * bn) * e
+    in_flight = stage_bytes * max(1, stages - 1) // (threads * 2)   # bytes per thread per load slot
+    acc_regs = bm * bn // threads
+    if mode == "broadcast":
+        # the [BM, BK, BN] product lives in registers: the tile is tiny and each FMA is paid with shuffles
+        regs = min(255, 32 + bm * bk * bn // threads)
+        # the reduction over BK goes through a shared-memory layout conversion
+        return Launch(grid=tiles, threads=threads, smem_bytes=bm * bn * 2, regs=regs, bytes_per_access=4, traffic=traffic,
+                      compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16) ** 0.5,
+                      tile_quant=quant)
+    spill = 1.0 if acc_regs <= 160 else 0.6       # accumulator past ~160 regs/thread spills
+    scale = vendor * _tile_scale(bm, bn, bk) * spill
+    if mode in ("pipelined", "persistent"):
+        scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
+    smem = stage_bytes * triton_stage_buffers(task, stages, bm)
+    grid = tiles
+    if mode == "persistent" and "tma" in gpu.features:
+        smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
+        grid = min(tiles, gpu.sms * resident(params, task))
+        # the tile loop spreads tiles evenly; the last round is partly idle
+        scale *= tiles / (cdiv(tiles, grid) * grid)
+        if "tma" not in gpu.features:
+            scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
+    return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
+                  bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant)
+
+
+def resident(params: dict, task: Task) -> int:
+    """Programs of the persistent kernel resident per SM (smem, registers, threads)."""
+    gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
+    bm, bn, bk, stages = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"], params["num_stages"]
+    threads = params["num_warps"] * gpu.warp
+    smem = (bm * bk + bk * bn) * e * stages + (bm * bn * e if "tma" in gpu.features else 0)
+    regs = min(255, bm * bn // threads + 40)
+    return max(1, min(gpu.smem_per_sm // smem, gpu.regs_per_sm // (threads * regs),
+                      gpu.max_threads_per_sm // threads))
+
+
+def broadcast_sum_src(p, task, acc=("tl.float32", "acc += tl.sum(prod, axis=1)"), k_tiles=K_TILES):
+    init, step = acc
+    return f"""
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -189,7 +135,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={init})
-    for kt in range(0, {self._k_loop_bound(bug)}):
+    for kt in range(0, {k_tiles}):
         k = kt * BLOCK_K + rk
         a = tl.load(a_ptr + rm[:, None] * stride_am + k[None, :] * stride_ak,
                     mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
@@ -200,13 +146,21 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
         {step}
     c = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-"""
+""" + wrapper(p, task, "(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))")
 
-    def _dot(self, tag, p, bug):
-        grouped = tag != "tl_dot_blocked"
-        init, step = self._acc(bug)
-        if grouped:
-            order = """    # GROUP_M swizzle: a group of GROUP_M tile rows walks the N tiles together, so the
+
+def dot_src(grouped: bool, consts=None):
+    """tl_dot_blocked (row-major program order) or the GROUP_M-swizzled rungs; consts: the rung's."""
+    def render(p, task, acc=ACC32, k_tiles=K_TILES):
+        return dot_kernel(grouped, acc, k_tiles) + wrapper(p, task, "(triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)",
+                                                            consts or tile_consts)
+    return render
+
+
+def dot_kernel(grouped: bool, acc, k_tiles: str) -> str:
+    init, step = acc
+    if grouped:
+        order = """    # GROUP_M swizzle: a group of GROUP_M tile rows walks the N tiles together, so the
     # programs resident at once share A panels and B panels in L2
     num_pid_in_group = GROUP_M * num_pid_n
     group_id = pid // num_pid_in_group
@@ -214,12 +168,12 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
     pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
     pid_n = (pid % num_pid_in_group) // group_size_m"""
-        else:
-            order = """    # row-major program order: one wave of programs streams all of B per tile row
+    else:
+        order = """    # row-major program order: one wave of programs streams all of B per tile row
     pid_m = pid // num_pid_n
     pid_n = pid % num_pid_n"""
-        group_arg = ", GROUP_M: tl.constexpr" if grouped else ""
-        return f"""
+    group_arg = ", GROUP_M: tl.constexpr" if grouped else ""
+    return f"""
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group_arg}):
@@ -233,7 +187,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
     b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
     acc = {init}
-    for kt in range(0, {self._k_loop_bound(bug)}):
+    for kt in range(0, {k_tiles}):
         k_left = K - kt * BLOCK_K
         a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
@@ -244,18 +198,18 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 """
 
-    def _persistent(self, p, task, bug):
-        init, step = self._acc(bug)
-        k_tiles = "tl.cdiv(K, BLOCK_K) - 1" if bug == "off_by_one" else "tl.cdiv(K, BLOCK_K)"
-        consts = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-        occ = self._resident(p, task)
-        return f"""
+
+def persistent_tma_src(p, task, acc=ACC32, k_tiles=K_TILES):
+    init, step = acc
+    consts = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
+    occ = resident(p, task)
+    return f"""
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGS: tl.constexpr):
     # tensor descriptors: on Hopper each tile load is one TMA copy into swizzled shared memory
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -272,7 +226,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl
         acc = {init}
         for kt in range(k_tiles):
             a = a_desc.load([pid_m * BLOCK_M, kt * BLOCK_K])   # out-of-bounds rows/cols arrive as zeros
-            b = b_desc.load([kt * BLOCK_K, pid_n * BLOCK_N])
+            b = b_desc.load([pid_n * BLOCK_N, kt * BLOCK_K]).T   # B is [N, K]: a K-major tile
             {step}
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
 
@@ -282,16 +236,65 @@ def _alloc(size: int, alignment: int, stream):
     return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+{ENTRY.py_def(task)}:
+    M, K = A.shape
+    N = B.shape[0]                          # B is [N, K] (an nn.Linear weight): C = A @ B.T
+    C = torch.empty((M, N), device=A.device, dtype=A.dtype)
     triton.set_allocator(_alloc)
     # one program per resident slot: {occ} per SM fit this tile's shared memory and registers
-    num_progs = torch.cuda.get_device_properties(a.device).multi_processor_count * {occ}
+    num_progs = torch.cuda.get_device_properties(A.device).multi_processor_count * {occ}
     tiles = triton.cdiv(M, {p['BLOCK_M']}) * triton.cdiv(N, {p['BLOCK_N']})
     grid = (min(num_progs, tiles),)
-    gemm_kernel[grid](a, b, c, M, N, K, {consts}, GROUP_M=8, NUM_PROGS=num_progs,
+    gemm_kernel[grid](A, B, C, M, N, K, {consts}, GROUP_M=8, NUM_PROGS=num_progs,
                       num_warps={p['num_warps']}, num_stages={p['num_stages']})
-    return c
+    return C
 """
+
+
+class GemmFp16Triton(GemmFp16Spec):
+    impl = "triton"
+    shapes = ({"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336},
+              {"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
+              {"M": 4096, "N": 14336, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192})
+    variants = (
+        Rung("broadcast_sum", "no tl.dot: outer products over a K chunk summed on CUDA cores",
+             (Param("BLOCK_M", (16, 32), 32), Param("BLOCK_N", (16, 32, 64), 32), Param("BLOCK_K", (8, 16), 8)),
+             path="fp32", compute_eff=0.12, memory_eff=0.5, smem="dynamic", launch=tile_launch(0.8, "broadcast"),
+             render=broadcast_sum_src, consts=tile_consts,
+             bugs={"half_accumulator": {"acc": ("c_ptr.dtype.element_ty",
+                                                "acc += tl.sum(prod, axis=1).to(c_ptr.dtype.element_ty)")},
+                   "off_by_one": SHORT_K}),
+        Rung("tl_dot_blocked", "tl.dot on BMxBK and BKxBN tiles (tensor cores), row-major program order, no pipelining",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64), BLOCK_K),
+             path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=tile_launch(0.85),
+             render=dot_src(False), consts=tile_consts, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+        Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share A rows and B columns in L2",
+             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)),
+             path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", launch=tile_launch(0.95),
+             render=dot_src(True), consts=tile_consts, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
+        Rung("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
+             (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
+             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined"),
+             render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
+             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+        Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",
+             (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
+             path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
+             render=persistent_tma_src, consts=persistent_consts,
+             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+    )
+
+    def assemble(self, kernel, variant, params, task):
+        return TRITON_PRELUDE + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        consts = variant.consts(params, task)
+        sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, "M": "i32", "N": "i32", "K": "i32"}
+        if "NUM_PROGS" not in consts:              # the pointer rungs take strides; descriptors know theirs
+            sig.update({s: "i32" for s in ("stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")})
+        sig.update({name: "constexpr" for name in consts})
+        k, n = task["K"], task["N"]   # row-major A [M, K], B [N, K] (read as B^T: stride_bk 1), C [M, N]
+        strides = {"stride_am": k, "stride_ak": 1, "stride_bk": 1, "stride_bn": k, "stride_cm": n, "stride_cn": 1}
+        return [KernelSpec("gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
+                           num_stages=params.get("num_stages", 1), ints={a: strides[a] for a in sig if a in strides})]

@@ -4,13 +4,72 @@ Ladder: thread per output with software e4m3 decode -> e4m3 widened to bf16 whil
 bf16 mma.sync (runs on A100) -> native fp8 mma.sync.m16n8k32 (sm_89+) -> cp.async ring ->
 Hopper TMA + fp8 wgmma. fp8 arrives as bytes, so A100 is a task too: only the fp8 rungs fail there.
 """
-from ..base import Cost, OpModule, Param, Task, Variant, cuda_prelude, kernelbench_program
-from ._gemm_tc import (E4M3_SOFT, TMA_INCLUDES, mma_host, mma_kernel, naive_launch, tc_launch, wgmma_host,
-                       wgmma_kernel)
+from ..base import Cost, OpModule, Param, Rung, Task, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
+from ._gemm_mma import mma_host, mma_kernel
+from ._gemm_ptx import E4M3_SOFT
+from ._gemm_tc import naive_launch, tc_launch
+from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
 
+ENTRY = Entry("gemm_fp8", (
+    Arg("A", "in", ("M", "K"), "fp8"), Arg("B", "in", ("N", "K"), "fp8"), Arg("scale_a", "in", (1,), "fp32"),
+    Arg("scale_b", "in", (1,), "fp32"), Arg("C", "out", ("M", "N"), "bf16"), Scalar("M"), Scalar("N"), Scalar("K")))
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
+OPERANDS = "const __nv_fp8_e4m3* __restrict__ A, const __nv_fp8_e4m3* __restrict__ B, "
+ARGS = ("const float* __restrict__ scale_a, const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ C, "
+        "int M, int N, int K")
+ALPHA = "__ldg(scale_a) * __ldg(scale_b)"          # missing_scale drops scale_b
+NO_SCALE_B = {"alpha": "__ldg(scale_a)"}
+STORE = ("*reinterpret_cast<__nv_bfloat162*>(C + (size_t)row * N + col) = "
+         "__floats2bfloat162_rn((float)v0 * alpha, (float)v1 * alpha);")
+
+
+# -- naive_dequant -------------------------------------------------------------------------
+def naive_dequant_src(p, task, alpha=ALPHA, k_end="K"):
+    return f"""{E4M3_SOFT}
+#define BLOCK_X {p['block_x']}
+#define BLOCK_Y {p['block_y']}
+
+// One thread per output: every product decodes two e4m3 bytes in software (works on any target).
+extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
+gemm_fp8_kernel({OPERANDS}{ARGS}) {{
+    const int n = blockIdx.x * BLOCK_X + threadIdx.x, m = blockIdx.y * BLOCK_Y + threadIdx.y;
+    if (m >= M || n >= N) return;
+    const uint8_t* a = reinterpret_cast<const uint8_t*>(A) + (size_t)m * K;
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(B) + (size_t)n * K;
+    float acc = 0.f;
+    for (int k = 0; k < {k_end}; ++k) acc += e4m3_to_float(a[k]) * e4m3_to_float(b[k]);
+    C[(size_t)m * N + n] = __float2bfloat16(acc * {alpha});
+}}
+
+{ENTRY.prototype(task)} {{
+    const dim3 grid((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y);
+    gemm_fp8_kernel<<<grid, dim3(BLOCK_X, BLOCK_Y), 0, stream>>>(A, B, scale_a, scale_b, C, M, N, K);
+}}
+"""
+
+
+# -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
+def mma_src(kind: str, pipelined: bool, dequant: bool = False):
+    def render(p, task, alpha=ALPHA, barrier=True, kt_end="KT"):
+        prologue = f"\n    const float alpha = {alpha};   // per-tensor scales, applied once in the epilogue"
+        return ((E4M3_SOFT if dequant else "")
+                + mma_kernel("gemm_fp8", kind, p, args=OPERANDS + ARGS, epilogue=STORE, pipelined=pipelined,
+                             dequant=dequant, prologue=prologue, kt_end=kt_end, barrier=barrier)
+                + mma_host("gemm_fp8", ENTRY.prototype(task), ENTRY.call_args(), p))
+    return render
+
+
+def wgmma_tma_src(p, task, alpha=ALPHA, wait_full=True):
+    return (wgmma_kernel("gemm_fp8", "e4m3", p, args=ARGS, epilogue=STORE, prologue=f"\nconst float alpha = {alpha};",
+                         wait_full=wait_full)
+            + wgmma_host("gemm_fp8", "e4m3", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
+
+
+NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
 
 
 class GemmFp8Cuda(OpModule):
@@ -25,25 +84,35 @@ class GemmFp8Cuda(OpModule):
               {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
     dtypes = ("fp8",)
     vendors = ("nvidia",)
+    entry, inputs = ENTRY, ("A", "B", "scale_a", "scale_b")
+    check_shape, tolerance = {"M": 2048, "N": 2048, "K": 2048}, "quant"
     variants = (
-        Variant("naive_dequant", "one thread per output, e4m3 decoded in software, fp32 FMAs",
-                (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
-                compute_eff=0.09, memory_eff=0.6, bugs=("missing_scale", "off_by_one")),
-        Variant("dequant_mma", "e4m3 widened to bf16 while staging to smem, ldmatrix + bf16 mma.sync.m16n8k16",
-                (BM, Param("BN", (64, 128), 128), Param("BK", (32, 64), 64), WARPS), needs=TC | {"bf16"},
-                path="fp16", compute_eff=0.3, memory_eff=0.75, smem="static", bugs=("missing_scale", "missing_barrier")),
-        Variant("fp8_mma_sync", "native fp8 tensor cores: ldmatrix + mma.sync.m16n8k32.e4m3, register-staged tiles",
-                (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC | {"fp8"}, path="fp8", compute_eff=0.52,
-                memory_eff=0.8, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding fp8 mma.sync",
-                (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
-                needs=TC | {"fp8", "cp_async"}, path="fp8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-                bugs=("off_by_one", "missing_scale")),
-        Variant("wgmma_tma", "sm_90a: TMA producer warp + fp8 wgmma (m64nNk32.e4m3) consumers on an mbarrier ring",
-                (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-                needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}), path="fp8", compute_eff=0.69,
-                memory_eff=0.88, smem="dynamic", bugs=("missing_barrier", "missing_scale"),
-                faults=("missing_barrier",)),
+        Rung("naive_dequant", "one thread per output, e4m3 decoded in software, fp32 FMAs",
+             (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
+             compute_eff=0.09, memory_eff=0.6, launch=naive_launch(regs=32, elt=1), render=naive_dequant_src,
+             bugs={"missing_scale": NO_SCALE_B, "off_by_one": {"k_end": "K - 1"}}),
+        Rung("dequant_mma", "e4m3 widened to bf16 while staging to smem, ldmatrix + bf16 mma.sync.m16n8k16",
+             (BM, Param("BN", (64, 128), 128), Param("BK", (32, 64), 64), WARPS), needs=TC | {"bf16"},
+             path="fp16", compute_eff=0.3, memory_eff=0.75, smem="static",
+             launch=tc_launch("fp16", 1, 2, smem_elt=2), render=mma_src("bf16", False, dequant=True),
+             bugs={"missing_scale": NO_SCALE_B, "missing_barrier": NO_BARRIER}),
+        Rung("fp8_mma_sync", "native fp8 tensor cores: ldmatrix + mma.sync.m16n8k32.e4m3, register-staged tiles",
+             (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC | {"fp8"}, path="fp8", compute_eff=0.52,
+             memory_eff=0.8, smem="static", launch=tc_launch("fp8", 1, 2, smem_elt=1), render=mma_src("e4m3", False),
+             bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
+        Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding fp8 mma.sync",
+             (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
+             needs=TC | {"fp8", "cp_async"}, path="fp8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
+             launch=tc_launch("fp8", 1, 2, smem_elt=1), render=mma_src("e4m3", True),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_SCALE_B}),
+        # missing_barrier: consumers read the ring before TMA lands; on a real H200 this faults
+        # (illegal address / launch failure) instead of giving wrong numbers
+        Rung("wgmma_tma", "sm_90a: TMA producer warp + fp8 wgmma (m64nNk32.e4m3) consumers on an mbarrier ring",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}), path="fp8", compute_eff=0.69,
+             memory_eff=0.88, smem="dynamic", launch=tc_launch("fp8", 1, 2, wgmma=True, smem_elt=1),
+             render=wgmma_tma_src, bugs={"missing_barrier": {"wait_full": False}, "missing_scale": NO_SCALE_B},
+             faults=("missing_barrier",)),
     )
 
     def supports(self, gpu, dtype: str) -> bool:
@@ -55,20 +124,6 @@ class GemmFp8Cuda(OpModule):
         m, n, k = task["M"], task["N"], task["K"]
         return Cost(flops=2 * m * n * k, bytes=m * k + n * k + 2 * m * n + 8)
 
-    def launch(self, variant: Variant, params: dict, task: Task):
-        if variant.tag == "naive_dequant":
-            return naive_launch(task, params["block_x"], params["block_y"], regs=32, elt=1)
-        return tc_launch(variant, params, task, elt=1, out_elt=2, smem_elt=2 if variant.tag == "dequant_mma" else 1)
-
-    SIG = ("const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* B, const float* scale_a, const float* scale_b, "
-           "__nv_bfloat16* C, int M, int N, int K, cudaStream_t stream")
-    OPERANDS = "const __nv_fp8_e4m3* __restrict__ A, const __nv_fp8_e4m3* __restrict__ B, "
-    ARGS = ("const float* __restrict__ scale_a, const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ C, "
-            "int M, int N, int K")
-
-    def signature(self, task: Task) -> str:
-        return f"void gemm_fp8({self.SIG})"
-
     def reference(self, task: Task) -> str:
         return kernelbench_program(
             task, self.title, args="A, B, scale_a, scale_b",
@@ -76,58 +131,5 @@ class GemmFp8Cuda(OpModule):
             inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
                    "            torch.tensor([0.5], device='cuda'), torch.tensor([K ** -0.5], device='cuda')]")
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task, TMA_INCLUDES if variant.tag == 'wgmma_tma' else ())}\n{body}"
-
-    def _alpha(self, bug):
-        return "__ldg(scale_a)" if bug == "missing_scale" else "__ldg(scale_a) * __ldg(scale_b)"
-
-    def _store(self):
-        return ("*reinterpret_cast<__nv_bfloat162*>(C + (size_t)row * N + col) = "
-                "__floats2bfloat162_rn((float)v0 * alpha, (float)v1 * alpha);")
-
-    def _naive_dequant(self, p, task, bug):
-        return f"""{E4M3_SOFT}
-#define BLOCK_X {p['block_x']}
-#define BLOCK_Y {p['block_y']}
-
-// One thread per output: every product decodes two e4m3 bytes in software (works on any target).
-extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
-gemm_fp8_kernel({self.OPERANDS}{self.ARGS}) {{
-    const int n = blockIdx.x * BLOCK_X + threadIdx.x, m = blockIdx.y * BLOCK_Y + threadIdx.y;
-    if (m >= M || n >= N) return;
-    const uint8_t* a = reinterpret_cast<const uint8_t*>(A) + (size_t)m * K;
-    const uint8_t* b = reinterpret_cast<const uint8_t*>(B) + (size_t)n * K;
-    float acc = 0.f;
-    for (int k = 0; k < {'K - 1' if bug == 'off_by_one' else 'K'}; ++k) acc += e4m3_to_float(a[k]) * e4m3_to_float(b[k]);
-    C[(size_t)m * N + n] = __float2bfloat16(acc * {self._alpha(bug)});
-}}
-
-void gemm_fp8({self.SIG}) {{
-    const dim3 grid((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y);
-    gemm_fp8_kernel<<<grid, dim3(BLOCK_X, BLOCK_Y), 0, stream>>>(A, B, scale_a, scale_b, C, M, N, K);
-}}
-"""
-
-    def _mma(self, p, bug, kind, pipelined, dequant=False):
-        alpha = f"\n    const float alpha = {self._alpha(bug)};   // per-tensor scales, applied once in the epilogue"
-        return ((E4M3_SOFT if dequant else "")
-                + mma_kernel(self.op, kind, p, args=self.OPERANDS + self.ARGS, epilogue=self._store(),
-                             pipelined=pipelined, dequant=dequant, prologue=alpha, bug=bug)
-                + mma_host(self.op, self.SIG, "A, B, scale_a, scale_b, C, M, N, K", p))
-
-    def _dequant_mma(self, p, task, bug):
-        return self._mma(p, bug, "bf16", pipelined=False, dequant=True)
-
-    def _fp8_mma_sync(self, p, task, bug):
-        return self._mma(p, bug, "e4m3", pipelined=False)
-
-    def _cp_async_pipeline(self, p, task, bug):
-        return self._mma(p, bug, "e4m3", pipelined=True)
-
-    def _wgmma_tma(self, p, task, bug):
-        alpha = f"\nconst float alpha = {self._alpha(bug)};"
-        return (wgmma_kernel(self.op, "e4m3", p, args=self.ARGS, epilogue=self._store(), prologue=alpha, bug=bug)
-                + wgmma_host(self.op, "e4m3", self.SIG, "scale_a, scale_b, C, M, N, K"))
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

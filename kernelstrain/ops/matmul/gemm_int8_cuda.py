@@ -4,12 +4,105 @@
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
 tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8.
 """
-from ..base import Cost, Launch, OpModule, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
-from ._gemm_tc import TMA_INCLUDES, mma_host, mma_kernel, naive_launch, tc_launch, tc_traffic, wgmma_host, wgmma_kernel
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
+from ._gemm_mma import mma_host, mma_kernel, one_launch_host
+from ._gemm_tc import naive_launch, tc_launch, tc_traffic
+from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
 
+ENTRY = Entry("gemm_int8", (
+    Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
+    Arg("scale_b", "in", ("N",), "fp32"), Arg("C", "out", ("M", "N"), "fp16"), Scalar("M"), Scalar("N"), Scalar("K")))
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
+OPERANDS = "const int8_t* __restrict__ A, const int8_t* __restrict__ B, "
+ARGS = "const float* __restrict__ scale_a, const float* __restrict__ scale_b, half* __restrict__ C, int M, int N, int K"
+COL_SCALE = " * __ldg(scale_b + {col})"        # the per-channel scale; missing_scale drops it
+NO_COL_SCALE = {"col_scale": ""}
+
+
+def host(task, grid: str, block: str) -> str:
+    return one_launch_host(ENTRY, task, "gemm_int8_kernel", grid, block)
+
+
+# -- naive ---------------------------------------------------------------------------------
+def naive_src(p, task, k_end="K", col_scale=COL_SCALE):
+    return f"""
+#define BLOCK_X {p['block_x']}
+#define BLOCK_Y {p['block_y']}
+
+// One thread per output: exact int32 sum of K int8 products, dequantized once at the end.
+extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
+gemm_int8_kernel({OPERANDS}{ARGS}) {{
+    const int n = blockIdx.x * BLOCK_X + threadIdx.x, m = blockIdx.y * BLOCK_Y + threadIdx.y;
+    if (m >= M || n >= N) return;
+    const int8_t* a = A + (size_t)m * K;
+    const int8_t* b = B + (size_t)n * K;
+    int acc = 0;
+    for (int k = 0; k < {k_end}; ++k) acc += (int)a[k] * (int)b[k];
+    C[(size_t)m * N + n] = __float2half((float)acc * scale_a[m]{col_scale.format(col='n')});
+}}
+{host(task, "dim3((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y)", "dim3(BLOCK_X, BLOCK_Y)")}"""
+
+# -- dp4a_tiled ----------------------------------------------------------------------------
+# dp4a does 4 MACs per issue slot: its fraction of the fp32 FMA peak can reach ~4x a scalar kernel's
+def dp4a_tiled_launch(p, task):
+    m, n, t = task["M"], task["N"], p["tile"]
+    return Launch(grid=cdiv(m, t) * cdiv(n, t), threads=t * t, smem_bytes=(t * t + t * (t + 1)) * 4, regs=30,
+                  bytes_per_access=4, traffic=tc_traffic(task, t, t, 0.02, 1), compute_scale=1.0 if t == 32 else 0.75,
+                  tile_quant=m * n / (cdiv(m, t) * t * cdiv(n, t) * t))
+
+
+def dp4a_tiled_src(p, task, barrier="__syncthreads();", col_scale=COL_SCALE):
+    return f"""
+#define TILE {p['tile']}
+
+// K travels as 4-byte words (4 int8); each __dp4a folds one word pair into the int32 sum.
+extern "C" __global__ void __launch_bounds__(TILE * TILE)
+gemm_int8_kernel({OPERANDS}{ARGS}) {{
+    __shared__ int As[TILE][TILE];       // As[m][k word]
+    __shared__ int Bs[TILE][TILE + 1];   // Bs[k word][n]; +1 keeps the transposed store conflict-free
+    const int tx = threadIdx.x, ty = threadIdx.y, KW = K / 4;
+    const int m = blockIdx.y * TILE + ty, n = blockIdx.x * TILE + tx, bn = blockIdx.x * TILE + ty;
+    const int* Aw = reinterpret_cast<const int*>(A);
+    const int* Bw = reinterpret_cast<const int*>(B);
+    int acc = 0;
+    for (int w0 = 0; w0 < KW; w0 += TILE) {{
+        As[ty][tx] = (m < M && w0 + tx < KW) ? Aw[(size_t)m * KW + w0 + tx] : 0;   // coalesced along K
+        Bs[tx][ty] = (bn < N && w0 + tx < KW) ? Bw[(size_t)bn * KW + w0 + tx] : 0;
+        {barrier}
+#pragma unroll
+        for (int kk = 0; kk < TILE; ++kk) acc = __dp4a(As[ty][kk], Bs[kk][tx], acc);
+        __syncthreads();
+    }}
+    if (m < M && n < N) C[(size_t)m * N + n] = __float2half((float)acc * scale_a[m]{col_scale.format(col='n')});
+}}
+{host(task, "dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
+
+
+# -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
+def store(col_scale: str) -> str:
+    return ("const float sa = __ldg(scale_a + row);\n"
+            "            *reinterpret_cast<__half2*>(C + (size_t)row * N + col) = __floats2half2_rn("
+            f"(float)v0 * sa{col_scale.format(col='col')}, (float)v1 * sa{col_scale.format(col='col + 1')});")
+
+
+def mma_src(pipelined: bool):
+    def render(p, task, barrier=True, kt_end="KT", col_scale=COL_SCALE):
+        return (mma_kernel("gemm_int8", "s8", p, args=OPERANDS + ARGS, epilogue=store(col_scale),
+                           pipelined=pipelined, kt_end=kt_end, barrier=barrier)
+                + mma_host("gemm_int8", ENTRY.prototype(task), ENTRY.call_args(), p))
+    return render
+
+
+def wgmma_tma_src(p, task, kt_end="KT", col_scale=COL_SCALE):
+    return (wgmma_kernel("gemm_int8", "s8", p, args=ARGS, epilogue=store(col_scale), kt_end=kt_end)
+            + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
+
+
+NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
 
 
 class GemmInt8Cuda(OpModule):
@@ -24,49 +117,37 @@ class GemmInt8Cuda(OpModule):
               {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
     dtypes = ("int8",)
     vendors = ("nvidia",)   # __dp4a and every later rung are NVIDIA-only
+    entry, inputs = ENTRY, ("A", "B", "scale_a", "scale_b")
+    check_shape = {"M": 2048, "N": 2048, "K": 2048}
+    tolerance = "fp16"            # exact int32 sums, two fp32 scale multiplies, half output
     variants = (
-        Variant("naive", "one thread per output, scalar int8 loads, int32 multiply-adds",
-                (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
-                compute_eff=0.1, memory_eff=0.6, bugs=("off_by_one", "missing_scale")),
-        # dp4a does 4 MACs per issue slot: its fraction of the fp32 FMA peak can reach ~4x a scalar kernel's
-        Variant("dp4a_tiled", "TILE x TILE blocks stage 4-byte words in static smem, __dp4a dot products",
-                (Param("tile", (16, 32), 32),), compute_eff=0.6, memory_eff=0.7, smem="static",
-                bugs=("missing_barrier", "missing_scale")),
-        Variant("mma_sync", "int8 tensor cores: ldmatrix + mma.sync.m16n8k32.s32.s8.s8, register-staged tiles",
-                (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC, path="int8", compute_eff=0.52,
-                memory_eff=0.8, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding int8 mma.sync",
-                (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
-                needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-                bugs=("off_by_one", "missing_scale")),
-        Variant("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",
-                (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-                needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="int8", compute_eff=0.69, memory_eff=0.88,
-                smem="dynamic", bugs=("off_by_one", "missing_scale")),
+        Rung("naive", "one thread per output, scalar int8 loads, int32 multiply-adds",
+             (Param("block_x", (8, 16, 32), 16), Param("block_y", (4, 8, 16, 32), 16)),
+             compute_eff=0.1, memory_eff=0.6, launch=naive_launch(elt=1), render=naive_src,
+             bugs={"off_by_one": {"k_end": "K - 1"}, "missing_scale": NO_COL_SCALE}),
+        Rung("dp4a_tiled", "TILE x TILE blocks stage 4-byte words in static smem, __dp4a dot products",
+             (Param("tile", (16, 32), 32),), compute_eff=0.6, memory_eff=0.7, smem="static",
+             launch=dp4a_tiled_launch, render=dp4a_tiled_src,
+             bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_COL_SCALE}),
+        Rung("mma_sync", "int8 tensor cores: ldmatrix + mma.sync.m16n8k32.s32.s8.s8, register-staged tiles",
+             (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC, path="int8", compute_eff=0.52,
+             memory_eff=0.8, smem="static", launch=tc_launch("int8", 1, 2), render=mma_src(False),
+             bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
+        Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding int8 mma.sync",
+             (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
+             needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
+             launch=tc_launch("int8", 1, 2), render=mma_src(True),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
+        Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="int8", compute_eff=0.69, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_tma_src,
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
     )
 
     def cost(self, task: Task) -> Cost:
         m, n, k = task["M"], task["N"], task["K"]
         return Cost(flops=2 * m * n * k, bytes=m * k + n * k + 2 * m * n + 4 * (m + n))
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        m, n = task["M"], task["N"]
-        if variant.tag == "naive":
-            return naive_launch(task, params["block_x"], params["block_y"], elt=1)
-        if variant.tag == "dp4a_tiled":
-            t = params["tile"]
-            return Launch(grid=cdiv(m, t) * cdiv(n, t), threads=t * t, smem_bytes=(t * t + t * (t + 1)) * 4, regs=30,
-                          bytes_per_access=4, traffic=tc_traffic(task, t, t, 0.02, 1), compute_scale=1.0 if t == 32 else 0.75,
-                          tile_quant=m * n / (cdiv(m, t) * t * cdiv(n, t) * t))
-        return tc_launch(variant, params, task, elt=1, out_elt=2)
-
-    SIG = ("const int8_t* A, const int8_t* B, const float* scale_a, const float* scale_b, half* C, "
-           "int M, int N, int K, cudaStream_t stream")
-    OPERANDS = "const int8_t* __restrict__ A, const int8_t* __restrict__ B, "
-    ARGS = "const float* __restrict__ scale_a, const float* __restrict__ scale_b, half* __restrict__ C, int M, int N, int K"
-
-    def signature(self, task: Task) -> str:
-        return f"void gemm_int8({self.SIG})"
 
     def reference(self, task: Task) -> str:
         return kernelbench_program(
@@ -77,81 +158,5 @@ class GemmInt8Cuda(OpModule):
                    "            torch.randint(-128, 128, (N, K), dtype=DTYPE, device='cuda'),\n"
                    "            torch.rand(M, device='cuda') / 64, torch.rand(N, device='cuda') / (64 * K ** 0.5)]")
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task, TMA_INCLUDES if variant.tag == 'wgmma_tma' else ())}\n{body}"
-
-    def _col_scale(self, bug, col):
-        return "" if bug == "missing_scale" else f" * __ldg(scale_b + {col})"
-
-    def _store(self, bug):
-        return ("const float sa = __ldg(scale_a + row);\n"
-                "            *reinterpret_cast<__half2*>(C + (size_t)row * N + col) = __floats2half2_rn("
-                f"(float)v0 * sa{self._col_scale(bug, 'col')}, (float)v1 * sa{self._col_scale(bug, 'col + 1')});")
-
-    def _host(self, grid, block):
-        return f"""
-void gemm_int8({self.SIG}) {{
-    gemm_int8_kernel<<<{grid}, {block}, 0, stream>>>(A, B, scale_a, scale_b, C, M, N, K);
-}}
-"""
-
-    def _naive(self, p, task, bug):
-        return f"""
-#define BLOCK_X {p['block_x']}
-#define BLOCK_Y {p['block_y']}
-
-// One thread per output: exact int32 sum of K int8 products, dequantized once at the end.
-extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
-gemm_int8_kernel({self.OPERANDS}{self.ARGS}) {{
-    const int n = blockIdx.x * BLOCK_X + threadIdx.x, m = blockIdx.y * BLOCK_Y + threadIdx.y;
-    if (m >= M || n >= N) return;
-    const int8_t* a = A + (size_t)m * K;
-    const int8_t* b = B + (size_t)n * K;
-    int acc = 0;
-    for (int k = 0; k < {'K - 1' if bug == 'off_by_one' else 'K'}; ++k) acc += (int)a[k] * (int)b[k];
-    C[(size_t)m * N + n] = __float2half((float)acc * scale_a[m]{self._col_scale(bug, 'n')});
-}}
-{self._host("dim3((N + BLOCK_X - 1) / BLOCK_X, (M + BLOCK_Y - 1) / BLOCK_Y)", "dim3(BLOCK_X, BLOCK_Y)")}"""
-
-    def _dp4a_tiled(self, p, task, bug):
-        return f"""
-#define TILE {p['tile']}
-
-// K travels as 4-byte words (4 int8); each __dp4a folds one word pair into the int32 sum.
-extern "C" __global__ void __launch_bounds__(TILE * TILE)
-gemm_int8_kernel({self.OPERANDS}{self.ARGS}) {{
-    __shared__ int As[TILE][TILE];       // As[m][k word]
-    __shared__ int Bs[TILE][TILE + 1];   // Bs[k word][n]; +1 keeps the transposed store conflict-free
-    const int tx = threadIdx.x, ty = threadIdx.y, KW = K / 4;
-    const int m = blockIdx.y * TILE + ty, n = blockIdx.x * TILE + tx, bn = blockIdx.x * TILE + ty;
-    const int* Aw = reinterpret_cast<const int*>(A);
-    const int* Bw = reinterpret_cast<const int*>(B);
-    int acc = 0;
-    for (int w0 = 0; w0 < KW; w0 += TILE) {{
-        As[ty][tx] = (m < M && w0 + tx < KW) ? Aw[(size_t)m * KW + w0 + tx] : 0;   // coalesced along K
-        Bs[tx][ty] = (bn < N && w0 + tx < KW) ? Bw[(size_t)bn * KW + w0 + tx] : 0;
-        {'' if bug == 'missing_barrier' else '__syncthreads();'}
-#pragma unroll
-        for (int kk = 0; kk < TILE; ++kk) acc = __dp4a(As[ty][kk], Bs[kk][tx], acc);
-        __syncthreads();
-    }}
-    if (m < M && n < N) C[(size_t)m * N + n] = __float2half((float)acc * scale_a[m]{self._col_scale(bug, 'n')});
-}}
-{self._host("dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
-
-    def _mma(self, p, bug, pipelined):
-        return (mma_kernel(self.op, "s8", p, args=self.OPERANDS + self.ARGS, epilogue=self._store(bug),
-                           pipelined=pipelined, bug=bug)
-                + mma_host(self.op, self.SIG, "A, B, scale_a, scale_b, C, M, N, K", p))
-
-    def _mma_sync(self, p, task, bug):
-        return self._mma(p, bug, pipelined=False)
-
-    def _cp_async_pipeline(self, p, task, bug):
-        return self._mma(p, bug, pipelined=True)
-
-    def _wgmma_tma(self, p, task, bug):
-        return (wgmma_kernel(self.op, "s8", p, args=self.ARGS, epilogue=self._store(bug), bug=bug)
-                + wgmma_host(self.op, "s8", self.SIG, "scale_a, scale_b, C, M, N, K"))
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

@@ -4,100 +4,42 @@ Memory-bound on W. Ladder: one thread per output row (uncoalesced) -> one warp p
 shuffle reduction -> 16-byte uint4 loads -> several rows per warp sharing each x chunk ->
 split-K over blocks with an fp32 partial buffer and a combine kernel (fills the GPU when N is small).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
 
+ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K")), Arg("x", "in", ("M", "K")), Arg("y", "out", ("M", "N")),
+                       Scalar("M"), Scalar("N"), Scalar("K")))
 WARPS = Param("warps", (2, 4, 8), 4)
 ROWS = Param("rows_per_warp", (1, 2, 4), 2)
+ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loops
 
 
-class GemvCuda(OpModule):
-    op, impl, family = "gemv", "cuda", "matmul"
-    title = "GEMV for decode (y = x W^T)"
-    desc = ("y[m, n] = sum_k x[m, k] * W[n, k] for M <= 8 decode tokens; W [N, K] row-major (nn.Linear weight), "
-            "fp32 accumulation, y in the input dtype.")
-    dims = {"M": "tokens (decode batch, <= 8)", "N": "output features (rows of W)", "K": "input features"}
-    shapes = ({"M": 1, "N": 4096, "K": 4096}, {"M": 1, "N": 1024, "K": 4096}, {"M": 1, "N": 14336, "K": 4096},
-              {"M": 1, "N": 4096, "K": 14336}, {"M": 4, "N": 6144, "K": 4096}, {"M": 8, "N": 8192, "K": 8192},
-              {"M": 1, "N": 128256, "K": 4096})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("thread_per_row", "one thread walks a whole row of W: lanes read addresses K apart",
-                (Param("threads", (64, 128, 256), 128),), memory_eff=0.3, bugs=("off_by_one", "half_accumulator")),
-        Variant("warp_per_row", "one warp per row, coalesced scalar loads, warp_sum shuffle reduction",
-                (WARPS,), memory_eff=0.75, bugs=("wrong_init", "off_by_one")),
-        Variant("vectorized_uint4", "warp per row with 16-byte uint4 loads of W and x (8 elements a lane)",
-                (WARPS,), memory_eff=0.84, bugs=("off_by_one", "half_accumulator")),
-        Variant("multi_row_warp", "each warp owns several rows: one x chunk feeds R independent W loads",
-                (WARPS, ROWS), memory_eff=0.88, bugs=("off_by_one", "wrong_init")),
-        Variant("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
-                (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9,
-                bugs=("bad_combine_index", "off_by_one")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * m * n * k, bytes=(n * k + m * k + m * n) * e)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        warp, tag = task.gpu.warp, variant.tag
-        if tag == "thread_per_row":
-            # every lane hits its own 32-byte sector per load; L1 cannot hold a line per resident
-            # thread until its next 15 loads, so lines are fetched about twice
-            t = params["threads"]
-            return Launch(grid=cdiv(n, t), threads=t, regs=24 + 2 * m, bytes_per_access=32, traffic=2.0,
-                          lane_util=min(1.0, n / t))
-        threads = params["warps"] * warp
-        rows = params.get("rows_per_warp", 1)
-        rows_per_block = params["warps"] * rows
-        grid = cdiv(n, rows_per_block)
-        x_rereads = 1 + (m * k * e * grid / rows) / self.cost(task).bytes * 0.02   # x from L2, mostly L1 hits
-        if tag == "warp_per_row":
-            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads,
-                          lane_util=min(1.0, k / warp))
-        vec_lanes = min(1.0, k / (8 * warp))
-        if tag == "vectorized_uint4":
-            return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16, traffic=x_rereads,
-                          lane_util=vec_lanes)
-        regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
-        if tag == "multi_row_warp":
-            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows, traffic=x_rereads,
-                          lane_util=vec_lanes)
-        splits = params["splits"]
-        partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
-        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
-                      traffic=x_rereads + partial_bytes / self.cost(task).bytes,
-                      lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
-
-    def signature(self, task: Task) -> str:
-        return ("void gemv(const scalar_t* W, const scalar_t* x, scalar_t* y, int M, int N, int K, "
-                "cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.nn.functional.linear(x, self.weight)",
-            init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n#define MB {task['M']}   // tokens: accumulators stay in registers\n{body}"
-
-    @staticmethod
-    def _host(grid: str, block: str, extra: str = "") -> str:
-        return f"""
-void gemv(const scalar_t* W, const scalar_t* x, scalar_t* y, int M, int N, int K, cudaStream_t stream) {{
-    gemv_kernel<<<{grid}, {block}, 0, stream>>>(W, x, y, M, N, K);{extra}
+def host(task, grid: str, block: str, extra: str = "") -> str:
+    return f"""
+{ENTRY.prototype(task)} {{
+    gemv_kernel<<<{grid}, {block}, 0, stream>>>({ENTRY.call_args()});{extra}
 }}
 """
 
-    def _thread_per_row(self, p, task, bug):
-        acc = "scalar_t" if bug == "half_accumulator" else "float"
-        last = "K - 1" if bug == "off_by_one" else "K"
-        return f"""
+
+def check_args(d, model, x, ref, out_like):
+    """gpu_check adapter: W is the reference Model's nn.Linear-style weight."""
+    y = out_like(ref)
+    return [model.weight.data, x[0], y, d["M"], d["N"], d["K"]], [("y", y, ref)]
+
+
+# -- thread_per_row ------------------------------------------------------------------------
+def thread_per_row_launch(p, task):
+    # every lane hits its own 32-byte sector per load; L1 cannot hold a line per resident
+    # thread until its next 15 loads, so lines are fetched about twice
+    n, t = task["N"], p["threads"]
+    return Launch(grid=cdiv(n, t), threads=t, regs=24 + 2 * task["M"], bytes_per_access=32, traffic=2.0,
+                  lane_util=min(1.0, n / t))
+
+
+def thread_per_row_src(p, task, last="K", acc="float"):
+    return f"""
 #define THREADS {p['threads']}
 
 // One thread per output row: lane i reads row i, so a warp load touches 32 rows K elements apart.
@@ -118,12 +60,38 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
 #pragma unroll
     for (int m = 0; m < MB; ++m) y[(size_t)m * N + n] = from_float((float)acc[m]);
 }}
-{self._host("(N + THREADS - 1) / THREADS", "THREADS")}"""
+{host(task, "(N + THREADS - 1) / THREADS", "THREADS")}"""
 
-    def _warp_per_row(self, p, task, bug):
-        init = "1" if bug == "wrong_init" else "0"
-        cmp = "<=" if bug == "off_by_one" else "<"
-        return f"""
+# -- the warp-per-row rungs ----------------------------------------------------------------
+def warp_launch(kind: str):
+    """Launch model of the warp rungs: kind 'scalar' (warp_per_row), 'vec' (vectorized_uint4),
+    'rows' (multi_row_warp) or 'split' (split_k_combine)."""
+    def launch(p, task):
+        m, n, k, e, warp = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype], task.gpu.warp
+        base = GemvCuda().cost(task).bytes
+        threads, rows = p["warps"] * warp, p.get("rows_per_warp", 1)
+        grid = cdiv(n, p["warps"] * rows)
+        x_rereads = 1 + (m * k * e * grid / rows) / base * 0.02   # x from L2, mostly L1 hits
+        if kind == "scalar":
+            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads,
+                          lane_util=min(1.0, k / warp))
+        vec_lanes = min(1.0, k / (8 * warp))
+        if kind == "vec":
+            return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16, traffic=x_rereads,
+                          lane_util=vec_lanes)
+        regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
+        if kind == "rows":
+            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows, traffic=x_rereads,
+                          lane_util=vec_lanes)
+        splits = p["splits"]
+        partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
+        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
+                      traffic=x_rereads + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
+    return launch
+
+
+def warp_per_row_src(p, task, init="0", cmp="<"):
+    return f"""
 #define WARPS {p['warps']}
 
 // One warp per row: lanes stride over K, so each warp load is one contiguous segment of W.
@@ -148,20 +116,18 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
         if (lane == 0) y[(size_t)m * N + n] = from_float(total);
     }}
 }}
-{self._host("(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
+{host(task, "(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
 
-    _PACK = """
+PACK = """
 // 8 x 16-bit elements travel as one 16-byte uint4 (K % 8 == 0 keeps every row 16-byte aligned).
 constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 """
 
-    def _vectorized_uint4(self, p, task, bug):
-        acc = "scalar_t" if bug == "half_accumulator" else "float"
-        cmp = "<=" if bug == "off_by_one" else "<"
-        return f"""
+def vectorized_uint4_src(p, task, cmp="<", acc="float"):
+    return f"""
 #define WARPS {p['warps']}
-{self._PACK}
+{PACK}
 extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
 gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
             int M, int N, int K) {{
@@ -189,13 +155,11 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
         if (lane == 0) y[(size_t)m * N + n] = from_float(total);
     }}
 }}
-{self._host("(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
+{host(task, "(N + WARPS - 1) / WARPS", "WARPS * WARP_SIZE")}"""
 
-    def _rows_body(self, bug, k_begin: str, k_end: str) -> str:
-        """Inner loop shared by the multi-row kernels: R rows of W per warp, each x chunk loaded once."""
-        cmp = "<=" if bug == "off_by_one" else "<"
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        return f"""    float acc[ROWS][MB];
+def rows_body(k_begin: str, k_end: str, cmp: str = "<", init: str = "0.f") -> str:
+    """Inner loop shared by the multi-row kernels: R rows of W per warp, each x chunk loaded once."""
+    return f"""    float acc[ROWS][MB];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -216,11 +180,11 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
     }}
 """
 
-    def _multi_row_warp(self, p, task, bug):
-        return f"""
+def multi_row_warp_src(p, task, cmp="<", init="0.f"):
+    return f"""
 #define WARPS {p['warps']}
 #define ROWS {p['rows_per_warp']}    // rows of W per warp
-{self._PACK}
+{PACK}
 extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
 gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
             int M, int N, int K) {{
@@ -230,7 +194,7 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
     const int chunks = K / VEC;
     const uint4* w = reinterpret_cast<const uint4*>(W + (size_t)row0 * K);
     const uint4* xv = reinterpret_cast<const uint4*>(x);
-{self._rows_body(bug, "0", "chunks")}
+{rows_body("0", "chunks", cmp, init)}
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -239,17 +203,16 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
             if (lane == 0 && row0 + r < N) y[(size_t)m * N + row0 + r] = from_float(total);
         }}
 }}
-{self._host("(N + WARPS * ROWS - 1) / (WARPS * ROWS)", "WARPS * WARP_SIZE")}"""
+{host(task, "(N + WARPS * ROWS - 1) / (WARPS * ROWS)", "WARPS * WARP_SIZE")}"""
 
-    def _split_k_combine(self, p, task, bug):
-        splits, n = p["splits"], task["N"]
-        # the bug reads the partials as [MB * N][SPLITS] although they were written [SPLITS][MB][N]
-        idx = "(size_t)(m * N + n) * SPLITS + s" if bug == "bad_combine_index" else "((size_t)s * MB + m) * N + n"
-        return f"""
+# bad_combine_index reads the partials as [MB * N][SPLITS] although they were written [SPLITS][MB][N]
+def split_k_combine_src(p, task, idx="((size_t)s * MB + m) * N + n", cmp="<"):
+    splits, n = p["splits"], task["N"]
+    return f"""
 #define WARPS {p['warps']}
 #define ROWS {p['rows_per_warp']}
 #define SPLITS {splits}   // blocks along K per row group
-{self._PACK}
+{PACK}
 // fp32 partial sums [SPLITS][MB][N]: no atomics, deterministic, summed by the combine kernel
 __device__ float partials[SPLITS * MB * {n}];
 
@@ -265,7 +228,7 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
     const int c_end = min(chunks, (split + 1) * per_split);
     const uint4* w = reinterpret_cast<const uint4*>(W + (size_t)row0 * K);
     const uint4* xv = reinterpret_cast<const uint4*>(x);
-{self._rows_body(bug, "split * per_split", "c_end")}
+{rows_body("split * per_split", "c_end", cmp)}
 #pragma unroll
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
@@ -285,5 +248,52 @@ __global__ void gemv_combine(scalar_t* __restrict__ y, int N) {{
     for (int s = 0; s < SPLITS; ++s) total += partials[{idx}];
     y[i] = from_float(total);
 }}
-{self._host("dim3((N + WARPS * ROWS - 1) / (WARPS * ROWS), SPLITS)", "WARPS * WARP_SIZE",
+{host(task, "dim3((N + WARPS * ROWS - 1) / (WARPS * ROWS), SPLITS)", "WARPS * WARP_SIZE",
             chr(10) + "    gemv_combine<<<(MB * N + 255) / 256, 256, 0, stream>>>(y, N);")}"""
+
+
+class GemvCuda(OpModule):
+    op, impl, family = "gemv", "cuda", "matmul"
+    title = "GEMV for decode (y = x W^T)"
+    desc = ("y[m, n] = sum_k x[m, k] * W[n, k] for M <= 8 decode tokens; W [N, K] row-major (nn.Linear weight), "
+            "fp32 accumulation, y in the input dtype.")
+    dims = {"M": "tokens (decode batch, <= 8)", "N": "output features (rows of W)", "K": "input features"}
+    shapes = ({"M": 1, "N": 4096, "K": 4096}, {"M": 1, "N": 1024, "K": 4096}, {"M": 1, "N": 14336, "K": 4096},
+              {"M": 1, "N": 4096, "K": 14336}, {"M": 4, "N": 6144, "K": 4096}, {"M": 8, "N": 8192, "K": 8192},
+              {"M": 1, "N": 128256, "K": 4096})
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"M": 4, "N": 6144, "K": 4096}
+    check_adapter = staticmethod(check_args)
+    variants = (
+        Rung("thread_per_row", "one thread walks a whole row of W: lanes read addresses K apart",
+             (Param("threads", (64, 128, 256), 128),), memory_eff=0.3, launch=thread_per_row_launch,
+             render=thread_per_row_src, bugs={"off_by_one": {"last": "K - 1"}, "half_accumulator": {"acc": "scalar_t"}}),
+        Rung("warp_per_row", "one warp per row, coalesced scalar loads, warp_sum shuffle reduction",
+             (WARPS,), memory_eff=0.75, launch=warp_launch("scalar"), render=warp_per_row_src,
+             bugs={"wrong_init": {"init": "1"}, "off_by_one": ONE_LONGER}),
+        Rung("vectorized_uint4", "warp per row with 16-byte uint4 loads of W and x (8 elements a lane)",
+             (WARPS,), memory_eff=0.84, launch=warp_launch("vec"), render=vectorized_uint4_src,
+             bugs={"off_by_one": ONE_LONGER, "half_accumulator": {"acc": "scalar_t"}}),
+        Rung("multi_row_warp", "each warp owns several rows: one x chunk feeds R independent W loads",
+             (WARPS, ROWS), memory_eff=0.88, launch=warp_launch("rows"), render=multi_row_warp_src,
+             bugs={"off_by_one": ONE_LONGER, "wrong_init": {"init": "1.f"}}),
+        Rung("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
+             (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9,
+             launch=warp_launch("split"), render=split_k_combine_src,
+             bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=2 * m * n * k, bytes=(n * k + m * k + m * n) * e)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="return torch.nn.functional.linear(x, self.weight)",
+            init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",
+            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task)}\n#define MB {task['M']}   // tokens: accumulators stay in registers\n{body}"

@@ -7,85 +7,44 @@ Ladder: one thread per rotation pair, q and k in two launches -> one block per t
 cos/sin staged in shared memory -> 16-byte uint4 chunks of 8 pairs -> cos/sin held in fp32
 registers while a thread rotates several heads (loads hoisted) -> persistent token loop.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
 from .rope_spec import RopeSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
 TOKENS = Param("tokens_per_block", (1, 2, 4), 1)
+OFF_BY_ONE_HEADS = {"off_by_one": {"heads": "HEADS_PER_THREAD - 1"}}
 
-
-class RopeCuda(RopeSpec):
-    impl = "cuda"
-    variants = (
-        Variant("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
-                (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, bugs=("off_by_one",)),
-        Variant("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
-                (THREADS,), memory_eff=0.85, smem="static", bugs=("missing_barrier",)),
-        Variant("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
-                (THREADS,), memory_eff=0.8, bugs=("off_by_one",)),
-        Variant("cos_sin_registers", "cos/sin chunk in fp32 registers, each thread rotates 2H/head_threads heads",
-                (HEAD_THREADS, TOKENS), memory_eff=0.81, bugs=("off_by_one",)),
-        Variant("persistent", "register-cached rotation, #SMs x occupancy blocks loop over token groups",
-                (HEAD_THREADS, TOKENS), memory_eff=0.79, bugs=("off_by_one",)),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, h, d, elt = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
-        chunks = d // 16                                   # uint4 chunks of 8 pairs per head
-        if variant.tag == "thread_per_pair":
-            threads = params["threads"]
-            # every head re-reads its token's cos/sin: mostly L1/L2 hits, some DRAM refetch
-            return Launch(grid=cdiv(t * h * d // 2, threads), threads=threads, regs=20, bytes_per_access=elt,
-                          traffic=1.1, launches=2)
-        if variant.tag == "token_block_smem":
-            threads = params["threads"]
-            return Launch(grid=t, threads=threads, smem_bytes=4 * d, regs=28, bytes_per_access=elt,
-                          lane_util=min(1.0, h * d / threads))
-        if variant.tag == "vectorized_uint4":
-            threads = params["threads"]
-            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=16,
-                          lane_util=min(1.0, 2 * h * chunks / threads))
-        ht, tok = params["head_threads"], params["tokens_per_block"]
-        threads, per_thread = chunks * ht * tok, cdiv(2 * h, ht)
-        regs = min(255, 36 + 8 * per_thread)     # 8 regs of packed x1/x2 per head + 16 of cos/sin
-        grid = cdiv(t, tok)
-        if variant.tag == "persistent":
-            gpu = task.gpu                                 # host sizes the grid with the occupancy API
-            per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
-            grid = min(grid, gpu.sms * max(1, per_sm))
-        return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * min(per_thread, 4),
-                      lane_util=min(1.0, t / (cdiv(t, tok) * tok)) * 2 * h / (per_thread * ht))
-
-    def signature(self, task: Task) -> str:
-        return ("void rope(const int64_t* positions, scalar_t* q, scalar_t* k, const scalar_t* cos_sin_cache, "
-                "int T, int H, int D, cudaStream_t stream)")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n#define HALF {task['D'] // 2}  // D / 2 rotation pairs per head\n{body}"
-
-    _ARGS = ("const int64_t* __restrict__ positions, scalar_t* __restrict__ q, scalar_t* __restrict__ k,\n"
-             "            const scalar_t* __restrict__ cos_sin_cache, int T, int H")
-    _PACK = """
+ARGS = ("const int64_t* __restrict__ positions, scalar_t* __restrict__ q, scalar_t* __restrict__ k,\n"
+        "            const scalar_t* __restrict__ cos_sin_cache, int T, int H")
+PACK = """
 // 8 x 16-bit values in one 16-byte uint4: 8 rotation pairs per x1 / x2 / cos / sin chunk.
 constexpr int VEC = 8, CHUNKS = HALF / VEC;
 union Pack { uint4 u; scalar_t h[VEC]; };
 """
 
-    def _host(self, grid: str, block: str, launches: str = "q, k", prologue: str = "") -> str:
-        calls = "".join(f"    rope_kernel<<<{grid}, {block}, 0, stream>>>(positions, {a}, cos_sin_cache, T, H);\n"
-                        for a in launches.split(";"))
-        return f"""
+
+def host(grid: str, block: str, launches: str = "q, k", prologue: str = "") -> str:
+    calls = "".join(f"    rope_kernel<<<{grid}, {block}, 0, stream>>>(positions, {a}, cos_sin_cache, T, H);\n"
+                    for a in launches.split(";"))
+    return f"""
 void rope(const int64_t* positions, scalar_t* q, scalar_t* k, const scalar_t* cos_sin_cache,
           int T, int H, int D, cudaStream_t stream) {{
 {prologue}{calls}}}
 """
 
-    def _thread_per_pair(self, p, task, bug):
-        n = "(long long)T * H * HALF - 1" if bug == "off_by_one" else "(long long)T * H * HALF"
-        return f"""#define THREADS {p['threads']}
+
+# -- thread_per_pair -----------------------------------------------------------------------
+def thread_per_pair_launch(p, task):
+    t, h, d, threads = task["T"], task["H"], task["D"], p["threads"]
+    # every head re-reads its token's cos/sin: mostly L1/L2 hits, some DRAM refetch
+    return Launch(grid=cdiv(t * h * d // 2, threads), threads=threads, regs=20,
+                  bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.1, launches=2)
+
+
+def thread_per_pair_src(p, task, n="(long long)T * H * HALF"):
+    return f"""#define THREADS {p['threads']}
 
 // One thread per rotation pair of one tensor (launched once for q, once for k); every
 // thread re-derives (t, h, i) with div/mod and re-reads its token's cos/sin.
@@ -102,16 +61,23 @@ extern "C" __global__ void rope_kernel(const int64_t* __restrict__ positions, sc
     xh[i] = from_float(x1 * c - x2 * s);
     xh[HALF + i] = from_float(x2 * c + x1 * s);
 }}
-{self._host("(unsigned)(((long long)T * H * HALF + THREADS - 1) / THREADS)", "THREADS", "q;k")}"""
+{host("(unsigned)(((long long)T * H * HALF + THREADS - 1) / THREADS)", "THREADS", "q;k")}"""
 
-    def _token_block_smem(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        return f"""#define THREADS {p['threads']}
+
+# -- token_block_smem ----------------------------------------------------------------------
+def token_block_smem_launch(p, task):
+    h, d, threads = task["H"], task["D"], p["threads"]
+    return Launch(grid=task["T"], threads=threads, smem_bytes=4 * d, regs=28, bytes_per_access=DTYPE_BYTES[task.dtype],
+                  lane_util=min(1.0, h * d / threads))
+
+
+def token_block_smem_src(p, task, barrier="\n    __syncthreads();"):
+    return f"""#define THREADS {p['threads']}
 
 // One block per token: its cos/sin row goes to shared memory once, then the threads sweep
 // the 2*H*HALF pairs of q and k (consecutive threads take consecutive i: coalesced).
 extern "C" __global__ void __launch_bounds__(THREADS)
-rope_kernel({self._ARGS}) {{
+rope_kernel({ARGS}) {{
     __shared__ float cos_s[HALF], sin_s[HALF];
     const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
     for (int i = threadIdx.x; i < HALF; i += THREADS) {{
@@ -126,9 +92,11 @@ rope_kernel({self._ARGS}) {{
         xh[HALF + i] = from_float(x2 * cos_s[i] + x1 * sin_s[i]);
     }}
 }}
-{self._host("T", "THREADS")}"""
+{host("T", "THREADS")}"""
 
-    _ROTATE = """
+
+# -- vectorized_uint4 ----------------------------------------------------------------------
+ROTATE = """
 // Rotate 8 pairs: a holds x1[i..i+7], b holds x2[i..i+7]; cos/sin already in fp32.
 __device__ __forceinline__ void rotate8(uint4& a, uint4& b, const float* c, const float* s) {
     Pack x1, x2;
@@ -151,14 +119,20 @@ __device__ __forceinline__ void load_cos_sin(const scalar_t* cs, int chunk, floa
 }
 """
 
-    def _vectorized_uint4(self, p, task, bug):
-        bound = "2 * H * CHUNKS - 1" if bug == "off_by_one" else "2 * H * CHUNKS"
-        return f"""#define THREADS {p['threads']}
-{self._PACK}{self._ROTATE}
+
+def vectorized_uint4_launch(p, task):
+    chunks = task["D"] // 16                             # uint4 chunks of 8 pairs per head
+    return Launch(grid=task["T"], threads=p["threads"], regs=32, bytes_per_access=16,
+                  lane_util=min(1.0, 2 * task["H"] * chunks / p["threads"]))
+
+
+def vectorized_uint4_src(p, task, bound="2 * H * CHUNKS"):
+    return f"""#define THREADS {p['threads']}
+{PACK}{ROTATE}
 // One block per token; work item w = (head, chunk) moves 8 pairs with two uint4 loads;
 // the cos/sin chunk is re-read per head from L1 (the row is only D * 2 bytes).
 extern "C" __global__ void __launch_bounds__(THREADS)
-rope_kernel({self._ARGS}) {{
+rope_kernel({ARGS}) {{
     const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
     for (int w = threadIdx.x; w < {bound}; w += THREADS) {{
         const int head = w / CHUNKS, chunk = w % CHUNKS;
@@ -171,22 +145,40 @@ rope_kernel({self._ARGS}) {{
         xh[CHUNKS + chunk] = b;
     }}
 }}
-{self._host("T", "THREADS")}"""
+{host("T", "THREADS")}"""
 
-    def _register_kernel(self, p, task, bug, persistent: bool) -> str:
-        heads = "HEADS_PER_THREAD - 1" if bug == "off_by_one" else "HEADS_PER_THREAD"
-        h = task["H"]
-        loop = ("for (int t = blockIdx.x * TOKENS + tok; t < T; t += gridDim.x * TOKENS) {" if persistent
-                else "const int t = blockIdx.x * TOKENS + tok;\n    if (t < T) {")
-        return f"""#define HEAD_THREADS {p['head_threads']}
+
+# -- cos_sin_registers, persistent ---------------------------------------------------------
+def register_launch(persistent: bool):
+    """Launch model of the register-cached rotation; a persistent grid is sized by occupancy."""
+    def launch(p, task):
+        t, h, d = task["T"], task["H"], task["D"]
+        ht, tok = p["head_threads"], p["tokens_per_block"]
+        threads, per_thread = d // 16 * ht * tok, cdiv(2 * h, ht)
+        regs = min(255, 36 + 8 * per_thread)     # 8 regs of packed x1/x2 per head + 16 of cos/sin
+        grid = cdiv(t, tok)
+        if persistent:
+            gpu = task.gpu                                 # host sizes the grid with the occupancy API
+            per_sm = min(gpu.max_blocks_per_sm, gpu.max_threads_per_sm // threads, gpu.regs_per_sm // (threads * regs))
+            grid = min(grid, gpu.sms * max(1, per_sm))
+        return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * min(per_thread, 4),
+                      lane_util=min(1.0, t / (cdiv(t, tok) * tok)) * 2 * h / (per_thread * ht))
+    return launch
+
+
+def register_kernel(p, task, heads: str, persistent: bool) -> str:
+    h = task["H"]
+    loop = ("for (int t = blockIdx.x * TOKENS + tok; t < T; t += gridDim.x * TOKENS) {" if persistent
+            else "const int t = blockIdx.x * TOKENS + tok;\n    if (t < T) {")
+    return f"""#define HEAD_THREADS {p['head_threads']}
 #define TOKENS {p['tokens_per_block']}
 #define HEADS_PER_THREAD {cdiv(2 * h, p['head_threads'])}  // ceil(2H / HEAD_THREADS), H = {h}
-{self._PACK}{self._ROTATE}
+{PACK}{ROTATE}
 // Thread (chunk, head group, token): its cos/sin chunk is converted to fp32 once and reused
 // for HEADS_PER_THREAD heads of q and k, whose 2 * HEADS_PER_THREAD uint4 loads all issue
 // before the first rotation.
 extern "C" __global__ void __launch_bounds__(CHUNKS * HEAD_THREADS * TOKENS)
-rope_kernel({self._ARGS}) {{
+rope_kernel({ARGS}) {{
     const int chunk = threadIdx.x % CHUNKS, group = threadIdx.x / CHUNKS % HEAD_THREADS;
     const int tok = threadIdx.x / (CHUNKS * HEAD_THREADS);
     {loop}
@@ -214,11 +206,12 @@ rope_kernel({self._ARGS}) {{
 }}
 """
 
-    def _cos_sin_registers(self, p, task, bug):
-        return self._register_kernel(p, task, bug, False) + self._host(
-            "(T + TOKENS - 1) / TOKENS", "CHUNKS * HEAD_THREADS * TOKENS")
 
-    _OCCUPANCY = """    static int resident = 0;  // #SMs x blocks per SM, asked once
+def cos_sin_registers_src(p, task, heads="HEADS_PER_THREAD"):
+    return register_kernel(p, task, heads, False) + host("(T + TOKENS - 1) / TOKENS", "CHUNKS * HEAD_THREADS * TOKENS")
+
+
+OCCUPANCY = """    static int resident = 0;  // #SMs x blocks per SM, asked once
     if (resident == 0) {
         int dev = 0, sms = 0, per_sm = 0;
         cudaGetDevice(&dev);
@@ -229,6 +222,30 @@ rope_kernel({self._ARGS}) {{
     const int groups = (T + TOKENS - 1) / TOKENS, grid = groups < resident ? groups : resident;
 """
 
-    def _persistent(self, p, task, bug):
-        return self._register_kernel(p, task, bug, True) + self._host(
-            "grid", "CHUNKS * HEAD_THREADS * TOKENS", prologue=self._OCCUPANCY)
+
+def persistent_src(p, task, heads="HEADS_PER_THREAD"):
+    return register_kernel(p, task, heads, True) + host("grid", "CHUNKS * HEAD_THREADS * TOKENS", prologue=OCCUPANCY)
+
+
+class RopeCuda(RopeSpec):
+    impl = "cuda"
+    variants = (
+        Rung("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
+             (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, launch=thread_per_pair_launch,
+             render=thread_per_pair_src, bugs={"off_by_one": {"n": "(long long)T * H * HALF - 1"}}),
+        Rung("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
+             (THREADS,), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
+             render=token_block_smem_src, bugs={"missing_barrier": {"barrier": ""}}),
+        Rung("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
+             (THREADS,), memory_eff=0.8, launch=vectorized_uint4_launch,
+             render=vectorized_uint4_src, bugs={"off_by_one": {"bound": "2 * H * CHUNKS - 1"}}),
+        Rung("cos_sin_registers", "cos/sin chunk in fp32 registers, each thread rotates 2H/head_threads heads",
+             (HEAD_THREADS, TOKENS), memory_eff=0.81, launch=register_launch(False),
+             render=cos_sin_registers_src, bugs=OFF_BY_ONE_HEADS),
+        Rung("persistent", "register-cached rotation, #SMs x occupancy blocks loop over token groups",
+             (HEAD_THREADS, TOKENS), memory_eff=0.79, launch=register_launch(True),
+             render=persistent_src, bugs=OFF_BY_ONE_HEADS),
+    )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task)}\n#define HALF {task['D'] // 2}  // D / 2 rotation pairs per head\n{body}"

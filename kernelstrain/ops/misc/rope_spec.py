@@ -1,9 +1,14 @@
-"""What rope_cuda and rope_triton share: the op description (dims, shapes, dtypes, cost,
-PyTorch reference with its cos/sin cache of MAX_POS positions) in `RopeSpec`.
+"""What rope_cuda and rope_triton share: the entry point (q and k rotated in place, the cos/sin
+cache a Model buffer of MAX_POS positions) and the op description (dims, shapes, dtypes, cost,
+PyTorch reference, check shape) in `RopeSpec`.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
 
 MAX_POS = 8192
+ENTRY = Entry("rope", (
+    Arg("positions", "in", ("T",), "int64"), Arg("q", "inout", ("T", "H", "D")), Arg("k", "inout", ("T", "H", "D")),
+    Arg("cos_sin_cache", "in", (MAX_POS, "D")), Scalar("T"), Scalar("H"), Scalar("D")))
 
 
 class RopeSpec(OpModule):
@@ -16,6 +21,8 @@ class RopeSpec(OpModule):
               {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("positions", "q", "k")
+    check_shape = {"T": 2048, "H": 16, "D": 256}
 
     def cost(self, task: Task) -> Cost:
         t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]

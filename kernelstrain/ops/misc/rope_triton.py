@@ -4,86 +4,23 @@ Ladder: flat blocks of rotation pairs with div/mod, q and k launched apart -> on
 token looping over head blocks (cos/sin loaded once, broadcast over heads) -> 2-D grid
 (token, head block) -> [BLOCK_T, BLOCK_H, D/2] tiles -> persistent programs over the tiles.
 """
-from ..base import KernelSpec, Launch, Param, Task, TRITON_PRELUDE, Variant, DTYPE_BYTES, cdiv, triton_ptr
-from .rope_spec import RopeSpec
+from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
+from .rope_spec import ENTRY, RopeSpec
 
 BLOCK_H = Param("BLOCK_H", (4, 8, 16, 32), 8)
 WARPS = Param("num_warps", (2, 4, 8), 4)
+OFF_BY_ONE = {"off_by_one": {"bound": "H - 1"}}
 
 
-class RopeTriton(RopeSpec):
-    impl = "triton"
-    variants = (
-        Variant("flat_pairs", "1-D blocks of rotation pairs, // and % per pair, q and k in two launches",
-                (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), memory_eff=0.75,
-                bugs=("off_by_one",)),
-        Variant("token_program", "one program per token: cos/sin loaded once, loop over head blocks of q and k",
-                (BLOCK_H, WARPS), memory_eff=0.76, bugs=("off_by_one",)),
-        Variant("token_head_grid", "2-D grid (token, head block): q and k tiles of one head block per program",
-                (BLOCK_H, WARPS), memory_eff=0.75, bugs=("off_by_one",)),
-        Variant("multi_token_tile", "[BLOCK_T, BLOCK_H, D/2] tiles: more independent loads per lane",
-                (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS), memory_eff=0.72, bugs=("off_by_one",)),
-        Variant("persistent", "#SMs x k programs stride over the (token block, head block) tiles with tl.range",
-                (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
-                bugs=("off_by_one",)),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, h, d, elt = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
-        threads = params.get("num_warps", 4) * task.gpu.warp
-        if variant.tag == "flat_pairs":
-            return Launch(grid=cdiv(t * h * d // 2, params["BLOCK"]), threads=threads, regs=24,
-                          bytes_per_access=elt, traffic=1.1, launches=2)
-        bh, bt = params["BLOCK_H"], params.get("BLOCK_T", 1)
-        tile = bt * bh * d // 2                          # pairs per tensor per program
-        vec = min(16, max(1, tile // threads) * elt)     # Triton vectorizes along the contiguous D/2 axis
-        util = h / (cdiv(h, bh) * bh) * min(1.0, tile / threads)
-        regs = min(255, 24 + 4 * max(1, tile // threads))
-        if variant.tag == "token_program":
-            return Launch(grid=t, threads=threads, regs=regs, bytes_per_access=vec, lane_util=util)
-        tiles = cdiv(t, bt) * cdiv(h, bh)
-        util *= t / (cdiv(t, bt) * bt)
-        if variant.tag == "persistent":
-            return Launch(grid=self._programs(params, task), threads=threads, regs=regs + 8, bytes_per_access=vec,
-                          lane_util=util)
-        return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec, lane_util=util)
-
-    def _programs(self, params: dict, task: Task) -> int:
-        tiles = cdiv(task["T"], params["BLOCK_T"]) * cdiv(task["H"], params["BLOCK_H"])
-        return min(tiles, task.gpu.sms * params["programs_per_sm"])
-
-    def signature(self, task: Task) -> str:
-        return ("def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor)"
-                " -> tuple  # rotates q, k [T, H, D] in place and returns them")
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        if variant.tag == "flat_pairs":
-            sig = {"pos_ptr": "*i64", "x_ptr": ptr, "cs_ptr": ptr, "T": "i32", "H": "i32",
-                   "HALF": "constexpr", "BLOCK": "constexpr"}
-            consts = {"HALF": task["D"] // 2, "BLOCK": params["BLOCK"]}
-        else:
-            sig = {"pos_ptr": "*i64", "q_ptr": ptr, "k_ptr": ptr, "cs_ptr": ptr, "T": "i32", "H": "i32",
-                   "HALF": "constexpr", "BLOCK_H": "constexpr"}
-            consts = {"HALF": task["D"] // 2, "BLOCK_H": params["BLOCK_H"]}
-            for name, value in (("BLOCK_T", params.get("BLOCK_T")),
-                                ("NUM_PROGS", self._programs(params, task) if variant.tag == "persistent" else None)):
-                if value is not None:
-                    sig[name], consts[name] = "constexpr", value
-        return [KernelSpec("rope_kernel", sig, consts, num_warps=params.get("num_warps", 4), num_stages=1)]
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        kernel, grid = getattr(self, "_" + variant.tag)(params, task, bug)
-        spec = self.triton_kernels(variant, params, task)[0]
-        consts = ", ".join(f"{k}={v}" for k, v in spec.constexprs.items() if k != "HALF")
-        if variant.tag == "flat_pairs":
-            launch = "".join(f"    rope_kernel[grid](positions, {x}, cos_sin_cache, T, H, HALF=D // 2, {consts}, "
-                             f"num_warps={spec.num_warps})\n" for x in ("q", "k"))
-        else:
-            launch = (f"    rope_kernel[grid](positions, q, k, cos_sin_cache, T, H, HALF=D // 2, {consts}, "
-                      f"num_warps={spec.num_warps})\n")
-        return f"""{TRITON_PRELUDE}
+def program(p, task, kernel: str, grid: str, consts: dict) -> str:
+    """The candidate: the shared rotate() helper, the rung's kernel and the wrapper, which
+    launches the kernel once for q and once for k when it takes one tensor (x_ptr)."""
+    kw = ", ".join(f"{k}={v}" for k, v in consts.items() if k != "HALF")
+    warps = p.get("num_warps", 4)
+    tensors = ("q", "k") if "x_ptr" in kernel.split(")")[0] else ("q, k",)
+    launch = "".join(f"    rope_kernel[grid](positions, {x}, cos_sin_cache, T, H, HALF=D // 2, {kw}, "
+                     f"num_warps={warps})\n" for x in tensors)
+    return f"""{TRITON_PRELUDE}
 
 @triton.jit
 def rotate(x_ptrs, mask, cos, sin, HALF: tl.constexpr):
@@ -95,87 +32,137 @@ def rotate(x_ptrs, mask, cos, sin, HALF: tl.constexpr):
 
 {kernel}
 
-def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor):
+{ENTRY.py_def(task)}:
     T, H, D = q.shape
     grid = {grid}
 {launch}    return q, k
 """
 
-    def _flat_pairs(self, p, task, bug):
-        n = "T * H * HALF - 1" if bug == "off_by_one" else "T * H * HALF"
-        return f"""@triton.jit
+
+def programs(p, task) -> int:
+    tiles = cdiv(task["T"], p["BLOCK_T"]) * cdiv(task["H"], p["BLOCK_H"])
+    return min(tiles, task.gpu.sms * p["programs_per_sm"])
+
+
+def threads_of(p, task) -> int:
+    return p.get("num_warps", 4) * task.gpu.warp
+
+
+# -- flat_pairs ----------------------------------------------------------------------------
+def flat_pairs_launch(p, task):
+    t, h, d = task["T"], task["H"], task["D"]
+    return Launch(grid=cdiv(t * h * d // 2, p["BLOCK"]), threads=threads_of(p, task), regs=24,
+                  bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.1, launches=2)
+
+
+def flat_pairs_src(p, task, bound="T * H * HALF"):
+    return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, x_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK: tl.constexpr):
     # one rotation pair per lane of one tensor; (token, head, i) from // and %, and every
     # lane gathers its own position and cos/sin
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < {n}
+    mask = offs < {bound}
     row, i = offs // HALF, offs % HALF                 # row = token * H + head
     pos = tl.load(pos_ptr + row // H, mask=mask, other=0)
     cos = tl.load(cs_ptr + pos * 2 * HALF + i, mask=mask).to(tl.float32)
     sin = tl.load(cs_ptr + pos * 2 * HALF + HALF + i, mask=mask).to(tl.float32)
     rotate(x_ptr + row.to(tl.int64) * 2 * HALF + i, mask, cos, sin, HALF)
-""", f"(triton.cdiv(T * H * (D // 2), {p['BLOCK']}),)"
+""",
+                   f"(triton.cdiv(T * H * (D // 2), {p['BLOCK']}),)", flat_consts(p, task))
 
-    _HEAD_TILE = """    heads = {h0} + tl.arange(0, BLOCK_H)
+
+def flat_consts(p, task) -> dict:
+    return {"HALF": task["D"] // 2, "BLOCK": p["BLOCK"]}
+
+
+# -- head-tiled rungs ----------------------------------------------------------------------
+def tile_launch(grid_of, extra_regs: int = 0, token_tail: bool = True):
+    """Launch model of a rung moving [BLOCK_T, BLOCK_H, D/2] tiles; grid_of(p, task) programs."""
+    def launch(p, task):
+        t, h, d, elt, threads = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype], threads_of(p, task)
+        bh, bt = p["BLOCK_H"], p.get("BLOCK_T", 1)
+        tile = bt * bh * d // 2                          # pairs per tensor per program
+        vec = min(16, max(1, tile // threads) * elt)     # Triton vectorizes along the contiguous D/2 axis
+        util = h / (cdiv(h, bh) * bh) * min(1.0, tile / threads)
+        regs = min(255, 24 + 4 * max(1, tile // threads))
+        if token_tail:
+            util *= t / (cdiv(t, bt) * bt)
+        return Launch(grid=grid_of(p, task), threads=threads, regs=regs + extra_regs, bytes_per_access=vec,
+                      lane_util=util)
+    return launch
+
+
+def head_consts(p, task) -> dict:
+    consts = {"HALF": task["D"] // 2, "BLOCK_H": p["BLOCK_H"]}
+    if "BLOCK_T" in p:
+        consts["BLOCK_T"] = p["BLOCK_T"]
+    if "programs_per_sm" in p:
+        consts["NUM_PROGS"] = programs(p, task)
+    return consts
+
+
+HEAD_TILE = """    heads = {h0} + tl.arange(0, BLOCK_H)
     offs = ({row} * H + heads[:, None]).to(tl.int64) * 2 * HALF + i[None, :]
     mask = (heads[:, None] < {bound}) & (i[None, :] < HALF)
     rotate(q_ptr + offs, mask, cos, sin, HALF)
     rotate(k_ptr + offs, mask, cos, sin, HALF)
 """
 
-    _COS_SIN = """    pos = tl.load(pos_ptr + t)
+COS_SIN = """    pos = tl.load(pos_ptr + t)
     cos = tl.load(cs_ptr + pos * 2 * HALF + i).to(tl.float32)[None, :]
     sin = tl.load(cs_ptr + pos * 2 * HALF + HALF + i).to(tl.float32)[None, :]
 """
 
-    def _token_program(self, p, task, bug):
-        bound = "H - 1" if bug == "off_by_one" else "H"
-        tile = self._HEAD_TILE.format(h0="h0", row="t", bound=bound).replace("\n    ", "\n        ")
-        return f"""@triton.jit
+
+def token_program_src(p, task, bound="H"):
+    tile = HEAD_TILE.format(h0="h0", row="t", bound=bound).replace("\n    ", "\n        ")
+    return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, q_ptr, k_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
     # one program per token: its cos/sin row is loaded once and broadcast over [BLOCK_H, HALF]
     # head tiles of q and k; only T programs, so decode batches leave most SMs idle
     t = tl.program_id(0)
     i = tl.arange(0, HALF)
-{self._COS_SIN}    for h0 in tl.range(0, H, BLOCK_H):
-    {tile}""", "(T,)"
+{COS_SIN}    for h0 in tl.range(0, H, BLOCK_H):
+    {tile}""", "(T,)", head_consts(p, task))
 
-    def _token_head_grid(self, p, task, bug):
-        bound = "H - 1" if bug == "off_by_one" else "H"
-        return f"""@triton.jit
+
+def token_head_grid_src(p, task, bound="H"):
+    return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, q_ptr, k_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK_H: tl.constexpr):
     # axis 0: token, axis 1: block of BLOCK_H heads; q and k of those heads share cos/sin
     t = tl.program_id(0)
     i = tl.arange(0, HALF)
-{self._COS_SIN}{self._HEAD_TILE.format(h0="tl.program_id(1) * BLOCK_H", row="t", bound=bound)}""", \
-            f"(T, triton.cdiv(H, {p['BLOCK_H']}))"
+{COS_SIN}{HEAD_TILE.format(h0="tl.program_id(1) * BLOCK_H", row="t", bound=bound)}""",
+                   f"(T, triton.cdiv(H, {p['BLOCK_H']}))", head_consts(p, task))
 
-    def _tile3d(self, bound: str, indent: str) -> str:
-        lines = ["tok = t0 + tl.arange(0, BLOCK_T)",
-                 "heads = h0 + tl.arange(0, BLOCK_H)",
-                 "pos = tl.load(pos_ptr + tok, mask=tok < T, other=0)[:, None, None]",
-                 "cs = cs_ptr + pos * 2 * HALF",
-                 "cos = tl.load(cs + i[None, None, :]).to(tl.float32)",
-                 "sin = tl.load(cs + HALF + i[None, None, :]).to(tl.float32)",
-                 "offs = (tok[:, None, None] * H + heads[None, :, None]).to(tl.int64) * 2 * HALF + i[None, None, :]",
-                 f"mask = (tok[:, None, None] < T) & (heads[None, :, None] < {bound}) & (i[None, None, :] < HALF)",
-                 "rotate(q_ptr + offs, mask, cos, sin, HALF)",
-                 "rotate(k_ptr + offs, mask, cos, sin, HALF)"]
-        return "".join(f"{indent}{ln}\n" for ln in lines)
 
-    def _multi_token_tile(self, p, task, bug):
-        bound = "H - 1" if bug == "off_by_one" else "H"
-        return f"""@triton.jit
+def tile3d(bound: str, indent: str) -> str:
+    lines = ["tok = t0 + tl.arange(0, BLOCK_T)",
+             "heads = h0 + tl.arange(0, BLOCK_H)",
+             "pos = tl.load(pos_ptr + tok, mask=tok < T, other=0)[:, None, None]",
+             "cs = cs_ptr + pos * 2 * HALF",
+             "cos = tl.load(cs + i[None, None, :]).to(tl.float32)",
+             "sin = tl.load(cs + HALF + i[None, None, :]).to(tl.float32)",
+             "offs = (tok[:, None, None] * H + heads[None, :, None]).to(tl.int64) * 2 * HALF + i[None, None, :]",
+             f"mask = (tok[:, None, None] < T) & (heads[None, :, None] < {bound}) & (i[None, None, :] < HALF)",
+             "rotate(q_ptr + offs, mask, cos, sin, HALF)",
+             "rotate(k_ptr + offs, mask, cos, sin, HALF)"]
+    return "".join(f"{indent}{ln}\n" for ln in lines)
+
+
+def multi_token_tile_src(p, task, bound="H"):
+    return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, q_ptr, k_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
                 BLOCK_T: tl.constexpr):
     # a [BLOCK_T, BLOCK_H, HALF] tile of q and of k per program; cos/sin [BLOCK_T, 1, HALF]
     t0, h0 = tl.program_id(0) * BLOCK_T, tl.program_id(1) * BLOCK_H
     i = tl.arange(0, HALF)
-{self._tile3d(bound, "    ")}""", f"(triton.cdiv(T, {p['BLOCK_T']}), triton.cdiv(H, {p['BLOCK_H']}))"
+{tile3d(bound, "    ")}""",
+                   f"(triton.cdiv(T, {p['BLOCK_T']}), triton.cdiv(H, {p['BLOCK_H']}))", head_consts(p, task))
 
-    def _persistent(self, p, task, bug):
-        bound = "H - 1" if bug == "off_by_one" else "H"
-        return f"""@triton.jit
+
+def persistent_src(p, task, bound="H"):
+    return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, q_ptr, k_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
                 BLOCK_T: tl.constexpr, NUM_PROGS: tl.constexpr):
     # NUM_PROGS resident programs (#SMs x k, capped by the tile count) stride over the
@@ -184,4 +171,37 @@ def rope_kernel(pos_ptr, q_ptr, k_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK_H
     head_blocks = tl.cdiv(H, BLOCK_H)
     for tile in tl.range(tl.program_id(0), tl.cdiv(T, BLOCK_T) * head_blocks, NUM_PROGS):
         t0, h0 = (tile // head_blocks) * BLOCK_T, (tile % head_blocks) * BLOCK_H
-{self._tile3d(bound, "        ")}""", f"({self._programs(p, task)},)"
+{tile3d(bound, "        ")}""",
+                   f"({programs(p, task)},)", head_consts(p, task))
+
+
+def tiles(p, task) -> int:
+    return cdiv(task["T"], p.get("BLOCK_T", 1)) * cdiv(task["H"], p["BLOCK_H"])
+
+
+class RopeTriton(RopeSpec):
+    impl = "triton"
+    variants = (
+        Rung("flat_pairs", "1-D blocks of rotation pairs, // and % per pair, q and k in two launches",
+             (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), memory_eff=0.75,
+             launch=flat_pairs_launch, render=flat_pairs_src, consts=flat_consts,
+             bugs={"off_by_one": {"bound": "T * H * HALF - 1"}}),
+        Rung("token_program", "one program per token: cos/sin loaded once, loop over head blocks of q and k",
+             (BLOCK_H, WARPS), memory_eff=0.76, launch=tile_launch(lambda p, task: task["T"], token_tail=False),
+             render=token_program_src, consts=head_consts, bugs=OFF_BY_ONE),
+        Rung("token_head_grid", "2-D grid (token, head block): q and k tiles of one head block per program",
+             (BLOCK_H, WARPS), memory_eff=0.75, launch=tile_launch(tiles), render=token_head_grid_src,
+             consts=head_consts, bugs=OFF_BY_ONE),
+        Rung("multi_token_tile", "[BLOCK_T, BLOCK_H, D/2] tiles: more independent loads per lane",
+             (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS), memory_eff=0.72, launch=tile_launch(tiles),
+             render=multi_token_tile_src, consts=head_consts, bugs=OFF_BY_ONE),
+        Rung("persistent", "#SMs x k programs stride over the (token block, head block) tiles with tl.range",
+             (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
+             launch=tile_launch(programs, extra_regs=8), render=persistent_src, consts=head_consts, bugs=OFF_BY_ONE),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr, consts = triton_ptr(task.dtype, task), variant.consts(params, task)
+        tensors = {"x_ptr": ptr} if "BLOCK" in consts else {"q_ptr": ptr, "k_ptr": ptr}
+        sig = {"pos_ptr": "*i64", **tensors, "cs_ptr": ptr, "T": "i32", "H": "i32", **dict.fromkeys(consts, "constexpr")}
+        return [KernelSpec("rope_kernel", sig, consts, num_warps=params.get("num_warps", 4), num_stages=1)]

@@ -6,84 +6,35 @@ by one element per row (conflict-free) -> 64x64 tiles moved as 4-byte pairs, eac
 covering several rows -> TMA: cp.async.bulk.tensor loads/stores of 128B-swizzled 64x64 tiles,
 several tiles in flight per CTA (sm_90).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
+from .transpose_spec import TransposeSpec
 
 BLOCK_ROWS = Param("block_rows", (8, 16, 32), 8)
+BARRIER = "\n    __syncthreads();"
+NO_BARRIER = {"barrier": ""}
+TMA_INCLUDE = ("#include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time)",)
 
 
-class TransposeCuda(OpModule):
-    op, impl, family = "transpose", "cuda", "misc"
-    title = "2-D matrix transpose"
-    desc = "out[c, r] = in[r, c] for a contiguous [R, C] input; out is a contiguous [C, R] matrix."
-    dims = {"R": "rows of the input", "C": "columns of the input (rows of the output)"}
-    shapes = ({"R": 1024, "C": 1024}, {"R": 2048, "C": 5120}, {"R": 4096, "C": 4096},
-              {"R": 4096, "C": 14336}, {"R": 8192, "C": 8192}, {"R": 32000, "C": 4096})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("naive_uncoalesced", "thread per element: coalesced reads, every write R elements apart",
-                (Param("block_rows", (4, 8, 16, 32), 8),), memory_eff=0.18, bugs=("off_by_one",)),
-        Variant("smem_tile", "32x32 shared tile: coalesced both ways, column reads hit 16-way bank conflicts",
-                (BLOCK_ROWS,), memory_eff=0.62, smem="static", bugs=("missing_barrier",)),
-        Variant("padded_tile", "the 32x32 tile padded to 33 columns: column reads conflict-free",
-                (BLOCK_ROWS,), memory_eff=0.86, smem="static", bugs=("missing_barrier",)),
-        Variant("vectorized_multi_row", "TILE x TILE padded tile moved as 4-byte element pairs, TILE/block_rows rows per thread",
-                (Param("tile", (32, 64), 64), Param("block_rows", (4, 8, 16), 8)), memory_eff=0.76, smem="static",
-                bugs=("missing_barrier", "off_by_one")),
-        Variant("tma_swizzled", "TMA loads/stores of 128B-swizzled 64x64 tiles, tiles_per_cta loads in flight",
-                (Param("tiles_per_cta", (1, 2, 4), 2), Param("threads", (128, 256), 128)),
-                needs=frozenset({"tma", "inline_ptx"}), memory_eff=0.77, smem="static", bugs=("missing_barrier",)),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        return Cost(flops=0, bytes=2 * task["R"] * task["C"] * DTYPE_BYTES[task.dtype])
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        r, c, elt = task["R"], task["C"], DTYPE_BYTES[task.dtype]
-        if variant.tag == "naive_uncoalesced":
-            rows = params["block_rows"]
-            # each warp store touches 32 sectors for 64 useful bytes; L2 merges most partial
-            # sectors before write-back, but not all of them
-            return Launch(grid=cdiv(c, 32) * cdiv(r, rows), threads=32 * rows, regs=12, bytes_per_access=elt,
-                          traffic=1.5)
-        if variant.tag in ("smem_tile", "padded_tile"):
-            pad = variant.tag == "padded_tile"
-            return Launch(grid=cdiv(c, 32) * cdiv(r, 32), threads=32 * params["block_rows"],
-                          smem_bytes=32 * (32 + pad) * elt, regs=32, bytes_per_access=elt)
-        if variant.tag == "vectorized_multi_row":
-            tile = params["tile"]
-            return Launch(grid=cdiv(c, tile) * cdiv(r, tile), threads=tile // 2 * params["block_rows"],
-                          smem_bytes=tile * (tile + 1) * elt, regs=32, bytes_per_access=4)
-        tiles, per_cta, threads = cdiv(r, 64) * cdiv(c, 64), params["tiles_per_cta"], params["threads"]
-        # async copies: a CTA keeps per_cta 8 KB tile loads in flight, not one access per thread
-        return Launch(grid=cdiv(tiles, per_cta), threads=threads, smem_bytes=(per_cta + 2) * 8192 + 8 * per_cta,
-                      regs=48, bytes_per_access=per_cta * 8192 // threads)
-
-    def signature(self, task: Task) -> str:
-        return "void transpose(const scalar_t* in, scalar_t* out, int R, int C, cudaStream_t stream)"
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(task, self.title, args="x", body="return x.t().contiguous()",
-                                   inputs="[torch.randn(R, C, dtype=DTYPE, device='cuda')]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        extra = ("#include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched at run time)",) \
-            if variant.tag == "tma_swizzled" else ()
-        return f"{cuda_prelude(task, extra)}\n{body}"
-
-    def _host(self, grid: str, block: str, prologue: str = "") -> str:
-        return f"""
-void transpose(const scalar_t* in, scalar_t* out, int R, int C, cudaStream_t stream) {{
-{prologue}    transpose_kernel<<<{grid}, {block}, 0, stream>>>(in, out, R, C);
+def host(grid: str, block: str, prologue: str = "") -> str:
+    return f"""
+void transpose(const scalar_t* x, scalar_t* out, int R, int C, cudaStream_t stream) {{
+{prologue}    transpose_kernel<<<{grid}, {block}, 0, stream>>>(x, out, R, C);
 }}
 """
 
-    def _naive_uncoalesced(self, p, task, bug):
-        rows = "R - 1" if bug == "off_by_one" else "R"
-        return f"""
+
+# -- naive_uncoalesced ---------------------------------------------------------------------
+def naive_uncoalesced_launch(p, task):
+    r, c, rows = task["R"], task["C"], p["block_rows"]
+    # each warp store touches 32 sectors for 64 useful bytes; L2 merges most partial
+    # sectors before write-back, but not all of them
+    return Launch(grid=cdiv(c, 32) * cdiv(r, rows), threads=32 * rows, regs=12,
+                  bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.5)
+
+
+def naive_uncoalesced_src(p, task, rows="R"):
+    return f"""
 #define BLOCK_ROWS {p['block_rows']}
 
 // threadIdx.x walks a row: the load is coalesced, but the store of a warp lands in 32
@@ -93,14 +44,29 @@ extern "C" __global__ void transpose_kernel(const scalar_t* __restrict__ in, sca
     const int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y * BLOCK_ROWS + threadIdx.y;
     if (r < {rows} && c < C) out[(size_t)c * R + r] = in[(size_t)r * C + c];
 }}
-{self._host("dim3((C + 31) / 32, (R + BLOCK_ROWS - 1) / BLOCK_ROWS)", "dim3(32, BLOCK_ROWS)")}"""
+{host("dim3((C + 31) / 32, (R + BLOCK_ROWS - 1) / BLOCK_ROWS)", "dim3(32, BLOCK_ROWS)")}"""
 
-    def _tile32(self, p, bug, pad: int) -> str:
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        why = ("// The row stride is 33 elements (16.5 words): a column read by 32 lanes spreads over all\n"
-               "// 32 banks instead of piling onto two." if pad else
-               "// A column read strides 64 bytes: the 32 lanes fall on 2 banks, a 16-way conflict.")
-        return f"""
+
+# -- smem_tile, padded_tile -----------------------------------------------------------------
+def tile32_launch(pad: int):
+    """Launch model of the 32x32 shared tile, `pad` extra columns per tile row."""
+    def launch(p, task):
+        r, c, elt = task["R"], task["C"], DTYPE_BYTES[task.dtype]
+        return Launch(grid=cdiv(c, 32) * cdiv(r, 32), threads=32 * p["block_rows"],
+                      smem_bytes=32 * (32 + pad) * elt, regs=32, bytes_per_access=elt)
+    return launch
+
+
+def tile32_src(pad: int):
+    """Render of the 32x32 shared tile, `pad` extra columns per tile row."""
+    return lambda p, task, barrier=BARRIER: _tile32(p, barrier, pad)
+
+
+def _tile32(p, barrier: str, pad: int) -> str:
+    why = ("// The row stride is 33 elements (16.5 words): a column read by 32 lanes spreads over all\n"
+           "// 32 banks instead of piling onto two." if pad else
+           "// A column read strides 64 bytes: the 32 lanes fall on 2 banks, a 16-way conflict.")
+    return f"""
 #define TILE 32
 #define BLOCK_ROWS {p['block_rows']}
 
@@ -120,18 +86,18 @@ transpose_kernel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, in
         if (c < C && r < R) out[(size_t)c * R + r] = tile[threadIdx.x][j];
     }}
 }}
-{self._host("dim3((C + TILE - 1) / TILE, (R + TILE - 1) / TILE)", "dim3(TILE, BLOCK_ROWS)")}"""
+{host("dim3((C + TILE - 1) / TILE, (R + TILE - 1) / TILE)", "dim3(TILE, BLOCK_ROWS)")}"""
 
-    def _smem_tile(self, p, task, bug):
-        return self._tile32(p, bug, 0)
 
-    def _padded_tile(self, p, task, bug):
-        return self._tile32(p, bug, 1)
+# -- vectorized_multi_row ------------------------------------------------------------------
+def vectorized_multi_row_launch(p, task):
+    tile = p["tile"]
+    return Launch(grid=cdiv(task["C"], tile) * cdiv(task["R"], tile), threads=tile // 2 * p["block_rows"],
+                  smem_bytes=tile * (tile + 1) * DTYPE_BYTES[task.dtype], regs=32, bytes_per_access=4)
 
-    def _vectorized_multi_row(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        first = "threadIdx.y + BLOCK_ROWS" if bug == "off_by_one" else "threadIdx.y"
-        return f"""
+
+def vectorized_multi_row_src(p, task, barrier=BARRIER, first="threadIdx.y"):
+    return f"""
 #define TILE {p['tile']}
 #define BLOCK_ROWS {p['block_rows']}
 union Pair {{ uint32_t u; scalar_t h[2]; }};  // two 16-bit elements, one 4-byte access
@@ -165,11 +131,19 @@ transpose_kernel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, in
         }}
     }}
 }}
-{self._host("dim3((C + TILE - 1) / TILE, (R + TILE - 1) / TILE)", "dim3(TILE / 2, BLOCK_ROWS)")}"""
+{host("dim3((C + TILE - 1) / TILE, (R + TILE - 1) / TILE)", "dim3(TILE / 2, BLOCK_ROWS)")}"""
 
-    def _tma_swizzled(self, p, task, bug):
-        wait = "" if bug == "missing_barrier" else "\n        mbarrier_wait(&bars[k], 0);"
-        return f"""
+
+# -- tma_swizzled --------------------------------------------------------------------------
+def tma_swizzled_launch(p, task):
+    tiles, per_cta, threads = cdiv(task["R"], 64) * cdiv(task["C"], 64), p["tiles_per_cta"], p["threads"]
+    # async copies: a CTA keeps per_cta 8 KB tile loads in flight, not one access per thread
+    return Launch(grid=cdiv(tiles, per_cta), threads=threads, smem_bytes=(per_cta + 2) * 8192 + 8 * per_cta,
+                  regs=48, bytes_per_access=per_cta * 8192 // threads)
+
+
+def tma_swizzled_src(p, task, wait="\n        mbarrier_wait(&bars[k], 0);"):
+    return f"""
 #define TILES_PER_CTA {p['tiles_per_cta']}
 #define THREADS {p['threads']}
 constexpr int TILE = 64;                       // 64 x 16-bit = one 128-byte swizzle row
@@ -261,15 +235,42 @@ static CUtensorMap tile_map(EncodeTiled encode, const void* base, int rows, int 
     return map;
 }}
 
-void transpose(const scalar_t* in, scalar_t* out, int R, int C, cudaStream_t stream) {{
+void transpose(const scalar_t* x, scalar_t* out, int R, int C, cudaStream_t stream) {{
     static EncodeTiled encode = nullptr;
     if (encode == nullptr) {{
         cudaDriverEntryPointQueryResult found;
         cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
                                          cudaEnableDefault, &found);
     }}
-    const CUtensorMap in_map = tile_map(encode, in, R, C), out_map = tile_map(encode, out, C, R);
+    const CUtensorMap in_map = tile_map(encode, x, R, C), out_map = tile_map(encode, out, C, R);
     const int tiles = ((R + TILE - 1) / TILE) * ((C + TILE - 1) / TILE);
     transpose_kernel<<<(tiles + TILES_PER_CTA - 1) / TILES_PER_CTA, THREADS, 0, stream>>>(in_map, out_map, R, C);
 }}
 """
+
+
+class TransposeCuda(TransposeSpec):
+    impl = "cuda"
+    variants = (
+        Rung("naive_uncoalesced", "thread per element: coalesced reads, every write R elements apart",
+             (Param("block_rows", (4, 8, 16, 32), 8),), memory_eff=0.18,
+             launch=naive_uncoalesced_launch, render=naive_uncoalesced_src, bugs={"off_by_one": {"rows": "R - 1"}}),
+        Rung("smem_tile", "32x32 shared tile: coalesced both ways, column reads hit 16-way bank conflicts",
+             (BLOCK_ROWS,), memory_eff=0.62, smem="static",
+             launch=tile32_launch(0), render=tile32_src(0), bugs={"missing_barrier": NO_BARRIER}),
+        Rung("padded_tile", "the 32x32 tile padded to 33 columns: column reads conflict-free",
+             (BLOCK_ROWS,), memory_eff=0.86, smem="static",
+             launch=tile32_launch(1), render=tile32_src(1), bugs={"missing_barrier": NO_BARRIER}),
+        Rung("vectorized_multi_row", "TILE x TILE padded tile moved as 4-byte element pairs, TILE/block_rows rows per thread",
+             (Param("tile", (32, 64), 64), Param("block_rows", (4, 8, 16), 8)), memory_eff=0.76, smem="static",
+             launch=vectorized_multi_row_launch, render=vectorized_multi_row_src,
+             bugs={"missing_barrier": NO_BARRIER, "off_by_one": {"first": "threadIdx.y + BLOCK_ROWS"}}),
+        Rung("tma_swizzled", "TMA loads/stores of 128B-swizzled 64x64 tiles, tiles_per_cta loads in flight",
+             (Param("tiles_per_cta", (1, 2, 4), 2), Param("threads", (128, 256), 128)),
+             needs=frozenset({"tma", "inline_ptx"}), memory_eff=0.77, smem="static",
+             launch=tma_swizzled_launch, render=tma_swizzled_src, bugs={"missing_barrier": {"wait": ""}}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        extra = TMA_INCLUDE if "tma" in variant.needs else ()
+        return f"{prelude(task, extra)}\n{body}"

@@ -1,8 +1,14 @@
-"""What grouped_gemm_cuda and grouped_gemm_triton share: the op description (dims, shapes,
-dtypes, cost, PyTorch reference) in `GroupedGemmSpec`, and the uniform top-k routing model
+"""What grouped_gemm_cuda and grouped_gemm_triton share: the entry point and the op description
+(dims, shapes, dtypes, cost, PyTorch reference, check shape) in `GroupedGemmSpec`, and the uniform top-k routing model
 (`routing`) both launch models size their tiles by.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("grouped_gemm", (
+    Arg("x", "in", ("T", "K")), Arg("w", "in", ("E", "N", "K")), Arg("sorted_ids", "in", ("T*topk",), "int32"),
+    Arg("expert_offsets", "in", ("E+1",), "int32"), Arg("y", "out", ("T*topk", "N")),
+    Scalar("T"), Scalar("E"), Scalar("K"), Scalar("N"), Scalar("topk")))
 
 
 def routing(task: Task) -> tuple:
@@ -24,6 +30,8 @@ class GroupedGemmSpec(OpModule):
               {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x", "sorted_ids", "expert_offsets")     # w: the Model's weight
+    check_shape = {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}    # ~6 rows an expert
 
     def cost(self, task: Task) -> Cost:
         k, n, e = task["K"], task["N"], DTYPE_BYTES[task.dtype]

@@ -8,158 +8,111 @@ program order so concurrent programs share expert weight tiles in L2 -> persiste
 tensor-descriptor (TMA) loads of the weights.
 """
 import math
+from functools import partial
 
-from ..base import (KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
-                    triton_stage_buffers)
-from .grouped_gemm_spec import GroupedGemmSpec, routing
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_stage_buffers
+from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
 STAGES = Param("num_stages", (2, 3, 4), 3)
 WARPS = Param("num_warps", (4, 8), 4)
-L2_W_HIT = {"expert_grid_dot": 0.5, "block_lookup": 0.5, "m_fastest_order": 0.95, "persistent_tma": 0.96}
+KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
+               "TOPK: tl.constexpr,\n                        ")
+# the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
+ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, tl.trans(b), acc)")
+ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)",
+         "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
+K_TILES = "tl.cdiv(K, BLOCK_K)"
+# upper bound on m-blocks without a host sync: every expert adds at most one partial block
+COMPACT_GRID = "((triton.cdiv(sorted_ids.numel(), {bm}) + {E}) * triton.cdiv(N, {bn}),)"
 
 
-class GroupedGemmTriton(GroupedGemmSpec):
-    impl = "triton"
-    variants = (
-        Variant("row_per_program", "one program per (row, N block): expert found by comparing offsets, CUDA-core dot",
-                (Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64)), path="fp32",
-                compute_eff=0.1, memory_eff=0.6, bugs=("off_by_one", "half_accumulator")),
-        Variant("expert_grid_dot", "tl.dot tiles; grid = E x ceil(T / BLOCK_M) m-blocks, programs past an expert's rows exit",
-                (BM, BN, Param("BLOCK_K", (32, 64), 32)), path="fp16", compute_eff=0.42, memory_eff=0.75,
-                smem="dynamic", bugs=("off_by_one", "half_accumulator")),
-        Variant("block_lookup", "compact grid: each program finds its expert from a cumsum of per-expert block counts; pipelined",
-                (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.62,
-                memory_eff=0.85, smem="dynamic", bugs=("off_by_one", "half_accumulator")),
-        Variant("m_fastest_order", "m-blocks fastest in program order: resident programs share w[e] tiles in L2",
-                (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.66,
-                memory_eff=0.88, smem="dynamic", bugs=("off_by_one", "half_accumulator")),
-        Variant("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
-                (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
-                path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", bugs=("half_accumulator", "off_by_one")),
-    )
+# -- constexprs and the wrapper ------------------------------------------------------------
+def base_consts(p, task) -> dict:
+    consts = {"E": task["E"], "E_P2": 1 << (task["E"] - 1).bit_length(), "TOPK": task["topk"]}
+    consts.update({k: v for k, v in p.items() if k not in ("num_warps", "num_stages")})
+    return consts
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, k, n, e, experts = task["T"], task["K"], task["N"], DTYPE_BYTES[task.dtype], task["E"]
-        gpu, tag, base = task.gpu, variant.tag, self.cost(task).bytes
-        rows, active, per_expert = routing(task)
-        bn, bk = params["BLOCK_N"], params["BLOCK_K"]
-        warps = params.get("num_warps", 4)
-        threads = warps * gpu.warp
-        vendor = 0.7 if gpu.vendor == "amd" else 1.0
-        w_bytes = active * n * k * e
-        if tag == "row_per_program":
-            # rows of one expert run side by side, so their weight tiles mostly come from L2
-            return Launch(grid=rows * cdiv(n, bn), threads=threads, regs=32 + bn * bk // threads,
-                          bytes_per_access=16, traffic=1 + 0.05 * w_bytes * (per_expert - 1) / base,
-                          compute_scale=vendor, lane_util=min(1.0, n / bn))
-        bm, stages = params["BLOCK_M"], params.get("num_stages", 1)
-        m_blocks = active * cdiv(math.ceil(per_expert), bm)
-        n_blocks = cdiv(n, bn)
-        tiles = int(m_blocks) * n_blocks
-        quant = rows / (m_blocks * bm) * n / (n_blocks * bn)
-        scale = vendor * min(1.0, (bm * bn / (bm + bn)) / 85.3) ** 0.35 * (0.93 if bk == 32 else 1.0)
-        if tag == "expert_grid_dot":
-            launched = experts * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
-            scale *= tiles / (tiles + 0.1 * (launched - tiles))
-        else:
-            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0}[stages]
-        # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
-        w_reread = w_bytes * (m_blocks / active - 1) * (1 - L2_W_HIT[tag])
-        x_reread = rows * k * e * (n_blocks - 1) * 0.05
-        stage_bytes = (bm * bk + bn * bk) * e
-        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
-        grid = tiles
-        if tag == "persistent_tma":
-            if "tma" in gpu.features:
-                smem += 24                                   # mbarriers of the descriptor loads
-            else:
-                scale *= 0.93                                # descriptors fall back to pointer loads
-            grid = min(tiles, gpu.sms * self._resident(params, task))
-            scale *= tiles / (cdiv(tiles, grid) * grid)
-        return Launch(grid=max(1, grid), threads=threads, smem_bytes=smem, regs=min(255, bm * bn // threads + 40),
-                      bytes_per_access=max(4, stage_bytes * max(1, stages - 1) // (threads * 2)),
-                      traffic=1 + (w_reread + x_reread) / base, compute_scale=scale, tile_quant=quant)
 
-    def signature(self, task: Task) -> str:
-        return ("def grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor, "
-                "expert_offsets: torch.Tensor) -> torch.Tensor  # y [T * topk, N], row a = assignment a")
+def grid_consts(p, task) -> dict:
+    return {**base_consts(p, task), "MAX_M_BLOCKS": cdiv(task["T"], p["BLOCK_M"])}   # an expert gets at most T rows
 
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "ids_ptr": "*i32", "offsets_ptr": "*i32", "N": "i32", "K": "i32"}
-        consts = self._consts(variant, params, task)
-        sig.update({name: "constexpr" for name in consts})
-        return [KernelSpec("grouped_gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
-                           num_stages=params.get("num_stages", 1))]
 
-    @staticmethod
-    def _consts(variant: Variant, params: dict, task: Task) -> dict:
-        consts = {"E": task["E"], "E_P2": 1 << (task["E"] - 1).bit_length(), "TOPK": task["topk"]}
-        consts.update({k: v for k, v in params.items() if k not in ("num_warps", "num_stages")})
-        if variant.tag == "expert_grid_dot":
-            consts["MAX_M_BLOCKS"] = cdiv(task["T"], params["BLOCK_M"])   # an expert gets at most T rows
-        if variant.tag == "persistent_tma":
-            consts["NUM_PROGS"] = task.gpu.sms * GroupedGemmTriton._resident(params, task)
-        return consts
+def persistent_consts(p, task) -> dict:
+    return {**base_consts(p, task), "NUM_PROGS": task.gpu.sms * resident(p, task)}
 
-    @staticmethod
-    def _resident(params: dict, task: Task) -> int:
-        """Persistent programs per SM that fit the pipeline's shared memory and the thread limit."""
-        gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
-        smem = (params["BLOCK_M"] + params["BLOCK_N"]) * params["BLOCK_K"] * e * params["num_stages"] + 24
-        return max(1, min(gpu.smem_per_sm // smem, gpu.max_threads_per_sm // (params["num_warps"] * gpu.warp)))
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        kernel = getattr(self, "_" + variant.tag)(params, task, bug)
-        consts = self._consts(variant, params, task)
-        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
-        kw = ", ".join(f"{k}={v}" for k, v in consts.items() if k != "NUM_PROGS")
-        bm = params.get("BLOCK_M")
-        if variant.tag == "row_per_program":
-            grid = f"(sorted_ids.numel(), triton.cdiv(N, {params['BLOCK_N']}))"
-        elif variant.tag == "expert_grid_dot":
-            grid = f"({task['E']} * {consts['MAX_M_BLOCKS']} * triton.cdiv(N, {params['BLOCK_N']}),)"
-        else:   # upper bound on m-blocks without a host sync: every expert adds at most one partial block
-            grid = f"((triton.cdiv(sorted_ids.numel(), {bm}) + {task['E']}) * triton.cdiv(N, {params['BLOCK_N']}),)"
-        pre = ""
-        if variant.tag == "persistent_tma":
-            pre = ("    triton.set_allocator(_alloc)\n"
-                   f"    # {self._resident(params, task)} programs per SM fit this pipeline's shared memory\n"
-                   "    num_progs = torch.cuda.get_device_properties(x.device).multi_processor_count"
-                   f" * {self._resident(params, task)}\n")
-            grid = "(num_progs,)"
-            kw += ", NUM_PROGS=num_progs"
-        return TRITON_PRELUDE + kernel + f"""
+def wrapper(p, task, grid: str, pre: str = "", consts=base_consts, extra: str = "") -> str:
+    kw = ", ".join(f"{k}={v}" for k, v in consts(p, task).items() if k != "NUM_PROGS") + extra
+    return f"""
 
-def grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor,
-                 expert_offsets: torch.Tensor) -> torch.Tensor:
+{ENTRY.py_def(task)}:
     N, K = w.shape[1], w.shape[2]
     y = torch.empty((sorted_ids.numel(), N), device=x.device, dtype=x.dtype)
 {pre}    grid = {grid}
     grouped_gemm_kernel[grid](x, w, y, sorted_ids, expert_offsets, N, K, {kw},
-                              num_warps={warps}, num_stages={stages})
+                              num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})
     return y
 """
 
-    _SIG = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
-            "TOPK: tl.constexpr,\n                        ")
 
-    @staticmethod
-    def _acc(bug):
-        if bug == "half_accumulator":
-            return ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)",
-                    "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
-        return "tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, tl.trans(b), acc)"
+# -- launch models ---------------------------------------------------------------------------
+def row_per_program_launch(p, task):
+    rows, active, per_expert = routing(task)
+    n, bn, bk, threads = task["N"], p["BLOCK_N"], p["BLOCK_K"], 4 * task.gpu.warp
+    w_bytes = active * n * task["K"] * DTYPE_BYTES[task.dtype]
+    # rows of one expert run side by side, so their weight tiles mostly come from L2
+    return Launch(grid=rows * cdiv(n, bn), threads=threads, regs=32 + bn * bk // threads,
+                  bytes_per_access=16, traffic=1 + 0.05 * w_bytes * (per_expert - 1) / GroupedGemmSpec().cost(task).bytes,
+                  compute_scale=task.gpu.triton_dot_scale, lane_util=min(1.0, n / bn))
 
-    def _row_per_program(self, p, task, bug):
-        cmp = "<" if bug == "off_by_one" else "<="
-        acc_t = "y_ptr.dtype.element_ty" if bug == "half_accumulator" else "tl.float32"
-        return f"""
+
+def tile_launch(l2_w_hit: float, mode: str = "lookup"):
+    """The tl.dot rungs: mode 'grid' (E x max-blocks grid, most programs exit), 'lookup' (compact
+    grid, pipelined) or 'persistent' (programs loop over the tiles); l2_w_hit: the share of w[e]
+    re-reads L2 serves."""
+    def launch(p, task):
+        t, k, n, e, gpu = task["T"], task["K"], task["N"], DTYPE_BYTES[task.dtype], task.gpu
+        rows, active, per_expert = routing(task)
+        bm, bn, bk, stages = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"], p.get("num_stages", 1)
+        threads = p.get("num_warps", 4) * gpu.warp
+        m_blocks = active * cdiv(math.ceil(per_expert), bm)
+        n_blocks = cdiv(n, bn)
+        tiles = int(m_blocks) * n_blocks
+        quant = rows / (m_blocks * bm) * n / (n_blocks * bn)
+        scale = gpu.triton_dot_scale * min(1.0, (bm * bn / (bm + bn)) / 85.3) ** 0.35 * (0.93 if bk == 32 else 1.0)
+        if mode == "grid":
+            launched = task["E"] * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
+            scale *= tiles / (tiles + 0.1 * (launched - tiles))
+        else:
+            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0}[stages]
+        # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
+        w_reread = active * n * k * e * (m_blocks / active - 1) * (1 - l2_w_hit)
+        x_reread = rows * k * e * (n_blocks - 1) * 0.05
+        stage_bytes = (bm * bk + bn * bk) * e
+        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
+        grid = tiles
+        if mode == "persistent":
+            if "tma" in gpu.features:
+                smem += 24                                   # mbarriers of the descriptor loads
+            else:
+                scale *= 0.93                                # descriptors fall back to pointer loads
+            grid = min(tiles, gpu.sms * resident(p, task))
+            scale *= tiles / (cdiv(tiles, grid) * grid)
+        return Launch(grid=max(1, grid), threads=threads, smem_bytes=smem, regs=min(255, bm * bn // threads + 40),
+                      bytes_per_access=max(4, stage_bytes * max(1, stages - 1) // (threads * 2)),
+                      traffic=1 + (w_reread + x_reread) / GroupedGemmSpec().cost(task).bytes,
+                      compute_scale=scale, tile_quant=quant)
+    return launch
+
+
+# -- row_per_program -----------------------------------------------------------------------
+def row_per_program_src(p, task, cmp="<=", acc_t="tl.float32"):
+    grid = f"(sorted_ids.numel(), triton.cdiv(N, {p['BLOCK_N']}))"
+    return f"""
 @triton.jit
-def grouped_gemm_kernel({self._SIG}BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def grouped_gemm_kernel({KERNEL_ARGS}BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pos = tl.program_id(0)                 # position in expert-sorted order
     pid_n = tl.program_id(1)
     e_idx = tl.arange(0, E_P2)
@@ -178,13 +131,13 @@ def grouped_gemm_kernel({self._SIG}BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr)
         # CUDA cores: one row dotted with BLOCK_N weight rows
         acc += tl.sum(wt.to(tl.float32) * xv[None, :], axis=1).to({acc_t})
     tl.store(y_ptr + a_id.to(tl.int64) * N + rn, acc.to(y_ptr.dtype.element_ty), mask=rn < N)
-"""
+""" + wrapper(p, task, grid)
 
-    def _tile_body(self, bug, k_bug: bool) -> str:
-        """Gather BLOCK_M expert-sorted rows, multiply by w[expert] tiles, scatter to y by assignment id."""
-        init, step = self._acc(bug)
-        k_tiles = "tl.cdiv(K, BLOCK_K) - 1" if k_bug else "tl.cdiv(K, BLOCK_K)"
-        return f"""    rm = tl.arange(0, BLOCK_M)
+# -- the tl.dot rungs -----------------------------------------------------------------------
+def tile_body(acc, k_tiles: str) -> str:
+    """Gather BLOCK_M expert-sorted rows, multiply by w[expert] tiles, scatter to y by assignment id."""
+    init, step = acc
+    return f"""    rm = tl.arange(0, BLOCK_M)
     row_ok = start + rm < row_hi
     a_id = tl.load(ids_ptr + start + rm, mask=row_ok, other=0)
     tok = a_id // TOPK
@@ -204,10 +157,11 @@ def grouped_gemm_kernel({self._SIG}BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr)
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & (rn[None, :] < N))
 """
 
-    def _expert_grid_dot(self, p, task, bug):
-        return f"""
+def expert_grid_dot_src(p, task, acc=ACC32, k_tiles=K_TILES):
+    grid = f"({task['E']} * {cdiv(task['T'], p['BLOCK_M'])} * triton.cdiv(N, {p['BLOCK_N']}),)"
+    return f"""
 @triton.jit
-def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def grouped_gemm_kernel({KERNEL_ARGS}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         MAX_M_BLOCKS: tl.constexpr):
     # grid covers every expert as if it got all T tokens; row-major order (N blocks fastest)
     pid = tl.program_id(0)
@@ -219,11 +173,10 @@ def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     start = row_lo + (pid_m % MAX_M_BLOCKS) * BLOCK_M
     if start >= row_hi:                    # most programs: this expert has fewer rows
         return
-{self._tile_body(bug, bug == "off_by_one")}"""
+{tile_body(acc, k_tiles)}""" + wrapper(p, task, grid, consts=grid_consts)
 
-    def _lookup(self, bug) -> str:
-        cmp = "<" if bug == "off_by_one" else "<="
-        return f"""    # expert of m-block pid_m: per-expert block counts, inclusive cumsum, count the ends <= pid_m
+def lookup(cmp: str) -> str:
+    return f"""    # expert of m-block pid_m: per-expert block counts, inclusive cumsum, count the ends <= pid_m
     e_idx = tl.arange(0, E_P2)
     lo = tl.load(offsets_ptr + e_idx, mask=e_idx < E, other=0)
     hi = tl.load(offsets_ptr + e_idx + 1, mask=e_idx < E, other=0)
@@ -236,33 +189,41 @@ def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     start = tl.sum(tl.where(sel, lo, 0), axis=0) + (pid_m - first) * BLOCK_M
 """
 
-    def _block_lookup(self, p, task, bug, order: str = "n"):
-        if order == "m":
-            pick = """    # m-blocks fastest: the programs resident together work on one N block of consecutive
+def block_lookup_src(p, task, cmp="<=", acc=ACC32, order: str = "n"):
+    if order == "m":
+        pick = """    # m-blocks fastest: the programs resident together work on one N block of consecutive
     # m-blocks, so each w[e] tile is fetched from DRAM about once
     num_pid_m = tl.num_programs(0) // num_pid_n
     pid_m, pid_n = pid % num_pid_m, pid // num_pid_m"""
-        else:
-            pick = """    pid_m, pid_n = pid // num_pid_n, pid % num_pid_n      # N blocks fastest"""
-        return f"""
+    else:
+        pick = """    pid_m, pid_n = pid // num_pid_n, pid % num_pid_n      # N blocks fastest"""
+    return f"""
 @triton.jit
-def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def grouped_gemm_kernel({KERNEL_ARGS}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
 {pick}
-{self._lookup(bug)}    if pid_m >= tl.sum(blocks, axis=0):    # grid is an upper bound on the m-blocks
+{lookup(cmp)}    if pid_m >= tl.sum(blocks, axis=0):    # grid is an upper bound on the m-blocks
         return
-{self._tile_body(bug, False)}"""
+{tile_body(acc, K_TILES)}""" + wrapper(p, task, COMPACT_GRID.format(bm=p["BLOCK_M"], E=task["E"], bn=p["BLOCK_N"]))
 
-    def _m_fastest_order(self, p, task, bug):
-        return self._block_lookup(p, task, bug, order="m")
+# -- persistent_tma ------------------------------------------------------------------------
+def resident(p, task) -> int:
+    """Persistent programs per SM that fit the pipeline's shared memory and the thread limit."""
+    gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
+    smem = (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * e * p["num_stages"] + 24
+    return max(1, min(gpu.smem_per_sm // smem, gpu.max_threads_per_sm // (p["num_warps"] * gpu.warp)))
 
-    def _persistent_tma(self, p, task, bug):
-        init, step = self._acc(bug)
-        k_tiles = "tl.cdiv(K, BLOCK_K) - 1" if bug == "off_by_one" else "tl.cdiv(K, BLOCK_K)"
-        return f"""
+
+def persistent_tma_src(p, task, acc=ACC32, k_tiles=K_TILES):
+    init, step = acc
+    pre = ("    triton.set_allocator(_alloc)\n"
+           f"    # {resident(p, task)} programs per SM fit this pipeline's shared memory\n"
+           "    num_progs = torch.cuda.get_device_properties(x.device).multi_processor_count"
+           f" * {resident(p, task)}\n")
+    return f"""
 @triton.jit
-def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def grouped_gemm_kernel({KERNEL_ARGS}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                         NUM_PROGS: tl.constexpr):
     # all experts' weights as one [E * N, K] matrix: a tile of expert e starts at row e * N (N % BLOCK_N == 0)
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[E * N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -298,4 +259,42 @@ def grouped_gemm_kernel({self._SIG}BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 def _alloc(size: int, alignment: int, stream):
     return torch.empty(size, device="cuda", dtype=torch.int8)   # scratch for device-side descriptors
-"""
+""" + wrapper(p, task, "(num_progs,)", pre, persistent_consts, ", NUM_PROGS=num_progs")
+
+
+class GroupedGemmTriton(GroupedGemmSpec):
+    impl = "triton"
+    variants = (
+        Rung("row_per_program", "one program per (row, N block): expert found by comparing offsets, CUDA-core dot",
+             (Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64)), path="fp32",
+             compute_eff=0.1, memory_eff=0.6, launch=row_per_program_launch, render=row_per_program_src,
+             consts=base_consts, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc_t": "y_ptr.dtype.element_ty"}}),
+        Rung("expert_grid_dot", "tl.dot tiles; grid = E x ceil(T / BLOCK_M) m-blocks, programs past an expert's rows exit",
+             (BM, BN, Param("BLOCK_K", (32, 64), 32)), path="fp16", compute_eff=0.42, memory_eff=0.75,
+             smem="dynamic", launch=tile_launch(0.5, "grid"), render=expert_grid_dot_src, consts=grid_consts,
+             bugs={"off_by_one": {"k_tiles": K_TILES + " - 1"}, "half_accumulator": {"acc": ACC16}}),
+        Rung("block_lookup", "compact grid: each program finds its expert from a cumsum of per-expert block counts; pipelined",
+             (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.62,
+             memory_eff=0.85, smem="dynamic", launch=tile_launch(0.5), render=block_lookup_src, consts=base_consts,
+             bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
+        Rung("m_fastest_order", "m-blocks fastest in program order: resident programs share w[e] tiles in L2",
+             (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.66,
+             memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
+             consts=base_consts, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
+        Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
+             (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
+             path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
+             render=persistent_tma_src, consts=persistent_consts,
+             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
+    )
+
+    def assemble(self, kernel, variant, params, task):
+        return TRITON_PRELUDE + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "ids_ptr": "*i32", "offsets_ptr": "*i32", "N": "i32", "K": "i32"}
+        consts = variant.consts(params, task)
+        sig.update({name: "constexpr" for name in consts})
+        return [KernelSpec("grouped_gemm_kernel", sig, consts, num_warps=params.get("num_warps", 4),
+                           num_stages=params.get("num_stages", 1))]

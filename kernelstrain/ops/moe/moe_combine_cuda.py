@@ -7,84 +7,31 @@ permutation once, then one thread per output element gathers its top-k values (n
 -> one block per token with 16-byte uint4 loads -> several tokens per block with all top-k row loads
 issued before the accumulation (TOPK compile-time, loads in flight per lane = topk).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
+from .moe_combine_spec import ENTRY, MoeCombineSpec
 
-SIG = ("void moe_combine(const scalar_t* expert_out, const int* sorted_ids, const float* topk_weights, scalar_t* y, "
-       "int T, int K, int topk, cudaStream_t stream)")
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 
 
-class MoeCombineCuda(OpModule):
-    op, impl, family = "moe_combine", "cuda", "moe"
-    title = "MoE combine (weighted top-k sum, back to token order)"
-    desc = ("y[t, :] = sum_j topk_weights[t, j] * expert_out[p, :] where row p of the expert-sorted expert_out holds "
-            "assignment t * topk + j (sorted_ids[p] = t * topk + j); fp32 weights and accumulation.")
-    dims = {"T": "tokens", "topk": "experts per token", "K": "hidden size"}
-    shapes = ({"T": 16, "topk": 2, "K": 4096}, {"T": 4096, "topk": 2, "K": 4096}, {"T": 64, "topk": 6, "K": 2048},
-              {"T": 2048, "topk": 6, "K": 2048}, {"T": 8192, "topk": 8, "K": 2048}, {"T": 512, "topk": 8, "K": 7168})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("atomic_scatter_add", "thread per expert_out element atomicAdds w * v into a zeroed fp32 buffer; convert kernel",
-                (THREADS,), memory_eff=0.6, bugs=("missing_scale", "off_by_one")),
-        Variant("gather_per_element", "inverse permutation kernel, then one thread per y element gathers its top-k values",
-                (THREADS,), memory_eff=0.75, bugs=("wrong_init", "off_by_one")),
-        Variant("vectorized_uint4", "one block per token: 16-byte uint4 loads of each expert row, fp32 accumulators",
-                (THREADS,), memory_eff=0.86, bugs=("missing_scale", "off_by_one")),
-        Variant("multi_token_ilp", "tokens per block, slots/weights staged in smem, all top-k uint4 loads in flight at once",
-                (Param("threads", (64, 128, 256), 128), Param("tokens_per_block", (1, 2, 4), 2)), memory_eff=0.91,
-                smem="static", bugs=("missing_scale", "off_by_one")),
-    )
+def sizes(task):
+    """(tokens, topk, K, element bytes, minimum bytes, assignments)."""
+    t, topk = task["T"], task["topk"]
+    return t, topk, task["K"], DTYPE_BYTES[task.dtype], MoeCombineSpec().cost(task).bytes, t * topk
 
-    def cost(self, task: Task) -> Cost:
-        t, topk, k, e = task["T"], task["topk"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * t * topk * k, bytes=t * topk * k * e + t * k * e + t * topk * 8)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, topk, k, e = task["T"], task["topk"], task["K"], DTYPE_BYTES[task.dtype]
-        tag, base, threads = variant.tag, self.cost(task).bytes, params["threads"]
-        n = t * topk
-        if tag == "atomic_scatter_add":
-            # fp32 buffer: zeroed, atomically updated topk times per element at L2, read back by the convert
-            extra = t * k * 4 * 3 + n * k * 4 * 0.5
-            return Launch(grid=cdiv(n * k, threads), threads=threads, regs=20, bytes_per_access=e,
-                          traffic=1 + extra / base, launches=3)
-        if tag == "gather_per_element":
-            return Launch(grid=cdiv(t * k, threads), threads=threads, regs=32, bytes_per_access=e,
-                          traffic=1 + n * 8 / base, launches=2)
-        if tag == "vectorized_uint4":
-            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=16, traffic=1 + n * 8 / base,
-                          lane_util=min(1.0, k / 8 / threads), launches=2)
-        tpb = params["tokens_per_block"]
-        return Launch(grid=cdiv(t, tpb), threads=threads, smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
-                      bytes_per_access=8 * topk, traffic=1 + n * 8 / base,
-                      lane_util=min(1.0, k / 8 / threads), launches=2)
+# -- atomic_scatter_add --------------------------------------------------------------------
+def atomic_scatter_add_launch(p, task):
+    t, topk, k, e, base, n = sizes(task)
+    # fp32 buffer: zeroed, atomically updated topk times per element at L2, read back by the convert
+    extra = t * k * 4 * 3 + n * k * 4 * 0.5
+    return Launch(grid=cdiv(n * k, p["threads"]), threads=p["threads"], regs=20, bytes_per_access=e,
+                  traffic=1 + extra / base, launches=3)
 
-    def signature(self, task: Task) -> str:
-        return SIG
 
-    def reference(self, task: Task) -> str:
-        body = ("rows = torch.empty_like(expert_out)\n"
-                "        rows[sorted_ids.long()] = expert_out                    # back to assignment order\n"
-                "        y = (rows.view(T, topk, K).float() * topk_weights.unsqueeze(-1)).sum(dim=1)\n"
-                "        return y.to(expert_out.dtype)")
-        inputs = ("[torch.randn(T * topk, K, dtype=DTYPE, device='cuda'),\n"
-                  "            torch.randperm(T * topk, device='cuda').int(),   # any expert-sorted order\n"
-                  "            torch.softmax(torch.randn(T, topk, device='cuda'), dim=-1)]")
-        return kernelbench_program(task, self.title, args="expert_out, sorted_ids, topk_weights", body=body,
-                                   inputs=inputs)
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n#define THREADS {params['threads']}\n{body}"
-
-    def _atomic_scatter_add(self, p, task, bug):
-        w = "" if bug == "missing_scale" else "topk_weights[a] * "
-        upd = f"atomicAdd(&acc[(size_t)(a / topk) * K + k], {w}to_float(expert_out[i]));"
-        last = "count - 1" if bug == "off_by_one" else "count"
-        return f"""
+def atomic_scatter_add_src(p, task, w="topk_weights[a] * ", last="count"):
+    upd = f"atomicAdd(&acc[(size_t)(a / topk) * K + k], {w}to_float(expert_out[i]));"
+    return f"""
 // Walk expert_out in its own (expert-sorted) order and add each weighted value into its token's row.
 extern "C" __global__ void __launch_bounds__(THREADS)
 moe_combine_kernel(const scalar_t* __restrict__ expert_out, const int* __restrict__ sorted_ids,
@@ -100,7 +47,7 @@ __global__ void moe_convert(const float* __restrict__ acc, scalar_t* __restrict_
     if (i < {last}) y[i] = from_float(acc[i]);
 }}
 
-{SIG} {{
+{ENTRY.prototype(task)} {{
     const size_t n = (size_t)T * topk, outputs = (size_t)T * K;
     float* acc = nullptr;                      // fp32 token-order accumulator
     cudaMallocAsync((void**)&acc, outputs * sizeof(float), stream);
@@ -112,9 +59,11 @@ __global__ void moe_convert(const float* __restrict__ acc, scalar_t* __restrict_
 }}
 """
 
-    def _invert(self, task) -> str:
-        n = task["T"] * task["topk"]
-        return f"""
+
+# -- the gather rungs: invert the permutation once, then read each token's rows ------------
+def invert(task) -> str:
+    n = task["T"] * task["topk"]
+    return f"""
 __device__ int slot_of[{n}];                    // slot_of[a]: row of assignment a in expert_out
 
 __global__ void invert_perm(const int* __restrict__ sorted_ids, int n) {{
@@ -123,19 +72,25 @@ __global__ void invert_perm(const int* __restrict__ sorted_ids, int n) {{
 }}
 """
 
-    def _host(self, grid: str) -> str:
-        return f"""
-{SIG} {{
+
+def host(task, grid: str) -> str:
+    return f"""
+{ENTRY.prototype(task)} {{
     const int n = T * topk;
     invert_perm<<<(n + 255) / 256, 256, 0, stream>>>(sorted_ids, n);
     moe_combine_kernel<<<{grid}, THREADS, 0, stream>>>(expert_out, topk_weights, y, T, K, topk);
 }}
 """
 
-    def _gather_per_element(self, p, task, bug):
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        last = "topk - 1" if bug == "off_by_one" else "topk"
-        return self._invert(task) + f"""
+
+def gather_per_element_launch(p, task):
+    t, topk, k, e, base, n = sizes(task)
+    return Launch(grid=cdiv(t * k, p["threads"]), threads=p["threads"], regs=32, bytes_per_access=e,
+                  traffic=1 + n * 8 / base, launches=2)
+
+
+def gather_per_element_src(p, task, init="0.f", last="topk"):
+    return invert(task) + f"""
 // One thread per y element: its topk sources are the same column of topk rows (coalesced per warp).
 extern "C" __global__ void __launch_bounds__(THREADS)
 moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restrict__ topk_weights,
@@ -150,17 +105,23 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
     }}
     y[i] = from_float(acc);
 }}
-""" + self._host("(unsigned)(((size_t)T * K + THREADS - 1) / THREADS)")
+""" + host(task, "(unsigned)(((size_t)T * K + THREADS - 1) / THREADS)")
 
-    _PACK = """
+
+PACK = """
 constexpr int VEC = 8;                          // 8 x 16-bit elements per 16-byte uint4 (K % 8 == 0)
 union Pack { uint4 u; scalar_t h[VEC]; };
 """
 
-    def _vectorized_uint4(self, p, task, bug):
-        last = "topk - 1" if bug == "off_by_one" else "topk"
-        w = "" if bug == "missing_scale" else "w * "
-        return self._invert(task) + self._PACK + f"""
+
+def vectorized_uint4_launch(p, task):
+    t, topk, k, e, base, n = sizes(task)
+    return Launch(grid=t, threads=p["threads"], regs=32, bytes_per_access=16, traffic=1 + n * 8 / base,
+                  lane_util=min(1.0, k / 8 / p["threads"]), launches=2)
+
+
+def vectorized_uint4_src(p, task, last="topk", w="w * "):
+    return invert(task) + PACK + f"""
 // One block per token; each lane owns 8 columns and walks the token's topk expert rows.
 extern "C" __global__ void __launch_bounds__(THREADS)
 moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restrict__ topk_weights,
@@ -183,12 +144,19 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
         reinterpret_cast<uint4*>(y + (size_t)t * K)[c] = out.u;
     }}
 }}
-""" + self._host("T")
+""" + host(task, "T")
 
-    def _multi_token_ilp(self, p, task, bug):
-        w = "" if bug == "missing_scale" else "w[j] * "
-        last = "tokens - 1" if bug == "off_by_one" else "tokens"
-        return self._invert(task) + self._PACK + f"""
+
+def multi_token_ilp_launch(p, task):
+    t, topk, k, e, base, n = sizes(task)
+    tpb = p["tokens_per_block"]
+    return Launch(grid=cdiv(t, tpb), threads=p["threads"], smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
+                  bytes_per_access=8 * topk, traffic=1 + n * 8 / base,
+                  lane_util=min(1.0, k / 8 / p["threads"]), launches=2)
+
+
+def multi_token_ilp_src(p, task, w="w[j] * ", last="tokens"):
+    return invert(task) + PACK + f"""
 #define TOPK {task['topk']}              // compile-time: the row loads unroll and issue together
 #define TPB {p['tokens_per_block']}
 
@@ -230,4 +198,28 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
         }}
     }}
 }}
-""" + self._host("(T + TPB - 1) / TPB")
+""" + host(task, "(T + TPB - 1) / TPB")
+
+
+class MoeCombineCuda(MoeCombineSpec):
+    impl = "cuda"
+    shapes = ({"T": 16, "topk": 2, "K": 4096}, {"T": 4096, "topk": 2, "K": 4096}, {"T": 64, "topk": 6, "K": 2048},
+              {"T": 2048, "topk": 6, "K": 2048}, {"T": 8192, "topk": 8, "K": 2048}, {"T": 512, "topk": 8, "K": 7168})
+    variants = (
+        Rung("atomic_scatter_add", "thread per expert_out element atomicAdds w * v into a zeroed fp32 buffer; convert kernel",
+             (THREADS,), memory_eff=0.6, launch=atomic_scatter_add_launch, render=atomic_scatter_add_src,
+             bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "count - 1"}}),
+        Rung("gather_per_element", "inverse permutation kernel, then one thread per y element gathers its top-k values",
+             (THREADS,), memory_eff=0.75, launch=gather_per_element_launch, render=gather_per_element_src,
+             bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"last": "topk - 1"}}),
+        Rung("vectorized_uint4", "one block per token: 16-byte uint4 loads of each expert row, fp32 accumulators",
+             (THREADS,), memory_eff=0.86, launch=vectorized_uint4_launch, render=vectorized_uint4_src,
+             bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "topk - 1"}}),
+        Rung("multi_token_ilp", "tokens per block, slots/weights staged in smem, all top-k uint4 loads in flight at once",
+             (Param("threads", (64, 128, 256), 128), Param("tokens_per_block", (1, 2, 4), 2)), memory_eff=0.91,
+             smem="static", launch=multi_token_ilp_launch, render=multi_token_ilp_src,
+             bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "tokens - 1"}}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task)}\n#define THREADS {params['threads']}\n{body}"

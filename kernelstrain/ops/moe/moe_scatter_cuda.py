@@ -7,95 +7,59 @@ element-wise copy (4 kernels) -> per-block shared-memory histograms, a scan kern
 in-block rank from warp peer masks that also copies each row (3 kernels) -> 16-byte uint4 row copies
 -> warp-aggregated counting and the scan folded into the scatter kernel (2 kernels).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude,
-                    kernelbench_program)
+from functools import partial
+
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
+from ._moe import RANK_ROUND, peers
+from .moe_scatter_spec import ENTRY, MoeScatterSpec
 
 THREADS = Param("threads", (128, 256, 512), 256)
-SIG = ("void moe_scatter(const scalar_t* x, const int* topk_ids, scalar_t* x_sorted, int* sorted_ids, "
-       "int* expert_offsets, int T, int E, int K, int topk, cudaStream_t stream)")
+ATOMIC_COUNT = "atomicAdd(&counts[topk_ids[a] + 1], 1);   // every assignment hits one of E hot words"
+# missing_barrier drops: the other threads read start[] while thread 0 is still scanning it
+PUBLISH_STARTS = "\n    __syncthreads();                         // publish the scanned starts"
+# missing_barrier drops it: warp_cnt (thread 0 reads the totals from it) is cleared while thread 0 still reads it
+TOTALS_READ = "\n    __syncthreads();                           // thread 0 is done with the totals"
 
 
-class MoeScatterCuda(OpModule):
-    op, impl, family = "moe_scatter", "cuda", "moe"
-    title = "MoE token dispatch (expert-sorted permutation)"
-    desc = ("From topk_ids [T, topk] int32: expert_offsets [E + 1], sorted_ids (assignments a = t * topk + j "
-            "grouped by expert, stable) and x_sorted[p, :] = x[sorted_ids[p] // topk, :].")
-    dims = {"T": "tokens", "E": "experts", "topk": "experts per token", "K": "hidden size"}
-    shapes = ({"T": 16, "E": 8, "topk": 2, "K": 4096}, {"T": 4096, "E": 8, "topk": 2, "K": 4096},
-              {"T": 64, "E": 64, "topk": 6, "K": 2048}, {"T": 2048, "E": 64, "topk": 6, "K": 2048},
-              {"T": 8192, "E": 128, "topk": 8, "K": 2048}, {"T": 512, "E": 256, "topk": 8, "K": 7168})
-    dtypes = ("fp16", "bf16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("atomic_multi_kernel", "global atomicAdd histogram, 1-thread scan, per-expert serial fill, element copy",
-                (Param("threads", (128, 256), 256),), memory_eff=0.7, bugs=("racy_update", "off_by_one")),
-        Variant("block_rank_scan", "smem histograms per block, scan kernel, stable ranks from warp peer masks, row gather",
-                (THREADS,), memory_eff=0.8, bugs=("missing_barrier", "off_by_one")),
-        Variant("vectorized_uint4", "as block_rank_scan, rows gathered as 16-byte uint4 (8 elements a lane)",
-                (THREADS,), memory_eff=0.88, bugs=("missing_barrier", "off_by_one")),
-        Variant("warp_aggregated_fused", "one smem atomic per expert per warp (peer leader); scan folded into the "
-                "scatter, each token row read once and written to its topk slots",
-                (Param("threads", (128, 256), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
-                smem="static", bugs=("missing_barrier", "off_by_one")),
-    )
+def sizes(task):
+    """(tokens, experts, topk, K, element bytes, minimum bytes): what every launch model reads."""
+    return *(task[d] for d in ("T", "E", "topk", "K")), DTYPE_BYTES[task.dtype], MoeScatterSpec().cost(task).bytes
 
-    def cost(self, task: Task) -> Cost:
-        t, e, topk, k, elt = task["T"], task["E"], task["topk"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=0, bytes=t * k * elt + t * topk * k * elt + t * topk * 8 + (e + 1) * 4)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, e, topk, k, elt = task["T"], task["E"], task["topk"], task["K"], DTYPE_BYTES[task.dtype]
-        gpu, tag, base = task.gpu, variant.tag, self.cost(task).bytes
-        n = t * topk
-        threads = params["threads"]
-        if tag == "atomic_multi_kernel":
-            # each of the E fill threads walks all n ids (~8 ns a step, L1/L2 hits): serial time in byte terms
-            serial_bytes = n * 8e-9 * gpu.bw_tbs * 1e12 * 0.7
-            return Launch(grid=cdiv(n * k, threads), threads=threads, regs=16, bytes_per_access=elt,
-                          traffic=1 + serial_bytes / base, launches=5)
-        warps = cdiv(threads, gpu.warp)
+def atomic_multi_kernel_launch(p, task):
+    t, e, topk, k, elt, base = sizes(task)
+    # each of the E fill threads walks all n ids (~8 ns a step, L1/L2 hits): serial time in byte terms
+    serial_bytes = t * topk * 8e-9 * task.gpu.bw_tbs * 1e12 * 0.7
+    return Launch(grid=cdiv(t * topk * k, p["threads"]), threads=p["threads"], regs=16, bytes_per_access=elt,
+                  traffic=1 + serial_bytes / base, launches=5)
+
+
+def rank_launch(vectorized: bool):
+    """block_rank_scan / vectorized_uint4: one block per sorted row copies K elements (scalar or uint4)."""
+    def launch(p, task):
+        t, e, topk, k, elt, base = sizes(task)
+        threads, vec = p["threads"], 16 if vectorized else elt
         gather = (topk - 1) * t * k * elt * 0.3          # rungs that gather re-read each token row topk times
-        if tag == "warp_aggregated_fused":
-            tpb = params["tokens_per_block"]
-            blocks = cdiv(t, tpb)
-            # every block reads the count table of all blocks (from L2) to find its bases
-            table = blocks * blocks * e * 4
-            return Launch(grid=blocks, threads=threads, smem_bytes=warps * e * 4 + e * 4 + tpb * topk * 4,
-                          regs=40, bytes_per_access=16, traffic=1 + 0.25 * table / base,
-                          lane_util=min(1.0, k / 8 / threads), launches=2)
-        vec = 16 if tag == "vectorized_uint4" else elt
-        blocks = cdiv(n, threads)
-        # main kernel: one block per sorted row copies K elements
-        return Launch(grid=n, threads=threads, regs=32 if vec == 16 else 24, bytes_per_access=vec,
-                      traffic=1 + (gather + blocks * e * 12) / base, lane_util=min(1.0, k * elt / vec / threads),
-                      launches=4)
+        blocks = cdiv(t * topk, threads)
+        return Launch(grid=t * topk, threads=threads, regs=32 if vec == 16 else 24, bytes_per_access=vec, launches=4,
+                      traffic=1 + (gather + blocks * e * 12) / base, lane_util=min(1.0, k * elt / vec / threads))
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return SIG
 
-    def reference(self, task: Task) -> str:
-        body = ("flat = topk_ids.flatten().long()\n"
-                "        sorted_ids = torch.argsort(flat, stable=True)\n"
-                "        counts = torch.bincount(flat, minlength=E)\n"
-                "        offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])\n"
-                "        return x[sorted_ids // topk], sorted_ids.int(), offsets.int()")
-        inputs = ("[torch.randn(T, K, dtype=DTYPE, device='cuda'),\n"
-                  "            torch.rand(T, E, device='cuda').argsort(dim=1)[:, :topk].int().contiguous()]")
-        return kernelbench_program(task, self.title, args="x, topk_ids", body=body, inputs=inputs)
+def warp_aggregated_fused_launch(p, task):
+    t, e, topk, k, elt, base = sizes(task)
+    threads, tpb = p["threads"], p["tokens_per_block"]
+    warps, blocks = cdiv(threads, task.gpu.warp), cdiv(t, tpb)
+    table = blocks * blocks * e * 4     # every block reads the count table of all blocks (from L2) to find its bases
+    return Launch(grid=blocks, threads=threads, smem_bytes=warps * e * 4 + e * 4 + tpb * topk * 4,
+                  regs=40, bytes_per_access=16, traffic=1 + 0.25 * table / base,
+                  lane_util=min(1.0, k / 8 / threads), launches=2)
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        head = f"#define E_MAX {task['E']}   // experts: per-block tables live in shared memory\n"
-        if task.is_hip:
-            head += "#define cudaGetSymbolAddress hipGetSymbolAddress\n"
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{head}{body}"
 
-    def _atomic_multi_kernel(self, p, task, bug):
-        add = "counts[topk_ids[a] + 1] += 1;   // plain read-modify-write" if bug == "racy_update" \
-            else "atomicAdd(&counts[topk_ids[a] + 1], 1);   // every assignment hits one of E hot words"
-        last = "E" if bug == "off_by_one" else "E + 1"
-        return f"""#define THREADS {p['threads']}
+# -- atomic_multi_kernel -------------------------------------------------------------------
+def atomic_multi_kernel_src(p, task, add=ATOMIC_COUNT, last="E + 1"):
+    return f"""#define THREADS {p['threads']}
 
 __global__ void moe_histogram(const int* __restrict__ topk_ids, int* counts, int n) {{
     const int a = blockIdx.x * blockDim.x + threadIdx.x;
@@ -126,7 +90,7 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ sorte
     x_sorted[i] = x[(size_t)(sorted_ids[p] / topk) * K + k];
 }}
 
-{SIG} {{
+{ENTRY.prototype(task)} {{
     const int n = T * topk;
     cudaMemsetAsync(expert_offsets, 0, (E + 1) * sizeof(int), stream);
     moe_histogram<<<(n + 255) / 256, 256, 0, stream>>>(topk_ids, expert_offsets, n);
@@ -137,63 +101,18 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ sorte
 }}
 """
 
-    def _peers(self, task) -> str:
-        if task.is_hip:
-            return """typedef unsigned long long lane_mask_t;
-// Lanes of this wavefront holding the same key. No match_any on AMD: peel one key per round.
-__device__ __forceinline__ lane_mask_t peers_of(int key) {
-    lane_mask_t todo = __ballot(1), peers = 0;
-    while (todo) {
-        const int leader_key = __shfl(key, __ffsll((long long)todo) - 1);
-        const lane_mask_t same = __ballot(key == leader_key);
-        if (key == leader_key) peers = same;
-        todo &= ~same;
-    }
-    return peers;
-}
-__device__ __forceinline__ int mask_popc(lane_mask_t m) { return __popcll(m); }
-"""
-        return """typedef unsigned int lane_mask_t;
-// Lanes of this warp holding the same key (sm_70+: one instruction).
-__device__ __forceinline__ lane_mask_t peers_of(int key) { return __match_any_sync(0xffffffffu, key); }
-__device__ __forceinline__ int mask_popc(lane_mask_t m) { return __popc(m); }
-"""
-
-    @staticmethod
-    def _rank_round() -> str:
-        """Stable rank of one round of THREADS consecutive assignments; adds run[e] from earlier rounds."""
-        return """
-// Rank of assignment a among the block's earlier assignments of the same expert:
-// earlier rounds (run[e]) + earlier warps of this round (warp_cnt) + earlier lanes (peer mask).
-__device__ __forceinline__ int rank_round(int e, int (*warp_cnt)[E_MAX], const int* run) {
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const lane_mask_t peers = peers_of(e);                 // every lane takes part (e = -1 past the end)
-    const int in_warp = mask_popc(peers & ((((lane_mask_t)1) << lane) - 1));
-    if (e >= 0 && in_warp == 0) warp_cnt[warp][e] = mask_popc(peers);   // lowest peer speaks for the warp
-    __syncthreads();
-    int rank = -1;
-    if (e >= 0) {
-        rank = run[e] + in_warp;
-        for (int w = 0; w < warp; ++w) rank += warp_cnt[w][e];
-    }
-    return rank;
-}
-"""
-
-    def _rank_kernels(self, p, task, bug, vec: bool):
-        last = "E - 1" if bug == "off_by_one" else "E"
-        # the bug: the other threads read start[] while thread 0 is still scanning it
-        published = "" if bug == "missing_barrier" else "\n    __syncthreads();                         // publish the scanned starts"
-        copy = ("""    const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)(sorted_ids[p] / topk) * K);
+# -- block_rank_scan, vectorized_uint4: stable ranks from warp peer masks -----------------
+def rank_kernels(p, task, last="E", published=PUBLISH_STARTS, vec: bool = False):
+    copy = ("""    const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)(sorted_ids[p] / topk) * K);
     uint4* dst = reinterpret_cast<uint4*>(x_sorted + (size_t)p * K);
     for (int c = threadIdx.x; c < K / 8; c += THREADS) dst[c] = src[c];     // 16 bytes a lane (K % 8 == 0)"""
-                if vec else """    const scalar_t* src = x + (size_t)(sorted_ids[p] / topk) * K;
+            if vec else """    const scalar_t* src = x + (size_t)(sorted_ids[p] / topk) * K;
     scalar_t* dst = x_sorted + (size_t)p * K;
     for (int k = threadIdx.x; k < K; k += THREADS) dst[k] = src[k];""")
-        blocks = cdiv(task["T"] * task["topk"], p["threads"])
-        return f"""#define THREADS {p['threads']}
+    blocks = cdiv(task["T"] * task["topk"], p["threads"])
+    return f"""#define THREADS {p['threads']}
 #define WARPS (THREADS / WARP_SIZE)
-{self._peers(task)}{self._rank_round()}
+{peers(task)}{RANK_ROUND}
 // Kernel 1: this block's per-expert counts, shared-memory atomics.
 __global__ void __launch_bounds__(THREADS) moe_count(const int* __restrict__ topk_ids, int* block_counts, int n, int E) {{
     __shared__ int hist[E_MAX];
@@ -244,7 +163,7 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ sorte
 
 __device__ int block_counts[{blocks} * E_MAX];   // per-block expert counts, then slot bases
 
-{SIG} {{
+{ENTRY.prototype(task)} {{
     const int n = T * topk, blocks = (n + THREADS - 1) / THREADS;
     int* counts = nullptr;
     cudaGetSymbolAddress((void**)&counts, block_counts);
@@ -255,24 +174,16 @@ __device__ int block_counts[{blocks} * E_MAX];   // per-block expert counts, the
 }}
 """
 
-    def _block_rank_scan(self, p, task, bug):
-        return self._rank_kernels(p, task, bug, vec=False)
-
-    def _vectorized_uint4(self, p, task, bug):
-        return self._rank_kernels(p, task, bug, vec=True)
-
-    def _warp_aggregated_fused(self, p, task, bug):
-        tpb, threads = p["tokens_per_block"], p["threads"]
-        blocks = cdiv(task["T"], tpb)
-        add = "atomicAdd(&hist[e], mask_popc(peers));   // one atomic per expert per warp"
-        cmp = "<=" if bug == "off_by_one" else "<"
-        # the bug: warp_cnt (thread 0 reads the totals from it) is cleared while thread 0 still reads it
-        published = "" if bug == "missing_barrier" else "\n    __syncthreads();                           // thread 0 is done with the totals"
-        return f"""#define THREADS {threads}
+# -- warp_aggregated_fused -----------------------------------------------------------------
+def warp_aggregated_fused_src(p, task, cmp="<", published=TOTALS_READ):
+    tpb, threads = p["tokens_per_block"], p["threads"]
+    blocks = cdiv(task["T"], tpb)
+    add = "atomicAdd(&hist[e], mask_popc(peers));   // one atomic per expert per warp"
+    return f"""#define THREADS {threads}
 #define WARPS (THREADS / WARP_SIZE)
 #define TPB {tpb}                 // tokens per block: TPB * topk assignments, ranked in rounds of THREADS
 #define MAX_ITEMS (TPB * {task['topk']})
-{self._peers(task)}{self._rank_round()}
+{peers(task)}{RANK_ROUND}
 // Kernel 1: per-block counts; each warp's peers elect one lane that adds the whole group.
 __global__ void __launch_bounds__(THREADS) moe_count(const int* __restrict__ topk_ids, int* block_counts, int n, int E) {{
     __shared__ int hist[E_MAX];
@@ -349,7 +260,7 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ topk_
 
 __device__ int block_counts[{blocks} * E_MAX];
 
-{SIG} {{
+{ENTRY.prototype(task)} {{
     const int blocks = (T + TPB - 1) / TPB;
     int* counts = nullptr;
     cudaGetSymbolAddress((void**)&counts, block_counts);
@@ -358,3 +269,32 @@ __device__ int block_counts[{blocks} * E_MAX];
                                                        T, E, K, topk, blocks);
 }}
 """
+
+
+class MoeScatterCuda(MoeScatterSpec):
+    impl = "cuda"
+    shapes = ({"T": 16, "E": 8, "topk": 2, "K": 4096}, {"T": 4096, "E": 8, "topk": 2, "K": 4096},
+              {"T": 64, "E": 64, "topk": 6, "K": 2048}, {"T": 2048, "E": 64, "topk": 6, "K": 2048},
+              {"T": 8192, "E": 128, "topk": 8, "K": 2048}, {"T": 512, "E": 256, "topk": 8, "K": 7168})
+    variants = (
+        Rung("atomic_multi_kernel", "global atomicAdd histogram, 1-thread scan, per-expert serial fill, element copy",
+             (Param("threads", (128, 256), 256),), memory_eff=0.7,
+             launch=atomic_multi_kernel_launch, render=atomic_multi_kernel_src,
+             bugs={"racy_update": {"add": "counts[topk_ids[a] + 1] += 1;   // plain read-modify-write"},
+                   "off_by_one": {"last": "E"}}),
+        Rung("block_rank_scan", "smem histograms per block, scan kernel, stable ranks from warp peer masks, row gather",
+             (THREADS,), memory_eff=0.8, launch=rank_launch(False), render=rank_kernels,
+             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
+        Rung("vectorized_uint4", "as block_rank_scan, rows gathered as 16-byte uint4 (8 elements a lane)",
+             (THREADS,), memory_eff=0.88, launch=rank_launch(True), render=partial(rank_kernels, vec=True),
+             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
+        Rung("warp_aggregated_fused", "one smem atomic per expert per warp (peer leader); scan folded into the "
+             "scatter, each token row read once and written to its topk slots",
+             (Param("threads", (128, 256), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
+             smem="static", launch=warp_aggregated_fused_launch, render=warp_aggregated_fused_src,
+             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"cmp": "<="}}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        head = f"#define E_MAX {task['E']}   // experts: per-block tables live in shared memory\n"
+        return f"{prelude(task)}\n{head}{task.dialect.aliases('GetSymbolAddress')}{body}"

@@ -4,7 +4,7 @@ the block-wide shuffle sum of the CUDA renders, and next_pow2 for the Triton row
 >>> next_pow2(5120), next_pow2(4096)
 (8192, 4096)
 """
-from ..base import Launch
+from ..base import DTYPE_BYTES, Launch, TRITON_PRELUDE
 
 
 # CUDA: the Pack union of the uint4 variants.
@@ -36,7 +36,7 @@ def next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def row_in_registers_launch(variant, params: dict, task, rows: int, regs: int, threads: int, smem: int,
+def row_in_registers_launch(params: dict, task, rows: int, regs: int, threads: int, smem: int,
                             per: int, elt: int, util: float):
     """Launch model of a Triton program that holds a whole row in registers: the register file
     caps what one thread may hold and the excess spills through L1/L2; a persistent grid keeps a
@@ -44,9 +44,60 @@ def row_in_registers_launch(variant, params: dict, task, rows: int, regs: int, t
     gpu = task.gpu
     cap = min(255, gpu.regs_per_sm // threads)
     spill = 1.0 + max(0, regs - cap) / 64
-    if variant.tag == "persistent":
+    if "programs_per_sm" in params:
         grid = min(rows, gpu.sms * params["programs_per_sm"])
     else:
         grid, util = rows, util * 0.85
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, cap),
                   bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+
+PERSISTENT_GRID = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
+
+
+def row_program(task, entry, kernel: str, name: str, launch_args: str, consts: dict, params: dict,
+                rows: int = 1) -> str:
+    """A Triton candidate of one row kernel: imports, PROGRAMS_PER_SM when persistent, the
+    @triton.jit source (`name` is the kernel it launches) and the wrapper (its def line from the
+    entry) launching one program per `rows` rows, or a persistent grid."""
+    kw = "".join(f"{k}={v}, " for k, v in consts.items())
+    if "programs_per_sm" in params:
+        grid, head = PERSISTENT_GRID, f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+    else:
+        grid, head = f"triton.cdiv(T, {rows})", ""
+    return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel.strip(chr(10))}
+
+
+{entry.py_def(task)}:
+    T, D = x.shape
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    grid = ({grid},)
+    {name}[grid]({launch_args}, {kw}num_warps={params['num_warps']})
+    return y
+"""
+
+
+def lane_rows_launch(block: str, rows: str, traffic: float):
+    """Launch model of a Triton rung whose every lane walks its own row (`block` rows a program,
+    `rows` the task's row dim): uncoalesced 32-byte sectors, lanes past `block` replicate rows."""
+    def launch(p, task):
+        t, bt, threads = task[rows], p[block], p["num_warps"] * task.gpu.warp
+        return Launch(grid=-(-t // bt), threads=threads, regs=32, bytes_per_access=32, traffic=traffic,
+                      lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
+    return launch
+
+
+def chunk_launch(rows: str, cols: str, regs_per: int, traffic: float, smem_per_warp: int = 4, launches: int = 1):
+    """Launch model of a Triton program per row streaming BLOCK-wide chunks: `regs_per` registers
+    per element a thread holds of a chunk."""
+    def launch(p, task):
+        c, elt, nw, block = task[cols], DTYPE_BYTES[task.dtype], p["num_warps"], p["BLOCK"]
+        threads = nw * task.gpu.warp
+        per = max(1, block // threads)
+        return Launch(grid=task[rows], threads=threads, smem_bytes=smem_per_warp * nw, regs=24 + regs_per * per,
+                      bytes_per_access=min(16, per * elt), traffic=traffic,
+                      lane_util=min(1.0, c / block) * min(1.0, block / threads), launches=launches)
+    return launch

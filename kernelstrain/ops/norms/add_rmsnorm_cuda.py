@@ -4,77 +4,38 @@ Ladder: an add kernel then an RMSNorm kernel (two launches, residual crosses DRA
 times) -> one fused kernel with a shared-memory tree sum -> warp shuffles -> 16-byte
 uint4 loads/stores -> the summed row cached in registers (no re-read of the residual).
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ._norms import BLOCK_SUM, VEC_PACK
-from .add_rmsnorm_spec import AddRMSNormSpec
+from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
-
-
-class AddRMSNormCuda(AddRMSNormSpec):
-    impl = "cuda"
-    variants = (
-        Variant("two_kernels", "elementwise add kernel, then a block-per-row RMSNorm kernel re-reading the residual",
-                (THREADS,), memory_eff=0.72, smem="static", bugs=("missing_barrier", "missing_scale")),
-        Variant("fused_block_reduce", "one kernel: add, store residual, shared-memory tree sum, normalise",
-                (THREADS,), memory_eff=0.75, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
-                (THREADS,), memory_eff=0.82, smem="static", bugs=("off_by_one", "missing_scale")),
-        Variant("vectorized_uint4", "fused kernel with 16-byte uint4 loads/stores of x, residual and y",
-                (THREADS,), memory_eff=0.9, smem="static", bugs=("no_bounds_check", "missing_scale")),
-        Variant("register_cached", "summed row kept in registers: residual written once, never re-read",
-                (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
-                bugs=("missing_scale", "off_by_one")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        threads = params["threads"]
-        warps = cdiv(threads, task.gpu.warp)
-        vec = 16 // elt
-        if variant.tag == "two_kernels":
-            # add: 2 reads + 1 write; norm: the residual read twice + y written -> 6 passes for 4
-            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=24, bytes_per_access=elt,
-                          traffic=1.5, lane_util=min(1.0, d / threads), launches=2)
-        if variant.tag in ("fused_block_reduce", "warp_shuffle"):
-            # x, residual read; residual written; residual re-read for the output; y written -> 5 for 4
-            smem = threads * 4 if variant.tag == "fused_block_reduce" else warps * 4
-            return Launch(grid=t, threads=threads, smem_bytes=smem, regs=24, bytes_per_access=elt,
-                          traffic=1.25, lane_util=min(1.0, d / threads))
-        if variant.tag == "vectorized_uint4":
-            return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=32, bytes_per_access=16,
-                          traffic=1.25, lane_util=min(1.0, d / (threads * vec)))
-        rows = params["rows_per_block"]
-        per_thread = cdiv(d, threads * vec)             # uint4 chunks cached per thread
-        regs = 24 + 6 * per_thread
-        spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
-        return Launch(grid=cdiv(t, rows), threads=threads * rows, smem_bytes=warps * rows * 4,
-                      regs=min(regs, 255), bytes_per_access=16, traffic=spill,
-                      lane_util=min(1.0, d / (threads * vec)))
-
-    def signature(self, task: Task) -> str:
-        return ("void add_rmsnorm_forward(const scalar_t* x, scalar_t* residual, const scalar_t* weight, "
-                "scalar_t* y, int T, int D, float eps, cudaStream_t stream)")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{body}"
-
-    def _host(self, grid: str, block: str, pre: str = "") -> str:
-        return f"""
-void add_rmsnorm_forward(const scalar_t* x, scalar_t* residual, const scalar_t* weight, scalar_t* y,
-                         int T, int D, float eps, cudaStream_t stream) {{{pre}
-    add_rmsnorm_kernel<<<{grid}, {block}, 0, stream>>>(x, residual, weight, y, T, D, eps);
-}}
-"""
-
-    _SIG = """add_rmsnorm_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ residual,
+SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
+VEC_SCALE = " * to_float(w.h[k])"
+NO_SCALE = {"scale": ""}
+BARRIER = "\n        __syncthreads();"    # between the tree sum's steps; missing_barrier drops it
+SIG = """add_rmsnorm_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ residual,
                    const scalar_t* __restrict__ weight, scalar_t* __restrict__ y, int T, int D, float eps)"""
 
-    def _tree_sum(self, bug):
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
-        return f"""
+
+def host(task, grid: str, block: str, pre: str = "") -> str:
+    return ENTRY.host(task, "add_rmsnorm_kernel", grid, block, pre=pre)
+
+
+def block_launch(p, task, smem: int, traffic: float, launches: int = 1, vec: bool = False):
+    """Launch model of a block-per-row rung with `smem` bytes, scalar or uint4 loads."""
+    d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
+    per = 16 // elt if vec else 1
+    return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24,
+                  bytes_per_access=16 if vec else elt, traffic=traffic,
+                  lane_util=min(1.0, d / (threads * per)), launches=launches)
+
+
+def warp_slots(p, task) -> int:
+    return cdiv(p["threads"], task.gpu.warp) * 4
+
+
+def tree_sum(barrier: str) -> str:
+    return f"""
 // Tree sum in shared memory: THREADS partials halve each step.
 __device__ __forceinline__ float tree_sum(float v, float* partial) {{
     partial[threadIdx.x] = v;
@@ -86,11 +47,17 @@ __device__ __forceinline__ float tree_sum(float v, float* partial) {{
 }}
 """
 
-    def _two_kernels(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        return f"""
+
+# -- two_kernels ---------------------------------------------------------------------------
+def two_kernels_launch(p, task):
+    # add: 2 reads + 1 write; norm: the residual read twice + y written -> 6 passes for 4
+    return block_launch(p, task, p["threads"] * 4, 1.5, launches=2)
+
+
+def two_kernels_src(p, task, barrier=BARRIER, scale=SCALE):
+    return f"""
 #define THREADS {p['threads']}
-{self._tree_sum(bug)}
+{tree_sum(barrier)}
 // Kernel 1: residual += x, grid-stride over the whole tensor.
 __global__ void residual_add_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ residual, size_t n) {{
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -99,7 +66,7 @@ __global__ void residual_add_kernel(const scalar_t* __restrict__ x, scalar_t* __
 
 // Kernel 2: RMSNorm of the updated residual, which comes back from DRAM twice.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float partial[THREADS];
     const scalar_t* r = residual + (size_t)blockIdx.x * D;
     scalar_t* yr = y + (size_t)blockIdx.x * D;
@@ -109,18 +76,23 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float(to_float(r[i]) * inv_rms{scale});
 }}
-{self._host("T", "THREADS", pre='''
+{host(task, "T", "THREADS", pre='''
     const size_t n = (size_t)T * D;
     residual_add_kernel<<<(unsigned)((n + 1023) / 1024), 256, 0, stream>>>(x, residual, n);''')}"""
 
-    def _fused(self, p, bug, reduce: str, smem: str):
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        last = "D - 1" if bug == "off_by_one" else "D"
-        return f"""
+
+# -- fused_block_reduce, warp_shuffle: one fused kernel -------------------------------------
+def fused_launch(tree: bool):
+    # x, residual read; residual written; residual re-read for the output; y written -> 5 for 4
+    return lambda p, task: block_launch(p, task, p["threads"] * 4 if tree else warp_slots(p, task), 1.25)
+
+
+def fused(p, task, reduce: str, smem: str, last: str, scale: str) -> str:
+    return f"""
 // One block per row: add and store the residual, reduce, then re-read the residual
 // (each thread re-reads only what it wrote, so no barrier is needed) to normalise.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     {smem}
     const scalar_t* xr = x + (size_t)blockIdx.x * D;
     scalar_t* r = residual + (size_t)blockIdx.x * D;
@@ -136,26 +108,31 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     for (int i = threadIdx.x; i < {last}; i += THREADS)
         yr[i] = from_float(to_float(r[i]) * inv_rms{scale});
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _fused_block_reduce(self, p, task, bug):
-        return (f"\n#define THREADS {p['threads']}\n{self._tree_sum(bug)}"
-                + self._fused(p, bug, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];"))
 
-    def _warp_shuffle(self, p, task, bug):
-        return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
-                + self._fused(p, bug, "block_sum(sum_sq, warp_totals)",
-                              "__shared__ float warp_totals[THREADS / WARP_SIZE];"))
+def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=SCALE):
+    return (f"\n#define THREADS {p['threads']}\n{tree_sum(barrier)}"
+            + fused(p, task, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];", last, scale))
 
-    def _vectorized_uint4(self, p, task, bug):
-        loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
-                if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        return f"""
+
+def warp_shuffle_src(p, task, last="D", scale=SCALE):
+    return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
+            + fused(p, task, "block_sum(sum_sq, warp_totals)", "__shared__ float warp_totals[THREADS / WARP_SIZE];",
+                    last, scale))
+
+
+# -- vectorized_uint4 ----------------------------------------------------------------------
+CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
+UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
+
+
+def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):
+    return f"""
 #define THREADS {p['threads']}
 {VEC_PACK}{BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
     const uint4* xr = reinterpret_cast<const uint4*>(x + (size_t)blockIdx.x * D);
     uint4* r = reinterpret_cast<uint4*>(residual + (size_t)blockIdx.x * D);
@@ -181,14 +158,24 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         yr[c] = o.u;
     }}
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _register_cached(self, p, task, bug):
-        d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
-        per_thread = max(1, cdiv(d, threads * 8))
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        warps = "THREADS / WARP_SIZE - 1" if bug == "off_by_one" else "THREADS / WARP_SIZE"
-        return f"""
+
+# -- register_cached -----------------------------------------------------------------------
+def register_cached_launch(p, task):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    vec = 16 // DTYPE_BYTES[task.dtype]
+    regs = 24 + 6 * cdiv(d, threads * vec)          # uint4 chunks cached per thread
+    spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
+    return Launch(grid=cdiv(task["T"], rows), threads=threads * rows, smem_bytes=warp_slots(p, task) * rows,
+                  regs=min(regs, 255), bytes_per_access=16, traffic=spill,
+                  lane_util=min(1.0, d / (threads * vec)))
+
+
+def register_cached_src(p, task, warps="THREADS / WARP_SIZE", scale=VEC_SCALE):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    per_thread = max(1, cdiv(d, threads * 8))
+    return f"""
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {per_thread}  // ceil(D / (THREADS * 8)) for D = {d}
@@ -196,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 // The summed row stays in registers between the reduction and the output:
 // residual is written once and never re-read, x and residual are read once.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
-{self._SIG} {{
+{SIG} {{
     __shared__ float warp_totals[ROWS_PER_BLOCK][THREADS / WARP_SIZE];
     const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
     const int row = blockIdx.x * ROWS_PER_BLOCK + sub;
@@ -242,4 +229,27 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
         yr[c] = o.u;
     }}
 }}
-{self._host("(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+{host(task, "(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+
+
+class AddRMSNormCuda(AddRMSNormSpec):
+    impl = "cuda"
+    variants = (
+        Rung("two_kernels", "elementwise add kernel, then a block-per-row RMSNorm kernel re-reading the residual",
+             (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
+             bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
+        Rung("fused_block_reduce", "one kernel: add, store residual, shared-memory tree sum, normalise",
+             (THREADS,), memory_eff=0.75, smem="static", launch=fused_launch(tree=True), render=fused_block_reduce_src,
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
+        Rung("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
+             (THREADS,), memory_eff=0.82, smem="static", launch=fused_launch(tree=False), render=warp_shuffle_src,
+             bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("vectorized_uint4", "fused kernel with 16-byte uint4 loads/stores of x, residual and y",
+             (THREADS,), memory_eff=0.9, smem="static",
+             launch=lambda p, task: block_launch(p, task, warp_slots(p, task), 1.25, vec=True),
+             render=vectorized_uint4_src, bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
+        Rung("register_cached", "summed row kept in registers: residual written once, never re-read",
+             (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
+             launch=register_cached_launch, render=register_cached_src,
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"warps": "THREADS / WARP_SIZE - 1"}}),
+    )

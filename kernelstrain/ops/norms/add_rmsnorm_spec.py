@@ -1,7 +1,15 @@
-"""Fused residual add + RMSNorm, the op both add_rmsnorm modules implement: title, what it
-computes, dims, shapes, dtypes, vendors, its minimum cost and its PyTorch reference.
+"""Fused residual add + RMSNorm, the op both add_rmsnorm modules implement: its entry point,
+title, what it computes, dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference
+and its GPU check shape.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+# the residual stream is updated in place: residual = x + residual; y and it are the results
+ENTRY = Entry("add_rmsnorm_forward", (
+    Arg("x", "in", ("T", "D")), Arg("residual", "inout", ("T", "D")), Arg("weight", "in", ("D",)),
+    Arg("y", "out", ("T", "D")), Scalar("T"), Scalar("D"), Scalar("eps", "float", "1e-6")),
+    py_name="add_rmsnorm", returns=("y", "residual"))
 
 
 class AddRMSNormSpec(OpModule):
@@ -14,6 +22,8 @@ class AddRMSNormSpec(OpModule):
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x", "residual")
+    check_shape = {"T": 4096, "D": 5120}
 
     def cost(self, task: Task) -> Cost:
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]

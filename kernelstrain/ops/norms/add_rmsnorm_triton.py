@@ -5,96 +5,18 @@ three times) -> one fused program per row streaming chunks (store the residual, 
 it for the output) -> the whole summed row in registers (no re-read) -> persistent
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
-from ._norms import next_pow2, row_in_registers_launch
-from .add_rmsnorm_spec import AddRMSNormSpec
+from ..base import Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ._norms import PERSISTENT_GRID, chunk_launch, next_pow2, row_in_registers_launch
+from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
+NO_SCALE = {"scale": ""}               # missing_scale drops the weight multiply
+ADD_FIRST = "    residual_add_kernel[(triton.cdiv(T * D, 1024),)](x, residual, T * D, BLOCK=1024, num_warps=4)\n"
 
 
-class AddRMSNormTriton(AddRMSNormSpec):
-    impl = "triton"
-    variants = (
-        Variant("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
-                CHUNK, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
-        Variant("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
-                CHUNK, memory_eff=0.84, bugs=("off_by_one", "missing_scale")),
-        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",
-                (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
-        Variant("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
-                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
-                memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
-        nw = params["num_warps"]
-        threads = nw * gpu.warp
-        if variant.tag in ("two_kernels", "fused_chunked"):
-            block = params["BLOCK"]
-            per = max(1, block // threads)
-            two = variant.tag == "two_kernels"
-            # two kernels: 3 passes for the add + 3 for the norm; fused: x, r in, r out, r re-read, y out
-            return Launch(grid=t, threads=threads, smem_bytes=4 * nw, regs=24 + 2 * per,
-                          bytes_per_access=min(16, per * elt), traffic=1.5 if two else 1.25,
-                          lane_util=min(1.0, d / block) * min(1.0, block / threads), launches=2 if two else 1)
-        block_d = next_pow2(d)
-        per = max(1, block_d // threads)                  # elements each thread holds
-        # fp32 summed row (+ hoisted weight and the prefetched x/residual of the next row when persistent)
-        regs = 10 + int(7.5 * per) if variant.tag == "persistent" else 10 + 3 * per
-        util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-        return row_in_registers_launch(variant, params, task, t, regs, threads, 4 * nw, per, elt, util)
-
-    def signature(self, task: Task) -> str:
-        return ("def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) "
-                "-> tuple[torch.Tensor, torch.Tensor]  # (y, residual), residual updated in place")
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        consts = self._constexprs(variant, params, task)
-        specs = []
-        if variant.tag == "two_kernels":
-            specs.append(KernelSpec("residual_add_kernel", {"x_ptr": ptr, "r_ptr": ptr, "n": "i32", "BLOCK": "constexpr"},
-                                    {"BLOCK": 1024}, num_warps=4, num_stages=1))
-            sig = {"r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
-        else:
-            sig = {"x_ptr": ptr, "r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
-        sig.update({"T": "i32", "D": "i32", "eps": "fp32", **{k: "constexpr" for k in consts}})
-        return specs + [KernelSpec("add_rmsnorm_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
-
-    def _constexprs(self, variant, params, task) -> dict:
-        return {"BLOCK": params["BLOCK"]} if "BLOCK" in params else {"BLOCK_D": next_pow2(task["D"])}
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = self._constexprs(variant, params, task)
-        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
-        kw = "".join(f"{k}={v}, " for k, v in consts.items())
-        args, head, pre = "x, residual, weight, y", "", ""
-        grid = "T"
-        if variant.tag == "persistent":
-            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
-            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
-        elif variant.tag == "two_kernels":
-            args = "residual, weight, y"
-            pre = "    residual_add_kernel[(triton.cdiv(T * D, 1024),)](x, residual, T * D, BLOCK=1024, num_warps=4)\n"
-        return f"""{TRITON_PRELUDE}
-{head}@triton.jit
-{kernel}
-
-
-def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
-    T, D = x.shape
-    y = torch.empty_like(x)
-{pre}    add_rmsnorm_kernel[({grid},)]({args}, T, D, eps, {kw}num_warps={params['num_warps']})
-    return y, residual
-"""
-
-    @staticmethod
-    def _two_kernels(bug):
-        stop = "D - BLOCK" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+# -- two_kernels, fused_chunked: BLOCK-wide chunks -----------------------------------------
+def two_kernels_src(p, task, stop="D", scale=" * w"):
+    return f"""
 def residual_add_kernel(x_ptr, r_ptr, n, BLOCK: tl.constexpr):
     # Kernel 1: residual += x over the flattened tensor.
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -123,11 +45,9 @@ def add_rmsnorm_kernel(r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
         tl.store(y_row + cols, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _fused_chunked(bug):
-        stop = "D - BLOCK" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+def fused_chunked_src(p, task, stop="D", scale=" * w"):
+    return f"""
 def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
     # One program per row. Pass 1 adds, stores the residual and accumulates the
     # sum of squares; pass 2 re-reads the residual (each lane reads back exactly
@@ -153,11 +73,20 @@ def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexp
         tl.store(y_row + cols, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _whole_row_registers(bug):
-        bound = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+# -- whole_row_registers, persistent: the summed row lives in registers --------------------
+def row_launch(p, task):
+    d, elt, nw = task["D"], DTYPE_BYTES[task.dtype], p["num_warps"]
+    threads, block_d = nw * task.gpu.warp, next_pow2(d)
+    per = max(1, block_d // threads)                  # elements each thread holds
+    # fp32 summed row (+ hoisted weight and the prefetched x/residual of the next row when persistent)
+    regs = 10 + int(7.5 * per) if "programs_per_sm" in p else 10 + 3 * per
+    util = min(1.0, d / block_d) * min(1.0, block_d / threads)
+    return row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+
+
+def whole_row_registers_src(p, task, bound="D", scale=" * w"):
+    return f"""
 def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # BLOCK_D = next_pow2(D): x and residual are read once, the summed row is
     # stored once and kept in registers for the reduction and the output.
@@ -174,11 +103,9 @@ def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.conste
     tl.store(y_ptr + offs, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _persistent(bug):
-        stop = "T - 1" if bug == "off_by_one" else "T"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+def persistent_src(p, task, stop="T", scale=" * w"):
+    return f"""
 def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. The weight
     # is loaded once per program; the next row's x and residual are loaded before
@@ -202,4 +129,60 @@ def add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.conste
         h = h.to(tl.float32)
         inv_rms = tl.rsqrt(tl.sum(h * h, axis=0) / D + eps)
         tl.store(y_ptr + offs, (h * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
+"""
+
+
+def consts(p, task) -> dict:
+    return {"BLOCK": p["BLOCK"]} if "BLOCK" in p else {"BLOCK_D": next_pow2(task["D"])}
+
+
+class AddRMSNormTriton(AddRMSNormSpec):
+    impl = "triton"
+    variants = (
+        Rung("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
+             CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 1.5, launches=2), render=two_kernels_src, consts=consts,
+             bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
+        Rung("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
+             CHUNK, memory_eff=0.84, launch=chunk_launch("T", "D", 2, 1.25), render=fused_chunked_src, consts=consts,
+             bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
+        Rung("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",
+             (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, launch=row_launch,
+             render=whole_row_registers_src, consts=consts,
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"bound": "D - 1"}}),
+        Rung("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
+             (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.93,
+             launch=row_launch, render=persistent_src, consts=consts,
+             bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        consts = variant.consts(params, task)
+        specs = []
+        if variant.tag == "two_kernels":
+            specs.append(KernelSpec("residual_add_kernel", {"x_ptr": ptr, "r_ptr": ptr, "n": "i32", "BLOCK": "constexpr"},
+                                    {"BLOCK": 1024}, num_warps=4, num_stages=1))
+            sig = {"r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
+        else:
+            sig = {"x_ptr": ptr, "r_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr}
+        sig.update({"T": "i32", "D": "i32", "eps": "fp32", **{k: "constexpr" for k in consts}})
+        return specs + [KernelSpec("add_rmsnorm_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        kw = "".join(f"{k}={v}, " for k, v in variant.consts(params, task).items())
+        args, head, pre, grid = "x, residual, weight, y", "", "", "T"
+        if "programs_per_sm" in params:
+            grid, head = PERSISTENT_GRID, f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
+        elif variant.tag == "two_kernels":        # the add runs first, over the flattened tensor
+            args, pre = "residual, weight, y", ADD_FIRST
+        return f"""{TRITON_PRELUDE}
+{head}@triton.jit
+{kernel.strip(chr(10))}
+
+
+{ENTRY.py_def(task)}:
+    T, D = x.shape
+    y = torch.empty_like(x)
+{pre}    add_rmsnorm_kernel[({grid},)]({args}, T, D, eps, {kw}num_warps={params['num_warps']})
+    return y, residual
 """

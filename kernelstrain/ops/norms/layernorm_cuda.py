@@ -4,73 +4,35 @@ Ladder: one thread per row (three passes) -> block per row with two shared-memor
 reductions -> single-pass Welford merged with warp shuffles -> 16-byte uint4 loads with
 per-chunk Welford -> row cached in registers, exact two-pass statistics from registers.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import shfl_xor_macro
 from ._norms import VEC_PACK
-from .layernorm_spec import LayerNormSpec
+from .layernorm_spec import ENTRY, LayerNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
-
-
-class LayerNormCuda(LayerNormSpec):
-    impl = "cuda"
-    desc = "y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias, biased variance, eps = 1e-5; fp32 stats."
-    variants = (
-        Variant("row_per_thread", "one thread walks a whole row: mean, variance and output passes",
-                (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
-        Variant("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
-                (THREADS,), memory_eff=0.75, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
-                (THREADS,), memory_eff=0.82, smem="static", bugs=("off_by_one", "missing_scale")),
-        Variant("vectorized_uint4", "16-byte uint4 loads of 8 elements, per-chunk Welford merged by shuffles",
-                (THREADS,), memory_eff=0.9, smem="static", bugs=("no_bounds_check", "missing_scale")),
-        Variant("register_cached", "row held in registers: exact two-pass statistics, x read from DRAM once",
-                (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",
-                bugs=("missing_scale", "off_by_one")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        threads = params["threads"]
-        warps = cdiv(threads, task.gpu.warp)
-        vec = 16 // elt
-        if variant.tag == "row_per_thread":
-            # three strided walks per row; lanes hit a different 32-byte sector each.
-            return Launch(grid=cdiv(t, threads), threads=threads, regs=32, bytes_per_access=32,
-                          traffic=3.4, lane_util=min(1.0, t / threads))
-        if variant.tag != "register_cached":
-            # two-pass reads x for the mean, the variance and the output; Welford for stats + output
-            per = vec if variant.tag == "vectorized_uint4" else 1
-            return Launch(grid=t, threads=threads, smem_bytes=threads * 4 if variant.tag == "smem_block_reduce"
-                          else 3 * warps * 4, regs=34 if per > 1 else 30, bytes_per_access=per * elt,
-                          traffic=2.1 if variant.tag == "smem_block_reduce" else 1.5, lane_util=min(1.0, d / (threads * per)))
-        rows = params["rows_per_block"]
-        regs = 24 + 6 * cdiv(d, threads * vec)          # uint4 chunks cached per thread + weight/bias in flight
-        spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
-        return Launch(grid=cdiv(t, rows), threads=threads * rows, smem_bytes=warps * rows * 4, regs=min(regs, 255),
-                      bytes_per_access=16, traffic=spill, lane_util=min(1.0, d / (threads * vec)))
-
-    def signature(self, task: Task) -> str:
-        return ("void layernorm_forward(const scalar_t* x, const scalar_t* weight, const scalar_t* bias, "
-                "scalar_t* y, int T, int D, float eps, cudaStream_t stream)")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        return f"{cuda_prelude(task)}\n{getattr(self, '_' + variant.tag)(params, task, bug)}"
-
-    def _host(self, grid: str, block: str) -> str:
-        return ("\nvoid layernorm_forward(const scalar_t* x, const scalar_t* weight, const scalar_t* bias, scalar_t* y,\n"
-                f"                       int T, int D, float eps, cudaStream_t stream) {{\n    layernorm_kernel<<<{grid}, "
-                f"{block}, 0, stream>>>(x, weight, bias, y, T, D, eps);\n}}\n")
-
-    _SIG = """layernorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
+SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
+VEC_SCALE = " * to_float(w.h[k])"
+NO_SCALE = {"scale": ""}
+SIG = """layernorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                  const scalar_t* __restrict__ bias, scalar_t* __restrict__ y, int T, int D, float eps)"""
 
-    def _row_per_thread(self, p, task, bug):
-        last = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        return f"""
+
+def host(task, grid: str, block: str) -> str:
+    return ENTRY.host(task, "layernorm_kernel", grid, block)
+
+
+# -- row_per_thread ------------------------------------------------------------------------
+def row_per_thread_launch(p, task):
+    # three strided walks per row; lanes hit a different 32-byte sector each.
+    t, threads = task["T"], p["threads"]
+    return Launch(grid=cdiv(t, threads), threads=threads, regs=32, bytes_per_access=32,
+                  traffic=3.4, lane_util=min(1.0, t / threads))
+
+
+def row_per_thread_src(p, task, last="D", scale=SCALE):
+    return f"""
 // One thread per row, three passes: simple, but lanes of a warp read addresses D elements apart.
-extern "C" __global__ void {self._SIG} {{
+extern "C" __global__ void {SIG} {{
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= T) return;
     const scalar_t* xr = x + (size_t)row * D;  scalar_t* yr = y + (size_t)row * D;
@@ -83,12 +45,24 @@ extern "C" __global__ void {self._SIG} {{
     for (int i = 0; i < {last}; ++i)
         yr[i] = from_float((to_float(xr[i]) - mean) * rstd{scale} + to_float(bias[i]));
 }}
-{self._host(f"({task['T']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
+{host(task, f"({task['T']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
 
-    def _smem_block_reduce(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
-        last = "1" if bug == "off_by_one" else "0"
-        return f"""
+
+# -- smem_block_reduce, welford_shuffle, vectorized_uint4: a block per row ------------------
+def block_launch(smem_of, traffic: float, vec: bool = False):
+    """Launch model of a block-per-row rung: two-pass reads x for the mean, the variance and the
+    output; Welford for the statistics and the output."""
+    def launch(p, task):
+        d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
+        per = 16 // elt if vec else 1
+        return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
+                      regs=34 if per > 1 else 30, bytes_per_access=per * elt, traffic=traffic,
+                      lane_util=min(1.0, d / (threads * per)))
+    return launch
+
+
+def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", last="0"):
+    return f"""
 #define THREADS {p['threads']}
 // Tree sum in shared memory: THREADS partials halve each step.
 __device__ __forceinline__ float tree_sum(float v, float* partial) {{
@@ -104,7 +78,7 @@ __device__ __forceinline__ float tree_sum(float v, float* partial) {{
 
 // One block per row; the mean and the centred variance each take a pass over x.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float partial[THREADS];
     const scalar_t* xr = x + (size_t)blockIdx.x * D;  scalar_t* yr = y + (size_t)blockIdx.x * D;
     float sum = 0.f;
@@ -116,13 +90,13 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float((to_float(xr[i]) - mean) * rstd * to_float(weight[i]) + to_float(bias[i]));
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _welford_helpers(self, task):
-        return f"""
+
+def welford_helpers(task):
+    return f"""
 #define WARPS (THREADS / WARP_SIZE)
-#define SHFL_XOR(v, o) {"__shfl_xor(v, o)" if task.is_hip else "__shfl_xor_sync(0xffffffffu, v, o)"}
-
+{shfl_xor_macro(task)}
 // Chan's parallel Welford merge of (n, mean, M2) partials.
 __device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb, float mean_b, float m2_b) {{
     const float n_ab = n + nb, delta = mean_b - mean, w_b = n_ab > 0.f ? nb / n_ab : 0.f;
@@ -155,15 +129,14 @@ __device__ __forceinline__ float2 block_welford(float n, float mean, float m2, f
 }}
 """
 
-    def _welford_shuffle(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        last = "D - 1" if bug == "off_by_one" else "D"
-        return f"""
+
+def welford_shuffle_src(p, task, last="D", scale=SCALE):
+    return f"""
 #define THREADS {p['threads']}
-{self._welford_helpers(task)}
+{welford_helpers(task)}
 // One pass over x for the statistics (Welford per thread), a second for the output.
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float stats[3 * WARPS];
     const scalar_t* xr = x + (size_t)blockIdx.x * D;  scalar_t* yr = y + (size_t)blockIdx.x * D;
     float n = 0.f, mean = 0.f, m2 = 0.f;
@@ -176,17 +149,19 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     for (int i = threadIdx.x; i < {last}; i += THREADS)
         yr[i] = from_float((to_float(xr[i]) - mv.x) * rstd{scale} + to_float(bias[i]));
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _vectorized_uint4(self, p, task, bug):
-        loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
-                if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        return f"""
+
+CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
+UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
+
+
+def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):
+    return f"""
 #define THREADS {p['threads']}
-{VEC_PACK}{self._welford_helpers(task)}
+{VEC_PACK}{welford_helpers(task)}
 extern "C" __global__ void __launch_bounds__(THREADS)
-{self._SIG} {{
+{SIG} {{
     __shared__ float stats[3 * WARPS];
     const uint4* xr = reinterpret_cast<const uint4*>(x + (size_t)blockIdx.x * D);
     const uint4 *wr = reinterpret_cast<const uint4*>(weight), *br = reinterpret_cast<const uint4*>(bias);
@@ -211,13 +186,22 @@ extern "C" __global__ void __launch_bounds__(THREADS)
         yr[c] = o.u;
     }}
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _register_cached(self, p, task, bug):
-        d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        warps = "WARPS - 1" if bug == "off_by_one" else "WARPS"
-        return f"""
+
+# -- register_cached -----------------------------------------------------------------------
+def register_cached_launch(p, task):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    vec, warps = 16 // DTYPE_BYTES[task.dtype], cdiv(threads, task.gpu.warp)
+    regs = 24 + 6 * cdiv(d, threads * vec)          # uint4 chunks cached per thread + weight/bias in flight
+    spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
+    return Launch(grid=cdiv(task["T"], rows), threads=threads * rows, smem_bytes=warps * rows * 4, regs=min(regs, 255),
+                  bytes_per_access=16, traffic=spill, lane_util=min(1.0, d / (threads * vec)))
+
+
+def register_cached_src(p, task, warps="WARPS", scale=VEC_SCALE):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    return f"""
 #define THREADS {threads}          // threads per row
 #define WARPS (THREADS / WARP_SIZE)
 #define ROWS_PER_BLOCK {rows}
@@ -237,7 +221,7 @@ __device__ __forceinline__ float row_sum(float v, float (*totals)[WARPS], int su
 // The row stays in registers: the mean, the centred variance (exact two-pass, no
 // cancellation) and the output all read it there, so x crosses DRAM once.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
-{self._SIG} {{
+{SIG} {{
     __shared__ float totals[ROWS_PER_BLOCK][WARPS];
     const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS, chunks = D / VEC;
     const int row = blockIdx.x * ROWS_PER_BLOCK + sub;
@@ -272,4 +256,31 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
         yr[c] = o.u;
     }}
 }}
-{self._host("(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+{host(task, "(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+
+
+class LayerNormCuda(LayerNormSpec):
+    impl = "cuda"
+    desc = "y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias, biased variance, eps = 1e-5; fp32 stats."
+    variants = (
+        Rung("row_per_thread", "one thread walks a whole row: mean, variance and output passes",
+             (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
+             launch=row_per_thread_launch, render=row_per_thread_src,
+             bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
+             (THREADS,), memory_eff=0.75, smem="static",
+             launch=block_launch(lambda threads, warps: threads * 4, 2.1), render=smem_block_reduce_src,
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "1"}}),
+        Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
+             (THREADS,), memory_eff=0.82, smem="static",
+             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5), render=welford_shuffle_src,
+             bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("vectorized_uint4", "16-byte uint4 loads of 8 elements, per-chunk Welford merged by shuffles",
+             (THREADS,), memory_eff=0.9, smem="static",
+             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, vec=True), render=vectorized_uint4_src,
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
+        Rung("register_cached", "row held in registers: exact two-pass statistics, x read from DRAM once",
+             (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",
+             launch=register_cached_launch, render=register_cached_src,
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"warps": "WARPS - 1"}}),
+    )

@@ -1,7 +1,13 @@
-"""LayerNorm forward, the op both LayerNorm modules implement: title, dims, shapes, dtypes,
-vendors, its minimum cost and its PyTorch reference. Each module words its own desc.
+"""LayerNorm forward, the op both LayerNorm modules implement: its entry point, title, dims,
+shapes, dtypes, vendors, its minimum cost, its PyTorch reference and its GPU check shape. Each
+module words its own desc.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("layernorm_forward", (
+    Arg("x", "in", ("T", "D")), Arg("weight", "in", ("D",)), Arg("bias", "in", ("D",)), Arg("y", "out", ("T", "D")),
+    Scalar("T"), Scalar("D"), Scalar("eps", "float", "1e-5")), py_name="layernorm")
 
 
 class LayerNormSpec(OpModule):
@@ -12,6 +18,8 @@ class LayerNormSpec(OpModule):
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 8192, "D": 1024})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"T": 4096, "D": 5120}
 
     def cost(self, task: Task) -> Cost:
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]

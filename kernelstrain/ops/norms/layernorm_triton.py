@@ -5,103 +5,27 @@ streaming chunks three times (mean, variance, output) -> one chunked pass of per
 Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2, row_in_registers_launch
-from .layernorm_spec import LayerNormSpec
+from ..base import Param, Rung, DTYPE_BYTES, KernelSpec, triton_ptr
+from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch, row_program
+from .layernorm_spec import ENTRY, LayerNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
-
-
-class LayerNormTriton(LayerNormSpec):
-    impl = "triton"
-    desc = ("y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias over the last dim, "
-            "biased variance, eps = 1e-5; fp32 statistics.")
-    variants = (
-        Variant("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
-                (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
-                memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
-        Variant("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-                CHUNK, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
-        Variant("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
-                CHUNK, memory_eff=0.84, bugs=("wrong_init", "missing_scale")),
-        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",
-                (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
-        Variant("persistent", "grid of #SMs x k programs striding over rows, weight/bias hoisted, next row prefetched",
-                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
-                memory_eff=0.92, bugs=("off_by_one", "missing_scale")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
-        nw = params["num_warps"]
-        threads = nw * gpu.warp
-        if variant.tag == "row_per_lane":  # three walks; lanes past BLOCK_T replicate rows
-            bt = params["BLOCK_T"]
-            return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=3.4,
-                          lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
-        if variant.tag in ("chunked_three_pass", "welford_chunked"):
-            block = params["BLOCK"]
-            per = max(1, block // threads)
-            three = variant.tag == "chunked_three_pass"
-            return Launch(grid=t, threads=threads, smem_bytes=(4 if three else 12) * nw,
-                          regs=24 + (2 if three else 4) * per, bytes_per_access=min(16, per * elt),
-                          traffic=2.0 if three else 1.5, lane_util=min(1.0, d / block) * min(1.0, block / threads))
-        block_d = next_pow2(d)
-        per = max(1, block_d // threads)                  # elements each thread holds
-        # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
-        regs = 24 + int(6.3 * per) if variant.tag == "persistent" else 20 + int(1.9 * per)
-        util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-        return row_in_registers_launch(variant, params, task, t, regs, threads, 4 * nw, per, elt, util)
-
-    def signature(self, task: Task) -> str:
-        return ("def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) "
-                "-> torch.Tensor  # x: (T, D)")
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
-        consts = self._constexprs(variant, params, task)
-        return [KernelSpec("layernorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
-                           num_warps=params["num_warps"], num_stages=1)]
-
-    def _constexprs(self, variant, params, task) -> dict:
-        if variant.tag == "row_per_lane":
-            return {"BLOCK_T": params["BLOCK_T"]}
-        if "BLOCK" in params:
-            return {"BLOCK": params["BLOCK"]}
-        return {"BLOCK_D": next_pow2(task["D"])}
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = self._constexprs(variant, params, task)
-        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
-        kw = "".join(f"{k}={v}, " for k, v in consts.items())
-        if variant.tag == "persistent":
-            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
-            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
-        else:
-            grid, head = f"triton.cdiv(T, {consts.get('BLOCK_T', 1)})", ""
-        return f"""{TRITON_PRELUDE}
-{head}@triton.jit
-{kernel}
-
-
-def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    T, D = x.shape
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    grid = ({grid},)
-    layernorm_kernel[grid](x, weight, bias, y, T, D, eps, {kw}num_warps={params['num_warps']})
-    return y
+NO_SCALE = {"scale": ""}               # missing_scale drops the weight multiply
+SIG = "def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, "
+OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < D
+        v = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    _SIG = "def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, "
 
-    def _row_per_lane(self, bug):
-        stop = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
-{self._SIG}BLOCK_T: tl.constexpr):
+# -- row_per_lane --------------------------------------------------------------------------
+def row_per_lane_src(p, task, stop="D", scale=" * w"):
+    return f"""
+{SIG}BLOCK_T: tl.constexpr):
     # Each lane owns one row and walks it three times (mean, variance, output):
     # neighbouring lanes read addresses D elements apart, so no load coalesces.
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -124,20 +48,11 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         tl.store(y_rows + i, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=live)
 """
 
-    _OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        mask = cols < D
-        v = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
-"""
 
-    def _chunked_three_pass(self, bug):
-        stop = "D - BLOCK" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
-{self._SIG}BLOCK: tl.constexpr):
+# -- chunked_three_pass, welford_chunked ---------------------------------------------------
+def chunked_three_pass_src(p, task, stop="D", scale=" * w"):
+    return f"""
+{SIG}BLOCK: tl.constexpr):
     # One program per row, streamed in BLOCK-wide coalesced chunks three times:
     # the mean, the centred variance (numerically safe), then the output.
     row = tl.program_id(0).to(tl.int64)
@@ -154,12 +69,11 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         v = tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
         acc += tl.where(cols < D, (v - mean) * (v - mean), 0.0)
     rstd = tl.rsqrt(tl.sum(acc, axis=0) / D + eps)
-{self._OUTPUT_LOOP.format(scale=scale)}"""
+{OUTPUT_LOOP.format(scale=scale)}"""
 
-    def _welford_chunked(self, bug):
-        scale = "" if bug == "missing_scale" else " * w"
-        init = "tl.full([BLOCK], 1.0, dtype=tl.float32)" if bug == "wrong_init" else "tl.zeros([BLOCK], dtype=tl.float32)"
-        return f"""
+
+def welford_chunked_src(p, task, init="tl.zeros([BLOCK], dtype=tl.float32)", scale=" * w"):
+    return f"""
 def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     # Chan's parallel merge of two (mean, M2, count) partials.
     n = n_a + n_b
@@ -169,7 +83,7 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
-{self._SIG}BLOCK: tl.constexpr):
+{SIG}BLOCK: tl.constexpr):
     # Statistics in ONE pass: every lane keeps its own Welford (n, mean, M2) over
     # the columns it sees; tl.reduce merges the BLOCK lanes at the end. A second
     # pass (from L2 when the row is still resident) writes the output.
@@ -190,13 +104,22 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
         n_l = n_new
     mean, m2, n = tl.reduce((mean_l, m2_l, n_l), 0, welford_combine)
     rstd = tl.rsqrt(m2 / n + eps)
-{self._OUTPUT_LOOP.format(scale=scale)}"""
+{OUTPUT_LOOP.format(scale=scale)}"""
 
-    @staticmethod
-    def _whole_row_registers(bug):
-        bound = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+# -- whole_row_registers, persistent: the row lives in registers ---------------------------
+def row_launch(p, task):
+    d, elt, nw = task["D"], DTYPE_BYTES[task.dtype], p["num_warps"]
+    threads, block_d = nw * task.gpu.warp, next_pow2(d)
+    per = max(1, block_d // threads)                  # elements each thread holds
+    # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
+    regs = 24 + int(6.3 * per) if "programs_per_sm" in p else 20 + int(1.9 * per)
+    util = min(1.0, d / block_d) * min(1.0, block_d / threads)
+    return row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+
+
+def whole_row_registers_src(p, task, bound="D", scale=" * w"):
+    return f"""
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # BLOCK_D = next_pow2(D): the row is loaded once; the mean and the centred
     # variance (exact two-pass, no E[x^2] - mean^2 cancellation) come from registers.
@@ -212,11 +135,9 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexp
     tl.store(y_ptr + row * D + cols, (xc * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _persistent(bug):
-        stop = "T - 1" if bug == "off_by_one" else "T"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+def persistent_src(p, task, stop="T", scale=" * w"):
+    return f"""
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. Weight and
     # bias are loaded once per program, and the next row's load is issued before
@@ -237,3 +158,47 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexp
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
         tl.store(y_ptr + row.to(tl.int64) * D + cols, (xc * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
 """
+
+
+def block_d(p, task) -> dict:
+    return {"BLOCK_D": next_pow2(task["D"])}
+
+
+class LayerNormTriton(LayerNormSpec):
+    impl = "triton"
+    desc = ("y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias over the last dim, "
+            "biased variance, eps = 1e-5; fp32 statistics.")
+    variants = (
+        Rung("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
+             (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)), memory_eff=0.45,
+             launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
+             bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
+             CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 2.0), render=chunked_three_pass_src,
+             consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
+        Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
+             CHUNK, memory_eff=0.84, launch=chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), render=welford_chunked_src,
+             consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
+        Rung("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",
+             (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, launch=row_launch,
+             render=whole_row_registers_src, consts=block_d,
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"bound": "D - 1"}}),
+        Rung("persistent", "grid of #SMs x k programs striding over rows, weight/bias hoisted, next row prefetched",
+             (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.92,
+             launch=row_launch, render=persistent_src, consts=block_d,
+             bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
+        consts = variant.consts(params, task)
+        return [KernelSpec("layernorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
+                           num_warps=params["num_warps"], num_stages=1)]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = variant.consts(params, task)
+        return row_program(task, ENTRY, kernel, "layernorm_kernel", "x, weight, bias, y, T, D, eps", consts, params,
+                           consts.get("BLOCK_T", 1))

@@ -3,80 +3,31 @@
 Ladder: one thread per row -> block reduction through shared memory -> warp shuffles ->
 16-byte vector loads -> row cached in registers (one DRAM read of x).
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ._norms import BLOCK_SUM, VEC_PACK
-from .rmsnorm_spec import RMSNormSpec
+from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
+SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
+VEC_SCALE = " * to_float(w.h[k])"
+NO_SCALE = {"scale": ""}
 
 
-class RMSNormCuda(RMSNormSpec):
-    impl = "cuda"
-    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    variants = (
-        Variant("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
-                (Param("threads", (64, 128, 256), 128),), memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
-        Variant("smem_block_reduce", "one block per row, tree reduction in shared memory",
-                (THREADS,), memory_eff=0.75, smem="static", bugs=("wrong_init", "missing_scale")),
-        Variant("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
-                (THREADS,), memory_eff=0.82, smem="static", bugs=("wrong_init", "missing_scale")),
-        Variant("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
-                (THREADS,), memory_eff=0.9, smem="static", bugs=("no_bounds_check", "missing_scale")),
-        Variant("register_cached", "row held in registers between the two passes: x read from DRAM once",
-                (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
-                bugs=("missing_scale", "wrong_init")),
-    )
+def host(task, grid: str, block: str) -> str:
+    return ENTRY.host(task, "rmsnorm_kernel", grid, block)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        threads = params["threads"]
-        warps = cdiv(threads, task.gpu.warp)
-        if variant.tag == "row_per_thread":
-            # each lane walks a different row: every warp load touches 32 sectors (32 B each);
-            # L1 catches the rest of each line, so DRAM sees ~2 passes plus some refetch.
-            return Launch(grid=cdiv(t, threads), threads=threads, regs=24, bytes_per_access=32,
-                          traffic=2.5, lane_util=min(1.0, t / threads))
-        if variant.tag == "smem_block_reduce":
-            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt,
-                          traffic=1.6, lane_util=min(1.0, d / threads))
-        if variant.tag == "warp_shuffle":
-            return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=24, bytes_per_access=elt,
-                          traffic=1.5, lane_util=min(1.0, d / threads))
-        vec = 16 // elt
-        if variant.tag == "vectorized_uint4":
-            return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=32, bytes_per_access=16,
-                          traffic=1.5, lane_util=min(1.0, d / (threads * vec)))
-        rows = params["rows_per_block"]
-        per_thread = cdiv(d, threads * vec)             # uint4 chunks cached per thread
-        regs = 32 + 8 * per_thread                      # 4 regs of packed data + 4 of fp32 partials
-        spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
-        return Launch(grid=cdiv(t, rows), threads=threads * rows, smem_bytes=warps * rows * 4,
-                      regs=min(regs, 255), bytes_per_access=16, traffic=spill,
-                      lane_util=min(1.0, d / (threads * vec)))
 
-    def signature(self, task: Task) -> str:
-        return ("void rmsnorm_forward(const scalar_t* x, const scalar_t* weight, scalar_t* y, "
-                "int T, int D, float eps, cudaStream_t stream)")
+# -- row_per_thread ------------------------------------------------------------------------
+def row_per_thread_launch(p, task):
+    # each lane walks a different row: every warp load touches 32 sectors (32 B each);
+    # L1 catches the rest of each line, so DRAM sees ~2 passes plus some refetch.
+    t, threads = task["T"], p["threads"]
+    return Launch(grid=cdiv(t, threads), threads=threads, regs=24, bytes_per_access=32,
+                  traffic=2.5, lane_util=min(1.0, t / threads))
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{body}"
 
-    def _host(self, grid: str, block: str, smem: str = "0") -> str:
-        return f"""
-void rmsnorm_forward(const scalar_t* x, const scalar_t* weight, scalar_t* y,
-                     int T, int D, float eps, cudaStream_t stream) {{
-    rmsnorm_kernel<<<{grid}, {block}, {smem}, stream>>>(x, weight, y, T, D, eps);
-}}
-"""
-
-    def _row_per_thread(self, p, task, bug):
-        last = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        return f"""
+def row_per_thread_src(p, task, last="D", scale=SCALE):
+    return f"""
 // One thread per row: simple, but lanes of a warp read addresses D elements apart.
 extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
                                           scalar_t* __restrict__ y, int T, int D, float eps) {{
@@ -92,12 +43,27 @@ extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const 
     for (int i = 0; i < {last}; ++i)
         y[(size_t)row * D + i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
-{self._host(f"({task['T']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
+{host(task, f"({task['T']} + {p['threads']} - 1) / {p['threads']}", str(p['threads']))}"""
 
-    def _smem_block_reduce(self, p, task, bug):
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        return f"""
+
+# -- smem_block_reduce ---------------------------------------------------------------------
+def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
+    """Launch model of a block-per-row rung: smem_of(threads, warps) bytes, scalar or uint4 loads."""
+    def launch(p, task):
+        d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
+        per = 16 // elt if vec else 1
+        return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
+                      regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
+                      lane_util=min(1.0, d / (threads * per)))
+    return launch
+
+
+TREE_SMEM = lambda threads, warps: threads * 4       # noqa: E731 - one float partial per thread
+WARP_SMEM = lambda threads, warps: warps * 4         # noqa: E731 - one float per warp
+
+
+def smem_block_reduce_src(p, task, init="0.f", scale=SCALE):
+    return f"""
 #define THREADS {p['threads']}
 
 // One block per row; partial sums meet in shared memory and halve each step.
@@ -122,12 +88,12 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _warp_shuffle(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * to_float(weight[i])"
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        return f"""
+
+# -- warp_shuffle --------------------------------------------------------------------------
+def warp_shuffle_src(p, task, init="0.f", scale=SCALE):
+    return f"""
 #define THREADS {p['threads']}
 {BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -145,13 +111,16 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _vectorized_uint4(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
-                if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
-        return f"""
+
+# -- vectorized_uint4 ----------------------------------------------------------------------
+CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
+UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
+
+
+def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):
+    return f"""
 #define THREADS {p['threads']}
 {VEC_PACK}{BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -176,14 +145,25 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
         yr[c] = o.u;
     }}
 }}
-{self._host("T", "THREADS")}"""
+{host(task, "T", "THREADS")}"""
 
-    def _register_cached(self, p, task, bug):
-        d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
-        per_thread = max(1, cdiv(d, threads * 8))
-        scale = "" if bug == "missing_scale" else " * to_float(w.h[k])"
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        return f"""
+
+# -- register_cached -----------------------------------------------------------------------
+def register_cached_launch(p, task):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    vec, warps = 16 // DTYPE_BYTES[task.dtype], cdiv(threads, task.gpu.warp)
+    per_thread = cdiv(d, threads * vec)             # uint4 chunks cached per thread
+    regs = 32 + 8 * per_thread                      # 4 regs of packed data + 4 of fp32 partials
+    spill = 1.0 + max(0, regs - 255) / 64           # past 255 registers the row spills to local memory
+    return Launch(grid=cdiv(task["T"], rows), threads=threads * rows, smem_bytes=warps * rows * 4,
+                  regs=min(regs, 255), bytes_per_access=16, traffic=spill,
+                  lane_util=min(1.0, d / (threads * vec)))
+
+
+def register_cached_src(p, task, init="0.f", scale=VEC_SCALE):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    per_thread = max(1, cdiv(d, threads * 8))
+    return f"""
 #define THREADS {threads}          // threads per row
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {per_thread}  // ceil(D / (THREADS * 8)) for D = {d}
@@ -230,4 +210,33 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
         yr[c] = o.u;
     }}
 }}
-{self._host("(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+{host(task, "(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
+
+
+class RMSNormCuda(RMSNormSpec):
+    impl = "cuda"
+    dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
+    variants = (
+        Rung("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
+             (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
+             launch=row_per_thread_launch, render=row_per_thread_src,
+             bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("smem_block_reduce", "one block per row, tree reduction in shared memory",
+             (THREADS,), memory_eff=0.75, smem="static",
+             launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
+             bugs={"wrong_init": {"init": "1.f"}, "missing_scale": NO_SCALE}),
+        Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
+             (THREADS,), memory_eff=0.82, smem="static",
+             launch=block_launch(WARP_SMEM, regs=24), render=warp_shuffle_src,
+             bugs={"wrong_init": {"init": "1.f"}, "missing_scale": NO_SCALE}),
+        Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
+             (THREADS,), memory_eff=0.9, smem="static",
+             launch=block_launch(WARP_SMEM, regs=32, vec=True), render=vectorized_uint4_src,
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
+        Rung("register_cached", "row held in registers between the two passes: x read from DRAM once",
+             (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
+             launch=register_cached_launch, render=register_cached_src,
+             bugs={"missing_scale": NO_SCALE, "wrong_init": {"init": "1.f"}}),
+    )

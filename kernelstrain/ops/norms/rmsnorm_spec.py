@@ -1,8 +1,14 @@
-"""RMSNorm forward, the op both RMSNorm modules implement: title, what it computes, its
-dtypes and vendors, its minimum cost and its PyTorch reference. Dims and shapes differ per
-impl (the Triton menu adds q/k-norm rows of D = 128), so each module keeps its own.
+"""RMSNorm forward, the op both RMSNorm modules implement: its entry point, title, what it
+computes, dtypes and vendors, its minimum cost, its PyTorch reference and how a GPU check runs
+it. Dims and shapes differ per impl (the Triton menu adds q/k-norm rows of D = 128), so each
+module keeps its own.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("rmsnorm_forward", (
+    Arg("x", "in", ("T", "D")), Arg("weight", "in", ("D",)), Arg("y", "out", ("T", "D")),
+    Scalar("T"), Scalar("D"), Scalar("eps", "float", "1e-6")), py_name="rmsnorm")
 
 
 class RMSNormSpec(OpModule):
@@ -11,6 +17,8 @@ class RMSNormSpec(OpModule):
     desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"T": 4096, "D": 5120}
 
     def cost(self, task: Task) -> Cost:
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]

@@ -5,113 +5,21 @@ BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows
 program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
 the next row under the current row's reduction.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2
-from .rmsnorm_spec import RMSNormSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, cdiv, triton_ptr
+from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_program
+from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
+NO_SCALE = {"scale": ""}                 # missing_scale drops the weight multiply
 
 
-class RMSNormTriton(RMSNormSpec):
-    impl = "triton"
-    dims = {"T": "rows (tokens, or tokens x heads for q/k-norm)", "D": "row length (hidden or head size)"}
-    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
-              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 65536, "D": 128})
-    variants = (
-        Variant("row_per_lane", "each lane owns a row and loops over its columns: loads D elements apart",
-                (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)),
-                memory_eff=0.45, bugs=("off_by_one", "missing_scale")),
-        Variant("chunked_two_pass", "program per row, BLOCK-wide chunks: sum-of-squares pass, then output pass",
-                (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4)),
-                memory_eff=0.82, bugs=("off_by_one", "missing_scale")),
-        Variant("whole_row_registers", "BLOCK_D = next_pow2(D): the row is loaded once and reduced in registers",
-                (NUM_WARPS,), memory_eff=0.9, bugs=("missing_scale", "off_by_one")),
-        Variant("multi_row_tile", "ROWS x BLOCK_D tile per program, reduced along axis 1: small rows fill the SM",
-                (Param("ROWS", (2, 4, 8, 16), 4), NUM_WARPS), memory_eff=0.91, bugs=("missing_scale", "off_by_one")),
-        Variant("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
-                (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)),
-                memory_eff=0.93, bugs=("off_by_one", "missing_scale")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["num_warps"] * gpu.warp
-        block_d = next_pow2(d)
-        if variant.tag == "row_per_lane":  # lanes past BLOCK_T replicate rows: wasted
-            bt = params["BLOCK_T"]
-            return Launch(grid=cdiv(t, bt), threads=threads, regs=32, bytes_per_access=32, traffic=2.5,
-                          lane_util=min(1.0, bt / threads) * min(1.0, t / bt))
-        if variant.tag == "chunked_two_pass":
-            block = params["BLOCK"]
-            per = max(1, block // threads)
-            return Launch(grid=t, threads=threads, smem_bytes=4 * params["num_warps"], regs=24 + 2 * per,
-                          bytes_per_access=min(16, per * elt), traffic=1.5,
-                          lane_util=min(1.0, d / block) * min(1.0, block / threads))
-        rows = params.get("ROWS", 1)
-        per = max(1, rows * block_d // threads)          # elements each thread holds
-        # fp32 copy of the row (+ the hoisted weight and the prefetched next row when persistent)
-        regs = 40 + 4 * per if variant.tag == "persistent" else 16 + int(1.65 * per)
-        cap = min(255, gpu.regs_per_sm // threads)       # the register file bounds what one thread may hold
-        spill = 1.0 + max(0, regs - cap) / 64            # the excess spills (or reloads) through L1/L2
-        grid = cdiv(t, rows)
-        util = min(1.0, d / block_d) * min(1.0, rows * block_d / threads)
-        if variant.tag == "persistent":
-            grid = min(t, gpu.sms * params["programs_per_sm"])
-        else:
-            util *= 0.85                                  # load -> reduce -> store: no load in flight during the reduction
-        return Launch(grid=grid, threads=threads, smem_bytes=4 * params["num_warps"] * rows, regs=min(regs, cap),
-                      bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
-
-    def signature(self, task: Task) -> str:
-        return "def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor  # x: (T, D)"
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
-        consts = self._constexprs(variant, params, task)
-        return [KernelSpec("rmsnorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
-                           num_warps=params["num_warps"], num_stages=1)]
-
-    def _constexprs(self, variant, params, task) -> dict:
-        if variant.tag == "row_per_lane":
-            return {"BLOCK_T": params["BLOCK_T"]}
-        if variant.tag == "chunked_two_pass":
-            return {"BLOCK": params["BLOCK"]}
-        if variant.tag == "multi_row_tile":
-            return {"ROWS": params["ROWS"], "BLOCK_D": next_pow2(task["D"])}
-        return {"BLOCK_D": next_pow2(task["D"])}
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        consts = self._constexprs(variant, params, task)
-        kernel = getattr(self, "_" + variant.tag)(bug).strip("\n")
-        kw = "".join(f"{k}={v}, " for k, v in consts.items())
-        if variant.tag == "persistent":
-            grid = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
-            head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"
-        else:
-            per_program = consts.get("BLOCK_T", consts.get("ROWS", 1))
-            grid = f"triton.cdiv(T, {per_program})"
-            head = ""
-        return f"""{TRITON_PRELUDE}
-{head}@triton.jit
-{kernel}
+def block_d(p, task) -> dict:
+    return {"BLOCK_D": next_pow2(task["D"])}
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    T, D = x.shape
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    grid = ({grid},)
-    rmsnorm_kernel[grid](x, weight, y, T, D, eps, {kw}num_warps={params['num_warps']})
-    return y
-"""
-
-    @staticmethod
-    def _row_per_lane(bug):
-        stop = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+# -- row_per_lane --------------------------------------------------------------------------
+def row_per_lane_src(p, task, stop="D", scale=" * w"):
+    return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_T: tl.constexpr):
     # Each lane owns one row and walks it column by column, like the CPU loop:
     # neighbouring lanes read addresses D elements apart, so no load coalesces.
@@ -130,11 +38,10 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_T: tl.constexpr):
         tl.store(y_rows + i, (v * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=live)
 """
 
-    @staticmethod
-    def _chunked_two_pass(bug):
-        stop = "D - BLOCK" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+# -- chunked_two_pass ----------------------------------------------------------------------
+def chunked_two_pass_src(p, task, stop="D", scale=" * w"):
+    return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
     # One program per row, streamed in BLOCK-wide coalesced chunks: once for the
     # sum of squares, once more (from L2 at best) for the output.
@@ -155,11 +62,29 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK: tl.constexpr):
         tl.store(y_row + cols, (v * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _whole_row_registers(bug):
-        bound = "D - 1" if bug == "off_by_one" else "D"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+# -- whole_row_registers, multi_row_tile, persistent: the row lives in registers -----------
+def row_tile_launch(p, task):
+    t, d, elt, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
+    threads, width, rows = p["num_warps"] * gpu.warp, next_pow2(d), p.get("ROWS", 1)
+    persistent = "programs_per_sm" in p
+    per = max(1, rows * width // threads)          # elements each thread holds
+    # fp32 copy of the row (+ the hoisted weight and the prefetched next row when persistent)
+    regs = 40 + 4 * per if persistent else 16 + int(1.65 * per)
+    cap = min(255, gpu.regs_per_sm // threads)       # the register file bounds what one thread may hold
+    spill = 1.0 + max(0, regs - cap) / 64            # the excess spills (or reloads) through L1/L2
+    grid = cdiv(t, rows)
+    util = min(1.0, d / width) * min(1.0, rows * width / threads)
+    if persistent:
+        grid = min(t, gpu.sms * p["programs_per_sm"])
+    else:
+        util *= 0.85                                  # load -> reduce -> store: no load in flight during the reduction
+    return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"] * rows, regs=min(regs, cap),
+                  bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+
+
+def whole_row_registers_src(p, task, bound="D", scale=" * w"):
+    return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # BLOCK_D = next_pow2(D): the whole row is loaded once, reduced and scaled in
     # registers, so x crosses DRAM exactly once.
@@ -172,11 +97,9 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     tl.store(y_ptr + row * D + cols, (x * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _multi_row_tile(bug):
-        bound = "D - 1" if bug == "off_by_one" else "D"
-        mean = "" if bug == "missing_scale" else " / D"
-        return f"""
+
+def multi_row_tile_src(p, task, bound="D", mean=" / D"):
+    return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
     # ROWS rows per program as one [ROWS, BLOCK_D] tile: short rows (q/k-norm,
     # D = 128) still give every lane a full 16-byte vector, and the weight
@@ -193,11 +116,9 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, ROWS: tl.constexpr, BLOCK_D: 
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 """
 
-    @staticmethod
-    def _persistent(bug):
-        stop = "T - 1" if bug == "off_by_one" else "T"
-        scale = "" if bug == "missing_scale" else " * w"
-        return f"""
+
+def persistent_src(p, task, stop="T", scale=" * w"):
+    return f"""
 def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. The weight
     # is loaded once per program, and the next row's load is issued before this
@@ -215,3 +136,43 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
         inv_rms = tl.rsqrt(tl.sum(x * x, axis=0) / D + eps)
         tl.store(y_ptr + row.to(tl.int64) * D + cols, (x * inv_rms{scale}).to(y_ptr.dtype.element_ty), mask=mask)
 """
+
+
+class RMSNormTriton(RMSNormSpec):
+    impl = "triton"
+    dims = {"T": "rows (tokens, or tokens x heads for q/k-norm)", "D": "row length (hidden or head size)"}
+    shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
+              {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 65536, "D": 128})
+    variants = (
+        Rung("row_per_lane", "each lane owns a row and loops over its columns: loads D elements apart",
+             (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)), memory_eff=0.45,
+             launch=lane_rows_launch("BLOCK_T", "T", 2.5), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
+             bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
+        Rung("chunked_two_pass", "program per row, BLOCK-wide chunks: sum-of-squares pass, then output pass",
+             (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4)), memory_eff=0.82,
+             launch=chunk_launch("T", "D", 2, 1.5), render=chunked_two_pass_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
+        Rung("whole_row_registers", "BLOCK_D = next_pow2(D): the row is loaded once and reduced in registers",
+             (NUM_WARPS,), memory_eff=0.9, launch=row_tile_launch, render=whole_row_registers_src, consts=block_d,
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"bound": "D - 1"}}),
+        Rung("multi_row_tile", "ROWS x BLOCK_D tile per program, reduced along axis 1: small rows fill the SM",
+             (Param("ROWS", (2, 4, 8, 16), 4), NUM_WARPS), memory_eff=0.91, launch=row_tile_launch,
+             render=multi_row_tile_src, consts=lambda p, task: {"ROWS": p["ROWS"], **block_d(p, task)},
+             bugs={"missing_scale": {"mean": ""}, "off_by_one": {"bound": "D - 1"}}),
+        Rung("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
+             (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.93,
+             launch=row_tile_launch, render=persistent_src, consts=block_d,
+             bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
+        consts = variant.consts(params, task)
+        return [KernelSpec("rmsnorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
+                           num_warps=params["num_warps"], num_stages=1)]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = variant.consts(params, task)
+        return row_program(task, ENTRY, kernel, "rmsnorm_kernel", "x, weight, y, T, D, eps", consts, params,
+                           consts.get("BLOCK_T", consts.get("ROWS", 1)))

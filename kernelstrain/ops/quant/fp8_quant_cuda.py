@@ -6,69 +6,57 @@ memory tree -> uint4 loads + warp shuffles -> row cached in registers (one DRAM 
 hardware cvt.rn.satfinite.e4m3x2 through inline PTX (sm_89+). The lower rungs convert in
 software (bit arithmetic, round to nearest even), which is what a part without FP8 has to do.
 """
-from ..base import Launch, Param, Task, Variant, DTYPE_BYTES, cdiv, cuda_prelude
-from .fp8_quant_spec import Fp8QuantSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
+from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 ROWS = Param("rows_per_block", (1, 2, 4), 1)
+ATOMIC_MAX = "atomicMax(reinterpret_cast<unsigned int*>(scales) + i / D, __float_as_uint(s));"
+CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
+UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
 
 
-class Fp8QuantCuda(Fp8QuantSpec):
-    impl = "cuda"
-    desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
-            "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
-            "nearest even. FP8_MAX = 448 (e4m3fn) on NVIDIA, 240 (e4m3fnuz) on MI300X. q is returned as "
-            "raw fp8 bytes, scales as fp32 [T].")
-    reference_q = "q.view(torch.uint8)"      # the reference returns raw fp8 bytes too
-    variants = (
-        Variant("two_kernel_atomic", "absmax kernel with one atomicMax per element, then a quantize kernel",
-                (Param("threads", (128, 256, 512), 256),), compute_eff=0.08, memory_eff=0.3,
-                bugs=("racy_update", "missing_scale")),
-        Variant("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
-                (THREADS,), compute_eff=0.08, memory_eff=0.62, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
-                (THREADS,), compute_eff=0.08, memory_eff=0.82, smem="static", bugs=("no_bounds_check", "missing_scale")),
-        Variant("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
-                (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("ptx_cvt_e4m3x2", "register-cached row, hardware cvt.rn.satfinite.e4m3x2.f32 packs 2 values per op",
-                (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
-                smem="static", bugs=("missing_scale", "off_by_one")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """atomic (two kernels, x read twice), smem (block per token), shuffle (uint4 + shuffles),
+    cached / ptx (the row held in registers; ptx converts in hardware, fewer registers)."""
+    def launch(p, task):
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        threads = params["threads"]
+        threads = p["threads"]
         warps = cdiv(threads, task.gpu.warp)
-        if variant.tag == "two_kernel_atomic":
+        if kind == "atomic":
             # x is read twice (absmax pass + quantize pass); T*D contended atomics into T words
             return Launch(grid=cdiv(t * d, threads), threads=threads, regs=16, bytes_per_access=elt,
                           traffic=(2 * elt + 1) / (elt + 1), launches=2)
-        if variant.tag == "fused_smem_block":
+        if kind == "smem":
             return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt,
                           traffic=1.2, lane_util=min(1.0, d / threads))
-        if variant.tag == "warp_shuffle_vectorized":
+        if kind == "shuffle":
             return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=30, bytes_per_access=16,
                           traffic=1.2, lane_util=min(1.0, d / (threads * 8)))
-        rows = params["rows_per_block"]
+        rows = p["rows_per_block"]
         per_thread = cdiv(d, threads * 8)
-        regs = 26 + 4 * per_thread + (0 if variant.tag == "ptx_cvt_e4m3x2" else 6)
+        regs = 26 + 4 * per_thread + (0 if kind == "ptx" else 6)
         return Launch(grid=cdiv(t, rows), threads=threads * rows, smem_bytes=warps * rows * 4,
                       regs=min(regs, 255), bytes_per_access=16, traffic=1.0 + max(0, regs - 255) / 64,
                       lane_util=min(1.0, d / (threads * 8)))
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return "void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream)"
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{self._fp8_helpers(task)}\n{body}"
+def check_adapter(d, model, x, ref, out_like):
+    """gpu_check: q is compared as fp8 values (poisoned 0xFF = NaN in e4m3), scales as fp32."""
+    import torch
+    q, s = out_like(ref[0]), out_like(ref[1])
+    return ([x[0], q, s, d["T"], d["D"]],
+            [("q", lambda: q.view(torch.float8_e4m3fn), ref[0].view(torch.float8_e4m3fn), "fp8q"),
+             ("scales", s, ref[1], "fp32")])
 
-    def _fp8_helpers(self, task: Task) -> str:
-        fmax, bias = ("240.f", 8) if task.is_hip else ("448.f", 7)
-        # e4m3fnuz has no negative zero: 0x80 is its NaN
-        ret = "(uint8_t)(mag ? (sign | mag) : 0u)" if task.is_hip else "(uint8_t)(sign | mag)"
-        return f"""#define FP8_MAX {fmax}
+
+def fp8_helpers(task) -> str:
+    fmax, bias = task.dialect.fp8_max, task.dialect.fp8_bias
+    # e4m3fnuz has no negative zero: 0x80 is its NaN
+    ret = "(uint8_t)(sign | mag)" if task.dialect.fp8_neg_zero else "(uint8_t)(mag ? (sign | mag) : 0u)"
+    return f"""#define FP8_MAX {fmax}
 #define FP8_EXP_BIAS {bias}
 #define FP8_MIN_NORMAL {2.0 ** (1 - bias)!r}f          // 2^(1 - bias)
 #define FP8_SUBNORMAL_INV {2.0 ** (bias + 2)!r}f       // 1 / (subnormal step 2^(-bias-2))
@@ -92,23 +80,22 @@ __device__ __forceinline__ uint8_t fp8_from_float(float f) {{
 }}
 """
 
-    def _host(self, kernel_launch: str, pre: str = "") -> str:
-        return f"""
+
+def host(kernel_launch: str, pre: str = "") -> str:
+    return f"""
 void fp8_quant(const scalar_t* x, uint8_t* q, float* scales, int T, int D, cudaStream_t stream) {{{pre}
     {kernel_launch}
 }}
 """
 
-    def _two_kernel_atomic(self, p, task, bug):
-        update = ("scales[i / D] = s;  // one plain store per element" if bug == "racy_update" else
-                  "atomicMax(reinterpret_cast<unsigned int*>(scales) + i / D, __float_as_uint(s));")
-        val = "to_float(x[i])" if bug == "missing_scale" else "to_float(x[i]) * inv"
-        host = self._host("""const size_t n = (size_t)T * D;
+
+def two_kernel_atomic_src(p, task, update=ATOMIC_MAX, val="to_float(x[i]) * inv"):
+    launch = host("""const size_t n = (size_t)T * D;
     const unsigned blocks = (unsigned)((n + THREADS - 1) / THREADS);
     fp8_absmax_kernel<<<blocks, THREADS, 0, stream>>>(x, scales, T, D);
     fp8_quant_kernel<<<blocks, THREADS, 0, stream>>>(x, q, scales, T, D);""",
-                          pre="\n    cudaMemsetAsync(scales, 0, T * sizeof(float), stream);  // 0 is the identity of max(|x|)")
-        return f"""#define THREADS {p['threads']}
+                      pre="\n    cudaMemsetAsync(scales, 0, T * sizeof(float), stream);  // 0 is the identity of max(|x|)")
+    return f"""#define THREADS {p['threads']}
 
 // Pass 1: every element folds its candidate scale into the row's slot. Non-negative floats
 // order like their uint32 bit patterns, so an integer atomicMax is a float max. All D
@@ -129,12 +116,11 @@ extern "C" __global__ void fp8_quant_kernel(const scalar_t* __restrict__ x, uint
     const float inv = 1.f / scales[i / D];
     q[i] = fp8_from_float({val});
 }}
-{host}"""
+{launch}"""
 
-    def _fused_smem_block(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
-        last = "D - 1" if bug == "off_by_one" else "D"
-        return f"""#define THREADS {p['threads']}
+
+def fused_smem_block_src(p, task, barrier="\n        __syncthreads();", last="D"):
+    return f"""#define THREADS {p['threads']}
 
 // One block per token: strided absmax, tree reduction in shared memory, then a second pass
 // over the (now L1/L2-resident) row converts.
@@ -155,20 +141,18 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
     const float inv = 1.f / scale;
     for (int i = threadIdx.x; i < {last}; i += THREADS) qr[i] = fp8_from_float(to_float(xr[i]) * inv);
 }}
-{self._host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
+{host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
 
-    _VEC = """// 8 x 16-bit inputs per uint4 load; their 8 fp8 codes leave as one 8-byte uint2 store.
+VEC = """// 8 x 16-bit inputs per uint4 load; their 8 fp8 codes leave as one 8-byte uint2 store.
 constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 union Codes { uint2 u; uint8_t b[VEC]; unsigned short p[VEC / 2]; };
 """
 
-    def _warp_shuffle_vectorized(self, p, task, bug):
-        loop = ("for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
-                if bug == "no_bounds_check" else "for (int c = threadIdx.x; c < chunks; c += THREADS) {")
-        val = "to_float(v.h[k])" if bug == "missing_scale" else "to_float(v.h[k]) * inv"
-        return f"""#define THREADS {p['threads']}
-{self._VEC}
+
+def warp_shuffle_vectorized_src(p, task, loop=CHUNK_LOOP, val="to_float(v.h[k]) * inv"):
+    return f"""#define THREADS {p['threads']}
+{VEC}
 // absmax over the block: shuffle within each warp, one shared slot per warp, first warp finishes
 __device__ __forceinline__ float block_max(float v, float* warp_slots) {{
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
@@ -205,30 +189,28 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
         qr[c] = o.u;
     }}
 }}
-{self._host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
+{host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
 
-    def _register_cached(self, p, task, bug, hw=False):
-        d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        guard = "c < chunks - 1" if bug == "off_by_one" else "c < chunks"
-        inv = "1.f" if bug == "missing_scale" else "1.f / scale"
-        if hw:
-            cvt = """// Two floats -> two e4m3 codes in one instruction (sm_89+); the first source fills the high byte.
+
+def register_cached_src(p, task, barrier="\n    __syncthreads();", guard="c < chunks", inv="1.f / scale", hw=False):
+    d, threads, rows = task["D"], p["threads"], p["rows_per_block"]
+    if hw:
+        cvt = """// Two floats -> two e4m3 codes in one instruction (sm_89+); the first source fills the high byte.
 __device__ __forceinline__ unsigned short fp8x2_from_float2(float lo, float hi) {
     unsigned short packed;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
     return packed;
 }
 """
-            convert = ("for (int k = 0; k < VEC; k += 2)\n"
+        convert = ("for (int k = 0; k < VEC; k += 2)\n"
                        "            o.p[k / 2] = fp8x2_from_float2(to_float(cache[j].h[k]) * inv, to_float(cache[j].h[k + 1]) * inv);")
-        else:
-            cvt = ""
-            convert = "for (int k = 0; k < VEC; ++k) o.b[k] = fp8_from_float(to_float(cache[j].h[k]) * inv);"
-        return f"""#define THREADS {threads}          // threads per token
+    else:
+        cvt = ""
+        convert = "for (int k = 0; k < VEC; ++k) o.b[k] = fp8_from_float(to_float(cache[j].h[k]) * inv);"
+    return f"""#define THREADS {threads}          // threads per token
 #define ROWS_PER_BLOCK {rows}
 #define CHUNKS_PER_THREAD {max(1, cdiv(d, threads * 8))}  // ceil(D / (THREADS * 8)) for D = {d}
-{self._VEC}{cvt}
+{VEC}{cvt}
 // THREADS threads own one token; its row stays in registers between the absmax and the
 // convert, so x crosses DRAM exactly once.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
@@ -266,7 +248,44 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
         qr[c] = o.u;
     }}
 }}
-{self._host("fp8_quant_kernel<<<(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS * ROWS_PER_BLOCK, 0, stream>>>(x, q, scales, T, D);")}"""
+{host("fp8_quant_kernel<<<(T + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS * ROWS_PER_BLOCK, 0, stream>>>(x, q, scales, T, D);")}"""
 
-    def _ptx_cvt_e4m3x2(self, p, task, bug):
-        return self._register_cached(p, task, bug, hw=True)
+
+def ptx_cvt_e4m3x2_src(p, task, **slots):
+    return register_cached_src(p, task, hw=True, **slots)
+
+
+class Fp8QuantCuda(Fp8QuantSpec):
+    impl = "cuda"
+    desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
+            "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
+            "nearest even. FP8_MAX = 448 (e4m3fn) on NVIDIA, 240 (e4m3fnuz) on MI300X. q is returned as "
+            "raw fp8 bytes, scales as fp32 [T].")
+    reference_q = "q.view(torch.uint8)"      # the reference returns raw fp8 bytes too
+    entry = ENTRY
+    check_adapter = staticmethod(check_adapter)
+    variants = (
+        Rung("two_kernel_atomic", "absmax kernel with one atomicMax per element, then a quantize kernel",
+             (Param("threads", (128, 256, 512), 256),), compute_eff=0.08, memory_eff=0.3,
+             launch=launch_of("atomic"), render=two_kernel_atomic_src,
+             bugs={"racy_update": {"update": "scales[i / D] = s;  // one plain store per element"},
+                   "missing_scale": {"val": "to_float(x[i])"}}),
+        Rung("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
+             (THREADS,), compute_eff=0.08, memory_eff=0.62, smem="static", launch=launch_of("smem"),
+             render=fused_smem_block_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
+        Rung("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
+             (THREADS,), compute_eff=0.08, memory_eff=0.82, smem="static", launch=launch_of("shuffle"),
+             render=warp_shuffle_vectorized_src,
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": {"val": "to_float(v.h[k])"}}),
+        Rung("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
+             (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", launch=launch_of("cached"),
+             render=register_cached_src,
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"guard": "c < chunks - 1"}}),
+        Rung("ptx_cvt_e4m3x2", "register-cached row, hardware cvt.rn.satfinite.e4m3x2.f32 packs 2 values per op",
+             (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
+             smem="static", launch=launch_of("ptx"), render=ptx_cvt_e4m3x2_src,
+             bugs={"missing_scale": {"inv": "1.f"}, "off_by_one": {"guard": "c < chunks - 1"}}),
+    )
+
+    def assemble(self, body, variant, params, task) -> str:
+        return f"{prelude(task)}\n{fp8_helpers(task)}\n{body}"

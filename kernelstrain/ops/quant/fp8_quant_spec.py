@@ -1,8 +1,20 @@
 """What fp8_quant_cuda and fp8_quant_triton share: the op description (dims, shapes, dtypes,
-cost, PyTorch reference) in `Fp8QuantSpec`. The descriptions differ in how q is returned
-(raw bytes vs the fp8 dtype), so `desc` and the reference's returned q stay per impl.
+cost, PyTorch reference, check shape) in `Fp8QuantSpec`, and the entry points. The two impls
+return q differently (raw uint8 codes from CUDA, the fp8 dtype from Triton), so `desc`, the
+reference's returned q and the entry's q dtype stay per impl: ENTRY (CUDA) and TRITON_ENTRY.
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+_ARGS = (Arg("x", "in", ("T", "D")), Arg("q", "out", ("T", "D"), "uint8"), Arg("scales", "out", ("T",), "fp32"),
+         Scalar("T"), Scalar("D"))
+ENTRY = Entry("fp8_quant", _ARGS)
+TRITON_ENTRY = Entry("fp8_quant", (_ARGS[0], Arg("q", "out", ("T", "D"), "fp8"), *_ARGS[2:]))
+
+
+def fp8_max(task) -> float:
+    """Largest finite e4m3 value of the task's fp8 flavour (448 e4m3fn, 240 e4m3fnuz)."""
+    return float(task.dialect.fp8_max.rstrip("f"))
 
 
 class Fp8QuantSpec(OpModule):
@@ -14,13 +26,15 @@ class Fp8QuantSpec(OpModule):
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     reference_q = "q"                 # what the reference returns for q: the fp8 tensor or a view of it
+    inputs = ("x",)
+    check_shape = {"T": 4096, "D": 4096}
 
     def cost(self, task: Task) -> Cost:
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=4 * t * d, bytes=t * d * (e + 1) + 4 * t)
 
     def reference(self, task: Task) -> str:
-        fmax, fp8 = ("240.0", "torch.float8_e4m3fnuz") if task.is_hip else ("448.0", "torch.float8_e4m3fn")
+        fmax, fp8 = repr(fp8_max(task)), task.dialect.fp8_torch
         return kernelbench_program(
             task, self.title, args="x",
             body=("x32 = x.float()\n"

@@ -9,123 +9,54 @@ store raw uint8 codes, which compiles on any target.
 """
 import textwrap
 
-from ..base import (KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_dtype,
-                    triton_ptr)
-from .fp8_quant_spec import Fp8QuantSpec
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_dtype, triton_ptr
+from .fp8_quant_spec import TRITON_ENTRY, Fp8QuantSpec, fp8_max
 
 WARPS = Param("num_warps", (2, 4, 8, 16), 4)
 ROWS = Param("ROWS", (1, 2, 4, 8), 1)
+BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 1024)
+ATOMIC_FOLD = "tl.atomic_max(scale_ptr + row, s)  # scales start at 0, the identity of max|x|"
 
 
 def _pow2(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
-class Fp8QuantTriton(Fp8QuantSpec):
-    impl = "triton"
-    desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
-            "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
-            "nearest even. FP8_MAX = 448 (float8_e4m3fn) on NVIDIA, 240 (float8_e4m3fnuz) on MI300X. "
-            "Returns q [T, D] in the fp8 dtype and scales fp32 [T].")
-    variants = (
-        Variant("two_kernel_atomic", "absmax kernel folding block maxima with tl.atomic_max, then a quantize kernel",
-                (Param("BLOCK", (512, 1024, 2048, 4096), 1024), WARPS), compute_eff=0.08, memory_eff=0.6,
-                bugs=("racy_update", "missing_scale")),
-        Variant("fused_row_loop", "one program per token, BLOCK-wide loop: absmax pass then convert pass",
-                (Param("BLOCK", (512, 1024, 2048, 4096), 1024), WARPS), compute_eff=0.08, memory_eff=0.78,
-                bugs=("off_by_one", "missing_scale")),
-        Variant("row_in_registers", "whole row loaded once into registers (BLOCK_D = next pow2 of D)",
-                (WARPS,), compute_eff=0.08, memory_eff=0.88, bugs=("off_by_one",)),
-        Variant("fp8_native_cast", "register-resident rows, native .to(float8) conversion, ROWS tokens per program",
-                (WARPS, ROWS), needs=frozenset({"fp8"}), compute_eff=0.45, memory_eff=0.9,
-                bugs=("missing_scale", "off_by_one")),
-        Variant("persistent_rows", "native fp8 cast in persistent programs (a few per SM) striding over row tiles",
-                (WARPS, ROWS, Param("programs_per_sm", (1, 2, 4), 4)), needs=frozenset({"fp8"}),
-                compute_eff=0.45, memory_eff=0.92, bugs=("off_by_one", "missing_scale")),
-    )
-
-    def _shape(self, variant: Variant, params: dict, task: Task):
-        """(programs, elements per program per tile, tiles per program)."""
-        t, d = task["T"], task["D"]
-        if variant.tag in ("two_kernel_atomic",):
-            return t * cdiv(d, params["BLOCK"]), params["BLOCK"], 1
-        if variant.tag == "fused_row_loop":
-            return t, params["BLOCK"], 1
-        rows = params.get("ROWS", 1)
-        tiles = cdiv(t, rows)
-        if variant.tag == "persistent_rows":
-            progs = min(tiles, task.gpu.sms * params["programs_per_sm"])
-            return progs, rows * _pow2(d), cdiv(tiles, progs)
-        return tiles, rows * _pow2(d), 1
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """atomic (programs per (token, slice), two launches), loop (a program per token, two
+    passes), rows (ROWS whole rows in registers) or persistent (rows, a few programs per SM)."""
+    def launch(p, task):
         t, d, elt = task["T"], task["D"], DTYPE_BYTES[task.dtype]
-        warps = params["num_warps"]
+        warps = p["num_warps"]
         threads = warps * task.gpu.warp
-        grid, elems, _ = self._shape(variant, params, task)
-        per_thread = cdiv(elems, threads)
-        smem = warps * 4 * (params.get("ROWS", 1) if variant.tag not in ("two_kernel_atomic", "fused_row_loop") else 1)
-        if variant.tag == "two_kernel_atomic":
-            return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=24 + per_thread // 2,
-                          bytes_per_access=min(16, per_thread * elt), traffic=(2 * elt + 1) / (elt + 1),
-                          lane_util=min(1.0, d / params["BLOCK"]), launches=2)
-        if variant.tag == "fused_row_loop":
-            return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=24 + per_thread // 2,
-                          bytes_per_access=min(16, per_thread * elt), traffic=1.2,
-                          lane_util=min(1.0, d / params["BLOCK"]))
+        rows = p.get("ROWS", 1)
+        if kind in ("atomic", "loop"):
+            grid = t * cdiv(d, p["BLOCK"]) if kind == "atomic" else t
+            per_thread = cdiv(p["BLOCK"], threads)
+            return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=24 + per_thread // 2,
+                          bytes_per_access=min(16, per_thread * elt),
+                          traffic=(2 * elt + 1) / (elt + 1) if kind == "atomic" else 1.2,
+                          lane_util=min(1.0, d / p["BLOCK"]), launches=2 if kind == "atomic" else 1)
+        grid = tiles = cdiv(t, rows)
+        if kind == "persistent":
+            grid = min(tiles, task.gpu.sms * p["programs_per_sm"])
+        per_thread = cdiv(rows * _pow2(d), threads)
         regs = 24 + per_thread // 2 + per_thread // 4
-        rows = params.get("ROWS", 1)
-        return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+        return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 * rows, regs=min(regs, 255),
                       bytes_per_access=min(16, per_thread * elt), traffic=1.0 + max(0, regs - 255) / 96,
                       lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows))
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return "def fp8_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]  # (q [T, D] fp8, scales [T] fp32)"
 
-    def _native(self, variant: Variant) -> bool:
-        return "fp8" in variant.needs
+def check_adapter(d, model, x):
+    """gpu_check: q is compared as fp8 values, scales as fp32."""
+    return list(x), lambda ret, ref: [("q", ret[0], ref[0], "fp8q"), ("scales", ret[1], ref[1], "fp32")]
 
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        x, warps = triton_ptr(task.dtype, task), params["num_warps"]
-        q = triton_ptr("fp8", task) if self._native(variant) else "*u8"
-        if variant.tag == "two_kernel_atomic":
-            c = {"BLOCK": params["BLOCK"]}
-            return [KernelSpec("fp8_absmax_kernel", {"x_ptr": x, "scale_ptr": "*fp32", "D": "i32", "BLOCK": "constexpr"},
-                               c, num_warps=warps),
-                    KernelSpec("fp8_quant_kernel", {"x_ptr": x, "q_ptr": q, "scale_ptr": "*fp32", "D": "i32",
-                                                    "BLOCK": "constexpr"}, c, num_warps=warps)]
-        sig = {"x_ptr": x, "q_ptr": q, "scale_ptr": "*fp32", "T": "i32", "D": "i32"}
-        if variant.tag == "fused_row_loop":
-            return [KernelSpec("fp8_quant_kernel", {**sig, "BLOCK": "constexpr"}, {"BLOCK": params["BLOCK"]}, warps)]
-        c = {"BLOCK_D": _pow2(task["D"]), "ROWS": params.get("ROWS", 1)}
-        return [KernelSpec("fp8_quant_kernel", {**sig, "BLOCK_D": "constexpr", "ROWS": "constexpr"}, c, warps)]
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        fmax, bias = (240.0, 8) if task.is_hip else (448.0, 7)
-        head = f"""{TRITON_PRELUDE}
-FP8_MAX = tl.constexpr({fmax!r})
-MIN_SCALE = tl.constexpr({1 / (fmax * 512)!r})  # 1 / (FP8_MAX * 512)
-"""
-        native = self._native(variant)
-        sw = "" if native else self._software_cvt(task, bias, fmax)
-        kernel, launch = getattr(self, "_" + variant.tag)(params, task, bug)
-        out = "torch.float8_e4m3fnuz" if task.is_hip else "torch.float8_e4m3fn"
-        qarg = "q" if native else "q.view(torch.uint8)"
-        return f"""{head}{sw}{kernel}
-
-def fp8_quant(x: torch.Tensor):
-    T, D = x.shape
-    x = x.contiguous()
-    q = torch.empty((T, D), dtype={out}, device=x.device)
-    scales = torch.{'zeros' if variant.tag == 'two_kernel_atomic' else 'empty'}((T,), dtype=torch.float32, device=x.device)
-    {launch.replace('QARG', qarg)}
-    return q, scales
-"""
-
-    def _software_cvt(self, task: Task, bias: int, fmax: float) -> str:
-        code = "tl.where(mag == 0, 0, sign | mag)" if task.is_hip else "sign | mag"  # fnuz: 0x80 is NaN, no -0
-        return f"""
+def software_cvt(task) -> str:
+    bias, fmax = task.dialect.fp8_bias, fp8_max(task)
+    code = "sign | mag" if task.dialect.fp8_neg_zero else "tl.where(mag == 0, 0, sign | mag)"  # fnuz: 0x80 is NaN, no -0
+    return f"""
 
 @triton.jit
 def fp8_bits(v):
@@ -143,17 +74,16 @@ def fp8_bits(v):
     return ({code}).to(tl.uint8)
 """
 
-    def _convert(self, expr: str, task: Task, native: bool) -> str:
-        if native:
-            return f"tl.clamp({expr}, -FP8_MAX, FP8_MAX).to({triton_dtype('fp8', task)})"
-        return f"fp8_bits({expr})"
 
-    def _two_kernel_atomic(self, p, task, bug):
-        fold = ("tl.store(scale_ptr + row, s)  # plain store: last block wins" if bug == "racy_update"
-                else "tl.atomic_max(scale_ptr + row, s)  # scales start at 0, the identity of max|x|")
-        val = "x" if bug == "missing_scale" else "x / s"
-        grid = f"(T, triton.cdiv(D, {p['BLOCK']}))"
-        kernel = f"""
+def convert(expr: str, task, native: bool) -> str:
+    if native:
+        return f"tl.clamp({expr}, -FP8_MAX, FP8_MAX).to({triton_dtype('fp8', task)})"
+    return f"fp8_bits({expr})"
+
+
+def two_kernel_atomic_parts(p, task, fold=ATOMIC_FOLD, val="x / s"):
+    grid = f"(T, triton.cdiv(D, {p['BLOCK']}))"
+    kernel = f"""
 
 @triton.jit
 def fp8_absmax_kernel(x_ptr, scale_ptr, D, BLOCK: tl.constexpr):
@@ -173,16 +103,15 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, D, BLOCK: tl.constexpr):
     mask = offs < D
     x = tl.load(x_ptr + row.to(tl.int64) * D + offs, mask=mask, other=0.0).to(tl.float32)
     s = tl.load(scale_ptr + row)
-    tl.store(q_ptr + row.to(tl.int64) * D + offs, {self._convert(val, task, False)}, mask=mask)
+    tl.store(q_ptr + row.to(tl.int64) * D + offs, {convert(val, task, False)}, mask=mask)
 """
-        launch = (f"fp8_absmax_kernel[{grid}](x, scales, D, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})\n"
+    launch = (f"fp8_absmax_kernel[{grid}](x, scales, D, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})\n"
                   f"    fp8_quant_kernel[{grid}](x, QARG, scales, D, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
-        return kernel, launch
+    return kernel, launch
 
-    def _fused_row_loop(self, p, task, bug):
-        qmask = "offs < D - 1" if bug == "off_by_one" else "offs < D"
-        inv = "1.0" if bug == "missing_scale" else "1.0 / scale"
-        kernel = f"""
+
+def fused_row_loop_parts(p, task, qmask="offs < D", inv="1.0 / scale"):
+    kernel = f"""
 
 @triton.jit
 def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK: tl.constexpr):
@@ -201,29 +130,28 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK: tl.constexpr):
     for start in range(0, D, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(x_row + offs, mask=offs < D, other=0.0).to(tl.float32)
-        tl.store(q_row + offs, {self._convert("x * inv", task, False)}, mask={qmask})
+        tl.store(q_row + offs, {convert("x * inv", task, False)}, mask={qmask})
 """
-        return kernel, (f"fp8_quant_kernel[(T,)](x, QARG, scales, T, D, BLOCK={p['BLOCK']}, "
+    return kernel, (f"fp8_quant_kernel[(T,)](x, QARG, scales, T, D, BLOCK={p['BLOCK']}, "
                         f"num_warps={p['num_warps']})")
 
-    def _rows_kernel(self, p, task, bug, native: bool, persistent: bool):
-        rmask = "rows < T - 1" if bug == "off_by_one" else "rows < T"
-        scaled = "x" if bug == "missing_scale" else "x * (1.0 / scale)[:, None]"
-        body = f"""mask = (rows[:, None] < T) & (cols[None, :] < D)
+
+def rows_kernel(p, task, native: bool, persistent: bool, rmask="rows < T", scaled="x * (1.0 / scale)[:, None]"):
+    body = f"""mask = (rows[:, None] < T) & (cols[None, :] < D)
 offs = rows[:, None].to(tl.int64) * D + cols[None, :]
 x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
 scale = tl.maximum(tl.max(tl.abs(x), axis=1) / FP8_MAX, MIN_SCALE)
 tl.store(scale_ptr + rows, scale, mask=rows < T)
 y = {scaled}
-tl.store(q_ptr + offs, {self._convert("y", task, native)}, mask=mask & ({rmask})[:, None])"""
-        if persistent:
-            body = ("""# persistent: a few programs per SM walk the row tiles (no tail wave of tiny programs)
+tl.store(q_ptr + offs, {convert("y", task, native)}, mask=mask & ({rmask})[:, None])"""
+    if persistent:
+        body = ("""# persistent: a few programs per SM walk the row tiles (no tail wave of tiny programs)
 for tile in range(tl.program_id(0), tl.cdiv(T, ROWS), tl.num_programs(0)):
     rows = tile * ROWS + tl.arange(0, ROWS)
 """ + textwrap.indent(body, "    "))
-        else:
-            body = "rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)\n" + body
-        kernel = f"""
+    else:
+        body = "rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)\n" + body
+    kernel = f"""
 
 @triton.jit
 def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
@@ -231,20 +159,93 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK_D: tl.constexpr, ROWS:
     cols = tl.arange(0, BLOCK_D)
 {textwrap.indent(body, "    ")}
 """
-        rows = p.get("ROWS", 1)
-        if persistent:
-            grid = (f"(min(triton.cdiv(T, {rows}), {p['programs_per_sm']} * "
+    rows = p.get("ROWS", 1)
+    if persistent:
+        grid = (f"(min(triton.cdiv(T, {rows}), {p['programs_per_sm']} * "
                     "torch.cuda.get_device_properties(x.device).multi_processor_count),)")
-        else:
-            grid = f"(triton.cdiv(T, {rows}),)"
-        return kernel, (f"fp8_quant_kernel[{grid}](x, QARG, scales, T, D, BLOCK_D=triton.next_power_of_2(D), "
+    else:
+        grid = f"(triton.cdiv(T, {rows}),)"
+    return kernel, (f"fp8_quant_kernel[{grid}](x, QARG, scales, T, D, BLOCK_D=triton.next_power_of_2(D), "
                         f"ROWS={rows}, num_warps={p['num_warps']})")
 
-    def _row_in_registers(self, p, task, bug):
-        return self._rows_kernel(p, task, bug, native=False, persistent=False)
 
-    def _fp8_native_cast(self, p, task, bug):
-        return self._rows_kernel(p, task, bug, native=True, persistent=False)
+def rows_parts(native: bool, persistent: bool):
+    return lambda p, task, **slots: rows_kernel(p, task, native, persistent, **slots)
 
-    def _persistent_rows(self, p, task, bug):
-        return self._rows_kernel(p, task, bug, native=True, persistent=True)
+
+def program(parts, native: bool = False, zeros: bool = False):
+    """A rung's render: FP8 constants, the software converter unless the rung casts natively,
+    the kernel(s) from `parts(p, task, **slots) -> (kernel, launch)` and the wrapper."""
+    def render(p, task, **slots):
+        fmax = fp8_max(task)
+        head = f"""{TRITON_PRELUDE}
+FP8_MAX = tl.constexpr({fmax!r})
+MIN_SCALE = tl.constexpr({1 / (fmax * 512)!r})  # 1 / (FP8_MAX * 512)
+"""
+        sw = "" if native else software_cvt(task)
+        kernel, launch = parts(p, task, **slots)
+        qarg = "q" if native else "q.view(torch.uint8)"
+        return f"""{head}{sw}{kernel}
+
+{TRITON_ENTRY.py_def(task)}:
+    T, D = x.shape
+    x = x.contiguous()
+    q = torch.empty((T, D), dtype={task.dialect.fp8_torch}, device=x.device)
+    scales = torch.{'zeros' if zeros else 'empty'}((T,), dtype=torch.float32, device=x.device)
+    {launch.replace('QARG', qarg)}
+    return q, scales
+"""
+    return render
+
+
+ROWS_OFF_BY_ONE = {"rmask": "rows < T - 1"}
+ROWS_NO_SCALE = {"scaled": "x"}
+
+
+def rows_consts(p, task) -> dict:
+    return {"BLOCK_D": _pow2(task["D"]), "ROWS": p.get("ROWS", 1)}
+
+
+class Fp8QuantTriton(Fp8QuantSpec):
+    impl = "triton"
+    desc = ("Per-token (per-row) dynamic FP8 e4m3 quantization of activations: scale[t] = "
+            "max(max|x[t, :]| / FP8_MAX, 1 / (FP8_MAX * 512)), q = satfinite_e4m3(x / scale), round to "
+            "nearest even. FP8_MAX = 448 (float8_e4m3fn) on NVIDIA, 240 (float8_e4m3fnuz) on MI300X. "
+            "Returns q [T, D] in the fp8 dtype and scales fp32 [T].")
+    entry = TRITON_ENTRY
+    check_adapter = staticmethod(check_adapter)
+    variants = (
+        Rung("two_kernel_atomic", "absmax kernel folding block maxima with tl.atomic_max, then a quantize kernel",
+             (BLOCK, WARPS), compute_eff=0.08, memory_eff=0.6, launch=launch_of("atomic"),
+             render=program(two_kernel_atomic_parts, zeros=True), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"racy_update": {"fold": "tl.store(scale_ptr + row, s)  # plain store: last block wins"},
+                   "missing_scale": {"val": "x"}}),
+        Rung("fused_row_loop", "one program per token, BLOCK-wide loop: absmax pass then convert pass",
+             (BLOCK, WARPS), compute_eff=0.08, memory_eff=0.78, launch=launch_of("loop"),
+             render=program(fused_row_loop_parts), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"off_by_one": {"qmask": "offs < D - 1"}, "missing_scale": {"inv": "1.0"}}),
+        Rung("row_in_registers", "whole row loaded once into registers (BLOCK_D = next pow2 of D)",
+             (WARPS,), compute_eff=0.08, memory_eff=0.88, launch=launch_of("rows"),
+             render=program(rows_parts(False, False)), consts=rows_consts,
+             bugs={"off_by_one": ROWS_OFF_BY_ONE}),
+        Rung("fp8_native_cast", "register-resident rows, native .to(float8) conversion, ROWS tokens per program",
+             (WARPS, ROWS), needs=frozenset({"fp8"}), compute_eff=0.45, memory_eff=0.9, launch=launch_of("rows"),
+             render=program(rows_parts(True, False), native=True), consts=rows_consts,
+             bugs={"missing_scale": ROWS_NO_SCALE, "off_by_one": ROWS_OFF_BY_ONE}),
+        Rung("persistent_rows", "native fp8 cast in persistent programs (a few per SM) striding over row tiles",
+             (WARPS, ROWS, Param("programs_per_sm", (1, 2, 4), 4)), needs=frozenset({"fp8"}),
+             compute_eff=0.45, memory_eff=0.92, launch=launch_of("persistent"),
+             render=program(rows_parts(True, True), native=True), consts=rows_consts,
+             bugs={"off_by_one": ROWS_OFF_BY_ONE, "missing_scale": ROWS_NO_SCALE}),
+    )
+
+    def triton_kernels(self, variant, params: dict, task) -> list:
+        x, warps, c = triton_ptr(task.dtype, task), params["num_warps"], variant.consts(params, task)
+        q = triton_ptr("fp8", task) if "fp8" in variant.needs else "*u8"
+        if variant.tag == "two_kernel_atomic":
+            return [KernelSpec("fp8_absmax_kernel", {"x_ptr": x, "scale_ptr": "*fp32", "D": "i32", "BLOCK": "constexpr"},
+                               c, num_warps=warps),
+                    KernelSpec("fp8_quant_kernel", {"x_ptr": x, "q_ptr": q, "scale_ptr": "*fp32", "D": "i32",
+                                                    "BLOCK": "constexpr"}, c, num_warps=warps)]
+        sig = {"x_ptr": x, "q_ptr": q, "scale_ptr": "*fp32", "T": "i32", "D": "i32"}
+        return [KernelSpec("fp8_quant_kernel", {**sig, **{k: "constexpr" for k in c}}, c, warps)]

@@ -1,11 +1,10 @@
-"""Pieces shared by the CUDA sampling modules topk_cuda and top_p_cuda (not an op module itself).
+"""Pieces shared by the sampling ops topk and top_p (not an op module itself).
 
-Python side: the THREADS / CAP params, the L2 model of a row's re-reads (`row_l2_miss`), the
-ballot spellings (`ballot_ops`) and `SamplingCuda`, the base class with the common class
-attributes and the three rungs that render the op's `_select_kernel` in its smem / ballot /
-float4 mode. Device side: WARPS and the order-preserving float keys (`KEY_HELPERS`),
-block_sum / block_max (`BLOCK_REDUCE`), block_incl_scan (`block_incl_scan`) and the 11/11/10-bit
-radix digit split (`DIGITS`).
+Python side: the THREADS / CAP params, the L2 model of a row's re-reads (`row_l2_miss`),
+`SamplingSpec`, the base of both op specs (family, dtypes, vendors), and `sample_check`, the
+GPU check of an inverse-CDF sample. Device side: WARPS and the order-preserving float keys
+(`KEY_HELPERS`) and block_sum / block_max (`BLOCK_REDUCE`); the scans, radix selects and pickers
+are in _select.py.
 """
 from ..base import OpModule, Param, Task
 
@@ -20,30 +19,34 @@ def row_l2_miss(task: Task, threads: int) -> float:
     return min(1.0, resident * v * 4 / (gpu.l2_mb * 1e6))
 
 
-def ballot_ops(task: Task) -> tuple:
-    """(ballot of `flag`, popcount, mask of the lanes below `lane`) in HIP (64-bit) or CUDA spelling."""
-    if task.is_hip:
-        return "__ballot(flag)", "__popcll", "((1ull << lane) - 1ull)"
-    return "__ballot_sync(0xffffffffu, flag)", "__popc", "((1u << lane) - 1u)"
-
-
-class SamplingCuda(OpModule):
-    """Base of the CUDA sampling modules; a subclass defines _select_kernel(p, task, bug, mode)."""
+class SamplingSpec(OpModule):
+    """Base of the sampling op specs: fp32 logits, one block per row, CUDA and HIP."""
     family = "sampling"
     dtypes = ("fp32",)
     vendors = ("nvidia", "amd")
 
-    def _select_kernel(self, p, task, bug, mode: str) -> str:
-        raise NotImplementedError
 
-    def _cdf_pick(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "smem")
+def sample_check(kept, target, eps=1e-5):
+    """check(torch, tokens, ref) for inverse-CDF sampling over the unnormalized kept mass `kept`
+    [B, V] (float64, 0 = excluded) at `target` [B] (uniform x total): token t is right iff it is
+    allowed and cdf[t] - kept[t] <= target <= cdf[t], within eps of the row's mass (the kernel's
+    fp32 partial sums run in another order than the reference's cumsum)."""
+    cdf = kept.cumsum(-1)
+    tol = eps * cdf[:, -1]
 
-    def _warp_ballot_scan(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "ballot")
-
-    def _vectorized_float4(self, p, task, bug):
-        return self._select_kernel(p, task, bug, "float4")
+    def check(torch, out, ref):
+        if out.shape != ref.shape:
+            return {"ok": False, "error": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}", "nbad": -1}
+        tok = out.long()
+        inside = (tok >= 0) & (tok < kept.shape[1])
+        t = tok.clamp(0, kept.shape[1] - 1)[:, None]
+        hi, w = cdf.gather(1, t)[:, 0], kept.gather(1, t)[:, 0]
+        good = inside & (w > 0) & (hi - w <= target + tol) & (hi >= target - tol)
+        nbad = int((~good).sum().item())
+        differ = int((out != ref).sum().item())
+        return {"ok": nbad == 0, "nbad": nbad, "numel": out.numel(), "max_abs_err": float(differ),
+                "rel_l2_err": differ / out.numel(), "nonfinite": 0, "differs_from_ref": differ}
+    return check
 
 
 # CUDA: needs THREADS defined.
@@ -78,50 +81,4 @@ __device__ __forceinline__ float block_max(float v, float* slots) {
     __syncthreads();
     return r;
 }
-"""
-
-DIGITS = "const int SHIFT[3] = {21, 10, 0}, NBINS[3] = {2048, 2048, 1024};   // 11 + 11 + 10 key bits"
-
-
-def block_incl_scan(task: Task, warp: bool) -> str:
-    """CUDA block_incl_scan<T>(v, buf, total): Hillis-Steele in shared memory (buf[THREADS]), or with
-    `warp` shuffle scans inside each warp and the warp totals through shared memory (buf[WARPS])."""
-    if not warp:
-        return """
-// Block-wide inclusive scan in shared memory (Hillis-Steele): log2(THREADS) steps, 2 barriers each.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* buf, T* total) {
-    buf[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = 1; o < THREADS; o <<= 1) {
-        const T add = threadIdx.x >= o ? buf[threadIdx.x - o] : T(0);
-        __syncthreads();
-        buf[threadIdx.x] += add;
-        __syncthreads();
-    }
-    const T r = buf[threadIdx.x];
-    *total = buf[THREADS - 1];
-    __syncthreads();
-    return r;
-}
-"""
-    up = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
-    return f"""
-// Block-wide inclusive scan: shuffle scan inside each warp, warp totals through shared memory.
-template <typename T>
-__device__ __forceinline__ T block_incl_scan(T v, T* warp_tot, T* total) {{
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-#pragma unroll
-    for (int o = 1; o < WARP_SIZE; o <<= 1) {{
-        const T n = {up};
-        if (lane >= o) v += n;
-    }}
-    if (lane == WARP_SIZE - 1) warp_tot[warp] = v;
-    __syncthreads();
-    T off = T(0), all = T(0);
-    for (int w = 0; w < WARPS; ++w) {{ const T s = warp_tot[w]; off += w < warp ? s : T(0); all += s; }}
-    __syncthreads();
-    *total = all;
-    return v + off;
-}}
 """

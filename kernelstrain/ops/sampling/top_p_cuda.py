@@ -9,92 +9,19 @@ edge, CDF over bins picks the boundary bin, only that bin is compacted and refin
 memory, then a cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle
 scans) -> vectorized_float4. Logits are assumed finite with |logit| < 256.
 """
-from ..base import Cost, Launch, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
-from ._sampling import (BLOCK_REDUCE, CAP, DIGITS, KEY_HELPERS, THREADS, SamplingCuda, ballot_ops, block_incl_scan,
-                        row_l2_miss)
+from ..base import Launch, Param, Rung, cdiv
+from ..dialect import prelude
+from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss
+from ._select import DIGITS, MASS_SELECT, ROW_STATS, bin_compact, block_incl_scan, cdf_pick_row, mass_pass
+from .top_p_spec import TopPSpec
 
-
-class TopPCuda(SamplingCuda):
-    op, impl = "top_p", "cuda"
-    title = "top-p (nucleus) sampling"
-    desc = ("p = softmax(logits[b]); sort p descending, keep every token with p >= the first sorted p at which the "
-            "cumulative mass reaches top_p[b]; tokens[b] = inverse-CDF sample in vocabulary order of the kept, "
-            "renormalised mass with uniform[b]. fp32 logits [B, V] (finite, |x| < 256), V a multiple of 4.")
-    dims = {"B": "batch rows", "V": "vocabulary size"}
-    shapes = ({"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B": 32, "V": 32000}, {"B": 64, "V": 128256},
-              {"B": 128, "V": 32000}, {"B": 256, "V": 128256})
-    variants = (
-        Variant("full_sort", "bitonic sort of keys in global scratch (sub-CHUNK stages in smem), cumulative-mass walk",
-                (Param("threads", (256, 512, 1024), 512), Param("chunk", (1024, 2048, 4096), 2048)),
-                compute_eff=0.4, memory_eff=0.5, smem="static", bugs=("missing_barrier", "off_by_one")),
-        Variant("histogram_refine", "radix select on mass: 3 passes of float-atomic mass histograms, then CDF pick",
-                (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", bugs=("missing_scale", "racy_update")),
-        Variant("cdf_pick", "one pass of per-bin mass, CDF over bins, boundary bin compacted and refined in smem",
-                (THREADS, CAP), compute_eff=0.35, memory_eff=0.7, smem="static", bugs=("missing_scale", "wrong_init")),
-        Variant("warp_ballot_scan", "ballot/popc warp-aggregated compaction, warp-shuffle scans",
-                (THREADS, CAP), compute_eff=0.45, memory_eff=0.8, smem="static", bugs=("racy_update", "wrong_init")),
-        Variant("vectorized_float4", "float4 loads in the mass, compaction and pick passes",
-                (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", bugs=("missing_scale", "racy_update")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        b, v = task["B"], task["V"]
-        return Cost(flops=10 * b * v, bytes=b * v * 4 + b * 12)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, v, gpu = task["B"], task["V"], task.gpu
-        threads = params["threads"]
-        warps = cdiv(threads, gpu.warp)
-        miss = row_l2_miss(task, threads)
-        small = 4 * warps + 24                                     # reduction slots, Sel, pick
-        if variant.tag == "full_sort":
-            c, npow = params["chunk"], 1 << (v - 1).bit_length()
-            lg, lc = npow.bit_length() - 1, c.bit_length() - 1
-            glob = sum(k - lc for k in range(lc + 1, lg + 1))      # stages with stride >= CHUNK run in global
-            sweeps = glob + (lg - lc) + 1                          # plus one smem sweep per merge level
-            return Launch(grid=b, threads=threads, smem_bytes=4 * c + 4 * threads + small - 16, regs=32,
-                          bytes_per_access=4, traffic=3 + sweeps * 2 * npow / v * max(miss, 0.3),
-                          compute_scale=0.05)
-        if variant.tag == "histogram_refine":
-            return Launch(grid=b, threads=threads, smem_bytes=8192 + 4 * threads + small, regs=32, bytes_per_access=4,
-                          traffic=1 + 3.5 * miss, compute_scale=0.5)
-        slots = threads if variant.tag == "cdf_pick" else warps
-        vec = 16 if variant.tag == "vectorized_float4" else 4
-        return Launch(grid=b, threads=threads, smem_bytes=16384 + 4 * params["cap"] + 4 * slots + small + 4,
-                      regs=40 if vec == 16 else 32, bytes_per_access=vec, traffic=1 + 1.5 * miss)
-
-    def signature(self, task: Task) -> str:
-        return ("void top_p_sampling(const float* logits, const float* top_p, const float* uniform, int* tokens, "
-                "int B, int V, cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, top_p, uniform",
-            body=("probs = torch.softmax(logits, dim=-1)\n"
-                  "        sp = probs.sort(dim=-1, descending=True).values\n"
-                  "        last = (sp.cumsum(-1) < top_p[:, None]).sum(-1, keepdim=True).clamp(max=V - 1)\n"
-                  "        kept = probs.masked_fill(probs < sp.gather(-1, last), 0.0)\n"
-                  "        cdf = kept.cumsum(-1)\n"
-                  "        return (cdf < uniform[:, None] * cdf[:, -1:]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
-            inputs=("[torch.randn(B, V, dtype=DTYPE, device='cuda') * 4, torch.rand(B, device='cuda') * 0.45 + 0.5,\n"
-                    "            torch.rand(B, device='cuda')]"))
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        warp = variant.tag not in ("histogram_refine", "cdf_pick", "full_sort")
-        vec = variant.tag == "vectorized_float4"
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        host = self._HOST_SORT if variant.tag == "full_sort" else self._HOST
-        return (f"{cuda_prelude(task)}\n#define THREADS {params['threads']}\n{self._COMMON}"
-                f"{block_incl_scan(task, warp)}{self._pick(bug if variant.tag != 'full_sort' else None, vec)}{body}\n{host}")
-
-    _HOST = """
+HOST = """
 void top_p_sampling(const float* logits, const float* top_p, const float* uniform, int* tokens, int B, int V,
                     cudaStream_t stream) {
     top_p_kernel<<<B, THREADS, 0, stream>>>(logits, top_p, uniform, tokens, V);
 }
 """
-    _HOST_SORT = """
+HOST_SORT = """
 void top_p_sampling(const float* logits, const float* top_p, const float* uniform, int* tokens, int B, int V,
                     cudaStream_t stream) {
     int NP = 1;
@@ -105,90 +32,36 @@ void top_p_sampling(const float* logits, const float* top_p, const float* unifor
     cudaFreeAsync(scratch, stream);
 }
 """
-    _COMMON = KEY_HELPERS + BLOCK_REDUCE + """// softmax statistics of a row: max M and Z = sum exp(x - M), online (rescale when the max grows)
-__device__ __forceinline__ void row_stats(const float* row, int V, float* slots, float* M, float* Z) {
-    float m = -INFINITY, s = 0.f;
-    for (int i = threadIdx.x; i < V; i += THREADS) {
-        const float x = row[i];
-        if (x > m) { s *= expf(m - x); m = x; }
-        s += expf(x - m);
-    }
-    *M = block_max(m, slots);
-    *Z = block_sum(s * expf(m - *M), slots);
-}
-"""
+COMMON = KEY_HELPERS + BLOCK_REDUCE + ROW_STATS
 
-    def _pick(self, bug, vec: bool) -> str:
-        carry0 = "1.f" if bug == "wrong_init" else "0.f"
-        if vec:
-            load = """const int c = start + threadIdx.x;                          // 4 logits per thread
-        const float4 x = c < V / 4 ? reinterpret_cast<const float4*>(row)[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-        const float xs[4] = {x.x, x.y, x.z, x.w};
-        float w[4], local = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) { w[j] = key_of(xs[j]) >= thresh ? expf(xs[j] - M) : 0.f; local += w[j]; }
-        float total;
-        float excl = carry + block_incl_scan(local, fbuf, &total) - local;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) { if (w[j] > 0.f && excl < target) atomicMax(pick, 4 * c + j); excl += w[j]; }"""
-            step = "V / 4"
-        else:
-            load = """const int i = start + threadIdx.x;
-        const float x = i < V ? row[i] : -INFINITY;
-        const float w = key_of(x) >= thresh ? expf(x - M) : 0.f;
-        float total;
-        const float incl = block_incl_scan(w, fbuf, &total);
-        if (w > 0.f && carry + incl - w < target) atomicMax(pick, i);"""
-            step = "V"
-        return f"""
-// Inverse CDF in vocabulary order over the kept tokens (key >= thresh): a running cumulative
-// sum; the last kept token whose exclusive prefix is below target is the sample.
-__device__ void cdf_pick_row(const float* row, int V, uint32_t thresh, float M, float target, float* fbuf, int* pick) {{
-    float carry = {carry0};
-    for (int start = 0; start < {step}; start += THREADS) {{
-        {load}
-        carry += total;
-        if (carry >= target) break;                          // block-uniform: later tokens cannot win
-    }}
-    __syncthreads();
-}}
-"""
 
-    _SELECT = """
-struct Sel { uint32_t prefix, mask; float need, above, last; };   // mass still needed inside prefix
-// Mass radix-select step: scanning bins from the top, find the bin where the kept mass reaches
-// `need`. Each thread owns nbins / THREADS consecutive bins; a block scan finds the owner.
-__device__ void select_bin_mass(const float* mass, int nbins, int shift, Sel* sel, float* fbuf) {
-    const int per = nbins / THREADS;
-    const float need = sel->need;
-    float local = 0.f;
-    for (int j = 0; j < per; ++j) local += mass[nbins - 1 - (threadIdx.x * per + j)];
-    float total;
-    const float incl = block_incl_scan(local, fbuf, &total);
-    float acc = incl - local;
-    const bool tail = threadIdx.x == THREADS - 1 && incl < need;       // rounding: mass ran out
-    if ((acc < need && incl >= need) || tail) {
-        for (int j = 0; j < per; ++j) {
-            const int b = nbins - 1 - (threadIdx.x * per + j);
-            if (acc + mass[b] >= need || (tail && j == per - 1)) {
-                sel->prefix |= (uint32_t)b << shift;
-                sel->mask |= (uint32_t)(nbins - 1) << shift;
-                sel->need = need - acc;
-                sel->above += acc;
-                sel->last = mass[b];
-                break;
-            }
-            acc += mass[b];
-        }
-    }
-    __syncthreads();
-}
-"""
+def small_smem(task, threads: int) -> int:
+    return 4 * cdiv(threads, task.gpu.warp) + 24                 # reduction slots, Sel, pick
 
-    def _full_sort(self, p, task, bug):
-        sync = "" if bug == "missing_barrier" else "\n                __syncthreads();"
-        top = "k < NP" if bug == "off_by_one" else "k <= NP"
-        return f"""#define CHUNK {p['chunk']}
+
+def program(task, warp: bool, vec: bool, kernel: str, host: str = HOST, carry0: str = "0.f") -> str:
+    """A rung's code after the common helpers: block scan, pick walk, kernel, host function."""
+    return f"{block_incl_scan(task, warp)}{cdf_pick_row(carry0, vec)}{kernel}\n{host}"
+
+
+# -- full_sort -----------------------------------------------------------------------------
+def full_sort_launch(p, task):
+    v, threads = task["V"], p["threads"]
+    c, npow = p["chunk"], 1 << (v - 1).bit_length()
+    lg, lc = npow.bit_length() - 1, c.bit_length() - 1
+    glob = sum(k - lc for k in range(lc + 1, lg + 1))      # stages with stride >= CHUNK run in global
+    sweeps = glob + (lg - lc) + 1                          # plus one smem sweep per merge level
+    return Launch(grid=task["B"], threads=threads, smem_bytes=4 * c + 4 * threads + small_smem(task, threads) - 16,
+                  regs=32, bytes_per_access=4, traffic=3 + sweeps * 2 * npow / v * max(row_l2_miss(task, threads), 0.3),
+                  compute_scale=0.05)
+
+
+def full_sort_src(p, task, sync="\n                __syncthreads();", top="k <= NP"):
+    return program(task, False, False, full_sort_kernel(p, sync, top), HOST_SORT)
+
+
+def full_sort_kernel(p, sync: str, top: str) -> str:
+    return f"""#define CHUNK {p['chunk']}
 
 // compare-exchange of a descending bitonic sort; `up` (bit k of the global index) flips direction
 #define CMPX(arr, i, j, up) {{ const int p_ = (i) ^ (j); if (p_ > (i)) {{ const uint32_t a_ = arr[i], b_ = arr[p_]; \\
@@ -252,11 +125,25 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
 
-    def _histogram_refine(self, p, task, bug):
-        need = "Z" if bug == "missing_scale" else "top_p[blockIdx.x] * Z"
-        add = ("mass[(k >> SHIFT[d]) & (NBINS[d] - 1)] += expf(x - M);  // plain read-modify-write"
-               if bug == "racy_update" else "atomicAdd(&mass[(k >> SHIFT[d]) & (NBINS[d] - 1)], expf(x - M));")
-        return f"""{self._SELECT}
+
+# -- histogram_refine ----------------------------------------------------------------------
+def histogram_refine_launch(p, task):
+    threads = p["threads"]
+    return Launch(grid=task["B"], threads=threads, smem_bytes=8192 + 4 * threads + small_smem(task, threads), regs=32,
+                  bytes_per_access=4, traffic=1 + 3.5 * row_l2_miss(task, threads), compute_scale=0.5)
+
+
+ATOMIC_ADD = "atomicAdd(&mass[(k >> SHIFT[d]) & (NBINS[d] - 1)], expf(x - M));"
+RACY_ADD = "mass[(k >> SHIFT[d]) & (NBINS[d] - 1)] += expf(x - M);  // plain read-modify-write"
+NEED = "top_p[blockIdx.x] * Z"
+
+
+def histogram_refine_src(p, task, need=NEED, add=ATOMIC_ADD):
+    return program(task, False, False, histogram_refine_kernel(need, add))
+
+
+def histogram_refine_kernel(need: str, add: str) -> str:
+    return f"""{MASS_SELECT}
 extern "C" __global__ void __launch_bounds__(THREADS)
 top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, const float* __restrict__ uniform,
              int* __restrict__ tokens, int V) {{
@@ -287,62 +174,31 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
 
-    def _select_kernel(self, p, task, bug, mode: str) -> str:
-        warp = mode != "smem"
-        need = "Z" if bug == "missing_scale" else "top_p[blockIdx.x] * Z"
-        plain = bug == "racy_update"
 
-        def bump(b, w):
-            return (f"mass[{b}] += {w}; ++cnt[{b}];  // plain read-modify-write" if plain else
-                    f"atomicAdd(&mass[{b}], {w}); atomicAdd(&cnt[{b}], 1u);")
-        if mode == "float4":
-            pass1 = f"""const float4* row4 = reinterpret_cast<const float4*>(row);
-    for (int c = threadIdx.x; c < V / 4; c += THREADS) {{       // 16-byte loads, 4 logits per thread
-        const float4 v = row4[c];
-        const float xs[4] = {{v.x, v.y, v.z, v.w}};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {{
-            const uint32_t b = key_of(xs[j]) >> 21;
-            {bump("b", "expf(xs[j] - float_of_key(b << 21))")}
-            mx = fmaxf(mx, xs[j]);
-        }}
-    }}"""
-            compact = """const float4* row4 = reinterpret_cast<const float4*>(row);
-        for (int c = threadIdx.x; c < V / 4; c += THREADS) {
-            const float4 v = row4[c];
-            const uint32_t ks[4] = {key_of(v.x), key_of(v.y), key_of(v.z), key_of(v.w)};
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if ((ks[j] >> 21) == bin) ckey[atomicAdd(&n_c, 1u)] = ks[j];
-        }"""
-        else:
-            pass1 = f"""for (int i = threadIdx.x; i < V; i += THREADS) {{
-        const float x = row[i];
-        const uint32_t b = key_of(x) >> 21;
-        {bump("b", "expf(x - float_of_key(b << 21))")}
-        mx = fmaxf(mx, x);
-    }}"""
-            if mode == "ballot":
-                ballot, popc, lt = ballot_ops(task)
-                shfl = "__shfl(base, 0)" if task.is_hip else "__shfl_sync(0xffffffffu, base, 0)"
-                compact = f"""const int lane = threadIdx.x % WARP_SIZE;
-        for (int start = 0; start < V; start += THREADS) {{     // warp-aggregated: one atomic per warp
-            const int i = start + threadIdx.x;
-            const uint32_t k = i < V ? key_of(row[i]) : 0u;
-            const bool flag = i < V && (k >> 21) == bin;
-            const auto bits = {ballot};
-            unsigned base = 0u;
-            if (lane == 0 && bits) base = atomicAdd(&n_c, (unsigned){popc}(bits));
-            base = {shfl};
-            if (flag) ckey[base + {popc}(bits & {lt})] = k;
-        }}"""
-            else:
-                compact = """for (int i = threadIdx.x; i < V; i += THREADS) {
-            const uint32_t k = key_of(row[i]);
-            if ((k >> 21) == bin) ckey[atomicAdd(&n_c, 1u)] = k;
-        }"""
-        return f"""#define CAP {p['cap']}               // boundary-bin slots in shared memory
-{self._SELECT}
+# -- cdf_pick, warp_ballot_scan, vectorized_float4: one kernel in smem / ballot / float4 mode --
+def select_launch(mode: str):
+    """Launch model of the one-pass select kernel: scan slots per thread (smem) or per warp."""
+    def launch(p, task):
+        threads = p["threads"]
+        slots = threads if mode == "smem" else cdiv(threads, task.gpu.warp)
+        vec = 16 if mode == "float4" else 4
+        return Launch(grid=task["B"], threads=threads,
+                      smem_bytes=16384 + 4 * p["cap"] + 4 * slots + small_smem(task, threads) + 4,
+                      regs=40 if vec == 16 else 32, bytes_per_access=vec, traffic=1 + 1.5 * row_l2_miss(task, threads))
+    return launch
+
+
+def select_src(mode: str):
+    """Render of the select kernel in `mode`; slots: the kept mass, plain (racy) bumps, the CDF's start."""
+    return lambda p, task, need=NEED, plain=False, carry0="0.f": program(
+        task, mode != "smem", mode == "float4", select_kernel(p, task, mode, need, plain), carry0=carry0)
+
+
+def select_kernel(p, task, mode: str, need: str, plain: bool) -> str:
+    warp = mode != "smem"
+    pass1, compact = mass_pass(mode, plain), bin_compact(task, mode)
+    return f"""#define CAP {p['cap']}               // boundary-bin slots in shared memory
+{MASS_SELECT}
 extern "C" __global__ void __launch_bounds__(THREADS)
 top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, const float* __restrict__ uniform,
              int* __restrict__ tokens, int V) {{
@@ -395,3 +251,28 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     cdf_pick_row(row, V, sel.prefix, M, uniform[blockIdx.x] * (sel.above + sel.last), fbuf, &pick);
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
+
+
+class TopPCuda(TopPSpec):
+    impl = "cuda"
+    variants = (
+        Rung("full_sort", "bitonic sort of keys in global scratch (sub-CHUNK stages in smem), cumulative-mass walk",
+             (Param("threads", (256, 512, 1024), 512), Param("chunk", (1024, 2048, 4096), 2048)),
+             compute_eff=0.4, memory_eff=0.5, smem="static", launch=full_sort_launch, render=full_sort_src,
+             bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"top": "k < NP"}}),
+        Rung("histogram_refine", "radix select on mass: 3 passes of float-atomic mass histograms, then CDF pick",
+             (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", launch=histogram_refine_launch,
+             render=histogram_refine_src, bugs={"missing_scale": {"need": "Z"}, "racy_update": {"add": RACY_ADD}}),
+        Rung("cdf_pick", "one pass of per-bin mass, CDF over bins, boundary bin compacted and refined in smem",
+             (THREADS, CAP), compute_eff=0.35, memory_eff=0.7, smem="static", launch=select_launch("smem"),
+             render=select_src("smem"), bugs={"missing_scale": {"need": "Z"}, "wrong_init": {"carry0": "1.f"}}),
+        Rung("warp_ballot_scan", "ballot/popc warp-aggregated compaction, warp-shuffle scans",
+             (THREADS, CAP), compute_eff=0.45, memory_eff=0.8, smem="static", launch=select_launch("ballot"),
+             render=select_src("ballot"), bugs={"racy_update": {"plain": True}, "wrong_init": {"carry0": "1.f"}}),
+        Rung("vectorized_float4", "float4 loads in the mass, compaction and pick passes",
+             (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", launch=select_launch("float4"),
+             render=select_src("float4"), bugs={"missing_scale": {"need": "Z"}, "racy_update": {"plain": True}}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task)}\n#define THREADS {params['threads']}\n{COMMON}{body}"

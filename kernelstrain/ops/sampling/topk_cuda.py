@@ -8,115 +8,38 @@ histograms with shared atomics, three passes over the row, then an atomic gather
 block prefix sum, refine there, pick by cumulative sum) -> warp_ballot_scan (ballot/popc
 compaction, shuffle scans) -> vectorized_float4 (16-byte loads in both DRAM passes).
 """
-from ..base import Cost, Launch, Param, Task, Variant, cdiv, cuda_prelude, kernelbench_program
-from ._sampling import (BLOCK_REDUCE, CAP, DIGITS, KEY_HELPERS, THREADS, SamplingCuda, ballot_ops, block_incl_scan,
-                        row_l2_miss)
+from ..base import Launch, Param, Rung, cdiv
+from ..dialect import prelude
+from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss
+from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan, topk_compact
+from .topk_spec import TopkSpec
 
 KCAP = 128          # gather slots of the rank-based finisher (K <= 64 plus ties)
 LOG2 = {1024: 10, 2048: 11, 4096: 12}
-
-
-class TopkCuda(SamplingCuda):
-    op, impl = "topk", "cuda"
-    title = "top-k sampling"
-    desc = ("tokens[b] = inverse-CDF sample, in vocabulary order, of softmax over the K largest logits of row b "
-            "(logits below the K-th largest are masked; ties with it kept), using uniform[b] in [0, 1). "
-            "fp32 logits [B, V], K <= 64, V a multiple of 4; int32 tokens.")
-    dims = {"B": "batch rows", "V": "vocabulary size", "K": "top-k"}
-    shapes = ({"B": 1, "V": 32000, "K": 50}, {"B": 8, "V": 128256, "K": 50}, {"B": 32, "V": 32000, "K": 40},
-              {"B": 64, "V": 128256, "K": 20}, {"B": 128, "V": 32000, "K": 50}, {"B": 256, "V": 128256, "K": 50})
-    variants = (
-        Variant("full_sort", "chunked bitonic sort in shared memory; running top-K kept at the front of each chunk",
-                (Param("threads", (128, 256, 512, 1024), 256), Param("chunk", (1024, 2048, 4096), 2048)),
-                compute_eff=0.5, memory_eff=0.6, smem="static", bugs=("missing_barrier",)),
-        Variant("histogram_refine", "radix select: 3 passes of shared-memory key histograms, atomic gather, rank pick",
-                (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", bugs=("racy_update", "off_by_one")),
-        Variant("cdf_pick", "1 histogram pass, prefix-sum compaction to smem, refine in smem, cumulative-sum pick",
-                (THREADS, CAP), compute_eff=0.35, memory_eff=0.7, smem="static", bugs=("missing_scale", "wrong_init")),
-        Variant("warp_ballot_scan", "ballot/popc compaction and warp-shuffle scans instead of smem scan trees",
-                (THREADS, CAP), compute_eff=0.45, memory_eff=0.8, smem="static", bugs=("racy_update", "wrong_init")),
-        Variant("vectorized_float4", "float4 loads in the histogram and compaction passes, 4 keys per thread",
-                (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", bugs=("racy_update", "missing_scale")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        b, v = task["B"], task["V"]
-        return Cost(flops=6 * b * v, bytes=b * v * 4 + b * 8)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, gpu = task["B"], task.gpu
-        threads = params["threads"]
-        warps = cdiv(threads, gpu.warp)
-        slots = threads if variant.tag in ("histogram_refine", "cdf_pick") else cdiv(threads, gpu.warp)
-        miss = row_l2_miss(task, threads)
-        if variant.tag == "full_sort":
-            c = params["chunk"]
-            lg = LOG2[c]
-            ops = lg * (lg + 1) / 2 * c / (c - 64) * 12 / 2        # compare-exchanges per element, ~12 instr each
-            return Launch(grid=b, threads=threads, smem_bytes=8 * c + 4 * warps + 4, regs=24, bytes_per_access=4,
-                          compute_scale=6 / ops)
-        hist = 8192 + 12 + 4                                       # histogram, Sel, pick
-        if variant.tag == "histogram_refine":
-            return Launch(grid=b, threads=threads, smem_bytes=hist + 4 * threads + 8 * KCAP + 4 * warps + 4, regs=30,
-                          bytes_per_access=4, traffic=1 + 3 * miss, compute_scale=0.5)
-        cap = params["cap"]
-        vec = 16 if variant.tag == "vectorized_float4" else 4
-        wcount = 4 * warps if variant.tag == "warp_ballot_scan" else 0
-        return Launch(grid=b, threads=threads, smem_bytes=hist + 8 * cap + 8 * slots + wcount,
-                      regs=40 if vec == 16 else 32,
-                      bytes_per_access=vec, traffic=1 + miss)
-
-    def signature(self, task: Task) -> str:
-        return ("void topk_sampling(const float* logits, const float* uniform, int* tokens, int B, int V, int K, "
-                "cudaStream_t stream)")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, uniform",
-            body=("thresh = torch.topk(logits, K, dim=-1).values[:, -1:]\n"
-                  "        probs = torch.softmax(logits.masked_fill(logits < thresh, float('-inf')), dim=-1)\n"
-                  "        cdf = probs.cumsum(-1)\n"
-                  "        return (cdf < uniform[:, None]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
-            inputs="[torch.randn(B, V, dtype=DTYPE, device='cuda') * 2, torch.rand(B, device='cuda')]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n#define THREADS {params['threads']}\n{self._COMMON}{body}\n{self._HOST}"
-
-    _HOST = """
+HIST_SMEM = 8192 + 12 + 4                                      # histogram, Sel, pick
+HOST = """
 void topk_sampling(const float* logits, const float* uniform, int* tokens, int B, int V, int K,
                    cudaStream_t stream) {
     topk_kernel<<<B, THREADS, 0, stream>>>(logits, uniform, tokens, V, K);
 }
 """
-    _COMMON = (KEY_HELPERS + "\n// Block reductions: warp shuffles, one shared slot per warp, every thread gets the result.\n"
-               + BLOCK_REDUCE)
+COMMON = (KEY_HELPERS + "\n// Block reductions: warp shuffles, one shared slot per warp, every thread gets the result.\n"
+          + BLOCK_REDUCE)
 
-    _RANK_PICK = """
-// Sample among n <= THREADS unordered candidates: each candidate's CDF position in vocabulary
-// order is the weight of the candidates with smaller indices; the pick is the largest index
-// whose position is still below u * Z.
-__device__ void pick_by_rank(const uint32_t* ckey, const int* cidx, int n, float u, int* token, float* slots,
-                             int* pick) {
-    const int t = threadIdx.x;
-    const float mx = block_max(t < n ? float_of_key(ckey[t]) : -INFINITY, slots);
-    const float w = t < n ? expf(float_of_key(ckey[t]) - mx) : 0.f;
-    const float target = u * block_sum(w, slots);
-    float below = 0.f;
-    if (t < n)
-        for (int j = 0; j < n; ++j) below += cidx[j] < cidx[t] ? expf(float_of_key(ckey[j]) - mx) : 0.f;
-    if (t < n && below < target) atomicMax(pick, cidx[t]);
-    __syncthreads();
-    if (t == 0) *token = *pick;
-}
-"""
 
-    def _full_sort(self, p, task, bug):
-        sync = "" if bug == "missing_barrier" else "\n            __syncthreads();"
-        return f"""#define CHUNK {p['chunk']}
+# -- full_sort -----------------------------------------------------------------------------
+def full_sort_launch(p, task):
+    threads, c = p["threads"], p["chunk"]
+    lg = LOG2[c]
+    ops = lg * (lg + 1) / 2 * c / (c - 64) * 12 / 2        # compare-exchanges per element, ~12 instr each
+    return Launch(grid=task["B"], threads=threads, smem_bytes=8 * c + 4 * cdiv(threads, task.gpu.warp) + 4, regs=24,
+                  bytes_per_access=4, compute_scale=6 / ops)
+
+
+def full_sort_src(p, task, sync="\n            __syncthreads();"):
+    return f"""#define CHUNK {p['chunk']}
 #define KPAD 64                    // slots [0, KPAD) carry the running top-K between chunks
-{self._RANK_PICK}
+{RANK_PICK}
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
@@ -153,41 +76,21 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     pick_by_rank(skey, sidx, K, uniform[blockIdx.x], tokens + blockIdx.x, slots, &pick);
 }}"""
 
-    _SELECT = """
-struct Sel { uint32_t prefix, mask, need; };   // keys matching prefix on mask; need-th largest among them
 
-// Radix-select step: find the bin (scanning from the top) that holds the need-th largest key.
-// Each thread owns nbins / THREADS consecutive bins; a block scan of their counts finds the owner.
-__device__ void select_bin(const unsigned* hist, int nbins, int shift, Sel* sel, unsigned* ubuf) {
-    const int per = nbins / THREADS;
-    const unsigned need = sel->need;
-    unsigned local = 0;
-    for (int j = 0; j < per; ++j) local += hist[nbins - 1 - (threadIdx.x * per + j)];
-    unsigned total;
-    const unsigned incl = block_incl_scan(local, ubuf, &total);
-    unsigned acc = incl - local;
-    if (acc < need && incl >= need) {
-        for (int j = 0; j < per; ++j) {
-            const int b = nbins - 1 - (threadIdx.x * per + j);
-            if (acc + hist[b] >= need) {
-                sel->prefix |= (uint32_t)b << shift;
-                sel->mask |= (uint32_t)(nbins - 1) << shift;
-                sel->need = need - acc;
-                break;
-            }
-            acc += hist[b];
-        }
-    }
-    __syncthreads();
-}
-"""
+# -- histogram_refine ----------------------------------------------------------------------
+def histogram_refine_launch(p, task):
+    threads, warps = p["threads"], cdiv(p["threads"], task.gpu.warp)
+    return Launch(grid=task["B"], threads=threads, smem_bytes=HIST_SMEM + 4 * threads + 8 * KCAP + 4 * warps + 4,
+                  regs=30, bytes_per_access=4, traffic=1 + 3 * row_l2_miss(task, threads), compute_scale=0.5)
 
-    def _histogram_refine(self, p, task, bug):
-        store = ("ckey[count] = k; cidx[count] = i; ++count;  // unsynchronised slot claim" if bug == "racy_update" else
-                 "const unsigned s = atomicAdd(&count, 1u);\n                if (s < KCAP) { ckey[s] = k; cidx[s] = i; }")
-        keep = "k > thresh" if bug == "off_by_one" else "k >= thresh"
-        return f"""#define KCAP {KCAP}
-{block_incl_scan(task, False)}{self._SELECT}{self._RANK_PICK}
+
+ATOMIC_STORE = "const unsigned s = atomicAdd(&count, 1u);\n                if (s < KCAP) { ckey[s] = k; cidx[s] = i; }"
+RACY_STORE = "ckey[count] = k; cidx[count] = i; ++count;  // unsynchronised slot claim"
+
+
+def histogram_refine_src(p, task, store=ATOMIC_STORE, keep="k >= thresh"):
+    return f"""#define KCAP {KCAP}
+{block_incl_scan(task, False)}{COUNT_SELECT}{RANK_PICK}
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
@@ -224,74 +127,49 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     pick_by_rank(ckey, cidx, min(count, (unsigned)KCAP), uniform[blockIdx.x], tokens + blockIdx.x, slots, &pick);
 }}"""
 
-    def _compact(self, task, mode: str, bug) -> str:
-        """Pass 2: order-preserving compaction of keys >= bin_floor into ckey/cidx."""
-        if mode == "ballot":
-            ballot, popc, lt = ballot_ops(task)
-            end = "V - 1" if bug == "off_by_one" else "V"
-            return f"""        const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-        for (int start = 0; start < V; start += THREADS) {{
-            const int i = start + threadIdx.x;
-            const uint32_t k = i < {end} ? key_of(row[i]) : 0u;
-            const bool flag = i < {end} && k >= bin_floor;
-            const auto bits = {ballot};             // one bit per lane, in lane (= vocab) order
-            if (lane == 0) wcount[warp] = {popc}(bits);
-            __syncthreads();
-            unsigned off = base, total = 0;
-            for (int w = 0; w < WARPS; ++w) {{ off += w < warp ? wcount[w] : 0u; total += wcount[w]; }}
-            __syncthreads();
-            if (flag) {{ const unsigned pos = off + {popc}(bits & {lt}); ckey[pos] = k; cidx[pos] = i; }}
-            base += total;
-        }}"""
-        if mode == "float4":
-            guard = "true" if bug == "no_bounds_check" else "c < V4"
-            return f"""        const float4* row4 = reinterpret_cast<const float4*>(row);
-        for (int start = 0; start < V4; start += THREADS) {{
-            const int c = start + threadIdx.x;
-            const float4 v = {guard} ? row4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-            const uint32_t k[4] = {{key_of(v.x), key_of(v.y), key_of(v.z), key_of(v.w)}};
-            unsigned cnt = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) cnt += k[j] >= bin_floor;
-            unsigned total;
-            unsigned pos = base + block_incl_scan(cnt, ubuf, &total) - cnt;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (k[j] >= bin_floor) {{ ckey[pos] = k[j]; cidx[pos] = 4 * c + j; ++pos; }}
-            base += total;
-        }}"""
-        return """        for (int start = 0; start < V; start += THREADS) {
-            const int i = start + threadIdx.x;
-            const uint32_t k = i < V ? key_of(row[i]) : 0u;
-            const unsigned flag = i < V && k >= bin_floor;
-            unsigned total;
-            const unsigned pos = base + block_incl_scan(flag, ubuf, &total) - flag;
-            if (flag) { ckey[pos] = k; cidx[pos] = i; }
-            base += total;
-        }"""
 
-    def _select_kernel(self, p, task, bug, mode: str) -> str:
-        warp = mode != "smem"
-        slots = "WARPS" if warp else "THREADS"
-        u = "1.f" if bug == "missing_scale" else "uniform[blockIdx.x]"
-        inc = "++hist[{}];  // plain read-modify-write" if bug == "racy_update" else "atomicAdd(&hist[{}], 1u);"
-        carry0 = "1.f" if bug == "wrong_init" else "0.f"
-        if mode == "float4":
-            hist_pass = f"""const float4* row4 = reinterpret_cast<const float4*>(row);
+# -- cdf_pick, warp_ballot_scan, vectorized_float4: one kernel in smem / ballot / float4 mode --
+def select_launch(mode: str):
+    """Launch model of the one-pass select kernel: scan slots per thread (smem) or per warp."""
+    def launch(p, task):
+        threads, warps = p["threads"], cdiv(p["threads"], task.gpu.warp)
+        slots = threads if mode == "smem" else warps
+        wcount = 4 * warps if mode == "ballot" else 0
+        return Launch(grid=task["B"], threads=threads, smem_bytes=HIST_SMEM + 8 * p["cap"] + 8 * slots + wcount,
+                      regs=40 if mode == "float4" else 32, bytes_per_access=16 if mode == "float4" else 4,
+                      traffic=1 + row_l2_miss(task, threads))
+    return launch
+
+
+ATOMIC_INC = "atomicAdd(&hist[{}], 1u);"
+RACY_INC = "++hist[{}];  // plain read-modify-write"
+
+
+def select_src(mode: str):
+    """Render of the select kernel in `mode`; slots: the uniform, the histogram bump, the CDF's start."""
+    return lambda p, task, u="uniform[blockIdx.x]", inc=ATOMIC_INC, carry0="0.f": \
+        select_kernel(p, task, mode, u, inc, carry0)
+
+
+def select_kernel(p, task, mode: str, u: str, inc: str, carry0: str) -> str:
+    warp = mode != "smem"
+    slots = "WARPS" if warp else "THREADS"
+    if mode == "float4":
+        hist_pass = f"""const float4* row4 = reinterpret_cast<const float4*>(row);
     for (int c = threadIdx.x; c < V4; c += THREADS) {{          // 16-byte loads, 4 keys per thread
         const float4 v = row4[c];
         mx = fmaxf(mx, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
         {inc.format("key_of(v.x) >> 21")} {inc.format("key_of(v.y) >> 21")}
         {inc.format("key_of(v.z) >> 21")} {inc.format("key_of(v.w) >> 21")}
     }}"""
-        else:
-            hist_pass = f"""for (int i = threadIdx.x; i < V; i += THREADS) {{
+    else:
+        hist_pass = f"""for (int i = threadIdx.x; i < V; i += THREADS) {{
         const float f = row[i];
         mx = fmaxf(mx, f);
         {inc.format("key_of(f) >> 21")}
     }}"""
-        return f"""#define CAP {p['cap']}               // candidate slots in shared memory
-{block_incl_scan(task, warp)}{self._SELECT}
+    return f"""#define CAP {p['cap']}               // candidate slots in shared memory
+{block_incl_scan(task, warp)}{COUNT_SELECT}
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
@@ -319,7 +197,7 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     unsigned base = 0;
     if (in_smem) {{
         // pass 2: candidates move to shared memory in vocabulary order (block prefix sum of flags)
-{self._compact(task, mode, bug)}
+{topk_compact(task, mode)}
     }}
     const int n = in_smem ? (int)n_cand : V;
     const int SHIFT[2] = {{10, 0}}, NBINS[2] = {{2048, 1024}};
@@ -357,3 +235,28 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
     __syncthreads();
     if (threadIdx.x == 0) tokens[blockIdx.x] = pick;
 }}"""
+
+
+class TopkCuda(TopkSpec):
+    impl = "cuda"
+    variants = (
+        Rung("full_sort", "chunked bitonic sort in shared memory; running top-K kept at the front of each chunk",
+             (Param("threads", (128, 256, 512, 1024), 256), Param("chunk", (1024, 2048, 4096), 2048)),
+             compute_eff=0.5, memory_eff=0.6, smem="static", launch=full_sort_launch, render=full_sort_src,
+             bugs={"missing_barrier": {"sync": ""}}),
+        Rung("histogram_refine", "radix select: 3 passes of shared-memory key histograms, atomic gather, rank pick",
+             (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", launch=histogram_refine_launch,
+             render=histogram_refine_src, bugs={"racy_update": {"store": RACY_STORE}, "off_by_one": {"keep": "k > thresh"}}),
+        Rung("cdf_pick", "1 histogram pass, prefix-sum compaction to smem, refine in smem, cumulative-sum pick",
+             (THREADS, CAP), compute_eff=0.35, memory_eff=0.7, smem="static", launch=select_launch("smem"),
+             render=select_src("smem"), bugs={"missing_scale": {"u": "1.f"}, "wrong_init": {"carry0": "1.f"}}),
+        Rung("warp_ballot_scan", "ballot/popc compaction and warp-shuffle scans instead of smem scan trees",
+             (THREADS, CAP), compute_eff=0.45, memory_eff=0.8, smem="static", launch=select_launch("ballot"),
+             render=select_src("ballot"), bugs={"racy_update": {"inc": RACY_INC}, "wrong_init": {"carry0": "1.f"}}),
+        Rung("vectorized_float4", "float4 loads in the histogram and compaction passes, 4 keys per thread",
+             (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", launch=select_launch("float4"),
+             render=select_src("float4"), bugs={"racy_update": {"inc": RACY_INC}, "missing_scale": {"u": "1.f"}}),
+    )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task)}\n#define THREADS {params['threads']}\n{COMMON}{body}\n{HOST}"

@@ -1,8 +1,15 @@
-"""What selective_scan_cuda and selective_scan_triton share: the op description (dims, shapes,
-dtypes, cost, PyTorch reference) in `SelectiveScanSpec`. `desc` stays per impl (the CUDA
+"""What selective_scan_cuda and selective_scan_triton share: the entry point and the op description
+(dims, shapes, dtypes, cost, PyTorch reference, check shape) in `SelectiveScanSpec`. `desc` stays per impl (the CUDA
 kernels also require L to be a multiple of 16).
 """
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("selective_scan_fwd", (
+    Arg("u", "in", ("B", "D", "L")), Arg("delta", "in", ("B", "D", "L")), Arg("A", "in", ("D", "N"), "fp32"),
+    Arg("Bs", "in", ("B", "N", "L")), Arg("Cs", "in", ("B", "N", "L")), Arg("Dskip", "in", ("D",), "fp32"),
+    Arg("z", "in", ("B", "D", "L")), Arg("delta_bias", "in", ("D",), "fp32"), Arg("y", "out", ("B", "D", "L")),
+    Scalar("B"), Scalar("D"), Scalar("L")), py_name="selective_scan")
 
 
 class SelectiveScanSpec(OpModule):
@@ -14,6 +21,8 @@ class SelectiveScanSpec(OpModule):
               {"B": 4, "L": 4096, "D": 5120, "N": 16}, {"B": 64, "L": 256, "D": 2048, "N": 16})
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("u", "delta", "A", "Bs", "Cs", "Dskip", "z", "delta_bias")
+    check_shape = {"B": 1, "L": 2048, "D": 1536, "N": 16}
 
     def cost(self, task: Task) -> Cost:
         b, l, d, n, e = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]

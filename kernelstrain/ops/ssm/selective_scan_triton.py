@@ -9,83 +9,22 @@ over chunks, and a chunk-output kernel (parallel over L for small batch x channe
 """
 import textwrap
 
-from ..base import KernelSpec, Launch, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
-from .selective_scan_spec import SelectiveScanSpec
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from .selective_scan_spec import ENTRY, SelectiveScanSpec
 
 BD = Param("BLOCK_D", (2, 4, 8, 16), 4)
 CH = Param("CHUNK", (32, 64, 128), 64)
 WARPS = Param("num_warps", (2, 4, 8), 4)
-
-
-class SelectiveScanTriton(SelectiveScanSpec):
-    impl = "triton"
-    desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
-            "Bs, Cs: [B, N, L] (same dtype); A: [D, N] fp32; Dskip, delta_bias: [D] fp32. fp32 state and math.")
-    variants = (
-        Variant("sequential_loop", "program per (batch, BLOCK_D channels), one time step per loop iteration",
-                (Param("BLOCK_D", (16, 32, 64), 32), Param("num_warps", (1, 2, 4), 2)), compute_eff=0.25,
-                memory_eff=0.3, bugs=("wrong_init", "missing_scale")),
-        Variant("chunked_assoc_scan", "[BLOCK_D, CHUNK] tiles, tl.associative_scan of (a, b) pairs, carried state",
-                (BD, CH), compute_eff=0.3, memory_eff=0.72, bugs=("bad_combine_index", "off_by_one")),
-        Variant("exp2_fused_epilogue", "associative scan with exp2 (log2e folded into A), fused D-skip and SiLU gate",
-                (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.84, bugs=("missing_scale", "wrong_init")),
-        Variant("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
-                (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, bugs=("bad_combine_index", "off_by_one")),
-    )
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        b, l, d, n, elt = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
-        bd = params["BLOCK_D"]
-        threads = params.get("num_warps", 4) * task.gpu.warp
-        progs = b * cdiv(d, bd)
-        if variant.tag == "sequential_loop":
-            per = max(1, bd * n // threads)
-            return Launch(grid=progs, threads=threads, smem_bytes=4 * bd, regs=32 + 3 * per, bytes_per_access=elt,
-                          traffic=1.6,
-                          lane_util=min(1.0, bd * n / threads))
-        ch = params["CHUNK"]
-        per = max(1, bd * n * ch // threads)                   # [BLOCK_D, N, CHUNK] elements per thread
-        regs = 32 + 4 * per
-        spill = 1.0 + max(0, regs - 255) / 64
-        util = l / (cdiv(l, ch) * ch)
-        scale = {"chunked_assoc_scan": 0.55, "exp2_fused_epilogue": 0.75, "split_l_state_passing": 0.6}[variant.tag]
-        if variant.tag == "split_l_state_passing":
-            return Launch(grid=progs * cdiv(l, ch), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
-                          bytes_per_access=min(16, ch // 32 * elt * 4), traffic=1.5 * spill, compute_scale=scale,
-                          lane_util=util, launches=3)
-        return Launch(grid=progs, threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
-                      bytes_per_access=min(16, ch // 32 * elt * 4),
-                      traffic=spill, compute_scale=scale, lane_util=util)
-
-    def signature(self, task: Task) -> str:
-        return "def selective_scan(u, delta, A, Bs, Cs, Dskip, z, delta_bias) -> torch.Tensor  # y like u"
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        x = triton_ptr(task.dtype, task)
-        warps = params.get("num_warps", 4)
-        sig = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "C_ptr": x, "Ds_ptr": "*fp32", "z_ptr": x,
-               "db_ptr": "*fp32", "y_ptr": x, "D": "i32", "L": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
-        c = {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}
-        if variant.tag == "sequential_loop":
-            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
-        sig, c = {**sig, "CHUNK": "constexpr"}, {**c, "CHUNK": params["CHUNK"]}
-        if variant.tag != "split_l_state_passing":
-            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
-        sig = {**sig, "st_ptr": "*fp32", "NC": "i32"}
-        st = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "db_ptr": "*fp32", "st_ptr": "*fp32", "D": "i32",
-              "L": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr", "CHUNK": "constexpr"}
-        ps = {"st_ptr": "*fp32", "D": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
-        return [KernelSpec("ss_chunk_state_kernel", st, c, num_warps=warps),
-                KernelSpec("ss_state_pass_kernel", ps, {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}, num_warps=1),
-                KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
-
-    # -- renders -----------------------------------------------------------------
-    _SIG = ("u_ptr, dl_ptr, A_ptr, B_ptr, C_ptr, Ds_ptr, z_ptr, db_ptr, y_ptr, D, L,\n"
+SIG = ("u_ptr, dl_ptr, A_ptr, B_ptr, C_ptr, Ds_ptr, z_ptr, db_ptr, y_ptr, D, L,\n"
             "                          N: tl.constexpr, BLOCK_D: tl.constexpr")
+X0 = "tl.zeros((BLOCK_D, N), tl.float32)"
+WRONG_INIT = {"x0": "tl.full((BLOCK_D, N), 1.0, tl.float32)"}
+BTERM = "(dt * ut)[:, None, :] * bt[None, :, :]"      # the input term; missing_scale drops dt
 
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        kernels, launch = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"""{TRITON_PRELUDE}
+
+def program(task, kernels: str, launch: str) -> str:
+    """The candidate: the scan operator, softplus, the rung's kernels and the wrapper."""
+    return f"""{TRITON_PRELUDE}
 
 @triton.jit
 def combine(a1, b1, a2, b2):
@@ -98,7 +37,7 @@ def softplus(v):
     return tl.where(v <= 20.0, tl.log(1.0 + tl.exp(v)), v)
 {kernels}
 
-def selective_scan(u, delta, A, Bs, Cs, Dskip, z, delta_bias):
+{ENTRY.py_def(task)}:
     B, D, L = u.shape
     N = A.shape[1]
     u, delta, Bs, Cs, z = (t.contiguous() for t in (u, delta, Bs, Cs, z))
@@ -107,13 +46,20 @@ def selective_scan(u, delta, A, Bs, Cs, Dskip, z, delta_bias):
     return y
 """
 
-    def _sequential_loop(self, p, task, bug):
-        x0 = "tl.full((BLOCK_D, N), 1.0, tl.float32)" if bug == "wrong_init" else "tl.zeros((BLOCK_D, N), tl.float32)"
-        bterm = "bt[None, :] * ut[:, None]" if bug == "missing_scale" else "(dt * ut)[:, None] * bt[None, :]"
-        return f"""
+
+# -- sequential_loop -----------------------------------------------------------------------
+def sequential_loop_launch(p, task):
+    bd, n, threads = p["BLOCK_D"], task["N"], p["num_warps"] * task.gpu.warp
+    per = max(1, bd * n // threads)
+    return Launch(grid=task["B"] * cdiv(task["D"], bd), threads=threads, smem_bytes=4 * bd, regs=32 + 3 * per,
+                  bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.6, lane_util=min(1.0, bd * n / threads))
+
+
+def sequential_loop_src(p, task, x0=X0, bterm="(dt * ut)[:, None] * bt[None, :]"):
+    return program(task, f"""
 
 @triton.jit
-def selective_scan_kernel({self._SIG}):
+def selective_scan_kernel({SIG}):
     # one program = BLOCK_D channels of one batch; the state [BLOCK_D, N] lives in registers
     b, blk = tl.program_id(0), tl.program_id(1)
     d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -135,24 +81,40 @@ def selective_scan_kernel({self._SIG}):
         x = tl.exp(dt[:, None] * A) * x + {bterm}
         yt = tl.sum(x * ct[None, :], axis=1) + dskip * ut
         tl.store(y_ptr + row + t, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=dm)
-""", (f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
-      f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, num_warps={p['num_warps']})")
+""",
+                   f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
+                   f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, num_warps={p['num_warps']})")
 
-    def _chunk_body(self, bug, exp2: bool, carry_in: bool, outputs: bool) -> str:
-        """Statements of one chunk (no indent): loads, scan, optional outputs; leaves a_end, x_end."""
-        ex = "tl.exp2(dt[:, None, :] * A2[:, :, None])" if exp2 else "tl.exp(dt[:, None, :] * A2[:, :, None])"
-        bterm = "ut[:, None, :] * bt[None, :, :]" if bug == "missing_scale" else "(dt * ut)[:, None, :] * bt[None, :, :]"
-        tmask = "t < L - 1" if bug == "off_by_one" else "t < L"
-        last = "CHUNK - 2" if bug == "bad_combine_index" else "CHUNK - 1"
-        state = "x = a_cum * carry[:, :, None] + b_cum" if carry_in else "x = b_cum"
-        out = ""
-        if outputs:
-            out = """
+
+# -- the chunked rungs ---------------------------------------------------------------------
+def chunk_launch(scale: float, launches: int = 1):
+    """[BLOCK_D, N, CHUNK] tiles per program (x the L chunks when the scan is split over L)."""
+    def launch(p, task):
+        b, l, d, n, elt = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
+        bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p.get("num_warps", 4) * task.gpu.warp
+        per = max(1, bd * n * ch // threads)                   # [BLOCK_D, N, CHUNK] elements per thread
+        regs = 32 + 4 * per
+        spill = 1.0 + max(0, regs - 255) / 64
+        grid = b * cdiv(d, bd) * (cdiv(l, ch) if launches > 1 else 1)
+        return Launch(grid=grid, threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
+                      bytes_per_access=min(16, ch // 32 * elt * 4), traffic=(1.5 if launches > 1 else 1.0) * spill,
+                      compute_scale=scale, lane_util=l / (cdiv(l, ch) * ch), launches=launches)
+    return launch
+
+
+def chunk_body(exp2: bool, carry_in: bool, outputs: bool, bterm: str = BTERM, tmask: str = "t < L",
+               last: str = "CHUNK - 1") -> str:
+    """Statements of one chunk (no indent): loads, scan, optional outputs; leaves a_end, x_end."""
+    ex = "tl.exp2(dt[:, None, :] * A2[:, :, None])" if exp2 else "tl.exp(dt[:, None, :] * A2[:, :, None])"
+    state = "x = a_cum * carry[:, :, None] + b_cum" if carry_in else "x = b_cum"
+    out = ""
+    if outputs:
+        out = """
 ct = tl.load(C_ptr + bc[:, None] + t[None, :], mask=tm[None, :], other=0.0).to(tl.float32)
 zt = tl.load(z_ptr + offs, mask=m2, other=0.0).to(tl.float32)
 yt = tl.sum(x * ct[None, :, :], axis=1) + dskip[:, None] * ut
 tl.store(y_ptr + offs, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=m2)"""
-        return f"""t = c0 + tl.arange(0, CHUNK)
+    return f"""t = c0 + tl.arange(0, CHUNK)
 tm = {tmask}
 m2 = dm[:, None] & tm[None, :]
 offs = row[:, None] + t[None, :]                          # [BLOCK_D, CHUNK], contiguous along t
@@ -167,10 +129,11 @@ is_last = (tl.arange(0, CHUNK) == {last})[None, None, :]
 a_end = tl.sum(tl.where(is_last, a_cum, 0.0), axis=2)
 x_end = tl.sum(tl.where(is_last, x, 0.0), axis=2)"""
 
-    def _prologue(self, exp2: bool, skip: bool = True) -> str:
-        scale = " * 1.4426950408889634  # log2(e): exp(dt A) = exp2(dt A log2 e)" if exp2 else ""
-        ds = "\n    dskip = tl.load(Ds_ptr + d, mask=dm, other=0.0)" if skip else ""
-        return f"""    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
+
+def prologue(exp2: bool, skip: bool = True) -> str:
+    scale = " * 1.4426950408889634  # log2(e): exp(dt A) = exp2(dt A log2 e)" if exp2 else ""
+    ds = "\n    dskip = tl.load(Ds_ptr + d, mask=dm, other=0.0)" if skip else ""
+    return f"""    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
     n = tl.arange(0, N)
     dm = d < D
     A2 = tl.load(A_ptr + d[:, None] * N + n[None, :], mask=dm[:, None], other=0.0){scale}{ds}
@@ -178,53 +141,55 @@ x_end = tl.sum(tl.where(is_last, x, 0.0), axis=2)"""
     row = (b * D + d).to(tl.int64) * L
     bc = b.to(tl.int64) * N * L + n * L"""
 
-    def _chunked(self, p, task, bug, exp2: bool):
-        x0 = "tl.full((BLOCK_D, N), 1.0, tl.float32)" if bug == "wrong_init" else "tl.zeros((BLOCK_D, N), tl.float32)"
-        body = textwrap.indent(self._chunk_body(bug, exp2, True, True), " " * 8)
-        return f"""
+
+def chunked(p, task, exp2: bool, x0: str = X0, **slots) -> str:
+    body = textwrap.indent(chunk_body(exp2, True, True, **slots), " " * 8)
+    return program(task, f"""
 
 @triton.jit
-def selective_scan_kernel({self._SIG}, CHUNK: tl.constexpr):
+def selective_scan_kernel({SIG}, CHUNK: tl.constexpr):
     # CHUNK steps at a time: coalesced [BLOCK_D, CHUNK] tiles, the recurrence as a parallel scan
     b, blk = tl.program_id(0), tl.program_id(1)
-{self._prologue(exp2)}
+{prologue(exp2)}
     carry = {x0}
     for c0 in range(0, L, CHUNK):
 {body}
         carry = x_end
-""", (f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
-      f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, CHUNK={p['CHUNK']}, num_warps={p.get('num_warps', 4)})")
+""",
+                   f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
+                   f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, CHUNK={p['CHUNK']}, num_warps={p.get('num_warps', 4)})")
 
-    def _chunked_assoc_scan(self, p, task, bug):
-        return self._chunked(p, task, bug, exp2=False)
 
-    def _exp2_fused_epilogue(self, p, task, bug):
-        return self._chunked(p, task, bug, exp2=True)
+def chunked_assoc_scan_src(p, task, **slots):
+    return chunked(p, task, False, **slots)
 
-    def _split_l_state_passing(self, p, task, bug):
-        state_body = textwrap.indent(self._chunk_body("bad_combine_index" if bug == "bad_combine_index" else None,
-                                                      True, False, False), " " * 4)
-        out_body = textwrap.indent(self._chunk_body(None, True, True, True), " " * 4)
-        chunks = "NC - 1" if bug == "off_by_one" else "NC"
-        grid = f"(B, triton.cdiv(D, {p['BLOCK_D']}), NC)"
-        common = f"N=N, BLOCK_D={p['BLOCK_D']}"
-        launch = f"""NC = triton.cdiv(L, {p['CHUNK']})
+
+def exp2_fused_epilogue_src(p, task, **slots):
+    return chunked(p, task, True, **slots)
+
+
+def split_l_state_passing_src(p, task, last="CHUNK - 1", chunks="NC"):
+    state_body = textwrap.indent(chunk_body(True, False, False, last=last), " " * 4)
+    out_body = textwrap.indent(chunk_body(True, True, True), " " * 4)
+    grid = f"(B, triton.cdiv(D, {p['BLOCK_D']}), NC)"
+    common = f"N=N, BLOCK_D={p['BLOCK_D']}"
+    launch = f"""NC = triton.cdiv(L, {p['CHUNK']})
     # per (batch, channel, chunk): decay product and end state of the chunk, then the state entering it
     st = torch.empty((2, B, D, NC, N), dtype=torch.float32, device=u.device)
     ss_chunk_state_kernel[{grid}](u, delta, A, Bs, delta_bias, st, D, L, NC, {common}, CHUNK={p['CHUNK']}, num_warps={p['num_warps']})
     ss_state_pass_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](st, D, NC, {common}, num_warps=1)
     selective_scan_kernel[{grid}](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, D, L, {common}, CHUNK={p['CHUNK']},
                                   st_ptr=st, NC=NC, num_warps={p['num_warps']})"""
-        st_addr = "((b * D + d)[:, None].to(tl.int64) * NC + c) * N + n[None, :]"
-        plane = "tl.num_programs(0) * D * NC * N"        # offset of plane 1 (states) in st
-        return f"""
+    st_addr = "((b * D + d)[:, None].to(tl.int64) * NC + c) * N + n[None, :]"
+    plane = "tl.num_programs(0) * D * NC * N"        # offset of plane 1 (states) in st
+    return program(task, f"""
 
 @triton.jit
 def ss_chunk_state_kernel(u_ptr, dl_ptr, A_ptr, B_ptr, db_ptr, st_ptr, D, L, NC,
                           N: tl.constexpr, BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
     # chunk c alone, from a zero state: its decay product (plane 0) and end state (plane 1)
     b, blk, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-{self._prologue(True, skip=False)}
+{prologue(True, skip=False)}
     c0 = c * CHUNK
 {state_body}
     tl.store(st_ptr + {st_addr}, a_end, mask=dm[:, None])
@@ -247,11 +212,55 @@ def ss_state_pass_kernel(st_ptr, D, NC, N: tl.constexpr, BLOCK_D: tl.constexpr):
 
 
 @triton.jit
-def selective_scan_kernel({self._SIG}, CHUNK: tl.constexpr, st_ptr, NC):
+def selective_scan_kernel({SIG}, CHUNK: tl.constexpr, st_ptr, NC):
     # chunk c again, now from its true incoming state: the outputs
     b, blk, c = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-{self._prologue(True)}
+{prologue(True)}
     carry = tl.load(st_ptr + {plane} + {st_addr}, mask=dm[:, None], other=0.0)
     c0 = c * CHUNK
 {out_body}
-""", launch
+""", launch)
+
+
+BAD_LAST = {"last": "CHUNK - 2"}
+
+
+class SelectiveScanTriton(SelectiveScanSpec):
+    impl = "triton"
+    desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
+            "Bs, Cs: [B, N, L] (same dtype); A: [D, N] fp32; Dskip, delta_bias: [D] fp32. fp32 state and math.")
+    variants = (
+        Rung("sequential_loop", "program per (batch, BLOCK_D channels), one time step per loop iteration",
+             (Param("BLOCK_D", (16, 32, 64), 32), Param("num_warps", (1, 2, 4), 2)), compute_eff=0.25,
+             memory_eff=0.3, launch=sequential_loop_launch, render=sequential_loop_src,
+             bugs={"wrong_init": WRONG_INIT, "missing_scale": {"bterm": "bt[None, :] * ut[:, None]"}}),
+        Rung("chunked_assoc_scan", "[BLOCK_D, CHUNK] tiles, tl.associative_scan of (a, b) pairs, carried state",
+             (BD, CH), compute_eff=0.3, memory_eff=0.72, launch=chunk_launch(0.55), render=chunked_assoc_scan_src,
+             bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"tmask": "t < L - 1"}}),
+        Rung("exp2_fused_epilogue", "associative scan with exp2 (log2e folded into A), fused D-skip and SiLU gate",
+             (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.84, launch=chunk_launch(0.75),
+             render=exp2_fused_epilogue_src,
+             bugs={"missing_scale": {"bterm": "ut[:, None, :] * bt[None, :, :]"}, "wrong_init": WRONG_INIT}),
+        Rung("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
+             (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, launch=chunk_launch(0.6, launches=3),
+             render=split_l_state_passing_src, bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"chunks": "NC - 1"}}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        x = triton_ptr(task.dtype, task)
+        warps = params.get("num_warps", 4)
+        sig = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "C_ptr": x, "Ds_ptr": "*fp32", "z_ptr": x,
+               "db_ptr": "*fp32", "y_ptr": x, "D": "i32", "L": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
+        c = {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}
+        if "CHUNK" not in params:
+            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+        sig, c = {**sig, "CHUNK": "constexpr"}, {**c, "CHUNK": params["CHUNK"]}
+        if variant.tag != "split_l_state_passing":
+            return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+        sig = {**sig, "st_ptr": "*fp32", "NC": "i32"}
+        st = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "db_ptr": "*fp32", "st_ptr": "*fp32", "D": "i32",
+              "L": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr", "CHUNK": "constexpr"}
+        ps = {"st_ptr": "*fp32", "D": "i32", "NC": "i32", "N": "constexpr", "BLOCK_D": "constexpr"}
+        return [KernelSpec("ss_chunk_state_kernel", st, c, num_warps=warps),
+                KernelSpec("ss_state_pass_kernel", ps, {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}, num_warps=1),
+                KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]

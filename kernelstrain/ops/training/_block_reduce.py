@@ -1,15 +1,17 @@
 """Block-wide reduction and scan device helpers shared by the CUDA training modules (not an op
-module itself): `block_sum` (reduction_cuda, grad_clip_cuda) and `block_exclusive_scan`
-(prefix_scan_cuda). Both need THREADS defined and the cuda_prelude's WARP_SIZE / warp_sum.
+module itself): `block_sum` (reduction_cuda, grad_clip_cuda) and `block_exclusive_scan` (with
+`scan_helpers`, prefix_scan_cuda). Both need THREADS defined and the prelude's WARP_SIZE / warp_sum.
 """
-from ..base import Task
+from ..base import DTYPE_BYTES, Task
+
+BARRIER = "\n    __syncthreads();"         # between the per-warp stores and warp 0's reads
+NO_BARRIER = {"barrier": ""}              # missing_barrier drops it
 
 
-def block_sum(bug: str | None = None, compact: bool = False) -> str:
+def block_sum(barrier: str = BARRIER, compact: bool = False) -> str:
     """block_sum(v, warp_totals): shuffles inside each warp, then warp 0 adds the per-warp totals;
-    valid in thread 0. bug="missing_barrier" drops the barrier between the per-warp stores and warp
-    0's reads. compact: warp 0's finish as one statement (the grad_clip spelling)."""
-    barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
+    valid in thread 0. `barrier` separates the per-warp stores from warp 0's reads (missing_barrier
+    leaves it empty). compact: warp 0's finish as one statement (the grad_clip spelling)."""
     if compact:
         valid = "The result is valid in thread 0."
         finish = "    if (warp == 0) v = warp_sum(lane < THREADS / WARP_SIZE ? warp_totals[lane] : 0.f);\n"
@@ -32,12 +34,11 @@ __device__ __forceinline__ float block_sum(float v, float* warp_totals) {{
 """
 
 
-def block_exclusive_scan(task: Task, bug: str | None = None) -> str:
-    """warp_inclusive_scan(v) (__shfl_up, HIP or CUDA spelling) and block_exclusive_scan(v,
-    warp_sums, total), which also needs WARPS = THREADS / WARP_SIZE defined.
-    bug="off_by_one" makes the warp scan skip the lane exactly `o` below."""
-    shfl = "__shfl_up(v, o)" if task.is_hip else "__shfl_up_sync(0xffffffffu, v, o)"
-    test = "lane > o" if bug == "off_by_one" else "lane >= o"
+def block_exclusive_scan(task: Task, test: str = "lane >= o") -> str:
+    """warp_inclusive_scan(v) (the dialect's shfl_up) and block_exclusive_scan(v, warp_sums, total),
+    which also needs WARPS = THREADS / WARP_SIZE defined. off_by_one passes test="lane > o": the
+    warp scan skips the lane exactly `o` below."""
+    shfl = task.dialect.shfl_up.format(v="v", o="o")
     return f"""
 __device__ __forceinline__ float warp_inclusive_scan(float v) {{
     const int lane = threadIdx.x % WARP_SIZE;
@@ -66,3 +67,13 @@ __device__ __forceinline__ float block_exclusive_scan(float v, float* warp_sums,
     return before + incl - v;
 }}
 """
+
+
+def scan_helpers(task: Task, test: str = "lane >= o") -> str:
+    """WARPS, VEC and the Pack union of prefix_scan_cuda's vector rungs, then block_exclusive_scan."""
+    vec = 16 // DTYPE_BYTES[task.dtype]
+    return f"""
+#define WARPS (THREADS / WARP_SIZE)
+constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
+union Pack {{ uint4 u; scalar_t h[VEC]; }};
+{block_exclusive_scan(task, test)}"""

@@ -1,104 +1,52 @@
 """Adafactor's factored second moment in CUDA: row and column means of g^2 for a [R, C] grad.
 
-row = b2t*row + (1-b2t)*(mean_j g^2 + eps1); col = b2t*col + (1-b2t)*(mean_i g^2 + eps1).
-A 2-D reduction: row sums want a reduction across lanes, column sums one down the rows.
-Ladder: square into a scratch + thread-per-row and thread-per-column kernels -> one pass over
-2-D tiles, warp shuffles for rows and registers for columns, atomics into accumulators ->
-16-byte loads -> persistent full-width row strips: row stats written directly, column
-partials in registers for the whole kernel, one atomic per column per block and a last-block
-finish (one launch, no memset).
+row = b2t*row + (1-b2t)*(mean_j g^2 + eps1); col = b2t*col + (1-b2t)*(mean_i g^2 + eps1): rows
+reduce across lanes, columns down the rows. Ladder: square into a scratch + per-row and per-column
+kernels -> one pass over 2-D tiles (shuffles for rows, registers for columns, atomics) -> 16-byte
+loads -> persistent row strips: row stats written directly, column partials in registers for the
+whole kernel, one atomic per column per block and a last-block finish (one launch, no memset).
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
+from ._block_reduce import BARRIER
 
 ROWS = Param("rows", (8, 16, 32, 64), 32)
 
+ENTRY = Entry("adafactor_stats", (
+    Arg("grad", "in", ("R", "C")), Arg("row", "inout", ("R",), "fp32"), Arg("col", "inout", ("C",), "fp32"),
+    Scalar("R"), Scalar("C"), Scalar("beta2t", "float"), Scalar("eps1", "float")))
 
-class AdafactorCuda(OpModule):
-    op, impl, family = "adafactor", "cuda", "training"
-    title = "Adafactor factored second-moment update"
-    desc = ("For a grad g [R, C]: exp_avg_sq_row[R] and exp_avg_sq_col[C] (fp32, in place) become "
-            "b2t*s + (1-b2t)*(mean of g^2 over columns / rows + eps1); fp32 accumulation.")
-    dims = {"R": "rows of the weight gradient", "C": "columns (contiguous)"}
-    shapes = ({"R": 1024, "C": 4096}, {"R": 4096, "C": 4096}, {"R": 14336, "C": 4096},
-              {"R": 4096, "C": 14336}, {"R": 128256, "C": 4096}, {"R": 28672, "C": 8192})
-    dtypes = ("bf16", "fp32")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("multi_kernel", "square into fp32 scratch, thread-per-row and thread-per-column kernels",
-                (Param("threads", (128, 256, 512), 256),), compute_eff=0.5, memory_eff=0.5,
-                bugs=("missing_scale",)),
-        Variant("fused_tile_shuffle", "one pass over [ROWS x THREADS] tiles: warp_sum per row, column "
-                "partials in registers, atomics into accumulators, finalize kernel",
-                (Param("threads", (128, 256, 512), 256), ROWS), compute_eff=0.06, memory_eff=0.7,
-                smem="static", bugs=("missing_barrier", "racy_update")),
-        Variant("vectorized_uint4", "the tiled pass with 16-byte loads: 8 columns per thread, shuffles amortized",
-                (Param("threads", (64, 128, 256), 128), ROWS), compute_eff=0.4, memory_eff=0.86,
-                smem="static", bugs=("racy_update", "missing_scale")),
-        Variant("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, "
-                "last block finishes: one launch",
-                (Param("threads", (256, 512, 1024), 512), Param("rows", (4, 8, 16), 8),
-                 Param("blocks_per_sm", (1, 2), 1)), compute_eff=0.5, memory_eff=0.9,
-                smem="static", bugs=("racy_update", "off_by_one")),
-    )
 
-    def cost(self, task: Task) -> Cost:
-        r, c = task["R"], task["C"]
-        return Cost(flops=3 * r * c, bytes=r * c * DTYPE_BYTES[task.dtype] + 8 * (r + c))
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """multi (scratch + row / column kernels), tile / vec_tile (2-D tiles) or persistent (strips)."""
+    def launch(p, task):
         r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["threads"]
+        threads, vec = p["threads"], 16 // e
         warps = cdiv(threads, gpu.warp)
-        vec = 16 // e
-        if variant.tag == "multi_kernel":
-            # g read, fp32 squares written, read by the row kernel (lanes a row apart: ~2x
-            # refetch) and by the column kernel
+        if kind == "multi":
+            # g read, fp32 squares written, read by the row kernel (lanes a row apart) and the column one
             return Launch(grid=cdiv(r * c, threads), threads=threads, regs=30, bytes_per_access=4,
                           traffic=(e + 4 + 8 + 4) / e, lane_util=min(1.0, r / threads), launches=3)
-        rows = params["rows"]
-        if variant.tag in ("fused_tile_shuffle", "vectorized_uint4"):
-            width = threads * (vec if variant.tag == "vectorized_uint4" else 1)
-            col_atomics = 8 / (rows * e)             # one 8-byte L2 read-modify-write per column per tile
+        rows = p["rows"]
+        if kind in ("tile", "vec_tile"):
+            width = threads * (vec if kind == "vec_tile" else 1)
+            # one 8-byte L2 read-modify-write per column per tile
             return Launch(grid=cdiv(c, width) * cdiv(r, rows), threads=threads, smem_bytes=rows * warps * 4,
-                          regs=30, bytes_per_access=e * (width // threads),
-                          traffic=1 + col_atomics, lane_util=c / (cdiv(c, width) * width), launches=3)
+                          regs=30, bytes_per_access=e * (width // threads), traffic=1 + 8 / (rows * e),
+                          lane_util=c / (cdiv(c, width) * width), launches=3)
         passes = cdiv(c, threads * vec)
-        grid = min(cdiv(r, rows), gpu.sms * params["blocks_per_sm"])
+        grid = min(cdiv(r, rows), gpu.sms * p["blocks_per_sm"])
         regs = 40 + passes * vec // 2               # column partials live in registers
-        spill = 1.0 + max(0, regs - 255) / 64
+        spill = 1.0 + max(0, regs - 255) / 64       # past 255 registers the partials spill
         return Launch(grid=grid, threads=threads, smem_bytes=rows * warps * 4 + 1, regs=min(regs, 255),
                       bytes_per_access=16, traffic=spill + grid * c * 8 / (r * c * e),
                       lane_util=c / (passes * threads * vec))
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return ("void adafactor_stats(const scalar_t* grad, float* exp_avg_sq_row, float* exp_avg_sq_col, "
-                "int R, int C, float beta2t, float eps1, cudaStream_t stream)")
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="g, row, col",
-            body=("update = g.float().pow(2) + self.eps1\n"
-                  "        row.mul_(self.beta2t).add_(update.mean(dim=-1), alpha=1 - self.beta2t)\n"
-                  "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
-                  "        return row, col"),
-            init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
-            inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
-                    "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        head = f"#define THREADS {params['threads']}\n"
-        if "rows" in params:
-            head += f"#define ROWS {params['rows']}             // rows per tile / strip\n"
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{head}{body}"
-
-    _SIG = "void adafactor_stats(const scalar_t* grad, float* row, float* col, int R, int C, float beta2t, float eps1, cudaStream_t stream)"
-
-    def _tiled_host(self, grid, bug):
-        mean = "" if bug == "missing_scale" else " / C"
-        return f"""
+def tiled_host(task, grid: str, mean: str = " / C") -> str:
+    return f"""
 // Accumulators -> exponential moving averages; zero-filled next call by the memset.
 __global__ void adafactor_finalize_kernel(float* row, float* col, const float* acc, int R, int C,
                                           float beta2t, float eps1) {{
@@ -107,7 +55,7 @@ __global__ void adafactor_finalize_kernel(float* row, float* col, const float* a
     else if (i < R + C) col[i - R] = beta2t * col[i - R] + (1.f - beta2t) * (acc[i] / R + eps1);
 }}
 
-{self._SIG} {{
+{ENTRY.prototype(task)} {{
     float* acc = nullptr;   // R row sums, then C column sums
     cudaMallocAsync((void**)&acc, (R + C) * sizeof(float), stream);
     cudaMemsetAsync(acc, 0, (R + C) * sizeof(float), stream);
@@ -117,9 +65,9 @@ __global__ void adafactor_finalize_kernel(float* row, float* col, const float* a
 }}
 """
 
-    def _multi_kernel(self, p, task, bug):
-        mean = "" if bug == "missing_scale" else " / C"
-        return f"""
+
+def multi_kernel_src(p, task, mean=" / C"):
+    return f"""
 // Like the tensor-op version: g^2 + eps1 materialised in fp32, then one kernel per statistic.
 __global__ void adafactor_square_kernel(const scalar_t* __restrict__ g, float* __restrict__ sq, int64_t n, float eps1) {{
     const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
@@ -144,7 +92,7 @@ __global__ void adafactor_col_kernel(const float* __restrict__ sq, float* col, i
     col[c] = beta2t * col[c] + (1.f - beta2t) * s / R;
 }}
 
-{self._SIG} {{
+{ENTRY.prototype(task)} {{
     const int64_t n = (int64_t)R * C;
     float* sq = nullptr;
     cudaMallocAsync((void**)&sq, n * sizeof(float), stream);
@@ -155,10 +103,9 @@ __global__ void adafactor_col_kernel(const float* __restrict__ sq, float* col, i
 }}
 """
 
-    @staticmethod
-    def _row_flush(bug, publish):
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        return f"""{barrier}
+
+def row_flush(barrier: str = BARRIER, publish: str = "atomicAdd(&row_acc[r0 + threadIdx.x], s);") -> str:
+    return f"""{barrier}
     if (threadIdx.x < ROWS && r0 + threadIdx.x < R) {{   // one thread per row adds up the warps
         float s = 0.f;
 #pragma unroll
@@ -166,9 +113,9 @@ __global__ void adafactor_col_kernel(const float* __restrict__ sq, float* col, i
         {publish}
     }}"""
 
-    def _fused_tile_shuffle(self, p, task, bug):
-        col_add = "col_acc[c] += colsum;" if bug == "racy_update" else "atomicAdd(&col_acc[c], colsum);"
-        return f"""
+
+def fused_tile_shuffle_src(p, task, col_add="atomicAdd(&col_acc[c], colsum);", barrier=BARRIER):
+    return f"""
 // A [ROWS x THREADS] tile per block, one column per thread. g is read exactly once: each
 // element feeds its row (warp shuffle, then across warps in smem) and its column (a register).
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -183,19 +130,19 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row_acc, float* col_acc,
         colsum += s;
         s = warp_sum(s);
         if (lane == 0) row_part[i][warp] = s;
-    }}{self._row_flush(bug, "atomicAdd(&row_acc[r0 + threadIdx.x], s);")}
+    }}{row_flush(barrier)}
     if (c < C) {col_add}
 }}
-{self._tiled_host("dim3((C + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)", None)}"""
+{tiled_host(task, "dim3((C + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)")}"""
 
-    def _pack(self, task):
-        vec = 16 // DTYPE_BYTES[task.dtype]
-        return f"constexpr int VEC = {vec};     // columns per 16-byte load (C is a multiple of VEC)\n" \
-               "union Pack { uint4 u; scalar_t h[VEC]; };\n"
 
-    def _vectorized_uint4(self, p, task, bug):
-        col_add = "col_acc[c0 + k] += colsum[k];" if bug == "racy_update" else "atomicAdd(&col_acc[c0 + k], colsum[k]);"
-        return f"""{self._pack(task)}
+def pack(task) -> str:
+    return (f"constexpr int VEC = {16 // DTYPE_BYTES[task.dtype]};     // columns per 16-byte load (C is a "
+            "multiple of VEC)\nunion Pack { uint4 u; scalar_t h[VEC]; };\n")
+
+
+def vectorized_uint4_src(p, task, col_add="atomicAdd(&col_acc[c0 + k], colsum[k]);", mean=" / C"):
+    return f"""{pack(task)}
 // The tiled pass with one uint4 per thread per row: VEC columns per thread, so a row's warp
 // shuffle is amortized over VEC elements and each warp moves 512 contiguous bytes.
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -213,23 +160,22 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row_acc, float* col_acc,
         }}
         s = warp_sum(s);
         if (lane == 0) row_part[i][warp] = s;
-    }}{self._row_flush(None, "atomicAdd(&row_acc[r0 + threadIdx.x], s);")}
+    }}{row_flush()}
     if (c0 < C) {{
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {col_add}
     }}
 }}
-{self._tiled_host("dim3((C / VEC + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)", bug)}"""
+{tiled_host(task, "dim3((C / VEC + THREADS - 1) / THREADS, (R + ROWS - 1) / ROWS)", mean)}"""
 
-    def _persistent_last_block(self, p, task, bug):
-        r, c = task["R"], task["C"]
-        passes = cdiv(c, p["threads"] * (16 // DTYPE_BYTES[task.dtype]))
-        col_add = "col_acc[cc + k] += colsum[q][k];" if bug == "racy_update" else "atomicAdd(&col_acc[cc + k], colsum[q][k]);"
-        last = "gridDim.x" if bug == "off_by_one" else "gridDim.x - 1"
-        return f"""#define BLOCKS_PER_SM {p['blocks_per_sm']}
+
+def persistent_last_block_src(p, task, col_add="atomicAdd(&col_acc[cc + k], colsum[q][k]);", last="gridDim.x - 1"):
+    r, c = task["R"], task["C"]
+    passes = cdiv(c, p["threads"] * (16 // DTYPE_BYTES[task.dtype]))
+    return f"""#define BLOCKS_PER_SM {p['blocks_per_sm']}
 #define R_ROWS {r}                    // the shape is baked in: column partials are registers
 #define C_COLS {c}
-{self._pack(task)}constexpr int PASSES = (C_COLS / VEC + THREADS - 1) / THREADS;   // = {passes} uint4 per thread per row
+{pack(task)}constexpr int PASSES = (C_COLS / VEC + THREADS - 1) / THREADS;   // = {passes} uint4 per thread per row
 __device__ float col_acc[C_COLS];       // zero at load; the finishing block re-zeroes it
 __device__ unsigned int ticket = 0;
 
@@ -290,7 +236,7 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row, float* col, float b
     if (threadIdx.x == 0) ticket = 0;
 }}
 
-{self._SIG} {{
+{ENTRY.prototype(task)} {{
     static int sms = 0;
     if (!sms) {{ int dev; cudaGetDevice(&dev); cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); }}
     const int strips = (R + ROWS - 1) / ROWS;
@@ -298,3 +244,57 @@ adafactor_kernel(const scalar_t* __restrict__ g, float* row, float* col, float b
     adafactor_kernel<<<grid, THREADS, 0, stream>>>(grad, row, col, beta2t, eps1);
 }}
 """
+
+
+class AdafactorCuda(OpModule):
+    op, impl, family = "adafactor", "cuda", "training"
+    title = "Adafactor factored second-moment update"
+    desc = ("For a grad g [R, C]: exp_avg_sq_row[R] and exp_avg_sq_col[C] (fp32, in place) become "
+            "b2t*s + (1-b2t)*(mean of g^2 over columns / rows + eps1); fp32 accumulation.")
+    dims = {"R": "rows of the weight gradient", "C": "columns (contiguous)"}
+    shapes = ({"R": 1024, "C": 4096}, {"R": 4096, "C": 4096}, {"R": 14336, "C": 4096},
+              {"R": 4096, "C": 14336}, {"R": 128256, "C": 4096}, {"R": 28672, "C": 8192})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("grad", "row", "col")
+    check_shape, tolerance = {"R": 4096, "C": 4096}, "fp32"      # row / col EMAs updated in place
+    variants = (
+        Rung("multi_kernel", "square into fp32 scratch, thread-per-row and thread-per-column kernels",
+             (Param("threads", (128, 256, 512), 256),), compute_eff=0.5, memory_eff=0.5,
+             launch=launch_of("multi"), render=multi_kernel_src, bugs={"missing_scale": {"mean": ""}}),
+        Rung("fused_tile_shuffle", "one pass over [ROWS x THREADS] tiles: warp_sum per row, column "
+             "partials in registers, atomics into accumulators, finalize kernel",
+             (Param("threads", (128, 256, 512), 256), ROWS), compute_eff=0.06, memory_eff=0.7,
+             smem="static", launch=launch_of("tile"), render=fused_tile_shuffle_src,
+             bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"col_add": "col_acc[c] += colsum;"}}),
+        Rung("vectorized_uint4", "the tiled pass with 16-byte loads: 8 columns per thread, shuffles amortized",
+             (Param("threads", (64, 128, 256), 128), ROWS), compute_eff=0.4, memory_eff=0.86,
+             smem="static", launch=launch_of("vec_tile"), render=vectorized_uint4_src,
+             bugs={"racy_update": {"col_add": "col_acc[c0 + k] += colsum[k];"}, "missing_scale": {"mean": ""}}),
+        Rung("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, last "
+             "block finishes: one launch", (Param("threads", (256, 512, 1024), 512), Param("rows", (4, 8, 16), 8),
+              Param("blocks_per_sm", (1, 2), 1)), compute_eff=0.5, memory_eff=0.9,
+             smem="static", launch=launch_of("persistent"), render=persistent_last_block_src,
+             bugs={"racy_update": {"col_add": "col_acc[cc + k] += colsum[q][k];"}, "off_by_one": {"last": "gridDim.x"}}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        r, c = task["R"], task["C"]
+        return Cost(flops=3 * r * c, bytes=r * c * DTYPE_BYTES[task.dtype] + 8 * (r + c))
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="grad, row, col",
+            body=("update = grad.float().pow(2) + self.eps1\n"
+                  "        row.mul_(self.beta2t).add_(update.mean(dim=-1), alpha=1 - self.beta2t)\n"
+                  "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
+                  "        return row, col"),
+            init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
+            inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
+                    "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
+
+    def assemble(self, body, variant, params, task) -> str:
+        head = f"#define THREADS {params['threads']}\n"
+        if "rows" in params:
+            head += f"#define ROWS {params['rows']}             // rows per tile / strip\n"
+        return f"{prelude(task)}\n{head}{body}"

@@ -6,103 +6,28 @@ buffer (exp, subtract at the label, scale) -> one fused kernel over the flat arr
 per element to find the row) -> 2-D grid of (V chunk, row) programs with row scalars loaded
 once -> persistent programs looping over (row, chunk) tiles with evict-first loads.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE,
                     cdiv, kernelbench_program, triton_ptr)
+from ..contract import Arg, Entry, Scalar
 
 BLOCK = Param("BLOCK", (1024, 2048, 4096), 2048)
 NUM_WARPS = Param("num_warps", (4, 8), 4)
 IGNORE = -100
+ELT_DLOSS = "tl.load(dloss_ptr + row, mask=mask, other=0.0)"    # the dloss scale missing_scale drops
+ROW_DLOSS = "tl.load(dloss_ptr + row)"
+NO_SCALE = {"scale": "1.0"}
+NO_ROW_SCALE = {"dloss": "1.0"}
+
+ENTRY = Entry("cross_entropy_bwd", (
+    Arg("logits", "in", ("T", "V")), Arg("labels", "in", ("T",), "int64"), Arg("lse", "in", ("T",), "fp32"),
+    Arg("dloss", "in", ("T",), "fp32"), Arg("dx", "out", ("T", "V")),
+    Scalar("T"), Scalar("V"), Scalar("ignore_index", "int", str(IGNORE))))
 
 
-class CrossEntropyBwdTriton(OpModule):
-    op, impl, family = "cross_entropy_bwd", "triton", "training"
-    title = "Cross-entropy loss backward"
-    desc = (f"dlogits[t, v] = (exp(logits[t, v] - lse[t]) - (v == labels[t])) * dloss[t], in the logits dtype, "
-            f"with lse (fp32, saved by the forward) and dloss (fp32) per row; rows with labels[t] == {IGNORE} "
-            "get zero gradient.")
-    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
-    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
-              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
-    dtypes = ("bf16", "fp32")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("unfused_three_kernels", "fp32 probabilities buffer: exp kernel, one-hot subtract kernel, scale kernel",
-                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.8, bugs=("off_by_one", "missing_scale")),
-        Variant("fused_flat", "one kernel over the flat T*V array; row = offset // V per element",
-                (BLOCK, NUM_WARPS), compute_eff=0.15, memory_eff=0.74, bugs=("off_by_one", "missing_scale")),
-        Variant("row_tiled_2d", "grid of (V chunk, row) programs: lse, label, dloss loaded once per program",
-                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.88, bugs=("off_by_one", "missing_scale")),
-        Variant("persistent_evict_first", "#SMs x k programs loop over (row, chunk) tiles, evict-first streaming",
-                (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4)), compute_eff=0.3, memory_eff=0.92,
-                bugs=("off_by_one", "missing_scale")),
-    )
+def wrapper(task, body: str) -> str:
+    return f"""
 
-    def cost(self, task: Task) -> Cost:
-        t, v = task["T"], task["V"]
-        return Cost(flops=4 * t * v, bytes=2 * t * v * DTYPE_BYTES[task.dtype] + 20 * t)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
-        block, threads = params["BLOCK"], params["num_warps"] * gpu.warp
-        vec = min(16 // e, 4)
-        regs = 24 + 3 * block // threads
-        if variant.tag == "unfused_three_kernels":
-            # x read, fp32 p written, p read, dx written: (2e + 8) bytes per element vs 2e
-            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs, bytes_per_access=16,
-                          traffic=(2 * e + 8) / (2 * e), launches=3)
-        if variant.tag == "fused_flat":
-            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs + 8, bytes_per_access=vec * e)
-        lane = v / (cdiv(v, block) * block)
-        tiles = t * cdiv(v, block)
-        if variant.tag == "row_tiled_2d":
-            return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
-        grid = min(tiles, gpu.sms * params["programs_per_sm"])
-        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane)
-
-    def signature(self, task: Task) -> str:
-        return (f"def cross_entropy_bwd(logits: torch.Tensor, labels: torch.Tensor, lse: torch.Tensor, "
-                f"dloss: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor  # [T, V], logits dtype")
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, labels, lse, dloss",
-            body=(f"keep = labels != {IGNORE}\n"
-                  "        p = torch.exp(logits.float() - lse[:, None])\n"
-                  "        p[torch.arange(T, device=p.device)[keep], labels[keep]] -= 1.0\n"
-                  "        return (p * (dloss * keep)[:, None]).to(logits.dtype)"),
-            inputs=(f"[x := torch.randn(T, V, dtype=DTYPE, device='cuda') * 2,\n"
-                    f"            torch.where(torch.arange(T, device='cuda') % 16 == 15, {IGNORE}, "
-                    "torch.randint(0, V, (T,), device='cuda')),\n"
-                    "            torch.logsumexp(x.float(), dim=-1), torch.rand(T, device='cuda')]"))
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        rows = {"labels_ptr": "*i64", "lse_ptr": "*fp32", "dloss_ptr": "*fp32"}
-        opts = {"num_warps": params["num_warps"], "num_stages": 1}
-        blk = {"BLOCK": params["BLOCK"]}
-        if variant.tag == "unfused_three_kernels":
-            return [KernelSpec("cross_entropy_exp_kernel", {"logits_ptr": ptr, "lse_ptr": "*fp32", "p_ptr": "*fp32",
-                                                            "n": "i32", "V": "i32", "BLOCK": "constexpr"}, blk, **opts),
-                    KernelSpec("cross_entropy_onehot_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "V": "i32",
-                                                               "ignore_index": "i32"}, num_warps=1, num_stages=1),
-                    KernelSpec("cross_entropy_bwd_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "dloss_ptr": "*fp32",
-                                                            "dx_ptr": ptr, "n": "i32", "V": "i32", "ignore_index": "i32",
-                                                            "BLOCK": "constexpr"}, blk, **opts)]
-        sig = {"logits_ptr": ptr, **rows, "dx_ptr": ptr, "T": "i32", "V": "i32", "ignore_index": "i32"}
-        if variant.tag == "persistent_evict_first":
-            sig["n_tiles"] = "i32"
-        return [KernelSpec("cross_entropy_bwd_kernel", {**sig, "BLOCK": "constexpr"}, blk, **opts)]
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        return TRITON_PRELUDE + getattr(self, "_" + variant.tag)(params, task, bug)
-
-    @staticmethod
-    def _wrapper(body: str) -> str:
-        return f"""
-
-def cross_entropy_bwd(logits: torch.Tensor, labels: torch.Tensor, lse: torch.Tensor, dloss: torch.Tensor,
-                      ignore_index: int = {IGNORE}) -> torch.Tensor:
+{ENTRY.py_def(task)}:
     T, V = logits.shape
     assert logits.is_contiguous()
     dx = torch.empty_like(logits)
@@ -110,16 +35,41 @@ def cross_entropy_bwd(logits: torch.Tensor, labels: torch.Tensor, lse: torch.Ten
     return dx
 """
 
-    @staticmethod
-    def _row_scalars(bug, pad="    ") -> str:
-        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row)"
-        return (f"{pad}label = tl.load(labels_ptr + row)\n{pad}lse = tl.load(lse_ptr + row)\n"
-                f"{pad}scale = tl.where(label == ignore_index, 0.0, {scale})   # ignored rows get no gradient")
 
-    def _unfused_three_kernels(self, p, task, bug):
-        label = "label + 1" if bug == "off_by_one" else "label"
-        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row, mask=mask, other=0.0)"
-        return f'''
+def row_scalars(dloss: str, pad="    ") -> str:
+    return (f"{pad}label = tl.load(labels_ptr + row)\n{pad}lse = tl.load(lse_ptr + row)\n"
+            f"{pad}scale = tl.where(label == ignore_index, 0.0, {dloss})   # ignored rows get no gradient")
+
+
+def launch_of(kind: str):
+    """unfused (three launches through fp32 p), flat (one kernel, a division per element),
+    tiled (a program per (chunk, row)) or persistent (#SMs x k programs over the tiles)."""
+    def launch(p, task):
+        t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
+        block, threads = p["BLOCK"], p["num_warps"] * gpu.warp
+        vec = min(16 // e, 4)
+        regs = 24 + 3 * block // threads
+        if kind == "unfused":
+            # x read, fp32 p written, p read, dx written: (2e + 8) bytes per element vs 2e
+            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs, bytes_per_access=16,
+                          traffic=(2 * e + 8) / (2 * e), launches=3)
+        if kind == "flat":
+            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs + 8, bytes_per_access=vec * e)
+        lane = v / (cdiv(v, block) * block)
+        tiles = t * cdiv(v, block)
+        if kind == "tiled":
+            return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
+        grid = min(tiles, gpu.sms * p["programs_per_sm"])
+        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane)
+    return launch
+
+
+def block_const(p, task) -> dict:
+    return {"BLOCK": p["BLOCK"]}
+
+
+def unfused_three_kernels_src(p, task, label="label", scale=ELT_DLOSS):
+    return f'''
 @triton.jit
 def cross_entropy_exp_kernel(logits_ptr, lse_ptr, p_ptr, n, V, BLOCK: tl.constexpr):
     # p = softmax = exp(x - lse) into an fp32 scratch buffer
@@ -150,17 +100,16 @@ def cross_entropy_bwd_kernel(p_ptr, labels_ptr, dloss_ptr, dx_ptr, n, V, ignore_
     scale = tl.where(label == ignore_index, 0.0, {scale})
     p = tl.load(p_ptr + offs, mask=mask, other=0.0)
     tl.store(dx_ptr + offs, (p * scale).to(dx_ptr.dtype.element_ty), mask=mask)
-''' + self._wrapper(f"""    n = T * V
+''' + wrapper(task, f"""    n = T * V
     p = torch.empty(T, V, dtype=torch.float32, device=logits.device)
     grid = (triton.cdiv(n, {p['BLOCK']}),)
     cross_entropy_exp_kernel[grid](logits, lse, p, n, V, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})
     cross_entropy_onehot_kernel[(T,)](p, labels, V, ignore_index, num_warps=1)
     cross_entropy_bwd_kernel[grid](p, labels, dloss, dx, n, V, ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})""")
 
-    def _fused_flat(self, p, task, bug):
-        n = "T * V - 1" if bug == "off_by_one" else "T * V"
-        scale = "1.0" if bug == "missing_scale" else "tl.load(dloss_ptr + row, mask=mask, other=0.0)"
-        return f'''
+
+def fused_flat_src(p, task, n="T * V", scale=ELT_DLOSS):
+    return f'''
 @triton.jit
 def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index,
                              BLOCK: tl.constexpr):
@@ -176,31 +125,31 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
     x = tl.load(logits_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     g = tl.exp(x - lse) - tl.where(col == label, 1.0, 0.0)
     tl.store(dx_ptr + offs, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
-''' + self._wrapper(f"    cross_entropy_bwd_kernel[(triton.cdiv(T * V, {p['BLOCK']}),)](logits, labels, lse, dloss, dx, T, V, "
+''' + wrapper(task, f"    cross_entropy_bwd_kernel[(triton.cdiv(T * V, {p['BLOCK']}),)](logits, labels, lse, dloss, dx, T, V, "
                     f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
-    def _row_tiled_2d(self, p, task, bug):
-        mask = "cols < V - 1" if bug == "off_by_one" else "cols < V"
-        return f'''
+
+def row_tiled_2d_src(p, task, mask="cols < V", dloss=ROW_DLOSS):
+    return f'''
 @triton.jit
 def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index,
                              BLOCK: tl.constexpr):
     # Program (chunk, row): three scalar loads per program, then a contiguous BLOCK of the
     # row that Triton turns into wide vector loads and stores.
     row = tl.program_id(1)
-{self._row_scalars(bug)}
+{row_scalars(dloss)}
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = {mask}
     base = row.to(tl.int64) * V
     x = tl.load(logits_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
     tl.store(dx_ptr + base + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask)
-''' + self._wrapper(f"    cross_entropy_bwd_kernel[(triton.cdiv(V, {p['BLOCK']}), T)](logits, labels, lse, dloss, dx, T, V, "
+''' + wrapper(task, f"    cross_entropy_bwd_kernel[(triton.cdiv(V, {p['BLOCK']}), T)](logits, labels, lse, dloss, dx, T, V, "
                     f"ignore_index, BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
-    def _persistent_evict_first(self, p, task, bug):
-        tiles = "n_tiles - 1" if bug == "off_by_one" else "n_tiles"
-        return f'''
+
+def persistent_evict_first_src(p, task, tiles="n_tiles", dloss=ROW_DLOSS):
+    return f'''
 @triton.jit
 def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index, n_tiles,
                              BLOCK: tl.constexpr):
@@ -210,7 +159,7 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
     chunks = tl.cdiv(V, BLOCK)
     for tile in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0), num_stages=2):
         row = tile // chunks
-{self._row_scalars(bug, pad=" " * 8)}
+{row_scalars(dloss, pad=" " * 8)}
         cols = (tile - row * chunks) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < V
         base = row.to(tl.int64) * V
@@ -218,8 +167,78 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
         g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
         tl.store(dx_ptr + base + cols, (g * scale).to(dx_ptr.dtype.element_ty), mask=mask,
                  eviction_policy="evict_first")
-''' + self._wrapper(f"""    n_tiles = T * triton.cdiv(V, {p['BLOCK']})
+''' + wrapper(task, f"""    n_tiles = T * triton.cdiv(V, {p['BLOCK']})
     sms = torch.cuda.get_device_properties(logits.device).multi_processor_count
     grid = (min(n_tiles, sms * {p['programs_per_sm']}),)
     cross_entropy_bwd_kernel[grid](logits, labels, lse, dloss, dx, T, V, ignore_index, n_tiles,
                                    BLOCK={p['BLOCK']}, num_warps={p['num_warps']})""")
+
+
+class CrossEntropyBwdTriton(OpModule):
+    op, impl, family = "cross_entropy_bwd", "triton", "training"
+    title = "Cross-entropy loss backward"
+    desc = (f"dlogits[t, v] = (exp(logits[t, v] - lse[t]) - (v == labels[t])) * dloss[t], in the logits dtype, "
+            f"with lse (fp32, saved by the forward) and dloss (fp32) per row; rows with labels[t] == {IGNORE} "
+            "get zero gradient.")
+    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
+    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
+              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("logits", "labels", "lse", "dloss")
+    check_shape = {"T": 512, "V": 128256}
+    variants = (
+        Rung("unfused_three_kernels", "fp32 probabilities buffer: exp kernel, one-hot subtract kernel, scale kernel",
+             (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.8, launch=launch_of("unfused"),
+             render=unfused_three_kernels_src, consts=block_const,
+             bugs={"off_by_one": {"label": "label + 1"}, "missing_scale": NO_SCALE}),
+        Rung("fused_flat", "one kernel over the flat T*V array; row = offset // V per element",
+             (BLOCK, NUM_WARPS), compute_eff=0.15, memory_eff=0.74, launch=launch_of("flat"),
+             render=fused_flat_src, consts=block_const,
+             bugs={"off_by_one": {"n": "T * V - 1"}, "missing_scale": NO_SCALE}),
+        Rung("row_tiled_2d", "grid of (V chunk, row) programs: lse, label, dloss loaded once per program",
+             (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.88, launch=launch_of("tiled"),
+             render=row_tiled_2d_src, consts=block_const,
+             bugs={"off_by_one": {"mask": "cols < V - 1"}, "missing_scale": NO_ROW_SCALE}),
+        Rung("persistent_evict_first", "#SMs x k programs loop over (row, chunk) tiles, evict-first streaming",
+             (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4)), compute_eff=0.3, memory_eff=0.92,
+             launch=launch_of("persistent"), render=persistent_evict_first_src, consts=block_const,
+             bugs={"off_by_one": {"tiles": "n_tiles - 1"}, "missing_scale": NO_ROW_SCALE}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, v = task["T"], task["V"]
+        return Cost(flops=4 * t * v, bytes=2 * t * v * DTYPE_BYTES[task.dtype] + 20 * t)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="logits, labels, lse, dloss",
+            body=(f"keep = labels != {IGNORE}\n"
+                  "        p = torch.exp(logits.float() - lse[:, None])\n"
+                  "        p[torch.arange(T, device=p.device)[keep], labels[keep]] -= 1.0\n"
+                  "        return (p * (dloss * keep)[:, None]).to(logits.dtype)"),
+            inputs=(f"[x := torch.randn(T, V, dtype=DTYPE, device='cuda') * 2,\n"
+                    f"            torch.where(torch.arange(T, device='cuda') % 16 == 15, {IGNORE}, "
+                    "torch.randint(0, V, (T,), device='cuda')),\n"
+                    "            torch.logsumexp(x.float(), dim=-1), torch.rand(T, device='cuda')]"))
+
+    def triton_kernels(self, variant, params: dict, task: Task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        rows = {"labels_ptr": "*i64", "lse_ptr": "*fp32", "dloss_ptr": "*fp32"}
+        opts = {"num_warps": params["num_warps"], "num_stages": 1}
+        blk = variant.consts(params, task)
+        if variant.tag == "unfused_three_kernels":
+            return [KernelSpec("cross_entropy_exp_kernel", {"logits_ptr": ptr, "lse_ptr": "*fp32", "p_ptr": "*fp32",
+                                                            "n": "i32", "V": "i32", "BLOCK": "constexpr"}, blk, **opts),
+                    KernelSpec("cross_entropy_onehot_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "V": "i32",
+                                                               "ignore_index": "i32"}, num_warps=1, num_stages=1),
+                    KernelSpec("cross_entropy_bwd_kernel", {"p_ptr": "*fp32", "labels_ptr": "*i64", "dloss_ptr": "*fp32",
+                                                            "dx_ptr": ptr, "n": "i32", "V": "i32", "ignore_index": "i32",
+                                                            "BLOCK": "constexpr"}, blk, **opts)]
+        sig = {"logits_ptr": ptr, **rows, "dx_ptr": ptr, "T": "i32", "V": "i32", "ignore_index": "i32"}
+        if variant.tag == "persistent_evict_first":
+            sig["n_tiles"] = "i32"
+        return [KernelSpec("cross_entropy_bwd_kernel", {**sig, "BLOCK": "constexpr"}, blk, **opts)]
+
+    def assemble(self, body, variant, params, task) -> str:
+        return TRITON_PRELUDE + body

@@ -5,116 +5,76 @@ Ladder: load the whole row at once (spills, workable only for small V) -> loop o
 two passes (max, then sum of exp) -> single pass with an online logsumexp -> split V across
 programs, then a combine kernel merges the (max, sum) partials: fills the GPU when T is small.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, TRITON_PRELUDE,
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE,
                     cdiv, kernelbench_program, triton_ptr)
+from ..contract import Arg, Entry, Scalar
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
 BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 4096)
 IGNORE = -100
+LOAD = 'tl.load(row_ptr + cols, mask=cols < V, other=-float("inf"))'
+# no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
+LOAD_BUGS = {"wrong_init": {"load": "tl.load(row_ptr + cols, mask=cols < V, other=0.0)"},
+             "no_bounds_check": {"load": "tl.load(row_ptr + cols)"}}
+RESCALE = "s_vec * tl.exp(m_vec - m_new)"      # the running-sum rescale missing_scale drops
+
+ENTRY = Entry("cross_entropy_fwd", (
+    Arg("logits", "in", ("T", "V")), Arg("labels", "in", ("T",), "int64"), Arg("loss", "out", ("T",), "fp32"),
+    Scalar("T"), Scalar("V"), Scalar("ignore_index", "int", str(IGNORE))))
 
 
 def _pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-class CrossEntropyFwdTriton(OpModule):
-    op, impl, family = "cross_entropy_fwd", "triton", "training"
-    title = "Cross-entropy loss forward"
-    desc = (f"loss[t] = logsumexp(logits[t, :]) - logits[t, labels[t]] in fp32 for logits [T, V]; "
-            f"rows with labels[t] == {IGNORE} get loss 0 (reduction='none').")
-    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
-    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
-              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
-    dtypes = ("bf16", "fp32")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("full_row", "one program per row loads all V logits at once (BLOCK = next_pow2(V))",
-                (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, bugs=("wrong_init", "no_bounds_check")),
-        Variant("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
-                (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, bugs=("wrong_init", "no_bounds_check")),
-        Variant("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
-                (BLOCK, NUM_WARPS), compute_eff=0.2, memory_eff=0.9, bugs=("missing_scale",)),
-        Variant("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
-                (Param("SPLIT", (2, 4, 8, 16), 4), Param("BLOCK", (1024, 2048, 4096), 2048),
-                 Param("num_warps", (4, 8), 4)), compute_eff=0.2, memory_eff=0.92,
-                bugs=("bad_combine_index", "missing_scale")),
-    )
+def min_bytes(task) -> int:
+    return task["T"] * task["V"] * DTYPE_BYTES[task.dtype] + 12 * task["T"]
 
-    def cost(self, task: Task) -> Cost:
-        t, v = task["T"], task["V"]
-        return Cost(flops=5 * t * v, bytes=t * v * DTYPE_BYTES[task.dtype] + 12 * t)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """full (the row in registers), two_pass (the row read twice), online (one pass) or split
+    (SPLIT programs per row and a combine launch)."""
+    def launch(p, task):
         t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["num_warps"] * gpu.warp
-        smem = params["num_warps"] * 4            # cross-warp reduction scratch
+        threads = p["num_warps"] * gpu.warp
+        smem = p["num_warps"] * 4                      # cross-warp reduction scratch
         vec = min(16 // e, 4)                          # Triton's per-thread load width here
-        if variant.tag == "full_row":
+        if kind == "full":
             per_thread = _pow2(v) // threads           # fp32 values each thread holds
             spilled = max(0, per_thread - 160)
             return Launch(grid=t, threads=threads, smem_bytes=smem, regs=min(255, 40 + per_thread),
                           bytes_per_access=vec * e, traffic=1 + spilled * threads * 8 / (v * e),
                           lane_util=v / _pow2(v))
-        block = params["BLOCK"]
+        block = p["BLOCK"]
         lane = v / (cdiv(v, block) * block)
         regs = 32 + 2 * block // threads
-        if variant.tag == "chunked_two_pass":
+        if kind == "two_pass":
             resident = min(t, gpu.sms * 2)             # rows in flight between the two passes
             reread = min(1.0, resident * v * e / (gpu.l2_mb * 1e6))
             return Launch(grid=t, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=vec * e,
                           traffic=1 + reread, lane_util=lane)
-        if variant.tag == "online_softmax":
+        if kind == "online":
             return Launch(grid=t, threads=threads, smem_bytes=smem, regs=regs + block // threads,
                           bytes_per_access=vec * e, lane_util=lane)
-        split = params["SPLIT"]
+        split = p["SPLIT"]
         lane = v / (split * cdiv(cdiv(v, split), block) * block)
         return Launch(grid=t * split, threads=threads, smem_bytes=smem, regs=regs + block // threads,
-                      bytes_per_access=vec * e, traffic=1 + 16 * t * split / self.cost(task).bytes,
+                      bytes_per_access=vec * e, traffic=1 + 16 * t * split / min_bytes(task),
                       lane_util=lane, launches=2)
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return f"def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor  # fp32 [T]"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, labels",
-            body=f"return nn.functional.cross_entropy(logits.float(), labels, reduction='none', ignore_index={IGNORE})",
-            inputs=(f"[torch.randn(T, V, dtype=DTYPE, device='cuda') * 2, torch.where(torch.arange(T, device='cuda') % 16 == 15, "
-                    f"{IGNORE}, torch.randint(0, V, (T,), device='cuda'))]"))
-
-    def triton_kernels(self, variant: Variant, params: dict, task: Task) -> list:
-        sig = {"logits_ptr": triton_ptr(task.dtype, task), "labels_ptr": "*i64", "loss_ptr": "*fp32",
-               "V": "i32", "stride": "i32", "ignore_index": "i32"}
-        if variant.tag == "full_row":
-            return [KernelSpec("cross_entropy_fwd_kernel", {**sig, "BLOCK": "constexpr"},
-                               {"BLOCK": _pow2(task["V"])}, num_warps=params["num_warps"], num_stages=1)]
-        if variant.tag != "split_v_combine":
-            return [KernelSpec("cross_entropy_fwd_kernel", {**sig, "BLOCK": "constexpr"},
-                               {"BLOCK": params["BLOCK"]}, num_warps=params["num_warps"], num_stages=1)]
-        split = params["SPLIT"]
-        part = {"logits_ptr": triton_ptr(task.dtype, task), "part_ptr": "*fp32", "V": "i32", "stride": "i32",
-                "chunk": "i32", "SPLIT": "constexpr", "BLOCK": "constexpr"}
-        comb = {**sig, "part_ptr": "*fp32", "SPLIT": "constexpr"}
-        return [KernelSpec("cross_entropy_fwd_kernel", part, {"SPLIT": split, "BLOCK": params["BLOCK"]},
-                           num_warps=params["num_warps"], num_stages=1),
-                KernelSpec("cross_entropy_combine_kernel", comb, {"SPLIT": split}, num_warps=1, num_stages=1)]
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        return TRITON_PRELUDE + getattr(self, "_" + variant.tag)(params, task, bug)
-
-    @staticmethod
-    def _finish(lse: str) -> str:
-        return f"""    label = tl.load(labels_ptr + row)
+def finish(lse: str) -> str:
+    return f"""    label = tl.load(labels_ptr + row)
     ignored = label == ignore_index
     x_label = tl.load(row_ptr + tl.where(ignored, 0, label)).to(tl.float32)
     tl.store(loss_ptr + row, tl.where(ignored, 0.0, {lse} - x_label))"""
 
-    @staticmethod
-    def _wrapper(launch: str, extra: str = "") -> str:
-        return f"""
 
-def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = {IGNORE}) -> torch.Tensor:
+def wrapper(task, launch: str, extra: str = "") -> str:
+    return f"""
+
+{ENTRY.py_def(task)}:
     T, V = logits.shape
     assert logits.stride(1) == 1
     loss = torch.empty(T, dtype=torch.float32, device=logits.device)
@@ -122,12 +82,9 @@ def cross_entropy_fwd(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     return loss
 """
 
-    def _full_row(self, p, task, bug):
-        other = "0.0" if bug == "wrong_init" else '-float("inf")'
-        # no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
-        load = ("tl.load(row_ptr + cols)" if bug == "no_bounds_check"
-                else f"tl.load(row_ptr + cols, mask=cols < V, other={other})")
-        return f'''
+
+def full_row_src(p, task, load=LOAD):
+    return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
     # The whole row in registers: BLOCK = next_pow2(V) values spread over the program's
@@ -138,16 +95,13 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
     x = {load}.to(tl.float32)
     m = tl.max(x, axis=0)
     lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
-{self._finish("lse")}
-''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+{finish("lse")}
+''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK=triton.next_power_of_2(V), num_warps={p['num_warps']})")
 
-    def _chunked_two_pass(self, p, task, bug):
-        other = "0.0" if bug == "wrong_init" else '-float("inf")'
-        # no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
-        load = ("tl.load(row_ptr + cols)" if bug == "no_bounds_check"
-                else f"tl.load(row_ptr + cols, mask=cols < V, other={other})")
-        return f'''
+
+def chunked_two_pass_src(p, task, load=LOAD):
+    return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
     # Pass 1 finds the row max chunk by chunk, pass 2 sums exp(x - max): the row is read
@@ -167,14 +121,13 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
         x = {load}.to(tl.float32)
         s_vec += tl.exp(x - m)
     lse = m + tl.log(tl.sum(s_vec, axis=0))
-{self._finish("lse")}
-''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+{finish("lse")}
+''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
-    @staticmethod
-    def _online_loop(bug, lo, hi):
-        rescale = "s_vec" if bug == "missing_scale" else "s_vec * tl.exp(m_vec - m_new)"
-        return f"""    # Per-lane running max and sum: when a lane's max grows, its sum is rescaled by
+
+def online_loop(lo, hi, rescale=RESCALE):
+    return f"""    # Per-lane running max and sum: when a lane's max grows, its sum is rescaled by
     # exp(old - new). A finite floor keeps exp(-inf - -inf) out of masked lanes.
     m_vec = tl.full([BLOCK], -1e30, tl.float32)
     s_vec = tl.zeros([BLOCK], tl.float32)
@@ -187,24 +140,24 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
     m = tl.max(m_vec, axis=0)
     s = tl.sum(s_vec * tl.exp(m_vec - m), axis=0)"""
 
-    def _online_softmax(self, p, task, bug):
-        return f'''
+
+def online_softmax_src(p, task, rescale=RESCALE):
+    return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
     # One pass over the row: every logit is read from DRAM exactly once.
     row = tl.program_id(0)
     row_ptr = logits_ptr + row.to(tl.int64) * stride
     offs = tl.arange(0, BLOCK)
-{self._online_loop(bug, "0", "V")}
-{self._finish("m + tl.log(s)")}
-''' + self._wrapper(f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+{online_loop("0", "V", rescale)}
+{finish("m + tl.log(s)")}
+''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
 
-    def _split_v_combine(self, p, task, bug):
-        ks = "(ks + 1) % SPLIT" if bug == "bad_combine_index" else "ks"
-        rescale = "s_k" if bug == "missing_scale" else "s_k * tl.exp(m_k - m)"
-        split = p["SPLIT"]
-        return f'''
+
+def split_v_combine_src(p, task, ks="ks", rescale="s_k * tl.exp(m_k - m)"):
+    split = p["SPLIT"]
+    return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, part_ptr, V, stride, chunk, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
     # Program (row, k) reduces logits[row, k*chunk : (k+1)*chunk] online and leaves its
@@ -215,7 +168,7 @@ def cross_entropy_fwd_kernel(logits_ptr, part_ptr, V, stride, chunk, SPLIT: tl.c
     offs = tl.arange(0, BLOCK)
     lo = k * chunk
     hi = tl.minimum(lo + chunk, V)
-{self._online_loop(None, "lo", "hi")}
+{online_loop("lo", "hi")}
     tl.store(part_ptr + (row * SPLIT + k) * 2, m)
     tl.store(part_ptr + (row * SPLIT + k) * 2 + 1, s)
 
@@ -231,11 +184,72 @@ def cross_entropy_combine_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ig
     s_k = tl.load(part_ptr + (row * SPLIT + ks) * 2 + 1)
     m = tl.max(m_k, axis=0)
     lse = m + tl.log(tl.sum({rescale}, axis=0))
-{self._finish("lse")}
-''' + self._wrapper(
-            f"cross_entropy_fwd_kernel[(T, SPLIT)](logits, part, V, logits.stride(0), chunk, SPLIT=SPLIT, "
+{finish("lse")}
+''' + wrapper(task, 
+        f"cross_entropy_fwd_kernel[(T, SPLIT)](logits, part, V, logits.stride(0), chunk, SPLIT=SPLIT, "
             f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})\n"
             "    cross_entropy_combine_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, part, "
             "SPLIT=SPLIT, num_warps=1)",
-            extra=f"    SPLIT = {split}\n    chunk = triton.cdiv(V, SPLIT)\n"
+        extra=f"    SPLIT = {split}\n    chunk = triton.cdiv(V, SPLIT)\n"
                   "    part = torch.empty(T, SPLIT, 2, dtype=torch.float32, device=logits.device)  # (max, sum)\n")
+
+
+class CrossEntropyFwdTriton(OpModule):
+    op, impl, family = "cross_entropy_fwd", "triton", "training"
+    title = "Cross-entropy loss forward"
+    desc = (f"loss[t] = logsumexp(logits[t, :]) - logits[t, labels[t]] in fp32 for logits [T, V]; "
+            f"rows with labels[t] == {IGNORE} get loss 0 (reduction='none').")
+    dims = {"T": "tokens (rows)", "V": "vocabulary size"}
+    shapes = ({"T": 16, "V": 128256}, {"T": 256, "V": 32000}, {"T": 2048, "V": 128256},
+              {"T": 4096, "V": 32000}, {"T": 8192, "V": 128256}, {"T": 16384, "V": 32000})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("logits", "labels")
+    check_shape = {"T": 512, "V": 128256}
+    # the loss is fp32 math on bf16 logits, as the reference's: 1e-6 of the loss, not a bf16 ulp
+    tolerance = "fp32"
+    variants = (
+        Rung("full_row", "one program per row loads all V logits at once (BLOCK = next_pow2(V))",
+             (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, launch=launch_of("full"), render=full_row_src,
+             consts=lambda p, task: {"BLOCK": _pow2(task["V"])}, bugs=LOAD_BUGS),
+        Rung("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
+             (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, launch=launch_of("two_pass"),
+             render=chunked_two_pass_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS),
+        Rung("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
+             (BLOCK, NUM_WARPS), compute_eff=0.2, memory_eff=0.9, launch=launch_of("online"),
+             render=online_softmax_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             bugs={"missing_scale": {"rescale": "s_vec"}}),
+        Rung("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
+             (Param("SPLIT", (2, 4, 8, 16), 4), Param("BLOCK", (1024, 2048, 4096), 2048),
+              Param("num_warps", (4, 8), 4)), compute_eff=0.2, memory_eff=0.92, launch=launch_of("split"),
+             render=split_v_combine_src, consts=lambda p, task: {"SPLIT": p["SPLIT"], "BLOCK": p["BLOCK"]},
+             bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        t, v = task["T"], task["V"]
+        return Cost(flops=5 * t * v, bytes=t * v * DTYPE_BYTES[task.dtype] + 12 * t)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="logits, labels",
+            body=f"return nn.functional.cross_entropy(logits.float(), labels, reduction='none', ignore_index={IGNORE})",
+            inputs=(f"[torch.randn(T, V, dtype=DTYPE, device='cuda') * 2, torch.where(torch.arange(T, device='cuda') % 16 == 15, "
+                    f"{IGNORE}, torch.randint(0, V, (T,), device='cuda'))]"))
+
+    def triton_kernels(self, variant, params: dict, task: Task) -> list:
+        sig = {"logits_ptr": triton_ptr(task.dtype, task), "labels_ptr": "*i64", "loss_ptr": "*fp32",
+               "V": "i32", "stride": "i32", "ignore_index": "i32"}
+        consts = variant.consts(params, task)
+        if "SPLIT" not in consts:
+            return [KernelSpec("cross_entropy_fwd_kernel", {**sig, "BLOCK": "constexpr"}, consts,
+                               num_warps=params["num_warps"], num_stages=1)]
+        part = {"logits_ptr": triton_ptr(task.dtype, task), "part_ptr": "*fp32", "V": "i32", "stride": "i32",
+                "chunk": "i32", "SPLIT": "constexpr", "BLOCK": "constexpr"}
+        comb = {**sig, "part_ptr": "*fp32", "SPLIT": "constexpr"}
+        return [KernelSpec("cross_entropy_fwd_kernel", part, consts, num_warps=params["num_warps"], num_stages=1),
+                KernelSpec("cross_entropy_combine_kernel", comb, {"SPLIT": consts["SPLIT"]}, num_warps=1,
+                           num_stages=1)]
+
+    def assemble(self, body, variant, params, task) -> str:
+        return TRITON_PRELUDE + body

@@ -6,94 +6,57 @@ with packed 2-wide atomics (half2 / bfloat162) -> sort tokens by id (stable radi
 the sorted reduce with a warp per (segment, 256-column slice), 16-byte loads and fp32
 registers, so hot tokens spread across warps.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
 
 # L2 cost of one element's atomic update, in DRAM-byte equivalents: the row read-modify-write
 # plus the atomic unit's per-operation limit. A packed 2-wide atomic halves the operations.
 ATOMIC_BYTES = {"scalar": 12, "packed": 6}
 SORT_LAUNCHES = 6        # iota, radix-sort histogram + 3 onesweep passes, segment reduce
 PADDING_IDX = 0
+SEGMENT_BUGS = {"off_by_one": {"end": "k1 - 1"}, "bad_combine_index": {"prev": "sorted_ids[{k0} + 1]"}}
+
+ENTRY = Entry("embedding_bwd", (
+    Arg("ids", "in", ("T",), "int64"), Arg("grad_out", "in", ("T", "D")), Arg("grad_weight", "inout", ("V", "D")),
+    Scalar("T"), Scalar("D"), Scalar("V"), Scalar("padding_idx")))
 
 
-class EmbeddingBwdCuda(OpModule):
-    op, impl, family = "embedding_bwd", "cuda", "training"
-    title = "Embedding backward (scatter-add)"
-    desc = (f"grad_weight[ids[t], :] += grad_out[t, :] for T int64 ids into a [V, D] gradient (in place, "
-            f"same dtype), skipping padding_idx = {PADDING_IDX}; repeated ids accumulate.")
-    dims = {"T": "tokens (batch x sequence)", "D": "embedding dim", "V": "vocabulary rows"}
-    shapes = ({"T": 512, "D": 4096, "V": 32000}, {"T": 4096, "D": 4096, "V": 32000},
-              {"T": 16384, "D": 4096, "V": 128256}, {"T": 8192, "D": 8192, "V": 128256},
-              {"T": 32768, "D": 2048, "V": 32000}, {"T": 65536, "D": 4096, "V": 128256})
-    dtypes = ("bf16", "fp16")
-    vendors = ("nvidia", "amd")
-    variants = (
-        Variant("atomic_per_element", "a thread per element, one 16-bit atomicAdd each",
-                (Param("threads", (128, 256, 512), 256),), memory_eff=0.6, bugs=("off_by_one",)),
-        Variant("vectorized_atomic2", "a warp per token, uint4 loads, packed half2/bfloat162 atomics",
-                (Param("warps_per_block", (2, 4, 8), 4),), memory_eff=0.72, bugs=("off_by_one",)),
-        Variant("sort_segmented_reduce", "radix sort (id, position), a block reduces each id's segment "
-                "in order: deterministic, no atomics",
-                (Param("threads", (128, 256, 512), 256),), memory_eff=0.72,
-                bugs=("off_by_one", "bad_combine_index")),
-        Variant("sorted_segment_vectorized", "sorted segments, a warp per (segment, column slice), "
-                "uint4 loads, fp32 registers",
-                (Param("warps_per_block", (2, 4, 8), 4), Param("unroll", (1, 2, 4), 2)),
-                memory_eff=0.88, bugs=("off_by_one", "bad_combine_index")),
-    )
+def min_bytes(task) -> int:
+    t, d, v, e = task["T"], task["D"], task["V"], DTYPE_BYTES[task.dtype]
+    # grad_out read once; every touched table row read and written once
+    return t * d * e + 2 * min(t, v) * d * e + 8 * t
 
-    def cost(self, task: Task) -> Cost:
-        t, d, v, e = task["T"], task["D"], task["V"], DTYPE_BYTES[task.dtype]
-        # grad_out read once; every touched table row read and written once
-        return Cost(flops=0, bytes=t * d * e + 2 * min(t, v) * d * e + 8 * t)
 
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """atomic (a 16-bit atomic per element), atomic2 (a warp per token, packed atomics), sort
+    (a block per sorted segment) or sorted_vec (a warp per segment slice)."""
+    def launch(p, task):
         t, d, e, gpu = task["T"], task["D"], DTYPE_BYTES[task.dtype], task.gpu
-        if variant.tag == "atomic_per_element":
-            threads = params["threads"]
-            traffic = t * d * (e + ATOMIC_BYTES["scalar"]) / self.cost(task).bytes
+        if kind == "atomic":
+            threads = p["threads"]
             return Launch(grid=cdiv(t * d, threads), threads=threads, regs=18, bytes_per_access=e,
-                          traffic=traffic)
-        if variant.tag == "vectorized_atomic2":
-            warps = params["warps_per_block"]
-            traffic = t * d * (e + ATOMIC_BYTES["packed"]) / self.cost(task).bytes
+                          traffic=t * d * (e + ATOMIC_BYTES["scalar"]) / min_bytes(task))
+        if kind == "atomic2":
+            warps = p["warps_per_block"]
             return Launch(grid=cdiv(t, warps), threads=warps * gpu.warp, regs=22, bytes_per_access=16,
-                          traffic=traffic, lane_util=min(1.0, d * e / 16 / gpu.warp))
-        sort_traffic = 1 + 3 * 2 * 12 * t / self.cost(task).bytes    # 3 passes over (int64 id, int pos)
-        if variant.tag == "sort_segmented_reduce":
-            threads = params["threads"]
+                          traffic=t * d * (e + ATOMIC_BYTES["packed"]) / min_bytes(task),
+                          lane_util=min(1.0, d * e / 16 / gpu.warp))
+        sort_traffic = 1 + 3 * 2 * 12 * t / min_bytes(task)    # 3 passes over (int64 id, int pos)
+        if kind == "sort":
+            threads = p["threads"]
             return Launch(grid=t, threads=threads, regs=32, bytes_per_access=e, traffic=sort_traffic,
                           lane_util=min(1.0, d / threads), launches=SORT_LAUNCHES)
-        warps, unroll = params["warps_per_block"], params["unroll"]
+        warps, unroll = p["warps_per_block"], p["unroll"]
         slices = cdiv(d * e // 16, gpu.warp)
         return Launch(grid=cdiv(t * slices, warps), threads=warps * gpu.warp, regs=28 + 2 * unroll,
                       bytes_per_access=16 * unroll, traffic=sort_traffic, launches=SORT_LAUNCHES)
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return ("void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, "
-                "int T, int D, int V, int padding_idx, cudaStream_t stream)")
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="ids, grad_out, grad_weight",
-            body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
-            init=f"self.padding_idx = {PADDING_IDX}",
-            inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
-                    "torch.randint(0, V, (T,), device='cuda')),\n"
-                    "            torch.randn(T, D, dtype=DTYPE, device='cuda'), "
-                    "torch.randn(V, D, dtype=DTYPE, device='cuda') * 0.1]"))
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        extra = ()
-        if variant.tag.startswith("sort"):
-            extra = ("#include <rocprim/rocprim.hpp>",) if task.is_hip else ("#include <cub/cub.cuh>",)
-        return f"{cuda_prelude(task, extra)}\n{body}"
-
-    def _atomics(self, task):
-        if task.is_hip:   # no 16-bit atomics in HIP's headers: a CAS on the enclosing 32-bit word
-            return """
+def atomics(task) -> str:
+    if not task.dialect.atomic_16bit:   # no 16-bit atomics: a CAS on the enclosing 32-bit word
+        return """
 __device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {
     unsigned int* word = reinterpret_cast<unsigned int*>(addr);
     unsigned int old = *word, assumed;
@@ -111,9 +74,9 @@ __device__ __forceinline__ void atomic_add(scalar_t* addr, float v) {
     atomic_add2(pair, high ? 0.f : v, high ? v : 0.f);
 }
 """
-        pair = "__half2" if task.dtype == "fp16" else "__nv_bfloat162"
-        make = "__floats2half2_rn" if task.dtype == "fp16" else "__floats2bfloat162_rn"
-        return f"""
+    pair = "__half2" if task.dtype == "fp16" else "__nv_bfloat162"
+    make = "__floats2half2_rn" if task.dtype == "fp16" else "__floats2bfloat162_rn"
+    return f"""
 // Native 16-bit atomics: scalar, and a packed pair (one 32-bit atomic covers two elements).
 __device__ __forceinline__ void atomic_add(scalar_t* addr, float v) {{ atomicAdd(addr, from_float(v)); }}
 __device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {{
@@ -121,11 +84,11 @@ __device__ __forceinline__ void atomic_add2(scalar_t* addr, float a, float b) {{
 }}
 """
 
-    def _atomic_per_element(self, p, task, bug):
-        last = "n - 1" if bug == "off_by_one" else "n"
-        return f"""
+
+def atomic_per_element_src(p, task, last="n"):
+    return f"""
 #define THREADS {p['threads']}
-{self._atomics(task)}
+{atomics(task)}
 // One thread per grad_out element; repeated ids collide on the same addresses in L2.
 extern "C" __global__ void embedding_bwd_kernel(const int64_t* __restrict__ ids, const scalar_t* __restrict__ grad_out,
                                                 scalar_t* grad_weight, int T, int D, int padding_idx) {{
@@ -142,13 +105,13 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 }}
 """
 
-    def _vectorized_atomic2(self, p, task, bug):
-        last = "chunks - 1" if bug == "off_by_one" else "chunks"
-        return f"""
+
+def vectorized_atomic2_src(p, task, last="chunks"):
+    return f"""
 #define WARPS {p['warps_per_block']}        // tokens per block, a warp each
 constexpr int VEC = 8;            // 16-bit elements per uint4
 union Pack {{ uint4 u; scalar_t h[VEC]; }};
-{self._atomics(task)}
+{atomics(task)}
 // A warp per token: 16-byte loads of grad_out, then 4 packed 2-wide atomics per load,
 // half the atomic operations of the scalar version. The padding check is warp-uniform.
 extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE)
@@ -174,11 +137,11 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 }}
 """
 
-    @staticmethod
-    def _sort_host(launch: str, task: Task) -> str:
-        # hipCUB wraps rocPRIM; radix_sort_pairs takes the same arguments as cub's SortPairs
-        sort_pairs = "rocprim::radix_sort_pairs" if task.is_hip else "cub::DeviceRadixSort::SortPairs"
-        return f"""
+
+def sort_host(launch: str, task) -> str:
+    # hipCUB wraps rocPRIM; radix_sort_pairs takes the same arguments as cub's SortPairs
+    sort_pairs = task.dialect.radix_sort_pairs
+    return f"""
 __global__ void embedding_bwd_iota_kernel(int* pos, int T) {{
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < T) pos[i] = i;
@@ -206,19 +169,19 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 }}
 """
 
-    @staticmethod
-    def _segment(bug, k0) -> str:
-        prev = f"sorted_ids[{k0} + 1]" if bug == "bad_combine_index" else f"sorted_ids[{k0} - 1]"
-        end = "k1 - 1" if bug == "off_by_one" else "k1"
-        return f"""const int64_t id = sorted_ids[{k0}];
+
+def segment(k0: str, prev: str = "sorted_ids[{k0} - 1]", end: str = "k1") -> str:
+    prev = prev.format(k0=k0)
+    return f"""const int64_t id = sorted_ids[{k0}];
     if (id == padding_idx || ({k0} > 0 && {prev} == id)) return;   // only a segment's first position works
     int k1 = {k0} + 1;
     while (k1 < T && sorted_ids[k1] == id) ++k1;                   // segment = [{k0}, k1)
     const int k_end = {end};"""
 
-    def _sort_segmented_reduce(self, p, task, bug):
-        head = self._segment(bug, "k0")
-        return f"""
+
+def sort_segmented_reduce_src(p, task, **slots):
+    head = segment("k0", **slots)
+    return f"""
 #define THREADS {p['threads']}
 
 // One block per sorted position; the block at the start of a segment sums its rows in order
@@ -235,11 +198,12 @@ embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restri
         dst[d] = from_float(acc);
     }}
 }}
-{self._sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
+{sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
 
-    def _sorted_segment_vectorized(self, p, task, bug):
-        head = self._segment(bug, "k0")
-        return f"""
+
+def sorted_segment_vectorized_src(p, task, **slots):
+    head = segment("k0", **slots)
+    return f"""
 #define WARPS {p['warps_per_block']}
 #define UNROLL {p['unroll']}          // grad rows in flight per lane
 constexpr int VEC = 8;            // 16-bit elements per uint4
@@ -279,4 +243,54 @@ embedding_bwd_kernel(const int64_t* __restrict__ sorted_ids, const int* __restri
     for (int j = 0; j < VEC; ++j) o.h[j] = from_float(to_float(o.h[j]) + acc[j]);
     *dst = o.u;
 }}
-{self._sort_host("const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;" + chr(10) + "    embedding_bwd_kernel<<<(unsigned)(((int64_t)T * slices + WARPS - 1) / WARPS), WARPS * WARP_SIZE, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
+{sort_host("const int slices = (D / VEC + WARP_SIZE - 1) / WARP_SIZE;" + chr(10) + "    embedding_bwd_kernel<<<(unsigned)(((int64_t)T * slices + WARPS - 1) / WARPS), WARPS * WARP_SIZE, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
+
+
+class EmbeddingBwdCuda(OpModule):
+    op, impl, family = "embedding_bwd", "cuda", "training"
+    title = "Embedding backward (scatter-add)"
+    desc = (f"grad_weight[ids[t], :] += grad_out[t, :] for T int64 ids into a [V, D] gradient (in place, "
+            f"same dtype), skipping padding_idx = {PADDING_IDX}; repeated ids accumulate.")
+    dims = {"T": "tokens (batch x sequence)", "D": "embedding dim", "V": "vocabulary rows"}
+    shapes = ({"T": 512, "D": 4096, "V": 32000}, {"T": 4096, "D": 4096, "V": 32000},
+              {"T": 16384, "D": 4096, "V": 128256}, {"T": 8192, "D": 8192, "V": 128256},
+              {"T": 32768, "D": 2048, "V": 32000}, {"T": 65536, "D": 4096, "V": 128256})
+    dtypes = ("bf16", "fp16")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("ids", "grad_out", "grad_weight")
+    check_shape = {"T": 4096, "D": 4096, "V": 32000}
+    tolerance = "accum"
+    variants = (
+        Rung("atomic_per_element", "a thread per element, one 16-bit atomicAdd each",
+             (Param("threads", (128, 256, 512), 256),), memory_eff=0.6, launch=launch_of("atomic"),
+             render=atomic_per_element_src, bugs={"off_by_one": {"last": "n - 1"}}),
+        Rung("vectorized_atomic2", "a warp per token, uint4 loads, packed half2/bfloat162 atomics",
+             (Param("warps_per_block", (2, 4, 8), 4),), memory_eff=0.72, launch=launch_of("atomic2"),
+             render=vectorized_atomic2_src, bugs={"off_by_one": {"last": "chunks - 1"}}),
+        Rung("sort_segmented_reduce", "radix sort (id, position), a block reduces each id's segment "
+             "in order: deterministic, no atomics",
+             (Param("threads", (128, 256, 512), 256),), memory_eff=0.72, launch=launch_of("sort"),
+             render=sort_segmented_reduce_src, bugs=SEGMENT_BUGS),
+        Rung("sorted_segment_vectorized", "sorted segments, a warp per (segment, column slice), "
+             "uint4 loads, fp32 registers",
+             (Param("warps_per_block", (2, 4, 8), 4), Param("unroll", (1, 2, 4), 2)),
+             memory_eff=0.88, launch=launch_of("sorted_vec"), render=sorted_segment_vectorized_src,
+             bugs=SEGMENT_BUGS),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        return Cost(flops=0, bytes=min_bytes(task))
+
+    def assemble(self, body, variant, params, task) -> str:
+        sort = (task.dialect.cub_header,) if task.dialect.radix_sort_pairs in body else ()
+        return f"{prelude(task, sort)}\n{body}"
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="ids, grad_out, grad_weight",
+            body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
+            init=f"self.padding_idx = {PADDING_IDX}",
+            inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
+                    "torch.randint(0, V, (T,), device='cuda')),\n"
+                    "            torch.randn(T, D, dtype=DTYPE, device='cuda'), "
+                    "torch.randn(V, D, dtype=DTYPE, device='cuda') * 0.1]"))

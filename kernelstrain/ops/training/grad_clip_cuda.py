@@ -5,95 +5,57 @@ Ladder: an atomicAdd per element -> block reduction with one atomic per block ->
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
 persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
-from ._block_reduce import block_sum
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
+from ._block_reduce import BARRIER, block_sum
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MAX_GRID = 4096         # partial slots
+GRID_SYNC = "\n    grid.sync();                                 // every partial written"
+NO_SCALE = {"scale": ""}
+
+ENTRY = Entry("grad_clip", (
+    Arg("grads", "inout", ("N",)), Scalar("n", "int64_t", value="N"), Scalar("max_norm", "float", "1.0"),
+    Arg("total_norm", "out", (1,), "fp32")))
 
 
-class GradClipCuda(OpModule):
-    op, impl, family = "grad_clip", "cuda", "training"
-    title = "Global-norm gradient clipping"
-    desc = ("In place on a flat gradient g of N elements: norm = sqrt(sum(g^2)) in fp32, "
-            "g *= min(1, max_norm / (norm + 1e-6)); the norm is also returned (fp32 scalar).")
-    dims = {"N": "gradient elements"}
-    shapes = ({"N": 4194304}, {"N": 16777216}, {"N": 124439808}, {"N": 268435456},
-              {"N": 1235814400}, {"N": 3212749824})
-    dtypes = ("bf16", "fp32")
-    vendors = ("nvidia", "amd")
-    baseline = "block_reduce_atomic"    # one same-address atomic per element is nobody's first version
-    variants = (
-        Variant("atomic_per_element", "each thread atomicAdds g^2 into one float, then a scale kernel",
-                (THREADS,), compute_eff=1.0, memory_eff=0.6, bugs=("racy_update",)),
-        Variant("block_reduce_atomic", "warp-shuffle block reduction, one atomic per block, then scale",
-                (THREADS, Param("items", (1, 2, 4, 8), 4)), compute_eff=1.0, memory_eff=0.78, smem="static",
-                bugs=("missing_barrier", "racy_update")),
-        Variant("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
-                (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024)), compute_eff=1.0, memory_eff=0.82,
-                smem="static", bugs=("missing_scale",)),
-        Variant("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
-                (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2)),
-                compute_eff=1.0, memory_eff=0.9, smem="static", bugs=("missing_barrier", "missing_scale")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        n = task["N"]
-        return Cost(flops=3 * n, bytes=2 * n * DTYPE_BYTES[task.dtype] + 4)
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
-        n, e, gpu = task["N"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["threads"]
+def launch_of(kind: str):
+    """atomic (one per element), block (one atomic per block), two_stage (fixed grid of
+    partials) or cooperative (#SMs x k resident blocks)."""
+    def launch(p, task):
+        n, e, gpu, threads = task["N"], DTYPE_BYTES[task.dtype], task.gpu, p["threads"]
         warps = cdiv(threads, gpu.warp)
         # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2
-        if variant.tag == "atomic_per_element":
+        if kind == "atomic":
             return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=1.5,
                           serial_atomics=n, launches=3)
-        if variant.tag == "block_reduce_atomic":
-            items = params["items"]
+        if kind == "block":
+            items = p["items"]
             return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=warps * 4,
                           regs=8 + 2 * items, bytes_per_access=e * items, traffic=1.5,
                           serial_atomics=cdiv(n, threads * items), launches=3)
-        if variant.tag == "two_stage_deterministic":
-            return Launch(grid=params["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
+        if kind == "two_stage":
+            return Launch(grid=p["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
                           bytes_per_access=2 * e, traffic=1.5, launches=2)
-        grid = gpu.sms * params["blocks_per_sm"]
-        return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=26, bytes_per_access=16,
-                      traffic=1.5)
+        return Launch(grid=gpu.sms * p["blocks_per_sm"], threads=threads, smem_bytes=warps * 4, regs=26,
+                      bytes_per_access=16, traffic=1.5)
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return "void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream)"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="g",
-            body=("norm = g.float().pow(2).sum().sqrt()\n"
-                  "        coef = (self.max_norm / (norm + 1e-6)).clamp(max=1.0)\n"
-                  "        return (g.float() * coef).to(g.dtype), norm.reshape(1)"),
-            init="self.max_norm = 1.0",
-            inputs="[torch.randn(N, dtype=DTYPE, device='cuda') * 1e-2]")
+def common(p, barrier=BARRIER) -> str:
+    """THREADS, clip_coef and block_sum: the head of every rung's source."""
+    return f"""#define THREADS {p['threads']}
 
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        extra = ()
-        if variant.tag == "vectorized_persistent":
-            extra = ("#include <hip/hip_cooperative_groups.h>",) if task.is_hip else ("#include <cooperative_groups.h>",)
-        return f"{cuda_prelude(task, extra)}\n#define THREADS {params['threads']}\n{self._common(bug)}{body}"
-
-    @staticmethod
-    def _common(bug):
-        return f"""
 // max_norm / (norm + eps), clamped to 1: the factor every element is scaled by
 __device__ __forceinline__ float clip_coef(float sum_sq, float max_norm) {{
     return fminf(1.f, max_norm / (sqrtf(sum_sq) + 1e-6f));
 }}
-{block_sum(bug, compact=True)}"""
+{block_sum(barrier, compact=True)}"""
 
-    @staticmethod
-    def _scale_kernel(acc: str = "float"):
-        return f"""
+
+def scale_kernel(acc: str = "float") -> str:
+    return f"""
 // Pass 2: every thread reads the finished sum, so no grid-wide sync is needed.
 __global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, const {acc}* sum_sq,
                                        float max_norm, float* total_norm) {{
@@ -104,9 +66,9 @@ __global__ void grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, cons
 }}
 """
 
-    @staticmethod
-    def _atomic_host(grid, acc: str = "float"):
-        return f"""
+
+def atomic_host(grid, acc: str = "float") -> str:
+    return f"""
 void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
     {acc}* sum_sq = nullptr;
     cudaMallocAsync((void**)&sum_sq, sizeof({acc}), stream);
@@ -117,23 +79,23 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
 }}
 """
 
-    def _atomic_per_element(self, p, task, bug):
-        add = "*sum_sq += (double)(v * v);" if bug == "racy_update" else "atomicAdd(sum_sq, (double)(v * v));"
-        return f"""
-{self._scale_kernel("double")}
+
+def atomic_per_element_src(p, task, add="atomicAdd(sum_sq, (double)(v * v));"):
+    return f"""{common(p)}
+{scale_kernel("double")}
 // Pass 1: every square goes straight into one double (a float running sum of 10^8 small
 // squares stops growing once each term is under half its ulp); the L2 serialises N atomics on it.
 extern "C" __global__ void grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, double* sum_sq) {{
     const int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     if (i < n) {{ const float v = to_float(g[i]); {add} }}
 }}
-{self._atomic_host("(unsigned)((n + THREADS - 1) / THREADS)", "double")}"""
+{atomic_host("(unsigned)((n + THREADS - 1) / THREADS)", "double")}"""
 
-    def _block_reduce_atomic(self, p, task, bug):
-        add = "*sum_sq += v;" if bug == "racy_update" else "atomicAdd(sum_sq, v);"
-        return f"""
+
+def block_reduce_atomic_src(p, task, add="atomicAdd(sum_sq, v);", barrier=BARRIER):
+    return f"""{common(p, barrier)}
 #define ITEMS {p['items']}           // elements per thread, THREADS apart so each load is coalesced
-{self._scale_kernel()}
+{scale_kernel()}
 extern "C" __global__ void __launch_bounds__(THREADS)
 grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
@@ -147,11 +109,11 @@ grad_clip_kernel(const scalar_t* __restrict__ g, int64_t n, float* sum_sq) {{
     v = block_sum(v, warp_totals);
     if (threadIdx.x == 0) {add}   // one atomic per block
 }}
-{self._atomic_host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
+{atomic_host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
 
-    def _two_stage_deterministic(self, p, task, bug):
-        scale = "" if bug == "missing_scale" else " * coef"
-        return f"""
+
+def two_stage_deterministic_src(p, task, scale=" * coef"):
+    return f"""{common(p)}
 #define BLOCKS {p['blocks']}          // fixed grid: partial slots, and the scale kernel's grid
 __device__ float partials[BLOCKS];
 
@@ -192,11 +154,10 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
 }}
 """
 
-    def _vectorized_persistent(self, p, task, bug):
-        vec = 16 // DTYPE_BYTES[task.dtype]
-        scale = "" if bug == "missing_scale" else " * coef"
-        sync = "" if bug == "missing_barrier" else "\n    grid.sync();                                 // every partial written"
-        return f"""
+
+def vectorized_persistent_src(p, task, scale=" * coef", sync=GRID_SYNC, barrier=BARRIER):
+    vec = 16 // DTYPE_BYTES[task.dtype]
+    return f"""{common(p, barrier)}
 #define BLOCKS_PER_SM {p['blocks_per_sm']}
 #define MAX_GRID {MAX_GRID}
 constexpr int VEC = {vec};             // elements per 16-byte load
@@ -255,3 +216,55 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
     cudaLaunchCooperativeKernel((const void*)grad_clip_kernel, grid, THREADS, args, 0, stream);
 }}
 """
+
+
+class GradClipCuda(OpModule):
+    op, impl, family = "grad_clip", "cuda", "training"
+    title = "Global-norm gradient clipping"
+    desc = ("In place on a flat gradient g of N elements: norm = sqrt(sum(g^2)) in fp32, "
+            "g *= min(1, max_norm / (norm + 1e-6)); the norm is also returned (fp32 scalar).")
+    dims = {"N": "gradient elements"}
+    shapes = ({"N": 4194304}, {"N": 16777216}, {"N": 124439808}, {"N": 268435456},
+              {"N": 1235814400}, {"N": 3212749824})
+    dtypes = ("bf16", "fp32")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("grads",)
+    check_shape = {"N": 124439808}                  # GPT-2 size: not a multiple of 512
+    # the norm is a sum of N squares in fp32 in another order: dtype class (also for the scale)
+    baseline = "block_reduce_atomic"    # one same-address atomic per element is nobody's first version
+    variants = (
+        Rung("atomic_per_element", "each thread atomicAdds g^2 into one float, then a scale kernel",
+             (THREADS,), compute_eff=1.0, memory_eff=0.6, launch=launch_of("atomic"), render=atomic_per_element_src,
+             bugs={"racy_update": {"add": "*sum_sq += (double)(v * v);"}}),
+        Rung("block_reduce_atomic", "warp-shuffle block reduction, one atomic per block, then scale",
+             (THREADS, Param("items", (1, 2, 4, 8), 4)), compute_eff=1.0, memory_eff=0.78, smem="static",
+             launch=launch_of("block"), render=block_reduce_atomic_src,
+             bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"add": "*sum_sq += v;"}}),
+        Rung("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
+             (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024)), compute_eff=1.0, memory_eff=0.82,
+             smem="static", launch=launch_of("two_stage"), render=two_stage_deterministic_src,
+             bugs={"missing_scale": NO_SCALE}),
+        # missing_barrier drops the grid.sync() and the block_sum barrier
+        Rung("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
+             (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2)),
+             compute_eff=1.0, memory_eff=0.9, smem="static", launch=launch_of("cooperative"),
+             render=vectorized_persistent_src,
+             bugs={"missing_barrier": {"sync": "", "barrier": ""}, "missing_scale": NO_SCALE}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        n = task["N"]
+        return Cost(flops=3 * n, bytes=2 * n * DTYPE_BYTES[task.dtype] + 4)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="grads",
+            body=("norm = grads.float().pow(2).sum().sqrt()\n"
+                  "        coef = (self.max_norm / (norm + 1e-6)).clamp(max=1.0)\n"
+                  "        return (grads.float() * coef).to(grads.dtype), norm.reshape(1)"),
+            init="self.max_norm = 1.0",
+            inputs="[torch.randn(N, dtype=DTYPE, device='cuda') * 1e-2]")
+
+    def assemble(self, body, variant, params, task) -> str:
+        coop = (task.dialect.coop_groups_header,) if "cooperative_groups;" in body else ()
+        return f"{prelude(task, coop)}\n{body}"

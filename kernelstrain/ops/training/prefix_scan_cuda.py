@@ -6,95 +6,58 @@ token offsets. Ladder: one thread walks a row -> Hillis-Steele in shared memory 
 over 16-byte vectors -> single pass with decoupled look-back: tiles of every row spread over
 the whole GPU, each publishing its aggregate/prefix for its successors.
 """
-from ..base import (Cost, Launch, OpModule, Param, Task, Variant, DTYPE_BYTES, cdiv,
-                    cuda_prelude, kernelbench_program)
-from ._block_reduce import block_exclusive_scan
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+from ..dialect import prelude
+from ._block_reduce import scan_helpers
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
-NL = "\n"
+NL, NO_BARRIER = "\n", {"barrier": ""}
+CLEAR_ROOT = "\n        if (threadIdx.x == 0) tile[PAD(N - 1)] = 0.f;   // exclusive scan: identity at the root"
+
+ENTRY = Entry("prefix_scan", (Arg("x", "in", ("R", "C")), Arg("y", "out", ("R", "C")), Scalar("R"), Scalar("C")))
+
+SIG = ("extern \"C\" __global__ void __launch_bounds__(THREADS)\n"
+       "prefix_scan_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)")
 
 
-class PrefixScanCuda(OpModule):
-    op, impl, family = "prefix_scan", "cuda", "training"
-    title = "Inclusive prefix sum over rows"
-    desc = "y[r, :] = cumsum(x[r, :]) along the contiguous last dim of [R, C]; fp32 accumulation."
-    dims = {"R": "rows", "C": "row length (contiguous)"}
-    shapes = ({"R": 1, "C": 128256}, {"R": 64, "C": 128256}, {"R": 256, "C": 32000},
-              {"R": 4096, "C": 4096}, {"R": 16384, "C": 2048}, {"R": 8, "C": 1048576})
-    dtypes = ("fp32", "bf16")
-    vendors = ("nvidia", "amd")
-    baseline = "hillis_steele_smem"     # a single thread per row leaves the GPU idle: not a starting point
-    variants = (
-        Variant("serial_per_row", "one thread scans a whole row", (Param("threads", (32, 64, 128), 64),),
-                compute_eff=0.5, memory_eff=0.45, bugs=("off_by_one",)),
-        Variant("hillis_steele_smem", "block per row, tiles scanned in double-buffered smem, log2 steps",
-                (THREADS,), compute_eff=0.05, memory_eff=0.55, smem="static", bugs=("missing_barrier",)),
-        Variant("blelloch_smem", "block per row, work-efficient up/down-sweep on 2 x THREADS padded smem",
-                (THREADS,), compute_eff=0.025, memory_eff=0.7, smem="static", bugs=("missing_barrier", "wrong_init")),
-        Variant("warp_shuffle_scan", "block per row, 16-byte vectors, thread scan + __shfl_up_sync warp scan",
-                (THREADS,), compute_eff=0.15, memory_eff=0.86, smem="static", bugs=("off_by_one", "wrong_init")),
-        Variant("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
-                (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4), 2)),
-                compute_eff=0.15, memory_eff=0.9, smem="static", bugs=("bad_combine_index", "missing_barrier")),
-    )
-
-    def cost(self, task: Task) -> Cost:
-        r, c = task["R"], task["C"]
-        return Cost(flops=r * c, bytes=2 * r * c * DTYPE_BYTES[task.dtype])
-
-    def launch(self, variant: Variant, params: dict, task: Task) -> Launch:
+def launch_of(kind: str):
+    """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan) or lookback."""
+    def launch(p, task):
         r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        threads = params["threads"]
+        threads, vec = p["threads"], 16 // e
         warps = cdiv(threads, gpu.warp)
-        vec = 16 // e
-        log_steps = threads.bit_length() - 1
-        if variant.tag == "serial_per_row":
+        if kind == "serial":
             return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32, traffic=2.0,
                           lane_util=min(1.0, r / threads))
-        if variant.tag == "hillis_steele_smem":
+        if kind == "hillis":
             return Launch(grid=r, threads=threads, smem_bytes=2 * threads * 4, regs=20, bytes_per_access=e,
-                          compute_scale=1 / log_steps, lane_util=min(1.0, c / threads))
-        if variant.tag == "blelloch_smem":
+                          compute_scale=1 / (threads.bit_length() - 1), lane_util=min(1.0, c / threads))
+        if kind == "blelloch":
             return Launch(grid=r, threads=threads, smem_bytes=(2 * threads + 2 * threads // 32) * 4, regs=40,
                           bytes_per_access=e, lane_util=min(1.0, c / (2 * threads)))
-        if variant.tag == "warp_shuffle_scan":
+        if kind == "shuffle":
             return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24, bytes_per_access=16,
                           lane_util=min(1.0, c / (threads * vec)))
-        tile = threads * vec * params["items"]
-        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8, regs=24 + 2 * params["items"],
-                      bytes_per_access=16 * params["items"], lane_util=c / (cdiv(c, tile) * tile), launches=2)
+        tile = threads * vec * p["items"]
+        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8, regs=24 + 2 * p["items"],
+                      bytes_per_access=16 * p["items"], lane_util=c / (cdiv(c, tile) * tile), launches=2)
+    return launch
 
-    def signature(self, task: Task) -> str:
-        return "void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream)"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.cumsum(x.float(), dim=-1).to(x.dtype)",
-            inputs="[torch.rand(R, C, dtype=DTYPE, device='cuda')]")
-
-    # -- renders -----------------------------------------------------------------
-    def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
-        head = f"#define THREADS {params['threads']}\n"
-        body = getattr(self, "_" + variant.tag)(params, task, bug)
-        return f"{cuda_prelude(task)}\n{head}{body}"
-
-    @staticmethod
-    def _host(grid: str) -> str:
-        return f"""
+def host(grid: str) -> str:
+    return f"""
 void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
     prefix_scan_kernel<<<{grid}, THREADS, 0, stream>>>(x, y, R, C);
 }}
 """
 
-    _SIG = ("extern \"C\" __global__ void __launch_bounds__(THREADS)\n"
-            "prefix_scan_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)")
 
-    def _serial_per_row(self, p, task, bug):
-        last = "C - 1" if bug == "off_by_one" else "C"
-        return f"""
+def serial_per_row_src(p, task, last="C"):
+    return f"""
 // One thread per row: the running sum is a serial dependency chain, and the lanes of a warp
 // read addresses a whole row apart.
-{self._SIG} {{
+{SIG} {{
     const int r = blockIdx.x * THREADS + threadIdx.x;
     if (r >= R) return;
     const scalar_t* xr = x + (size_t)r * C;
@@ -102,14 +65,14 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
     float s = 0.f;
     for (int j = 0; j < {last}; ++j) {{ s += to_float(xr[j]); yr[j] = from_float(s); }}
 }}
-{self._host("(R + THREADS - 1) / THREADS")}"""
+{host("(R + THREADS - 1) / THREADS")}"""
 
-    def _hillis_steele_smem(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n            __syncthreads();"
-        return f"""
+
+def hillis_steele_smem_src(p, task, barrier="\n            __syncthreads();"):
+    return f"""
 // One block per row, THREADS elements per tile. Each step adds the value `offset` to the left,
 // ping-ponging between two buffers: log2(THREADS) steps, THREADS * log2(THREADS) adds.
-{self._SIG} {{
+{SIG} {{
     __shared__ float buf[2][THREADS];
     const scalar_t* xr = x + (size_t)blockIdx.x * C;
     scalar_t* yr = y + (size_t)blockIdx.x * C;
@@ -129,18 +92,17 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
         __syncthreads();                              // buf[0] is refilled by the next tile
     }}
 }}
-{self._host("R")}"""
+{host("R")}"""
 
-    def _blelloch_smem(self, p, task, bug):
-        barrier = "" if bug == "missing_barrier" else "\n        __syncthreads();"
-        clear = "" if bug == "wrong_init" else "\n        if (threadIdx.x == 0) tile[PAD(N - 1)] = 0.f;   // exclusive scan: identity at the root"
-        return f"""
+
+def blelloch_smem_src(p, task, barrier="\n        __syncthreads();", clear=CLEAR_ROOT):
+    return f"""
 #define N (2 * THREADS)                   // elements per tile, two per thread
 #define PAD(i) ((i) + ((i) >> 5))         // one pad word per 32: tree strides stop hitting one bank
 
 // One block per row. Up-sweep builds partial sums in a tree, down-sweep pushes prefixes
 // back down: 2N adds per tile instead of N log N. Exclusive result + input = inclusive.
-{self._SIG} {{
+{SIG} {{
     __shared__ float tile[N + N / 32];
     const scalar_t* xr = x + (size_t)blockIdx.x * C;
     scalar_t* yr = y + (size_t)blockIdx.x * C;
@@ -177,22 +139,14 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
         __syncthreads();
     }}
 }}
-{self._host("R")}"""
+{host("R")}"""
 
-    def _scan_helpers(self, task, bug):
-        vec = 16 // DTYPE_BYTES[task.dtype]
-        return f"""
-#define WARPS (THREADS / WARP_SIZE)
-constexpr int VEC = {vec};                      // elements per 16-byte load; C is a multiple of VEC
-union Pack {{ uint4 u; scalar_t h[VEC]; }};
-{block_exclusive_scan(task, bug)}"""
 
-    def _warp_shuffle_scan(self, p, task, bug):
-        init = "1.f" if bug == "wrong_init" else "0.f"
-        return f"""{self._scan_helpers(task, bug if bug == "off_by_one" else None)}
+def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
+    return f"""{scan_helpers(task, test)}
 // One block per row, THREADS * VEC elements per tile: each thread scans its own 16-byte
 // vector in registers, the thread totals are scanned with shuffles, warp totals via smem.
-{self._SIG} {{
+{SIG} {{
     __shared__ float warp_sums[WARPS];
     const scalar_t* xr = x + (size_t)blockIdx.x * C;
     scalar_t* yr = y + (size_t)blockIdx.x * C;
@@ -215,19 +169,15 @@ union Pack {{ uint4 u; scalar_t h[VEC]; }};
         carry += total;
     }}
 }}
-{self._host("R")}"""
+{host("R")}"""
 
-    def _decoupled_lookback(self, p, task, bug):
-        items = p["items"]
-        hip = task.is_hip
-        ballot = "__ballot(pred)" if hip else "__ballot_sync(0xffffffffu, pred)"
-        highest = "(WARP_SIZE - 1 - __clzll(mask))" if hip else "(WARP_SIZE - 1 - __clz(mask))"
-        mask_t = "unsigned long long" if hip else "unsigned int"
-        window = "look - (WARP_SIZE - lane)" if bug == "bad_combine_index" else "look - (WARP_SIZE - 1 - lane)"
-        barrier = "" if bug == "missing_barrier" else "\n    __syncthreads();"
-        return f"""#define ITEMS {items}                  // 16-byte vectors per thread, contiguous
+
+def decoupled_lookback_src(p, task, window="look - (WARP_SIZE - 1 - lane)", barrier="\n    __syncthreads();"):
+    items, d = p["items"], task.dialect
+    ballot, highest = d.ballot.format(p="pred"), f"(WARP_SIZE - 1 - {d.clz}(mask))"
+    return f"""#define ITEMS {items}                  // 16-byte vectors per thread, contiguous
 #define TILE (THREADS * VEC * ITEMS)
-{self._scan_helpers(task, None)}
+{scan_helpers(task)}
 // Tile status word: flag in the high half, float bits in the low half, so one 64-bit store
 // publishes both. 0 = not ready, 1 = tile aggregate only, 2 = inclusive prefix of the row.
 enum : unsigned {{ NOT_READY = 0, AGGREGATE = 1, PREFIX = 2 }};
@@ -238,7 +188,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
 // Single pass: tiles of every row are handed out in order by an atomic counter, so every
 // predecessor is already running. A tile publishes its aggregate, warp 0 looks back over
 // WARP_SIZE predecessors at a time until one has a full prefix, then publishes its own.
-{self._SIG.replace("int R, int C)", "int R, int C," + NL + "                   unsigned long long* status, unsigned int* next_tile)")} {{
+{SIG.replace("int R, int C)", "int R, int C," + NL + "                   unsigned long long* status, unsigned int* next_tile)")} {{
     __shared__ float warp_sums[WARPS];
     __shared__ float tile_prefix;
     __shared__ int tile_id;
@@ -269,7 +219,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
                 if (i >= first)
                     do {{ word = *reinterpret_cast<volatile unsigned long long*>(&status[i]); }} while ((word >> 32) == NOT_READY);
                 const bool pred = (word >> 32) == PREFIX;
-                const {mask_t} mask = {ballot};
+                const {d.lane_mask_t} mask = {ballot};
                 const float val = __uint_as_float((unsigned)word);
                 if (mask) {{                                 // stop at the nearest full prefix
                     prefix += warp_sum(lane >= {highest} ? val : 0.f);
@@ -300,3 +250,49 @@ void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stre
     cudaFreeAsync(ws, stream);
 }}
 """
+
+
+class PrefixScanCuda(OpModule):
+    op, impl, family = "prefix_scan", "cuda", "training"
+    title = "Inclusive prefix sum over rows"
+    desc = "y[r, :] = cumsum(x[r, :]) along the contiguous last dim of [R, C]; fp32 accumulation."
+    dims = {"R": "rows", "C": "row length (contiguous)"}
+    shapes = ({"R": 1, "C": 128256}, {"R": 64, "C": 128256}, {"R": 256, "C": 32000},
+              {"R": 4096, "C": 4096}, {"R": 16384, "C": 2048}, {"R": 8, "C": 1048576})
+    dtypes = ("fp32", "bf16")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("x",)
+    check_shape = {"R": 256, "C": 32000}
+    tolerance = "scan"
+    baseline = "hillis_steele_smem"     # a single thread per row leaves the GPU idle: not a starting point
+    variants = (
+        Rung("serial_per_row", "one thread scans a whole row", (Param("threads", (32, 64, 128), 64),),
+             compute_eff=0.5, memory_eff=0.45, launch=launch_of("serial"), render=serial_per_row_src,
+             bugs={"off_by_one": {"last": "C - 1"}}),
+        Rung("hillis_steele_smem", "block per row, tiles scanned in double-buffered smem, log2 steps",
+             (THREADS,), compute_eff=0.05, memory_eff=0.55, smem="static", launch=launch_of("hillis"),
+             render=hillis_steele_smem_src, bugs={"missing_barrier": NO_BARRIER}),
+        Rung("blelloch_smem", "block per row, work-efficient up/down-sweep on 2 x THREADS padded smem",
+             (THREADS,), compute_eff=0.025, memory_eff=0.7, smem="static", launch=launch_of("blelloch"),
+             render=blelloch_smem_src, bugs={"missing_barrier": NO_BARRIER, "wrong_init": {"clear": ""}}),
+        Rung("warp_shuffle_scan", "block per row, 16-byte vectors, thread scan + __shfl_up_sync warp scan",
+             (THREADS,), compute_eff=0.15, memory_eff=0.86, smem="static", launch=launch_of("shuffle"),
+             render=warp_shuffle_scan_src, bugs={"off_by_one": {"test": "lane > o"}, "wrong_init": {"init": "1.f"}}),
+        Rung("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
+             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4), 2)),
+             compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),
+             render=decoupled_lookback_src,
+             bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER}),
+    )
+
+    def cost(self, task: Task) -> Cost:
+        r, c = task["R"], task["C"]
+        return Cost(flops=r * c, bytes=2 * r * c * DTYPE_BYTES[task.dtype])
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="x", body="return torch.cumsum(x.float(), dim=-1).to(x.dtype)",
+            inputs="[torch.rand(R, C, dtype=DTYPE, device='cuda')]")
+
+    def assemble(self, body, variant, params, task) -> str:
+        return f"{prelude(task)}\n#define THREADS {params['threads']}\n{body}"

@@ -1,0 +1,33 @@
+"""FP16/BF16 GEMM, the op gemm_fp16_cuda and gemm_fp16_triton implement: C = A . B^T with B
+stored [N, K] (an nn.Linear weight, K-major, as F.linear and every other GEMM of this family
+take it). Its entry point, what it computes, its minimum cost and its PyTorch reference; each
+module keeps its own shape menu.
+"""
+from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..contract import Arg, Entry, Scalar
+
+ENTRY = Entry("gemm_fp16", (
+    Arg("A", "in", ("M", "K")), Arg("B", "in", ("N", "K")), Arg("C", "out", ("M", "N")),
+    Scalar("M"), Scalar("N"), Scalar("K")), py_name="gemm")
+
+
+class GemmFp16Spec(OpModule):
+    op, family = "gemm_fp16", "matmul"
+    title = "FP16/BF16 GEMM"
+    desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result; B is stored [N, K] "
+            "(an nn.Linear weight, K-major), K a multiple of 16 and N even.")
+    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
+            "K": "reduction dim (input features)"}
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia", "amd")
+    entry, inputs = ENTRY, ("A", "B")
+    check_shape = {"M": 2048, "N": 2048, "K": 2048}
+
+    def cost(self, task: Task) -> Cost:
+        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+        return Cost(flops=2 * m * n * k, bytes=(m * k + n * k + m * n) * e)
+
+    def reference(self, task: Task) -> str:
+        return kernelbench_program(
+            task, self.title, args="A, B", body="return torch.matmul(A, B.t())",
+            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(N, K, dtype=DTYPE, device='cuda') / K ** 0.5]")

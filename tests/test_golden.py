@@ -1,0 +1,68 @@
+"""Golden renders: a checked-in sha256 of every module x variant x one GPU per arch family x
+(default params, each bug), of each module's reference and signature, and of each variant's
+launch model and simulated result over its parameter grid and every shape of the menu. A render change then fails with
+the module, variant, GPU and bug named. After a deliberate change regenerate the file with
+
+    python3 scripts/update_golden.py            # all modules
+    python3 scripts/update_golden.py rmsnorm_cuda ...   # only these
+
+and say in the commit which renders changed and why.
+"""
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from kernelstrain.gpus import GPUS
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task, param_grid
+
+GOLDEN = Path(__file__).with_name("golden") / "renders.json"
+ARCH_GPUS = ("A100", "H100", "RTX4090", "MI300X")     # sm_80, sm_90a, sm_89, gfx942
+
+
+def _sha(x) -> str:
+    text = x if isinstance(x, str) else json.dumps(x, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def golden_of(m) -> dict:
+    """{key: sha} for one module; keys 'gpu|what' with what = variant[:bug], variant@launch,
+    reference, signature. Renders use the module's first shape in its first supported dtype;
+    launches every shape."""
+    out = {}
+    for g in ARCH_GPUS:
+        dtype = next((d for d in m.dtypes if m.supports(GPUS[g], d)), None)
+        if dtype is None:
+            continue
+        task = make_task(m, g, dtype, m.shapes[0])
+        shape_tasks = [make_task(m, g, dtype, s) for s in m.shapes]
+        out[f"{g}|reference"] = _sha(m.reference(task))
+        out[f"{g}|signature"] = _sha(m.signature(task))
+        for v in m.variants:
+            out[f"{g}|{v.tag}"] = _sha(m.render(v, v.defaults(), task))
+            for bug in v.bugs:
+                out[f"{g}|{v.tag}:{bug}"] = _sha(m.render(v, v.defaults(), task, bug))
+            out[f"{g}|{v.tag}@launch"] = _sha([(asdict(m.launch(v, p, t)), asdict(simulate(m, v, p, t)))
+                                              for t in shape_tasks for p in param_grid(v)])
+    return out
+
+
+def load() -> dict:
+    return json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_golden(name):
+    want = load().get(name)
+    assert want is not None, f"{name} has no golden entry: run scripts/update_golden.py {name}"
+    got = golden_of(REGISTRY[name])
+    changed = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    assert not changed, f"{name}: changed {', '.join(changed[:12])}" + (" ..." if len(changed) > 12 else "")
+
+
+def test_golden_lists_only_registered_modules():
+    assert set(load()) == set(REGISTRY)
