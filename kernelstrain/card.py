@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from .gpus import GPUS
 from .holdout import card_configs, card_modules, card_section
+from .schema import FEATURES
 from .ops import REGISTRY
 from .writers import FILES
 
@@ -62,6 +63,31 @@ def _splits(stats: dict) -> str:
             "training file contains: prompts, baselines and references, no solutions.")
 
 
+def _feature_yaml(spec, indent: int) -> list[str]:
+    """YAML of a features spec (schema.FEATURES) in the dataset card's `dataset_info` form."""
+    pad, out = " " * indent, []
+    for name, typ in spec.items():
+        out.append(f"{pad}- name: {name}")
+        if isinstance(typ, str):
+            out.append(f"{pad}  dtype: {typ}")
+        elif isinstance(typ, list):
+            out.append(f"{pad}  list:")
+            out += _feature_yaml(typ[0], indent + 2) if isinstance(typ[0], dict) else [f"{pad}    dtype: {typ[0]}"]
+        else:
+            out.append(f"{pad}  struct:")
+            out += _feature_yaml(typ, indent + 2)
+    return out
+
+
+def dataset_info(configs: list[str]) -> str:
+    """The card's `dataset_info`: each config's features, so every chunk casts to one schema."""
+    lines = []
+    for name in configs:
+        lines += [f"  - config_name: {name}", "    features:"]
+        lines += _feature_yaml(FEATURES["holdout" if name.startswith("holdout") else name], 6)
+    return "\n".join(lines)
+
+
 def render_card(stats: dict) -> str:
     declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
     configs = "\n".join(
@@ -93,6 +119,8 @@ size_categories:
   - {_size_category(step_rows)}
 configs:
 {configs}
+dataset_info:
+{dataset_info([name for name, _ in declared])}
 ---
 
 # KernelStrain — {stats['profile']}, seed {stats['seed']}

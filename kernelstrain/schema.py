@@ -108,3 +108,35 @@ MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op"
                   "shape", "num_steps", "best_speedup", "messages")
 STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
                  "module", "gpu", "impl", "messages")
+
+
+# -- the configs' features, declared in the dataset card (card.py) -------------------------
+# `datasets` infers each chunk's Arrow schema alone: a field that is null in every row of a
+# chunk (a step's bug, typo, error) would become a null column there and fail to cast later.
+# Declaring the features fixes each column's type. A type is a dtype name, a dict (struct) or
+# a one-element list (a list of that type).
+_PAIR = {"name": "string", "value": "int64"}
+_DIM = {"dim": "string", "value": "int64"}
+_MESSAGE = {"role": "string", "content": "string", "weight": "int64", "status": "string"}
+_TASK = {"schema": "string", "op": "string", "impl": "string", "module": "string", "family": "string",
+         "gpu": "string", "arch": "string", "dtype": "string", "shape": [_DIM], "signature": "string",
+         "desc": "string"}
+STEP_FEATURES = {"step": "int64", "kind": "string", "tag": "string", "params": [_PAIR], "code": "string",
+                 "status": "string", "failure": "string", "bug": "string", "typo": "int64", "time_ms": "float64",
+                 "smem_bytes": "int64", "regs": "int64", "error": "string", "kept": "bool", "best_ms": "float64",
+                 "elapsed_s": "int64"}
+FEATURES = {
+    "episodes": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK,
+                 "baseline": {"tag": "string", "params": [_PAIR], "code": "string", "time_ms": "float64"},
+                 "steps": [STEP_FEATURES], "best": {"step": "int64", "time_ms": "float64", "speedup": "float64"},
+                 "attempts": {k: "int64" for k in ("kept", "reverted", "errors", "rebench")},
+                 "end": "string", "elapsed_s": "int64", "seed": "int64", "generator": "string"},
+    "sft_multiturn": {"schema": "string", "id": "string", "task_id": "string", "window": "int64", "windows": "int64",
+                      **{k: "string" for k in ("module", "op", "impl", "gpu", "dtype")}, "shape": [_DIM],
+                      "num_steps": "int64", "best_speedup": "float64", "messages": [_MESSAGE]},
+    "sft_steps": {"schema": "string", "id": "string", "episode_id": "string", "step": "int64", "kind": "string",
+                  "status": "string", "failure": "string", "kept": "bool", "weight": "int64",
+                  **{k: "string" for k in ("module", "gpu", "impl")}, "messages": [_MESSAGE]},
+    "holdout": {"task_id": "string", "split": "string", **_TASK, "prompt": "string", "system": "string",
+                "baseline": {"tag": "string", "code": "string", "time_ms": "float64"}, "reference": "string"},
+}

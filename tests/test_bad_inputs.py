@@ -482,4 +482,4 @@ def test_holdout_force_replaces_atomically(w, tmp_path, capsys):
     first = (out / "tasks_holdout.jsonl").read_bytes()
     assert main(["holdout", "--out", str(out), "--frac", "0.2", "--force"]) == 0
     assert (out / "tasks_holdout.jsonl").read_bytes() != first
-    assert sorted(p.name for p in out.iterdir()) == ["tasks_holdout.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]   # no temporaries left

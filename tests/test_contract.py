@@ -49,10 +49,10 @@ def test_trampoline_and_ctypes_params_agree_with_the_prototype_parser(name):
     m = REGISTRY[name]
     if m.impl != "cuda":
         pytest.skip("Triton modules are called through their wrapper")
-    import gpu_check
+    from kernelstrain.gpucheck.runtime import parse_signature, trampoline
     task = task_of(m)
-    assert gpu_check.parse_signature(m.signature(task))[1] == m.entry.ctypes_params(task)
-    assert gpu_check.trampoline(m.signature(task)) == m.entry.trampoline(task)
+    assert parse_signature(m.signature(task))[1] == m.entry.ctypes_params(task)
+    assert trampoline(m.signature(task)) == m.entry.trampoline(task)
 
 
 @pytest.mark.parametrize("name", WITH_ENTRY)

@@ -104,17 +104,35 @@ def test_card_keeps_the_seed_sections_with_this_datasets_figures(small_dataset):
         assert f"- config_name: {name}\n    data_files:\n      - split: " in card and f"path: {path}" in card
         assert f"| `{path}` | `{name}` | {stats['files'][path]['rows']:,} |" in card
     assert "no candidate in it was run on a GPU" in card and "not from this dataset" in card
-    assert "612 of 616" in card and "0 disagreements" in card
+    assert "294 of 294" in card and "0 disagreements" in card
     assert f"datasets` {oldest_claimed()} and later" in card
     assert 'd["dim"]: d["value"]' in card
 
 
 def test_card_lists_splits_and_contamination_from_stats(small_dataset):
+    """The card's splits section is the holdout block of stats.json: each split's file, what it
+    holds out, and its contamination figures, with the combo split's recall caveat."""
     from kernelstrain.card import render_card
     stats = json.loads((small_dataset / "stats.json").read_text())
-    stats["splits"] = {"combo": {"tasks": 185, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.31}},
-                       "unseen_op": {"tasks": 12, "contamination": {"exact_matches": 0, "max_ngram_overlap": 0.12}}}
+    h = stats["holdout"]
     card = render_card(stats)
     section = card.split("## Splits and contamination")[1].split("\n## ")[0]
-    assert "| combo | 185 | 0 | 0.31 |" in section and "| unseen_op | 12 | 0 | 0.12 |" in section
-    assert "contamination.max_ngram_overlap" in section
+    for name, split in h["splits"].items():
+        c = split["contamination"]
+        assert f"| `{split['config']}` ({name}) | {c['tasks']} | {c['exact']['solution']} / " in section
+        assert f"`{split['file']}`" in section
+    assert "it measures recall of variants, not generalization" in section
+    assert all(f"`{m}`" in section for m in h["modules_held_out"])
+
+
+def test_card_declares_every_configs_features(small_dataset):
+    """dataset_info fixes each column's type, so a chunk where a field is always null still casts."""
+    from kernelstrain.schema import FEATURES
+    card = (small_dataset / "README.md").read_text()
+    info = card.split("dataset_info:\n")[1].split("\n---")[0]
+    for config in ("episodes", "sft_multiturn", "sft_steps", "holdout", "holdout_unseen_op"):
+        assert f"  - config_name: {config}\n    features:\n" in info
+    rows = {"episodes": FILES["episodes"], "sft_multiturn": FILES["sft_multiturn"], "sft_steps": FILES["sft_steps"]}
+    for config, name in rows.items():
+        row = json.loads((small_dataset / name).open().readline())
+        assert list(row) == list(FEATURES[config]), config

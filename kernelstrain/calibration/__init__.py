@@ -107,8 +107,8 @@ def reference_ms(module, task, mode: str = "eager") -> float | None:
     >>> from kernelstrain.ops import REGISTRY
     >>> from kernelstrain.tasks import make_task
     >>> m = REGISTRY["rmsnorm_cuda"]
-    >>> t = make_task(m, "H200", m.dtypes[0], m.shapes[0])
-    >>> reference_ms(m, t) > 0 and reference_ms(m, make_task(m, "A100", t.dtype, m.shapes[0])) > reference_ms(m, t)
+    >>> t = make_task(m, "H200", m.dtypes[0], {"T": 4096, "D": 4096})
+    >>> reference_ms(m, t) > 0 and reference_ms(m, make_task(m, "A100", t.dtype, t.dims)) > reference_ms(m, t)
     True
     """
     from ..sim import roofline_floor_ms
