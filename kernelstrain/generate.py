@@ -327,7 +327,8 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
             check_prefix(stage_dir / FILES[k], state["files"][k])
         for k in DATA_KEYS:
             files[k] = StreamFile(stage_dir / FILES[k], resume=state["files"][k])
-        if files["episodes"].rows != state["next"] - indices.start or files["sft_multiturn"].rows != files["episodes"].rows:
+        # (sft_multiturn holds one row per context window, so only episodes.jsonl counts episodes)
+        if files["episodes"].rows != state["next"] - indices.start or files["sft_multiturn"].rows < files["episodes"].rows:
             raise UsageError(f"{stage_dir / FILES['episodes']} holds {files['episodes'].rows} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
         with open(files["episodes"].path, "rb") as fh:
