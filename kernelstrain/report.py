@@ -130,8 +130,23 @@ def read_feedback(path: Path, ids: set[str]) -> dict[str, list[str]]:
             if at >= 0 and head[at + 6:head.find('"', at + 6)] not in ids:
                 continue
             row = json.loads(line)
-            if row.get("id") in ids:
-                out[row["id"]] = step_feedback(row["messages"])
+            if row.get("id") in ids:       # a long session is several window rows, in order
+                out.setdefault(row["id"], []).append(row["messages"])
+    return {i: window_feedback(w) for i, w in out.items()}
+
+
+def window_feedback(windows: list[list[dict]]) -> list[str]:
+    """Feedback per step over a session's windows: a window drops its last step's feedback,
+    which opens the next window as its "Last result:" (episodes.chat_rows)."""
+    out = []
+    for k, messages in enumerate(windows):
+        fb = step_feedback(messages)
+        if k + 1 < len(windows) and fb and not fb[-1]:
+            opener = windows[k + 1][1]["content"] if len(windows[k + 1]) > 1 else ""
+            # the opener: ...History...\nLast result:\n<feedback>\n<best line>\nCurrent best: ...
+            last = opener.split("\nLast result:\n", 1)[1] if "\nLast result:\n" in opener else ""
+            fb[-1] = last.rsplit("\nBest so far:", 1)[0]
+        out += fb
     return out
 
 

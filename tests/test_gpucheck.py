@@ -5,6 +5,7 @@ import json
 import pytest
 
 from kernelstrain.cli import main
+from kernelstrain.fields import as_dict
 from kernelstrain.gpucheck import catalog_gpu
 from kernelstrain.gpucheck.report import outcome, render, summarize
 from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
@@ -29,7 +30,7 @@ def test_sample_is_stratified_deterministic_and_runnable(episodes):
         assert ep["arch"] == "sm_90a" and c["label"] == step["status"] in ("ok", "wrong_result")
         assert step["kind"] != "rebench" and c["code"]
         if c["at"] == "task":
-            assert c["code"] == step["code"] and c["shape"] == ep["shape"]
+            assert c["code"] == step["code"] and c["shape"] == as_dict(ep["shape"])
     # every sm_90a module with candidates is there; an episode's ok picks spread over its variants
     modules = {ep["module"] for ep in episodes if ep["arch"] == "sm_90a" and any(candidates(ep))}
     assert {c["module"] for c in cases} == modules

@@ -6,10 +6,9 @@ import pytest
 
 from kernelstrain import contamination as cont
 from kernelstrain.cli import main
-from kernelstrain.engine import Episode
 from kernelstrain.fields import as_dict
 from kernelstrain.ops import REGISTRY
-from kernelstrain.plan import make_plan, select_combos, seeded_rng
+from kernelstrain.plan import make_plan, select_combos
 from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
 from kernelstrain.tasks import make_task
 
@@ -102,8 +101,9 @@ def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
         assert not {"steps", "best", "solution", "messages"} & set(r)
         module = REGISTRY[r["module"]]
         task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-        start = Episode(module, task, seeded_rng(PROFILE.key, "holdout-baseline", task.key), 0, 0.0, 0.0)
-        assert r["baseline"]["code"] == start.baseline_code and r["baseline"]["code"] in r["prompt"]
+        base = module.baseline_variant()      # the engine's starting rung, at its defaults
+        assert r["baseline"]["tag"] == base.tag and r["baseline"]["code"] == module.render(base, base.defaults(), task)
+        assert r["baseline"]["code"] in r["prompt"]
         assert r["signature"] in r["prompt"] and "class Model" in r["reference"]
         assert cont.solution_code(module, task) not in r["prompt"]
 
@@ -190,7 +190,7 @@ def test_small_dataset_reports_both_splits(small_dataset, capsys):
     assert not set(h["modules_held_out"]) & set(stats["by_module"])
     card = (small_dataset / "README.md").read_text()
     assert "config_name: holdout_unseen_op" in card and "path: tasks_holdout_unseen_op.jsonl" in card
-    assert "## Holdout and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 155 | 0 / 0 / 0 |" in card
+    assert "## Splits and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 155 | 0 / 0 / 0 |" in card
     assert main(["stats", str(small_dataset)]) == 0
     out = capsys.readouterr().out
     assert "unseen_op    155 tasks" in out and "solution 0/155, baseline 0/155, reference 0/155" in out

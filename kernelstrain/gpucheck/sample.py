@@ -17,6 +17,7 @@ import hashlib
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
+from ..fields import as_dict
 from .adapters import check_shape
 
 EPISODES_PER_MODULE = 3
@@ -42,7 +43,7 @@ def fits(module, dtype: str, shape: dict, gpu: str = "H200") -> bool:
 
 
 def _candidate_key(step: dict) -> tuple:
-    return step["tag"], tuple(sorted(step["params"].items())), step.get("bug"), step["status"]
+    return step["tag"], tuple(sorted(as_dict(step["params"]).items())), step.get("bug"), step["status"]
 
 
 def candidates(episode: dict) -> list:
@@ -75,19 +76,20 @@ def _round_robin(steps: list, key, n: int) -> list:
 def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
     module = REGISTRY[episode["module"]]
     variant = module.variant(step["tag"])
-    shape, at, code = episode["shape"], "task", step["code"]
+    shape, at, code = as_dict(episode["shape"]), "task", step["code"]
+    params = as_dict(step["params"])
     bug = step.get("bug")
-    too_slow = simulate(module, variant, step["params"], make_task(module, sim_gpu, episode["dtype"], shape))
+    too_slow = simulate(module, variant, params, make_task(module, sim_gpu, episode["dtype"], shape))
     if not fits(module, episode["dtype"], shape, sim_gpu) or (too_slow.ok and too_slow.time_ms > MAX_SIM_MS):
         if not check_shape(module) or (step["status"] == "wrong_result" and not bug):
             return None            # a wrong result with no recorded bug cannot be re-rendered
         shape, at = dict(check_shape(module)), "check"
         task = make_task(module, "H100", episode["dtype"], shape)
-        if not simulate(module, variant, step["params"], task).ok:
+        if not simulate(module, variant, params, task).ok:
             return None
-        code = module.render(variant, step["params"], task, bug)
+        code = module.render(variant, params, task, bug)
     return {"id": f"{episode['id']}|{step['step']}", "episode": episode["id"], "step": step["step"],
-            "module": module.name, "impl": module.impl, "variant": step["tag"], "params": step["params"],
+            "module": module.name, "impl": module.impl, "variant": step["tag"], "params": params,
             "dtype": episode["dtype"], "shape": dict(shape), "at": at, "label": step["status"],
             "kind": step["status"], "bug": bug if step["status"] == "ok" else (bug or "wrong_result"),
             "bug_repeats": 3 if step["status"] == "wrong_result" else 1, "main": True, "code": code}
@@ -112,7 +114,7 @@ def sample_cases(episodes, sample: int, seed: int, arch: str = "sm_90a", sim_gpu
         module = REGISTRY[name]
         eps = sorted(by_module[name], key=lambda e: _order(seed, e["id"]))
         ranked = [e for e in eps if len([s for s in candidates(e) if s["status"] == "ok"]) >= 3]
-        ranked.sort(key=lambda e: not fits(module, e["dtype"], e["shape"]))
+        ranked.sort(key=lambda e: not fits(module, e["dtype"], as_dict(e["shape"])))
         wrong_pool = sorted((c for e in eps for s in candidates(e)
                              if s["status"] == "wrong_result" and (c := _case(e, s, sim_gpu))),
                             key=lambda c: _order(seed, c["id"]))
