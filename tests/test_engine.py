@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelstrain.engine import STREAMS, Episode, draw_steps, kind_of, Candidate
+from kernelstrain.fields import as_dict
 from kernelstrain.ledger import Ledger, beats
 from kernelstrain.mutations import break_identifier, find_typo
 from kernelstrain.ops import REGISTRY
@@ -73,14 +74,14 @@ def test_failures_are_real_in_the_code_and_slips_are_fixed(case):
         if s["bug"]:
             assert (s["tag"], s["bug"]) not in fixed
         if s["failure"] == "syntax":
-            clean = m.render(m.variant(s["tag"]), s["params"], task, s["bug"])
+            clean = m.render(m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
             assert "\n".join(find_typo(clean, m.impl, s["typo"]).lines) == s["code"]
         if s["status"] == "compile_error" and "is undefined" in (s["error"] or ""):
             name = re.search(r'identifier "(\w+)" is undefined', s["error"]).group(1)
             assert not re.search(rf"\b(int|float|unsigned|size_t|int64_t|bool)\s+{name}\s*=", s["code"])
         if s["status"] == "wrong_result":
-            assert s["code"] == m.render(m.variant(s["tag"]), s["params"], task, s["bug"])
-            assert s["code"] != m.render(m.variant(s["tag"]), s["params"], task), "bug not visible in code"
+            assert s["code"] == m.render(m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
+            assert s["code"] != m.render(m.variant(s["tag"]), as_dict(s["params"]), task), "bug not visible in code"
         if s["failure"] in ("syntax", "mismatch", "fault") and s["bug"]:
             fixed.add((s["tag"], s["bug"]))
 
