@@ -131,7 +131,7 @@ KINDS = {
     "sft_steps_code_differs": row_change("sft_steps.jsonl", 4, set_msg(2, lambda t: t.replace("\n", "\n// tuned\n", 1))),
     "multiturn_code_differs": row_change("sft_multiturn.jsonl", 3, set_msg(4, lambda t: t.replace("\n", "\n// x\n", 1))),
     "speedup_multiplied": episode_change(2, lambda ep: ep["best"].update(speedup=round(ep["best"]["speedup"] * 2, 4))),
-    "wrong_schema_version": episode_change(3, lambda ep: ep.update(schema="kernelstrain/episode@2")),
+    "wrong_schema_version": episode_change(3, lambda ep: ep.update(schema="kernelstrain/episode@1")),
     "arch_not_the_gpus": episode_change(4, lambda ep: ep.update(arch="sm_80" if ep["arch"] != "sm_80" else "sm_90a")),
     "deleted_holdout_row": raw_lines("tasks_holdout.jsonl", lambda rows: rows.pop(4), 5),
     "swapped_episode_lines": raw_lines("episodes.jsonl", lambda rows: swap(rows, 3, 4), 3),
