@@ -45,14 +45,20 @@ def test_entry_matches_every_render(name):
 
 
 @pytest.mark.parametrize("name", WITH_ENTRY)
-def test_trampoline_and_ctypes_params_agree_with_the_prototype_parser(name):
+def test_trampoline_passes_every_prototype_parameter_in_order(name):
     m = REGISTRY[name]
     if m.impl != "cuda":
         pytest.skip("Triton modules are called through their wrapper")
-    from kernelstrain.gpucheck.runtime import parse_signature, trampoline
     task = task_of(m)
-    assert parse_signature(m.signature(task))[1] == m.entry.ctypes_params(task)
-    assert trampoline(m.signature(task)) == m.entry.trampoline(task)
+    params = m.entry.ctypes_params(task)
+    assert [p[2] for p in params] == [a.name for a in m.entry.args] + ["stream"]
+    call = f"{m.entry.name}(" + ", ".join(f"({decl})a{i}" if kind in ("ptr", "stream") else f"a{i}"
+                                          for i, (kind, decl, _) in enumerate(params)) + ");"
+    assert call in m.entry.trampoline(task)
+    # the casts restore the prototype's own parameter types
+    proto = " ".join(m.entry.prototype(task).split())
+    for kind, decl, pname in params:
+        assert f"{decl} {pname}" in proto, (decl, pname)
 
 
 @pytest.mark.parametrize("name", WITH_ENTRY)

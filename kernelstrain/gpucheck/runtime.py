@@ -28,7 +28,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -51,65 +50,6 @@ NVCC_FLAGS = ("-std=c++17", "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "
 STICKY_EXIT = 3       # worker exit code after an error that poisons the CUDA context
 
 # -- CUDA build ------------------------------------------------------------------------
-
-_CTYPES = {"int": "c_int", "unsigned": "c_uint", "int64_t": "c_int64", "long": "c_long", "size_t": "c_size_t",
-           "float": "c_float", "double": "c_double", "uint32_t": "c_uint32", "long long": "c_longlong",
-           "unsigned long long": "c_ulonglong", "uint64_t": "c_uint64"}
-
-
-def parse_signature(sig: str) -> tuple[str, list]:
-    """'void name(T a, ..., cudaStream_t stream)' -> (name, [(kind, ctype_decl, name)]),
-    kind: 'ptr' | 'stream' | a ctypes name for scalars."""
-    sig = re.sub(r"//[^\n]*", "", sig)                  # a trailing comment says how to call it
-    m = re.match(r"\s*void\s+(\w+)\s*\((.*)\)\s*;?\s*$", sig, re.S)
-    if not m:
-        raise ValueError(f"cannot parse host signature: {sig!r}")
-    params = []
-    for raw in m.group(2).split(","):
-        raw = " ".join(raw.split())
-        decl, name = raw.rsplit(" ", 1) if not raw.endswith("*") else (raw, "")
-        while name.startswith("*"):
-            decl, name = decl + "*", name[1:]
-        if "cudaStream_t" in decl:
-            params.append(("stream", decl, name))
-        elif "*" in decl:
-            params.append(("ptr", decl, name))
-        else:
-            base = decl.replace("const ", "").strip()
-            if base not in _CTYPES:
-                raise ValueError(f"unsupported scalar type {base!r} in {sig!r}")
-            params.append((_CTYPES[base], base, name))
-    return m.group(1), params
-
-
-def trampoline(sig: str) -> str:
-    """extern "C" entry points around the render's C++ host function."""
-    name, params = parse_signature(sig)
-    formals, actuals = [], []
-    for i, (kind, decl, _) in enumerate(params):
-        if kind in ("ptr", "stream"):
-            formals.append(f"void* a{i}")
-            actuals.append(f"({decl})a{i}")
-        else:
-            formals.append(f"{decl} a{i}")
-            actuals.append(f"a{i}")
-    return f"""
-
-// ---- gpu_check trampoline: C linkage for ctypes --------------------------------------
-extern "C" int ks_entry({", ".join(formals)}) {{
-    cudaGetLastError();                                   // start from a clean error state
-    {name}({", ".join(actuals)});
-    return (int)cudaGetLastError();                       // launch-time errors of the host function
-}}
-extern "C" int ks_sync(void* stream) {{
-    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e == cudaSuccess) e = cudaGetLastError();
-    return (int)e;
-}}
-extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaError_t)e); }}
-"""
-
 
 def build(src: str, build_dir: Path) -> dict:
     """nvcc the source into a shared library (cached by hash)."""
@@ -146,8 +86,7 @@ def build_case(case: dict, build_dir: Path) -> dict:
         path.write_text(case["code"])
         return {"src": str(path), "ok": True, "log": "", "compile_s": 0.0}
     task = make_task(module, GPU, case["dtype"], case["shape"])
-    tail = module.entry.trampoline(task) if module.entry else trampoline(module.signature(task))
-    return build(case["code"] + tail, build_dir)
+    return build(case["code"] + module.entry.trampoline(task), build_dir)
 
 
 # -- worker: runs cases in a process of its own ----------------------------------------------
@@ -465,8 +404,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         poisoned = _PoisonTorch(torch)
         guards = poisoned.guards
         cmod.torch = poisoned                        # the wrapper's allocations come back poisoned
-        fn = getattr(cmod, (module.entry.py_name or module.entry.name) if module.entry else
-                     re.match(r"\s*def\s+(\w+)", module.signature(task)).group(1))
+        fn = getattr(cmod, module.entry.py_name or module.entry.name)
         adapter = triton_adapter(module)
         args, outs_of = adapter(dims, model, cand) if adapter else (list(cand), default_outs)
         last = {}
@@ -482,7 +420,7 @@ def _run_case_inner(case: dict, torch, ctypes, rep: int = 0) -> dict:
         def current_outs():
             return outs_of(last["ret"], ref)
     else:
-        params = module.entry.ctypes_params(task) if module.entry else parse_signature(module.signature(task))[1]
+        params = module.entry.ctypes_params(task)
         args, outs = cuda_adapter(module)(dims, model, cand, ref, out_like)
         if len(args) != len([p for p in params if p[0] != "stream"]):
             raise _CaseError(f"adapter gives {len(args)} args, signature has {len(params) - 1}")
