@@ -182,9 +182,20 @@ class Task:
         return f"{self.module}|{self.gpu.name}|{self.dtype}|" + ",".join(f"{k}={v}" for k, v in self.shape)
 
 
+@dataclass(frozen=True)
+class TorchRef:
+    """The text of an op's PyTorch reference (see kernelbench_program): forward's body, the
+    Model's __init__ body, get_inputs' and get_init_inputs' lists. Task dims and DTYPE are
+    names in that program, so one TorchRef serves every task of the op."""
+    body: str
+    init: str = "pass"
+    inputs: str = "[]"
+    init_inputs: str = "[]"
+
+
 class OpModule:
     """Base class of every op module. Subclasses set the class attributes and override
-    cost(), launch(), render() and reference()."""
+    cost(), launch(), render() and reference() (or set torch_ref)."""
     op: str = ""
     impl: str = ""                    # cuda | triton
     family: str = ""
@@ -201,6 +212,7 @@ class OpModule:
     inputs: tuple = ()                # names of the reference's get_inputs(), in order
     check_shape: dict | None = None   # the shape scripts/gpu_check.py runs on a real GPU
     tolerance: str | None = None      # gpu_check tolerance class; None: by dtype
+    torch_ref: TorchRef | None = None  # the PyTorch reference's parts; its forward takes `inputs`
 
     @property
     def name(self) -> str:
@@ -247,7 +259,11 @@ class OpModule:
 
     def reference(self, task: Task) -> str:
         """PyTorch reference in KernelBench form: Model, get_inputs, get_init_inputs."""
-        raise NotImplementedError
+        if self.torch_ref is None:
+            raise NotImplementedError
+        ref = self.torch_ref
+        return kernelbench_program(task, self.title, ", ".join(self.inputs), ref.body, ref.init, ref.inputs,
+                                   ref.init_inputs)
 
     def signature(self, task: Task) -> str:
         """The entry point the candidate must provide, one line."""

@@ -7,7 +7,7 @@ through inline PTX (tanh.approx.f32; ex2.approx.f32 inside an erf approximation)
 """
 from dataclasses import replace
 
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
@@ -242,13 +242,11 @@ class BiasGeluCuda(OpModule):
         t, n, e = task["T"], task["N"], DTYPE_BYTES[task.dtype]
         return Cost(flops=10 * t * n, bytes=(2 * t * n + n) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="v = x.float() + self.bias.float()\n"
-                 "        return torch.nn.functional.gelu(v, approximate='tanh' if TANH else 'none').to(x.dtype)",
-            init="self.bias = nn.Parameter(torch.randn(N, dtype=DTYPE))",
-            inputs="[torch.randn(T, N, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="v = x.float() + self.bias.float()\n"
+             "        return torch.nn.functional.gelu(v, approximate='tanh' if TANH else 'none').to(x.dtype)",
+        init="self.bias = nn.Parameter(torch.randn(N, dtype=DTYPE))",
+        inputs="[torch.randn(T, N, dtype=DTYPE, device='cuda')]")
 
     def assemble(self, body, variant, params, task) -> str:
         return prelude(task) + body

@@ -1,7 +1,7 @@
 """Row softmax, the op both softmax modules implement: its entry point, title, what it computes,
 dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference and its check shape.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("softmax_forward", (Arg("x", "in", ("R", "C")), Arg("y", "out", ("R", "C")), Scalar("R"), Scalar("C")),
@@ -24,7 +24,5 @@ class SoftmaxSpec(OpModule):
         r, c, e = task["R"], task["C"], DTYPE_BYTES[task.dtype]
         return Cost(flops=5 * r * c, bytes=2 * r * c * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.softmax(x.float(), dim=-1).to(x.dtype)",
-            inputs="[4 * torch.randn(R, C, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return torch.softmax(x.float(), dim=-1).to(x.dtype)",
+        inputs="[4 * torch.randn(R, C, dtype=DTYPE, device='cuda')]")

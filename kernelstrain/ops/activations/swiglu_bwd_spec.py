@@ -1,7 +1,7 @@
 """SwiGLU backward, the op: its entry point (dx from dy and the saved gate|up input), title,
 dims, shapes, dtypes, vendors, minimum cost, PyTorch reference and check shape.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("swiglu_bwd", (Arg("dy", "in", ("T", "I")), Arg("x", "in", ("T", "2*I")),
@@ -25,10 +25,8 @@ class SwigluBwdSpec(OpModule):
         t, i, e = task["T"], task["I"], DTYPE_BYTES[task.dtype]
         return Cost(flops=12 * t * i, bytes=5 * t * i * e)     # read dy, gate, up; write d_gate, d_up
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="dy, x",
-            body="g, u = x.float().chunk(2, dim=-1)\n        s = torch.sigmoid(g)\n        dy32 = dy.float()\n"
-                 "        d_gate = dy32 * u * s * (1 + g * (1 - s))\n"
-                 "        return torch.cat([d_gate, dy32 * g * s], dim=-1).to(x.dtype)",
-            inputs="[torch.randn(T, I, dtype=DTYPE, device='cuda'), torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="g, u = x.float().chunk(2, dim=-1)\n        s = torch.sigmoid(g)\n        dy32 = dy.float()\n"
+             "        d_gate = dy32 * u * s * (1 + g * (1 - s))\n"
+             "        return torch.cat([d_gate, dy32 * g * s], dim=-1).to(x.dtype)",
+        inputs="[torch.randn(T, I, dtype=DTYPE, device='cuda'), torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")

@@ -1,7 +1,7 @@
 """SwiGLU forward, the op both swiglu_fwd modules implement: its entry point, title, what it
 computes, dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference and check shape.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("swiglu_fwd", (Arg("x", "in", ("T", "2*I")), Arg("y", "out", ("T", "I")), Scalar("T"), Scalar("I")))
@@ -24,8 +24,6 @@ class SwigluFwdSpec(OpModule):
         t, i, e = task["T"], task["I"], DTYPE_BYTES[task.dtype]
         return Cost(flops=6 * t * i, bytes=3 * t * i * e)    # exp, add, div, 2 mul; read 2*I, write I
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="gate, up = x.float().chunk(2, dim=-1)\n        return (torch.nn.functional.silu(gate) * up).to(x.dtype)",
-            inputs="[torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="gate, up = x.float().chunk(2, dim=-1)\n        return (torch.nn.functional.silu(gate) * up).to(x.dtype)",
+        inputs="[torch.randn(T, 2 * I, dtype=DTYPE, device='cuda')]")

@@ -1,7 +1,7 @@
 """Non-causal cross attention, the op: its entry point, title, dims, shapes, minimum cost,
 PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 Q, KV = ("B", "H", "Sq", "D"), ("B", "H", "Skv", "D")
@@ -31,9 +31,7 @@ class CrossAttentionSpec(OpModule):
     check_shape = {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}    # Whisper: both lengths ragged
     tolerance = "attn"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v", body="return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
-            inputs="[torch.randn(B, H, Sq, D, dtype=DTYPE, device='cuda'), "
-                   "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda'), "
-                   "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+        inputs="[torch.randn(B, H, Sq, D, dtype=DTYPE, device='cuda'), "
+               "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda'), "
+               "torch.randn(B, H, Skv, D, dtype=DTYPE, device='cuda')]")

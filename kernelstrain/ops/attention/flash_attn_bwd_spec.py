@@ -1,7 +1,7 @@
 """Causal flash-attention backward, the op: its entry point, title, dims, shapes, minimum cost,
 PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 QKV = ("B", "H", "S", "D")
@@ -32,16 +32,14 @@ class FlashAttnBwdSpec(OpModule):
     entry, inputs = ENTRY, ("q", "k", "v", "o", "lse", "do")
     check_shape, tolerance = {"B": 2, "H": 16, "S": 2048, "D": 128}, "attn"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v, o, lse, do",
-            body="q, k, v = (t.detach().requires_grad_() for t in (q, k, v))\n"
-                 "        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
-                 "        out.backward(do)\n"
-                 "        return q.grad, k.grad, v.grad",
-            # o and lse come from the same causal forward the kernel differentiates
-            inputs="[q := torch.randn(B, H, S, D, dtype=DTYPE, device='cuda'), k := torch.randn_like(q),\n"
-                   "            v := torch.randn_like(q), torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),\n"
-                   "            (q.float() @ k.float().transpose(-1, -2) * D ** -0.5).masked_fill(\n"
-                   "                torch.ones(S, S, dtype=torch.bool, device='cuda').triu(1), float('-inf')).logsumexp(-1),\n"
-                   "            torch.randn_like(q)]")
+    torch_ref = TorchRef(
+        body="q, k, v = (t.detach().requires_grad_() for t in (q, k, v))\n"
+             "        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+             "        out.backward(do)\n"
+             "        return q.grad, k.grad, v.grad",
+        # o and lse come from the same causal forward the kernel differentiates
+        inputs="[q := torch.randn(B, H, S, D, dtype=DTYPE, device='cuda'), k := torch.randn_like(q),\n"
+               "            v := torch.randn_like(q), torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),\n"
+               "            (q.float() @ k.float().transpose(-1, -2) * D ** -0.5).masked_fill(\n"
+               "                torch.ones(S, S, dtype=torch.bool, device='cuda').triu(1), float('-inf')).logsumexp(-1),\n"
+               "            torch.randn_like(q)]")

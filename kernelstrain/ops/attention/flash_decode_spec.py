@@ -1,7 +1,7 @@
 """Decode attention over a contiguous KV cache, the op: its entry point, title, dims, shapes,
 minimum cost, PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 KV = ("B", "H", "S", "D")
@@ -30,11 +30,9 @@ class FlashDecodeSpec(OpModule):
     entry, inputs = ENTRY, ("q", "k", "v")
     check_shape, tolerance = {"B": 8, "H": 32, "S": 2048, "D": 128}, "attn"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v",
-            body="s = torch.einsum('bhd,bhsd->bhs', q.float(), k.float()) * D ** -0.5\n"
-                 "        return torch.einsum('bhs,bhsd->bhd', s.softmax(-1), v.float()).to(q.dtype)",
-            inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B, H, S, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B, H, S, D, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="s = torch.einsum('bhd,bhsd->bhs', q.float(), k.float()) * D ** -0.5\n"
+             "        return torch.einsum('bhs,bhsd->bhd', s.softmax(-1), v.float()).to(q.dtype)",
+        inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randn(B, H, S, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randn(B, H, S, D, dtype=DTYPE, device='cuda')]")

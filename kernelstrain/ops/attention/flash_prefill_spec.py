@@ -2,7 +2,7 @@
 dtypes, cost, PyTorch reference) in `FlashPrefillSpec`, and the causal tiling model used by
 both launch models (`causal_work`, `causal_balance`, `query_tiles`); the entry point `ENTRY`.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 
 LOG2E = 1.4426950408889634
@@ -56,10 +56,8 @@ class FlashPrefillSpec(OpModule):
         b, h, s, d = task["B"], task["H"], task["S"], task["D"]
         return Cost(flops=2 * b * h * s * s * d, bytes=4 * b * h * s * d * DTYPE_BYTES[task.dtype])
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v",
-            body="s = (q.float() @ k.float().transpose(-1, -2)) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf'))\n"
-                 "        return (s.softmax(-1) @ v.float()).to(q.dtype)",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")
+    torch_ref = TorchRef(
+        body="s = (q.float() @ k.float().transpose(-1, -2)) * D ** -0.5\n"
+             "        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf'))\n"
+             "        return (s.softmax(-1) @ v.float()).to(q.dtype)",
+        inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")

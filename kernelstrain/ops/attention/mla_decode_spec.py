@@ -1,7 +1,7 @@
 """DeepSeek MLA decode, the op: its entry point, title, dims, shapes, minimum cost, PyTorch
 reference and check shape (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 KV_LORA, ROPE = 512, 64
@@ -30,11 +30,9 @@ class MlaDecodeSpec(OpModule):
     entry, inputs = ENTRY, ("q", "kv_cache")
     check_shape, tolerance = {"B": 32, "H": 128, "S": 4000}, "attn"    # S: partial key tile
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, kv_cache",
-            body="s = torch.einsum('bhd,bsd->bhs', q.float(), kv_cache.float()) * self.sm_scale\n"
-                 "        p = torch.softmax(s, dim=-1)\n"
-                 "        return torch.einsum('bhs,bsc->bhc', p, kv_cache[..., :512].float()).to(q.dtype)",
-            init="self.sm_scale = 192 ** -0.5",
-            inputs="[torch.randn(B, H, 576, dtype=DTYPE, device='cuda'), torch.randn(B, S, 576, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="s = torch.einsum('bhd,bsd->bhs', q.float(), kv_cache.float()) * self.sm_scale\n"
+             "        p = torch.softmax(s, dim=-1)\n"
+             "        return torch.einsum('bhs,bsc->bhc', p, kv_cache[..., :512].float()).to(q.dtype)",
+        init="self.sm_scale = 192 ** -0.5",
+        inputs="[torch.randn(B, H, 576, dtype=DTYPE, device='cuda'), torch.randn(B, S, 576, dtype=DTYPE, device='cuda')]")

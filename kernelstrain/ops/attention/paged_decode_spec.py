@@ -2,7 +2,7 @@
 (dims, shapes, dtypes, cost, PyTorch reference) and the GPU check's shape, tolerance and input
 preparation in `PagedDecodeSpec`.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 
 CACHE = ("B * (S // P)", "P", "KVH", "D")
@@ -48,17 +48,15 @@ class PagedDecodeSpec(OpModule):
     check_shape = {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}     # + ragged seq_lens
     tolerance, check_prepare = "attn", staticmethod(ragged_lens)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k_cache, v_cache, block_table, seq_lens",
-            body="k = k_cache[block_table].flatten(1, 2)[:, :S].float()   # [B, S, KVH, D]\n"
-                 "        v = v_cache[block_table].flatten(1, 2)[:, :S].float()\n"
-                 "        s = torch.einsum('bkgd,bskd->bkgs', q.float().view(B, KVH, H // KVH, D), k) * D ** -0.5\n"
-                 "        s = s.masked_fill(torch.arange(S, device=q.device) >= seq_lens[:, None, None, None], "
-                 "float('-inf'))\n"
-                 "        return torch.einsum('bkgs,bskd->bkgd', s.softmax(-1), v).reshape(B, H, D).to(q.dtype)",
-            inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randperm(B * (S // P), device='cuda').int().view(B, S // P),\n"
-                   "            torch.full((B,), S, dtype=torch.int32, device='cuda')]")
+    torch_ref = TorchRef(
+        body="k = k_cache[block_table].flatten(1, 2)[:, :S].float()   # [B, S, KVH, D]\n"
+             "        v = v_cache[block_table].flatten(1, 2)[:, :S].float()\n"
+             "        s = torch.einsum('bkgd,bskd->bkgs', q.float().view(B, KVH, H // KVH, D), k) * D ** -0.5\n"
+             "        s = s.masked_fill(torch.arange(S, device=q.device) >= seq_lens[:, None, None, None], "
+             "float('-inf'))\n"
+             "        return torch.einsum('bkgs,bskd->bkgd', s.softmax(-1), v).reshape(B, H, D).to(q.dtype)",
+        inputs="[torch.randn(B, H, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randn(B * (S // P), P, KVH, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randperm(B * (S // P), device='cuda').int().view(B, S // P),\n"
+               "            torch.full((B,), S, dtype=torch.int32, device='cuda')]")

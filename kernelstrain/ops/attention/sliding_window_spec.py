@@ -1,7 +1,7 @@
 """Sliding-window causal attention prefill, the op: its entry point, title, dims, shapes, minimum
 cost, PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 QKV = ("B", "H", "S", "D")
@@ -35,11 +35,9 @@ class SlidingWindowSpec(OpModule):
     check_shape = {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}   # S: partial tiles
     tolerance = "attn"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k, v",
-            body="i = torch.arange(q.shape[2], device=q.device)\n"
-                 "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.window)\n"
-                 "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
-            init="self.window = W",
-            inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")
+    torch_ref = TorchRef(
+        body="i = torch.arange(q.shape[2], device=q.device)\n"
+             "        keep = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.window)\n"
+             "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
+        init="self.window = W",
+        inputs="[torch.randn(B, H, S, D, dtype=DTYPE, device='cuda') for _ in range(3)]")

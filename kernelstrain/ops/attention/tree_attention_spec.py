@@ -1,7 +1,7 @@
 """Speculative-decoding tree attention, the op: its entry point, title, dims, shapes, minimum
 cost, PyTorch reference and GPU check data (the Triton module keeps the ladder).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 NODE, CACHE = ("B", "H", "N", "D"), ("B", "H", "P", "D")
@@ -42,15 +42,13 @@ class TreeAttentionSpec(OpModule):
     check_shape = {"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128}       # P: partial prefix tile
     tolerance = "attn"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="q, k_cache, v_cache, k_tree, v_tree, tree_mask",
-            body="tree = ((tree_mask[:, :, None] >> torch.arange(N, device=q.device)) & 1).bool()      # [B, N, N]\n"
-                 "        keep = torch.cat([torch.ones(B, N, P, dtype=torch.bool, device=q.device), tree], 2)[:, None]\n"
-                 "        k, v = torch.cat([k_cache, k_tree], 2), torch.cat([v_cache, v_tree], 2)\n"
-                 "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
-            # draft tree in binary-heap order: the ancestors of node n (1-based) are n >> s
-            inputs="[torch.randn(B, H, n, D, dtype=DTYPE, device='cuda') for n in (N, P, P, N, N)] + [\n"
-                   "            (((torch.arange(1, N + 1)[:, None, None] >> torch.arange(7)[None, :, None])\n"
-                   "              == torch.arange(1, N + 1)[None, None, :]).any(1).long() << torch.arange(N))\n"
-                   "            .sum(1).expand(B, N).contiguous().cuda()]")
+    torch_ref = TorchRef(
+        body="tree = ((tree_mask[:, :, None] >> torch.arange(N, device=q.device)) & 1).bool()      # [B, N, N]\n"
+             "        keep = torch.cat([torch.ones(B, N, P, dtype=torch.bool, device=q.device), tree], 2)[:, None]\n"
+             "        k, v = torch.cat([k_cache, k_tree], 2), torch.cat([v_cache, v_tree], 2)\n"
+             "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)",
+        # draft tree in binary-heap order: the ancestors of node n (1-based) are n >> s
+        inputs="[torch.randn(B, H, n, D, dtype=DTYPE, device='cuda') for n in (N, P, P, N, N)] + [\n"
+               "            (((torch.arange(1, N + 1)[:, None, None] >> torch.arange(7)[None, :, None])\n"
+               "              == torch.arange(1, N + 1)[None, None, :]).any(1).long() << torch.arange(N))\n"
+               "            .sum(1).expand(B, N).contiguous().cuda()]")

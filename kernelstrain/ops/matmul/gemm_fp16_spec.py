@@ -3,7 +3,7 @@ stored [N, K] (an nn.Linear weight, K-major, as F.linear and every other GEMM of
 take it). Its entry point, what it computes, its minimum cost and its PyTorch reference; each
 module keeps its own shape menu.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("gemm_fp16", (
@@ -27,7 +27,5 @@ class GemmFp16Spec(OpModule):
         m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
         return Cost(flops=2 * m * n * k, bytes=(m * k + n * k + m * n) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B", body="return torch.matmul(A, B.t())",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(N, K, dtype=DTYPE, device='cuda') / K ** 0.5]")
+    torch_ref = TorchRef(body="return torch.matmul(A, B.t())",
+        inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(N, K, dtype=DTYPE, device='cuda') / K ** 0.5]")

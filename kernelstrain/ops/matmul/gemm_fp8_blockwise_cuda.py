@@ -9,7 +9,7 @@ consumers promoting per K block, grid-stride tile scheduler -> sm_120a block-sca
 (kind::mxf8f6f4 with ue8m0 scales: the tensor core applies the scales, no promotion). The last
 rung exists only on sm_120a; on Ampere/Ada/Hopper it is the "fp4 off sm_120" compile error.
 """
-from ..base import Cost, OpModule, Param, Rung, Task, cdiv, kernelbench_program
+from ..base import Cost, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel
@@ -153,17 +153,15 @@ class GemmFp8BlockwiseCuda(OpModule):
         kb = cdiv(k, 128)
         return Cost(flops=2 * m * n * k, bytes=m * k + n * k + 2 * m * n + 4 * kb * (m + cdiv(n, 128)))
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B, scale_a, scale_b",
-            body="sa = scale_a.t().repeat_interleave(128, 1)[:, :K]   # [M, K]: per token, per 128 of K\n"
-                 "        sb = scale_b.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]   # 128x128 blocks\n"
-                 "        return torch.matmul(A.float() * sa, (B.float() * sb).t()).to(torch.bfloat16)",
-            inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
-                   "            # power-of-two scales (UE8M0): 2^-1..2^1 for A, and 1/~sqrt(K) on top for B\n"
-                   "            torch.exp2(torch.randint(-1, 2, ((K + 127) // 128, M), device='cuda').float()),\n"
-                   "            torch.exp2(torch.randint(-1, 2, ((N + 127) // 128, (K + 127) // 128), device='cuda').float()\n"
-                   "                       - (K.bit_length() // 2))]")
+    torch_ref = TorchRef(
+        body="sa = scale_a.t().repeat_interleave(128, 1)[:, :K]   # [M, K]: per token, per 128 of K\n"
+             "        sb = scale_b.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]   # 128x128 blocks\n"
+             "        return torch.matmul(A.float() * sa, (B.float() * sb).t()).to(torch.bfloat16)",
+        inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
+               "            # power-of-two scales (UE8M0): 2^-1..2^1 for A, and 1/~sqrt(K) on top for B\n"
+               "            torch.exp2(torch.randint(-1, 2, ((K + 127) // 128, M), device='cuda').float()),\n"
+               "            torch.exp2(torch.randint(-1, 2, ((N + 127) // 128, (K + 127) // 128), device='cuda').float()\n"
+               "                       - (K.bit_length() // 2))]")
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

@@ -4,7 +4,7 @@ Ladder: thread per output with software e4m3 decode -> e4m3 widened to bf16 whil
 bf16 mma.sync (runs on A100) -> native fp8 mma.sync.m16n8k32 (sm_89+) -> cp.async ring ->
 Hopper TMA + fp8 wgmma. fp8 arrives as bytes, so A100 is a task too: only the fp8 rungs fail there.
 """
-from ..base import Cost, OpModule, Param, Rung, Task, kernelbench_program
+from ..base import Cost, OpModule, Param, Rung, Task, TorchRef
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel
@@ -124,12 +124,10 @@ class GemmFp8Cuda(OpModule):
         m, n, k = task["M"], task["N"], task["K"]
         return Cost(flops=2 * m * n * k, bytes=m * k + n * k + 2 * m * n + 8)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B, scale_a, scale_b",
-            body="return (torch.matmul(A.float(), B.float().t()) * (scale_a * scale_b)).to(torch.bfloat16)",
-            inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
-                   "            torch.tensor([0.5], device='cuda'), torch.tensor([K ** -0.5], device='cuda')]")
+    torch_ref = TorchRef(
+        body="return (torch.matmul(A.float(), B.float().t()) * (scale_a * scale_b)).to(torch.bfloat16)",
+        inputs="[(2 * torch.randn(M, K, device='cuda')).to(DTYPE), (2 * torch.randn(N, K, device='cuda')).to(DTYPE),\n"
+               "            torch.tensor([0.5], device='cuda'), torch.tensor([K ** -0.5], device='cuda')]")
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

@@ -4,7 +4,7 @@
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
 tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
@@ -149,14 +149,12 @@ class GemmInt8Cuda(OpModule):
         m, n, k = task["M"], task["N"], task["K"]
         return Cost(flops=2 * m * n * k, bytes=m * k + n * k + 2 * m * n + 4 * (m + n))
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B, scale_a, scale_b",
-            body="acc = torch.matmul(A.double(), B.double().t())   # exact int32 sums\n"
-                 "        return (acc * scale_a.double()[:, None] * scale_b.double()[None, :]).half()",
-            inputs="[torch.randint(-128, 128, (M, K), dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randint(-128, 128, (N, K), dtype=DTYPE, device='cuda'),\n"
-                   "            torch.rand(M, device='cuda') / 64, torch.rand(N, device='cuda') / (64 * K ** 0.5)]")
+    torch_ref = TorchRef(
+        body="acc = torch.matmul(A.double(), B.double().t())   # exact int32 sums\n"
+             "        return (acc * scale_a.double()[:, None] * scale_b.double()[None, :]).half()",
+        inputs="[torch.randint(-128, 128, (M, K), dtype=DTYPE, device='cuda'),\n"
+               "            torch.randint(-128, 128, (N, K), dtype=DTYPE, device='cuda'),\n"
+               "            torch.rand(M, device='cuda') / 64, torch.rand(N, device='cuda') / (64 * K ** 0.5)]")
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

@@ -4,7 +4,7 @@ Memory-bound on W. Ladder: one thread per output row (uncoalesced) -> one warp p
 shuffle reduction -> 16-byte uint4 loads -> several rows per warp sharing each x chunk ->
 split-K over blocks with an fp32 partial buffer and a combine kernel (fills the GPU when N is small).
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
@@ -289,11 +289,9 @@ class GemvCuda(OpModule):
         m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
         return Cost(flops=2 * m * n * k, bytes=(n * k + m * k + m * n) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.nn.functional.linear(x, self.weight)",
-            init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return torch.nn.functional.linear(x, self.weight)",
+        init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",
+        inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task)}\n#define MB {task['M']}   // tokens: accumulators stay in registers\n{body}"

@@ -1,7 +1,7 @@
 """Embedding gather, the op embedding_gather_cuda implements: its entry point, title, what it
 computes, dims and shapes, dtypes and vendors, its minimum cost, its PyTorch reference and its check.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("embedding_gather", (
@@ -27,7 +27,5 @@ class EmbeddingGatherSpec(OpModule):
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=0, bytes=2 * t * d * e + 8 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="ids, table", body="return torch.nn.functional.embedding(ids, table)",
-            inputs="[torch.randint(0, V, (T,), device='cuda'), torch.randn(V, D, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return torch.nn.functional.embedding(ids, table)",
+        inputs="[torch.randint(0, V, (T,), device='cuda'), torch.randn(V, D, dtype=DTYPE, device='cuda')]")

@@ -2,7 +2,7 @@
 computes, dims and shapes, dtypes and vendors, its minimum cost, its PyTorch reference and how a
 GPU check prepares the caches.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("kv_append", (
@@ -41,15 +41,13 @@ class KvAppendSpec(OpModule):
         t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=0, bytes=4 * t * h * d * e + 8 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="key, value, key_cache, value_cache, slot_mapping",
-            body="keep = slot_mapping >= 0   # negative slots are padding\n"
-                 "        page, off = slot_mapping[keep] // P, slot_mapping[keep] % P\n"
-                 "        key_cache[page, :, off, :] = key[keep]   # HND pages: [page, head, offset, dim]\n"
-                 "        value_cache[page, :, off, :] = value[keep]\n"
-                 "        return key_cache, value_cache",
-            inputs="[torch.randn(T, H, D, dtype=DTYPE, device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.zeros(2 * T // P + 2, H, P, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.zeros(2 * T // P + 2, H, P, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randperm((2 * T // P + 2) * P, device='cuda')[:T]]")
+    torch_ref = TorchRef(
+        body="keep = slot_mapping >= 0   # negative slots are padding\n"
+             "        page, off = slot_mapping[keep] // P, slot_mapping[keep] % P\n"
+             "        key_cache[page, :, off, :] = key[keep]   # HND pages: [page, head, offset, dim]\n"
+             "        value_cache[page, :, off, :] = value[keep]\n"
+             "        return key_cache, value_cache",
+        inputs="[torch.randn(T, H, D, dtype=DTYPE, device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.zeros(2 * T // P + 2, H, P, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.zeros(2 * T // P + 2, H, P, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randperm((2 * T // P + 2) * P, device='cuda')[:T]]")

@@ -2,7 +2,7 @@
 cache a Model buffer of MAX_POS positions) and the op description (dims, shapes, dtypes, cost,
 PyTorch reference, check shape) in `RopeSpec`.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 MAX_POS = 8192
@@ -28,17 +28,15 @@ class RopeSpec(OpModule):
         t, h, d, e = task["T"], task["H"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=6 * t * h * d, bytes=(4 * t * h * d + t * d) * e + 8 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="positions, q, k",
-            body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
-                 "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
-                 "        for x in (q, k):\n"
-                 "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
-                 "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
-                 "        return q, k",
-            init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
-                 f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
-                 "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
-            inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
-                   "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="cs = self.cos_sin_cache[positions].float()[:, None, :]   # [T, 1, D]\n"
+             "        cos, sin = cs[..., : D // 2], cs[..., D // 2 :]\n"
+             "        for x in (q, k):\n"
+             "            x1, x2 = x[..., : D // 2].float(), x[..., D // 2 :].float()\n"
+             "            x.copy_(torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1))\n"
+             "        return q, k",
+        init=f"inv_freq = 1.0 / 10000 ** (torch.arange(0, D, 2, dtype=torch.float32) / D)\n"
+             f"        freqs = torch.outer(torch.arange({MAX_POS}, dtype=torch.float32), inv_freq)\n"
+             "        self.register_buffer('cos_sin_cache', torch.cat([freqs.cos(), freqs.sin()], -1).to(DTYPE))",
+        inputs=f"[torch.randint(0, {MAX_POS}, (T,), device='cuda'), torch.randn(T, H, D, dtype=DTYPE, device='cuda'),\n"
+               "            torch.randn(T, H, D, dtype=DTYPE, device='cuda')]")

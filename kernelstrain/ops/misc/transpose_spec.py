@@ -2,7 +2,7 @@
 dims and shapes, dtypes and vendors, its minimum cost, its PyTorch reference and its check.
 The input is `x`, the reference's name (the renders' kernels still call it `in`).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("transpose", (Arg("x", "in", ("R", "C")), Arg("out", "out", ("C", "R")), Scalar("R"), Scalar("C")))
@@ -24,6 +24,5 @@ class TransposeSpec(OpModule):
     def cost(self, task: Task) -> Cost:
         return Cost(flops=0, bytes=2 * task["R"] * task["C"] * DTYPE_BYTES[task.dtype])
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(task, self.title, args="x", body="return x.t().contiguous()",
-                                   inputs="[torch.randn(R, C, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return x.t().contiguous()",
+                               inputs="[torch.randn(R, C, dtype=DTYPE, device='cuda')]")

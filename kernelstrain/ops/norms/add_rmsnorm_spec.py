@@ -2,7 +2,7 @@
 title, what it computes, dims, shapes, dtypes, vendors, its minimum cost, its PyTorch reference
 and its GPU check shape.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 # the residual stream is updated in place: residual = x + residual; y and it are the results
@@ -29,11 +29,9 @@ class AddRMSNormSpec(OpModule):
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=5 * t * d, bytes=(4 * t * d + d) * e)   # read x, residual; write residual, y
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x, residual",
-            body="h = (x.float() + residual.float()).to(x.dtype)\n        h32 = h.float()\n"
-                 "        y = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()\n"
-                 "        return y.to(x.dtype), h",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda'), torch.randn(T, D, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(
+        body="h = (x.float() + residual.float()).to(x.dtype)\n        h32 = h.float()\n"
+             "        y = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()\n"
+             "        return y.to(x.dtype), h",
+        init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+        inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda'), torch.randn(T, D, dtype=DTYPE, device='cuda')]")

@@ -1,7 +1,7 @@
 """LayerNorm backward, the op: its entry point (dx, dweight, dbias from dy, x, weight and the
 saved fp32 mean / rstd), title, dims, shapes, minimum cost, PyTorch reference and check shape.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("layernorm_bwd", (
@@ -29,13 +29,11 @@ class LayerNormBwdSpec(OpModule):
         # read dy, x, weight, mean, rstd; write dx, dweight, dbias
         return Cost(flops=12 * t * d, bytes=3 * t * d * e + 3 * d * e + 8 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="dy, x, mean, rstd",
-            body="x32, dy32, w = x.float(), dy.float(), self.weight.float()\n"
-                 "        xhat = (x32 - mean[:, None]) * rstd[:, None]\n        wdy = w * dy32\n"
-                 "        dx = (wdy - xhat * (wdy * xhat).mean(-1, keepdim=True) - wdy.mean(-1, keepdim=True)) * rstd[:, None]\n"
-                 "        return dx.to(x.dtype), (dy32 * xhat).sum(0).to(x.dtype), dy32.sum(0).to(x.dtype)",
-            init="self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="(lambda x: [torch.randn(T, D, dtype=DTYPE, device='cuda'), x, x.float().mean(-1),\n"
-                   "            torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)])(torch.randn(T, D, dtype=DTYPE, device='cuda'))")
+    torch_ref = TorchRef(
+        body="x32, dy32, w = x.float(), dy.float(), self.weight.float()\n"
+             "        xhat = (x32 - mean[:, None]) * rstd[:, None]\n        wdy = w * dy32\n"
+             "        dx = (wdy - xhat * (wdy * xhat).mean(-1, keepdim=True) - wdy.mean(-1, keepdim=True)) * rstd[:, None]\n"
+             "        return dx.to(x.dtype), (dy32 * xhat).sum(0).to(x.dtype), dy32.sum(0).to(x.dtype)",
+        init="self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+        inputs="(lambda x: [torch.randn(T, D, dtype=DTYPE, device='cuda'), x, x.float().mean(-1),\n"
+               "            torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)])(torch.randn(T, D, dtype=DTYPE, device='cuda'))")

@@ -2,7 +2,7 @@
 shapes, dtypes, vendors, its minimum cost, its PyTorch reference and its GPU check shape. Each
 module words its own desc.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("layernorm_forward", (
@@ -25,11 +25,9 @@ class LayerNormSpec(OpModule):
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=7 * t * d, bytes=(2 * t * d + 2 * d) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x",
-            body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
-                 "        return y.to(x.dtype)",
-            init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
-                 "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
+    torch_ref = TorchRef(
+        body="y = torch.nn.functional.layer_norm(x.float(), (D,), self.weight.float(), self.bias.float(), self.eps)\n"
+             "        return y.to(x.dtype)",
+        init="self.eps = 1e-5\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))\n"
+             "        self.bias = nn.Parameter(0.1 * torch.randn(D).to(DTYPE))",
+        inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")

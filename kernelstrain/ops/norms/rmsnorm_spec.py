@@ -3,7 +3,7 @@ computes, dtypes and vendors, its minimum cost, its PyTorch reference and how a 
 it. Dims and shapes differ per impl (the Triton menu adds q/k-norm rows of D = 128), so each
 module keeps its own.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("rmsnorm_forward", (
@@ -24,9 +24,7 @@ class RMSNormSpec(OpModule):
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=4 * t * d, bytes=(2 * t * d + d) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
-                       "        return (y * self.weight.float()).to(x.dtype)",
-            init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
-            inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")
+    torch_ref = TorchRef(body="x32 = x.float()\n        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+                   "        return (y * self.weight.float()).to(x.dtype)",
+        init="self.eps = 1e-6\n        self.weight = nn.Parameter(1 + 0.1 * torch.randn(D).to(DTYPE))",
+        inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda')]", init_inputs="[]")

@@ -5,8 +5,7 @@ Ladder: one program per (token, head) and a launch per tensor -> K and V fused i
 one program per token over an [H, Dh] tile -> TOKENS tokens per program (contiguous
 [TOKENS*H, Dh] tiles) -> persistent programs striding over token tiles.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
 
 WARPS = Param("num_warps", (1, 2, 4, 8), 4)
@@ -253,25 +252,23 @@ class Int8KvQuantTriton(OpModule):
         n, h, d, e = task["N"], task["H"], task["Dh"], DTYPE_BYTES[task.dtype]
         return Cost(flops=2 * 4 * n * h * d, bytes=2 * n * h * d * (e + 1) + 2 * n * h * 4 + 8 * n)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="key, value, slot_mapping, k_cache, v_cache, k_scale, v_scale",
-            body=("valid = slot_mapping >= 0\n"
-                  "        slots = slot_mapping[valid]\n"
-                  "        for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
-                  "            x32 = x.float()\n"
-                  "            s = (x32.abs().amax(-1) / 127.0).clamp(min=1e-8)\n"
-                  "            y = x32 / s[..., None]\n"
-                  "            q = (torch.sign(y) * torch.floor(y.abs() + 0.5)).clamp(-127, 127).to(torch.int8)\n"
-                  "            cache[slots] = q[valid]\n"
-                  "            sc[slots] = s[valid]\n"
-                  "        return k_cache, v_cache, k_scale, v_scale"),
-            inputs=("[torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'), torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.randperm(S, device='cuda')[:N],\n"
-                    "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
-                    "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
-                    "            torch.zeros(S, H, dtype=torch.float32, device='cuda'),\n"
-                    "            torch.zeros(S, H, dtype=torch.float32, device='cuda')]"))
+    torch_ref = TorchRef(
+        body=("valid = slot_mapping >= 0\n"
+              "        slots = slot_mapping[valid]\n"
+              "        for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
+              "            x32 = x.float()\n"
+              "            s = (x32.abs().amax(-1) / 127.0).clamp(min=1e-8)\n"
+              "            y = x32 / s[..., None]\n"
+              "            q = (torch.sign(y) * torch.floor(y.abs() + 0.5)).clamp(-127, 127).to(torch.int8)\n"
+              "            cache[slots] = q[valid]\n"
+              "            sc[slots] = s[valid]\n"
+              "        return k_cache, v_cache, k_scale, v_scale"),
+        inputs=("[torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'), torch.randn(N, H, Dh, dtype=DTYPE, device='cuda'),\n"
+                "            torch.randperm(S, device='cuda')[:N],\n"
+                "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
+                "            torch.zeros(S, H, Dh, dtype=torch.int8, device='cuda'),\n"
+                "            torch.zeros(S, H, dtype=torch.float32, device='cuda'),\n"
+                "            torch.zeros(S, H, dtype=torch.float32, device='cuda')]"))
 
     def triton_kernels(self, variant, params: dict, task: Task) -> list:
         x, c = triton_ptr(task.dtype, task), variant.consts(params, task)

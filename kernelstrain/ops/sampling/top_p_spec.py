@@ -2,7 +2,7 @@
 computes, dims and shapes, its minimum cost, its PyTorch reference and its GPU check (a sampled
 token is right when it lies in the kept nucleus at the row's uniform, see _sampling.sample_check).
 """
-from ..base import Cost, Task, kernelbench_program
+from ..base import Cost, Task, TorchRef
 from ..contract import Arg, Entry, Scalar
 from ._sampling import SamplingSpec, sample_check
 
@@ -40,14 +40,12 @@ class TopPSpec(SamplingSpec):
         b, v = task["B"], task["V"]
         return Cost(flops=10 * b * v, bytes=b * v * 4 + b * 12)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, top_p, uniform",
-            body=("probs = torch.softmax(logits, dim=-1)\n"
-                  "        sp = probs.sort(dim=-1, descending=True).values\n"
-                  "        last = (sp.cumsum(-1) < top_p[:, None]).sum(-1, keepdim=True).clamp(max=V - 1)\n"
-                  "        kept = probs.masked_fill(probs < sp.gather(-1, last), 0.0)\n"
-                  "        cdf = kept.cumsum(-1)\n"
-                  "        return (cdf < uniform[:, None] * cdf[:, -1:]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
-            inputs=("[torch.randn(B, V, dtype=DTYPE, device='cuda') * 4, torch.rand(B, device='cuda') * 0.45 + 0.5,\n"
-                    "            torch.rand(B, device='cuda')]"))
+    torch_ref = TorchRef(
+        body=("probs = torch.softmax(logits, dim=-1)\n"
+              "        sp = probs.sort(dim=-1, descending=True).values\n"
+              "        last = (sp.cumsum(-1) < top_p[:, None]).sum(-1, keepdim=True).clamp(max=V - 1)\n"
+              "        kept = probs.masked_fill(probs < sp.gather(-1, last), 0.0)\n"
+              "        cdf = kept.cumsum(-1)\n"
+              "        return (cdf < uniform[:, None] * cdf[:, -1:]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
+        inputs=("[torch.randn(B, V, dtype=DTYPE, device='cuda') * 4, torch.rand(B, device='cuda') * 0.45 + 0.5,\n"
+                "            torch.rand(B, device='cuda')]"))

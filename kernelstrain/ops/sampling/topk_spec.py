@@ -2,7 +2,7 @@
 and shapes, its minimum cost, its PyTorch reference and its GPU check (a sampled token is right
 when it lies in the kept set at the row's uniform, see _sampling.sample_check).
 """
-from ..base import Cost, Task, kernelbench_program
+from ..base import Cost, Task, TorchRef
 from ..contract import Arg, Entry, Scalar
 from ._sampling import SamplingSpec, sample_check
 
@@ -38,11 +38,9 @@ class TopkSpec(SamplingSpec):
         b, v = task["B"], task["V"]
         return Cost(flops=6 * b * v, bytes=b * v * 4 + b * 8)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, uniform",
-            body=("thresh = torch.topk(logits, K, dim=-1).values[:, -1:]\n"
-                  "        probs = torch.softmax(logits.masked_fill(logits < thresh, float('-inf')), dim=-1)\n"
-                  "        cdf = probs.cumsum(-1)\n"
-                  "        return (cdf < uniform[:, None]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
-            inputs="[torch.randn(B, V, dtype=DTYPE, device='cuda') * 2, torch.rand(B, device='cuda')]")
+    torch_ref = TorchRef(
+        body=("thresh = torch.topk(logits, K, dim=-1).values[:, -1:]\n"
+              "        probs = torch.softmax(logits.masked_fill(logits < thresh, float('-inf')), dim=-1)\n"
+              "        cdf = probs.cumsum(-1)\n"
+              "        return (cdf < uniform[:, None]).sum(-1).clamp(max=V - 1).to(torch.int32)"),
+        inputs="[torch.randn(B, V, dtype=DTYPE, device='cuda') * 2, torch.rand(B, device='cuda')]")

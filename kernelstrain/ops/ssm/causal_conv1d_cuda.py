@@ -6,7 +6,7 @@ shared memory -> 8 outputs per thread from a uint4-loaded smem tile -> no shared
 loads, halo from the neighbouring lane with __shfl_up_sync -> one warp per long strip, halo
 carried in registers across iterations (weights loaded once per strip).
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
@@ -256,10 +256,8 @@ class CausalConv1dCuda(OpModule):
         b, d, l, e = task["B"], task["D"], task["L"], DTYPE_BYTES[task.dtype]
         return Cost(flops=b * d * l * (2 * WIDTH + 5), bytes=2 * b * d * l * e + d * (WIDTH + 1) * e)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x, weight, bias",
-            body=("y = torch.nn.functional.conv1d(x.float(), weight.float().unsqueeze(1), bias.float(), padding=3, groups=D)\n"
-                  "        return torch.nn.functional.silu(y[..., :L]).to(x.dtype)"),
-            inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(D, 4, device='cuda') * 0.5).to(DTYPE),\n"
-                    "            torch.randn(D, dtype=DTYPE, device='cuda')]"))
+    torch_ref = TorchRef(
+        body=("y = torch.nn.functional.conv1d(x.float(), weight.float().unsqueeze(1), bias.float(), padding=3, groups=D)\n"
+              "        return torch.nn.functional.silu(y[..., :L]).to(x.dtype)"),
+        inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(D, 4, device='cuda') * 0.5).to(DTYPE),\n"
+                "            torch.randn(D, dtype=DTYPE, device='cuda')]"))

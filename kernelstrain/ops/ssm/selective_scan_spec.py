@@ -2,7 +2,7 @@
 (dims, shapes, dtypes, cost, PyTorch reference, check shape) in `SelectiveScanSpec`. `desc` stays per impl (the CUDA
 kernels also require L to be a multiple of 16).
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 ENTRY = Entry("selective_scan_fwd", (
@@ -28,20 +28,18 @@ class SelectiveScanSpec(OpModule):
         b, l, d, n, e = task["B"], task["L"], task["D"], task["N"], DTYPE_BYTES[task.dtype]
         return Cost(flops=b * d * l * (7 * n + 15), bytes=4 * b * d * l * e + 2 * b * n * l * e + d * (n + 2) * 4)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="u, delta, A, Bs, Cs, Dskip, z, delta_bias",
-            body=("dt = torch.nn.functional.softplus(delta.float() + delta_bias[None, :, None])\n"
-                  "        u32, Bf, Cf = u.float(), Bs.float(), Cs.float()\n"
-                  "        x = torch.zeros(u.shape[0], D, N, device=u.device)\n"
-                  "        ys = []\n"
-                  "        for t in range(L):\n"
-                  "            x = torch.exp(dt[:, :, t, None] * A) * x + (dt[:, :, t] * u32[:, :, t])[..., None] * Bf[:, None, :, t]\n"
-                  "            ys.append((x * Cf[:, None, :, t]).sum(-1))\n"
-                  "        y = torch.stack(ys, -1) + Dskip[None, :, None] * u32\n"
-                  "        return (y * torch.nn.functional.silu(z.float())).to(u.dtype)"),
-            inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(B, D, L, device='cuda') * 0.5).to(DTYPE),\n"
-                    "            -torch.arange(1, N + 1, dtype=torch.float32, device='cuda').repeat(D, 1),\n"
-                    "            torch.randn(B, N, L, dtype=DTYPE, device='cuda'), torch.randn(B, N, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.randn(D, device='cuda'), torch.randn(B, D, L, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.rand(D, device='cuda') * -4 - 1]"))
+    torch_ref = TorchRef(
+        body=("dt = torch.nn.functional.softplus(delta.float() + delta_bias[None, :, None])\n"
+              "        u32, Bf, Cf = u.float(), Bs.float(), Cs.float()\n"
+              "        x = torch.zeros(u.shape[0], D, N, device=u.device)\n"
+              "        ys = []\n"
+              "        for t in range(L):\n"
+              "            x = torch.exp(dt[:, :, t, None] * A) * x + (dt[:, :, t] * u32[:, :, t])[..., None] * Bf[:, None, :, t]\n"
+              "            ys.append((x * Cf[:, None, :, t]).sum(-1))\n"
+              "        y = torch.stack(ys, -1) + Dskip[None, :, None] * u32\n"
+              "        return (y * torch.nn.functional.silu(z.float())).to(u.dtype)"),
+        inputs=("[torch.randn(B, D, L, dtype=DTYPE, device='cuda'), (torch.randn(B, D, L, device='cuda') * 0.5).to(DTYPE),\n"
+                "            -torch.arange(1, N + 1, dtype=torch.float32, device='cuda').repeat(D, 1),\n"
+                "            torch.randn(B, N, L, dtype=DTYPE, device='cuda'), torch.randn(B, N, L, dtype=DTYPE, device='cuda'),\n"
+                "            torch.randn(D, device='cuda'), torch.randn(B, D, L, dtype=DTYPE, device='cuda'),\n"
+                "            torch.rand(D, device='cuda') * -4 - 1]"))

@@ -6,7 +6,7 @@ kernels -> one pass over 2-D tiles (shuffles for rows, registers for columns, at
 loads -> persistent row strips: row stats written directly, column partials in registers for the
 whole kernel, one atomic per column per block and a last-block finish (one launch, no memset).
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER
@@ -282,16 +282,14 @@ class AdafactorCuda(OpModule):
         r, c = task["R"], task["C"]
         return Cost(flops=3 * r * c, bytes=r * c * DTYPE_BYTES[task.dtype] + 8 * (r + c))
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="grad, row, col",
-            body=("update = grad.float().pow(2) + self.eps1\n"
-                  "        row.mul_(self.beta2t).add_(update.mean(dim=-1), alpha=1 - self.beta2t)\n"
-                  "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
-                  "        return row, col"),
-            init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
-            inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
-                    "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
+    torch_ref = TorchRef(
+        body=("update = grad.float().pow(2) + self.eps1\n"
+              "        row.mul_(self.beta2t).add_(update.mean(dim=-1), alpha=1 - self.beta2t)\n"
+              "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
+              "        return row, col"),
+        init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
+        inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
+                "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
 
     def assemble(self, body, variant, params, task) -> str:
         head = f"#define THREADS {params['threads']}\n"

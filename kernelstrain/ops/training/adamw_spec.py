@@ -2,7 +2,7 @@
 tensor), title, what it computes, dtypes and shapes, its minimum cost, its PyTorch reference
 (the T tensors as views of four flat [N] buffers) and how a GPU check runs it.
 """
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
+from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
 # pointer arrays in host memory, one pointer per tensor; numels[t] the tensor's size
@@ -55,18 +55,16 @@ class AdamwSpec(OpModule):
         n, g = task["N"], DTYPE_BYTES[task.dtype]
         return Cost(flops=16 * n, bytes=n * (24 + g))     # p, m, v read + written, g read
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="params, grads, exp_avgs, exp_avg_sqs",
-            body=("sizes = [N // T + (i < N % T) for i in range(T)]   # T ragged tensors, flat\n"
-                  "        bc1, bc2 = 1 - self.b1 ** self.step, 1 - self.b2 ** self.step\n"
-                  "        for pi, gi, mi, vi in zip(*(x.split(sizes) for x in (params, grads, exp_avgs, exp_avg_sqs))):\n"
-                  "            pi.mul_(1 - self.lr * self.wd)\n"
-                  "            mi.lerp_(gi.float(), 1 - self.b1)\n"
-                  "            vi.mul_(self.b2).addcmul_(gi.float(), gi.float(), value=1 - self.b2)\n"
-                  "            pi.addcdiv_(mi, vi.sqrt() / bc2 ** 0.5 + self.eps, value=-self.lr / bc1)\n"
-                  "        return params, exp_avgs, exp_avg_sqs"),
-            init="self.lr, self.b1, self.b2, self.eps, self.wd, self.step = 1e-3, 0.9, 0.999, 1e-8, 0.01, 3",
-            inputs=("[torch.randn(N, device='cuda'), torch.randn(N, dtype=DTYPE, device='cuda'),\n"
-                    "            torch.randn(N, device='cuda') * 0.1, torch.randn(N, device='cuda').abs() * 0.01]"),
-            init_inputs="[]")
+    torch_ref = TorchRef(
+        body=("sizes = [N // T + (i < N % T) for i in range(T)]   # T ragged tensors, flat\n"
+              "        bc1, bc2 = 1 - self.b1 ** self.step, 1 - self.b2 ** self.step\n"
+              "        for pi, gi, mi, vi in zip(*(x.split(sizes) for x in (params, grads, exp_avgs, exp_avg_sqs))):\n"
+              "            pi.mul_(1 - self.lr * self.wd)\n"
+              "            mi.lerp_(gi.float(), 1 - self.b1)\n"
+              "            vi.mul_(self.b2).addcmul_(gi.float(), gi.float(), value=1 - self.b2)\n"
+              "            pi.addcdiv_(mi, vi.sqrt() / bc2 ** 0.5 + self.eps, value=-self.lr / bc1)\n"
+              "        return params, exp_avgs, exp_avg_sqs"),
+        init="self.lr, self.b1, self.b2, self.eps, self.wd, self.step = 1e-3, 0.9, 0.999, 1e-8, 0.01, 3",
+        inputs=("[torch.randn(N, device='cuda'), torch.randn(N, dtype=DTYPE, device='cuda'),\n"
+                "            torch.randn(N, device='cuda') * 0.1, torch.randn(N, device='cuda').abs() * 0.01]"),
+        init_inputs="[]")

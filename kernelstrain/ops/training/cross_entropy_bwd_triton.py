@@ -6,8 +6,7 @@ buffer (exp, subtract at the label, scale) -> one fused kernel over the flat arr
 per element to find the row) -> 2-D grid of (V chunk, row) programs with row scalars loaded
 once -> persistent programs looping over (row, chunk) tiles with evict-first loads.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
 
 BLOCK = Param("BLOCK", (1024, 2048, 4096), 2048)
@@ -210,17 +209,15 @@ class CrossEntropyBwdTriton(OpModule):
         t, v = task["T"], task["V"]
         return Cost(flops=4 * t * v, bytes=2 * t * v * DTYPE_BYTES[task.dtype] + 20 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, labels, lse, dloss",
-            body=(f"keep = labels != {IGNORE}\n"
-                  "        p = torch.exp(logits.float() - lse[:, None])\n"
-                  "        p[torch.arange(T, device=p.device)[keep], labels[keep]] -= 1.0\n"
-                  "        return (p * (dloss * keep)[:, None]).to(logits.dtype)"),
-            inputs=(f"[x := torch.randn(T, V, dtype=DTYPE, device='cuda') * 2,\n"
-                    f"            torch.where(torch.arange(T, device='cuda') % 16 == 15, {IGNORE}, "
-                    "torch.randint(0, V, (T,), device='cuda')),\n"
-                    "            torch.logsumexp(x.float(), dim=-1), torch.rand(T, device='cuda')]"))
+    torch_ref = TorchRef(
+        body=(f"keep = labels != {IGNORE}\n"
+              "        p = torch.exp(logits.float() - lse[:, None])\n"
+              "        p[torch.arange(T, device=p.device)[keep], labels[keep]] -= 1.0\n"
+              "        return (p * (dloss * keep)[:, None]).to(logits.dtype)"),
+        inputs=(f"[x := torch.randn(T, V, dtype=DTYPE, device='cuda') * 2,\n"
+                f"            torch.where(torch.arange(T, device='cuda') % 16 == 15, {IGNORE}, "
+                "torch.randint(0, V, (T,), device='cuda')),\n"
+                "            torch.logsumexp(x.float(), dim=-1), torch.rand(T, device='cuda')]"))
 
     def triton_kernels(self, variant, params: dict, task: Task) -> list:
         ptr = triton_ptr(task.dtype, task)

@@ -5,8 +5,7 @@ Ladder: load the whole row at once (spills, workable only for small V) -> loop o
 two passes (max, then sum of exp) -> single pass with an online logsumexp -> split V across
 programs, then a combine kernel merges the (max, sum) partials: fills the GPU when T is small.
 """
-from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE,
-                    cdiv, kernelbench_program, triton_ptr)
+from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
@@ -230,12 +229,10 @@ class CrossEntropyFwdTriton(OpModule):
         t, v = task["T"], task["V"]
         return Cost(flops=5 * t * v, bytes=t * v * DTYPE_BYTES[task.dtype] + 12 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="logits, labels",
-            body=f"return nn.functional.cross_entropy(logits.float(), labels, reduction='none', ignore_index={IGNORE})",
-            inputs=(f"[torch.randn(T, V, dtype=DTYPE, device='cuda') * 2, torch.where(torch.arange(T, device='cuda') % 16 == 15, "
-                    f"{IGNORE}, torch.randint(0, V, (T,), device='cuda'))]"))
+    torch_ref = TorchRef(
+        body=f"return nn.functional.cross_entropy(logits.float(), labels, reduction='none', ignore_index={IGNORE})",
+        inputs=(f"[torch.randn(T, V, dtype=DTYPE, device='cuda') * 2, torch.where(torch.arange(T, device='cuda') % 16 == 15, "
+                f"{IGNORE}, torch.randint(0, V, (T,), device='cuda'))]"))
 
     def triton_kernels(self, variant, params: dict, task: Task) -> list:
         sig = {"logits_ptr": triton_ptr(task.dtype, task), "labels_ptr": "*i64", "loss_ptr": "*fp32",

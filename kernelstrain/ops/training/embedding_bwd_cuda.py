@@ -6,7 +6,7 @@ with packed 2-wide atomics (half2 / bfloat162) -> sort tokens by id (stable radi
 the sorted reduce with a warp per (segment, 256-column slice), 16-byte loads and fp32
 registers, so hot tokens spread across warps.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
@@ -285,12 +285,10 @@ class EmbeddingBwdCuda(OpModule):
         sort = (task.dialect.cub_header,) if task.dialect.radix_sort_pairs in body else ()
         return f"{prelude(task, sort)}\n{body}"
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="ids, grad_out, grad_weight",
-            body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
-            init=f"self.padding_idx = {PADDING_IDX}",
-            inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
-                    "torch.randint(0, V, (T,), device='cuda')),\n"
-                    "            torch.randn(T, D, dtype=DTYPE, device='cuda'), "
-                    "torch.randn(V, D, dtype=DTYPE, device='cuda') * 0.1]"))
+    torch_ref = TorchRef(
+        body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
+        init=f"self.padding_idx = {PADDING_IDX}",
+        inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
+                "torch.randint(0, V, (T,), device='cuda')),\n"
+                "            torch.randn(T, D, dtype=DTYPE, device='cuda'), "
+                "torch.randn(V, D, dtype=DTYPE, device='cuda') * 0.1]"))

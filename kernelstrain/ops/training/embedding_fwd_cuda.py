@@ -5,7 +5,7 @@ token with coalesced scalar loads -> 16-byte uint4 loads -> one warp per token w
 16-byte loads in flight -> persistent warps over all tokens with streaming (evict-first) stores
 so the table keeps its place in L2.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
@@ -226,13 +226,11 @@ class EmbeddingFwdCuda(OpModule):
         t, d, e = task["T"], task["D"], DTYPE_BYTES[task.dtype]
         return Cost(flops=0, bytes=2 * t * d * e + 8 * t)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="ids",
-            body="return nn.functional.embedding(ids, self.weight, padding_idx=self.padding_idx)",
-            init=(f"self.padding_idx = {PADDING_IDX}\n"
-                  "        self.weight = nn.Parameter(torch.randn(V, D, dtype=DTYPE))\n"
-                  "        with torch.no_grad():\n"
-                  "            self.weight[self.padding_idx].zero_()"),
-            inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
-                    "torch.randint(0, V, (T,), device='cuda'))]  # every 8th token is padding"))
+    torch_ref = TorchRef(
+        body="return nn.functional.embedding(ids, self.weight, padding_idx=self.padding_idx)",
+        init=(f"self.padding_idx = {PADDING_IDX}\n"
+              "        self.weight = nn.Parameter(torch.randn(V, D, dtype=DTYPE))\n"
+              "        with torch.no_grad():\n"
+              "            self.weight[self.padding_idx].zero_()"),
+        inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
+                "torch.randint(0, V, (T,), device='cuda'))]  # every 8th token is padding"))

@@ -5,7 +5,7 @@ Ladder: an atomicAdd per element -> block reduction with one atomic per block ->
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
 persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER, block_sum
@@ -256,14 +256,12 @@ class GradClipCuda(OpModule):
         n = task["N"]
         return Cost(flops=3 * n, bytes=2 * n * DTYPE_BYTES[task.dtype] + 4)
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="grads",
-            body=("norm = grads.float().pow(2).sum().sqrt()\n"
-                  "        coef = (self.max_norm / (norm + 1e-6)).clamp(max=1.0)\n"
-                  "        return (grads.float() * coef).to(grads.dtype), norm.reshape(1)"),
-            init="self.max_norm = 1.0",
-            inputs="[torch.randn(N, dtype=DTYPE, device='cuda') * 1e-2]")
+    torch_ref = TorchRef(
+        body=("norm = grads.float().pow(2).sum().sqrt()\n"
+              "        coef = (self.max_norm / (norm + 1e-6)).clamp(max=1.0)\n"
+              "        return (grads.float() * coef).to(grads.dtype), norm.reshape(1)"),
+        init="self.max_norm = 1.0",
+        inputs="[torch.randn(N, dtype=DTYPE, device='cuda') * 1e-2]")
 
     def assemble(self, body, variant, params, task) -> str:
         coop = (task.dialect.coop_groups_header,) if "cooperative_groups;" in body else ()

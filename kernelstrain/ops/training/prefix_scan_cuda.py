@@ -6,7 +6,7 @@ token offsets. Ladder: one thread walks a row -> Hillis-Steele in shared memory 
 over 16-byte vectors -> single pass with decoupled look-back: tiles of every row spread over
 the whole GPU, each publishing its aggregate/prefix for its successors.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import scan_helpers
@@ -289,10 +289,8 @@ class PrefixScanCuda(OpModule):
         r, c = task["R"], task["C"]
         return Cost(flops=r * c, bytes=2 * r * c * DTYPE_BYTES[task.dtype])
 
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="x", body="return torch.cumsum(x.float(), dim=-1).to(x.dtype)",
-            inputs="[torch.rand(R, C, dtype=DTYPE, device='cuda')]")
+    torch_ref = TorchRef(body="return torch.cumsum(x.float(), dim=-1).to(x.dtype)",
+        inputs="[torch.rand(R, C, dtype=DTYPE, device='cuda')]")
 
     def assemble(self, body, variant, params, task) -> str:
         return f"{prelude(task)}\n#define THREADS {params['threads']}\n{body}"
