@@ -9,6 +9,12 @@ from ..contract import Arg, Entry, Scalar
 ENTRY = Entry("gemm_fp16", (
     Arg("A", "in", ("M", "K")), Arg("B", "in", ("N", "K")), Arg("C", "out", ("M", "N")),
     Scalar("M"), Scalar("N"), Scalar("K")), py_name="gemm")
+# the dims of the C = A . B^T contract, and the shape menu of the 8-bit GEMMs (fp8, int8)
+GEMM_DIMS = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
+             "K": "reduction dim (input features)"}
+GEMM_SHAPES_8BIT = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
+                    {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096},
+                    {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
 
 
 class GemmFp16Spec(OpModule):
@@ -16,8 +22,7 @@ class GemmFp16Spec(OpModule):
     title = "FP16/BF16 GEMM"
     desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result; B is stored [N, K] "
             "(an nn.Linear weight, K-major), K a multiple of 16 and N even.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
-            "K": "reduction dim (input features)"}
+    dims = GEMM_DIMS
     dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("A", "B")

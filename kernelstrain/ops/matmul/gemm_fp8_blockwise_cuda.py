@@ -16,6 +16,7 @@ from ._gemm_mma import mma_host, mma_kernel
 from ._gemm_ptx import E4M3_SOFT
 from ._gemm_tc import naive_launch, tc_launch
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from .gemm_fp16_spec import GEMM_DIMS
 
 ENTRY = Entry("gemm_fp8_blockwise", (
     Arg("A", "in", ("M", "K"), "fp8"), Arg("B", "in", ("N", "K"), "fp8"),
@@ -102,8 +103,7 @@ class GemmFp8BlockwiseCuda(OpModule):
     desc = ("C[M, N] = bf16(sum over 128-wide K blocks kb of (A[:, kb] . B[:, kb]^T) * scale_a[kb, m] * "
             "scale_b[n / 128, kb]): e4m3 A [M, K] and B [N, K], fp32 scales scale_a [K/128, M] (token-contiguous) "
             "and scale_b [N/128, K/128], all powers of two, fp32 promotion per K block; K a multiple of 16, N even.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
-            "K": "reduction dim (input features)"}
+    dims = GEMM_DIMS
     shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
               {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 7168, "K": 2048},
               {"M": 128, "N": 4096, "K": 7168}, {"M": 64, "N": 24576, "K": 1536})

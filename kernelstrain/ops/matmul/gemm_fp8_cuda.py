@@ -11,6 +11,7 @@ from ._gemm_mma import mma_host, mma_kernel
 from ._gemm_ptx import E4M3_SOFT
 from ._gemm_tc import naive_launch, tc_launch
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
 
 ENTRY = Entry("gemm_fp8", (
     Arg("A", "in", ("M", "K"), "fp8"), Arg("B", "in", ("N", "K"), "fp8"), Arg("scale_a", "in", (1,), "fp32"),
@@ -77,11 +78,8 @@ class GemmFp8Cuda(OpModule):
     title = "FP8 GEMM, per-tensor scales"
     desc = ("C[M, N] = bf16((A[M, K] . B[N, K]^T) * scale_a * scale_b): e4m3 operands (B K-major, as "
             "torch._scaled_mm wants it), one fp32 scale each, fp32 accumulation; K a multiple of 16, N even.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
-            "K": "reduction dim (input features)"}
-    shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
-              {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096},
-              {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
+    dims = GEMM_DIMS
+    shapes = GEMM_SHAPES_8BIT
     dtypes = ("fp8",)
     vendors = ("nvidia",)
     entry, inputs = ENTRY, ("A", "B", "scale_a", "scale_b")

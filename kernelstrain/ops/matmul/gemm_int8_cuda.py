@@ -10,6 +10,7 @@ from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
 
 ENTRY = Entry("gemm_int8", (
     Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
@@ -110,11 +111,8 @@ class GemmInt8Cuda(OpModule):
     title = "INT8 GEMM with per-token / per-channel dequant"
     desc = ("C[M, N] = fp16((A[M, K] . B[N, K]^T) * scale_a[M, 1] * scale_b[1, N]) for int8 A and B (B K-major), "
             "exact int32 accumulation, fp32 scales; K a multiple of 16, N even.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output channels)",
-            "K": "reduction dim (input features)"}
-    shapes = ({"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096},
-              {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096},
-              {"M": 128, "N": 4096, "K": 14336}, {"M": 16, "N": 8192, "K": 8192})
+    dims = {**GEMM_DIMS, "N": "rows of B, columns of C (output channels)"}
+    shapes = GEMM_SHAPES_8BIT
     dtypes = ("int8",)
     vendors = ("nvidia",)   # __dp4a and every later rung are NVIDIA-only
     entry, inputs = ENTRY, ("A", "B", "scale_a", "scale_b")

@@ -10,6 +10,7 @@ renders live in _grouped_tc.py.
 import math
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..fragments import REGISTER_TILE_FMA
 from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, cp_async_pipeline_src, find_block, mma_sync_src,
                           wgmma_pipeline_src)
 from .grouped_gemm_spec import GroupedGemmSpec, routing
@@ -159,19 +160,7 @@ grouped_gemm_kernel({ARGS}) {{
         for (int i = tid; i < BN * BK; i += 256) {{
             const int r = i / BK, c = i % BK;
             sw[c][r] = to_float(w_e[(size_t)(n0 + r) * K + k0 + c]);
-        }}{barrier}
-#pragma unroll 4
-        for (int kk = 0; kk < BK; ++kk) {{
-            float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = sx[kk][ty + 16 * i];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = sw[kk][tx + 16 * j];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }}
+        }}{barrier}{REGISTER_TILE_FMA}
         __syncthreads();
     }}
 #pragma unroll
