@@ -246,7 +246,6 @@ class DropoutCuda(OpModule):
     dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 128, "D": 4096}, {"T": 2048, "D": 5120},
               {"T": 4096, "D": 8192}, {"T": 8192, "D": 8192}, {"T": 16384, "D": 12288})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x",)
     check_shape = {"T": 2048, "D": 5120}

@@ -16,7 +16,6 @@ class SwigluBwdSpec(OpModule):
     dims = {"T": "tokens (rows)", "I": "intermediate size (width of dy; x and dx are 2*I wide)"}
     shapes = ({"T": 1, "I": 14336}, {"T": 64, "I": 11008}, {"T": 1024, "I": 13824},
               {"T": 4096, "I": 11008}, {"T": 8192, "I": 14336}, {"T": 16384, "I": 13824})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("dy", "x")
     check_shape = {"T": 1024, "I": 13824}

@@ -23,7 +23,6 @@ class GemmFp16Spec(OpModule):
     desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result; B is stored [N, K] "
             "(an nn.Linear weight, K-major), K a multiple of 16 and N even.")
     dims = GEMM_DIMS
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("A", "B")
     check_shape = {"M": 2048, "N": 2048, "K": 2048}

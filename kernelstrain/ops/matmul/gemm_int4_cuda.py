@@ -184,7 +184,6 @@ class GemmInt4Cuda(OpModule):
     dims = {"M": "tokens (rows of x)", "N": "output features", "K": "input features (multiple of 128)"}
     shapes = ({"M": 1, "N": 4096, "K": 4096}, {"M": 1, "N": 14336, "K": 4096}, {"M": 16, "N": 4096, "K": 14336},
               {"M": 128, "N": 4096, "K": 4096}, {"M": 1024, "N": 14336, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x",)
     check_shape = {"M": 16, "N": 4096, "K": 14336}                             # M < BM: masked rows

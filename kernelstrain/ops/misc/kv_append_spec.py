@@ -30,7 +30,6 @@ class KvAppendSpec(OpModule):
     shapes = ({"T": 32, "H": 8, "D": 128, "P": 16}, {"T": 256, "H": 8, "D": 128, "P": 16},
               {"T": 4096, "H": 8, "D": 128, "P": 16}, {"T": 16384, "H": 8, "D": 128, "P": 16},
               {"T": 8192, "H": 32, "D": 128, "P": 16}, {"T": 4096, "H": 16, "D": 256, "P": 32})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("key", "value", "key_cache", "value_cache", "slot_mapping")
     check_shape = {"T": 4096, "H": 16, "D": 256, "P": 32}

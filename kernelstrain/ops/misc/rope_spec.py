@@ -19,7 +19,6 @@ class RopeSpec(OpModule):
     dims = {"T": "tokens", "H": "heads (q and k alike)", "D": "head dim (rotary dim)"}
     shapes = ({"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128},
               {"T": 2048, "H": 16, "D": 256}, {"T": 4096, "H": 32, "D": 128}, {"T": 16384, "H": 32, "D": 128})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("positions", "q", "k")
     check_shape = {"T": 2048, "H": 16, "D": 256}

@@ -15,7 +15,6 @@ class TransposeSpec(OpModule):
     dims = {"R": "rows of the input", "C": "columns of the input (rows of the output)"}
     shapes = ({"R": 1024, "C": 1024}, {"R": 2048, "C": 5120}, {"R": 4096, "C": 4096},
               {"R": 4096, "C": 14336}, {"R": 8192, "C": 8192}, {"R": 32000, "C": 4096})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x",)
     check_shape = {"R": 2048, "C": 5120}

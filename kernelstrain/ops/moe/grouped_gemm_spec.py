@@ -28,7 +28,6 @@ class GroupedGemmSpec(OpModule):
     shapes = ({"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2},
               {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
               {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x", "sorted_ids", "expert_offsets")     # w: the Model's weight
     check_shape = {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}    # ~6 rows an expert

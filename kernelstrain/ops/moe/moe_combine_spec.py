@@ -15,7 +15,6 @@ class MoeCombineSpec(OpModule):
     desc = ("y[t, :] = sum_j topk_weights[t, j] * expert_out[p, :] where row p of the expert-sorted expert_out holds "
             "assignment t * topk + j (sorted_ids[p] = t * topk + j); fp32 weights and accumulation.")
     dims = {"T": "tokens", "topk": "experts per token", "K": "hidden size"}
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("expert_out", "sorted_ids", "topk_weights")
     check_shape = {"T": 2048, "topk": 6, "K": 2048}

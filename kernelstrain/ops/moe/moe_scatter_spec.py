@@ -16,7 +16,6 @@ class MoeScatterSpec(OpModule):
     desc = ("From topk_ids [T, topk] int32: expert_offsets [E + 1], sorted_ids (assignments a = t * topk + j "
             "grouped by expert, stable) and x_sorted[p, :] = x[sorted_ids[p] // topk, :].")
     dims = {"T": "tokens", "E": "experts", "topk": "experts per token", "K": "hidden size"}
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x", "topk_ids")
     check_shape = {"T": 2048, "E": 64, "topk": 6, "K": 2048}

@@ -15,7 +15,6 @@ class RMSNormSpec(OpModule):
     op, family = "rmsnorm", "norms"
     title = "RMSNorm forward"
     desc = "y[t, :] = x[t, :] * rsqrt(mean(x[t, :]^2) + eps) * weight, eps = 1e-6; fp32 statistics."
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x",)
     check_shape = {"T": 4096, "D": 5120}

@@ -23,7 +23,6 @@ class Fp8QuantSpec(OpModule):
     dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 32, "D": 8192}, {"T": 512, "D": 5120}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 14336}, {"T": 16384, "D": 8192})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     reference_q = "q"                 # what the reference returns for q: the fp8 tensor or a view of it
     inputs = ("x",)

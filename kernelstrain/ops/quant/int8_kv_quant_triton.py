@@ -222,7 +222,6 @@ class Int8KvQuantTriton(OpModule):
               {"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
               {"N": 4096, "H": 8, "Dh": 128, "S": 262144}, {"N": 8192, "H": 32, "Dh": 128, "S": 131072},
               {"N": 16384, "H": 8, "Dh": 128, "S": 262144})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry = ENTRY
     inputs = ("key", "value", "slot_mapping", "k_cache", "v_cache", "k_scale", "v_scale")

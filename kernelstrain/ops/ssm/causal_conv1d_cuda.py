@@ -229,7 +229,6 @@ class CausalConv1dCuda(OpModule):
     dims = {"B": "batch", "D": "channels", "L": "sequence length"}
     shapes = ({"B": 1, "D": 2048, "L": 2048}, {"B": 8, "D": 5120, "L": 2048}, {"B": 4, "D": 4096, "L": 8192},
               {"B": 16, "D": 2048, "L": 1024}, {"B": 64, "D": 1536, "L": 256}, {"B": 2, "D": 8192, "L": 4096})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("x", "weight", "bias")
     check_shape = {"B": 16, "D": 2048, "L": 1024}               # L < one vector tile

@@ -19,7 +19,6 @@ class SelectiveScanSpec(OpModule):
     shapes = ({"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 8, "L": 2048, "D": 5120, "N": 16},
               {"B": 2, "L": 8192, "D": 4096, "N": 16}, {"B": 16, "L": 1024, "D": 2048, "N": 16},
               {"B": 4, "L": 4096, "D": 5120, "N": 16}, {"B": 64, "L": 256, "D": 2048, "N": 16})
-    dtypes = ("fp16", "bf16")
     vendors = ("nvidia", "amd")
     entry, inputs = ENTRY, ("u", "delta", "A", "Bs", "Cs", "Dskip", "z", "delta_bias")
     check_shape = {"B": 1, "L": 2048, "D": 1536, "N": 16}
