@@ -308,7 +308,8 @@ class Episode:
         typo = find_typo(self.code(base), self.m.impl, c.typo)
         if typo is None:
             return None
-        return c, "syntax", messages.typo_error(typo, self.m.impl, self.task.is_hip)
+        hip_arch = self.task.gpu.arch if self.task.is_hip else ""
+        return c, "syntax", messages.typo_error(typo, self.m.impl, hip_arch)
 
     def propose_wrong(self, k: int) -> Candidate | None:
         """A change carrying a risky transformation that compiles but is wrong (or crashes)."""

@@ -68,21 +68,21 @@ def task_header(module: OpModule, task: Task, reference: str) -> str:
 
 # -- compilers ---------------------------------------------------------------------
 
-def typo_error(typo, impl: str, hip: bool = False) -> str:
-    """An undefined identifier as nvcc, hipcc (clang) or Triton reports it, with the source
-    lines as written (indentation kept)."""
+def typo_error(typo, impl: str, hip_arch: str = "") -> str:
+    """An undefined identifier as nvcc, hipcc (clang, compiling for `hip_arch`) or Triton reports
+    it, with the source lines as written (indentation kept)."""
     lines, uses = typo.lines, typo.uses
     if impl == "triton":
         j, col = uses[0]
         shown = "\n".join(lines[typo.kernel_line:j + 1])
         return (f"triton.compiler.errors.CompilationError: at {j - typo.kernel_line + 1}:{col}:\n{shown}\n"
                 f"{' ' * col}^\nNameError('{typo.name} is not defined')")
-    if hip:   # clang: file:line:col, the line with a line-number gutter, at most 20 errors shown
+    if hip_arch:   # clang: file:line:col, the line with a line-number gutter, at most 20 errors shown
         shown = uses[:20]
         msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{typo.name}'\n"
                 f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in shown]
         n = len(shown)
-        return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} generated when compiling for gfx942."
+        return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} generated when compiling for {hip_arch}."
     shown = uses[:8]
     msgs = [f"candidate.cu({j + 1}): error: identifier \"{typo.name}\" is undefined\n  {lines[j]}\n  {' ' * col}^\n"
             for j, col in shown]
@@ -136,7 +136,7 @@ def arch_error(features, task: Task, module: OpModule, code: str | None = None) 
     if gpu.vendor == "amd":
         # Any PTX-level feature reaches the AMDGPU assembler as inline asm it cannot parse.
         return ("<inline asm>:1:2: error: instruction not supported on this GPU\n"
-                "candidate.hip: error: cannot compile inline asm\n1 error generated when compiling for gfx942.")
+                f"candidate.hip: error: cannot compile inline asm\n1 error generated when compiling for {gpu.arch}.")
     lines = []
     for feature in features:
         if feature == "fp4":
@@ -174,7 +174,7 @@ def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Ta
                 f"Hardware limit: {cap}. Reducing block sizes or `num_stages` may help.")
     if variant.smem == "static" and task.is_hip:     # the AMDGPU backend checks static LDS
         return (f"error: local memory ({smem}) exceeds limit ({cap}) in function '{module.op}_kernel'\n"
-                "1 error generated when compiling for gfx942.")
+                f"1 error generated when compiling for {task.gpu.arch}.")
     if variant.smem == "static":
         return (f"ptxas error   : Entry function '{module.op}_kernel' uses too much shared data "
                 f"(0x{smem:x} bytes, 0x{cap:x} max)")

@@ -74,10 +74,11 @@ def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
     return Typo(name, new, i, tuple(_uses(lines, i, name)), def_line, tuple(lines))
 
 
-def break_identifier(code: str, impl: str, pick: int = 0, hip: bool = False) -> tuple[str, str] | None:
-    """(broken code, the compiler's text) for the `pick`-th rename, or None."""
+def break_identifier(code: str, impl: str, pick: int = 0, hip_arch: str = "") -> tuple[str, str] | None:
+    """(broken code, the compiler's text) for the `pick`-th rename, or None; `hip_arch`: the
+    AMD target a HIP candidate compiles for ("" for CUDA)."""
     from .messages import typo_error
     typo = find_typo(code, impl, pick)
     if typo is None:
         return None
-    return "\n".join(typo.lines), typo_error(typo, impl, hip)
+    return "\n".join(typo.lines), typo_error(typo, impl, hip_arch)

@@ -178,9 +178,9 @@ def _sim(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tupl
 
 
 @lru_cache(maxsize=4096)
-def _typo(code: str, impl: str, pick: int, hip: bool):
+def _typo(code: str, impl: str, pick: int, hip_arch: str):
     from .mutations import break_identifier
-    return break_identifier(code, impl, pick, hip)
+    return break_identifier(code, impl, pick, hip_arch)
 
 
 _MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
@@ -371,7 +371,7 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
     code = _render(*args, s["bug"])
     typo_error = None
     if s["typo"] is not None:
-        broken = _typo(code, module.impl, s["typo"], gpu.vendor == "amd")
+        broken = _typo(code, module.impl, s["typo"], gpu.arch if gpu.vendor == "amd" else "")
         if broken is None:
             out.add(w, f"typo {s['typo']} cannot be applied to this candidate")
             return

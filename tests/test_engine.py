@@ -155,7 +155,7 @@ def test_break_identifier_words_each_compiler():
     code, err = break_identifier(src, "cuda")
     assert "row_idx = blockIdx.x" in code and 'identifier "row" is undefined' in err
     assert "\n      y[row] = 0.f;\n" in err                     # the source line with its indentation
-    code, err = break_identifier(src, "cuda", hip=True)
+    code, err = break_identifier(src, "cuda", hip_arch="gfx942")
     assert err.startswith("candidate.hip:3:7: error: use of undeclared identifier 'row'\n    3 |     y[row] = 0.f;")
     assert err.endswith("1 error generated when compiling for gfx942.")
     py = "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, 0)\n"
