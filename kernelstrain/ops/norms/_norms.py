@@ -4,7 +4,7 @@ the block-wide shuffle sum of the CUDA renders, and next_pow2 for the Triton row
 >>> next_pow2(5120), next_pow2(4096)
 (8192, 4096)
 """
-from ..base import DTYPE_BYTES, Launch, TRITON_PRELUDE
+from ..base import DTYPE_BYTES, KernelSpec, Launch, TRITON_PRELUDE, triton_ptr
 
 
 # CUDA: the Pack union of the uint4 variants.
@@ -101,3 +101,23 @@ def chunk_launch(rows: str, cols: str, regs_per: int, traffic: float, smem_per_w
                       bytes_per_access=min(16, per * elt), traffic=traffic,
                       lane_util=min(1.0, c / block) * min(1.0, block / threads), launches=launches)
     return launch
+
+
+class RowKernelTriton:
+    """triton_kernels() and assemble() of a Triton norm whose candidate is one row kernel,
+    `kernel_name`, taking `pointers` then T, D, eps and its rung's constants, launched by
+    row_program with the wrapper's `launch_args`. Put it before the spec in the bases."""
+    kernel_name = ""
+    pointers: tuple = ()
+    launch_args = ""
+
+    def triton_kernels(self, variant, params, task) -> list:
+        consts = variant.consts(params, task)
+        sig = {**dict.fromkeys(self.pointers, triton_ptr(task.dtype, task)), "T": "i32", "D": "i32", "eps": "fp32",
+               **dict.fromkeys(consts, "constexpr")}
+        return [KernelSpec(self.kernel_name, sig, consts, num_warps=params["num_warps"], num_stages=1)]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        consts = variant.consts(params, task)
+        return row_program(task, self.entry, kernel, self.kernel_name, self.launch_args, consts, params,
+                           consts.get("BLOCK_T", consts.get("ROWS", 1)))

@@ -5,9 +5,9 @@ streaming chunks three times (mean, variance, output) -> one chunked pass of per
 Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
 """
-from ..base import Param, Rung, DTYPE_BYTES, KernelSpec, triton_ptr
-from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch, row_program
-from .layernorm_spec import ENTRY, LayerNormSpec
+from ..base import Param, Rung, DTYPE_BYTES
+from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch
+from .layernorm_spec import LayerNormSpec
 
 CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
 NO_SCALE = {"scale": ""}               # missing_scale drops the weight multiply
@@ -164,8 +164,10 @@ def block_d(p, task) -> dict:
     return {"BLOCK_D": next_pow2(task["D"])}
 
 
-class LayerNormTriton(LayerNormSpec):
+class LayerNormTriton(RowKernelTriton, LayerNormSpec):
     impl = "triton"
+    kernel_name, pointers = "layernorm_kernel", ("x_ptr", "w_ptr", "b_ptr", "y_ptr")
+    launch_args = "x, weight, bias, y, T, D, eps"
     desc = ("y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias over the last dim, "
             "biased variance, eps = 1e-5; fp32 statistics.")
     variants = (
@@ -190,15 +192,3 @@ class LayerNormTriton(LayerNormSpec):
              launch=row_launch, render=persistent_src, consts=block_d,
              bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
     )
-
-    def triton_kernels(self, variant, params, task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
-        consts = variant.consts(params, task)
-        return [KernelSpec("layernorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
-                           num_warps=params["num_warps"], num_stages=1)]
-
-    def assemble(self, kernel, variant, params, task) -> str:
-        consts = variant.consts(params, task)
-        return row_program(task, ENTRY, kernel, "layernorm_kernel", "x, weight, bias, y, T, D, eps", consts, params,
-                           consts.get("BLOCK_T", 1))

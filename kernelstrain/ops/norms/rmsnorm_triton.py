@@ -5,9 +5,9 @@ BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows
 program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
 the next row under the current row's reduction.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, cdiv, triton_ptr
-from ._norms import chunk_launch, lane_rows_launch, next_pow2, row_program
-from .rmsnorm_spec import ENTRY, RMSNormSpec
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2
+from .rmsnorm_spec import RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
 NO_SCALE = {"scale": ""}                 # missing_scale drops the weight multiply
@@ -138,8 +138,10 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
 """
 
 
-class RMSNormTriton(RMSNormSpec):
+class RMSNormTriton(RowKernelTriton, RMSNormSpec):
     impl = "triton"
+    kernel_name, pointers = "rmsnorm_kernel", ("x_ptr", "w_ptr", "y_ptr")
+    launch_args = "x, weight, y, T, D, eps"
     dims = {"T": "rows (tokens, or tokens x heads for q/k-norm)", "D": "row length (hidden or head size)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 65536, "D": 128})
@@ -164,15 +166,3 @@ class RMSNormTriton(RMSNormSpec):
              launch=row_tile_launch, render=persistent_src, consts=block_d,
              bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
     )
-
-    def triton_kernels(self, variant, params, task) -> list:
-        ptr = triton_ptr(task.dtype, task)
-        sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "T": "i32", "D": "i32", "eps": "fp32"}
-        consts = variant.consts(params, task)
-        return [KernelSpec("rmsnorm_kernel", {**sig, **{k: "constexpr" for k in consts}}, consts,
-                           num_warps=params["num_warps"], num_stages=1)]
-
-    def assemble(self, kernel, variant, params, task) -> str:
-        consts = variant.consts(params, task)
-        return row_program(task, ENTRY, kernel, "rmsnorm_kernel", "x, weight, y, T, D, eps", consts, params,
-                           consts.get("BLOCK_T", consts.get("ROWS", 1)))
