@@ -82,32 +82,32 @@ def wrapper(task, launch: str, extra: str = "") -> str:
 """
 
 
-def full_row_src(p, task, load=LOAD):
+def row_kernel(why: str, body: str, lse: str, task, p, block: str) -> str:
+    """A one-program-per-row candidate: the kernel's def line, `why` (its comment lines), the
+    row pointer, `body` computing `lse`, the loss store, and the wrapper launching T programs."""
     return f'''
 @triton.jit
 def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
-    # The whole row in registers: BLOCK = next_pow2(V) values spread over the program's
-    # threads. Fine for a small vocabulary; at 32K-128K the values spill to local memory.
+{why}
     row = tl.program_id(0)
     row_ptr = logits_ptr + row.to(tl.int64) * stride
-    cols = tl.arange(0, BLOCK)
+{body}
+{finish(lse)}
+''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
+                    f"BLOCK={block}, num_warps={p['num_warps']})")
+
+
+def full_row_src(p, task, load=LOAD):
+    return row_kernel("""    # The whole row in registers: BLOCK = next_pow2(V) values spread over the program's
+    # threads. Fine for a small vocabulary; at 32K-128K the values spill to local memory.""", f"""    cols = tl.arange(0, BLOCK)
     x = {load}.to(tl.float32)
     m = tl.max(x, axis=0)
-    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
-{finish("lse")}
-''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
-                    f"BLOCK=triton.next_power_of_2(V), num_warps={p['num_warps']})")
+    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))""", "lse", task, p, "triton.next_power_of_2(V)")
 
 
 def chunked_two_pass_src(p, task, load=LOAD):
-    return f'''
-@triton.jit
-def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
-    # Pass 1 finds the row max chunk by chunk, pass 2 sums exp(x - max): the row is read
-    # twice (the second time partly from L2).
-    row = tl.program_id(0)
-    row_ptr = logits_ptr + row.to(tl.int64) * stride
-    offs = tl.arange(0, BLOCK)
+    return row_kernel("""    # Pass 1 finds the row max chunk by chunk, pass 2 sums exp(x - max): the row is read
+    # twice (the second time partly from L2).""", f"""    offs = tl.arange(0, BLOCK)
     m_vec = tl.full([BLOCK], -float("inf"), tl.float32)
     for start in range(0, V, BLOCK):
         cols = start + offs
@@ -119,10 +119,7 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
         cols = start + offs
         x = {load}.to(tl.float32)
         s_vec += tl.exp(x - m)
-    lse = m + tl.log(tl.sum(s_vec, axis=0))
-{finish("lse")}
-''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
-                    f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+    lse = m + tl.log(tl.sum(s_vec, axis=0))""", "lse", task, p, p["BLOCK"])
 
 
 def online_loop(lo, hi, rescale=RESCALE):
@@ -141,17 +138,8 @@ def online_loop(lo, hi, rescale=RESCALE):
 
 
 def online_softmax_src(p, task, rescale=RESCALE):
-    return f'''
-@triton.jit
-def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore_index, BLOCK: tl.constexpr):
-    # One pass over the row: every logit is read from DRAM exactly once.
-    row = tl.program_id(0)
-    row_ptr = logits_ptr + row.to(tl.int64) * stride
-    offs = tl.arange(0, BLOCK)
-{online_loop("0", "V", rescale)}
-{finish("m + tl.log(s)")}
-''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
-                    f"BLOCK={p['BLOCK']}, num_warps={p['num_warps']})")
+    return row_kernel("    # One pass over the row: every logit is read from DRAM exactly once.",
+                      f"    offs = tl.arange(0, BLOCK)\n{online_loop('0', 'V', rescale)}", "m + tl.log(s)", task, p, p["BLOCK"])
 
 
 def split_v_combine_src(p, task, ks="ks", rescale="s_k * tl.exp(m_k - m)"):
