@@ -11,6 +11,7 @@ import re
 
 from .errors import UsageError
 from .ops import REGISTRY
+from .tasks import dims_problem
 
 MAX_DIM = 2**40              # about 10^12 elements a dim: far past any GPU memory, and no overflow anywhere
 _NUMBER = re.compile(r"[0-9]{1,13}")
@@ -45,12 +46,9 @@ def parse_shape(text: str, module) -> dict:
         if not _NUMBER.fullmatch(value):
             raise UsageError(f"--shape {name}={value!r}: must be a positive integer up to {MAX_DIM}")
         shape[name] = int(value)
-    missing = [d for d in module.dims if d not in shape]
-    extra = [d for d in shape if d not in module.dims]
-    if missing or extra:
-        raise UsageError(f"{module.name}: shape needs dims {', '.join(module.dims)}"
-                         + (f"; missing {', '.join(missing)}" if missing else "")
-                         + (f"; unknown {', '.join(extra)}" if extra else ""))
+    problem = dims_problem(module, shape)
+    if problem:
+        raise UsageError(problem)
     for dim, (mult, cap, choices) in constraints(module).items():
         v = shape[dim]
         if choices is not None:

@@ -9,6 +9,21 @@ from .ops.base import OpModule, Task, Variant
 from .sim import simulate
 
 
+def dims_problem(module: OpModule, shape: dict) -> str | None:
+    """What is wrong with a shape's dim names for a module, or None.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> dims_problem(REGISTRY["rmsnorm_cuda"], {"T": 8, "N": 4})
+    'rmsnorm_cuda: shape needs dims T, D; missing D; unknown N'
+    """
+    missing = [d for d in module.dims if d not in shape]
+    extra = [d for d in shape if d not in module.dims]
+    if not (missing or extra):
+        return None
+    return (f"{module.name}: shape needs dims {', '.join(module.dims)}" + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(extra)}" if extra else ""))
+
+
 def make_task(module: OpModule, gpu: str, dtype: str, shape: dict) -> Task:
     """Build a Task, with shape dims put in the module's declared order.
 
@@ -17,12 +32,9 @@ def make_task(module: OpModule, gpu: str, dtype: str, shape: dict) -> Task:
     'rmsnorm_cuda|A100|fp16|T=8,D=4096'
     """
     shape = as_dict(shape)            # a row's list of {dim, value} pairs, or a dict
-    missing = [d for d in module.dims if d not in shape]
-    extra = [d for d in shape if d not in module.dims]
-    if missing or extra:
-        raise ValueError(f"{module.name}: shape needs dims {', '.join(module.dims)}"
-                         + (f"; missing {', '.join(missing)}" if missing else "")
-                         + (f"; unknown {', '.join(extra)}" if extra else ""))
+    problem = dims_problem(module, shape)
+    if problem:
+        raise ValueError(problem)
     if dtype not in module.dtypes:
         raise ValueError(f"{module.name}: dtype {dtype!r} not in {', '.join(module.dtypes)}")
     return Task(module.name, get_gpu(gpu), dtype, tuple((d, int(shape[d])) for d in module.dims))

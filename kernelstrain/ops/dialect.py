@@ -70,17 +70,19 @@ class Dialect:
         return "".join(f"#define cuda{n} {self.runtime_prefix}{n}\n" for n in names)
 
 
+def warp_intrinsics(suffix: str, mask: str) -> dict:
+    """The shuffles and ballot of a dialect that spells them `__<name><suffix>(<mask>...)`."""
+    shuffles = {f: f"__{f}{suffix}({mask}{{v}}, {{o}})" for f in ("shfl_xor", "shfl_up", "shfl_down", "shfl")}
+    return {**shuffles, "ballot": f"__ballot{suffix}({mask}{{p}})"}
+
+
 CUDA = Dialect(
     name="cuda",
     headers=("#include <cuda_runtime.h>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>"),
     fp8_header="#include <cuda_fp8.h>",
     runtime_aliases=(),
     ctype={"fp32": "float", "fp16": "half", "bf16": "__nv_bfloat16", "fp8": "__nv_fp8_e4m3", "int8": "int8_t"},
-    shfl_xor="__shfl_xor_sync(0xffffffffu, {v}, {o})",
-    shfl_up="__shfl_up_sync(0xffffffffu, {v}, {o})",
-    shfl_down="__shfl_down_sync(0xffffffffu, {v}, {o})",
-    shfl="__shfl_sync(0xffffffffu, {v}, {o})",
-    ballot="__ballot_sync(0xffffffffu, {p})",
+    **warp_intrinsics("_sync", "0xffffffffu, "),
     popc="__popc",
     lanes_below="((1u << {lane}) - 1u)",
     lane_mask_t="unsigned",
@@ -102,11 +104,7 @@ HIP = replace(
                      # HIP takes the kernel as const void*, CUDA's C++ API as the function itself
                      "#define cudaFuncSetAttribute(f, attr, v) hipFuncSetAttribute((const void*)(f), attr, v)"),
     ctype={**CUDA.ctype, "bf16": "__hip_bfloat16", "fp8": "__hip_fp8_e4m3_fnuz"},   # MI300X: the fnuz fp8
-    shfl_xor="__shfl_xor({v}, {o})",
-    shfl_up="__shfl_up({v}, {o})",
-    shfl_down="__shfl_down({v}, {o})",
-    shfl="__shfl({v}, {o})",
-    ballot="__ballot({p})",
+    **warp_intrinsics("", ""),    # no mask: every HIP warp intrinsic is wavefront-wide
     popc="__popcll",
     lanes_below="((1ull << {lane}) - 1ull)",
     lane_mask_t="unsigned long long",
