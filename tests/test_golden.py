@@ -20,7 +20,12 @@ from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task, param_grid
 
 GOLDEN = Path(__file__).with_name("golden") / "renders.json"
-ARCH_GPUS = ("A100", "H100", "RTX4090", "MI300X")     # sm_80, sm_90a, sm_89, gfx942
+# one GPU per arch family (vendor and feature set), the catalog's first: a new family's row is covered
+# (today A100 sm_80, H100 sm_90a, RTX4090 sm_89, RTX5090 sm_120, MI300X gfx942)
+FAMILIES: dict = {}
+for _name, _gpu in GPUS.items():
+    FAMILIES.setdefault((_gpu.vendor, _gpu.features), _name)
+ARCH_GPUS = tuple(FAMILIES.values())
 
 
 def _sha(x) -> str:
