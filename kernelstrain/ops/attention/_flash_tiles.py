@@ -1,6 +1,7 @@
-"""Launch-model helpers shared by the Triton flash-style attention modules (sliding_window_attn,
-cross_attention, tree_attention; not an op module itself): the shared memory Triton allocates for
-a Q tile plus pipelined K/V buffers, and the tensor-core efficiency of a query tile.
+"""Helpers shared by the Triton flash-style attention modules (not an op module itself): for
+sliding_window_attn, cross_attention and tree_attention, the shared memory Triton allocates for a
+Q tile plus pipelined K/V buffers and the tensor-core efficiency of a query tile; for the split-KV
+decoders (flash_decode, paged_decode), the weights of their combine kernel.
 """
 from ..base import Task, triton_stage_buffers
 
@@ -41,3 +42,15 @@ def mma_eff(task: Task, bm: int, bn: int, warps: int) -> float:
     # (measured on H200: BLOCK_M 64 with 8 warps ~1.8x slower than with 4)
     rows = 1.0 if bm // warps >= 16 else 0.55
     return reuse * wgmma_eff(task, bm) * rows * mfma_eff(task)
+
+
+def split_weights(combine: str) -> str:
+    """Triton lines of a split-KV combine kernel (program per head): each split's running max m
+    and sum l, its weight 2^(m - max m), and its fp32 partial output rows `combine` (acc)."""
+    return f"""    bh = tl.program_id(0).to(tl.int64)
+    offs_s = tl.arange(0, NUM_SPLITS)
+    offs_d = tl.arange(0, HEAD_DIM)
+    m = tl.load(ml_ptr + (bh * NUM_SPLITS + offs_s) * 2)
+    l = tl.load(ml_ptr + (bh * NUM_SPLITS + offs_s) * 2 + 1)
+    w = tl.exp2(m - tl.max(m, 0))
+    acc = tl.load(part_ptr + {combine}[:, None] * HEAD_DIM + offs_d[None, :])"""

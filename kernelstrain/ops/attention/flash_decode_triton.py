@@ -6,6 +6,7 @@ single-pass online softmax -> next tile prefetched into registers -> split-KV
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from ._attn_check import HALF, triton_check
+from ._flash_tiles import split_weights
 from .flash_decode_spec import ENTRY, FlashDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
@@ -158,13 +159,7 @@ def split_kv_src(p, task, combine="(bh * NUM_SPLITS + offs_s)", qk="scale * "):
 @triton.jit
 def flash_decode_combine_kernel(part_ptr, ml_ptr, o_ptr, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr):
     # merge the splits of one head: weights 2^(m_s - m_max), empty splits (m = -inf) weigh 0
-    bh = tl.program_id(0).to(tl.int64)
-    offs_s = tl.arange(0, NUM_SPLITS)
-    offs_d = tl.arange(0, HEAD_DIM)
-    m = tl.load(ml_ptr + (bh * NUM_SPLITS + offs_s) * 2)
-    l = tl.load(ml_ptr + (bh * NUM_SPLITS + offs_s) * 2 + 1)
-    w = tl.exp2(m - tl.max(m, 0))
-    acc = tl.load(part_ptr + {combine}[:, None] * HEAD_DIM + offs_d[None, :])
+{split_weights(combine)}
     o = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
     tl.store(o_ptr + bh * HEAD_DIM + offs_d, o.to(o_ptr.dtype.element_ty))
 
