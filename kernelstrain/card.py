@@ -11,7 +11,7 @@ from .schema import FEATURES
 from .ops import REGISTRY
 from .writers import FILES
 
-_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "holdout": "test"}
+_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "sessions": "train", "holdout": "test"}
 _CONTENTS = {
     "episodes": "raw episodes: every step with its full source, params, status, time, smem, registers, "
                 "error text and keep/revert decision",
@@ -88,11 +88,18 @@ def dataset_info(configs: list[str]) -> str:
     return "\n".join(lines)
 
 
-def render_card(stats: dict) -> str:
-    declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
-    configs = "\n".join(
+def _configs(declared: list) -> str:
+    return "\n".join(
         f"  - config_name: {name}\n    data_files:\n      - split: {_SPLITS.get(name, 'test')}\n        path: {path}"
         for name, path in declared)
+
+
+def render_card(stats: dict) -> str:
+    if stats.get("layout") == "sessions":
+        from .card_sessions import render_sessions_card
+        return render_sessions_card(stats)
+    declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
+    configs = _configs(declared)
     pct, spe, sp = stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
     files = stats["files"]
     step_rows = files.get(FILES["sft_steps"], {}).get("rows", stats["steps"])
