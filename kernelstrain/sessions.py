@@ -97,3 +97,12 @@ def write_batches(out: Path, batch_size: int) -> dict:
         f.close()
         summaries[name] = f.summary()
     return summaries
+
+
+def episode_source(data: Path) -> tuple[Path, Path, object]:
+    """(episode rows' file, chats' file, row -> public episode row) of a dataset of either
+    layout: a sessions dataset's rows are both, their code re-rendered from the trace."""
+    from .writers import FILES
+    if not (data / FILES["episodes"]).exists() and (data / SESSIONS_FILE).exists():
+        return data / SESSIONS_FILE, data / SESSIONS_FILE, episode_row
+    return data / FILES["episodes"], data / FILES["sft_multiturn"], lambda row: row
