@@ -2,7 +2,7 @@
 `sessions` and the holdout splits, then the figures of stats.json and what each file holds."""
 from __future__ import annotations
 
-from .card import VERIFICATION, _configs, _coverage, _size_category, _splits, dataset_info
+from .card import VERIFICATION, _coverage, _splits, front_matter
 from .gpus import GPUS
 from .holdout import card_configs
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE
@@ -17,26 +17,7 @@ def render_sessions_card(stats: dict) -> str:
                           for name, path in declared if path in files)
     gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
     verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
-    return f"""---
-license: mit
-pretty_name: KernelStrain ({stats['profile']}, seed {stats['seed']})
-task_categories:
-  - text-generation
-tags:
-  - code
-  - cuda
-  - triton
-  - gpu-kernels
-  - kernel-optimization
-  - synthetic-dataset
-  - long-horizon
-size_categories:
-  - {_size_category(stats['sessions'])}
-configs:
-{_configs(declared)}
-dataset_info:
-{dataset_info([name for name, _ in declared])}
----
+    return f"""{front_matter(stats, declared, "long-horizon", stats['sessions'])}
 
 # KernelStrain — {stats['profile']}, seed {stats['seed']}
 

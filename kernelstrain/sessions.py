@@ -83,21 +83,18 @@ def write_batches(out: Path, batch_size: int) -> dict:
     """Cut out/sessions.jsonl into batches/ of `batch_size` sessions; returns each batch's
     {rows, bytes, sha256} by its path relative to `out`."""
     (out / BATCH_DIR).mkdir(exist_ok=True)
-    summaries, f = {}, None
+    batches: dict = {}           # name -> StreamFile
     with open(out / SESSIONS_FILE, "rb") as src:
         for n, raw in enumerate(src):
-            if n % batch_size == 0:
-                if f:
+            name = batch_name(n // batch_size)
+            if name not in batches:
+                for f in batches.values():
                     f.close()
-                    summaries[name] = f.summary()
-                name = batch_name(n // batch_size)
-                f = StreamFile(out / name)
-            f.write_block(raw, 1)
-    if f:
+                batches[name] = StreamFile(out / name)
+            batches[name].write_block(raw, 1)
+    for f in batches.values():
         f.close()
-        summaries[name] = f.summary()
-    return summaries
-
+    return {name: f.summary() for name, f in batches.items()}
 
 def episode_source(data: Path) -> tuple[Path, Path, object]:
     """(episode rows' file, chats' file, row -> public episode row) of a dataset of either

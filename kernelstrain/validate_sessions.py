@@ -8,7 +8,6 @@ The mechanical checks of a batch's QA report are validate's findings on its rows
 into MECHANICAL's named checks (the first pattern a finding's text matches)."""
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path

@@ -229,3 +229,4 @@ def test_findings_listener_sees_every_problem():
     out.add("a:1", "x")
     out.add("a:2", "y")
     assert len(out) == 1 and seen == ["a:1", "a:2"]
+
