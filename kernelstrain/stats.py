@@ -102,6 +102,10 @@ def summary(stats: dict) -> str:
         "status          " + ", ".join(f"{k} {st[k]:,} ({pct[k]}%)" for k in st),
         "kinds           " + ", ".join(f"{k} {v:,}" for k, v in stats["kind"].items()),
         f"speedup         mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x",
+        *([f"sessions        {stats['sessions']:,} ({stats['unique_combos']:,} unique (op, gpu, shape, dtype) combos), "
+           f"batches of {stats['batch_size']}; simulated hours mean {stats['simulated_hours']['mean']}, "
+           f"min {stats['simulated_hours']['min']}, max {stats['simulated_hours']['max']}"]
+          if stats.get("layout") == "sessions" else []),
         f"holdout tasks   {stats['holdout_tasks']}",
         *holdout_lines(stats),
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "

@@ -36,11 +36,11 @@ _RULES = [(name, re.compile(pattern)) for name, pattern in (
     ("non_ok_never_kept", r"non-ok step is kept"),
     ("keep_rule", r"keep rule|rebench is kept"),
     ("time_ms_iff_ok", r"time_ms must be null|error must be set|carries a bug|carries no bug"),
+    ("rows_and_schema", r"^bad |keys|malformed|not valid|JSON|cut off|duplicates line|unknown module|must be"),
     ("arch_gates", r"lacks it|does not build|compiler's message"),
     ("smem_caps", r"> cap|smem_bytes/regs"),
     ("stamps", r"stamp|elapsed|num_steps"),
     ("best_running_minimum", r"best_ms|recorded best|speedup"),
-    ("rows_and_schema", r"^bad |keys|malformed|not valid|JSON|cut off|duplicates line|unknown module|must be"),
     ("attempts_and_kinds", r"attempts|\bkind "),
     ("code_and_feedback", r"render|message|typo|bug|configuration|trace's"),
     ("rows_and_schema", r""))]
@@ -88,21 +88,24 @@ def check_stamps(row: dict, where: str, out: Findings) -> None:
 
 
 def check_session(row: dict, where: str, out: Findings, ctx, index: int | None):
-    """Every check of one session row; returns its episode row, or None when the row is too
-    broken to check further."""
+    """Every check of one session row; returns its episode row and the session row rebuilt
+    from it, or None when the row is too broken to check further."""
     if not _shape_ok(row, where, out):
         return None
     ep = _guarded(episode_row, where, out, row)
     if not ep or not _guarded(check_episode, where, out, ep, where, out, ctx, index):
         return None
+    msgs = row["messages"]
     stamped = ctx.timestamps if ctx.timestamps is not None else bool(
-        len(row["messages"]) > 3 and str(row["messages"][3].get("content", "")).startswith("[t+"))
+        len(msgs) > 3 and isinstance(msgs[3], dict) and str(msgs[3].get("content", "")).startswith("[t+"))
     if stamped:
         _guarded(check_stamps, where, out, row, where, out)
     want = _guarded(session_row, where, out, ep, stamped)
-    if want and row != want:
+    if not want:
+        return None
+    if row != want:
         out.add(where, _row_diff(row, want, "the trace's"))
-    return ep
+    return ep, want
 
 
 class BatchChecks:
@@ -125,12 +128,14 @@ class BatchChecks:
         if m:
             self.failures[self._batch(int(m.group(1)))][classify(what)] += 1
 
-    def add(self, n: int, row: dict | None, ep: dict | None) -> None:
+    def add(self, n: int, row: dict | None, checked: tuple | None) -> None:
+        """Row n of the file; checked = (episode row, rebuilt session row) when its checks ran
+        (the QA figures count the rebuilt messages: a row that differs is a finding already)."""
         k = self._batch(n)
         self.ids[k].append(row.get("id") if row is not None else None)
-        if ep is not None:
-            self.accs[k].episode(ep)
-            self.accs[k].multiturn(row)
+        if checked is not None:
+            self.accs[k].episode(checked[0])
+            self.accs[k].multiturn(checked[1])
 
 
 def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int):
@@ -144,18 +149,18 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
     try:
         for n, row in rows(path, out):
             where, index = f"{path.name}:{n}", start + n - 1
-            ep = None
+            checked = None
             if row is not None:
                 want_id = f"{prefix}{index:06d}"
                 in_order = row.get("id") == want_id
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
-                ep = check_session(row, where, out, ctx, index if in_order else None)
-                if ep is not None:
-                    acc.add(ep)
-                    if _combo(ep) in held:
-                        out.add(where, f"held-out combo {_combo(ep)[:3]} appears in a training file")
-            checks.add(n, row, ep)
+                checked = check_session(row, where, out, ctx, index if in_order else None)
+                if checked is not None:
+                    acc.add(checked[0])
+                    if _combo(checked[0]) in held:
+                        out.add(where, f"held-out combo {_combo(checked[0])[:3]} appears in a training file")
+            checks.add(n, row, checked)
     finally:
         out.listener = None
     return acc, checks

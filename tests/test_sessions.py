@@ -230,3 +230,18 @@ def test_findings_listener_sees_every_problem():
     out.add("a:2", "y")
     assert len(out) == 1 and seen == ["a:1", "a:2"]
 
+
+
+def test_validate_survives_malformed_rows(sessions, tmp_path):
+    data = tmp_path / "d"
+    shutil.copytree(sessions, data)
+    _edit(data, 2, lambda r: r["messages"].__setitem__(3, 5))
+    _edit(data, 3, lambda r: r["trace"][0].pop("kept"))
+    _edit(data, 5, lambda r: r.__setitem__("shape", 5))
+    path = data / "sessions.jsonl"
+    rows = path.read_text().splitlines()
+    rows[3], rows[6] = "[1, 2]", "not json"
+    path.write_text("\n".join(rows) + "\n")
+    found = validate(data, limit=100)
+    for line in (2, 3, 4, 5, 7):
+        assert any(f.startswith(f"sessions.jsonl:{line}:") for f in found), (line, found)
