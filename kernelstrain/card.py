@@ -11,7 +11,7 @@ from .schema import FEATURES
 from .ops import REGISTRY
 from .writers import FILES
 
-_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "holdout": "test"}
+_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "sessions": "train", "holdout": "test"}
 _CONTENTS = {
     "episodes": "raw episodes: every step with its full source, params, status, time, smem, registers, "
                 "error text and keep/revert decision",
@@ -88,20 +88,14 @@ def dataset_info(configs: list[str]) -> str:
     return "\n".join(lines)
 
 
-def render_card(stats: dict) -> str:
-    declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
-    configs = "\n".join(
+def _configs(declared: list) -> str:
+    return "\n".join(
         f"  - config_name: {name}\n    data_files:\n      - split: {_SPLITS.get(name, 'test')}\n        path: {path}"
         for name, path in declared)
-    pct, spe, sp = stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
-    files = stats["files"]
-    step_rows = files.get(FILES["sft_steps"], {}).get("rows", stats["steps"])
-    file_rows = "\n".join(
-        f"| `{path}` | `{name}` | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB | "
-        f"{_CONTENTS.get(name, _CONTENTS['holdout'])} |" for name, path in declared if path in files)
-    impls = ", ".join(f"{v:,} {k}" for k, v in stats["by_impl"].items())
-    gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
-    verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
+
+
+def front_matter(stats: dict, declared: list, tag: str, rows: int) -> str:
+    """The card's YAML: names, tags, size, the configs and their features."""
     return f"""---
 license: mit
 pretty_name: KernelStrain ({stats['profile']}, seed {stats['seed']})
@@ -114,14 +108,31 @@ tags:
   - gpu-kernels
   - kernel-optimization
   - synthetic-dataset
-  - sft
+  - {tag}
 size_categories:
-  - {_size_category(step_rows)}
+  - {_size_category(rows)}
 configs:
-{configs}
+{_configs(declared)}
 dataset_info:
 {dataset_info([name for name, _ in declared])}
----
+---"""
+
+
+def render_card(stats: dict) -> str:
+    if stats.get("layout") == "sessions":
+        from .card_sessions import render_sessions_card
+        return render_sessions_card(stats)
+    declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
+    pct, spe, sp = stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
+    files = stats["files"]
+    step_rows = files.get(FILES["sft_steps"], {}).get("rows", stats["steps"])
+    file_rows = "\n".join(
+        f"| `{path}` | `{name}` | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB | "
+        f"{_CONTENTS.get(name, _CONTENTS['holdout'])} |" for name, path in declared if path in files)
+    impls = ", ".join(f"{v:,} {k}" for k, v in stats["by_impl"].items())
+    gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
+    verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
+    return f"""{front_matter(stats, declared, "sft", step_rows)}
 
 # KernelStrain — {stats['profile']}, seed {stats['seed']}
 

@@ -209,7 +209,9 @@ class Tally:
 
 def training_candidates(episodes_path: Path):
     """(code, lang) of every distinct training candidate (baselines and steps) of an
-    episodes.jsonl, deduplicated by raw bytes, and the set of training task keys."""
+    episodes.jsonl (or a sessions.jsonl, its code re-rendered from the trace), deduplicated
+    by raw bytes, and the set of training task keys."""
+    from .sessions import episode_row
     seen: set = set()
     tasks: set = set()
 
@@ -217,6 +219,8 @@ def training_candidates(episodes_path: Path):
         with open(episodes_path, encoding="utf-8") as fh:
             for line in fh:
                 ep = json.loads(line)
+                if "trace" in ep:
+                    ep = episode_row(ep)
                 tasks.add((ep["module"], ep["gpu"], ep["dtype"], json.dumps(ep["shape"])))
                 lang = LANG[ep["impl"]]
                 for code in [ep["baseline"]["code"]] + [s["code"] for s in ep["steps"]]:
@@ -247,7 +251,10 @@ def measure(data: Path, split_files: dict) -> dict:
             references[key] = fingerprint(r["reference"], "python")
     matcher = matcher_of(tuple(targets))
     tally = Tally(matcher)
-    candidates, train_tasks = training_candidates(data / "episodes.jsonl")
+    training = data / "episodes.jsonl"
+    if not training.exists() and (data / "sessions.jsonl").exists():
+        training = data / "sessions.jsonl"
+    candidates, train_tasks = training_candidates(training)
     for code, lang in candidates:
         tally.add(matcher.scan(code, lang))
     train_refs = set()

@@ -108,46 +108,72 @@ def _tokens(msgs: list) -> int:
     return sum(messages.tokens(m["content"]) for m in msgs)
 
 
+def _opening(row: dict):
+    """(module, task, system message, first user message, reference) of a public episode row."""
+    module = REGISTRY[row["module"]]
+    task = make_task(module, row["gpu"], row["dtype"], row["shape"])
+    reference = module.reference(task)
+    base = row["baseline"]
+    system = {"role": "system", "content": messages.SYSTEM}
+    first = {"role": "user", "content": messages.task_prompt(module, task, base["code"], base["time_ms"], reference)}
+    return module, task, system, first, reference
+
+
+def turns(row: dict, timestamps: bool):
+    """Yield, for each step of a public episode row: (step, verdict, weight, assistant message,
+    feedback message, (best code, best ms, best step) before the step)."""
+    impl, base = REGISTRY[row["module"]].impl, row["baseline"]
+    best_code, best_ms, best_step = base["code"], base["time_ms"], 0
+    for s, v in replay(row):
+        w = weight(s, v)
+        answer = {"role": "assistant", "content": messages.fence(s["code"], impl), "weight": w, "status": s["status"]}
+        stamp = messages.hms(s["elapsed_s"]) if timestamps else ""
+        feedback = {"role": "user", "content": messages.step_feedback(s, v, base["time_ms"], stamp)}
+        yield s, v, w, answer, feedback, (best_code, best_ms, best_step)
+        best_ms, best_step = s["best_ms"], v.best_step
+        if s["kept"]:
+            best_code = s["code"]
+
+
 def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) -> tuple[list, list]:
     """(multi-turn windows, step rows) of a public episode row.
 
     With max_context_tokens > 0 a session longer than the budget is split into windows;
     each later window opens with the compact history, the last result and the current best
     (messages.tokens estimates tokens). A window always holds at least one step."""
-    module = REGISTRY[row["module"]]
-    task = make_task(module, row["gpu"], row["dtype"], row["shape"])
+    module, task, system, first, reference = _opening(row)
     impl, base = module.impl, row["baseline"]
-    reference = module.reference(task)
     header = messages.task_header(module, task, reference)
-    system = {"role": "system", "content": messages.SYSTEM}
-    first = {"role": "user", "content": messages.task_prompt(module, task, base["code"], base["time_ms"], reference)}
-    step_rows, turns, opens = [], [], []        # turns[k] = (assistant, feedback); opens[k] = window opener
+    step_rows, pairs, opens = [], [], []        # pairs[k] = (assistant, feedback); opens[k] = window opener
     history, last_fb = [], None
-    best_code, best_ms, best_step = base["code"], base["time_ms"], 0
-    for s, v in replay(row):
-        w = weight(s, v)
+    for s, v, w, answer, feedback, (best_code, best_ms, best_step) in turns(row, timestamps):
         prompt = messages.step_prompt(header, history, best_code, impl, best_ms, base["time_ms"], best_step, last_fb)
         opens.append(prompt)
-        answer = {"role": "assistant", "content": messages.fence(s["code"], impl), "weight": w, "status": s["status"]}
         values = {"schema": SCHEMA["step"], "id": f"{row['id']}-{s['step']:03d}", "episode_id": row["id"],
                   "step": s["step"], "kind": s["kind"], "status": s["status"], "failure": s["failure"],
                   "kept": s["kept"], "weight": w, "module": row["module"], "gpu": row["gpu"], "impl": impl,
                   "messages": [system, {"role": "user", "content": prompt}, answer]}
         step_rows.append({k: values[k] for k in STEP_ROW_KEYS})
-        stamp = messages.hms(s["elapsed_s"]) if timestamps else ""
-        last_fb = messages.step_feedback(s, v, base["time_ms"], stamp)
-        turns.append((answer, {"role": "user", "content": last_fb}))
+        last_fb = feedback["content"]
+        pairs.append((answer, feedback))
         history.append(messages.history_line(s))
-        best_ms, best_step = s["best_ms"], v.best_step
-        if s["kept"]:
-            best_code = s["code"]
-    windows = _windows(system, first, turns, opens, max_context_tokens)
+    windows = _windows(system, first, pairs, opens, max_context_tokens)
     meta = {"schema": SCHEMA["multiturn"], "id": row["id"], "task_id": row["task_id"], "module": row["module"],
             "op": row["op"], "impl": impl, "gpu": row["gpu"], "dtype": row["dtype"], "shape": row["shape"],
             "num_steps": len(row["steps"]), "best_speedup": row["best"]["speedup"]}
     mts = [{k: {**meta, "window": i, "windows": len(windows), "messages": msgs}[k] for k in MULTITURN_KEYS}
            for i, msgs in enumerate(windows)]
     return mts, step_rows
+
+
+def session_messages(row: dict, timestamps: bool) -> list:
+    """The whole session as one chat: system, user task, then each step's assistant turn and
+    its feedback turn (the last step's feedback too: it reports the final best)."""
+    _, _, system, first, _ = _opening(row)
+    msgs = [system, first]
+    for _, _, _, answer, feedback, _ in turns(row, timestamps):
+        msgs += [answer, feedback]
+    return msgs
 
 
 def _windows(system: dict, first: dict, turns: list, opens: list, budget: int) -> list[list]:

@@ -24,9 +24,9 @@ from .plan import Plan, make_plan
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
-from .writers import (FILES, JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix,
-                      write_error,
-                      write_text_atomic)
+from .sessions import session_line, write_batches
+from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix, layout_files,
+                      write_error, write_text_atomic)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def _init_worker(profile_path: str, seed: int) -> None:
 
 def _slim(ep: dict) -> dict:
     """What the stats need of an episode, without the code."""
-    keys = ("op", "module", "gpu", "impl", "family", "dtype", "best", "elapsed_s")
+    keys = ("op", "module", "gpu", "impl", "family", "dtype", "shape", "best", "elapsed_s")
     return {**{k: ep[k] for k in keys}, "steps": [{"status": s["status"], "kind": s["kind"]} for s in ep["steps"]]}
 
 
@@ -74,10 +74,14 @@ def _encode(lines: list[str]) -> bytes:
 
 
 def _work(index: int):
-    """One episode's three blocks of encoded lines (and their row counts) plus its stats."""
+    """One episode's blocks of encoded lines and their row counts, one per file of its layout
+    (data_keys order), plus its stats."""
+    if _PLAN.profile.output.layout == "sessions":
+        line, ep = session_line(_PLAN, index)
+        return ((_encode([line]), 1),), _slim(ep)
     ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
-    return (_encode([ep_line]), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines)),
-            _slim(ep))
+    return ((_encode([ep_line]), 1), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines))), \
+        _slim(ep)
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
@@ -115,6 +119,11 @@ class Progress:
 
 
 DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
+
+
+def data_keys(layout: str) -> tuple:
+    """The streamed files of a layout (writers.layout_files keys), the one-row-per-episode file first."""
+    return ("sessions",) if layout == "sessions" else DATA_KEYS
 CHECKPOINT_SECONDS = 2.0
 
 
@@ -145,16 +154,18 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     again = recovery_command(profile, seed, out, total, shard)
     stage = Staging(out)
     acc = StatsAccumulator()
+    layout = profile.output.layout
+    keys, names = data_keys(layout), layout_files(layout)
     if resume:
-        state = _resume_state(stage, run_id, indices, again)
+        state = _resume_state(stage, run_id, indices, again, keys)
         if state is None:
             return read_stats(out)
         start = state["next"]
-        files = _reopen(stage.dir, state, indices, acc, again)
+        files = _reopen(stage.dir, state, indices, acc, again, keys, names)
     else:
         _fresh(stage, out, force)
         start = indices.start
-        files = {k: StreamFile(stage.dir / FILES[k]) for k in DATA_KEYS}
+        files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     try:
@@ -162,11 +173,14 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         for f in files.values():
             f.close()
         fault_point("data-closed")
-        summaries = {FILES[k]: f.summary() for k, f in files.items()}
+        summaries = {names[k]: f.summary() for k, f in files.items()}
         summaries.update(write_holdout(plan, stage.dir))
         fault_point("holdout-written")
+        if layout == "sessions":
+            summaries.update(write_batches(stage.dir, profile.output.batch_size))
         holdout = with_contamination(split_figures(plan), stage.dir)
-        stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout)
+        stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
+                           layout, profile.output.batch_size)
         if shard:
             stats["run"] = run_id
         finish(stage.dir, stats)
@@ -231,11 +245,10 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (ep_data, mt_block, step_block, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+        for done, (blocks, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
             boundary = False
-            files["episodes"].write_block(ep_data, 1)
-            files["sft_multiturn"].write_block(*mt_block)
-            files["sft_steps"].write_block(*step_block)
+            for f, block in zip(files.values(), blocks):
+                f.write_block(*block)
             boundary = True
             acc.add(slim)
             index = todo.start + done
@@ -268,7 +281,7 @@ def _checkpoint(stage: Staging, run_id: dict, next_index: int, files: dict) -> N
     fault_point("checkpoint")
 
 
-def _resume_state(stage: Staging, run_id: dict, indices: range, again: str) -> dict | None:
+def _resume_state(stage: Staging, run_id: dict, indices: range, again: str, keys: tuple) -> dict | None:
     """The checkpoint to continue from, or None when the run is (now) complete."""
     state = stage.journal()
     out = stage.out
@@ -293,7 +306,7 @@ def _resume_state(stage: Staging, run_id: dict, indices: range, again: str) -> d
         return None
     ok = (state.get("phase") == "write" and isinstance(state.get("next"), int)
           and indices.start <= state["next"] <= indices.stop and isinstance(state.get("files"), dict)
-          and all(_summary_ok(state["files"].get(k)) for k in DATA_KEYS))
+          and all(_summary_ok(state["files"].get(k)) for k in keys))
     if not ok:
         raise UsageError(f"--resume: the checkpoint {stage.dir / JOURNAL} is corrupt; start over with: {again}")
     return state
@@ -318,21 +331,23 @@ def _json_or_none(path: Path):
         return None
 
 
-def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator, again: str) -> dict:
+def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator, again: str, keys: tuple,
+            names: dict) -> dict:
     """The staging files cut back to the checkpoint, each checked against it, and the stats
     of the episodes already written."""
     files = {}
     try:
-        for k in DATA_KEYS:              # all three checked before any is cut back
-            check_prefix(stage_dir / FILES[k], state["files"][k])
-        for k in DATA_KEYS:
-            files[k] = StreamFile(stage_dir / FILES[k], resume=state["files"][k])
-        # (sft_multiturn holds one row per context window, so only episodes.jsonl counts episodes)
-        if files["episodes"].rows != state["next"] - indices.start or files["sft_multiturn"].rows < files["episodes"].rows:
-            raise UsageError(f"{stage_dir / FILES['episodes']} holds {files['episodes'].rows} episodes, "
+        for k in keys:                   # all checked before any is cut back
+            check_prefix(stage_dir / names[k], state["files"][k])
+        for k in keys:
+            files[k] = StreamFile(stage_dir / names[k], resume=state["files"][k])
+        # (sft_multiturn holds one row per context window: only the first file counts episodes)
+        main = files[keys[0]]
+        if main.rows != state["next"] - indices.start or any(f.rows < main.rows for f in files.values()):
+            raise UsageError(f"{main.path} holds {main.rows} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
-        with open(files["episodes"].path, "rb") as fh:
-            for _, line in zip(range(files["episodes"].rows), fh):
+        with open(main.path, "rb") as fh:
+            for _, line in zip(range(main.rows), fh):
                 acc.add(json.loads(line))
     except FileNotFoundError as e:
         raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
@@ -344,9 +359,14 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
 
 
 def finish(out: Path, stats: dict) -> None:
-    """qa.json and the card, then stats.json — the completion marker — once the data is complete."""
+    """qa.json (sessions layout: a QA report per batch) and the card, then stats.json — the
+    completion marker — once the data is complete."""
     from .qa import dumps_qa, qa
-    write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
+    if stats.get("layout") == "sessions":
+        from .qa_reports import write_qa_reports
+        write_qa_reports(out, stats)
+    else:
+        write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
     write_text_atomic(out / "README.md", render_card(stats))
     fault_point("card-written")
     write_text_atomic(out / MARKER, dumps_stats(stats))

@@ -12,14 +12,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .errors import DataError, UsageError
-from .generate import finish
+from .generate import data_keys, finish
 from .holdout import with_contamination
 from .stats import StatsAccumulator
 from .validate import read_stats
-from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, write_error
-
-DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
-SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks")
+from .sessions import write_batches
+from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, layout_files, write_error
+SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
 
 
 def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
@@ -57,9 +56,10 @@ def _shards(dirs: list[Path]) -> list:
             raise DataError(f"{where}: bad shard {stats['shard']!r}") from None
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), int) or not 0 <= i < n:
             raise DataError(f"{where}: shard {stats['shard']!r} without a valid 'run' record")
-        if not isinstance(stats.get("files"), dict) or any(not isinstance(stats["files"].get(FILES[k]), dict)
-                                                          for k in FILES):
-            raise DataError(f"{where}: no file summaries for {', '.join(FILES.values())}")
+        names = layout_files(stats.get("layout"))
+        if not isinstance(stats.get("files"), dict) or any(not isinstance(stats["files"].get(f), dict)
+                                                          for f in names.values()):
+            raise DataError(f"{where}: no file summaries for {', '.join(names.values())}")
         first = run["episodes"] * i // n
         shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run,
                                       start=first, stop=run["episodes"] * (i + 1) // n))
@@ -89,7 +89,7 @@ def _shards(dirs: list[Path]) -> list:
 
 def _check_sizes(shard) -> None:
     """The cheap check first: every file exists with the size stats.json records."""
-    for name in dict.fromkeys([*FILES.values(), *_holdout_files(shard.stats)]):
+    for name in dict.fromkeys([*layout_files(shard.stats.get("layout")).values(), *_holdout_files(shard.stats)]):
         path = shard.dir / name
         want = shard.stats["files"].get(name, {}).get("bytes")
         try:
@@ -105,15 +105,17 @@ def _build(shards: list, stage: Path) -> dict:
     any problem raises before the swap, so the target is never touched."""
     acc = StatsAccumulator()
     summaries = {}
-    for key in DATA_KEYS:
-        f = StreamFile(stage / FILES[key])
+    first = shards[0].stats
+    layout = first.get("layout", "episodes")
+    keys, names = data_keys(layout), layout_files(layout)
+    for key in keys:
+        f = StreamFile(stage / names[key])
         try:
             for s in shards:
-                _copy(s, FILES[key], f, acc)
+                _copy(s, names[key], f, acc if key == keys[0] else None)
         finally:
             f.close()
-        summaries[FILES[key]] = f.summary()
-    first = shards[0].stats
+        summaries[names[key]] = f.summary()
     for name in _holdout_files(first):
         hold = StreamFile(stage / name)
         try:
@@ -122,9 +124,12 @@ def _build(shards: list, stage: Path) -> dict:
             hold.close()
         summaries[name] = hold.summary()
     # contamination again, against the training files of all the shards together
+    if layout == "sessions":
+        summaries.update(write_batches(stage, first["batch_size"]))
     holdout = with_contamination(first["holdout"], stage) if "holdout" in first else None
     profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout)
+    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout, layout=layout,
+                       batch_size=first.get("batch_size"))
     finish(stage, stats)
     return stats
 
@@ -151,7 +156,7 @@ def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None) -> None
                 raise DataError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{n}: not a JSON object")
-            if name == FILES["episodes"]:
+            if acc is not None:
                 expected = f"{prefix}{shard.start + n - 1:06d}"
                 if row.get("id") != expected:
                     raise DataError(f"{path}:{n}: episode {row.get('id')!r}, expected {expected} "

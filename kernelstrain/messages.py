@@ -37,9 +37,15 @@ def fmt_ms(ms: float) -> str:
     return f"{ms:.4f} ms" if ms >= 0.01 else f"{ms * 1000:.2f} us"
 
 
-def hms(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """H:MM:SS of a simulated elapsed time: clock(3725) == '1:02:05'."""
     s = int(seconds)
-    return f"[t+{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}] "
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def hms(seconds: float) -> str:
+    """The stamp a feedback turn opens with: '[t+1:02:05] '."""
+    return f"[t+{clock(seconds)}] "
 
 
 # -- task prompts ------------------------------------------------------------------

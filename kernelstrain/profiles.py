@@ -43,6 +43,8 @@ class Holdout:
 class Output:
     timestamps: bool
     max_context_tokens: int     # split sft_multiturn sessions into windows of this many tokens; 0 = never
+    layout: str = "episodes"    # LAYOUTS: episodes (episodes + sft files) or sessions (sessions.jsonl + batches)
+    batch_size: int = 100       # sessions per batches/batch_NNN.jsonl (sessions layout)
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,11 @@ def _check(table: dict, expected: dict, where: str, path: Path) -> None:
 
 def _build(cls, table: dict, where: str, path: Path):
     """A table -> cls; a field with a default may be left out (a list becomes a tuple)."""
-    types = {"int": int, "float": float, "bool": bool, "tuple": list}
+    types = {"int": int, "float": float, "bool": bool, "tuple": list, "str": str}
     defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
     expected = {f.name: types[f.type] for f in fields(cls)}
-    _check({**{k: list(v) for k, v in defaults.items() if k not in table}, **table}, expected, where, path)
+    _check({**{k: list(v) if isinstance(v, tuple) else v for k, v in defaults.items() if k not in table}, **table},
+           expected, where, path)
     for k, v in table.items():
         if expected[k] is list and not all(isinstance(x, str) for x in v):
             raise UsageError(f"{path}: key '{where}.{k}' must be a list of strings, got {v!r}")
@@ -148,6 +151,7 @@ def _names(values: list, key: str, path: Path) -> tuple:
     return tuple(values)
 
 
+LAYOUTS = ("episodes", "sessions")
 MAX_EPISODES = 10_000_000     # the default profile has 11,514; past this a run is surely a typo
 MAX_STEPS = 1_000             # kernelinfer's longest sessions have 200 steps
 MAX_COMBOS = 1_000_000
@@ -186,6 +190,10 @@ def _validate(p: Profile, path: Path) -> None:
                       "(most steps of an episode must run)")
     if p.output.max_context_tokens < 0:
         bad("output.max_context_tokens", f"must be >= 0 (0 = no windows), got {p.output.max_context_tokens}")
+    if p.output.layout not in LAYOUTS:
+        bad("output.layout", f"must be one of {', '.join(LAYOUTS)}, got {p.output.layout!r}")
+    if p.output.batch_size < 1:
+        bad("output.batch_size", f"must be >= 1, got {p.output.batch_size}")
     if not 0.0 <= p.holdout.frac < 1.0:
         bad("holdout.frac", f"must be in [0, 1), got {p.holdout.frac}")
     if p.holdout.seed < 0:

@@ -21,6 +21,7 @@ from .compilers import classify
 from .errors import UsageError
 from .fields import as_dict
 from .report_page import render_page
+from .sessions import episode_source
 from .writers import FILES, write_text_atomic
 
 STATUSES = ("ok", "wrong_result", "compile_error")
@@ -236,16 +237,16 @@ def charts(agg: Aggregate) -> dict[str, str]:
 
 def build_report(data: Path, per_module: int = SAMPLE_PER_MODULE) -> tuple[str, dict]:
     """(the HTML page, a summary) for the dataset in `data`."""
-    episodes = data / FILES["episodes"]
+    episodes, chats, as_episode = episode_source(data)
     if not episodes.exists():
         raise UsageError(f"{data} has no {FILES['episodes']} (is it a KernelStrain dataset?)")
     agg = Aggregate(per_module)
-    for _, ep in read_rows(episodes):
-        agg.add(ep)
+    for _, row in read_rows(episodes):
+        agg.add(as_episode(row))
     if not agg.episodes:
         raise UsageError(f"{episodes} has no episodes")
     sample = agg.sampled()
-    feedback = read_feedback(data / FILES["sft_multiturn"], {ep["id"] for ep in sample})
+    feedback = read_feedback(chats, {ep["id"] for ep in sample})
     browser, size = [], 0
     for ep in sample:   # round-robin order: a budget cut keeps every module's first episodes
         view = browser_episode(ep, feedback.get(ep["id"], []))

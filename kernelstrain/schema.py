@@ -15,11 +15,13 @@ from .fields import params_field
 
 SCHEMA = {
     "episode": "kernelstrain/episode@2",
+    "session": "kernelstrain/session@1",
     "multiturn": "kernelstrain/sft_multiturn@2",
     "step": "kernelstrain/sft_step@2",
     "holdout": "kernelstrain/holdout_task@1",
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
+    "qa_batch": "kernelstrain/qa_batch@1",
 }
 
 # What a step changed, relative to the current best (the code the agent edits):
@@ -104,6 +106,12 @@ class Episode:
 
 STEP_KEYS = tuple(f.name for f in fields(Step))
 EPISODE_KEYS = tuple(f.name for f in fields(Episode))
+# sessions layout: a step of the trace is the episode's step without its code (re-rendered
+# from tag, params, bug and typo); the session carries the whole chat in `messages`
+TRACE_KEYS = tuple(k for k in STEP_KEYS if k != "code")
+SESSION_KEYS = ("schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
+                "signature", "desc", "baseline_ms", "baseline", "best", "attempts", "end", "num_steps", "elapsed_s",
+                "elapsed_hms", "seed", "generator", "trace", "messages")
 MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op", "impl", "gpu", "dtype",
                   "shape", "num_steps", "best_speedup", "messages")
 STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
@@ -137,6 +145,13 @@ FEATURES = {
     "sft_steps": {"schema": "string", "id": "string", "episode_id": "string", "step": "int64", "kind": "string",
                   "status": "string", "failure": "string", "kept": "bool", "weight": "int64",
                   **{k: "string" for k in ("module", "gpu", "impl")}, "messages": [_MESSAGE]},
+    "sessions": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK, "baseline_ms": "float64",
+                 "baseline": {"tag": "string", "params": [_PAIR]},
+                 "best": {"step": "int64", "time_ms": "float64", "speedup": "float64"},
+                 "attempts": {k: "int64" for k in ("kept", "reverted", "errors", "rebench")},
+                 "end": "string", "num_steps": "int64", "elapsed_s": "int64", "elapsed_hms": "string",
+                 "seed": "int64", "generator": "string",
+                 "trace": [{k: v for k, v in STEP_FEATURES.items() if k != "code"}], "messages": [_MESSAGE]},
     "holdout": {"task_id": "string", "split": "string", **_TASK, "prompt": "string", "system": "string",
                 "baseline": {"tag": "string", "code": "string", "time_ms": "float64"}, "reference": "string"},
 }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .report import browser_episode, read_feedback
-from .writers import FILES
+from .sessions import episode_source
 
 ANSI = {"ok": "32", "wrong_result": "33", "compile_error": "31", "kept": "1;32", "reverted": "2",
         "failed": "31", "rebench": "36", "add": "32", "del": "31", "hunk": "36", "head": "1"}
@@ -86,7 +86,8 @@ def render(view: dict, step: int | None = None, colour: bool = False) -> str:
 
 
 def show(data: Path, episode_id: str, step: int | None = None, colour: bool = False) -> int:
-    ep = find_episode(data / FILES["episodes"], episode_id)
-    feedback = read_feedback(data / FILES["sft_multiturn"], {episode_id}).get(episode_id, [])
+    episodes, chats, as_episode = episode_source(data)
+    ep = as_episode(find_episode(episodes, episode_id))
+    feedback = read_feedback(chats, {episode_id}).get(episode_id, [])
     sys.stdout.write(render(browser_episode(ep, feedback), step, colour))
     return 0

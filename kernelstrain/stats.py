@@ -25,13 +25,17 @@ class StatsAccumulator:
         self.speedup_sum = self.speedup_log_sum = 0.0
         self.speedup_min, self.speedup_max = math.inf, 0.0
         self.elapsed_sum = 0
+        self.elapsed_min, self.elapsed_max = math.inf, 0
+        self.combos = set()
 
     def add(self, ep: dict) -> None:
+        """An episode row, its _slim form, or a session row (its steps are its `trace`)."""
         self.episodes += 1
-        n = len(ep["steps"])
+        steps = ep["steps"] if "steps" in ep else ep["trace"]
+        n = len(steps)
         self.steps += n
         self.steps_hist[n] += 1
-        for s in ep["steps"]:
+        for s in steps:
             self.status[s["status"]] += 1
             self.kind[s["kind"]] += 1
         for k, c in self.by.items():
@@ -42,16 +46,28 @@ class StatsAccumulator:
         self.speedup_min, self.speedup_max = min(self.speedup_min, sp), max(self.speedup_max, sp)
         self.speedup_hist[next((f"<{e}" for e in SPEEDUP_EDGES if sp < e), f">={SPEEDUP_EDGES[-1]}")] += 1
         self.elapsed_sum += ep["elapsed_s"]
+        self.elapsed_min, self.elapsed_max = min(self.elapsed_min, ep["elapsed_s"]), max(self.elapsed_max, ep["elapsed_s"])
+        self.combos.add((ep["op"], ep["gpu"], json.dumps(ep["shape"]), ep["dtype"]))
 
     def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None,
-               holdout: dict | None = None) -> dict:
+               holdout: dict | None = None, layout: str = "episodes", batch_size: int | None = None) -> dict:
+        """The stats object; the sessions layout adds its layout, batch size, session count,
+        unique (op, gpu, shape, dtype) combos and the simulated hours' range."""
         n, steps = max(1, self.episodes), max(1, self.steps)
         lengths = sorted(self.steps_hist.elements())
+        hours = {"mean": round(self.elapsed_sum / n / 3600, 3)}
+        sessions = {}
+        if layout == "sessions":
+            sessions = {"layout": layout, "batch_size": batch_size, "sessions": self.episodes,
+                        "unique_combos": len(self.combos)}
+            hours.update(min=round(self.elapsed_min / 3600, 3) if self.episodes else 0,
+                         max=round(self.elapsed_max / 3600, 3))
         return {
             "schema": SCHEMA["stats"],
             "generator": f"kernelstrain {__version__}",
             "profile": profile.name,
             "profile_description": profile.description,
+            **sessions,
             "seed": seed,
             "episodes": self.episodes,
             "steps": self.steps,
@@ -67,7 +83,7 @@ class StatsAccumulator:
             "speedup": {"mean": round(self.speedup_sum / n, 3), "geomean": round(math.exp(self.speedup_log_sum / n), 3),
                         "min": round(self.speedup_min, 3) if self.episodes else 0, "max": round(self.speedup_max, 3),
                         "hist": {k: self.speedup_hist[k] for k in [f"<{e}" for e in SPEEDUP_EDGES] + [f">={SPEEDUP_EDGES[-1]}"]}},
-            "simulated_hours": {"mean": round(self.elapsed_sum / n / 3600, 3)},
+            "simulated_hours": hours,
             **{f"by_{k}": dict(sorted(c.items())) for k, c in self.by.items()},
             "files": files,
             **({"shard": shard} if shard else {}),
@@ -86,6 +102,10 @@ def summary(stats: dict) -> str:
         "status          " + ", ".join(f"{k} {st[k]:,} ({pct[k]}%)" for k in st),
         "kinds           " + ", ".join(f"{k} {v:,}" for k, v in stats["kind"].items()),
         f"speedup         mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x",
+        *([f"sessions        {stats['sessions']:,} ({stats['unique_combos']:,} unique (op, gpu, shape, dtype) combos), "
+           f"batches of {stats['batch_size']}; simulated hours mean {stats['simulated_hours']['mean']}, "
+           f"min {stats['simulated_hours']['min']}, max {stats['simulated_hours']['max']}"]
+          if stats.get("layout") == "sessions" else []),
         f"holdout tasks   {stats['holdout_tasks']}",
         *holdout_lines(stats),
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "

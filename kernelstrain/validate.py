@@ -22,7 +22,7 @@ from .ops import REGISTRY
 from .ledger import Ledger
 from .schema import EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
-from .writers import DATASET_NAMES, FILES
+from .writers import DATASET_NAMES, FILES, layout_files
 
 STATS_SCHEMA = SCHEMA["stats"]
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
@@ -109,9 +109,12 @@ class Findings(list):
         super().__init__()
         self.limit, self.total = limit, 0
         self.notes: list[str] = []   # figures reported without failing (the combo split's contamination)
+        self.listener = None         # called with each problem (the sessions layout tallies them per batch)
 
     def add(self, where: str, what: str) -> None:
         self.total += 1
+        if self.listener:
+            self.listener(where, what)
         if len(self) < self.limit:
             self.append(f"{where}: {what}")
 
@@ -159,26 +162,26 @@ class Peek:
 
 # -- re-rendering, cached: one render per (module, gpu, dtype, shape, variant, params, bug) --
 @lru_cache(maxsize=8192)
-def _task(module: str, gpu: str, dtype: str, shape: tuple):
+def cached_task(module: str, gpu: str, dtype: str, shape: tuple):
     from .tasks import make_task
     return make_task(REGISTRY[module], gpu, dtype, dict(shape))
 
 
 @lru_cache(maxsize=8192)
-def _render(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple, bug):
+def render_code(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple, bug):
     m = REGISTRY[module]
-    return m.render(m.variant(tag), dict(params), _task(module, gpu, dtype, shape), bug)
+    return m.render(m.variant(tag), dict(params), cached_task(module, gpu, dtype, shape), bug)
 
 
 @lru_cache(maxsize=8192)
 def _sim(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple):
     from .sim import simulate
     m = REGISTRY[module]
-    return simulate(m, m.variant(tag), dict(params), _task(module, gpu, dtype, shape))
+    return simulate(m, m.variant(tag), dict(params), cached_task(module, gpu, dtype, shape))
 
 
 @lru_cache(maxsize=4096)
-def _typo(code: str, impl: str, pick: int, hip_arch: str):
+def with_typo(code: str, impl: str, pick: int, hip_arch: str):
     from .mutations import break_identifier
     return break_identifier(code, impl, pick, hip_arch)
 
@@ -268,7 +271,7 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     from .plan import task_id
     module, gpu = REGISTRY[ep["module"]], GPUS[ep["gpu"]]
     shape = tuple(as_dict(ep["shape"]).items())
-    task = _task(ep["module"], ep["gpu"], ep["dtype"], shape)
+    task = cached_task(ep["module"], ep["gpu"], ep["dtype"], shape)
     if ep["schema"] != SCHEMA["episode"]:
         out.add(where, f"schema {ep['schema']!r}, expected {SCHEMA['episode']!r}")
     for key, value in task_fields(module, task).items():
@@ -283,7 +286,7 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
             out.add(where, f"{key} {ep[key]!r} differs from stats.json's {ctx.stats.get(key)!r}")
     base = module.baseline_variant()
     if ep["baseline"]["tag"] != base.tag or as_dict(ep["baseline"]["params"]) != base.defaults() \
-            or ep["baseline"]["code"] != _render(ep["module"], ep["gpu"], ep["dtype"], shape, base.tag,
+            or ep["baseline"]["code"] != render_code(ep["module"], ep["gpu"], ep["dtype"], shape, base.tag,
                                                  _freeze(base.defaults()), None):
         out.add(where, f"baseline is not the render of {module.name}'s starting rung {base.tag} at its defaults")
     book = Ledger(ep["baseline"]["code"], ep["baseline"]["time_ms"])
@@ -368,10 +371,10 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         out.add(w, f"params {params} are not a configuration of {variant.tag}")
         return
     args = (ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"], _freeze(params))
-    code = _render(*args, s["bug"])
+    code = render_code(*args, s["bug"])
     typo_error = None
     if s["typo"] is not None:
-        broken = _typo(code, module.impl, s["typo"], gpu.arch if gpu.vendor == "amd" else "")
+        broken = with_typo(code, module.impl, s["typo"], gpu.arch if gpu.vendor == "amd" else "")
         if broken is None:
             out.add(w, f"typo {s['typo']} cannot be applied to this candidate")
             return
@@ -387,7 +390,7 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         want = typo_error if typo_error is not None else r.error
         if s["failure"] == "arch" and typo_error is None:   # ptxas lists each offending instruction of the code
             from .messages import arch_error
-            want = arch_error(variant.needs - gpu.features, _task(*args[:4]), module, s["code"])
+            want = arch_error(variant.needs - gpu.features, cached_task(*args[:4]), module, s["code"])
         if s["error"] != want:
             out.add(w, "compile error text is not the compiler's message for this candidate")
     elif s["status"] == "ok":
@@ -465,18 +468,24 @@ def validate(data: Path, limit: int = 50) -> Findings:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
     ctx = Context(stats)
     held = _check_holdout(data / FILES["holdout"], ctx, out)
-    acc = _check_training(data, ctx, held, out)
+    if stats.get("layout") == "sessions":
+        from .validate_sessions import check_sessions_dir
+        acc = check_sessions_dir(data, ctx, held, out)
+    else:
+        acc = _check_training(data, ctx, held, out)
     _check_stats(stats, acc, actual, len(held), out)
     out.notes = check_holdout_splits(data, stats, out)
     return out
 
 
 def data_files(stats: dict) -> list[str]:
-    """The data files a dataset must hold: the four of every dataset, and any further holdout
-    split files its stats.json declares."""
+    """The data files a dataset must hold: those of every dataset of its layout, any further
+    holdout split files its stats.json declares, and (sessions layout) the batches it lists."""
     splits = stats.get("holdout", {}).get("splits", {}) if isinstance(stats.get("holdout"), dict) else {}
     extra = [s.get("file") for s in splits.values() if isinstance(s, dict)]
-    return list(dict.fromkeys([*FILES.values(), *(f for f in extra if f in DATASET_NAMES)]))
+    batches = [f for f in stats["files"] if f.startswith("batches/")] if stats.get("layout") == "sessions" else []
+    return list(dict.fromkeys([*layout_files(stats.get("layout")).values(), *(f for f in extra if f in DATASET_NAMES),
+                               *batches]))
 
 
 def _summary(path: Path) -> dict:
@@ -644,7 +653,8 @@ def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Finding
     from types import SimpleNamespace
     profile = SimpleNamespace(name=stats.get("profile"), description=stats.get("profile_description"))
     files = dict(actual)
-    want = acc.result(profile, stats.get("seed"), holdout_rows, files, stats.get("shard"), stats.get("holdout"))
+    want = acc.result(profile, stats.get("seed"), holdout_rows, files, stats.get("shard"), stats.get("holdout"),
+                      stats.get("layout", "episodes"), stats.get("batch_size"))
     if "run" in stats:
         want["run"] = stats["run"]
     if want["generator"] != stats.get("generator"):

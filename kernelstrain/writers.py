@@ -24,11 +24,18 @@ SPLIT_FILES = {
     "unseen_op": ("holdout_unseen_op", "tasks_holdout_unseen_op.jsonl"),
     "unseen_gpu": ("holdout_unseen_gpu", "tasks_holdout_unseen_gpu.jsonl"),
 }
+# the sessions layout (sessions.py): one session a row, cut into batches/, a QA report per batch
+SESSION_FILES = {"sessions": "sessions.jsonl", "holdout": FILES["holdout"]}
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
 JOURNAL = ".kernelstrain-resume.json"
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
 DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
-                 JOURNAL)
+                 JOURNAL, SESSION_FILES["sessions"], "batches", "qa_reports")
+
+
+def layout_files(layout: str) -> dict:
+    """config name -> file name of the files every dataset of a layout holds."""
+    return SESSION_FILES if layout == "sessions" else FILES
 
 
 class StreamFile:

@@ -136,3 +136,20 @@ def test_card_declares_every_configs_features(small_dataset):
     for config, name in rows.items():
         row = json.loads((small_dataset / name).open().readline())
         assert list(row) == list(FEATURES[config]), config
+
+
+def test_the_sessions_layout_loads(tmp_path):
+    """The sessions layout's card (card_sessions.py) declares `sessions` and `holdout`."""
+    datasets = pytest.importorskip("datasets", reason="pip install 'kernelstrain[dev]' for the datasets load test")
+    from kernelstrain.cli import main
+    data = tmp_path / "s"
+    profile = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
+    assert main(["generate", "--seed", "0", "--config", str(profile), "--out", str(data), "--episodes", "4",
+                 "--quiet", "--workers", "1"]) == 0
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    first = json.loads((data / "sessions.jsonl").open().readline())
+    ds = datasets.load_dataset(str(data), "sessions", split="train", cache_dir=str(tmp_path / "c"), chunksize=1 << 16)
+    assert len(ds) == 4 and ds[0]["trace"][0]["params"] == first["trace"][0]["params"]
+    assert ds[0]["messages"][2]["weight"] == first["messages"][2]["weight"]
+    held = datasets.load_dataset(str(data), "holdout", split="test", cache_dir=str(tmp_path / "c"))
+    assert len(held) == json.loads((data / "stats.json").read_text())["holdout_tasks"]

@@ -1,0 +1,213 @@
+"""`validate` for the sessions layout: each session row is turned back into its episode row
+(sessions.episode_row re-renders every step's code from the trace), checked with every
+episode check of validate.py, and rebuilt (sessions.session_row) to compare its messages;
+then the stamps, the batches (their concatenation is sessions.jsonl, byte for byte) and the
+QA report of every batch (recomputed here, compared with qa_reports/).
+
+The mechanical checks of a batch's QA report are validate's findings on its rows, tallied
+into MECHANICAL's named checks (the first pattern a finding's text matches)."""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .messages import clock, hms
+from .schema import SCHEMA, SESSION_KEYS, TRACE_KEYS
+from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
+from .validate import Findings, _guarded, _row_diff, check_episode, rows
+
+MECHANICAL = (   # (check, what it checks), as a batch's QA report lists them
+    ("rows_and_schema", "every line a JSON object of schema session@1, keys in order, fields typed"),
+    ("ids_and_task", "ids in order; task fields, task id, seed and generator; no held-out combo"),
+    ("code_and_feedback", "code re-rendered from the trace; messages rebuilt from the steps up to their own"),
+    ("stamps", "feedback stamps [t+H:MM:SS] monotone and equal to each step's elapsed_s; elapsed_hms"),
+    ("best_running_minimum", "best_ms the recorded best after every step; best and speedup"),
+    ("keep_rule", "kept exactly when the noise-aware keep rule keeps; a rebench never kept"),
+    ("non_ok_never_kept", "a compile_error or wrong_result step is never kept"),
+    ("time_ms_iff_ok", "time_ms null and error set exactly when not ok; bugs and typos only on failures"),
+    ("arch_gates", "no arch-gated feature on a GPU without it; error texts are the compiler's"),
+    ("smem_caps", "shared memory within the GPU's per-block cap; smem and registers the simulator's"),
+    ("attempts_and_kinds", "attempts counted from the trace; each kind says what changed"),
+)
+# which check a finding fails: the first rule whose pattern its text matches
+_RULES = [(name, re.compile(pattern)) for name, pattern in (
+    ("ids_and_task", r"expected \S+ here|task_id|'s on|works on|differs from stats\.json|held-out combo"),
+    ("non_ok_never_kept", r"non-ok step is kept"),
+    ("keep_rule", r"keep rule|rebench is kept"),
+    ("time_ms_iff_ok", r"time_ms must be null|error must be set|carries a bug|carries no bug"),
+    ("rows_and_schema", r"^bad |keys|malformed|not valid|JSON|cut off|duplicates line|unknown module|must be"),
+    ("arch_gates", r"lacks it|does not build|compiler's message"),
+    ("smem_caps", r"> cap|smem_bytes/regs"),
+    ("stamps", r"stamp|elapsed|num_steps"),
+    ("best_running_minimum", r"best_ms|recorded best|speedup"),
+    ("attempts_and_kinds", r"attempts|\bkind "),
+    ("code_and_feedback", r"render|message|typo|bug|configuration|trace's"),
+    ("rows_and_schema", r""))]
+_STAMP = re.compile(r"\[t\+(\d+:\d\d:\d\d)\] ")
+
+
+def classify(what: str) -> str:
+    """The mechanical check a finding fails."""
+    return next(name for name, pattern in _RULES if pattern.search(what))
+
+
+def _shape_ok(row: dict, where: str, out: Findings) -> bool:
+    if tuple(row) != SESSION_KEYS:
+        out.add(where, f"session keys {list(row)} != {list(SESSION_KEYS)}")
+        return False
+    if row["schema"] != SCHEMA["session"]:
+        out.add(where, f"schema {row['schema']!r:.40}, expected {SCHEMA['session']!r}")
+    trace, base = row["trace"], row["baseline"]
+    if not isinstance(trace, list) or not all(isinstance(s, dict) and tuple(s) == TRACE_KEYS for s in trace):
+        out.add(where, f"trace must be a list of steps with keys {list(TRACE_KEYS)}")
+        return False
+    if not isinstance(base, dict) or list(base) != ["tag", "params"] or not isinstance(row["messages"], list):
+        out.add(where, "baseline must be {tag, params} and messages a list")
+        return False
+    return True
+
+
+def check_stamps(row: dict, where: str, out: Findings) -> None:
+    """Each feedback turn opens with its step's elapsed time; the times never go back."""
+    feedback = [m.get("content", "") if isinstance(m, dict) else "" for m in row["messages"][3::2]]
+    if row["elapsed_hms"] != clock(row["elapsed_s"]):
+        out.add(where, f"elapsed_hms {row['elapsed_hms']!r:.20} is not elapsed_s {row['elapsed_s']} as H:MM:SS")
+    if row["num_steps"] != len(row["trace"]) or len(feedback) != len(row["trace"]):
+        out.add(where, f"num_steps {row['num_steps']!r:.20}, {len(feedback)} feedback turns, "
+                       f"the trace has {len(row['trace'])} steps")
+    last = -1
+    for s, text in zip(row["trace"], feedback):
+        m = _STAMP.match(text)
+        if m is None or not text.startswith(hms(s["elapsed_s"])):
+            out.add(f"{where} step {s['step']}", f"feedback stamp {m.group(0) if m else 'missing'} != "
+                                                 f"{hms(s['elapsed_s'])}(the step's elapsed_s)")
+        if s["elapsed_s"] < last:
+            out.add(f"{where} step {s['step']}", "stamps go backwards")
+        last = s["elapsed_s"]
+
+
+def check_session(row: dict, where: str, out: Findings, ctx, index: int | None):
+    """Every check of one session row; returns its episode row and the session row rebuilt
+    from it, or None when the row is too broken to check further."""
+    if not _shape_ok(row, where, out):
+        return None
+    ep = _guarded(episode_row, where, out, row)
+    if not ep or not _guarded(check_episode, where, out, ep, where, out, ctx, index):
+        return None
+    msgs = row["messages"]
+    stamped = ctx.timestamps if ctx.timestamps is not None else bool(
+        len(msgs) > 3 and isinstance(msgs[3], dict) and str(msgs[3].get("content", "")).startswith("[t+"))
+    if stamped:
+        _guarded(check_stamps, where, out, row, where, out)
+    want = _guarded(session_row, where, out, ep, stamped)
+    if not want:
+        return None
+    if row != want:
+        out.add(where, _row_diff(row, want, "the trace's"))
+    return ep, want
+
+
+class BatchChecks:
+    """Per batch of `size` rows of sessions.jsonl: its findings by mechanical check, its ids
+    and its QA accumulator (qa._Acc)."""
+
+    def __init__(self, size: int):
+        from .qa import _Acc
+        self.size = size
+        self.failures, self.accs, self.ids = defaultdict(Counter), defaultdict(_Acc), defaultdict(list)
+        self.count = 0          # batches seen
+
+    def _batch(self, n: int) -> int:
+        k = (n - 1) // self.size
+        self.count = max(self.count, k + 1)
+        return k
+
+    def failed(self, where: str, what: str) -> None:
+        m = re.match(rf"{re.escape(SESSIONS_FILE)}:(\d+)", where)
+        if m:
+            self.failures[self._batch(int(m.group(1)))][classify(what)] += 1
+
+    def add(self, n: int, row: dict | None, checked: tuple | None) -> None:
+        """Row n of the file; checked = (episode row, rebuilt session row) when its checks ran
+        (the QA figures count the rebuilt messages: a row that differs is a finding already)."""
+        k = self._batch(n)
+        self.ids[k].append(row.get("id") if row is not None else None)
+        if checked is not None:
+            self.accs[k].episode(checked[0])
+            self.accs[k].multiturn(checked[1])
+
+
+def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int):
+    """Check every session of a sessions.jsonl whose first session is plan index `start`;
+    returns (stats accumulator, BatchChecks)."""
+    from .stats import StatsAccumulator
+    from .validate import _combo
+    acc, checks = StatsAccumulator(), BatchChecks(batch_size)
+    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
+    out.listener = checks.failed
+    try:
+        for n, row in rows(path, out):
+            where, index = f"{path.name}:{n}", start + n - 1
+            checked = None
+            if row is not None:
+                want_id = f"{prefix}{index:06d}"
+                in_order = row.get("id") == want_id
+                if not in_order:
+                    out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
+                checked = check_session(row, where, out, ctx, index if in_order else None)
+                if checked is not None:
+                    acc.add(checked[0])
+                    if _combo(checked[0]) in held:
+                        out.add(where, f"held-out combo {_combo(checked[0])[:3]} appears in a training file")
+            checks.add(n, row, checked)
+    finally:
+        out.listener = None
+    return acc, checks
+
+
+def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
+    """sessions.jsonl, its batches and its QA reports; returns the stats accumulator."""
+    from .qa_reports import batch_reports, dumps_report, report_markdown
+    from .validate import _first_index
+    stats = ctx.stats
+    size = stats.get("batch_size")
+    if type(size) is not int or size < 1:
+        out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}")
+        size = 100
+    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats))
+    check_batches(data, stats, size, out)
+    for k, report in enumerate(batch_reports(checks, stats)):
+        for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
+                           (data / QA_DIR / f"batch_{k:03d}.md", report_markdown(report))):
+            try:
+                same = path.read_text(encoding="utf-8") == text
+            except (OSError, UnicodeDecodeError):
+                out.add(f"{QA_DIR}/{path.name}", "missing or unreadable")
+                continue
+            if not same:
+                out.add(f"{QA_DIR}/{path.name}", f"differs from the QA report of batch {k}'s rows as they are now")
+    return acc
+
+
+def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
+    """batches/ holds exactly the files stats.json lists, in order, each `size` sessions but
+    the last, and their concatenation is sessions.jsonl."""
+    listed = [f for f in stats["files"] if f.startswith(f"{BATCH_DIR}/")]
+    on_disk = sorted(f"{BATCH_DIR}/{p.name}" for p in (data / BATCH_DIR).glob("*")) if (data / BATCH_DIR).is_dir() else []
+    if on_disk != listed:
+        out.add(BATCH_DIR, f"holds {on_disk[:3]}... ({len(on_disk)} files), stats.json lists {len(listed)}")
+        return
+    whole = open(data / SESSIONS_FILE, "rb")
+    with whole:
+        for k, name in enumerate(listed):
+            part = (data / name).read_bytes()
+            rows_in = part.count(b"\n")
+            if name != f"{BATCH_DIR}/batch_{k:03d}.jsonl" or (rows_in != size and k != len(listed) - 1):
+                out.add(name, f"batch {k} should be {BATCH_DIR}/batch_{k:03d}.jsonl of {size} sessions "
+                              f"(it holds {rows_in})")
+            if whole.read(len(part)) != part:
+                out.add(name, f"is not bytes {k * size}.. of {SESSIONS_FILE}: the batches do not concatenate to it")
+                return
+        if whole.read(1):
+            out.add(SESSIONS_FILE, "holds more than its batches' concatenation")
