@@ -8,7 +8,8 @@
    measured best-of-libraries time, their ratio, and the geometric mean of the ratios.
 2. Own kernels: the fit's figures (kernelstrain/calibration/h200_fit.json: before calibration,
    out of sample by episode, in sample) and the in-sample figures of the simulator as it is now.
-3. Held out: the `gpu-check` run on seed 9191 (h200_gpucheck_s9191.json), re-simulated now.
+3. The `gpu-check` runs: seed 9191 (h200_gpucheck_s9191.json, fitted on since) and seed 5151
+   (h200_gpucheck_s5151.json, held out: never fitted on), each as at the run and re-simulated now.
 4. PyTorch reference times: reference_ms on each catalog GPU over the H200's, geometric mean
    over every module x menu shape (the catalog's bandwidth and peaks do the scaling).
 """
@@ -20,8 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+GPU_CHECKS = ("h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json")
 
 from kernelstrain.calibration import read_data, reference_ms  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES  # noqa: E402
 from kernelstrain.calibration.metrics import agreement, geomean  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
@@ -74,8 +77,10 @@ def main():
     library_anchors(json.loads(Path(a.anchors).read_text())["rows"], a.min_us)
     print("\n== 2. own kernels (h200_kernels.json) ==")
     own_kernels()
-    print("\n== 3. held out: gpu-check on seed 9191 (h200_gpucheck_s9191.json) ==")
-    held_out_check()
+    for name in GPU_CHECKS:
+        fitted = "fitted on" if name in FIT_FILES else "held out"
+        print(f"\n== 3. gpu-check ({name}, {fitted}) ==")
+        held_out_check(name)
     print("\n== 4. PyTorch reference times: reference_ms on each GPU / on the H200 ==")
     reference_scaling()
 
@@ -104,8 +109,8 @@ def own_kernels():
     print("  lowest pooled module Spearman: " + ", ".join(f"{m} {v:.2f}" for m, v in worst))
 
 
-def held_out_check():
-    data = read_data("h200_gpucheck_s9191.json")
+def held_out_check(name: str):
+    data = read_data(name)
     rows = [dict(r, measured_ms=r["time_ms"]) for r in data["rows"] if r["label"] == "ok" and r["ok"] and r["time_ms"]]
     print(_line("at the run", agreement([r for r in rows if r["sim_ms"]])))
     now = agreement([dict(r, sim_ms=s) for r in rows if (s := _sim_now(r))])

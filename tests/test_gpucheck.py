@@ -114,3 +114,29 @@ def test_report_path_and_dataset_are_checked_before_any_work(small_dataset, tmp_
     assert "is a directory" in capsys.readouterr().err
     assert main(["gpu-check", str(tmp_path)]) == 2
     assert "episodes.jsonl" in capsys.readouterr().err
+
+
+def test_parallel_builds_of_one_source_each_get_the_library(tmp_path, monkeypatch):
+    """gpu-check builds in threads; two cases with the same source must not share nvcc's output
+    file (the H200 run on seed 5151 stopped on that race)."""
+    import concurrent.futures
+    import subprocess
+    import time
+    from kernelstrain.gpucheck import runtime
+
+    outputs = []
+
+    def fake_nvcc(cmd, **kw):
+        out = cmd[cmd.index("-o") + 1]
+        outputs.append(out)
+        time.sleep(0.05)
+        with open(out, "w") as f:
+            f.write("lib")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(runtime.subprocess, "run", fake_nvcc)
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda _: runtime.build("one source", tmp_path), range(6)))
+    assert all(r["ok"] and r["so"] and (tmp_path / r["so"]).exists() for r in results)
+    assert len(set(outputs)) == len(outputs)
+    assert not list(tmp_path.glob("*.tmp.so"))

@@ -32,6 +32,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def build(src: str, build_dir: Path) -> dict:
         return {"so": None, "ok": False, "log": log.read_text()[-3000:], "compile_s": 0.0, "log_path": str(log)}
     cu.write_text(src)
     t0 = time.time()
-    tmp = build_dir / f"{key}.{os.getpid()}.tmp.so"
+    # builds run in threads of one process: two cases of the same source must not share a temp file
+    tmp = build_dir / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     try:
         r = subprocess.run(["nvcc", *NVCC_FLAGS, "-o", str(tmp), str(cu)], capture_output=True, text=True,
                            timeout=600)

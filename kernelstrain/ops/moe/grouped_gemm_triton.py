@@ -11,7 +11,7 @@ import math
 from functools import partial
 
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_stage_buffers
-from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing
+from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
@@ -102,7 +102,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
             scale *= tiles / (cdiv(tiles, grid) * grid)
         return Launch(grid=max(1, grid), threads=threads, smem_bytes=smem, regs=min(255, bm * bn // threads + 40),
                       bytes_per_access=max(4, stage_bytes * max(1, stages - 1) // (threads * 2)),
-                      traffic=1 + (w_reread + x_reread) / GroupedGemmSpec().cost(task).bytes,
+                      traffic=short_runs(bk * e) * (1 + (w_reread + x_reread) / GroupedGemmSpec().cost(task).bytes),
                       compute_scale=scale, tile_quant=quant)
     return launch
 

@@ -7,7 +7,7 @@ partial row per program) -> persistent with the next row's dy/x prefetched under
 current row's reductions.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
-from ._norms import next_pow2
+from ._norms import next_pow2, triton_spill
 from .layernorm_bwd_spec import ENTRY, LayerNormBwdSpec
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
@@ -40,7 +40,7 @@ def dwdb_launch(tag: str):
             regs += per                                  # next row's dy and x in storage precision
             util /= 0.85                                 # loads in flight during the reductions
         cap = min(255, gpu.regs_per_sm // threads)
-        spill = max(0, regs - cap) / 64
+        spill = triton_spill(regs, cap) - 1.0
         return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
                       lane_util=util, launches=1 if tag == "atomic_dgamma" else 2)

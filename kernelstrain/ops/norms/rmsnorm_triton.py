@@ -6,7 +6,7 @@ program as a 2-D tile -> persistent programs that keep the weight resident and p
 the next row under the current row's reduction.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
-from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2
+from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, triton_spill
 from .rmsnorm_spec import RMSNormSpec
 
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
@@ -72,7 +72,7 @@ def row_tile_launch(p, task):
     # fp32 copy of the row (+ the hoisted weight and the prefetched next row when persistent)
     regs = 40 + 4 * per if persistent else 16 + int(1.65 * per)
     cap = min(255, gpu.regs_per_sm // threads)       # the register file bounds what one thread may hold
-    spill = 1.0 + max(0, regs - cap) / 64            # the excess spills (or reloads) through L1/L2
+    spill = triton_spill(regs, cap)                  # the excess spills (or reloads) through L1/L2
     grid = cdiv(t, rows)
     util = min(1.0, d / width) * min(1.0, rows * width / threads)
     if persistent:
