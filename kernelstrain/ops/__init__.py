@@ -76,6 +76,7 @@ from .quant.int8_kv_quant_triton import Int8KvQuantTriton  # noqa: E402
 from .sampling.top_p_cuda import TopPCuda  # noqa: E402
 from .sampling.topk_cuda import TopkCuda  # noqa: E402
 from .sampling.min_p_cuda import MinPCuda  # noqa: E402
+from .sampling.min_p_triton import MinPTriton  # noqa: E402
 from .ssm.causal_conv1d_cuda import CausalConv1dCuda  # noqa: E402
 from .ssm.selective_scan_cuda import SelectiveScanCuda  # noqa: E402
 from .ssm.selective_scan_triton import SelectiveScanTriton  # noqa: E402
@@ -100,7 +101,7 @@ for _cls in (
     GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda,
     AdafactorCuda, AdamwCuda, CrossEntropyBwdTriton, CrossEntropyFwdTriton, EmbeddingBwdCuda, EmbeddingFwdCuda, GradClipCuda, PrefixScanCuda, ReductionCuda,
     Fp8QuantCuda, Fp8QuantTriton, Int8KvQuantTriton,
-    TopPCuda, TopkCuda, MinPCuda,
+    TopPCuda, TopkCuda, MinPCuda, MinPTriton,
     CausalConv1dCuda, SelectiveScanCuda, SelectiveScanTriton, MambaStepCuda, MambaStepTriton,
     GroupedGemmCuda, GroupedGemmTriton, MoeCombineCuda, MoeScatterCuda,
     EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda, PagedKvCopyCuda, PagedKvCopyTriton,

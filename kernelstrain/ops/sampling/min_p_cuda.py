@@ -17,7 +17,7 @@ from .min_p_spec import ENTRY, MinPSpec
 THRESH = "M + logf(min_p[row_id])"            # p >= min_p * p_max  <=>  x >= M + log(min_p)
 NO_MIN_P = {"thresh": "M"}                     # missing_scale: min_p dropped, only the max survives
 ARGS = ("const float* __restrict__ logits, const float* __restrict__ min_p, const float* __restrict__ uniform,\n"
-        "             int* __restrict__ tokens, int V")
+        "             int* __restrict__ tokens, int B, int V")
 MAX4 = """const float4* row4 = reinterpret_cast<const float4*>(row);
     for (int c = threadIdx.x; c < V / 4; c += THREADS) { const float4 v = row4[c]; mx = fmaxf(mx, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w))); }"""
 W4 = "key_of(xs[j]) >= thresh ? expf(xs[j] - M) : 0.f"
