@@ -93,6 +93,8 @@ from .misc.rope_triton import RopeTriton  # noqa: E402
 from .misc.transpose_cuda import TransposeCuda  # noqa: E402
 from .misc.paged_kv_copy_cuda import PagedKvCopyCuda  # noqa: E402
 from .misc.paged_kv_copy_triton import PagedKvCopyTriton  # noqa: E402
+from .misc.conv2d_nhwc_cuda import Conv2dNhwcCuda  # noqa: E402
+from .misc.conv2d_nhwc_triton import Conv2dNhwcTriton  # noqa: E402
 
 for _cls in (
     CrossAttentionTriton, FlashAttnBwdTriton, FlashDecodeTriton, FlashPrefillCuda, FlashPrefillTriton, MlaDecodeTriton, PagedDecodeCuda, PagedDecodeTriton, SlidingWindowTriton, TreeAttentionTriton,
@@ -104,6 +106,6 @@ for _cls in (
     TopPCuda, TopkCuda, MinPCuda, MinPTriton,
     CausalConv1dCuda, SelectiveScanCuda, SelectiveScanTriton, MambaStepCuda, MambaStepTriton,
     GroupedGemmCuda, GroupedGemmTriton, MoeCombineCuda, MoeScatterCuda,
-    EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda, PagedKvCopyCuda, PagedKvCopyTriton,
+    EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda, PagedKvCopyCuda, PagedKvCopyTriton, Conv2dNhwcCuda, Conv2dNhwcTriton,
 ):
     register(_cls())
