@@ -32,7 +32,7 @@ def direct_launch(vec: bool):
         m, n, _ = gemm_dims(task)
         th = p["threads"]
         # every FMA needs two loads (L1 hits mostly); 16-byte loads feed 8 FMAs each
-        return Launch(grid=cdiv(m * n, th), threads=th, regs=40 if vec else 32, bytes_per_access=16 if vec else 2,
+        return Launch(grid=cdiv(m * n, th), threads=th, regs=56 if vec else 32, bytes_per_access=16 if vec else 2,
                       traffic=conv_traffic(task, 1, 1) if not vec else conv_traffic(task, 1, 8),
                       compute_scale=0.22 if vec else 0.07)
     return launch
@@ -174,7 +174,7 @@ def tc_launch(pipelined: bool):
         reuse = min(1.0, 0.45 + 0.07 * frags)                 # operand reuse of the warp tile
         depth = min(1.0, 0.7 + 0.12 * st) if pipelined else 0.55
         return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=128,
-                      smem_bytes=st * (bm + bn) * 40 * DTYPE_BYTES[task.dtype], regs=min(255, 48 + 4 * frags),
+                      smem_bytes=st * (bm + bn) * 40 * DTYPE_BYTES[task.dtype], regs=min(255, 48 + 4 * frags + 36 * pipelined),
                       bytes_per_access=16 * st, traffic=conv_traffic(task, bm, bn),
                       compute_scale=reuse * depth * gpu.mma_sync_scale("fp16"),
                       tile_quant=m / (cdiv(m, bm) * bm) * n / (cdiv(n, bn) * bn))

@@ -6,7 +6,7 @@ kernel -> thread per (b, d) looping over n (lanes N * 4 bytes apart) -> warp per
 over n, warp-shuffle sum -> lane groups of N / 4 per channel with float4 state and A loads ->
 multi-channel blocks of one batch row with B_t / C_t staged once in shared memory.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..base import Launch, Param, Rung, cdiv
 from .mamba_step_spec import ENTRY, SOFTPLUS, MambaStepSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)

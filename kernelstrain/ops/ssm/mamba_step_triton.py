@@ -6,7 +6,7 @@ gating kernel -> [BLOCK_D, N] tiles of one batch row, still two kernels -> gatin
 the tile kernel (one launch, y written once) -> persistent programs (#SMs x k) looping over the
 tiles with contiguity hints, so the state streams as 16-byte vectors.
 """
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
 from .mamba_step_spec import ENTRY, MambaStepSpec
 
 WARPS = Param("num_warps", (1, 2, 4, 8), 4)
