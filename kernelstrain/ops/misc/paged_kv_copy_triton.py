@@ -5,6 +5,8 @@ Ladder: flat element blocks (every element looks its pair up) -> a program per (
 with the mapping read once -> [PAGES, BLOCK] tiles of several pairs with contiguity hints for
 16-byte accesses -> persistent programs (#SMs x k) looping over the tiles.
 """
+import textwrap
+
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .paged_kv_copy_spec import ENTRY, PagedKvCopySpec, block_elems
 
@@ -45,6 +47,15 @@ def paged_kv_copy_kernel(kc_ptr, vc_ptr, map_ptr, M, E, BLOCK: tl.constexpr):
 """
 
 
+PAGE_COPY = """    src = tl.load(map_ptr + 2 * pair) * E
+    dst = tl.load(map_ptr + 2 * pair + 1) * E
+    k = tl.load(kc_ptr + src + cols, mask=live)
+    v = tl.load(vc_ptr + src + cols, mask=live)
+    tl.store(kc_ptr + dst + cols, k, mask=live)
+    tl.store(vc_ptr + dst + cols, v, mask=live)
+"""   # one (pair, tile): scalar mapping loads, then the K and V tile copies
+
+
 # -- page_tile -----------------------------------------------------------------------------
 def page_tile_launch(p, task):
     return tile_launch(p, task, task["M"] * cdiv(block_elems(task), p["BLOCK"]), p["BLOCK"])
@@ -58,13 +69,7 @@ def paged_kv_copy_kernel(kc_ptr, vc_ptr, map_ptr, M, E, BLOCK: tl.constexpr):
     pair = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     live = cols < {bound}
-    src = tl.load(map_ptr + 2 * pair) * E
-    dst = tl.load(map_ptr + 2 * pair + 1) * E
-    k = tl.load(kc_ptr + src + cols, mask=live)
-    v = tl.load(vc_ptr + src + cols, mask=live)
-    tl.store(kc_ptr + dst + cols, k, mask=live)
-    tl.store(vc_ptr + dst + cols, v, mask=live)
-"""
+{PAGE_COPY}"""
 
 
 # -- multi_page_tile -------------------------------------------------------------------------
@@ -109,13 +114,7 @@ def paged_kv_copy_kernel(kc_ptr, vc_ptr, map_ptr, M, E, BLOCK: tl.constexpr):
         cols = (t % per) * BLOCK + tl.arange(0, BLOCK)
         cols = tl.max_contiguous(tl.multiple_of(cols, 8), 8)
         live = cols < E
-        src = tl.load(map_ptr + 2 * pair) * E
-        dst = tl.load(map_ptr + 2 * pair + 1) * E
-        k = tl.load(kc_ptr + src + cols, mask=live)
-        v = tl.load(vc_ptr + src + cols, mask=live)
-        tl.store(kc_ptr + dst + cols, k, mask=live)
-        tl.store(vc_ptr + dst + cols, v, mask=live)
-"""
+{textwrap.indent(PAGE_COPY, "    ")}"""
 
 
 GRIDS = {

@@ -19,6 +19,29 @@ PICK4 = """        float w[4], local = 0.f;
         for (int j = 0; j < 4; ++j) { if (w[j] > 0.f && excl < target) atomicMax(&pick, 4 * c + j); excl += w[j]; }"""
 
 
+
+def select_part(prefix: str = "acc") -> str:
+    """Device function select_part: thread 0 finds the part (chunk or slice) where the CDF of the
+    part masses crosses uniform x total, and the mass before it (`prefix`: the carry expression)."""
+    return f"""
+__device__ __forceinline__ void select_part(const float* mass, int n, float u, int* s_sel, float* s_carry,
+                                            float* s_target) {{
+    float total = 0.f;
+    for (int i = 0; i < n; ++i) total += mass[i];
+    const float target = u * total;
+    float acc = 0.f;
+    int sel = 0;
+    for (int i = 0; i < n; ++i) {{                             // the first part whose end reaches target
+        if (mass[i] > 0.f) {{ sel = i; *s_carry = {prefix}; }}
+        acc += mass[i];
+        if (mass[i] > 0.f && acc >= target) break;
+    }}
+    *s_sel = sel;
+    *s_target = target;
+}}
+"""
+
+
 # -- split_row_combine -------------------------------------------------------------------------
 def split_launch(p, task):
     th, sp = p["threads"], p["split"]
@@ -28,7 +51,7 @@ def split_launch(p, task):
 
 def split_row_combine_src(p, task, thresh=THRESH, parts="SPLIT", prefix="acc"):
     return f"""#define SPLIT {p['split']}                 // blocks per row
-{block_incl_scan(task, True)}
+{block_incl_scan(task, True)}{select_part(prefix)}
 __device__ __forceinline__ void slice_of(int V, int s, int* lo, int* hi) {{   // float4 range of slice s
     const int per = (V / 4 + SPLIT - 1) / SPLIT;
     *lo = min(V / 4, s * per);
@@ -87,18 +110,7 @@ min_p_kernel(const float* __restrict__ logits, const float* __restrict__ min_p, 
     const float4* row4 = reinterpret_cast<const float4*>(logits + (size_t)row_id * V);
     const float* mass = part_mass + row_id * SPLIT;
     if (threadIdx.x == 0) {{
-        float total = 0.f;
-        for (int s = 0; s < SPLIT; ++s) total += mass[s];
-        const float target = uniform[row_id] * total;
-        float acc = 0.f;
-        int sel = 0;
-        for (int s = 0; s < SPLIT; ++s) {{
-            if (mass[s] > 0.f) {{ sel = s; s_carry = {prefix}; }}
-            acc += mass[s];
-            if (mass[s] > 0.f && acc >= target) break;
-        }}
-        s_slice = sel;
-        s_target = target;
+        select_part(mass, SPLIT, uniform[row_id], &s_slice, &s_carry, &s_target);
         pick = -1;
     }}
     __syncthreads();

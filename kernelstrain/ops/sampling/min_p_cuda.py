@@ -12,7 +12,7 @@ from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import block_incl_scan, cdf_pick_row
-from ._min_p_split import PICK4, THRESH, W4, split_launch, split_row_combine_src
+from ._min_p_split import PICK4, THRESH, W4, select_part, split_launch, split_row_combine_src
 from .min_p_spec import ENTRY, MinPSpec
 
 NO_MIN_P = {"thresh": "M"}                     # missing_scale: min_p dropped, only the max survives
@@ -150,7 +150,7 @@ def chunk_launch(p, task):
 
 
 def chunk_mass_pick_src(p, task, thresh=THRESH, prefix="acc"):
-    return f"""{block_incl_scan(task, True)}
+    return f"""{block_incl_scan(task, True)}{select_part(prefix)}
 // Block per row. Pass 1: max. Pass 2: kept mass of every 4 x THREADS chunk into shared memory.
 // Thread 0 scans the chunk masses to the chunk where the CDF crosses uniform x mass; pass 3
 // re-reads that one chunk only.
@@ -180,20 +180,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) min_p_kernel({ARGS}) {{
         const float s = block_sum(local, slots);
         if (threadIdx.x == 0) cmass[ch] = s;
     }}
-    if (threadIdx.x == 0) {{
-        float total = 0.f;
-        for (int ch = 0; ch < nchunks; ++ch) total += cmass[ch];
-        const float target = uniform[row_id] * total;
-        float acc = 0.f;
-        int sel = 0;
-        for (int ch = 0; ch < nchunks; ++ch) {{               // first chunk whose end reaches target
-            if (cmass[ch] > 0.f) {{ sel = ch; s_carry = {prefix}; }}
-            acc += cmass[ch];
-            if (cmass[ch] > 0.f && acc >= target) break;
-        }}
-        s_chunk = sel;
-        s_target = target;
-    }}
+    if (threadIdx.x == 0) select_part(cmass, nchunks, uniform[row_id], &s_chunk, &s_carry, &s_target);
     __syncthreads();
     const int c = s_chunk * THREADS + threadIdx.x, hi = V / 4;
     const float target = s_target, carry = s_carry;
@@ -223,11 +210,11 @@ class MinPCuda(MinPSpec):
         Rung("chunk_mass_pick", "per-chunk kept masses in smem, chunk-level CDF search, only the crossing chunk re-read",
              (Param("threads", (128, 256, 512, 1024), 512),), compute_eff=0.5, memory_eff=0.9, smem="static",
              launch=chunk_launch, render=chunk_mass_pick_src,
-             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + cmass[ch]"}}),
+             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + mass[i]"}}),
         Rung("split_row_combine", "SPLIT blocks per row (max and mass partials) and a combine kernel walking one slice",
              (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,
              memory_eff=0.9, smem="static", launch=split_launch, render=split_row_combine_src,
-             bugs={"bad_combine_index": {"prefix": "acc + mass[s]"}, "off_by_one": {"parts": "SPLIT - 1"}}),
+             bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "off_by_one": {"parts": "SPLIT - 1"}}),
     )
 
     def assemble(self, body, variant, params, task):
