@@ -191,8 +191,8 @@ SMEM_PRE = """
     cudaFuncSetAttribute(conv2d_nhwc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);"""
 
 
-def cp_async_pipeline_src(p, task, kt_end="KT", wait="cp_async_wait<STAGES - 2>();"):
-    return conv_mma_kernel(task, p, True, kt_end, wait=wait) + host(
+def cp_async_pipeline_src(p, task, kt_end="KT", init="0.f"):
+    return conv_mma_kernel(task, p, True, kt_end, init) + host(
         task, "dim3((N * P * Q + BM - 1) / BM, (K + BN - 1) / BN)", "THREADS", "smem", SMEM_PRE)
 
 
@@ -222,5 +222,5 @@ class Conv2dNhwcCuda(Conv2dNhwcSpec):
         Rung("cp_async_pipeline", "mma.sync implicit GEMM fed by a STAGES-deep cp.async ring in dynamic smem",
              (*TILE, Param("stages", (2, 3, 4), 3)), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.7,
              memory_eff=0.85, smem="dynamic", launch=tc_launch(True), render=cp_async_pipeline_src,
-             bugs={"missing_barrier": {"wait": "/* wait dropped */"}, "off_by_one": {"kt_end": "KT - 1"}}),
+             bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"kt_end": "KT - 1"}}),
     )

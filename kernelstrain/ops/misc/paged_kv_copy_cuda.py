@@ -201,10 +201,10 @@ class PagedKvCopyCuda(PagedKvCopySpec):
     variants = (
         # issue-bound: a 64-bit divide, a mapping load and a 2-byte copy per element
         Rung("element_per_thread", "one thread per element: pair lookup and 64-bit div/mod per element",
-             (Param("threads", (128, 256, 512), 256),), memory_eff=0.42, launch=element_per_thread_launch,
+             (Param("threads", (128, 256, 512), 256),), memory_eff=0.5, launch=element_per_thread_launch,
              render=element_per_thread_src, bugs={OFF_BY_ONE: {"total": "(int64_t)M * E - 1"}}),
         Rung("block_per_pair", "one block per (pair, cache) (vLLM's copy_blocks): mapping read once, scalar copies",
-             (Param("threads", (128, 256, 512, 1024), 256),), memory_eff=0.66, launch=block_per_pair_launch,
+             (Param("threads", (128, 256, 512, 1024), 256),), memory_eff=0.45, launch=block_per_pair_launch,
              render=block_per_pair_src, bugs={OFF_BY_ONE: {"stop": "E - 1"}}),
         Rung("vectorized_uint4", "block per (pair, cache) moving 16-byte uint4 chunks",
              (THREADS,), memory_eff=0.86, launch=vectorized_uint4_launch, render=vectorized_uint4_src,

@@ -25,7 +25,7 @@ def tile_launch(p, task, grid: int, per_program: int):
 # -- element_blocks ------------------------------------------------------------------------
 def element_blocks_launch(p, task):
     launch = tile_launch(p, task, cdiv(task["M"] * block_elems(task), p["BLOCK"]), p["BLOCK"])
-    return Launch(**{**launch.__dict__, "bytes_per_access": DTYPE_BYTES[task.dtype]})   # gathered: no vectors
+    return Launch(**{**launch.__dict__, "bytes_per_access": 2 * DTYPE_BYTES[task.dtype]})   # gathered: no vectors
 
 
 def element_blocks_src(p, task, total="M * E"):
@@ -130,7 +130,7 @@ class PagedKvCopyTriton(PagedKvCopySpec):
     impl = "triton"
     variants = (
         Rung("element_blocks", "flat BLOCK-element programs; each element gathers its pair's (src, dst)",
-             (BLOCK, WARPS), memory_eff=0.5, launch=element_blocks_launch, render=element_blocks_src,
+             (BLOCK, WARPS), memory_eff=0.7, launch=element_blocks_launch, render=element_blocks_src,
              consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs={"off_by_one": {"total": "M * E - 1"}}),
         Rung("page_tile", "program per (pair, BLOCK tile): scalar mapping loads, contiguous tile copies",
              (BLOCK, WARPS), memory_eff=0.84, launch=page_tile_launch, render=page_tile_src,

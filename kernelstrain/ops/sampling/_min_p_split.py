@@ -49,7 +49,7 @@ def split_launch(p, task):
                   bytes_per_access=16, traffic=1 + 1.0 * row_l2_miss(task, th) + 1.0 / sp, compute_scale=0.8, launches=3)
 
 
-def split_row_combine_src(p, task, thresh=THRESH, parts="SPLIT", prefix="acc"):
+def split_row_combine_src(p, task, thresh=THRESH, prefix="acc"):
     return f"""#define SPLIT {p['split']}                 // blocks per row
 {block_incl_scan(task, True)}{select_part(prefix)}
 __device__ __forceinline__ void slice_of(int V, int s, int* lo, int* hi) {{   // float4 range of slice s
@@ -59,7 +59,7 @@ __device__ __forceinline__ void slice_of(int V, int s, int* lo, int* hi) {{   //
 }}
 __device__ __forceinline__ float row_max_of(const float* part_max, int row_id) {{
     float M = -INFINITY;
-    for (int j = 0; j < {parts}; ++j) M = fmaxf(M, part_max[row_id * SPLIT + j]);
+    for (int j = 0; j < SPLIT; ++j) M = fmaxf(M, part_max[row_id * SPLIT + j]);
     return M;
 }}
 

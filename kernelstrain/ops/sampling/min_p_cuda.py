@@ -214,7 +214,7 @@ class MinPCuda(MinPSpec):
         Rung("split_row_combine", "SPLIT blocks per row (max and mass partials) and a combine kernel walking one slice",
              (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,
              memory_eff=0.9, smem="static", launch=split_launch, render=split_row_combine_src,
-             bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "off_by_one": {"parts": "SPLIT - 1"}}),
+             bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P}),
     )
 
     def assemble(self, body, variant, params, task):

@@ -153,12 +153,12 @@ def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, cm_ptr, V, NCH, BLOCK: tl.conste
 
 
 # -- split_row_combine ---------------------------------------------------------------------------
-def split_row_combine_src(p, task, thresh=THRESH, before="<", parts="SPLIT"):
+def split_row_combine_src(p, task, thresh=THRESH, before="<"):
     return f"""
 @triton.jit
 def row_max_of(pm_ptr, row, SPLIT: tl.constexpr):
     ids = tl.arange(0, SPLIT)
-    return tl.max(tl.load(pm_ptr + row * SPLIT + ids, mask=ids < {parts}, other=-float("inf")), 0)
+    return tl.max(tl.load(pm_ptr + row * SPLIT + ids, mask=ids < SPLIT, other=-float("inf")), 0)
 
 
 @triton.jit
@@ -219,7 +219,7 @@ class MinPTriton(MinPSpec):
              render=multi_kernel_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("fused_row", "one program per row: max, kept-mass and tl.cumsum pick loops fused",
-             (BLOCK, WARPS), compute_eff=0.4, memory_eff=0.85, launch=row_launch(2.0), render=fused_row_src,
+             (BLOCK, WARPS), compute_eff=0.12, memory_eff=0.85, launch=row_launch(2.0), render=fused_row_src,   # tl.cumsum over the whole row
              consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
              (BLOCK, WARPS), compute_eff=0.45, memory_eff=0.88, launch=row_launch(1.0),
@@ -230,7 +230,7 @@ class MinPTriton(MinPSpec):
               Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
-             bugs={"bad_combine_index": {"before": "<="}, "off_by_one": {"parts": "SPLIT - 1"}}),
+             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
     )
 
     def triton_kernels(self, variant, params, task) -> list:

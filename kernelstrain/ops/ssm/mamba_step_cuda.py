@@ -215,7 +215,7 @@ class MambaStepCuda(MambaStepSpec):
     impl = "cuda"
     variants = (
         Rung("thread_per_state_atomic", "thread per (b, d, n); atomicAdd of C * h into an fp32 y buffer, gating kernel",
-             (THREADS,), memory_eff=0.55, launch=atomic_launch, render=thread_per_state_atomic_src,
+             (THREADS,), memory_eff=0.22, launch=atomic_launch, render=thread_per_state_atomic_src,
              bugs={"racy_update": {"add": "acc[bd] += to_float(Cs[b * N + n]) * h;   // plain read-modify-write"},
                    "missing_scale": NO_DT}),
         Rung("thread_per_channel", "thread per (b, d) looping over n: no atomics, loads N * 4 bytes apart",
