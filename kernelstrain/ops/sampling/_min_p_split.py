@@ -45,7 +45,7 @@ __device__ __forceinline__ void select_part(const float* mass, int n, float u, i
 # -- split_row_combine -------------------------------------------------------------------------
 def split_launch(p, task):
     th, sp = p["threads"], p["split"]
-    return Launch(grid=task["B"] * sp, threads=th, smem_bytes=8 * cdiv(th, task.gpu.warp) + 16, regs=40,
+    return Launch(grid=task["B"] * sp, threads=th, smem_bytes=4 * cdiv(th, task.gpu.warp) + 16, regs=40,
                   bytes_per_access=16, traffic=1 + 1.0 * row_l2_miss(task, th) + 1.0 / sp, compute_scale=0.8, launches=3)
 
 

@@ -30,7 +30,7 @@ def host(task, grid: str) -> str:
 def multi_kernel_launch(p, task):
     th = p["threads"]
     # stats read + filtered-row write + pick read of the scratch row: ~4 row passes over DRAM
-    return Launch(grid=task["B"], threads=th, smem_bytes=4 * th + 64, regs=32, bytes_per_access=4,
+    return Launch(grid=task["B"], threads=th, smem_bytes=4 * th + 4 * cdiv(th, task.gpu.warp) + 4, regs=32, bytes_per_access=4,
                   traffic=2 + 2.2 * max(row_l2_miss(task, th), 0.5), compute_scale=0.3, launches=3)
 
 
