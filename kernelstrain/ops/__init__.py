@@ -3,7 +3,7 @@
 >>> REGISTRY["rmsnorm_cuda"].family
 'norms'
 >>> len(REGISTRY), len({m.op for m in REGISTRY.values()})
-(57, 45)
+(65, 49)
 """
 from __future__ import annotations
 
@@ -75,9 +75,13 @@ from .quant.fp8_quant_triton import Fp8QuantTriton  # noqa: E402
 from .quant.int8_kv_quant_triton import Int8KvQuantTriton  # noqa: E402
 from .sampling.top_p_cuda import TopPCuda  # noqa: E402
 from .sampling.topk_cuda import TopkCuda  # noqa: E402
+from .sampling.min_p_cuda import MinPCuda  # noqa: E402
+from .sampling.min_p_triton import MinPTriton  # noqa: E402
 from .ssm.causal_conv1d_cuda import CausalConv1dCuda  # noqa: E402
 from .ssm.selective_scan_cuda import SelectiveScanCuda  # noqa: E402
 from .ssm.selective_scan_triton import SelectiveScanTriton  # noqa: E402
+from .ssm.mamba_step_cuda import MambaStepCuda  # noqa: E402
+from .ssm.mamba_step_triton import MambaStepTriton  # noqa: E402
 from .moe.grouped_gemm_cuda import GroupedGemmCuda  # noqa: E402
 from .moe.grouped_gemm_triton import GroupedGemmTriton  # noqa: E402
 from .moe.moe_combine_cuda import MoeCombineCuda  # noqa: E402
@@ -87,6 +91,10 @@ from .misc.kv_append_cuda import KvAppendCuda  # noqa: E402
 from .misc.rope_cuda import RopeCuda  # noqa: E402
 from .misc.rope_triton import RopeTriton  # noqa: E402
 from .misc.transpose_cuda import TransposeCuda  # noqa: E402
+from .misc.paged_kv_copy_cuda import PagedKvCopyCuda  # noqa: E402
+from .misc.paged_kv_copy_triton import PagedKvCopyTriton  # noqa: E402
+from .misc.conv2d_nhwc_cuda import Conv2dNhwcCuda  # noqa: E402
+from .misc.conv2d_nhwc_triton import Conv2dNhwcTriton  # noqa: E402
 
 for _cls in (
     CrossAttentionTriton, FlashAttnBwdTriton, FlashDecodeTriton, FlashPrefillCuda, FlashPrefillTriton, MlaDecodeTriton, PagedDecodeCuda, PagedDecodeTriton, SlidingWindowTriton, TreeAttentionTriton,
@@ -95,9 +103,9 @@ for _cls in (
     GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda,
     AdafactorCuda, AdamwCuda, CrossEntropyBwdTriton, CrossEntropyFwdTriton, EmbeddingBwdCuda, EmbeddingFwdCuda, GradClipCuda, PrefixScanCuda, ReductionCuda,
     Fp8QuantCuda, Fp8QuantTriton, Int8KvQuantTriton,
-    TopPCuda, TopkCuda,
-    CausalConv1dCuda, SelectiveScanCuda, SelectiveScanTriton,
+    TopPCuda, TopkCuda, MinPCuda, MinPTriton,
+    CausalConv1dCuda, SelectiveScanCuda, SelectiveScanTriton, MambaStepCuda, MambaStepTriton,
     GroupedGemmCuda, GroupedGemmTriton, MoeCombineCuda, MoeScatterCuda,
-    EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda,
+    EmbeddingGatherCuda, KvAppendCuda, RopeCuda, RopeTriton, TransposeCuda, PagedKvCopyCuda, PagedKvCopyTriton, Conv2dNhwcCuda, Conv2dNhwcTriton,
 ):
     register(_cls())

@@ -1,0 +1,273 @@
+"""Min-p sampling in Triton: keep the tokens with p >= min_p * p_max (x >= M + log(min_p)), and
+draw one by inverse CDF over the kept mass in vocabulary order.
+
+Ladder: three kernels (row max; kept weights into a scratch row; a per-row cumulative pick) ->
+one program per row with three fused BLOCK loops (max, kept mass, pick by tl.cumsum) -> chunk
+masses: the mass loop stores one mass per BLOCK chunk, a cumsum over the chunk masses finds the
+crossing chunk and only it is re-read -> split rows: SPLIT programs per row (max and mass
+partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B).
+Triton has no early loop exit, so the pick loops run to the end of their range.
+"""
+from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
+from ._sampling import row_l2_miss
+from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
+
+BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 2048)
+WARPS = Param("num_warps", (2, 4, 8, 16), 8)
+THRESH = "M + tl.log(tl.load(mp_ptr + row))"         # p >= min_p * p_max  <=>  x >= M + log(min_p)
+NO_MIN_P = {"thresh": "M"}
+
+PICK = """
+@triton.jit
+def pick_in(x_row, lo, hi, thr, M, carry0, target, BLOCK: tl.constexpr):
+    # inverse-CDF walk of [lo, hi): the last kept token whose exclusive prefix is below target
+    carry = tl.zeros([], tl.float32) + carry0
+    pick = tl.full([], -1, tl.int32)
+    for start in range(lo, hi, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + offs, mask=offs < hi, other=-float("inf"))
+        w = tl.where(x >= thr, tl.exp(x - M), 0.0)
+        excl = carry + tl.cumsum(w, 0) - w
+        pick = tl.maximum(pick, tl.max(tl.where((w > 0) & (excl < target), offs, -1), 0))
+        carry += tl.sum(w, 0)
+    return pick
+"""
+ROW_MAX = """
+@triton.jit
+def max_in(x_row, lo, hi, BLOCK: tl.constexpr):
+    mx = tl.full([BLOCK], -float("inf"), tl.float32)
+    for start in range(lo, hi, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mx = tl.maximum(mx, tl.load(x_row + offs, mask=offs < hi, other=-float("inf")))
+    return tl.max(mx, 0)
+
+
+@triton.jit
+def mass_in(x_row, lo, hi, thr, M, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(lo, hi, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + offs, mask=offs < hi, other=-float("inf"))
+        acc += tl.where(x >= thr, tl.exp(x - M), 0.0)
+    return tl.sum(acc, 0)
+"""
+
+
+def row_launch(passes: float, launches: int = 1, split: bool = False, base: float = 1.0):
+    def launch(p, task):
+        threads = p["num_warps"] * task.gpu.warp
+        per = max(1, p["BLOCK"] // threads)
+        grid = task["B"] * (p["split"] if split else 1)
+        return Launch(grid=grid, threads=threads, smem_bytes=8 * p["num_warps"], regs=min(255, 32 + 3 * per),
+                      bytes_per_access=min(16, 4 * per), traffic=base + passes * row_l2_miss(task, threads),
+                      compute_scale=0.6, launches=launches)
+    return launch
+
+
+# -- multi_kernel ---------------------------------------------------------------------------
+def multi_kernel_src(p, task, thresh=THRESH, carry0="0.0"):
+    return f"""
+@triton.jit
+def min_p_max_kernel(x_ptr, M_ptr, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    tl.store(M_ptr + row, max_in(x_ptr + row.to(tl.int64) * V, 0, V, BLOCK))
+
+
+@triton.jit
+def min_p_filter_kernel(x_ptr, mp_ptr, M_ptr, w_ptr, V, BLOCK: tl.constexpr):
+    # program (row, block): kept weight exp(x - M), or 0, into the scratch row
+    row = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    M = tl.load(M_ptr + row)
+    x = tl.load(x_ptr + row.to(tl.int64) * V + offs, mask=offs < V, other=-float("inf"))
+    tl.store(w_ptr + row.to(tl.int64) * V + offs, tl.where(x >= {thresh}, tl.exp(x - M), 0.0), mask=offs < V)
+
+
+@triton.jit
+def min_p_kernel(w_ptr, u_ptr, tok_ptr, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    w_row = w_ptr + row.to(tl.int64) * V
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, V, BLOCK):
+        acc += tl.load(w_row + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < V, other=0.0)
+    target = tl.load(u_ptr + row) * tl.sum(acc, 0)
+    carry = tl.zeros([], tl.float32) + {carry0}
+    pick = tl.full([], -1, tl.int32)
+    for start in range(0, V, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        w = tl.load(w_row + offs, mask=offs < V, other=0.0)
+        excl = carry + tl.cumsum(w, 0) - w
+        pick = tl.maximum(pick, tl.max(tl.where((w > 0) & (excl < target), offs, -1), 0))
+        carry += tl.sum(w, 0)
+    tl.store(tok_ptr + row, pick)
+"""
+
+
+# -- fused_row --------------------------------------------------------------------------------
+def fused_row_src(p, task, thresh=THRESH, carry0="0.0"):
+    return f"""
+@triton.jit
+def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, V, BLOCK: tl.constexpr):
+    # one program per row, three BLOCK loops: max, kept mass, inverse-CDF pick
+    row = tl.program_id(0)
+    x_row = x_ptr + row.to(tl.int64) * V
+    M = max_in(x_row, 0, V, BLOCK)
+    thr = {thresh}
+    target = tl.load(u_ptr + row) * mass_in(x_row, 0, V, thr, M, BLOCK)
+    tl.store(tok_ptr + row, pick_in(x_row, 0, V, thr, M, {carry0}, target, BLOCK))
+"""
+
+
+# -- chunk_mass_pick -------------------------------------------------------------------------
+def chunk_select(masses: str, n: str, width: str, before: str) -> str:
+    """Statements choosing the chunk where the CDF of `masses` crosses target (sel, carry)."""
+    return f"""    ids = tl.arange(0, {width})
+    cm = tl.load({masses} + ids, mask=ids < {n}, other=0.0)
+    total = tl.sum(cm, 0)
+    target = tl.load(u_ptr + row) * total
+    excl = tl.cumsum(cm, 0) - cm
+    sel = tl.max(tl.where((cm > 0) & (excl < target), ids, -1), 0)
+    sel = tl.maximum(sel, 0)
+    carry = tl.sum(tl.where(ids {before} sel, cm, 0.0), 0)"""
+
+
+def chunk_mass_pick_src(p, task, thresh=THRESH, before="<"):
+    return f"""
+@triton.jit
+def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, cm_ptr, V, NCH, BLOCK: tl.constexpr, NCH_P2: tl.constexpr):
+    # per-chunk kept masses go to a small scratch row; a cumsum over them finds the chunk the
+    # sample falls in, and only that chunk is read a third time
+    row = tl.program_id(0)
+    x_row = x_ptr + row.to(tl.int64) * V
+    M = max_in(x_row, 0, V, BLOCK)
+    thr = {thresh}
+    for ch in range(0, NCH):
+        offs = ch * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_row + offs, mask=offs < V, other=-float("inf"))
+        tl.store(cm_ptr + row * NCH + ch, tl.sum(tl.where(x >= thr, tl.exp(x - M), 0.0), 0))
+    tl.debug_barrier()                               # the chunk masses are visible to the whole program
+{chunk_select("cm_ptr + row * NCH", "NCH", "NCH_P2", before)}
+    lo = sel * BLOCK
+    tl.store(tok_ptr + row, pick_in(x_row, lo, tl.minimum(lo + BLOCK, V), thr, M, carry, target, BLOCK))
+"""
+
+
+# -- split_row_combine ---------------------------------------------------------------------------
+def split_row_combine_src(p, task, thresh=THRESH, before="<"):
+    return f"""
+@triton.jit
+def row_max_of(pm_ptr, row, SPLIT: tl.constexpr):
+    ids = tl.arange(0, SPLIT)
+    return tl.max(tl.load(pm_ptr + row * SPLIT + ids, mask=ids < SPLIT, other=-float("inf")), 0)
+
+
+@triton.jit
+def min_p_max_kernel(x_ptr, pm_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # program (row, slice): the max of one slice of PER logits
+    row, s = tl.program_id(0), tl.program_id(1)
+    lo = s * PER
+    tl.store(pm_ptr + row * SPLIT + s, max_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), BLOCK))
+
+
+@triton.jit
+def min_p_mass_kernel(x_ptr, mp_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # program (row, slice): the row max from the partials, then the slice's kept mass
+    row, s = tl.program_id(0), tl.program_id(1)
+    M = row_max_of(pm_ptr, row, SPLIT)
+    lo = s * PER
+    tl.store(ps_ptr + row * SPLIT + s, mass_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, BLOCK))
+
+
+@triton.jit
+def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # the combine: the slice where the CDF of the slice masses crosses the target, then a walk of it
+    row = tl.program_id(0)
+    M = row_max_of(pm_ptr, row, SPLIT)
+{chunk_select("ps_ptr + row * SPLIT", "SPLIT", "SPLIT", before)}
+    lo = sel * PER
+    tl.store(tok_ptr + row, pick_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, carry,
+                                    target, BLOCK))
+"""
+
+
+LAUNCH = {
+    "multi_kernel": """M = torch.empty(B, dtype=torch.float32, device=logits.device)
+    w = torch.empty_like(logits)
+    min_p_max_kernel[(B,)](logits, M, V, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_filter_kernel[(B, triton.cdiv(V, {BLOCK}))](logits, min_p, M, w, V, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_kernel[(B,)](w, uniform, tokens, V, BLOCK={BLOCK}, num_warps={num_warps})""",
+    "fused_row": "min_p_kernel[(B,)](logits, min_p, uniform, tokens, V, BLOCK={BLOCK}, num_warps={num_warps})",
+    "chunk_mass_pick": """NCH = triton.cdiv(V, {BLOCK})
+    cm = torch.empty((B, NCH), dtype=torch.float32, device=logits.device)
+    min_p_kernel[(B,)](logits, min_p, uniform, tokens, cm, V, NCH, BLOCK={BLOCK}, NCH_P2=triton.next_power_of_2(NCH),
+                       num_warps={num_warps})""",
+    "split_row_combine": """PER = triton.cdiv(triton.cdiv(V, {split}), {BLOCK}) * {BLOCK}   # logits per slice, whole blocks
+    part = torch.empty((2, B, {split}), dtype=torch.float32, device=logits.device)
+    min_p_max_kernel[(B, {split})](logits, part[0], V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_mass_kernel[(B, {split})](logits, min_p, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_kernel[(B,)](logits, min_p, uniform, tokens, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK},
+                       num_warps={num_warps})""",
+}
+
+
+class MinPTriton(MinPSpec):
+    impl = "triton"
+    check_adapter = staticmethod(triton_check_adapter)
+    variants = (
+        Rung("multi_kernel", "three kernels: row max, kept weights into a scratch row, per-row cumulative pick",
+             (BLOCK, WARPS), compute_eff=0.3, memory_eff=0.62, launch=row_launch(1.5, launches=3, base=3.0),   # + the scratch row written and read
+             render=multi_kernel_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
+             bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
+        Rung("fused_row", "one program per row: max, kept-mass and tl.cumsum pick loops fused",
+             (BLOCK, WARPS), compute_eff=0.12, memory_eff=0.85, launch=row_launch(2.0), render=fused_row_src,   # tl.cumsum over the whole row
+             consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
+        Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
+             (BLOCK, WARPS), compute_eff=0.45, memory_eff=0.88, launch=row_launch(1.0),
+             render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
+             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
+        Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine kernel walking one slice",
+             (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),
+              Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
+             launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
+             consts=lambda p, t: {"BLOCK": p["BLOCK"]},
+             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
+    )
+
+    def triton_kernels(self, variant, params, task) -> list:
+        b, v, bl, nw = task["B"], task["V"], params["BLOCK"], params["num_warps"]
+        x = {"x_ptr": "*fp32"}
+        mk = lambda name, sig, consts, ints=None: KernelSpec(  # noqa: E731
+            name, {**sig, **{k: "constexpr" for k in consts}}, consts, num_warps=nw, num_stages=1, ints=ints or {})
+        c = {"BLOCK": bl}
+        if variant.tag == "multi_kernel":
+            return [mk("min_p_max_kernel", {**x, "M_ptr": "*fp32", "V": "i32"}, c),
+                    mk("min_p_filter_kernel", {**x, "mp_ptr": "*fp32", "M_ptr": "*fp32", "w_ptr": "*fp32", "V": "i32"}, c),
+                    mk("min_p_kernel", {"w_ptr": "*fp32", "u_ptr": "*fp32", "tok_ptr": "*i32", "V": "i32"}, c)]
+        head = {**x, "mp_ptr": "*fp32", "u_ptr": "*fp32", "tok_ptr": "*i32"}
+        if variant.tag == "fused_row":
+            return [mk("min_p_kernel", {**head, "V": "i32"}, c)]
+        if variant.tag == "chunk_mass_pick":
+            nch = cdiv(v, bl)
+            return [mk("min_p_kernel", {**head, "cm_ptr": "*fp32", "V": "i32", "NCH": "i32"},
+                       {**c, "NCH_P2": 1 << (nch - 1).bit_length()}, {"NCH": nch})]
+        sp = params["split"]
+        per = cdiv(cdiv(v, sp), bl) * bl
+        c = {"SPLIT": sp, "BLOCK": bl}
+        return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", "V": "i32", "PER": "i32"}, c, {"PER": per}),
+                mk("min_p_mass_kernel", {**x, "mp_ptr": "*fp32", "pm_ptr": "*fp32", "ps_ptr": "*fp32", "V": "i32",
+                                         "PER": "i32"}, c, {"PER": per}),
+                mk("min_p_kernel", {**head, "pm_ptr": "*fp32", "ps_ptr": "*fp32", "V": "i32", "PER": "i32"}, c, {"PER": per})]
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        helpers = ROW_MAX + ("" if variant.tag == "multi_kernel" else PICK)
+        return f"""{TRITON_PRELUDE}{helpers}
+{kernel.strip(chr(10))}
+
+
+{ENTRY.py_def(task)}:
+    B, V = logits.shape
+    logits = logits.contiguous()
+    tokens = torch.empty(B, dtype=torch.int32, device=logits.device)
+    {LAUNCH[variant.tag].format(**params)}
+    return tokens
+"""

@@ -1,0 +1,34 @@
+"""The KI-MISC modules (paged_kv_copy, conv2d_nhwc, min_p, mamba_step; CUDA and Triton): physical
+ladders on the kernelinfer GPUs and the sampling check's two adapter forms."""
+import pytest
+
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import roofline_floor_ms, simulate
+from kernelstrain.tasks import best_config, make_task
+
+MODULES = [f"{op}_{impl}" for op in ("paged_kv_copy", "conv2d_nhwc", "min_p", "mamba_step") for impl in ("cuda", "triton")]
+GPUS = ("H200", "A100", "A10", "RTX5090")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_rung_beats_the_roofline_and_the_ladder_pays_off(name):
+    m = REGISTRY[name]
+    for g in GPUS:
+        for shape in m.shapes:
+            t = make_task(m, g, m.dtypes[0], shape)
+            times = {}
+            for v in m.variants:
+                r = simulate(m, v, v.defaults(), t)
+                assert r.ok, (name, g, shape, v.tag, r.error)
+                times[v.tag] = r.time_ms
+                assert r.time_ms >= roofline_floor_ms(m, t, v.path), (name, g, shape, v.tag)
+            if shape is m.shapes[len(m.shapes) // 2]:
+                best_ms, _, _ = best_config(m, t)
+                assert best_ms < 0.8 * times[m.variants[0].tag], (name, g, shape, times)   # the search pays off
+
+
+def test_min_p_check_adapters_fit_each_impl():
+    cuda, triton = REGISTRY["min_p_cuda"], REGISTRY["min_p_triton"]
+    assert cuda.check_adapter.__name__ == "check_adapter" and triton.check_adapter.__name__ == "triton_check_adapter"
+    # the CUDA form gets (dims, model, inputs, ref, out_like), the Triton form (dims, model, inputs)
+    assert cuda.check_adapter.__code__.co_argcount == 5 and triton.check_adapter.__code__.co_argcount == 3
