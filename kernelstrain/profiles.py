@@ -127,7 +127,7 @@ def resolve(config: str | Path) -> Path:
     configs/kernelinfer.toml) when no such file exists."""
     path = Path(config)
     bundled = PROFILE_DIR / f"{config}.toml"
-    if not path.exists() and path.name == str(config) and path.suffix == "" and bundled.is_file():
+    if not path.is_file() and path.name == str(config) and path.suffix == "" and bundled.is_file():
         return bundled
     return path
 
