@@ -108,3 +108,19 @@ def test_refail_repairs_take_more_than_one_attempt():
                 twice += 1
                 assert a["error"] != b["error"] or a["typo"] != b["typo"]
     assert twice > 0
+
+
+def test_shapes_table_extends_a_menu_and_bad_tables_are_usage_errors(tmp_path):
+    text = DEV.read_text()
+    cfg = tmp_path / "p.toml"
+    cfg.write_text(text + '\n[shapes]\nrmsnorm_cuda = [{T = 3000, D = 1024}]\n')
+    extra = [t for t in all_combos(load_profile(cfg)) if t.dims == {"T": 3000, "D": 1024}]
+    assert {t.gpu.name for t in extra} <= set(load_profile(DEV).gpus) and extra
+    cases = {"shapes.rmsnorm_cuda": text + '\n[shapes]\nrmsnorm_cuda = [{T = 1}]\n',
+             "clock.bench": text.replace("\nbench = [3, 8]", "\nbench = [5, 1]"),
+             "search.knobs": text.replace('knobs = ["min_blocks", "main_unroll"]', 'knobs = ["warp_size"]')}
+    for key, body in cases.items():
+        assert body != text
+        cfg.write_text(body)
+        with pytest.raises(UsageError, match=key.replace(".", r"\.")):
+            load_profile(cfg)
