@@ -17,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import messages
+from . import knobs, messages
+from .clock import Clock
 from .ledger import Ledger
 from .mutations import find_typo
 from .ops.base import OpModule, Task, Variant
+from .profiles import Search
 from .schema import Step
 from .sim import measure, simulate, smem_cap
 from .tasks import param_grid
@@ -55,10 +57,10 @@ class Habits:
     patience: int       # steps without a keep before declaring convergence
 
     @classmethod
-    def draw(cls, rng) -> "Habits":
+    def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
         return cls(climb=rng.uniform(0.3, 0.8), skip=rng.uniform(0.05, 0.5), expert_first=rng.random() < 0.25,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
-                   patience=rng.randint(14, 32))
+                   patience=rng.randint(*patience))
 
 
 def draw_steps(rng, lo: int, hi: int, mean: float) -> int:
@@ -76,7 +78,7 @@ def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
         return "rebench"
     if len(changed) > 1:
         return "joint"
-    p = cand.variant.param(changed[0])
+    p = knobs.param(cand.variant, changed[0])
     adjacent = abs(p.values.index(cand.params[changed[0]]) - p.values.index(best.params[changed[0]])) == 1
     return "endgame" if late and adjacent else "param_sweep"
 
@@ -85,18 +87,21 @@ class Episode:
     """One trajectory on one task; `run()` returns its Steps and why it ended."""
 
     def __init__(self, module: OpModule, task: Task, streams: dict, budget: int, p_compile: float,
-                 p_wrong: float, min_steps: int = 1):
+                 p_wrong: float, min_steps: int = 1, search: Search = Search(), clock: Clock | None = None):
         self.m, self.task = module, task
         self.rng, self.noise, self.clock, self.wording = (streams[s] for s in STREAMS)
         self.budget, self.min_steps = budget, min_steps
         self.p_compile, self.p_wrong = p_compile, p_wrong
-        self.habits = Habits.draw(self.rng)
+        self.search, self.timing = search, clock or Clock()
+        self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max))
         gpu = task.gpu
-        base = module.baseline_variant()
-        above = module.variants[module.variants.index(base):]
+        self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
+                       for v in module.variants] if search.knobs else list(module.variants)
+        base = self.ladder[module.variants.index(module.baseline_variant())]
+        above = self.ladder[self.ladder.index(base):]
         self.rungs = [v for v in above if not (v.needs - gpu.features)]
         self.gated = [v for v in above if v.needs - gpu.features]
-        self.pos = {v.tag: i for i, v in enumerate(module.variants)}
+        self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits = {}, {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
@@ -114,14 +119,15 @@ class Episode:
         self.last_rebench = False
         self.stale = 0
         self.owed = 0                                  # limit-type compile failures still to make
-        self.elapsed = 0.0
+        self.pace = self.timing.session_pace(self.clock)
+        self.elapsed = self.timing.setup_seconds(self.clock)     # reading the task, profiling the baseline
         self.end = "budget"
 
     # -- helpers --------------------------------------------------------------------
     def code(self, c: Candidate) -> str:
         key = (c.key, c.bug)
         if key not in self._codes:
-            self._codes[key] = self.m.render(c.variant, c.params, self.task, c.bug)
+            self._codes[key] = knobs.render(self.m, c.variant, c.params, self.task, c.bug)
         return self._codes[key]
 
     def sim(self, c: Candidate):
@@ -248,7 +254,7 @@ class Episode:
         """Arch-gated rungs an engineer would reach for now: the next technique up the
         ladder from the best (or anything above once the runnable rungs are done)."""
         here, ups = self.pos[self.best.variant.tag], self.ups()
-        nxt = self.pos[ups[0].tag] if ups else len(self.m.variants)
+        nxt = self.pos[ups[0].tag] if ups else len(self.ladder)
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + 2]
 
     def over_limit(self, error_class: str) -> list[Candidate]:
@@ -287,10 +293,10 @@ class Episode:
         pool = list(modes)
         if owed and not pool:
             return None
-        if not pool and rng.random() < 0.85:
+        if not pool and rng.random() < self.search.owed_share:
             self.owed += 1
             return None
-        mode = rng.choices(pool + ["syntax"], [weights[m] for m in pool] + [0.0 if owed else 1.0])[0]
+        mode = rng.choices(pool + ["syntax"], [weights[m] for m in pool] + [0.0 if owed else self.search.typo_weight])[0]
         if owed:
             self.owed -= 1
         if mode == "arch":
@@ -302,9 +308,11 @@ class Episode:
             c = rng.choice(modes[mode])
             return c, mode, self.sim(c).error
         base = self.propose_move(k)
-        if base is None:
-            return None
-        c = replace(base, typo=rng.randrange(1000))
+        return None if base is None else self.with_typo(base)
+
+    def with_typo(self, base: Candidate) -> tuple[Candidate, str, str] | None:
+        """`base` written with a slip that breaks the build (mutations.find_typo)."""
+        c = replace(base, typo=self.rng.randrange(1000))
         typo = find_typo(self.code(base), self.m.impl, c.typo)
         if typo is None:
             return None
@@ -348,6 +356,10 @@ class Episode:
         if self.pending is not None:
             fix, self.pending = self.pending, None
             if rng.random() < 0.96:
+                # a fix may itself fail to build: a new slip while repairing the old one
+                again = self.with_typo(fix) if self.search.refail and rng.random() < self.search.refail else None
+                if again:
+                    return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
         if self.close is not None:
             close, self.close = self.close, None
@@ -422,16 +434,7 @@ class Episode:
                 if self.book.close(code):
                     self.close = cand
         self.last_rebench = kind == "rebench"
-        self.elapsed += self.step_seconds(kind, status)
+        self.elapsed += self.timing.step_seconds(self.clock, kind, status, self.m.impl, code) * self.pace
         return Step(step=k, kind=kind, tag=cand.variant.tag, params=dict(cand.params), code=code, status=status,
                     failure=failure, bug=cand.bug, typo=cand.typo, time_ms=time_ms, smem_bytes=r.smem_bytes,
                     regs=r.regs, error=error, kept=kept, best_ms=self.book.best_ms, elapsed_s=round(self.elapsed))
-
-    def step_seconds(self, kind: str, status: str) -> float:
-        """Simulated wall time of a step: writing the candidate, compiling, benchmarking."""
-        rng = self.clock
-        write = {"structural": rng.uniform(240, 900), "joint": rng.uniform(90, 300),
-                 "rebench": rng.uniform(10, 30)}.get(kind, rng.uniform(45, 180))
-        compile_s = rng.uniform(8, 40) if self.m.impl == "cuda" else rng.uniform(3, 15)
-        bench = 0.0 if status == "compile_error" else rng.uniform(6, 25)
-        return write + (0.0 if kind == "rebench" else compile_s) + bench

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from . import __version__, messages
+from . import __version__, knobs, messages
 from .engine import STREAMS, Episode as Agent, draw_steps
 from .fields import shape_field
 from .ledger import Ledger, mean_ms, required_gain
@@ -40,16 +40,17 @@ def build_episode(plan: Plan, index: int) -> Episode:
     module = REGISTRY[task.module]
     streams = episode_streams(plan, index)
     prof = plan.profile
-    budget = draw_steps(streams["policy"], prof.steps.min, prof.steps.max, prof.steps.mean * BUDGET_SCALE)
-    agent = Agent(module, task, streams, min(prof.steps.max, budget), prof.status.compile_error * COMPILE_SCALE,
-                  prof.status.wrong_result * FAILURE_SCALE, prof.steps.min)
+    q = prof.search
+    budget = draw_steps(streams["policy"], prof.steps.min, prof.steps.max, prof.steps.mean * q.budget_scale)
+    agent = Agent(module, task, streams, min(prof.steps.max, budget), prof.status.compile_error * q.compile_scale,
+                  prof.status.wrong_result * q.failure_scale, prof.steps.min, q, prof.clock)
     steps = tuple(agent.run())
     best_step = max((s.step for s in steps if s.kept), default=0)
     best_ms = steps[-1].best_ms if steps else agent.baseline_ms
     base = agent.base
     return Episode(
         schema=SCHEMA["episode"], id=episode_id(plan, index), task_id=task_id(task), **task_fields(module, task),
-        baseline=Baseline(base.variant.tag, dict(base.params), agent.baseline_code, agent.baseline_ms),
+        baseline=Baseline(base.variant.tag, knobs.own(base.params), agent.baseline_code, agent.baseline_ms),
         steps=steps,
         best={"step": best_step, "time_ms": best_ms, "speedup": round(agent.baseline_ms / best_ms, 4)},
         attempts={"kept": sum(s.kept for s in steps),
@@ -58,14 +59,6 @@ def build_episode(plan: Plan, index: int) -> Episode:
                   "rebench": sum(1 for s in steps if s.kind == "rebench")},
         end=agent.end, elapsed_s=steps[-1].elapsed_s if steps else 0, seed=plan.seed,
         generator=f"kernelstrain {__version__}")
-
-
-# The agent may stop early on convergence; its budget is drawn a little above the profile's
-# mean so that episodes still average the profile's steps.mean.
-BUDGET_SCALE = 2.0
-# Retries, re-measurements and owed failures take steps where no new failure is drawn.
-FAILURE_SCALE = 1.3
-COMPILE_SCALE = 3.0      # and many compile failures wait for a limit to be near (engine.owed)
 
 
 @dataclass(frozen=True)

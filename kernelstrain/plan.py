@@ -36,15 +36,26 @@ def profile_modules(profile: Profile) -> list[OpModule]:
 
 
 def all_combos(profile: Profile) -> list[Task]:
-    """Every (module, gpu, dtype, shape) the profile's menus allow, in registry order."""
+    """Every (module, gpu, dtype, shape) the profile's menus allow (a module's menu plus the
+    profile's [shapes] for it), in registry order. With search.one_impl_per_combo an
+    (op, gpu, dtype, shape) has one impl, picked in hash order."""
     tasks = []
     for m in profile_modules(profile):
+        extra = [s for s in (profile.shapes or {}).get(m.name, ()) if s not in m.shapes]
         for gpu in profile.gpus:
-            for shape in m.shapes:
+            for shape in (*m.shapes, *extra):
                 for dtype in m.dtypes:
                     t = make_task(m, gpu, dtype, shape)
                     if m.supports(t.gpu, dtype):
                         tasks.append(t)
+    if profile.search.one_impl_per_combo:
+        pick = {}
+        for t in tasks:
+            combo = (REGISTRY[t.module].op, t.gpu.name, t.dtype, tuple(sorted(t.shape)))
+            if combo not in pick or rank(profile.key, "impl", t.key) < rank(profile.key, "impl", pick[combo].key):
+                pick[combo] = t
+        kept = {t.key for t in pick.values()}
+        tasks = [t for t in tasks if t.key in kept]
     return tasks
 
 

@@ -48,6 +48,24 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Search:
+    """How the simulated engineer searches (engine.py); the defaults are the default profile's."""
+    # The agent may stop early on convergence: its budget is drawn above steps.mean so that
+    # episodes still average steps.mean. Retries, re-measurements and owed failures take steps
+    # where no new failure is drawn, and many compile failures wait for a limit to be near.
+    budget_scale: float = 2.0       # step budget drawn at this multiple of steps.mean
+    compile_scale: float = 3.0      # per-step compile-error draw = status.compile_error * this
+    failure_scale: float = 1.3      # per-step wrong-result draw = status.wrong_result * this
+    patience_min: int = 14          # steps without a keep before converging: drawn in [min, max]
+    patience_max: int = 32
+    refail: float = 0.0             # probability that the fix of a slip fails to build again
+    typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
+    owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
+    knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
+    one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -60,6 +78,9 @@ class Profile:
     holdout: Holdout
     output: Output
     path: str
+    search: Search = Search()
+    clock: object = None      # clock.Clock; the default profile's when the table is left out
+    shapes: dict = None       # module -> extra shapes (tuple of dicts) on top of its menu
 
     @property
     def key(self) -> str:
@@ -68,6 +89,7 @@ class Profile:
 
 
 _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": Output}
+_OPTIONAL_TABLES = ("search", "clock", "shapes")     # left out: the default profile's behaviour
 _PROFILE_KEYS = {"name": str, "description": str, "episodes": int, "modules": (str, list),
                  "gpus": list, "combos": int}
 
@@ -102,26 +124,41 @@ def _build(cls, table: dict, where: str, path: Path):
     return cls(**{k: convert.get(expected[k], lambda x: x)(v) for k, v in table.items()})
 
 
+def resolve(config: str | Path) -> Path:
+    """A profile by path, or by the name of a bundled one (`kernelinfer` ->
+    configs/kernelinfer.toml) when no such file exists."""
+    path = Path(config)
+    bundled = PROFILE_DIR / f"{config}.toml"
+    if not path.is_file() and path.name == str(config) and path.suffix == "" and bundled.is_file():
+        return bundled
+    return path
+
+
+def bundled_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
 def load_profile(path: str | Path) -> Profile:
-    """Read and validate a profile; every problem raises UsageError naming the key."""
-    path = Path(path)
+    """Read and validate a profile (a path, or a bundled profile's name); every problem
+    raises UsageError naming the key."""
+    path = resolve(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
     except FileNotFoundError:
-        raise UsageError(f"profile not found: {path}") from None
+        raise UsageError(f"profile not found: {path} (bundled profiles: {', '.join(bundled_names())})") from None
     except IsADirectoryError:
         raise UsageError(f"profile {path} is a directory, not a TOML file") from None
     except OSError as e:
         raise UsageError(f"cannot read profile {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
-    allowed = {"profile", *_TABLE_TYPES}
+    allowed = {"profile", *_TABLE_TYPES, *_OPTIONAL_TABLES}
     for key in raw:
         if key not in allowed:
             raise UsageError(f"{path}: unknown table or key '{key}' (expected: {', '.join(sorted(allowed))})")
         if not isinstance(raw[key], dict):
             raise UsageError(f"{path}: '{key}' must be a table")
-    for key in allowed:
+    for key in ("profile", *_TABLE_TYPES):
         if key not in raw:
             raise UsageError(f"{path}: missing table '[{key}]'")
     top = raw["profile"]
@@ -131,10 +168,26 @@ def load_profile(path: str | Path) -> Profile:
         raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
     modules = () if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
     _names(top["gpus"], "profile.gpus", path)
+    from .clock import Clock
+    tables["search"] = _build(Search, raw.get("search", {}), "search", path)
+    tables["clock"] = Clock.from_table(raw.get("clock", {}), path)
+    tables["shapes"] = _shapes(raw.get("shapes", {}), path)
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
     _validate(profile, path)
     return profile
+
+
+def _shapes(table: dict, path: Path) -> dict:
+    """[shapes]: module = [{dim = value, ...}, ...], extra shapes for a module's menu."""
+    out = {}
+    for module, shapes in table.items():
+        if not isinstance(shapes, list) or not all(
+                isinstance(s, dict) and s and all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                                  for v in s.values()) for s in shapes):
+            raise UsageError(f"{path}: key 'shapes.{module}' must be a list of tables of positive integers")
+        out[module] = tuple(dict(s) for s in shapes)
+    return out
 
 
 def _names(values: list, key: str, path: Path) -> tuple:
@@ -188,6 +241,23 @@ def _validate(p: Profile, path: Path) -> None:
     if total >= MAX_FAILURE:
         bad("status", f"failure rates sum to {total:g}; they must sum to less than {MAX_FAILURE} "
                       "(most steps of an episode must run)")
+    for m, shapes in (p.shapes or {}).items():
+        if m not in REGISTRY:
+            bad(f"shapes.{m}", f"names unknown module {m!r} (see `kernelstrain ops`)")
+        for shape in shapes:
+            if set(shape) != set(REGISTRY[m].dims):
+                bad(f"shapes.{m}", f"has a shape with dims {', '.join(shape)}; {m} needs {', '.join(REGISTRY[m].dims)}")
+    q = p.search
+    if not 1 <= q.patience_min <= q.patience_max:
+        bad("search.patience_min", f"needs 1 <= patience_min <= patience_max, got {q.patience_min}, {q.patience_max}")
+    if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0:
+        bad("search", "refail must be in [0, 1) and owed_share in [0, 1]")
+    if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:
+        bad("search", "budget_scale must be >= 1; compile_scale, failure_scale > 0; typo_weight >= 0")
+    from .knobs import KNOBS
+    for k in q.knobs:
+        if k not in KNOBS:
+            bad("search.knobs", f"names unknown knob {k!r} (known: {', '.join(KNOBS)})")
     if p.output.max_context_tokens < 0:
         bad("output.max_context_tokens", f"must be >= 0 (0 = no windows), got {p.output.max_context_tokens}")
     if p.output.layout not in LAYOUTS:

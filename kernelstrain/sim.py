@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from . import knobs
 from .calibration import FIT
 from .gpus import GPU
 from .messages import arch_error, resources_error, smem_error
@@ -120,7 +121,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = cap_registers(module.launch(variant, params, task), gpu)
+    launch = cap_registers(knobs.launch(module, variant, params, task), gpu)   # knobs: none unless a profile adds them
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)

@@ -15,6 +15,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from . import knobs
 from .errors import DataError
 from .fields import as_dict
 from .gpus import GPUS
@@ -170,7 +171,7 @@ def cached_task(module: str, gpu: str, dtype: str, shape: tuple):
 @lru_cache(maxsize=8192)
 def render_code(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tuple, bug):
     m = REGISTRY[module]
-    return m.render(m.variant(tag), dict(params), cached_task(module, gpu, dtype, shape), bug)
+    return knobs.render(m, m.variant(tag), dict(params), cached_task(module, gpu, dtype, shape), bug)
 
 
 @lru_cache(maxsize=8192)
@@ -329,7 +330,7 @@ def kind_mismatch(s: dict, best_tag: str, best_params: dict, best_code: str, mod
     """Why a step's kind does not say what changed relative to the best, or None."""
     params = as_dict(s["params"])
     best_params = as_dict(best_params)
-    kind, changed = s["kind"], [k for k in params if params[k] != best_params.get(k)]
+    kind, changed = s["kind"], [k for k in params if params[k] != best_params.get(k, knobs.default(k))]
     if s["tag"] != best_tag:
         return None if kind == "structural" else f"kind {kind} but the variant changed ({best_tag} -> {s['tag']})"
     if kind == "structural":
@@ -342,8 +343,8 @@ def kind_mismatch(s: dict, best_tag: str, best_params: dict, best_code: str, mod
         return f"kind {kind} but {len(changed)} parameters changed"
     if kind == "endgame":
         try:
-            values = module.variant(s["tag"]).param(changed[0]).values
-            step = abs(values.index(params[changed[0]]) - values.index(best_params[changed[0]]))
+            values = knobs.param(module.variant(s["tag"]), changed[0]).values
+            step = abs(values.index(params[changed[0]]) - values.index(best_params.get(changed[0], knobs.default(changed[0]))))
         except (KeyError, ValueError):
             return "kind endgame on an unknown parameter"
         return None if step == 1 else f"kind endgame but {changed[0]} moved {step} values"
@@ -365,8 +366,8 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         return
     if s["status"] == "ok" and (s["bug"] is not None or s["typo"] is not None):
         out.add(w, "an ok step carries a bug or typo")
-    known = {p.name: p.values for p in variant.params}
     params = as_dict(s["params"])
+    known = {p.name: p.values for p in variant.params} | {k: knobs.KNOBS[k].values for k in knobs.settings(params)}
     if set(params) != set(known) or any(v not in known[k] for k, v in params.items()):
         out.add(w, f"params {params} are not a configuration of {variant.tag}")
         return

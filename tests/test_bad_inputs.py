@@ -19,6 +19,9 @@ from kernelstrain.profiles import DEFAULT_PROFILE
 PROFILE = DEFAULT_PROFILE.read_text()
 
 
+MODULES = PROFILE[PROFILE.index("modules = ["):PROFILE.index("]", PROFILE.index("modules = [")) + 1]
+
+
 def profile_with(old: str, new: str) -> str:
     assert old in PROFILE, old
     return PROFILE.replace(old, new, 1)
@@ -39,13 +42,13 @@ BAD_PROFILES = {   # name -> profile text (each one problem)
     "gpus_string": profile_with('gpus = ["A100", "H100", "RTX4090", "MI300X"]', 'gpus = "A100"'),
     "gpus_int": profile_with('gpus = ["A100", "H100", "RTX4090", "MI300X"]', "gpus = [1]"),
     "gpus_dup": profile_with('gpus = ["A100", "H100", "RTX4090", "MI300X"]', 'gpus = ["A100", "A100"]'),
-    "modules_empty": profile_with('modules = "all"', "modules = []"),
-    "modules_nested": profile_with('modules = "all"', 'modules = [["rmsnorm_cuda"]]'),
-    "modules_table": profile_with('modules = "all"', "modules = [{x = 1}]"),
-    "modules_unknown": profile_with('modules = "all"', 'modules = ["nope_cuda"]'),
-    "modules_word": profile_with('modules = "all"', 'modules = "some"'),
-    "modules_int": profile_with('modules = "all"', "modules = 3"),
-    "modules_dup": profile_with('modules = "all"', 'modules = ["rmsnorm_cuda", "rmsnorm_cuda"]'),
+    "modules_empty": profile_with(MODULES, "modules = []"),
+    "modules_nested": profile_with(MODULES, 'modules = [["rmsnorm_cuda"]]'),
+    "modules_table": profile_with(MODULES, "modules = [{x = 1}]"),
+    "modules_unknown": profile_with(MODULES, 'modules = ["nope_cuda"]'),
+    "modules_word": profile_with(MODULES, 'modules = "some"'),
+    "modules_int": profile_with(MODULES, "modules = 3"),
+    "modules_dup": profile_with(MODULES, 'modules = ["rmsnorm_cuda", "rmsnorm_cuda"]'),
     "name_empty": profile_with('name = "kernelstrain"', 'name = ""'),
     "name_space": profile_with('name = "kernelstrain"', 'name = "a b"'),
     "name_int": profile_with('name = "kernelstrain"', "name = 5"),

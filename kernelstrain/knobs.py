@@ -1,0 +1,118 @@
+"""Generic launch knobs a profile may add to every rung: real compiler controls written into
+the candidate's code and modelled by the simulator, for modules whose own parameters are few.
+
+- `min_blocks` (CUDA): `__launch_bounds__(THREADS, N)`: ptxas must fit N blocks per SM, so it
+  caps the registers per thread; values that do not fit spill to local memory.
+- `main_unroll` (CUDA): `#pragma unroll N` on the kernel's main loop: more independent loads
+  in flight and less loop overhead, for more registers.
+
+A knob's value 0 leaves the code as the module renders it, so a rung with every knob at 0 is
+the module's own candidate. A knob is offered only where its text has a place in the code.
+
+>>> KNOBS["main_unroll"].values
+(0, 2, 4, 8)
+>>> print(apply_code("__global__ void __launch_bounds__(THREADS) k(int n) {\\n    for (int i = 0; i < n; ++i) {}\\n}",
+...                  {"min_blocks": 2, "main_unroll": 4}))
+__global__ void __launch_bounds__(THREADS, 2) k(int n) {
+#pragma unroll 4
+    for (int i = 0; i < n; ++i) {}
+}
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from .ops.base import Launch, Param, Variant
+
+OFF = 0
+KNOBS = {
+    "min_blocks": Param("min_blocks", (0, 1, 2, 3, 4), OFF),
+    "main_unroll": Param("main_unroll", (0, 2, 4, 8), OFF),
+}
+IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda"}
+
+_BOUNDS = re.compile(r"__launch_bounds__\(\s*([A-Za-z_0-9*() ]+?)\s*\)")
+_FOR = re.compile(r"^([ \t]*)for \(", re.M)
+
+
+def _main_loop(code: str) -> int | None:
+    """Offset of the first `for (` line in the first __global__ function that no pragma governs."""
+    start = code.find("__global__")
+    if start < 0:
+        return None
+    for m in _FOR.finditer(code, start):
+        before = code[:m.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        if not before.startswith("#pragma"):
+            return m.start()
+    return None
+
+
+def _places(code: str) -> dict:
+    return {"min_blocks": _BOUNDS.search(code) is not None, "main_unroll": _main_loop(code) is not None}
+
+
+def own(params: dict) -> dict:
+    """The module's own parameters (knobs removed)."""
+    return {k: v for k, v in params.items() if k not in KNOBS}
+
+
+def default(name: str):
+    """A knob's value in a candidate that does not name it (None for anything else)."""
+    return KNOBS[name].default if name in KNOBS else None
+
+
+def settings(params: dict) -> dict:
+    return {k: v for k, v in params.items() if k in KNOBS}
+
+
+def extend(variant: Variant, impl: str, code: str, names: tuple) -> Variant:
+    """The rung with the knobs of `names` that have a place in its code (`code`: its render)."""
+    places = _places(code)
+    extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n]
+                  and all(p.name != n for p in variant.params))
+    return replace(variant, params=variant.params + extra) if extra else variant
+
+
+def param(variant: Variant, name: str) -> Param:
+    """A rung's parameter, knobs included."""
+    return KNOBS[name] if name in KNOBS and all(p.name != name for p in variant.params) else variant.param(name)
+
+
+def apply_code(code: str, params: dict) -> str:
+    """Write the knobs' settings into a candidate's code."""
+    blocks, unroll = params.get("min_blocks", OFF), params.get("main_unroll", OFF)
+    if blocks:
+        code = _BOUNDS.sub(lambda m: f"__launch_bounds__({m.group(1)}, {blocks})", code, count=1)
+    if unroll:
+        at = _main_loop(code)
+        if at is not None:
+            indent = re.match(r"[ \t]*", code[at:]).group(0)
+            code = f"{code[:at]}#pragma unroll {unroll}\n{indent}{code[at + len(indent):]}"
+    return code
+
+
+def render(module, variant: Variant, params: dict, task, bug: str | None = None) -> str:
+    return apply_code(module.render(variant, own(params), task, bug), params)
+
+
+def launch(module, variant: Variant, params: dict, task) -> Launch:
+    """The module's launch model with the knobs' effect on registers, spills and ILP."""
+    out = module.launch(variant, own(params), task)
+    gpu = task.gpu
+    unroll = params.get("main_unroll", OFF)
+    if unroll:
+        doublings = math.log2(unroll)
+        out = replace(out, regs=out.regs + 8 * int(doublings),
+                      bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
+                      compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
+    blocks = params.get("min_blocks", OFF)
+    if blocks:
+        # ptxas allocates registers in units of 8 per thread; the cap it must meet
+        cap = min(255, gpu.regs_per_sm // (blocks * max(out.threads, gpu.warp)) // 8 * 8)
+        if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
+            spilled = out.regs / cap - 1.0
+            out = replace(out, regs=cap, traffic=out.traffic * (1 + 0.4 * spilled),
+                          compute_scale=out.compute_scale / (1 + 1.2 * spilled))
+    return out

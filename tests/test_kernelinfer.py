@@ -1,0 +1,126 @@
+"""The kernelinfer machinery: profiles by name, the explicit default module list, the generic
+launch knobs (code and simulator), the clock, multi-attempt repair, one impl per combo."""
+import random
+from pathlib import Path
+
+import pytest
+
+from kernelstrain import knobs
+from kernelstrain.clock import Clock
+from kernelstrain.engine import STREAMS, Episode
+from kernelstrain.errors import UsageError
+from kernelstrain.ops import REGISTRY
+from kernelstrain.plan import all_combos, seeded_rng
+from kernelstrain.profiles import DEFAULT_PROFILE, PROFILE_DIR, Search, load_profile, resolve
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+from kernelstrain.validate import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT / "tests" / "fixtures" / "kernelinfer_dev.toml"
+KNOBS = Search(knobs=("min_blocks", "main_unroll"))
+
+
+def test_bundled_profiles_resolve_by_name_and_match_the_top_level_copies():
+    assert resolve("kernelinfer") == PROFILE_DIR / "kernelinfer.toml"
+    assert resolve("kernelstrain") == DEFAULT_PROFILE
+    assert resolve(str(DEV)) == DEV                      # a path stays a path
+    for path in PROFILE_DIR.glob("*.toml"):
+        assert (ROOT / "configs" / path.name).read_bytes() == path.read_bytes()
+    with pytest.raises(UsageError, match="bundled profiles: kernelinfer, kernelstrain"):
+        load_profile("no_such_profile")
+
+
+def test_default_profile_names_its_57_modules():
+    p = load_profile("kernelstrain")
+    assert len(p.modules) == 57 and len({REGISTRY[m].op for m in p.modules}) == 45
+    assert p.search == Search() and p.clock == Clock() and not p.shapes
+
+
+def test_dev_profile_has_unique_op_combos_for_every_session():
+    p = load_profile(DEV)
+    combos = all_combos(p)
+    keys = [(REGISTRY[t.module].op, t.gpu.name, t.dtype, t.shape) for t in combos]
+    assert len(keys) == len(set(keys)) >= p.combos
+    text = (PROFILE_DIR / "kernelinfer.toml").read_text()
+    for name in p.modules:                                   # the dev copy lists a subset
+        assert f'"{name}"' in text
+
+
+def test_knobs_are_written_into_the_code_and_change_the_model():
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "A10", "fp16", {"T": 4096, "D": 4096})
+    v = m.variant("vectorized_uint4")
+    ext = knobs.extend(v, m.impl, m.render(v, v.defaults(), task), KNOBS.knobs)
+    assert [p.name for p in ext.params[-2:]] == ["min_blocks", "main_unroll"]
+    plain = {**ext.defaults()}
+    assert knobs.render(m, ext, plain, task) == m.render(v, v.defaults(), task)
+    tuned = {**plain, "min_blocks": 2, "main_unroll": 4}
+    code = knobs.render(m, ext, tuned, task)
+    assert ", 2)" in code.split("__launch_bounds__(", 1)[1].split("\n", 1)[0] and "#pragma unroll 4\n" in code
+    # unrolling: more registers and more loads in flight per thread
+    plain_launch, unrolled = knobs.launch(m, ext, plain, task), knobs.launch(m, ext, {**plain, "main_unroll": 8}, task)
+    assert unrolled.regs == plain_launch.regs + 24 and unrolled.bytes_per_access > plain_launch.bytes_per_access
+    # __launch_bounds__(1024, 3) caps registers at 16 on a 64K-register SM: spills, slower
+    wide = {**plain, "threads": 1024}
+    free, bound = simulate(m, ext, wide, task), simulate(m, ext, {**wide, "min_blocks": 3}, task)
+    assert free.ok and bound.ok and bound.regs == 16 < free.regs and bound.time_ms > free.time_ms
+
+
+def test_knob_sessions_validate(tmp_path):
+    """A small knob profile: steps tune the knobs, every step re-renders, validate passes."""
+    text = DEV.read_text()
+    start, end = text.index("modules = ["), text.index("]", text.index("modules = [")) + 1
+    text = (text[:start] + 'modules = ["rmsnorm_cuda", "softmax_cuda"]' + text[end:])
+    text = text.replace("episodes = 1899", "episodes = 3").replace("combos = 2094", "combos = 20")
+    text = text.replace("min = 30", "min = 12").replace("max = 200", "max = 30").replace("mean = 94.6", "mean = 20")
+    cfg = tmp_path / "knobs.toml"
+    cfg.write_text(text)
+    from kernelstrain.generate import generate
+    from kernelstrain.validate import read_jsonl
+    generate(load_profile(cfg), 0, tmp_path / "out", workers=1, progress=False)
+    assert list(validate(tmp_path / "out")) == []
+    rows = [r for _, r in read_jsonl(tmp_path / "out" / "episodes.jsonl")]
+    tuned = [s for r in rows for s in r["steps"]
+             if any(p["name"] in knobs.KNOBS and p["value"] for p in s["params"])]
+    assert tuned, "no step moved a knob"
+    assert all(r["steps"][0]["elapsed_s"] >= 1500 * 0.8 for r in rows)      # the setup comes first
+
+
+def test_default_clock_draws_as_before():
+    """The default clock: four write draws, one build draw, one bench draw unless the build failed."""
+    rng, ref = random.Random(5), random.Random(5)
+    got = Clock().step_seconds(rng, "joint", "ok", "triton", "x" * 5000)
+    w = [ref.uniform(240, 900), ref.uniform(90, 300), ref.uniform(10, 30), ref.uniform(45, 180)]
+    assert got == w[1] + ref.uniform(3, 15) + ref.uniform(6, 25)
+    assert rng.random() == ref.random()                # nothing else was drawn
+
+
+def test_refail_repairs_take_more_than_one_attempt():
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "A100", "fp16", m.shapes[0])
+    twice = 0
+    for seed in range(6):
+        s = {k: seeded_rng("refail", seed, k) for k in STREAMS}
+        steps = [x.row() for x in Episode(m, task, s, 40, 0.3, 0.0, 8, Search(refail=0.9)).run()]
+        for a, b in zip(steps, steps[1:]):
+            if a["failure"] == "syntax" and b["failure"] == "syntax" and (a["tag"], a["params"]) == (b["tag"], b["params"]):
+                twice += 1
+                assert a["error"] != b["error"] or a["typo"] != b["typo"]
+    assert twice > 0
+
+
+def test_shapes_table_extends_a_menu_and_bad_tables_are_usage_errors(tmp_path):
+    text = DEV.read_text()
+    cfg = tmp_path / "p.toml"
+    cfg.write_text(text + '\n[shapes]\nrmsnorm_cuda = [{T = 3000, D = 1024}]\n')
+    extra = [t for t in all_combos(load_profile(cfg)) if t.dims == {"T": 3000, "D": 1024}]
+    assert {t.gpu.name for t in extra} <= set(load_profile(DEV).gpus) and extra
+    cases = {"shapes.rmsnorm_cuda": text + '\n[shapes]\nrmsnorm_cuda = [{T = 1}]\n',
+             "clock.bench": text.replace("\nbench = [3, 8]", "\nbench = [5, 1]"),
+             "search.knobs": text.replace('knobs = ["min_blocks", "main_unroll"]', 'knobs = ["warp_size"]')}
+    for key, body in cases.items():
+        assert body != text
+        cfg.write_text(body)
+        with pytest.raises(UsageError, match=key.replace(".", r"\.")):
+            load_profile(cfg)
