@@ -25,7 +25,7 @@ from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
 from .sim import measure, simulate, smem_cap
-from .tasks import param_grid
+from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
 
@@ -97,7 +97,7 @@ class Episode:
         gpu = task.gpu
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
-        base = self.ladder[module.variants.index(module.baseline_variant())]
+        base = self.ladder[module.variants.index(starting_rung(module, task, search.baseline_cap))]
         above = self.ladder[self.ladder.index(base):]
         self.rungs = [v for v in above if not (v.needs - gpu.features)]
         self.gated = [v for v in above if v.needs - gpu.features]

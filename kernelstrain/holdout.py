@@ -13,6 +13,7 @@ from .ops import REGISTRY
 from .plan import Plan, make_plan, seeded_rng, task_id
 from .profiles import load_profile
 from .schema import SCHEMA
+from .tasks import starting_rung
 from .sim import measure, simulate
 from .writers import SPLIT_FILES, StreamFile, check_not_input, write_error
 
@@ -28,7 +29,7 @@ def holdout_rows(plan: Plan, split: str):
     engine's: the first rung this GPU runs, at its defaults, measured once with noise."""
     for task in plan.splits[split]:
         module = REGISTRY[task.module]
-        base = module.baseline_variant()
+        base = starting_rung(module, task, plan.profile.search.baseline_cap)
         code = module.render(base, base.defaults(), task)
         rng = seeded_rng(plan.profile.key, "holdout-baseline", task.key)
         time_ms = round(measure(simulate(module, base, base.defaults(), task).time_ms, rng), 6)

@@ -63,6 +63,7 @@ class Search:
     owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
+    baseline_cap: float = 0.0       # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung
 
 
 @dataclass(frozen=True)

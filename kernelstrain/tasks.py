@@ -40,6 +40,35 @@ def make_task(module: OpModule, gpu: str, dtype: str, shape: dict) -> Task:
     return Task(module.name, get_gpu(gpu), dtype, tuple((d, int(shape[d])) for d in module.dims))
 
 
+def starting_rung(module: OpModule, task: Task, cap: float = 0.0) -> Variant:
+    """An episode's baseline rung. With cap 0 (the default profile): the module's first rung (or
+    its declared `baseline`). Otherwise the lowest rung at or above it that runs on the task's GPU
+    and whose default-parameter time is within `cap` times that of the fastest such rung: the
+    kernel a team already has in place is naive, but not arbitrarily far from a good one
+    (the kernelinfer card's sessions average a ~13x speedup).
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> m = REGISTRY["rmsnorm_cuda"]
+    >>> t = make_task(m, "H100", "fp16", {"T": 4096, "D": 4096})
+    >>> starting_rung(m, t).tag, starting_rung(m, t, 1.0) == m.variants[-1] or starting_rung(m, t, 1.0).tag != "row_per_thread"
+    ('row_per_thread', True)
+    """
+    first = module.baseline_variant()
+    if not cap:
+        return first
+    timed = []
+    for v in module.variants[module.variants.index(first):]:
+        if v.needs - task.gpu.features:
+            continue
+        r = simulate(module, v, v.defaults(), task)
+        if r.ok:
+            timed.append((v, r.time_ms))
+    if not timed:
+        return first
+    fastest = min(t for _, t in timed)
+    return next(v for v, t in timed if t <= cap * fastest)
+
+
 def param_grid(variant: Variant):
     """Every combination of a variant's parameter values, as dicts."""
     names = [p.name for p in variant.params]

@@ -23,6 +23,7 @@ from .ops import REGISTRY
 from .ledger import Ledger
 from .schema import EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
+from .tasks import starting_rung
 from .writers import DATASET_NAMES, FILES, layout_files
 
 STATS_SCHEMA = SCHEMA["stats"]
@@ -285,7 +286,12 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     for key in ("seed", "generator"):
         if ep[key] != ctx.stats.get(key):
             out.add(where, f"{key} {ep[key]!r} differs from stats.json's {ctx.stats.get(key)!r}")
-    base = module.baseline_variant()
+    if ctx.plan is not None:      # the profile's starting rung (tasks.starting_rung)
+        base = starting_rung(module, task, ctx.plan.profile.search.baseline_cap)
+    else:                          # unknown profile: any rung from the module's first up
+        first, tags = module.baseline_variant(), [v.tag for v in module.variants]
+        tag = ep["baseline"]["tag"]
+        base = module.variant(tag) if tag in tags and tags.index(tag) >= tags.index(first.tag) else first
     if ep["baseline"]["tag"] != base.tag or as_dict(ep["baseline"]["params"]) != base.defaults() \
             or ep["baseline"]["code"] != render_code(ep["module"], ep["gpu"], ep["dtype"], shape, base.tag,
                                                  _freeze(base.defaults()), None):
