@@ -121,7 +121,7 @@ extern "C" __global__ void chunked_prefill_kernel(const float* __restrict__ s, c
 """
 
 
-def row_common(p, sync: str, causal: str = "<=") -> str:
+def row_common(p, scale: str, causal: str = "<=") -> str:
     return f"""
 #define BM {p['BM']}                      // query rows per block = threads
 #define BN {p['BN']}                      // keys per shared-memory tile
@@ -136,7 +136,8 @@ __device__ __forceinline__ void attend(const scalar_t* kb, const scalar_t* vb, s
         Ks[i] = kb[(size_t)n0 * HEAD_DIM + i];
         Vs[i] = vb[(size_t)n0 * HEAD_DIM + i];
     }}
-{sync}    float s[BN], mx = m;
+    __syncthreads();                              // the tile is visible to every thread
+    float s[BN], mx = m;
 #pragma unroll
     for (int j = 0; j < BN; ++j) {{                 // every thread reads the same key: smem broadcast
         float dot = 0.f;
@@ -163,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(BM) chunked_prefill_kernel({ARGS}) 
     __shared__ __align__(16) scalar_t Ks[BN * HEAD_DIM], Vs[BN * HEAD_DIM];
     const int bh = blockIdx.x, m0 = blockIdx.y * BM, row = m0 + threadIdx.x, pos = P + row;
 {KV_BASE}    float qv[HEAD_DIM], acc[HEAD_DIM], m = -INFINITY, l = 0.f;
-    for (int d = 0; d < HEAD_DIM; ++d) {{ qv[d] = to_float(q[((size_t)bh * C + row) * HEAD_DIM + d]) * SCALE_LOG2; acc[d] = 0.f; }}
+    for (int d = 0; d < HEAD_DIM; ++d) {{ qv[d] = to_float(q[((size_t)bh * C + row) * HEAD_DIM + d]){scale}; acc[d] = 0.f; }}
 """
 
 
@@ -173,14 +174,14 @@ def row_tail(task):
 """ + host(task, "dim3(B * NUM_HEADS, C / BM)", "BM")
 
 
-def smem_online_src(p, task, sync=SYNC, causal="<="):
-    return row_common(p, sync, causal) + """    // every key block of prefix and chunk is loaded; causality is a mask on each of them
+def smem_online_src(p, task, scale=" * SCALE_LOG2", causal="<="):
+    return row_common(p, scale, causal) + """    // every key block of prefix and chunk is loaded; causality is a mask on each of them
     for (int n0 = 0; n0 < P + C; n0 += BN) attend<true>(kb, vb, Ks, Vs, qv, acc, m, l, n0, pos);
 """ + row_tail(task)
 
 
-def prefix_causal_split_src(p, task, sync=SYNC, diag="P + m0"):
-    return row_common(p, sync) + f"""    // keys before P + m0 (the prefix and earlier chunk tokens) are visible to every row: no mask;
+def prefix_causal_split_src(p, task, scale=" * SCALE_LOG2", diag="P + m0"):
+    return row_common(p, scale) + f"""    // keys before P + m0 (the prefix and earlier chunk tokens) are visible to every row: no mask;
     // the block's own BM chunk keys cross the diagonal; later chunk keys are never loaded
     const int diag = {diag};
     for (int n0 = 0; n0 < diag; n0 += BN) attend<false>(kb, vb, Ks, Vs, qv, acc, m, l, n0, pos);
@@ -267,10 +268,10 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              render=materialized_scores_src, bugs={"missing_scale": {"scale": ""}, "off_by_one": {"causal": "<"}}),
         Rung("smem_online", "one kernel, a thread per query row, K/V tiles in static smem, online softmax, "
              "every key block masked", ROW_PARAMS, compute_eff=0.3, memory_eff=0.7, smem="static",
-             launch=row_launch(False), render=smem_online_src, bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"causal": "<"}}),
+             launch=row_launch(False), render=smem_online_src, bugs={"missing_scale": {"scale": ""}, "off_by_one": {"causal": "<"}}),
         Rung("prefix_causal_split", "prefix blocks without a mask, only the diagonal blocks masked, future blocks skipped",
              ROW_PARAMS, compute_eff=0.3, memory_eff=0.75, smem="static", launch=row_launch(True),
-             render=prefix_causal_split_src, bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"diag": "P + m0 + BN"}}),
+             render=prefix_causal_split_src, bugs={"missing_scale": {"scale": ""}, "off_by_one": {"diag": "P + m0 + BN"}}),
         Rung("mma_sync", "FA2 on tensor cores: mma.m16n8k16 via ldmatrix, P re-packed in registers, diagonal tiles masked",
              MMA_TILES, needs=TC, path="fp16", compute_eff=0.55, memory_eff=0.8, smem="static", launch=mma_launch,
              render=mma_sync_src, bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"mask": ">="}}),
