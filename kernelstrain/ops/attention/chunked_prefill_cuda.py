@@ -137,27 +137,27 @@ __device__ __forceinline__ void attend(const scalar_t* kb, const scalar_t* vb, s
         Vs[i] = vb[(size_t)n0 * HEAD_DIM + i];
     }}
     __syncthreads();                              // the tile is visible to every thread
-    float s[BN], mx = m;
+    float s[BN], m_new = m;
 #pragma unroll
     for (int j = 0; j < BN; ++j) {{                 // every thread reads the same key: smem broadcast
         float dot = 0.f;
 #pragma unroll 16
         for (int d = 0; d < HEAD_DIM; ++d) dot += qv[d] * to_float(Ks[j * HEAD_DIM + d]);
         s[j] = (!MASKED || n0 + j {causal} pos) ? dot : -INFINITY;
-        mx = fmaxf(mx, s[j]);
+        m_new = fmaxf(m_new, s[j]);
     }}
-    const float alpha = exp2f(m - mx);            // the first tile always holds key 0: mx is finite
+    const float alpha = exp2f(m - m_new);            // the first tile always holds key 0: m_new is finite
     l *= alpha;
 #pragma unroll 16
     for (int d = 0; d < HEAD_DIM; ++d) acc[d] *= alpha;
 #pragma unroll
     for (int j = 0; j < BN; ++j) {{
-        const float pj = exp2f(s[j] - mx);
+        const float pj = exp2f(s[j] - m_new);
         l += pj;
 #pragma unroll 16
         for (int d = 0; d < HEAD_DIM; ++d) acc[d] += pj * to_float(Vs[j * HEAD_DIM + d]);
     }}
-    m = mx;
+    m = m_new;
 }}
 
 extern "C" __global__ void __launch_bounds__(BM) chunked_prefill_kernel({ARGS}) {{
@@ -181,7 +181,7 @@ def smem_online_src(p, task, scale=" * SCALE_LOG2", causal="<="):
 
 
 def prefix_causal_split_src(p, task, scale=" * SCALE_LOG2", diag="P + m0"):
-    return row_common(p, scale) + f"""    // keys before P + m0 (the prefix and earlier chunk tokens) are visible to every row: no mask;
+    return row_common(p, scale) + f"""    // prefix / causal split: keys before P + m0 (prefix, earlier chunk tokens) are seen by every row: no mask;
     // the block's own BM chunk keys cross the diagonal; later chunk keys are never loaded
     const int diag = {diag};
     for (int n0 = 0; n0 < diag; n0 += BN) attend<false>(kb, vb, Ks, Vs, qv, acc, m, l, n0, pos);
