@@ -3,7 +3,7 @@
 >>> REGISTRY["rmsnorm_cuda"].family
 'norms'
 >>> len(REGISTRY), len({m.op for m in REGISTRY.values()})
-(65, 49)
+(71, 52)
 """
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ from .attention.paged_decode_cuda import PagedDecodeCuda  # noqa: E402
 from .attention.paged_decode_triton import PagedDecodeTriton  # noqa: E402
 from .attention.sliding_window_triton import SlidingWindowTriton  # noqa: E402
 from .attention.tree_attention_triton import TreeAttentionTriton  # noqa: E402
+from .attention.chunked_prefill_cuda import ChunkedPrefillCuda  # noqa: E402
+from .attention.chunked_prefill_triton import ChunkedPrefillTriton  # noqa: E402
+from .attention.fused_qkv_rope_cuda import FusedQkvRopeCuda  # noqa: E402
+from .attention.fused_qkv_rope_triton import FusedQkvRopeTriton  # noqa: E402
+from .attention.swa_decode_cuda import SwaDecodeCuda  # noqa: E402
+from .attention.swa_decode_triton import SwaDecodeTriton  # noqa: E402
 from .norms.add_rmsnorm_cuda import AddRMSNormCuda  # noqa: E402
 from .norms.add_rmsnorm_triton import AddRMSNormTriton  # noqa: E402
 from .norms.layernorm_bwd_triton import LayerNormBwdTriton  # noqa: E402
@@ -98,6 +104,7 @@ from .misc.conv2d_nhwc_triton import Conv2dNhwcTriton  # noqa: E402
 
 for _cls in (
     CrossAttentionTriton, FlashAttnBwdTriton, FlashDecodeTriton, FlashPrefillCuda, FlashPrefillTriton, MlaDecodeTriton, PagedDecodeCuda, PagedDecodeTriton, SlidingWindowTriton, TreeAttentionTriton,
+    ChunkedPrefillCuda, ChunkedPrefillTriton, FusedQkvRopeCuda, FusedQkvRopeTriton, SwaDecodeCuda, SwaDecodeTriton,
     AddRMSNormCuda, AddRMSNormTriton, LayerNormBwdTriton, LayerNormCuda, LayerNormTriton, RMSNormCuda, RMSNormTriton,
     BiasGeluCuda, DropoutCuda, SoftmaxCuda, SoftmaxTriton, SwigluBwdTriton, SwigluFwdCuda, SwigluFwdTriton,
     GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda,

@@ -1,0 +1,190 @@
+"""Fused QKV projection + RoPE in Triton: y = x . w^T with tl.dot, q and k rotated in interleaved
+pairs (a [BLOCK_M, BLOCK_N] tile reshaped to [.., BLOCK_N / 2, 2] and split), heads stored into q, k, v.
+
+Ladder: tl.dot GEMM to an fp32 scratch plus a separate rope kernel -> rope fused into the GEMM's
+epilogue -> GROUP_M program swizzle (L2 reuse of x panels) -> num_stages-pipelined loads, tuned
+tiles and warps. Launch models: gemm_fp16_triton's, on the task's GEMM view.
+"""
+from dataclasses import replace
+
+from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
+from ..matmul.gemm_fp16_triton import tile_launch
+from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
+
+BLOCK_M = Param("BLOCK_M", (64, 128), 128)
+BLOCK_N = Param("BLOCK_N", (64, 128), 128)
+BLOCK_K = Param("BLOCK_K", (32, 64), 32)
+ROT0 = "y0 * c - y1 * s"
+NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
+ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
+    pid_n = pid % num_pid_n"""
+GROUPED = """    # GROUP_M swizzle: GROUP_M tile rows walk the column tiles together, so resident programs
+    # share x panels and w panels in L2
+    in_group = GROUP_M * num_pid_n
+    first_m = pid // in_group * GROUP_M
+    group_m = {gsize}
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m"""
+GSIZE = "tl.minimum(num_pid_m - first_m, GROUP_M)"
+
+
+def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
+    def launch(p, task):
+        lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
+        # the epilogue's pair split / join converts the tile's layout through shared memory
+        lm = replace(lm, smem_bytes=max(lm.smem_bytes, p["BLOCK_M"] * p["BLOCK_N"] * (4 if scratch else 2)))
+        if not scratch:
+            return lm
+        extra = task["T"] * qkv_cols(task) * 4 * 2 / cost_of(task).bytes    # fp32 y written, then read back
+        return replace(lm, traffic=lm.traffic + extra, launches=2)
+    return launch
+
+
+def helpers(rot0=ROT0, k_end="HID") -> str:
+    return f'''
+
+@triton.jit
+def _qkv_tile(x_ptr, w_ptr, pid_m, pid_n, T, HID, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # one [BLOCK_M, BLOCK_N] tile of y = x . w^T: w rows are y columns (K-major, as nn.Linear keeps it)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * HID + offs_k[None, :]
+    w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * HID + offs_k[None, :]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, {k_end}, BLOCK_K):          # HID is a multiple of BLOCK_K; the columns of BLOCK_N
+        x = tl.load(x_ptrs, mask=(offs_m < T)[:, None], other=0.0)
+        w = tl.load(w_ptrs)
+        acc += tl.dot(x, tl.trans(w))
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+    return acc, offs_m
+
+
+@triton.jit
+def _rope_store(y, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H: tl.constexpr, KVH: tl.constexpr,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # a column tile lies inside q, k or v (their widths are multiples of BLOCK_N); pairs (2i, 2i + 1)
+    n0 = pid_n * BLOCK_N
+    rows = (offs_m < T)[:, None]
+    if n0 < (H + KVH) * HEAD_DIM:             # q and k columns rotate, v passes through
+        pair = (n0 + 2 * tl.arange(0, BLOCK_N // 2)) % HEAD_DIM // 2
+        tab = offs_m[:, None] * (HEAD_DIM // 2) + pair[None, :]
+        c = tl.load(cos_ptr + tab, mask=rows, other=0.0)
+        s = tl.load(sin_ptr + tab, mask=rows, other=0.0)
+        y0, y1 = tl.split(tl.reshape(y, (BLOCK_M, BLOCK_N // 2, 2)))
+        y = tl.reshape(tl.join({rot0}, y1 * c + y0 * s), (BLOCK_M, BLOCK_N))
+    cols = n0 + tl.arange(0, BLOCK_N)
+    if n0 < H * HEAD_DIM:
+        dst = q_ptr + offs_m[:, None].to(tl.int64) * (H * HEAD_DIM) + cols[None, :]
+    elif n0 < (H + KVH) * HEAD_DIM:
+        dst = k_ptr + offs_m[:, None].to(tl.int64) * (KVH * HEAD_DIM) + (cols - H * HEAD_DIM)[None, :]
+    else:
+        dst = v_ptr + offs_m[:, None].to(tl.int64) * (KVH * HEAD_DIM) + (cols - (H + KVH) * HEAD_DIM)[None, :]
+    tl.store(dst, y.to(q_ptr.dtype.element_ty), mask=rows)
+'''
+
+
+def wrapper(task, p, launches: str) -> str:
+    return f'''
+
+{ENTRY.py_def(task)}:
+    T, HID = x.shape
+    D = cos.shape[1] * 2
+    q = torch.empty(T, H, D, dtype=x.dtype, device=x.device)
+    k = torch.empty(T, KVH, D, dtype=x.dtype, device=x.device)
+    v = torch.empty(T, KVH, D, dtype=x.dtype, device=x.device)
+    BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
+    grid = (triton.cdiv(T, BLOCK_M) * ((H + 2 * KVH) * D // BLOCK_N),)
+{launches}    return q, k, v
+'''
+
+
+def kernel_head(name: str, args: str, order: str, extra="") -> str:
+    return f'''
+
+@triton.jit
+def {name}({args}, T, HID, H: tl.constexpr, KVH: tl.constexpr, HEAD_DIM: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{extra}):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(T, BLOCK_M)
+    num_pid_n = (H + 2 * KVH) * HEAD_DIM // BLOCK_N
+{order}
+'''
+
+
+def call(name, args, p, extra=""):
+    return (f"    {name}[grid]({args}, T, HID, H=H, KVH=KVH, HEAD_DIM=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,\n"
+            f"        BLOCK_K={p['BLOCK_K']}{extra}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
+
+
+OUT_ARGS = "q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr"
+
+
+def dot_then_rope_src(p, task, rot0=ROT0, k_end="HID"):
+    return helpers(rot0, k_end) + kernel_head("qkv_gemm_kernel", "x_ptr, w_ptr, y_ptr", ROW_MAJOR) + '''\
+    acc, offs_m = _qkv_tile(x_ptr, w_ptr, pid_m, pid_n, T, HID, BLOCK_M, BLOCK_N, BLOCK_K)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    y = y_ptr + offs_m[:, None].to(tl.int64) * (num_pid_n * BLOCK_N) + offs_n[None, :]
+    tl.store(y, acc, mask=(offs_m < T)[:, None])       # fp32 scratch: the rope kernel reads it back
+''' + kernel_head("fused_qkv_rope_kernel", "y_ptr, " + OUT_ARGS, ROW_MAJOR) + '''\
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    y = tl.load(y_ptr + offs_m[:, None].to(tl.int64) * (num_pid_n * BLOCK_N) + offs_n[None, :],
+                mask=(offs_m < T)[:, None], other=0.0)
+    _rope_store(y, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H, KVH, HEAD_DIM, BLOCK_M, BLOCK_N)
+''' + wrapper(task, p, "    y = torch.empty(T, (H + 2 * KVH) * D, dtype=torch.float32, device=x.device)\n"
+              + call("qkv_gemm_kernel", "x, w, y", p) + call("fused_qkv_rope_kernel", "y, q, k, v, cos, sin", p))
+
+
+def fused_src(order: str, grouped: bool):
+    def render(p, task, rot0=ROT0, k_end="HID"):
+        extra = ", GROUP_M: tl.constexpr" if grouped else ""
+        kw = f", GROUP_M={p.get('GROUP_M', 8)}" if grouped else ""
+        return helpers(rot0, k_end) + kernel_head("fused_qkv_rope_kernel", "x_ptr, w_ptr, " + OUT_ARGS,
+                                                  order.format(gsize=GSIZE), extra) + '''\
+    acc, offs_m = _qkv_tile(x_ptr, w_ptr, pid_m, pid_n, T, HID, BLOCK_M, BLOCK_N, BLOCK_K)
+    _rope_store(acc, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H, KVH, HEAD_DIM, BLOCK_M, BLOCK_N)
+''' + wrapper(task, p, call("fused_qkv_rope_kernel", "x, w, q, k, v, cos, sin", p, kw))
+    return render
+
+
+SHORT_K = {"k_end": "HID - BLOCK_K"}
+
+
+class FusedQkvRopeTriton(FusedQkvRopeSpec):
+    impl = "triton"
+    variants = (
+        Rung("dot_then_rope", "tl.dot GEMM to an fp32 scratch, then a rope/split kernel reading it back",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85, scratch=True),
+             render=dot_then_rope_src, bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
+        Rung("fused_epilogue", "rope in the GEMM epilogue: the tile split into pairs, rotated and stored by head",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85),
+             render=fused_src(ROW_MAJOR, False), bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
+        Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share x and w panels in L2",
+             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)), path="fp16", compute_eff=0.48,
+             memory_eff=0.8, smem="dynamic", launch=dot_launch(0.95), render=fused_src(GROUPED, True),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
+        Rung("pipelined_stages", "num_stages-deep software pipeline of the tile loads, tuned warps",
+             (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 64), Param("GROUP_M", (8,), 8),
+              Param("num_stages", (3, 4, 5), 3), Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
+             memory_eff=0.88, smem="dynamic", launch=dot_launch(0.95, "pipelined"), render=fused_src(GROUPED, True),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
+    )
+
+    def assemble(self, kernel, variant, params, task) -> str:
+        return f"{TRITON_PRELUDE}\nH, KVH = {task['H']}, {task['KVH']}   # query and KV heads\n" + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr = triton_ptr(task.dtype, task)
+        const = {"H": task["H"], "KVH": task["KVH"], "HEAD_DIM": task["D"],
+                 **{k: params[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") if k in params}}
+        outs = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "cos_ptr": "*fp32", "sin_ptr": "*fp32"}
+        dims = {"T": "i32", "HID": "i32", **dict.fromkeys(const, "constexpr")}
+        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
+        if variant.tag != "dot_then_rope":
+            return [KernelSpec("fused_qkv_rope_kernel", {"x_ptr": ptr, "w_ptr": ptr, **outs, **dims}, const, warps, stages)]
+        return [KernelSpec("qkv_gemm_kernel", {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": "*fp32", **dims}, const, warps, stages),
+                KernelSpec("fused_qkv_rope_kernel", {"y_ptr": "*fp32", **outs, **dims}, const, warps, stages)]
