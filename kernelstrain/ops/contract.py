@@ -191,6 +191,76 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
         scalars no tensor's shape gives, checking every tensor's device, layout, shape and
         dtype, allocating the outputs and calling the entry on the current stream. Compile it
         in one translation unit after the candidate (scalar_t comes from the candidate)."""
+        params, lines = self._binding_checks(task)
+        actual = [f"reinterpret_cast<{a.c_decl(task).rsplit(' ', 1)[0]}>({a.name}.data_ptr())" for a in self.tensors]
+        casts = iter(actual)
+        call = [next(casts) if isinstance(a, Arg) else f"({a.ctype}){a.name}" for a in self.args]
+        res = self.results
+        ret_t = "torch::Tensor" if len(res) == 1 else "std::vector<torch::Tensor>"
+        ret = res[0] if len(res) == 1 else "{" + ", ".join(res) + "}"
+        body = "\n".join(lines)
+        return f"""
+
+// ---- PyTorch binding of {self.name} ------------------------------------------------
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+{ret_t} {fn}({", ".join(params)}) {{
+{body}
+    {self.name}({", ".join(call + ["c10::cuda::getCurrentCUDAStream()"])});
+    return {ret};
+}}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn}", &{fn}, "{self.name}"); }}
+"""
+
+    def trampoline_binding(self, task, fn: str = "forward") -> str:
+        """A PyTorch binding in a translation unit of its own (a .cpp, no CUDA types): the same
+        checks and allocations as torch_binding, calling the candidate through `ks_entry` of
+        trampoline() (compiled with the candidate) and raising on a launch error. It also
+        defines `set_poison(bool)`: while on, every allocated output is first filled with NaN
+        (floating types) or all-ones bytes, so an element the kernel never writes shows."""
+        params, lines = self._binding_checks(task)
+        decl, call = [], []
+        for kind, ctype, name in self.ctypes_params(task):
+            decl.append("void*" if kind in ("ptr", "stream") else ctype)
+            call.append(f"{name}.data_ptr()" if kind == "ptr" else
+                        "(void*)c10::cuda::getCurrentCUDAStream().stream()" if kind == "stream" else f"({ctype}){name}")
+        poison = [f"    if (ks_poison) ks_fill_poison({a.name});" for a in self.tensors if a.role == "out"]
+        res = self.results
+        ret_t = "torch::Tensor" if len(res) == 1 else "std::vector<torch::Tensor>"
+        ret = res[0] if len(res) == 1 else "{" + ", ".join(res) + "}"
+        body = "\n".join(lines + poison)
+        return f"""// ---- PyTorch binding of {self.name}, calling the candidate through its C trampoline ----
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <limits>
+
+extern "C" int ks_entry({", ".join(decl)});
+extern "C" const char* ks_error_name(int e);
+
+static bool ks_poison = false;
+
+static void ks_fill_poison(torch::Tensor& t) {{
+    if (at::isFloatingType(t.scalar_type())) t.fill_(std::numeric_limits<float>::quiet_NaN());
+    else t.view(at::kByte).fill_(0xFF);
+}}
+
+{ret_t} {fn}({", ".join(params)}) {{
+{body}
+    const int err = ks_entry({", ".join(call)});
+    TORCH_CHECK(err == 0, "{self.name}: launch error ", ks_error_name(err));
+    return {ret};
+}}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{
+    m.def("{fn}", &{fn}, "{self.name}");
+    m.def("set_poison", [](bool on) {{ ks_poison = on; }}, "fill outputs with NaN / 0xFF before each launch");
+}}
+"""
+
+    def _binding_checks(self, task) -> tuple[list, list]:
+        """(the binding's parameters, its checking and allocating lines)."""
         bound, lines, params = {}, [], []
         for a in self.tensors:
             if a.role == "out":
@@ -220,27 +290,13 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
             if a.role == "out":
                 dims = ", ".join(f"(int64_t)({d})" for d in a.dims)
                 lines.append(f"    auto {a.name} = torch::empty({{{dims}}}, {first}.options().dtype({ATEN[a.dtype_of(task)]}));")
-        actual = [f"reinterpret_cast<{a.c_decl(task).rsplit(' ', 1)[0]}>({a.name}.data_ptr())" for a in self.tensors]
-        casts = iter(actual)
-        call = [next(casts) if isinstance(a, Arg) else f"({a.ctype}){a.name}" for a in self.args]
-        res = self.results
-        ret_t = "torch::Tensor" if len(res) == 1 else "std::vector<torch::Tensor>"
-        ret = res[0] if len(res) == 1 else "{" + ", ".join(res) + "}"
-        body = "\n".join(lines)
-        return f"""
+        return params, lines
 
-// ---- PyTorch binding of {self.name} ------------------------------------------------
-#include <torch/extension.h>
-#include <c10/cuda/CUDAStream.h>
-
-{ret_t} {fn}({", ".join(params)}) {{
-{body}
-    {self.name}({", ".join(call + ["c10::cuda::getCurrentCUDAStream()"])});
-    return {ret};
-}}
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn}", &{fn}, "{self.name}"); }}
-"""
+    def binding_params(self, task) -> list:
+        """[(name, 'tensor' | 'scalar')]: what the PyTorch binding's function takes, in order."""
+        bound = {d for a in self.tensors if a.role != "out" for d in a.dims if isinstance(d, str) and d.isidentifier()}
+        return ([(a.name, "tensor") for a in self.tensors if a.role != "out"]
+                + [(s.name, "scalar") for s in self.scalars if s.name not in bound and s.value is None])
 
     # -- Triton ------------------------------------------------------------------------
     def py_def(self, task) -> str:
