@@ -107,14 +107,14 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
     return res
 
 
-def pick(index: dict, sample: dict, gpu: str | None, seed: int) -> list:
+def pick(index: dict, sample: dict, gpus: set | None, seed: int) -> list:
     """Solutions of each status, round-robin over modules (stratified), the first N of each."""
     rng = random.Random(seed)
     out = []
     for status, n in sample.items():
         by_module = defaultdict(list)
         for s in index["solutions"]:
-            if s["status"] == status and (gpu is None or s["gpu"] == gpu):
+            if s["status"] == status and (gpus is None or s["gpu"] in gpus):
                 by_module[s["module"]].append(s)
         for rows in by_module.values():
             rng.shuffle(rows)
@@ -123,6 +123,15 @@ def pick(index: dict, sample: dict, gpu: str | None, seed: int) -> list:
                   for m in order if i < len(by_module[m])]
         out += chosen[:n]
     return out
+
+
+def write_sample(kb: Path, index: dict, chosen: list, out: Path) -> None:
+    ids = {s["problem_id"] for s in chosen}
+    problems = [p for p in index["problems"] if p["problem_id"] in ids]
+    for row in problems + chosen:
+        (out / row["file"]).parent.mkdir(parents=True, exist_ok=True)
+        (out / row["file"]).write_text((kb / row["file"]).read_text())
+    (out / "index.json").write_text(json.dumps({**index, "problems": problems, "solutions": chosen}, indent=1))
 
 
 def run_one(kb: Path, sol: dict, problem: dict, args, compile_too: bool) -> dict:
@@ -168,7 +177,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kb")
     ap.add_argument("--sample", default="ok=200,wrong_result=50", help="status=N,... (solutions of each status)")
-    ap.add_argument("--gpu", default="H100", help="only solutions of this GPU's tasks ('' for all)")
+    ap.add_argument("--gpu", default="H100", help="only solutions of these GPUs' tasks, comma-separated ('' for all)")
+    ap.add_argument("--write-sample", help="copy the chosen solutions, their problems and an index to this "
+                    "directory (to carry), and stop")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--perf-trials", type=int, default=20)
@@ -182,7 +193,11 @@ def main() -> int:
     index = json.loads((kb / "index.json").read_text())
     problems = {p["problem_id"]: p for p in index["problems"]}
     sample = {k: int(v) for k, v in (x.split("=") for x in args.sample.split(","))}
-    chosen = pick(index, sample, args.gpu or None, args.seed)
+    chosen = pick(index, sample, set(args.gpu.split(",")) if args.gpu else None, args.seed)
+    if args.write_sample:
+        write_sample(kb, index, chosen, Path(args.write_sample))
+        print(f"wrote {len(chosen)} solutions to {args.write_sample}")
+        return 0
     os.environ.setdefault("KS_GPU_LOCK", os.path.join(tempfile.gettempdir(), "ks_gpu.lock"))
     deadline = time.time() + args.budget
     rows = []

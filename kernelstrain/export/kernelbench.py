@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
 from ..validate import read_jsonl
-from ..workdir import task_tolerance
+from ..workdir import hand_adapted, task_tolerance
 from ..workdir.render import binding_sources, kernel_file, model_new
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 
@@ -46,7 +46,8 @@ def _problem(subject, n: int, level: int, source: str) -> dict:
            "needs_grad": ".backward(" in subject.reference, "source": source}
     if subject.kind == "single":
         row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,
-                   shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms, best_ms=subject.best_ms)
+                   shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms, best_ms=subject.best_ms,
+                   hand_adapted=hand_adapted(subject))
     return row
 
 

@@ -17,6 +17,7 @@ concrete shape and dtype of every output.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 ROLES = ("in", "out", "inout")
@@ -78,6 +79,15 @@ class Scalar:
 
     def is_dim(self, task) -> bool:
         return self.name in task.dims or self.value is not None
+
+
+def _c_expr(d) -> str:
+    """A dim expression (Python) in C++: integer division is `/` there (`//` opens a comment).
+
+    >>> _c_expr("(K + 127) // 128")
+    '(K + 127) / 128'
+    """
+    return str(d).replace("//", "/")
 
 
 def _dim(d, dims: dict) -> int:
@@ -274,22 +284,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{
             for i, d in enumerate(a.dims):
                 if isinstance(d, str) and d.isidentifier() and d not in bound:
                     bound[d] = f"{a.name}.size({i})"
+        # every dim a tensor gives is declared (shape expressions and scalar values use them);
+        # a dim no tensor gives and no scalar passes is the task's constant
+        lines += [f"    const int64_t {d} = {size};" for d, size in bound.items()]
+        names = {s.name for s in self.scalars} | set(bound)
+        used = [n for a in self.tensors for d in a.dims if isinstance(d, str) for n in re.findall(r"[A-Za-z_]\w*", d)]
+        used += [n for s in self.scalars if s.value for n in re.findall(r"[A-Za-z_]\w*", s.value)]
+        lines += [f"    const int64_t {n} = {task.dims[n]};"
+                  for n in dict.fromkeys(used) if n not in names and n in task.dims]
         for s in self.scalars:
             if s.name in bound:
-                lines.append(f"    const int64_t {s.name} = {bound[s.name]};")
-            elif s.value is not None:
-                lines.append(f"    const int64_t {s.name} = {s.value};")
+                continue
+            if s.value is not None:
+                lines.append(f"    const int64_t {s.name} = {_c_expr(s.value)};")
             else:
                 params.append(f"{TORCH_SCALAR.get(s.ctype, 'int64_t')} {s.name}")
         for a in self.tensors:          # shapes checked once every dim is known
             for i, d in enumerate(a.dims):
                 if a.role != "out" and bound.get(d) != f"{a.name}.size({i})":
-                    lines.append(f'    TORCH_CHECK({a.name}.size({i}) == ({d}), "{a.name}: dim {i} must be {d}");')
+                    lines.append(f'    TORCH_CHECK({a.name}.size({i}) == ({_c_expr(d)}), "{a.name}: dim {i} must be {d}");')
         first = next(a.name for a in self.tensors if a.role != "out")
         for a in self.tensors:
             if a.role == "out":
-                dims = ", ".join(f"(int64_t)({d})" for d in a.dims)
-                lines.append(f"    auto {a.name} = torch::empty({{{dims}}}, {first}.options().dtype({ATEN[a.dtype_of(task)]}));")
+                dims = ", ".join(f"(int64_t)({_c_expr(d)})" for d in a.dims)
+                lines.append(f"    auto {a.name} = torch::empty(std::vector<int64_t>{{{dims}}}, "
+                             f"{first}.options().dtype({ATEN[a.dtype_of(task)]}));")
         return params, lines
 
     def binding_params(self, task) -> list:

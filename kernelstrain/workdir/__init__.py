@@ -40,6 +40,15 @@ def task_tolerance(subject: Subject) -> dict:
     return {"class": name, **TOLS[name]}
 
 
+def hand_adapted(subject: Subject) -> bool:
+    """True when gpu-check feeds this op through a hand-written adapter or input preparation
+    (the spec's check_adapter / check_prepare): arguments the reference Model does not hold as
+    attributes (a scale derived from the dims, a repacked weight) or inputs it must edit (ragged
+    lengths, non-zero caches). ModelNew and get_inputs() here are generic and may not match them."""
+    m = subject.module
+    return bool(m and (getattr(m, "check_adapter", None) or getattr(m, "check_prepare", None)))
+
+
 def task_json(subject: Subject) -> dict:
     c = subject.candidate
     return {"task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
@@ -54,6 +63,7 @@ def task_json(subject: Subject) -> dict:
             "baseline_ms": subject.baseline_ms, "best_ms": subject.best_ms,
             "eager_ms": subject.eager_ms, "compiled_ms": subject.compiled_ms,
             "tolerance": task_tolerance(subject), "needs_grad": ".backward(" in subject.reference,
+            "hand_adapted": hand_adapted(subject),
             "kernel": f"kernels/{kernel_file(subject)}"}
 
 
@@ -109,6 +119,10 @@ def skill(subject: Subject) -> str:
         "- `binding/binding.cpp` is the PyTorch binding generated from the op's entry point (it checks every "
         "tensor's device, dtype and shape, allocates the outputs and calls the kernel through "
         "`binding/trampoline.cu`). Keep the host function's signature so both still fit.\n")
+    if hand_adapted(subject):
+        binding += ("- Caution: the dataset's GPU check runs this op through a hand-written adapter (arguments the "
+                    "reference does not hold, or prepared inputs); `model_new.py` is generic and may need the "
+                    "missing arguments before verify can pass.\n")
     return f"""# Task: {subject.title} ({subject.dtype})
 
 {subject.desc}

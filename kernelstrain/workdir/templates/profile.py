@@ -10,11 +10,18 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# this file shares its name with the standard library's `profile`, which PyTorch imports (through
+# cProfile): keep this directory off the import path and load harness.py by its path instead
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+import importlib.util  # noqa: E402
 
 import torch  # noqa: E402
 
-import harness  # noqa: E402
+_spec = importlib.util.spec_from_file_location("harness", HERE / "harness.py")
+harness = importlib.util.module_from_spec(_spec)
+sys.modules["harness"] = harness
+_spec.loader.exec_module(harness)
 
 
 def main():
