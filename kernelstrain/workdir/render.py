@@ -157,7 +157,7 @@ def model_new(subject, sources: dict | None = None) -> str:
     cls = (f"class ModelNew(Model):\n    \"\"\"The reference's constructor and parameters; forward through the custom "
            f"kernel.\"\"\"\n\n    def forward(self, {', '.join(params)}):\n"
            + "".join(f"        {line}\n" for line in lines))
-    return "\n".join(head) + "\n" + body + "\n\n" + cls
+    return "\n".join(head) + "\n\n" + body + "\n\n" + cls
 
 
 def _what(subject) -> str:

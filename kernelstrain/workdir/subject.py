@@ -55,10 +55,6 @@ class Subject:
     compiled_ms: float | None = None
 
 
-def reference_of(module, task) -> str:
-    return module.reference(task)
-
-
 def single(row: dict, split: str, candidate: Candidate, reference: str | None = None) -> Subject:
     """The Subject of an episode or held-out row."""
     module = REGISTRY.get(row.get("module"))
