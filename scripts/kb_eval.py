@@ -121,8 +121,9 @@ def pick(index: dict, sample: dict, gpus: set | None, seed: int) -> list:
         order = sorted(by_module)
         chosen = [by_module[m][i] for i in range(max(map(len, by_module.values()), default=0))
                   for m in order if i < len(by_module[m])]
-        out += chosen[:n]
-    return out
+        out += [(i / n, status, row) for i, row in enumerate(chosen[:n])]
+    # statuses interleaved in proportion, so a run cut short by its budget still has each
+    return [row for _, _, row in sorted(out, key=lambda x: (x[0], x[1]))]
 
 
 def write_sample(kb: Path, index: dict, chosen: list, out: Path) -> None:
@@ -200,14 +201,15 @@ def main() -> int:
         return 0
     os.environ.setdefault("KS_GPU_LOCK", os.path.join(tempfile.gettempdir(), "ks_gpu.lock"))
     deadline = time.time() + args.budget
+    timed_compile = {s["file"] for s in [s for s in chosen if s["status"] == "ok"][:args.compile_sample]}
     rows = []
     with open(args.out, "w") as fh, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        def job(i, sol):
+        def job(sol):
             if time.time() > deadline:
                 return {**{k: sol[k] for k in ("file", "status", "module", "impl", "episode", "step", "best")},
                         "compiled": False, "correct": False, "skipped": "budget spent"}
-            return run_one(kb, sol, problems[sol["problem_id"]], args, sol["status"] == "ok" and i < args.compile_sample)
-        for row in pool.map(lambda p: job(*p), enumerate(chosen)):
+            return run_one(kb, sol, problems[sol["problem_id"]], args, sol["file"] in timed_compile)
+        for row in pool.map(job, chosen):
             rows.append(row)
             fh.write(json.dumps(row) + "\n")
             fh.flush()
