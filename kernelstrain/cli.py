@@ -167,6 +167,25 @@ def cmd_tasks(a) -> int:
     return 0
 
 
+def cmd_workdir(a) -> int:
+    """Write an agent workspace for one task: model.py, model_new.py (ModelNew), kernels/, the
+    PyTorch binding, build.py, verify.py, profile.py and SKILL.md, runnable on a GPU machine."""
+    from .workdir import build_workdir
+    subject, files = build_workdir(Path(a.data), a.task_id, Path(a.out), step=a.step, episode=a.episode,
+                                   force=a.force)
+    print(f"wrote {len(files)} files for {subject.task_id} ({subject.kind}) to {a.out}")
+    return 0
+
+
+def cmd_export(a) -> int:
+    """Export a dataset (and fused tasks) as KernelBench problems and solutions, with an index."""
+    from .export import export_kernelbench
+    index = export_kernelbench([Path(d) for d in a.data], Path(a.out), best_only=a.best_only,
+                               statuses=tuple(a.status.split(",")), force=a.force)
+    print(f"wrote {len(index['problems']):,} problems and {len(index['solutions']):,} solutions to {a.out}")
+    return 0
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -296,6 +315,23 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--reps", type=_count, default=3, help="timed runs per program (median)")
     tl.add_argument("--restart", action="store_true", help="ignore filter_progress.jsonl and start over")
     tl.add_argument("--quiet", action="store_true")
+
+    wd = add("workdir", cmd_workdir)
+    wd.add_argument("task_id", help="a task id (or an episode id) of the dataset, or a fused task id")
+    wd.add_argument("--data", required=True, help="a dataset or fused-task directory")
+    wd.add_argument("--out", required=True, help="the workspace directory to write")
+    wd.add_argument("--step", type=_count, help="start from step N of the episode (default: the baseline)")
+    wd.add_argument("--episode", help="the episode of the task to take the step from (default: its first)")
+    wd.add_argument("--force", action="store_true", help="replace a non-empty --out")
+
+    ex = add("export", cmd_export)
+    ex.add_argument("format", choices=("kernelbench",))
+    ex.add_argument("data", nargs="+", help="dataset and/or fused-task directories")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--best-only", action="store_true", help="one solution per episode: its best candidate")
+    ex.add_argument("--status", default="ok", help="statuses of the steps to export, comma-separated "
+                    "(default ok; e.g. ok,wrong_result)")
+    ex.add_argument("--force", action="store_true", help="replace a non-empty --out")
 
     mg = add("merge", cmd_merge)
     mg.add_argument("dirs", nargs="+")

@@ -16,7 +16,7 @@ def test_every_command_is_documented():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert set(sub.choices) == {"generate", "stats", "holdout", "validate", "qa", "verify", "gpu-check", "ops", "sim",
-                                "merge", "report", "show", "tasks"}
+                                "merge", "report", "show", "tasks", "workdir", "export"}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 20, name
 

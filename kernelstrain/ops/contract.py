@@ -17,6 +17,7 @@ concrete shape and dtype of every output.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 ROLES = ("in", "out", "inout")
@@ -78,6 +79,15 @@ class Scalar:
 
     def is_dim(self, task) -> bool:
         return self.name in task.dims or self.value is not None
+
+
+def _c_expr(d) -> str:
+    """A dim expression (Python) in C++: integer division is `/` there (`//` opens a comment).
+
+    >>> _c_expr("(K + 127) // 128")
+    '(K + 127) / 128'
+    """
+    return str(d).replace("//", "/")
 
 
 def _dim(d, dims: dict) -> int:
@@ -191,35 +201,7 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
         scalars no tensor's shape gives, checking every tensor's device, layout, shape and
         dtype, allocating the outputs and calling the entry on the current stream. Compile it
         in one translation unit after the candidate (scalar_t comes from the candidate)."""
-        bound, lines, params = {}, [], []
-        for a in self.tensors:
-            if a.role == "out":
-                continue
-            params.append(f"torch::Tensor {a.name}")
-            lines.append(f'    TORCH_CHECK({a.name}.is_cuda() && {a.name}.is_contiguous(), '
-                         f'"{a.name} must be a contiguous CUDA tensor");')
-            lines.append(f'    TORCH_CHECK({a.name}.scalar_type() == {ATEN[a.dtype_of(task)]}, '
-                         f'"{a.name} must be {a.dtype_of(task)}");')
-            lines.append(f'    TORCH_CHECK({a.name}.dim() == {len(a.dims)}, "{a.name} must have {len(a.dims)} dims");')
-            for i, d in enumerate(a.dims):
-                if isinstance(d, str) and d.isidentifier() and d not in bound:
-                    bound[d] = f"{a.name}.size({i})"
-        for s in self.scalars:
-            if s.name in bound:
-                lines.append(f"    const int64_t {s.name} = {bound[s.name]};")
-            elif s.value is not None:
-                lines.append(f"    const int64_t {s.name} = {s.value};")
-            else:
-                params.append(f"{TORCH_SCALAR.get(s.ctype, 'int64_t')} {s.name}")
-        for a in self.tensors:          # shapes checked once every dim is known
-            for i, d in enumerate(a.dims):
-                if a.role != "out" and bound.get(d) != f"{a.name}.size({i})":
-                    lines.append(f'    TORCH_CHECK({a.name}.size({i}) == ({d}), "{a.name}: dim {i} must be {d}");')
-        first = next(a.name for a in self.tensors if a.role != "out")
-        for a in self.tensors:
-            if a.role == "out":
-                dims = ", ".join(f"(int64_t)({d})" for d in a.dims)
-                lines.append(f"    auto {a.name} = torch::empty({{{dims}}}, {first}.options().dtype({ATEN[a.dtype_of(task)]}));")
+        params, lines = self._binding_checks(task)
         actual = [f"reinterpret_cast<{a.c_decl(task).rsplit(' ', 1)[0]}>({a.name}.data_ptr())" for a in self.tensors]
         casts = iter(actual)
         call = [next(casts) if isinstance(a, Arg) else f"({a.ctype}){a.name}" for a in self.args]
@@ -241,6 +223,99 @@ extern "C" const char* ks_error_name(int e) {{ return cudaGetErrorName((cudaErro
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn}", &{fn}, "{self.name}"); }}
 """
+
+    def trampoline_binding(self, task, fn: str = "forward") -> str:
+        """A PyTorch binding in a translation unit of its own (a .cpp, no CUDA types): the same
+        checks and allocations as torch_binding, calling the candidate through `ks_entry` of
+        trampoline() (compiled with the candidate) and raising on a launch error. It also
+        defines `set_poison(bool)`: while on, every allocated output is first filled with NaN
+        (floating types) or all-ones bytes, so an element the kernel never writes shows."""
+        params, lines = self._binding_checks(task)
+        decl, call = [], []
+        for kind, ctype, name in self.ctypes_params(task):
+            decl.append("void*" if kind in ("ptr", "stream") else ctype)
+            call.append(f"{name}.data_ptr()" if kind == "ptr" else
+                        "(void*)c10::cuda::getCurrentCUDAStream().stream()" if kind == "stream" else f"({ctype}){name}")
+        poison = [f"    if (ks_poison) ks_fill_poison({a.name});" for a in self.tensors if a.role == "out"]
+        res = self.results
+        ret_t = "torch::Tensor" if len(res) == 1 else "std::vector<torch::Tensor>"
+        ret = res[0] if len(res) == 1 else "{" + ", ".join(res) + "}"
+        body = "\n".join(lines + poison)
+        return f"""// ---- PyTorch binding of {self.name}, calling the candidate through its C trampoline ----
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <limits>
+
+extern "C" int ks_entry({", ".join(decl)});
+extern "C" const char* ks_error_name(int e);
+
+static bool ks_poison = false;
+
+static void ks_fill_poison(torch::Tensor& t) {{
+    if (at::isFloatingType(t.scalar_type())) t.fill_(std::numeric_limits<float>::quiet_NaN());
+    else t.view(at::kByte).fill_(0xFF);
+}}
+
+{ret_t} {fn}({", ".join(params)}) {{
+{body}
+    const int err = ks_entry({", ".join(call)});
+    TORCH_CHECK(err == 0, "{self.name}: launch error ", ks_error_name(err));
+    return {ret};
+}}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{
+    m.def("{fn}", &{fn}, "{self.name}");
+    m.def("set_poison", [](bool on) {{ ks_poison = on; }}, "fill outputs with NaN / 0xFF before each launch");
+}}
+"""
+
+    def _binding_checks(self, task) -> tuple[list, list]:
+        """(the binding's parameters, its checking and allocating lines)."""
+        bound, lines, params = {}, [], []
+        for a in self.tensors:
+            if a.role == "out":
+                continue
+            params.append(f"torch::Tensor {a.name}")
+            lines.append(f'    TORCH_CHECK({a.name}.is_cuda() && {a.name}.is_contiguous(), '
+                         f'"{a.name} must be a contiguous CUDA tensor");')
+            lines.append(f'    TORCH_CHECK({a.name}.scalar_type() == {ATEN[a.dtype_of(task)]}, '
+                         f'"{a.name} must be {a.dtype_of(task)}");')
+            lines.append(f'    TORCH_CHECK({a.name}.dim() == {len(a.dims)}, "{a.name} must have {len(a.dims)} dims");')
+            for i, d in enumerate(a.dims):
+                if isinstance(d, str) and d.isidentifier() and d not in bound:
+                    bound[d] = f"{a.name}.size({i})"
+        # every dim a tensor gives is declared (shape expressions and scalar values use them);
+        # a dim no tensor gives and no scalar passes is the task's constant
+        lines += [f"    const int64_t {d} = {size};" for d, size in bound.items()]
+        names = {s.name for s in self.scalars} | set(bound)
+        used = [n for a in self.tensors for d in a.dims if isinstance(d, str) for n in re.findall(r"[A-Za-z_]\w*", d)]
+        used += [n for s in self.scalars if s.value for n in re.findall(r"[A-Za-z_]\w*", s.value)]
+        lines += [f"    const int64_t {n} = {task.dims[n]};"
+                  for n in dict.fromkeys(used) if n not in names and n in task.dims]
+        for s in self.scalars:
+            if s.name in bound:
+                continue
+            if s.value is not None:
+                lines.append(f"    const int64_t {s.name} = {_c_expr(s.value)};")
+            else:
+                params.append(f"{TORCH_SCALAR.get(s.ctype, 'int64_t')} {s.name}")
+        for a in self.tensors:          # shapes checked once every dim is known
+            for i, d in enumerate(a.dims):
+                if a.role != "out" and bound.get(d) != f"{a.name}.size({i})":
+                    lines.append(f'    TORCH_CHECK({a.name}.size({i}) == ({_c_expr(d)}), "{a.name}: dim {i} must be {d}");')
+        first = next(a.name for a in self.tensors if a.role != "out")
+        for a in self.tensors:
+            if a.role == "out":
+                dims = ", ".join(f"(int64_t)({_c_expr(d)})" for d in a.dims)
+                lines.append(f"    auto {a.name} = torch::empty(std::vector<int64_t>{{{dims}}}, "
+                             f"{first}.options().dtype({ATEN[a.dtype_of(task)]}));")
+        return params, lines
+
+    def binding_params(self, task) -> list:
+        """[(name, 'tensor' | 'scalar')]: what the PyTorch binding's function takes, in order."""
+        bound = {d for a in self.tensors if a.role != "out" for d in a.dims if isinstance(d, str) and d.isidentifier()}
+        return ([(a.name, "tensor") for a in self.tensors if a.role != "out"]
+                + [(s.name, "scalar") for s in self.scalars if s.name not in bound and s.value is None])
 
     # -- Triton ------------------------------------------------------------------------
     def py_def(self, task) -> str:

@@ -1,0 +1,136 @@
+"""`kernelstrain export kernelbench`: every task as a KernelBench problem file and every
+candidate of the chosen statuses as a KernelBench solution file (class ModelNew), with an
+index mapping ids to files and recorded statuses.
+
+    KB/level1/<n>_<module>_<task_id>.py           single-op tasks (episodes and held-out tasks)
+    KB/level2/<n>_fused_<task_id>.py              fused tasks (problems only: no candidates)
+    KB/solutions/level1/<n>_<episode>_s<step>.py  ModelNew of one candidate of problem n
+    KB/index.json                                 problems and solutions with their records
+
+Levels follow KernelBench's: 1 single operators, 2 fusion patterns. A solution is
+self-contained (sources as string literals; the reference executed in its own namespace), so
+KernelBench's evaluation, or scripts/kb_eval.py, runs it next to its problem file unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import UsageError
+from ..fused.dataset import is_fused_dir
+from ..validate import read_jsonl
+from ..workdir import hand_adapted, task_tolerance
+from ..workdir.render import binding_sources, kernel_file, model_new
+from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
+
+SCHEMA = "kernelstrain/kernelbench_export@1"
+STATUSES = ("ok", "wrong_result", "compile_error")
+
+
+def solution_source(subject) -> str:
+    """The standalone ModelNew file of a single-op subject's candidate."""
+    sources = {kernel_file(subject): subject.candidate.code}
+    if subject.module.impl == "cuda":
+        sources["binding.cpp"], sources["trampoline.cu"] = binding_sources(subject)
+    return model_new(subject, sources)
+
+
+def _problem(subject, n: int, level: int, source: str) -> dict:
+    name = "fused" if subject.kind == "fused" else subject.module.name
+    row = {"problem_id": n, "level": level, "file": f"level{level}/{n}_{name}_{subject.task_id}.py",
+           "task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
+           "dtype": subject.dtype, "tolerance": task_tolerance(subject),
+           "needs_grad": ".backward(" in subject.reference, "source": source}
+    if subject.kind == "single":
+        row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,
+                   shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms, best_ms=subject.best_ms,
+                   hand_adapted=hand_adapted(subject))
+    return row
+
+
+def _steps(row: dict, best_only: bool, statuses: tuple) -> list:
+    """The steps (0 = baseline) to export of an episode: distinct code, in step order."""
+    if best_only:
+        return [row["best"]["step"]]
+    steps = [0] + [s["step"] for s in row["steps"] if s["status"] in statuses]
+    if "ok" not in statuses:
+        steps = steps[1:]
+    return steps
+
+
+def collect(dirs: list, best_only: bool, statuses: tuple):
+    """Yield ('problem', row) and ('solution', row, source) in a deterministic order."""
+    problems = {}
+    for data in dirs:
+        if not data.is_dir():
+            raise UsageError(f"{data}: not a directory")
+        if is_fused_dir(data):
+            for r in fused_rows(data):
+                s = fused_subject(r)
+                if s.task_id not in problems:
+                    problems[s.task_id] = _problem(s, len(problems) + 1, 2, s.reference)
+                    yield "problem", problems[s.task_id]
+            continue
+        episodes, holdouts = data / "episodes.jsonl", sorted(data.glob(HOLDOUT_GLOB))
+        if not episodes.exists() and not holdouts:
+            raise UsageError(f"{data}: no episodes.jsonl, tasks_holdout*.jsonl or fused tasks (not a dataset?)")
+        if episodes.exists():
+            for _, row in read_jsonl(episodes):
+                base = single(row, "train", episode_candidate(row, 0))
+                if base.task_id not in problems:
+                    problems[base.task_id] = _problem(base, len(problems) + 1, 1, base.reference)
+                    yield "problem", problems[base.task_id]
+                prob, seen = problems[base.task_id], set()
+                for step in _steps(row, best_only, statuses):
+                    s = base if step == 0 else single(row, "train", episode_candidate(row, step))
+                    digest = hashlib.sha256(s.candidate.code.encode()).hexdigest()
+                    if digest in seen:                   # a rebenchmark re-times the same code
+                        continue
+                    seen.add(digest)
+                    rec = next((x for x in row["steps"] if x["step"] == step), None)
+                    yield "solution", {
+                        "file": f"solutions/level1/{prob['problem_id']}_{row['id']}_s{step}.py",
+                        "problem_id": prob["problem_id"], "task_id": base.task_id, "episode": row["id"],
+                        "step": step, "tag": s.candidate.tag, "status": s.candidate.status,
+                        "failure": rec["failure"] if rec else None, "time_ms": s.candidate.time_ms,
+                        "best": step == row["best"]["step"], "module": base.module.name, "impl": base.module.impl,
+                        "gpu": base.gpu, "arch": base.arch, "code_sha256": digest}, solution_source(s)
+        for path in holdouts:
+            for _, row in read_jsonl(path):
+                s = single(row, row["split"], episode_candidate({**row, "id": None}, 0), row.get("reference"))
+                if s.task_id not in problems:
+                    problems[s.task_id] = _problem(s, len(problems) + 1, 1, s.reference)
+                    yield "problem", problems[s.task_id]
+
+
+def export_kernelbench(dirs: list, out: Path, best_only: bool = False, statuses: tuple = ("ok",),
+                       force: bool = False) -> dict:
+    """Write the export (staged in a hidden sibling, renamed into place); the index."""
+    bad = [s for s in statuses if s not in STATUSES]
+    if bad or not statuses:
+        raise UsageError(f"--status: unknown status {', '.join(bad) or '(none)'}; choose from {', '.join(STATUSES)}")
+    if best_only and statuses != ("ok",):
+        raise UsageError("--best-only exports each episode's best candidate (ok); it takes no --status")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise UsageError(f"{out}: exists and is not empty (use --force to replace it)")
+    staging = out.with_name(f".{out.name}.kernelstrain-staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    index = {"schema": SCHEMA, "best_only": best_only, "statuses": list(statuses), "problems": [], "solutions": []}
+    try:
+        for kind, row, *src in collect(dirs, best_only, statuses):
+            text = row.pop("source") if kind == "problem" else src[0]
+            path = staging / row["file"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            index["problems" if kind == "problem" else "solutions"].append(row)
+        (staging / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    os.replace(staging, out)
+    return index

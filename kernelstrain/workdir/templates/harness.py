@@ -1,0 +1,127 @@
+"""Shared by verify.py and profile.py: load the reference and the candidate, build models and
+seeded inputs the same way for both, compare outputs within a tolerance, and time a call with
+CUDA events after flushing the L2. Read-only (see SKILL.md)."""
+import contextlib
+import fcntl
+import importlib.util
+import os
+import statistics
+import sys
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20          # larger than any current GPU's L2 (H200: 60 MB)
+
+
+def load_module(path, name):
+    """Import a file as module `name` (registered, so `from model import Model` finds it)."""
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_model(cls, init_inputs, seed, device="cuda"):
+    """cls(*init_inputs) built under `seed` on `device`: Model and ModelNew get the same weights."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return cls(*init_inputs).to(device).eval()
+
+
+def make_inputs(problem, seed, device="cuda"):
+    torch.manual_seed(seed)
+    with torch.device(device):
+        xs = list(problem.get_inputs())
+    return [x.to(device) if torch.is_tensor(x) else x for x in xs]
+
+
+def clone(xs):
+    return [x.clone() if torch.is_tensor(x) else x for x in xs]
+
+
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def grad_mode(needs_grad):
+    """A reference that calls .backward() inside its forward needs autograd on."""
+    return torch.enable_grad() if needs_grad else torch.no_grad()
+
+
+def compare(out, ref, tol):
+    """Elementwise |out - ref| <= atol + atol_rel * rms(ref) + rtol * |ref| (rms per row when
+    tol['row']), every element finite where the reference is, and ||out - ref|| / ||ref|| <= l2
+    when tol has 'l2'. A dict: ok, nbad, max_abs_err, rel_l2_err, and the first bad element."""
+    if not torch.is_tensor(out):
+        return {"ok": False, "error": f"output is {type(out).__name__}, not a tensor"}
+    if tuple(out.shape) != tuple(ref.shape):
+        return {"ok": False, "error": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"}
+    if out.dtype != ref.dtype:
+        return {"ok": False, "error": f"dtype {out.dtype} != reference {ref.dtype}"}
+    o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
+    diff = (o - r).abs()
+    finite = torch.isfinite(r)
+    rms = r[finite].pow(2).mean().sqrt() if finite.any() else torch.zeros((), dtype=torch.float64, device=r.device)
+    scale = rms
+    if tol.get("row") and r.dim():
+        scale = torch.where(finite, r, 0).pow(2).mean(-1, keepdim=True).sqrt().clamp(min=rms.item())
+    bound = tol.get("atol", 0.0) + tol.get("atol_rel", 0.0) * scale + tol.get("rtol", 0.0) * r.abs()
+    bad = ~((diff <= bound) | (o == r))          # NaN in the output is always bad
+    nbad = int(bad.sum().item())
+    ok_diff = torch.where(finite & torch.isfinite(o), diff, 0)
+    ref_norm = torch.where(finite, r, 0).norm().item()
+    rel = ok_diff.norm().item() / ref_norm if ref_norm > 0 else ok_diff.norm().item()
+    res = {"ok": nbad == 0 and rel <= tol.get("l2", float("inf")), "nbad": nbad, "numel": o.numel(),
+           "max_abs_err": ok_diff.max().item() if o.numel() else 0.0, "rel_l2_err": rel}
+    if nbad:
+        idx = tuple(bad.nonzero()[0].tolist())
+        res.update(first_bad=list(idx), got=o[idx].item(), want=r[idx].item())
+    elif not res["ok"]:
+        res["error"] = f"relative L2 error {rel:.3g} > {tol['l2']:.3g}"
+    return res
+
+
+@contextlib.contextmanager
+def gpu_lock():
+    """Exclusive use of the GPU while timing when KS_GPU_LOCK names a lock file (several
+    processes checking candidates on one GPU time one at a time); else nothing."""
+    path = os.environ.get("KS_GPU_LOCK")
+    if not path:
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Timer:
+    """Milliseconds of one call: CUDA events around it, the L2 flushed before each trial."""
+
+    def __init__(self):
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    def time(self, fn, trials=30, warmup=3):
+        with gpu_lock():
+            return self._time(fn, trials, warmup)
+
+    def _time(self, fn, trials, warmup):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(trials):
+            self.flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        q1, q3 = times[len(times) // 4], times[(3 * len(times)) // 4]
+        return {"median_ms": statistics.median(times), "iqr_ms": q3 - q1, "min_ms": times[0],
+                "max_ms": times[-1], "std_ms": statistics.pstdev(times), "trials": trials}

@@ -1,0 +1,194 @@
+"""Agent workspaces (`kernelstrain workdir`) and the KernelBench export: the files are generated,
+parse, import (PyTorch CPU where installed), carry the candidate and the reference unchanged,
+and bad input exits 2 with nothing written. Running the kernels needs a GPU (scripts/)."""
+import ast
+import json
+import re
+import sys
+
+import pytest
+
+from kernelstrain.cli import main
+from kernelstrain.gpucheck.adapters import check_shape
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task
+
+
+def episodes(data):
+    return [json.loads(line) for line in (data / "episodes.jsonl").open()]
+
+
+def first(data, impl):
+    return next(r for r in episodes(data) if r["impl"] == impl and r["gpu"] != "MI300X")
+
+
+def load(path, name):
+    sys.path.insert(0, str(path.parent))
+    try:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+@pytest.mark.parametrize("impl", ["cuda", "triton"])
+def test_workdir_holds_reference_candidate_and_scripts(small_dataset, tmp_path, impl):
+    row = first(small_dataset, impl)
+    step = row["best"]["step"] or 1
+    out = tmp_path / "w"
+    assert main(["workdir", row["task_id"], "--data", str(small_dataset), "--out", str(out),
+                 "--episode", row["id"], "--step", str(step)]) == 0
+    task = json.loads((out / "task.json").read_text())
+    module = REGISTRY[row["module"]]
+    t = make_task(module, row["gpu"], row["dtype"], row["shape"])
+    assert (out / "model.py").read_text() == module.reference(t)
+    code = next(s["code"] for s in row["steps"] if s["step"] == step)
+    assert (out / task["kernel"]).read_text() == code
+    assert task["candidate"]["step"] == step and task["candidate"]["episode"] == row["id"]
+    for name in ("model.py", "model_new.py", "build.py", "verify.py", "profile.py", "harness.py"):
+        ast.parse((out / name).read_text())
+    if impl == "triton":
+        ast.parse((out / task["kernel"]).read_text())
+    assert ((out / "binding" / "binding.cpp").exists()) == (impl == "cuda")
+    skill = (out / "SKILL.md").read_text()
+    assert "No PyTorch operators on the custom path" in skill and "read-only" in skill
+    assert f"{row['best']['time_ms']:.4f} ms" in skill
+
+
+def test_workdir_of_holdout_task_uses_its_baseline(small_dataset, tmp_path):
+    row = json.loads((small_dataset / "tasks_holdout.jsonl").open().readline())
+    out = tmp_path / "h"
+    assert main(["workdir", row["task_id"], "--data", str(small_dataset), "--out", str(out)]) == 0
+    task = json.loads((out / "task.json").read_text())
+    assert task["split"] == row["split"] and (out / task["kernel"]).read_text() == row["baseline"]["code"]
+    assert (out / "model.py").read_text() == row["reference"]
+
+
+def test_model_new_imports_and_keeps_the_constructor(small_dataset, tmp_path):
+    torch = pytest.importorskip("torch")
+    row = first(small_dataset, "cuda")
+    out = tmp_path / "c"
+    assert main(["workdir", row["id"], "--data", str(small_dataset), "--out", str(out)]) == 0
+    ref = load(out / "model.py", "model")
+    new = load(out / "model_new.py", "model_new")
+    assert issubclass(new.ModelNew, ref.Model) and callable(new.build) and callable(new.set_poison)
+    torch.manual_seed(0)
+    a = ref.Model(*ref.get_init_inputs())
+    torch.manual_seed(0)
+    b = new.ModelNew(*ref.get_init_inputs())
+    assert a.state_dict().keys() == b.state_dict().keys()
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+
+
+def test_fused_workdir_runs_its_reference_forward_on_cpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    fz = tmp_path / "fz"
+    assert main(["tasks", "fused", "--count", "2", "--seed", "3", "--out", str(fz), "--quiet"]) == 0
+    tid = json.loads((fz / "candidates_fused.jsonl").open().readline())["id"]
+    out = tmp_path / "f"
+    assert main(["workdir", tid, "--data", str(fz), "--out", str(out)]) == 0
+    assert "def fused_forward(self" in (out / "kernels" / "fused_reference.py").read_text()
+    harness = load(out / "harness.py", "harness")
+    ref = load(out / "model.py", "model")
+    new = load(out / "model_new.py", "model_new")
+    init = ref.get_init_inputs()
+    m = harness.make_model(ref.Model, init, 0, "cpu")
+    n = harness.make_model(new.ModelNew, init, 0, "cpu")
+    x = harness.make_inputs(ref, 0, "cpu")
+    with torch.no_grad():
+        r = harness.compare(n(*harness.clone(x)), m(*x), {"atol": 1e-4, "rtol": 1e-4})
+    assert r["ok"] and r["nbad"] == 0
+    with torch.no_grad():   # the check itself fails a wrong output and names the element
+        bad = m(*x).clone()
+        bad.view(-1)[3] += 1.0
+        r = harness.compare(bad, m(*x), {"atol": 1e-4, "rtol": 1e-4})
+    assert not r["ok"] and r["nbad"] == 1 and r["first_bad"] == list(torch.unravel_index(torch.tensor(3), bad.shape))
+
+
+CUDA_MODULES = sorted(n for n, m in REGISTRY.items() if m.impl == "cuda")
+
+
+@pytest.mark.parametrize("name", CUDA_MODULES)
+def test_binding_declares_every_name_it_uses(name):
+    """C++ sees only declared names: every dim a shape expression or scalar value uses is a
+    parameter or a `const int64_t`, and no Python `//` reaches the code."""
+    m = REGISTRY[name]
+    dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+    t = make_task(m, "H100", dtype, check_shape(m))
+    src = m.entry.trampoline_binding(t)
+    body = src[src.index(" forward("):src.index("PYBIND11_MODULE")]
+    code = re.sub(r'"[^"]*"', '""', body)
+    assert "//" not in code
+    declared = set(re.findall(r"(?:torch::Tensor|int64_t|double|auto) (\w+)", code))
+    for expr in re.findall(r"== \((.*?)\), \"\"\);|int64_t\)\((.*?)\)", code):
+        for ident in re.findall(r"[A-Za-z_]\w*", "".join(expr)):
+            assert ident in declared, f"{name}: {ident} used in {expr} but not declared"
+    n_formals = len(re.search(r'extern "C" int ks_entry\((.*?)\);', src).group(1).split(","))
+    assert n_formals == len(m.entry.ctypes_params(t))
+
+
+def test_export_kernelbench(small_dataset, tmp_path):
+    kb = tmp_path / "kb"
+    assert main(["export", "kernelbench", str(small_dataset), "--out", str(kb), "--status", "ok,wrong_result"]) == 0
+    index = json.loads((kb / "index.json").read_text())
+    rows = episodes(small_dataset)
+    assert {p["task_id"] for p in index["problems"]} >= {r["task_id"] for r in rows}
+    wrong = sum(s["status"] == "wrong_result" for r in rows for s in r["steps"])
+    assert 0 < sum(s["status"] == "wrong_result" for s in index["solutions"]) <= wrong
+    for p in index["problems"]:
+        tree = ast.parse((kb / p["file"]).read_text())
+        names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        assert {"Model", "get_inputs", "get_init_inputs"} <= names and p["file"].startswith("level1/")
+    for s in index["solutions"][::7]:
+        tree = ast.parse((kb / s["file"]).read_text())
+        assert "ModelNew" in {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    best = tmp_path / "best"
+    assert main(["export", "kernelbench", str(small_dataset), "--out", str(best), "--best-only"]) == 0
+    sols = json.loads((best / "index.json").read_text())["solutions"]
+    assert len(sols) == len(rows) and all(s["best"] and s["status"] == "ok" for s in sols)
+
+
+def test_exported_solutions_import(small_dataset, tmp_path):
+    torch = pytest.importorskip("torch")
+    kb = tmp_path / "kb"
+    assert main(["export", "kernelbench", str(small_dataset), "--out", str(kb), "--best-only"]) == 0
+    index = json.loads((kb / "index.json").read_text())
+    impls = ["cuda"] + (["triton"] if _has("triton") else [])
+    for impl in impls:
+        s = next(x for x in index["solutions"] if x["impl"] == impl and x["gpu"] != "MI300X")
+        mod = load(kb / s["file"], f"sol_{impl}")
+        torch.manual_seed(0)
+        model = mod.ModelNew(*mod._REFERENCE["get_init_inputs"]())
+        assert isinstance(model, mod.Model)
+
+
+def _has(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["workdir", "nope", "--data", "{data}", "--out", "{out}"], "no task or episode 'nope'"),
+    (["workdir", "x", "--data", "{missing}", "--out", "{out}"], "not a directory"),
+    (["workdir", "{holdout}", "--data", "{data}", "--out", "{out}", "--step", "2"], "held out"),
+    (["workdir", "{episode}", "--data", "{data}", "--out", "{out}", "--step", "999"], "has no step 999"),
+    (["workdir", "{episode}", "--data", "{data}", "--out", "{full}"], "not empty"),
+    (["export", "kernelbench", "{data}", "--out", "{out}", "--status", "bogus"], "unknown status bogus"),
+    (["export", "kernelbench", "{full}", "--out", "{out}"], "not a dataset"),
+    (["export", "csv", "{data}", "--out", "{out}"], "invalid choice"),
+])
+def test_bad_input_exits_2_and_writes_nothing(small_dataset, tmp_path, capsys, args, message):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("x")
+    holdout = json.loads((small_dataset / "tasks_holdout.jsonl").open().readline())["task_id"]
+    fill = {"data": small_dataset, "out": tmp_path / "out", "missing": tmp_path / "missing", "full": full,
+            "holdout": holdout, "episode": episodes(small_dataset)[0]["id"]}
+    assert main([a.format(**fill) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kernelstrain: error:") and message in err
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in full.iterdir()) == ["keep.txt"]
