@@ -19,7 +19,8 @@ times after; no new program starts once --budget seconds have passed. A failure 
 what it measured.
 
 --merge appends the rows of a rows file to h200_references.json (existing rows and meta kept; a
-row whose module, dtype and shape already has one is left out), adds a meta note saying when and
+row whose module, dtype and shape is there only adds the fields it lacks, e.g. compiled_ms from a
+--compiled run to an eager-only row merged before; no value there changes), adds a meta note saying when and
 how the new rows were measured, and updates the reference counts in h200_kernels.json's meta.
 """
 from __future__ import annotations
@@ -196,6 +197,8 @@ def time_all(names: list, compiled: bool, budget_s: float, out_path: Path) -> di
 def run_programs(progs: list, measure, compiled: bool, budget_s: float, out_path: Path, meta: dict) -> dict:
     """Eager times of every program, then compiled ones; measure(p, compiled) -> {"ms"[, "compile_s"]}."""
     start = time.monotonic()
+    print(f"{len(progs)} programs of {len({n for p in progs for n in p['modules']})} modules"
+          f"{', eager then compiled' if compiled else ', eager'}; budget {budget_s:g} s", flush=True)
     data = {"format": ROWS_FORMAT, "meta": meta | {"compiled": compiled, "programs": len(progs)},
             "rows": [], "skipped": []}
     results = [{} for _ in progs]
@@ -281,27 +284,39 @@ def merge(rows_path: Path, refs_path: Path = REFS_PATH, kernels_path: Path = KER
     for r in new["rows"]:
         _check_row(r)
     data = json.loads(refs_path.read_text())
-    have = {(r["module"], r["dtype"], json.dumps(r["shape"], sort_keys=True)) for r in data["references"]}
-    added = [r for r in new["rows"] if (r["module"], r["dtype"], json.dumps(r["shape"], sort_keys=True)) not in have]
-    if added:
+    key = lambda r: (r["module"], r["dtype"], json.dumps(r["shape"], sort_keys=True))   # noqa: E731
+    have = {key(r): r for r in data["references"]}
+    added, filled = [], 0
+    for r in new["rows"]:
+        old = have.get(key(r))
+        if old is None:
+            added.append(r)
+        elif [k for k in r if k not in old]:     # e.g. compiled_ms of an eager-only row merged before
+            old.update({k: v for k, v in r.items() if k not in old})        # no shipped value changes
+            filled += 1
+    if added or filled:
         data["references"] += sorted(added, key=lambda r: r["module"])    # stable: menu order within a module
         meta = new.get("meta", {})
-        mods = sorted({r["module"] for r in added})
+        mods = sorted({r["module"] for r in added} | {r["module"] for r in new["rows"] if key(r) in have})
         data["meta"]["notes"].append(
-            f"Added {len(added)} rows ({len(mods)} modules: {', '.join(mods)}) measured {meta.get('date', '?')} "
-            f"by scripts/time_references.py ({meta.get('argv', '')}) on {meta.get('device', '?')}, "
-            f"{meta.get('driver', '?')}, torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}; "
-            f"same method as above" + ("" if meta.get("compiled") else ", eager only (no compiled_ms)")
-            + (f"; skipped: {len(new.get('skipped', []))} (module, shape) pairs" if new.get("skipped") else "") + ".")
-        refs_path.write_text(dump_references(data))
-        text = kernels_path.read_text()
-        for key, value in reference_counts(data["references"]).items():
-            text, n = re.subn(rf'("{key}":\s*)\d+', rf"\g<1>{value}", text, count=1)
+            f"Added {len(added)} rows and completed {filled} ({len(mods)} modules: {', '.join(mods)}), measured "
+            f"{meta.get('date', '?')} by scripts/time_references.py ({meta.get('argv', '')}) on "
+            f"{meta.get('device', '?')}, {meta.get('driver', '?')}, torch {meta.get('torch', '?')}, triton "
+            f"{meta.get('triton', '?')}; the method above (eager, alone on the GPU)"
+            + (", compiled_ms alone in the same process after every eager time" if meta.get("compiled")
+               else "; eager only (no compiled_ms)")
+            + (f"; {len(new['skipped'])} (module, shape) pairs skipped" if new.get("skipped") else "") + ".")
+        text, counts = kernels_path.read_text(), reference_counts(data["references"])
+        for k, value in counts.items():
+            text, n = re.subn(rf'("{k}":\s*)\d+', rf"\g<1>{value}", text, count=1)
             if not n:
-                raise Usage(f"{kernels_path}: no counts.{key} to update")
-        json.loads(text)
+                raise Usage(f"{kernels_path}: no counts.{k} to update")
+        if {k: json.loads(text)["meta"]["counts"].get(k) for k in counts} != counts:
+            raise Usage(f"{kernels_path}: its counts did not take the update")
+        refs_path.write_text(dump_references(data))
         kernels_path.write_text(text)
-    return {"added": len(added), "kept_existing": len(new["rows"]) - len(added), "skipped": new.get("skipped", [])}
+    return {"added": len(added), "completed": filled, "kept_existing": len(new["rows"]) - len(added) - filled,
+            "skipped": new.get("skipped", [])}
 
 
 def main(argv=None) -> int:
@@ -316,8 +331,9 @@ def main(argv=None) -> int:
     try:
         if args.merge:
             res = merge(args.merge)
-            print(f"merged {res['added']} rows into {REFS_PATH.name} ({res['kept_existing']} already there, "
-                  f"kept as shipped); {len(res['skipped'])} skipped in the rows file")
+            print(f"merged {res['added']} new rows into {REFS_PATH.name}, completed {res['completed']} "
+                  f"(fields they lacked), {res['kept_existing']} already there kept as they were; "
+                  f"{len(res['skipped'])} skipped in the rows file")
             for s in res["skipped"]:
                 print(f"  skipped {s['module']} {s['shape']}: {s['reason']}")
             return 0

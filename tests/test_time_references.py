@@ -70,6 +70,18 @@ def test_merge_appends_new_rows_keeps_old_ones_and_updates_the_counts(tmp_path):
     # the shipped counts are what reference_counts computes (one definition, two places)
     assert tr.reference_counts(before["references"]) == {k: old_counts[k] for k in tr.reference_counts([])}
     assert tr.merge(rows, refs, kernels)["added"] == 0       # merging twice adds nothing
+    # an eager-only row merged before takes the compiled_ms of a later run; shipped values never change
+    eager_only = dict(new, shape={"T": 5, "D": 4096})
+    del eager_only["compiled_ms"], eager_only["note"]
+    rows.write_text(json.dumps({"format": tr.ROWS_FORMAT, "meta": {}, "rows": [eager_only]}))
+    tr.merge(rows, refs, kernels)
+    rows.write_text(json.dumps({"format": tr.ROWS_FORMAT, "meta": {"compiled": True}, "rows": [
+        dict(eager_only, eager_ms=7.0, compiled_ms=0.004), dict(old, compiled_ms=1.0)]}))
+    res = tr.merge(rows, refs, kernels)
+    assert (res["added"], res["completed"], res["kept_existing"]) == (0, 1, 1)
+    last = json.loads(refs.read_text())["references"]
+    assert last[-1] == dict(eager_only, compiled_ms=0.004) and last[0] == old
+    assert json.loads(kernels.read_text())["meta"]["counts"]["compiled_rows_alone"] == counts["compiled_rows_alone"] + 1
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": tr.ROWS_FORMAT, "rows": [dict(new, module="nonesuch")]}))
     with pytest.raises(tr.Usage):
