@@ -1,6 +1,5 @@
 """scripts/time_references.py: the paths that need no GPU (selection, refusal, merge)."""
 import json
-import runpy
 import shutil
 import subprocess
 import sys
