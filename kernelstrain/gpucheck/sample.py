@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from .. import knobs
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
@@ -87,7 +88,7 @@ def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
         task = make_task(module, "H100", episode["dtype"], shape)
         if not simulate(module, variant, params, task).ok:
             return None
-        code = module.render(variant, params, task, bug)
+        code = knobs.render(module, variant, params, task, bug)
     return {"id": f"{episode['id']}|{step['step']}", "episode": episode["id"], "step": step["step"],
             "module": module.name, "impl": module.impl, "variant": step["tag"], "params": params,
             "dtype": episode["dtype"], "shape": dict(shape), "at": at, "label": step["status"],
