@@ -22,7 +22,11 @@ def test_shipped_files_carry_their_format_and_method():
     assert len(refs["references"]) == kernels["meta"]["counts"]["reference_rows"]
     for key in ("device", "driver", "torch", "triton", "method"):
         assert kernels["meta"][key] and refs["meta"][key]
-    assert {k["module"] for k in kernels["kernels"]} == set(REGISTRY)
+    # every module of the default profile was timed on the H200; modules added since (the
+    # kernelinfer ops) are simulated with their impl's fitted constants until they are measured
+    from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
+    timed = {k["module"] for k in kernels["kernels"]}
+    assert set(load_profile(DEFAULT_PROFILE).modules) <= timed <= set(REGISTRY)
 
 
 def test_fit_file_is_what_the_refit_writes_out_of_sample_figures_included():
