@@ -62,6 +62,7 @@ from .matmul.gemm_int4_cuda import GemmInt4Cuda  # noqa: E402
 from .matmul.gemm_int8_cuda import GemmInt8Cuda  # noqa: E402
 from .matmul.gemv_cuda import GemvCuda  # noqa: E402
 from .matmul.gemm_fp4_cuda import GemmFp4Cuda  # noqa: E402
+from .matmul.gemm_fp4_triton import GemmFp4Triton  # noqa: E402
 from .matmul.gemm_splitk_cuda import GemmSplitkCuda  # noqa: E402
 from .matmul.gemm_splitk_triton import GemmSplitkTriton  # noqa: E402
 from .training.adafactor_cuda import AdafactorCuda  # noqa: E402
@@ -95,7 +96,7 @@ for _cls in (
     CrossAttentionTriton, FlashAttnBwdTriton, FlashDecodeTriton, FlashPrefillCuda, FlashPrefillTriton, MlaDecodeTriton, PagedDecodeCuda, PagedDecodeTriton, SlidingWindowTriton, TreeAttentionTriton,
     AddRMSNormCuda, AddRMSNormTriton, LayerNormBwdTriton, LayerNormCuda, LayerNormTriton, RMSNormCuda, RMSNormTriton,
     BiasGeluCuda, DropoutCuda, SoftmaxCuda, SoftmaxTriton, SwigluBwdTriton, SwigluFwdCuda, SwigluFwdTriton,
-    GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda, GemmFp4Cuda, GemmSplitkCuda, GemmSplitkTriton,
+    GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda, GemmFp4Cuda, GemmFp4Triton, GemmSplitkCuda, GemmSplitkTriton,
     AdafactorCuda, AdamwCuda, CrossEntropyBwdTriton, CrossEntropyFwdTriton, EmbeddingBwdCuda, EmbeddingFwdCuda, GradClipCuda, PrefixScanCuda, ReductionCuda,
     Fp8QuantCuda, Fp8QuantTriton, Int8KvQuantTriton,
     TopPCuda, TopkCuda,
