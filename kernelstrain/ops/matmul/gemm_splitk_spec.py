@@ -4,8 +4,9 @@ is cut into splits whose fp32 partial sums a reduction combines. Entry point, co
 the launch-model pieces both modules share and the combine bug."""
 from dataclasses import replace
 
-from ..base import Cost, OpModule, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
+from .gemm_fp16_spec import GemmFp16Spec
 
 ENTRY = Entry("gemm_splitk", (
     Arg("A", "in", ("M", "K")), Arg("B", "in", ("N", "K")), Arg("C", "out", ("M", "N")),
@@ -36,7 +37,7 @@ def split_launch(base, mode: str, bk: int = 64):
     return launch
 
 
-class GemmSplitkSpec(OpModule):
+class GemmSplitkSpec(GemmFp16Spec):
     op, family = "gemm_splitk", "matmul"
     title = "Split-K GEMM (small M, long K)"
     desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result, for decode and LoRA "
@@ -51,12 +52,4 @@ class GemmSplitkSpec(OpModule):
     shapes = ({"M": 1, "N": 4096, "K": 14336}, {"M": 16, "N": 4096, "K": 14336}, {"M": 32, "N": 4096, "K": 11008},
               {"M": 8, "N": 8192, "K": 8192}, {"M": 64, "N": 2048, "K": 16384}, {"M": 16, "N": 1024, "K": 28672},
               {"M": 128, "N": 4096, "K": 4096})
-
-    def cost(self, task: Task) -> Cost:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * m * n * k, bytes=(m * k + n * k + m * n) * e)
-
-    def reference(self, task: Task) -> str:
-        return kernelbench_program(
-            task, self.title, args="A, B", body="return torch.matmul(A, B.t())",
-            inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda'), torch.randn(N, K, dtype=DTYPE, device='cuda') / K ** 0.5]")
+    # cost and reference: gemm_fp16's (the same product, a different strategy)
