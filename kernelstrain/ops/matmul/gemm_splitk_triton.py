@@ -24,6 +24,7 @@ RACY = {"store": f"tl.store(out_ptr + {OUT}, tl.load(out_ptr + {OUT}, mask=mask)
 SHORT_COMBINE, SHORT_K = {"combine_end": "SPLIT_K - 1"}, {"kt_stop": "kt_end - 1"}
 # the last program of a tile (its ticket is SPLIT_K - 1) reads the other splits' partials from L2
 FUSED = f"""tl.store(ws_ptr + pid_k * M * N + {OUT}, acc, mask=mask)
+    tl.debug_barrier()                       # every thread's slice is stored before the ticket releases it
     ticket = tl.atomic_add(locks_ptr + pid_mn, 1, sem="acq_rel")   # release my slice, acquire theirs
     if ticket == SPLIT_K - 1:
         total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
