@@ -176,7 +176,8 @@ def fp4_tc_launch(path: str, dequant: float):
         one = base(p, task)
         acc = p["BM"] * p["BN"] // 128                       # fp32 accumulators a thread
         regs = one.regs if dequant == 1.0 else min(255, int(2.3 * acc) + 100)   # + words, scales, pairs
-        return replace(one, compute_scale=one.compute_scale * dequant, threads=128, regs=regs)
+        return replace(one, compute_scale=one.compute_scale * dequant, threads=128, regs=regs,
+                       smem_bytes=int(one.smem_bytes))   # half-byte elements: a whole number of bytes
     return launch
 
 
