@@ -204,11 +204,11 @@ class GemmFp4Cuda(GemmFp4Spec):
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": {"scale": ""}}),
         Rung("mma_reg_dequant", "packed tiles in smem, ldmatrix.x4 fragments dequantized in registers into mma.sync.m16n8k16",
              (BM, BN), needs=TC, path="fp16", compute_eff=0.55, memory_eff=0.8, smem="static",
-             launch=fp4_tc_launch("fp16", 0.7), render=tc_src(False, False),
+             launch=fp4_tc_launch("fp16", 0.3), render=tc_src(False, False),
              bugs={"missing_scale": NO_SCALE, "missing_barrier": {"barrier": ""}}),
         Rung("cp_async_dequant", "STAGES-deep cp.async ring of packed tiles feeding the register-dequant mma.sync",
              (BM, BN, STAGES), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.7, memory_eff=0.88,
-             smem="dynamic", launch=fp4_tc_launch("fp16", 0.7), render=tc_src(False, True),
+             smem="dynamic", launch=fp4_tc_launch("fp16", 0.3), render=tc_src(False, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_SCALE}),
         Rung("mxf4nvf4_block_scaled", "sm_120a mma.sync.m16n8k64.kind::mxf4nvf4.block_scale: e2m1 operands and their "
              "scales go to the tensor core as-is, cp.async ring", (BM, BN, STAGES),

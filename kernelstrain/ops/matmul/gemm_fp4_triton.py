@@ -144,9 +144,10 @@ def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 """
 
 
-def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0):
+def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast: float = 1.0):
     """gemm_fp16_triton's tile model on packed operands: smem holds the packed tiles (+ the 16-bit
-    copies Triton's dot needs after a register dequant), `dequant` the issue share it costs."""
+    copies Triton's dot needs after a register dequant), `dequant` the issue share it costs;
+    `upcast`: the same for dot_scaled where no block-scaled mma exists (Triton's bf16 upcast)."""
     base = tile_launch(0.95, mode)
 
     def launch(p, task):
@@ -162,7 +163,7 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0):
         floor = GemmFp4Triton().cost(task).bytes
         m, n, k = task["M"], task["N"], task["K"]
         copies = 2 * (m + n) * k * 2 / floor if extra_launches else 0.0
-        return replace(one, smem_bytes=smem, compute_scale=one.compute_scale * dequant,
+        return replace(one, smem_bytes=smem, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
                        traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
                        grid=cdiv(m, bm) * (n // bn))
     return launch
@@ -185,19 +186,19 @@ class GemmFp4Triton(GemmFp4Spec):
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("fused_dequant_dot", "packed tiles and scales loaded in the GEMM loop, e2m1 decoded in registers, tl.dot",
              TILE, path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
-             launch=fp4_launch("dot", dequant=0.75), render=fused_src(False, False), consts=consts,
+             launch=fp4_launch("dot", dequant=0.25), render=fused_src(False, False), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_dequant", "the register dequant with num_stages-deep loads and a GROUP_M program order",
              TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
-             launch=fp4_launch("pipelined", dequant=0.75), render=fused_src(False, True), consts=consts,
+             launch=fp4_launch("pipelined", dequant=0.25), render=fused_src(False, True), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
              TILE, path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
-             launch=fp4_launch("dot"), render=fused_src(True, False), consts=consts,
+             launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
         Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
              TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
-             launch=fp4_launch("pipelined"), render=fused_src(True, True), consts=consts,
+             launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
     )
 

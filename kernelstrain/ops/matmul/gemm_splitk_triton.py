@@ -139,7 +139,7 @@ class GemmSplitkTriton(GemmSplitkSpec):
              launch=split_launch(tile_launch(0.85), "none"), render=rung_src("direct"), consts=consts,
              bugs={"off_by_one": SHORT_K}),
         Rung("split_k_reduce", "K split over program_id(1) into fp32 partial slices, a reduce kernel sums them",
-             TILE + (SPLIT_K,), path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
+             TILE + (SPLIT_K,), path="fp16", compute_eff=0.3, memory_eff=0.8, smem="dynamic",
              launch=split_launch(tile_launch(0.85), "partials"), render=rung_src("partials"), consts=consts,
              bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K}),
         Rung("split_k_atomic", "splits tl.atomic_add into one zeroed fp32 workspace, cast to the output type",
@@ -151,7 +151,7 @@ class GemmSplitkTriton(GemmSplitkSpec):
              launch=split_launch(tile_launch(0.95, "pipelined"), "partials"), render=rung_src("partials"),
              consts=consts, bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K}),
         Rung("split_k_fused_reduce", "one launch: the last split program of a tile (atomic ticket) sums the partials",
-             TILE + (SPLIT_K,) + PIPE, path="fp16", compute_eff=0.7, memory_eff=0.9, smem="dynamic",
+             TILE + (SPLIT_K,) + PIPE, path="fp16", compute_eff=0.62, memory_eff=0.9, smem="dynamic",
              launch=fused_launch, render=rung_src("fused"), consts=consts,
              bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K}),
     )
