@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
+from ._gemm_ptx import smem_fma_tail
 from ._fp4_tc import BK, kernel
 from ._gemm_tc import tc_launch, tc_traffic
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec, fp4_decode
@@ -123,27 +124,7 @@ gemm_fp4_kernel(const uint8_t* __restrict__ A, const uint8_t* __restrict__ B, co
             if (is_a) {{ sa[2 * c][r] = lo; sa[2 * c + 1][r] = hi; }}
             else {{ sb[2 * c][r - BM] = lo; sb[2 * c + 1][r - BM] = hi; }}
         }}{barrier}
-#pragma unroll 4
-        for (int kk = 0; kk < BK; ++kk) {{
-            float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = sa[kk][ty + 16 * i];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = sb[kk][tx + 16 * j];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }}
-        __syncthreads();
-    }}
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {{
-        const int row = m0 + ty + 16 * i;
-        if (row >= M) continue;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) C[(size_t)row * N + n0 + tx + 16 * j] = from_float(acc[i][j]);
-    }}
+{smem_fma_tail("sa", "sb", "C")}
 }}
 {host(task, "0", 256)}"""
 

@@ -9,6 +9,7 @@ dequantizes while staging tiles (CUDA cores) -> mma.sync tensor cores with in-re
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ._gemm_ptx import smem_fma_tail
 from ._int4_tc import BK, cp_async_pipeline_src, mma_lop3_dequant_src, split_k_small_m_src
 
 ENTRY = Entry("gemm_int4", (
@@ -127,27 +128,7 @@ gemm_int4_kernel(const scalar_t* __restrict__ x, const uint32_t* __restrict__ qw
 #pragma unroll
             for (int j = 0; j < 8; ++j) sw[c * 8 + j][r] = (float)((int)((q >> (4 * j)) & 0xFu) - 8){scale};
         }}{barrier}
-#pragma unroll 4
-        for (int kk = 0; kk < BK; ++kk) {{
-            float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = sx[kk][ty + 16 * i];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = sw[kk][tx + 16 * j];
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-        }}
-        __syncthreads();
-    }}
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {{
-        const int row = m0 + ty + 16 * i;
-        if (row >= M) continue;
-#pragma unroll
-        for (int j = 0; j < TN; ++j) y[(size_t)row * N + n0 + tx + 16 * j] = from_float(acc[i][j]);
-    }}
+{smem_fma_tail("sx", "sw", "y")}
 }}
 
 void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scales, scalar_t* y,
