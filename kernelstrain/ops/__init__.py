@@ -3,7 +3,7 @@
 >>> REGISTRY["rmsnorm_cuda"].family
 'norms'
 >>> len(REGISTRY), len({m.op for m in REGISTRY.values()})
-(71, 52)
+(75, 54)
 """
 from __future__ import annotations
 
@@ -67,6 +67,10 @@ from .matmul.gemm_fp8_cuda import GemmFp8Cuda  # noqa: E402
 from .matmul.gemm_int4_cuda import GemmInt4Cuda  # noqa: E402
 from .matmul.gemm_int8_cuda import GemmInt8Cuda  # noqa: E402
 from .matmul.gemv_cuda import GemvCuda  # noqa: E402
+from .matmul.gemm_fp4_cuda import GemmFp4Cuda  # noqa: E402
+from .matmul.gemm_fp4_triton import GemmFp4Triton  # noqa: E402
+from .matmul.gemm_splitk_cuda import GemmSplitkCuda  # noqa: E402
+from .matmul.gemm_splitk_triton import GemmSplitkTriton  # noqa: E402
 from .training.adafactor_cuda import AdafactorCuda  # noqa: E402
 from .training.adamw_cuda import AdamwCuda  # noqa: E402
 from .training.cross_entropy_bwd_triton import CrossEntropyBwdTriton  # noqa: E402
@@ -107,7 +111,7 @@ for _cls in (
     ChunkedPrefillCuda, ChunkedPrefillTriton, FusedQkvRopeCuda, FusedQkvRopeTriton, SwaDecodeCuda, SwaDecodeTriton,
     AddRMSNormCuda, AddRMSNormTriton, LayerNormBwdTriton, LayerNormCuda, LayerNormTriton, RMSNormCuda, RMSNormTriton,
     BiasGeluCuda, DropoutCuda, SoftmaxCuda, SoftmaxTriton, SwigluBwdTriton, SwigluFwdCuda, SwigluFwdTriton,
-    GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda,
+    GemmFp16Cuda, GemmFp16Triton, GemmFp8BlockwiseCuda, GemmFp8Cuda, GemmInt4Cuda, GemmInt8Cuda, GemvCuda, GemmFp4Cuda, GemmFp4Triton, GemmSplitkCuda, GemmSplitkTriton,
     AdafactorCuda, AdamwCuda, CrossEntropyBwdTriton, CrossEntropyFwdTriton, EmbeddingBwdCuda, EmbeddingFwdCuda, GradClipCuda, PrefixScanCuda, ReductionCuda,
     Fp8QuantCuda, Fp8QuantTriton, Int8KvQuantTriton,
     TopPCuda, TopkCuda, MinPCuda, MinPTriton,

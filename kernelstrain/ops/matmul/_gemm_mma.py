@@ -7,7 +7,7 @@ from ._gemm_ptx import KINDS, PTX_MMA, mma_fn
 
 def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelined: bool, dequant: bool = False,
                promote: tuple | None = None, block_scale: tuple | None = None, prologue: str = "",
-               kt_end: str = "KT", barrier: bool = True, fresh: bool = True) -> str:
+               kt_end: str = "KT", barrier: bool = True, fresh: bool = True, split_k: bool = False) -> str:
     """mma.sync GEMM: register-staged static smem (pipelined=False) or a multi-stage cp.async ring.
 
     dequant: A and B arrive as e4m3 bytes and are widened to bf16 on the way into shared memory.
@@ -15,6 +15,8 @@ def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelin
     K block are scaled into the fp32 accumulator (DeepGEMM-style promotion).
     block_scale: the same expressions for kind "mxf8" (BK = 128): the tensor core applies the
     scales itself, so there is no partial accumulator and no promotion step.
+    split_k: blockIdx.z takes an equal share of the K tiles (K a multiple of BK); the epilogue
+    writes that split's partial sums wherever `epilogue` puts them.
     """
     k = KINDS[kind]
     assert (kind == "mxf8") == (block_scale is not None), "block_scale goes with the mxf8 kind"
@@ -145,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
     const uint8_t* Bb = reinterpret_cast<const uint8_t*>(B);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp / WN, wn = warp % WN;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int KT = (K + BK - 1) / BK{', KB = (K + 127) / 128' if scales else ''};{prologue}
+    {split_range(k.elt) if split_k else f"const int KT = (K + BK - 1) / BK{', KB = (K + 127) / 128' if scales else ''};"}{prologue}
     {'float' if promote else 'acc_t'} acc[MI][NI][4] = {{}};{chr(10) + '    acc_t part[MI][NI][4] = {};   // partial sums of the current 128-wide K block' if promote else ''}
 {body}
     // epilogue: c0,c1 at (row g, cols 2t, 2t+1); c2,c3 eight rows below
@@ -159,6 +161,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
 }}
 """
 
+
+
+def split_range(elt: int) -> str:
+    """K range of split blockIdx.z: KT tiles from tile KT0 on; A and B start at that K."""
+    return f"""// split-K: this CTA owns K tiles [KT0, KT0 + KT) of its output tile
+    const int KT_ALL = K / BK, KT_PER = (KT_ALL + gridDim.z - 1) / gridDim.z, KT0 = blockIdx.z * KT_PER;
+    const int KT = max(0, min(KT_ALL - KT0, KT_PER));
+    Ab += (size_t)KT0 * BK * {elt};
+    Bb += (size_t)KT0 * BK * {elt};"""
 
 
 def block_scale_regs(scales: tuple) -> str:

@@ -190,3 +190,29 @@ __device__ __forceinline__ void fence_acc({k.acc} (&d)[{n}]) {{
     for (int i = 0; i < {n}; ++i) asm volatile("" : "+{c}"(d[i]) :: "memory");
 }}
 """
+
+
+def smem_fma_tail(a: str, b: str, out: str) -> str:
+    """The K loop's FMA half and the epilogue of a 16 x 16-thread register-blocked tile (TM x TN
+    outputs a thread, k-major smem tiles `a` [BK][BM] and `b` [BK][BN]; rows past M skipped)."""
+    return f"""#pragma unroll 4
+        for (int kk = 0; kk < BK; ++kk) {{
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = {a}[kk][ty + 16 * i];
+#pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = {b}[kk][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }}
+        __syncthreads();
+    }}
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {{
+        const int row = m0 + ty + 16 * i;
+        if (row >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {out}[(size_t)row * N + n0 + tx + 16 * j] = from_float(acc[i][j]);
+    }}"""

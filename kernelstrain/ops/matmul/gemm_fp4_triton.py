@@ -1,0 +1,221 @@
+"""Block-scaled FP4 GEMM in Triton, mxfp4 (G = 32, ue8m0 scales): C = A . B^T, fp32 accumulate.
+
+Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
+with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
+tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> tl.dot_scaled on the packed e2m1 tiles and their scales (sm_120: the block-scaled tensor-core
+mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
+scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
+"""
+from dataclasses import replace
+
+from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
+from ._gemm_tc import tc_traffic
+from .gemm_fp16_triton import tile_launch
+from .gemm_fp4_spec import ENTRY, GemmFp4Spec
+
+TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
+PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
+SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
+SHORT_K = {"k_end": "K // BLOCK_K - 1"}
+UNIT = "tl.full(SHAPE, 127, tl.uint8)"               # missing_scale: every scale byte reads as 2^0
+
+DEQUANT = """
+@triton.jit
+def dequant_e2m1(q, s, ROWS: tl.constexpr, KB: tl.constexpr):
+    # q [ROWS, KB // 2] packed e2m1 (low nibble = even k), s [ROWS, KB // 32] ue8m0 -> fp32 [ROWS, KB]
+    v = tl.join(q & 15, q >> 4).reshape(ROWS, KB)
+    e = (v >> 1) & 3
+    m = (v & 1).to(tl.float32)
+    mag = tl.where(e == 0, 0.5 * m, tl.exp2((e - 1).to(tl.float32)) * (1.0 + 0.5 * m))
+    val = tl.where((v & 8) != 0, -mag, mag)
+    scale = {scale}
+    return (val.reshape(ROWS, KB // 32, 32) * scale[:, :, None]).reshape(ROWS, KB)
+"""
+
+ORDER = """    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = N // BLOCK_N
+    pid = tl.program_id(0)
+    group = pid // (GROUP_M * num_pid_n)     # GROUP_M tile rows walk the N tiles together (L2 reuse)
+    first_m = group * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % (GROUP_M * num_pid_n)) % size_m
+    pid_n = (pid % (GROUP_M * num_pid_n)) // size_m"""
+ROW_ORDER = """    num_pid_n = N // BLOCK_N
+    pid_m = tl.program_id(0) // num_pid_n
+    pid_n = tl.program_id(0) % num_pid_n"""
+
+
+def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
+    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled."""
+    if scaled:
+        sa = scale.replace("SHAPE", "(BLOCK_M, BLOCK_K // 32)") if scale != SCALE else "sa"
+        sb = scale.replace("SHAPE", "(BLOCK_N, BLOCK_K // 32)") if scale != SCALE else "sb"
+        step = f"acc = tl.dot_scaled(a, {sa}, \"e2m1\", b.T, {sb}, \"e2m1\", acc)   # B^T: K-packed [BK / 2, BN]"
+    else:
+        step = ("a16 = dequant_e2m1(a, sa, BLOCK_M, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
+                "        b16 = dequant_e2m1(b, sb, BLOCK_N, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
+                "        acc = tl.dot(a16, b16.T, acc)")
+    group = ", GROUP_M: tl.constexpr" if grouped else ""
+    return ("" if scaled else DEQUANT.format(scale=scale)) + f"""
+@triton.jit
+def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
+{ORDER if grouped else ROW_ORDER}
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rq = tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
+    rs = tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
+    a_ptrs = a_ptr + rm[:, None] * (K // 2) + rq[None, :]
+    b_ptrs = b_ptr + rn[:, None] * (K // 2) + rq[None, :]
+    sa_ptrs = sa_ptr + rm[:, None] * (K // 32) + rs[None, :]
+    sb_ptrs = sb_ptr + rn[:, None] * (K // 32) + rs[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, {k_end}):
+        a = tl.load(a_ptrs, mask=rm[:, None] < M, other=0)
+        b = tl.load(b_ptrs)
+        sa = tl.load(sa_ptrs, mask=rm[:, None] < M, other=127)
+        sb = tl.load(sb_ptrs)
+        {step}
+        a_ptrs += BLOCK_K // 2
+        b_ptrs += BLOCK_K // 2
+        sa_ptrs += BLOCK_K // 32
+        sb_ptrs += BLOCK_K // 32
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
+"""
+
+
+def launch_line(p, kernel="gemm_fp4_kernel", args="A, B, scale_a, scale_b, C, M, N, K") -> str:
+    kw = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
+    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}),)\n"
+            f"    {kernel}[grid]({args}, {kw}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
+
+
+def head(task) -> str:
+    return f"""
+
+{ENTRY.py_def(task)}:
+    M, K = A.shape[0], A.shape[1] * 2        # two e2m1 values a byte
+    N = B.shape[0]                            # B is [N, K / 2]: C = A @ B.T
+    C = torch.empty((M, N), device=A.device, dtype={'torch.bfloat16' if task.dtype == 'bf16' else 'torch.float16'})
+"""
+
+
+def fused_src(scaled: bool, grouped: bool):
+    def render(p, task, k_end="K // BLOCK_K", scale=SCALE):
+        return fused_kernel(scaled, grouped, k_end, scale) + head(task) + launch_line(p) + "    return C\n"
+    return render
+
+
+def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
+    return DEQUANT.format(scale=scale) + f"""
+@triton.jit
+def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    # one [BLOCK_R, BLOCK_K] block of the 16-bit copy from its packed bytes and scales
+    rr = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    kt = tl.program_id(1)
+    q = tl.load(q_ptr + rr[:, None] * (K // 2) + kt * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
+    s = tl.load(s_ptr + rr[:, None] * (K // 32) + kt * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)[None, :])
+    w = dequant_e2m1(q, s, BLOCK_R, BLOCK_K)
+    tl.store(w_ptr + rr[:, None] * K + kt * BLOCK_K + tl.arange(0, BLOCK_K)[None, :], w.to(w_ptr.dtype.element_ty))
+
+
+@triton.jit
+def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+{ROW_ORDER}
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, {k_end}):
+        a = tl.load(a_ptr + rm[:, None] * K + kt * BLOCK_K + rk[None, :], mask=rm[:, None] < M, other=0.0)
+        b = tl.load(b_ptr + rn[None, :] * K + kt * BLOCK_K + rk[:, None])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
+""" + head(task) + f"""    a = torch.empty((M, K), device=A.device, dtype=C.dtype)   # 16-bit copies: 4x the packed bytes
+    b = torch.empty((N, K), device=A.device, dtype=C.dtype)
+    Mp = triton.cdiv(M, 16) * 16
+    if Mp != M:                              # the dequant kernel works on whole 16-row blocks
+        A, scale_a = torch.nn.functional.pad(A, (0, 0, 0, Mp - M)), torch.nn.functional.pad(scale_a, (0, 0, 0, Mp - M))
+        a = torch.empty((Mp, K), device=A.device, dtype=C.dtype)
+    dequant_kernel[(Mp // 16, K // 128)](A, scale_a, a, K, BLOCK_R=16, BLOCK_K=128)
+    dequant_kernel[(N // 16, K // 128)](B, scale_b, b, K, BLOCK_R=16, BLOCK_K=128)
+{launch_line(p, args="a, b, C, M, N, K")}    return C
+"""
+
+
+def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast: float = 1.0):
+    """gemm_fp16_triton's tile model on packed operands: smem holds the packed tiles (+ the 16-bit
+    copies Triton's dot needs after a register dequant), `dequant` the issue share it costs;
+    `upcast`: the same for dot_scaled where no block-scaled mma exists (Triton's bf16 upcast)."""
+    base = tile_launch(0.95, mode)
+
+    def launch(p, task):
+        one = base(p, task)
+        bm, bn, bk = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"]
+        buffers = max(1, p.get("num_stages", 1) - 1)
+        if extra_launches:            # the plain GEMM on 16-bit copies: gemm_fp16_triton's figure
+            smem = one.smem_bytes
+        elif "wgmma" in task.gpu.features:   # wgmma reads a 16-bit B tile from smem, per buffered stage
+            smem = bn * bk * 2 * buffers
+        else:                         # mma.sync: the packed tiles and scales, per buffered stage
+            smem = (bm + bn) * (bk // 2 + bk // 32) * buffers
+        floor = GemmFp4Triton().cost(task).bytes
+        m, n, k = task["M"], task["N"], task["K"]
+        copies = 2 * (m + n) * k * 2 / floor if extra_launches else 0.0
+        return replace(one, smem_bytes=smem, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
+                       traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
+                       grid=cdiv(m, bm) * (n // bn))
+    return launch
+
+
+def consts(p, task) -> dict:
+    return {k: v for k, v in p.items() if k not in ("num_warps", "num_stages")}
+
+
+class GemmFp4Triton(GemmFp4Spec):
+    impl = "triton"
+    check_shape = {"M": 1024, "N": 2048, "K": 4096, "G": 32}
+    shapes = ({"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 8192, "N": 5120, "K": 8192, "G": 32},
+              {"M": 16, "N": 7168, "K": 2048, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32},
+              {"M": 128, "N": 14336, "K": 4096, "G": 32})
+    variants = (
+        Rung("fused_dequant_dot", "packed tiles and scales loaded in the GEMM loop, e2m1 decoded in registers, tl.dot",
+             TILE, path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
+             launch=fp4_launch("dot", dequant=0.25), render=fused_src(False, False), consts=consts,
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        Rung("pipelined_dequant", "the register dequant with num_stages-deep loads and a GROUP_M program order",
+             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             launch=fp4_launch("pipelined", dequant=0.25), render=fused_src(False, True), consts=consts,
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        Rung("dequant_then_dot", "a dequant kernel writes 16-bit A and B, then a tl.dot GEMM on the copies",
+             TILE, path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
+             launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
+             TILE, path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
+             launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
+        Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
+             TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
+             launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
+    )
+
+    def assemble(self, kernel, variant, params, task):
+        return TRITON_PRELUDE + kernel
+
+    def triton_kernels(self, variant, params, task) -> list:
+        ptr, c = triton_ptr(task.dtype, task), variant.consts(params, task)
+        warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
+        dims = {"M": "i32", "N": "i32", "K": "i32"}
+        if variant.tag == "dequant_then_dot":
+            deq = KernelSpec("dequant_kernel", {"q_ptr": "*u8", "s_ptr": "*u8", "w_ptr": ptr, "K": "i32",
+                                                "BLOCK_R": "constexpr", "BLOCK_K": "constexpr"},
+                             {"BLOCK_R": 16, "BLOCK_K": 128}, ints={"K": task["K"]})
+            main = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **dims}
+            return [deq, KernelSpec("gemm_fp4_kernel", {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps,
+                                    num_stages=stages)]
+        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": ptr, **dims,
+               **{k: "constexpr" for k in c}}
+        return [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]

@@ -1,0 +1,55 @@
+"""Split-K GEMM, the op gemm_splitk_cuda and gemm_splitk_triton implement: C = A . B^T for the
+decode / LoRA shapes where M is tiny and K long, so output tiles alone cannot fill the GPU and K
+is cut into splits whose fp32 partial sums a reduction combines. Entry point, cost, reference,
+the launch-model pieces both modules share and the combine bug."""
+from dataclasses import replace
+
+from ..base import DTYPE_BYTES, cdiv
+from ..contract import Arg, Entry, Scalar
+from .gemm_fp16_spec import GemmFp16Spec
+
+ENTRY = Entry("gemm_splitk", (
+    Arg("A", "in", ("M", "K")), Arg("B", "in", ("N", "K")), Arg("C", "out", ("M", "N")),
+    Scalar("M"), Scalar("N"), Scalar("K")), py_name="gemm_splitk")
+SPLIT_VALUES = (2, 4, 8, 16)
+
+
+def split_launch(base, mode: str, bk: int = 64):
+    """Wrap a one-split launch model: `mode` "partials" (fp32 slice per split, read back by a
+    reduce kernel), "atomic" (fp32 atomics into one zeroed workspace, then a cast kernel) or
+    "none". The grid grows by SPLITS, each CTA's K loop shrinks, and the workspace costs bytes."""
+    def launch(p, task):
+        one = base(p, task)
+        splits = p.get("SPLITS", p.get("SPLIT_K", 1)) if mode != "none" else 1
+        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+        tiles_per_split = cdiv(cdiv(k, p.get("BK", p.get("BLOCK_K", bk))), splits)
+        floor = (m * k + n * k + m * n) * e
+        if mode == "partials":     # each split writes an fp32 [M, N] slice, the reduce reads them all
+            extra, launches, atomics = 2 * splits * m * n * 4, one.launches + 1, 0
+        elif mode == "atomic":     # memset + atomics (L2-resident) + one fp32 read by the cast
+            extra, launches, atomics = 3 * m * n * 4, one.launches + 2, splits
+        else:
+            extra, launches, atomics = 0, one.launches, 0
+        # a short K loop pays its prologue and epilogue over fewer tiles
+        loop = tiles_per_split / (tiles_per_split + 1.5)
+        return replace(one, grid=one.grid * splits, traffic=one.traffic + extra / floor, launches=launches,
+                       compute_scale=one.compute_scale * loop, serial_atomics=atomics)
+    return launch
+
+
+class GemmSplitkSpec(GemmFp16Spec):
+    op, family = "gemm_splitk", "matmul"
+    title = "Split-K GEMM (small M, long K)"
+    desc = ("C[M, N] = A[M, K] . B[N, K]^T with fp32 accumulation and a 16-bit result, for decode and LoRA "
+            "shapes (M <= 128, K up to 28672): K may be split across CTAs whose fp32 partial sums are "
+            "reduced; K a multiple of 128, N a multiple of 128.")
+    dims = {"M": "rows of A and C (tokens in the decode batch)", "N": "rows of B, columns of C (output features)",
+            "K": "reduction dim (input features), split across CTAs"}
+    dtypes = ("fp16", "bf16")
+    vendors = ("nvidia",)
+    entry, inputs = ENTRY, ("A", "B")
+    check_shape = {"M": 16, "N": 4096, "K": 14336}
+    shapes = ({"M": 1, "N": 4096, "K": 14336}, {"M": 16, "N": 4096, "K": 14336}, {"M": 32, "N": 4096, "K": 11008},
+              {"M": 8, "N": 8192, "K": 8192}, {"M": 64, "N": 2048, "K": 16384}, {"M": 16, "N": 1024, "K": 28672},
+              {"M": 128, "N": 4096, "K": 4096})
+    # cost and reference: gemm_fp16's (the same product, a different strategy)
