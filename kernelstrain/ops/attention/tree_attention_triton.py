@@ -226,7 +226,9 @@ class TreeAttentionTriton(TreeAttentionSpec):
         Rung("row_per_program", "one program per (head, draft node): CUDA-core dots over prefix + tree bits",
              (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
              compute_eff=0.07, memory_eff=0.6, launch=row_launch, render=row_per_program_src,
-             bugs={"missing_scale": {"scale": ""}, "half_accumulator": HALF}),
+             # (half_accumulator dropped: an fp16/bf16 denominator over P / BLOCK_N rounding steps stayed
+             # within tolerance, 6e-4 on an H200)
+             bugs={"missing_scale": {"scale": ""}}),
         Rung("tree_tile_tl_dot", "all draft nodes of a head as the M side of tl.dot; prefix read once per head",
              (BLOCK_N, WARPS), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic", launch=tile_launch,
              render=tree_tile_tl_dot_src, bugs={"missing_scale": {"scale": "1.0"}, "off_by_one": OFF_BIT}),
