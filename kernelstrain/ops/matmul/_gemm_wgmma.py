@@ -5,6 +5,9 @@ from __future__ import annotations
 from ._gemm_ptx import HOPPER_PTX, KINDS, SMEM_U32, wgmma_fn
 
 
+UNSCALED = ("", "")   # promote= with no scales: two-level fp32 accumulation only
+
+
 def wgmma_consumers(p: dict) -> int:
     """Consumer warpgroups of the wgmma kernel: BM 64 -> one, else two (each BM/2 rows)."""
     return 1 if p["BM"] == 64 else 2
@@ -17,14 +20,15 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
     ring (full/empty mbarriers); consumer warpgroups run wgmma from the swizzled tiles.
 
     promote: (row_scale, col_scale) as in mma_kernel, evaluated per 128-wide K block (BK = 128 here);
-    col_scale is taken at n0, so BN must divide 128.
+    col_scale is taken at n0, so BN must divide 128. UNSCALED promotes with no scales: fp8 wgmma
+    accumulates with reduced precision, so each 128-wide K block's partial is added into fp32 acc.
     """
     k = KINDS[kind]
     consumers = wgmma_consumers(p)
     mb = p["BM"] // consumers // 64
     tile_loop = ("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {   // persistent: static round robin"
                  if persistent else "{\n        const int tile = blockIdx.x;")
-    kb = "\n        const int KB = (K + 127) / 128;   // 128-wide scale blocks along K" if promote else ""
+    kb = "\n        const int KB = (K + 127) / 128;   // 128-wide scale blocks along K" if promote not in (None, UNSCALED) else ""
     tiles = "\n    const int tiles = tiles_m * ((N + BN - 1) / BN);" if persistent else ""
     tile_loop_c = tile_loop.replace("\n        ", "\n            ")
     wait_full = "mbar_wait(&full[s], (it / STAGES) & 1);   // TMA bytes landed" if wait_full else ""
@@ -34,13 +38,7 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
     acc_t = "float" if promote else k.acc
     if promote:
         scale_d = "ks > 0" if fresh else "1"
-        mainloop = f"""                wgmma_fence();
-#pragma unroll
-                for (int mb = 0; mb < MB; ++mb)
-#pragma unroll
-                    for (int ks = 0; ks < 4; ++ks)   // ks == 0 overwrites: a fresh partial per 128-wide K block
-                        wgmma_tile(part[mb], sw128_desc(a_tile + mb * 64 * 128) + 2 * ks, db + 2 * ks, {scale_d});
-                wgmma_commit();
+        scale_loads = "" if promote == UNSCALED else f"""
                 float rs[MB][2];   // row scales load while the wgmmas run
 #pragma unroll
                 for (int mb = 0; mb < MB; ++mb)
@@ -49,7 +47,15 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
                         const int row = m0 + c * WG_M + mb * 64 + warp * 16 + (lane >> 2) + h * 8, kb = kt;
                         rs[mb][h] = {promote[0]};
                     }}
-                const float cs = [&] {{ const int col = n0, kb = kt; return {promote[1]}; }}();
+                const float cs = [&] {{ const int col = n0, kb = kt; return {promote[1]}; }}();"""
+        scale_mul = "" if promote == UNSCALED else " * (rs[mb][(i >> 1) & 1] * cs)"
+        mainloop = f"""                wgmma_fence();
+#pragma unroll
+                for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+                    for (int ks = 0; ks < 4; ++ks)   // ks == 0 overwrites: a fresh partial per 128-wide K block
+                        wgmma_tile(part[mb], sw128_desc(a_tile + mb * 64 * 128) + 2 * ks, db + 2 * ks, {scale_d});
+                wgmma_commit();{scale_loads}
                 wgmma_wait<0>();
 #pragma unroll
                 for (int mb = 0; mb < MB; ++mb) fence_acc(part[mb]);
@@ -57,7 +63,7 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
 #pragma unroll
                 for (int mb = 0; mb < MB; ++mb)
 #pragma unroll
-                    for (int i = 0; i < BN / 2; ++i) acc[mb][i] += part[mb][i] * (rs[mb][(i >> 1) & 1] * cs);"""
+                    for (int i = 0; i < BN / 2; ++i) acc[mb][i] += part[mb][i]{scale_mul};"""
         tail = ""
         decl = "\n            float part[MB][BN / 2];"
     else:

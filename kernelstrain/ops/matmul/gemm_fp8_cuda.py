@@ -10,14 +10,14 @@ from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel
 from ._gemm_ptx import E4M3_SOFT
 from ._gemm_tc import naive_launch, tc_launch
-from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from ._gemm_wgmma import TMA_INCLUDES, UNSCALED, wgmma_host, wgmma_kernel
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
 
 ENTRY = Entry("gemm_fp8", (
     Arg("A", "in", ("M", "K"), "fp8"), Arg("B", "in", ("N", "K"), "fp8"), Arg("scale_a", "in", (1,), "fp32"),
     Arg("scale_b", "in", (1,), "fp32"), Arg("C", "out", ("M", "N"), "bf16"), Scalar("M"), Scalar("N"), Scalar("K")))
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
-BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
+BM, BN, BN_SMALL = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128), Param("BN", (64, 128), 128)
 WARPS = Param("warps", (4, 8), 8)
 OPERANDS = "const __nv_fp8_e4m3* __restrict__ A, const __nv_fp8_e4m3* __restrict__ B, "
 ARGS = ("const float* __restrict__ scale_a, const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ C, "
@@ -65,8 +65,11 @@ def mma_src(kind: str, pipelined: bool, dequant: bool = False):
 
 
 def wgmma_tma_src(p, task, alpha=ALPHA, wait_full=True):
+    # promoted: fp8 wgmma accumulates with reduced precision (an H200 failed K = 14336 with 9 of 524288
+    # outputs off), so each 128-wide K block's partial is added into fp32 registers, as CUTLASS does;
+    # acc + partial must fit a consumer's registers, hence BM, BN <= 128 (256 spilled ~1.3 KB)
     return (wgmma_kernel("gemm_fp8", "e4m3", p, args=ARGS, epilogue=STORE, prologue=f"\nconst float alpha = {alpha};",
-                         wait_full=wait_full)
+                         wait_full=wait_full, promote=UNSCALED)
             + wgmma_host("gemm_fp8", "e4m3", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
 
 
@@ -90,7 +93,7 @@ class GemmFp8Cuda(OpModule):
              compute_eff=0.09, memory_eff=0.6, launch=naive_launch(regs=32, elt=1), render=naive_dequant_src,
              bugs={"missing_scale": NO_SCALE_B, "off_by_one": {"k_end": "K - 1"}}),
         Rung("dequant_mma", "e4m3 widened to bf16 while staging to smem, ldmatrix + bf16 mma.sync.m16n8k16",
-             (BM, Param("BN", (64, 128), 128), Param("BK", (32, 64), 64), WARPS), needs=TC | {"bf16"},
+             (BM, BN_SMALL, Param("BK", (32, 64), 64), WARPS), needs=TC | {"bf16"},
              path="fp16", compute_eff=0.3, memory_eff=0.75, smem="static",
              launch=tc_launch("fp16", 1, 2, smem_elt=2), render=mma_src("bf16", False, dequant=True),
              bugs={"missing_scale": NO_SCALE_B, "missing_barrier": NO_BARRIER}),
@@ -105,10 +108,11 @@ class GemmFp8Cuda(OpModule):
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_SCALE_B}),
         # missing_barrier: consumers read the ring before TMA lands; on a real H200 this faults
         # (illegal address / launch failure) instead of giving wrong numbers
-        Rung("wgmma_tma", "sm_90a: TMA producer warp + fp8 wgmma (m64nNk32.e4m3) consumers on an mbarrier ring",
-             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+        Rung("wgmma_tma", "sm_90a: TMA producer warp + fp8 wgmma (m64nNk32.e4m3) consumers on an mbarrier ring, "
+             "fp32 promotion per 128-wide K block",
+             (BM, BN_SMALL, Param("stages", (2, 3, 4, 5, 6), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}), path="fp8", compute_eff=0.69,
-             memory_eff=0.88, smem="dynamic", launch=tc_launch("fp8", 1, 2, wgmma=True, smem_elt=1),
+             memory_eff=0.88, smem="dynamic", launch=tc_launch("fp8", 1, 2, wgmma=True, promote=True, smem_elt=1),
              render=wgmma_tma_src, bugs={"missing_barrier": {"wait_full": False}, "missing_scale": NO_SCALE_B},
              faults=("missing_barrier",)),
     )

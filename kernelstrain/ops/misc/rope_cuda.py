@@ -71,7 +71,7 @@ def token_block_smem_launch(p, task):
                   lane_util=min(1.0, h * d / threads))
 
 
-def token_block_smem_src(p, task, barrier="\n    __syncthreads();"):
+def token_block_smem_src(p, task, staged="HALF"):
     return f"""#define THREADS {p['threads']}
 
 // One block per token: its cos/sin row goes to shared memory once, then the threads sweep
@@ -80,10 +80,11 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 rope_kernel({ARGS}) {{
     __shared__ float cos_s[HALF], sin_s[HALF];
     const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
-    for (int i = threadIdx.x; i < HALF; i += THREADS) {{
+    for (int i = threadIdx.x; i < {staged}; i += THREADS) {{
         cos_s[i] = to_float(cs[i]);
         sin_s[i] = to_float(cs[HALF + i]);
-    }}{barrier}
+    }}
+    __syncthreads();
     for (int w = threadIdx.x; w < 2 * H * HALF; w += THREADS) {{
         const int head = w / HALF, i = w % HALF;             // heads 0..H-1 of q, then of k
         scalar_t* xh = (head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF;
@@ -235,7 +236,8 @@ class RopeCuda(RopeSpec):
              render=thread_per_pair_src, bugs={"off_by_one": {"n": "(long long)T * H * HALF - 1"}}),
         Rung("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
              (THREADS,), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
-             render=token_block_smem_src, bugs={"missing_barrier": {"barrier": ""}}),
+             render=token_block_smem_src, bugs={"off_by_one": {"staged": "HALF - 1"}}),
+        # (missing_barrier was benign: at threads <= HALF each thread reads only the cos/sin it staged)
         Rung("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
              (THREADS,), memory_eff=0.8, launch=vectorized_uint4_launch,
              render=vectorized_uint4_src, bugs={"off_by_one": {"bound": "2 * H * CHUNKS - 1"}}),

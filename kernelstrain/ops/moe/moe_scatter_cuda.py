@@ -18,8 +18,8 @@ THREADS = Param("threads", (128, 256, 512), 256)
 ATOMIC_COUNT = "atomicAdd(&counts[topk_ids[a] + 1], 1);   // every assignment hits one of E hot words"
 # missing_barrier drops: the other threads read start[] while thread 0 is still scanning it
 PUBLISH_STARTS = "\n    __syncthreads();                         // publish the scanned starts"
-# missing_barrier drops it: warp_cnt (thread 0 reads the totals from it) is cleared while thread 0 still reads it
-TOTALS_READ = "\n    __syncthreads();                           // thread 0 is done with the totals"
+# missing_barrier drops it: warp 0 clears warp_cnt[0] (the totals) while the last warp's scan reads them
+TOTALS_READ = "\n    __syncthreads();                           // the scanning thread is done with the totals"
 
 
 def sizes(task):
@@ -221,7 +221,7 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ topk_
         warp_cnt[0][e] = total;
     }}
     __syncthreads();
-    if (threadIdx.x == 0) {{                   // expert starts: E adds, redundantly in every block
+    if (threadIdx.x == THREADS - 1) {{         // expert starts: E adds, redundantly in every block
         int start = 0;
         for (int e = 0; e < E; ++e) {{
             const int total = warp_cnt[0][e];
@@ -284,7 +284,7 @@ class MoeScatterCuda(MoeScatterSpec):
                    "off_by_one": {"last": "E"}}),
         Rung("block_rank_scan", "smem histograms per block, scan kernel, stable ranks from warp peer masks, row gather",
              (THREADS,), memory_eff=0.8, launch=rank_launch(False), render=rank_kernels,
-             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
+             bugs={"off_by_one": {"last": "E - 1"}}),
         Rung("vectorized_uint4", "as block_rank_scan, rows gathered as 16-byte uint4 (8 elements a lane)",
              (THREADS,), memory_eff=0.88, launch=rank_launch(True), render=partial(rank_kernels, vec=True),
              bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
