@@ -59,7 +59,8 @@ def unfused_launch(p, task):
 
 def smem_pairs_launch(p, task):
     lm = smem_tiled_launch(p, gemm_view(task))
-    return replace(lm, threads=lm.threads // 2, regs=36)
+    tile = p["tile"]      # As and Bs are [TILE][TILE + 1] floats (the +1 column breaks bank conflicts)
+    return replace(lm, threads=lm.threads // 2, regs=36, smem_bytes=2 * tile * (tile + 1) * 4)
 
 
 def host(task, grid, block, smem="0", pre=""):
