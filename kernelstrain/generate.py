@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import sys
 import time
 from dataclasses import dataclass
@@ -93,8 +94,24 @@ def iter_episodes(plan: Plan, indices: range, workers: int):
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed)) as pool:
-        yield from pool.imap(_work, indices, chunksize=4)
+    # A signal raised as KeyboardInterrupt inside the pool's own locks can hang its terminate()
+    # (seen: SIGTERM on a loaded 2-core machine, the run never exited). So while the pool runs,
+    # Ctrl-C and SIGTERM only set a flag, and the interrupt is raised here, between episodes.
+    stop: list = []
+    deferred = {}
+    if threading.current_thread() is threading.main_thread():
+        deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed)) as pool:
+            for item in pool.imap(_work, indices, chunksize=4):
+                if stop:
+                    raise KeyboardInterrupt
+                yield item
+                if stop:
+                    raise KeyboardInterrupt
+    finally:
+        for s, handler in deferred.items():
+            signal.signal(s, handler)
 
 
 class Progress:
