@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..gpucheck.adapters import TOLS, tolerance
+from .dry import unsupported
 from .render import binding_sources, fused_forward, kernel_file, model_new
 from .subject import Subject, find_subject
 
@@ -42,11 +43,15 @@ def task_tolerance(subject: Subject) -> dict:
 
 def hand_adapted(subject: Subject) -> bool:
     """True when gpu-check feeds this op through a hand-written adapter or input preparation
-    (the spec's check_adapter / check_prepare): arguments the reference Model does not hold as
-    attributes (a scale derived from the dims, a repacked weight) or inputs it must edit (ragged
-    lengths, non-zero caches). ModelNew and get_inputs() here are generic and may not match them."""
+    (the spec's check_adapter / check_prepare): a stricter check than KernelBench's (prepared
+    inputs, a per-output tolerance class). ModelNew itself takes its arguments from the entry."""
     m = subject.module
     return bool(m and (getattr(m, "check_adapter", None) or getattr(m, "check_prepare", None)))
+
+
+def unsupported_reason(subject: Subject) -> str | None:
+    """Why the generated binding cannot run this task's candidate (None: it can)."""
+    return unsupported(subject.module) if subject.kind == "single" else None
 
 
 def task_json(subject: Subject) -> dict:
@@ -63,7 +68,7 @@ def task_json(subject: Subject) -> dict:
             "baseline_ms": subject.baseline_ms, "best_ms": subject.best_ms,
             "eager_ms": subject.eager_ms, "compiled_ms": subject.compiled_ms,
             "tolerance": task_tolerance(subject), "needs_grad": ".backward(" in subject.reference,
-            "hand_adapted": hand_adapted(subject),
+            "hand_adapted": hand_adapted(subject), "unsupported": unsupported_reason(subject),
             "kernel": f"kernels/{kernel_file(subject)}"}
 
 
@@ -119,10 +124,9 @@ def skill(subject: Subject) -> str:
         "- `binding/binding.cpp` is the PyTorch binding generated from the op's entry point (it checks every "
         "tensor's device, dtype and shape, allocates the outputs and calls the kernel through "
         "`binding/trampoline.cu`). Keep the host function's signature so both still fit.\n")
-    if hand_adapted(subject):
-        binding += ("- Caution: the dataset's GPU check runs this op through a hand-written adapter (arguments the "
-                    "reference does not hold, or prepared inputs); `model_new.py` is generic and may need the "
-                    "missing arguments before verify can pass.\n")
+    if unsupported_reason(subject):
+        binding += (f"- Caution: the generated binding cannot call this entry ({unsupported_reason(subject)}); "
+                    "`model_new.py` needs a hand-written binding before verify can pass.\n")
     return f"""# Task: {subject.title} ({subject.dtype})
 
 {subject.desc}
