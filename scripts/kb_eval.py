@@ -82,6 +82,9 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
     init = problem.get_init_inputs()
     with harness.gpu_slot():
         try:
+            with harness.grad_mode(needs_grad):     # JIT compiles (Triton) and module loads, outside the GPU lock
+                harness.make_model(solution.ModelNew, init, 42)(*harness.make_inputs(problem, 42))
+                torch.cuda.synchronize()
             for t in range(trials):
                 seed = 42 + t
                 with harness.gpu_lock(shared=True), harness.grad_mode(needs_grad):
@@ -94,28 +97,29 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
                     torch.cuda.synchronize()
                     checks = [allclose(torch, g, w) for g, w in zip(got, want)] if len(got) == len(want) else \
                         [{"ok": False, "error": f"{len(got)} outputs, reference {len(want)}"}]
+                    if tol and len(got) == len(want):    # the op's own tolerance class, beside KernelBench's
+                        res["task_tol_ok"] = all(harness.compare(g, w, tol)["ok"] for g, w in zip(got, want)) \
+                            and res.get("task_tol_ok", True)
                     if not all(c["ok"] for c in checks):
                         res.update(failed_trial=t, outputs=checks)
-                        if tol and len(got) == len(want):
-                            res["task_tol_ok"] = all(harness.compare(g, w, tol)["ok"] for g, w in zip(got, want))
                         # the reference against itself (fresh inputs, same seed): an op whose reference
                         # is not reproducible within allclose (16-bit atomics) cannot pass KernelBench
+                        del ref_model, new_model, inputs, mine, got
+                        torch.cuda.empty_cache()
                         again = harness.as_tuple(harness.make_model(problem.Model, init, seed)(
                             *harness.make_inputs(problem, seed)))
                         res["ref_self_ok"] = all(allclose(torch, a, w)["ok"] for a, w in zip(again, want))
                         return res
                     del ref_model, new_model, inputs, mine, want, got
+                torch.cuda.empty_cache()
             res["correct"] = True
         except Exception as e:  # noqa: BLE001 - a launch or runtime error: incorrect
             res["error"] = f"runtime: {type(e).__name__}: {e}"[-1500:]
             return res
         try:
             with harness.grad_mode(needs_grad):
-                with harness.gpu_lock(shared=True):
-                    inputs = harness.make_inputs(problem, 42)
-                    model = harness.make_model(solution.ModelNew, init, 42)
-                    model(*inputs)
-                    torch.cuda.synchronize()
+                inputs = harness.make_inputs(problem, 42)
+                model = harness.make_model(solution.ModelNew, init, 42)
                 res["custom_ms"] = harness.Timer().time(lambda: model(*inputs), trials=perf_trials)["median_ms"]
         except Exception as e:  # noqa: BLE001
             res["perf_error"] = f"{type(e).__name__}: {e}"[-600:]
@@ -134,9 +138,8 @@ def reference_times(problem_path: str, perf_trials: int, needs_grad: bool, compi
                 model = harness.make_model(problem.Model, init, 42)
                 if name == "compile":
                     model = torch.compile(model)
-                with harness.gpu_lock(shared=True):          # torch.compile compiles here, not while timing
-                    model(*inputs)
-                    torch.cuda.synchronize()
+                model(*inputs)                   # torch.compile compiles here: outside the GPU lock
+                torch.cuda.synchronize()
                 res[f"{name}_ms"] = timer.time(lambda: model(*inputs), trials=perf_trials)["median_ms"]
             except Exception as e:  # noqa: BLE001
                 res[f"{name}_error"] = f"{type(e).__name__}: {e}"[-600:]
@@ -205,6 +208,14 @@ def run_sub(mode: str, args: list, timeout: float) -> dict:
         return json.loads(line[5:]) if line else {"error": f"exit {p.returncode}: {p.stderr[-800:]}"}
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
+
+
+def wait_for_pch(impl: str) -> None:
+    """A CUDA build waits for the file KS_WAIT_FOR (the device script's first build, which writes
+    PyTorch's precompiled header, touches it), so no two builds write that header at once."""
+    flag = os.environ.get("KS_WAIT_FOR")
+    while impl == "cuda" and flag and not os.path.exists(flag):
+        time.sleep(1)
 
 
 KEYS = ("file", "status", "module", "impl", "episode", "step", "best", "problem_id")
@@ -282,6 +293,8 @@ def main() -> int:
             jobs.append(("ref", s["problem_id"]))
         if s["file"] not in have:
             jobs.append(("sol", s))
+    if os.environ.get("KS_WAIT_FOR"):  # while the first build writes the header: the jobs that need no build
+        jobs.sort(key=lambda j: j[0] == "sol" and j[1]["impl"] == "cuda")
 
     def job(item):
         kind, x = item
@@ -294,6 +307,7 @@ def main() -> int:
                           args.case_timeout)
             return {"file": f"ref:{x}", "kind": "reference", "problem_id": x, **res}
         row = {k: x.get(k) for k in KEYS}
+        wait_for_pch(x["impl"])
         if time.time() > deadline:
             return {**row, "compiled": False, "correct": False, "skipped": "budget spent"}
         p = problems[x["problem_id"]]
