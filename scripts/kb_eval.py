@@ -65,10 +65,10 @@ def _load(problem_path, solution_path=None):
 
 
 def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials: int, needs_grad: bool,
-                 tol: dict | None) -> dict:
+                 tol: dict | list | None) -> dict:
     """Runs in the solution's own process: build (no GPU), then correctness over `trials` seeds
-    and the custom timing, inside one GPU slot. `tol` (the op's own class) is only reported
-    beside KernelBench's verdict when that fails, to tell a precision difference from a bug."""
+    and the custom timing, inside one GPU slot. `tol` (the op's own class, or one per output) is
+    reported beside KernelBench's verdict (task_tol_ok), to tell a precision difference from a bug."""
     t0 = time.time()
     res = {"compiled": False, "correct": False}
     try:
@@ -97,9 +97,10 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
                     torch.cuda.synchronize()
                     checks = [allclose(torch, g, w) for g, w in zip(got, want)] if len(got) == len(want) else \
                         [{"ok": False, "error": f"{len(got)} outputs, reference {len(want)}"}]
-                    if tol and len(got) == len(want):    # the op's own tolerance class, beside KernelBench's
-                        res["task_tol_ok"] = all(harness.compare(g, w, tol)["ok"] for g, w in zip(got, want)) \
-                            and res.get("task_tol_ok", True)
+                    if tol and len(got) == len(want):    # the op's own tolerance classes, beside KernelBench's
+                        tols = tol if isinstance(tol, list) else [tol] * len(want)
+                        res["task_tol_ok"] = all(harness.compare(*harness.viewed(g, w, t), t)["ok"]
+                                                 for g, w, t in zip(got, want, tols)) and res.get("task_tol_ok", True)
                     if not all(c["ok"] for c in checks):
                         res.update(failed_trial=t, outputs=checks)
                         # the reference against itself (fresh inputs, same seed): an op whose reference
@@ -312,7 +313,7 @@ def main() -> int:
             return {**row, "compiled": False, "correct": False, "skipped": "budget spent"}
         p = problems[x["problem_id"]]
         opts = {"trials": args.trials, "perf_trials": args.perf_trials, "needs_grad": p.get("needs_grad", False),
-                "tol": p.get("tolerance")}
+                "tol": p.get("output_tolerances") or p.get("tolerance")}
         if args.dry:
             res = run_sub("--dry-one", [kb / p["file"], kb / x["file"], json.dumps({"row": p})], args.case_timeout)
         else:

@@ -287,3 +287,25 @@ def test_sessions_layout_gives_workdirs_and_an_export(tmp_path):
     index = json.loads((kb / "index.json").read_text())
     mine = [s for s in index["solutions"] if s["episode"] == session["id"]]
     assert mine and {s["step"] for s in mine} <= {0} | {s["step"] for s in ep["steps"] if s["status"] == "ok"}
+
+
+def test_quantized_outputs_keep_their_own_tolerance(tmp_path):
+    """fp8_quant's q is compared as fp8 values with one e4m3 step allowed (raw uint8 codes viewed
+    as fp8), its scales as fp32: task.json says so per output and verify's comparison applies it."""
+    torch = pytest.importorskip("torch")
+    from kernelstrain.workdir import output_tolerances
+    tols = output_tolerances(_subject("fp8_quant_cuda"))
+    assert [(t["name"], t["class"], t["view"]) for t in tols] == [("q", "fp8q", "torch.float8_e4m3fn"),
+                                                                   ("scales", "fp32", None)]
+    assert [t["class"] for t in output_tolerances(_subject("int8_kv_quant_triton"))] == ["int8q"] * 2 + ["fp32"] * 2
+    assert output_tolerances(_subject("rmsnorm_cuda")) is None
+    harness = load(ROOT_TESTS.parent / "kernelstrain" / "workdir" / "templates" / "harness.py", "harness")
+    ref = (torch.linspace(-400, 400, 4096)).to(torch.float8_e4m3fn)
+    near = ref.view(torch.uint8).clone()
+    near[100] += 1                                   # one code step: a rounding-boundary difference
+    far = ref.view(torch.uint8).clone()
+    far[100] += 9                                    # nine steps: wrong
+    codes = ref.view(torch.uint8)
+    assert harness.compare(*harness.viewed(near, codes, tols[0]), tols[0])["ok"]
+    assert not harness.compare(*harness.viewed(far, codes, tols[0]), tols[0])["ok"]
+    assert not harness.compare(near, codes, {"rtol": 0.0, "atol_rel": 0.0})["ok"]     # as raw codes: exact

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
 from ..sessions import episode_source
 from ..validate import read_jsonl
-from ..workdir import hand_adapted, task_tolerance, unsupported_reason
+from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
 from ..workdir.render import binding_sources, kernel_file, model_new
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 
@@ -44,6 +44,7 @@ def _problem(subject, n: int, level: int, source: str) -> dict:
     row = {"problem_id": n, "level": level, "file": f"level{level}/{n}_{name}_{subject.task_id}.py",
            "task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
            "dtype": subject.dtype, "tolerance": task_tolerance(subject),
+           "output_tolerances": output_tolerances(subject),
            "needs_grad": ".backward(" in subject.reference, "source": source}
     if subject.kind == "single":
         row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,

@@ -42,13 +42,17 @@ class Arg:
     """A tensor argument. dims: names of the task's dims, ints, or small expressions ("2*I");
     dtype: 'task' (the task's dtype) or a dtype name; ctype: a C spelling that overrides the
     derived one (pointer arrays: "float* const*"); source: where a caller holding the reference
-    Model finds an argument that is not one of the op's inputs (`self.weight`), see `py_value`."""
+    Model finds an argument that is not one of the op's inputs (`self.weight`), see `py_value`;
+    tol: the tolerance class (gpucheck.adapters.TOLS) a result is compared with when it is not the
+    op's; view: the dtype a result is compared as (raw uint8 codes as "fp8")."""
     name: str
     role: str                   # in | out | inout
     dims: tuple
     dtype: str = "task"
     ctype: str | None = None
     source: str | None = None
+    tol: str | None = None
+    view: str | None = None
 
     def __post_init__(self):
         if self.role not in ROLES:

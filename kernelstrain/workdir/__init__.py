@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..gpucheck.adapters import TOLS, tolerance
+from ..ops.contract import TORCH
 from .dry import unsupported
 from .render import binding_sources, fused_forward, kernel_file, model_new
 from .subject import Subject, find_subject
@@ -39,6 +40,20 @@ def task_tolerance(subject: Subject) -> dict:
         return {"class": "kernelbench", "atol": t, "rtol": t}
     name = tolerance(subject.module, subject.dtype)
     return {"class": name, **TOLS[name]}
+
+
+def output_tolerances(subject: Subject) -> list | None:
+    """One tolerance per result, in the reference's return order, where the entry gives a result
+    its own class (Arg.tol) or a dtype to compare it as (Arg.view: torch's name); else None."""
+    if subject.kind == "fused":
+        return None
+    e = subject.module.entry
+    args = [e.arg(n) for n in e.results]
+    if not any(a.tol or a.view for a in args):
+        return None
+    base = task_tolerance(subject)
+    return [{"name": a.name, **({"class": a.tol, **TOLS[a.tol]} if a.tol else base),
+             "view": TORCH[a.view] if a.view else None} for a in args]
 
 
 def hand_adapted(subject: Subject) -> bool:
@@ -67,7 +82,8 @@ def task_json(subject: Subject) -> dict:
                           "time_ms": c.time_ms if c else None},
             "baseline_ms": subject.baseline_ms, "best_ms": subject.best_ms,
             "eager_ms": subject.eager_ms, "compiled_ms": subject.compiled_ms,
-            "tolerance": task_tolerance(subject), "needs_grad": ".backward(" in subject.reference,
+            "tolerance": task_tolerance(subject), "output_tolerances": output_tolerances(subject),
+            "needs_grad": ".backward(" in subject.reference,
             "hand_adapted": hand_adapted(subject), "unsupported": unsupported_reason(subject),
             "kernel": f"kernels/{kernel_file(subject)}"}
 

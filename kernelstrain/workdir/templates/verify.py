@@ -36,7 +36,8 @@ def trial(problem, solution, task, seed):
             solution.set_poison(False)
         if len(got) != len(want):
             return [{"ok": False, "error": f"{len(got)} outputs, the reference has {len(want)}"}]
-        return [harness.compare(g, w, task["tolerance"]) for g, w in zip(got, want)]
+        tols = task.get("output_tolerances") or [task["tolerance"]] * len(want)
+        return [harness.compare(*harness.viewed(g, w, t), t) for g, w, t in zip(got, want, tols)]
 
 
 def main():
