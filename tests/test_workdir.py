@@ -5,6 +5,7 @@ import ast
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from kernelstrain.cli import main
 from kernelstrain.gpucheck.adapters import check_shape
 from kernelstrain.ops import REGISTRY
 from kernelstrain.tasks import make_task
+
+ROOT_TESTS = Path(__file__).parent
 
 
 def episodes(data):
@@ -192,3 +195,117 @@ def test_bad_input_exits_2_and_writes_nothing(small_dataset, tmp_path, capsys, a
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("kernelstrain: error:") and message in err
     assert not (tmp_path / "out").exists() and sorted(p.name for p in full.iterdir()) == ["keep.txt"]
+
+
+NVIDIA_MODULES = sorted(n for n, m in REGISTRY.items() if "nvidia" in m.vendors)
+
+
+def _subject(name, gpu="H100"):
+    from kernelstrain.workdir.subject import Candidate, Subject
+    m = REGISTRY[name]
+    t = make_task(m, gpu, m.dtypes[0], m.shapes[0])
+    v = m.variants[0]
+    code = m.render(v, {p.name: p.default for p in v.params}, t, None)
+    return Subject(task_id="t", kind="single", split="train", reference=m.reference(t), dtype=t.dtype, title=m.title,
+                   desc="", module=m, task=t, gpu=gpu, arch=t.gpu.arch, candidate=Candidate(code, "baseline", "ok", None))
+
+
+@pytest.mark.parametrize("name", NVIDIA_MODULES)
+def test_model_new_calls_the_kernel_as_its_entry_takes_it(name):
+    """ModelNew (workspace form, and the standalone solution where it imports here) builds from
+    the reference's constructor on the meta device and calls the binding / wrapper with the
+    arguments it declares: no missing attribute (gemv's W), no missing scalar (attention's
+    scale), a tensor where a tensor goes. The pointer-array entry (adamw) is flagged instead."""
+    pytest.importorskip("torch")
+    from kernelstrain.export.kernelbench import solution_source
+    from kernelstrain.workdir.dry import dry_call, unsupported
+    from kernelstrain.workdir.render import model_new
+    s = _subject(name)
+    forms = [model_new(s)] + ([solution_source(s)] if s.module.impl == "cuda" or _has("triton") else [])
+    for src in forms:
+        problem = dry_call(s, src)
+        if unsupported(s.module):
+            assert problem.startswith("unsupported: pointer-array"), problem
+        else:
+            assert problem is None, problem
+
+
+@pytest.mark.parametrize("name, broken, error", [
+    ("gemv_cuda", ("self.weight", "self.W"), "AttributeError"),
+    ("flash_decode_triton", (", 0.08838834764831845)", ")"), "TypeError"),
+    ("flash_prefill_cuda", (", 0.08838834764831845)", ")"), "TypeError: forward() takes 4 arguments"),
+])
+def test_dry_call_catches_the_calls_that_failed_on_the_gpu(name, broken, error):
+    """The H200 misses of the last session (ModelNew passing self.W, or no scale): the CPU
+    check names them, so the device is not spent on them."""
+    pytest.importorskip("torch")
+    from kernelstrain.workdir.dry import dry_call
+    from kernelstrain.workdir.render import model_new
+    s = _subject(name)
+    src = model_new(s)
+    assert broken[0] in src and dry_call(s, src) is None
+    assert dry_call(s, src.replace(*broken)).startswith(error)
+
+
+def test_cuda_build_targets_the_task_arch():
+    """sm_90a tasks build for the arch-specific target (wgmma / FP8 mma exist only there);
+    older archs carry their PTX, so an A100 task runs on a newer GPU."""
+    from kernelstrain.workdir.render import model_new
+    assert "-gencode=arch=compute_90a,code=sm_90a" in model_new(_subject("gemm_fp8_blockwise_cuda"))
+    assert "-gencode=arch=compute_80,code=[sm_80,compute_80]" in model_new(_subject("rmsnorm_cuda", "A100"))
+
+
+def test_unsupported_entry_is_flagged(small_dataset, tmp_path):
+    from kernelstrain.workdir import unsupported_reason
+    assert unsupported_reason(_subject("adamw_cuda")).startswith("pointer-array arguments params")
+    assert unsupported_reason(_subject("rmsnorm_cuda")) is None
+    kb = tmp_path / "kb"
+    assert main(["export", "kernelbench", str(small_dataset), "--out", str(kb), "--best-only"]) == 0
+    index = json.loads((kb / "index.json").read_text())
+    assert all(("unsupported" in p) for p in index["problems"] if p["kind"] == "single")
+    assert all(bool(s["unsupported"]) == (s["module"] == "adamw_cuda") for s in index["solutions"])
+
+
+def test_sessions_layout_gives_workdirs_and_an_export(tmp_path):
+    """A kernelinfer-layout dataset (sessions.jsonl: code re-rendered from the trace) serves
+    `workdir` and `export kernelbench` like episodes.jsonl does, with the same code."""
+    from kernelstrain.sessions import episode_row
+    data = tmp_path / "s"
+    profile = ROOT_TESTS / "fixtures" / "sessions_profile.toml"
+    assert main(["generate", "--seed", "0", "--config", str(profile), "--out", str(data), "--episodes", "2",
+                 "--quiet", "--workers", "1"]) == 0
+    assert not (data / "episodes.jsonl").exists()
+    session = json.loads((data / "sessions.jsonl").open().readline())
+    ep = episode_row(session)
+    step = next(s["step"] for s in ep["steps"] if s["status"] == "ok")
+    out = tmp_path / "w"
+    assert main(["workdir", session["task_id"], "--data", str(data), "--out", str(out), "--step", str(step)]) == 0
+    task = json.loads((out / "task.json").read_text())
+    assert (out / task["kernel"]).read_text() == next(s["code"] for s in ep["steps"] if s["step"] == step)
+    kb = tmp_path / "kb"
+    assert main(["export", "kernelbench", str(data), "--out", str(kb)]) == 0
+    index = json.loads((kb / "index.json").read_text())
+    mine = [s for s in index["solutions"] if s["episode"] == session["id"]]
+    assert mine and {s["step"] for s in mine} <= {0} | {s["step"] for s in ep["steps"] if s["status"] == "ok"}
+
+
+def test_quantized_outputs_keep_their_own_tolerance(tmp_path):
+    """fp8_quant's q is compared as fp8 values with one e4m3 step allowed (raw uint8 codes viewed
+    as fp8), its scales as fp32: task.json says so per output and verify's comparison applies it."""
+    torch = pytest.importorskip("torch")
+    from kernelstrain.workdir import output_tolerances
+    tols = output_tolerances(_subject("fp8_quant_cuda"))
+    assert [(t["name"], t["class"], t["view"]) for t in tols] == [("q", "fp8q", "torch.float8_e4m3fn"),
+                                                                   ("scales", "fp32", None)]
+    assert [t["class"] for t in output_tolerances(_subject("int8_kv_quant_triton"))] == ["int8q"] * 2 + ["fp32"] * 2
+    assert output_tolerances(_subject("rmsnorm_cuda")) is None
+    harness = load(ROOT_TESTS.parent / "kernelstrain" / "workdir" / "templates" / "harness.py", "harness")
+    ref = (torch.linspace(-400, 400, 4096)).to(torch.float8_e4m3fn)
+    near = ref.view(torch.uint8).clone()
+    near[100] += 1                                   # one code step: a rounding-boundary difference
+    far = ref.view(torch.uint8).clone()
+    far[100] += 9                                    # nine steps: wrong
+    codes = ref.view(torch.uint8)
+    assert harness.compare(*harness.viewed(near, codes, tols[0]), tols[0])["ok"]
+    assert not harness.compare(*harness.viewed(far, codes, tols[0]), tols[0])["ok"]
+    assert not harness.compare(near, codes, {"rtol": 0.0, "atol_rel": 0.0})["ok"]     # as raw codes: exact

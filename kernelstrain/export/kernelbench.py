@@ -21,8 +21,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
+from ..sessions import episode_source
 from ..validate import read_jsonl
-from ..workdir import hand_adapted, task_tolerance
+from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
 from ..workdir.render import binding_sources, kernel_file, model_new
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 
@@ -43,11 +44,12 @@ def _problem(subject, n: int, level: int, source: str) -> dict:
     row = {"problem_id": n, "level": level, "file": f"level{level}/{n}_{name}_{subject.task_id}.py",
            "task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
            "dtype": subject.dtype, "tolerance": task_tolerance(subject),
+           "output_tolerances": output_tolerances(subject),
            "needs_grad": ".backward(" in subject.reference, "source": source}
     if subject.kind == "single":
         row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,
                    shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms, best_ms=subject.best_ms,
-                   hand_adapted=hand_adapted(subject))
+                   hand_adapted=hand_adapted(subject), unsupported=unsupported_reason(subject))
     return row
 
 
@@ -74,11 +76,13 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                     problems[s.task_id] = _problem(s, len(problems) + 1, 2, s.reference)
                     yield "problem", problems[s.task_id]
             continue
-        episodes, holdouts = data / "episodes.jsonl", sorted(data.glob(HOLDOUT_GLOB))
+        (episodes, _, as_episode), holdouts = episode_source(data), sorted(data.glob(HOLDOUT_GLOB))
         if not episodes.exists() and not holdouts:
-            raise UsageError(f"{data}: no episodes.jsonl, tasks_holdout*.jsonl or fused tasks (not a dataset?)")
+            raise UsageError(f"{data}: no episodes.jsonl, sessions.jsonl, tasks_holdout*.jsonl or fused tasks "
+                             "(not a dataset?)")
         if episodes.exists():
-            for _, row in read_jsonl(episodes):
+            for _, raw in read_jsonl(episodes):
+                row = as_episode(raw)
                 base = single(row, "train", episode_candidate(row, 0))
                 if base.task_id not in problems:
                     problems[base.task_id] = _problem(base, len(problems) + 1, 1, base.reference)
@@ -97,7 +101,8 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                         "step": step, "tag": s.candidate.tag, "status": s.candidate.status,
                         "failure": rec["failure"] if rec else None, "time_ms": s.candidate.time_ms,
                         "best": step == row["best"]["step"], "module": base.module.name, "impl": base.module.impl,
-                        "gpu": base.gpu, "arch": base.arch, "code_sha256": digest}, solution_source(s)
+                        "gpu": base.gpu, "arch": base.arch, "code_sha256": digest,
+                        "unsupported": prob["unsupported"]}, solution_source(s)
         for path in holdouts:
             for _, row in read_jsonl(path):
                 s = single(row, row["split"], episode_candidate({**row, "id": None}, 0), row.get("reference"))

@@ -41,12 +41,18 @@ TORCH_SCALAR = {"float": "double", "double": "double"}     # the binding's param
 class Arg:
     """A tensor argument. dims: names of the task's dims, ints, or small expressions ("2*I");
     dtype: 'task' (the task's dtype) or a dtype name; ctype: a C spelling that overrides the
-    derived one (pointer arrays: "float* const*")."""
+    derived one (pointer arrays: "float* const*"); source: where a caller holding the reference
+    Model finds an argument that is not one of the op's inputs (`self.weight`), see `py_value`;
+    tol: the tolerance class (gpucheck.adapters.TOLS) a result is compared with when it is not the
+    op's; view: the dtype a result is compared as (raw uint8 codes as "fp8")."""
     name: str
     role: str                   # in | out | inout
     dims: tuple
     dtype: str = "task"
     ctype: str | None = None
+    source: str | None = None
+    tol: str | None = None
+    view: str | None = None
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -68,17 +74,35 @@ class Arg:
 @dataclass(frozen=True)
 class Scalar:
     """A scalar argument: a task dim when its name is one, else a value the caller passes
-    (`default` is its Python literal in the Triton wrapper; `value` an expression of the dims)."""
+    (`default` is its Python literal in the Triton wrapper; `value` an expression of the dims
+    the C side computes; `source` the Python expression a caller computes it from, of the dims
+    or the reference Model's attributes: "D ** -0.5", "self.eps"; see `py_value`)."""
     name: str
     ctype: str = "int"
     default: str | None = None
     value: str | None = None
+    source: str | None = None
 
     def c_decl(self, task) -> str:
         return f"{self.ctype} {self.name}"
 
     def is_dim(self, task) -> bool:
         return self.name in task.dims or self.value is not None
+
+
+def py_value(source: str, dims: dict) -> str:
+    """The Python text a caller (ModelNew, an adapter) passes for an argument of `source`: an
+    expression of the dims alone is evaluated to its literal, one of the reference Model's
+    attributes (`self.x`) is kept as written.
+
+    >>> py_value("D ** -0.5", {"D": 64})
+    '0.125'
+    >>> py_value("self.weight", {"D": 64})
+    'self.weight'
+    """
+    if "self." in source:
+        return source
+    return repr(eval(source, {"__builtins__": {}}, dict(dims)))  # noqa: S307 - the spec's own expression
 
 
 def _c_expr(d) -> str:

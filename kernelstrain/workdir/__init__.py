@@ -19,6 +19,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..gpucheck.adapters import TOLS, tolerance
+from ..ops.contract import TORCH
+from .dry import unsupported
 from .render import binding_sources, fused_forward, kernel_file, model_new
 from .subject import Subject, find_subject
 
@@ -40,13 +42,31 @@ def task_tolerance(subject: Subject) -> dict:
     return {"class": name, **TOLS[name]}
 
 
+def output_tolerances(subject: Subject) -> list | None:
+    """One tolerance per result, in the reference's return order, where the entry gives a result
+    its own class (Arg.tol) or a dtype to compare it as (Arg.view: torch's name); else None."""
+    if subject.kind == "fused":
+        return None
+    e = subject.module.entry
+    args = [e.arg(n) for n in e.results]
+    if not any(a.tol or a.view for a in args):
+        return None
+    base = task_tolerance(subject)
+    return [{"name": a.name, **({"class": a.tol, **TOLS[a.tol]} if a.tol else base),
+             "view": TORCH[a.view] if a.view else None} for a in args]
+
+
 def hand_adapted(subject: Subject) -> bool:
     """True when gpu-check feeds this op through a hand-written adapter or input preparation
-    (the spec's check_adapter / check_prepare): arguments the reference Model does not hold as
-    attributes (a scale derived from the dims, a repacked weight) or inputs it must edit (ragged
-    lengths, non-zero caches). ModelNew and get_inputs() here are generic and may not match them."""
+    (the spec's check_adapter / check_prepare): a stricter check than KernelBench's (prepared
+    inputs, a per-output tolerance class). ModelNew itself takes its arguments from the entry."""
     m = subject.module
     return bool(m and (getattr(m, "check_adapter", None) or getattr(m, "check_prepare", None)))
+
+
+def unsupported_reason(subject: Subject) -> str | None:
+    """Why the generated binding cannot run this task's candidate (None: it can)."""
+    return unsupported(subject.module) if subject.kind == "single" else None
 
 
 def task_json(subject: Subject) -> dict:
@@ -62,8 +82,9 @@ def task_json(subject: Subject) -> dict:
                           "time_ms": c.time_ms if c else None},
             "baseline_ms": subject.baseline_ms, "best_ms": subject.best_ms,
             "eager_ms": subject.eager_ms, "compiled_ms": subject.compiled_ms,
-            "tolerance": task_tolerance(subject), "needs_grad": ".backward(" in subject.reference,
-            "hand_adapted": hand_adapted(subject),
+            "tolerance": task_tolerance(subject), "output_tolerances": output_tolerances(subject),
+            "needs_grad": ".backward(" in subject.reference,
+            "hand_adapted": hand_adapted(subject), "unsupported": unsupported_reason(subject),
             "kernel": f"kernels/{kernel_file(subject)}"}
 
 
@@ -119,10 +140,9 @@ def skill(subject: Subject) -> str:
         "- `binding/binding.cpp` is the PyTorch binding generated from the op's entry point (it checks every "
         "tensor's device, dtype and shape, allocates the outputs and calls the kernel through "
         "`binding/trampoline.cu`). Keep the host function's signature so both still fit.\n")
-    if hand_adapted(subject):
-        binding += ("- Caution: the dataset's GPU check runs this op through a hand-written adapter (arguments the "
-                    "reference does not hold, or prepared inputs); `model_new.py` is generic and may need the "
-                    "missing arguments before verify can pass.\n")
+    if unsupported_reason(subject):
+        binding += (f"- Caution: the generated binding cannot call this entry ({unsupported_reason(subject)}); "
+                    "`model_new.py` needs a hand-written binding before verify can pass.\n")
     return f"""# Task: {subject.title} ({subject.dtype})
 
 {subject.desc}

@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from ..compilers import NVCC_GENCODE
+from ..ops.contract import py_value
+
 # the candidates use cuda_fp16.h / cuda_bf16.h operators that PyTorch's default nvcc flags switch off
 CUDA_FLAGS = ("-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
               "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__")
-NVIDIA_ARCH = {"sm_80": "sm_80", "sm_86": "sm_86", "sm_89": "sm_89", "sm_90a": "sm_90a", "sm_100a": "sm_100a",
-               "sm_120a": "sm_120a"}
-
 
 def kernel_file(subject) -> str:
     """kernels/<name>: the candidate's file (fused tasks: the reference forward in Python)."""
@@ -29,27 +29,46 @@ def kernel_file(subject) -> str:
 
 
 def arch_flag(subject) -> str:
-    """nvcc's -arch for the task's GPU; an AMD task's HIP source is built for the local GPU."""
-    return f"-arch={NVIDIA_ARCH[subject.arch]}" if subject.arch in NVIDIA_ARCH else "-arch=native"
+    """nvcc's target for the task's GPU, the one `kernelstrain verify` compiles for: the
+    arch-specific sm_90a / sm_120a where the GPU has one (wgmma, setmaxnreg and the block-scaled
+    mma exist only there; `-arch=sm_90a` alone still emits compute_90 PTX that ptxas rejects).
+    A flag naming the arch also keeps PyTorch from adding its own -gencode for the local GPU.
+    An AMD task's HIP source is built for the local GPU.
+
+    >>> from types import SimpleNamespace as S
+    >>> arch_flag(S(arch="sm_90a")), arch_flag(S(arch="sm_80"))
+    ('-gencode=arch=compute_90a,code=sm_90a', '-gencode=arch=compute_80,code=[sm_80,compute_80]')
+    """
+    if subject.arch not in NVCC_GENCODE:
+        return "-arch=native"
+    gencode = NVCC_GENCODE[subject.arch]
+    if not gencode.endswith("a"):          # with the PTX too, so a newer GPU (an A100 task on an H200) runs it
+        virtual = gencode.split(",")[0].split("=")[1]
+        gencode = gencode.replace("code=", "code=[") + f",{virtual}]"
+    return f"-gencode={gencode}"
 
 
 def forward_call(subject, target: str = "build().") -> tuple[list, str]:
     """(ModelNew.forward's parameters, its body lines) for a single-op subject; `target` is
-    what the extension or wrapper is reached through ('' when it is in the same file)."""
+    what the extension or wrapper is reached through ('' when it is in the same file). An
+    argument that is not an input comes from its `source` in the entry (py_value), else a task
+    dim, else the reference Model's attribute of its name."""
     m, task = subject.module, subject.task
     e = m.entry
 
-    def value(name, kind):
-        if name in m.inputs:
-            return name
-        if kind == "scalar" and name in task.dims:
-            return str(task.dims[name])
-        return f"self.{name}"
+    def value(a):
+        if a.name in m.inputs:
+            return a.name
+        if a.source:
+            return py_value(a.source, task.dims)
+        if not hasattr(a, "role") and a.name in task.dims:
+            return str(task.dims[a.name])
+        return f"self.{a.name}"
     if m.impl == "cuda":
-        call = f"{target}forward({', '.join(value(n, k) for n, k in e.binding_params(task))})"
+        call = f"{target}forward({', '.join(value(e.arg(n)) for n, _ in e.binding_params(task))})"
         return list(m.inputs), [f"return {call}" if len(e.results) == 1 else f"return tuple({call})"]
-    args = [value(a.name, "tensor") for a in e.tensors if a.role != "out"]
-    args += [f"self.{s.name}" for s in e.scalars if not s.is_dim(task) and f"self.{s.name}" in subject.reference]
+    args = [value(a) for a in e.tensors if a.role != "out"]
+    args += [value(s) for s in e.scalars if not s.is_dim(task) and (s.source or f"self.{s.name}" in subject.reference)]
     call = f"{target}{e.py_name or e.name}({', '.join(args)})"
     if not any(e.arg(n).role == "inout" for n in e.results):
         return list(m.inputs), [f"return {call}"]

@@ -1,8 +1,9 @@
 """Find one task in a data directory and what a workspace or an export needs of it: its
 reference program, the candidate to start from, and the recorded figures.
 
-A task comes from one of three places: an episode of `episodes.jsonl` (single op; the
-candidate is the baseline or step N), a held-out task of `tasks_holdout*.jsonl` (its
+A task comes from one of three places: an episode of `episodes.jsonl` or a session of
+`sessions.jsonl` (the kernelinfer layout; its code re-rendered from the trace) (single op;
+the candidate is the baseline or step N), a held-out task of `tasks_holdout*.jsonl` (its
 baseline only), or a fused-task directory (`tasks_fused.jsonl`, else the unfiltered
 `candidates_fused.jsonl`: a PyTorch program and no kernel at all).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import CANDIDATES, TASKS, is_fused_dir
 from ..ops import REGISTRY
+from ..sessions import episode_source
 from ..tasks import make_task
 from ..validate import read_jsonl
 
@@ -103,12 +105,13 @@ def find_subject(data: Path, task_id: str, step: int | None = None, episode: str
             if row["id"] == task_id:
                 return fused_subject(row)
         raise UsageError(f"{data}: no fused task {task_id!r}")
-    episodes = data / "episodes.jsonl"
+    episodes, _, as_episode = episode_source(data)
     if episodes.exists():
         for _, row in read_jsonl(episodes):
             if episode and row["id"] != episode:
                 continue
             if row["task_id"] == task_id or row["id"] == task_id:
+                row = as_episode(row)
                 return single(row, "train", episode_candidate(row, step))
         if episode:
             raise UsageError(f"{data}: no episode {episode!r} of task {task_id!r}")
@@ -121,5 +124,6 @@ def find_subject(data: Path, task_id: str, step: int | None = None, episode: str
                 cand = Candidate(b["code"], f"baseline {b['tag']}", "ok", b.get("time_ms"), None, 0, b["tag"])
                 return single(row, row["split"], cand, row.get("reference"))
     if not episodes.exists() and not any(data.glob(HOLDOUT_GLOB)):
-        raise UsageError(f"{data}: no episodes.jsonl, tasks_holdout*.jsonl or fused tasks (not a dataset?)")
+        raise UsageError(f"{data}: no episodes.jsonl, sessions.jsonl, tasks_holdout*.jsonl or fused tasks "
+                         "(not a dataset?)")
     raise UsageError(f"{data}: no task or episode {task_id!r}")

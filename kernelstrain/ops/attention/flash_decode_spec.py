@@ -7,7 +7,7 @@ from ..contract import Arg, Entry, Scalar
 KV = ("B", "H", "S", "D")
 ENTRY = Entry("flash_decode", (
     Arg("q", "in", ("B", "H", "D")), Arg("k", "in", KV), Arg("v", "in", KV), Arg("o", "out", ("B", "H", "D")),
-    Scalar("B"), Scalar("H"), Scalar("S"), Scalar("scale", "float")))
+    Scalar("B"), Scalar("H"), Scalar("S"), Scalar("scale", "float", source="D ** -0.5")))
 
 
 def cost_of(task: Task) -> Cost:

@@ -9,7 +9,7 @@ LOG2E = 1.4426950408889634
 QKV = ("B", "H", "S", "D")
 ENTRY = Entry("flash_prefill", (
     Arg("q", "in", QKV), Arg("k", "in", QKV), Arg("v", "in", QKV), Arg("o", "out", QKV),
-    Scalar("B"), Scalar("H"), Scalar("S"), Scalar("scale", "float")))
+    Scalar("B"), Scalar("H"), Scalar("S"), Scalar("scale", "float", source="D ** -0.5")))
 
 
 def causal_work(s: int, bm: int, bn: int, skip: bool = True) -> float:

@@ -10,7 +10,7 @@ ENTRY = Entry("paged_decode", (
     Arg("q", "in", ("B", "H", "D")), Arg("k_cache", "in", CACHE), Arg("v_cache", "in", CACHE),
     Arg("block_table", "in", ("B", "S // P"), "int32"), Arg("seq_lens", "in", ("B",), "int32"),
     Arg("out", "out", ("B", "H", "D")), Scalar("batch", value="B"), Scalar("max_pages", value="S // P"),
-    Scalar("scale", "float")))
+    Scalar("scale", "float", source="D ** -0.5")))
 
 
 def cost_of(task: Task) -> Cost:

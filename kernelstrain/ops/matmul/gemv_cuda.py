@@ -8,8 +8,9 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BY
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
-ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K")), Arg("x", "in", ("M", "K")), Arg("y", "out", ("M", "N")),
-                       Scalar("M"), Scalar("N"), Scalar("K")))
+# W is the reference Model's nn.Linear-style `weight`
+ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K"), source="self.weight"), Arg("x", "in", ("M", "K")),
+                       Arg("y", "out", ("M", "N")), Scalar("M"), Scalar("N"), Scalar("K")))
 WARPS = Param("warps", (2, 4, 8), 4)
 ROWS = Param("rows_per_warp", (1, 2, 4), 2)
 ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loops

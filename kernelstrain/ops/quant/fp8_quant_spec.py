@@ -6,10 +6,11 @@ reference's returned q and the entry's q dtype stay per impl: ENTRY (CUDA) and T
 from ..base import Cost, OpModule, Task, DTYPE_BYTES, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 
-_ARGS = (Arg("x", "in", ("T", "D")), Arg("q", "out", ("T", "D"), "uint8"), Arg("scales", "out", ("T",), "fp32"),
-         Scalar("T"), Scalar("D"))
+# q is compared as fp8 values (one e4m3 step allowed: fp8q), the scales as fp32
+_ARGS = (Arg("x", "in", ("T", "D")), Arg("q", "out", ("T", "D"), "uint8", tol="fp8q", view="fp8"),
+         Arg("scales", "out", ("T",), "fp32", tol="fp32"), Scalar("T"), Scalar("D"))
 ENTRY = Entry("fp8_quant", _ARGS)
-TRITON_ENTRY = Entry("fp8_quant", (_ARGS[0], Arg("q", "out", ("T", "D"), "fp8"), *_ARGS[2:]))
+TRITON_ENTRY = Entry("fp8_quant", (_ARGS[0], Arg("q", "out", ("T", "D"), "fp8", tol="fp8q"), *_ARGS[2:]))
 
 
 def fp8_max(task) -> float:

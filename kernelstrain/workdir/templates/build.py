@@ -1,7 +1,9 @@
 """Build the candidate: compile the CUDA kernel in kernels/ with its PyTorch binding (binding/)
 into build/, or import the Triton kernel module. Exit 0 when it builds, 1 when it does not.
 
-    python3 build.py [-v]
+    python3 build.py [-v] [--dry]
+
+--dry (a machine without a GPU): compile a CUDA candidate's units without linking or loading.
 """
 import sys
 import time
@@ -18,7 +20,11 @@ def main():
     t0 = time.time()
     try:
         harness.load_module(HERE / "model.py", "model")
-        harness.load_module(HERE / "model_new.py", "model_new").build(verbose="-v" in sys.argv)
+        solution = harness.load_module(HERE / "model_new.py", "model_new")
+        if "--dry" not in sys.argv:
+            solution.build(verbose="-v" in sys.argv)
+        elif hasattr(solution, "_sources"):
+            harness.dry_build(solution, HERE / "build" / "dry")
     except Exception:  # noqa: BLE001 - the compiler's message is the result
         traceback.print_exc()
         print(f"build: FAIL after {time.time() - t0:.1f} s")

@@ -7,6 +7,8 @@ import importlib.util
 import os
 import statistics
 import sys
+import time
+from pathlib import Path
 
 import torch
 
@@ -49,6 +51,16 @@ def grad_mode(needs_grad):
     return torch.enable_grad() if needs_grad else torch.no_grad()
 
 
+def viewed(out, ref, tol):
+    """(out, ref) as the dtype tol['view'] names ('torch.float8_e4m3fn': raw uint8 codes compared
+    as fp8 values), when it names one and both are tensors of one element size."""
+    name = tol.get("view")
+    if not name or not (torch.is_tensor(out) and torch.is_tensor(ref)) or out.dtype != ref.dtype:
+        return out, ref
+    dtype = getattr(torch, name.split(".")[-1])
+    return out.view(dtype), ref.view(dtype)
+
+
 def compare(out, ref, tol):
     """Elementwise |out - ref| <= atol + atol_rel * rms(ref) + rtol * |ref| (rms per row when
     tol['row']), every element finite where the reference is, and ||out - ref|| / ||ref|| <= l2
@@ -83,19 +95,82 @@ def compare(out, ref, tol):
 
 
 @contextlib.contextmanager
-def gpu_lock():
-    """Exclusive use of the GPU while timing when KS_GPU_LOCK names a lock file (several
-    processes checking candidates on one GPU time one at a time); else nothing."""
+def gpu_lock(shared=False):
+    """With KS_GPU_LOCK naming a lock file (several processes on one GPU): shared use for
+    checking (any number at once), exclusive use for timing (nothing else runs on the GPU
+    meanwhile). A turnstile file keeps a waiting timer from being starved by new shared users.
+    Without it: nothing."""
     path = os.environ.get("KS_GPU_LOCK")
     if not path:
         yield
         return
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    with open(path + ".turnstile", "a") as gate, open(path, "a") as fh:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def gpu_slot():
+    """One of KS_GPU_SLOTS places on the GPU (lock files next to KS_GPU_LOCK), held for all of
+    a process's GPU work, so at most that many processes hold GPU memory at once; each may use
+    at most its share of the memory (an over-large case fails alone, not its neighbours)."""
+    n, path = int(os.environ.get("KS_GPU_SLOTS", "0")), os.environ.get("KS_GPU_LOCK")
+    if not n or not path:
+        yield
+        return
+    while True:
+        for i in range(n):
+            fh = open(f"{path}.slot{i}", "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                continue
+            try:
+                torch.cuda.set_per_process_memory_fraction(min(1.0, 0.95 / n))
+                yield
+            finally:
+                try:
+                    torch.cuda.empty_cache()
+                except Exception:  # noqa: BLE001 - a sticky CUDA error (a faulting kernel) is the case's result
+                    pass
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                fh.close()
+            return
+        time.sleep(0.2)
+
+
+def dry_build(solution, out_dir):
+    """Compile a CUDA solution's two units without linking or a GPU (a CPU machine's check that
+    the build gets through nvcc and the host compiler): the candidate with its trampoline by
+    nvcc -c with the solution's flags, the binding by the host compiler with PyTorch's headers
+    (-fsyntax-only). Raises RuntimeError with the compiler's message."""
+    import subprocess
+    import sysconfig
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    binding, kernel = solution._sources()
+    (out / "binding.cpp").write_text(binding)
+    (out / "kernel.cu").write_text(kernel)
+    from torch.utils import cpp_extension
+    cuda_home = Path(os.environ.get("CUDA_HOME") or cpp_extension.CUDA_HOME or "/usr/local/cuda")
+    incs = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{sysconfig.get_paths()['include']}",
+                                                               f"-I{cuda_home / 'include'}", f"-I{out / 'stub'}"]
+    # a CPU-only PyTorch ships c10/cuda's headers without this generated one (empty is enough here)
+    (out / "stub" / "c10" / "cuda" / "impl").mkdir(parents=True, exist_ok=True)
+    (out / "stub" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("#pragma once\n")
+    for cmd in (["nvcc", "-c", *solution.CUDA_FLAGS, str(out / "kernel.cu"), "-o", str(out / "kernel.o")],
+                ["c++", "-fsyntax-only", "-std=c++17", "-DTORCH_EXTENSION_NAME=ks_dry", *incs, str(out / "binding.cpp")]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"{cmd[0]}: {(p.stdout + p.stderr)[-1500:]}")
 
 
 class Timer:
