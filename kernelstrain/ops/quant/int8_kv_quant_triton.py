@@ -67,12 +67,14 @@ def check_prepare(d, inputs):
 def quant(axis: int = 0, y: str | None = None) -> str:
     """Lines that quantize a tile `x` (fp32) along `axis` to `q`, `s` (a helper's body);
     `y` the scaled tile (missing_scale: "x")."""
-    y = y or f"x * (1.0 / s){'' if axis == 0 else '[:, None]'}"
+    y = y or f"tl.div_rn(x, s{'' if axis == 0 else '[:, None]'})"
     return f"""
 @triton.jit
 def quantize_int8(x):
-    # symmetric int8: one scale per row, round half away from zero (tl.floor/ceil are exact on every target)
-    s = tl.maximum(tl.max(tl.abs(x), axis={axis}) / 127.0, 1e-8)
+    # symmetric int8: one scale per row, round half away from zero (tl.floor/ceil are exact on every target);
+    # IEEE divisions (div_rn: Triton's fp32 `/` is approximate, x * (1 / s) rounds twice) so that every
+    # code matches torch's x / s bit for bit
+    s = tl.maximum(tl.div_rn(tl.max(tl.abs(x), axis={axis}), 127.0), 1e-8)
     y = {y}
     q = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
     return tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), s
