@@ -219,7 +219,8 @@ class Int8KvQuantTriton(OpModule):
     desc = ("For each new token n with slot = slot_mapping[n] >= 0 and each kv head h: s = max(max|x[n, h, :]| "
             "/ 127, 1e-8), cache[slot, h, :] = clamp(round_half_away(x[n, h, :] / s), -127, 127) as int8 and "
             "scale[slot, h] = s, for x = key (k_cache, k_scale) and x = value (v_cache, v_scale). Slots of -1 "
-            "(padding) are skipped.")
+            "(padding) are skipped. Every division is IEEE (the reference divides by a tensor: PyTorch's CUDA "
+            "division by a Python number multiplies by the reciprocal).")
     dims = {"N": "new tokens", "H": "kv heads", "Dh": "head dim", "S": "cache slots"}
     shapes = ({"N": 1, "H": 8, "Dh": 128, "S": 65536}, {"N": 64, "H": 8, "Dh": 128, "S": 131072},
               {"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
@@ -259,7 +260,8 @@ class Int8KvQuantTriton(OpModule):
               "        slots = slot_mapping[valid]\n"
               "        for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
               "            x32 = x.float()\n"
-              "            s = (x32.abs().amax(-1) / 127.0).clamp(min=1e-8)\n"
+              "            amax = x32.abs().amax(-1)\n"
+              "            s = (amax / torch.full_like(amax, 127.0)).clamp(min=1e-8)  # IEEE: see desc\n"
               "            y = x32 / s[..., None]\n"
               "            q = (torch.sign(y) * torch.floor(y.abs() + 0.5)).clamp(-127, 127).to(torch.int8)\n"
               "            cache[slots] = q[valid]\n"
