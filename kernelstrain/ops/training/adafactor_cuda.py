@@ -288,8 +288,10 @@ class AdafactorCuda(OpModule):
               "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
               "        return row, col"),
         init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
-        inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
-                "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
+        # unit-scale gradients and moments: with outputs of ~1e-4 (grad * 1e-2) every error would sit
+        # under KernelBench's fp32 atol of 1e-4, a lost column strip included
+        inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda'), "
+                "torch.rand(R, device='cuda'), torch.rand(C, device='cuda')]"))
 
     def assemble(self, body, variant, params, task) -> str:
         head = f"#define THREADS {params['threads']}\n"
