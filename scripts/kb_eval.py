@@ -268,6 +268,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=300.0, help="seconds after which no solution starts")
     ap.add_argument("--case-timeout", type=float, default=240.0)
     ap.add_argument("--skip", help="a previous results file: solutions and problems it has are not run again")
+    ap.add_argument("--first", help="a file of solution paths to run before the others")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry", action="store_true", help="no GPU: check imports, ModelNew's calls and the CUDA "
                     "compiles of the chosen solutions (kernelstrain.workdir.dry)")
@@ -282,6 +283,9 @@ def main() -> int:
         write_sample(kb, index, chosen, Path(args.write_sample))
         print(f"wrote {len(chosen)} solutions to {args.write_sample}")
         return 0
+    if args.first:     # a re-run: these solutions (earlier misses) first, in case the budget ends the run
+        first = set(Path(args.first).read_text().split())
+        chosen = [s for s in chosen if s["file"] in first] + [s for s in chosen if s["file"] not in first]
     done = [json.loads(x) for x in open(args.skip)] if args.skip else []
     have = {r.get("file") for r in done if "skipped" not in r}
     os.environ.setdefault("KS_GPU_LOCK", os.path.join(tempfile.gettempdir(), "ks_gpu.lock"))

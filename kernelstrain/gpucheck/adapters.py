@@ -69,6 +69,10 @@ TOLS = {
     "fp8q": {"rtol": 0.125, "atol_rel": 1e-3, "l2": 1e-2},
     # same for int8 (round half away from zero): +-1 on a few elements (RMS of q ~40: 0.03 of it)
     "int8q": {"rtol": 0.0, "atol_rel": 0.03, "l2": 1e-2},
+    # one fp32 sum of N zero-mean values: it cancels to ~sqrt(N) times the summands, so reordering
+    # the same fp32 adds moves it by ~eps * sqrt(N) of itself (3.1e-5 measured at N = 2^28, more
+    # when a seed's sum lands near 0): KernelBench's fp32 rtol, not the elementwise 1e-5
+    "sum": {"rtol": 1e-4, "atol_rel": 1e-4, "l2": 1e-4},
 }
 TOL_OF_MODULE = {}
 

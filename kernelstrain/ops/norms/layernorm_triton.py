@@ -4,6 +4,8 @@ Ladder: one lane per row walking columns (three passes, uncoalesced) -> program 
 streaming chunks three times (mean, variance, output) -> one chunked pass of per-lane
 Welford statistics merged with tl.reduce -> the whole row in registers (exact two-pass
 statistics, one read) -> persistent programs with weight/bias hoisted and the next row prefetched.
+The off_by_one bugs read the wrong element (never skip a write): an unwritten output can hold the
+reference's value in recycled memory and pass a harness that does not poison outputs.
 """
 from ..base import Param, Rung, DTYPE_BYTES
 from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch
@@ -23,7 +25,7 @@ OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
 
 
 # -- row_per_lane --------------------------------------------------------------------------
-def row_per_lane_src(p, task, stop="D", scale=" * w"):
+def row_per_lane_src(p, task, col="i", scale=" * w"):
     return f"""
 {SIG}BLOCK_T: tl.constexpr):
     # Each lane owns one row and walks it three times (mean, variance, output):
@@ -41,10 +43,10 @@ def row_per_lane_src(p, task, stop="D", scale=" * w"):
         d = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32) - mean
         sq += d * d
     rstd = tl.rsqrt(sq / D + eps)
-    for i in range(0, {stop}):
+    for i in range(0, D):
         v = tl.load(x_rows + i, mask=live, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + i).to(tl.float32)
-        b = tl.load(b_ptr + i).to(tl.float32)
+        w = tl.load(w_ptr + {col}).to(tl.float32)
+        b = tl.load(b_ptr + {col}).to(tl.float32)
         tl.store(y_rows + i, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=live)
 """
 
@@ -59,12 +61,12 @@ def chunked_three_pass_src(p, task, stop="D", scale=" * w"):
     x_row = x_ptr + row * D
     y_row = y_ptr + row * D
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, {stop}, BLOCK):
+    for off in range(0, D, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         acc += tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
     mean = tl.sum(acc, axis=0) / D
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, D, BLOCK):
+    for off in range(0, {stop}, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         v = tl.load(x_row + cols, mask=cols < D, other=0.0).to(tl.float32)
         acc += tl.where(cols < D, (v - mean) * (v - mean), 0.0)
@@ -125,8 +127,8 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexp
     # variance (exact two-pass, no E[x^2] - mean^2 cancellation) come from registers.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_D)
-    mask = cols < {bound}
-    x = tl.load(x_ptr + row * D + cols, mask=mask, other=0.0).to(tl.float32)
+    mask = cols < D
+    x = tl.load(x_ptr + row * D + cols, mask=cols < {bound}, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=0) / D
     xc = tl.where(mask, x - mean, 0.0)
     rstd = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
@@ -136,7 +138,7 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexp
 """
 
 
-def persistent_src(p, task, stop="T", scale=" * w"):
+def persistent_src(p, task, first="pid", scale=" * w"):
     return f"""
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexpr):
     # Persistent: #SMs x PROGRAMS_PER_SM programs stride over the rows. Weight and
@@ -148,8 +150,8 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, BLOCK_D: tl.constexp
     mask = cols < D
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    x_next = tl.load(x_ptr + pid.to(tl.int64) * D + cols, mask=mask & (pid < T), other=0.0)
-    for row in range(pid, {stop}, step):
+    x_next = tl.load(x_ptr + ({first}).to(tl.int64) * D + cols, mask=mask & ({first} < T), other=0.0)
+    for row in range(pid, T, step):
         x = x_next.to(tl.float32)
         nxt = row + step
         x_next = tl.load(x_ptr + nxt.to(tl.int64) * D + cols, mask=mask & (nxt < T), other=0.0)
@@ -174,7 +176,7 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
         Rung("row_per_lane", "each lane owns a row: mean, variance and output loops over its columns",
              (Param("BLOCK_T", (32, 64, 128), 64), Param("num_warps", (1, 2, 4), 2)), memory_eff=0.45,
              launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
-             bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
+             bugs={"off_by_one": {"col": "i + 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
              CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 2.0), render=chunked_three_pass_src,
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
@@ -190,5 +192,5 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
         Rung("persistent", "grid of #SMs x k programs striding over rows, weight/bias hoisted, next row prefetched",
              (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.92,
              launch=row_launch, render=persistent_src, consts=block_d,
-             bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
+             bugs={"off_by_one": {"first": "pid + 1"}, "missing_scale": NO_SCALE}),
     )

@@ -37,8 +37,11 @@ class Fp8QuantSpec(OpModule):
         fmax, fp8 = repr(fp8_max(task)), task.dialect.fp8_torch
         return kernelbench_program(
             task, self.title, args="x",
+            # the divisor is a tensor: PyTorch's CUDA division by a Python number multiplies by its
+            # fp32 reciprocal (one more rounding, scales 1 ulp off IEEE amax / FP8_MAX), its CPU one divides
             body=("x32 = x.float()\n"
-                  "        scale = (x32.abs().amax(-1, keepdim=True) / self.fp8_max).clamp(min=1.0 / (self.fp8_max * 512))\n"
+                  "        amax = x32.abs().amax(-1, keepdim=True)\n"
+                  "        scale = (amax / torch.full_like(amax, self.fp8_max)).clamp(min=1.0 / (self.fp8_max * 512))\n"
                   f"        q = (x32 / scale).clamp(-self.fp8_max, self.fp8_max).to({fp8})\n"
                   f"        return {self.reference_q}, scale.squeeze(-1)"),
             init=f"self.fp8_max = {fmax}", inputs="[torch.randn(T, D, dtype=DTYPE, device='cuda') * 3]")

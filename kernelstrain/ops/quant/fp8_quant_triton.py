@@ -5,7 +5,8 @@ Ladder: two kernels (tl.atomic_max absmax, then quantize) -> one program per tok
 over the row twice -> whole row held in registers (one DRAM read) -> native fp8 cast
 (tl.float8e4nv, sm_89+; tl.float8e4b8 on MI300X) with several rows per program ->
 persistent programs striding over row tiles. Rungs without fp8 convert in software and
-store raw uint8 codes, which compiles on any target.
+store raw uint8 codes, which compiles on any target. Every division is IEEE (tl.div_rn: Triton's fp32
+`/` is approximate and x * (1 / s) rounds twice), so q matches torch's x / scale code for code.
 """
 import textwrap
 
@@ -81,7 +82,7 @@ def convert(expr: str, task, native: bool) -> str:
     return f"fp8_bits({expr})"
 
 
-def two_kernel_atomic_parts(p, task, fold=ATOMIC_FOLD, val="x / s"):
+def two_kernel_atomic_parts(p, task, fold=ATOMIC_FOLD, val="tl.div_rn(x, s)"):
     grid = f"(T, triton.cdiv(D, {p['BLOCK']}))"
     kernel = f"""
 
@@ -91,7 +92,7 @@ def fp8_absmax_kernel(x_ptr, scale_ptr, D, BLOCK: tl.constexpr):
     row, blk = tl.program_id(0), tl.program_id(1)
     offs = blk * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row.to(tl.int64) * D + offs, mask=offs < D, other=0.0).to(tl.float32)
-    s = tl.maximum(tl.max(tl.abs(x), axis=0) / FP8_MAX, MIN_SCALE)
+    s = tl.maximum(tl.div_rn(tl.max(tl.abs(x), axis=0), FP8_MAX), MIN_SCALE)
     {fold}
 
 
@@ -110,7 +111,7 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, D, BLOCK: tl.constexpr):
     return kernel, launch
 
 
-def fused_row_loop_parts(p, task, qmask="offs < D", inv="1.0 / scale"):
+def fused_row_loop_parts(p, task, qmask="offs < D", val="tl.div_rn(x, scale)"):
     kernel = f"""
 
 @triton.jit
@@ -124,23 +125,22 @@ def fp8_quant_kernel(x_ptr, q_ptr, scale_ptr, T, D, BLOCK: tl.constexpr):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(x_row + offs, mask=offs < D, other=0.0).to(tl.float32)
         amax = tl.maximum(amax, tl.abs(x))
-    scale = tl.maximum(tl.max(amax, axis=0) / FP8_MAX, MIN_SCALE)
+    scale = tl.maximum(tl.div_rn(tl.max(amax, axis=0), FP8_MAX), MIN_SCALE)
     tl.store(scale_ptr + row, scale)
-    inv = {inv}
     for start in range(0, D, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(x_row + offs, mask=offs < D, other=0.0).to(tl.float32)
-        tl.store(q_row + offs, {convert("x * inv", task, False)}, mask={qmask})
+        tl.store(q_row + offs, {convert(val, task, False)}, mask={qmask})
 """
     return kernel, (f"fp8_quant_kernel[(T,)](x, QARG, scales, T, D, BLOCK={p['BLOCK']}, "
                         f"num_warps={p['num_warps']})")
 
 
-def rows_kernel(p, task, native: bool, persistent: bool, rmask="rows < T", scaled="x * (1.0 / scale)[:, None]"):
+def rows_kernel(p, task, native: bool, persistent: bool, rmask="rows < T", scaled="tl.div_rn(x, scale[:, None])"):
     body = f"""mask = (rows[:, None] < T) & (cols[None, :] < D)
 offs = rows[:, None].to(tl.int64) * D + cols[None, :]
 x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-scale = tl.maximum(tl.max(tl.abs(x), axis=1) / FP8_MAX, MIN_SCALE)
+scale = tl.maximum(tl.div_rn(tl.max(tl.abs(x), axis=1), FP8_MAX), MIN_SCALE)
 tl.store(scale_ptr + rows, scale, mask=rows < T)
 y = {scaled}
 tl.store(q_ptr + offs, {convert("y", task, native)}, mask=mask & ({rmask})[:, None])"""
@@ -223,7 +223,7 @@ class Fp8QuantTriton(Fp8QuantSpec):
         Rung("fused_row_loop", "one program per token, BLOCK-wide loop: absmax pass then convert pass",
              (BLOCK, WARPS), compute_eff=0.08, memory_eff=0.78, launch=launch_of("loop"),
              render=program(fused_row_loop_parts), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
-             bugs={"off_by_one": {"qmask": "offs < D - 1"}, "missing_scale": {"inv": "1.0"}}),
+             bugs={"off_by_one": {"qmask": "offs < D - 1"}, "missing_scale": {"val": "x"}}),
         Rung("row_in_registers", "whole row loaded once into registers (BLOCK_D = next pow2 of D)",
              (WARPS,), compute_eff=0.08, memory_eff=0.88, launch=launch_of("rows"),
              render=program(rows_parts(False, False)), consts=rows_consts,

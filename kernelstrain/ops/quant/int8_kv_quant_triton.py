@@ -67,12 +67,14 @@ def check_prepare(d, inputs):
 def quant(axis: int = 0, y: str | None = None) -> str:
     """Lines that quantize a tile `x` (fp32) along `axis` to `q`, `s` (a helper's body);
     `y` the scaled tile (missing_scale: "x")."""
-    y = y or f"x * (1.0 / s){'' if axis == 0 else '[:, None]'}"
+    y = y or f"tl.div_rn(x, s{'' if axis == 0 else '[:, None]'})"
     return f"""
 @triton.jit
 def quantize_int8(x):
-    # symmetric int8: one scale per row, round half away from zero (tl.floor/ceil are exact on every target)
-    s = tl.maximum(tl.max(tl.abs(x), axis={axis}) / 127.0, 1e-8)
+    # symmetric int8: one scale per row, round half away from zero (tl.floor/ceil are exact on every target);
+    # IEEE divisions (div_rn: Triton's fp32 `/` is approximate, x * (1 / s) rounds twice) so that every
+    # code matches torch's x / s bit for bit
+    s = tl.maximum(tl.div_rn(tl.max(tl.abs(x), axis={axis}), 127.0), 1e-8)
     y = {y}
     q = tl.where(y >= 0, tl.floor(y + 0.5), tl.ceil(y - 0.5))
     return tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8), s
@@ -217,7 +219,8 @@ class Int8KvQuantTriton(OpModule):
     desc = ("For each new token n with slot = slot_mapping[n] >= 0 and each kv head h: s = max(max|x[n, h, :]| "
             "/ 127, 1e-8), cache[slot, h, :] = clamp(round_half_away(x[n, h, :] / s), -127, 127) as int8 and "
             "scale[slot, h] = s, for x = key (k_cache, k_scale) and x = value (v_cache, v_scale). Slots of -1 "
-            "(padding) are skipped.")
+            "(padding) are skipped. Every division is IEEE (the reference divides by a tensor: PyTorch's CUDA "
+            "division by a Python number multiplies by the reciprocal).")
     dims = {"N": "new tokens", "H": "kv heads", "Dh": "head dim", "S": "cache slots"}
     shapes = ({"N": 1, "H": 8, "Dh": 128, "S": 65536}, {"N": 64, "H": 8, "Dh": 128, "S": 131072},
               {"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536},
@@ -257,7 +260,8 @@ class Int8KvQuantTriton(OpModule):
               "        slots = slot_mapping[valid]\n"
               "        for x, cache, sc in ((key, k_cache, k_scale), (value, v_cache, v_scale)):\n"
               "            x32 = x.float()\n"
-              "            s = (x32.abs().amax(-1) / 127.0).clamp(min=1e-8)\n"
+              "            amax = x32.abs().amax(-1)\n"
+              "            s = (amax / torch.full_like(amax, 127.0)).clamp(min=1e-8)  # IEEE: see desc\n"
               "            y = x32 / s[..., None]\n"
               "            q = (torch.sign(y) * torch.floor(y.abs() + 0.5)).clamp(-127, 127).to(torch.int8)\n"
               "            cache[slots] = q[valid]\n"

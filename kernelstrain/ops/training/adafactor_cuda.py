@@ -266,16 +266,16 @@ class AdafactorCuda(OpModule):
              "partials in registers, atomics into accumulators, finalize kernel",
              (Param("threads", (128, 256, 512), 256), ROWS), compute_eff=0.06, memory_eff=0.7,
              smem="static", launch=launch_of("tile"), render=fused_tile_shuffle_src,
-             bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"col_add": "col_acc[c] += colsum;"}}),
+             bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"col_add": "col_acc[c] = colsum;   // plain store: the last strip wins"}}),
         Rung("vectorized_uint4", "the tiled pass with 16-byte loads: 8 columns per thread, shuffles amortized",
              (Param("threads", (64, 128, 256), 128), ROWS), compute_eff=0.4, memory_eff=0.86,
              smem="static", launch=launch_of("vec_tile"), render=vectorized_uint4_src,
-             bugs={"racy_update": {"col_add": "col_acc[c0 + k] += colsum[k];"}, "missing_scale": {"mean": ""}}),
+             bugs={"racy_update": {"col_add": "col_acc[c0 + k] = colsum[k];"}, "missing_scale": {"mean": ""}}),
         Rung("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, last "
              "block finishes: one launch", (Param("threads", (256, 512, 1024), 512), Param("rows", (4, 8, 16), 8),
               Param("blocks_per_sm", (1, 2), 1)), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=launch_of("persistent"), render=persistent_last_block_src,
-             bugs={"racy_update": {"col_add": "col_acc[cc + k] += colsum[q][k];"}, "off_by_one": {"last": "gridDim.x"}}),
+             bugs={"racy_update": {"col_add": "col_acc[cc + k] = colsum[q][k];"}, "off_by_one": {"last": "gridDim.x"}}),
     )
 
     def cost(self, task: Task) -> Cost:
@@ -288,8 +288,10 @@ class AdafactorCuda(OpModule):
               "        col.mul_(self.beta2t).add_(update.mean(dim=-2), alpha=1 - self.beta2t)\n"
               "        return row, col"),
         init="self.beta2t, self.eps1 = 1.0 - 10 ** -0.8, 1e-30",
-        inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda') * 1e-2, "
-                "torch.rand(R, device='cuda') * 1e-4, torch.rand(C, device='cuda') * 1e-4]"))
+        # unit-scale gradients and moments: with outputs of ~1e-4 (grad * 1e-2) every error would sit
+        # under KernelBench's fp32 atol of 1e-4, a lost column strip included
+        inputs=("[torch.randn(R, C, dtype=DTYPE, device='cuda'), "
+                "torch.rand(R, device='cuda'), torch.rand(C, device='cuda')]"))
 
     def assemble(self, body, variant, params, task) -> str:
         head = f"#define THREADS {params['threads']}\n"

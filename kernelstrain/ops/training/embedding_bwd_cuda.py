@@ -286,7 +286,11 @@ class EmbeddingBwdCuda(OpModule):
         return f"{prelude(task, sort)}\n{body}"
 
     torch_ref = TorchRef(
-        body="keep = ids != self.padding_idx\n        return grad_weight.index_add(0, ids[keep], grad_out[keep])",
+        # fp32 accumulation, one rounding at the end: what the op means (index_add in bf16/fp16 rounds
+        # after every add in a nondeterministic order, so it cannot even reproduce itself)
+        body=("keep = ids != self.padding_idx\n"
+              "        acc = grad_weight.float().index_add(0, ids[keep], grad_out[keep].float())\n"
+              "        return acc.to(grad_weight.dtype)"),
         init=f"self.padding_idx = {PADDING_IDX}",
         inputs=(f"[torch.where(torch.arange(T, device='cuda') % 8 == 0, {PADDING_IDX}, "
                 "torch.randint(0, V, (T,), device='cuda')),\n"
