@@ -62,6 +62,11 @@ TREE_SMEM = lambda threads, warps: threads * 4       # noqa: E731 - one float pa
 WARP_SMEM = lambda threads, warps: warps * 4         # noqa: E731 - one float per warp
 
 
+# wrong_init: each thread's partial sum of squares starts at D (the count) instead of 0. A start of
+# 1.f added only THREADS to a sum near D: an H200 matched it at D=5120 on 64 threads (6.5e-3 error).
+WRONG_INIT = {"init": "(float)D"}
+
+
 def smem_block_reduce_src(p, task, init="0.f", scale=SCALE):
     return f"""
 #define THREADS {p['threads']}
@@ -226,11 +231,11 @@ class RMSNormCuda(RMSNormSpec):
         Rung("smem_block_reduce", "one block per row, tree reduction in shared memory",
              (THREADS,), memory_eff=0.75, smem="static",
              launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
-             bugs={"wrong_init": {"init": "1.f"}, "missing_scale": NO_SCALE}),
+             bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
              (THREADS,), memory_eff=0.82, smem="static",
              launch=block_launch(WARP_SMEM, regs=24), render=warp_shuffle_src,
-             bugs={"wrong_init": {"init": "1.f"}, "missing_scale": NO_SCALE}),
+             bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
              (THREADS,), memory_eff=0.9, smem="static",
              launch=block_launch(WARP_SMEM, regs=32, vec=True), render=vectorized_uint4_src,
@@ -238,5 +243,5 @@ class RMSNormCuda(RMSNormSpec):
         Rung("register_cached", "row held in registers between the two passes: x read from DRAM once",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
-             bugs={"missing_scale": NO_SCALE, "wrong_init": {"init": "1.f"}}),
+             bugs={"missing_scale": NO_SCALE, "wrong_init": WRONG_INIT}),
     )
