@@ -8,7 +8,6 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BY
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
-# W is the reference Model's nn.Linear-style `weight`
 ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K"), source="self.weight"), Arg("x", "in", ("M", "K")),
                        Arg("y", "out", ("M", "N")), Scalar("M"), Scalar("N"), Scalar("K")))
 WARPS = Param("warps", (2, 4, 8), 4)
