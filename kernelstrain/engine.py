@@ -114,6 +114,7 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
         self.pending: Candidate | None = None          # a failed typo/bug attempt to fix
+        self.over: tuple | None = None                 # (candidate, class) of the last limit failure
         self.close: Candidate | None = None            # faster than the best, inside the noise
         self.confirmed: dict = {}                      # code -> re-measurements asked for
         self.last_rebench = False
@@ -268,15 +269,16 @@ class Episode:
     def _over_limit(self, v: Variant, error_class: str) -> list[Candidate]:
         key = (v.tag, error_class)
         if key not in self._limits:
-            cap = smem_cap(v, self.m, self.task.gpu)
-            margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
-            out = []
-            for c in self.grid(v):
-                r = self.sim(c)
-                if r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * cap):
-                    out.append(c)
-            self._limits[key] = out
+            self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
         return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"]
+
+    def clear_failure(self, c: Candidate, error_class: str) -> bool:
+        """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
+        (near the cap the model is an estimate)."""
+        r = self.sim(c)
+        margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
+        return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
+            c.variant, self.m, self.task.gpu))
 
     def limit_modes(self) -> dict:
         modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem"),
@@ -331,6 +333,29 @@ class Episode:
                 return replace(c, bug=rng.choice(self.bugs(c.variant)))
         return None
 
+    def propose_backoff(self) -> Candidate | None:
+        """After a limit failure: the failed config with one parameter one value smaller in what
+        overflowed (shared memory, or registers x threads), as an engineer reading the log would
+        try next; it may still not fit, and then the build or launch fails again."""
+        (c, what), self.over = self.over, None
+        need, moves = self._demand(c, what), []
+        for name in self.tunable(c.variant):
+            p = knobs.param(c.variant, name)
+            i = p.values.index(c.params[name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(p.values):
+                    o = Candidate(c.variant, {**c.params, name: p.values[j]})
+                    if o.key not in self.tried and self.code(o) not in self.measured \
+                            and kind_of(o, self.best, False) != "rebench" and self._demand(o, what) < need \
+                            and (self.sim(o).ok or self.clear_failure(o, what)):
+                        moves.append(o)
+        return self.rng.choice(moves) if moves else None
+
+    def _demand(self, c: Candidate, what: str) -> int:
+        """Shared memory per block, or registers x threads of a block."""
+        r = self.sim(c)
+        return r.smem_bytes if what == "smem" else r.regs * knobs.launch(self.m, c.variant, c.params, self.task).threads
+
     def bugs(self, v: Variant) -> list[str]:
         return [b for b in v.bugs if (v.tag, b) not in self.fixed]
 
@@ -361,6 +386,11 @@ class Episode:
                 if again:
                     return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
+        if self.over is not None and rng.random() < self.search.backoff:
+            c = self.propose_backoff()
+            if c is not None:
+                return self.evaluate(k, c)
+        self.over = None
         if self.close is not None:
             close, self.close = self.close, None
             asked = self.confirmed.get(self.code(close), 0)
@@ -417,6 +447,8 @@ class Episode:
                                                                                  self.wording)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
+            if failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
+                self.over = (cand.clean(), failure)
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
                 self.pending = cand.clean()
                 if cand.bug is not None:

@@ -107,9 +107,11 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
         out = replace(out, regs=out.regs + 8 * int(doublings),
                       bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                       compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
-    blocks = params.get("min_blocks", OFF)
-    if blocks:
-        # ptxas allocates registers in units of 8 per thread; the cap it must meet
+    if "min_blocks" in params:
+        # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
+        # N blocks (at least one) of THREADS, so a register demand over the file spills rather
+        # than failing the launch; it allocates registers in units of 8 per thread
+        blocks = max(1, params["min_blocks"])
         cap = min(255, gpu.regs_per_sm // (blocks * max(out.threads, gpu.warp)) // 8 * 8)
         if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
             spilled = out.regs / cap - 1.0
