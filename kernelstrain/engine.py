@@ -146,7 +146,7 @@ class Episode:
 
     def grid(self, variant: Variant) -> list[Candidate]:
         if variant.tag not in self._grids:
-            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(variant)]
+            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(knobs.untuned(variant))]
         return self._grids[variant.tag]
 
     def carry(self, variant: Variant) -> dict:
@@ -190,7 +190,7 @@ class Episode:
         return None
 
     def tunable(self, variant: Variant) -> list[str]:
-        return [p.name for p in variant.params if len(p.values) > 1]
+        return [p.name for p in variant.params if len(p.values) > 1 and p.name not in knobs.SLIPS]
 
     def propose_sweep(self, spread: int) -> Candidate | None:
         """One parameter of the best moved up to `spread` values away."""
@@ -259,12 +259,13 @@ class Episode:
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + 2]
 
     def over_limit(self, error_class: str) -> list[Candidate]:
-        """Configs of the best's rung (a sweep too far) or of the next rung up (a rewrite with
-        tiles too big) that overflow shared memory (clear overflows: near the cap the model
+        """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
+        tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        ups = self.ups()
         out = self._over_limit(self.best.variant, error_class)
-        return out + (self._over_limit(ups[0], error_class) if ups else [])
+        for v in self.ups()[:self.search.limit_rungs]:
+            out += self._over_limit(v, error_class)
+        return out
 
     def _over_limit(self, v: Variant, error_class: str) -> list[Candidate]:
         key = (v.tag, error_class)
@@ -272,17 +273,40 @@ class Episode:
             self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
         return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"]
 
-    def clear_failure(self, c: Candidate, error_class: str) -> bool:
+    def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
-        (near the cap the model is an estimate)."""
+        (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
+        (its bytes are the declared arrays or the host's request, exact)."""
         r = self.sim(c)
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
+        if near and self.m.impl == "cuda":
+            margin = 1.0
         return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
             c.variant, self.m, self.task.gpu))
 
+    def bound_slips(self) -> list[Candidate]:
+        """A move of the best to bigger blocks written with __launch_bounds__ still at the
+        best's block size, as a number (knobs `bound`): the launch fails."""
+        v = self.best.variant
+        if "bound" not in {p.name for p in v.params} or knobs.bound_expression(self.code(self.best)) is None:
+            return []
+        old = knobs.launch(self.m, v, self.best.params, self.task).threads
+        if old not in knobs.KNOBS["bound"].values[1:]:
+            return []
+        out = []
+        for name in self.tunable(v):
+            p = knobs.param(v, name)
+            for value in p.values[p.values.index(self.best.params[name]) + 1:]:
+                c = Candidate(v, {**self.best.params, name: value})
+                if self.fresh(c) and knobs.launch(self.m, v, c.params, self.task).threads > old:
+                    slip = Candidate(v, {**c.params, "bound": old})
+                    if slip.key not in self.tried:
+                        out.append(slip)
+        return out
+
     def limit_modes(self) -> dict:
         modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem"),
-                 "resources": self.over_limit("resources")}
+                 "resources": self.over_limit("resources"), "bound": self.bound_slips()}
         return {m: v for m, v in modes.items() if v}
 
     def propose_compile_error(self, k: int, owed: bool = False) -> tuple[Candidate, str, str] | None:
@@ -291,7 +315,7 @@ class Episode:
         at the next chance) rather than always being a typo."""
         rng = self.rng
         modes = self.limit_modes()
-        weights = {"arch": 4, "smem": 3, "resources": 2}
+        weights = {"arch": 4, "smem": 3, "resources": 2, "bound": 3}
         pool = list(modes)
         if owed and not pool:
             return None
@@ -308,7 +332,7 @@ class Episode:
                                                   self.code(c))
         if mode != "syntax":
             c = rng.choice(modes[mode])
-            return c, mode, self.sim(c).error
+            return c, self.sim(c).error_class, self.sim(c).error
         base = self.propose_move(k)
         return None if base is None else self.with_typo(base)
 
@@ -347,7 +371,7 @@ class Episode:
                     o = Candidate(c.variant, {**c.params, name: p.values[j]})
                     if o.key not in self.tried and self.code(o) not in self.measured \
                             and kind_of(o, self.best, False) != "rebench" and self._demand(o, what) < need \
-                            and (self.sim(o).ok or self.clear_failure(o, what)):
+                            and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
                         moves.append(o)
         return self.rng.choice(moves) if moves else None
 
@@ -447,7 +471,9 @@ class Episode:
                                                                                  self.wording)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
-            if failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
+            if cand.params.get("bound"):                        # the bound slip: write THREADS next
+                self.pending = Candidate(cand.variant, {**cand.params, "bound": knobs.OFF})
+            elif failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
                 self.over = (cand.clean(), failure)
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
                 self.pending = cand.clean()

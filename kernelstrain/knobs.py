@@ -5,6 +5,9 @@ the candidate's code and modelled by the simulator, for modules whose own parame
   caps the registers per thread; values that do not fit spill to local memory.
 - `main_unroll` (CUDA): `#pragma unroll N` on the kernel's main loop: more independent loads
   in flight and less loop overhead, for more registers.
+- `bound` (CUDA, a slip, never tuned): `__launch_bounds__(N)` written as a number, the block
+  size of the best, in a candidate that launches bigger blocks: the launch fails ("too many
+  resources requested for launch") until the bound says THREADS again.
 
 A knob's value 0 leaves the code as the module renders it, so a rung with every knob at 0 is
 the module's own candidate. A knob is offered only where its text has a place in the code.
@@ -30,8 +33,10 @@ OFF = 0
 KNOBS = {
     "min_blocks": Param("min_blocks", (0, 1, 2, 3, 4), OFF),
     "main_unroll": Param("main_unroll", (0, 2, 4, 8), OFF),
+    "bound": Param("bound", (0, 32, 64, 128, 256, 512, 1024), OFF),
 }
-IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda"}
+IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda"}
+SLIPS = ("bound",)      # knobs only a slip sets: sweeps and grids leave them at 0
 
 _BOUNDS = re.compile(r"__launch_bounds__\(\s*([A-Za-z_0-9*() ]+?)\s*\)")
 _FOR = re.compile(r"^([ \t]*)for \(", re.M)
@@ -50,7 +55,25 @@ def _main_loop(code: str) -> int | None:
 
 
 def _places(code: str) -> dict:
-    return {"min_blocks": _BOUNDS.search(code) is not None, "main_unroll": _main_loop(code) is not None}
+    bounds = _BOUNDS.search(code) is not None
+    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds}
+
+
+def bound_expression(code: str) -> str | None:
+    """The block size a single kernel's __launch_bounds__ names (a macro, not a number): the
+    one place the `bound` slip can write a stale number; None elsewhere."""
+    found = _BOUNDS.findall(code)
+    return found[0] if len(found) == 1 and not found[0].strip().isdigit() else None
+
+
+def over_bound(params: dict, threads: int) -> bool:
+    """A block bigger than the `bound` slip's __launch_bounds__ number: the launch fails."""
+    return OFF < params.get("bound", OFF) < threads
+
+
+def untuned(variant: Variant) -> Variant:
+    """The rung with its slip knobs fixed at 0 (what grids and sweeps range over)."""
+    return replace(variant, params=tuple(Param(p.name, (OFF,), OFF) if p.name in SLIPS else p for p in variant.params))
 
 
 def own(params: dict) -> dict:
@@ -82,9 +105,10 @@ def param(variant: Variant, name: str) -> Param:
 
 def apply_code(code: str, params: dict) -> str:
     """Write the knobs' settings into a candidate's code."""
-    blocks, unroll = params.get("min_blocks", OFF), params.get("main_unroll", OFF)
-    if blocks:
-        code = _BOUNDS.sub(lambda m: f"__launch_bounds__({m.group(1)}, {blocks})", code, count=1)
+    blocks, unroll, bound = params.get("min_blocks", OFF), params.get("main_unroll", OFF), params.get("bound", OFF)
+    if blocks or bound:
+        code = _BOUNDS.sub(lambda m: f"__launch_bounds__({bound or m.group(1)}{f', {blocks}' if blocks else ''})",
+                           code, count=1)
     if unroll:
         at = _main_loop(code)
         if at is not None:

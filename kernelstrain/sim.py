@@ -128,7 +128,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     if launch.smem_bytes > cap:
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task), "smem")
-    if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024:
+    if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
     return SimResult(True, time_ms(module, variant, launch, task), launch.smem_bytes, launch.regs)
 
