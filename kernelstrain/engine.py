@@ -293,20 +293,37 @@ class Episode:
         old = knobs.launch(self.m, v, self.best.params, self.task).threads
         if old not in knobs.KNOBS["bound"].values[1:]:
             return []
+        moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
+                 for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]]
+        moves += [self.rung_candidate(u) for u in self.ups()[:self.search.limit_rungs]
+                  if "bound" in {p.name for p in u.params}]
         out = []
-        for name in self.tunable(v):
-            p = knobs.param(v, name)
-            for value in p.values[p.values.index(self.best.params[name]) + 1:]:
-                c = Candidate(v, {**self.best.params, name: value})
-                if self.fresh(c) and knobs.launch(self.m, v, c.params, self.task).threads > old:
-                    slip = Candidate(v, {**c.params, "bound": old})
-                    if slip.key not in self.tried:
-                        out.append(slip)
+        for c in moves:
+            if self.fresh(c) and knobs.launch(self.m, c.variant, c.params, self.task).threads > old \
+                    and knobs.bound_expression(self.code(c)) is not None:
+                slip = Candidate(c.variant, {**c.params, "bound": old})
+                if slip.key not in self.tried:
+                    out.append(slip)
+        return out
+
+    def optin_slips(self) -> list[Candidate]:
+        """A rewrite onto a rung up that needs more than 48 KB of shared memory, its host code
+        written without the opt-in (knobs `optin`) where the best's code had none to copy."""
+        if knobs.has_optin(self.code(self.best)):
+            return []
+        out = []
+        for v in self.ups()[:self.search.limit_rungs]:
+            if "optin" in {p.name for p in v.params}:
+                c = self.rung_candidate(v)
+                slip = Candidate(v, {**c.params, "optin": 1})
+                if self.fresh(c) and self.sim(c).smem_bytes > knobs.OPTIN_FREE and slip.key not in self.tried:
+                    out.append(slip)
         return out
 
     def limit_modes(self) -> dict:
         modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem"),
-                 "resources": self.over_limit("resources"), "bound": self.bound_slips()}
+                 "resources": self.over_limit("resources"), "bound": self.bound_slips(),
+                 "optin": self.optin_slips()}
         return {m: v for m, v in modes.items() if v}
 
     def propose_compile_error(self, k: int, owed: bool = False) -> tuple[Candidate, str, str] | None:
@@ -315,7 +332,7 @@ class Episode:
         at the next chance) rather than always being a typo."""
         rng = self.rng
         modes = self.limit_modes()
-        weights = {"arch": 4, "smem": 3, "resources": 2, "bound": 3}
+        weights = {"arch": 4, "smem": 3, "resources": 2, "bound": 3, "optin": 3}
         pool = list(modes)
         if owed and not pool:
             return None
@@ -471,8 +488,9 @@ class Episode:
                                                                                  self.wording)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
-            if cand.params.get("bound"):                        # the bound slip: write THREADS next
-                self.pending = Candidate(cand.variant, {**cand.params, "bound": knobs.OFF})
+            slips = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
+            if slips:                                  # a launch-bound or opt-in slip: write it right next
+                self.pending = Candidate(cand.variant, {**cand.params, **slips})
             elif failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
                 self.over = (cand.clean(), failure)
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next

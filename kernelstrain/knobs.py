@@ -8,6 +8,9 @@ the candidate's code and modelled by the simulator, for modules whose own parame
 - `bound` (CUDA, a slip, never tuned): `__launch_bounds__(N)` written as a number, the block
   size of the best, in a candidate that launches bigger blocks: the launch fails ("too many
   resources requested for launch") until the bound says THREADS again.
+- `optin` (CUDA, a slip, never tuned): a rewrite onto dynamic shared memory whose host code
+  lacks cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...): past 48 KB per block the
+  launch fails ("invalid argument") until the opt-in is written.
 
 A knob's value 0 leaves the code as the module renders it, so a rung with every knob at 0 is
 the module's own candidate. A knob is offered only where its text has a place in the code.
@@ -34,12 +37,15 @@ KNOBS = {
     "min_blocks": Param("min_blocks", (0, 1, 2, 3, 4), OFF),
     "main_unroll": Param("main_unroll", (0, 2, 4, 8), OFF),
     "bound": Param("bound", (0, 32, 64, 128, 256, 512, 1024), OFF),
+    "optin": Param("optin", (0, 1), OFF),
 }
-IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda"}
-SLIPS = ("bound",)      # knobs only a slip sets: sweeps and grids leave them at 0
+IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda", "optin": "cuda"}
+SLIPS = ("bound", "optin")      # knobs only a slip sets: sweeps and grids leave them at 0
+OPTIN_FREE = 0xC000             # dynamic + static shared memory a block gets without the opt-in
 
 _BOUNDS = re.compile(r"__launch_bounds__\(\s*([A-Za-z_0-9*() ]+?)\s*\)")
 _FOR = re.compile(r"^([ \t]*)for \(", re.M)
+_OPTIN = re.compile(r"^[ \t]*cudaFuncSetAttribute\([^\n]*MaxDynamicSharedMemorySize[^\n]*\n", re.M)
 
 
 def _main_loop(code: str) -> int | None:
@@ -56,7 +62,8 @@ def _main_loop(code: str) -> int | None:
 
 def _places(code: str) -> dict:
     bounds = _BOUNDS.search(code) is not None
-    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds}
+    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds,
+            "optin": _OPTIN.search(code) is not None}
 
 
 def bound_expression(code: str) -> str | None:
@@ -69,6 +76,15 @@ def bound_expression(code: str) -> str | None:
 def over_bound(params: dict, threads: int) -> bool:
     """A block bigger than the `bound` slip's __launch_bounds__ number: the launch fails."""
     return OFF < params.get("bound", OFF) < threads
+
+
+def has_optin(code: str) -> bool:
+    return _OPTIN.search(code) is not None
+
+
+def without_optin(params: dict, smem_bytes: int) -> bool:
+    """The `optin` slip on a block past 48 KB of shared memory: the launch fails."""
+    return bool(params.get("optin", OFF)) and smem_bytes > OPTIN_FREE
 
 
 def untuned(variant: Variant) -> Variant:
@@ -109,6 +125,8 @@ def apply_code(code: str, params: dict) -> str:
     if blocks or bound:
         code = _BOUNDS.sub(lambda m: f"__launch_bounds__({bound or m.group(1)}{f', {blocks}' if blocks else ''})",
                            code, count=1)
+    if params.get("optin", OFF):
+        code = _OPTIN.sub("", code)
     if unroll:
         at = _main_loop(code)
         if at is not None:

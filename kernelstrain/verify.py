@@ -1,7 +1,9 @@
-"""`verify`: compile a stratified sample of a dataset's candidates with real compilers and
-check that each recorded status agrees: ok and wrong_result candidates compile,
-compile_error candidates fail with the recorded class of error (arch feature, shared
-memory, resources, syntax), and recorded shared memory matches the compiler's figure.
+"""`verify`: compile a sample of a dataset's candidates (modules first, then each module's
+statuses, then its (variant, gpu) strata) with real compilers and check that each recorded
+status agrees: ok and wrong_result candidates compile, compile_error candidates fail with
+the recorded class of error (arch feature, shared memory, resources, syntax), and recorded
+shared memory matches the compiler's figure. Either layout is read: episodes.jsonl, or
+sessions.jsonl (the trace's records, each step's code from its assistant turn).
 
 nvcc (-Xptxas -v) compiles CUDA for sm_80/86/89/90a/120; Triton's compiler compiles
 Triton for CUDA targets and gfx942 without a GPU. CUDA candidates for MI300X need a HIP
@@ -36,7 +38,7 @@ LAUNCH_TIME = "launch"   # dynamic smem over the cap, a block too big: the compi
 
 def recorded_class(error: str) -> str:
     if "MaxDynamicSharedMemorySize" in error or "requested for launch" in error \
-            or "invalid configuration argument" in error:
+            or "invalid configuration argument" in error or "CUDA error: invalid argument" in error:
         return LAUNCH_TIME
     return classify(error)
 

@@ -174,3 +174,21 @@ def test_a_limit_failure_is_backed_off_one_value_and_a_bound_slip_is_fixed_next(
         if fixed >= 3:
             break
     assert fixed >= 3 and fixed >= 2 * other, (fixed, other)
+
+
+def test_optin_slip_drops_the_dynamic_smem_opt_in_and_fails_past_48_kb():
+    m = REGISTRY["gemm_fp16_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[-1])
+    v = m.variant("cp_async_pipeline")
+    ext = knobs.extend(v, m.impl, m.render(v, v.defaults(), task), ("optin",))
+    grid = [p for p in __import__("kernelstrain.tasks").tasks.param_grid(knobs.untuned(ext))]
+    big = next(p for p in grid if simulate(m, ext, p, task).ok and simulate(m, ext, p, task).smem_bytes > 48 * 1024)
+    small = next((p for p in grid if simulate(m, ext, p, task).ok and simulate(m, ext, p, task).smem_bytes <= 48 * 1024), None)
+    code = knobs.render(m, ext, {**big, "optin": 1}, task)
+    assert "MaxDynamicSharedMemorySize" in knobs.render(m, ext, big, task) and "MaxDynamicSharedMemorySize" not in code
+    r = simulate(m, ext, {**big, "optin": 1}, task)
+    assert not r.ok and r.error_class == "smem" and "CUDA error: invalid argument" in r.error
+    from kernelstrain.verify import recorded_class
+    assert recorded_class(r.error) == "launch"
+    if small is not None:
+        assert simulate(m, ext, {**small, "optin": 1}, task).ok
