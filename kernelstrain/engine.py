@@ -28,6 +28,7 @@ from .sim import measure, simulate, smem_cap
 from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
+MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Episode:
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
         self.pending: Candidate | None = None          # a failed typo/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, class) of the last limit failure
+        self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise
         self.confirmed: dict = {}                      # code -> re-measurements asked for
         self.last_rebench = False
@@ -288,7 +290,8 @@ class Episode:
         """A move of the best to bigger blocks written with __launch_bounds__ still at the
         best's block size, as a number (knobs `bound`): the launch fails."""
         v = self.best.variant
-        if "bound" not in {p.name for p in v.params} or knobs.bound_expression(self.code(self.best)) is None:
+        if self.slipped >= MAX_SLIPS or "bound" not in {p.name for p in v.params} \
+                or knobs.bound_expression(self.code(self.best)) is None:
             return []
         old = knobs.launch(self.m, v, self.best.params, self.task).threads
         if old not in knobs.KNOBS["bound"].values[1:]:
@@ -309,7 +312,7 @@ class Episode:
     def optin_slips(self) -> list[Candidate]:
         """A rewrite onto a rung up that needs more than 48 KB of shared memory, its host code
         written without the opt-in (knobs `optin`) where the best's code had none to copy."""
-        if knobs.has_optin(self.code(self.best)):
+        if self.slipped >= MAX_SLIPS or knobs.has_optin(self.code(self.best)):
             return []
         out = []
         for v in self.ups()[:self.search.limit_rungs]:
@@ -490,6 +493,7 @@ class Episode:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
             slips = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
             if slips:                                  # a launch-bound or opt-in slip: write it right next
+                self.slipped += 1
                 self.pending = Candidate(cand.variant, {**cand.params, **slips})
             elif failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
                 self.over = (cand.clean(), failure)

@@ -164,6 +164,7 @@ def test_a_limit_failure_is_backed_off_one_value_and_a_bound_slip_is_fixed_next(
     fixed = other = 0
     for i in range(30):
         steps = build_episode(plan, i).steps
+        assert sum(bool(s.params.get("bound") or s.params.get("optin")) for s in steps) <= 2   # then it knows
         for a, b in zip(steps, steps[1:]):
             if a.params.get("bound"):
                 assert a.failure == "resources" and "requested for launch" in a.error
