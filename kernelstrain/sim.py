@@ -10,7 +10,8 @@ e_m = variant.memory_eff * bytes-in-flight factor (Little's law: vector width x 
       launches; reuse inside one launch is the module's `traffic` below 1 re-read.
 e_c = variant.compute_eff * compute_scale * tile quantization * wave quantization
       * warps-per-SM factor * lane utilisation
-calibration = the fitted H200 ceiling of the (module, variant) and SM-coverage / warp terms;
+calibration = the fitted H200 ceiling of the (module, variant), powers of the launch model's ratios
+      (coverage, threads, compute_scale, tile_quant, lane_util, traffic) and per-module parameter terms;
 launch overhead = the fitted back-to-back launch floor (kernelstrain/calibration/)
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 
 from . import knobs
-from .calibration import FIT
+from .calibration import FIT, launch_terms, param_steps
 from .gpus import GPU
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
@@ -132,7 +133,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
-    return SimResult(True, time_ms(module, variant, launch, task), launch.smem_bytes, launch.regs)
+    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,
@@ -149,8 +150,10 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
 
 
-def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task) -> float:
-    factor = FIT.core_factor(module.name, module.impl, variant.tag, sm_coverage(launch, task.gpu), launch.threads)
+def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
+    t_compute, t_memory, _ = roofline_terms(module, variant, launch, task)
+    terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory)
+    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()))
     core_s = max(roofline_terms(module, variant, launch, task, factor))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 

@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelstrain.calibration import FIT_FORMAT, Fit  # noqa: E402
-from kernelstrain.calibration.fit import fit, held_out, measured_records, predict_ms  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES, fit, measured_records, out_of_fold, predict_ms  # noqa: E402
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
 
 FIT_PATH = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
-FOLDS = 3
+FOLDS = 5
 
 
 def figures(rows: list, predict) -> dict:
@@ -47,26 +47,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
     a = ap.parse_args(argv)
-    rows = measured_records()
+    rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
-    oos = {}
-    for fold in range(FOLDS):
-        train = [r for r in rows if not held_out(r, fold, FOLDS)]
-        f = fit(train)
-        for i, r in enumerate(rows):
-            if held_out(r, fold, FOLDS):
-                oos[i] = predict_ms(f, r)
     final = fit(rows)
     report = {
         "uncalibrated": figures(rows, lambda r: predict_ms(analytic, r)),
-        "out_of_sample": figures([dict(r, i=i) for i, r in enumerate(rows)], lambda r: oos[r["i"]]),
+        "out_of_sample": figures(out_of_fold(rows, FOLDS), lambda r: r["sim_ms"]),
         "in_sample": figures(rows, lambda r: predict_ms(final, r)),
     }
     data = {"format": FIT_FORMAT,
-            "source": f"h200_kernels.json: {len(rows)} matched timed candidates, "
+            "source": f"{' + '.join(FIT_FILES)}: {len(rows)} matched timed candidates, "
                       f"{len({r['module'] for r in rows})} modules, {len({r['episode'] for r in rows})} episodes",
-            "method": f"scripts/refit_calibration.py; out_of_sample: {FOLDS} folds by episode, each record "
-                      "predicted by the fit that held its episode out",
+            "method": f"scripts/refit_calibration.py; out_of_sample: {FOLDS} folds by episode "
+                      "(calibration.fit.episode_folds), each record predicted by the fit that held its episode out",
             "figures": report, **final.to_json()}
     for name, fig in report.items():
         print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))

@@ -5,8 +5,9 @@ import random
 
 import pytest
 
-from kernelstrain.calibration import FIT, FIT_FORMAT, Fit, read_data, reference_ms
-from kernelstrain.calibration.fit import fit, fit_terms, held_out, measured_records, predict_ms
+from kernelstrain.calibration import FIT, FIT_FORMAT, TERMS, Fit, param_steps, read_data, reference_ms
+from kernelstrain.calibration.fit import (FIT_FILES, episode_folds, fit, fit_terms, held_out, measured_records,
+                                          predict_ms)
 from kernelstrain.calibration.metrics import agreement, geomean, pair_counts, repeat_ceiling, spearman
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import simulate
@@ -41,7 +42,7 @@ def test_fit_file_is_what_the_refit_writes_out_of_sample_figures_included():
 
 def test_simulator_applies_the_fit_like_the_refit_predicts():
     """sim.time_ms and fit.predict_ms agree on every measured record (one formula, two places)."""
-    records = measured_records()
+    records = measured_records(FIT_FILES)
     for r in random.Random(3).sample(records, 60):
         m = REGISTRY[r["module"]]
         t = simulate(m, m.variant(r["variant"]), r["params"], make_task(m, "H200", r["dtype"], r["shape"])).time_ms
@@ -56,7 +57,8 @@ def _synthetic(truth: Fit, n_per=6):
             for i in range(n_per):
                 r = {"module": f"m{m}", "impl": "cuda" if m % 2 else "triton", "variant": f"v{v}",
                      "episode": f"e{m}-{i % 3}", "core_ms": 10 ** rng.uniform(-2, 0.5), "launches": 1 + (i % 2),
-                     "coverage": rng.choice([0.2, 0.5, 1.0]), "threads": rng.choice([64, 128, 512])}
+                     "terms": {t: rng.choice([0.25, 0.5, 1.0, 2.0]) for t in TERMS},
+                     "steps": {"BLOCK": rng.choice([-1.0, 0.0, 1.0, 2.0]), "stages": rng.choice([0.0, 1.0])}}
                 r["measured_ms"] = predict_ms(truth, r)
                 rows.append(r)
     return rows
@@ -64,12 +66,17 @@ def _synthetic(truth: Fit, n_per=6):
 
 def test_fit_recovers_known_ceilings_exponents_and_launch_floor():
     truth = Fit(launch_us={"nvidia": 2.0, "amd": 2.5}, extra_launch_us={"nvidia": 4.0, "amd": 5.0},
-                coverage_exponent={"cuda": -0.3, "triton": 0.0}, warps_exponent={"cuda": 0.0, "triton": 0.2},
+                exponents={"cuda": {"coverage": -0.3, "tile_quant": 0.15}, "triton": {"threads": 0.2}},
+                param_exponents={"m1": {"BLOCK": -0.25}, "m2": {"stages": 0.3}},
                 ceilings={f"m{m}": {f"v{v}": round(0.5 + 0.4 * m + 0.7 * v, 2) for v in range(3)} for m in range(8)})
-    got = fit(_synthetic(truth), k_module=0.0, k_variant=0.0, ridge=0.0)
+    got = fit(_synthetic(truth), k_module=0.0, k_variant=0.0, ridge=0.0, k_param=0.0, iters=60)
     assert got.launch_us["nvidia"] == 2.0 and got.extra_launch_us["nvidia"] == 4.0
-    assert got.coverage_exponent["cuda"] == pytest.approx(-0.3, abs=1e-3)
-    assert got.warps_exponent["triton"] == pytest.approx(0.2, abs=1e-3)
+    assert got.exponents["cuda"]["coverage"] == pytest.approx(-0.3, abs=1e-3)
+    assert got.exponents["cuda"]["tile_quant"] == pytest.approx(0.15, abs=1e-3)
+    assert got.exponents["triton"]["threads"] == pytest.approx(0.2, abs=1e-3)
+    assert got.param_exponents["m1"]["BLOCK"] == pytest.approx(-0.25, abs=1e-3)
+    assert got.param_exponents["m2"]["stages"] == pytest.approx(0.3, abs=1e-3)
+    assert "m3" not in got.param_exponents
     for m, by_variant in truth.ceilings.items():
         for v, c in by_variant.items():
             assert got.ceiling(m, v) == pytest.approx(c, rel=1e-3)
@@ -81,6 +88,30 @@ def test_shrinkage_pulls_rare_variants_toward_their_module():
     tight, _ = fit_terms(rows, 4.0, 2.5, k_variant=5.0, ridge=1e9)
     assert tight.ceiling("m0", "v2") < loose.ceiling("m0", "v2")
     assert tight.ceiling("m0", "nonesuch") == tight.module_ceilings["m0"]
+
+
+def test_cv_folds_hold_out_whole_episodes_and_keep_every_module_in_each_fit():
+    rows = [{"episode": f"m{m}-e{e}", "module": f"m{m}"} for m in range(6) for e in range(m + 2) for _ in range(3)]
+    folds = episode_folds(rows, 3)
+    assert set(folds) == {r["episode"] for r in rows}
+    for fold in range(3):
+        kept = {r["module"] for r in rows if folds[r["episode"]] != fold}
+        assert kept == {r["module"] for r in rows}          # each module has >= 2 episodes
+
+
+def test_param_steps_and_core_factor_apply_the_parameter_exponents():
+    m = REGISTRY["rmsnorm_triton"]
+    v = m.variants[-1]
+    p = v.defaults()
+    steps = param_steps(p, p)
+    assert steps and all(x == 0.0 for x in steps.values())
+    name = next(iter(steps))
+    bumped = Fit(**{**FIT.to_json(), "param_exponents": {m.name: {name: 1.0}}})
+    plain = Fit(**{**FIT.to_json(), "param_exponents": {}})
+    terms = {t: 1.0 for t in TERMS}
+    assert bumped.core_factor(m.name, m.impl, v.tag, terms, {name: 1.0}) == pytest.approx(
+        2 * plain.core_factor(m.name, m.impl, v.tag, terms, {name: 1.0}))
+    assert bumped.core_factor(m.name, m.impl, v.tag, terms, steps) == plain.core_factor(m.name, m.impl, v.tag, terms, steps)
 
 
 def test_holdout_is_by_whole_episode():

@@ -6,12 +6,18 @@ Package data (refit with `python3 scripts/refit_calibration.py`):
   h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:
-  factor = ceiling[module][variant] * coverage ** coverage_exponent[impl]
-           * (threads / 128) ** warps_exponent[impl]
+  factor = ceiling[module][variant] * prod over the launch terms t of t ** exponents[impl][t]
+           * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
   time = roofline(efficiencies / factor, capped at the measured peaks' share)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
+The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
+compute_scale, tile_quant, lane_util and traffic; an exponent of 0 keeps the analytic model's
+effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it).
+`param_exponent` is what the launch model misses of a parameter's effect (a block size, warps,
+stages) in one module, ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
+model's effect alone; a parameter at its variant's default contributes nothing.
 
 Other GPUs follow from the same numbers (assumptions, not measurements): a variant's ceiling is a
 property of its code and carries across NVIDIA parts; the catalog's bandwidth, peaks, SMs and
@@ -25,7 +31,9 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-FIT_FORMAT = "kernelstrain/calibration-fit@1"
+FIT_FORMAT = "kernelstrain/calibration-fit@2"
+# the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
+TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic")
 
 
 @dataclass(frozen=True)
@@ -33,10 +41,10 @@ class Fit:
     """Fitted constants of the simulator (see the module docstring for the formula)."""
     launch_us: dict = field(default_factory=lambda: {"nvidia": 4.0, "amd": 5.0})
     extra_launch_us: dict = field(default_factory=lambda: {"nvidia": 2.5, "amd": 3.5})
-    coverage_exponent: dict = field(default_factory=dict)     # impl -> exponent
-    warps_exponent: dict = field(default_factory=dict)        # impl -> exponent
+    exponents: dict = field(default_factory=dict)             # impl -> {launch term: exponent}
     ceilings: dict = field(default_factory=dict)              # module -> {variant: factor}
     module_ceilings: dict = field(default_factory=dict)       # module -> factor
+    param_exponents: dict = field(default_factory=dict)       # module -> {param: exponent}
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
     # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67
     memory_cap: float = 0.885
@@ -46,19 +54,42 @@ class Fit:
         by_variant = self.ceilings.get(module, {})
         return by_variant.get(variant, self.module_ceilings.get(module, 1.0))
 
-    def core_factor(self, module: str, impl: str, variant: str, coverage: float, threads: int) -> float:
-        """Measured over simulated roofline time of one candidate."""
-        return (self.ceiling(module, variant) * coverage ** self.coverage_exponent.get(impl, 0.0)
-                * (threads / 128) ** self.warps_exponent.get(impl, 0.0))
+    def core_factor(self, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None) -> float:
+        """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps()."""
+        exps, params = self.exponents.get(impl, {}), self.param_exponents.get(module, {})
+        return self.ceiling(module, variant) * math.exp(
+            sum(exps.get(t, 0.0) * math.log(x) for t, x in terms.items())
+            + math.log(2.0) * sum(params.get(p, 0.0) * x for p, x in (steps or {}).items()))
 
     def overhead_us(self, vendor: str, launches: int) -> float:
         return self.launch_us[vendor] + (launches - 1) * self.extra_launch_us[vendor]
 
     def to_json(self) -> dict:
         return {"launch_us": self.launch_us, "extra_launch_us": self.extra_launch_us,
-                "coverage_exponent": self.coverage_exponent, "warps_exponent": self.warps_exponent,
+                "exponents": self.exponents,
                 "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
-                "module_ceilings": self.module_ceilings, "ceilings": self.ceilings}
+                "module_ceilings": self.module_ceilings, "param_exponents": self.param_exponents,
+                "ceilings": self.ceilings}
+
+
+def launch_terms(launch, coverage: float, compute_bound: bool) -> dict:
+    """The launch model's ratios the fit scales (TERMS), each floored above 0. The compute-side
+    ratios (compute_scale, tile_quant) count only where the uncalibrated roofline is compute-bound
+    and traffic only where it is memory-bound: elsewhere they do not set the time (1.0)."""
+    values = (coverage, launch.threads / 128, launch.compute_scale if compute_bound else 1.0,
+              launch.tile_quant if compute_bound else 1.0, launch.lane_util,
+              1.0 if compute_bound else launch.traffic)
+    return {t: max(float(x), 1e-6) for t, x in zip(TERMS, values)}
+
+
+def param_steps(params: dict, defaults: dict) -> dict:
+    """{param: log2(value / default)} of a candidate's positive integer parameters.
+
+    >>> param_steps({"threads": 512, "rows": 4, "fast": True}, {"threads": 128, "rows": 4, "fast": False})
+    {'threads': 2.0, 'rows': 0.0}
+    """
+    return {p: math.log2(v / defaults[p]) for p, v in params.items()
+            if type(v) is int and v > 0 and type(defaults.get(p)) is int and defaults[p] > 0}
 
 
 def read_data(name: str) -> dict:

@@ -1,30 +1,35 @@
 """Fit the simulator's calibration constants to measured times (scripts/refit_calibration.py).
 
 A record is one measured candidate with its uncalibrated roofline time:
-  {"module", "impl", "variant", "episode", "measured_ms", "core_ms", "launches", "coverage", "threads"}
+  {"module", "impl", "variant", "episode", "measured_ms", "core_ms", "launches", "terms", "steps"}
 The fit works in log space: log(measured - launch overhead) - log(core) =
-  log ceiling[module][variant] + coverage_exponent[impl] * log(coverage)
-  + warps_exponent[impl] * log(threads / 128),
+  log ceiling[module][variant] + sum over launch terms t of exponents[impl][t] * log(terms[t])
+  + sum over parameters p of param_exponents[module][p] * steps[p] * log 2,
 alternating shrunk weighted means (variant -> module -> 1.0) for the ceilings with a ridge solve for the
-exponents; the launch floor and the extra-launch cost are picked on a grid by the same error.
+exponents and a per-module ridge solve (shrunk toward 0) for the parameter exponents; the launch
+floor and the extra-launch cost are picked on a grid by the same error.
 """
 from __future__ import annotations
 
 import hashlib
 import math
 
-from . import Fit, read_data
+from . import TERMS, Fit, launch_terms, param_steps, read_data
 
 IMPLS = ("cuda", "triton")
+LN2 = math.log(2.0)
 LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 EXTRA_GRID_US = (1.0, 2.5, 4.0, 6.0, 8.0)
 AMD_LAUNCH_RATIO = 1.25      # the catalog's ROCm / NVIDIA launch cost, kept: no AMD measurement
+PARAM_RIDGE = 4.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 4, 8, 16
+
+
+FEATURES = [(i, t) for i in IMPLS for t in TERMS]
 
 
 def features(r: dict) -> list:
-    """[log coverage (cuda), log coverage (triton), log threads/128 (cuda), (triton)]."""
-    cov, thr = math.log(r["coverage"]), math.log(r["threads"] / 128)
-    return [cov * (r["impl"] == i) for i in IMPLS] + [thr * (r["impl"] == i) for i in IMPLS]
+    """log of each launch term, one column per (impl, term) (FEATURES)."""
+    return [math.log(r["terms"][t]) if r["impl"] == i else 0.0 for i, t in FEATURES]
 
 
 def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
@@ -52,15 +57,61 @@ def _solve(a: list, b: list) -> list:
     return x
 
 
+def _param_slopes(records: list, ws: list, rest: list, ridge: float) -> dict:
+    """module -> {param: exponent}: a weighted ridge fit, per module, of the residual log error on
+    the candidates' param_steps (shrunk toward 0: a parameter the data barely moves stays at 0).
+    Steps and residuals are centred within each variant, whose ceiling takes their mean."""
+    groups = {}
+    for r, w, e in zip(records, ws, rest):
+        groups.setdefault(r["module"], {}).setdefault(r["variant"], []).append((r.get("steps", {}), w, e))
+    out = {}
+    for m, by_variant in groups.items():
+        names = sorted({p for rows in by_variant.values() for steps, _, _ in rows for p, x in steps.items() if x})
+        if not names:
+            continue
+        xs, es, wts = [], [], []
+        for rows in by_variant.values():
+            total = sum(w for _, w, _ in rows)
+            mx = [sum(w * steps.get(p, 0.0) for steps, w, _ in rows) / total for p in names]
+            me = sum(w * e for _, w, e in rows) / total
+            for steps, w, e in rows:
+                xs.append([steps.get(p, 0.0) - c for p, c in zip(names, mx)])
+                es.append(e - me)
+                wts.append(w)
+        k = len(names)
+        ata = [[sum(w * x[i] * x[j] for x, w in zip(xs, wts)) + (ridge if i == j else 0.0) for j in range(k)]
+               for i in range(k)]
+        if any(ata[i][i] == 0.0 for i in range(k)):      # a parameter constant within every variant
+            keep = [i for i in range(k) if ata[i][i] > 0.0]
+            names, xs = [names[i] for i in keep], [[x[i] for i in keep] for x in xs]
+            ata = [[ata[i][j] for j in keep] for i in keep]
+            if not names:
+                continue
+        atb = [sum(w * x[i] * e for x, w, e in zip(xs, wts, es)) for i in range(len(names))]
+        out[m] = {p: b / LN2 for p, b in zip(names, _solve(ata, atb))}    # per doubling: a power of 2
+    return out
+
+
+def _param_term(slopes: dict, r: dict) -> float:
+    s = slopes.get(r["module"], {})
+    return LN2 * sum(s.get(p, 0.0) * x for p, x in r.get("steps", {}).items())
+
+
 def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float = 1.0,
-              k_variant: float = 0.25, ridge: float = 1.0, iters: int = 25) -> tuple[Fit, float]:
+              k_variant: float = 0.25, ridge: float = 1.0, k_param: float = PARAM_RIDGE,
+              iters: int = 25) -> tuple[Fit, float]:
     """(fit, mean squared log error) for a fixed launch floor and extra-launch cost."""
     ys, ws = zip(*(target(r, launch_us, extra_us) for r in records))
     xs = [features(r) for r in records]
     nf = len(xs[0])
     beta = [0.0] * nf
+    slopes = {}
+    ata = [[sum(w * f[i] * f[j] for f, w in zip(xs, ws)) + (ridge if i == j else 0.0) for j in range(nf)]
+           for i in range(nf)]
     for _ in range(iters):
-        rest = [y - sum(b * x for b, x in zip(beta, f)) for y, f in zip(ys, xs)]
+        glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
+        pterm = [_param_term(slopes, r) for r in records] if slopes else [0.0] * len(records)
+        rest = [y - g - p for y, g, p in zip(ys, glob, pterm)]
         by_module, by_variant = {}, {}
         for r, e, w in zip(records, rest, ws):
             by_module.setdefault(r["module"], []).append((e, w))
@@ -69,20 +120,22 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
         var = {mv: (sum(e * w for e, w in v) + k_variant * mod[mv[0]]) / (sum(w for _, w in v) + k_variant)
                for mv, v in by_variant.items()}
         offs = [var[(r["module"], r["variant"])] for r in records]
-        ata = [[sum(w * f[i] * f[j] for f, w in zip(xs, ws)) + (ridge if i == j else 0.0) for j in range(nf)]
-               for i in range(nf)]
-        atb = [sum(w * f[i] * (y - o) for f, w, y, o in zip(xs, ws, ys, offs)) for i in range(nf)]
+        atb = [sum(w * f[i] * (y - o - p) for f, w, y, o, p in zip(xs, ws, ys, offs, pterm)) for i in range(nf)]
         beta = _solve(ata, atb)
-    err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f))) ** 2
-              for y, w, o, f in zip(ys, ws, offs, xs)) / sum(ws)
+        if k_param is not None:
+            glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
+            slopes = _param_slopes(records, ws, [y - o - g for y, o, g in zip(ys, offs, glob)], k_param)
+    err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f)) - _param_term(slopes, r)) ** 2
+              for r, y, w, o, f in zip(records, ys, ws, offs, xs)) / sum(ws)
     ceilings = {}
     for (m, v), lv in sorted(var.items()):
         ceilings.setdefault(m, {})[v] = round(math.exp(lv), 4)
     fit = Fit(launch_us={"nvidia": launch_us, "amd": round(launch_us * AMD_LAUNCH_RATIO, 3)},
               extra_launch_us={"nvidia": extra_us, "amd": round(extra_us * AMD_LAUNCH_RATIO, 3)},
-              coverage_exponent={i: round(beta[k], 4) for k, i in enumerate(IMPLS)},
-              warps_exponent={i: round(beta[2 + k], 4) for k, i in enumerate(IMPLS)},
-              ceilings=ceilings, module_ceilings={m: round(math.exp(v), 4) for m, v in sorted(mod.items())})
+              exponents={i: {t: round(beta[FEATURES.index((i, t))], 4) for t in TERMS} for i in IMPLS},
+              ceilings=ceilings, module_ceilings={m: round(math.exp(v), 4) for m, v in sorted(mod.items())},
+              param_exponents={m: {p: round(x, 4) for p, x in sorted(v.items()) if round(x, 4)}
+                               for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())})
     return fit, err
 
 
@@ -95,7 +148,7 @@ def fit(records: list, **kw) -> Fit:
 def predict_ms(f: Fit, r: dict) -> float:
     """What sim.time_ms gives the record with fit f; with the record's unit-efficiency times
     (compute_ms, memory_ms), efficiencies (e_c, e_m) and atomics_ms, the caps apply too."""
-    factor = f.core_factor(r["module"], r["impl"], r["variant"], r["coverage"], r["threads"])
+    factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"))
     if "e_m" in r:
         cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"])
         core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / min(r["e_m"] / factor, f.memory_cap),
@@ -110,9 +163,34 @@ def held_out(record: dict, fold: int = 0, folds: int = 3) -> bool:
     return int(hashlib.sha256(record["episode"].encode()).hexdigest()[:8], 16) % folds == fold
 
 
-# What the fit learns from: the calibration grid (seed 4242) and the gpu-check run on seed 9191.
-# Other gpu-check files in the package (h200_gpucheck_s5151.json) are held out: reported, never fitted.
-FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json")
+def episode_folds(records: list, folds: int) -> dict:
+    """episode -> fold, dealt round-robin within each module in a hashed order: whole episodes are
+    held out and every module keeps episodes in each fit (as a new seed's test has every module
+    fitted; a plain hash fold can put all of a thin module's episodes in one fold)."""
+    by_module = {}
+    for r in records:
+        by_module.setdefault(r["module"], set()).add(r["episode"])
+    def key(e):
+        return hashlib.sha256(e.encode()).hexdigest()
+    return {e: i % folds for eps in by_module.values() for i, e in enumerate(sorted(eps, key=key))}
+
+
+def out_of_fold(records: list, folds: int, **kw) -> list:
+    """The records with `sim_ms` predicted by the fit (kw: fit_terms' shrinkage) that held the
+    record's episode out (episode_folds)."""
+    fold_of = episode_folds(records, folds)
+    out = [None] * len(records)
+    for fold in range(folds):
+        f = fit([r for r in records if fold_of[r["episode"]] != fold], **kw)
+        for i, r in enumerate(records):
+            if fold_of[r["episode"]] == fold:
+                out[i] = dict(r, sim_ms=predict_ms(f, r))
+    return out
+
+
+# What the fit learns from: the calibration grid (seed 4242) and the gpu-check runs on seeds 9191 and
+# 5151. A later gpu-check file (a new seed) is held out: reported, never fitted.
+FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json")
 
 
 def timed_rows(name: str) -> list:
@@ -132,7 +210,7 @@ def measured_records(files=FIT_FILES) -> list:
     from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
-    for k in (k for name in files for k in timed_rows(name)):
+    for name, k in ((name, k) for name in files for k in timed_rows(name)):
         if k["module"] not in REGISTRY:
             continue
         module = REGISTRY[k["module"]]
@@ -141,10 +219,13 @@ def measured_records(files=FIT_FILES) -> list:
         launch = cap_registers(module.launch(variant, k["params"], task), task.gpu)
         cost, gpu = module.cost(task), task.gpu
         e_c, e_m = efficiencies(variant, launch, gpu)
-        out.append({"module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
-                    "params": k["params"], "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
-                    "core_ms": max(roofline_terms(module, variant, launch, task)) * 1e3,
-                    "launches": launch.launches, "coverage": sm_coverage(launch, gpu), "threads": launch.threads,
+        terms = roofline_terms(module, variant, launch, task)
+        out.append({"source": name, "module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
+                    "params": k["params"], "steps": param_steps(k["params"], variant.defaults()),
+                    "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
+                    "core_ms": max(terms) * 1e3,
+                    "launches": launch.launches,
+                    "terms": launch_terms(launch, sm_coverage(launch, gpu), terms[0] >= terms[1]),
                     "path": variant.path, "e_c": e_c, "e_m": e_m,
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,

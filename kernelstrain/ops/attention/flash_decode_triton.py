@@ -5,6 +5,7 @@ single-pass online softmax -> next tile prefetched into registers -> split-KV
 (flash-decoding) with a separate combine kernel.
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..norms._norms import triton_spill
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
 from .flash_decode_spec import ENTRY, FlashDecodeSpec, cost_of
@@ -31,16 +32,19 @@ def tile_launch(traffic=1.0, prefetch=False):
         # a K tile load keeps several 16-byte loads per thread in flight (capped by registers), but
         # the next tile waits on this one's reduction: about half of it is in flight on average
         tile = min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)) // 2
-        regs = min(255, 24 + 2 * block_n * d // threads)
+        # K and V tiles as fp32 copies per thread; past twice the cap Triton spills to local memory
+        # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin)
+        demand = (24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
+        regs, spill = min(255, demand), triton_spill(demand, 255)
         if prefetch:
-            return Launch(grid=b * h, threads=threads, regs=min(255, 2 * regs), bytes_per_access=2 * tile)
+            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill)
         if "NUM_SPLITS" not in p:
-            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=tile, traffic=traffic)
+            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=tile, traffic=traffic * spill)
         splits = p["NUM_SPLITS"]
         used = min(splits, cdiv(s, block_n))          # splits past the last tile hold no keys
         partials = b * h * splits * (d + 2) * 4 * 2   # fp32 partial o, m, l: written once, read once
         return Launch(grid=b * h * used, threads=threads, regs=regs, bytes_per_access=tile,
-                      traffic=1 + partials / cost_of(task).bytes, launches=2)
+                      traffic=spill + partials / cost_of(task).bytes, launches=2)
     return launch
 
 

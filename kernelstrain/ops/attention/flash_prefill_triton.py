@@ -57,6 +57,11 @@ def _fused_launch(p, task, skip):
     threads, arch, regs, tiles = common(p, task)
     if bm == 64:
         arch *= 0.82                     # 64-row tiles: K/V smem reads amortised over half the rows
+    if bm < 16 * p["num_warps"]:
+        # under 16 query rows a warp (a Hopper warpgroup under 64): the warps split the key / head-dim
+        # side instead, and every row max and sum crosses warps through shared memory (H200: BLOCK_M
+        # 64 on 8 warps ran 1.5-1.8x its 4-warp twin in every rung)
+        arch *= 0.6
     smem, slots = smem_of(task, bm, bn, stages), task.gpu.sms
     if not skip:
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=16,

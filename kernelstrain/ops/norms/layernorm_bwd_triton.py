@@ -31,8 +31,8 @@ def dwdb_launch(tag: str):
             # 2*T*D fp32 atomics on only 2*D addresses: each address serialises T updates in L2
             extra = 4.0 * 8 * t * d / min_bytes
         elif tag == "locked_group_buffers":
-            # read-modify-write of a partial row per row (L2-resident), plus waits on GROUP locks
-            extra = 16 * t * d / min_bytes * (0.25 + 8 / p["GROUP"])
+            # read-modify-write of a partial row per row (L2-resident); the waits are the lock chain below
+            extra = 16 * t * d / min_bytes * 0.25
         else:
             regs += 2 * per                              # dW, dB accumulated in registers
             extra = 2 * 8 * grid * d / min_bytes         # partials written, then read by the reduce kernel
@@ -43,8 +43,20 @@ def dwdb_launch(tag: str):
         spill = triton_spill(regs, cap) - 1.0
         return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
-                      lane_util=util, launches=1 if tag == "atomic_dgamma" else 2)
+                      lane_util=util, launches=1 if tag == "atomic_dgamma" else 2,
+                      serial_atomics=lock_chain(t, d, p["GROUP"]) if tag == "locked_group_buffers" else 0)
     return launch
+
+
+# One lock's critical sections run one after another: T / GROUP of them, each a CAS round trip,
+# the partial row's load + store through L2 and the release (~1.5 us, plus ~0.25 ns a column).
+# H200: T=32768 D=1024 GROUP=32 took 1.80-1.85 ms (1024 sections), T=8192 D=5120 0.70 ms (256),
+# T=1024 D=8192 0.126 ms (32). Counted in same-address atomic slots (sim.SAME_ADDRESS_ATOMIC_S).
+LOCK_SECTION_ATOMICS, LOCK_COLUMN_ATOMICS = 850, 0.14
+
+
+def lock_chain(t: int, d: int, group: int) -> int:
+    return int(cdiv(t, group) * (LOCK_SECTION_ATOMICS + LOCK_COLUMN_ATOMICS * d))
 
 
 def programs(p, task) -> int:

@@ -1,0 +1,91 @@
+"""Score the simulator by leave-episodes-out cross-validation on every shipped H200 measurement.
+
+    python3 scripts/calibration_cv.py [--folds 5] [--module NAME ...] [--worst 12] [--json F]
+
+Each record (a matched, timed ok candidate of h200_kernels.json and the h200_gpucheck_s*.json
+files the fit reads) gets its uncalibrated roofline terms from the current op launch models; the
+fit (kernelstrain.calibration.fit) runs once per fold on the other folds' episodes and predicts the
+held-out episodes. The figures are gpu-check's own (calibration.metrics.agreement): within-episode
+Spearman mean over episodes with >= 3 timed, same-episode pair-order agreement, share within
+0.8-1.25x, geomean sim/measured, and per-module pooled and episode Spearman. Use it to judge any
+simulator change (a launch model, a fit term) before the refit: the same command before and after.
+--module prints that module's held-out rows episode by episode (measured, predicted, params).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelstrain.calibration.fit import FIT_FILES, PARAM_RIDGE, measured_records, out_of_fold  # noqa: E402
+from kernelstrain.calibration.metrics import agreement  # noqa: E402
+
+KEYS = ("n", "geomean", "within_0.8_1.25", "within_0.5_2", "groups", "spearman_mean", "spearman_median",
+        "groups_nonpositive", "pair_agreement")
+
+
+def module_table(rows: list) -> dict:
+    """module -> (rows, episode Spearman mean, pooled Spearman, share within 0.8-1.25x, geomean)."""
+    pooled = agreement(rows)["module_spearman"]
+    table = {}
+    for m in sorted({r["module"] for r in rows}):
+        a = agreement([r for r in rows if r["module"] == m])
+        table[m] = {"n": a["n"], "rho_episode": a["spearman_mean"], "rho_pooled": pooled.get(m),
+                    "band": a["within_0.8_1.25"], "geomean": a["geomean"]}
+    return table
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--module", nargs="*", default=[], help="print these modules' held-out rows")
+    ap.add_argument("--worst", type=int, default=12, help="modules listed, lowest episode Spearman first")
+    ap.add_argument("--k-param", default=str(PARAM_RIDGE),
+                    help="shrinkage of the parameter exponents ('none': no parameter terms)")
+    ap.add_argument("--json", help="write the figures here too")
+    a = ap.parse_args(argv)
+    k_param = None if a.k_param == "none" else float(a.k_param)
+    rows = out_of_fold(measured_records(FIT_FILES), a.folds, k_param=k_param)
+    overall = agreement(rows)
+    print(f"pooled {len(rows)} rows ({', '.join(FIT_FILES)}), {a.folds} folds by episode, k_param {k_param}, "
+          "held-out figures:")
+    print("  all      " + " ".join(f"{k}={_f(overall[k])}" for k in KEYS))
+    by_source = {}
+    for name in FIT_FILES:
+        s = agreement([r for r in rows if r["source"] == name])
+        by_source[name] = {k: s[k] for k in KEYS}
+        print(f"  {name:24} " + " ".join(f"{k}={_f(s[k])}" for k in ("n", "geomean", "within_0.8_1.25",
+                                                                     "spearman_mean", "pair_agreement")))
+    table = module_table(rows)
+    neg = sorted(m for m, v in table.items() if v["rho_pooled"] is not None and v["rho_pooled"] < 0)
+    print(f"modules with a negative pooled Spearman: {neg or 0}")
+    print(f"{'module':30} {'n':>4} {'rho ep':>7} {'pooled':>7} {'band':>6} {'gm':>6}")
+    ranked = sorted(table.items(), key=lambda kv: (kv[1]["rho_episode"] is None, kv[1]["rho_episode"] or 0))
+    for m, v in ranked[:a.worst]:
+        print(f"{m:30} {v['n']:>4} {_f(v['rho_episode']):>7} {_f(v['rho_pooled']):>7} "
+              f"{_f(v['band']):>6} {_f(v['geomean']):>6}")
+    for m in a.module:
+        print(f"\n{m}: held-out rows by episode (measured ms, predicted ms, ratio, variant, params)")
+        for ep in sorted({r["episode"] for r in rows if r["module"] == m}):
+            members = sorted((r for r in rows if r["module"] == m and r["episode"] == ep),
+                             key=lambda r: r["measured_ms"])
+            print(f"  {ep} {members[0]['dtype']} {members[0]['shape']}")
+            for r in members:
+                print(f"    {r['measured_ms']:9.4f} {r['sim_ms']:9.4f} {r['sim_ms'] / r['measured_ms']:5.2f} "
+                      f"{r['variant']:26} {r['params']}")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"overall": {k: overall[k] for k in KEYS}, "sources": by_source,
+                                            "modules": table}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
