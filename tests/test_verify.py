@@ -45,6 +45,10 @@ def test_recorded_error_classes():
     assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'") == "arch"
     assert recorded_class('candidate.cu(12): error: identifier "row" is undefined') == "syntax"
     assert recorded_class("cudaFuncSetAttribute(k, MaxDynamicSharedMemorySize, 1) failed") == "launch"
+    # a typo nvcc reports on the opt-in line quotes it: still a syntax error
+    assert recorded_class('candidate.cu(176): error: identifier "smem" is undefined\n      cudaFuncSetAttribute('
+                          'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);') == "syntax"
+    assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch") == "launch"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or not HAVE_TRITON, reason="needs nvcc and triton")
