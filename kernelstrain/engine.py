@@ -28,6 +28,7 @@ from .sim import measure, simulate, smem_cap
 from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
+MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
         self.pending: Candidate | None = None          # a failed typo/bug attempt to fix
+        self.over: tuple | None = None                 # (candidate, class) of the last limit failure
+        self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise
         self.confirmed: dict = {}                      # code -> re-measurements asked for
         self.last_rebench = False
@@ -145,7 +148,7 @@ class Episode:
 
     def grid(self, variant: Variant) -> list[Candidate]:
         if variant.tag not in self._grids:
-            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(variant)]
+            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(knobs.untuned(variant))]
         return self._grids[variant.tag]
 
     def carry(self, variant: Variant) -> dict:
@@ -189,7 +192,7 @@ class Episode:
         return None
 
     def tunable(self, variant: Variant) -> list[str]:
-        return [p.name for p in variant.params if len(p.values) > 1]
+        return [p.name for p in variant.params if len(p.values) > 1 and p.name not in knobs.SLIPS]
 
     def propose_sweep(self, spread: int) -> Candidate | None:
         """One parameter of the best moved up to `spread` values away."""
@@ -258,29 +261,72 @@ class Episode:
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + 2]
 
     def over_limit(self, error_class: str) -> list[Candidate]:
-        """Configs of the best's rung (a sweep too far) or of the next rung up (a rewrite with
-        tiles too big) that overflow shared memory (clear overflows: near the cap the model
+        """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
+        tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        ups = self.ups()
         out = self._over_limit(self.best.variant, error_class)
-        return out + (self._over_limit(ups[0], error_class) if ups else [])
+        for v in self.ups()[:self.search.limit_rungs]:
+            out += self._over_limit(v, error_class)
+        return out
 
     def _over_limit(self, v: Variant, error_class: str) -> list[Candidate]:
         key = (v.tag, error_class)
         if key not in self._limits:
-            cap = smem_cap(v, self.m, self.task.gpu)
-            margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
-            out = []
-            for c in self.grid(v):
-                r = self.sim(c)
-                if r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * cap):
-                    out.append(c)
-            self._limits[key] = out
+            self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
         return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"]
+
+    def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
+        """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
+        (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
+        (its bytes are the declared arrays or the host's request, exact)."""
+        r = self.sim(c)
+        margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
+        if near and self.m.impl == "cuda":
+            margin = 1.0
+        return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
+            c.variant, self.m, self.task.gpu))
+
+    def bound_slips(self) -> list[Candidate]:
+        """A move of the best to bigger blocks written with __launch_bounds__ still at the
+        best's block size, as a number (knobs `bound`): the launch fails."""
+        v = self.best.variant
+        if self.slipped >= MAX_SLIPS or "bound" not in {p.name for p in v.params} \
+                or knobs.bound_expression(self.code(self.best)) is None:
+            return []
+        old = knobs.launch(self.m, v, self.best.params, self.task).threads
+        if old not in knobs.KNOBS["bound"].values[1:]:
+            return []
+        moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
+                 for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]]
+        moves += [self.rung_candidate(u) for u in self.ups()[:self.search.limit_rungs]
+                  if "bound" in {p.name for p in u.params}]
+        out = []
+        for c in moves:
+            if self.fresh(c) and knobs.launch(self.m, c.variant, c.params, self.task).threads > old \
+                    and knobs.bound_expression(self.code(c)) is not None:
+                slip = Candidate(c.variant, {**c.params, "bound": old})
+                if slip.key not in self.tried:
+                    out.append(slip)
+        return out
+
+    def optin_slips(self) -> list[Candidate]:
+        """A rewrite onto a rung up that needs more than 48 KB of shared memory, its host code
+        written without the opt-in (knobs `optin`) where the best's code had none to copy."""
+        if self.slipped >= MAX_SLIPS or knobs.has_optin(self.code(self.best)):
+            return []
+        out = []
+        for v in self.ups()[:self.search.limit_rungs]:
+            if "optin" in {p.name for p in v.params}:
+                c = self.rung_candidate(v)
+                slip = Candidate(v, {**c.params, "optin": 1})
+                if self.fresh(c) and self.sim(c).smem_bytes > knobs.OPTIN_FREE and slip.key not in self.tried:
+                    out.append(slip)
+        return out
 
     def limit_modes(self) -> dict:
         modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem"),
-                 "resources": self.over_limit("resources")}
+                 "resources": self.over_limit("resources"), "bound": self.bound_slips(),
+                 "optin": self.optin_slips()}
         return {m: v for m, v in modes.items() if v}
 
     def propose_compile_error(self, k: int, owed: bool = False) -> tuple[Candidate, str, str] | None:
@@ -289,7 +335,7 @@ class Episode:
         at the next chance) rather than always being a typo."""
         rng = self.rng
         modes = self.limit_modes()
-        weights = {"arch": 4, "smem": 3, "resources": 2}
+        weights = {"arch": 4, "smem": 3, "resources": 2, "bound": 3, "optin": 3}
         pool = list(modes)
         if owed and not pool:
             return None
@@ -306,7 +352,7 @@ class Episode:
                                                   self.code(c))
         if mode != "syntax":
             c = rng.choice(modes[mode])
-            return c, mode, self.sim(c).error
+            return c, self.sim(c).error_class, self.sim(c).error
         base = self.propose_move(k)
         return None if base is None else self.with_typo(base)
 
@@ -330,6 +376,29 @@ class Episode:
             if c is not None:
                 return replace(c, bug=rng.choice(self.bugs(c.variant)))
         return None
+
+    def propose_backoff(self) -> Candidate | None:
+        """After a limit failure: the failed config with one parameter one value smaller in what
+        overflowed (shared memory, or registers x threads), as an engineer reading the log would
+        try next; it may still not fit, and then the build or launch fails again."""
+        (c, what), self.over = self.over, None
+        need, moves = self._demand(c, what), []
+        for name in self.tunable(c.variant):
+            p = knobs.param(c.variant, name)
+            i = p.values.index(c.params[name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(p.values):
+                    o = Candidate(c.variant, {**c.params, name: p.values[j]})
+                    if o.key not in self.tried and self.code(o) not in self.measured \
+                            and kind_of(o, self.best, False) != "rebench" and self._demand(o, what) < need \
+                            and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
+                        moves.append(o)
+        return self.rng.choice(moves) if moves else None
+
+    def _demand(self, c: Candidate, what: str) -> int:
+        """Shared memory per block, or registers x threads of a block."""
+        r = self.sim(c)
+        return r.smem_bytes if what == "smem" else r.regs * knobs.launch(self.m, c.variant, c.params, self.task).threads
 
     def bugs(self, v: Variant) -> list[str]:
         return [b for b in v.bugs if (v.tag, b) not in self.fixed]
@@ -361,6 +430,11 @@ class Episode:
                 if again:
                     return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
+        if self.over is not None and rng.random() < self.search.backoff:
+            c = self.propose_backoff()
+            if c is not None:
+                return self.evaluate(k, c)
+        self.over = None
         if self.close is not None:
             close, self.close = self.close, None
             asked = self.confirmed.get(self.code(close), 0)
@@ -417,6 +491,12 @@ class Episode:
                                                                                  self.wording)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
+            slips = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
+            if slips:                                  # a launch-bound or opt-in slip: write it right next
+                self.slipped += 1
+                self.pending = Candidate(cand.variant, {**cand.params, **slips})
+            elif failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
+                self.over = (cand.clean(), failure)
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
                 self.pending = cand.clean()
                 if cand.bug is not None:

@@ -5,6 +5,12 @@ the candidate's code and modelled by the simulator, for modules whose own parame
   caps the registers per thread; values that do not fit spill to local memory.
 - `main_unroll` (CUDA): `#pragma unroll N` on the kernel's main loop: more independent loads
   in flight and less loop overhead, for more registers.
+- `bound` (CUDA, a slip, never tuned): `__launch_bounds__(N)` written as a number, the block
+  size of the best, in a candidate that launches bigger blocks: the launch fails ("too many
+  resources requested for launch") until the bound says THREADS again.
+- `optin` (CUDA, a slip, never tuned): a rewrite onto dynamic shared memory whose host code
+  lacks cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...): past 48 KB per block the
+  launch fails ("invalid argument") until the opt-in is written.
 
 A knob's value 0 leaves the code as the module renders it, so a rung with every knob at 0 is
 the module's own candidate. A knob is offered only where its text has a place in the code.
@@ -30,11 +36,16 @@ OFF = 0
 KNOBS = {
     "min_blocks": Param("min_blocks", (0, 1, 2, 3, 4), OFF),
     "main_unroll": Param("main_unroll", (0, 2, 4, 8), OFF),
+    "bound": Param("bound", (0, 32, 64, 128, 256, 512, 1024), OFF),
+    "optin": Param("optin", (0, 1), OFF),
 }
-IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda"}
+IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda", "optin": "cuda"}
+SLIPS = ("bound", "optin")      # knobs only a slip sets: sweeps and grids leave them at 0
+OPTIN_FREE = 0xC000             # dynamic + static shared memory a block gets without the opt-in
 
 _BOUNDS = re.compile(r"__launch_bounds__\(\s*([A-Za-z_0-9*() ]+?)\s*\)")
 _FOR = re.compile(r"^([ \t]*)for \(", re.M)
+_OPTIN = re.compile(r"^[ \t]*cudaFuncSetAttribute\([^\n]*MaxDynamicSharedMemorySize[^\n]*\n", re.M)
 
 
 def _main_loop(code: str) -> int | None:
@@ -50,7 +61,35 @@ def _main_loop(code: str) -> int | None:
 
 
 def _places(code: str) -> dict:
-    return {"min_blocks": _BOUNDS.search(code) is not None, "main_unroll": _main_loop(code) is not None}
+    bounds = _BOUNDS.search(code) is not None
+    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds,
+            "optin": _OPTIN.search(code) is not None}
+
+
+def bound_expression(code: str) -> str | None:
+    """The block size a single kernel's __launch_bounds__ names (a macro, not a number): the
+    one place the `bound` slip can write a stale number; None elsewhere."""
+    found = _BOUNDS.findall(code)
+    return found[0] if len(found) == 1 and not found[0].strip().isdigit() else None
+
+
+def over_bound(params: dict, threads: int) -> bool:
+    """A block bigger than the `bound` slip's __launch_bounds__ number: the launch fails."""
+    return OFF < params.get("bound", OFF) < threads
+
+
+def has_optin(code: str) -> bool:
+    return _OPTIN.search(code) is not None
+
+
+def without_optin(params: dict, smem_bytes: int) -> bool:
+    """The `optin` slip on a block past 48 KB of shared memory: the launch fails."""
+    return bool(params.get("optin", OFF)) and smem_bytes > OPTIN_FREE
+
+
+def untuned(variant: Variant) -> Variant:
+    """The rung with its slip knobs fixed at 0 (what grids and sweeps range over)."""
+    return replace(variant, params=tuple(Param(p.name, (OFF,), OFF) if p.name in SLIPS else p for p in variant.params))
 
 
 def own(params: dict) -> dict:
@@ -82,9 +121,12 @@ def param(variant: Variant, name: str) -> Param:
 
 def apply_code(code: str, params: dict) -> str:
     """Write the knobs' settings into a candidate's code."""
-    blocks, unroll = params.get("min_blocks", OFF), params.get("main_unroll", OFF)
-    if blocks:
-        code = _BOUNDS.sub(lambda m: f"__launch_bounds__({m.group(1)}, {blocks})", code, count=1)
+    blocks, unroll, bound = params.get("min_blocks", OFF), params.get("main_unroll", OFF), params.get("bound", OFF)
+    if blocks or bound:
+        code = _BOUNDS.sub(lambda m: f"__launch_bounds__({bound or m.group(1)}{f', {blocks}' if blocks else ''})",
+                           code, count=1)
+    if params.get("optin", OFF):
+        code = _OPTIN.sub("", code)
     if unroll:
         at = _main_loop(code)
         if at is not None:
@@ -107,9 +149,11 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
         out = replace(out, regs=out.regs + 8 * int(doublings),
                       bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                       compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
-    blocks = params.get("min_blocks", OFF)
-    if blocks:
-        # ptxas allocates registers in units of 8 per thread; the cap it must meet
+    if "min_blocks" in params:
+        # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
+        # N blocks (at least one) of THREADS, so a register demand over the file spills rather
+        # than failing the launch; it allocates registers in units of 8 per thread
+        blocks = max(1, params["min_blocks"])
         cap = min(255, gpu.regs_per_sm // (blocks * max(out.threads, gpu.warp)) // 8 * 8)
         if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
             spilled = out.regs / cap - 1.0

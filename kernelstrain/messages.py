@@ -200,6 +200,13 @@ def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
             "some other API call, so the stacktrace below might be incorrect.")
 
 
+def optin_error(task: Task) -> str:
+    """A launch asking for more than 48 KB of dynamic shared memory without the opt-in."""
+    runtime = "HIP" if task.is_hip else "CUDA"
+    return (f"RuntimeError: {runtime} error: invalid argument\n{runtime} kernel errors might be asynchronously "
+            "reported at some other API call, so the stacktrace below might be incorrect.")
+
+
 # -- runtime faults and correctness reports ------------------------------------------
 
 def fault_text(bug: str, module: OpModule, task: Task, rng) -> str:

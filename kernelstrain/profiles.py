@@ -59,6 +59,9 @@ class Search:
     patience_min: int = 14          # steps without a keep before converging: drawn in [min, max]
     patience_max: int = 32
     refail: float = 0.0             # probability that the fix of a slip fails to build again
+    limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
+    backoff: float = 0.0            # probability of answering a limit failure (smem, resources) by
+                                    # backing one parameter off one value (engine.propose_backoff)
     typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
     owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
@@ -251,8 +254,10 @@ def _validate(p: Profile, path: Path) -> None:
     q = p.search
     if not 1 <= q.patience_min <= q.patience_max:
         bad("search.patience_min", f"needs 1 <= patience_min <= patience_max, got {q.patience_min}, {q.patience_max}")
-    if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0:
-        bad("search", "refail must be in [0, 1) and owed_share in [0, 1]")
+    if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0 or not 0.0 <= q.backoff <= 1.0:
+        bad("search", "refail must be in [0, 1), owed_share and backoff in [0, 1]")
+    if q.limit_rungs < 0:
+        bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:
         bad("search", "budget_scale must be >= 1; compile_scale, failure_scale > 0; typo_weight >= 0")
     from .knobs import KNOBS

@@ -23,6 +23,10 @@ from .validate import kind_mismatch, read_jsonl
 from .writers import FILES
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
+# A batch of 100 sessions holds 1-6 of a module's sessions: 3 of 5 on one path is chance on a
+# short ladder, not a habit. A batch scores path variety on modules it holds this often; a
+# module that always walks one path still fails (10 of 10).
+MIN_SESSIONS_FOR_PATHS = 10
 
 
 def _failure(s: dict) -> str | None:
@@ -148,12 +152,12 @@ def qa(data: Path) -> dict:
     return report(acc)
 
 
-def report(acc: _Acc) -> dict:
+def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
     c, fail = acc.c, acc.fail
     steps = max(1, c["steps"])
     compile_errors = sum(fail[f] for f in COMPILE_FAILURES)
     shares = {m: max(p.values()) / sum(p.values()) for m, p in acc.paths.items()
-              if sum(p.values()) >= MIN_EPISODES_FOR_PATHS}
+              if sum(p.values()) >= min_paths}
     worst = max(shares, key=shares.get) if shares else None
     mt, st = acc.mt_tokens, acc.step_tokens
 
@@ -205,8 +209,9 @@ SESSION_SKIP = ("step_prompts_with_last_result", "step_rows_weighted", "multitur
 
 
 def session_report(acc: _Acc) -> dict:
-    """report() of sessions (their messages counted as multi-turn rows), without SESSION_SKIP."""
-    r = report(acc)
+    """report() of sessions (their messages counted as multi-turn rows), without SESSION_SKIP;
+    path variety judged on modules with MIN_SESSIONS_FOR_PATHS sessions."""
+    r = report(acc, MIN_SESSIONS_FOR_PATHS)
     checks = [ch for ch in r["checks"] if ch["name"] not in SESSION_SKIP]
     info = {k: v for k, v in r["info"].items() if k not in ("step_row_tokens", "multiturn_rows", "multiturn_tokens")}
     info["session_tokens"] = r["info"]["multiturn_tokens"]

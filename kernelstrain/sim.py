@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from . import knobs
 from .calibration import FIT, launch_terms, param_steps
 from .gpus import GPU
-from .messages import arch_error, resources_error, smem_error
+from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
 
 STATIC_SMEM_CAP = 0xC000          # 48 KB of static __shared__ per block without opt-in
@@ -129,7 +129,9 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     if launch.smem_bytes > cap:
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task), "smem")
-    if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024:
+    if knobs.without_optin(params, launch.smem_bytes):
+        return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
+    if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 

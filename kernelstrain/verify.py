@@ -1,7 +1,9 @@
-"""`verify`: compile a stratified sample of a dataset's candidates with real compilers and
-check that each recorded status agrees: ok and wrong_result candidates compile,
-compile_error candidates fail with the recorded class of error (arch feature, shared
-memory, resources, syntax), and recorded shared memory matches the compiler's figure.
+"""`verify`: compile a sample of a dataset's candidates (modules first, then each module's
+statuses, then its (variant, gpu) strata) with real compilers and check that each recorded
+status agrees: ok and wrong_result candidates compile, compile_error candidates fail with
+the recorded class of error (arch feature, shared memory, resources, syntax), and recorded
+shared memory matches the compiler's figure. Either layout is read: episodes.jsonl, or
+sessions.jsonl (the trace's records, each step's code from its assistant turn).
 
 nvcc (-Xptxas -v) compiles CUDA for sm_80/86/89/90a/120; Triton's compiler compiles
 Triton for CUDA targets and gfx942 without a GPU. CUDA candidates for MI300X need a HIP
@@ -26,6 +28,7 @@ from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
 from .plan import seeded_rng
+from .sessions import SESSIONS_FILE
 from .tasks import make_task
 from .validate import read_jsonl, read_stats
 from .writers import FILES, check_report_path, write_text_atomic
@@ -34,34 +37,65 @@ LAUNCH_TIME = "launch"   # dynamic smem over the cap, a block too big: the compi
 
 
 def recorded_class(error: str) -> str:
-    if "MaxDynamicSharedMemorySize" in error or "requested for launch" in error \
-            or "invalid configuration argument" in error:
+    # the runtime's words, not a compiler diagnostic that quotes the opt-in line of the source
+    if "MaxDynamicSharedMemorySize" in error and ") failed" in error or "requested for launch" in error \
+            or "invalid configuration argument" in error or "CUDA error: invalid argument" in error:
         return LAUNCH_TIME
     return classify(error)
 
 
+def _rows(data: Path):
+    """(file, [(line, row)]-iterator, sessions?) of a dataset of either layout."""
+    sessions = data / SESSIONS_FILE
+    if not (data / FILES["episodes"]).exists() and sessions.exists():
+        return sessions, read_jsonl(sessions), True
+    return data / FILES["episodes"], read_jsonl(data / FILES["episodes"]), False
+
+
+def _round_robin(groups: dict) -> list:
+    """The groups' items interleaved: the first of each group (in sorted key order), then the
+    second of each, ..."""
+    keys, out, depth = sorted(groups), [], 0
+    while any(len(groups[k]) > depth for k in keys):
+        out += [groups[k][depth] for k in keys if depth < len(groups[k])]
+        depth += 1
+    return out
+
+
 def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
-    """(line, step index) pairs, round-robin over strata (module, variant, gpu, status)."""
+    """(line, step index) pairs: round-robin over modules, within a module over statuses, within
+    a status over (variant, gpu) strata, each stratum shuffled; so a sample of a few per
+    module reaches every module, and each module's failures as well as its ok steps."""
     strata = defaultdict(list)
-    for n, ep in read_jsonl(data / FILES["episodes"]):
+    path, rows, sessions = _rows(data)
+    for n, ep in rows:
         try:
-            for i, s in enumerate(ep["steps"]):
+            for i, s in enumerate(ep["trace"] if sessions else ep["steps"]):
                 if s["kind"] != "rebench":
-                    strata[(ep["module"], s["tag"], ep["gpu"], s["status"])].append((n, i))
+                    strata[(ep["module"], s["status"], s["tag"], ep["gpu"])].append((n, i))
         except (KeyError, TypeError):
-            raise DataError(f"{data / FILES['episodes']}:{n}: malformed episode row "
+            raise DataError(f"{path}:{n}: malformed {'session' if sessions else 'episode'} row "
                             f"(`kernelstrain validate {data}` names the problem)") from None
     rng = seeded_rng("verify", seed)
-    keys = sorted(strata)
-    for k in keys:
+    for k in sorted(strata):
         rng.shuffle(strata[k])
-    chosen, depth = [], 0
-    while len(chosen) < sample and any(len(strata[k]) > depth for k in keys):
-        for k in keys:
-            if depth < len(strata[k]) and len(chosen) < sample:
-                chosen.append(strata[k][depth])
-        depth += 1
-    return sorted(chosen)
+    nested = defaultdict(lambda: defaultdict(dict))
+    for (module, status, tag, gpu), items in strata.items():
+        nested[module][status][(tag, gpu)] = items
+    per_module = {m: _round_robin({st: _round_robin(g) for st, g in by.items()}) for m, by in nested.items()}
+    return sorted(_round_robin(per_module)[:sample])
+
+
+def _steps(ep: dict, sessions: bool) -> list:
+    """An episode row's steps, or a session's trace with each step's code taken from its
+    assistant turn (messages: system, task, then each step's answer and feedback)."""
+    if not sessions:
+        return ep["steps"]
+    out = []
+    for i, s in enumerate(ep["trace"]):
+        text = ep["messages"][2 + 2 * i]["content"]
+        out.append({**s, "code": text[text.index("\n") + 1:text.rindex("\n```")]})
+    return out
 
 
 def _compile_job(job: dict) -> dict:
@@ -123,9 +157,17 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
     for n, i in chosen:
         wanted[n].append(i)
     job_list = []
-    for n, ep in read_jsonl(data / FILES["episodes"]):
-        for i in wanted.get(n, ()):
-            s = ep["steps"][i]
+    path, rows, sessions = _rows(data)
+    for n, ep in rows:
+        if n not in wanted:
+            continue
+        try:
+            steps = _steps(ep, sessions)
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError):
+            raise DataError(f"{path}:{n}: a trace step without its fenced assistant turn "
+                            f"(`kernelstrain validate {data}` names the problem)") from None
+        for i in wanted[n]:
+            s = steps[i]
             job_list.append({"line": n, "step": s["step"], "module": ep["module"], "gpu": ep["gpu"],
                              "dtype": ep["dtype"], "shape": ep["shape"], "tag": s["tag"], "params": s["params"],
                              "status": s["status"], "error": s["error"], "code": s["code"],
@@ -150,7 +192,7 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
             row["smem_checked"] += 1
             row["smem_equal"] += r["smem"] == r["smem_bytes"]
             row["smem_within_10pct"] += abs(r["smem"] - r["smem_bytes"]) <= 0.1 * max(r["smem"], 1)
-        problems += [f"episodes.jsonl:{r['line']} step {r['step']} ({r['module']} {r['tag']} on {r['gpu']}): {p}" for p in bad]
+        problems += [f"{path.name}:{r['line']} step {r['step']} ({r['module']} {r['tag']} on {r['gpu']}): {p}" for p in bad]
     elapsed = time.monotonic() - started
     text = render_report(table, len(results), elapsed, problems)
     print(text)

@@ -26,3 +26,20 @@ def test_a_keep_inside_the_noise_and_a_mislabelled_kind_fail(dataset_copy, capsy
     assert main(["qa", str(dataset_copy)]) == 1
     out = capsys.readouterr().out
     assert any(l.startswith("noise_keeps") and "FAIL" in l for l in out.splitlines())
+
+
+def _path_check(result: dict) -> dict:
+    return next(c for c in result["checks"] if c["name"] == "max_module_path_share")
+
+
+def test_batch_path_share_needs_support_but_still_catches_a_one_path_module():
+    """3 of a module's 5 sessions on one path: chance in a batch of 100 (not scored there),
+    but the dataset-level check counts it; 10 of 10 on one path fails a batch."""
+    from kernelstrain.qa import _Acc, report, session_report
+    acc = _Acc()
+    acc.paths["mamba_step_triton"].update({("a", "b"): 3, ("b",): 2})
+    assert _path_check(session_report(acc))["pass"]
+    assert not _path_check(report(acc))["pass"]
+    acc.paths["rope_cuda"][("vec", "fused")] = 10
+    check = _path_check(session_report(acc))
+    assert not check["pass"] and check["value"] == 1.0 and "rope_cuda" in check["note"]

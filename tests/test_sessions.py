@@ -2,6 +2,7 @@
 are a pure function of the episodes, batches concatenate to sessions.jsonl, workers, shards +
 merge, --episodes prefixes and resume give the same bytes, and validate names what is broken
 (file, line, and the batch report's mechanical check)."""
+import importlib.util
 import json
 import os
 import re
@@ -120,6 +121,22 @@ def test_validate_stats_show_report_on_sessions(sessions, capsys, tmp_path):
     main(["qa", str(sessions), "--json"])
     qa = json.loads(capsys.readouterr().out)
     assert qa["info"]["steps"] == json.loads((sessions / "stats.json").read_text())["steps"]
+
+
+def test_verify_samples_sessions_and_compiles_their_assistant_code(sessions, capsys):
+    """verify reads sessions.jsonl: each sampled step's code is its assistant turn's source,
+    which is the code the trace re-renders; every module of the fixture is sampled."""
+    from kernelstrain.verify import _steps, pick_sample
+    rows = lines(sessions / "sessions.jsonl")
+    picked = pick_sample(sessions, 6, seed=0)
+    assert len(picked) == 6 and len({rows[n - 1]["module"] for n, _ in picked}) == len({r["module"] for r in rows})
+    for n, i in picked:
+        got = _steps(rows[n - 1], True)[i]
+        assert got["code"] == episode_row(rows[n - 1])["steps"][i]["code"] and got["step"] == i + 1
+    if shutil.which("nvcc") is None or importlib.util.find_spec("triton") is None:
+        pytest.skip("needs nvcc and triton to compile")
+    assert main(["verify", str(sessions), "--sample", "3", "--jobs", "2"]) == 0, capsys.readouterr().out
+    assert "3 candidates" in capsys.readouterr().out
 
 
 def test_workers_shards_merge_and_prefix_give_the_same_bytes(sessions, prefix, tmp_path):

@@ -20,11 +20,35 @@ def test_sample_is_stratified_and_deterministic(small_dataset):
     assert a != pick_sample(small_dataset, 25, seed=1)
 
 
+def test_sample_covers_modules_first_then_their_statuses(small_dataset):
+    """A sample of one step a module reaches every module (old: the first strata alphabetically);
+    a module's first pick is one of its failures where it has any."""
+    rows = [json.loads(line) for line in (small_dataset / "episodes.jsonl").read_text().splitlines()]
+    steps = {}
+    for n, ep in enumerate(rows, 1):
+        for i, s in enumerate(ep["steps"]):
+            if s["kind"] != "rebench":
+                steps.setdefault(ep["module"], []).append(((n, i), s["status"]))
+    picked = pick_sample(small_dataset, len(steps), seed=0)
+    by_module = {m: [st for key, st in v if key in picked] for m, v in steps.items()}
+    assert all(len(v) == 1 for v in by_module.values()), by_module
+    for m, v in steps.items():
+        if any(st == "compile_error" for _, st in v):
+            assert by_module[m] == ["compile_error"], m
+    twice = pick_sample(small_dataset, 2 * len(steps), seed=0)
+    assert set(picked) <= set(twice) and all(sum(key in twice for key, _ in v) == min(2, len(v))
+                                             for v in steps.values())
+
+
 def test_recorded_error_classes():
     assert recorded_class("ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)") == "smem"
     assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'") == "arch"
     assert recorded_class('candidate.cu(12): error: identifier "row" is undefined') == "syntax"
     assert recorded_class("cudaFuncSetAttribute(k, MaxDynamicSharedMemorySize, 1) failed") == "launch"
+    # a typo nvcc reports on the opt-in line quotes it: still a syntax error
+    assert recorded_class('candidate.cu(176): error: identifier "smem" is undefined\n      cudaFuncSetAttribute('
+                          'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);') == "syntax"
+    assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch") == "launch"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or not HAVE_TRITON, reason="needs nvcc and triton")
