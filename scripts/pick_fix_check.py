@@ -1,4 +1,5 @@
-"""Pick the S3-DEV hardware check's KernelBench solutions (python3 scripts/pick_fix_check.py KB DATA): per
+"""Pick the S3-DEV hardware check's KernelBench solutions (python3 scripts/pick_fix_check.py KB DATA): per module
+(tree_attention excluded) up to
 10 ok (distinct tags first) + 5 wrong_result (distinct bugs first), written as a filtered index."""
 import json, random, sys, collections
 kb, data = sys.argv[1], sys.argv[2]
