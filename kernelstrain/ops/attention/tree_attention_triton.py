@@ -88,7 +88,9 @@ def tree_attn_kernel(q_ptr, kc_ptr, vc_ptr, kt_ptr, vt_ptr, mask_ptr, o_ptr, P, 
         j = start + offs_n
         off = bh * N * HEAD_DIM + j[:, None] * HEAD_DIM + offs_d[None, :]
         k = tl.load(kt_ptr + off, mask=(j < N)[:, None], other=0.0).to(tl.float32)
-        keep = (j < N) & (((node_bits >> j) & 1) != 0)
+        # j & 63: at BLOCK_N 128, j reaches 64..127, an int64 shift past its width (LLVM poison, which
+        # spoils `keep` even where j < N rules those lanes out: rel err 0.4-0.6 or NaN on an H200)
+        keep = (j < N) & (((node_bits >> (j & 63)) & 1) != 0)
         s = tl.where(keep, tl.sum(k * q[None, :], 1), float("-inf"))
         v = tl.load(vt_ptr + off, mask=(j < N)[:, None], other=0.0).to(tl.float32)
         acc, m_i, l_i = _row_update(acc, m_i, l_i, s, v)
