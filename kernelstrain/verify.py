@@ -52,10 +52,10 @@ def _rows(data: Path):
     return data / FILES["episodes"], read_jsonl(data / FILES["episodes"]), False
 
 
-def _round_robin(groups: dict) -> list:
-    """The groups' items interleaved: the first of each group (in sorted key order), then the
-    second of each, ..."""
-    keys, out, depth = sorted(groups), [], 0
+def _round_robin(groups: dict, keys: list | None = None) -> list:
+    """The groups' items interleaved: the first of each group (in `keys` order, default sorted),
+    then the second of each, ..."""
+    keys, out, depth = keys or sorted(groups), [], 0
     while any(len(groups[k]) > depth for k in keys):
         out += [groups[k][depth] for k in keys if depth < len(groups[k])]
         depth += 1
@@ -64,8 +64,9 @@ def _round_robin(groups: dict) -> list:
 
 def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
     """(line, step index) pairs: round-robin over modules, within a module over statuses, within
-    a status over (variant, gpu) strata, each stratum shuffled; so a sample of a few per
-    module reaches every module, and each module's failures as well as its ok steps."""
+    a status over GPUs (in a seeded order), within a GPU over variants, each stratum shuffled;
+    so a sample of a few per module reaches every module, each module's failures as well as its
+    ok steps, and the GPUs alike."""
     strata = defaultdict(list)
     path, rows, sessions = _rows(data)
     for n, ep in rows:
@@ -79,10 +80,18 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
     rng = seeded_rng("verify", seed)
     for k in sorted(strata):
         rng.shuffle(strata[k])
-    nested = defaultdict(lambda: defaultdict(dict))
-    for (module, status, tag, gpu), items in strata.items():
-        nested[module][status][(tag, gpu)] = items
-    per_module = {m: _round_robin({st: _round_robin(g) for st, g in by.items()}) for m, by in nested.items()}
+    nested = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    for (module, status, tag, gpu), items in sorted(strata.items()):
+        nested[module][status][gpu][tag] = items
+
+    def gpus_first(by_gpu: dict) -> list:
+        # GPUs in a seeded order per (module, status): sorted order would give every module's
+        # first picks to the alphabetically first GPU
+        order = sorted(by_gpu)
+        rng.shuffle(order)
+        return _round_robin({g: _round_robin(tags) for g, tags in by_gpu.items()}, order)
+
+    per_module = {m: _round_robin({st: gpus_first(by[st]) for st in sorted(by)}) for m, by in sorted(nested.items())}
     return sorted(_round_robin(per_module)[:sample])
 
 

@@ -40,6 +40,23 @@ def test_sample_covers_modules_first_then_their_statuses(small_dataset):
                                              for v in steps.values())
 
 
+def test_sample_spreads_over_gpus(tmp_path):
+    """Within a module, picks go round the GPUs in a seeded order (old: each module's first picks
+    all fell on the alphabetically first GPU)."""
+    gpus, rows = ["A10", "A100", "H100", "RTX5090"], []
+    for m in range(8):
+        for g in gpus:
+            rows.append({"module": f"mod{m}_cuda", "gpu": g,
+                         "steps": [{"kind": "joint", "tag": t, "status": "ok"} for t in ("a", "b")]})
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gpu_of = {n: r["gpu"] for n, r in enumerate(rows, 1)}
+    first = pick_sample(tmp_path, 8, seed=0)
+    assert len({gpu_of[n] for n, _ in first}) > 1
+    four = pick_sample(tmp_path, 32, seed=0)
+    for m in range(8):
+        assert sorted(gpu_of[n] for n, _ in four if rows[n - 1]["module"] == f"mod{m}_cuda") == gpus
+
+
 def test_recorded_error_classes():
     assert recorded_class("ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)") == "smem"
     assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'") == "arch"
