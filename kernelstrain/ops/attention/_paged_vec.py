@@ -1,7 +1,8 @@
 """Pieces of the paged_decode_cuda renders (not an op module itself): the block-table row
 lookup, the kernel argument lists, the literal host function, and the uint4 key-slot machinery
 (Pack, key scores, online update, merge rows) with the split-KV combine kernel and its host.
-The renders of the first three rungs are here too. Bug slots are arguments: `vec(acc)`,
+The renders of the first three rungs are here too, and the gqa_cp_async rung's constants and tile
+loop (`gqa_head`, `gqa_tiles`), which swa_decode_cuda shares. Bug slots are arguments: `vec(acc)`,
 `load_q(pair, scale)`, `slots(lo, hi, scale)`, `combine(idx)`.
 """
 
@@ -247,4 +248,57 @@ STORE = """        const size_t part = (size_t)(@PAIR@) * num_parts + blockIdx.y
         if (d == 0) { part_ml[2 * part] = r.x; part_ml[2 * part + 1] = r.z; }
     }
 }
+"""
+
+
+def gqa_head(p, unit: str) -> str:
+    """The gqa_cp_async rung's constants and cp.async helper; `unit` names what a tile holds."""
+    return f"""#define THREADS {p['threads']}
+#define TILE_N {p['tile_n']}            // {unit} per cp.async stage
+#define PARTITION {p['partition']}
+{vec()}constexpr int SLICES = ROWS / GROUP;   // a row = (query head g, key slice): slices per head
+static_assert(SLICES >= 1, "THREADS too small for the query-head group");
+constexpr int STAGES = 2, TILE_CHUNKS = TILE_N * LANES_PER_KEY;
+constexpr int SMEM_BYTES = STAGES * 2 * TILE_CHUNKS * 16 + ROWS * STRIDE * 4;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {{
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"(dst), "l"(gmem));
+}}
+"""
+
+
+def gqa_tiles(sync: str) -> str:
+    """The gqa_cp_async main loop after the kernel has set up lo/hi/ntiles, load_tile and the
+    query: cp.async double-buffered K/V tiles, the key slots' online softmax, then each row's
+    partial written to the merge rows; it ends inside the merge loop over GROUP * HEAD_DIM."""
+    return f"""    load_tile(0, 0);
+    asm volatile("cp.async.commit_group;\\n" ::);
+    for (int tile = 0; tile < ntiles; ++tile) {{
+        if (tile + 1 < ntiles) load_tile(tile + 1, (tile + 1) % STAGES);
+        asm volatile("cp.async.commit_group;\\n" ::);  // possibly empty: keeps the group count uniform
+{sync}        const uint4* ks = smem + (tile % STAGES) * 2 * TILE_CHUNKS;
+        const int valid = min(TILE_N, hi - lo - tile * TILE_N);
+        for (int n0 = 0; n0 < valid; n0 += SLICES * U) {{   // uniform trip count: full lane groups shuffle
+#pragma unroll
+            for (int u = 0; u < U; ++u) {{
+                const int n = n0 + u * SLICES + slice;
+                const bool live = slice < SLICES && n < valid;
+                kp[u].u = live ? ks[n * LANES_PER_KEY + chunk] : make_uint4(0u, 0u, 0u, 0u);
+                vp[u].u = live ? ks[TILE_CHUNKS + n * LANES_PER_KEY + chunk] : kp[u].u;
+            }}
+            key_scores(s, qv, kp);
+#pragma unroll
+            for (int u = 0; u < U; ++u) if (slice >= SLICES || n0 + u * SLICES + slice >= valid) s[u] = -INFINITY;
+            online_update(s, vp, m, l, acc);
+        }}
+        __syncthreads();                            // stage fully read before it is refilled
+    }}
+    float* mine = merge + row * STRIDE;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) mine[chunk * VEC + i] = acc[i];
+    if (chunk == 0) {{ mine[HEAD_DIM] = m; mine[HEAD_DIM + 1] = l; }}
+    __syncthreads();
+    for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) {{
+        const int gg = i / HEAD_DIM, d = i % HEAD_DIM;
 """

@@ -9,7 +9,8 @@ three rungs' renders and the shared uint4 pieces live in _paged_vec.py.
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
-from ._paged_vec import (ARGS, PART, ROW, STORE, combine, load_q, slots, split_host, thread_per_head_src, vec,
+from ._paged_vec import (ARGS, PART, ROW, STORE, combine, gqa_head, gqa_tiles, load_q, slots, split_host,
+                         thread_per_head_src, vec,
                          vectorized_uint4_src, warp_shuffle_src)
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
@@ -86,19 +87,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS}
 
 def gqa_cp_async_src(p, task, sync=STAGE_SYNC, idx=COMBINE):
     return f"""
-#define THREADS {p['threads']}
-#define TILE_N {p['tile_n']}            // tokens per cp.async stage
-#define PARTITION {p['partition']}
-{vec()}constexpr int SLICES = ROWS / GROUP;   // a row = (query head g, key slice): slices per head
-static_assert(SLICES >= 1, "THREADS too small for the query-head group");
-constexpr int STAGES = 2, TILE_CHUNKS = TILE_N * LANES_PER_KEY;
-constexpr int SMEM_BYTES = STAGES * 2 * TILE_CHUNKS * 16 + ROWS * STRIDE * 4;
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"(dst), "l"(gmem));
-}}
-
+{gqa_head(p, 'tokens')}
 // grid (B * KVH, partitions): K/V tiles of one KV head are staged once in smem and read by all GROUP
 // query heads, so DRAM sees each KV byte once; cp.async keeps the next tile in flight meanwhile.
 extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS},{PART}) {{
@@ -120,36 +109,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS}
             cp_async16(ks + TILE_CHUNKS + i, reinterpret_cast<const uint4*>(v_cache + r) + i % LANES_PER_KEY);
         }}
     }};
-    load_tile(0, 0);
-    asm volatile("cp.async.commit_group;\\n" ::);
-    for (int tile = 0; tile < ntiles; ++tile) {{
-        if (tile + 1 < ntiles) load_tile(tile + 1, (tile + 1) % STAGES);
-        asm volatile("cp.async.commit_group;\\n" ::);  // possibly empty: keeps the group count uniform
-{sync}        const uint4* ks = smem + (tile % STAGES) * 2 * TILE_CHUNKS;
-        const int valid = min(TILE_N, hi - lo - tile * TILE_N);
-        for (int n0 = 0; n0 < valid; n0 += SLICES * U) {{   // uniform trip count: full lane groups shuffle
-#pragma unroll
-            for (int u = 0; u < U; ++u) {{
-                const int n = n0 + u * SLICES + slice;
-                const bool live = slice < SLICES && n < valid;
-                kp[u].u = live ? ks[n * LANES_PER_KEY + chunk] : make_uint4(0u, 0u, 0u, 0u);
-                vp[u].u = live ? ks[TILE_CHUNKS + n * LANES_PER_KEY + chunk] : kp[u].u;
-            }}
-            key_scores(s, qv, kp);
-#pragma unroll
-            for (int u = 0; u < U; ++u) if (slice >= SLICES || n0 + u * SLICES + slice >= valid) s[u] = -INFINITY;
-            online_update(s, vp, m, l, acc);
-        }}
-        __syncthreads();                            // stage fully read before it is refilled
-    }}
-    float* mine = merge + row * STRIDE;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) mine[chunk * VEC + i] = acc[i];
-    if (chunk == 0) {{ mine[HEAD_DIM] = m; mine[HEAD_DIM + 1] = l; }}
-    __syncthreads();
-    for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) {{
-        const int gg = i / HEAD_DIM, d = i % HEAD_DIM;
-        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
+{gqa_tiles(sync)}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
 {STORE.replace("@PAIR@", "b * NUM_HEADS + kvh * GROUP + gg")}{combine(idx)}""" + split_host(
             "dim3(batch * NUM_KV_HEADS, num_parts)", "SMEM_BYTES",
             "    cudaFuncSetAttribute(paged_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);\n")

@@ -9,10 +9,9 @@ The uint4 key-slot machinery (Pack, key_scores, online_update, merge_rows) is _p
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
-from ._paged_vec import vec
 from ._swa_vec import combine_src, store_partial, window_slots
 from .paged_decode_cuda import STAGE_SYNC, reread, thread_per_head_launch, vectorized_launch, warp_shuffle_launch
-from ._paged_vec import load_q
+from ._paged_vec import gqa_head, gqa_tiles, load_q, vec
 from .swa_decode_spec import ENTRY, SwaDecodeSpec, cost_of, head_defines
 
 THREADS = Param("threads", (64, 128, 256), 128)
@@ -155,19 +154,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{P
 
 def gqa_cp_async_src(p, task, sync=STAGE_SYNC, idx=COMBINE):
     return f"""
-#define THREADS {p['threads']}
-#define TILE_N {p['tile_n']}            // keys per cp.async stage
-#define PARTITION {p['partition']}
-{vec()}constexpr int SLICES = ROWS / GROUP;   // a row = (query head g, key slice): slices per head
-static_assert(SLICES >= 1, "THREADS too small for the query-head group");
-constexpr int STAGES = 2, TILE_CHUNKS = TILE_N * LANES_PER_KEY;
-constexpr int SMEM_BYTES = STAGES * 2 * TILE_CHUNKS * 16 + ROWS * STRIDE * 4;
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"(dst), "l"(gmem));
-}}
-
+{gqa_head(p, 'keys')}
 // grid (B * KVH, window partitions): a KV head's tiles are staged once in smem and read by its GROUP
 // query heads, so DRAM sees each window byte once; cp.async keeps the next tile in flight meanwhile.
 extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{PART}) {{
@@ -189,36 +176,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{P
             cp_async16(ks + TILE_CHUNKS + i, vb + c + i % LANES_PER_KEY);
         }}
     }};
-    load_tile(0, 0);
-    asm volatile("cp.async.commit_group;\\n" ::);
-    for (int tile = 0; tile < ntiles; ++tile) {{
-        if (tile + 1 < ntiles) load_tile(tile + 1, (tile + 1) % STAGES);
-        asm volatile("cp.async.commit_group;\\n" ::);  // possibly empty: keeps the group count uniform
-{sync}        const uint4* ks = smem + (tile % STAGES) * 2 * TILE_CHUNKS;
-        const int valid = min(TILE_N, hi - lo - tile * TILE_N);
-        for (int n0 = 0; n0 < valid; n0 += SLICES * U) {{   // uniform trip count: full lane groups shuffle
-#pragma unroll
-            for (int u = 0; u < U; ++u) {{
-                const int n = n0 + u * SLICES + slice;
-                const bool live = slice < SLICES && n < valid;
-                kp[u].u = live ? ks[n * LANES_PER_KEY + chunk] : make_uint4(0u, 0u, 0u, 0u);
-                vp[u].u = live ? ks[TILE_CHUNKS + n * LANES_PER_KEY + chunk] : kp[u].u;
-            }}
-            key_scores(s, qv, kp);
-#pragma unroll
-            for (int u = 0; u < U; ++u) if (slice >= SLICES || n0 + u * SLICES + slice >= valid) s[u] = -INFINITY;
-            online_update(s, vp, m, l, acc);
-        }}
-        __syncthreads();                            // stage fully read before it is refilled
-    }}
-    float* mine = merge + row * STRIDE;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) mine[chunk * VEC + i] = acc[i];
-    if (chunk == 0) {{ mine[HEAD_DIM] = m; mine[HEAD_DIM + 1] = l; }}
-    __syncthreads();
-    for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) {{
-        const int gg = i / HEAD_DIM, d = i % HEAD_DIM;
-        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
+{gqa_tiles(sync)}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
 {store_partial("b * NUM_HEADS + kvh * GROUP + gg")}""" + combine_src(
         task, idx, "dim3(B * NUM_KV_HEADS, parts)", "SMEM_BYTES",
         "    cudaFuncSetAttribute(swa_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);\n")
