@@ -71,6 +71,7 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
     reported beside KernelBench's verdict (task_tol_ok), to tell a precision difference from a bug."""
     t0 = time.time()
     res = {"compiled": False, "correct": False}
+    phase("build")
     try:
         torch, harness, problem, solution = _load(problem_path, solution_path)
         if hasattr(solution, "build"):
@@ -80,13 +81,16 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         res["error"] = f"compile: {type(e).__name__}: {e}"[-1500:]
         return res
     init = problem.get_init_inputs()
+    phase("waiting for a GPU slot")
     with harness.gpu_slot():
+        phase("first call (JIT, module load)")
         try:
             with harness.grad_mode(needs_grad):     # JIT compiles (Triton) and module loads, outside the GPU lock
                 harness.make_model(solution.ModelNew, init, 42)(*harness.make_inputs(problem, 42))
                 torch.cuda.synchronize()
             for t in range(trials):
                 seed = 42 + t
+                phase(f"trial {t}")
                 with harness.gpu_lock(shared=True), harness.grad_mode(needs_grad):
                     ref_model = harness.make_model(problem.Model, init, seed)
                     new_model = harness.make_model(solution.ModelNew, init, seed)
@@ -117,6 +121,7 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         except Exception as e:  # noqa: BLE001 - a launch or runtime error: incorrect
             res["error"] = f"runtime: {type(e).__name__}: {e}"[-1500:]
             return res
+        phase("timing")
         try:
             with harness.grad_mode(needs_grad):
                 inputs = harness.make_inputs(problem, 42)
@@ -125,6 +130,12 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         except Exception as e:  # noqa: BLE001
             res["perf_error"] = f"{type(e).__name__}: {e}"[-600:]
     return res
+
+
+def phase(name: str) -> None:
+    """A progress line for run_sub: a case that times out says where it was (a build, the wait for
+    the GPU, a trial: a kernel that never returns)."""
+    print(f"@@PHASE {time.time():.1f} {name}", flush=True)
 
 
 def reference_times(problem_path: str, perf_trials: int, needs_grad: bool, compile_too: bool) -> dict:
@@ -207,8 +218,11 @@ def run_sub(mode: str, args: list, timeout: float) -> dict:
                            timeout=timeout)
         line = next((x for x in reversed(p.stdout.splitlines()) if x.startswith("@@KB ")), None)
         return json.loads(line[5:]) if line else {"error": f"exit {p.returncode}: {p.stderr[-800:]}"}
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        phases = [x.split(" ", 2)[1:] for x in out.splitlines() if x.startswith("@@PHASE ")]
+        where = f" in '{phases[-1][1]}' (for {time.time() - float(phases[-1][0]):.0f} s)" if phases else ""
+        return {"error": f"timeout after {timeout} s{where}", "timeout": True}
 
 
 def wait_for_pch(impl: str) -> None:
@@ -247,7 +261,9 @@ def table(rows: list) -> str:
         for base in ("eager", "compile"):
             xs = [r[f"speedup_vs_{base}"] for r in rs if r["correct"] and r.get(f"speedup_vs_{base}")]
             cells.append(f"{_ratio(xs, geomean)} / {_ratio(xs, statistics.median)} ({len(xs)})")
-        lines.append(f"| {status} | {impl} | {n} | {comp}/{n} = {comp / n:.1%} | {corr}/{n} = {corr / n:.1%} | "
+        hung = sum(bool(r.get("timeout")) for r in rs)     # not a verified result either way
+        note = f" ({hung} timed out)" if hung else ""
+        lines.append(f"| {status} | {impl} | {n} | {comp}/{n} = {comp / n:.1%} | {corr}/{n} = {corr / n:.1%}{note} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 
