@@ -11,7 +11,12 @@
 #   KB_ARGS: more kb_eval options (e.g. --compile-problems 0)
 set -u
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 KS_GPU_LOCK=/tmp/ks_gpu.lock KS_GPU_SLOTS="${KS_GPU_SLOTS:-3}" OUT="${OUT:-/tmp/out}"
+# 8 slots, each allowed 30% of the GPU's memory (most cases need a few GB; kb_eval re-runs the ones
+# that ran out of their share): seed 2727's call with 3 slots (0.95 / 3 each) spent its 325 s
+# budget with the slots full of torch.compile and Triton JIT (CPU work inside a slot) and ran 27
+# of 250 solutions and 15 of 60 workspaces
+export PYTHONUNBUFFERED=1 KS_GPU_LOCK=/tmp/ks_gpu.lock KS_GPU_SLOTS="${KS_GPU_SLOTS:-8}" OUT="${OUT:-/tmp/out}"
+export KS_GPU_MEM_FRACTION="${KS_GPU_MEM_FRACTION:-0.3}"
 export TORCHINDUCTOR_COMPILE_THREADS=1           # torch.compile in many processes at once: no worker pools each
 mkdir -p "$OUT"
 dry=()

@@ -233,6 +233,22 @@ def wait_for_pch(impl: str) -> None:
         time.sleep(1)
 
 
+def delay_builds(jobs: list, by: int) -> list:
+    """Each CUDA solution moved `by` places later (the first build writes PyTorch's precompiled
+    header meanwhile), not behind every other job: a run cut by its budget still has them.
+
+    >>> cu, tr = {"impl": "cuda"}, {"impl": "triton"}
+    >>> [j[0] + j[1].get("impl", "")[:1] for j in delay_builds([("sol", cu), ("ref", {}), ("sol", tr), ("sol", cu)], 2)]
+    ['ref', 'solc', 'solt', 'solc']
+    """
+    return [j for _, j in sorted(((i + (by if j[0] == "sol" and j[1]["impl"] == "cuda" else 0), i), j)
+                                 for i, j in enumerate(jobs))]
+
+
+def oom(row: dict) -> bool:
+    return "out of memory" in (row.get("error") or "").lower()
+
+
 KEYS = ("file", "status", "module", "impl", "episode", "step", "best", "problem_id")
 
 
@@ -285,6 +301,11 @@ def main() -> int:
     ap.add_argument("--case-timeout", type=float, default=240.0)
     ap.add_argument("--skip", help="a previous results file: solutions and problems it has are not run again")
     ap.add_argument("--first", help="a file of solution paths to run before the others")
+    ap.add_argument("--build-delay", type=int, default=40,
+                    help="with KS_WAIT_FOR: CUDA solutions start this many jobs later (see delay_builds)")
+    ap.add_argument("--oom-retry", type=float, default=60.0,
+                    help="solutions that ran out of their memory share run again, one at a time with most of "
+                    "the GPU, until this many seconds after --budget")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry", action="store_true", help="no GPU: check imports, ModelNew's calls and the CUDA "
                     "compiles of the chosen solutions (kernelstrain.workdir.dry)")
@@ -315,9 +336,9 @@ def main() -> int:
         if s["file"] not in have:
             jobs.append(("sol", s))
     if os.environ.get("KS_WAIT_FOR"):  # while the first build writes the header: the jobs that need no build
-        jobs.sort(key=lambda j: j[0] == "sol" and j[1]["impl"] == "cuda")
+        jobs = delay_builds(jobs, args.build_delay)
 
-    def job(item):
+    def job(item, force=False):
         kind, x = item
         if kind == "ref":
             if time.time() > deadline:
@@ -329,7 +350,7 @@ def main() -> int:
             return {"file": f"ref:{x}", "kind": "reference", "problem_id": x, **res}
         row = {k: x.get(k) for k in KEYS}
         wait_for_pch(x["impl"])
-        if time.time() > deadline:
+        if time.time() > deadline and not force:
             return {**row, "compiled": False, "correct": False, "skipped": "budget spent"}
         p = problems[x["problem_id"]]
         opts = {"trials": args.trials, "perf_trials": args.perf_trials, "needs_grad": p.get("needs_grad", False),
@@ -350,6 +371,16 @@ def main() -> int:
             mark = "ref" if row.get("kind") == "reference" else \
                 f"{row['status']:12s} {'C' if row['compiled'] else '-'}{'V' if row['correct'] else '-'}"
             print(f"[{i + 1}/{len(jobs)}] {mark} {row['file']} {(row.get('dry') or row.get('error') or '')[:160]}",
+                  flush=True)
+        again = [i for i, r in enumerate(rows) if r.get("kind") != "reference" and oom(r)]
+        for i in again:     # the memory share was the limit, not the GPU
+            if time.time() > deadline + args.oom_retry:
+                break
+            os.environ["KS_GPU_MEM_FRACTION"] = "0.9"
+            sol = next(s for s in chosen if s["file"] == rows[i]["file"])
+            rows[i] = {**job(("sol", sol), force=True), "oom_retry": True}
+            fh.write(json.dumps(rows[i]) + "\n")
+            print(f"[oom retry] {'C' if rows[i]['compiled'] else '-'}{'V' if rows[i]['correct'] else '-'} {rows[i]['file']}",
                   flush=True)
     if args.dry:
         bad = [r for r in rows if r.get("dry") or not r.get("compiled")]
