@@ -99,7 +99,7 @@ class Episode:
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
         base = self.ladder[module.variants.index(starting_rung(module, task, search.baseline_cap))]
-        above = self.ladder[self.ladder.index(base):]
+        above = [v for v in self.ladder[self.ladder.index(base):] if v.offered(task.dtype)]
         self.rungs = [v for v in above if not (v.needs - gpu.features)]
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}

@@ -54,10 +54,12 @@ def starting_rung(module: OpModule, task: Task, cap: float = 0.0) -> Variant:
     ('row_per_thread', True)
     """
     first = module.baseline_variant()
+    ladder = [v for v in module.variants[module.variants.index(first):] if v.offered(task.dtype)]
+    first = ladder[0] if ladder else first
     if not cap:
         return first
     timed = []
-    for v in module.variants[module.variants.index(first):]:
+    for v in ladder:
         if v.needs - task.gpu.features:
             continue
         r = simulate(module, v, v.defaults(), task)

@@ -43,7 +43,7 @@ def dry_model_new(wd: Path, task: dict) -> str | None:
     return dry_call(s, (wd / "model_new.py").read_text())
 
 
-def check(wd: Path, timeout: float, dry: bool = False) -> dict:
+def check(wd: Path, timeout: float, dry: bool = False, compile_too: bool = True) -> dict:
     task = json.loads((wd / "task.json").read_text())
     flag = os.environ.get("KS_WAIT_FOR")        # see kb_eval.wait_for_pch
     while task["impl"] == "cuda" and flag and not os.path.exists(flag):
@@ -53,7 +53,8 @@ def check(wd: Path, timeout: float, dry: bool = False) -> dict:
     if dry:         # no GPU: the build up to the compilers, and ModelNew's Python path
         row["dry"] = dry_model_new(wd, task)
     steps = (("build", ["build.py", "--dry"]),) if dry else (
-        ("build", ["build.py"]), ("verify", ["verify.py", "--json"]), ("profile", ["profile.py", "--json"]))
+        ("build", ["build.py"]), ("verify", ["verify.py", "--json"]),
+        ("profile", ["profile.py", "--json"] + ([] if compile_too else ["--modes", "eager,custom"])))
     for step, cmd in steps:
         t0 = time.time()
         try:
@@ -84,18 +85,26 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="per script")
     ap.add_argument("--gpu-slots", type=int, default=4, help="processes holding GPU memory at once")
     ap.add_argument("--dry", action="store_true", help="no GPU: build.py --dry and ModelNew's calls only")
+    ap.add_argument("--compile-count", type=int, default=10 ** 6,
+                    help="profile torch.compile too for the first N workspaces only (its compile is CPU work "
+                    "inside a GPU slot)")
+    ap.add_argument("--build-delay", type=int, default=6,
+                    help="with KS_WAIT_FOR: CUDA workspaces start this many places later")
     ap.add_argument("--out", default="workdirs.jsonl")
     a = ap.parse_args()
     os.environ.setdefault("KS_GPU_LOCK", os.path.join(tempfile.gettempdir(), "ks_gpu.lock"))
     os.environ.setdefault("KS_GPU_SLOTS", str(a.gpu_slots))
     wds = sorted(p.parent for p in Path(a.root).glob("*/task.json"))
-    if os.environ.get("KS_WAIT_FOR"):      # the ones that need no CUDA build first (see kb_eval.wait_for_pch)
-        wds.sort(key=lambda wd: json.loads((wd / "task.json").read_text())["impl"] == "cuda")
+    if os.environ.get("KS_WAIT_FOR"):      # CUDA ones a few places later (see kb_eval.delay_builds)
+        late = {wd: a.build_delay * (json.loads((wd / "task.json").read_text())["impl"] == "cuda") for wd in wds}
+        wds = [wd for _, wd in sorted(((i + late[wd], i), wd) for i, wd in enumerate(wds))]
+    first = {wd: i < a.compile_count for i, wd in enumerate(wds)}
     deadline = time.time() + a.budget
     rows = []
 
     def job(wd):
-        return {"workdir": wd.name, "skipped": "budget spent"} if time.time() > deadline else check(wd, a.timeout, a.dry)
+        return {"workdir": wd.name, "skipped": "budget spent"} if time.time() > deadline else \
+            check(wd, a.timeout, a.dry, first[wd])
     with open(a.out, "w") as fh, concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for row in pool.map(job, wds):
             rows.append(row)

@@ -8,10 +8,16 @@
 #   (scripts/sample_workdirs.py output), ROOT/kb/ (a sample of an export: kb_eval.py --write-sample)
 #   DRY=1: no GPU (a CPU machine's rehearsal): build.py --dry, ModelNew's calls, nvcc without linking
 #   SKIP=FILE: kb_eval rows of an earlier call, not run again; WD_ONLY=a,b: only these workdirs;
-#   KB_ARGS: more kb_eval options (e.g. --compile-problems 0)
+#   KB_ARGS: more kb_eval options (e.g. --compile-problems 0); WD_ARGS: more check_workdirs options
+#   (e.g. --compile-count 20)
 set -u
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 KS_GPU_LOCK=/tmp/ks_gpu.lock KS_GPU_SLOTS="${KS_GPU_SLOTS:-3}" OUT="${OUT:-/tmp/out}"
+# 8 slots, each allowed 30% of the GPU's memory (most cases need a few GB; kb_eval re-runs the ones
+# that ran out of their share): seed 2727's call with 3 slots (0.95 / 3 each) spent its 325 s
+# budget with the slots full of torch.compile and Triton JIT (CPU work inside a slot) and ran 27
+# of 250 solutions and 15 of 60 workspaces
+export PYTHONUNBUFFERED=1 KS_GPU_LOCK=/tmp/ks_gpu.lock KS_GPU_SLOTS="${KS_GPU_SLOTS:-8}" OUT="${OUT:-/tmp/out}"
+export KS_GPU_MEM_FRACTION="${KS_GPU_MEM_FRACTION:-0.3}"
 export TORCHINDUCTOR_COMPILE_THREADS=1           # torch.compile in many processes at once: no worker pools each
 mkdir -p "$OUT"
 dry=()
@@ -37,7 +43,7 @@ if [ -n "${WD_ONLY:-}" ]; then
     wd_root=/tmp/wd_only && mkdir -p "$wd_root"
     for w in ${WD_ONLY//,/ }; do ln -sfn "$PWD/wd/$w" "$wd_root/$w"; done
 fi
-python3 scripts/check_workdirs.py "$wd_root" --jobs "${WD_JOBS:-5}" --budget "${WD_BUDGET:-240}" --timeout 150 \
+python3 scripts/check_workdirs.py "$wd_root" --jobs "${WD_JOBS:-5}" --budget "${WD_BUDGET:-240}" --timeout 150 ${WD_ARGS:-} \
     "${dry[@]}" --out "$OUT/workdirs.jsonl" > "$OUT/workdirs.log" 2>&1 &
 skip=()
 if [ -n "${SKIP:-}" ]; then skip=(--skip "$SKIP"); fi

@@ -71,6 +71,7 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
     reported beside KernelBench's verdict (task_tol_ok), to tell a precision difference from a bug."""
     t0 = time.time()
     res = {"compiled": False, "correct": False}
+    phase("build")
     try:
         torch, harness, problem, solution = _load(problem_path, solution_path)
         if hasattr(solution, "build"):
@@ -80,13 +81,16 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         res["error"] = f"compile: {type(e).__name__}: {e}"[-1500:]
         return res
     init = problem.get_init_inputs()
+    phase("waiting for a GPU slot")
     with harness.gpu_slot():
+        phase("first call (JIT, module load)")
         try:
             with harness.grad_mode(needs_grad):     # JIT compiles (Triton) and module loads, outside the GPU lock
                 harness.make_model(solution.ModelNew, init, 42)(*harness.make_inputs(problem, 42))
                 torch.cuda.synchronize()
             for t in range(trials):
                 seed = 42 + t
+                phase(f"trial {t}")
                 with harness.gpu_lock(shared=True), harness.grad_mode(needs_grad):
                     ref_model = harness.make_model(problem.Model, init, seed)
                     new_model = harness.make_model(solution.ModelNew, init, seed)
@@ -117,6 +121,7 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         except Exception as e:  # noqa: BLE001 - a launch or runtime error: incorrect
             res["error"] = f"runtime: {type(e).__name__}: {e}"[-1500:]
             return res
+        phase("timing")
         try:
             with harness.grad_mode(needs_grad):
                 inputs = harness.make_inputs(problem, 42)
@@ -125,6 +130,12 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
         except Exception as e:  # noqa: BLE001
             res["perf_error"] = f"{type(e).__name__}: {e}"[-600:]
     return res
+
+
+def phase(name: str) -> None:
+    """A progress line for run_sub: a case that times out says where it was (a build, the wait for
+    the GPU, a trial: a kernel that never returns)."""
+    print(f"@@PHASE {time.time():.1f} {name}", flush=True)
 
 
 def reference_times(problem_path: str, perf_trials: int, needs_grad: bool, compile_too: bool) -> dict:
@@ -207,8 +218,11 @@ def run_sub(mode: str, args: list, timeout: float) -> dict:
                            timeout=timeout)
         line = next((x for x in reversed(p.stdout.splitlines()) if x.startswith("@@KB ")), None)
         return json.loads(line[5:]) if line else {"error": f"exit {p.returncode}: {p.stderr[-800:]}"}
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        phases = [x.split(" ", 2)[1:] for x in out.splitlines() if x.startswith("@@PHASE ")]
+        where = f" in '{phases[-1][1]}' (for {time.time() - float(phases[-1][0]):.0f} s)" if phases else ""
+        return {"error": f"timeout after {timeout} s{where}", "timeout": True}
 
 
 def wait_for_pch(impl: str) -> None:
@@ -217,6 +231,22 @@ def wait_for_pch(impl: str) -> None:
     flag = os.environ.get("KS_WAIT_FOR")
     while impl == "cuda" and flag and not os.path.exists(flag):
         time.sleep(1)
+
+
+def delay_builds(jobs: list, by: int) -> list:
+    """Each CUDA solution moved `by` places later (the first build writes PyTorch's precompiled
+    header meanwhile), not behind every other job: a run cut by its budget still has them.
+
+    >>> cu, tr = {"impl": "cuda"}, {"impl": "triton"}
+    >>> [j[0] + j[1].get("impl", "")[:1] for j in delay_builds([("sol", cu), ("ref", {}), ("sol", tr), ("sol", cu)], 2)]
+    ['ref', 'solc', 'solt', 'solc']
+    """
+    return [j for _, j in sorted(((i + (by if j[0] == "sol" and j[1]["impl"] == "cuda" else 0), i), j)
+                                 for i, j in enumerate(jobs))]
+
+
+def oom(row: dict) -> bool:
+    return "out of memory" in (row.get("error") or "").lower()
 
 
 KEYS = ("file", "status", "module", "impl", "episode", "step", "best", "problem_id")
@@ -247,7 +277,9 @@ def table(rows: list) -> str:
         for base in ("eager", "compile"):
             xs = [r[f"speedup_vs_{base}"] for r in rs if r["correct"] and r.get(f"speedup_vs_{base}")]
             cells.append(f"{_ratio(xs, geomean)} / {_ratio(xs, statistics.median)} ({len(xs)})")
-        lines.append(f"| {status} | {impl} | {n} | {comp}/{n} = {comp / n:.1%} | {corr}/{n} = {corr / n:.1%} | "
+        hung = sum(bool(r.get("timeout")) for r in rs)     # not a verified result either way
+        note = f" ({hung} timed out)" if hung else ""
+        lines.append(f"| {status} | {impl} | {n} | {comp}/{n} = {comp / n:.1%} | {corr}/{n} = {corr / n:.1%}{note} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -269,6 +301,11 @@ def main() -> int:
     ap.add_argument("--case-timeout", type=float, default=240.0)
     ap.add_argument("--skip", help="a previous results file: solutions and problems it has are not run again")
     ap.add_argument("--first", help="a file of solution paths to run before the others")
+    ap.add_argument("--build-delay", type=int, default=40,
+                    help="with KS_WAIT_FOR: CUDA solutions start this many jobs later (see delay_builds)")
+    ap.add_argument("--oom-retry", type=float, default=60.0,
+                    help="solutions that ran out of their memory share run again, one at a time with most of "
+                    "the GPU, until this many seconds after --budget")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry", action="store_true", help="no GPU: check imports, ModelNew's calls and the CUDA "
                     "compiles of the chosen solutions (kernelstrain.workdir.dry)")
@@ -299,9 +336,9 @@ def main() -> int:
         if s["file"] not in have:
             jobs.append(("sol", s))
     if os.environ.get("KS_WAIT_FOR"):  # while the first build writes the header: the jobs that need no build
-        jobs.sort(key=lambda j: j[0] == "sol" and j[1]["impl"] == "cuda")
+        jobs = delay_builds(jobs, args.build_delay)
 
-    def job(item):
+    def job(item, force=False):
         kind, x = item
         if kind == "ref":
             if time.time() > deadline:
@@ -313,7 +350,7 @@ def main() -> int:
             return {"file": f"ref:{x}", "kind": "reference", "problem_id": x, **res}
         row = {k: x.get(k) for k in KEYS}
         wait_for_pch(x["impl"])
-        if time.time() > deadline:
+        if time.time() > deadline and not force:
             return {**row, "compiled": False, "correct": False, "skipped": "budget spent"}
         p = problems[x["problem_id"]]
         opts = {"trials": args.trials, "perf_trials": args.perf_trials, "needs_grad": p.get("needs_grad", False),
@@ -334,6 +371,16 @@ def main() -> int:
             mark = "ref" if row.get("kind") == "reference" else \
                 f"{row['status']:12s} {'C' if row['compiled'] else '-'}{'V' if row['correct'] else '-'}"
             print(f"[{i + 1}/{len(jobs)}] {mark} {row['file']} {(row.get('dry') or row.get('error') or '')[:160]}",
+                  flush=True)
+        again = [i for i, r in enumerate(rows) if r.get("kind") != "reference" and oom(r)]
+        for i in again:     # the memory share was the limit, not the GPU
+            if time.time() > deadline + args.oom_retry:
+                break
+            os.environ["KS_GPU_MEM_FRACTION"] = "0.9"
+            sol = next(s for s in chosen if s["file"] == rows[i]["file"])
+            rows[i] = {**job(("sol", sol), force=True), "oom_retry": True}
+            fh.write(json.dumps(rows[i]) + "\n")
+            print(f"[oom retry] {'C' if rows[i]['compiled'] else '-'}{'V' if rows[i]['correct'] else '-'} {rows[i]['file']}",
                   flush=True)
     if args.dry:
         bad = [r for r in rows if r.get("dry") or not r.get("compiled")]

@@ -77,6 +77,12 @@ class Variant:
     bugs: tuple = ()                  # names from BUGS that render() can inject here
     smem: str = "none"                # none | static | dynamic: how shared memory is declared
     faults: tuple = ()                # bugs that crash at run time rather than give wrong numbers
+    dtypes: tuple = ()                # storage dtypes the structure is offered for; () = all the module's
+
+    def offered(self, dtype: str) -> bool:
+        """Whether an engineer would use this structure for `dtype` data (16-bit atomics, for
+        one, cannot meet bf16's precision where repeated indices accumulate)."""
+        return not self.dtypes or dtype in self.dtypes
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -78,15 +78,15 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 {host(task, "R", "THREADS")}"""
 
 
-def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", last="0"):
+def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", root="0"):
     helpers = "".join(f"""
 __device__ __forceinline__ float tree_{name}(float v, float* red) {{
     red[threadIdx.x] = v;
     __syncthreads();
-    for (int stride = THREADS / 2; stride > {last}; stride >>= 1) {{
+    for (int stride = THREADS / 2; stride > 0; stride >>= 1) {{
         if (threadIdx.x < stride) red[threadIdx.x] = {op};{barrier}
     }}
-    const float total = red[0];
+    const float total = red[{root}];
     __syncthreads();  // red[] is reused by the next reduction
     return total;
 }}
@@ -240,9 +240,11 @@ class SoftmaxCuda(SoftmaxSpec):
         Rung("row_per_thread", "one thread per row: max, sum-of-exp and output loops, lanes C apart",
              (Param("threads", (32, 64, 128), 64),), memory_eff=0.45, launch=row_per_thread_launch,
              render=row_per_thread_src, bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"col": "i + 1"}}),
+        # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
+        # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
              (THREADS,), memory_eff=0.75, smem="static", launch=block_launch(lambda t, w: t * 4, 2.0),
-             render=smem_block_reduce_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "1"}}),
+             render=smem_block_reduce_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
              (THREADS,), memory_eff=0.82, smem="static", launch=block_launch(lambda t, w: w * 4, 2.0),
              render=warp_shuffle_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),

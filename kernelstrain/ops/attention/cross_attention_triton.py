@@ -12,7 +12,10 @@ BLOCK_N = Param("BLOCK_N", (32, 64, 128), 32)
 WARPS = Param("num_warps", (4, 8), 4)
 MASK_KV = ", mask=in_kv[:, None], other=0.0"
 SCORE_KV = 'tl.where(in_kv, tl.sum(k * q[None, :], 1), float("-inf"))'
-NO_BOUNDS = {"tail": "False"}          # the ragged tail block loaded and scored unmasked
+# off_by_one: the last query row of each head is never written. It replaces no_bounds_check (the
+# ragged key tail unmasked): invisible where BLOCK_N divides Skv, and a few stray keys among
+# thousands move the output by less than KernelBench's 1e-2 (dropping the last key does too)
+LAST_ROW = {"rows": "Sq - 1"}
 
 
 def row_launch(p, task):
@@ -55,7 +58,7 @@ def wrapper(task, grid, scale, kw):
     return o
 '''
 
-def row_per_program_src(p, task, scale=" * qk_scale", load_mask=MASK_KV, score=SCORE_KV):
+def row_per_program_src(p, task, scale=" * qk_scale", rows="Sq"):
     return f'''
 
 @triton.jit
@@ -73,17 +76,17 @@ def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: t
         cols = start + offs_n
         in_kv = cols < Skv
         kv_off = kv_base + cols[:, None] * HEAD_DIM + offs_d[None, :]
-        k = tl.load(k_ptr + kv_off{load_mask}).to(tl.float32)
-        s = {score}
+        k = tl.load(k_ptr + kv_off{MASK_KV}).to(tl.float32)
+        s = {SCORE_KV}
         m_new = tl.maximum(m_i, tl.max(s, 0))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new)
-        v = tl.load(v_ptr + kv_off{load_mask}).to(tl.float32)
+        v = tl.load(v_ptr + kv_off{MASK_KV}).to(tl.float32)
         l_i = l_i * alpha + tl.sum(p, 0)
         acc = acc * alpha + tl.sum(p[:, None] * v, 0)
         m_i = m_new
     tl.store(o_ptr + (bh * Sq + row) * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype.element_ty))
-''' + wrapper(task, "(Sq, B * H)", "D ** -0.5", "BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
+''' + wrapper(task, f"({rows}, B * H)", "D ** -0.5", "BLOCK_N=BLOCK_N, num_warps=NUM_WARPS")
 
 def tile_fn(p, tail="True", exp="exp2", peel=True):
     """Shared body: attend BLOCK_M queries to keys [lo, hi). peel: whole blocks unmasked and the
@@ -137,12 +140,12 @@ def _cross_tile(q_ptr, k_ptr, v_ptr, bh, offs_m, lo, hi, Sq, Skv, qk_scale, HEAD
     return acc, m_i, l_i
 '''
 
-def single_kernel(p, task, scale, tail, exp="exp2", peel=True):
+def single_kernel(p, task, scale, exp="exp2", peel=True, rows="Sq"):
     stages = ", NUM_STAGES: tl.constexpr" if "num_stages" in p else ""
     fwd = ", NUM_STAGES" if "num_stages" in p else ""
     kw = "BLOCK_N=BLOCK_N, BLOCK_M=BLOCK_M, num_warps=NUM_WARPS, " + (
         "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if "num_stages" in p else "num_stages=1")
-    return tile_fn(p, tail, exp, peel) + f'''
+    return tile_fn(p, "True", exp, peel) + f'''
 
 @triton.jit
 def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -152,16 +155,16 @@ def cross_attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Sq, Skv, qk_scale, HEAD_DIM: t
     acc, m_i, l_i = _cross_tile(q_ptr, k_ptr, v_ptr, bh, offs_m, 0, Skv, Sq, Skv, qk_scale, HEAD_DIM, BLOCK_M,
                                 BLOCK_N{fwd})
     o_off = (bh * Sq + offs_m)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    tl.store(o_ptr + o_off, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=(offs_m < Sq)[:, None])
+    tl.store(o_ptr + o_off, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=(offs_m < {rows})[:, None])
 ''' + wrapper(task, "(triton.cdiv(Sq, BLOCK_M), B * H)", scale, kw)
 
 
-def blocked_online_softmax_src(p, task, scale="D ** -0.5", tail="True"):
-    return single_kernel(p, task, scale, tail, exp="exp", peel=False)
+def blocked_online_softmax_src(p, task, scale="D ** -0.5", rows="Sq"):
+    return single_kernel(p, task, scale, exp="exp", peel=False, rows=rows)
 
 
-def tail_peel_exp2_src(p, task, scale="D ** -0.5 * LOG2E", tail="True"):
-    return single_kernel(p, task, scale, tail)
+def tail_peel_exp2_src(p, task, scale="D ** -0.5 * LOG2E", rows="Sq"):
+    return single_kernel(p, task, scale, rows=rows)
 
 
 def split_kv_src(p, task, part="offs_s", scale="D ** -0.5 * LOG2E"):
@@ -223,19 +226,19 @@ class CrossAttentionTriton(CrossAttentionSpec):
              (Param("BLOCK_N", (32, 64, 128), 64), Param("num_warps", (2, 4, 8), 4)), path="fp32",
              compute_eff=0.09, memory_eff=0.6, launch=row_launch, render=row_per_program_src,
              bugs={"missing_scale": {"scale": ""},
-                   "no_bounds_check": {"load_mask": "", "score": "tl.sum(k * q[None, :], 1)"}}),
+                   "off_by_one": LAST_ROW}),
         Rung("blocked_online_softmax", "BLOCK_M query tile, tl.dot QK^T and PV, online softmax, every block masked",
              (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.45, memory_eff=0.75,
              smem="dynamic", launch=tile_launch, render=blocked_online_softmax_src,
-             bugs={"no_bounds_check": NO_BOUNDS, "missing_scale": {"scale": "1.0"}}),
+             bugs={"off_by_one": LAST_ROW, "missing_scale": {"scale": "1.0"}}),
         Rung("tail_peel_exp2", "log2e folded into the scale, exp2; unmasked full blocks + one masked tail block",
              (BLOCK_M, Param("BLOCK_N", (32, 64), 32), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8,
              smem="dynamic", launch=tile_launch, render=tail_peel_exp2_src,
-             bugs={"missing_scale": {"scale": "D ** -0.5"}, "no_bounds_check": NO_BOUNDS}),
+             bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LAST_ROW}),
         Rung("pipelined_tiles", "tl.range(num_stages) multi-buffers K/V tiles behind the MMAs; tuned tiles",
              (BLOCK_M, BLOCK_N, WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.5,
              memory_eff=0.87, smem="dynamic", launch=tile_launch, render=tail_peel_exp2_src,
-             bugs={"missing_scale": {"scale": "D ** -0.5"}, "no_bounds_check": NO_BOUNDS}),
+             bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LAST_ROW}),
         Rung("split_kv", "encoder keys split over NUM_SPLITS programs; partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16), 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
               Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",

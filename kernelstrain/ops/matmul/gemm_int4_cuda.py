@@ -126,7 +126,7 @@ gemm_int4_kernel(const scalar_t* __restrict__ x, const uint32_t* __restrict__ qw
             const uint32_t q = qweight[(size_t)(n0 + r) * (K / 8) + k0 / 8 + c];
             const float s = to_float(scales[(size_t)(n0 + r) * (K / GROUP) + k0 / GROUP]);
 #pragma unroll
-            for (int j = 0; j < 8; ++j) sw[c * 8 + j][r] = (float)((int)((q >> (4 * j)) & 0xFu) - 8){scale};
+            for (int j = 0; j < 8; ++j) sw[c * 8 + j][r] = to_float(from_float((float)((int)((q >> (4 * j)) & 0xFu) - 8){scale}));
         }}{barrier}{REGISTER_TILE_FMA}
         __syncthreads();
     }}
@@ -180,7 +180,8 @@ class GemmInt4Cuda(OpModule):
     op, impl, family = "gemm_int4", "cuda", "matmul"
     title = "W4A16 GEMM (int4 weights, group-128 scales)"
     desc = ("y[M, N] = x[M, K] @ W^T with W[n, k] = (q[n, k] - 8) * scales[n, k // 128]; q packed 8 per uint32 "
-            "along K (nibble j of word w is k = 8w + j); fp32 accumulation, y in the activation dtype.")
+            "along K (nibble j of word w is k = 8w + j), each W rounded to the activation dtype (as a half2 multiply "
+            "by the scale rounds it); fp32 accumulation, y in the activation dtype.")
     dims = {"M": "tokens (rows of x)", "N": "output features", "K": "input features (multiple of 128)"}
     shapes = ({"M": 1, "N": 4096, "K": 4096}, {"M": 1, "N": 14336, "K": 4096}, {"M": 16, "N": 4096, "K": 14336},
               {"M": 128, "N": 4096, "K": 4096}, {"M": 1024, "N": 14336, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096})
@@ -221,7 +222,7 @@ class GemmInt4Cuda(OpModule):
         body = ("shifts = torch.arange(0, 32, 4, device=x.device, dtype=torch.int32)\n"
                 "        q = (self.qweight.unsqueeze(-1) >> shifts) & 0xF            # [N, K/8, 8], k = 8w + j\n"
                 "        s = self.scales.float().repeat_interleave(128, dim=1)      # [N, K]\n"
-                "        w = (q.reshape(N, K).float() - 8.0) * s\n"
+                "        w = ((q.reshape(N, K).float() - 8.0) * s).to(x.dtype).float()   # W in 16 bits, as the kernels\n"
                 "        return (x.float() @ w.t()).to(x.dtype)")
         init = ("self.register_buffer('qweight', torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int32))\n"
                 "        self.register_buffer('scales', (torch.rand(N, K // 128) * 0.01 + 0.005).to(DTYPE))")

@@ -61,17 +61,17 @@ def block_launch(smem_of, traffic: float, vec: bool = False):
     return launch
 
 
-def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", last="0"):
+def smem_block_reduce_src(p, task, barrier="\n        __syncthreads();", root="0"):
     return f"""
 #define THREADS {p['threads']}
 // Tree sum in shared memory: THREADS partials halve each step.
 __device__ __forceinline__ float tree_sum(float v, float* partial) {{
     partial[threadIdx.x] = v;
     __syncthreads();
-    for (int stride = THREADS / 2; stride > {last}; stride >>= 1) {{
+    for (int stride = THREADS / 2; stride > 0; stride >>= 1) {{
         if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];{barrier}
     }}
-    const float total = partial[0];
+    const float total = partial[{root}];
     __syncthreads();  // partial[] is reused by the next reduction
     return total;
 }}
@@ -267,10 +267,12 @@ class LayerNormCuda(LayerNormSpec):
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
              launch=row_per_thread_launch, render=row_per_thread_src,
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
+        # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
+        # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
              (THREADS,), memory_eff=0.75, smem="static",
              launch=block_launch(lambda threads, warps: threads * 4, 2.1), render=smem_block_reduce_src,
-             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "1"}}),
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
              (THREADS,), memory_eff=0.82, smem="static",
              launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5), render=welford_shuffle_src,

@@ -120,7 +120,8 @@ def gpu_lock(shared=False):
 def gpu_slot():
     """One of KS_GPU_SLOTS places on the GPU (lock files next to KS_GPU_LOCK), held for all of
     a process's GPU work, so at most that many processes hold GPU memory at once; each may use
-    at most its share of the memory (an over-large case fails alone, not its neighbours)."""
+    at most its share of the memory, or KS_GPU_MEM_FRACTION of it (more slots than memory shares:
+    most cases need a few GB), so an over-large case fails alone, not its neighbours."""
     n, path = int(os.environ.get("KS_GPU_SLOTS", "0")), os.environ.get("KS_GPU_LOCK")
     if not n or not path:
         yield
@@ -134,7 +135,7 @@ def gpu_slot():
                 fh.close()
                 continue
             try:
-                torch.cuda.set_per_process_memory_fraction(min(1.0, 0.95 / n))
+                torch.cuda.set_per_process_memory_fraction(float(os.environ.get("KS_GPU_MEM_FRACTION", 0) or min(1.0, 0.95 / n)))
                 yield
             finally:
                 try:
