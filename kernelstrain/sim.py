@@ -153,7 +153,8 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
     t_compute, t_memory, _ = roofline_terms(module, variant, launch, task)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory)
-    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()))
+    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()),
+                             roofline_floor_ms(module, task, variant.path))
     core_s = max(roofline_terms(module, variant, launch, task, factor))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 

@@ -15,6 +15,11 @@ module's (variants seen rarely lean on their module); 1.0 for anything the H200 
 The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
 compute_scale, tile_quant, lane_util and traffic; an exponent of 0 keeps the analytic model's
 effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it).
+`size_exponent[module][variant]` is what the analytic model misses of how the variant's time grows
+with the problem: factor *= (roofline floor / the module's reference floor) ** size_exponent. A
+positive one: small problems run relatively slower than the roofline says (fixed per-CTA costs,
+latency chains of dependent phases, tails), a negative one: large ones fall out of the variant's
+sweet spot (L2 reuse lost, tiles past the cache). Ridge-shrunk toward 0 like the parameter terms.
 `param_exponent` is what the launch model misses of a parameter's effect (a block size, warps,
 stages) in one module, ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
 model's effect alone; a parameter at its variant's default contributes nothing.
@@ -31,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-FIT_FORMAT = "kernelstrain/calibration-fit@2"
+FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic")
 
@@ -45,6 +50,8 @@ class Fit:
     ceilings: dict = field(default_factory=dict)              # module -> {variant: factor}
     module_ceilings: dict = field(default_factory=dict)       # module -> factor
     param_exponents: dict = field(default_factory=dict)       # module -> {param: exponent}
+    size_exponents: dict = field(default_factory=dict)        # module -> {variant: exponent of work / size_ref}
+    size_ref_ms: dict = field(default_factory=dict)           # module -> its fit rows' geomean roofline floor
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
     # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67
     memory_cap: float = 0.885
@@ -54,12 +61,21 @@ class Fit:
         by_variant = self.ceilings.get(module, {})
         return by_variant.get(variant, self.module_ceilings.get(module, 1.0))
 
-    def core_factor(self, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None) -> float:
-        """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps()."""
+    def size_step(self, module: str, work_ms: float | None) -> float:
+        """log2(work / the module's reference work): 0 where either is unknown."""
+        ref = self.size_ref_ms.get(module)
+        return math.log2(work_ms / ref) if ref and work_ms else 0.0
+
+    def core_factor(self, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None,
+                    work_ms: float | None = None) -> float:
+        """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps(),
+        work_ms: its roofline floor (sim.roofline_floor_ms on its datapath)."""
         exps, params = self.exponents.get(impl, {}), self.param_exponents.get(module, {})
+        size = self.size_exponents.get(module, {}).get(variant, 0.0)
         return self.ceiling(module, variant) * math.exp(
             sum(exps.get(t, 0.0) * math.log(x) for t, x in terms.items())
-            + math.log(2.0) * sum(params.get(p, 0.0) * x for p, x in (steps or {}).items()))
+            + math.log(2.0) * (sum(params.get(p, 0.0) * x for p, x in (steps or {}).items())
+                               + size * self.size_step(module, work_ms)))
 
     def overhead_us(self, vendor: str, launches: int) -> float:
         return self.launch_us[vendor] + (launches - 1) * self.extra_launch_us[vendor]
@@ -69,6 +85,7 @@ class Fit:
                 "exponents": self.exponents,
                 "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
                 "module_ceilings": self.module_ceilings, "param_exponents": self.param_exponents,
+                "size_ref_ms": self.size_ref_ms, "size_exponents": self.size_exponents,
                 "ceilings": self.ceilings}
 
 
@@ -106,7 +123,7 @@ def load_fit() -> Fit:
         data = read_data("h200_fit.json")
     except FileNotFoundError:
         return Fit()
-    if data["format"] != FIT_FORMAT:
+    if data["format"] not in (FIT_FORMAT, "kernelstrain/calibration-fit@2"):     # @2: no size terms
         raise ValueError(f"h200_fit.json: format {data['format']!r}, expected {FIT_FORMAT!r}")
     return Fit(**{k: data[k] for k in Fit().to_json() if k in data})
 

@@ -97,10 +97,32 @@ def _param_term(slopes: dict, r: dict) -> float:
     return LN2 * sum(s.get(p, 0.0) * x for p, x in r.get("steps", {}).items())
 
 
+SIZE = "@size:"      # the pseudo-parameter of a variant's size term in the parameter solve
+
+
+def size_refs(records: list) -> dict:
+    """module -> geomean roofline floor (ms) of its records: the size term's reference point."""
+    logs = {}
+    for r in records:
+        logs.setdefault(r["module"], []).append(math.log(r["work_ms"]))
+    return {m: round(math.exp(sum(v) / len(v)), 6) for m, v in sorted(logs.items())}
+
+
+def with_size_steps(records: list, refs: dict) -> list:
+    """The records with their variant's size step (log2 of work over the module's reference) added
+    to `steps`: the parameter solve fits each variant's size exponent beside the parameters'."""
+    return [dict(r, steps={**r.get("steps", {}), SIZE + r["variant"]: math.log2(r["work_ms"] / refs[r["module"]])})
+            for r in records]
+
+
 def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float = 1.0,
               k_variant: float = 0.25, ridge: float = 1.0, k_param: float = PARAM_RIDGE,
-              iters: int = 25) -> tuple[Fit, float]:
-    """(fit, mean squared log error) for a fixed launch floor and extra-launch cost."""
+              size: bool = True, iters: int = 25) -> tuple[Fit, float]:
+    """(fit, mean squared log error) for a fixed launch floor and extra-launch cost; size: fit the
+    variants' size exponents too."""
+    refs = size_refs(records) if size else {}
+    if size:
+        records = with_size_steps(records, refs)
     ys, ws = zip(*(target(r, launch_us, extra_us) for r in records))
     xs = [features(r) for r in records]
     nf = len(xs[0])
@@ -127,7 +149,10 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
             slopes = _param_slopes(records, ws, [y - o - g for y, o, g in zip(ys, offs, glob)], k_param)
     err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f)) - _param_term(slopes, r)) ** 2
               for r, y, w, o, f in zip(records, ys, ws, offs, xs)) / sum(ws)
-    ceilings = {}
+    ceilings, sizes = {}, {}
+    for m, by_param in slopes.items():
+        for p in [p for p in by_param if p.startswith(SIZE)]:
+            sizes.setdefault(m, {})[p[len(SIZE):]] = by_param.pop(p)
     for (m, v), lv in sorted(var.items()):
         ceilings.setdefault(m, {})[v] = round(math.exp(lv), 4)
     fit = Fit(launch_us={"nvidia": launch_us, "amd": round(launch_us * AMD_LAUNCH_RATIO, 3)},
@@ -135,7 +160,9 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
               exponents={i: {t: round(beta[FEATURES.index((i, t))], 4) for t in TERMS} for i in IMPLS},
               ceilings=ceilings, module_ceilings={m: round(math.exp(v), 4) for m, v in sorted(mod.items())},
               param_exponents={m: {p: round(x, 4) for p, x in sorted(v.items()) if round(x, 4)}
-                               for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())})
+                               for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())},
+              size_ref_ms={m: x for m, x in refs.items() if m in sizes},
+              size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
     return fit, err
 
 
@@ -148,7 +175,7 @@ def fit(records: list, **kw) -> Fit:
 def predict_ms(f: Fit, r: dict) -> float:
     """What sim.time_ms gives the record with fit f; with the record's unit-efficiency times
     (compute_ms, memory_ms), efficiencies (e_c, e_m) and atomics_ms, the caps apply too."""
-    factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"))
+    factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"), r.get("work_ms"))
     if "e_m" in r:
         cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"])
         core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / min(r["e_m"] / factor, f.memory_cap),
@@ -190,7 +217,7 @@ def out_of_fold(records: list, folds: int, **kw) -> list:
 
 # What the fit learns from: the calibration grid (seed 4242) and the gpu-check runs on seeds 9191 and
 # 5151. A later gpu-check file (a new seed) is held out: reported, never fitted.
-FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json")
+FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json")
 
 
 def timed_rows(name: str) -> list:
@@ -207,7 +234,7 @@ def measured_records(files=FIT_FILES) -> list:
     """The shipped H200 measurements (matched, timed) as records, with the current launch models'
     uncalibrated roofline terms."""
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, roofline_floor_ms, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -227,6 +254,7 @@ def measured_records(files=FIT_FILES) -> list:
                     "launches": launch.launches,
                     "terms": launch_terms(launch, sm_coverage(launch, gpu), terms[0] >= terms[1]),
                     "path": variant.path, "e_c": e_c, "e_m": e_m,
+                    "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
                     "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
