@@ -13,7 +13,8 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
 The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
-compute_scale, tile_quant, lane_util and traffic; an exponent of 0 keeps the analytic model's
+compute_scale, tile_quant, lane_util, traffic and the bytes in flight over what the bandwidth
+needs (Little's law); an exponent of 0 keeps the analytic model's
 effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it).
 `size_exponent[module][variant]` is what the analytic model misses of how the variant's time grows
 with the problem: factor *= (roofline floor / the module's reference floor) ** size_exponent. A
@@ -38,7 +39,7 @@ from importlib import resources
 
 FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
-TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic")
+TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight")
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,14 @@ class Fit:
                 "ceilings": self.ceilings}
 
 
-def launch_terms(launch, coverage: float, compute_bound: bool) -> dict:
+def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float = 1.0) -> dict:
     """The launch model's ratios the fit scales (TERMS), each floored above 0. The compute-side
     ratios (compute_scale, tile_quant) count only where the uncalibrated roofline is compute-bound
-    and traffic only where it is memory-bound: elsewhere they do not set the time (1.0)."""
+    and traffic and in_flight (sim.in_flight_ratio: Little's law) only where it is memory-bound:
+    elsewhere they do not set the time (1.0)."""
     values = (coverage, launch.threads / 128, launch.compute_scale if compute_bound else 1.0,
               launch.tile_quant if compute_bound else 1.0, launch.lane_util,
-              1.0 if compute_bound else launch.traffic)
+              1.0 if compute_bound else launch.traffic, 1.0 if compute_bound else in_flight)
     return {t: max(float(x), 1e-6) for t, x in zip(TERMS, values)}
 
 
