@@ -23,7 +23,9 @@ latency chains of dependent phases, tails), a negative one: large ones fall out 
 sweet spot (L2 reuse lost, tiles past the cache). Ridge-shrunk toward 0 like the parameter terms.
 `param_exponent` is what the launch model misses of a parameter's effect (a block size, warps,
 stages) in one module, ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
-model's effect alone; a parameter at its variant's default contributes nothing.
+model's effect alone; a parameter at its variant's default contributes nothing. A key `p@variant`
+is that variant's own departure from the module's exponent of p (its code uses p differently:
+threads of a warp-per-row rung vs. a block-per-row one), shrunk toward the module's the same way.
 
 Other GPUs follow from the same numbers (assumptions, not measurements): a variant's ceiling is a
 property of its code and carries across NVIDIA parts; the catalog's bandwidth, peaks, SMs and
@@ -75,7 +77,8 @@ class Fit:
         size = self.size_exponents.get(module, {}).get(variant, 0.0)
         return self.ceiling(module, variant) * math.exp(
             sum(exps.get(t, 0.0) * math.log(x) for t, x in terms.items())
-            + math.log(2.0) * (sum(params.get(p, 0.0) * x for p, x in (steps or {}).items())
+            + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
+                                   for p, x in (steps or {}).items())
                                + size * self.size_step(module, work_ms)))
 
     def overhead_us(self, vendor: str, launches: int) -> float:

@@ -108,11 +108,18 @@ def size_refs(records: list) -> dict:
     return {m: round(math.exp(sum(v) / len(v)), 6) for m, v in sorted(logs.items())}
 
 
-def with_size_steps(records: list, refs: dict) -> list:
-    """The records with their variant's size step (log2 of work over the module's reference) added
-    to `steps`: the parameter solve fits each variant's size exponent beside the parameters'."""
-    return [dict(r, steps={**r.get("steps", {}), SIZE + r["variant"]: math.log2(r["work_ms"] / refs[r["module"]])})
-            for r in records]
+def with_fit_steps(records: list, refs: dict | None) -> list:
+    """The records with the steps the parameter solve fits beside the module's parameters: each
+    parameter again as `p@variant` (the variant's departure from the module's exponent) and, with
+    refs, the variant's size step (log2 of work over the module's reference)."""
+    out = []
+    for r in records:
+        steps = r.get("steps", {})
+        steps = {**steps, **{f"{p}@{r['variant']}": x for p, x in steps.items()}}
+        if refs is not None:
+            steps[SIZE + r["variant"]] = math.log2(r["work_ms"] / refs[r["module"]])
+        out.append(dict(r, steps=steps))
+    return out
 
 
 def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float = 1.0,
@@ -121,8 +128,7 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
     """(fit, mean squared log error) for a fixed launch floor and extra-launch cost; size: fit the
     variants' size exponents too."""
     refs = size_refs(records) if size else {}
-    if size:
-        records = with_size_steps(records, refs)
+    records = with_fit_steps(records, refs if size else None)
     ys, ws = zip(*(target(r, launch_us, extra_us) for r in records))
     xs = [features(r) for r in records]
     nf = len(xs[0])
