@@ -143,12 +143,13 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,
                    factor: float = 1.0) -> tuple[float, float, float]:
     """(compute, memory, same-address atomics) seconds of one candidate whose efficiencies are
-    divided by `factor` (its calibration) and capped at the ceilings measured on the H200."""
+    divided by `factor` (its calibration) and capped at the ceilings measured on the H200 (the
+    memory one softly: Fit.soft_cap)."""
     gpu = task.gpu
     cost = module.cost(task)
     e_c, e_m = efficiencies(variant, launch, gpu)
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
-    e_m = min(e_m / factor, FIT.memory_cap)
+    e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
     t_memory = cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12 * e_m)
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor

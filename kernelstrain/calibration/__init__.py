@@ -41,6 +41,7 @@ from importlib import resources
 
 FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
+SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
 TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight")
 
 
@@ -56,9 +57,18 @@ class Fit:
     size_exponents: dict = field(default_factory=dict)        # module -> {variant: exponent of work / size_ref}
     size_ref_ms: dict = field(default_factory=dict)           # module -> its fit rows' geomean roofline floor
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
-    # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67
-    memory_cap: float = 0.885
+    # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67.
+    # The memory ceiling is approached softly (soft_cap): 0.91 is its asymptote, the copy's 0.885
+    # raised 3 % (CV: scripts/calibration_cv.py, against 0.885), which an analytic 1.12x it reaches.
+    memory_cap: float = 0.91
     compute_cap: dict = field(default_factory=lambda: {"fp16": 0.73, "fp8": 0.62, "fp32": 0.76})
+
+    @staticmethod
+    def soft_cap(e: float, cap: float) -> float:
+        """An efficiency e held under the memory ceiling cap by a smooth minimum: near the ceiling
+        DRAM gives diminishing returns (page conflicts, refresh, read/write turnarounds), so two
+        fast candidates keep distinct times instead of tying at a hard cap."""
+        return (e ** -SOFT_CAP_POWER + cap ** -SOFT_CAP_POWER) ** (-1.0 / SOFT_CAP_POWER)
 
     def ceiling(self, module: str, variant: str) -> float:
         by_variant = self.ceilings.get(module, {})

@@ -191,7 +191,7 @@ def predict_ms(f: Fit, r: dict) -> float:
     factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"), r.get("work_ms"))
     if "e_m" in r:
         cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"])
-        core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / min(r["e_m"] / factor, f.memory_cap),
+        core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / f.soft_cap(r["e_m"] / factor, f.memory_cap),
                    r["atomics_ms"] * factor)
     else:
         core = r["core_ms"] * factor
