@@ -21,6 +21,7 @@ LN2 = math.log(2.0)
 LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 EXTRA_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0)
 AMD_LAUNCH_RATIO = 1.25      # the catalog's ROCm / NVIDIA launch cost, kept: no AMD measurement
+EPISODE_RIDGE = 8.0          # shrinkage of the per-episode offsets: CV best of 1, 2, 4, 8, 16, 32
 PARAM_RIDGE = 4.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 4, 8, 16
 
 
@@ -124,12 +125,15 @@ def with_fit_steps(records: list, refs: dict | None) -> list:
 
 def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float = 1.0,
               k_variant: float = 0.25, ridge: float = 1.0, k_param: float = PARAM_RIDGE,
-              size: bool = True, iters: int = 25) -> tuple[Fit, float]:
+              size: bool = True, k_episode: float | None = EPISODE_RIDGE, iters: int = 25) -> tuple[Fit, float]:
     """(fit, mean squared log error) for a fixed launch floor and extra-launch cost; size: fit the
-    variants' size exponents too."""
+    variants' size exponents too. k_episode: shrinkage of per-episode offsets that absorb part of
+    what an episode's shape does to all its candidates alike, so that the ceilings and exponents
+    lean on the differences within episodes (the ranking); the offsets are not kept (None: none)."""
     refs = size_refs(records) if size else {}
     records = with_fit_steps(records, refs if size else None)
-    ys, ws = zip(*(target(r, launch_us, extra_us) for r in records))
+    ys0, ws = zip(*(target(r, launch_us, extra_us) for r in records))
+    ys = list(ys0)
     xs = [features(r) for r in records]
     nf = len(xs[0])
     beta = [0.0] * nf
@@ -153,6 +157,13 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
         if k_param is not None:
             glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
             slopes = _param_slopes(records, ws, [y - o - g for y, o, g in zip(ys, offs, glob)], k_param)
+        if k_episode is not None:
+            glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
+            d = {}
+            for r, y, w, o, g in zip(records, ys0, ws, offs, glob):
+                d.setdefault(r["episode"], []).append((y - o - g - _param_term(slopes, r), w))
+            ep = {e: sum(x * w for x, w in v) / (sum(w for _, w in v) + k_episode) for e, v in d.items()}
+            ys = [y - ep[r["episode"]] for r, y in zip(records, ys0)]
     err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f)) - _param_term(slopes, r)) ** 2
               for r, y, w, o, f in zip(records, ys, ws, offs, xs)) / sum(ws)
     ceilings, sizes = {}, {}
