@@ -15,7 +15,10 @@ module's (variants seen rarely lean on their module); 1.0 for anything the H200 
 The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
 compute_scale, tile_quant, lane_util, traffic and the bytes in flight over what the bandwidth
 needs (Little's law); an exponent of 0 keeps the analytic model's
-effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it).
+effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it);
+`module_exponents[module][term]` is a module's departure from its impl's exponent (its kernels
+feel masked lanes or a short grid more or less than the impl's average) and `term@variant` a
+variant's from its module's, shrunk toward 0.
 `size_exponent[module][variant]` is what the analytic model misses of how the variant's time grows
 with the problem: factor *= (roofline floor / the module's reference floor) ** size_exponent. A
 positive one: small problems run relatively slower than the roofline says (fixed per-CTA costs,
@@ -51,6 +54,7 @@ class Fit:
     launch_us: dict = field(default_factory=lambda: {"nvidia": 4.0, "amd": 5.0})
     extra_launch_us: dict = field(default_factory=lambda: {"nvidia": 2.5, "amd": 3.5})
     exponents: dict = field(default_factory=dict)             # impl -> {launch term: exponent}
+    module_exponents: dict = field(default_factory=dict)      # module -> {launch term: departure from its impl's}
     ceilings: dict = field(default_factory=dict)              # module -> {variant: factor}
     module_ceilings: dict = field(default_factory=dict)       # module -> factor
     param_exponents: dict = field(default_factory=dict)       # module -> {param: exponent}
@@ -84,9 +88,11 @@ class Fit:
         """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps(),
         work_ms: its roofline floor (sim.roofline_floor_ms on its datapath)."""
         exps, params = self.exponents.get(impl, {}), self.param_exponents.get(module, {})
+        own = self.module_exponents.get(module, {})
         size = self.size_exponents.get(module, {}).get(variant, 0.0)
         return self.ceiling(module, variant) * math.exp(
-            sum(exps.get(t, 0.0) * math.log(x) for t, x in terms.items())
+            sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
+                for t, x in terms.items())
             + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
                                    for p, x in (steps or {}).items())
                                + size * self.size_step(module, work_ms)))
@@ -96,7 +102,7 @@ class Fit:
 
     def to_json(self) -> dict:
         return {"launch_us": self.launch_us, "extra_launch_us": self.extra_launch_us,
-                "exponents": self.exponents,
+                "exponents": self.exponents, "module_exponents": self.module_exponents,
                 "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
                 "module_ceilings": self.module_ceilings, "param_exponents": self.param_exponents,
                 "size_ref_ms": self.size_ref_ms, "size_exponents": self.size_exponents,

@@ -18,8 +18,8 @@ from . import TERMS, Fit, launch_terms, param_steps, read_data
 
 IMPLS = ("cuda", "triton")
 LN2 = math.log(2.0)
-LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5)
-EXTRA_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0)
+LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0)
+EXTRA_GRID_US = (1.0, 1.5, 2.0, 3.0, 4.0)
 AMD_LAUNCH_RATIO = 1.25      # the catalog's ROCm / NVIDIA launch cost, kept: no AMD measurement
 EPISODE_RIDGE = 8.0          # shrinkage of the per-episode offsets: CV best of 1, 2, 4, 8, 16, 32
 PARAM_RIDGE = 4.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 4, 8, 16
@@ -48,10 +48,13 @@ def _solve(a: list, b: list) -> list:
     for c in range(n):
         p = max(range(c, n), key=lambda i: abs(m[i][c]))
         m[c], m[p] = m[p], m[c]
+        pivot = m[c]
         for i in range(c + 1, n):
-            f = m[i][c] / m[c][c]
-            for j in range(c, n + 1):
-                m[i][j] -= f * m[c][j]
+            f = m[i][c] / pivot[c]
+            if f:                                   # the parameter systems are block-sparse
+                row = m[i]
+                for j in range(c, n + 1):
+                    row[j] -= f * pivot[j]
     x = [0.0] * n
     for i in reversed(range(n)):
         x[i] = (m[i][n] - sum(m[i][j] * x[j] for j in range(i + 1, n))) / m[i][i]
@@ -61,7 +64,8 @@ def _solve(a: list, b: list) -> list:
 def _param_slopes(records: list, ws: list, rest: list, ridge: float) -> dict:
     """module -> {param: exponent}: a weighted ridge fit, per module, of the residual log error on
     the candidates' param_steps (shrunk toward 0: a parameter the data barely moves stays at 0).
-    Steps and residuals are centred within each variant, whose ceiling takes their mean."""
+    Steps and residuals are centred within each variant, whose ceiling takes their mean; a row
+    adds only the steps its variant moves (the normal equations are built sparse)."""
     groups = {}
     for r, w, e in zip(records, ws, rest):
         groups.setdefault(r["module"], {}).setdefault(r["variant"], []).append((r.get("steps", {}), w, e))
@@ -70,26 +74,28 @@ def _param_slopes(records: list, ws: list, rest: list, ridge: float) -> dict:
         names = sorted({p for rows in by_variant.values() for steps, _, _ in rows for p, x in steps.items() if x})
         if not names:
             continue
-        xs, es, wts = [], [], []
+        index = {p: i for i, p in enumerate(names)}
+        k = len(names)
+        ata = [[0.0] * k for _ in range(k)]
+        atb = [0.0] * k
         for rows in by_variant.values():
+            active = sorted({index[p] for steps, _, _ in rows for p, x in steps.items() if x})
             total = sum(w for _, w, _ in rows)
-            mx = [sum(w * steps.get(p, 0.0) for steps, w, _ in rows) / total for p in names]
+            mx = [sum(w * steps.get(names[i], 0.0) for steps, w, _ in rows) / total for i in active]
             me = sum(w * e for _, w, e in rows) / total
             for steps, w, e in rows:
-                xs.append([steps.get(p, 0.0) - c for p, c in zip(names, mx)])
-                es.append(e - me)
-                wts.append(w)
-        k = len(names)
-        ata = [[sum(w * x[i] * x[j] for x, w in zip(xs, wts)) + (ridge if i == j else 0.0) for j in range(k)]
-               for i in range(k)]
-        if any(ata[i][i] == 0.0 for i in range(k)):      # a parameter constant within every variant
-            keep = [i for i in range(k) if ata[i][i] > 0.0]
-            names, xs = [names[i] for i in keep], [[x[i] for i in keep] for x in xs]
-            ata = [[ata[i][j] for j in keep] for i in keep]
-            if not names:
-                continue
-        atb = [sum(w * x[i] * e for x, w, e in zip(xs, wts, es)) for i in range(len(names))]
-        out[m] = {p: b / LN2 for p, b in zip(names, _solve(ata, atb))}    # per doubling: a power of 2
+                x = [steps.get(names[i], 0.0) - c for i, c in zip(active, mx)]
+                for a, i in enumerate(active):
+                    wx = w * x[a]
+                    atb[i] += wx * (e - me)
+                    row = ata[i]
+                    for b, j in enumerate(active):
+                        row[j] += wx * x[b]
+        keep = [i for i in range(k) if ata[i][i] > 0.0]     # drop a parameter constant within every variant
+        if not keep:
+            continue
+        a = [[ata[i][j] + (ridge if i == j else 0.0) for j in keep] for i in keep]
+        out[m] = {names[i]: b / LN2 for i, b in zip(keep, _solve(a, [atb[i] for i in keep]))}   # per doubling
     return out
 
 
@@ -99,6 +105,7 @@ def _param_term(slopes: dict, r: dict) -> float:
 
 
 SIZE = "@size:"      # the pseudo-parameter of a variant's size term in the parameter solve
+TERM = "~"           # ... and of a module's departure from its impl's exponent of a launch term
 
 
 def size_refs(records: list) -> dict:
@@ -111,11 +118,13 @@ def size_refs(records: list) -> dict:
 
 def with_fit_steps(records: list, refs: dict | None) -> list:
     """The records with the steps the parameter solve fits beside the module's parameters: each
-    parameter again as `p@variant` (the variant's departure from the module's exponent) and, with
-    refs, the variant's size step (log2 of work over the module's reference)."""
+    launch term as `~term` (the module's departure from its impl's exponent), each of these and of
+    the parameters again as `p@variant` (the variant's departure from the module's) and, with refs,
+    the variant's size step (log2 of work over the module's reference)."""
     out = []
     for r in records:
         steps = r.get("steps", {})
+        steps = {**steps, **{TERM + t: math.log2(x) for t, x in r["terms"].items()}}
         steps = {**steps, **{f"{p}@{r['variant']}": x for p, x in steps.items()}}
         if refs is not None:
             steps[SIZE + r["variant"]] = math.log2(r["work_ms"] / refs[r["module"]])
@@ -166,10 +175,12 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
             ys = [y - ep[r["episode"]] for r, y in zip(records, ys0)]
     err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f)) - _param_term(slopes, r)) ** 2
               for r, y, w, o, f in zip(records, ys, ws, offs, xs)) / sum(ws)
-    ceilings, sizes = {}, {}
+    ceilings, sizes, term_exps = {}, {}, {}
     for m, by_param in slopes.items():
         for p in [p for p in by_param if p.startswith(SIZE)]:
             sizes.setdefault(m, {})[p[len(SIZE):]] = by_param.pop(p)
+        for p in [p for p in by_param if p.startswith(TERM)]:
+            term_exps.setdefault(m, {})[p[len(TERM):]] = round(by_param.pop(p), 4)
     for (m, v), lv in sorted(var.items()):
         ceilings.setdefault(m, {})[v] = round(math.exp(lv), 4)
     fit = Fit(launch_us={"nvidia": launch_us, "amd": round(launch_us * AMD_LAUNCH_RATIO, 3)},
@@ -178,6 +189,7 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
               ceilings=ceilings, module_ceilings={m: round(math.exp(v), 4) for m, v in sorted(mod.items())},
               param_exponents={m: {p: round(x, 4) for p, x in sorted(v.items()) if round(x, 4)}
                                for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())},
+              module_exponents={m: {t: x for t, x in sorted(v.items()) if x} for m, v in sorted(term_exps.items())},
               size_ref_ms={m: x for m, x in refs.items() if m in sizes},
               size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
     return fit, err
@@ -190,7 +202,7 @@ def total_error(f: Fit, records: list) -> float:
     return sum(math.log(predict_ms(f, r) / r["measured_ms"]) ** 2 for r in records) / len(records)
 
 
-def fit(records: list, scan_iters: int = 6, **kw) -> Fit:
+def fit(records: list, scan_iters: int = 4, **kw) -> Fit:
     """The fit at the launch floor and extra-launch cost of least total_error on the grid (scanned
     with scan_iters rounds of the alternating fit, the chosen point then fitted in full)."""
     scan = {(a, b): total_error(fit_terms(records, a, b, iters=scan_iters, **kw)[0], records)
