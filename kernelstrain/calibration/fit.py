@@ -205,7 +205,8 @@ def total_error(f: Fit, records: list) -> float:
 def fit(records: list, scan_iters: int = 4, **kw) -> Fit:
     """The fit at the launch floor and extra-launch cost of least total_error on the grid (scanned
     with scan_iters rounds of the alternating fit, the chosen point then fitted in full)."""
-    scan = {(a, b): total_error(fit_terms(records, a, b, iters=scan_iters, **kw)[0], records)
+    short = {**kw, "iters": min(scan_iters, kw.get("iters", scan_iters))}
+    scan = {(a, b): total_error(fit_terms(records, a, b, **short)[0], records)
             for a in LAUNCH_GRID_US for b in EXTRA_GRID_US}
     return fit_terms(records, *min(scan, key=scan.get), **kw)[0]
 
