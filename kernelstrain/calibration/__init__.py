@@ -6,8 +6,10 @@ Package data (refit with `python3 scripts/refit_calibration.py`):
   h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:
-  factor = ceiling[module][variant] * prod over the launch terms t of t ** exponents[impl][t]
+  factor = ceiling[module][variant] * prod over the launch terms t of t ** (exponents[impl][t]
+                                         + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
+           * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
   time = roofline(efficiencies / factor, capped at the measured peaks' share)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its

@@ -4,10 +4,14 @@ A record is one measured candidate with its uncalibrated roofline time:
   {"module", "impl", "variant", "episode", "measured_ms", "core_ms", "launches", "terms", "steps"}
 The fit works in log space: log(measured - launch overhead) - log(core) =
   log ceiling[module][variant] + sum over launch terms t of exponents[impl][t] * log(terms[t])
-  + sum over parameters p of param_exponents[module][p] * steps[p] * log 2,
-alternating shrunk weighted means (variant -> module -> 1.0) for the ceilings with a ridge solve for the
-exponents and a per-module ridge solve (shrunk toward 0) for the parameter exponents; the launch
-floor and the extra-launch cost are picked on a grid by the same error.
+  + sum over the module's steps s of exponent[module][s] * s * log 2,
+where the steps are the parameters' log2(value / default), the launch terms' log2 (`~term`: the
+module's departure from its impl's exponent), each of these again per variant (`p@variant`) and
+the variant's size step (log2 of its roofline floor over the module's reference). It alternates
+shrunk weighted means (variant -> module -> 1.0) for the ceilings, a ridge solve for the impl
+exponents, a per-module ridge solve (shrunk toward 0) for the step exponents and shrunk
+per-episode offsets (dropped at the end); the launch floor and the extra-launch cost are picked
+on a grid by the whole time's error (total_error).
 """
 from __future__ import annotations
 
