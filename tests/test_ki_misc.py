@@ -24,9 +24,7 @@ def test_no_rung_beats_the_roofline_and_the_ladder_pays_off(name):
                 assert r.time_ms >= roofline_floor_ms(m, t, v.path), (name, g, shape, v.tag)
             if shape is m.shapes[len(m.shapes) // 2]:
                 best_ms, _, _ = best_config(m, t)
-                # the search pays off (0.85: the soft memory ceiling keeps the fastest rungs a few % off
-                # the cap: paged_kv_copy_triton's best is 0.81x its flat first rung on A100)
-                assert best_ms < 0.85 * times[m.variants[0].tag], (name, g, shape, times)
+                assert best_ms < 0.8 * times[m.variants[0].tag], (name, g, shape, times)   # the search pays off
 
 
 def test_min_p_check_adapters_fit_each_impl():
