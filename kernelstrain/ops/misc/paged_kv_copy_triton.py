@@ -130,7 +130,9 @@ class PagedKvCopyTriton(PagedKvCopySpec):
     impl = "triton"
     variants = (
         Rung("element_blocks", "flat BLOCK-element programs; each element gathers its pair's (src, dst)",
-             (BLOCK, WARPS), memory_eff=0.7, launch=element_blocks_launch, render=element_blocks_src,
+             # memory_eff 0.55: each element also runs an int64 div and mod by E (emulated, tens of
+             # integer instructions) and two gathered map loads: issue-bound near half the bandwidth
+             (BLOCK, WARPS), memory_eff=0.55, launch=element_blocks_launch, render=element_blocks_src,
              consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs={"off_by_one": {"total": "M * E - 1"}}),
         Rung("page_tile", "program per (pair, BLOCK tile): scalar mapping loads, contiguous tile copies",
              (BLOCK, WARPS), memory_eff=0.84, launch=page_tile_launch, render=page_tile_src,
