@@ -261,6 +261,23 @@ def oom(row: dict) -> bool:
 KEYS = ("file", "status", "module", "impl", "episode", "step", "best", "problem_id")
 
 
+def join_speedups(sols: list, refs: dict) -> None:
+    """speedup_vs_eager / _compile of each correct, timed solution: its own eager timing first,
+    else its problem's in refs (problem_id -> {eager_ms, compile_ms})."""
+    for r in sols:
+        for base in ("eager", "compile"):
+            r.pop(f"speedup_vs_{base}", None)
+            b = (r.get("eager_ms") if base == "eager" else None) or refs.get(r["problem_id"], {}).get(f"{base}_ms")
+            if r.get("correct") and r.get("custom_ms") and b:
+                r[f"speedup_vs_{base}"] = b / r["custom_ms"]
+
+
+def write_rows(path, rows: list) -> None:
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
@@ -409,14 +426,8 @@ def main() -> int:
         return 1 if bad else 0
     ref = {r["problem_id"]: r for r in rows if r.get("kind") == "reference" and "skipped" not in r}
     sols = [r for r in rows if r.get("kind") != "reference" and "skipped" not in r]
-    for r in sols:
-        for base in ("eager", "compile"):
-            b = (r.get("eager_ms") if base == "eager" else None) or ref.get(r["problem_id"], {}).get(f"{base}_ms")
-            if r.get("correct") and r.get("custom_ms") and b:
-                r[f"speedup_vs_{base}"] = b / r["custom_ms"]
-    with open(args.out, "w") as fh:       # again, with the speedups joined in
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
+    join_speedups(sols, ref)
+    write_rows(args.out, rows)            # again, with the speedups joined in
     print(f"\n{len(sols)} of {len(chosen)} chosen solutions ran ({len(ref)} problems timed)\n")
     print(table(sols))
     return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kb_eval import table  # noqa: E402
+from kb_eval import join_speedups, table, write_rows  # noqa: E402
 
 
 def combine(paths: list) -> tuple:
@@ -28,12 +28,7 @@ def combine(paths: list) -> tuple:
                 old.update({k: v for k, v in r.items() if k.endswith("_ms")})
             else:
                 sols[r["file"]] = {**r, "call": n + 1}
-    for r in sols.values():
-        for base in ("eager", "compile"):
-            r.pop(f"speedup_vs_{base}", None)
-            b = (r.get("eager_ms") if base == "eager" else None) or refs.get(r["problem_id"], {}).get(f"{base}_ms")
-            if r.get("correct") and r.get("custom_ms") and b:
-                r[f"speedup_vs_{base}"] = b / r["custom_ms"]
+    join_speedups(list(sols.values()), refs)
     return refs, list(sols.values())
 
 
@@ -44,9 +39,7 @@ def main() -> int:
     a = ap.parse_args()
     refs, sols = combine(a.files)
     if a.out:
-        with open(a.out, "w") as fh:
-            for r in sols:
-                fh.write(json.dumps(r) + "\n")
+        write_rows(a.out, sols)
     print(f"{len(sols)} solutions, {len(refs)} problems with reference timings\n")
     print(table(sols))
     return 0
