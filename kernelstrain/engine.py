@@ -401,7 +401,7 @@ class Episode:
         return r.smem_bytes if what == "smem" else r.regs * knobs.launch(self.m, c.variant, c.params, self.task).threads
 
     def bugs(self, v: Variant) -> list[str]:
-        return [b for b in v.bugs if (v.tag, b) not in self.fixed]
+        return [b for b in v.bugs_for(self.task.dtype) if (v.tag, b) not in self.fixed]
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> list[Step]:

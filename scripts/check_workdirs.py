@@ -106,7 +106,9 @@ def main() -> int:
         return {"workdir": wd.name, "skipped": "budget spent"} if time.time() > deadline else \
             check(wd, a.timeout, a.dry, first[wd])
     with open(a.out, "w") as fh, concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        for row in pool.map(job, wds):
+        # each row written as it completes (a run killed from outside keeps every finished workspace)
+        for future in concurrent.futures.as_completed([pool.submit(job, wd) for wd in wds]):
+            row = future.result()
             rows.append(row)
             fh.write(json.dumps(row) + "\n")
             fh.flush()

@@ -8,8 +8,9 @@
 #   (scripts/sample_workdirs.py output), ROOT/kb/ (a sample of an export: kb_eval.py --write-sample)
 #   DRY=1: no GPU (a CPU machine's rehearsal): build.py --dry, ModelNew's calls, nvcc without linking
 #   SKIP=FILE: kb_eval rows of an earlier call, not run again; WD_ONLY=a,b: only these workdirs;
-#   KB_ARGS: more kb_eval options (e.g. --compile-problems 0); WD_ARGS: more check_workdirs options
-#   (e.g. --compile-count 20)
+#   KB_ARGS: more kb_eval options (e.g. --eager-in-solution --compile-problems 12: eager timed in each
+#   solution's process, torch.compile for 12 problems on a pool of its own); WD_ARGS: more
+#   check_workdirs options (e.g. --compile-count 20)
 set -u
 cd "$(dirname "$0")/.."
 # 8 slots, each allowed 30% of the GPU's memory (most cases need a few GB; kb_eval re-runs the ones

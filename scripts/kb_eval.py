@@ -46,7 +46,7 @@ def allclose(torch, out, ref) -> dict:
     tol = KB_TOL.get(str(ref.dtype), 1e-2)
     o, r = out.float(), ref.float()
     return {"ok": bool(torch.allclose(o, r, atol=tol, rtol=tol)),
-            "max_abs_err": (o - r).abs().nan_to_num(float("inf")).max().item() if o.numel() else 0.0}
+            "max_abs_err": (o - r).abs_().nan_to_num_(float("inf")).max().item() if o.numel() else 0.0}
 
 
 def _load(problem_path, solution_path=None):
@@ -65,10 +65,11 @@ def _load(problem_path, solution_path=None):
 
 
 def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials: int, needs_grad: bool,
-                 tol: dict | list | None) -> dict:
+                 tol: dict | list | None, time_eager: bool = False) -> dict:
     """Runs in the solution's own process: build (no GPU), then correctness over `trials` seeds
-    and the custom timing, inside one GPU slot. `tol` (the op's own class, or one per output) is
-    reported beside KernelBench's verdict (task_tol_ok), to tell a precision difference from a bug."""
+    and the custom timing (and eager Model's, with `time_eager`: no process of its own per
+    problem), inside one GPU slot. `tol` (the op's own class, or one per output) is reported
+    beside KernelBench's verdict (task_tol_ok), to tell a precision difference from a bug."""
     t0 = time.time()
     res = {"compiled": False, "correct": False}
     phase("build")
@@ -99,6 +100,9 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
                     want = harness.as_tuple(ref_model(*inputs))
                     got = harness.as_tuple(new_model(*mine))
                     torch.cuda.synchronize()
+                    # the inputs are not needed past the calls (an in-place output is held by got):
+                    # freed before the comparisons, which need room of their own at 10^9 elements
+                    del inputs, mine
                     checks = [allclose(torch, g, w) for g, w in zip(got, want)] if len(got) == len(want) else \
                         [{"ok": False, "error": f"{len(got)} outputs, reference {len(want)}"}]
                     if tol and len(got) == len(want):    # the op's own tolerance classes, beside KernelBench's
@@ -109,13 +113,13 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
                         res.update(failed_trial=t, outputs=checks)
                         # the reference against itself (fresh inputs, same seed): an op whose reference
                         # is not reproducible within allclose (16-bit atomics) cannot pass KernelBench
-                        del ref_model, new_model, inputs, mine, got
+                        del ref_model, new_model, got
                         torch.cuda.empty_cache()
                         again = harness.as_tuple(harness.make_model(problem.Model, init, seed)(
                             *harness.make_inputs(problem, seed)))
                         res["ref_self_ok"] = all(allclose(torch, a, w)["ok"] for a, w in zip(again, want))
                         return res
-                    del ref_model, new_model, inputs, mine, want, got
+                    del ref_model, new_model, want, got
                 torch.cuda.empty_cache()
             res["correct"] = True
         except Exception as e:  # noqa: BLE001 - a launch or runtime error: incorrect
@@ -126,7 +130,12 @@ def evaluate_one(problem_path: str, solution_path: str, trials: int, perf_trials
             with harness.grad_mode(needs_grad):
                 inputs = harness.make_inputs(problem, 42)
                 model = harness.make_model(solution.ModelNew, init, 42)
-                res["custom_ms"] = harness.Timer().time(lambda: model(*inputs), trials=perf_trials)["median_ms"]
+                timer = harness.Timer()
+                res["custom_ms"] = timer.time(lambda: model(*inputs), trials=perf_trials)["median_ms"]
+                if time_eager:
+                    del model
+                    ref_model = harness.make_model(problem.Model, init, 42)
+                    res["eager_ms"] = timer.time(lambda: ref_model(*inputs), trials=perf_trials)["median_ms"]
         except Exception as e:  # noqa: BLE001
             res["perf_error"] = f"{type(e).__name__}: {e}"[-600:]
     return res
@@ -252,6 +261,23 @@ def oom(row: dict) -> bool:
 KEYS = ("file", "status", "module", "impl", "episode", "step", "best", "problem_id")
 
 
+def join_speedups(sols: list, refs: dict) -> None:
+    """speedup_vs_eager / _compile of each correct, timed solution: its own eager timing first,
+    else its problem's in refs (problem_id -> {eager_ms, compile_ms})."""
+    for r in sols:
+        for base in ("eager", "compile"):
+            r.pop(f"speedup_vs_{base}", None)
+            b = (r.get("eager_ms") if base == "eager" else None) or refs.get(r["problem_id"], {}).get(f"{base}_ms")
+            if r.get("correct") and r.get("custom_ms") and b:
+                r[f"speedup_vs_{base}"] = b / r["custom_ms"]
+
+
+def write_rows(path, rows: list) -> None:
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
@@ -306,6 +332,11 @@ def main() -> int:
     ap.add_argument("--oom-retry", type=float, default=60.0,
                     help="solutions that ran out of their memory share run again, one at a time with most of "
                     "the GPU, until this many seconds after --budget")
+    ap.add_argument("--eager-in-solution", action="store_true",
+                    help="each solution times eager Model in its own process; reference processes only for "
+                    "torch.compile, for the first --compile-problems problems not timed in --skip, --ref-jobs at once")
+    ap.add_argument("--ref-jobs", type=int, default=3, help="with --eager-in-solution: torch.compile timings at once "
+                    "(CPU work inside a GPU slot)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry", action="store_true", help="no GPU: check imports, ModelNew's calls and the CUDA "
                     "compiles of the chosen solutions (kernelstrain.workdir.dry)")
@@ -329,9 +360,11 @@ def main() -> int:
     os.environ.setdefault("KS_GPU_SLOTS", str(args.gpu_slots))
     deadline = time.time() + args.budget
     pids = list(dict.fromkeys(s["problem_id"] for s in chosen))
+    compiled_refs = [p for p in pids if f"ref:{p}" not in have][:args.compile_problems]
     jobs = []          # each problem's reference timing just before its first solution
     for s in chosen:
-        if not args.dry and f"ref:{s['problem_id']}" not in have and ("ref", s["problem_id"]) not in jobs:
+        wanted = s["problem_id"] in compiled_refs if args.eager_in_solution else f"ref:{s['problem_id']}" not in have
+        if not args.dry and wanted and ("ref", s["problem_id"]) not in jobs:
             jobs.append(("ref", s["problem_id"]))
         if s["file"] not in have:
             jobs.append(("sol", s))
@@ -344,9 +377,9 @@ def main() -> int:
             if time.time() > deadline:
                 return {"file": f"ref:{x}", "kind": "reference", "problem_id": x, "skipped": "budget spent"}
             p = problems[x]
-            res = run_sub("--ref", [kb / p["file"], json.dumps({"perf_trials": args.perf_trials,
-                          "needs_grad": p.get("needs_grad", False), "compile_too": pids.index(x) < args.compile_problems})],
-                          args.case_timeout)
+            compile_too = x in compiled_refs if args.eager_in_solution else pids.index(x) < args.compile_problems
+            res = run_sub("--ref", [kb / p["file"], json.dumps({"perf_trials": args.perf_trials, "compile_too": compile_too,
+                          "needs_grad": p.get("needs_grad", False)})], args.case_timeout)
             return {"file": f"ref:{x}", "kind": "reference", "problem_id": x, **res}
         row = {k: x.get(k) for k in KEYS}
         wait_for_pch(x["impl"])
@@ -354,17 +387,22 @@ def main() -> int:
             return {**row, "compiled": False, "correct": False, "skipped": "budget spent"}
         p = problems[x["problem_id"]]
         opts = {"trials": args.trials, "perf_trials": args.perf_trials, "needs_grad": p.get("needs_grad", False),
-                "tol": p.get("output_tolerances") or p.get("tolerance")}
+                "tol": p.get("output_tolerances") or p.get("tolerance"), "time_eager": args.eager_in_solution}
         if args.dry:
             res = run_sub("--dry-one", [kb / p["file"], kb / x["file"], json.dumps({"row": p})], args.case_timeout)
         else:
             res = run_sub("--one", [kb / p["file"], kb / x["file"], json.dumps(opts)], args.case_timeout)
         return {**row, "compiled": False, "correct": False, **res}
     rows = [r for r in done if "skipped" not in r]
-    with open(args.out, "w") as fh, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+    with open(args.out, "w") as fh, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool, \
+            concurrent.futures.ThreadPoolExecutor(args.ref_jobs) as ref_pool:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
-        for i, row in enumerate(pool.map(job, jobs)):
+        # each row written as it completes (a run killed from outside keeps every finished case)
+        futures = [(ref_pool if kind == "ref" and args.eager_in_solution else pool).submit(job, (kind, x))
+                   for kind, x in jobs]
+        for i, future in enumerate(concurrent.futures.as_completed(futures)):
+            row = future.result()
             rows.append(row)
             fh.write(json.dumps(row) + "\n")
             fh.flush()
@@ -388,14 +426,8 @@ def main() -> int:
         return 1 if bad else 0
     ref = {r["problem_id"]: r for r in rows if r.get("kind") == "reference" and "skipped" not in r}
     sols = [r for r in rows if r.get("kind") != "reference" and "skipped" not in r]
-    for r in sols:
-        for base in ("eager", "compile"):
-            b = ref.get(r["problem_id"], {}).get(f"{base}_ms")
-            if r.get("correct") and r.get("custom_ms") and b:
-                r[f"speedup_vs_{base}"] = b / r["custom_ms"]
-    with open(args.out, "w") as fh:       # again, with the speedups joined in
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
+    join_speedups(sols, ref)
+    write_rows(args.out, rows)            # again, with the speedups joined in
     print(f"\n{len(sols)} of {len(chosen)} chosen solutions ran ({len(ref)} problems timed)\n")
     print(table(sols))
     return 0

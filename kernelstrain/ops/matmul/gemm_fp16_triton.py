@@ -6,7 +6,7 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 """
 from ..base import (KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
                     triton_stage_buffers)
-from .gemm_fp16_spec import ENTRY, GemmFp16Spec
+from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128, 256), 128)
@@ -261,27 +261,27 @@ class GemmFp16Triton(GemmFp16Spec):
              (Param("BLOCK_M", (16, 32), 32), Param("BLOCK_N", (16, 32, 64), 32), Param("BLOCK_K", (8, 16), 8)),
              path="fp32", compute_eff=0.12, memory_eff=0.5, smem="dynamic", launch=tile_launch(0.8, "broadcast"),
              render=broadcast_sum_src, consts=tile_consts,
-             bugs={"half_accumulator": {"acc": ("c_ptr.dtype.element_ty",
+             bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ("c_ptr.dtype.element_ty",
                                                 "acc += tl.sum(prod, axis=1).to(c_ptr.dtype.element_ty)")},
                    "off_by_one": SHORT_K}),
         Rung("tl_dot_blocked", "tl.dot on BMxBK and BKxBN tiles (tensor cores), row-major program order, no pipelining",
              (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64), BLOCK_K),
              path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=tile_launch(0.85),
-             render=dot_src(False), consts=tile_consts, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+             render=dot_src(False), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share A rows and B columns in L2",
              (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)),
              path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", launch=tile_launch(0.95),
-             render=dot_src(True), consts=tile_consts, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
+             render=dot_src(True), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
              (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
              path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined"),
              render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
-             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+             bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",
              (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
              path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
-             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
+             bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
     )
 
     def assemble(self, kernel, variant, params, task):

@@ -12,6 +12,7 @@ from functools import partial
 
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_stage_buffers
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
+from ..matmul.gemm_fp16_spec import HALF_BF16
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
@@ -21,8 +22,7 @@ KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr
                "TOPK: tl.constexpr,\n                        ")
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
 ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, tl.trans(b), acc)")
-ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)",
-         "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
+ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)", "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
 K_TILES = "tl.cdiv(K, BLOCK_K)"
 # upper bound on m-blocks without a host sync: every expert adds at most one partial block
 COMPACT_GRID = "((triton.cdiv(sorted_ids.numel(), {bm}) + {E}) * triton.cdiv(N, {bn}),)"
@@ -268,24 +268,24 @@ class GroupedGemmTriton(GroupedGemmSpec):
         Rung("row_per_program", "one program per (row, N block): expert found by comparing offsets, CUDA-core dot",
              (Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64)), path="fp32",
              compute_eff=0.1, memory_eff=0.6, launch=row_per_program_launch, render=row_per_program_src,
-             consts=base_consts, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc_t": "y_ptr.dtype.element_ty"}}),
+             consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc_t": "y_ptr.dtype.element_ty"}}),
         Rung("expert_grid_dot", "tl.dot tiles; grid = E x ceil(T / BLOCK_M) m-blocks, programs past an expert's rows exit",
              (BM, BN, Param("BLOCK_K", (32, 64), 32)), path="fp16", compute_eff=0.42, memory_eff=0.75,
              smem="dynamic", launch=tile_launch(0.5, "grid"), render=expert_grid_dot_src, consts=grid_consts,
-             bugs={"off_by_one": {"k_tiles": K_TILES + " - 1"}, "half_accumulator": {"acc": ACC16}}),
+             bug_dtypes=HALF_BF16, bugs={"off_by_one": {"k_tiles": K_TILES + " - 1"}, "half_accumulator": {"acc": ACC16}}),
         Rung("block_lookup", "compact grid: each program finds its expert from a cumsum of per-expert block counts; pipelined",
              (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.62,
              memory_eff=0.85, smem="dynamic", launch=tile_launch(0.5), render=block_lookup_src, consts=base_consts,
-             bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
+             bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("m_fastest_order", "m-blocks fastest in program order: resident programs share w[e] tiles in L2",
              (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.66,
              memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
-             consts=base_consts, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
+             consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
              (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
              path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
-             bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
+             bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
     )
 
     def assemble(self, kernel, variant, params, task):

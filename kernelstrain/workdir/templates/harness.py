@@ -13,6 +13,9 @@ from pathlib import Path
 import torch
 
 L2_FLUSH_BYTES = 256 << 20          # larger than any current GPU's L2 (H200: 60 MB)
+# elements compare() turns into float64 at once: whole, the copies of a 3.2e9-element fp32
+# gradient (out, ref, |out - ref|, the bound: 24 GiB each) ran the H200 out of memory
+COMPARE_CHUNK = 1 << 25
 
 
 def load_module(path, name):
@@ -61,35 +64,54 @@ def viewed(out, ref, tol):
     return out.view(dtype), ref.view(dtype)
 
 
+def _pieces(t):
+    """(start, view) pieces of t along dim 0, about COMPARE_CHUNK elements each, whole rows."""
+    if t.dim() == 0 or t.numel() <= COMPARE_CHUNK:
+        return [(0, t)]
+    per = max(1, COMPARE_CHUNK // max(1, t[0].numel()))
+    return [(i * per, p) for i, p in enumerate(t.split(per))]
+
+
 def compare(out, ref, tol):
     """Elementwise |out - ref| <= atol + atol_rel * rms(ref) + rtol * |ref| (rms per row when
     tol['row']), every element finite where the reference is, and ||out - ref|| / ||ref|| <= l2
-    when tol has 'l2'. A dict: ok, nbad, max_abs_err, rel_l2_err, and the first bad element."""
+    when tol has 'l2'. A dict: ok, nbad, max_abs_err, rel_l2_err, and the first bad element.
+    Works in float64 a piece at a time (see COMPARE_CHUNK)."""
     if not torch.is_tensor(out):
         return {"ok": False, "error": f"output is {type(out).__name__}, not a tensor"}
     if tuple(out.shape) != tuple(ref.shape):
         return {"ok": False, "error": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"}
     if out.dtype != ref.dtype:
         return {"ok": False, "error": f"dtype {out.dtype} != reference {ref.dtype}"}
-    o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
-    diff = (o - r).abs()
-    finite = torch.isfinite(r)
-    rms = r[finite].pow(2).mean().sqrt() if finite.any() else torch.zeros((), dtype=torch.float64, device=r.device)
-    scale = rms
-    if tol.get("row") and r.dim():
-        scale = torch.where(finite, r, 0).pow(2).mean(-1, keepdim=True).sqrt().clamp(min=rms.item())
-    bound = tol.get("atol", 0.0) + tol.get("atol_rel", 0.0) * scale + tol.get("rtol", 0.0) * r.abs()
-    bad = ~((diff <= bound) | (o == r))          # NaN in the output is always bad
-    nbad = int(bad.sum().item())
-    ok_diff = torch.where(finite & torch.isfinite(o), diff, 0)
-    ref_norm = torch.where(finite, r, 0).norm().item()
-    rel = ok_diff.norm().item() / ref_norm if ref_norm > 0 else ok_diff.norm().item()
-    res = {"ok": nbad == 0 and rel <= tol.get("l2", float("inf")), "nbad": nbad, "numel": o.numel(),
-           "max_abs_err": ok_diff.max().item() if o.numel() else 0.0, "rel_l2_err": rel}
-    if nbad:
-        idx = tuple(bad.nonzero()[0].tolist())
-        res.update(first_bad=list(idx), got=o[idx].item(), want=r[idx].item())
-    elif not res["ok"]:
+    out, ref = out.detach(), ref.detach()
+    sq, count = 0.0, 0
+    for _, r in _pieces(ref):
+        r = r.to(torch.float64)
+        finite = torch.isfinite(r)
+        sq, count = sq + torch.where(finite, r, 0).pow(2).sum().item(), count + int(finite.sum().item())
+    rms = (sq / count) ** 0.5 if count else 0.0
+    # a 1-D row is the whole tensor, whose row scale is the rms: pieces of it keep that scale
+    rows = tol.get("row") and ref.dim() > 1
+    nbad, err_sq, max_err, res = 0, 0.0, 0.0, {}
+    for (start, o), (_, r) in zip(_pieces(out), _pieces(ref)):
+        o, r = o.to(torch.float64), r.to(torch.float64)
+        diff, finite = (o - r).abs(), torch.isfinite(r)
+        scale = torch.where(finite, r, 0).pow(2).mean(-1, keepdim=True).sqrt().clamp(min=rms) if rows else rms
+        bound = tol.get("atol", 0.0) + tol.get("atol_rel", 0.0) * scale + tol.get("rtol", 0.0) * r.abs()
+        bad = ~((diff <= bound) | (o == r))          # NaN in the output is always bad
+        n = int(bad.sum().item())
+        if n and not nbad:
+            idx = tuple(bad.nonzero()[0].tolist())
+            res.update(first_bad=[idx[0] + start, *idx[1:]] if idx else [], got=o[idx].item(), want=r[idx].item())
+        nbad += n
+        ok_diff = torch.where(finite & torch.isfinite(o), diff, 0)
+        err_sq += ok_diff.pow(2).sum().item()
+        max_err = max(max_err, ok_diff.max().item() if o.numel() else 0.0)
+    ref_norm = sq ** 0.5
+    rel = err_sq ** 0.5 / ref_norm if ref_norm > 0 else err_sq ** 0.5
+    res = {"ok": nbad == 0 and rel <= tol.get("l2", float("inf")), "nbad": nbad, "numel": out.numel(),
+           "max_abs_err": max_err, "rel_l2_err": rel, **res}
+    if not nbad and not res["ok"]:
         res["error"] = f"relative L2 error {rel:.3g} > {tol['l2']:.3g}"
     return res
 
