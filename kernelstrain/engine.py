@@ -260,7 +260,8 @@ class Episode:
         ladder from the best (or anything above once the runnable rungs are done)."""
         here, ups = self.pos[self.best.variant.tag], self.ups()
         nxt = self.pos[ups[0].tag] if ups else len(self.ladder)
-        return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + 2
+        reach = max(2, self.search.limit_rungs)
+        return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + reach
                 and not v.needs & self.limits.missing]
 
     def over_limit(self, error_class: str) -> list[Candidate]:

@@ -61,3 +61,26 @@ class Limits:
     def known_to_fail(self, tag: str, need: dict) -> bool:
         """A config of rung `tag` needing `need` asks for at least what already failed."""
         return any(need[res] >= self.failed[(tag, res)] for res in RESOURCES if (tag, res) in self.failed)
+
+
+def replay(module, task, steps) -> tuple[int, int, int]:
+    """(limit failures, dominated repeats, arch repeats) of a session's steps (dicts with
+    status, failure, tag and params as a dict): a dominated repeat fails a limit on a rung and
+    resource that already failed at no larger demand; an arch repeat fails on a feature an
+    earlier arch failure showed missing. The engine makes neither."""
+    memory, hits, dominated, arch_again = Limits(), 0, 0, 0
+    for s in steps:
+        if s["status"] != "compile_error":
+            continue
+        variant = module.variant(s["tag"])
+        if s["failure"] == "arch":
+            lacks = variant.needs - task.gpu.features
+            arch_again += bool(lacks & memory.missing)
+            memory.missing |= lacks
+            continue
+        hit = overflow(module, variant, s["params"], task) if s["failure"] in ("smem", "resources") else None
+        if hit is not None:
+            hits += 1
+            dominated += memory.hit(s["tag"], hit[0]) and memory.failed[(s["tag"], hit[0])] <= hit[1]
+            memory.learn(s["tag"], *hit)
+    return hits, dominated, arch_again

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain.fields import as_dict  # noqa: E402
-from kernelstrain.limits import overflow  # noqa: E402
+from kernelstrain.limits import replay  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
@@ -27,25 +27,9 @@ def session_limits(row: dict) -> tuple[int, int, int, int]:
     """(limit failures, dominated repeats, compile errors, arch repeats) of one session."""
     module = REGISTRY[row["module"]]
     task = make_task(module, row["gpu"], row["dtype"], as_dict(row["shape"]))
-    failed, missing, hits, dominated, errors, arch_again = {}, set(), 0, 0, 0, 0
-    for s in row["trace"]:
-        if s["status"] != "compile_error":
-            continue
-        errors += 1
-        variant = module.variant(s["tag"])
-        if s["failure"] == "arch":
-            needs = variant.needs - task.gpu.features
-            arch_again += bool(needs & missing)
-            missing |= needs
-            continue
-        hit = overflow(module, variant, as_dict(s["params"]), task) if s["failure"] in ("smem", "resources") else None
-        if hit is None:
-            continue
-        hits += 1
-        key = (s["tag"], hit[0])
-        dominated += key in failed and failed[key] <= hit[1]
-        failed[key] = min(hit[1], failed.get(key, hit[1]))
-    return hits, dominated, errors, arch_again
+    steps = [{**s, "params": as_dict(s["params"])} for s in row["trace"]]
+    hits, dominated, arch_again = replay(module, task, steps)
+    return hits, dominated, sum(s["status"] == "compile_error" for s in steps), arch_again
 
 
 def main(argv=None) -> int:
