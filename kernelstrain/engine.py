@@ -515,11 +515,11 @@ class Episode:
                 self.pending = Candidate(cand.variant, {**cand.params, **slips})
             elif failure in ("smem", "resources"):     # a limit hit: learnt, and backed off from next
                 hit = self.overflow(cand)
-                if hit is not None:
+                if hit is not None and self.search.learn_limits:
                     self.limits.learn(cand.variant.tag, *hit)
-                    if self.search.backoff:
-                        self.over = (cand.clean(), hit[0])
-            elif failure == "arch":
+                if hit is not None and self.search.backoff:
+                    self.over = (cand.clean(), hit[0])
+            elif failure == "arch" and self.search.learn_limits:
                 self.limits.missing |= cand.variant.needs - self.task.gpu.features
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
                 self.pending = cand.clean()
