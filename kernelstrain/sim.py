@@ -89,14 +89,18 @@ def sm_coverage(launch: Launch, gpu: GPU) -> float:
     return min(1.0, SM_BW_SHARE_CAP * min(gpu.sms, launch.grid) / gpu.sms)
 
 
+def in_flight_ratio(launch: Launch, gpu: GPU) -> float:
+    """Bytes the resident grid keeps in flight over the bandwidth-latency product (Little's law), at most 1."""
+    resident_blocks = min(launch.grid, gpu.sms * blocks_per_sm(launch, gpu))
+    in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
+    return min(1.0, in_flight / (gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]))
+
+
 def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, float]:
     """(e_c, e_m) for one candidate on one GPU."""
     bps = blocks_per_sm(launch, gpu)
-    resident_blocks = min(launch.grid, gpu.sms * bps)
     # memory: bytes in flight vs. bandwidth-latency product, and SM coverage
-    in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
-    needed = gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]
-    latency_factor = min(1.0, in_flight / needed) ** 0.7
+    latency_factor = in_flight_ratio(launch, gpu) ** 0.7
     e_m = variant.memory_eff * min(latency_factor, sm_coverage(launch, gpu))
     # compute: wave quantization over the SM slots the grid really fills (a grid smaller
     # than one full wave is limited by its busiest SM), warps available to hide latency
@@ -139,12 +143,13 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,
                    factor: float = 1.0) -> tuple[float, float, float]:
     """(compute, memory, same-address atomics) seconds of one candidate whose efficiencies are
-    divided by `factor` (its calibration) and capped at the ceilings measured on the H200."""
+    divided by `factor` (its calibration) and capped at the ceilings measured on the H200 (the
+    memory one softly: Fit.soft_cap)."""
     gpu = task.gpu
     cost = module.cost(task)
     e_c, e_m = efficiencies(variant, launch, gpu)
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
-    e_m = min(e_m / factor, FIT.memory_cap)
+    e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
     t_memory = cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12 * e_m)
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
@@ -152,8 +157,9 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
     t_compute, t_memory, _ = roofline_terms(module, variant, launch, task)
-    terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory)
-    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()))
+    terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu))
+    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()),
+                             roofline_floor_ms(module, task, variant.path))
     core_s = max(roofline_terms(module, variant, launch, task, factor))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 

@@ -59,6 +59,7 @@ def _synthetic(truth: Fit, n_per=6):
                      "episode": f"e{m}-{i % 3}", "core_ms": 10 ** rng.uniform(-2, 0.5), "launches": 1 + (i % 2),
                      "terms": {t: rng.choice([0.25, 0.5, 1.0, 2.0]) for t in TERMS},
                      "steps": {"BLOCK": rng.choice([-1.0, 0.0, 1.0, 2.0]), "stages": rng.choice([0.0, 1.0])}}
+                r["work_ms"] = r["core_ms"]
                 r["measured_ms"] = predict_ms(truth, r)
                 rows.append(r)
     return rows
@@ -69,17 +70,50 @@ def test_fit_recovers_known_ceilings_exponents_and_launch_floor():
                 exponents={"cuda": {"coverage": -0.3, "tile_quant": 0.15}, "triton": {"threads": 0.2}},
                 param_exponents={"m1": {"BLOCK": -0.25}, "m2": {"stages": 0.3}},
                 ceilings={f"m{m}": {f"v{v}": round(0.5 + 0.4 * m + 0.7 * v, 2) for v in range(3)} for m in range(8)})
-    got = fit(_synthetic(truth), k_module=0.0, k_variant=0.0, ridge=0.0, k_param=0.0, iters=60)
+    rows = _synthetic(truth, n_per=18)       # more rows per variant than the variant has free terms
+    got = fit(rows, k_module=0.0, k_variant=0.0, ridge=0.0, k_param=1e-6, k_episode=None, iters=30)
     assert got.launch_us["nvidia"] == 2.0 and got.extra_launch_us["nvidia"] == 4.0
-    assert got.exponents["cuda"]["coverage"] == pytest.approx(-0.3, abs=1e-3)
-    assert got.exponents["cuda"]["tile_quant"] == pytest.approx(0.15, abs=1e-3)
-    assert got.exponents["triton"]["threads"] == pytest.approx(0.2, abs=1e-3)
-    assert got.param_exponents["m1"]["BLOCK"] == pytest.approx(-0.25, abs=1e-3)
-    assert got.param_exponents["m2"]["stages"] == pytest.approx(0.3, abs=1e-3)
-    assert "m3" not in got.param_exponents
+
+    def exponent(m, impl, v, t):     # the impl's, the module's departure and the variant's
+        own = got.module_exponents.get(m, {})
+        return got.exponents[impl][t] + own.get(t, 0.0) + own.get(f"{t}@{v}", 0.0)
+
+    def param(m, v, p):
+        own = got.param_exponents.get(m, {})
+        return own.get(p, 0.0) + own.get(f"{p}@{v}", 0.0)
+    for v in ("v0", "v1", "v2"):
+        assert exponent("m1", "cuda", v, "coverage") == pytest.approx(-0.3, abs=2e-3)
+        assert exponent("m3", "cuda", v, "tile_quant") == pytest.approx(0.15, abs=2e-3)
+        assert exponent("m0", "triton", v, "threads") == pytest.approx(0.2, abs=2e-3)
+        assert param("m1", v, "BLOCK") == pytest.approx(-0.25, abs=2e-3)
+        assert param("m2", v, "stages") == pytest.approx(0.3, abs=2e-3)
+        assert param("m3", v, "BLOCK") == pytest.approx(0.0, abs=2e-3)
+    for r in random.Random(1).sample(rows, 20):
+        assert predict_ms(got, r) == pytest.approx(r["measured_ms"], rel=2e-3)
     for m, by_variant in truth.ceilings.items():
         for v, c in by_variant.items():
-            assert got.ceiling(m, v) == pytest.approx(c, rel=1e-3)
+            assert got.ceiling(m, v) == pytest.approx(c, rel=2e-3)
+
+
+def test_fit_recovers_a_variants_size_exponent():
+    """A variant whose time grows slower than its roofline (size exponent -0.2) is found, others stay 0."""
+    truth = Fit(launch_us={"nvidia": 2.0, "amd": 2.5}, extra_launch_us={"nvidia": 4.0, "amd": 5.0},
+                size_exponents={"m1": {"v2": -0.2}}, size_ref_ms={"m1": 0.1})
+    rows = _synthetic(truth, n_per=12)
+    for r in rows:
+        r["steps"] = {}
+        r["measured_ms"] = predict_ms(truth, r)
+    got, _ = fit_terms(rows, 2.0, 4.0, k_module=0.0, k_variant=0.0, ridge=1e9, k_param=1e-6, k_episode=None, iters=40)
+    assert got.size_exponents["m1"]["v2"] == pytest.approx(-0.2, abs=0.01)
+    assert abs(got.size_exponents["m1"].get("v0", 0.0)) < 0.01 and abs(got.size_exponents["m4"].get("v2", 0.0)) < 0.01
+
+
+def test_soft_memory_cap_keeps_fast_candidates_apart_and_under_the_cap():
+    cap = FIT.memory_cap
+    effs = [0.5 * cap, cap, 1.3 * cap, 3 * cap]
+    got = [Fit.soft_cap(e, cap) for e in effs]
+    assert all(a < b for a, b in zip(got, got[1:])) and all(g < cap for g in got)
+    assert got[0] == pytest.approx(effs[0], rel=1e-3) and got[-1] == pytest.approx(cap, rel=1e-3)
 
 
 def test_shrinkage_pulls_rare_variants_toward_their_module():
