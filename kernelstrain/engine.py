@@ -20,6 +20,7 @@ from functools import cached_property
 from . import knobs, messages
 from .clock import Clock
 from .ledger import Ledger
+from .limits import Limits, demand, overflow
 from .mutations import find_typo
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
@@ -103,7 +104,7 @@ class Episode:
         self.rungs = [v for v in above if not (v.needs - gpu.features)]
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
-        self._true_ms, self._codes, self._grids, self._limits = {}, {}, {}, {}
+        self._true_ms, self._codes, self._grids, self._limits, self._needs = {}, {}, {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -115,7 +116,8 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
         self.pending: Candidate | None = None          # a failed typo/bug attempt to fix
-        self.over: tuple | None = None                 # (candidate, class) of the last limit failure
+        self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
+        self.limits = Limits()                         # what failed a limit, features missing here
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise
         self.confirmed: dict = {}                      # code -> re-measurements asked for
@@ -258,7 +260,9 @@ class Episode:
         ladder from the best (or anything above once the runnable rungs are done)."""
         here, ups = self.pos[self.best.variant.tag], self.ups()
         nxt = self.pos[ups[0].tag] if ups else len(self.ladder)
-        return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + 2]
+        reach = max(2, self.search.limit_rungs)
+        return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + reach
+                and not v.needs & self.limits.missing]
 
     def over_limit(self, error_class: str) -> list[Candidate]:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
@@ -273,7 +277,9 @@ class Episode:
         key = (v.tag, error_class)
         if key not in self._limits:
             self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
-        return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"]
+        # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
+        return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
+                and not self.limits.hit(v.tag, self.overflow(c)[0]) and not self.known_to_fail(c)]
 
     def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
@@ -379,10 +385,11 @@ class Episode:
 
     def propose_backoff(self) -> Candidate | None:
         """After a limit failure: the failed config with one parameter one value smaller in what
-        overflowed (shared memory, or registers x threads), as an engineer reading the log would
-        try next; it may still not fit, and then the build or launch fails again."""
-        (c, what), self.over = self.over, None
-        need, moves = self._demand(c, what), []
+        overflowed (shared memory, threads, or registers x threads), as an engineer reading the
+        log would try next; it may still not fit, and then the build or launch fails again."""
+        (c, resource), self.over = self.over, None
+        what = "smem" if resource == "smem" else "resources"
+        need, moves = self.need(c)[resource], []
         for name in self.tunable(c.variant):
             p = knobs.param(c.variant, name)
             i = p.values.index(c.params[name])
@@ -390,15 +397,26 @@ class Episode:
                 if 0 <= j < len(p.values):
                     o = Candidate(c.variant, {**c.params, name: p.values[j]})
                     if o.key not in self.tried and self.code(o) not in self.measured \
-                            and kind_of(o, self.best, False) != "rebench" and self._demand(o, what) < need \
-                            and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
+                            and kind_of(o, self.best, False) != "rebench" and self.need(o)[resource] < need \
+                            and not self.known_to_fail(o) and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
                         moves.append(o)
         return self.rng.choice(moves) if moves else None
 
-    def _demand(self, c: Candidate, what: str) -> int:
-        """Shared memory per block, or registers x threads of a block."""
-        r = self.sim(c)
-        return r.smem_bytes if what == "smem" else r.regs * knobs.launch(self.m, c.variant, c.params, self.task).threads
+    def need(self, c: Candidate) -> dict:
+        """What `c` asks of each per-block limit (limits.demand)."""
+        if c.key not in self._needs:
+            self._needs[c.key] = demand(self.m, c.variant, c.params, self.task)
+        return self._needs[c.key]
+
+    def overflow(self, c: Candidate) -> tuple[str, int] | None:
+        key = ("overflow", c.key)
+        if key not in self._needs:
+            self._needs[key] = overflow(self.m, c.variant, c.params, self.task)
+        return self._needs[key]
+
+    def known_to_fail(self, c: Candidate) -> bool:
+        """`c` asks at least as much of a limit as a config of its rung that already failed it."""
+        return self.limits.known_to_fail(c.variant.tag, self.need(c))
 
     def bugs(self, v: Variant) -> list[str]:
         return [b for b in v.bugs_for(self.task.dtype) if (v.tag, b) not in self.fixed]
@@ -495,8 +513,14 @@ class Episode:
             if slips:                                  # a launch-bound or opt-in slip: write it right next
                 self.slipped += 1
                 self.pending = Candidate(cand.variant, {**cand.params, **slips})
-            elif failure in ("smem", "resources") and self.search.backoff:   # a limit hit: back off next
-                self.over = (cand.clean(), failure)
+            elif failure in ("smem", "resources"):     # a limit hit: learnt, and backed off from next
+                hit = self.overflow(cand)
+                if hit is not None and self.search.learn_limits:
+                    self.limits.learn(cand.variant.tag, *hit)
+                if hit is not None and self.search.backoff:
+                    self.over = (cand.clean(), hit[0])
+            elif failure == "arch" and self.search.learn_limits:
+                self.limits.missing |= cand.variant.needs - self.task.gpu.features
             if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
                 self.pending = cand.clean()
                 if cand.bug is not None:

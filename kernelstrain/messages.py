@@ -207,6 +207,26 @@ def optin_error(task: Task) -> str:
             "reported at some other API call, so the stacktrace below might be incorrect.")
 
 
+def fails_at_launch(failure: str | None, error: str | None) -> bool:
+    """Whether a compile_error step's tool accepted the code and the launch failed: a block the
+    hardware cannot hold (`resources`), or a shared-memory request the runtime refuses (`smem`
+    whose text is the runtime's, above: a dynamic request over the cap, a missing opt-in);
+    ptxas, the AMDGPU backend and Triton report their shared-memory overflows, and every
+    arch and syntax failure, at build time. The one test for feedback and verify alike.
+
+    >>> fails_at_launch("smem", "RuntimeError: CUDA error: invalid argument")
+    True
+    >>> fails_at_launch("syntax", 'x.cu(9): error: identifier "n" is undefined\\n  cudaFuncSetAttribute(k, '
+    ...                 'cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed')
+    False
+    """
+    if failure == "resources":
+        return True
+    first = (error or "").split("\n", 1)[0]
+    return failure == "smem" and (first.startswith("RuntimeError: ")
+                                  or "MaxDynamicSharedMemorySize" in first and ") failed: " in first)
+
+
 # -- runtime faults and correctness reports ------------------------------------------
 
 def fault_text(bug: str, module: OpModule, task: Task, rng) -> str:
@@ -303,8 +323,7 @@ def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> s
     head = f"{stamp}Step {k} ({step['kind']}): "
     best = best_line(step["best_ms"], baseline_ms, verdict.best_step)
     if status == "compile_error":
-        what = "launch failed" if step["failure"] == "resources" or "MaxDynamicSharedMemorySize" in step["error"] \
-            else "compile error"
+        what = "launch failed" if fails_at_launch(step["failure"], step["error"]) else "compile error"
         return f"{head}{what}.\n{step['error']}\nReverted. {best}"
     if status == "wrong_result":
         what = "crashed in the correctness run" if step["failure"] == "fault" else "wrong result"

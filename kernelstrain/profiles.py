@@ -62,6 +62,8 @@ class Search:
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
     backoff: float = 0.0            # probability of answering a limit failure (smem, resources) by
                                     # backing one parameter off one value (engine.propose_backoff)
+    learn_limits: bool = False      # the feasibility memory (limits.py): a limit or arch failure is
+                                    # not repeated (off: the default profile's figures are tuned without it)
     typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
     owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung

@@ -26,6 +26,7 @@ from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, 
 from .errors import DataError, UsageError
 from .fields import as_dict
 from .gpus import GPUS
+from .messages import fails_at_launch
 from .ops import REGISTRY
 from .plan import seeded_rng
 from .sessions import SESSIONS_FILE
@@ -36,12 +37,10 @@ from .writers import FILES, check_report_path, write_text_atomic
 LAUNCH_TIME = "launch"   # dynamic smem over the cap, a block too big: the compiler accepts it, the launch fails
 
 
-def recorded_class(error: str) -> str:
-    # the runtime's words, not a compiler diagnostic that quotes the opt-in line of the source
-    if "MaxDynamicSharedMemorySize" in error and ") failed" in error or "requested for launch" in error \
-            or "invalid configuration argument" in error or "CUDA error: invalid argument" in error:
-        return LAUNCH_TIME
-    return classify(error)
+def recorded_class(error: str, failure: str | None) -> str:
+    """What the record says the tools do with the code: LAUNCH_TIME (it builds, the launch
+    fails; messages.fails_at_launch, as the feedback says), else the compiler's error class."""
+    return LAUNCH_TIME if fails_at_launch(failure, error) else classify(error)
 
 
 def _rows(data: Path):
@@ -138,7 +137,7 @@ def judge(r: dict) -> list[str]:
     if status in ("ok", "wrong_result") and not r["compiled"]:
         problems.append(f"{status} candidate does not compile: {r['log'].strip().splitlines()[-1] if r['log'] else ''}")
     if status == "compile_error":
-        want = recorded_class(r["error"])
+        want = recorded_class(r["error"], r["failure"])
         if want == LAUNCH_TIME:
             if not r["compiled"]:
                 problems.append("a launch-time failure should compile and fail at launch, but did not compile")
@@ -179,7 +178,7 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
             s = steps[i]
             job_list.append({"line": n, "step": s["step"], "module": ep["module"], "gpu": ep["gpu"],
                              "dtype": ep["dtype"], "shape": ep["shape"], "tag": s["tag"], "params": s["params"],
-                             "status": s["status"], "error": s["error"], "code": s["code"],
+                             "status": s["status"], "failure": s["failure"], "error": s["error"], "code": s["code"],
                              "smem_bytes": s["smem_bytes"]})
     _check_compilers(job_list)
     jobs = jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)

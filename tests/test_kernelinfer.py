@@ -190,6 +190,25 @@ def test_optin_slip_drops_the_dynamic_smem_opt_in_and_fails_past_48_kb():
     r = simulate(m, ext, {**big, "optin": 1}, task)
     assert not r.ok and r.error_class == "smem" and "CUDA error: invalid argument" in r.error
     from kernelstrain.verify import recorded_class
-    assert recorded_class(r.error) == "launch"
+    assert recorded_class(r.error, r.error_class) == "launch"
     if small is not None:
         assert simulate(m, ext, {**small, "optin": 1}, task).ok
+
+
+def test_a_session_never_repeats_a_limit_failure_it_has_learnt():
+    """The feasibility memory (limits.py): sessions that on the engine before it failed the
+    same rung's shared memory dozens of times (49 dominated repeats in 52 limit failures in
+    session 133, 46 in 49 in session 263) now fail no config that asks as much of a limit as one
+    that already failed on its rung, nor an arch gate on a feature already shown missing."""
+    from kernelstrain.episodes import build_episode
+    from kernelstrain.limits import replay
+    from kernelstrain.plan import make_plan
+    plan = make_plan(load_profile("kernelinfer"), 0)
+    hits = 0
+    for i in (133, 263):                 # gemm_fp16_cuda and gemm_fp8_cuda on RTX 5090 (99 KB a block)
+        task = plan.task(i)
+        steps = [{**s.row(), "params": s.params} for s in build_episode(plan, i).steps]
+        limit, dominated, arch_again = replay(REGISTRY[task.module], task, steps)
+        assert (dominated, arch_again) == (0, 0), (i, limit, dominated)
+        hits += limit
+    assert hits > 0                       # the sessions do reach the cap (once per rung and resource)

@@ -58,14 +58,36 @@ def test_sample_spreads_over_gpus(tmp_path):
 
 
 def test_recorded_error_classes():
-    assert recorded_class("ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)") == "smem"
-    assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'") == "arch"
-    assert recorded_class('candidate.cu(12): error: identifier "row" is undefined') == "syntax"
-    assert recorded_class("cudaFuncSetAttribute(k, MaxDynamicSharedMemorySize, 1) failed") == "launch"
+    assert recorded_class("ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)", "smem") == "smem"
+    assert recorded_class("ptxas /tmp/x.ptx, line 3; error   : Instruction 'wgmma.fence' not supported on .target 'sm_80'", "arch") == "arch"
+    assert recorded_class('candidate.cu(12): error: identifier "row" is undefined', "syntax") == "syntax"
+    assert recorded_class("cudaFuncSetAttribute(k, MaxDynamicSharedMemorySize, 1) failed: invalid argument", "smem") == "launch"
     # a typo nvcc reports on the opt-in line quotes it: still a syntax error
     assert recorded_class('candidate.cu(176): error: identifier "smem" is undefined\n      cudaFuncSetAttribute('
-                          'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);') == "syntax"
-    assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch") == "launch"
+                          'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed: x;', "syntax") == "syntax"
+    assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch", "resources") == "launch"
+    assert recorded_class("RuntimeError: CUDA error: invalid argument\nCUDA kernel errors ...", "smem") == "launch"
+    assert recorded_class("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 1, "
+                          "Hardware limit: 0.", "smem") == "smem"
+
+
+def test_feedback_and_verify_read_the_stage_from_the_failure_class():
+    """The feedback's "launch failed" / "compile error" and verify's launch-time class are one
+    test (messages.fails_at_launch): a typo on the opt-in line is a compile error, the opt-in
+    slip's runtime "invalid argument" a launch failure."""
+    from kernelstrain.episodes import Verdict
+    from kernelstrain.messages import step_feedback
+    verdict = Verdict(1.0, 0, 0, None, 0.01, 0.02, False)
+    cases = [("syntax", 'k.cu(176): error: identifier "smem" is undefined\n  cudaFuncSetAttribute(k, '
+                        'cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed: ', "compile error", "syntax"),
+             ("smem", "RuntimeError: CUDA error: invalid argument\nCUDA kernel errors might be ...", "launch failed", "launch"),
+             ("resources", "RuntimeError: Triton Error [CUDA]: too many resources requested for launch", "launch failed", "launch"),
+             ("smem", "ptxas error   : Entry function 'k' uses too much shared data (0xfa00 bytes, 0xc000 max)",
+              "compile error", "smem")]
+    for failure, error, said, cls in cases:
+        step = {"step": 3, "kind": "joint", "status": "compile_error", "failure": failure, "error": error, "best_ms": 1.0}
+        assert step_feedback(step, verdict, 2.0).split("\n", 1)[0] == f"Step 3 (joint): {said}."
+        assert recorded_class(error, failure) == cls
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or not HAVE_TRITON, reason="needs nvcc and triton")
