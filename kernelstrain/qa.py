@@ -23,6 +23,7 @@ from .validate import kind_mismatch, read_jsonl
 from .writers import FILES
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
+MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path
 # A batch of 100 sessions holds 1-6 of a module's sessions: 3 of 5 on one path is chance on a
 # short ladder, not a habit. A batch scores path variety on modules it holds this often; a
 # module that always walks one path still fails (10 of 10).
@@ -97,7 +98,8 @@ class _Acc:
                 c["noise_keeps"] += (1 - s["best_ms"] / best_ms) < 2 * noise_cv(best_ms)
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
-        self.paths[ep["module"]][tuple(path)] += 1
+        if has_path_choice(module, ep["dtype"]):
+            self.paths[ep["module"]][tuple(path)] += 1
         c["converged"] += ep.get("end") == "converged"
         self.speedup_log += math.log(ep["best"]["speedup"])
         self.speedup_max = max(self.speedup_max, ep["best"]["speedup"])
@@ -118,6 +120,12 @@ class _Acc:
             self.c["step_rows_after_first"] += 1
             self.c["step_rows_with_last"] += "\nLast result:\n" in prompt
         self.c["step_rows_weighted"] += row.get("weight") in (0, 1) and row["messages"][-1].get("weight") == row.get("weight")
+
+
+def has_path_choice(module, dtype: str) -> bool:
+    """Path variety is scored only where the ladder offers a choice: a dtype whose ladder has two
+    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up."""
+    return sum(v.offered(dtype) for v in module.variants) >= MIN_RUNGS_FOR_PATHS
 
 
 def _bucket(row: dict) -> int:

@@ -43,3 +43,12 @@ def test_batch_path_share_needs_support_but_still_catches_a_one_path_module():
     acc.paths["rope_cuda"][("vec", "fused")] = 10
     check = _path_check(session_report(acc))
     assert not check["pass"] and check["value"] == 1.0 and "rope_cuda" in check["note"]
+
+
+def test_path_variety_is_scored_only_where_the_ladder_offers_a_choice():
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.qa import has_path_choice
+    m = REGISTRY["embedding_bwd_cuda"]
+    assert [v.tag for v in m.variants if v.offered("bf16")] == ["sort_segmented_reduce", "sorted_segment_vectorized"]
+    assert not has_path_choice(m, "bf16") and has_path_choice(m, "fp16")
+    assert all(has_path_choice(REGISTRY[name], "fp16") for name in ("rmsnorm_cuda", "gemm_fp16_triton"))
