@@ -26,7 +26,7 @@ def render_sessions_card(stats: dict) -> str:
 Each row is a complete optimization session: the model receives a kernel task, emits a full CUDA or
 Triton candidate, and gets simulated compile / correctness / benchmark feedback stamped with the
 session's elapsed time `[t+H:MM:SS]` — iterating, repairing failures and tuning launch parameters until
-it converges or its budget runs out. Assistant turns are kernel code only: no prose, no reasoning.
+it converges or its step or time budget runs out. Assistant turns are kernel code only: no prose, no reasoning.
 
 > **Simulated.** Every time and result comes from an analytic roofline simulator: no candidate in this
 > dataset was compiled or run. The project checks samples of its templates with real compilers and on a

@@ -127,6 +127,7 @@ class Episode:
         self.pace = self.timing.session_pace(self.clock)
         self.elapsed = self.timing.setup_seconds(self.clock)     # reading the task, profiling the baseline
         self.end = "budget"
+        self.time_budget_s = search.time_budget_h * 3600    # 0: no time budget
 
     # -- helpers --------------------------------------------------------------------
     def code(self, c: Candidate) -> str:
@@ -425,12 +426,22 @@ class Episode:
     def run(self) -> list[Step]:
         steps = []
         for k in range(1, self.budget + 1):
+            if self.out_of_time(k):
+                self.end = "time"
+                break
             step = self.step(k)
             if step is None:
                 self.end = "converged"
                 break
             steps.append(step)
         return steps
+
+    def out_of_time(self, k: int) -> bool:
+        """The session's time budget is spent: no new step starts past it. A repair that is due
+        still runs (a session never ends on a slip it was about to fix), and so do the first
+        min_steps steps."""
+        return (self.time_budget_s > 0 and self.elapsed >= self.time_budget_s and k > self.min_steps
+                and self.pending is None)
 
     def converged(self, k: int) -> bool:
         return (k > self.min_steps and self.pending is None and self.close is None and not self.ups()

@@ -68,6 +68,7 @@ class Search:
     owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
+    time_budget_h: float = 0.0      # simulated hours after which no new step starts (0 = none): engine.out_of_time
     baseline_cap: float = 0.0       # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung
 
 
@@ -214,6 +215,7 @@ LAYOUTS = ("episodes", "sessions")
 MAX_EPISODES = 10_000_000     # the default profile has 11,514; past this a run is surely a typo
 MAX_STEPS = 1_000             # kernelinfer's longest sessions have 200 steps
 MAX_COMBOS = 1_000_000
+MAX_TIME_BUDGET_H = 100.0     # a session budget of simulated hours; past this it is surely a typo
 MAX_FAILURE = 0.5             # the two failure rates together: most steps must still run
 
 
@@ -258,6 +260,8 @@ def _validate(p: Profile, path: Path) -> None:
         bad("search.patience_min", f"needs 1 <= patience_min <= patience_max, got {q.patience_min}, {q.patience_max}")
     if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0 or not 0.0 <= q.backoff <= 1.0:
         bad("search", "refail must be in [0, 1), owed_share and backoff in [0, 1]")
+    if not 0.0 <= q.time_budget_h <= MAX_TIME_BUDGET_H:
+        bad("search.time_budget_h", f"must be in [0, {MAX_TIME_BUDGET_H}] hours (0 = no budget), got {q.time_budget_h}")
     if q.limit_rungs < 0:
         bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:

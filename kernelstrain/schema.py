@@ -32,6 +32,7 @@ SCHEMA = {
 #   endgame     - late in the episode: one parameter moved to an adjacent value
 KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
 STATUSES = ("ok", "wrong_result", "compile_error")
+ENDS = ("converged", "budget", "time")      # why a session ended: nothing left / step budget / time budget
 # Why a step failed (null when ok): compile-time classes, then run-time ones.
 FAILURES = ("arch", "smem", "resources", "syntax", "mismatch", "fault")
 COMPILE_FAILURES = ("arch", "smem", "resources", "syntax")
@@ -92,7 +93,7 @@ class Episode:
     steps: tuple              # Step, ...
     best: dict                # {step, time_ms, speedup}
     attempts: dict            # {kept, reverted, errors, rebench}
-    end: str                  # converged | budget
+    end: str                  # one of ENDS
     elapsed_s: int
     seed: int
     generator: str

@@ -21,7 +21,7 @@ from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
 from .ledger import Ledger
-from .schema import EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
+from .schema import ENDS, EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
 from .tasks import starting_rung
 from .writers import DATASET_NAMES, FILES, layout_files
@@ -254,8 +254,8 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
         if bad:
             out.add(w, f"bad {', '.join(bad)}: " + ", ".join(f"{k}={s[k]!r:.40}" for k in bad))
             return False
-    if ep["end"] not in ("converged", "budget"):
-        out.add(where, f"end must be converged or budget, got {ep['end']!r:.40}")
+    if ep["end"] not in ENDS:
+        out.add(where, f"end must be one of {', '.join(ENDS)}, got {ep['end']!r:.40}")
         return False
     best, att = ep["best"], ep["attempts"]
     if list(best) != ["step", "time_ms", "speedup"] or not all(_number(v) for v in best.values()) \
@@ -329,6 +329,9 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
         out.add(where, f"elapsed_s {ep['elapsed_s']} != the last step's")
     if any(a["elapsed_s"] > b["elapsed_s"] for a, b in zip(steps, steps[1:])):
         out.add(where, "elapsed_s goes backwards")
+    budget = ctx.plan.profile.search.time_budget_h * 3600 if ctx.plan else None
+    if ep["end"] == "time" and budget is not None and not (budget and steps and steps[-1]["elapsed_s"] >= budget):
+        out.add(where, f"end time but the profile's time budget ({budget:.0f} s) was not reached")
     return True
 
 

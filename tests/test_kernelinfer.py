@@ -212,3 +212,39 @@ def test_a_session_never_repeats_a_limit_failure_it_has_learnt():
         assert (dominated, arch_again) == (0, 0), (i, limit, dominated)
         hits += limit
     assert hits > 0                       # the sessions do reach the cap (once per rung and resource)
+
+
+def test_a_session_time_budget_stops_new_work_but_finishes_a_due_repair(tmp_path):
+    """search.time_budget_h: the session ends ("time") once a step would start past the budget,
+    never before min_steps and never on a slip it was about to fix; what came before is the
+    same session as without a budget (the budget draws nothing)."""
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "A100", "fp16", m.shapes[0])
+    budget_s, ended, repaired = 3600, 0, 0
+    for seed in range(40):
+        if ended >= 4 and repaired:
+            break
+
+        def run(search):
+            agent = Episode(m, task, {k: seeded_rng("time", seed, k) for k in STREAMS}, 60, 0.4, 0.15, 8, search)
+            return [x.row() for x in agent.run()], agent.end
+        free, _ = run(Search(refail=0.3))
+        capped, end = run(Search(refail=0.3, time_budget_h=budget_s / 3600))
+        assert capped == free[:len(capped)]
+        if end != "time":
+            assert capped == free                  # it ended on its own first
+        else:
+            ended += 1
+            assert len(capped) >= 8 and capped[-1]["elapsed_s"] >= budget_s
+            assert capped[-1]["failure"] not in ("syntax", "mismatch", "fault")
+        for a, b in zip(capped, capped[1:]):
+            if a["elapsed_s"] >= budget_s and b["step"] > 8:   # started past the budget: only a slip's repair
+                assert a["failure"] in ("syntax", "mismatch", "fault") and (b["tag"], b["params"]) == (a["tag"], a["params"])
+                repaired += 1
+    assert ended >= 4 and repaired >= 1, (ended, repaired)
+    short = Episode(m, task, {k: seeded_rng("time", 0, k) for k in STREAMS}, 60, 0.3, 0.1, 8, Search(time_budget_h=0.01))
+    assert len(short.run()) == 8 and short.end == "time"       # never below the step minimum
+    cfg = tmp_path / "p.toml"
+    cfg.write_text(DEV.read_text().replace("[search]", "[search]\ntime_budget_h = -1"))
+    with pytest.raises(UsageError, match=r"search\.time_budget_h"):
+        load_profile(cfg)
