@@ -32,14 +32,21 @@ TYPO_SHARE_MAX = 0.6            # qa's compile_errors_typo_share threshold (ever
 
 
 def overridden(profile, settings: list[str]):
-    """The profile with `table.key=value` settings (search.*, status.*) applied."""
+    """The profile with `table.key=value` settings (search.*, status.*, steps.*) applied."""
     tables = {}
     for item in settings:
         key, _, value = item.partition("=")
         table, _, name = key.partition(".")
         obj = tables.get(table, getattr(profile, table))
         kind = {f.name: type(getattr(obj, f.name)) for f in fields(obj)}[name]
-        tables[table] = replace(obj, **{name: (value.lower() == "true") if kind is bool else kind(value)})
+        if kind is bool:
+            value = value.lower() == "true"
+        elif kind is tuple:          # search.slip_weights=const_cast:0.3,shfl_mask:0.2 (knobs=a,b: names)
+            items = [v.partition(":") for v in value.split(",") if v]
+            value = tuple((k, float(w)) if sep else k for k, sep, w in items)
+        else:
+            value = kind(value)
+        tables[table] = replace(obj, **{name: value})
     return replace(profile, **tables)
 
 
