@@ -32,7 +32,7 @@ TYPO_SHARE_MAX = 0.6            # qa's compile_errors_typo_share threshold (ever
 
 
 def overridden(profile, settings: list[str]):
-    """The profile with `table.key=value` settings (search.*, status.*, steps.*) applied."""
+    """The profile with `table.key=value` settings (search.*, status.*, steps.*, clock.*) applied."""
     tables = {}
     for item in settings:
         key, _, value = item.partition("=")
@@ -41,13 +41,20 @@ def overridden(profile, settings: list[str]):
         kind = {f.name: type(getattr(obj, f.name)) for f in fields(obj)}[name]
         if kind is bool:
             value = value.lower() == "true"
-        elif kind is tuple:          # search.slip_weights=const_cast:0.3,shfl_mask:0.2 (knobs=a,b: names)
+        elif kind is tuple:          # slip_weights=const_cast:0.3,shfl_mask:0.2; knobs=a,b; clock.setup=2500,3000
             items = [v.partition(":") for v in value.split(",") if v]
-            value = tuple((k, float(w)) if sep else k for k, sep, w in items)
+            value = tuple((k, float(w)) if sep else _number(k) for k, sep, w in items)
         else:
             value = kind(value)
         tables[table] = replace(obj, **{name: value})
     return replace(profile, **tables)
+
+
+def _number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def session_figures(args) -> dict:
