@@ -29,7 +29,9 @@ def _tile_launch(p, task, skip, persistent):
     gpu, b, h, c, pf, d = task.gpu, task["B"], task["H"], task["C"], task["P"], task["D"]
     e, bm, bn, nw, stages = DTYPE_BYTES[task.dtype], p["BLOCK_M"], p["BLOCK_N"], p["num_warps"], p.get("num_stages", 1)
     threads = nw * gpu.warp
-    smem = flash_smem(task, bm, bn, d, e, stages)
+    # unpipelined on mma.sync targets (sm_8x, sm_120), K is read into registers before V lands, so
+    # K and V share one buffer (A100 metadata.shared: Q + one tile); wgmma (sm_90) reads both from it
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=not gpu.triton_full_stage_rows)
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     work, tiles = keys_visited(c, pf, bm, bn, skip), b * h * cdiv(c, bm)
