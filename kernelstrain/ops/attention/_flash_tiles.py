@@ -9,20 +9,36 @@ from ..base import Task, triton_stage_buffers
 PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
 
 
-def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False) -> int:
+def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False,
+               amd_tile: bool = True) -> int:
     """Triton's metadata.shared for a flash tile (16-byte-aligned pointers; checked on H100/A100/gfx942
-    and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers;
-    gfx942: Q in registers, a [bm, bn] tile in LDS. `shared_kv`: unpipelined (num_stages 1), K and V
-    share one buffer."""
+    and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers,
+    plus the probabilities P where mma.sync stages them (staged_p); gfx942: Q in registers, a
+    [bm, bn] tile in LDS unless `amd_tile` is False. `shared_kv`: unpipelined (num_stages 1), K and
+    V share one buffer (on gfx942 only where the [bm, bn] tile is)."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
     cap = task.gpu.triton_max_stage_buffers
     if cap and stages >= 4:
         stages = cap   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
-    if stages == 1 and shared_kv:
+    amd = task.gpu.triton_q_in_registers
+    if stages == 1 and shared_kv and (amd_tile or not amd):
         kv = kv_tile // 2
     else:
         kv = kv_tile * triton_stage_buffers(task, stages, bm)
-    return kv + (bm * bn * e if task.gpu.triton_q_in_registers else q_tile)
+    if amd:
+        return kv + (bm * bn * e if amd_tile else 0)
+    return kv + q_tile + staged_p(task, bm, bn, d, e)
+
+
+def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:
+    """Shared memory the [bm, bn] probabilities P take on their way to PV's A operand: on the
+    mma.sync targets (sm_8x, sm_120) Triton 3.9 converts them through shared memory, except for
+    128-row tiles 64+ keys wide at D <= 128, whose accumulator layout already is the operand's
+    (A100 metadata.shared of cross_attention, sliding_window and chunked_prefill tiles); wgmma
+    (sm_90) reads P from registers."""
+    if task.gpu.vendor != "nvidia" or task.gpu.triton_full_stage_rows:
+        return 0
+    return 0 if bm >= 128 and bn >= 64 and d <= 128 else bm * bn * e
 
 
 def wgmma_eff(task: Task, bm: int) -> float:

@@ -54,7 +54,11 @@ def _tile_launch(p, task, skip, persistent):
     gpu, b, h, s, d, w = task.gpu, task["B"], task["H"], task["S"], task["D"], task["W"]
     e, bn, nw, useful = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["num_warps"], pairs(s, w)
     threads, bm, stages = nw * gpu.warp, p["BLOCK_M"], p.get("num_stages", 1)
-    kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
+    kv_tile = 2 * bn * d * e
+    # unpipelined on sm_8x / sm_120, K is consumed from a layout-conversion scratch before V lands:
+    # one K/V buffer (A100 metadata.shared at D=256: Q + V + P exact)
+    mma_sync = gpu.vendor == "nvidia" and not gpu.triton_full_stage_rows
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=mma_sync)
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap = PIPELINE_OVERLAP[stages]
