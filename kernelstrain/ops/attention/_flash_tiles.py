@@ -33,12 +33,12 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
 def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:
     """Shared memory the [bm, bn] probabilities P take on their way to PV's A operand: on the
     mma.sync targets (sm_8x, sm_120) Triton 3.9 converts them through shared memory, except for
-    128-row tiles 64+ keys wide at D <= 128, whose accumulator layout already is the operand's
-    (A100 metadata.shared of cross_attention, sliding_window and chunked_prefill tiles); wgmma
-    (sm_90) reads P from registers."""
+    tiles of 8192+ scores at D <= 128 (128x64, 64x128, 128x128), where the allocator finds them a
+    dead K buffer (A100 metadata.shared of cross_attention, sliding_window, chunked_prefill and
+    tree_attention tiles); wgmma (sm_90) reads P from registers."""
     if task.gpu.vendor != "nvidia" or task.gpu.triton_full_stage_rows:
         return 0
-    return 0 if bm >= 128 and bn >= 64 and d <= 128 else bm * bn * e
+    return 0 if bm * bn >= 8192 and d <= 128 else bm * bn * e
 
 
 def wgmma_eff(task: Task, bm: int) -> float:
