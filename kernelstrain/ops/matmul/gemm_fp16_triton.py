@@ -100,9 +100,11 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     if mode in ("pipelined", "persistent"):
         scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
     smem = stage_bytes * triton_stage_buffers(task, stages, bm)
+    if stages == 1 and gpu.vendor == "amd":
+        smem = max(bm * bk, bk * bn) * e   # unpipelined on gfx942, A and B take turns in one LDS buffer
     grid = tiles
-    if mode == "persistent" and "tma" not in gpu.features:
-        smem += epilogue_scratch(bm, bn, e, threads)
+    if mode == "persistent" and "tma" not in gpu.features and gpu.vendor == "nvidia":
+        smem += epilogue_scratch(bm, bn, e, threads)      # gfx942 converts in registers (MI300X: none)
     if mode == "persistent" and "tma" in gpu.features:
         smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
         grid = min(tiles, gpu.sms * resident(params, task))
