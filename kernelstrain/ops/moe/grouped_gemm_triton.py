@@ -92,6 +92,10 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
         x_reread = rows * k * e * (n_blocks - 1) * 0.05
         stage_bytes = (bm * bk + bn * bk) * e
         smem = stage_bytes * triton_stage_buffers(task, stages, bm)
+        if stages == 1 and not bm >= gpu.triton_full_stage_rows > 0:
+            # unpipelined without wgmma the gathered A tile and the B tile take turns in one buffer
+            # (Triton 3.9, 128x128x64: A100 18 KB, MI300X 16 KB; H100 32 KB)
+            smem = max(bm, bn) * bk * e
         grid = tiles
         if mode == "persistent":
             if "tma" in gpu.features:
