@@ -3,6 +3,7 @@ sliding_window_attn, cross_attention and tree_attention, the shared memory Trito
 Q tile plus pipelined K/V buffers and the tensor-core efficiency of a query tile; for the split-KV
 decoders (flash_decode, paged_decode), the weights of their combine kernel.
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Task, triton_stage_buffers
 
 # Fraction of the MMA rate kept while K/V tiles stream in, by num_stages (1 = not pipelined).
@@ -36,7 +37,7 @@ def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:
     tiles of 8192+ scores at D <= 128 (128x64, 64x128, 128x128), where the allocator finds them a
     dead K buffer (A100 metadata.shared of cross_attention, sliding_window, chunked_prefill and
     tree_attention tiles); wgmma (sm_90) reads P from registers."""
-    if task.gpu.vendor != "nvidia" or task.gpu.triton_full_stage_rows:
+    if not triton_mma_sync(task):
         return 0
     return 0 if bm * bn >= 8192 and d <= 128 else bm * bn * e
 

@@ -6,6 +6,7 @@ inline, dQ through fp32 atomics -> delta in its own preprocess kernel -> causal 
 skipping (only diagonal tiles masked) -> dK/dV kernel + separate dQ kernel, no atomics ->
 exp2, big resident block with small streamed steps, software pipelining.
 """
+from .._triton_smem import flash_bwd_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, triton_ptr
 from .flash_attn_bwd_spec import ENTRY, FlashAttnBwdSpec, cost_of
 
@@ -24,23 +25,6 @@ def bwd_launch(kind: str):
     return lambda p, task: _bwd_launch(p, task, kind)
 
 
-def _smem(gpu, kind: str, big: int, small: int, d: int, e: int, stages: int, stream: int) -> int:
-    """Triton 3.9's metadata.shared: the resident big block's two tiles (NVIDIA), the streamed
-    tiles (num_stages buffers with wgmma, one fewer with mma.sync), and what the products stage:
-    NVIDIA's P^T / dS^T [big, small] tile, which the tuned K-major kernel keeps in registers (it
-    stages only lse and delta of the streamed rows: two fp32 vectors, two buffers); with mma.sync
-    the atomic rungs' dQ product stages the K tile once more in its operand layout. gfx942 keeps
-    the resident tiles in registers, and only the tuned kernel a [big, small] tile in LDS."""
-    nvidia = gpu.vendor == "nvidia"
-    smem = (2 * big * d * e if nvidia else 0) + stream * max(1, stages - (0 if "wgmma" in gpu.features else 1))
-    if kind == "tuned":
-        return smem + (16 * small if nvidia else big * small * e)
-    if not nvidia:
-        return smem
-    smem += big * small * e
-    return smem + (small * d * e if kind != "split" and "wgmma" not in gpu.features else 0)
-
-
 def _bwd_launch(params, task, kind):
     b, h, s, d = (task[k] for k in ("B", "H", "S", "D"))
     gpu, e = task.gpu, DTYPE_BYTES[task.dtype]
@@ -51,7 +35,7 @@ def _bwd_launch(params, task, kind):
     regs = 40 + 2 * big * d // threads + big * d * e // 2 // threads + 2 * big * small // threads
     spill = max(0, regs - 255)
     stream = 2 * small * d * e                        # Q + dO (or K + V) of one step
-    smem = _smem(gpu, kind, big, small, d, e, stages, stream)
+    smem = flash_bwd_smem(task, kind, big, small, d, e, stages)
     reuse = min(1.0, big * small / (big + small) / (128 * 64 / 192)) ** 0.35
     # wgmma wants 64-row M sides; only the K-major tuned kernel keeps M = BLOCK_BIG in every MMA
     m_side = big if kind == "tuned" else min(big, small)

@@ -8,7 +8,8 @@ tiles and warps. Launch models: gemm_fp16_triton's, on the task's GEMM view.
 from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
-from ..matmul.gemm_fp16_triton import epilogue_scratch, tile_launch
+from .._triton_smem import epilogue_scratch
+from ..matmul.gemm_fp16_triton import tile_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)

@@ -3,6 +3,7 @@ attends keys i - W < j <= i. Ladder: one program per query row on CUDA cores ove
 tl.dot query tiles, online softmax, every key block masked -> only the blocks meeting the window,
 masks on its two edges -> exp2 + software pipelining -> persistent programs over query tiles.
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 from .sliding_window_spec import ENTRY, SlidingWindowSpec, cost_of, pairs
@@ -57,8 +58,7 @@ def _tile_launch(p, task, skip, persistent):
     kv_tile = 2 * bn * d * e
     # unpipelined on sm_8x / sm_120, K is consumed from a layout-conversion scratch before V lands:
     # one K/V buffer (A100 metadata.shared at D=256: Q + V + P exact)
-    mma_sync = gpu.vendor == "nvidia" and not gpu.triton_full_stage_rows
-    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=mma_sync)
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=triton_mma_sync(task))
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap = PIPELINE_OVERLAP[stages]

@@ -4,8 +4,8 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 -> grouped program order for L2 reuse -> software-pipelined loads with tuned stages/warps
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
-from ..base import (KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
-                    triton_stage_buffers)
+from .._triton_smem import dot_loop_smem
+from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
@@ -99,12 +99,8 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     scale = vendor * _tile_scale(bm, bn, bk) * spill
     if mode in ("pipelined", "persistent"):
         scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
-    smem = stage_bytes * triton_stage_buffers(task, stages, bm)
-    if stages == 1 and gpu.vendor == "amd":
-        smem = max(bm * bk, bk * bn) * e   # unpipelined on gfx942, A and B take turns in one LDS buffer
+    smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
     grid = tiles
-    if mode == "persistent" and "tma" not in gpu.features and gpu.vendor == "nvidia":
-        smem += epilogue_scratch(bm, bn, e, threads)      # gfx942 converts in registers (MI300X: none)
     if mode == "persistent" and "tma" in gpu.features:
         smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
         grid = min(tiles, gpu.sms * resident(params, task))
@@ -114,15 +110,6 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
             scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
                   bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant)
-
-
-def epilogue_scratch(bm: int, bn: int, e: int, threads: int) -> int:
-    """Shared scratch of the persistent epilogue's layout conversion (mma accumulator -> the
-    store's blocked layout) where there is no TMA (sm_8x): the flattened tile loop keeps it live
-    beside the operand buffers, so Triton (3.9) adds it to them. It converts the tile in rounds of
-    bm/2 elements a thread (rows of 128 columns), 16 a thread for 256-wide tiles (a warp's store row
-    spans the whole tile); A100 metadata.shared: 128x128 +16 KB (4 warps), 128x256 +4 KB."""
-    return threads * (bm * e // 2 if bn <= 128 else 16 * e)
 
 
 def resident(params: dict, task: Task) -> int:
