@@ -53,3 +53,18 @@ def flash_bwd_smem(task: Task, kind: str, big: int, small: int, d: int, e: int, 
     if kind == "tuned":
         return smem + (big * small * e if amd else 16 * small)
     return smem if amd else smem + big * small * e + (small * d * e if kind != "split" and not wgmma else 0)
+
+
+def mla_smem(task: Task, bh: int, bn: int, e: int, stages: int, threads: int, dim: int, latent: int) -> int:
+    """mla_decode_triton's metadata.shared for BLOCK_H heads x BLOCK_N keys of `dim` (latent + rope)
+    columns. Pipelined: q + num_stages - 1 key tiles in flight (+1 with wgmma); gfx942 keeps q in
+    registers. Unpipelined, K and V share the tile: with wgmma (64+ heads on sm_90) q + the tile;
+    mma.sync keeps only its `latent` V columns beside q, plus a 256-byte-a-thread conversion
+    scratch (A100: 16 / 32 heads x 32 / 64 keys exact); gfx942 the V columns alone."""
+    gpu, tile = task.gpu, bn * dim * e
+    wgmma = bh >= gpu.triton_full_stage_rows > 0
+    if stages > 1:
+        return tile * (stages - 1) + (0 if gpu.triton_q_in_registers else bh * dim * e + tile * wgmma + 1024)
+    if gpu.triton_q_in_registers:
+        return bn * latent * e
+    return bh * dim * e + (tile if wgmma else bn * latent * e + 256 * threads)
