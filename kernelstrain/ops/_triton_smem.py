@@ -60,11 +60,14 @@ def mla_smem(task: Task, bh: int, bn: int, e: int, stages: int, threads: int, di
     columns. Pipelined: q + num_stages - 1 key tiles in flight (+1 with wgmma); gfx942 keeps q in
     registers. Unpipelined, K and V share the tile: with wgmma (64+ heads on sm_90) q + the tile;
     mma.sync keeps only its `latent` V columns beside q, plus a 256-byte-a-thread conversion
-    scratch (A100: 16 / 32 heads x 32 / 64 keys exact); gfx942 the V columns alone."""
+    scratch, which also bounds its shallow pipelines from below (A100 / A10: 16 / 32 heads x 32 /
+    64 keys exact unpipelined and at 3 stages, within 1 KB at 2); gfx942 the V columns alone."""
     gpu, tile = task.gpu, bn * dim * e
     wgmma = bh >= gpu.triton_full_stage_rows > 0
-    if stages > 1:
-        return tile * (stages - 1) + (0 if gpu.triton_q_in_registers else bh * dim * e + tile * wgmma + 1024)
+    v_side = bn * latent * e + 256 * threads        # mma.sync's V columns and conversion scratch
     if gpu.triton_q_in_registers:
-        return bn * latent * e
-    return bh * dim * e + (tile if wgmma else bn * latent * e + 256 * threads)
+        return tile * (stages - 1) if stages > 1 else bn * latent * e
+    if stages > 1:
+        piped = bh * dim * e + tile * (stages - 1 + wgmma) + 1024
+        return piped if wgmma else max(piped, v_side)
+    return bh * dim * e + (tile if wgmma else v_side)

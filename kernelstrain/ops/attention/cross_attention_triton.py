@@ -34,9 +34,7 @@ def tile_launch(p, task):
     e, bn, nw = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p.get("num_warps", 4)
     threads, kv_bytes, min_bytes = nw * task.gpu.warp, 2 * b * h * skv * d * e, cost_of(task).bytes
     bm, stages, splits = p["BLOCK_M"], p.get("num_stages", 1), p.get("num_splits", 1)
-    # gfx942 keeps no [bm, bn] tile in LDS here, and unpipelined K and V take a buffer each
-    # (MI300X metadata.shared: (128, 64) 32 KB, split (16, 64) x3 stages 64 KB)
-    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True, amd_tile=False)
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap, m_tiles, chunk = PIPELINE_OVERLAP[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn
