@@ -26,6 +26,7 @@ from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
 
 STATIC_SMEM_CAP = 0xC000          # 48 KB of static __shared__ per block without opt-in
+REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
 DRAM_LATENCY_S = {"nvidia": 650e-9, "amd": 800e-9}
 LOADS_IN_FLIGHT = 2               # independent loads per thread the compiler keeps in flight
 SM_BW_SHARE_CAP = 3.0             # one SM can pull at most ~3x its fair share of DRAM bandwidth
@@ -53,17 +54,24 @@ class CompileError(Exception):
 
 # -- the model -----------------------------------------------------------------------
 
-def register_cap(gpu: GPU) -> int:
+def register_cap(gpu: GPU, threads: int = 0) -> int:
     """Registers one thread can address: 255 on NVIDIA (ptxas spills beyond), the VGPR file
-    on AMD (512 per lane on gfx942: 256 architectural + 256 accumulation VGPRs)."""
-    return 512 if gpu.vendor == "amd" else 255
+    on AMD (512 per lane on gfx942: 256 architectural + 256 accumulation VGPRs). Given the
+    block's `threads`, NVIDIA's cap is also what a block of that size leaves a thread: every
+    kernel that can hold many registers declares its block size (__launch_bounds__, Triton's
+    .maxntid), so ptxas fits the block into the 64K register file, in steps of 8 registers a
+    thread, and spills the rest rather than fail the launch (ptxas -v, sm_80: rope_cuda at
+    1024 threads 64 registers, selective_scan_cuda 64 and 116 bytes of spill stores)."""
+    if gpu.vendor == "amd":
+        return 512
+    return min(255, REGS_PER_BLOCK // threads // 8 * 8) if 0 < threads <= 1024 else 255
 
 
 def cap_registers(launch: Launch, gpu: GPU) -> Launch:
     """A launch whose register demand exceeds the cap runs at the cap and spills the rest
     to local memory: the spilled values are stored and reloaded through L1/L2 (more
     traffic) and the extra memory instructions slow the inner loop."""
-    cap = register_cap(gpu)
+    cap = register_cap(gpu, launch.threads)
     if launch.regs <= cap:
         return launch
     spilled = launch.regs / cap - 1.0

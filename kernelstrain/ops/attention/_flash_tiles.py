@@ -3,6 +3,7 @@ sliding_window_attn, cross_attention and tree_attention, the shared memory Trito
 Q tile plus pipelined K/V buffers and the tensor-core efficiency of a query tile; for the split-KV
 decoders (flash_decode, paged_decode), the weights of their combine kernel.
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Task, triton_stage_buffers
 
 # Fraction of the MMA rate kept while K/V tiles stream in, by num_stages (1 = not pipelined).
@@ -11,18 +12,30 @@ PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
 
 def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False) -> int:
     """Triton's metadata.shared for a flash tile (16-byte-aligned pointers; checked on H100/A100/gfx942
-    and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers;
-    gfx942: Q in registers, a [bm, bn] tile in LDS. `shared_kv`: unpipelined (num_stages 1), K and V
-    share one buffer."""
+    and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers,
+    plus the probabilities P where mma.sync stages them (staged_p). `shared_kv`: unpipelined
+    (num_stages 1), K and V share one buffer. gfx942 stages no Q tile and no [bm, bn] tile: unpipelined
+    Q and K take turns in one LDS buffer, pipelined only the K/V buffers are there (MI300X:
+    cross_attention, tree_attention and flash_prefill tiles)."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
     cap = task.gpu.triton_max_stage_buffers
     if cap and stages >= 4:
         stages = cap   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
-    if stages == 1 and shared_kv:
-        kv = kv_tile // 2
-    else:
-        kv = kv_tile * triton_stage_buffers(task, stages, bm)
-    return kv + (bm * bn * e if task.gpu.triton_q_in_registers else q_tile)
+    if task.gpu.triton_q_in_registers:
+        return max(bm, bn) * d * e if stages == 1 else kv_tile * triton_stage_buffers(task, stages, bm)
+    kv = kv_tile // 2 if stages == 1 and shared_kv else kv_tile * triton_stage_buffers(task, stages, bm)
+    return kv + q_tile + staged_p(task, bm, bn, d, e)
+
+
+def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:
+    """Shared memory the [bm, bn] probabilities P take on their way to PV's A operand: on the
+    mma.sync targets (sm_8x, sm_120) Triton 3.9 converts them through shared memory, except for
+    tiles of 8192+ scores at D <= 128 (128x64, 64x128, 128x128), where the allocator finds them a
+    dead K buffer (A100 metadata.shared of cross_attention, sliding_window, chunked_prefill and
+    tree_attention tiles); wgmma (sm_90) reads P from registers."""
+    if not triton_mma_sync(task):
+        return 0
+    return 0 if bm * bn >= 8192 and d <= 128 else bm * bn * e
 
 
 def wgmma_eff(task: Task, bm: int) -> float:

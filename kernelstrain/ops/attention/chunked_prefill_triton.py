@@ -5,6 +5,7 @@ Ladder: tl.dot tiles with an online softmax over every key block, the causal mas
 prefix blocks unmasked, only the diagonal blocks masked, future blocks skipped -> exp2 with log2(e)
 folded in and tl.range(num_stages) K/V pipelining -> persistent programs over the query tiles.
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
@@ -29,7 +30,9 @@ def _tile_launch(p, task, skip, persistent):
     gpu, b, h, c, pf, d = task.gpu, task["B"], task["H"], task["C"], task["P"], task["D"]
     e, bm, bn, nw, stages = DTYPE_BYTES[task.dtype], p["BLOCK_M"], p["BLOCK_N"], p["num_warps"], p.get("num_stages", 1)
     threads = nw * gpu.warp
-    smem = flash_smem(task, bm, bn, d, e, stages)
+    # unpipelined on mma.sync targets (sm_8x, sm_120), K is read into registers before V lands, so
+    # K and V share one buffer (A100 metadata.shared: Q + one tile); wgmma (sm_90) reads both from it
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=triton_mma_sync(task))
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     work, tiles = keys_visited(c, pf, bm, bn, skip), b * h * cdiv(c, bm)

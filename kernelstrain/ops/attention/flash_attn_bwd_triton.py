@@ -6,6 +6,7 @@ inline, dQ through fp32 atomics -> delta in its own preprocess kernel -> causal 
 skipping (only diagonal tiles masked) -> dK/dV kernel + separate dQ kernel, no atomics ->
 exp2, big resident block with small streamed steps, software pipelining.
 """
+from .._triton_smem import flash_bwd_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, triton_ptr
 from .flash_attn_bwd_spec import ENTRY, FlashAttnBwdSpec, cost_of
 
@@ -34,8 +35,7 @@ def _bwd_launch(params, task, kind):
     regs = 40 + 2 * big * d // threads + big * d * e // 2 // threads + 2 * big * small // threads
     spill = max(0, regs - 255)
     stream = 2 * small * d * e                        # Q + dO (or K + V) of one step
-    smem = (big * d * e * (0 if gpu.triton_q_in_registers else 2)
-            + stream * max(1, stages - (0 if "wgmma" in gpu.features else 1)) + big * small * e)
+    smem = flash_bwd_smem(task, kind, big, small, d, e, stages)
     reuse = min(1.0, big * small / (big + small) / (128 * 64 / 192)) ** 0.35
     # wgmma wants 64-row M sides; only the K-major tuned kernel keeps M = BLOCK_BIG in every MMA
     m_side = big if kind == "tuned" else min(big, small)

@@ -41,8 +41,10 @@ def materialized_launch(p, task):
     threads, arch, regs, _ = common(p, task)
     heads = max(1, (1 << 30) // (s * s * 6))               # heads per 1 GB scratch chunk
     scratch = 12 * s * s / (4 * s * d * elt)              # fp32 S write+read, fp16 P write+read
+    # the scores kernel's Q and K tiles; gfx942 stages them in turn through one LDS buffer (MI300X)
+    tiles = max(bm, bn) if "mfma" in task.gpu.features else bm + bn
     return Launch(grid=task["B"] * task["H"] * cdiv(s, bm) * cdiv(s, bn), threads=threads,
-                  smem_bytes=(bm + bn) * d * elt, regs=regs, bytes_per_access=16, traffic=1 + scratch,
+                  smem_bytes=tiles * d * elt, regs=regs, bytes_per_access=16, traffic=1 + scratch,
                   compute_scale=arch * 0.5, launches=3 * cdiv(task["B"] * task["H"], heads))
 
 

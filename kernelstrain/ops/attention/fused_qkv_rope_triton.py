@@ -8,6 +8,7 @@ tiles and warps. Launch models: gemm_fp16_triton's, on the task's GEMM view.
 from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
+from .._triton_smem import epilogue_scratch
 from ..matmul.gemm_fp16_triton import tile_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
@@ -31,8 +32,13 @@ GSIZE = "tl.minimum(num_pid_m - first_m, GROUP_M)"
 def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
     def launch(p, task):
         lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
-        # the epilogue's pair split / join converts the tile's layout through shared memory
-        lm = replace(lm, smem_bytes=max(lm.smem_bytes, p["BLOCK_M"] * p["BLOCK_N"] * (4 if scratch else 2)))
+        # the epilogue's pair split / join converts the tile's layout through shared memory, after
+        # the K loop (its buffers are free again): the whole 16-bit tile from wgmma's layout (H100
+        # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps)
+        bm, bn = p["BLOCK_M"], p["BLOCK_N"]
+        wgmma = bm >= task.gpu.triton_full_stage_rows > 0
+        epilogue = bm * bn * 2 if wgmma else epilogue_scratch(bm, bn, 2, lm.threads)
+        lm = replace(lm, smem_bytes=max(lm.smem_bytes, epilogue))
         if not scratch:
             return lm
         extra = task["T"] * qkv_cols(task) * 4 * 2 / cost_of(task).bytes    # fp32 y written, then read back

@@ -3,6 +3,7 @@ latent space (+64 RoPE), so they attend to ONE shared cache row [c_kv | k_pe] pe
 c_kv doubles as the value. Ladder: per-head two-pass CUDA-core kernel -> heads as the M side
 of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles -> split-KV.
 """
+from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, MlaDecodeSpec, cost_of
 
@@ -91,9 +92,7 @@ def tiled_launch(p, task):
     threads = warps(p) * gpu.warp
     bh, stages, splits = p["BLOCK_H"], p.get("num_stages", 1), p.get("num_splits", 1)
     tile = bn * DIM * e                               # one latent tile: K and V at once
-    # pipelined: num_stages - 1 tiles in flight; else the tile sits in two layouts (K^T, V); AMD: q in registers
-    smem = tile * max(1, stages - 1) if gpu.triton_q_in_registers else \
-        bh * DIM * e + tile * (2 if stages == 1 else stages - 1 + (bh >= 64)) + 1024
+    smem = mla_smem(task, bh, bn, e, stages, threads, DIM, KV_LORA)
     regs = 48 + bh * KV_LORA // threads + bh * DIM * e // 4 // threads + bh * bn // threads   # acc [BLOCK_H, 512]
     # Triton holds ~2x this estimate before spilling (H200: BLOCK_H 64 on 4 warps, 456 here, beat BLOCK_H 16)
     spill = max(0, regs - 2 * 255)

@@ -3,6 +3,7 @@ attends keys i - W < j <= i. Ladder: one program per query row on CUDA cores ove
 tl.dot query tiles, online softmax, every key block masked -> only the blocks meeting the window,
 masks on its two edges -> exp2 + software pipelining -> persistent programs over query tiles.
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 from .sliding_window_spec import ENTRY, SlidingWindowSpec, cost_of, pairs
@@ -54,7 +55,10 @@ def _tile_launch(p, task, skip, persistent):
     gpu, b, h, s, d, w = task.gpu, task["B"], task["H"], task["S"], task["D"], task["W"]
     e, bn, nw, useful = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["num_warps"], pairs(s, w)
     threads, bm, stages = nw * gpu.warp, p["BLOCK_M"], p.get("num_stages", 1)
-    kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages)
+    kv_tile = 2 * bn * d * e
+    # unpipelined on sm_8x / sm_120, K is consumed from a layout-conversion scratch before V lands:
+    # one K/V buffer (A100 metadata.shared at D=256: Q + V + P exact)
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=triton_mma_sync(task))
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap = PIPELINE_OVERLAP[stages]

@@ -4,6 +4,7 @@ node j is node i or an ancestor). Ladder: one program per node on CUDA cores -> 
 head as one tl.dot tile (prefix read once per head) -> exp2, unmasked prefix loop + ragged tail
 -> pipelined prefix tiles -> split-KV over the prefix + LSE combine (B*H programs can't fill a GPU).
 """
+from .._triton_smem import triton_mma_sync
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mfma_eff, wgmma_eff
 from .tree_attention_spec import ENTRY, TreeAttentionSpec, cost_of, nodes_pad
@@ -32,6 +33,8 @@ def tile_launch(p, task):
     e, bn, threads = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["num_warps"] * task.gpu.warp
     bm, stages, splits = nodes_pad(n), p.get("num_stages", 1), p.get("num_splits", 1)
     kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
+    if bm <= 16 and triton_mma_sync(task):
+        smem -= bm * d * e    # a 16-node Q tile stays in registers on mma.sync (A10: 16 x 64 x 4 stages, KV + P)
     regs = 40 + bm * d // threads + bm * bn * 3 // 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     mma = wgmma_eff(task, bm) * mfma_eff(task)

@@ -4,8 +4,8 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 -> grouped program order for L2 reuse -> software-pipelined loads with tuned stages/warps
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
-from ..base import (KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr,
-                    triton_stage_buffers)
+from .._triton_smem import dot_loop_smem
+from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
@@ -99,7 +99,7 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     scale = vendor * _tile_scale(bm, bn, bk) * spill
     if mode in ("pipelined", "persistent"):
         scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
-    smem = stage_bytes * triton_stage_buffers(task, stages, bm)
+    smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
     grid = tiles
     if mode == "persistent" and "tma" in gpu.features:
         smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers

@@ -10,7 +10,8 @@ tensor-descriptor (TMA) loads of the weights.
 import math
 from functools import partial
 
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_stage_buffers
+from .._triton_smem import dot_loop_smem
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 from ..matmul.gemm_fp16_spec import HALF_BF16
 
@@ -90,9 +91,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
         # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
         w_reread = active * n * k * e * (m_blocks / active - 1) * (1 - l2_w_hit)
         x_reread = rows * k * e * (n_blocks - 1) * 0.05
-        stage_bytes = (bm * bk + bn * bk) * e
-        smem = stage_bytes * triton_stage_buffers(task, stages, bm)
-        grid = tiles
+        stage_bytes, smem, grid = (bm * bk + bn * bk) * e, dot_loop_smem(task, bm, bn, bk, e, stages, gathered=True), tiles
         if mode == "persistent":
             if "tma" in gpu.features:
                 smem += 24                                   # mbarriers of the descriptor loads
