@@ -28,7 +28,8 @@ STATUSES = ("ok", "wrong_result", "compile_error")
 STATUS_COLORS = {"ok": "#59a14f", "wrong_result": "#f28e2b", "compile_error": "#e15759"}
 KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
 COMPILE_KINDS = {"arch": "arch feature", "smem": "shared memory", "resources": "registers / resources",
-                 "syntax": "typo / syntax", "other": "other"}
+                 "syntax": "typo / syntax", "type": "type / overload", "constexpr": "non-constant size",
+                 "other": "other"}
 SAMPLE_PER_MODULE = 3
 BROWSER_BYTES = 14_000_000   # the browser's data stays under this, so the page stays under 20 MB
 
