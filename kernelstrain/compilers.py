@@ -83,6 +83,12 @@ def first_error(log: str) -> str:
     return next((line for line in log.splitlines() if re.search(r"\berror\b", line)), "")
 
 
+def _head_and_tail(log: str, keep: int = 4000) -> str:
+    """A long log cut to its head (the first error: a long note list or a kernel's source
+    must not push it out) and its tail."""
+    return log if len(log) <= 2 * keep else log[:keep] + "\n...\n" + log[-keep:]
+
+
 def _cached(key: str, fn):
     path = CACHE_DIR / f"{key}.json"
     if path.exists():
@@ -120,9 +126,7 @@ def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
             if kernel:
                 break
         ok = proc.returncode == 0
-        # the head holds the first error (a long overload note list must not push it out)
-        kept = log if len(log) <= 8000 else log[:4000] + "\n...\n" + log[-4000:]
-        return CompileResult(ok, kept, smem, regs, None if ok else classify(log))
+        return CompileResult(ok, _head_and_tail(log), smem, regs, None if ok else classify(log))
     return _cached(key, run)
 
 
@@ -254,6 +258,6 @@ def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
                 smem = max(smem, int(out.metadata.shared))
         except Exception as e:  # the compiler's own exception text is the log
             log = f"{type(e).__module__}.{type(e).__name__}: {e}"
-            return CompileResult(False, log[-4000:], None, None, classify(log))
+            return CompileResult(False, _head_and_tail(log), None, None, classify(log))
         return CompileResult(True, "", smem, None, None)
     return _cached(key, run)

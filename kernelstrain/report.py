@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import svg
 from .compilers import classify
+from .slips import kind_of
 from .errors import UsageError
 from .fields import as_dict
 from .report_page import render_page
@@ -45,6 +46,8 @@ def failure_kind(step: dict) -> str | None:
         kind = classify(error)
         if kind == "other" and "shared memory" in error:   # a dynamic request over the device limit, at launch
             kind = "smem"
+        if step.get("typo") is not None and kind_of(step["typo"]) != "identifier":   # which slip of the catalogue
+            return f"compile: {COMPILE_KINDS[kind]} ({kind_of(step['typo'])})"
         return f"compile: {COMPILE_KINDS[kind]}"
     if step["status"] == "wrong_result":
         if step.get("bug"):

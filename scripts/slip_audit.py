@@ -48,7 +48,8 @@ def cases(modules, kinds, per_module, seed):
             for gpu, v in tries:
                 if found >= per_module:
                     break
-                dtype = next((d for d in m.dtypes if m.supports(GPUS[gpu], d) and v.offered(d)), None)
+                dtype = next((d for d in m.dtypes if m.supports(GPUS[gpu], d) and v.offered(d)
+                              and slips.offered(kind, m.impl, "", d)), None)
                 if dtype is None or v.needs - GPUS[gpu].features:
                     continue
                 shape = rng.choice(m.shapes)
@@ -57,7 +58,7 @@ def cases(modules, kinds, per_module, seed):
                 task = make_task(m, gpu, dtype, shape)
                 code = m.render(v, params, task)
                 n = len(slips.site_lines(kind, code)) if kind != "identifier" else 1
-                if n == 0 or slips.apply(code, m.impl, slips.encode(kind, 0)) is None:
+                if n == 0 or slips.apply(code, m.impl, slips.encode(kind, 0), dtype=dtype) is None:
                     continue
                 found += 1
                 yield name, gpu, dtype, shape, v.tag, params, kind, rng.randrange(slips.SITE)
@@ -75,12 +76,16 @@ def run_case(case):
     v = m.variant(tag)
     task = make_task(m, gpu, dtype, shape)
     code = m.render(v, params, task)
-    broken, message = slips.apply(code, m.impl, slips.encode(kind, site))
+    broken, message = slips.apply(code, m.impl, slips.encode(kind, site), dtype=dtype)
     clean = compile_code(m, v, params, task, code)
     r = compile_code(m, v, params, task, broken)
     log = normalized(r.log)
+    # the whole text: from the message's first line to the end of the log (a log over 8000
+    # characters keeps its head and tail: then both ends must match)
     start = log.find(message.split("\n")[0])
-    whole = start >= 0 and log[start:].strip() == message.strip()
+    got, want = log[start:].strip(), message.strip()
+    head, _, tail = got.partition("\n...\n")
+    whole = start >= 0 and (got == want or bool(tail) and want.startswith(head) and want.endswith(tail))
     return {"case": [name, gpu, dtype, shape, tag, params, kind, site], "clean_ok": clean.ok,
             "clean_log": clean.log[-300:] if not clean.ok else "", "rejected": not r.ok,
             "first_equal": first_error(r.log) == first_error(message), "whole_equal": whole,

@@ -31,6 +31,7 @@ CASES = {
     "shfl_mask": ("rmsnorm_cuda", "register_cached",
                   r'candidate\.cu\(\d+\): error: no instance of overloaded function "__shfl_xor_sync" matches the argument list'),
     "arange_runtime": ("rmsnorm_triton", "persistent", r"triton\.compiler\.errors\.CompilationError: at \d+:\d+:"),
+    "dot_dtype": ("swa_decode_triton", "gqa_dot", r"triton\.compiler\.errors\.CompilationError: at \d+:\d+:"),
 }
 
 
@@ -47,7 +48,7 @@ def test_each_kind_breaks_one_line_of_a_site_and_says_where(kind):
     m, _, _, code = render(module, tag)
     sites = slips.site_lines(kind, code)
     assert sites, f"{kind} finds no site in {module}/{tag}"
-    broken, message = slips.apply(code, m.impl, slips.encode(kind, 0))
+    broken, message = slips.apply(code, m.impl, slips.encode(kind, 0), dtype="fp16")
     before, after = code.split("\n"), broken.split("\n")
     changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
     assert len(before) == len(after) and changed == [sites[0]]
@@ -66,6 +67,9 @@ def test_codes_without_a_site_and_other_dialects_get_no_slip():
     m, _, _, code = render("rmsnorm_cuda", "register_cached")
     assert slips.apply(code, "triton", slips.encode("arange_runtime", 0)) is None
     assert slips.apply(code, "cuda", slips.encode("const_cast", 0), hip_arch="gfx942") is None   # worded for nvcc only
+    attention = render("swa_decode_triton", "gqa_dot")[3]
+    assert slips.apply(attention, "triton", slips.encode("dot_dtype", 0), dtype="fp16") is not None
+    assert slips.apply(attention, "triton", slips.encode("dot_dtype", 0), dtype="fp32") is None  # no cast to drop
     plain = "__global__ void k(float* y) {\n    y[threadIdx.x] = 0.f;\n}\n"
     assert all(slips.apply(plain, "cuda", slips.encode(k, 3)) is None for k in slips.NAMES)
     assert slips.kind_of(7) == "identifier" and slips.apply(code, "cuda", 7) is not None   # old picks keep their meaning
@@ -77,13 +81,13 @@ def _compile(m, v, task, code):
     return compile_triton(code, m.compile_specs(v, v.defaults(), task), task.gpu.arch)
 
 
-@pytest.mark.parametrize("kind", ["const_cast", "shfl_mask", "arange_runtime"])
+@pytest.mark.parametrize("kind", ["const_cast", "shfl_mask", "arange_runtime", "dot_dtype"])
 def test_the_compiler_rejects_it_with_the_same_words(kind):
     module, tag, _ = CASES[kind]
     m, v, task, code = render(module, tag, "H100")
     if m.impl == "cuda" and not HAVE_NVCC or m.impl == "triton" and not HAVE_TRITON:
         pytest.skip("needs nvcc / triton (pip install 'kernelstrain[verify]')")
-    broken, message = slips.apply(code, m.impl, slips.encode(kind, 1))
+    broken, message = slips.apply(code, m.impl, slips.encode(kind, 1), dtype="fp16")
     r = _compile(m, v, task, broken)
     assert not r.ok and r.error_class == slips.failure(kind)
     assert first_error(r.log) == first_error(message)

@@ -32,6 +32,7 @@ class Kind:
     sites: object          # code -> list of sites (line first); None for identifier
     apply: object          # (code, site) -> (broken code, tool text) | None
     hip: bool = False      # worded for hipcc (clang) too
+    dtypes: tuple = ()     # task dtypes it is written for (empty: any)
 
 
 KINDS = (
@@ -40,6 +41,8 @@ KINDS = (
     Kind("shared_vla", "cuda", "constexpr", nvcc.shared_vla_sites, nvcc.shared_vla),
     Kind("shfl_mask", "cuda", "type", nvcc.shfl_sites, nvcc.shfl_mask),
     Kind("arange_runtime", "triton", "constexpr", triton_slips.arange_sites, triton_slips.arange_runtime),
+    Kind("dot_dtype", "triton", "type", triton_slips.dot_cast_sites, triton_slips.dot_dtype,
+         dtypes=tuple(triton_slips.TL_DTYPE)),
 )
 BY_NAME = {k.name: k for k in KINDS}
 NAMES = tuple(BY_NAME)
@@ -58,9 +61,10 @@ def failure(kind: str) -> str:
     return BY_NAME[kind].failure
 
 
-def offered(kind: str, impl: str, hip_arch: str = "") -> bool:
+def offered(kind: str, impl: str, hip_arch: str = "", dtype: str = "") -> bool:
+    """`kind` is written for this dialect, compiler and task dtype ("": any)."""
     k = BY_NAME[kind]
-    return k.impl in ("", impl) and (k.hip or not hip_arch)
+    return k.impl in ("", impl) and (k.hip or not hip_arch) and (not k.dtypes or not dtype or dtype in k.dtypes)
 
 
 def site_lines(kind: str, code: str) -> list:
@@ -71,11 +75,12 @@ def site_lines(kind: str, code: str) -> list:
     return [s if isinstance(s, int) else s[0] for s in k.sites(code)]
 
 
-def apply(code: str, impl: str, pick: int, hip_arch: str = ""):
-    """(broken code, the compiler's text) of slip `pick`, or None when it cannot be made here."""
+def apply(code: str, impl: str, pick: int, hip_arch: str = "", dtype: str = ""):
+    """(broken code, the compiler's text) of slip `pick` in a candidate for a task of `dtype`,
+    or None when it cannot be made here."""
     name = kind_of(pick)
-    if name == "?" or not offered(name, impl, hip_arch):
+    if name == "?" or not offered(name, impl, hip_arch, dtype):
         return None
     if name == "identifier":
         return break_identifier(code, impl, pick % SITE, hip_arch)
-    return BY_NAME[name].apply(code, pick % SITE)
+    return BY_NAME[name].apply(code, pick % SITE, dtype)

@@ -81,7 +81,7 @@ def const_cast_sites(code: str) -> list:
             if m.group(2) in consts and not lines[i].lstrip().startswith("//")]
 
 
-def const_cast(code: str, site: int):
+def const_cast(code: str, site: int, dtype: str = ""):
     sites = const_cast_sites(code)
     if not sites:
         return None
@@ -112,7 +112,7 @@ def shared_vla_sites(code: str) -> list:
     return out
 
 
-def shared_vla(code: str, site: int):
+def shared_vla(code: str, site: int, dtype: str = ""):
     sites = shared_vla_sites(code)
     if not sites:
         return None
@@ -170,7 +170,7 @@ def _shfl_note(header: str, line: int, value: str) -> str:
             f"{value}, int, int)\" does not match the call\n  {decl}\n  {' ' * decl.index('__shfl_xor_sync')}^\n")
 
 
-def shfl_mask(code: str, site: int):
+def shfl_mask(code: str, site: int, dtype: str = ""):
     sites = shfl_sites(code)
     if not sites:
         return None
