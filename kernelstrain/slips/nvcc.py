@@ -81,18 +81,29 @@ def const_cast_sites(code: str) -> list:
             if m.group(2) in consts and not lines[i].lstrip().startswith("//")]
 
 
-def const_cast(code: str, site: int, dtype: str = ""):
-    sites = const_cast_sites(code)
+def _edit(code: str, sites: list, site: int, pattern, token: str, rewrite):
+    """Rewrite the match of `pattern` at the `site`-th (line, column) with rewrite(match):
+    (lines, line index, match, the line as nvcc echoes it, the caret's column: that match's
+    `token` in the echo), or None without a site."""
     if not sites:
         return None
     j, start = sites[site % len(sites)]
     lines = code.split("\n")
     line = lines[j]
-    m = _CAST.match(line, start)
-    lines[j] = line[:start] + re.sub(r"<const\s+", "<", m.group(0), count=1) + line[m.end():]
-    shown = echo(lines[j], macros(lines))
-    nth = len(re.findall(r"reinterpret_cast<", echo(lines[j][:start], macros(lines))))
-    col = [m.start() for m in re.finditer(r"reinterpret_cast<", shown)][nth]
+    m = pattern.match(line, start)
+    lines[j] = line[:start] + rewrite(m) + line[m.end():]
+    defs = macros(lines)
+    shown = echo(lines[j], defs)
+    nth = len(re.findall(re.escape(token), echo(line[:start], defs)))
+    return lines, j, m, shown, [t.start() for t in re.finditer(re.escape(token), shown)][nth]
+
+
+def const_cast(code: str, site: int, dtype: str = ""):
+    got = _edit(code, const_cast_sites(code), site, _CAST, "reinterpret_cast<",
+                lambda m: re.sub(r"<const\s+", "<", m.group(0), count=1))
+    if got is None:
+        return None
+    lines, j, _, shown, col = got
     return "\n".join(lines), report([error_block(j, "reinterpret_cast cannot cast away const or other type qualifiers",
                                                  shown, col)])
 
@@ -171,19 +182,12 @@ def _shfl_note(header: str, line: int, value: str) -> str:
 
 
 def shfl_mask(code: str, site: int, dtype: str = ""):
-    sites = shfl_sites(code)
-    if not sites:
+    got = _edit(code, shfl_sites(code), site, _SHFL, "__shfl_xor_sync(",
+                lambda m: f"__shfl_xor_sync({m.group(2)}, {m.group(3)})")
+    if got is None:
         return None
-    j, start = sites[site % len(sites)]
-    lines = code.split("\n")
-    line = lines[j]
-    m = _SHFL.match(line, start)
+    lines, j, m, shown, col = got
     args = (_type_of(lines, j, m.group(2)), _type_of(lines, j, m.group(3)))
-    lines[j] = line[:start] + f"__shfl_xor_sync({m.group(2)}, {m.group(3)})" + line[m.end():]
-    defs = macros(lines)
-    shown = echo(lines[j], defs)
-    nth = len(re.findall(r"__shfl_xor_sync\(", echo(line[:start], defs)))
-    col = [t.start() for t in re.finditer(r"__shfl_xor_sync\(", shown)][nth]
     included = [h for h in ("cuda_fp16.h", "cuda_bf16.h") if re.search(rf"#include\s*<{h}>", code)]
     notes = "".join(_shfl_note(*d) for h in [*sorted(included, key=code.index, reverse=True), ""]
                     for d in _SHFL_DECLS[h])
