@@ -128,3 +128,17 @@ def test_engine_writes_the_profiles_kinds_and_repairs_each():
             repaired += (nxt["tag"], nxt["params"]) == (st["tag"], st["params"])
     assert len([k for k in seen if k != "identifier"]) >= 3, seen
     assert repaired >= 0.9 * slipped, (repaired, slipped)
+
+
+@pytest.mark.parametrize("table, says", [("{const_kast = 1.0}", "unknown slip kind 'const_kast'"),
+                                         ("{identifier = 1.0}", "the typo's weight is typo_weight"),
+                                         ("{shfl_mask = -1}", "must be a number >= 0"),
+                                         ("[1, 2]", "must be a table of kind = weight")])
+def test_bad_slip_weights_are_usage_errors(tmp_path, table, says):
+    from kernelstrain.errors import UsageError
+    from kernelstrain.profiles import resolve
+    text = resolve("kernelinfer").read_text()
+    path = tmp_path / "p.toml"
+    path.write_text(re.sub(r"(?m)^slip_weights = .*$", f"slip_weights = {table}", text))
+    with pytest.raises(UsageError, match=re.escape(says)):
+        load_profile(path)
