@@ -382,7 +382,7 @@ class Episode:
         lines = code.split("\n")
         kinds, weights, fresh = [], [], {}
         for kind, w in (("identifier", self.search.typo_weight), *self.search.slip_weights):
-            if w <= 0 or not slips.offered(kind, self.m.impl, hip_arch, self.task.dtype):
+            if w <= 0 or not slips.offered(kind, self.m.impl, hip_arch, self.task.dtype, self.task.shape):
                 continue
             if kind == "identifier":
                 if find_typo(code, self.m.impl) is None:
@@ -403,7 +403,7 @@ class Episode:
         else:
             site = self.rng.choice(fresh[kind]) if fresh[kind] else self.rng.randrange(len(slips.site_lines(kind, code)))
         c = replace(base, typo=slips.encode(kind, site))
-        got = slips.apply(code, self.m.impl, c.typo, hip_arch, self.task.dtype)
+        got = slips.apply(code, self.m.impl, c.typo, hip_arch, self.task.dtype, self.task.shape)
         return None if got is None else (c, slips.failure(kind), got[1])
 
     def propose_wrong(self, k: int) -> Candidate | None:
@@ -528,7 +528,7 @@ class Episode:
         code = self.code(cand)
         if cand.typo is not None:
             code = slips.apply(code, self.m.impl, cand.typo, self.task.gpu.arch if self.task.is_hip else "",
-                               self.task.dtype)[0]
+                               self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
         self.tried.add(cand.key)

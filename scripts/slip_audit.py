@@ -48,17 +48,17 @@ def cases(modules, kinds, per_module, seed):
             for gpu, v in tries:
                 if found >= per_module:
                     break
+                shape = rng.choice(m.shapes)
                 dtype = next((d for d in m.dtypes if m.supports(GPUS[gpu], d) and v.offered(d)
-                              and slips.offered(kind, m.impl, "", d)), None)
+                              and slips.offered(kind, m.impl, "", d, shape)), None)
                 if dtype is None or v.needs - GPUS[gpu].features:
                     continue
-                shape = rng.choice(m.shapes)
                 grid = list(param_grid(v))
                 params = rng.choice(grid)
                 task = make_task(m, gpu, dtype, shape)
                 code = m.render(v, params, task)
                 n = len(slips.site_lines(kind, code)) if kind != "identifier" else 1
-                if n == 0 or slips.apply(code, m.impl, slips.encode(kind, 0), dtype=dtype) is None:
+                if n == 0 or slips.apply(code, m.impl, slips.encode(kind, 0), dtype=dtype, shape=shape) is None:
                     continue
                 found += 1
                 yield name, gpu, dtype, shape, v.tag, params, kind, rng.randrange(slips.SITE)
@@ -76,7 +76,7 @@ def run_case(case):
     v = m.variant(tag)
     task = make_task(m, gpu, dtype, shape)
     code = m.render(v, params, task)
-    broken, message = slips.apply(code, m.impl, slips.encode(kind, site), dtype=dtype)
+    broken, message = slips.apply(code, m.impl, slips.encode(kind, site), dtype=dtype, shape=shape)
     clean = compile_code(m, v, params, task, code)
     r = compile_code(m, v, params, task, broken)
     log = normalized(r.log)

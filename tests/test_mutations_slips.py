@@ -142,3 +142,18 @@ def test_bad_slip_weights_are_usage_errors(tmp_path, table, says):
     path.write_text(re.sub(r"(?m)^slip_weights = .*$", f"slip_weights = {table}", text))
     with pytest.raises(UsageError, match=re.escape(says)):
         load_profile(path)
+
+
+def test_no_site_where_the_compiler_would_accept_it_or_err_elsewhere():
+    # a runtime bound of 1 is made a constant by Triton's launcher: tl.arange(0, T) then compiles
+    code = render("rmsnorm_triton", "persistent")[3]
+    pick = slips.encode("arange_runtime", 0)
+    assert slips.apply(code, "triton", pick, shape={"T": 4, "D": 4096}) is not None
+    assert slips.apply(code, "triton", pick, shape={"T": 1, "D": 4096}) is None
+    # a shuffle in a macro's body errs where the macro is used: not a site
+    macro = ("__device__ float twice(float v) { return 2.f * v; }\n"
+             "#define SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, v, o)\n"
+             "__device__ float warp_sum(float v) {\n    for (int o = 16; o > 0; o >>= 1) v += SHFL_XOR(v, o);\n"
+             "    return v;\n}\n")
+    assert slips.site_lines("shfl_mask", macro) == []
+    assert slips.site_lines("shfl_mask", macro.replace("SHFL_XOR(v, o);", "__shfl_xor_sync(0xffffffffu, v, o);")) == [3]

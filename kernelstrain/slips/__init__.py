@@ -33,6 +33,8 @@ class Kind:
     apply: object          # (code, site) -> (broken code, tool text) | None
     hip: bool = False      # worded for hipcc (clang) too
     dtypes: tuple = ()     # task dtypes it is written for (empty: any)
+    unit_dims: bool = True  # offered for a shape with a dimension of 1 (Triton makes an int argument
+                            # equal to 1 a constant: a runtime bound of 1 compiles)
 
 
 KINDS = (
@@ -40,7 +42,8 @@ KINDS = (
     Kind("const_cast", "cuda", "type", nvcc.const_cast_sites, nvcc.const_cast),
     Kind("shared_vla", "cuda", "constexpr", nvcc.shared_vla_sites, nvcc.shared_vla),
     Kind("shfl_mask", "cuda", "type", nvcc.shfl_sites, nvcc.shfl_mask),
-    Kind("arange_runtime", "triton", "constexpr", triton_slips.arange_sites, triton_slips.arange_runtime),
+    Kind("arange_runtime", "triton", "constexpr", triton_slips.arange_sites, triton_slips.arange_runtime,
+         unit_dims=False),
     Kind("dot_dtype", "triton", "type", triton_slips.dot_cast_sites, triton_slips.dot_dtype,
          dtypes=tuple(triton_slips.TL_DTYPE)),
 )
@@ -61,10 +64,13 @@ def failure(kind: str) -> str:
     return BY_NAME[kind].failure
 
 
-def offered(kind: str, impl: str, hip_arch: str = "", dtype: str = "") -> bool:
-    """`kind` is written for this dialect, compiler and task dtype ("": any)."""
+def offered(kind: str, impl: str, hip_arch: str = "", dtype: str = "", shape=()) -> bool:
+    """`kind` is written for this dialect, compiler, task dtype ("": any) and shape (a dict or
+    (dim, value) pairs)."""
     k = BY_NAME[kind]
-    return k.impl in ("", impl) and (k.hip or not hip_arch) and (not k.dtypes or not dtype or dtype in k.dtypes)
+    values = shape.values() if isinstance(shape, dict) else [v for _, v in shape]
+    return k.impl in ("", impl) and (k.hip or not hip_arch) and (not k.dtypes or not dtype or dtype in k.dtypes) \
+        and (k.unit_dims or 1 not in values)
 
 
 def site_lines(kind: str, code: str) -> list:
@@ -75,11 +81,11 @@ def site_lines(kind: str, code: str) -> list:
     return [s if isinstance(s, int) else s[0] for s in k.sites(code)]
 
 
-def apply(code: str, impl: str, pick: int, hip_arch: str = "", dtype: str = ""):
-    """(broken code, the compiler's text) of slip `pick` in a candidate for a task of `dtype`,
-    or None when it cannot be made here."""
+def apply(code: str, impl: str, pick: int, hip_arch: str = "", dtype: str = "", shape=()):
+    """(broken code, the compiler's text) of slip `pick` in a candidate for a task of `dtype`
+    and `shape`, or None when it cannot be made here."""
     name = kind_of(pick)
-    if name == "?" or not offered(name, impl, hip_arch, dtype):
+    if name == "?" or not offered(name, impl, hip_arch, dtype, shape):
         return None
     if name == "identifier":
         return break_identifier(code, impl, pick % SITE, hip_arch)

@@ -64,9 +64,10 @@ def report(blocks: list) -> str:
 
 
 def _kernel_lines(lines):
-    """Indices of lines inside device code (from the first __device__/__global__ on)."""
+    """Indices of the lines of device code (from the first __device__/__global__ on), less
+    preprocessor lines: a slip in a macro's body errs where the macro is used."""
     start = next((i for i, line in enumerate(lines) if "__global__" in line or "__device__" in line), len(lines))
-    return range(start, len(lines))
+    return [i for i in range(start, len(lines)) if not lines[i].lstrip().startswith("#")]
 
 
 # -- a vector load written without the const: reinterpret_cast casts the const away -----------
