@@ -6,6 +6,9 @@ from .card import VERIFICATION, _coverage, _splits, front_matter
 from .gpus import GPUS
 from .holdout import card_configs
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE
+from .slips import NAMES
+
+SLIP_KINDS = ", ".join(f"{i} {n}" for i, n in enumerate(NAMES))
 
 
 def render_sessions_card(stats: dict) -> str:
@@ -61,7 +64,9 @@ A session row: `messages` (system; user task with the baseline; then each step's
 full kernel source in one fenced block, `weight` 1 for a target worth learning — and its user feedback
 turn: this step's result and the best so far only), `trace` (one compact record a step: step, kind,
 tag, params, status, failure, bug, typo, time_ms, smem_bytes, regs, error, kept, best_ms, elapsed_s; the
-step's code is its assistant turn), and op, impl, module, family, gpu, arch, dtype, shape, signature,
+step's code is its assistant turn; `typo`, when set, is the compile-time slip written into that code:
+kind {SLIP_KINDS} by `typo // 1000`, its site `typo % 1000`, its class in `failure`), and op, impl,
+module, family, gpu, arch, dtype, shape, signature,
 desc, baseline_ms, baseline {{tag, params}}, best {{step, time_ms, speedup}}, attempts, end, num_steps,
 elapsed_s, elapsed_hms, seed, generator.
 

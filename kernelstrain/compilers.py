@@ -34,11 +34,18 @@ class CompileResult:
     log: str
     smem_bytes: int | None = None
     regs: int | None = None
-    error_class: str | None = None   # arch | smem | resources | syntax | other
+    error_class: str | None = None   # arch | smem | resources | type | constexpr | syntax | other
 
 
 class MissingCompiler(RuntimeError):
     pass
+
+
+# compile errors of the slips catalogue (kernelstrain/slips) other than a misspelt name
+SLIP_CLASSES = (
+    ("type", r"cannot cast away const|no instance of overloaded function|Both operands must be same dtype"),
+    ("constexpr", r"variable length array cannot have static storage|arguments must be of type tl\.constexpr"),
+)
 
 
 def classify(log: str) -> str:
@@ -52,9 +59,34 @@ def classify(log: str) -> str:
         return "arch"   # a missing NVIDIA-only header is an NVIDIA-only feature on ROCm
     if "too many resources" in log or "out of resource" in log:
         return "resources"
+    for cls, pat in SLIP_CLASSES:
+        if re.search(pat, log):
+            return cls
     if re.search(r"error: |Error|CompilationError", log):
         return "syntax"
     return "other"
+
+
+def normalized(log: str) -> str:
+    """A compiler log with its temporary paths gone: /tmp/xyz/candidate.cu -> candidate.cu."""
+    return re.sub(r"[^\s\"(]*/(candidate\.(?:cu|hip))", r"\1", log)
+
+
+def first_error(log: str) -> str:
+    """The first error of a log, as a recorded message states it: nvcc's or clang's first
+    `error:` line (paths normalized), or Triton's CompilationError position and its message
+    (the last line of the exception text)."""
+    log = normalized(log)
+    if "CompilationError: at " in log:
+        head = re.search(r"CompilationError: at \d+:\d+:", log).group(0)
+        return f"{head} {log.rstrip().splitlines()[-1]}"
+    return next((line for line in log.splitlines() if re.search(r"\berror\b", line)), "")
+
+
+def _head_and_tail(log: str, keep: int = 4000) -> str:
+    """A long log cut to its head (the first error: a long note list or a kernel's source
+    must not push it out) and its tail."""
+    return log if len(log) <= 2 * keep else log[:keep] + "\n...\n" + log[-keep:]
 
 
 def _cached(key: str, fn):
@@ -94,7 +126,7 @@ def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
             if kernel:
                 break
         ok = proc.returncode == 0
-        return CompileResult(ok, log[-4000:], smem, regs, None if ok else classify(log))
+        return CompileResult(ok, _head_and_tail(log), smem, regs, None if ok else classify(log))
     return _cached(key, run)
 
 
@@ -226,6 +258,6 @@ def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
                 smem = max(smem, int(out.metadata.shared))
         except Exception as e:  # the compiler's own exception text is the log
             log = f"{type(e).__module__}.{type(e).__name__}: {e}"
-            return CompileResult(False, log[-4000:], None, None, classify(log))
+            return CompileResult(False, _head_and_tail(log), None, None, classify(log))
         return CompileResult(True, "", smem, None, None)
     return _cached(key, run)

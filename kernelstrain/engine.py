@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import knobs, messages
+from . import knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger
 from .limits import Limits, demand, overflow
@@ -30,6 +30,8 @@ from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
 MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
+SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
+AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Candidate:
     variant: Variant
     params: dict
     bug: str | None = None        # a risky transformation written into the code
-    typo: int | None = None       # mutations.find_typo pick: a compile error
+    typo: int | None = None       # slips pick (kind and site): a compile error the author wrote
 
     @cached_property
     def key(self):
@@ -115,7 +117,7 @@ class Episode:
         self.tried: set = {self.base.key}              # configs built (ok or failed to build)
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
-        self.pending: Candidate | None = None          # a failed typo/bug attempt to fix
+        self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
@@ -349,7 +351,8 @@ class Episode:
         if not pool and rng.random() < self.search.owed_share:
             self.owed += 1
             return None
-        mode = rng.choices(pool + ["syntax"], [weights[m] for m in pool] + [0.0 if owed else self.search.typo_weight])[0]
+        slip = self.search.typo_weight + sum(w for _, w in self.search.slip_weights)
+        mode = rng.choices(pool + ["slip"], [weights[m] for m in pool] + [0.0 if owed else slip])[0]
         if owed:
             self.owed -= 1
         if mode == "arch":
@@ -357,20 +360,52 @@ class Episode:
             c = Candidate(v, self.carry(v))
             return c, "arch", messages.arch_error(v.needs - self.task.gpu.features, self.task, self.m,
                                                   self.code(c))
-        if mode != "syntax":
+        if mode != "slip":
             c = rng.choice(modes[mode])
             return c, self.sim(c).error_class, self.sim(c).error
         base = self.propose_move(k)
-        return None if base is None else self.with_typo(base)
+        return None if base is None else self.with_slip(base)
 
-    def with_typo(self, base: Candidate) -> tuple[Candidate, str, str] | None:
-        """`base` written with a slip that breaks the build (mutations.find_typo)."""
-        c = replace(base, typo=self.rng.randrange(1000))
-        typo = find_typo(self.code(base), self.m.impl, c.typo)
-        if typo is None:
-            return None
+    def with_slip(self, base: Candidate) -> tuple[Candidate, str, str] | None:
+        """`base` written with a slip that breaks the build (kernelstrain/slips): a typo, or a
+        kind of the profile's slip_weights that has a site in this code, drawn by weight, a kind
+        with a site on a line this change wrote (not in the best's code) SLIP_TIE times likelier,
+        and such a site first, as an engineer's slips are in what they just edited."""
         hip_arch = self.task.gpu.arch if self.task.is_hip else ""
-        return c, "syntax", messages.typo_error(typo, self.m.impl, hip_arch)
+        code = self.code(base)
+        if not self.search.slip_weights:          # the typo alone: the default profile's draws
+            c = replace(base, typo=self.rng.randrange(slips.SITE))
+            typo = find_typo(code, self.m.impl, c.typo)
+            if typo is None:
+                return None
+            return c, "syntax", messages.typo_error(typo, self.m.impl, hip_arch)
+        old = set(self.code(self.best).split("\n"))
+        lines = code.split("\n")
+        kinds, weights, fresh = [], [], {}
+        for kind, w in (("identifier", self.search.typo_weight), *self.search.slip_weights):
+            if w <= 0 or not slips.offered(kind, self.m.impl, hip_arch, self.task.dtype, self.task.shape):
+                continue
+            if kind == "identifier":
+                if find_typo(code, self.m.impl) is None:
+                    continue
+                sites = []
+            else:
+                sites = slips.site_lines(kind, code)
+                if not sites:
+                    continue
+            fresh[kind] = [i for i, line in enumerate(sites) if lines[line] not in old]
+            kinds.append(kind)
+            weights.append(w * (SLIP_TIE if fresh[kind] else 1))
+        if not kinds:
+            return None
+        kind = self.rng.choices(kinds, weights)[0]
+        if kind == "identifier":
+            site = self.rng.randrange(slips.SITE)
+        else:
+            site = self.rng.choice(fresh[kind]) if fresh[kind] else self.rng.randrange(len(slips.site_lines(kind, code)))
+        c = replace(base, typo=slips.encode(kind, site))
+        got = slips.apply(code, self.m.impl, c.typo, hip_arch, self.task.dtype, self.task.shape)
+        return None if got is None else (c, slips.failure(kind), got[1])
 
     def propose_wrong(self, k: int) -> Candidate | None:
         """A change carrying a risky transformation that compiles but is wrong (or crashes)."""
@@ -455,7 +490,7 @@ class Episode:
             fix, self.pending = self.pending, None
             if rng.random() < 0.96:
                 # a fix may itself fail to build: a new slip while repairing the old one
-                again = self.with_typo(fix) if self.search.refail and rng.random() < self.search.refail else None
+                again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
                 if again:
                     return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
@@ -503,7 +538,8 @@ class Episode:
         kind = kind_of(cand, self.best, self.late(k))
         code = self.code(cand)
         if cand.typo is not None:
-            code = "\n".join(find_typo(code, self.m.impl, cand.typo).lines)
+            code = slips.apply(code, self.m.impl, cand.typo, self.task.gpu.arch if self.task.is_hip else "",
+                               self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
         self.tried.add(cand.key)
@@ -520,10 +556,10 @@ class Episode:
                                                                                  self.wording)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
-            slips = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
-            if slips:                                  # a launch-bound or opt-in slip: write it right next
+            undo = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
+            if undo:                                   # a launch-bound or opt-in slip: write it right next
                 self.slipped += 1
-                self.pending = Candidate(cand.variant, {**cand.params, **slips})
+                self.pending = Candidate(cand.variant, {**cand.params, **undo})
             elif failure in ("smem", "resources"):     # a limit hit: learnt, and backed off from next
                 hit = self.overflow(cand)
                 if hit is not None and self.search.learn_limits:
@@ -532,7 +568,7 @@ class Episode:
                     self.over = (cand.clean(), hit[0])
             elif failure == "arch" and self.search.learn_limits:
                 self.limits.missing |= cand.variant.needs - self.task.gpu.features
-            if failure in ("syntax", "mismatch", "fault"):     # the author's own slip: fix it next
+            if failure in AUTHOR_FAILURES or cand.typo is not None:     # the author's own slip: fix it next
                 self.pending = cand.clean()
                 if cand.bug is not None:
                     self.fixed.add((cand.variant.tag, cand.bug))

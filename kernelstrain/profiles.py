@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 from .errors import UsageError
@@ -65,6 +65,8 @@ class Search:
     learn_limits: bool = False      # the feasibility memory (limits.py): a limit or arch failure is
                                     # not repeated (off: the default profile's figures are tuned without it)
     typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
+    slip_weights: tuple = ()        # ((kind, weight), ...): slips (kernelstrain/slips) besides the typo, whose
+                                    # weight is typo_weight; TOML: slip_weights = {const_cast = 0.1, ...}
     owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
@@ -176,13 +178,29 @@ def load_profile(path: str | Path) -> Profile:
     modules = () if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
     _names(top["gpus"], "profile.gpus", path)
     from .clock import Clock
-    tables["search"] = _build(Search, raw.get("search", {}), "search", path)
+    search = dict(raw.get("search", {}))
+    weights = _slip_weights(search.pop("slip_weights", {}), path)
+    tables["search"] = replace(_build(Search, search, "search", path), slip_weights=weights)
     tables["clock"] = Clock.from_table(raw.get("clock", {}), path)
     tables["shapes"] = _shapes(raw.get("shapes", {}), path)
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
     _validate(profile, path)
     return profile
+
+
+def _slip_weights(table, path: Path) -> tuple:
+    """[search] slip_weights = {kind = weight, ...}: known non-typo kinds, weights >= 0."""
+    from .slips import NAMES
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: key 'search.slip_weights' must be a table of kind = weight")
+    for kind, w in table.items():
+        if kind not in NAMES[1:]:
+            raise UsageError(f"{path}: key 'search.slip_weights' names unknown slip kind {kind!r} "
+                             f"(known: {', '.join(NAMES[1:])}; the typo's weight is typo_weight)")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+            raise UsageError(f"{path}: key 'search.slip_weights.{kind}' must be a number >= 0, got {w!r}")
+    return tuple((k, float(table[k])) for k in NAMES[1:] if k in table)
 
 
 def _shapes(table: dict, path: Path) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import svg
 from .compilers import classify
+from .slips import kind_of
 from .errors import UsageError
 from .fields import as_dict
 from .report_page import render_page
@@ -28,7 +29,8 @@ STATUSES = ("ok", "wrong_result", "compile_error")
 STATUS_COLORS = {"ok": "#59a14f", "wrong_result": "#f28e2b", "compile_error": "#e15759"}
 KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
 COMPILE_KINDS = {"arch": "arch feature", "smem": "shared memory", "resources": "registers / resources",
-                 "syntax": "typo / syntax", "other": "other"}
+                 "syntax": "typo / syntax", "type": "type / overload", "constexpr": "non-constant size",
+                 "other": "other"}
 SAMPLE_PER_MODULE = 3
 BROWSER_BYTES = 14_000_000   # the browser's data stays under this, so the page stays under 20 MB
 
@@ -44,6 +46,8 @@ def failure_kind(step: dict) -> str | None:
         kind = classify(error)
         if kind == "other" and "shared memory" in error:   # a dynamic request over the device limit, at launch
             kind = "smem"
+        if step.get("typo") is not None and kind_of(step["typo"]) != "identifier":   # which slip of the catalogue
+            return f"compile: {COMPILE_KINDS[kind]} ({kind_of(step['typo'])})"
         return f"compile: {COMPILE_KINDS[kind]}"
     if step["status"] == "wrong_result":
         if step.get("bug"):

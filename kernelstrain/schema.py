@@ -34,8 +34,9 @@ KINDS = ("structural", "param_sweep", "joint", "rebench", "endgame")
 STATUSES = ("ok", "wrong_result", "compile_error")
 ENDS = ("converged", "budget", "time")      # why a session ended: nothing left / step budget / time budget
 # Why a step failed (null when ok): compile-time classes, then run-time ones.
-FAILURES = ("arch", "smem", "resources", "syntax", "mismatch", "fault")
-COMPILE_FAILURES = ("arch", "smem", "resources", "syntax")
+# type / constexpr: the slips catalogue's kinds other than a typo (kernelstrain/slips)
+FAILURES = ("arch", "smem", "resources", "syntax", "mismatch", "fault", "type", "constexpr")
+COMPILE_FAILURES = ("arch", "smem", "resources", "syntax", "type", "constexpr")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class Step:
     status: str
     failure: str | None       # one of FAILURES, null when ok
     bug: str | None           # the risky transformation written into the code (ops.base.BUGS)
-    typo: int | None          # mutations.break_identifier pick, when the code has a typo
+    typo: int | None          # the slip written into the code (slips.apply): kind slips.NAMES[typo // 1000]
+                              # (0: a misspelt name, mutations.py), site typo % 1000; null when none
     time_ms: float | None     # this step's measurement, null unless ok
     smem_bytes: int
     regs: int

@@ -59,7 +59,7 @@ def episode_row(session: dict) -> dict:
         text = render_code(*key, tag, tuple(as_dict(params).items()), bug)
         if typo is None:
             return text
-        broken = with_typo(text, module.impl, typo, hip_arch)
+        broken = with_typo(text, module.impl, typo, hip_arch, session["dtype"], key[3])
         if broken is None:
             raise ValueError(f"typo {typo} cannot be applied to {tag}")
         return broken[0]

@@ -183,9 +183,11 @@ def _sim(module: str, gpu: str, dtype: str, shape: tuple, tag: str, params: tupl
 
 
 @lru_cache(maxsize=4096)
-def with_typo(code: str, impl: str, pick: int, hip_arch: str):
-    from .mutations import break_identifier
-    return break_identifier(code, impl, pick, hip_arch)
+def with_typo(code: str, impl: str, pick: int, hip_arch: str, dtype: str = "", shape: tuple = ()):
+    """(broken code, the tool's text) of slip `pick` (slips.apply) for a task of `dtype` and
+    `shape` ((dim, value) pairs), or None."""
+    from .slips import apply
+    return apply(code, impl, pick, hip_arch, dtype, shape)
 
 
 _MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
@@ -384,11 +386,15 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
     code = render_code(*args, s["bug"])
     typo_error = None
     if s["typo"] is not None:
-        broken = with_typo(code, module.impl, s["typo"], gpu.arch if gpu.vendor == "amd" else "")
+        broken = with_typo(code, module.impl, s["typo"], gpu.arch if gpu.vendor == "amd" else "", ep["dtype"], shape)
         if broken is None:
             out.add(w, f"typo {s['typo']} cannot be applied to this candidate")
             return
         code, typo_error = broken
+        from .slips import failure, kind_of
+        if s["failure"] != failure(kind_of(s["typo"])):
+            out.add(w, f"failure {s['failure']!r} is not the class of slip {s['typo']} ({kind_of(s['typo'])}: "
+                       f"{failure(kind_of(s['typo']))})")
     if s["code"] != code:
         out.add(w, f"code is not {module.name}'s render of {s['tag']}{s['params']}"
                    + (f" with bug {s['bug']}" if s["bug"] else "") + (f" and typo {s['typo']}" if s["typo"] is not None else "")

@@ -1,7 +1,8 @@
 """`verify`: compile a sample of a dataset's candidates (modules first, then each module's
 statuses, then its (variant, gpu) strata) with real compilers and check that each recorded
 status agrees: ok and wrong_result candidates compile, compile_error candidates fail with
-the recorded class of error (arch feature, shared memory, resources, syntax), and recorded
+the recorded class of error (arch feature, shared memory, resources, syntax, type, constexpr;
+for a type or constexpr slip the same first error line), and recorded
 shared memory matches the compiler's figure. Either layout is read: episodes.jsonl, or
 sessions.jsonl (the trace's records, each step's code from its assistant turn).
 
@@ -22,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
-                        find_hip_compiler)
+                        find_hip_compiler, first_error)
 from .errors import DataError, UsageError
 from .fields import as_dict
 from .gpus import GPUS
@@ -34,6 +35,7 @@ from .tasks import make_task
 from .validate import read_jsonl, read_stats
 from .writers import FILES, check_report_path, write_text_atomic
 
+EXACT_FIRST_ERROR = ("type", "constexpr")   # slip classes (kernelstrain/slips) checked to the first error line
 LAUNCH_TIME = "launch"   # dynamic smem over the cap, a block too big: the compiler accepts it, the launch fails
 
 
@@ -127,7 +129,7 @@ def _compile_job(job: dict) -> dict:
                                    f"{result.smem_bytes}, Hardware limit: {task.gpu.smem_per_block}",
                                    result.smem_bytes, None, "smem")
     return {**job, "compiled": result.ok, "class": result.error_class, "smem": result.smem_bytes,
-            "regs": result.regs, "log": result.log[-600:]}
+            "regs": result.regs, "log": result.log[-600:], "first_error": first_error(result.log)}
 
 
 def judge(r: dict) -> list[str]:
@@ -145,6 +147,9 @@ def judge(r: dict) -> list[str]:
             problems.append(f"recorded compile error ({want}) but it compiles")
         elif r["class"] != want:
             problems.append(f"compiler error class {r['class']} != recorded {want}")
+        elif r["failure"] in EXACT_FIRST_ERROR and r.get("first_error") != first_error(r["error"]):
+            # a slip of the catalogue is worded as the compiler words it: the first error must be the same
+            problems.append(f"compiler's first error {r.get('first_error')!r} != recorded {first_error(r['error'])!r}")
     module = REGISTRY[r["module"]]
     static = module.impl == "cuda" and module.variant(r["tag"]).smem in ("static", "none")
     # ptxas reports static shared memory to the byte; AMD's LDS figure is rounded up to 16 B

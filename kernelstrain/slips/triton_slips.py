@@ -1,0 +1,138 @@
+"""Triton slips that Triton's compiler rejects, each with its CompilationError text.
+
+Triton reports `at LINE:COL:` (line 1 is the kernel's `def`, the column 0-based), the
+kernel's source up to that line (at most its last 12 lines), a caret, then the error.
+
+>>> src = ("import triton\\nimport triton.language as tl\\n\\n\\n@triton.jit\\n"
+...        "def k(x_ptr, D, BLOCK_D: tl.constexpr):\\n    cols = tl.arange(0, BLOCK_D)\\n"
+...        "    tl.store(x_ptr + cols, 0.0, mask=cols < D)\\n\\n\\ndef fill(x):\\n    k[(1,)](x, x.numel(), BLOCK_D=1024)\\n")
+>>> print(arange_runtime(src, 0)[1])
+triton.compiler.errors.CompilationError: at 2:11:
+def k(x_ptr, D, BLOCK_D: tl.constexpr):
+    cols = tl.arange(0, D)
+           ^
+arange's arguments must be of type tl.constexpr
+"""
+from __future__ import annotations
+
+import re
+
+_ARANGE = re.compile(r"tl\.arange\(0, BLOCK(?:_([A-Z]\w*))?\)")
+
+
+EXCERPT = 12      # CompilationError.source_line_count_max_in_message: the last 12 lines up to the error
+
+
+def compilation_error(lines, def_line: int, j: int, col: int, text: str) -> str:
+    shown = "\n".join(lines[max(def_line, j + 1 - EXCERPT):j + 1])
+    return (f"triton.compiler.errors.CompilationError: at {j - def_line + 1}:{col}:\n{shown}\n"
+            f"{' ' * col}^\n{text}")
+
+
+def _kernels(lines):
+    """(def line, signature text, body start, end) of each @triton.jit function the wrapper
+    launches (`name[grid](...)`): an error inside a jit helper is reported at its call site."""
+    out = []
+    text = "\n".join(lines)
+    for i, line in enumerate(lines):
+        name = re.match(r"def (\w+)", line)
+        if i and lines[i - 1].startswith("@triton.jit") and name and re.search(rf"\b{name.group(1)}\[", text):
+            k = next((k for k in range(i, len(lines)) if lines[k].rstrip().endswith(":")), i)
+            end = next((e for e in range(k + 1, len(lines)) if lines[e] and not lines[e][0].isspace()), len(lines))
+            out.append((i, " ".join(lines[i:k + 1]), k + 1, end))
+    return out
+
+
+def _params(sig: str) -> dict:
+    """name -> annotation ('' when none) of a `def`."""
+    inner = sig[sig.index("(") + 1:sig.rindex(")")]
+    out = {}
+    for p in inner.split(","):
+        name, _, ann = p.partition(":")
+        out[name.split("=")[0].strip()] = ann.split("=")[0].strip()
+    return out
+
+
+def _always_runs(lines, start: int, j: int) -> bool:
+    """Line j is not inside an `if`/`else` block (a constexpr condition may drop it)."""
+    indent = len(lines[j]) - len(lines[j].lstrip())
+    for i in range(j - 1, start - 1, -1):
+        text = lines[i].lstrip()
+        ind = len(lines[i]) - len(text)
+        if text and not text.startswith("#") and ind < indent:
+            if re.match(r"(if|elif|else|with|try|except)\b", text):
+                return False
+            indent = ind
+    return True
+
+
+_RUNTIME_SIZE = ("N", "n_elements", "numel", "n")
+
+
+# -- a tile index built over the problem size instead of the block: a runtime bound ----------
+def arange_sites(code: str) -> list:
+    """(line, match start, def line, runtime name) of each `tl.arange(0, BLOCK_X)` (or `BLOCK`)
+    of a kernel that also takes the size X (or N) as a runtime argument, on a line that always
+    compiles; the first on its line."""
+    lines = code.split("\n")
+    out = []
+    for d, sig, body, end in _kernels(lines):
+        params = _params(sig)
+        runtime = [n for n, ann in params.items() if ann == ""]
+        for j in range(body, end):
+            if lines[j].lstrip().startswith("#") or not _always_runs(lines, body, j):
+                continue
+            for m in _ARANGE.finditer(lines[j]):
+                block = m.group(0)[len("tl.arange(0, "):-1]
+                name = m.group(1) or next((n for n in _RUNTIME_SIZE if n in runtime), None)
+                if name in runtime and params.get(block) == "tl.constexpr":
+                    out.append((j, m.start(), d, name))
+                    break
+    return out
+
+
+def arange_runtime(code: str, site: int, dtype: str = ""):
+    sites = arange_sites(code)
+    if not sites:
+        return None
+    j, start, d, name = sites[site % len(sites)]
+    lines = code.split("\n")
+    line = lines[j]
+    m = _ARANGE.match(line, start)
+    lines[j] = line[:start] + f"tl.arange(0, {name})" + line[m.end():]
+    return "\n".join(lines), compilation_error(lines, d, j, start, "arange's arguments must be of type tl.constexpr")
+
+
+# -- a softmax tile fed to tl.dot still in fp32: the cast to the other operand's dtype left out --
+_DOT_CAST = re.compile(r"tl\.dot\((tl\.trans\()?([A-Za-z_]\w*)\.to\(([A-Za-z_]\w*)\.dtype\)(\)?),\s*([A-Za-z_]\w*)\b")
+TL_DTYPE = {"fp16": "fp16", "bf16": "bf16"}     # task dtype -> Triton's name (the other operand's)
+
+
+def dot_cast_sites(code: str) -> list:
+    """(line, match start, def line) of each `tl.dot(p.to(v.dtype), v)` (or its tl.trans form)
+    that always compiles."""
+    lines = code.split("\n")
+    out = []
+    for d, sig, body, end in _kernels(lines):
+        for j in range(body, end):
+            if lines[j].lstrip().startswith("#") or not _always_runs(lines, body, j):
+                continue
+            m = next((m for m in _DOT_CAST.finditer(lines[j]) if m.group(3) == m.group(5)
+                      and bool(m.group(1)) == bool(m.group(4))), None)
+            if m:
+                out.append((j, m.start(), d))
+    return out
+
+
+def dot_dtype(code: str, site: int, dtype: str = ""):
+    sites = dot_cast_sites(code)
+    if not sites or dtype not in TL_DTYPE:
+        return None
+    j, start, d = sites[site % len(sites)]
+    lines = code.split("\n")
+    line = lines[j]
+    m = _DOT_CAST.match(line, start)
+    a = f"tl.trans({m.group(2)})" if m.group(1) else m.group(2)
+    lines[j] = line[:start] + f"tl.dot({a}, {m.group(5)}" + line[m.end():]
+    return "\n".join(lines), compilation_error(lines, d, j, start,
+                                               f"Both operands must be same dtype. Got fp32 and {TL_DTYPE[dtype]}")
