@@ -45,7 +45,7 @@ def launch_of(kind: str):
         regs = 24 + per_thread // 2 + per_thread // 4
         return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 * rows, regs=min(regs, 255),
                       bytes_per_access=min(16, per_thread * elt), traffic=1.0 + max(0, regs - 255) / 96,
-                      lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows))
+                      lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows), rounds=cdiv(tiles, grid))
     return launch
 
 
