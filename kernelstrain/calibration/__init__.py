@@ -4,13 +4,14 @@ Package data (refit with `python3 scripts/refit_calibration.py`):
   h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
   h200_references.json  the PyTorch reference programs, eager and torch.compile, per module x menu shape
   h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
+  h200_gpucheck_*.json  gpu-check rows of a seed (or of scripts/shape_grid.py): fitted where fit.FIT_FILES names them, else held out
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:
   factor = ceiling[module][variant] * prod over the launch terms t of t ** (exponents[impl][t]
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
-  time = roofline(efficiencies / factor, capped at the measured peaks' share)
+  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.cta_floor_s)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
