@@ -1,8 +1,8 @@
 """The analytic simulator (SPEC §6): gates, roofline time, efficiencies, register caps and
 noise. The texts of its failures come from messages.py.
 
-time = max(flops / (peak * e_c), bytes * traffic / (bw * e_m), atomics) * calibration
-       + launch overhead
+time = max(max(flops / (peak * e_c), bytes * traffic / (bw * e_m), atomics) * calibration,
+           CTAs per SM * the block scheduler's start interval) + launch overhead
 
 e_m = variant.memory_eff * bytes-in-flight factor (Little's law: vector width x resident
       threads vs. bandwidth x latency) * SM coverage. Benchmarks flush L2 between runs (as
@@ -33,6 +33,12 @@ SM_BW_SHARE_CAP = 3.0             # one SM can pull at most ~3x its fair share o
 # One global address takes an atomic every ~1.76 ns: measured on an H200 with 67M float and 124M
 # double atomicAdds to a single word (117.9 ms, 218.7 ms; scripts/gpu_check.py); assumed alike elsewhere.
 SAME_ADDRESS_ATOMIC_S = 1.76e-9
+# Each SM's block scheduler starts a CTA about every 80 ns (~160 cycles), whatever its size: on an
+# H200, grids of 0.05-2M small CTAs (swiglu, dropout, bias_gelu, causal_conv1d, embedding_gather,
+# rmsnorm rows of D=128; 64-128 threads, 12-32 resident per SM) ran at 79-86 ns per CTA per SM, up
+# to 8x their DRAM time (h200_kernels.json, h200_gpucheck_s*.json). A grid of many tiny CTAs is
+# bound by that rate, not by bandwidth. Assumed alike on every GPU of the catalog (no measurement).
+CTA_DISPATCH_S = 80e-9
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,27 @@ def sm_coverage(launch: Launch, gpu: GPU) -> float:
     return min(1.0, SM_BW_SHARE_CAP * min(gpu.sms, launch.grid) / gpu.sms)
 
 
+def cta_floor_s(launch: Launch, gpu: GPU) -> float:
+    """Seconds the SMs' schedulers take to start the main kernel's grid (CTA_DISPATCH_S a CTA per SM)."""
+    return math.ceil(launch.grid / gpu.sms) * CTA_DISPATCH_S
+
+
 def in_flight_ratio(launch: Launch, gpu: GPU) -> float:
     """Bytes the resident grid keeps in flight over the bandwidth-latency product (Little's law), at most 1."""
     resident_blocks = min(launch.grid, gpu.sms * blocks_per_sm(launch, gpu))
     in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
     return min(1.0, in_flight / (gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]))
+
+
+def latency_ratio(launch: Launch, gpu: GPU, core_s: float) -> float:
+    """1 + the grid's waves (times the rows each CTA of a persistent loop takes in turn: Launch.rounds)
+    x one DRAM round trip over the roofline time core_s: each wave of CTAs
+    waits at least one load's latency before its reductions and stores can run, so a grid of
+    little work per CTA (a block per short row, one wave of a small problem) is bound by its
+    chain of latencies, not by bandwidth. The fit's exponent (calibration.TERMS) says how much of
+    it shows per impl, module and variant (two- and three-pass variants wait more than once)."""
+    waves = math.ceil(launch.grid / (gpu.sms * max(1, blocks_per_sm(launch, gpu)))) * launch.rounds
+    return 1.0 + waves * DRAM_LATENCY_S[gpu.vendor] / max(core_s, 1e-12)
 
 
 def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, float]:
@@ -164,11 +186,12 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 
 
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
-    t_compute, t_memory, _ = roofline_terms(module, variant, launch, task)
-    terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu))
+    t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
+    terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
+                         latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)))
     factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
-    core_s = max(roofline_terms(module, variant, launch, task, factor))
+    core_s = max(*roofline_terms(module, variant, launch, task, factor), cta_floor_s(launch, task.gpu))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 
 

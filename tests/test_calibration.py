@@ -195,3 +195,22 @@ def test_every_module_has_a_reference_time_on_every_catalog_gpu():
 def test_fit_json_round_trips():
     data = json.loads(json.dumps(FIT.to_json()))
     assert Fit(**data) == FIT
+
+
+def test_cta_start_floor_and_latency_chain_follow_the_grid():
+    """A grid of many tiny CTAs runs no faster than the SMs start them (sim.cta_floor_s); the
+    latency term grows with the waves and with the rows a persistent CTA takes in turn."""
+    from kernelstrain.sim import CTA_DISPATCH_S, cap_registers, cta_floor_s, latency_ratio
+    m = REGISTRY["swiglu_fwd_triton"]
+    t = make_task(m, "H200", "bf16", {"T": 4096, "I": 11008})
+    v = m.variant("flat_index")
+    small, big = {"BLOCK": 64, "num_warps": 2}, {"BLOCK": 1024, "num_warps": 4}
+    la, lb = (cap_registers(m.launch(v, p, t), t.gpu) for p in (small, big))
+    assert cta_floor_s(la, t.gpu) == math.ceil(la.grid / t.gpu.sms) * CTA_DISPATCH_S > 15 * cta_floor_s(lb, t.gpu)
+    assert simulate(m, v, small, t).time_ms >= cta_floor_s(la, t.gpu) * 1e3
+    r = REGISTRY["rmsnorm_triton"]
+    rt = make_task(r, "H200", "fp16", {"T": 65536, "D": 128})
+    one, four = ({"num_warps": 2, "programs_per_sm": k} for k in (1, 4))
+    l1, l4 = (r.launch(r.variant("persistent"), p, rt) for p in (one, four))
+    assert l1.rounds == math.ceil(65536 / l1.grid) and l4.rounds == math.ceil(65536 / l4.grid) < l1.rounds
+    assert latency_ratio(l1, rt.gpu, 1e-5) > latency_ratio(l4, rt.gpu, 1e-5) > 1.0

@@ -4,19 +4,21 @@ Package data (refit with `python3 scripts/refit_calibration.py`):
   h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
   h200_references.json  the PyTorch reference programs, eager and torch.compile, per module x menu shape
   h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
+  h200_gpucheck_*.json  gpu-check rows of a seed (or of scripts/shape_grid.py): fitted where fit.FIT_FILES names them, else held out
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:
   factor = ceiling[module][variant] * prod over the launch terms t of t ** (exponents[impl][t]
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
-  time = roofline(efficiencies / factor, capped at the measured peaks' share)
+  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.cta_floor_s)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
 The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
 compute_scale, tile_quant, lane_util, traffic and the bytes in flight over what the bandwidth
-needs (Little's law); an exponent of 0 keeps the analytic model's
+needs (Little's law) and latency (sim.latency_ratio: 1 + the grid's waves of one DRAM round trip each over
+the roofline time, which an exponent near 1 adds: the dependent phases of a short or thin grid); an exponent of 0 keeps the analytic model's
 effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it);
 `module_exponents[module][term]` is a module's departure from its impl's exponent (its kernels
 feel masked lanes or a short grid more or less than the impl's average) and `term@variant` a
@@ -47,7 +49,7 @@ from importlib import resources
 FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
-TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight")
+TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency")
 
 
 @dataclass(frozen=True)
@@ -111,14 +113,14 @@ class Fit:
                 "ceilings": self.ceilings}
 
 
-def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float = 1.0) -> dict:
+def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float = 1.0, latency: float = 1.0) -> dict:
     """The launch model's ratios the fit scales (TERMS), each floored above 0. The compute-side
     ratios (compute_scale, tile_quant) count only where the uncalibrated roofline is compute-bound
     and traffic and in_flight (sim.in_flight_ratio: Little's law) only where it is memory-bound:
-    elsewhere they do not set the time (1.0)."""
+    elsewhere they do not set the time (1.0); latency is sim.latency_ratio."""
     values = (coverage, launch.threads / 128, launch.compute_scale if compute_bound else 1.0,
               launch.tile_quant if compute_bound else 1.0, launch.lane_util,
-              1.0 if compute_bound else launch.traffic, 1.0 if compute_bound else in_flight)
+              1.0 if compute_bound else launch.traffic, 1.0 if compute_bound else in_flight, latency)
     return {t: max(float(x), 1e-6) for t, x in zip(TERMS, values)}
 
 

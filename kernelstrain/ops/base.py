@@ -169,6 +169,7 @@ class Launch:
     lane_util: float = 1.0       # fraction of launched lanes doing useful work
     launches: int = 1
     serial_atomics: int = 0      # atomic updates of one address: the L2 applies them one at a time
+    rounds: int = 1              # rows / tiles each CTA of a persistent loop takes one after another
 
 
 @dataclass(frozen=True)

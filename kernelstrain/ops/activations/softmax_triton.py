@@ -5,7 +5,7 @@ streaming chunks three times (max, sum, output) -> online softmax (per-lane runn
 and rescaled sum in one pass, then the output pass) -> the whole row in registers (one
 read; spills once C is large) -> persistent programs that prefetch the next row.
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
 from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2
 from .softmax_spec import ENTRY, SoftmaxSpec
 
@@ -105,7 +105,7 @@ def row_launch(p, task):
         grid, util = r, util * 0.85                   # no load in flight while the row is reduced
     # beyond MAX_ROW_PER_THREAD the tile is not compiled: the uncapped registers fail the resource gate
     return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap) if per <= MAX_ROW_PER_THREAD
-                  else regs, bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util)
+                  else regs, bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util, rounds=cdiv(r, grid))
 
 
 def whole_row_registers_src(p, task, norm=" / tl.sum(e, axis=0)", bound="C"):

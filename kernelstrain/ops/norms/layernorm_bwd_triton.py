@@ -44,7 +44,8 @@ def dwdb_launch(tag: str):
         return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
                       lane_util=util, launches=1 if tag == "atomic_dgamma" else 2,
-                      serial_atomics=lock_chain(t, d, p["GROUP"]) if tag == "locked_group_buffers" else 0)
+                      serial_atomics=lock_chain(t, d, p["GROUP"]) if tag == "locked_group_buffers" else 0,
+                      rounds=cdiv(t, grid))
     return launch
 
 

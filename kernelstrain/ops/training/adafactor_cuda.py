@@ -41,7 +41,7 @@ def launch_of(kind: str):
         spill = 1.0 + max(0, regs - 255) / 64       # past 255 registers the partials spill
         return Launch(grid=grid, threads=threads, smem_bytes=rows * warps * 4 + 1, regs=min(regs, 255),
                       bytes_per_access=16, traffic=spill + grid * c * 8 / (r * c * e),
-                      lane_util=c / (passes * threads * vec))
+                      lane_util=c / (passes * threads * vec), rounds=cdiv(cdiv(r, rows), grid))
     return launch
 
 

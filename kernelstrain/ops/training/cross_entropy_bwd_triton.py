@@ -59,7 +59,8 @@ def launch_of(kind: str):
         if kind == "tiled":
             return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
         grid = min(tiles, gpu.sms * p["programs_per_sm"])
-        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane)
+        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane,
+                      rounds=cdiv(tiles, grid))
     return launch
 
 

@@ -114,7 +114,7 @@ def warp_launch(persistent: bool):
         if persistent:
             grid = min(grid, gpu.sms * p["blocks_per_sm"])
         return Launch(grid=grid, threads=warps * gpu.warp, regs=24 + 4 * unroll, bytes_per_access=16 * unroll,
-                      lane_util=min(1.0, chunks / (gpu.warp * unroll)))
+                      lane_util=min(1.0, chunks / (gpu.warp * unroll)), rounds=cdiv(cdiv(t, warps), grid))
     return launch
 
 

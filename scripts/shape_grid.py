@@ -1,0 +1,63 @@
+"""A shape grid for gpu-check (issue 17): a synthetic dataset for gpu-check: per module, the same distinct ok
+candidates (variant x params, taken from the fit rows) at 3 shapes of the module's menu (smallest,
+middle, largest by bytes that gpu-check runs at the task shape), one episode per shape.
+
+    python3 scripts/shape_grid.py OUTDIR MODULE...     then on the GPU:
+    python3 -m kernelstrain gpu-check OUTDIR --sample N --report F   (N: the cases it prints)
+
+h200_gpucheck_grid5.json (kernelstrain/calibration/) is its run on 16 modules."""
+import json, sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kernelstrain import knobs
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task
+from kernelstrain.sim import simulate
+from kernelstrain.gpucheck.sample import fits, MAX_SIM_MS
+from kernelstrain.calibration.fit import FIT_FILES, timed_rows
+PER = 7
+out = Path(sys.argv[1]); mods = sys.argv[2:]
+rows = [k for f in FIT_FILES for k in timed_rows(f)]
+eps = []
+for m in mods:
+    mod = REGISTRY[m]
+    mine = [k for k in rows if k["module"] == m]
+    dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
+    # distinct candidates, round-robin over variants
+    by_v = {}
+    for k in mine:
+        key = (k["variant"], json.dumps(k["params"], sort_keys=True))
+        by_v.setdefault(k["variant"], {})[key] = k["params"]
+    pool = []
+    depth = 0
+    while len(pool) < 3 * PER and any(len(v) > depth for v in by_v.values()):
+        for v in sorted(by_v):
+            c = list(by_v[v].items())
+            if depth < len(c): pool.append((v, c[depth][1]))
+        depth += 1
+    shapes = [s for s in mod.shapes if fits(mod, dt, s)]
+    shapes.sort(key=lambda s: mod.cost(make_task(mod, "H200", dt, s)).bytes)
+    pick = [shapes[0], shapes[len(shapes) // 2], shapes[-1]] if len(shapes) >= 3 else shapes
+    for si, s in enumerate(pick):
+        t100, t200 = make_task(mod, "H100", dt, s), make_task(mod, "H200", dt, s)
+        steps = []
+        for v, p in pool:
+            var = mod.variant(v)
+            a, b = simulate(mod, var, p, t100), simulate(mod, var, p, t200)
+            if not (a.ok and b.ok and b.time_ms <= MAX_SIM_MS):
+                continue
+            steps.append({"step": len(steps) + 1, "kind": "structural", "tag": v,
+                          "params": [{"name": n, "value": x} for n, x in p.items()],
+                          "code": knobs.render(mod, var, p, t100, None), "status": "ok", "failure": None,
+                          "bug": None, "typo": None, "time_ms": a.time_ms})
+            if len(steps) == PER: break
+        eps.append({"schema": "kernelstrain/episode@2", "id": f"kernelstrain-grid5-{m}-{si}", "module": m,
+                    "impl": mod.impl, "gpu": "H100", "arch": "sm_90a", "dtype": dt,
+                    "shape": [{"dim": d, "value": x} for d, x in s.items()], "steps": steps})
+        print(m, dt, s, len(steps))
+out.mkdir(parents=True, exist_ok=True)
+(out / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
+from kernelstrain.gpucheck.sample import sample_cases
+cases = sample_cases(eps, len(mods) * 3 * PER, 0)
+print(len(eps), "episodes", sum(len(e["steps"]) for e in eps), "steps;", len(cases), "cases",
+      sum(c["at"] == "task" for c in cases), "at task")
