@@ -11,13 +11,14 @@ PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
 
 
 def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False,
-               amd_p: bool = False) -> int:
+               warps: int = 4) -> int:
     """Triton's metadata.shared for a flash tile (16-byte-aligned pointers; checked on H100/A100/gfx942
     and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers,
     plus the probabilities P where mma.sync stages them (staged_p). `shared_kv`: unpipelined
     (num_stages 1), K and V share one buffer. gfx942 stages no Q tile: unpipelined Q and K take
-    turns in one LDS buffer; pipelined, the K/V buffers, and with `amd_p` the [bm, bn] P tile
-    (MI300X: sliding_window's has it, cross_attention's and tree_attention's not)."""
+    turns in one LDS buffer; pipelined, the K/V buffers, and the [bm, bn] P tile where its 32-row
+    MFMA tiles leave warps sharing rows, 32 <= bm < 32 x `warps` (MI300X: cross_attention 128 rows
+    at 8 warps and sliding_window 64 at 4 have it; 128 at 4 and tree_attention's 16 not)."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
     cap = task.gpu.triton_max_stage_buffers
     if cap and stages >= 4:
@@ -25,7 +26,7 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
     if task.gpu.triton_q_in_registers:
         if stages == 1:
             return max(bm, bn) * d * e
-        return kv_tile * triton_stage_buffers(task, stages, bm) + amd_p * bm * bn * e
+        return kv_tile * triton_stage_buffers(task, stages, bm) + (32 <= bm < 32 * warps) * bm * bn * e
     kv = kv_tile // 2 if stages == 1 and shared_kv else kv_tile * triton_stage_buffers(task, stages, bm)
     return kv + q_tile + staged_p(task, bm, bn, d, e)
 
