@@ -16,9 +16,7 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
     and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers,
     plus the probabilities P where mma.sync stages them (staged_p). `shared_kv`: unpipelined
     (num_stages 1), K and V share one buffer. gfx942 stages no Q tile: unpipelined Q and K take
-    turns in one LDS buffer; pipelined, the K/V buffers, and the [bm, bn] P tile where its 32-row
-    MFMA tiles leave warps sharing rows, 32 <= bm < 32 x `warps` (MI300X: cross_attention 128 rows
-    at 8 warps and sliding_window 64 at 4 have it; 128 at 4 and tree_attention's 16 not)."""
+    turns in one LDS buffer; pipelined, the K/V buffers and P where mfma_p stages it."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
     cap = task.gpu.triton_max_stage_buffers
     if cap and stages >= 4:
@@ -26,9 +24,16 @@ def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared
     if task.gpu.triton_q_in_registers:
         if stages == 1:
             return max(bm, bn) * d * e
-        return kv_tile * triton_stage_buffers(task, stages, bm) + (32 <= bm < 32 * warps) * bm * bn * e
+        return kv_tile * triton_stage_buffers(task, stages, bm) + mfma_p(bm, bn, e, warps)
     kv = kv_tile // 2 if stages == 1 and shared_kv else kv_tile * triton_stage_buffers(task, stages, bm)
     return kv + q_tile + staged_p(task, bm, bn, d, e)
+
+
+def mfma_p(bm: int, bn: int, e: int, warps: int) -> int:
+    """gfx942's LDS for P in a pipelined flash loop: staged where Triton's 32-row MFMA tiles leave
+    warps sharing rows, 32 <= bm < 32 x warps (MI300X metadata.shared: cross_attention and
+    flash_prefill 128 rows at 8 warps, sliding_window 64 at 4; 128 at 4 warps and 16-row tiles not)."""
+    return bm * bn * e if 32 <= bm < 32 * warps else 0
 
 
 def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:
