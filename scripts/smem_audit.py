@@ -262,7 +262,7 @@ def main(argv=None):
                     args.json.write_text(json.dumps(rows, indent=0))
     if args.fixture:
         fixture = sorted(fixture_rows(rows), key=lambda r: json.dumps(r, sort_keys=True))
-        args.fixture.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
+        args.fixture.write_text("[\n" + ",\n".join(json.dumps(c, sort_keys=True) for c in fixture) + "\n]\n")
         print(f"wrote {args.fixture}: {len(fixture)} cases", file=sys.stderr)
     print(report(rows, gpus))
     return 0
