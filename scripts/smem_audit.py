@@ -243,6 +243,7 @@ def main(argv=None):
     gpus = args.gpus.split(",")
     if args.from_json:
         rows = [r for f in args.from_json for r in json.loads(f.read_text())]
+        rows = list({json.dumps(r["case"], sort_keys=True): r for r in rows}.values())   # one row a case
         for r in rows:     # re-model: the figures of the compiler stay, the model is today's
             name, gpu, dtype, shape, tag, params = r["case"]
             m = REGISTRY[name]
