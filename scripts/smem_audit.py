@@ -243,6 +243,7 @@ def main(argv=None):
     gpus = args.gpus.split(",")
     if args.from_json:
         rows = [r for f in args.from_json for r in json.loads(f.read_text())]
+        rows = list({json.dumps(r["case"], sort_keys=True): r for r in rows}.values())   # one row a case
         for r in rows:     # re-model: the figures of the compiler stay, the model is today's
             name, gpu, dtype, shape, tag, params = r["case"]
             m = REGISTRY[name]
@@ -262,7 +263,7 @@ def main(argv=None):
                     args.json.write_text(json.dumps(rows, indent=0))
     if args.fixture:
         fixture = sorted(fixture_rows(rows), key=lambda r: json.dumps(r, sort_keys=True))
-        args.fixture.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
+        args.fixture.write_text("[\n" + ",\n".join(json.dumps(c, sort_keys=True) for c in fixture) + "\n]\n")
         print(f"wrote {args.fixture}: {len(fixture)} cases", file=sys.stderr)
     print(report(rows, gpus))
     return 0

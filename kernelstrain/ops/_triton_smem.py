@@ -45,26 +45,29 @@ def flash_bwd_smem(task: Task, kind: str, big: int, small: int, d: int, e: int, 
     """flash_attn_bwd_triton's metadata.shared: the big block's two resident tiles (registers on
     gfx942), the streamed pair of tiles (num_stages buffers with wgmma, one fewer otherwise), and
     what the products stage: a [big, small] P^T / dS^T tile on NVIDIA (the tuned K-major kernel
-    keeps it in registers and stages lse and delta, two fp32 vectors x two buffers; gfx942 only
-    there a [big, small] tile); mma.sync's atomic dQ product stages K once more in its operand layout."""
+    keeps it in registers for 128-row blocks and stages lse and delta, two fp32 vectors x two
+    buffers; gfx942 only there a [big, small] tile); mma.sync's atomic dQ product stages K once
+    more in its operand layout (A10 tuned 64 x 64 x 3 stages 105 KB, 128 x 32 97 KB)."""
     gpu = task.gpu
     amd, wgmma = "mfma" in gpu.features, "wgmma" in gpu.features
-    smem = (0 if gpu.triton_q_in_registers else 2 * big * d * e) + 2 * small * d * e * max(1, stages - (0 if wgmma else 1))
+    streamed = 2 * small * d * e * max(1, stages - (0 if wgmma else 1))
+    smem = (0 if gpu.triton_q_in_registers else 2 * big * d * e) + streamed
     if kind == "tuned":
-        return smem + (big * small * e if amd else 16 * small)
+        return smem + (big * small * e if amd else 16 * small + (big < 128) * big * small * e)
     return smem if amd else smem + big * small * e + (small * d * e if kind != "split" and not wgmma else 0)
 
 
-def mla_smem(task: Task, bh: int, bn: int, e: int, stages: int, threads: int, dim: int, latent: int) -> int:
+def mla_smem(task: Task, bh: int, bn: int, e: int, stages: int, warps: int, dim: int, latent: int) -> int:
     """mla_decode_triton's metadata.shared for BLOCK_H heads x BLOCK_N keys of `dim` (latent + rope)
     columns. Pipelined: q + num_stages - 1 key tiles in flight (+1 with wgmma); gfx942 keeps q in
     registers. Unpipelined, K and V share the tile: with wgmma (64+ heads on sm_90) q + the tile;
-    mma.sync keeps only its `latent` V columns beside q, plus a 256-byte-a-thread conversion
-    scratch, which also bounds its shallow pipelines from below (A100 / A10: 16 / 32 heads x 32 /
-    64 keys exact unpipelined and at 3 stages, within 1 KB at 2); gfx942 the V columns alone."""
+    mma.sync keeps only its `latent` V columns beside q, plus a conversion scratch of 128 bytes a
+    warp a key, at least 32 KB, which also bounds its shallow pipelines from below (A100 / A10: 16 /
+    32 heads x 32 / 64 keys x 4 / 8 warps exact unpipelined and at 3 stages, within 1 KB at 2);
+    gfx942 the V columns alone."""
     gpu, tile = task.gpu, bn * dim * e
     wgmma = bh >= gpu.triton_full_stage_rows > 0
-    v_side = bn * latent * e + 256 * threads        # mma.sync's V columns and conversion scratch
+    v_side = bn * latent * e + max(32768, 128 * warps * bn)   # mma.sync's V columns and conversion scratch
     if gpu.triton_q_in_registers:
         return tile * (stages - 1) if stages > 1 else bn * latent * e
     if stages > 1:

@@ -10,21 +10,30 @@ from ..base import Task, triton_stage_buffers
 PIPELINE_OVERLAP = {1: 0.7, 2: 0.88, 3: 1.0, 4: 1.0}
 
 
-def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False) -> int:
+def flash_smem(task: Task, bm: int, bn: int, d: int, e: int, stages: int, shared_kv: bool = False,
+               warps: int = 4) -> int:
     """Triton's metadata.shared for a flash tile (16-byte-aligned pointers; checked on H100/A100/gfx942
     and by OutOfResources on an H200): Q + num_stages (sm_90) or num_stages - 1 (sm_8x) K/V buffers,
     plus the probabilities P where mma.sync stages them (staged_p). `shared_kv`: unpipelined
-    (num_stages 1), K and V share one buffer. gfx942 stages no Q tile and no [bm, bn] tile: unpipelined
-    Q and K take turns in one LDS buffer, pipelined only the K/V buffers are there (MI300X:
-    cross_attention, tree_attention and flash_prefill tiles)."""
+    (num_stages 1), K and V share one buffer. gfx942 stages no Q tile: unpipelined Q and K take
+    turns in one LDS buffer; pipelined, the K/V buffers and P where mfma_p stages it."""
     kv_tile, q_tile = 2 * bn * d * e, bm * d * e
     cap = task.gpu.triton_max_stage_buffers
     if cap and stages >= 4:
         stages = cap   # gfx942's stream pipeliner buffers no deeper than num_stages=2 here (Triton 3.9, checked)
     if task.gpu.triton_q_in_registers:
-        return max(bm, bn) * d * e if stages == 1 else kv_tile * triton_stage_buffers(task, stages, bm)
+        if stages == 1:
+            return max(bm, bn) * d * e
+        return kv_tile * triton_stage_buffers(task, stages, bm) + mfma_p(bm, bn, e, warps)
     kv = kv_tile // 2 if stages == 1 and shared_kv else kv_tile * triton_stage_buffers(task, stages, bm)
     return kv + q_tile + staged_p(task, bm, bn, d, e)
+
+
+def mfma_p(bm: int, bn: int, e: int, warps: int) -> int:
+    """gfx942's LDS for P in a pipelined flash loop: staged where Triton's 32-row MFMA tiles leave
+    warps sharing rows, 32 <= bm < 32 x warps (MI300X metadata.shared: cross_attention and
+    flash_prefill 128 rows at 8 warps, sliding_window 64 at 4; 128 at 4 warps and 16-row tiles not)."""
+    return bm * bn * e if 32 <= bm < 32 * warps else 0
 
 
 def staged_p(task: Task, bm: int, bn: int, d: int, e: int) -> int:

@@ -34,7 +34,7 @@ def tile_launch(p, task):
     e, bn, nw = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p.get("num_warps", 4)
     threads, kv_bytes, min_bytes = nw * task.gpu.warp, 2 * b * h * skv * d * e, cost_of(task).bytes
     bm, stages, splits = p["BLOCK_M"], p.get("num_stages", 1), p.get("num_splits", 1)
-    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=True, warps=nw)
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap, m_tiles, chunk = PIPELINE_OVERLAP[stages], cdiv(sq, bm), cdiv(cdiv(skv, splits), bn) * bn

@@ -7,6 +7,7 @@ exp2 -> persistent programs walking query tiles heavy-first.
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from ._attn_check import triton_check
+from ._flash_tiles import mfma_p
 from .flash_prefill_spec import ENTRY, LOG2E, FlashPrefillSpec, causal_balance, causal_work
 
 BM = Param("BLOCK_M", (64, 128), 128)
@@ -24,11 +25,12 @@ def common(p, task) -> tuple:
     return warps * task.gpu.warp, task.gpu.triton_flash_scale, regs, task["B"] * task["H"] * cdiv(task["S"], bm)
 
 
-def smem_of(task, bm: int, bn: int, stages: int) -> int:
+def smem_of(task, bm: int, bn: int, stages: int, warps: int = 4) -> int:
     """Shared memory Triton allocates (measured with 16-byte-aligned pointers, as at run time)."""
-    tile = bn * task["D"] * DTYPE_BYTES[task.dtype]
+    e = DTYPE_BYTES[task.dtype]
+    tile = bn * task["D"] * e
     if task.gpu.triton_q_in_registers:     # q stays in registers; the stream pipeliner buffers <= 2
-        return (stages - 1 if 1 < stages <= 3 else 1) * 2 * tile
+        return (stages - 1 if 1 < stages <= 3 else 1) * 2 * tile + (mfma_p(bm, bn, e, warps) if stages > 1 else 0)
     if stages <= 1:                       # q tile plus one K or V tile, reused
         return bm * task["D"] * DTYPE_BYTES[task.dtype] + tile
     # cp.async ring of K and V: stages - 1 buffers each; Hopper's TMA-style pipeliner keeps stages
@@ -64,7 +66,7 @@ def _fused_launch(p, task, skip):
         # side instead, and every row max and sum crosses warps through shared memory (H200: BLOCK_M
         # 64 on 8 warps ran 1.5-1.8x its 4-warp twin in every rung)
         arch *= 0.6
-    smem, slots = smem_of(task, bm, bn, stages), task.gpu.sms
+    smem, slots = smem_of(task, bm, bn, stages, p["num_warps"]), task.gpu.sms
     if not skip:
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=16,
                       compute_scale=arch * causal_balance(tiles, cdiv(s, bm), slots, False),

@@ -8,7 +8,7 @@ tiles and warps. Launch models: gemm_fp16_triton's, on the task's GEMM view.
 from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
-from .._triton_smem import epilogue_scratch
+from .._triton_smem import dot_loop_smem, epilogue_scratch
 from ..matmul.gemm_fp16_triton import tile_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
@@ -34,11 +34,13 @@ def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
         lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
         # the epilogue's pair split / join converts the tile's layout through shared memory, after
         # the K loop (its buffers are free again): the whole 16-bit tile from wgmma's layout (H100
-        # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps)
-        bm, bn = p["BLOCK_M"], p["BLOCK_N"]
+        # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps); unpipelined
+        # on mma.sync, x and w tiles take turns in one buffer as in grouped_gemm (A10: 18 KB at BK 64)
+        bm, bn, bk, stages = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"], p.get("num_stages", 1)
         wgmma = bm >= task.gpu.triton_full_stage_rows > 0
         epilogue = bm * bn * 2 if wgmma else epilogue_scratch(bm, bn, 2, lm.threads)
-        lm = replace(lm, smem_bytes=max(lm.smem_bytes, epilogue))
+        loop = dot_loop_smem(task, bm, bn, bk, 2, stages, gathered=True) if stages == 1 else lm.smem_bytes
+        lm = replace(lm, smem_bytes=max(loop, epilogue))
         if not scratch:
             return lm
         extra = task["T"] * qkv_cols(task) * 4 * 2 / cost_of(task).bytes    # fp32 y written, then read back

@@ -92,7 +92,7 @@ def tiled_launch(p, task):
     threads = warps(p) * gpu.warp
     bh, stages, splits = p["BLOCK_H"], p.get("num_stages", 1), p.get("num_splits", 1)
     tile = bn * DIM * e                               # one latent tile: K and V at once
-    smem = mla_smem(task, bh, bn, e, stages, threads, DIM, KV_LORA)
+    smem = mla_smem(task, bh, bn, e, stages, warps(p), DIM, KV_LORA)
     regs = 48 + bh * KV_LORA // threads + bh * DIM * e // 4 // threads + bh * bn // threads   # acc [BLOCK_H, 512]
     # Triton holds ~2x this estimate before spilling (H200: BLOCK_H 64 on 4 warps, 456 here, beat BLOCK_H 16)
     spill = max(0, regs - 2 * 255)

@@ -58,7 +58,7 @@ def _tile_launch(p, task, skip, persistent):
     kv_tile = 2 * bn * d * e
     # unpipelined on sm_8x / sm_120, K is consumed from a layout-conversion scratch before V lands:
     # one K/V buffer (A100 metadata.shared at D=256: Q + V + P exact)
-    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=triton_mma_sync(task))
+    smem = flash_smem(task, bm, bn, d, e, stages, shared_kv=triton_mma_sync(task), warps=nw)
     regs = 40 + bm * d // threads + bm * bn * 2 // threads + bm * d * e // 4 // threads
     spill = max(0, regs - 255)
     overlap = PIPELINE_OVERLAP[stages]

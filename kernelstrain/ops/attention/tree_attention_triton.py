@@ -32,7 +32,7 @@ def tile_launch(p, task):
     b, h, pl, n, d = (task[k] for k in ("B", "H", "P", "N", "D"))
     e, bn, threads = DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["num_warps"] * task.gpu.warp
     bm, stages, splits = nodes_pad(n), p.get("num_stages", 1), p.get("num_splits", 1)
-    kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages, shared_kv=True)
+    kv_tile, smem = 2 * bn * d * e, flash_smem(task, bm, bn, d, e, stages, shared_kv=True, warps=p["num_warps"])
     if bm <= 16 and triton_mma_sync(task):
         smem -= bm * d * e    # a 16-node Q tile stays in registers on mma.sync (A10: 16 x 64 x 4 stages, KV + P)
     regs = 40 + bm * d // threads + bm * bn * 3 // 2 // threads + bm * d * e // 4 // threads
