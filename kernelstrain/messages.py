@@ -89,14 +89,15 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
         return triton_slips.CHAINED.join([text, *calls])
     if hip_arch:
         pat = re.compile(rf"(?<![\w.])(?<!->){re.escape(name)}(?!\w)")
-        uses = [(j, m.start()) for j in range(typo.decl + 1, len(lines)) if not lines[j].lstrip().startswith("#")
-                for m in pat.finditer(lines[j])]
+        start = lines[typo.decl].find(typo.new) + len(typo.new)         # a use later in the declaration counts
+        uses = [(j, m.start()) for j in range(typo.decl, len(lines)) if not lines[j].lstrip().startswith("#")
+                for m in pat.finditer(lines[j]) if j > typo.decl or m.start() >= start]
         msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{name}'\n"
                 f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in uses[:HIP_ERROR_LIMIT]]
         n = len(msgs)
         limit = "\nfatal error: too many errors emitted, stopping now [-ferror-limit=]" if len(uses) > n else ""
         return "\n".join(msgs) + f"{limit}\n{n} error{'s' if n > 1 else ''} generated when compiling for {hip_arch}."
-    uses = scopes.undefined_uses(lines, typo.decl, name, nvcc.macros(lines))
+    uses = scopes.undefined_uses(lines, typo.decl, name, nvcc.macros(lines), typo.new)
     return nvcc.report([nvcc.error_block(j, f'identifier "{name}" is undefined', shown, col) for j, col, shown in uses])
 
 

@@ -52,6 +52,7 @@ class _Scopes:
 
     def __init__(self, stream):
         self.s, self.i, self.out, self.ids = stream, 0, [], 0
+        self.top = False        # the token is a top-level token of a declaration statement
 
     def peek(self):
         return self.s[self.i][2].text if self.i < len(self.s) else None
@@ -61,7 +62,8 @@ class _Scopes:
         return path + (self.ids,)
 
     def take(self, path):
-        self.out.append((self.s[self.i], path))
+        self.out.append((self.s[self.i], path, self.top))
+        self.top = False
         self.i += 1
 
     def seq(self, path):
@@ -126,7 +128,7 @@ class _Scopes:
 
     def simple(self, path):
         """An expression statement or a declaration, a function or struct definition included."""
-        depth = 0
+        depth, decl = 0, _declares(self.s, self.i)
         while self.i < len(self.s):
             t = self.peek()
             if t == "{":
@@ -141,25 +143,42 @@ class _Scopes:
             if t == "}" and depth == 0:
                 return
             depth += (t in ("(", "[")) - (t in (")", "]"))
+            self.top = decl and depth == 0
             self.take(path)
             if t == ";" and depth <= 0:
                 return
 
 
-def undefined_uses(lines, decl: int, name: str, defs: dict) -> list:
+def undefined_uses(lines, decl: int, name: str, defs: dict, declarator: str = "") -> list:
     """(line, printed column, printed line) of each use of `name`, an undeclared identifier,
-    after line `decl`, that nvcc reports."""
+    that nvcc reports: after line `decl`, or on it after the name `declarator` declared there
+    (`const float m_new = fmaxf(m, s), alpha = __expf(m - m_old);`)."""
     stream, shown = device_stream(lines, defs)
     walk = _Scopes(stream)
     walk.seq(())
     while walk.i < len(stream):          # a stray '}': carry on at the top level
         walk.take(())
         walk.seq(())
-    out, declared, prev = [], [], ""
-    for (j, pos, t), path in walk.out:
-        if j > decl and t.kind == "name" and t.text == name and prev not in (".", "->", "::") \
-                and not any(d in path for d in declared):
-            declared.append(path[-1] if path else 0)
+    out, declared, after = [], [], False
+    for k, ((j, pos, t), path, top) in enumerate(walk.out):
+        after = after or j > decl or j == decl and t.text == declarator
+        if not (after and t.kind == "name" and t.text == name) or any(d in path for d in declared):
+            continue
+        prev = walk.out[k - 1][0][2] if k else None
+        following = walk.out[k + 1][0][2].text if k + 1 < len(walk.out) else ""
+        if prev is not None and prev.text in (".", "->", "::"):
+            continue
+        declared.append(path[-1] if path else 0)
+        if not _declarator(prev, top, following):       # a declaration of its own in another scope says nothing
             out.append((j, pos, shown[j]))
-        prev = t.text
     return out
+
+
+_NOT_TYPES = {"return", "case", "else", "do", "goto", "sizeof", "new", "delete", "throw", "co_return"}
+
+
+def _declarator(prev, top: bool, following: str) -> bool:
+    """The name is declared here: `int r = ...` or `..., r = ...` in a declaration."""
+    if following not in ("=", ";", ",", "[", "{", ")", ":"):
+        return False
+    return prev is not None and (prev.kind == "name" and prev.text not in _NOT_TYPES or top and prev.text == ",")
