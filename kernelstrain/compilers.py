@@ -81,19 +81,22 @@ def first_error(log: str) -> str:
     log = normalized(log)
     if "CompilationError: at " in log:
         first = log.split(CHAINED)[0]     # an error in a @triton.jit helper: its own, printed first
+        if "CompilationError: at " not in first:
+            first = log
         head = re.search(r"CompilationError: at \d+:\d+:", first).group(0)
         return f"{head} {first.rstrip().splitlines()[-1]}"
     return next((line for line in log.splitlines() if re.search(r"\berror\b", line)), "")
 
 
 def exception_text(e: BaseException) -> str:
-    """An exception as Python prints it, tracebacks left out: each cause first (a Triton error
-    in a @triton.jit helper is re-raised at each call site on the way to the kernel)."""
-    parts = []
-    while e is not None:
-        parts.append(f"{type(e).__module__}.{type(e).__name__}: {e}")
-        e = e.__cause__
-    return CHAINED.join(reversed(parts))
+    """An exception as Python prints it, tracebacks left out, with the causes of its kind first:
+    a Triton error in a @triton.jit helper is re-raised at each call site on the way to the
+    kernel. A cause of another kind (the ValueError a CompilationError quotes as its message)
+    is left out."""
+    parts = [e]
+    while isinstance(parts[-1].__cause__, type(e)):
+        parts.append(parts[-1].__cause__)
+    return CHAINED.join(f"{type(x).__module__}.{type(x).__name__}: {x}" for x in reversed(parts))
 
 
 def _head_and_tail(log: str, keep: int = 4000) -> str:
@@ -256,7 +259,7 @@ def launch_specialization(spec) -> tuple[dict, dict, dict]:
 def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
     """Compile every kernel spec of a rendered Triton candidate for one target."""
     spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages, s.ints] for s in specs])
-    key = hashlib.sha256(f"triton2|{arch}|{spec_text}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"triton3|{arch}|{spec_text}|{source}".encode()).hexdigest()
 
     def run():
         triton, _, ASTSource = _import_triton()
