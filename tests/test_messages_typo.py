@@ -1,7 +1,13 @@
 """The typo slip (a rename at the declaration, the old name left at its uses) in each compiler's
 own words, checked without the compilers against tests/fixtures/typo_compiler.json: real nvcc
-13.0, clang-19 (HIP, gfx942) and Triton 3.9 logs of rendered candidates, written by
-`scripts/slip_audit.py --kinds identifier --compilers nvcc,triton,hipcc --fixture FILE` (see its docstring)."""
+13.0, clang-19 (HIP, gfx942) and Triton 3.9 logs of rendered candidates. The cases are a choice
+from `scripts/slip_audit.py --kinds identifier --compilers nvcc,triton,hipcc --fixture FILE`
+(seed 0): those whose first error line main's typo_error got wrong (a use later in the renamed
+declaration, a second declaration in another scope, a C-library name, Triton's column), nvcc's
+preprocessed lines (macros expanded) and one report per scope, Triton's helper errors with their
+call chain and its 12-line excerpts, clang's order of a conditional's uses, a name in a comment
+and a typo correction. Rebuilt (the compilers run again, same fields) by
+`slip_audit.write_fixture` on `slip_audit.run_case` of each case."""
 import json
 import re
 from pathlib import Path
@@ -58,11 +64,12 @@ def test_nvcc_reports_once_per_scope_on_the_preprocessed_line():
             "    y[n] = row;\n}\n")
     typo = find_typo(code, "cuda")
     text = typo_error(typo, "cuda")
-    assert re.findall(r"candidate\.cu\((\d+)\)", text) == ["4", "5"]      # the if's condition is the function's scope
+    # the if's condition is in the function's scope: the name is declared there after line 4
+    assert re.findall(r"candidate\.cu\((\d+)\)", text) == ["4"]
     code = code.replace("    if (row < n) { y[row] = THREADS+row; }\n", "    if (n) { y[0] = THREADS+row; }\n")
     text = typo_error(find_typo(code, "cuda"), "cuda")
     assert re.findall(r"candidate\.cu\((\d+)\)", text) == ["4", "5", "6"]
-    assert "\n      if (n) { y[0] = 128 +row; }\n                         ^\n" in text
+    assert "\n      if (n) { y[0] = 128 +row; }\n                           ^\n" in text    # nvcc 13.0's caret
     assert text.endswith('3 errors detected in the compilation of "candidate.cu".')
 
 
@@ -77,7 +84,7 @@ def test_triton_reports_a_helper_error_and_each_call_on_the_way():
     assert inner.endswith("NameError('t is not defined')")
     assert outer == ("triton.compiler.errors.CompilationError: at 3:8:\ndef k(x_ptr, BLOCK: tl.constexpr):\n"
                      "    offs = tl.arange(0, BLOCK)\n    y = _scale(tl.load(x_ptr + offs), 2.0)\n        ^")
-    assert first_error(text) == "triton.compiler.errors.CompilationError: at 3:11: NameError('t is not defined')"
+    assert first_error(text) == "CompilationError: at 3:11: NameError('t is not defined')"
 
 
 def test_verify_checks_the_first_error_line_of_a_typo():
@@ -89,7 +96,10 @@ def test_verify_checks_the_first_error_line_of_a_typo():
     assert judge(row) == []
     moved = re.sub(r"\((\d+)\)", lambda g: f"({int(g.group(1)) + 1})", c["first_error"], count=1)
     assert "first error" in judge({**row, "first_error": moved})[0]
-    hip = next(c for c in CASES if c["compiler"] == "hipcc")
-    suggested = hip["first_error"] if "did you mean" in hip["first_error"] else hip["first_error"] + "; did you mean 'pow'?"
-    assert judge({**row, "module": hip["module"], "tag": hip["variant"], "gpu": "MI300X", "error": message(hip),
-                  "first_error": suggested}) == []
+    # clang's typo correction names what the installed HIP headers declare: left out of the comparison
+    hip = next(c for c in CASES if c["compiler"] == "hipcc" and "did you mean" in c["first_error"])
+    hip_row = {**row, "module": hip["module"], "tag": hip["variant"], "gpu": "MI300X", "error": message(hip)}
+    assert judge({**hip_row, "first_error": hip["first_error"]}) == []
+    assert judge({**hip_row, "first_error": re.sub(r"did you mean '\w+'", "did you mean 'pow'", hip["first_error"])}) == []
+    shifted = re.sub(r":(\d+):(\d+):", lambda g: f":{g.group(1)}:{int(g.group(2)) + 1}:", hip["first_error"], count=1)
+    assert "first error" in judge({**hip_row, "first_error": shifted})[0]
