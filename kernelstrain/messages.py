@@ -88,10 +88,7 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
                  for d, k, c in triton_slips.call_chain(lines, typo.kernel_line)]
         return triton_slips.CHAINED.join([text, *calls])
     if hip_arch:
-        pat = re.compile(rf"(?<![\w.])(?<!->){re.escape(name)}(?!\w)")
-        start = lines[typo.decl].find(typo.new) + len(typo.new)         # a use later in the declaration counts
-        uses = [(j, m.start()) for j in range(typo.decl, len(lines)) if not lines[j].lstrip().startswith("#")
-                for m in pat.finditer(lines[j]) if j > typo.decl or m.start() >= start]
+        uses = scopes.clang_uses(lines, typo.decl, name, typo.new)
         msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{name}'\n"
                 f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in uses[:HIP_ERROR_LIMIT]]
         n = len(msgs)

@@ -149,29 +149,107 @@ class _Scopes:
                 return
 
 
-def undefined_uses(lines, decl: int, name: str, defs: dict, declarator: str = "") -> list:
-    """(line, printed column, printed line) of each use of `name`, an undeclared identifier,
-    that nvcc reports: after line `decl`, or on it after the name `declarator` declared there
-    (`const float m_new = fmaxf(m, s), alpha = __expf(m - m_old);`)."""
+def _walk(lines, decl: int, name: str, defs: dict, declarator: str, once: bool):
+    """(index in the walk, the walk's tokens, line, token) of each use of `name` after the
+    renamed declaration that the compiler reports: outside any scope where another declaration
+    of the name is in force, and with `once` (EDG) outside any scope of an earlier report."""
     stream, shown = device_stream(lines, defs)
     walk = _Scopes(stream)
     walk.seq(())
     while walk.i < len(stream):          # a stray '}': carry on at the top level
         walk.take(())
         walk.seq(())
+    toks = [t for (_, _, t), _, _ in walk.out]
     out, declared, after = [], [], False
     for k, ((j, pos, t), path, top) in enumerate(walk.out):
         after = after or j > decl or j == decl and t.text == declarator
         if not (after and t.kind == "name" and t.text == name) or any(d in path for d in declared):
             continue
-        prev = walk.out[k - 1][0][2] if k else None
-        following = walk.out[k + 1][0][2].text if k + 1 < len(walk.out) else ""
+        prev = toks[k - 1] if k else None
         if prev is not None and prev.text in (".", "->", "::"):
             continue
-        declared.append(path[-1] if path else 0)
-        if not _declarator(prev, top, following):       # a declaration of its own in another scope says nothing
-            out.append((j, pos, shown[j]))
+        if _declarator(prev, top, toks[k + 1].text if k + 1 < len(toks) else ""):
+            declared.append(path[-1] if path else 0)    # a declaration of its own in another scope
+            continue
+        if once:
+            declared.append(path[-1] if path else 0)
+        out.append((k, toks, j, pos, shown[j], t))
     return out
+
+
+def undefined_uses(lines, decl: int, name: str, defs: dict, declarator: str = "") -> list:
+    """(line, printed column, printed line) of each use of `name`, an undeclared identifier,
+    that nvcc reports: after line `decl`, or on it after the name `declarator` declared there
+    (`const float m_new = fmaxf(m, s), alpha = __expf(m - m_old);`)."""
+    return [(j, pos, shown) for _, _, j, pos, shown, _ in _walk(lines, decl, name, defs, declarator, True)]
+
+
+def clang_uses(lines, decl: int, name: str, declarator: str = "") -> list:
+    """(line, column as written) of each use of `name` that clang reports, in its order: every
+    use, each diagnosed when its full expression is complete, or, inside a call's arguments,
+    when that call is (clang's delayed typo correction: in `i < n ? f(x[i]) : 0` the second
+    `i` is reported first)."""
+    uses = _walk(lines, decl, name, {}, declarator, False)
+    return [(j, t.col) for k, toks, j, _, _, t in sorted(uses, key=lambda u: (_diagnosed_at(u[1], u[0]), u[0]))
+            if t.col >= 0]
+
+
+_CONTROL = {"if", "for", "while", "switch"}
+_ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
+
+
+def _diagnosed_at(toks, k: int) -> int:
+    """Index of the token where clang completes the call or the full expression holding toks[k]."""
+    depth = groups = 0
+    for i in range(k - 1, -1, -1):
+        t = toks[i].text
+        if t in (")", "]"):
+            depth += 1
+        elif t in ("(", "[") and depth:
+            depth -= 1
+        elif t == "[":
+            groups += 1
+        elif t == "(":
+            before = toks[i - 1] if i else None
+            if before is not None and before.text in _CONTROL:
+                break                           # a condition or for-header part: a full expression
+            if before is not None and before.kind == "name" and before.text not in _NOT_TYPES:
+                return _close(toks, i)          # the arguments of a call
+            groups += 1                         # a parenthesized expression or a cast's operand
+        elif t in (";", "{", "}") and not depth:
+            break
+    depth = 0
+    for i in range(k + 1, len(toks)):      # the left side of an assignment: at its operator
+        t = toks[i].text
+        if t in _ASSIGN and depth <= 0:
+            return i
+        if t in ("(", "["):
+            depth += 1
+        elif t == "]" or t == ")" and depth:
+            depth -= 1
+        elif t in (")", ";", "{", "}", ",", "?", ":") and depth <= 0:
+            break
+    depth = groups
+    for i in range(k + 1, len(toks)):
+        t = toks[i].text
+        if t in ("(", "["):
+            depth += 1
+        elif t in (")", "]"):
+            if not depth:
+                return i
+            depth -= 1
+        elif t in (";", "{", "}") and not depth:
+            return i
+    return len(toks)
+
+
+def _close(toks, i: int) -> int:
+    depth = 0
+    for k in range(i, len(toks)):
+        depth += (toks[k].text == "(") - (toks[k].text == ")")
+        if not depth:
+            return k
+    return len(toks)
 
 
 _NOT_TYPES = {"return", "case", "else", "do", "goto", "sizeof", "new", "delete", "throw", "co_return"}
