@@ -180,7 +180,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
     clang = find_hip_compiler()
     if clang is None:
         raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
-    key = hashlib.sha256(f"hip2|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"hip3|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,7 +201,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
         vgprs = [int(x) for b in mine for x in re.findall(r"VGPRs: (\d+)", b)]
         ok = proc.returncode == 0
         errors = "\n".join(line for line in log.splitlines() if "remark:" not in line)
-        return CompileResult(ok, errors[-4000:], max(lds) if lds else None, max(vgprs) if vgprs else None,
+        return CompileResult(ok, _head_and_tail(errors), max(lds) if lds else None, max(vgprs) if vgprs else None,
                              None if ok else classify(errors))
     return _cached(key, run)
 

@@ -78,8 +78,8 @@ def task_header(module: OpModule, task: Task, reference: str) -> str:
 def typo_error(typo, impl: str, hip_arch: str = "") -> str:
     """An undefined identifier as nvcc, hipcc (clang, compiling for `hip_arch`) or Triton reports
     it (slips/: nvcc echoes the preprocessed line, once per scope; clang every use, as written,
-    at most 20; Triton its CompilationError, re-raised at each call on the way from the kernel
-    when the name is in a @triton.jit helper)."""
+    in its order, at most 19 and the fatal one; Triton its CompilationError, re-raised at each
+    call on the way from the kernel when the name is in a @triton.jit helper)."""
     lines, name = list(typo.lines), typo.name
     if impl == "triton":
         j, col = triton_slips.first_use(lines, typo.decl, name) or typo.uses[0]
@@ -89,16 +89,18 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
         return triton_slips.CHAINED.join([text, *calls])
     if hip_arch:
         uses = scopes.clang_uses(lines, typo.decl, name, typo.new)
+        over = len(uses) >= HIP_ERROR_LIMIT
         msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{name}'\n"
-                f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in uses[:HIP_ERROR_LIMIT]]
-        n = len(msgs)
-        limit = "\nfatal error: too many errors emitted, stopping now [-ferror-limit=]" if len(uses) > n else ""
-        return "\n".join(msgs) + f"{limit}\n{n} error{'s' if n > 1 else ''} generated when compiling for {hip_arch}."
+                f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in uses[:HIP_ERROR_LIMIT - 1 if over else None]]
+        if over:        # the 20th error is the fatal one
+            msgs.append("fatal error: too many errors emitted, stopping now [-ferror-limit=]")
+        n = HIP_ERROR_LIMIT if over else len(msgs)
+        return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} generated when compiling for {hip_arch}."
     uses = scopes.undefined_uses(lines, typo.decl, name, nvcc.macros(lines), typo.new)
     return nvcc.report([nvcc.error_block(j, f'identifier "{name}" is undefined', shown, col) for j, col, shown in uses])
 
 
-HIP_ERROR_LIMIT = 20      # clang's -ferror-limit
+HIP_ERROR_LIMIT = 20      # clang's -ferror-limit: 19 errors shown, the 20th is "too many errors emitted"
 
 
 def _ptx_file(task: Task) -> str:
