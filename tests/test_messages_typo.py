@@ -103,3 +103,35 @@ def test_verify_checks_the_first_error_line_of_a_typo():
     assert judge({**hip_row, "first_error": re.sub(r"did you mean '\w+'", "did you mean 'pow'", hip["first_error"])}) == []
     shifted = re.sub(r":(\d+):(\d+):", lambda g: f":{g.group(1)}:{int(g.group(2)) + 1}:", hip["first_error"], count=1)
     assert "first error" in judge({**hip_row, "first_error": shifted})[0]
+
+
+_HIP_HEAD = ("#include <hip/hip_runtime.h>\n__device__ float f1(float v) { return v * 2.f; }\n"
+             "__device__ float h2(float a, float b) { return a + b; }\n"
+             "__global__ void k(float* y, int n, int M) {\n    const int q = threadIdx.x;\n")
+_HIP_USE = r"candidate\.hip:(\d+):(\d+): error: use of undeclared identifier 'q'"
+
+
+def hip_uses(code):
+    text = typo_error(find_typo(code, "cuda"), "cuda", "gfx942")
+    return [(int(a), int(b)) for a, b in re.findall(_HIP_USE, text)], text
+
+
+def test_hipcc_reports_every_use_in_clangs_order():
+    # clang diagnoses an undeclared name when its full expression is complete, but a subscript
+    # or a parenthesized name holding it at once, and then what the other operand holds
+    code = _HIP_HEAD + ("    y[0] = q + h2(q, f1(q)) + q;\n    y[1] = q + 1 < M ? f1(y[q]) : 0.f;\n"
+                        "    y[2] = q + n * y[q] * q;\n    y[q + 1] = q + (q) + y[q];\n    if (q < n) y[q] = f1(q);\n"
+                        "    int z = q < n ? y[q] : y[q];\n    y[3] = z;\n}\n")
+    uses, text = hip_uses(code)
+    # as clang-19 printed them (a HIP device compile for gfx942, compilers.compile_hip)
+    assert uses == [(6, 12), (6, 19), (6, 25), (6, 31), (7, 29), (7, 12), (8, 22), (8, 27), (8, 12), (9, 7), (9, 21),
+                    (9, 16), (9, 28), (10, 9), (10, 18), (10, 26), (11, 23), (11, 13), (11, 30)]
+    assert text.endswith("\n19 errors generated when compiling for gfx942.")
+
+
+def test_hipcc_stops_at_clangs_error_limit():
+    # the driver gives cc1 -ferror-limit 19: the 20th error is the fatal one
+    uses, text = hip_uses(_HIP_HEAD + "".join(f"    y[{i}] = q;\n" for i in range(21)) + "}\n")
+    assert uses == [(6 + i, 12 + (i >= 10)) for i in range(19)]
+    assert text.endswith("\nfatal error: too many errors emitted, stopping now [-ferror-limit=]\n"
+                         "20 errors generated when compiling for gfx942.")
