@@ -82,7 +82,7 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
     call on the way from the kernel when the name is in a @triton.jit helper)."""
     lines, name = list(typo.lines), typo.name
     if impl == "triton":
-        j, col = triton_slips.first_use(lines, typo.decl, name) or typo.uses[0]
+        j, col = triton_slips.first_use(lines, typo.decl, name, typo.kernel_line) or typo.uses[0]
         text = triton_slips.compilation_error(lines, typo.kernel_line, j, col, f"NameError('{name} is not defined')")
         calls = [triton_slips.compilation_error(lines, d, k, c, None)
                  for d, k, c in triton_slips.call_chain(lines, typo.kernel_line)]

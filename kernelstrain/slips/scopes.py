@@ -18,6 +18,7 @@ belong to the enclosing scope.
 """
 from __future__ import annotations
 
+from . import clang
 from .cpp import echo_tokens
 
 _TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long", "bool", "auto", "const",
@@ -185,71 +186,13 @@ def undefined_uses(lines, decl: int, name: str, defs: dict, declarator: str = ""
 
 
 def clang_uses(lines, decl: int, name: str, declarator: str = "") -> list:
-    """(line, column as written) of each use of `name` that clang reports, in its order: every
-    use, each diagnosed when its full expression is complete, or, inside a call's arguments,
-    when that call is (clang's delayed typo correction: in `i < n ? f(x[i]) : 0` the second
-    `i` is reported first)."""
+    """(line, column as written) of each use of `name` that clang reports (every use; no
+    suppression), in clang's order (slips/clang.py)."""
     uses = _walk(lines, decl, name, {}, declarator, False)
-    return [(j, t.col) for k, toks, j, _, _, t in sorted(uses, key=lambda u: (_diagnosed_at(u[1], u[0]), u[0]))
-            if t.col >= 0]
-
-
-_CONTROL = {"if", "for", "while", "switch"}
-_ASSIGN = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
-
-
-def _diagnosed_at(toks, k: int) -> int:
-    """Index of the token where clang completes the call or the full expression holding toks[k]."""
-    depth = groups = 0
-    for i in range(k - 1, -1, -1):
-        t = toks[i].text
-        if t in (")", "]"):
-            depth += 1
-        elif t in ("(", "[") and depth:
-            depth -= 1
-        elif t == "[":
-            groups += 1
-        elif t == "(":
-            before = toks[i - 1] if i else None
-            if before is not None and before.text in _CONTROL:
-                break                           # a condition or for-header part: a full expression
-            if before is not None and before.kind == "name" and before.text not in _NOT_TYPES:
-                return _close(toks, i)          # the arguments of a call
-            groups += 1                         # a parenthesized expression or a cast's operand
-        elif t in (";", "{", "}") and not depth:
-            break
-    depth = 0
-    for i in range(k + 1, len(toks)):      # the left side of an assignment: at its operator
-        t = toks[i].text
-        if t in _ASSIGN and depth <= 0:
-            return i
-        if t in ("(", "["):
-            depth += 1
-        elif t == "]" or t == ")" and depth:
-            depth -= 1
-        elif t in (")", ";", "{", "}", ",", "?", ":") and depth <= 0:
-            break
-    depth = groups
-    for i in range(k + 1, len(toks)):
-        t = toks[i].text
-        if t in ("(", "["):
-            depth += 1
-        elif t in (")", "]"):
-            if not depth:
-                return i
-            depth -= 1
-        elif t in (";", "{", "}") and not depth:
-            return i
-    return len(toks)
-
-
-def _close(toks, i: int) -> int:
-    depth = 0
-    for k in range(i, len(toks)):
-        depth += (toks[k].text == "(") - (toks[k].text == ")")
-        if not depth:
-            return k
-    return len(toks)
+    if not uses:
+        return []
+    by_k = {u[0]: u for u in uses}
+    return [(by_k[k][2], by_k[k][5].col) for k in clang.diagnosed_order(uses[0][1], set(by_k)) if by_k[k][5].col >= 0]
 
 
 _NOT_TYPES = {"return", "case", "else", "do", "goto", "sizeof", "new", "delete", "throw", "co_return"}

@@ -15,6 +15,7 @@ arange's arguments must be of type tl.constexpr
 """
 from __future__ import annotations
 
+import ast
 import re
 
 _ARANGE = re.compile(r"tl\.arange\(0, BLOCK(?:_([A-Z]\w*))?\)")
@@ -46,16 +47,43 @@ def _jit_functions(lines) -> dict:
     return out
 
 
-def first_use(lines, decl: int, name: str):
-    """(line, column) of the first load of `name` after line `decl` in the code Triton walks:
-    comments and strings left out; None when there is none."""
-    pat = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)(?!\s*=[^=])")     # not a keyword argument's name
-    for j in range(decl + 1, len(lines)):
-        code = re.sub(r"#.*", "", re.sub(r"'[^']*'|\"[^\"]*\"", lambda m: " " * len(m.group(0)), lines[j]))
-        m = pat.search(code)
-        if m:
-            return j, m.start()
+def first_use(lines, decl: int, name: str, def_line: int):
+    """(line, column) of the load of `name` after line `decl` that Triton's code generator
+    reaches first in the function whose `def` is line def_line, or None. It walks the AST
+    in source order except: a call's keyword arguments before its positional ones, a
+    conditional expression's test first, an augmented assignment's target first, a while
+    loop's body before its test (constexpr-false branches are walked too: not known here)."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno == def_line + 1), None)
+    if fn is None:
+        return None
+    for node in _walk_order(fn.body):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) \
+                and node.lineno - 1 > decl:
+            return node.lineno - 1, node.col_offset
     return None
+
+
+def _walk_order(nodes):
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            parts = [node.func, *[k.value for k in node.keywords], *node.args]
+        elif isinstance(node, ast.IfExp):
+            parts = [node.test, node.body, node.orelse]
+        elif isinstance(node, ast.AugAssign):
+            parts = [ast.Name(node.target.id, ast.Load(), lineno=node.target.lineno, col_offset=node.target.col_offset)
+                     if isinstance(node.target, ast.Name) else node.target, node.value]
+        elif isinstance(node, ast.Assign):
+            parts = [node.value, *node.targets]
+        elif isinstance(node, ast.While):
+            parts = [*node.body, node.test, *node.orelse]
+        else:
+            parts = list(ast.iter_child_nodes(node))
+        yield node
+        yield from _walk_order(parts)
 
 
 def call_chain(lines, def_line: int) -> list:
