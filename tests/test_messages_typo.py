@@ -135,3 +135,15 @@ def test_hipcc_stops_at_clangs_error_limit():
     assert uses == [(6 + i, 12 + (i >= 10)) for i in range(19)]
     assert text.endswith("\nfatal error: too many errors emitted, stopping now [-ferror-limit=]\n"
                          "20 errors generated when compiling for gfx942.")
+
+
+def test_triton_reports_the_first_use_its_code_generator_visits():
+    # a call's keyword arguments are visited before its positional ones: the `mask=` use is the one
+    # Triton 3.9 reports (its text, compiled from this code, is the expected one)
+    code = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr, T, BLOCK: tl.constexpr):\n"
+            "    tok = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + tok, mask=tok < T, other=0.0)\n"
+            "    tl.store(x_ptr + tok, x * 2, mask=tok < T)\n\n\ndef run(x):\n    k[(1,)](x, x.numel(), BLOCK=128)\n")
+    assert typo_error(find_typo(code, "triton"), "triton") == (
+        "triton.compiler.errors.CompilationError: at 3:34:\ndef k(x_ptr, T, BLOCK: tl.constexpr):\n"
+        "    tok_idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + tok, mask=tok < T, other=0.0)\n"
+        "                                  ^\nNameError('tok is not defined')")
