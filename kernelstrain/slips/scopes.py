@@ -18,8 +18,10 @@ belong to the enclosing scope.
 """
 from __future__ import annotations
 
+import re
+
 from . import clang
-from .cpp import echo_tokens
+from .cpp import echo_tokens, macros
 
 _TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long", "bool", "auto", "const",
           "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t", "half", "__half", "__nv_bfloat16", "float2",
@@ -27,16 +29,56 @@ _TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long
 
 
 def device_stream(lines, defs: dict) -> tuple[list, dict]:
-    """([(line, printed column, token)] of every non-preprocessor line, {line: the printed
-    line})."""
-    stream, shown, directive = [], {}, False
+    """([(line, printed column, token)] of every non-preprocessor line the compiler sees (not
+    in an inactive #if / #ifdef / #else branch), {line: the printed line})."""
+    stream, shown, directive, active = [], {}, False, []
+    values = macros(lines, headers=False)
     for j, line in enumerate(lines):
-        if directive or line.lstrip().startswith("#"):
+        text = line.strip()
+        if not directive and text.startswith("#"):
+            _condition(text, active, values)
+        if directive or text.startswith("#"):
             directive = line.endswith("\\")
             continue
-        shown[j], placed = echo_tokens(line, defs)
-        stream += [(j, pos, t) for pos, t in placed]
+        if all(on for on, _ in active):
+            shown[j], placed = echo_tokens(line, defs)
+            stream += [(j, pos, t) for pos, t in placed]
     return stream, shown
+
+
+def _condition(text: str, active: list, values: dict) -> None:
+    """Track a conditional directive on `active`: [(this branch is on, a branch was taken)]."""
+    m = re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b\s*(.*)", text)
+    if m is None:
+        return
+    what, rest = m.groups()
+    if what in ("if", "ifdef", "ifndef"):
+        on = _true(rest, values) if what == "if" else (rest.split()[0] in values) == (what == "ifdef")
+        active.append((on, on))
+    elif what in ("elif", "else") and active:
+        taken = active[-1][1]
+        on = not taken and (what == "else" or _true(rest, values))
+        active[-1] = (on, taken or on)
+    elif what == "endif" and active:
+        active.pop()
+
+
+def _true(expr: str, values: dict) -> bool:
+    """An #if expression, its object-like macros expanded and unknown names 0 (as cpp does)."""
+    expr = re.sub(r"//.*|/\*.*?\*/", "", expr)
+    expr = re.sub(r"\bdefined\s*\(?\s*(\w+)\s*\)?", lambda m: "1" if m.group(1) in values else "0", expr)
+    for _ in range(8):
+        expr = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: "".join(t.text for t in values[m.group(0)][1])
+                      if m.group(0) in values and values[m.group(0)][0] is None else m.group(0), expr)
+    expr = re.sub(r"\b[A-Za-z_]\w*\b", "0", re.sub(r"(\d+)[uUlL]+\b", r"\1", expr))
+    expr = expr.replace("&&", " and ").replace("||", " or ")
+    expr = re.sub(r"!(?!=)", " not ", expr).replace("/", "//")
+    if not re.fullmatch(r"[\d\s()+\-*/%<>=!&|^~andotr]*", expr):
+        return True
+    try:
+        return bool(eval(expr, {"__builtins__": {}}))       # digits and operators only (checked above)
+    except Exception:
+        return True
 
 
 def _declares(stream, i: int) -> bool:
