@@ -147,3 +147,15 @@ def test_triton_reports_the_first_use_its_code_generator_visits():
         "triton.compiler.errors.CompilationError: at 3:34:\ndef k(x_ptr, T, BLOCK: tl.constexpr):\n"
         "    tok_idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + tok, mask=tok < T, other=0.0)\n"
         "                                  ^\nNameError('tok is not defined')")
+
+
+def test_preprocessor_conditionals_leave_out_what_the_compilers_never_see():
+    # an inactive #if / #ifdef branch is not compiled; the expected text is clang-19's (compile_hip of this code)
+    code = ("#include <hip/hip_runtime.h>\n#define THREADS 32\n#define WARP_SIZE 32\n__global__ void k(float* y, int n) {\n"
+            "    const int q = blockIdx.x;\n    y[q] = 1.f;\n#if THREADS > WARP_SIZE\n    y[q + 1] = 2.f;\n#else\n"
+            "    y[q + 2] = 3.f;\n#endif\n#ifdef NOT_DEFINED\n    y[q + 3] = 4.f;\n#endif\n    y[n] = q;\n}\n")
+    assert hip_uses(code)[1] == (
+        "candidate.hip:6:7: error: use of undeclared identifier 'q'\n    6 |     y[q] = 1.f;\n      |       ^\n"
+        "candidate.hip:10:7: error: use of undeclared identifier 'q'\n   10 |     y[q + 2] = 3.f;\n      |       ^\n"
+        "candidate.hip:15:12: error: use of undeclared identifier 'q'\n   15 |     y[n] = q;\n      |            ^\n"
+        "3 errors generated when compiling for gfx942.")
