@@ -17,6 +17,8 @@ import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .slips.triton_slips import CHAINED
+
 CACHE_DIR = Path(os.environ.get("KERNELSTRAIN_CACHE", Path.home() / ".cache" / "kernelstrain" / "compile"))
 
 NVCC_GENCODE = {
@@ -75,12 +77,26 @@ def normalized(log: str) -> str:
 def first_error(log: str) -> str:
     """The first error of a log, as a recorded message states it: nvcc's or clang's first
     `error:` line (paths normalized), or Triton's CompilationError position and its message
-    (the last line of the exception text)."""
+    (the last line of the exception text; in a chain, the first printed: the innermost)."""
     log = normalized(log)
     if "CompilationError: at " in log:
-        head = re.search(r"CompilationError: at \d+:\d+:", log).group(0)
-        return f"{head} {log.rstrip().splitlines()[-1]}"
+        first = log.split(CHAINED)[0]     # an error in a @triton.jit helper: its own, printed first
+        if "CompilationError: at " not in first:
+            first = log
+        head = re.search(r"CompilationError: at \d+:\d+:", first).group(0)
+        return f"{head} {first.rstrip().splitlines()[-1]}"
     return next((line for line in log.splitlines() if re.search(r"\berror\b", line)), "")
+
+
+def exception_text(e: BaseException) -> str:
+    """An exception as Python prints it, tracebacks left out, with the causes of its kind first:
+    a Triton error in a @triton.jit helper is re-raised at each call site on the way to the
+    kernel. A cause of another kind (the ValueError a CompilationError quotes as its message)
+    is left out."""
+    parts = [e]
+    while isinstance(parts[-1].__cause__, type(e)):
+        parts.append(parts[-1].__cause__)
+    return CHAINED.join(f"{type(x).__module__}.{type(x).__name__}: {x}" for x in reversed(parts))
 
 
 def _head_and_tail(log: str, keep: int = 4000) -> str:
@@ -164,7 +180,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
     clang = find_hip_compiler()
     if clang is None:
         raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
-    key = hashlib.sha256(f"hip2|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"hip3|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -185,7 +201,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
         vgprs = [int(x) for b in mine for x in re.findall(r"VGPRs: (\d+)", b)]
         ok = proc.returncode == 0
         errors = "\n".join(line for line in log.splitlines() if "remark:" not in line)
-        return CompileResult(ok, errors[-4000:], max(lds) if lds else None, max(vgprs) if vgprs else None,
+        return CompileResult(ok, _head_and_tail(errors), max(lds) if lds else None, max(vgprs) if vgprs else None,
                              None if ok else classify(errors))
     return _cached(key, run)
 
@@ -243,7 +259,7 @@ def launch_specialization(spec) -> tuple[dict, dict, dict]:
 def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
     """Compile every kernel spec of a rendered Triton candidate for one target."""
     spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages, s.ints] for s in specs])
-    key = hashlib.sha256(f"triton|{arch}|{spec_text}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"triton3|{arch}|{spec_text}|{source}".encode()).hexdigest()
 
     def run():
         triton, _, ASTSource = _import_triton()
@@ -257,7 +273,7 @@ def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
                                      options={"num_warps": s.num_warps, "num_stages": s.num_stages})
                 smem = max(smem, int(out.metadata.shared))
         except Exception as e:  # the compiler's own exception text is the log
-            log = f"{type(e).__module__}.{type(e).__name__}: {e}"
+            log = exception_text(e)
             return CompileResult(False, _head_and_tail(log), None, None, classify(log))
         return CompileResult(True, "", smem, None, None)
     return _cached(key, run)

@@ -16,6 +16,7 @@ import re
 from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
+from .slips import nvcc, scopes, triton_slips
 
 LANG = {"cuda": "cuda", "triton": "python"}
 LANG_NAME = {"cuda": "CUDA C++", "triton": "Triton"}
@@ -76,24 +77,30 @@ def task_header(module: OpModule, task: Task, reference: str) -> str:
 
 def typo_error(typo, impl: str, hip_arch: str = "") -> str:
     """An undefined identifier as nvcc, hipcc (clang, compiling for `hip_arch`) or Triton reports
-    it, with the source lines as written (indentation kept)."""
-    lines, uses = typo.lines, typo.uses
+    it (slips/: nvcc echoes the preprocessed line, once per scope; clang every use, as written,
+    in its order, at most 19 and the fatal one; Triton its CompilationError, re-raised at each
+    call on the way from the kernel when the name is in a @triton.jit helper)."""
+    lines, name = list(typo.lines), typo.name
     if impl == "triton":
-        j, col = uses[0]
-        shown = "\n".join(lines[typo.kernel_line:j + 1])
-        return (f"triton.compiler.errors.CompilationError: at {j - typo.kernel_line + 1}:{col}:\n{shown}\n"
-                f"{' ' * col}^\nNameError('{typo.name} is not defined')")
-    if hip_arch:   # clang: file:line:col, the line with a line-number gutter, at most 20 errors shown
-        shown = uses[:20]
-        msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{typo.name}'\n"
-                f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in shown]
-        n = len(shown)
+        j, col = triton_slips.first_use(lines, typo.decl, name, typo.kernel_line) or typo.uses[0]
+        text = triton_slips.compilation_error(lines, typo.kernel_line, j, col, f"NameError('{name} is not defined')")
+        calls = [triton_slips.compilation_error(lines, d, k, c, None)
+                 for d, k, c in triton_slips.call_chain(lines, typo.kernel_line)]
+        return triton_slips.CHAINED.join([text, *calls])
+    if hip_arch:
+        uses = scopes.clang_uses(lines, typo.decl, name, typo.new)
+        over = len(uses) >= HIP_ERROR_LIMIT
+        msgs = [f"candidate.hip:{j + 1}:{col + 1}: error: use of undeclared identifier '{name}'\n"
+                f"{j + 1:>5} | {lines[j]}\n      | {' ' * col}^" for j, col in uses[:HIP_ERROR_LIMIT - 1 if over else None]]
+        if over:        # the 20th error is the fatal one
+            msgs.append("fatal error: too many errors emitted, stopping now [-ferror-limit=]")
+        n = HIP_ERROR_LIMIT if over else len(msgs)
         return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} generated when compiling for {hip_arch}."
-    shown = uses[:8]
-    msgs = [f"candidate.cu({j + 1}): error: identifier \"{typo.name}\" is undefined\n  {lines[j]}\n  {' ' * col}^\n"
-            for j, col in shown]
-    n = len(shown)
-    return "\n".join(msgs) + f"\n{n} error{'s' if n > 1 else ''} detected in the compilation of \"candidate.cu\"."
+    uses = scopes.undefined_uses(lines, typo.decl, name, nvcc.macros(lines), typo.new)
+    return nvcc.report([nvcc.error_block(j, f'identifier "{name}" is undefined', shown, col) for j, col, shown in uses])
+
+
+HIP_ERROR_LIMIT = 20      # clang's -ferror-limit: 19 errors shown, the 20th is "too many errors emitted"
 
 
 def _ptx_file(task: Task) -> str:

@@ -9,6 +9,7 @@ candidate.cu(3): error: identifier "row" is undefined
 """
 from __future__ import annotations
 
+import builtins
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -17,6 +18,13 @@ _CUDA_DECL = re.compile(r"^(\s*(?:const\s+)?(?:int|float|unsigned|size_t|int64_t
 _ANY_DECL = re.compile(r"\b(?:int|float|unsigned|size_t|int64_t|bool|auto)\s+([a-z_]\w*)\b")
 _PY_ASSIGN = re.compile(r"^(\s+)([a-z_]\w*)(\s*=[^=])")
 _RENAMES = ("{}_idx", "{}0", "my_{}", "{}_val")
+# names the headers (C math / stdlib: nvcc and hipcc) or Python's builtins already declare: the
+# old name would then not be undeclared, and the compiler says something else
+_C_LIBRARY = frozenset("div ldiv abs labs min max exp exp2 expm1 log log2 log10 log1p pow sqrt cbrt floor ceil round "
+                       "rint trunc fma fabs fmod remainder sin cos tan sinh cosh tanh asin acos atan atan2 erf erfc "
+                       "hypot frexp ldexp modf nan signbit isnan isinf gamma lgamma tgamma j0 j1 jn y0 y1 yn rand "
+                       "time clock index select norm".split())
+_PY_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,9 @@ def typo_sites(code: str, impl: str) -> list:
         signatures = " ".join(re.findall(r"def \w+\((.*?)\)", code, flags=re.S))
         params = set(re.findall(r"[A-Za-z_]\w*", signatures))
     limit = 2 if impl == "cuda" else 1             # a CUDA declaration is seen by both scans
-    return [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in params]
+    taken = params | (_C_LIBRARY if impl == "cuda" else _PY_BUILTINS | set(re.findall(r"^(\w+)\s*=", code, re.M))
+                      | set(re.findall(r"^def (\w+)", code, re.M)))
+    return [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
 
 
 def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
@@ -75,7 +85,9 @@ def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
     lines = code.split("\n")
     i, m, def_line = candidates[pick % len(candidates)]
     name = m.group(2)
-    new = _RENAMES[pick % len(_RENAMES)].format(name)
+    words = set(re.findall(r"\w+", code))
+    renames = [_RENAMES[(pick + k) % len(_RENAMES)].format(name) for k in range(len(_RENAMES))]
+    new = next((r for r in renames if r not in words), renames[0])   # not a name the code has: no redeclaration
     lines[i] = m.group(1) + new + m.group(3) + lines[i][m.end():]
     return Typo(name, new, i, tuple(_uses(lines, i, name)), def_line, tuple(lines))
 

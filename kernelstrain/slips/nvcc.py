@@ -2,7 +2,7 @@
 
 nvcc (EDG front end) echoes the offending line as the preprocessor left it: macros
 expanded, comments gone, `__shared__` spelt `__attribute__((shared))`; the caret is a
-column of that line. `echo` rebuilds that line from the source alone.
+column of that line. cpp.echo rebuilds that line from the source alone.
 
 >>> src = ("#define THREADS 128\\n__global__ void k(const float* __restrict__ x, float* y) {\\n"
 ...        "    __shared__ float part[THREADS];\\n"
@@ -21,36 +21,9 @@ from __future__ import annotations
 
 import re
 
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)(?!\()\s*(.*?)\s*(?://.*)?$")
-_KEYWORDS = [(re.compile(r"\b__shared__\b"), "__attribute__((shared))"),
-             (re.compile(r"\b__align__\((\d+)\)"), r"__attribute__((aligned(\1)))"),
-             (re.compile(r"\b__device__\b"), "__attribute__((device))"),
-             (re.compile(r"\b__forceinline__\b"), "__inline__ __attribute__((always_inline))")]
+from .cpp import echo, macros  # noqa: F401  (the preprocessed line nvcc echoes)
+
 FILE = "candidate.cu"
-
-
-def macros(lines) -> dict:
-    out = {}
-    for line in lines:
-        m = _DEFINE.match(line)
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
-
-
-def echo(line: str, defs: dict) -> str:
-    """`line` as nvcc echoes it: comments dropped, object-like macros expanded, CUDA keywords
-    spelt as attributes."""
-    line = re.sub(r"/\*.*?\*/", " ", line)
-    line = re.sub(r"//.*", "", line)
-    for _ in range(8):          # macros that name macros
-        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: defs.get(m.group(0), m.group(0)), line)
-        if new == line:
-            break
-        line = new
-    for pat, rep in _KEYWORDS:
-        line = pat.sub(rep, line)
-    return line.rstrip()
 
 
 def error_block(j: int, text: str, shown: str, col: int, extra: str = "") -> str:

@@ -15,6 +15,7 @@ arange's arguments must be of type tl.constexpr
 """
 from __future__ import annotations
 
+import ast
 import re
 
 _ARANGE = re.compile(r"tl\.arange\(0, BLOCK(?:_([A-Z]\w*))?\)")
@@ -23,10 +24,100 @@ _ARANGE = re.compile(r"tl\.arange\(0, BLOCK(?:_([A-Z]\w*))?\)")
 EXCERPT = 12      # CompilationError.source_line_count_max_in_message: the last 12 lines up to the error
 
 
-def compilation_error(lines, def_line: int, j: int, col: int, text: str) -> str:
+CHAINED = "\n\nThe above exception was the direct cause of the following exception:\n\n"
+
+
+def compilation_error(lines, def_line: int, j: int, col: int, text: str | None) -> str:
+    """The CompilationError at line j, column col of the function whose `def` is line def_line;
+    text None: a call site re-raising its callee's error (no message of its own)."""
     shown = "\n".join(lines[max(def_line, j + 1 - EXCERPT):j + 1])
     return (f"triton.compiler.errors.CompilationError: at {j - def_line + 1}:{col}:\n{shown}\n"
-            f"{' ' * col}^\n{text}")
+            f"{' ' * col}^" + ("" if text is None else f"\n{text}"))
+
+
+def _jit_functions(lines) -> dict:
+    """def line -> (name, body start, end) of every @triton.jit function."""
+    out = {}
+    for i, line in enumerate(lines):
+        name = re.match(r"def (\w+)", line)
+        if i and lines[i - 1].startswith("@triton.jit") and name:
+            k = next((k for k in range(i, len(lines)) if lines[k].rstrip().endswith(":")), i)
+            end = next((e for e in range(k + 1, len(lines)) if lines[e] and not lines[e][0].isspace()), len(lines))
+            out[i] = (name.group(1), k + 1, end)
+    return out
+
+
+def first_use(lines, decl: int, name: str, def_line: int):
+    """(line, column) of the load of `name` after line `decl` that Triton's code generator
+    reaches first in the function whose `def` is line def_line, or None. It walks the AST
+    in source order except: a call's keyword arguments before its positional ones, a
+    conditional expression's test first, an augmented assignment's target first, a while
+    loop's body before its test (constexpr-false branches are walked too: not known here)."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno == def_line + 1), None)
+    if fn is None:
+        return None
+    for node in _walk_order(fn.body):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) \
+                and node.lineno - 1 > decl:
+            return node.lineno - 1, node.col_offset
+    return None
+
+
+def _walk_order(nodes):
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            parts = [node.func, *[k.value for k in node.keywords], *node.args]
+        elif isinstance(node, ast.IfExp):
+            parts = [node.test, node.body, node.orelse]
+        elif isinstance(node, ast.AugAssign):
+            parts = [ast.Name(node.target.id, ast.Load(), lineno=node.target.lineno, col_offset=node.target.col_offset)
+                     if isinstance(node.target, ast.Name) else node.target, node.value]
+        elif isinstance(node, ast.Assign):
+            parts = [node.value, *node.targets]
+        elif isinstance(node, ast.While):
+            parts = [*node.body, node.test, *node.orelse]
+        else:
+            parts = list(ast.iter_child_nodes(node))
+        yield node
+        yield from _walk_order(parts)
+
+
+def call_chain(lines, def_line: int) -> list:
+    """(caller's def line, call line, call column) of each call on the way from the first
+    launched kernel that reaches the jit function at `def_line` down to it, innermost first
+    ([] for a launched kernel): where Triton re-raises an error inside that function."""
+    fns = _jit_functions(lines)
+    launched = [d for d, *_ in _kernels(lines)]
+    if def_line in launched:
+        return []
+
+    def calls(d):   # (callee def line, line, column) of each jit call in d's body, in source order
+        _, body, end = fns[d]
+        for j in range(body, end):
+            for m in re.finditer(r"(?<![\w.])(\w+)\(", lines[j]):
+                callee = next((c for c, f in fns.items() if f[0] == m.group(1)), None)
+                if callee is not None and not lines[j].lstrip().startswith("#"):
+                    yield callee, j, m.start()
+
+    def path(d, seen):
+        for callee, j, col in calls(d):
+            if callee == def_line:
+                return [(d, j, col)]
+            if callee not in seen:
+                rest = path(callee, seen | {callee})
+                if rest is not None:
+                    return rest + [(d, j, col)]
+        return None
+
+    for k in launched:
+        chain = path(k, {k})
+        if chain is not None:
+            return chain
+    return []
 
 
 def _kernels(lines):

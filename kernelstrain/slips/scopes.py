@@ -1,0 +1,205 @@
+"""Which uses of an undeclared name nvcc (EDG) reports: the first in each scope.
+
+After reporting `identifier "x" is undefined`, EDG declares x in the innermost scope of
+that use, so later uses in that scope, or in scopes nested in it, say nothing; a use after
+the scope closes is reported again. Scopes, as EDG opens them (checked with nvcc 13.0): a
+compound statement `{...}`; a `for` whose init-statement declares a variable (header and
+body); each sub-statement of if / else / for / while / do / switch that is not a compound
+statement. An if / while / switch condition, and a `for` header without a declaration,
+belong to the enclosing scope.
+
+>>> lines = ["__global__ void k(float* y, int n) {", "    const int a_ = 0;",
+...          "    if (a < n) { y[a] = 1; }", "    for (int i = a; i < n; i++) y[i] = a;", "    y[0] = a;", "}"]
+>>> [(j, col) for j, col, _ in undefined_uses(lines, 1, "a", {})]
+[(2, 8)]
+>>> lines[2] = "    if (n) { y[a] = 1; } else y[a] = 2;"
+>>> [(j, col) for j, col, _ in undefined_uses(lines, 1, "a", {})]
+[(2, 15), (2, 32), (3, 17), (4, 11)]
+"""
+from __future__ import annotations
+
+from . import clang
+from .cpp import echo_tokens
+
+_TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long", "bool", "auto", "const",
+          "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t", "half", "__half", "__nv_bfloat16", "float2",
+          "float4", "int4", "uint4", "constexpr", "static"}
+
+
+def device_stream(lines, defs: dict) -> tuple[list, dict]:
+    """([(line, printed column, token)] of every non-preprocessor line, {line: the printed
+    line})."""
+    stream, shown, directive = [], {}, False
+    for j, line in enumerate(lines):
+        if directive or line.lstrip().startswith("#"):
+            directive = line.endswith("\\")
+            continue
+        shown[j], placed = echo_tokens(line, defs)
+        stream += [(j, pos, t) for pos, t in placed]
+    return stream, shown
+
+
+def _declares(stream, i: int) -> bool:
+    """The for-init-statement starting at stream[i] declares a variable."""
+    toks = [t for _, _, t in stream[i:i + 3]]
+    if not toks or toks[0].kind != "name":
+        return False
+    return toks[0].text in _TYPES or toks[0].text.endswith("_t") or len(toks) > 1 and (
+        toks[1].kind == "name" or toks[1].text in ("*", "&", "::", "<") and len(toks) > 2 and toks[2].kind == "name")
+
+
+class _Scopes:
+    """A statement walk that labels each token with its scope path (outermost first)."""
+
+    def __init__(self, stream):
+        self.s, self.i, self.out, self.ids = stream, 0, [], 0
+        self.top = False        # the token is a top-level token of a declaration statement
+
+    def peek(self):
+        return self.s[self.i][2].text if self.i < len(self.s) else None
+
+    def new(self, path):
+        self.ids += 1
+        return path + (self.ids,)
+
+    def take(self, path):
+        self.out.append((self.s[self.i], path, self.top))
+        self.top = False
+        self.i += 1
+
+    def seq(self, path):
+        while self.i < len(self.s):
+            if self.peek() == "}":
+                return
+            self.statement(path)
+
+    def block(self, path):
+        inner = self.new(path)
+        self.take(inner)
+        self.seq(inner)
+        if self.i < len(self.s):
+            self.take(inner)
+
+    def balanced(self, path, open_: str, close: str):
+        depth = 0
+        while self.i < len(self.s):
+            t = self.peek()
+            depth += (t == open_) - (t == close)
+            self.take(path)
+            if depth <= 0:
+                return
+
+    def header(self, path):
+        if self.peek() == "(":
+            self.balanced(path, "(", ")")
+
+    def sub(self, path):
+        if self.i < len(self.s):
+            self.statement(self.new(path))
+
+    def statement(self, path):
+        t = self.peek()
+        if t == "{":
+            return self.block(path)
+        if t == "for":
+            self.take(path)
+            scope = self.new(path) if _declares(self.s, self.i + 1) else path
+            self.header(scope)
+            return self.sub(scope)
+        if t in ("if", "while", "switch"):
+            self.take(path)
+            if self.peek() == "constexpr":
+                self.take(path)
+            self.header(path)
+            self.sub(path)
+            if t == "if" and self.peek() == "else":
+                self.take(path)
+                self.sub(path)
+            return
+        if t == "do":
+            self.take(path)
+            self.sub(path)
+            if self.peek() == "while":
+                self.take(path)
+                self.header(path)
+            if self.peek() == ";":
+                self.take(path)
+            return
+        self.simple(path)
+
+    def simple(self, path):
+        """An expression statement or a declaration, a function or struct definition included."""
+        depth, decl = 0, _declares(self.s, self.i)
+        while self.i < len(self.s):
+            t = self.peek()
+            if t == "{":
+                prev = self.s[self.i - 1][2].text if self.i else ""
+                if depth or prev in ("=", ",", "(", "return", "{"):     # an initializer list
+                    self.balanced(path, "{", "}")
+                    continue
+                self.block(path)
+                if self.peek() == ";":
+                    self.take(path)
+                return
+            if t == "}" and depth == 0:
+                return
+            depth += (t in ("(", "[")) - (t in (")", "]"))
+            self.top = decl and depth == 0
+            self.take(path)
+            if t == ";" and depth <= 0:
+                return
+
+
+def _walk(lines, decl: int, name: str, defs: dict, declarator: str, once: bool):
+    """(index in the walk, the walk's tokens, line, token) of each use of `name` after the
+    renamed declaration that the compiler reports: outside any scope where another declaration
+    of the name is in force, and with `once` (EDG) outside any scope of an earlier report."""
+    stream, shown = device_stream(lines, defs)
+    walk = _Scopes(stream)
+    walk.seq(())
+    while walk.i < len(stream):          # a stray '}': carry on at the top level
+        walk.take(())
+        walk.seq(())
+    toks = [t for (_, _, t), _, _ in walk.out]
+    out, declared, after = [], [], False
+    for k, ((j, pos, t), path, top) in enumerate(walk.out):
+        after = after or j > decl or j == decl and t.text == declarator
+        if not (after and t.kind == "name" and t.text == name) or any(d in path for d in declared):
+            continue
+        prev = toks[k - 1] if k else None
+        if prev is not None and prev.text in (".", "->", "::"):
+            continue
+        if _declarator(prev, top, toks[k + 1].text if k + 1 < len(toks) else ""):
+            declared.append(path[-1] if path else 0)    # a declaration of its own in another scope
+            continue
+        if once:
+            declared.append(path[-1] if path else 0)
+        out.append((k, toks, j, pos, shown[j], t))
+    return out
+
+
+def undefined_uses(lines, decl: int, name: str, defs: dict, declarator: str = "") -> list:
+    """(line, printed column, printed line) of each use of `name`, an undeclared identifier,
+    that nvcc reports: after line `decl`, or on it after the name `declarator` declared there
+    (`const float m_new = fmaxf(m, s), alpha = __expf(m - m_old);`)."""
+    return [(j, pos, shown) for _, _, j, pos, shown, _ in _walk(lines, decl, name, defs, declarator, True)]
+
+
+def clang_uses(lines, decl: int, name: str, declarator: str = "") -> list:
+    """(line, column as written) of each use of `name` that clang reports (every use; no
+    suppression), in clang's order (slips/clang.py)."""
+    uses = _walk(lines, decl, name, {}, declarator, False)
+    if not uses:
+        return []
+    by_k = {u[0]: u for u in uses}
+    return [(by_k[k][2], by_k[k][5].col) for k in clang.diagnosed_order(uses[0][1], set(by_k)) if by_k[k][5].col >= 0]
+
+
+_NOT_TYPES = {"return", "case", "else", "do", "goto", "sizeof", "new", "delete", "throw", "co_return"}
+
+
+def _declarator(prev, top: bool, following: str) -> bool:
+    """The name is declared here: `int r = ...` or `..., r = ...` in a declaration."""
+    if following not in ("=", ";", ",", "[", "{", ")", ":"):
+        return False
+    return prev is not None and (prev.kind == "name" and prev.text not in _NOT_TYPES or top and prev.text == ",")
