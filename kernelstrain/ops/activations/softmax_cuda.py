@@ -7,6 +7,7 @@ loads and rows packed per block (sub-warp rows for short C).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
+from ..norms._norms import block_row_rounds
 from ._act import host_line
 from .softmax_spec import ENTRY, SoftmaxSpec
 
@@ -49,13 +50,15 @@ extern "C" __global__ void {SIG} {{
 
 
 # -- smem_block_reduce, warp_shuffle, online_softmax: a block per row -----------------------
-def block_launch(smem_of, traffic: float):
-    """x read for the max, the sum and the output (traffic 2.0), or (m, d) in one pass + output (1.5)."""
+def block_launch(smem_of, traffic: float, reductions: int):
+    """x read for the max, the sum and the output (traffic 2.0), or (m, d) in one pass + output (1.5);
+    `reductions` block-wide reductions a row waits on (block_row_rounds)."""
     def launch(p, task):
         threads = p["threads"]
         return Launch(grid=task["R"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
                       regs=32, bytes_per_access=DTYPE_BYTES[task.dtype], traffic=traffic,
-                      lane_util=min(1.0, task["C"] / threads))
+                      lane_util=min(1.0, task["C"] / threads),
+                      rounds=block_row_rounds(threads, task.gpu.warp, reductions))
     return launch
 
 
@@ -243,13 +246,13 @@ class SoftmaxCuda(SoftmaxSpec):
         # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
-             (THREADS,), memory_eff=0.75, smem="static", launch=block_launch(lambda t, w: t * 4, 2.0),
+             (THREADS,), memory_eff=0.75, smem="static", launch=block_launch(lambda t, w: t * 4, 2.0, 2),
              render=smem_block_reduce_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
-             (THREADS,), memory_eff=0.82, smem="static", launch=block_launch(lambda t, w: w * 4, 2.0),
+             (THREADS,), memory_eff=0.82, smem="static", launch=block_launch(lambda t, w: w * 4, 2.0, 2),
              render=warp_shuffle_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),
         Rung("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
-             (THREADS,), memory_eff=0.86, smem="static", launch=block_launch(lambda t, w: w * 8, 1.5),
+             (THREADS,), memory_eff=0.86, smem="static", launch=block_launch(lambda t, w: w * 8, 1.5, 1),
              render=online_softmax_src, bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
         Rung("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
              (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),

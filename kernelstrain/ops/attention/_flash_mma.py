@@ -177,8 +177,8 @@ def mma_sync_src(p, task, sync=SYNC, mask=">"):
             f"                                                                    scale * {LOG2E}f);\n")
 
 
-def cp_async_pipeline_src(p, task, sync=STAGE_SYNC, m0="-INFINITY", l0="0.f"):
-    return mma_common(p, task, stages=p["stages"]) + f"""\
+def cp_async_pipeline_src(p, task, sync=STAGE_SYNC, m0="-INFINITY", l0="0.f", mask=">"):
+    return mma_common(p, task, mask, stages=p["stages"]) + f"""\
     // dynamic smem: Q tile, then STAGES x (K tile, V tile), all swizzled
     extern __shared__ __align__(128) unsigned char smem_raw[];
     scalar_t* Qs = reinterpret_cast<scalar_t*>(smem_raw);

@@ -31,17 +31,42 @@ __device__ __forceinline__ float block_sum(float v, float* warp_totals) {
 """
 
 
+BLOCK_REDUCE_WARPS = 8     # warps of a block-wide reduction that cost about one DRAM round trip
+
+
+def block_row_rounds(threads: int, warp: int, reductions: int) -> int:
+    """Launch.rounds of a block-per-row CUDA kernel, in DRAM round trips a row waits on: its first
+    load, then each block-wide reduction (partials to shared memory, a barrier every warp must
+    reach, warp 0's shuffle tree, the broadcast behind a second barrier), a chain that lengthens
+    with the block's warps. Short rows under big blocks are bound by it, not by bandwidth (H200,
+    softmax_cuda R=16384 C=1024: 512-1024 threads 0.11-0.41 ms, 128 threads 0.033-0.040 ms).
+
+    >>> block_row_rounds(128, 32, 2), block_row_rounds(1024, 32, 2)
+    (2, 9)
+    """
+    return 1 + -(-reductions * -(-threads // warp) // BLOCK_REDUCE_WARPS)
+
+
 def next_pow2(n: int) -> int:
     """Smallest power of two >= n: the width of a Triton tile that holds a whole row."""
     return 1 << (n - 1).bit_length()
 
 
-def triton_spill(regs: int, cap: int) -> float:
+SPILL_SATURATION = 9.0     # at most ~10x: past it every use already reloads from local memory (L1/L2)
+
+
+def triton_spill(regs: int, cap: int, pinned: int = 0) -> float:
     """DRAM traffic factor of a Triton row whose estimated register demand `regs` (fp32 copies)
     passes the per-thread cap: the compiler keeps 16-bit loads packed and rematerializes, so it
     holds about twice the estimate before spilling (H200, h200_kernels.json: no slowdown up to
-    2x the cap, several times slower at 4x)."""
-    return 1.0 + max(0, regs - 2 * cap) / 64
+    2x the cap, several times slower at 4x). `pinned` of the registers are loop-carried (dW/dB
+    accumulators, a prefetched next row): live across the whole loop, they cannot be recomputed
+    or re-packed, so they count in full (H200: layernorm_bwd persistent_prefetch at 64 elements a
+    thread ran 12x slower than at 32). The penalty saturates (SPILL_SATURATION): once every use
+    of the row reloads it, more excess adds little (rmsnorm_triton 16 rows x 4096 in one warp,
+    2048 a thread: 0.28 ms, 20x its DRAM time, not the 46x a linear excess gives)."""
+    x = max(0.0, pinned + (regs - pinned) / 2 - cap) / 32
+    return 1.0 + x * SPILL_SATURATION / (x + SPILL_SATURATION)
 
 
 def row_in_flight(per: int, elt: int) -> int:

@@ -5,7 +5,7 @@ times) -> one fused kernel with a shared-memory tree sum -> warp shuffles -> 16-
 uint4 loads/stores -> the summed row cached in registers (no re-read of the residual).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
-from ._norms import BLOCK_SUM, VEC_PACK
+from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -27,7 +27,8 @@ def block_launch(p, task, smem: int, traffic: float, launches: int = 1, vec: boo
     per = 16 // elt if vec else 1
     return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24,
                   bytes_per_access=16 if vec else elt, traffic=traffic,
-                  lane_util=min(1.0, d / (threads * per)), launches=launches)
+                  lane_util=min(1.0, d / (threads * per)), launches=launches,
+                  rounds=block_row_rounds(threads, task.gpu.warp, 1))
 
 
 def warp_slots(p, task) -> int:

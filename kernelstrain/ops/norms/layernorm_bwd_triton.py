@@ -26,6 +26,7 @@ def dwdb_launch(tag: str):
         min_bytes = LayerNormBwdSpec.cost(None, task).bytes
         grid = programs(p, task)
         regs = 24 + 3 * per                              # dy, x, w as fp32
+        pinned = 0                                       # loop-carried across rows (triton_spill)
         util = min(1.0, d / block_d) * min(1.0, block_d / threads) * 0.85
         if tag == "atomic_dgamma":
             # 2*T*D fp32 atomics on only 2*D addresses: each address serialises T updates in L2
@@ -35,12 +36,14 @@ def dwdb_launch(tag: str):
             extra = 16 * t * d / min_bytes * 0.25
         else:
             regs += 2 * per                              # dW, dB accumulated in registers
+            pinned += 2 * per
             extra = 2 * 8 * grid * d / min_bytes         # partials written, then read by the reduce kernel
         if tag == "persistent_prefetch":
             regs += per                                  # next row's dy and x in storage precision
+            pinned += per
             util /= 0.85                                 # loads in flight during the reductions
         cap = min(255, gpu.regs_per_sm // threads)
-        spill = triton_spill(regs, cap) - 1.0
+        spill = triton_spill(regs, cap, pinned) - 1.0
         return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
                       lane_util=util, launches=1 if tag == "atomic_dgamma" else 2,

@@ -6,7 +6,7 @@ per-chunk Welford -> row cached in registers, exact two-pass statistics from reg
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import shfl_xor_macro
-from ._norms import VEC_PACK
+from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -49,15 +49,16 @@ extern "C" __global__ void {SIG} {{
 
 
 # -- smem_block_reduce, welford_shuffle, vectorized_uint4: a block per row ------------------
-def block_launch(smem_of, traffic: float, vec: bool = False):
+def block_launch(smem_of, traffic: float, reductions: int, vec: bool = False):
     """Launch model of a block-per-row rung: two-pass reads x for the mean, the variance and the
-    output; Welford for the statistics and the output."""
+    output; Welford for the statistics and the output; `reductions` block-wide reductions a row
+    waits on (block_row_rounds)."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
         per = 16 // elt if vec else 1
         return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
                       regs=34 if per > 1 else 30, bytes_per_access=per * elt, traffic=traffic,
-                      lane_util=min(1.0, d / (threads * per)))
+                      lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, reductions))
     return launch
 
 
@@ -271,15 +272,15 @@ class LayerNormCuda(LayerNormSpec):
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
              (THREADS,), memory_eff=0.75, smem="static",
-             launch=block_launch(lambda threads, warps: threads * 4, 2.1), render=smem_block_reduce_src,
+             launch=block_launch(lambda threads, warps: threads * 4, 2.1, 2), render=smem_block_reduce_src,
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
              (THREADS,), memory_eff=0.82, smem="static",
-             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5), render=welford_shuffle_src,
+             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1), render=welford_shuffle_src,
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads of 8 elements, per-chunk Welford merged by shuffles",
              (THREADS,), memory_eff=0.9, smem="static",
-             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, vec=True), render=vectorized_uint4_src,
+             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1, vec=True), render=vectorized_uint4_src,
              bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
         Rung("register_cached", "row held in registers: exact two-pass statistics, x read from DRAM once",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",

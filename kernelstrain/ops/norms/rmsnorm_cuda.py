@@ -4,7 +4,7 @@ Ladder: one thread per row -> block reduction through shared memory -> warp shuf
 16-byte vector loads -> row cached in registers (one DRAM read of x).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
-from ._norms import BLOCK_SUM, VEC_PACK
+from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -54,7 +54,7 @@ def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
         per = 16 // elt if vec else 1
         return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
                       regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
-                      lane_util=min(1.0, d / (threads * per)))
+                      lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1))
     return launch
 
 

@@ -45,9 +45,11 @@ def launch_of(kind: str):
         regs = 24 + per_thread // 2 + per_thread // 4
         # past the register file the row spills and every pass (amax, then scale) reloads it from local
         # memory: H200, 512 elements a thread (408 estimated registers) ran 8-10x slower than 256 a
-        # thread (T=512 D=5120: ROWS 8 num_warps 4, ROWS 4 num_warps 2; h200_gpucheck_s5151/s9191)
+        # thread (T=512 D=5120: ROWS 8 num_warps 4, ROWS 4 num_warps 2; h200_gpucheck_s5151/s9191);
+        # once each use reloads, more excess adds less (1024 a thread, 792: 15x, not 34x; grid5 D=8192)
+        excess = max(0, regs - 255) / 16
         return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 * rows, regs=min(regs, 255),
-                      bytes_per_access=min(16, per_thread * elt), traffic=1.0 + max(0, regs - 255) / 16,
+                      bytes_per_access=min(16, per_thread * elt), traffic=1.0 + excess * 32 / (excess + 32),
                       lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows), rounds=cdiv(tiles, grid))
     return launch
 

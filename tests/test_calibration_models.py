@@ -1,0 +1,44 @@
+"""Launch-model terms the H200 measurements asked for (issue 17): spills, block-reduction chains, labels."""
+from kernelstrain.ops import REGISTRY
+from kernelstrain.ops.norms._norms import SPILL_SATURATION, block_row_rounds, triton_spill
+from kernelstrain.tasks import make_task
+
+
+def test_triton_spill_counts_loop_carried_registers_in_full_and_saturates():
+    assert triton_spill(500, 255) == 1.0                       # packed / rematerialised: 2x the cap holds
+    assert triton_spill(408, 255) == 1.0
+    assert triton_spill(408, 255, pinned=192) > 1.5             # accumulators + prefetched row cannot be recomputed
+    steps = [triton_spill(r, 255) for r in (600, 1200, 4000, 40000)]
+    assert steps == sorted(steps) and steps[-1] < 1.0 + SPILL_SATURATION
+
+
+def test_layernorm_bwd_prefetch_spills_at_64_elements_a_thread_not_at_32():
+    m = REGISTRY["layernorm_bwd_triton"]
+    v = m.variant("persistent_prefetch")
+    task = make_task(m, "H200", "bf16", {"T": 16384, "D": 8192})
+    wide = m.launch(v, {"num_warps": 8, "programs_per_sm": 1}, task)      # 32 elements a thread
+    narrow = m.launch(v, {"num_warps": 4, "programs_per_sm": 1}, task)    # 64
+    persistent = m.launch(m.variant("persistent"), {"num_warps": 4, "programs_per_sm": 1}, task)
+    assert narrow.traffic > 1.3 * wide.traffic
+    assert narrow.traffic > 1.3 * persistent.traffic
+
+
+def test_block_per_row_kernels_wait_longer_on_wider_blocks():
+    assert block_row_rounds(128, 32, 1) < block_row_rounds(512, 32, 1) < block_row_rounds(1024, 32, 2)
+    for name, shape in (("softmax_cuda", {"R": 16384, "C": 1024}), ("layernorm_cuda", {"T": 16384, "D": 1024}),
+                        ("rmsnorm_cuda", {"T": 16384, "D": 1024})):
+        m = REGISTRY[name]
+        v = m.variant("smem_block_reduce")
+        task = make_task(m, "H200", "fp16", shape)
+        small, big = (m.launch(v, {"threads": t}, task) for t in (128, 1024))
+        assert big.rounds > small.rounds >= 2
+
+
+def test_flash_prefill_pipeline_injects_a_bug_that_fails_at_every_shape():
+    m = REGISTRY["flash_prefill_cuda"]
+    v = m.variant("cp_async_pipeline")
+    assert "missing_barrier" not in v.bugs and "off_by_one" in v.bugs
+    task = make_task(m, "H200", "fp16", {"B": 1, "H": 32, "S": 512, "D": 128})
+    params = {"BLOCK_M": 64, "BLOCK_N": 128, "stages": 2}
+    good, bad = m.render(v, params, task), m.render(v, params, task, "off_by_one")
+    assert " > row0 + lane / 4" in good and " >= row0 + lane / 4" in bad and " >= row0" not in good
