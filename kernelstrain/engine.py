@@ -21,7 +21,8 @@ from . import knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger
 from .limits import Limits, demand, overflow
-from .mutations import find_typo
+from .mutations import find_typo, typo_sites
+from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
@@ -120,6 +121,7 @@ class Episode:
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
+        self.slip_memory = SlipMemory()                # (kind, line) of each slip made: not made again
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise
         self.confirmed: dict = {}                      # code -> re-measurements asked for
@@ -378,34 +380,38 @@ class Episode:
             typo = find_typo(code, self.m.impl, c.typo)
             if typo is None:
                 return None
+            if ("identifier", code.split("\n")[typo.decl].strip()) in self.slip_memory.made:   # slipped there before
+                free = self.slip_memory.free("identifier", code, self.m.impl)
+                if not free:
+                    return None
+                c = replace(base, typo=self.typo_pick(self.rng.choice(free), code))
+                typo = find_typo(code, self.m.impl, c.typo)
             return c, "syntax", messages.typo_error(typo, self.m.impl, hip_arch)
         old = set(self.code(self.best).split("\n"))
         lines = code.split("\n")
-        kinds, weights, fresh = [], [], {}
+        kinds, weights, free, fresh = [], [], {}, {}
         for kind, w in (("identifier", self.search.typo_weight), *self.search.slip_weights):
             if w <= 0 or not slips.offered(kind, self.m.impl, hip_arch, self.task.dtype, self.task.shape):
                 continue
-            if kind == "identifier":
-                if find_typo(code, self.m.impl) is None:
-                    continue
-                sites = []
-            else:
-                sites = slips.site_lines(kind, code)
-                if not sites:
-                    continue
-            fresh[kind] = [i for i, line in enumerate(sites) if lines[line] not in old]
+            free[kind] = self.slip_memory.free(kind, code, self.m.impl)
+            if not free[kind]:
+                continue
+            sites = slips.site_lines(kind, code)          # none listed for a typo: it is never tied
+            fresh[kind] = [i for i in free[kind] if sites and lines[sites[i]] not in old]
             kinds.append(kind)
             weights.append(w * (SLIP_TIE if fresh[kind] else 1))
         if not kinds:
             return None
         kind = self.rng.choices(kinds, weights)[0]
-        if kind == "identifier":
-            site = self.rng.randrange(slips.SITE)
-        else:
-            site = self.rng.choice(fresh[kind]) if fresh[kind] else self.rng.randrange(len(slips.site_lines(kind, code)))
-        c = replace(base, typo=slips.encode(kind, site))
+        site = self.rng.choice(fresh[kind] or free[kind])
+        c = replace(base, typo=self.typo_pick(site, code) if kind == "identifier" else slips.encode(kind, site))
         got = slips.apply(code, self.m.impl, c.typo, hip_arch, self.task.dtype, self.task.shape)
         return None if got is None else (c, slips.failure(kind), got[1])
+
+    def typo_pick(self, i: int, code: str) -> int:
+        """A typo pick (under slips.SITE) that renames the i-th declaration find_typo lists."""
+        n = len(typo_sites(code, self.m.impl))
+        return i + n * self.rng.randrange((slips.SITE - i + n - 1) // n)
 
     def propose_wrong(self, k: int) -> Candidate | None:
         """A change carrying a risky transformation that compiles but is wrong (or crashes)."""
@@ -538,6 +544,7 @@ class Episode:
         kind = kind_of(cand, self.best, self.late(k))
         code = self.code(cand)
         if cand.typo is not None:
+            self.slip_memory.learn(code, self.m.impl, cand.typo)
             code = slips.apply(code, self.m.impl, cand.typo, self.task.gpu.arch if self.task.is_hip else "",
                                self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)

@@ -47,8 +47,8 @@ def _uses(lines, start, name):
             yield i, m.start()
 
 
-def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
-    """Rename the `pick`-th usable declaration, or None when the code has none."""
+def typo_sites(code: str, impl: str) -> list:
+    """(line, declaration match, Triton def line) of each declaration a rename can break."""
     lines = code.split("\n")
     pattern = _CUDA_DECL if impl == "cuda" else _PY_ASSIGN
     in_kernel, def_line = False, 0
@@ -74,9 +74,15 @@ def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
     limit = 2 if impl == "cuda" else 1             # a CUDA declaration is seen by both scans
     taken = params | (_C_LIBRARY if impl == "cuda" else _PY_BUILTINS | set(re.findall(r"^(\w+)\s*=", code, re.M))
                       | set(re.findall(r"^def (\w+)", code, re.M)))
-    candidates = [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
+    return [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
+
+
+def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
+    """Rename the `pick`-th usable declaration, or None when the code has none."""
+    candidates = typo_sites(code, impl)
     if not candidates:
         return None
+    lines = code.split("\n")
     i, m, def_line = candidates[pick % len(candidates)]
     name = m.group(2)
     words = set(re.findall(r"\w+", code))

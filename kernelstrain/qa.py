@@ -21,7 +21,9 @@ AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's o
 from .sim import noise_cv, register_cap, roofline_floor_ms
 from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
-from .validate import kind_mismatch, read_jsonl
+from .fields import as_dict
+from .slip_memory import repeats, site
+from .validate import kind_mismatch, read_jsonl, render_code
 from .writers import FILES
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
@@ -48,6 +50,7 @@ class _Acc:
         self.c = Counter()
         self.paths = defaultdict(Counter)
         self.fail = Counter()
+        self.repeats = Counter()     # slip_memory.repeats of every session, summed
         self.rebench_run_max = 0
         self.mt_tokens, self.step_tokens = Counter(), Counter()    # token count (16s) -> rows
         self.speedup_log, self.speedup_max = 0.0, 0.0
@@ -100,6 +103,7 @@ class _Acc:
                 c["noise_keeps"] += (1 - s["best_ms"] / best_ms) < 2 * noise_cv(best_ms)
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
+        self.repeats.update(repeats(slip_sites(ep)))
         if has_path_choice(module, ep["dtype"]):
             self.paths[ep["module"]][tuple(path)] += 1
         c["converged"] += ep.get("end") == "converged"
@@ -122,6 +126,19 @@ class _Acc:
             self.c["step_rows_after_first"] += 1
             self.c["step_rows_with_last"] += "\nLast result:\n" in prompt
         self.c["step_rows_weighted"] += row.get("weight") in (0, 1) and row["messages"][-1].get("weight") == row.get("weight")
+
+
+def slip_sites(ep: dict) -> list:
+    """(step, rung, kind, line text) of each slip of an episode row, the site read from the
+    clean render of its candidate (slip_memory.site)."""
+    impl, shape = REGISTRY[ep["module"]].impl, tuple(as_dict(ep["shape"]).items())
+    out = []
+    for s in ep["steps"]:
+        if s.get("typo") is not None:
+            clean = render_code(ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"],
+                                tuple(as_dict(s["params"]).items()), s["bug"])
+            out.append((s["step"], s["tag"], *(site(clean, impl, s["typo"]) or ("?", ""))))
+    return out
 
 
 def has_path_choice(module, dtype: str) -> bool:
@@ -163,7 +180,7 @@ def qa(data: Path) -> dict:
 
 
 def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
-    c, fail = acc.c, acc.fail
+    c, fail, rep = acc.c, acc.fail, acc.repeats
     steps = max(1, c["steps"])
     compile_errors = sum(fail[f] for f in COMPILE_FAILURES)
     shares = {m: max(p.values()) / sum(p.values()) for m, p in acc.paths.items()
@@ -184,6 +201,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
         check("slips_retried", round(c["slips_retried"] / max(1, c["slips"]), 4), ">=", 0.9,
               f"{c['slips_retried']}/{c['slips']} typo/bug failures (not the last step) retried"),
         check("bug_reinjected_after_fix", c["bug_reinjected"], "==", 0),
+        check("slip_repeats", rep["repeats"], "==", 0,
+              f"{rep['repeats']}/{rep['slips']} slips repeat a (kind, line) slip the session made before; "
+              f"{rep['back_to_back']} on the next step; {rep['sessions_3x']} sessions make one 3+ times"),
         check("kind_mismatches", c["kind_mismatch"], "==", 0),
         check("roofline_violations", c["roofline"], "==", 0, "ok steps faster than DRAM/compute roofline"),
         check("register_violations", c["registers"], "==", 0, "ok steps over 255 (NVIDIA) / 512 (AMD) registers"),
@@ -203,6 +223,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
         # the slip classes past the first six are listed only where they occur (the default's bytes)
         "failures": {f: fail[f] for f in FAILURES if f in FAILURES[:6] or fail[f]},
         "keeps": c["keeps"],
+        "slip_repeats": {k: rep[k] for k in ("slips", "repeats", "rung_repeats", "back_to_back", "sessions_3x")},
         "speedup_geomean": round(math.exp(acc.speedup_log / max(1, c["episodes"])), 3),
         "speedup_max": round(acc.speedup_max, 3),
         "weight1_share": round(c["mt_weight1"] / max(1, c["mt_assistant"]), 3),

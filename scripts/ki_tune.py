@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernelstrain.episodes import build_episode  # noqa: E402
 from kernelstrain.plan import make_plan  # noqa: E402
 from kernelstrain.profiles import load_profile  # noqa: E402
+from kernelstrain.qa import slip_sites  # noqa: E402
+from kernelstrain.slip_memory import repeats  # noqa: E402
 from kernelstrain.schema import COMPILE_FAILURES  # noqa: E402
 
 CARD = {"steps": 180_000, "steps_mean": 94.6, "ok": 151_800, "compile_error": 22_400, "wrong_result": 5_300,
@@ -63,16 +65,18 @@ def session_figures(args) -> dict:
     steps = ep.steps
     return {"index": index, "steps": len(steps), "status": Counter(s.status for s in steps),
             "failure": Counter(s.failure for s in steps if s.status == "compile_error"),
-            "hours": ep.elapsed_s / 3600, "speedup": ep.best["speedup"], "end": ep.end}
+            "hours": ep.elapsed_s / 3600, "speedup": ep.best["speedup"], "end": ep.end,
+            "repeats": repeats(slip_sites(ep.row()))}
 
 
 def table(rows: list[dict], sessions: int) -> str:
     n = len(rows)
     scale = sessions / n
-    status, failure = Counter(), Counter()
+    status, failure, rep = Counter(), Counter(), Counter()
     for r in rows:
         status.update(r["status"])
         failure.update(r["failure"])
+        rep.update(r["repeats"])
     steps = sum(r["steps"] for r in rows)
     hours = [r["hours"] for r in rows]
     ours = {"steps": steps * scale, "steps_mean": steps / n, "ok": status["ok"] * scale,
@@ -93,6 +97,8 @@ def table(rows: list[dict], sessions: int) -> str:
               f"speedup geomean {math.exp(sum(math.log(r['speedup']) for r in rows) / n):.3f}",
               f"ends {dict(Counter(r['end'] for r in rows))}",
               f"compile failures {dict(failure.most_common())}; typo share {failure['syntax'] / max(1, compile_errors):.3f}",
+              f"slips {rep['slips']}: repeats {rep['repeats']} (same rung {rep['rung_repeats']}), back-to-back "
+              f"{rep['back_to_back']}, sessions with one slip 3+ times {rep['sessions_3x']} (unscaled)",
               "typo share per batch " + " ".join(f"{s:.3f}" for s in shares)
               + f"  (max {max(shares):.3f}; qa needs <= {TYPO_SHARE_MAX})"]
     return "\n".join(lines)
