@@ -418,11 +418,13 @@ class Episode:
         rng = self.rng
         ups = [v for v in self.ups() if self.bugs(v)]
         if ups and rng.random() < 0.5:
-            return replace(self.rung_candidate(ups[0]), bug=rng.choice(self.bugs(ups[0])))
+            c = self.rung_candidate(ups[0])
+            if self.bugs(c.variant, c.params):
+                return replace(c, bug=rng.choice(self.bugs(c.variant, c.params)))
         if self.bugs(self.best.variant):
             c = self.propose_sweep(2) or self.propose_joint()
-            if c is not None:
-                return replace(c, bug=rng.choice(self.bugs(c.variant)))
+            if c is not None and self.bugs(c.variant, c.params):
+                return replace(c, bug=rng.choice(self.bugs(c.variant, c.params)))
         return None
 
     def propose_backoff(self) -> Candidate | None:
@@ -460,8 +462,9 @@ class Episode:
         """`c` asks at least as much of a limit as a config of its rung that already failed it."""
         return self.limits.known_to_fail(c.variant.tag, self.need(c))
 
-    def bugs(self, v: Variant) -> list[str]:
-        return [b for b in v.bugs_for(self.task.dtype) if (v.tag, b) not in self.fixed]
+    def bugs(self, v: Variant, params: dict | None = None) -> list[str]:
+        """The bugs not yet fixed that `v` can carry here (with `params`: that break these params)."""
+        return [b for b in v.bugs_for(self.task.dtype, params) if (v.tag, b) not in self.fixed]
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> list[Step]:

@@ -79,23 +79,29 @@ class Variant:
     faults: tuple = ()                # bugs that crash at run time rather than give wrong numbers
     dtypes: tuple = ()                # storage dtypes the structure is offered for; () = all the module's
     bug_dtypes: tuple = ()            # ((bug, dtypes), ...): a bug injected only for those dtypes
+    bug_params: tuple = ()            # ((bug, param, least), ...): a bug injected only where params[param] >= least
 
     def offered(self, dtype: str) -> bool:
         """Whether an engineer would use this structure for `dtype` data (16-bit atomics, for
         one, cannot meet bf16's precision where repeated indices accumulate)."""
         return not self.dtypes or dtype in self.dtypes
 
-    def bugs_for(self, dtype: str) -> tuple:
+    def bugs_for(self, dtype: str, params: dict | None = None) -> tuple:
         """The bugs injected for `dtype` data: those of bug_dtypes only where they are wrong at every
-        shape (a 16-bit accumulator of per-tile fp32 dot products stays within 1e-2 in fp16).
+        shape (a 16-bit accumulator of per-tile fp32 dot products stays within 1e-2 in fp16), and
+        with `params` given, those of bug_params only where the parameters make them wrong (a
+        combine that reads its partials in the wrong order is still right with one split).
 
         >>> r = Rung("demo", "demo rung", launch=lambda p, t: None, render=lambda p, t, acc="f32": acc,
-        ...          bugs={"half_accumulator": {"acc": "f16"}}, bug_dtypes=(("half_accumulator", ("bf16",)),))
-        >>> r.bugs_for("fp16"), r.bugs_for("bf16")
-        ((), ('half_accumulator',))
+        ...          bugs={"half_accumulator": {"acc": "f16"}}, bug_dtypes=(("half_accumulator", ("bf16",)),),
+        ...          bug_params=(("half_accumulator", "splits", 2),))
+        >>> r.bugs_for("fp16"), r.bugs_for("bf16"), r.bugs_for("bf16", {"splits": 1})
+        ((), ('half_accumulator',), ())
         """
         only = dict(self.bug_dtypes)
-        return tuple(b for b in self.bugs if b not in only or dtype in only[b])
+        least = {bug: (name, n) for bug, name, n in self.bug_params}
+        return tuple(b for b in self.bugs if (b not in only or dtype in only[b])
+                     and (params is None or b not in least or params.get(least[b][0], 0) >= least[b][1]))
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -285,7 +285,8 @@ class GemvCuda(OpModule):
         Rung("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
              (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9,
              launch=warp_launch("split"), render=split_k_combine_src,
-             bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER}),
+             bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER},
+             bug_params=(("bad_combine_index", "splits", 2),)),     # one split: both orders read partial[m][n]
     )
 
     def cost(self, task: Task) -> Cost:
