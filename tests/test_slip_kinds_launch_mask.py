@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelstrain import slips
-from kernelstrain.compilers import first_error
+from kernelstrain.compilers import classify, first_error
 from kernelstrain.ops import REGISTRY
 from kernelstrain.tasks import make_task
 from kernelstrain.verify import comparable, judge
@@ -92,6 +92,7 @@ def test_text_is_the_compilers(c):
     text = message(c)
     assert comparable(first_error(text)) == comparable(c["first_error"])
     assert text.strip() == c["text"]
+    assert classify(c["text"]) == classify(text) == slips.failure(c["kind"])    # qa and verify class it as recorded
 
 
 def test_verify_wants_the_compilers_first_line_of_the_new_kinds():
