@@ -95,12 +95,12 @@ def test_text_is_the_compilers(c):
     assert classify(c["text"]) == classify(text) == slips.failure(c["kind"])    # qa and verify class it as recorded
 
 
-def test_verify_wants_the_compilers_first_line_of_the_new_kinds():
-    c = next(c for c in CASES if c["kind"] == "launch_args")
-    text = message(c)
-    row = {"status": "compile_error", "module": c["module"], "tag": c["variant"], "gpu": c["gpu"], "failure": "type",
-           "error": text, "compiled": False, "class": "type", "smem": None, "smem_bytes": 0,
-           "first_error": c["first_error"]}
-    assert judge(row) == []
-    moved = re.sub(r"\((\d+)\)", lambda g: f"({int(g.group(1)) + 1})", c["first_error"], count=1)
-    assert "first error" in judge({**row, "first_error": moved})[0]
+@pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c['kind']}:{c['module']}:{c['gpu']}")
+def test_verify_wants_the_compilers_first_line_of_the_new_kinds(c):
+    compiled = dict(compiled=False, first_error=c["first_error"], smem=None, smem_bytes=0)
+    compiled["class"] = classify(c["text"])
+    record = dict(status="compile_error", module=c["module"], tag=c["variant"], gpu=c["gpu"],
+                  failure=slips.failure(c["kind"]), error=message(c))
+    assert judge({**record, **compiled}) == []
+    elsewhere = re.sub(r"\d+", lambda n: str(int(n.group()) + 1), c["first_error"], count=1)    # a line further on
+    assert "first error" in judge({**record, **compiled, "first_error": elsewhere})[0]

@@ -55,20 +55,23 @@ def masked_calls(code: str, builtin: str) -> list:
     return sorted(out)
 
 
-def _call(code: str, j: int, col: int, builtin: str) -> ast.Call:
-    tree = ast.parse(code)
-    return next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == j + 1
+def _site(code: str, site: int, builtin: str):
+    """(lines, line, column, def line, the ast.Call) of the `site`-th masked call, or None."""
+    sites = masked_calls(code, builtin)
+    if not sites:
+        return None
+    j, col, d = sites[site % len(sites)]
+    call = next(n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and n.lineno == j + 1
                 and n.col_offset == col and isinstance(n.func, ast.Attribute) and n.func.attr == builtin)
+    return code.split("\n"), j, col, d, call
 
 
 # -- the load's masking copied onto the store: tl.store takes no `other` ------------------------
 def store_other(code: str, site: int, dtype: str = ""):
-    sites = masked_calls(code, "store")
-    if not sites:
+    got = _site(code, site, "store")
+    if got is None:
         return None
-    j, col, d = sites[site % len(sites)]
-    call = _call(code, j, col, "store")
-    lines = code.split("\n")
+    lines, j, col, d, call = got
     close = call.end_col_offset - 1          # the call's `)`
     lines[j] = lines[j][:close].rstrip() + ", other=0.0" + lines[j][close:]
     return "\n".join(lines), compilation_error(lines, d, j, col, "store() got an unexpected keyword argument 'other'")
@@ -76,13 +79,11 @@ def store_other(code: str, site: int, dtype: str = ""):
 
 # -- a load taken as in bounds: its mask dropped, its `other` left behind ----------------------
 def load_unmasked(code: str, site: int, dtype: str = ""):
-    sites = masked_calls(code, "load")
-    if not sites:
+    got = _site(code, site, "load")
+    if got is None:
         return None
-    j, col, d = sites[site % len(sites)]
-    call = _call(code, j, col, "load")
+    lines, j, col, d, call = got
     mask = next(k for k in call.keywords if k.arg == "mask")
     nxt = min(a.col_offset for a in [*call.args, *call.keywords] if a.col_offset > mask.col_offset)   # other= at least
-    lines = code.split("\n")
     lines[j] = lines[j][:mask.col_offset] + lines[j][nxt:]
     return "\n".join(lines), compilation_error(lines, d, j, col, "`other` cannot be provided without `mask`")
