@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import nvcc, triton_slips
+from . import nvcc, nvcc_more, triton_more, triton_slips
 from ..mutations import break_identifier
 
 SITE = 1000
@@ -46,6 +46,12 @@ KINDS = (
          unit_dims=False),
     Kind("dot_dtype", "triton", "type", triton_slips.dot_cast_sites, triton_slips.dot_dtype,
          dtypes=tuple(triton_slips.TL_DTYPE)),
+    Kind("launch_args", "cuda", "type", nvcc_more.launch_sites, nvcc_more.launch_args),
+    Kind("launch_config", "cuda", "type", nvcc_more.launch_sites, nvcc_more.launch_config),
+    Kind("store_other", "triton", "type", lambda code: triton_more.masked_calls(code, "store"),
+         triton_more.store_other),
+    Kind("load_unmasked", "triton", "type", lambda code: triton_more.masked_calls(code, "load"),
+         triton_more.load_unmasked),
 )
 BY_NAME = {k.name: k for k in KINDS}
 NAMES = tuple(BY_NAME)
