@@ -209,7 +209,7 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
 }}
 {host(task, "(N + WARPS * ROWS - 1) / (WARPS * ROWS)", "WARPS * WARP_SIZE")}"""
 
-# bad_combine_index reads the partials as [MB * N][SPLITS] although they were written [SPLITS][MB][N]
+# bad_combine_index reads partials [MB * N][SPLITS] written [SPLITS][MB][N] (same order at one split: bug_params)
 def split_k_combine_src(p, task, idx="((size_t)s * MB + m) * N + n", cmp="<"):
     splits, n = p["splits"], task["N"]
     return f"""
@@ -283,10 +283,9 @@ class GemvCuda(OpModule):
              (WARPS, ROWS), memory_eff=0.88, launch=warp_launch("rows"), render=multi_row_warp_src,
              bugs={"off_by_one": ONE_LONGER, "wrong_init": {"init": "1.f"}}),
         Rung("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
-             (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9,
-             launch=warp_launch("split"), render=split_k_combine_src,
-             bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER},
-             bug_params=(("bad_combine_index", "splits", 2),)),     # one split: both orders read partial[m][n]
+             (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9, launch=warp_launch("split"),
+             render=split_k_combine_src, bug_params=(("bad_combine_index", "splits", 2),),
+             bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER}),
     )
 
     def cost(self, task: Task) -> Cost:
