@@ -5,14 +5,18 @@ their figures scaled to the whole run and set beside the card's.
                                [--set search.compile_scale=6.5 --set status.wrong_result=0.03] [--jobs 2]
 
 --first N builds the plan's first N sessions (whole batches of 100: the typo share of each
-batch is the one qa scores); --stride K builds every K-th session (a sample spread over the
-whole run; its "batches" are 100 sampled sessions). Counts are scaled to the profile's
-session count. A session is built as `generate` builds it (episodes.build_episode).
+batch is the one qa scores); --sample N builds N sessions drawn at random (seeded by
+--sample-seed) over the whole run, the estimate to tune on; --stride K builds every K-th
+session. A stride can line up with the plan's order: on seed 0's kernelinfer run every 10th
+session averaged 94.46 steps against 88.24 for all 1,899 (every 7th: 87.4). The "batches" of a
+sample are 100 sampled sessions. Counts are scaled to the profile's session count. A session is
+built as `generate` builds it (episodes.build_episode).
 """
 from __future__ import annotations
 
 import argparse
 import math
+import random
 import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -109,13 +113,20 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default="kernelinfer")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--first", type=int, default=0, help="the plan's first N sessions")
-    ap.add_argument("--stride", type=int, default=5, help="every K-th session (when --first is 0)")
+    ap.add_argument("--stride", type=int, default=5, help="every K-th session (when --first and --sample are 0)")
+    ap.add_argument("--sample", type=int, default=0, help="N sessions drawn at random over the run")
+    ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
     profile = overridden(load_profile(args.config), args.set)
     plan = make_plan(profile, args.seed)
-    indices = range(args.first) if args.first else range(0, profile.episodes, args.stride)
+    if args.first:
+        indices = range(args.first)
+    elif args.sample:
+        indices = sorted(random.Random(args.sample_seed).sample(range(profile.episodes), min(args.sample, profile.episodes)))
+    else:
+        indices = range(0, profile.episodes, args.stride)
     work = [(plan, i) for i in indices]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
