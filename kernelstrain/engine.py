@@ -26,7 +26,7 @@ from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
-from .sim import measure, simulate, smem_cap
+from .sim import measure, simulate, smem_cap, writable
 from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -151,11 +151,18 @@ class Episode:
 
     def fresh(self, c: Candidate) -> bool:
         """Untried, builds and runs here, and its code is new."""
-        return c.key not in self.tried and self.true_ms(c) is not None and self.code(c) not in self.measured
+        return c.key not in self.tried and self.writable(c) and self.true_ms(c) is not None \
+            and self.code(c) not in self.measured
+
+    def writable(self, c: Candidate) -> bool:
+        """An engineer would write `c` for this task (sim.writable): no register tile too big to build."""
+        return writable(self.m, c.variant, c.params, self.task)
 
     def grid(self, variant: Variant) -> list[Candidate]:
+        """Every config of a rung an engineer would write for this task."""
         if variant.tag not in self._grids:
-            self._grids[variant.tag] = [Candidate(variant, p) for p in param_grid(knobs.untuned(variant))]
+            self._grids[variant.tag] = [c for c in (Candidate(variant, p) for p in param_grid(knobs.untuned(variant)))
+                                        if self.writable(c)]
         return self._grids[variant.tag]
 
     def carry(self, variant: Variant) -> dict:
@@ -180,7 +187,8 @@ class Episode:
         c = Candidate(v, self.carry(v))
         if self.fresh(c):
             return c
-        return next((o for o in (Candidate(v, v.defaults()), *self.grid(v)) if self.fresh(o)), c)
+        fallback = c if self.writable(c) else Candidate(v, v.defaults())
+        return next((o for o in (Candidate(v, v.defaults()), *self.grid(v)) if self.fresh(o)), fallback)
 
     def propose_structural(self, k: int) -> Candidate | None:
         h, rng, ups = self.habits, self.rng, self.ups()
@@ -440,7 +448,7 @@ class Episode:
             for j in (i - 1, i + 1):
                 if 0 <= j < len(p.values):
                     o = Candidate(c.variant, {**c.params, name: p.values[j]})
-                    if o.key not in self.tried and self.code(o) not in self.measured \
+                    if o.key not in self.tried and self.writable(o) and self.code(o) not in self.measured \
                             and kind_of(o, self.best, False) != "rebench" and self.need(o)[resource] < need \
                             and not self.known_to_fail(o) and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
                         moves.append(o)

@@ -39,6 +39,12 @@ SAME_ADDRESS_ATOMIC_S = 1.76e-9
 # to 8x their DRAM time (h200_kernels.json, h200_gpucheck_s*.json). A grid of many tiny CTAs is
 # bound by that rate, not by bandwidth. Assumed alike on every GPU of the catalog (no measurement).
 CTA_DISPATCH_S = 80e-9
+# A Triton register tile of more than this many values a thread is not written (sim.writable): the
+# compiler unrolls every op over them and the build does not finish in a harness's budget. H200,
+# Triton 3.6, gpu-check's 60 s: softmax_triton C=151936 on 4 warps (2048 a thread) and rmsnorm_triton
+# 16 rows x 8192 on one warp (4096) gave no result, nor did the latter in 400 s of a CPU compile;
+# 1024 a thread built and ran in softmax_triton, cross_entropy_fwd_triton and fp8_quant_triton.
+TILE_VALUES_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,21 @@ def cap_registers(launch: Launch, gpu: GPU) -> Launch:
     spilled = launch.regs / cap - 1.0
     return replace(launch, regs=cap, traffic=launch.traffic * (1.0 + 0.5 * spilled),
                    compute_scale=launch.compute_scale / (1.0 + 1.5 * spilled))
+
+
+def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
+    """Whether an engineer would write this candidate for this task: not a register tile too big
+    to compile (TILE_VALUES_MAX; Launch.unrolled). The engine offers no other, and the simulator's
+    timing of one is never a label.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> from kernelstrain.tasks import make_task
+    >>> m = REGISTRY["rmsnorm_triton"]; v = m.variant("multi_row_tile")
+    >>> t = make_task(m, "H200", "bf16", {"T": 16384, "D": 8192})
+    >>> writable(m, v, {"ROWS": 4, "num_warps": 1}, t), writable(m, v, {"ROWS": 16, "num_warps": 1}, t)
+    (True, False)
+    """
+    return knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
 
 
 def smem_cap(variant: Variant, module: OpModule, gpu: GPU) -> int:

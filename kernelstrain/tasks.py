@@ -6,7 +6,7 @@ import itertools
 from .fields import as_dict
 from .gpus import get_gpu
 from .ops.base import OpModule, Task, Variant
-from .sim import simulate
+from .sim import simulate, writable
 
 
 def dims_problem(module: OpModule, shape: dict) -> str | None:
@@ -79,10 +79,12 @@ def param_grid(variant: Variant):
 
 
 def best_config(module: OpModule, task: Task) -> tuple[float, Variant, dict]:
-    """The fastest ok (variant, params) over the whole ladder, noise-free."""
+    """The fastest ok (variant, params) an engineer would write, over the whole ladder, noise-free."""
     best = None
     for variant in module.variants:
         for params in param_grid(variant):
+            if not writable(module, variant, params, task):
+                continue
             r = simulate(module, variant, params, task)
             if r.ok and (best is None or r.time_ms < best[0]):
                 best = (r.time_ms, variant, params)

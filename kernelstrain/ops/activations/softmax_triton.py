@@ -10,9 +10,6 @@ from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8))
-# A row tile of more than this many values per thread does not compile in reasonable time (H200,
-# Triton 3.9: C = 151936 with 4 warps gave no result in 45 s; 8 warps, 1024 a thread, ran)
-MAX_ROW_PER_THREAD = 1024
 OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         mask = cols < C
@@ -103,9 +100,8 @@ def row_launch(p, task):
         grid = min(r, gpu.sms * p["programs_per_sm"])
     else:
         grid, util = r, util * 0.85                   # no load in flight while the row is reduced
-    # beyond MAX_ROW_PER_THREAD the tile is not compiled: the uncapped registers fail the resource gate
-    return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap) if per <= MAX_ROW_PER_THREAD
-                  else regs, bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util, rounds=cdiv(r, grid))
+    return Launch(grid=grid, threads=threads, smem_bytes=4 * nw, regs=min(regs, cap), bytes_per_access=min(16, per * elt),
+                  traffic=spill, lane_util=util, rounds=cdiv(r, grid), unrolled=per)
 
 
 def whole_row_registers_src(p, task, norm=" / tl.sum(e, axis=0)", bound="C"):

@@ -89,7 +89,8 @@ def row_in_registers_launch(params: dict, task, rows: int, regs: int, threads: i
     else:
         grid, util = rows, util * 0.85
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, cap),
-                  bytes_per_access=row_in_flight(per, elt), traffic=spill, lane_util=util, rounds=-(-rows // grid))
+                  bytes_per_access=row_in_flight(per, elt), traffic=spill, lane_util=util, rounds=-(-rows // grid),
+                  unrolled=per)
 
 
 PERSISTENT_GRID = "min(T, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"

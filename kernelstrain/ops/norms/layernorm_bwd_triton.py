@@ -48,7 +48,7 @@ def dwdb_launch(tag: str):
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
                       lane_util=util, launches=1 if tag == "atomic_dgamma" else 2,
                       serial_atomics=lock_chain(t, d, p["GROUP"]) if tag == "locked_group_buffers" else 0,
-                      rounds=cdiv(t, grid))
+                      rounds=cdiv(t, grid), unrolled=per)
     return launch
 
 

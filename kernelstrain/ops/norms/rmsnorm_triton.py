@@ -80,7 +80,8 @@ def row_tile_launch(p, task):
     else:
         util *= 0.85                                  # load -> reduce -> store: no load in flight during the reduction
     return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"] * rows, regs=min(regs, cap),
-                  bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util, rounds=cdiv(cdiv(t, rows), grid))
+                  bytes_per_access=min(16, per * elt), traffic=spill, lane_util=util, rounds=cdiv(cdiv(t, rows), grid),
+                  unrolled=per)
 
 
 def whole_row_registers_src(p, task, bound="D", scale=" * w"):

@@ -50,7 +50,8 @@ def launch_of(kind: str):
         excess = max(0, regs - 255) / 16
         return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 * rows, regs=min(regs, 255),
                       bytes_per_access=min(16, per_thread * elt), traffic=1.0 + excess * 32 / (excess + 32),
-                      lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows), rounds=cdiv(tiles, grid))
+                      lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows), rounds=cdiv(tiles, grid),
+                      unrolled=per_thread)
     return launch
 
 

@@ -45,7 +45,7 @@ def launch_of(kind: str):
         spill = 1.0 + max(0, regs - 255) / 128
         return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, regs), traffic=spill,
                       bytes_per_access=min(16, per_thread * elt), lane_util=useful,
-                      launches=2 if kind == "head" else 1)
+                      launches=2 if kind == "head" else 1, unrolled=per_thread)
     return launch
 
 

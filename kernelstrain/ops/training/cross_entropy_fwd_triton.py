@@ -45,7 +45,7 @@ def launch_of(kind: str):
             per_thread = _pow2(v) // threads
             return Launch(grid=t, threads=threads, smem_bytes=smem, regs=min(255, 40 + per_thread),
                           bytes_per_access=vec * e, traffic=triton_spill(40 + per_thread, 255),
-                          lane_util=v / _pow2(v))
+                          lane_util=v / _pow2(v), unrolled=per_thread)
         block = p["BLOCK"]
         lane = v / (cdiv(v, block) * block)
         regs = 32 + 2 * block // threads
