@@ -261,10 +261,12 @@ def out_of_fold(records: list, folds: int, **kw) -> list:
 
 
 # What the fit learns from: the calibration grid (seed 4242), the gpu-check runs on seeds 9191, 5151, 6262,
-# 3131, 1717 and 8484 and the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes). A later gpu-check
+# 3131, 1717 and 8484, the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes) and the parameter
+# grid (shape_grid.py --params: each parameter one at a time at 2 common shapes). A later gpu-check
 # file (a new seed) is held out: reported, never fitted.
 FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
-             "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json")
+             "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json",
+             "h200_gpucheck_pgrid.json")
 
 
 def timed_rows(name: str) -> list:
