@@ -26,7 +26,7 @@ LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0)
 EXTRA_GRID_US = (1.0, 1.5, 2.0, 3.0, 4.0)
 AMD_LAUNCH_RATIO = 1.25      # the catalog's ROCm / NVIDIA launch cost, kept: no AMD measurement
 EPISODE_RIDGE = 8.0          # shrinkage of the per-episode offsets: CV best of 1, 2, 4, 8, 16, 32
-PARAM_RIDGE = 4.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 4, 8, 16
+PARAM_RIDGE = 2.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 2, 4, 8, 16
 
 
 FEATURES = [(i, t) for i in IMPLS for t in TERMS]
