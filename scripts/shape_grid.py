@@ -5,7 +5,14 @@ middle, largest by bytes that gpu-check runs at the task shape), one episode per
     python3 scripts/shape_grid.py OUTDIR MODULE...     then on the GPU:
     python3 -m kernelstrain gpu-check OUTDIR --sample N --report F   (N: the cases it prints)
 
-h200_gpucheck_grid5.json (kernelstrain/calibration/) is its run on 16 modules."""
+h200_gpucheck_grid5.json (kernelstrain/calibration/) is its run on 16 modules.
+
+    python3 scripts/shape_grid.py --params OUTDIR MODULE...
+
+a parameter grid instead: per module, at the 2 task shapes most of its fit episodes have (that gpu-check runs
+at the task shape), one episode per shape holding every variant at its defaults and each of its parameters
+moved one at a time over all its values (the others at their defaults), where the simulator says it compiles:
+the within-variant parameter effects that same-episode pair order turns on."""
 import json, sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -16,10 +23,56 @@ from kernelstrain.sim import simulate
 from kernelstrain.gpucheck.sample import fits, MAX_SIM_MS
 from kernelstrain.calibration.fit import FIT_FILES, timed_rows
 PER = 7
-out = Path(sys.argv[1]); mods = sys.argv[2:]
+PARAMS = sys.argv[1] == "--params"
+out = Path(sys.argv[1 + PARAMS]); mods = sys.argv[2 + PARAMS:]
 rows = [k for f in FIT_FILES for k in timed_rows(f)]
 eps = []
-for m in mods:
+
+
+def one_at_a_time(var) -> list:
+    """The variant's defaults, then each parameter over its other values with the rest at defaults."""
+    base = var.defaults()
+    out = [base]
+    for p in var.params:
+        out += [{**base, p.name: x} for x in p.values if x != base[p.name]]
+    return out
+
+
+def step_of(mod, var, p, t100, t200, n):
+    a, b = simulate(mod, var, p, t100), simulate(mod, var, p, t200)
+    if not (a.ok and b.ok and b.time_ms <= MAX_SIM_MS):
+        return None
+    return {"step": n, "kind": "structural", "tag": var.tag, "params": [{"name": k, "value": x} for k, x in p.items()],
+            "code": knobs.render(mod, var, p, t100, None), "status": "ok", "failure": None,
+            "bug": None, "typo": None, "time_ms": a.time_ms}
+
+
+for m in (mods if PARAMS else []):
+    mod = REGISTRY[m]
+    mine = [k for k in rows if k["module"] == m]
+    dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
+    count = {}
+    for k in mine:
+        if k["dtype"] == dt and fits(mod, dt, k["shape"]):
+            key = json.dumps(k["shape"], sort_keys=True)
+            count.setdefault(key, set()).add(k["episode"])
+    for si, key in enumerate(sorted(count, key=lambda s: (-len(count[s]), s))[:2]):
+        s = json.loads(key)
+        t100, t200 = make_task(mod, "H100", dt, s), make_task(mod, "H200", dt, s)
+        steps = []
+        for var in mod.variants:
+            if not var.offered(dt):
+                continue
+            for p in one_at_a_time(var):
+                st = step_of(mod, var, p, t100, t200, len(steps) + 1)
+                if st:
+                    steps.append(st)
+        eps.append({"schema": "kernelstrain/episode@2", "id": f"kernelstrain-pgrid-{m}-{si}", "module": m,
+                    "impl": mod.impl, "gpu": "H100", "arch": "sm_90a", "dtype": dt,
+                    "shape": [{"dim": d, "value": x} for d, x in s.items()], "steps": steps})
+        print(m, dt, s, len(steps))
+
+for m in ([] if PARAMS else mods):
     mod = REGISTRY[m]
     mine = [k for k in rows if k["module"] == m]
     dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
@@ -58,6 +111,6 @@ for m in mods:
 out.mkdir(parents=True, exist_ok=True)
 (out / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
 from kernelstrain.gpucheck.sample import sample_cases
-cases = sample_cases(eps, len(mods) * 3 * PER, 0)
+cases = sample_cases(eps, sum(len(e["steps"]) for e in eps) if PARAMS else len(mods) * 3 * PER, 0)
 print(len(eps), "episodes", sum(len(e["steps"]) for e in eps), "steps;", len(cases), "cases",
       sum(c["at"] == "task" for c in cases), "at task")

@@ -42,3 +42,35 @@ def test_flash_prefill_pipeline_injects_a_bug_that_fails_at_every_shape():
     params = {"BLOCK_M": 64, "BLOCK_N": 128, "stages": 2}
     good, bad = m.render(v, params, task), m.render(v, params, task, "off_by_one")
     assert " > row0 + lane / 4" in good and " >= row0 + lane / 4" in bad and " >= row0" not in good
+
+
+def test_spilled_loop_carried_registers_do_not_saturate():
+    # a spilled accumulator is reloaded every row: more of it costs more, past the row term's ceiling
+    low, high = triton_spill(408, 255, pinned=192), triton_spill(1200, 255, pinned=700)
+    assert high > low and high > 1.0 + SPILL_SATURATION
+
+
+def test_gemm_triton_accumulator_past_the_register_file_spills():
+    m = REGISTRY["gemm_fp16_triton"]
+    v = m.variant("pipelined_stages")
+    task = make_task(m, "H200", "bf16", {"M": 2048, "N": 2048, "K": 2048})
+    base = {"BLOCK_M": 128, "BLOCK_K": 32, "num_stages": 3}
+    spilled = m.launch(v, {**base, "BLOCK_N": 256, "num_warps": 4}, task)     # 256 fp32 accumulators a thread
+    held = m.launch(v, {**base, "BLOCK_N": 256, "num_warps": 8}, task)        # 128
+    assert spilled.compute_scale < 0.25 * held.compute_scale
+
+
+def test_gemm_triton_broadcast_sum_gains_with_block_k():
+    m = REGISTRY["gemm_fp16_triton"]
+    v = m.variant("broadcast_sum")
+    task = make_task(m, "H200", "bf16", {"M": 2048, "N": 2048, "K": 2048})
+    k8, k16 = (m.launch(v, {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": bk}, task).compute_scale for bk in (8, 16))
+    assert k16 > 1.3 * k8
+
+
+def test_mla_naive_two_pass_slows_with_warps_over_a_small_tile():
+    m = REGISTRY["mla_decode_triton"]
+    v = m.variant("naive_two_pass")
+    task = make_task(m, "H200", "fp16", {"B": 32, "H": 128, "S": 4000})
+    scales = [m.launch(v, {"BLOCK_N": 16, "num_warps": w}, task).compute_scale for w in (2, 4, 8)]
+    assert scales == sorted(scales, reverse=True) and scales[0] > 3 * scales[-1]

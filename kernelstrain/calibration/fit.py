@@ -26,7 +26,7 @@ LAUNCH_GRID_US = (1.0, 1.5, 2.0, 2.5, 3.0)
 EXTRA_GRID_US = (1.0, 1.5, 2.0, 3.0, 4.0)
 AMD_LAUNCH_RATIO = 1.25      # the catalog's ROCm / NVIDIA launch cost, kept: no AMD measurement
 EPISODE_RIDGE = 8.0          # shrinkage of the per-episode offsets: CV best of 1, 2, 4, 8, 16, 32
-PARAM_RIDGE = 4.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 4, 8, 16
+PARAM_RIDGE = 2.0            # shrinkage of the parameter exponents: CV (scripts/calibration_cv.py) best of 2, 4, 8, 16
 
 
 FEATURES = [(i, t) for i in IMPLS for t in TERMS]
@@ -261,10 +261,12 @@ def out_of_fold(records: list, folds: int, **kw) -> list:
 
 
 # What the fit learns from: the calibration grid (seed 4242), the gpu-check runs on seeds 9191, 5151, 6262,
-# 3131 and 1717 and the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes). A later gpu-check
+# 3131, 1717 and 8484, the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes) and the parameter
+# grid (shape_grid.py --params: each parameter one at a time at 2 common shapes). A later gpu-check
 # file (a new seed) is held out: reported, never fitted.
 FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
-             "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_grid5.json")
+             "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json",
+             "h200_gpucheck_pgrid.json")
 
 
 def timed_rows(name: str) -> list:

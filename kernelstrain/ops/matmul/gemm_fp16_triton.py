@@ -89,13 +89,13 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     in_flight = stage_bytes * max(1, stages - 1) // (threads * 2)   # bytes per thread per load slot
     acc_regs = bm * bn // threads
     if mode == "broadcast":
-        # the [BM, BK, BN] product lives in registers: the tile is tiny and each FMA is paid with shuffles
-        regs = min(255, 32 + bm * bk * bn // threads)
-        # the reduction over BK goes through a shared-memory layout conversion
+        regs = min(255, 32 + bm * bk * bn // threads)    # the [BM, BK, BN] product lives in registers
+        # a K step's fixed cost (loads, smem layout conversion) spreads over BM*BN*BK FMAs (H200: BK 8->16 1.5x)
         return Launch(grid=tiles, threads=threads, smem_bytes=bm * bn * 2, regs=regs, bytes_per_access=4, traffic=traffic,
-                      compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16) ** 0.5,
+                      compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16 * bk / 16) ** 0.6,
                       tile_quant=quant)
-    spill = 1.0 if acc_regs <= 160 else 0.6       # accumulator past ~160 regs/thread spills
+    # acc past ~160 regs/thread spills; past the 255-register file (128x256, 4 warps) every K step reloads it (H200: 4-13x)
+    spill = 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
     scale = vendor * _tile_scale(bm, bn, bk) * spill
     if mode in ("pipelined", "persistent"):
         scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]

@@ -53,6 +53,7 @@ def next_pow2(n: int) -> int:
 
 
 SPILL_SATURATION = 9.0     # at most ~10x: past it every use already reloads from local memory (L1/L2)
+LOOP_SPILL = 1.0           # traffic per 32 spilled loop-carried registers (triton_spill)
 
 
 def triton_spill(regs: int, cap: int, pinned: int = 0) -> float:
@@ -65,8 +66,14 @@ def triton_spill(regs: int, cap: int, pinned: int = 0) -> float:
     thread ran 12x slower than at 32). The penalty saturates (SPILL_SATURATION): once every use
     of the row reloads it, more excess adds little (rmsnorm_triton 16 rows x 4096 in one warp,
     2048 a thread: 0.28 ms, 20x its DRAM time, not the 46x a linear excess gives)."""
-    x = max(0.0, pinned + (regs - pinned) / 2 - cap) / 32
-    return 1.0 + x * SPILL_SATURATION / (x + SPILL_SATURATION)
+    excess = max(0.0, pinned + (regs - pinned) / 2 - cap)
+    x = excess / 32
+    # a loop-carried value that spills is stored and reloaded on every row the loop walks, not once
+    # per use of one row, so its cost does not saturate (H200, layernorm_bwd persistent_prefetch at
+    # 64 elements a thread: 8-18x slower than at 32, 2.4-7x what the saturating row term gives;
+    # h200_gpucheck_pgrid.json, s3131 T=16384 D=8192)
+    carried = min(pinned, excess) / 32
+    return 1.0 + x * SPILL_SATURATION / (x + SPILL_SATURATION) + LOOP_SPILL * carried
 
 
 def row_in_flight(per: int, elt: int) -> int:
