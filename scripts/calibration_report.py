@@ -8,9 +8,9 @@
    measured best-of-libraries time, their ratio, and the geometric mean of the ratios.
 2. Own kernels: the fit's figures (kernelstrain/calibration/h200_fit.json: before calibration,
    out of sample by episode, in sample) and the in-sample figures of the simulator as it is now.
-3. The `gpu-check` runs: seeds 9191, 5151, 6262, 3131 and 1717 (h200_gpucheck_s9191.json ... s1717.json,
-   fitted on since), the shape grid (h200_gpucheck_grid5.json, fitted on) and seed 8484
-   (h200_gpucheck_s8484.json: held out, never fitted on), each as at the run and re-simulated now.
+3. The `gpu-check` runs: seeds 9191, 5151, 6262, 3131, 1717 and 8484 (h200_gpucheck_s9191.json ... s8484.json,
+   fitted on since), the shape and parameter grids (h200_gpucheck_grid5.json, h200_gpucheck_pgrid.json, fitted on)
+   and seed 6868 (h200_gpucheck_s6868.json: held out, never fitted on), each as at the run and re-simulated now.
 4. PyTorch reference times: reference_ms on each catalog GPU over the H200's, geometric mean
    over every module x menu shape (the catalog's bandwidth and peaks do the scaling).
 """
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GPU_CHECKS = ("h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
               "h200_gpucheck_s3131.json", "h200_gpucheck_grid5.json", "h200_gpucheck_s1717.json",
-              "h200_gpucheck_s8484.json")
+              "h200_gpucheck_s8484.json", "h200_gpucheck_pgrid.json", "h200_gpucheck_s6868.json")
 
 from kernelstrain.calibration import read_data, reference_ms  # noqa: E402
 from kernelstrain.calibration.fit import FIT_FILES  # noqa: E402
