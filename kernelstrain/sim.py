@@ -40,10 +40,12 @@ SAME_ADDRESS_ATOMIC_S = 1.76e-9
 # bound by that rate, not by bandwidth. Assumed alike on every GPU of the catalog (no measurement).
 CTA_DISPATCH_S = 80e-9
 # A Triton register tile of more than this many values a thread is not written (sim.writable): the
-# compiler unrolls every op over them and the build does not finish in a harness's budget. H200,
-# Triton 3.6, gpu-check's 60 s: softmax_triton C=151936 on 4 warps (2048 a thread) and rmsnorm_triton
-# 16 rows x 8192 on one warp (4096) gave no result, nor did the latter in 400 s of a CPU compile;
-# 1024 a thread built and ran in softmax_triton, cross_entropy_fwd_triton and fp8_quant_triton.
+# compiler unrolls every op over them, so the build time grows with the tile and, past this, no longer
+# finishes reliably inside a harness's compile budget. H200, Triton 3.6, gpu-check's 60 s a candidate:
+# rmsnorm_triton 16 rows x 8192 on one warp (4096 a thread) gave no result (nor in 400 s of a CPU
+# compile); at 2048 a thread softmax_triton C=151936 persistent on 4 warps timed out once (s8484) while
+# softmax_triton whole_row_registers on 4 warps and rmsnorm_triton 8 rows x 8192 on one warp built and
+# ran (docs/gpu_check_h200_tiles.txt); 1024 a thread built every time, in five modules.
 TILE_VALUES_MAX = 1024
 
 
