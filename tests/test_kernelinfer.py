@@ -246,7 +246,8 @@ def test_a_session_time_budget_stops_new_work_but_finishes_a_due_repair(tmp_path
     rows = [x.row() for x in short.run()]
     assert len(rows) >= 8 and short.end == "time"               # never below the step minimum
     for a, b in zip(rows[7:], rows[8:]):                        # past it: only the repair of a due slip
-        assert a["failure"] in ("syntax", "mismatch", "fault") and (b["tag"], b["params"]) == (a["tag"], a["params"])
+        assert a["failure"] in ("syntax", "mismatch", "fault", "type", "constexpr") \
+            and (b["tag"], b["params"]) == (a["tag"], a["params"])
     cfg = tmp_path / "p.toml"
     cfg.write_text(DEV.read_text().replace("[search]", "[search]\ntime_budget_h = -1"))
     with pytest.raises(UsageError, match=r"search\.time_budget_h"):
