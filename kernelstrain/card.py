@@ -60,6 +60,15 @@ def _coverage(stats: dict) -> str:
     return "\n".join(lines)
 
 
+def torch_row(stats: dict) -> str:
+    """The card's row of the best over the PyTorch eager reference (empty without the figure)."""
+    vs = stats.get("speedup_vs_torch")
+    if not vs or not vs["episodes"]:
+        return ""
+    return (f"| Best speedup over PyTorch eager | geomean {vs['geomean']}x (min {vs['min']}x, max {vs['max']}x); "
+            f"{vs['beats_eager_pct']}% beat eager (reference times: H200 measurements, scaled to other GPUs) |\n")
+
+
 def _splits(stats: dict) -> str:
     if stats.get("holdout"):
         return card_section(stats)
@@ -165,7 +174,7 @@ rebenchmarks, endgame tuning, and the failures real kernel work has.
 | Steps per episode | mean {spe['mean']}, median {spe['median']}, {spe['min']}–{spe['max']} |
 | Step statuses | {pct['ok']}% ok, {pct['wrong_result']}% wrong_result, {pct['compile_error']}% compile_error |
 | Best speedup over baseline | mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x |
-| Simulated wall time | mean {stats['simulated_hours']['mean']} h per episode |
+{torch_row(stats)}| Simulated wall time | mean {stats['simulated_hours']['mean']} h per episode |
 | GPU targets | {gpus} |
 
 ## Coverage

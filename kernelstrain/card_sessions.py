@@ -2,7 +2,7 @@
 `sessions` and the holdout splits, then the figures of stats.json and what each file holds."""
 from __future__ import annotations
 
-from .card import VERIFICATION, _coverage, _splits, front_matter
+from .card import VERIFICATION, _coverage, _splits, front_matter, torch_row
 from .gpus import GPUS
 from .holdout import card_configs
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE
@@ -44,7 +44,7 @@ it converges or its step or time budget runs out. Assistant turns are kernel cod
 | Steps per session | mean {spe['mean']}, median {spe['median']}, {spe['min']}–{spe['max']} |
 | Simulated time per session | mean {hours['mean']} h (min {hours['min']} h, max {hours['max']} h) |
 | Best speedup over baseline | mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x |
-| Holdout tasks | {stats['holdout_tasks']:,} (task specs only, no solutions) |
+{torch_row(stats)}| Holdout tasks | {stats['holdout_tasks']:,} (task specs only, no solutions) |
 | GPU targets | {gpus} |
 
 ## Coverage
@@ -61,13 +61,16 @@ it converges or its step or time budget runs out. Assistant turns are kernel cod
 | `stats.json` | — | — | counts, distributions, and each file's rows, bytes and sha256 |
 
 A session row: `messages` (system; user task with the baseline; then each step's assistant turn — the
-full kernel source in one fenced block, `weight` 1 for a target worth learning — and its user feedback
+full kernel source in one fenced block, `weight` 1 for a target worth learning: a kept step, or the repair of a slip or bug not slower than the
+best beyond the noise — and its user feedback
 turn: this step's result and the best so far only), `trace` (one compact record a step: step, kind,
 tag, params, status, failure, bug, typo, time_ms, smem_bytes, regs, error, kept, best_ms, elapsed_s; the
 step's code is its assistant turn; `typo`, when set, is the compile-time slip written into that code:
 kind {SLIP_KINDS} by `typo // 1000`, its site `typo % 1000`, its class in `failure`), and op, impl,
 module, family, gpu, arch, dtype, shape, signature,
-desc, baseline_ms, baseline {{tag, params}}, best {{step, time_ms, speedup}}, attempts, end, num_steps,
+desc, baseline_ms, torch_eager_ms, torch_compile_ms (the PyTorch reference's times: measured on an H200, scaled
+to other GPUs and shapes by the roofline floor; null where not measured), baseline {{tag, params}}, best {{step,
+time_ms, speedup, speedup_vs_torch}}, attempts, end, num_steps,
 elapsed_s, elapsed_hms, seed, generator.
 
 ## Usage

@@ -10,8 +10,9 @@ import json
 from dataclasses import dataclass
 
 from . import __version__, knobs, messages
+from .calibration import reference_ms
 from .engine import STREAMS, Episode as Agent, draw_steps
-from .fields import shape_field
+from .fields import as_dict, shape_field
 from .ledger import Ledger, mean_ms, required_gain
 from .ops import REGISTRY
 from .plan import Plan, episode_id, seeded_rng, task_id
@@ -28,6 +29,19 @@ def task_fields(module, task) -> dict:
     return {"op": module.op, "impl": module.impl, "module": module.name, "family": module.family,
             "gpu": task.gpu.name, "arch": task.gpu.arch, "dtype": task.dtype, "shape": shape_field(task.dims),
             "signature": module.signature(task), "desc": module.desc}
+
+
+def torch_times(module, task) -> tuple[float | None, float | None]:
+    """(eager, torch.compile) time in ms of the task's PyTorch reference program
+    (calibration.reference_ms: measured on the H200 at the module's menu shapes, scaled to
+    other GPUs, dtypes and shapes by the roofline floor); None where a mode has no measurement."""
+    return tuple(None if t is None else round(t, 6) for t in (reference_ms(module, task, mode)
+                                                              for mode in ("eager", "compiled")))
+
+
+def speedup_vs_torch(torch_eager_ms: float | None, time_ms: float) -> float | None:
+    """The PyTorch eager reference's time over `time_ms` (None without a reference)."""
+    return None if torch_eager_ms is None else round(torch_eager_ms / time_ms, 4)
 
 
 def episode_streams(plan: Plan, index: int) -> dict:
@@ -48,11 +62,13 @@ def build_episode(plan: Plan, index: int) -> Episode:
     best_step = max((s.step for s in steps if s.kept), default=0)
     best_ms = steps[-1].best_ms if steps else agent.baseline_ms
     base = agent.base
+    eager_ms, compile_ms = torch_times(module, task)
     return Episode(
         schema=SCHEMA["episode"], id=episode_id(plan, index), task_id=task_id(task), **task_fields(module, task),
         baseline=Baseline(base.variant.tag, knobs.own(base.params), agent.baseline_code, agent.baseline_ms),
-        steps=steps,
-        best={"step": best_step, "time_ms": best_ms, "speedup": round(agent.baseline_ms / best_ms, 4)},
+        torch_eager_ms=eager_ms, torch_compile_ms=compile_ms, steps=steps,
+        best={"step": best_step, "time_ms": best_ms, "speedup": round(agent.baseline_ms / best_ms, 4),
+              "speedup_vs_torch": speedup_vs_torch(eager_ms, best_ms)},
         attempts={"kept": sum(s.kept for s in steps),
                   "reverted": sum(1 for s in steps if not s.kept and s.kind != "rebench" and s.status == "ok"),
                   "errors": sum(1 for s in steps if s.status != "ok"),
@@ -70,7 +86,21 @@ class Verdict:
     mean_ms: float | None    # their mean
     noise: float             # the best's CV, as the keep rule saw it
     needed: float            # the gain a keep needed (ledger.required_gain)
-    fix: bool                # repairs the previous step's typo or bug
+    fix: bool                # an ok repair of the previous step's slip or bug (repairs)
+    remeasure: bool = False  # the best's code again (a harness tells code identity)
+
+
+def repairs(prev: dict | None, s: dict) -> bool:
+    """Whether step `s` is the repair of `prev`: prev's candidate failed on its author's own
+    slip (a typo or another slip kind, a launch-bound or opt-in slip) or bug, and `s` is the
+    same rung and configuration written right, and ran ok."""
+    if prev is None or prev["status"] == "ok" or s["status"] != "ok" or s["tag"] != prev["tag"]:
+        return False
+    before = as_dict(prev["params"])
+    slipped = {k: knobs.OFF for k in knobs.SLIPS if before.get(k)}
+    if prev["typo"] is None and prev["bug"] is None and not slipped:
+        return False
+    return as_dict(s["params"]) == {**before, **slipped}
 
 
 def replay(row: dict):
@@ -80,21 +110,22 @@ def replay(row: dict):
     for s in row["steps"]:
         before, noise, best_runs = book.best_ms, noise_cv(book.best_ms), book.best_runs()
         runs = mean = None
+        remeasure = s["code"] == book.best_code
         needed = required_gain(before, 1 + len(book.runs.get(s["code"], ())), best_runs)
         if s["status"] == "ok":
             book.record(s["code"], s["time_ms"], s["step"])
             runs = len(book.runs[s["code"]])
             mean = mean_ms(book.runs[s["code"]])
-        fix = bool(prev and prev["failure"] in ("syntax", "mismatch", "fault") and s["status"] == "ok"
-                   and s["tag"] == prev["tag"] and s["params"] == prev["params"])
-        yield s, Verdict(before, book.best_step, runs or 0, mean, noise, needed, fix)
+        yield s, Verdict(before, book.best_step, runs or 0, mean, noise, needed, repairs(prev, s), remeasure)
         prev = s
 
 
 def weight(s: dict, v: Verdict) -> int:
-    """1 for a target worth learning: an ok step that was kept, or an ok fix of the
-    previous step's typo or bug; 0 for failed code and for explorations that lost."""
-    return int(s["status"] == "ok" and (s["kept"] or v.fix))
+    """1 for a target worth learning: a kept step, or a repair (see `repairs`) whose code is
+    not slower than the best before it by more than the noise (its mean within the keep
+    rule's margin, ledger.required_gain); 0 for failed code, explorations that lost,
+    re-measures, and repairs that restore a slow candidate."""
+    return int(s["status"] == "ok" and (s["kept"] or v.fix and v.mean_ms <= v.prev_best_ms * (1 + v.needed)))
 
 
 def _tokens(msgs: list) -> int:
@@ -139,21 +170,26 @@ def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) 
     header = messages.task_header(module, task, reference)
     step_rows, pairs, opens = [], [], []        # pairs[k] = (assistant, feedback); opens[k] = window opener
     history, last_fb = [], None
+    unit = messages.time_unit(base["time_ms"])
+    first_run = {base["code"]: 0}               # code -> the step that first submitted it (0: the baseline)
     for s, v, w, answer, feedback, (best_code, best_ms, best_step) in turns(row, timestamps):
         prompt = messages.step_prompt(header, history, best_code, impl, best_ms, base["time_ms"], best_step, last_fb)
         opens.append(prompt)
         values = {"schema": SCHEMA["step"], "id": f"{row['id']}-{s['step']:03d}", "episode_id": row["id"],
                   "step": s["step"], "kind": s["kind"], "status": s["status"], "failure": s["failure"],
                   "kept": s["kept"], "weight": w, "module": row["module"], "gpu": row["gpu"], "impl": impl,
-                  "messages": [system, {"role": "user", "content": prompt}, answer]}
+                  "torch_eager_ms": row["torch_eager_ms"], "torch_compile_ms": row["torch_compile_ms"], "messages": [system, {"role": "user", "content": prompt}, answer]}
         step_rows.append({k: values[k] for k in STEP_ROW_KEYS})
         last_fb = feedback["content"]
         pairs.append((answer, feedback))
-        history.append(messages.history_line(s))
+        history.append(messages.history_line(s, unit, first_run.get(s["code"])))
+        first_run.setdefault(s["code"], s["step"])
     windows = _windows(system, first, pairs, opens, max_context_tokens)
     meta = {"schema": SCHEMA["multiturn"], "id": row["id"], "task_id": row["task_id"], "module": row["module"],
             "op": row["op"], "impl": impl, "gpu": row["gpu"], "dtype": row["dtype"], "shape": row["shape"],
-            "num_steps": len(row["steps"]), "best_speedup": row["best"]["speedup"]}
+            "num_steps": len(row["steps"]), "torch_eager_ms": row["torch_eager_ms"],
+            "torch_compile_ms": row["torch_compile_ms"], "best_speedup": row["best"]["speedup"],
+            "best_speedup_vs_torch": row["best"]["speedup_vs_torch"]}
     mts = [{k: {**meta, "window": i, "windows": len(windows), "messages": msgs}[k] for k in MULTITURN_KEYS}
            for i, msgs in enumerate(windows)]
     return mts, step_rows

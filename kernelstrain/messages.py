@@ -13,6 +13,7 @@ import hashlib
 import math
 import re
 
+from . import knobs
 from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
@@ -34,8 +35,21 @@ def fence(code: str, impl: str) -> str:
     return f"```{LANG[impl]}\n{code}\n```"
 
 
-def fmt_ms(ms: float) -> str:
-    return f"{ms:.4f} ms" if ms >= 0.01 else f"{ms * 1000:.2f} us"
+def time_unit(baseline_ms: float) -> str:
+    """The one time unit of a conversation, chosen by the magnitude of the baseline (the first
+    time it reports, and the largest it needs): 'us' under 1 ms, else 'ms'."""
+    return "us" if baseline_ms < 1 else "ms"
+
+
+def fmt_ms(ms: float, unit: str = "ms") -> str:
+    """A time in `unit` with four significant digits, in fixed point.
+
+    >>> fmt_ms(0.24093, "us"), fmt_ms(0.0021, "us"), fmt_ms(1402.5), fmt_ms(0.051234)
+    ('240.9 us', '2.100 us', '1402 ms', '0.05123 ms')
+    """
+    value = ms * 1000 if unit == "us" else ms
+    decimals = min(8, max(0, 3 - math.floor(math.log10(value)))) if value > 0 else 0
+    return f"{value:.{decimals}f} {unit}"
 
 
 def clock(seconds: float) -> str:
@@ -54,7 +68,7 @@ def hms(seconds: float) -> str:
 def task_prompt(module: OpModule, task: Task, baseline_code: str, baseline_ms: float, reference: str) -> str:
     """The first user turn: the task, the reference program and the baseline to beat."""
     return (f"{task_header(module, task, reference)}\n"
-            f"Baseline: {fmt_ms(baseline_ms)}\n{fence(baseline_code, module.impl)}\n"
+            f"Baseline: {fmt_ms(baseline_ms, time_unit(baseline_ms))}\n{fence(baseline_code, module.impl)}\n"
             f"Reply with the complete {LANG_NAME[module.impl]} source in one fenced block.")
 
 
@@ -317,61 +331,121 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
 
 
 # -- benchmark results ---------------------------------------------------------------
+# One layout for every step's result, as a harness log prints it: a head line (step number
+# and outcome), the tool's text or the measurement, the comparison with the best, the
+# decision, the best after the step. Times in the conversation's one unit (time_unit).
 
 def best_line(best_ms: float, baseline_ms: float, best_step: int) -> str:
-    origin = "baseline" if best_step == 0 else f"step {best_step}"
-    return f"Best so far: {fmt_ms(best_ms)} ({baseline_ms / best_ms:.2f}x over baseline, {origin})."
+    origin = "the baseline" if best_step == 0 else f"step {best_step}"
+    return (f"best: {fmt_ms(best_ms, time_unit(baseline_ms))}, {baseline_ms / best_ms:.2f}x over baseline "
+            f"({origin})")
+
+
+def outcome(step: dict) -> str:
+    """What the harness saw of a step, in its words: 'correct', 'compile error', 'launch
+    failed', 'wrong result' or 'crashed in the correctness run'."""
+    if step["status"] == "compile_error":
+        return "launch failed" if fails_at_launch(step["failure"], step["error"]) else "compile error"
+    if step["status"] == "wrong_result":
+        return "crashed in the correctness run" if step["failure"] == "fault" else "wrong result"
+    return "correct"
 
 
 def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> str:
     """Feedback for one step, from its record and the ledger's verdict on it (see
-    episodes.replay): best before and after, runs of this code, noise."""
-    k, status = step["step"], step["status"]
-    head = f"{stamp}Step {k} ({step['kind']}): "
+    episodes.replay): best before and after, runs of this code, noise. Only what a harness
+    knows: the outcome, the tool's text or the times, and whether the code is the best's."""
+    unit = time_unit(baseline_ms)
+    head = f"{stamp}Step {step['step']}: {outcome(step)}."
     best = best_line(step["best_ms"], baseline_ms, verdict.best_step)
-    if status == "compile_error":
-        what = "launch failed" if fails_at_launch(step["failure"], step["error"]) else "compile error"
-        return f"{head}{what}.\n{step['error']}\nReverted. {best}"
-    if status == "wrong_result":
-        what = "crashed in the correctness run" if step["failure"] == "fault" else "wrong result"
-        return f"{head}{what}.\n{step['error']}\nReverted. {best}"
-    res = f"{fmt_ms(step['time_ms'])}, {step['regs']} registers, {step['smem_bytes']} B shared memory"
-    noise = f"noise ±{100 * verdict.noise:.1f}% per run; a keep needs {100 * verdict.needed:.1f}%"
-    if step["kind"] == "rebench":
+    if step["status"] != "ok":
+        return f"{head}\n{step['error']}\ndecision: not kept\n{best}"
+    res = f"time: {fmt_ms(step['time_ms'], unit)}, {step['regs']} registers, {step['smem_bytes']} B shared memory"
+    if verdict.remeasure:
         spread = (step["time_ms"] / verdict.prev_best_ms - 1) * 100
-        return (f"{head}rebenchmark of the current best: {res} ({spread:+.1f}% vs recorded). "
-                f"Recorded time is now the mean of {verdict.runs} runs: {fmt_ms(step['best_ms'])}. {best}")
-    runs = f" (mean of {verdict.runs} runs: {fmt_ms(verdict.mean_ms)})" if verdict.runs > 1 else ""
-    if step["kept"]:
-        gain = verdict.prev_best_ms / verdict.mean_ms
-        return (f"{head}correct, {res}{runs}. {gain:.2f}x faster than the previous best "
-                f"{fmt_ms(verdict.prev_best_ms)}, beyond the noise ({noise}): kept. {best}")
+        return (f"{head}\n{res}\nsame code as the best: {spread:+.1f}% vs its recorded time; its recorded time is "
+                f"now the mean of {verdict.runs} runs, {fmt_ms(step['best_ms'], unit)}\n"
+                f"decision: best re-measured\n{best}")
+    runs = f" (mean of {verdict.runs} runs: {fmt_ms(verdict.mean_ms, unit)})" if verdict.runs > 1 else ""
     delta = (verdict.mean_ms / verdict.prev_best_ms - 1) * 100
-    if delta < 0:
-        return (f"{head}correct, {res}{runs}. {delta:+.1f}% vs best, inside the noise ({noise}): "
-                f"not kept. {best}")
-    return f"{head}correct, {res}{runs}. {delta:+.1f}% vs best: reverted. {best}"
+    noise = f"noise ±{100 * verdict.noise:.1f}% per run; a keep needs -{100 * verdict.needed:.1f}%"
+    return (f"{head}\n{res}{runs}\nvs best {fmt_ms(verdict.prev_best_ms, unit)}: {delta:+.1f}% ({noise})\n"
+            f"decision: {'kept' if step['kept'] else 'not kept'}\n{best}")
 
 
-def history_line(step: dict) -> str:
-    """One line of the compact history in a step-level row or a window's first turn."""
-    params = ", ".join(f"{k}={v}" for k, v in as_dict(step["params"]).items())
+_DEFINE = r"#define\s+({name})\s+\(?{value}(?![\w.])"
+_ASSIGN = r"\b({name})\s*=\s*{value}(?![\w.])"          # a keyword argument, an assignment, a constexpr
+_TUPLE = re.compile(r"^[ \t]*(\w+(?:\s*,\s*\w+)+)\s*=\s*(\d+(?:\s*,\s*\d+)+)[ \t]*$", re.M)
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((?:[^()\n]|\([^()\n]*\))*\)")
+
+
+def code_values(code: str, params: dict) -> list[str]:
+    """A candidate's tunable values as its code states them: a `#define`, an assignment or a
+    keyword argument of the launch (spelled as in the code), `__launch_bounds__(...)` and
+    `#pragma unroll N` where the code has them. A value the code does not state is left out.
+
+    >>> code_values("#define THREADS 256\\nk[grid](x, BLOCK=1024, num_warps=4)", {"threads": 256, "BLOCK": 1024})
+    ['THREADS=256', 'BLOCK=1024']
+    >>> code_values("__global__ void __launch_bounds__(THREADS, 2) k() {}", {"min_blocks": 2, "main_unroll": 0})
+    ['__launch_bounds__(THREADS, 2)']
+    """
+    out = []
+    for name, value in params.items():
+        if name in knobs.KNOBS:
+            text = _knob_text(code, name, value)
+        else:
+            text = _spelled(code, name, value)
+        if text:
+            out.append(text)
+    return list(dict.fromkeys(out))
+
+
+def _knob_text(code: str, name: str, value: int) -> str | None:
+    if not value:
+        return None
+    if name in ("min_blocks", "bound"):
+        found = _LAUNCH_BOUNDS.search(code)
+        return found.group(0) if found else None
+    if name == "main_unroll" and f"#pragma unroll {value}\n" in code:
+        return f"#pragma unroll {value}"
+    return None          # the opt-in slip is a line the code lacks, not a value
+
+
+def _spelled(code: str, name: str, value) -> str | None:
+    for pattern in (_DEFINE, _ASSIGN):
+        found = re.search(pattern.format(name=re.escape(name), value=value), code, re.I)
+        if found:
+            return f"{found.group(1)}={value}"
+    for names, values in _TUPLE.findall(code):
+        for n, v in zip(re.split(r"\s*,\s*", names), re.split(r"\s*,\s*", values)):
+            if n.lower() == name.lower() and v == str(value):
+                return f"{n}={value}"
+    return None
+
+
+def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
+    """One line of the compact history in a step-level row or a window's first turn: the
+    step's outcome, its time, its values as the code states them, and whether its code is
+    one measured before (`same_as`: that step, 0 the baseline)."""
     if step["status"] == "ok":
-        res = f"{fmt_ms(step['time_ms'])}{' kept' if step['kept'] else ''}"
+        res = f"{fmt_ms(step['time_ms'], unit)}, {'kept' if step['kept'] else 'not kept'}"
     else:
-        res = f"{step['status']} ({step['failure']})"
-    return f"- step {step['step']} {step['kind']} {step['tag']}({params}): {res}"
+        res = outcome(step)
+    if same_as is not None:
+        res += f", same code as {'the baseline' if same_as == 0 else f'step {same_as}'}"
+    values = ", ".join(code_values(step["code"], as_dict(step["params"])))
+    return f"- step {step['step']}: {res}" + (f"; {values}" if values else "")
 
 
 def step_prompt(header: str, history: list[str], best_code: str, impl: str, best_ms: float,
                 baseline_ms: float, best_step: int, last_feedback: str | None) -> str:
     """A step-level prompt, or a window's first turn: task, compact history, the last
-    result in full, and the current best code."""
+    result in full (it ends on the best after it), and the current best code."""
     hist = "\n".join(history) if history else "(none yet)"
-    last = f"\nLast result:\n{last_feedback}\n" if last_feedback else ""
-    return (f"{header}\nBaseline: {fmt_ms(baseline_ms)}\n\nHistory:\n{hist}\n{last}"
-            f"{best_line(best_ms, baseline_ms, best_step)}\n"
-            f"Current best:\n{fence(best_code, impl)}\nPropose the next candidate.")
+    last = f"Last result:\n{last_feedback}" if last_feedback else best_line(best_ms, baseline_ms, best_step)
+    origin = "the baseline" if best_step == 0 else f"step {best_step}"
+    return (f"{header}\nBaseline: {fmt_ms(baseline_ms, time_unit(baseline_ms))}\n\nHistory:\n{hist}\n\n{last}\n\n"
+            f"Current best ({origin}):\n{fence(best_code, impl)}\nPropose the next candidate.")
 
 
 def tokens(text: str) -> int:

@@ -148,9 +148,9 @@ def window_feedback(windows: list[list[dict]]) -> list[str]:
         fb = step_feedback(messages)
         if k + 1 < len(windows) and fb and not fb[-1]:
             opener = windows[k + 1][1]["content"] if len(windows[k + 1]) > 1 else ""
-            # the opener: ...History...\nLast result:\n<feedback>\n<best line>\nCurrent best: ...
+            # the opener: ...History...\n\nLast result:\n<feedback>\n\nCurrent best (...): ...
             last = opener.split("\nLast result:\n", 1)[1] if "\nLast result:\n" in opener else ""
-            fb[-1] = last.rsplit("\nBest so far:", 1)[0]
+            fb[-1] = last.split("\n\nCurrent best (", 1)[0]
         out += fb
     return out
 

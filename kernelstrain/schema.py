@@ -14,10 +14,10 @@ from dataclasses import dataclass, fields
 from .fields import params_field
 
 SCHEMA = {
-    "episode": "kernelstrain/episode@2",
-    "session": "kernelstrain/session@1",
-    "multiturn": "kernelstrain/sft_multiturn@2",
-    "step": "kernelstrain/sft_step@2",
+    "episode": "kernelstrain/episode@3",
+    "session": "kernelstrain/session@2",
+    "multiturn": "kernelstrain/sft_multiturn@3",
+    "step": "kernelstrain/sft_step@3",
     "holdout": "kernelstrain/holdout_task@1",
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
@@ -92,8 +92,10 @@ class Episode:
     signature: str
     desc: str
     baseline: Baseline
+    torch_eager_ms: float | None      # the PyTorch reference program's time, eager (episodes.torch_times)
+    torch_compile_ms: float | None    # and under torch.compile; null where the calibration has none
     steps: tuple              # Step, ...
-    best: dict                # {step, time_ms, speedup}
+    best: dict                # {step, time_ms, speedup, speedup_vs_torch}
     attempts: dict            # {kept, reverted, errors, rebench}
     end: str                  # one of ENDS
     elapsed_s: int
@@ -113,12 +115,13 @@ EPISODE_KEYS = tuple(f.name for f in fields(Episode))
 # from tag, params, bug and typo); the session carries the whole chat in `messages`
 TRACE_KEYS = tuple(k for k in STEP_KEYS if k != "code")
 SESSION_KEYS = ("schema", "id", "task_id", "op", "impl", "module", "family", "gpu", "arch", "dtype", "shape",
-                "signature", "desc", "baseline_ms", "baseline", "best", "attempts", "end", "num_steps", "elapsed_s",
+                "signature", "desc", "baseline_ms", "torch_eager_ms", "torch_compile_ms", "baseline", "best", "attempts", "end", "num_steps", "elapsed_s",
                 "elapsed_hms", "seed", "generator", "trace", "messages")
 MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op", "impl", "gpu", "dtype",
-                  "shape", "num_steps", "best_speedup", "messages")
+                  "shape", "num_steps", "torch_eager_ms", "torch_compile_ms", "best_speedup",
+                  "best_speedup_vs_torch", "messages")
 STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
-                 "module", "gpu", "impl", "messages")
+                 "module", "gpu", "impl", "torch_eager_ms", "torch_compile_ms", "messages")
 
 
 # -- the configs' features, declared in the dataset card (card.py) -------------------------
@@ -128,6 +131,7 @@ STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failur
 # a one-element list (a list of that type).
 _PAIR = {"name": "string", "value": "int64"}
 _DIM = {"dim": "string", "value": "int64"}
+_BEST = {"step": "int64", "time_ms": "float64", "speedup": "float64", "speedup_vs_torch": "float64"}
 _MESSAGE = {"role": "string", "content": "string", "weight": "int64", "status": "string"}
 _TASK = {"schema": "string", "op": "string", "impl": "string", "module": "string", "family": "string",
          "gpu": "string", "arch": "string", "dtype": "string", "shape": [_DIM], "signature": "string",
@@ -139,18 +143,21 @@ STEP_FEATURES = {"step": "int64", "kind": "string", "tag": "string", "params": [
 FEATURES = {
     "episodes": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK,
                  "baseline": {"tag": "string", "params": [_PAIR], "code": "string", "time_ms": "float64"},
-                 "steps": [STEP_FEATURES], "best": {"step": "int64", "time_ms": "float64", "speedup": "float64"},
+                 "torch_eager_ms": "float64", "torch_compile_ms": "float64",
+                 "steps": [STEP_FEATURES], "best": _BEST,
                  "attempts": {k: "int64" for k in ("kept", "reverted", "errors", "rebench")},
                  "end": "string", "elapsed_s": "int64", "seed": "int64", "generator": "string"},
     "sft_multiturn": {"schema": "string", "id": "string", "task_id": "string", "window": "int64", "windows": "int64",
                       **{k: "string" for k in ("module", "op", "impl", "gpu", "dtype")}, "shape": [_DIM],
-                      "num_steps": "int64", "best_speedup": "float64", "messages": [_MESSAGE]},
+                      "num_steps": "int64", "torch_eager_ms": "float64", "torch_compile_ms": "float64",
+                      "best_speedup": "float64", "best_speedup_vs_torch": "float64", "messages": [_MESSAGE]},
     "sft_steps": {"schema": "string", "id": "string", "episode_id": "string", "step": "int64", "kind": "string",
                   "status": "string", "failure": "string", "kept": "bool", "weight": "int64",
-                  **{k: "string" for k in ("module", "gpu", "impl")}, "messages": [_MESSAGE]},
+                  **{k: "string" for k in ("module", "gpu", "impl")}, "torch_eager_ms": "float64",
+                  "torch_compile_ms": "float64", "messages": [_MESSAGE]},
     "sessions": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK, "baseline_ms": "float64",
-                 "baseline": {"tag": "string", "params": [_PAIR]},
-                 "best": {"step": "int64", "time_ms": "float64", "speedup": "float64"},
+                 "torch_eager_ms": "float64", "torch_compile_ms": "float64",
+                 "baseline": {"tag": "string", "params": [_PAIR]}, "best": _BEST,
                  "attempts": {k: "int64" for k in ("kept", "reverted", "errors", "rebench")},
                  "end": "string", "num_steps": "int64", "elapsed_s": "int64", "elapsed_hms": "string",
                  "seed": "int64", "generator": "string",

@@ -31,7 +31,7 @@ def session_row(ep: dict, timestamps: bool) -> dict:
     """The sessions.jsonl object of a public episode row, in SESSION_KEYS order."""
     base = ep["baseline"]
     values = {**{k: ep[k] for k in _TASK_KEYS}, "schema": SCHEMA["session"], "baseline_ms": base["time_ms"],
-              "baseline": {"tag": base["tag"], "params": base["params"]},
+              "torch_eager_ms": ep["torch_eager_ms"], "torch_compile_ms": ep["torch_compile_ms"], "baseline": {"tag": base["tag"], "params": base["params"]},
               "best": ep["best"], "attempts": ep["attempts"], "end": ep["end"], "num_steps": len(ep["steps"]),
               "elapsed_s": ep["elapsed_s"], "elapsed_hms": clock(ep["elapsed_s"]), "seed": ep["seed"],
               "generator": ep["generator"], "trace": [{k: s[k] for k in TRACE_KEYS} for s in ep["steps"]],
@@ -72,7 +72,8 @@ def episode_row(session: dict) -> dict:
     values = {**{k: session[k] for k in _TASK_KEYS}, "schema": SCHEMA["episode"],
               "baseline": {"tag": base["tag"], "params": base["params"],
                            "code": code(base["tag"], base["params"], None, None), "time_ms": session["baseline_ms"]},
-              "steps": steps, **{k: session[k] for k in ("best", "attempts", "end", "elapsed_s", "seed", "generator")}}
+              "steps": steps, **{k: session[k] for k in ("torch_eager_ms", "torch_compile_ms", "best", "attempts", "end",
+                                                         "elapsed_s", "seed", "generator")}}
     return {k: values[k] for k in EPISODE_KEYS}
 
 

@@ -24,6 +24,8 @@ class StatsAccumulator:
         self.speedup_hist = Counter()
         self.speedup_sum = self.speedup_log_sum = 0.0
         self.speedup_min, self.speedup_max = math.inf, 0.0
+        self.torch_n = self.torch_beats = 0          # best over the PyTorch eager reference (best.speedup_vs_torch)
+        self.torch_log_sum, self.torch_min, self.torch_max = 0.0, math.inf, 0.0
         self.elapsed_sum = 0
         self.elapsed_min, self.elapsed_max = math.inf, 0
         self.combos = set()
@@ -45,6 +47,12 @@ class StatsAccumulator:
         self.speedup_log_sum += math.log(sp)
         self.speedup_min, self.speedup_max = min(self.speedup_min, sp), max(self.speedup_max, sp)
         self.speedup_hist[next((f"<{e}" for e in SPEEDUP_EDGES if sp < e), f">={SPEEDUP_EDGES[-1]}")] += 1
+        vs = ep["best"].get("speedup_vs_torch")
+        if vs is not None:
+            self.torch_n += 1
+            self.torch_beats += vs > 1
+            self.torch_log_sum += math.log(vs)
+            self.torch_min, self.torch_max = min(self.torch_min, vs), max(self.torch_max, vs)
         self.elapsed_sum += ep["elapsed_s"]
         self.elapsed_min, self.elapsed_max = min(self.elapsed_min, ep["elapsed_s"]), max(self.elapsed_max, ep["elapsed_s"])
         self.combos.add((ep["op"], ep["gpu"], json.dumps(ep["shape"]), ep["dtype"]))
@@ -83,6 +91,10 @@ class StatsAccumulator:
             "speedup": {"mean": round(self.speedup_sum / n, 3), "geomean": round(math.exp(self.speedup_log_sum / n), 3),
                         "min": round(self.speedup_min, 3) if self.episodes else 0, "max": round(self.speedup_max, 3),
                         "hist": {k: self.speedup_hist[k] for k in [f"<{e}" for e in SPEEDUP_EDGES] + [f">={SPEEDUP_EDGES[-1]}"]}},
+            "speedup_vs_torch": {"episodes": self.torch_n,
+                                 "geomean": round(math.exp(self.torch_log_sum / max(1, self.torch_n)), 3),
+                                 "min": round(self.torch_min, 3) if self.torch_n else 0, "max": round(self.torch_max, 3),
+                                 "beats_eager_pct": round(100 * self.torch_beats / max(1, self.torch_n), 2)},
             "simulated_hours": hours,
             **{f"by_{k}": dict(sorted(c.items())) for k, c in self.by.items()},
             "files": files,
@@ -102,6 +114,7 @@ def summary(stats: dict) -> str:
         "status          " + ", ".join(f"{k} {st[k]:,} ({pct[k]}%)" for k in st),
         "kinds           " + ", ".join(f"{k} {v:,}" for k, v in stats["kind"].items()),
         f"speedup         mean {sp['mean']}x, geomean {sp['geomean']}x, max {sp['max']}x",
+        *([_vs_torch_line(stats["speedup_vs_torch"])] if "speedup_vs_torch" in stats else []),
         *([f"sessions        {stats['sessions']:,} ({stats['unique_combos']:,} unique (op, gpu, shape, dtype) combos), "
            f"batches of {stats['batch_size']}; simulated hours mean {stats['simulated_hours']['mean']}, "
            f"min {stats['simulated_hours']['min']}, max {stats['simulated_hours']['max']}"]
@@ -142,3 +155,8 @@ def holdout_lines(stats: dict) -> list[str]:
 
 def dumps_stats(stats: dict) -> str:
     return json.dumps(stats, indent=2, ensure_ascii=False) + "\n"
+
+
+def _vs_torch_line(vs: dict) -> str:
+    return (f"vs PyTorch      eager time / best time: geomean {vs['geomean']}x (min {vs['min']}x, max {vs['max']}x); "
+            f"{vs['beats_eager_pct']}% of {vs['episodes']:,} episodes beat eager")

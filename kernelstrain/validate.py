@@ -231,6 +231,10 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
             or not all(type(v) is int and v >= 0 for v in as_dict(ep["shape"]).values()):
         out.add(where, f"dtype/shape {ep['dtype']!r} {ep['shape']!r:.80} are not a task of {m.name}")
         return False
+    for key in ("torch_eager_ms", "torch_compile_ms"):
+        if ep[key] is not None and not (_number(ep[key]) and ep[key] > 0):
+            out.add(where, f"{key} must be a time > 0 or null, got {ep[key]!r:.40}")
+            return False
     b = ep["baseline"]
     if list(b) != ["tag", "params", "code", "time_ms"] or not isinstance(b["code"], str) \
             or not _pairs(b["params"], "name") or not _number(b["time_ms"]) or b["time_ms"] <= 0:
@@ -260,7 +264,8 @@ def _types_ok(ep: dict, where: str, out: Findings) -> bool:
         out.add(where, f"end must be one of {', '.join(ENDS)}, got {ep['end']!r:.40}")
         return False
     best, att = ep["best"], ep["attempts"]
-    if list(best) != ["step", "time_ms", "speedup"] or not all(_number(v) for v in best.values()) \
+    if list(best) != ["step", "time_ms", "speedup", "speedup_vs_torch"] \
+            or not all(_number(v) for k, v in best.items() if k != "speedup_vs_torch" or v is not None) \
             or list(att) != ["kept", "reverted", "errors", "rebench"] or not all(_count(v) for v in att.values()):
         out.add(where, f"best {best!r:.80} / attempts {att!r:.80} malformed")
         return False
@@ -321,6 +326,14 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     speedup = round(ep["baseline"]["time_ms"] / best, 4)
     if ep["best"]["speedup"] != speedup:
         out.add(where, f"best.speedup {ep['best']['speedup']} != baseline/best = {speedup}")
+    from .episodes import speedup_vs_torch, torch_times
+    eager_ms, compile_ms = torch_times(module, task)
+    if (ep["torch_eager_ms"], ep["torch_compile_ms"]) != (eager_ms, compile_ms):
+        out.add(where, f"torch_eager_ms/torch_compile_ms {ep['torch_eager_ms']}/{ep['torch_compile_ms']} are not the "
+                       f"calibrated reference's {eager_ms}/{compile_ms}")
+    if ep["best"]["speedup_vs_torch"] != speedup_vs_torch(eager_ms, best):
+        out.add(where, f"best.speedup_vs_torch {ep['best']['speedup_vs_torch']} != torch_eager_ms/best = "
+                       f"{speedup_vs_torch(eager_ms, best)}")
     attempts = {"kept": sum(s["kept"] for s in steps),
                 "reverted": sum(1 for s in steps if not s["kept"] and s["kind"] != "rebench" and s["status"] == "ok"),
                 "errors": sum(1 for s in steps if s["status"] != "ok"),
@@ -425,14 +438,23 @@ def _first_diff(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+_TARGET_RULE = "the training-target rule (README, episodes.weight)"
+
+
 def _row_diff(got: dict, want: dict, source: str = "the episode's") -> str:
-    """Where two rows differ, in words: the first differing key, or message."""
+    """Where two rows differ, in words: the first differing key, or message; a weight that
+    differs names the training-target rule."""
     for key in list(dict.fromkeys([*want, *got])):
         if got.get(key) != want.get(key):
+            if key == "weight":
+                return f"weight {got.get(key)!r:.10} where {_TARGET_RULE} gives {want.get(key)!r:.10}"
             if key == "messages" and isinstance(got.get(key), list):
                 g, e = got[key], want[key]
                 for i in range(max(len(g), len(e))):
                     a, b = (g[i] if i < len(g) else None), (e[i] if i < len(e) else None)
+                    if isinstance(a, dict) and isinstance(b, dict) and a.get("weight") != b.get("weight"):
+                        return (f"message {i + 1} ({b.get('role')}) has weight {a.get('weight')!r:.10} where "
+                                f"{_TARGET_RULE} gives {b.get('weight')!r:.10}")
                     if a != b:
                         role = b["role"] if isinstance(b, dict) else "none"
                         return f"message {i + 1} ({role}) differs from {source}" if a is not None and b is not None \

@@ -18,7 +18,7 @@ from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
 from .validate import Findings, _guarded, _row_diff, check_episode, rows
 
 MECHANICAL = (   # (check, what it checks), as a batch's QA report lists them
-    ("rows_and_schema", "every line a JSON object of schema session@1, keys in order, fields typed"),
+    ("rows_and_schema", "every line a JSON object of schema session@2, keys in order, fields typed"),
     ("ids_and_task", "ids in order; task fields, task id, seed and generator; no held-out combo"),
     ("code_and_feedback", "code re-rendered from the trace; messages rebuilt from the steps up to their own"),
     ("stamps", "feedback stamps [t+H:MM:SS] monotone and equal to each step's elapsed_s; elapsed_hms"),

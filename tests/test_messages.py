@@ -70,7 +70,7 @@ def test_windows_stay_in_budget_and_prompts_carry_the_last_result(small_dataset)
         assert w["messages"][-1]["role"] == "assistant"
         size = sum(messages.tokens(m["content"]) for m in w["messages"])
         assert size <= 6000 or sum(m["role"] == "assistant" for m in w["messages"]) == 1
-    assert "Current best:" in windows[1]["messages"][1]["content"]
+    assert "\n\nCurrent best (" in windows[1]["messages"][1]["content"]
     for row, (s, v) in zip(st[1:], list(replay(ep))[:-1]):
         assert "\nLast result:\nStep " + str(s["step"]) in row["messages"][1]["content"]
     for row, (s, v) in zip(st, replay(ep)):

@@ -98,7 +98,7 @@ def test_browser_episode_diffs_are_against_the_running_best(report, small_datase
                                                     raw["steps"][best - 1]["code"]))
         if s["kept"]:
             best = s["step"]
-    assert view["steps"][0]["feedback"].startswith("Step 1 ")
+    assert view["steps"][0]["feedback"].startswith("Step 1: ")
 
 
 def test_sample_does_not_depend_on_file_order(small_dataset):

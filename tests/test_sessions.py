@@ -82,7 +82,7 @@ def test_a_session_row_is_the_episode_as_one_chat(sessions):
         assert [m["role"] for m in msgs] == ["system", "user"] + ["assistant", "user"] * len(ep["steps"])
         for s, answer, feedback in zip(ep["steps"], msgs[2::2], msgs[3::2]):
             assert answer["content"].count("```") == 2 and s["code"] in answer["content"]
-            assert feedback["content"].startswith(hms(s["elapsed_s"]) + f"Step {s['step']} ")
+            assert feedback["content"].startswith(hms(s["elapsed_s"]) + f"Step {s['step']}: ")
         assert row["num_steps"] == len(ep["steps"]) and row["elapsed_hms"] == clock(ep["elapsed_s"])
         assert row["baseline_ms"] == ep["baseline"]["time_ms"] and row["best"] == ep["best"]
 

@@ -86,7 +86,7 @@ def test_feedback_and_verify_read_the_stage_from_the_failure_class():
               "compile error", "smem")]
     for failure, error, said, cls in cases:
         step = {"step": 3, "kind": "joint", "status": "compile_error", "failure": failure, "error": error, "best_ms": 1.0}
-        assert step_feedback(step, verdict, 2.0).split("\n", 1)[0] == f"Step 3 (joint): {said}."
+        assert step_feedback(step, verdict, 2.0).split("\n", 1)[0] == f"Step 3: {said}."
         assert recorded_class(error, failure) == cls
 
 

@@ -1,0 +1,146 @@
+"""What the model reads is what a harness can show, and weight-1 targets are worth imitating:
+on seeded generations of both profiles, no rung name or step kind in any system or user turn,
+one time unit per conversation, history values as the code states them, and every weight-1
+target a kept step or a repair within the noise of the best (SPEC §10)."""
+import re
+
+import pytest
+
+from kernelstrain import messages
+from kernelstrain.episodes import build_episode, chat_rows, replay
+from kernelstrain.fields import as_dict
+from kernelstrain.ledger import required_gain
+from kernelstrain.ops import REGISTRY
+from kernelstrain.plan import make_plan
+from kernelstrain.profiles import PROFILE_DIR, load_profile
+from kernelstrain.schema import KINDS
+from kernelstrain.sessions import session_row
+
+FENCED = re.compile(r"```.*?```", re.S)
+TIME = re.compile(r"\d (ms|us)\b")
+
+
+def _episodes(config: str, seed: int, count: int) -> list[dict]:
+    plan = make_plan(load_profile(PROFILE_DIR / f"{config}.toml"), seed)
+    return [build_episode(plan, i).row() for i in range(count)]
+
+
+@pytest.fixture(scope="module", params=[("kernelstrain", 23, 30), ("kernelinfer", 29, 4)], ids=lambda p: p[0])
+def conversations(request):
+    """(episode row, [chats], each step's weight) of a small seeded generation: the default
+    profile's windows and step rows, or the kernelinfer sessions' whole chats."""
+    config, seed, count = request.param
+    out = []
+    for ep in _episodes(config, seed, count):
+        if config == "kernelinfer":
+            chat = session_row(ep, True)["messages"]
+            out.append((ep, [chat], [m["weight"] for m in chat if m["role"] == "assistant"]))
+        else:
+            windows, step_rows = chat_rows(ep, False, 16000)
+            out.append((ep, [w["messages"] for w in windows] + [r["messages"] for r in step_rows],
+                        [r["weight"] for r in step_rows]))
+    return out
+
+
+def _harness_text(ep: dict, msg: dict) -> str:
+    """A system or user turn without the code it shows (fenced blocks) and the tools' own
+    texts (an error echoes source lines, comments included)."""
+    text = FENCED.sub("", msg["content"])
+    for s in ep["steps"]:
+        if s["error"]:
+            text = text.replace(s["error"], "")
+    return text
+
+
+def test_no_generator_label_in_what_the_model_reads(conversations):
+    kinds = re.compile(r"\b(" + "|".join(KINDS) + r")\b")
+    for ep, chats, _ in conversations:
+        module = REGISTRY[ep["module"]]
+        tags = re.compile(r"\b(" + "|".join(re.escape(v.tag) for v in module.variants) + r")\b")
+        for msgs in chats:
+            for msg in msgs:
+                if msg["role"] == "assistant":
+                    continue
+                text = _harness_text(ep, msg)
+                assert not tags.search(text), (ep["id"], tags.search(text).group(0), text[:300])
+                assert not kinds.search(text), (ep["id"], kinds.search(text).group(0))
+
+
+def test_one_time_unit_per_conversation(conversations):
+    for ep, chats, _ in conversations:
+        want = messages.time_unit(ep["baseline"]["time_ms"])
+        for msgs in chats:
+            units = {u for m in msgs if m["role"] != "assistant" for u in TIME.findall(_harness_text(ep, m))}
+            assert units == {want}, (ep["id"], units)
+
+
+def test_history_values_stand_in_the_code(conversations):
+    shown = 0
+    for ep, _, _ in conversations:
+        unit = messages.time_unit(ep["baseline"]["time_ms"])
+        for s in ep["steps"]:
+            line = messages.history_line(s, unit)
+            assert line.startswith(f"- step {s['step']}: ")
+            for value in messages.code_values(s["code"], as_dict(s["params"])):
+                shown += 1
+                name, _, number = value.partition("=")
+                assert value.startswith(("__launch_bounds__(", "#pragma unroll ")) and value in s["code"] \
+                    or re.search(rf"\b{re.escape(name)}\b", s["code"]) and re.search(rf"\b{number}\b", s["code"])
+    assert shown
+
+
+def _repairs_from_raw_fields(prev: dict | None, s: dict) -> bool:
+    """Independently of episodes.repairs: the previous step failed on a typo, a bug or a
+    launch-bound/opt-in slip, and this one is that rung and configuration written right."""
+    if prev is None or prev["status"] == "ok" or s["tag"] != prev["tag"]:
+        return False
+    p, q = as_dict(prev["params"]), as_dict(s["params"])
+    slipped = p.get("bound", 0) or p.get("optin", 0)
+    fixed = {k: (0 if k in ("bound", "optin") else v) for k, v in p.items()}
+    return (prev["typo"] is not None or prev["bug"] is not None or bool(slipped)) and q == fixed
+
+
+def test_weight_one_targets_are_kept_steps_or_repairs_within_the_noise(conversations):
+    repairs_weighted = repairs_not_weighted = 0
+    for ep, _, weights in conversations:
+        assert len(weights) == len(ep["steps"])
+        prev, runs = None, {ep["baseline"]["code"]: [ep["baseline"]["time_ms"]]}
+        best_code, best_ms = ep["baseline"]["code"], ep["baseline"]["time_ms"]
+        for (s, v), w in zip(replay(ep), weights):
+            needed = required_gain(best_ms, 1 + len(runs.get(s["code"], ())), len(runs[best_code]))
+            if s["status"] == "ok":
+                runs.setdefault(s["code"], []).append(s["time_ms"])
+            mean = sum(runs[s["code"]]) / len(runs[s["code"]]) if s["status"] == "ok" else None
+            repair = _repairs_from_raw_fields(prev, s) and s["status"] == "ok"
+            if w == 1:
+                assert s["status"] == "ok" and (s["kept"] or repair), (ep["id"], s["step"])
+                if not s["kept"]:
+                    assert mean <= best_ms * (1 + needed) + 1e-9, (ep["id"], s["step"], mean, best_ms)
+                    repairs_weighted += 1
+            elif repair and not s["kept"]:
+                assert mean > best_ms * (1 + needed) - 1e-9, (ep["id"], s["step"])
+                repairs_not_weighted += 1
+            else:
+                assert not s["kept"], (ep["id"], s["step"])
+            if s["kept"]:
+                best_code = s["code"]
+            best_ms = s["best_ms"]
+            prev = s
+    assert repairs_weighted + repairs_not_weighted > 0       # the rule was exercised
+
+
+def test_validate_names_the_target_rule_when_a_weight_is_changed(tmp_path, capsys):
+    from corrupt import refresh_hashes, rewrite_row
+    from kernelstrain.cli import main
+    d = tmp_path / "d"
+    assert main(["generate", "--seed", "3", "--out", str(d), "--episodes", "6", "--quiet", "--workers", "1"]) == 0
+    rows = (d / "sft_steps.jsonl").read_text().splitlines()
+    line = next(n for n, raw in enumerate(rows, 1) if '"status":"ok","failure":null,"kept":false,"weight":0' in raw)
+
+    def promote(row):       # an exploration that lost, made a training target
+        row["weight"] = row["messages"][-1]["weight"] = 1
+    rewrite_row(d / "sft_steps.jsonl", line, promote)
+    refresh_hashes(d)
+    assert main(["validate", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert f"sft_steps.jsonl:{line}: weight 1 where the training-target rule" in out, out
