@@ -377,27 +377,31 @@ _DEFINE = r"#define\s+({name})\s+\(?{value}(?![\w.])"
 _ASSIGN = r"\b({name})\s*=\s*{value}(?![\w.])"          # a keyword argument, an assignment, a constexpr
 _TUPLE = re.compile(r"^[ \t]*(\w+(?:\s*,\s*\w+)+)\s*=\s*(\d+(?:\s*,\s*\d+)+)[ \t]*$", re.M)
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((?:[^()\n]|\([^()\n]*\))*\)")
+# integer values a candidate states whatever its parameters: macros, constexprs, Triton
+# meta-parameters (upper-case constexprs, num_warps/num_stages/num_ctas) passed at launch
+_STATED = (re.compile(r"^[ \t]*#define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+\(?(\d+)\)?[uU]?(?=[ \t]*(?://.*)?$)", re.M),
+           re.compile(r"\bconstexpr[ \t]+(?:int|unsigned|int64_t|size_t)[ \t]+(\w+)[ \t]*=[ \t]*(\d+)[ \t]*;"),
+           re.compile(r"[(,][ \t]*([A-Z][A-Z0-9_]*|num_warps|num_stages|num_ctas)=(\d+)(?=[ \t]*[,)\n])"))
+_HARDWARE = ("WARP_SIZE",)      # the target's, not a choice
 
 
 def code_values(code: str, params: dict) -> list[str]:
-    """A candidate's tunable values as its code states them: a `#define`, an assignment or a
-    keyword argument of the launch (spelled as in the code), `__launch_bounds__(...)` and
-    `#pragma unroll N` where the code has them. A value the code does not state is left out.
+    """A candidate's tunable values as its code states them: each parameter where the code
+    writes it (a `#define`, an assignment or a launch keyword, spelled as in the code;
+    `__launch_bounds__(...)`, `#pragma unroll N`), then the other integer macros, constexprs
+    and launch meta-parameters the code states. A value the code does not state is left out.
 
-    >>> code_values("#define THREADS 256\\nk[grid](x, BLOCK=1024, num_warps=4)", {"threads": 256, "BLOCK": 1024})
-    ['THREADS=256', 'BLOCK=1024']
+    >>> code_values("#define THREADS 256\\n#define VEC 8\\nk[grid](x, BLOCK=1024, num_warps=4)", {"threads": 256})
+    ['THREADS=256', 'VEC=8', 'BLOCK=1024', 'num_warps=4']
     >>> code_values("__global__ void __launch_bounds__(THREADS, 2) k() {}", {"min_blocks": 2, "main_unroll": 0})
     ['__launch_bounds__(THREADS, 2)']
     """
-    out = []
-    for name, value in params.items():
-        if name in knobs.KNOBS:
-            text = _knob_text(code, name, value)
-        else:
-            text = _spelled(code, name, value)
-        if text:
-            out.append(text)
-    return list(dict.fromkeys(out))
+    out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS else _spelled(code, name, value)
+                       for name, value in params.items()) if t]
+    named = {t.split("=")[0] for t in out}
+    stated = sorted((m.start(), f"{m.group(1)}={m.group(2)}") for pattern in _STATED for m in pattern.finditer(code)
+                    if m.group(1) not in named and m.group(1) not in _HARDWARE)
+    return list(dict.fromkeys(out + [t for _, t in stated]))
 
 
 def _knob_text(code: str, name: str, value: int) -> str | None:
@@ -425,10 +429,11 @@ def _spelled(code: str, name: str, value) -> str | None:
 
 def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
     """One line of the compact history in a step-level row or a window's first turn: the
-    step's outcome, its time, its values as the code states them, and whether its code is
-    one measured before (`same_as`: that step, 0 the baseline)."""
+    step's outcome, its time and profile (registers, shared memory), whether its code is one
+    submitted before (`same_as`: that step, 0 the baseline), its values as the code states them."""
     if step["status"] == "ok":
-        res = f"{fmt_ms(step['time_ms'], unit)}, {'kept' if step['kept'] else 'not kept'}"
+        res = (f"{fmt_ms(step['time_ms'], unit)}, {'kept' if step['kept'] else 'not kept'}, {step['regs']} regs, "
+               f"{step['smem_bytes']} B smem")
     else:
         res = outcome(step)
     if same_as is not None:
