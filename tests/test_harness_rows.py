@@ -15,6 +15,7 @@ from kernelstrain.plan import make_plan
 from kernelstrain.profiles import PROFILE_DIR, load_profile
 from kernelstrain.schema import KINDS
 from kernelstrain.sessions import session_row
+from kernelstrain.tasks import make_task
 
 FENCED = re.compile(r"```.*?```", re.S)
 TIME = re.compile(r"\d (ms|us)\b")
@@ -64,6 +65,17 @@ def test_no_generator_label_in_what_the_model_reads(conversations):
                 text = _harness_text(ep, msg)
                 assert not tags.search(text), (ep["id"], tags.search(text).group(0), text[:300])
                 assert not kinds.search(text), (ep["id"], kinds.search(text).group(0))
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_no_task_header_names_a_rung_or_kind(name):
+    """Every module's task header (title, semantics, entry point; the reference aside) on
+    the H200 at its first dtype and shape."""
+    m = REGISTRY[name]
+    task = make_task(m, "H200", m.dtypes[0], m.shapes[0])
+    text = FENCED.sub("", messages.task_header(m, task, m.reference(task)))
+    words = re.compile(r"\b(" + "|".join([re.escape(v.tag) for v in m.variants] + list(KINDS)) + r")\b")
+    assert not words.search(text), words.search(text).group(0)
 
 
 def test_one_time_unit_per_conversation(conversations):
