@@ -140,6 +140,15 @@ def _method(head: str, doc: str, lines: list) -> str:
     return f"    {head}:\n        \"\"\"{doc}\"\"\"\n" + "".join(f"        {line}\n" for line in lines)
 
 
+def _model_class(name: str, doc: str, params: list, forward_doc: str, forward: list) -> str:
+    """Model or ModelNew: a Reference with the same constructor (the reference's parameters,
+    then the fixed inputs, so both draw the same values after one seed) and its own forward."""
+    return (f"class {name}(Reference):\n    \"\"\"{doc}\"\"\"\n\n"
+            + _method("def __init__(self, *init_inputs)", "The reference's parameters, then the fixed inputs.",
+                      ["super().__init__(*init_inputs)", "register_fixed_inputs(self)"]) + "\n"
+            + _method(f"def forward(self, {', '.join(params)})", forward_doc, forward))
+
+
 def _reference_call(subject, names) -> list:
     """The lines that call the reference's forward; one that differentiates (a backward op)
     does so with autograd on: the harness runs every forward under torch.no_grad()."""
@@ -155,13 +164,11 @@ def problem_source(subject) -> str:
     doc = f"{subject.title} ({subject.dtype}), as KernelBench's harness runs it at {precision(subject)}."
     notes = _notes(subject, plan)
     doc += ("\n\n    " + "\n    ".join(notes) + "\n    ") if notes else ""
-    cls = (f"class Model(Reference):\n    \"\"\"{doc}\"\"\"\n\n"
-           + _method("def __init__(self, *init_inputs)", "The reference's parameters, then the fixed inputs.",
-                     ["super().__init__(*init_inputs)", "register_fixed_inputs(self)"]) + "\n"
-           + _method(f"def forward(self, {', '.join(params)})", "The reference's forward, one output tensor.",
-                     lines + _reference_call(subject, names)))
+    cls = _model_class("Model", doc, params, "The reference's forward, one output tensor.",
+                       lines + _reference_call(subject, names))
     return (_shared(subject, plan) + "\n\n" + cls + "\n\ndef get_inputs():\n    inputs = reference_inputs()\n"
-            "    return [inputs[i] for i in PASSED_INPUTS]\n\n\ndef get_init_inputs():\n    return reference_init_inputs()\n")
+            "    return [inputs[i] for i in PASSED_INPUTS]\n\n\n"
+            "def get_init_inputs():\n    return reference_init_inputs()\n")
 
 
 def source_literal(text: str) -> str:
@@ -248,10 +255,7 @@ def solution_source(subject) -> str:
     else:
         kernel = ("# ---- the candidate kernel ----\n" + subject.candidate.code.rstrip()
                   + "\n# ---- end of the candidate kernel ----\n" + _TRITON_POISON)
-    cls = (f"class ModelNew(Reference):\n    \"\"\"The reference's parameters; forward through the custom kernel.\"\"\"\n\n"
-           + _method("def __init__(self, *init_inputs)", "The reference's parameters, then the fixed inputs.",
-                     ["super().__init__(*init_inputs)", "register_fixed_inputs(self)"]) + "\n"
-           + _method(f"def forward(self, {', '.join(params)})", "The custom kernel, one output tensor.",
-                     lines + call))
+    cls = _model_class("ModelNew", "The reference's parameters; forward through the custom kernel.", params,
+                       "The custom kernel, one output tensor.", lines + call)
     shared = _shared(subject, plan).removeprefix("import torch\nimport torch.nn as nn\n")
     return head + shared + "\n\n" + kernel + "\n\n" + cls
