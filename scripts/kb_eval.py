@@ -178,7 +178,8 @@ def dry_one(problem_path: str, solution_path: str, row: dict) -> dict:
     torch, harness, problem, solution = _load(problem_path, solution_path)
     module = REGISTRY[row["module"]]
     text = Path(solution_path).read_text()
-    subject = Subject(task_id=row["task_id"], kind="single", split=row["split"], reference=solution.REFERENCE,
+    subject = Subject(task_id=row["task_id"], kind="single", split=row["split"],
+                      reference=Path(problem_path).read_text(),
                       dtype=row["dtype"], title=row["title"], desc="", module=module,
                       task=make_task(module, row["gpu"], row["dtype"], row["shape"]), gpu=row["gpu"], arch=row["arch"],
                       candidate=Candidate(text, "dry", "ok", None))

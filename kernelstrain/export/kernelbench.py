@@ -7,9 +7,10 @@ index mapping ids to files and recorded statuses.
     KB/solutions/level1/<n>_<episode>_s<step>.py  ModelNew of one candidate of problem n
     KB/index.json                                 problems and solutions with their records
 
-Levels follow KernelBench's: 1 single operators, 2 fusion patterns. A solution is
-self-contained (sources as string literals; the reference executed in its own namespace), so
-KernelBench's evaluation, or scripts/kb_eval.py, runs it next to its problem file unchanged.
+Levels follow KernelBench's: 1 single operators, 2 fusion patterns. Problems and solutions are
+in the form KernelBench's own harness scores and loads (kb_form: one output tensor, inputs that
+survive its precision cast, one self-contained solution file its static checker accepts), so
+KernelBench's `eval_kernel_against_ref`, or scripts/kb_eval.py, runs them unchanged.
 """
 from __future__ import annotations
 
@@ -24,19 +25,11 @@ from ..fused.dataset import is_fused_dir
 from ..sessions import episode_source
 from ..validate import read_jsonl
 from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
-from ..workdir.render import binding_sources, kernel_file, model_new
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
+from .kb_form import precision, problem_source, solution_source
 
 SCHEMA = "kernelstrain/kernelbench_export@1"
 STATUSES = ("ok", "wrong_result", "compile_error")
-
-
-def solution_source(subject) -> str:
-    """The standalone ModelNew file of a single-op subject's candidate."""
-    sources = {kernel_file(subject): subject.candidate.code}
-    if subject.module.impl == "cuda":
-        sources["binding.cpp"], sources["trampoline.cu"] = binding_sources(subject)
-    return model_new(subject, sources)
 
 
 def _problem(subject, n: int, level: int, source: str) -> dict:
@@ -48,7 +41,8 @@ def _problem(subject, n: int, level: int, source: str) -> dict:
            "needs_grad": ".backward(" in subject.reference, "source": source}
     if subject.kind == "single":
         row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,
-                   shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms, best_ms=subject.best_ms,
+                   precision=precision(subject), shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms,
+                   best_ms=subject.best_ms,
                    hand_adapted=hand_adapted(subject), unsupported=unsupported_reason(subject))
     return row
 
@@ -85,7 +79,7 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                 row = as_episode(raw)
                 base = single(row, "train", episode_candidate(row, 0))
                 if base.task_id not in problems:
-                    problems[base.task_id] = _problem(base, len(problems) + 1, 1, base.reference)
+                    problems[base.task_id] = _problem(base, len(problems) + 1, 1, problem_source(base))
                     yield "problem", problems[base.task_id]
                 prob, seen = problems[base.task_id], set()
                 for step in _steps(row, best_only, statuses):
@@ -107,7 +101,7 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
             for _, row in read_jsonl(path):
                 s = single(row, row["split"], episode_candidate({**row, "id": None}, 0), row.get("reference"))
                 if s.task_id not in problems:
-                    problems[s.task_id] = _problem(s, len(problems) + 1, 1, s.reference)
+                    problems[s.task_id] = _problem(s, len(problems) + 1, 1, problem_source(s))
                     yield "problem", problems[s.task_id]
 
 

@@ -89,8 +89,10 @@ def dry_call(subject, source: str) -> str | None:
     why = unsupported(subject.module)
     if why:
         return f"unsupported: {why}"
+    from unittest import mock
     ref = types.ModuleType("model")
     saved = sys.modules.get("model")
+    stand = _Stand(subject, torch)
     with tempfile.TemporaryDirectory() as tmp:       # a file: Triton's jit reads its kernels' source
         path = Path(tmp) / "model_new.py"
         path.write_text(source, encoding="utf-8")
@@ -99,21 +101,26 @@ def dry_call(subject, source: str) -> str | None:
             exec(compile(subject.reference, "<model.py>", "exec"), ref.__dict__)  # noqa: S102 - our own render
             spec = importlib.util.spec_from_file_location("ks_dry_model_new", path)
             mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            # a KernelBench solution compiles its extension as it loads: the stand-in is that extension
+            with mock.patch("torch.utils.cpp_extension.load_inline", lambda *a, **k: stand):
+                spec.loader.exec_module(mod)
         finally:
             sys.modules.pop("model")
             if saved is not None:
                 sys.modules["model"] = saved
     ns = mod.__dict__
     try:
-        stand = _Stand(subject, torch)
         ns["build"] = lambda verbose=False: stand
         e = subject.module.entry
         if (e.py_name or e.name) in ns:        # a standalone Triton solution calls its wrapper directly
             ns[e.py_name or e.name] = getattr(stand, e.py_name or e.name)
+        passed = ns.get("PASSED_INPUTS", subject.module.inputs)   # a KernelBench solution: what the harness passes
+        if "register_fixed_inputs" in ns:      # its integer buffers: empty, like the inputs (no draw on meta)
+            ns["register_fixed_inputs"] = lambda model: [model.register_buffer("fixed_" + name, torch.empty(
+                0, dtype=torch.int64, device="meta")) for name, _ in ns["FIXED_INPUTS"]]
         with torch.device("meta"):
             model = ns["ModelNew"](*ref.get_init_inputs())
-            inputs = [torch.empty(0, device="meta") for _ in subject.module.inputs]
+            inputs = [torch.empty(0, device="meta") for _ in passed]
             model(*inputs)
     except Exception as err:  # noqa: BLE001 - the problem is the result
         return f"{type(err).__name__}: {err}"

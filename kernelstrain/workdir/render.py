@@ -1,12 +1,11 @@
-"""The generated sources of a workspace and of a KernelBench solution: `model_new.py`
-(class ModelNew: the reference's constructor, its forward through the custom kernel), the
-PyTorch binding and the C trampoline of a CUDA candidate.
+"""The generated sources of a workspace: `model_new.py` (class ModelNew: the reference's
+constructor, its forward through the custom kernel), the PyTorch binding and the C trampoline
+of a CUDA candidate (export/kb_form builds a KernelBench solution from the same parts).
 
 A CUDA candidate is compiled as it is, with `Entry.trampoline` appended (extern "C" ks_entry),
 by nvcc; the binding (`Entry.trampoline_binding`) is a separate C++ file, so PyTorch's headers
 stay out of the nvcc translation unit. A Triton candidate is imported as a Python module and its
-wrapper called. `standalone=True` gives one self-contained file (KernelBench solution form):
-the sources as string literals, the reference program executed in a namespace of its own.
+wrapper called.
 """
 from __future__ import annotations
 
@@ -153,26 +152,15 @@ def set_poison(on):
 '''
 
 
-def model_new(subject, sources: dict | None = None) -> str:
-    """model_new.py of a workspace (sources None: read kernels/ and binding/ next to it), or a
-    standalone KernelBench solution (sources: {file name: text})."""
-    standalone = sources is not None
+def model_new(subject) -> str:
+    """model_new.py of a workspace: it reads kernels/ and binding/ next to it."""
     head = [f'"""ModelNew for {subject.title} ({subject.dtype}): ' + _what(subject) + '"""',
             "import hashlib  # noqa: F401\nimport importlib.util  # noqa: F401\nimport inspect  # noqa: F401\n"
             "import os  # noqa: F401\nfrom pathlib import Path\n\nimport torch\nimport torch.nn as nn  # noqa: F401\n"]
-    if standalone and subject.kind == "single" and subject.module.impl == "triton":
-        head.append("# ---- the candidate kernel ----\n" + sources[kernel_file(subject)].rstrip() + "\n"
-                    "# ---- end of the candidate kernel ----\n")
-    if standalone:
-        head.append(f"REFERENCE = {subject.reference!r}\n_REFERENCE = {{}}\n"
-                    "exec(compile(REFERENCE, '<reference>', 'exec'), _REFERENCE)\nModel = _REFERENCE['Model']\n")
-        head.append("HERE = Path(__file__).resolve().parent\n")
-    else:
-        head.append("from model import Model\n\nHERE = Path(__file__).resolve().parent\n")
-    body = _loader(subject, sources)
-    inline = standalone and subject.kind == "single" and subject.module.impl == "triton"
+    head.append("from model import Model\n\nHERE = Path(__file__).resolve().parent\n")
+    body = _loader(subject)
     params, lines = (["*inputs"], ["return fused_forward(self, *inputs)"]) if subject.kind == "fused" \
-        else forward_call(subject, "" if inline else "build().")
+        else forward_call(subject)
     cls = (f"class ModelNew(Model):\n    \"\"\"The reference's constructor and parameters; forward through the custom "
            f"kernel.\"\"\"\n\n    def forward(self, {', '.join(params)}):\n"
            + "".join(f"        {line}\n" for line in lines))
@@ -188,23 +176,14 @@ def _what(subject) -> str:
     return f"forward {how} ({subject.candidate.label})."
 
 
-def _loader(subject, sources: dict | None) -> str:
-    standalone = sources is not None
+def _loader(subject) -> str:
     if subject.kind == "fused":
-        if standalone:
-            raise ValueError("a fused task has no kernel candidate to export")
         return ("spec = importlib.util.spec_from_file_location('ks_fused_reference', HERE / 'kernels' / "
                 "'fused_reference.py')\n_FUSED = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(_FUSED)\n"
                 "fused_forward = _FUSED.fused_forward\n\n\ndef build(verbose=False):\n    \"\"\"Nothing to compile.\"\"\"\n"
                 "    return _FUSED\n\n\ndef set_poison(on):\n    \"\"\"No outputs are allocated outside PyTorch.\"\"\"\n")
     kfile = kernel_file(subject)
     if subject.module.impl == "triton":
-        if standalone:      # the candidate is this file's own code: poison swaps this module's torch
-            return ("_TORCH = torch\n\n\ndef build(verbose=False):\n    \"\"\"Nothing to build: Triton compiles each "
-                    "kernel at its first launch.\"\"\"\n    return None\n\n\nclass" + _TRITON_BUILD.split("\n\n\nclass", 1)[1]
-                    .split("\n\n\ndef set_poison", 1)[0] + "\n\n\ndef set_poison(on):\n    \"\"\"While on, the wrapper's "
-                    "torch.empty / empty_like outputs start as NaN / 0xFF bytes.\"\"\"\n"
-                    "    globals()['torch'] = _PoisonedTorch(_TORCH) if on else _TORCH\n")
         return (_TRITON_BUILD.replace("_KERNEL = None\n", "_KERNEL = None\n\n\ndef build(verbose=False):\n"
                 "    \"\"\"Import the candidate from kernels/ (Triton compiles each kernel at its first launch).\"\"\"\n"
                 "    global _KERNEL\n    if _KERNEL is None:\n"
@@ -212,16 +191,10 @@ def _loader(subject, sources: dict | None) -> str:
                 "        _KERNEL = importlib.util.module_from_spec(spec)\n        spec.loader.exec_module(_KERNEL)\n"
                 "    return _KERNEL\n", 1))
     flags = CUDA_FLAGS + (arch_flag(subject),)
-    if standalone:
-        binding, tramp = sources["binding.cpp"], sources["trampoline.cu"]
-        src = (f"BINDING = {binding!r}\nKERNEL = {sources[kfile]!r}\nTRAMPOLINE = {tramp!r}\n\n\n"
-               "def _sources():\n    return BINDING, KERNEL + '\\n' + TRAMPOLINE\n\n\n"
-               "def _build_dir(name):\n    return None   # PyTorch's extension cache\n\n\n")
-    else:
-        src = ("def _sources():\n    \"\"\"(the binding, the candidate with its C trampoline appended).\"\"\"\n"
-               "    binding = (HERE / 'binding' / 'binding.cpp').read_text()\n"
+    src = ("def _sources():\n    \"\"\"(the binding, the candidate with its C trampoline appended).\"\"\"\n"
+           "    binding = (HERE / 'binding' / 'binding.cpp').read_text()\n"
                f"    kernel = (HERE / 'kernels' / {kfile!r}).read_text()\n"
-               "    return binding, kernel + '\\n' + (HERE / 'binding' / 'trampoline.cu').read_text()\n\n\n"
-               "def _build_dir(name):\n    path = HERE / 'build' / name\n    path.mkdir(parents=True, exist_ok=True)\n"
-               "    return str(path)\n\n\n")
+           "    return binding, kernel + '\\n' + (HERE / 'binding' / 'trampoline.cu').read_text()\n\n\n"
+           "def _build_dir(name):\n    path = HERE / 'build' / name\n    path.mkdir(parents=True, exist_ok=True)\n"
+           "    return str(path)\n\n\n")
     return src + _CUDA_BUILD.format(flags=flags)

@@ -144,7 +144,9 @@ def layernorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_pt
 
 # -- locked_group_buffers ------------------------------------------------------------------
 def locked_group_buffers_src(p, task, scale=RSTD, locked=True):
-    acquire = "    while tl.atomic_cas(lock_ptr + g, 0, 1) == 1:\n        pass\n" if locked else ""
+    # spin until the lock is taken (a loop whose body retries: KernelBench's checker refuses `pass`)
+    acquire = ("    held = tl.atomic_cas(lock_ptr + g, 0, 1)\n    while held == 1:\n"
+               "        held = tl.atomic_cas(lock_ptr + g, 0, 1)\n") if locked else ""
     release = "    tl.atomic_xchg(lock_ptr + g, 0)\n" if locked else ""
     barrier = "    tl.debug_barrier()  # every warp's store must land before the lock is released\n" if locked else ""
     return jit(row_backward(scale), f"""
