@@ -19,7 +19,8 @@ from collections import Counter
 from .fields import as_dict
 
 SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best is not returned to
-FAR_END = 1.5        # a `converged` episode whose last measured step is this much slower than its best
+FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
+LAST_STEPS = 3
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
 
@@ -61,10 +62,10 @@ def figures(ep: dict) -> Counter:
     if steps and steps[0]["tag"] == base["tag"] and config(steps[0]["tag"], steps[0]["params"]) != base_key:
         f["first_tweaks"] += 1
         f["first_tweaks_failed"] += steps[0]["status"] != "ok"
-    last_ok = next((s for s in reversed(steps) if s["status"] == "ok"), None)
+    last = [s["time_ms"] for s in steps if s["status"] == "ok"][-LAST_STEPS:]
     if ep.get("end") == "converged":
         f["converged"] += 1
-        f["converged_far"] += last_ok is not None and last_ok["time_ms"] > FAR_END * best_ms
+        f["converged_far"] += bool(last) and min(last) > FAR_END * best_ms
     return f
 
 
