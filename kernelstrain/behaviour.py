@@ -9,7 +9,7 @@ generator's labels in what the model reads.
 ...                  {"step": 2, "tag": "a", "params": {"t": 2}, "kind": "structural", "status": "ok",
 ...                   "time_ms": 8.0, "best_ms": 1.0, "bug": None}]}
 >>> f = figures(row); f["tail"], f["slow_rung_returns"], f["converged_far"]
-(1, 1, 1)
+(1, 1, 0)
 """
 from __future__ import annotations
 

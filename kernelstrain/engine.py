@@ -292,6 +292,12 @@ class Episode:
                 out.append(Candidate(v, {**around.params, **{n: vals[j] for n, vals, j in zip(names, values, moved)}}))
         return out
 
+    def distance(self, c: Candidate) -> int:
+        """Value-steps from the best's configuration to `c` (same rung), summed over the tunable parameters."""
+        v = self.best.variant
+        return sum(abs(knobs.param(v, n).values.index(c.params[n]) - knobs.param(v, n).values.index(self.best.params[n]))
+                   for n in self.tunable(v))
+
     def propose_tune(self, reach: int, around: Candidate | None = None) -> Candidate | None:
         """A neighbour of the best (or of `around`) never measured, the nearest first (up to
         `reach` value-steps); among equally near ones a one-parameter or a joint move as the
@@ -350,7 +356,8 @@ class Episode:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        out = self._over_limit(self.best.variant, error_class) if tune else []
+        out = [c for c in self._over_limit(self.best.variant, error_class) if self.distance(c) <= self.search.spread] \
+            if tune else []
         for v in self.ups()[:self.search.limit_rungs]:
             out += self._over_limit(v, error_class)
         return out
@@ -386,7 +393,7 @@ class Episode:
             return []
         moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
                  for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]
-                 if tune]
+                 [:self.search.spread] if tune]
         moves += [self.rung_candidate(u) for u in self.ups()[:self.search.limit_rungs]
                   if "bound" in {p.name for p in u.params}]
         out = []
