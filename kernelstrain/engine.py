@@ -76,7 +76,7 @@ class Habits:
 
     @classmethod
     def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.05, 0.3), expert_first=rng.random() < 0.1,
+        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.2, 0.6), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
                    patience=rng.randint(*patience))
 
@@ -241,8 +241,8 @@ class Episode:
             ups = self.ups()
             if h.expert_first and k <= 2:
                 pick = ups[-1]
-            else:
-                pick = ups[1] if len(ups) > 1 and rng.random() < h.skip else ups[0]
+            else:           # the next rung, or (skipping) any rung further up: engineers start differently
+                pick = rng.choice(ups[1:]) if len(ups) > 1 and rng.random() < h.skip else ups[0]
             c = self.rung_candidate(pick)
             if self.fresh(c):
                 return c

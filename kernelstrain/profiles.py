@@ -54,8 +54,8 @@ class Search:
     # episodes still average steps.mean. Retries, re-measurements and owed failures take steps
     # where no new failure is drawn, and many compile failures wait for a limit to be near.
     budget_scale: float = 2.0       # step budget drawn at this multiple of steps.mean
-    compile_scale: float = 3.1      # per-step compile-error draw = status.compile_error * this
-    failure_scale: float = 1.0      # per-step wrong-result draw = status.wrong_result * this (a bug rides on
+    compile_scale: float = 4.3      # per-step compile-error draw = status.compile_error * this
+    failure_scale: float = 0.9      # per-step wrong-result draw = status.wrong_result * this (a bug rides on
                                     # the move the engineer was making, and its repair is a step of its own)
     patience_min: int = 2           # steps in a row without a keep, no rung left worth climbing, before
     patience_max: int = 5           # converging: drawn in [min, max] (engine.Episode.converged)
@@ -69,7 +69,8 @@ class Search:
     typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
     slip_weights: tuple = ()        # ((kind, weight), ...): slips (kernelstrain/slips) besides the typo, whose
                                     # weight is typo_weight; TOML: slip_weights = {const_cast = 0.1, ...}
-    owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
+    owed_share: float = 0.92        # a compile error drawn with no limit near is owed, not a typo (short
+                                    # episodes pay fewer owed failures: the typo share stays under qa's 0.6)
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
     time_budget_h: float = 0.0      # simulated hours after which no new step starts (0 = none): engine.out_of_time
