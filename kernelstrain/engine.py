@@ -76,7 +76,7 @@ class Habits:
 
     @classmethod
     def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.2, 0.6), expert_first=rng.random() < 0.15,
+        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
                    patience=rng.randint(*patience))
 

@@ -29,7 +29,8 @@ from .validate import kind_mismatch, read_jsonl, render_code
 from .writers import FILES
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
-MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path
+MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path, and so do two
+                              # rungs above a baseline started higher (search.baseline_cap): try A, or B, first
 # A batch of 100 sessions holds 1-6 of a module's sessions: 3 of 5 on one path is chance on a
 # short ladder, not a habit. A batch scores path variety on modules it holds this often; a
 # module that always walks one path still fails (10 of 10).
@@ -118,7 +119,7 @@ class _Acc:
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
         self.repeats.update(repeats(slip_sites(ep)))
-        if has_path_choice(module, ep["dtype"]):
+        if has_path_choice(module, ep["dtype"], base["tag"]):
             self.paths[ep["module"]][tuple(path)] += 1
         c["converged"] += ep.get("end") == "converged"
         self.speedup_log += math.log(ep["best"]["speedup"])
@@ -170,10 +171,14 @@ def slip_sites(ep: dict) -> list:
     return out
 
 
-def has_path_choice(module, dtype: str) -> bool:
+def has_path_choice(module, dtype: str, start: str | None = None) -> bool:
     """Path variety is scored only where the ladder offers a choice: a dtype whose ladder has two
-    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up."""
-    return sum(v.offered(dtype) for v in module.variants) >= MIN_RUNGS_FOR_PATHS
+    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up; an episode
+    that starts at rung `start` (a baseline_cap start) needs MIN_RUNGS_FOR_PATHS rungs above it."""
+    offered = [v.tag for v in module.variants if v.offered(dtype)]
+    if start is None or start not in offered:
+        return len(offered) >= MIN_RUNGS_FOR_PATHS
+    return len(offered) - offered.index(start) - 1 >= MIN_RUNGS_FOR_PATHS
 
 
 def _bucket(row: dict) -> int:
