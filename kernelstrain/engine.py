@@ -2,14 +2,15 @@
 own evidence says nothing left is worth a step, or its step budget runs out.
 
 The agent edits the current best, and every step has a reason the state supports: climb to a
-rung above the best not yet tried (what it adds should beat the best); tune a neighbour of the
-best's configuration (one parameter up to two values away, or two parameters one value each)
-that was never measured; re-measure only to settle a close call; repair the failure it just
-made (the same rung, fixed); ablate a technique of the best at most once, onto a rung below not
-measured slow. It never returns to a rung measured at SLOW_RUNG x the best, never proposes code
-already measured except to settle a close call, and never makes a bug again. It stops when no
-rung is left to climb and either the best's neighbourhood is exhausted or `patience` steps in a
-row found nothing (its evidence that the rest of the neighbourhood will not either).
+rung above the best not yet tried whose roofline could beat the best; tune a never-measured
+neighbour of the best's configuration (search.spread value-steps at most, over one to three
+parameters), or of a climb that lost by less than CONTENDER; re-measure only to settle a close
+call; repair the failure it just made (the same rung, fixed); ablate a technique of the best at
+most once, onto a rung below not measured slow. It never returns to a rung measured at
+SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
+never makes a bug again. It stops when nothing is open and the best is within ROOFLINE_NEAR of
+its roofline, or no rung is left worth climbing and either the neighbourhood is exhausted or
+`patience` steps in a row found nothing (its evidence that the rest will not either).
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -234,8 +235,8 @@ class Episode:
         return next((o for o in (Candidate(v, v.defaults()), *self.grid(v)) if self.fresh(o)), fallback)
 
     def propose_structural(self, k: int) -> Candidate | None:
-        """A climb: the top rung first for an expert-first engineer, else the next rung up (or
-        the one after it, skipping). A rung with nothing new to write is given up."""
+        """A climb: the top rung first for an expert-first engineer, else the next rung up (or,
+        skipping, any rung further up). A rung with nothing new to write is given up."""
         h, rng = self.habits, self.rng
         while self.ups():
             ups = self.ups()
