@@ -562,12 +562,14 @@ class Episode:
             steps.append(step)
         return steps
 
+    def time_spent(self) -> bool:
+        return self.time_budget_s > 0 and self.elapsed >= self.time_budget_s
+
     def out_of_time(self, k: int) -> bool:
         """The session's time budget is spent: no new step starts past it. A repair that is due
         still runs (a session never ends on a slip it was about to fix), and so do the first
         min_steps steps."""
-        return (self.time_budget_s > 0 and self.elapsed >= self.time_budget_s and k > self.min_steps
-                and self.pending is None)
+        return self.time_spent() and k > self.min_steps and self.pending is None
 
     def converged(self) -> bool:
         """Nothing open (a repair, a close call, a contender) and either the best runs within
@@ -587,7 +589,7 @@ class Episode:
             return None
         if self.pending is not None:
             fix, self.pending = self.pending, None
-            if rng.random() < 0.96:
+            if rng.random() < 0.96 or self.time_spent():     # past the budget a due repair is never put off
                 # a fix may itself fail to build: a new slip while repairing the old one
                 again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
                 if again:
