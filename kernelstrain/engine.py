@@ -1,14 +1,24 @@
-"""The agent policy: propose -> build -> check -> measure -> keep or revert, until the agent
-converges or its step budget runs out.
+"""The agent policy: propose -> build -> check -> measure -> keep or revert, until the agent's
+own evidence says nothing left is worth a step, or its step budget runs out.
 
-The agent edits the current best. Each episode draws its own habits (how often it skips a
-rung, tries the expert rung first, goes back to ablate a technique, tunes jointly, how
-patient it is), so ladders are walked in many orders. Every benchmark is one noisy run in
-a Ledger: a candidate is kept only when it beats the best beyond the noise; a candidate
-that is faster but inside the noise is a close call, and only then does the agent
-re-measure (the best, or the candidate again). Failures are the ones engineers make at that
-point: a typo or a risky transformation in the code they just wrote (fixed and retried next),
-an arch-gated rewrite once the ladder reaches it, a tile too big for shared memory.
+The agent edits the current best, and every step has a reason the state supports: climb to a
+rung above the best not yet tried whose roofline could beat the best; tune a never-measured
+neighbour of the best's configuration (search.spread value-steps at most, over one to three
+parameters), or of a climb that lost by less than CONTENDER; re-measure only to settle a close
+call; repair the failure it just made (the same rung, fixed); ablate a technique of the best at
+most once, onto a rung below not measured slow. It never returns to a rung measured at
+SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
+never makes a bug again. It stops when nothing is open and the best is within ROOFLINE_NEAR of
+its roofline, or no rung is left worth climbing and either the neighbourhood is exhausted or
+`patience` steps in a row found nothing (its evidence that the rest will not either).
+
+Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
+ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
+benchmark is one noisy run in a Ledger: a candidate is kept only when it beats the best beyond
+the noise; a candidate that is faster but inside the noise is a close call, and only then does
+the agent re-measure (the best, or the candidate again). Failures are the ones engineers make
+in the change they were about to make anyway: a typo or a risky transformation (fixed and
+retried next), an arch-gated rewrite once the ladder reaches it, a tile too big for shared memory.
 
 Four RNG streams (policy, noise, clock, wording) keep trajectories independent of wording.
 """
@@ -26,13 +36,17 @@ from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
-from .sim import measure, simulate, smem_cap, writable
+from .sim import measure, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
 MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
+SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
+ROOFLINE_NEAR = 1.25  # a best this close to its roofline floor leaves no rewrite worth a step
+CONTENDER = 1.3       # a climb that lost by less than this, at parameters carried over, is tuned before it is judged
+CONTENDER_STEPS = 2   # ... for up to this many neighbours of its best measurement
 
 
 @dataclass(frozen=True)
@@ -56,14 +70,14 @@ class Habits:
     climb: float        # probability of a structural move while rungs are left
     skip: float         # probability of skipping the next rung
     expert_first: bool  # try the top rung right away
-    ablate: float       # probability of going back to a lower rung
-    joint: float        # share of parameter moves that change several parameters
+    ablate: float       # probability, once tuning stalls, of the episode's one ablation
+    joint: float        # share of parameter moves that change two parameters
     confirm: float      # probability of re-measuring after a close call
-    patience: int       # steps without a keep before declaring convergence
+    patience: int       # steps in a row without a keep, no rung left, before declaring convergence
 
     @classmethod
     def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.3, 0.8), skip=rng.uniform(0.05, 0.5), expert_first=rng.random() < 0.25,
+        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
                    patience=rng.randint(*patience))
 
@@ -72,6 +86,24 @@ def draw_steps(rng, lo: int, hi: int, mean: float) -> int:
     """Steps per episode: lo + Gamma(k=2.5) with the requested mean, capped at hi."""
     extra = rng.gammavariate(2.5, (mean - lo) / 2.5) if mean > lo else 0.0
     return int(min(hi, lo + round(extra)))
+
+
+def _offsets(n: int, dist: int, most: int = 3):
+    """Integer vectors of length n with |o|_1 == dist and at most `most` nonzero entries.
+
+    >>> sorted(_offsets(2, 1))
+    [(-1, 0), (0, -1), (0, 1), (1, 0)]
+    """
+    if n == 0:
+        if dist == 0:
+            yield ()
+        return
+    yield from ((0, *rest) for rest in _offsets(n - 1, dist, most))
+    if most:
+        for d in range(1, dist + 1):
+            for rest in _offsets(n - 1, dist - d, most - 1):
+                yield (d, *rest)
+                yield (-d, *rest)
 
 
 def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
@@ -107,17 +139,21 @@ class Episode:
         self.rungs = [v for v in above if not (v.needs - gpu.features)]
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
-        self._true_ms, self._codes, self._grids, self._limits, self._needs = {}, {}, {}, {}, {}
+        self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
         self.book = Ledger(self.baseline_code, self.baseline_ms)
         self.best = self.base
         self.measured: set = {self.baseline_code}     # codes benchmarked at least once
-        self.ran: dict = {self.baseline_code: self.base}  # code -> the candidate measured
         self.tried: set = {self.base.key}              # configs built (ok or failed to build)
         self.rung_tried: set = {base.tag}
-        self.fixed: set = set()                        # (tag, bug) already fixed: not re-injected
+        self.fixed: set = set()                        # bugs made (and fixed): never made again, on any rung
+        self.rung_ms: dict = {base.tag: self.baseline_ms}    # fastest measurement of each rung
+        self.ablated = False                           # the one ablation of the episode is spent
+        self.contender: Candidate | None = None        # a rung that came close: tuned before it is judged
+        self.contender_ms = 0.0
+        self.contender_left = 0
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
@@ -179,9 +215,17 @@ class Episode:
 
     # -- proposals ------------------------------------------------------------------
     def ups(self) -> list[Variant]:
-        """Runnable rungs above the best's that have not been tried."""
+        """Runnable rungs above the best's, not tried yet, that could beat it: their technique's
+        roofline (memory, or the compute path they use) is more than ROOFLINE_NEAR under the best."""
         here = self.pos[self.best.variant.tag]
-        return [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried]
+        return [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
+                and not self.near_floor(v)]
+
+    def near_floor(self, v: Variant) -> bool:
+        """The best runs within ROOFLINE_NEAR of `v`'s roofline floor: `v` cannot gain much on it."""
+        if v.path not in self._floors:
+            self._floors[v.path] = roofline_floor_ms(self.m, self.task, v.path)
+        return self.book.best_ms <= ROOFLINE_NEAR * self._floors[v.path]
 
     def rung_candidate(self, v: Variant) -> Candidate:
         c = Candidate(v, self.carry(v))
@@ -191,16 +235,42 @@ class Episode:
         return next((o for o in (Candidate(v, v.defaults()), *self.grid(v)) if self.fresh(o)), fallback)
 
     def propose_structural(self, k: int) -> Candidate | None:
-        h, rng, ups = self.habits, self.rng, self.ups()
-        if ups and h.expert_first and k <= 2:
-            return self.rung_candidate(ups[-1])
-        if ups and not (rng.random() < h.ablate and self.pos[self.best.variant.tag] > self.pos[self.base.variant.tag]):
-            pick = ups[1] if len(ups) > 1 and rng.random() < h.skip else ups[0]
-            return self.rung_candidate(pick)
-        # going back: a skipped rung, or the rung below the best with the best's parameters
-        below = [v for v in self.rungs if self.pos[v.tag] < self.pos[self.best.variant.tag]]
-        rng.shuffle(below)
-        for v in below:
+        """A climb: the top rung first for an expert-first engineer, else the next rung up (or,
+        skipping, any rung further up). A rung with nothing new to write is given up."""
+        h, rng = self.habits, self.rng
+        while self.ups():
+            ups = self.ups()
+            if h.expert_first and k <= 2:
+                pick = ups[-1]
+            else:           # the next rung, or (skipping) any rung further up: engineers start differently
+                pick = rng.choice(ups[1:]) if len(ups) > 1 and rng.random() < h.skip else ups[0]
+            c = self.rung_candidate(pick)
+            if self.fresh(c):
+                return c
+            self.rung_tried.add(pick.tag)
+        return None
+
+    def contend(self, cand: Candidate, time_ms: float) -> None:
+        """A measurement of another rung than the best's: a climb within CONTENDER of the best
+        becomes the contender; a tune of the contender that beats it takes its place."""
+        if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
+            return
+        if self.contender is not None and cand.variant.tag == self.contender.variant.tag:
+            if time_ms < self.contender_ms:
+                self.contender, self.contender_ms = cand, time_ms
+        elif time_ms <= CONTENDER * self.book.best_ms and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
+            self.contender, self.contender_ms, self.contender_left = cand, time_ms, CONTENDER_STEPS
+
+    def slow(self, tag: str) -> bool:
+        """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back."""
+        return self.rung_ms.get(tag, 0.0) >= SLOW_RUNG * self.book.best_ms
+
+    def propose_ablation(self) -> Candidate | None:
+        """The episode's one ablation: the best's parameters on a rung below it that was skipped
+        or measured within SLOW_RUNG x the best, to learn what the best's technique buys."""
+        here = self.pos[self.best.variant.tag]
+        below = [v for v in self.rungs if self.pos[v.tag] < here and not self.slow(v.tag)]
+        for v in reversed(below):            # the nearest technique first
             c = Candidate(v, self.carry(v))
             if self.fresh(c):
                 return c
@@ -209,63 +279,69 @@ class Episode:
     def tunable(self, variant: Variant) -> list[str]:
         return [p.name for p in variant.params if len(p.values) > 1 and p.name not in knobs.SLIPS]
 
-    def propose_sweep(self, spread: int) -> Candidate | None:
-        """One parameter of the best moved up to `spread` values away."""
-        v, names = self.best.variant, self.tunable(self.best.variant)
-        self.rng.shuffle(names)
-        for name in names:
-            p = v.param(name)
-            i = p.values.index(self.best.params[name])
-            js = [j for j in range(max(0, i - spread), min(len(p.values), i + spread + 1)) if j != i]
-            self.rng.shuffle(js)
-            for j in js:
-                c = Candidate(v, {**self.best.params, name: p.values[j]})
-                if self.fresh(c):
-                    return c
-        return None
+    def neighbours(self, around: Candidate, dist: int) -> list[Candidate]:
+        """Configs of `around`'s rung `dist` value-steps from its own (summed over the tunable
+        parameters, at most three of them changed): one parameter `dist` values away, or two or
+        three moved together (tile and warps, block and unroll interact)."""
+        v, names = around.variant, self.tunable(around.variant)
+        values = [knobs.param(v, n).values for n in names]
+        at = [vals.index(around.params[n]) for n, vals in zip(names, values)]
+        out = []
+        for offsets in _offsets(len(names), dist):
+            moved = [i + o for i, o in zip(at, offsets)]
+            if all(0 <= j < len(vals) for j, vals in zip(moved, values)):
+                out.append(Candidate(v, {**around.params, **{n: vals[j] for n, vals, j in zip(names, values, moved)}}))
+        return out
 
-    def propose_joint(self) -> Candidate | None:
-        v, names = self.best.variant, self.tunable(self.best.variant)
-        if len(names) < 2:
-            return None
-        for _ in range(12):
-            params = dict(self.best.params)
-            for name in self.rng.sample(names, self.rng.randint(2, min(3, len(names)))):
-                params[name] = self.rng.choice(v.param(name).values)
-            c = Candidate(v, params)
-            if kind_of(c, self.best, False) == "joint" and self.fresh(c):
-                return c
-        return None
+    def distance(self, c: Candidate) -> int:
+        """Value-steps from the best's configuration to `c` (same rung), summed over the tunable parameters."""
+        v = self.best.variant
+        return sum(abs(knobs.param(v, n).values.index(c.params[n]) - knobs.param(v, n).values.index(self.best.params[n]))
+                   for n in self.tunable(v))
 
-    def propose_move(self, k: int) -> Candidate | None:
-        """The next idea: climb, tune one parameter, tune several, or go back."""
-        h, rng = self.habits, self.rng
-        structural = self.ups() and (k == 1 or rng.random() < h.climb)
-        order = []
-        if structural:
-            order.append(lambda: self.propose_structural(k))
-        if self.late(k):
-            order += [lambda: self.propose_sweep(1), lambda: self.propose_sweep(2)]
-        elif rng.random() < h.joint:
-            order += [self.propose_joint, lambda: self.propose_sweep(2)]
-        else:
-            order += [lambda: self.propose_sweep(2), self.propose_joint]
-        order += [lambda: self.propose_structural(k), lambda: self.propose_sweep(4), self.propose_untried]
-        for make in order:
-            c = make()
+    def propose_tune(self, reach: int, around: Candidate | None = None) -> Candidate | None:
+        """A neighbour of the best (or of `around`) never measured, the nearest first (up to
+        `reach` value-steps); among equally near ones a one-parameter or a joint move as the
+        engineer's habit leans."""
+        around = around or self.best
+        joint = self.rng.random() < self.habits.joint
+        for dist in range(1, reach + 1):
+            options = self.neighbours(around, dist)
+            self.rng.shuffle(options)
+            options.sort(key=lambda c: (len([n for n in c.params if c.params[n] != around.params[n]]) > 1) != joint)
+            c = next((c for c in options if self.fresh(c)), None)
             if c is not None:
                 return c
         return None
 
-    def propose_untried(self) -> Candidate | None:
-        """The neighbourhood is exhausted: any untried config of the best's rung, then of the
-        rungs below it (an older structure may win with other parameters)."""
-        here = self.pos[self.best.variant.tag]
-        for v in [self.best.variant] + [r for r in reversed(self.rungs) if self.pos[r.tag] < here]:
-            options = [c for c in self.grid(v) if self.fresh(c)]
-            if options:
-                return self.rng.choice(options)
-        return None
+    def propose_contender(self) -> Candidate | None:
+        """A neighbour of a rung that lost by less than CONTENDER at the parameters it inherited:
+        its own best parameters may differ, so it is tuned (CONTENDER_STEPS) before it is judged."""
+        if self.contender is None or self.contender_left <= 0 or self.slow(self.contender.variant.tag):
+            self.contender = None
+            return None
+        self.contender_left -= 1
+        c = self.propose_tune(self.search.spread, self.contender)
+        if c is None:
+            self.contender = None
+        return c
+
+    def propose_move(self, k: int) -> Candidate | None:
+        """The next idea: climb, tune a neighbour of the best, ablate once when tuning stalls;
+        None when nothing is left worth a step."""
+        h, rng = self.habits, self.rng
+        c = self.propose_contender()
+        if c is not None:
+            return c
+        if self.ups() and (k == 1 or rng.random() < h.climb):
+            c = self.propose_structural(k)
+            if c is not None:
+                return c
+        if not self.ablated and self.stale >= 2 and rng.random() < h.ablate:
+            c = self.propose_ablation()
+            if c is not None:
+                return c
+        return self.propose_tune(self.search.spread) or self.propose_structural(k)
 
     # -- failures -------------------------------------------------------------------
     def plausible_gated(self) -> list[Variant]:
@@ -277,11 +353,12 @@ class Episode:
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + reach
                 and not v.needs & self.limits.missing]
 
-    def over_limit(self, error_class: str) -> list[Candidate]:
+    def over_limit(self, error_class: str, tune: bool = True) -> list[Candidate]:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        out = self._over_limit(self.best.variant, error_class)
+        out = [c for c in self._over_limit(self.best.variant, error_class) if self.distance(c) <= self.search.spread] \
+            if tune else []
         for v in self.ups()[:self.search.limit_rungs]:
             out += self._over_limit(v, error_class)
         return out
@@ -305,7 +382,7 @@ class Episode:
         return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
             c.variant, self.m, self.task.gpu))
 
-    def bound_slips(self) -> list[Candidate]:
+    def bound_slips(self, tune: bool = True) -> list[Candidate]:
         """A move of the best to bigger blocks written with __launch_bounds__ still at the
         best's block size, as a number (knobs `bound`): the launch fails."""
         v = self.best.variant
@@ -316,7 +393,8 @@ class Episode:
         if old not in knobs.KNOBS["bound"].values[1:]:
             return []
         moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
-                 for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]]
+                 for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]
+                 [:self.search.spread] if tune]
         moves += [self.rung_candidate(u) for u in self.ups()[:self.search.limit_rungs]
                   if "bound" in {p.name for p in u.params}]
         out = []
@@ -342,9 +420,12 @@ class Episode:
                     out.append(slip)
         return out
 
-    def limit_modes(self) -> dict:
-        modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem"),
-                 "resources": self.over_limit("resources"), "bound": self.bound_slips(),
+    def limit_modes(self, k: int) -> dict:
+        """Failures a hardware limit makes near here. At the first step the engineer rewrites
+        (climbs); tuning the baseline's own parameters is not its move, so none fails there."""
+        tune = k > 1
+        modes = {"arch": self.plausible_gated(), "smem": self.over_limit("smem", tune),
+                 "resources": self.over_limit("resources", tune), "bound": self.bound_slips(tune),
                  "optin": self.optin_slips()}
         return {m: v for m, v in modes.items() if v}
 
@@ -353,7 +434,7 @@ class Episode:
         the ladder or the tile sizes to be near one; until then the failure may be owed (made
         at the next chance) rather than always being a typo."""
         rng = self.rng
-        modes = self.limit_modes()
+        modes = self.limit_modes(k)
         weights = {"arch": 4, "smem": 3, "resources": 2, "bound": 3, "optin": 3}
         pool = list(modes)
         if owed and not pool:
@@ -422,18 +503,11 @@ class Episode:
         return i + n * self.rng.randrange((slips.SITE - i + n - 1) // n)
 
     def propose_wrong(self, k: int) -> Candidate | None:
-        """A change carrying a risky transformation that compiles but is wrong (or crashes)."""
-        rng = self.rng
-        ups = [v for v in self.ups() if self.bugs(v)]
-        if ups and rng.random() < 0.5:
-            c = self.rung_candidate(ups[0])
-            if self.bugs(c.variant, c.params):
-                return replace(c, bug=rng.choice(self.bugs(c.variant, c.params)))
-        if self.bugs(self.best.variant):
-            c = self.propose_sweep(2) or self.propose_joint()
-            if c is not None and self.bugs(c.variant, c.params):
-                return replace(c, bug=rng.choice(self.bugs(c.variant, c.params)))
-        return None
+        """The change the engineer was about to make, written with a risky transformation that
+        compiles but is wrong (or crashes), where that change can carry one not made before."""
+        c = self.propose_move(k)
+        bugs = self.bugs(c.variant, c.params) if c is not None else []
+        return replace(c, bug=self.rng.choice(bugs)) if bugs else None
 
     def propose_backoff(self) -> Candidate | None:
         """After a limit failure: the failed config with one parameter one value smaller in what
@@ -471,8 +545,8 @@ class Episode:
         return self.limits.known_to_fail(c.variant.tag, self.need(c))
 
     def bugs(self, v: Variant, params: dict | None = None) -> list[str]:
-        """The bugs not yet fixed that `v` can carry here (with `params`: that break these params)."""
-        return [b for b in v.bugs_for(self.task.dtype, params) if (v.tag, b) not in self.fixed]
+        """The bugs not made yet that `v` can carry here (with `params`: that break these params)."""
+        return [b for b in v.bugs_for(self.task.dtype, params) if b not in self.fixed]
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> list[Step]:
@@ -488,24 +562,34 @@ class Episode:
             steps.append(step)
         return steps
 
+    def time_spent(self) -> bool:
+        return self.time_budget_s > 0 and self.elapsed >= self.time_budget_s
+
     def out_of_time(self, k: int) -> bool:
         """The session's time budget is spent: no new step starts past it. A repair that is due
         still runs (a session never ends on a slip it was about to fix), and so do the first
         min_steps steps."""
-        return (self.time_budget_s > 0 and self.elapsed >= self.time_budget_s and k > self.min_steps
-                and self.pending is None)
+        return self.time_spent() and k > self.min_steps and self.pending is None
 
-    def converged(self, k: int) -> bool:
-        return (k > self.min_steps and self.pending is None and self.close is None and not self.ups()
-                and self.stale >= self.habits.patience)
+    def converged(self) -> bool:
+        """Nothing open (a repair, a close call, a contender) and either the best runs within
+        ROOFLINE_NEAR of its roofline (the profiler says no rewrite can gain much) or no rung is
+        left worth climbing and `patience` steps in a row found nothing. No step is taken to
+        reach a step count: min_steps only lets the first steps run past a time budget."""
+        if self.pending is not None or self.close is not None or self.contender is not None:
+            return False
+        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.habits.patience)
+
+    def at_roofline(self) -> bool:
+        return self.near_floor(self.best.variant)
 
     def step(self, k: int) -> Step | None:
         rng = self.rng
-        if self.converged(k):
+        if self.converged():
             return None
         if self.pending is not None:
             fix, self.pending = self.pending, None
-            if rng.random() < 0.96:
+            if rng.random() < 0.96 or self.time_spent():     # past the budget a due repair is never put off
                 # a fix may itself fail to build: a new slip while repairing the old one
                 again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
                 if again:
@@ -540,16 +624,9 @@ class Episode:
             if c is not None:
                 return self.evaluate(k, c)
         c = self.propose_move(k)
-        if c is None and k <= self.min_steps:
-            c = self.best if not self.last_rebench else self.runner_up()   # confirm the final ranking
-        if c is None:
+        if c is None:                        # no rung to climb, the neighbourhood exhausted
             return None
         return self.evaluate(k, c)
-
-    def runner_up(self) -> Candidate | None:
-        """The fastest measured candidate other than the best."""
-        others = [(self.book.mean(code), code) for code in self.ran if code != self.book.best_code]
-        return self.ran[min(others)[1]] if others else None
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
@@ -560,6 +637,7 @@ class Episode:
                                self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
+        self.ablated |= self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]
         self.tried.add(cand.key)
         self.rung_tried.add(cand.variant.tag)
         if failure is None and not r.ok:           # the build or launch fails on this GPU
@@ -589,16 +667,18 @@ class Episode:
             if failure in AUTHOR_FAILURES or cand.typo is not None:     # the author's own slip: fix it next
                 self.pending = cand.clean()
                 if cand.bug is not None:
-                    self.fixed.add((cand.variant.tag, cand.bug))
+                    self.fixed.add(cand.bug)
             self.stale += 1
         else:
             time_ms = round(measure(r.time_ms, self.noise), 6)
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)
-            self.ran[code] = cand
+            tag = cand.variant.tag
+            self.rung_ms[tag] = min(self.rung_ms.get(tag, time_ms), time_ms)
             if kept:
-                self.best, self.stale = cand, 0
+                self.best, self.stale, self.contender = cand, 0, None
             else:
+                self.contend(cand, time_ms)
                 self.stale += kind != "rebench"
                 if self.book.close(code):
                     self.close = cand

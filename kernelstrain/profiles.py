@@ -54,10 +54,12 @@ class Search:
     # episodes still average steps.mean. Retries, re-measurements and owed failures take steps
     # where no new failure is drawn, and many compile failures wait for a limit to be near.
     budget_scale: float = 2.0       # step budget drawn at this multiple of steps.mean
-    compile_scale: float = 3.0      # per-step compile-error draw = status.compile_error * this
-    failure_scale: float = 1.3      # per-step wrong-result draw = status.wrong_result * this
-    patience_min: int = 14          # steps without a keep before converging: drawn in [min, max]
-    patience_max: int = 32
+    compile_scale: float = 4.3      # per-step compile-error draw = status.compile_error * this
+    failure_scale: float = 0.9      # per-step wrong-result draw = status.wrong_result * this (a bug rides on
+                                    # the move the engineer was making, and its repair is a step of its own)
+    patience_min: int = 2           # steps in a row without a keep, no rung left worth climbing, before
+    patience_max: int = 5           # converging: drawn in [min, max] (engine.Episode.converged)
+    spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     refail: float = 0.0             # probability that the fix of a slip fails to build again
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
     backoff: float = 0.0            # probability of answering a limit failure (smem, resources) by
@@ -67,11 +69,12 @@ class Search:
     typo_weight: float = 1.0        # weight of a typo among the compile-error kinds (limits: 4/3/2)
     slip_weights: tuple = ()        # ((kind, weight), ...): slips (kernelstrain/slips) besides the typo, whose
                                     # weight is typo_weight; TOML: slip_weights = {const_cast = 0.1, ...}
-    owed_share: float = 0.85        # a compile error drawn with no limit near is owed, not a typo
+    owed_share: float = 0.92        # a compile error drawn with no limit near is owed, not a typo (short
+                                    # episodes pay fewer owed failures: the typo share stays under qa's 0.6)
     knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
     time_budget_h: float = 0.0      # simulated hours after which no new step starts (0 = none): engine.out_of_time
-    baseline_cap: float = 0.0       # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung
+    baseline_cap: float = 67.0      # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,8 @@ def _validate(p: Profile, path: Path) -> None:
             if set(shape) != set(REGISTRY[m].dims):
                 bad(f"shapes.{m}", f"has a shape with dims {', '.join(shape)}; {m} needs {', '.join(REGISTRY[m].dims)}")
     q = p.search
+    if q.spread < 1:
+        bad("search.spread", f"must be >= 1 (values a tuning move may go from the best's), got {q.spread}")
     if not 1 <= q.patience_min <= q.patience_max:
         bad("search.patience_min", f"needs 1 <= patience_min <= patience_max, got {q.patience_min}, {q.patience_max}")
     if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0 or not 0.0 <= q.backoff <= 1.0:

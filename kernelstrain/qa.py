@@ -12,12 +12,14 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import behaviour
 from .compilers import classify
 from .messages import tokens
 from .ops import REGISTRY
 from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
 
 AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's own slips: fixed next
+from .ledger import SIGMAS
 from .sim import noise_cv, register_cap, roofline_floor_ms
 from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
@@ -27,11 +29,17 @@ from .validate import kind_mismatch, read_jsonl, render_code
 from .writers import FILES
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
-MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path
+MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path, and so do two
+                              # rungs above a baseline started higher (search.baseline_cap): try A, or B, first
 # A batch of 100 sessions holds 1-6 of a module's sessions: 3 of 5 on one path is chance on a
 # short ladder, not a habit. A batch scores path variety on modules it holds this often; a
 # module that always walks one path still fails (10 of 10).
 MIN_SESSIONS_FOR_PATHS = 10
+TAIL_MAX = 0.334              # steps after the final best: at most a third (kernelinfer sessions: under half)
+SESSION_TAIL_MAX = 0.49
+FIRST_TWEAK_FAIL_MAX = 0.5    # first steps on the baseline's rung that fail: the failure mix, not a rule
+CONVERGED_FAR_MAX = 0.02      # converged endings far from the best: a last climb that lost, then tunes that did too
+FIRST_TWEAK_FAILS_MIN = 2     # ... and this many whatever the share (a sample with one or two such steps)
 
 
 def _failure(s: dict) -> str | None:
@@ -54,6 +62,10 @@ class _Acc:
         self.rebench_run_max = 0
         self.mt_tokens, self.step_tokens = Counter(), Counter()    # token count (16s) -> rows
         self.speedup_log, self.speedup_max = 0.0, 0.0
+        self.behaviour = Counter()   # behaviour.figures of every episode, summed
+        self.unworthy = set()        # (episode id, step) of steps no target should teach: failed, or
+                                     # slower than the best before them beyond the noise
+        self.tags = {}               # module -> its rung tags (the labels a prompt must not show)
 
     def episode(self, ep: dict) -> None:
         """Judge one episode from its own flags (kept, best_ms), so data of any generator
@@ -69,8 +81,11 @@ class _Acc:
         steps = ep["steps"]
         c["episodes"] += 1
         c["steps"] += len(steps)
+        self.behaviour.update(behaviour.figures(ep))
         for i, s in enumerate(steps):
             failure = _failure(s)
+            if s["status"] != "ok" or s["time_ms"] > best_ms * (1 + SIGMAS * noise_cv(best_ms)):
+                self.unworthy.add((ep["id"], s["step"]))
             c["kind_" + s["kind"]] += 1
             c["status_" + s["status"]] += 1
             if failure:
@@ -104,20 +119,33 @@ class _Acc:
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
         self.repeats.update(repeats(slip_sites(ep)))
-        if has_path_choice(module, ep["dtype"]):
+        if has_path_choice(module, ep["dtype"], base["tag"]):
             self.paths[ep["module"]][tuple(path)] += 1
         c["converged"] += ep.get("end") == "converged"
         self.speedup_log += math.log(ep["best"]["speedup"])
         self.speedup_max = max(self.speedup_max, ep["best"]["speedup"])
 
     def multiturn(self, row: dict) -> None:
+        """A multi-turn window, or a whole session (its assistant turns are its steps 1..n)."""
         self.mt_tokens[_bucket(row)] += 1
         self.c["mt_rows"] += 1
+        step = 0
         for m in row["messages"]:
             if m["role"] == "assistant":
+                step += 1
                 self.c["mt_assistant"] += 1
                 self.c["mt_weighted"] += m.get("weight") in (0, 1) and "status" in m
                 self.c["mt_weight1"] += m.get("weight") == 1
+                if "trace" in row:
+                    self.c["weight1_unworthy"] += m.get("weight") == 1 and (row["id"], step) in self.unworthy
+            elif m["role"] == "user":
+                self.prompt(row["module"], m["content"])
+
+    def prompt(self, module: str, text: str) -> None:
+        if module not in self.tags:
+            self.tags[module] = tuple(v.tag for v in REGISTRY[module].variants)
+        self.c["prompts"] += 1
+        self.c["prompts_labelled"] += bool(behaviour.labels_in(text, self.tags[module]))
 
     def step_row(self, row: dict) -> None:
         prompt = row["messages"][1]["content"]
@@ -126,6 +154,8 @@ class _Acc:
             self.c["step_rows_after_first"] += 1
             self.c["step_rows_with_last"] += "\nLast result:\n" in prompt
         self.c["step_rows_weighted"] += row.get("weight") in (0, 1) and row["messages"][-1].get("weight") == row.get("weight")
+        self.c["weight1_unworthy"] += row.get("weight") == 1 and (row["episode_id"], row["step"]) in self.unworthy
+        self.prompt(row["module"], prompt)
 
 
 def slip_sites(ep: dict) -> list:
@@ -141,10 +171,14 @@ def slip_sites(ep: dict) -> list:
     return out
 
 
-def has_path_choice(module, dtype: str) -> bool:
+def has_path_choice(module, dtype: str, start: str | None = None) -> bool:
     """Path variety is scored only where the ladder offers a choice: a dtype whose ladder has two
-    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up."""
-    return sum(v.offered(dtype) for v in module.variants) >= MIN_RUNGS_FOR_PATHS
+    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up; an episode
+    that starts at rung `start` (a baseline_cap start) needs MIN_RUNGS_FOR_PATHS rungs above it."""
+    offered = [v.tag for v in module.variants if v.offered(dtype)]
+    if start is None or start not in offered:
+        return len(offered) >= MIN_RUNGS_FOR_PATHS
+    return len(offered) - offered.index(start) - 1 >= MIN_RUNGS_FOR_PATHS
 
 
 def _bucket(row: dict) -> int:
@@ -179,8 +213,8 @@ def qa(data: Path) -> dict:
     return report(acc)
 
 
-def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
-    c, fail, rep = acc.c, acc.fail, acc.repeats
+def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float = TAIL_MAX) -> dict:
+    c, fail, rep, b = acc.c, acc.fail, acc.repeats, acc.behaviour
     steps = max(1, c["steps"])
     compile_errors = sum(fail[f] for f in COMPILE_FAILURES)
     shares = {m: max(p.values()) / sum(p.values()) for m, p in acc.paths.items()
@@ -213,6 +247,26 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
         check("assistant_messages_weighted", round(c["mt_weighted"] / max(1, c["mt_assistant"]), 4), "==", 1.0),
         check("step_rows_weighted", round(c["step_rows_weighted"] / max(1, sum(st.values())), 4), "==", 1.0),
         check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "chars/3.5"),
+        # behaviour (behaviour.py): what an engineer with a plan does and does not do
+        check("post_best_tail_share", behaviour.tail_share(b), "<=", tail_max,
+              f"{b['tail']}/{b['steps']} steps come after their episode's final best"),
+        check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
+              f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs not counted)"),
+        check("reproposed_configs", b["reproposed"], "==", 0,
+              "steps whose (rung, params) was measured before, other than a re-measure of the best or of the last step"),
+        check("bugs_remade", b["bugs_remade"], "==", 0, "a bug made again in the episode, on any rung"),
+        check("first_tweak_failures", b["first_tweaks_failed"], "<=",
+              max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
+              f"{b['first_tweaks_failed']}/{b['first_tweaks']} first steps that retune the baseline's rung fail "
+              f"(an artifact of failure injection when near all; allowed: {FIRST_TWEAK_FAIL_MAX:.0%} or "
+              f"{FIRST_TWEAK_FAILS_MIN})"),
+        check("converged_far_from_best", round(b["converged_far"] / max(1, b["converged"]), 4), "<=", CONVERGED_FAR_MAX,
+              f"{b['converged_far']}/{b['converged']} converged endings whose last {behaviour.LAST_STEPS} measured steps "
+              f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost)"),
+        check("weight1_slower_than_best", c["weight1_unworthy"], "==", 0,
+              "weight-1 targets that failed or ran slower than the best before them beyond 2 sigma"),
+        check("prompts_with_generator_labels", c["prompts_labelled"], "==", 0,
+              f"of {c['prompts']} user messages: step kinds or rung tags outside code blocks"),
     ]
     info = {
         "episodes": c["episodes"], "steps": c["steps"], "mean_steps": round(c["steps"] / max(1, c["episodes"]), 2),
@@ -230,6 +284,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "bugs_remade", "first_tweaks",
+                                        "first_tweaks_failed", "converged", "converged_far")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),
     }
@@ -243,7 +299,7 @@ SESSION_SKIP = ("step_prompts_with_last_result", "step_rows_weighted", "multitur
 def session_report(acc: _Acc) -> dict:
     """report() of sessions (their messages counted as multi-turn rows), without SESSION_SKIP;
     path variety judged on modules with MIN_SESSIONS_FOR_PATHS sessions."""
-    r = report(acc, MIN_SESSIONS_FOR_PATHS)
+    r = report(acc, MIN_SESSIONS_FOR_PATHS, SESSION_TAIL_MAX)
     checks = [ch for ch in r["checks"] if ch["name"] not in SESSION_SKIP]
     info = {k: v for k, v in r["info"].items() if k not in ("step_row_tokens", "multiturn_rows", "multiturn_tokens")}
     info["session_tokens"] = r["info"]["multiturn_tokens"]

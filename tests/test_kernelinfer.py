@@ -162,7 +162,7 @@ def test_a_limit_failure_is_backed_off_one_value_and_a_bound_slip_is_fixed_next(
     from kernelstrain.plan import make_plan
     plan = make_plan(load_profile("kernelinfer"), 0)
     fixed = other = 0
-    for i in range(30):
+    for i in range(120):                  # sessions end on evidence: look further for three bound slips
         steps = build_episode(plan, i).steps
         assert sum(bool(s.params.get("bound") or s.params.get("optin")) for s in steps) <= 2   # then it knows
         for a, b in zip(steps, steps[1:]):
@@ -205,7 +205,11 @@ def test_a_session_never_repeats_a_limit_failure_it_has_learnt():
     from kernelstrain.plan import make_plan
     plan = make_plan(load_profile("kernelinfer"), 0)
     hits = 0
-    for i in (133, 263):                 # gemm_fp16_cuda and gemm_fp8_cuda on RTX 5090 (99 KB a block)
+    # gemm_fp16_cuda and gemm_fp8_cuda on RTX 5090 (99 KB a block), then other sessions until one
+    # reaches a cap (sessions end on evidence now, and may stop before any limit is near)
+    for i in (133, 263, *range(0, 400, 7)):
+        if hits and i not in (133, 263):
+            break
         task = plan.task(i)
         steps = [{**s.row(), "params": s.params} for s in build_episode(plan, i).steps]
         limit, dominated, arch_again = replay(REGISTRY[task.module], task, steps)
@@ -230,7 +234,11 @@ def test_a_session_time_budget_stops_new_work_but_finishes_a_due_repair(tmp_path
             return [x.row() for x in agent.run()], agent.end
         free, _ = run(Search(refail=0.3))
         capped, end = run(Search(refail=0.3, time_budget_h=budget_s / 3600))
-        assert capped == free[:len(capped)]
+        assert capped[:-1] == free[:len(capped) - 1]
+        if capped[-1] != free[len(capped) - 1]:    # past the budget a repair the free session put off (4%) runs
+            a, b = capped[-2:]
+            assert end == "time" and a["failure"] in ("syntax", "mismatch", "fault") and \
+                (b["tag"], b["params"]) == (a["tag"], a["params"])
         if end != "time":
             assert capped == free                  # it ended on its own first
         else:

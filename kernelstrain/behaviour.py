@@ -1,0 +1,81 @@
+"""How an episode behaves, read as a kernel engineer reads it (qa's behaviour checks, SPEC §10):
+steps after the final best, returns to rungs measured slow, configurations proposed again,
+bugs made again, a first move no engineer chose, `converged` endings far from the best, and the
+generator's labels in what the model reads.
+
+>>> row = {"end": "converged", "best": {"step": 1}, "baseline": {"tag": "a", "params": {"t": 1}, "time_ms": 9.0},
+...        "steps": [{"step": 1, "tag": "b", "params": {"t": 1}, "kind": "structural", "status": "ok",
+...                   "time_ms": 1.0, "best_ms": 1.0, "bug": None, "kept": True},
+...                  {"step": 2, "tag": "a", "params": {"t": 2}, "kind": "structural", "status": "ok",
+...                   "time_ms": 8.0, "best_ms": 1.0, "bug": None}]}
+>>> f = figures(row); f["tail"], f["slow_rung_returns"], f["converged_far"]
+(1, 1, 0)
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from .fields import as_dict
+
+SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best is not returned to
+FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
+LAST_STEPS = 3
+KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
+_FENCE = re.compile(r"```.*?```", re.S)
+
+
+def config(tag: str, params) -> tuple:
+    """A (rung, parameters) pair as a hashable key, whichever form the row stores params in."""
+    return tag, tuple(sorted(as_dict(params).items()))
+
+
+def figures(ep: dict) -> Counter:
+    """Counters of one public episode row (episodes.jsonl, or a session's episode_row)."""
+    f = Counter()
+    steps, base = ep["steps"], ep["baseline"]
+    best_ms = base["time_ms"]
+    base_key = config(base["tag"], base.get("params", {}))
+    rung_ms = {base["tag"]: base["time_ms"]}      # fastest measurement of each rung so far
+    measured = {base_key}                          # configs measured ok so far
+    best_tag, bugs, prev = base["tag"], set(), None
+    f["steps"] = len(steps)
+    f["tail"] = sum(1 for s in steps if s["step"] > ep["best"]["step"])
+    for s in steps:
+        key = config(s["tag"], s["params"])
+        repair = prev is not None and prev["status"] != "ok" and config(prev["tag"], prev["params"]) == key
+        remeasure = s["kind"] == "rebench" or (prev is not None and prev["status"] == "ok"
+                                               and config(prev["tag"], prev["params"]) == key)
+        if s["tag"] != best_tag and not repair and rung_ms.get(s["tag"], 0.0) >= SLOW_RUNG * best_ms:
+            f["slow_rung_returns"] += 1
+        if key in measured and not remeasure:
+            f["reproposed"] += 1
+        if s.get("bug"):
+            f["bugs_remade"] += s["bug"] in bugs
+            bugs.add(s["bug"])
+        if s["status"] == "ok":
+            measured.add(key)
+            rung_ms[s["tag"]] = min(rung_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
+        if s.get("kept"):
+            best_tag = s["tag"]
+        best_ms, prev = s["best_ms"], s
+    if steps and steps[0]["tag"] == base["tag"] and config(steps[0]["tag"], steps[0]["params"]) != base_key:
+        f["first_tweaks"] += 1
+        f["first_tweaks_failed"] += steps[0]["status"] != "ok"
+    last = [s["time_ms"] for s in steps if s["status"] == "ok"][-LAST_STEPS:]
+    if ep.get("end") == "converged":
+        f["converged"] += 1
+        f["converged_far"] += bool(last) and min(last) > FAR_END * best_ms
+    return f
+
+
+def labels_in(text: str, tags) -> list[str]:
+    """The generator's words (step kinds, rung tags) in a prompt's prose, code blocks left out:
+    a harness prints code, compiler, checker and timer output, never these."""
+    prose = _FENCE.sub("", text)
+    found = KINDS_SEEN.findall(prose)
+    return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+
+
+def tail_share(f: Counter) -> float:
+    return round(f["tail"] / max(1, f["steps"]), 4)

@@ -1,0 +1,92 @@
+"""Behaviour figures (kernelstrain/behaviour.py) beside the cards' step, status, time and speedup
+figures, for generated datasets or for a sample of a profile's episodes built in memory.
+
+    python3 scripts/behaviour_figures.py DIR [DIR ...]          # episodes.jsonl or sessions.jsonl
+    python3 scripts/behaviour_figures.py --config kernelinfer --seed 101 --sample 60 \
+        [--set search.patience_min=20 ...]                      # built as generate builds them
+
+The sample is drawn at random over the run (seeded by --sample-seed), as scripts/ki_tune.py draws it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernelstrain.behaviour import figures, tail_share  # noqa: E402
+
+
+def rows_of(data: Path):
+    """Public episode rows of a dataset, either layout."""
+    if (data / "episodes.jsonl").exists():
+        with open(data / "episodes.jsonl", encoding="utf-8") as f:
+            for line in f:
+                yield json.loads(line)
+        return
+    from kernelstrain.sessions import episode_row
+    with open(data / "sessions.jsonl", encoding="utf-8") as f:
+        for line in f:
+            yield episode_row(json.loads(line))
+
+
+def built_rows(config: str, seed: int, sample: int, sample_seed: int, settings: list[str]):
+    from ki_tune import overridden
+    from kernelstrain.episodes import build_episode
+    from kernelstrain.plan import make_plan
+    from kernelstrain.profiles import load_profile
+    profile = overridden(load_profile(config), settings)
+    plan = make_plan(profile, seed)
+    picks = sorted(random.Random(sample_seed).sample(range(profile.episodes), min(sample, profile.episodes)))
+    for i in picks:
+        yield build_episode(plan, i).row()
+
+
+def summary(rows) -> dict:
+    total, status, steps, hours, speedups = Counter(), Counter(), [], [], []
+    for ep in rows:
+        total.update(figures(ep))
+        status.update(s["status"] for s in ep["steps"])
+        steps.append(len(ep["steps"]))
+        hours.append(ep["elapsed_s"] / 3600)
+        speedups.append(ep["best"]["speedup"])
+    n, m = max(1, len(steps)), max(1, sum(steps))
+    return {
+        "episodes": len(steps), "steps_mean": round(sum(steps) / n, 2), "steps_min": min(steps, default=0),
+        "steps_max": max(steps, default=0),
+        "status_pct": {k: round(100 * status[k] / m, 2) for k in ("ok", "wrong_result", "compile_error")},
+        "tail_share": tail_share(total), "slow_rung_returns": total["slow_rung_returns"],
+        "reproposed": total["reproposed"], "bugs_remade": total["bugs_remade"],
+        "first_tweaks_failed": f"{total['first_tweaks_failed']}/{total['first_tweaks']}",
+        "converged_far": f"{total['converged_far']}/{total['converged']}",
+        "hours_mean": round(sum(hours) / n, 3), "hours_min": round(min(hours, default=0), 3),
+        "hours_max": round(max(hours, default=0), 3),
+        "speedup_mean": round(sum(speedups) / n, 2), "speedup_over_100": sum(x > 100 for x in speedups),
+        "speedup_over_1000": sum(x > 1000 for x in speedups),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", nargs="*", type=Path)
+    ap.add_argument("--config", default="kernelstrain")
+    ap.add_argument("--seed", type=int, default=101)
+    ap.add_argument("--sample", type=int, default=0, help="build N episodes in memory instead of reading DIRs")
+    ap.add_argument("--sample-seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
+    args = ap.parse_args(argv)
+    if args.sample:
+        label = f"{args.config} seed {args.seed} sample {args.sample} {' '.join(args.set)}".strip()
+        print(label, json.dumps(summary(built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set))))
+    for d in args.data:
+        print(d, json.dumps(summary(rows_of(d))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

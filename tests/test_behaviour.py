@@ -1,0 +1,67 @@
+"""behaviour.figures and qa's behaviour checks: each counts what it names, on rows made to show it."""
+import json
+
+from kernelstrain import behaviour
+from kernelstrain.cli import main
+
+
+def _step(k, tag, t, best, params=None, status="ok", kept=False, kind="param_sweep", bug=None):
+    return {"step": k, "tag": tag, "params": params or {"t": 1}, "kind": kind, "status": status,
+            "time_ms": t if status == "ok" else None, "best_ms": best, "kept": kept, "bug": bug}
+
+
+def _row(steps, end="converged"):
+    best = max((s["step"] for s in steps if s["kept"]), default=0)
+    return {"end": end, "best": {"step": best}, "steps": steps,
+            "baseline": {"tag": "naive", "params": {"t": 1}, "time_ms": 10.0}}
+
+
+def test_a_clean_climb_and_tune_counts_nothing():
+    f = behaviour.figures(_row([_step(1, "fast", 2.0, 2.0, kept=True, kind="structural"),
+                                _step(2, "fast", 1.5, 1.5, {"t": 2}, kept=True),
+                                _step(3, "fast", 1.6, 1.5, {"t": 4})]))
+    assert (f["tail"], f["slow_rung_returns"], f["reproposed"], f["bugs_remade"], f["converged_far"]) == (1, 0, 0, 0, 0)
+
+
+def test_each_figure_counts_its_behaviour():
+    steps = [_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"),
+             _step(2, "naive", 9.0, 1.0, {"t": 2}, kind="structural"),            # back to a rung at 10x
+             _step(3, "fast", 1.2, 1.0, {"t": 2}, status="wrong_result", bug="off_by_one"),
+             _step(4, "fast", 1.2, 1.0, {"t": 2}),                                  # its repair: no figure
+             _step(5, "fast", 1.3, 1.0, {"t": 4}, status="wrong_result", bug="off_by_one"),   # the bug again
+             _step(6, "fast", 1.2, 1.0, {"t": 4}),
+             _step(7, "fast", 1.2, 1.0, {"t": 2}),                                  # measured at step 4
+             _step(8, "fast", 1.0, 1.0, kind="rebench")]                           # a re-measure of the best: fine
+    f = behaviour.figures(_row(steps))
+    assert (f["slow_rung_returns"], f["bugs_remade"], f["reproposed"], f["tail"]) == (1, 1, 1, 7)
+    far = behaviour.figures(_row([_step(1, "fast", 1.0, 1.0, kept=True), _step(2, "naive", 9.0, 1.0, {"t": 2}),
+                                  _step(3, "naive", 8.0, 1.0, {"t": 3}), _step(4, "naive", 7.0, 1.0, {"t": 4})]))
+    assert far["converged_far"] == 1
+    first = behaviour.figures(_row([_step(1, "naive", None, 10.0, {"t": 2}, status="compile_error")], end="budget"))
+    assert (first["first_tweaks"], first["first_tweaks_failed"], first["converged"]) == (1, 1, 0)
+
+
+def test_labels_are_found_in_prose_not_in_code():
+    tags = ("row_per_thread", "warp_shuffle")
+    assert behaviour.labels_in("Step 6 (structural): 1.2 ms", tags) == ["structural"]
+    assert behaviour.labels_in("tried warp_shuffle at 256 threads", tags) == ["warp_shuffle"]
+    assert behaviour.labels_in("```cuda\n// warp_shuffle reduction\n```\n1.2 ms", tags) == []
+
+
+def test_qa_fails_a_return_to_a_slow_rung(dataset_copy, capsys):
+    path = dataset_copy / "episodes.jsonl"
+    lines = path.read_text().splitlines()
+    i, ep = next((i, e) for i, e in enumerate(map(json.loads, lines))
+                 if any(s["kept"] and s["tag"] != e["baseline"]["tag"] for s in e["steps"])
+                 and e["baseline"]["time_ms"] > 2 * e["best"]["time_ms"])
+    last = ep["steps"][-1]
+    back = dict(last, step=last["step"] + 1, tag=ep["baseline"]["tag"], params=ep["baseline"]["params"],
+                kind="structural", status="ok", time_ms=ep["baseline"]["time_ms"], kept=False, failure=None,
+                error=None, bug=None, typo=None, code=ep["baseline"]["code"])
+    ep["steps"].append(back)
+    lines[i] = json.dumps(ep)
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["qa", str(dataset_copy)]) == 1
+    out = capsys.readouterr().out
+    assert any(l.startswith("slow_rung_returns") and "FAIL" in l for l in out.splitlines())
+    assert any(l.startswith("reproposed_configs") and "FAIL" in l for l in out.splitlines())
