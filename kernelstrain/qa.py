@@ -19,7 +19,6 @@ from .ops import REGISTRY
 from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
 
 AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's own slips: fixed next
-from .ledger import SIGMAS
 from .sim import noise_cv, register_cap, roofline_floor_ms
 from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
@@ -27,6 +26,7 @@ from .fields import as_dict
 from .slip_memory import repeats, site
 from .validate import kind_mismatch, read_jsonl, render_code
 from .writers import FILES
+from .episodes import replay
 
 MIN_EPISODES_FOR_PATHS = 5     # modules with fewer episodes say nothing about path variety
 MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path, and so do two
@@ -64,7 +64,7 @@ class _Acc:
         self.speedup_log, self.speedup_max = 0.0, 0.0
         self.behaviour = Counter()   # behaviour.figures of every episode, summed
         self.unworthy = set()        # (episode id, step) of steps no target should teach: failed, or
-                                     # slower than the best before them beyond the noise
+                                     # their code's mean slower than the best before them beyond the keep margin
         self.tags = {}               # module -> its rung tags (the labels a prompt must not show)
 
     def episode(self, ep: dict) -> None:
@@ -82,9 +82,11 @@ class _Acc:
         c["episodes"] += 1
         c["steps"] += len(steps)
         self.behaviour.update(behaviour.figures(ep))
+        verdicts = [v for _, v in replay(ep)]
         for i, s in enumerate(steps):
             failure = _failure(s)
-            if s["status"] != "ok" or s["time_ms"] > best_ms * (1 + SIGMAS * noise_cv(best_ms)):
+            v = verdicts[i]         # the mean of this code's runs against the best before it, as a keep is judged
+            if s["status"] != "ok" or v.mean_ms > v.prev_best_ms * (1 + v.needed):
                 self.unworthy.add((ep["id"], s["step"]))
             c["kind_" + s["kind"]] += 1
             c["status_" + s["status"]] += 1
@@ -264,7 +266,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               f"{b['converged_far']}/{b['converged']} converged endings whose last {behaviour.LAST_STEPS} measured steps "
               f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost)"),
         check("weight1_slower_than_best", c["weight1_unworthy"], "==", 0,
-              "weight-1 targets that failed or ran slower than the best before them beyond 2 sigma"),
+              "weight-1 targets that failed or whose mean ran slower than the best before them beyond the keep margin"),
         check("prompts_with_generator_labels", c["prompts_labelled"], "==", 0,
               f"of {c['prompts']} user messages: step kinds or rung tags outside code blocks"),
     ]
