@@ -12,8 +12,8 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__
-from .errors import REPORT_HINT, UsageError
+from . import __version__, progress
+from .errors import REPORT_HINT, DataError, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
 
 
@@ -26,6 +26,10 @@ def cmd_generate(a) -> int:
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
     if not a.quiet:
         print(f"wrote {stats['episodes']:,} episodes, {stats['steps']:,} steps to {a.out}")
+    from .generate import qa_failures
+    note = qa_failures(Path(a.out))
+    if note:
+        print(f"kernelstrain: warning: {note}", file=sys.stderr)
     return 0
 
 
@@ -68,7 +72,11 @@ def cmd_validate(a) -> int:
 
 def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
+    from .dirkind import what_is
     from .qa import dumps_qa, qa, summary
+    from .writers import FILES
+    if not (Path(a.data) / FILES["episodes"]).exists() and what_is(Path(a.data)):
+        raise DataError(what_is(Path(a.data)))
     result = qa(Path(a.data))
     print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
@@ -226,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     config = {"default": str(DEFAULT_PROFILE), "help": "profile TOML (default: the kernelstrain profile)"}
+    quiet = {"action": "store_true", "help": "no progress on stderr (shown only when stderr is a terminal)"}
     g = add("generate", cmd_generate)
     g.add_argument("--seed", type=_seed, required=True)
     g.add_argument("--out", required=True, help="output directory")
@@ -242,8 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     h = add("holdout", cmd_holdout)
-    h.add_argument("--frac", type=float, default=0.08)
-    h.add_argument("--seed", type=_seed, default=0)
+    h.add_argument("--frac", type=float, help="combo split's fraction of the task combos (default: the profile's "
+                   "[holdout] frac, the one generate applies)")
+    h.add_argument("--seed", type=_seed, help="holdout seed (default: the profile's [holdout] seed)")
     h.add_argument("--config", **config)
     h.add_argument("--out", default="data")
     h.add_argument("--force", action="store_true", help="replace an existing tasks_holdout.jsonl")
@@ -251,10 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     v = add("validate", cmd_validate)
     v.add_argument("data")
     v.add_argument("--max-problems", type=_positive, default=50, help="stop listing after N problems (>= 1)")
+    v.add_argument("--quiet", **quiet)
 
     q = add("qa", cmd_qa)
     q.add_argument("data")
     q.add_argument("--json", action="store_true", help="print qa.json's object")
+    q.add_argument("--quiet", **quiet)
 
     vf = add("verify", cmd_verify)
     vf.add_argument("data")
@@ -263,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--seed", type=_seed, default=0)
     vf.add_argument("--report", help="also write the report as JSON to this file")
     vf.add_argument("--force", action="store_true", help="replace an existing --report file")
+    vf.add_argument("--quiet", **quiet)
 
     gc = add("gpu-check", cmd_gpu_check)
     gc.add_argument("data")
@@ -273,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--build-dir", help="build cache (default: ~/.cache/kernelstrain/gpu-check)")
     gc.add_argument("--budget", type=float, default=1800.0, help="seconds after which no further case starts")
     gc.add_argument("--compile-only", action="store_true", help="sample and build only (no GPU needed)")
+    gc.add_argument("--quiet", **quiet)
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")
@@ -337,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("dirs", nargs="+")
     mg.add_argument("--out", required=True)
     mg.add_argument("--force", action="store_true")
+    mg.add_argument("--quiet", **quiet)
     return p
 
 
@@ -356,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = args.command
-        return args.func(args)
+        with progress.quiet(getattr(args, "quiet", False)):
+            return args.func(args)
     except UsageError as e:
         print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)
         return 2
