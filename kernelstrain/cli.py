@@ -218,18 +218,23 @@ def _positive(text: str) -> int:
     return _count(text, 1)
 
 
+def _first_paragraph(doc: str) -> str:
+    """A docstring's first paragraph on one line: a verb's whole summary, never cut at a line break."""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="kernelstrain", description=__doc__.splitlines()[0])
+    p = Parser(prog="kernelstrain", description=_first_paragraph(__doc__))
     p.add_argument("--version", action="version", version=f"kernelstrain {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     def add(name, fn):
-        sp = sub.add_parser(name, help=fn.__doc__.splitlines()[0], description=fn.__doc__)
+        sp = sub.add_parser(name, help=_first_paragraph(fn.__doc__), description=fn.__doc__)
         sp.set_defaults(func=fn)
         return sp
 

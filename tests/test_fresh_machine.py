@@ -213,3 +213,18 @@ def test_gpu_check_compile_only_shows_its_builds(small_dataset, tmp_path, monkey
     code, err = _stderr_of(monkeypatch, ["gpu-check", str(small_dataset), "--compile-only", "--sample", "4",
                                          "--build-dir", str(tmp_path / "b")])
     assert "gpu-check: built" in err and "candidates" in err, (code, err)
+
+
+def test_workspace_build_says_it_needs_torch(small_dataset, tmp_path):
+    """`build.py --dry` needs PyTorch (the binding compiles against its headers): without it,
+    one line says so instead of a traceback."""
+    import json
+    import runpy  # noqa: F401 - used by the child
+
+    from kernelstrain.cli import main
+    ep = json.loads((small_dataset / "episodes.jsonl").open().readline())
+    assert main(["workdir", ep["task_id"], "--data", str(small_dataset), "--out", str(tmp_path / "w")]) == 0
+    build = tmp_path / "w" / "build.py"
+    code = NO_TORCH + f"import runpy, sys; sys.argv = [{str(build)!r}, '--dry']; runpy.run_path({str(build)!r}, run_name='__main__')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and out.stderr.strip() == "build: needs PyTorch (pip install torch; a CPU build is enough for --dry)", out.stderr
