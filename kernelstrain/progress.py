@@ -50,7 +50,7 @@ class Bar:
                  enabled: bool = True):
         self.label, self.total, self.unit, self.scale = label, total, unit, scale
         self.enabled = enabled and shown()
-        self.done, self.drawn = 0, False
+        self.done, self.drawn, self.note = 0, False, ""
         self.start = time.monotonic()
         self.last = self.start - REDRAW_S       # the first update draws at once
 
@@ -59,26 +59,27 @@ class Bar:
         return f"{value:,.1f}" if self.scale != 1.0 else f"{int(value):,}"
 
     def update(self, done: float, note: str = "") -> None:
-        self.done = done
+        self.done, self.note = done, note
         now = time.monotonic()
         if not self.enabled or now - self.last < REDRAW_S:
             return
         self.last = now
-        self._draw(now, note)
+        self._draw(now)
 
-    def _draw(self, now: float, note: str = "") -> None:
+    def _draw(self, now: float) -> None:
         elapsed = now - self.start
         unit = f" {self.unit}" if self.unit else ""
         if self.total:
             rate = self.done / elapsed if elapsed > 0 else 0.0
-            eta = (self.total - self.done) / rate if rate else 0.0
+            # no ETA before a second's work: the first items' rate says little
+            eta = _clock((self.total - self.done) / rate) if rate and elapsed >= 1.0 else "?"
             text = (f"{self.label}  {self._figure(self.done)}/{self._figure(self.total)}{unit}  "
-                    f"{100 * self.done / self.total:3.0f}%  {_clock(elapsed)} elapsed, ETA {_clock(eta)}")
+                    f"{100 * self.done / self.total:3.0f}%  {_clock(elapsed)} elapsed, ETA {eta}")
         elif self.unit:
             text = f"{self.label}  {self._figure(self.done)}{unit}  {_clock(elapsed)} elapsed"
         else:
             text = f"{self.label}  {_clock(elapsed)} elapsed"
-        sys.stderr.write(f"\r{text}{' ' + note if note else ''} \x1b[K")
+        sys.stderr.write(f"\r{text}{'  ' + self.note if self.note else ''} \x1b[K")
         sys.stderr.flush()
         self.drawn = True
 
@@ -90,10 +91,10 @@ class Bar:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self, note: str = "") -> None:
+    def close(self) -> None:
         """Draw the final figures and end the line (nothing if the bar never drew)."""
         if self.enabled and self.drawn:
-            self._draw(time.monotonic(), note)
+            self._draw(time.monotonic())
             sys.stderr.write("\n")
             sys.stderr.flush()
         self.enabled = False
