@@ -75,8 +75,9 @@ def cmd_qa(a) -> int:
     from .dirkind import what_is
     from .qa import dumps_qa, qa, summary
     from .writers import FILES
-    if not (Path(a.data) / FILES["episodes"]).exists() and what_is(Path(a.data)):
-        raise DataError(what_is(Path(a.data)))
+    kind = None if (Path(a.data) / FILES["episodes"]).exists() else what_is(Path(a.data))
+    if kind:
+        raise DataError(kind)
     result = qa(Path(a.data))
     print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1

@@ -26,7 +26,7 @@ from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
-from .sessions import session_line, write_batches
+from .sessions import QA_DIR, session_line, write_batches
 from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix, layout_files,
                       write_error, write_text_atomic)
 
@@ -135,18 +135,18 @@ def _checkpoint_episodes() -> int:
 def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None, workers: int | None = None,
              shard: Shard | None = None, force: bool = False, progress: bool = True,
              resume: bool = False) -> dict:
-    """_generate, with progress on stderr (a terminal only) unless `progress` is False."""
+    """Write the dataset of `profile` and `seed` into `out`; returns stats.json's content.
+
+    The run is built in a hidden sibling directory and checkpointed; after an interruption
+    `resume=True` finishes it (or says it is already complete) with the same bytes as an
+    uninterrupted run. A plain rerun refuses to start over an interrupted one. `progress`:
+    each phase's bar on stderr when it is a terminal."""
     with quiet(not progress):
         return _generate(profile, seed, out, episodes, workers, shard, force, resume)
 
 
 def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, workers: int | None,
               shard: Shard | None, force: bool, resume: bool) -> dict:
-    """Write the dataset of `profile` and `seed` into `out`; returns stats.json's content.
-
-    The run is built in a hidden sibling directory and checkpointed; after an interruption
-    `resume=True` finishes it (or says it is already complete) with the same bytes as an
-    uninterrupted run. A plain rerun refuses to start over an interrupted one."""
     total = check_episodes(profile, episodes)
     workers = check_workers(workers)
     indices = shard.range(total) if shard else range(total)
@@ -382,7 +382,6 @@ def finish(out: Path, stats: dict) -> None:
 def qa_failures(out: Path) -> str | None:
     """What generate's own qa found failing in `out` (qa.json, or the sessions layout's batch
     reports) and what to do about it; None when every check passed."""
-    from .sessions import QA_DIR
     if (out / "qa.json").is_file():
         qa = json.loads((out / "qa.json").read_text(encoding="utf-8"))
         if qa["pass"]:
