@@ -12,8 +12,8 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__
-from .errors import REPORT_HINT, UsageError
+from . import __version__, progress
+from .errors import REPORT_HINT, DataError, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
 
 
@@ -26,6 +26,10 @@ def cmd_generate(a) -> int:
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
     if not a.quiet:
         print(f"wrote {stats['episodes']:,} episodes, {stats['steps']:,} steps to {a.out}")
+    from .generate import qa_failures
+    note = qa_failures(Path(a.out))
+    if note:
+        print(f"kernelstrain: warning: {note}", file=sys.stderr)
     return 0
 
 
@@ -68,7 +72,12 @@ def cmd_validate(a) -> int:
 
 def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
+    from .dirkind import what_is
     from .qa import dumps_qa, qa, summary
+    from .writers import FILES
+    kind = None if (Path(a.data) / FILES["episodes"]).exists() else what_is(Path(a.data))
+    if kind:
+        raise DataError(kind)
     result = qa(Path(a.data))
     print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
@@ -210,22 +219,28 @@ def _positive(text: str) -> int:
     return _count(text, 1)
 
 
+def _first_paragraph(doc: str) -> str:
+    """A docstring's first paragraph on one line: a verb's whole summary, never cut at a line break."""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="kernelstrain", description=__doc__.splitlines()[0])
+    p = Parser(prog="kernelstrain", description=_first_paragraph(__doc__))
     p.add_argument("--version", action="version", version=f"kernelstrain {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     def add(name, fn):
-        sp = sub.add_parser(name, help=fn.__doc__.splitlines()[0], description=fn.__doc__)
+        sp = sub.add_parser(name, help=_first_paragraph(fn.__doc__), description=fn.__doc__)
         sp.set_defaults(func=fn)
         return sp
 
     config = {"default": str(DEFAULT_PROFILE), "help": "profile TOML (default: the kernelstrain profile)"}
+    quiet = {"action": "store_true", "help": "no progress on stderr (shown only when stderr is a terminal)"}
     g = add("generate", cmd_generate)
     g.add_argument("--seed", type=_seed, required=True)
     g.add_argument("--out", required=True, help="output directory")
@@ -242,8 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     h = add("holdout", cmd_holdout)
-    h.add_argument("--frac", type=float, default=0.08)
-    h.add_argument("--seed", type=_seed, default=0)
+    h.add_argument("--frac", type=float, help="combo split's fraction of the task combos (default: the profile's "
+                   "[holdout] frac, the one generate applies)")
+    h.add_argument("--seed", type=_seed, help="holdout seed (default: the profile's [holdout] seed)")
     h.add_argument("--config", **config)
     h.add_argument("--out", default="data")
     h.add_argument("--force", action="store_true", help="replace an existing tasks_holdout.jsonl")
@@ -251,10 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     v = add("validate", cmd_validate)
     v.add_argument("data")
     v.add_argument("--max-problems", type=_positive, default=50, help="stop listing after N problems (>= 1)")
+    v.add_argument("--quiet", **quiet)
 
     q = add("qa", cmd_qa)
     q.add_argument("data")
     q.add_argument("--json", action="store_true", help="print qa.json's object")
+    q.add_argument("--quiet", **quiet)
 
     vf = add("verify", cmd_verify)
     vf.add_argument("data")
@@ -263,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--seed", type=_seed, default=0)
     vf.add_argument("--report", help="also write the report as JSON to this file")
     vf.add_argument("--force", action="store_true", help="replace an existing --report file")
+    vf.add_argument("--quiet", **quiet)
 
     gc = add("gpu-check", cmd_gpu_check)
     gc.add_argument("data")
@@ -273,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--build-dir", help="build cache (default: ~/.cache/kernelstrain/gpu-check)")
     gc.add_argument("--budget", type=float, default=1800.0, help="seconds after which no further case starts")
     gc.add_argument("--compile-only", action="store_true", help="sample and build only (no GPU needed)")
+    gc.add_argument("--quiet", **quiet)
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")
@@ -337,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("dirs", nargs="+")
     mg.add_argument("--out", required=True)
     mg.add_argument("--force", action="store_true")
+    mg.add_argument("--quiet", **quiet)
     return p
 
 
@@ -356,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = args.command
-        return args.func(args)
+        with progress.quiet(getattr(args, "quiet", False)):
+            return args.func(args)
     except UsageError as e:
         print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ Results are cached on disk by sha256 of (source, target).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -227,21 +228,35 @@ def triton_target(arch: str):
 
 
 def load_triton_source(source: str) -> dict:
-    """Exec a rendered Triton candidate (torch stubbed if absent) and return its namespace."""
-    if "torch" not in sys.modules:
-        try:
-            import torch  # noqa: F401
-        except Exception:  # absent or broken: the wrapper code is defined, never run
-            stub = types.ModuleType("torch")
-            stub.Tensor = object
-            sys.modules["torch"] = stub
+    """Exec a rendered Triton candidate and return its namespace. Without torch its `import
+    torch` gets a stand-in for the exec only: the wrapper code is defined, never run, and the
+    stand-in never stays in sys.modules (a later `import torch` must still fail)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=tempfile.gettempdir()) as f:
         f.write(source)
         path = f.name
     # triton.jit reads the function source through inspect, so it must live in a file
     ns: dict = {"__name__": f"candidate_{hashlib.sha256(source.encode()).hexdigest()[:12]}", "__file__": path}
-    exec(compile(source, path, "exec"), ns)
+    with _torch_or_stand_in():
+        exec(compile(source, path, "exec"), ns)
     return ns
+
+
+@contextlib.contextmanager
+def _torch_or_stand_in():
+    """torch importable for the block: the real one, or a stand-in removed afterwards."""
+    stub = None
+    if "torch" not in sys.modules:
+        try:
+            import torch  # noqa: F401
+        except Exception:  # absent or broken
+            stub = types.ModuleType("torch")
+            stub.Tensor = object
+            sys.modules["torch"] = stub
+    try:
+        yield
+    finally:
+        if stub is not None and sys.modules.get("torch") is stub:
+            del sys.modules["torch"]
 
 
 def launch_specialization(spec) -> tuple[dict, dict, dict]:

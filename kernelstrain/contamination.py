@@ -29,6 +29,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from . import progress
 from .fields import as_dict
 from .ops import REGISTRY
 from .tasks import best_config, make_task
@@ -216,8 +217,8 @@ def training_candidates(episodes_path: Path):
     tasks: set = set()
 
     def gen():
-        with open(episodes_path, encoding="utf-8") as fh:
-            for line in fh:
+        with open(episodes_path, "rb") as fh:
+            for line in progress.lines(fh, f"contamination: reading {episodes_path.name}"):
                 ep = json.loads(line)
                 if "trace" in ep:
                     ep = episode_row(ep)

@@ -23,9 +23,10 @@ from .errors import UsageError, fault_point
 from .holdout import split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
+from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
-from .sessions import session_line, write_batches
+from .sessions import QA_DIR, session_line, write_batches
 from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix, layout_files,
                       write_error, write_text_atomic)
 
@@ -114,27 +115,6 @@ def iter_episodes(plan: Plan, indices: range, workers: int):
             signal.signal(s, handler)
 
 
-class Progress:
-    """Episodes done, rate, MB written and ETA on stderr, when stderr is a terminal."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled and sys.stderr.isatty()
-        self.start = self.last = time.monotonic()
-
-    def update(self, done: int, written: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self.last < 0.5 and done < self.total):
-            return
-        self.last = now
-        rate = done / max(1e-9, now - self.start)
-        eta = (self.total - done) / rate if rate else 0
-        sys.stderr.write(f"\r{done:,}/{self.total:,} episodes  {rate:,.1f} ep/s  {written / 1e6:,.1f} MB  "
-                         f"ETA {int(eta) // 60}m{int(eta) % 60:02d}s ")
-        if done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
 
 
@@ -159,7 +139,14 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
 
     The run is built in a hidden sibling directory and checkpointed; after an interruption
     `resume=True` finishes it (or says it is already complete) with the same bytes as an
-    uninterrupted run. A plain rerun refuses to start over an interrupted one."""
+    uninterrupted run. A plain rerun refuses to start over an interrupted one. `progress`:
+    each phase's bar on stderr when it is a terminal."""
+    with quiet(not progress):
+        return _generate(profile, seed, out, episodes, workers, shard, force, resume)
+
+
+def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, workers: int | None,
+              shard: Shard | None, force: bool, resume: bool) -> dict:
     total = check_episodes(profile, episodes)
     workers = check_workers(workers)
     indices = shard.range(total) if shard else range(total)
@@ -186,12 +173,13 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     try:
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress)
+        _write_episodes(plan, todo, workers, files, stage, run_id, acc)
         for f in files.values():
             f.close()
         fault_point("data-closed")
         summaries = {names[k]: f.summary() for k, f in files.items()}
-        summaries.update(write_holdout(plan, stage.dir))
+        with Bar("writing the held-out tasks"):
+            summaries.update(write_holdout(plan, stage.dir))
         fault_point("holdout-written")
         if layout == "sessions":
             summaries.update(write_batches(stage.dir, profile.output.batch_size))
@@ -254,9 +242,9 @@ def _fresh(stage: Staging, out: Path, force: bool) -> None:
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, progress: bool) -> None:
+                    acc: StatsAccumulator) -> None:
     """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
-    bar = Progress(len(todo), progress)
+    bar = Bar("generate", len(todo), "episodes")
     every, last = _checkpoint_episodes(), time.monotonic()
     index = todo.start
     _checkpoint(stage, run_id, index, files)
@@ -270,10 +258,11 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
             acc.add(slim)
             index = todo.start + done
             fault_point("episode")
-            bar.update(done, sum(f.bytes for f in files.values()))
+            bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
             if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
                 _checkpoint(stage, run_id, index, files)
                 last = time.monotonic()
+        bar.close()
     except BaseException:
         if boundary:     # else the last checkpoint stays: its prefix is still intact
             try:
@@ -384,9 +373,29 @@ def finish(out: Path, stats: dict) -> None:
         write_qa_reports(out, stats)
     else:
         write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
-    write_text_atomic(out / "README.md", render_card(stats))
+    with Bar("writing the dataset card"):
+        write_text_atomic(out / "README.md", render_card(stats))
     fault_point("card-written")
     write_text_atomic(out / MARKER, dumps_stats(stats))
+
+
+def qa_failures(out: Path) -> str | None:
+    """What generate's own qa found failing in `out` (qa.json, or the sessions layout's batch
+    reports) and what to do about it; None when every check passed."""
+    if (out / "qa.json").is_file():
+        qa = json.loads((out / "qa.json").read_text(encoding="utf-8"))
+        if qa["pass"]:
+            return None
+        failed = ", ".join(f"{c['name']} {c['value']} (wants {c['threshold']})" for c in qa["checks"] if not c["pass"])
+        return (f"the dataset's own qa fails: {failed} (qa.json). The data is written; `kernelstrain qa {out}` "
+                "shows every check. A failing check is a property of these trajectories, not of the sample's size "
+                "(the thresholds allow for it): report it if the profile is a bundled one")
+    reports = sorted((out / QA_DIR).glob("batch_*.json")) if (out / QA_DIR).is_dir() else []
+    failed = [p.stem for p in reports if not json.loads(p.read_text(encoding="utf-8"))["pass"]]
+    if not failed:
+        return None
+    return (f"{len(failed)} of {len(reports)} batches fail their qa report ({', '.join(failed[:5])}"
+            f"{', ...' if len(failed) > 5 else ''}): see {out / QA_DIR}/<batch>.md; the data is written")
 
 
 def default_workers() -> int:

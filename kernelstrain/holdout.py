@@ -59,11 +59,13 @@ def write_holdout(plan: Plan, directory: Path, temporary: bool = False) -> dict:
     return summaries
 
 
-def holdout_command(config: str, frac: float, seed: int, out: Path, force: bool = False) -> tuple[dict, int, list]:
-    """The `holdout` verb: write every split file of a profile into `out`, replacing existing
+def holdout_command(config: str, frac: float | None, seed: int | None, out: Path,
+                    force: bool = False) -> tuple[dict, int, list]:
+    """The `holdout` verb: write every split file of a profile into `out` (frac and seed: the
+    profile's own when None, so the splits are those generate applies), replacing existing
     ones only with --force, all renamed into place once all are complete; returns
     (summaries by file name, combos, [(split, path)])."""
-    if not 0.0 <= frac < 1.0:
+    if frac is not None and not 0.0 <= frac < 1.0:
         raise UsageError(f"--frac must be in [0, 1), got {frac}")
     profile = load_profile(config)
     if out.exists() and not out.is_dir():

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+from . import progress
 from .errors import DataError, UsageError
 from .generate import data_keys, finish
 from .holdout import with_contamination
@@ -146,7 +147,7 @@ def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None) -> None
     digest, rows = hashlib.sha256(), 0
     prefix = f"{shard.stats['profile']}-s{shard.stats['seed']}-"
     with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
+        for n, raw in enumerate(progress.lines(fh, f"merging {shard.dir.name}/{name}"), 1):
             digest.update(raw)
             if not raw.endswith(b"\n"):
                 raise DataError(f"{path}:{n}: truncated line (no newline at the end)")

@@ -119,7 +119,7 @@ def summary(stats: dict) -> str:
            f"batches of {stats['batch_size']}; simulated hours mean {stats['simulated_hours']['mean']}, "
            f"min {stats['simulated_hours']['min']}, max {stats['simulated_hours']['max']}"]
           if stats.get("layout") == "sessions" else []),
-        f"holdout tasks   {stats['holdout_tasks']}",
+        f"holdout tasks   {holdout_total(stats)}",
         *holdout_lines(stats),
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "
         + ", ".join(f"{k} {v}" for k, v in stats["by_impl"].items()),
@@ -128,6 +128,15 @@ def summary(stats: dict) -> str:
     ]
     lines += [f"  {name:30} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
     return "\n".join(lines)
+
+
+def holdout_total(stats: dict) -> str:
+    """Held-out tasks of every split (stats.json's `holdout_tasks` counts the combo split only)."""
+    splits = stats.get("holdout", {}).get("splits") or {}
+    if not splits:
+        return f"{stats['holdout_tasks']:,}"
+    total = sum(s["tasks"] for s in splits.values())
+    return f"{total:,} (" + ", ".join(f"{name} {s['tasks']:,}" for name, s in splits.items()) + ")"
 
 
 def holdout_lines(stats: dict) -> list[str]:

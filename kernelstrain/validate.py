@@ -15,7 +15,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from . import knobs
+from . import knobs, progress
+from .dirkind import what_is
 from .errors import DataError
 from .fields import as_dict
 from .gpus import GPUS
@@ -41,7 +42,7 @@ def read_jsonl(path: Path):
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     with fh:
-        for n, raw in enumerate(fh, 1):
+        for n, raw in enumerate(progress.lines(fh, f"reading {path.name}"), 1):
             try:
                 row = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError:
@@ -67,7 +68,7 @@ def read_stats(data: Path) -> dict:
     try:
         stats = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise DataError(f"{path}: missing (an incomplete or interrupted run?)") from None
+        raise DataError(what_is(data) or f"{path}: missing (an incomplete or interrupted run?)") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not valid UTF-8") from None
     except json.JSONDecodeError as e:
@@ -75,7 +76,7 @@ def read_stats(data: Path) -> dict:
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
     if not isinstance(stats, dict) or stats.get("schema") != STATS_SCHEMA:
-        raise DataError(f"{path}: not a kernelstrain stats file (schema {STATS_SCHEMA})")
+        raise DataError(what_is(data) or f"{path}: not a kernelstrain stats file (schema {STATS_SCHEMA})")
     for key, typ in _STATS_SHAPE.items():
         if not isinstance(stats.get(key), typ) or isinstance(stats.get(key), bool):
             raise DataError(f"{path}: key {key!r} must be {typ.__name__}, got {stats.get(key)!r:.60}")
@@ -126,7 +127,7 @@ def rows(path: Path, out: Findings):
     finding (invalid UTF-8, not JSON, not an object, cut off, a duplicate of the line before)."""
     prev = None
     with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
+        for n, raw in enumerate(progress.lines(fh, f"checking {path.name}"), 1):
             where = f"{path.name}:{n}"
             if not raw.endswith(b"\n"):
                 out.add(where, "last line is cut off (no newline at the end: a truncated file?)")

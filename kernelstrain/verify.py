@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
                         find_hip_compiler, first_error)
+from . import progress
 from .errors import DataError, UsageError
 from .fields import as_dict
 from .gpus import GPUS
@@ -201,8 +202,12 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
     _check_compilers(job_list)
     jobs = jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    bar, results = progress.Bar("verify: compiled", len(job_list), "candidates"), []
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
-        results = list(pool.map(_compile_job, job_list, chunksize=1))
+        for r in pool.map(_compile_job, job_list, chunksize=1):
+            results.append(r)
+            bar.update(len(results))
+    bar.close()
     table = defaultdict(lambda: defaultdict(int))
     problems = []
     for r in results:

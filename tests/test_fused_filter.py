@@ -8,7 +8,10 @@ import pytest
 from kernelstrain.cli import main
 from kernelstrain.fused.dataset import CANDIDATES, candidate
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+# slow: two workers' cold torch.compile, ~90 s on 2 cores (README: Fused-operator tasks)
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch not installed (extra [exec]: README, Quick start)"),
+              pytest.mark.slow]
 
 TEMPLATE = '''import torch
 import torch.nn as nn

@@ -36,16 +36,17 @@ def _path_check(result: dict) -> dict:
 
 
 def test_batch_path_share_needs_support_but_still_catches_a_one_path_module():
-    """3 of a module's 5 sessions on one path: chance in a batch of 100 (not scored there),
-    but the dataset-level check counts it; 10 of 10 on one path fails a batch."""
+    """3 of a module's 5 sessions (or episodes) on one path: chance on a short ladder, scored
+    neither in a batch of 100 nor in a small dataset (issue 33: a 300-episode prefix failed
+    on it); 10 of 10 on one path fails both."""
     from kernelstrain.qa import _Acc, report, session_report
     acc = _Acc()
     acc.paths["mamba_step_triton"].update({("a", "b"): 3, ("b",): 2})
     assert _path_check(session_report(acc))["pass"]
-    assert not _path_check(report(acc))["pass"]
+    assert _path_check(report(acc))["pass"]
     acc.paths["rope_cuda"][("vec", "fused")] = 10
-    check = _path_check(session_report(acc))
-    assert not check["pass"] and check["value"] == 1.0 and "rope_cuda" in check["note"]
+    for check in (_path_check(session_report(acc)), _path_check(report(acc))):
+        assert not check["pass"] and check["value"] == 1.0 and "rope_cuda" in check["note"]
 
 
 def test_path_variety_is_scored_only_where_the_ladder_offers_a_choice():

@@ -100,6 +100,7 @@ def whole_120(tmp_path_factory):
     return {f: (out / f).read_bytes() for f in FILES}
 
 
+@pytest.mark.slow    # five 120-episode runs in subprocesses
 @pytest.mark.parametrize("sig, workers, seed", [(signal.SIGKILL, "1", 1), (signal.SIGTERM, "2", 2), (signal.SIGINT, "1", 3),
                                                 (signal.SIGKILL, "2", 4)])
 def test_real_signal_at_a_random_moment_resumes(tmp_path, sig, workers, seed, whole_120):

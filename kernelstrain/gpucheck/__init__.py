@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..progress import Bar
 from ..gpus import GPUS
 from ..ops import REGISTRY
 from ..sim import simulate
@@ -74,10 +75,13 @@ def _build_all(cases: list, build_dir: Path, jobs: int) -> None:
     if any(REGISTRY[c["module"]].impl == "cuda" for c in cases) and shutil.which("nvcc") is None:
         raise UsageError("gpu-check needs nvcc (the CUDA toolkit) on PATH to build CUDA candidates")
     build_dir.mkdir(parents=True, exist_ok=True)
+    bar = Bar("gpu-check: built", len(cases), "candidates")
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for c, b in zip(cases, pool.map(lambda c: build_case(c, build_dir), cases)):
+        for n, (c, b) in enumerate(zip(cases, pool.map(lambda c: build_case(c, build_dir), cases)), 1):
             c.update(build_ok=b["ok"], so=b.get("so"), src=b.get("src"), log=b["log"], compile_s=b["compile_s"])
             del c["code"]
+            bar.update(n)
+    bar.close()
 
 
 def _sim_ms(case: dict, gpu: str) -> float | None:

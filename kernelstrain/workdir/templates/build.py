@@ -4,6 +4,8 @@ into build/, or import the Triton kernel module. Exit 0 when it builds, 1 when i
     python3 build.py [-v] [--dry]
 
 --dry (a machine without a GPU): compile a CUDA candidate's units without linking or loading.
+Both need PyTorch (for --dry a CPU build is enough: the binding compiles against its headers)
+and, for a CUDA candidate, nvcc.
 """
 import sys
 import time
@@ -13,7 +15,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
+try:
+    import harness  # noqa: E402
+except ModuleNotFoundError as e:
+    if e.name != "torch":
+        raise
+    sys.exit("build: needs PyTorch (pip install torch; a CPU build is enough for --dry)")
 
 
 def main():
