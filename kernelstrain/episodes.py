@@ -98,7 +98,7 @@ def weight(s: dict, v: Verdict) -> int:
 
 
 def _tokens(msgs: list) -> int:
-    return sum(messages.tokens(m["content"]) for m in msgs)
+    return sum(map(messages.message_tokens, msgs))
 
 
 def _opening(row: dict):
@@ -133,7 +133,7 @@ def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) 
 
     With max_context_tokens > 0 a session longer than the budget is split into windows;
     each later window opens with the compact history, the last result and the current best
-    (messages.tokens estimates tokens). A window always holds at least one step."""
+    (messages.message_tokens counts tokens). A window always holds at least one step."""
     module, task, system, first, reference = _opening(row)
     impl, base = module.impl, row["baseline"]
     header = messages.task_header(module, task, reference)
@@ -174,7 +174,7 @@ def _windows(system: dict, first: dict, turns: list, opens: list, budget: int) -
     out, msgs = [], [system, first]
     size, has_step = _tokens(msgs), False
     for k, (answer, feedback) in enumerate(turns):
-        need = messages.tokens(answer["content"])
+        need = messages.message_tokens(answer)
         if budget and has_step and size + need > budget:
             out.append(msgs[:-1])                      # drop the trailing feedback: the opener carries it
             msgs = [system, {"role": "user", "content": opens[k]}]
@@ -184,7 +184,7 @@ def _windows(system: dict, first: dict, turns: list, opens: list, budget: int) -
         has_step = True
         if k < len(turns) - 1:
             msgs.append(feedback)
-            size += messages.tokens(feedback["content"])
+            size += messages.message_tokens(feedback)
     out.append(msgs)
     return out
 

@@ -212,7 +212,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS) -> dict:
               "==", 1.0),
         check("assistant_messages_weighted", round(c["mt_weighted"] / max(1, c["mt_assistant"]), 4), "==", 1.0),
         check("step_rows_weighted", round(c["step_rows_weighted"] / max(1, sum(st.values())), 4), "==", 1.0),
-        check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "chars/3.5"),
+        check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "messages.tokens (README: Context windows)"),
     ]
     info = {
         "episodes": c["episodes"], "steps": c["steps"], "mean_steps": round(c["steps"] / max(1, c["episodes"]), 2),
