@@ -18,6 +18,7 @@ SCHEMA = {
     "session": "kernelstrain/session@1",
     "multiturn": "kernelstrain/sft_multiturn@2",
     "step": "kernelstrain/sft_step@2",
+    "prompt_completion": "kernelstrain/sft_prompt_completion@1",
     "holdout": "kernelstrain/holdout_task@1",
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
@@ -119,6 +120,7 @@ MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op"
                   "shape", "num_steps", "best_speedup", "messages")
 STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
                  "module", "gpu", "impl", "messages")
+PROMPT_COMPLETION_KEYS = ("schema", "id", "episode_id", "step", "kind", "module", "gpu", "impl", "prompt", "completion")
 
 
 # -- the configs' features, declared in the dataset card (card.py) -------------------------
@@ -148,6 +150,10 @@ FEATURES = {
     "sft_steps": {"schema": "string", "id": "string", "episode_id": "string", "step": "int64", "kind": "string",
                   "status": "string", "failure": "string", "kept": "bool", "weight": "int64",
                   **{k: "string" for k in ("module", "gpu", "impl")}, "messages": [_MESSAGE]},
+    "sft_prompt_completion": {**{k: "string" for k in ("schema", "id", "episode_id")}, "step": "int64",
+                              **{k: "string" for k in ("kind", "module", "gpu", "impl")},
+                              "prompt": [{"role": "string", "content": "string"}],
+                              "completion": [{"role": "string", "content": "string"}]},
     "sessions": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK, "baseline_ms": "float64",
                  "baseline": {"tag": "string", "params": [_PAIR]},
                  "best": {"step": "int64", "time_ms": "float64", "speedup": "float64"},

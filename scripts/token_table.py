@@ -73,7 +73,7 @@ def table(dirs: list, budget: int | None, every: int) -> list[str]:
              "|---|---|---|" + "---|" * (2 * len(counts))]
     for d in map(Path, dirs):
         stats = json.loads((d / "stats.json").read_text())
-        limit = budget or stats.get("max_context_tokens") or 16000
+        limit = budget or stats["chat"]["max_context_tokens"]
         for name in CHAT_FILES:
             if not (d / name).exists():
                 continue
