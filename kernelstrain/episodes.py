@@ -169,11 +169,11 @@ def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) 
     system, _, pairs, opener = steps
     impl = REGISTRY[row["module"]].impl
     step_rows = []
-    for k, (s, w, answer, _) in enumerate(pairs):
+    for i, (s, w, answer, _) in enumerate(pairs):
         values = {"schema": SCHEMA["step"], "id": f"{row['id']}-{s['step']:03d}", "episode_id": row["id"],
                   "step": s["step"], "kind": s["kind"], "status": s["status"], "failure": s["failure"],
                   "kept": s["kept"], "weight": w, "module": row["module"], "gpu": row["gpu"], "impl": impl,
-                  "messages": [system, {"role": "user", "content": opener(k)}, answer]}
+                  "messages": [system, {"role": "user", "content": opener(i)}, answer]}
         step_rows.append({k: values[k] for k in STEP_ROW_KEYS})
     return multiturn_rows(row, timestamps, max_context_tokens, steps), step_rows
 

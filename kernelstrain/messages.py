@@ -374,12 +374,12 @@ def step_prompt(header: str, history: list[str], best_code: str, impl: str, best
             f"Current best:\n{fence(best_code, impl)}\nPropose the next candidate.")
 
 
-# The token rule of the context budgets (README "Context windows"): 0.34 a character plus
+# The token rule of the context budgets (README "Context windows"): 0.35 a character plus
 # 0.8 a digit (Qwen's vocabulary has one token a digit, cl100k one per three). Fitted on
 # generated rows to lie above cl100k's and Qwen2.5-Coder's counts on every chat row while
 # staying close to them; scripts/token_table.py measures it. Plain counts (no regex pass):
 # the windows of every episode are counted at generation speed.
-PER_CHAR, PER_DIGIT = 0.34, 0.8
+PER_CHAR, PER_DIGIT = 0.35, 0.8
 MESSAGE_OVERHEAD = 5        # a chat template's tokens around one message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
 
 
