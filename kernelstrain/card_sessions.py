@@ -17,8 +17,9 @@ def render_sessions_card(stats: dict) -> str:
     pct, spe, sp, hours = stats["status_pct"], stats["steps_per_episode"], stats["speedup"], stats["simulated_hours"]
     files, st = stats["files"], stats["status"]
     batches = [f for f in files if f.startswith(f"{BATCH_DIR}/")]
-    file_rows = "\n".join(f"| `{path}` | `{name}` ({split}) | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB |"
-                          for name, splits in config_splits(declared, files) for split, path in splits if path in files)
+    file_rows = "\n".join(
+        f"| `{path}` | `{name}` ({split}) | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB |"
+        for name, splits in config_splits(declared, files) for split, path in splits if path in files)
     gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
     verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
     return f"""{front_matter(stats, declared, "long-horizon", stats['sessions'])}

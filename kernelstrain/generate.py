@@ -83,7 +83,8 @@ def _work(index: int):
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
     names = layout_files(out.layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
-    return tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout)), slim
+    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout))
+    return blocks, slim
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
@@ -362,13 +363,15 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
             raise UsageError(f"{main.path} holds {main.rows} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
         for k, f in files.items():
+            if f is not main and k not in CHAT_KEYS:
+                continue
             with open(f.path, "rb") as fh:
-                rows = [json.loads(line) for _, line in zip(range(f.rows), fh)]
-            if f is main:
-                for row in rows:
-                    acc.add(row)
-            if k in CHAT_KEYS:
-                acc.add_chat(names[k], map(chat_figure, rows))
+                for _, line in zip(range(f.rows), fh):
+                    row = json.loads(line)
+                    if f is main:
+                        acc.add(row)
+                    if k in CHAT_KEYS:
+                        acc.add_chat(names[k], [chat_figure(row)])
     except FileNotFoundError as e:
         raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
     except (UsageError, ValueError) as e:
