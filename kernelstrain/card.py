@@ -9,14 +9,16 @@ from .gpus import GPUS
 from .holdout import card_configs, card_modules, card_section
 from .schema import FEATURES
 from .ops import REGISTRY
-from .writers import FILES
+from .writers import FILES, validation_file
 
-_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "sessions": "train", "holdout": "test"}
+_SPLITS = {"episodes": "train", "sft_multiturn": "train", "sft_steps": "train", "sft_prompt_completion": "train",
+           "sessions": "train", "holdout": "test"}
 _CONTENTS = {
     "episodes": "raw episodes: every step with its full source, params, status, time, smem, registers, "
                 "error text and keep/revert decision",
     "sft_multiturn": "one chat per episode; assistant turns are complete kernels only (no reasoning)",
     "sft_steps": "one row per transition: task + history + current best -> next candidate",
+    "sft_prompt_completion": "the weight-1 step rows in TRL's conversational prompt/completion form",
     "holdout": "held-out task prompts with baseline and reference, no solutions",
 }
 # The project's own verification runs (not of this dataset): (what, figure, how).
@@ -101,10 +103,23 @@ def dataset_info(configs: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _configs(declared: list) -> str:
+def config_splits(declared: list, files: dict) -> list[tuple[str, list]]:
+    """(config, [(split, file)]) of each declared config: its own split, and `validation` where
+    its validation file (training.py) holds rows."""
+    out = []
+    for name, path in declared:
+        splits = [(_SPLITS.get(name, "test"), path)]
+        if files.get(validation_file(path), {}).get("rows"):
+            splits.append(("validation", validation_file(path)))
+        out.append((name, splits))
+    return out
+
+
+def _configs(declared: list, files: dict) -> str:
     return "\n".join(
-        f"  - config_name: {name}\n    data_files:\n      - split: {_SPLITS.get(name, 'test')}\n        path: {path}"
-        for name, path in declared)
+        f"  - config_name: {name}\n    data_files:\n" + "\n".join(
+            f"      - split: {split}\n        path: {path}" for split, path in splits)
+        for name, splits in config_splits(declared, files))
 
 
 def front_matter(stats: dict, declared: list, tag: str, rows: int) -> str:
@@ -125,10 +140,55 @@ tags:
 size_categories:
   - {_size_category(rows)}
 configs:
-{_configs(declared)}
+{_configs(declared, stats["files"])}
 dataset_info:
 {dataset_info([name for name, _ in declared])}
 ---"""
+
+
+# Measured by the project (scripts/token_table.py), not on this dataset: real token counts of
+# chat rows next to the budget rule's, on fresh seeds of each profile.
+TOKEN_MEASUREMENT = (
+    "The project counted fresh seeds' chat rows with cl100k and Qwen2.5-Coder's tokenizer "
+    "(scripts/token_table.py; not this dataset): default profile, seed 101, 200 episodes: 610 sft_multiturn "
+    "windows, cl100k p50 12,553 / max 14,667, Qwen p50 12,923 / max 15,173, all within 16,000; kernelinfer, "
+    "seed 202, 20 sessions: 154 windows, cl100k max 29,225, Qwen max 30,914, all within 32,000 (the whole "
+    "sessions: 3 of 20 within). On 1,689 rows the rule counted 1.1-33% more than either tokenizer.")
+
+
+def training_section(stats: dict) -> str:
+    """What the chat rows hold (stats.json `chat`): weight-1 share, token percentiles under the
+    budget rule, the validation split; and how TRL and axolotl take them."""
+    c = stats.get("chat")
+    if not c:
+        return ""
+    rows = "\n".join(
+        f"| `{name}` | {f['rows']:,} | {f['weight1_share']:.1%} of {f['targets']:,} | "
+        f"{f['tokens']['p50']:,} / {f['tokens']['p90']:,} / {f['tokens']['p99']:,} / {f['tokens']['max']:,} | "
+        f"{f['within_budget']:.1%} |" for name, f in c["files"].items())
+    trl = ("""**TRL** (`SFTTrainer`, loss on the completion only): `sft_prompt_completion` holds the weight-1 step rows
+as `prompt` (system, user) and `completion` (the assistant's kernel):
+`SFTTrainer(model, train_dataset=load_dataset(dir, "sft_prompt_completion", split="train"),
+args=SFTConfig(completion_only_loss=True))`.
+""" if FILES["sft_prompt_completion"] in stats["files"] else "")
+    return f"""### What the chat rows hold
+
+Tokens by the budget rule (`ceil(0.35 x characters + 0.8 x digits)` a message, plus 5 for the chat
+template's framing), which lies above real BPE counts; windows are cut to `max_context_tokens` =
+{c['max_context_tokens']:,}. `weight` 1 marks a target worth learning (a kept step or a fix); the rest are
+failed or losing candidates a trainer should keep in context and out of the loss.
+
+| file | rows | assistant targets with weight 1 | tokens p50 / p90 / p99 / max | within {c['max_context_tokens']:,} |
+|---|---|---|---|---|
+{rows}
+
+{TOKEN_MEASUREMENT}
+
+**Validation split.** `*.validation.jsonl` hold every chat row of {c['validation_frac']:.0%} of the tasks (a hash of
+`task_id`): no task is in both splits, so correlated rows of one episode never straddle them.
+
+{trl}**axolotl** keeps the weights: `type: chat_template`, `field_messages: messages`,
+`message_field_training: weight` on the `messages` configs."""
 
 
 def render_card(stats: dict) -> str:
@@ -140,8 +200,9 @@ def render_card(stats: dict) -> str:
     files = stats["files"]
     step_rows = files.get(FILES["sft_steps"], {}).get("rows", stats["steps"])
     file_rows = "\n".join(
-        f"| `{path}` | `{name}` | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB | "
-        f"{_CONTENTS.get(name, _CONTENTS['holdout'])} |" for name, path in declared if path in files)
+        f"| `{path}` | `{name}` ({split}) | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB | "
+        f"{_CONTENTS.get(name, _CONTENTS['holdout']) if split != 'validation' else 'the validation tasks rows'} |"
+        for name, splits in config_splits(declared, files) for split, path in splits if path in files)
     impls = ", ".join(f"{v:,} {k}" for k, v in stats["by_impl"].items())
     gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
     verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
@@ -201,13 +262,16 @@ pairs, so every row of a config has one schema whatever the op.
 from datasets import load_dataset
 
 steps = load_dataset("path/to/this/dir", "sft_steps", split="train")      # one transition a row
-chats = load_dataset("path/to/this/dir", "sft_multiturn", split="train")  # one episode a chat
-episodes = load_dataset("path/to/this/dir", "episodes", split="train")
+chats = load_dataset("path/to/this/dir", "sft_multiturn", split="train")  # an episode's chat windows
+episodes = load_dataset("path/to/this/dir", "episodes", split="train")    # every episode, both splits' tasks
+val = load_dataset("path/to/this/dir", "sft_steps", split="validation")   # rows of the validation tasks
 held = load_dataset("path/to/this/dir", "holdout", split="test")
 
 shape = {{d["dim"]: d["value"] for d in episodes[0]["shape"]}}               # e.g. {{"T": 4096, "D": 4096}}
 params = {{p["name"]: p["value"] for p in episodes[0]["steps"][0]["params"]}}
 ```
+
+{training_section(stats)}
 
 Loads with `datasets` 2.14.7 and later. `kernelstrain report DIR` writes an HTML report of the data
 (charts and an episode browser); `kernelstrain show DIR EPISODE_ID` prints one episode in a terminal.

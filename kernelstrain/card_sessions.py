@@ -2,22 +2,24 @@
 `sessions` and the holdout splits, then the figures of stats.json and what each file holds."""
 from __future__ import annotations
 
-from .card import VERIFICATION, _coverage, _splits, front_matter, torch_row
+from .card import VERIFICATION, _coverage, _splits, config_splits, front_matter, torch_row, training_section
 from .gpus import GPUS
 from .holdout import card_configs
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE
 from .slips import NAMES
+from .writers import SESSION_FILES
 
 SLIP_KINDS = ", ".join(f"{i} {n}" for i, n in enumerate(NAMES))
 
 
 def render_sessions_card(stats: dict) -> str:
-    declared = [("sessions", SESSIONS_FILE)] + card_configs(stats)
+    declared = [("sessions", SESSIONS_FILE), ("sft_multiturn", SESSION_FILES["sft_multiturn"])] + card_configs(stats)
     pct, spe, sp, hours = stats["status_pct"], stats["steps_per_episode"], stats["speedup"], stats["simulated_hours"]
     files, st = stats["files"], stats["status"]
     batches = [f for f in files if f.startswith(f"{BATCH_DIR}/")]
-    file_rows = "\n".join(f"| `{path}` | `{name}` | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB |"
-                          for name, path in declared if path in files)
+    file_rows = "\n".join(
+        f"| `{path}` | `{name}` ({split}) | {files[path]['rows']:,} | {files[path]['bytes'] / 1e6:,.1f} MB |"
+        for name, splits in config_splits(declared, files) for split, path in splits if path in files)
     gpus = ", ".join(f"{g} ({GPUS[g].arch})" if g in GPUS else g for g in stats["by_gpu"])
     verified = "\n".join(f"| {what} | {figure} | {how} |" for what, figure, how in VERIFICATION)
     return f"""{front_matter(stats, declared, "long-horizon", stats['sessions'])}
@@ -78,10 +80,18 @@ elapsed_s, elapsed_hms, seed, generator.
 ```python
 from datasets import load_dataset
 
-sessions = load_dataset("path/to/this/dir", "sessions", split="train")
+sessions = load_dataset("path/to/this/dir", "sessions", split="train")   # whole sessions, every task
+windows = load_dataset("path/to/this/dir", "sft_multiturn", split="train")  # the sessions cut into windows
+val = load_dataset("path/to/this/dir", "sft_multiturn", split="validation")
 held = load_dataset("path/to/this/dir", "holdout", split="test")
 print(sessions[0]["elapsed_hms"], sessions[0]["trace"][0]["tag"])
 ```
+
+`sft_multiturn` cuts each session into chat windows within the token budget (`kernelstrain/sft_multiturn@2`
+rows, as the default profile's): each later window's first user turn carries the task, the compact
+history, the last result and the current best code; windows end on an assistant turn.
+
+{training_section(stats)}
 
 `kernelstrain validate DIR` re-renders every step's code from the trace and rechecks every row, batch
 and QA report; `kernelstrain qa DIR` prints the QA figures of all sessions.

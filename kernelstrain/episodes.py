@@ -129,7 +129,7 @@ def weight(s: dict, v: Verdict) -> int:
 
 
 def _tokens(msgs: list) -> int:
-    return sum(messages.tokens(m["content"]) for m in msgs)
+    return sum(map(messages.message_tokens, msgs))
 
 
 def _opening(row: dict):
@@ -159,40 +159,60 @@ def turns(row: dict, timestamps: bool):
             best_code = s["code"]
 
 
-def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) -> tuple[list, list]:
-    """(multi-turn windows, step rows) of a public episode row.
-
-    With max_context_tokens > 0 a session longer than the budget is split into windows;
-    each later window opens with the compact history, the last result and the current best
-    (messages.tokens estimates tokens). A window always holds at least one step."""
+def _steps(row: dict, timestamps: bool):
+    """(system, first user message, [(step, weight, assistant, feedback)], opener) of a public
+    episode row; opener(k) is step k's prompt: the task, the compact history, the last result
+    and the current best (the step row's user turn, a later window's first user turn)."""
     module, task, system, first, reference = _opening(row)
     impl, base = module.impl, row["baseline"]
     header = messages.task_header(module, task, reference)
-    step_rows, pairs, opens = [], [], []        # pairs[k] = (assistant, feedback); opens[k] = window opener
-    history, last_fb = [], None
+    pairs, states, history, last_fb = [], [], [], None
     unit = messages.time_unit(base["time_ms"])
     first_run = {base["code"]: 0}               # code -> the step that first submitted it (0: the baseline)
-    for s, v, w, answer, feedback, (best_code, best_ms, best_step) in turns(row, timestamps):
-        prompt = messages.step_prompt(header, history, best_code, impl, best_ms, base["time_ms"], best_step, last_fb)
-        opens.append(prompt)
+    for s, v, w, answer, feedback, best in turns(row, timestamps):
+        states.append((len(history), best, last_fb))
+        pairs.append((s, w, answer, feedback))
+        history.append(messages.history_line(s, unit, first_run.get(s["code"])))
+        first_run.setdefault(s["code"], s["step"])
+        last_fb = feedback["content"]
+
+    def opener(k: int) -> str:
+        n, (best_code, best_ms, best_step), last = states[k]
+        return messages.step_prompt(header, history[:n], best_code, impl, best_ms, base["time_ms"], best_step, last)
+    return system, first, pairs, opener
+
+
+def multiturn_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0, steps=None) -> list:
+    """The multi-turn window rows of a public episode row (`steps`: its _steps, when built).
+
+    With max_context_tokens > 0 a session longer than the budget is split into windows;
+    each later window opens with the step prompt (opener) of its first step
+    (messages.message_tokens counts tokens). A window always holds at least one step."""
+    system, first, pairs, opener = steps or _steps(row, timestamps)
+    windows = _windows(system, first, [(a, f) for _, _, a, f in pairs], opener, max_context_tokens)
+    meta = {"schema": SCHEMA["multiturn"], "id": row["id"], "task_id": row["task_id"], "module": row["module"],
+            "op": row["op"], "impl": REGISTRY[row["module"]].impl, "gpu": row["gpu"], "dtype": row["dtype"],
+            "shape": row["shape"], "num_steps": len(row["steps"]), "torch_eager_ms": row["torch_eager_ms"],
+            "torch_compile_ms": row["torch_compile_ms"], "best_speedup": row["best"]["speedup"],
+            "best_speedup_vs_torch": row["best"]["speedup_vs_torch"]}
+    return [{k: {**meta, "window": i, "windows": len(windows), "messages": msgs}[k] for k in MULTITURN_KEYS}
+            for i, msgs in enumerate(windows)]
+
+
+def chat_rows(row: dict, timestamps: bool = False, max_context_tokens: int = 0) -> tuple[list, list]:
+    """(multi-turn windows, step rows) of a public episode row."""
+    steps = _steps(row, timestamps)
+    system, _, pairs, opener = steps
+    impl = REGISTRY[row["module"]].impl
+    step_rows = []
+    for i, (s, w, answer, _) in enumerate(pairs):
         values = {"schema": SCHEMA["step"], "id": f"{row['id']}-{s['step']:03d}", "episode_id": row["id"],
                   "step": s["step"], "kind": s["kind"], "status": s["status"], "failure": s["failure"],
                   "kept": s["kept"], "weight": w, "module": row["module"], "gpu": row["gpu"], "impl": impl,
-                  "torch_eager_ms": row["torch_eager_ms"], "torch_compile_ms": row["torch_compile_ms"], "messages": [system, {"role": "user", "content": prompt}, answer]}
+                  "torch_eager_ms": row["torch_eager_ms"], "torch_compile_ms": row["torch_compile_ms"],
+                  "messages": [system, {"role": "user", "content": opener(i)}, answer]}
         step_rows.append({k: values[k] for k in STEP_ROW_KEYS})
-        last_fb = feedback["content"]
-        pairs.append((answer, feedback))
-        history.append(messages.history_line(s, unit, first_run.get(s["code"])))
-        first_run.setdefault(s["code"], s["step"])
-    windows = _windows(system, first, pairs, opens, max_context_tokens)
-    meta = {"schema": SCHEMA["multiturn"], "id": row["id"], "task_id": row["task_id"], "module": row["module"],
-            "op": row["op"], "impl": impl, "gpu": row["gpu"], "dtype": row["dtype"], "shape": row["shape"],
-            "num_steps": len(row["steps"]), "torch_eager_ms": row["torch_eager_ms"],
-            "torch_compile_ms": row["torch_compile_ms"], "best_speedup": row["best"]["speedup"],
-            "best_speedup_vs_torch": row["best"]["speedup_vs_torch"]}
-    mts = [{k: {**meta, "window": i, "windows": len(windows), "messages": msgs}[k] for k in MULTITURN_KEYS}
-           for i, msgs in enumerate(windows)]
-    return mts, step_rows
+    return multiturn_rows(row, timestamps, max_context_tokens, steps), step_rows
 
 
 def session_messages(row: dict, timestamps: bool) -> list:
@@ -205,29 +225,31 @@ def session_messages(row: dict, timestamps: bool) -> list:
     return msgs
 
 
-def _windows(system: dict, first: dict, turns: list, opens: list, budget: int) -> list[list]:
+def _windows(system: dict, first: dict, turns: list, opener, budget: int) -> list[list]:
     """Split the session into windows within `budget` tokens; each ends on an assistant turn."""
     out, msgs = [], [system, first]
     size, has_step = _tokens(msgs), False
     for k, (answer, feedback) in enumerate(turns):
-        need = messages.tokens(answer["content"])
+        need = messages.message_tokens(answer)
         if budget and has_step and size + need > budget:
             out.append(msgs[:-1])                      # drop the trailing feedback: the opener carries it
-            msgs = [system, {"role": "user", "content": opens[k]}]
+            msgs = [system, {"role": "user", "content": opener(k)}]
             size = _tokens(msgs)
         msgs.append(answer)
         size += need
         has_step = True
         if k < len(turns) - 1:
             msgs.append(feedback)
-            size += messages.tokens(feedback["content"])
+            size += messages.message_tokens(feedback)
     out.append(msgs)
     return out
 
 
-def episode_rows(plan: Plan, index: int) -> tuple[str, list[str], list[str], dict]:
-    """(episode line, multi-turn lines, step lines, the public episode row)."""
+def episode_rows(plan: Plan, index: int) -> tuple[dict, dict]:
+    """({file key (writers.STREAMED): rows}, the public episode row) of one plan index."""
+    from .training import prompt_completion_rows
     row = build_episode(plan, index).row()
     out = plan.profile.output
     mts, steps = chat_rows(row, out.timestamps, out.max_context_tokens)
-    return dumps(row), [dumps(m) for m in mts], [dumps(r) for r in steps], row
+    return {"episodes": [row], "sft_multiturn": mts, "sft_steps": steps,
+            "sft_prompt_completion": prompt_completion_rows(steps)}, row

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .card import render_card
-from .episodes import episode_rows
+from .episodes import dumps, episode_rows
 from .errors import UsageError, fault_point
 from .holdout import split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
@@ -26,9 +26,10 @@ from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
-from .sessions import QA_DIR, session_line, write_batches
+from .sessions import QA_DIR, session_rows, write_batches
+from .training import CHAT_KEYS, chat_figure, chat_settings, split_rows
 from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix, layout_files,
-                      write_error, write_text_atomic)
+                      streamed_keys, write_error, write_text_atomic)
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,14 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), plus its stats."""
-    if _PLAN.profile.output.layout == "sessions":
-        line, ep = session_line(_PLAN, index)
-        return ((_encode([line]), 1),), _slim(ep)
-    ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
-    return ((_encode([ep_line]), 1), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines))), \
-        _slim(ep)
+    (data_keys order), plus its stats (with its chat rows' figures)."""
+    out = _PLAN.profile.output
+    rows, ep = (session_rows if out.layout == "sessions" else episode_rows)(_PLAN, index)
+    rows = split_rows(rows, ep["task_id"], out.validation_frac)
+    names = layout_files(out.layout)
+    slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
+    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout))
+    return blocks, slim
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int):
@@ -115,12 +117,11 @@ def iter_episodes(plan: Plan, indices: range, workers: int):
             signal.signal(s, handler)
 
 
-DATA_KEYS = ("episodes", "sft_multiturn", "sft_steps")
-
-
 def data_keys(layout: str) -> tuple:
     """The streamed files of a layout (writers.layout_files keys), the one-row-per-episode file first."""
-    return ("sessions",) if layout == "sessions" else DATA_KEYS
+    return streamed_keys(layout)
+
+
 CHECKPOINT_SECONDS = 2.0
 
 
@@ -185,7 +186,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
             summaries.update(write_batches(stage.dir, profile.output.batch_size))
         holdout = with_contamination(split_figures(plan), stage.dir)
         stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
-                           layout, profile.output.batch_size)
+                           layout, profile.output.batch_size, chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
         finish(stage.dir, stats)
@@ -347,14 +348,21 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
             check_prefix(stage_dir / names[k], state["files"][k])
         for k in keys:
             files[k] = StreamFile(stage_dir / names[k], resume=state["files"][k])
-        # (sft_multiturn holds one row per context window: only the first file counts episodes)
+        # (a chat file holds any number of rows an episode: only the first file counts episodes)
         main = files[keys[0]]
-        if main.rows != state["next"] - indices.start or any(f.rows < main.rows for f in files.values()):
+        if main.rows != state["next"] - indices.start:
             raise UsageError(f"{main.path} holds {main.rows} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
-        with open(main.path, "rb") as fh:
-            for _, line in zip(range(main.rows), fh):
-                acc.add(json.loads(line))
+        for k, f in files.items():
+            if f is not main and k not in CHAT_KEYS:
+                continue
+            with open(f.path, "rb") as fh:
+                for _, line in zip(range(f.rows), fh):
+                    row = json.loads(line)
+                    if f is main:
+                        acc.add(row)
+                    if k in CHAT_KEYS:
+                        acc.add_chat(names[k], [chat_figure(row)])
     except FileNotFoundError as e:
         raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
     except (UsageError, ValueError) as e:

@@ -18,8 +18,10 @@ from .holdout import with_contamination
 from .stats import StatsAccumulator
 from .validate import read_stats
 from .sessions import write_batches
+from .training import CHAT_KEYS, chat_figure
 from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, layout_files, write_error
 SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
+# (stats' `chat` figures differ between shards; their settings are the profile's, which profile_sha pins)
 
 
 def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
@@ -113,7 +115,7 @@ def _build(shards: list, stage: Path) -> dict:
         f = StreamFile(stage / names[key])
         try:
             for s in shards:
-                _copy(s, names[key], f, acc if key == keys[0] else None)
+                _copy(s, names[key], f, acc if key == keys[0] else None, acc if key in CHAT_KEYS else None)
         finally:
             f.close()
         summaries[names[key]] = f.summary()
@@ -129,8 +131,9 @@ def _build(shards: list, stage: Path) -> dict:
         summaries.update(write_batches(stage, first["batch_size"]))
     holdout = with_contamination(first["holdout"], stage) if "holdout" in first else None
     profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
+    chat = {k: first["chat"][k] for k in ("max_context_tokens", "validation_frac")} if "chat" in first else None
     stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout, layout=layout,
-                       batch_size=first.get("batch_size"))
+                       batch_size=first.get("batch_size"), chat=chat)
     finish(stage, stats)
     return stats
 
@@ -141,7 +144,9 @@ def _holdout_files(stats: dict) -> list[str]:
     return [s["file"] for s in splits.values()]
 
 
-def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None) -> None:
+def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None, chat: StatsAccumulator | None = None) -> None:
+    """Append a shard's file to f, checking it; episode rows go to acc's stats, chat rows'
+    figures to chat's."""
     path = shard.dir / name
     want = shard.stats["files"][name]
     digest, rows = hashlib.sha256(), 0
@@ -166,6 +171,8 @@ def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None) -> None
                     acc.add(row)
                 except (KeyError, TypeError, ValueError, AttributeError):
                     raise DataError(f"{path}:{n}: malformed episode row (run `kernelstrain validate {shard.dir}`)") from None
+            if chat is not None:
+                chat.add_chat(name, [chat_figure(row)])
             f.write_block(raw, 1)
             rows += 1
     if digest.hexdigest() != want.get("sha256") or rows != want.get("rows"):

@@ -45,6 +45,7 @@ class Output:
     max_context_tokens: int     # split sft_multiturn sessions into windows of this many tokens; 0 = never
     layout: str = "episodes"    # LAYOUTS: episodes (episodes + sft files) or sessions (sessions.jsonl + batches)
     batch_size: int = 100       # sessions per batches/batch_NNN.jsonl (sessions layout)
+    validation_frac: float = 0.0  # share of training tasks whose chat rows go to the validation files (training.py)
 
 
 @dataclass(frozen=True)
@@ -297,6 +298,8 @@ def _validate(p: Profile, path: Path) -> None:
         bad("output.max_context_tokens", f"must be >= 0 (0 = no windows), got {p.output.max_context_tokens}")
     if p.output.layout not in LAYOUTS:
         bad("output.layout", f"must be one of {', '.join(LAYOUTS)}, got {p.output.layout!r}")
+    if not 0 <= p.output.validation_frac < 1:
+        bad("output.validation_frac", f"must be in [0, 1), got {p.output.validation_frac}")
     if p.output.batch_size < 1:
         bad("output.batch_size", f"must be >= 1, got {p.output.batch_size}")
     if not 0.0 <= p.holdout.frac < 1.0:

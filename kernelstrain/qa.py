@@ -262,7 +262,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               "==", 1.0),
         check("assistant_messages_weighted", round(c["mt_weighted"] / max(1, c["mt_assistant"]), 4), "==", 1.0),
         check("step_rows_weighted", round(c["step_rows_weighted"] / max(1, sum(st.values())), 4), "==", 1.0),
-        check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "chars/3.5"),
+        check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "messages.tokens (README: Context windows)"),
         # behaviour (behaviour.py): what an engineer with a plan does and does not do
         check("post_best_tail_share", behaviour.tail_share(b), "<=", tail_max,
               f"{b['tail']}/{b['steps']} steps come after their episode's final best"),

@@ -18,6 +18,7 @@ SCHEMA = {
     "session": "kernelstrain/session@2",
     "multiturn": "kernelstrain/sft_multiturn@3",
     "step": "kernelstrain/sft_step@3",
+    "prompt_completion": "kernelstrain/sft_prompt_completion@1",
     "holdout": "kernelstrain/holdout_task@1",
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
@@ -122,6 +123,7 @@ MULTITURN_KEYS = ("schema", "id", "task_id", "window", "windows", "module", "op"
                   "best_speedup_vs_torch", "messages")
 STEP_ROW_KEYS = ("schema", "id", "episode_id", "step", "kind", "status", "failure", "kept", "weight",
                  "module", "gpu", "impl", "torch_eager_ms", "torch_compile_ms", "messages")
+PROMPT_COMPLETION_KEYS = ("schema", "id", "episode_id", "step", "kind", "module", "gpu", "impl", "prompt", "completion")
 
 
 # -- the configs' features, declared in the dataset card (card.py) -------------------------
@@ -155,6 +157,10 @@ FEATURES = {
                   "status": "string", "failure": "string", "kept": "bool", "weight": "int64",
                   **{k: "string" for k in ("module", "gpu", "impl")}, "torch_eager_ms": "float64",
                   "torch_compile_ms": "float64", "messages": [_MESSAGE]},
+    "sft_prompt_completion": {**{k: "string" for k in ("schema", "id", "episode_id")}, "step": "int64",
+                              **{k: "string" for k in ("kind", "module", "gpu", "impl")},
+                              "prompt": [{"role": "string", "content": "string"}],
+                              "completion": [{"role": "string", "content": "string"}]},
     "sessions": {**{k: "string" for k in ("schema", "id", "task_id")}, **_TASK, "baseline_ms": "float64",
                  "torch_eager_ms": "float64", "torch_compile_ms": "float64",
                  "baseline": {"tag": "string", "params": [_PAIR]}, "best": _BEST,

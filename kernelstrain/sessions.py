@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .episodes import build_episode, dumps, session_messages
+from .episodes import build_episode, multiturn_rows, session_messages
 from .fields import as_dict
 from .gpus import GPUS
 from .messages import clock
@@ -39,10 +39,13 @@ def session_row(ep: dict, timestamps: bool) -> dict:
     return {k: values[k] for k in SESSION_KEYS}
 
 
-def session_line(plan, index: int) -> tuple[str, dict]:
-    """(sessions.jsonl line, public episode row) of one plan index."""
+def session_rows(plan, index: int) -> tuple[dict, dict]:
+    """({file key (writers.STREAMED): rows}, public episode row) of one plan index: the
+    session row and its chat windows."""
     ep = build_episode(plan, index).row()
-    return dumps(session_row(ep, plan.profile.output.timestamps)), ep
+    out = plan.profile.output
+    return {"sessions": [session_row(ep, out.timestamps)],
+            "sft_multiturn": multiturn_rows(ep, out.timestamps, out.max_context_tokens)}, ep
 
 
 def episode_row(session: dict) -> dict:

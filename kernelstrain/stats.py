@@ -29,9 +29,23 @@ class StatsAccumulator:
         self.elapsed_sum = 0
         self.elapsed_min, self.elapsed_max = math.inf, 0
         self.combos = set()
+        self.chat = {}          # chat file -> [rows, assistant targets, weight-1 targets, Counter of tokens]
+
+    def add_chat(self, name: str, figures) -> None:
+        """Chat rows of a file, as training.chat_figure gives them (a file is listed once it
+        has a row)."""
+        for tokens, targets, weighted in figures:
+            f = self.chat.setdefault(name, [0, 0, 0, Counter()])
+            f[0] += 1
+            f[1] += targets
+            f[2] += weighted
+            f[3][tokens] += 1
 
     def add(self, ep: dict) -> None:
-        """An episode row, its _slim form, or a session row (its steps are its `trace`)."""
+        """An episode row, its _slim form (with its chat rows' figures under "chat"), or a
+        session row (its steps are its `trace`)."""
+        for name, figures in ep.get("chat", {}).items():
+            self.add_chat(name, figures)
         self.episodes += 1
         steps = ep["steps"] if "steps" in ep else ep["trace"]
         n = len(steps)
@@ -57,10 +71,27 @@ class StatsAccumulator:
         self.elapsed_min, self.elapsed_max = min(self.elapsed_min, ep["elapsed_s"]), max(self.elapsed_max, ep["elapsed_s"])
         self.combos.add((ep["op"], ep["gpu"], json.dumps(ep["shape"]), ep["dtype"]))
 
+    def chat_figures(self, settings: dict) -> dict:
+        """Each chat file's rows, targets, weight-1 share and token percentiles (messages.tokens,
+        the template's framing included) against the profile's budget (settings)."""
+        files = {}
+        for name in sorted(self.chat):
+            rows, targets, weighted, tokens = self.chat[name]
+            ranked = sorted(tokens.elements())
+            within = sum(n for t, n in tokens.items() if t <= settings["max_context_tokens"])
+            files[name] = {"rows": rows, "targets": targets, "weight1_targets": weighted,
+                           "weight1_share": round(weighted / max(1, targets), 4),
+                           "tokens": {q: ranked[min(rows - 1, int(p * rows))] if rows else 0
+                                      for q, p in (("p50", .5), ("p90", .9), ("p99", .99), ("max", 1.0))},
+                           "within_budget": round(within / max(1, rows), 4)}
+        return {**settings, "files": files}
+
     def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None,
-               holdout: dict | None = None, layout: str = "episodes", batch_size: int | None = None) -> dict:
+               holdout: dict | None = None, layout: str = "episodes", batch_size: int | None = None,
+               chat: dict | None = None) -> dict:
         """The stats object; the sessions layout adds its layout, batch size, session count,
-        unique (op, gpu, shape, dtype) combos and the simulated hours' range."""
+        unique (op, gpu, shape, dtype) combos and the simulated hours' range; `chat` (the
+        profile's max_context_tokens and validation_frac) adds the chat files' figures."""
         n, steps = max(1, self.episodes), max(1, self.steps)
         lengths = sorted(self.steps_hist.elements())
         hours = {"mean": round(self.elapsed_sum / n / 3600, 3)}
@@ -97,6 +128,7 @@ class StatsAccumulator:
                                  "beats_eager_pct": round(100 * self.torch_beats / max(1, self.torch_n), 2)},
             "simulated_hours": hours,
             **{f"by_{k}": dict(sorted(c.items())) for k, c in self.by.items()},
+            **({"chat": self.chat_figures(chat)} if chat else {}),
             "files": files,
             **({"shard": shard} if shard else {}),
         }
@@ -124,9 +156,10 @@ def summary(stats: dict) -> str:
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "
         + ", ".join(f"{k} {v}" for k, v in stats["by_impl"].items()),
         "gpus            " + ", ".join(f"{k} {v:,}" for k, v in stats["by_gpu"].items()),
+        *chat_lines(stats),
         "files:",
     ]
-    lines += [f"  {name:30} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
+    lines += [f"  {name:40} {f['rows']:>9,} rows {f['bytes'] / 1e6:>10.1f} MB" for name, f in stats["files"].items()]
     return "\n".join(lines)
 
 
@@ -137,6 +170,21 @@ def holdout_total(stats: dict) -> str:
         return f"{stats['holdout_tasks']:,}"
     total = sum(s["tasks"] for s in splits.values())
     return f"{total:,} (" + ", ".join(f"{name} {s['tasks']:,}" for name, s in splits.items()) + ")"
+
+
+def chat_lines(stats: dict) -> list[str]:
+    """Each chat file's rows, weight-1 share and token percentiles against the budget."""
+    c = stats.get("chat")
+    if not c:
+        return []
+    lines = [f"chat rows       tokens by messages.tokens (+5 a message), budget {c['max_context_tokens']:,}; "
+             f"validation split: {c['validation_frac']:.0%} of the tasks"]
+    for name, f in c["files"].items():
+        t = f["tokens"]
+        lines.append(f"  {name:38} {f['rows']:>8,} rows, weight 1 on {f['weight1_share']:.1%} of {f['targets']:,} "
+                     f"targets; tokens p50 {t['p50']:,} p90 {t['p90']:,} max {t['max']:,}, "
+                     f"{f['within_budget']:.1%} within budget")
+    return lines
 
 
 def holdout_lines(stats: dict) -> list[str]:

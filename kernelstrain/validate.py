@@ -25,7 +25,8 @@ from .ledger import Ledger
 from .schema import ENDS, EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import STATIC_SMEM_CAP
 from .tasks import starting_rung
-from .writers import DATASET_NAMES, FILES, layout_files
+from .training import chat_figure
+from .writers import DATASET_NAMES, FILES, SPLIT_CONFIGS, VALIDATION, layout_files
 
 STATS_SCHEMA = SCHEMA["stats"]
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
@@ -471,6 +472,8 @@ class Context:
 
     def __init__(self, stats: dict):
         self.stats, self.plan, self.timestamps, self.max_tokens = stats, None, None, None
+        chat = stats.get("chat") if isinstance(stats.get("chat"), dict) else {}
+        self.validation_frac = chat.get("validation_frac", 0.0)
         from .plan import make_plan
         from .profiles import PROFILE_DIR, load_profile
         for path in sorted(PROFILE_DIR.glob("*.toml")):
@@ -482,9 +485,14 @@ class Context:
                 self.plan = make_plan(profile, stats["seed"])
                 self.timestamps = profile.output.timestamps
                 self.max_tokens = profile.output.max_context_tokens
+                self.validation_frac = profile.output.validation_frac
                 break
-        if self.max_tokens is None:      # not a bundled profile: the default profile's window budget
-            self.max_tokens = load_profile(PROFILE_DIR / "kernelstrain.toml").output.max_context_tokens
+        if self.max_tokens is None:      # not a bundled profile: its stats' budget, or the default profile's
+            self.max_tokens = chat["max_context_tokens"] if "max_context_tokens" in chat else \
+                load_profile(PROFILE_DIR / "kernelstrain.toml").output.max_context_tokens
+
+    def chat_settings(self) -> dict:
+        return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
 
 
 def validate(data: Path, limit: int = 50) -> Findings:
@@ -512,7 +520,7 @@ def validate(data: Path, limit: int = 50) -> Findings:
         acc = check_sessions_dir(data, ctx, held, out)
     else:
         acc = _check_training(data, ctx, held, out)
-    _check_stats(stats, acc, actual, len(held), out)
+    _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
     out.notes = check_holdout_splits(data, stats, out)
     return out
 
@@ -581,16 +589,19 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
     rebuilt and compared; returns the stats accumulated from the valid episodes."""
     from .episodes import chat_rows
     from .stats import StatsAccumulator
+    from .training import is_validation, prompt_completion_rows
     acc = StatsAccumulator()
-    ep_path, mt_path, st_path = (data / FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps"))
-    mt_rows, st_rows = Peek(rows(mt_path, out)), Peek(rows(st_path, out))
+    names = layout_files("episodes")
+    ep_path = data / FILES["episodes"]
+    # (train, validation) of each split config: path and row stream
+    split = {k: [(data / names[k + v], Peek(rows(data / names[k + v], out))) for v in ("", VALIDATION)]
+             for k in SPLIT_CONFIGS}
     start = _first_index(ctx.stats)
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     for n, ep in rows(ep_path, out):
         where = f"{ep_path.name}:{n}"
         index = start + n - 1
         want_id = f"{prefix}{index:06d}"
-        mt = mt_rows.take()
         in_order = ep is not None and ep.get("id") == want_id
         if ep is not None and not in_order:
             out.add(where, f"episode {ep.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
@@ -599,6 +610,9 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
             acc.add(ep)
             if _combo(ep) in held:
                 out.add(where, f"held-out combo {_combo(ep)[:3]} appears in a training file")
+        part = int(isinstance(ep, dict) and is_validation(str(ep.get("task_id")), ctx.validation_frac))
+        (mt_path, mt_rows), (st_path, st_rows), (pc_path, pc_rows) = (split[k][part] for k in SPLIT_CONFIGS)
+        mt = mt_rows.take()
         expected = None
         if valid and in_order:
             if ctx.timestamps is None:
@@ -606,10 +620,14 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
             expected = _guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens) or None
         _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
-    if mt_rows.head is not None:
-        out.add(f"{mt_path.name}:{mt_rows.head[0]}", "more rows than episodes in episodes.jsonl")
-    if st_rows.head is not None:
-        out.add(f"{st_path.name}:{st_rows.head[0]}", "more step rows than steps in episodes.jsonl")
+        pcs = expected and prompt_completion_rows(expected[1])
+        _check_steps(pc_rows, pc_path, want_id, expected and (None, pcs), out)
+        if expected:
+            for path, made in zip((mt_path, st_path, pc_path), (*expected, pcs)):
+                acc.add_chat(path.name, map(chat_figure, made))
+    for path, peek in (p for k in SPLIT_CONFIGS for p in split[k]):
+        if peek.head is not None:
+            out.add(f"{path.name}:{peek.head[0]}", "more rows than episodes and steps in episodes.jsonl")
     return acc
 
 
@@ -687,13 +705,13 @@ def _check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Finding
             out.add(f"{path.name}:{n}", _row_diff(row, want))
 
 
-def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Findings) -> None:
+def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Findings, chat: dict) -> None:
     """stats.json against what the files hold, key by key."""
     from types import SimpleNamespace
     profile = SimpleNamespace(name=stats.get("profile"), description=stats.get("profile_description"))
     files = dict(actual)
     want = acc.result(profile, stats.get("seed"), holdout_rows, files, stats.get("shard"), stats.get("holdout"),
-                      stats.get("layout", "episodes"), stats.get("batch_size"))
+                      stats.get("layout", "episodes"), stats.get("batch_size"), chat)
     if "run" in stats:
         want["run"] = stats["run"]
     if want["generator"] != stats.get("generator"):

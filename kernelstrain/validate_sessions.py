@@ -15,7 +15,10 @@ from pathlib import Path
 from .messages import clock, hms
 from .schema import SCHEMA, SESSION_KEYS, TRACE_KEYS
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
-from .validate import Findings, _guarded, _row_diff, check_episode, rows
+from .episodes import multiturn_rows
+from .training import chat_figure, is_validation
+from .validate import Findings, Peek, _check_multiturn, _guarded, _row_diff, _stamped, check_episode, rows
+from .writers import VALIDATION, layout_files
 
 MECHANICAL = (   # (check, what it checks), as a batch's QA report lists them
     ("rows_and_schema", "every line a JSON object of schema session@2, keys in order, fields typed"),
@@ -138,9 +141,10 @@ class BatchChecks:
             self.accs[k].multiturn(checked[1])
 
 
-def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int):
+def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int, each=None):
     """Check every session of a sessions.jsonl whose first session is plan index `start`;
-    returns (stats accumulator, BatchChecks)."""
+    returns (stats accumulator, BatchChecks). each(row, want_id, checked), when given, sees
+    every row (checked as BatchChecks.add takes it)."""
     from .stats import StatsAccumulator
     from .validate import _combo
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
@@ -160,6 +164,8 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                     acc.add(checked[0])
                     if _combo(checked[0]) in held:
                         out.add(where, f"held-out combo {_combo(checked[0])[:3]} appears in a training file")
+                if each is not None:
+                    each(row, want_id, checked)
             checks.add(n, row, checked)
     finally:
         out.listener = None
@@ -175,7 +181,9 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     if type(size) is not int or size < 1:
         out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}")
         size = 100
-    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats))
+    windows = WindowChecks(data, ctx, out)
+    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats), windows.check)
+    windows.finish(acc)
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
@@ -188,6 +196,38 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
             if not same:
                 out.add(f"{QA_DIR}/{path.name}", f"differs from the QA report of batch {k}'s rows as they are now")
     return acc
+
+
+class WindowChecks:
+    """The chat windows of the sessions (sft_multiturn.jsonl and its validation file), in
+    lockstep with sessions.jsonl: each session's windows rebuilt from its episode row and
+    compared; the figures of the sessions and the windows for stats.json."""
+
+    def __init__(self, data: Path, ctx, out: Findings):
+        names = layout_files("sessions")
+        self.ctx, self.out = ctx, out
+        self.parts = [(data / names["sft_multiturn" + v], Peek(rows(data / names["sft_multiturn" + v], out)))
+                      for v in ("", VALIDATION)]
+        self.figures = {SESSIONS_FILE: [], **{path.name: [] for path, _ in self.parts}}
+
+    def check(self, row: dict, want_id: str, checked) -> None:
+        path, peek = self.parts[int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))]
+        expected = None
+        if checked is not None:
+            self.figures[SESSIONS_FILE].append(chat_figure(checked[1]))
+            stamped = self.ctx.timestamps if self.ctx.timestamps is not None else _stamped((0, checked[1]))
+            made = _guarded(multiturn_rows, want_id, self.out, checked[0], stamped, self.ctx.max_tokens)
+            if made:
+                expected = (made,)
+                self.figures[path.name] += map(chat_figure, made)
+        _check_multiturn(peek.take(), peek, path, want_id, expected, self.out)
+
+    def finish(self, acc) -> None:
+        for path, peek in self.parts:
+            if peek.head is not None:
+                self.out.add(f"{path.name}:{peek.head[0]}", f"more rows than sessions in {SESSIONS_FILE}")
+        for name, figures in self.figures.items():
+            acc.add_chat(name, figures)
 
 
 def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:

@@ -16,6 +16,7 @@ FILES = {  # config name -> file name, in the order they are written
     "episodes": "episodes.jsonl",
     "sft_multiturn": "sft_multiturn.jsonl",
     "sft_steps": "sft_steps.jsonl",
+    "sft_prompt_completion": "sft_prompt_completion.jsonl",
     "holdout": "tasks_holdout.jsonl",
 }
 # holdout split -> (datasets config, file name); combo keeps the seed card's `holdout` config
@@ -24,18 +25,46 @@ SPLIT_FILES = {
     "unseen_op": ("holdout_unseen_op", "tasks_holdout_unseen_op.jsonl"),
     "unseen_gpu": ("holdout_unseen_gpu", "tasks_holdout_unseen_gpu.jsonl"),
 }
-# the sessions layout (sessions.py): one session a row, cut into batches/, a QA report per batch
-SESSION_FILES = {"sessions": "sessions.jsonl", "holdout": FILES["holdout"]}
+# the sessions layout (sessions.py): one session a row, cut into batches/, a QA report per batch,
+# and the sessions cut into chat windows
+SESSION_FILES = {"sessions": "sessions.jsonl", "sft_multiturn": FILES["sft_multiturn"], "holdout": FILES["holdout"]}
+# the files generate streams, per layout, the one-row-per-episode file first
+STREAMED = {"episodes": ("episodes", "sft_multiturn", "sft_steps", "sft_prompt_completion"),
+            "sessions": ("sessions", "sft_multiturn")}
+# configs with a validation split (training.py): rows of validation tasks go to X.validation.jsonl
+SPLIT_CONFIGS = ("sft_multiturn", "sft_steps", "sft_prompt_completion")
+VALIDATION = ".validation"
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
 JOURNAL = ".kernelstrain-resume.json"
+
+
+def validation_file(name: str) -> str:
+    """The validation split's file of a config's file.
+
+    >>> validation_file("sft_steps.jsonl")
+    'sft_steps.validation.jsonl'
+    """
+    return name.removesuffix(".jsonl") + VALIDATION + ".jsonl"
+
+
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
-DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
+DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
+                 *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
                  JOURNAL, SESSION_FILES["sessions"], "batches", "qa_reports")
 
 
+def streamed_keys(layout: str) -> tuple:
+    """The keys of the files generate streams (layout_files keys): each file of STREAMED, then
+    the validation file of each that SPLIT_CONFIGS names."""
+    keys = STREAMED["sessions" if layout == "sessions" else "episodes"]
+    return keys + tuple(k + VALIDATION for k in keys if k in SPLIT_CONFIGS)
+
+
 def layout_files(layout: str) -> dict:
-    """config name -> file name of the files every dataset of a layout holds."""
-    return SESSION_FILES if layout == "sessions" else FILES
+    """key -> file name of the files every dataset of a layout holds (a validation file's key
+    is its config's + VALIDATION)."""
+    base = SESSION_FILES if layout == "sessions" else FILES
+    return {**base, **{k + VALIDATION: validation_file(base[k]) for k in base if k in SPLIT_CONFIGS}}
 
 
 class StreamFile:

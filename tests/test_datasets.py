@@ -15,20 +15,22 @@ import pytest
 
 from kernelstrain.fields import as_dict
 from kernelstrain.ops import REGISTRY
-from kernelstrain.writers import FILES
+from kernelstrain.writers import FILES, validation_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [("episodes", "train", "steps"), ("sft_multiturn", "train", "messages"),
-           ("sft_steps", "train", "messages"), ("holdout", "test", "prompt")]
+           ("sft_steps", "train", "messages"), ("sft_prompt_completion", "train", "prompt"), ("holdout", "test", "prompt"),
+           ("sft_multiturn", "validation", "messages"), ("sft_steps", "validation", "messages"),
+           ("sft_prompt_completion", "validation", "completion")]
 
 # run by the installed python and by the oldest-datasets venv alike: prints one JSON line
 LOADER = r"""
 import json, sys, tempfile
 import datasets
 out = {"version": datasets.__version__, "configs": {}}
-for name, split in [("episodes", "train"), ("sft_multiturn", "train"), ("sft_steps", "train"), ("holdout", "test")]:
+for name, split in json.loads(sys.argv[2]):
     ds = datasets.load_dataset(sys.argv[1], name, split=split, cache_dir=tempfile.mkdtemp(), chunksize=1 << 16)
-    out["configs"][name] = {"rows": len(ds), "columns": ds.column_names,
+    out["configs"][f"{name}/{split}"] = {"rows": len(ds), "columns": ds.column_names,
                             "shape": ds[0]["shape"] if "shape" in ds.column_names else None,
                             "params": ds[0]["steps"][0]["params"] if name == "episodes" else None}
 print(json.dumps(out))
@@ -42,7 +44,8 @@ def oldest_claimed() -> str:
 
 
 def load_all(python: str, data: Path) -> dict:
-    proc = subprocess.run([python, "-c", LOADER, str(data)], capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([python, "-c", LOADER, str(data), json.dumps([c[:2] for c in CONFIGS])],
+                          capture_output=True, text=True, timeout=600,
                           env={**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -51,12 +54,13 @@ def load_all(python: str, data: Path) -> dict:
 def check_loaded(result: dict, data: Path) -> None:
     rows = json.loads((data / "stats.json").read_text())["files"]
     for name, split, field in CONFIGS:
-        got = result["configs"][name]
-        assert got["rows"] == rows[FILES[name]]["rows"] and field in got["columns"], (name, got)
+        got = result["configs"][f"{name}/{split}"]
+        path = validation_file(FILES[name]) if split == "validation" else FILES[name]
+        assert got["rows"] == rows[path]["rows"] > 0 and field in got["columns"], (name, split, got)
     first = json.loads((data / "episodes.jsonl").open().readline())
-    assert result["configs"]["episodes"]["shape"] == first["shape"]      # list of {dim, value}, as written
-    assert as_dict(result["configs"]["episodes"]["params"]) == as_dict(first["steps"][0]["params"])
-    held = result["configs"]["holdout"]["shape"]
+    assert result["configs"]["episodes/train"]["shape"] == first["shape"]      # list of {dim, value}, as written
+    assert as_dict(result["configs"]["episodes/train"]["params"]) == as_dict(first["steps"][0]["params"])
+    held = result["configs"]["holdout/test"]["shape"]
     assert all(set(d) == {"dim", "value"} for d in held)                 # no struct of every op's dims
 
 
@@ -102,7 +106,8 @@ def test_card_keeps_the_seed_sections_with_this_datasets_figures(small_dataset):
     assert f"{stats['status_pct']['ok']}% ok" in card and f"| Holdout tasks | {stats['holdout_tasks']:,} " in card
     for name, path in FILES.items():
         assert f"- config_name: {name}\n    data_files:\n      - split: " in card and f"path: {path}" in card
-        assert f"| `{path}` | `{name}` | {stats['files'][path]['rows']:,} |" in card
+        split = "test" if name == "holdout" else "train"
+        assert f"| `{path}` | `{name}` ({split}) | {stats['files'][path]['rows']:,} |" in card
     assert "no candidate in it was run on a GPU" in card and "not from this dataset" in card
     from kernelstrain.card import VERIFICATION
     assert all(figure in card for _, figure, _ in VERIFICATION) and "0 disagreements" in card
@@ -133,7 +138,7 @@ def test_card_declares_every_configs_features(small_dataset):
     info = card.split("dataset_info:\n")[1].split("\n---")[0]
     for config in ("episodes", "sft_multiturn", "sft_steps", "holdout", "holdout_unseen_op"):
         assert f"  - config_name: {config}\n    features:\n" in info
-    rows = {"episodes": FILES["episodes"], "sft_multiturn": FILES["sft_multiturn"], "sft_steps": FILES["sft_steps"]}
+    rows = {k: FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps", "sft_prompt_completion")}
     for config, name in rows.items():
         row = json.loads((small_dataset / name).open().readline())
         assert list(row) == list(FEATURES[config]), config
@@ -154,3 +159,5 @@ def test_the_sessions_layout_loads(tmp_path):
     assert ds[0]["messages"][2]["weight"] == first["messages"][2]["weight"]
     held = datasets.load_dataset(str(data), "holdout", split="test", cache_dir=str(tmp_path / "c"))
     assert len(held) == json.loads((data / "stats.json").read_text())["holdout_tasks"]
+    windows = datasets.load_dataset(str(data), "sft_multiturn", split="train", cache_dir=str(tmp_path / "c"))
+    assert len(windows) == 4 and windows[0]["messages"][2]["content"] == first["messages"][2]["content"]

@@ -63,13 +63,15 @@ def tree(d: Path) -> dict:
 
 def test_files_of_the_layout(sessions):
     names = set(tree(sessions))
-    assert {"sessions.jsonl", "tasks_holdout.jsonl", "stats.json", "README.md"} <= names
-    assert not names & {"episodes.jsonl", "sft_steps.jsonl", "sft_multiturn.jsonl", "qa.json"}
+    assert {"sessions.jsonl", "sft_multiturn.jsonl", "sft_multiturn.validation.jsonl", "tasks_holdout.jsonl",
+            "stats.json", "README.md"} <= names
+    assert not names & {"episodes.jsonl", "sft_steps.jsonl", "sft_prompt_completion.jsonl", "qa.json"}
     assert sorted(n for n in names if n.startswith("batches/")) == [f"batches/batch_{k:03d}.jsonl" for k in range(3)]
     assert sorted(n for n in names if n.startswith("qa_reports/")) == sorted(
         f"qa_reports/batch_{k:03d}.{ext}" for k in range(3) for ext in ("json", "md"))
     card = (sessions / "README.md").read_text()
     assert "config_name: sessions\n" in card and "path: sessions.jsonl" in card and "config_name: holdout" in card
+    assert "config_name: sft_multiturn\n" in card and "path: sft_multiturn.jsonl" in card
 
 
 def test_a_session_row_is_the_episode_as_one_chat(sessions):

@@ -153,7 +153,7 @@ KINDS = {
     "compile_error_text_changed": step_change(lambda ep, s: s["status"] == "compile_error",
                                               lambda ep, s: s.update(error=s["error"].replace("error", "warning", 1))),
     "params_changed": step_change(has_tunable, lambda ep, s: other_param_value(ep, s)),
-    "feedback_number_changed": row_change("sft_multiturn.jsonl", 4, set_msg(3, lambda t: t.replace(" registers", "0 registers", 1)
+    "feedback_number_changed": row_change("sft_multiturn.jsonl", 1, set_msg(3, lambda t: t.replace(" registers", "0 registers", 1)
                                                                             if " registers" in t else t + " 1.0000 ms")),
     "history_changed": row_change("sft_steps.jsonl", 6, set_msg(1, lambda t: t.replace("- step 1: ", "- step 1: joint ", 1))),
     "deleted_step_row": raw_lines("sft_steps.jsonl", lambda rows: rows.pop(9), 10),
