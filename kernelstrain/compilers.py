@@ -182,7 +182,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
     clang = find_hip_compiler()
     if clang is None:
         raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
-    key = hashlib.sha256(f"hip3|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"hip4|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -202,10 +202,26 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
         lds = [int(x) for b in mine for x in re.findall(r"LDS Size \[bytes/block\]: (\d+)", b)]
         vgprs = [int(x) for b in mine for x in re.findall(r"VGPRs: (\d+)", b)]
         ok = proc.returncode == 0
-        errors = "\n".join(line for line in log.splitlines() if "remark:" not in line)
+        errors = without_remarks(log)
         return CompileResult(ok, _head_and_tail(errors), max(lds) if lds else None, max(vgprs) if vgprs else None,
                              None if ok else classify(errors))
     return _cached(key, run)
+
+
+def without_remarks(log: str) -> str:
+    """clang's log less its remarks (-Rpass-analysis), each with the source excerpt under it.
+
+    >>> without_remarks("a.hip:3:1: remark: Function Name: k\\n    3 | void k() {\\n      | ^\\na.hip:4:2: error: x")
+    'a.hip:4:2: error: x'
+    """
+    out, in_remark = [], False
+    for line in log.splitlines():
+        if "remark:" in line:
+            in_remark = True
+        elif not (in_remark and re.match(r"\s*\d* \| ", line)):
+            in_remark = False
+            out.append(line)
+    return "\n".join(out)
 
 
 def _import_triton():

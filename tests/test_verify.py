@@ -67,6 +67,7 @@ def test_recorded_error_classes():
                           'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed: x;', "syntax") == "syntax"
     assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch", "resources") == "launch"
     assert recorded_class("RuntimeError: CUDA error: invalid argument\nCUDA kernel errors ...", "smem") == "launch"
+    assert recorded_class("torch.AcceleratorError: CUDA error: invalid argument\nSearch for ...", "smem") == "launch"
     assert recorded_class("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 1, "
                           "Hardware limit: 0.", "smem") == "smem"
 
