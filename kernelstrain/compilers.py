@@ -76,6 +76,20 @@ def normalized(log: str) -> str:
     return re.sub(r"[^\s\"(]*/(candidate\.(?:cu|hip))", r"\1", log)
 
 
+def tool_text(log: str) -> str:
+    """A compiler log as a recorded message states it, for exact comparison: temporary paths to
+    candidate.cu / candidate.hip, ptxas's temporary PTX file name to one placeholder (it varies
+    per run), and the -Xptxas -v resource lines (verify asks for them; a harness does not) gone.
+
+    >>> tool_text("ptxas /tmp/tmpxft_00003f56_00000000-6_candidate.ptx, line 9; error   : X\\nptxas info    : Used 8 registers")
+    'ptxas tmpxft_candidate.ptx, line 9; error   : X'
+    """
+    log = re.sub(r"/tmp/tmpxft_[0-9a-f]+_\d+-\d+_candidate\.ptx", "tmpxft_candidate.ptx", normalized(log))
+    keep = [line for line in log.splitlines()
+            if not line.startswith("ptxas info") and not re.match(r"    \d+ bytes stack frame", line)]
+    return "\n".join(keep).strip()
+
+
 def first_error(log: str) -> str:
     """The first error of a log, as a recorded message states it: nvcc's or clang's first
     `error:` line (paths normalized), or Triton's CompilationError position and its message
@@ -101,7 +115,7 @@ def exception_text(e: BaseException) -> str:
     return CHAINED.join(f"{type(x).__module__}.{type(x).__name__}: {x}" for x in reversed(parts))
 
 
-def _head_and_tail(log: str, keep: int = 4000) -> str:
+def _head_and_tail(log: str, keep: int = 40000) -> str:
     """A long log cut to its head (the first error: a long note list or a kernel's source
     must not push it out) and its tail."""
     return log if len(log) <= 2 * keep else log[:keep] + "\n...\n" + log[-keep:]
@@ -124,7 +138,7 @@ def compile_cuda(source: str, arch: str, kernel: str = "") -> CompileResult:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise MissingCompiler("nvcc not found: install the CUDA toolkit (nvcc 12.4 or newer) to compile CUDA candidates")
-    key = hashlib.sha256(f"nvcc|{arch}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"nvcc2|{arch}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -182,7 +196,7 @@ def compile_hip(source: str, arch: str = "gfx942", kernel: str = "") -> CompileR
     clang = find_hip_compiler()
     if clang is None:
         raise MissingCompiler("no HIP compiler: install ROCm 6 (hipcc) or Debian's clang-19 and libamdhip64-dev")
-    key = hashlib.sha256(f"hip4|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"hip5|{arch}|{clang}|{HIP_SHIM}|{source}".encode()).hexdigest()
 
     def run():
         with tempfile.TemporaryDirectory() as tmp:
@@ -277,7 +291,7 @@ def launch_specialization(spec) -> tuple[dict, dict, dict]:
 def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
     """Compile every kernel spec of a rendered Triton candidate for one target."""
     spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages, s.ints] for s in specs])
-    key = hashlib.sha256(f"triton3|{arch}|{spec_text}|{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"triton4|{arch}|{spec_text}|{source}".encode()).hexdigest()
 
     def run():
         triton, _, ASTSource = _import_triton()

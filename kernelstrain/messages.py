@@ -117,6 +117,8 @@ _PTX_FEATURE_TEXT = {
     "mma": "Feature 'mma with .m16n8k16' requires .target sm_80 or higher",
     "bf16": "Feature 'bf16' requires .target sm_80 or higher",
 }
+# an fp8 conversion is its own feature to ptxas (nvcc 13.0, fp8_quant_cuda on sm_80)
+_CVT_FP8_TEXT = "Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89 or higher"
 _FP4_TEXT = ("Instruction 'mma with block scale' not supported on .target '{arch}'",
              "Feature '.kind::mxf8f6f4' not supported on .target '{arch}'",
              "Feature '.block_scale' not supported on .target '{arch}'",
@@ -125,7 +127,7 @@ _PTX_USES = {
     "wgmma": re.compile(r"\bwgmma\.(?:fence|mma_async|commit_group|wait_group)"),
     "tma": re.compile(r"cp\.async\.bulk\.tensor"),
     "cluster": re.compile(r"\.shared::cluster"),
-    "fp8": re.compile(r"mma\.sync[.\w]*e4m3"),
+    "fp8": re.compile(r"mma\.sync[.\w]*e4m3|\bcvt\.rn\.satfinite\.e[45]m[23]x2"),
     "cp_async": re.compile(r"\bcp\.async\.(?:c[ag]|commit_group|wait_group)"),
     "ldmatrix": re.compile(r"\bldmatrix\."),
     "mma": re.compile(r"\bmma\.sync\."),
@@ -139,9 +141,14 @@ def arch_error(features, task: Task, module: OpModule, code: str | None = None) 
     features = [features] if isinstance(features, str) else sorted(features)
     gpu = task.gpu
     if module.impl == "triton":
-        if "fp8" in features:
-            return ("triton.compiler.errors.CompilationError: type fp8e4nv not supported in this "
-                    "architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')")
+        if "fp8" in features and code:
+            # Triton 3.9 on sm_80/86: the kernel's fp8e4nv pointer fails as its signature is built,
+            # reported at the launched kernel's `def` (1:0)
+            lines = code.split("\n")
+            kernel = triton_slips.launched_kernels(lines)[0]
+            return triton_slips.compilation_error(
+                lines, kernel, kernel, 0, "ValueError(\"type fp8e4nv not supported in this architecture. "
+                                          "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")")
         return (f"triton.compiler.errors.CompilationError: {features[0]} requires "
                 f"{FEATURE_MIN_TARGET[features[0]]}; target is {gpu.arch}")
     if gpu.vendor == "amd":
@@ -156,7 +163,8 @@ def arch_error(features, task: Task, module: OpModule, code: str | None = None) 
         text = _PTX_FEATURE_TEXT.get(feature, f"Feature '{feature}' requires .target "
                                               f"{FEATURE_MIN_TARGET[feature]} or higher")
         found = _ptx_uses(feature, code) if code else []
-        lines += [(ptx, text.format(insn=insn, arch=gpu.arch)) for ptx, insn in found] or \
+        lines += [(ptx, (_CVT_FP8_TEXT if insn.startswith("cvt") else text).format(insn=insn, arch=gpu.arch))
+                  for ptx, insn in found] or \
             [(20 + _h(task.key, feature), text.format(insn="wgmma.fence", arch=gpu.arch))]
     return "".join(f"ptxas {_ptx_file(task)}, line {n}; error   : {t.format(arch=gpu.arch)}\n"
                    for n, t in sorted(lines)[:24]) + "ptxas fatal   : Ptx assembly aborted due to errors"

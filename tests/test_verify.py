@@ -47,7 +47,7 @@ def test_sample_spreads_over_gpus(tmp_path):
     for m in range(8):
         for g in gpus:
             rows.append({"module": f"mod{m}_cuda", "gpu": g,
-                         "steps": [{"kind": "joint", "tag": t, "status": "ok"} for t in ("a", "b")]})
+                         "steps": [{"kind": "joint", "tag": t, "status": "ok", "failure": None} for t in ("a", "b")]})
     (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     gpu_of = {n: r["gpu"] for n, r in enumerate(rows, 1)}
     first = pick_sample(tmp_path, 8, seed=0)
