@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
-                        find_hip_compiler, first_error, tool_text)
+                        exception_text, find_hip_compiler, first_error, tool_text)
 from .errors import DataError, UsageError
 from .fields import as_dict
 from .gpus import GPUS
@@ -140,9 +140,9 @@ def _compile_job(job: dict) -> dict:
         if result.ok and result.smem_bytes > task.gpu.smem_per_block:
             # Triton compiles any size; its launcher raises OutOfResources when it loads a kernel
             # whose metadata.shared exceeds the device's limit, which is what the record says
-            result = CompileResult(False, f"OutOfResources: out of resource: shared memory, Required: "
-                                   f"{result.smem_bytes}, Hardware limit: {task.gpu.smem_per_block}",
-                                   result.smem_bytes, None, "smem")
+            from triton.runtime.errors import OutOfResources
+            error = OutOfResources(result.smem_bytes, task.gpu.smem_per_block, "shared memory")
+            result = CompileResult(False, exception_text(error), result.smem_bytes, None, "smem")
     return {**job, "compiled": result.ok, "class": result.error_class, "smem": result.smem_bytes,
             "regs": result.regs, "log": result.log[-600:], "first_error": first_error(result.log),
             "text": None if result.ok else tool_text(result.log)}
