@@ -48,6 +48,12 @@ def _next_code_line(lines, i: int) -> int | None:
     return None
 
 
+def _first_store(lines, k: int) -> bool:
+    """Line k assigns a local declared above it without an initializer (`uint32_t out[4];`)."""
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*(?:\[[^\]]*\])*\s*[-+*/%&|^]?=(?!=)", lines[k])
+    return bool(m) and any(re.search(rf"[\w>*&]\s+\**{m.group(1)}\s*(?:\[[^\]]*\])*\s*[;,]", line) for line in lines[:k])
+
+
 def semicolon_sites(code: str) -> list:
     """Lines of device code whose declaration may lose its `;` with a certain, single error."""
     lines = code.split("\n")
@@ -58,7 +64,14 @@ def semicolon_sites(code: str) -> list:
             continue
         k = _next_code_line(lines, i)
         # a next statement opening with a macro: where EDG points in its expansion is not known here
-        if k is not None and _skippable(lines[k]) and re.match(r"\s*(\w+)", lines[k]).group(1) not in defs:
+        if k is None or not _skippable(lines[k]):
+            continue
+        first = re.match(r"\s*(\w+)", lines[k]).group(1)
+        after = _next_code_line(lines, k)
+        # a skipped `return` leaves the function without one (a warning); a skipped `if` an orphan `else`;
+        # a skipped first store to a local leaves it "used before its value is set" (a warning)
+        if first not in defs and first != "return" and not (after is not None and lines[after].lstrip().startswith("else")) \
+                and not _first_store(lines, k):
             out.append(i)
     return out
 
