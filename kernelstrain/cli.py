@@ -86,7 +86,8 @@ def cmd_qa(a) -> int:
 def cmd_verify(a) -> int:
     """Compile a stratified sample of candidates with real compilers and compare statuses."""
     from .verify import verify
-    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force)
+    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force,
+                  text=a.text)
 
 
 def cmd_gpu_check(a) -> int:
@@ -282,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--report", help="also write the report as JSON to this file")
     vf.add_argument("--force", action="store_true", help="replace an existing --report file")
     vf.add_argument("--quiet", **quiet)
+    vf.add_argument("--text", action="store_true",
+                    help="also compare each compile error's whole recorded text with the compiler's")
 
     gc = add("gpu-check", cmd_gpu_check)
     gc.add_argument("data")

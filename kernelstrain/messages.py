@@ -17,13 +17,11 @@ from . import knobs
 from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
+from . import runtime_texts
 from .slips import nvcc, scopes, triton_slips
 
 LANG = {"cuda": "cuda", "triton": "python"}
 LANG_NAME = {"cuda": "CUDA C++", "triton": "Triton"}
-# (atol, rtol) of the correctness check per output dtype
-TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "fp8": (6e-2, 6e-2),
-             "int8": (0.0, 0.0), "int": (0.0, 0.0)}
 
 SYSTEM = ("You are a GPU kernel engineer. Each turn, reply with one complete kernel source file in a "
           "single fenced code block and nothing else. The harness compiles it, checks it against the "
@@ -133,6 +131,8 @@ _PTX_FEATURE_TEXT = {
     "mma": "Feature 'mma with .m16n8k16' requires .target sm_80 or higher",
     "bf16": "Feature 'bf16' requires .target sm_80 or higher",
 }
+# an fp8 conversion is its own feature to ptxas (nvcc 13.0, fp8_quant_cuda on sm_80)
+_CVT_FP8_TEXT = "Feature 'cvt with .e4m3x2/.e5m2x2' requires .target sm_89 or higher"
 _FP4_TEXT = ("Instruction 'mma with block scale' not supported on .target '{arch}'",
              "Feature '.kind::mxf8f6f4' not supported on .target '{arch}'",
              "Feature '.block_scale' not supported on .target '{arch}'",
@@ -141,7 +141,7 @@ _PTX_USES = {
     "wgmma": re.compile(r"\bwgmma\.(?:fence|mma_async|commit_group|wait_group)"),
     "tma": re.compile(r"cp\.async\.bulk\.tensor"),
     "cluster": re.compile(r"\.shared::cluster"),
-    "fp8": re.compile(r"mma\.sync[.\w]*e4m3"),
+    "fp8": re.compile(r"mma\.sync[.\w]*e4m3|\bcvt\.rn\.satfinite\.e[45]m[23]x2"),
     "cp_async": re.compile(r"\bcp\.async\.(?:c[ag]|commit_group|wait_group)"),
     "ldmatrix": re.compile(r"\bldmatrix\."),
     "mma": re.compile(r"\bmma\.sync\."),
@@ -155,9 +155,14 @@ def arch_error(features, task: Task, module: OpModule, code: str | None = None) 
     features = [features] if isinstance(features, str) else sorted(features)
     gpu = task.gpu
     if module.impl == "triton":
-        if "fp8" in features:
-            return ("triton.compiler.errors.CompilationError: type fp8e4nv not supported in this "
-                    "architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')")
+        if "fp8" in features and code:
+            # Triton 3.9 on sm_80/86: the kernel's fp8e4nv pointer fails as its signature is built,
+            # reported at the launched kernel's `def` (1:0)
+            lines = code.split("\n")
+            kernel = triton_slips.launched_kernels(lines)[0]
+            return triton_slips.compilation_error(
+                lines, kernel, kernel, 0, "ValueError(\"type fp8e4nv not supported in this architecture. "
+                                          "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")")
         return (f"triton.compiler.errors.CompilationError: {features[0]} requires "
                 f"{FEATURE_MIN_TARGET[features[0]]}; target is {gpu.arch}")
     if gpu.vendor == "amd":
@@ -172,7 +177,8 @@ def arch_error(features, task: Task, module: OpModule, code: str | None = None) 
         text = _PTX_FEATURE_TEXT.get(feature, f"Feature '{feature}' requires .target "
                                               f"{FEATURE_MIN_TARGET[feature]} or higher")
         found = _ptx_uses(feature, code) if code else []
-        lines += [(ptx, text.format(insn=insn, arch=gpu.arch)) for ptx, insn in found] or \
+        lines += [(ptx, (_CVT_FP8_TEXT if insn.startswith("cvt") else text).format(insn=insn, arch=gpu.arch))
+                  for ptx, insn in found] or \
             [(20 + _h(task.key, feature), text.format(insn="wgmma.fence", arch=gpu.arch))]
     return "".join(f"ptxas {_ptx_file(task)}, line {n}; error   : {t.format(arch=gpu.arch)}\n"
                    for n, t in sorted(lines)[:24]) + "ptxas fatal   : Ptx assembly aborted due to errors"
@@ -195,37 +201,46 @@ def _ptx_uses(feature: str, code: str) -> list[tuple[int, str]]:
     return out[:24]
 
 
-def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Task) -> str:
+def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Task, code: str = "") -> str:
+    """Shared memory over `cap`: Triton's launcher refuses the kernel (OutOfResources, from its
+    metadata.shared); ptxas or the AMDGPU backend rejects static __shared__ over the target's
+    limit (sim.static_smem_cap); a dynamic request over the device's limit builds, and the
+    launch fails (the candidate's cudaFuncSetAttribute is not checked: the launch's error is)."""
     if module.impl == "triton":
         return (f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
                 f"Hardware limit: {cap}. Reducing block sizes or `num_stages` may help.")
-    if variant.smem == "static" and task.is_hip:     # the AMDGPU backend checks static LDS
-        return (f"error: local memory ({smem}) exceeds limit ({cap}) in function '{module.op}_kernel'\n"
+    kernel = f"{module.op}_kernel"
+    if variant.smem == "static" and task.is_hip:     # the AMDGPU backend, at the kernel's name
+        j, col = _definition(code.split("\n"), kernel)
+        return (f"candidate.hip:{j + 1}:{col + 1}: error: local memory ({smem}) exceeds limit ({cap}) in '{kernel}'\n"
+                f"{j + 1:>5} | {code.split(chr(10))[j]}\n      | {' ' * col}^\n"
                 f"1 error generated when compiling for {task.gpu.arch}.")
     if variant.smem == "static":
-        return (f"ptxas error   : Entry function '{module.op}_kernel' uses too much shared data "
-                f"(0x{smem:x} bytes, 0x{cap:x} max)")
-    api = "hipFuncSetAttribute" if task.is_hip else "cudaFuncSetAttribute"
-    return (f"{api}({module.op}_kernel, MaxDynamicSharedMemorySize, {smem}) failed: invalid argument "
-            f"(requested {smem} bytes of shared memory per block, device limit {cap})")
+        return f"ptxas error   : Entry function '{kernel}' uses too much shared data (0x{smem:x} bytes, 0x{cap:x} max)"
+    return runtime_texts.accelerator_error("invalid argument", task.is_hip)
+
+
+def _definition(lines: list, name: str) -> tuple[int, int]:
+    """(line, column) of the name in the definition of kernel `name` (its first `name(`)."""
+    for j, line in enumerate(lines):
+        m = re.search(rf"\b{name}\s*\(", line)
+        if m:
+            return j, m.start()
+    return 0, 0
 
 
 def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
     """A launch the hardware cannot hold (block too big, or registers x threads over the
     register file): it compiles, and the runtime refuses the launch."""
-    runtime = "HIP" if task.is_hip else "CUDA"
     what = "invalid configuration argument" if launch.threads > 1024 else "too many resources requested for launch"
     if module.impl == "triton":
-        return f"RuntimeError: Triton Error [{runtime}]: {what}"
-    return (f"RuntimeError: {runtime} error: {what}\n{runtime} kernel errors might be asynchronously reported at "
-            "some other API call, so the stacktrace below might be incorrect.")
+        return f"RuntimeError: Triton Error [{'HIP' if task.is_hip else 'CUDA'}]: {what}"
+    return runtime_texts.accelerator_error(what, task.is_hip)
 
 
 def optin_error(task: Task) -> str:
     """A launch asking for more than 48 KB of dynamic shared memory without the opt-in."""
-    runtime = "HIP" if task.is_hip else "CUDA"
-    return (f"RuntimeError: {runtime} error: invalid argument\n{runtime} kernel errors might be asynchronously "
-            "reported at some other API call, so the stacktrace below might be incorrect.")
+    return runtime_texts.accelerator_error("invalid argument", task.is_hip)
 
 
 def fails_at_launch(failure: str | None, error: str | None) -> bool:
@@ -235,7 +250,7 @@ def fails_at_launch(failure: str | None, error: str | None) -> bool:
     ptxas, the AMDGPU backend and Triton report their shared-memory overflows, and every
     arch and syntax failure, at build time. The one test for feedback and verify alike.
 
-    >>> fails_at_launch("smem", "RuntimeError: CUDA error: invalid argument")
+    >>> fails_at_launch("smem", "torch.AcceleratorError: CUDA error: invalid argument")
     True
     >>> fails_at_launch("syntax", 'x.cu(9): error: identifier "n" is undefined\\n  cudaFuncSetAttribute(k, '
     ...                 'cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed')
@@ -244,7 +259,8 @@ def fails_at_launch(failure: str | None, error: str | None) -> bool:
     if failure == "resources":
         return True
     first = (error or "").split("\n", 1)[0]
-    return failure == "smem" and (first.startswith("RuntimeError: ")
+    # (datasets written before the runtime's own text recorded "cudaFuncSetAttribute(...) failed: ...")
+    return failure == "smem" and (first.startswith(("torch.AcceleratorError: ", "RuntimeError: "))
                                   or "MaxDynamicSharedMemorySize" in first and ") failed: " in first)
 
 
@@ -252,18 +268,7 @@ def fails_at_launch(failure: str | None, error: str | None) -> bool:
 
 def fault_text(bug: str, module: OpModule, task: Task, rng) -> str:
     """A kernel that crashes, as the CUDA or HIP runtime (through PyTorch) reports it."""
-    if task.is_hip:
-        if rng.random() < 0.5:
-            return (f"Memory access fault by GPU node-{rng.randint(1, 8)} (Agent handle: 0x{rng.getrandbits(44):x}) "
-                    f"on address 0x7f{rng.getrandbits(36):09x}000. Reason: Unknown.\nAborted (core dumped)")
-        return ("RuntimeError: HIP error: an illegal memory access was encountered\n"
-                "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                "below might be incorrect.\nFor debugging consider passing AMD_SERIALIZE_KERNEL=3")
-    what = "unspecified launch failure" if bug == "missing_barrier" and rng.random() < 0.5 \
-        else "an illegal memory access was encountered"
-    return (f"RuntimeError: CUDA error: {what}\nCUDA kernel errors might be asynchronously reported at some "
-            "other API call, so the stacktrace below might be incorrect.\n"
-            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+    return runtime_texts.fault_text(bug, task.is_hip, rng)
 
 
 def _output_shape(module: OpModule, task: Task) -> tuple[tuple, str]:
@@ -287,44 +292,12 @@ def _output_scale(module: OpModule, task: Task) -> float:
     return 1.0
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.3e}"
-
-
 def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
-    """What the correctness check prints for a candidate carrying `bug`, in the form of
-    torch.testing.assert_close: from the output's real shape, dtype tolerance and scale."""
+    """What the correctness check prints for a candidate carrying `bug`: torch.testing.assert_close's
+    AssertionError for the output's real shape, dtype tolerance and scale (runtime_texts), and, for
+    a race, the harness's note that two runs disagree."""
     shape, dtype = _output_shape(module, task)
-    numel = math.prod(shape)
-    atol, rtol = TOLERANCE.get(dtype, (1e-2, 1e-2))
-    scale = _output_scale(module, task)
-    last = shape[-1]
-    # share of elements a bug spoils, and how far off they are relative to the output's scale
-    frac, rel = {
-        "no_bounds_check": (min(1.0, rng.randint(1, 31) / last), rng.uniform(1, 40)),
-        "off_by_one": (min(1.0, 1.0 / last), rng.uniform(0.3, 2.0)),
-        "missing_barrier": (rng.uniform(0.001, 0.03), rng.uniform(0.5, 4.0)),
-        "racy_update": (rng.uniform(0.01, 0.3), rng.uniform(0.3, 1.0)),
-        "half_accumulator": (rng.uniform(0.05, 0.6), rng.uniform(2, 12) * rtol),
-        "wrong_init": (rng.uniform(0.4, 1.0), rng.uniform(0.5, 3.0)),
-        "missing_scale": (rng.uniform(0.9, 1.0), rng.uniform(0.5, 10.0)),
-        "bad_combine_index": (rng.uniform(0.2, 0.95), rng.uniform(0.5, 2.0)),
-    }.get(bug, (rng.uniform(0.05, 0.5), rng.uniform(0.3, 3.0)))
-    bad = max(1, min(numel, round(frac * numel)))
-    if bug in ("no_bounds_check", "off_by_one"):
-        index = tuple(d - 1 for d in shape[:-1]) + (last - 1 - rng.randrange(min(last, 4)),)
-    else:
-        index = tuple(rng.randrange(d) for d in shape)
-    if dtype == "int":
-        diff = rng.randint(1, int(scale * 2))
-        text = (f"Tensor-likes are not equal!\n\nMismatched elements: {bad} / {numel} ({100 * bad / numel:.1f}%)\n"
-                f"Greatest absolute difference: {diff} at index {index}")
-    else:
-        diff = max(atol + rtol * scale, rel * scale) * rng.uniform(1.0, 1.5)
-        rel_diff = diff / max(scale * rng.uniform(0.2, 1.0), 1e-30)
-        text = (f"Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({100 * bad / numel:.1f}%)\n"
-                f"Greatest absolute difference: {_fmt(diff)} at index {index} (up to {atol:g} allowed)\n"
-                f"Greatest relative difference: {_fmt(rel_diff)} at index {index} (up to {rtol:g} allowed)")
+    text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng)
     if bug in ("missing_barrier", "racy_update"):
         text += "\nTwo runs on the same input disagree (the output is not deterministic)."
     return text

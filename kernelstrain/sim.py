@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 
 from . import knobs
 from .calibration import FIT, launch_terms, param_steps
+from .compilers import NVCC_GENCODE
 from .gpus import GPU
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
 
-STATIC_SMEM_CAP = 0xC000          # 48 KB of static __shared__ per block without opt-in
+STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
 DRAM_LATENCY_S = {"nvidia": 650e-9, "amd": 800e-9}
 LOADS_IN_FLIGHT = 2               # independent loads per thread the compiler keeps in flight
@@ -108,9 +109,26 @@ def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bo
     return knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
 
 
+def static_smem_cap(gpu: GPU) -> int:
+    """The most static __shared__ a kernel may declare, as the compiler for `gpu` enforces it.
+    ptxas (nvcc 13.0, bisected with one array): 48 KB (0xc000) on sm_80/86/89 and on plain sm_90 and
+    sm_120, but the device's whole opt-in block size on an arch-specific target (sm_90a 0x38c00,
+    sm_120a 0x18c00), which H100/H200 and RTX 5090 candidates build for (compilers.NVCC_GENCODE).
+    The AMDGPU backend allows the 64 KB of LDS a gfx942 workgroup has (clang-19: 65,600 B fails,
+    "local memory (65600) exceeds limit (65536)").
+
+    >>> from kernelstrain.gpus import GPUS
+    >>> [hex(static_smem_cap(GPUS[g])) for g in ("A100", "RTX4090", "H100", "RTX5090", "MI300X")]
+    ['0xc000', '0xc000', '0x38c00', '0x18c00', '0x10000']
+    """
+    if gpu.vendor == "amd" or NVCC_GENCODE[gpu.arch].endswith("a"):
+        return gpu.smem_per_block
+    return min(STATIC_SMEM_CAP, gpu.smem_per_block)
+
+
 def smem_cap(variant: Variant, module: OpModule, gpu: GPU) -> int:
     if module.impl == "cuda" and variant.smem == "static":
-        return min(STATIC_SMEM_CAP, gpu.smem_per_block)
+        return static_smem_cap(gpu)
     return gpu.smem_per_block
 
 
@@ -184,8 +202,10 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
     if launch.smem_bytes > cap:
+        # clang points at the kernel's definition: its line is the code's (only that text needs it)
+        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
-                         smem_error(launch.smem_bytes, cap, variant, module, task), "smem")
+                         smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):
         return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):

@@ -23,7 +23,7 @@ from .gpus import GPUS
 from .ops import REGISTRY
 from .ledger import Ledger
 from .schema import ENDS, EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
-from .sim import STATIC_SMEM_CAP
+from .sim import smem_cap
 from .tasks import starting_rung
 from .training import chat_figure
 from .writers import DATASET_NAMES, FILES, SPLIT_CONFIGS, VALIDATION, layout_files
@@ -427,7 +427,7 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
     elif s["status"] == "ok":
         if not r.ok:
             out.add(w, f"status ok, but this candidate does not build on {gpu.name}: {(r.error or '').splitlines()[0]:.80}")
-        cap = STATIC_SMEM_CAP if (module.impl == "cuda" and variant.smem == "static") else gpu.smem_per_block
+        cap = smem_cap(variant, module, gpu)
         if s["smem_bytes"] > cap:
             out.add(w, f"ok step uses {s['smem_bytes']} B shared memory > cap {cap}")
         for feature in _features(s["code"]) - gpu.features:

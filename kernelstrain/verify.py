@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
-                        find_hip_compiler, first_error)
+                        exception_text, find_hip_compiler, first_error, tool_text)
 from . import progress
 from .errors import DataError, UsageError
 from .fields import as_dict
@@ -78,17 +78,19 @@ def _round_robin(groups: dict, keys: list | None = None) -> list:
 
 
 def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
-    """(line, step index) pairs: round-robin over modules, within a module over statuses, within
-    a status over GPUs (in a seeded order), within a GPU over variants, each stratum shuffled;
-    so a sample of a few per module reaches every module, each module's failures as well as its
-    ok steps, and the GPUs alike."""
+    """(line, step index) pairs: round-robin over modules, within a module over statuses (each
+    failure class apart: compile_error/arch, compile_error/syntax, ...), within a status over
+    GPUs (in a seeded order), within a GPU over variants, each stratum shuffled; so a sample of a
+    few per module reaches every module, each module's failure classes as well as its ok steps,
+    and the GPUs (NVIDIA and AMD targets) alike."""
     strata = defaultdict(list)
     path, rows, sessions = _rows(data)
     for n, ep in rows:
         try:
             for i, s in enumerate(ep["trace"] if sessions else ep["steps"]):
-                if s["kind"] != "rebench":
-                    strata[(ep["module"], s["status"], s["tag"], ep["gpu"])].append((n, i))
+                if s["kind"] != "rebench":      # a failure's class is a stratum of its own
+                    status = s["status"] if s["failure"] is None else f"{s['status']}/{s['failure']}"
+                    strata[(ep["module"], status, s["tag"], ep["gpu"])].append((n, i))
         except (KeyError, TypeError):
             raise DataError(f"{path}:{n}: malformed {'session' if sessions else 'episode'} row "
                             f"(`kernelstrain validate {data}` names the problem)") from None
@@ -139,11 +141,30 @@ def _compile_job(job: dict) -> dict:
         if result.ok and result.smem_bytes > task.gpu.smem_per_block:
             # Triton compiles any size; its launcher raises OutOfResources when it loads a kernel
             # whose metadata.shared exceeds the device's limit, which is what the record says
-            result = CompileResult(False, f"OutOfResources: out of resource: shared memory, Required: "
-                                   f"{result.smem_bytes}, Hardware limit: {task.gpu.smem_per_block}",
-                                   result.smem_bytes, None, "smem")
+            from triton.runtime.errors import OutOfResources
+            error = OutOfResources(result.smem_bytes, task.gpu.smem_per_block, "shared memory")
+            result = CompileResult(False, exception_text(error), result.smem_bytes, None, "smem")
     return {**job, "compiled": result.ok, "class": result.error_class, "smem": result.smem_bytes,
-            "regs": result.regs, "log": result.log[-600:], "first_error": first_error(result.log)}
+            "regs": result.regs, "log": result.log[-600:], "first_error": first_error(result.log),
+            "text": None if result.ok else tool_text(result.log)}
+
+
+def text_checked(r: dict) -> bool:
+    """Whether the recorded text of a compiled candidate is the compiler's to compare: a
+    compile_error the tool rejects as recorded (a launch-time failure's text is the runtime's)."""
+    return r["status"] == "compile_error" and not r["compiled"] and recorded_class(r["error"], r["failure"]) != LAUNCH_TIME
+
+
+def text_problem(r: dict) -> str | None:
+    """How the recorded text differs from the compiler's (paths normalised: compilers.tool_text),
+    or None when equal: the first line that differs, both sides."""
+    want, got = tool_text(r["error"]), r["text"] or ""
+    if want == got:
+        return None
+    a, b = want.splitlines(), got.splitlines()
+    k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return (f"recorded text differs from the compiler's at line {k + 1} ({len(a)} vs {len(b)} lines): "
+            f"{(a[k] if k < len(a) else '<end>')[:160]!r} != {(b[k] if k < len(b) else '<end>')[:160]!r}")
 
 
 def judge(r: dict) -> list[str]:
@@ -175,7 +196,10 @@ def judge(r: dict) -> list[str]:
 
 
 def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0, report: str | None = None,
-           force: bool = False) -> int:
+           force: bool = False, text: bool = False) -> int:
+    """Compile the sample and judge each record; with `text`, every compile error's recorded
+    text must also be the compiler's, whole (after path normalisation), and the agreement is
+    reported per failure class and target family."""
     check_report_path(report, force, [data])      # before any work: a bad path fails in a second, not an hour
     read_stats(data)
     started = time.monotonic()
@@ -209,6 +233,7 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
             bar.update(len(results))
     bar.close()
     table = defaultdict(lambda: defaultdict(int))
+    agreement = defaultdict(lambda: [0, 0])       # (failure, impl/vendor) -> [compared, equal]
     problems = []
     for r in results:
         key = (r["module"], r["gpu"])
@@ -217,6 +242,12 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
             row["skipped"] += 1
             continue
         bad = judge(r)
+        if text and not bad and text_checked(r):
+            family = f"{REGISTRY[r['module']].impl}/{GPUS[r['gpu']].vendor}"
+            agreement[(r["failure"], family)][0] += 1
+            differs = text_problem(r)
+            agreement[(r["failure"], family)][1] += differs is None
+            bad += [differs] if differs else []
         row[f"{r['status']}_n"] += 1
         row[f"{r['status']}_agree"] += not bad
         if r["status"] == "ok" and r["smem"] is not None:
@@ -225,11 +256,14 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
             row["smem_within_10pct"] += abs(r["smem"] - r["smem_bytes"]) <= 0.1 * max(r["smem"], 1)
         problems += [f"{path.name}:{r['line']} step {r['step']} ({r['module']} {r['tag']} on {r['gpu']}): {p}" for p in bad]
     elapsed = time.monotonic() - started
-    text = render_report(table, len(results), elapsed, problems)
-    print(text)
+    out = render_report(table, len(results), elapsed, problems)
+    if text:
+        out += "\n" + render_agreement(agreement)
+    print(out)
     if report:
         write_text_atomic(Path(report), json.dumps({"compiled": len(results), "seconds": round(elapsed, 1),
                                             "rows": {f"{m}|{g}": dict(v) for (m, g), v in sorted(table.items())},
+                                            "text_agreement": {f"{f}|{fam}": v for (f, fam), v in sorted(agreement.items())},
                                             "problems": problems}, indent=2))
     return 1 if problems else 0
 
@@ -259,4 +293,14 @@ def render_report(table, total: int, elapsed: float, problems: list) -> str:
                  f" {sums['skipped']:>8}")
     lines.append(f"{total} candidates in {elapsed:.1f} s; {len(problems)} disagreement(s)")
     lines += problems[:200]
+    return "\n".join(lines)
+
+
+def render_agreement(agreement: dict) -> str:
+    """Exact-text agreement of compile errors, per failure class and target family."""
+    lines = ["compile-error texts equal to the compiler's (failure, impl/vendor):"]
+    for (failure, family), (n, equal) in sorted(agreement.items()):
+        lines.append(f"  {failure:10} {family:14} {equal:>4}/{n:<4}")
+    n, equal = sum(v[0] for v in agreement.values()), sum(v[1] for v in agreement.values())
+    lines.append(f"  {'total':25} {equal:>4}/{n:<4}" + (f" ({100 * equal / n:.1f}%)" if n else ""))
     return "\n".join(lines)

@@ -80,7 +80,7 @@ def test_sessions_windows_are_validated(tmp_path, capsys):
         assert ws[0]["messages"][:3] == s["messages"][:3]          # system, task, first candidate
         for w in ws[1:]:                                            # later windows: task, history, best
             opener = w["messages"][1]["content"]
-            assert "History:" in opener and "Current best:" in opener and opener.startswith(s["messages"][1]["content"][:60])
+            assert "History:" in opener and "Current best (" in opener and opener.startswith(s["messages"][1]["content"][:60])
     assert main(["validate", str(data)]) == 0
     broken = tmp_path / "b"
     shutil.copytree(data, broken)

@@ -47,7 +47,7 @@ def test_sample_spreads_over_gpus(tmp_path):
     for m in range(8):
         for g in gpus:
             rows.append({"module": f"mod{m}_cuda", "gpu": g,
-                         "steps": [{"kind": "joint", "tag": t, "status": "ok"} for t in ("a", "b")]})
+                         "steps": [{"kind": "joint", "tag": t, "status": "ok", "failure": None} for t in ("a", "b")]})
     (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     gpu_of = {n: r["gpu"] for n, r in enumerate(rows, 1)}
     first = pick_sample(tmp_path, 8, seed=0)
@@ -67,6 +67,7 @@ def test_recorded_error_classes():
                           'k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed: x;', "syntax") == "syntax"
     assert recorded_class("RuntimeError: CUDA error: too many resources requested for launch", "resources") == "launch"
     assert recorded_class("RuntimeError: CUDA error: invalid argument\nCUDA kernel errors ...", "smem") == "launch"
+    assert recorded_class("torch.AcceleratorError: CUDA error: invalid argument\nSearch for ...", "smem") == "launch"
     assert recorded_class("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 1, "
                           "Hardware limit: 0.", "smem") == "smem"
 

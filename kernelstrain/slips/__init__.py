@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import nvcc, nvcc_more, triton_more, triton_slips
+from . import nvcc, nvcc_more, nvcc_syntax, triton_more, triton_slips
 from ..mutations import break_identifier
 
 SITE = 1000
@@ -52,6 +52,7 @@ KINDS = (
          triton_more.store_other),
     Kind("load_unmasked", "triton", "type", lambda code: triton_more.masked_calls(code, "load"),
          triton_more.load_unmasked),
+    Kind("semicolon", "cuda", "syntax", nvcc_syntax.semicolon_sites, nvcc_syntax.semicolon),
 )
 BY_NAME = {k.name: k for k in KINDS}
 NAMES = tuple(BY_NAME)

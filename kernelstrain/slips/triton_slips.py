@@ -134,6 +134,11 @@ def _kernels(lines):
     return out
 
 
+def launched_kernels(lines) -> list:
+    """The `def` line of each @triton.jit function the wrapper launches, in source order."""
+    return [k[0] for k in _kernels(lines)]
+
+
 def _params(sig: str) -> dict:
     """name -> annotation ('' when none) of a `def`."""
     inner = sig[sig.index("(") + 1:sig.rindex(")")]
