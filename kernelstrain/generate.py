@@ -20,7 +20,8 @@ from pathlib import Path
 from .card import render_card
 from .episodes import episode_rows
 from .errors import UsageError, fault_point
-from .holdout import split_figures, with_contamination, write_holdout
+from .contamination import Incremental
+from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
@@ -55,13 +56,21 @@ class Shard:
 
 # -- worker side ---------------------------------------------------------------------
 _PLAN: Plan | None = None
+_SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int) -> None:
-    global _PLAN
+def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+    global _PLAN, _SCAN
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _PLAN = make_plan(load_profile(profile_path), seed)
+    if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
+        _SCAN = contamination_scan(_PLAN)
+
+
+def contamination_scan(plan: Plan) -> Incremental:
+    """The plan's held-out rows, ready to measure training candidates against (see Incremental)."""
+    return Incremental({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits})
 
 
 def _slim(ep: dict) -> dict:
@@ -76,20 +85,23 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), plus its stats."""
+    (data_keys order), its stats, and its contamination part (Incremental.part; None when
+    the run does not measure it as it goes)."""
     if _PLAN.profile.output.layout == "sessions":
         line, ep = session_line(_PLAN, index)
-        return ((_encode([line]), 1),), _slim(ep)
-    ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
-    return ((_encode([ep_line]), 1), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines))), \
-        _slim(ep)
+        blocks = ((_encode([line]), 1),)
+    else:
+        ep_line, mt_lines, step_lines, ep = episode_rows(_PLAN, index)
+        blocks = ((_encode([ep_line]), 1), (_encode(mt_lines), len(mt_lines)), (_encode(step_lines), len(step_lines)))
+    return blocks, _slim(ep), _SCAN.part(ep) if _SCAN is not None else None
 
 
-def iter_episodes(plan: Plan, indices: range, workers: int):
-    """Yield each index's encoded rows (see _work), in index order."""
+def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None):
+    """Yield each index's encoded rows (see _work), in index order; with `scan`, each
+    episode's contamination part too."""
+    global _PLAN, _SCAN
+    _PLAN, _SCAN = plan, scan
     if workers <= 1 or len(indices) < 2:
-        global _PLAN
-        _PLAN = plan
         yield from map(_work, indices)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -102,7 +114,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int):
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
             for item in pool.imap(_work, indices, chunksize=4):
                 if stop:
                     raise KeyboardInterrupt
@@ -185,8 +197,10 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
+    # a resumed run has episodes it does not build again: it measures the finished files
+    scan = contamination_scan(plan) if todo.start == indices.start else None
     try:
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress)
+        _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress, scan)
         for f in files.values():
             f.close()
         fault_point("data-closed")
@@ -195,7 +209,7 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         fault_point("holdout-written")
         if layout == "sessions":
             summaries.update(write_batches(stage.dir, profile.output.batch_size))
-        holdout = with_contamination(split_figures(plan), stage.dir)
+        holdout = with_contamination(split_figures(plan), stage.dir, scan.result() if scan else None)
         stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
                            layout, profile.output.batch_size)
         if shard:
@@ -254,7 +268,7 @@ def _fresh(stage: Staging, out: Path, force: bool) -> None:
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, progress: bool) -> None:
+                    acc: StatsAccumulator, progress: bool, scan: Incremental | None) -> None:
     """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
     bar = Progress(len(todo), progress)
     every, last = _checkpoint_episodes(), time.monotonic()
@@ -262,12 +276,14 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (blocks, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+        for done, (blocks, slim, part) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
             boundary = False
             for f, block in zip(files.values(), blocks):
                 f.write_block(*block)
             boundary = True
             acc.add(slim)
+            if scan is not None:
+                scan.add(part)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, sum(f.bytes for f in files.values()))
