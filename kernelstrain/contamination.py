@@ -94,18 +94,44 @@ def boilerplate(n: int = NGRAM) -> frozenset:
     return frozenset(g for g, c in seen.items() if c >= least)
 
 
+_SOLUTIONS: dict = {}     # (module, gpu, dtype, shape) -> solution code: generate, validate and qa
+SOLUTIONS_MAX = 4096      # in one process (the tests) measure the same holdout
+
+
 def solution_code(module, task) -> str:
     """The rendered best reachable candidate of a task (noise-free)."""
-    return _solution(module.name, task.gpu.name, task.dtype, task.shape)
+    key = (module.name, task.gpu.name, task.dtype, task.shape)
+    if key not in _SOLUTIONS:
+        _keep_solutions([(key, _solution(*key))])
+    return _SOLUTIONS[key]
 
 
-@functools.lru_cache(maxsize=4096)
 def _solution(module_name: str, gpu: str, dtype: str, shape: tuple) -> str:
-    # cached: generate, validate and qa in one process (the tests) measure the same holdout
     module = REGISTRY[module_name]
     task = make_task(module, gpu, dtype, dict(shape))
     _, variant, params = best_config(module, task)
     return module.render(variant, params, task)
+
+
+def _keep_solutions(items) -> None:
+    if len(_SOLUTIONS) >= SOLUTIONS_MAX:
+        _SOLUTIONS.clear()
+    _SOLUTIONS.update(items)
+
+
+def prefetch(keys: list, workers: int) -> None:
+    """Search the best candidates of the tasks `keys` ((module, gpu, dtype, shape) of
+    solution_code) in `workers` forked processes, the boilerplate meanwhile in this one: a
+    held-out set's fixed cost, spread over the cores a run has."""
+    from .pools import fork_pool
+    todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
+    pool = fork_pool(workers) if workers > 1 and len(todo) > 1 else None
+    if pool is None:
+        return
+    with pool:
+        found = pool.starmap_async(_solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
+        boilerplate()
+        _keep_solutions(zip(todo, found.get()))
 
 
 @functools.lru_cache(maxsize=2)
@@ -287,20 +313,22 @@ class Targets:
     """The held-out sources of every split's rows (a task's solution and baseline, once per
     task) with their Matcher, and each task's reference fingerprint."""
 
-    def __init__(self, rows: dict):
+    def __init__(self, rows: dict, workers: int = 1):
         self.rows = rows
-        targets, self.keys, self.references = [], {}, {}
+        tasks = {}                        # task key -> (row, module, task), once per task
         for split_rows in rows.values():
             for r in split_rows:
                 key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
-                if key in self.keys:
-                    continue
-                module = REGISTRY[r["module"]]
-                task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-                self.keys[key] = len(targets)
-                targets.append((solution_code(module, task), LANG[module.impl]))
-                targets.append((r["baseline"]["code"], LANG[module.impl]))
-                self.references[key] = fingerprint(r["reference"], "python")
+                if key not in tasks:
+                    module = REGISTRY[r["module"]]
+                    tasks[key] = r, module, make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
+        prefetch([(m.name, t.gpu.name, t.dtype, t.shape) for _, m, t in tasks.values()], workers)
+        targets, self.keys, self.references = [], {}, {}
+        for key, (r, module, task) in tasks.items():
+            self.keys[key] = len(targets)
+            targets.append((solution_code(module, task), LANG[module.impl]))
+            targets.append((r["baseline"]["code"], LANG[module.impl]))
+            self.references[key] = fingerprint(r["reference"], "python")
         self.matcher = matcher_of(tuple(targets))
 
     def figures(self, tally: Tally, train_tasks: set) -> dict:
@@ -349,8 +377,8 @@ class Incremental:
     (as training_candidates does); a worker skips those it has already scanned (merging a
     candidate's figures twice changes nothing)."""
 
-    def __init__(self, rows: dict):
-        self.targets = Targets(rows)
+    def __init__(self, rows: dict, workers: int = 1):
+        self.targets = Targets(rows, workers)
         self.scanned: set = set()          # worker side: keys this process has scanned
         self.tally = Tally(self.targets.matcher)
         self.keys: set = set()             # parent side: distinct candidate keys

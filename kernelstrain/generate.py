@@ -23,6 +23,7 @@ from .errors import UsageError, fault_point
 from .contamination import Incremental
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
+from .pools import worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
@@ -61,16 +62,16 @@ _SCAN: Incremental | None = None     # the holdout's contamination, measured as 
 
 def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
     global _PLAN, _SCAN
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and stops the pool
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    worker_signals()
     _PLAN = make_plan(load_profile(profile_path), seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 
 
-def contamination_scan(plan: Plan) -> Incremental:
+def contamination_scan(plan: Plan, workers: int = 1) -> Incremental:
     """The plan's held-out rows, ready to measure training candidates against (see Incremental)."""
-    return Incremental({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits})
+    return Incremental({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits},
+                       workers)
 
 
 def _slim(ep: dict) -> dict:
@@ -198,7 +199,7 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     # a resumed run has episodes it does not build again: it measures the finished files
-    scan = contamination_scan(plan) if todo.start == indices.start else None
+    scan = contamination_scan(plan, workers) if todo.start == indices.start else None
     try:
         _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress, scan)
         for f in files.values():

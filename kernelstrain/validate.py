@@ -503,11 +503,8 @@ class Background:
     where fork is missing, in this process when its result is asked for)."""
 
     def __init__(self, enabled: bool):
-        import multiprocessing
-        self.pool = None
-        if enabled and "fork" in multiprocessing.get_all_start_methods():
-            import signal      # Ctrl-C reaches the parent, which stops the pool
-            self.pool = multiprocessing.get_context("fork").Pool(1, signal.signal, (signal.SIGINT, signal.SIG_IGN))
+        from .pools import fork_pool
+        self.pool = fork_pool(1) if enabled else None
 
     def run(self, fn, *args):
         """A callable returning fn(*args)."""

@@ -219,10 +219,13 @@ def test_validate_fails_on_a_planted_unseen_op_leak(dataset_copy, capsys):
     rows = [json.loads(line) for line in (dataset_copy / "tasks_holdout_unseen_op.jsonl").open()]
     row = next(r for r in rows if r["impl"] == first["impl"])
     plant(dataset_copy, row["baseline"]["code"])
-    assert main(["validate", str(dataset_copy)]) == 1
-    out = capsys.readouterr().out
-    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/155, baseline" in out
-    assert row["task_id"] in out
+    outs = []
+    for workers in ("1", "2"):     # contamination measured in this process, or in a second one meanwhile
+        assert main(["validate", str(dataset_copy), "--workers", workers]) == 1
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]
+    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/155, baseline" in outs[0]
+    assert row["task_id"] in outs[0]
 
 
 def test_planted_combo_solution_is_counted_not_failed(dataset_copy, capsys):
