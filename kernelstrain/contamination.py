@@ -285,16 +285,13 @@ def training_candidates(episodes_path: Path):
     """(code, lang) of every distinct training candidate (baselines and steps) of an
     episodes.jsonl (or a sessions.jsonl, its code re-rendered from the trace), deduplicated
     by raw bytes, and the set of training task keys."""
-    from .sessions import episode_row
     seen: set = set()
     tasks: set = set()
 
     def gen():
         with open(episodes_path, encoding="utf-8") as fh:
             for line in fh:
-                ep = json.loads(line)
-                if "trace" in ep:
-                    ep = episode_row(ep)
+                ep = training_row(line)
                 tasks.add(task_key(ep))
                 for code, lang in episode_candidates(ep):
                     key = candidate_key(code)
@@ -354,20 +351,62 @@ class Targets:
                 "training_tasks": train_tasks}
 
 
-def measure(data: Path, split_files: dict) -> dict:
+def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
     its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
-    "training_tasks": {(module, gpu, dtype, shape json)}}."""
-    targets = Targets(read_splits(data, split_files))
-    tally = Tally(targets.matcher)
+    "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
+    processes scan chunks of the file (see Incremental) and search the solutions."""
+    from .pools import fork_pool
+    targets = Targets(read_splits(data, split_files), workers)
     training = data / "episodes.jsonl"
     if not training.exists() and (data / "sessions.jsonl").exists():
         training = data / "sessions.jsonl"
-    candidates, train_tasks = training_candidates(training)
-    for code, lang in candidates:
-        tally.add(targets.matcher.scan(code, lang))
-    return targets.figures(tally, train_tasks)
+    global _MEASURING
+    _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold it
+    try:
+        pool = fork_pool(workers) if workers > 1 else None
+        if pool is None:
+            candidates, scan.train_tasks = training_candidates(training)
+            for code, lang in candidates:
+                scan.tally.add(targets.matcher.scan(code, lang))
+            return targets.figures(scan.tally, scan.train_tasks)
+        with pool, open(training, encoding="utf-8") as fh:
+            for parts in pool.imap(_scan_lines, _chunks(fh, LINES_A_CHUNK)):
+                for part in parts:
+                    scan.add(part)
+        return scan.result()
+    finally:
+        _MEASURING = None
+
+
+LINES_A_CHUNK = 16
+_MEASURING: "Incremental | None" = None
+
+
+def _chunks(lines, n: int):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _scan_lines(lines: list) -> list:
+    """In a pool worker: the contamination parts of a chunk of training lines."""
+    return [_MEASURING.part(training_row(line)) for line in lines]
+
+
+def training_row(line: str) -> dict:
+    """An episode row of a training line (a session's re-rendered from its trace)."""
+    ep = json.loads(line)
+    if "trace" in ep:
+        from .sessions import episode_row
+        ep = episode_row(ep)
+    return ep
 
 
 class Incremental:
@@ -377,8 +416,8 @@ class Incremental:
     (as training_candidates does); a worker skips those it has already scanned (merging a
     candidate's figures twice changes nothing)."""
 
-    def __init__(self, rows: dict, workers: int = 1):
-        self.targets = Targets(rows, workers)
+    def __init__(self, targets: Targets):
+        self.targets = targets
         self.scanned: set = set()          # worker side: keys this process has scanned
         self.tally = Tally(self.targets.matcher)
         self.keys: set = set()             # parent side: distinct candidate keys

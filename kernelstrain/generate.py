@@ -20,7 +20,7 @@ from pathlib import Path
 from .card import render_card
 from .episodes import episode_rows
 from .errors import UsageError, fault_point
-from .contamination import Incremental
+from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .pools import worker_signals
@@ -70,8 +70,8 @@ def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
 
 def contamination_scan(plan: Plan, workers: int = 1) -> Incremental:
     """The plan's held-out rows, ready to measure training candidates against (see Incremental)."""
-    return Incremental({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits},
-                       workers)
+    return Incremental(Targets({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits},
+                               workers))
 
 
 def _slim(ep: dict) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-CANDIDATE_CACHE_MAX = 1 << 14     # entries per function: ~ a few MB, several episodes' working set
+CANDIDATE_CACHE_MAX = 1 << 12     # entries per function (~0.7 MB a thousand): an episode's working set, and more
 
 
 def candidate_cache(fn):

@@ -18,3 +18,49 @@ def fork_pool(workers: int):
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork").Pool(workers, worker_signals)
+
+
+class Background:
+    """Runs functions in forked processes while this one goes on (or, when disabled or where
+    fork is missing, in this process when a result is asked for). The processes are not a
+    pool's, so they may start pools of their own."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and "fork" in multiprocessing.get_all_start_methods()
+        self.processes: list = []
+
+    def run(self, fn, *args):
+        """A callable returning fn(*args) (raising what it raised)."""
+        if not self.enabled:
+            return lambda: fn(*args)
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_send_result, args=(send, fn, args))
+        process.start()
+        send.close()
+        self.processes.append(process)
+
+        def result():
+            ok, value = receive.recv()
+            process.join()
+            if not ok:
+                raise value
+            return value
+        return result
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+
+
+def _send_result(send, fn, args) -> None:
+    worker_signals()
+    try:
+        send.send((True, fn(*args)))
+    except Exception as e:        # handed to the parent, which raises it
+        send.send((False, e))

@@ -484,8 +484,9 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
             out.add("stats.json", f"files lists {name!r}, which is not a dataset file")
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
+    from .pools import Background
     with Background(workers > 1) as background:
-        measured = background.run(measure_splits, data, stats)
+        measured = background.run(measure_splits, data, stats, workers)
         ctx = Context(stats)
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         if stats.get("layout") == "sessions":
@@ -496,29 +497,6 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
         _check_stats(stats, acc, actual, len(held), out)
         out.notes = check_holdout_splits(data, stats, out, measured())
     return out
-
-
-class Background:
-    """Runs one function in a forked process while this one goes on (or, when disabled or
-    where fork is missing, in this process when its result is asked for)."""
-
-    def __init__(self, enabled: bool):
-        from .pools import fork_pool
-        self.pool = fork_pool(1) if enabled else None
-
-    def run(self, fn, *args):
-        """A callable returning fn(*args)."""
-        if self.pool is None:
-            return lambda: fn(*args)
-        return self.pool.apply_async(fn, args).get
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
 
 
 def data_files(stats: dict) -> list[str]:
@@ -711,15 +689,16 @@ def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Finding
             out.add("stats.json", f"{key} {json.dumps(stats.get(key))[:80]} != from the files {json.dumps(want.get(key))[:80]}")
 
 
-def measure_splits(data: Path, stats: dict) -> dict | str | None:
-    """contamination.measure of every holdout split stats.json lists; None when there is none
-    or a file is missing; what went wrong (a str) when the files cannot be measured."""
+def measure_splits(data: Path, stats: dict, workers: int = 1) -> dict | str | None:
+    """contamination.measure (in `workers` processes) of every holdout split stats.json lists;
+    None when there is none or a file is missing; what went wrong (a str) when the files
+    cannot be measured."""
     from .contamination import measure
     splits = stats.get("holdout", {}).get("splits", {})
     if not splits or any(not (data / s["file"]).exists() for s in splits.values()):
         return None
     try:
-        return measure(data, {name: s["file"] for name, s in splits.items()})
+        return measure(data, {name: s["file"] for name, s in splits.items()}, workers)
     except _MALFORMED + (UnicodeDecodeError,) as e:
         return f"{type(e).__name__}: {e!s:.80}"
 

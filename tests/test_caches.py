@@ -63,7 +63,8 @@ def test_candidate_cache_is_bounded(monkeypatch):
 @pytest.mark.parametrize("config", ["kernelstrain", "kernelinfer"])
 def test_contamination_measured_as_generated_equals_the_files_measure(config, tmp_path):
     """generate measures contamination as its workers build episodes (contamination.Incremental):
-    the figures equal a measure of the finished files, with 1 and 2 workers."""
+    the figures equal a measure of the finished files, with 1 and 2 workers; and a measure of
+    the files in 2 processes equals one in this process."""
     for workers in ("1", "2"):
         out = tmp_path / f"d{workers}"
         assert main(["generate", "--seed", "3", "--config", config, "--episodes", "6", "--workers", workers,
@@ -73,3 +74,4 @@ def test_contamination_measured_as_generated_equals_the_files_measure(config, tm
         found = contamination.measure(out, {name: s["file"] for name, s in splits.items()})
         assert {name: s["contamination"] for name, s in splits.items()} == found["splits"]
         assert stats["holdout"]["contamination_method"]["training_candidates"] == found["training_candidates"] > 0
+        assert contamination.measure(out, {name: s["file"] for name, s in splits.items()}, workers=2) == found
