@@ -198,9 +198,11 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
-    # a resumed run has episodes it does not build again: it measures the finished files
-    scan = contamination_scan(plan, workers) if todo.start == indices.start else None
     try:
+        # resumable from here: setting up the contamination measure takes seconds. A resumed
+        # run has episodes it does not build again: it measures the finished files instead.
+        _checkpoint(stage, run_id, start, files)
+        scan = contamination_scan(plan, workers) if todo.start == indices.start else None
         _write_episodes(plan, todo, workers, files, stage, run_id, acc, progress, scan)
         for f in files.values():
             f.close()
