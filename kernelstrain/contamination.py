@@ -191,11 +191,11 @@ class Matcher:
         found = Counter(map(self.lookup.get, shingles(self._known_ids(toks))))
         found.pop(None, None)
         plated, hits, members = [], {}, self.members
-        for code_, shared in found.items():
-            if code_ < 0:
-                plated.append(-1 - code_)
+        for entry, shared in found.items():
+            if entry < 0:
+                plated.append(-1 - entry)
                 continue
-            for i in members[code_]:
+            for i in members[entry]:
                 hits[i] = hits.get(i, 0) + shared
         return self.fingerprints.get(_digest(toks), []), frozenset(plated), hits
 
