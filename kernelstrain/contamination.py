@@ -357,7 +357,7 @@ def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
     processes scan chunks of the file (see Incremental) and search the solutions."""
-    from .pools import fork_pool
+    from .pools import fork_pool, ordered_map
     targets = Targets(read_splits(data, split_files), workers)
     training = data / "episodes.jsonl"
     if not training.exists() and (data / "sessions.jsonl").exists():
@@ -372,7 +372,7 @@ def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
                 scan.tally.add(targets.matcher.scan(code, lang))
             return targets.figures(scan.tally, scan.train_tasks)
         with pool, open(training, encoding="utf-8") as fh:
-            for parts in pool.imap(_scan_lines, _chunks(fh, LINES_A_CHUNK)):
+            for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
                 for part in parts:
                     scan.add(part)
         return scan.result()

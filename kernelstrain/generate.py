@@ -23,7 +23,7 @@ from .errors import UsageError, fault_point
 from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
-from .pools import worker_signals
+from .pools import ordered_map, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
@@ -97,6 +97,14 @@ def _work(index: int):
     return blocks, _slim(ep), _SCAN.part(ep) if _SCAN is not None else None
 
 
+def _work_chunk(indices: range) -> list:
+    return [_work(i) for i in indices]
+
+
+EPISODES_A_TASK = 4     # episodes a pool task computes (fewer round trips)
+TASKS_AHEAD = 4         # tasks queued a worker: enough to keep it busy, few enough to bound memory
+
+
 def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None):
     """Yield each index's encoded rows (see _work), in index order; with `scan`, each
     episode's contamination part too."""
@@ -116,12 +124,14 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
-            for item in pool.imap(_work, indices, chunksize=4):
-                if stop:
-                    raise KeyboardInterrupt
-                yield item
-                if stop:
-                    raise KeyboardInterrupt
+            chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
+            for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
+                for item in items:
+                    if stop:
+                        raise KeyboardInterrupt
+                    yield item
+                    if stop:
+                        raise KeyboardInterrupt
     finally:
         for s, handler in deferred.items():
             signal.signal(s, handler)

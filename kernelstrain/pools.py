@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+from collections import deque
 
 
 def worker_signals() -> None:
@@ -18,6 +19,20 @@ def fork_pool(workers: int):
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork").Pool(workers, worker_signals)
+
+
+def ordered_map(pool, fn, items, ahead: int):
+    """fn(item) of each item, in order, computed by `pool` at most `ahead` items in front of
+    the one the caller is at: Pool.imap reads its whole input at once and keeps every result
+    the caller has not taken yet, so a long input, or a caller slower than the pool, grows
+    memory without bound."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.apply_async(fn, (item,)))
+        if len(pending) >= ahead:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
 
 
 class Background:
