@@ -59,7 +59,8 @@ def cmd_holdout(a) -> int:
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
     from .validate import validate
-    problems = validate(Path(a.data), limit=a.max_problems)
+    from .generate import check_workers
+    problems = validate(Path(a.data), limit=a.max_problems, workers=check_workers(a.workers))
     for p in problems:
         print(p)
     for note in problems.notes:
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("data")
     v.add_argument("--max-problems", type=_positive, default=50, help="stop listing after N problems (>= 1)")
     v.add_argument("--quiet", **quiet)
+    v.add_argument("--workers", type=_positive, help="processes (default: all cores; capped at them)")
 
     q = add("qa", cmd_qa)
     q.add_argument("data")

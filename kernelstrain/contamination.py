@@ -52,7 +52,7 @@ LANG = {"cuda": "cuda", "triton": "python"}     # a module's impl -> the languag
 
 def tokens(code: str, lang: str) -> list[str]:
     """The source's tokens without comments and whitespace."""
-    return [t for t in _LEXERS[lang].findall(code) if t]
+    return list(filter(None, _LEXERS[lang].findall(code)))
 
 
 def fingerprint(code: str, lang: str) -> str:
@@ -95,18 +95,44 @@ def boilerplate(n: int = NGRAM) -> frozenset:
     return frozenset(g for g, c in seen.items() if c >= least)
 
 
+_SOLUTIONS: dict = {}     # (module, gpu, dtype, shape) -> solution code: generate, validate and qa
+SOLUTIONS_MAX = 4096      # in one process (the tests) measure the same holdout
+
+
 def solution_code(module, task) -> str:
     """The rendered best reachable candidate of a task (noise-free)."""
-    return _solution(module.name, task.gpu.name, task.dtype, task.shape)
+    key = (module.name, task.gpu.name, task.dtype, task.shape)
+    if key not in _SOLUTIONS:
+        _keep_solutions([(key, _solution(*key))])
+    return _SOLUTIONS[key]
 
 
-@functools.lru_cache(maxsize=4096)
 def _solution(module_name: str, gpu: str, dtype: str, shape: tuple) -> str:
-    # cached: generate, validate and qa in one process (the tests) measure the same holdout
     module = REGISTRY[module_name]
     task = make_task(module, gpu, dtype, dict(shape))
     _, variant, params = best_config(module, task)
     return module.render(variant, params, task)
+
+
+def _keep_solutions(items) -> None:
+    if len(_SOLUTIONS) >= SOLUTIONS_MAX:
+        _SOLUTIONS.clear()
+    _SOLUTIONS.update(items)
+
+
+def prefetch(keys: list, workers: int) -> None:
+    """Search the best candidates of the tasks `keys` ((module, gpu, dtype, shape) of
+    solution_code) in `workers` forked processes, the boilerplate meanwhile in this one: a
+    held-out set's fixed cost, spread over the cores a run has."""
+    from .pools import fork_pool
+    todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
+    pool = fork_pool(workers) if workers > 1 and len(todo) > 1 else None
+    if pool is None:
+        return
+    with pool:
+        found = pool.starmap_async(_solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
+        boilerplate()
+        _keep_solutions(zip(todo, found.get()))
 
 
 @functools.lru_cache(maxsize=2)
@@ -123,11 +149,13 @@ class Matcher:
         """targets: (code, lang) of each held-out solution or baseline."""
         self.vocab: dict = {}
         self.fresh_ids = itertools.count()
-        plate = {self._ids(g) for g in boilerplate()}
+        # ids in a fixed order, so a spawned worker's Matcher numbers everything alike
+        plate = {self._ids(g) for g in sorted(boilerplate())}
         self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
         self.fingerprints: dict = {}        # fingerprint -> target indices
         postings: dict = {}                 # specific shingle -> target indices
         self.sizes, self.specific_sizes, self.plates = [], [], []
+        shared_plates: dict = {}
         for i, (code, lang) in enumerate(targets):
             toks = tokens(code, lang)
             self.fingerprints.setdefault(_digest(toks), []).append(i)
@@ -138,13 +166,15 @@ class Matcher:
                 postings.setdefault(g, []).append(i)
             self.sizes.append(len(grams))
             self.specific_sizes.append(len(specific))
-            self.plates.append(plated)
+            self.plates.append(shared_plates.setdefault(plated, plated))   # one object per distinct set
         # Shingles with the same targets share one posting class: a candidate's hits are
         # counted per class, then spread to its targets (the same module's held tasks
         # share most shingles, so classes are few and large).
         classes: dict = {}
         self.index = {g: classes.setdefault(tuple(ts), len(classes)) for g, ts in postings.items()}
         self.members = list(classes)
+        # one lookup a candidate's shingle: its class (>= 0) or its boilerplate rank r as -1 - r
+        self.lookup = {**self.index, **{g: -1 - r for g, r in self.plate_rank.items()}}
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -159,13 +189,16 @@ class Matcher:
         """(targets this candidate equals after normalization, the ranks of its boilerplate
         13-grams, {target: specific 13-grams shared}) for one training candidate."""
         toks = tokens(code, lang)
-        grams = shingles(self._known_ids(toks))
-        plated = frozenset(self.plate_rank[g] for g in grams & self.plate_rank.keys())
-        hits: dict = {}
-        for cls, shared in Counter(map(self.index.__getitem__, grams & self.index.keys())).items():
-            for i in self.members[cls]:
+        found = Counter(map(self.lookup.get, shingles(self._known_ids(toks))))
+        found.pop(None, None)
+        plated, hits, members = [], {}, self.members
+        for entry, shared in found.items():
+            if entry < 0:
+                plated.append(-1 - entry)
+                continue
+            for i in members[entry]:
                 hits[i] = hits.get(i, 0) + shared
-        return self.fingerprints.get(_digest(toks), []), plated, hits
+        return self.fingerprints.get(_digest(toks), []), frozenset(plated), hits
 
 
 def _digest(toks) -> str:
@@ -173,25 +206,49 @@ def _digest(toks) -> str:
 
 
 class Tally:
-    """Per target: exact match seen, largest raw and specific shared 13-gram counts."""
+    """Per target: exact match seen, largest raw and specific shared 13-gram counts. Tallies
+    merge (every figure is a max, a union or a count of distinct candidates), so the parts
+    workers fold from their episodes add up to the tally of the whole file."""
 
     def __init__(self, matcher: Matcher):
         self.m = matcher
-        n = len(matcher.sizes)
-        self.exact = [False] * n
-        self.raw, self.specific = [0] * n, [0] * n
+        self.exact: set = set()
+        self.raw: dict = {}               # target -> largest raw shared count
+        self.specific: dict = {}          # target -> largest specific shared count
         self.plate_groups: set = set()
         self.candidates = 0
 
     def add(self, result) -> None:
         equal, plated, hits = result
         self.candidates += 1
-        for i in equal:
-            self.exact[i] = True
+        self.exact.update(equal)
         self.plate_groups.add(plated)
+        plates, raw, specific = self.m.plates, self.raw, self.specific
+        common: dict = {}             # a target's boilerplate set -> its size in common with this candidate's
         for i, shared in hits.items():
-            self.specific[i] = max(self.specific[i], shared)
-            self.raw[i] = max(self.raw[i], shared + len(self.m.plates[i] & plated))
+            if shared > specific.get(i, 0):
+                specific[i] = shared
+            mine = plates[i]
+            both = common.get(mine)
+            if both is None:
+                both = common[mine] = len(mine & plated)
+            both += shared
+            if both > raw.get(i, 0):
+                raw[i] = both
+
+    def part(self) -> tuple:
+        """The figures alone (no matcher), to send from a worker: see merge."""
+        return self.exact, self.raw, self.specific, self.plate_groups
+
+    def merge(self, part: tuple) -> None:
+        """Fold in another tally's part (candidates are counted by the caller, by key)."""
+        exact, raw, specific, plate_groups = part
+        self.exact |= exact
+        self.plate_groups |= plate_groups
+        for mine, theirs in ((self.raw, raw), (self.specific, specific)):
+            for i, shared in theirs.items():
+                if shared > mine.get(i, 0):
+                    mine[i] = shared
 
     def overlaps(self) -> list[tuple[float, float]]:
         """(raw, specific) overlap share of each target; a candidate sharing no specific
@@ -202,80 +259,191 @@ class Tally:
             if mine not in best_plate:
                 best_plate[mine] = max((len(mine & g) for g in self.plate_groups), default=0)
             plate = best_plate[mine]
-            raw = max(self.raw[i], plate) / size if size else 0.0
-            spec = self.specific[i] / self.m.specific_sizes[i] if self.m.specific_sizes[i] else 0.0
+            raw = max(self.raw.get(i, 0), plate) / size if size else 0.0
+            spec = self.specific.get(i, 0) / self.m.specific_sizes[i] if self.m.specific_sizes[i] else 0.0
             out.append((raw, spec))
         return out
+
+
+def candidate_key(code: str) -> bytes:
+    """What training candidates are deduplicated by: their raw bytes."""
+    return hashlib.blake2b(code.encode(), digest_size=16).digest()
+
+
+def task_key(ep: dict) -> tuple:
+    """A training episode's task: (module, gpu, dtype, shape json)."""
+    return ep["module"], ep["gpu"], ep["dtype"], json.dumps(ep["shape"])
+
+
+def episode_candidates(ep: dict):
+    """(code, lang) of an episode row's candidates: its baseline, then each step's code."""
+    lang = LANG[ep["impl"]]
+    for code in [ep["baseline"]["code"]] + [s["code"] for s in ep["steps"]]:
+        yield code, lang
 
 
 def training_candidates(episodes_path: Path):
     """(code, lang) of every distinct training candidate (baselines and steps) of an
     episodes.jsonl (or a sessions.jsonl, its code re-rendered from the trace), deduplicated
     by raw bytes, and the set of training task keys."""
-    from .sessions import episode_row
     seen: set = set()
     tasks: set = set()
 
     def gen():
         with open(episodes_path, "rb") as fh:
             for line in progress.lines(fh, f"contamination: reading {episodes_path.name}"):
-                ep = json.loads(line)
-                if "trace" in ep:
-                    ep = episode_row(ep)
-                tasks.add((ep["module"], ep["gpu"], ep["dtype"], json.dumps(ep["shape"])))
-                lang = LANG[ep["impl"]]
-                for code in [ep["baseline"]["code"]] + [s["code"] for s in ep["steps"]]:
-                    key = hashlib.blake2b(code.encode(), digest_size=16).digest()
+                ep = training_row(line)
+                tasks.add(task_key(ep))
+                for code, lang in episode_candidates(ep):
+                    key = candidate_key(code)
                     if key not in seen:
                         seen.add(key)
                         yield code, lang
     return gen(), tasks
 
 
-def measure(data: Path, split_files: dict) -> dict:
+def read_splits(data: Path, split_files: dict) -> dict:
+    """{split: its held-out rows} of a dataset directory (split name -> holdout file name)."""
+    return {name: [json.loads(line) for line in open(data / f, encoding="utf-8")] for name, f in split_files.items()}
+
+
+class Targets:
+    """The held-out sources of every split's rows (a task's solution and baseline, once per
+    task) with their Matcher, and each task's reference fingerprint."""
+
+    def __init__(self, rows: dict, workers: int = 1):
+        self.rows = rows
+        tasks = {}                        # task key -> (row, module, task), once per task
+        for split_rows in rows.values():
+            for r in split_rows:
+                key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+                if key not in tasks:
+                    module = REGISTRY[r["module"]]
+                    tasks[key] = r, module, make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
+        prefetch([(m.name, t.gpu.name, t.dtype, t.shape) for _, m, t in tasks.values()], workers)
+        targets, self.keys, self.references = [], {}, {}
+        for key, (r, module, task) in tasks.items():
+            self.keys[key] = len(targets)
+            targets.append((solution_code(module, task), LANG[module.impl]))
+            targets.append((r["baseline"]["code"], LANG[module.impl]))
+            self.references[key] = fingerprint(r["reference"], "python")
+        self.matcher = matcher_of(tuple(targets))
+
+    def figures(self, tally: Tally, train_tasks: set) -> dict:
+        """measure's result from the tally of every training candidate and the training tasks."""
+        train_refs = set()
+        for module_name, gpu, dtype, shape in train_tasks:
+            module = REGISTRY[module_name]
+            train_refs.add(fingerprint(module.reference(make_task(module, gpu, dtype, json.loads(shape))), "python"))
+        overlaps = tally.overlaps()
+        out, details = {}, {}
+        for name, split_rows in self.rows.items():
+            per_task = []
+            for r in split_rows:
+                key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+                s, b = self.keys[key], self.keys[key] + 1
+                per_task.append({"task_id": r["task_id"], "solution_exact": s in tally.exact,
+                                 "baseline_exact": b in tally.exact, "reference_exact": self.references[key] in train_refs,
+                                 "solution_ngram": overlaps[s][0], "solution_ngram_specific": overlaps[s][1],
+                                 "baseline_ngram": overlaps[b][0], "baseline_ngram_specific": overlaps[b][1]})
+            out[name] = summarize(per_task)
+            details[name] = per_task
+        return {"splits": out, "training_candidates": tally.candidates, "per_task": details,
+                "training_tasks": train_tasks}
+
+
+def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
     its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
-    "training_tasks": {(module, gpu, dtype, shape json)}}."""
-    rows = {name: [json.loads(line) for line in open(data / f, encoding="utf-8")] for name, f in split_files.items()}
-    targets, keys, references = [], {}, {}
-    for name, split_rows in rows.items():
-        for r in split_rows:
-            key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
-            if key in keys:
-                continue
-            module = REGISTRY[r["module"]]
-            task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-            keys[key] = len(targets)
-            targets.append((solution_code(module, task), LANG[module.impl]))
-            targets.append((r["baseline"]["code"], LANG[module.impl]))
-            references[key] = fingerprint(r["reference"], "python")
-    matcher = matcher_of(tuple(targets))
-    tally = Tally(matcher)
+    "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
+    processes scan chunks of the file (see Incremental) and search the solutions."""
+    from .pools import fork_pool, ordered_map
+    targets = Targets(read_splits(data, split_files), workers)
     training = data / "episodes.jsonl"
     if not training.exists() and (data / "sessions.jsonl").exists():
         training = data / "sessions.jsonl"
-    candidates, train_tasks = training_candidates(training)
-    for code, lang in candidates:
-        tally.add(matcher.scan(code, lang))
-    train_refs = set()
-    for module_name, gpu, dtype, shape in train_tasks:
-        module = REGISTRY[module_name]
-        train_refs.add(fingerprint(module.reference(make_task(module, gpu, dtype, json.loads(shape))), "python"))
-    overlaps = tally.overlaps()
-    out, details = {}, {}
-    for name, split_rows in rows.items():
-        per_task = []
-        for r in split_rows:
-            key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
-            s, b = keys[key], keys[key] + 1
-            per_task.append({"task_id": r["task_id"], "solution_exact": tally.exact[s],
-                             "baseline_exact": tally.exact[b], "reference_exact": references[key] in train_refs,
-                             "solution_ngram": overlaps[s][0], "solution_ngram_specific": overlaps[s][1],
-                             "baseline_ngram": overlaps[b][0], "baseline_ngram_specific": overlaps[b][1]})
-        out[name] = summarize(per_task)
-        details[name] = per_task
-    return {"splits": out, "training_candidates": tally.candidates, "per_task": details, "training_tasks": train_tasks}
+    global _MEASURING
+    _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold it
+    try:
+        pool = fork_pool(workers) if workers > 1 else None
+        if pool is None:
+            candidates, scan.train_tasks = training_candidates(training)
+            for code, lang in candidates:
+                scan.tally.add(targets.matcher.scan(code, lang))
+            return targets.figures(scan.tally, scan.train_tasks)
+        with pool, open(training, encoding="utf-8") as fh:
+            for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
+                for part in parts:
+                    scan.add(part)
+        return scan.result()
+    finally:
+        _MEASURING = None
+
+
+LINES_A_CHUNK = 16
+_MEASURING: "Incremental | None" = None
+
+
+def _chunks(lines, n: int):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _scan_lines(lines: list) -> list:
+    """In a pool worker: the contamination parts of a chunk of training lines."""
+    return [_MEASURING.part(training_row(line)) for line in lines]
+
+
+def training_row(line: str) -> dict:
+    """An episode row of a training line (a session's re-rendered from its trace)."""
+    ep = json.loads(line)
+    if "trace" in ep:
+        from .sessions import episode_row
+        ep = episode_row(ep)
+    return ep
+
+
+class Incremental:
+    """`measure` computed while the episodes are generated: each worker scans its episodes'
+    candidates as it builds them (`part`), the parent merges the parts (`add`) and `result`
+    equals `measure` on the finished files. Candidates are counted once by their raw bytes
+    (as training_candidates does); a worker skips those it has already scanned (merging a
+    candidate's figures twice changes nothing)."""
+
+    def __init__(self, targets: Targets):
+        self.targets = targets
+        self.scanned: set = set()          # worker side: keys this process has scanned
+        self.tally = Tally(self.targets.matcher)
+        self.keys: set = set()             # parent side: distinct candidate keys
+        self.train_tasks: set = set()
+
+    def part(self, ep: dict) -> tuple:
+        """One episode row's contribution: (its task, its new candidate keys, tally part)."""
+        tally, keys = Tally(self.targets.matcher), []
+        for code, lang in episode_candidates(ep):
+            key = candidate_key(code)
+            if key not in self.scanned:
+                self.scanned.add(key)
+                keys.append(key)
+                tally.add(self.targets.matcher.scan(code, lang))
+        return task_key(ep), keys, tally.part()
+
+    def add(self, part: tuple) -> None:
+        task, keys, figures = part
+        self.train_tasks.add(task)
+        self.keys.update(keys)
+        self.tally.merge(figures)
+
+    def result(self) -> dict:
+        self.tally.candidates = len(self.keys)
+        return self.targets.figures(self.tally, self.train_tasks)
 
 
 def summarize(per_task: list[dict]) -> dict:

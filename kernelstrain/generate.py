@@ -20,8 +20,10 @@ from pathlib import Path
 from .card import render_card
 from .episodes import dumps, episode_rows
 from .errors import UsageError, fault_point
-from .holdout import split_figures, with_contamination, write_holdout
+from .contamination import Incremental, Targets
+from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
+from .pools import ordered_map, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
@@ -57,13 +59,21 @@ class Shard:
 
 # -- worker side ---------------------------------------------------------------------
 _PLAN: Plan | None = None
+_SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int) -> None:
-    global _PLAN
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles Ctrl-C and stops the pool
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+    global _PLAN, _SCAN
+    worker_signals()
     _PLAN = make_plan(load_profile(profile_path), seed)
+    if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
+        _SCAN = contamination_scan(_PLAN)
+
+
+def contamination_scan(plan: Plan, workers: int = 1) -> Incremental:
+    """The plan's held-out rows, ready to measure training candidates against (see Incremental)."""
+    return Incremental(Targets({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits},
+                               workers))
 
 
 def _slim(ep: dict) -> dict:
@@ -78,21 +88,31 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), plus its stats (with its chat rows' figures)."""
+    (data_keys order), its stats (with its chat rows' figures), and its contamination part
+    (Incremental.part; None when the run does not measure it as it goes)."""
     out = _PLAN.profile.output
     rows, ep = (session_rows if out.layout == "sessions" else episode_rows)(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
     names = layout_files(out.layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
     blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout))
-    return blocks, slim
+    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None
 
 
-def iter_episodes(plan: Plan, indices: range, workers: int):
-    """Yield each index's encoded rows (see _work), in index order."""
+def _work_chunk(indices: range) -> list:
+    return [_work(i) for i in indices]
+
+
+EPISODES_A_TASK = 4     # episodes a pool task computes (fewer round trips)
+TASKS_AHEAD = 4         # tasks queued a worker: enough to keep it busy, few enough to bound memory
+
+
+def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None):
+    """Yield each index's encoded rows (see _work), in index order; with `scan`, each
+    episode's contamination part too."""
+    global _PLAN, _SCAN
+    _PLAN, _SCAN = plan, scan
     if workers <= 1 or len(indices) < 2:
-        global _PLAN
-        _PLAN = plan
         yield from map(_work, indices)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -105,13 +125,15 @@ def iter_episodes(plan: Plan, indices: range, workers: int):
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed)) as pool:
-            for item in pool.imap(_work, indices, chunksize=4):
-                if stop:
-                    raise KeyboardInterrupt
-                yield item
-                if stop:
-                    raise KeyboardInterrupt
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
+            chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
+            for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
+                for item in items:
+                    if stop:
+                        raise KeyboardInterrupt
+                    yield item
+                    if stop:
+                        raise KeyboardInterrupt
     finally:
         for s, handler in deferred.items():
             signal.signal(s, handler)
@@ -174,7 +196,11 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     try:
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc)
+        # resumable from here: setting up the contamination measure takes seconds. A resumed
+        # run has episodes it does not build again: it measures the finished files instead.
+        _checkpoint(stage, run_id, start, files)
+        scan = contamination_scan(plan, workers) if todo.start == indices.start else None
+        _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
         for f in files.values():
             f.close()
         fault_point("data-closed")
@@ -184,7 +210,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         fault_point("holdout-written")
         if layout == "sessions":
             summaries.update(write_batches(stage.dir, profile.output.batch_size))
-        holdout = with_contamination(split_figures(plan), stage.dir)
+        holdout = with_contamination(split_figures(plan), stage.dir, scan.result() if scan else None)
         stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
                            layout, profile.output.batch_size, chat_settings(profile.output))
         if shard:
@@ -243,7 +269,7 @@ def _fresh(stage: Staging, out: Path, force: bool) -> None:
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator) -> None:
+                    acc: StatsAccumulator, scan: Incremental | None) -> None:
     """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
     bar = Bar("generate", len(todo), "episodes")
     every, last = _checkpoint_episodes(), time.monotonic()
@@ -251,12 +277,14 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (blocks, slim) in enumerate(iter_episodes(plan, todo, workers), 1):
+        for done, (blocks, slim, part) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
             boundary = False
             for f, block in zip(files.values(), blocks):
                 f.write_block(*block)
             boundary = True
             acc.add(slim)
+            if scan is not None:
+                scan.add(part)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")

@@ -125,10 +125,12 @@ def split_figures(plan: Plan) -> dict:
             "gpus_in_training": sorted({t.gpu.name for t in plan.train})}
 
 
-def with_contamination(figures: dict, data: Path) -> dict:
-    """The holdout block with each split's contamination measured on the dataset in `data`."""
+def with_contamination(figures: dict, data: Path, found: dict | None = None) -> dict:
+    """The holdout block with each split's contamination measured on the dataset in `data`
+    (or `found`: contamination.measure's result, already measured on it)."""
     from .contamination import method, measure
-    found = measure(data, {name: s["file"] for name, s in figures["splits"].items()})
+    if found is None:
+        found = measure(data, {name: s["file"] for name, s in figures["splits"].items()})
     splits = {name: {**s, "contamination": found["splits"][name]} for name, s in figures["splits"].items()}
     return {**figures, "splits": splits, "contamination_method": method(found["training_candidates"])}
 

@@ -30,6 +30,7 @@ import math
 import re
 from dataclasses import replace
 
+from .memo import candidate_cache
 from .ops.base import Launch, Param, Variant
 
 OFF = 0
@@ -139,6 +140,7 @@ def render(module, variant: Variant, params: dict, task, bug: str | None = None)
     return apply_code(module.render(variant, own(params), task, bug), params)
 
 
+@candidate_cache
 def launch(module, variant: Variant, params: dict, task) -> Launch:
     """The module's launch model with the knobs' effect on registers, spills and ILP."""
     out = module.launch(variant, own(params), task)

@@ -23,6 +23,7 @@ from . import knobs
 from .calibration import FIT, launch_terms, param_steps
 from .compilers import NVCC_GENCODE
 from .gpus import GPU
+from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import Launch, OpModule, Task, Variant
 
@@ -186,6 +187,7 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, flo
     return max(e_c, 1e-4), max(e_m, 1e-4)
 
 
+@candidate_cache
 def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult:
     """Compile-check and time one candidate without noise.
 

@@ -495,8 +495,10 @@ class Context:
         return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
 
 
-def validate(data: Path, limit: int = 50) -> Findings:
-    """All problems found in a dataset directory (the first `limit` kept, all counted)."""
+def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
+    """All problems found in a dataset directory (the first `limit` kept, all counted). With
+    `workers` > 1 the holdout contamination is measured in another process while this one
+    checks the files (the findings are the same)."""
     if limit < 1:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     out = Findings(limit)
@@ -513,15 +515,18 @@ def validate(data: Path, limit: int = 50) -> Findings:
             out.add("stats.json", f"files lists {name!r}, which is not a dataset file")
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
-    ctx = Context(stats)
-    held = _check_holdout(data / FILES["holdout"], ctx, out)
-    if stats.get("layout") == "sessions":
-        from .validate_sessions import check_sessions_dir
-        acc = check_sessions_dir(data, ctx, held, out)
-    else:
-        acc = _check_training(data, ctx, held, out)
-    _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
-    out.notes = check_holdout_splits(data, stats, out)
+    from .pools import Background
+    with Background(workers > 1) as background:
+        measured = background.run(measure_splits, data, stats, workers)
+        ctx = Context(stats)
+        held = _check_holdout(data / FILES["holdout"], ctx, out)
+        if stats.get("layout") == "sessions":
+            from .validate_sessions import check_sessions_dir
+            acc = check_sessions_dir(data, ctx, held, out)
+        else:
+            acc = _check_training(data, ctx, held, out)
+        _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
+        out.notes = check_holdout_splits(data, stats, out, measured())
     return out
 
 
@@ -725,22 +730,34 @@ def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Finding
             out.add("stats.json", f"{key} {json.dumps(stats.get(key))[:80]} != from the files {json.dumps(want.get(key))[:80]}")
 
 
-def check_holdout_splits(data: Path, stats: dict, out: Findings) -> list[str]:
-    """Measure every holdout split's contamination again: an unseen_op / unseen_gpu split
+def measure_splits(data: Path, stats: dict, workers: int = 1) -> dict | str | None:
+    """contamination.measure (in `workers` processes) of every holdout split stats.json lists;
+    None when there is none or a file is missing; what went wrong (a str) when the files
+    cannot be measured."""
+    from .contamination import measure
+    splits = stats.get("holdout", {}).get("splits", {})
+    if not splits or any(not (data / s["file"]).exists() for s in splits.values()):
+        return None
+    try:
+        return measure(data, {name: s["file"] for name, s in splits.items()}, workers)
+    except _MALFORMED + (UnicodeDecodeError,) as e:
+        return f"{type(e).__name__}: {e!s:.80}"
+
+
+def check_holdout_splits(data: Path, stats: dict, out: Findings, found) -> list[str]:
+    """Check every holdout split's contamination, measured again (`found`: measure_splits'
+    result): an unseen_op / unseen_gpu split
     fails when training has an episode of a held op / GPU or any normalized match of a
     held task's solution, baseline or reference; the combo split's figures are reported
     (returned as notes), not failed. Figures that differ from stats.json are findings."""
-    from .contamination import measure
     splits = stats.get("holdout", {}).get("splits", {})
     missing = [s["file"] for s in splits.values() if not (data / s["file"]).exists()]
     for name in missing:
         out.add(str(data / name), "missing")
     if missing or not splits:
         return []
-    try:
-        found = measure(data, {name: s["file"] for name, s in splits.items()})
-    except _MALFORMED + (UnicodeDecodeError,) as e:
-        out.add("stats.json", f"holdout contamination cannot be measured on these files ({type(e).__name__}: {e!s:.80})")
+    if isinstance(found, str):
+        out.add("stats.json", f"holdout contamination cannot be measured on these files ({found})")
         return []
     trained = {(REGISTRY[m].op, gpu) for m, gpu, _, _ in found["training_tasks"]}
     notes = []

@@ -1,0 +1,44 @@
+"""Bounded caches of the simulator's pure functions of one candidate: (module, rung, params, task).
+
+The engine asks the same questions of a candidate many times a step (is it writable, does it
+run, how fast, what does it demand), and `best_config` and the baselines ask them again; each
+answer is a frozen record computed from immutable inputs, so it is kept and handed back.
+
+A key holds the rung itself (a frozen dataclass, hashed by value), the params as items, the
+task's module, dtype and shape, and the identities of the module object and of the task's GPU
+record (neither is hashable by value); the cached entry keeps both objects alive, so an
+identity in a key is never reused by another object while the entry exists. A call with an
+unhashable parameter value is computed, not cached. A forked worker inherits the parent's
+entries, which stay true there (the same objects). The answers never change: `uncached` on a
+wrapped function gives the plain computation (tests compare the two over the registry).
+"""
+from __future__ import annotations
+
+import functools
+
+CANDIDATE_CACHE_MAX = 1 << 12     # entries per function (~0.7 MB a thousand): an episode's working set, and more
+
+
+def candidate_cache(fn):
+    """fn(module, variant, params, task), cached per candidate (see the module docstring)."""
+    cache: dict = {}
+
+    @functools.wraps(fn)
+    def cached(module, variant, params: dict, task):
+        try:
+            key = (id(module), variant, tuple(params.items()), id(task.gpu), task.module, task.dtype, task.shape)
+            hit = cache.get(key)
+        except TypeError:             # an unhashable parameter value
+            return fn(module, variant, params, task)
+        if hit is not None:
+            return hit[2]
+        result = fn(module, variant, params, task)
+        if len(cache) >= CANDIDATE_CACHE_MAX:
+            del cache[next(iter(cache))]          # the oldest entry
+        cache[key] = (module, task.gpu, result)
+        return result
+
+    cached.uncached = fn
+    cached.cache_clear = cache.clear
+    cached.cache_len = cache.__len__
+    return cached

@@ -1,0 +1,77 @@
+"""Caches and incremental measures never change an answer: each is compared with the plain
+computation it stands for."""
+import json
+from dataclasses import replace
+
+import pytest
+
+from kernelstrain import contamination, knobs, sim
+from kernelstrain.cli import main
+from kernelstrain.gpus import GPUS
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task, param_grid
+
+
+def registry_sample():
+    """(module, variant, params, task): every module's every rung on each GPU that runs the
+    module, at its first shape and dtype, for up to 6 parameter settings of the rung."""
+    for m in REGISTRY.values():
+        for gpu in GPUS.values():
+            dtype = next((d for d in m.dtypes if m.supports(gpu, d)), None)
+            if dtype is None:
+                continue
+            task = make_task(m, gpu.name, dtype, m.shapes[0])
+            for v in m.variants:
+                for _, params in zip(range(6), param_grid(v)):
+                    yield m, v, params, task
+
+
+@pytest.mark.parametrize("fn", [sim.simulate, knobs.launch], ids=["simulate", "launch"])
+def test_candidate_cache_returns_the_plain_answer(fn):
+    fn.cache_clear()
+    sample = list(registry_sample())
+    assert len(sample) > 1000
+    for _ in range(2):                # a cold pass, then one answered from the cache
+        for m, v, params, task in sample:
+            assert fn(m, v, params, task) == fn.uncached(m, v, params, task), (m.name, v.tag, params, task.key)
+
+
+def test_candidate_cache_keys_on_everything_the_answer_depends_on():
+    m = REGISTRY["rmsnorm_cuda"]
+    v = m.variants[-1]
+    task = make_task(m, "H100", "fp16", {"T": 4096, "D": 4096})
+    base = sim.simulate(m, v, v.defaults(), task)
+    # another GPU record of the same name (a profile's edit of the catalog) is another key
+    slower = replace(task, gpu=replace(task.gpu, bw_tbs=task.gpu.bw_tbs / 2))
+    assert sim.simulate(m, v, v.defaults(), slower) == sim.simulate.uncached(m, v, v.defaults(), slower) != base
+    # a rung changed by value (its efficiency) is another key
+    worse = replace(v, memory_eff=v.memory_eff / 2)
+    assert sim.simulate(m, worse, v.defaults(), task) == sim.simulate.uncached(m, worse, v.defaults(), task) != base
+    # an unhashable parameter value is computed, not cached
+    odd = {**v.defaults(), "unused": []}
+    assert sim.simulate(m, v, odd, task) == sim.simulate.uncached(m, v, odd, task)
+
+
+def test_candidate_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr("kernelstrain.memo.CANDIDATE_CACHE_MAX", 50)
+    sim.simulate.cache_clear()
+    for m, v, params, task in list(registry_sample())[:200]:
+        sim.simulate(m, v, params, task)
+    assert sim.simulate.cache_len() == 50
+
+
+@pytest.mark.parametrize("config", ["kernelstrain", "kernelinfer"])
+def test_contamination_measured_as_generated_equals_the_files_measure(config, tmp_path):
+    """generate measures contamination as its workers build episodes (contamination.Incremental):
+    the figures equal a measure of the finished files, with 1 and 2 workers; and a measure of
+    the files in 2 processes equals one in this process."""
+    for workers in ("1", "2"):
+        out = tmp_path / f"d{workers}"
+        assert main(["generate", "--seed", "3", "--config", config, "--episodes", "6", "--workers", workers,
+                     "--out", str(out), "--quiet"]) == 0
+        stats = json.loads((out / "stats.json").read_text())
+        splits = stats["holdout"]["splits"]
+        found = contamination.measure(out, {name: s["file"] for name, s in splits.items()})
+        assert {name: s["contamination"] for name, s in splits.items()} == found["splits"]
+        assert stats["holdout"]["contamination_method"]["training_candidates"] == found["training_candidates"] > 0
+        assert contamination.measure(out, {name: s["file"] for name, s in splits.items()}, workers=2) == found
