@@ -31,5 +31,6 @@ def no_stand_in_modules():
     yield
     left = sorted(name for name in set(sys.modules) - before
                   if "." not in name and sys.modules[name] is not None
+                  and not name.startswith(("_cython_", "cython_runtime"))   # Cython's own runtime modules
                   and getattr(sys.modules[name], "__spec__", None) is None)
     assert not left, f"stand-in modules left in sys.modules: {left}"
