@@ -6,6 +6,7 @@ Each command's help is the docstring of its function below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from . import __version__
 from .errors import REPORT_HINT, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
+from .safety import OutputLock, row_guard, terminal_text
 
 
 def cmd_generate(a) -> int:
@@ -32,14 +34,13 @@ def cmd_generate(a) -> int:
 def cmd_stats(a) -> int:
     """Print a dataset's summary (from stats.json); --json prints stats.json itself."""
     from .stats import summary
-    from .fused.dataset import fused_summary, is_fused_dir
+    from .fused.dataset import fused_summary, is_fused_dir, read_fused_stats
     from .validate import read_stats
-    if is_fused_dir(Path(a.data)):
-        stats = json.loads((Path(a.data) / "stats.json").read_text(encoding="utf-8"))
-        print(json.dumps(stats, indent=2) if a.json else fused_summary(stats))
-        return 0
-    stats = read_stats(Path(a.data))
-    print(json.dumps(stats, indent=2) if a.json else summary(stats))
+    fused = is_fused_dir(Path(a.data))
+    stats = read_fused_stats(Path(a.data)) if fused else read_stats(Path(a.data))
+    with row_guard(f"{Path(a.data) / 'stats.json'}"):     # a malformed stats.json is bad input, not a bug
+        text = json.dumps(stats, indent=2) if a.json else terminal_text((fused_summary if fused else summary)(stats))
+    print(text)
     return 0
 
 
@@ -54,12 +55,15 @@ def cmd_holdout(a) -> int:
 
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
+    from .safety import ReadSnapshot
     from .validate import validate
+    snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems)
+    snapshot.check()
     for p in problems:
-        print(p)
+        print(terminal_text(p))
     for note in problems.notes:
-        print(note)
+        print(terminal_text(note))
     shown = f" (first {len(problems)} shown; --max-problems raises it)" if problems.total > len(problems) else ""
     print(f"{problems.total} problem{'s' if problems.total != 1 else ''} found{shown}" if problems
           else "ok: no problems found")
@@ -70,14 +74,15 @@ def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
     from .qa import dumps_qa, qa, summary
     result = qa(Path(a.data))
-    print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
+    print(dumps_qa(result) if a.json else terminal_text(summary(result)), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
 
 
 def cmd_verify(a) -> int:
     """Compile a stratified sample of candidates with real compilers and compare statuses."""
     from .verify import verify
-    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force)
+    return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force,
+                  trust=a.trust_dataset)
 
 
 def cmd_gpu_check(a) -> int:
@@ -85,7 +90,7 @@ def cmd_gpu_check(a) -> int:
     from .gpucheck import gpu_check
     return gpu_check(Path(a.data), sample=a.sample, jobs=a.jobs, report=Path(a.report) if a.report else None,
                      seed=a.seed, build_dir=Path(a.build_dir) if a.build_dir else None, budget_s=a.budget,
-                     compile_only=a.compile_only)
+                     compile_only=a.compile_only, trust=a.trust_dataset)
 
 
 def cmd_ops(a) -> int:
@@ -157,7 +162,8 @@ def cmd_tasks(a) -> int:
     from .fused.filter import filter_tasks, reason_table
     report = filter_tasks(Path(a.data), jobs=a.jobs, device=a.device, min_ms=a.min_ms, max_ms=a.max_ms,
                           kernelbench=Path(a.kernelbench) if a.kernelbench else None, count=a.count or None,
-                          restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty())
+                          restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty(),
+                          trust=a.trust_dataset)
     print(f"{report['selected']:,} tasks kept of {report['evaluated']:,} candidates run on {report['device']} "
           f"({report['seconds_per_task']} s per task run)")
     print(reason_table(report))
@@ -225,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=fn)
         return sp
 
+    trust = {"action": "store_true", "help": "execute the dataset's code even where it is not what its recipe renders "
+         "(by default such rows are refused: a shared dataset's code runs only when you say so)"}
     config = {"default": str(DEFAULT_PROFILE), "help": "profile TOML (default: the kernelstrain profile)"}
     g = add("generate", cmd_generate)
     g.add_argument("--seed", type=_seed, required=True)
@@ -263,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--seed", type=_seed, default=0)
     vf.add_argument("--report", help="also write the report as JSON to this file")
     vf.add_argument("--force", action="store_true", help="replace an existing --report file")
+    vf.add_argument("--trust-dataset", **trust)
 
     gc = add("gpu-check", cmd_gpu_check)
     gc.add_argument("data")
@@ -273,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--build-dir", help="build cache (default: ~/.cache/kernelstrain/gpu-check)")
     gc.add_argument("--budget", type=float, default=1800.0, help="seconds after which no further case starts")
     gc.add_argument("--compile-only", action="store_true", help="sample and build only (no GPU needed)")
+    gc.add_argument("--trust-dataset", **trust)
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")
@@ -288,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = add("report", cmd_report)
     rp.add_argument("data")
     rp.add_argument("--out", help="the HTML file to write (default: DATA/report.html)")
-    rp.add_argument("--per-module", type=_count, default=3, help="episodes of each module in the browser (default 3)")
+    rp.add_argument("--per-module", type=_positive, default=3, help="episodes of each module in the browser (default 3)")
 
     sh = add("show", cmd_show)
     sh.add_argument("data")
@@ -314,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--count", type=_count, default=0, help="keep this many tasks (default: the count of `tasks fused`)")
     tl.add_argument("--reps", type=_count, default=3, help="timed runs per program (median)")
     tl.add_argument("--restart", action="store_true", help="ignore filter_progress.jsonl and start over")
+    tl.add_argument("--trust-dataset", **trust)
     tl.add_argument("--quiet", action="store_true")
 
     wd = add("workdir", cmd_workdir)
@@ -340,12 +351,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def outputs(a) -> list[Path]:
+    """The outputs a command writes (each locked against a second writer while it runs)."""
+    if a.command in ("generate", "merge", "workdir", "export", "holdout"):
+        return [Path(a.out)]
+    if a.command == "tasks":
+        return [Path(a.out) if a.tasks_command == "fused" else Path(a.data)]   # filter writes its progress there
+    if a.command == "report":
+        return [Path(a.out) if a.out else Path(a.data) / "report.html"]
+    if a.command in ("verify", "gpu-check") and a.report:
+        return [Path(a.report)]
+    return []
+
+
 def _terminate(signum, frame):
     raise KeyboardInterrupt  # a kill (SIGTERM) checkpoints and cleans up like Ctrl-C
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """An error's text on one line, dataset text in it escaped for the terminal."""
+    return terminal_text(" ".join(str(text).split()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = args.command
-        return args.func(args)
+        with contextlib.ExitStack() as locks:
+            for out in outputs(args):
+                locks.enter_context(OutputLock(out, " ".join(sys.argv[1:] if argv is None else argv)))
+            return args.func(args)
     except UsageError as e:
         print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import DataError, UsageError
+from ..safety import remove_quietly
 from .grammar import compose
 from .render import task_row
 
@@ -35,22 +36,30 @@ def dumps(row: dict) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)      # a full disk leaves no temporary behind
+        raise
 
 
 def write_rows(path: Path, rows) -> dict:
     """Stream rows to a hidden file, rename into place; the file's rows, bytes and sha256."""
     tmp = path.with_name(f".{path.name}.tmp")
     digest, n, size = hashlib.sha256(), 0, 0
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            line = dumps(row)
-            f.write(line)
-            data = line.encode()
-            digest.update(data)
-            n, size = n + 1, size + len(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                line = dumps(row)
+                f.write(line)
+                data = line.encode()
+                digest.update(data)
+                n, size = n + 1, size + len(data)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return {"rows": n, "bytes": size, "sha256": digest.hexdigest()}
 
 
