@@ -182,6 +182,7 @@ def generate(profile: Profile, seed: int, out: Path, episodes: int | None = None
         start = state["next"]
         files = _reopen(stage.dir, state, indices, acc, again, keys, names)
     else:
+        fault_point("start")
         _fresh(stage, out, force, resume)
         start = indices.start
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
@@ -264,6 +265,7 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
     try:
         shutil.rmtree(stage.old, ignore_errors=True)
         stage.create()
+        fault_point("staging-created")
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
 

@@ -24,7 +24,7 @@ from .fields import as_dict
 from .report_page import render_page
 from .sessions import episode_source
 from .safety import check_output, row_guard
-from .writers import DATASET_NAMES, FILES, write_text_atomic
+from .writers import DATASET_NAMES, FILES, write_error, write_text_atomic
 
 STATUSES = ("ok", "wrong_result", "compile_error")
 STATUS_COLORS = {"ok": "#59a14f", "wrong_result": "#f28e2b", "compile_error": "#e15759"}
@@ -280,6 +280,9 @@ def write_report(data: Path, out: Path, per_module: int = SAMPLE_PER_MODULE) -> 
     check_output(out, [data / name for name in DATASET_NAMES])
     started = time.monotonic()
     page, summary = build_report(data, per_module)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, page)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out, page)
+    except OSError as e:
+        raise write_error(out, e) from None
     return {**summary, "bytes": out.stat().st_size, "seconds": round(time.monotonic() - started, 1)}

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import DataError, UsageError
 from ..safety import remove_quietly
+from ..writers import write_error
 from .grammar import compose
 from .render import task_row
 
@@ -100,14 +101,17 @@ def generate_fused(count: int, seed: int, out: Path, spare: float = DEFAULT_SPAR
         raise UsageError(f"--out {out} exists and is not a directory")
     if out.exists() and any(out.iterdir()) and not force:
         raise UsageError(f"--out {out} is not empty (use --force to overwrite)")
-    out.mkdir(parents=True, exist_ok=True)
     n = count + math.ceil(count * spare)
     rows = (candidate(seed, i) for i in range(n))
-    files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
-    for stale in (TASKS, REJECTS, PROGRESS, REPORT):   # a regenerated directory starts unfiltered
-        (out / stale).unlink(missing_ok=True)
-    stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
-    write_outputs(out, stats)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
+        for stale in (TASKS, REJECTS, PROGRESS, REPORT):   # a regenerated directory starts unfiltered
+            (out / stale).unlink(missing_ok=True)
+        stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
+        write_outputs(out, stats)
+    except OSError as e:
+        raise write_error(out, e) from None
     return stats
 
 
