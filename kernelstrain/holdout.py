@@ -15,7 +15,7 @@ from .profiles import load_profile
 from .schema import SCHEMA
 from .tasks import starting_rung
 from .sim import measure, simulate
-from .safety import check_output
+from .safety import check_output, remove_quietly
 from .writers import SPLIT_FILES, StreamFile, write_error
 
 UNSEEN = {
@@ -76,6 +76,7 @@ def holdout_command(config: str, frac: float, seed: int, out: Path, force: bool 
         if target.exists() and not force:
             what = "a dataset's held-out tasks" if (out / "stats.json").exists() else "a held-out task file"
             raise UsageError(f"{target} exists ({what}; use --force to replace it)")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         summaries = write_holdout(plan, out, temporary=True)
@@ -83,6 +84,8 @@ def holdout_command(config: str, frac: float, seed: int, out: Path, force: bool 
             os.replace(_temporary(target), target)
     except OSError as e:
         _remove_temporaries(targets)
+        if created:
+            remove_quietly(out)      # a directory this run made holds nothing complete
         raise write_error(out, e) from None
     except BaseException:
         _remove_temporaries(targets)

@@ -483,6 +483,7 @@ def validate(data: Path, limit: int = 50) -> Findings:
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
     ctx = Context(stats)
+    from .validate_derived import check_derived_files
     held = _check_holdout(data / FILES["holdout"], ctx, out)
     if stats.get("layout") == "sessions":
         from .validate_sessions import check_sessions_dir
@@ -490,6 +491,7 @@ def validate(data: Path, limit: int = 50) -> Findings:
     else:
         acc = _check_training(data, ctx, held, out)
     _check_stats(stats, acc, actual, len(held), out)
+    check_derived_files(data, stats, out)
     out.notes = check_holdout_splits(data, stats, out)
     return out
 
@@ -558,6 +560,7 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
     rebuilt and compared; returns the stats accumulated from the valid episodes."""
     from .episodes import chat_rows
     from .stats import StatsAccumulator
+    from .validate_derived import plan_row
     acc = StatsAccumulator()
     ep_path, mt_path, st_path = (data / FILES[k] for k in ("episodes", "sft_multiturn", "sft_steps"))
     mt_rows, st_rows = Peek(rows(mt_path, out)), Peek(rows(st_path, out))
@@ -580,7 +583,8 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         if valid and in_order:
             if ctx.timestamps is None:
                 ctx.timestamps = _stamped(mt)
-            expected = _guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens) or None
+            source = ep if ctx.plan is None else _guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
+            expected = _guarded(chat_rows, where, out, source, ctx.timestamps, ctx.max_tokens) or None
         _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
     if mt_rows.head is not None:

@@ -143,6 +143,7 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
     returns (stats accumulator, BatchChecks)."""
     from .stats import StatsAccumulator
     from .validate import _combo
+    from .validate_derived import plan_row
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     out.listener = checks.failed
@@ -156,6 +157,8 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
                 checked = check_session(row, where, out, ctx, index if in_order else None)
+                if in_order and ctx.plan is not None:
+                    _guarded(plan_row, where, out, ctx, index, row, where, out, True)
                 if checked is not None:
                     acc.add(checked[0])
                     if _combo(checked[0]) in held:

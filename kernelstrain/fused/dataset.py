@@ -103,6 +103,7 @@ def generate_fused(count: int, seed: int, out: Path, spare: float = DEFAULT_SPAR
         raise UsageError(f"--out {out} is not empty (use --force to overwrite)")
     n = count + math.ceil(count * spare)
     rows = (candidate(seed, i) for i in range(n))
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
@@ -111,6 +112,8 @@ def generate_fused(count: int, seed: int, out: Path, spare: float = DEFAULT_SPAR
         stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
         write_outputs(out, stats)
     except OSError as e:
+        if created:
+            remove_quietly(out)      # a directory this run made holds nothing complete
         raise write_error(out, e) from None
     return stats
 
