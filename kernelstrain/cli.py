@@ -16,7 +16,7 @@ from pathlib import Path
 from . import __version__
 from .errors import REPORT_HINT, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
-from .safety import OutputLock, row_guard, terminal_text
+from .safety import OutputLock, ReadSnapshot, row_guard, terminal_text
 
 
 def cmd_generate(a) -> int:
@@ -55,7 +55,6 @@ def cmd_holdout(a) -> int:
 
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
-    from .safety import ReadSnapshot
     from .validate import validate
     snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems)
@@ -73,7 +72,9 @@ def cmd_validate(a) -> int:
 def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
     from .qa import dumps_qa, qa, summary
+    snapshot = ReadSnapshot(Path(a.data))
     result = qa(Path(a.data))
+    snapshot.check()
     print(dumps_qa(result) if a.json else terminal_text(summary(result)), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
 

@@ -14,7 +14,8 @@ from .errors import UsageError
 from .fields import as_dict
 from .safety import terminal_text
 
-TRUST_HINT = "kernelstrain runs or copies only code it re-renders from the row's recipe (`kernelstrain validate` finds such rows)"
+TRUST_HINT = ("kernelstrain runs or copies only code it re-renders from the row's recipe "
+              "(`kernelstrain validate` finds such rows)")
 RUN_HINT = "; pass --trust-dataset to execute the dataset's code as it is"
 
 

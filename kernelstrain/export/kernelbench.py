@@ -41,7 +41,8 @@ def solution_source(subject) -> str:
 
 def _problem(subject, n: int, level: int, source: str) -> dict:
     name = "fused" if subject.kind == "fused" else subject.module.name
-    row = {"problem_id": n, "level": level, "file": f"level{level}/{n}_{name}_{safe_name(subject.task_id, 'task id')}.py",
+    file = f"level{level}/{n}_{name}_{safe_name(subject.task_id, 'task id')}.py"
+    row = {"problem_id": n, "level": level, "file": file,
            "task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
            "dtype": subject.dtype, "tolerance": task_tolerance(subject),
            "output_tolerances": output_tolerances(subject),
@@ -95,8 +96,9 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                         continue
                     seen.add(digest)
                     rec = next((x for x in row["steps"] if x["step"] == step), None)
+                    episode = safe_name(row["id"], "episode id")
                     yield "solution", {
-                        "file": f"solutions/level1/{prob['problem_id']}_{safe_name(row['id'], 'episode id')}_s{step}.py",
+                        "file": f"solutions/level1/{prob['problem_id']}_{episode}_s{step}.py",
                         "problem_id": prob["problem_id"], "task_id": base.task_id, "episode": row["id"],
                         "step": step, "tag": s.candidate.tag, "status": s.candidate.status,
                         "failure": rec["failure"] if rec else None, "time_ms": s.candidate.time_ms,
