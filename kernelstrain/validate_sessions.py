@@ -143,7 +143,6 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
     returns (stats accumulator, BatchChecks)."""
     from .stats import StatsAccumulator
     from .validate import _combo
-    from .validate_derived import plan_row
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     out.listener = checks.failed
@@ -157,8 +156,6 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
                 checked = check_session(row, where, out, ctx, index if in_order else None)
-                if in_order and ctx.plan is not None:
-                    _guarded(plan_row, where, out, ctx, index, row, where, out, True)
                 if checked is not None:
                     acc.add(checked[0])
                     if _combo(checked[0]) in held:
@@ -173,12 +170,14 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     """sessions.jsonl, its batches and its QA reports; returns the stats accumulator."""
     from .qa_reports import batch_reports, dumps_report, report_markdown
     from .validate import _first_index
+    from .validate_derived import check_sessions_plan
     stats = ctx.stats
     size = stats.get("batch_size")
     if type(size) is not int or size < 1:
         out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}")
         size = 100
     acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats))
+    check_sessions_plan(data / SESSIONS_FILE, ctx, out, _first_index(stats))
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
