@@ -6,6 +6,7 @@ Each command's help is the docstring of its function below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from . import __version__, progress
 from .errors import REPORT_HINT, DataError, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
+from .safety import OutputLock, ReadSnapshot, row_guard, terminal_text
 
 
 def cmd_generate(a) -> int:
@@ -36,14 +38,13 @@ def cmd_generate(a) -> int:
 def cmd_stats(a) -> int:
     """Print a dataset's summary (from stats.json); --json prints stats.json itself."""
     from .stats import summary
-    from .fused.dataset import fused_summary, is_fused_dir
+    from .fused.dataset import fused_summary, is_fused_dir, read_fused_stats
     from .validate import read_stats
-    if is_fused_dir(Path(a.data)):
-        stats = json.loads((Path(a.data) / "stats.json").read_text(encoding="utf-8"))
-        print(json.dumps(stats, indent=2) if a.json else fused_summary(stats))
-        return 0
-    stats = read_stats(Path(a.data))
-    print(json.dumps(stats, indent=2) if a.json else summary(stats))
+    fused = is_fused_dir(Path(a.data))
+    stats = read_fused_stats(Path(a.data)) if fused else read_stats(Path(a.data))
+    with row_guard(f"{Path(a.data) / 'stats.json'}"):     # a malformed stats.json is bad input, not a bug
+        text = json.dumps(stats, indent=2) if a.json else terminal_text((fused_summary if fused else summary)(stats))
+    print(text)
     return 0
 
 
@@ -60,11 +61,13 @@ def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
     from .validate import validate
     from .generate import check_workers
+    snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems, workers=check_workers(a.workers))
+    snapshot.check()
     for p in problems:
-        print(p)
+        print(terminal_text(p))
     for note in problems.notes:
-        print(note)
+        print(terminal_text(note))
     shown = f" (first {len(problems)} shown; --max-problems raises it)" if problems.total > len(problems) else ""
     print(f"{problems.total} problem{'s' if problems.total != 1 else ''} found{shown}" if problems
           else "ok: no problems found")
@@ -79,8 +82,10 @@ def cmd_qa(a) -> int:
     kind = None if (Path(a.data) / FILES["episodes"]).exists() else what_is(Path(a.data))
     if kind:
         raise DataError(kind)
+    snapshot = ReadSnapshot(Path(a.data))
     result = qa(Path(a.data))
-    print(dumps_qa(result) if a.json else summary(result), end="\n" if not a.json else "")
+    snapshot.check()
+    print(dumps_qa(result) if a.json else terminal_text(summary(result)), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
 
 
@@ -88,7 +93,7 @@ def cmd_verify(a) -> int:
     """Compile a stratified sample of candidates with real compilers and compare statuses."""
     from .verify import verify
     return verify(Path(a.data), sample=a.sample, jobs=a.jobs, seed=a.seed, report=a.report, force=a.force,
-                  text=a.text)
+                  text=a.text, trust=a.trust_dataset)
 
 
 def cmd_gpu_check(a) -> int:
@@ -96,7 +101,7 @@ def cmd_gpu_check(a) -> int:
     from .gpucheck import gpu_check
     return gpu_check(Path(a.data), sample=a.sample, jobs=a.jobs, report=Path(a.report) if a.report else None,
                      seed=a.seed, build_dir=Path(a.build_dir) if a.build_dir else None, budget_s=a.budget,
-                     compile_only=a.compile_only)
+                     compile_only=a.compile_only, trust=a.trust_dataset)
 
 
 def cmd_ops(a) -> int:
@@ -168,7 +173,8 @@ def cmd_tasks(a) -> int:
     from .fused.filter import filter_tasks, reason_table
     report = filter_tasks(Path(a.data), jobs=a.jobs, device=a.device, min_ms=a.min_ms, max_ms=a.max_ms,
                           kernelbench=Path(a.kernelbench) if a.kernelbench else None, count=a.count or None,
-                          restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty())
+                          restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty(),
+                          trust=a.trust_dataset)
     print(f"{report['selected']:,} tasks kept of {report['evaluated']:,} candidates run on {report['device']} "
           f"({report['seconds_per_task']} s per task run)")
     print(reason_table(report))
@@ -241,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=fn)
         return sp
 
+    trust = {"action": "store_true", "help": "execute the dataset's code even where it is not what its recipe renders "
+         "(by default such rows are refused: a shared dataset's code runs only when you say so)"}
     config = {"default": str(DEFAULT_PROFILE), "help": "profile TOML (default: the kernelstrain profile)"}
     quiet = {"action": "store_true", "help": "no progress on stderr (shown only when stderr is a terminal)"}
     g = add("generate", cmd_generate)
@@ -287,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     vf.add_argument("--quiet", **quiet)
     vf.add_argument("--text", action="store_true",
                     help="also compare each compile error's whole recorded text with the compiler's")
+    vf.add_argument("--trust-dataset", **trust)
 
     gc = add("gpu-check", cmd_gpu_check)
     gc.add_argument("data")
@@ -298,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--budget", type=float, default=1800.0, help="seconds after which no further case starts")
     gc.add_argument("--compile-only", action="store_true", help="sample and build only (no GPU needed)")
     gc.add_argument("--quiet", **quiet)
+    gc.add_argument("--trust-dataset", **trust)
 
     o = add("ops", cmd_ops)
     o.add_argument("--json", action="store_true")
@@ -313,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = add("report", cmd_report)
     rp.add_argument("data")
     rp.add_argument("--out", help="the HTML file to write (default: DATA/report.html)")
-    rp.add_argument("--per-module", type=_count, default=3, help="episodes of each module in the browser (default 3)")
+    rp.add_argument("--per-module", type=_positive, default=3, help="episodes of each module in the browser (default 3)")
 
     sh = add("show", cmd_show)
     sh.add_argument("data")
@@ -339,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--count", type=_count, default=0, help="keep this many tasks (default: the count of `tasks fused`)")
     tl.add_argument("--reps", type=_count, default=3, help="timed runs per program (median)")
     tl.add_argument("--restart", action="store_true", help="ignore filter_progress.jsonl and start over")
+    tl.add_argument("--trust-dataset", **trust)
     tl.add_argument("--quiet", action="store_true")
 
     wd = add("workdir", cmd_workdir)
@@ -366,12 +377,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def outputs(a) -> list[Path]:
+    """The outputs a command writes (each locked against a second writer while it runs)."""
+    if a.command in ("generate", "merge", "workdir", "export", "holdout"):
+        return [Path(a.out)]
+    if a.command == "tasks":
+        return [Path(a.out) if a.tasks_command == "fused" else Path(a.data)]   # filter writes its progress there
+    if a.command == "report":
+        return [Path(a.out) if a.out else Path(a.data) / "report.html"]
+    if a.command in ("verify", "gpu-check") and a.report:
+        return [Path(a.report)]
+    return []
+
+
 def _terminate(signum, frame):
     raise KeyboardInterrupt  # a kill (SIGTERM) checkpoints and cleans up like Ctrl-C
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """An error's text on one line, dataset text in it escaped for the terminal."""
+    return terminal_text(" ".join(str(text).split()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = args.command
-        with progress.quiet(getattr(args, "quiet", False)):
+        with progress.quiet(getattr(args, "quiet", False)), contextlib.ExitStack() as locks:
+            for out in outputs(args):
+                locks.enter_context(OutputLock(out, " ".join(sys.argv[1:] if argv is None else argv)))
             return args.func(args)
     except UsageError as e:
         print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)

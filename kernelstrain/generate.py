@@ -29,8 +29,9 @@ from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
 from .sessions import QA_DIR, session_rows, write_batches
+from .safety import check_output
 from .training import CHAT_KEYS, chat_figure, chat_settings, split_rows
-from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_not_input, check_out_dir, check_prefix, layout_files,
+from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_out_dir, check_prefix, layout_files,
                       streamed_keys, write_error, write_text_atomic)
 
 
@@ -175,7 +176,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
     indices = shard.range(total) if shard else range(total)
     if not indices:
         raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
-    check_not_input(out, [Path(profile.path)])
+    check_output(out, [Path(profile.path)])
     run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
     again = recovery_command(profile, seed, out, total, shard)
@@ -187,10 +188,12 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         state = _resume_state(stage, run_id, indices, again, keys)
         if state is None:
             return read_stats(out)
+    if resume and "fresh" not in state:
         start = state["next"]
         files = _reopen(stage.dir, state, indices, acc, again, keys, names)
     else:
-        _fresh(stage, out, force)
+        fault_point("start")
+        _fresh(stage, out, force, resume)
         start = indices.start
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
@@ -219,9 +222,21 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
-        raise UsageError(f"{write_error(out, e)}; the partial run is kept: free space and rerun with --resume "
-                         f"to finish it") from None
+        raise UsageError(f"{write_error(out, e)}; {recovery_advice(stage)}") from None
     return stats
+
+
+def recovery_advice(stage: Staging) -> str:
+    """What to do after a failed write: --resume only where a checkpoint exists to resume from
+    (else a run that failed before its first checkpoint would loop on "holds no interrupted run")."""
+    try:
+        resumable = stage.journal() is not None
+    except UsageError:
+        resumable = False
+    if resumable:
+        return "the partial run is kept: free space and rerun with --resume to finish it"
+    stage.remove()
+    return "nothing was kept: free space and rerun the same command (with or without --resume)"
 
 
 def check_episodes(profile: Profile, episodes: int | None) -> int:
@@ -256,14 +271,16 @@ def recovery_command(profile: Profile, seed: int, out: Path, total: int, shard: 
     return f"kernelstrain generate --seed {seed} --out {out}{config} --episodes {total}{part} --force"
 
 
-def _fresh(stage: Staging, out: Path, force: bool) -> None:
-    if (stage.dir.exists() or stage.old.exists()) and not force:
+def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None:
+    """Start the run over in a new staging directory; `resume`: one that holds no checkpoint."""
+    if (stage.dir.exists() or stage.old.exists()) and not force and not resume:
         raise UsageError(f"{out} has an interrupted run (in {stage.dir.name}): finish it with --resume, "
                          "or start over with --force")
-    check_out_dir(out, force, resumable=True)
+    check_out_dir(out, force, resumable=not resume)
     try:
         shutil.rmtree(stage.old, ignore_errors=True)
         stage.create()
+        fault_point("staging-created")
     except OSError as e:
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
 
@@ -334,7 +351,7 @@ def _resume_state(stage: Staging, run_id: dict, indices: range, again: str, keys
                                  f"(profile {have[0]}, seed {have[1]}, {have[2]} episodes)")
             print(f"kernelstrain: note: {out} already holds this complete run; nothing to do", file=sys.stderr)
             return None
-        raise UsageError(f"--resume: {out} holds no interrupted run (nothing in {stage.dir.name})")
+        return {"fresh": True}     # killed before its first checkpoint, or never started: start it now
     _same_run(state, run_id, out, again)
     if state.get("phase") == "swap":
         stage.finish_swap()

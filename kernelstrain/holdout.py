@@ -15,7 +15,8 @@ from .profiles import load_profile
 from .schema import SCHEMA
 from .tasks import starting_rung
 from .sim import measure, simulate
-from .writers import SPLIT_FILES, StreamFile, check_not_input, write_error
+from .safety import check_output, remove_quietly
+from .writers import SPLIT_FILES, StreamFile, write_error
 
 UNSEEN = {
     "combo": "task combos (module, gpu, dtype, shape); their modules and GPUs are in training",
@@ -73,10 +74,11 @@ def holdout_command(config: str, frac: float | None, seed: int | None, out: Path
     plan = make_plan(profile, 0, holdout_frac=frac, holdout_seed=seed)
     targets = [(split, out / SPLIT_FILES[split][1]) for split in plan.splits]
     for _, target in targets:
-        check_not_input(target, [Path(profile.path)])
+        check_output(target, [Path(profile.path)])
         if target.exists() and not force:
             what = "a dataset's held-out tasks" if (out / "stats.json").exists() else "a held-out task file"
             raise UsageError(f"{target} exists ({what}; use --force to replace it)")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         summaries = write_holdout(plan, out, temporary=True)
@@ -84,6 +86,8 @@ def holdout_command(config: str, frac: float | None, seed: int | None, out: Path
             os.replace(_temporary(target), target)
     except OSError as e:
         _remove_temporaries(targets)
+        if created:
+            remove_quietly(out)      # a directory this run made holds nothing complete
         raise write_error(out, e) from None
     except BaseException:
         _remove_temporaries(targets)

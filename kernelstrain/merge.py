@@ -18,15 +18,16 @@ from .holdout import with_contamination
 from .stats import StatsAccumulator
 from .validate import read_stats
 from .sessions import write_batches
+from .safety import check_output, terminal_text
 from .training import CHAT_KEYS, chat_figure
-from .writers import FILES, Staging, StreamFile, check_not_input, check_out_dir, layout_files, write_error
+from .writers import FILES, SPLIT_FILES, Staging, StreamFile, check_out_dir, layout_files, write_error
 SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
 # (stats' `chat` figures differ between shards; their settings are the profile's, which profile_sha pins)
 
 
 def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
     """Merge all N shards of one run into `out`; returns the merged stats."""
-    check_not_input(out, dirs)
+    check_output(out, dirs)
     shards = _shards(dirs)
     for s in shards:
         _check_sizes(s)
@@ -139,9 +140,23 @@ def _build(shards: list, stage: Path) -> dict:
 
 
 def _holdout_files(stats: dict) -> list[str]:
-    """The holdout split files of a run (every shard holds the same ones)."""
-    splits = stats.get("holdout", {}).get("splits") or {"combo": {"file": FILES["holdout"]}}
-    return [s["file"] for s in splits.values()]
+    """The holdout split files of a run (every shard holds the same ones), named by the layout
+    (writers.SPLIT_FILES) from the split names: never a path a shard's stats.json supplies."""
+    splits = (stats.get("holdout") or {}).get("splits") or {"combo": {"file": FILES["holdout"]}}
+    if not isinstance(splits, dict):
+        raise DataError(f"stats.json: holdout splits {terminal_text(repr(splits))[:80]} are not a mapping")
+    names = []
+    for split, record in splits.items():
+        if split not in SPLIT_FILES:
+            raise DataError(f"stats.json: unknown holdout split {terminal_text(repr(split))[:80]} "
+                            f"(known: {', '.join(SPLIT_FILES)})")
+        name = SPLIT_FILES[split][1]
+        if not isinstance(record, dict) or record.get("file") != name:
+            raise DataError(f"stats.json: holdout split {split} names file "
+                            f"{terminal_text(repr(record.get('file') if isinstance(record, dict) else record))[:80]}, "
+                            f"not the layout's {name}")
+        names.append(name)
+    return names
 
 
 def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None, chat: StatsAccumulator | None = None) -> None:

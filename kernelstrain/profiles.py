@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -118,6 +119,8 @@ def _check(table: dict, expected: dict, where: str, path: Path) -> None:
         ok = isinstance(value, typ) and not (typ in (int, float) and isinstance(value, bool))
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
             ok = True
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{path}: key '{where}.{key}' must be a finite number, got {value!r}")
         if not ok:
             name = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
             raise UsageError(f"{path}: key '{where}.{key}' must be {name}, got {type(value).__name__} {value!r}")
@@ -202,7 +205,7 @@ def _slip_weights(table, path: Path) -> tuple:
         if kind not in NAMES[1:]:
             raise UsageError(f"{path}: key 'search.slip_weights' names unknown slip kind {kind!r} "
                              f"(known: {', '.join(NAMES[1:])}; the typo's weight is typo_weight)")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise UsageError(f"{path}: key 'search.slip_weights.{kind}' must be a number >= 0, got {w!r}")
     return tuple((k, float(table[k])) for k in NAMES[1:] if k in table)
 

@@ -23,7 +23,8 @@ from .errors import UsageError
 from .fields import as_dict
 from .report_page import render_page
 from .sessions import episode_source
-from .writers import FILES, write_text_atomic
+from .safety import check_output, row_guard
+from .writers import DATASET_NAMES, FILES, write_error, write_text_atomic
 
 STATUSES = ("ok", "wrong_result", "compile_error")
 STATUS_COLORS = {"ok": "#59a14f", "wrong_result": "#f28e2b", "compile_error": "#e15759"}
@@ -245,15 +246,17 @@ def build_report(data: Path, per_module: int = SAMPLE_PER_MODULE) -> tuple[str, 
     if not episodes.exists():
         raise UsageError(f"{data} has no {FILES['episodes']} (is it a KernelStrain dataset?)")
     agg = Aggregate(per_module)
-    for _, row in read_rows(episodes):
-        agg.add(as_episode(row))
+    for n, row in read_rows(episodes):
+        with row_guard(f"{episodes.name}:{n}"):
+            agg.add(as_episode(row))
     if not agg.episodes:
         raise UsageError(f"{episodes} has no episodes")
     sample = agg.sampled()
     feedback = read_feedback(chats, {ep["id"] for ep in sample})
     browser, size = [], 0
     for ep in sample:   # round-robin order: a budget cut keeps every module's first episodes
-        view = browser_episode(ep, feedback.get(ep["id"], []))
+        with row_guard(f"{episodes.name}: episode {ep['id']}"):
+            view = browser_episode(ep, feedback.get(ep["id"], []))
         size += len(json.dumps(view, ensure_ascii=False, separators=(",", ":")).encode())
         if size > BROWSER_BYTES and browser:
             break
@@ -274,10 +277,12 @@ def write_report(data: Path, out: Path, per_module: int = SAMPLE_PER_MODULE) -> 
         raise UsageError(f"{data} is not a directory")
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {out} is a directory")
-    if out.resolve().parent == data.resolve() and out.suffix == ".jsonl":
-        raise UsageError(f"--out {out} would overwrite a dataset file")
+    check_output(out, [data / name for name in DATASET_NAMES])
     started = time.monotonic()
     page, summary = build_report(data, per_module)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, page)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out, page)
+    except OSError as e:
+        raise write_error(out, e) from None
     return {**summary, "bytes": out.stat().st_size, "seconds": round(time.monotonic() - started, 1)}

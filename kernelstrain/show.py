@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .report import browser_episode, read_feedback
+from .safety import row_guard, terminal_values
 from .sessions import episode_source
 
 ANSI = {"ok": "32", "wrong_result": "33", "compile_error": "31", "kept": "1;32", "reverted": "2",
@@ -50,6 +51,7 @@ def render(view: dict, step: int | None = None, colour: bool = False) -> str:
     def paint(text: str, key: str) -> str:
         return f"\x1b[{ANSI[key]}m{text}\x1b[0m" if colour and key in ANSI else text
 
+    view = terminal_values(view)      # dataset text: its escape sequences must not reach the terminal
     steps = view["steps"]
     if not steps:
         raise UsageError(f"episode {view['id']} has no steps")
@@ -87,7 +89,9 @@ def render(view: dict, step: int | None = None, colour: bool = False) -> str:
 
 def show(data: Path, episode_id: str, step: int | None = None, colour: bool = False) -> int:
     episodes, chats, as_episode = episode_source(data)
-    ep = as_episode(find_episode(episodes, episode_id))
-    feedback = read_feedback(chats, {episode_id}).get(episode_id, [])
-    sys.stdout.write(render(browser_episode(ep, feedback), step, colour))
+    with row_guard(f"{episodes.name}: episode {episode_id}"):
+        ep = as_episode(find_episode(episodes, episode_id))
+        feedback = read_feedback(chats, {episode_id}).get(episode_id, [])
+        text = render(browser_episode(ep, feedback), step, colour)
+    sys.stdout.write(text)
     return 0

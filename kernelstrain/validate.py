@@ -516,6 +516,7 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
     from .pools import Background
+    from .validate_derived import check_derived_files
     with Background(workers > 1) as background:
         measured = background.run(measure_splits, data, stats, workers)
         ctx = Context(stats)
@@ -526,6 +527,7 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
         else:
             acc = _check_training(data, ctx, held, out)
         _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
+        check_derived_files(data, stats, out)
         out.notes = check_holdout_splits(data, stats, out, measured())
     return out
 
@@ -595,6 +597,7 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
     from .episodes import chat_rows
     from .stats import StatsAccumulator
     from .training import is_validation, prompt_completion_rows
+    from .validate_derived import plan_row
     acc = StatsAccumulator()
     names = layout_files("episodes")
     ep_path = data / FILES["episodes"]
@@ -622,7 +625,8 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         if valid and in_order:
             if ctx.timestamps is None:
                 ctx.timestamps = _stamped(mt)
-            expected = _guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens) or None
+            source = ep if ctx.plan is None else _guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
+            expected = _guarded(chat_rows, where, out, source, ctx.timestamps, ctx.max_tokens) or None
         _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
         pcs = expected and prompt_completion_rows(expected[1])

@@ -176,6 +176,7 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     """sessions.jsonl, its batches and its QA reports; returns the stats accumulator."""
     from .qa_reports import batch_reports, dumps_report, report_markdown
     from .validate import _first_index
+    from .validate_derived import check_sessions_plan
     stats = ctx.stats
     size = stats.get("batch_size")
     if type(size) is not int or size < 1:
@@ -184,6 +185,7 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     windows = WindowChecks(data, ctx, out)
     acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats), windows.check)
     windows.finish(acc)
+    check_sessions_plan(data / SESSIONS_FILE, ctx, out, _first_index(stats))
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),

@@ -35,6 +35,7 @@ from .plan import seeded_rng
 from .sessions import SESSIONS_FILE
 from .tasks import make_task
 from .validate import read_jsonl, read_stats
+from .trusted import check_code
 from .writers import FILES, check_report_path, write_text_atomic
 
 # slip classes (kernelstrain/slips: the typo is "syntax") checked to the first error line
@@ -196,10 +197,11 @@ def judge(r: dict) -> list[str]:
 
 
 def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0, report: str | None = None,
-           force: bool = False, text: bool = False) -> int:
+           force: bool = False, text: bool = False, trust: bool = False) -> int:
     """Compile the sample and judge each record; with `text`, every compile error's recorded
     text must also be the compiler's, whole (after path normalisation), and the agreement is
-    reported per failure class and target family."""
+    reported per failure class and target family. Only kernelstrain's own renders are compiled
+    unless `trust` (Triton candidates are imported, which runs their module-level Python)."""
     check_report_path(report, force, [data])      # before any work: a bad path fails in a second, not an hour
     read_stats(data)
     started = time.monotonic()
@@ -219,6 +221,8 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
                             f"(`kernelstrain validate {data}` names the problem)") from None
         for i in wanted[n]:
             s = steps[i]
+            if not trust:
+                check_code(ep, s, s["code"], f"{path}:{n}", runs=True)
             job_list.append({"line": n, "step": s["step"], "module": ep["module"], "gpu": ep["gpu"],
                              "dtype": ep["dtype"], "shape": ep["shape"], "tag": s["tag"], "params": s["params"],
                              "status": s["status"], "failure": s["failure"], "error": s["error"], "code": s["code"],

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from .errors import UsageError, fault_point
+from .safety import check_output
 
 FILES = {  # config name -> file name, in the order they are written
     "episodes": "episodes.jsonl",
@@ -127,31 +128,23 @@ def check_prefix(path: Path, want: dict):
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside `path`, then rename over it; a failed write (a full disk) leaves no temporary."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_error(dest: Path, e: OSError) -> UsageError:
     """One line naming the destination (not the hidden staging file) of a failed write."""
     why = "no space left on device" if e.errno == errno.ENOSPC else (e.strerror or str(e))
     return UsageError(f"cannot write {dest}: {why}; {dest} was left as it was")
-
-
-def _inside(a: Path, b: Path) -> bool:
-    return a == b or b in a.parents
-
-
-def check_not_input(target: Path, inputs: list[Path], what: str = "--out") -> None:
-    """Refuse a target that is, holds or lies inside one of the command's inputs."""
-    t = target.resolve()
-    for p in inputs:
-        q = Path(p).resolve()
-        if _inside(t, q) or _inside(q, t):
-            raise UsageError(f"{what} {target} would write over the input {p}")
 
 
 def check_report_path(report: str | None, force: bool, inputs: list[Path]) -> None:
@@ -165,8 +158,7 @@ def check_report_path(report: str | None, force: bool, inputs: list[Path]) -> No
     if not path.parent.is_dir():
         raise UsageError(f"--report {report}: directory {path.parent} does not exist")
     for data in inputs:
-        if path.resolve().parent == Path(data).resolve() and path.name in DATASET_NAMES:
-            raise UsageError(f"--report {report} would write over the dataset's own {path.name}")
+        check_output(path, [Path(data) / name for name in DATASET_NAMES], "--report")
     if path.exists() and not force:
         raise UsageError(f"--report {report} exists (use --force to replace it)")
     if not os.access(path.parent, os.W_OK):

@@ -75,7 +75,10 @@ def test_generate_filter_and_resume(tmp_path, capsys):
     lines = (out / CANDIDATES).read_text().splitlines()
     bad = [json.dumps(_row(r, BAD[r], k)) for k, r in enumerate(("random_op", "all_zero", "constant"))]
     (out / CANDIDATES).write_text("\n".join(bad + lines) + "\n")
-    assert main(["tasks", "filter", str(out), "--jobs", "2", "--device", "cpu", "--reps", "1"]) == 0
+    # hand-written rows are not what `tasks fused` composes: filter runs them only when told to
+    assert main(["tasks", "filter", str(out), "--jobs", "2", "--device", "cpu", "--reps", "1"]) == 2
+    assert "--trust-dataset" in capsys.readouterr().err
+    assert main(["tasks", "filter", str(out), "--jobs", "2", "--device", "cpu", "--reps", "1", "--trust-dataset"]) == 0
     printed = capsys.readouterr().out
     assert "random_op" in printed and "all_zero" in printed
     tasks = [json.loads(x) for x in (out / "tasks_fused.jsonl").read_text().splitlines()]
@@ -89,10 +92,10 @@ def test_generate_filter_and_resume(tmp_path, capsys):
     assert "evaluated" in (out / "filter_report.txt").read_text()
     before = (out / "tasks_fused.jsonl").read_bytes()
     # a rerun continues from filter_progress.jsonl: nothing runs again, the same tasks come out
-    assert main(["tasks", "filter", str(out), "--jobs", "2", "--device", "cpu", "--reps", "1"]) == 0
+    assert main(["tasks", "filter", str(out), "--jobs", "2", "--device", "cpu", "--reps", "1", "--trust-dataset"]) == 0
     assert json.loads((out / "stats.json").read_text())["filter"]["executed_this_run"] == 0
     assert (out / "tasks_fused.jsonl").read_bytes() == before
     # other options do not silently reuse the progress file
-    assert main(["tasks", "filter", str(out), "--device", "cpu", "--reps", "2"]) == 2
+    assert main(["tasks", "filter", str(out), "--device", "cpu", "--reps", "2", "--trust-dataset"]) == 2
     assert main(["stats", str(out)]) == 0
     assert "tasks (filtered)" in capsys.readouterr().out

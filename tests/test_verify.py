@@ -114,6 +114,8 @@ def test_verify_reports_a_disagreement(dataset_copy, capsys):
         if s["status"] != "compile_error":       # ok and wrong_result code must compile
             s["code"] += "\nthis is not C++;\n"
     path.write_text(json.dumps(ep, ensure_ascii=False, separators=(",", ":")) + "\n")
-    code = main(["verify", str(dataset_copy), "--sample", "6", "--jobs", "2"])
+    assert main(["verify", str(dataset_copy), "--sample", "6", "--jobs", "2"]) == 2   # not what the recipe renders
+    assert "--trust-dataset" in capsys.readouterr().err
+    code = main(["verify", str(dataset_copy), "--sample", "6", "--jobs", "2", "--trust-dataset"])
     out = capsys.readouterr().out
     assert code == 1 and "does not compile" in out

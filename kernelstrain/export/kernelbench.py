@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
+from ..safety import check_tree_out, safe_name, write_tree
 from ..sessions import episode_source
 from ..validate import read_jsonl
 from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
@@ -30,11 +29,13 @@ from .kb_form import precision, problem_source, solution_source
 
 SCHEMA = "kernelstrain/kernelbench_export@1"
 STATUSES = ("ok", "wrong_result", "compile_error")
+EXPORT_NAMES = ("level1", "level2", "solutions", "index.json")   # what --force replaces in --out
 
 
 def _problem(subject, n: int, level: int, source: str) -> dict:
     name = "fused" if subject.kind == "fused" else subject.module.name
-    row = {"problem_id": n, "level": level, "file": f"level{level}/{n}_{name}_{subject.task_id}.py",
+    file = f"level{level}/{n}_{name}_{safe_name(subject.task_id, 'task id')}.py"
+    row = {"problem_id": n, "level": level, "file": file,
            "task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
            "dtype": subject.dtype, "tolerance": task_tolerance(subject),
            "output_tolerances": output_tolerances(subject),
@@ -89,8 +90,9 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                         continue
                     seen.add(digest)
                     rec = next((x for x in row["steps"] if x["step"] == step), None)
+                    episode = safe_name(row["id"], "episode id")
                     yield "solution", {
-                        "file": f"solutions/level1/{prob['problem_id']}_{row['id']}_s{step}.py",
+                        "file": f"solutions/level1/{prob['problem_id']}_{episode}_s{step}.py",
                         "problem_id": prob["problem_id"], "task_id": base.task_id, "episode": row["id"],
                         "step": step, "tag": s.candidate.tag, "status": s.candidate.status,
                         "failure": rec["failure"] if rec else None, "time_ms": s.candidate.time_ms,
@@ -113,23 +115,15 @@ def export_kernelbench(dirs: list, out: Path, best_only: bool = False, statuses:
         raise UsageError(f"--status: unknown status {', '.join(bad) or '(none)'}; choose from {', '.join(STATUSES)}")
     if best_only and statuses != ("ok",):
         raise UsageError("--best-only exports each episode's best candidate (ok); it takes no --status")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise UsageError(f"{out}: exists and is not empty (use --force to replace it)")
-    staging = out.with_name(f".{out.name}.kernelstrain-staging")
-    shutil.rmtree(staging, ignore_errors=True)
+    check_tree_out(out, dirs, force)
     index = {"schema": SCHEMA, "best_only": best_only, "statuses": list(statuses), "problems": [], "solutions": []}
-    try:
+
+    def files():
         for kind, row, *src in collect(dirs, best_only, statuses):
             text = row.pop("source") if kind == "problem" else src[0]
-            path = staging / row["file"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
             index["problems" if kind == "problem" else "solutions"].append(row)
-        (staging / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    os.replace(staging, out)
+            yield row["file"], text
+        yield "index.json", json.dumps(index, indent=1) + "\n"
+
+    write_tree(out, files(), EXPORT_NAMES)
     return index

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import DataError, UsageError
+from ..safety import remove_quietly
+from ..writers import write_error
 from .grammar import compose
 from .render import task_row
 
@@ -35,22 +37,30 @@ def dumps(row: dict) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)      # a full disk leaves no temporary behind
+        raise
 
 
 def write_rows(path: Path, rows) -> dict:
     """Stream rows to a hidden file, rename into place; the file's rows, bytes and sha256."""
     tmp = path.with_name(f".{path.name}.tmp")
     digest, n, size = hashlib.sha256(), 0, 0
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            line = dumps(row)
-            f.write(line)
-            data = line.encode()
-            digest.update(data)
-            n, size = n + 1, size + len(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                line = dumps(row)
+                f.write(line)
+                data = line.encode()
+                digest.update(data)
+                n, size = n + 1, size + len(data)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return {"rows": n, "bytes": size, "sha256": digest.hexdigest()}
 
 
@@ -91,14 +101,20 @@ def generate_fused(count: int, seed: int, out: Path, spare: float = DEFAULT_SPAR
         raise UsageError(f"--out {out} exists and is not a directory")
     if out.exists() and any(out.iterdir()) and not force:
         raise UsageError(f"--out {out} is not empty (use --force to overwrite)")
-    out.mkdir(parents=True, exist_ok=True)
     n = count + math.ceil(count * spare)
     rows = (candidate(seed, i) for i in range(n))
-    files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
-    for stale in (TASKS, REJECTS, PROGRESS, REPORT):   # a regenerated directory starts unfiltered
-        (out / stale).unlink(missing_ok=True)
-    stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
-    write_outputs(out, stats)
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files = {CANDIDATES: write_rows(out / CANDIDATES, rows)}
+        for stale in (TASKS, REJECTS, PROGRESS, REPORT):   # a regenerated directory starts unfiltered
+            (out / stale).unlink(missing_ok=True)
+        stats = fused_stats(read_rows(out / CANDIDATES), seed, count, spare, files, None)
+        write_outputs(out, stats)
+    except OSError as e:
+        if created:
+            remove_quietly(out)      # a directory this run made holds nothing complete
+        raise write_error(out, e) from None
     return stats
 
 

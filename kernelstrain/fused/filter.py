@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import UsageError
+from ..trusted import check_fused
 from . import execute
 from .dataset import (CANDIDATES, PROGRESS, REJECTS, REPORT, TASKS, candidate, fused_stats, read_fused_stats, read_rows,
                       write_outputs, write_rows)
@@ -117,9 +118,12 @@ def reason_table(report: dict) -> str:
 
 def filter_tasks(data: Path, jobs: int = 1, device: str = "auto", min_ms: float = DEFAULT_MS[0],
                  max_ms: float = DEFAULT_MS[1], kernelbench: Path | None = None, count: int | None = None,
-                 restart: bool = False, reps: int = 3, progress: bool = False) -> dict:
-    """Filter a fused-task directory in place; returns the report (see module docstring)."""
+                 restart: bool = False, reps: int = 3, progress: bool = False, trust: bool = False) -> dict:
+    """Filter a fused-task directory in place; returns the report (see module docstring). The
+    candidates are executed: unless `trust`, each must first be what `tasks fused` composes."""
     stats = read_fused_stats(data)
+    for n, row in enumerate(read_rows(data / CANDIDATES) if not trust else (), 1):
+        check_fused(row, f"{data / CANDIDATES}:{n}", runs=True)
     require_torch()
     if not 0 < min_ms < max_ms:
         raise UsageError(f"need 0 < --min-ms < --max-ms, got {min_ms}, {max_ms}")

@@ -30,7 +30,9 @@ from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
 from ..validate import read_jsonl
-from ..writers import FILES
+from ..safety import check_output
+from ..trusted import check_code
+from ..writers import DATASET_NAMES, FILES
 from . import report as report_mod
 from .sample import sample_cases
 
@@ -68,6 +70,7 @@ def _check_paths(data: Path, report: Path | None) -> None:
             raise UsageError(f"--report {report}: folder {report.parent} does not exist")
         if not os.access(report.parent, os.W_OK):
             raise UsageError(f"--report {report}: folder {report.parent} is not writable")
+        check_output(report, [data / name for name in DATASET_NAMES], "--report")
 
 
 def _build_all(cases: list, build_dir: Path, jobs: int) -> None:
@@ -118,14 +121,27 @@ def _passes(cases: list, work: Path, jobs: int, budget_s: float) -> list:
 
 
 def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None = None, seed: int = 0,
-              build_dir: Path | None = None, budget_s: float = 1800.0, compile_only: bool = False) -> int:
-    """Run the check; print the report; write it as JSON to `report` (paths checked first)."""
+              build_dir: Path | None = None, budget_s: float = 1800.0, compile_only: bool = False,
+              trust: bool = False) -> int:
+    """Run the check; print the report; write it as JSON to `report` (paths checked first).
+    Cases whose code is not kernelstrain's render of their recipe are refused unless `trust`."""
     _check_paths(data, report)
     device = "" if compile_only else require_gpu()
     gpu = catalog_gpu(device) if device else "H200"
     jobs = jobs or os.cpu_count() or 4
-    episodes = (ep for _, ep in read_jsonl(data / FILES["episodes"]))
-    cases = sample_cases(episodes, sample, seed, arch=GPUS[gpu].arch, sim_gpu=gpu)
+    tasks = {}       # episode id -> (line, its task fields): what a case's recipe is rendered for
+
+    def episodes():
+        for n, ep in read_jsonl(data / FILES["episodes"]):
+            tasks[ep.get("id")] = (n, {k: ep.get(k) for k in ("id", "module", "gpu", "dtype", "shape")})
+            yield ep
+    cases = sample_cases(episodes(), sample, seed, arch=GPUS[gpu].arch, sim_gpu=gpu)
+    for c in cases if not trust else ():
+        if c["at"] == "task":      # the step's own code (else kernelstrain rendered it at the check shape)
+            n, ep = tasks[c["episode"]]
+            step = {"step": c["step"], "tag": c["variant"], "params": c["params"],
+                    "bug": c["bug"] if c["label"] == "wrong_result" else None}
+            check_code(ep, step, c["code"], f"{data / FILES['episodes']}:{n}", runs=True)
     if not cases:
         raise UsageError(f"{data}: no ok or wrong_result steps of {GPUS[gpu].arch} episodes to check")
     build_dir = build_dir or Path(os.environ.get("KS_GPU_CHECK_CACHE", Path.home() / ".cache" / "kernelstrain"

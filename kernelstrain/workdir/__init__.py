@@ -12,19 +12,20 @@ build -> verify -> profile -> iterate in, runnable as it is on a GPU machine wit
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from importlib import resources
 from pathlib import Path
 
 from ..errors import UsageError
 from ..gpucheck.adapters import TOLS, tolerance
 from ..ops.contract import TORCH
+from ..safety import check_tree_out, write_tree
 from .dry import unsupported
 from .render import binding_sources, fused_forward, kernel_file, model_new
 from .subject import Subject, find_subject
 
 SCRIPTS = ("harness.py", "build.py", "verify.py", "profile.py")
+# what a workspace holds at its top level: --force replaces these and leaves every other file
+WORKSPACE_NAMES = ("model.py", "model_new.py", "task.json", "SKILL.md", "kernels", "binding", *SCRIPTS)
 # KernelBench's correctness check: torch.allclose with atol = rtol = 1e-4 (fp32), 1e-2 (16-bit)
 KERNELBENCH_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
@@ -106,19 +107,10 @@ def workdir_files(subject: Subject) -> dict:
 def build_workdir(data: Path, task_id: str, out: Path, step: int | None = None, episode: str | None = None,
                   force: bool = False) -> tuple[Subject, dict]:
     """Write the workspace of one task to `out` (staged, then renamed into place)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise UsageError(f"{out}: exists and is not empty (use --force to replace it)")
+    check_tree_out(out, [data], force)
     subject = find_subject(data, task_id, step=step, episode=episode)
     files = workdir_files(subject)
-    staging = out.with_name(f".{out.name}.kernelstrain-staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    for rel, text in files.items():
-        path = staging / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    os.replace(staging, out)
+    write_tree(out, files.items(), WORKSPACE_NAMES)
     return subject, files
 
 

@@ -63,11 +63,22 @@ def single(row: dict, split: str, candidate: Candidate, reference: str | None = 
     if module is None:
         raise UsageError(f"task {row.get('task_id')}: unknown module {row.get('module')!r}")
     task = make_task(module, row["gpu"], row["dtype"], row["shape"])
+    _check_trusted(row, candidate, reference)
     best = row.get("best") or {}
     return Subject(task_id=row["task_id"], kind="single", split=split, reference=reference or module.reference(task),
                    dtype=row["dtype"], title=module.title, desc=row.get("desc") or module.desc, module=module,
                    task=task, gpu=row["gpu"], arch=row["arch"], candidate=candidate,
                    baseline_ms=row["baseline"].get("time_ms"), best_ms=best.get("time_ms"))
+
+
+def _check_trusted(row: dict, candidate: Candidate, reference: str | None) -> None:
+    """The candidate and the reference written into files that run: kernelstrain's renders only."""
+    from ..trusted import check_code, check_reference
+    where = f"task {row.get('task_id')}"
+    step = next((s for s in row.get("steps") or () if s.get("step") == candidate.step), None) if candidate.step else None
+    check_code(row, step, candidate.code, where)
+    if reference is not None:
+        check_reference(row, reference, where)
 
 
 def episode_candidate(row: dict, step: int | None) -> Candidate:
@@ -83,6 +94,8 @@ def episode_candidate(row: dict, step: int | None) -> Candidate:
 
 
 def fused_subject(row: dict) -> Subject:
+    from ..trusted import check_fused
+    check_fused(row, f"fused task {row.get('id')}")
     title = re.search(r'class Model\(nn\.Module\):\s*"""(.*?)"""', row["source"], re.S)
     return Subject(task_id=row["id"], kind="fused", split="fused", reference=row["source"], dtype=row["dtype"],
                    title=title.group(1).strip().rstrip(".") if title else " -> ".join(row["ops"]),
