@@ -1,6 +1,7 @@
 """The kernelinfer machinery: profiles by name, the explicit default module list, the generic
 launch knobs (code and simulator), the clock, multi-attempt repair, one impl per combo."""
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,9 @@ def test_bundled_profiles_resolve_by_name_and_match_the_top_level_copies():
 def test_default_profile_names_its_57_modules():
     p = load_profile("kernelstrain")
     assert len(p.modules) == 57 and len({REGISTRY[m].op for m in p.modules}) == 45
-    assert p.search == Search() and p.clock == Clock() and not p.shapes
+    # its search is the defaults but for the slip kinds it draws (every kind, issue 28)
+    assert replace(p.search, typo_weight=Search().typo_weight, slip_weights=()) == Search()
+    assert p.search.slip_weights and p.clock == Clock() and not p.shapes
 
 
 def test_dev_profile_has_unique_op_combos_for_every_session():

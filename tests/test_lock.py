@@ -107,8 +107,8 @@ def test_a_reader_notices_a_swap_while_it_reads(data, tmp_path, monkeypatch, cap
     shutil.copytree(data, d)
     real = v.validate
 
-    def swapped_meanwhile(path, limit=50):
-        result = real(path, limit=limit)
+    def swapped_meanwhile(path, limit=50, **kw):
+        result = real(path, limit=limit, **kw)
         fresh = d / ".stats.new"
         fresh.write_bytes((d / "stats.json").read_bytes())
         os.replace(fresh, d / "stats.json")     # what a swap does: a new stats.json, last

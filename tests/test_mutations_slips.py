@@ -127,7 +127,7 @@ def test_engine_writes_the_profiles_kinds_and_repairs_each():
             slipped += 1
             repaired += (nxt["tag"], nxt["params"]) == (st["tag"], st["params"])
     assert len([k for k in seen if k != "identifier"]) >= 3, seen
-    assert repaired >= 0.9 * slipped, (repaired, slipped)
+    assert slipped - repaired <= max(1, round(0.1 * slipped)), (repaired, slipped)   # a 4 % drop may fall in a few
 
 
 @pytest.mark.parametrize("table, says", [("{const_kast = 1.0}", "unknown slip kind 'const_kast'"),

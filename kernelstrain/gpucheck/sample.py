@@ -114,7 +114,10 @@ def sample_cases(episodes, sample: int, seed: int, arch: str = "sm_90a", sim_gpu
     for name in sorted(by_module):
         module = REGISTRY[name]
         eps = sorted(by_module[name], key=lambda e: _order(seed, e["id"]))
-        ranked = [e for e in eps if len([s for s in candidates(e) if s["status"] == "ok"]) >= 3]
+        oks = {e["id"]: len([s for s in candidates(e) if s["status"] == "ok"]) for e in eps}
+        # episodes with 3+ ok candidates give an ordering to check; where a module has none (short
+        # episodes that ended on evidence), its ok labels are still checked
+        ranked = [e for e in eps if oks[e["id"]] >= 3] or [e for e in eps if oks[e["id"]]]
         ranked.sort(key=lambda e: not fits(module, e["dtype"], as_dict(e["shape"])))
         wrong_pool = sorted((c for e in eps for s in candidates(e)
                              if s["status"] == "wrong_result" and (c := _case(e, s, sim_gpu))),
