@@ -114,12 +114,23 @@ class OutputLock:
         self.out = out
         self.command = command
         self.fd = None
+        self.created = []       # folders made for the lock, deepest first: removed on exit while empty
 
     def __enter__(self):
         import fcntl
         parent = self.path.parent
         if not parent.is_dir():
-            return self     # nothing can be written there: the command reports that itself
+            # the command would make the missing folders itself (generate does): make them first, so
+            # two runs into a new path are locked too
+            missing, p = [], parent
+            while not p.exists() and p != p.parent:
+                missing.append(p)
+                p = p.parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                return self     # nothing can be written there: the command reports that itself
+            self.created = missing
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -154,6 +165,11 @@ class OutputLock:
                 pass
             os.close(self.fd)
             self.fd = None
+        for folder in self.created:       # a command that wrote nothing leaves no folder behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         return False
 
 

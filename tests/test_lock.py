@@ -129,3 +129,17 @@ def test_validate_of_a_swap_killed_midway_is_refused_until_resumed(data, tmp_pat
     r = subprocess.run(_gen_argv(d, "1", "6", "--resume"), env=ENV, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert main(["validate", str(d)]) == 0
+
+
+def test_two_runs_into_a_new_path_are_locked_and_a_failed_one_leaves_no_folder(tmp_path):
+    """The output's parent does not exist yet: the lock is taken all the same (the run would make
+    the folders itself), and a command that writes nothing leaves none of them behind."""
+    from kernelstrain.errors import UsageError
+    from kernelstrain.safety import OutputLock
+    out = tmp_path / "new" / "deeper" / "data"
+    with OutputLock(out, "generate A"):
+        assert out.parent.is_dir()
+        with pytest.raises(UsageError, match="generate A"):
+            with OutputLock(out, "generate B"):
+                pass
+    assert not (tmp_path / "new").exists()
