@@ -23,6 +23,9 @@ FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measu
 LAST_STEPS = 3
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
+# a tool's quote of the candidate's source (the code itself, comments and all, which the model
+# reads anyway): Triton's `at L:C:` excerpt down to its caret, and a compiler's line above a caret
+_EXCERPT = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
 
 
 def config(tag: str, params) -> tuple:
@@ -72,7 +75,7 @@ def figures(ep: dict) -> Counter:
 def labels_in(text: str, tags) -> list[str]:
     """The generator's words (step kinds, rung tags) in a prompt's prose, code blocks left out:
     a harness prints code, compiler, checker and timer output, never these."""
-    prose = _FENCE.sub("", text)
+    prose = _EXCERPT.sub("", _FENCE.sub("", text))
     found = KINDS_SEEN.findall(prose)
     return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
 

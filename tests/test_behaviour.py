@@ -65,3 +65,16 @@ def test_qa_fails_a_return_to_a_slow_rung(dataset_copy, capsys):
     out = capsys.readouterr().out
     assert any(l.startswith("slow_rung_returns") and "FAIL" in l for l in out.splitlines())
     assert any(l.startswith("reproposed_configs") and "FAIL" in l for l in out.splitlines())
+
+
+def test_labels_in_reads_prose_not_the_tools_quotes_of_the_code():
+    """A compiler quoting the candidate's source (a comment naming a technique) is the tool's
+    text, not a generator label; a rung tag or step kind in the prose is."""
+    from kernelstrain.behaviour import labels_in
+    triton = ("Step 1: compile error.\ntriton.compiler.errors.CompilationError: at 3:10:\n"
+              "def k(x_ptr):\n    # persistent: the grid fills the SMs once\n    y = bh + 1\n          ^\n"
+              "NameError('bh is not defined')\ndecision: not kept")
+    nvcc = 'candidate.cu(7): error: identifier "x" is undefined\n      // persistent loop\n      ^\n'
+    assert labels_in(triton, ("persistent",)) == [] and labels_in(nvcc, ("persistent",)) == []
+    assert labels_in(triton + "\nnext: the persistent rung", ("persistent",)) == ["persistent"]
+    assert labels_in("Step 6 (param_sweep): correct", ()) == ["param_sweep"]
