@@ -32,7 +32,7 @@ import ast
 import re
 
 from ..ops.contract import TORCH
-from ..workdir.render import CUDA_FLAGS, arch_flag, binding_sources, forward_call
+from ..workdir.render import CUDA_FLAGS, POISONED_TORCH, arch_flag, binding_sources, forward_call
 
 PRECISIONS = ("fp32", "fp16", "bf16")          # the precisions KernelBench's harness casts to
 FLOATING = ("fp32", "fp16", "bf16", "fp8")
@@ -209,24 +209,7 @@ _TRITON_POISON = '''
 _TORCH = torch
 
 
-class _PoisonedTorch:
-    """`torch` for the wrapper: its empty / empty_like outputs come back poisoned."""
-
-    def __init__(self, real):
-        self._real = real
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-    def _poison(self, t):
-        return t.fill_(float("nan")) if t.is_floating_point() else t.view(self._real.uint8).fill_(255).view(t.dtype)
-
-    def empty(self, *args, **kwargs):
-        return self._poison(self._real.empty(*args, **kwargs))
-
-    def empty_like(self, *args, **kwargs):
-        return self._poison(self._real.empty_like(*args, **kwargs))
-
+''' + POISONED_TORCH + '''
 
 def set_poison(on):
     """While on, the wrapper's torch.empty / empty_like outputs start as NaN / 0xFF bytes."""

@@ -123,10 +123,9 @@ def set_poison(on):
     build().set_poison(bool(on))
 '''
 
-_TRITON_BUILD = '''_KERNEL = None
-
-
-class _PoisonedTorch:
+# the wrapper's `torch` whose outputs start poisoned: a source text both the workspace's Triton
+# binding and the KernelBench export write (kb_form)
+POISONED_TORCH = '''class _PoisonedTorch:
     """`torch` for the candidate's wrapper: its empty / empty_like outputs come back poisoned."""
 
     def __init__(self, real):
@@ -143,7 +142,12 @@ class _PoisonedTorch:
 
     def empty_like(self, *args, **kwargs):
         return self._poison(self._real.empty_like(*args, **kwargs))
+'''
 
+_TRITON_BUILD = '''_KERNEL = None
+
+
+''' + POISONED_TORCH + '''
 
 def set_poison(on):
     """While on, the wrapper's torch.empty / empty_like outputs start as NaN / 0xFF bytes."""
