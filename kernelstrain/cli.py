@@ -409,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         command = args.command
         with progress.quiet(getattr(args, "quiet", False)), contextlib.ExitStack() as locks:
             for out in outputs(args):
-                locks.enter_context(OutputLock(out, " ".join(sys.argv[1:] if argv is None else argv)))
+                # a report file's missing folder is verify's / gpu-check's error to name, not to make
+                locks.enter_context(OutputLock(out, " ".join(sys.argv[1:] if argv is None else argv),
+                                               make_parents=command not in ("verify", "gpu-check")))
             return args.func(args)
     except UsageError as e:
         print(f"kernelstrain: error: {_one_line(e)}", file=sys.stderr)

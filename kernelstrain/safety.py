@@ -109,7 +109,8 @@ class OutputLock:
     on release; a taker checks that the file it locked is still the one at the path, so a lock
     removed in between is never shared."""
 
-    def __init__(self, out: Path, command: str):
+    def __init__(self, out: Path, command: str, make_parents: bool = True):
+        self.make_parents = make_parents    # False: a missing parent is the command's own error to report
         self.path = lock_path(out)
         self.out = out
         self.command = command
@@ -119,6 +120,8 @@ class OutputLock:
     def __enter__(self):
         import fcntl
         parent = self.path.parent
+        if not parent.is_dir() and not self.make_parents:
+            return self     # nothing can be written there: the command reports that itself
         if not parent.is_dir():
             # the command would make the missing folders itself (generate does): make them first, so
             # two runs into a new path are locked too
