@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import knobs
+from . import feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
 from .compilers import NVCC_GENCODE
 from .gpus import GPU
@@ -59,7 +59,7 @@ class SimResult:
     smem_bytes: int
     regs: int
     error: str | None = None      # compiler-style text when not ok
-    error_class: str | None = None  # arch | smem | resources
+    error_class: str | None = None  # arch | smem | resources | align
 
 
 class CompileError(Exception):
@@ -97,8 +97,9 @@ def cap_registers(launch: Launch, gpu: GPU) -> Launch:
 
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
     """Whether an engineer would write this candidate for this task: not a register tile too big
-    to compile (TILE_VALUES_MAX; Launch.unrolled). The engine offers no other, and the simulator's
-    timing of one is never a label.
+    to compile (TILE_VALUES_MAX; Launch.unrolled), nor code whose vector, bulk-copy or TMA accesses
+    the task's rows cannot align (feasibility.violation). The engine offers no other, and the
+    simulator's timing of one is never a label.
 
     >>> from kernelstrain.ops import REGISTRY
     >>> from kernelstrain.tasks import make_task
@@ -107,7 +108,8 @@ def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bo
     >>> writable(m, v, {"ROWS": 4, "num_warps": 1}, t), writable(m, v, {"ROWS": 16, "num_warps": 1}, t)
     (True, False)
     """
-    return knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
+    return (knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
+            and feasibility.violation(module, variant, params, task) is None)
 
 
 def static_smem_cap(gpu: GPU) -> int:
@@ -212,6 +214,9 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
+    broken = feasibility.violation(module, variant, params, task)
+    if broken is not None:       # builds, and the first misaligned access faults
+        return SimResult(False, None, launch.smem_bytes, launch.regs, feasibility.error_text(broken, module, task), "align")
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 
