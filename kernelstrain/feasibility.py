@@ -99,10 +99,10 @@ def rows(module: OpModule, task: Task) -> tuple:
     return _rows(module.entry, task.dtype, task.shape)
 
 
-def misaligned(module: OpModule, task: Task) -> bool:
-    """Whether some data row of the task is not a multiple of the widest access (the fast path: no rule
-    can fail where every row is 16-byte aligned)."""
-    return any(row % WIDEST for _, row, _ in rows(module, task))
+def misaligned(module: OpModule, task: Task, own: bool = False) -> bool:
+    """Whether some row of the task (own: of a tensor of the task's dtype, the data a kernel streams) is
+    not a multiple of the widest access (the fast path: no rule can fail where every row is aligned)."""
+    return any(row % WIDEST for _, row, of_task in rows(module, task) if of_task or not own)
 
 
 _STATEMENT = re.compile(r"__shared__[^;]*;")

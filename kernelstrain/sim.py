@@ -25,7 +25,7 @@ from .compilers import NVCC_GENCODE
 from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
-from .ops.base import Launch, OpModule, Task, Variant
+from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
@@ -93,6 +93,17 @@ def cap_registers(launch: Launch, gpu: GPU) -> Launch:
     spilled = launch.regs / cap - 1.0
     return replace(launch, regs=cap, traffic=launch.traffic * (1.0 + 0.5 * spilled),
                    compute_scale=launch.compute_scale / (1.0 + 1.5 * spilled))
+
+
+def narrowed(module: OpModule, launch: Launch, task: Task) -> Launch:
+    """A Triton candidate's launch at a task whose rows are not 16-byte multiples: Triton vectorizes
+    a load only where it can prove 16-byte divisibility of the pointer arithmetic (it specializes
+    integer arguments divisible by 16), so every load of such a row is one element wide. Fewer bytes
+    in flight (in_flight_ratio) then slow the memory side; CUDA rungs that vectorize do not run there
+    at all (feasibility.violation)."""
+    if module.impl != "triton" or not feasibility.misaligned(module, task, own=True):
+        return launch
+    return replace(launch, bytes_per_access=min(launch.bytes_per_access, max(1, int(DTYPE_BYTES[task.dtype]))))
 
 
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
@@ -201,7 +212,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = cap_registers(knobs.launch(module, variant, params, task), gpu)   # knobs: none unless a profile adds them
+    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)

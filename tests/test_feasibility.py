@@ -141,3 +141,17 @@ def test_engine_offers_no_misaligned_rung():
     task = make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 777})
     e = Episode(m, task, {s: random.Random(s) for s in STREAMS}, budget=10, p_compile=0.0, p_wrong=0.0)
     assert "persistent_tma" not in [v.tag for v in e.rungs] and "pipelined_stages" in [v.tag for v in e.rungs]
+
+
+def test_triton_narrows_loads_of_misaligned_rows():
+    """Triton vectorizes only what it proves 16-byte divisible: at D = 4095 every load is one element,
+    fewer bytes are in flight and the best RMSNorm is slower per byte than at D = 4096."""
+    from kernelstrain.sim import narrowed
+    from kernelstrain.tasks import best_config
+    m = REGISTRY["rmsnorm_triton"]
+    odd, even = (make_task(m, "H200", "fp16", {"T": 4096, "D": d}) for d in (4095, 4096))
+    v = m.variant("persistent")
+    assert narrowed(m, m.launch(v, v.defaults(), odd), odd).bytes_per_access == 2
+    assert narrowed(m, m.launch(v, v.defaults(), even), even).bytes_per_access > 2
+    per_byte = [best_config(m, t)[0] / m.cost(t).bytes for t in (odd, even)]
+    assert per_byte[0] > 1.2 * per_byte[1]
