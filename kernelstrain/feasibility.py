@@ -23,6 +23,11 @@ cuTensorMapEncodeTiled's CUDA_ERROR_INVALID_VALUE, and Triton checks device-buil
 strides only in its instrumented mode). On AMD a misaligned global vector load is split by the
 hardware (unaligned access mode on gfx9+) and runs; no TMA exists there.
 
+A Triton kernel's `tl.arange(0, N)` needs N a power of 2: where the rung binds N to a dim of the task
+(a head dim of 96, a head count of 6) Triton's code generator rejects the kernel ("arange's range must
+be a power of 2"), and an engineer pads it to the next power and masks instead; a rung that does not is
+not written at that shape, and fails with Triton's CompilationError when asked.
+
 The static tile rules of the same instructions (a TMA box at most 256 a dim, the inner box at least
 16 bytes; wgmma tiles M a multiple of 64, N a multiple of 8 up to 256, K 16 for 16-bit and 32 for 8-bit
 inputs) depend on the rung's parameters only: tile_violation() names them and
@@ -41,9 +46,13 @@ True
 """
 from __future__ import annotations
 
+import ast
 import functools
+import operator
 import re
 
+from .knobs import own, render
+from .memo import candidate_cache
 from .ops.base import DTYPE_BYTES, OpModule, Task, Variant
 from .ops.contract import Arg
 
@@ -66,7 +75,9 @@ TMA_BOX_MAX = 256
 WGMMA_K = {1: 32, 2: 16}          # element bytes -> wgmma's K per instruction (fp8/int8, fp16/bf16)
 
 
-@functools.lru_cache(maxsize=4096)
+_ROWS: dict = {}        # (module name, dtype, shape) -> rows(): a pure function of them
+
+
 def _rows(entry, dtype: str, shape: tuple) -> tuple:
     """((tensor, row bytes, of the task's dtype), ...) of the entry's tensors at this shape."""
     dims = _Dims(dict(shape), dtype)
@@ -96,7 +107,10 @@ def rows(module: OpModule, task: Task) -> tuple:
     >>> rows(m, make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 777}))
     (('A', 1554, True), ('B', 1554, True), ('C', 6000, True))
     """
-    return _rows(module.entry, task.dtype, task.shape)
+    key = (module.name, task.dtype, task.shape)
+    if key not in _ROWS:
+        _ROWS[key] = _rows(module.entry, task.dtype, task.shape)
+    return _ROWS[key]
 
 
 def misaligned(module: OpModule, task: Task, own: bool = False) -> bool:
@@ -180,28 +194,132 @@ def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reach
     return out
 
 
+_ARANGE_OF = re.compile(r"tl\.arange\(\s*0\s*,\s*([A-Za-z_0-9 *+\-/]+?)\s*\)")
+_OPS = {ast.Mult: operator.mul, ast.Add: operator.add, ast.Sub: operator.sub, ast.FloorDiv: operator.floordiv}
+
+
+def _pow2(x) -> bool:
+    return x >= 1 and not x & (x - 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(expr: str):
+    try:
+        return ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _value(expr: str, names: dict) -> int | None:
+    """An arange bound (a constexpr, an int, or +, -, *, // of them) under the launch's constexprs;
+    None where it names anything else."""
+    def ev(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name) and type(names.get(node.id)) is int:
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            a, b = ev(node.left), ev(node.right)
+            return None if a is None or b is None else _OPS[type(node.op)](a, b)
+        return None
+    node = _parsed(expr)
+    return None if node is None else ev(node)
+
+
+def _jit_bodies(lines: list) -> dict:
+    """name -> (def line, end) of every @triton.jit function."""
+    out = {}
+    for i, line in enumerate(lines):
+        m = re.match(r"def (\w+)\(", line) if line.startswith("def ") else None
+        if m and i and lines[i - 1].startswith("@triton.jit"):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j][0].isspace()
+                        and not lines[j].startswith(")")), len(lines))
+            out[m.group(1)] = (i, end)
+    return out
+
+
+def _arange_frames(lines: list, bodies: dict, name: str, consts: dict, seen: frozenset) -> list | None:
+    """Triton's frames (def line, line, column, message or None), innermost first, of the first
+    non-power-of-2 arange reached from jit function `name`: its own, or one of a jit helper it calls
+    (a helper's constexpr parameters take the caller's values of the same name)."""
+    start, end = bodies[name]
+    callees = sorted(set(bodies) - seen - {name})
+    calls = re.compile(r"\b(" + "|".join(map(re.escape, callees)) + r")\(") if callees else None
+    for j in range(start + 1, end):
+        found = []
+        for m in _ARANGE_OF.finditer(lines[j]) if "tl.arange" in lines[j] else ():
+            n = _value(m.group(1), consts)
+            if n is not None and not _pow2(n):
+                found.append((m.start(), [(start, j, m.start(), "arange's range must be a power of 2")]))
+        for m in calls.finditer(lines[j]) if calls and any(c in lines[j] for c in callees) else ():
+            inner = _arange_frames(lines, bodies, m.group(1), consts, seen | {name})
+            if inner:
+                found.append((m.start(), inner + [(start, j, m.start(), None)]))
+        if found:
+            return min(found)[1]
+    return None
+
+
+def arange_site(module: OpModule, variant: Variant, params: dict, task: Task, code: str) -> tuple | None:
+    """(the arange's bound, its value, Triton's frames innermost first) of the first `tl.arange(0, N)`
+    a launched Triton kernel reaches whose N the launch binds to an integer that is not a power of 2,
+    or None."""
+    specs = module.compile_specs(variant, own(params), task)
+    bounds = set(_ARANGE_OF.findall(code))
+    if not any((n := _value(b, s.constexprs)) is not None and not _pow2(n) for b in bounds for s in specs):
+        return None              # the fast path: every arange the code has is a power of 2 here
+    lines = code.split("\n")
+    bodies = _jit_bodies(lines)
+    for spec in specs:
+        if spec.name not in bodies:
+            continue
+        frames = _arange_frames(lines, bodies, spec.name, spec.constexprs, frozenset())
+        if frames:
+            d, j, col, _ = frames[0]
+            bound = _ARANGE_OF.match(lines[j], col).group(1)
+            return bound, _value(bound, spec.constexprs) or 0, frames
+    return None
+
+
+@candidate_cache
 def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> tuple | None:
-    """(rule, tensor, row bytes, needed multiple) of the first rule the candidate's code breaks at this
-    task's shape, or None."""
+    """(rule, subject, value, need) of the first rule the candidate's code breaks at this task's shape,
+    or None: ('tma' | 'bulk_copy' | 'vector16' | 'vector8' | 'vector4', tensor, row bytes, multiple) or
+    ('arange', constexpr, value, 'a power of 2')."""
+    if module.impl == "triton" and not all(_pow2(v) for v in task.dims.values()) and any(
+            type(v) is int and not _pow2(v) for s in module.compile_specs(variant, own(params), task)
+            for v in s.constexprs.values()):
+        site = arange_site(module, variant, params, task, render(module, variant, params, task))
+        if site is not None:
+            return "arange", site[0], site[1], "a power of 2"
     if task.gpu.vendor != "nvidia" or not misaligned(module, task):
         return None
-    from .knobs import render
-    code = render(module, variant, params, task)
     tensors = rows(module, task)
-    on_chip, reached = on_chip_names(code), reach(code, {name for name, _, _ in tensors})
-    for rule, need, pattern, impl in RULES:
-        if impl != module.impl:
-            continue
-        hit = accessed(pattern, code, tensors, on_chip, reached)
+    hits = _accesses(render(module, variant, params, task), module.impl, tensors)
+    for rule, need, hit in hits:
         for name, row, _ in tensors:
             if name in hit and row % need:
                 return rule, name, row, need
     return None
 
 
-def error_text(found: tuple, module: OpModule, task: Task) -> str:
-    """The runtime's report of a violation (see the module docstring), as the harness prints it."""
+@functools.lru_cache(maxsize=2048)
+def _accesses(code: str, impl: str, tensors: tuple) -> tuple:
+    """((rule, bytes needed, the tensors its instructions may reach), ...) of one candidate's code."""
+    on_chip, reached = on_chip_names(code), reach(code, {name for name, _, _ in tensors})
+    return tuple((rule, need, frozenset(accessed(pattern, code, tensors, on_chip, reached)))
+                 for rule, need, pattern, rule_impl in RULES if rule_impl == impl)
+
+
+def error_text(found: tuple, module: OpModule, variant: Variant, params: dict, task: Task) -> str:
+    """The tool's report of a violation (see the module docstring): Triton's CompilationError for a
+    non-power-of-2 arange, else the runtime's error as the harness prints it."""
     from .runtime_texts import accelerator_error
+    if found[0] == "arange":
+        from .slips.triton_slips import CHAINED, compilation_error
+        lines = render(module, variant, params, task).split("\n")
+        frames = arange_site(module, variant, params, task, "\n".join(lines))[2]
+        return CHAINED.join(compilation_error(lines, *frame) for frame in frames)
     what = RUNTIME[found[0]]
     if module.impl == "triton":
         return f"RuntimeError: Triton Error [CUDA]: {what}"

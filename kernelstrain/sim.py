@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from . import feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
-from .compilers import NVCC_GENCODE
+from .compilers import NVCC_GENCODE, classify
 from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
@@ -59,7 +59,7 @@ class SimResult:
     smem_bytes: int
     regs: int
     error: str | None = None      # compiler-style text when not ok
-    error_class: str | None = None  # arch | smem | resources | align
+    error_class: str | None = None  # arch | smem | resources | align | the compiler's class (compilers.classify)
 
 
 class CompileError(Exception):
@@ -226,8 +226,10 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
     broken = feasibility.violation(module, variant, params, task)
-    if broken is not None:       # builds, and the first misaligned access faults
-        return SimResult(False, None, launch.smem_bytes, launch.regs, feasibility.error_text(broken, module, task), "align")
+    if broken is not None:       # Triton rejects a non-power-of-2 arange; a misaligned access builds and faults
+        text = feasibility.error_text(broken, module, variant, params, task)
+        return SimResult(False, None, launch.smem_bytes, launch.regs, text,
+                         classify(text) if broken[0] == "arange" else "align")
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 

@@ -83,6 +83,8 @@ def test_no_ok_candidate_breaks_a_rule_at_odd_shapes(name):
                 r = simulate(m, v, params, task)
                 found = feasibility.violation(m, v, params, task)
                 assert r.ok is (found is None) or r.error_class in ("arch", "smem", "resources"), (v.tag, params)
+                assert found is None or r.error_class in ("arch", "smem", "resources",
+                                                          "align" if found[0] != "arange" else "syntax")
                 assert writable(m, v, params, task) is False or found is None
                 if r.ok and EXPLICIT.search(v.tag) and data_rows_odd(m, task):
                     pytest.fail(f"{name}/{v.tag} {params} is ok at {s}, whose every row is odd")
@@ -91,7 +93,8 @@ def test_no_ok_candidate_breaks_a_rule_at_odd_shapes(name):
                     assert "make_tensor_descriptor" not in code, (v.tag, s)
             if m.impl == "triton" and "make_tensor_descriptor" not in m.render(v, v.defaults(), task) \
                     and not (v.needs - task.gpu.features):
-                assert feasibility.violation(m, v, v.defaults(), task) is None
+                found = feasibility.violation(m, v, v.defaults(), task)
+                assert found is None or found[0] == "arange"
 
 
 def test_on_chip_vectors_need_no_aligned_rows():
@@ -155,3 +158,31 @@ def test_triton_narrows_loads_of_misaligned_rows():
     assert narrowed(m, m.launch(v, v.defaults(), even), even).bytes_per_access > 2
     per_byte = [best_config(m, t)[0] / m.cost(t).bytes for t in (odd, even)]
     assert per_byte[0] > 1.2 * per_byte[1]
+
+
+# (module, rung, shape): Triton rungs that bind a tl.arange range to a dim of the task (a head dim of
+# 96, 6 KV heads, TOKENS x 6 rows), and one that pads it
+ARANGE_CASES = (("int8_kv_quant_triton", "program_per_head", {"N": 64, "H": 8, "Dh": 96, "S": 65536}, False),
+                ("int8_kv_quant_triton", "multi_token_tile", {"N": 64, "H": 6, "Dh": 128, "S": 65536}, False),
+                ("rope_triton", "token_program", {"T": 64, "H": 32, "D": 96}, False),
+                ("int8_kv_quant_triton", "fused_kv", {"N": 64, "H": 6, "Dh": 128, "S": 65536}, True),
+                ("rope_triton", "flat_pairs", {"T": 64, "H": 32, "D": 96}, True))
+
+
+@pytest.mark.parametrize("name,tag,shape,runs", ARANGE_CASES)
+def test_non_power_of_2_arange_is_triton_s_compile_error(name, tag, shape, runs):
+    """A tl.arange range bound to a dim that is not a power of 2 does not compile: the simulator's text
+    is Triton's CompilationError, character for character (checked against Triton where installed)."""
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "fp16", shape)
+    r = simulate(m, v, v.defaults(), task)
+    assert r.ok is runs and writable(m, v, v.defaults(), task) is runs
+    if not runs:
+        assert r.error_class == "syntax" and r.error.endswith("arange's range must be a power of 2")
+    pytest.importorskip("triton", reason="Triton's compiler checks the text (extra [verify])")
+    from kernelstrain.compilers import compile_triton
+    real = compile_triton(m.render(v, v.defaults(), task), m.compile_specs(v, v.defaults(), task), "sm_90a")
+    assert real.ok is runs
+    if not runs:
+        assert r.error.strip() in real.log
