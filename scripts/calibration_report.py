@@ -1,11 +1,9 @@
 """The simulator against H200 measurements: library anchors, our own kernels, held-out checks.
 
-    python scripts/calibration_report.py [--anchors ../shared/anchors/h200_measured.json] [--min-us 20]
+    python scripts/calibration_report.py [--anchors ../shared/anchors/h200_measured.json]
 
-1. Library anchors: for every measured row of an op KernelStrain implements (rows >= 20 us by
-   default; below that launch and framework overhead dominate), the simulator's best reachable
-   time on the H200 over every module of that op (all variants and parameters, noise-free), the
-   measured best-of-libraries time, their ratio, and the geometric mean of the ratios.
+1. Library anchors: scripts/anchor_table.py's table (the simulator's best reachable time on the H200
+   over every module of the op, beside the best-of-libraries time under the anchors' per-call floor).
 2. Own kernels: the fit's figures (kernelstrain/calibration/h200_fit.json: before calibration,
    out of sample by episode, in sample) and the in-sample figures of the simulator as it is now.
 3. The `gpu-check` runs: seeds 9191, 5151, 6262, 3131, 1717 and 8484 (h200_gpucheck_s9191.json ... s8484.json,
@@ -16,7 +14,6 @@
 """
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -32,52 +29,15 @@ from kernelstrain.calibration.metrics import agreement, geomean  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
-from kernelstrain.tasks import best_config, make_task  # noqa: E402
-
-DTYPES = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8": "fp8", "int8": "int8"}
-
-# Rows whose measured implementation is far from what the hardware can do, so the ratio
-# measures PyTorch, not the simulator. They are printed but kept out of the second mean.
-REFERENCE_LIMITED = {
-    ("gemm", "int8"): "torch._int_mm reaches ~126 TOPS at 4096^3, ~6% of the 1979 TOPS int8 peak",
-    ("transpose", "fp16"): "eager .t().contiguous() is a strided copy at ~0.6 TB/s; our tiled TMA "
-                           "transpose measured 0.079 ms at 8192^2 on the same H200 model",
-}
-
-
-def shapes_for(op: str, shape: list) -> list:
-    """(module, shape dict) candidates for an anchor row."""
-    if op == "gemm":
-        m, n, k = shape
-        if m == 1:
-            return [("gemv_cuda", {"M": 1, "N": n, "K": k})]
-        return [(name, {"M": m, "N": n, "K": k}) for name in
-                ("gemm_fp16_cuda", "gemm_fp16_triton", "gemm_fp8_cuda", "gemm_int8_cuda")]
-    if op in ("rmsnorm", "layernorm"):
-        t, d = shape
-        return [(f"{op}_cuda", {"T": t, "D": d}), (f"{op}_triton", {"T": t, "D": d})]
-    if op == "softmax":
-        r, c = shape
-        return [("softmax_cuda", {"R": r, "C": c}), ("softmax_triton", {"R": r, "C": c})]
-    if op == "transpose":
-        r, c = shape
-        return [("transpose_cuda", {"R": r, "C": c})]
-    if op == "decode_attn":
-        b, h, s, d = shape
-        return [("flash_decode_triton", {"B": b, "H": h, "S": s, "D": d})]
-    return []
-
+from kernelstrain.tasks import make_task  # noqa: E402
 
 def main():
+    from anchor_table import ANCHORS, anchor_rows, table      # scripts/anchor_table.py, beside this script
     ap = argparse.ArgumentParser()
-    shared = ROOT.parent / "shared"
-    if not shared.is_dir():          # a worktree under /work/wt/: the shared folder sits beside /work/main
-        shared = ROOT.parents[1] / "shared"
-    ap.add_argument("--anchors", default=str(shared / "anchors" / "h200_measured.json"))
-    ap.add_argument("--min-us", type=float, default=20.0)
+    ap.add_argument("--anchors", default=str(ANCHORS))
     a = ap.parse_args()
     print("== 1. library anchors (best reachable simulated time vs best-of-libraries) ==")
-    library_anchors(json.loads(Path(a.anchors).read_text())["rows"], a.min_us)
+    print(table(anchor_rows(json.loads(Path(a.anchors).read_text())["rows"])))
     print("\n== 2. own kernels (h200_kernels.json) ==")
     own_kernels()
     for name in GPU_CHECKS:
@@ -142,47 +102,6 @@ def reference_scaling():
         print(f"  {gpu.name:9} eager x{geomean(ratios['eager']):.2f} ({len(ratios['eager'])} rows), "
               f"compiled x{geomean(ratios['compiled']):.2f}; bandwidth ratio H200/{gpu.name} "
               f"{GPUS['H200'].bw_tbs / gpu.bw_tbs:.2f}")
-
-
-def library_anchors(rows: list, min_us: float):
-    ratios, tuned = [], []
-    print(f"{'op':12} {'shape':22} {'dtype':6} {'measured_ms':>12} {'sim_best_ms':>12} {'ratio':>7}  best candidate")
-    for row in rows:
-        if row["best_ms"] * 1000 < min_us:
-            continue
-        best = None
-        for name, shape in shapes_for(row["op"], row["shape"]):
-            m = REGISTRY.get(name)
-            dtype = DTYPES.get(row["dtype"])
-            if m is None or dtype not in m.dtypes:
-                continue
-            try:
-                task = make_task(m, "H200", dtype, shape)
-            except ValueError:
-                continue
-            if not m.supports(task.gpu, dtype):
-                continue
-            t, v, p = best_config(m, task)
-            if best is None or t < best[0]:
-                best = (t, f"{name}:{v.tag} {p}")
-        if best is None:
-            continue
-        ratio = best[0] / row["best_ms"]
-        ratios.append(ratio)
-        limited = REFERENCE_LIMITED.get((row["op"], row["dtype"]))
-        if not limited:
-            tuned.append(ratio)
-        flag = "" if 0.67 <= ratio <= 1.5 else ("  (reference-limited)" if limited else "  <-- outside 0.67-1.5")
-        print(f"{row['op']:12} {str(row['shape']):22} {row['dtype']:6} {row['best_ms']:>12.4f} {best[0]:>12.4f} "
-              f"{ratio:>7.2f}  {best[1]}{flag}")
-    for name, rs in (("all rows", ratios), ("rows measured with a tuned library", tuned)):
-        if rs:
-            gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
-            inside = sum(0.67 <= r <= 1.5 for r in rs)
-            print(f"{name}: {len(rs)}; geometric mean ratio {gm:.3f}; {inside}/{len(rs)} within 0.67-1.5")
-    print("reference-limited rows:")
-    for (op, dtype), why in REFERENCE_LIMITED.items():
-        print(f"  {op} {dtype}: {why}")
 
 
 if __name__ == "__main__":
