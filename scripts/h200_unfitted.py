@@ -7,7 +7,8 @@
 
 `prepare` writes GRID/episodes.jsonl with scripts/shape_grid.py --params --unfitted (every module without
 fit rows: its first dtype, 2 menu shapes that gpu-check runs at the task shape, every variant at its
-defaults and each parameter moved one at a time), then prints gpu-check's sample of it (cases, distinct
+defaults and each parameter moved one at a time) and the same grid of 4 modules at rows that are not
+16-byte multiples and at their aligned twins (MISALIGNED), then prints gpu-check's sample of it (cases, distinct
 CUDA sources to build) and the device time it expects: the machine's start, the builds on 16 cores (a CPU
 dry run of `gpu-check --compile-only` on 2 of the modules: 20 CUDA sources in 120 s on 2 jobs, ~12 s a
 source) and the passes at the rate of the last grid run (h200_gpucheck_pgrid.json: 712 candidates through
@@ -36,9 +37,20 @@ BUILD_S = 120 * 2 / 20      # seconds of one CUDA source's nvcc on one core (the
 PASS_S = 183 / 712          # seconds a case takes through correctness, timing and repeat (pgrid)
 
 
+# Rows that are not 16-byte multiples beside their aligned twins (issue 30: a measured cuBLAS takes 63 us at
+# M=1000,N=3000,K=777): what feasibility.py keeps off such rows and sim.narrowed's one-element Triton loads.
+MISALIGNED = ("gemm_fp16_triton@M=1000,N=3000,K=777", "gemm_fp16_triton@M=1000,N=3000,K=776",
+              "gemm_fp16_cuda@M=1000,N=3000,K=777", "gemm_fp16_cuda@M=1000,N=3000,K=776",
+              "rmsnorm_triton@T=4096,D=4095", "rmsnorm_triton@T=4096,D=4096",
+              "softmax_triton@R=4096,C=31999", "softmax_triton@R=4096,C=32000")
+
+
 def prepare(grid: Path) -> int:
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "shape_grid.py"), "--params", "--unfitted", str(grid)],
-                   check=True)
+    script = [sys.executable, str(ROOT / "scripts" / "shape_grid.py"), "--params"]
+    subprocess.run(script + ["--unfitted", str(grid)], check=True)
+    subprocess.run(script + [str(grid / "misaligned"), *MISALIGNED], check=True)
+    with (grid / "episodes.jsonl").open("a") as f:            # one dataset: one gpu-check run
+        f.write((grid / "misaligned" / "episodes.jsonl").read_text())
     episodes = [json.loads(line) for line in (grid / "episodes.jsonl").read_text().splitlines()]
     steps = sum(len(e["steps"]) for e in episodes)
     cases = sample_cases(episodes, steps, 0)

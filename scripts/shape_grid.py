@@ -18,7 +18,10 @@ the within-variant parameter effects that same-episode pair order turns on.
 
 the parameter grid of the modules no fit file holds yet (default: every one of them): a module without fit
 rows takes its first dtype and 2 menu shapes that gpu-check runs at the task shape, the least and the most
-bytes (the size effect beside the parameter effects). scripts/h200_unfitted.sh runs it on the H200."""
+bytes (the size effect beside the parameter effects). scripts/h200_unfitted.sh runs it on the H200.
+In --params mode a module may be named with its shapes, MODULE@D=V,D=V (repeat it for more): its episodes
+are at those shapes, in its first dtype (scripts/h200_unfitted.py: rows that are not 16-byte multiples
+beside their aligned twins)."""
 import json, sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,7 +35,14 @@ PER = 7
 PARAMS = sys.argv[1] == "--params"
 UNFITTED = "--unfitted" in sys.argv
 args = [a for a in sys.argv[1 + PARAMS:] if a != "--unfitted"]
-out = Path(args[0]); mods = args[1:]
+out = Path(args[0]); mods = []
+explicit = {}            # module -> [shape, ...] named on the command line (MODULE@D=V,...)
+for a in args[1:]:
+    name, _, dims = a.partition("@")
+    if name not in mods:
+        mods.append(name)
+    if dims:
+        explicit.setdefault(name, []).append({k: int(v) for k, v in (kv.split("=") for kv in dims.split(","))})
 rows = [k for f in FIT_FILES for k in timed_rows(f)]
 if UNFITTED:
     fitted = {k["module"] for k in rows}
@@ -70,7 +80,9 @@ def step_of(mod, var, p, t100, t200, n):
 for m in (mods if PARAMS else []):
     mod = REGISTRY[m]
     mine = [k for k in rows if k["module"] == m]
-    if mine:
+    if m in explicit:
+        dt, picked = mod.dtypes[0], explicit[m]
+    elif mine:
         dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
         count = {}
         for k in mine:
