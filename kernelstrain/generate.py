@@ -22,9 +22,10 @@ from .episodes import dumps, episode_rows
 from .errors import UsageError, fault_point
 from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
+from .manifest import Manifest, dumps_manifest, write_manifest
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
-from .profiles import DEFAULT_PROFILE, Profile, load_profile
+from .profiles import DEFAULT_PROFILE, Profile
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
@@ -63,10 +64,12 @@ _PLAN: Plan | None = None
 _SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
+    """A worker's plan, from the resolved profile itself (never re-read from a path that may
+    have changed since the run started)."""
     global _PLAN, _SCAN
     worker_signals()
-    _PLAN = make_plan(load_profile(profile_path), seed)
+    _PLAN = make_plan(profile, seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 
@@ -126,7 +129,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None)) as pool:
             chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
             for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
                 for item in items:
@@ -177,7 +180,8 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
     if not indices:
         raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
     check_output(out, [Path(profile.path)])
-    run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
+    manifest = Manifest(profile, seed)
+    run_id = {"profile": profile.name, "profile_sha": _sha(dumps_manifest(manifest)), "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
     again = recovery_command(profile, seed, out, total, shard)
     stage = Staging(out)
@@ -218,7 +222,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            layout, profile.output.batch_size, chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats)
+        finish(stage.dir, stats, manifest)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -319,9 +323,9 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
 
 
-def _sha(path: Path) -> str:
+def _sha(text: str) -> str:
     import hashlib
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _checkpoint(stage: Staging, run_id: dict, next_index: int, files: dict) -> None:
@@ -417,10 +421,11 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
     return files
 
 
-def finish(out: Path, stats: dict) -> None:
-    """qa.json (sessions layout: a QA report per batch) and the card, then stats.json — the
-    completion marker — once the data is complete."""
+def finish(out: Path, stats: dict, manifest: Manifest) -> None:
+    """The run manifest, qa.json (sessions layout: a QA report per batch) and the card, then
+    stats.json — the completion marker — once the data is complete."""
     from .qa import dumps_qa, qa
+    write_manifest(out, manifest)
     if stats.get("layout") == "sessions":
         from .qa_reports import write_qa_reports
         write_qa_reports(out, stats)

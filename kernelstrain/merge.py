@@ -15,11 +15,12 @@ from . import progress
 from .errors import DataError, UsageError
 from .generate import data_keys, finish
 from .holdout import with_contamination
+from .manifest import dumps_manifest, read_manifest
 from .stats import StatsAccumulator
 from .validate import read_stats
 from .sessions import write_batches
 from .safety import check_output, terminal_text
-from .training import CHAT_KEYS, chat_figure
+from .training import CHAT_KEYS, chat_figure, chat_settings
 from .writers import FILES, SPLIT_FILES, Staging, StreamFile, check_out_dir, layout_files, write_error
 SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
 # (stats' `chat` figures differ between shards; their settings are the profile's, which profile_sha pins)
@@ -65,7 +66,7 @@ def _shards(dirs: list[Path]) -> list:
                                                           for f in names.values()):
             raise DataError(f"{where}: no file summaries for {', '.join(names.values())}")
         first = run["episodes"] * i // n
-        shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run,
+        shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run, manifest=read_manifest(d),
                                       start=first, stop=run["episodes"] * (i + 1) // n))
     shards.sort(key=lambda s: s.index)
     if len({s.count for s in shards}) != 1 or [s.index for s in shards] != list(range(shards[0].count)):
@@ -73,6 +74,8 @@ def _shards(dirs: list[Path]) -> list:
                          f"{[f'{s.index}/{s.count}' for s in shards]}")
     first = shards[0]
     for s in shards[1:]:
+        if dumps_manifest(s.manifest) != dumps_manifest(first.manifest):
+            raise UsageError(f"{s.dir}: its run manifest differs from {first.dir}'s: not shards of one run")
         for key in SAME:
             if s.stats.get(key) != first.stats.get(key):
                 raise UsageError(f"{s.dir}: {key} {s.stats.get(key)!r} differs from {first.dir}'s "
@@ -110,7 +113,7 @@ def _build(shards: list, stage: Path) -> dict:
     acc = StatsAccumulator()
     summaries = {}
     first = shards[0].stats
-    layout = first.get("layout", "episodes")
+    layout = shards[0].manifest.layout
     keys, names = data_keys(layout), layout_files(layout)
     for key in keys:
         f = StreamFile(stage / names[key])
@@ -131,11 +134,11 @@ def _build(shards: list, stage: Path) -> dict:
     if layout == "sessions":
         summaries.update(write_batches(stage, first["batch_size"]))
     holdout = with_contamination(first["holdout"], stage) if "holdout" in first else None
-    profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    chat = {k: first["chat"][k] for k in ("max_context_tokens", "validation_frac")} if "chat" in first else None
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout, layout=layout,
-                       batch_size=first.get("batch_size"), chat=chat)
-    finish(stage, stats)
+    manifest = shards[0].manifest
+    profile = manifest.profile
+    stats = acc.result(profile, manifest.seed, first["holdout_tasks"], summaries, holdout=holdout, layout=layout,
+                       batch_size=profile.output.batch_size, chat=chat_settings(profile.output))
+    finish(stage, stats, shards[0].manifest)
     return stats
 
 

@@ -6,9 +6,12 @@
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import tomllib
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 
 from .errors import UsageError
@@ -84,7 +87,7 @@ class Profile:
     name: str
     description: str
     episodes: int
-    modules: tuple          # module names; empty tuple means all registered
+    modules: tuple          # module names ("all" in the TOML: every registered module, resolved at load)
     gpus: tuple
     combos: int
     steps: Steps
@@ -96,10 +99,30 @@ class Profile:
     clock: object = None      # clock.Clock; the default profile's when the table is left out
     shapes: dict = None       # module -> extra shapes (tuple of dicts) on top of its menu
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """What seeds every random draw besides the seed: the profile's name."""
-        return self.name
+        """What seeds every random draw besides the seed: the sha256 of the profile's content
+        that shapes episodes — every table but [output] (how rows are written), without the
+        name, the description or the episode count (a longer run extends a shorter one). Two
+        profiles that differ in a setting draw different streams, whatever their names."""
+        tables = profile_tables(self)
+        shaping = {k: v for k, v in tables.items() if k != "output"}
+        shaping["profile"] = {k: v for k, v in tables["profile"].items() if k not in ("name", "description", "episodes")}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def profile_tables(p: Profile) -> dict:
+    """The profile as the tables of its TOML file, every default filled in and `modules`
+    resolved to the module list: what a dataset's manifest records, read back by
+    profile_from_tables (the path is where it was read from, not content)."""
+    def table(record) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(record).items()}
+    search = table(p.search)
+    search["slip_weights"] = dict(p.search.slip_weights)
+    return {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
+                        "modules": list(p.modules), "gpus": list(p.gpus), "combos": p.combos},
+            **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
+            "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
 
 
 _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": Output}
@@ -158,8 +181,12 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile (a path, or a bundled profile's name); every problem
     raises UsageError naming the key."""
     path = resolve(path)
+    return profile_from_tables(_read_toml(path), path)
+
+
+def _read_toml(path: Path) -> dict:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
     except FileNotFoundError:
         raise UsageError(f"profile not found: {path} (bundled profiles: {', '.join(bundled_names())})") from None
     except IsADirectoryError:
@@ -168,6 +195,12 @@ def load_profile(path: str | Path) -> Profile:
         raise UsageError(f"cannot read profile {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
+
+
+def profile_from_tables(raw: dict, path: Path | str) -> Profile:
+    """A profile's tables (a TOML file's, or a manifest's record of them) -> a validated
+    Profile; `path` names the source in messages and becomes Profile.path."""
+    path = Path(path)
     allowed = {"profile", *_TABLE_TYPES, *_OPTIONAL_TABLES}
     for key in raw:
         if key not in allowed:
@@ -182,7 +215,8 @@ def load_profile(path: str | Path) -> Profile:
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
     if isinstance(top["modules"], str) and top["modules"] != "all":
         raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
-    modules = () if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
+    from .ops import REGISTRY
+    modules = tuple(REGISTRY) if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
     _names(top["gpus"], "profile.gpus", path)
     from .clock import Clock
     search = dict(raw.get("search", {}))

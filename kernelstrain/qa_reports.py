@@ -66,9 +66,10 @@ def report_markdown(r: dict) -> str:
 def write_qa_reports(out: Path, stats: dict) -> list[dict]:
     """Check every session of out/sessions.jsonl and write each batch's report (json and md)."""
     from .validate import Context, Findings, _combo, _first_index, read_jsonl
+    from .manifest import read_manifest
     from .validate_sessions import check_sessions_file
     held = {_combo(row) for _, row in read_jsonl(out / "tasks_holdout.jsonl")}
-    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats), held, Findings(1), stats["batch_size"],
+    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats, read_manifest(out)), held, Findings(1), stats["batch_size"],
                                     _first_index(stats))
     reports = batch_reports(checks, stats)
     (out / QA_DIR).mkdir(exist_ok=True)

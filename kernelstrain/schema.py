@@ -23,6 +23,7 @@ SCHEMA = {
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
     "qa_batch": "kernelstrain/qa_batch@1",
+    "manifest": "kernelstrain/manifest@1",
 }
 
 # What a step changed, relative to the current best (the code the agent edits):

@@ -5,7 +5,8 @@ memory stays flat whatever the file size.
 Content, not only hashes: every step's code is re-rendered from its variant, params, bug
 and typo; the chat rows are rebuilt from the episode row (episodes.chat_rows) and compared;
 speedups, attempts, arch and task fields are recomputed; stats.json is rebuilt from the
-episodes; the holdout rows are compared with the plan's split when the profile is at hand.
+episodes; the holdout rows are compared with the plan's split. The run comes from the dataset's
+manifest (manifest.py): its resolved profile and seed, never a profile looked up by name.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
 from .ledger import Ledger
+from .manifest import read_manifest
 from .schema import ENDS, EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_KEYS
 from .sim import smem_cap
 from .tasks import starting_rung
@@ -290,17 +292,12 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
             out.add(where, f"{key} {ep[key]!r:.60} is not {module.name}'s on {gpu.name}: expected {value!r:.60}")
     if ep["task_id"] != task_id(task):
         out.add(where, f"task_id {ep['task_id']!r}, expected {task_id(task)!r}")
-    if ctx.plan is not None and index is not None and ctx.plan.task(index).key != task.key:
+    if index is not None and ctx.plan.task(index).key != task.key:
         out.add(where, f"episode {index} works on {task.key}, but the plan gives {ctx.plan.task(index).key}")
     for key in ("seed", "generator"):
         if ep[key] != ctx.stats.get(key):
             out.add(where, f"{key} {ep[key]!r} differs from stats.json's {ctx.stats.get(key)!r}")
-    if ctx.plan is not None:      # the profile's starting rung (tasks.starting_rung)
-        base = starting_rung(module, task, ctx.plan.profile.search.baseline_cap)
-    else:                          # unknown profile: any rung from the module's first up
-        first, tags = module.baseline_variant(), [v.tag for v in module.variants]
-        tag = ep["baseline"]["tag"]
-        base = module.variant(tag) if tag in tags and tags.index(tag) >= tags.index(first.tag) else first
+    base = starting_rung(module, task, ctx.plan.profile.search.baseline_cap)    # the profile's starting rung
     if ep["baseline"]["tag"] != base.tag or as_dict(ep["baseline"]["params"]) != base.defaults() \
             or ep["baseline"]["code"] != render_code(ep["module"], ep["gpu"], ep["dtype"], shape, base.tag,
                                                  _freeze(base.defaults()), None):
@@ -346,8 +343,8 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
         out.add(where, f"elapsed_s {ep['elapsed_s']} != the last step's")
     if any(a["elapsed_s"] > b["elapsed_s"] for a, b in zip(steps, steps[1:])):
         out.add(where, "elapsed_s goes backwards")
-    budget = ctx.plan.profile.search.time_budget_h * 3600 if ctx.plan else None
-    if ep["end"] == "time" and budget is not None and not (budget and steps and steps[-1]["elapsed_s"] >= budget):
+    budget = ctx.plan.profile.search.time_budget_h * 3600
+    if ep["end"] == "time" and not (budget and steps and steps[-1]["elapsed_s"] >= budget):
         out.add(where, f"end time but the profile's time budget ({budget:.0f} s) was not reached")
     return True
 
@@ -467,32 +464,29 @@ def _row_diff(got: dict, want: dict, source: str = "the episode's") -> str:
 
 # -- the dataset ------------------------------------------------------------------------
 class Context:
-    """What every episode is checked against: stats.json, and the plan when its profile is
-    a bundled one (the holdout split and each episode's task)."""
+    """What every episode is checked against: stats.json and the run's manifest — the plan
+    of its resolved profile and seed (the holdout split and each episode's task) and its
+    [output] settings."""
 
-    def __init__(self, stats: dict):
-        self.stats, self.plan, self.timestamps, self.max_tokens = stats, None, None, None
-        chat = stats.get("chat") if isinstance(stats.get("chat"), dict) else {}
-        self.validation_frac = chat.get("validation_frac", 0.0)
+    def __init__(self, stats: dict, manifest):
         from .plan import make_plan
-        from .profiles import PROFILE_DIR, load_profile
-        for path in sorted(PROFILE_DIR.glob("*.toml")):
-            try:
-                profile = load_profile(path)
-            except Exception:   # a bundled profile another stream is editing must not stop validate
-                continue
-            if profile.name == stats.get("profile") and profile.description == stats.get("profile_description"):
-                self.plan = make_plan(profile, stats["seed"])
-                self.timestamps = profile.output.timestamps
-                self.max_tokens = profile.output.max_context_tokens
-                self.validation_frac = profile.output.validation_frac
-                break
-        if self.max_tokens is None:      # not a bundled profile: its stats' budget, or the default profile's
-            self.max_tokens = chat["max_context_tokens"] if "max_context_tokens" in chat else \
-                load_profile(PROFILE_DIR / "kernelstrain.toml").output.max_context_tokens
+        self.stats, self.manifest = stats, manifest
+        self.plan = make_plan(manifest.profile, manifest.seed)
+        out = manifest.profile.output
+        self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
 
     def chat_settings(self) -> dict:
         return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
+
+
+def check_manifest(stats: dict, manifest, out: Findings) -> None:
+    """The manifest and stats.json describe the same run."""
+    p = manifest.profile
+    for key, want in (("profile", p.name), ("profile_description", p.description), ("seed", manifest.seed),
+                      ("generator", manifest.generator), ("layout", manifest.layout)):
+        have = stats.get(key, "episodes" if key == "layout" else None)
+        if have != want:
+            out.add("manifest.json", f"{key} {want!r:.60} differs from stats.json's {have!r:.60}")
 
 
 def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
@@ -503,6 +497,7 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     out = Findings(limit)
     stats = read_stats(data)
+    manifest = read_manifest(data)
     names = data_files(stats)
     for name in names:
         if not (data / name).is_file():
@@ -519,14 +514,15 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
     from .validate_derived import check_derived_files
     with Background(workers > 1) as background:
         measured = background.run(measure_splits, data, stats, workers)
-        ctx = Context(stats)
+        ctx = Context(stats, manifest)
+        check_manifest(stats, manifest, out)
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         if stats.get("layout") == "sessions":
             from .validate_sessions import check_sessions_dir
             acc = check_sessions_dir(data, ctx, held, out)
         else:
             acc = _check_training(data, ctx, held, out)
-        _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
+        _check_stats(stats, acc, actual, len(held), out, ctx)
         check_derived_files(data, stats, out)
         out.notes = check_holdout_splits(data, stats, out, measured())
     return out
@@ -557,24 +553,19 @@ def _combo(row: dict) -> tuple:
 
 
 def _check_holdout(path: Path, ctx: Context, out: Findings) -> set:
-    """Held-out rows: each the plan's row for its task, none missing (when the plan is known)."""
+    """Held-out rows: each the plan's row for its task, none missing."""
     from .episodes import SCHEMA
-    expected = None
-    if ctx.plan is not None:
-        from .holdout import holdout_rows
-        expected = Peek(iter(holdout_rows(ctx.plan, "combo")))
+    from .holdout import holdout_rows
+    expected = Peek(iter(holdout_rows(ctx.plan, "combo")))
     held = set()
     for n, row in rows(path, out):
         where = f"{path.name}:{n}"
         if row is None:
-            if expected:
-                expected.take()
+            expected.take()
             continue
         held.add(_combo(row))
         if row.get("schema") != SCHEMA["holdout"]:
             out.add(where, f"schema {row.get('schema')!r:.40}, expected {SCHEMA['holdout']!r}")
-        if expected is None:
-            continue
         want = expected.take()
         if want is None:
             out.add(where, "a held-out row the plan's split does not have")
@@ -586,7 +577,7 @@ def _check_holdout(path: Path, ctx: Context, out: Findings) -> set:
             if row.get("task_id") != w["task_id"] and expected.head is not None and \
                     json.loads(expected.head).get("task_id") == row.get("task_id"):
                 expected.take()     # a deleted row: realign on the next one
-    if expected is not None and expected.head is not None:
+    if expected.head is not None:
         out.add(f"{path.name}:EOF", f"held-out task {json.loads(expected.head)['task_id']} of the plan's split is missing")
     return held
 
@@ -623,9 +614,7 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         mt = mt_rows.take()
         expected = None
         if valid and in_order:
-            if ctx.timestamps is None:
-                ctx.timestamps = _stamped(mt)
-            source = ep if ctx.plan is None else _guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
+            source = _guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
             expected = _guarded(chat_rows, where, out, source, ctx.timestamps, ctx.max_tokens) or None
         _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
@@ -661,12 +650,6 @@ def _first_index(stats: dict) -> int:
         except ValueError:
             return 0
     return 0
-
-
-def _stamped(mt) -> bool:
-    msgs = mt[1].get("messages") if mt and mt[1] else None
-    return bool(isinstance(msgs, list) and len(msgs) > 3 and isinstance(msgs[3], dict)
-                and str(msgs[3].get("content", "")).startswith("[t+"))
 
 
 def _check_multiturn(mt, mt_rows: "Peek", path: Path, want_id: str, expected, out: Findings) -> None:
@@ -714,13 +697,12 @@ def _check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Finding
             out.add(f"{path.name}:{n}", _row_diff(row, want))
 
 
-def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Findings, chat: dict) -> None:
-    """stats.json against what the files hold, key by key."""
-    from types import SimpleNamespace
-    profile = SimpleNamespace(name=stats.get("profile"), description=stats.get("profile_description"))
+def _check_stats(stats: dict, acc, actual: dict, holdout_rows: int, out: Findings, ctx: Context) -> None:
+    """stats.json against what the files hold and the run's manifest, key by key."""
+    profile = ctx.manifest.profile
     files = dict(actual)
-    want = acc.result(profile, stats.get("seed"), holdout_rows, files, stats.get("shard"), stats.get("holdout"),
-                      stats.get("layout", "episodes"), stats.get("batch_size"), chat)
+    want = acc.result(profile, ctx.manifest.seed, holdout_rows, files, stats.get("shard"), stats.get("holdout"),
+                      ctx.manifest.layout, profile.output.batch_size, ctx.chat_settings())
     if "run" in stats:
         want["run"] = stats["run"]
     if want["generator"] != stats.get("generator"):

@@ -1,5 +1,4 @@
-"""What `validate` re-derives beyond each row's own consistency: when the run's profile is
-known, every episode (session) is rebuilt from the plan and compared whole — a flipped `end`
+"""What `validate` re-derives beyond each row's own consistency: every episode (session) is rebuilt from the plan and compared whole — a flipped `end`
 or a consistently shifted clock is internally coherent and only the rebuild shows it — and
 the files generate derives from the data (the card, qa.json) are compared byte for byte,
 each difference named at its file and line. Rows derived from an episode (chat and step rows)
@@ -30,8 +29,6 @@ def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False
 def check_sessions_plan(path: Path, ctx, out, start: int) -> None:
     """Every session in its place compared with the plan's (validate only: generate's QA
     reports, which read the same file, need not rebuild the run a second time)."""
-    if ctx.plan is None:
-        return
     from .validate import _guarded
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     with open(path, "rb") as fh:

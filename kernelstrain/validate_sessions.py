@@ -17,7 +17,7 @@ from .schema import SCHEMA, SESSION_KEYS, TRACE_KEYS
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
 from .episodes import multiturn_rows
 from .training import chat_figure, is_validation
-from .validate import Findings, Peek, _check_multiturn, _guarded, _row_diff, _stamped, check_episode, rows
+from .validate import Findings, Peek, _check_multiturn, _guarded, _row_diff, check_episode, rows
 from .writers import VALIDATION, layout_files
 
 MECHANICAL = (   # (check, what it checks), as a batch's QA report lists them
@@ -98,12 +98,9 @@ def check_session(row: dict, where: str, out: Findings, ctx, index: int | None):
     ep = _guarded(episode_row, where, out, row)
     if not ep or not _guarded(check_episode, where, out, ep, where, out, ctx, index):
         return None
-    msgs = row["messages"]
-    stamped = ctx.timestamps if ctx.timestamps is not None else bool(
-        len(msgs) > 3 and isinstance(msgs[3], dict) and str(msgs[3].get("content", "")).startswith("[t+"))
-    if stamped:
+    if ctx.timestamps:
         _guarded(check_stamps, where, out, row, where, out)
-    want = _guarded(session_row, where, out, ep, stamped)
+    want = _guarded(session_row, where, out, ep, ctx.timestamps)
     if not want:
         return None
     if row != want:
@@ -217,8 +214,7 @@ class WindowChecks:
         expected = None
         if checked is not None:
             self.figures[SESSIONS_FILE].append(chat_figure(checked[1]))
-            stamped = self.ctx.timestamps if self.ctx.timestamps is not None else _stamped((0, checked[1]))
-            made = _guarded(multiturn_rows, want_id, self.out, checked[0], stamped, self.ctx.max_tokens)
+            made = _guarded(multiturn_rows, want_id, self.out, checked[0], self.ctx.timestamps, self.ctx.max_tokens)
             if made:
                 expected = (made,)
                 self.figures[path.name] += map(chat_figure, made)

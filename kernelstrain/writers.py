@@ -36,6 +36,7 @@ STREAMED = {"episodes": ("episodes", "sft_multiturn", "sft_steps", "sft_prompt_c
 SPLIT_CONFIGS = ("sft_multiturn", "sft_steps", "sft_prompt_completion")
 VALIDATION = ".validation"
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
+MANIFEST = "manifest.json"   # the run: resolved profile, seed, generator, fit (manifest.py)
 JOURNAL = ".kernelstrain-resume.json"
 
 
@@ -49,7 +50,7 @@ def validation_file(name: str) -> str:
 
 
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
-DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
+DATASET_NAMES = (MARKER, MANIFEST, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
                  *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
                  JOURNAL, SESSION_FILES["sessions"], "batches", "qa_reports")
 
