@@ -21,7 +21,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from . import __version__
+from .version import __version__
 from .errors import DataError, UsageError
 from .profiles import Profile, profile_from_tables, profile_tables
 from .schema import SCHEMA

@@ -14,8 +14,12 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
+from .clock import Clock
 from .errors import UsageError
 from .gpus import GPUS
+from .knobs import KNOBS
+from .ops import REGISTRY
+from .slips import NAMES
 
 PROFILE_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_PROFILE = PROFILE_DIR / "kernelstrain.toml"
@@ -38,7 +42,7 @@ class Status:
 class Holdout:
     frac: float
     seed: int
-    splits: tuple = ("combo",)      # what is unseen: combo, unseen_op, unseen_gpu (plan.SPLITS)
+    splits: tuple = ("combo",)      # what is unseen: combo, unseen_op, unseen_gpu (SPLITS)
     unseen_ops: tuple = ()          # ops (both impls) the unseen_op split holds out
     unseen_gpus: tuple = ()         # GPUs the unseen_gpu split holds out
 
@@ -215,10 +219,8 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
     if isinstance(top["modules"], str) and top["modules"] != "all":
         raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
-    from .ops import REGISTRY
     modules = tuple(REGISTRY) if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
     _names(top["gpus"], "profile.gpus", path)
-    from .clock import Clock
     search = dict(raw.get("search", {}))
     weights = _slip_weights(search.pop("slip_weights", {}), path)
     tables["search"] = replace(_build(Search, search, "search", path), slip_weights=weights)
@@ -232,7 +234,6 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
 
 def _slip_weights(table, path: Path) -> tuple:
     """[search] slip_weights = {kind = weight, ...}: known non-typo kinds, weights >= 0."""
-    from .slips import NAMES
     if not isinstance(table, dict):
         raise UsageError(f"{path}: key 'search.slip_weights' must be a table of kind = weight")
     for kind, w in table.items():
@@ -271,6 +272,7 @@ def _names(values: list, key: str, path: Path) -> tuple:
 
 
 LAYOUTS = ("episodes", "sessions")
+SPLITS = ("combo", "unseen_op", "unseen_gpu")   # what a holdout split holds out (plan.split_combos)
 MAX_EPISODES = 10_000_000     # the default profile has 11,514; past this a run is surely a typo
 MAX_STEPS = 1_000             # kernelinfer's longest sessions have 200 steps
 MAX_COMBOS = 1_000_000
@@ -279,7 +281,6 @@ MAX_FAILURE = 0.5             # the two failure rates together: most steps must 
 
 
 def _validate(p: Profile, path: Path) -> None:
-    from .ops import REGISTRY
 
     def bad(key, why):
         raise UsageError(f"{path}: key '{key}' {why}")
@@ -327,7 +328,6 @@ def _validate(p: Profile, path: Path) -> None:
         bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:
         bad("search", "budget_scale must be >= 1; compile_scale, failure_scale > 0; typo_weight >= 0")
-    from .knobs import KNOBS
     for k in q.knobs:
         if k not in KNOBS:
             bad("search.knobs", f"names unknown knob {k!r} (known: {', '.join(KNOBS)})")
@@ -352,8 +352,6 @@ def _validate_splits(p: Profile, bad) -> None:
     """The holdout splits name known splits once each, combo among them (it writes the
     `holdout` config every dataset has), and what they hold out leaves every family and
     at least one GPU in training."""
-    from .ops import REGISTRY
-    from .plan import SPLITS
     h = p.holdout
     unknown = [s for s in h.splits if s not in SPLITS]
     if unknown or len(set(h.splits)) != len(h.splits) or "combo" not in h.splits:

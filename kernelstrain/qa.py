@@ -24,7 +24,9 @@ from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
 from .slip_memory import repeats, site
-from .validate import kind_mismatch, read_jsonl, render_code
+from .episodes import kind_mismatch
+from .reading import read_jsonl
+from .rerender import render_code
 from .writers import FILES
 from .episodes import replay
 
@@ -199,15 +201,20 @@ def _pct(hist: Counter, q: float) -> int:
     return 0
 
 
-def qa(data: Path) -> dict:
-    """The qa object (also written as qa.json by generate; a sessions dataset has one per
-    batch in qa_reports/ and this one over all its sessions)."""
+def qa_sessions(data: Path) -> dict:
+    """The qa object of a sessions dataset over all its sessions (each batch has its own in
+    qa_reports/): the layouts' `qa` (layouts.SESSIONS)."""
     acc = _Acc()
-    if not (data / FILES["episodes"]).exists() and (data / SESSIONS_FILE).exists():
-        for _, row in read_jsonl(data / SESSIONS_FILE):
-            acc.episode(episode_row(row))
-            acc.multiturn(row)
-        return session_report(acc)
+    for _, row in read_jsonl(data / SESSIONS_FILE):
+        acc.episode(episode_row(row))
+        acc.multiturn(row)
+    return session_report(acc)
+
+
+def qa_episodes(data: Path) -> dict:
+    """The qa object of an episodes dataset (also written as qa.json by generate): the
+    layouts' `qa` (layouts.EPISODES)."""
+    acc = _Acc()
     for _, ep in read_jsonl(data / FILES["episodes"]):
         acc.episode(ep)
     for _, row in read_jsonl(data / FILES["sft_multiturn"]):

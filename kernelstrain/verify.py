@@ -23,6 +23,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .dataset import Dataset
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
                         exception_text, find_hip_compiler, first_error, tool_text)
 from . import progress
@@ -32,11 +33,10 @@ from .gpus import GPUS
 from .messages import fails_at_launch
 from .ops import REGISTRY
 from .plan import seeded_rng
-from .sessions import SESSIONS_FILE
 from .tasks import make_task
-from .validate import read_jsonl, read_stats
+from .reading import read_stats
 from .trusted import check_code
-from .writers import FILES, check_report_path, write_text_atomic
+from .writers import check_report_path, write_text_atomic
 
 # slip classes (kernelstrain/slips: the typo is "syntax") checked to the first error line
 EXACT_FIRST_ERROR = ("syntax", "type", "constexpr")
@@ -61,11 +61,10 @@ def comparable(first: str | None) -> str | None:
 
 
 def _rows(data: Path):
-    """(file, [(line, row)]-iterator, sessions?) of a dataset of either layout."""
-    sessions = data / SESSIONS_FILE
-    if not (data / FILES["episodes"]).exists() and sessions.exists():
-        return sessions, read_jsonl(sessions), True
-    return data / FILES["episodes"], read_jsonl(data / FILES["episodes"]), False
+    """(file, [(line, row)]-iterator, row -> its steps with their code as stored) of a dataset,
+    by its layout (layouts.Layout.stored_steps)."""
+    ds = Dataset(data)
+    return ds.episode_file, ds.rows(), ds.layout.stored_steps
 
 
 def _round_robin(groups: dict, keys: list | None = None) -> list:
@@ -85,15 +84,15 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
     few per module reaches every module, each module's failure classes as well as its ok steps,
     and the GPUs (NVIDIA and AMD targets) alike."""
     strata = defaultdict(list)
-    path, rows, sessions = _rows(data)
+    path, rows, stored_steps = _rows(data)
     for n, ep in rows:
         try:
-            for i, s in enumerate(ep["trace"] if sessions else ep["steps"]):
+            for i, s in enumerate(stored_steps(ep)):
                 if s["kind"] != "rebench":      # a failure's class is a stratum of its own
                     status = s["status"] if s["failure"] is None else f"{s['status']}/{s['failure']}"
                     strata[(ep["module"], status, s["tag"], ep["gpu"])].append((n, i))
-        except (KeyError, TypeError):
-            raise DataError(f"{path}:{n}: malformed {'session' if sessions else 'episode'} row "
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError):
+            raise DataError(f"{path}:{n}: malformed row "
                             f"(`kernelstrain validate {data}` names the problem)") from None
     rng = seeded_rng("verify", seed)
     for k in sorted(strata):
@@ -111,18 +110,6 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
 
     per_module = {m: _round_robin({st: gpus_first(by[st]) for st in sorted(by)}) for m, by in sorted(nested.items())}
     return sorted(_round_robin(per_module)[:sample])
-
-
-def _steps(ep: dict, sessions: bool) -> list:
-    """An episode row's steps, or a session's trace with each step's code taken from its
-    assistant turn (messages: system, task, then each step's answer and feedback)."""
-    if not sessions:
-        return ep["steps"]
-    out = []
-    for i, s in enumerate(ep["trace"]):
-        text = ep["messages"][2 + 2 * i]["content"]
-        out.append({**s, "code": text[text.index("\n") + 1:text.rindex("\n```")]})
-    return out
 
 
 def _compile_job(job: dict) -> dict:
@@ -210,12 +197,12 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
     for n, i in chosen:
         wanted[n].append(i)
     job_list = []
-    path, rows, sessions = _rows(data)
+    path, rows, stored_steps = _rows(data)
     for n, ep in rows:
         if n not in wanted:
             continue
         try:
-            steps = _steps(ep, sessions)
+            steps = stored_steps(ep)
         except (KeyError, TypeError, IndexError, ValueError, AttributeError):
             raise DataError(f"{path}:{n}: a trace step without its fenced assistant turn "
                             f"(`kernelstrain validate {data}` names the problem)") from None

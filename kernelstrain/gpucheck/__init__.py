@@ -29,7 +29,7 @@ from ..gpus import GPUS
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
-from ..validate import read_jsonl
+from ..reading import read_jsonl
 from ..safety import check_output
 from ..trusted import check_code
 from ..writers import DATASET_NAMES, FILES
