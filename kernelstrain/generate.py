@@ -22,10 +22,10 @@ from .errors import UsageError, fault_point
 from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
-from .manifest import Manifest, dumps_manifest, write_manifest
+from .manifest import Manifest, write_manifest
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
-from .profiles import DEFAULT_PROFILE, Profile
+from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
 from .qa import dumps_qa
 from .stats import StatsAccumulator, dumps_stats
@@ -178,7 +178,8 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
     check_output(out, [Path(profile.path)])
     manifest = Manifest(profile, seed)
-    run_id = {"profile": profile.name, "profile_sha": _sha(dumps_manifest(manifest)), "seed": seed, "episodes": total,
+    run_id = {"profile": profile.name, "profile_sha": _sha(json.dumps(profile_tables(profile), sort_keys=True)),
+              "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
     again = recovery_command(profile, seed, out, total, shard)
     stage = Staging(out)
