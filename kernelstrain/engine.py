@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import knobs, messages, slips
+from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger
 from .limits import Limits, demand, overflow
@@ -136,7 +136,9 @@ class Episode:
                        for v in module.variants] if search.knobs else list(module.variants)
         base = self.ladder[module.variants.index(starting_rung(module, task, search.baseline_cap))]
         above = [v for v in self.ladder[self.ladder.index(base):] if v.offered(task.dtype)]
-        self.rungs = [v for v in above if not (v.needs - gpu.features)]
+        # a rung whose accesses the task's rows cannot align is no rung here (feasibility.violation)
+        self.rungs = [v for v in above if not (v.needs - gpu.features)
+                      and feasibility.violation(module, v, v.defaults(), task) is None]
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
