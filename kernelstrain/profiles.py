@@ -66,8 +66,9 @@ class Search:
     compile_scale: float = 4.3      # per-step compile-error draw = status.compile_error * this
     failure_scale: float = 0.9      # per-step wrong-result draw = status.wrong_result * this (a bug rides on
                                     # the move the engineer was making, and its repair is a step of its own)
-    patience_min: int = 2           # steps in a row without a keep, no rung left worth climbing, before
-    patience_max: int = 5           # converging: drawn in [min, max] (engine.Episode.converged)
+    patience_min: int = 4           # steps in a row without a keep, no rung left worth climbing, before
+    patience_max: int = 8           # converging: drawn in [min, max] (engine.Episode.converged); enough to
+                                    # finish the coordinate search of a rung's two or three parameters
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     refail: float = 0.0             # probability that the fix of a slip fails to build again
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try

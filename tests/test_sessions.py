@@ -173,6 +173,19 @@ def _edit(data: Path, line: int, change) -> None:
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
+def _editable(data: Path, change) -> int:
+    """The first line of batch 1 (lines 5-8) that has what `change` edits (a session may end
+    without a failed step, or after one step)."""
+    rows = (data / "sessions.jsonl").read_text(encoding="utf-8").splitlines()
+    for line in range(5, 9):
+        try:
+            change(json.loads(rows[line - 1]))
+        except (StopIteration, IndexError):
+            continue
+        return line
+    raise AssertionError("no session of batch 1 has what the corruption edits")
+
+
 def _first(row, pred):
     return next(s for s in row["trace"] if pred(s))
 
@@ -213,11 +226,12 @@ def test_validate_names_the_broken_check(sessions, tmp_path, name):
     data = tmp_path / "d"
     shutil.copytree(sessions, data)
     edit, check = CORRUPTIONS[name]
-    _edit(data, 5, edit)
+    line = _editable(data, edit)
+    _edit(data, line, edit)
     found = validate(data, limit=200)
-    on_row = [c for f, c in zip(found, found.checks) if f.startswith("sessions.jsonl:5")]
+    on_row = [c for f, c in zip(found, found.checks) if f.startswith(f"sessions.jsonl:{line}")]
     assert on_row and check in on_row, found
-    assert any("qa_reports/batch_001.json" in f for f in found)         # line 5 is in batch 1
+    assert any("qa_reports/batch_001.json" in f for f in found)         # lines 5-8 are batch 1
     assert not any("qa_reports/batch_000" in f or "qa_reports/batch_002" in f for f in found)
     assert check in {name for name, _ in MECHANICAL}
 
