@@ -1,0 +1,159 @@
+"""The unroll knob of a streaming loop, shared by the op modules: how many iterations of a loop
+whose loads are independent the compiler lays out one after another, so that their loads are all
+issued before the first is used.
+
+- CUDA: `#pragma unroll N` on the loop (`pragma`); nvcc keeps a remainder loop, so any N is legal
+  for any trip count.
+- Triton: `tl.range(start, stop, step, loop_unroll_factor=N)` for the loop's `range` (`trange`);
+  Triton 3.9 replicates the body N times with an epilogue for the remainder (its PTX and AMDGCN
+  show N times the global loads). Triton's software pipeliner leaves loads that feed no tl.dot
+  alone (num_stages changes nothing in these kernels), so unrolling is how a streaming Triton
+  loop gets more loads in flight.
+
+Value 0 writes nothing: the loop as the module renders it, at the compiler's own choice, which the
+simulator models as two loads in flight a thread (sim.LOADS_IN_FLIGHT). What the launch model adds
+(`unrolled`):
+- loads in flight: min(N, the loop's trips a thread) of them instead of two, so Launch.bytes_per_access
+  grows by that ratio; it helps where the resident grid does not already cover DRAM's
+  bandwidth-latency product (few resident warps: big rows, short grids), not elsewhere;
+- registers: every load issued ahead holds its data until used, and the compiler allocates for
+  the unrolled body whatever the trip count at run time, so a deep unroll of a short loop costs
+  registers (occupancy, or spills past the cap) and buys nothing;
+- loop overhead: one compare-and-branch per N iterations (a few % where the loop is compute-bound).
+
+Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
+write `pragma(p)` / `trange(p, ...)` into their render, or wrap the rung's render and launch
+(`render_of`, `launch_of`): the wrapped render writes the knob on every streaming loop of the
+kernel (a CUDA loop striding by THREADS, blockDim.x or the grid; a Triton loop stepping by a
+BLOCK constant).
+
+>>> pragma({"pragma_unroll": 4}), pragma({})
+('#pragma unroll 4\\n', '')
+>>> trange({"loop_unroll": 2}, "0, C, BLOCK"), trange({}, "0, C, BLOCK")
+('tl.range(0, C, BLOCK, loop_unroll_factor=2)', 'range(0, C, BLOCK)')
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from .base import DTYPE_BYTES, Launch, Param
+
+COMPILER_LOADS = 2        # loads a thread keeps in flight at the compiler's choice (sim.LOADS_IN_FLIGHT)
+INDEX_REGS = 1            # registers of the index and address arithmetic per load issued ahead
+LOOP_OVERHEAD = 0.03      # compute gained per doubling: one branch per N iterations
+
+PRAGMA_UNROLL = Param("pragma_unroll", (0, 2, 4, 8), 0)     # CUDA: #pragma unroll N
+LOOP_UNROLL = Param("loop_unroll", (0, 2, 4), 0)            # Triton: tl.range(..., loop_unroll_factor=N)
+NAMES = (PRAGMA_UNROLL.name, LOOP_UNROLL.name)
+
+
+def factor(params: dict) -> int:
+    """The candidate's unroll factor (0: the compiler's choice)."""
+    return params.get(PRAGMA_UNROLL.name, 0) or params.get(LOOP_UNROLL.name, 0)
+
+
+def pragma(params: dict) -> str:
+    """The line written before a CUDA loop: `#pragma unroll N` and a newline, or nothing."""
+    n = params.get(PRAGMA_UNROLL.name, 0)
+    return f"#pragma unroll {n}\n" if n else ""
+
+
+def trange(params: dict, args: str) -> str:
+    """The iterator of a Triton loop over `args` (range's arguments)."""
+    n = params.get(LOOP_UNROLL.name, 0)
+    return f"tl.range({args}, loop_unroll_factor={n})" if n else f"range({args})"
+
+
+def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int = COMPILER_LOADS) -> Launch:
+    """`launch` with its streaming loop unrolled as `params` say: `trips` iterations a thread at
+    run time, each holding `load_regs` registers of loaded data until it is used; `compiler`: the
+    depth the compiler chooses on its own for this loop (the launch model's default), so a
+    pragma under it keeps fewer loads in flight, for fewer registers.
+
+    >>> base = Launch(grid=132, threads=256, regs=32, bytes_per_access=16)
+    >>> u = unrolled(base, {"pragma_unroll": 8}, trips=16, load_regs=4)
+    >>> u.bytes_per_access, u.regs
+    (64.0, 62)
+    >>> unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=4).regs   # the compiler's own depth: no cost
+    32
+    >>> unrolled(base, {"pragma_unroll": 8}, trips=1, load_regs=4).bytes_per_access   # one trip: nothing to overlap
+    16
+    >>> unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=1, compiler=4).bytes_per_access   # under the compiler's 4
+    8.0
+    """
+    n = factor(params)
+    if not n:
+        return launch
+    deep, own = min(n, max(1.0, trips)), min(compiler, max(1.0, trips))
+    regs = max(16, launch.regs + (load_regs + INDEX_REGS) * (n - compiler))
+    return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
+                   else launch.bytes_per_access,
+                   compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(deep / own)))
+
+
+# a CUDA loop stepping by the block, a warp, the grid or a stride (not a tree reduction's halving loop)
+_CUDA_STREAM = re.compile(r"^([ \t]*)for \((?=[^\n;]*;[^\n;]*;[^\n;]*\+= [^\n;]*?\b(?:THREADS|blockDim\.x|WARP_SIZE|stride)\b)",
+                          re.M)
+# a Triton loop stepping by a BLOCK constexpr
+_TRITON_STREAM = re.compile(r"\bfor (\w+) in range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*)\):")
+
+
+def on_loops(code: str, params: dict) -> str:
+    """`code` with the knob written on each streaming loop (none governed by a pragma already).
+
+    >>> print(on_loops("s = 0;\\n  for (int i = threadIdx.x; i < n; i += THREADS) s += x[i];", {"pragma_unroll": 2}))
+    s = 0;
+    #pragma unroll 2
+      for (int i = threadIdx.x; i < n; i += THREADS) s += x[i];
+    >>> on_loops("    for off in range(0, C, BLOCK):", {"loop_unroll": 4})
+    '    for off in tl.range(0, C, BLOCK, loop_unroll_factor=4):'
+    """
+    if params.get(LOOP_UNROLL.name, 0):
+        return _TRITON_STREAM.sub(lambda m: f"for {m.group(1)} in {trange(params, m.group(2))}:", code)
+    line = pragma(params)
+    if not line:
+        return code
+    def put(m):
+        before = code[:m.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        return m.group(0) if before.startswith("#pragma") else line + m.group(0)
+    return _CUDA_STREAM.sub(put, code)
+
+
+def render_of(render):
+    """A rung's render with the knob written on its streaming loops."""
+    def wrapped(params, task, **slots):
+        return on_loops(render(params, task, **slots), params)
+    return wrapped
+
+
+def launch_of(launch, trips, load_regs, compiler: int = COMPILER_LOADS):
+    """A rung's launch model with the knob's effect: trips(params, task) iterations a thread of its
+    streaming loop, each holding `load_regs` registers of loads (a number, or load_regs(params, task)),
+    `compiler` deep at the compiler's own choice (unrolled)."""
+    def wrapped(params, task):
+        regs = load_regs(params, task) if callable(load_regs) else load_regs
+        return unrolled(launch(params, task), params, trips(params, task), regs, compiler)
+    return wrapped
+
+
+def row_trips(dim: str = "D", vec: bool = False):
+    """trips() of a block-per-row loop: the row's `dim` elements over the block's threads, one
+    element a load (or 16 bytes of them with `vec`)."""
+    def trips(params, task):
+        return task[dim] / (params["threads"] * (16 // DTYPE_BYTES[task.dtype] if vec else 1))
+    return trips
+
+
+def chunk_trips(dim: str):
+    """trips() of a Triton loop over `dim` in BLOCK-wide chunks (one program a row)."""
+    def trips(params, task):
+        return task[dim] / params["BLOCK"]
+    return trips
+
+
+def chunk_regs(params, task) -> int:
+    """Registers one BLOCK-wide chunk of 16-bit (or wider) elements takes a thread of the program."""
+    per = max(1, params["BLOCK"] // (params["num_warps"] * task.gpu.warp))
+    return max(1, per * DTYPE_BYTES[task.dtype] // 4)
