@@ -45,7 +45,7 @@ INDEX_REGS = 1            # registers of the index and address arithmetic per lo
 LOOP_OVERHEAD = 0.03      # compute gained per doubling: one branch per N iterations
 
 PRAGMA_UNROLL = Param("pragma_unroll", (0, 2, 4, 8), 0)     # CUDA: #pragma unroll N
-LOOP_UNROLL = Param("loop_unroll", (0, 2, 4), 0)            # Triton: tl.range(..., loop_unroll_factor=N)
+LOOP_UNROLL = Param("loop_unroll", (0, 2, 4, 8), 0)           # Triton: tl.range(..., loop_unroll_factor=N)
 NAMES = (PRAGMA_UNROLL.name, LOOP_UNROLL.name)
 
 
