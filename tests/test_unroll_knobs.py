@@ -45,10 +45,11 @@ def _times(name, tag, gpu, dtype, shape, knob):
 
 
 def test_cuda_unroll_helps_a_short_grid_of_long_rows():
-    # 64 rows of 4096 on a 132-SM H100: too few loads in flight at the compiler's depth of two
+    # 64 rows of 4096 on a 132-SM H100: too few loads in flight at nvcc's own depth of four
     times = _times("rmsnorm_cuda", "warp_shuffle", "H100", "fp16", {"T": 64, "D": 4096}, PRAGMA_UNROLL.name)
-    assert times[-1][0] < 0.9 * times[0][0]
-    assert [r for _, r in times] == sorted(r for _, r in times)          # registers grow with the depth
+    (t0, r0), (t2, r2), (t4, r4), (t8, r8) = times                     # values 0 (nvcc's own), 2, 4, 8
+    assert t8 < 0.9 * t0 and t2 > t0 and t4 == t0                     # under nvcc's 4 loses, 4 is nvcc's 4
+    assert r2 < r0 == r4 < r8                                          # registers follow the depth
 
 
 def test_cuda_unroll_of_a_loop_with_few_trips_costs_registers_and_buys_nothing():

@@ -10,15 +10,18 @@ issued before the first is used.
   alone (num_stages changes nothing in these kernels), so unrolling is how a streaming Triton
   loop gets more loads in flight.
 
-Value 0 writes nothing: the loop as the module renders it, at the compiler's own choice, which the
-simulator models as two loads in flight a thread (sim.LOADS_IN_FLIGHT). What the launch model adds
-(`unrolled`):
-- loads in flight: min(N, the loop's trips a thread) of them instead of two, so Launch.bytes_per_access
-  grows by that ratio; it helps where the resident grid does not already cover DRAM's
-  bandwidth-latency product (few resident warps: big rows, short grids), not elsewhere;
+Value 0 writes nothing: the loop as the module renders it, unrolled as the compiler chooses on its
+own (COMPILER_DEPTH): nvcc unrolls a loop of unknown trip count 4x (the launch models of
+embedding_gather, kv_append and grad_clip say so from H200 timings), Triton does not unroll (its
+PTX has one iteration's loads). The launch model's default already holds that depth (the H200 fit
+absorbed it), so the knob is modelled relative to it (`unrolled`):
+- loads in flight: min(N, the loop's trips a thread) iterations' loads against min(default depth,
+  trips), so Launch.bytes_per_access scales by that ratio: a pragma under nvcc's 4 loses loads in
+  flight; more helps only where the resident grid does not already cover DRAM's bandwidth-latency
+  product (few resident warps: big rows, short grids);
 - registers: every load issued ahead holds its data until used, and the compiler allocates for
   the unrolled body whatever the trip count at run time, so a deep unroll of a short loop costs
-  registers (occupancy, or spills past the cap) and buys nothing;
+  registers (occupancy, or spills past the cap) and buys nothing; a shallow one frees some;
 - loop overhead: one compare-and-branch per N iterations (a few % where the loop is compute-bound).
 
 Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
@@ -40,13 +43,13 @@ from dataclasses import replace
 
 from .base import DTYPE_BYTES, Launch, Param
 
-COMPILER_LOADS = 2        # loads a thread keeps in flight at the compiler's choice (sim.LOADS_IN_FLIGHT)
 INDEX_REGS = 1            # registers of the index and address arithmetic per load issued ahead
 LOOP_OVERHEAD = 0.03      # compute gained per doubling: one branch per N iterations
 
 PRAGMA_UNROLL = Param("pragma_unroll", (0, 2, 4, 8), 0)     # CUDA: #pragma unroll N
 LOOP_UNROLL = Param("loop_unroll", (0, 2, 4, 8), 0)           # Triton: tl.range(..., loop_unroll_factor=N)
 NAMES = (PRAGMA_UNROLL.name, LOOP_UNROLL.name)
+COMPILER_DEPTH = {PRAGMA_UNROLL.name: 4, LOOP_UNROLL.name: 1}   # iterations unrolled at the compiler's own choice
 
 
 def factor(params: dict) -> int:
@@ -66,26 +69,29 @@ def trange(params: dict, args: str) -> str:
     return f"tl.range({args}, loop_unroll_factor={n})" if n else f"range({args})"
 
 
-def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int = COMPILER_LOADS) -> Launch:
+def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int | None = None) -> Launch:
     """`launch` with its streaming loop unrolled as `params` say: `trips` iterations a thread at
     run time, each holding `load_regs` registers of loaded data until it is used; `compiler`: the
-    depth the compiler chooses on its own for this loop (the launch model's default), so a
-    pragma under it keeps fewer loads in flight, for fewer registers.
+    depth the compiler chooses on its own for this loop (COMPILER_DEPTH unless a module knows
+    better), which the launch model's default holds.
 
     >>> base = Launch(grid=132, threads=256, regs=32, bytes_per_access=16)
     >>> u = unrolled(base, {"pragma_unroll": 8}, trips=16, load_regs=4)
     >>> u.bytes_per_access, u.regs
-    (64.0, 62)
-    >>> unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=4).regs   # the compiler's own depth: no cost
-    32
+    (32.0, 52)
+    >>> d = unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=4)   # under nvcc's own 4: fewer in flight
+    >>> d.bytes_per_access, d.regs
+    (8.0, 22)
     >>> unrolled(base, {"pragma_unroll": 8}, trips=1, load_regs=4).bytes_per_access   # one trip: nothing to overlap
     16
-    >>> unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=1, compiler=4).bytes_per_access   # under the compiler's 4
-    8.0
+    >>> unrolled(base, {"loop_unroll": 4}, trips=16, load_regs=4).bytes_per_access    # Triton: none by default
+    64.0
     """
     n = factor(params)
     if not n:
         return launch
+    if compiler is None:
+        compiler = COMPILER_DEPTH[PRAGMA_UNROLL.name if params.get(PRAGMA_UNROLL.name) else LOOP_UNROLL.name]
     deep, own = min(n, max(1.0, trips)), min(compiler, max(1.0, trips))
     regs = max(16, launch.regs + (load_regs + INDEX_REGS) * (n - compiler))
     return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
@@ -128,7 +134,7 @@ def render_of(render):
     return wrapped
 
 
-def launch_of(launch, trips, load_regs, compiler: int = COMPILER_LOADS):
+def launch_of(launch, trips, load_regs, compiler: int | None = None):
     """A rung's launch model with the knob's effect: trips(params, task) iterations a thread of its
     streaming loop, each holding `load_regs` registers of loads (a number, or load_regs(params, task)),
     `compiler` deep at the compiler's own choice (unrolled)."""

@@ -258,8 +258,8 @@ class GradClipCuda(OpModule):
              bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"add": "*sum_sq += (double)v;"}}),
         Rung("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
              (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024), unroll.PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.82,
-             smem="static", render=unroll.render_of(two_stage_deterministic_src),     # nvcc's own unroll: 4 (launch_of)
-             launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1, 4),
+             smem="static", render=unroll.render_of(two_stage_deterministic_src),
+             launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1),
              bugs={"missing_scale": NO_SCALE}),
         # missing_barrier drops the grid.sync() and the block_sum barrier
         Rung("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
