@@ -49,7 +49,7 @@ def test_cuda_unroll_helps_a_short_grid_of_long_rows():
     times = _times("rmsnorm_cuda", "warp_shuffle", "H100", "fp16", {"T": 64, "D": 4096}, PRAGMA_UNROLL.name)
     (t0, r0), (t2, r2), (t4, r4), (t8, r8) = times                     # values 0 (nvcc's own), 2, 4, 8
     assert t8 < 0.9 * t0 and t2 > t0 and t4 == t0                     # under nvcc's 4 loses, 4 is nvcc's 4
-    assert r2 < r0 == r4 < r8                                          # registers follow the depth
+    assert r2 == r0 == r4 < r8                                         # registers for the loads issued ahead
 
 
 def test_cuda_unroll_of_a_loop_with_few_trips_costs_registers_and_buys_nothing():
@@ -63,7 +63,7 @@ def test_cuda_unroll_under_the_compilers_own_depth_loses_loads_in_flight():
     m = REGISTRY["grad_clip_cuda"]
     v, task = m.variant("two_stage_deterministic"), make_task(m, "H100", "bf16", {"N": 16777216})
     own, two = (knobs.launch(m, v, {**v.defaults(), PRAGMA_UNROLL.name: u}, task) for u in (0, 2))
-    assert two.bytes_per_access < own.bytes_per_access and two.regs < own.regs
+    assert two.bytes_per_access < own.bytes_per_access and two.regs == own.regs
     assert simulate(m, v, {**v.defaults(), PRAGMA_UNROLL.name: 2}, task).time_ms > simulate(m, v, v.defaults(), task).time_ms
 
 

@@ -21,7 +21,8 @@ absorbed it), so the knob is modelled relative to it (`unrolled`):
   product (few resident warps: big rows, short grids);
 - registers: every load issued ahead holds its data until used, and the compiler allocates for
   the unrolled body whatever the trip count at run time, so a deep unroll of a short loop costs
-  registers (occupancy, or spills past the cap) and buys nothing; a shallow one frees some;
+  registers (occupancy, or spills past the cap) and buys nothing (a shallower one than the
+  compiler's is not credited with registers it may free: its allocation has other live values);
 - loop overhead: one compare-and-branch per N iterations (a few % where the loop is compute-bound).
 
 Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
@@ -81,7 +82,7 @@ def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compile
     (32.0, 52)
     >>> d = unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=4)   # under nvcc's own 4: fewer in flight
     >>> d.bytes_per_access, d.regs
-    (8.0, 22)
+    (8.0, 32)
     >>> unrolled(base, {"pragma_unroll": 8}, trips=1, load_regs=4).bytes_per_access   # one trip: nothing to overlap
     16
     >>> unrolled(base, {"loop_unroll": 4}, trips=16, load_regs=4).bytes_per_access    # Triton: none by default
@@ -93,7 +94,7 @@ def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compile
     if compiler is None:
         compiler = COMPILER_DEPTH[PRAGMA_UNROLL.name if params.get(PRAGMA_UNROLL.name) else LOOP_UNROLL.name]
     deep, own = min(n, max(1.0, trips)), min(compiler, max(1.0, trips))
-    regs = max(16, launch.regs + (load_regs + INDEX_REGS) * (n - compiler))
+    regs = launch.regs + (load_regs + INDEX_REGS) * max(0, n - compiler)
     return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
                    else launch.bytes_per_access,
                    compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(deep / own)))
