@@ -50,9 +50,13 @@ def launch_of(kind: str):
 
 def cooperative_launch(p, task):
     """The cooperative rung with its loops unrolled: the host sizes the grid to the blocks that fit
-    an SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so registers an unroll adds can shrink it."""
+    an SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so registers an unroll adds can shrink it.
+    Without the knob the model keeps the requested grid, as the calibration was fitted with it."""
+    base = launch_of("cooperative")(p, task)
+    if not unroll.factor(p):
+        return base
     chunks = task["N"] * DTYPE_BYTES[task.dtype] / 16
-    out = unroll.unrolled(launch_of("cooperative")(p, task), p, chunks / (task.gpu.sms * p["blocks_per_sm"] * p["threads"]), 4)
+    out = unroll.unrolled(base, p, chunks / (task.gpu.sms * p["blocks_per_sm"] * p["threads"]), 4)
     fit = occupancy_regs(p["threads"], out.regs, task.gpu)
     return replace(out, grid=task.gpu.sms * max(1, min(p["blocks_per_sm"], fit)))
 
