@@ -28,8 +28,10 @@ absorbed it), so the knob is modelled relative to it (`unrolled`):
 Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
 write `pragma(p)` / `trange(p, ...)` into their render, or wrap the rung's render and launch
 (`render_of`, `launch_of`): the wrapped render writes the knob on every streaming loop of the
-kernel (a CUDA loop striding by THREADS, blockDim.x or the grid; a Triton loop stepping by a
-BLOCK constant).
+kernel (a CUDA loop stepping by THREADS, blockDim.x, WARP_SIZE, the grid or a stride; a Triton
+loop stepping by a BLOCK constant). It is offered where the loop's loads are independent of its
+stores (read-only reductions, or copies between __restrict__ arrays), so the unrolled loads can
+all issue first.
 
 >>> pragma({"pragma_unroll": 4}), pragma({})
 ('#pragma unroll 4\\n', '')
