@@ -257,9 +257,10 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
         bad = judge(r)
         if text and not bad and text_checked(r):
             family = f"{REGISTRY[r['module']].impl}/{GPUS[r['gpu']].vendor}"
-            agreement[(r["failure"], family)][0] += 1
             differs = text_problem(r)
-            agreement[(r["failure"], family)][1] += differs is None
+            for key in ((r["failure"], family), ("tool", tool_of(family, r["error"]))):
+                agreement[key][0] += 1
+                agreement[key][1] += differs is None
             bad += [differs] if differs else []
         row[f"{r['status']}_n"] += 1
         row[f"{r['status']}_agree"] += not bad
@@ -309,11 +310,29 @@ def render_report(table, total: int, elapsed: float, problems: list) -> str:
     return "\n".join(lines)
 
 
+def tool_of(family: str, error: str) -> str:
+    """The tool whose text a compile error is: nvcc's front end or ptxas (CUDA on NVIDIA),
+    clang with the HIP headers (CUDA on AMD), Triton for a CUDA or a HIP target.
+
+    >>> tool_of("cuda/nvidia", "ptxas /tmp/x.ptx, line 9; error   : ..."), tool_of("triton/amd", "...")
+    ('ptxas', 'Triton HIP')
+    """
+    if family.startswith("triton/"):
+        return "Triton HIP" if family.endswith("/amd") else "Triton CUDA"
+    if family.endswith("/amd"):
+        return "clang/HIP"
+    return "ptxas" if error.startswith("ptxas") else "nvcc"
+
+
 def render_agreement(agreement: dict) -> str:
-    """Exact-text agreement of compile errors, per failure class and target family."""
+    """Exact-text agreement of compile errors, per failure class and target family, then per tool."""
     lines = ["compile-error texts equal to the compiler's (failure, impl/vendor):"]
-    for (failure, family), (n, equal) in sorted(agreement.items()):
+    classes = {k: v for k, v in agreement.items() if k[0] != "tool"}
+    for (failure, family), (n, equal) in sorted(classes.items()):
         lines.append(f"  {failure:10} {family:14} {equal:>4}/{n:<4}")
-    n, equal = sum(v[0] for v in agreement.values()), sum(v[1] for v in agreement.values())
+    lines.append("per tool:")
+    for (_, tool), (n, equal) in sorted((k, v) for k, v in agreement.items() if k[0] == "tool"):
+        lines.append(f"  {tool:25} {equal:>4}/{n:<4}" + (f" ({100 * equal / n:.1f}%)" if n else ""))
+    n, equal = sum(v[0] for v in classes.values()), sum(v[1] for v in classes.values())
     lines.append(f"  {'total':25} {equal:>4}/{n:<4}" + (f" ({100 * equal / n:.1f}%)" if n else ""))
     return "\n".join(lines)
