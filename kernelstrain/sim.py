@@ -197,6 +197,8 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     >>> simulate(m, m.variants[-1], m.variants[-1].defaults(), t).ok
     True
     """
+    if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
+        return module.simulate(variant, params, task)
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
     launch = cap_registers(knobs.launch(module, variant, params, task), gpu)   # knobs: none unless a profile adds them
