@@ -309,6 +309,10 @@ class FusedModule(OpModule):
             return triton_solution(self.view, items, src, names, title)
         return render
 
+    def assemble(self, body: str, variant, params: dict, task: Task) -> str:
+        """A rung's render is the whole solution file already (no CUDA prelude in front of Python)."""
+        return body
+
     def cost(self, task: Task) -> Cost:
         """The program's least work: its FLOPs, and the bytes of a full fusion (cost.fused_cost)."""
         return fused_cost(self.view.row)[1]

@@ -14,7 +14,13 @@ from .base import OpModule, Rung
 class Registry(dict):
     """Op modules by name. A name not registered may be a fused program's module, made on
     demand (kernelstrain.fused.module: `fused_s{seed}_{index}_{impl}`); iteration, `len` and `in`
-    see the registered modules only."""
+    see the registered modules only; `get` finds both."""
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
 
     def __missing__(self, name: str) -> OpModule:
         from ..fused.module import fused_module
