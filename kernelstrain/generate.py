@@ -24,7 +24,7 @@ from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
-from .profiles import DEFAULT_PROFILE, Profile, load_profile
+from .profiles import DEFAULT_PROFILE, Profile
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
@@ -63,10 +63,11 @@ _PLAN: Plan | None = None
 _SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
     global _PLAN, _SCAN
     worker_signals()
-    _PLAN = make_plan(load_profile(profile_path), seed)
+    if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):    # a forked worker has the parent's
+        _PLAN = make_plan(profile, seed)     # the profile itself: a command line may have resolved more of it (--tasks)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 
@@ -126,7 +127,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None)) as pool:
             chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
             for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
                 for item in items:

@@ -243,6 +243,8 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:
+    if hasattr(module, "floor_ms"):      # a fused program: its calls' host floor counts too (fused/module.py)
+        return module.floor_ms(task, path)
     cost = module.cost(task)
     gpu = task.gpu
     return max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3

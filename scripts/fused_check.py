@@ -36,6 +36,8 @@ import time
 import types
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # this checkout's kernelstrain
+
 
 def solutions(export: Path) -> list[dict]:
     index = json.loads((export / "index.json").read_text())

@@ -143,24 +143,33 @@ def ew_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | 
     return "\n".join(consts + lines), "\n".join(host)
 
 
+MAX_CACHED_ITEMS = 16     # values of its row one thread holds in registers; a longer row is re-read per pass
+
+
+def cached_row(params: dict, C: int) -> bool:
+    """Whether a row kernel of the register-caching rung holds its row in registers here."""
+    return bool(params.get("cached")) and -(-C // params["row_threads"]) <= MAX_CACHED_ITEMS
+
+
 def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | None) -> tuple[str, str]:
     """(kernel, host function) of a row kernel: one block a row of C elements `inner` apart."""
     steps = view.steps
     r = row_step(steps, k)
     op = steps[r]["op"]
     g = view.geometry(r)
-    threads, cached = params["row_threads"], params.get("cached", 0)
+    threads, cached = params["row_threads"], cached_row(params, g.C)
     upper = name.upper()
     rec = recipe(op, bug == "no_max_subtraction")
     words = {**CUDA_WORDS, "C": f"{upper}_C", "w": f"to_f(w{r}[c])", "b": f"to_f(b{r}[c])"}
     args = kernel_args(view, k)
     (entry, pre), (_, post) = chain_parts(steps, k)
-    contiguous = bug == "wrong_reduce_dim"
+    contiguous = bug == "wrong_reduce_dim" or g.inner == 1
     stride = "1" if contiguous else f"{upper}_INNER"
     base = f"row * {upper}_C" if contiguous else f"(row / {upper}_INNER) * {upper}_C * {upper}_INNER + row % {upper}_INNER"
     pre_lines = chain_lines(view, k, entry, pre, "cuda", "c", f"base + (long)c * {stride}", _load)
-    consts = [f"constexpr int {upper}_THREADS = {threads};", f"constexpr long {upper}_C = {g.C};",
-              f"constexpr long {upper}_INNER = {g.inner};"]
+    consts = [f"constexpr int {upper}_THREADS = {threads};", f"constexpr long {upper}_C = {g.C};"]
+    if not contiguous:
+        consts.append(f"constexpr long {upper}_INNER = {g.inner};")
     sig = f"__global__ void __launch_bounds__({upper}_THREADS) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, long rows)"
     lines = [sig + " {", "    const long row = blockIdx.x;", f"    const long base = {base};"]
     if cached:

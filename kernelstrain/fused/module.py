@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
-from ..sim import SimResult
+from ..sim import SimResult, noise_cv
 from .cost import fused_cost
-from .cuda_src import cuda_source, prototypes
+from .cuda_src import cached_row, cuda_source, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
 from .solution import cuda_solution, eager_solution, triton_solution
-from .timing import (compiled_ms, custom_kernel_ms, eager_ms, in_sequence_ms, library_ms, torch_kernels,
+from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, in_sequence_ms, library_ms, torch_kernels,
                      triton_gemm_ms)
 from .triton_src import next_pow2, triton_source
 from .types import DTYPE_BYTES
@@ -245,7 +245,7 @@ class FusedModule(OpModule):
         norm_like = op in ("layer_norm", "rms_norm")
         if self.impl == "cuda":
             threads = params["row_threads"]
-            cached = tag == "vectorized_loads"
+            cached = tag == "vectorized_loads" and cached_row({"cached": 1, "row_threads": threads}, g.C)
             reads = 1 if cached else len(_passes(op)) + (1 if op in ("layer_norm", "rms_norm", "softmax", "log_softmax") else 0)
             strided = 1.0 + 0.5 * (sector - 1) if g.inner > 1 else 1.0
             launch = Launch(grid=g.rows, threads=threads, bytes_per_access=nb, regs=32 + (4 * math.ceil(g.C / threads) if cached else 0),
@@ -284,6 +284,24 @@ class FusedModule(OpModule):
             else:
                 kernels.append(custom_kernel_ms(analog, launch, work, gpu, dtype))
         return in_sequence_ms(kernels, gpu)
+
+    def floor_ms(self, task: Task, path: str) -> float:
+        """No candidate's measurement is faster than the program's roofline (its least work, cost()) nor
+        than issuing its fewest calls: the library calls no kernel of ours replaces and one fused kernel,
+        each at least the host's CALL_US (timing.in_sequence_ms), read at the fastest a noisy timer
+        reads a kernel that short (sim.measure: 2.5 sigma fast)."""
+        cost, gpu = self.cost(task), task.gpu
+        roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
+        calls_ms = self.fewest_calls() * CALL_US * 1e-3
+        return max(roofline, calls_ms * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3)))
+
+    def fewest_calls(self) -> int:
+        """Kernels the leanest candidate still launches: the library calls no rung replaces, and one
+        kernel of ours (GEMM heads a Triton epilogue kernel takes in count as replaced)."""
+        steps = self.view.steps
+        kept = min(sum(len(torch_kernels(steps[it], self.view.dtype, _gpu_of(None))) for it in items
+                       if not isinstance(it, Kernel)) for items in self._plans.values()) if self._plans else 0
+        return kept + 1
 
     def torch_ms(self, task: Task) -> tuple[float, float]:
         """(eager, torch.compile) time of the reference program on the task's GPU."""

@@ -29,7 +29,7 @@ from ..calibration import FIT
 from ..gpus import GPU
 from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, Task
-from ..sim import time_ms as sim_time_ms
+from ..sim import cap_registers, time_ms as sim_time_ms
 from .exprs import ROW_OPS
 from .types import DTYPE_BYTES
 
@@ -73,7 +73,7 @@ def custom_kernel_ms(analog: tuple[str, str], launch: Launch, work: Cost, gpu: G
     variant = module.variant(analog[1])
     model = KernelModel(module.name, module.impl, work)
     task = Task(module.name, gpu, dtype, ())
-    return sim_time_ms(model, variant, launch, task, {}) - FIT.overhead_us(gpu.vendor, 1) * 1e-3
+    return sim_time_ms(model, variant, cap_registers(launch, gpu), task, {}) - FIT.overhead_us(gpu.vendor, 1) * 1e-3
 
 
 def _gemm_s(flops: float, nbytes: float, tiles: int, gpu: GPU, dtype: str, share: float = 1.0) -> float:

@@ -62,7 +62,7 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     args = kernel_args(view, k)
     (entry, pre), (_, post) = chain_parts(steps, k)
     contiguous = bug == "wrong_reduce_dim"
-    if contiguous:
+    if contiguous or g.inner == 1:
         base, stride = f"rows * {g.C}", "1"
     else:
         base, stride = f"(rows // {g.inner}) * {g.C * g.inner} + rows % {g.inner}", str(g.inner)
