@@ -24,6 +24,9 @@ def cmd_generate(a) -> int:
     """Generate the dataset of a profile: episodes, SFT chats and steps, holdout, stats, card."""
     from .generate import Shard, generate
     profile = load_profile(a.config)
+    if a.tasks:
+        from .fused.tasks import with_tasks_dir
+        profile = with_tasks_dir(profile, Path(a.tasks))
     shard = Shard.parse(a.shard) if a.shard else None
     stats = generate(profile, a.seed, Path(a.out), episodes=a.episodes, workers=a.workers,
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
@@ -258,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="overwrite a non-empty output directory")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run of the same command")
     g.add_argument("--quiet", action="store_true", help="no progress or summary output")
+    g.add_argument("--tasks", help="a fused profile: take the programs from this `tasks filter` output directory")
 
     s = add("stats", cmd_stats)
     s.add_argument("data")

@@ -35,7 +35,10 @@ def task_fields(module, task) -> dict:
 def torch_times(module, task) -> tuple[float | None, float | None]:
     """(eager, torch.compile) time in ms of the task's PyTorch reference program
     (references.reference_ms: measured on the H200 at the module's menu shapes, scaled to
-    other GPUs, dtypes and shapes by the roofline floor); None where a mode has no measurement."""
+    other GPUs, dtypes and shapes by the roofline floor); None where a mode has no measurement.
+    A fused program's times come from its own model (fused/timing.py)."""
+    if hasattr(module, "torch_ms"):
+        return tuple(round(t, 6) for t in module.torch_ms(task))
     return tuple(None if t is None else round(t, 6) for t in (reference_ms(module, task, mode)
                                                               for mode in ("eager", "compiled")))
 

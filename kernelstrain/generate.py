@@ -67,10 +67,11 @@ _SCAN: Incremental | None = None     # the holdout's contamination, measured as 
 
 def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
     """A worker's plan, from the resolved profile itself (never re-read from a path that may
-    have changed since the run started)."""
+    have changed since the run started); a forked worker keeps the parent's plan."""
     global _PLAN, _SCAN
     worker_signals()
-    _PLAN = make_plan(profile, seed)
+    if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):
+        _PLAN = make_plan(profile, seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 

@@ -38,7 +38,11 @@ def profile_modules(profile: Profile) -> list[OpModule]:
 def all_combos(profile: Profile) -> list[Task]:
     """Every (module, gpu, dtype, shape) the profile's menus allow (a module's menu plus the
     profile's [shapes] for it), in registry order. With search.one_impl_per_combo an
-    (op, gpu, dtype, shape) has one impl, picked in hash order."""
+    (op, gpu, dtype, shape) has one impl, picked in hash order. A fused profile's tasks are its
+    programs (fused/tasks.py)."""
+    if profile.fused is not None:
+        from .fused.tasks import fused_tasks
+        return fused_tasks(profile)
     tasks = []
     for m in profile_modules(profile):
         extra = [s for s in (profile.shapes or {}).get(m.name, ()) if s not in m.shapes]

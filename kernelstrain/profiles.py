@@ -88,6 +88,15 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Fused:
+    """[fused]: the profile's tasks are fused programs (kernelstrain/fused), not op modules."""
+    programs: int                   # tasks: the first this many usable programs of the grammar's stream
+    seed: int = 0                   # the grammar stream (`tasks fused --seed`)
+    impls: tuple = ("cuda", "triton")   # each program's language, drawn by hash
+    tasks: str = ""                 # a `tasks filter` output directory to take the programs from instead
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -103,6 +112,7 @@ class Profile:
     search: Search = Search()
     clock: object = None      # clock.Clock; the default profile's when the table is left out
     shapes: dict = None       # module -> extra shapes (tuple of dicts) on top of its menu
+    fused: Fused | None = None  # [fused]: tasks are fused programs (modules = "fused")
 
     @cached_property
     def key(self) -> str:
@@ -124,14 +134,18 @@ def profile_tables(p: Profile) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(record).items()}
     search = table(p.search)
     search["slip_weights"] = dict(p.search.slip_weights)
-    return {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
-                        "modules": list(p.modules), "gpus": list(p.gpus), "combos": p.combos},
-            **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
-            "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
+    tables = {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
+                          "modules": "fused" if p.fused else list(p.modules), "gpus": list(p.gpus),
+                          "combos": p.combos},
+              **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
+              "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
+    if p.fused:
+        tables["fused"] = table(p.fused)
+    return tables
 
 
 _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": Output}
-_OPTIONAL_TABLES = ("search", "clock", "shapes")     # left out: the default profile's behaviour
+_OPTIONAL_TABLES = ("search", "clock", "shapes", "fused")     # left out: the default profile's behaviour
 _PROFILE_KEYS = {"name": str, "description": str, "episodes": int, "modules": (str, list),
                  "gpus": list, "combos": int}
 
@@ -218,19 +232,32 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
     top = raw["profile"]
     _check(top, _PROFILE_KEYS, "profile", path)
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
-    if isinstance(top["modules"], str) and top["modules"] != "all":
-        raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
-    modules = tuple(REGISTRY) if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
+    if isinstance(top["modules"], str) and top["modules"] not in ("all", "fused"):
+        raise UsageError(f"{path}: key 'profile.modules' must be \"all\", \"fused\" or a list of module names")
+    if (top["modules"] == "fused") != ("fused" in raw):
+        raise UsageError(f"{path}: modules = \"fused\" and a [fused] table go together")
+    modules = (tuple(REGISTRY) if top["modules"] == "all" else () if top["modules"] == "fused"
+               else _names(top["modules"], "profile.modules", path))
     _names(top["gpus"], "profile.gpus", path)
     search = dict(raw.get("search", {}))
     weights = _slip_weights(search.pop("slip_weights", {}), path)
     tables["search"] = replace(_build(Search, search, "search", path), slip_weights=weights)
     tables["clock"] = Clock.from_table(raw.get("clock", {}), path)
     tables["shapes"] = _shapes(raw.get("shapes", {}), path)
+    tables["fused"] = _fused(raw["fused"], path) if "fused" in raw else None
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
     _validate(profile, path)
     return profile
+
+
+def _fused(table: dict, path: Path) -> Fused:
+    fused = _build(Fused, table, "fused", path)
+    if fused.programs < 1 or fused.seed < 0:
+        raise UsageError(f"{path}: key 'fused.programs' must be >= 1 and 'fused.seed' >= 0")
+    if not fused.impls or set(fused.impls) - {"cuda", "triton"}:
+        raise UsageError(f"{path}: key 'fused.impls' must list cuda and/or triton, got {list(fused.impls)}")
+    return fused
 
 
 def _slip_weights(table, path: Path) -> tuple:
