@@ -210,6 +210,8 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     >>> simulate(m, m.variants[-1], m.variants[-1].defaults(), t).ok
     True
     """
+    if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
+        return module.simulate(variant, params, task)
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
     launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
@@ -259,6 +261,8 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:
+    if hasattr(module, "floor_ms"):      # a fused program: its calls' host floor counts too (fused/module.py)
+        return module.floor_ms(task, path)
     cost = module.cost(task)
     gpu = task.gpu
     return max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3

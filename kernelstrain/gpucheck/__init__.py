@@ -33,8 +33,8 @@ from ..gpus import GPUS
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
+from ..reading import read_jsonl
 from ..sessions import SESSIONS_FILE
-from ..validate import read_jsonl
 from ..safety import check_output
 from ..trusted import check_code
 from ..writers import DATASET_NAMES, FILES
