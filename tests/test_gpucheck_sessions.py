@@ -9,7 +9,7 @@ from kernelstrain.cli import main
 from kernelstrain.gpucheck import as_episode, gpu_check
 from kernelstrain.gpucheck.sample import sample_cases
 from kernelstrain.sessions import SESSIONS_FILE, session_row
-from kernelstrain.validate import read_jsonl
+from kernelstrain.reading import read_jsonl
 
 
 @pytest.fixture(scope="module")
