@@ -2,8 +2,8 @@
 
     python3 scripts/h200_unfitted.py prepare data/kigrid       # on the CPU: the grid, the sample, the plan
     bash scripts/h200_unfitted.sh data/kigrid STEPS build      # on the H200 (`run`, carry ["data/kigrid"])
-    bash scripts/h200_unfitted.sh data/kigrid STEPS run        # same warm machine: writes $OUT/kigrid.json
-    python3 scripts/h200_unfitted.py wrap KIGRID.json NAME     # back here: -> kernelstrain/calibration/NAME
+    bash scripts/h200_unfitted.sh data/kigrid STEPS run        # same warm machine: $OUT/h200_gpucheck_kigrid.json
+    cp .../h200_gpucheck_kigrid.json kernelstrain/calibration/  # back here; add it to calibration.fit.FIT_FILES
 
 `prepare` writes GRID/episodes.jsonl with scripts/shape_grid.py --params --unfitted (every module without
 fit rows: its first dtype, 2 menu shapes that gpu-check runs at the task shape, every variant at its
@@ -14,9 +14,10 @@ dry run of `gpu-check --compile-only` on 2 of the modules: 20 CUDA sources in 12
 source) and the passes at the rate of the last grid run (h200_gpucheck_pgrid.json: 712 candidates through
 correctness, timing and repeat in 183 s).
 
-`wrap` turns gpu-check's --report JSON into the calibration file format the fit reads
-(calibration.read_data: a `format` line, `meta`, `rows`). Add NAME to calibration.fit.FIT_FILES, then
-run scripts/refit_calibration.py and scripts/calibration_cv.py (before/after) as for every fit file.
+`wrap REPORT NAME [--out DIR]` turns gpu-check's --report JSON into the calibration file format the fit
+reads (calibration.read_data: a `format` line, `meta`, `rows`); the run stage calls it into $OUT. Add NAME
+to calibration.fit.FIT_FILES, then run scripts/calibration_cv.py (before/after) and
+scripts/refit_calibration.py as for every fit file.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def prepare(grid: Path) -> int:
     return 0
 
 
-def wrap(report: Path, name: str, note: str) -> int:
+def wrap(report: Path, name: str, note: str, folder: Path = ROOT / "kernelstrain" / "calibration") -> int:
     data = json.loads(report.read_text())
     modules = sorted({r["module"] for r in data["rows"]})
     out = {"format": FORMAT,
@@ -76,7 +77,7 @@ def wrap(report: Path, name: str, note: str) -> int:
                     "sim_ms": "kernelstrain.sim on the H200 profile with the fit shipped at the time (not fitted on these rows)",
                     "use": "fitted once named in calibration.fit.FIT_FILES", "summary": data.get("summary")},
            "rows": data["rows"]}
-    path = ROOT / "kernelstrain" / "calibration" / name
+    path = folder / name
     if path.exists():
         print(f"h200_unfitted: {path} exists; not overwritten", file=sys.stderr)
         return 2
@@ -95,8 +96,10 @@ def main(argv=None) -> int:
     w.add_argument("report", type=Path)
     w.add_argument("name", help="file name under kernelstrain/calibration/, e.g. h200_gpucheck_kigrid.json")
     w.add_argument("--note", default="", help="what else to record in meta.method (date, budget, build time)")
+    w.add_argument("--out", type=Path, default=ROOT / "kernelstrain" / "calibration",
+                   help="folder to write NAME in (default: the package's calibration data)")
     a = ap.parse_args(argv)
-    return prepare(a.grid) if a.command == "prepare" else wrap(a.report, a.name, a.note)
+    return prepare(a.grid) if a.command == "prepare" else wrap(a.report, a.name, a.note, a.out)
 
 
 if __name__ == "__main__":

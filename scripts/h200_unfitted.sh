@@ -5,7 +5,8 @@
 #   bash scripts/h200_unfitted.sh GRID STEPS run      # correctness, timing, repeat (~250 s at 862 cases)
 # GRID and STEPS come from `python3 scripts/h200_unfitted.py prepare GRID`; GRID must travel with the
 # worktree: prepare it under data/ (ignored by git) and name it in the tool's `carry`.
-# run writes $OUT/kigrid.json (gpu-check --report), $OUT/kigrid.txt (the printed report), $OUT/env.txt.
+# run writes $OUT/kigrid.json (gpu-check --report), $OUT/kigrid.txt (the printed report), $OUT/env.txt and
+# $OUT/h200_gpucheck_kigrid.json: the same rows in the calibration file format the fit reads (h200_unfitted.py wrap).
 set -euo pipefail
 grid=${1:?grid folder}; steps=${2:?steps}; stage=${3:?build or run}
 out=${OUT:-/tmp/kigrid_out}; mkdir -p "$out"
@@ -17,5 +18,11 @@ fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   nvcc --version | tail -2; nproc; } > "$out/env.txt" 2>&1
+set +e       # gpu-check exits 1 when a label disagrees with the hardware: its report is written all the same
 python3 -m kernelstrain gpu-check "$grid" "${common[@]}" --budget 420 --report "$out/kigrid.json" 2>&1 | tee "$out/kigrid.txt"
-echo "gpu-check rc=${PIPESTATUS[0]}; $(date -u)" >> "$out/env.txt"
+rc=${PIPESTATUS[0]}
+set -e
+echo "gpu-check rc=$rc; $(date -u)" >> "$out/env.txt"
+[ -f "$out/kigrid.json" ] || exit "$rc"
+python3 scripts/h200_unfitted.py wrap "$out/kigrid.json" h200_gpucheck_kigrid.json --out "$out" \
+    --note "$(head -1 "$out/env.txt") .. $(tail -1 "$out/env.txt"); --jobs 16 --budget 420, build cache warm from the build stage"
