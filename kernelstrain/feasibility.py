@@ -1,9 +1,12 @@
 """Physical feasibility of a candidate at a task's shape: the alignment and descriptor rules a real
 build or launch enforces on the memory instructions its code uses (issue 30).
 
-A candidate's code is scanned for the instructions that need aligned rows, and each data tensor of
-the op's entry (the task's dtype, two or more dims, the innermost one a dim of the task) is checked:
-its row of `last dim x element bytes` is the global stride every row after the first starts at.
+A candidate's code is scanned for the instructions that need aligned rows, and the entry's tensors they
+reach are checked (those of two or more dims whose innermost one is a dim of the task): a tensor's row
+of `last dim x element bytes` is the global stride every row after the first starts at. A vector cast's
+operand is traced through the code's assignments to the tensors it is computed from (a cast of a shared
+or local array reaches none); an operand that cannot be traced, and an instruction without one (cp.async,
+TMA, bulk copies), may reach any tensor of the task's dtype.
 
   rule          what in the code                                          needs rows of
   tma           cuTensorMapEncodeTiled / cp.async.bulk.tensor (CUDA),     16-byte multiples (the tensor
@@ -33,8 +36,8 @@ The static tile rules of the same instructions (a TMA box at most 256 a dim, the
 inputs) depend on the rung's parameters only: tile_violation() names them and
 tests/test_feasibility.py holds every rung of the registry to them.
 
-Triton code outside tensor descriptors is not checked: Triton proves alignment from its
-arguments' divisibility by 16 and emits narrower loads where it cannot, so it always runs.
+Triton loads outside tensor descriptors break no alignment rule: Triton proves alignment from its
+arguments' divisibility by 16 and emits one-element loads where it cannot (sim.narrowed times that).
 
 >>> from kernelstrain.ops import REGISTRY
 >>> from kernelstrain.tasks import make_task
