@@ -275,7 +275,12 @@ def table(rows: list, checks: dict) -> str:
     for (status, impl), rs in sorted(groups.items()):
         lines.append(f"{status:14s} {impl:7s} {len(rs):4d} {sum(bool(r['compiled']) for r in rs):9d} "
                      f"{sum(bool(r['correct']) for r in rs):8d}")
-    misses = [r for r in rows if r.get("dry") is None and bool(r["correct"]) != (r["status"] == "ok")]
+    unsupported = [r for r in rows if r.get("unsupported")]
+    if unsupported:
+        lines.append(f"not evaluated, the generated binding cannot call the entry: "
+                     f"{', '.join(sorted({r['module'] for r in unsupported}))} ({len(unsupported)} solutions)")
+    misses = [r for r in rows if r.get("dry") is None and not r.get("unsupported")
+              and bool(r["correct"]) != (r["status"] == "ok")]
     lines.append(f"label disagreements (ok not correct, or wrong_result correct): {len(misses)}")
     for r in misses:
         why = r.get("error") or r.get("metadata", {})
@@ -328,6 +333,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("MAX_JOBS", "2")      # ninja jobs per extension build: the builds run side by side
     done = [{**r, "compiled": None, "correct": None, "error": f"unsupported: {r['unsupported']}"}
             for r in rows if r["unsupported"]]
+    if args.out:
+        args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in done))
     one = _rehearsal(args.kernelbench) if args.dry else \
         (lambda r: _child(args.kernelbench, r, args.trials, args.timeout))
     with concurrent.futures.ThreadPoolExecutor(1 if args.dry else args.jobs) as pool:
