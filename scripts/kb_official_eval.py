@@ -206,8 +206,9 @@ def static_checks(root: Path, exports: list) -> dict:
 
 
 def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = None) -> list:
-    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed`; or,
-    with `pick` ({(export directory name, solution file)}), exactly those solutions."""
+    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed` (every one
+    of a kb_pinned.py directory); or, with `pick` ({(export directory name, solution file)}), exactly
+    those solutions."""
     rng, picked = random.Random(seed), []
     for ex in exports:
         index = json.loads((ex / "index.json").read_text())
@@ -217,8 +218,8 @@ def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = Non
             if pick is not None:
                 if (ex.name, s["file"]) in pick:
                     groups[(s["module"], s["status"], s["file"])].append(s)
-            elif s["gpu"] in gpus and s["status"] in statuses:
-                groups[(s["module"], s["status"])].append(s)
+            elif s["gpu"] in gpus and s["status"] in statuses:   # kb_pinned.py's cases: every one
+                groups[(s["module"], s["status"]) + ((s["file"],) if "pinned" in index else ())].append(s)
         for key in sorted(groups):
             s = rng.choice(groups[key])
             p = problems[s["problem_id"]]
