@@ -97,7 +97,7 @@ def workdir_files(subject: Subject) -> dict:
              "task.json": json.dumps(task_json(subject), indent=2) + "\n", "SKILL.md": skill(subject)}
     kfile = f"kernels/{kernel_file(subject)}"
     if subject.kind == "fused":
-        files[kfile] = fused_forward(subject.reference)
+        files[kfile] = subject.candidate.code if subject.candidate else fused_forward(subject.reference)
     else:
         files[kfile] = subject.candidate.code
         if subject.module.impl == "cuda":
@@ -127,7 +127,14 @@ def skill(subject: Subject) -> str:
     fused = subject.kind == "fused"
     impl = "CUDA or Triton" if fused else subject.module.impl.upper() if subject.module.impl == "cuda" else "Triton"
     kfile = f"kernels/{kernel_file(subject)}"
-    if fused:
+    if fused and subject.candidate:
+        c = subject.candidate
+        start = (f"`{kfile}` holds the candidate to improve, a complete KernelBench solution (class ModelNew): "
+                 f"{c.label}, recorded status `{c.status}`. Library calls it keeps (GEMM, convolution ...) are "
+                 "allowed; fuse what surrounds them.")
+        target = _times("recorded eager", subject.eager_ms, "recorded torch.compile", subject.compiled_ms)
+        target += f", recorded best {subject.best_ms:.4f} ms (simulated on {subject.gpu}, {subject.arch})"
+    elif fused:
         start = (f"`{kfile}` holds the fused program's forward in PyTorch operators: there is no custom kernel for "
                  "this task yet. It is the starting point to replace, and it breaks rule 1 until you do.")
         target = _times("measured eager", subject.eager_ms, "measured torch.compile", subject.compiled_ms)
