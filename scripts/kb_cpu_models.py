@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # kernelstrain, for the module's reference
 
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}      # KernelBench's get_tolerance_for_precision
 WARP = 32

@@ -43,7 +43,7 @@ prepare)
     ;;
 run)
     export PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp/kb_proof_out}" TORCHINDUCTOR_COMPILE_THREADS=1
-    mkdir -p "$OUT"
+    mkdir -p "$OUT" && rm -f "$OUT/rows.jsonl"
     exports=()
     for e in "${@:-ex_ks ex_ki pinned filled}"; do for x in $e; do exports+=("$PROOF/exports/$x"); done; done
     python3 -c 'import torch; print("torch", torch.__version__, "| device",

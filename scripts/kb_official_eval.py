@@ -206,8 +206,9 @@ def static_checks(root: Path, exports: list) -> dict:
 
 
 def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = None) -> list:
-    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed`; or,
-    with `pick` ({(export directory name, solution file)}), exactly those solutions."""
+    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed` (every one
+    of a kb_pinned.py directory); or, with `pick` ({(export directory name, solution file)}), exactly
+    those solutions."""
     rng, picked = random.Random(seed), []
     for ex in exports:
         index = json.loads((ex / "index.json").read_text())
@@ -217,8 +218,8 @@ def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = Non
             if pick is not None:
                 if (ex.name, s["file"]) in pick:
                     groups[(s["module"], s["status"], s["file"])].append(s)
-            elif s["gpu"] in gpus and s["status"] in statuses:
-                groups[(s["module"], s["status"])].append(s)
+            elif s["gpu"] in gpus and s["status"] in statuses:   # kb_pinned.py's cases: every one
+                groups[(s["module"], s["status"]) + ((s["file"],) if "pinned" in index else ())].append(s)
         for key in sorted(groups):
             s = rng.choice(groups[key])
             p = problems[s["problem_id"]]
@@ -275,7 +276,12 @@ def table(rows: list, checks: dict) -> str:
     for (status, impl), rs in sorted(groups.items()):
         lines.append(f"{status:14s} {impl:7s} {len(rs):4d} {sum(bool(r['compiled']) for r in rs):9d} "
                      f"{sum(bool(r['correct']) for r in rs):8d}")
-    misses = [r for r in rows if r.get("dry") is None and bool(r["correct"]) != (r["status"] == "ok")]
+    unsupported = [r for r in rows if r.get("unsupported")]
+    if unsupported:
+        lines.append(f"not evaluated, the generated binding cannot call the entry: "
+                     f"{', '.join(sorted({r['module'] for r in unsupported}))} ({len(unsupported)} solutions)")
+    misses = [r for r in rows if r.get("dry") is None and not r.get("unsupported")
+              and bool(r["correct"]) != (r["status"] == "ok")]
     lines.append(f"label disagreements (ok not correct, or wrong_result correct): {len(misses)}")
     for r in misses:
         why = r.get("error") or r.get("metadata", {})
@@ -328,6 +334,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("MAX_JOBS", "2")      # ninja jobs per extension build: the builds run side by side
     done = [{**r, "compiled": None, "correct": None, "error": f"unsupported: {r['unsupported']}"}
             for r in rows if r["unsupported"]]
+    if args.out:
+        args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in done))
     one = _rehearsal(args.kernelbench) if args.dry else \
         (lambda r: _child(args.kernelbench, r, args.trials, args.timeout))
     with concurrent.futures.ThreadPoolExecutor(1 if args.dry else args.jobs) as pool:

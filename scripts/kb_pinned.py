@@ -7,7 +7,8 @@ task of given GPU, dtype and shape, in the form `kernelstrain export kernelbench
     python3 scripts/kb_pinned.py OUT --fill EXPORT ...
 
 The default cases are the two labels KernelBench's evaluator disputed (docs/kernelbench_official_h200.txt),
-rendered as the s303 export had them, and the same softmax rung without its bug. --fill writes, for
+rendered as the s303 export had them, the same softmax rung without its bug, and a bug that only
+skips stores (whether KernelBench, which poisons nothing, catches it). --fill writes, for
 every module with an H100 / H200 task in a bundled profile that the exports hold no solution of a
 status for (among H100 / H200 tasks), one case of that status on an H100 task of the module's first
 shape: ok, the highest rung the H100 runs whose default parameters the simulator passes; wrong_result,
@@ -36,6 +37,9 @@ DISAGREEMENTS = (
     "softmax_cuda:online_softmax:off_by_one:H100:bf16:R=4096,C=32000:threads=512",
     "softmax_cuda:online_softmax:-:H100:bf16:R=4096,C=32000:threads=512",
     "gemm_fp8_blockwise_cuda:wgmma_tma_persistent:-:H100:fp8:M=64,N=24576,K=1536:BM=128,BN=64,stages=6",
+    # a bug that only skips stores (the last 16-byte chunk of every row, true values ~1e-5): caught by
+    # KernelBench only where the unwritten memory differs; the diagnosis compares poisoned and plain
+    "softmax_cuda:vectorized_online:off_by_one:H100:bf16:R=4096,C=32000:threads=512,rows_per_block=1",
 )
 
 
