@@ -787,6 +787,7 @@ class Episode:
             self.stale += 1
         else:
             time_ms = round(measure(r.time_ms, self.noise), 6)
+            again = code in self.book.runs              # a re-measure settling a close call: no new idea failed
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)
             tag = cand.variant.tag
@@ -795,7 +796,7 @@ class Episode:
                 self.climbed(cand)
             else:
                 self.contend(cand, time_ms)
-                self.stale += kind != "rebench"
+                self.stale += not again
                 if self.close is None and self.worth_settling(code) and self.rng.random() < self.habits.confirm:
                     self.close = cand
         self.elapsed += self.timing.step_seconds(self.clock, kind, status, self.m.impl, code) * self.pace
