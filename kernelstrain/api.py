@@ -18,7 +18,7 @@ from pathlib import Path
 from .dataset import Dataset, open  # noqa: A004 (the reader: kernelstrain.open(path) -> Dataset)
 from .episodes import build_episode
 from .errors import UsageError
-from .generate import generate as _generate
+from .generation import generate as _generate
 from .ops import REGISTRY
 from .ops.base import Task
 from .plan import Plan

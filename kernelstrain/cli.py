@@ -22,7 +22,7 @@ from .safety import OutputLock, ReadSnapshot, row_guard, terminal_text
 
 def cmd_generate(a) -> int:
     """Generate the dataset of a profile: episodes, SFT chats and steps, holdout, stats, card."""
-    from .generate import Shard, generate
+    from .generation import Shard, generate
     profile = load_profile(a.config)
     if a.tasks:
         from .fused.tasks import with_tasks_dir
@@ -32,7 +32,7 @@ def cmd_generate(a) -> int:
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
     if not a.quiet:
         print(f"wrote {stats['episodes']:,} episodes, {stats['steps']:,} steps to {a.out}")
-    from .generate import qa_failures
+    from .generation import qa_failures
     note = qa_failures(Path(a.out))
     if note:
         print(f"kernelstrain: warning: {note}", file=sys.stderr)
@@ -64,7 +64,7 @@ def cmd_holdout(a) -> int:
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
     from .dataset import validate
-    from .generate import check_workers
+    from .generation import check_workers
     snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems, workers=check_workers(a.workers))
     snapshot.check()
@@ -170,7 +170,8 @@ def cmd_tasks(a) -> int:
             print(f"wrote {stats['rows']:,} candidates for {a.count:,} tasks to {a.out}; "
                   f"next: kernelstrain tasks filter {a.out}")
         return 0
-    from .fused.filter import filter_tasks, reason_table
+    from .fused.dataset import reason_table
+    from .fused.filter import filter_tasks
     report = filter_tasks(Path(a.data), jobs=a.jobs, device=a.device, min_ms=a.min_ms, max_ms=a.max_ms,
                           kernelbench=Path(a.kernelbench) if a.kernelbench else None, count=a.count or None,
                           restart=a.restart, reps=a.reps, progress=not a.quiet and sys.stderr.isatty(),

@@ -2,9 +2,8 @@
 stats once, and the commands that read datasets back are its clients.
 
 >>> import tempfile, kernelstrain
->>> from kernelstrain.api import generate
 >>> out = Path(tempfile.mkdtemp()) / "d"
->>> _ = generate("kernelstrain", seed=0, out=out, episodes=2)
+>>> _ = kernelstrain.generate("kernelstrain", seed=0, out=out, episodes=2)
 >>> ds = kernelstrain.open(out)
 >>> ds.manifest.profile.output.max_context_tokens, ds.layout.name, ds.stats["episodes"]
 (16000, 'episodes', 2)

@@ -16,7 +16,8 @@ from .engine import STREAMS, Episode as Agent, draw_steps
 from .fields import as_dict, shape_field
 from .ledger import Ledger, mean_ms, required_gain
 from .ops import REGISTRY
-from .plan import Plan, episode_id, seeded_rng, task_id
+from .plan import Plan, episode_id, task_id
+from .rng import seeded_rng
 from .schema import MULTITURN_KEYS, SCHEMA, STEP_ROW_KEYS, Baseline, Episode
 from .sim import noise_cv
 from .tasks import make_task

@@ -10,7 +10,8 @@ from . import messages
 from .episodes import dumps, task_fields
 from .errors import UsageError
 from .ops import REGISTRY
-from .plan import Plan, make_plan, seeded_rng, task_id
+from .plan import Plan, make_plan, task_id
+from .rng import seeded_rng
 from .profiles import load_profile
 from .schema import SCHEMA
 from .tasks import starting_rung

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from . import progress
 from .errors import DataError, UsageError
-from .generate import finish
+from .generation import finish
 from .holdout import with_contamination
 from .layouts import all_files, streamed_keys
 from .dataset import Dataset

@@ -5,29 +5,13 @@ Every random draw comes from random.Random seeded through sha256 — never hash(
 """
 from __future__ import annotations
 
-import hashlib
-import random
 from dataclasses import dataclass
 
 from .ops import REGISTRY
 from .ops.base import OpModule, Task
 from .profiles import Profile
+from .rng import rank, seeded_rng  # noqa: F401 (seeded_rng: tests draw as the plan's episodes do)
 from .tasks import make_task
-
-
-def seeded_rng(*parts) -> random.Random:
-    """A Random seeded from the sha256 of its parts.
-
-    >>> seeded_rng("kernelstrain", 0, 5).random() == seeded_rng("kernelstrain", 0, 5).random()
-    True
-    """
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return random.Random(int.from_bytes(digest[:16], "big"))
-
-
-def rank(*parts) -> str:
-    """A stable pseudo-random sort key."""
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
 
 
 def profile_modules(profile: Profile) -> list[OpModule]:

@@ -11,9 +11,8 @@ import math
 import struct
 from statistics import NormalDist
 
-# (atol, rtol) of the correctness check per output dtype
-TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "fp8": (6e-2, 6e-2),
-             "int8": (0.0, 0.0), "int": (0.0, 0.0)}
+from .tolerances import FEEDBACK, FEEDBACK_DEFAULT
+
 
 # cudaGetErrorString -> the error's name; those in _ASYNC are reported asynchronously (a kernel's own fault)
 _ERROR_NAMES = {"an illegal memory access was encountered": "ErrorIllegalAddress",
@@ -130,7 +129,7 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng) -> str:
     greatest relative difference each at its own element (the relative one where the reference
     is nearest zero), values in the output's dtype, printed as Python prints a float."""
     numel = math.prod(shape)
-    atol, rtol = TOLERANCE.get(dtype, (1e-2, 1e-2))
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
     frac, rel, proportional, where = _spoiled(bug, shape[-1], rng)
     bad = max(1, min(numel, round(frac * numel)))
     tail = max(1, round(frac * shape[-1]))

@@ -62,12 +62,6 @@ class SimResult:
     error_class: str | None = None  # arch | smem | resources | align | the compiler's class (compilers.classify)
 
 
-class CompileError(Exception):
-    def __init__(self, text: str, error_class: str):
-        super().__init__(text)
-        self.text, self.error_class = text, error_class
-
-
 # -- the model -----------------------------------------------------------------------
 
 def register_cap(gpu: GPU, threads: int = 0) -> int:

@@ -14,6 +14,7 @@ from .errors import UsageError
 from .fields import as_dict
 from .gpus import GPUS
 from .ops import REGISTRY
+from .fused.render import candidate
 from .rerender import cached_task, render_code, with_typo
 from .safety import terminal_text
 
@@ -67,7 +68,6 @@ def check_reference(ep: dict, reference, where: str) -> None:
 
 def check_fused(row: dict, where: str, runs: bool = False) -> None:
     """Raise unless a fused candidate's source is what `tasks fused` composes for its seed and index."""
-    from .fused.dataset import candidate
     try:
         want = candidate(row["seed"], row["index"])
     except (KeyError, TypeError, ValueError, IndexError):

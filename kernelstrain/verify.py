@@ -32,7 +32,7 @@ from .fields import as_dict
 from .gpus import GPUS
 from .messages import fails_at_launch
 from .ops import REGISTRY
-from .plan import seeded_rng
+from .rng import seeded_rng
 from .tasks import make_task
 from .reading import read_stats
 from .trusted import check_code

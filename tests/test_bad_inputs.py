@@ -111,6 +111,7 @@ def w(tmp_path_factory):
     for name, text in BAD_PROFILES.items():
         (w / f"{name}.toml").write_text(text)
     (w / "bom.toml").write_bytes(b"\xef\xbb\xbf" + PROFILE.encode())
+    (w / "mean.toml").write_text(PROFILE.replace("mean = 24.5", "mean = 20.0"))     # another run's content
     (w / "latin1.toml").write_bytes(PROFILE.replace("Long-horizon", "Long-horizon \xe9").encode("latin-1"))
     _gen(w / "data", "--episodes", "6")
     for i in range(2):
@@ -265,7 +266,8 @@ CASES = [   # (argv, a needle the one error line must hold)
     (G + ["--out", "{w}/r_ok", "--episodes", "8", "--resume", "--seed", "1"], "different seed"),
     (G + ["--out", "{w}/r_ok", "--episodes", "7", "--resume"], "different episodes"),
     (G + ["--out", "{w}/r_ok", "--episodes", "8", "--resume", "--shard", "0/2"], "different"),
-    (G + ["--out", "{w}/r_ok", "--episodes", "8", "--resume", "--config", "{w}/bom.toml"], "different profile_sha"),
+    # (a profile that differs only in bytes, bom.toml, is the same run: the journal keys the resolved profile)
+    (G + ["--out", "{w}/r_ok", "--episodes", "8", "--resume", "--config", "{w}/mean.toml"], "different profile_sha"),
     *[(G + ["--out", "{w}/" + name, "--episodes", "8", "--resume"], needle) for name, needle in {
         "r_list": "corrupt", "r_notjson": "corrupt", "r_nobytes": "corrupt", "r_nextstr": "corrupt",
         "r_short": "checkpoint recorded", "r_changed": "does not match its checkpoint", "r_missing": "missing",

@@ -120,7 +120,7 @@ def test_readers_name_every_directory_the_product_writes(small_dataset, tmp_path
 def test_generate_says_on_stderr_when_its_own_qa_fails(tmp_path, monkeypatch, capsys, small_dataset):
     import kernelstrain.qa as qa_mod
     from kernelstrain.cli import main
-    from kernelstrain.generate import qa_failures
+    from kernelstrain.generation import qa_failures
     failing = [c["name"] for c in json.loads((small_dataset / "qa.json").read_text())["checks"] if not c["pass"]]
     said = qa_failures(small_dataset)                    # nothing to say when its qa passes, else each failing check
     assert said is None if not failing else all(name in said for name in failing), said

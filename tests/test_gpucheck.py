@@ -113,7 +113,7 @@ def test_report_path_and_dataset_are_checked_before_any_work(small_dataset, tmp_
     assert main(["gpu-check", str(small_dataset), "--report", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
     assert main(["gpu-check", str(tmp_path)]) == 2
-    assert "episodes.jsonl" in capsys.readouterr().err
+    assert "stats.json: missing" in capsys.readouterr().err      # not a dataset: no run to read
 
 
 def test_parallel_builds_of_one_source_each_get_the_library(tmp_path, monkeypatch):

@@ -1,15 +1,17 @@
 """`kernelstrain gpu-check` on a sessions.jsonl dataset (the kernelinfer layout), without a GPU:
 its trace records are sampled like episodes' steps and their code rendered from the recipe."""
-import json
+from dataclasses import replace
 
 import pytest
 
+import kernelstrain
 from kernelstrain import gpucheck
 from kernelstrain.cli import main
 from kernelstrain.gpucheck import as_episode, gpu_check
 from kernelstrain.gpucheck.sample import sample_cases
-from kernelstrain.sessions import SESSIONS_FILE, session_row
+from kernelstrain.profiles import load_profile
 from kernelstrain.reading import read_jsonl
+from kernelstrain.sessions import SESSIONS_FILE
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +20,12 @@ def episodes(small_dataset):
 
 
 @pytest.fixture(scope="module")
-def sessions_dataset(episodes, tmp_path_factory):
-    """The small dataset's episodes written as a sessions layout (sessions.jsonl only)."""
+def sessions_dataset(tmp_path_factory):
+    """The small dataset's episodes as a sessions-layout dataset: the default profile with
+    [output] layout = "sessions" (the profile's content key leaves [output] out: the same episodes)."""
+    p = load_profile("kernelstrain")
     out = tmp_path_factory.mktemp("sessions") / "d"
-    out.mkdir()
-    (out / SESSIONS_FILE).write_text("".join(json.dumps(session_row(ep, False)) + "\n" for ep in episodes))
+    kernelstrain.generate(replace(p, output=replace(p.output, layout="sessions")), 0, out, episodes=40)
     return out
 
 
@@ -56,4 +59,4 @@ def test_gpu_check_reads_a_sessions_layout(sessions_dataset, tmp_path, monkeypat
 
 def test_a_folder_without_either_file_is_named(tmp_path, capsys):
     assert main(["gpu-check", str(tmp_path), "--compile-only"]) == 2
-    assert "no episodes.jsonl or sessions.jsonl" in capsys.readouterr().err
+    assert "stats.json: missing" in capsys.readouterr().err      # not a dataset: it has no run to read

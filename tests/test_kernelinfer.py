@@ -79,7 +79,7 @@ def test_knob_sessions_validate(tmp_path):
     text = text.replace("min = 30", "min = 12").replace("max = 200", "max = 30").replace("mean = 94.6", "mean = 20")
     cfg = tmp_path / "knobs.toml"
     cfg.write_text(text)
-    from kernelstrain.generate import generate
+    from kernelstrain.generation import generate
     from kernelstrain.reading import read_jsonl
     generate(load_profile(cfg), 0, tmp_path / "out", workers=1, progress=False)
     assert list(validate(tmp_path / "out")) == []

@@ -39,6 +39,13 @@ def test_open_reads_both_layouts(small_dataset, tmp_path):
     assert sessions.validate().total == 0
 
 
+def test_the_python_face_is_the_package_s():
+    """kernelstrain.generate is the library call, whatever submodules were imported before."""
+    import kernelstrain.generation  # noqa: F401 (the command's module: it must not shadow the call)
+    assert kernelstrain.generate is kernelstrain.api.generate and kernelstrain.open is kernelstrain.dataset.open
+    assert {"open", "generate", "profile", "episode"} <= set(dir(kernelstrain))
+
+
 def test_episode_on_a_task_of_ones_own():
     ep = kernelstrain.episode(task="gemv_cuda|A100|fp16|M=1,N=4096,K=4096", seed=3)
     assert ep == kernelstrain.episode(task="gemv_cuda|A100|fp16|M=1,N=4096,K=4096", seed=3)

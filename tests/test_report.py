@@ -156,10 +156,10 @@ def test_report_bad_inputs(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert main(["report", str(tmp_path)]) == 2
     assert "no episodes.jsonl" in capsys.readouterr().err
-    (tmp_path / "episodes.jsonl").write_text('{"id": 1\n')
+    (tmp_path / "episodes.jsonl").write_text('{"id": 1\n')     # rows without their run (stats, manifest)
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "episodes.jsonl:1" in err and not (tmp_path / "r.html").exists()
+    assert err.count("\n") == 1 and "stats.json: missing" in err and not (tmp_path / "r.html").exists()
 
 
 def test_report_renders_qa_and_splits_when_present(dataset_copy, tmp_path):

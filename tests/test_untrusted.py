@@ -308,7 +308,7 @@ def test_generate_or_resume_works_after_a_kill_at_any_moment(w, tmp_path, point)
 
 
 def test_disk_full_before_the_first_checkpoint_gives_advice_that_works(w, tmp_path, monkeypatch, capsys):
-    import kernelstrain.generate as g
+    import kernelstrain.generation as g
     real = g._checkpoint
 
     def full(*a, **k):

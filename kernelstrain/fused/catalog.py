@@ -328,5 +328,5 @@ CATALOG = {
     "gram": _gram, "sdpa": _sdpa, "residual_add": _residual,
 }
 NO_REPEAT = _NO_REPEAT
-# Random operators never enter the catalog: dropout, rrelu, randn_like, bernoulli ...
-EXCLUDED_RANDOM = ("dropout", "rrelu", "randn_like", "rand_like", "bernoulli", "multinomial")
+# Random operators (dropout, rrelu, randn_like, rand_like, bernoulli, multinomial) never enter the
+# catalog: a task's output must be a function of its inputs.

@@ -19,17 +19,12 @@ from ..errors import DataError, UsageError
 from ..safety import remove_quietly
 from ..schema import SCHEMA
 from ..writers import write_error
-from .grammar import compose
-from .render import task_row
+from .render import candidate
 
 CANDIDATES, TASKS, REJECTS = "candidates_fused.jsonl", "tasks_fused.jsonl", "rejects_fused.jsonl"
 PROGRESS, REPORT = "filter_progress.jsonl", "filter_report.txt"
 STATS_SCHEMA = SCHEMA["fused_stats"]
 DEFAULT_SPARE = 0.3
-
-
-def candidate(seed: int, index: int) -> dict:
-    return task_row(compose(seed, index))
 
 
 def dumps(row: dict) -> str:
@@ -145,6 +140,14 @@ def write_outputs(out: Path, stats: dict) -> None:
     write_atomic(out / "stats.json", json.dumps(stats, indent=2) + "\n")
 
 
+def reason_table(report: dict) -> str:
+    width = max([len(k) for k in report["by_reason"]] + [9])
+    lines = [f"  {'reason':{width}}  candidates", f"  {'passed':{width}}  {report['passed']:>10,}"]
+    lines += [f"  {k:{width}}  {v:>10,}" for k, v in report["by_reason"].items()]
+    lines.append(f"  {'evaluated':{width}}  {report['evaluated']:>10,}")
+    return "\n".join(lines)
+
+
 def fused_summary(stats: dict) -> str:
     """The human summary `kernelstrain stats DIR` prints for a fused-task directory."""
     what = "tasks (filtered)" if stats["filtered"] else "candidates (not yet filtered)"
@@ -158,7 +161,6 @@ def fused_summary(stats: dict) -> str:
              f"max {stats['flops']['max']:.3g}",
              f"operators                    {len(stats['by_op'])} distinct"]
     if stats["filter"]:
-        from .filter import reason_table
         lines += ["filter:", reason_table(stats["filter"])]
     lines += ["files:"] + [f"  {n:24} {f['rows']:>7,} rows {f['bytes'] / 1e6:>8.1f} MB" for n, f in stats["files"].items()]
     return "\n".join(lines)

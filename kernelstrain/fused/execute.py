@@ -23,11 +23,11 @@ from __future__ import annotations
 import time
 import types
 
+from ..tolerances import FUSED_COMPILED
+
 SEED = 1234
 VANISHING = 1e-6
 CONSTANT_REL = 1e-3
-# |compiled - eager| <= ATOL * rms(eager) + RTOL * |eager|, per element
-TOLERANCE = {"fp32": (1e-3, 1e-3), "bf16": (3e-2, 3e-2)}
 KB_TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2}     # KernelBench's torch.allclose atol = rtol, by precision
 
 
@@ -145,7 +145,7 @@ def check(task: dict, device: str, min_ms: float, max_ms: float, reps: int) -> d
             yc = compiled(*inputs2)
     except Exception as e:
         return reject("compile_error", f"{type(e).__name__}: {e}")
-    atol, rtol = TOLERANCE[task["dtype"]]
+    atol, rtol = FUSED_COMPILED[task["dtype"]]
     diff = (yc.float() - yf).abs()
     scale = yf.pow(2).mean().sqrt().item()
     out["max_err"] = diff.max().item() / max(scale, 1e-30)

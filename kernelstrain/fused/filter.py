@@ -2,7 +2,7 @@
 tasks, the first ones in candidate order (extra [exec]).
 
 Candidates are taken in index order from candidates_fused.jsonl and, past its end, from
-the same deterministic stream (dataset.candidate). Cheap checks run here first (static
+the same deterministic stream (render.candidate). Cheap checks run here first (static
 FLOPs / bytes bounds, KernelBench similarity); the rest run in worker processes
 (execute.check). New work is only handed out while the passes known plus the runs in
 flight fall short of `count`, so every candidate before the last selected one has a
@@ -25,8 +25,9 @@ from ..errors import UsageError
 from ..trusted import check_fused
 from . import execute
 from .degenerate import reason as degenerate_reason
-from .dataset import (CANDIDATES, PROGRESS, REJECTS, REPORT, TASKS, candidate, fused_stats, read_fused_stats, read_rows,
-                      write_outputs, write_rows)
+from .dataset import (CANDIDATES, PROGRESS, REJECTS, REPORT, TASKS, fused_stats, read_fused_stats, read_rows,
+                      reason_table, write_outputs, write_rows)
+from .render import candidate
 from .grammar import BYTES_RANGE, FLOPS_RANGE
 from .similarity import OPS_THRESHOLD, SOURCE_THRESHOLD, KernelBenchIndex, too_similar
 
@@ -107,14 +108,6 @@ def _candidates(data: Path, seed: int):
     while True:
         yield candidate(seed, i)
         i += 1
-
-
-def reason_table(report: dict) -> str:
-    width = max([len(k) for k in report["by_reason"]] + [9])
-    lines = [f"  {'reason':{width}}  candidates", f"  {'passed':{width}}  {report['passed']:>10,}"]
-    lines += [f"  {k:{width}}  {v:>10,}" for k, v in report["by_reason"].items()]
-    lines.append(f"  {'evaluated':{width}}  {report['evaluated']:>10,}")
-    return "\n".join(lines)
 
 
 def filter_tasks(data: Path, jobs: int = 1, device: str = "auto", min_ms: float = DEFAULT_MS[0],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..plan import seeded_rng
+from ..rng import seeded_rng
 from .catalog import CATALOG, FEATURES, NO_REPEAT
 from .types import SPATIAL, Ctx, Step, T
 

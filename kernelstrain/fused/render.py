@@ -10,7 +10,7 @@ import hashlib
 
 from .catalog import HELPERS
 from .cost import fused_cost
-from .grammar import Program
+from .grammar import Program, compose
 from .similarity import normalized_hash
 from .types import TORCH_DTYPE
 
@@ -88,3 +88,8 @@ def task_row(p: Program) -> dict:
     row.update({"flops": unfused.flops, "bytes": fused.bytes, "unfused_bytes": unfused.bytes,
                 "eager_ms": None, "compiled_ms": None, "device": None, "filter": None})
     return row
+
+
+def candidate(seed: int, index: int) -> dict:
+    """Candidate `index` of the deterministic stream of `seed`: its task row."""
+    return task_row(compose(seed, index))

@@ -13,19 +13,16 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..ops import REGISTRY
+from ..rng import rank
 from ..tasks import make_task
-from .dataset import TASKS, candidate
+from .dataset import TASKS
 from .degenerate import reason
 from .module import module_name
+from .render import candidate
 
 MIN_RUNGS = 3          # eager + two rungs of custom kernels
 ROOM = 1.25            # the best rung at its default parameters must beat the eager program by this much
 STREAM_FACTOR = 4      # look at most this many candidates a wanted program
-
-
-def _rank(*parts) -> str:
-    from ..plan import rank
-    return rank(*parts)
 
 
 def usable(module, task) -> bool:
@@ -82,12 +79,12 @@ def fused_tasks(profile) -> list:
     for seed, index in _stream(profile):
         if len(out) == f.programs:
             break
-        impl = f.impls[int(_rank(profile.key, "impl", seed, index), 16) % len(f.impls)]
+        impl = f.impls[int(rank(profile.key, "impl", seed, index), 16) % len(f.impls)]
         module = REGISTRY[module_name(seed, index, impl)]
         ops = tuple(module.view.ops)
         if ops in seen or reason(module.view.steps, module.view.dtype) is not None:
             continue      # a duplicate operator sequence, or degenerate
-        gpu = profile.gpus[int(_rank(profile.key, "gpu", seed, index), 16) % len(profile.gpus)]
+        gpu = profile.gpus[int(rank(profile.key, "gpu", seed, index), 16) % len(profile.gpus)]
         task = make_task(module, gpu, module.dtypes[0], module.shapes[0])
         if module.supports(task.gpu, task.dtype) and usable(module, task):
             seen.add(ops)

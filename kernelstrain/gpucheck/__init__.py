@@ -33,6 +33,7 @@ from ..gpus import GPUS
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
+from ..dataset import Dataset
 from ..reading import read_jsonl
 from ..sessions import SESSIONS_FILE
 from ..safety import check_output
@@ -66,9 +67,9 @@ def catalog_gpu(device: str) -> str:
 
 
 def rows_file(data: Path) -> Path:
-    """The dataset's episodes.jsonl, else its sessions.jsonl (a kernelinfer layout)."""
-    episodes = data / FILES["episodes"]
-    return episodes if episodes.is_file() or not (data / SESSIONS_FILE).is_file() else data / SESSIONS_FILE
+    """The dataset's file of one row per episode, by its manifest's layout (episodes.jsonl; a
+    kernelinfer dataset's sessions.jsonl)."""
+    return Dataset(data).episode_file
 
 
 def as_episode(row: dict) -> dict:

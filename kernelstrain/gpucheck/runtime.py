@@ -38,7 +38,8 @@ from pathlib import Path
 
 from ..ops import REGISTRY
 from ..tasks import make_task
-from .adapters import (TOLS, HostI64, HostPtrs, cuda_adapter, default_outs, prepare, tolerance,
+from ..ops.contract import HostI64, HostPtrs
+from .adapters import (TOLS, cuda_adapter, default_outs, prepare, tolerance,
                        triton_adapter)
 
 GPU = "H100"          # the profile references and signatures are built on (sm_90a, the H200's arch)

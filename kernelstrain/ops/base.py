@@ -351,11 +351,6 @@ def triton_stage_buffers(task: Task, stages: int, rows: int) -> int:
     return max(1, stages if full and rows >= full else stages - 1)
 
 
-def cuda_prelude(task: Task, extra_includes: tuple = ()) -> str:
-    """The dialect's prelude (dialect.prelude): includes, scalar_t, warp helpers, once."""
-    return prelude(task, extra_includes)
-
-
 TRITON_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
 
 

@@ -364,3 +364,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{
     def py_signature(self, task) -> str:
         """A Triton module's signature(): the def line and the shapes of its tensors."""
         return f"{self.py_def(task)}  # {self.shapes_note(task)}"
+
+
+# host-memory arguments of an entry's check adapter (gpucheck builds them into the launch)
+class HostPtrs:
+    """An argument that is an array of device pointers in host memory."""
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+
+class HostI64:
+    """An argument that is an array of int64 in host memory."""
+
+    def __init__(self, values):
+        self.values = [int(v) for v in values]

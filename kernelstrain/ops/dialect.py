@@ -30,7 +30,6 @@ class Dialect:
     ctype: dict                          # dtype -> storage type
     shfl_xor: str
     shfl_up: str
-    shfl_down: str
     shfl: str                            # read lane {o}'s {v}
     ballot: str
     popc: str                            # popcount of a ballot
@@ -72,7 +71,7 @@ class Dialect:
 
 def warp_intrinsics(suffix: str, mask: str) -> dict:
     """The shuffles and ballot of a dialect that spells them `__<name><suffix>(<mask>...)`."""
-    shuffles = {f: f"__{f}{suffix}({mask}{{v}}, {{o}})" for f in ("shfl_xor", "shfl_up", "shfl_down", "shfl")}
+    shuffles = {f: f"__{f}{suffix}({mask}{{v}}, {{o}})" for f in ("shfl_xor", "shfl_up", "shfl")}
     return {**shuffles, "ballot": f"__ballot{suffix}({mask}{{p}})"}
 
 

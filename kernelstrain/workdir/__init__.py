@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..gpucheck.adapters import TOLS, tolerance
+from ..tolerances import KERNELBENCH, KERNELBENCH_DEFAULT
 from ..ops.contract import TORCH
 from ..safety import check_tree_out, write_tree
 from .dry import unsupported
@@ -28,8 +29,6 @@ from .subject import Subject, find_subject
 SCRIPTS = ("harness.py", "build.py", "verify.py", "profile.py")
 # what a workspace holds at its top level: --force replaces these and leaves every other file
 WORKSPACE_NAMES = ("model.py", "model_new.py", "task.json", "SKILL.md", "kernels", "binding", "kernelbench", *SCRIPTS)
-# KernelBench's correctness check: torch.allclose with atol = rtol = 1e-4 (fp32), 1e-2 (16-bit)
-KERNELBENCH_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
 
 def template(name: str) -> str:
@@ -39,7 +38,7 @@ def template(name: str) -> str:
 def task_tolerance(subject: Subject) -> dict:
     """The task's tolerance: the op's own class (the gpu-check one), KernelBench's for fused tasks."""
     if subject.kind == "fused":
-        t = KERNELBENCH_TOL.get(subject.dtype, 1e-2)
+        t = KERNELBENCH.get(subject.dtype, KERNELBENCH_DEFAULT)
         return {"class": "kernelbench", "atol": t, "rtol": t}
     name = tolerance(subject.module, subject.dtype)
     return {"class": name, **TOLS[name]}

@@ -14,7 +14,7 @@ constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 """
 
-# CUDA: needs THREADS #defined first, and warp_sum from cuda_prelude().
+# CUDA: needs THREADS #defined first, and warp_sum from the dialect's prelude (dialect.prelude).
 BLOCK_SUM = """
 // Sum over the block: shuffle within each warp, then the first warp sums the warp totals.
 __device__ __forceinline__ float block_sum(float v, float* warp_totals) {

@@ -62,7 +62,7 @@ __device__ __forceinline__ float float_of_key(uint32_t k) {
 }
 """
 
-# CUDA: every thread gets the result; needs WARPS and the cuda_prelude's warp_sum / warp_max.
+# CUDA: every thread gets the result; needs WARPS and the dialect prelude's warp_sum / warp_max.
 BLOCK_REDUCE = """__device__ __forceinline__ float block_sum(float v, float* slots) {
     v = warp_sum(v);
     if (threadIdx.x % WARP_SIZE == 0) slots[threadIdx.x / WARP_SIZE] = v;

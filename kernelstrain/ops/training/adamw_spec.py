@@ -3,7 +3,7 @@ tensor), title, what it computes, dtypes and shapes, its minimum cost, its PyTor
 (the T tensors as views of four flat [N] buffers) and how a GPU check runs it.
 """
 from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
-from ..contract import Arg, Entry, Scalar
+from ..contract import Arg, Entry, HostI64, HostPtrs, Scalar
 
 # pointer arrays in host memory, one pointer per tensor; numels[t] the tensor's size
 ENTRY = Entry("adamw_step", (
@@ -24,7 +24,6 @@ def sizes(d) -> list:
 def check_adapter(d, model, x, ref, out_like):
     """gpu_check: the pointer arrays hold views of the flat inputs, one per tensor (the check
     shape keeps every view 16-byte aligned); the updates are compared in place."""
-    from ...gpucheck.adapters import HostI64, HostPtrs
     n = sizes(d)
     p, g, m, v = (t.split(n) for t in x)
     if any(t.data_ptr() % 16 for t in p):
