@@ -40,7 +40,7 @@ from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
 from .sim import measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
-from .tasks import param_grid, starting_rung
+from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
 MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
@@ -233,12 +233,7 @@ class Episode:
 
     def carry(self, variant: Variant) -> dict:
         """Params for a new rung: keep the best's value where the name and value exist."""
-        params = variant.defaults()
-        for p in variant.params:
-            v = self.best.params.get(p.name)
-            if v in p.values:
-                params[p.name] = v
-        return params
+        return carry(variant, self.best.params)
 
     def late(self, k: int) -> bool:
         return k > 0.75 * self.budget
@@ -538,6 +533,9 @@ class Episode:
         if mode == "arch":
             v = rng.choice(modes[mode])
             c = Candidate(v, self.carry(v))
+            if any(knobs.settings(c.params).values()) and not messages.arch_recorded(self.m, self.task, self.code(c)):
+                # the rewrite without the best's tuning knobs: the tool's text for it is known
+                c = Candidate(v, {**c.params, **{k: knobs.OFF for k in knobs.settings(c.params)}})
             return c, "arch", messages.arch_error(v.needs - self.task.gpu.features, self.task, self.m,
                                                   self.code(c))
         if mode != "slip":

@@ -18,7 +18,7 @@ from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
 from .ops.unroll import NAMES as UNROLL_NAMES
-from . import runtime_texts
+from . import corpus, runtime_texts
 from .slips import nvcc, scopes, triton_slips
 
 LANG = {"cuda": "cuda", "triton": "python"}
@@ -150,9 +150,25 @@ _PTX_USES = {
 
 
 def arch_error(features, task: Task, module: OpModule, code: str | None = None) -> str:
-    """The compiler's text when a candidate uses features (one name or several) that the
-    GPU lacks. With the candidate's source, ptxas lists one line per offending instruction,
-    in PTX order."""
+    """The tool's text when a candidate uses features (one name or several) that the GPU lacks.
+    With the candidate's source, what the real tool printed for that exact code on that target
+    (kernelstrain/corpus, built by scripts/arch_corpus.py: ptxas lists every offending PTX line
+    with its number, clang stops in the front end at the first CUDA-only construct, Triton
+    raises as it builds the kernel's signature). Without it, or for a candidate the corpus lacks
+    (a custom profile's; arch_recorded), the first offending feature as the tool words it."""
+    if code is not None:
+        text = corpus.lookup(module.name, task.gpu.arch, code)
+        if text:
+            return text.replace(corpus.PTX_FILE, _ptx_file(task))
+    return _arch_rule(features, task, module, code)
+
+
+def arch_recorded(module: OpModule, task: Task, code: str) -> bool:
+    """Whether the corpus holds the real tool's text for this arch-failing candidate."""
+    return bool(corpus.lookup(module.name, task.gpu.arch, code))
+
+
+def _arch_rule(features, task: Task, module: OpModule, code: str | None) -> str:
     features = [features] if isinstance(features, str) else sorted(features)
     gpu = task.gpu
     if module.impl == "triton":

@@ -71,6 +71,16 @@ def starting_rung(module: OpModule, task: Task, cap: float = 0.0) -> Variant:
     return next(v for v, t in timed if t <= cap * fastest)
 
 
+def carry(variant: Variant, best: dict) -> dict:
+    """Params for a rewrite onto `variant` from a best with params `best`: the rung's defaults,
+    and the best's value of each parameter the two share where the rung offers it."""
+    params = variant.defaults()
+    for p in variant.params:
+        if best.get(p.name) in p.values:
+            params[p.name] = best[p.name]
+    return params
+
+
 def param_grid(variant: Variant):
     """Every combination of a variant's parameter values, as dicts."""
     names = [p.name for p in variant.params]
