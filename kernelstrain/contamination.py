@@ -33,6 +33,7 @@ from . import progress
 from .fields import as_dict
 from .ops import REGISTRY
 from .tasks import best_config, make_task
+from .writers import record_paths
 
 NGRAM = 13
 BOILERPLATE_SHARE = 0.10    # a 13-gram in renders of >= this share of modules is boilerplate
@@ -282,14 +283,18 @@ def episode_candidates(ep: dict):
         yield code, lang
 
 
-def training_candidates(episodes_path: Path):
-    """(code, lang) of every distinct training candidate (baselines and steps) of an
-    episodes.jsonl (or a sessions.jsonl, its code re-rendered from the trace), deduplicated
-    by raw bytes, and the set of training task keys."""
+def training_candidates(episodes_paths: list):
+    """(code, lang) of every distinct training candidate (baselines and steps) of
+    episodes.jsonl files (or sessions.jsonl files, their code re-rendered from the trace),
+    deduplicated by raw bytes, and the set of training task keys."""
     seen: set = set()
     tasks: set = set()
 
     def gen():
+        for path in episodes_paths:
+            yield from lines(path)
+
+    def lines(episodes_path):
         with open(episodes_path, "rb") as fh:
             for line in progress.lines(fh, f"contamination: reading {episodes_path.name}"):
                 ep = training_row(line)
@@ -354,7 +359,7 @@ class Targets:
 
 def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
-    its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
+    its training files episodes.jsonl and episodes.validation.jsonl: {"splits": {split: summary (see `summarize`)},
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
     processes scan chunks of the file (see Incremental) and search the solutions."""
@@ -363,6 +368,7 @@ def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
     training = data / "episodes.jsonl"
     if not training.exists() and (data / "sessions.jsonl").exists():
         training = data / "sessions.jsonl"
+    training = record_paths(training)       # the train split's file, then the validation split's
     global _MEASURING
     _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold it
     try:
@@ -372,10 +378,12 @@ def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
             for code, lang in candidates:
                 scan.tally.add(targets.matcher.scan(code, lang))
             return targets.figures(scan.tally, scan.train_tasks)
-        with pool, open(training, encoding="utf-8") as fh:
-            for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
-                for part in parts:
-                    scan.add(part)
+        with pool:
+            for path in training:
+                with open(path, encoding="utf-8") as fh:
+                    for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
+                        for part in parts:
+                            scan.add(part)
         return scan.result()
     finally:
         _MEASURING = None

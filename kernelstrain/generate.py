@@ -25,13 +25,14 @@ from .holdout import holdout_rows, split_figures, with_contamination, write_hold
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, load_profile
+from .qa import _Acc, episode_qa
 from .progress import Bar, quiet
 from .stats import StatsAccumulator, dumps_stats
 from .validate import read_stats
 from .sessions import QA_DIR, session_rows, write_batches
 from .safety import check_output
-from .training import CHAT_KEYS, chat_figure, chat_settings, split_rows
-from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_out_dir, check_prefix, layout_files,
+from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, split_rows
+from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, layout_files,
                       streamed_keys, write_error, write_text_atomic)
 
 
@@ -89,15 +90,21 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), its stats (with its chat rows' figures), and its contamination part
-    (Incremental.part; None when the run does not measure it as it goes)."""
+    (data_keys order), its stats (with its chat rows' figures), its contamination part
+    (Incremental.part; None when the run does not measure it as it goes) and, in the episodes
+    layout, its QA figures (qa.episode_qa of the rows as written; qa.json sums them)."""
     out = _PLAN.profile.output
     rows, ep = (session_rows if out.layout == "sessions" else episode_rows)(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
-    names = layout_files(out.layout)
+    names, keys = layout_files(out.layout), data_keys(out.layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
-    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout))
-    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None
+    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in keys)
+    judged = None
+    if out.layout != "sessions":
+        written = dict(zip(keys, ([json.loads(line) for line in data.splitlines()] for data, _ in blocks)))
+        both = {k: written[k] + written[k + VALIDATION] for k in ("episodes", "sft_multiturn", "sft_steps")}
+        judged = episode_qa(both["episodes"][0], both["sft_multiturn"], both["sft_steps"])
+    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged
 
 
 def _work_chunk(indices: range) -> list:
@@ -198,12 +205,14 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
+    # the QA figures summed as the episodes stream past (a resumed run reads its files instead)
+    judged = _Acc() if layout != "sessions" and todo.start == indices.start else None
     try:
         # resumable from here: setting up the contamination measure takes seconds. A resumed
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
         scan = contamination_scan(plan, workers) if todo.start == indices.start else None
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
+        _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan, judged)
         for f in files.values():
             f.close()
         fault_point("data-closed")
@@ -218,7 +227,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            layout, profile.output.batch_size, chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats)
+        finish(stage.dir, stats, judged)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -286,7 +295,7 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, scan: Incremental | None) -> None:
+                    acc: StatsAccumulator, scan: Incremental | None, judged: _Acc | None) -> None:
     """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
     bar = Bar("generate", len(todo), "episodes")
     every, last = _checkpoint_episodes(), time.monotonic()
@@ -294,7 +303,7 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (blocks, slim, part) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
+        for done, (blocks, slim, part, episode_judged) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
             boundary = False
             for f, block in zip(files.values(), blocks):
                 f.write_block(*block)
@@ -302,6 +311,8 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
             acc.add(slim)
             if scan is not None:
                 scan.add(part)
+            if judged is not None:
+                judged.merge(episode_judged)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
@@ -393,21 +404,16 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
             check_prefix(stage_dir / names[k], state["files"][k])
         for k in keys:
             files[k] = StreamFile(stage_dir / names[k], resume=state["files"][k])
-        # (a chat file holds any number of rows an episode: only the first file counts episodes)
-        main = files[keys[0]]
-        if main.rows != state["next"] - indices.start:
-            raise UsageError(f"{main.path} holds {main.rows} episodes, "
+        # (a chat file holds any number of rows an episode: only the record's two files count episodes)
+        record = [files[keys[0]], files[keys[0] + VALIDATION]]
+        if sum(f.rows for f in record) != state["next"] - indices.start:
+            raise UsageError(f"{record[0].path} and its validation file hold {sum(f.rows for f in record)} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
+        for row in in_plan_order(*map(_written_rows, record)):     # the stats' sums in generate's order
+            acc.add(row)
         for k, f in files.items():
-            if f is not main and k not in CHAT_KEYS:
-                continue
-            with open(f.path, "rb") as fh:
-                for _, line in zip(range(f.rows), fh):
-                    row = json.loads(line)
-                    if f is main:
-                        acc.add(row)
-                    if k in CHAT_KEYS:
-                        acc.add_chat(names[k], [chat_figure(row)])
+            if k in CHAT_KEYS:
+                acc.add_chat(names[k], map(chat_figure, _written_rows(f)))
     except FileNotFoundError as e:
         raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
     except (UsageError, ValueError) as e:
@@ -417,15 +423,23 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
     return files
 
 
-def finish(out: Path, stats: dict) -> None:
+def _written_rows(f: StreamFile):
+    """The rows a reopened staging file holds up to its checkpoint."""
+    with open(f.path, "rb") as fh:
+        for _, line in zip(range(f.rows), fh):
+            yield json.loads(line)
+
+
+def finish(out: Path, stats: dict, judged: _Acc | None = None) -> None:
     """qa.json (sessions layout: a QA report per batch) and the card, then stats.json — the
-    completion marker — once the data is complete."""
-    from .qa import dumps_qa, qa
+    completion marker — once the data is complete. `judged`: the QA figures of every episode,
+    summed as they were written (else qa.json reads the files again)."""
+    from .qa import dumps_qa, qa, report
     if stats.get("layout") == "sessions":
         from .qa_reports import write_qa_reports
         write_qa_reports(out, stats)
     else:
-        write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
+        write_text_atomic(out / "qa.json", dumps_qa(qa(out) if judged is None else report(judged)))
     with Bar("writing the dataset card"):
         write_text_atomic(out / "README.md", render_card(stats))
     fault_point("card-written")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from .schema import SCHEMA
-from .sessions import QA_DIR, SESSIONS_FILE, batch_name
+from .sessions import QA_DIR, batch_name
 from .writers import write_text_atomic
 
 
@@ -65,11 +65,10 @@ def report_markdown(r: dict) -> str:
 
 def write_qa_reports(out: Path, stats: dict) -> list[dict]:
     """Check every session of out/sessions.jsonl and write each batch's report (json and md)."""
-    from .validate import Context, Findings, _combo, _first_index, read_jsonl
+    from .validate import Context, Findings, _combo, read_jsonl
     from .validate_sessions import check_sessions_file
     held = {_combo(row) for _, row in read_jsonl(out / "tasks_holdout.jsonl")}
-    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats), held, Findings(1), stats["batch_size"],
-                                    _first_index(stats))
+    _, checks = check_sessions_file(out, Context(stats), held, Findings(1), stats["batch_size"])
     reports = batch_reports(checks, stats)
     (out / QA_DIR).mkdir(exist_ok=True)
     for k, r in enumerate(reports):

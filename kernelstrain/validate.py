@@ -26,7 +26,7 @@ from .schema import ENDS, EPISODE_KEYS, FAILURES, KINDS, SCHEMA, STATUSES, STEP_
 from .sim import smem_cap
 from .tasks import starting_rung
 from .training import chat_figure
-from .writers import DATASET_NAMES, FILES, SPLIT_CONFIGS, VALIDATION, layout_files
+from .writers import DATASET_NAMES, FILES, RECORDS, SPLIT_CONFIGS, VALIDATION, layout_files, record_paths
 
 STATS_SCHEMA = SCHEMA["stats"]
 # Code fingerprints of arch-gated features: an ok step on a GPU without the feature must not contain them.
@@ -53,6 +53,13 @@ def read_jsonl(path: Path):
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{n}: not a JSON object")
             yield n, row
+
+
+def read_whole(path: Path):
+    """read_jsonl of a config's file, then of its validation file where there is one
+    (writers.record_paths): every row of the config, line numbers counted per file."""
+    for part in record_paths(path):
+        yield from read_jsonl(part)
 
 
 # what `stats` and the other readers rely on: key -> type (dict keys hold these)
@@ -472,6 +479,7 @@ class Context:
 
     def __init__(self, stats: dict):
         self.stats, self.plan, self.timestamps, self.max_tokens = stats, None, None, None
+        self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
         chat = stats.get("chat") if isinstance(stats.get("chat"), dict) else {}
         self.validation_frac = chat.get("validation_frac", 0.0)
         from .plan import make_plan
@@ -600,16 +608,12 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
     from .validate_derived import plan_row
     acc = StatsAccumulator()
     names = layout_files("episodes")
-    ep_path = data / FILES["episodes"]
-    # (train, validation) of each split config: path and row stream
+    # (train, validation) of each chat config: path and row stream
     split = {k: [(data / names[k + v], Peek(rows(data / names[k + v], out))) for v in ("", VALIDATION)]
-             for k in SPLIT_CONFIGS}
-    start = _first_index(ctx.stats)
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
-    for n, ep in rows(ep_path, out):
+             for k in CHAT_SPLITS}
+    for ep_path, n, ep, index in record_rows(data, "episodes", ctx, out):
         where = f"{ep_path.name}:{n}"
-        index = start + n - 1
-        want_id = f"{prefix}{index:06d}"
+        want_id = f"{ctx.id_prefix}{index:06d}"
         in_order = ep is not None and ep.get("id") == want_id
         if ep is not None and not in_order:
             out.add(where, f"episode {ep.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
@@ -619,7 +623,7 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
             if _combo(ep) in held:
                 out.add(where, f"held-out combo {_combo(ep)[:3]} appears in a training file")
         part = int(isinstance(ep, dict) and is_validation(str(ep.get("task_id")), ctx.validation_frac))
-        (mt_path, mt_rows), (st_path, st_rows), (pc_path, pc_rows) = (split[k][part] for k in SPLIT_CONFIGS)
+        (mt_path, mt_rows), (st_path, st_rows), (pc_path, pc_rows) = (split[k][part] for k in CHAT_SPLITS)
         mt = mt_rows.take()
         expected = None
         if valid and in_order:
@@ -634,13 +638,48 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         if expected:
             for path, made in zip((mt_path, st_path, pc_path), (*expected, pcs)):
                 acc.add_chat(path.name, map(chat_figure, made))
-    for path, peek in (p for k in SPLIT_CONFIGS for p in split[k]):
+    for path, peek in (p for k in CHAT_SPLITS for p in split[k]):
         if peek.head is not None:
             out.add(f"{path.name}:{peek.head[0]}", "more rows than episodes and steps in episodes.jsonl")
     return acc
 
 
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError)
+CHAT_SPLITS = tuple(k for k in SPLIT_CONFIGS if k not in RECORDS)     # an episode's chat rows, by config
+
+
+def record_rows(data: Path, key: str, ctx, out: Findings):
+    """(path, line, row or None, plan index) of every row of
+    a record (`episodes` or `sessions`) and its validation file, merged back into plan order:
+    at each index the row whose id is that index's, else the earliest head. A row in the file
+    its task does not belong to (training.is_validation) is a finding: no task in both splits."""
+    from .training import is_validation, plan_index
+    names = layout_files("sessions" if key == "sessions" else "episodes")
+    parts = [(data / names[key + v], Peek(rows(data / names[key + v], out))) for v in ("", VALIDATION)]
+
+    def order(head) -> tuple:
+        row = head[1]
+        try:
+            return (1, plan_index(row["id"]))
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError):
+            return (0, 0)            # a malformed row first: it holds its place in its file
+    index = _first_index(ctx.stats)
+    while True:
+        heads = [k for k, (_, peek) in enumerate(parts) if peek.head is not None]
+        if not heads:
+            return
+        want_id = f"{ctx.id_prefix}{index:06d}"
+        here = [k for k in heads if isinstance(parts[k][1].head[1], dict) and parts[k][1].head[1].get("id") == want_id]
+        part = here[0] if here else min(heads, key=lambda k: order(parts[k][1].head))
+        path, peek = parts[part]
+        n, row = peek.take()
+        if isinstance(row, dict) and "task_id" in row:
+            belongs = int(is_validation(str(row["task_id"]), ctx.validation_frac))
+            if belongs != part:
+                out.add(f"{path.name}:{n}", f"task {str(row['task_id'])[:60]} belongs to the "
+                                            f"{('train', 'validation')[belongs]} split ({parts[belongs][0].name})")
+        yield path, n, row, index
+        index += 1
 
 
 def _guarded(fn, where: str, out: Findings, *args):

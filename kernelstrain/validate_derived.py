@@ -27,25 +27,6 @@ def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False
     return ep
 
 
-def check_sessions_plan(path: Path, ctx, out, start: int) -> None:
-    """Every session in its place compared with the plan's (validate only: generate's QA
-    reports, which read the same file, need not rebuild the run a second time)."""
-    if ctx.plan is None:
-        return
-    from .validate import _guarded
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                row = json.loads(raw)
-            except ValueError:
-                continue            # a finding of the row checks already
-            index = start + n - 1
-            if isinstance(row, dict) and row.get("id") == f"{prefix}{index:06d}":
-                where = f"{path.name}:{n}"
-                _guarded(plan_row, where, out, ctx, index, row, where, out, True)
-
-
 def check_text(path: Path, name: str, want: str, what: str, out) -> None:
     """A finding at name:LINE (the first line that differs) when the file is not `want`."""
     try:

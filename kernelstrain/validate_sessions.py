@@ -141,21 +141,23 @@ class BatchChecks:
             self.accs[k].multiturn(checked[1])
 
 
-def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int, each=None):
-    """Check every session of a sessions.jsonl whose first session is plan index `start`;
-    returns (stats accumulator, BatchChecks). each(row, want_id, checked), when given, sees
-    every row (checked as BatchChecks.add takes it)."""
+def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: int, each=None):
+    """Check every session of a dataset's sessions.jsonl and its validation file, in plan order;
+    returns (stats accumulator, BatchChecks of sessions.jsonl's rows: the batches cut that file).
+    each(row, want_id, checked), when given, sees every row (checked as BatchChecks.add takes it);
+    validate's (`each` given) also compares each session in its place with the plan's rebuild
+    (generate's QA reports, which read the same files, need not rebuild the run a second time)."""
     from .stats import StatsAccumulator
-    from .validate import _combo
+    from .validate import _combo, _guarded, record_rows
+    from .validate_derived import plan_row
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     out.listener = checks.failed
     try:
-        for n, row in rows(path, out):
-            where, index = f"{path.name}:{n}", start + n - 1
+        for path, n, row, index in record_rows(data, "sessions", ctx, out):
+            where = f"{path.name}:{n}"
             checked = None
             if row is not None:
-                want_id = f"{prefix}{index:06d}"
+                want_id = f"{ctx.id_prefix}{index:06d}"
                 in_order = row.get("id") == want_id
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
@@ -165,8 +167,11 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                     if _combo(checked[0]) in held:
                         out.add(where, f"held-out combo {_combo(checked[0])[:3]} appears in a training file")
                 if each is not None:
+                    if in_order and ctx.plan is not None:
+                        _guarded(plan_row, where, out, ctx, index, row, where, out, True)
                     each(row, want_id, checked)
-            checks.add(n, row, checked)
+            if path.name == SESSIONS_FILE:
+                checks.add(n, row, checked)
     finally:
         out.listener = None
     return acc, checks
@@ -175,17 +180,14 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
 def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     """sessions.jsonl, its batches and its QA reports; returns the stats accumulator."""
     from .qa_reports import batch_reports, dumps_report, report_markdown
-    from .validate import _first_index
-    from .validate_derived import check_sessions_plan
     stats = ctx.stats
     size = stats.get("batch_size")
     if type(size) is not int or size < 1:
         out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}")
         size = 100
     windows = WindowChecks(data, ctx, out)
-    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats), windows.check)
+    acc, checks = check_sessions_file(data, ctx, held, out, size, windows.check)
     windows.finish(acc)
-    check_sessions_plan(data / SESSIONS_FILE, ctx, out, _first_index(stats))
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
@@ -210,13 +212,15 @@ class WindowChecks:
         self.ctx, self.out = ctx, out
         self.parts = [(data / names["sft_multiturn" + v], Peek(rows(data / names["sft_multiturn" + v], out)))
                       for v in ("", VALIDATION)]
-        self.figures = {SESSIONS_FILE: [], **{path.name: [] for path, _ in self.parts}}
+        self.sessions = [names["sessions" + v] for v in ("", VALIDATION)]
+        self.figures = {name: [] for name in self.sessions + [path.name for path, _ in self.parts]}
 
     def check(self, row: dict, want_id: str, checked) -> None:
-        path, peek = self.parts[int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))]
+        part = int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))
+        path, peek = self.parts[part]
         expected = None
         if checked is not None:
-            self.figures[SESSIONS_FILE].append(chat_figure(checked[1]))
+            self.figures[self.sessions[part]].append(chat_figure(checked[1]))
             stamped = self.ctx.timestamps if self.ctx.timestamps is not None else _stamped((0, checked[1]))
             made = _guarded(multiturn_rows, want_id, self.out, checked[0], stamped, self.ctx.max_tokens)
             if made:
@@ -227,7 +231,7 @@ class WindowChecks:
     def finish(self, acc) -> None:
         for path, peek in self.parts:
             if peek.head is not None:
-                self.out.add(f"{path.name}:{peek.head[0]}", f"more rows than sessions in {SESSIONS_FILE}")
+                self.out.add(f"{path.name}:{peek.head[0]}", "more rows than sessions in the sessions files")
         for name, figures in self.figures.items():
             acc.add_chat(name, figures)
 

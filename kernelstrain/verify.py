@@ -34,7 +34,7 @@ from .ops import REGISTRY
 from .plan import seeded_rng
 from .sessions import SESSIONS_FILE
 from .tasks import make_task
-from .validate import read_jsonl, read_stats
+from .validate import read_stats, read_whole
 from .trusted import check_code
 from .writers import FILES, check_report_path, write_text_atomic
 
@@ -61,11 +61,11 @@ def comparable(first: str | None) -> str | None:
 
 
 def _rows(data: Path):
-    """(file, [(line, row)]-iterator, sessions?) of a dataset of either layout."""
+    """(file, [(line, row)]-iterator, sessions?) of a dataset of either layout; the lines of
+    the validation split's file are numbered on after the train file's."""
     sessions = data / SESSIONS_FILE
-    if not (data / FILES["episodes"]).exists() and sessions.exists():
-        return sessions, read_jsonl(sessions), True
-    return data / FILES["episodes"], read_jsonl(data / FILES["episodes"]), False
+    path = sessions if not (data / FILES["episodes"]).exists() and sessions.exists() else data / FILES["episodes"]
+    return path, enumerate((row for _, row in read_whole(path)), 1), path == sessions
 
 
 def _round_robin(groups: dict, keys: list | None = None) -> list:

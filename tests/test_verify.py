@@ -23,7 +23,8 @@ def test_sample_is_stratified_and_deterministic(small_dataset):
 def test_sample_covers_modules_first_then_their_statuses(small_dataset):
     """A sample of one step a module reaches every module (old: the first strata alphabetically);
     a module's first pick is one of its failures where it has any."""
-    rows = [json.loads(line) for line in (small_dataset / "episodes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for name in ("episodes.jsonl", "episodes.validation.jsonl")   # numbered on, as verify does
+            for line in (small_dataset / name).read_text().splitlines()]
     steps = {}
     for n, ep in enumerate(rows, 1):
         for i, s in enumerate(ep["steps"]):
