@@ -479,6 +479,7 @@ class Context:
 
     def __init__(self, stats: dict):
         self.stats, self.plan, self.timestamps, self.max_tokens = stats, None, None, None
+        self.rebuilds = None     # validate_derived.Rebuilds: the plan's episodes rebuilt ahead in other processes
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
         chat = stats.get("chat") if isinstance(stats.get("chat"), dict) else {}
         self.validation_frac = chat.get("validation_frac", 0.0)
@@ -505,8 +506,9 @@ class Context:
 
 def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
     """All problems found in a dataset directory (the first `limit` kept, all counted). With
-    `workers` > 1 the holdout contamination is measured in another process while this one
-    checks the files (the findings are the same)."""
+    `workers` > 1 the holdout contamination is measured in another process and the plan's
+    episodes are rebuilt ahead in `workers` - 1 more while this one checks the files (the
+    findings are the same)."""
     if limit < 1:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     out = Findings(limit)
@@ -525,15 +527,23 @@ def validate(data: Path, limit: int = 50, workers: int = 1) -> Findings:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)")
     from .pools import Background
     from .validate_derived import check_derived_files
+    from .validate_derived import Rebuilds
     with Background(workers > 1) as background:
         measured = background.run(measure_splits, data, stats, workers)
         ctx = Context(stats)
-        held = _check_holdout(data / FILES["holdout"], ctx, out)
-        if stats.get("layout") == "sessions":
-            from .validate_sessions import check_sessions_dir
-            acc = check_sessions_dir(data, ctx, held, out)
-        else:
-            acc = _check_training(data, ctx, held, out)
+        sessions = stats.get("layout") == "sessions"
+        if ctx.plan is not None and workers > 1:
+            ctx.rebuilds = Rebuilds(ctx.plan, _first_index(stats), stats["episodes"], sessions, workers - 1)
+        try:
+            held = _check_holdout(data / FILES["holdout"], ctx, out)
+            if sessions:
+                from .validate_sessions import check_sessions_dir
+                acc = check_sessions_dir(data, ctx, held, out)
+            else:
+                acc = _check_training(data, ctx, held, out)
+        finally:
+            if ctx.rebuilds is not None:
+                ctx.rebuilds.close()
         _check_stats(stats, acc, actual, len(held), out, ctx.chat_settings())
         check_derived_files(data, stats, out)
         out.notes = check_holdout_splits(data, stats, out, measured())
@@ -629,8 +639,8 @@ def _check_training(data: Path, ctx: Context, held: set, out: Findings):
         if valid and in_order:
             if ctx.timestamps is None:
                 ctx.timestamps = _stamped(mt)
-            source = ep if ctx.plan is None else _guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
-            expected = _guarded(chat_rows, where, out, source, ctx.timestamps, ctx.max_tokens) or None
+            planned = ctx.plan is not None and _guarded(plan_row, where, out, ctx, index, ep, where, out)
+            expected = (planned[1] if planned else _guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens)) or None
         _check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         _check_steps(st_rows, st_path, want_id, expected, out)
         pcs = expected and prompt_completion_rows(expected[1])
