@@ -17,23 +17,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .card import render_card
-from .episodes import dumps, episode_rows
+from .episodes import dumps
 from .errors import UsageError, fault_point
 from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
+from .layouts import LAYOUTS, all_files, streamed_keys
+from .manifest import Manifest, write_manifest
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
-from .profiles import DEFAULT_PROFILE, Profile, load_profile
-from .qa import _Acc, episode_qa
+from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
+from .qa import dumps_qa, report
 from .stats import StatsAccumulator, dumps_stats
-from .validate import read_stats
-from .sessions import QA_DIR, session_rows, write_batches
+from .reading import read_stats
+from .sessions import QA_DIR
 from .safety import check_output
 from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, split_rows
-from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, layout_files,
-                      streamed_keys, write_error, write_text_atomic)
+from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, write_error,
+                      write_text_atomic)
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,13 @@ _PLAN: Plan | None = None
 _SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
+    """A worker's plan, from the resolved profile itself (never re-read from a path that may
+    have changed since the run started); a forked worker keeps the parent's plan."""
     global _PLAN, _SCAN
     worker_signals()
-    _PLAN = make_plan(load_profile(profile_path), seed)
+    if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):
+        _PLAN = make_plan(profile, seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 
@@ -90,20 +94,19 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), its stats (with its chat rows' figures), its contamination part
-    (Incremental.part; None when the run does not measure it as it goes) and, in the episodes
-    layout, its QA figures (qa.episode_qa of the rows as written; qa.json sums them)."""
+    (layouts.streamed_keys order), its stats (with its chat rows' figures), its contamination part
+    (Incremental.part; None when the run does not measure it as it goes) and its QA figures
+    (the layout's `judge` of the rows as written; None where the layout has none)."""
     out = _PLAN.profile.output
-    rows, ep = (session_rows if out.layout == "sessions" else episode_rows)(_PLAN, index)
+    layout = LAYOUTS[out.layout]
+    rows, ep = layout.rows(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
-    names, keys = layout_files(out.layout), data_keys(out.layout)
+    names = all_files(layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
+    keys = streamed_keys(layout)
     blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in keys)
-    judged = None
-    if out.layout != "sessions":
-        written = dict(zip(keys, ([json.loads(line) for line in data.splitlines()] for data, _ in blocks)))
-        both = {k: written[k] + written[k + VALIDATION] for k in ("episodes", "sft_multiturn", "sft_steps")}
-        judged = episode_qa(both["episodes"][0], both["sft_multiturn"], both["sft_steps"])
+    judged = layout.judge and layout.judge({k: [json.loads(line) for line in data.splitlines()]
+                                            for k, (data, _) in zip(keys, blocks)})
     return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged
 
 
@@ -133,7 +136,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None)) as pool:
             chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
             for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
                 for item in items:
@@ -145,11 +148,6 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     finally:
         for s, handler in deferred.items():
             signal.signal(s, handler)
-
-
-def data_keys(layout: str) -> tuple:
-    """The streamed files of a layout (writers.layout_files keys), the one-row-per-episode file first."""
-    return streamed_keys(layout)
 
 
 CHECKPOINT_SECONDS = 2.0
@@ -184,13 +182,15 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
     if not indices:
         raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
     check_output(out, [Path(profile.path)])
-    run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
+    manifest = Manifest(profile, seed)
+    run_id = {"profile": profile.name, "profile_sha": _sha(json.dumps(profile_tables(profile), sort_keys=True)),
+              "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
     again = recovery_command(profile, seed, out, total, shard)
     stage = Staging(out)
     acc = StatsAccumulator()
-    layout = profile.output.layout
-    keys, names = data_keys(layout), layout_files(layout)
+    layout = LAYOUTS[profile.output.layout]
+    keys, names = streamed_keys(layout), all_files(layout)
     if resume:
         state = _resume_state(stage, run_id, indices, again, keys)
         if state is None:
@@ -205,14 +205,15 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
-    # the QA figures summed as the episodes stream past (a resumed run reads its files instead)
-    judged = _Acc() if layout != "sessions" and todo.start == indices.start else None
     try:
         # resumable from here: setting up the contamination measure takes seconds. A resumed
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
         scan = contamination_scan(plan, workers) if todo.start == indices.start else None
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan, judged)
+        # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
+        judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
+        if todo.start != indices.start:
+            judged = None
         for f in files.values():
             f.close()
         fault_point("data-closed")
@@ -220,14 +221,15 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         with Bar("writing the held-out tasks"):
             summaries.update(write_holdout(plan, stage.dir))
         fault_point("holdout-written")
-        if layout == "sessions":
-            summaries.update(write_batches(stage.dir, profile.output.batch_size))
-        holdout = with_contamination(split_figures(plan), stage.dir, scan.result() if scan else None)
+        if layout.cut:
+            summaries.update(layout.cut(stage.dir, profile.output.batch_size))
+        holdout = with_contamination(split_figures(plan), stage.dir, layout, scan.result() if scan else None)
         stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
-                           layout, profile.output.batch_size, chat_settings(profile.output))
+                           layout.name, profile.output.batch_size if layout.cut else None,
+                           chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats, judged)
+        finish(stage.dir, stats, manifest, judged)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -295,9 +297,11 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, scan: Incremental | None, judged: _Acc | None) -> None:
-    """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
+                    acc: StatsAccumulator, scan: Incremental | None):
+    """Stream episodes into the staging files, checkpointing at whole-episode boundaries;
+    returns the episodes' QA figures summed in plan order (None where the layout judges none)."""
     bar = Bar("generate", len(todo), "episodes")
+    judged = None
     every, last = _checkpoint_episodes(), time.monotonic()
     index = todo.start
     _checkpoint(stage, run_id, index, files)
@@ -311,8 +315,8 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
             acc.add(slim)
             if scan is not None:
                 scan.add(part)
-            if judged is not None:
-                judged.merge(episode_judged)
+            if episode_judged is not None:
+                judged = episode_judged if judged is None else judged.merge(episode_judged)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
@@ -328,11 +332,12 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
                 pass
         raise
     _checkpoint(stage, run_id, index, files)
+    return judged
 
 
-def _sha(path: Path) -> str:
+def _sha(text: str) -> str:
     import hashlib
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _checkpoint(stage: Staging, run_id: dict, next_index: int, files: dict) -> None:
@@ -430,18 +435,18 @@ def _written_rows(f: StreamFile):
             yield json.loads(line)
 
 
-def finish(out: Path, stats: dict, judged: _Acc | None = None) -> None:
-    """qa.json (sessions layout: a QA report per batch) and the card, then stats.json — the
-    completion marker — once the data is complete. `judged`: the QA figures of every episode,
-    summed as they were written (else qa.json reads the files again)."""
-    from .qa import dumps_qa, qa, report
-    if stats.get("layout") == "sessions":
-        from .qa_reports import write_qa_reports
-        write_qa_reports(out, stats)
-    else:
-        write_text_atomic(out / "qa.json", dumps_qa(qa(out) if judged is None else report(judged)))
+def finish(out: Path, stats: dict, manifest: Manifest, judged=None) -> None:
+    """The run manifest, the layout's QA files (qa.json; a report per batch) and the card, then
+    stats.json — the completion marker — once the data is complete. `judged`: the QA figures of
+    every episode, summed as they were written (layouts.Layout.judge; else qa reads the files)."""
+    write_manifest(out, manifest)
+    layout = LAYOUTS[manifest.layout]
+    if layout.qa_file:
+        write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out) if judged is None else report(judged)))
+    if layout.batch_qa:
+        layout.batch_qa(out, stats)
     with Bar("writing the dataset card"):
-        write_text_atomic(out / "README.md", render_card(stats))
+        write_text_atomic(out / "README.md", layout.card(stats))
     fault_point("card-written")
     write_text_atomic(out / MARKER, dumps_stats(stats))
 

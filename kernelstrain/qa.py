@@ -24,9 +24,11 @@ from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
 from .slip_memory import repeats, site
-from .validate import kind_mismatch, read_jsonl, read_whole, render_code
+from .episodes import kind_mismatch
+from .reading import read_jsonl, read_whole
+from .rerender import render_code
 from .training import in_plan_order
-from .writers import FILES, record_paths
+from .writers import FILES, VALIDATION, record_paths
 from .episodes import replay
 
 # modules with fewer episodes say nothing about path variety: 3 of 5 on one path is chance
@@ -70,7 +72,7 @@ class _Acc:
                                      # their code's mean slower than the best before them beyond the keep margin
         self.tags = {}               # module -> its rung tags (the labels a prompt must not show)
 
-    def merge(self, other: "_Acc") -> None:
+    def merge(self, other: "_Acc") -> "_Acc":
         """Add another accumulator's figures (an episode's, judged apart: episode_qa). Its
         `unworthy` steps are its own episode's, already counted against its rows."""
         for mine, theirs in ((self.c, other.c), (self.fail, other.fail), (self.repeats, other.repeats),
@@ -83,6 +85,7 @@ class _Acc:
         self.speedup_log += other.speedup_log      # in plan order, as qa() adds the episodes: the same float
         self.speedup_max = max(self.speedup_max, other.speedup_max)
         self.tags.update(other.tags)
+        return self
 
     def episode(self, ep: dict) -> None:
         """Judge one episode from its own flags (kept, best_ms), so data of any generator
@@ -214,15 +217,20 @@ def _pct(hist: Counter, q: float) -> int:
     return 0
 
 
-def qa(data: Path) -> dict:
-    """The qa object (also written as qa.json by generate; a sessions dataset has one per
-    batch in qa_reports/ and this one over all its sessions)."""
+def qa_sessions(data: Path) -> dict:
+    """The qa object of a sessions dataset over all its sessions (each batch has its own in
+    qa_reports/): the layouts' `qa` (layouts.SESSIONS)."""
     acc = _Acc()
-    if not (data / FILES["episodes"]).exists() and (data / SESSIONS_FILE).exists():
-        for _, row in read_whole(data / SESSIONS_FILE):
-            acc.episode(episode_row(row))
-            acc.multiturn(row)
-        return session_report(acc)
+    for _, row in read_whole(data / SESSIONS_FILE):
+        acc.episode(episode_row(row))
+        acc.multiturn(row)
+    return session_report(acc)
+
+
+def qa_episodes(data: Path) -> dict:
+    """The qa object of an episodes dataset (also written as qa.json by generate): the
+    layouts' `qa` (layouts.EPISODES)."""
+    acc = _Acc()
     parts = [(row for _, row in read_jsonl(path)) for path in record_paths(data / FILES["episodes"])]
     for ep in in_plan_order(*parts):
         acc.episode(ep)        # in plan order: generate sums each episode's figures (episode_qa) in that order
@@ -233,14 +241,16 @@ def qa(data: Path) -> dict:
     return report(acc)
 
 
-def episode_qa(ep: dict, multiturn: list, steps: list) -> _Acc:
-    """One episode's QA figures (its row and its chat rows, as written): what generate's workers
-    judge, so the parent merges them (_Acc.merge) in plan order instead of reading the files again."""
+def episode_qa(written: dict) -> _Acc:
+    """One episode's QA figures from its rows as written ({file key: rows}, the validation
+    files' keys included): what generate's workers judge (layouts.EPISODES.judge), so the parent
+    merges them (_Acc.merge) in plan order and writes qa.json (report) without reading the files again."""
     acc = _Acc()
-    acc.episode(ep)
-    for row in multiturn:
+    both = {k: written.get(k, []) + written.get(k + VALIDATION, []) for k in ("episodes", "sft_multiturn", "sft_steps")}
+    acc.episode(both["episodes"][0])
+    for row in both["sft_multiturn"]:
         acc.multiturn(row)
-    for row in steps:
+    for row in both["sft_steps"]:
         acc.step_row(row)
     acc.unworthy = set()       # judged: nothing left to carry back
     return acc
@@ -298,7 +308,10 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
               f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs not counted)"),
         check("reproposed_configs", b["reproposed"], "==", 0,
-              "steps whose (rung, params) was measured before, other than a re-measure of the best or of the last step"),
+              "steps whose (rung, params) was measured before, other than a re-measure of the best or of a close call"),
+        check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,
+              "re-measures of a close call's candidate while the best had no more runs than it (a close call is "
+              "settled by re-measuring both)"),
         check("bugs_remade", b["bugs_remade"], "==", 0, "a bug made again in the episode, on any rung"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
@@ -329,7 +342,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "bugs_remade", "first_tweaks",
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "bugs_remade", "first_tweaks",
                                         "first_tweaks_failed", "converged", "converged_far")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),
