@@ -190,8 +190,9 @@ failed or losing candidates a trainer should keep in context and out of the loss
 
 {TOKEN_MEASUREMENT}
 
-**Validation split.** `*.validation.jsonl` hold every chat row of {c['validation_frac']:.0%} of the tasks (a hash of
-`task_id`): no task is in both splits, so correlated rows of one episode never straddle them.
+**Validation split.** `*.validation.jsonl` hold every row of {c['validation_frac']:.0%} of the tasks (a hash of
+`task_id`), the episode (session) records as well as the chat rows: no task is in both splits, so correlated
+rows of one episode never straddle them, and every config loads with `split="validation"`.
 
 {trl}**axolotl** keeps the weights: `type: chat_template`, `field_messages: messages`,
 `message_field_training: weight` on the `messages` configs."""

@@ -58,7 +58,7 @@ it converges or its step or time budget runs out. Assistant turns are kernel cod
 | file | config | rows | size |
 |---|---|---|---|
 {file_rows}
-| `{BATCH_DIR}/` | — | {len(batches)} files | {stats['batch_size']} sessions each; their concatenation is `{SESSIONS_FILE}`, byte for byte |
+| `{BATCH_DIR}/` | — | {len(batches)} files | {stats['batch_size']} sessions each; their concatenation is `{SESSIONS_FILE}` (the train split), byte for byte |
 | `{QA_DIR}/` | — | {len(batches)} × (.json, .md) | each batch scored: validate's mechanical checks and the trajectory QA figures |
 | `stats.json` | — | — | counts, distributions, and each file's rows, bytes and sha256 |
 

@@ -33,6 +33,7 @@ from . import progress
 from .fields import as_dict
 from .ops import REGISTRY
 from .tasks import best_config, make_task
+from .writers import record_paths
 
 NGRAM = 13
 BOILERPLATE_SHARE = 0.10    # a 13-gram in renders of >= this share of modules is boilerplate
@@ -282,8 +283,8 @@ def episode_candidates(ep: dict):
         yield code, lang
 
 
-def training_candidates(episodes_path: Path, as_episode):
-    """(code, lang) of every distinct training candidate (baselines and steps) of a file of
+def training_candidates(episodes_paths: list, as_episode):
+    """(code, lang) of every distinct training candidate (baselines and steps) of files of
     one row per episode (`as_episode`: a row -> its public episode row, layouts.Layout.episode:
     a session's code re-rendered from its trace), deduplicated by raw bytes, and the set of
     training task keys."""
@@ -291,6 +292,10 @@ def training_candidates(episodes_path: Path, as_episode):
     tasks: set = set()
 
     def gen():
+        for path in episodes_paths:
+            yield from lines(path)
+
+    def lines(episodes_path):
         with open(episodes_path, "rb") as fh:
             for line in progress.lines(fh, f"contamination: reading {episodes_path.name}"):
                 ep = as_episode(json.loads(line))
@@ -355,13 +360,14 @@ class Targets:
 
 def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
-    its training file (the one-row-per-episode file of its layout, a layouts.Layout): {"splits": {split: summary (see `summarize`)},
+    its training files (the one-row-per-episode file of its layout, a layouts.Layout, and its
+    validation file): {"splits": {split: summary (see `summarize`)},
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
     processes scan chunks of the file (see Incremental) and search the solutions."""
     from .pools import fork_pool, ordered_map
     targets = Targets(read_splits(data, split_files), workers)
-    training = data / layout.episode_file
+    training = record_paths(data / layout.episode_file)    # the train split's file, then the validation split's
     global _MEASURING, _AS_EPISODE
     _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold them
     _AS_EPISODE = layout.episode
@@ -372,10 +378,12 @@ def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
             for code, lang in candidates:
                 scan.tally.add(targets.matcher.scan(code, lang))
             return targets.figures(scan.tally, scan.train_tasks)
-        with pool, open(training, encoding="utf-8") as fh:
-            for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
-                for part in parts:
-                    scan.add(part)
+        with pool:
+            for path in training:
+                with open(path, encoding="utf-8") as fh:
+                    for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
+                        for part in parts:
+                            scan.add(part)
         return scan.result()
     finally:
         _MEASURING = None

@@ -25,10 +25,10 @@ from .errors import DataError
 from .layouts import EPISODES, LAYOUTS, Layout, all_files
 from .manifest import Manifest, read_manifest
 from .pools import Background
-from .reading import read_jsonl, read_stats
+from .reading import read_stats, read_whole
 from .validate import (Context, Findings, _check_holdout, _check_stats, check_holdout_splits, check_manifest,
-                       measure_splits)
-from .validate_derived import check_derived_files
+                       first_index, measure_splits)
+from .validate_derived import Rebuilds, check_derived_files
 from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
 
 
@@ -55,8 +55,10 @@ class Dataset:
         return self.path / self.layout.files["sft_multiturn"]
 
     def rows(self):
-        """(line, row) of the episode file as stored, streamed; a corrupt line raises DataError."""
-        return read_jsonl(self.episode_file)
+        """(line, row) of every episode as stored, streamed: the episode file, then its validation
+        file (the validation split's episodes), whose lines are numbered on after the episode
+        file's; a corrupt line raises DataError naming its file and line."""
+        return enumerate((row for _, row in read_whole(self.episode_file)), 1)
 
     def episodes(self):
         """Every episode as its public episode row, streamed; a session's code is re-rendered
@@ -120,8 +122,9 @@ def episode_source(data: Path) -> tuple[Path, Path, object]:
 
 def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None = None) -> Findings:
     """All problems found in a dataset directory (the first `limit` kept, all counted). With
-    `workers` > 1 the holdout contamination is measured in another process while this one
-    checks the files (the findings are the same)."""
+    `workers` > 1 the holdout contamination is measured in another process and the plan's
+    episodes are rebuilt ahead in `workers` - 1 more while this one checks the files (the
+    findings are the same)."""
     if limit < 1:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     ds = ds or Dataset(data)
@@ -142,8 +145,15 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
         measured = background.run(measure_splits, data, stats, ds.layout, workers)
         ctx = Context(stats, ds.manifest)
         check_manifest(stats, ds.manifest, out)
-        held = _check_holdout(data / FILES["holdout"], ctx, out)
-        acc = ds.layout.check(data, ctx, held, out)
+        if workers > 1:
+            ctx.rebuilds = Rebuilds(ctx.plan, first_index(stats), stats["episodes"], ds.layout.name == "sessions",
+                                    workers - 1)
+        try:
+            held = _check_holdout(data / FILES["holdout"], ctx, out)
+            acc = ds.layout.check(data, ctx, held, out)
+        finally:
+            if ctx.rebuilds is not None:
+                ctx.rebuilds.close()
         _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
         check_derived_files(data, ds.layout, stats, out)
         out.notes = check_holdout_splits(data, stats, out, measured())

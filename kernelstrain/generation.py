@@ -27,13 +27,13 @@ from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
-from .qa import dumps_qa
+from .qa import dumps_qa, report
 from .stats import StatsAccumulator, dumps_stats
 from .reading import read_stats
 from .sessions import QA_DIR
 from .safety import check_output
-from .training import CHAT_KEYS, chat_figure, chat_settings, split_rows
-from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_out_dir, check_prefix, write_error,
+from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, split_rows
+from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, write_error,
                       write_text_atomic)
 
 
@@ -94,16 +94,20 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (layouts.streamed_keys order), its stats (with its chat rows' figures), and its contamination part
-    (Incremental.part; None when the run does not measure it as it goes)."""
+    (layouts.streamed_keys order), its stats (with its chat rows' figures), its contamination part
+    (Incremental.part; None when the run does not measure it as it goes) and its QA figures
+    (the layout's `judge` of the rows as written; None where the layout has none)."""
     out = _PLAN.profile.output
     layout = LAYOUTS[out.layout]
     rows, ep = layout.rows(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
     names = all_files(layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
-    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in streamed_keys(layout))
-    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None
+    keys = streamed_keys(layout)
+    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in keys)
+    judged = layout.judge and layout.judge({k: [json.loads(line) for line in data.splitlines()]
+                                            for k, (data, _) in zip(keys, blocks)})
+    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged
 
 
 def _work_chunk(indices: range) -> list:
@@ -206,7 +210,10 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
         scan = contamination_scan(plan, workers) if todo.start == indices.start else None
-        _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
+        # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
+        judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
+        if todo.start != indices.start:
+            judged = None
         for f in files.values():
             f.close()
         fault_point("data-closed")
@@ -222,7 +229,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats, manifest)
+        finish(stage.dir, stats, manifest, judged)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -290,15 +297,17 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, scan: Incremental | None) -> None:
-    """Stream episodes into the staging files, checkpointing at whole-episode boundaries."""
+                    acc: StatsAccumulator, scan: Incremental | None):
+    """Stream episodes into the staging files, checkpointing at whole-episode boundaries;
+    returns the episodes' QA figures summed in plan order (None where the layout judges none)."""
     bar = Bar("generate", len(todo), "episodes")
+    judged = None
     every, last = _checkpoint_episodes(), time.monotonic()
     index = todo.start
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (blocks, slim, part) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
+        for done, (blocks, slim, part, episode_judged) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
             boundary = False
             for f, block in zip(files.values(), blocks):
                 f.write_block(*block)
@@ -306,6 +315,8 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
             acc.add(slim)
             if scan is not None:
                 scan.add(part)
+            if episode_judged is not None:
+                judged = episode_judged if judged is None else judged.merge(episode_judged)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
@@ -321,6 +332,7 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
                 pass
         raise
     _checkpoint(stage, run_id, index, files)
+    return judged
 
 
 def _sha(text: str) -> str:
@@ -397,21 +409,16 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
             check_prefix(stage_dir / names[k], state["files"][k])
         for k in keys:
             files[k] = StreamFile(stage_dir / names[k], resume=state["files"][k])
-        # (a chat file holds any number of rows an episode: only the first file counts episodes)
-        main = files[keys[0]]
-        if main.rows != state["next"] - indices.start:
-            raise UsageError(f"{main.path} holds {main.rows} episodes, "
+        # (a chat file holds any number of rows an episode: only the record's two files count episodes)
+        record = [files[keys[0]], files[keys[0] + VALIDATION]]
+        if sum(f.rows for f in record) != state["next"] - indices.start:
+            raise UsageError(f"{record[0].path} and its validation file hold {sum(f.rows for f in record)} episodes, "
                              f"the checkpoint says {state['next'] - indices.start}")
+        for row in in_plan_order(*map(_written_rows, record)):     # the stats' sums in generate's order
+            acc.add(row)
         for k, f in files.items():
-            if f is not main and k not in CHAT_KEYS:
-                continue
-            with open(f.path, "rb") as fh:
-                for _, line in zip(range(f.rows), fh):
-                    row = json.loads(line)
-                    if f is main:
-                        acc.add(row)
-                    if k in CHAT_KEYS:
-                        acc.add_chat(names[k], [chat_figure(row)])
+            if k in CHAT_KEYS:
+                acc.add_chat(names[k], map(chat_figure, _written_rows(f)))
     except FileNotFoundError as e:
         raise UsageError(f"--resume: {e.filename} is missing; start over with: {again}") from None
     except (UsageError, ValueError) as e:
@@ -421,13 +428,21 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
     return files
 
 
-def finish(out: Path, stats: dict, manifest: Manifest) -> None:
+def _written_rows(f: StreamFile):
+    """The rows a reopened staging file holds up to its checkpoint."""
+    with open(f.path, "rb") as fh:
+        for _, line in zip(range(f.rows), fh):
+            yield json.loads(line)
+
+
+def finish(out: Path, stats: dict, manifest: Manifest, judged=None) -> None:
     """The run manifest, the layout's QA files (qa.json; a report per batch) and the card, then
-    stats.json — the completion marker — once the data is complete."""
+    stats.json — the completion marker — once the data is complete. `judged`: the QA figures of
+    every episode, summed as they were written (layouts.Layout.judge; else qa reads the files)."""
     write_manifest(out, manifest)
     layout = LAYOUTS[manifest.layout]
     if layout.qa_file:
-        write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out)))
+        write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out) if judged is None else report(judged)))
     if layout.batch_qa:
         layout.batch_qa(out, stats)
     with Bar("writing the dataset card"):

@@ -17,7 +17,7 @@ from .card import render_episodes_card
 from .card_sessions import render_sessions_card
 from .episodes import episode_rows
 from .profiles import LAYOUTS as LAYOUT_NAMES
-from .qa import qa_episodes, qa_sessions
+from .qa import episode_qa, qa_episodes, qa_sessions
 from .sessions import episode_row, session_rows, stored_steps, write_batches
 from .validate_episodes import check_training_files
 from .validate_sessions import check_sessions_dir, write_qa_reports
@@ -38,6 +38,8 @@ class Layout:
     qa_file: str | None = None      # where generate writes `qa`'s object (validate compares it)
     cut: Callable | None = None     # (out, batch_size) -> {name: summary}: files cut from the data (batches/)
     batch_qa: Callable | None = None  # (out, stats) -> None: a QA report per batch (qa_reports/)
+    judge: Callable | None = None   # {key: one episode's rows as written} -> its QA figures, which generate
+                                    # sums (qa._Acc.merge) into qa_file's report instead of reading the files again
 
     @property
     def episode_file(self) -> str:
@@ -57,7 +59,7 @@ EPISODES = Layout(
     name="episodes", files=dict(FILES),
     streamed=("episodes", "sft_multiturn", "sft_steps", "sft_prompt_completion"),
     rows=episode_rows, episode=_as_stored, check=check_training_files, qa=qa_episodes,
-    card=render_episodes_card, stored_steps=_steps, qa_file="qa.json")
+    card=render_episodes_card, stored_steps=_steps, qa_file="qa.json", judge=episode_qa)
 
 # one whole session a row (the kernelinfer card), cut into batches/ with a QA report each,
 # and the sessions cut into chat windows

@@ -7,6 +7,7 @@ contiguous ranges of that run. The result is built in a staging directory and sw
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,8 +21,8 @@ from .dataset import Dataset
 from .manifest import dumps_manifest
 from .stats import StatsAccumulator
 from .safety import check_output, terminal_text
-from .training import CHAT_KEYS, chat_figure, chat_settings
-from .writers import FILES, SPLIT_FILES, Staging, StreamFile, check_out_dir, write_error
+from .training import CHAT_KEYS, chat_figure, chat_settings, plan_index
+from .writers import FILES, SPLIT_FILES, VALIDATION, Staging, StreamFile, check_out_dir, write_error
 SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
 # (stats' `chat` figures differ between shards; their settings are the profile's, which profile_sha pins)
 
@@ -120,14 +121,16 @@ def _build(shards: list, stage: Path) -> dict:
         f = StreamFile(stage / names[key])
         try:
             for s in shards:
-                _copy(s, names[key], f, acc if key == keys[0] else None, acc if key in CHAT_KEYS else None)
+                _copy(s, names[key], f, acc if key in CHAT_KEYS else None)
         finally:
             f.close()
         summaries[names[key]] = f.summary()
+    for s in shards:             # the record (checked whole by _copy) in plan order, as generate added it
+        _add_records(s, [names[keys[0]], names[keys[0] + VALIDATION]], acc)
     for name in _holdout_files(first):
         hold = StreamFile(stage / name)
         try:
-            _copy(shards[0], name, hold, None)
+            _copy(shards[0], name, hold)
         finally:
             hold.close()
         summaries[name] = hold.summary()
@@ -164,13 +167,38 @@ def _holdout_files(stats: dict) -> list[str]:
     return names
 
 
-def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None, chat: StatsAccumulator | None = None) -> None:
-    """Append a shard's file to f, checking it; episode rows go to acc's stats, chat rows'
-    figures to chat's."""
+def _add_records(shard, names: list, acc: StatsAccumulator) -> None:
+    """A shard's episode (session) rows, its train and validation files merged back into plan
+    order, into acc's stats; each id must be the next of the shard's range."""
+    prefix = f"{shard.stats['profile']}-s{shard.stats['seed']}-"
+
+    def numbered(path: Path):
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                yield json.loads(raw), f"{path}:{n}"
+
+    def order(item) -> int:
+        try:
+            return plan_index(item[0]["id"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            return -1           # out of place: the id check names it
+    merged = heapq.merge(*(numbered(shard.dir / name) for name in names), key=order)
+    for index, (row, where) in enumerate(merged, shard.start):
+        expected = f"{prefix}{index:06d}"
+        if row.get("id") != expected:
+            raise DataError(f"{where}: episode {row.get('id')!r}, expected {expected} "
+                            f"(shard {shard.index}/{shard.count} holds episodes {shard.start}..{shard.stop - 1})")
+        try:
+            acc.add(row)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise DataError(f"{where}: malformed episode row (run `kernelstrain validate {shard.dir}`)") from None
+
+
+def _copy(shard, name: str, f: StreamFile, chat: StatsAccumulator | None = None) -> None:
+    """Append a shard's file to f, checking it; chat rows' figures go to chat's stats."""
     path = shard.dir / name
     want = shard.stats["files"][name]
     digest, rows = hashlib.sha256(), 0
-    prefix = f"{shard.stats['profile']}-s{shard.stats['seed']}-"
     with open(path, "rb") as fh:
         for n, raw in enumerate(progress.lines(fh, f"merging {shard.dir.name}/{name}"), 1):
             digest.update(raw)
@@ -182,15 +210,6 @@ def _copy(shard, name: str, f: StreamFile, acc: StatsAccumulator | None, chat: S
                 raise DataError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{n}: not a JSON object")
-            if acc is not None:
-                expected = f"{prefix}{shard.start + n - 1:06d}"
-                if row.get("id") != expected:
-                    raise DataError(f"{path}:{n}: episode {row.get('id')!r}, expected {expected} "
-                                    f"(shard {shard.index}/{shard.count} holds episodes {shard.start}..{shard.stop - 1})")
-                try:
-                    acc.add(row)
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    raise DataError(f"{path}:{n}: malformed episode row (run `kernelstrain validate {shard.dir}`)") from None
             if chat is not None:
                 chat.add_chat(name, [chat_figure(row)])
             f.write_block(raw, 1)

@@ -2,7 +2,7 @@
 its threshold: honest keeps, no filler, varied paths, recovery, labels that say what
 changed, physical limits, the failure mix and context lengths.
 
-Streams episodes.jsonl, sft_multiturn.jsonl and sft_steps.jsonl once each; memory holds
+Streams episodes.jsonl, sft_multiturn.jsonl and sft_steps.jsonl (each with its validation file) once each; memory holds
 only counters (per module, per path), whatever the dataset size.
 """
 from __future__ import annotations
@@ -25,9 +25,10 @@ from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
 from .slip_memory import repeats, site
 from .episodes import kind_mismatch
-from .reading import read_jsonl
+from .reading import read_jsonl, read_whole
 from .rerender import render_code
-from .writers import FILES
+from .training import in_plan_order
+from .writers import FILES, VALIDATION, record_paths
 from .episodes import replay
 
 # modules with fewer episodes say nothing about path variety: 3 of 5 on one path is chance
@@ -70,6 +71,21 @@ class _Acc:
         self.unworthy = set()        # (episode id, step) of steps no target should teach: failed, or
                                      # their code's mean slower than the best before them beyond the keep margin
         self.tags = {}               # module -> its rung tags (the labels a prompt must not show)
+
+    def merge(self, other: "_Acc") -> "_Acc":
+        """Add another accumulator's figures (an episode's, judged apart: episode_qa). Its
+        `unworthy` steps are its own episode's, already counted against its rows."""
+        for mine, theirs in ((self.c, other.c), (self.fail, other.fail), (self.repeats, other.repeats),
+                             (self.mt_tokens, other.mt_tokens), (self.step_tokens, other.step_tokens),
+                             (self.behaviour, other.behaviour)):
+            mine.update(theirs)
+        for module, paths in other.paths.items():
+            self.paths[module].update(paths)
+        self.rebench_run_max = max(self.rebench_run_max, other.rebench_run_max)
+        self.speedup_log += other.speedup_log      # in plan order, as qa() adds the episodes: the same float
+        self.speedup_max = max(self.speedup_max, other.speedup_max)
+        self.tags.update(other.tags)
+        return self
 
     def episode(self, ep: dict) -> None:
         """Judge one episode from its own flags (kept, best_ms), so data of any generator
@@ -205,7 +221,7 @@ def qa_sessions(data: Path) -> dict:
     """The qa object of a sessions dataset over all its sessions (each batch has its own in
     qa_reports/): the layouts' `qa` (layouts.SESSIONS)."""
     acc = _Acc()
-    for _, row in read_jsonl(data / SESSIONS_FILE):
+    for _, row in read_whole(data / SESSIONS_FILE):
         acc.episode(episode_row(row))
         acc.multiturn(row)
     return session_report(acc)
@@ -215,13 +231,29 @@ def qa_episodes(data: Path) -> dict:
     """The qa object of an episodes dataset (also written as qa.json by generate): the
     layouts' `qa` (layouts.EPISODES)."""
     acc = _Acc()
-    for _, ep in read_jsonl(data / FILES["episodes"]):
-        acc.episode(ep)
-    for _, row in read_jsonl(data / FILES["sft_multiturn"]):
+    parts = [(row for _, row in read_jsonl(path)) for path in record_paths(data / FILES["episodes"])]
+    for ep in in_plan_order(*parts):
+        acc.episode(ep)        # in plan order: generate sums each episode's figures (episode_qa) in that order
+    for _, row in read_whole(data / FILES["sft_multiturn"]):
         acc.multiturn(row)
-    for _, row in read_jsonl(data / FILES["sft_steps"]):
+    for _, row in read_whole(data / FILES["sft_steps"]):
         acc.step_row(row)
     return report(acc)
+
+
+def episode_qa(written: dict) -> _Acc:
+    """One episode's QA figures from its rows as written ({file key: rows}, the validation
+    files' keys included): what generate's workers judge (layouts.EPISODES.judge), so the parent
+    merges them (_Acc.merge) in plan order and writes qa.json (report) without reading the files again."""
+    acc = _Acc()
+    both = {k: written.get(k, []) + written.get(k + VALIDATION, []) for k in ("episodes", "sft_multiturn", "sft_steps")}
+    acc.episode(both["episodes"][0])
+    for row in both["sft_multiturn"]:
+        acc.multiturn(row)
+    for row in both["sft_steps"]:
+        acc.step_row(row)
+    acc.unworthy = set()       # judged: nothing left to carry back
+    return acc
 
 
 def sampling_tolerance(share: float, n: int) -> float:

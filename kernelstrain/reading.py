@@ -33,6 +33,14 @@ def read_jsonl(path: Path):
             yield n, row
 
 
+def read_whole(path: Path):
+    """read_jsonl of a config's file, then of its validation file where there is one
+    (writers.record_paths): every row of the config, line numbers counted per file."""
+    from .writers import record_paths
+    for part in record_paths(path):
+        yield from read_jsonl(part)
+
+
 # what `stats` and the other readers rely on: key -> type (dict keys hold these)
 _STATS_SHAPE = {"generator": str, "profile": str, "seed": int, "episodes": int, "steps": int, "holdout_tasks": int,
                 "status": dict, "status_pct": dict, "kind": dict, "steps_per_episode": dict, "speedup": dict,

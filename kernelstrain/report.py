@@ -24,7 +24,7 @@ from .fields import as_dict
 from .report_page import render_page
 from .dataset import episode_source
 from .safety import check_output, row_guard
-from .writers import DATASET_NAMES, FILES, write_error, write_text_atomic
+from .writers import DATASET_NAMES, FILES, record_lines, record_paths, write_error, write_text_atomic
 
 STATUSES = ("ok", "wrong_result", "compile_error")
 STATUS_COLORS = {"ok": "#59a14f", "wrong_result": "#f28e2b", "compile_error": "#e15759"}
@@ -129,15 +129,14 @@ def read_feedback(path: Path, ids: set[str]) -> dict[str, list[str]]:
     out = {}
     if not path.exists():
         return out
-    with open(path, "rb") as fh:
-        for line in fh:
-            head = line[:300].decode("utf-8", "replace")
-            at = head.find('"id":"')
-            if at >= 0 and head[at + 6:head.find('"', at + 6)] not in ids:
-                continue
-            row = json.loads(line)
-            if row.get("id") in ids:       # a long session is several window rows, in order
-                out.setdefault(row["id"], []).append(row["messages"])
+    for line in record_lines(path):
+        head = line[:300].decode("utf-8", "replace")
+        at = head.find('"id":"')
+        if at >= 0 and head[at + 6:head.find('"', at + 6)] not in ids:
+            continue
+        row = json.loads(line)
+        if row.get("id") in ids:       # a long session is several window rows, in order
+            out.setdefault(row["id"], []).append(row["messages"])
     return {i: window_feedback(w) for i, w in out.items()}
 
 
@@ -246,9 +245,10 @@ def build_report(data: Path, per_module: int = SAMPLE_PER_MODULE) -> tuple[str, 
     if not episodes.exists():
         raise UsageError(f"{data} has no {FILES['episodes']} (is it a KernelStrain dataset?)")
     agg = Aggregate(per_module)
-    for n, row in read_rows(episodes):
-        with row_guard(f"{episodes.name}:{n}"):
-            agg.add(as_episode(row))
+    for path in record_paths(episodes):          # the train split, then the validation split
+        for n, row in read_rows(path):
+            with row_guard(f"{path.name}:{n}"):
+                agg.add(as_episode(row))
     if not agg.episodes:
         raise UsageError(f"{episodes} has no episodes")
     sample = agg.sampled()

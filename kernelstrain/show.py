@@ -10,6 +10,7 @@ from pathlib import Path
 from .errors import UsageError
 from .report import browser_episode, read_feedback
 from .safety import row_guard, terminal_values
+from .writers import record_lines
 from .dataset import episode_source
 
 ANSI = {"ok": "32", "wrong_result": "33", "compile_error": "31", "kept": "1;32", "reverted": "2",
@@ -21,12 +22,11 @@ def find_episode(path: Path, episode_id: str) -> dict:
     if not path.exists():
         raise UsageError(f"{path.parent} has no {path.name} (is it a KernelStrain dataset?)")
     needle = f'"id":"{episode_id}"'.encode()
-    with open(path, "rb") as fh:
-        for line in fh:
-            if needle in line[:400]:
-                row = json.loads(line)
-                if row.get("id") == episode_id:
-                    return row
+    for line in record_lines(path):        # the train split's file, then the validation split's
+        if needle in line[:400]:
+            row = json.loads(line)
+            if row.get("id") == episode_id:
+                return row
     raise UsageError(f"no episode {episode_id!r} in {path}")
 
 

@@ -1,10 +1,10 @@
 """What trainers take as they are: the validation split, the prompt/completion form of the
 step rows, and each chat row's figures for stats.json.
 
-The validation split is grouped by task: a task's chat rows all go to the `.validation.jsonl`
-files or none do, decided by a hash of the task id alone, so every worker and shard agrees
-without coordination. Step rows of one episode are strongly correlated; a row-level split
-would leak.
+The validation split is grouped by task: a task's rows — its episode (session) record and its
+chat rows — all go to the `.validation.jsonl` files or none do, decided by a hash of the task
+id alone, so every worker and shard agrees without coordination. Step rows of one episode are
+strongly correlated; a row-level split would leak.
 
 >>> [is_validation(t, 0.5) for t in ("t-0", "t-1", "t-2", "t-3")]
 [True, True, False, True]
@@ -12,18 +12,36 @@ would leak.
 from __future__ import annotations
 
 import hashlib
+import heapq
 
 from .messages import message_tokens
 from .schema import PROMPT_COMPLETION_KEYS, SCHEMA
 from .writers import SPLIT_CONFIGS, VALIDATION
 
 # the file keys (writers.layout_files) of chat rows, whose figures stats.json reports
-CHAT_KEYS = ("sessions", *SPLIT_CONFIGS, *(k + VALIDATION for k in SPLIT_CONFIGS))
+CHAT_CONFIGS = ("sessions", *(k for k in SPLIT_CONFIGS if k not in ("episodes", "sessions")))
+CHAT_KEYS = (*CHAT_CONFIGS, *(k + VALIDATION for k in CHAT_CONFIGS))
 
 def is_validation(task_id: str, frac: float) -> bool:
     """Whether a task's rows belong to the validation split (about `frac` of the tasks)."""
     h = int.from_bytes(hashlib.sha256(f"validation\0{task_id}".encode()).digest()[:8], "big")
     return h < frac * 2 ** 64
+
+
+def plan_index(row_id: str) -> int:
+    """The plan index an episode (session) id ends with.
+
+    >>> plan_index("kernelstrain-s0-000042")
+    42
+    """
+    return int(row_id.rsplit("-", 1)[1])
+
+
+def in_plan_order(*record_streams):
+    """Episode (session) rows of a record's split files (each in plan order) merged back into
+    plan order, as generate produced them: what order-sensitive readers (the stats' float
+    sums) consume."""
+    return heapq.merge(*record_streams, key=lambda row: plan_index(row["id"]))
 
 
 def prompt_completion(step_row: dict) -> dict:

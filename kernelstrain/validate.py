@@ -351,6 +351,8 @@ class Context:
         self.plan = make_plan(manifest.profile, manifest.seed)
         out = manifest.profile.output
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
+        self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
+        self.rebuilds = None     # validate_derived.Rebuilds: the plan's episodes rebuilt ahead in other processes
 
     def chat_settings(self) -> dict:
         return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
@@ -408,6 +410,41 @@ def guarded(fn, where: str, out: Findings, *args):
     except MALFORMED as e:
         out.add(where, f"malformed row ({type(e).__name__}: {e!s:.80})", "rows_and_schema")
         return False
+
+
+def record_rows(data: Path, key: str, ctx: Context, out: Findings):
+    """(path, line, row or None, plan index) of every row of a record (`episodes` or `sessions`)
+    and its validation file, merged back into plan order: at each index the row whose id is that
+    index's, else the earliest head. A row in the file its task does not belong to
+    (training.is_validation) is a finding: no task is in both splits."""
+    from .training import is_validation, plan_index
+    from .writers import FILES, SESSION_FILES, VALIDATION, validation_file
+    name = {**FILES, **SESSION_FILES}[key]
+    parts = [(data / n, Peek(rows(data / n, out))) for n in (name, validation_file(name))]
+
+    def order(head) -> tuple:
+        try:
+            return (1, plan_index(head[1]["id"]))
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError):
+            return (0, 0)            # a malformed row first: it holds its place in its file
+    index = first_index(ctx.stats)
+    while True:
+        heads = [k for k, (_, peek) in enumerate(parts) if peek.head is not None]
+        if not heads:
+            return
+        want_id = f"{ctx.id_prefix}{index:06d}"
+        here = [k for k in heads if isinstance(parts[k][1].head[1], dict) and parts[k][1].head[1].get("id") == want_id]
+        part = here[0] if here else min(heads, key=lambda k: order(parts[k][1].head))
+        path, peek = parts[part]
+        n, row = peek.take()
+        if isinstance(row, dict) and "task_id" in row:
+            belongs = int(is_validation(str(row["task_id"]), ctx.validation_frac))
+            if belongs != part:
+                out.add(f"{path.name}:{n}", f"task {str(row['task_id'])[:60]} belongs to the "
+                                            f"{('train', 'validation')[belongs]} split ({parts[belongs][0].name})",
+                        "ids_and_task")
+        yield path, n, row, index
+        index += 1
 
 
 def first_index(stats: dict) -> int:

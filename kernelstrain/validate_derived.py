@@ -15,34 +15,69 @@ from .sessions import session_row
 from .validate import MALFORMED, guarded, row_diff
 
 
-def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False) -> dict:
-    """The plan's public episode row of `index`; a finding at `where` when the dataset's row
-    (episode row, or session row when `sessions`) is not the plan's."""
-    ep = build_episode(ctx.plan, index).row()
-    if sessions:
-        want = json.loads(json.dumps(session_row(ep, ctx.plan.profile.output.timestamps)))
-        what = "the plan's session"
-    else:
-        want, what = json.loads(json.dumps(ep)), "the plan's episode"
+def rebuild(plan, index: int, sessions: bool) -> tuple:
+    """The plan's episode `index` as validate compares it: (public episode row, the dataset row
+    it must equal — episode or session row, as JSON gives it back —, its chat rows)."""
+    from .episodes import chat_rows
+    output = plan.profile.output
+    ep = build_episode(plan, index).row()
+    want = json.loads(json.dumps(session_row(ep, output.timestamps) if sessions else ep))
+    return ep, want, None if sessions else chat_rows(ep, output.timestamps, output.max_context_tokens)
+
+
+_PLAN = None     # the plan a forked Rebuilds pool builds from
+
+
+def _rebuild(index: int, sessions: bool) -> tuple:
+    try:
+        return True, rebuild(_PLAN, index, sessions)
+    except Exception as e:       # raised again in the parent, at the row it belongs to
+        return False, e
+
+
+class Rebuilds:
+    """The plan's rebuilds of episodes start.. in order (rebuild), computed `ahead` in forked
+    processes while validate checks the rows: the engine's rerun, the costliest check, runs on
+    the other cores. An index asked out of order (a dataset with rows missing or moved) is
+    rebuilt here. Without a pool (one worker, no fork) every rebuild is computed when asked."""
+
+    def __init__(self, plan, start: int, count: int, sessions: bool, workers: int):
+        from .pools import fork_pool, ordered_map
+        global _PLAN
+        self.plan, self.sessions, self.next = plan, sessions, start
+        _PLAN = plan                 # set before the fork: the pool's workers hold it
+        self.pool = fork_pool(workers) if workers > 0 and count > 1 else None
+        self.ahead = None if self.pool is None else ordered_map(
+            self.pool, _rebuild_star, ((i, sessions) for i in range(start, start + count)), 4 * workers)
+
+    def get(self, index: int) -> tuple:
+        while self.ahead is not None and self.next <= index:
+            ok, value = next(self.ahead, (False, None))
+            self.next += 1
+            if self.next - 1 == index and value is not None:
+                if not ok:
+                    raise value
+                return value
+        return rebuild(self.plan, index, self.sessions)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+
+def _rebuild_star(args: tuple) -> tuple:
+    return _rebuild(*args)
+
+
+def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False) -> tuple:
+    """The plan's (public episode row, chat rows; None for a session) of `index`; a finding at
+    `where` when the dataset's row (episode row, or session row when `sessions`) is not the plan's."""
+    ep, want, chats = ctx.rebuilds.get(index) if ctx.rebuilds is not None else rebuild(ctx.plan, index, sessions)
     if row != want:
+        what = "the plan's session" if sessions else "the plan's episode"
         out.add(where, f"not the plan's row for episode {index}: {row_diff(row, want, what)}", "ids_and_task")
-    return ep
-
-
-def check_sessions_plan(path: Path, ctx, out, start: int) -> None:
-    """Every session in its place compared with the plan's (validate only: generate's QA
-    reports, which read the same file, need not rebuild the run a second time)."""
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                row = json.loads(raw)
-            except ValueError:
-                continue            # a finding of the row checks already
-            index = start + n - 1
-            if isinstance(row, dict) and row.get("id") == f"{prefix}{index:06d}":
-                where = f"{path.name}:{n}"
-                guarded(plan_row, where, out, ctx, index, row, where, out, True)
+    return ep, chats
 
 
 def check_text(path: Path, name: str, want: str, what: str, out) -> None:

@@ -9,26 +9,23 @@ from pathlib import Path
 from .episodes import chat_rows
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation, prompt_completion_rows
-from .validate import Context, Findings, Peek, check_episode, combo_of, first_index, guarded, row_diff, rows
+from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
 from .validate_derived import plan_row
-from .writers import FILES, SPLIT_CONFIGS, VALIDATION, validation_file
+from .writers import FILES, RECORDS, SPLIT_CONFIGS, validation_file
+
+CHAT_SPLITS = tuple(k for k in SPLIT_CONFIGS if k not in RECORDS)     # an episode's chat rows, by config
 
 
 def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
     """episodes, sft_multiturn and sft_steps in lockstep: each episode checked, its chat rows
     rebuilt and compared; returns the stats accumulated from the valid episodes."""
     acc = StatsAccumulator()
-    names = {**FILES, **{k + VALIDATION: validation_file(FILES[k]) for k in SPLIT_CONFIGS}}
-    ep_path = data / FILES["episodes"]
-    # (train, validation) of each split config: path and row stream
-    split = {k: [(data / names[k + v], Peek(rows(data / names[k + v], out))) for v in ("", VALIDATION)]
-             for k in SPLIT_CONFIGS}
-    start = first_index(ctx.stats)
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
-    for n, ep in rows(ep_path, out):
+    # (train, validation) of each chat config: path and row stream
+    split = {k: [(data / name, Peek(rows(data / name, out))) for name in (FILES[k], validation_file(FILES[k]))]
+             for k in CHAT_SPLITS}
+    for ep_path, n, ep, index in record_rows(data, "episodes", ctx, out):
         where = f"{ep_path.name}:{n}"
-        index = start + n - 1
-        want_id = f"{prefix}{index:06d}"
+        want_id = f"{ctx.id_prefix}{index:06d}"
         in_order = ep is not None and ep.get("id") == want_id
         if ep is not None and not in_order:
             out.add(where, f"episode {ep.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
@@ -38,12 +35,12 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
             if combo_of(ep) in held:
                 out.add(where, f"held-out combo {combo_of(ep)[:3]} appears in a training file", "ids_and_task")
         part = int(isinstance(ep, dict) and is_validation(str(ep.get("task_id")), ctx.validation_frac))
-        (mt_path, mt_rows), (st_path, st_rows), (pc_path, pc_rows) = (split[k][part] for k in SPLIT_CONFIGS)
+        (mt_path, mt_rows), (st_path, st_rows), (pc_path, pc_rows) = (split[k][part] for k in CHAT_SPLITS)
         mt = mt_rows.take()
         expected = None
         if valid and in_order:
-            source = guarded(plan_row, where, out, ctx, index, ep, where, out) or ep
-            expected = guarded(chat_rows, where, out, source, ctx.timestamps, ctx.max_tokens) or None
+            planned = guarded(plan_row, where, out, ctx, index, ep, where, out)
+            expected = (planned[1] if planned else guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens)) or None
         check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
         check_steps(st_rows, st_path, want_id, expected, out)
         pcs = expected and prompt_completion_rows(expected[1])
@@ -51,7 +48,7 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
         if expected:
             for path, made in zip((mt_path, st_path, pc_path), (*expected, pcs)):
                 acc.add_chat(path.name, map(chat_figure, made))
-    for path, peek in (p for k in SPLIT_CONFIGS for p in split[k]):
+    for path, peek in (p for k in CHAT_SPLITS for p in split[k]):
         if peek.head is not None:
             out.add(f"{path.name}:{peek.head[0]}", "more rows than episodes and steps in episodes.jsonl", "rows_and_schema")
     return acc

@@ -16,14 +16,14 @@ from .messages import clock, hms
 from .schema import ROW_CHECKS, SCHEMA, SESSION_KEYS, TRACE_KEYS
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
 from .episodes import multiturn_rows
-from .validate_derived import check_sessions_plan
+from .validate_derived import plan_row
 from .manifest import read_manifest
 from .qa import _Acc
 from .qa_reports import batch_reports, dumps_report, report_markdown
 from .reading import read_jsonl
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation
-from .validate import Context, Findings, Peek, check_episode, combo_of, first_index, guarded, row_diff, rows
+from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
 from .validate_episodes import check_multiturn
 from .writers import FILES, SESSION_FILES, validation_file, write_text_atomic
 
@@ -113,19 +113,20 @@ class BatchChecks:
             self.accs[k].multiturn(checked[1])
 
 
-def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: int, start: int, each=None):
-    """Check every session of a sessions.jsonl whose first session is plan index `start`;
-    returns (stats accumulator, BatchChecks). each(row, want_id, checked), when given, sees
-    every row (checked as BatchChecks.add takes it)."""
+def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: int, each=None):
+    """Check every session of a dataset's sessions.jsonl and its validation file, in plan order;
+    returns (stats accumulator, BatchChecks of sessions.jsonl's rows: the batches cut that file).
+    each(row, want_id, checked), when given, sees every row (checked as BatchChecks.add takes it);
+    validate's (`each` given) also compares each session in its place with the plan's rebuild
+    (generate's QA reports, which read the same files, need not rebuild the run a second time)."""
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
-    prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     out.listener = checks.failed
     try:
-        for n, row in rows(path, out):
-            where, index = f"{path.name}:{n}", start + n - 1
+        for path, n, row, index in record_rows(data, "sessions", ctx, out):
+            where = f"{path.name}:{n}"
             checked = None
             if row is not None:
-                want_id = f"{prefix}{index:06d}"
+                want_id = f"{ctx.id_prefix}{index:06d}"
                 in_order = row.get("id") == want_id
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
@@ -135,8 +136,11 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                     if combo_of(checked[0]) in held:
                         out.add(where, f"held-out combo {combo_of(checked[0])[:3]} appears in a training file", "ids_and_task")
                 if each is not None:
+                    if in_order and ctx.plan is not None:
+                        guarded(plan_row, where, out, ctx, index, row, where, out, True)
                     each(row, want_id, checked)
-            checks.add(n, row, checked)
+            if path.name == SESSIONS_FILE:
+                checks.add(n, row, checked)
     finally:
         out.listener = None
     return acc, checks
@@ -150,9 +154,8 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
         out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}", "stats")
         size = 100
     windows = WindowChecks(data, ctx, out)
-    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, first_index(stats), windows.check)
+    acc, checks = check_sessions_file(data, ctx, held, out, size, windows.check)
     windows.finish(acc)
-    check_sessions_plan(data / SESSIONS_FILE, ctx, out, first_index(stats))
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
@@ -176,13 +179,15 @@ class WindowChecks:
         chats = SESSION_FILES["sft_multiturn"]
         self.ctx, self.out = ctx, out
         self.parts = [(data / name, Peek(rows(data / name, out))) for name in (chats, validation_file(chats))]
-        self.figures = {SESSIONS_FILE: [], **{path.name: [] for path, _ in self.parts}}
+        self.sessions = [SESSIONS_FILE, validation_file(SESSIONS_FILE)]
+        self.figures = {name: [] for name in self.sessions + [path.name for path, _ in self.parts]}
 
     def check(self, row: dict, want_id: str, checked) -> None:
-        path, peek = self.parts[int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))]
+        part = int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))
+        path, peek = self.parts[part]
         expected = None
         if checked is not None:
-            self.figures[SESSIONS_FILE].append(chat_figure(checked[1]))
+            self.figures[self.sessions[part]].append(chat_figure(checked[1]))
             made = guarded(multiturn_rows, want_id, self.out, checked[0], self.ctx.timestamps, self.ctx.max_tokens)
             if made:
                 expected = (made,)
@@ -192,7 +197,7 @@ class WindowChecks:
     def finish(self, acc) -> None:
         for path, peek in self.parts:
             if peek.head is not None:
-                self.out.add(f"{path.name}:{peek.head[0]}", f"more rows than sessions in {SESSIONS_FILE}", "rows_and_schema")
+                self.out.add(f"{path.name}:{peek.head[0]}", "more rows than sessions in the sessions files", "rows_and_schema")
         for name, figures in self.figures.items():
             acc.add_chat(name, figures)
 
@@ -221,10 +226,10 @@ def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
 
 
 def write_qa_reports(out: Path, stats: dict) -> list[dict]:
-    """Check every session of out/sessions.jsonl and write each batch's report (json and md)."""
+    """Check every session of out/sessions.jsonl (and its validation file) and write each batch's
+    report (json and md)."""
     held = {combo_of(row) for _, row in read_jsonl(out / FILES["holdout"])}
-    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats, read_manifest(out)), held, Findings(1),
-                                    stats["batch_size"], first_index(stats))
+    _, checks = check_sessions_file(out, Context(stats, read_manifest(out)), held, Findings(1), stats["batch_size"])
     reports = batch_reports(checks, stats)
     (out / QA_DIR).mkdir(exist_ok=True)
     for k, r in enumerate(reports):

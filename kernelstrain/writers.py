@@ -28,8 +28,10 @@ SPLIT_FILES = {
 }
 # the sessions layout's files (layouts.SESSIONS)
 SESSION_FILES = {"sessions": "sessions.jsonl", "sft_multiturn": FILES["sft_multiturn"], "holdout": FILES["holdout"]}
-# configs with a validation split (training.py): rows of validation tasks go to X.validation.jsonl
-SPLIT_CONFIGS = ("sft_multiturn", "sft_steps", "sft_prompt_completion")
+# configs with a validation split (training.py): rows of validation tasks go to X.validation.jsonl;
+# every training config has one, the one-row-per-episode record (RECORDS) included
+RECORDS = ("episodes", "sessions")
+SPLIT_CONFIGS = (*RECORDS, "sft_multiturn", "sft_steps", "sft_prompt_completion")
 VALIDATION = ".validation"
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
 MANIFEST = "manifest.json"   # the run: resolved profile, seed, generator, fit (manifest.py)
@@ -46,9 +48,24 @@ def validation_file(name: str) -> str:
 
 
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
-DATASET_NAMES = (MARKER, MANIFEST, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
+DATASET_NAMES = (MARKER, MANIFEST, "README.md", *FILES.values(),
+                 *(validation_file(f) for k, f in {**FILES, **SESSION_FILES}.items() if k in SPLIT_CONFIGS),
                  *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
                  JOURNAL, SESSION_FILES["sessions"], "batches", "qa_reports")
+
+
+def record_paths(path: Path) -> list[Path]:
+    """A config's file and, where the dataset has one, its validation file: the whole record
+    a reader of every episode (session) reads, train split first."""
+    other = path.with_name(validation_file(path.name))
+    return [path, other] if other.exists() else [path]
+
+
+def record_lines(path: Path):
+    """Every line (bytes) of a config's file, then of its validation file (record_paths)."""
+    for part in record_paths(path):
+        with open(part, "rb") as fh:
+            yield from fh
 
 
 class StreamFile:

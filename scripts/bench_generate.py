@@ -1,23 +1,30 @@
 """Generation and validation throughput against the serialization floor, with targets.
 
     python scripts/bench_generate.py [--config kernelstrain|kernelinfer|P.toml] [--episodes 2000]
-                                     [--max-ratio 2.0] [--min-speedup 1.8] [--max-rss-mb 200]
+                                     [--max-ratio 2.0] [--min-speedup 1.8] [--max-rss-mb 200] [--by wall|cpu]
 
 Runs `generate` for a fixed number of episodes with 1 and with 2 workers, then `validate`
-(2 workers) on the 1-worker output, each in a fresh process (wall time, CPU time and peak
-RSS of the process and its children), and measures the serialization floor: the time to
-JSON-encode and write the same rows already held in memory. Prints episodes/s, MB/s, CPU
-seconds, peak RSS, the 2-worker speedup, the ratio generate/floor and validate/generate.
+(1 and 2 workers) on the 1-worker output, each in a fresh process (wall time, CPU time of the
+process and of its children apart, peak RSS), and measures the serialization floor: the time
+(wall and CPU) to JSON-encode and write the same rows already held in memory. Prints
+episodes/s, MB/s, CPU seconds, peak RSS, the 2-worker speedup, the ratio generate/floor and
+validate/generate.
 
 Exits 1 when a target is missed, naming each: the two runs' bytes differ (always a failure),
 the ratio generate/floor (1 worker) is over --max-ratio, 2 workers are under --min-speedup
-times faster than one, validate takes longer than the 2-worker generate, or a peak RSS is
-over --max-rss-mb. Wall-time targets need a machine that is otherwise idle; on a busy one,
-read the CPU seconds. This is a script, not a test: no timed test asserts speed.
+times faster than one, validate takes longer than generate (1 worker each), or a peak RSS is
+over --max-rss-mb. `--by wall` (default) judges wall times, which need a machine that is
+otherwise idle. `--by cpu`, for a busy machine, judges CPU seconds: the ratio is generate's CPU
+over the floor's, validate's CPU is compared with generate's, and the 2-worker speedup is the
+bound the 2-worker run's CPU split allows, the 1-worker run's CPU over (parent's CPU + the
+workers' CPU / 2): the parent's own work (setup, writing, QA, card) counted as if it never
+overlapped the workers', so the real speedup on two idle cores is at least this.
+This is a script, not a test: no timed test asserts speed.
 """
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,7 +41,8 @@ t = time.perf_counter()
 code = main(sys.argv[1:])
 wall = time.perf_counter() - t
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"code": code, "wall": wall, "cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+parent, children = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+print(json.dumps({"code": code, "wall": wall, "cpu": parent + children, "parent_cpu": parent, "children_cpu": children,
                   "rss_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024}))
 """
 
@@ -57,9 +65,9 @@ def generate(config: str, episodes: int, workers: int, out: Path) -> dict:
     return r
 
 
-def serialization_floor(config: str, episodes: int, out: Path) -> float:
-    """Seconds to json-encode and write rows that are already built in memory (the rows of the
-    profile's layout: episodes, multi-turn and step rows, or sessions)."""
+def serialization_floor(config: str, episodes: int, out: Path) -> dict:
+    """Seconds (wall and CPU) to json-encode and write rows that are already built in memory
+    (the rows of the profile's layout: episodes, multi-turn and step rows, or sessions)."""
     from kernelstrain.episodes import build_episode, chat_rows, dumps
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
@@ -75,12 +83,12 @@ def serialization_floor(config: str, episodes: int, out: Path) -> float:
             mts, steps = chat_rows(ep, output.timestamps, output.max_context_tokens)
             rows.append([ep, *mts, *steps])
     out.mkdir(parents=True, exist_ok=True)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     with open(out / "rows.jsonl", "w") as f:
         for block in rows:
             for row in block:
                 f.write(dumps(row) + "\n")
-    return time.perf_counter() - t
+    return {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu}
 
 
 def main() -> int:
@@ -90,29 +98,42 @@ def main() -> int:
     ap.add_argument("--max-ratio", type=float, default=2.0)
     ap.add_argument("--min-speedup", type=float, default=1.8)
     ap.add_argument("--max-rss-mb", type=float, default=200)
+    ap.add_argument("--by", choices=("wall", "cpu"), default="wall",
+                    help="judge the targets on wall seconds (an idle machine) or CPU seconds (a busy one)")
     a = ap.parse_args()
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         one = generate(a.config, a.episodes, 1, tmp / "w1")
         two = generate(a.config, a.episodes, 2, tmp / "w2")
-        check = run(["validate", str(tmp / "w1"), "--workers", "2"])
+        check1 = run(["validate", str(tmp / "w1"), "--workers", "1"])
+        check2 = run(["validate", str(tmp / "w1"), "--workers", "2"])
         floor = serialization_floor(a.config, a.episodes, tmp / "floor")
-    print(f"{a.config}: {a.episodes} episodes, output {one['mb']:.0f} MB")
-    for name, r in (("generate, 1 worker", one), ("generate, 2 workers", two), ("validate, 2 workers", check)):
-        print(f"{name:20} {r['wall']:7.1f} s wall {r['cpu']:7.1f} s CPU  {a.episodes / r['wall']:7.1f} episodes/s"
-              f"  {one['mb'] / r['wall']:6.1f} MB/s  peak RSS {r['rss_mb']:.0f} MB")
-    ratio, speedup, checked = one["wall"] / floor, one["wall"] / two["wall"], check["wall"] / two["wall"]
-    print(f"serialization floor {floor:.1f} s ({one['mb'] / floor:.1f} MB/s)")
-    print(f"ratio generate/floor (1 worker) {ratio:.2f}   speedup 2 workers vs 1: {speedup:.2f}x   "
-          f"validate/generate (2 workers): {checked:.2f}")
+    print(f"{a.config}: {a.episodes} episodes, output {one['mb']:.0f} MB; load average before/after "
+          f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    runs = (("generate, 1 worker", one), ("generate, 2 workers", two), ("validate, 1 worker", check1),
+            ("validate, 2 workers", check2))
+    for name, r in runs:
+        print(f"{name:20} {r['wall']:7.1f} s wall {r['cpu']:7.1f} s CPU (parent {r['parent_cpu']:.1f}, workers "
+              f"{r['children_cpu']:.1f})  {a.episodes / r['wall']:7.1f} episodes/s  {one['mb'] / r['wall']:6.1f} MB/s"
+              f"  peak RSS {r['rss_mb']:.0f} MB")
+    print(f"serialization floor {floor['wall']:.1f} s wall, {floor['cpu']:.1f} s CPU ({one['mb'] / floor['wall']:.1f} MB/s)")
+    wall = {"ratio": one["wall"] / floor["wall"], "speedup": one["wall"] / two["wall"],
+            "validate": check1["wall"] / one["wall"]}
+    cpu = {"ratio": one["cpu"] / floor["cpu"], "speedup": one["cpu"] / (two["parent_cpu"] + two["children_cpu"] / 2),
+           "validate": check1["cpu"] / one["cpu"]}
+    for name, f in (("wall", wall), ("CPU", cpu)):
+        print(f"by {name:4}: ratio generate/floor (1 worker) {f['ratio']:.2f}   speedup 2 workers vs 1: "
+              f"{f['speedup']:.2f}x{' (bound)' if name == 'CPU' else ''}   validate/generate (1 worker each): {f['validate']:.2f}")
+    f = wall if a.by == "wall" else cpu
+    rss = max(r["rss_mb"] for _, r in runs)
     missed = [m for m, bad in (
         ("the 1- and 2-worker outputs differ", one["digest"] != two["digest"]),
-        ("validate found problems", check["code"] != 0),
-        (f"ratio generate/floor {ratio:.2f} > {a.max_ratio}", ratio > a.max_ratio),
-        (f"speedup {speedup:.2f}x < {a.min_speedup}x", speedup < a.min_speedup),
-        (f"validate {check['wall']:.1f} s > generate {two['wall']:.1f} s", checked > 1.0),
-        (f"peak RSS {max(r['rss_mb'] for r in (one, two, check)):.0f} MB > {a.max_rss_mb:.0f} MB",
-         max(r["rss_mb"] for r in (one, two, check)) > a.max_rss_mb)) if bad]
+        ("validate found problems", check1["code"] != 0 or check2["code"] != 0),
+        (f"ratio generate/floor {f['ratio']:.2f} > {a.max_ratio} ({a.by})", f["ratio"] > a.max_ratio),
+        (f"speedup {f['speedup']:.2f}x < {a.min_speedup}x ({a.by})", f["speedup"] < a.min_speedup),
+        (f"validate/generate {f['validate']:.2f} > 1 ({a.by})", f["validate"] > 1.0),
+        (f"peak RSS {rss:.0f} MB > {a.max_rss_mb:.0f} MB", rss > a.max_rss_mb)) if bad]
     for m in missed:
         print(f"missed: {m}")
     return 1 if missed else 0

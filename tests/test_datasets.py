@@ -20,7 +20,8 @@ from kernelstrain.writers import FILES, validation_file
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [("episodes", "train", "steps"), ("sft_multiturn", "train", "messages"),
            ("sft_steps", "train", "messages"), ("sft_prompt_completion", "train", "prompt"), ("holdout", "test", "prompt"),
-           ("sft_multiturn", "validation", "messages"), ("sft_steps", "validation", "messages"),
+           ("episodes", "validation", "steps"), ("sft_multiturn", "validation", "messages"),
+           ("sft_steps", "validation", "messages"),
            ("sft_prompt_completion", "validation", "completion")]
 
 # run by the installed python and by the oldest-datasets venv alike: prints one JSON line
@@ -145,19 +146,24 @@ def test_card_declares_every_configs_features(small_dataset):
 
 
 def test_the_sessions_layout_loads(tmp_path):
-    """The sessions layout's card (card_sessions.py) declares `sessions` and `holdout`."""
+    """The sessions layout's card (card_sessions.py) declares `sessions` (train and validation),
+    `sft_multiturn` and `holdout`."""
     datasets = pytest.importorskip("datasets", reason="pip install 'kernelstrain[dev]' for the datasets load test")
     from kernelstrain.cli import main
     data = tmp_path / "s"
-    profile = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
-    assert main(["generate", "--seed", "0", "--config", str(profile), "--out", str(data), "--episodes", "4",
+    fixture = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
+    profile = tmp_path / "half.toml"           # half the tasks held for validation: both splits hold sessions
+    profile.write_text(fixture.read_text().replace("[output]", "[output]\nvalidation_frac = 0.5"))
+    assert main(["generate", "--seed", "0", "--config", str(profile), "--out", str(data), "--episodes", "6",
                  "--quiet", "--workers", "1"]) == 0
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     first = json.loads((data / "sessions.jsonl").open().readline())
     ds = datasets.load_dataset(str(data), "sessions", split="train", cache_dir=str(tmp_path / "c"), chunksize=1 << 16)
-    assert len(ds) == 4 and ds[0]["trace"][0]["params"] == first["trace"][0]["params"]
+    val = datasets.load_dataset(str(data), "sessions", split="validation", cache_dir=str(tmp_path / "c"))
+    assert len(ds) + len(val) == 6 and len(ds) and len(val) and not set(ds["task_id"]) & set(val["task_id"])
+    assert ds[0]["trace"][0]["params"] == first["trace"][0]["params"]
     assert ds[0]["messages"][2]["weight"] == first["messages"][2]["weight"]
     held = datasets.load_dataset(str(data), "holdout", split="test", cache_dir=str(tmp_path / "c"))
     assert len(held) == json.loads((data / "stats.json").read_text())["holdout_tasks"]
     windows = datasets.load_dataset(str(data), "sft_multiturn", split="train", cache_dir=str(tmp_path / "c"))
-    assert len(windows) == 4 and windows[0]["messages"][2]["content"] == first["messages"][2]["content"]
+    assert len(windows) == len(ds) and windows[0]["messages"][2]["content"] == first["messages"][2]["content"]

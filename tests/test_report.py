@@ -69,7 +69,7 @@ def test_report_is_one_self_contained_file(report):
 
 def test_report_charts_carry_the_datasets_figures(report, small_dataset):
     text = report.read_text(encoding="utf-8")
-    eps = [ep for _, ep in read_rows(small_dataset / "episodes.jsonl")]
+    eps = [ep for name in ("episodes.jsonl", "episodes.validation.jsonl") for _, ep in read_rows(small_dataset / name)]
     steps = [s for ep in eps for s in ep["steps"]]
     ok = sum(s["status"] == "ok" for s in steps)
     assert f"all ok: {ok:,} ({100 * ok / len(steps):.2f}%)" in text            # the status bar's tooltip
@@ -104,7 +104,7 @@ def test_browser_episode_diffs_are_against_the_running_best(report, small_datase
 
 
 def test_sample_does_not_depend_on_file_order(small_dataset):
-    eps = [ep for _, ep in read_rows(small_dataset / "episodes.jsonl")]
+    eps = [ep for name in ("episodes.jsonl", "episodes.validation.jsonl") for _, ep in read_rows(small_dataset / name)]
     forward, backward = Aggregate(2), Aggregate(2)
     for ep in eps:
         forward.add(ep)

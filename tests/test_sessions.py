@@ -131,7 +131,7 @@ def test_verify_samples_sessions_and_compiles_their_assistant_code(sessions, cap
     which is the code the trace re-renders; every module of the fixture is sampled."""
     from kernelstrain.sessions import stored_steps
     from kernelstrain.verify import pick_sample
-    rows = lines(sessions / "sessions.jsonl")
+    rows = lines(sessions / "sessions.jsonl") + lines(sessions / "sessions.validation.jsonl")   # numbered on, as verify does
     picked = pick_sample(sessions, 6, seed=0)
     assert len(picked) == 6 and len({rows[n - 1]["module"] for n, _ in picked}) == len({r["module"] for r in rows})
     for n, i in picked:

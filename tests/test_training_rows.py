@@ -18,11 +18,13 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_validation_split_is_grouped_by_task(small_dataset):
-    task = {e["id"]: e["task_id"] for e in lines(small_dataset / "episodes.jsonl")}
+    episodes = lines(small_dataset / "episodes.jsonl") + lines(small_dataset / "episodes.validation.jsonl")
+    task = {e["id"]: e["task_id"] for e in episodes}
+    assert len(task) == 40
     stats = json.loads((small_dataset / "stats.json").read_text())
     frac = stats["chat"]["validation_frac"]
-    assert frac == 0.05
-    for config in SPLIT_CONFIGS:
+    assert frac == 0.05 and stats["episodes"] == 40
+    for config in (c for c in SPLIT_CONFIGS if c != "sessions"):
         name = f"{config}.jsonl"
         train, val = lines(small_dataset / name), lines(small_dataset / validation_file(name))
         tasks = [{task[r.get("episode_id", r["id"])] for r in rows} for rows in (train, val)]
@@ -70,7 +72,9 @@ def test_sessions_windows_are_validated(tmp_path, capsys):
     data = tmp_path / "w"
     assert main(["generate", "--seed", "0", "--config", str(windowed_profile(tmp_path)), "--out", str(data),
                  "--episodes", "6", "--quiet", "--workers", "1"]) == 0
-    sessions = lines(data / "sessions.jsonl")
+    sessions = lines(data / "sessions.jsonl") + lines(data / "sessions.validation.jsonl")
+    assert len(sessions) == 6 and not {s["task_id"] for s in lines(data / "sessions.jsonl")} & \
+        {s["task_id"] for s in lines(data / "sessions.validation.jsonl")}
     train, val = lines(data / "sft_multiturn.jsonl"), lines(data / "sft_multiturn.validation.jsonl")
     assert val and {w["id"] for w in train + val} == {s["id"] for s in sessions}
     assert not {w["task_id"] for w in train} & {w["task_id"] for w in val}
@@ -92,3 +96,18 @@ def test_sessions_windows_are_validated(tmp_path, capsys):
     capsys.readouterr()
     assert main(["validate", str(broken)]) == 1
     assert f"sft_multiturn.jsonl:{n + 1}:" in capsys.readouterr().out
+
+
+def test_validate_names_a_task_in_the_other_splits_file(dataset_copy, capsys):
+    """An episode of a validation task moved, in plan order, into the train split's file: every
+    line is still in place, only the split is wrong, and validate names it."""
+    train, val = (dataset_copy / "episodes.jsonl", dataset_copy / "episodes.validation.jsonl")
+    rows, moved = train.read_text().splitlines(keepends=True), val.read_text().splitlines(keepends=True)
+    index = int(json.loads(moved[0])["id"].rsplit("-", 1)[1])
+    at = sum(int(json.loads(r)["id"].rsplit("-", 1)[1]) < index for r in rows)
+    train.write_text("".join(rows[:at] + moved[:1] + rows[at:]))
+    val.write_text("".join(moved[1:]))
+    capsys.readouterr()
+    assert main(["validate", str(dataset_copy), "--workers", "1"]) == 1
+    out = capsys.readouterr().out
+    assert f"episodes.jsonl:{at + 1}: task {json.loads(moved[0])['task_id']} belongs to the validation split" in out

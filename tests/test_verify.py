@@ -26,7 +26,8 @@ def test_sample_covers_every_outcome_and_target_family_first(small_dataset):
     a sample of two a stratum takes at least two where a stratum has them, from two modules where it has."""
     from kernelstrain.gpus import GPUS
     from kernelstrain.ops import REGISTRY
-    rows = [json.loads(line) for line in (small_dataset / "episodes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for name in ("episodes.jsonl", "episodes.validation.jsonl")   # numbered on, as verify does
+            for line in (small_dataset / name).read_text().splitlines()]
     strata = {}
     for n, ep in enumerate(rows, 1):
         family = f"{REGISTRY[ep['module']].impl}/{GPUS[ep['gpu']].vendor}"

@@ -18,7 +18,8 @@ ROOT_TESTS = Path(__file__).parent
 
 
 def episodes(data):
-    return [json.loads(line) for line in (data / "episodes.jsonl").open()]
+    """Every episode: the train split's file, then the validation split's."""
+    return [json.loads(line) for name in ("episodes.jsonl", "episodes.validation.jsonl") for line in (data / name).open()]
 
 
 def first(data, impl):

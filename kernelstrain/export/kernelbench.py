@@ -24,7 +24,7 @@ from ..fused.dataset import is_fused_dir
 from ..safety import check_tree_out, safe_name, write_tree
 from ..schema import SCHEMA as SCHEMAS
 from ..dataset import episode_source
-from ..reading import read_jsonl
+from ..reading import read_jsonl, read_whole
 from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 from .kb_form import precision, problem_source, solution_source
@@ -78,7 +78,7 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
             raise UsageError(f"{data}: no episodes.jsonl, sessions.jsonl, tasks_holdout*.jsonl or fused tasks "
                              "(not a dataset?)")
         if episodes.exists():
-            for _, raw in read_jsonl(episodes):
+            for _, raw in read_whole(episodes):
                 row = as_episode(raw)
                 base = single(row, "train", episode_candidate(row, 0))
                 if base.kind == "fused":

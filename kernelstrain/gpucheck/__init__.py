@@ -38,7 +38,7 @@ from ..reading import read_jsonl
 from ..sessions import SESSIONS_FILE
 from ..safety import check_output
 from ..trusted import check_code
-from ..writers import DATASET_NAMES, FILES
+from ..writers import DATASET_NAMES, FILES, record_paths
 from . import report as report_mod
 from .sample import sample_cases
 
@@ -147,21 +147,22 @@ def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None 
     device = "" if compile_only else require_gpu()
     gpu = catalog_gpu(device) if device else "H200"
     jobs = jobs or os.cpu_count() or 4
-    tasks = {}       # episode id -> (line, its task fields): what a case's recipe is rendered for
+    tasks = {}       # episode id -> (file:line, its task fields): what a case's recipe is rendered for
 
     source = rows_file(data)
 
     def episodes():
-        for n, ep in read_jsonl(source):
-            tasks[ep.get("id")] = (n, {k: ep.get(k) for k in ("id", "module", "gpu", "dtype", "shape")})
-            yield as_episode(ep)
+        for path in record_paths(source):        # the train split's file, then the validation split's
+            for n, ep in read_jsonl(path):
+                tasks[ep.get("id")] = (f"{path}:{n}", {k: ep.get(k) for k in ("id", "module", "gpu", "dtype", "shape")})
+                yield as_episode(ep)
     cases = sample_cases(episodes(), sample, seed, arch=GPUS[gpu].arch, sim_gpu=gpu)
     for c in cases if not trust else ():
         if not c["rendered"]:      # the dataset's own code (else kernelstrain rendered it from the recipe)
-            n, ep = tasks[c["episode"]]
+            where, ep = tasks[c["episode"]]
             step = {"step": c["step"], "tag": c["variant"], "params": c["params"],
                     "bug": c["bug"] if c["label"] == "wrong_result" else None}
-            check_code(ep, step, c["code"], f"{source}:{n}", runs=True)
+            check_code(ep, step, c["code"], where, runs=True)
     if not cases:
         raise UsageError(f"{data}: no ok or wrong_result steps of {GPUS[gpu].arch} episodes to check")
     build_dir = build_dir or Path(os.environ.get("KS_GPU_CHECK_CACHE", Path.home() / ".cache" / "kernelstrain"

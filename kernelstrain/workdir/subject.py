@@ -18,7 +18,7 @@ from ..fused.dataset import CANDIDATES, TASKS, is_fused_dir
 from ..ops import REGISTRY
 from ..dataset import episode_source
 from ..tasks import make_task
-from ..reading import read_jsonl
+from ..reading import read_jsonl, read_whole
 
 HOLDOUT_GLOB = "tasks_holdout*.jsonl"
 
@@ -126,7 +126,7 @@ def find_subject(data: Path, task_id: str, step: int | None = None, episode: str
         raise UsageError(f"{data}: no fused task {task_id!r}")
     episodes, _, as_episode = episode_source(data)
     if episodes.exists():
-        for _, row in read_jsonl(episodes):
+        for _, row in read_whole(episodes):
             if episode and row["id"] != episode:
                 continue
             if row["task_id"] == task_id or row["id"] == task_id:
