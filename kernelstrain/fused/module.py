@@ -39,6 +39,8 @@ from .triton_src import next_pow2, triton_source
 from .types import DTYPE_BYTES
 from .view import ProgramView
 
+# steps that carry an inf or NaN to the output unchanged in kind (a saturating one, tanh of inf, would hide it)
+CARRY_NONFINITE = ("scale", "divide", "add_scalar", "bias_add", "scale_param", "residual_add", "abs")
 NAME = re.compile(r"^fused_s(\d+)_(\d{5,})_(cuda|triton)$")
 IMPLS = ("cuda", "triton")
 FAMILIES = {"linear": "gemm", "matmul": "gemm", "bmm": "gemm", "gram": "gemm", "sdpa": "attention",
@@ -160,7 +162,8 @@ class FusedModule(OpModule):
             if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
                 out.append("broadcast_index")
             if r is not None:
-                if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r]):
+                if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r], g.numel) \
+                        and all(s["op"] in CARRY_NONFINITE for s in steps[r + 1:]):
                     out.append("no_max_subtraction")
                 if g.inner > 1:
                     out.append("wrong_reduce_dim")
@@ -287,21 +290,20 @@ class FusedModule(OpModule):
 
     def floor_ms(self, task: Task, path: str) -> float:
         """No candidate's measurement is faster than the program's roofline (its least work, cost()) nor
-        than issuing its fewest calls: the library calls no kernel of ours replaces and one fused kernel,
-        each at least the host's CALL_US (timing.in_sequence_ms), read at the fastest a noisy timer
-        reads a kernel that short (sim.measure: 2.5 sigma fast)."""
+        than issuing the ladder's fewest calls, each at least the host's CALL_US (timing.in_sequence_ms),
+        read at the fastest a noisy timer reads a kernel that short (sim.measure: 2.5 sigma fast)."""
         cost, gpu = self.cost(task), task.gpu
         roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
         calls_ms = self.fewest_calls() * CALL_US * 1e-3
         return max(roofline, calls_ms * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3)))
 
     def fewest_calls(self) -> int:
-        """Kernels the leanest candidate still launches: the library calls no rung replaces, and one
-        kernel of ours (GEMM heads a Triton epilogue kernel takes in count as replaced)."""
-        steps = self.view.steps
-        kept = min(sum(len(torch_kernels(steps[it], self.view.dtype, _gpu_of(None))) for it in items
-                       if not isinstance(it, Kernel)) for items in self._plans.values()) if self._plans else 0
-        return kept + 1
+        """Kernels the leanest rung launches: the library calls it keeps and its own kernels (every
+        candidate of this ladder launches at least that many)."""
+        steps, dtype, gpu = self.view.steps, self.view.dtype, _gpu_of(None)
+        eager = sum(len(torch_kernels(s, dtype, gpu)) for s in steps)
+        return min([eager] + [sum(len(torch_kernels(steps[it], dtype, gpu)) if not isinstance(it, Kernel) else 1
+                                  for it in items) for items in self._plans.values()])
 
     def torch_ms(self, task: Task) -> tuple[float, float]:
         """(eager, torch.compile) time of the reference program on the task's GPU."""
