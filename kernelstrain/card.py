@@ -197,10 +197,8 @@ failed or losing candidates a trainer should keep in context and out of the loss
 `message_field_training: weight` on the `messages` configs."""
 
 
-def render_card(stats: dict) -> str:
-    if stats.get("layout") == "sessions":
-        from .card_sessions import render_sessions_card
-        return render_sessions_card(stats)
+def render_episodes_card(stats: dict) -> str:
+    """The card of an episodes-layout dataset (layouts.EPISODES.card)."""
     declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
     pct, spe, sp = stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
     files = stats["files"]

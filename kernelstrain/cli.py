@@ -13,8 +13,9 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__, progress
-from .errors import REPORT_HINT, DataError, UsageError
+from . import progress
+from .version import __version__
+from .errors import REPORT_HINT, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
 from .safety import OutputLock, ReadSnapshot, row_guard, terminal_text
 
@@ -42,7 +43,7 @@ def cmd_stats(a) -> int:
     """Print a dataset's summary (from stats.json); --json prints stats.json itself."""
     from .stats import summary
     from .fused.dataset import fused_summary, is_fused_dir, read_fused_stats
-    from .validate import read_stats
+    from .reading import read_stats
     fused = is_fused_dir(Path(a.data))
     stats = read_fused_stats(Path(a.data)) if fused else read_stats(Path(a.data))
     with row_guard(f"{Path(a.data) / 'stats.json'}"):     # a malformed stats.json is bad input, not a bug
@@ -62,7 +63,7 @@ def cmd_holdout(a) -> int:
 
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
-    from .validate import validate
+    from .dataset import validate
     from .generate import check_workers
     snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems, workers=check_workers(a.workers))
@@ -79,14 +80,10 @@ def cmd_validate(a) -> int:
 
 def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
-    from .dirkind import what_is
-    from .qa import dumps_qa, qa, summary
-    from .writers import FILES
-    kind = None if (Path(a.data) / FILES["episodes"]).exists() else what_is(Path(a.data))
-    if kind:
-        raise DataError(kind)
+    from .dataset import Dataset
+    from .qa import dumps_qa, summary
     snapshot = ReadSnapshot(Path(a.data))
-    result = qa(Path(a.data))
+    result = Dataset(a.data).qa()
     snapshot.check()
     print(dumps_qa(result) if a.json else terminal_text(summary(result)), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1

@@ -42,6 +42,9 @@ KNOBS = {
 }
 IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda", "optin": "cuda"}
 SLIPS = ("bound", "optin")      # knobs only a slip sets: sweeps and grids leave them at 0
+# a rung's own parameter that does a knob's work on a loop the module names (ops/unroll.py): the
+# generic knob is not offered beside it (two pragmas would compete for one loop)
+SUPERSEDED = {"main_unroll": "pragma_unroll"}
 OPTIN_FREE = 0xC000             # dynamic + static shared memory a block gets without the opt-in
 
 _BOUNDS = re.compile(r"__launch_bounds__\(\s*([A-Za-z_0-9*() ]+?)\s*\)")
@@ -110,8 +113,9 @@ def settings(params: dict) -> dict:
 def extend(variant: Variant, impl: str, code: str, names: tuple) -> Variant:
     """The rung with the knobs of `names` that have a place in its code (`code`: its render)."""
     places = _places(code)
+    own_names = {p.name for p in variant.params}
     extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n]
-                  and all(p.name != n for p in variant.params))
+                  and n not in own_names and SUPERSEDED.get(n) not in own_names)
     return replace(variant, params=variant.params + extra) if extra else variant
 
 

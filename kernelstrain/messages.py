@@ -17,6 +17,7 @@ from . import knobs
 from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
+from .ops.unroll import NAMES as UNROLL_NAMES
 from . import runtime_texts
 from .slips import nvcc, scopes, triton_slips
 
@@ -368,8 +369,11 @@ def code_values(code: str, params: dict) -> list[str]:
     ['THREADS=256', 'VEC=8', 'BLOCK=1024', 'num_warps=4']
     >>> code_values("__global__ void __launch_bounds__(THREADS, 2) k() {}", {"min_blocks": 2, "main_unroll": 0})
     ['__launch_bounds__(THREADS, 2)']
+    >>> code_values("    for off in tl.range(0, C, BLOCK, loop_unroll_factor=4):", {"loop_unroll": 4})
+    ['loop_unroll_factor=4']
     """
-    out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS else _spelled(code, name, value)
+    out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS or name in UNROLL_NAMES
+                       else _spelled(code, name, value)
                        for name, value in params.items()) if t]
     named = {t.split("=")[0] for t in out}
     stated = sorted((m.start(), f"{m.group(1)}={m.group(2)}") for pattern in _STATED for m in pattern.finditer(code)
@@ -383,8 +387,10 @@ def _knob_text(code: str, name: str, value: int) -> str | None:
     if name in ("min_blocks", "bound"):
         found = _LAUNCH_BOUNDS.search(code)
         return found.group(0) if found else None
-    if name == "main_unroll" and f"#pragma unroll {value}\n" in code:
+    if name in ("main_unroll", "pragma_unroll") and f"#pragma unroll {value}\n" in code:
         return f"#pragma unroll {value}"
+    if name == "loop_unroll" and f"loop_unroll_factor={value}" in code:
+        return f"loop_unroll_factor={value}"
     return None          # the opt-in slip is a line the code lacks, not a value
 
 

@@ -83,7 +83,6 @@ def select_combos(profile: Profile) -> list[Task]:
     return sorted(chosen, key=lambda t: t.key)
 
 
-SPLITS = ("combo", "unseen_op", "unseen_gpu")
 
 
 def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str, count: int | None = None) -> tuple[list[Task], list[Task]]:
@@ -143,10 +142,6 @@ def make_plan(profile: Profile, seed: int, holdout_frac: float | None = None, ho
     order = tuple(sorted(train, key=lambda t: rank(profile.key, "order", seed, t.key)))
     splits = {name: tuple(tasks) for name, tasks in splits.items()}
     return Plan(profile, seed, tuple(train), splits.get("combo", ()), order, splits)
-
-
-def episode_rng(plan: Plan, index: int) -> random.Random:
-    return seeded_rng(plan.profile.key, plan.seed, "episode", index)
 
 
 def episode_id(plan: Plan, index: int) -> str:

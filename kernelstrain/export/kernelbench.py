@@ -22,13 +22,14 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
 from ..safety import check_tree_out, safe_name, write_tree
-from ..sessions import episode_source
-from ..validate import read_jsonl
+from ..schema import SCHEMA as SCHEMAS
+from ..dataset import episode_source
+from ..reading import read_jsonl
 from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 from .kb_form import precision, problem_source, solution_source
 
-SCHEMA = "kernelstrain/kernelbench_export@1"
+SCHEMA = SCHEMAS["kernelbench_export"]
 STATUSES = ("ok", "wrong_result", "compile_error")
 EXPORT_NAMES = ("level1", "level2", "solutions", "index.json")   # what --force replaces in --out
 

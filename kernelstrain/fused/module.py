@@ -72,6 +72,9 @@ class Output:
     """The one output the correctness check compares (messages._output_shape reads entry.outputs)."""
     shape: tuple
     dtype: str
+    # the tensors feasibility's alignment rules read (ops' contract Args): none declared here; a
+    # fused program's vector widths are chosen to divide its rows where the ladder is built
+    args: tuple = ()
 
     def outputs(self, task) -> list:
         return [("y", self.shape, self.dtype)]

@@ -16,9 +16,9 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import CANDIDATES, TASKS, is_fused_dir
 from ..ops import REGISTRY
-from ..sessions import episode_source
+from ..dataset import episode_source
 from ..tasks import make_task
-from ..validate import read_jsonl
+from ..reading import read_jsonl
 
 HOLDOUT_GLOB = "tasks_holdout*.jsonl"
 

@@ -8,6 +8,7 @@ through inline PTX (tanh.approx.f32; ex2.approx.f32 inside an erf approximation)
 from dataclasses import replace
 
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
@@ -134,6 +135,11 @@ bias_gelu_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ bi
 {host(task, "blocks", "THREADS", GRID_CAP)}"""
 
 
+def half2_trips(p, task) -> float:
+    """Pairs each thread of the capped grid takes in turn."""
+    return task["T"] * task["N"] / 2 / (grid_stride_half2_launch(p, task).grid * p["threads"])
+
+
 # -- vectorized_uint4, bias_in_registers, fast_math_ptx: uint4 chunks ----------------------
 def chunk_launch(p, task):
     t, n, elt, threads = task["T"], task["N"], DTYPE_BYTES[task.dtype], p["threads"]
@@ -225,8 +231,9 @@ class BiasGeluCuda(OpModule):
              launch=gelu_launch(thread_per_element_launch), render=thread_per_element_src,
              bugs={"off_by_one": {"n": "(long long)T * N - 1"}}),
         Rung("grid_stride_half2", "grid-stride loop over half2 / bfloat162 pairs, v*v*v",
-             (THREADS,), compute_eff=0.078, memory_eff=0.7, launch=gelu_launch(grid_stride_half2_launch),
-             render=grid_stride_half2_src, bugs={"missing_scale": NO_SCALE}),
+             (THREADS, PRAGMA_UNROLL), compute_eff=0.078, memory_eff=0.7,
+             launch=launch_of(gelu_launch(grid_stride_half2_launch), half2_trips, 1),
+             render=render_of(grid_stride_half2_src), bugs={"missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "2-D grid, one 16-byte uint4 of x and of bias per thread",
              (THREADS,), compute_eff=0.126, memory_eff=0.88, launch=gelu_launch(chunk_launch),
              render=vectorized_uint4_src, bugs={"off_by_one": SHORT_GUARD}),

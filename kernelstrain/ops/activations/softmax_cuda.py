@@ -6,6 +6,7 @@ rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte v
 loads and rows packed per block (sub-warp rows for short C).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import prelude, shfl_xor_macro
 from ..norms._norms import block_row_rounds
 from ._act import host_line
@@ -246,17 +247,21 @@ class SoftmaxCuda(SoftmaxSpec):
         # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "block per row, three passes, max and sum as shared-memory tree reductions",
-             (THREADS,), memory_eff=0.75, smem="static", launch=block_launch(lambda t, w: t * 4, 2.0, 2),
-             render=smem_block_reduce_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static",
+             launch=launch_of(block_launch(lambda t, w: t * 4, 2.0, 2), row_trips("C"), 1),
+             render=render_of(smem_block_reduce_src), bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("warp_shuffle", "block per row, three passes, warp_max/warp_sum shuffles, one smem slot per warp",
-             (THREADS,), memory_eff=0.82, smem="static", launch=block_launch(lambda t, w: w * 4, 2.0, 2),
-             render=warp_shuffle_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static",
+             launch=launch_of(block_launch(lambda t, w: w * 4, 2.0, 2), row_trips("C"), 1),
+             render=render_of(warp_shuffle_src), bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),
         Rung("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
-             (THREADS,), memory_eff=0.86, smem="static", launch=block_launch(lambda t, w: w * 8, 1.5, 1),
-             render=online_softmax_src, bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.86, smem="static",
+             launch=launch_of(block_launch(lambda t, w: w * 8, 1.5, 1), row_trips("C"), 1),
+             render=render_of(online_softmax_src), bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
         Rung("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
-             (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1)),
-             memory_eff=0.9, smem="static", launch=vectorized_online_launch, render=vectorized_online_src,
+             (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1), PRAGMA_UNROLL),
+             memory_eff=0.9, smem="static", launch=launch_of(vectorized_online_launch, row_trips("C", vec=True), 4),
+             render=render_of(vectorized_online_src),
              bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}),
     )
 

@@ -7,12 +7,24 @@ split-K over blocks with an fp32 partial buffer and a combine kernel (fills the 
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of
+from ._gemv_launch import gemv_bytes, warp_launch
 
 ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K"), source="self.weight"), Arg("x", "in", ("M", "K")),
                        Arg("y", "out", ("M", "N")), Scalar("M"), Scalar("N"), Scalar("K")))
 WARPS = Param("warps", (2, 4, 8), 4)
 ROWS = Param("rows_per_warp", (1, 2, 4), 2)
 ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loops
+
+
+def lane_trips(vec: int):
+    """Trips of a warp's lane-strided loop over K, `vec` elements a lane a trip (the unroll knob)."""
+    return lambda p, task: task["K"] / (vec * task.gpu.warp)
+
+
+def chunk_regs(p, task) -> int:
+    """Registers of one trip's 16-byte loads: a W chunk per row of the warp and an x chunk per token."""
+    return 4 * p.get("rows_per_warp", 1) + 4 * task["M"]
 
 
 def host(task, grid: str, block: str, extra: str = "") -> str:
@@ -62,38 +74,8 @@ gemv_kernel(const scalar_t* __restrict__ W, const scalar_t* __restrict__ x, scal
 }}
 {host(task, "(N + THREADS - 1) / THREADS", "THREADS")}"""
 
-# -- the warp-per-row rungs ----------------------------------------------------------------
-L1_LOAD_COST = 0.16     # DRAM-byte equivalents of one L1-hit byte of x in a 16-byte load (H200 fit)
-def warp_launch(kind: str):
-    """Launch model of the warp rungs: kind 'scalar' (warp_per_row), 'vec' (vectorized_uint4),
-    'rows' (multi_row_warp) or 'split' (split_k_combine)."""
-    def launch(p, task):
-        m, n, k, e, warp = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype], task.gpu.warp
-        base = GemvCuda().cost(task).bytes
-        threads, rows = p["warps"] * warp, p.get("rows_per_warp", 1)
-        grid = cdiv(n, p["warps"] * rows)
-        x_rereads = 1 + (m * k * e * grid / rows) / base * 0.02   # x from L2, mostly L1 hits
-        # ... but each W load brings M / rows x loads of its width through the LSU: at M=8 the load pipe
-        # binds (H200: warp_per_row ran 11x its DRAM time, uint4 2.3x; a 2-byte load costs a uint4's slot)
-        lsu = lambda width: L1_LOAD_COST * m / rows * (16 / width)  # noqa: E731
-        if kind == "scalar":
-            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads + lsu(e),
-                          lane_util=min(1.0, k / warp))
-        vec_lanes = min(1.0, k / (8 * warp))
-        if kind == "vec":
-            return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16,
-                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
-        regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
-        if kind == "rows":
-            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows,
-                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
-        splits = p["splits"]
-        partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
-        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
-                      traffic=x_rereads + lsu(16) + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
-    return launch
 
-
+# -- the warp-per-row rungs (their launch model: _gemv_launch.py) --------------------------
 def warp_per_row_src(p, task, init="0", cmp="<"):
     return f"""
 #define WARPS {p['warps']}
@@ -274,23 +256,26 @@ class GemvCuda(OpModule):
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.3, launch=thread_per_row_launch,
              render=thread_per_row_src, bugs={"off_by_one": {"last": "K - 1"}, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("warp_per_row", "one warp per row, coalesced scalar loads, warp_sum shuffle reduction",
-             (WARPS,), memory_eff=0.75, launch=warp_launch("scalar"), render=warp_per_row_src,
+             (WARPS, PRAGMA_UNROLL), memory_eff=0.75, render=render_of(warp_per_row_src),
+             launch=launch_of(warp_launch("scalar"), lane_trips(1), lambda p, t: 1 + t["M"]),
              bugs={"wrong_init": {"init": "1"}, "off_by_one": ONE_LONGER}),
         Rung("vectorized_uint4", "warp per row with 16-byte uint4 loads of W and x (8 elements a lane)",
-             (WARPS,), memory_eff=0.84, launch=warp_launch("vec"), render=vectorized_uint4_src,
+             (WARPS, PRAGMA_UNROLL), memory_eff=0.84, render=render_of(vectorized_uint4_src),
+             launch=launch_of(warp_launch("vec"), lane_trips(8), chunk_regs),
              bugs={"off_by_one": ONE_LONGER, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("multi_row_warp", "each warp owns several rows: one x chunk feeds R independent W loads",
-             (WARPS, ROWS), memory_eff=0.88, launch=warp_launch("rows"), render=multi_row_warp_src,
+             (WARPS, ROWS, PRAGMA_UNROLL), memory_eff=0.88, render=render_of(multi_row_warp_src),
+             launch=launch_of(warp_launch("rows"), lane_trips(8), chunk_regs),
              bugs={"off_by_one": ONE_LONGER, "wrong_init": {"init": "1.f"}}),
         Rung("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
-             (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2)), memory_eff=0.9, launch=warp_launch("split"),
-             render=split_k_combine_src, bug_params=(("bad_combine_index", "splits", 2),),
+             (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2), PRAGMA_UNROLL), memory_eff=0.9,
+             launch=launch_of(warp_launch("split"), lambda p, t: lane_trips(8)(p, t) / p["splits"], chunk_regs),
+             render=render_of(split_k_combine_src), bug_params=(("bad_combine_index", "splits", 2),),
              bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER}),
     )
 
     def cost(self, task: Task) -> Cost:
-        m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-        return Cost(flops=2 * m * n * k, bytes=(n * k + m * k + m * n) * e)
+        return Cost(flops=2 * task["M"] * task["N"] * task["K"], bytes=gemv_bytes(task))
 
     torch_ref = TorchRef(body="return torch.nn.functional.linear(x, self.weight)",
         init="self.weight = nn.Parameter(torch.randn(N, K, dtype=DTYPE))",

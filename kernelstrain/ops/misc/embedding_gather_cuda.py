@@ -5,6 +5,7 @@ a warp each, UNROLL loads in flight -> Hopper bulk-copy engine (cp.async.bulk gl
 global on an mbarrier ring, one thread per block issuing whole rows).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from .embedding_gather_spec import EmbeddingGatherSpec
 
 ARGS = ("const int64_t* __restrict__ ids, const scalar_t* __restrict__ table, scalar_t* __restrict__ out, "
@@ -190,11 +191,12 @@ class EmbeddingGatherCuda(EmbeddingGatherSpec):
              (Param("threads", (128, 256, 512), 256),), memory_eff=0.5, launch=scalar_per_element_launch,
              render=scalar_per_element_src, bugs={"off_by_one": {"tail": " - 1"}}),
         Rung("row_per_block", "one block per token: id read once, threads stride the row with 2-byte copies",
-             (Param("threads", (128, 256, 512, 1024), 256),), memory_eff=0.85, launch=row_per_block_launch,
-             render=row_per_block_src, bugs={"off_by_one": {"stop": "D - 1"}}),
+             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL), memory_eff=0.85,
+             launch=launch_of(row_per_block_launch, row_trips(), 1), render=render_of(row_per_block_src), bugs={"off_by_one": {"stop": "D - 1"}}),
         Rung("vectorized_uint4", "block per token, 16-byte uint4 copies",
-             (Param("threads", (64, 128, 256, 512), 256),), memory_eff=0.9, launch=vectorized_uint4_launch,
-             render=vectorized_uint4_src, bugs={"off_by_one": {"stop": "chunks - 1"}}),
+             (Param("threads", (64, 128, 256, 512), 256), PRAGMA_UNROLL), memory_eff=0.9,
+             launch=launch_of(vectorized_uint4_launch, row_trips(vec=True), 4), render=render_of(vectorized_uint4_src),
+             bugs={"off_by_one": {"stop": "chunks - 1"}}),
         Rung("rows_per_block_ilp", "WARPS rows a block, a warp per row, UNROLL uint4 loads issued before the stores",
              (Param("warps", (2, 4, 8), 4), Param("unroll", (2, 4, 8), 4)), memory_eff=0.92,
              launch=rows_per_block_ilp_launch, render=rows_per_block_ilp_src, bugs={"off_by_one": {"stop": "chunks - 1"}}),

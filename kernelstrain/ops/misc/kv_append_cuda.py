@@ -6,6 +6,7 @@ Ladder: thread per element -> block per token (slot read once) -> 16-byte uint4 
 warp per token with UNROLL loads of K and V in flight before any store.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from .kv_append_spec import KvAppendSpec
 
 ARGS = ("const scalar_t* __restrict__ key, const scalar_t* __restrict__ value, scalar_t* __restrict__ key_cache, "
@@ -168,11 +169,13 @@ class KvAppendCuda(KvAppendSpec):
              (Param("threads", (128, 256, 512), 256),), memory_eff=0.5, launch=element_per_thread_launch,
              render=element_per_thread_src, bugs={"off_by_one": {"total": "(int64_t)T * H * D - 1"}}),
         Rung("block_per_token", "one block per token (vLLM's classic kernel): slot read once, scalar copies",
-             (Param("threads", (128, 256, 512, 1024), 256),), memory_eff=0.65, launch=block_per_token_launch,
-             render=block_per_token_src, bugs={"off_by_one": {"stop": "H * D - 1"}}),
+             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL), memory_eff=0.65,
+             launch=launch_of(block_per_token_launch, lambda p, t: t["H"] * t["D"] / p["threads"], 2),
+             render=render_of(block_per_token_src), bugs={"off_by_one": {"stop": "H * D - 1"}}),
         Rung("vectorized_uint4", "block per token, each thread moves 16-byte uint4 chunks of one head",
-             (Param("threads", (64, 128, 256), 128),), memory_eff=0.9, launch=vectorized_uint4_launch,
-             render=vectorized_uint4_src, bugs={"off_by_one": {"stop": "chunks - 1"}}),
+             (Param("threads", (64, 128, 256), 128), PRAGMA_UNROLL), memory_eff=0.9,
+             launch=launch_of(vectorized_uint4_launch, lambda p, t: chunks_of(t) / p["threads"], 8),
+             render=render_of(vectorized_uint4_src), bugs={"off_by_one": {"stop": "chunks - 1"}}),
         Rung("warp_per_token_ilp", "warp per token, WARPS tokens a block; UNROLL uint4 loads of K and V issued "
              "before the stores", (Param("warps", (2, 4, 8), 4), Param("unroll", (1, 2, 4), 4)),
              memory_eff=0.92, launch=warp_per_token_ilp_launch, render=warp_per_token_ilp_src,

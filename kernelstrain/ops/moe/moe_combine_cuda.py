@@ -8,6 +8,7 @@ permutation once, then one thread per output element gathers its top-k values (n
 issued before the accumulation (TOPK compile-time, loads in flight per lane = topk).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from ..dialect import prelude
 from .moe_combine_spec import ENTRY, MoeCombineSpec
 
@@ -213,7 +214,8 @@ class MoeCombineCuda(MoeCombineSpec):
              (THREADS,), memory_eff=0.75, launch=gather_per_element_launch, render=gather_per_element_src,
              bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"last": "topk - 1"}}),
         Rung("vectorized_uint4", "one block per token: 16-byte uint4 loads of each expert row, fp32 accumulators",
-             (THREADS,), memory_eff=0.86, launch=vectorized_uint4_launch, render=vectorized_uint4_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.86, render=render_of(vectorized_uint4_src),
+             launch=launch_of(vectorized_uint4_launch, lambda p, t: t["K"] / 8 / p["threads"], lambda p, t: 4 * t["topk"]),
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "topk - 1"}}),
         Rung("multi_token_ilp", "tokens per block, slots/weights staged in smem, all top-k uint4 loads in flight at once",
              (Param("threads", (64, 128, 256), 128), Param("tokens_per_block", (1, 2, 4), 2)), memory_eff=0.91,

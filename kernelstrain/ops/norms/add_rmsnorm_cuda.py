@@ -5,6 +5,7 @@ times) -> one fused kernel with a shared-memory tree sum -> warp shuffles -> 16-
 uint4 loads/stores -> the summed row cached in registers (no re-read of the residual).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
@@ -240,15 +241,18 @@ class AddRMSNormCuda(AddRMSNormSpec):
              (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
         Rung("fused_block_reduce", "one kernel: add, store residual, shared-memory tree sum, normalise",
-             (THREADS,), memory_eff=0.75, smem="static", launch=fused_launch(tree=True), render=fused_block_reduce_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", launch=launch_of(fused_launch(tree=True), row_trips(), 1),
+             render=render_of(fused_block_reduce_src),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
-             (THREADS,), memory_eff=0.82, smem="static", launch=fused_launch(tree=False), render=warp_shuffle_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", launch=launch_of(fused_launch(tree=False), row_trips(), 1),
+             render=render_of(warp_shuffle_src),
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "fused kernel with 16-byte uint4 loads/stores of x, residual and y",
-             (THREADS,), memory_eff=0.9, smem="static",
-             launch=lambda p, task: block_launch(p, task, warp_slots(p, task), 1.25, vec=True),
-             render=vectorized_uint4_src, bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static", launch=launch_of(
+                 lambda p, task: block_launch(p, task, warp_slots(p, task), 1.25, vec=True), row_trips(vec=True), 4),
+             render=render_of(vectorized_uint4_src),
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
         Rung("register_cached", "summed row kept in registers: residual written once, never re-read",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,

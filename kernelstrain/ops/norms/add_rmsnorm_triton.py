@@ -6,10 +6,11 @@ it for the output) -> the whole summed row in registers (no re-read) -> persiste
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
 from ..base import Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ._norms import PERSISTENT_GRID, chunk_launch, next_pow2, row_in_registers_launch
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
-CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4))
+CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL)
 NO_SCALE = {"scale": ""}               # missing_scale drops the weight multiply
 ADD_FIRST = "    residual_add_kernel[(triton.cdiv(T * D, 1024),)](x, residual, T * D, BLOCK=1024, num_warps=4)\n"
 
@@ -140,10 +141,12 @@ class AddRMSNormTriton(AddRMSNormSpec):
     impl = "triton"
     variants = (
         Rung("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
-             CHUNK, memory_eff=0.8, launch=chunk_launch("T", "D", 2, 1.5, launches=2), render=two_kernels_src, consts=consts,
+             CHUNK, memory_eff=0.8, launch=launch_of(chunk_launch("T", "D", 2, 1.5, launches=2), chunk_trips("D"), chunk_regs),
+             render=render_of(two_kernels_src), consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
-             CHUNK, memory_eff=0.84, launch=chunk_launch("T", "D", 2, 1.25), render=fused_chunked_src, consts=consts,
+             CHUNK, memory_eff=0.84, launch=launch_of(chunk_launch("T", "D", 2, 1.25), chunk_trips("D"), chunk_regs),
+             render=render_of(fused_chunked_src), consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",
              (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, launch=row_launch,

@@ -5,6 +5,7 @@ reductions -> single-pass Welford merged with warp shuffles -> 16-byte uint4 loa
 per-chunk Welford -> row cached in registers, exact two-pass statistics from registers.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
 from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
@@ -271,16 +272,16 @@ class LayerNormCuda(LayerNormSpec):
         # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
-             (THREADS,), memory_eff=0.75, smem="static",
-             launch=block_launch(lambda threads, warps: threads * 4, 2.1, 2), render=smem_block_reduce_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
+             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2), row_trips(), 1),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
-             (THREADS,), memory_eff=0.82, smem="static",
-             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1), render=welford_shuffle_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", render=render_of(welford_shuffle_src),
+             launch=launch_of(block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1), row_trips(), 1),
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads of 8 elements, per-chunk Welford merged by shuffles",
-             (THREADS,), memory_eff=0.9, smem="static",
-             launch=block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1, vec=True), render=vectorized_uint4_src,
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static", render=render_of(vectorized_uint4_src),
+             launch=launch_of(block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1, vec=True), row_trips(vec=True), 4),
              bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
         Rung("register_cached", "row held in registers: exact two-pass statistics, x read from DRAM once",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",

@@ -4,6 +4,7 @@ Ladder: one thread per row -> block reduction through shared memory -> warp shuf
 16-byte vector loads -> row cached in registers (one DRAM read of x).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, pragma, unrolled
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -52,9 +53,10 @@ def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
         per = 16 // elt if vec else 1
-        return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                      regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
-                      lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1))
+        return unrolled(Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
+                               regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
+                               lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1)),
+                        p, d / (threads * per), 4 if vec else 1)
     return launch
 
 
@@ -79,7 +81,7 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     const scalar_t* xr = x + (size_t)blockIdx.x * D;
     scalar_t* yr = y + (size_t)blockIdx.x * D;
     float sum_sq = {init};
-    for (int i = threadIdx.x; i < D; i += THREADS) {{
+{pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS) {{
         float v = to_float(xr[i]);
         sum_sq += v * v;
     }}
@@ -90,7 +92,7 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
         __syncthreads();
     }}
     const float inv_rms = rsqrtf(partial[0] / D + eps);
-    for (int i = threadIdx.x; i < D; i += THREADS)
+{pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
 {host(task, "T", "THREADS")}"""
@@ -108,12 +110,12 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     const scalar_t* xr = x + (size_t)blockIdx.x * D;
     scalar_t* yr = y + (size_t)blockIdx.x * D;
     float sum_sq = {init};
-    for (int i = threadIdx.x; i < D; i += THREADS) {{
+{pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS) {{
         float v = to_float(xr[i]);
         sum_sq += v * v;
     }}
     const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
-    for (int i = threadIdx.x; i < D; i += THREADS)
+{pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS)
         yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
 }}
 {host(task, "T", "THREADS")}"""
@@ -137,13 +139,13 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     uint4* yr = reinterpret_cast<uint4*>(y + (size_t)blockIdx.x * D);
     const int chunks = D / VEC;
     float sum_sq = 0.f;
-    for (int c = threadIdx.x; c < chunks; c += THREADS) {{
+{pragma(p)}    for (int c = threadIdx.x; c < chunks; c += THREADS) {{
         Pack v; v.u = xr[c];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {{ float f = to_float(v.h[k]); sum_sq += f * f; }}
     }}
     const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
-    {loop}
+{pragma(p)}    {loop}
         Pack v, w, o; v.u = xr[c]; w.u = wr[c];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(v.h[k]) * inv_rms{scale});
@@ -229,15 +231,15 @@ class RMSNormCuda(RMSNormSpec):
              launch=row_per_thread_launch, render=row_per_thread_src,
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("smem_block_reduce", "one block per row, tree reduction in shared memory",
-             (THREADS,), memory_eff=0.75, smem="static",
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static",
              launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
-             (THREADS,), memory_eff=0.82, smem="static",
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static",
              launch=block_launch(WARP_SMEM, regs=24), render=warp_shuffle_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
-             (THREADS,), memory_eff=0.9, smem="static",
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static",
              launch=block_launch(WARP_SMEM, regs=32, vec=True), render=vectorized_uint4_src,
              bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
         Rung("register_cached", "row held in registers between the two passes: x read from DRAM once",

@@ -8,6 +8,7 @@ software (bit arithmetic, round to nearest even), which is what a part without F
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
+from .. import unroll
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -269,11 +270,13 @@ class Fp8QuantCuda(Fp8QuantSpec):
              bugs={"racy_update": {"update": "scales[i / D] = s;  // one plain store per element"},
                    "missing_scale": {"val": "to_float(x[i])"}}),
         Rung("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
-             (THREADS,), compute_eff=0.08, memory_eff=0.62, smem="static", launch=launch_of("smem"),
-             render=fused_smem_block_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
+             (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.62, smem="static",
+             launch=unroll.launch_of(launch_of("smem"), unroll.row_trips(), 1),
+             render=unroll.render_of(fused_smem_block_src), bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
-             (THREADS,), compute_eff=0.08, memory_eff=0.82, smem="static", launch=launch_of("shuffle"),
-             render=warp_shuffle_vectorized_src,
+             (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.82, smem="static",
+             launch=unroll.launch_of(launch_of("shuffle"), unroll.row_trips(vec=True), 4),
+             render=unroll.render_of(warp_shuffle_vectorized_src),
              bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": {"val": "to_float(v.h[k])"}}),
         Rung("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
              (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", launch=launch_of("cached"),

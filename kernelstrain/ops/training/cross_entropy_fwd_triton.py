@@ -8,6 +8,7 @@ programs, then a combine kernel merges the (max, sum) partials: fills the GPU wh
 from ..norms._norms import triton_spill
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
+from .. import unroll
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
 BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 4096)
@@ -202,16 +203,19 @@ class CrossEntropyFwdTriton(OpModule):
              (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, launch=launch_of("full"), render=full_row_src,
              consts=lambda p, task: {"BLOCK": _pow2(task["V"])}, bugs=LOAD_BUGS),
         Rung("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
-             (BLOCK, NUM_WARPS), compute_eff=0.3, memory_eff=0.85, launch=launch_of("two_pass"),
-             render=chunked_two_pass_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS),
+             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.3, memory_eff=0.85,
+             launch=unroll.launch_of(launch_of("two_pass"), unroll.chunk_trips("V"), unroll.chunk_regs),
+             render=unroll.render_of(chunked_two_pass_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS),
         Rung("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
-             (BLOCK, NUM_WARPS), compute_eff=0.2, memory_eff=0.9, launch=launch_of("online"),
-             render=online_softmax_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.9,
+             launch=unroll.launch_of(launch_of("online"), unroll.chunk_trips("V"), unroll.chunk_regs),
+             render=unroll.render_of(online_softmax_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": {"rescale": "s_vec"}}),
         Rung("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
              (Param("SPLIT", (2, 4, 8, 16), 4), Param("BLOCK", (1024, 2048, 4096), 2048),
-              Param("num_warps", (4, 8), 4)), compute_eff=0.2, memory_eff=0.92, launch=launch_of("split"),
-             render=split_v_combine_src, consts=lambda p, task: {"SPLIT": p["SPLIT"], "BLOCK": p["BLOCK"]},
+              Param("num_warps", (4, 8), 4), unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.92,
+             launch=unroll.launch_of(launch_of("split"), lambda p, t: t["V"] / (p["SPLIT"] * p["BLOCK"]), unroll.chunk_regs),
+             render=unroll.render_of(split_v_combine_src), consts=lambda p, task: {"SPLIT": p["SPLIT"], "BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}}),
     )
 

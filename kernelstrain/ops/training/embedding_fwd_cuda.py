@@ -6,6 +6,7 @@ token with coalesced scalar loads -> 16-byte uint4 loads -> one warp per token w
 so the table keeps its place in L2.
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..contract import Arg, Entry, Scalar
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
@@ -209,11 +210,11 @@ class EmbeddingFwdCuda(OpModule):
              (Param("threads", (32, 64, 128, 256), 128),), memory_eff=0.45,
              launch=thread_per_token_launch, render=thread_per_token_src, bugs={"off_by_one": {"last": "D - 1"}}),
         Rung("block_per_token", "a block per token, threads stride the row with scalar loads",
-             (THREADS,), memory_eff=0.8,
-             launch=block_launch(False), render=block_per_token_src, bugs={"off_by_one": {"last": "D - 1"}}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.8,
+             launch=launch_of(block_launch(False), row_trips(), 1), render=render_of(block_per_token_src), bugs={"off_by_one": {"last": "D - 1"}}),
         Rung("vectorized_uint4", "a block per token, 16-byte uint4 loads and stores",
-             (THREADS,), memory_eff=0.88,
-             launch=block_launch(True), render=vectorized_uint4_src, bugs={"off_by_one": {"last": "chunks - 1"}}),
+             (THREADS, PRAGMA_UNROLL), memory_eff=0.88,
+             launch=launch_of(block_launch(True), row_trips(vec=True), 4), render=render_of(vectorized_uint4_src), bugs={"off_by_one": {"last": "chunks - 1"}}),
         Rung("warp_per_token_unrolled", "a warp per token, several tokens per block, UNROLL uint4 loads in flight",
              (WARPS, UNROLL), memory_eff=0.91, launch=warp_launch(False), render=warp_per_token_unrolled_src,
              bugs={"off_by_one": {"last": "chunks - 1"}}),

@@ -5,7 +5,10 @@ Ladder: an atomicAdd per element -> block reduction with one atomic per block ->
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
 persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass.
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
+from dataclasses import replace
+
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv, occupancy_regs
+from .. import unroll
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER, block_sum
@@ -43,6 +46,19 @@ def launch_of(kind: str):
         return Launch(grid=gpu.sms * p["blocks_per_sm"], threads=threads, smem_bytes=warps * 4, regs=26,
                       bytes_per_access=16, traffic=1.5)
     return launch
+
+
+def cooperative_launch(p, task):
+    """The cooperative rung with its loops unrolled: the host sizes the grid to the blocks that fit
+    an SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so registers an unroll adds can shrink it.
+    Without the knob the model keeps the requested grid, as the calibration was fitted with it."""
+    base = launch_of("cooperative")(p, task)
+    if not unroll.factor(p):
+        return base
+    chunks = task["N"] * DTYPE_BYTES[task.dtype] / 16
+    out = unroll.unrolled(base, p, chunks / (task.gpu.sms * p["blocks_per_sm"] * p["threads"]), 4)
+    fit = occupancy_regs(p["threads"], out.regs, task.gpu)
+    return replace(out, grid=task.gpu.sms * max(1, min(p["blocks_per_sm"], fit)))
 
 
 def common(p, barrier=BARRIER) -> str:
@@ -245,14 +261,15 @@ class GradClipCuda(OpModule):
              launch=launch_of("block"), render=block_reduce_atomic_src,
              bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"add": "*sum_sq += (double)v;"}}),
         Rung("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
-             (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024)), compute_eff=1.0, memory_eff=0.82,
-             smem="static", launch=launch_of("two_stage"), render=two_stage_deterministic_src,
+             (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024), unroll.PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.82,
+             smem="static", render=unroll.render_of(two_stage_deterministic_src),
+             launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1),
              bugs={"missing_scale": NO_SCALE}),
         # missing_barrier drops the grid.sync() and the block_sum barrier
         Rung("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
-             (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2)),
-             compute_eff=1.0, memory_eff=0.9, smem="static", launch=launch_of("cooperative"),
-             render=vectorized_persistent_src,
+             (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2), unroll.PRAGMA_UNROLL),
+             compute_eff=1.0, memory_eff=0.9, smem="static", launch=cooperative_launch,
+             render=unroll.render_of(vectorized_persistent_src),
              bugs={"missing_barrier": {"sync": "", "barrier": ""}, "missing_scale": NO_SCALE}),
     )
 

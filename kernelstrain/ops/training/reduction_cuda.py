@@ -5,6 +5,7 @@ elements per thread -> 16-byte vector loads in a grid-stride loop over #SMs x k 
 persistent two-stage: block partials plus a last-block finish, one launch and deterministic.
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
+from ..unroll import PRAGMA_UNROLL, launch_of, pragma
 from ..contract import Arg, Entry, Scalar
 from ._block_reduce import BARRIER, NO_BARRIER, block_sum
 
@@ -36,6 +37,11 @@ def warp_shuffle_launch(p, task):
     return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=cdiv(threads, task.gpu.warp) * 4,
                   regs=8 + 2 * items, bytes_per_access=e * items,
                   serial_atomics=cdiv(n, threads * items), launches=2)
+
+
+def grid_trips(loads: int):
+    """trips() of the grid-stride loop taking `loads` 16-byte vectors a trip."""
+    return lambda p, task: task["N"] * DTYPE_BYTES[task.dtype] / 16 / loads / (grid_launch(False)(p, task).grid * p["threads"])
 
 
 FINISH_ATOMICS = 600       # the two-stage finish's latency, in same-address atomic slots (sim.SAME_ADDRESS_ATOMIC_S)
@@ -121,9 +127,9 @@ reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
 {host("(unsigned)((n + THREADS * ITEMS - 1) / (THREADS * ITEMS))")}"""
 
 
-def vec_loop(task, unroll: bool) -> str:
+def vec_loop(task, unroll: bool, head: str = "") -> str:
     vec = 16 // DTYPE_BYTES[task.dtype]
-    body = """    for (; c + stride < chunks; c += 2 * stride) {   // two 16-byte loads in flight
+    body = head + """    for (; c + stride < chunks; c += 2 * stride) {   // two 16-byte loads in flight
         Pack a, b; a.u = xv[c]; b.u = xv[c + stride];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) v += to_float(a.h[k]) + to_float(b.h[k]);
@@ -134,7 +140,7 @@ def vec_loop(task, unroll: bool) -> str:
     const int64_t chunks = n / VEC, stride = (int64_t)gridDim.x * THREADS;
     int64_t c = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     float v = 0.f;
-{body}    for (; c < chunks; c += stride) {{
+{body or head}    for (; c < chunks; c += stride) {{
         Pack a; a.u = xv[c];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) v += to_float(a.h[k]);
@@ -170,7 +176,7 @@ def vectorized_grid_stride_src(p, task, publish=PUBLISH, barrier=BARRIER):
 extern "C" __global__ void __launch_bounds__(THREADS)
 reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
-{vec_loop(task, unroll=False)}
+{vec_loop(task, unroll=False, head=pragma(p))}
     v = block_sum(v, warp_totals);
     if (threadIdx.x == 0) {publish}
 }}
@@ -193,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 reduction_kernel(const scalar_t* __restrict__ x, float* out, int64_t n) {{
     __shared__ float warp_totals[THREADS / WARP_SIZE];
     __shared__ bool is_last;
-{vec_loop(task, unroll=True)}
+{vec_loop(task, unroll=True, head=pragma(p))}
     v = block_sum(v, warp_totals);
     if (threadIdx.x == 0) {{
         partials[blockIdx.x] = v;
@@ -240,12 +246,12 @@ class ReductionCuda(OpModule):
              launch=warp_shuffle_launch, render=warp_shuffle_src,
              bugs={"wrong_init": {"init": "1.f"}, "racy_update": RACY}),
         Rung("vectorized_grid_stride", "16-byte uint4 loads, grid of #SMs x k blocks striding over x",
-             (THREADS, BLOCKS_PER_SM), compute_eff=1.0, memory_eff=0.88, smem="static",
-             launch=grid_launch(two_stage=False), render=vectorized_grid_stride_src,
+             (THREADS, BLOCKS_PER_SM, PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.88, smem="static",
+             launch=launch_of(grid_launch(two_stage=False), grid_trips(1), 4), render=vectorized_grid_stride_src,
              bugs={"missing_barrier": NO_BARRIER, "racy_update": RACY}),
         Rung("persistent_two_stage", "vector grid-stride partials + last-block finish: one launch, no atomics on floats",
-             (Param("threads", (256, 512, 1024), 512), BLOCKS_PER_SM), compute_eff=1.0, memory_eff=0.92,
-             smem="static", launch=grid_launch(two_stage=True), render=persistent_two_stage_src,
+             (Param("threads", (256, 512, 1024), 512), BLOCKS_PER_SM, PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.92,
+             smem="static", launch=launch_of(grid_launch(two_stage=True), grid_trips(2), 8), render=persistent_two_stage_src,
              bugs={"bad_combine_index": {"slot": "slots[i + 1]"}, "off_by_one": {"last": "gridDim.x"}}),
     )
 

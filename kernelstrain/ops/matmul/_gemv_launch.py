@@ -1,0 +1,40 @@
+"""The launch model of gemv_cuda's warp rungs (one warp per row of W and its variants), and the
+minimum bytes they are measured against."""
+from ..base import Launch, DTYPE_BYTES, cdiv
+
+
+def gemv_bytes(task) -> int:
+    """W, x and y once each."""
+    m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
+    return (n * k + m * k + m * n) * e
+
+
+L1_LOAD_COST = 0.16     # DRAM-byte equivalents of one L1-hit byte of x in a 16-byte load (H200 fit)
+def warp_launch(kind: str):
+    """Launch model of the warp rungs: kind 'scalar' (warp_per_row), 'vec' (vectorized_uint4),
+    'rows' (multi_row_warp) or 'split' (split_k_combine)."""
+    def launch(p, task):
+        m, n, k, e, warp = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype], task.gpu.warp
+        base = gemv_bytes(task)
+        threads, rows = p["warps"] * warp, p.get("rows_per_warp", 1)
+        grid = cdiv(n, p["warps"] * rows)
+        x_rereads = 1 + (m * k * e * grid / rows) / base * 0.02   # x from L2, mostly L1 hits
+        # ... but each W load brings M / rows x loads of its width through the LSU: at M=8 the load pipe
+        # binds (H200: warp_per_row ran 11x its DRAM time, uint4 2.3x; a 2-byte load costs a uint4's slot)
+        lsu = lambda width: L1_LOAD_COST * m / rows * (16 / width)  # noqa: E731
+        if kind == "scalar":
+            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads + lsu(e),
+                          lane_util=min(1.0, k / warp))
+        vec_lanes = min(1.0, k / (8 * warp))
+        if kind == "vec":
+            return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16,
+                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
+        regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
+        if kind == "rows":
+            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows,
+                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
+        splits = p["splits"]
+        partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
+        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
+                      traffic=x_rereads + lsu(16) + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
+    return launch

@@ -1,0 +1,168 @@
+"""The unroll knob of a streaming loop, shared by the op modules: how many iterations of a loop
+whose loads are independent the compiler lays out one after another, so that their loads are all
+issued before the first is used.
+
+- CUDA: `#pragma unroll N` on the loop (`pragma`); nvcc keeps a remainder loop, so any N is legal
+  for any trip count.
+- Triton: `tl.range(start, stop, step, loop_unroll_factor=N)` for the loop's `range` (`trange`);
+  Triton 3.9 replicates the body N times with an epilogue for the remainder (its PTX and AMDGCN
+  show N times the global loads). Triton's software pipeliner leaves loads that feed no tl.dot
+  alone (num_stages changes nothing in these kernels), so unrolling is how a streaming Triton
+  loop gets more loads in flight.
+
+Value 0 writes nothing: the loop as the module renders it, unrolled as the compiler chooses on its
+own (COMPILER_DEPTH): nvcc unrolls a loop of unknown trip count 4x (the launch models of
+embedding_gather, kv_append and grad_clip say so from H200 timings), Triton does not unroll (its
+PTX has one iteration's loads). The launch model's default already holds that depth (the H200 fit
+absorbed it), so the knob is modelled relative to it (`unrolled`):
+- loads in flight: min(N, the loop's trips a thread) iterations' loads against min(default depth,
+  trips), so Launch.bytes_per_access scales by that ratio: a pragma under nvcc's 4 loses loads in
+  flight; more helps only where the resident grid does not already cover DRAM's bandwidth-latency
+  product (few resident warps: big rows, short grids);
+- registers: every load issued ahead holds its data until used, and the compiler allocates for
+  the unrolled body whatever the trip count at run time, so a deep unroll of a short loop costs
+  registers (occupancy, or spills past the cap) and buys nothing (a shallower one than the
+  compiler's is not credited with registers it may free: its allocation has other live values);
+- loop overhead: one compare-and-branch per N iterations (a few % where the loop is compute-bound).
+
+Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
+write `pragma(p)` / `trange(p, ...)` into their render, or wrap the rung's render and launch
+(`render_of`, `launch_of`): the wrapped render writes the knob on every streaming loop of the
+kernel (a CUDA loop stepping by THREADS, blockDim.x, WARP_SIZE, the grid or a stride; a Triton
+loop stepping by a BLOCK constant). It is offered where the loop's loads are independent of its
+stores (read-only reductions, or copies between __restrict__ arrays), so the unrolled loads can
+all issue first.
+
+>>> pragma({"pragma_unroll": 4}), pragma({})
+('#pragma unroll 4\\n', '')
+>>> trange({"loop_unroll": 2}, "0, C, BLOCK"), trange({}, "0, C, BLOCK")
+('tl.range(0, C, BLOCK, loop_unroll_factor=2)', 'range(0, C, BLOCK)')
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from .base import DTYPE_BYTES, Launch, Param
+
+INDEX_REGS = 1            # registers of the index and address arithmetic per load issued ahead
+LOOP_OVERHEAD = 0.03      # compute gained per doubling: one branch per N iterations
+
+PRAGMA_UNROLL = Param("pragma_unroll", (0, 2, 4, 8), 0)     # CUDA: #pragma unroll N
+LOOP_UNROLL = Param("loop_unroll", (0, 2, 4, 8), 0)           # Triton: tl.range(..., loop_unroll_factor=N)
+NAMES = (PRAGMA_UNROLL.name, LOOP_UNROLL.name)
+COMPILER_DEPTH = {PRAGMA_UNROLL.name: 4, LOOP_UNROLL.name: 1}   # iterations unrolled at the compiler's own choice
+
+
+def factor(params: dict) -> int:
+    """The candidate's unroll factor (0: the compiler's choice)."""
+    return params.get(PRAGMA_UNROLL.name, 0) or params.get(LOOP_UNROLL.name, 0)
+
+
+def pragma(params: dict) -> str:
+    """The line written before a CUDA loop: `#pragma unroll N` and a newline, or nothing."""
+    n = params.get(PRAGMA_UNROLL.name, 0)
+    return f"#pragma unroll {n}\n" if n else ""
+
+
+def trange(params: dict, args: str) -> str:
+    """The iterator of a Triton loop over `args` (range's arguments)."""
+    n = params.get(LOOP_UNROLL.name, 0)
+    return f"tl.range({args}, loop_unroll_factor={n})" if n else f"range({args})"
+
+
+def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int | None = None) -> Launch:
+    """`launch` with its streaming loop unrolled as `params` say: `trips` iterations a thread at
+    run time, each holding `load_regs` registers of loaded data until it is used; `compiler`: the
+    depth the compiler chooses on its own for this loop (COMPILER_DEPTH unless a module knows
+    better), which the launch model's default holds.
+
+    >>> base = Launch(grid=132, threads=256, regs=32, bytes_per_access=16)
+    >>> u = unrolled(base, {"pragma_unroll": 8}, trips=16, load_regs=4)
+    >>> u.bytes_per_access, u.regs
+    (32.0, 52)
+    >>> d = unrolled(base, {"pragma_unroll": 2}, trips=16, load_regs=4)   # under nvcc's own 4: fewer in flight
+    >>> d.bytes_per_access, d.regs
+    (8.0, 32)
+    >>> unrolled(base, {"pragma_unroll": 8}, trips=1, load_regs=4).bytes_per_access   # one trip: nothing to overlap
+    16
+    >>> unrolled(base, {"loop_unroll": 4}, trips=16, load_regs=4).bytes_per_access    # Triton: none by default
+    64.0
+    """
+    n = factor(params)
+    if not n:
+        return launch
+    if compiler is None:
+        compiler = COMPILER_DEPTH[PRAGMA_UNROLL.name if params.get(PRAGMA_UNROLL.name) else LOOP_UNROLL.name]
+    deep, own = min(n, max(1.0, trips)), min(compiler, max(1.0, trips))
+    regs = launch.regs + (load_regs + INDEX_REGS) * max(0, n - compiler)
+    return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
+                   else launch.bytes_per_access,
+                   compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(deep / own)))
+
+
+# a CUDA loop stepping by the block, a warp, the grid or a stride (not a tree reduction's halving loop)
+_CUDA_STREAM = re.compile(r"^([ \t]*)for \((?=[^\n;]*;[^\n;]*;[^\n;]*\+= [^\n;]*?\b(?:THREADS|blockDim\.x|WARP_SIZE|stride)\b)",
+                          re.M)
+# a Triton loop stepping by a BLOCK constexpr
+_TRITON_STREAM = re.compile(r"\bfor (\w+) in range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*)\):")
+
+
+def on_loops(code: str, params: dict) -> str:
+    """`code` with the knob written on each streaming loop (none governed by a pragma already).
+
+    >>> print(on_loops("s = 0;\\n  for (int i = threadIdx.x; i < n; i += THREADS) s += x[i];", {"pragma_unroll": 2}))
+    s = 0;
+    #pragma unroll 2
+      for (int i = threadIdx.x; i < n; i += THREADS) s += x[i];
+    >>> on_loops("    for off in range(0, C, BLOCK):", {"loop_unroll": 4})
+    '    for off in tl.range(0, C, BLOCK, loop_unroll_factor=4):'
+    """
+    if params.get(LOOP_UNROLL.name, 0):
+        return _TRITON_STREAM.sub(lambda m: f"for {m.group(1)} in {trange(params, m.group(2))}:", code)
+    line = pragma(params)
+    if not line:
+        return code
+    def put(m):
+        before = code[:m.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        return m.group(0) if before.startswith("#pragma") else line + m.group(0)
+    return _CUDA_STREAM.sub(put, code)
+
+
+def render_of(render):
+    """A rung's render with the knob written on its streaming loops."""
+    def wrapped(params, task, **slots):
+        return on_loops(render(params, task, **slots), params)
+    return wrapped
+
+
+def launch_of(launch, trips, load_regs, compiler: int | None = None):
+    """A rung's launch model with the knob's effect: trips(params, task) iterations a thread of its
+    streaming loop, each holding `load_regs` registers of loads (a number, or load_regs(params, task)),
+    `compiler` deep at the compiler's own choice (unrolled)."""
+    def wrapped(params, task):
+        regs = load_regs(params, task) if callable(load_regs) else load_regs
+        return unrolled(launch(params, task), params, trips(params, task), regs, compiler)
+    return wrapped
+
+
+def row_trips(dim: str = "D", vec: bool = False):
+    """trips() of a block-per-row loop: the row's `dim` elements over the block's threads, one
+    element a load (or 16 bytes of them with `vec`)."""
+    def trips(params, task):
+        return task[dim] / (params["threads"] * (16 // DTYPE_BYTES[task.dtype] if vec else 1))
+    return trips
+
+
+def chunk_trips(dim: str):
+    """trips() of a Triton loop over `dim` in BLOCK-wide chunks (one program a row)."""
+    def trips(params, task):
+        return task[dim] / params["BLOCK"]
+    return trips
+
+
+def chunk_regs(params, task) -> int:
+    """Registers one BLOCK-wide chunk of 16-bit (or wider) elements takes a thread of the program."""
+    per = max(1, params["BLOCK"] // (params["num_warps"] * task.gpu.warp))
+    return max(1, per * DTYPE_BYTES[task.dtype] // 4)

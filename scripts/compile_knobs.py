@@ -1,0 +1,102 @@
+"""Compile a sample of the op modules' tuning knobs (kernelstrain/ops/unroll.py) with the real tools.
+
+    python3 scripts/compile_knobs.py [MODULE ...] [--seed 0] [--json F]
+
+For every rung that has a knob, every target its module runs on (nvcc 13 for sm_80, sm_89,
+sm_90a, sm_120a; clang++ with HIP headers for gfx942 where the module has HIP targets; Triton's AOT
+compile for cuda:90 and hip:gfx942): one candidate with the knob set, its values taken in turn
+across the targets so that each value is built at least once, the rung's other parameters drawn
+from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
+Without MODULE: every registered module whose rungs have a knob.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelstrain.compilers import compile_cuda, compile_hip, compile_triton, find_hip_compiler  # noqa: E402
+from kernelstrain.gpus import GPUS  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.ops.unroll import NAMES  # noqa: E402
+from kernelstrain.tasks import make_task, param_grid  # noqa: E402
+
+# one GPU of each target the project compiles for (compilers.NVCC_GENCODE, Triton's targets)
+TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
+
+
+def knob_rungs(m) -> list:
+    return [(v, p) for v in m.variants for p in v.params if p.name in NAMES]
+
+
+def tool_of(m, task) -> str:
+    return ("clang-hip" if task.is_hip else "nvcc") if m.impl == "cuda" else "triton"
+
+
+def build(m, v, params, task):
+    src = m.render(v, params, task)
+    if m.impl == "triton":
+        return compile_triton(src, m.compile_specs(v, params, task), task.gpu.arch)
+    if task.is_hip:
+        return compile_hip(src, task.gpu.arch, f"{m.op}_kernel")
+    return compile_cuda(src, task.gpu.arch, f"{m.op}_kernel")
+
+
+def sample(m, rng) -> list:
+    """(variant, params, task) to build: per knob rung and target, one knob value (in turn)."""
+    out = []
+    for v, knob in knob_rungs(m):
+        values = [x for x in knob.values if x != knob.default]
+        grid = [p for p in param_grid(v) if p[knob.name] != knob.default]
+        i = 0
+        for g in TARGET_GPUS[m.impl]:
+            gpu = GPUS[g]
+            dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(gpu, d)]
+            if not dtypes or v.needs - gpu.features or (gpu.vendor == "amd" and m.impl == "cuda" and not find_hip_compiler()):
+                continue
+            value = values[i % len(values)]
+            i += 1
+            params = rng.choice([p for p in grid if p[knob.name] == value])
+            task = make_task(m, g, rng.choice(dtypes), rng.choice(m.shapes))
+            out.append((v, params, task))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("modules", nargs="*")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="write the per-module counts here")
+    a = ap.parse_args()
+    names = a.modules or sorted(n for n, m in REGISTRY.items() if knob_rungs(m))
+    rng = random.Random(a.seed)
+    counts: dict = {}
+    for name in names:
+        m = REGISTRY[name]
+        for v, params, task in sample(m, rng):
+            r = build(m, v, params, task)
+            tool = tool_of(m, task)
+            c = counts.setdefault(name, {}).setdefault(tool, {"compiled": 0, "failed": 0})
+            c["compiled" if r.ok else "failed"] += 1
+            if not r.ok:
+                print(f"FAIL {name} {v.tag} {params} {task.gpu.name} {task.dtype} {dict(task.shape)}: "
+                      f"{r.log.strip().splitlines()[0] if r.log.strip() else r.error_class}")
+        print(name, json.dumps(counts.get(name, {})), flush=True)
+    total: dict = {}
+    for per in counts.values():
+        for tool, c in per.items():
+            t = total.setdefault(tool, {"compiled": 0, "failed": 0})
+            t["compiled"] += c["compiled"]
+            t["failed"] += c["failed"]
+    print("total", json.dumps(total))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"modules": counts, "total": total}, indent=1) + "\n")
+    return 1 if any(t["failed"] for t in total.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
