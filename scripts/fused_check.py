@@ -4,7 +4,7 @@ Triton interpreter against the eager program.
     python3 scripts/fused_check.py static  KB_EXPORT --kernelbench /tmp/KernelBench
     python3 scripts/fused_check.py nvcc    KB_EXPORT [--sample N] [--arch sm_90a sm_80] [--full K]
     python3 scripts/fused_check.py triton  KB_EXPORT [--sample N]
-    python3 scripts/fused_check.py interp  --programs N [--seed S] [--max-numel M]
+    python3 scripts/fused_check.py interp  --programs N [--seed S] [--max-numel M] [--indices I ...]
 
 KB_EXPORT is a `kernelstrain export kernelbench` directory of a `--config fused` dataset.
 - static: every solution through KernelBench's own `validate_kernel_static` (imported from the
@@ -162,8 +162,8 @@ def cmd_interp(args) -> int:
     def fp32(text):
         return text.replace("dtype = torch.bfloat16", "dtype = torch.float32")
     checked = failed = programs = 0
-    for index in range(10 * args.programs):
-        if programs == args.programs:
+    for index in args.indices or range(10 * args.programs):
+        if programs == args.programs and not args.indices:
             break
         m = fused_module(module_name(args.seed, index, "triton"))
         if len(m.variants) < 2 or max(math.prod(s["out"]["shape"]) for s in m.view.steps) > args.max_numel:
@@ -212,6 +212,7 @@ def main(argv=None) -> int:
     a.add_argument("--programs", type=int, default=10)
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--max-numel", type=int, default=300_000)
+    a.add_argument("--indices", type=int, nargs="+", help="these programs of the stream instead of the first N")
     args = ap.parse_args(argv)
     return {"static": cmd_static, "nvcc": cmd_nvcc, "triton": cmd_triton, "interp": cmd_interp}[args.cmd](args)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import re
 import subprocess
@@ -165,3 +164,15 @@ def test_triton_candidates_match_eager_under_the_interpreter_and_bugs_do_not():
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert re.search(r"interpreter: (\d+) of \1 candidates", r.stdout)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the execution filter's checks need torch")
+def test_outputs_a_zero_or_constant_kernel_passes_are_rejected():
+    import torch
+
+    from kernelstrain.fused.execute import kb_trivial
+    torch.manual_seed(0)
+    y = torch.randn(64, 32)
+    assert kb_trivial(y, "fp32") is None and kb_trivial(y, "bf16") is None
+    assert kb_trivial(y * 2e-3, "bf16") == "zero_passes" and kb_trivial(y * 2e-3, "fp32") is None   # max |y| ~ 7e-3
+    assert kb_trivial(3.0 + y * 1e-3, "bf16") == "constant_passes" and kb_trivial(3.0 + y * 1e-3, "fp32") is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 EXP_OVERFLOW = 88.72          # expf(x) is inf in fp32 past this
-OVERFLOW_MARGIN = 3.0         # offer the unstable-exp bug only past 3x this (rough estimate, sure overflow)
+OVERFLOW_MARGIN = 2.0         # offer the unstable-exp bug only where the estimated largest value is twice this
 _SQRT3 = math.sqrt(3.0)
 
 
@@ -72,6 +72,11 @@ def magnitudes(program: list) -> list[tuple[float, float]]:
     return out
 
 
-def exp_overflows(mean: float, rms: float) -> bool:
-    """Whether exp of the raw values surely overflows somewhere in fp32."""
-    return abs(mean) + 3.0 * rms > OVERFLOW_MARGIN * EXP_OVERFLOW
+def exp_overflows(mean: float, rms: float, numel: int) -> bool:
+    """Whether exp of the raw values surely overflows somewhere in fp32: the largest of `numel`
+    roughly Gaussian values lies near sqrt(2 ln numel) standard deviations out.
+
+    >>> exp_overflows(0.0, 45.0, 65536), exp_overflows(0.0, 8.0, 65536)
+    (True, False)
+    """
+    return abs(mean) + math.sqrt(2.0 * math.log(max(2, numel))) * rms > OVERFLOW_MARGIN * EXP_OVERFLOW

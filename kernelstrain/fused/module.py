@@ -33,12 +33,15 @@ from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
 from .solution import cuda_solution, eager_solution, triton_solution
-from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, in_sequence_ms, library_ms, torch_kernels,
-                     triton_gemm_ms)
+from .recipes import recipe
+from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, in_sequence_ms, torch_kernels,
+                     torch_launches, triton_gemm_ms)
 from .triton_src import next_pow2, triton_source
 from .types import DTYPE_BYTES
 from .view import ProgramView
 
+# steps that carry an inf or NaN to the output unchanged in kind (a saturating one, tanh of inf, would hide it)
+CARRY_NONFINITE = ("scale", "divide", "add_scalar", "bias_add", "scale_param", "residual_add", "abs")
 NAME = re.compile(r"^fused_s(\d+)_(\d{5,})_(cuda|triton)$")
 IMPLS = ("cuda", "triton")
 FAMILIES = {"linear": "gemm", "matmul": "gemm", "bmm": "gemm", "gram": "gemm", "sdpa": "attention",
@@ -163,7 +166,8 @@ class FusedModule(OpModule):
             if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
                 out.append("broadcast_index")
             if r is not None:
-                if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r]):
+                if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r], g.numel) \
+                        and all(s["op"] in CARRY_NONFINITE for s in steps[r + 1:]):
                     out.append("no_max_subtraction")
                 if g.inner > 1:
                     out.append("wrong_reduce_dim")
@@ -194,7 +198,7 @@ class FusedModule(OpModule):
         items = self._plans.get(tag)
         steps = self.view.steps
         torch_steps = range(len(steps)) if items is None else [it for it in items if not isinstance(it, Kernel)]
-        return sum(library_ms(steps[j], self.view.dtype, _gpu_of(None))[1] for j in torch_steps)
+        return sum(torch_launches(steps[j], self.view.dtype) for j in torch_steps)
 
     def _kernel_models(self, tag: str, params: dict, task: Task) -> list:
         """[(Kernel, Launch, Cost, analog)] of the rung's custom kernels."""
@@ -209,7 +213,7 @@ class FusedModule(OpModule):
         reads_skip = any(steps[j]["op"] == "residual_add" for j in k.steps)
         g = view.kernel_geometry(k)
         if k.kind == "gemm":
-            b, m, n, kk = _gemm_dims(steps[k.steps[0]])
+            b, m, n, kk = gemm_dims(steps[k.steps[0]])
             out_numel = b * m * n
             moved = (b * (m * kk) + steps[k.steps[0]]["weights"] + (b * kk * n if steps[k.steps[0]]["op"] != "linear" else 0)
                      + out_numel * (2 if reads_skip else 1) + weights) * nb
@@ -249,7 +253,7 @@ class FusedModule(OpModule):
         if self.impl == "cuda":
             threads = params["row_threads"]
             cached = tag == "vectorized_loads" and cached_row({"cached": 1, "row_threads": threads}, g.C)
-            reads = 1 if cached else len(_passes(op)) + (1 if op in ("layer_norm", "rms_norm", "softmax", "log_softmax") else 0)
+            reads = 1 if cached else len(recipe(op).passes) + (1 if op in ("layer_norm", "rms_norm", "softmax", "log_softmax") else 0)
             strided = 1.0 + 0.5 * (sector - 1) if g.inner > 1 else 1.0
             launch = Launch(grid=g.rows, threads=threads, bytes_per_access=nb, regs=32 + (4 * math.ceil(g.C / threads) if cached else 0),
                             traffic=strided * (1.0 + 0.15 * (reads - 1)), lane_util=min(1.0, g.C / threads))
@@ -290,21 +294,20 @@ class FusedModule(OpModule):
 
     def floor_ms(self, task: Task, path: str) -> float:
         """No candidate's measurement is faster than the program's roofline (its least work, cost()) nor
-        than issuing its fewest calls: the library calls no kernel of ours replaces and one fused kernel,
-        each at least the host's CALL_US (timing.in_sequence_ms), read at the fastest a noisy timer
-        reads a kernel that short (sim.measure: 2.5 sigma fast)."""
+        than issuing the ladder's fewest calls, each at least the host's CALL_US (timing.in_sequence_ms),
+        read at the fastest a noisy timer reads a kernel that short (sim.measure: 2.5 sigma fast)."""
         cost, gpu = self.cost(task), task.gpu
         roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
         calls_ms = self.fewest_calls() * CALL_US * 1e-3
         return max(roofline, calls_ms * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3)))
 
     def fewest_calls(self) -> int:
-        """Kernels the leanest candidate still launches: the library calls no rung replaces, and one
-        kernel of ours (GEMM heads a Triton epilogue kernel takes in count as replaced)."""
-        steps = self.view.steps
-        kept = min(sum(len(torch_kernels(steps[it], self.view.dtype, _gpu_of(None))) for it in items
-                       if not isinstance(it, Kernel)) for items in self._plans.values()) if self._plans else 0
-        return kept + 1
+        """Kernels the leanest rung launches: the library calls it keeps and its own kernels (every
+        candidate of this ladder launches at least that many)."""
+        steps, dtype = self.view.steps, self.view.dtype
+        eager = sum(torch_launches(s, dtype) for s in steps)
+        return min([eager] + [sum(torch_launches(steps[it], dtype) if not isinstance(it, Kernel) else 1
+                                  for it in items) for items in self._plans.values()])
 
     def torch_ms(self, task: Task) -> tuple[float, float]:
         """(eager, torch.compile) time of the reference program on the task's GPU."""
@@ -344,21 +347,6 @@ class FusedModule(OpModule):
     def signature(self, task: Task) -> str:
         args = ", ".join(self.inputs)
         return f"class ModelNew(nn.Module): forward(self, {args}) -> Tensor {list(self.entry.shape)} {self.view.dtype}"
-
-
-def _passes(op: str) -> tuple:
-    from .recipes import recipe
-    return recipe(op).passes
-
-
-def _gemm_dims(step: dict):
-    from .timing import gemm_dims
-    return gemm_dims(step)
-
-
-def _gpu_of(task):
-    from ..gpus import get_gpu
-    return get_gpu("H200") if task is None else task.gpu
 
 
 @lru_cache(maxsize=2048)

@@ -69,8 +69,12 @@ def with_tasks_dir(profile, tasks: Path):
     if not stats.get("filtered"):
         raise UsageError(f"--tasks {tasks}: not filtered yet (run `kernelstrain tasks filter {tasks}` first)")
     fused = replace(profile.fused, tasks=str(tasks.resolve()), programs=min(profile.fused.programs, stats["rows"]))
-    return replace(profile, fused=fused, episodes=min(profile.episodes, fused.programs),
-                   description=f"{profile.description}; programs from {tasks.resolve()}")
+    out = replace(profile, fused=fused, description=f"{profile.description}; programs from {tasks.resolve()}")
+    usable_tasks = len(fused_tasks(out))          # one episode a usable program of the directory
+    if not usable_tasks:
+        raise UsageError(f"--tasks {tasks}: none of its {stats['rows']} programs leaves room to fuse (fused/tasks.py)")
+    return replace(out, fused=replace(fused, programs=usable_tasks), episodes=min(profile.episodes, usable_tasks),
+                   combos=usable_tasks)
 
 
 def fused_tasks(profile) -> list:

@@ -116,6 +116,15 @@ def gemm_dims(step: dict) -> tuple[int, int, int, int]:
     raise ValueError(op)
 
 
+def torch_launches(step: dict, dtype: str) -> int:
+    """Kernels PyTorch launches for one step (a reshape none; EAGER_KERNELS' chains several)."""
+    if step["role"] == "reshape":
+        return 0
+    if step["role"] in LIBRARY_ROLES or step["op"].startswith("conv"):
+        return 1
+    return EAGER_KERNELS.get(f"{step['op']}@{dtype}", EAGER_KERNELS.get(step["op"], (1, None)))[0]
+
+
 def library_ms(step: dict, dtype: str, gpu: GPU) -> tuple[float, int]:
     """(seconds without launch floor, kernels) of a step PyTorch computes."""
     op, role, nb = step["op"], step["role"], DTYPE_BYTES[dtype]
@@ -134,7 +143,8 @@ def library_ms(step: dict, dtype: str, gpu: GPU) -> tuple[float, int]:
         return step["bytes"] / (bw * GATHER_EFF), 1
     if role == "reshape":
         return 0.0, 0
-    kernels, passes = EAGER_KERNELS.get(f"{op}@{dtype}", EAGER_KERNELS.get(op, (1, None)))
+    _, passes = EAGER_KERNELS.get(f"{op}@{dtype}", EAGER_KERNELS.get(op, (1, None)))
+    kernels = torch_launches(step, dtype)
     nbytes = step["bytes"] if passes is None else passes * math.prod(step["in"]["shape"]) * nb + step["weights"] * nb
     return nbytes / (bw * EAGER_MEMORY_EFF), kernels
 

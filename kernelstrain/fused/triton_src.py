@@ -7,7 +7,8 @@ input_precision="ieee": PyTorch's fp32 matmul does not use TF32), the elementwis
 the accumulator before the one store. Every kernel computes in fp32 and stores in the output's dtype.
 
 Bugs (written in only where they break this program: module.py decides):
-  no_bounds_check     the row kernel's column mask dropped: a row shorter than BLOCK_C reads the next one
+  no_bounds_check     the row tile's column mask dropped from its loads and reductions (the store keeps
+                      it): a row shorter than BLOCK_C reads and reduces the next row's values
   broadcast_index     a per-channel parameter indexed by offs % C, not (offs // inner) % C
   no_max_subtraction  exp of the raw element in softmax / log_softmax / logsumexp
   wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
@@ -66,12 +67,13 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
         base, stride = f"rows * {g.C}", "1"
     else:
         base, stride = f"(rows // {g.inner}) * {g.C * g.inner} + rows % {g.inner}", str(g.inner)
-    col_mask = "rmask[:, None]" if bug == "no_bounds_check" else "rmask[:, None] & (cols[None, :] < C)"
     offs = f"base[:, None] + cols[None, :] * {stride}" if stride != "1" else "base[:, None] + cols[None, :]"
     words = {**TRITON_WORDS, "C": "C", "w": f"w{r}[None, :]", "b": f"b{r}[None, :]"}
     lines = [f"@triton.jit\ndef {name}_kernel({_ptr_args(args)}, y_ptr, n_rows, C, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):",
              "    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)", "    cols = tl.arange(0, BLOCK_C)",
-             "    rmask = rows < n_rows", f"    mask = {col_mask}", f"    base = {base}", f"    offs = {offs}",
+             "    rmask = rows < n_rows", "    in_row = rmask[:, None] & (cols[None, :] < C)",
+             "    mask = rmask[:, None]" if bug == "no_bounds_check" else "    mask = in_row",
+             f"    base = {base}", f"    offs = {offs}",
              "    v = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)"]
     lines += ["    " + s for s in chain_lines(view, k, entry, pre, "triton", "cols[None, :]", "offs", _load("mask"))]
     if op == "layer_norm":
@@ -92,7 +94,7 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
             out = _bcast(out, s_)
         lines.append(f"    {out}")
         lines += ["    " + s for s in chain_lines(view, k, r, post, "triton", "cols[None, :]", "offs", _load("mask"))]
-        lines.append("    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=mask)")
+        lines.append("    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=in_row)")
         alloc = "    y = torch.empty_like(x)"
     else:
         lines.append(f"    v = {rec.value.format(**words)}")
