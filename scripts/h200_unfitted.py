@@ -64,7 +64,7 @@ def wrap(report: Path, name: str, note: str) -> int:
                     "sim_ms": "kernelstrain.sim on the H200 profile with the fit shipped at the time (not fitted on these rows)",
                     "use": "fitted once named in calibration.fit.FIT_FILES", "summary": data.get("summary")},
            "rows": data["rows"]}
-    path = ROOT / "kernelstrain" / "calibration" / name
+    path = ROOT / "measurements" / name
     if path.exists():
         print(f"h200_unfitted: {path} exists; not overwritten", file=sys.stderr)
         return 2
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     p.add_argument("grid", type=Path)
     w = sub.add_parser("wrap")
     w.add_argument("report", type=Path)
-    w.add_argument("name", help="file name under kernelstrain/calibration/, e.g. h200_gpucheck_kigrid.json")
+    w.add_argument("name", help="file name under measurements/, e.g. h200_gpucheck_kigrid.json")
     w.add_argument("--note", default="", help="what else to record in meta.method (date, budget, build time)")
     a = ap.parse_args(argv)
     return prepare(a.grid) if a.command == "prepare" else wrap(a.report, a.name, a.note)
