@@ -1,6 +1,6 @@
 """What the harness prints when a candidate builds but fails at run time: a launch the runtime
 refuses or a kernel that faults, as PyTorch raises them (torch.AcceleratorError from
-c10_cuda_check_implementation, as an H200 printed one: calibration/h200_gpucheck_s5151.json), an
+c10_cuda_check_implementation, as an H200 printed one: measurements/h200_gpucheck_s5151.json), an
 MI300X's HSA memory-access fault, and a wrong result as torch.testing.assert_close reports it.
 
 The free choices (which element, how far off) come from the caller's `wording` RNG only.

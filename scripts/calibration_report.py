@@ -25,7 +25,7 @@ GPU_CHECKS = ("h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpuc
 
 from kernelstrain.calibration import read_data  # noqa: E402
 from kernelstrain.references import reference_ms  # noqa: E402
-from kernelstrain.calibration.fit import FIT_FILES  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES, read_measurement  # noqa: E402
 from kernelstrain.calibration.metrics import agreement, geomean  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
@@ -68,7 +68,7 @@ def own_kernels():
     fitted = read_data("h200_fit.json")
     for name, fig in fitted["figures"].items():
         print(_line(name + " (at fit)", fig))
-    rows = [dict(k, sim_ms=_sim_now(k)) for k in read_data("h200_kernels.json")["kernels"]
+    rows = [dict(k, sim_ms=_sim_now(k)) for k in read_measurement("h200_kernels.json")["kernels"]
             if k.get("matched") and k.get("measured_ms")]
     fig = agreement([r for r in rows if r["sim_ms"]])
     print(_line("simulator now", fig))
@@ -77,7 +77,7 @@ def own_kernels():
 
 
 def held_out_check(name: str):
-    data = read_data(name)
+    data = read_measurement(name)
     rows = [dict(r, measured_ms=r["time_ms"]) for r in data["rows"] if r["label"] == "ok" and r["ok"] and r["time_ms"]]
     print(_line("at the run", agreement([r for r in rows if r["sim_ms"]])))
     now = agreement([dict(r, sim_ms=s) for r in rows if (s := _sim_now(r))])

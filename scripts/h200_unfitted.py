@@ -3,7 +3,7 @@
     python3 scripts/h200_unfitted.py prepare data/kigrid       # on the CPU: the grid, the sample, the plan
     bash scripts/h200_unfitted.sh data/kigrid STEPS build      # on the H200 (`run`, carry ["data/kigrid"])
     bash scripts/h200_unfitted.sh data/kigrid STEPS run        # same warm machine: $OUT/h200_gpucheck_kigrid.json
-    cp .../h200_gpucheck_kigrid.json kernelstrain/calibration/  # back here; add it to calibration.fit.FIT_FILES
+    cp .../h200_gpucheck_kigrid.json measurements/  # back here; add it to calibration.fit.FIT_FILES
 
 `prepare` writes GRID/episodes.jsonl with scripts/shape_grid.py --params --unfitted (every module without
 fit rows: its first dtype, 2 menu shapes that gpu-check runs at the task shape, every variant at its
@@ -67,7 +67,7 @@ def prepare(grid: Path) -> int:
     return 0
 
 
-def wrap(report: Path, name: str, note: str, folder: Path = ROOT / "kernelstrain" / "calibration") -> int:
+def wrap(report: Path, name: str, note: str, folder: Path = ROOT / "measurements") -> int:
     data = json.loads(report.read_text())
     modules = sorted({r["module"] for r in data["rows"]})
     out = {"format": FORMAT,
@@ -94,10 +94,10 @@ def main(argv=None) -> int:
     p.add_argument("grid", type=Path)
     w = sub.add_parser("wrap")
     w.add_argument("report", type=Path)
-    w.add_argument("name", help="file name under kernelstrain/calibration/, e.g. h200_gpucheck_kigrid.json")
+    w.add_argument("name", help="file name under measurements/, e.g. h200_gpucheck_kigrid.json")
     w.add_argument("--note", default="", help="what else to record in meta.method (date, budget, build time)")
-    w.add_argument("--out", type=Path, default=ROOT / "kernelstrain" / "calibration",
-                   help="folder to write NAME in (default: the package's calibration data)")
+    w.add_argument("--out", type=Path, default=ROOT / "measurements",
+                   help="folder to write NAME in (default: the source tree's measurements/, which the fit reads)")
     a = ap.parse_args(argv)
     return prepare(a.grid) if a.command == "prepare" else wrap(a.report, a.name, a.note, a.out)
 

@@ -2,7 +2,7 @@
 
     python3 scripts/refit_calibration.py [--check]
 
-Reads kernelstrain/calibration/h200_kernels.json (our own candidates timed on an H200), computes
+Reads measurements/h200_kernels.json (our own candidates timed on an H200), computes
 each matched candidate's uncalibrated roofline time with the current op launch models, fits
 (kernelstrain.calibration.fit) and writes kernelstrain/calibration/h200_fit.json. Before the
 final fit on every record it fits 3 times holding out a third of the episodes each time, so every

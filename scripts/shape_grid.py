@@ -5,7 +5,7 @@ middle, largest by bytes that gpu-check runs at the task shape), one episode per
     python3 scripts/shape_grid.py OUTDIR MODULE...     then on the GPU:
     python3 -m kernelstrain gpu-check OUTDIR --sample N --report F   (N: the cases it prints)
 
-h200_gpucheck_grid5.json (kernelstrain/calibration/) is its run on 16 modules.
+h200_gpucheck_grid5.json (measurements/) is its run on 16 modules.
 
     python3 scripts/shape_grid.py --params OUTDIR MODULE...
 

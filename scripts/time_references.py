@@ -43,7 +43,7 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
 CALIB = ROOT / "kernelstrain" / "calibration"
-REFS_PATH, KERNELS_PATH = CALIB / "h200_references.json", CALIB / "h200_kernels.json"
+REFS_PATH, KERNELS_PATH = CALIB / "h200_references.json", ROOT / "measurements" / "h200_kernels.json"
 ROWS_FORMAT = "kernelstrain/h200-reference-rows@1"
 BUILD_GPU = "H100"          # the profile gpu-check builds references on (sm_90a, the H200's arch)
 COMPILE_TIMEOUT_S = 150

@@ -7,7 +7,7 @@ import pytest
 
 from kernelstrain.calibration import FIT, FIT_FORMAT, TERMS, Fit, param_steps, read_data
 from kernelstrain.references import reference_ms
-from kernelstrain.calibration.fit import (FIT_FILES, episode_folds, fit, fit_terms, held_out, measured_records,
+from kernelstrain.calibration.fit import (FIT_FILES, read_measurement, episode_folds, fit, fit_terms, held_out, measured_records,
                                           predict_ms)
 from kernelstrain.calibration.metrics import agreement, geomean, pair_counts, repeat_ceiling, spearman
 from kernelstrain.ops import REGISTRY
@@ -16,7 +16,7 @@ from kernelstrain.tasks import make_task
 
 
 def test_shipped_files_carry_their_format_and_method():
-    kernels = read_data("h200_kernels.json")
+    kernels = read_measurement("h200_kernels.json")
     refs = read_data("h200_references.json")
     fitted = read_data("h200_fit.json")
     assert kernels["format"] == "kernelstrain/h200-kernels@1" and fitted["format"] == FIT_FORMAT

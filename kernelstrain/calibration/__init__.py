@@ -1,9 +1,11 @@
 """The simulator's fitted constants and the shipped H200 measurements they come from.
 
 Package data (refit with `python3 scripts/refit_calibration.py`):
-  h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
   h200_references.json  the PyTorch reference programs, eager and torch.compile, per module x menu shape
   h200_fit.json         the constants `sim.time_ms` applies, and the hold-out figures of the fit
+The measurement rows the fit reads live in the source tree's measurements/ (fit.read_measurement),
+not in the package: only the fit and the scripts read them.
+  h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
   h200_gpucheck_*.json  gpu-check rows of a seed (or of scripts/shape_grid.py): fitted where fit.FIT_FILES names them, else held out
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:

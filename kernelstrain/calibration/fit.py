@@ -16,9 +16,11 @@ on a grid by the whole time's error (total_error).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from pathlib import Path
 
-from . import TERMS, Fit, launch_terms, param_steps, read_data
+from . import TERMS, Fit, launch_terms, param_steps
 
 IMPLS = ("cuda", "triton")
 LN2 = math.log(2.0)
@@ -269,10 +271,26 @@ FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s51
              "h200_gpucheck_pgrid.json")
 
 
+MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
+
+
+def read_measurement(name: str) -> dict:
+    """One file of H200 measurement rows (the source tree's measurements/: only the fit and the
+    scripts read them, so they do not ship in the package), its `format` line checked."""
+    try:
+        data = json.loads((MEASUREMENTS / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{MEASUREMENTS / name}: the measurement rows live in the source tree's "
+                                "measurements/ (a checkout, not an installed package)") from None
+    if not str(data.get("format", "")).startswith("kernelstrain/"):
+        raise ValueError(f"measurement file {name}: no kernelstrain format line")
+    return data
+
+
 def timed_rows(name: str) -> list:
     """The matching, timed ok candidates of one shipped file (grid kernels or gpu-check rows), as
     {module, variant, episode, params, dtype, shape, measured_ms}."""
-    data = read_data(name)
+    data = read_measurement(name)
     if "kernels" in data:
         return [k for k in data["kernels"] if k.get("matched") and k.get("measured_ms")]
     return [dict(r, measured_ms=r["time_ms"]) for r in data["rows"]
