@@ -155,7 +155,7 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             if ctx.rebuilds is not None:
                 ctx.rebuilds.close()
         _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
-        check_derived_files(data, ds.layout, stats, out)
+        check_derived_files(data, ds.layout, stats, out, ctx.judged)
         out.notes = check_holdout_splits(data, stats, out, measured())
     return out
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from .episodes import chat_rows
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation, prompt_completion_rows
-from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
+from .qa import episode_qa
+from .validate import MALFORMED, Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
 from .validate_derived import plan_row
 from .writers import FILES, RECORDS, SPLIT_CONFIGS, validation_file
 
@@ -41,8 +42,15 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
         if valid and in_order:
             planned = guarded(plan_row, where, out, ctx, index, ep, where, out)
             expected = (planned[1] if planned else guarded(chat_rows, where, out, ep, ctx.timestamps, ctx.max_tokens)) or None
-        check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
-        check_steps(st_rows, st_path, want_id, expected, out)
+        mts = check_multiturn(mt, mt_rows, mt_path, want_id, expected, out)
+        sts = check_steps(st_rows, st_path, want_id, expected, out)
+        if valid and ctx.judged is not False:    # qa.json's figures from the rows read here (see Context.judged)
+            try:
+                judged = episode_qa({"episodes": [ep], "sft_multiturn": [r for _, r in mts if r is not None],
+                                     "sft_steps": [r for _, r in sts if r is not None]})
+                ctx.judged = judged if ctx.judged is None else ctx.judged.merge(judged)
+            except MALFORMED:
+                ctx.judged = False
         pcs = expected and prompt_completion_rows(expected[1])
         check_steps(pc_rows, pc_path, want_id, expected and (None, pcs), out)
         if expected:
@@ -56,12 +64,12 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
 
 
 
-def check_multiturn(mt, mt_rows: "Peek", path: Path, want_id: str, expected, out: Findings) -> None:
+def check_multiturn(mt, mt_rows: "Peek", path: Path, want_id: str, expected, out: Findings) -> list:
     """The multi-turn window rows of one episode (mt is the first, already taken): as many as
-    the rebuilt windows, each equal to its rebuilt row."""
+    the rebuilt windows, each equal to its rebuilt row. Returns the (line, row) it took."""
     if mt is None:
         out.add(f"{path.name}:EOF", f"no row for episode {want_id}", "code_and_feedback")
-        return
+        return []
     got = [mt]
     while mt_rows.head is not None and mt_rows.head[1] is not None and mt_rows.head[1].get("id") == want_id \
             and (expected is None or len(got) < len(expected[0])):
@@ -76,22 +84,24 @@ def check_multiturn(mt, mt_rows: "Peek", path: Path, want_id: str, expected, out
             out.add(where, row_diff(row, expected[0][k]), "code_and_feedback")
     if expected is not None and len(got) < len(expected[0]):
         out.add(f"{path.name}:{got[-1][0]}", f"episode {want_id} has {len(got)} window rows, expected {len(expected[0])}", "code_and_feedback")
+    return got
 
 
-def check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Findings) -> None:
-    """The step rows of one episode: as many as its steps, each the rebuilt row."""
+def check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Findings) -> list:
+    """The step rows of one episode: as many as its steps, each the rebuilt row. Returns the
+    (line, row) it took."""
     want_rows = expected[1] if expected is not None else None
     got = []
     while st_rows.head is not None and (st_rows.head[1] is None or st_rows.head[1].get("episode_id") == want_id) \
             and (want_rows is None or len(got) < len(want_rows)):
         got.append(st_rows.take())
     if want_rows is None:
-        return
+        return got
     for k, want in enumerate(want_rows):
         if k >= len(got):
             line = st_rows.head[0] if st_rows.head is not None else "EOF"
             out.add(f"{path.name}:{line}", f"missing the row of {want['id']} ({len(got)} of {len(want_rows)} step rows found)", "code_and_feedback")
-            return
+            return got
         n, row = got[k]
         if row is None:
             continue
@@ -99,3 +109,4 @@ def check_steps(st_rows: Peek, path: Path, want_id: str, expected, out: Findings
             out.add(f"{path.name}:{n}", f"row {row.get('id')!r:.40}, expected {want['id']} here (lines swapped, missing or added)", "ids_and_task")
         elif row != want:
             out.add(f"{path.name}:{n}", row_diff(row, want), "code_and_feedback")
+    return got

@@ -11,7 +11,7 @@ from kernelstrain.cli import main
 from kernelstrain.episodes import build_episode
 from kernelstrain.errors import UsageError
 from kernelstrain.stats import StatsAccumulator
-from kernelstrain.validate import Findings, check_episode, rows
+from kernelstrain.validate import Findings, check_episode, record_rows
 from kernelstrain.writers import FILES
 
 
@@ -62,8 +62,8 @@ def _toy_rows(plan, index):
 
 def _toy_check(data, ctx, held, out):
     acc = StatsAccumulator()
-    for n, ep in rows(data / FILES["episodes"], out):
-        if ep is not None and check_episode(ep, f"episodes.jsonl:{n}", out, ctx, n - 1):
+    for path, n, ep, index in record_rows(data, "episodes", ctx, out):    # the record: both splits' files
+        if ep is not None and check_episode(ep, f"{path.name}:{n}", out, ctx, index):
             acc.add(ep)
     return acc
 
@@ -73,7 +73,7 @@ def _toy_card(stats):
 
 
 TOY = replace(layouts.EPISODES, name="toy", files={"episodes": FILES["episodes"], "holdout": FILES["holdout"]},
-              streamed=("episodes",), rows=_toy_rows, check=_toy_check, card=_toy_card, qa_file=None)
+              streamed=("episodes",), rows=_toy_rows, check=_toy_check, card=_toy_card, qa_file=None, judge=None)
 
 
 def test_a_third_layout_is_one_record(tmp_path, monkeypatch):
@@ -85,7 +85,8 @@ def test_a_third_layout_is_one_record(tmp_path, monkeypatch):
     out = tmp_path / "d"
     assert main(["generate", "--seed", "2", "--out", str(out), "--config", str(config), "--episodes", "3",
                  "--workers", "1", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "episodes.jsonl", "manifest.json", "stats.json", "tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "episodes.jsonl", "episodes.validation.jsonl", "manifest.json",
+                                                     "stats.json", "tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]
     ds = kernelstrain.open(out)
     assert ds.layout is TOY and len(list(ds.episodes())) == 3
     assert main(["validate", str(out), "--workers", "1", "--quiet"]) == 0
