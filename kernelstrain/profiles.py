@@ -81,7 +81,8 @@ class Search:
                                     # weight is typo_weight; TOML: slip_weights = {const_cast = 0.1, ...}
     owed_share: float = 0.92        # a compile error drawn with no limit near is owed, not a typo (short
                                     # episodes pay fewer owed failures: the typo share stays under qa's 0.6)
-    knobs: tuple = ()               # generic launch knobs (knobs.KNOBS) added to every rung
+    knobs: tuple = ("min_blocks", "main_unroll")  # generic launch knobs (knobs.KNOBS) added to
+                                    # every rung where its code has a place; the slips `bound`/`optin` are opt-in (kernelinfer)
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
     time_budget_h: float = 0.0      # simulated hours after which no new step starts (0 = none): engine.out_of_time
     baseline_cap: float = 67.0      # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung

@@ -76,14 +76,15 @@ def test_failures_are_real_in_the_code_and_slips_are_fixed(case):
         if s["bug"]:
             assert s["bug"] not in fixed            # a bug once made is not made again, on any rung
         if s["failure"] == "syntax":
-            clean = m.render(m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
+            clean = knobs.render(m, m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
             assert "\n".join(find_typo(clean, m.impl, s["typo"]).lines) == s["code"]
         if s["status"] == "compile_error" and "is undefined" in (s["error"] or ""):
             name = re.search(r'identifier "(\w+)" is undefined', s["error"]).group(1)
             assert not re.search(rf"\b(int|float|unsigned|size_t|int64_t|bool)\s+{name}\s*=", s["code"])
         if s["status"] == "wrong_result":
-            assert s["code"] == m.render(m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
-            assert s["code"] != m.render(m.variant(s["tag"]), as_dict(s["params"]), task), "bug not visible in code"
+            # knobs.render: the module's render with the launch knobs (search.knobs) written in
+            assert s["code"] == knobs.render(m, m.variant(s["tag"]), as_dict(s["params"]), task, s["bug"])
+            assert s["code"] != knobs.render(m, m.variant(s["tag"]), as_dict(s["params"]), task), "bug not visible in code"
         if s["failure"] in ("syntax", "mismatch", "fault") and s["bug"]:
             fixed.add(s["bug"])
 
