@@ -4,9 +4,9 @@
 
 For every rung that has a knob, every target its module runs on (nvcc 13 for sm_80, sm_89,
 sm_90a, sm_120a; clang++ with HIP headers for gfx942 where the module has HIP targets; Triton's AOT
-compile for cuda:90 and hip:gfx942): one candidate with the knob set, its values taken in turn
-across the targets so that each value is built at least once, the rung's other parameters drawn
-from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
+compile for cuda:90 and hip:gfx942): candidates with the knob set, targets and knob values taken
+in turn until each target and each value is built at least once, the rung's other parameters
+drawn from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
 Without MODULE: every registered module whose rungs have a knob.
 """
 from __future__ import annotations
@@ -46,20 +46,24 @@ def build(m, v, params, task):
     return compile_cuda(src, task.gpu.arch, f"{m.op}_kernel")
 
 
+def runs_on(m, v, gpu) -> bool:
+    """The rung is a task on this GPU and its target's compiler is here."""
+    if not any(m.supports(gpu, d) for d in (v.dtypes or m.dtypes)) or v.needs - gpu.features:
+        return False
+    return not (gpu.vendor == "amd" and m.impl == "cuda" and not find_hip_compiler())
+
+
 def sample(m, rng) -> list:
-    """(variant, params, task) to build: per knob rung and target, one knob value (in turn)."""
+    """(variant, params, task) to build: per knob rung, every target and every knob value, taken
+    in turn (as many candidates as the larger of the two)."""
     out = []
     for v, knob in knob_rungs(m):
         values = [x for x in knob.values if x != knob.default]
         grid = [p for p in param_grid(v) if p[knob.name] != knob.default]
-        i = 0
-        for g in TARGET_GPUS[m.impl]:
-            gpu = GPUS[g]
-            dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(gpu, d)]
-            if not dtypes or v.needs - gpu.features or (gpu.vendor == "amd" and m.impl == "cuda" and not find_hip_compiler()):
-                continue
-            value = values[i % len(values)]
-            i += 1
+        targets = [g for g in TARGET_GPUS[m.impl] if runs_on(m, v, GPUS[g])]
+        for i in range(max(len(targets), len(values)) if targets else 0):
+            g, value = targets[i % len(targets)], values[i % len(values)]
+            dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(GPUS[g], d)]
             params = rng.choice([p for p in grid if p[knob.name] == value])
             task = make_task(m, g, rng.choice(dtypes), rng.choice(m.shapes))
             out.append((v, params, task))
