@@ -49,6 +49,9 @@ def _size_category(rows: int) -> str:
     return "n>10M"
 
 
+COVERAGE_TITLES = 40      # ops listed per family on the card (the default profile's families list all theirs)
+
+
 def _coverage(stats: dict) -> str:
     ops = defaultdict(lambda: defaultdict(list))
     for name in stats["by_module"]:
@@ -57,7 +60,10 @@ def _coverage(stats: dict) -> str:
             ops[m.family][m.title].append(m.impl)
     lines = []
     for family in sorted(ops):
-        items = ", ".join(f"{title} ({'/'.join(sorted(impls))})" for title, impls in sorted(ops[family].items()))
+        titles = sorted(ops[family].items())
+        items = ", ".join(f"{title} ({'/'.join(sorted(impls))})" for title, impls in titles[:COVERAGE_TITLES])
+        if len(titles) > COVERAGE_TITLES:        # a fused profile: a program per task
+            items += f", ... ({len(titles) - COVERAGE_TITLES:,} more)"
         lines.append(f"- **{family}** ({stats['by_family'].get(family, 0):,} episodes): {items}")
     return "\n".join(lines)
 
@@ -191,10 +197,8 @@ failed or losing candidates a trainer should keep in context and out of the loss
 `message_field_training: weight` on the `messages` configs."""
 
 
-def render_card(stats: dict) -> str:
-    if stats.get("layout") == "sessions":
-        from .card_sessions import render_sessions_card
-        return render_sessions_card(stats)
+def render_episodes_card(stats: dict) -> str:
+    """The card of an episodes-layout dataset (layouts.EPISODES.card)."""
     declared = [(n, p) for n, p in FILES.items() if n != "holdout"] + card_configs(stats)
     pct, spe, sp = stats["status_pct"], stats["steps_per_episode"], stats["speedup"]
     files = stats["files"]

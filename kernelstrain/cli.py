@@ -13,8 +13,9 @@ import sys
 import threading
 from pathlib import Path
 
-from . import __version__, progress
-from .errors import REPORT_HINT, DataError, UsageError
+from . import progress
+from .version import __version__
+from .errors import REPORT_HINT, UsageError
 from .profiles import DEFAULT_PROFILE, load_profile
 from .safety import OutputLock, ReadSnapshot, row_guard, terminal_text
 
@@ -23,6 +24,9 @@ def cmd_generate(a) -> int:
     """Generate the dataset of a profile: episodes, SFT chats and steps, holdout, stats, card."""
     from .generate import Shard, generate
     profile = load_profile(a.config)
+    if a.tasks:
+        from .fused.tasks import with_tasks_dir
+        profile = with_tasks_dir(profile, Path(a.tasks))
     shard = Shard.parse(a.shard) if a.shard else None
     stats = generate(profile, a.seed, Path(a.out), episodes=a.episodes, workers=a.workers,
                      shard=shard, force=a.force, progress=not a.quiet, resume=a.resume)
@@ -39,7 +43,7 @@ def cmd_stats(a) -> int:
     """Print a dataset's summary (from stats.json); --json prints stats.json itself."""
     from .stats import summary
     from .fused.dataset import fused_summary, is_fused_dir, read_fused_stats
-    from .validate import read_stats
+    from .reading import read_stats
     fused = is_fused_dir(Path(a.data))
     stats = read_fused_stats(Path(a.data)) if fused else read_stats(Path(a.data))
     with row_guard(f"{Path(a.data) / 'stats.json'}"):     # a malformed stats.json is bad input, not a bug
@@ -59,7 +63,7 @@ def cmd_holdout(a) -> int:
 
 def cmd_validate(a) -> int:
     """Check every file of a dataset against the schema and invariants; exit 1 on findings."""
-    from .validate import validate
+    from .dataset import validate
     from .generate import check_workers
     snapshot = ReadSnapshot(Path(a.data))       # a run swapping a new dataset in must not be half-read
     problems = validate(Path(a.data), limit=a.max_problems, workers=check_workers(a.workers))
@@ -76,14 +80,10 @@ def cmd_validate(a) -> int:
 
 def cmd_qa(a) -> int:
     """Check that a dataset teaches the true loop (honest keeps, recovery, labels, limits); exit 1 on a failed check."""
-    from .dirkind import what_is
-    from .qa import dumps_qa, qa, summary
-    from .writers import FILES
-    kind = None if (Path(a.data) / FILES["episodes"]).exists() else what_is(Path(a.data))
-    if kind:
-        raise DataError(kind)
+    from .dataset import Dataset
+    from .qa import dumps_qa, summary
     snapshot = ReadSnapshot(Path(a.data))
-    result = qa(Path(a.data))
+    result = Dataset(a.data).qa()
     snapshot.check()
     print(dumps_qa(result) if a.json else terminal_text(summary(result)), end="\n" if not a.json else "")
     return 0 if result["pass"] else 1
@@ -261,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="overwrite a non-empty output directory")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run of the same command")
     g.add_argument("--quiet", action="store_true", help="no progress or summary output")
+    g.add_argument("--tasks", help="a fused profile: take the programs from this `tasks filter` output directory")
 
     s = add("stats", cmd_stats)
     s.add_argument("data")

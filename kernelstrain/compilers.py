@@ -48,6 +48,7 @@ class MissingCompiler(RuntimeError):
 SLIP_CLASSES = (
     ("type", r"cannot cast away const|no instance of overloaded function|Both operands must be same dtype"
              r"|too few arguments in function call|a __global__ function call must be configured"
+             r"|error: cast to type \"[^\"]*\" is not allowed"
              r"|store\(\) got an unexpected keyword argument 'other'|`other` cannot be provided without `mask`"),
     ("constexpr", r"variable length array cannot have static storage|arguments must be of type tl\.constexpr"),
 )

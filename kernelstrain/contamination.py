@@ -282,17 +282,18 @@ def episode_candidates(ep: dict):
         yield code, lang
 
 
-def training_candidates(episodes_path: Path):
-    """(code, lang) of every distinct training candidate (baselines and steps) of an
-    episodes.jsonl (or a sessions.jsonl, its code re-rendered from the trace), deduplicated
-    by raw bytes, and the set of training task keys."""
+def training_candidates(episodes_path: Path, as_episode):
+    """(code, lang) of every distinct training candidate (baselines and steps) of a file of
+    one row per episode (`as_episode`: a row -> its public episode row, layouts.Layout.episode:
+    a session's code re-rendered from its trace), deduplicated by raw bytes, and the set of
+    training task keys."""
     seen: set = set()
     tasks: set = set()
 
     def gen():
         with open(episodes_path, "rb") as fh:
             for line in progress.lines(fh, f"contamination: reading {episodes_path.name}"):
-                ep = training_row(line)
+                ep = as_episode(json.loads(line))
                 tasks.add(task_key(ep))
                 for code, lang in episode_candidates(ep):
                     key = candidate_key(code)
@@ -352,23 +353,22 @@ class Targets:
                 "training_tasks": train_tasks}
 
 
-def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
+def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
     """Contamination of every split (name -> holdout file name) of a dataset directory by
-    its training file episodes.jsonl: {"splits": {split: summary (see `summarize`)},
+    its training file (the one-row-per-episode file of its layout, a layouts.Layout): {"splits": {split: summary (see `summarize`)},
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
     processes scan chunks of the file (see Incremental) and search the solutions."""
     from .pools import fork_pool, ordered_map
     targets = Targets(read_splits(data, split_files), workers)
-    training = data / "episodes.jsonl"
-    if not training.exists() and (data / "sessions.jsonl").exists():
-        training = data / "sessions.jsonl"
-    global _MEASURING
-    _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold it
+    training = data / layout.episode_file
+    global _MEASURING, _AS_EPISODE
+    _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold them
+    _AS_EPISODE = layout.episode
     try:
         pool = fork_pool(workers) if workers > 1 else None
         if pool is None:
-            candidates, scan.train_tasks = training_candidates(training)
+            candidates, scan.train_tasks = training_candidates(training, layout.episode)
             for code, lang in candidates:
                 scan.tally.add(targets.matcher.scan(code, lang))
             return targets.figures(scan.tally, scan.train_tasks)
@@ -383,6 +383,7 @@ def measure(data: Path, split_files: dict, workers: int = 1) -> dict:
 
 LINES_A_CHUNK = 16
 _MEASURING: "Incremental | None" = None
+_AS_EPISODE = None       # the layout's row -> public episode row, for the pool's workers
 
 
 def _chunks(lines, n: int):
@@ -398,16 +399,7 @@ def _chunks(lines, n: int):
 
 def _scan_lines(lines: list) -> list:
     """In a pool worker: the contamination parts of a chunk of training lines."""
-    return [_MEASURING.part(training_row(line)) for line in lines]
-
-
-def training_row(line: str) -> dict:
-    """An episode row of a training line (a session's re-rendered from its trace)."""
-    ep = json.loads(line)
-    if "trace" in ep:
-        from .sessions import episode_row
-        ep = episode_row(ep)
-    return ep
+    return [_MEASURING.part(_AS_EPISODE(json.loads(line))) for line in lines]
 
 
 class Incremental:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .schema import SCHEMA
+from .writers import SPLIT_FILES
+
 
 def _schema(path: Path) -> str | None:
     try:
@@ -22,17 +25,13 @@ def _schema(path: Path) -> str | None:
 def what_is(data: Path) -> str | None:
     """A sentence naming the kind of non-dataset directory `data` is and what reads it; None
     when it is none of the product's other outputs."""
-    # imported here: only a wrong directory pays for loading the export and fused packages
-    from .export.kernelbench import SCHEMA as EXPORT_SCHEMA
-    from .fused.dataset import STATS_SCHEMA as FUSED_SCHEMA
-    from .writers import SPLIT_FILES
     if not data.is_dir():
         return None
-    if _schema(data / "stats.json") == FUSED_SCHEMA:
+    if _schema(data / "stats.json") == SCHEMA["fused_stats"]:
         return (f"{data} is a fused-task directory (written by `kernelstrain tasks fused` / `tasks filter`), "
                 f"not a dataset: `kernelstrain stats {data}` summarizes it, `kernelstrain tasks filter {data}` "
                 "checks its candidates")
-    if _schema(data / "index.json") == EXPORT_SCHEMA:
+    if _schema(data / "index.json") == SCHEMA["kernelbench_export"]:
         return (f"{data} is a KernelBench export (written by `kernelstrain export kernelbench`), not a dataset: "
                 f"`python3 scripts/kb_eval.py {data}` evaluates it")
     if (data / "task.json").is_file() and (data / "model.py").is_file() and (data / "SKILL.md").is_file():

@@ -2,21 +2,24 @@
 own evidence says nothing left is worth a step, or its step budget runs out.
 
 The agent edits the current best, and every step has a reason the state supports: climb to a
-rung above the best not yet tried whose roofline could beat the best; tune a never-measured
-neighbour of the best's configuration (search.spread value-steps at most, over one to three
-parameters), or of a climb that lost by less than CONTENDER; re-measure only to settle a close
-call; repair the failure it just made (the same rung, fixed); ablate a technique of the best at
-most once, onto a rung below not measured slow. It never returns to a rung measured at
-SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
-never makes a bug again. It stops when nothing is open and the best is within ROOFLINE_NEAR of
-its roofline, or no rung is left worth climbing and either the neighbourhood is exhausted or
-`patience` steps in a row found nothing (its evidence that the rest will not either).
+rung above the best not yet tried whose roofline could beat the best; take the next step of a
+coordinate search around the best (a Line: one parameter at a time, walked on while it pays and
+the other way once it loses, up to search.spread values past ties; then at most one joint move
+of two near-tied parameters), or around a climb that lost by less than CONTENDER; re-measure the
+best and the candidate in turn to settle a close call; repair the failure it just made (the
+same rung, fixed); ablate a technique of the best at most once, onto a rung below not measured
+slow. It never returns to a rung measured at SLOW_RUNG x the best, never proposes code already
+measured except to settle a close call, and never makes a bug again. It stops when nothing is
+open and the best is within ROOFLINE_NEAR of its roofline, or no rung is left worth climbing
+and either every parameter of the best is settled or `patience` steps in a row found nothing
+(its evidence that the rest will not either).
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
 benchmark is one noisy run in a Ledger: a candidate is kept only when it beats the best beyond
-the noise; a candidate that is faster but inside the noise is a close call, and only then does
-the agent re-measure (the best, or the candidate again). Failures are the ones engineers make
+the noise; a candidate faster by a run's sigma or more but inside the noise is a close call,
+and only then does the agent re-measure: both, the one with fewer runs first, until the ledger
+decides or each has SETTLE_RUNS runs. Failures are the ones engineers make
 in the change they were about to make anyway: a typo or a risky transformation (fixed and
 retried next), an arch-gated rewrite once the ladder reaches it, a tile too big for shared memory.
 
@@ -24,10 +27,10 @@ Four RNG streams (policy, noise, clock, wording) keep trajectories independent o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from . import knobs, messages, slips
+from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger
 from .limits import Limits, demand, overflow
@@ -36,7 +39,7 @@ from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
-from .sim import measure, roofline_floor_ms, simulate, smem_cap, writable
+from .sim import measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -45,8 +48,10 @@ SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: thi
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
 ROOFLINE_NEAR = 1.25  # a best this close to its roofline floor leaves no rewrite worth a step
-CONTENDER = 1.3       # a climb that lost by less than this, at parameters carried over, is tuned before it is judged
-CONTENDER_STEPS = 2   # ... for up to this many neighbours of its best measurement
+CONTENDER = 1.15      # a climb that lost by less than this, at parameters carried over, is tuned before it is judged
+                      # (retuning a rewrite's inherited tiles and launch shape recovers some 5-15%, rarely more)
+CONTENDER_STEPS = 3   # ... by coordinate search around its best measurement, until this many steps in a row find nothing
+SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
 
 
 @dataclass(frozen=True)
@@ -64,21 +69,47 @@ class Candidate:
         return Candidate(self.variant, self.params)
 
 
+@dataclass
+class Line:
+    """A coordinate search around one point (the best, or a contender rung's best measurement):
+    which parameters are settled there (both ways lost or closed; the smallest loss seen as the
+    margin), which way each one was walked first, the parameter that last paid off."""
+    at: Candidate
+    ms: float                                   # the point's recorded time
+    rank: dict = field(default_factory=dict)    # the engineer's order of the rung's parameters
+    settled: dict = field(default_factory=dict)
+    lean: dict = field(default_factory=dict)
+    focus: str | None = None
+    joint_done: bool = False
+    left: int = 0                               # steps left (a contender's search)
+
+    def moved(self, to: Candidate, ms: float) -> "Line":
+        """The search at a better point of the same rung: the parameters that changed are walked
+        on (the one that paid first, in the direction that paid); a settled one stays settled
+        only if it lost there by more than the step just gained, as a near-tie might now win."""
+        gain = self.ms / ms - 1.0
+        changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
+        settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain}
+        return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
+                    left=self.left)
+
+
 @dataclass(frozen=True)
 class Habits:
     """How one simulated engineer works (drawn per episode from the policy stream)."""
-    climb: float        # probability of a structural move while rungs are left
+    climb: float        # probability of a climb before the search around the best is settled (a systematic
+                        # engineer gets the most out of a version before rewriting it; once settled, it climbs)
     skip: float         # probability of skipping the next rung
     expert_first: bool  # try the top rung right away
     ablate: float       # probability, once tuning stalls, of the episode's one ablation
-    joint: float        # share of parameter moves that change two parameters
-    confirm: float      # probability of re-measuring after a close call
+    joint: float        # probability of the joint move once the search around a best is settled
+    confirm: float      # probability of settling a close call (re-measuring both) rather than moving on
     patience: int       # steps in a row without a keep, no rung left, before declaring convergence
 
     @classmethod
     def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.1, 0.35), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
-                   ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.4, 0.9),
+        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
+                   ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
 
 
@@ -136,7 +167,9 @@ class Episode:
                        for v in module.variants] if search.knobs else list(module.variants)
         base = self.ladder[module.variants.index(starting_rung(module, task, search.baseline_cap))]
         above = [v for v in self.ladder[self.ladder.index(base):] if v.offered(task.dtype)]
-        self.rungs = [v for v in above if not (v.needs - gpu.features)]
+        # a rung whose accesses the task's rows cannot align is no rung here (feasibility.violation)
+        self.rungs = [v for v in above if not (v.needs - gpu.features)
+                      and feasibility.violation(module, v, v.defaults(), task) is None]
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
@@ -151,17 +184,14 @@ class Episode:
         self.fixed: set = set()                        # bugs made (and fixed): never made again, on any rung
         self.rung_ms: dict = {base.tag: self.baseline_ms}    # fastest measurement of each rung
         self.ablated = False                           # the one ablation of the episode is spent
-        self.contender: Candidate | None = None        # a rung that came close: tuned before it is judged
-        self.contender_ms = 0.0
-        self.contender_left = 0
+        self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
+        self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
         self.slip_memory = SlipMemory()                # (kind, line) of each slip made: not made again
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
-        self.close: Candidate | None = None            # faster than the best, inside the noise
-        self.confirmed: dict = {}                      # code -> re-measurements asked for
-        self.last_rebench = False
+        self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
         self.stale = 0
         self.owed = 0                                  # limit-type compile failures still to make
         self.pace = self.timing.session_pace(self.clock)
@@ -250,16 +280,22 @@ class Episode:
             self.rung_tried.add(pick.tag)
         return None
 
+    def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
+        """A coordinate search starting at `at`, its parameters in an order of this engineer's."""
+        names = self.tunable(at.variant)
+        return Line(at, ms, dict(zip(names, self.rng.sample(range(len(names)), len(names)))), left=left)
+
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within CONTENDER of the best
-        becomes the contender; a tune of the contender that beats it takes its place."""
+        becomes the contender; a tune of the contender that beats its point moves its search there."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
             return
-        if self.contender is not None and cand.variant.tag == self.contender.variant.tag:
-            if time_ms < self.contender_ms:
-                self.contender, self.contender_ms = cand, time_ms
-        elif time_ms <= CONTENDER * self.book.best_ms and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
-            self.contender, self.contender_ms, self.contender_left = cand, time_ms, CONTENDER_STEPS
+        line, ms = self.contender, self.measured_ms(cand)
+        if line is not None and cand.variant.tag == line.at.variant.tag:
+            if ms < line.ms:
+                self.contender = replace(line.moved(cand, ms), left=CONTENDER_STEPS)
+        elif ms <= CONTENDER * self.book.best_ms and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
+            self.contender = self.new_line(cand, ms, CONTENDER_STEPS)
 
     def slow(self, tag: str) -> bool:
         """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back."""
@@ -299,36 +335,89 @@ class Episode:
         return sum(abs(knobs.param(v, n).values.index(c.params[n]) - knobs.param(v, n).values.index(self.best.params[n]))
                    for n in self.tunable(v))
 
-    def propose_tune(self, reach: int, around: Candidate | None = None) -> Candidate | None:
-        """A neighbour of the best (or of `around`) never measured, the nearest first (up to
-        `reach` value-steps); among equally near ones a one-parameter or a joint move as the
-        engineer's habit leans."""
-        around = around or self.best
-        joint = self.rng.random() < self.habits.joint
-        for dist in range(1, reach + 1):
-            options = self.neighbours(around, dist)
-            self.rng.shuffle(options)
-            options.sort(key=lambda c: (len([n for n in c.params if c.params[n] != around.params[n]]) > 1) != joint)
-            c = next((c for c in options if self.fresh(c)), None)
-            if c is not None:
-                return c
+    def measured_ms(self, c: Candidate) -> float | None:
+        """The recorded (mean) time of `c`'s code, None if it was never measured."""
+        code = self.code(c)
+        return self.book.mean(code) if code in self.book.runs else None
+
+    def along(self, line: Line, name: str, d: int) -> tuple[Candidate | None, float | None]:
+        """Walk `name` from the line's point in direction `d`: the first config not measured yet,
+        past configs measured faster than the point (the trend goes on: up to search.spread
+        value-steps), else (None, the relative loss of the first config measured no faster)."""
+        around = line.at
+        p = knobs.param(around.variant, name)
+        here, ref = p.values.index(around.params[name]), self.measured_ms(around)
+        for j in range(1, self.search.spread + 1):
+            i = here + d * j
+            if not 0 <= i < len(p.values):
+                return None, None
+            c = Candidate(around.variant, {**around.params, name: p.values[i]})
+            if self.fresh(c):
+                return c, None
+            ms = self.measured_ms(c)
+            if ms is None:           # not writable here, or it failed: this way is closed
+                return None, None
+            if ms >= ref:
+                return None, ms / ref - 1.0
+        return None, None
+
+    def propose_coordinate(self, line: Line) -> Candidate | None:
+        """The next step of a coordinate search around the line's point: the parameter that just
+        improved first (on in the direction that paid), then the others in the engineer's order;
+        each walked one way, and the other way once that loses. A parameter both of whose ways
+        are closed is settled, with the smallest loss seen as its margin. None: all settled."""
+        names = self.tunable(line.at.variant)
+        order = sorted(names, key=lambda n: (n != line.focus, line.rank.get(n, 0)))
+        for name in order:
+            if name in line.settled:
+                continue
+            first = line.lean.setdefault(name, self.rng.choice((1, -1)))
+            losses = []
+            for d in (first, -first):
+                c, loss = self.along(line, name, d)
+                if c is not None:
+                    return c
+                if loss is not None:
+                    losses.append(loss)
+            line.settled[name] = min(losses, default=float("inf"))
         return None
 
+    def propose_joint(self) -> Candidate | None:
+        """Once every parameter of the best is settled, at most one joint move there, as the
+        engineer's habit leans: two parameters one value each, both of which came within the
+        noise of the best (a tie on each alone may hide a gain together, as tile and warps or
+        block and unroll interact)."""
+        line = self.line
+        if line.joint_done:
+            return None
+        line.joint_done = True
+        ties = {n for n, m in line.settled.items() if m <= 2 * noise_cv(self.book.best_ms)}
+        if len(ties) < 2 or self.rng.random() >= self.habits.joint:
+            return None
+        options = [c for c in self.neighbours(line.at, 2) if self.fresh(c)
+                   and {n for n in c.params if c.params[n] != line.at.params[n]} <= ties
+                   and sum(c.params[n] != line.at.params[n] for n in c.params) == 2]
+        return self.rng.choice(options) if options else None
+
     def propose_contender(self) -> Candidate | None:
-        """A neighbour of a rung that lost by less than CONTENDER at the parameters it inherited:
-        its own best parameters may differ, so it is tuned (CONTENDER_STEPS) before it is judged."""
-        if self.contender is None or self.contender_left <= 0 or self.slow(self.contender.variant.tag):
+        """A rung that lost by less than CONTENDER at the parameters it inherited: its own best
+        parameters may differ, so it is tuned by the same coordinate search before it is judged:
+        lost, once its search is settled or CONTENDER_STEPS steps in a row did not improve it."""
+        line = self.contender
+        if line is None or line.left <= 0 or self.slow(line.at.variant.tag) \
+                or line.ms > CONTENDER * self.book.best_ms:
             self.contender = None
             return None
-        self.contender_left -= 1
-        c = self.propose_tune(self.search.spread, self.contender)
+        line.left -= 1
+        c = self.propose_coordinate(line)
         if c is None:
             self.contender = None
         return c
 
     def propose_move(self, k: int) -> Candidate | None:
-        """The next idea: climb, tune a neighbour of the best, ablate once when tuning stalls;
-        None when nothing is left worth a step."""
+        """The next idea: tune a contender, climb, ablate once when tuning stalls, else the next
+        step of the coordinate search around the best, then one joint move there; None when
+        nothing is left worth a step (no rung to climb, every parameter settled)."""
         h, rng = self.habits, self.rng
         c = self.propose_contender()
         if c is not None:
@@ -341,7 +430,7 @@ class Episode:
             c = self.propose_ablation()
             if c is not None:
                 return c
-        return self.propose_tune(self.search.spread) or self.propose_structural(k)
+        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint()
 
     # -- failures -------------------------------------------------------------------
     def plausible_gated(self) -> list[Variant]:
@@ -601,13 +690,9 @@ class Episode:
                 return self.evaluate(k, c)
         self.over = None
         if self.close is not None:
-            close, self.close = self.close, None
-            asked = self.confirmed.get(self.code(close), 0)
-            if asked < 2 and rng.random() < self.habits.confirm:
-                self.confirmed[self.code(close)] = asked + 1
-                if self.last_rebench or rng.random() < 0.5:
-                    return self.evaluate(k, close)            # measure the candidate again
-                return self.evaluate(k, self.best)            # re-measure the best
+            c = self.settle()
+            if c is not None:
+                return self.evaluate(k, c)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -627,6 +712,37 @@ class Episode:
         if c is None:                        # no rung to climb, the neighbourhood exhausted
             return None
         return self.evaluate(k, c)
+
+    def worth_settling(self, code: str) -> bool:
+        """A close call (faster than the best, inside the noise) whose apparent gain is at least
+        one standard deviation of a run: smaller ones would stay inside the noise after
+        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties."""
+        return self.book.close(code) and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
+
+    def settle(self) -> Candidate | None:
+        """The next re-measure of an open close call: the best and the candidate in turn (the
+        one with fewer runs; the best first), until the ledger keeps the candidate, its mean is
+        no longer faster than the best's, or both have SETTLE_RUNS runs and it is still inside
+        the noise (no real gain: the best stays). None once the call is decided."""
+        code = self.code(self.close)
+        runs, best_runs = len(self.book.runs[code]), self.book.best_runs()
+        if not self.book.close(code) or min(runs, best_runs) >= SETTLE_RUNS:
+            self.close = None
+            return None
+        return self.best if best_runs <= runs else self.close
+
+    def climbed(self, cand: Candidate) -> None:
+        """`cand` is the new best: the search moves there (on the same rung, or from the
+        contender's search when the contender won), or starts afresh on a new rung."""
+        ms, line = self.book.best_ms, self.contender
+        if cand.variant.tag == self.best.variant.tag:
+            self.line.ms = self.measured_ms(self.best)
+            self.line = self.line.moved(cand, ms)
+        elif line is not None and cand.variant.tag == line.at.variant.tag:
+            self.line = line.moved(cand, ms)
+        else:
+            self.line = self.new_line(cand, ms)
+        self.best, self.stale, self.contender, self.close = cand, 0, None, None
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
@@ -676,13 +792,12 @@ class Episode:
             tag = cand.variant.tag
             self.rung_ms[tag] = min(self.rung_ms.get(tag, time_ms), time_ms)
             if kept:
-                self.best, self.stale, self.contender = cand, 0, None
+                self.climbed(cand)
             else:
                 self.contend(cand, time_ms)
                 self.stale += kind != "rebench"
-                if self.book.close(code):
+                if self.close is None and self.worth_settling(code) and self.rng.random() < self.habits.confirm:
                     self.close = cand
-        self.last_rebench = kind == "rebench"
         self.elapsed += self.timing.step_seconds(self.clock, kind, status, self.m.impl, code) * self.pace
         return Step(step=k, kind=kind, tag=cand.variant.tag, params=dict(cand.params), code=code, status=status,
                     failure=failure, bug=cand.bug, typo=cand.typo, time_ms=time_ms, smem_bytes=r.smem_bytes,

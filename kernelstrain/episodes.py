@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from . import __version__, knobs, messages
-from .calibration import reference_ms
+from . import knobs, messages
+from .version import __version__
+from .references import reference_ms
 from .engine import STREAMS, Episode as Agent, draw_steps
 from .fields import as_dict, shape_field
 from .ledger import Ledger, mean_ms, required_gain
@@ -33,8 +34,11 @@ def task_fields(module, task) -> dict:
 
 def torch_times(module, task) -> tuple[float | None, float | None]:
     """(eager, torch.compile) time in ms of the task's PyTorch reference program
-    (calibration.reference_ms: measured on the H200 at the module's menu shapes, scaled to
-    other GPUs, dtypes and shapes by the roofline floor); None where a mode has no measurement."""
+    (references.reference_ms: measured on the H200 at the module's menu shapes, scaled to
+    other GPUs, dtypes and shapes by the roofline floor); None where a mode has no measurement.
+    A fused program's times come from its own model (fused/timing.py)."""
+    if hasattr(module, "torch_ms"):
+        return tuple(round(t, 6) for t in module.torch_ms(task))
     return tuple(None if t is None else round(t, 6) for t in (reference_ms(module, task, mode)
                                                               for mode in ("eager", "compiled")))
 
@@ -118,6 +122,31 @@ def replay(row: dict):
             mean = mean_ms(book.runs[s["code"]])
         yield s, Verdict(before, book.best_step, runs or 0, mean, noise, needed, repairs(prev, s), remeasure)
         prev = s
+
+
+def kind_mismatch(s: dict, best_tag: str, best_params: dict, best_code: str, module) -> str | None:
+    """Why a step's kind does not say what changed relative to the best, or None."""
+    params = as_dict(s["params"])
+    best_params = as_dict(best_params)
+    kind, changed = s["kind"], [k for k in params if params[k] != best_params.get(k, knobs.default(k))]
+    if s["tag"] != best_tag:
+        return None if kind == "structural" else f"kind {kind} but the variant changed ({best_tag} -> {s['tag']})"
+    if kind == "structural":
+        return "kind structural but the variant is unchanged"
+    if kind == "rebench":
+        return None if s["code"] == best_code else "kind rebench but the code is not the best's"
+    if kind == "joint":
+        return None if len(changed) > 1 else f"kind joint but {len(changed)} parameter(s) changed"
+    if len(changed) != 1:
+        return f"kind {kind} but {len(changed)} parameters changed"
+    if kind == "endgame":
+        try:
+            values = knobs.param(module.variant(s["tag"]), changed[0]).values
+            step = abs(values.index(params[changed[0]]) - values.index(best_params.get(changed[0], knobs.default(changed[0]))))
+        except (KeyError, ValueError):
+            return "kind endgame on an unknown parameter"
+        return None if step == 1 else f"kind endgame but {changed[0]} moved {step} values"
+    return None
 
 
 def weight(s: dict, v: Verdict) -> int:

@@ -17,22 +17,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .card import render_card
-from .episodes import dumps, episode_rows
+from .episodes import dumps
 from .errors import UsageError, fault_point
 from .contamination import Incremental, Targets
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
+from .layouts import LAYOUTS, all_files, streamed_keys
+from .manifest import Manifest, write_manifest
 from .plan import Plan, make_plan
 from .pools import ordered_map, worker_signals
-from .profiles import DEFAULT_PROFILE, Profile, load_profile
+from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
+from .qa import dumps_qa
 from .stats import StatsAccumulator, dumps_stats
-from .validate import read_stats
-from .sessions import QA_DIR, session_rows, write_batches
+from .reading import read_stats
+from .sessions import QA_DIR
 from .safety import check_output
 from .training import CHAT_KEYS, chat_figure, chat_settings, split_rows
-from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_out_dir, check_prefix, layout_files,
-                      streamed_keys, write_error, write_text_atomic)
+from .writers import (JOURNAL, MARKER, Staging, StreamFile, check_out_dir, check_prefix, write_error,
+                      write_text_atomic)
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,13 @@ _PLAN: Plan | None = None
 _SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
 
 
-def _init_worker(profile_path: str, seed: int, scan: bool) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
+    """A worker's plan, from the resolved profile itself (never re-read from a path that may
+    have changed since the run started); a forked worker keeps the parent's plan."""
     global _PLAN, _SCAN
     worker_signals()
-    _PLAN = make_plan(load_profile(profile_path), seed)
+    if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):
+        _PLAN = make_plan(profile, seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
 
@@ -89,14 +94,15 @@ def _encode(lines: list[str]) -> bytes:
 
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
-    (data_keys order), its stats (with its chat rows' figures), and its contamination part
+    (layouts.streamed_keys order), its stats (with its chat rows' figures), and its contamination part
     (Incremental.part; None when the run does not measure it as it goes)."""
     out = _PLAN.profile.output
-    rows, ep = (session_rows if out.layout == "sessions" else episode_rows)(_PLAN, index)
+    layout = LAYOUTS[out.layout]
+    rows, ep = layout.rows(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
-    names = layout_files(out.layout)
+    names = all_files(layout)
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
-    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in data_keys(out.layout))
+    blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in streamed_keys(layout))
     return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None
 
 
@@ -126,7 +132,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile.path, plan.seed, scan is not None)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None)) as pool:
             chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
             for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
                 for item in items:
@@ -138,11 +144,6 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     finally:
         for s, handler in deferred.items():
             signal.signal(s, handler)
-
-
-def data_keys(layout: str) -> tuple:
-    """The streamed files of a layout (writers.layout_files keys), the one-row-per-episode file first."""
-    return streamed_keys(layout)
 
 
 CHECKPOINT_SECONDS = 2.0
@@ -177,13 +178,15 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
     if not indices:
         raise UsageError(f"--shard {shard} of {total} episodes holds no episode")
     check_output(out, [Path(profile.path)])
-    run_id = {"profile": profile.name, "profile_sha": _sha(Path(profile.path)), "seed": seed, "episodes": total,
+    manifest = Manifest(profile, seed)
+    run_id = {"profile": profile.name, "profile_sha": _sha(json.dumps(profile_tables(profile), sort_keys=True)),
+              "seed": seed, "episodes": total,
               "shard": str(shard) if shard else None}
     again = recovery_command(profile, seed, out, total, shard)
     stage = Staging(out)
     acc = StatsAccumulator()
-    layout = profile.output.layout
-    keys, names = data_keys(layout), layout_files(layout)
+    layout = LAYOUTS[profile.output.layout]
+    keys, names = streamed_keys(layout), all_files(layout)
     if resume:
         state = _resume_state(stage, run_id, indices, again, keys)
         if state is None:
@@ -211,14 +214,15 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         with Bar("writing the held-out tasks"):
             summaries.update(write_holdout(plan, stage.dir))
         fault_point("holdout-written")
-        if layout == "sessions":
-            summaries.update(write_batches(stage.dir, profile.output.batch_size))
-        holdout = with_contamination(split_figures(plan), stage.dir, scan.result() if scan else None)
+        if layout.cut:
+            summaries.update(layout.cut(stage.dir, profile.output.batch_size))
+        holdout = with_contamination(split_figures(plan), stage.dir, layout, scan.result() if scan else None)
         stats = acc.result(profile, seed, len(plan.holdout), summaries, str(shard) if shard else None, holdout,
-                           layout, profile.output.batch_size, chat_settings(profile.output))
+                           layout.name, profile.output.batch_size if layout.cut else None,
+                           chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats)
+        finish(stage.dir, stats, manifest)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -319,9 +323,9 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
 
 
-def _sha(path: Path) -> str:
+def _sha(text: str) -> str:
     import hashlib
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _checkpoint(stage: Staging, run_id: dict, next_index: int, files: dict) -> None:
@@ -417,17 +421,17 @@ def _reopen(stage_dir: Path, state: dict, indices: range, acc: StatsAccumulator,
     return files
 
 
-def finish(out: Path, stats: dict) -> None:
-    """qa.json (sessions layout: a QA report per batch) and the card, then stats.json — the
-    completion marker — once the data is complete."""
-    from .qa import dumps_qa, qa
-    if stats.get("layout") == "sessions":
-        from .qa_reports import write_qa_reports
-        write_qa_reports(out, stats)
-    else:
-        write_text_atomic(out / "qa.json", dumps_qa(qa(out)))
+def finish(out: Path, stats: dict, manifest: Manifest) -> None:
+    """The run manifest, the layout's QA files (qa.json; a report per batch) and the card, then
+    stats.json — the completion marker — once the data is complete."""
+    write_manifest(out, manifest)
+    layout = LAYOUTS[manifest.layout]
+    if layout.qa_file:
+        write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out)))
+    if layout.batch_qa:
+        layout.batch_qa(out, stats)
     with Bar("writing the dataset card"):
-        write_text_atomic(out / "README.md", render_card(stats))
+        write_text_atomic(out / "README.md", layout.card(stats))
     fault_point("card-written")
     write_text_atomic(out / MARKER, dumps_stats(stats))
 

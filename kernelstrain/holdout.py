@@ -129,12 +129,12 @@ def split_figures(plan: Plan) -> dict:
             "gpus_in_training": sorted({t.gpu.name for t in plan.train})}
 
 
-def with_contamination(figures: dict, data: Path, found: dict | None = None) -> dict:
-    """The holdout block with each split's contamination measured on the dataset in `data`
-    (or `found`: contamination.measure's result, already measured on it)."""
+def with_contamination(figures: dict, data: Path, layout, found: dict | None = None) -> dict:
+    """The holdout block with each split's contamination measured on the dataset in `data` of
+    `layout` (or `found`: contamination.measure's result, already measured on it)."""
     from .contamination import method, measure
     if found is None:
-        found = measure(data, {name: s["file"] for name, s in figures["splits"].items()})
+        found = measure(data, {name: s["file"] for name, s in figures["splits"].items()}, layout)
     splits = {name: {**s, "contamination": found["splits"][name]} for name, s in figures["splits"].items()}
     return {**figures, "splits": splits, "contamination_method": method(found["training_candidates"])}
 

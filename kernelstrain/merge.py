@@ -13,14 +13,15 @@ from types import SimpleNamespace
 
 from . import progress
 from .errors import DataError, UsageError
-from .generate import data_keys, finish
+from .generate import finish
 from .holdout import with_contamination
+from .layouts import all_files, streamed_keys
+from .dataset import Dataset
+from .manifest import dumps_manifest
 from .stats import StatsAccumulator
-from .validate import read_stats
-from .sessions import write_batches
 from .safety import check_output, terminal_text
-from .training import CHAT_KEYS, chat_figure
-from .writers import FILES, SPLIT_FILES, Staging, StreamFile, check_out_dir, layout_files, write_error
+from .training import CHAT_KEYS, chat_figure, chat_settings
+from .writers import FILES, SPLIT_FILES, Staging, StreamFile, check_out_dir, write_error
 SAME = ("profile", "profile_description", "seed", "generator", "holdout_tasks", "layout", "batch_size")
 # (stats' `chat` figures differ between shards; their settings are the profile's, which profile_sha pins)
 
@@ -49,7 +50,8 @@ def merge(dirs: list[Path], out: Path, force: bool = False) -> dict:
 def _shards(dirs: list[Path]) -> list:
     shards = []
     for d in dirs:
-        stats = read_stats(d)
+        ds = Dataset(d)
+        stats = ds.stats
         where = d / "stats.json"
         run = stats.get("run")
         if "shard" not in stats:
@@ -60,12 +62,12 @@ def _shards(dirs: list[Path]) -> list:
             raise DataError(f"{where}: bad shard {stats['shard']!r}") from None
         if not isinstance(run, dict) or not isinstance(run.get("episodes"), int) or not 0 <= i < n:
             raise DataError(f"{where}: shard {stats['shard']!r} without a valid 'run' record")
-        names = layout_files(stats.get("layout"))
+        names = all_files(ds.layout)
         if not isinstance(stats.get("files"), dict) or any(not isinstance(stats["files"].get(f), dict)
                                                           for f in names.values()):
             raise DataError(f"{where}: no file summaries for {', '.join(names.values())}")
         first = run["episodes"] * i // n
-        shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run,
+        shards.append(SimpleNamespace(dir=d, index=i, count=n, stats=stats, run=run, manifest=ds.manifest, layout=ds.layout,
                                       start=first, stop=run["episodes"] * (i + 1) // n))
     shards.sort(key=lambda s: s.index)
     if len({s.count for s in shards}) != 1 or [s.index for s in shards] != list(range(shards[0].count)):
@@ -73,6 +75,8 @@ def _shards(dirs: list[Path]) -> list:
                          f"{[f'{s.index}/{s.count}' for s in shards]}")
     first = shards[0]
     for s in shards[1:]:
+        if dumps_manifest(s.manifest) != dumps_manifest(first.manifest):
+            raise UsageError(f"{s.dir}: its run manifest differs from {first.dir}'s: not shards of one run")
         for key in SAME:
             if s.stats.get(key) != first.stats.get(key):
                 raise UsageError(f"{s.dir}: {key} {s.stats.get(key)!r} differs from {first.dir}'s "
@@ -93,7 +97,7 @@ def _shards(dirs: list[Path]) -> list:
 
 def _check_sizes(shard) -> None:
     """The cheap check first: every file exists with the size stats.json records."""
-    for name in dict.fromkeys([*layout_files(shard.stats.get("layout")).values(), *_holdout_files(shard.stats)]):
+    for name in dict.fromkeys([*all_files(shard.layout).values(), *_holdout_files(shard.stats)]):
         path = shard.dir / name
         want = shard.stats["files"].get(name, {}).get("bytes")
         try:
@@ -110,8 +114,8 @@ def _build(shards: list, stage: Path) -> dict:
     acc = StatsAccumulator()
     summaries = {}
     first = shards[0].stats
-    layout = first.get("layout", "episodes")
-    keys, names = data_keys(layout), layout_files(layout)
+    layout = shards[0].layout
+    keys, names = streamed_keys(layout), all_files(layout)
     for key in keys:
         f = StreamFile(stage / names[key])
         try:
@@ -128,14 +132,15 @@ def _build(shards: list, stage: Path) -> dict:
             hold.close()
         summaries[name] = hold.summary()
     # contamination again, against the training files of all the shards together
-    if layout == "sessions":
-        summaries.update(write_batches(stage, first["batch_size"]))
-    holdout = with_contamination(first["holdout"], stage) if "holdout" in first else None
-    profile = SimpleNamespace(name=first["profile"], description=first["profile_description"])
-    chat = {k: first["chat"][k] for k in ("max_context_tokens", "validation_frac")} if "chat" in first else None
-    stats = acc.result(profile, first["seed"], first["holdout_tasks"], summaries, holdout=holdout, layout=layout,
-                       batch_size=first.get("batch_size"), chat=chat)
-    finish(stage, stats)
+    if layout.cut:
+        summaries.update(layout.cut(stage, shards[0].manifest.profile.output.batch_size))
+    holdout = with_contamination(first["holdout"], stage, layout) if "holdout" in first else None
+    manifest = shards[0].manifest
+    profile = manifest.profile
+    stats = acc.result(profile, manifest.seed, first["holdout_tasks"], summaries, holdout=holdout, layout=layout.name,
+                       batch_size=profile.output.batch_size if layout.cut else None,
+                       chat=chat_settings(profile.output))
+    finish(stage, stats, shards[0].manifest)
     return stats
 
 

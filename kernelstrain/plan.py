@@ -38,7 +38,11 @@ def profile_modules(profile: Profile) -> list[OpModule]:
 def all_combos(profile: Profile) -> list[Task]:
     """Every (module, gpu, dtype, shape) the profile's menus allow (a module's menu plus the
     profile's [shapes] for it), in registry order. With search.one_impl_per_combo an
-    (op, gpu, dtype, shape) has one impl, picked in hash order."""
+    (op, gpu, dtype, shape) has one impl, picked in hash order. A fused profile's tasks are its
+    programs (fused/tasks.py)."""
+    if profile.fused is not None:
+        from .fused.tasks import fused_tasks
+        return fused_tasks(profile)
     tasks = []
     for m in profile_modules(profile):
         extra = [s for s in (profile.shapes or {}).get(m.name, ()) if s not in m.shapes]
@@ -79,7 +83,6 @@ def select_combos(profile: Profile) -> list[Task]:
     return sorted(chosen, key=lambda t: t.key)
 
 
-SPLITS = ("combo", "unseen_op", "unseen_gpu")
 
 
 def split_holdout(combos: list[Task], frac: float, seed: int, profile_key: str, count: int | None = None) -> tuple[list[Task], list[Task]]:
@@ -139,10 +142,6 @@ def make_plan(profile: Profile, seed: int, holdout_frac: float | None = None, ho
     order = tuple(sorted(train, key=lambda t: rank(profile.key, "order", seed, t.key)))
     splits = {name: tuple(tasks) for name, tasks in splits.items()}
     return Plan(profile, seed, tuple(train), splits.get("combo", ()), order, splits)
-
-
-def episode_rng(plan: Plan, index: int) -> random.Random:
-    return seeded_rng(plan.profile.key, plan.seed, "episode", index)
 
 
 def episode_id(plan: Plan, index: int) -> str:

@@ -6,13 +6,20 @@
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import tomllib
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 
+from .clock import Clock
 from .errors import UsageError
 from .gpus import GPUS
+from .knobs import KNOBS
+from .ops import REGISTRY
+from .slips import NAMES
 
 PROFILE_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_PROFILE = PROFILE_DIR / "kernelstrain.toml"
@@ -35,7 +42,7 @@ class Status:
 class Holdout:
     frac: float
     seed: int
-    splits: tuple = ("combo",)      # what is unseen: combo, unseen_op, unseen_gpu (plan.SPLITS)
+    splits: tuple = ("combo",)      # what is unseen: combo, unseen_op, unseen_gpu (SPLITS)
     unseen_ops: tuple = ()          # ops (both impls) the unseen_op split holds out
     unseen_gpus: tuple = ()         # GPUs the unseen_gpu split holds out
 
@@ -59,8 +66,9 @@ class Search:
     compile_scale: float = 4.3      # per-step compile-error draw = status.compile_error * this
     failure_scale: float = 0.9      # per-step wrong-result draw = status.wrong_result * this (a bug rides on
                                     # the move the engineer was making, and its repair is a step of its own)
-    patience_min: int = 2           # steps in a row without a keep, no rung left worth climbing, before
-    patience_max: int = 5           # converging: drawn in [min, max] (engine.Episode.converged)
+    patience_min: int = 4           # steps in a row without a keep, no rung left worth climbing, before
+    patience_max: int = 8           # converging: drawn in [min, max] (engine.Episode.converged); enough to
+                                    # finish the coordinate search of a rung's two or three parameters
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     refail: float = 0.0             # probability that the fix of a slip fails to build again
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
@@ -80,11 +88,20 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Fused:
+    """[fused]: the profile's tasks are fused programs (kernelstrain/fused), not op modules."""
+    programs: int                   # tasks: the first this many usable programs of the grammar's stream
+    seed: int = 0                   # the grammar stream (`tasks fused --seed`)
+    impls: tuple = ("cuda", "triton")   # each program's language, drawn by hash
+    tasks: str = ""                 # a `tasks filter` output directory to take the programs from instead
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     episodes: int
-    modules: tuple          # module names; empty tuple means all registered
+    modules: tuple          # module names ("all" in the TOML: every registered module, resolved at load)
     gpus: tuple
     combos: int
     steps: Steps
@@ -95,15 +112,40 @@ class Profile:
     search: Search = Search()
     clock: object = None      # clock.Clock; the default profile's when the table is left out
     shapes: dict = None       # module -> extra shapes (tuple of dicts) on top of its menu
+    fused: Fused | None = None  # [fused]: tasks are fused programs (modules = "fused")
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """What seeds every random draw besides the seed: the profile's name."""
-        return self.name
+        """What seeds every random draw besides the seed: the sha256 of the profile's content
+        that shapes episodes — every table but [output] (how rows are written), without the
+        name, the description or the episode count (a longer run extends a shorter one). Two
+        profiles that differ in a setting draw different streams, whatever their names."""
+        tables = profile_tables(self)
+        shaping = {k: v for k, v in tables.items() if k != "output"}
+        shaping["profile"] = {k: v for k, v in tables["profile"].items() if k not in ("name", "description", "episodes")}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def profile_tables(p: Profile) -> dict:
+    """The profile as the tables of its TOML file, every default filled in and `modules`
+    resolved to the module list: what a dataset's manifest records, read back by
+    profile_from_tables (the path is where it was read from, not content)."""
+    def table(record) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(record).items()}
+    search = table(p.search)
+    search["slip_weights"] = dict(p.search.slip_weights)
+    tables = {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
+                          "modules": "fused" if p.fused else list(p.modules), "gpus": list(p.gpus),
+                          "combos": p.combos},
+              **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
+              "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
+    if p.fused:
+        tables["fused"] = table(p.fused)
+    return tables
 
 
 _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": Output}
-_OPTIONAL_TABLES = ("search", "clock", "shapes")     # left out: the default profile's behaviour
+_OPTIONAL_TABLES = ("search", "clock", "shapes", "fused")     # left out: the default profile's behaviour
 _PROFILE_KEYS = {"name": str, "description": str, "episodes": int, "modules": (str, list),
                  "gpus": list, "combos": int}
 
@@ -158,8 +200,12 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate a profile (a path, or a bundled profile's name); every problem
     raises UsageError naming the key."""
     path = resolve(path)
+    return profile_from_tables(_read_toml(path), path)
+
+
+def _read_toml(path: Path) -> dict:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))    # -sig: a BOM from a Windows editor is fine
     except FileNotFoundError:
         raise UsageError(f"profile not found: {path} (bundled profiles: {', '.join(bundled_names())})") from None
     except IsADirectoryError:
@@ -168,6 +214,12 @@ def load_profile(path: str | Path) -> Profile:
         raise UsageError(f"cannot read profile {path}: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not valid TOML: {e}") from None
+
+
+def profile_from_tables(raw: dict, path: Path | str) -> Profile:
+    """A profile's tables (a TOML file's, or a manifest's record of them) -> a validated
+    Profile; `path` names the source in messages and becomes Profile.path."""
+    path = Path(path)
     allowed = {"profile", *_TABLE_TYPES, *_OPTIONAL_TABLES}
     for key in raw:
         if key not in allowed:
@@ -180,25 +232,36 @@ def load_profile(path: str | Path) -> Profile:
     top = raw["profile"]
     _check(top, _PROFILE_KEYS, "profile", path)
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
-    if isinstance(top["modules"], str) and top["modules"] != "all":
-        raise UsageError(f"{path}: key 'profile.modules' must be \"all\" or a list of module names")
-    modules = () if top["modules"] == "all" else _names(top["modules"], "profile.modules", path)
+    if isinstance(top["modules"], str) and top["modules"] not in ("all", "fused"):
+        raise UsageError(f"{path}: key 'profile.modules' must be \"all\", \"fused\" or a list of module names")
+    if (top["modules"] == "fused") != ("fused" in raw):
+        raise UsageError(f"{path}: modules = \"fused\" and a [fused] table go together")
+    modules = (tuple(REGISTRY) if top["modules"] == "all" else () if top["modules"] == "fused"
+               else _names(top["modules"], "profile.modules", path))
     _names(top["gpus"], "profile.gpus", path)
-    from .clock import Clock
     search = dict(raw.get("search", {}))
     weights = _slip_weights(search.pop("slip_weights", {}), path)
     tables["search"] = replace(_build(Search, search, "search", path), slip_weights=weights)
     tables["clock"] = Clock.from_table(raw.get("clock", {}), path)
     tables["shapes"] = _shapes(raw.get("shapes", {}), path)
+    tables["fused"] = _fused(raw["fused"], path) if "fused" in raw else None
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
     _validate(profile, path)
     return profile
 
 
+def _fused(table: dict, path: Path) -> Fused:
+    fused = _build(Fused, table, "fused", path)
+    if fused.programs < 1 or fused.seed < 0:
+        raise UsageError(f"{path}: key 'fused.programs' must be >= 1 and 'fused.seed' >= 0")
+    if not fused.impls or set(fused.impls) - {"cuda", "triton"}:
+        raise UsageError(f"{path}: key 'fused.impls' must list cuda and/or triton, got {list(fused.impls)}")
+    return fused
+
+
 def _slip_weights(table, path: Path) -> tuple:
     """[search] slip_weights = {kind = weight, ...}: known non-typo kinds, weights >= 0."""
-    from .slips import NAMES
     if not isinstance(table, dict):
         raise UsageError(f"{path}: key 'search.slip_weights' must be a table of kind = weight")
     for kind, w in table.items():
@@ -237,6 +300,7 @@ def _names(values: list, key: str, path: Path) -> tuple:
 
 
 LAYOUTS = ("episodes", "sessions")
+SPLITS = ("combo", "unseen_op", "unseen_gpu")   # what a holdout split holds out (plan.split_combos)
 MAX_EPISODES = 10_000_000     # the default profile has 11,514; past this a run is surely a typo
 MAX_STEPS = 1_000             # kernelinfer's longest sessions have 200 steps
 MAX_COMBOS = 1_000_000
@@ -245,7 +309,6 @@ MAX_FAILURE = 0.5             # the two failure rates together: most steps must 
 
 
 def _validate(p: Profile, path: Path) -> None:
-    from .ops import REGISTRY
 
     def bad(key, why):
         raise UsageError(f"{path}: key '{key}' {why}")
@@ -293,7 +356,6 @@ def _validate(p: Profile, path: Path) -> None:
         bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:
         bad("search", "budget_scale must be >= 1; compile_scale, failure_scale > 0; typo_weight >= 0")
-    from .knobs import KNOBS
     for k in q.knobs:
         if k not in KNOBS:
             bad("search.knobs", f"names unknown knob {k!r} (known: {', '.join(KNOBS)})")
@@ -318,8 +380,6 @@ def _validate_splits(p: Profile, bad) -> None:
     """The holdout splits name known splits once each, combo among them (it writes the
     `holdout` config every dataset has), and what they hold out leaves every family and
     at least one GPU in training."""
-    from .ops import REGISTRY
-    from .plan import SPLITS
     h = p.holdout
     unknown = [s for s in h.splits if s not in SPLITS]
     if unknown or len(set(h.splits)) != len(h.splits) or "combo" not in h.splits:

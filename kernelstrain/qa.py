@@ -24,7 +24,9 @@ from .tasks import make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
 from .slip_memory import repeats, site
-from .validate import kind_mismatch, read_jsonl, render_code
+from .episodes import kind_mismatch
+from .reading import read_jsonl
+from .rerender import render_code
 from .writers import FILES
 from .episodes import replay
 
@@ -199,15 +201,20 @@ def _pct(hist: Counter, q: float) -> int:
     return 0
 
 
-def qa(data: Path) -> dict:
-    """The qa object (also written as qa.json by generate; a sessions dataset has one per
-    batch in qa_reports/ and this one over all its sessions)."""
+def qa_sessions(data: Path) -> dict:
+    """The qa object of a sessions dataset over all its sessions (each batch has its own in
+    qa_reports/): the layouts' `qa` (layouts.SESSIONS)."""
     acc = _Acc()
-    if not (data / FILES["episodes"]).exists() and (data / SESSIONS_FILE).exists():
-        for _, row in read_jsonl(data / SESSIONS_FILE):
-            acc.episode(episode_row(row))
-            acc.multiturn(row)
-        return session_report(acc)
+    for _, row in read_jsonl(data / SESSIONS_FILE):
+        acc.episode(episode_row(row))
+        acc.multiturn(row)
+    return session_report(acc)
+
+
+def qa_episodes(data: Path) -> dict:
+    """The qa object of an episodes dataset (also written as qa.json by generate): the
+    layouts' `qa` (layouts.EPISODES)."""
+    acc = _Acc()
     for _, ep in read_jsonl(data / FILES["episodes"]):
         acc.episode(ep)
     for _, row in read_jsonl(data / FILES["sft_multiturn"]):
@@ -269,7 +276,10 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
               f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs not counted)"),
         check("reproposed_configs", b["reproposed"], "==", 0,
-              "steps whose (rung, params) was measured before, other than a re-measure of the best or of the last step"),
+              "steps whose (rung, params) was measured before, other than a re-measure of the best or of a close call"),
+        check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,
+              "re-measures of a close call's candidate while the best had no more runs than it (a close call is "
+              "settled by re-measuring both)"),
         check("bugs_remade", b["bugs_remade"], "==", 0, "a bug made again in the episode, on any rung"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
@@ -300,7 +310,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "bugs_remade", "first_tweaks",
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "bugs_remade", "first_tweaks",
                                         "first_tweaks_failed", "converged", "converged_far")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),

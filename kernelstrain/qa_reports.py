@@ -1,27 +1,24 @@
 """qa_reports/batch_NNN.json and .md of the sessions layout: each batch of sessions scored on
-validate's mechanical checks (validate_sessions.MECHANICAL, a finding fails its check) and on
-the trajectory QA figures of qa.py with their thresholds. `generate` and `merge` write them;
-`validate` recomputes them from the rows and compares.
+validate's mechanical checks (schema.ROW_CHECKS: the id a finding carries) and on
+the trajectory QA figures of qa.py with their thresholds. `generate` and `merge` write them
+(validate_sessions.write_qa_reports); `validate` recomputes them from the rows and compares.
 """
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from .schema import SCHEMA
-from .sessions import QA_DIR, SESSIONS_FILE, batch_name
-from .writers import write_text_atomic
+from .qa import session_report
+from .schema import ROW_CHECKS, SCHEMA
+from .sessions import batch_name
 
 
 def batch_reports(checks, stats: dict) -> list[dict]:
     """One report per batch of a validate_sessions.BatchChecks."""
-    from .qa import session_report
-    from .validate_sessions import MECHANICAL
     reports = []
     for k in range(checks.count):
         failures, ids = checks.failures[k], checks.ids[k]
         mech = [{"name": name, "checks": what, "findings": failures[name], "pass": failures[name] == 0}
-                for name, what in MECHANICAL]
+                for name, what in ROW_CHECKS.items()]
         figures = session_report(checks.accs[k])
         passed = sum(c["pass"] for c in mech), sum(c["pass"] for c in figures["checks"])
         reports.append({
@@ -61,18 +58,3 @@ def report_markdown(r: dict) -> str:
               + f"; speedup geomean {info['speedup_geomean']}x; session tokens p50 {info['session_tokens']['p50']:,}, "
               f"max {info['session_tokens']['max']:,}.", ""]
     return "\n".join(lines)
-
-
-def write_qa_reports(out: Path, stats: dict) -> list[dict]:
-    """Check every session of out/sessions.jsonl and write each batch's report (json and md)."""
-    from .validate import Context, Findings, _combo, _first_index, read_jsonl
-    from .validate_sessions import check_sessions_file
-    held = {_combo(row) for _, row in read_jsonl(out / "tasks_holdout.jsonl")}
-    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats), held, Findings(1), stats["batch_size"],
-                                    _first_index(stats))
-    reports = batch_reports(checks, stats)
-    (out / QA_DIR).mkdir(exist_ok=True)
-    for k, r in enumerate(reports):
-        write_text_atomic(out / QA_DIR / f"batch_{k:03d}.json", dumps_report(r))
-        write_text_atomic(out / QA_DIR / f"batch_{k:03d}.md", report_markdown(r))
-    return reports

@@ -22,7 +22,7 @@ from .slips import kind_of
 from .errors import UsageError
 from .fields import as_dict
 from .report_page import render_page
-from .sessions import episode_source
+from .dataset import episode_source
 from .safety import check_output, row_guard
 from .writers import DATASET_NAMES, FILES, write_error, write_text_atomic
 

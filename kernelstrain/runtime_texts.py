@@ -15,13 +15,15 @@ from statistics import NormalDist
 TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (2e-2, 2e-2), "fp8": (6e-2, 6e-2),
              "int8": (0.0, 0.0), "int": (0.0, 0.0)}
 
-# cudaGetErrorString -> the error's name; the first two are reported asynchronously (a kernel's own fault)
+# cudaGetErrorString -> the error's name; those in _ASYNC are reported asynchronously (a kernel's own fault)
 _ERROR_NAMES = {"an illegal memory access was encountered": "ErrorIllegalAddress",
                 "unspecified launch failure": "ErrorLaunchFailure",
                 "invalid argument": "ErrorInvalidValue",
                 "invalid configuration argument": "ErrorInvalidConfiguration",
-                "too many resources requested for launch": "ErrorLaunchOutOfResources"}
-_ASYNC = ("ErrorIllegalAddress", "ErrorLaunchFailure")
+                "too many resources requested for launch": "ErrorLaunchOutOfResources",
+                "misaligned address": "ErrorMisalignedAddress",
+                "an illegal instruction was encountered": "ErrorIllegalInstruction"}
+_ASYNC = ("ErrorIllegalAddress", "ErrorLaunchFailure", "ErrorMisalignedAddress", "ErrorIllegalInstruction")
 _HELP_URL = {"cuda": "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
              "hip": "https://rocm.docs.amd.com/projects/HIP/en/latest/index.html"}
 

@@ -23,6 +23,9 @@ SCHEMA = {
     "stats": "kernelstrain/stats@1",
     "qa": "kernelstrain/qa@1",
     "qa_batch": "kernelstrain/qa_batch@1",
+    "manifest": "kernelstrain/manifest@1",
+    "kernelbench_export": "kernelstrain/kernelbench_export@1",     # an export's index.json
+    "fused_stats": "kernelstrain/fused_stats@1",                   # a fused-task directory's stats.json
 }
 
 # What a step changed, relative to the current best (the code the agent edits):
@@ -171,3 +174,27 @@ FEATURES = {
     "holdout": {"task_id": "string", "split": "string", **_TASK, "prompt": "string", "system": "string",
                 "baseline": {"tag": "string", "code": "string", "time_ms": "float64"}, "reference": "string"},
 }
+
+
+# The check each finding fails, by id. The row checks are the mechanical checks a sessions
+# batch's QA report scores (validate_sessions.MECHANICAL); the rest concern the files as a whole.
+ROW_CHECKS = {
+    "rows_and_schema": "every line a JSON object of schema session@2, keys in order, fields typed",
+    "ids_and_task": "ids in order; task fields, task id, seed and generator; no held-out combo",
+    "code_and_feedback": "code re-rendered from the trace; messages rebuilt from the steps up to their own",
+    "stamps": "feedback stamps [t+H:MM:SS] monotone and equal to each step's elapsed_s; elapsed_hms",
+    "best_running_minimum": "best_ms the recorded best after every step; best and speedup",
+    "keep_rule": "kept exactly when the noise-aware keep rule keeps; a rebench never kept",
+    "non_ok_never_kept": "a compile_error or wrong_result step is never kept",
+    "time_ms_iff_ok": "time_ms null and error set exactly when not ok; bugs and typos only on failures",
+    "arch_gates": "no arch-gated feature on a GPU without it; error texts are the compiler's",
+    "smem_caps": "shared memory within the GPU's per-block cap; smem and registers the simulator's",
+    "attempts_and_kinds": "attempts counted from the trace; each kind says what changed",
+}
+CHECKS = {**ROW_CHECKS,
+          "files": "every file present, with the rows, bytes and sha256 stats.json records; batches concatenate",
+          "manifest": "the run manifest and stats.json describe the same run",
+          "stats": "stats.json recomputed from the files",
+          "holdout": "the held-out rows are the plan's split",
+          "contamination": "no held-out op, GPU or solution in training; contamination figures as recorded",
+          "derived": "the card and the QA reports are what generate writes for the data"}

@@ -18,6 +18,8 @@ from .episodes import build_episode, multiturn_rows, session_messages
 from .fields import as_dict
 from .gpus import GPUS
 from .messages import clock
+from .ops import REGISTRY
+from .rerender import render_code, with_typo
 from .schema import EPISODE_KEYS, SCHEMA, SESSION_KEYS, STEP_KEYS, TRACE_KEYS
 from .writers import StreamFile
 
@@ -51,8 +53,6 @@ def session_rows(plan, index: int) -> tuple[dict, dict]:
 def episode_row(session: dict) -> dict:
     """The public episode row a session was made from: every step's code (and the baseline's)
     re-rendered from its trace record. Raises ValueError when a recorded typo cannot be applied."""
-    from .validate import render_code, with_typo
-    from .ops import REGISTRY
     module = REGISTRY[session["module"]]
     key = (session["module"], session["gpu"], session["dtype"], tuple(as_dict(session["shape"]).items()))
     gpu = GPUS[session["gpu"]]
@@ -80,6 +80,16 @@ def episode_row(session: dict) -> dict:
     return {k: values[k] for k in EPISODE_KEYS}
 
 
+def stored_steps(session: dict) -> list:
+    """A session's trace with each step's code taken from its assistant turn (messages:
+    system, task, then each step's answer and feedback): the code as the row stores it."""
+    out = []
+    for i, s in enumerate(session["trace"]):
+        text = session["messages"][2 + 2 * i]["content"]
+        out.append({**s, "code": text[text.index("\n") + 1:text.rindex("\n```")]})
+    return out
+
+
 def batch_name(k: int) -> str:
     return f"{BATCH_DIR}/batch_{k:03d}.jsonl"
 
@@ -100,11 +110,3 @@ def write_batches(out: Path, batch_size: int) -> dict:
     for f in batches.values():
         f.close()
     return {name: f.summary() for name, f in batches.items()}
-
-def episode_source(data: Path) -> tuple[Path, Path, object]:
-    """(episode rows' file, chats' file, row -> public episode row) of a dataset of either
-    layout: a sessions dataset's rows are both, their code re-rendered from the trace."""
-    from .writers import FILES
-    if not (data / FILES["episodes"]).exists() and (data / SESSIONS_FILE).exists():
-        return data / SESSIONS_FILE, data / SESSIONS_FILE, episode_row
-    return data / FILES["episodes"], data / FILES["sft_multiturn"], lambda row: row

@@ -88,8 +88,10 @@ def sim_report(gpu: str, op: str, impl: str, dtype: str, shape_text: str) -> dic
         best_ms, variant, params = best_config(m, task)
         floor = roofline_floor_ms(m, task, variant.path)
         out = {"flops": cost.flops, "bytes": cost.bytes, "floor_ms": round(floor, 6),
-               "baseline_ms": round(base.time_ms, 6), "best_ms": round(best_ms, 6),
+               "baseline_ms": round(base.time_ms, 6) if base.ok else None, "best_ms": round(best_ms, 6),
                "best_variant": variant.tag, "best_params": params}
+        if not base.ok:          # the first rung cannot run at this shape (sim.simulate says why)
+            out["baseline_error"] = base.error.splitlines()[0]
     except ValueError as e:
         raise UsageError(str(e)) from None
     except (ArithmeticError, TypeError):

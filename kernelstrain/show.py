@@ -10,7 +10,7 @@ from pathlib import Path
 from .errors import UsageError
 from .report import browser_episode, read_feedback
 from .safety import row_guard, terminal_values
-from .sessions import episode_source
+from .dataset import episode_source
 
 ANSI = {"ok": "32", "wrong_result": "33", "compile_error": "31", "kept": "1;32", "reverted": "2",
         "failed": "31", "rebench": "36", "add": "32", "del": "31", "hunk": "36", "head": "1"}

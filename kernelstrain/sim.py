@@ -19,13 +19,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import knobs
+from . import feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
-from .compilers import NVCC_GENCODE
+from .compilers import NVCC_GENCODE, classify
 from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
-from .ops.base import Launch, OpModule, Task, Variant
+from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
@@ -59,7 +59,7 @@ class SimResult:
     smem_bytes: int
     regs: int
     error: str | None = None      # compiler-style text when not ok
-    error_class: str | None = None  # arch | smem | resources
+    error_class: str | None = None  # arch | smem | resources | align | the compiler's class (compilers.classify)
 
 
 class CompileError(Exception):
@@ -95,10 +95,22 @@ def cap_registers(launch: Launch, gpu: GPU) -> Launch:
                    compute_scale=launch.compute_scale / (1.0 + 1.5 * spilled))
 
 
+def narrowed(module: OpModule, launch: Launch, task: Task) -> Launch:
+    """A Triton candidate's launch at a task whose rows are not 16-byte multiples: Triton vectorizes
+    a load only where it can prove 16-byte divisibility of the pointer arithmetic (it specializes
+    integer arguments divisible by 16), so every load of such a row is one element wide. Fewer bytes
+    in flight (in_flight_ratio) then slow the memory side; CUDA rungs that vectorize do not run there
+    at all (feasibility.violation)."""
+    if module.impl != "triton" or not feasibility.misaligned(module, task, own=True):
+        return launch
+    return replace(launch, bytes_per_access=min(launch.bytes_per_access, max(1, int(DTYPE_BYTES[task.dtype]))))
+
+
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
     """Whether an engineer would write this candidate for this task: not a register tile too big
-    to compile (TILE_VALUES_MAX; Launch.unrolled). The engine offers no other, and the simulator's
-    timing of one is never a label.
+    to compile (TILE_VALUES_MAX; Launch.unrolled), nor code whose vector, bulk-copy or TMA accesses
+    the task's rows cannot align (feasibility.violation). The engine offers no other, and the
+    simulator's timing of one is never a label.
 
     >>> from kernelstrain.ops import REGISTRY
     >>> from kernelstrain.tasks import make_task
@@ -107,7 +119,8 @@ def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bo
     >>> writable(m, v, {"ROWS": 4, "num_warps": 1}, t), writable(m, v, {"ROWS": 16, "num_warps": 1}, t)
     (True, False)
     """
-    return knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
+    return (knobs.launch(module, variant, params, task).unrolled <= TILE_VALUES_MAX
+            and feasibility.violation(module, variant, params, task) is None)
 
 
 def static_smem_cap(gpu: GPU) -> int:
@@ -197,9 +210,11 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     >>> simulate(m, m.variants[-1], m.variants[-1].defaults(), t).ok
     True
     """
+    if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
+        return module.simulate(variant, params, task)
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = cap_registers(knobs.launch(module, variant, params, task), gpu)   # knobs: none unless a profile adds them
+    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
@@ -212,6 +227,11 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
+    broken = feasibility.violation(module, variant, params, task)
+    if broken is not None:       # Triton rejects a non-power-of-2 arange; a misaligned access builds and faults
+        text = feasibility.error_text(broken, module, variant, params, task)
+        return SimResult(False, None, launch.smem_bytes, launch.regs, text,
+                         classify(text) if broken[0] == "arange" else "align")
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 
@@ -241,6 +261,8 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:
+    if hasattr(module, "floor_ms"):      # a fused program: its calls' host floor counts too (fused/module.py)
+        return module.floor_ms(task, path)
     cost = module.cost(task)
     gpu = task.gpu
     return max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3

@@ -6,7 +6,7 @@ import json
 import math
 from collections import Counter
 
-from . import __version__
+from .version import __version__
 from .schema import KINDS, SCHEMA, STATUSES
 
 SPEEDUP_EDGES = (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
@@ -89,16 +89,16 @@ class StatsAccumulator:
     def result(self, profile, seed: int, holdout_tasks: int, files: dict, shard: str | None = None,
                holdout: dict | None = None, layout: str = "episodes", batch_size: int | None = None,
                chat: dict | None = None) -> dict:
-        """The stats object; the sessions layout adds its layout, batch size, session count,
-        unique (op, gpu, shape, dtype) combos and the simulated hours' range; `chat` (the
-        profile's max_context_tokens and validation_frac) adds the chat files' figures."""
+        """The stats object; a layout other than the default one is named, and one that cuts its
+        rows into batches (`batch_size` given) adds the batch size, session count, unique (op, gpu,
+        shape, dtype) combos and the simulated hours' range; `chat` (the profile's
+        max_context_tokens and validation_frac) adds the chat files' figures."""
         n, steps = max(1, self.episodes), max(1, self.steps)
         lengths = sorted(self.steps_hist.elements())
         hours = {"mean": round(self.elapsed_sum / n / 3600, 3)}
-        sessions = {}
-        if layout == "sessions":
-            sessions = {"layout": layout, "batch_size": batch_size, "sessions": self.episodes,
-                        "unique_combos": len(self.combos)}
+        sessions = {"layout": layout} if layout != "episodes" else {}
+        if batch_size is not None:
+            sessions.update(batch_size=batch_size, sessions=self.episodes, unique_combos=len(self.combos))
             hours.update(min=round(self.elapsed_min / 3600, 3) if self.episodes else 0,
                          max=round(self.elapsed_max / 3600, 3))
         return {
@@ -150,7 +150,7 @@ def summary(stats: dict) -> str:
         *([f"sessions        {stats['sessions']:,} ({stats['unique_combos']:,} unique (op, gpu, shape, dtype) combos), "
            f"batches of {stats['batch_size']}; simulated hours mean {stats['simulated_hours']['mean']}, "
            f"min {stats['simulated_hours']['min']}, max {stats['simulated_hours']['max']}"]
-          if stats.get("layout") == "sessions" else []),
+          if "batch_size" in stats else []),
         f"holdout tasks   {holdout_total(stats)}",
         *holdout_lines(stats),
         f"modules         {len(stats['by_module'])} ({len(stats['by_op'])} ops); "

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from .errors import UsageError
 from .fields import as_dict
+from .gpus import GPUS
+from .ops import REGISTRY
+from .rerender import cached_task, render_code, with_typo
 from .safety import terminal_text
 
 TRUST_HINT = ("kernelstrain runs or copies only code it re-renders from the row's recipe "
@@ -26,9 +29,6 @@ def hint(runs: bool) -> str:
 def rendered(ep: dict, step: dict | None) -> str | None:
     """The code kernelstrain renders for the baseline (step None) or a step of episode row `ep`;
     None when the recipe itself is not one kernelstrain knows (unknown module, variant, params)."""
-    from .gpus import GPUS
-    from .ops import REGISTRY
-    from .validate import render_code, with_typo
     try:
         module, gpu = REGISTRY[ep["module"]], GPUS[ep["gpu"]]
         shape = tuple(as_dict(ep["shape"]).items())
@@ -55,8 +55,6 @@ def check_code(ep: dict, step: dict | None, code: str, where: str, runs: bool = 
 
 def check_reference(ep: dict, reference, where: str) -> None:
     """Raise unless `reference` (a held-out row's PyTorch program) is the module's own."""
-    from .ops import REGISTRY
-    from .validate import cached_task
     try:
         want = REGISTRY[ep["module"]].reference(cached_task(ep["module"], ep["gpu"], ep["dtype"],
                                                             tuple(as_dict(ep["shape"]).items())))

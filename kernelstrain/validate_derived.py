@@ -1,5 +1,4 @@
-"""What `validate` re-derives beyond each row's own consistency: when the run's profile is
-known, every episode (session) is rebuilt from the plan and compared whole — a flipped `end`
+"""What `validate` re-derives beyond each row's own consistency: every episode (session) is rebuilt from the plan and compared whole — a flipped `end`
 or a consistently shifted clock is internally coherent and only the rebuild shows it — and
 the files generate derives from the data (the card, qa.json) are compared byte for byte,
 each difference named at its file and line. Rows derived from an episode (chat and step rows)
@@ -9,30 +8,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .episodes import build_episode
+from .errors import UsageError
+from .qa import dumps_qa
+from .sessions import session_row
+from .validate import MALFORMED, guarded, row_diff
+
 
 def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False) -> dict:
     """The plan's public episode row of `index`; a finding at `where` when the dataset's row
     (episode row, or session row when `sessions`) is not the plan's."""
-    from .episodes import build_episode
-    from .validate import _row_diff
     ep = build_episode(ctx.plan, index).row()
     if sessions:
-        from .sessions import session_row
         want = json.loads(json.dumps(session_row(ep, ctx.plan.profile.output.timestamps)))
         what = "the plan's session"
     else:
         want, what = json.loads(json.dumps(ep)), "the plan's episode"
     if row != want:
-        out.add(where, f"not the plan's row for episode {index}: {_row_diff(row, want, what)}")
+        out.add(where, f"not the plan's row for episode {index}: {row_diff(row, want, what)}", "ids_and_task")
     return ep
 
 
 def check_sessions_plan(path: Path, ctx, out, start: int) -> None:
     """Every session in its place compared with the plan's (validate only: generate's QA
     reports, which read the same file, need not rebuild the run a second time)."""
-    if ctx.plan is None:
-        return
-    from .validate import _guarded
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, 1):
@@ -43,7 +42,7 @@ def check_sessions_plan(path: Path, ctx, out, start: int) -> None:
             index = start + n - 1
             if isinstance(row, dict) and row.get("id") == f"{prefix}{index:06d}":
                 where = f"{path.name}:{n}"
-                _guarded(plan_row, where, out, ctx, index, row, where, out, True)
+                guarded(plan_row, where, out, ctx, index, row, where, out, True)
 
 
 def check_text(path: Path, name: str, want: str, what: str, out) -> None:
@@ -51,27 +50,23 @@ def check_text(path: Path, name: str, want: str, what: str, out) -> None:
     try:
         got = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        out.add(name, "missing or unreadable")
+        out.add(name, "missing or unreadable", "derived")
         return
     if got == want:
         return
     a, b = got.splitlines(), want.splitlines()
     line = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) + 1
-    out.add(f"{name}:{line}", f"differs from {what}")
+    out.add(f"{name}:{line}", f"differs from {what}", "derived")
 
 
-def check_derived_files(data: Path, stats: dict, out) -> None:
-    """README.md (both layouts) and qa.json (episodes layout) against what generate writes."""
-    from .card import render_card
-    from .validate import _MALFORMED, _guarded
-    card = _guarded(render_card, "stats.json", out, stats)
+def check_derived_files(data: Path, layout, stats: dict, out) -> None:
+    """README.md and the layout's qa file (qa.json) against what generate writes."""
+    card = guarded(layout.card, "stats.json", out, stats)
     if card:
         check_text(data / "README.md", "README.md", card, "the card generate writes for this stats.json", out)
-    if stats.get("layout") != "sessions":
-        from .errors import UsageError
-        from .qa import dumps_qa, qa
+    if layout.qa_file:
         try:
-            report = qa(data)
-        except (UsageError, *_MALFORMED):
+            report = layout.qa(data)
+        except (UsageError, *MALFORMED):
             return      # a row qa cannot read is a finding of its own already
-        check_text(data / "qa.json", "qa.json", dumps_qa(report), "the QA report of the data as it is now", out)
+        check_text(data / layout.qa_file, layout.qa_file, dumps_qa(report), "the QA report of the data as it is now", out)

@@ -13,60 +13,36 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from .messages import clock, hms
-from .schema import SCHEMA, SESSION_KEYS, TRACE_KEYS
+from .schema import ROW_CHECKS, SCHEMA, SESSION_KEYS, TRACE_KEYS
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
 from .episodes import multiturn_rows
+from .validate_derived import check_sessions_plan
+from .manifest import read_manifest
+from .qa import _Acc
+from .qa_reports import batch_reports, dumps_report, report_markdown
+from .reading import read_jsonl
+from .stats import StatsAccumulator
 from .training import chat_figure, is_validation
-from .validate import Findings, Peek, _check_multiturn, _guarded, _row_diff, _stamped, check_episode, rows
-from .writers import VALIDATION, layout_files
+from .validate import Context, Findings, Peek, check_episode, combo_of, first_index, guarded, row_diff, rows
+from .validate_episodes import check_multiturn
+from .writers import FILES, SESSION_FILES, validation_file, write_text_atomic
 
-MECHANICAL = (   # (check, what it checks), as a batch's QA report lists them
-    ("rows_and_schema", "every line a JSON object of schema session@2, keys in order, fields typed"),
-    ("ids_and_task", "ids in order; task fields, task id, seed and generator; no held-out combo"),
-    ("code_and_feedback", "code re-rendered from the trace; messages rebuilt from the steps up to their own"),
-    ("stamps", "feedback stamps [t+H:MM:SS] monotone and equal to each step's elapsed_s; elapsed_hms"),
-    ("best_running_minimum", "best_ms the recorded best after every step; best and speedup"),
-    ("keep_rule", "kept exactly when the noise-aware keep rule keeps; a rebench never kept"),
-    ("non_ok_never_kept", "a compile_error or wrong_result step is never kept"),
-    ("time_ms_iff_ok", "time_ms null and error set exactly when not ok; bugs and typos only on failures"),
-    ("arch_gates", "no arch-gated feature on a GPU without it; error texts are the compiler's"),
-    ("smem_caps", "shared memory within the GPU's per-block cap; smem and registers the simulator's"),
-    ("attempts_and_kinds", "attempts counted from the trace; each kind says what changed"),
-)
-# which check a finding fails: the first rule whose pattern its text matches
-_RULES = [(name, re.compile(pattern)) for name, pattern in (
-    ("ids_and_task", r"expected \S+ here|task_id|'s on|works on|differs from stats\.json|held-out combo"),
-    ("non_ok_never_kept", r"non-ok step is kept"),
-    ("keep_rule", r"keep rule|rebench is kept"),
-    ("time_ms_iff_ok", r"time_ms must be null|error must be set|carries a bug|carries no bug"),
-    ("rows_and_schema", r"^bad |keys|malformed|not valid|JSON|cut off|duplicates line|unknown module|must be"),
-    ("arch_gates", r"lacks it|does not build|compiler's message"),
-    ("smem_caps", r"> cap|smem_bytes/regs"),
-    ("stamps", r"stamp|elapsed|num_steps"),
-    ("best_running_minimum", r"best_ms|recorded best|speedup"),
-    ("attempts_and_kinds", r"attempts|\bkind "),
-    ("code_and_feedback", r"render|message|typo|bug|configuration|trace's"),
-    ("rows_and_schema", r""))]
+MECHANICAL = tuple(ROW_CHECKS.items())   # (check, what it checks), as a batch's QA report lists them
 _STAMP = re.compile(r"\[t\+(\d+:\d\d:\d\d)\] ")
-
-
-def classify(what: str) -> str:
-    """The mechanical check a finding fails."""
-    return next(name for name, pattern in _RULES if pattern.search(what))
 
 
 def _shape_ok(row: dict, where: str, out: Findings) -> bool:
     if tuple(row) != SESSION_KEYS:
-        out.add(where, f"session keys {list(row)} != {list(SESSION_KEYS)}")
+        out.add(where, f"session keys {list(row)} != {list(SESSION_KEYS)}", "rows_and_schema")
         return False
     if row["schema"] != SCHEMA["session"]:
-        out.add(where, f"schema {row['schema']!r:.40}, expected {SCHEMA['session']!r}")
+        out.add(where, f"schema {row['schema']!r:.40}, expected {SCHEMA['session']!r}", "rows_and_schema")
     trace, base = row["trace"], row["baseline"]
     if not isinstance(trace, list) or not all(isinstance(s, dict) and tuple(s) == TRACE_KEYS for s in trace):
-        out.add(where, f"trace must be a list of steps with keys {list(TRACE_KEYS)}")
+        out.add(where, f"trace must be a list of steps with keys {list(TRACE_KEYS)}", "rows_and_schema")
         return False
     if not isinstance(base, dict) or list(base) != ["tag", "params"] or not isinstance(row["messages"], list):
-        out.add(where, "baseline must be {tag, params} and messages a list")
+        out.add(where, "baseline must be {tag, params} and messages a list", "rows_and_schema")
         return False
     return True
 
@@ -75,18 +51,18 @@ def check_stamps(row: dict, where: str, out: Findings) -> None:
     """Each feedback turn opens with its step's elapsed time; the times never go back."""
     feedback = [m.get("content", "") if isinstance(m, dict) else "" for m in row["messages"][3::2]]
     if row["elapsed_hms"] != clock(row["elapsed_s"]):
-        out.add(where, f"elapsed_hms {row['elapsed_hms']!r:.20} is not elapsed_s {row['elapsed_s']} as H:MM:SS")
+        out.add(where, f"elapsed_hms {row['elapsed_hms']!r:.20} is not elapsed_s {row['elapsed_s']} as H:MM:SS", "stamps")
     if row["num_steps"] != len(row["trace"]) or len(feedback) != len(row["trace"]):
         out.add(where, f"num_steps {row['num_steps']!r:.20}, {len(feedback)} feedback turns, "
-                       f"the trace has {len(row['trace'])} steps")
+                       f"the trace has {len(row['trace'])} steps", "stamps")
     last = -1
     for s, text in zip(row["trace"], feedback):
         m = _STAMP.match(text)
         if m is None or not text.startswith(hms(s["elapsed_s"])):
             out.add(f"{where} step {s['step']}", f"feedback stamp {m.group(0) if m else 'missing'} != "
-                                                 f"{hms(s['elapsed_s'])}(the step's elapsed_s)")
+                                                 f"{hms(s['elapsed_s'])}(the step's elapsed_s)", "stamps")
         if s["elapsed_s"] < last:
-            out.add(f"{where} step {s['step']}", "stamps go backwards")
+            out.add(f"{where} step {s['step']}", "stamps go backwards", "stamps")
         last = s["elapsed_s"]
 
 
@@ -95,19 +71,16 @@ def check_session(row: dict, where: str, out: Findings, ctx, index: int | None):
     from it, or None when the row is too broken to check further."""
     if not _shape_ok(row, where, out):
         return None
-    ep = _guarded(episode_row, where, out, row)
-    if not ep or not _guarded(check_episode, where, out, ep, where, out, ctx, index):
+    ep = guarded(episode_row, where, out, row)
+    if not ep or not guarded(check_episode, where, out, ep, where, out, ctx, index):
         return None
-    msgs = row["messages"]
-    stamped = ctx.timestamps if ctx.timestamps is not None else bool(
-        len(msgs) > 3 and isinstance(msgs[3], dict) and str(msgs[3].get("content", "")).startswith("[t+"))
-    if stamped:
-        _guarded(check_stamps, where, out, row, where, out)
-    want = _guarded(session_row, where, out, ep, stamped)
+    if ctx.timestamps:
+        guarded(check_stamps, where, out, row, where, out)
+    want = guarded(session_row, where, out, ep, ctx.timestamps)
     if not want:
         return None
     if row != want:
-        out.add(where, _row_diff(row, want, "the trace's"))
+        out.add(where, row_diff(row, want, "the trace's"), "code_and_feedback")
     return ep, want
 
 
@@ -116,7 +89,6 @@ class BatchChecks:
     and its QA accumulator (qa._Acc)."""
 
     def __init__(self, size: int):
-        from .qa import _Acc
         self.size = size
         self.failures, self.accs, self.ids = defaultdict(Counter), defaultdict(_Acc), defaultdict(list)
         self.count = 0          # batches seen
@@ -126,10 +98,10 @@ class BatchChecks:
         self.count = max(self.count, k + 1)
         return k
 
-    def failed(self, where: str, what: str) -> None:
+    def failed(self, where: str, what: str, check: str) -> None:
         m = re.match(rf"{re.escape(SESSIONS_FILE)}:(\d+)", where)
         if m:
-            self.failures[self._batch(int(m.group(1)))][classify(what)] += 1
+            self.failures[self._batch(int(m.group(1)))][check] += 1
 
     def add(self, n: int, row: dict | None, checked: tuple | None) -> None:
         """Row n of the file; checked = (episode row, rebuilt session row) when its checks ran
@@ -145,8 +117,6 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
     """Check every session of a sessions.jsonl whose first session is plan index `start`;
     returns (stats accumulator, BatchChecks). each(row, want_id, checked), when given, sees
     every row (checked as BatchChecks.add takes it)."""
-    from .stats import StatsAccumulator
-    from .validate import _combo
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
     prefix = f"{ctx.stats['profile']}-s{ctx.stats['seed']}-"
     out.listener = checks.failed
@@ -158,12 +128,12 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
                 want_id = f"{prefix}{index:06d}"
                 in_order = row.get("id") == want_id
                 if not in_order:
-                    out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)")
+                    out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
                 checked = check_session(row, where, out, ctx, index if in_order else None)
                 if checked is not None:
                     acc.add(checked[0])
-                    if _combo(checked[0]) in held:
-                        out.add(where, f"held-out combo {_combo(checked[0])[:3]} appears in a training file")
+                    if combo_of(checked[0]) in held:
+                        out.add(where, f"held-out combo {combo_of(checked[0])[:3]} appears in a training file", "ids_and_task")
                 if each is not None:
                     each(row, want_id, checked)
             checks.add(n, row, checked)
@@ -174,18 +144,15 @@ def check_sessions_file(path: Path, ctx, held: set, out: Findings, batch_size: i
 
 def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
     """sessions.jsonl, its batches and its QA reports; returns the stats accumulator."""
-    from .qa_reports import batch_reports, dumps_report, report_markdown
-    from .validate import _first_index
-    from .validate_derived import check_sessions_plan
     stats = ctx.stats
     size = stats.get("batch_size")
     if type(size) is not int or size < 1:
-        out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}")
+        out.add("stats.json", f"batch_size must be a positive integer, got {size!r:.20}", "stats")
         size = 100
     windows = WindowChecks(data, ctx, out)
-    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, _first_index(stats), windows.check)
+    acc, checks = check_sessions_file(data / SESSIONS_FILE, ctx, held, out, size, first_index(stats), windows.check)
     windows.finish(acc)
-    check_sessions_plan(data / SESSIONS_FILE, ctx, out, _first_index(stats))
+    check_sessions_plan(data / SESSIONS_FILE, ctx, out, first_index(stats))
     check_batches(data, stats, size, out)
     for k, report in enumerate(batch_reports(checks, stats)):
         for path, text in ((data / QA_DIR / f"batch_{k:03d}.json", dumps_report(report)),
@@ -193,10 +160,10 @@ def check_sessions_dir(data: Path, ctx, held: set, out: Findings):
             try:
                 same = path.read_text(encoding="utf-8") == text
             except (OSError, UnicodeDecodeError):
-                out.add(f"{QA_DIR}/{path.name}", "missing or unreadable")
+                out.add(f"{QA_DIR}/{path.name}", "missing or unreadable", "derived")
                 continue
             if not same:
-                out.add(f"{QA_DIR}/{path.name}", f"differs from the QA report of batch {k}'s rows as they are now")
+                out.add(f"{QA_DIR}/{path.name}", f"differs from the QA report of batch {k}'s rows as they are now", "derived")
     return acc
 
 
@@ -206,10 +173,9 @@ class WindowChecks:
     compared; the figures of the sessions and the windows for stats.json."""
 
     def __init__(self, data: Path, ctx, out: Findings):
-        names = layout_files("sessions")
+        chats = SESSION_FILES["sft_multiturn"]
         self.ctx, self.out = ctx, out
-        self.parts = [(data / names["sft_multiturn" + v], Peek(rows(data / names["sft_multiturn" + v], out)))
-                      for v in ("", VALIDATION)]
+        self.parts = [(data / name, Peek(rows(data / name, out))) for name in (chats, validation_file(chats))]
         self.figures = {SESSIONS_FILE: [], **{path.name: [] for path, _ in self.parts}}
 
     def check(self, row: dict, want_id: str, checked) -> None:
@@ -217,17 +183,16 @@ class WindowChecks:
         expected = None
         if checked is not None:
             self.figures[SESSIONS_FILE].append(chat_figure(checked[1]))
-            stamped = self.ctx.timestamps if self.ctx.timestamps is not None else _stamped((0, checked[1]))
-            made = _guarded(multiturn_rows, want_id, self.out, checked[0], stamped, self.ctx.max_tokens)
+            made = guarded(multiturn_rows, want_id, self.out, checked[0], self.ctx.timestamps, self.ctx.max_tokens)
             if made:
                 expected = (made,)
                 self.figures[path.name] += map(chat_figure, made)
-        _check_multiturn(peek.take(), peek, path, want_id, expected, self.out)
+        check_multiturn(peek.take(), peek, path, want_id, expected, self.out)
 
     def finish(self, acc) -> None:
         for path, peek in self.parts:
             if peek.head is not None:
-                self.out.add(f"{path.name}:{peek.head[0]}", f"more rows than sessions in {SESSIONS_FILE}")
+                self.out.add(f"{path.name}:{peek.head[0]}", f"more rows than sessions in {SESSIONS_FILE}", "rows_and_schema")
         for name, figures in self.figures.items():
             acc.add_chat(name, figures)
 
@@ -238,7 +203,7 @@ def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
     listed = [f for f in stats["files"] if f.startswith(f"{BATCH_DIR}/")]
     on_disk = sorted(f"{BATCH_DIR}/{p.name}" for p in (data / BATCH_DIR).glob("*")) if (data / BATCH_DIR).is_dir() else []
     if on_disk != listed:
-        out.add(BATCH_DIR, f"holds {on_disk[:3]}... ({len(on_disk)} files), stats.json lists {len(listed)}")
+        out.add(BATCH_DIR, f"holds {on_disk[:3]}... ({len(on_disk)} files), stats.json lists {len(listed)}", "files")
         return
     whole = open(data / SESSIONS_FILE, "rb")
     with whole:
@@ -247,9 +212,22 @@ def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
             rows_in = part.count(b"\n")
             if name != f"{BATCH_DIR}/batch_{k:03d}.jsonl" or (rows_in != size and k != len(listed) - 1):
                 out.add(name, f"batch {k} should be {BATCH_DIR}/batch_{k:03d}.jsonl of {size} sessions "
-                              f"(it holds {rows_in})")
+                              f"(it holds {rows_in})", "files")
             if whole.read(len(part)) != part:
-                out.add(name, f"is not bytes {k * size}.. of {SESSIONS_FILE}: the batches do not concatenate to it")
+                out.add(name, f"is not bytes {k * size}.. of {SESSIONS_FILE}: the batches do not concatenate to it", "files")
                 return
         if whole.read(1):
-            out.add(SESSIONS_FILE, "holds more than its batches' concatenation")
+            out.add(SESSIONS_FILE, "holds more than its batches' concatenation", "files")
+
+
+def write_qa_reports(out: Path, stats: dict) -> list[dict]:
+    """Check every session of out/sessions.jsonl and write each batch's report (json and md)."""
+    held = {combo_of(row) for _, row in read_jsonl(out / FILES["holdout"])}
+    _, checks = check_sessions_file(out / SESSIONS_FILE, Context(stats, read_manifest(out)), held, Findings(1),
+                                    stats["batch_size"], first_index(stats))
+    reports = batch_reports(checks, stats)
+    (out / QA_DIR).mkdir(exist_ok=True)
+    for k, r in enumerate(reports):
+        write_text_atomic(out / QA_DIR / f"batch_{k:03d}.json", dumps_report(r))
+        write_text_atomic(out / QA_DIR / f"batch_{k:03d}.md", report_markdown(r))
+    return reports

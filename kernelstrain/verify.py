@@ -1,5 +1,5 @@
-"""`verify`: compile a sample of a dataset's candidates (modules first, then each module's
-statuses, then its (variant, gpu) strata) with real compilers and check that each recorded
+"""`verify`: compile a sample of a dataset's candidates (outcome x target family strata first,
+then modules, GPUs and variants) with real compilers and check that each recorded
 status agrees: ok and wrong_result candidates compile, compile_error candidates fail with
 the recorded class of error (arch feature, shared memory, resources, syntax, type, constexpr;
 for a typo, type or constexpr slip the same first error line), and recorded
@@ -23,6 +23,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .dataset import Dataset
 from .compilers import (CompileResult, MissingCompiler, classify, compile_cuda, compile_hip, compile_triton,
                         exception_text, find_hip_compiler, first_error, tool_text)
 from . import progress
@@ -32,11 +33,10 @@ from .gpus import GPUS
 from .messages import fails_at_launch
 from .ops import REGISTRY
 from .plan import seeded_rng
-from .sessions import SESSIONS_FILE
 from .tasks import make_task
-from .validate import read_jsonl, read_stats
+from .reading import read_stats
 from .trusted import check_code
-from .writers import FILES, check_report_path, write_text_atomic
+from .writers import check_report_path, write_text_atomic
 
 # slip classes (kernelstrain/slips: the typo is "syntax") checked to the first error line
 EXACT_FIRST_ERROR = ("syntax", "type", "constexpr")
@@ -61,11 +61,10 @@ def comparable(first: str | None) -> str | None:
 
 
 def _rows(data: Path):
-    """(file, [(line, row)]-iterator, sessions?) of a dataset of either layout."""
-    sessions = data / SESSIONS_FILE
-    if not (data / FILES["episodes"]).exists() and sessions.exists():
-        return sessions, read_jsonl(sessions), True
-    return data / FILES["episodes"], read_jsonl(data / FILES["episodes"]), False
+    """(file, [(line, row)]-iterator, row -> its steps with their code as stored) of a dataset,
+    by its layout (layouts.Layout.stored_steps)."""
+    ds = Dataset(data)
+    return ds.episode_file, ds.rows(), ds.layout.stored_steps
 
 
 def _round_robin(groups: dict, keys: list | None = None) -> list:
@@ -79,50 +78,47 @@ def _round_robin(groups: dict, keys: list | None = None) -> list:
 
 
 def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
-    """(line, step index) pairs: round-robin over modules, within a module over statuses (each
-    failure class apart: compile_error/arch, compile_error/syntax, ...), within a status over
-    GPUs (in a seeded order), within a GPU over variants, each stratum shuffled; so a sample of a
-    few per module reaches every module, each module's failure classes as well as its ok steps,
-    and the GPUs (NVIDIA and AMD targets) alike."""
+    """(line, step index) pairs, stratified: round-robin over (outcome, target family) strata
+    (ok, wrong_result/mismatch, compile_error/arch, compile_error/syntax, ... times
+    cuda/nvidia, cuda/amd, triton/nvidia, triton/amd), within a stratum over modules, within a
+    module over GPUs, within a GPU over variants, each level in a seeded order and each leaf
+    shuffled; so a sample of a few per stratum reaches every failure class on every tool
+    (nvcc/ptxas, clang with the HIP headers, Triton for CUDA and HIP targets), then spreads
+    over modules and GPUs."""
     strata = defaultdict(list)
-    path, rows, sessions = _rows(data)
+    path, rows, stored_steps = _rows(data)
     for n, ep in rows:
         try:
-            for i, s in enumerate(ep["trace"] if sessions else ep["steps"]):
+            module = REGISTRY.get(ep["module"])
+            gpu = GPUS.get(ep["gpu"])
+            family = f"{module.impl if module else '?'}/{gpu.vendor if gpu else '?'}"
+            for i, s in enumerate(stored_steps(ep)):
                 if s["kind"] != "rebench":      # a failure's class is a stratum of its own
                     status = s["status"] if s["failure"] is None else f"{s['status']}/{s['failure']}"
-                    strata[(ep["module"], status, s["tag"], ep["gpu"])].append((n, i))
-        except (KeyError, TypeError):
-            raise DataError(f"{path}:{n}: malformed {'session' if sessions else 'episode'} row "
+                    strata[((status, family), ep["module"], ep["gpu"], s["tag"])].append((n, i))
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError):
+            raise DataError(f"{path}:{n}: malformed row "
                             f"(`kernelstrain validate {data}` names the problem)") from None
     rng = seeded_rng("verify", seed)
     for k in sorted(strata):
         rng.shuffle(strata[k])
     nested = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
-    for (module, status, tag, gpu), items in sorted(strata.items()):
-        nested[module][status][gpu][tag] = items
+    for (cls, module, gpu, tag), items in sorted(strata.items()):
+        nested[cls][module][gpu][tag] = items
 
-    def gpus_first(by_gpu: dict) -> list:
-        # GPUs in a seeded order per (module, status): sorted order would give every module's
-        # first picks to the alphabetically first GPU
-        order = sorted(by_gpu)
+    def seeded_order(keys) -> list:
+        # a seeded order per level: sorted order would give every stratum's first picks to the
+        # alphabetically first module, and every module's to the first GPU
+        order = sorted(keys)
         rng.shuffle(order)
-        return _round_robin({g: _round_robin(tags) for g, tags in by_gpu.items()}, order)
+        return order
 
-    per_module = {m: _round_robin({st: gpus_first(by[st]) for st in sorted(by)}) for m, by in sorted(nested.items())}
-    return sorted(_round_robin(per_module)[:sample])
+    def modules_first(by_module: dict) -> list:
+        return _round_robin({m: _round_robin({g: _round_robin(tags) for g, tags in by_gpu.items()},
+                                             seeded_order(by_gpu))
+                             for m, by_gpu in by_module.items()}, seeded_order(by_module))
 
-
-def _steps(ep: dict, sessions: bool) -> list:
-    """An episode row's steps, or a session's trace with each step's code taken from its
-    assistant turn (messages: system, task, then each step's answer and feedback)."""
-    if not sessions:
-        return ep["steps"]
-    out = []
-    for i, s in enumerate(ep["trace"]):
-        text = ep["messages"][2 + 2 * i]["content"]
-        out.append({**s, "code": text[text.index("\n") + 1:text.rindex("\n```")]})
-    return out
+    return sorted(_round_robin({cls: modules_first(by) for cls, by in sorted(nested.items())})[:sample])
 
 
 def _compile_job(job: dict) -> dict:
@@ -210,12 +206,12 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
     for n, i in chosen:
         wanted[n].append(i)
     job_list = []
-    path, rows, sessions = _rows(data)
+    path, rows, stored_steps = _rows(data)
     for n, ep in rows:
         if n not in wanted:
             continue
         try:
-            steps = _steps(ep, sessions)
+            steps = stored_steps(ep)
         except (KeyError, TypeError, IndexError, ValueError, AttributeError):
             raise DataError(f"{path}:{n}: a trace step without its fenced assistant turn "
                             f"(`kernelstrain validate {data}` names the problem)") from None
@@ -248,9 +244,10 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
         bad = judge(r)
         if text and not bad and text_checked(r):
             family = f"{REGISTRY[r['module']].impl}/{GPUS[r['gpu']].vendor}"
-            agreement[(r["failure"], family)][0] += 1
             differs = text_problem(r)
-            agreement[(r["failure"], family)][1] += differs is None
+            for key in ((r["failure"], family), ("tool", tool_of(family, r["error"]))):
+                agreement[key][0] += 1
+                agreement[key][1] += differs is None
             bad += [differs] if differs else []
         row[f"{r['status']}_n"] += 1
         row[f"{r['status']}_agree"] += not bad
@@ -300,11 +297,29 @@ def render_report(table, total: int, elapsed: float, problems: list) -> str:
     return "\n".join(lines)
 
 
+def tool_of(family: str, error: str) -> str:
+    """The tool whose text a compile error is: nvcc's front end or ptxas (CUDA on NVIDIA),
+    clang with the HIP headers (CUDA on AMD), Triton for a CUDA or a HIP target.
+
+    >>> tool_of("cuda/nvidia", "ptxas /tmp/x.ptx, line 9; error   : ..."), tool_of("triton/amd", "...")
+    ('ptxas', 'Triton HIP')
+    """
+    if family.startswith("triton/"):
+        return "Triton HIP" if family.endswith("/amd") else "Triton CUDA"
+    if family.endswith("/amd"):
+        return "clang/HIP"
+    return "ptxas" if error.startswith("ptxas") else "nvcc"
+
+
 def render_agreement(agreement: dict) -> str:
-    """Exact-text agreement of compile errors, per failure class and target family."""
+    """Exact-text agreement of compile errors, per failure class and target family, then per tool."""
     lines = ["compile-error texts equal to the compiler's (failure, impl/vendor):"]
-    for (failure, family), (n, equal) in sorted(agreement.items()):
+    classes = {k: v for k, v in agreement.items() if k[0] != "tool"}
+    for (failure, family), (n, equal) in sorted(classes.items()):
         lines.append(f"  {failure:10} {family:14} {equal:>4}/{n:<4}")
-    n, equal = sum(v[0] for v in agreement.values()), sum(v[1] for v in agreement.values())
+    lines.append("per tool:")
+    for (_, tool), (n, equal) in sorted((k, v) for k, v in agreement.items() if k[0] == "tool"):
+        lines.append(f"  {tool:25} {equal:>4}/{n:<4}" + (f" ({100 * equal / n:.1f}%)" if n else ""))
+    n, equal = sum(v[0] for v in classes.values()), sum(v[1] for v in classes.values())
     lines.append(f"  {'total':25} {equal:>4}/{n:<4}" + (f" ({100 * equal / n:.1f}%)" if n else ""))
     return "\n".join(lines)

@@ -26,16 +26,13 @@ SPLIT_FILES = {
     "unseen_op": ("holdout_unseen_op", "tasks_holdout_unseen_op.jsonl"),
     "unseen_gpu": ("holdout_unseen_gpu", "tasks_holdout_unseen_gpu.jsonl"),
 }
-# the sessions layout (sessions.py): one session a row, cut into batches/, a QA report per batch,
-# and the sessions cut into chat windows
+# the sessions layout's files (layouts.SESSIONS)
 SESSION_FILES = {"sessions": "sessions.jsonl", "sft_multiturn": FILES["sft_multiturn"], "holdout": FILES["holdout"]}
-# the files generate streams, per layout, the one-row-per-episode file first
-STREAMED = {"episodes": ("episodes", "sft_multiturn", "sft_steps", "sft_prompt_completion"),
-            "sessions": ("sessions", "sft_multiturn")}
 # configs with a validation split (training.py): rows of validation tasks go to X.validation.jsonl
 SPLIT_CONFIGS = ("sft_multiturn", "sft_steps", "sft_prompt_completion")
 VALIDATION = ".validation"
 MARKER = "stats.json"        # written last: its presence means the dataset is complete
+MANIFEST = "manifest.json"   # the run: resolved profile, seed, generator, fit (manifest.py)
 JOURNAL = ".kernelstrain-resume.json"
 
 
@@ -49,23 +46,9 @@ def validation_file(name: str) -> str:
 
 
 # names a kernelstrain dataset may hold: --force replaces these and leaves every other file alone
-DATASET_NAMES = (MARKER, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
+DATASET_NAMES = (MARKER, MANIFEST, "README.md", *FILES.values(), *(validation_file(FILES[k]) for k in SPLIT_CONFIGS),
                  *(f for _, f in list(SPLIT_FILES.values())[1:]), "qa.json",
                  JOURNAL, SESSION_FILES["sessions"], "batches", "qa_reports")
-
-
-def streamed_keys(layout: str) -> tuple:
-    """The keys of the files generate streams (layout_files keys): each file of STREAMED, then
-    the validation file of each that SPLIT_CONFIGS names."""
-    keys = STREAMED["sessions" if layout == "sessions" else "episodes"]
-    return keys + tuple(k + VALIDATION for k in keys if k in SPLIT_CONFIGS)
-
-
-def layout_files(layout: str) -> dict:
-    """key -> file name of the files every dataset of a layout holds (a validation file's key
-    is its config's + VALIDATION)."""
-    base = SESSION_FILES if layout == "sessions" else FILES
-    return {**base, **{k + VALIDATION: validation_file(base[k]) for k in base if k in SPLIT_CONFIGS}}
 
 
 class StreamFile:
@@ -163,10 +146,6 @@ def check_report_path(report: str | None, force: bool, inputs: list[Path]) -> No
         raise UsageError(f"--report {report} exists (use --force to replace it)")
     if not os.access(path.parent, os.W_OK):
         raise UsageError(f"--report {report}: directory {path.parent} is not writable")
-
-
-def _is_dataset_dir(out: Path) -> bool:
-    return any((out / n).exists() for n in (MARKER, JOURNAL))
 
 
 def check_out_dir(out: Path, force: bool, resumable: bool = False) -> None:

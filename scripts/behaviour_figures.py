@@ -48,8 +48,9 @@ def built_rows(config: str, seed: int, sample: int, sample_seed: int, settings: 
 
 
 def summary(rows) -> dict:
-    total, status, steps, hours, speedups = Counter(), Counter(), [], [], []
+    total, status, ends, steps, hours, speedups = Counter(), Counter(), Counter(), [], [], []
     for ep in rows:
+        ends[ep["end"]] += 1
         total.update(figures(ep))
         status.update(s["status"] for s in ep["steps"])
         steps.append(len(ep["steps"]))
@@ -60,8 +61,10 @@ def summary(rows) -> dict:
         "episodes": len(steps), "steps_mean": round(sum(steps) / n, 2), "steps_min": min(steps, default=0),
         "steps_max": max(steps, default=0),
         "status_pct": {k: round(100 * status[k] / m, 2) for k in ("ok", "wrong_result", "compile_error")},
+        "ends": dict(sorted(ends.items())),
         "tail_share": tail_share(total), "slow_rung_returns": total["slow_rung_returns"],
-        "reproposed": total["reproposed"], "bugs_remade": total["bugs_remade"],
+        "reproposed": total["reproposed"], "one_sided_remeasures": total["one_sided_remeasures"],
+        "bugs_remade": total["bugs_remade"],
         "first_tweaks_failed": f"{total['first_tweaks_failed']}/{total['first_tweaks']}",
         "converged_far": f"{total['converged_far']}/{total['converged']}",
         "hours_mean": round(sum(hours) / n, 3), "hours_min": round(min(hours, default=0), 3),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import kernelstrain  # noqa: E402
 from kernelstrain import contamination  # noqa: E402
 
 
@@ -24,7 +25,7 @@ def main() -> int:
     contamination.boilerplate()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t = time.perf_counter()
-    found = contamination.measure(data, splits)
+    found = contamination.measure(data, splits, kernelstrain.open(data).layout)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     size = (data / "episodes.jsonl").stat().st_size / 1e6

@@ -26,7 +26,8 @@ GPU_CHECKS = ("h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpuc
               "h200_gpucheck_s3131.json", "h200_gpucheck_grid5.json", "h200_gpucheck_s1717.json",
               "h200_gpucheck_s8484.json", "h200_gpucheck_pgrid.json", "h200_gpucheck_s6868.json")
 
-from kernelstrain.calibration import read_data, reference_ms  # noqa: E402
+from kernelstrain.calibration import read_data  # noqa: E402
+from kernelstrain.references import reference_ms  # noqa: E402
 from kernelstrain.calibration.fit import FIT_FILES  # noqa: E402
 from kernelstrain.calibration.metrics import agreement, geomean  # noqa: E402
 from kernelstrain.gpus import GPUS  # noqa: E402

@@ -6,21 +6,33 @@ problem's (index.json). KernelBench is not part of this project: pass the path o
 (ScalingIntelligence/KernelBench) and it is imported from there.
 
     python3 scripts/kb_official_eval.py KERNELBENCH EXPORT [EXPORT ...] [--gpu H100,H200]
-        [--status ok,wrong_result] [--trials 5] [--jobs 12] [--seed 0] [--out results.jsonl]
+        [--status ok,wrong_result] [--trials 5] [--jobs 12] [--seed 0] [--pick LIST] [--out results.jsonl]
+        [--table table.txt] [--dry]
     python3 scripts/kb_official_eval.py KERNELBENCH EXPORT --static-only
+    python3 scripts/kb_official_eval.py KERNELBENCH EXPORT ... --write-sample DIR   (the sample's files only)
 
 Each evaluation runs in a process of its own (a crash or a sticky CUDA error is that case's
-result). KernelBench's `utils` module imports LLM clients (openai, litellm) at the top that its
-evaluation never calls; where they are not installed, that child process gives them empty
-stand-in modules. Prints the table of compiled / correct by recorded status and impl.
+result). KernelBench's package imports modules its evaluation never calls (LLM clients, dotenv,
+tqdm, requests, pydantic's BaseModel for its result record): where one is not installed, that
+child process gets a stand-in module and the row names it. The static checker is loaded from its
+file alone (plain `re`). A case whose verdict disagrees with its label (ok not correct, or
+wrong_result correct) is diagnosed in the same process after KernelBench's verdict: per trial
+(KernelBench's seeds) the elements outside its tolerance, the worst element, with the outputs
+poisoned (NaN / 0xFF before the kernel writes) and not, and whether two runs on one input agree.
+--dry rehearses on a machine without a GPU, every case in one process: KernelBench's own loading
+of problem and solution (the CUDA build a stand-in), both models built after its seed; nothing
+runs on a device.
+Prints the table of compiled / correct by recorded status and impl (also to --table).
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import importlib.util
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -29,26 +41,95 @@ from collections import defaultdict
 from pathlib import Path
 
 PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}   # KernelBench's get_tolerance_for_precision
+
+
+class _Record:
+    """pydantic.BaseModel as far as KernelBench's result record needs: keyword fields, class defaults."""
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
+
+
+# modules KernelBench imports at the top that its evaluation never calls, and their stand-ins
+_UNUSED = {"openai": {"OpenAI": None}, "litellm": {"completion": None}, "dotenv": {"load_dotenv": lambda *a, **k: None},
+           "tqdm": {"tqdm": lambda it=None, *a, **k: it}, "requests": {}, "pydantic": {"BaseModel": _Record}}
 
 
 def _import_kernelbench(root: Path):
+    """KernelBench's eval module; [names of the modules given stand-ins]."""
     sys.path.insert(0, str(root / "src"))
-    for name in ("openai", "litellm"):          # LLM clients: imported by kernelbench.utils, unused by eval
-        try:
-            __import__(name)
-        except ImportError:
+    stood_in = []
+    for name, members in _UNUSED.items():
+        if importlib.util.find_spec(name) is None:
             stand_in = types.ModuleType(name)
-            stand_in.OpenAI = stand_in.completion = None
+            stand_in.__dict__.update(members)
             sys.modules[name] = stand_in
+            stood_in.append(name)
     from kernelbench import eval as kb_eval
-    from kernelbench import kernel_static_checker
-    return kb_eval, kernel_static_checker
+    return kb_eval, stood_in
 
 
-def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int) -> dict:
-    """One solution through eval_kernel_against_ref (in this process)."""
+def _static_checker(root: Path):
+    """KernelBench's kernel_static_checker, loaded from its file (it needs only `re`)."""
+    spec = importlib.util.spec_from_file_location("kb_static_checker",
+                                                  root / "src" / "kernelbench" / "kernel_static_checker.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str, trials: int) -> list:
+    """Per trial of KernelBench's seeds: elements outside its tolerance and the worst one, with the
+    outputs poisoned and not; and whether ModelNew gives the same output twice on one input."""
     import torch
-    kb_eval, _ = _import_kernelbench(root)
+    dtype, tol = getattr(torch, PRECISION[precision]), TOLERANCE[precision]
+    context = {}
+    model_cls, get_init_inputs, get_inputs = kb_eval.load_original_model_and_inputs(problem, context)
+    if backend == "triton":
+        new_cls, tmp = kb_eval.load_custom_model_with_tempfile(solution, entry_point="ModelNew")
+        os.remove(tmp.name)
+    else:
+        new_cls = kb_eval.load_custom_model(solution, context)     # the extension KernelBench just built
+    poison = new_cls.forward.__globals__["set_poison"]             # the solution's switch (off in KernelBench's run)
+    kb_eval.set_seed(42)
+    init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in get_init_inputs()]
+    with torch.no_grad():
+        kb_eval.set_seed(42)
+        model = model_cls(*init).cuda().to(dtype=dtype)
+        kb_eval.set_seed(42)
+        new = new_cls(*init).cuda().to(dtype=dtype)
+    torch.manual_seed(42)
+    seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(trials)]
+    out = []
+    with torch.no_grad():
+        for seed in seeds:
+            kb_eval.set_seed(seed)
+            inputs = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in get_inputs()]
+            ref = model(*inputs)
+            row = {"seed": seed}
+            for poisoned in (False, True):
+                poison(poisoned)
+                got = new(*inputs)
+                torch.cuda.synchronize()
+                diff = (ref.float() - got.float()).abs()
+                bad = ~diff.le(tol + tol * got.float().abs())
+                worst = int(diff.nan_to_num(float("inf")).argmax())
+                row["poisoned" if poisoned else "plain"] = {
+                    "outside": int(bad.sum()), "numel": bad.numel(), "worst_index": worst,
+                    "ref": float(ref.reshape(-1)[worst]), "new": float(got.reshape(-1)[worst])}
+            poison(False)
+            row["repeatable"] = bool(torch.equal(new(*inputs), new(*inputs)))
+            out.append(row)
+    return out
+
+
+def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int,
+             status: str) -> dict:
+    """One solution through eval_kernel_against_ref (in this process)."""
+    kb_eval, stood_in = _import_kernelbench(root)
+    import torch
     t0 = time.time()
     result = kb_eval.eval_kernel_against_ref(
         problem.read_text(), solution.read_text(), seed_num=42, num_correct_trials=trials,
@@ -56,13 +137,63 @@ def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision:
     if result is None:                       # KernelBench's "lock file error, please retry"
         return {"compiled": None, "correct": None, "error": "retry (lock file)", "eval_s": round(time.time() - t0, 1)}
     meta = {k: str(v)[:600] for k, v in result.metadata.items() if k not in ("hardware", "device")}
-    return {"compiled": result.compiled, "correct": result.correctness, "metadata": meta,
-            "hardware": result.metadata.get("hardware"), "eval_s": round(time.time() - t0, 1)}
+    row = {"compiled": result.compiled, "correct": result.correctness, "metadata": meta,
+           "hardware": result.metadata.get("hardware"), "eval_s": round(time.time() - t0, 1), "stand_ins": stood_in}
+    if result.compiled and bool(result.correctness) != (status == "ok"):
+        try:
+            row["diagnosis"] = _diagnose(kb_eval, problem.read_text(), solution.read_text(), backend, precision, trials)
+        except Exception as e:  # noqa: BLE001 - a failing diagnosis is reported, the verdict stands
+            row["diagnosis"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return row
+
+
+def rehearse(kb_eval, problem: str, solution: str, backend: str) -> dict:
+    """KernelBench's loading steps on a machine without a GPU: the problem exec'd into a context,
+    the solution exec'd into the same context (CUDA; load_inline a stand-in that records the
+    build) or imported from a temporary file (Triton), Model and ModelNew built after its seed."""
+    from unittest import mock
+    builds = []
+
+    def load_inline(name, cpp_sources, cuda_sources=None, **kwargs):
+        builds.append(name)
+        return mock.Mock(name=name)
+
+    context = {}
+    model_cls, get_init_inputs, _ = kb_eval.load_original_model_and_inputs(problem, context)
+    kb_eval.set_seed(42)
+    init = get_init_inputs()
+    kb_eval.set_seed(42)
+    model_cls(*init)
+    with mock.patch("torch.utils.cpp_extension.load_inline", load_inline):
+        if backend == "triton":
+            new_cls, tmp = kb_eval.load_custom_model_with_tempfile(solution, entry_point="ModelNew")
+            os.remove(tmp.name)
+        else:
+            new_cls = kb_eval.load_custom_model(solution, context)
+        kb_eval.set_seed(42)
+        new_cls(*init)
+    return {"compiled": None, "correct": None, "dry": {"loaded": True, "cuda_builds": builds}}
+
+
+def _rehearsal(root: Path):
+    """The dry run's evaluator: every case in this process, one after the other (nothing on a
+    device to isolate; one import of torch and KernelBench instead of one per case)."""
+    kb_eval, stood_in = _import_kernelbench(root)
+
+    def one(row: dict) -> dict:
+        ex = Path(row["export"])
+        try:
+            res = rehearse(kb_eval, (ex / row["problem"]).read_text(), (ex / row["file"]).read_text(), row["impl"])
+        except Exception as e:  # noqa: BLE001 - the case's own failure is its result
+            res = {"compiled": None, "correct": None, "dry": {"loaded": False, "cuda_builds": []},
+                   "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        return {**row, **res, "stand_ins": stood_in}
+    return one
 
 
 def static_checks(root: Path, exports: list) -> dict:
     """{(export, file): (valid, errors)} for every solution of every export."""
-    _, checker = _import_kernelbench(root)
+    checker = _static_checker(root)
     out = {}
     for ex in exports:
         index = json.loads((ex / "index.json").read_text())
@@ -74,15 +205,19 @@ def static_checks(root: Path, exports: list) -> dict:
     return out
 
 
-def sample(exports: list, gpus: set, statuses: tuple, seed: int) -> list:
-    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed`."""
+def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = None) -> list:
+    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed`; or,
+    with `pick` ({(export directory name, solution file)}), exactly those solutions."""
     rng, picked = random.Random(seed), []
     for ex in exports:
         index = json.loads((ex / "index.json").read_text())
         problems = {p["problem_id"]: p for p in index["problems"]}
         groups = defaultdict(list)
         for s in index["solutions"]:
-            if s["gpu"] in gpus and s["status"] in statuses:
+            if pick is not None:
+                if (ex.name, s["file"]) in pick:
+                    groups[(s["module"], s["status"], s["file"])].append(s)
+            elif s["gpu"] in gpus and s["status"] in statuses:
                 groups[(s["module"], s["status"])].append(s)
         for key in sorted(groups):
             s = rng.choice(groups[key])
@@ -93,10 +228,29 @@ def sample(exports: list, gpus: set, statuses: tuple, seed: int) -> list:
     return picked
 
 
+def write_sample(rows: list, out: Path) -> None:
+    """The sample's problems and solutions, and an index.json of just them, per export under `out`."""
+    by_export = defaultdict(list)
+    for r in rows:
+        by_export[r["export"]].append(r)
+    for ex, rs in by_export.items():
+        index = json.loads((Path(ex) / "index.json").read_text())
+        files = {r["file"] for r in rs}
+        sols = [s for s in index["solutions"] if s["file"] in files]
+        ids = {s["problem_id"] for s in sols}
+        dst = out / Path(ex).name
+        for rel in files | {p["file"] for p in index["problems"] if p["problem_id"] in ids}:
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(ex) / rel, dst / rel)
+        (dst / "index.json").write_text(json.dumps({**index, "solutions": sols,
+                                                    "problems": [p for p in index["problems"] if p["problem_id"] in ids]},
+                                                   indent=1) + "\n")
+
+
 def _child(root: Path, row: dict, trials: int, timeout: int) -> dict:
     ex = Path(row["export"])
     cmd = [sys.executable, __file__, "--one", str(root), str(ex / row["problem"]), str(ex / row["file"]),
-           row["impl"], row["precision"], str(trials)]
+           row["impl"], row["precision"], str(trials), row["status"]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -121,18 +275,29 @@ def table(rows: list, checks: dict) -> str:
     for (status, impl), rs in sorted(groups.items()):
         lines.append(f"{status:14s} {impl:7s} {len(rs):4d} {sum(bool(r['compiled']) for r in rs):9d} "
                      f"{sum(bool(r['correct']) for r in rs):8d}")
-    misses = [r for r in rows if bool(r["correct"]) != (r["status"] == "ok")]
+    misses = [r for r in rows if r.get("dry") is None and bool(r["correct"]) != (r["status"] == "ok")]
     lines.append(f"label disagreements (ok not correct, or wrong_result correct): {len(misses)}")
     for r in misses:
         why = r.get("error") or r.get("metadata", {})
         lines.append(f"  {r['status']:12s} {r['module']:28s} {r['tag']:24s} {r['file']}: {str(why)[:300]}")
+        diagnosis = r.get("diagnosis") or []
+        for d in [diagnosis] if isinstance(diagnosis, str) else diagnosis:
+            lines.append(f"      {json.dumps(d)[:400]}")
+    dry = [r for r in rows if r.get("dry") is not None]
+    if dry:
+        lines.append(f"dry run (no GPU): {sum(r['dry']['loaded'] for r in dry)}/{len(dry)} loaded as KernelBench "
+                     f"loads them; {sum(len(r['dry']['cuda_builds']) for r in dry)} CUDA builds asked for")
+    stood_in = sorted({n for r in rows for n in r.get("stand_ins") or ()})
+    if stood_in:
+        lines.append(f"stand-in modules (not installed, imported by KernelBench, unused by its evaluation): "
+                     f"{', '.join(stood_in)}")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--one"]:
-        root, problem, solution, backend, precision, trials = sys.argv[2:8]
-        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials)),
+        root, problem, solution, backend, precision, trials, status = sys.argv[2:9]
+        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials), status),
                          default=str))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -145,24 +310,39 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=540)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--static-only", action="store_true")
+    ap.add_argument("--pick", type=Path, help="evaluate exactly these solutions: lines 'EXPORT_DIR_NAME FILE'")
+    ap.add_argument("--write-sample", type=Path, help="copy the sample's files (and an index of them) here; no evaluation")
+    ap.add_argument("--dry", action="store_true", help="no GPU: KernelBench's loading steps only")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path)
     args = ap.parse_args(argv)
-    checks = static_checks(args.kernelbench, args.exports)
+    pick = {tuple(line.split()) for line in args.pick.read_text().splitlines() if line.strip()} if args.pick else None
     rows = [] if args.static_only else sample(args.exports, set(args.gpu.split(",")), tuple(args.status.split(",")),
-                                              args.seed)
+                                              args.seed, pick)
+    if args.write_sample:
+        write_sample(rows, args.write_sample)
+        print(f"wrote {len(rows)} solutions and their problems under {args.write_sample}")
+        return 0
+    checks = static_checks(args.kernelbench, args.exports)
     todo = [r for r in rows if not r["unsupported"]]
     os.environ.setdefault("MAX_JOBS", "2")      # ninja jobs per extension build: the builds run side by side
     done = [{**r, "compiled": None, "correct": None, "error": f"unsupported: {r['unsupported']}"}
             for r in rows if r["unsupported"]]
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for res in pool.map(lambda r: _child(args.kernelbench, r, args.trials, args.timeout), todo):
+    one = _rehearsal(args.kernelbench) if args.dry else \
+        (lambda r: _child(args.kernelbench, r, args.trials, args.timeout))
+    with concurrent.futures.ThreadPoolExecutor(1 if args.dry else args.jobs) as pool:
+        for res in pool.map(one, todo):
             done.append(res)
             print(f"{res['status']:12s} {res['impl']:6s} {res['module']:28s} compiled={res['compiled']} "
-                  f"correct={res['correct']} {res.get('eval_s', '')}", flush=True)
+                  f"correct={res['correct']} {res.get('eval_s', '')}{' ' + res['error'][:200] if res.get('error') else ''}",
+                  flush=True)
             if args.out:
                 with args.out.open("a") as f:
                     f.write(json.dumps(res, default=str) + "\n")
-    print(table(done, checks))
+    text = table(done, checks)
+    print(text)
+    if args.table:
+        args.table.write_text(text + "\n")
     return 0
 
 

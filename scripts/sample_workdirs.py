@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain.fused.dataset import CANDIDATES, TASKS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
-from kernelstrain.sessions import episode_source  # noqa: E402
+from kernelstrain.dataset import episode_source  # noqa: E402
 from kernelstrain.workdir import build_workdir  # noqa: E402
 from kernelstrain.workdir.dry import unsupported  # noqa: E402
 

@@ -12,7 +12,13 @@ h200_gpucheck_grid5.json (kernelstrain/calibration/) is its run on 16 modules.
 a parameter grid instead: per module, at the 2 task shapes most of its fit episodes have (that gpu-check runs
 at the task shape), one episode per shape holding every variant at its defaults and each of its parameters
 moved one at a time over all its values (the others at their defaults), where the simulator says it compiles:
-the within-variant parameter effects that same-episode pair order turns on."""
+the within-variant parameter effects that same-episode pair order turns on.
+
+    python3 scripts/shape_grid.py --params --unfitted OUTDIR [MODULE...]
+
+the parameter grid of the modules no fit file holds yet (default: every one of them): a module without fit
+rows takes its first dtype and 2 menu shapes that gpu-check runs at the task shape, the least and the most
+bytes (the size effect beside the parameter effects). scripts/h200_unfitted.sh runs it on the H200."""
 import json, sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,9 +30,23 @@ from kernelstrain.gpucheck.sample import fits, MAX_SIM_MS
 from kernelstrain.calibration.fit import FIT_FILES, timed_rows
 PER = 7
 PARAMS = sys.argv[1] == "--params"
-out = Path(sys.argv[1 + PARAMS]); mods = sys.argv[2 + PARAMS:]
+UNFITTED = "--unfitted" in sys.argv
+args = [a for a in sys.argv[1 + PARAMS:] if a != "--unfitted"]
+out = Path(args[0]); mods = args[1:]
 rows = [k for f in FIT_FILES for k in timed_rows(f)]
+if UNFITTED:
+    fitted = {k["module"] for k in rows}
+    mods = [m for m in (mods or sorted(REGISTRY)) if m not in fitted]
 eps = []
+
+
+def menu_task(mod) -> tuple:
+    """(dtype, [shape, ...]) of a module with no fit rows: its first dtype, the fitting menu shapes of
+    the least and the most bytes."""
+    dt = mod.dtypes[0]
+    shapes = sorted((s for s in mod.shapes if fits(mod, dt, s)),
+                    key=lambda s: mod.cost(make_task(mod, "H200", dt, s)).bytes)
+    return dt, [shapes[0], shapes[-1]] if len(shapes) > 1 else shapes
 
 
 def one_at_a_time(var) -> list:
@@ -50,14 +70,17 @@ def step_of(mod, var, p, t100, t200, n):
 for m in (mods if PARAMS else []):
     mod = REGISTRY[m]
     mine = [k for k in rows if k["module"] == m]
-    dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
-    count = {}
-    for k in mine:
-        if k["dtype"] == dt and fits(mod, dt, k["shape"]):
-            key = json.dumps(k["shape"], sort_keys=True)
-            count.setdefault(key, set()).add(k["episode"])
-    for si, key in enumerate(sorted(count, key=lambda s: (-len(count[s]), s))[:2]):
-        s = json.loads(key)
+    if mine:
+        dt = max(set(k["dtype"] for k in mine), key=[k["dtype"] for k in mine].count)
+        count = {}
+        for k in mine:
+            if k["dtype"] == dt and fits(mod, dt, k["shape"]):
+                key = json.dumps(k["shape"], sort_keys=True)
+                count.setdefault(key, set()).add(k["episode"])
+        picked = [json.loads(key) for key in sorted(count, key=lambda s: (-len(count[s]), s))[:2]]
+    else:
+        dt, picked = menu_task(mod)
+    for si, s in enumerate(picked):
         t100, t200 = make_task(mod, "H100", dt, s), make_task(mod, "H200", dt, s)
         steps = []
         for var in mod.variants:

@@ -406,7 +406,7 @@ def test_workers_above_the_cores_are_capped_with_a_note(tmp_path, capsys):
 
 
 def test_an_unexpected_exception_is_exit_3_with_one_line(monkeypatch, capsys):
-    monkeypatch.setattr("kernelstrain.validate.read_stats", lambda data: {})
+    monkeypatch.setattr("kernelstrain.reading.read_stats", lambda data: {})
     monkeypatch.setattr("kernelstrain.stats.summary", lambda stats: 1 / 0)
     code = main(["stats", "anything"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -417,7 +417,7 @@ def test_an_unexpected_exception_is_exit_3_with_one_line(monkeypatch, capsys):
 def test_interrupt_of_validate_does_not_suggest_resume(monkeypatch, capsys, w):
     def stop(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr("kernelstrain.validate.validate", stop)
+    monkeypatch.setattr("kernelstrain.dataset.validate", stop)
     assert main(["validate", str(w / "data")]) == 130
     err = capsys.readouterr().err
     assert "--resume" not in err and err.count("\n") == 1

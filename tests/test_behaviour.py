@@ -78,3 +78,19 @@ def test_labels_in_reads_prose_not_the_tools_quotes_of_the_code():
     assert labels_in(triton, ("persistent",)) == [] and labels_in(nvcc, ("persistent",)) == []
     assert labels_in(triton + "\nnext: the persistent rung", ("persistent",)) == ["persistent"]
     assert labels_in("Step 6 (param_sweep): correct", ()) == ["param_sweep"]
+
+
+def test_a_close_call_re_measured_on_one_side_is_counted():
+    """A candidate measured faster than the best inside the noise may be re-measured (a close
+    call, not a re-proposal), but only while the best has more runs than it: settling a close
+    call means re-measuring both."""
+    close = [_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"),
+             _step(2, "fast", 0.99, 1.0, {"t": 2})]                               # faster, not kept
+    one_sided = behaviour.figures(_row(close + [_step(3, "fast", 0.98, 1.0, {"t": 2})]))
+    both = behaviour.figures(_row(close + [_step(3, "fast", 1.01, 1.005, kind="rebench"),
+                                           _step(4, "fast", 0.98, 1.005, {"t": 2})]))
+    assert (one_sided["one_sided_remeasures"], one_sided["reproposed"]) == (1, 0)
+    assert (both["one_sided_remeasures"], both["reproposed"]) == (0, 0)
+    slower = behaviour.figures(_row([_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"),
+                                     _step(2, "fast", 1.2, 1.0, {"t": 2}), _step(3, "fast", 1.1, 1.0, {"t": 2})]))
+    assert slower["reproposed"] == 1                  # slower than the best: no close call to settle

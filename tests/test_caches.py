@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import pytest
 
+import kernelstrain
+
 from kernelstrain import contamination, knobs, sim
 from kernelstrain.cli import main
 from kernelstrain.gpus import GPUS
@@ -71,7 +73,8 @@ def test_contamination_measured_as_generated_equals_the_files_measure(config, tm
                      "--out", str(out), "--quiet"]) == 0
         stats = json.loads((out / "stats.json").read_text())
         splits = stats["holdout"]["splits"]
-        found = contamination.measure(out, {name: s["file"] for name, s in splits.items()})
+        layout = kernelstrain.open(out).layout
+        found = contamination.measure(out, {name: s["file"] for name, s in splits.items()}, layout)
         assert {name: s["contamination"] for name, s in splits.items()} == found["splits"]
         assert stats["holdout"]["contamination_method"]["training_candidates"] == found["training_candidates"] > 0
-        assert contamination.measure(out, {name: s["file"] for name, s in splits.items()}, workers=2) == found
+        assert contamination.measure(out, {name: s["file"] for name, s in splits.items()}, layout, workers=2) == found

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from kernelstrain.calibration import FIT, FIT_FORMAT, TERMS, Fit, param_steps, read_data, reference_ms
+from kernelstrain.calibration import FIT, FIT_FORMAT, TERMS, Fit, param_steps, read_data
+from kernelstrain.references import reference_ms
 from kernelstrain.calibration.fit import (FIT_FILES, episode_folds, fit, fit_terms, held_out, measured_records,
                                           predict_ms)
 from kernelstrain.calibration.metrics import agreement, geomean, pair_counts, repeat_ceiling, spearman

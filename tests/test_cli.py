@@ -23,7 +23,7 @@ def test_every_command_is_documented():
 
 def test_generate_writes_all_files_and_validates(small_dataset, capsys):
     names = sorted(p.name for p in small_dataset.iterdir())
-    assert names == ["README.md", "episodes.jsonl", "qa.json", "sft_multiturn.jsonl", "sft_multiturn.validation.jsonl",
+    assert names == ["README.md", "episodes.jsonl", "manifest.json", "qa.json", "sft_multiturn.jsonl", "sft_multiturn.validation.jsonl",
                      "sft_prompt_completion.jsonl", "sft_prompt_completion.validation.jsonl", "sft_steps.jsonl",
                      "sft_steps.validation.jsonl", "stats.json", "tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"]
     code, out, _ = run(capsys, "validate", str(small_dataset))

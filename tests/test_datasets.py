@@ -118,10 +118,10 @@ def test_card_keeps_the_seed_sections_with_this_datasets_figures(small_dataset):
 def test_card_lists_splits_and_contamination_from_stats(small_dataset):
     """The card's splits section is the holdout block of stats.json: each split's file, what it
     holds out, and its contamination figures, with the combo split's recall caveat."""
-    from kernelstrain.card import render_card
+    from kernelstrain.card import render_episodes_card
     stats = json.loads((small_dataset / "stats.json").read_text())
     h = stats["holdout"]
-    card = render_card(stats)
+    card = render_episodes_card(stats)
     section = card.split("## Splits and contamination")[1].split("\n## ")[0]
     for name, split in h["splits"].items():
         c = split["contamination"]

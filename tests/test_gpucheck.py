@@ -10,7 +10,7 @@ from kernelstrain.gpucheck import catalog_gpu
 from kernelstrain.gpucheck.report import outcome, render, summarize
 from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
 from kernelstrain.ops import REGISTRY
-from kernelstrain.validate import read_jsonl
+from kernelstrain.reading import read_jsonl
 
 
 @pytest.fixture(scope="module")

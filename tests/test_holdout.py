@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+import kernelstrain
+
 from kernelstrain import contamination as cont
 from kernelstrain.cli import main
 from kernelstrain.fields import as_dict
@@ -90,7 +92,7 @@ def test_holdout_writes_each_split_like_generate(small_dataset, tmp_path, capsys
     assert main(["holdout", "--out", str(tmp_path)]) == 0
     for name in ("tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"):
         assert (tmp_path / name).read_bytes() == (small_dataset / name).read_bytes()
-    assert "unseen_op: 155 held-out tasks" in capsys.readouterr().out
+    assert "unseen_op: 178 held-out tasks" in capsys.readouterr().out
 
 
 def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
@@ -180,7 +182,7 @@ def test_small_dataset_reports_both_splits(small_dataset, capsys):
     stats = json.loads((small_dataset / "stats.json").read_text())
     h = stats["holdout"]
     combo, unseen = h["splits"]["combo"], h["splits"]["unseen_op"]
-    assert combo["tasks"] == 185 and unseen["tasks"] == 155
+    assert combo["tasks"] == 185 and unseen["tasks"] == 178
     assert unseen["contamination"]["exact"] == {"solution": 0, "baseline": 0, "reference": 0, "any": 0}
     assert combo["contamination"]["exact"]["any"] > 0
     cn, un = combo["contamination"]["ngram"], unseen["contamination"]["ngram"]
@@ -190,10 +192,10 @@ def test_small_dataset_reports_both_splits(small_dataset, capsys):
     assert not set(h["modules_held_out"]) & set(stats["by_module"])
     card = (small_dataset / "README.md").read_text()
     assert "config_name: holdout_unseen_op" in card and "path: tasks_holdout_unseen_op.jsonl" in card
-    assert "## Splits and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 155 | 0 / 0 / 0 |" in card
+    assert "## Splits and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 178 | 0 / 0 / 0 |" in card
     assert main(["stats", str(small_dataset)]) == 0
     out = capsys.readouterr().out
-    assert "unseen_op    155 tasks" in out and "solution 0/155, baseline 0/155, reference 0/155" in out
+    assert "unseen_op    178 tasks" in out and "solution 0/178, baseline 0/178, reference 0/178" in out
 
 
 def test_validate_reports_combo_contamination_without_failing(small_dataset, capsys):
@@ -224,18 +226,19 @@ def test_validate_fails_on_a_planted_unseen_op_leak(dataset_copy, capsys):
         assert main(["validate", str(dataset_copy), "--workers", workers]) == 1
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1]
-    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/155, baseline" in outs[0]
+    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/178, baseline" in outs[0]
     assert row["task_id"] in outs[0]
 
 
 def test_planted_combo_solution_is_counted_not_failed(dataset_copy, capsys):
     impl = json.loads((dataset_copy / "episodes.jsonl").open().readline())["impl"]
     rows = [json.loads(line) for line in (dataset_copy / "tasks_holdout.jsonl").open()]
-    before = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"})
+    layout = kernelstrain.open(dataset_copy).layout
+    before = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"}, layout)
     row = next(r for t, r in zip(before["per_task"]["combo"], rows) if not t["solution_exact"] and r["impl"] == impl)
     module = REGISTRY[row["module"]]
     plant(dataset_copy, cont.solution_code(module, make_task(module, row["gpu"], row["dtype"], as_dict(row["shape"]))))
-    after = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"})
+    after = cont.measure(dataset_copy, {"combo": "tasks_holdout.jsonl"}, layout)
     assert next(t for t in after["per_task"]["combo"] if t["task_id"] == row["task_id"])["solution_exact"]
     assert main(["validate", str(dataset_copy)]) == 1      # only because stats.json no longer matches the data
     out = capsys.readouterr().out

@@ -18,6 +18,7 @@ import importlib.util
 import math
 import re
 import sys
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -214,3 +215,132 @@ def test_reference_of_gpu_check_is_unchanged():
     assert "class Model(nn.Module):" in s.reference and "def get_inputs():" in s.reference
     body = s.reference.split("def forward", 1)[1].split("def get_inputs", 1)[0]
     assert body in problem_source(s)
+
+
+# -- every rung and every bug of every module, loaded against a stand-in torch --------------
+def profile_modules() -> set:
+    """Every module with an H100 or H200 task in a bundled profile (the export's NVIDIA tasks)."""
+    from kernelstrain.gpus import GPUS
+    from kernelstrain.profiles import bundled_names, load_profile
+    out = set()
+    for name in bundled_names():
+        p = load_profile(name)
+        for m in (REGISTRY[n] for n in (p.modules or tuple(REGISTRY))):
+            if any(m.supports(GPUS[g], dt) for g in ("H100", "H200") if g in p.gpus for dt in m.dtypes):
+                out.add(m.name)
+    return out
+
+
+def test_the_contract_tests_cover_both_profiles():
+    """NVIDIA (every test here) holds every module with an H100 / H200 task in either bundled profile,
+    and each one's first dtype runs on an H100 (the tests' task)."""
+    from kernelstrain.gpus import GPUS
+    covered = profile_modules()
+    assert len(covered) >= 70 and covered <= set(NVIDIA)
+    assert all(REGISTRY[n].supports(GPUS["H100"], REGISTRY[n].dtypes[0]) for n in covered)
+
+
+class _Value:
+    """Whatever a solution touches of torch / triton while it loads: attributes, calls,
+    subscripts, decorators and arithmetic all give another stand-in value."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Value(f"{self._name}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        return _Value(f"{self._name}()")
+
+    def __getitem__(self, key):
+        return _Value(f"{self._name}[]")
+
+    def _op(self, *other):
+        return _Value(self._name)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _op
+    __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = __neg__ = __or__ = __ror__ = _op
+
+
+class _StandInModule:
+    """A module of the stand-in torch / triton: named members as given, any other a _Value."""
+
+    def __init__(self, name, **members):
+        self.__name__, self.__dict__ = name, {**members, "__name__": name}
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Value(f"{self.__name__}.{name}")
+
+
+class _Module:
+    """torch.nn.Module as far as loading a solution needs: a base class."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
+def stand_in_modules(builds: list) -> dict:
+    """sys.modules entries of a stand-in torch (nn.Module a class, load_inline a recorder with
+    load_inline's keywords) and triton: no real torch or triton is imported."""
+    def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
+                    verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
+                    keep_intermediates=True, use_pch=False, no_implicit_headers=False):
+        builds.append({"name": name, "cpp": cpp_sources, "cuda": cuda_sources, "flags": extra_cuda_cflags})
+        return _Value("extension")
+
+    cpp = _StandInModule("torch.utils.cpp_extension", load_inline=load_inline)
+    utils = _StandInModule("torch.utils", cpp_extension=cpp)
+    nn = _StandInModule("torch.nn", Module=_Module)
+    torch = _StandInModule("torch", nn=nn, utils=utils, Tensor=type("Tensor", (), {}))
+    tl = _StandInModule("triton.language")
+    triton = _StandInModule("triton", language=tl)
+    return {"torch": torch, "torch.nn": nn, "torch.utils": utils, "torch.utils.cpp_extension": cpp,
+            "triton": triton, "triton.language": tl}
+
+
+def every_candidate(name: str):
+    """(label, subject) for every rung of module `name` at its default parameters, clean and with
+    each bug it injects (the wrong_result candidates the export writes)."""
+    m = REGISTRY[name]
+    base = subject(name)
+    for v in m.variants:
+        for bug in (None, *v.bugs):
+            code = m.render(v, v.defaults(), base.task, bug)
+            yield f"{v.tag}:{bug}", replace(base, candidate=Candidate(code, v.tag, "wrong_result" if bug else "ok", None))
+
+
+@pytest.mark.parametrize("name", NVIDIA)
+def test_every_candidate_loads_against_a_stand_in_torch(name, tmp_path):
+    """Every rung and bug as an exported solution, against a stand-in torch and triton (nothing of
+    theirs runs): the static rules hold; a CUDA solution exec()s in a plain dict (no __file__),
+    building ONE extension from readable sources for the task's arch; a Triton one imports from a
+    file; ModelNew subclasses Reference with its own __init__ and forward."""
+    impl = REGISTRY[name].impl
+    for label, s in every_candidate(name):
+        src = solution_source(s)
+        assert "__file__" not in src and static_problems(src, impl) == [], label
+        builds = []
+        with mock.patch.dict(sys.modules, stand_in_modules(builds)):
+            if impl == "cuda":
+                ns = {}
+                exec(compile(src, "<solution>", "exec"), ns)  # noqa: S102 - our own export
+            else:
+                path = tmp_path / "solution.py"
+                path.write_text(src, encoding="utf-8")
+                spec = importlib.util.spec_from_file_location("ks_kb_stand_in_solution", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                ns = vars(mod)
+        cls = ns["ModelNew"]
+        assert issubclass(cls, ns["Reference"]) and {"__init__", "forward"} <= set(vars(cls)), label
+        if impl == "cuda":
+            assert len(builds) == 1 and "__global__" in builds[0]["cuda"][0], label
+            assert "-gencode=arch=compute_90a,code=sm_90a" in builds[0]["flags"], label
+        else:
+            assert builds == [], label

@@ -15,7 +15,7 @@ from kernelstrain.plan import all_combos, seeded_rng
 from kernelstrain.profiles import DEFAULT_PROFILE, PROFILE_DIR, Search, load_profile, resolve
 from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
-from kernelstrain.validate import validate
+from kernelstrain.dataset import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT / "tests" / "fixtures" / "kernelinfer_dev.toml"
@@ -80,7 +80,7 @@ def test_knob_sessions_validate(tmp_path):
     cfg = tmp_path / "knobs.toml"
     cfg.write_text(text)
     from kernelstrain.generate import generate
-    from kernelstrain.validate import read_jsonl
+    from kernelstrain.reading import read_jsonl
     generate(load_profile(cfg), 0, tmp_path / "out", workers=1, progress=False)
     assert list(validate(tmp_path / "out")) == []
     rows = [r for _, r in read_jsonl(tmp_path / "out" / "episodes.jsonl")]

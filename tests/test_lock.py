@@ -102,7 +102,7 @@ def test_a_reader_refuses_a_dataset_being_swapped(data, tmp_path, capsys):
 
 
 def test_a_reader_notices_a_swap_while_it_reads(data, tmp_path, monkeypatch, capsys):
-    import kernelstrain.validate as v
+    import kernelstrain.dataset as v
     d = tmp_path / "d"
     shutil.copytree(data, d)
     real = v.validate

@@ -30,6 +30,8 @@ CASES = {
                    r'candidate\.cu\(\d+\): error: a variable length array cannot have static storage duration'),
     "shfl_mask": ("rmsnorm_cuda", "register_cached",
                   r'candidate\.cu\(\d+\): error: no instance of overloaded function "__shfl_xor_sync" matches the argument list'),
+    "cast_pointer": ("rmsnorm_cuda", "register_cached",
+                     r'candidate\.cu\(\d+\): error: cast to type "const \w+" is not allowed'),
     "arange_runtime": ("rmsnorm_triton", "persistent", r"triton\.compiler\.errors\.CompilationError: at \d+:\d+:"),
     "dot_dtype": ("swa_decode_triton", "gqa_dot", r"triton\.compiler\.errors\.CompilationError: at \d+:\d+:"),
 }
@@ -81,7 +83,7 @@ def _compile(m, v, task, code):
     return compile_triton(code, m.compile_specs(v, v.defaults(), task), task.gpu.arch)
 
 
-@pytest.mark.parametrize("kind", ["const_cast", "shfl_mask", "arange_runtime", "dot_dtype"])
+@pytest.mark.parametrize("kind", ["const_cast", "cast_pointer", "shfl_mask", "arange_runtime", "dot_dtype"])
 def test_the_compiler_rejects_it_with_the_same_words(kind):
     module, tag, _ = CASES[kind]
     m, v, task, code = render(module, tag, "H100")

@@ -21,7 +21,8 @@ from kernelstrain.plan import make_plan
 from kernelstrain.profiles import load_profile
 from kernelstrain.schema import SESSION_KEYS, TRACE_KEYS
 from kernelstrain.sessions import episode_row
-from kernelstrain.validate import Findings, validate
+from kernelstrain.dataset import validate
+from kernelstrain.validate import Findings
 
 PROFILE = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
 
@@ -128,12 +129,13 @@ def test_validate_stats_show_report_on_sessions(sessions, capsys, tmp_path):
 def test_verify_samples_sessions_and_compiles_their_assistant_code(sessions, capsys):
     """verify reads sessions.jsonl: each sampled step's code is its assistant turn's source,
     which is the code the trace re-renders; every module of the fixture is sampled."""
-    from kernelstrain.verify import _steps, pick_sample
+    from kernelstrain.sessions import stored_steps
+    from kernelstrain.verify import pick_sample
     rows = lines(sessions / "sessions.jsonl")
     picked = pick_sample(sessions, 6, seed=0)
     assert len(picked) == 6 and len({rows[n - 1]["module"] for n, _ in picked}) == len({r["module"] for r in rows})
     for n, i in picked:
-        got = _steps(rows[n - 1], True)[i]
+        got = stored_steps(rows[n - 1])[i]
         assert got["code"] == episode_row(rows[n - 1])["steps"][i]["code"] and got["step"] == i + 1
     if shutil.which("nvcc") is None or importlib.util.find_spec("triton") is None:
         pytest.skip("needs nvcc and triton to compile")
@@ -169,6 +171,19 @@ def _edit(data: Path, line: int, change) -> None:
     change(row)
     rows[line - 1] = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def _editable(data: Path, change) -> int:
+    """The first line of batch 1 (lines 5-8) that has what `change` edits (a session may end
+    without a failed step, or after one step)."""
+    rows = (data / "sessions.jsonl").read_text(encoding="utf-8").splitlines()
+    for line in range(5, 9):
+        try:
+            change(json.loads(rows[line - 1]))
+        except (StopIteration, IndexError):
+            continue
+        return line
+    raise AssertionError("no session of batch 1 has what the corruption edits")
 
 
 def _first(row, pred):
@@ -207,15 +222,16 @@ CORRUPTIONS = {   # name -> (edit of line 5, the batch report's mechanical check
 
 @pytest.mark.parametrize("name", CORRUPTIONS)
 def test_validate_names_the_broken_check(sessions, tmp_path, name):
-    from kernelstrain.validate_sessions import MECHANICAL, classify
+    from kernelstrain.validate_sessions import MECHANICAL
     data = tmp_path / "d"
     shutil.copytree(sessions, data)
     edit, check = CORRUPTIONS[name]
-    _edit(data, 5, edit)
+    line = _editable(data, edit)
+    _edit(data, line, edit)
     found = validate(data, limit=200)
-    on_row = [f for f in found if f.startswith("sessions.jsonl:5")]
-    assert on_row and check in {classify(f.split(": ", 1)[1]) for f in on_row}, found
-    assert any("qa_reports/batch_001.json" in f for f in found)         # line 5 is in batch 1
+    on_row = [c for f, c in zip(found, found.checks) if f.startswith(f"sessions.jsonl:{line}")]
+    assert on_row and check in on_row, found
+    assert any("qa_reports/batch_001.json" in f for f in found)         # lines 5-8 are batch 1
     assert not any("qa_reports/batch_000" in f or "qa_reports/batch_002" in f for f in found)
     assert check in {name for name, _ in MECHANICAL}
 
@@ -244,10 +260,12 @@ def test_bad_layout_settings(tmp_path, table, needle):
 def test_findings_listener_sees_every_problem():
     seen = []
     out = Findings(1)
-    out.listener = lambda where, what: seen.append(where)
-    out.add("a:1", "x")
-    out.add("a:2", "y")
-    assert len(out) == 1 and seen == ["a:1", "a:2"]
+    out.listener = lambda where, what, check: seen.append((where, check))
+    out.add("a:1", "x", "stamps")
+    out.add("a:2", "y", "keep_rule")
+    assert len(out) == 1 and out.checks == ["stamps"] and seen == [("a:1", "stamps"), ("a:2", "keep_rule")]
+    with pytest.raises(ValueError, match="unknown check id"):
+        out.add("a:3", "z", "no_such_check")
 
 
 

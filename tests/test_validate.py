@@ -61,6 +61,14 @@ def raw_lines(name, edit, where):
     return corrupt
 
 
+def _single_windows(rows) -> tuple[int, int]:
+    """Line numbers of the first two neighbouring multi-turn rows past the first that are whole
+    episodes (one window each): swapping them misplaces both, whatever the run's window counts."""
+    one = [json.loads(r)["windows"] == 1 for r in rows]
+    i = next(i for i in range(2, len(rows)) if one[i - 1] and one[i])
+    return i, i + 1
+
+
 def swap(rows, a, b):
     rows[a - 1], rows[b - 1] = rows[b - 1], rows[a - 1]
 
@@ -72,9 +80,13 @@ def set_msg(index, edit):
 
 
 def leak_final_best(d):
-    ep = episodes(d)[1]
-    rewrite_row(d / "sft_multiturn.jsonl", 2, set_msg(3, lambda t: t + f" (final: {fmt_ms(ep['best']['time_ms'])})"))
-    return "sft_multiturn.jsonl:2"
+    """The episode's final best written into the first feedback of a conversation past its first
+    row that has one (an episode may end after one step: its row has no feedback to leak into)."""
+    rows = [json.loads(r) for r in lines(d / "sft_multiturn.jsonl")]
+    line = next(i for i, r in enumerate(rows, 1) if i > 1 and len(r["messages"]) > 3)
+    ep = next(e for e in episodes(d) if e["id"] == rows[line - 1]["id"])
+    rewrite_row(d / "sft_multiturn.jsonl", line, set_msg(3, lambda t: t + f" (final: {fmt_ms(ep['best']['time_ms'])})"))
+    return f"sft_multiturn.jsonl:{line}"
 
 
 def other_param_value(ep, s):
@@ -163,7 +175,8 @@ KINDS = {
     "bug_renamed": step_change(lambda ep, s: s["bug"] is not None, rename_bug),
     "baseline_code_changed": episode_change(7, lambda ep: ep["baseline"].update(code=ep["baseline"]["code"] + "\n")),
     "elapsed_changed": episode_change(8, lambda ep: ep.update(elapsed_s=ep["elapsed_s"] + 5)),
-    "swapped_multiturn_lines": raw_lines("sft_multiturn.jsonl", lambda rows: swap(rows, 2, 3), 2),
+    "swapped_multiturn_lines": raw_lines("sft_multiturn.jsonl", lambda rows: swap(rows, *_single_windows(rows)),
+                                         lambda rows: _single_windows(rows)[0]),
     "holdout_row_changed": row_change("tasks_holdout.jsonl", 3, lambda r: r["baseline"].update(time_ms=r["baseline"]["time_ms"] * 2)),
     "episode_task_swapped_gpu": episode_change(9, lambda ep: ep.update(gpu="H100" if ep["gpu"] != "H100" else "A100")),
 }

@@ -10,7 +10,7 @@ import pytest
 from corrupt import rewrite_row
 from kernelstrain.cli import main
 from kernelstrain.profiles import DEFAULT_PROFILE
-from kernelstrain.validate import validate
+from kernelstrain.dataset import validate
 
 KI = str(DEFAULT_PROFILE.parent / "kernelinfer.toml")
 OTHER_END = {"time": "converged", "converged": "budget", "budget": "converged"}

@@ -20,24 +20,28 @@ def test_sample_is_stratified_and_deterministic(small_dataset):
     assert a != pick_sample(small_dataset, 25, seed=1)
 
 
-def test_sample_covers_modules_first_then_their_statuses(small_dataset):
-    """A sample of one step a module reaches every module (old: the first strata alphabetically);
-    a module's first pick is one of its failures where it has any."""
+def test_sample_covers_every_outcome_and_target_family_first(small_dataset):
+    """A sample of one step a stratum reaches every (outcome, target family) stratum: each failure
+    class on each tool (old: modules first, and a class rare in every module could be missed);
+    a sample of two a stratum takes at least two where a stratum has them, from two modules where it has."""
+    from kernelstrain.gpus import GPUS
+    from kernelstrain.ops import REGISTRY
     rows = [json.loads(line) for line in (small_dataset / "episodes.jsonl").read_text().splitlines()]
-    steps = {}
+    strata = {}
     for n, ep in enumerate(rows, 1):
+        family = f"{REGISTRY[ep['module']].impl}/{GPUS[ep['gpu']].vendor}"
         for i, s in enumerate(ep["steps"]):
             if s["kind"] != "rebench":
-                steps.setdefault(ep["module"], []).append(((n, i), s["status"]))
-    picked = pick_sample(small_dataset, len(steps), seed=0)
-    by_module = {m: [st for key, st in v if key in picked] for m, v in steps.items()}
-    assert all(len(v) == 1 for v in by_module.values()), by_module
-    for m, v in steps.items():
-        if any(st == "compile_error" for _, st in v):
-            assert by_module[m] == ["compile_error"], m
-    twice = pick_sample(small_dataset, 2 * len(steps), seed=0)
-    assert set(picked) <= set(twice) and all(sum(key in twice for key, _ in v) == min(2, len(v))
-                                             for v in steps.values())
+                status = s["status"] if s["failure"] is None else f"{s['status']}/{s['failure']}"
+                strata.setdefault((status, family), []).append(((n, i), ep["module"]))
+    assert len(strata) > 4
+    picked = pick_sample(small_dataset, len(strata), seed=0)
+    assert all(sum(key in picked for key, _ in v) == 1 for v in strata.values())
+    twice = pick_sample(small_dataset, 2 * len(strata), seed=0)
+    assert set(picked) <= set(twice)
+    for v in strata.values():
+        chosen = [m for key, m in v if key in twice]
+        assert len(chosen) >= min(2, len(v)) and len(set(chosen)) >= min(2, len({m for _, m in v}))
 
 
 def test_sample_spreads_over_gpus(tmp_path):

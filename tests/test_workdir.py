@@ -171,6 +171,41 @@ def test_exported_solutions_import(small_dataset, tmp_path):
         assert isinstance(model, mod.Reference)
 
 
+@pytest.mark.parametrize("impl", ["cuda", "triton"])
+def test_workspace_kernelbench_files_follow_the_export_rules(small_dataset, tmp_path, impl):
+    """kernelbench/solution.py of a single-op workspace is the export's solution of its candidate:
+    no __file__, nothing KernelBench's static checker refuses, loadable by exec (CUDA: the build a
+    stand-in) and by import from a file (Triton); kernelbench/problem.py is the export's problem."""
+    from unittest import mock
+
+    from kernelstrain.export.kb_form import problem_source, solution_source
+    from kernelstrain.workdir.subject import find_subject
+    from test_kernelbench_contract import static_problems
+    row = first(small_dataset, impl)
+    out = tmp_path / "w"
+    assert main(["workdir", row["task_id"], "--data", str(small_dataset), "--out", str(out), "--episode", row["id"]]) == 0
+    subject = find_subject(small_dataset, row["task_id"], episode=row["id"])
+    sol, prob = (out / "kernelbench" / "solution.py").read_text(), (out / "kernelbench" / "problem.py").read_text()
+    assert sol == solution_source(subject) and prob == problem_source(subject)
+    assert "__file__" not in sol and static_problems(sol, impl) == []
+    assert "kernelbench/solution.py" in (out / "SKILL.md").read_text()
+    torch = pytest.importorskip("torch")
+    if impl == "cuda":
+        ns, built = {}, []
+        with mock.patch("torch.utils.cpp_extension.load_inline", lambda *a, **k: built.append(a) or mock.Mock()):
+            exec(compile(sol, "<solution>", "exec"), ns)  # noqa: S102 - the workspace's own file
+        cls = ns["ModelNew"]
+        assert len(built) == 1 and issubclass(cls, ns["Reference"])
+    elif _has("triton"):
+        cls = load(out / "kernelbench" / "solution.py", "ks_workspace_solution").ModelNew
+    else:
+        return
+    problem = {}
+    exec(compile(prob, "<problem>", "exec"), problem)  # noqa: S102
+    torch.manual_seed(0)
+    assert isinstance(cls(*problem["get_init_inputs"]()), torch.nn.Module)
+
+
 def _has(name):
     import importlib.util
     return importlib.util.find_spec(name) is not None

@@ -5,6 +5,7 @@ index mapping ids to files and recorded statuses.
     KB/level1/<n>_<module>_<task_id>.py           single-op tasks (episodes and held-out tasks)
     KB/level2/<n>_fused_<task_id>.py              fused tasks (problems only: no candidates)
     KB/solutions/level1/<n>_<episode>_s<step>.py  ModelNew of one candidate of problem n
+    KB/solutions/level2/<n>_<episode>_s<step>.py  ModelNew of a fused program's candidate (--config fused)
     KB/index.json                                 problems and solutions with their records
 
 Levels follow KernelBench's: 1 single operators, 2 fusion patterns. Problems and solutions are
@@ -21,13 +22,14 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import is_fused_dir
 from ..safety import check_tree_out, safe_name, write_tree
-from ..sessions import episode_source
-from ..validate import read_jsonl
+from ..schema import SCHEMA as SCHEMAS
+from ..dataset import episode_source
+from ..reading import read_jsonl
 from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 from .kb_form import precision, problem_source, solution_source
 
-SCHEMA = "kernelstrain/kernelbench_export@1"
+SCHEMA = SCHEMAS["kernelbench_export"]
 STATUSES = ("ok", "wrong_result", "compile_error")
 EXPORT_NAMES = ("level1", "level2", "solutions", "index.json")   # what --force replaces in --out
 
@@ -79,6 +81,9 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
             for _, raw in read_jsonl(episodes):
                 row = as_episode(raw)
                 base = single(row, "train", episode_candidate(row, 0))
+                if base.kind == "fused":
+                    yield from _fused_episode(row, base, problems, best_only, statuses)
+                    continue
                 if base.task_id not in problems:
                     problems[base.task_id] = _problem(base, len(problems) + 1, 1, problem_source(base))
                     yield "problem", problems[base.task_id]
@@ -105,6 +110,32 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                 if s.task_id not in problems:
                     problems[s.task_id] = _problem(s, len(problems) + 1, 1, problem_source(s))
                     yield "problem", problems[s.task_id]
+
+
+def _fused_episode(row: dict, base, problems: dict, best_only: bool, statuses: tuple):
+    """A fused program's episode: its task a level-2 problem (the program as it stands), each
+    candidate already a KernelBench solution, written as it is."""
+    if base.task_id not in problems:
+        problems[base.task_id] = _problem(base, len(problems) + 1, 2, base.reference)
+        yield "problem", problems[base.task_id]
+    prob, seen = problems[base.task_id], set()
+    for step in _steps(row, best_only, statuses):
+        s = single(row, "train", episode_candidate(row, step))
+        if s.candidate.tag == "eager":
+            continue            # the baseline (or a re-measurement of it): the eager program, no custom kernel
+        digest = hashlib.sha256(s.candidate.code.encode()).hexdigest()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        rec = next(x for x in row["steps"] if x["step"] == step)
+        episode = safe_name(row["id"], "episode id")
+        yield "solution", {
+            "file": f"solutions/level2/{prob['problem_id']}_{episode}_s{step}.py",
+            "problem_id": prob["problem_id"], "task_id": base.task_id, "episode": row["id"], "step": step,
+            "tag": s.candidate.tag, "status": s.candidate.status, "failure": rec["failure"],
+            "time_ms": s.candidate.time_ms, "best": step == row["best"]["step"], "module": base.module.name,
+            "impl": base.module.impl, "gpu": base.gpu, "arch": base.arch, "code_sha256": digest,
+            "unsupported": None}, s.candidate.code
 
 
 def export_kernelbench(dirs: list, out: Path, best_only: bool = False, statuses: tuple = ("ok",),

@@ -14,16 +14,17 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..errors import DataError, UsageError
 from ..safety import remove_quietly
+from ..schema import SCHEMA
 from ..writers import write_error
 from .grammar import compose
 from .render import task_row
 
 CANDIDATES, TASKS, REJECTS = "candidates_fused.jsonl", "tasks_fused.jsonl", "rejects_fused.jsonl"
 PROGRESS, REPORT = "filter_progress.jsonl", "filter_report.txt"
-STATS_SCHEMA = "kernelstrain/fused_stats@1"
+STATS_SCHEMA = SCHEMA["fused_stats"]
 DEFAULT_SPARE = 0.3
 
 

@@ -10,6 +10,8 @@ The checks, in order; the first that fails is the rejection reason:
   all_zero         every output element is zero
   vanishing        mean |output| < VANISHING (the output underflows to nothing)
   constant         std(output) <= CONSTANT_REL * mean |output| (the same value everywhere)
+  zero_passes      a kernel writing zeros passes KernelBench's check (|y| <= atol + rtol |y|)
+  constant_passes  a kernel writing one constant (the output's median) passes it
   compile_error    torch.compile(model)(*inputs) raised
   mismatch         compiled and eager outputs differ beyond the dtype's tolerance
   runtime_low/high eager time outside [min_ms, max_ms] (GPU only; on a CPU the static
@@ -26,6 +28,7 @@ VANISHING = 1e-6
 CONSTANT_REL = 1e-3
 # |compiled - eager| <= ATOL * rms(eager) + RTOL * |eager|, per element
 TOLERANCE = {"fp32": (1e-3, 1e-3), "bf16": (3e-2, 3e-2)}
+KB_TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2}     # KernelBench's torch.allclose atol = rtol, by precision
 
 
 def _setup(device: str) -> None:
@@ -80,6 +83,19 @@ def _degenerate(y) -> str | None:
     return None
 
 
+def kb_trivial(y, dtype: str) -> str | None:
+    """'zero_passes' / 'constant_passes' when a kernel writing zeros / the output's median would
+    pass KernelBench's torch.allclose(out, ref, atol, rtol) against this output."""
+    import torch
+    tol = KB_TOLERANCE[dtype]
+    y = y.float()
+    if torch.allclose(torch.zeros_like(y), y, atol=tol, rtol=tol):
+        return "zero_passes"
+    if torch.allclose(torch.full_like(y, y.median().item()), y, atol=tol, rtol=tol):
+        return "constant_passes"
+    return None
+
+
 def _same(a, b, device: str) -> bool:
     import torch
     if a.shape != b.shape:
@@ -119,7 +135,7 @@ def check(task: dict, device: str, min_ms: float, max_ms: float, reps: int) -> d
         return reject("nondeterministic")
     yf = y.float()
     out["out_mean_abs"], out["out_std"] = yf.abs().mean().item(), (yf.std().item() if y.numel() > 1 else 0.0)
-    bad = _degenerate(y)
+    bad = _degenerate(y) or kb_trivial(y, task["dtype"])
     if bad:
         return reject(bad)
     try:

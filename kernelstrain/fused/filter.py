@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..trusted import check_fused
 from . import execute
+from .degenerate import reason as degenerate_reason
 from .dataset import (CANDIDATES, PROGRESS, REJECTS, REPORT, TASKS, candidate, fused_stats, read_fused_stats, read_rows,
                       write_outputs, write_rows)
 from .grammar import BYTES_RANGE, FLOPS_RANGE
@@ -143,6 +144,9 @@ def filter_tasks(data: Path, jobs: int = 1, device: str = "auto", min_ms: float 
     log = Progress(data / PROGRESS, options, restart)
     t0, ran = time.time(), 0
     rows, verdicts, passes = [], {}, 0
+    # operator sequences of the candidates sent to run (in index order, whatever --jobs): a later
+    # candidate with the same sequence is a duplicate
+    taken = set()
     cap = MAX_CANDIDATES_FACTOR * count + 100
     stream = _candidates(data, stats["seed"])
     ctx = multiprocessing.get_context("spawn")
@@ -156,13 +160,22 @@ def filter_tasks(data: Path, jobs: int = 1, device: str = "auto", min_ms: float 
                     rec = log.done.get(row["id"])
                     if rec and rec["source_sha256"] == row["source_sha256"]:
                         verdict = rec["verdict"]
+                        if "device" in verdict:          # it was run: its sequence is taken
+                            taken.add(tuple(row["ops"]))
                     elif (why := _static_reason(row, FLOPS_RANGE, BYTES_RANGE)):
                         verdict = {"pass": False, "reason": "cost_out_of_range", "detail": why}
+                        log.add(row, verdict)
+                    elif (why := degenerate_reason(row["program"], row["dtype"])):
+                        verdict = {"pass": False, "reason": why.split(":")[0], "detail": why}
+                        log.add(row, verdict)
+                    elif tuple(row["ops"]) in taken:
+                        verdict = {"pass": False, "reason": "duplicate_ops", "detail": " -> ".join(row["ops"])}
                         log.add(row, verdict)
                     elif index is not None and too_similar(near := index.nearest(row["source"], row["ops"])):
                         verdict = {"pass": False, "reason": "similar_kernelbench", "detail": json.dumps(near)}
                         log.add(row, verdict)
                     else:
+                        taken.add(tuple(row["ops"]))
                         inflight[pool.submit(_run_one, row, device, min_ms, max_ms, reps)] = row
                         continue
                     verdicts[row["id"]] = verdict

@@ -1,5 +1,9 @@
 """`kernelstrain gpu-check`: run a stratified sample of a dataset's candidates on the local GPU.
 
+Either layout: an episodes.jsonl dataset (the default profile), whose steps carry their code, or a
+sessions.jsonl one (kernelinfer, SPEC §12), whose trace carries each step's recipe (rung, params,
+bug) and whose sampled candidates are rendered from it (sample._case).
+
     gpu_check(Path("data"), sample=300, jobs=16, report=Path("gpu_check.json"), seed=0) -> exit code
 
 Samples (sample.py), builds in parallel cached by source hash, then runs three passes through the
@@ -29,7 +33,8 @@ from ..gpus import GPUS
 from ..ops import REGISTRY
 from ..sim import simulate
 from ..tasks import make_task
-from ..validate import read_jsonl
+from ..reading import read_jsonl
+from ..sessions import SESSIONS_FILE
 from ..safety import check_output
 from ..trusted import check_code
 from ..writers import DATASET_NAMES, FILES
@@ -60,9 +65,21 @@ def catalog_gpu(device: str) -> str:
     return next((g for g in sorted(GPUS, key=len, reverse=True) if g.upper() in squashed), "H200")
 
 
+def rows_file(data: Path) -> Path:
+    """The dataset's episodes.jsonl, else its sessions.jsonl (a kernelinfer layout)."""
+    episodes = data / FILES["episodes"]
+    return episodes if episodes.is_file() or not (data / SESSIONS_FILE).is_file() else data / SESSIONS_FILE
+
+
+def as_episode(row: dict) -> dict:
+    """An episode row as sample_cases reads it: a session's trace records are its steps (their code,
+    absent there, is rendered from the recipe when a step is sampled)."""
+    return dict(row, steps=row["trace"]) if "trace" in row and "steps" not in row else row
+
+
 def _check_paths(data: Path, report: Path | None) -> None:
-    if not (data / FILES["episodes"]).is_file():
-        raise UsageError(f"{data}: no {FILES['episodes']} (not a generated dataset?)")
+    if not rows_file(data).is_file():
+        raise UsageError(f"{data}: no {FILES['episodes']} or {SESSIONS_FILE} (not a generated dataset?)")
     if report is not None:
         if report.is_dir():
             raise UsageError(f"--report {report} is a directory")
@@ -131,17 +148,19 @@ def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None 
     jobs = jobs or os.cpu_count() or 4
     tasks = {}       # episode id -> (line, its task fields): what a case's recipe is rendered for
 
+    source = rows_file(data)
+
     def episodes():
-        for n, ep in read_jsonl(data / FILES["episodes"]):
+        for n, ep in read_jsonl(source):
             tasks[ep.get("id")] = (n, {k: ep.get(k) for k in ("id", "module", "gpu", "dtype", "shape")})
-            yield ep
+            yield as_episode(ep)
     cases = sample_cases(episodes(), sample, seed, arch=GPUS[gpu].arch, sim_gpu=gpu)
     for c in cases if not trust else ():
-        if c["at"] == "task":      # the step's own code (else kernelstrain rendered it at the check shape)
+        if not c["rendered"]:      # the dataset's own code (else kernelstrain rendered it from the recipe)
             n, ep = tasks[c["episode"]]
             step = {"step": c["step"], "tag": c["variant"], "params": c["params"],
                     "bug": c["bug"] if c["label"] == "wrong_result" else None}
-            check_code(ep, step, c["code"], f"{data / FILES['episodes']}:{n}", runs=True)
+            check_code(ep, step, c["code"], f"{source}:{n}", runs=True)
     if not cases:
         raise UsageError(f"{data}: no ok or wrong_result steps of {GPUS[gpu].arch} episodes to check")
     build_dir = build_dir or Path(os.environ.get("KS_GPU_CHECK_CACHE", Path.home() / ".cache" / "kernelstrain"

@@ -9,6 +9,8 @@ local GPU's architecture are sampled; compile errors are `kernelstrain verify`'s
 A candidate runs as recorded at the episode's task shape when that shape fits (<= 4 GB, at most
 8x the check shape's bytes and FLOPs, every candidate simulated <= 60 ms); otherwise it is
 re-rendered at the op's check shape (the op spec's check_shape) from its variant, params and bug.
+A step without code (a session's trace record) is rendered from its recipe at the task shape; a
+case's `rendered` says kernelstrain wrote its code (nothing of the dataset's text runs).
 """
 from __future__ import annotations
 
@@ -77,9 +79,10 @@ def _round_robin(steps: list, key, n: int) -> list:
 def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
     module = REGISTRY[episode["module"]]
     variant = module.variant(step["tag"])
-    shape, at, code = as_dict(episode["shape"]), "task", step["code"]
+    shape, at, code = as_dict(episode["shape"]), "task", step.get("code")
     params = as_dict(step["params"])
     bug = step.get("bug")
+    rendered = code is None
     too_slow = simulate(module, variant, params, make_task(module, sim_gpu, episode["dtype"], shape))
     if not fits(module, episode["dtype"], shape, sim_gpu) or (too_slow.ok and too_slow.time_ms > MAX_SIM_MS):
         if not check_shape(module) or (step["status"] == "wrong_result" and not bug):
@@ -88,12 +91,15 @@ def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
         task = make_task(module, "H100", episode["dtype"], shape)
         if not simulate(module, variant, params, task).ok:
             return None
-        code = knobs.render(module, variant, params, task, bug)
+        code, rendered = knobs.render(module, variant, params, task, bug), True
+    elif rendered:
+        code = knobs.render(module, variant, params, make_task(module, episode["gpu"], episode["dtype"], shape), bug)
     return {"id": f"{episode['id']}|{step['step']}", "episode": episode["id"], "step": step["step"],
             "module": module.name, "impl": module.impl, "variant": step["tag"], "params": params,
             "dtype": episode["dtype"], "shape": dict(shape), "at": at, "label": step["status"],
             "kind": step["status"], "bug": bug if step["status"] == "ok" else (bug or "wrong_result"),
-            "bug_repeats": 3 if step["status"] == "wrong_result" else 1, "main": True, "code": code}
+            "bug_repeats": 3 if step["status"] == "wrong_result" else 1, "main": True, "code": code,
+            "rendered": rendered}
 
 
 def _order(seed: int, *parts) -> str:

@@ -9,7 +9,28 @@ from __future__ import annotations
 
 from .base import OpModule, Rung
 
-REGISTRY: dict[str, OpModule] = {}
+
+
+class Registry(dict):
+    """Op modules by name. A name not registered may be a fused program's module, made on
+    demand (kernelstrain.fused.module: `fused_s{seed}_{index}_{impl}`); iteration, `len` and `in`
+    see the registered modules only; `get` finds both."""
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __missing__(self, name: str) -> OpModule:
+        from ..fused.module import fused_module
+        module = fused_module(name) if isinstance(name, str) else None
+        if module is None:
+            raise KeyError(name)
+        return module
+
+
+REGISTRY: Registry = Registry()
 
 
 def register(module: OpModule) -> OpModule:

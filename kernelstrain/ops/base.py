@@ -35,6 +35,11 @@ BUGS = {
     "off_by_one": "loop or mask bound off by one",
     "missing_scale": "drops a scale factor",
     "racy_update": "plain store where an atomic update is needed",
+    # fused programs (kernelstrain/fused): offered only where they break the program's output
+    "missing_tail": "drops the scalar tail after the vector loop",
+    "broadcast_index": "indexes a per-channel parameter by the flat index, not the element's channel",
+    "no_max_subtraction": "exponentiates without subtracting the row max",
+    "wrong_reduce_dim": "reduces along the wrong dimension",
 }
 
 

@@ -53,6 +53,7 @@ KINDS = (
     Kind("load_unmasked", "triton", "type", lambda code: triton_more.masked_calls(code, "load"),
          triton_more.load_unmasked),
     Kind("semicolon", "cuda", "syntax", nvcc_syntax.semicolon_sites, nvcc_syntax.semicolon),
+    Kind("cast_pointer", "cuda", "type", nvcc.cast_pointer_sites, nvcc.cast_pointer),
 )
 BY_NAME = {k.name: k for k in KINDS}
 NAMES = tuple(BY_NAME)

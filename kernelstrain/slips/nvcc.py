@@ -82,6 +82,29 @@ def const_cast(code: str, site: int, dtype: str = ""):
                                                  shown, col)])
 
 
+# -- a vector cast's template argument written without its `*`: a cast to a non-pointer type -----
+_VECTOR = re.compile(r"(?:__)?[a-z][a-z_0-9]*[234]")     # float4, uint2, __half2, __nv_bfloat162; not uint8_t
+
+
+def cast_pointer_sites(code: str) -> list:
+    """const_cast_sites whose type is a CUDA vector struct: a pointer cast to an integer type
+    (`uint32_t`) compiles, and errs later."""
+    lines = code.split("\n")
+    return [(i, col) for i, col in const_cast_sites(code) if _VECTOR.fullmatch(_CAST.match(lines[i], col).group(1))]
+
+
+def cast_pointer(code: str, site: int, dtype: str = ""):
+    """`reinterpret_cast<const float4*>(x)` written `reinterpret_cast<const float4>(x)`: EDG
+    rejects the cast at its template argument, naming the type (nvcc 13.0)."""
+    got = _edit(code, cast_pointer_sites(code), site, _CAST, "reinterpret_cast<",
+                lambda m: re.sub(r"\s*\*>", ">", m.group(0), count=1))
+    if got is None:
+        return None
+    lines, j, m, shown, col = got
+    return "\n".join(lines), report([error_block(j, f'cast to type "const {m.group(1)}" is not allowed', shown,
+                                                 col + len("reinterpret_cast<"))])
+
+
 # -- a reduction buffer sized by the launch instead of the compile-time block size ------------
 _SHARED = re.compile(r"^\s*__shared__\s+(?:__align__\(\d+\)\s+)?[\w:]+\s+([A-Za-z_]\w*)\s*((?:\[[^\]]*\])+)")
 _BLOCK_SIZE = {"THREADS": "blockDim.x", "WARPS": "(blockDim.x / 32)"}

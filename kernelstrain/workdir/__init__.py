@@ -8,6 +8,8 @@ build -> verify -> profile -> iterate in, runnable as it is on a GPU machine wit
     build.py verify.py profile.py harness.py    the scripts (read-only for the agent)
     task.json           the task, the candidate, the tolerance, the recorded times
     SKILL.md            the rules and the target to beat
+    kernelbench/        single-op tasks: problem.py and solution.py, the task and the candidate as
+                        the KernelBench export writes them (one self-contained file each, no __file__)
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from .subject import Subject, find_subject
 
 SCRIPTS = ("harness.py", "build.py", "verify.py", "profile.py")
 # what a workspace holds at its top level: --force replaces these and leaves every other file
-WORKSPACE_NAMES = ("model.py", "model_new.py", "task.json", "SKILL.md", "kernels", "binding", *SCRIPTS)
+WORKSPACE_NAMES = ("model.py", "model_new.py", "task.json", "SKILL.md", "kernels", "binding", "kernelbench", *SCRIPTS)
 # KernelBench's correctness check: torch.allclose with atol = rtol = 1e-4 (fp32), 1e-2 (16-bit)
 KERNELBENCH_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
@@ -95,11 +97,17 @@ def workdir_files(subject: Subject) -> dict:
              "task.json": json.dumps(task_json(subject), indent=2) + "\n", "SKILL.md": skill(subject)}
     kfile = f"kernels/{kernel_file(subject)}"
     if subject.kind == "fused":
-        files[kfile] = fused_forward(subject.reference)
+        files[kfile] = subject.candidate.code if subject.candidate else fused_forward(subject.reference)
     else:
         files[kfile] = subject.candidate.code
         if subject.module.impl == "cuda":
             files["binding/binding.cpp"], files["binding/trampoline.cu"] = binding_sources(subject)
+        # model_new.py reads kernels/ beside it (__file__), which KernelBench's exec cannot give it:
+        # the KernelBench form of the same candidate is the export's (imported here: the export
+        # package imports this one)
+        from ..export.kb_form import problem_source, solution_source
+        files["kernelbench/problem.py"], files["kernelbench/solution.py"] = \
+            problem_source(subject), solution_source(subject)
     files.update({name: template(name) for name in SCRIPTS})
     return files
 
@@ -119,7 +127,14 @@ def skill(subject: Subject) -> str:
     fused = subject.kind == "fused"
     impl = "CUDA or Triton" if fused else subject.module.impl.upper() if subject.module.impl == "cuda" else "Triton"
     kfile = f"kernels/{kernel_file(subject)}"
-    if fused:
+    if fused and subject.candidate:
+        c = subject.candidate
+        start = (f"`{kfile}` holds the candidate to improve, a complete KernelBench solution (class ModelNew): "
+                 f"{c.label}, recorded status `{c.status}`. Library calls it keeps (GEMM, convolution ...) are "
+                 "allowed; fuse what surrounds them.")
+        target = _times("recorded eager", subject.eager_ms, "recorded torch.compile", subject.compiled_ms)
+        target += f", recorded best {subject.best_ms:.4f} ms (simulated on {subject.gpu}, {subject.arch})"
+    elif fused:
         start = (f"`{kfile}` holds the fused program's forward in PyTorch operators: there is no custom kernel for "
                  "this task yet. It is the starting point to replace, and it breaks rule 1 until you do.")
         target = _times("measured eager", subject.eager_ms, "measured torch.compile", subject.compiled_ms)
@@ -132,6 +147,12 @@ def skill(subject: Subject) -> str:
         "- `binding/binding.cpp` is the PyTorch binding generated from the op's entry point (it checks every "
         "tensor's device, dtype and shape, allocates the outputs and calls the kernel through "
         "`binding/trampoline.cu`). Keep the host function's signature so both still fit.\n")
+    if not fused:
+        from ..export.kb_form import precision        # the export package imports this one
+        binding += ("- `kernelbench/problem.py` and `kernelbench/solution.py` are this task and the candidate above as "
+                    "KernelBench's harness runs them (`eval_kernel_against_ref` with backend "
+                    f"`{subject.module.impl}`, precision `{precision(subject)}`): one self-contained file each, "
+                    "written with the workspace; they keep the candidate you were given, not your edits.\n")
     if unsupported_reason(subject):
         binding += (f"- Caution: the generated binding cannot call this entry ({unsupported_reason(subject)}); "
                     "`model_new.py` needs a hand-written binding before verify can pass.\n")

@@ -22,7 +22,7 @@ CUDA_FLAGS = ("-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_
 def kernel_file(subject) -> str:
     """kernels/<name>: the candidate's file (fused tasks: the reference forward in Python)."""
     if subject.kind == "fused":
-        return "fused_reference.py"
+        return "fused_candidate.py" if subject.candidate else "fused_reference.py"
     m = subject.module
     return f"{m.entry.name}.cu" if m.impl == "cuda" else f"{m.entry.py_name or m.entry.name}.py"
 
@@ -163,6 +163,8 @@ def model_new(subject) -> str:
             "import os  # noqa: F401\nfrom pathlib import Path\n\nimport torch\nimport torch.nn as nn  # noqa: F401\n"]
     head.append("from model import Model\n\nHERE = Path(__file__).resolve().parent\n")
     body = _loader(subject)
+    if subject.kind == "fused" and subject.candidate:
+        return "\n".join(head) + "\n\n" + _FUSED_CANDIDATE
     params, lines = (["*inputs"], ["return fused_forward(self, *inputs)"]) if subject.kind == "fused" \
         else forward_call(subject)
     cls = (f"class ModelNew(Model):\n    \"\"\"The reference's constructor and parameters; forward through the custom "
@@ -171,7 +173,36 @@ def model_new(subject) -> str:
     return "\n".join(head) + "\n\n" + body + "\n\n" + cls
 
 
+_FUSED_CANDIDATE = '''_CANDIDATE = None
+
+
+def build(verbose=False):
+    """Import kernels/fused_candidate.py, a complete KernelBench solution (its load_inline compiles the
+    CUDA source as it is imported; Triton compiles each kernel at its first launch)."""
+    global _CANDIDATE
+    if _CANDIDATE is None:
+        spec = importlib.util.spec_from_file_location('ks_fused_candidate', HERE / 'kernels' / 'fused_candidate.py')
+        _CANDIDATE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_CANDIDATE)
+    return _CANDIDATE
+
+
+def set_poison(on):
+    """The candidate's kernels allocate their outputs themselves (torch.empty in their wrappers)."""
+
+
+class ModelNew(nn.Module):
+    """The candidate's ModelNew: the reference's constructor arguments, modules and parameters (built in
+    the same order, so a seeded construction gives the same weights), forward through its kernels."""
+
+    def __new__(cls, *args, **kwargs):
+        return build().ModelNew(*args, **kwargs)
+'''
+
+
 def _what(subject) -> str:
+    if subject.kind == "fused" and subject.candidate:
+        return f"the episode's candidate ({subject.candidate.label}), kernels/fused_candidate.py."
     if subject.kind == "fused":
         return "the fused program's forward, in PyTorch operators (kernels/fused_reference.py) until replaced."
     impl = subject.module.impl

@@ -16,9 +16,9 @@ from pathlib import Path
 from ..errors import UsageError
 from ..fused.dataset import CANDIDATES, TASKS, is_fused_dir
 from ..ops import REGISTRY
-from ..sessions import episode_source
+from ..dataset import episode_source
 from ..tasks import make_task
-from ..validate import read_jsonl
+from ..reading import read_jsonl
 
 HOLDOUT_GLOB = "tasks_holdout*.jsonl"
 
@@ -65,6 +65,12 @@ def single(row: dict, split: str, candidate: Candidate, reference: str | None = 
     task = make_task(module, row["gpu"], row["dtype"], row["shape"])
     _check_trusted(row, candidate, reference)
     best = row.get("best") or {}
+    if hasattr(module, "view"):         # a fused program's episode: the candidate is a whole KernelBench solution
+        return Subject(task_id=row["task_id"], kind="fused", split=split, reference=module.reference(task),
+                       dtype=row["dtype"], title=module.title, desc=row.get("desc") or module.desc, module=module,
+                       task=task, gpu=row["gpu"], arch=row["arch"], candidate=candidate,
+                       baseline_ms=row["baseline"].get("time_ms"), best_ms=best.get("time_ms"),
+                       eager_ms=row.get("torch_eager_ms"), compiled_ms=row.get("torch_compile_ms"))
     return Subject(task_id=row["task_id"], kind="single", split=split, reference=reference or module.reference(task),
                    dtype=row["dtype"], title=module.title, desc=row.get("desc") or module.desc, module=module,
                    task=task, gpu=row["gpu"], arch=row["arch"], candidate=candidate,
@@ -125,6 +131,8 @@ def find_subject(data: Path, task_id: str, step: int | None = None, episode: str
                 continue
             if row["task_id"] == task_id or row["id"] == task_id:
                 row = as_episode(row)
+                if step is None and REGISTRY.get(row["module"]) is not None and hasattr(REGISTRY[row["module"]], "view"):
+                    step = row["best"]["step"]       # a fused episode's workspace starts from its best candidate
                 return single(row, "train", episode_candidate(row, step))
         if episode:
             raise UsageError(f"{data}: no episode {episode!r} of task {task_id!r}")

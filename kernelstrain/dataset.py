@@ -1,0 +1,161 @@
+"""A dataset as a library object (SPEC §13): `kernelstrain.open(dir)` reads its manifest and
+stats once, and the commands that read datasets back are its clients.
+
+>>> import tempfile, kernelstrain
+>>> from kernelstrain.api import generate
+>>> out = Path(tempfile.mkdtemp()) / "d"
+>>> _ = generate("kernelstrain", seed=0, out=out, episodes=2)
+>>> ds = kernelstrain.open(out)
+>>> ds.manifest.profile.output.max_context_tokens, ds.layout.name, ds.stats["episodes"]
+(16000, 'episodes', 2)
+>>> ep = next(ds.episodes())
+>>> ds.code(ep, 0) == ep["baseline"]["code"], len(ds.chat_rows(ep)[1]) == len(ep["steps"])
+(True, True)
+>>> [s["step"] for s, verdict in ds.replay(ep)] == [s["step"] for s in ep["steps"]]
+True
+>>> ds.validate(workers=1).total
+0
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .episodes import chat_rows, replay
+from .errors import DataError
+from .layouts import EPISODES, LAYOUTS, Layout, all_files
+from .manifest import Manifest, read_manifest
+from .pools import Background
+from .reading import read_jsonl, read_stats
+from .validate import (Context, Findings, _check_holdout, _check_stats, check_holdout_splits, check_manifest,
+                       measure_splits)
+from .validate_derived import check_derived_files
+from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
+
+
+class Dataset:
+    """A dataset directory: its manifest (the run), stats.json and layout record."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.stats: dict = read_stats(self.path)
+        self.manifest: Manifest = read_manifest(self.path)
+        self.layout: Layout = LAYOUTS[self.manifest.layout]
+
+    def __repr__(self) -> str:
+        return f"<Dataset {self.path} ({self.manifest.profile.name}, seed {self.manifest.seed}, {self.layout.name})>"
+
+    @property
+    def episode_file(self) -> Path:
+        """The file of one row per episode (episodes.jsonl, sessions.jsonl)."""
+        return self.path / self.layout.episode_file
+
+    @property
+    def chat_file(self) -> Path:
+        """The multi-turn chat rows (sft_multiturn.jsonl in both layouts)."""
+        return self.path / self.layout.files["sft_multiturn"]
+
+    def rows(self):
+        """(line, row) of the episode file as stored, streamed; a corrupt line raises DataError."""
+        return read_jsonl(self.episode_file)
+
+    def episodes(self):
+        """Every episode as its public episode row, streamed; a session's code is re-rendered
+        from its trace."""
+        for _, row in self.rows():
+            yield self.layout.episode(row)
+
+    def episode(self, episode_id: str) -> dict:
+        """The public row of one episode, by id (DataError when the dataset has none)."""
+        for _, row in self.rows():
+            if row.get("id") == episode_id:
+                return self.layout.episode(row)
+        raise DataError(f"{self.episode_file}: no episode {episode_id!r}")
+
+    @staticmethod
+    def code(episode: dict, step: int) -> str:
+        """The complete candidate source of step `step` of an episode row (0: the baseline)."""
+        return episode["baseline"]["code"] if step == 0 else episode["steps"][step - 1]["code"]
+
+    def chat_rows(self, episode: dict) -> tuple[list, list]:
+        """(multi-turn window rows, step rows) of an episode, as this run's [output] settings
+        write them."""
+        out = self.manifest.profile.output
+        return chat_rows(episode, out.timestamps, out.max_context_tokens)
+
+    @staticmethod
+    def replay(episode: dict) -> list:
+        """[(step, episodes.Verdict)]: the ledger's view of each step, replayed from the row."""
+        return list(replay(episode))
+
+    def qa(self) -> dict:
+        """The trajectory QA object over the whole dataset (`kernelstrain qa`)."""
+        return self.layout.qa(self.path)
+
+    def validate(self, limit: int = 50, workers: int = 1) -> Findings:
+        return validate(self.path, limit, workers, self)
+
+    def data_files(self) -> list[str]:
+        """The data files the dataset must hold: its layout's, any further holdout split files
+        its stats.json declares, and the files cut from the data (batches/) it lists."""
+        splits = self.stats.get("holdout", {}).get("splits", {}) if isinstance(self.stats.get("holdout"), dict) else {}
+        extra = [s.get("file") for s in splits.values() if isinstance(s, dict)]
+        cut = [f for f in self.stats["files"] if f.startswith("batches/")] if self.layout.cut else []
+        return list(dict.fromkeys([*all_files(self.layout).values(), *(f for f in extra if f in DATASET_NAMES), *cut]))
+
+
+def open(path: str | Path) -> Dataset:      # noqa: A001 (the library's reader, as sqlite-utils' Database)
+    """The dataset in `path` (DataError, exit 2 in the CLI, when it is not one or has no manifest)."""
+    return Dataset(path)
+
+
+def episode_source(data: Path) -> tuple[Path, Path, object]:
+    """(episode rows' file, chats' file, row -> public episode row) of a dataset, from its
+    manifest. A directory that holds no dataset (held-out task files only: workdir and export
+    read those too) gives an episode file that does not exist."""
+    if any((data / name).exists() for name in (MARKER, FILES["episodes"], SESSION_FILES["sessions"])):
+        ds = Dataset(data)
+        return ds.episode_file, ds.chat_file, ds.layout.episode
+    return data / FILES["episodes"], data / FILES["sft_multiturn"], EPISODES.episode
+
+
+def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None = None) -> Findings:
+    """All problems found in a dataset directory (the first `limit` kept, all counted). With
+    `workers` > 1 the holdout contamination is measured in another process while this one
+    checks the files (the findings are the same)."""
+    if limit < 1:
+        raise DataError(f"--max-problems must be >= 1, got {limit}")
+    ds = ds or Dataset(data)
+    out, stats = Findings(limit), ds.stats
+    names = ds.data_files()
+    for name in names:
+        if not (data / name).is_file():
+            out.add(str(data / name), "missing", "files")
+    if out:
+        return out
+    actual = {name: _summary(data / name) for name in names}
+    for name, summary in stats["files"].items():
+        if name not in actual:
+            out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
+        elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
+            out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
+    with Background(workers > 1) as background:
+        measured = background.run(measure_splits, data, stats, ds.layout, workers)
+        ctx = Context(stats, ds.manifest)
+        check_manifest(stats, ds.manifest, out)
+        held = _check_holdout(data / FILES["holdout"], ctx, out)
+        acc = ds.layout.check(data, ctx, held, out)
+        _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
+        check_derived_files(data, ds.layout, stats, out)
+        out.notes = check_holdout_splits(data, stats, out, measured())
+    return out
+
+
+def _summary(path: Path) -> dict:
+    digest, size, lines = hashlib.sha256(), 0, 0
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    return {"rows": lines, "bytes": size, "sha256": digest.hexdigest()}

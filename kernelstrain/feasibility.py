@@ -1,0 +1,351 @@
+"""Physical feasibility of a candidate at a task's shape: the alignment and descriptor rules a real
+build or launch enforces on the memory instructions its code uses (issue 30).
+
+A candidate's code is scanned for the instructions that need aligned rows, and each data tensor of
+the op's entry (the task's dtype, two or more dims, the innermost one a dim of the task) is checked:
+its row of `last dim x element bytes` is the global stride every row after the first starts at.
+
+  rule          what in the code                                          needs rows of
+  tma           cuTensorMapEncodeTiled / cp.async.bulk.tensor (CUDA),     16-byte multiples (the tensor
+                tl.make_tensor_descriptor (Triton)                        map's global strides)
+  bulk_copy     cp.async.bulk global<->shared (Hopper's bulk-copy engine) 16-byte multiples (address, size)
+  vector16      uint4 / float4 / int4 casts, ld/st.global.v4, 16-byte     16-byte multiples
+                cp.async (cp_async_16, cp.async.cg)
+  vector8       uint2 / float2 / int2 casts                               8-byte multiples
+  vector4       __half2 / __nv_bfloat162 casts                            4-byte multiples
+
+What violates a rule at a shape is not written (sim.writable: an engineer who knows the shape does
+not pick a 16-byte vector for 1,554-byte rows) and, when asked anyway, `sim.simulate` fails it with
+the runtime's text: on NVIDIA a misaligned vector or bulk access faults ("misaligned address"), and a
+TMA tile whose global address is not 16-byte aligned stops the SM ("an illegal instruction was
+encountered", triton-lang/triton#7385 on an H100; the renders' host code does not check
+cuTensorMapEncodeTiled's CUDA_ERROR_INVALID_VALUE, and Triton checks device-built descriptors' dynamic
+strides only in its instrumented mode). On AMD a misaligned global vector load is split by the
+hardware (unaligned access mode on gfx9+) and runs; no TMA exists there.
+
+A Triton kernel's `tl.arange(0, N)` needs N a power of 2: where the rung binds N to a dim of the task
+(a head dim of 96, a head count of 6) Triton's code generator rejects the kernel ("arange's range must
+be a power of 2"), and an engineer pads it to the next power and masks instead; a rung that does not is
+not written at that shape, and fails with Triton's CompilationError when asked.
+
+The static tile rules of the same instructions (a TMA box at most 256 a dim, the inner box at least
+16 bytes; wgmma tiles M a multiple of 64, N a multiple of 8 up to 256, K 16 for 16-bit and 32 for 8-bit
+inputs) depend on the rung's parameters only: tile_violation() names them and
+tests/test_feasibility.py holds every rung of the registry to them.
+
+Triton code outside tensor descriptors is not checked: Triton proves alignment from its
+arguments' divisibility by 16 and emits narrower loads where it cannot, so it always runs.
+
+>>> from kernelstrain.ops import REGISTRY
+>>> from kernelstrain.tasks import make_task
+>>> m = REGISTRY["gemm_fp16_triton"]; v = m.variant("persistent_tma")
+>>> violation(m, v, v.defaults(), make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 777}))[0]
+'tma'
+>>> violation(m, v, v.defaults(), make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 776})) is None
+True
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+import re
+
+from .knobs import own, render
+from .memo import candidate_cache
+from .ops.base import DTYPE_BYTES, OpModule, Task, Variant
+from .ops.contract import Arg
+
+# (rule, bytes a row must be a multiple of, the code that needs it, impl)
+RULES = (
+    ("tma", 16, re.compile(r"cuTensorMapEncodeTiled|cp\.async\.bulk\.tensor"), "cuda"),
+    ("tma", 16, re.compile(r"tl\.make_tensor_descriptor|TensorDescriptor"), "triton"),
+    ("bulk_copy", 16, re.compile(r"cp\.async\.bulk\.(?:shared|global)"), "cuda"),
+    ("vector16", 16, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:uint4|float4|int4|double2|longlong2)\s*\*\s*>"
+                                r"|\b(?:ld|st)\.global(?:\.nc)?(?:\.[a-z_:0-9]+)*\.v4\.(?:b32|u32|f32|s32)"
+                                r"|\bcp_async_16\b|cp\.async\.c[ag]\.shared\.global"), "cuda"),
+    ("vector8", 8, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:uint2|float2|int2)\s*\*\s*>"), "cuda"),
+    ("vector4", 4, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:__half2|__nv_bfloat162|half2)\s*\*\s*>"), "cuda"),
+)
+WIDEST = max(need for _, need, _, _ in RULES)
+# what the runtime says when the kernel meets a misaligned access of each rule (NVIDIA)
+RUNTIME = {"tma": "an illegal instruction was encountered", "bulk_copy": "misaligned address",
+           "vector16": "misaligned address", "vector8": "misaligned address", "vector4": "misaligned address"}
+TMA_BOX_MAX = 256
+WGMMA_K = {1: 32, 2: 16}          # element bytes -> wgmma's K per instruction (fp8/int8, fp16/bf16)
+
+
+_ROWS: dict = {}        # (module name, dtype, shape) -> rows(): a pure function of them
+
+
+def _rows(entry, dtype: str, shape: tuple) -> tuple:
+    """((tensor, row bytes, of the task's dtype), ...) of the entry's tensors at this shape."""
+    dims = _Dims(dict(shape), dtype)
+    out = []
+    for a in entry.args if entry is not None else ():
+        if not isinstance(a, Arg) or len(a.dims) < 2 or not isinstance(a.dims[-1], str):
+            continue
+        elt = DTYPE_BYTES.get(a.dtype_of(dims))
+        if elt is not None and elt >= 1:
+            out.append((a.name, int(a.shape(dims)[-1] * elt), a.dtype == "task"))
+    return tuple(out)
+
+
+class _Dims:
+    """The little of a Task that Arg.shape and Arg.dtype_of read."""
+    def __init__(self, dims: dict, dtype: str):
+        self.dims, self.dtype = dims, dtype
+
+
+def rows(module: OpModule, task: Task) -> tuple:
+    """((tensor name, row bytes, of the task's dtype), ...): the global strides the rules check, of
+    every tensor of two or more dims whose innermost dim is a dim of the task.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> from kernelstrain.tasks import make_task
+    >>> m = REGISTRY["gemm_fp16_cuda"]
+    >>> rows(m, make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 777}))
+    (('A', 1554, True), ('B', 1554, True), ('C', 6000, True))
+    """
+    key = (module.name, task.dtype, task.shape)
+    if key not in _ROWS:
+        _ROWS[key] = _rows(module.entry, task.dtype, task.shape)
+    return _ROWS[key]
+
+
+def misaligned(module: OpModule, task: Task, own: bool = False) -> bool:
+    """Whether some row of the task (own: of a tensor of the task's dtype, the data a kernel streams) is
+    not a multiple of the widest access (the fast path: no rule can fail where every row is aligned)."""
+    return any(row % WIDEST for _, row, of_task in rows(module, task) if of_task or not own)
+
+
+_STATEMENT = re.compile(r"__shared__[^;]*;")
+_ARRAY_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
+# local arrays: `float a[TM], b[TN];`, `Pack cache[8] = {};` (registers or local memory, aligned to their type)
+_LOCAL_DECL = re.compile(r"^[ \t]*(?:const\s+)?[A-Za-z_][\w:<>]*\s+((?:[A-Za-z_]\w*\s*(?:\[[^\]\n]*\]\s*)+"
+                         r"(?:=\s*\{[^}\n]*\}\s*)?,\s*)*[A-Za-z_]\w*\s*(?:\[[^\]\n]*\]\s*)+(?:=\s*\{[^}\n]*\}\s*)?);", re.M)
+_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)([^;]*)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_FIRST_NAME = re.compile(r"(?:\([A-Za-z_ ]+\)|[\s(&*])*([A-Za-z_]\w*)")
+
+
+def _outside_brackets(text: str) -> str:
+    return re.sub(r"\[[^\]]*\]", "[]", text)
+
+
+def on_chip_names(code: str) -> set:
+    """Names of shared-memory and local arrays, and of the pointers set from them: their addresses are
+    aligned whatever the task's shape."""
+    decls = _STATEMENT.findall(code) + _LOCAL_DECL.findall(code)
+    names = {n for d in decls for n in _ARRAY_NAME.findall(_outside_brackets(d))}
+    assigned = [(a, _FIRST_NAME.match(rhs)) for a, rhs in _ASSIGN.findall(code)]
+    while True:
+        more = {a for a, first in assigned if first is not None and first.group(1) in names} - names
+        if not more:
+            return names
+        names |= more
+
+
+def reach(code: str, tensors: set) -> dict:
+    """name -> the entry tensors a pointer of that name is set from (assignments followed to a fixed point)."""
+    sources = {}
+    for name, rhs in _ASSIGN.findall(code):
+        sources.setdefault(name, set()).update(_NAME.findall(rhs))
+    out = {t: {t} for t in tensors}
+    while True:
+        grown = False
+        for name, names in sources.items():
+            got = set().union(*(out.get(n, set()) for n in names)) - out.get(name, set())
+            if got:
+                out.setdefault(name, set()).update(got)
+                grown = True
+        if not grown:
+            return out
+
+
+def _operand(code: str, at: int) -> str:
+    """The parenthesised operand that starts at `at` (a cast's argument)."""
+    if at >= len(code) or code[at] != "(":
+        return ""
+    depth = 0
+    for i in range(at, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[at + 1:i]
+    return code[at + 1:]
+
+
+def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reached: dict) -> set:
+    """The entry tensors the code may reach with `pattern`. A cast's operand is traced back through
+    assignments to the tensors it is computed from; a cast of an on-chip array is aligned whatever
+    the task's shape and reaches none; a cast whose operand cannot be traced (a kernel parameter named
+    otherwise, a helper's argument), and an instruction without an operand (cp.async, TMA, bulk
+    copies), may reach any tensor of the task's dtype."""
+    own = {name for name, _, of_task in tensors if of_task}
+    out = set()
+    for m in pattern.finditer(code):
+        if not m.group(0).startswith("reinterpret_cast"):
+            return out | own
+        first = _FIRST_NAME.match(_operand(code, m.end()))
+        if first is None:
+            out |= own
+        elif first.group(1) not in on_chip:
+            out |= reached.get(first.group(1)) or own
+    return out
+
+
+_ARANGE_OF = re.compile(r"tl\.arange\(\s*0\s*,\s*([A-Za-z_0-9 *+\-/]+?)\s*\)")
+_OPS = {ast.Mult: operator.mul, ast.Add: operator.add, ast.Sub: operator.sub, ast.FloorDiv: operator.floordiv}
+
+
+def _pow2(x) -> bool:
+    return x >= 1 and not x & (x - 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(expr: str):
+    try:
+        return ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _value(expr: str, names: dict) -> int | None:
+    """An arange bound (a constexpr, an int, or +, -, *, // of them) under the launch's constexprs;
+    None where it names anything else."""
+    def ev(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name) and type(names.get(node.id)) is int:
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            a, b = ev(node.left), ev(node.right)
+            return None if a is None or b is None else _OPS[type(node.op)](a, b)
+        return None
+    node = _parsed(expr)
+    return None if node is None else ev(node)
+
+
+def _jit_bodies(lines: list) -> dict:
+    """name -> (def line, end) of every @triton.jit function."""
+    out = {}
+    for i, line in enumerate(lines):
+        m = re.match(r"def (\w+)\(", line) if line.startswith("def ") else None
+        if m and i and lines[i - 1].startswith("@triton.jit"):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j][0].isspace()
+                        and not lines[j].startswith(")")), len(lines))
+            out[m.group(1)] = (i, end)
+    return out
+
+
+def _arange_frames(lines: list, bodies: dict, name: str, consts: dict, seen: frozenset) -> list | None:
+    """Triton's frames (def line, line, column, message or None), innermost first, of the first
+    non-power-of-2 arange reached from jit function `name`: its own, or one of a jit helper it calls
+    (a helper's constexpr parameters take the caller's values of the same name)."""
+    start, end = bodies[name]
+    callees = sorted(set(bodies) - seen - {name})
+    calls = re.compile(r"\b(" + "|".join(map(re.escape, callees)) + r")\(") if callees else None
+    for j in range(start + 1, end):
+        found = []
+        for m in _ARANGE_OF.finditer(lines[j]) if "tl.arange" in lines[j] else ():
+            n = _value(m.group(1), consts)
+            if n is not None and not _pow2(n):
+                found.append((m.start(), [(start, j, m.start(), "arange's range must be a power of 2")]))
+        for m in calls.finditer(lines[j]) if calls and any(c in lines[j] for c in callees) else ():
+            inner = _arange_frames(lines, bodies, m.group(1), consts, seen | {name})
+            if inner:
+                found.append((m.start(), inner + [(start, j, m.start(), None)]))
+        if found:
+            return min(found)[1]
+    return None
+
+
+def arange_site(module: OpModule, variant: Variant, params: dict, task: Task, code: str) -> tuple | None:
+    """(the arange's bound, its value, Triton's frames innermost first) of the first `tl.arange(0, N)`
+    a launched Triton kernel reaches whose N the launch binds to an integer that is not a power of 2,
+    or None."""
+    specs = module.compile_specs(variant, own(params), task)
+    bounds = set(_ARANGE_OF.findall(code))
+    if not any((n := _value(b, s.constexprs)) is not None and not _pow2(n) for b in bounds for s in specs):
+        return None              # the fast path: every arange the code has is a power of 2 here
+    lines = code.split("\n")
+    bodies = _jit_bodies(lines)
+    for spec in specs:
+        if spec.name not in bodies:
+            continue
+        frames = _arange_frames(lines, bodies, spec.name, spec.constexprs, frozenset())
+        if frames:
+            d, j, col, _ = frames[0]
+            bound = _ARANGE_OF.match(lines[j], col).group(1)
+            return bound, _value(bound, spec.constexprs) or 0, frames
+    return None
+
+
+@candidate_cache
+def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> tuple | None:
+    """(rule, subject, value, need) of the first rule the candidate's code breaks at this task's shape,
+    or None: ('tma' | 'bulk_copy' | 'vector16' | 'vector8' | 'vector4', tensor, row bytes, multiple) or
+    ('arange', constexpr, value, 'a power of 2')."""
+    if module.impl == "triton" and not all(_pow2(v) for v in task.dims.values()) and any(
+            type(v) is int and not _pow2(v) for s in module.compile_specs(variant, own(params), task)
+            for v in s.constexprs.values()):
+        site = arange_site(module, variant, params, task, render(module, variant, params, task))
+        if site is not None:
+            return "arange", site[0], site[1], "a power of 2"
+    if task.gpu.vendor != "nvidia" or not misaligned(module, task):
+        return None
+    tensors = rows(module, task)
+    hits = _accesses(render(module, variant, params, task), module.impl, tensors)
+    for rule, need, hit in hits:
+        for name, row, _ in tensors:
+            if name in hit and row % need:
+                return rule, name, row, need
+    return None
+
+
+@functools.lru_cache(maxsize=2048)
+def _accesses(code: str, impl: str, tensors: tuple) -> tuple:
+    """((rule, bytes needed, the tensors its instructions may reach), ...) of one candidate's code."""
+    on_chip, reached = on_chip_names(code), reach(code, {name for name, _, _ in tensors})
+    return tuple((rule, need, frozenset(accessed(pattern, code, tensors, on_chip, reached)))
+                 for rule, need, pattern, rule_impl in RULES if rule_impl == impl)
+
+
+def error_text(found: tuple, module: OpModule, variant: Variant, params: dict, task: Task) -> str:
+    """The tool's report of a violation (see the module docstring): Triton's CompilationError for a
+    non-power-of-2 arange, else the runtime's error as the harness prints it."""
+    from .runtime_texts import accelerator_error
+    if found[0] == "arange":
+        from .slips.triton_slips import CHAINED, compilation_error
+        lines = render(module, variant, params, task).split("\n")
+        frames = arange_site(module, variant, params, task, "\n".join(lines))[2]
+        return CHAINED.join(compilation_error(lines, *frame) for frame in frames)
+    what = RUNTIME[found[0]]
+    if module.impl == "triton":
+        return f"RuntimeError: Triton Error [CUDA]: {what}"
+    return accelerator_error(what, task.is_hip)
+
+
+TILE_PARAMS = {"M": ("BM", "BLOCK_M"), "N": ("BN", "BLOCK_N"), "K": ("BK", "BLOCK_K")}
+
+
+def tile_violation(variant: Variant, params: dict, elt_bytes: float, uses_tma: bool, uses_wgmma: bool) -> str | None:
+    """The static TMA / wgmma tile rule a rung's parameters break, or None (tile params named BM/BN/BK
+    or BLOCK_M/N/K; a rung without them tiles by constants its render fixes)."""
+    tile = {d: next((params[n] for n in names if n in params), None) for d, names in TILE_PARAMS.items()}
+    if uses_tma:
+        for d, x in tile.items():
+            if x is not None and x > TMA_BOX_MAX:
+                return f"TMA box dim {d} = {x} > {TMA_BOX_MAX}"
+        if tile["K"] is not None and tile["K"] * elt_bytes < 16:
+            return f"TMA inner box {tile['K']} x {elt_bytes} B < 16 B"
+    if uses_wgmma:
+        m, n, k = tile["M"], tile["N"], tile["K"]
+        if m is not None and m % 64:
+            return f"wgmma M tile {m} not a multiple of 64"
+        if n is not None and n % 8:       # wider than 256: several instructions, each N <= 256
+            return f"wgmma N tile {n} not a multiple of 8"
+        need = WGMMA_K.get(int(elt_bytes)) if elt_bytes >= 1 else None
+        if k is not None and need and k % need:
+            return f"wgmma K tile {k} not a multiple of {need}"
+    return None

@@ -1,0 +1,238 @@
+"""CUDA kernels of a fused candidate and their torch bindings: the source load_inline builds.
+
+Elementwise kernels: one thread an element (`vec` 0), or `vec` elements a thread through one
+aligned vector load with a scalar tail for the last n % vec elements. Row kernels: one block a
+row, block reductions by warp shuffles; re-reading the row for each pass, or (`cached`) holding
+it in registers. Every kernel computes in fp32 and stores in the tensor's dtype.
+
+Bugs (written in only where they break this program: module.py decides):
+  no_bounds_check     the vector kernel without its scalar tail
+  broadcast_index     a per-channel parameter indexed by i % C, not (i / inner) % C
+  no_max_subtraction  exp of the raw element in softmax / log_softmax / logsumexp
+  wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
+"""
+from __future__ import annotations
+
+from .chain import chain_lines, kernel_args
+from .exprs import CHANNEL_PARAMS
+from .kernels import Kernel, chain_parts, row_step
+from .recipes import CUDA_WORDS, recipe
+from .view import ProgramView
+
+SCALAR = {"fp32": "float", "bf16": "__nv_bfloat16"}
+
+PRELUDE = """#include <cuda_bf16.h>
+#include <math_constants.h>
+
+typedef {scalar} scalar_t;
+
+__device__ __forceinline__ float to_f(float v) {{ return v; }}
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) {{ return __bfloat162float(v); }}
+__device__ __forceinline__ void store_f(float* p, float v) {{ *p = v; }}
+__device__ __forceinline__ void store_f(__nv_bfloat16* p, float v) {{ *p = __float2bfloat16(v); }}
+"""
+
+VECTOR = """
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+    T v[N];
+};
+"""
+
+REDUCE = """
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Every thread gets the block's total: warps reduce by shuffles, warp 0's lanes hold the partials.
+template <int THREADS>
+__device__ float block_sum(float v) {
+    __shared__ float partial[32];
+    v = warp_sum(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = warp_sum(lane < THREADS / 32 ? partial[lane] : 0.f);
+    __syncthreads();
+    return v;
+}
+
+template <int THREADS>
+__device__ float block_max(float v) {
+    __shared__ float partial[32];
+    v = warp_max(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = warp_max(lane < THREADS / 32 ? partial[lane] : -CUDART_INF_F);
+    __syncthreads();
+    return v;
+}
+"""
+
+
+def _ptrs(args: list) -> str:
+    return ", ".join(f"const scalar_t* __restrict__ {n}" for n, _ in args)
+
+
+def _host_args(args: list) -> str:
+    return ", ".join(f"torch::Tensor {n}" for n, _ in args)
+
+
+def _launch_args(args: list) -> str:
+    return ", ".join(f"(const scalar_t*){n}.data_ptr()" for n, _ in args)
+
+
+def _checks(args: list) -> list[str]:
+    return [f'    TORCH_CHECK({n}.is_contiguous(), "{n} must be contiguous");' for n, _ in args]
+
+
+def _load(ptr: str, index: str) -> str:
+    return f"to_f({ptr}[{index}])"
+
+
+def ew_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | None) -> tuple[str, str]:
+    """(kernel, host function) of an elementwise kernel."""
+    g = view.kernel_geometry(k)
+    threads, vec = params["threads"], params.get("vec", 0)
+    upper = name.upper()
+    chan = f"i % {g.C}" if bug == "broadcast_index" else f"(i / {upper}_INNER) % {upper}_C"
+    args = kernel_args(view, k)
+    [(entry, part)] = chain_parts(view.steps, k)
+    body = chain_lines(view, k, entry, part, "cuda", chan, "i", _load)
+    consts = [f"constexpr int {upper}_THREADS = {threads};"]
+    if any(view.steps[j]["op"] in CHANNEL_PARAMS for j in k.steps) and bug != "broadcast_index":
+        consts += [f"constexpr long {upper}_C = {g.C};", f"constexpr long {upper}_INNER = {g.inner};"]
+    sig = f"__global__ void __launch_bounds__({upper}_THREADS) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, long n)"
+
+    def element(load_v: str, store: str, pad: str) -> list[str]:
+        return [pad + f"float v = {load_v};"] + [pad + s for s in body] + [pad + store]
+    if not vec:
+        lines = [sig + " {", f"    const long i = (long)blockIdx.x * {upper}_THREADS + threadIdx.x;", "    if (i < n) {",
+                 *element("to_f(x[i])", "store_f(&y[i], v);", "        "), "    }", "}"]
+        per_block = f"{upper}_THREADS"
+    else:
+        consts.append(f"constexpr int {upper}_VEC = {vec};")
+        pack = f"Pack<scalar_t, {upper}_VEC>"
+        lines = [sig + " {", f"    const long base = ((long)blockIdx.x * {upper}_THREADS + threadIdx.x) * {upper}_VEC;",
+                 f"    if (base + {upper}_VEC <= n) {{",
+                 f"        const {pack} in = *reinterpret_cast<const {pack}*>(x + base);",
+                 f"        {pack} out;", "#pragma unroll", f"        for (int e = 0; e < {upper}_VEC; ++e) {{",
+                 "            const long i = base + e;",
+                 *element("to_f(in.v[e])", "store_f(&out.v[e], v);", "            "), "        }",
+                 f"        *reinterpret_cast<{pack}*>(y + base) = out;"]
+        if bug == "no_bounds_check":
+            lines += ["    }", "}"]
+        else:
+            lines += ["    } else {", "        // the tail: the last n % VEC elements, one at a time",
+                      "        for (long i = base; i < n; ++i) {",
+                      *element("to_f(x[i])", "store_f(&y[i], v);", "            "), "        }", "    }", "}"]
+        per_block = f"{upper}_THREADS * {upper}_VEC"
+    host = [f"torch::Tensor {name}({_host_args(args)}) {{", *_checks(args),
+            "    auto y = torch::empty_like(x);", "    const long n = x.numel();",
+            f"    const int blocks = (int)((n + {per_block} - 1) / ({per_block}));",
+            f"    {name}_kernel<<<blocks, {upper}_THREADS>>>(",
+            f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), n);",
+            "    return y;", "}"]
+    return "\n".join(consts + lines), "\n".join(host)
+
+
+MAX_CACHED_ITEMS = 16     # values of its row one thread holds in registers; a longer row is re-read per pass
+
+
+def cached_row(params: dict, C: int) -> bool:
+    """Whether a row kernel of the register-caching rung holds its row in registers here."""
+    return bool(params.get("cached")) and -(-C // params["row_threads"]) <= MAX_CACHED_ITEMS
+
+
+def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | None) -> tuple[str, str]:
+    """(kernel, host function) of a row kernel: one block a row of C elements `inner` apart."""
+    steps = view.steps
+    r = row_step(steps, k)
+    op = steps[r]["op"]
+    g = view.geometry(r)
+    threads, cached = params["row_threads"], cached_row(params, g.C)
+    upper = name.upper()
+    rec = recipe(op, bug == "no_max_subtraction")
+    words = {**CUDA_WORDS, "C": f"{upper}_C", "w": f"to_f(w{r}[c])", "b": f"to_f(b{r}[c])"}
+    args = kernel_args(view, k)
+    (entry, pre), (_, post) = chain_parts(steps, k)
+    contiguous = bug == "wrong_reduce_dim" or g.inner == 1
+    stride = "1" if contiguous else f"{upper}_INNER"
+    base = f"row * {upper}_C" if contiguous else f"(row / {upper}_INNER) * {upper}_C * {upper}_INNER + row % {upper}_INNER"
+    pre_lines = chain_lines(view, k, entry, pre, "cuda", "c", f"base + (long)c * {stride}", _load)
+    consts = [f"constexpr int {upper}_THREADS = {threads};", f"constexpr long {upper}_C = {g.C};"]
+    if not contiguous:
+        consts.append(f"constexpr long {upper}_INNER = {g.inner};")
+    sig = f"__global__ void __launch_bounds__({upper}_THREADS) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, long rows)"
+    lines = [sig + " {", "    const long row = blockIdx.x;", f"    const long base = {base};"]
+    if cached:
+        items = -(-g.C // threads)
+        consts.append(f"constexpr int {upper}_ITEMS = {items};")
+        lines += [f"    float vals[{upper}_ITEMS];", "#pragma unroll", f"    for (int t = 0; t < {upper}_ITEMS; ++t) {{",
+                  f"        const int c = threadIdx.x + t * {upper}_THREADS;", "        float v = 0.f;",
+                  f"        if (c < {upper}_C) {{", f"            v = to_f(x[base + (long)c * {stride}]);",
+                  *["            " + s for s in pre_lines], "        }", "        vals[t] = v;", "    }"]
+
+        def loop(inner: list[str]) -> list[str]:
+            return ["#pragma unroll", f"    for (int t = 0; t < {upper}_ITEMS; ++t) {{",
+                    f"        const int c = threadIdx.x + t * {upper}_THREADS;", f"        if (c < {upper}_C) {{",
+                    "            float v = vals[t];", *["            " + s for s in inner], "        }", "    }"]
+    else:
+        def loop(inner: list[str]) -> list[str]:
+            return [f"    for (int c = threadIdx.x; c < {upper}_C; c += {upper}_THREADS) {{",
+                    f"        float v = to_f(x[base + (long)c * {stride}]);", *["        " + s for s in pre_lines],
+                    *["        " + s for s in inner], "    }"]
+    names = [result.split(" = ")[0] for _, _, result in rec.passes]
+    lines.append(f"    float {', '.join(names)};")
+    for combine, term, result in rec.passes:
+        ident = "0.f" if combine == "sum" else "-CUDART_INF_F"
+        acc = "acc += {};" if combine == "sum" else "acc = fmaxf(acc, {});"
+        target, value = result.split(" = ")
+        lines += ["    {", f"    float acc = {ident};", *loop([acc.format(term.format(**words))]),
+                  f"    acc = block_{combine}<{upper}_THREADS>(acc);", f"    {target} = {value.format(acc='acc', **words)};", "    }"]
+    if rec.out:
+        out_stmt = rec.out.format(**words) + ";"
+        post_lines = chain_lines(view, k, r, post, "cuda", "c", f"base + (long)c * {stride}", _load)
+        lines += loop([out_stmt, *post_lines, f"store_f(&y[base + (long)c * {stride}], v);"])
+        out_shape = "auto y = torch::empty_like(x);"
+    else:
+        post_lines = chain_lines(view, k, r, post, "cuda", "0", "row", _load)
+        lines += ["    if (threadIdx.x == 0) {", f"        float v = {rec.value.format(**words)};",
+                  *["        " + s for s in post_lines], "        store_f(&y[row], v);", "    }"]
+        out_shape = f"auto sizes = x.sizes().vec();\n    sizes[{view.steps[r]['params']['dim'] % len(steps[r]['in']['shape'])}] = 1;\n" \
+                    "    auto y = torch::empty(sizes, x.options());"
+    lines.append("}")
+    host = [f"torch::Tensor {name}({_host_args(args)}) {{", *_checks(args), f"    {out_shape}",
+            f"    const long rows = x.numel() / {upper}_C;",
+            f"    {name}_kernel<<<(int)rows, {upper}_THREADS>>>(",
+            f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), rows);", "    return y;", "}"]
+    return "\n".join(consts + lines), "\n".join(host)
+
+
+def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None) -> tuple[str, list[str]]:
+    """(the CUDA source of the candidate's kernels, their host functions' names)."""
+    parts, hosts, names = [PRELUDE.format(scalar=SCALAR[view.dtype])], [], []
+    if params.get("vec"):
+        parts.append(VECTOR)
+    if any(k.kind == "row" for k in kernels):
+        parts.append(REDUCE)
+    for n, k in enumerate(kernels, 1):
+        name = f"k{n}_{'row' if k.kind == 'row' else 'ew'}"
+        kernel, host = (row_kernel if k.kind == "row" else ew_kernel)(view, k, name, params, bug)
+        parts.append("\n" + kernel + "\n")
+        hosts.append(host)
+        names.append(name)
+    return "\n".join(parts) + "\n" + "\n\n".join(hosts) + "\n", names
+
+
+def prototypes(source: str, names: list[str]) -> str:
+    """The declarations load_inline's C++ side binds: each host function's first line, as a prototype."""
+    lines = source.split("\n")
+    return "\n".join(next(line[:-2] + ";" for line in lines if line.startswith(f"torch::Tensor {n}(")) for n in names)

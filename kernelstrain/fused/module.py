@@ -1,0 +1,374 @@
+"""A fused program as an op module the engine drives unchanged: rungs with Params, launch
+models, renders (complete KernelBench solutions) and bugs, synthesized from the program's
+operator graph.
+
+The ladder, as an engineer fuses (rungs whose kernels would be the same as the rung below are
+left out):
+  eager              the program in PyTorch, as ModelNew (the baseline: speedup vs eager 1.0)
+  op_kernels         one custom kernel per elementwise / row step, the library calls kept
+  fused_elementwise  each elementwise run in one kernel
+  fused_row          the runs fused into the norm / softmax / reduction they border (one row kernel)
+  vectorized_loads   (CUDA) vector loads with a scalar tail, rows cached in registers
+  multi_row_tiles    (Triton) several rows a program
+  gemm_epilogue      (Triton) a tl.dot GEMM with the elementwise run in its epilogue
+
+A bug is offered only where it breaks this program's output (module docstrings of cuda_src and
+triton_src): a per-channel index on a tensor with spatial dims, a row shorter than its power-of-two
+tile, an exp whose input surely overflows, a row op along a dim that is not the last.
+
+Module names: `fused_s{seed}_{index:05d}_{impl}` (REGISTRY makes them on demand: ops.Registry).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
+from ..sim import SimResult, noise_cv
+from .cost import fused_cost
+from .cuda_src import cached_row, cuda_source, prototypes
+from .exprs import CHANNEL_PARAMS, EXP_ROWS
+from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
+from .magnitude import exp_overflows, magnitudes
+from .solution import cuda_solution, eager_solution, triton_solution
+from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, in_sequence_ms, library_ms, torch_kernels,
+                     triton_gemm_ms)
+from .triton_src import next_pow2, triton_source
+from .types import DTYPE_BYTES
+from .view import ProgramView
+
+NAME = re.compile(r"^fused_s(\d+)_(\d{5,})_(cuda|triton)$")
+IMPLS = ("cuda", "triton")
+FAMILIES = {"linear": "gemm", "matmul": "gemm", "bmm": "gemm", "gram": "gemm", "sdpa": "attention",
+            "embedding": "embedding"}
+TITLES = {
+    "eager": "the program in PyTorch eager mode (ModelNew = the reference)",
+    "op_kernels": "one custom kernel per elementwise and row step, library calls kept",
+    "fused_elementwise": "each run of elementwise steps fused into one kernel",
+    "fused_row": "elementwise runs fused into the row kernel (norm / softmax / reduction) they border",
+    "vectorized_loads": "vector loads with a scalar tail; rows cached in registers",
+    "multi_row_tiles": "several rows per program, each row whole in registers",
+    "gemm_epilogue": "Triton GEMM with the elementwise run in its epilogue",
+}
+
+
+def family(ops: list) -> str:
+    """The program's family for reports: its first library head (gemm, conv, attention,
+    embedding), else pointwise_reduce."""
+    for op in ops:
+        if op in FAMILIES:
+            return FAMILIES[op]
+        if op.startswith("conv"):
+            return "conv"
+    return "pointwise_reduce"
+
+
+@dataclass(frozen=True)
+class Output:
+    """The one output the correctness check compares (messages._output_shape reads entry.outputs)."""
+    shape: tuple
+    dtype: str
+    # the tensors feasibility's alignment rules read (ops' contract Args): none declared here; a
+    # fused program's vector widths are chosen to divide its rows where the ladder is built
+    args: tuple = ()
+
+    def outputs(self, task) -> list:
+        return [("y", self.shape, self.dtype)]
+
+
+class FusedModule(OpModule):
+    """One fused program in one language."""
+
+    def __init__(self, seed: int, index: int, impl: str):
+        self.view = ProgramView.of(seed, index)
+        row = self.view.row
+        self.op, self.impl = row["id"], impl
+        self.family = family(row["ops"])
+        self.title = " -> ".join(row["ops"])
+        self.desc = (f"Fused program of {len(row['ops'])} PyTorch operators ({self.title}); write ModelNew with "
+                     "custom kernels that computes the same output faster.")
+        self.dims = {k: k for k, v in row["shapes"].items() if isinstance(v, int)}
+        self.shapes = ({k: v for k, v in row["shapes"].items() if isinstance(v, int)},)
+        self.dtypes = (row["dtype"],)
+        self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
+        self.inputs = tuple(i["name"] for i in row["inputs"])
+        self._plans = {}
+        self.variants = tuple(self._ladder())
+
+    # -- the ladder ---------------------------------------------------------------------
+    def _ladder(self) -> list:
+        steps = self.view.steps
+        rungs = [self._rung("eager", (), [])]
+        seen = set()
+        structural = ["op_kernels", "fused_elementwise", "fused_row"]
+        for tag in structural:
+            items = plan(steps, tag)
+            key = tuple(items)
+            if not kernels_of(items) or key in seen:
+                continue
+            seen.add(key)
+            self._plans[tag] = items
+            rungs.append(self._rung(tag, self._params(items, tag), items))
+        top = self._plans.get("fused_row") or self._plans.get("fused_elementwise") or self._plans.get("op_kernels")
+        has_row = top is not None and any(k.kind == "row" for k in kernels_of(top))
+        if top is not None and self.impl == "cuda":
+            self._plans["vectorized_loads"] = top
+            rungs.append(self._rung("vectorized_loads", self._params(top, "vectorized_loads"), top))
+        if top is not None and self.impl == "triton" and has_row:
+            self._plans["multi_row_tiles"] = top
+            rungs.append(self._rung("multi_row_tiles", self._params(top, "multi_row_tiles"), top))
+        if self.impl == "triton" and any(s["op"] in GEMM_HEADS for s in steps):
+            items = plan(steps, "gemm_epilogue")
+            self._plans["gemm_epilogue"] = items
+            rungs.append(self._rung("gemm_epilogue", self._params(items, "gemm_epilogue"), items))
+        return rungs
+
+    def _params(self, items: list, tag: str) -> tuple:
+        kinds = {k.kind for k in kernels_of(items)}
+        out = []
+        if self.impl == "cuda":
+            if "ew" in kinds:
+                out.append(Param("threads", (128, 256, 512, 1024), 256))
+            if "row" in kinds:
+                out.append(Param("row_threads", (32, 64, 128, 256, 512, 1024), 128))
+            if tag == "vectorized_loads" and "ew" in kinds:
+                out.append(Param("vec", (2, 4, 8) if self.view.dtype == "bf16" else (2, 4), 4))
+            return tuple(out)
+        if "ew" in kinds:
+            out += [Param("BLOCK", (256, 512, 1024, 2048, 4096), 1024), Param("num_warps", (1, 2, 4, 8), 4)]
+        if "row" in kinds:
+            out.append(Param("row_warps", (1, 2, 4, 8), 4))
+            if tag in ("multi_row_tiles", "gemm_epilogue"):
+                out.append(Param("ROWS", (2, 4, 8, 16), 4))
+        if "gemm" in kinds:
+            out += [Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64),
+                    Param("BLOCK_K", (32, 64), 32), Param("gemm_warps", (4, 8), 4), Param("num_stages", (2, 3, 4), 3)]
+        return tuple(out)
+
+    def _rung(self, tag: str, params: tuple, items: list) -> Rung:
+        bugs, bug_params = self._bugs(tag, items)
+        path = "fp16" if self.view.dtype == "bf16" else "fp32"
+        return Rung(tag, TITLES[tag], params=params, path=path, launch=self._launch_of(tag), render=self._render_of(tag),
+                    bugs={b: {"bug": b} for b in bugs}, bug_params=bug_params)
+
+    def _bugs(self, tag: str, items: list) -> tuple[list, tuple]:
+        """The bugs a rung's code can carry here, each only where it breaks this program."""
+        view, steps, out, bug_params = self.view, self.view.steps, [], ()
+        mags = magnitudes(steps)
+        for k in kernels_of(items):
+            g = view.kernel_geometry(k)
+            r = row_step(steps, k)
+            if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
+                out.append("broadcast_index")
+            if r is not None:
+                if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r]):
+                    out.append("no_max_subtraction")
+                if g.inner > 1:
+                    out.append("wrong_reduce_dim")
+                if self.impl == "triton" and g.C != next_pow2(g.C):
+                    out.append("no_bounds_check")
+        if tag == "vectorized_loads":
+            tails = [view.kernel_geometry(k).numel for k in kernels_of(items) if k.kind == "ew"]
+            if tails:
+                least = min(2 * (n & -n) for n in tails)      # the smallest vec that leaves a tail somewhere
+                if least <= 8:
+                    out.append("missing_tail")
+                    bug_params = (("missing_tail", "vec", least),)
+        return list(dict.fromkeys(out)), bug_params
+
+    # -- launch model and time -------------------------------------------------------------
+    def _launch_of(self, tag: str):
+        def launch(params: dict, task: Task) -> Launch:
+            kernels = self._kernel_models(tag, params, task)
+            if not kernels:
+                return Launch(grid=1, threads=128, launches=max(1, self._torch_launches(tag)))
+            heavy = max(kernels, key=lambda km: km[3])[1]
+            return Launch(grid=heavy.grid, threads=heavy.threads, smem_bytes=heavy.smem_bytes, regs=heavy.regs,
+                          bytes_per_access=heavy.bytes_per_access, unrolled=max(km[1].unrolled for km in kernels),
+                          launches=len(kernels) + self._torch_launches(tag))
+        return launch
+
+    def _torch_launches(self, tag: str) -> int:
+        items = self._plans.get(tag)
+        steps = self.view.steps
+        torch_steps = range(len(steps)) if items is None else [it for it in items if not isinstance(it, Kernel)]
+        return sum(library_ms(steps[j], self.view.dtype, _gpu_of(None))[1] for j in torch_steps)
+
+    def _kernel_models(self, tag: str, params: dict, task: Task) -> list:
+        """[(Kernel, Launch, Cost, analog)] of the rung's custom kernels."""
+        items = self._plans.get(tag)
+        return [] if items is None else [self._kernel_model(k, tag, params, task) for k in kernels_of(items)]
+
+    def _kernel_model(self, k: Kernel, tag: str, params: dict, task: Task):
+        view, steps, nb = self.view, self.view.steps, DTYPE_BYTES[self.view.dtype]
+        gpu = task.gpu
+        flops = sum(steps[j]["flops"] for j in k.steps)
+        weights = sum(steps[j]["weights"] for j in k.steps if steps[j]["op"] not in GEMM_HEADS)
+        reads_skip = any(steps[j]["op"] == "residual_add" for j in k.steps)
+        g = view.kernel_geometry(k)
+        if k.kind == "gemm":
+            b, m, n, kk = _gemm_dims(steps[k.steps[0]])
+            out_numel = b * m * n
+            moved = (b * (m * kk) + steps[k.steps[0]]["weights"] + (b * kk * n if steps[k.steps[0]]["op"] != "linear" else 0)
+                     + out_numel * (2 if reads_skip else 1) + weights) * nb
+            bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+            warps, stages = params["gemm_warps"], params["num_stages"]
+            tiles = b * math.ceil(m / bm) * math.ceil(n / bn)
+            elem = 4 if self.view.dtype == "fp32" else nb
+            launch = Launch(grid=tiles, threads=32 * warps, smem_bytes=max(1, stages - 1) * (bm * bk + bk * bn) * elem,
+                            regs=min(255, 32 + bm * bn // (32 * warps)), bytes_per_access=16,
+                            compute_scale=min(1.0, (bm * bn / (128 * 128)) ** 0.35) * (1.0 if self.view.dtype == "bf16" else 0.9),
+                            tile_quant=(m * n) / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn),
+                            traffic=1.0 + 0.5 * (max(1, math.ceil(n / bn)) - 1) / max(1, math.ceil(n / bn)) * (bm < 64),
+                            unrolled=bm * bn // (32 * warps))
+            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages))
+        numel_in = g.numel
+        out_numel = math.prod(steps[k.steps[-1]]["out"]["shape"])
+        moved = (numel_in + out_numel + weights + (out_numel if reads_skip else 0)) * nb
+        if k.kind == "ew":
+            if self.impl == "cuda":
+                threads, vec = params["threads"], params.get("vec", 0) if tag == "vectorized_loads" else 0
+                per = threads * max(1, vec)
+                grid = math.ceil(numel_in / per)
+                launch = Launch(grid=grid, threads=threads, bytes_per_access=nb * max(1, vec), regs=24 + 4 * max(1, vec),
+                                lane_util=numel_in / (grid * per))
+                analog = ("bias_gelu_cuda", "vectorized_uint4" if vec else "thread_per_element")
+            else:
+                block, warps = params["BLOCK"], params["num_warps"]
+                grid = math.ceil(numel_in / block)
+                launch = Launch(grid=grid, threads=32 * warps, bytes_per_access=min(16, nb * max(1, block // (32 * warps))),
+                                lane_util=numel_in / (grid * block), unrolled=block // (32 * warps))
+                analog = ("swiglu_fwd_triton", "tile_2d")
+            return k, launch, Cost(flops, moved), analog
+        r = row_step(steps, k)
+        op = steps[r]["op"]
+        sector = 32 // nb                     # elements of one 32-byte DRAM sector
+        norm_like = op in ("layer_norm", "rms_norm")
+        if self.impl == "cuda":
+            threads = params["row_threads"]
+            cached = tag == "vectorized_loads" and cached_row({"cached": 1, "row_threads": threads}, g.C)
+            reads = 1 if cached else len(_passes(op)) + (1 if op in ("layer_norm", "rms_norm", "softmax", "log_softmax") else 0)
+            strided = 1.0 + 0.5 * (sector - 1) if g.inner > 1 else 1.0
+            launch = Launch(grid=g.rows, threads=threads, bytes_per_access=nb, regs=32 + (4 * math.ceil(g.C / threads) if cached else 0),
+                            traffic=strided * (1.0 + 0.15 * (reads - 1)), lane_util=min(1.0, g.C / threads))
+            analog = ("layernorm_cuda", "register_cached" if cached else "welford_shuffle") if norm_like else \
+                ("softmax_cuda", "vectorized_online" if cached else "warp_shuffle")
+        else:
+            warps, rows = params["row_warps"], params.get("ROWS", 1) if tag in ("multi_row_tiles", "gemm_epilogue") else 1
+            block_c = next_pow2(g.C)
+            strided = 1.0 + 0.5 * (sector / min(rows, sector) - 1) if g.inner > 1 else 1.0
+            launch = Launch(grid=math.ceil(g.rows / rows), threads=32 * warps, bytes_per_access=16 if g.inner == 1 else nb,
+                            traffic=strided, lane_util=g.C / block_c, unrolled=rows * block_c // (32 * warps),
+                            regs=min(255, 32 + rows * block_c // (32 * warps)))
+            analog = ("layernorm_triton" if norm_like else "softmax_triton", "whole_row_registers") if rows == 1 else \
+                ("rmsnorm_triton", "multi_row_tile")
+        return k, launch, Cost(flops, moved), analog
+
+    def simulate(self, variant: Rung, params: dict, task: Task) -> SimResult:
+        """Compile-check and time one candidate (sim.simulate defers to this for fused modules)."""
+        launch = variant.launch(params, task)
+        gpu = task.gpu
+        if launch.smem_bytes > gpu.smem_per_block:
+            from ..messages import smem_error
+            return SimResult(False, None, launch.smem_bytes, launch.regs,
+                             smem_error(launch.smem_bytes, gpu.smem_per_block, variant, self, task), "smem")
+        return SimResult(True, self.candidate_ms(variant.tag, params, task), launch.smem_bytes, launch.regs)
+
+    def candidate_ms(self, tag: str, params: dict, task: Task) -> float:
+        steps, dtype, gpu = self.view.steps, self.view.dtype, task.gpu
+        if tag == "eager":
+            return eager_ms(steps, dtype, gpu)
+        kernels = [t for it in self._plans[tag] if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
+        for k, launch, work, analog in self._kernel_models(tag, params, task):
+            if analog[0] == "triton_gemm":
+                kernels.append(triton_gemm_ms(work.flops, work.bytes, launch.grid, launch.tile_quant, *analog[1], gpu, dtype))
+            else:
+                kernels.append(custom_kernel_ms(analog, launch, work, gpu, dtype))
+        return in_sequence_ms(kernels, gpu)
+
+    def floor_ms(self, task: Task, path: str) -> float:
+        """No candidate's measurement is faster than the program's roofline (its least work, cost()) nor
+        than issuing its fewest calls: the library calls no kernel of ours replaces and one fused kernel,
+        each at least the host's CALL_US (timing.in_sequence_ms), read at the fastest a noisy timer
+        reads a kernel that short (sim.measure: 2.5 sigma fast)."""
+        cost, gpu = self.cost(task), task.gpu
+        roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
+        calls_ms = self.fewest_calls() * CALL_US * 1e-3
+        return max(roofline, calls_ms * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3)))
+
+    def fewest_calls(self) -> int:
+        """Kernels the leanest candidate still launches: the library calls no rung replaces, and one
+        kernel of ours (GEMM heads a Triton epilogue kernel takes in count as replaced)."""
+        steps = self.view.steps
+        kept = min(sum(len(torch_kernels(steps[it], self.view.dtype, _gpu_of(None))) for it in items
+                       if not isinstance(it, Kernel)) for items in self._plans.values()) if self._plans else 0
+        return kept + 1
+
+    def torch_ms(self, task: Task) -> tuple[float, float]:
+        """(eager, torch.compile) time of the reference program on the task's GPU."""
+        return eager_ms(self.view.steps, self.view.dtype, task.gpu), compiled_ms(self.view.steps, self.view.dtype, task.gpu)
+
+    # -- renders ----------------------------------------------------------------------------
+    def _render_of(self, tag: str):
+        def render(params: dict, task: Task, bug: str | None = None) -> str:
+            if tag == "eager":
+                return eager_solution(self.view)
+            items = self._plans[tag]
+            kernels = kernels_of(items)
+            title = f"{self.title}: {TITLES[tag]}."
+            p = dict(params)
+            if self.impl == "cuda":
+                if tag == "vectorized_loads":
+                    p["cached"] = 1
+                else:
+                    p.pop("vec", None)
+                src, names = cuda_source(self.view, kernels, p, bug)
+                return cuda_solution(self.view, items, src, prototypes(src, names), names, title)
+            src, names = triton_source(self.view, kernels, p, bug)
+            return triton_solution(self.view, items, src, names, title)
+        return render
+
+    def assemble(self, body: str, variant, params: dict, task: Task) -> str:
+        """A rung's render is the whole solution file already (no CUDA prelude in front of Python)."""
+        return body
+
+    def cost(self, task: Task) -> Cost:
+        """The program's least work: its FLOPs, and the bytes of a full fusion (cost.fused_cost)."""
+        return fused_cost(self.view.row)[1]
+
+    def reference(self, task: Task) -> str:
+        return self.view.row["source"]
+
+    def signature(self, task: Task) -> str:
+        args = ", ".join(self.inputs)
+        return f"class ModelNew(nn.Module): forward(self, {args}) -> Tensor {list(self.entry.shape)} {self.view.dtype}"
+
+
+def _passes(op: str) -> tuple:
+    from .recipes import recipe
+    return recipe(op).passes
+
+
+def _gemm_dims(step: dict):
+    from .timing import gemm_dims
+    return gemm_dims(step)
+
+
+def _gpu_of(task):
+    from ..gpus import get_gpu
+    return get_gpu("H200") if task is None else task.gpu
+
+
+@lru_cache(maxsize=2048)
+def fused_module(name: str) -> FusedModule | None:
+    """The module of a fused program by its name (None for any other name)."""
+    m = NAME.match(name)
+    if m is None:
+        return None
+    return FusedModule(int(m.group(1)), int(m.group(2)), m.group(3))
+
+
+def module_name(seed: int, index: int, impl: str) -> str:
+    return f"fused_s{seed}_{index:05d}_{impl}"

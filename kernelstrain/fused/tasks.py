@@ -1,0 +1,95 @@
+"""The tasks of a fused profile: programs of the grammar's stream (or of a `tasks filter`
+output), each in one language on one of the profile's GPUs, both drawn by hash.
+
+A program enters when its ladder has room (usable: at least two rungs of custom kernels above the
+eager program, one of them ROOM times faster than it), and it is not
+degenerate (degenerate.reason), nor the same operator sequence as a program taken before it.
+`programs` usable ones are taken in stream order.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UsageError
+from ..ops import REGISTRY
+from ..tasks import make_task
+from .dataset import TASKS, candidate
+from .degenerate import reason
+from .module import module_name
+
+MIN_RUNGS = 3          # eager + two rungs of custom kernels
+ROOM = 1.25            # the best rung at its default parameters must beat the eager program by this much
+STREAM_FACTOR = 4      # look at most this many candidates a wanted program
+
+
+def _rank(*parts) -> str:
+    from ..plan import rank
+    return rank(*parts)
+
+
+def usable(module, task) -> bool:
+    """Room to work: rungs of custom kernels, one of which beats the eager program by ROOM at its
+    default parameters on the task's GPU (a host-bound program whose calls fusion cannot remove has
+    nothing to teach)."""
+    if len(module.variants) < MIN_RUNGS:
+        return False
+    eager = module.simulate(module.variants[0], {}, task).time_ms
+    best = min((r.time_ms for r in (module.simulate(v, v.defaults(), task) for v in module.variants[1:]) if r.ok),
+               default=eager)
+    return eager >= ROOM * best
+
+
+def _stream(profile):
+    f = profile.fused
+    if f.tasks:
+        path = Path(f.tasks) / TASKS
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise UsageError(f"--tasks {f.tasks}: cannot read {TASKS} ({e.strerror or e}); "
+                             "give the directory `kernelstrain tasks filter` wrote") from None
+        for n, line in enumerate(lines, 1):
+            row = json.loads(line)
+            if candidate(row["seed"], row["index"])["source_sha256"] != row["source_sha256"]:
+                raise UsageError(f"{path}:{n}: task {row['id']} is not what the grammar composes for its "
+                                 f"seed and index (edited, or written by another version)")
+            yield row["seed"], row["index"]
+        return
+    for index in range(STREAM_FACTOR * f.programs + 100):
+        yield f.seed, index
+
+
+def with_tasks_dir(profile, tasks: Path):
+    """The profile with its programs taken from a `tasks filter` output (`generate --tasks DIR`); its
+    description names the directory, so readers never take the run for the bundled profile's."""
+    from dataclasses import replace
+
+    from .dataset import read_fused_stats
+    if profile.fused is None:
+        raise UsageError(f"--tasks needs a fused profile (modules = \"fused\"); {profile.path} is not one")
+    stats = read_fused_stats(tasks)
+    if not stats.get("filtered"):
+        raise UsageError(f"--tasks {tasks}: not filtered yet (run `kernelstrain tasks filter {tasks}` first)")
+    fused = replace(profile.fused, tasks=str(tasks.resolve()), programs=min(profile.fused.programs, stats["rows"]))
+    return replace(profile, fused=fused, episodes=min(profile.episodes, fused.programs),
+                   description=f"{profile.description}; programs from {tasks.resolve()}")
+
+
+def fused_tasks(profile) -> list:
+    """The profile's fused tasks, in stream order (plan.all_combos)."""
+    f, out, seen = profile.fused, [], set()
+    for seed, index in _stream(profile):
+        if len(out) == f.programs:
+            break
+        impl = f.impls[int(_rank(profile.key, "impl", seed, index), 16) % len(f.impls)]
+        module = REGISTRY[module_name(seed, index, impl)]
+        ops = tuple(module.view.ops)
+        if ops in seen or reason(module.view.steps, module.view.dtype) is not None:
+            continue      # a duplicate operator sequence, or degenerate
+        gpu = profile.gpus[int(_rank(profile.key, "gpu", seed, index), 16) % len(profile.gpus)]
+        task = make_task(module, gpu, module.dtypes[0], module.shapes[0])
+        if module.supports(task.gpu, task.dtype) and usable(module, task):
+            seen.add(ops)
+            out.append(task)
+    return out

@@ -1,0 +1,181 @@
+"""Time of a fused candidate on a GPU: the sum of its kernels' times, plus the launch floor.
+
+- A custom kernel is timed by the simulator's own model (sim.time_ms) with the fitted H200
+  constants of the op-module rung whose code it most resembles (ANALOGS: an elementwise kernel
+  one thread an element is bias_gelu_cuda's `thread_per_element`, a Triton row kernel with the
+  row in registers is softmax_triton's `whole_row_registers` ...), its own launch model (grid,
+  threads, bytes a load moves, re-read traffic) and its own bytes: every tensor it reads and writes.
+- A PyTorch call keeps the library's time: GEMMs at cuBLAS's ceiling (calibration.FIT.compute_cap,
+  the H200 anchors: bf16 724 of 989 TFLOP/s) with 128x128 tiles' wave quantization (which reproduces
+  the anchors' 512^3-2048^3 times within 10%); convolutions and attention as implicit GEMMs at
+  CONV_SHARE / ATTN_SHARE of it (assumptions); memory-bound PyTorch kernels at EAGER_MEMORY_EFF of
+  the bandwidth (the H200 copy anchors: 33.5 MB in 12.8 us, 537 MB in 130 us), as many kernels and
+  passes over the tensor as PyTorch launches (EAGER_KERNELS: the RMSNorm helper and NewGELU are
+  chains of small ops).
+- Kernels run one after another: each takes its time plus the fitted gap between back-to-back
+  launches (FIT.extra_launch_us), or the host's time to issue the call from Python, CALL_US,
+  whichever is longer (a short kernel waits for the host).
+
+torch.compile (Inductor) keeps the library calls and fuses each run of other steps into one
+Triton kernel per reduction in it (INDUCTOR_*), above the host floor of its compiled wrapper (the
+fastest torch.compile reference in calibration/h200_references.json).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..calibration import FIT
+from ..gpus import GPU
+from ..ops import REGISTRY
+from ..ops.base import Cost, Launch, Task
+from ..sim import cap_registers, time_ms as sim_time_ms
+from .exprs import ROW_OPS
+from .types import DTYPE_BYTES
+
+CONV_SHARE = 0.6          # cuDNN implicit GEMM on these small channel counts: this share of cuBLAS's ceiling
+ATTN_SHARE = 0.6          # flash attention's share of the tensor-core ceiling
+EAGER_MEMORY_EFF = 0.85   # PyTorch's vectorized elementwise / reduction kernels
+GATHER_EFF = 0.6          # an embedding lookup's rows
+INDUCTOR_MEMORY_EFF = 0.85
+INDUCTOR_FLOOR_MS = 0.013   # transpose_cuda 1024x1024 compiled: the fastest torch.compile call measured
+GEMM_TILE = 128
+SGEMM_TILE = 64
+SPLIT_K_MIN = 256
+SPLIT_K_TILES = 8         # cuBLAS splits K when a deep product has this few output tiles (assumption)
+CALL_US = 3.8             # one PyTorch op or extension call issued from Python: the H200 anchor tiny_add (1 element)
+# a Triton tl.dot GEMM's share of cuBLAS's ceiling (fp32: input_precision="ieee", FMA), by pipeline depth
+TRITON_GEMM_SHARE = {"bf16": 0.85, "fp32": 0.75}
+STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0}
+# PyTorch eager launches for one step: (kernels, passes over the tensor in its dtype), where a step
+# is a chain of ops (bf16: the RMSNorm helper computes in fp32, converting both ways)
+EAGER_KERNELS = {"new_gelu": (8, 18), "quick_gelu": (3, 7), "logsumexp": (5, 6),
+                 "rms_norm": (6, 7), "rms_norm@bf16": (8, 18), "batch_norm": (2, None), "group_norm": (2, None),
+                 "instance_norm": (3, None)}
+LIBRARY_ROLES = ("contraction", "attention", "gather")
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """The op module the simulator sees for one custom kernel: the analog's name (its fitted
+    constants) and this kernel's own work."""
+    name: str
+    impl: str
+    work: Cost
+
+    def cost(self, task) -> Cost:
+        return self.work
+
+
+def custom_kernel_ms(analog: tuple[str, str], launch: Launch, work: Cost, gpu: GPU, dtype: str) -> float:
+    """One custom kernel's time without its launch floor (added once per candidate)."""
+    module = REGISTRY[analog[0]]
+    variant = module.variant(analog[1])
+    model = KernelModel(module.name, module.impl, work)
+    task = Task(module.name, gpu, dtype, ())
+    return sim_time_ms(model, variant, cap_registers(launch, gpu), task, {}) - FIT.overhead_us(gpu.vendor, 1) * 1e-3
+
+
+def _gemm_s(flops: float, nbytes: float, tiles: int, gpu: GPU, dtype: str, share: float = 1.0) -> float:
+    """max(compute at `share` of the library ceiling over the waves `tiles` fill, memory)."""
+    path = "fp16" if dtype == "bf16" else "fp32"
+    slots = gpu.sms
+    wave = tiles / (math.ceil(tiles / slots) * slots)
+    compute = flops / (gpu.peak(path) * FIT.compute_cap[path] * share * wave)
+    return max(compute, nbytes / (gpu.bw_tbs * 1e12 * FIT.memory_cap))
+
+
+def library_tiles(b: int, m: int, n: int, k: int, gpu: GPU, dtype: str = "bf16") -> int:
+    """Work units of a cuBLAS GEMM: 128x128 tiles (64x64 in fp32: its SGEMM kernels), split along K (SPLIT_K_MIN deep at least) when
+    there are SPLIT_K_TILES or fewer, as its heuristics do for skinny deep products."""
+    tile = GEMM_TILE if dtype == "bf16" else SGEMM_TILE
+    tiles = b * math.ceil(m / tile) * math.ceil(n / tile)
+    if tiles <= SPLIT_K_TILES:
+        tiles *= max(1, min(k // SPLIT_K_MIN, gpu.sms // tiles))
+    return tiles
+
+
+def triton_gemm_ms(flops: float, nbytes: float, grid: int, tile_quant: float, block_m: int, block_n: int,
+                   stages: int, gpu: GPU, dtype: str) -> float:
+    """A tl.dot GEMM kernel (no split-K): TRITON_GEMM_SHARE of the library ceiling, less for small
+    tiles and shallow pipelines, over the waves its grid fills; without the launch floor."""
+    share = TRITON_GEMM_SHARE[dtype] * (min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant
+    return _gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3
+
+
+def gemm_dims(step: dict) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of a GEMM-like step."""
+    op, p, shape_in, shape_out = step["op"], step["params"], step["in"]["shape"], step["out"]["shape"]
+    if op == "linear":
+        return 1, math.prod(shape_in) // p["in_features"], p["out_features"], p["in_features"]
+    if op in ("matmul", "bmm"):
+        return (shape_out[0] if op == "bmm" else 1), p["M"], p["N"], p["K"]
+    if op == "gram":
+        b, s, d = shape_in
+        return b, s, s, d
+    raise ValueError(op)
+
+
+def library_ms(step: dict, dtype: str, gpu: GPU) -> tuple[float, int]:
+    """(seconds without launch floor, kernels) of a step PyTorch computes."""
+    op, role, nb = step["op"], step["role"], DTYPE_BYTES[dtype]
+    bw = gpu.bw_tbs * 1e12
+    if op in ("linear", "matmul", "bmm", "gram"):
+        return _gemm_s(step["flops"], step["bytes"], library_tiles(*gemm_dims(step), gpu, dtype), gpu, dtype), 1
+    if op.startswith("conv"):
+        out = step["out"]["shape"]
+        tiles = math.ceil(math.prod(out) // out[1] / GEMM_TILE) * math.ceil(out[1] / 64)
+        return _gemm_s(step["flops"], step["bytes"], tiles, gpu, dtype, CONV_SHARE), 1
+    if op == "sdpa":
+        b, s, d = step["in"]["shape"]
+        tiles = b * step["params"]["num_heads"] * math.ceil(s / GEMM_TILE)
+        return _gemm_s(step["flops"], step["bytes"], tiles, gpu, dtype, ATTN_SHARE), 1
+    if role == "gather":
+        return step["bytes"] / (bw * GATHER_EFF), 1
+    if role == "reshape":
+        return 0.0, 0
+    kernels, passes = EAGER_KERNELS.get(f"{op}@{dtype}", EAGER_KERNELS.get(op, (1, None)))
+    nbytes = step["bytes"] if passes is None else passes * math.prod(step["in"]["shape"]) * nb + step["weights"] * nb
+    return nbytes / (bw * EAGER_MEMORY_EFF), kernels
+
+
+def in_sequence_ms(kernels: list[float], gpu: GPU) -> float:
+    """Kernels of these core times (ms) issued one after another from Python (module docstring)."""
+    gap = FIT.extra_launch_us[gpu.vendor] * 1e-3
+    return sum(max(t + gap, CALL_US * 1e-3) for t in kernels)
+
+
+def torch_kernels(step: dict, dtype: str, gpu: GPU) -> list[float]:
+    """Core times (ms) of the kernels PyTorch launches for one step (its time shared among them)."""
+    t, n = library_ms(step, dtype, gpu)
+    return [t * 1e3 / n] * n if n else []
+
+
+def eager_ms(program: list, dtype: str, gpu: GPU) -> float:
+    """The reference program in PyTorch eager mode."""
+    return in_sequence_ms([t for s in program for t in torch_kernels(s, dtype, gpu)], gpu)
+
+
+def compiled_ms(program: list, dtype: str, gpu: GPU) -> float:
+    """The reference program under torch.compile: library calls kept, every run of the other
+    steps one Inductor kernel per reduction in it (one at least), reading the run's input and
+    weights and writing its output (a residual's saved tensor read once more)."""
+    nb, bw = DTYPE_BYTES[dtype], gpu.bw_tbs * 1e12
+    kernels, run = [], []
+
+    def flush():
+        if not run:
+            return
+        moved = math.prod(run[0]["in"]["shape"]) + math.prod(run[-1]["out"]["shape"])
+        moved += sum(s["weights"] for s in run) + sum(math.prod(s["in"]["shape"]) for s in run if s["role"] == "residual")
+        n = max(1, sum(1 for s in run if s["op"] in ROW_OPS or s["role"] in ("norm", "pool")))
+        kernels.extend([moved * nb / (bw * INDUCTOR_MEMORY_EFF) * n ** 0.5 * 1e3 / n] * n)
+        run.clear()
+    for s in program:
+        if s["role"] in LIBRARY_ROLES:
+            flush()
+            kernels.extend(torch_kernels(s, dtype, gpu))
+        elif s["role"] != "reshape":
+            run.append(s)
+    flush()
+    return max(INDUCTOR_FLOOR_MS, in_sequence_ms(kernels, gpu))

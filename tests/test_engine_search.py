@@ -1,0 +1,118 @@
+"""The engineer's search (engine.Line, propose_coordinate, settle): a coordinate search that
+walks on while a parameter pays and turns back once it loses, keeps only clear losers settled
+after a gain, and settles a close call by re-measuring both the best and the candidate."""
+import pytest
+
+from kernelstrain import behaviour
+from kernelstrain.engine import SETTLE_RUNS, Candidate, Episode, Line
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import noise_cv
+from kernelstrain.tasks import make_task
+
+from test_engine import episodes, streams  # noqa: F401  (the registry-wide episode strategy)
+from hypothesis import given, settings
+
+
+def _walkable():
+    """An episode and a point on one of its rungs where one parameter has four values, each of
+    which builds and runs with the others at their defaults (found over the registry, so the
+    test does not depend on one module's parameter lists)."""
+    for name in sorted(REGISTRY):
+        m = REGISTRY[name]
+        gpu = "H100" if "nvidia" in m.vendors else "MI300X"
+        task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
+        ep = Episode(m, task, streams(3), 40, 0.0, 0.0, 1)
+        for v in ep.rungs:
+            for p in ep.tunable(v):
+                values = next(q.values for q in v.params if q.name == p)
+                if len(values) < 4:
+                    continue
+                pts = [Candidate(v, {**v.defaults(), p: x}) for x in values[:4]]
+                if all(ep.fresh(c) for c in pts):
+                    return ep, p, pts
+    pytest.skip("no rung in the registry has a four-valued parameter that runs at every value")
+
+
+def _measure(ep, c, ms):
+    """Record a measurement of `c` in the episode's book, as evaluate() would."""
+    ep.tried.add(c.key)
+    ep.measured.add(ep.code(c))
+    ep.book.runs.setdefault(ep.code(c), []).append(ms)
+
+
+def _line_at(ep, p, at, ms):
+    _measure(ep, at, ms)
+    names = ep.tunable(at.variant)
+    return Line(at, ms, {n: (0 if n == p else 1 + i) for i, n in enumerate(names)}, lean={p: 1})
+
+
+def test_coordinate_search_turns_back_on_a_loss_and_settles_the_parameter():
+    ep, p, pts = _walkable()
+    line = _line_at(ep, p, pts[1], 1.0)
+    up = ep.propose_coordinate(line)
+    assert up.params == pts[2].params                      # the way it leans first
+    _measure(ep, up, 1.2)                                  # lost: turn back
+    down = ep.propose_coordinate(line)
+    assert down.params == pts[0].params
+    _measure(ep, down, 1.1)                                # lost too: settled, the smallest loss its margin
+    nxt = ep.propose_coordinate(line)
+    assert p in line.settled and line.settled[p] == pytest.approx(0.1)
+    assert nxt is None or nxt.params[p] == pts[1].params[p]
+
+
+def test_coordinate_search_walks_on_while_the_parameter_pays():
+    ep, p, pts = _walkable()
+    line = _line_at(ep, p, pts[0], 1.0)
+    step = ep.propose_coordinate(line)
+    assert step.params == pts[1].params
+    _measure(ep, step, 0.8)                                # kept: the search moves there
+    line = line.moved(step, 0.8)
+    assert line.focus == p and p not in line.settled
+    assert ep.propose_coordinate(line).params == pts[2].params     # on in the direction that paid
+
+
+def test_after_a_gain_only_clear_losers_stay_settled():
+    ep, p, pts = _walkable()
+    line = Line(pts[0], 1.0, settled={"a": 0.30, "b": 0.02, p: 0.5})
+    moved = line.moved(pts[1], 0.9)                        # an 11% gain on p
+    assert moved.settled == {"a": 0.30}                    # b was a near-tie, p just moved: walked again
+
+
+def _close_call(ep, gain):
+    base = ep.baseline_code
+    ep.book.runs[base] = [1.0]
+    ep.book.best_ms = 1.0
+    c = next(o for o in ep.grid(ep.base.variant) if ep.fresh(o) and o.key != ep.base.key)
+    _measure(ep, c, 1.0 - gain)
+    return c
+
+
+def test_a_close_call_is_settled_by_re_measuring_both_in_turn():
+    ep, _, _ = _walkable()
+    c = _close_call(ep, noise_cv(1.0) * 1.2)             # faster by more than a run's sigma, inside the noise
+    assert ep.book.close(ep.code(c)) and ep.worth_settling(ep.code(c))
+    ep.close, order = c, []
+    while (nxt := ep.settle()) is not None:
+        order.append("best" if nxt is ep.best else "candidate")
+        ep.book.record(ep.code(nxt), 1.0 if nxt is ep.best else 1.0 - noise_cv(1.0) * 1.2)
+    assert order[0] == "best" and order == ["best", "candidate"] * (SETTLE_RUNS - 1)
+    assert ep.close is None
+
+
+def test_a_gain_under_one_sigma_is_a_tie_not_worth_settling():
+    ep, _, _ = _walkable()
+    c = _close_call(ep, noise_cv(1.0) * 0.5)
+    assert ep.book.close(ep.code(c)) and not ep.worth_settling(ep.code(c))
+
+
+@settings(max_examples=40, deadline=None)
+@given(episodes())
+def test_close_calls_are_settled_on_both_sides_and_exhausted_searches_are_settled(case):
+    """No candidate is re-measured while the best has no more runs than it (behaviour's
+    one_sided_remeasures); an episode that ends because nothing was left has every parameter of
+    its best settled (both ways lost or closed, or a clear loser kept from before a gain)."""
+    m, task, ep, steps = case
+    from test_engine import _public
+    assert behaviour.figures(_public(ep, steps))["one_sided_remeasures"] == 0
+    if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.habits.patience and not ep.ups():
+        assert set(ep.line.settled) >= set(ep.tunable(ep.best.variant)), (m.name, ep.line.settled)

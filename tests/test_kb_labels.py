@@ -1,0 +1,96 @@
+"""The two labels KernelBench's own evaluator disputed on the H200 (docs/kernelbench_official_h200.txt),
+checked on the CPU with the models of scripts/kb_cpu_models.py on the inputs KernelBench draws.
+
+- gemm_fp8_blockwise_cuda (ok, failed 1 of 5 trials): fp8 tensor-core accumulation is not exact.
+  A kernel's fp32 error e can fail KernelBench's comparison only where e plus the two bf16
+  roundings (at most one bf16 ulp, <= 2^-7 |v|) exceeds 1e-2 + 1e-2 |v|, so e < 1e-2 can never
+  fail it. At the problem's old scale (output RMS 5..9) the pessimistic 12-bit model's e reached
+  0.009..0.022: an element in a narrow band (two ulps apart at |v| just above 2, 4, 8 or 16) fails
+  now and then; the reported max difference 0.25 is a harmless one-ulp difference at |v| >= 32.
+  The problem's inputs now give C an RMS of ~1 (the scale a fixed 1e-2 tolerance is written for).
+- softmax_cuda online_softmax off_by_one (wrong_result, passed 5 of 5): the bug merges WARPS - 1
+  warps' (max, sum) partials; at every shape of the module and every thread count it puts elements
+  outside KernelBench's tolerance in the first rows of every trial.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from kernelstrain.ops import REGISTRY  # noqa: E402
+
+torch = pytest.importorskip("torch")
+import kb_cpu_models as models  # noqa: E402
+
+KB_NEVER_FAILS = 1e-2     # fp32 error below which KernelBench's bf16 comparison cannot fail (above)
+
+
+def test_trial_seeds_are_kernelbenchs():
+    """torch.manual_seed(42), then one randint(0, 2**32 - 1) per trial: the seeds the H200 run used."""
+    assert models.trial_seeds(2) == models.trial_seeds(5)[:2]
+    assert len(set(models.trial_seeds(5))) == 5
+
+
+@pytest.mark.parametrize("shape", REGISTRY["gemm_fp8_blockwise_cuda"].shapes, ids=str)
+def test_fp8_blockwise_problem_is_scaled_for_kernelbenchs_tolerance(shape):
+    """At every shape, on a 64 x 64 corner of C in KernelBench's first trial: the output RMS is ~1 and
+    the 12-bit accumulation model's worst fp32 error, doubled for the rest of C, stays below 1e-2."""
+    seed = models.trial_seeds(1)[0]
+    shift = models.fp8_b_shift(shape["K"])
+    r = models.fp8_trial(64, 64, shape["K"], shift, bits=12, columns=64, seed=seed)
+    assert 0.4 < r["rms"] < 2.5, r
+    assert 2 * r["max_fp32_error"] < KB_NEVER_FAILS, r
+    assert r["outside"] == 0
+
+
+def test_fp8_model_fails_the_old_scale():
+    """The same check on the problem as it was (2^-3 larger B scales) fails: the test can fail."""
+    shape = {"M": 64, "N": 24576, "K": 1536}
+    r = models.fp8_trial(64, 64, shape["K"], models.fp8_b_shift(shape["K"]) - 3, bits=12, columns=64,
+                         seed=models.trial_seeds(1)[0])
+    assert r["rms"] > 5 and 2 * r["max_fp32_error"] > KB_NEVER_FAILS, r
+
+
+def test_fp8_model_is_exact_with_enough_bits():
+    """With 24 bits kept the model is fp32 summation: its error is fp32 rounding, not the model's."""
+    torch.manual_seed(0)
+    acc, exact = models.fp8_blockwise(*models.fp8_blockwise_inputs(16, 128, 256, 8), bits=24, columns=32)
+    assert float((acc.double() - exact).abs().max()) < 1e-5
+
+
+def test_fp8_problem_scale_is_the_reference():
+    """fp8_b_shift reads the module's reference: K = 1536 draws B scales 2^(-1..1) * 2^-8."""
+    assert models.fp8_b_shift(1536) == 8
+
+
+@pytest.mark.parametrize("shape", REGISTRY["softmax_cuda"].shapes, ids=str)
+def test_softmax_online_off_by_one_fails_kernelbench_at_every_shape(shape):
+    """Every thread count (4..32 warps), KernelBench's first trial, the first 32 rows: the bug's
+    output has elements outside the 1e-2 tolerance; the model with every warp merged has none."""
+    m = REGISTRY["softmax_cuda"]
+    rung = m.variant("online_softmax")
+    assert rung.bugs_for("bf16") == ("off_by_one", "missing_scale")
+    seed = models.trial_seeds(1)[0]
+    rows = min(32, shape["R"])
+    for threads in rung.param("threads").values:
+        warps = threads // models.WARP
+        bad, _ = models.softmax_trial(rows, shape["C"], "bf16", threads, warps - 1, seed, chunk=rows)
+        assert bad > 0, (shape, threads)
+    assert models.softmax_trial(rows, shape["C"], "bf16", 1024, 1024 // models.WARP, seed, chunk=rows) == (0, rows)
+
+
+def test_softmax_model_matches_the_rendered_kernel():
+    """The model's reading of the bug is the render's: off_by_one bounds the merge loop by WARPS - 1."""
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["softmax_cuda"]
+    rung = m.variant("online_softmax")
+    task = make_task(m, "H100", "bf16", {"R": 4096, "C": 32000})
+    ok = m.render(rung, {"threads": 512}, task)
+    bug = m.render(rung, {"threads": 512}, task, "off_by_one")
+    assert "for (int w = 0; w < WARPS; ++w) md_merge(m, d, red_m[w], red_d[w]);" in ok
+    assert ok.replace("w < WARPS;", "w < WARPS - 1;") == bug
+    assert "for (int i = threadIdx.x; i < C; i += THREADS) yr[i] =" in bug     # every element is written
