@@ -1,4 +1,4 @@
-"""Compile a sample of the op modules' tuning knobs (kernelstrain/ops/unroll.py) with the real tools.
+"""Compile a sample of the op modules' tuning knobs (kernelstrain/ops/unroll.py, WIDENED) with the real tools.
 
     python3 scripts/compile_knobs.py [MODULE ...] [--seed 0] [--json F]
 
@@ -7,7 +7,7 @@ sm_90a, sm_120a; clang++ with HIP headers for gfx942 where the module has HIP ta
 compile for cuda:90 and hip:gfx942): candidates with the knob set, targets and knob values taken
 in turn until each target and each value is built at least once, the rung's other parameters
 drawn from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
-Without MODULE: every registered module whose rungs have a knob.
+Without MODULE: every registered module whose rungs have a knob or a WIDENED value.
 """
 from __future__ import annotations
 
@@ -29,8 +29,15 @@ from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
 
 
+# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
+WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)}}
+
+
 def knob_rungs(m) -> list:
-    return [(v, p) for v in m.variants for p in v.params if p.name in NAMES]
+    """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
+    added = WIDENED.get(m.name, {})
+    return [(v, p.name, added.get(p.name) or [x for x in p.values if x != p.default])
+            for v in m.variants for p in v.params if p.name in NAMES or p.name in added]
 
 
 def tool_of(m, task) -> str:
@@ -57,14 +64,13 @@ def sample(m, rng) -> list:
     """(variant, params, task) to build: per knob rung, every target and every knob value, taken
     in turn (as many candidates as the larger of the two)."""
     out = []
-    for v, knob in knob_rungs(m):
-        values = [x for x in knob.values if x != knob.default]
-        grid = [p for p in param_grid(v) if p[knob.name] != knob.default]
+    for v, knob, values in knob_rungs(m):
+        grid = [p for p in param_grid(v) if p[knob] in values]
         targets = [g for g in TARGET_GPUS[m.impl] if runs_on(m, v, GPUS[g])]
         for i in range(max(len(targets), len(values)) if targets else 0):
             g, value = targets[i % len(targets)], values[i % len(values)]
             dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(GPUS[g], d)]
-            params = rng.choice([p for p in grid if p[knob.name] == value])
+            params = rng.choice([p for p in grid if p[knob] == value])
             task = make_task(m, g, rng.choice(dtypes), rng.choice(m.shapes))
             out.append((v, params, task))
     return out

@@ -1,0 +1,26 @@
+"""Room to tune on the shortest-episode modules (issue 26 item 2): the ranges a real kernel of the
+op tunes, each written into the candidate's code and modelled in its launch, with the rung's
+default candidate unchanged (its render is golden; here: the values are in the code and move the
+model the way the hardware does)."""
+from kernelstrain.ops import REGISTRY
+from kernelstrain.ops.training import cross_entropy_fwd_triton as fwd
+from kernelstrain.tasks import make_task
+
+
+def _task(name, gpu="H100", dtype="bf16", shape=None):
+    m = REGISTRY[name]
+    return m, make_task(m, gpu, dtype, shape or m.shapes[0])
+
+
+def test_cross_entropy_bwd_takes_the_forwards_block_and_warp_ranges():
+    m, task = _task("cross_entropy_bwd_triton")
+    for v in m.variants:
+        assert v.param("BLOCK").values == fwd.BLOCK.values and v.param("num_warps").values == fwd.NUM_WARPS.values
+        assert (v.param("BLOCK").default, v.param("num_warps").default) == (2048, 4)    # today's candidate
+        p = {**v.defaults(), "BLOCK": 8192, "num_warps": 16}
+        code = m.render(v, p, task)
+        assert "BLOCK=8192" in code and "num_warps=16" in code
+        assert all(k.num_warps == 16 for k in m.triton_kernels(v, p, task) if k.name != "cross_entropy_onehot_kernel")
+        # an 8192-wide chunk over 16 warps holds a quarter of the registers a thread that 4 warps need
+        wide4, wide16 = (m.launch(v, {**p, "num_warps": w}, task) for w in (4, 16))
+        assert wide16.threads == 4 * wide4.threads and wide16.regs < wide4.regs
