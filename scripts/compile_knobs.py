@@ -30,14 +30,16 @@ TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton
 
 
 # parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
-WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)}}
+WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
+           "dropout_cuda": {"threads": (1024,), "unroll": (8,)}}
 
 
 def knob_rungs(m) -> list:
     """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
     added = WIDENED.get(m.name, {})
-    return [(v, p.name, added.get(p.name) or [x for x in p.values if x != p.default])
-            for v in m.variants for p in v.params if p.name in NAMES or p.name in added]
+    out = [(v, p.name, [x for x in p.values if x != p.default] if p.name in NAMES
+            else [x for x in added.get(p.name, ()) if x in p.values]) for v in m.variants for p in v.params]
+    return [(v, name, values) for v, name, values in out if values]
 
 
 def tool_of(m, task) -> str:

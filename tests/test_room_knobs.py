@@ -24,3 +24,16 @@ def test_cross_entropy_bwd_takes_the_forwards_block_and_warp_ranges():
         # an 8192-wide chunk over 16 warps holds a quarter of the registers a thread that 4 warps need
         wide4, wide16 = (m.launch(v, {**p, "num_warps": w}, task) for w in (4, 16))
         assert wide16.threads == 4 * wide4.threads and wide16.regs < wide4.regs
+
+
+def test_dropout_takes_eight_chunks_a_thread_and_1024_thread_blocks():
+    m, task = _task("dropout_cuda", shape={"T": 4096, "D": 8192})
+    v = m.variant("unrolled_ilp")
+    assert v.defaults() == {"threads": 256, "unroll": 2}                                   # today's candidate
+    code = m.render(v, {"threads": 1024, "unroll": 8}, task)
+    assert "#define THREADS 1024" in code and "#define UNROLL 8" in code
+    for tag in ("unrolled_ilp", "persistent"):
+        r = m.variant(tag)
+        four, eight = (m.launch(r, {"threads": 256, "unroll": u}, task) for u in (4, 8))
+        # twice the 16-byte loads in flight a thread, for the registers that hold them
+        assert eight.bytes_per_access == 2 * four.bytes_per_access and eight.regs > four.regs
