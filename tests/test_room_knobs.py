@@ -37,3 +37,17 @@ def test_dropout_takes_eight_chunks_a_thread_and_1024_thread_blocks():
         four, eight = (m.launch(r, {"threads": 256, "unroll": u}, task) for u in (4, 8))
         # twice the 16-byte loads in flight a thread, for the registers that hold them
         assert eight.bytes_per_access == 2 * four.bytes_per_access and eight.regs > four.regs
+
+
+def test_swiglu_tiles_take_2_to_16_warps():
+    for name in ("swiglu_fwd_triton", "swiglu_bwd_triton"):
+        m, task = _task(name, shape={"T": 8192, "I": 14336})
+        for v in m.variants:
+            if v.param("num_warps").values != (2, 4, 8, 16):
+                continue
+            assert v.param("num_warps").default == 4                                      # today's candidate
+            p = {**v.defaults(), "BLOCK": 512, "num_warps": 16}
+            assert "num_warps=16" in m.render(v, p, task)
+            assert all(k.num_warps == 16 for k in m.triton_kernels(v, p, task))
+            # 512 columns over 16 warps: one 2-byte element a lane; over 4, 8-byte accesses
+            assert m.launch(v, p, task).bytes_per_access < m.launch(v, {**p, "num_warps": 4}, task).bytes_per_access
