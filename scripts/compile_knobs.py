@@ -32,7 +32,8 @@ TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton
 # parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
 WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
-           "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)}}
+           "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
+           "kv_append_cuda": {"warps": (16,)}}
 
 
 def knob_rungs(m) -> list:

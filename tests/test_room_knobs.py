@@ -51,3 +51,12 @@ def test_swiglu_tiles_take_2_to_16_warps():
             assert all(k.num_warps == 16 for k in m.triton_kernels(v, p, task))
             # 512 columns over 16 warps: one 2-byte element a lane; over 4, 8-byte accesses
             assert m.launch(v, p, task).bytes_per_access < m.launch(v, {**p, "num_warps": 4}, task).bytes_per_access
+
+
+def test_kv_append_takes_16_tokens_a_block():
+    m, task = _task("kv_append_cuda", dtype="fp16", shape={"T": 4096, "H": 8, "D": 128, "P": 16})
+    v = m.variant("warp_per_token_ilp")
+    assert v.defaults() == {"warps": 4, "unroll": 4}                                     # today's candidate
+    assert "#define WARPS 16" in m.render(v, {"warps": 16, "unroll": 4}, task)
+    four, sixteen = (m.launch(v, {"warps": w, "unroll": 4}, task) for w in (4, 16))
+    assert sixteen.threads == 4 * four.threads and sixteen.grid * 4 == four.grid
