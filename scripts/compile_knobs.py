@@ -33,7 +33,8 @@ TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton
 WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
-           "kv_append_cuda": {"warps": (16,)}}
+           "kv_append_cuda": {"warps": (16,)},
+           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)}}
 
 
 def knob_rungs(m) -> list:

@@ -60,3 +60,16 @@ def test_kv_append_takes_16_tokens_a_block():
     assert "#define WARPS 16" in m.render(v, {"warps": 16, "unroll": 4}, task)
     four, sixteen = (m.launch(v, {"warps": w, "unroll": 4}, task) for w in (4, 16))
     assert sixteen.threads == 4 * four.threads and sixteen.grid * 4 == four.grid
+
+
+def test_moe_combine_takes_512_threads_and_8_tokens_a_block():
+    m, task = _task("moe_combine_cuda", dtype="bf16", shape={"T": 16, "topk": 2, "K": 4096})
+    v = m.variant("multi_token_ilp")
+    assert v.defaults() == {"threads": 128, "tokens_per_block": 2}                         # today's candidate
+    code = m.render(v, {"threads": 512, "tokens_per_block": 8}, task)
+    assert "#define THREADS 512" in code and "#define TPB 8" in code
+    # 16 tokens: 512 threads cover a 4096-wide row's 512 uint4 chunks in one pass; 8 tokens a block
+    # leave two blocks for the whole GPU
+    wide, default = m.launch(v, {"threads": 512, "tokens_per_block": 2}, task), m.launch(v, v.defaults(), task)
+    assert wide.threads == 4 * default.threads and wide.lane_util == 1.0
+    assert m.launch(v, {"threads": 128, "tokens_per_block": 8}, task).grid == 2
