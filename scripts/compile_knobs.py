@@ -1,13 +1,13 @@
-"""Compile a sample of the op modules' tuning knobs (kernelstrain/ops/unroll.py) with the real tools.
+"""Compile a sample of the op modules' tuning knobs (kernelstrain/ops/unroll.py, WIDENED) with the real tools.
 
     python3 scripts/compile_knobs.py [MODULE ...] [--seed 0] [--json F]
 
 For every rung that has a knob, every target its module runs on (nvcc 13 for sm_80, sm_89,
 sm_90a, sm_120a; clang++ with HIP headers for gfx942 where the module has HIP targets; Triton's AOT
-compile for cuda:90 and hip:gfx942): one candidate with the knob set, its values taken in turn
-across the targets so that each value is built at least once, the rung's other parameters drawn
-from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
-Without MODULE: every registered module whose rungs have a knob.
+compile for cuda:90 and hip:gfx942): candidates with the knob set, targets and knob values taken
+in turn until each target and each value is built at least once, the rung's other parameters
+drawn from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
+Without MODULE: every registered module whose rungs have a knob or a WIDENED value.
 """
 from __future__ import annotations
 
@@ -29,8 +29,20 @@ from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
 
 
+# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
+WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
+           "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
+           "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
+           "kv_append_cuda": {"warps": (16,)},
+           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)}}
+
+
 def knob_rungs(m) -> list:
-    return [(v, p) for v in m.variants for p in v.params if p.name in NAMES]
+    """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
+    added = WIDENED.get(m.name, {})
+    out = [(v, p.name, [x for x in p.values if x != p.default] if p.name in NAMES
+            else [x for x in added.get(p.name, ()) if x in p.values]) for v in m.variants for p in v.params]
+    return [(v, name, values) for v, name, values in out if values]
 
 
 def tool_of(m, task) -> str:
@@ -46,21 +58,24 @@ def build(m, v, params, task):
     return compile_cuda(src, task.gpu.arch, f"{m.op}_kernel")
 
 
+def runs_on(m, v, gpu) -> bool:
+    """The rung is a task on this GPU and its target's compiler is here."""
+    if not any(m.supports(gpu, d) for d in (v.dtypes or m.dtypes)) or v.needs - gpu.features:
+        return False
+    return not (gpu.vendor == "amd" and m.impl == "cuda" and not find_hip_compiler())
+
+
 def sample(m, rng) -> list:
-    """(variant, params, task) to build: per knob rung and target, one knob value (in turn)."""
+    """(variant, params, task) to build: per knob rung, every target and every knob value, taken
+    in turn (as many candidates as the larger of the two)."""
     out = []
-    for v, knob in knob_rungs(m):
-        values = [x for x in knob.values if x != knob.default]
-        grid = [p for p in param_grid(v) if p[knob.name] != knob.default]
-        i = 0
-        for g in TARGET_GPUS[m.impl]:
-            gpu = GPUS[g]
-            dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(gpu, d)]
-            if not dtypes or v.needs - gpu.features or (gpu.vendor == "amd" and m.impl == "cuda" and not find_hip_compiler()):
-                continue
-            value = values[i % len(values)]
-            i += 1
-            params = rng.choice([p for p in grid if p[knob.name] == value])
+    for v, knob, values in knob_rungs(m):
+        grid = [p for p in param_grid(v) if p[knob] in values]
+        targets = [g for g in TARGET_GPUS[m.impl] if runs_on(m, v, GPUS[g])]
+        for i in range(max(len(targets), len(values)) if targets else 0):
+            g, value = targets[i % len(targets)], values[i % len(values)]
+            dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(GPUS[g], d)]
+            params = rng.choice([p for p in grid if p[knob] == value])
             task = make_task(m, g, rng.choice(dtypes), rng.choice(m.shapes))
             out.append((v, params, task))
     return out

@@ -177,7 +177,7 @@ class KvAppendCuda(KvAppendSpec):
              launch=launch_of(vectorized_uint4_launch, lambda p, t: chunks_of(t) / p["threads"], 8),
              render=render_of(vectorized_uint4_src), bugs={"off_by_one": {"stop": "chunks - 1"}}),
         Rung("warp_per_token_ilp", "warp per token, WARPS tokens a block; UNROLL uint4 loads of K and V issued "
-             "before the stores", (Param("warps", (2, 4, 8), 4), Param("unroll", (1, 2, 4), 4)),
+             "before the stores", (Param("warps", (2, 4, 8, 16), 4), Param("unroll", (1, 2, 4), 4)),
              memory_eff=0.92, launch=warp_per_token_ilp_launch, render=warp_per_token_ilp_src,
              bugs={"off_by_one": {"guard": "c < chunks - 1"}}),
     )

@@ -218,7 +218,7 @@ class MoeCombineCuda(MoeCombineSpec):
              launch=launch_of(vectorized_uint4_launch, lambda p, t: t["K"] / 8 / p["threads"], lambda p, t: 4 * t["topk"]),
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "topk - 1"}}),
         Rung("multi_token_ilp", "tokens per block, slots/weights staged in smem, all top-k uint4 loads in flight at once",
-             (Param("threads", (64, 128, 256), 128), Param("tokens_per_block", (1, 2, 4), 2)), memory_eff=0.91,
+             (Param("threads", (64, 128, 256, 512), 128), Param("tokens_per_block", (1, 2, 4, 8), 2)), memory_eff=0.91,
              smem="static", launch=multi_token_ilp_launch, render=multi_token_ilp_src,
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "tokens - 1"}}),
     )

@@ -9,8 +9,10 @@ once -> persistent programs looping over (row, chunk) tiles with evict-first loa
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
 
-BLOCK = Param("BLOCK", (1024, 2048, 4096), 2048)
-NUM_WARPS = Param("num_warps", (4, 8), 4)
+# the forward's ranges (cross_entropy_fwd_triton): an 8192-wide chunk wants 16 warps to stay in
+# registers (24 + 3 x 8192 / 512 = 72 a thread; on 4 warps, 216)
+BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 2048)
+NUM_WARPS = Param("num_warps", (4, 8, 16), 4)
 IGNORE = -100
 ELT_DLOSS = "tl.load(dloss_ptr + row, mask=mask, other=0.0)"    # the dloss scale missing_scale drops
 ROW_DLOSS = "tl.load(dloss_ptr + row)"
