@@ -28,7 +28,7 @@ def test_bundled_profiles_resolve_by_name_and_match_the_top_level_copies():
     assert resolve(str(DEV)) == DEV                      # a path stays a path
     for path in PROFILE_DIR.glob("*.toml"):
         assert (ROOT / "configs" / path.name).read_bytes() == path.read_bytes()
-    with pytest.raises(UsageError, match="bundled profiles: kernelinfer, kernelstrain"):
+    with pytest.raises(UsageError, match="bundled profiles: fused, kernelinfer, kernelstrain"):
         load_profile("no_such_profile")
 
 
@@ -51,9 +51,11 @@ def test_dev_profile_has_unique_op_combos_for_every_session():
 
 
 def test_knobs_are_written_into_the_code_and_change_the_model():
-    m = REGISTRY["rmsnorm_cuda"]
-    task = make_task(m, "A10", "fp16", {"T": 4096, "D": 4096})
-    v = m.variant("vectorized_uint4")
+    # a rung with no unroll knob of its own (rmsnorm's vectorized rung has pragma_unroll, which
+    # supersedes the generic main_unroll: knobs.SUPERSEDED)
+    m = REGISTRY["adamw_cuda"]
+    task = make_task(m, "A10", "fp32", {"N": 16777216, "T": 1})
+    v = m.variant("fused_elementwise")
     ext = knobs.extend(v, m.impl, m.render(v, v.defaults(), task), KNOBS.knobs)
     assert [p.name for p in ext.params[-2:]] == ["min_blocks", "main_unroll"]
     plain = {**ext.defaults()}
@@ -130,9 +132,11 @@ def test_shapes_table_extends_a_menu_and_bad_tables_are_usage_errors(tmp_path):
 
 
 def test_bound_slip_writes_a_stale_launch_bound_and_the_launch_fails():
-    m = REGISTRY["rmsnorm_cuda"]
-    task = make_task(m, "A10", "fp16", {"T": 4096, "D": 4096})
-    v = m.variant("vectorized_uint4")
+    # a rung with no unroll knob of its own (rmsnorm's vectorized rung has pragma_unroll, which
+    # supersedes the generic main_unroll: knobs.SUPERSEDED)
+    m = REGISTRY["adamw_cuda"]
+    task = make_task(m, "A10", "fp32", {"N": 16777216, "T": 1})
+    v = m.variant("fused_elementwise")
     ext = knobs.extend(v, m.impl, m.render(v, v.defaults(), task), ("min_blocks", "bound"))
     assert "bound" in [p.name for p in ext.params]
     assert all(c.get("bound") == 0 for c in __import__("kernelstrain.tasks").tasks.param_grid(knobs.untuned(ext)))
