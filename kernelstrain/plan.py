@@ -40,7 +40,7 @@ def all_combos(profile: Profile) -> list[Task]:
         pick = {}
         for t in tasks:
             combo = (REGISTRY[t.module].op, t.gpu.name, t.dtype, tuple(sorted(t.shape)))
-            if combo not in pick or rank(profile.key, "impl", t.key) < rank(profile.key, "impl", pick[combo].key):
+            if combo not in pick or rank(profile.tasks_key, "impl", t.key) < rank(profile.tasks_key, "impl", pick[combo].key):
                 pick[combo] = t
         kept = {t.key for t in pick.values()}
         tasks = [t for t in tasks if t.key in kept]
@@ -51,7 +51,7 @@ def select_combos(profile: Profile) -> list[Task]:
     """`profile.combos` task combos: one per (module, gpu) first so every module appears on
     every GPU it supports, then the rest in a fixed hash order. Returned sorted by key."""
     tasks = all_combos(profile)
-    order = sorted(tasks, key=lambda t: rank(profile.key, "combo", t.key))
+    order = sorted(tasks, key=lambda t: rank(profile.tasks_key, "combo", t.key))
     chosen, seen = [], set()
     for t in order:
         if (t.module, t.gpu.name) not in seen:
@@ -101,7 +101,7 @@ def split_combos(combos: list[Task], profile: Profile, frac: float, seed: int) -
     unseen = {t.key for tasks in held.values() for t in tasks}
     train = [t for t in combos if t.key not in unseen]
     if "combo" in h.splits:
-        train, held["combo"] = split_holdout(train, frac, seed, profile.key, count=round(frac * len(combos)))
+        train, held["combo"] = split_holdout(train, frac, seed, profile.tasks_key, count=round(frac * len(combos)))
     return train, {name: held[name] for name in h.splits}
 
 
@@ -123,7 +123,7 @@ def make_plan(profile: Profile, seed: int, holdout_frac: float | None = None, ho
     frac = profile.holdout.frac if holdout_frac is None else holdout_frac
     hseed = profile.holdout.seed if holdout_seed is None else holdout_seed
     train, splits = split_combos(combos, profile, frac, hseed)
-    order = tuple(sorted(train, key=lambda t: rank(profile.key, "order", seed, t.key)))
+    order = tuple(sorted(train, key=lambda t: rank(profile.tasks_key, "order", seed, t.key)))
     splits = {name: tuple(tasks) for name, tasks in splits.items()}
     return Plan(profile, seed, tuple(train), splits.get("combo", ()), order, splits)
 

@@ -126,6 +126,17 @@ class Profile:
         shaping["profile"] = {k: v for k, v in tables["profile"].items() if k not in ("name", "description", "episodes")}
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:32]
 
+    @cached_property
+    def tasks_key(self) -> str:
+        """What seeds the plan's draws (which combos, which are held out, their order): the
+        sha256 of the tables that define tasks — modules, GPUs, combo count, extra shapes, the
+        holdout and fused tables. Tuning the engineer ([search], [steps], [status], [clock]) changes
+        the episodes (`key`), never which tasks a run holds or holds out."""
+        tables = profile_tables(self)
+        defining = {k: tables[k] for k in ("shapes", "holdout", "fused") if k in tables}
+        defining["profile"] = {k: v for k, v in tables["profile"].items() if k in ("modules", "gpus", "combos")}
+        return hashlib.sha256(json.dumps(defining, sort_keys=True).encode()).hexdigest()[:32]
+
 
 def profile_tables(p: Profile) -> dict:
     """The profile as the tables of its TOML file, every default filled in and `modules`

@@ -83,12 +83,12 @@ def fused_tasks(profile) -> list:
     for seed, index in _stream(profile):
         if len(out) == f.programs:
             break
-        impl = f.impls[int(rank(profile.key, "impl", seed, index), 16) % len(f.impls)]
+        impl = f.impls[int(rank(profile.tasks_key, "impl", seed, index), 16) % len(f.impls)]
         module = REGISTRY[module_name(seed, index, impl)]
         ops = tuple(module.view.ops)
         if ops in seen or reason(module.view.steps, module.view.dtype) is not None:
             continue      # a duplicate operator sequence, or degenerate
-        gpu = profile.gpus[int(rank(profile.key, "gpu", seed, index), 16) % len(profile.gpus)]
+        gpu = profile.gpus[int(rank(profile.tasks_key, "gpu", seed, index), 16) % len(profile.gpus)]
         task = make_task(module, gpu, module.dtypes[0], module.shapes[0])
         if module.supports(task.gpu, task.dtype) and usable(module, task):
             seen.add(ops)
