@@ -1,6 +1,6 @@
 """A bug is injected only where the parameters make it wrong (the H200 ran gemv_cuda
 split_k_combine with bad_combine_index at splits=1 and it matched the reference)."""
-from kernelstrain.engine import STREAMS, Candidate, Episode
+from kernelstrain.engine import STREAMS, Episode
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import seeded_rng
 from kernelstrain.tasks import make_task

@@ -132,8 +132,13 @@ def test_verify_samples_sessions_and_compiles_their_assistant_code(sessions, cap
     from kernelstrain.sessions import stored_steps
     from kernelstrain.verify import pick_sample
     rows = lines(sessions / "sessions.jsonl") + lines(sessions / "sessions.validation.jsonl")   # numbered on, as verify does
+    # the sample spreads over (outcome, target family) strata first, then modules within each:
+    # a few picks reach ok and failed steps, a larger sample every module of the fixture
     picked = pick_sample(sessions, 6, seed=0)
-    assert len(picked) == 6 and len({rows[n - 1]["module"] for n, _ in picked}) == len({r["module"] for r in rows})
+    outcomes = {stored_steps(rows[n - 1])[i]["status"] for n, i in picked}
+    assert len(picked) == 6 and "ok" in outcomes and len(outcomes) > 1, outcomes
+    wide = pick_sample(sessions, 40, seed=0)
+    assert len({rows[n - 1]["module"] for n, _ in wide}) == len({r["module"] for r in rows})
     for n, i in picked:
         got = stored_steps(rows[n - 1])[i]
         assert got["code"] == episode_row(rows[n - 1])["steps"][i]["code"] and got["step"] == i + 1
