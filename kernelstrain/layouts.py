@@ -6,7 +6,7 @@ and writer asks the record instead of branching on the layout's name.
 >>> LAYOUTS["sessions"].files["sessions"], LAYOUTS["episodes"].streamed[0]
 ('sessions.jsonl', 'episodes')
 >>> sorted(all_files(EPISODES))[:3]
-['episodes', 'holdout', 'sft_multiturn']
+['episodes', 'episodes.validation', 'holdout']
 """
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain import compilers, corpus  # noqa: E402
+from kernelstrain.corpus import build as corpus_build  # noqa: E402
 from kernelstrain.compilers import compile_cuda, compile_hip, compile_triton, find_hip_compiler, tool_text  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", default=str(corpus.PATH))
     args = ap.parse_args(argv)
-    todo = corpus.candidates(args.profiles.split(","), set(filter(None, args.modules.split(","))), args.limit)
+    todo = corpus_build.candidates(args.profiles.split(","), set(filter(None, args.modules.split(","))), args.limit)
     by_tool = defaultdict(int)
     for (name, _, _), (task, _, _, _) in todo.items():
         by_tool[tool_of(task, REGISTRY[name])] += 1

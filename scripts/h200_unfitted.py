@@ -15,7 +15,7 @@ source) and the passes at the rate of the last grid run (h200_gpucheck_pgrid.jso
 correctness, timing and repeat in 183 s).
 
 `wrap REPORT NAME [--out DIR]` turns gpu-check's --report JSON into the calibration file format the fit
-reads (calibration.read_data: a `format` line, `meta`, `rows`); the run stage calls it into $OUT. Add NAME
+reads (calibration.fit.read_measurement: a `format` line, `meta`, `rows`); the run stage calls it into $OUT. Add NAME
 to calibration.fit.FIT_FILES, then run scripts/calibration_cv.py (before/after) and
 scripts/refit_calibration.py as for every fit file.
 """

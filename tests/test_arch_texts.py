@@ -9,13 +9,14 @@ import shutil
 import pytest
 
 from kernelstrain import compilers, corpus, messages
+from kernelstrain.corpus import build as corpus_build
 from kernelstrain.compilers import compile_cuda, compile_hip, compile_triton, find_hip_compiler, tool_text
 from kernelstrain.ops import REGISTRY
 
 
 @pytest.fixture(scope="module")
 def candidates():
-    return corpus.candidates()
+    return corpus_build.candidates()
 
 
 @pytest.fixture

@@ -132,6 +132,7 @@ def test_generate_says_on_stderr_when_its_own_qa_fails(tmp_path, monkeypatch, ca
         r["pass"] = False
         return r
     monkeypatch.setattr(qa_mod, "report", failing)
+    monkeypatch.setattr("kernelstrain.generation.report", failing)   # the figures summed as episodes stream
     out = tmp_path / "d"
     assert main(["generate", "--seed", "0", "--out", str(out), "--episodes", "12", "--workers", "1", "--quiet"]) == 0
     err = capsys.readouterr().err
@@ -195,8 +196,9 @@ def test_merge_and_generates_final_phase_show_progress(tmp_path, monkeypatch):
     base = ["generate", "--seed", "0", "--episodes", "6", "--workers", "1"]
     code, err = _stderr_of(monkeypatch, [*base, "--out", str(tmp_path / "s0"), "--shard", "0/2"])
     assert code == 0
-    # contamination is measured as the episodes are built (no phase of its own on a fresh run)
-    for phase in ("generate", "writing the held-out tasks", "reading sft_steps.jsonl", "writing the dataset card"):
+    # contamination is measured and the QA figures summed as the episodes are built (no phase of
+    # their own on a fresh run)
+    for phase in ("generate", "writing the held-out tasks", "writing the dataset card"):
         assert phase in err, (phase, err)
     code, err = _stderr_of(monkeypatch, [*base, "--out", str(tmp_path / "s1"), "--shard", "1/2", "--quiet"])
     # no bar; a line only if the shard's own qa fails (a warning, not progress)

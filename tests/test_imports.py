@@ -29,7 +29,7 @@ LAYERS = (
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",
-               "rerender", "fused", "fused.*"}),
+               "rerender", "corpus", "fused", "fused.*"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),
     ("check", {"validate", "validate_derived", "validate_episodes", "validate_sessions", "card", "card_sessions",
@@ -37,7 +37,7 @@ LAYERS = (
     ("layout", {"layouts"}),
     ("dataset", {"dataset", "trusted"}),
     ("commands", {"generation", "merge", "verify", "gpucheck", "gpucheck.*", "report", "show", "workdir", "workdir.*",
-                  "export", "export.*", "fused.filter"}),
+                  "export", "export.*", "fused.filter", "corpus.build"}),
     ("face", {"cli", "api", "__main__", "kernelstrain"}),
 )
 

@@ -58,6 +58,6 @@ def test_wrap_writes_the_fit_file_format(tmp_path, monkeypatch):
     assert u.wrap(report, "h200_gpucheck_t.json", "note", tmp_path) == 0
     data = json.loads((tmp_path / "h200_gpucheck_t.json").read_text())
     assert data["format"] == "kernelstrain/h200-gpucheck@1" and "min_p_cuda" in data["meta"]["dataset"]
-    monkeypatch.setattr("kernelstrain.calibration.fit.read_data", lambda name: data)
+    monkeypatch.setattr("kernelstrain.calibration.fit.read_measurement", lambda name: data)
     assert [r["measured_ms"] for r in timed_rows("h200_gpucheck_t.json")] == [0.02]
     assert u.wrap(report, "h200_gpucheck_t.json", "note", tmp_path) == 2      # never over an existing file

@@ -16,7 +16,6 @@ import functools
 import hashlib
 import json
 import re
-from collections import defaultdict
 from pathlib import Path
 
 PATH = Path(__file__).with_name("arch_texts.json")
@@ -123,44 +122,3 @@ def runs(template: str, table: list) -> list:
 
 def expand(form: list, table: list) -> str:
     return "\n".join(table[i] for item in form for i in ([item] if isinstance(item, int) else [item[0]] * item[1]))
-
-
-def candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
-    """{(module, arch, code_key): (task, variant, params, code)}: every arch-failing candidate the
-    profiles' engine can write. On each task combo (plan.all_combos), a rung whose features the
-    GPU lacks (offered for the dtype) is tried with the parameters carried from the best
-    (engine.carry: the rung's defaults, and the best's value of each parameter the two share),
-    the best being any setting of a runnable rung; knobs off (the engine writes a rewrite
-    without the best's knobs where the corpus lacks their text). With `limit`, the first
-    `limit` of each (module, arch)."""
-    from ..ops import REGISTRY
-    from ..plan import all_combos
-    from ..profiles import load_profile, resolve
-    from ..tasks import param_grid
-    out, per_cell = {}, defaultdict(int)
-    for name in profiles:
-        for task in all_combos(load_profile(resolve(name))):
-            m = REGISTRY[task.module]
-            if modules and m.name not in modules:
-                continue
-            runnable = [u for u in m.variants if not (u.needs - task.gpu.features) and u.offered(task.dtype)]
-            for v in m.variants:
-                if not (v.needs - task.gpu.features) or not v.offered(task.dtype):
-                    continue
-                for params in _carried(v, [q for u in runnable for q in param_grid(u)]):
-                    code = m.render(v, params, task)
-                    key = (m.name, task.gpu.arch, code_key(code))
-                    if key in out or limit and per_cell[key[:2]] >= limit:
-                        continue
-                    per_cell[key[:2]] += 1
-                    out[key] = (task, v, params, code)
-    return out
-
-
-def _carried(variant, bests: list) -> list:
-    """The distinct parameter settings of `variant` carried from each of `bests`, defaults first."""
-    from ..tasks import carry
-    out = {tuple(variant.defaults().items()): None}
-    for best in bests:
-        out.setdefault(tuple(carry(variant, best).items()), None)
-    return [dict(p) for p in out]

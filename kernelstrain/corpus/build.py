@@ -1,0 +1,49 @@
+"""Which candidates the arch-text corpus must hold: every arch-failing candidate the bundled
+profiles' engine can write (scripts/arch_corpus.py builds the corpus from them; tests check the
+corpus covers them). Apart from the corpus reader (kernelstrain.corpus), which the messages use
+while generating: this module reads the profiles and the plan, a layer above the messages."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from . import PROFILES, code_key
+from ..ops import REGISTRY
+from ..plan import all_combos
+from ..profiles import load_profile, resolve
+from ..tasks import carry, param_grid
+
+
+def candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
+    """{(module, arch, code_key): (task, variant, params, code)}: every arch-failing candidate the
+    profiles' engine can write. On each task combo (plan.all_combos), a rung whose features the
+    GPU lacks (offered for the dtype) is tried with the parameters carried from the best
+    (engine.carry: the rung's defaults, and the best's value of each parameter the two share),
+    the best being any setting of a runnable rung; knobs off (the engine writes a rewrite
+    without the best's knobs where the corpus lacks their text). With `limit`, the first
+    `limit` of each (module, arch)."""
+    out, per_cell = {}, defaultdict(int)
+    for name in profiles:
+        for task in all_combos(load_profile(resolve(name))):
+            m = REGISTRY[task.module]
+            if modules and m.name not in modules:
+                continue
+            runnable = [u for u in m.variants if not (u.needs - task.gpu.features) and u.offered(task.dtype)]
+            for v in m.variants:
+                if not (v.needs - task.gpu.features) or not v.offered(task.dtype):
+                    continue
+                for params in _carried(v, [q for u in runnable for q in param_grid(u)]):
+                    code = m.render(v, params, task)
+                    key = (m.name, task.gpu.arch, code_key(code))
+                    if key in out or limit and per_cell[key[:2]] >= limit:
+                        continue
+                    per_cell[key[:2]] += 1
+                    out[key] = (task, v, params, code)
+    return out
+
+
+def _carried(variant, bests: list) -> list:
+    """The distinct parameter settings of `variant` carried from each of `bests`, defaults first."""
+    out = {tuple(variant.defaults().items()): None}
+    for best in bests:
+        out.setdefault(tuple(carry(variant, best).items()), None)
+    return [dict(p) for p in out]
