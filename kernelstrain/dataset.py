@@ -21,6 +21,7 @@ import hashlib
 from pathlib import Path
 
 from .episodes import chat_rows, replay
+from .fused import module as _fused_programs  # noqa: F401 (registers the fused programs' modules: a fused dataset's rows name them)
 from .errors import DataError
 from .layouts import EPISODES, LAYOUTS, Layout, all_files
 from .manifest import Manifest, read_manifest

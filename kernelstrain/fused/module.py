@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
 from ..sim import SimResult, noise_cv
 from .cost import fused_cost
@@ -360,3 +361,6 @@ def fused_module(name: str) -> FusedModule | None:
 
 def module_name(seed: int, index: int, impl: str) -> str:
     return f"fused_s{seed}_{index:05d}_{impl}"
+
+
+REGISTRY.make_with(fused_module)      # REGISTRY["fused_s0_00001_cuda"] finds the program's module

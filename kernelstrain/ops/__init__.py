@@ -12,9 +12,19 @@ from .base import OpModule, Rung
 
 
 class Registry(dict):
-    """Op modules by name. A name not registered may be a fused program's module, made on
-    demand (kernelstrain.fused.module: `fused_s{seed}_{index}_{impl}`); iteration, `len` and `in`
-    see the registered modules only; `get` finds both."""
+    """Op modules by name. A name not registered may be made on demand by a maker registered
+    with `make_with` (kernelstrain.fused.module registers the fused programs' modules,
+    `fused_s{seed}_{index}_{impl}`, when it is imported: the registry imports nothing above
+    it); iteration, `len` and `in` see the registered modules only; `get` finds both."""
+
+    def __init__(self):
+        super().__init__()
+        self.makers: list = []
+
+    def make_with(self, maker) -> None:
+        """maker(name) -> OpModule | None, asked for names not registered."""
+        if maker not in self.makers:
+            self.makers.append(maker)
 
     def get(self, name, default=None):
         try:
@@ -23,11 +33,11 @@ class Registry(dict):
             return default
 
     def __missing__(self, name: str) -> OpModule:
-        from ..fused.module import fused_module
-        module = fused_module(name) if isinstance(name, str) else None
-        if module is None:
-            raise KeyError(name)
-        return module
+        for maker in self.makers if isinstance(name, str) else ():
+            module = maker(name)
+            if module is not None:
+                return module
+        raise KeyError(name)
 
 
 REGISTRY: Registry = Registry()
