@@ -7,6 +7,7 @@ import pytest
 
 from kernelstrain.cli import main
 from kernelstrain.fused.dataset import CANDIDATES, candidate
+from kernelstrain.fused.degenerate import reason as degenerate_reason
 
 # slow: two workers' cold torch.compile, ~90 s on 2 cores (README: Fused-operator tasks)
 pytestmark = [pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -55,9 +56,13 @@ BAD = {
 
 
 def _row(reason: str, body, i: int) -> dict:
-    base = candidate(0, 0)
+    # the metadata of a generated program the static rules pass (seed 0's first is a no-op chain,
+    # which the filter rejects before running anything): the run decides these rows
+    base = next(c for c in map(lambda k: candidate(0, k), range(100)) if degenerate_reason(c["program"], "fp32") is None)
     body, init = body if isinstance(body, tuple) else (body, "")
-    return {**base, "id": f"bad_{reason}", "index": i, "dtype": "fp32", "source": TEMPLATE.format(body=body, init=init),
+    # ops of its own: the filter takes a sequence once (a second row of the same ops is a duplicate)
+    return {**base, "id": f"bad_{reason}", "index": i, "dtype": "fp32", "ops": ["linear", reason],
+            "source": TEMPLATE.format(body=body, init=init),
             "source_sha256": f"{i:064x}"}
 
 
