@@ -16,8 +16,7 @@ from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
-# 8 chunks: 32 registers of loads in flight a thread, what a short grid of a memory-bound kernel
-# needs to cover DRAM latency (PyTorch's fused dropout stops at 4 for its full grids)
+# 8 chunks: 32 registers of loads in flight a thread, for short grids (PyTorch's fused dropout: 4)
 UNROLL = Param("unroll", (1, 2, 4, 8), 2)
 P, SEED, OFFSET = 0.1, 0x5EED1234ABCD, 7
 ENTRY = Entry("dropout", (Arg("x", "in", ("T", "D")), Arg("y", "out", ("T", "D")),
