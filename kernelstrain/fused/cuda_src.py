@@ -39,6 +39,20 @@ struct alignas(sizeof(T) * N) Pack {
 };
 """
 
+# one block reduction per combine: the same code, with the warp step and the empty partial's value
+BLOCK_REDUCE = """template <int THREADS>
+__device__ float block_{name}(float v) {{
+    __shared__ float partial[32];
+    v = warp_{name}(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = warp_{name}(lane < THREADS / 32 ? partial[lane] : {identity});
+    __syncthreads();
+    return v;
+}}
+"""
+
 REDUCE = """
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -51,30 +65,8 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // Every thread gets the block's total: warps reduce by shuffles, warp 0's lanes hold the partials.
-template <int THREADS>
-__device__ float block_sum(float v) {
-    __shared__ float partial[32];
-    v = warp_sum(v);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = warp_sum(lane < THREADS / 32 ? partial[lane] : 0.f);
-    __syncthreads();
-    return v;
-}
-
-template <int THREADS>
-__device__ float block_max(float v) {
-    __shared__ float partial[32];
-    v = warp_max(v);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = warp_max(lane < THREADS / 32 ? partial[lane] : -CUDART_INF_F);
-    __syncthreads();
-    return v;
-}
-"""
+""" + "\n".join(BLOCK_REDUCE.format(name=name, identity=identity) for name, identity in
+               (("sum", "0.f"), ("max", "-CUDART_INF_F")))
 
 
 def _ptrs(args: list) -> str:
