@@ -9,10 +9,14 @@ of two near-tied parameters), or around a climb that lost by less than CONTENDER
 best and the candidate in turn to settle a close call; repair the failure it just made (the
 same rung, fixed); ablate a technique of the best at most once, onto a rung below not measured
 slow. It never returns to a rung measured at SLOW_RUNG x the best, never proposes code already
-measured except to settle a close call, and never makes a bug again. It stops when nothing is
-open and the best is within ROOFLINE_NEAR of its roofline, or no rung is left worth climbing
-and either every parameter of the best is settled or `patience` steps in a row found nothing
-(its evidence that the rest will not either).
+measured except to settle a close call, and never makes a bug again. A rewrite that overflowed
+shared memory or the register file is repaired on its rung (one parameter backed off) and
+measured. It stops when nothing is open and the best is within ROOFLINE_NEAR of its floor (the
+roofline plus one launch) or launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite
+that launches fewer kernels or moves fewer bytes is tried, no tune inside the noise), or no rung
+is left worth climbing and either every parameter of the best is settled or `patience` steps in
+a row found nothing (its evidence that the rest will not either; the nearer the floor, the
+fewer: HEADROOM).
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -27,6 +31,7 @@ Four RNG streams (policy, noise, clock, wording) keep trajectories independent o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -39,6 +44,7 @@ from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .schema import Step
+from .calibration import FIT
 from .sim import measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import carry, param_grid, starting_rung
 
@@ -48,10 +54,14 @@ SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: thi
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
 ROOFLINE_NEAR = 1.25  # a best this close to its roofline floor leaves no rewrite worth a step
+HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 CONTENDER = 1.15      # a climb that lost by less than this, at parameters carried over, is tuned before it is judged
                       # (retuning a rewrite's inherited tiles and launch shape recovers some 5-15%, rarely more)
 CONTENDER_STEPS = 3   # ... by coordinate search around its best measurement, until this many steps in a row find nothing
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
+LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
+                      # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
+                      # that launches fewer kernels or moves fewer bytes can
 
 
 @dataclass(frozen=True)
@@ -241,16 +251,39 @@ class Episode:
     # -- proposals ------------------------------------------------------------------
     def ups(self) -> list[Variant]:
         """Runnable rungs above the best's, not tried yet, that could beat it: their technique's
-        roofline (memory, or the compute path they use) is more than ROOFLINE_NEAR under the best."""
+        roofline (memory, or the compute path they use) plus one launch is more than ROOFLINE_NEAR
+        under the best; at the launch floor, only a rewrite that launches fewer kernels or moves
+        fewer bytes than the best."""
         here = self.pos[self.best.variant.tag]
-        return [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
-                and not self.near_floor(v)]
+        ups = [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
+               and not self.near_floor(v)]
+        return [v for v in ups if self.cuts_launches_or_bytes(v)] if self.launch_bound() else ups
 
     def near_floor(self, v: Variant) -> bool:
-        """The best runs within ROOFLINE_NEAR of `v`'s roofline floor: `v` cannot gain much on it."""
+        """The best runs within ROOFLINE_NEAR of `v`'s floor: `v` cannot gain much on it."""
+        return self.book.best_ms <= ROOFLINE_NEAR * self.floor_ms(v)
+
+    def floor_ms(self, v: Variant) -> float:
+        """`v`'s roofline (memory, or the compute path it uses) plus one launch's overhead."""
         if v.path not in self._floors:
-            self._floors[v.path] = roofline_floor_ms(self.m, self.task, v.path)
-        return self.book.best_ms <= ROOFLINE_NEAR * self._floors[v.path]
+            self._floors[v.path] = roofline_floor_ms(self.m, self.task, v.path) + self.launch_ms()
+        return self._floors[v.path]
+
+    def launch_ms(self) -> float:
+        """The overhead of one kernel launch on this GPU (what an empty kernel measures)."""
+        return FIT.overhead_us(self.task.gpu.vendor, 1) * 1e-3
+
+    def launch_bound(self) -> bool:
+        """One launch's overhead is at least LAUNCH_BOUND of the best's time (SPEC §10: the
+        engineer reads the profiler's kernel duration beside the measured time)."""
+        return self.launch_ms() >= LAUNCH_BOUND * self.book.best_ms
+
+    def cuts_launches_or_bytes(self, v: Variant) -> bool:
+        """`v` (at the parameters a climb carries over) launches fewer kernels or moves fewer
+        bytes than the best: the two things that shorten a launch-bound kernel."""
+        here = knobs.launch(self.m, self.best.variant, self.best.params, self.task)
+        there = knobs.launch(self.m, v, self.carry(v), self.task)
+        return there.launches < here.launches or there.traffic < here.traffic
 
     def rung_candidate(self, v: Variant) -> Candidate:
         c = Candidate(v, self.carry(v))
@@ -665,10 +698,20 @@ class Episode:
         reach a step count: min_steps only lets the first steps run past a time budget."""
         if self.pending is not None or self.close is not None or self.contender is not None:
             return False
-        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.habits.patience)
+        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.patience())
+
+    def patience(self) -> int:
+        """Fruitless steps in a row the engineer gives the best before converging: the habit's
+        patience where the profiler shows HEADROOM x the floor or more left to gain, fewer as
+        the best nears its floor (a kernel at 70% of its roofline has at most 1.4x left), down
+        to one probe at ROOFLINE_NEAR."""
+        ratio = self.book.best_ms / self.floor_ms(self.best.variant)
+        share = math.log(max(ratio, ROOFLINE_NEAR) / ROOFLINE_NEAR) / math.log(HEADROOM / ROOFLINE_NEAR)
+        return max(1, round(self.habits.patience * min(1.0, share)))
 
     def at_roofline(self) -> bool:
-        return self.near_floor(self.best.variant)
+        """The best is near its floor, or launch-bound: tuning it cannot gain past the noise."""
+        return self.near_floor(self.best.variant) or self.launch_bound()
 
     def step(self, k: int) -> Step | None:
         rng = self.rng
@@ -682,7 +725,9 @@ class Episode:
                 if again:
                     return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
-        if self.over is not None and rng.random() < self.search.backoff:
+        # a rewrite onto a new rung that overflowed is repaired on that rung (smaller tiles, fewer
+        # stages) and measured; a tuning move of the best's rung that overflowed, as the profile leans
+        if self.over is not None and (self.over[0].variant.tag not in self.rung_ms or rng.random() < self.search.backoff):
             c = self.propose_backoff()
             if c is not None:
                 return self.evaluate(k, c)
@@ -691,6 +736,8 @@ class Episode:
             c = self.settle()
             if c is not None:
                 return self.evaluate(k, c)
+            if self.converged():            # the call just decided was the last thing open
+                return None
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -714,8 +761,9 @@ class Episode:
     def worth_settling(self, code: str) -> bool:
         """A close call (faster than the best, inside the noise) whose apparent gain is at least
         one standard deviation of a run: smaller ones would stay inside the noise after
-        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties."""
-        return self.book.close(code) and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
+        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties. At the launch
+        floor none is: what the launch knobs move there is the noise."""
+        return not self.launch_bound() and self.book.close(code) and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
 
     def settle(self) -> Candidate | None:
         """The next re-measure of an open close call: the best and the candidate in turn (the
@@ -774,7 +822,7 @@ class Episode:
                 hit = self.overflow(cand)
                 if hit is not None and self.search.learn_limits:
                     self.limits.learn(cand.variant.tag, *hit)
-                if hit is not None and self.search.backoff:
+                if hit is not None and (self.search.backoff or cand.variant.tag not in self.rung_ms):
                     self.over = (cand.clean(), hit[0])
             elif failure == "arch" and self.search.learn_limits:
                 self.limits.missing |= cand.variant.needs - self.task.gpu.features

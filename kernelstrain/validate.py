@@ -228,9 +228,10 @@ def check_episode(ep: dict, where: str, out: Findings, ctx: "Context", index: in
     best = book.best_ms
     if ep["best"]["time_ms"] != best or ep["best"]["step"] != book.best_step:
         out.add(where, f"best {ep['best']} != recorded best ({best} at step {book.best_step})", "best_running_minimum")
-    speedup = round(ep["baseline"]["time_ms"] / best, 4)
+    speedup = round(book.mean(ep["baseline"]["code"]) / best, 4)     # both recorded means: one basis
     if ep["best"]["speedup"] != speedup:
-        out.add(where, f"best.speedup {ep['best']['speedup']} != baseline/best = {speedup}", "best_running_minimum")
+        out.add(where, f"best.speedup {ep['best']['speedup']} != baseline/best (recorded means) = {speedup}",
+                "best_running_minimum")
     eager_ms, compile_ms = torch_times(module, task)
     if (ep["torch_eager_ms"], ep["torch_compile_ms"]) != (eager_ms, compile_ms):
         out.add(where, f"torch_eager_ms/torch_compile_ms {ep['torch_eager_ms']}/{ep['torch_compile_ms']} are not the "
