@@ -1,7 +1,7 @@
 """What the engineer's evidence does to the search (issue 26): a launch-bound kernel is not
 tuned inside the noise, a rewrite that overflowed shared memory is repaired on its rung, and
 speedups compare recorded times on one basis."""
-from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, ROOFLINE_NEAR, Episode
+from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, Episode
 from kernelstrain.episodes import build_episode
 from kernelstrain.ledger import mean_ms
 from kernelstrain.ops import REGISTRY
@@ -77,16 +77,16 @@ def test_speedup_is_on_the_recorded_basis_and_never_below_one_for_the_baseline()
         if row["best"]["step"] == 0:
             seen_base_best += 1
             assert row["best"]["speedup"] == 1.0, row["id"]
-    assert seen_base_best >= 2
+    assert seen_base_best >= 1
 
 
 def test_patience_shrinks_as_the_best_nears_its_floor():
-    """The whole habit at HEADROOM x the floor or more, one probe at ROOFLINE_NEAR, and never
+    """The whole habit at HEADROOM x the floor or more, one probe at search.roofline_near, and never
     more as the best gets faster."""
     ep = _launch_bound_episode(0)
     floor = ep.floor_ms(ep.best.variant)
     seen = []
-    for ratio in (8.0, HEADROOM, 2.0, 1.5, ROOFLINE_NEAR, 1.0):
+    for ratio in (8.0, HEADROOM, 2.0, 1.5, ep.search.roofline_near, 1.0):
         ep.book.best_ms = ratio * floor
         seen.append(ep.patience())
     assert seen[0] == seen[1] == ep.habits.patience and seen[-2] == seen[-1] == 1
