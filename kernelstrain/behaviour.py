@@ -26,6 +26,7 @@ LAST_STEPS = 3
 EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
+_TIME = re.compile(r"\b\d+(?:\.\d+)? (us|ms)\b")
 # a tool's quote of the candidate's source (the code itself, comments and all, which the model
 # reads anyway): Triton's `at L:C:` excerpt down to its caret, and a compiler's line above a caret
 _EXCERPT = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
@@ -86,6 +87,15 @@ def labels_in(text: str, tags) -> list[str]:
     prose = _EXCERPT.sub("", _FENCE.sub("", text))
     found = KINDS_SEEN.findall(prose)
     return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+
+
+def time_units(text: str) -> set:
+    """The units times are printed in, in a prompt's prose (code blocks left out).
+
+    >>> sorted(time_units("time: 20.84 us, vs best 21.84 us ```cuda // 3 ms ```"))
+    ['us']
+    """
+    return set(_TIME.findall(_FENCE.sub("", text)))
 
 
 def tail_share(f: Counter) -> float:

@@ -33,6 +33,7 @@ Four RNG streams (policy, noise, clock, wording) keep trajectories independent o
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -56,6 +57,15 @@ SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: thi
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
+# the parameters a profiler's verdict on the best points at first, by the names the ladders give
+# them: an under-filled GPU (fewer CTAs than SMs) -> split factors and persistent grids; compute-
+# bound -> tile shapes, stages, warps; memory-bound -> vector width, unrolling, rows and threads
+# per CTA (the loads in flight)
+POINTS_AT = {
+    "occupancy": re.compile(r"split|per_sm|min_blocks|tiles_per|persistent|partition", re.I),
+    "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
+    "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
+}
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
                       # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
@@ -198,7 +208,7 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # bugs made (and fixed): never made again, on any rung
         self.rung_ms: dict = {base.tag: self.baseline_ms}    # fastest measurement of each rung
-        self.ablations = 0                             # rungs below the best tried (search.ablations at most)
+        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
@@ -314,9 +324,21 @@ class Episode:
         return None
 
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
-        """A coordinate search starting at `at`, its parameters in an order of this engineer's."""
-        names = self.tunable(at.variant)
-        return Line(at, ms, dict(zip(names, self.rng.sample(range(len(names)), len(names)))), left=left)
+        """A coordinate search starting at `at`: the parameters the profile of `at` points at
+        first (POINTS_AT[bottleneck]), each group in an order of this engineer's."""
+        names, points = self.tunable(at.variant), POINTS_AT[self.bottleneck(at)]
+        order = sorted(self.rng.sample(names, len(names)), key=lambda n: points.search(n) is None)
+        return Line(at, ms, {n: i for i, n in enumerate(order)}, left=left)
+
+    def bottleneck(self, c: Candidate) -> str:
+        """What a profile of `c` shows limits it: `occupancy` (fewer CTAs than SMs), else
+        `compute` or `memory`, whichever of the task's roofline terms on its path is larger."""
+        gpu = self.task.gpu
+        if knobs.launch(self.m, c.variant, c.params, self.task).grid < gpu.sms:
+            return "occupancy"
+        cost = self.m.cost(self.task)
+        compute_s = cost.flops / gpu.peak(c.variant.path) if cost.flops else 0.0
+        return "compute" if compute_s >= cost.bytes / (gpu.bw_tbs * 1e12) else "memory"
 
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
@@ -462,7 +484,7 @@ class Episode:
             c = self.propose_structural(k)
             if c is not None:
                 return c
-        if self.ablations < self.search.ablations and self.stale >= 2 and rng.random() < h.ablate:
+        if len(self.ablated) < self.search.ablations and self.stale >= 2 and rng.random() < h.ablate:
             c = self.propose_ablation()
             if c is not None:
                 return c
@@ -827,8 +849,8 @@ class Episode:
                                self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
-        self.ablations += self.pos[cand.variant.tag] < self.pos[self.best.variant.tag] \
-            and cand.variant.tag not in self.rung_tried           # a repair of an ablation is the same one
+        if self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]:
+            self.ablated.add(cand.variant.tag)        # a repair of an ablation is the same one
         self.tried.add(cand.key)
         self.rung_tried.add(cand.variant.tag)
         if failure is None and not r.ok:           # the build or launch fails on this GPU

@@ -1,7 +1,7 @@
 """What the engineer's evidence does to the search (issue 26): a launch-bound kernel is not
 tuned inside the noise, a rewrite that overflowed shared memory is repaired on its rung, and
 speedups compare recorded times on one basis."""
-from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, Episode
+from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, POINTS_AT, Candidate, Episode
 from kernelstrain.episodes import build_episode
 from kernelstrain.ledger import mean_ms
 from kernelstrain.ops import REGISTRY
@@ -91,3 +91,20 @@ def test_patience_shrinks_as_the_best_nears_its_floor():
         seen.append(ep.patience())
     assert seen[0] == seen[1] == ep.habits.patience and seen[-2] == seen[-1] == 1
     assert seen == sorted(seen, reverse=True)
+
+
+def test_the_search_starts_with_the_parameters_the_profile_points_at():
+    """A compute-bound GEMM rung is tuned from its tiles, stages and warps; an under-filled launch
+    from its split and persistent-grid factors; a memory-bound one from widths, unrolls, rows."""
+    m = REGISTRY["gemm_fp16_cuda"]
+    task = make_task(m, "H100", "fp16", {"M": 4096, "N": 4096, "K": 4096})
+    for seed in range(4):
+        ep = Episode(m, task, streams(seed), 40, 0.0, 0.0, 1)
+        for v in ep.rungs:
+            at = Candidate(v, v.defaults())
+            kind = ep.bottleneck(at)
+            line = ep.new_line(at, 1.0)
+            order = sorted(line.rank, key=line.rank.get)
+            pointed = [POINTS_AT[kind].search(n) is not None for n in order]
+            assert pointed == sorted(pointed, reverse=True), (v.tag, kind, order)
+    assert ep.bottleneck(Candidate(ep.rungs[-1], ep.rungs[-1].defaults())) == "compute"
