@@ -48,7 +48,7 @@ from .profiles import Search
 from .references import reference_ms
 from .schema import Step
 from .calibration import FIT
-from .sim import measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
+from .sim import blocks_per_sm, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -67,6 +67,7 @@ POINTS_AT = {
     "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
 }
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
+SETTLE_GAIN = 0.5     # ... while the candidate still looks faster by this many sigmas of one run
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
                       # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
                       # that launches fewer kernels or moves fewer bytes can
@@ -369,6 +370,16 @@ class Episode:
                 return c
         return None
 
+    def worth_tuning(self, at: Candidate, name: str) -> bool:
+        """A profile of `at` says `name` can move it: __launch_bounds__' minimum blocks per SM
+        (`min_blocks`) only where its occupancy is limited by registers (ncu's register block
+        limit the lowest; the knob caps registers to raise it) or it was set already."""
+        if name != "min_blocks" or at.params.get(name):
+            return True
+        launch, gpu = knobs.launch(self.m, at.variant, at.params, self.task), self.task.gpu
+        by_regs = gpu.regs_per_sm // max(1, launch.threads * launch.regs)
+        return by_regs < blocks_per_sm(replace(launch, regs=0), gpu)
+
     def tunable(self, variant: Variant) -> list[str]:
         return [p.name for p in variant.params if len(p.values) > 1 and p.name not in knobs.SLIPS]
 
@@ -426,7 +437,7 @@ class Episode:
         names = self.tunable(line.at.variant)
         order = sorted(names, key=lambda n: (n != line.focus, line.rank.get(n, 0)))
         for name in order:
-            if name in line.settled:
+            if name in line.settled or not self.worth_tuning(line.at, name):
                 continue
             first = line.lean.setdefault(name, self.rng.choice((1, -1)))
             losses = []
@@ -742,8 +753,8 @@ class Episode:
             values = knobs.param(v, name).values
             i = values.index(at[name])
             near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
-            looked.append(name in self.line.settled or any(c.key in self.tried for c in near)
-                          or not any(self.fresh(c) for c in near))
+            looked.append(name in self.line.settled or not self.worth_tuning(self.best, name)
+                          or any(c.key in self.tried for c in near) or not any(self.fresh(c) for c in near))
         return all(looked) if self.search.probe_all else any(looked) or not looked
 
     def patience(self) -> int:
@@ -818,11 +829,14 @@ class Episode:
     def settle(self) -> Candidate | None:
         """The next re-measure of an open close call: the best and the candidate in turn (the
         one with fewer runs; the best first), until the ledger keeps the candidate, its mean is
-        no longer faster than the best's, or both have SETTLE_RUNS runs and it is still inside
-        the noise (no real gain: the best stays). None once the call is decided."""
+        faster than the best's by less than SETTLE_GAIN of a run's sigma (a keep would need ~3
+        more sigma: a tie), or both have SETTLE_RUNS runs and it is still inside the noise (no
+        real gain: the best stays). None once the call is decided."""
         code = self.code(self.close)
         runs, best_runs = len(self.book.runs[code]), self.book.best_runs()
-        if not self.book.close(code) or min(runs, best_runs) >= SETTLE_RUNS:
+        gain = 1.0 - self.book.mean(code) / self.book.best_ms
+        if not self.book.close(code) or gain < SETTLE_GAIN * noise_cv(self.book.best_ms) \
+                or min(runs, best_runs) >= SETTLE_RUNS:
             self.close = None
             return None
         return self.best if best_runs <= runs else self.close

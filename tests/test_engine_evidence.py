@@ -1,6 +1,8 @@
 """What the engineer's evidence does to the search (issue 26): a launch-bound kernel is not
 tuned inside the noise, a rewrite that overflowed shared memory is repaired on its rung, and
 speedups compare recorded times on one basis."""
+from dataclasses import replace
+
 from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, POINTS_AT, Candidate, Episode
 from kernelstrain.episodes import build_episode
 from kernelstrain.ledger import mean_ms
@@ -108,3 +110,28 @@ def test_the_search_starts_with_the_parameters_the_profile_points_at():
             pointed = [POINTS_AT[kind].search(n) is not None for n in order]
             assert pointed == sorted(pointed, reverse=True), (v.tag, kind, order)
     assert ep.bottleneck(Candidate(ep.rungs[-1], ep.rungs[-1].defaults())) == "compute"
+
+
+def test_min_blocks_is_tuned_only_where_registers_limit_occupancy():
+    """__launch_bounds__' minimum blocks per SM caps registers to raise occupancy: a careful
+    engineer reaches for it only where the profile shows registers are the occupancy limit."""
+    from kernelstrain import knobs
+    from kernelstrain.sim import blocks_per_sm
+    seen = set()
+    for name in sorted(REGISTRY):
+        m = REGISTRY[name]
+        if m.impl != "cuda" or "nvidia" not in m.vendors:
+            continue
+        task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
+        ep = Episode(m, task, streams(0), 10, 0.0, 0.0, 1)
+        for v in ep.rungs:
+            if "min_blocks" not in ep.tunable(v):
+                continue
+            at = Candidate(v, v.defaults())
+            launch = knobs.launch(m, v, at.params, task)
+            limited = task.gpu.regs_per_sm // (launch.threads * launch.regs) < blocks_per_sm(
+                replace(launch, regs=0), task.gpu)
+            assert ep.worth_tuning(at, "min_blocks") == limited
+            assert ep.worth_tuning(Candidate(v, {**at.params, "min_blocks": 2}), "min_blocks")
+            seen.add(limited)
+    assert seen == {True, False}

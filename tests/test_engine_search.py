@@ -4,7 +4,7 @@ after a gain, and settles a close call by re-measuring both the best and the can
 import pytest
 
 from kernelstrain import behaviour
-from kernelstrain.engine import SETTLE_RUNS, Candidate, Episode, Line
+from kernelstrain.engine import SETTLE_GAIN, SETTLE_RUNS, Candidate, Episode, Line
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import noise_cv
 from kernelstrain.tasks import make_task
@@ -99,6 +99,19 @@ def test_a_close_call_is_settled_by_re_measuring_both_in_turn():
     assert ep.close is None
 
 
+def test_a_close_call_whose_gain_shrinks_inside_half_a_sigma_is_a_tie():
+    """Re-measuring stops once the candidate looks faster by less than SETTLE_GAIN of a run's
+    sigma: a keep would need some three sigmas more, so the engineer reads it as a tie."""
+    ep, _, _ = _walkable()
+    c = _close_call(ep, noise_cv(1.0) * 1.2)
+    ep.close = c
+    assert ep.settle() is ep.best
+    ep.book.record(ep.code(ep.best), 0.97)       # the best re-measured fast: its mean 0.985, the candidate's 0.982
+    assert ep.book.close(ep.code(c)) and ep.book.best_runs() < SETTLE_RUNS      # the old rule would go on
+    assert 0 < 1 - ep.book.mean(ep.code(c)) / ep.book.best_ms < SETTLE_GAIN * noise_cv(ep.book.best_ms)
+    assert ep.settle() is None and ep.close is None
+
+
 def test_a_gain_under_one_sigma_is_a_tie_not_worth_settling():
     ep, _, _ = _walkable()
     c = _close_call(ep, noise_cv(1.0) * 0.5)
@@ -110,9 +123,11 @@ def test_a_gain_under_one_sigma_is_a_tie_not_worth_settling():
 def test_close_calls_are_settled_on_both_sides_and_exhausted_searches_are_settled(case):
     """No candidate is re-measured while the best has no more runs than it (behaviour's
     one_sided_remeasures); an episode that ends because nothing was left has every parameter of
-    its best settled (both ways lost or closed, or a clear loser kept from before a gain)."""
+    its best settled (both ways lost or closed, or a clear loser kept from before a gain), but for
+    those a profile says cannot move it (Episode.worth_tuning)."""
     m, task, ep, steps = case
     from test_engine import _public
     assert behaviour.figures(_public(ep, steps))["one_sided_remeasures"] == 0
     if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.patience() and not ep.ups():
-        assert set(ep.line.settled) >= set(ep.tunable(ep.best.variant)), (m.name, ep.line.settled)
+        worth = {n for n in ep.tunable(ep.best.variant) if ep.worth_tuning(ep.best, n)}
+        assert set(ep.line.settled) >= worth, (m.name, ep.line.settled)
