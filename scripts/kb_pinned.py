@@ -30,7 +30,6 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.profiles import bundled_names, load_profile  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
-from kernelstrain.workdir import unsupported_reason  # noqa: E402
 from kernelstrain.workdir.subject import Candidate, Subject  # noqa: E402
 
 DISAGREEMENTS = (
@@ -105,8 +104,7 @@ def main(argv: list) -> int:
         index["problems"].append({"problem_id": n, "file": prob, "dtype": s.dtype, "precision": precision(s),
                                   "case": spec})
         index["solutions"].append({"file": sol, "problem_id": n, "module": s.module.name, "impl": s.module.impl,
-                                   "status": s.candidate.status, "tag": s.candidate.label, "gpu": s.gpu,
-                                   "unsupported": unsupported_reason(s)})
+                                   "status": s.candidate.status, "tag": s.candidate.label, "gpu": s.gpu})
     (out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
     print(f"wrote {len(specs)} pinned cases to {out}")
     return 0
