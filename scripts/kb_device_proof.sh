@@ -14,7 +14,7 @@
 #   DRY=1 bash scripts/kb_device_proof.sh run        here: KernelBench's loading of every case, both
 #        models built, nothing on a device (the rehearsal)
 #   bash scripts/kb_device_proof.sh run              on the device (run tool: carry ["build/kb_proof"]),
-#        one call: $OUT/table.txt, $OUT/rows.jsonl, $OUT/log.txt, $OUT/env.txt; no case starts after
+#        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
 #        DEADLINE seconds (default 320) and none runs past it
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +49,8 @@ run)
     python3 -c 'import torch; print("torch", torch.__version__, "| device",
           torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU)")' | tee "$OUT/env.txt"
     echo "KernelBench $(cat "$PROOF/KernelBench/COMMIT")" >> "$OUT/env.txt"
-    nproc >> "$OUT/env.txt"
+    echo "cores $(nproc)" >> "$OUT/env.txt"
+    cp "$PROOF/static.txt" "$OUT/static_full.txt"     # the static checker over every exported solution (prepare)
     dry=(); jobs="${JOBS:-$(( $(nproc) - 1 ))}"
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
