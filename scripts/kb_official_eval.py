@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import importlib.util
 import json
 import os
@@ -62,7 +63,7 @@ def _import_kernelbench(root: Path):
     sys.path.insert(0, str(root / "src"))
     stood_in = []
     for name, members in _UNUSED.items():
-        if importlib.util.find_spec(name) is None:
+        if name not in sys.modules and importlib.util.find_spec(name) is None:   # (a stand-in has no spec)
             stand_in = types.ModuleType(name)
             stand_in.__dict__.update(members)
             sys.modules[name] = stand_in
@@ -93,6 +94,9 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
     else:
         new_cls = kb_eval.load_custom_model(solution, context)     # the extension KernelBench just built
     poison = new_cls.forward.__globals__["set_poison"]             # the solution's switch (off in KernelBench's run)
+    ext = new_cls.forward.__globals__.get("kernel_extension")
+    loaded = {"extension": getattr(ext, "__file__", None),        # the library the forward calls (CUDA)
+              "solution_sha1": hashlib.sha1(solution.encode()).hexdigest()[:12]}
     kb_eval.set_seed(42)
     init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in get_init_inputs()]
     with torch.no_grad():
@@ -122,12 +126,13 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
             poison(False)
             row["repeatable"] = bool(torch.equal(new(*inputs), new(*inputs)))
             out.append(row)
-    return out
+    return [loaded] + out
 
 
 def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int,
-             status: str) -> dict:
-    """One solution through eval_kernel_against_ref (in this process)."""
+             status: str, always_diagnose: bool = False) -> dict:
+    """One solution through eval_kernel_against_ref (in this process); diagnosed after it when the
+    verdict disagrees with the label, or always (the pinned cases)."""
     kb_eval, stood_in = _import_kernelbench(root)
     import torch
     t0 = time.time()
@@ -139,7 +144,7 @@ def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision:
     meta = {k: str(v)[:600] for k, v in result.metadata.items() if k not in ("hardware", "device")}
     row = {"compiled": result.compiled, "correct": result.correctness, "metadata": meta,
            "hardware": result.metadata.get("hardware"), "eval_s": round(time.time() - t0, 1), "stand_ins": stood_in}
-    if result.compiled and bool(result.correctness) != (status == "ok"):
+    if result.compiled and (always_diagnose or bool(result.correctness) != (status == "ok")):
         try:
             row["diagnosis"] = _diagnose(kb_eval, problem.read_text(), solution.read_text(), backend, precision, trials)
         except Exception as e:  # noqa: BLE001 - a failing diagnosis is reported, the verdict stands
@@ -242,7 +247,7 @@ def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = Non
         for ex, s, p in rng.sample(quick, min(n, len(quick))):
             picked.append({"export": str(ex), "module": s["module"], "impl": s["impl"], "status": s["status"],
                            "tag": s["tag"], "gpu": s["gpu"], "file": s["file"], "problem": p["file"],
-                           "precision": p.get("precision", p["dtype"])})
+                           "precision": p.get("precision", p["dtype"]), "diagnose": ex.name == "pinned"})
     return sorted(picked, key=lambda r: r["impl"] != "cuda")
 
 
@@ -268,7 +273,7 @@ def write_sample(rows: list, out: Path) -> None:
 def _child(root: Path, row: dict, trials: int, timeout: int) -> dict:
     ex = Path(row["export"])
     cmd = [sys.executable, __file__, "--one", str(root), str(ex / row["problem"]), str(ex / row["file"]),
-           row["impl"], row["precision"], str(trials), row["status"]]
+           row["impl"], row["precision"], str(trials), row["status"], str(int(row["diagnose"]))]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -298,13 +303,16 @@ def table(rows: list, checks: dict) -> str:
         lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
     misses = [r for r in rows if r.get("dry") is None and r.get("error") != "deadline"
               and bool(r["correct"]) != (r["status"] == "ok")]
-    lines.append(f"label disagreements (ok not correct, or wrong_result correct): {len(misses)}")
-    for r in misses:
-        why = r.get("error") or r.get("metadata", {})
-        lines.append(f"  {r['status']:12s} {r['module']:28s} {r['tag']:24s} {r['file']}: {str(why)[:300]}")
-        diagnosis = r.get("diagnosis") or []
-        for d in [diagnosis] if isinstance(diagnosis, str) else diagnosis:
-            lines.append(f"      {json.dumps(d)[:400]}")
+    pinned = [r for r in rows if r.get("diagnose") and r not in misses and r.get("dry") is None]
+    for title, listed in (("label disagreements (ok not correct, or wrong_result correct)", misses),
+                          ("pinned cases agreeing with their label (diagnosed all the same)", pinned)):
+        lines.append(f"{title}: {len(listed)}")
+        for r in listed:
+            why = r.get("error") or r.get("metadata", {})
+            lines.append(f"  {r['status']:12s} {r['module']:28s} {r['tag'][:40]:40s} {r['file']}: {str(why)[:300]}")
+            diagnosis = r.get("diagnosis") or []
+            for d in [diagnosis] if isinstance(diagnosis, str) else diagnosis:
+                lines.append(f"      {json.dumps(d)[:400]}")
     dry = [r for r in rows if r.get("dry") is not None]
     if dry:
         lines.append(f"dry run (no GPU): {sum(r['dry']['loaded'] for r in dry)}/{len(dry)} loaded as KernelBench "
@@ -318,9 +326,9 @@ def table(rows: list, checks: dict) -> str:
 
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--one"]:
-        root, problem, solution, backend, precision, trials, status = sys.argv[2:9]
-        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials), status),
-                         default=str))
+        root, problem, solution, backend, precision, trials, status, diagnose = sys.argv[2:10]
+        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials), status,
+                                  diagnose == "1"), default=str))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kernelbench", type=Path)
