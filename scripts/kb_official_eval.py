@@ -298,6 +298,12 @@ def table(rows: list, checks: dict) -> str:
     for (status, impl), rs in sorted(groups.items()):
         lines.append(f"{status:14s} {impl:7s} {len(rs):4d} {sum(bool(r['compiled']) for r in rs):9d} "
                      f"{sum(bool(r['correct']) for r in rs):8d}")
+    by_export = defaultdict(list)
+    for r in rows:
+        by_export[(Path(r["export"]).name, r["status"], r["impl"])].append(r)
+    lines.append("by export (ex_ks default, ex_ki kernelinfer, ex_fu fused, filled, pinned): " + "; ".join(
+        f"{ex} {status} {impl} {sum(bool(r['correct']) for r in rs)}/{len(rs)} correct"
+        for (ex, status, impl), rs in sorted(by_export.items())))
     late = [r for r in rows if r.get("error") == "deadline"]
     if late:
         lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
