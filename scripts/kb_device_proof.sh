@@ -15,7 +15,7 @@
 #        models built, nothing on a device (the rehearsal)
 #   bash scripts/kb_device_proof.sh run              on the device (run tool: carry ["build/kb_proof"]),
 #        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
-#        DEADLINE seconds (default 320) and none runs past it
+#        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROOF=build/kb_proof
@@ -54,7 +54,8 @@ run)
     dry=(); jobs="${JOBS:-$(( $(nproc) - 1 ))}"
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
-        --deadline "${DEADLINE:-320}" --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" > "$OUT/log.txt" 2>&1
+        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
+        > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"
     ;;
 *)

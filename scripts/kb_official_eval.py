@@ -345,6 +345,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--timeout", type=int, default=540)
     ap.add_argument("--deadline", type=int, help="seconds: no case starts later, none runs past it")
+    ap.add_argument("--impl", choices=("cuda", "triton"), help="only the solutions of this impl")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--static-only", action="store_true")
     ap.add_argument("--pick", type=Path, help="evaluate exactly these solutions: lines 'EXPORT_DIR_NAME FILE'")
@@ -356,6 +357,7 @@ def main(argv=None) -> int:
     pick = {tuple(line.split()) for line in args.pick.read_text().splitlines() if line.strip()} if args.pick else None
     rows = [] if args.static_only else sample(args.exports, set(args.gpu.split(",")), tuple(args.status.split(",")),
                                               args.seed, pick)
+    rows = [r for r in rows if args.impl in (None, r["impl"])]
     if args.write_sample:
         write_sample(rows, args.write_sample)
         print(f"wrote {len(rows)} solutions and their problems under {args.write_sample}")
