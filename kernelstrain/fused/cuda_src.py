@@ -10,6 +10,7 @@ Bugs (written in only where they break this program: module.py decides):
   broadcast_index     a per-channel parameter indexed by i % C, not (i / inner) % C
   no_max_subtraction  exp of the raw element in softmax / log_softmax / logsumexp
   wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
+  half_accumulator    each thread's partial sums kept in a bf16 register (bf16 programs)
 """
 from __future__ import annotations
 
@@ -184,11 +185,17 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     names = [result.split(" = ")[0] for _, _, result in rec.passes]
     lines.append(f"    float {', '.join(names)};")
     for combine, term, result in rec.passes:
-        ident = "0.f" if combine == "sum" else "-CUDART_INF_F"
-        acc = "acc += {};" if combine == "sum" else "acc = fmaxf(acc, {});"
         target, value = result.split(" = ")
-        lines += ["    {", f"    float acc = {ident};", *loop([acc.format(term.format(**words))]),
-                  f"    acc = block_{combine}<{upper}_THREADS>(acc);", f"    {target} = {value.format(acc='acc', **words)};", "    }"]
+        if combine == "sum" and bug == "half_accumulator":
+            lines += ["    {", "    scalar_t acc_h = __float2bfloat16(0.f);",
+                      *loop([f"acc_h = __float2bfloat16(to_f(acc_h) + {term.format(**words)});"]),
+                      f"    const float acc = block_sum<{upper}_THREADS>(to_f(acc_h));"]
+        else:
+            ident = "0.f" if combine == "sum" else "-CUDART_INF_F"
+            acc = "acc += {};" if combine == "sum" else "acc = fmaxf(acc, {});"
+            lines += ["    {", f"    float acc = {ident};", *loop([acc.format(term.format(**words))]),
+                      f"    acc = block_{combine}<{upper}_THREADS>(acc);"]
+        lines += [f"    {target} = {value.format(acc='acc', **words)};", "    }"]
     if rec.out:
         out_stmt = rec.out.format(**words) + ";"
         post_lines = chain_lines(view, k, r, post, "cuda", "c", f"base + (long)c * {stride}", _load)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
@@ -33,6 +34,7 @@ from .cuda_src import cached_row, cuda_source, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
+from .precision import SUM_PASSES, gemm_breaks, row_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
 from .recipes import recipe
 from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, in_sequence_ms, torch_kernels,
@@ -70,6 +72,17 @@ def family(ops: list) -> str:
 
 
 @dataclass(frozen=True)
+class FusedRung(Rung):
+    """A rung whose half_accumulator bug breaks the output at some parameters and not at others
+    (how many terms one bf16 accumulator takes): `half_breaks(params)` decides, per candidate;
+    with no params, at the parameters that give it the most terms (precision.py)."""
+    half_breaks: Callable = field(default=None, compare=False, repr=False)
+
+    def bugs_for(self, dtype: str, params: dict | None = None) -> tuple:
+        return tuple(b for b in super().bugs_for(dtype, params) if b != "half_accumulator" or self.half_breaks(params))
+
+
+@dataclass(frozen=True)
 class Output:
     """The one output the correctness check compares (messages._output_shape reads entry.outputs)."""
     shape: tuple
@@ -98,7 +111,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans = {}
+        self._plans, self._half = {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -154,8 +167,45 @@ class FusedModule(OpModule):
     def _rung(self, tag: str, params: tuple, items: list) -> Rung:
         bugs, bug_params = self._bugs(tag, items)
         path = "fp16" if self.view.dtype == "bf16" else "fp32"
-        return Rung(tag, TITLES[tag], params=params, path=path, launch=self._launch_of(tag), render=self._render_of(tag),
-                    bugs={b: {"bug": b} for b in bugs}, bug_params=bug_params)
+        if self._half_accumulates(items):
+            bugs.append("half_accumulator")
+        return FusedRung(tag, TITLES[tag], params=params, path=path, launch=self._launch_of(tag), render=self._render_of(tag),
+                         bugs={b: {"bug": b} for b in bugs}, bug_params=bug_params,
+                         half_breaks=lambda p: self._half_breaks(tag, items, params, p))
+
+    def _half_accumulates(self, items: list) -> bool:
+        """Whether a rung's code sums something a bf16 accumulator could keep: a bf16 program's row
+        kernel with a sum pass, or its Triton GEMM."""
+        steps = self.view.steps
+        return self.view.dtype == "bf16" and any(
+            (k.kind == "row" and steps[row_step(steps, k)]["op"] in SUM_PASSES) or k.kind == "gemm" for k in kernels_of(items))
+
+    def _half_breaks(self, tag: str, items: list, declared: tuple, params: dict | None) -> bool:
+        """Whether the rung's kernels, accumulating in bf16 at `params` (None: at the declared values
+        giving one accumulator the most terms: the fewest lanes, the smallest BLOCK_K), break the output."""
+        if params is None:
+            params = {p.name: min(p.values) for p in declared}
+        key = (tag, tuple(sorted(params.items())))
+        if key not in self._half:
+            self._half[key] = any(self._kernel_half_breaks(k, params) for k in kernels_of(items))
+        return self._half[key]
+
+    def _kernel_half_breaks(self, k: Kernel, params: dict) -> bool:
+        view, steps = self.view, self.view.steps
+        mags = magnitudes(steps)
+        if k.kind == "gemm":
+            b, m, n, kk = gemm_dims(steps[k.steps[0]])
+            w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
+            return gemm_breaks(steps, mags, k.steps[0], kk, params["BLOCK_K"], w_rms, self.op)
+        r = row_step(steps, k)
+        if r is None or steps[r]["op"] not in SUM_PASSES:
+            return False
+        C = view.geometry(r).C
+        if self.impl == "cuda":
+            return row_breaks(steps, mags, r, C, min(params["row_threads"], C), "float", self.op)
+        block_c = next_pow2(C)
+        per_thread = max(1, block_c // (32 * params["row_warps"]))
+        return row_breaks(steps, mags, r, C, block_c // per_thread, "tree", self.op)
 
     def _bugs(self, tag: str, items: list) -> tuple[list, tuple]:
         """The bugs a rung's code can carry here, each only where it breaks this program."""
