@@ -20,6 +20,7 @@ def geomean(xs: list) -> float:
 
 
 def main(argv=None) -> int:
+    import kernelstrain.fused.module  # noqa: F401 - registers the fused programs' modules with REGISTRY
     from kernelstrain.ops import REGISTRY
     data = Path((argv or sys.argv[1:])[0])
     eps = [json.loads(line) for line in (data / "episodes.jsonl").read_text().splitlines()]

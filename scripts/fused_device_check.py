@@ -1,0 +1,282 @@
+"""Issue 35's device proof for fused episodes: KernelBench's own eval_kernel_against_ref on sampled
+ok and wrong_result fused candidates, and the within-episode ranking of measured against
+simulated times (gpu-check's figure: Spearman of each episode's candidates, mean >= 0.85).
+
+    python3 scripts/fused_device_check.py prepare [--seed 11] [--episodes 160] [--dir data/fused_proof]
+        here, no GPU: a fresh seed's fused run, exported (ok, wrong_result); KernelBench's static checker
+        over every exported solution (DIR/static.txt); the eval sample (up to --ok / --wrong solutions,
+        spread over impls, rungs and bugs) with its problems under DIR/kb/; the timing cases under
+        DIR/timing/ (episodes with >= 3 distinct ok candidates, the eager baseline among them, each
+        with its simulated time on the H200); KernelBench's src/ under DIR/KernelBench (git archive of
+        a fetched checkout, --kb-git). DIR is ignored by git (data/).
+    python3 scripts/fused_device_check.py run [--dir data/fused_proof] --out OUT [--jobs 14] [--budget 270]
+        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code) while the CUDA timing
+        candidates build in other processes; then every timing case alone on the GPU: ModelNew built
+        as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
+        of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
+        the simulator's times include them. OUT: kb_table.txt, kb_rows.jsonl, timing.jsonl, summary.txt.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
+PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
+BATCHES, CALLS, WARMUP = 7, 20, 3
+
+
+def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
+    print("+", " ".join(map(str, cmd)), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def _sim_h200(module_name: str, tag: str, params: dict, dtype: str, shape: dict) -> float:
+    """The candidate's noise-free simulated time on the H200 (the device's GPU)."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY[module_name]
+    task = make_task(m, "H200", dtype, shape)
+    return m.simulate(m.variant(tag), params, task).time_ms
+
+
+def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list:
+    """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong)."""
+    by = defaultdict(list)
+    for s in index["solutions"]:
+        key = (s["impl"], s["tag"]) if s["status"] == "ok" else (s["impl"], s.get("bug") or s["tag"])
+        by[(s["status"], key)].append(s)
+    out, used = [], set()
+    for status, n in (("ok", n_ok), ("wrong_result", n_wrong)):
+        groups = [sorted(v, key=lambda s: s["file"]) for (st, _), v in sorted(by.items()) if st == status]
+        for g in groups:
+            rng.shuffle(g)
+        taken = 0
+        while taken < n and any(groups):
+            for g in groups:
+                while g and (g[-1]["module"], status) in used:
+                    g.pop()
+                if g and taken < n:
+                    s = g.pop()
+                    used.add((s["module"], status))
+                    out.append(s)
+                    taken += 1
+    return out
+
+
+def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
+    """Episodes with >= 3 distinct ok candidates (the baseline counted), CUDA and Triton alike."""
+    from kernelstrain.fields import as_dict
+    pool = []
+    for e in episodes:
+        seen, cands = set(), [("eager", {}, e["baseline"]["code"])]
+        for s in e["steps"]:
+            params = as_dict(s["params"])
+            key = (s["tag"], tuple(sorted(params.items())))
+            if s["status"] == "ok" and s["kind"] != "rebench" and key not in seen and s["code"]:
+                seen.add(key)
+                cands.append((s["tag"], params, s["code"]))
+        if len(cands) >= 3:
+            pool.append((e, cands))
+    by_impl = defaultdict(list)
+    for e, c in pool:
+        by_impl[e["impl"]].append((e, c))
+    chosen = []
+    for impl in sorted(by_impl):
+        rng.shuffle(by_impl[impl])
+        chosen += by_impl[impl][:n_episodes // 2 + (n_episodes % 2 if impl == "triton" else 0)]
+    return chosen
+
+
+def prepare(args) -> int:
+    d = args.dir
+    work = Path(args.work)
+    subprocess.run(["rm", "-rf", str(d), str(work)], check=True)
+    d.mkdir(parents=True)
+    work.mkdir(parents=True)
+    py = sys.executable
+    _run([py, "-m", "kernelstrain", "generate", "--config", "fused", "--seed", str(args.seed), "--episodes",
+          str(args.episodes), "--workers", "1", "--quiet", "--out", str(work / "ds")], cwd=ROOT)
+    _run([py, "-m", "kernelstrain", "export", "kernelbench", str(work / "ds"), "--out", str(work / "ex"),
+          "--status", "ok,wrong_result"], cwd=ROOT)
+    kb = d / "KernelBench"
+    kb.mkdir()
+    subprocess.run(f"git -C {args.kb_git} archive HEAD src LICENSE | tar -x -C {kb}", shell=True, check=True)
+    (kb / "COMMIT").write_text(subprocess.run(["git", "-C", args.kb_git, "rev-parse", "HEAD"], capture_output=True,
+                                              text=True, check=True).stdout)
+    _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--static-only", "--table", str(d / "static.txt")],
+         cwd=ROOT, stdout=subprocess.DEVNULL)
+    index = json.loads((work / "ex" / "index.json").read_text())
+    episodes = [json.loads(line) for line in (work / "ds" / "episodes.jsonl").open()]
+    bugs = {(e["id"], int(s["step"])): s["bug"] for e in episodes for s in e["steps"]}
+    for s in index["solutions"]:
+        s["bug"] = bugs.get((s["episode"], s["step"]))
+    rng = random.Random(args.seed)
+    picks = _pick_eval(index, args.ok, args.wrong, rng)
+    (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
+    _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
+          "--write-sample", str(d / "kb")], cwd=ROOT)
+    problems = {p["task_id"]: p for p in index["problems"]}
+    cases = []
+    for e, cands in _timing_cases(episodes, args.timing_episodes, rng):
+        shape = {x["dim"]: x["value"] for x in e["shape"]}
+        problem = problems.get(e["task_id"])
+        if problem is None:
+            continue
+        src = work / "ex" / problem["file"]
+        edir = d / "timing" / e["id"]
+        edir.mkdir(parents=True)
+        (edir / "problem.py").write_text(src.read_text())
+        for n, (tag, params, code) in enumerate(cands):
+            (edir / f"c{n}.py").write_text(code)
+            cases.append({"episode": e["id"], "module": e["module"], "impl": e["impl"], "dtype": e["dtype"],
+                          "gpu_recorded": e["gpu"], "tag": tag, "params": params, "file": f"timing/{e['id']}/c{n}.py",
+                          "problem": f"timing/{e['id']}/problem.py",
+                          "sim_ms": _sim_h200(e["module"], tag, params, e["dtype"], shape)})
+    (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    print(f"prepared {d}: {len(picks)} eval solutions "
+          f"({sum(s['status'] == 'ok' for s in picks)} ok), {len(cases)} timing candidates in "
+          f"{len({c['episode'] for c in cases})} episodes; {(d / 'static.txt').read_text().splitlines()[0]}")
+    return 0
+
+
+def _load(path: Path, name: str):
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
+    return module
+
+
+def build_one(d: str, case: dict) -> str:
+    """Build one candidate (its load_inline extension; Triton compiles at its first call) in this process."""
+    try:
+        _load(Path(d) / case["file"], "cand")
+        return ""
+    except Exception as e:  # noqa: BLE001 - the timing pass reports it again
+        return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def time_one(d: Path, case: dict) -> dict:
+    import torch
+    dtype = getattr(torch, PRECISION[case["dtype"]])
+    prob = _load(d / case["problem"], "problem")
+    cand = _load(d / case["file"], "cand")
+    torch.manual_seed(42)
+    init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_init_inputs()]
+    torch.manual_seed(42)
+    model = cand.ModelNew(*init).cuda().to(dtype=dtype)
+    torch.manual_seed(7)
+    inputs = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_inputs()]
+    times = []
+    with torch.no_grad():
+        for _ in range(WARMUP):
+            model(*inputs)
+        torch.cuda.synchronize()
+        for _ in range(BATCHES):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(CALLS):
+                model(*inputs)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / CALLS)
+    times.sort()
+    return {**case, "measured_ms": times[len(times) // 2], "spread": times[-1] / times[0]}
+
+
+def run(args) -> int:
+    d, out = args.dir.resolve(), args.out
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    cases = json.loads((d / "timing_cases.json").read_text())
+    kb_eval = subprocess.Popen(
+        [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--gpu",
+         "H100,H200,A100", "--status", "ok,wrong_result", "--trials", "5", "--jobs", str(max(1, args.jobs // 2)),
+         "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
+    os.environ.setdefault("MAX_JOBS", "2")
+    cuda = [c for c in cases if c["impl"] == "cuda"]
+    with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
+        built = list(pool.map(build_one, [str(d)] * len(cuda), cuda))
+    print(f"built {len(built)} CUDA candidates ({sum(bool(b) for b in built)} failed) in {time.time() - t0:.0f} s", flush=True)
+    kb_eval.wait()
+    print(f"eval done in {time.time() - t0:.0f} s", flush=True)
+    rows = []
+    with (out / "timing.jsonl").open("w") as f:
+        for case in cases:
+            if time.time() - t0 > args.budget:
+                break
+            r = subprocess.run([sys.executable, __file__, "one", str(d), json.dumps(case)], capture_output=True,
+                               text=True, cwd=ROOT, timeout=240)
+            try:
+                row = json.loads(r.stdout.strip().splitlines()[-1])
+            except (IndexError, json.JSONDecodeError):
+                row = {**case, "error": r.stderr[-500:]}
+            rows.append(row)
+            f.write(json.dumps(row) + "\n")
+    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
+    print((out / "summary.txt").read_text())
+    return 0
+
+
+def summary(rows: list, kb_table: Path) -> str:
+    sys.path.insert(0, str(ROOT))
+    from kernelstrain.calibration.metrics import agreement
+    timed = [r for r in rows if "measured_ms" in r]
+    fig = agreement(timed, group="episode") if timed else {}
+    lines = [f"timing: {len(timed)} of {len(rows)} candidates timed, {fig.get('groups', 0)} episodes with >= 3: "
+             f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
+             f"<= 0 in {fig.get('groups_nonpositive')}; pair-order {fig.get('pair_agreement')}; "
+             f"sim/measured geomean {fig.get('geomean')}"]
+    by_ep = defaultdict(list)
+    for r in timed:
+        by_ep[r["episode"]].append(r)
+    from kernelstrain.calibration.metrics import spearman
+    for ep, rs in sorted(by_ep.items()):
+        lines.append(f"  {ep} {rs[0]['impl']:6s} n={len(rs)} rho={spearman([r['sim_ms'] for r in rs], [r['measured_ms'] for r in rs]):.2f} "
+                     + " ".join(f"{r['tag']}:{r['sim_ms']:.4f}/{r['measured_ms']:.4f}" for r in rs))
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  error {r['episode']} {r['tag']}: {r['error'][-300:]}")
+    if kb_table.exists():
+        lines += ["", "KernelBench eval_kernel_against_ref:", kb_table.read_text()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["one"]:
+        print(json.dumps(time_one(Path(argv[1]), json.loads(argv[2]))))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--episodes", type=int, default=160)
+    p.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
+    p.add_argument("--work", default="/tmp/fused/proof_work")
+    p.add_argument("--kb-git", default=KB_GIT)
+    p.add_argument("--ok", type=int, default=14)
+    p.add_argument("--wrong", type=int, default=14)
+    p.add_argument("--timing-episodes", type=int, default=8)
+    r = sub.add_parser("run")
+    r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--jobs", type=int, default=14)
+    r.add_argument("--budget", type=float, default=270.0)
+    args = ap.parse_args(argv)
+    return prepare(args) if args.cmd == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

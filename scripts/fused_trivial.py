@@ -1,0 +1,84 @@
+"""Whether any task of a fused dataset is solved by a kernel that writes zeros or one constant:
+each task's program run with PyTorch (CPU is enough: the question is the output's values) on
+KernelBench's seeds, its output checked as KernelBench checks a solution's
+(torch.allclose(out, ref, atol, rtol) at the problem's precision) against all zeros and against the
+output's median everywhere (execute.kb_trivial, the filter's own check).
+
+    python3 scripts/fused_trivial.py DATA [--limit N] [--trials 2]
+
+Prints the count of tasks each trivial kernel passes (the goal: 0) and the closest calls: the
+smallest ratio of the output's largest |y| (zeros) or largest |y - median| (constant) to the
+tolerance that would let it pass.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # this checkout's kernelstrain
+
+
+def margins(y, tol: float) -> tuple[float, float]:
+    """(zeros, constant): how far past the tolerance the trivial output's worst element lies (> 1: fails)."""
+    import torch
+    y = y.float()
+    zero = float(((y.abs()) / (tol + tol * y.abs())).max())
+    c = y.median().item()
+    const = float(((y - c).abs() / (tol + tol * y.abs())).max())
+    return zero, const
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from kernelstrain.fused.execute import KB_TOLERANCE, _load, kb_trivial
+    from kernelstrain.ops import REGISTRY
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--trials", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    eps = [json.loads(line) for line in (args.data / "episodes.jsonl").open()]
+    seen, rows, t0 = set(), [], time.time()
+    for ep in eps:
+        if ep["op"] in seen:
+            continue
+        seen.add(ep["op"])
+        if args.limit and len(rows) >= args.limit:
+            break
+        m = REGISTRY[ep["module"]]
+        dtype = m.view.dtype
+        mod = _load(m.view.row["source"], ep["op"])
+        torch.manual_seed(42)
+        tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
+        model = mod.Model(*mod.get_init_inputs()).to(tdt)
+        worst, verdicts = (float("inf"), float("inf")), []
+        for trial in range(args.trials):
+            torch.manual_seed(1000 + trial)
+            inputs = [x.to(tdt) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()]
+            with torch.no_grad():
+                y = model(*inputs)
+            verdicts.append(kb_trivial(y, dtype))
+            z, c = margins(y, KB_TOLERANCE[dtype])
+            worst = (min(worst[0], z), min(worst[1], c))
+        rows.append({"op": ep["op"], "family": m.family, "dtype": dtype, "verdicts": verdicts,
+                     "zero_margin": worst[0], "constant_margin": worst[1]})
+    zero = [r for r in rows if any(v == "zero_passes" for v in r["verdicts"])]
+    const = [r for r in rows if any(v == "constant_passes" for v in r["verdicts"])]
+    print(f"{len(rows)} tasks run ({args.trials} seeds each, {time.time() - t0:.0f} s): a zeros kernel passes "
+          f"{len(zero)}, a constant kernel passes {len(const)}")
+    for key in ("zero_margin", "constant_margin"):
+        close = sorted(rows, key=lambda r: r[key])[:3]
+        print(f"closest by {key} (worst element / tolerance; <= 1 passes): "
+              + ", ".join(f"{r['op']} ({r['dtype']}) {r[key]:.3g}" for r in close))
+    for r in zero + const:
+        print(f"  PASSES: {r['op']} {r['verdicts']}")
+    return 1 if zero or const else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
