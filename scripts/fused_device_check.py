@@ -42,9 +42,9 @@ def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
 
 def _sim_h200(module_name: str, tag: str, params: dict, dtype: str, shape: dict) -> float:
     """The candidate's noise-free simulated time on the H200 (the device's GPU)."""
-    from kernelstrain.ops import REGISTRY
+    from kernelstrain.fused.module import fused_module
     from kernelstrain.tasks import make_task
-    m = REGISTRY[module_name]
+    m = fused_module(module_name)
     task = make_task(m, "H200", dtype, shape)
     return m.simulate(m.variant(tag), params, task).time_ms
 
@@ -100,12 +100,14 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
 def prepare(args) -> int:
     d = args.dir
     work = Path(args.work)
-    subprocess.run(["rm", "-rf", str(d), str(work)], check=True)
+    reuse = args.reuse and (work / "ds" / "manifest.json").exists()
+    subprocess.run(["rm", "-rf", str(d)] + ([str(work / "ex")] if reuse else [str(work)]), check=True)
     d.mkdir(parents=True)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
-    _run([py, "-m", "kernelstrain", "generate", "--config", "fused", "--seed", str(args.seed), "--episodes",
-          str(args.episodes), "--workers", "1", "--quiet", "--out", str(work / "ds")], cwd=ROOT)
+    if not reuse:
+        _run([py, "-m", "kernelstrain", "generate", "--config", "fused", "--seed", str(args.seed), "--episodes",
+              str(args.episodes), "--workers", "1", "--quiet", "--out", str(work / "ds")], cwd=ROOT)
     _run([py, "-m", "kernelstrain", "export", "kernelbench", str(work / "ds"), "--out", str(work / "ex"),
           "--status", "ok,wrong_result"], cwd=ROOT)
     kb = d / "KernelBench"
@@ -266,6 +268,7 @@ def main(argv=None) -> int:
     p.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     p.add_argument("--work", default="/tmp/fused/proof_work")
     p.add_argument("--kb-git", default=KB_GIT)
+    p.add_argument("--reuse", action="store_true", help="keep a finished run of WORK/ds (same seed and episodes)")
     p.add_argument("--ok", type=int, default=14)
     p.add_argument("--wrong", type=int, default=14)
     p.add_argument("--timing-episodes", type=int, default=8)

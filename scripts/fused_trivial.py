@@ -13,12 +13,13 @@ tolerance that would let it pass.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # this checkout's kernelstrain
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fused_figures import read_episodes  # noqa: E402 - a sibling script
 
 
 def margins(y, tol: float) -> tuple[float, float]:
@@ -35,14 +36,14 @@ def main(argv=None) -> int:
     import torch
 
     from kernelstrain.fused.execute import KB_TOLERANCE, _load, kb_trivial
-    from kernelstrain.ops import REGISTRY
+    from kernelstrain.fused.module import fused_module
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--trials", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    eps = [json.loads(line) for line in (args.data / "episodes.jsonl").open()]
+    eps = read_episodes(args.data)
     seen, rows, t0 = set(), [], time.time()
     for ep in eps:
         if ep["op"] in seen:
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
         seen.add(ep["op"])
         if args.limit and len(rows) >= args.limit:
             break
-        m = REGISTRY[ep["module"]]
+        m = fused_module(ep["module"])
         dtype = m.view.dtype
         mod = _load(m.view.row["source"], ep["op"])
         torch.manual_seed(42)
