@@ -14,7 +14,9 @@ simulated times (gpu-check's figure: Spearman of each episode's candidates, mean
         candidates build in other processes; then every timing case alone on the GPU: ModelNew built
         as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
         of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
-        the simulator's times include them. OUT: kb_table.txt, kb_rows.jsonl, timing.jsonl, summary.txt.
+        the simulator's times include them; the budget's last minute runs scripts/fused_trivial.py over the
+        profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl, kb_stderr.txt, timing.jsonl,
+        trivial.txt, summary.txt.
 """
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 BATCHES, CALLS, WARMUP = 7, 20, 3
+MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 distinct ok candidates, spread
+TRIVIAL_S = 60.0             # seconds of the budget kept for the zeros / constant check
+TRIVIAL_PARTS = 4
 
 
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -86,7 +91,9 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
                 seen.add(key)
                 cands.append((s["tag"], params, s["code"]))
         if len(cands) >= 3:
-            pool.append((e, cands))
+            rest = cands[1:]
+            step = max(1, len(rest) / (MAX_CANDIDATES - 1))
+            pool.append((e, [cands[0]] + [rest[int(i * step)] for i in range(min(len(rest), MAX_CANDIDATES - 1))]))
     by_impl = defaultdict(list)
     for e, c in pool:
         by_impl[e["impl"]].append((e, c))
@@ -216,7 +223,7 @@ def run(args) -> int:
     rows = []
     with (out / "timing.jsonl").open("w") as f:
         for case in cases:
-            if time.time() - t0 > args.budget:
+            if time.time() - t0 > args.budget - TRIVIAL_S:
                 break
             r = subprocess.run([sys.executable, __file__, "one", str(d), json.dumps(case)], capture_output=True,
                                text=True, cwd=ROOT, timeout=240)
@@ -226,6 +233,13 @@ def run(args) -> int:
                 row = {**case, "error": r.stderr[-500:]}
             rows.append(row)
             f.write(json.dumps(row) + "\n")
+    # the rest of the budget: zeros / constant kernels against the profile's tasks' real outputs, on the GPU
+    left = max(10.0, args.budget - (time.time() - t0) - 10.0)
+    parts = [subprocess.Popen([sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda",
+                               "--budget", f"{left:.0f}", "--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(1, TRIVIAL_PARTS + 1)]
+    (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
     (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
     print((out / "summary.txt").read_text())
     return 0
@@ -269,14 +283,15 @@ def main(argv=None) -> int:
     p.add_argument("--work", default="/tmp/fused/proof_work")
     p.add_argument("--kb-git", default=KB_GIT)
     p.add_argument("--reuse", action="store_true", help="keep a finished run of WORK/ds (same seed and episodes)")
-    p.add_argument("--ok", type=int, default=14)
-    p.add_argument("--wrong", type=int, default=14)
-    p.add_argument("--timing-episodes", type=int, default=8)
+    p.add_argument("--ok", type=int, default=12)
+    p.add_argument("--wrong", type=int, default=12)
+    p.add_argument("--timing-episodes", type=int, default=7)
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--jobs", type=int, default=14)
-    r.add_argument("--budget", type=float, default=270.0)
+    r.add_argument("--budget", type=float, default=280.0, help="seconds: no timing case starts past budget - 60, "
+                   "the zeros / constant check ends by it")
     args = ap.parse_args(argv)
     return prepare(args) if args.cmd == "prepare" else run(args)
 

@@ -5,6 +5,7 @@ KernelBench's seeds, its output checked as KernelBench checks a solution's
 output's median everywhere (execute.kb_trivial, the filter's own check).
 
     python3 scripts/fused_trivial.py DATA [--limit N] [--trials 2]
+    python3 scripts/fused_trivial.py --all-tasks [--device cuda] [--budget S] [--part I/N]   (the profile's 6,000)
 
 Prints the count of tasks each trivial kernel passes (the goal: 0) and the closest calls: the
 smallest ratio of the output's largest |y| (zeros) or largest |y - median| (constant) to the
@@ -38,39 +39,54 @@ def main(argv=None) -> int:
     from kernelstrain.fused.execute import KB_TOLERANCE, _load, kb_trivial
     from kernelstrain.fused.module import fused_module
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", type=Path)
+    ap.add_argument("data", type=Path, nargs="?")
+    ap.add_argument("--all-tasks", action="store_true", help="every task of the fused profile, not a dataset's")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no further task starts")
+    ap.add_argument("--part", default="1/1", help="I/N: every N-th task from the I-th (processes side by side)")
     args = ap.parse_args(argv)
+    if args.all_tasks == (args.data is not None):
+        ap.error("give a dataset directory or --all-tasks")
     torch.set_num_threads(1)
-    eps = read_episodes(args.data)
+    if args.all_tasks:
+        from kernelstrain.fused.tasks import fused_tasks
+        from kernelstrain.profiles import load_profile
+        modules = [t.module for t in fused_tasks(load_profile("fused"))]
+    else:
+        modules = [ep["module"] for ep in read_episodes(args.data)]
+    part, parts = map(int, args.part.split("/"))
+    modules = modules[part - 1::parts]
     seen, rows, t0 = set(), [], time.time()
-    for ep in eps:
-        if ep["op"] in seen:
+    for name in modules:
+        m = fused_module(name)
+        if m.op in seen:
             continue
-        seen.add(ep["op"])
-        if args.limit and len(rows) >= args.limit:
+        if (args.limit and len(rows) >= args.limit) or (args.budget and time.time() - t0 > args.budget):
             break
-        m = fused_module(ep["module"])
+        seen.add(m.op)
         dtype = m.view.dtype
-        mod = _load(m.view.row["source"], ep["op"])
+        mod = _load(m.view.row["source"], m.op)
         torch.manual_seed(42)
         tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
-        model = mod.Model(*mod.get_init_inputs()).to(tdt)
+        model = mod.Model(*mod.get_init_inputs()).to(args.device, tdt)
         worst, verdicts = (float("inf"), float("inf")), []
         for trial in range(args.trials):
             torch.manual_seed(1000 + trial)
-            inputs = [x.to(tdt) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()]
+            inputs = [x.to(args.device, tdt) if torch.is_tensor(x) and x.is_floating_point() else x
+                      for x in mod.get_inputs()]
             with torch.no_grad():
                 y = model(*inputs)
             verdicts.append(kb_trivial(y, dtype))
             z, c = margins(y, KB_TOLERANCE[dtype])
             worst = (min(worst[0], z), min(worst[1], c))
-        rows.append({"op": ep["op"], "family": m.family, "dtype": dtype, "verdicts": verdicts,
+        rows.append({"op": m.op, "family": m.family, "dtype": dtype, "verdicts": verdicts,
                      "zero_margin": worst[0], "constant_margin": worst[1]})
     zero = [r for r in rows if any(v == "zero_passes" for v in r["verdicts"])]
     const = [r for r in rows if any(v == "constant_passes" for v in r["verdicts"])]
-    print(f"{len(rows)} tasks run ({args.trials} seeds each, {time.time() - t0:.0f} s): a zeros kernel passes "
+    total = len({fused_module(n).op for n in modules})
+    print(f"{len(rows)} of {total} tasks run ({args.trials} seeds each, {time.time() - t0:.0f} s): a zeros kernel passes "
           f"{len(zero)}, a constant kernel passes {len(const)}")
     for key in ("zero_margin", "constant_margin"):
         close = sorted(rows, key=lambda r: r[key])[:3]
