@@ -32,10 +32,13 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # this checkout's kernelstrain
 KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 BATCHES, CALLS, WARMUP = 7, 20, 3
-MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 distinct ok candidates, spread
+DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction")
+MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 ok candidates of distinct simulated times
 TRIVIAL_S = 60.0             # seconds of the budget kept for the zeros / constant check
 TRIVIAL_PARTS = 4
 
@@ -79,10 +82,14 @@ def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list
 
 
 def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
-    """Episodes with >= 3 distinct ok candidates (the baseline counted), CUDA and Triton alike."""
+    """Episodes with >= 3 ok candidates whose simulated H200 times differ by DISTINCT from each other
+    (the eager baseline first; a ranking can only be checked where the model claims an order: candidates
+    it times alike, a host-bound program's sweeps, order by the timer's noise), half CUDA, half Triton.
+    [(episode, [(tag, params, code, sim_ms)])]."""
     from kernelstrain.fields import as_dict
     pool = []
     for e in episodes:
+        shape = {x["dim"]: x["value"] for x in e["shape"]}
         seen, cands = set(), [("eager", {}, e["baseline"]["code"])]
         for s in e["steps"]:
             params = as_dict(s["params"])
@@ -90,10 +97,13 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
             if s["status"] == "ok" and s["kind"] != "rebench" and key not in seen and s["code"]:
                 seen.add(key)
                 cands.append((s["tag"], params, s["code"]))
-        if len(cands) >= 3:
-            rest = cands[1:]
-            step = max(1, len(rest) / (MAX_CANDIDATES - 1))
-            pool.append((e, [cands[0]] + [rest[int(i * step)] for i in range(min(len(rest), MAX_CANDIDATES - 1))]))
+        levels = []
+        for tag, params, code in cands:
+            sim = _sim_h200(e["module"], tag, params, e["dtype"], shape)
+            if all(abs(sim / other[3] - 1.0) >= DISTINCT for other in levels):
+                levels.append((tag, params, code, sim))
+        if len(levels) >= 3:
+            pool.append((e, levels[:MAX_CANDIDATES]))
     by_impl = defaultdict(list)
     for e, c in pool:
         by_impl[e["impl"]].append((e, c))
@@ -102,6 +112,67 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
         rng.shuffle(by_impl[impl])
         chosen += by_impl[impl][:n_episodes // 2 + (n_episodes % 2 if impl == "triton" else 0)]
     return chosen
+
+
+def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
+    """Bugs the episodes' sample lacks, rendered: for each of RENDERED up to `per_bug` rungs where it
+    is offered (the export's programs first, then the first `stream` programs of seed 0), the candidate
+    with the bug (wrong_result) and without it (ok) at the same parameters -- for half_accumulator at
+    the parameters giving one accumulator the most terms; and where precision.py predicts the half
+    accumulator passes (the defaults, else the most lanes), that code labelled ok: the model's
+    prediction put to the hardware. [(solution entry, code, problem entry or None)]."""
+    from kernelstrain.fused.module import fused_module, module_name
+    from kernelstrain.tasks import make_task
+    out, count = [], defaultdict(int)
+    known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
+    template = {p["dtype"]: p for p in index["problems"]}
+    next_id = max(p["problem_id"] for p in index["problems"]) + 1
+    names = sorted(known) + [module_name(0, i, impl) for i in range(stream) for impl in ("cuda", "triton")]
+    for name in names:
+        if all(count[b] >= per_bug for b in RENDERED):
+            break
+        m = fused_module(name)
+        problem = None
+        if name in known:
+            pid, task_id, gpu = known[name]
+        elif m.view.dtype in template and m.op not in {fused_module(n).op for n in known}:
+            pid, task_id, gpu = next_id, m.view.row["id"], "H200"
+            problem = {**template[m.view.dtype], "problem_id": pid, "task_id": task_id, "title": m.title,
+                       "file": f"level2/{pid}_fused_{m.view.row['id']}.py", "source": m.view.row["source"]}
+        else:
+            continue
+        task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
+        for v in m.variants:
+            bug = next((b for b in v.bugs if b in RENDERED and count[b] < per_bug), None)
+            if bug is None:
+                continue
+            params = v.defaults()
+            if bug == "half_accumulator":
+                params = {p.name: min(p.values) for p in v.params}
+            least = {b: (n, x) for b, n, x in v.bug_params}
+            if bug in least:
+                params[least[bug][0]] = least[bug][1]
+            if bug not in v.bugs_for(m.view.dtype, params) or not m.simulate(v, params, task).ok:
+                continue
+            count[bug] += 1
+            if problem is not None:
+                next_id += 1
+            entry = {"problem_id": pid, "task_id": task_id, "module": name, "impl": m.impl, "gpu": gpu,
+                     "arch": task.gpu.arch, "params": params, "rendered": True, "unsupported": None}
+            stem = f"solutions/level2/{pid}_rendered_{v.tag}_{bug}"
+            out.append(({**entry, "file": f"{stem}.py", "tag": v.tag, "bug": bug, "status": "wrong_result"},
+                        m.render(v, params, task, bug), problem))
+            out.append(({**entry, "file": f"{stem}_without.py", "tag": v.tag, "bug": None, "status": "ok"},
+                        m.render(v, params, task), None))
+            if bug == "half_accumulator":
+                for passes in (v.defaults(), {p.name: max(p.values) for p in v.params}):
+                    if "half_accumulator" not in v.bugs_for(m.view.dtype, passes) and m.simulate(v, passes, task).ok:
+                        out.append(({**entry, "params": passes, "file": f"{stem}_predicted_to_pass.py",
+                                     "tag": f"{v.tag}+half_accumulator(predicted to pass)", "bug": bug, "status": "ok"},
+                                    m.render(v, passes, task, bug), None))
+                        break
+            break
+    return out
 
 
 def prepare(args) -> int:
@@ -125,7 +196,8 @@ def prepare(args) -> int:
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--static-only", "--table", str(d / "static.txt")],
          cwd=ROOT, stdout=subprocess.DEVNULL)
     index = json.loads((work / "ex" / "index.json").read_text())
-    episodes = [json.loads(line) for line in (work / "ds" / "episodes.jsonl").open()]
+    episodes = [json.loads(line) for f in ("episodes.jsonl", "episodes.validation.jsonl")
+                if (work / "ds" / f).exists() for line in (work / "ds" / f).open()]
     bugs = {(e["id"], int(s["step"])): s["bug"] for e in episodes for s in e["steps"]}
     for s in index["solutions"]:
         s["bug"] = bugs.get((s["episode"], s["step"]))
@@ -134,10 +206,28 @@ def prepare(args) -> int:
     (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
+    sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
+    rendered = _rendered_bugs(index, args.rendered, args.stream)
+    # one solution a module and status is evaluated (kb_official_eval.sample): a rendered one replaces the
+    # pick; the third of a rung (predicted to pass, also "ok") goes under a module name of its own
+    replaced = {(e["module"], e["status"]) for e, _, _ in rendered}
+    sample["solutions"] = [s for s in sample["solutions"] if (s["module"], s["status"]) not in replaced]
+    known = {p["problem_id"] for p in sample["problems"]}
+    for entry, code, problem in rendered:
+        if "predicted to pass" in entry["tag"]:
+            entry = {**entry, "module": entry["module"] + "+half_accumulator"}
+        (d / "kb" / "ex" / entry["file"]).write_text(code)
+        sample["solutions"].append(entry)
+        if entry["problem_id"] not in known:
+            p = problem or next(p for p in index["problems"] if p["problem_id"] == entry["problem_id"])
+            text = p.pop("source", None) if problem else (work / "ex" / p["file"]).read_text()
+            (d / "kb" / "ex" / p["file"]).write_text(text)
+            sample["problems"].append(p)
+            known.add(p["problem_id"])
+    (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
     problems = {p["task_id"]: p for p in index["problems"]}
     cases = []
     for e, cands in _timing_cases(episodes, args.timing_episodes, rng):
-        shape = {x["dim"]: x["value"] for x in e["shape"]}
         problem = problems.get(e["task_id"])
         if problem is None:
             continue
@@ -145,13 +235,13 @@ def prepare(args) -> int:
         edir = d / "timing" / e["id"]
         edir.mkdir(parents=True)
         (edir / "problem.py").write_text(src.read_text())
-        for n, (tag, params, code) in enumerate(cands):
+        for n, (tag, params, code, sim) in enumerate(cands):
             (edir / f"c{n}.py").write_text(code)
             cases.append({"episode": e["id"], "module": e["module"], "impl": e["impl"], "dtype": e["dtype"],
                           "gpu_recorded": e["gpu"], "tag": tag, "params": params, "file": f"timing/{e['id']}/c{n}.py",
-                          "problem": f"timing/{e['id']}/problem.py",
-                          "sim_ms": _sim_h200(e["module"], tag, params, e["dtype"], shape)})
+                          "problem": f"timing/{e['id']}/problem.py", "sim_ms": sim})
     (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    print(f"rendered: " + ", ".join(f"{e['file']} ({e['status']})" for e, _, _ in rendered))
     print(f"prepared {d}: {len(picks)} eval solutions "
           f"({sum(s['status'] == 'ok' for s in picks)} ok), {len(cases)} timing candidates in "
           f"{len({c['episode'] for c in cases})} episodes; {(d / 'static.txt').read_text().splitlines()[0]}")
@@ -221,18 +311,24 @@ def run(args) -> int:
     kb_eval.wait()
     print(f"eval done in {time.time() - t0:.0f} s", flush=True)
     rows = []
+    episodes = defaultdict(list)
+    for case in cases:
+        episodes[case["episode"]].append(case)
     with (out / "timing.jsonl").open("w") as f:
-        for case in cases:
+        for group in episodes.values():          # an episode's candidates in one process, one after the other
             if time.time() - t0 > args.budget - TRIVIAL_S:
                 break
-            r = subprocess.run([sys.executable, __file__, "one", str(d), json.dumps(case)], capture_output=True,
+            r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(group)], capture_output=True,
                                text=True, cwd=ROOT, timeout=240)
-            try:
-                row = json.loads(r.stdout.strip().splitlines()[-1])
-            except (IndexError, json.JSONDecodeError):
-                row = {**case, "error": r.stderr[-500:]}
-            rows.append(row)
-            f.write(json.dumps(row) + "\n")
+            got = {}
+            for line in r.stdout.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    got[row["file"]] = row
+            for case in group:
+                row = got.get(case["file"], {**case, "error": r.stderr[-500:] or "not timed"})
+                rows.append(row)
+                f.write(json.dumps(row) + "\n")
     # the rest of the budget: zeros / constant kernels against the profile's tasks' real outputs, on the GPU
     left = max(10.0, args.budget - (time.time() - t0) - 10.0)
     parts = [subprocess.Popen([sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda",
@@ -271,8 +367,12 @@ def summary(rows: list, kb_table: Path) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["one"]:
-        print(json.dumps(time_one(Path(argv[1]), json.loads(argv[2]))))
+    if argv[:1] == ["episode"]:
+        for case in json.loads(argv[2]):
+            try:
+                print(json.dumps(time_one(Path(argv[1]), case)), flush=True)
+            except Exception as e:  # noqa: BLE001 - the case's own failure is its row
+                print(json.dumps({**case, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -286,6 +386,8 @@ def main(argv=None) -> int:
     p.add_argument("--ok", type=int, default=12)
     p.add_argument("--wrong", type=int, default=12)
     p.add_argument("--timing-episodes", type=int, default=7)
+    p.add_argument("--rendered", type=int, default=3, help="rungs a bug the sample lacks is rendered on")
+    p.add_argument("--stream", type=int, default=400, help="programs of seed 0 searched for them after the export's")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
