@@ -14,9 +14,9 @@ simulated times (gpu-check's figure: Spearman of each episode's candidates, mean
         candidates build in other processes; then every timing case alone on the GPU: ModelNew built
         as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
         of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
-        the simulator's times include them; the budget's last minute runs scripts/fused_trivial.py over the
-        profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl, kb_stderr.txt, timing.jsonl,
-        trivial.txt, summary.txt.
+        the simulator's times include them; with --trivial-s S the budget's last S seconds run
+        scripts/fused_trivial.py over the profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl,
+        kb_stderr.txt, timing.jsonl, summary.txt (trivial.txt).
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
 RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction")
 MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 ok candidates of distinct simulated times
-TRIVIAL_S = 60.0             # seconds of the budget kept for the zeros / constant check
 TRIVIAL_PARTS = 4
 
 
@@ -300,7 +299,7 @@ def run(args) -> int:
     cases = json.loads((d / "timing_cases.json").read_text())
     kb_eval = subprocess.Popen(
         [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--gpu",
-         "H100,H200,A100", "--status", "ok,wrong_result", "--trials", "5", "--jobs", str(max(1, args.jobs // 2)),
+         "H100,H200,A100", "--status", "ok,wrong_result", "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "240",
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
@@ -316,7 +315,7 @@ def run(args) -> int:
         episodes[case["episode"]].append(case)
     with (out / "timing.jsonl").open("w") as f:
         for group in episodes.values():          # an episode's candidates in one process, one after the other
-            if time.time() - t0 > args.budget - TRIVIAL_S:
+            if time.time() - t0 > args.budget - args.trivial_s:
                 break
             r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(group)], capture_output=True,
                                text=True, cwd=ROOT, timeout=240)
@@ -329,13 +328,14 @@ def run(args) -> int:
                 row = got.get(case["file"], {**case, "error": r.stderr[-500:] or "not timed"})
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
-    # the rest of the budget: zeros / constant kernels against the profile's tasks' real outputs, on the GPU
-    left = max(10.0, args.budget - (time.time() - t0) - 10.0)
-    parts = [subprocess.Popen([sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda",
-                               "--budget", f"{left:.0f}", "--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i in range(1, TRIVIAL_PARTS + 1)]
-    (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
+    # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
+    left = args.budget - (time.time() - t0) - 10.0
+    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda", "--budget", f"{left:.0f}"]
+    parts = [] if args.trivial_s <= 0 or left < 10 else [
+        subprocess.Popen(trivial + ["--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True) for i in range(1, TRIVIAL_PARTS + 1)]
+    if parts:
+        (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
     (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
     print((out / "summary.txt").read_text())
     return 0
@@ -392,8 +392,9 @@ def main(argv=None) -> int:
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--jobs", type=int, default=14)
-    r.add_argument("--budget", type=float, default=280.0, help="seconds: no timing case starts past budget - 60, "
-                   "the zeros / constant check ends by it")
+    r.add_argument("--budget", type=float, default=280.0, help="seconds: no timing episode starts past budget - "
+                   "trivial-s, the zeros / constant check ends by it")
+    r.add_argument("--trivial-s", type=float, default=0.0, help="seconds kept for scripts/fused_trivial.py on the GPU")
     args = ap.parse_args(argv)
     return prepare(args) if args.cmd == "prepare" else run(args)
 
