@@ -36,14 +36,14 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
            "kv_append_cuda": {"warps": (16,)},
            "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
-           # tiled tensor-core families (roomA): K depth of a trip, deeper rings, m64n256 wgmma
-           "grouped_gemm_cuda": {"BK": (16, 32, 64, 128), "STAGES": (5, 6), "BN": (256,)},
-           "flash_prefill_cuda": {"BLOCK_N": (128,), "stages": (4,)},
+           # tiled tensor-core families: K depth of a trip, deeper rings, m64n256 wgmma, thinner tiles
+           "grouped_gemm_cuda": {"BK": (16, 32, 64, 128), "STAGES": (5, 6), "BN": (256,), "BM": (32,)},
+           "flash_prefill_cuda": {"BLOCK_M": (32,), "BLOCK_N": (128,), "stages": (4,)},
            "chunked_prefill_cuda": {"BLOCK_M": (32,), "BLOCK_N": (128,)},
            "paged_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
            "swa_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
            "gemm_int4_cuda": {"BK": (32, 128), "STAGES": (5,), "SPLITS": (16,)},
-           "conv2d_nhwc_cuda": {"BK": (16, 64)}, "gemm_fp4_cuda": {"stages": (5, 6)}}
+           "conv2d_nhwc_cuda": {"BK": (16, 64), "BM": (32,), "BN": (32,)}, "gemm_fp4_cuda": {"stages": (5, 6), "BN": (32,)}}
 
 
 def knob_rungs(m) -> list:

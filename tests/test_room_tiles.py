@@ -150,3 +150,26 @@ def test_fp4_register_dequant_ring_takes_six_stages():
     assert "#define STAGES 6" in m.render(ring, {**ring.defaults(), "stages": 6}, task)
     four, six = _launches(m, ring, task, "stages", (4, 6))
     assert six.smem_bytes == 6 * four.smem_bytes // 4 and six.bytes_per_access > four.bytes_per_access
+
+
+def test_thin_tiles_fill_short_grids():
+    """32-wide tiles: more blocks where the big tile leaves SMs idle (a 56 x 56 image of one batch,
+    16 tokens of FP4 GEMM), fewer accumulators a thread."""
+    m, task = _task("conv2d_nhwc_cuda", dtype="fp16", shape=REGISTRY["conv2d_nhwc_cuda"].shapes[0])
+    v = m.variant("cp_async_pipeline")
+    assert v.param("BM").values == (32, 64, 128) and v.param("BN").values == (32, 64, 128)
+    assert "#define BM 32" in m.render(v, {**v.defaults(), "BM": 32}, task)
+    thin, wide = _launches(m, v, task, "BM", (32, 128))
+    assert thin.grid > 3 * wide.grid and thin.regs < wide.regs        # 3136 pixels: 98 blocks, not 25
+    assert simulate(m, v, {**v.defaults(), "BM": 32}, task).time_ms < simulate(m, v, v.defaults(), task).time_ms
+    m, task = _task("gemm_fp4_cuda", dtype="bf16", shape={"M": 16, "N": 7168, "K": 2048, "G": 32})
+    ring = m.variant("cp_async_dequant")
+    assert ring.param("BN").values == (32, 64, 128) and m.variant("mxf4nvf4_block_scaled").param("BN").values == (64, 128)
+    narrow, default = _launches(m, ring, task, "BN", (32, 128))
+    assert narrow.grid == 4 * default.grid and narrow.regs < default.regs
+    m, task = _task("grouped_gemm_cuda")
+    assert m.variant("cp_async_pipeline").param("BM").values == (32, 64, 128)
+    m, task = _task("flash_prefill_cuda", dtype="fp16")
+    v = m.variant("cp_async_pipeline")
+    assert v.param("BLOCK_M").values == (32, 64, 128)
+    assert m.launch(v, {**v.defaults(), "BLOCK_M": 32}, task).threads == 64

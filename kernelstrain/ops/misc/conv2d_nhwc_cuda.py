@@ -199,7 +199,7 @@ def cp_async_pipeline_src(p, task, kt_end="KT", init="0.f"):
         task, "dim3((N * P * Q + BM - 1) / BM, (K + BN - 1) / BN)", "THREADS", "smem", SMEM_PRE)
 
 
-TILE = (Param("BM", (64, 128), 128), Param("BN", (64, 128), 64), KSLICE)
+TILE = (Param("BM", (32, 64, 128), 128), Param("BN", (32, 64, 128), 64), KSLICE)
 TC = frozenset({"mma", "ldmatrix"})
 
 

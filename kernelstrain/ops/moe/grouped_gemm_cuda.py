@@ -200,7 +200,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
              compute_eff=0.55, memory_eff=0.82, smem="static", launch=tc_launch(False), render=mma_sync_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"step": HALF_STEP}}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
-             (Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
+             (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
              needs=TC_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.76, memory_eff=0.88, smem="dynamic",
              launch=tc_launch(False), render=cp_async_pipeline_src,
              bugs={"off_by_one": {"wait": "STAGES - 1"}, "missing_barrier": {"barrier": ""}}),
