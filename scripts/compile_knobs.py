@@ -34,14 +34,20 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
            "kv_append_cuda": {"warps": (16,)},
-           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)}}
+           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
+           "embedding_bwd_cuda": {"warps_per_block": (1, 16), "unroll": (8,)},
+           "moe_scatter_cuda": {"threads": (64, 512)},
+           "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
+           "selective_scan_cuda": {"threads@vectorized_regs": (32, 512)},     # PARAM@RUNG: that rung only
+           "prefix_scan_cuda": {"items": (8,)}}
 
 
 def knob_rungs(m) -> list:
     """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
     added = WIDENED.get(m.name, {})
     out = [(v, p.name, [x for x in p.values if x != p.default] if p.name in NAMES
-            else [x for x in added.get(p.name, ()) if x in p.values]) for v in m.variants for p in v.params]
+            else [x for x in added.get(f"{p.name}@{v.tag}", added.get(p.name, ())) if x in p.values])
+           for v in m.variants for p in v.params]
     return [(v, name, values) for v, name, values in out if values]
 
 

@@ -39,8 +39,10 @@ def launch_of(kind: str):
         if kind == "shuffle":
             return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24, bytes_per_access=16,
                           lane_util=min(1.0, c / (threads * vec)))
-        tile = threads * vec * p["items"]
-        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8, regs=24 + 2 * p["items"],
+        tile, items = threads * vec * p["items"], p["items"]
+        # v[ITEMS][VEC] fp32 partial sums stay live across the block scan: past 32 of them, a register each
+        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8,
+                      regs=24 + 2 * items + max(0, items * vec - 32),
                       bytes_per_access=16 * p["items"], lane_util=c / (cdiv(c, tile) * tile), launches=2)
     return launch
 
@@ -279,7 +281,7 @@ class PrefixScanCuda(OpModule):
              (THREADS,), compute_eff=0.15, memory_eff=0.86, smem="static", launch=launch_of("shuffle"),
              render=warp_shuffle_scan_src, bugs={"off_by_one": {"test": "lane > o"}, "wrong_init": {"init": "1.f"}}),
         Rung("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
-             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4), 2)),
+             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
              compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),
              render=decoupled_lookback_src,
              bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER}),
