@@ -35,11 +35,11 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
            "kv_append_cuda": {"warps": (16,)},
            "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
-           "embedding_bwd_cuda": {"warps_per_block": (1, 16), "unroll": (8,)},
            "moe_scatter_cuda": {"threads": (64, 512)},
            "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
-           "selective_scan_cuda": {"threads@vectorized_regs": (32, 512)},     # PARAM@RUNG: that rung only
-           "prefix_scan_cuda": {"items": (8,)}}
+           "prefix_scan_cuda": {"items": (8,)},
+           "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},   # PARAM@RUNG: that rung only
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
 
 
 def knob_rungs(m) -> list:

@@ -10,19 +10,6 @@ def _task(name, shape, gpu="H100", dtype="bf16"):
     return m, make_task(m, gpu, dtype, shape)
 
 
-def test_embedding_bwd_takes_one_to_16_warps_and_8_rows_in_flight():
-    m, task = _task("embedding_bwd_cuda", {"T": 65536, "D": 4096, "V": 128256})
-    v = m.variant("sorted_segment_vectorized")
-    assert v.defaults() == {"warps_per_block": 4, "unroll": 2}                            # today's candidate
-    code = m.render(v, {"warps_per_block": 16, "unroll": 8}, task)
-    assert "#define WARPS 16" in code and "#define UNROLL 8" in code
-    four, eight = (m.launch(v, {"warps_per_block": 4, "unroll": u}, task) for u in (4, 8))
-    # twice the rows in flight a lane: twice the bytes in flight, for the 4 registers each uint4 holds
-    assert eight.bytes_per_access == 2 * four.bytes_per_access and eight.regs - four.regs == 4 * 4 + 2 * 4
-    one, sixteen = (m.launch(v, {"warps_per_block": w, "unroll": 2}, task) for w in (1, 16))
-    assert sixteen.threads == 16 * one.threads and sixteen.grid * 16 == one.grid
-
-
 def test_moe_scatter_takes_64_to_512_threads():
     m, task = _task("moe_scatter_cuda", {"T": 512, "E": 256, "topk": 8, "K": 7168})
     v = m.variant("warp_aggregated_fused")
@@ -50,16 +37,6 @@ def test_transpose_tiles_take_128_and_2_rows_a_pass():
     assert max(v.param("tile").values) // 2 * max(v.param("block_rows").values) <= 1024   # every block launches
 
 
-def test_selective_scan_registers_take_one_warp_to_16_warps_a_channel():
-    m, task = _task("selective_scan_cuda", {"B": 64, "L": 256, "D": 2048, "N": 16})
-    v = m.variant("vectorized_regs")
-    assert v.defaults() == {"threads": 128}                                                # today's candidate
-    assert "#define THREADS 32" in m.render(v, {"threads": 32}, task)
-    # L = 256 is one chunk of 32 threads x 8 steps: 512 threads leave 15 of 16 lanes idle
-    assert m.launch(v, {"threads": 32}, task).lane_util == 1.0
-    assert m.launch(v, {"threads": 512}, task).lane_util == 256 / 4096
-
-
 def test_prefix_scan_lookback_takes_8_vectors_a_thread():
     m, task = _task("prefix_scan_cuda", {"R": 8, "C": 1048576})
     v = m.variant("decoupled_lookback")
@@ -73,3 +50,27 @@ def test_prefix_scan_lookback_takes_8_vectors_a_thread():
     # a 2048-wide row is an eighth of a 16384-element tile
     _, short = _task("prefix_scan_cuda", {"R": 16384, "C": 2048})
     assert m.launch(v, {"threads": 256, "items": 8}, short).lane_util == 2048 / 16384
+
+
+def test_swiglu_tiles_take_64_to_1024_threads_and_8_chunks_a_thread():
+    m, task = _task("swiglu_fwd_cuda", {"T": 4096, "I": 11008})
+    v = m.variant("unrolled_ilp")
+    assert v.defaults() == {"threads": 256, "unroll": 2}                                   # today's candidate
+    code = m.render(v, {"threads": 1024, "unroll": 8}, task)
+    assert "#define THREADS 1024" in code and "#define UNROLL 8" in code
+    four, eight = (m.launch(v, {"threads": 256, "unroll": u}, task) for u in (4, 8))
+    assert eight.bytes_per_access == 2 * four.bytes_per_access and eight.regs > four.regs
+    # a row of 1376 uint4 chunks: tiles of 64 x 2 waste 32 chunk slots, tiles of 256 x 2 waste 160
+    narrow, default = m.launch(v, {"threads": 64, "unroll": 2}, task), m.launch(v, v.defaults(), task)
+    assert narrow.lane_util == 1376 / 1408 > default.lane_util == 1376 / 1536
+
+
+def test_causal_conv1d_strips_take_one_step_to_a_whole_row():
+    m, task = _task("causal_conv1d_cuda", {"B": 4, "D": 4096, "L": 8192})
+    v = m.variant("register_strip")
+    assert v.defaults() == {"threads": 128, "strip": 2048}                                 # today's candidate
+    code = m.render(v, {"threads": 512, "strip": 8192}, task)
+    assert "#define STRIP 8192" in code and "#define THREADS 512" in code
+    # a warp a whole row, or 32 warps a row each walking one step of 256
+    whole, step = (m.launch(v, {"threads": 128, "strip": s}, task) for s in (8192, 256))
+    assert step.grid == 32 * whole.grid

@@ -193,7 +193,7 @@ class SelectiveScanCuda(SelectiveScanSpec):
              (THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
              render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT}),
         Rung("vectorized_regs", "uint4 loads of u/delta/z/B/C (8 steps), exp2f with log2e folded into A",
-             (Param("threads", (32, 64, 128, 256, 512), 128),), compute_eff=0.4, memory_eff=0.85, smem="static", launch=register_launch,
+             (THREADS,), compute_eff=0.4, memory_eff=0.85, smem="static", launch=register_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
              (Param("threads", (64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
