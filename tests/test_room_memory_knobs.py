@@ -88,3 +88,20 @@ def test_mamba_step_blocks_take_128_channels_of_a_batch_row():
     _, wide = _task("mamba_step_cuda", {"B": 32, "D": 8192, "N": 64})
     r = simulate(m, v, {"channels": 128}, wide)
     assert not r.ok and r.error_class == "resources" and "invalid configuration argument" in r.error
+
+
+def test_selective_scan_registers_take_16_steps_a_thread():
+    m, task = _task("selective_scan_cuda", {"B": 2, "L": 8192, "D": 4096, "N": 16})
+    v = m.variant("vectorized_regs")
+    assert v.defaults() == {"threads": 128, "items": 8}                                    # today's candidate
+    code = m.render(v, {"threads": 64, "items": 16}, task)
+    assert "#define ITEMS 16" in code and "Pack pu[ITEMS / 8]" in code
+    assert "Pack pu[ITEMS / 8]" not in m.render(v, v.defaults(), task)                     # 8: one uint4 each
+    eight, sixteen = (m.launch(v, {"threads": 64, "items": i}, task) for i in (8, 16))
+    # two uint4s of each input in flight, 48 more registers, the chunk's scan and barriers over twice the steps
+    assert sixteen.bytes_per_access == 2 * eight.bytes_per_access and sixteen.regs == eight.regs + 48
+    assert sixteen.compute_scale > eight.compute_scale
+    # L = 256: a 128 x 16 chunk is 8x the row, an 8-step one 4x
+    _, short = _task("selective_scan_cuda", {"B": 64, "L": 256, "D": 2048, "N": 16})
+    assert m.launch(v, {"threads": 128, "items": 16}, short).lane_util == 0.125
+    assert m.launch(v, {"threads": 128, "items": 8}, short).lane_util == 0.25
