@@ -105,3 +105,18 @@ def test_selective_scan_registers_take_16_steps_a_thread():
     _, short = _task("selective_scan_cuda", {"B": 64, "L": 256, "D": 2048, "N": 16})
     assert m.launch(v, {"threads": 128, "items": 16}, short).lane_util == 0.125
     assert m.launch(v, {"threads": 128, "items": 8}, short).lane_util == 0.25
+
+
+def test_prefix_scan_shuffle_rows_take_4_vectors_a_thread():
+    m, task = _task("prefix_scan_cuda", {"R": 8, "C": 1048576})
+    v = m.variant("warp_shuffle_scan")
+    assert v.defaults() == {"threads": 256, "items": 1}                                    # today's candidate
+    code = m.render(v, {"threads": 256, "items": 4}, task)
+    assert "#define ITEMS 4" in code and "Pack in[ITEMS];" in code and "#define ITEMS" not in m.render(v, v.defaults(), task)
+    one, four = (m.launch(v, {"threads": 256, "items": i}, task) for i in (1, 4))
+    # four vectors in flight a thread, one block scan (two barriers) for four times the elements
+    assert four.bytes_per_access == 4 * one.bytes_per_access and four.compute_scale > one.compute_scale == 1.0
+    assert four.regs == one.regs + 3 * (8 + 4)                                            # v[4][8] and the packs
+    # a 2048-wide row is a quarter of a 256 x 8 x 4 tile
+    _, short = _task("prefix_scan_cuda", {"R": 16384, "C": 2048})
+    assert m.launch(v, {"threads": 256, "items": 4}, short).lane_util == 0.25
