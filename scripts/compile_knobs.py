@@ -38,7 +38,7 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
            "moe_scatter_cuda": {"threads": (64, 512)},
            "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
-           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
+           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)}, "min_p_cuda": {"vecs": (2, 4)},
            "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},   # PARAM@RUNG: that rung only
            "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
 

@@ -120,3 +120,15 @@ def test_prefix_scan_shuffle_rows_take_4_vectors_a_thread():
     # a 2048-wide row is a quarter of a 256 x 8 x 4 tile
     _, short = _task("prefix_scan_cuda", {"R": 16384, "C": 2048})
     assert m.launch(v, {"threads": 256, "items": 4}, short).lane_util == 0.25
+
+
+def test_min_p_chunks_take_4_float4s_a_thread():
+    m, task = _task("min_p_cuda", {"B": 16, "V": 151936}, dtype="fp32")
+    v = m.variant("chunk_mass_pick")
+    assert v.defaults() == {"threads": 512, "vecs": 1}                                     # today's candidate
+    code = m.render(v, {"threads": 512, "vecs": 4}, task)
+    assert "#define VECS 4" in code and "float w[4 * VECS]" in code and "VECS" not in m.render(v, v.defaults(), task)
+    one, four = (m.launch(v, {"threads": 512, "vecs": k}, task) for k in (1, 4))
+    # four float4 loads in flight a thread, a block sum a four-times-longer chunk, which the pick re-reads
+    assert four.bytes_per_access == 4 * one.bytes_per_access and four.compute_scale > one.compute_scale
+    assert abs(four.traffic - one.traffic - 3 * 4 * 512 / 151936) < 1e-12 and four.regs > one.regs
