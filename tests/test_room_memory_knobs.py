@@ -132,3 +132,15 @@ def test_min_p_chunks_take_4_float4s_a_thread():
     # four float4 loads in flight a thread, a block sum a four-times-longer chunk, which the pick re-reads
     assert four.bytes_per_access == 4 * one.bytes_per_access and four.compute_scale > one.compute_scale
     assert abs(four.traffic - one.traffic - 3 * 4 * 512 / 151936) < 1e-12 and four.regs > one.regs
+
+
+def test_selective_scan_triton_programs_take_one_channel():
+    m, task = _task("selective_scan_triton", {"B": 2, "L": 8192, "D": 4096, "N": 16})
+    v = m.variant("exp2_fused_epilogue")
+    assert v.param("BLOCK_D").default == 4                                                 # today's candidate
+    p = {**v.defaults(), "BLOCK_D": 1}
+    assert "BLOCK_D=1" in m.render(v, p, task)
+    assert all(k.constexprs.get("BLOCK_D") == 1 for k in m.triton_kernels(v, p, task) if "BLOCK_D" in k.constexprs)
+    one, two = m.launch(v, p, task), m.launch(v, {**p, "BLOCK_D": 2}, task)
+    # a [1, N, CHUNK] tile a program: twice the programs, half the values a thread holds
+    assert one.grid == 2 * two.grid and one.regs < two.regs
