@@ -144,3 +144,14 @@ def test_selective_scan_triton_programs_take_one_channel():
     one, two = m.launch(v, p, task), m.launch(v, {**p, "BLOCK_D": 2}, task)
     # a [1, N, CHUNK] tile a program: twice the programs, half the values a thread holds
     assert one.grid == 2 * two.grid and one.regs < two.regs
+
+
+def test_rmsnorm_triton_persistent_takes_8_programs_an_sm():
+    m, task = _task("rmsnorm_triton", {"T": 65536, "D": 128})
+    v = m.variant("persistent")
+    assert v.param("programs_per_sm").default == 1                                         # today's candidate
+    p = {**v.defaults(), "num_warps": 2, "programs_per_sm": 8}
+    assert "PROGRAMS_PER_SM = 8" in m.render(v, p, task)
+    four, eight = m.launch(v, {**p, "programs_per_sm": 4}, task), m.launch(v, p, task)
+    # 128-wide rows: each program's loop is a chain of row latencies; twice the programs, half the chain
+    assert eight.grid == 2 * four.grid and eight.rounds == 63 < four.rounds == 125                # 132 SMs
