@@ -29,19 +29,23 @@ from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
 
 
-# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
+# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's;
+# a PARAM@RUNG key names the values of that rung only (other rungs of the module range over the param too)
 WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
            "kv_append_cuda": {"warps": (16,)},
-           "mamba_step_cuda": {"channels": (128,)}, "selective_scan_cuda": {"items@vectorized_regs": (16,)},
-           "selective_scan_triton": {"BLOCK_D": (1,)}, "rmsnorm_triton": {"programs_per_sm@persistent": (8,)},
-           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
+           "mamba_step_cuda": {"channels": (128,)},
+           "selective_scan_cuda": {"items@vectorized_regs": (16,)},
+           "selective_scan_triton": {"BLOCK_D": (1,)},
+           "rmsnorm_triton": {"programs_per_sm@persistent": (8,)},
            "moe_scatter_cuda": {"threads": (64, 512)},
            "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
-           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)}, "min_p_cuda": {"vecs": (2, 4)},
-           "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},   # PARAM@RUNG: that rung only
-           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
+           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
+           "min_p_cuda": {"vecs": (2, 4)},
+           "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)},
+           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)}}
 
 
 def knob_rungs(m) -> list:
