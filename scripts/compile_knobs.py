@@ -30,7 +30,8 @@ from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
 
 
-# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
+# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's;
+# a PARAM@RUNG key names the values of that rung only (other rungs of the module range over the param too)
 WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
@@ -43,14 +44,25 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "paged_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
            "swa_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
            "gemm_int4_cuda": {"BK": (32, 128), "STAGES": (5,), "SPLITS": (16,)},
-           "conv2d_nhwc_cuda": {"BK": (16, 64), "BM": (32,), "BN": (32,)}, "gemm_fp4_cuda": {"stages": (5, 6), "BN": (32,)}}
+           "conv2d_nhwc_cuda": {"BK": (16, 64), "BM": (32,), "BN": (32,)}, "gemm_fp4_cuda": {"stages": (5, 6), "BN": (32,)},
+           "mamba_step_cuda": {"channels": (128,)},
+           "selective_scan_cuda": {"items@vectorized_regs": (16,)},
+           "selective_scan_triton": {"BLOCK_D": (1,)},
+           "rmsnorm_triton": {"programs_per_sm@persistent": (8,)},
+           "moe_scatter_cuda": {"threads": (64, 512)},
+           "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
+           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
+           "min_p_cuda": {"vecs": (2, 4)},
+           "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
 
 
 def knob_rungs(m) -> list:
     """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
     added = WIDENED.get(m.name, {})
     out = [(v, p.name, [x for x in p.values if x != p.default] if p.name in NAMES
-            else [x for x in added.get(p.name, ()) if x in p.values]) for v in m.variants for p in v.params]
+            else [x for x in added.get(f"{p.name}@{v.tag}", added.get(p.name, ())) if x in p.values])
+           for v in m.variants for p in v.params]
     return [(v, name, values) for v, name, values in out if values]
 
 
