@@ -213,8 +213,10 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
     if launch.smem_bytes > cap:
-        # clang points at the kernel's definition: its line is the code's (only that text needs it)
-        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
+        # clang points at the kernel's definition: its line is the code's; Triton's figure is
+        # its own for the code (messages.smem_error). Only those texts need the render
+        code = module.render(variant, params, task) if module.impl == "triton" or task.is_hip \
+            and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):
