@@ -7,8 +7,8 @@
 `prepare` generates the default profile (kernelstrain) and kernelinfer at a seed no fit has read
 (--episodes a prefix of each plan: the plans are shuffled, so a prefix spreads over modules and GPUs),
 then keeps of each dataset what gpu-check on an H100/H200 samples (manifest.json, stats.json and the
-rows of sm_90a episodes: `sample_cases` reads no other arch, so the slim dataset gives the same sample
-as the whole one, test_gpucheck_final.py) under DIR/<profile>/, small enough to carry. It writes
+rows of sm_90a episodes, gzipped: `sample_cases` reads no other arch, so the slim dataset gives the same
+sample as the whole one, test_gpucheck_final.py) under DIR/<profile>/, small enough to carry. It writes
 DIR/FROZEN.txt (commit, fit file hash, seeds, the whole episode files' sha256), DIR/samples.txt (each
 profile's --sample) and prints the cases per profile, the modules they cover and the expected device time.
 
@@ -20,6 +20,7 @@ Spearman, geomean sim/measured) of both profiles; --markdown writes the same as 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import subprocess
@@ -39,11 +40,11 @@ from kernelstrain.writers import record_paths  # noqa: E402
 
 PROFILES = {"default": ROOT / "configs" / "kernelstrain.toml", "kernelinfer": ROOT / "configs" / "kernelinfer.toml"}
 ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on the H200 samples
-# Device seconds, from the H200 runs of this project: a fresh machine's start is not counted (the brief's 7 min
-# are after it); gpu-check's builds, 16 jobs (s8484: 752 candidates in 65 s) and its three passes (s8484: ~0.29 s a
-# case: correctness, timing, repeat of a third, 752 cases in ~215 s).
+# Device seconds a case, from the H200 run on seed 8484 (docs/gpu_check_h200_s8484.txt; a fresh machine's start
+# not counted): gpu-check built 752 candidates in 65 s on 16 jobs and ended after 320 s, so its three passes
+# (correctness, timing, a re-time of a third) took ~255 s.
 BUILD_S_PER_CASE = 65 / 752
-PASS_S_PER_CASE = 215 / 752
+PASS_S_PER_CASE = (320 - 65) / 752
 
 
 def sha256(path: Path) -> str:
@@ -55,18 +56,26 @@ def sha256(path: Path) -> str:
 
 
 def slim(full: Path, out: Path) -> int:
-    """Copy full's manifest, stats and the rows of ARCH episodes into out; the rows kept."""
+    """Copy full's manifest and stats into out, and the rows of ARCH episodes gzipped (NAME.gz: text JSON
+    shrinks ~10x, so both profiles fit the device call's carry; the device script unpacks them with gunzip).
+    Returns the rows kept."""
     out.mkdir(parents=True)
     for name in (MANIFEST, "stats.json"):
         (out / name).write_bytes((full / name).read_bytes())
     kept = 0
     for path in record_paths(rows_file(full)):
-        with open(path, "rb") as src, open(out / path.name, "wb") as dst:
+        with open(path, "rb") as src, gzip.GzipFile(out / (path.name + ".gz"), "wb", mtime=0) as dst:
             for line in src:
                 if json.loads(line).get("arch") == ARCH:
                     dst.write(line)
                     kept += 1
     return kept
+
+
+def unpack(folder: Path) -> None:
+    """What the device script's gunzip does: each NAME.gz of folder written out as NAME."""
+    for packed in folder.glob("*.gz"):
+        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
 
 
 def read_episodes(data: Path) -> list:
@@ -97,11 +106,13 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
                         "--quiet", "--force"], cwd=ROOT, check=True)
         source = rows_file(full)
         kept = slim(full, out / profile)
-        cases = sample_cases(read_episodes(out / profile), samples[profile], 0)
+        rows = read_episodes(full)                  # the slim dataset's sample is the same (the test)
+        cases = sample_cases(rows, samples[profile], 0)
         modules = {c["module"] for c in cases}
-        wanted = {e["module"] for e in read_episodes(out / profile)}
+        wanted = {e["module"] for e in rows if e["arch"] == ARCH}
+        size = sum(f.stat().st_size for f in (out / profile).iterdir())
         lines.append(f"{profile}: generate --seed {seed} --episodes {episodes[profile]} --config {config.name}: "
-                     f"{source.name} sha256 {sha256(source)}; {kept} {ARCH} rows kept")
+                     f"{source.name} sha256 {sha256(source)}; {kept} {ARCH} rows kept ({size / 2**20:.1f} MiB packed)")
         plan.append((profile, samples[profile], len(cases), len(modules), sorted(wanted - modules)))
     (out / "FROZEN.txt").write_text("\n".join(lines) + "\n")
     (out / "samples.txt").write_text("".join(f"{p} {s}\n" for p, s, *_ in plan))
@@ -112,6 +123,7 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         print(f"{profile}: --sample {sample} -> {cases} cases over {modules} modules (modules of {ARCH} episodes "
               f"left out: {missing or 'none'}); ~{seconds:.0f} s on the H200")
     print(f"expected device time after the machine's start: ~{total / 60:.1f} min")
+    print("\n".join(lines))
     print(f"wrote {out}/<profile>/, {out}/FROZEN.txt, {out}/samples.txt")
     return 0
 
@@ -185,8 +197,8 @@ def main(argv=None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--seed", type=int, required=True, help="a seed no fit file has read")
     p.add_argument("--work", type=Path, default=Path("/tmp/gc_final_full"), help="where the whole datasets go")
-    p.add_argument("--episodes", nargs=2, type=int, default=(2000, 900), metavar=("DEFAULT", "KERNELINFER"))
-    p.add_argument("--sample", nargs=2, type=int, default=(500, 500), metavar=("DEFAULT", "KERNELINFER"))
+    p.add_argument("--episodes", nargs=2, type=int, default=(2000, 1200), metavar=("DEFAULT", "KERNELINFER"))
+    p.add_argument("--sample", nargs=2, type=int, default=(450, 450), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--workers", type=int, default=2)
     f = sub.add_parser("figures")
     f.add_argument("reports", type=Path, nargs="+", help="gpu-check --report files, named <profile>.json")

@@ -21,6 +21,8 @@ def final():
 
 def test_the_slim_dataset_gives_the_whole_datasets_sample(final, small_dataset, tmp_path):
     kept = final.slim(small_dataset, tmp_path / "slim")
+    assert not list((tmp_path / "slim").glob("*.jsonl"))               # carried packed
+    final.unpack(tmp_path / "slim")
     whole, slim = final.read_episodes(small_dataset), final.read_episodes(tmp_path / "slim")
     assert kept == len(slim) == sum(e["arch"] == "sm_90a" for e in whole) and 0 < kept < len(whole)
     a, b = sample_cases(whole, 80, 0), sample_cases(slim, 80, 0)
