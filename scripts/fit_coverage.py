@@ -19,16 +19,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.calibration.fit import FIT_FILES, timed_rows  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES, MEASUREMENTS, timed_rows  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.profiles import load_profile  # noqa: E402
 
-CALIBRATION = ROOT / "kernelstrain" / "calibration"
-
-
 def held_out_files() -> list:
     """The shipped gpu-check files the fit does not read."""
-    return sorted(p.name for p in CALIBRATION.glob("h200_gpucheck_*.json") if p.name not in FIT_FILES)
+    return sorted(p.name for p in MEASUREMENTS.glob("h200_gpucheck_*.json") if p.name not in FIT_FILES)
 
 
 def coverage() -> dict:
