@@ -8,7 +8,7 @@ import pytest
 from kernelstrain.calibration import FIT, FIT_FORMAT, TERMS, Fit, param_steps, read_data
 from kernelstrain.references import reference_ms
 from kernelstrain.calibration.fit import (FIT_FILES, read_measurement, episode_folds, fit, fit_terms, held_out, measured_records,
-                                          predict_ms)
+                                          out_of_fold, predict_ms)
 from kernelstrain.calibration.metrics import agreement, geomean, pair_counts, repeat_ceiling, spearman
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import simulate
@@ -123,6 +123,12 @@ def test_shrinkage_pulls_rare_variants_toward_their_module():
     tight, _ = fit_terms(rows, 4.0, 2.5, k_variant=5.0, ridge=1e9)
     assert tight.ceiling("m0", "v2") < loose.ceiling("m0", "v2")
     assert tight.ceiling("m0", "nonesuch") == tight.module_ceilings["m0"]
+
+
+def test_out_of_fold_predictions_do_not_depend_on_the_processes():
+    rows = _synthetic(Fit(ceilings={"m0": {"v0": 2.0}}), n_per=3)
+    one = out_of_fold(rows, 3, 1, scan_iters=1, iters=2)
+    assert [r["sim_ms"] for r in one] == [r["sim_ms"] for r in out_of_fold(rows, 3, 2, scan_iters=1, iters=2)]
 
 
 def test_cv_folds_hold_out_whole_episodes_and_keep_every_module_in_each_fit():

@@ -249,13 +249,24 @@ def episode_folds(records: list, folds: int) -> dict:
     return {e: i % folds for eps in by_module.values() for i, e in enumerate(sorted(eps, key=key))}
 
 
-def out_of_fold(records: list, folds: int, **kw) -> list:
+def _fold_fit(args) -> Fit:
+    records, kw = args
+    return fit(records, **kw)
+
+
+def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
     """The records with `sim_ms` predicted by the fit (kw: fit_terms' shrinkage) that held the
-    record's episode out (episode_folds)."""
+    record's episode out (episode_folds); jobs: folds fitted in that many processes (same result)."""
     fold_of = episode_folds(records, folds)
+    work = [([r for r in records if fold_of[r["episode"]] != fold], kw) for fold in range(folds)]
+    if jobs > 1:
+        import concurrent.futures
+        with concurrent.futures.ProcessPoolExecutor(min(jobs, folds)) as pool:
+            fits = list(pool.map(_fold_fit, work))
+    else:
+        fits = [_fold_fit(w) for w in work]
     out = [None] * len(records)
-    for fold in range(folds):
-        f = fit([r for r in records if fold_of[r["episode"]] != fold], **kw)
+    for fold, f in enumerate(fits):
         for i, r in enumerate(records):
             if fold_of[r["episode"]] == fold:
                 out[i] = dict(r, sim_ms=predict_ms(f, r))
