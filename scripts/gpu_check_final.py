@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, required=True, help="a seed no fit file has read")
     p.add_argument("--work", type=Path, default=Path("/tmp/gc_final_full"), help="where the whole datasets go")
     p.add_argument("--episodes", nargs=2, type=int, default=(2000, 1200), metavar=("DEFAULT", "KERNELINFER"))
-    p.add_argument("--sample", nargs=2, type=int, default=(450, 450), metavar=("DEFAULT", "KERNELINFER"))
+    p.add_argument("--sample", nargs=2, type=int, default=(250, 250), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--workers", type=int, default=2)
     f = sub.add_parser("figures")
     f.add_argument("reports", type=Path, nargs="+", help="gpu-check --report files, named <profile>.json")

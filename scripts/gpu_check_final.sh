@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # On the H200 (the `run` tool, repository root, carry ["data/gc_final"]): gpu-check of both profiles' fresh seeds
 # prepared by `python3 scripts/gpu_check_final.py prepare DIR --seed S`, then the done-when figures side by side.
-#   bash scripts/gpu_check_final.sh DIR [BUDGET_S]     BUDGET_S: gpu-check's --budget per profile (default 190)
+#   bash scripts/gpu_check_final.sh DIR [BUDGET_S]     BUDGET_S: gpu-check's --budget per profile (default 100)
 # Writes $OUT/env.txt, $OUT/<profile>.json (gpu-check --report), $OUT/<profile>.txt (its printed report),
 # $OUT/figures.txt and $OUT/figures.md (scripts/gpu_check_final.py figures), $OUT/FROZEN.txt (what was frozen).
 set -uo pipefail
-dir=${1:?prepared folder}; budget=${2:-190}
+dir=${1:?prepared folder}; budget=${2:-100}
 out=${OUT:-/tmp/gc_final_out}; mkdir -p "$out"
 cp "$dir/FROZEN.txt" "$out/"
 for f in "$dir"/*/*.gz; do gunzip -kf "$f"; done        # prepare packs the rows (the carry's 64 MiB)
