@@ -327,12 +327,13 @@ def measured_records(files=FIT_FILES) -> list:
         module = REGISTRY[k["module"]]
         variant = module.variant(k["variant"])
         task = make_task(module, k["gpu"], k["dtype"], k["shape"])
-        launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, k["params"], task), task.gpu), task)
+        params = {**variant.defaults(), **k["params"]}    # a parameter added since the row was timed: at its default
+        launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
         cost, gpu = module.cost(task), task.gpu
         e_c, e_m = efficiencies(variant, launch, gpu)
         terms = roofline_terms(module, variant, launch, task)
         out.append({"source": name, "gpu": k["gpu"], "module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
-                    "params": k["params"], "steps": param_steps(k["params"], variant.defaults()),
+                    "params": params, "steps": param_steps(params, variant.defaults()),
                     "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
                     "core_ms": max(terms) * 1e3,
                     "launches": launch.launches,
