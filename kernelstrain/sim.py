@@ -219,6 +219,21 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """
     if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
         return module.simulate(variant, params, task)
+    failed = failure(module, variant, params, task)
+    if failed is not None:
+        return failed
+    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+
+
+@candidate_cache
+def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """simulate's result for a candidate that does not build or run, None for one that does,
+    without timing it: the engine asks this of a rung's whole grid (which configs overflow a
+    limit) and times only the few it writes."""
+    if hasattr(module, "simulate"):
+        r = module.simulate(variant, params, task)
+        return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
     launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
@@ -241,7 +256,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         text = feasibility.error_text(broken, module, variant, params, task)
         return SimResult(False, None, launch.smem_bytes, launch.regs, text,
                          classify(text) if broken[0] == "arange" else "align")
-    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+    return None
 
 
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,
