@@ -222,7 +222,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     failed = failure(module, variant, params, task)
     if failed is not None:
         return failed
-    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 
