@@ -14,6 +14,7 @@ and the generator's labels in what the model reads.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -84,9 +85,25 @@ def figures(ep: dict) -> Counter:
 def labels_in(text: str, tags) -> list[str]:
     """The generator's words (step kinds, rung tags) in a prompt's prose, code blocks left out:
     a harness prints code, compiler, checker and timer output, never these."""
-    prose = _EXCERPT.sub("", _FENCE.sub("", text))
+    prose = _FENCE.sub("", text)
+    if "^" in prose:        # every excerpt has a caret line (the pattern tries each position of each line)
+        prose = _EXCERPT.sub("", prose)
     found = KINDS_SEEN.findall(prose)
-    return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+    words = _tag_words(tuple(tags))
+    if words is None:
+        return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+    seen = set(words.findall(prose))
+    return found + [t for t in tags if t in seen]
+
+
+@functools.lru_cache(maxsize=512)
+def _tag_words(tags: tuple):
+    """One pattern for a ladder's tags (qa asks every prompt of every step): a match of a tag of
+    word characters is a whole word, so the whole words this finds are the tags one search each
+    would find; None where a tag has another character (searched one by one)."""
+    if not all(re.fullmatch(r"\w+", t) for t in tags):
+        return None
+    return re.compile(rf"(?<![\w.])(?:{'|'.join(map(re.escape, tags))})(?!\w)") if tags else None
 
 
 def time_units(text: str) -> set:

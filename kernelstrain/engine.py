@@ -48,7 +48,7 @@ from .profiles import Search
 from .references import reference_ms
 from .schema import Step
 from .calibration import FIT
-from .sim import blocks_per_sm, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
+from .sim import blocks_per_sm, failure, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -533,11 +533,11 @@ class Episode:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
         (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
         (its bytes are the declared arrays or the host's request, exact)."""
-        r = self.sim(c)
+        r = failure(self.m, c.variant, c.params, self.task)     # simulate's, untimed (asked of whole grids)
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0
-        return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
+        return r is not None and r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
             c.variant, self.m, self.task.gpu))
 
     def bound_slips(self, tune: bool = True) -> list[Candidate]:

@@ -45,15 +45,16 @@ def holdout_rows(plan: Plan, split: str):
         })
 
 
-def write_holdout(plan: Plan, directory: Path, temporary: bool = False) -> dict:
+def write_holdout(plan: Plan, directory: Path, temporary: bool = False, lines: dict | None = None) -> dict:
     """Write every split's file into `directory` (a staging directory, or with `temporary`
-    under the hidden name `_temporary()` gives, beside the target); returns {file name: summary}."""
+    under the hidden name `_temporary()` gives, beside the target); returns {file name: summary}.
+    `lines`: {split: its holdout_rows}, where the caller has them already."""
     summaries = {}
     for split in plan.splits:
         name = SPLIT_FILES[split][1]
         f = StreamFile(_temporary(directory / name) if temporary else directory / name)
         try:
-            for line in holdout_rows(plan, split):
+            for line in lines[split] if lines is not None else holdout_rows(plan, split):
                 f.write(line)
         finally:
             f.close()
