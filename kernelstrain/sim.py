@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import feasibility, knobs
+from . import corpus, feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
 from .compilers import NVCC_GENCODE, classify
 from .gpus import GPU
@@ -194,6 +194,11 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, flo
     return max(e_c, 1e-4), max(e_m, 1e-4)
 
 
+def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
+    """The launch the model gives a candidate (knobs: none unless a profile adds them)."""
+    return narrowed(module, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+
+
 @candidate_cache
 def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult:
     """Compile-check and time one candidate without noise.
@@ -208,15 +213,18 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return module.simulate(variant, params, task)
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
+    launch = modelled_launch(module, variant, params, task)
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
+    if launch.smem_bytes > cap and module.impl == "triton":
+        # Triton's own metadata.shared where the corpus holds it (its launcher refuses the kernel
+        # on that figure, and quotes it): the model's tile arithmetic is an estimate near the cap
+        shared = corpus.triton_shared(module.name, gpu.arch, module.render(variant, params, task))
+        launch = launch if shared is None else replace(launch, smem_bytes=shared)
     if launch.smem_bytes > cap:
-        # clang points at the kernel's definition: its line is the code's; Triton's figure is
-        # its own for the code (messages.smem_error). Only those texts need the render
-        code = module.render(variant, params, task) if module.impl == "triton" or task.is_hip \
-            and variant.smem == "static" else ""
+        # clang points at the kernel's definition: its line is the code's (only that text needs it)
+        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):
