@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import feasibility, knobs
+from . import corpus, feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
 from .compilers import NVCC_GENCODE, classify
 from .gpus import GPU
@@ -207,6 +207,22 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, flo
     return max(e_c, 1e-4), max(e_m, 1e-4)
 
 
+def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
+    """The launch the model gives a candidate (knobs: none unless a profile adds them)."""
+    return narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+
+
+def built_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
+    """modelled_launch, with Triton's own metadata.shared where the model puts a Triton candidate
+    over the cap and kernelstrain/corpus holds the figure (its launcher refuses the kernel on
+    that figure, and quotes it): the model's tile arithmetic is an estimate near the cap."""
+    launch = modelled_launch(module, variant, params, task)
+    if module.impl == "triton" and launch.smem_bytes > smem_cap(variant, module, task.gpu):
+        shared = corpus.triton_shared(module.name, task.gpu.arch, module.render(variant, params, task))
+        launch = launch if shared is None else replace(launch, smem_bytes=shared)
+    return launch
+
+
 @candidate_cache
 def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult:
     """Compile-check and time one candidate without noise.
@@ -222,7 +238,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     failed = failure(module, variant, params, task)
     if failed is not None:
         return failed
-    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+    launch = built_launch(module, variant, params, task)
     return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
 
 
@@ -236,15 +252,13 @@ def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> Sim
         return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
+    launch = built_launch(module, variant, params, task)
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
     if launch.smem_bytes > cap:
-        # clang points at the kernel's definition: its line is the code's; Triton's figure is
-        # its own for the code (messages.smem_error). Only those texts need the render
-        code = module.render(variant, params, task) if module.impl == "triton" or task.is_hip \
-            and variant.smem == "static" else ""
+        # clang points at the kernel's definition: its line is the code's (only that text needs it)
+        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):

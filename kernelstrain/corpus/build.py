@@ -51,10 +51,10 @@ def _carried(variant, bests: list) -> list:
 
 def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
     """{(module, arch, code_key): (task, variant, params, code)}: every Triton candidate of the
-    profiles' task combos whose modelled shared memory is over the device's cap (sim: an
-    `smem` failure), each rung's whole parameter grid; the OutOfResources text quotes Triton's
-    own figure for it (corpus.triton_shared). With `limit`, the first `limit` of each (module, arch)."""
-    from ..sim import simulate      # the simulator's labels decide which candidates fail
+    profiles' task combos whose modelled shared memory is over the device's cap (each rung's
+    whole parameter grid); the simulator labels it by Triton's own figure for it
+    (corpus.triton_shared). With `limit`, the first `limit` of each (module, arch)."""
+    from ..sim import modelled_launch, smem_cap      # the model decides which candidates need the figure
     out, per_cell = {}, defaultdict(int)
     for name in profiles:
         for task in all_combos(load_profile(resolve(name))):
@@ -64,8 +64,9 @@ def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = No
             for v in m.variants:
                 if v.needs - task.gpu.features or not v.offered(task.dtype):
                     continue
+                cap = smem_cap(v, m, task.gpu)
                 for params in param_grid(v):
-                    if simulate(m, v, params, task).error_class != "smem":
+                    if modelled_launch(m, v, params, task).smem_bytes <= cap:
                         continue
                     code = m.render(v, params, task)
                     key = (m.name, task.gpu.arch, code_key(code))
