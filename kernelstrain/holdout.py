@@ -14,7 +14,7 @@ from .plan import Plan, make_plan, task_id
 from .rng import seeded_rng
 from .profiles import load_profile
 from .schema import SCHEMA
-from .tasks import starting_rung
+from .engine import baseline_rung
 from .sim import measure, simulate
 from .safety import check_output, remove_quietly
 from .writers import SPLIT_FILES, StreamFile, write_error
@@ -31,7 +31,7 @@ def holdout_rows(plan: Plan, split: str):
     engine's: the first rung this GPU runs, at its defaults, measured once with noise."""
     for task in plan.splits[split]:
         module = REGISTRY[task.module]
-        base = starting_rung(module, task, plan.profile.search.baseline_cap)
+        base = baseline_rung(module, task, plan.profile.search)
         code = module.render(base, base.defaults(), task)
         rng = seeded_rng(plan.profile.key, "holdout-baseline", task.key)
         time_ms = round(measure(simulate(module, base, base.defaults(), task).time_ms, rng), 6)

@@ -13,7 +13,8 @@ from kernelstrain.gpus import GPUS
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import make_plan, select_combos
 from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
-from kernelstrain.tasks import make_task, starting_rung
+from kernelstrain.engine import baseline_rung
+from kernelstrain.tasks import make_task
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 
@@ -104,7 +105,7 @@ def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
         assert not {"steps", "best", "solution", "messages"} & set(r)
         module = REGISTRY[r["module"]]
         task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-        base = starting_rung(module, task, load_profile("kernelstrain").search.baseline_cap)   # the engine's, at its defaults
+        base = baseline_rung(module, task, load_profile("kernelstrain").search)   # the engine's, at its defaults
         assert r["baseline"]["tag"] == base.tag and r["baseline"]["code"] == module.render(base, base.defaults(), task)
         assert r["baseline"]["code"] in r["prompt"]
         assert r["signature"] in r["prompt"] and "class Model" in r["reference"]
