@@ -537,8 +537,8 @@ class Episode:
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0
-        return r is not None and r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
-            c.variant, self.m, self.task.gpu))
+        return r is not None and r.error_class == error_class and (
+            error_class != "smem" or r.smem_bytes >= margin * smem_cap(c.variant, self.m, self.task.gpu))
 
     def bound_slips(self, tune: bool = True) -> list[Candidate]:
         """A move of the best to bigger blocks written with __launch_bounds__ still at the

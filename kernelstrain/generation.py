@@ -236,7 +236,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats, manifest, judged)
+        finish(stage.dir, stats, manifest, judged, workers)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -442,16 +442,17 @@ def _written_rows(f: StreamFile):
             yield json.loads(line)
 
 
-def finish(out: Path, stats: dict, manifest: Manifest, judged=None) -> None:
-    """The run manifest, the layout's QA files (qa.json; a report per batch) and the card, then
-    stats.json — the completion marker — once the data is complete. `judged`: the QA figures of
-    every episode, summed as they were written (layouts.Layout.judge; else qa reads the files)."""
+def finish(out: Path, stats: dict, manifest: Manifest, judged=None, workers: int = 1) -> None:
+    """The run manifest, the layout's QA files (qa.json; a report per batch, checked in `workers`
+    processes) and the card, then stats.json — the completion marker — once the data is complete.
+    `judged`: the QA figures of every episode, summed as they were written (layouts.Layout.judge;
+    else qa reads the files)."""
     write_manifest(out, manifest)
     layout = LAYOUTS[manifest.layout]
     if layout.qa_file:
         write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out) if judged is None else report(judged)))
     if layout.batch_qa:
-        layout.batch_qa(out, stats)
+        layout.batch_qa(out, stats, workers)
     with Bar("writing the dataset card"):
         write_text_atomic(out / "README.md", layout.card(stats))
     fault_point("card-written")

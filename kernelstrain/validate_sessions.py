@@ -113,16 +113,21 @@ class BatchChecks:
             self.accs[k].multiturn(checked[1])
 
 
-def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: int, each=None):
+def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: int, each=None,
+                        lines: range | None = None):
     """Check every session of a dataset's sessions.jsonl and its validation file, in plan order;
     returns (stats accumulator, BatchChecks of sessions.jsonl's rows: the batches cut that file).
     each(row, want_id, checked), when given, sees every row (checked as BatchChecks.add takes it);
     validate's (`each` given) also compares each session in its place with the plan's rebuild
-    (generate's QA reports, which read the same files, need not rebuild the run a second time)."""
+    (generate's QA reports, which read the same files, need not rebuild the run a second time).
+    `lines`: check only these lines of sessions.jsonl (the files are still read in order); the
+    BatchChecks of their batches are whole, the rest are not (see batch_checks)."""
     acc, checks = StatsAccumulator(), BatchChecks(batch_size)
     out.listener = checks.failed
     try:
         for path, n, row, index in record_rows(data, "sessions", ctx, out):
+            if lines is not None and not (path.name == SESSIONS_FILE and n in lines):
+                continue
             where = f"{path.name}:{n}"
             checked = None
             if row is not None:
@@ -225,14 +230,52 @@ def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
             out.add(SESSIONS_FILE, "holds more than its batches' concatenation", "files")
 
 
-def write_qa_reports(out: Path, stats: dict) -> list[dict]:
+def write_qa_reports(out: Path, stats: dict, workers: int = 1) -> list[dict]:
     """Check every session of out/sessions.jsonl (and its validation file) and write each batch's
-    report (json and md)."""
+    report (json and md); `workers` processes check a share of the batches each."""
     held = {combo_of(row) for _, row in read_jsonl(out / FILES["holdout"])}
-    _, checks = check_sessions_file(out, Context(stats, read_manifest(out)), held, Findings(1), stats["batch_size"])
+    checks = batch_checks(out, Context(stats, read_manifest(out)), held, stats["batch_size"],
+                          stats["files"][SESSIONS_FILE]["rows"], workers)
     reports = batch_reports(checks, stats)
     (out / QA_DIR).mkdir(exist_ok=True)
     for k, r in enumerate(reports):
         write_text_atomic(out / QA_DIR / f"batch_{k:03d}.json", dumps_report(r))
         write_text_atomic(out / QA_DIR / f"batch_{k:03d}.md", report_markdown(r))
     return reports
+
+
+_CHECKING: tuple = ()      # (data, ctx, held, batch size) for a forked pool's batch_checks
+
+
+def batch_checks(data: Path, ctx, held: set, size: int, rows: int, workers: int) -> BatchChecks:
+    """check_sessions_file's BatchChecks of the `rows` lines of sessions.jsonl, from `workers`
+    forked processes that each check a contiguous share of the batches (each reads the files
+    through, to keep the plan order; a batch's figures come from the process that checked it)."""
+    from .pools import fork_pool
+    global _CHECKING
+    batches = -(-rows // size)
+    shares = [range(batches * i // workers, batches * (i + 1) // workers) for i in range(workers)]
+    shares = [b for b in shares if b]
+    _CHECKING = (data, ctx, held, size)      # set before the fork: the pool's workers hold it
+    try:
+        pool = fork_pool(len(shares)) if len(shares) > 1 else None
+        if pool is None:
+            return check_sessions_file(data, ctx, held, Findings(1), size)[1]
+        with pool:
+            parts = pool.map(_check_share, shares, chunksize=1)
+    finally:
+        _CHECKING = ()
+    whole = BatchChecks(size)
+    for share, part in zip(shares, parts):
+        for k in share:
+            for mine, theirs in ((whole.failures, part.failures), (whole.accs, part.accs), (whole.ids, part.ids)):
+                if k in theirs:
+                    mine[k] = theirs[k]
+    whole.count = batches
+    return whole
+
+
+def _check_share(share: range) -> BatchChecks:
+    data, ctx, held, size = _CHECKING
+    lines = range(share.start * size + 1, share.stop * size + 1)
+    return check_sessions_file(data, ctx, held, Findings(1), size, lines=lines)[1]
