@@ -1,5 +1,5 @@
 """No fused task a zeros or constant kernel solves (issue 35): the programs scripts/fused_trivial.py
-found passing on seed 7 before the rules below are now rejected by the static rules, and their real
+found passing on seeds 7 and 11 before the rules below are now rejected by the static rules, and their real
 outputs (PyTorch on the CPU) show why."""
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from kernelstrain.fused.module import fused_module
 ROOT = Path(__file__).resolve().parent.parent
 # program -> the trivial kernel that passed KernelBench's allclose on its real output
 FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "constant",
-         "fused_s0_09923": "constant", "fused_s0_04037": "constant"}
+         "fused_s0_09923": "constant", "fused_s0_04037": "constant",
+         # found on seed 11 after the first rules: a layer norm's rows (mean 0) averaged; logsumexp of tiny values
+         "fused_s0_07106": "zero", "fused_s0_06464": "constant"}
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

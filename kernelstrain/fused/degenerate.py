@@ -45,6 +45,26 @@ CONSTANT_REDUCTIONS = (("softmax", "sum"), ("softmax", "mean"), ("log_softmax", 
                        ("layer_norm", "sum"), ("layer_norm", "mean"))
 
 
+# steps that keep every row's mean 0 along the row's dim: a per-row scale (an RMS norm of the same
+# row, weight 1 as it starts) or a scalar one
+ROW_MEAN_KEEPERS = ("rms_norm", "scale", "divide")
+
+
+def _zero_mean_reduced(program: list) -> str | None:
+    """A layer norm's rows (mean 0), scaled per row, then summed or averaged along the same dim: 0."""
+    for i, s in enumerate(program):
+        if s["op"] != "layer_norm":
+            continue
+        dim = s["params"].get("dim", -1)
+        j = i + 1
+        while j < len(program) and program[j]["op"] in ROW_MEAN_KEEPERS \
+                and program[j]["params"].get("dim", dim) == dim:
+            j += 1
+        if j < len(program) and program[j]["op"] in ("sum", "mean") and program[j]["params"].get("dim") == dim:
+            return f"constant_output: {program[j]['op']} of a layer_norm's rows (mean 0) along their dim is 0"
+    return None
+
+
 def _constant(prev: dict, step: dict) -> bool:
     same_dim = prev["params"].get("dim", -1) == step["params"].get("dim")
     return same_dim and (prev["op"], step["op"]) in CONSTANT_REDUCTIONS
@@ -57,6 +77,9 @@ def reason(program: list, dtype: str | None = None) -> str | None:
             return f"noop_chain: {step['op']} after {prev['op']} changes nothing"
         if _constant(prev, step):
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
+    zero = _zero_mean_reduced(program)
+    if zero:
+        return zero
     if dtype is not None and "in" in program[0]:
         mean, rms = magnitudes(program + [{"op": "output", "role": "output", "params": {}, "in": program[-1]["out"]}])[-1]
         tol = KB_ATOL[dtype]

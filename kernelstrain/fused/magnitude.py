@@ -68,13 +68,16 @@ def magnitudes(program: list) -> list[tuple[float, float]]:
         elif op == "sum":
             n = s["in"]["shape"][p["dim"] if isinstance(p["dim"], int) else 1]
             m, r = m * n, r * math.sqrt(n)
-        elif op in ("mean", "avg_pool1d", "avg_pool2d", "avg_pool3d"):
+        elif op == "mean":             # a row's average: its spread across rows shrinks as 1/sqrt(C)
+            r = r / math.sqrt(s["in"]["shape"][p["dim"] if isinstance(p["dim"], int) else 1])
+        elif op in ("avg_pool1d", "avg_pool2d", "avg_pool3d"):
             r = r / 2.0
-        elif op in ("amax", "amin", "logsumexp") or op.startswith("max_pool"):
-            m = m + (2.5 * r if op != "amin" else -2.5 * r)
-            if op == "logsumexp":
-                m += math.log(s["in"]["shape"][p["dim"]])
-            r = r / 2.0
+        elif op == "logsumexp":
+            # of small values: log C + their mean (a row average); of spread ones: near the max, plus log C
+            n = s["in"]["shape"][p["dim"]]
+            m, r = (m + math.log(n), r / math.sqrt(n)) if r < 1.0 else (m + 2.5 * r + math.log(n), r / 2.0)
+        elif op in ("amax", "amin") or op.startswith("max_pool"):
+            m, r = m + (2.5 * r if op != "amin" else -2.5 * r), r / 2.0
         elif op == "residual_add":
             sm, sr = saved.get(p.get("skip_from", -1), (0.0, 1.0))
             m, r = m + sm, math.sqrt(r * r + sr * sr)
