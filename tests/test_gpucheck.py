@@ -140,3 +140,17 @@ def test_parallel_builds_of_one_source_each_get_the_library(tmp_path, monkeypatc
     assert all(r["ok"] and r["so"] and (tmp_path / r["so"]).exists() for r in results)
     assert len(set(outputs)) == len(outputs)
     assert not list(tmp_path.glob("*.tmp.so"))
+
+
+def test_a_parameter_grid_folder_is_read_without_a_run_record(small_dataset, tmp_path):
+    """scripts/shape_grid.py writes episodes.jsonl alone (no stats.json, no manifest): gpu-check reads
+    that file; a dataset directory is still read through its layout."""
+    from kernelstrain.gpucheck import rows_file
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "episodes.jsonl").write_bytes((small_dataset / "episodes.jsonl").read_bytes())
+    assert rows_file(grid) == grid / "episodes.jsonl"
+    assert rows_file(small_dataset) == small_dataset / "episodes.jsonl"
+    (grid / "stats.json").write_text("{}")          # a run record that is not one is refused, not skipped
+    with pytest.raises(Exception, match="stats"):
+        rows_file(grid)

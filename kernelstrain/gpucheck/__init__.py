@@ -68,7 +68,11 @@ def catalog_gpu(device: str) -> str:
 
 def rows_file(data: Path) -> Path:
     """The dataset's file of one row per episode, by its manifest's layout (episodes.jsonl; a
-    kernelinfer dataset's sessions.jsonl)."""
+    kernelinfer dataset's sessions.jsonl); a parameter grid of scripts/shape_grid.py, a folder holding
+    episodes.jsonl alone (no run made it: no stats.json, no manifest), is that file."""
+    grid = data / "episodes.jsonl"
+    if grid.is_file() and not (data / "stats.json").exists() and not (data / "manifest.json").exists():
+        return grid
     return Dataset(data).episode_file
 
 
