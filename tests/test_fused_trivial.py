@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "constant",
          "fused_s0_09923": "constant", "fused_s0_04037": "constant",
          # found on seed 11 after the first rules: a layer norm's rows (mean 0) averaged; logsumexp of tiny values
-         "fused_s0_07106": "zero", "fused_s0_06464": "constant"}
+         "fused_s0_07106": "zero", "fused_s0_06464": "constant",
+         # found among every 10th task of the profile: a row's extreme at a clamp's bound, relu of all-negative rows
+         "fused_s0_00340": "constant", "fused_s0_01145": "constant", "fused_s0_00356": "zero"}
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

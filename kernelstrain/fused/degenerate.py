@@ -19,7 +19,7 @@ True
 """
 from __future__ import annotations
 
-from .magnitude import magnitudes
+from .magnitude import beyond, magnitudes
 
 NONNEGATIVE = ("relu", "abs", "softplus", "sigmoid", "softmax")      # outputs >= 0
 UNIT_RANGE = ("sigmoid", "softmax")                                   # outputs in [0, 1]
@@ -65,6 +65,37 @@ def _zero_mean_reduced(program: list) -> str | None:
     return None
 
 
+# elementwise steps that keep a clamp's bound an extreme of the row (increasing maps)
+MONOTONE = ("scale", "divide", "add_scalar", "relu", "sigmoid", "tanh", "hardtanh", "clamp")
+HITS = 20.0        # values of a row expected at the bound: then every row's max (min) is the bound
+
+
+def _extreme_of_clamped(program: list, mags: list) -> str | None:
+    """A clamp (hardtanh, clamp, relu) that many values of each row reach, then through increasing steps
+    to the row's max (min) at that bound: every row's extreme is the bound -- a constant."""
+    for i, s in enumerate(program):
+        op, p = s["op"], s["params"]
+        if op not in ("hardtanh", "clamp", "relu"):
+            continue
+        lo = 0.0 if op == "relu" else p.get("min_val", p.get("clamp_min"))
+        hi = None if op == "relu" else p.get("max_val", p.get("clamp_max"))
+        j = i + 1
+        while j < len(program) and program[j]["op"] in MONOTONE and \
+                not (program[j]["op"] in ("scale", "divide") and program[j]["params"].get("scale_factor",
+                                                                                     program[j]["params"].get("divisor", 1)) <= 0):
+            j += 1
+        if j == len(program) or program[j]["op"] not in ("amax", "amin"):
+            continue
+        red = program[j]
+        C = red["in"]["shape"][red["params"]["dim"]]
+        m, r = mags[i]
+        upper = red["op"] == "amax"
+        bound = hi if upper else lo
+        if bound is not None and beyond(m, r, bound, upper) * C >= HITS:
+            return f"constant_output: every row's {red['op']} is the {op}'s bound {bound:g}"
+    return None
+
+
 def _constant(prev: dict, step: dict) -> bool:
     same_dim = prev["params"].get("dim", -1) == step["params"].get("dim")
     return same_dim and (prev["op"], step["op"]) in CONSTANT_REDUCTIONS
@@ -77,7 +108,7 @@ def reason(program: list, dtype: str | None = None) -> str | None:
             return f"noop_chain: {step['op']} after {prev['op']} changes nothing"
         if _constant(prev, step):
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
-    zero = _zero_mean_reduced(program)
+    zero = _zero_mean_reduced(program) or (_extreme_of_clamped(program, magnitudes(program)) if "in" in program[0] else None)
     if zero:
         return zero
     if dtype is not None and "in" in program[0]:

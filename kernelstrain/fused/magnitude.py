@@ -38,6 +38,8 @@ def magnitudes(program: list) -> list[tuple[float, float]]:
             m, r = 0.0, 1.0
         elif s["role"] == "norm":
             m, r = 0.0, 1.0
+        elif op == "relu" and m + SPREAD_SIGMAS * r <= 0.0:      # every value negative: all zeros
+            m, r = 0.0, 0.0
         elif op in ("relu", "gelu", "gelu_tanh", "new_gelu", "quick_gelu", "silu", "mish", "softplus", "elu", "selu",
                     "hardswish", "leaky_relu"):
             m, r = m + 0.4 * r, r / math.sqrt(2.0)
@@ -93,6 +95,14 @@ def _saturated(m: float, r: float, lo: float, hi: float, out_lo: float, out_hi: 
     if m - SPREAD_SIGMAS * r >= hi:
         return out_hi, 0.0
     return None
+
+
+def beyond(m: float, r: float, bound: float, upper: bool) -> float:
+    """The share of roughly Gaussian values (mean m, rms r) past `bound` (above it if `upper`)."""
+    if r <= 0.0:
+        return float(m >= bound if upper else m <= bound)
+    z = (bound - m) / (r * math.sqrt(2.0))
+    return 0.5 * math.erfc(z if upper else -z)
 
 
 def exp_overflows(mean: float, rms: float, numel: int) -> bool:
