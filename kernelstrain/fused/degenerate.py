@@ -25,7 +25,7 @@ NONNEGATIVE = ("relu", "abs", "softplus", "sigmoid", "softmax")      # outputs >
 UNIT_RANGE = ("sigmoid", "softmax")                                   # outputs in [0, 1]
 IDENTITY_ON_NONNEGATIVE = ("relu", "abs", "leaky_relu", "elu")
 KB_ATOL = {"fp32": 1e-4, "bf16": 1e-2}     # KernelBench's tolerance (rtol alike)
-VANISH_MARGIN = 0.1                        # an output whose estimated magnitude is under 10% of atol
+VANISH_MARGIN = 0.5                        # an output whose estimated magnitude (or spread) is under half the tolerance: a trivial kernel nearly passes, and the estimate is rough
 
 
 def _noop(prev: dict, step: dict) -> bool:
