@@ -19,7 +19,11 @@ True
 """
 from __future__ import annotations
 
+import math
+
+from .exprs import ELEMENTWISE
 from .magnitude import beyond, magnitudes
+from .precision import _elementwise
 
 NONNEGATIVE = ("relu", "abs", "softplus", "sigmoid", "softmax")      # outputs >= 0
 UNIT_RANGE = ("sigmoid", "softmax")                                   # outputs in [0, 1]
@@ -96,6 +100,58 @@ def _extreme_of_clamped(program: list, mags: list) -> str | None:
     return None
 
 
+# activations with one global minimum (x0, f(x0), f''(x0)), found numerically: a row's min of many of
+# their values sits at f(x0) as closely as the nearest input lies to x0
+DIPPING = ("gelu", "gelu_tanh", "new_gelu", "silu", "mish", "quick_gelu", "hardswish")
+
+
+def _dip(op: str) -> tuple[float, float, float]:
+    f = lambda x: _elementwise(op, x, {}, None)       # noqa: E731 - these ops draw no parameter
+    lo, hi = -4.0, 0.0
+    for _ in range(80):                                # golden-section search: f is unimodal on [-4, 0]
+        a, b = hi - 0.618 * (hi - lo), lo + 0.618 * (hi - lo)
+        lo, hi = (lo, b) if f(a) < f(b) else (a, hi)
+    x0, h = (lo + hi) / 2, 1e-3
+    return x0, f(x0), (f(x0 + h) - 2 * f(x0) + f(x0 - h)) / (h * h)
+
+
+DIPS = {op: _dip(op) for op in DIPPING}
+AFTER_CONSTANT = frozenset(ELEMENTWISE) - {"bias_add", "scale_param", "residual_add"}
+
+
+def _min_at_dip(program: list, mags: list, tol: float) -> str | None:
+    """A row's min of a dipping activation's values (through increasing steps), then only scalar
+    elementwise steps: when the row's nearest input to the dip lies close enough, every row's min is
+    the dip within the tolerance -- a constant output."""
+    for i, s in enumerate(program):
+        if s["op"] not in DIPS:
+            continue
+        x0, low, curve = DIPS[s["op"]]
+        factor, j = 1.0, i + 1
+        while j < len(program) and program[j]["op"] in MONOTONE + DIPPING:
+            op, p = program[j]["op"], program[j]["params"]
+            if op in DIPS and DIPS[op][0] > low:
+                break                                  # not increasing over the values it gets
+            factor *= p.get("scale_factor", 1.0) / p.get("divisor", 1.0) if op in ("scale", "divide") else 1.0
+            low = _elementwise(op, low, p, None)
+            j += 1
+        if j == len(program) or program[j]["op"] != "amin" or factor <= 0:
+            continue
+        if any(t["op"] not in AFTER_CONSTANT for t in program[j + 1:]):
+            continue
+        m, r = mags[i]
+        C = program[j]["in"]["shape"][program[j]["params"]["dim"]]
+        density = math.exp(-0.5 * ((x0 - m) / r) ** 2) / (r * math.sqrt(2 * math.pi)) if r > 0 else 0.0
+        if density * C < 1.0:
+            continue
+        gap = 1.0 / (2.0 * C * density)               # the nearest of C values to x0, typically
+        spread = 0.5 * curve * gap * gap * abs(factor)
+        if spread < VANISH_MARGIN * (tol + tol * abs(low)):
+            return (f"constant_output: every row's amin of {s['op']} sits at its minimum {low:.3g} "
+                    f"(within {spread:.1g})")
+    return None
+
+
 def _constant(prev: dict, step: dict) -> bool:
     same_dim = prev["params"].get("dim", -1) == step["params"].get("dim")
     return same_dim and (prev["op"], step["op"]) in CONSTANT_REDUCTIONS
@@ -109,6 +165,8 @@ def reason(program: list, dtype: str | None = None) -> str | None:
         if _constant(prev, step):
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
     zero = _zero_mean_reduced(program) or (_extreme_of_clamped(program, magnitudes(program)) if "in" in program[0] else None)
+    if zero is None and dtype is not None and "in" in program[0]:
+        zero = _min_at_dip(program, magnitudes(program), KB_ATOL[dtype])
     if zero:
         return zero
     if dtype is not None and "in" in program[0]:
