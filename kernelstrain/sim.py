@@ -49,6 +49,12 @@ CTA_DISPATCH_S = 80e-9
 # softmax_triton whole_row_registers on 4 warps and rmsnorm_triton 8 rows x 8192 on one warp built and
 # ran (docs/gpu_check_h200_tiles.txt); 1024 a thread built every time, in five modules.
 TILE_VALUES_MAX = 1024
+# How much slower a Triton kernel's memory side runs at rows that are not 16-byte multiples (sim.narrowed), per
+# power of the load instructions multiplied: measured on an H100 (measurements/h100_gpucheck_kigrid.json, the same
+# candidates at a misaligned row and its aligned twin): rmsnorm_triton bf16 D=4095 vs 4096 (8x the loads) median
+# 1.49x over 21 candidates, softmax_triton fp32 C=31999 vs 32000 (4x) 1.29x over 23: 8 ** 0.19 = 1.48,
+# 4 ** 0.19 = 1.30; tensor-core GEMMs (gemm_fp16_triton K=777 vs 776, 21 candidates) 1.00x, compute-bound.
+NARROW_LOAD_EXPONENT = 0.19
 
 
 @dataclass(frozen=True)
@@ -89,15 +95,22 @@ def cap_registers(launch: Launch, gpu: GPU) -> Launch:
                    compute_scale=launch.compute_scale / (1.0 + 1.5 * spilled))
 
 
-def narrowed(module: OpModule, launch: Launch, task: Task) -> Launch:
+def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> Launch:
     """A Triton candidate's launch at a task whose rows are not 16-byte multiples: Triton vectorizes
     a load only where it can prove 16-byte divisibility of the pointer arithmetic (it specializes
-    integer arguments divisible by 16), so every load of such a row is one element wide. Fewer bytes
-    in flight (in_flight_ratio) then slow the memory side; CUDA rungs that vectorize do not run there
-    at all (feasibility.violation)."""
-    if module.impl != "triton" or not feasibility.misaligned(module, task, own=True):
+    integer arguments divisible by 16), so every load of such a row is one element wide. The tile's
+    loads stay independent (as many bytes in flight), but a warp issues bytes_per_access / element
+    times more load instructions: where the task's ideal time is its bytes', the memory side slows by
+    that ratio ** NARROW_LOAD_EXPONENT (launch.traffic); where it is its FLOPs' (a GEMM: each tile
+    loaded once a K step feeds the tensor cores BLOCK times) the extra loads hide behind the math.
+    CUDA rungs that vectorize do not run there at all (feasibility.violation)."""
+    lost = launch.bytes_per_access / DTYPE_BYTES[task.dtype]
+    if module.impl != "triton" or lost <= 1 or not feasibility.misaligned(module, task, own=True):
         return launch
-    return replace(launch, bytes_per_access=min(launch.bytes_per_access, max(1, int(DTYPE_BYTES[task.dtype]))))
+    cost = module.cost(task)
+    if cost.flops / task.gpu.peak(variant.path) >= cost.bytes / (task.gpu.bw_tbs * 1e12):
+        return launch
+    return replace(launch, traffic=launch.traffic * lost ** NARROW_LOAD_EXPONENT)
 
 
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
@@ -206,15 +219,32 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """
     if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
         return module.simulate(variant, params, task)
+    failed = failure(module, variant, params, task)
+    if failed is not None:
+        return failed
+    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+
+
+@candidate_cache
+def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """simulate's result for a candidate that does not build or run, None for one that does,
+    without timing it: the engine asks this of a rung's whole grid (which configs overflow a
+    limit) and times only the few it writes."""
+    if hasattr(module, "simulate"):
+        r = module.simulate(variant, params, task)
+        return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = narrowed(module, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
+    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
     if launch.smem_bytes > cap:
-        # clang points at the kernel's definition: its line is the code's (only that text needs it)
-        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
+        # clang points at the kernel's definition: its line is the code's; Triton's figure is
+        # its own for the code (messages.smem_error). Only those texts need the render
+        code = module.render(variant, params, task) if module.impl == "triton" or task.is_hip \
+            and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):
@@ -226,7 +256,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         text = feasibility.error_text(broken, module, variant, params, task)
         return SimResult(False, None, launch.smem_bytes, launch.regs, text,
                          classify(text) if broken[0] == "arange" else "align")
-    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+    return None
 
 
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,

@@ -51,9 +51,10 @@ def main(argv=None) -> int:
     ap.add_argument("--k-param", default=str(PARAM_RIDGE),
                     help="shrinkage of the parameter exponents ('none': no parameter terms)")
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--jobs", type=int, default=1, help="folds fitted in parallel processes (same figures)")
     a = ap.parse_args(argv)
     k_param = None if a.k_param == "none" else float(a.k_param)
-    rows = out_of_fold(measured_records(FIT_FILES), a.folds, k_param=k_param)
+    rows = out_of_fold(measured_records(FIT_FILES), a.folds, a.jobs, k_param=k_param)
     overall = agreement(rows)
     print(f"pooled {len(rows)} rows ({', '.join(FIT_FILES)}), {a.folds} folds by episode, k_param {k_param}, "
           "held-out figures:")

@@ -1,4 +1,5 @@
-"""Which modules the simulator's H200 fit has measurements of, per module of both bundled profiles.
+"""Which modules the simulator's fit has measurements of (H200 rows; the H100 rows of h100_gpucheck_kigrid.json),
+per module of both bundled profiles.
 
     python3 scripts/fit_coverage.py [--cv CV.json] > docs/calibration_modules.md
 
@@ -19,16 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.calibration.fit import FIT_FILES, timed_rows  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES, MEASUREMENTS, timed_rows  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.profiles import load_profile  # noqa: E402
 
-CALIBRATION = ROOT / "kernelstrain" / "calibration"
-
-
 def held_out_files() -> list:
     """The shipped gpu-check files the fit does not read."""
-    return sorted(p.name for p in CALIBRATION.glob("h200_gpucheck_*.json") if p.name not in FIT_FILES)
+    return sorted(p.name for p in MEASUREMENTS.glob("h200_gpucheck_*.json") if p.name not in FIT_FILES)
 
 
 def coverage() -> dict:
@@ -58,12 +56,15 @@ def table(cv: dict | None) -> str:
     cov = coverage()
     short = {name: name.replace("h200_", "").replace("gpucheck_", "").replace(".json", "") for name in FIT_FILES}
     fitted = sum(1 for c in cov.values() if c["rows"])
-    lines = [f"# H200 measurements behind the simulator, per module\n",
+    lines = [f"# GPU measurements behind the simulator, per module\n",
              f"Written by `python3 scripts/fit_coverage.py{' --cv CV.json' if cv else ''}`. Fit files "
              f"(calibration.fit.FIT_FILES): {', '.join(FIT_FILES)}; held out (never fitted): "
-             f"{', '.join(held_out_files()) or 'none'}. {fitted} of {len(cov)} modules have fitted H200 rows; "
+             f"{', '.join(held_out_files()) or 'none'}. {fitted} of {len(cov)} modules have fitted rows; "
              "the others run on the analytic model with their impl's fitted exponents only (ceiling 1.0, no "
-             "module terms) until `scripts/h200_unfitted.py` measures them.\n",
+             "module terms) until `scripts/h200_unfitted.py` measures them. Every file is H200 rows but "
+             "h100_gpucheck_kigrid.json (files column `h100_kigrid`), timed on an H100 and fitted on the H100's profile "
+             "(no H200 could be had that day). CV columns: scripts/calibration_cv.py, 5 folds by episode; a module "
+             "measured in 2 episodes (the kigrid's 2 shapes) is predicted at a shape its fold never saw.\n",
              "| module | profiles | fitted rows | episodes | files | held-out rows | CV rows | rho episode | "
              "rho pooled | within 0.8-1.25 | sim/meas |", "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for m in sorted(cov, key=lambda m: (cov[m]["rows"] > 0, m)):

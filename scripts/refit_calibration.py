@@ -46,13 +46,14 @@ def dump(data: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
+    ap.add_argument("--jobs", type=int, default=1, help="hold-out folds fitted in parallel processes (same file)")
     a = ap.parse_args(argv)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final = fit(rows)
     report = {
         "uncalibrated": figures(rows, lambda r: predict_ms(analytic, r)),
-        "out_of_sample": figures(out_of_fold(rows, FOLDS), lambda r: r["sim_ms"]),
+        "out_of_sample": figures(out_of_fold(rows, FOLDS, a.jobs), lambda r: r["sim_ms"]),
         "in_sample": figures(rows, lambda r: predict_ms(final, r)),
     }
     data = {"format": FIT_FORMAT,

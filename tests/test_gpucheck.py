@@ -78,10 +78,23 @@ def test_report_counts_labels_and_ranks_against_the_repeat_ceiling():
     assert s["modules"]["m2"]["spearman_pooled"] == pytest.approx(-1.0)
     negative = next(t for t in s["targets"] if "negative" in t["what"])
     assert negative["modules"] == ["m2"] and not negative["met"]
+    assert [t["met"] for t in s["targets"][:2]] == [False, False]          # labels: 100 % / 100 % or not met
+    off = next(t for t in s["targets"] if "geomean outside" in t["what"])
+    assert off["value"] == 0 and off["met"]                              # m1 1/1.05, m2 1.0 per module
     assert len(s["problems"]) == 2
     text = render(s, "NVIDIA H200")
     assert "m1" in text and "m2" in text and "labels the hardware contradicts" in text
     json.dumps(s)
+
+
+def test_a_module_far_from_the_hardware_misses_the_band_target():
+    rows = [_row(i, sim=float(i + 1), meas=float(i + 1)) for i in range(4)]
+    rows += [_row(10 + i, module="slow", episode="e2", sim=float(i + 1) * 0.5, meas=float(i + 1)) for i in range(4)]
+    s = summarize(rows)
+    off = next(t for t in s["targets"] if "geomean outside" in t["what"])
+    assert off["modules"] == ["slow"] and not off["met"]
+    gm = next(t for t in s["targets"] if t["what"].startswith("geomean"))
+    assert gm["value"] == pytest.approx(0.5 ** 0.5)
 
 
 def test_outcome_classes():

@@ -61,3 +61,16 @@ def test_wrap_writes_the_fit_file_format(tmp_path, monkeypatch):
     monkeypatch.setattr("kernelstrain.calibration.fit.read_measurement", lambda name: data)
     assert [r["measured_ms"] for r in timed_rows("h200_gpucheck_t.json")] == [0.02]
     assert u.wrap(report, "h200_gpucheck_t.json", "note", tmp_path) == 2      # never over an existing file
+
+
+def test_fit_coverage_names_the_held_out_files_and_every_module():
+    """The per-module table of docs/calibration_modules.md: the measurement files the fit does not read are
+    the held-out ones (measurements/, where the rows live), and every registered module has its row."""
+    from kernelstrain.calibration.fit import FIT_FILES
+    from kernelstrain.ops import REGISTRY
+    cov = script("fit_coverage")
+    held = cov.held_out_files()
+    assert "h200_gpucheck_s6868.json" in held and not set(held) & set(FIT_FILES)
+    text = cov.table(None)
+    assert f"held out (never fitted): {', '.join(held)}" in text
+    assert sum(line.startswith("| ") for line in text.splitlines()) - 1 == len(REGISTRY)

@@ -7,6 +7,8 @@ The measurement rows the fit reads live in the source tree's measurements/ (fit.
 not in the package: only the fit and the scripts read them.
   h200_kernels.json     our own candidates timed alone on an H200 (method, device and versions in `meta`)
   h200_gpucheck_*.json  gpu-check rows of a seed (or of scripts/shape_grid.py): fitted where fit.FIT_FILES names them, else held out
+  h100_gpucheck_kigrid.json  the parameter grid of the modules the H200 files lack, timed on an H100 (meta.sim_gpu:
+                        the fit builds its rows on the H100 profile; the constants below are ratios to each GPU's roofline)
 
 The fit keeps the analytic roofline and corrects it with a few readable terms:
   factor = ceiling[module][variant] * prod over the launch terms t of t ** (exponents[impl][t]
