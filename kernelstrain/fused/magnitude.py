@@ -38,6 +38,8 @@ def magnitudes(program: list) -> list[tuple[float, float]]:
             m, r = 0.0, 1.0
         elif s["role"] == "norm":
             m, r = 0.0, 1.0
+        elif op == "relu" and m + SPREAD_SIGMAS * r <= 0.0:      # every value negative: all zeros
+            m, r = 0.0, 0.0
         elif op in ("relu", "gelu", "gelu_tanh", "new_gelu", "quick_gelu", "silu", "mish", "softplus", "elu", "selu",
                     "hardswish", "leaky_relu"):
             m, r = m + 0.4 * r, r / math.sqrt(2.0)
@@ -68,13 +70,16 @@ def magnitudes(program: list) -> list[tuple[float, float]]:
         elif op == "sum":
             n = s["in"]["shape"][p["dim"] if isinstance(p["dim"], int) else 1]
             m, r = m * n, r * math.sqrt(n)
-        elif op in ("mean", "avg_pool1d", "avg_pool2d", "avg_pool3d"):
+        elif op == "mean":             # a row's average: its spread across rows shrinks as 1/sqrt(C)
+            r = r / math.sqrt(s["in"]["shape"][p["dim"] if isinstance(p["dim"], int) else 1])
+        elif op in ("avg_pool1d", "avg_pool2d", "avg_pool3d"):
             r = r / 2.0
-        elif op in ("amax", "amin", "logsumexp") or op.startswith("max_pool"):
-            m = m + (2.5 * r if op != "amin" else -2.5 * r)
-            if op == "logsumexp":
-                m += math.log(s["in"]["shape"][p["dim"]])
-            r = r / 2.0
+        elif op == "logsumexp":
+            # of small values: log C + their mean (a row average); of spread ones: near the max, plus log C
+            n = s["in"]["shape"][p["dim"]]
+            m, r = (m + math.log(n), r / math.sqrt(n)) if r < 1.0 else (m + 2.5 * r + math.log(n), r / 2.0)
+        elif op in ("amax", "amin") or op.startswith("max_pool"):
+            m, r = m + (2.5 * r if op != "amin" else -2.5 * r), r / 2.0
         elif op == "residual_add":
             sm, sr = saved.get(p.get("skip_from", -1), (0.0, 1.0))
             m, r = m + sm, math.sqrt(r * r + sr * sr)
@@ -90,6 +95,14 @@ def _saturated(m: float, r: float, lo: float, hi: float, out_lo: float, out_hi: 
     if m - SPREAD_SIGMAS * r >= hi:
         return out_hi, 0.0
     return None
+
+
+def beyond(m: float, r: float, bound: float, upper: bool) -> float:
+    """The share of roughly Gaussian values (mean m, rms r) past `bound` (above it if `upper`)."""
+    if r <= 0.0:
+        return float(m >= bound if upper else m <= bound)
+    z = (bound - m) / (r * math.sqrt(2.0))
+    return 0.5 * math.erfc(z if upper else -z)
 
 
 def exp_overflows(mean: float, rms: float, numel: int) -> bool:

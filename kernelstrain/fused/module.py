@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
+from ..calibration import FIT
 from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
 from ..sim import SimResult, noise_cv
@@ -369,8 +370,9 @@ class FusedModule(OpModule):
         read at the fastest a noisy timer reads a kernel that short (sim.measure: 2.5 sigma fast)."""
         cost, gpu = self.cost(task), task.gpu
         roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
-        calls_ms = self.fewest_calls() * CALL_US * 1e-3
-        return max(roofline, calls_ms * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3)))
+        calls_ms = self.fewest_calls() * CALL_US * 1e-3 * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3))
+        # the engine's floor is this plus one launch (engine.floor_ms): the calls' floor holds its launches already
+        return max(roofline, calls_ms - FIT.overhead_us(gpu.vendor, 1) * 1e-3)
 
     def fewest_calls(self) -> int:
         """Kernels the leanest rung launches: the library calls it keeps and its own kernels (every
