@@ -79,6 +79,15 @@ def set_msg(index, edit):
     return change
 
 
+def history_changed(d):
+    """A word slipped into the history line of step 1 in the first step row that has a history
+    (the row's place depends on how long the first episodes are)."""
+    rows = [json.loads(r) for r in lines(d / "sft_steps.jsonl")]
+    line = next(i for i, r in enumerate(rows, 1) if "- step 1: " in r["messages"][1]["content"])
+    rewrite_row(d / "sft_steps.jsonl", line, set_msg(1, lambda t: t.replace("- step 1: ", "- step 1: joint ", 1)))
+    return f"sft_steps.jsonl:{line}"
+
+
 def leak_final_best(d):
     """The episode's final best written into the first feedback of a conversation past its first
     row that has one (an episode may end after one step: its row has no feedback to leak into)."""
@@ -167,7 +176,7 @@ KINDS = {
     "params_changed": step_change(has_tunable, lambda ep, s: other_param_value(ep, s)),
     "feedback_number_changed": row_change("sft_multiturn.jsonl", 1, set_msg(3, lambda t: t.replace(" registers", "0 registers", 1)
                                                                             if " registers" in t else t + " 1.0000 ms")),
-    "history_changed": row_change("sft_steps.jsonl", 6, set_msg(1, lambda t: t.replace("- step 1: ", "- step 1: joint ", 1))),
+    "history_changed": lambda d: history_changed(d),
     "deleted_step_row": raw_lines("sft_steps.jsonl", lambda rows: rows.pop(9), 10),
     "task_id_changed": episode_change(6, lambda ep: ep.update(task_id="t-000000000000")),
     "stats_count_changed": stats_count,
