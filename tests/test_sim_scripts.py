@@ -60,7 +60,13 @@ def test_wrap_writes_the_fit_file_format(tmp_path, monkeypatch):
     assert data["format"] == "kernelstrain/h200-gpucheck@1" and "min_p_cuda" in data["meta"]["dataset"]
     monkeypatch.setattr("kernelstrain.calibration.fit.read_measurement", lambda name: data)
     assert [r["measured_ms"] for r in timed_rows("h200_gpucheck_t.json")] == [0.02]
+    assert [r["gpu"] for r in timed_rows("h200_gpucheck_t.json")] == ["H200"]
     assert u.wrap(report, "h200_gpucheck_t.json", "note", tmp_path) == 2      # never over an existing file
+    report.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "sim_gpu": "H100", "sample": 1, "summary": {},
+                                  "rows": [row]}))
+    assert u.wrap(report, "h100_gpucheck_t.json", "note", tmp_path) == 0
+    data = json.loads((tmp_path / "h100_gpucheck_t.json").read_text())
+    assert data["meta"]["sim_gpu"] == "H100" and [r["gpu"] for r in timed_rows("h100_gpucheck_t.json")] == ["H100"]
 
 
 def test_fit_coverage_names_the_held_out_files_and_every_module():
