@@ -19,10 +19,17 @@ def geomean(xs: list) -> float:
     return math.exp(statistics.mean(math.log(x) for x in xs)) if xs else float("nan")
 
 
+def read_episodes(data: Path) -> list:
+    """Every episode of a dataset: the training file and the validation split beside it."""
+    files = [data / "episodes.jsonl", data / "episodes.validation.jsonl"]
+    return [json.loads(line) for f in files if f.exists() for line in f.read_text().splitlines()]
+
+
 def main(argv=None) -> int:
+    import kernelstrain.fused.module  # noqa: F401 - registers the fused programs' modules with REGISTRY
     from kernelstrain.ops import REGISTRY
     data = Path((argv or sys.argv[1:])[0])
-    eps = [json.loads(line) for line in (data / "episodes.jsonl").read_text().splitlines()]
+    eps = read_episodes(data)
     steps = [s for ep in eps for s in ep["steps"]]
     status = Counter(s["status"] for s in steps)
     print(f"{len(eps)} episodes, {len(steps)} steps (mean {len(steps) / len(eps):.2f}, median "

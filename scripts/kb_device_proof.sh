@@ -1,61 +1,64 @@
 #!/usr/bin/env bash
 # Issue 29's device proof: KernelBench's OWN eval_kernel_against_ref (ScalingIntelligence/KernelBench,
-# fetched, never copied into the project) over every module of both profiles — per export, module and
-# recorded status one solution among H100/H200 tasks, CUDA and Triton, ok and wrong_result, and a
-# rendered case for each module and status the sample lacks — plus the pinned cases of the two labels
-# the first H200 run disputed (scripts/kb_pinned.py); a case whose
+# fetched, its tree exported into the carried folder, never into the project) over every module of the
+# bundled profiles: fresh seeds of the default, kernelinfer and fused profiles, exported (ok,
+# wrong_result); per module and status one solution among H100/H200 tasks (fused programs: a few per
+# impl and status), CUDA and Triton; a rendered case for each module and status the sample lacks; and
+# the pinned cases of the labels the first H200 run disputed (scripts/kb_pinned.py). A case whose
 # verdict disagrees with its label is diagnosed in its own process (scripts/kb_official_eval.py).
 #
-#   bash scripts/kb_device_proof.sh prepare [SEED]     here, no GPU: fresh seeds of both profiles,
-#        exported (ok, wrong_result), KernelBench's static checker over every exported solution
-#        (build/kb_proof/static.txt), the sample's files, the pinned cases and KernelBench's src/
-#        under build/kb_proof/ (ignored by git; a few MB). KB=/path/to/KernelBench (default
-#        /tmp/kb/KernelBench, a clone of the fetched repository); WORK=/tmp/kb_proof for the data.
-#   DRY=1 bash scripts/kb_device_proof.sh run          here: KernelBench's loading of every sampled
-#        problem and solution, both models built, nothing on a device (the rehearsal)
-#   bash scripts/kb_device_proof.sh run [EXPORT ...]   on the device (run tool: carry ["build/kb_proof"]);
-#        $OUT/table.txt, $OUT/rows.jsonl, $OUT/env.txt. EXPORT: ex_ks, ex_ki (the sample), pinned (the
-#        disputed cases), filled (kb_pinned.py --fill: a case for each module and status the sample
-#        lacks; default all); three calls stay inside 600 s each: "run ex_ks pinned", "run ex_ki", "run filled".
+#   bash scripts/kb_device_proof.sh prepare [SEED]   here, no GPU: the datasets and exports (WORK,
+#        default /tmp/kb_proof), KernelBench's static checker over every exported solution
+#        (build/kb_proof/static.txt), the sample, pinned and filled cases and KernelBench's src/
+#        (git archive of KBGIT, default the fetched mirror) under build/kb_proof/ (ignored by git)
+#   DRY=1 bash scripts/kb_device_proof.sh run        here: KernelBench's loading of every case, both
+#        models built, nothing on a device (the rehearsal)
+#   bash scripts/kb_device_proof.sh run              on the device (run tool: carry ["build/kb_proof"]),
+#        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
+#        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROOF=build/kb_proof
 mode="${1:-}"; shift || true
 case "$mode" in
 prepare)
-    seed="${1:-4141}"; kb="${KB:-/tmp/kb/KernelBench}"; work="${WORK:-/tmp/kb_proof}"
-    [ -f "$kb/src/kernelbench/eval.py" ] || { echo "no KernelBench checkout at $kb (KB=...)" >&2; exit 2; }
+    seed="${1:-5151}"; work="${WORK:-/tmp/kb_proof}"
+    kbgit="${KBGIT:-/work/.mirror/ScalingIntelligence+KernelBench/repo}"
+    git --git-dir="$kbgit" rev-parse --verify -q HEAD > /dev/null || { echo "no KernelBench git dir at $kbgit (KBGIT=...)" >&2; exit 2; }
     rm -rf "$PROOF" "$work" && mkdir -p "$PROOF/KernelBench" "$work"
+    git --git-dir="$kbgit" archive HEAD src LICENSE | tar -x -C "$PROOF/KernelBench"
+    git --git-dir="$kbgit" rev-parse HEAD > "$PROOF/KernelBench/COMMIT"
     python3 -m kernelstrain generate --seed "$seed" --episodes 400 --workers 1 --quiet --out "$work/ds_ks"
     python3 -m kernelstrain generate --seed "$seed" --episodes 120 --workers 1 --quiet --config kernelinfer --out "$work/ds_ki"
-    for p in ks ki; do
+    python3 -m kernelstrain generate --seed "$seed" --episodes 40 --workers 1 --quiet --config fused --out "$work/ds_fu"
+    for p in ks ki fu; do
         python3 -m kernelstrain export kernelbench "$work/ds_$p" --out "$work/ex_$p" --status ok,wrong_result
     done
-    cp -r "$kb/src" "$kb/LICENSE" "$PROOF/KernelBench/"
-    git -C "$kb" rev-parse HEAD > "$PROOF/KernelBench/COMMIT" 2>/dev/null || true
-    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$work/ex_ks" "$work/ex_ki" --static-only \
+    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$work/ex_ks" "$work/ex_ki" "$work/ex_fu" --static-only \
         --table "$PROOF/static.txt" > /dev/null
     head -1 "$PROOF/static.txt"
-    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$work/ex_ks" "$work/ex_ki" --write-sample "$PROOF/exports"
+    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$work/ex_ks" "$work/ex_ki" "$work/ex_fu" \
+        --write-sample "$PROOF/exports"
     python3 scripts/kb_pinned.py "$PROOF/exports/pinned"
-    python3 scripts/kb_pinned.py "$PROOF/exports/filled" --fill "$PROOF/exports/ex_ks" "$PROOF/exports/ex_ki"
+    python3 scripts/kb_pinned.py "$PROOF/exports/filled" --fill "$PROOF"/exports/ex_*
     echo "seed $seed; $(du -sh "$PROOF" | cut -f1) under $PROOF"
     ;;
 run)
     export PYTHONUNBUFFERED=1 OUT="${OUT:-/tmp/kb_proof_out}" TORCHINDUCTOR_COMPILE_THREADS=1
-    mkdir -p "$OUT" && rm -f "$OUT/rows.jsonl"
-    exports=()
-    for e in "${@:-ex_ks ex_ki pinned filled}"; do for x in $e; do exports+=("$PROOF/exports/$x"); done; done
+    mkdir -p "$OUT"
     python3 -c 'import torch; print("torch", torch.__version__, "| device",
           torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU)")' | tee "$OUT/env.txt"
-    echo "KernelBench $(cat "$PROOF/KernelBench/COMMIT" 2>/dev/null || echo '?')" >> "$OUT/env.txt"
-    dry=(); jobs="${JOBS:-14}"
-    if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs="${JOBS:-1}"; fi
-    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "${exports[@]}" --jobs "$jobs" \
-        --timeout "${TIMEOUT:-400}" --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" > "$OUT/log.txt" 2>&1
+    echo "KernelBench $(cat "$PROOF/KernelBench/COMMIT")" >> "$OUT/env.txt"
+    echo "cores $(nproc)" >> "$OUT/env.txt"
+    cp "$PROOF/static.txt" "$OUT/static_full.txt"     # the static checker over every exported solution (prepare)
+    dry=(); jobs="${JOBS:-$(( $(nproc) - 1 ))}"
+    if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
+    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
+        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
+        > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"
     ;;
 *)
-    sed -n '2,19p' "$0" >&2; exit 2
+    sed -n '2,18p' "$0" >&2; exit 2
     ;;
 esac

@@ -193,14 +193,13 @@ def dry_one(problem_path: str, solution_path: str, row: dict) -> dict:
 
 
 def pick(index: dict, sample: dict, gpus: set | None, seed: int) -> list:
-    """Solutions of each status, round-robin over modules (stratified), the first N of each;
-    none whose entry the generated binding cannot call (index 'unsupported')."""
+    """Solutions of each status, round-robin over modules (stratified), the first N of each."""
     rng = random.Random(seed)
     out = []
     for status, n in sample.items():
         by_module = defaultdict(list)
         for s in index["solutions"]:
-            if s["status"] == status and not s.get("unsupported") and (gpus is None or s["gpu"] in gpus):
+            if s["status"] == status and (gpus is None or s["gpu"] in gpus):
                 by_module[s["module"]].append(s)
         for rows in by_module.values():
             rng.shuffle(rows)

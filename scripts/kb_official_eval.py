@@ -1,7 +1,7 @@
 """Score a KernelBench export (`kernelstrain export kernelbench`) with KernelBench's OWN code: its
 static checker (`kernel_static_checker.validate_kernel_static`) on every solution of the export,
-and `eval.eval_kernel_against_ref` on a sample: per export and module (tasks of the chosen GPUs),
-one solution of each recorded status, with `backend` the solution's impl and `precision` the
+and `eval.eval_kernel_against_ref` on a sample: per module and status over the exports (tasks
+of the chosen GPUs; see sample()), with `backend` the solution's impl and `precision` the
 problem's (index.json). KernelBench is not part of this project: pass the path of a checkout
 (ScalingIntelligence/KernelBench) and it is imported from there.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import importlib.util
 import json
 import os
@@ -62,7 +63,7 @@ def _import_kernelbench(root: Path):
     sys.path.insert(0, str(root / "src"))
     stood_in = []
     for name, members in _UNUSED.items():
-        if importlib.util.find_spec(name) is None:
+        if name not in sys.modules and importlib.util.find_spec(name) is None:   # (a stand-in has no spec)
             stand_in = types.ModuleType(name)
             stand_in.__dict__.update(members)
             sys.modules[name] = stand_in
@@ -93,6 +94,9 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
     else:
         new_cls = kb_eval.load_custom_model(solution, context)     # the extension KernelBench just built
     poison = new_cls.forward.__globals__["set_poison"]             # the solution's switch (off in KernelBench's run)
+    ext = new_cls.forward.__globals__.get("kernel_extension")
+    loaded = {"extension": getattr(ext, "__file__", None),        # the library the forward calls (CUDA)
+              "solution_sha1": hashlib.sha1(solution.encode()).hexdigest()[:12]}
     kb_eval.set_seed(42)
     init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in get_init_inputs()]
     with torch.no_grad():
@@ -122,12 +126,13 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
             poison(False)
             row["repeatable"] = bool(torch.equal(new(*inputs), new(*inputs)))
             out.append(row)
-    return out
+    return [loaded] + out
 
 
 def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int,
-             status: str) -> dict:
-    """One solution through eval_kernel_against_ref (in this process)."""
+             status: str, always_diagnose: bool = False) -> dict:
+    """One solution through eval_kernel_against_ref (in this process); diagnosed after it when the
+    verdict disagrees with the label, or always (the pinned cases)."""
     kb_eval, stood_in = _import_kernelbench(root)
     import torch
     t0 = time.time()
@@ -139,7 +144,7 @@ def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision:
     meta = {k: str(v)[:600] for k, v in result.metadata.items() if k not in ("hardware", "device")}
     row = {"compiled": result.compiled, "correct": result.correctness, "metadata": meta,
            "hardware": result.metadata.get("hardware"), "eval_s": round(time.time() - t0, 1), "stand_ins": stood_in}
-    if result.compiled and bool(result.correctness) != (status == "ok"):
+    if result.compiled and (always_diagnose or bool(result.correctness) != (status == "ok")):
         try:
             row["diagnosis"] = _diagnose(kb_eval, problem.read_text(), solution.read_text(), backend, precision, trials)
         except Exception as e:  # noqa: BLE001 - a failing diagnosis is reported, the verdict stands
@@ -205,28 +210,45 @@ def static_checks(root: Path, exports: list) -> dict:
     return out
 
 
+QUICK_MS = 1.0     # a sampled problem's baseline time at most (ms): its inputs are drawn on the CPU five times
+FUSED_PICKS = 3    # fused programs (a module each) sampled per impl and status
+
+
+def _group(s: dict) -> str:
+    """The sampling group of a solution: its module, or 'fused:<impl>' for a fused program's."""
+    return f"fused:{s['impl']}" if s["file"].startswith("solutions/level2/") else s["module"]
+
+
 def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = None) -> list:
-    """Per export, module and status: one solution (of the chosen GPUs), picked by `seed` (every one
-    of a kb_pinned.py directory); or, with `pick` ({(export directory name, solution file)}), exactly
-    those solutions."""
-    rng, picked = random.Random(seed), []
+    """Per module and status, over all the exports, one solution of the chosen GPUs (FUSED_PICKS
+    per impl and status for fused programs), picked by `seed` among those whose problem's baseline
+    takes at most QUICK_MS (else the quickest); every one of a kb_pinned.py directory; or, with
+    `pick` ({(export directory name, solution file)}), exactly those solutions. CUDA cases first
+    (their builds take longest)."""
+    rng, groups = random.Random(seed), defaultdict(list)
     for ex in exports:
         index = json.loads((ex / "index.json").read_text())
         problems = {p["problem_id"]: p for p in index["problems"]}
-        groups = defaultdict(list)
         for s in index["solutions"]:
             if pick is not None:
-                if (ex.name, s["file"]) in pick:
-                    groups[(s["module"], s["status"], s["file"])].append(s)
-            elif s["gpu"] in gpus and s["status"] in statuses:   # kb_pinned.py's cases: every one
-                groups[(s["module"], s["status"]) + ((s["file"],) if "pinned" in index else ())].append(s)
-        for key in sorted(groups):
-            s = rng.choice(groups[key])
-            p = problems[s["problem_id"]]
+                key = (ex.name, s["file"]) if (ex.name, s["file"]) in pick else None
+            elif s["gpu"] in gpus and s["status"] in statuses:
+                key = (ex.name, s["file"]) if "pinned" in index else (_group(s), s["status"])
+            else:
+                key = None
+            if key:
+                groups[key].append((ex, s, problems[s["problem_id"]]))
+    picked = []
+    for key in sorted(groups):
+        cands = groups[key]
+        quick = [c for c in cands if (c[2].get("baseline_ms") or 0) <= QUICK_MS] or \
+            [min(cands, key=lambda c: c[2].get("baseline_ms") or 0)]
+        n = FUSED_PICKS if key[0].startswith("fused:") else 1
+        for ex, s, p in rng.sample(quick, min(n, len(quick))):
             picked.append({"export": str(ex), "module": s["module"], "impl": s["impl"], "status": s["status"],
                            "tag": s["tag"], "gpu": s["gpu"], "file": s["file"], "problem": p["file"],
-                           "precision": p.get("precision", p["dtype"]), "unsupported": s.get("unsupported")})
-    return picked
+                           "precision": p.get("precision", p["dtype"]), "diagnose": ex.name == "pinned"})
+    return sorted(picked, key=lambda r: r["impl"] != "cuda")
 
 
 def write_sample(rows: list, out: Path) -> None:
@@ -251,7 +273,7 @@ def write_sample(rows: list, out: Path) -> None:
 def _child(root: Path, row: dict, trials: int, timeout: int) -> dict:
     ex = Path(row["export"])
     cmd = [sys.executable, __file__, "--one", str(root), str(ex / row["problem"]), str(ex / row["file"]),
-           row["impl"], row["precision"], str(trials), row["status"]]
+           row["impl"], row["precision"], str(trials), row["status"], str(int(row["diagnose"]))]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -276,19 +298,27 @@ def table(rows: list, checks: dict) -> str:
     for (status, impl), rs in sorted(groups.items()):
         lines.append(f"{status:14s} {impl:7s} {len(rs):4d} {sum(bool(r['compiled']) for r in rs):9d} "
                      f"{sum(bool(r['correct']) for r in rs):8d}")
-    unsupported = [r for r in rows if r.get("unsupported")]
-    if unsupported:
-        lines.append(f"not evaluated, the generated binding cannot call the entry: "
-                     f"{', '.join(sorted({r['module'] for r in unsupported}))} ({len(unsupported)} solutions)")
-    misses = [r for r in rows if r.get("dry") is None and not r.get("unsupported")
+    by_export = defaultdict(list)
+    for r in rows:
+        by_export[(Path(r["export"]).name, r["status"], r["impl"])].append(r)
+    lines.append("by export (ex_ks default, ex_ki kernelinfer, ex_fu fused, filled, pinned): " + "; ".join(
+        f"{ex} {status} {impl} {sum(bool(r['correct']) for r in rs)}/{len(rs)} correct"
+        for (ex, status, impl), rs in sorted(by_export.items())))
+    late = [r for r in rows if r.get("error") == "deadline"]
+    if late:
+        lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
+    misses = [r for r in rows if r.get("dry") is None and r.get("error") != "deadline"
               and bool(r["correct"]) != (r["status"] == "ok")]
-    lines.append(f"label disagreements (ok not correct, or wrong_result correct): {len(misses)}")
-    for r in misses:
-        why = r.get("error") or r.get("metadata", {})
-        lines.append(f"  {r['status']:12s} {r['module']:28s} {r['tag']:24s} {r['file']}: {str(why)[:300]}")
-        diagnosis = r.get("diagnosis") or []
-        for d in [diagnosis] if isinstance(diagnosis, str) else diagnosis:
-            lines.append(f"      {json.dumps(d)[:400]}")
+    pinned = [r for r in rows if r.get("diagnose") and r not in misses and r.get("dry") is None]
+    for title, listed in (("label disagreements (ok not correct, or wrong_result correct)", misses),
+                          ("pinned cases agreeing with their label (diagnosed all the same)", pinned)):
+        lines.append(f"{title}: {len(listed)}")
+        for r in listed:
+            why = r.get("error") or r.get("metadata", {})
+            lines.append(f"  {r['status']:12s} {r['module']:28s} {r['tag'][:40]:40s} {r['file']}: {str(why)[:300]}")
+            diagnosis = r.get("diagnosis") or []
+            for d in [diagnosis] if isinstance(diagnosis, str) else diagnosis:
+                lines.append(f"      {json.dumps(d)[:400]}")
     dry = [r for r in rows if r.get("dry") is not None]
     if dry:
         lines.append(f"dry run (no GPU): {sum(r['dry']['loaded'] for r in dry)}/{len(dry)} loaded as KernelBench "
@@ -302,9 +332,9 @@ def table(rows: list, checks: dict) -> str:
 
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--one"]:
-        root, problem, solution, backend, precision, trials, status = sys.argv[2:9]
-        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials), status),
-                         default=str))
+        root, problem, solution, backend, precision, trials, status, diagnose = sys.argv[2:10]
+        print(json.dumps(evaluate(Path(root), Path(problem), Path(solution), backend, precision, int(trials), status,
+                                  diagnose == "1"), default=str))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kernelbench", type=Path)
@@ -314,6 +344,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--timeout", type=int, default=540)
+    ap.add_argument("--deadline", type=int, help="seconds: no case starts later, none runs past it")
+    ap.add_argument("--impl", choices=("cuda", "triton"), help="only the solutions of this impl")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--static-only", action="store_true")
     ap.add_argument("--pick", type=Path, help="evaluate exactly these solutions: lines 'EXPORT_DIR_NAME FILE'")
@@ -325,21 +357,27 @@ def main(argv=None) -> int:
     pick = {tuple(line.split()) for line in args.pick.read_text().splitlines() if line.strip()} if args.pick else None
     rows = [] if args.static_only else sample(args.exports, set(args.gpu.split(",")), tuple(args.status.split(",")),
                                               args.seed, pick)
+    rows = [r for r in rows if args.impl in (None, r["impl"])]
     if args.write_sample:
         write_sample(rows, args.write_sample)
         print(f"wrote {len(rows)} solutions and their problems under {args.write_sample}")
         return 0
     checks = static_checks(args.kernelbench, args.exports)
-    todo = [r for r in rows if not r["unsupported"]]
     os.environ.setdefault("MAX_JOBS", "2")      # ninja jobs per extension build: the builds run side by side
-    done = [{**r, "compiled": None, "correct": None, "error": f"unsupported: {r['unsupported']}"}
-            for r in rows if r["unsupported"]]
+    done = []
     if args.out:
-        args.out.write_text("".join(json.dumps(r, default=str) + "\n" for r in done))
-    one = _rehearsal(args.kernelbench) if args.dry else \
-        (lambda r: _child(args.kernelbench, r, args.trials, args.timeout))
+        args.out.write_text("")
+    end = time.time() + (args.deadline or 1e9)
+
+    def one(r):
+        left = end - time.time()
+        if left < 15:               # too late to start: said so in the table, not counted as a verdict
+            return {**r, "compiled": None, "correct": None, "error": "deadline"}
+        return _child(args.kernelbench, r, args.trials, int(min(args.timeout, left)))
+    if args.dry:
+        one = _rehearsal(args.kernelbench)
     with concurrent.futures.ThreadPoolExecutor(1 if args.dry else args.jobs) as pool:
-        for res in pool.map(one, todo):
+        for res in pool.map(one, rows):
             done.append(res)
             print(f"{res['status']:12s} {res['impl']:6s} {res['module']:28s} compiled={res['compiled']} "
                   f"correct={res['correct']} {res.get('eval_s', '')}{' ' + res['error'][:200] if res.get('error') else ''}",

@@ -12,7 +12,7 @@ ix = json.load(open(f"{kb}/index.json"))
 rng = random.Random(9393)
 by = collections.defaultdict(list)
 for s in ix["solutions"]:
-    if s["module"] != "tree_attention_triton" and not s.get("unsupported"):
+    if s["module"] != "tree_attention_triton":
         s["bug"] = bug.get((s["episode"], s["step"]))
         by[(s["module"], s["status"])].append(s)
 chosen = []

@@ -1,8 +1,7 @@
 """Write a stratified sample of agent workspaces for a device check (scripts/check_workdirs.py):
 N single-op workdirs of a dataset's episodes on the given GPUs, round-robin over modules (one
 episode per module first), alternating the baseline and the episode's best candidate, plus
-one workdir per fused task of a fused-task directory. Entries the generated binding cannot
-call (`kernelstrain.workdir.dry.unsupported`) are left out and listed.
+one workdir per fused task of a fused-task directory.
 
     python3 scripts/sample_workdirs.py DATA --out ROOT [--count 50] [--gpu H100,H200] [--fused DIR] [--fused-count 10]
         [--seed 0]
@@ -19,10 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain.fused.dataset import CANDIDATES, TASKS  # noqa: E402
-from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.dataset import episode_source  # noqa: E402
 from kernelstrain.workdir import build_workdir  # noqa: E402
-from kernelstrain.workdir.dry import unsupported  # noqa: E402
 
 
 def main() -> int:
@@ -37,14 +34,11 @@ def main() -> int:
     a = ap.parse_args()
     data, out, gpus = Path(a.data), Path(a.out), set(a.gpu.split(","))
     path, _, _ = episode_source(data)
-    by_module, left_out = defaultdict(list), set()
+    by_module = defaultdict(list)
     for line in path.open():
         row = json.loads(line)
         if row["gpu"] in gpus:
-            if unsupported(REGISTRY[row["module"]]):
-                left_out.add(row["module"])
-            else:
-                by_module[row["module"]].append(row)
+            by_module[row["module"]].append(row)
     rng = random.Random(a.seed)
     for rows in by_module.values():
         rng.shuffle(rows)
@@ -60,7 +54,7 @@ def main() -> int:
         for n, tid in enumerate(fused):
             build_workdir(Path(a.fused), tid, out / f"f{n:02d}_{tid}")
     print(f"wrote {min(a.count, len(picks))} single-op workdirs ({len(order)} modules) and {len(fused)} fused "
-          f"to {out}; left out (unsupported binding): {', '.join(sorted(left_out)) or 'none'}")
+          f"to {out}")
     return 0
 
 

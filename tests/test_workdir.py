@@ -253,19 +253,17 @@ def test_model_new_calls_the_kernel_as_its_entry_takes_it(name):
     """ModelNew (workspace form, and the standalone solution where it imports here) builds from
     the reference's constructor on the meta device and calls the binding / wrapper with the
     arguments it declares: no missing attribute (gemv's W), no missing scalar (attention's
-    scale), a tensor where a tensor goes. The pointer-array entry (adamw) is flagged instead."""
+    scale), a tensor where a tensor goes, a list of tensors where the entry takes a pointer array
+    (adamw)."""
     pytest.importorskip("torch")
     from kernelstrain.export.kb_form import solution_source
-    from kernelstrain.workdir.dry import dry_call, unsupported
+    from kernelstrain.workdir.dry import dry_call
     from kernelstrain.workdir.render import model_new
     s = _subject(name)
     forms = [model_new(s)] + ([solution_source(s)] if s.module.impl == "cuda" or _has("triton") else [])
     for src in forms:
         problem = dry_call(s, src)
-        if unsupported(s.module):
-            assert problem.startswith("unsupported: pointer-array"), problem
-        else:
-            assert problem is None, problem
+        assert problem is None, problem
 
 
 @pytest.mark.parametrize("name, broken, error", [
@@ -291,17 +289,6 @@ def test_cuda_build_targets_the_task_arch():
     from kernelstrain.workdir.render import model_new
     assert "-gencode=arch=compute_90a,code=sm_90a" in model_new(_subject("gemm_fp8_blockwise_cuda"))
     assert "-gencode=arch=compute_80,code=[sm_80,compute_80]" in model_new(_subject("rmsnorm_cuda", "A100"))
-
-
-def test_unsupported_entry_is_flagged(small_dataset, tmp_path):
-    from kernelstrain.workdir import unsupported_reason
-    assert unsupported_reason(_subject("adamw_cuda")).startswith("pointer-array arguments params")
-    assert unsupported_reason(_subject("rmsnorm_cuda")) is None
-    kb = tmp_path / "kb"
-    assert main(["export", "kernelbench", str(small_dataset), "--out", str(kb), "--best-only"]) == 0
-    index = json.loads((kb / "index.json").read_text())
-    assert all(("unsupported" in p) for p in index["problems"] if p["kind"] == "single")
-    assert all(bool(s["unsupported"]) == (s["module"] == "adamw_cuda") for s in index["solutions"])
 
 
 def test_sessions_layout_gives_workdirs_and_an_export(tmp_path):

@@ -32,6 +32,7 @@ import ast
 import re
 
 from ..ops.contract import TORCH
+from ..workdir.lists import pointer_arrays
 from ..workdir.render import CUDA_FLAGS, POISONED_TORCH, arch_flag, binding_sources, forward_call
 
 PRECISIONS = ("fp32", "fp16", "bf16")          # the precisions KernelBench's harness casts to
@@ -41,11 +42,15 @@ _FORM_NOTE = "# ---- KernelBench form: the reference program above, wrapped for 
 
 
 def precision(subject) -> str:
-    """The precision the harness runs the problem at: the task's dtype, or (fp8 / int8 operand
-    tasks) the dtype of the op's first floating output."""
+    """The precision the harness runs the problem at: fp32 for an optimizer step (every result
+    fp32 state updated in place, whatever the grads' dtype), else the task's dtype, or (fp8 /
+    int8 operand tasks) the dtype of the op's first floating output."""
+    e = subject.module.entry
+    if e.results and all(e.arg(n).role == "inout" and e.arg(n).dtype_of(subject.task) == "fp32" for n in e.results):
+        return "fp32"
     if subject.dtype in PRECISIONS:
         return subject.dtype
-    outs = [dt for _, _, dt in subject.module.entry.outputs(subject.task) if dt in PRECISIONS]
+    outs = [dt for _, _, dt in e.outputs(subject.task) if dt in PRECISIONS]
     return outs[0] if outs else "bf16"
 
 
@@ -86,6 +91,10 @@ def _notes(subject, plan) -> list:
             notes.append(f"{name} ({dt}) is drawn once at construction and kept as the integer buffer fixed_{name}.")
         if cloned:
             notes.append(f"{name} is updated in place by the op: forward works on a copy.")
+    if subject.module.impl == "cuda" and pointer_arrays(subject.module.entry):
+        arrays = ", ".join(a.name for a in pointer_arrays(subject.module.entry))
+        notes.append(f"ModelNew copies {arrays} into tensors of their own (the kernel's contract: one allocation "
+                     "a tensor, as an optimizer holds them), the sections the reference splits, and the updates back.")
     if len(subject.module.entry.results) > 1:
         names = ", ".join(subject.module.entry.results)
         notes.append(f"The outputs ({names}) come packed in one float32 tensor, each flattened, in that order.")

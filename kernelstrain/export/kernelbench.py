@@ -25,7 +25,7 @@ from ..safety import check_tree_out, safe_name, write_tree
 from ..schema import SCHEMA as SCHEMAS
 from ..dataset import episode_source
 from ..reading import read_jsonl, read_whole
-from ..workdir import hand_adapted, output_tolerances, task_tolerance, unsupported_reason
+from ..workdir import hand_adapted, output_tolerances, task_tolerance
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
 from .kb_form import precision, problem_source, solution_source
 
@@ -46,7 +46,7 @@ def _problem(subject, n: int, level: int, source: str) -> dict:
         row.update(module=subject.module.name, impl=subject.module.impl, gpu=subject.gpu, arch=subject.arch,
                    precision=precision(subject), shape=dict(subject.task.shape), baseline_ms=subject.baseline_ms,
                    best_ms=subject.best_ms,
-                   hand_adapted=hand_adapted(subject), unsupported=unsupported_reason(subject))
+                   hand_adapted=hand_adapted(subject))
     return row
 
 
@@ -102,8 +102,7 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
                         "step": step, "tag": s.candidate.tag, "status": s.candidate.status,
                         "failure": rec["failure"] if rec else None, "time_ms": s.candidate.time_ms,
                         "best": step == row["best"]["step"], "module": base.module.name, "impl": base.module.impl,
-                        "gpu": base.gpu, "arch": base.arch, "code_sha256": digest,
-                        "unsupported": prob["unsupported"]}, solution_source(s)
+                        "gpu": base.gpu, "arch": base.arch, "code_sha256": digest}, solution_source(s)
         for path in holdouts:
             for _, row in read_jsonl(path):
                 s = single(row, row["split"], episode_candidate({**row, "id": None}, 0), row.get("reference"))
@@ -134,8 +133,7 @@ def _fused_episode(row: dict, base, problems: dict, best_only: bool, statuses: t
             "problem_id": prob["problem_id"], "task_id": base.task_id, "episode": row["id"], "step": step,
             "tag": s.candidate.tag, "status": s.candidate.status, "failure": rec["failure"],
             "time_ms": s.candidate.time_ms, "best": step == row["best"]["step"], "module": base.module.name,
-            "impl": base.module.impl, "gpu": base.gpu, "arch": base.arch, "code_sha256": digest,
-            "unsupported": None}, s.candidate.code
+            "impl": base.module.impl, "gpu": base.gpu, "arch": base.arch, "code_sha256": digest}, s.candidate.code
 
 
 def export_kernelbench(dirs: list, out: Path, best_only: bool = False, statuses: tuple = ("ok",),

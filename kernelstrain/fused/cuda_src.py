@@ -2,14 +2,15 @@
 
 Elementwise kernels: one thread an element (`vec` 0), or `vec` elements a thread through one
 aligned vector load with a scalar tail for the last n % vec elements. Row kernels: one block a
-row, block reductions by warp shuffles; re-reading the row for each pass, or (`cached`) holding
-it in registers. Every kernel computes in fp32 and stores in the tensor's dtype.
+row (or `rows_per_block` rows, `row_threads` threads each: a short row's warp), block reductions by
+warp shuffles; re-reading the row for each pass, or (`cached`) holding it in registers. Every kernel computes in fp32 and stores in the tensor's dtype.
 
 Bugs (written in only where they break this program: module.py decides):
   no_bounds_check     the vector kernel without its scalar tail
   broadcast_index     a per-channel parameter indexed by i % C, not (i / inner) % C
   no_max_subtraction  exp of the raw element in softmax / log_softmax / logsumexp
   wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
+  half_accumulator    each thread's partial sums kept in a bf16 register (bf16 programs)
 """
 from __future__ import annotations
 
@@ -39,15 +40,17 @@ struct alignas(sizeof(T) * N) Pack {
 };
 """
 
-# one block reduction per combine: the same code, with the warp step and the empty partial's value
-BLOCK_REDUCE = """template <int THREADS>
+# one block reduction per combine: the same code, with the warp step and the empty partial's value.
+# ROWS rows a block, THREADS threads a row: a row of one warp needs no shared memory nor barrier.
+BLOCK_REDUCE = """template <int THREADS, int ROWS = 1>
 __device__ float block_{name}(float v) {{
-    __shared__ float partial[32];
+    __shared__ float partial[ROWS][32];
     v = warp_{name}(v);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) partial[warp] = v;
+    if (THREADS == 32) return v;
+    const int sub = threadIdx.x / THREADS, lane = threadIdx.x & 31, warp = (threadIdx.x % THREADS) >> 5;
+    if (lane == 0) partial[sub][warp] = v;
     __syncthreads();
-    v = warp_{name}(lane < THREADS / 32 ? partial[lane] : {identity});
+    v = warp_{name}(lane < THREADS / 32 ? partial[sub][lane] : {identity});
     __syncthreads();
     return v;
 }}
@@ -149,7 +152,7 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     r = row_step(steps, k)
     op = steps[r]["op"]
     g = view.geometry(r)
-    threads, cached = params["row_threads"], cached_row(params, g.C)
+    threads, cached, rows_per = params["row_threads"], cached_row(params, g.C), params.get("rows_per_block", 1)
     upper = name.upper()
     rec = recipe(op, bug == "no_max_subtraction")
     words = {**CUDA_WORDS, "C": f"{upper}_C", "w": f"to_f(w{r}[c])", "b": f"to_f(b{r}[c])"}
@@ -162,47 +165,69 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     consts = [f"constexpr int {upper}_THREADS = {threads};", f"constexpr long {upper}_C = {g.C};"]
     if not contiguous:
         consts.append(f"constexpr long {upper}_INNER = {g.inner};")
-    sig = f"__global__ void __launch_bounds__({upper}_THREADS) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, long rows)"
-    lines = [sig + " {", "    const long row = blockIdx.x;", f"    const long base = {base};"]
+    tid, block = "threadIdx.x", f"{upper}_THREADS"
+    if rows_per > 1:
+        consts.append(f"constexpr int {upper}_ROWS = {rows_per};")
+        tid, block = f"tid", f"{upper}_THREADS * {upper}_ROWS"
+    sig = f"__global__ void __launch_bounds__({block}) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, long rows)"
+    if rows_per > 1:
+        # a row a group of THREADS threads; a last block's spare groups reduce the last row again (every
+        # thread must reach the barriers) and store nothing
+        lines = [sig + " {", f"    const int tid = threadIdx.x % {upper}_THREADS;",
+                 f"    const long want = (long)blockIdx.x * {upper}_ROWS + threadIdx.x / {upper}_THREADS;",
+                 "    const bool live = want < rows;", "    const long row = live ? want : rows - 1;",
+                 f"    const long base = {base};"]
+    else:
+        lines = [sig + " {", "    const long row = blockIdx.x;", f"    const long base = {base};"]
+    reduce_args = f"{upper}_THREADS, {upper}_ROWS" if rows_per > 1 else f"{upper}_THREADS"
+    live = "live && " if rows_per > 1 else ""
     if cached:
         items = -(-g.C // threads)
         consts.append(f"constexpr int {upper}_ITEMS = {items};")
         lines += [f"    float vals[{upper}_ITEMS];", "#pragma unroll", f"    for (int t = 0; t < {upper}_ITEMS; ++t) {{",
-                  f"        const int c = threadIdx.x + t * {upper}_THREADS;", "        float v = 0.f;",
+                  f"        const int c = {tid} + t * {upper}_THREADS;", "        float v = 0.f;",
                   f"        if (c < {upper}_C) {{", f"            v = to_f(x[base + (long)c * {stride}]);",
                   *["            " + s for s in pre_lines], "        }", "        vals[t] = v;", "    }"]
 
         def loop(inner: list[str]) -> list[str]:
             return ["#pragma unroll", f"    for (int t = 0; t < {upper}_ITEMS; ++t) {{",
-                    f"        const int c = threadIdx.x + t * {upper}_THREADS;", f"        if (c < {upper}_C) {{",
+                    f"        const int c = {tid} + t * {upper}_THREADS;", f"        if (c < {upper}_C) {{",
                     "            float v = vals[t];", *["            " + s for s in inner], "        }", "    }"]
     else:
         def loop(inner: list[str]) -> list[str]:
-            return [f"    for (int c = threadIdx.x; c < {upper}_C; c += {upper}_THREADS) {{",
+            return [f"    for (int c = {tid}; c < {upper}_C; c += {upper}_THREADS) {{",
                     f"        float v = to_f(x[base + (long)c * {stride}]);", *["        " + s for s in pre_lines],
                     *["        " + s for s in inner], "    }"]
     names = [result.split(" = ")[0] for _, _, result in rec.passes]
     lines.append(f"    float {', '.join(names)};")
     for combine, term, result in rec.passes:
-        ident = "0.f" if combine == "sum" else "-CUDART_INF_F"
-        acc = "acc += {};" if combine == "sum" else "acc = fmaxf(acc, {});"
         target, value = result.split(" = ")
-        lines += ["    {", f"    float acc = {ident};", *loop([acc.format(term.format(**words))]),
-                  f"    acc = block_{combine}<{upper}_THREADS>(acc);", f"    {target} = {value.format(acc='acc', **words)};", "    }"]
+        if combine == "sum" and bug == "half_accumulator":
+            lines += ["    {", "    scalar_t acc_h = __float2bfloat16(0.f);",
+                      *loop([f"acc_h = __float2bfloat16(to_f(acc_h) + {term.format(**words)});"]),
+                      f"    const float acc = block_sum<{reduce_args}>(to_f(acc_h));"]
+        else:
+            ident = "0.f" if combine == "sum" else "-CUDART_INF_F"
+            acc = "acc += {};" if combine == "sum" else "acc = fmaxf(acc, {});"
+            lines += ["    {", f"    float acc = {ident};", *loop([acc.format(term.format(**words))]),
+                      f"    acc = block_{combine}<{reduce_args}>(acc);"]
+        lines += [f"    {target} = {value.format(acc='acc', **words)};", "    }"]
     if rec.out:
         out_stmt = rec.out.format(**words) + ";"
         post_lines = chain_lines(view, k, r, post, "cuda", "c", f"base + (long)c * {stride}", _load)
-        lines += loop([out_stmt, *post_lines, f"store_f(&y[base + (long)c * {stride}], v);"])
+        store = f"store_f(&y[base + (long)c * {stride}], v);"
+        lines += loop([out_stmt, *post_lines, f"if (live) {store}" if rows_per > 1 else store])
         out_shape = "auto y = torch::empty_like(x);"
     else:
         post_lines = chain_lines(view, k, r, post, "cuda", "0", "row", _load)
-        lines += ["    if (threadIdx.x == 0) {", f"        float v = {rec.value.format(**words)};",
+        lines += [f"    if ({live}{tid} == 0) {{", f"        float v = {rec.value.format(**words)};",
                   *["        " + s for s in post_lines], "        store_f(&y[row], v);", "    }"]
         out_shape = f"auto sizes = x.sizes().vec();\n    sizes[{view.steps[r]['params']['dim'] % len(steps[r]['in']['shape'])}] = 1;\n" \
                     "    auto y = torch::empty(sizes, x.options());"
     lines.append("}")
     host = [f"torch::Tensor {name}({_host_args(args)}) {{", *_checks(args), f"    {out_shape}",
             f"    const long rows = x.numel() / {upper}_C;",
+            f"    {name}_kernel<<<(int)((rows + {rows_per} - 1) / {rows_per}), {block}>>>(" if rows_per > 1 else
             f"    {name}_kernel<<<(int)rows, {upper}_THREADS>>>(",
             f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), rows);", "    return y;", "}"]
     return "\n".join(consts + lines), "\n".join(host)

@@ -4,8 +4,9 @@ real output too: execute.kb_trivial).
 - a no-op step: an operator that cannot change what the step before it produced (relu after
   softplus, sigmoid or softmax; a clamp wider than a sigmoid's range ...): the task teaches nothing
   the shorter program does not;
-- an output constant by construction: the sum of a softmax along its own dim is 1 everywhere,
-  logsumexp of a log_softmax 0;
+- an output constant by construction: the sum of a softmax along its own dim is 1 everywhere (its
+  mean 1/C), logsumexp of a log_softmax 0, the sum of a layer norm's row 0; or saturated: a clamp,
+  sigmoid or tanh whose input lies past one end of its range (magnitude.py's estimate);
 - an output that vanishes under KernelBench's tolerance (magnitude.py's estimate far below it):
   a kernel writing zeros passes.
 
@@ -37,9 +38,16 @@ def _noop(prev: dict, step: dict) -> bool:
     return False
 
 
+# a reduction of a row op's output along the row op's own dim that is the same for every row: a softmax
+# sums to 1 (its mean is 1/C), a log_softmax's logsumexp is 0, a layer norm's row (weight 1, bias 0 as
+# nn.LayerNorm starts) sums to 0
+CONSTANT_REDUCTIONS = (("softmax", "sum"), ("softmax", "mean"), ("log_softmax", "logsumexp"),
+                       ("layer_norm", "sum"), ("layer_norm", "mean"))
+
+
 def _constant(prev: dict, step: dict) -> bool:
-    same_dim = prev["params"].get("dim") == step["params"].get("dim")
-    return same_dim and ((prev["op"], step["op"]) in (("softmax", "sum"), ("log_softmax", "logsumexp")))
+    same_dim = prev["params"].get("dim", -1) == step["params"].get("dim")
+    return same_dim and (prev["op"], step["op"]) in CONSTANT_REDUCTIONS
 
 
 def reason(program: list, dtype: str | None = None) -> str | None:
@@ -51,6 +59,10 @@ def reason(program: list, dtype: str | None = None) -> str | None:
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
     if dtype is not None and "in" in program[0]:
         mean, rms = magnitudes(program + [{"op": "output", "role": "output", "params": {}, "in": program[-1]["out"]}])[-1]
-        if abs(mean) + 3.0 * rms < VANISH_MARGIN * KB_ATOL[dtype]:
-            return f"vanishing_output: estimated |y| {abs(mean) + 3.0 * rms:.2g} under KernelBench's atol {KB_ATOL[dtype]:g}"
+        tol = KB_ATOL[dtype]
+        if abs(mean) + 3.0 * rms < VANISH_MARGIN * tol:
+            return f"vanishing_output: estimated |y| {abs(mean) + 3.0 * rms:.2g} under KernelBench's atol {tol:g}"
+        if 3.0 * rms < VANISH_MARGIN * (tol + tol * abs(mean)):
+            return (f"constant_output: estimated spread {3.0 * rms:.2g} about {mean:.3g}, under KernelBench's "
+                    f"tolerance there")
     return None

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
@@ -33,6 +34,7 @@ from .cuda_src import cached_row, cuda_source, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
+from .precision import SUM_PASSES, gemm_breaks, row_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
 from .recipes import recipe
 from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, in_sequence_ms, torch_kernels,
@@ -43,6 +45,8 @@ from .view import ProgramView
 
 # steps that carry an inf or NaN to the output unchanged in kind (a saturating one, tanh of inf, would hide it)
 CARRY_NONFINITE = ("scale", "divide", "add_scalar", "bias_add", "scale_param", "residual_add", "abs")
+MAX_BLOCK_THREADS = 1024     # threads a block on every NVIDIA GPU
+BIG_GEMM_TILES = 64      # 128x128 output tiles from which a GEMM starts on the large config (half an H100's SMs)
 NAME = re.compile(r"^fused_s(\d+)_(\d{5,})_(cuda|triton)$")
 IMPLS = ("cuda", "triton")
 FAMILIES = {"linear": "gemm", "matmul": "gemm", "bmm": "gemm", "gram": "gemm", "sdpa": "attention",
@@ -67,6 +71,17 @@ def family(ops: list) -> str:
         if op.startswith("conv"):
             return "conv"
     return "pointwise_reduce"
+
+
+@dataclass(frozen=True)
+class FusedRung(Rung):
+    """A rung whose half_accumulator bug breaks the output at some parameters and not at others
+    (how many terms one bf16 accumulator takes): `half_breaks(params)` decides, per candidate;
+    with no params, at the parameters that give it the most terms (precision.py)."""
+    half_breaks: Callable = field(default=None, compare=False, repr=False)
+
+    def bugs_for(self, dtype: str, params: dict | None = None) -> tuple:
+        return tuple(b for b in super().bugs_for(dtype, params) if b != "half_accumulator" or self.half_breaks(params))
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans = {}
+        self._plans, self._half = {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -137,6 +152,8 @@ class FusedModule(OpModule):
                 out.append(Param("threads", (128, 256, 512, 1024), 256))
             if "row" in kinds:
                 out.append(Param("row_threads", (32, 64, 128, 256, 512, 1024), 128))
+                if tag == "vectorized_loads":       # short rows: a warp (or a few) a row, several rows a block
+                    out.append(Param("rows_per_block", (1, 2, 4, 8), 1))
             if tag == "vectorized_loads" and "ew" in kinds:
                 out.append(Param("vec", (2, 4, 8) if self.view.dtype == "bf16" else (2, 4), 4))
             return tuple(out)
@@ -147,15 +164,61 @@ class FusedModule(OpModule):
             if tag in ("multi_row_tiles", "gemm_epilogue"):
                 out.append(Param("ROWS", (2, 4, 8, 16), 4))
         if "gemm" in kinds:
-            out += [Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64),
-                    Param("BLOCK_K", (32, 64), 32), Param("gemm_warps", (4, 8), 4), Param("num_stages", (2, 3, 4), 3)]
+            # the start an engineer takes from Triton's matmul tutorial: 128x128x64 tiles on 8 warps for a
+            # product of many tiles, 64x64x32 on 4 for a small one; the sweep explores around it
+            big = self._gemm_tiles(items, 128) >= BIG_GEMM_TILES
+            out += [Param("BLOCK_M", (32, 64, 128, 256), 128 if big else 64), Param("BLOCK_N", (32, 64, 128, 256), 128 if big else 64),
+                    Param("BLOCK_K", (32, 64, 128), 64 if big else 32), Param("gemm_warps", (2, 4, 8), 8 if big else 4),
+                    Param("num_stages", (2, 3, 4, 5), 3)]
         return tuple(out)
+
+    def _gemm_tiles(self, items: list, tile: int) -> int:
+        """Output tiles of the rung's largest GEMM at tile x tile."""
+        dims = [gemm_dims(self.view.steps[k.steps[0]]) for k in kernels_of(items) if k.kind == "gemm"]
+        return max(b * math.ceil(m / tile) * math.ceil(n / tile) for b, m, n, _ in dims)
 
     def _rung(self, tag: str, params: tuple, items: list) -> Rung:
         bugs, bug_params = self._bugs(tag, items)
         path = "fp16" if self.view.dtype == "bf16" else "fp32"
-        return Rung(tag, TITLES[tag], params=params, path=path, launch=self._launch_of(tag), render=self._render_of(tag),
-                    bugs={b: {"bug": b} for b in bugs}, bug_params=bug_params)
+        if self._half_accumulates(items):
+            bugs.append("half_accumulator")
+        return FusedRung(tag, TITLES[tag], params=params, path=path, launch=self._launch_of(tag), render=self._render_of(tag),
+                         bugs={b: {"bug": b} for b in bugs}, bug_params=bug_params,
+                         half_breaks=lambda p: self._half_breaks(tag, items, params, p))
+
+    def _half_accumulates(self, items: list) -> bool:
+        """Whether a rung's code sums something a bf16 accumulator could keep: a bf16 program's row
+        kernel with a sum pass, or its Triton GEMM."""
+        steps = self.view.steps
+        return self.view.dtype == "bf16" and any(
+            (k.kind == "row" and steps[row_step(steps, k)]["op"] in SUM_PASSES) or k.kind == "gemm" for k in kernels_of(items))
+
+    def _half_breaks(self, tag: str, items: list, declared: tuple, params: dict | None) -> bool:
+        """Whether the rung's kernels, accumulating in bf16 at `params` (None: at the declared values
+        giving one accumulator the most terms: the fewest lanes, the smallest BLOCK_K), break the output."""
+        if params is None:
+            params = {p.name: min(p.values) for p in declared}
+        key = (tag, tuple(sorted(params.items())))
+        if key not in self._half:
+            self._half[key] = any(self._kernel_half_breaks(k, params) for k in kernels_of(items))
+        return self._half[key]
+
+    def _kernel_half_breaks(self, k: Kernel, params: dict) -> bool:
+        view, steps = self.view, self.view.steps
+        mags = magnitudes(steps)
+        if k.kind == "gemm":
+            b, m, n, kk = gemm_dims(steps[k.steps[0]])
+            w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
+            return gemm_breaks(steps, mags, k.steps[0], kk, params["BLOCK_K"], w_rms, self.op)
+        r = row_step(steps, k)
+        if r is None or steps[r]["op"] not in SUM_PASSES:
+            return False
+        C = view.geometry(r).C
+        if self.impl == "cuda":
+            return row_breaks(steps, mags, r, C, min(params["row_threads"], C), "float", self.op)
+        block_c = next_pow2(C)
+        per_thread = max(1, block_c // (32 * params["row_warps"]))
+        return row_breaks(steps, mags, r, C, block_c // per_thread, "tree", self.op)
 
     def _bugs(self, tag: str, items: list) -> tuple[list, tuple]:
         """The bugs a rung's code can carry here, each only where it breaks this program."""
@@ -189,8 +252,11 @@ class FusedModule(OpModule):
             kernels = self._kernel_models(tag, params, task)
             if not kernels:
                 return Launch(grid=1, threads=128, launches=max(1, self._torch_launches(tag)))
-            heavy = max(kernels, key=lambda km: km[3])[1]
-            return Launch(grid=heavy.grid, threads=heavy.threads, smem_bytes=heavy.smem_bytes, regs=heavy.regs,
+            # the heaviest kernel stands for the candidate (one that asks for a block over the limit first), each
+            # kernel's shared memory is checked against the limit (the most any asks)
+            over = [km[1] for km in kernels if km[1].threads > MAX_BLOCK_THREADS]
+            heavy = over[0] if over else max(kernels, key=lambda km: (km[2].bytes, km[2].flops))[1]
+            return Launch(grid=heavy.grid, threads=heavy.threads, smem_bytes=max(km[1].smem_bytes for km in kernels), regs=heavy.regs,
                           bytes_per_access=heavy.bytes_per_access, unrolled=max(km[1].unrolled for km in kernels),
                           launches=len(kernels) + self._torch_launches(tag))
         return launch
@@ -228,7 +294,7 @@ class FusedModule(OpModule):
                             tile_quant=(m * n) / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn),
                             traffic=1.0 + 0.5 * (max(1, math.ceil(n / bn)) - 1) / max(1, math.ceil(n / bn)) * (bm < 64),
                             unrolled=bm * bn // (32 * warps))
-            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages))
+            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages, warps))
         numel_in = g.numel
         out_numel = math.prod(steps[k.steps[-1]]["out"]["shape"])
         moved = (numel_in + out_numel + weights + (out_numel if reads_skip else 0)) * nb
@@ -252,11 +318,12 @@ class FusedModule(OpModule):
         sector = 32 // nb                     # elements of one 32-byte DRAM sector
         norm_like = op in ("layer_norm", "rms_norm")
         if self.impl == "cuda":
-            threads = params["row_threads"]
+            threads, per_block = params["row_threads"], params.get("rows_per_block", 1) if tag == "vectorized_loads" else 1
             cached = tag == "vectorized_loads" and cached_row({"cached": 1, "row_threads": threads}, g.C)
             reads = 1 if cached else len(recipe(op).passes) + (1 if op in ("layer_norm", "rms_norm", "softmax", "log_softmax") else 0)
             strided = 1.0 + 0.5 * (sector - 1) if g.inner > 1 else 1.0
-            launch = Launch(grid=g.rows, threads=threads, bytes_per_access=nb, regs=32 + (4 * math.ceil(g.C / threads) if cached else 0),
+            launch = Launch(grid=math.ceil(g.rows / per_block), threads=threads * per_block, bytes_per_access=nb,
+                            smem_bytes=128 * per_block, regs=32 + (4 * math.ceil(g.C / threads) if cached else 0),
                             traffic=strided * (1.0 + 0.15 * (reads - 1)), lane_util=min(1.0, g.C / threads))
             analog = ("layernorm_cuda", "register_cached" if cached else "welford_shuffle") if norm_like else \
                 ("softmax_cuda", "vectorized_online" if cached else "warp_shuffle")
@@ -279,6 +346,9 @@ class FusedModule(OpModule):
             from ..messages import smem_error
             return SimResult(False, None, launch.smem_bytes, launch.regs,
                              smem_error(launch.smem_bytes, gpu.smem_per_block, variant, self, task), "smem")
+        if launch.threads > MAX_BLOCK_THREADS:      # rows_per_block x row_threads: it builds; the launch is refused
+            from ..messages import resources_error
+            return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, self, task), "resources")
         return SimResult(True, self.candidate_ms(variant.tag, params, task), launch.smem_bytes, launch.regs)
 
     def candidate_ms(self, tag: str, params: dict, task: Task) -> float:

@@ -46,7 +46,8 @@ SPLIT_K_TILES = 8         # cuBLAS splits K when a deep product has this few out
 CALL_US = 3.8             # one PyTorch op or extension call issued from Python: the H200 anchor tiny_add (1 element)
 # a Triton tl.dot GEMM's share of cuBLAS's ceiling (fp32: input_precision="ieee", FMA), by pipeline depth
 TRITON_GEMM_SHARE = {"bf16": 0.85, "fp32": 0.75}
-STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0}
+ACC_REGS = 128            # accumulator registers a thread holds without spilling (of its 255, beside addresses and operands)
+STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}    # a fifth stage hides no more latency (and costs shared memory)
 # PyTorch eager launches for one step: (kernels, passes over the tensor in its dtype), where a step
 # is a chain of ops (bf16: the RMSNorm helper computes in fp32, converting both ways)
 EAGER_KERNELS = {"new_gelu": (8, 18), "quick_gelu": (3, 7), "logsumexp": (5, 6),
@@ -96,10 +97,13 @@ def library_tiles(b: int, m: int, n: int, k: int, gpu: GPU, dtype: str = "bf16")
 
 
 def triton_gemm_ms(flops: float, nbytes: float, grid: int, tile_quant: float, block_m: int, block_n: int,
-                   stages: int, gpu: GPU, dtype: str) -> float:
+                   stages: int, warps: int, gpu: GPU, dtype: str) -> float:
     """A tl.dot GEMM kernel (no split-K): TRITON_GEMM_SHARE of the library ceiling, less for small
-    tiles and shallow pipelines, over the waves its grid fills; without the launch floor."""
-    share = TRITON_GEMM_SHARE[dtype] * (min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant
+    tiles and shallow pipelines, over the waves its grid fills; without the launch floor. A tile
+    whose fp32 accumulator needs more than ACC_REGS registers a thread spills it to local memory
+    (the share falls in proportion)."""
+    spill = min(1.0, ACC_REGS / (block_m * block_n / (32 * warps)))
+    share = TRITON_GEMM_SHARE[dtype] * min(1.0, min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant * spill
     return _gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3
 
 

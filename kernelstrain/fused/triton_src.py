@@ -12,6 +12,8 @@ Bugs (written in only where they break this program: module.py decides):
   broadcast_index     a per-channel parameter indexed by offs % C, not (offs // inner) % C
   no_max_subtraction  exp of the raw element in softmax / log_softmax / logsumexp
   wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
+  half_accumulator    a sum reduced over a bf16 tile (tl.sum keeps bf16), or the GEMM's accumulator
+                      kept in bf16 (bf16 programs)
 """
 from __future__ import annotations
 
@@ -87,6 +89,8 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
         fn = "tl.sum" if combine == "sum" else "tl.max"
         term_text = term.format(**words).replace("mean", "mean[:, None]").replace("(v - m)", "(v - m[:, None])")
         acc = f"{fn}(tl.where(mask, {term_text}, {ident}), axis=1)"
+        if combine == "sum" and bug == "half_accumulator":
+            acc = f"tl.sum(tl.where(mask, {term_text}, 0.0).to(tl.bfloat16), axis=1).to(tl.float32)"
         lines.append(f"    {target} = {value.format(acc=acc, **words)}")
     if rec.out:
         out = rec.out.format(**words)
@@ -121,6 +125,8 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     args = kernel_args(view, k)
     [(entry, part)] = chain_parts(steps, k)
     ieee = ', input_precision="ieee"' if view.dtype == "fp32" else ""
+    half = bug == "half_accumulator"
+    acc_t, to_acc = ("tl.bfloat16", ".to(tl.bfloat16)") if half else ("tl.float32", "")
     chan = "offs % N"      # the output's last dim: features
     mask = "(rm[:, None] < M) & (rn[None, :] < N)"
     body = chain_lines(view, k, entry, part, "triton", chan, "offs", _load(mask))
@@ -134,12 +140,12 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
              "    rk = tl.arange(0, BLOCK_K)",
              f"    a_ptrs = {a_name}_ptr + batch * stride_ab + rm[:, None] * stride_am + rk[None, :] * stride_ak",
              f"    b_ptrs = {b_name}_ptr + batch * stride_bb + rk[:, None] * stride_bk + rn[None, :] * stride_bn",
-             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+             f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_t})",
              "    for k in range(0, K, BLOCK_K):",
              "        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0.0)",
              "        b = tl.load(b_ptrs, mask=(rk[:, None] + k < K) & (rn[None, :] < N), other=0.0)",
-             f"        acc += tl.dot(a, b{ieee})", "        a_ptrs += BLOCK_K * stride_ak", "        b_ptrs += BLOCK_K * stride_bk",
-             "    v = acc", "    offs = batch * M * N + rm[:, None] * N + rn[None, :]"]
+             f"        acc += tl.dot(a, b{ieee}){to_acc}", "        a_ptrs += BLOCK_K * stride_ak", "        b_ptrs += BLOCK_K * stride_bk",
+             "    v = acc" + (".to(tl.float32)" if half else ""), "    offs = batch * M * N + rm[:, None] * N + rn[None, :]"]
     if has_bias:
         lines.append("    v = v + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]")
     lines += ["    " + s for s in body]

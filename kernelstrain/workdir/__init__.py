@@ -22,7 +22,6 @@ from ..gpucheck.adapters import TOLS, tolerance
 from ..tolerances import KERNELBENCH, KERNELBENCH_DEFAULT
 from ..ops.contract import TORCH
 from ..safety import check_tree_out, write_tree
-from .dry import unsupported
 from .render import binding_sources, fused_forward, kernel_file, model_new
 from .subject import Subject, find_subject
 
@@ -66,11 +65,6 @@ def hand_adapted(subject: Subject) -> bool:
     return bool(m and (getattr(m, "check_adapter", None) or getattr(m, "check_prepare", None)))
 
 
-def unsupported_reason(subject: Subject) -> str | None:
-    """Why the generated binding cannot run this task's candidate (None: it can)."""
-    return unsupported(subject.module) if subject.kind == "single" else None
-
-
 def task_json(subject: Subject) -> dict:
     c = subject.candidate
     return {"task_id": subject.task_id, "kind": subject.kind, "split": subject.split, "title": subject.title,
@@ -86,7 +80,7 @@ def task_json(subject: Subject) -> dict:
             "eager_ms": subject.eager_ms, "compiled_ms": subject.compiled_ms,
             "tolerance": task_tolerance(subject), "output_tolerances": output_tolerances(subject),
             "needs_grad": ".backward(" in subject.reference,
-            "hand_adapted": hand_adapted(subject), "unsupported": unsupported_reason(subject),
+            "hand_adapted": hand_adapted(subject),
             "kernel": f"kernels/{kernel_file(subject)}"}
 
 
@@ -152,9 +146,6 @@ def skill(subject: Subject) -> str:
                     "KernelBench's harness runs them (`eval_kernel_against_ref` with backend "
                     f"`{subject.module.impl}`, precision `{precision(subject)}`): one self-contained file each, "
                     "written with the workspace; they keep the candidate you were given, not your edits.\n")
-    if unsupported_reason(subject):
-        binding += (f"- Caution: the generated binding cannot call this entry ({unsupported_reason(subject)}); "
-                    "`model_new.py` needs a hand-written binding before verify can pass.\n")
     return f"""# Task: {subject.title} ({subject.dtype})
 
 {subject.desc}

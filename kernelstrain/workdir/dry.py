@@ -4,8 +4,6 @@ with it, and ModelNew.forward runs against a stand-in for the extension (CUDA: t
 `forward`, which takes binding_params in order) or the Triton wrapper (a stub with the
 candidate's own def line). A missing attribute, a missing or extra argument, a scalar where
 the binding wants a tensor: each is a problem, found before a GPU run is spent on it.
-
-`unsupported(module)` names the entries the generated binding cannot serve at all.
 """
 from __future__ import annotations
 
@@ -16,12 +14,7 @@ import tempfile
 import types
 from pathlib import Path
 
-
-def unsupported(module) -> str | None:
-    """Why the generated PyTorch binding cannot call this op's entry (None when it can): an
-    argument that is an array of device pointers (a multi-tensor op) is not one tensor."""
-    arrays = [a.name for a in module.entry.tensors if a.ctype and a.ctype.count("*") > 1]
-    return f"pointer-array arguments {', '.join(arrays)} (one tensor each in the binding)" if arrays else None
+from .lists import binding_params as list_params, pointer_arrays
 
 
 def _wrapper_stub(code: str, name: str):
@@ -53,7 +46,8 @@ class _Stand:
         pass
 
     def forward(self, *args):
-        params = self.subject.module.entry.binding_params(self.subject.task)
+        e, task = self.subject.module.entry, self.subject.task
+        params = list_params(e, task) if pointer_arrays(e) else e.binding_params(task)
         if len(args) != len(params):
             raise TypeError(f"forward() takes {len(params)} arguments ({', '.join(n for n, _ in params)}), "
                             f"ModelNew passed {len(args)}")
@@ -74,6 +68,8 @@ class _Stand:
         return call
 
     def _kind(self, name, kind, v):
+        if kind == "tensors" and not (isinstance(v, list) and all(self.torch.is_tensor(t) for t in v)):
+            raise TypeError(f"{name}: a list of tensors is expected, ModelNew passed {type(v).__name__}")
         if kind == "tensor" and not self.torch.is_tensor(v):
             raise TypeError(f"{name}: a tensor is expected, ModelNew passed {type(v).__name__}")
         if kind == "scalar" and (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -86,9 +82,6 @@ def dry_call(subject, source: str) -> str | None:
     import torch
     if subject.kind != "single":
         return None
-    why = unsupported(subject.module)
-    if why:
-        return f"unsupported: {why}"
     from unittest import mock
     ref = types.ModuleType("model")
     saved = sys.modules.get("model")

@@ -14,6 +14,7 @@ import textwrap
 
 from ..compilers import NVCC_GENCODE
 from ..ops.contract import py_value
+from .lists import list_binding, list_forward, pointer_arrays
 
 # the candidates use cuda_fp16.h / cuda_bf16.h operators that PyTorch's default nvcc flags switch off
 CUDA_FLAGS = ("-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
@@ -63,6 +64,8 @@ def forward_call(subject, target: str = "build().") -> tuple[list, str]:
         if not hasattr(a, "role") and a.name in task.dims:
             return str(task.dims[a.name])
         return f"self.{a.name}"
+    if m.impl == "cuda" and pointer_arrays(e):
+        return list(m.inputs), list_forward(e, task, value, target)
     if m.impl == "cuda":
         call = f"{target}forward({', '.join(value(e.arg(n)) for n, _ in e.binding_params(task))})"
         return list(m.inputs), [f"return {call}" if len(e.results) == 1 else f"return tuple({call})"]
@@ -79,7 +82,8 @@ def forward_call(subject, target: str = "build().") -> tuple[list, str]:
 def binding_sources(subject) -> tuple[str, str]:
     """(binding.cpp, trampoline.cu) of a CUDA subject."""
     e, task = subject.module.entry, subject.task
-    return e.trampoline_binding(task), e.trampoline(task).lstrip("\n")
+    binding = list_binding(e, task) if pointer_arrays(e) else e.trampoline_binding(task)
+    return binding, e.trampoline(task).lstrip("\n")
 
 
 def fused_forward(reference: str) -> str:

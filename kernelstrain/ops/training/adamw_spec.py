@@ -12,8 +12,8 @@ ENTRY = Entry("adamw_step", (
     Arg("exp_avgs", "inout", ("N",), "fp32", ctype="float* const*"),
     Arg("exp_avg_sqs", "inout", ("N",), "fp32", ctype="float* const*"),
     Arg("numels", "in", ("T",), "int64"), Scalar("num_tensors", value="T"),
-    Scalar("lr", "float"), Scalar("beta1", "float"), Scalar("beta2", "float"), Scalar("eps", "float"),
-    Scalar("weight_decay", "float"), Scalar("step")))
+    Scalar("lr", "float"), Scalar("beta1", "float", source="self.b1"), Scalar("beta2", "float", source="self.b2"),
+    Scalar("eps", "float"), Scalar("weight_decay", "float", source="self.wd"), Scalar("step")))
 
 
 def sizes(d) -> list:

@@ -1,0 +1,403 @@
+"""Issue 35's device proof for fused episodes: KernelBench's own eval_kernel_against_ref on sampled
+ok and wrong_result fused candidates, and the within-episode ranking of measured against
+simulated times (gpu-check's figure: Spearman of each episode's candidates, mean >= 0.85).
+
+    python3 scripts/fused_device_check.py prepare [--seed 11] [--episodes 160] [--dir data/fused_proof]
+        here, no GPU: a fresh seed's fused run, exported (ok, wrong_result); KernelBench's static checker
+        over every exported solution (DIR/static.txt); the eval sample (up to --ok / --wrong solutions,
+        spread over impls, rungs and bugs) with its problems under DIR/kb/; the timing cases under
+        DIR/timing/ (episodes with >= 3 distinct ok candidates, the eager baseline among them, each
+        with its simulated time on the H200); KernelBench's src/ under DIR/KernelBench (git archive of
+        a fetched checkout, --kb-git). DIR is ignored by git (data/).
+    python3 scripts/fused_device_check.py run [--dir data/fused_proof] --out OUT [--jobs 14] [--budget 270]
+        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code) while the CUDA timing
+        candidates build in other processes; then every timing case alone on the GPU: ModelNew built
+        as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
+        of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
+        the simulator's times include them; with --trivial-s S the budget's last S seconds run
+        scripts/fused_trivial.py over the profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl,
+        kb_stderr.txt, timing.jsonl, summary.txt (trivial.txt).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # this checkout's kernelstrain
+KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
+PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
+BATCHES, CALLS, WARMUP = 7, 20, 3
+DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction")
+MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 ok candidates of distinct simulated times
+TRIVIAL_PARTS = 4
+
+
+def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
+    print("+", " ".join(map(str, cmd)), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def _sim_h200(module_name: str, tag: str, params: dict, dtype: str, shape: dict) -> float:
+    """The candidate's noise-free simulated time on the H200 (the device's GPU)."""
+    from kernelstrain.fused.module import fused_module
+    from kernelstrain.tasks import make_task
+    m = fused_module(module_name)
+    task = make_task(m, "H200", dtype, shape)
+    return m.simulate(m.variant(tag), params, task).time_ms
+
+
+def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list:
+    """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong)."""
+    by = defaultdict(list)
+    for s in index["solutions"]:
+        key = (s["impl"], s["tag"]) if s["status"] == "ok" else (s["impl"], s.get("bug") or s["tag"])
+        by[(s["status"], key)].append(s)
+    out, used = [], set()
+    for status, n in (("ok", n_ok), ("wrong_result", n_wrong)):
+        groups = [sorted(v, key=lambda s: s["file"]) for (st, _), v in sorted(by.items()) if st == status]
+        for g in groups:
+            rng.shuffle(g)
+        taken = 0
+        while taken < n and any(groups):
+            for g in groups:
+                while g and (g[-1]["module"], status) in used:
+                    g.pop()
+                if g and taken < n:
+                    s = g.pop()
+                    used.add((s["module"], status))
+                    out.append(s)
+                    taken += 1
+    return out
+
+
+def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
+    """Episodes with >= 3 ok candidates whose simulated H200 times differ by DISTINCT from each other
+    (the eager baseline first; a ranking can only be checked where the model claims an order: candidates
+    it times alike, a host-bound program's sweeps, order by the timer's noise), half CUDA, half Triton.
+    [(episode, [(tag, params, code, sim_ms)])]."""
+    from kernelstrain.fields import as_dict
+    pool = []
+    for e in episodes:
+        shape = {x["dim"]: x["value"] for x in e["shape"]}
+        seen, cands = set(), [("eager", {}, e["baseline"]["code"])]
+        for s in e["steps"]:
+            params = as_dict(s["params"])
+            key = (s["tag"], tuple(sorted(params.items())))
+            if s["status"] == "ok" and s["kind"] != "rebench" and key not in seen and s["code"]:
+                seen.add(key)
+                cands.append((s["tag"], params, s["code"]))
+        levels = []
+        for tag, params, code in cands:
+            sim = _sim_h200(e["module"], tag, params, e["dtype"], shape)
+            if all(abs(sim / other[3] - 1.0) >= DISTINCT for other in levels):
+                levels.append((tag, params, code, sim))
+        if len(levels) >= 3:
+            pool.append((e, levels[:MAX_CANDIDATES]))
+    by_impl = defaultdict(list)
+    for e, c in pool:
+        by_impl[e["impl"]].append((e, c))
+    chosen = []
+    for impl in sorted(by_impl):
+        rng.shuffle(by_impl[impl])
+        chosen += by_impl[impl][:n_episodes // 2 + (n_episodes % 2 if impl == "triton" else 0)]
+    return chosen
+
+
+def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
+    """Bugs the episodes' sample lacks, rendered: for each of RENDERED up to `per_bug` rungs where it
+    is offered (the export's programs first, then the first `stream` programs of seed 0), the candidate
+    with the bug (wrong_result) and without it (ok) at the same parameters -- for half_accumulator at
+    the parameters giving one accumulator the most terms; and where precision.py predicts the half
+    accumulator passes (the defaults, else the most lanes), that code labelled ok: the model's
+    prediction put to the hardware. [(solution entry, code, problem entry or None)]."""
+    from kernelstrain.fused.module import fused_module, module_name
+    from kernelstrain.tasks import make_task
+    out, count = [], defaultdict(int)
+    known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
+    template = {p["dtype"]: p for p in index["problems"]}
+    next_id = max(p["problem_id"] for p in index["problems"]) + 1
+    names = sorted(known) + [module_name(0, i, impl) for i in range(stream) for impl in ("cuda", "triton")]
+    for name in names:
+        if all(count[b] >= per_bug for b in RENDERED):
+            break
+        m = fused_module(name)
+        problem = None
+        if name in known:
+            pid, task_id, gpu = known[name]
+        elif m.view.dtype in template and m.op not in {fused_module(n).op for n in known}:
+            pid, task_id, gpu = next_id, m.view.row["id"], "H200"
+            problem = {**template[m.view.dtype], "problem_id": pid, "task_id": task_id, "title": m.title,
+                       "file": f"level2/{pid}_fused_{m.view.row['id']}.py", "source": m.view.row["source"]}
+        else:
+            continue
+        task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
+        for v in m.variants:
+            bug = next((b for b in v.bugs if b in RENDERED and count[b] < per_bug), None)
+            if bug is None:
+                continue
+            params = v.defaults()
+            if bug == "half_accumulator":
+                params = {p.name: min(p.values) for p in v.params}
+            least = {b: (n, x) for b, n, x in v.bug_params}
+            if bug in least:
+                params[least[bug][0]] = least[bug][1]
+            if bug not in v.bugs_for(m.view.dtype, params) or not m.simulate(v, params, task).ok:
+                continue
+            count[bug] += 1
+            if problem is not None:
+                next_id += 1
+            entry = {"problem_id": pid, "task_id": task_id, "module": name, "impl": m.impl, "gpu": gpu,
+                     "arch": task.gpu.arch, "params": params, "rendered": True, "unsupported": None}
+            stem = f"solutions/level2/{pid}_rendered_{v.tag}_{bug}"
+            out.append(({**entry, "file": f"{stem}.py", "tag": v.tag, "bug": bug, "status": "wrong_result"},
+                        m.render(v, params, task, bug), problem))
+            out.append(({**entry, "file": f"{stem}_without.py", "tag": v.tag, "bug": None, "status": "ok"},
+                        m.render(v, params, task), None))
+            if bug == "half_accumulator":
+                for passes in (v.defaults(), {p.name: max(p.values) for p in v.params}):
+                    if "half_accumulator" not in v.bugs_for(m.view.dtype, passes) and m.simulate(v, passes, task).ok:
+                        out.append(({**entry, "params": passes, "file": f"{stem}_predicted_to_pass.py",
+                                     "tag": f"{v.tag}+half_accumulator(predicted to pass)", "bug": bug, "status": "ok"},
+                                    m.render(v, passes, task, bug), None))
+                        break
+            break
+    return out
+
+
+def prepare(args) -> int:
+    d = args.dir
+    work = Path(args.work)
+    reuse = args.reuse and (work / "ds" / "manifest.json").exists()
+    subprocess.run(["rm", "-rf", str(d)] + ([str(work / "ex")] if reuse else [str(work)]), check=True)
+    d.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    if not reuse:
+        _run([py, "-m", "kernelstrain", "generate", "--config", "fused", "--seed", str(args.seed), "--episodes",
+              str(args.episodes), "--workers", "1", "--quiet", "--out", str(work / "ds")], cwd=ROOT)
+    _run([py, "-m", "kernelstrain", "export", "kernelbench", str(work / "ds"), "--out", str(work / "ex"),
+          "--status", "ok,wrong_result"], cwd=ROOT)
+    kb = d / "KernelBench"
+    kb.mkdir()
+    subprocess.run(f"git -C {args.kb_git} archive HEAD src LICENSE | tar -x -C {kb}", shell=True, check=True)
+    (kb / "COMMIT").write_text(subprocess.run(["git", "-C", args.kb_git, "rev-parse", "HEAD"], capture_output=True,
+                                              text=True, check=True).stdout)
+    _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--static-only", "--table", str(d / "static.txt")],
+         cwd=ROOT, stdout=subprocess.DEVNULL)
+    index = json.loads((work / "ex" / "index.json").read_text())
+    episodes = [json.loads(line) for f in ("episodes.jsonl", "episodes.validation.jsonl")
+                if (work / "ds" / f).exists() for line in (work / "ds" / f).open()]
+    bugs = {(e["id"], int(s["step"])): s["bug"] for e in episodes for s in e["steps"]}
+    for s in index["solutions"]:
+        s["bug"] = bugs.get((s["episode"], s["step"]))
+    rng = random.Random(args.seed)
+    picks = _pick_eval(index, args.ok, args.wrong, rng)
+    (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
+    _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
+          "--write-sample", str(d / "kb")], cwd=ROOT)
+    sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
+    rendered = _rendered_bugs(index, args.rendered, args.stream)
+    # one solution a module and status is evaluated (kb_official_eval.sample): a rendered one replaces the
+    # pick; the third of a rung (predicted to pass, also "ok") goes under a module name of its own
+    replaced = {(e["module"], e["status"]) for e, _, _ in rendered}
+    sample["solutions"] = [s for s in sample["solutions"] if (s["module"], s["status"]) not in replaced]
+    known = {p["problem_id"] for p in sample["problems"]}
+    for entry, code, problem in rendered:
+        if "predicted to pass" in entry["tag"]:
+            entry = {**entry, "module": entry["module"] + "+half_accumulator"}
+        (d / "kb" / "ex" / entry["file"]).write_text(code)
+        sample["solutions"].append(entry)
+        if entry["problem_id"] not in known:
+            p = problem or next(p for p in index["problems"] if p["problem_id"] == entry["problem_id"])
+            text = p.pop("source", None) if problem else (work / "ex" / p["file"]).read_text()
+            (d / "kb" / "ex" / p["file"]).write_text(text)
+            sample["problems"].append(p)
+            known.add(p["problem_id"])
+    (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
+    problems = {p["task_id"]: p for p in index["problems"]}
+    cases = []
+    for e, cands in _timing_cases(episodes, args.timing_episodes, rng):
+        problem = problems.get(e["task_id"])
+        if problem is None:
+            continue
+        src = work / "ex" / problem["file"]
+        edir = d / "timing" / e["id"]
+        edir.mkdir(parents=True)
+        (edir / "problem.py").write_text(src.read_text())
+        for n, (tag, params, code, sim) in enumerate(cands):
+            (edir / f"c{n}.py").write_text(code)
+            cases.append({"episode": e["id"], "module": e["module"], "impl": e["impl"], "dtype": e["dtype"],
+                          "gpu_recorded": e["gpu"], "tag": tag, "params": params, "file": f"timing/{e['id']}/c{n}.py",
+                          "problem": f"timing/{e['id']}/problem.py", "sim_ms": sim})
+    (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    print(f"rendered: " + ", ".join(f"{e['file']} ({e['status']})" for e, _, _ in rendered))
+    print(f"prepared {d}: {len(picks)} eval solutions "
+          f"({sum(s['status'] == 'ok' for s in picks)} ok), {len(cases)} timing candidates in "
+          f"{len({c['episode'] for c in cases})} episodes; {(d / 'static.txt').read_text().splitlines()[0]}")
+    return 0
+
+
+def _load(path: Path, name: str):
+    import types
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
+    return module
+
+
+def build_one(d: str, case: dict) -> str:
+    """Build one candidate (its load_inline extension; Triton compiles at its first call) in this process."""
+    try:
+        _load(Path(d) / case["file"], "cand")
+        return ""
+    except Exception as e:  # noqa: BLE001 - the timing pass reports it again
+        return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def time_one(d: Path, case: dict) -> dict:
+    import torch
+    dtype = getattr(torch, PRECISION[case["dtype"]])
+    prob = _load(d / case["problem"], "problem")
+    cand = _load(d / case["file"], "cand")
+    torch.manual_seed(42)
+    init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_init_inputs()]
+    torch.manual_seed(42)
+    model = cand.ModelNew(*init).cuda().to(dtype=dtype)
+    torch.manual_seed(7)
+    inputs = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_inputs()]
+    times = []
+    with torch.no_grad():
+        for _ in range(WARMUP):
+            model(*inputs)
+        torch.cuda.synchronize()
+        for _ in range(BATCHES):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(CALLS):
+                model(*inputs)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / CALLS)
+    times.sort()
+    return {**case, "measured_ms": times[len(times) // 2], "spread": times[-1] / times[0]}
+
+
+def run(args) -> int:
+    d, out = args.dir.resolve(), args.out
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    cases = json.loads((d / "timing_cases.json").read_text())
+    kb_eval = subprocess.Popen(
+        [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--gpu",
+         "H100,H200,A100", "--status", "ok,wrong_result", "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "240",
+         "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
+    os.environ.setdefault("MAX_JOBS", "2")
+    cuda = [c for c in cases if c["impl"] == "cuda"]
+    with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
+        built = list(pool.map(build_one, [str(d)] * len(cuda), cuda))
+    print(f"built {len(built)} CUDA candidates ({sum(bool(b) for b in built)} failed) in {time.time() - t0:.0f} s", flush=True)
+    kb_eval.wait()
+    print(f"eval done in {time.time() - t0:.0f} s", flush=True)
+    rows = []
+    episodes = defaultdict(list)
+    for case in cases:
+        episodes[case["episode"]].append(case)
+    with (out / "timing.jsonl").open("w") as f:
+        for group in episodes.values():          # an episode's candidates in one process, one after the other
+            if time.time() - t0 > args.budget - args.trivial_s:
+                break
+            r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(group)], capture_output=True,
+                               text=True, cwd=ROOT, timeout=240)
+            got = {}
+            for line in r.stdout.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    got[row["file"]] = row
+            for case in group:
+                row = got.get(case["file"], {**case, "error": r.stderr[-500:] or "not timed"})
+                rows.append(row)
+                f.write(json.dumps(row) + "\n")
+    # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
+    left = args.budget - (time.time() - t0) - 10.0
+    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda", "--budget", f"{left:.0f}"]
+    parts = [] if args.trivial_s <= 0 or left < 10 else [
+        subprocess.Popen(trivial + ["--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True) for i in range(1, TRIVIAL_PARTS + 1)]
+    if parts:
+        (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
+    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
+    print((out / "summary.txt").read_text())
+    return 0
+
+
+def summary(rows: list, kb_table: Path) -> str:
+    sys.path.insert(0, str(ROOT))
+    from kernelstrain.calibration.metrics import agreement
+    timed = [r for r in rows if "measured_ms" in r]
+    fig = agreement(timed, group="episode") if timed else {}
+    lines = [f"timing: {len(timed)} of {len(rows)} candidates timed, {fig.get('groups', 0)} episodes with >= 3: "
+             f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
+             f"<= 0 in {fig.get('groups_nonpositive')}; pair-order {fig.get('pair_agreement')}; "
+             f"sim/measured geomean {fig.get('geomean')}"]
+    by_ep = defaultdict(list)
+    for r in timed:
+        by_ep[r["episode"]].append(r)
+    from kernelstrain.calibration.metrics import spearman
+    for ep, rs in sorted(by_ep.items()):
+        lines.append(f"  {ep} {rs[0]['impl']:6s} n={len(rs)} rho={spearman([r['sim_ms'] for r in rs], [r['measured_ms'] for r in rs]):.2f} "
+                     + " ".join(f"{r['tag']}:{r['sim_ms']:.4f}/{r['measured_ms']:.4f}" for r in rs))
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  error {r['episode']} {r['tag']}: {r['error'][-300:]}")
+    if kb_table.exists():
+        lines += ["", "KernelBench eval_kernel_against_ref:", kb_table.read_text()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["episode"]:
+        for case in json.loads(argv[2]):
+            try:
+                print(json.dumps(time_one(Path(argv[1]), case)), flush=True)
+            except Exception as e:  # noqa: BLE001 - the case's own failure is its row
+                print(json.dumps({**case, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--episodes", type=int, default=160)
+    p.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
+    p.add_argument("--work", default="/tmp/fused/proof_work")
+    p.add_argument("--kb-git", default=KB_GIT)
+    p.add_argument("--reuse", action="store_true", help="keep a finished run of WORK/ds (same seed and episodes)")
+    p.add_argument("--ok", type=int, default=12)
+    p.add_argument("--wrong", type=int, default=12)
+    p.add_argument("--timing-episodes", type=int, default=7)
+    p.add_argument("--rendered", type=int, default=3, help="rungs a bug the sample lacks is rendered on")
+    p.add_argument("--stream", type=int, default=400, help="programs of seed 0 searched for them after the export's")
+    r = sub.add_parser("run")
+    r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--jobs", type=int, default=14)
+    r.add_argument("--budget", type=float, default=280.0, help="seconds: no timing episode starts past budget - "
+                   "trivial-s, the zeros / constant check ends by it")
+    r.add_argument("--trivial-s", type=float, default=0.0, help="seconds kept for scripts/fused_trivial.py on the GPU")
+    args = ap.parse_args(argv)
+    return prepare(args) if args.cmd == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""scripts/kb_official_eval.py's sample for the device proof: one solution per module and status over
+all the exports given (of the chosen GPUs, a problem whose baseline is quick preferred), a few per
+impl and status for fused programs, every case of a kb_pinned.py directory, CUDA cases first."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("kb_official_eval", ROOT / "scripts" / "kb_official_eval.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _export(path: Path, solutions: list, pinned: bool = False) -> Path:
+    """An export directory holding just an index.json: solutions (module, impl, status, gpu, ms, level)."""
+    problems, rows = [], []
+    for n, (module, impl, status, gpu, ms, level) in enumerate(solutions, 1):
+        problems.append({"problem_id": n, "file": f"level{level}/{n}.py", "dtype": "bf16", "baseline_ms": ms})
+        rows.append({"file": f"solutions/level{level}/{n}_s1.py", "problem_id": n, "module": module, "impl": impl,
+                     "status": status, "tag": "t", "gpu": gpu})
+    path.mkdir(parents=True)
+    index = {"problems": problems, "solutions": rows, **({"pinned": []} if pinned else {})}
+    (path / "index.json").write_text(json.dumps(index))
+    return path
+
+
+def test_one_per_module_and_status_over_the_exports(tmp_path):
+    k = _script()
+    a = _export(tmp_path / "ex_ks", [("softmax_triton", "triton", "ok", "H100", 0.1, 1),
+                                     ("softmax_triton", "triton", "wrong_result", "H100", 5.0, 1),
+                                     ("rmsnorm_cuda", "cuda", "ok", "A100", 0.1, 1)])
+    b = _export(tmp_path / "ex_ki", [("softmax_triton", "triton", "ok", "H200", 0.2, 1),
+                                     ("softmax_triton", "triton", "wrong_result", "H100", 0.3, 1),
+                                     ("rmsnorm_cuda", "cuda", "ok", "H100", 3.0, 1),
+                                     ("rmsnorm_cuda", "cuda", "ok", "H100", 2.0, 1)])
+    rows = k.sample([a, b], {"H100", "H200"}, ("ok", "wrong_result"), seed=0)
+    assert sorted((r["module"], r["status"]) for r in rows) == [
+        ("rmsnorm_cuda", "ok"), ("softmax_triton", "ok"), ("softmax_triton", "wrong_result")]
+    assert rows[0]["impl"] == "cuda"                      # CUDA builds start first
+    by = {(r["module"], r["status"]): r for r in rows}
+    # the quick problem (0.3 ms) over the slow one (5 ms); among slow ones only, the quickest
+    assert Path(by[("softmax_triton", "wrong_result")]["export"]).name == "ex_ki"
+    assert by[("rmsnorm_cuda", "ok")]["problem"] == "level1/4.py"
+
+
+def test_fused_programs_by_impl_and_pinned_cases_whole(tmp_path):
+    k = _script()
+    fused = _export(tmp_path / "ex_fu", [(f"fused_s0_{i:05d}_triton", "triton", "ok", "H100", 0.1, 2) for i in range(5)]
+                    + [("fused_s0_00009_cuda", "cuda", "ok", "H200", 0.1, 2)])
+    pinned = _export(tmp_path / "pinned", [("softmax_cuda", "cuda", "wrong_result", "H100", 9.0, 1)] * 3, pinned=True)
+    rows = k.sample([fused, pinned], {"H100", "H200"}, ("ok", "wrong_result"), seed=1)
+    fused_rows = [r for r in rows if r["export"].endswith("ex_fu")]
+    assert sorted(r["impl"] for r in fused_rows) == ["cuda"] + ["triton"] * k.FUSED_PICKS
+    pinned_rows = [r for r in rows if r["export"].endswith("pinned")]
+    assert len(pinned_rows) == 3 and all(r["diagnose"] for r in pinned_rows)
+    assert not any(r["diagnose"] for r in fused_rows)
