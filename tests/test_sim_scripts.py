@@ -2,6 +2,7 @@
 gpu-check report into the fit's file format (the scripts run on the CPU; the H200 run is not a test)."""
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,17 @@ def test_fit_coverage_names_the_held_out_files_and_every_module():
     text = cov.table(None)
     assert f"held out (never fitted): {', '.join(held)}" in text
     assert sum(line.startswith("| ") for line in text.splitlines()) - 1 == len(REGISTRY)
+
+
+def test_best_reachable_times_sit_near_the_measured_libraries():
+    """Issue 30 item 4: on the public H200 library anchors, the simulator's best (+ the anchors' per-call floor) is
+    within 0.67-1.5x of every scored library row and their geomean within 0.9-1.1 (docs/anchor_table_h200.txt)."""
+    t = script("anchor_table")
+    if not t.ANCHORS.is_file():
+        pytest.skip(f"{t.ANCHORS}: the shared anchors are not beside this checkout")
+    rows = t.anchor_rows(json.loads(t.ANCHORS.read_text())["rows"])
+    scored = [r["ratio"] for r in rows if "ratio" in r]
+    assert len(scored) >= 38
+    assert all(t.BAND[0] <= x <= t.BAND[1] for x in scored), [(r["op"], r["shape"], r["ratio"]) for r in rows
+                                                             if "ratio" in r and not t.BAND[0] <= r["ratio"] <= t.BAND[1]]
+    assert t.GEOMEAN_BAND[0] <= math.exp(sum(map(math.log, scored)) / len(scored)) <= t.GEOMEAN_BAND[1]
