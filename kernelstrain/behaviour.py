@@ -1,7 +1,8 @@
 """How an episode behaves, read as a kernel engineer reads it (qa's behaviour checks, SPEC §10):
 steps after the final best, returns to rungs measured slow, configurations proposed again,
-bugs made again, close calls settled by re-measuring the candidate alone, a first move no engineer chose, `converged` endings far from the best, and the
-generator's labels in what the model reads.
+bugs made again, close calls settled by re-measuring the candidate alone, a first move no
+engineer chose, `converged` endings far from the best, baselines far slower than PyTorch eager,
+and the generator's labels in what the model reads.
 
 >>> row = {"end": "converged", "best": {"step": 1}, "baseline": {"tag": "a", "params": {"t": 1}, "time_ms": 9.0},
 ...        "steps": [{"step": 1, "tag": "b", "params": {"t": 1}, "kind": "structural", "status": "ok",
@@ -13,6 +14,7 @@ generator's labels in what the model reads.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -22,8 +24,10 @@ from .fields import as_dict
 SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best is not returned to
 FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
 LAST_STEPS = 3
+EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
+_TIME = re.compile(r"\b\d+(?:\.\d+)? (us|ms)\b")
 # a tool's quote of the candidate's source (the code itself, comments and all, which the model
 # reads anyway): Triton's `at L:C:` excerpt down to its caret, and a compiler's line above a caret
 _EXCERPT = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
@@ -45,6 +49,8 @@ def figures(ep: dict) -> Counter:
     runs = {base_key: [base["time_ms"]]}           # measurements of each config so far
     best_key, bugs, prev = base_key, set(), None
     f["steps"] = len(steps)
+    eager = ep.get("torch_eager_ms")
+    f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * eager
     f["tail"] = sum(1 for s in steps if s["step"] > ep["best"]["step"])
     for s in steps:
         key = config(s["tag"], s["params"])
@@ -79,9 +85,34 @@ def figures(ep: dict) -> Counter:
 def labels_in(text: str, tags) -> list[str]:
     """The generator's words (step kinds, rung tags) in a prompt's prose, code blocks left out:
     a harness prints code, compiler, checker and timer output, never these."""
-    prose = _EXCERPT.sub("", _FENCE.sub("", text))
+    prose = _FENCE.sub("", text)
+    if "^" in prose:        # every excerpt has a caret line (the pattern tries each position of each line)
+        prose = _EXCERPT.sub("", prose)
     found = KINDS_SEEN.findall(prose)
-    return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+    words = _tag_words(tuple(tags))
+    if words is None:
+        return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+    seen = set(words.findall(prose))
+    return found + [t for t in tags if t in seen]
+
+
+@functools.lru_cache(maxsize=512)
+def _tag_words(tags: tuple):
+    """One pattern for a ladder's tags (qa asks every prompt of every step): a match of a tag of
+    word characters is a whole word, so the whole words this finds are the tags one search each
+    would find; None where a tag has another character (searched one by one)."""
+    if not all(re.fullmatch(r"\w+", t) for t in tags):
+        return None
+    return re.compile(rf"(?<![\w.])(?:{'|'.join(map(re.escape, tags))})(?!\w)") if tags else None
+
+
+def time_units(text: str) -> set:
+    """The units times are printed in, in a prompt's prose (code blocks left out).
+
+    >>> sorted(time_units("time: 20.84 us, vs best 21.84 us ```cuda // 3 ms ```"))
+    ['us']
+    """
+    return set(_TIME.findall(_FENCE.sub("", text)))
 
 
 def tail_share(f: Counter) -> float:

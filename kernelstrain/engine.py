@@ -4,15 +4,20 @@ own evidence says nothing left is worth a step, or its step budget runs out.
 The agent edits the current best, and every step has a reason the state supports: climb to a
 rung above the best not yet tried whose roofline could beat the best; take the next step of a
 coordinate search around the best (a Line: one parameter at a time, walked on while it pays and
-the other way once it loses, up to search.spread values past ties; then at most one joint move
-of two near-tied parameters), or around a climb that lost by less than CONTENDER; re-measure the
-best and the candidate in turn to settle a close call; repair the failure it just made (the
-same rung, fixed); ablate a technique of the best at most once, onto a rung below not measured
-slow. It never returns to a rung measured at SLOW_RUNG x the best, never proposes code already
-measured except to settle a close call, and never makes a bug again. It stops when nothing is
-open and the best is within ROOFLINE_NEAR of its roofline, or no rung is left worth climbing
-and either every parameter of the best is settled or `patience` steps in a row found nothing
-(its evidence that the rest will not either).
+the other way once it loses, up to search.spread values past ties; then up to search.joints
+joint moves of two near-tied parameters), or around a climb that lost by less than
+search.contender; re-measure the best and the candidate in turn to settle a close call; repair
+the failure it just made (the same rung, fixed); ablate techniques of the best (search.ablations
+of them, each once), onto rungs below not measured slow. It never returns to a rung measured at
+SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
+never makes a bug again. A rewrite that overflowed shared memory or the register file is
+repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
+the best is within search.roofline_near of its floor (the roofline plus one launch) or
+launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
+or moves fewer bytes is tried, no tune inside the noise), or no rung is left worth climbing, the
+neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
+settled or `patience` steps in a row found nothing (its evidence that the rest will not either;
+the nearer the floor, the fewer: HEADROOM).
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -27,6 +32,8 @@ Four RNG streams (policy, noise, clock, wording) keep trajectories independent o
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -38,8 +45,10 @@ from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
+from .references import reference_ms
 from .schema import Step
-from .sim import measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
+from .calibration import FIT
+from .sim import failure, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
 from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -47,11 +56,20 @@ MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the e
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
-ROOFLINE_NEAR = 1.25  # a best this close to its roofline floor leaves no rewrite worth a step
-CONTENDER = 1.15      # a climb that lost by less than this, at parameters carried over, is tuned before it is judged
-                      # (retuning a rewrite's inherited tiles and launch shape recovers some 5-15%, rarely more)
-CONTENDER_STEPS = 3   # ... by coordinate search around its best measurement, until this many steps in a row find nothing
+HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
+# the parameters a profiler's verdict on the best points at first, by the names the ladders give
+# them: an under-filled GPU (fewer CTAs than SMs) -> split factors and persistent grids; compute-
+# bound -> tile shapes, stages, warps; memory-bound -> vector width, unrolling, rows and threads
+# per CTA (the loads in flight)
+POINTS_AT = {
+    "occupancy": re.compile(r"split|per_sm|min_blocks|tiles_per|persistent|partition", re.I),
+    "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
+    "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
+}
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
+LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
+                      # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
+                      # that launches fewer kernels or moves fewer bytes can
 
 
 @dataclass(frozen=True)
@@ -80,7 +98,7 @@ class Line:
     settled: dict = field(default_factory=dict)
     lean: dict = field(default_factory=dict)
     focus: str | None = None
-    joint_done: bool = False
+    joints: int = 0                             # joint moves tried around this point
     left: int = 0                               # steps left (a contender's search)
 
     def moved(self, to: Candidate, ms: float) -> "Line":
@@ -101,7 +119,7 @@ class Habits:
                         # engineer gets the most out of a version before rewriting it; once settled, it climbs)
     skip: float         # probability of skipping the next rung
     expert_first: bool  # try the top rung right away
-    ablate: float       # probability, once tuning stalls, of the episode's one ablation
+    ablate: float       # probability, once tuning stalls, of an ablation (search.ablations at most)
     joint: float        # probability of the joint move once the search around a best is settled
     confirm: float      # probability of settling a close call (re-measuring both) rather than moving on
     patience: int       # steps in a row without a keep, no rung left, before declaring convergence
@@ -111,6 +129,13 @@ class Habits:
         return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
+
+
+def baseline_rung(module: OpModule, task: Task, search: Search) -> Variant:
+    """The rung an episode starts from (tasks.starting_rung): within search.baseline_cap of the
+    fastest rung and search.eager_cap of the PyTorch eager reference (a fused program's own)."""
+    eager = module.torch_ms(task)[0] if hasattr(module, "torch_ms") else reference_ms(module, task)
+    return starting_rung(module, task, search.baseline_cap, eager, search.eager_cap)
 
 
 def draw_steps(rng, lo: int, hi: int, mean: float) -> int:
@@ -165,7 +190,7 @@ class Episode:
         gpu = task.gpu
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
-        base = self.ladder[module.variants.index(starting_rung(module, task, search.baseline_cap))]
+        base = self.ladder[module.variants.index(baseline_rung(module, task, search))]
         above = [v for v in self.ladder[self.ladder.index(base):] if v.offered(task.dtype)]
         # a rung whose accesses the task's rows cannot align is no rung here (feasibility.violation)
         self.rungs = [v for v in above if not (v.needs - gpu.features)
@@ -183,7 +208,7 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # bugs made (and fixed): never made again, on any rung
         self.rung_ms: dict = {base.tag: self.baseline_ms}    # fastest measurement of each rung
-        self.ablated = False                           # the one ablation of the episode is spent
+        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
@@ -241,16 +266,39 @@ class Episode:
     # -- proposals ------------------------------------------------------------------
     def ups(self) -> list[Variant]:
         """Runnable rungs above the best's, not tried yet, that could beat it: their technique's
-        roofline (memory, or the compute path they use) is more than ROOFLINE_NEAR under the best."""
+        roofline (memory, or the compute path they use) plus one launch is more than
+        search.roofline_near under the best; at the launch floor, only a rewrite that launches
+        fewer kernels or moves fewer bytes than the best."""
         here = self.pos[self.best.variant.tag]
-        return [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
-                and not self.near_floor(v)]
+        ups = [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
+               and not self.near_floor(v)]
+        return [v for v in ups if self.cuts_launches_or_bytes(v)] if self.launch_bound() else ups
 
     def near_floor(self, v: Variant) -> bool:
-        """The best runs within ROOFLINE_NEAR of `v`'s roofline floor: `v` cannot gain much on it."""
+        """The best runs within search.roofline_near of `v`'s floor: `v` cannot gain much on it."""
+        return self.book.best_ms <= self.search.roofline_near * self.floor_ms(v)
+
+    def floor_ms(self, v: Variant) -> float:
+        """`v`'s roofline (memory, or the compute path it uses) plus one launch's overhead."""
         if v.path not in self._floors:
-            self._floors[v.path] = roofline_floor_ms(self.m, self.task, v.path)
-        return self.book.best_ms <= ROOFLINE_NEAR * self._floors[v.path]
+            self._floors[v.path] = roofline_floor_ms(self.m, self.task, v.path) + self.launch_ms()
+        return self._floors[v.path]
+
+    def launch_ms(self) -> float:
+        """The overhead of one kernel launch on this GPU (what an empty kernel measures)."""
+        return FIT.overhead_us(self.task.gpu.vendor, 1) * 1e-3
+
+    def launch_bound(self) -> bool:
+        """One launch's overhead is at least LAUNCH_BOUND of the best's time (SPEC §10: the
+        engineer reads the profiler's kernel duration beside the measured time)."""
+        return self.launch_ms() >= LAUNCH_BOUND * self.book.best_ms
+
+    def cuts_launches_or_bytes(self, v: Variant) -> bool:
+        """`v` (at the parameters a climb carries over) launches fewer kernels or moves fewer
+        bytes than the best: the two things that shorten a launch-bound kernel."""
+        here = knobs.launch(self.m, self.best.variant, self.best.params, self.task)
+        there = knobs.launch(self.m, v, self.carry(v), self.task)
+        return there.launches < here.launches or there.traffic < here.traffic
 
     def rung_candidate(self, v: Variant) -> Candidate:
         c = Candidate(v, self.carry(v))
@@ -276,29 +324,43 @@ class Episode:
         return None
 
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
-        """A coordinate search starting at `at`, its parameters in an order of this engineer's."""
-        names = self.tunable(at.variant)
-        return Line(at, ms, dict(zip(names, self.rng.sample(range(len(names)), len(names)))), left=left)
+        """A coordinate search starting at `at`: the parameters the profile of `at` points at
+        first (POINTS_AT[bottleneck]), each group in an order of this engineer's."""
+        names, points = self.tunable(at.variant), POINTS_AT[self.bottleneck(at)]
+        order = sorted(self.rng.sample(names, len(names)), key=lambda n: points.search(n) is None)
+        return Line(at, ms, {n: i for i, n in enumerate(order)}, left=left)
+
+    def bottleneck(self, c: Candidate) -> str:
+        """What a profile of `c` shows limits it: `occupancy` (fewer CTAs than SMs), else
+        `compute` or `memory`, whichever of the task's roofline terms on its path is larger."""
+        gpu = self.task.gpu
+        if knobs.launch(self.m, c.variant, c.params, self.task).grid < gpu.sms:
+            return "occupancy"
+        cost = self.m.cost(self.task)
+        compute_s = cost.flops / gpu.peak(c.variant.path) if cost.flops else 0.0
+        return "compute" if compute_s >= cost.bytes / (gpu.bw_tbs * 1e12) else "memory"
 
     def contend(self, cand: Candidate, time_ms: float) -> None:
-        """A measurement of another rung than the best's: a climb within CONTENDER of the best
-        becomes the contender; a tune of the contender that beats its point moves its search there."""
+        """A measurement of another rung than the best's: a climb within search.contender of the
+        best becomes the contender; a tune of the contender that beats its point moves its search
+        there."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
             return
         line, ms = self.contender, self.measured_ms(cand)
         if line is not None and cand.variant.tag == line.at.variant.tag:
             if ms < line.ms:
-                self.contender = replace(line.moved(cand, ms), left=CONTENDER_STEPS)
-        elif ms <= CONTENDER * self.book.best_ms and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
-            self.contender = self.new_line(cand, ms, CONTENDER_STEPS)
+                self.contender = replace(line.moved(cand, ms), left=self.search.contender_steps)
+        elif ms <= self.search.contender * self.book.best_ms \
+                and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
+            self.contender = self.new_line(cand, ms, self.search.contender_steps)
 
     def slow(self, tag: str) -> bool:
         """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back."""
         return self.rung_ms.get(tag, 0.0) >= SLOW_RUNG * self.book.best_ms
 
     def propose_ablation(self) -> Candidate | None:
-        """The episode's one ablation: the best's parameters on a rung below it that was skipped
-        or measured within SLOW_RUNG x the best, to learn what the best's technique buys."""
+        """An ablation: the best's parameters on a rung below it that was skipped or measured
+        within SLOW_RUNG x the best, to learn what the best's technique buys."""
         here = self.pos[self.best.variant.tag]
         below = [v for v in self.rungs if self.pos[v.tag] < here and not self.slow(v.tag)]
         for v in reversed(below):            # the nearest technique first
@@ -378,14 +440,14 @@ class Episode:
         return None
 
     def propose_joint(self) -> Candidate | None:
-        """Once every parameter of the best is settled, at most one joint move there, as the
-        engineer's habit leans: two parameters one value each, both of which came within the
-        noise of the best (a tie on each alone may hide a gain together, as tile and warps or
+        """Once every parameter of the best is settled, up to search.joints joint moves there, each
+        as the engineer's habit leans: two parameters one value each, both of which came within
+        the noise of the best (a tie on each alone may hide a gain together, as tile and warps or
         block and unroll interact)."""
         line = self.line
-        if line.joint_done:
+        if line.joints >= self.search.joints:
             return None
-        line.joint_done = True
+        line.joints += 1
         ties = {n for n, m in line.settled.items() if m <= 2 * noise_cv(self.book.best_ms)}
         if len(ties) < 2 or self.rng.random() >= self.habits.joint:
             return None
@@ -395,12 +457,13 @@ class Episode:
         return self.rng.choice(options) if options else None
 
     def propose_contender(self) -> Candidate | None:
-        """A rung that lost by less than CONTENDER at the parameters it inherited: its own best
-        parameters may differ, so it is tuned by the same coordinate search before it is judged:
-        lost, once its search is settled or CONTENDER_STEPS steps in a row did not improve it."""
+        """A rung that lost by less than search.contender at the parameters it inherited: its own
+        best parameters may differ, so it is tuned by the same coordinate search before it is
+        judged: lost, once its search is settled or search.contender_steps steps in a row did
+        not improve it."""
         line = self.contender
         if line is None or line.left <= 0 or self.slow(line.at.variant.tag) \
-                or line.ms > CONTENDER * self.book.best_ms:
+                or line.ms > self.search.contender * self.book.best_ms:
             self.contender = None
             return None
         line.left -= 1
@@ -421,7 +484,7 @@ class Episode:
             c = self.propose_structural(k)
             if c is not None:
                 return c
-        if not self.ablated and self.stale >= 2 and rng.random() < h.ablate:
+        if len(self.ablated) < self.search.ablations and self.stale >= 2 and rng.random() < h.ablate:
             c = self.propose_ablation()
             if c is not None:
                 return c
@@ -459,11 +522,11 @@ class Episode:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
         (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
         (its bytes are the declared arrays or the host's request, exact)."""
-        r = self.sim(c)
+        r = failure(self.m, c.variant, c.params, self.task)     # simulate's, untimed (asked of whole grids)
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0
-        return r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
+        return r is not None and r.error_class == error_class and (error_class != "smem" or r.smem_bytes >= margin * smem_cap(
             c.variant, self.m, self.task.gpu))
 
     def bound_slips(self, tune: bool = True) -> list[Candidate]:
@@ -660,15 +723,43 @@ class Episode:
 
     def converged(self) -> bool:
         """Nothing open (a repair, a close call, a contender) and either the best runs within
-        ROOFLINE_NEAR of its roofline (the profiler says no rewrite can gain much) or no rung is
-        left worth climbing and `patience` steps in a row found nothing. No step is taken to
-        reach a step count: min_steps only lets the first steps run past a time budget."""
+        search.roofline_near of its floor or is launch-bound (at_roofline), or no rung is left
+        worth climbing, its neighbourhood was probed and `patience` steps in a row found nothing.
+        No step is taken to reach a step count: min_steps only lets the first steps run past a
+        time budget."""
         if self.pending is not None or self.close is not None or self.contender is not None:
             return False
-        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.habits.patience)
+        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.patience()
+                                                              and self.probed())
+
+    def probed(self) -> bool:
+        """Patience never ends a search before the neighbourhood of the best was looked at: a
+        neighbour (one parameter one value either way) was tried, or none can be written; with
+        search.probe_all, every tunable parameter of the best is settled or had one tried."""
+        v, at = self.best.variant, self.best.params
+        looked = []
+        for name in self.tunable(v):
+            values = knobs.param(v, name).values
+            i = values.index(at[name])
+            near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+            looked.append(name in self.line.settled or any(c.key in self.tried for c in near)
+                          or not any(self.fresh(c) for c in near))
+        return all(looked) if self.search.probe_all else any(looked) or not looked
+
+    def patience(self) -> int:
+        """Fruitless steps in a row the engineer gives the best before converging: the habit's
+        patience where the profiler shows HEADROOM x the floor or more left to gain, fewer as
+        the best nears its floor (a kernel at 70% of its roofline has at most 1.4x left), down
+        to one probe at search.roofline_near."""
+        ratio, near = self.book.best_ms / self.floor_ms(self.best.variant), self.search.roofline_near
+        if HEADROOM <= near:
+            return self.habits.patience
+        share = math.log(max(ratio, near) / near) / math.log(HEADROOM / near)
+        return max(1, round(self.habits.patience * min(1.0, share)))
 
     def at_roofline(self) -> bool:
-        return self.near_floor(self.best.variant)
+        """The best is near its floor, or launch-bound: tuning it cannot gain past the noise."""
+        return self.near_floor(self.best.variant) or self.launch_bound()
 
     def step(self, k: int) -> Step | None:
         rng = self.rng
@@ -682,7 +773,10 @@ class Episode:
                 if again:
                     return self.evaluate(k, again[0], failure=again[1], error=again[2])
                 return self.evaluate(k, fix)
-        if self.over is not None and rng.random() < self.search.backoff:
+        # a rewrite onto a new rung that overflowed is repaired on that rung (smaller tiles, fewer
+        # stages) and measured; a tuning move of the best's rung that overflowed, as the profile leans
+        if self.over is not None and (self.over[0].variant.tag not in self.rung_ms
+                                      or rng.random() < self.search.backoff):
             c = self.propose_backoff()
             if c is not None:
                 return self.evaluate(k, c)
@@ -691,6 +785,8 @@ class Episode:
             c = self.settle()
             if c is not None:
                 return self.evaluate(k, c)
+            if self.converged():            # the call just decided was the last thing open
+                return None
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -714,8 +810,10 @@ class Episode:
     def worth_settling(self, code: str) -> bool:
         """A close call (faster than the best, inside the noise) whose apparent gain is at least
         one standard deviation of a run: smaller ones would stay inside the noise after
-        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties."""
-        return self.book.close(code) and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
+        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties. At the launch
+        floor none is: what the launch knobs move there is the noise."""
+        return not self.launch_bound() and self.book.close(code) \
+            and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
 
     def settle(self) -> Candidate | None:
         """The next re-measure of an open close call: the best and the candidate in turn (the
@@ -751,7 +849,8 @@ class Episode:
                                self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
-        self.ablated |= self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]
+        if self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]:
+            self.ablated.add(cand.variant.tag)        # a repair of an ablation is the same one
         self.tried.add(cand.key)
         self.rung_tried.add(cand.variant.tag)
         if failure is None and not r.ok:           # the build or launch fails on this GPU
@@ -774,7 +873,7 @@ class Episode:
                 hit = self.overflow(cand)
                 if hit is not None and self.search.learn_limits:
                     self.limits.learn(cand.variant.tag, *hit)
-                if hit is not None and self.search.backoff:
+                if hit is not None and (self.search.backoff or cand.variant.tag not in self.rung_ms):
                     self.over = (cand.clean(), hit[0])
             elif failure == "arch" and self.search.learn_limits:
                 self.limits.missing |= cand.variant.needs - self.task.gpu.features

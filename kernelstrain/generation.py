@@ -76,10 +76,16 @@ def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
         _SCAN = contamination_scan(_PLAN)
 
 
-def contamination_scan(plan: Plan, workers: int = 1) -> Incremental:
-    """The plan's held-out rows, ready to measure training candidates against (see Incremental)."""
-    return Incremental(Targets({split: [json.loads(line) for line in holdout_rows(plan, split)] for split in plan.splits},
-                               workers))
+def contamination_scan(plan: Plan, workers: int = 1, lines: dict | None = None) -> Incremental:
+    """The plan's held-out rows (`lines`: {split: its holdout_rows}, where the caller has them),
+    ready to measure training candidates against (see Incremental)."""
+    lines = lines or held_out_lines(plan)
+    return Incremental(Targets({split: [json.loads(line) for line in lines[split]] for split in plan.splits}, workers))
+
+
+def held_out_lines(plan: Plan) -> dict:
+    """{split: its holdout_rows}: computed once a run, for the contamination measure and the files."""
+    return {split: list(holdout_rows(plan, split)) for split in plan.splits}
 
 
 def _slim(ep: dict) -> dict:
@@ -209,7 +215,8 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         # resumable from here: setting up the contamination measure takes seconds. A resumed
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
-        scan = contamination_scan(plan, workers) if todo.start == indices.start else None
+        held = held_out_lines(plan)
+        scan = contamination_scan(plan, workers, held) if todo.start == indices.start else None
         # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
         judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
         if todo.start != indices.start:
@@ -219,7 +226,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         fault_point("data-closed")
         summaries = {names[k]: f.summary() for k, f in files.items()}
         with Bar("writing the held-out tasks"):
-            summaries.update(write_holdout(plan, stage.dir))
+            summaries.update(write_holdout(plan, stage.dir, lines=held))
         fault_point("holdout-written")
         if layout.cut:
             summaries.update(layout.cut(stage.dir, profile.output.batch_size))

@@ -14,7 +14,7 @@ from .plan import Plan, make_plan, task_id
 from .rng import seeded_rng
 from .profiles import load_profile
 from .schema import SCHEMA
-from .tasks import starting_rung
+from .engine import baseline_rung
 from .sim import measure, simulate
 from .safety import check_output, remove_quietly
 from .writers import SPLIT_FILES, StreamFile, write_error
@@ -31,7 +31,7 @@ def holdout_rows(plan: Plan, split: str):
     engine's: the first rung this GPU runs, at its defaults, measured once with noise."""
     for task in plan.splits[split]:
         module = REGISTRY[task.module]
-        base = starting_rung(module, task, plan.profile.search.baseline_cap)
+        base = baseline_rung(module, task, plan.profile.search)
         code = module.render(base, base.defaults(), task)
         rng = seeded_rng(plan.profile.key, "holdout-baseline", task.key)
         time_ms = round(measure(simulate(module, base, base.defaults(), task).time_ms, rng), 6)
@@ -45,15 +45,16 @@ def holdout_rows(plan: Plan, split: str):
         })
 
 
-def write_holdout(plan: Plan, directory: Path, temporary: bool = False) -> dict:
+def write_holdout(plan: Plan, directory: Path, temporary: bool = False, lines: dict | None = None) -> dict:
     """Write every split's file into `directory` (a staging directory, or with `temporary`
-    under the hidden name `_temporary()` gives, beside the target); returns {file name: summary}."""
+    under the hidden name `_temporary()` gives, beside the target); returns {file name: summary}.
+    `lines`: {split: its holdout_rows}, where the caller has them already."""
     summaries = {}
     for split in plan.splits:
         name = SPLIT_FILES[split][1]
         f = StreamFile(_temporary(directory / name) if temporary else directory / name)
         try:
-            for line in holdout_rows(plan, split):
+            for line in lines[split] if lines is not None else holdout_rows(plan, split):
                 f.write(line)
         finally:
             f.close()

@@ -219,11 +219,14 @@ def _ptx_uses(feature: str, code: str) -> list[tuple[int, str]]:
 
 
 def smem_error(smem: int, cap: int, variant: Variant, module: OpModule, task: Task, code: str = "") -> str:
-    """Shared memory over `cap`: Triton's launcher refuses the kernel (OutOfResources, from its
-    metadata.shared); ptxas or the AMDGPU backend rejects static __shared__ over the target's
-    limit (sim.static_smem_cap); a dynamic request over the device's limit builds, and the
-    launch fails (the candidate's cudaFuncSetAttribute is not checked: the launch's error is)."""
+    """Shared memory over `cap`: Triton's launcher refuses the kernel (OutOfResources, quoting
+    its metadata.shared: Triton's own figure for the code, from kernelstrain/corpus, the
+    modelled `smem` for a candidate the corpus lacks, a custom profile's); ptxas or the AMDGPU
+    backend rejects static __shared__ over the target's limit (sim.static_smem_cap); a dynamic
+    request over the device's limit builds, and the launch fails (the candidate's
+    cudaFuncSetAttribute is not checked: the launch's error is)."""
     if module.impl == "triton":
+        smem = corpus.triton_shared(module.name, task.gpu.arch, code) or smem
         return (f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
                 f"Hardware limit: {cap}. Reducing block sizes or `num_stages` may help.")
     kernel = f"{module.op}_kernel"

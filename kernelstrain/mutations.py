@@ -10,9 +10,12 @@ candidate.cu(3): error: identifier "row" is undefined
 from __future__ import annotations
 
 import builtins
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+from . import corpus
 
 _CUDA_DECL = re.compile(r"^(\s*(?:const\s+)?(?:int|float|unsigned|size_t|int64_t|bool)\s+)([a-z_]\w*)(\s*=)")
 _ANY_DECL = re.compile(r"\b(?:int|float|unsigned|size_t|int64_t|bool|auto)\s+([a-z_]\w*)\b")
@@ -74,7 +77,29 @@ def typo_sites(code: str, impl: str) -> list:
     limit = 2 if impl == "cuda" else 1             # a CUDA declaration is seen by both scans
     taken = params | (_C_LIBRARY if impl == "cuda" else _PY_BUILTINS | set(re.findall(r"^(\w+)\s*=", code, re.M))
                       | set(re.findall(r"^def (\w+)", code, re.M)))
-    return [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
+    out = [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
+    if impl == "cuda" and _HIP in code:
+        words = set(re.findall(r"\w+", code))
+        out = [c for c in out if _hip_renames(c[1].group(2), words)]
+    return out
+
+
+_HIP = "#include <hip/hip_runtime.h>"     # a CUDA module's render for an AMD GPU: hipcc (clang) compiles it
+
+
+def _hip_renames(name: str, words: set) -> list:
+    """The renames of `name` after which clang has no correction to offer for it (its text then
+    depends on the code alone: no "did you mean 'pow'?" naming a header's declaration, and no
+    note pointing into the installed headers): none where a name of the headers or of the code
+    is within clang's correction distance of it."""
+    if _header_corrects(name) or correction_offered(name, words - {name}):
+        return []
+    return [r for r in _RENAMES if r.format(name) not in words and not correction_offered(name, [r.format(name)])]
+
+
+@functools.lru_cache(maxsize=4096)
+def _header_corrects(name: str) -> bool:
+    return correction_offered(name, corpus.hip_names())
 
 
 def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
@@ -87,6 +112,8 @@ def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
     name = m.group(2)
     words = set(re.findall(r"\w+", code))
     renames = [_RENAMES[(pick + k) % len(_RENAMES)].format(name) for k in range(len(_RENAMES))]
+    if impl == "cuda" and _HIP in code:       # a rename clang offers no correction for
+        renames = [r for r in renames if r in {f.format(name) for f in _hip_renames(name, words)}]
     new = next((r for r in renames if r not in words), renames[0])   # not a name the code has: no redeclaration
     lines[i] = m.group(1) + new + m.group(3) + lines[i][m.end():]
     return Typo(name, new, i, tuple(_uses(lines, i, name)), def_line, tuple(lines))
@@ -100,3 +127,32 @@ def break_identifier(code: str, impl: str, pick: int = 0, hip_arch: str = "") ->
     if typo is None:
         return None
     return "\n".join(typo.lines), typo_error(typo, impl, hip_arch)
+
+
+def correction_offered(name: str, candidates) -> bool:
+    """Whether clang's typo correction may offer one of `candidates` for the undeclared `name`:
+    Sema::CorrectTypo keeps a correction whose edit distance (replacements allowed) d has
+    len(name) // d >= 3, so at most len(name) // 3 (a name of one or two characters is never
+    corrected: clang-19 offers `y` for no undeclared `q`).
+
+    >>> correction_offered("row", ["pow"]), correction_offered("kept", ["kept0"]), correction_offered("row", ["my_row"])
+    (True, True, False)
+    >>> correction_offered("q", ["y"]), correction_offered("kept", ["exp"])
+    (False, False)
+    """
+    limit = len(name) // 3
+    return limit > 0 and any(c != name and abs(len(c) - len(name)) <= limit and _within(name, c, limit)
+                             for c in candidates)
+
+
+def _within(a: str, b: str, limit: int) -> bool:
+    """Levenshtein distance of a and b at most `limit` (rows stop early once all exceed it)."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        new = [i]
+        for j, y in enumerate(b, 1):
+            new.append(min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (x != y)))
+        if min(new) > limit:
+            return False
+        row = new
+    return row[-1] <= limit

@@ -70,6 +70,16 @@ class Search:
     patience_max: int = 8           # converging: drawn in [min, max] (engine.Episode.converged); enough to
                                     # finish the coordinate search of a rung's two or three parameters
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
+    contender: float = 1.15         # a climb that lost by less than this factor, at the parameters it carried
+                                    # over, is tuned before it is judged (retuning a rewrite's inherited
+                                    # tiles and launch shape recovers some 5-15%, rarely more)
+    contender_steps: int = 3        # ... by coordinate search, until this many steps in a row find nothing
+    ablations: int = 1              # techniques of the best an episode ablates (each once, to learn what it buys)
+    joints: int = 1                 # joint moves of two near-tied parameters once a best's search is settled
+    roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
+                                    # tune worth a step: one probe, then converge (engine.Episode.at_roofline)
+    probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
+                                    # (off: until one had; engine.Episode.probed)
     refail: float = 0.0             # probability that the fix of a slip fails to build again
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
     backoff: float = 0.0            # probability of answering a limit failure (smem, resources) by
@@ -86,6 +96,8 @@ class Search:
     one_impl_per_combo: bool = False  # (op, gpu, dtype, shape) unique: one impl per combo
     time_budget_h: float = 0.0      # simulated hours after which no new step starts (0 = none): engine.out_of_time
     baseline_cap: float = 67.0      # start at the lowest rung within this factor of the fastest (tasks.starting_rung); 0 = first rung
+    eager_cap: float = 67.0         # ... and within this factor of the PyTorch eager reference (else the fastest
+                                    # rung): no baseline 400x slower than what torch already runs; 0 = no cap
 
 
 @dataclass(frozen=True)
@@ -364,6 +376,12 @@ def _validate(p: Profile, path: Path) -> None:
         bad("search", "refail must be in [0, 1), owed_share and backoff in [0, 1]")
     if not 0.0 <= q.time_budget_h <= MAX_TIME_BUDGET_H:
         bad("search.time_budget_h", f"must be in [0, {MAX_TIME_BUDGET_H}] hours (0 = no budget), got {q.time_budget_h}")
+    if q.eager_cap < 0 or q.baseline_cap < 0:
+        bad("search", "baseline_cap and eager_cap must be >= 0 (0: no cap)")
+    if q.roofline_near < 1.0:
+        bad("search.roofline_near", f"must be >= 1 (a factor over the floor), got {q.roofline_near}")
+    if q.contender < 1.0 or min(q.contender_steps, q.ablations, q.joints) < 0:
+        bad("search", "contender must be >= 1; contender_steps, ablations and joints >= 0")
     if q.limit_rungs < 0:
         bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:

@@ -151,7 +151,7 @@ class _Acc:
         """A multi-turn window, or a whole session (its assistant turns are its steps 1..n)."""
         self.mt_tokens[_bucket(row)] += 1
         self.c["mt_rows"] += 1
-        step = 0
+        step, units = 0, set()
         for m in row["messages"]:
             if m["role"] == "assistant":
                 step += 1
@@ -162,6 +162,8 @@ class _Acc:
                     self.c["weight1_unworthy"] += m.get("weight") == 1 and (row["id"], step) in self.unworthy
             elif m["role"] == "user":
                 self.prompt(row["module"], m["content"])
+                units |= behaviour.time_units(m["content"])
+        self.c["mt_mixed_units"] += len(units) > 1
 
     def prompt(self, module: str, text: str) -> None:
         if module not in self.tags:
@@ -321,8 +323,12 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("converged_far_from_best", round(b["converged_far"] / max(1, b["converged"]), 4), "<=", CONVERGED_FAR_MAX,
               f"{b['converged_far']}/{b['converged']} converged endings whose last {behaviour.LAST_STEPS} measured steps "
               f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost)"),
+        check("baselines_far_from_eager", b["baseline_far_from_eager"], "==", 0,
+              f"baselines over {behaviour.EAGER_FAR:g}x the PyTorch eager reference's time (search.eager_cap)"),
         check("weight1_slower_than_best", c["weight1_unworthy"], "==", 0,
               "weight-1 targets that failed or whose mean ran slower than the best before them beyond the keep margin"),
+        check("conversations_mixing_time_units", c["mt_mixed_units"], "==", 0,
+              "conversations whose prompts print times in more than one unit (us and ms)"),
         check("prompts_with_generator_labels", c["prompts_labelled"], "==", 0,
               f"of {c['prompts']} user messages: step kinds or rung tags outside code blocks"),
     ]
@@ -343,7 +349,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "bugs_remade", "first_tweaks",
-                                        "first_tweaks_failed", "converged", "converged_far")},
+                                        "first_tweaks_failed", "converged", "converged_far", "baseline_far_from_eager")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),
     }

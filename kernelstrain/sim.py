@@ -219,6 +219,21 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
     """
     if hasattr(module, "simulate"):      # a fused program: a sum of kernels (kernelstrain/fused/module.py)
         return module.simulate(variant, params, task)
+    failed = failure(module, variant, params, task)
+    if failed is not None:
+        return failed
+    launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+
+
+@candidate_cache
+def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """simulate's result for a candidate that does not build or run, None for one that does,
+    without timing it: the engine asks this of a rung's whole grid (which configs overflow a
+    limit) and times only the few it writes."""
+    if hasattr(module, "simulate"):
+        r = module.simulate(variant, params, task)
+        return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
     launch = narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), gpu), task)   # knobs: none unless a profile adds them
@@ -226,8 +241,10 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
     if launch.smem_bytes > cap:
-        # clang points at the kernel's definition: its line is the code's (only that text needs it)
-        code = module.render(variant, params, task) if task.is_hip and variant.smem == "static" else ""
+        # clang points at the kernel's definition: its line is the code's; Triton's figure is
+        # its own for the code (messages.smem_error). Only those texts need the render
+        code = module.render(variant, params, task) if module.impl == "triton" or task.is_hip \
+            and variant.smem == "static" else ""
         return SimResult(False, None, launch.smem_bytes, launch.regs,
                          smem_error(launch.smem_bytes, cap, variant, module, task, code), "smem")
     if knobs.without_optin(params, launch.smem_bytes):
@@ -239,7 +256,7 @@ def simulate(module: OpModule, variant: Variant, params: dict, task: Task) -> Si
         text = feasibility.error_text(broken, module, variant, params, task)
         return SimResult(False, None, launch.smem_bytes, launch.regs, text,
                          classify(text) if broken[0] == "arange" else "align")
-    return SimResult(True, time_ms(module, variant, launch, task, params), launch.smem_bytes, launch.regs)
+    return None
 
 
 def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Task,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 from .fields import as_dict
 from .gpus import get_gpu
@@ -40,12 +41,15 @@ def make_task(module: OpModule, gpu: str, dtype: str, shape: dict) -> Task:
     return Task(module.name, get_gpu(gpu), dtype, tuple((d, int(shape[d])) for d in module.dims))
 
 
-def starting_rung(module: OpModule, task: Task, cap: float = 0.0) -> Variant:
-    """An episode's baseline rung. With cap 0 (the default profile): the module's first rung (or
-    its declared `baseline`). Otherwise the lowest rung at or above it that runs on the task's GPU
-    and whose default-parameter time is within `cap` times that of the fastest such rung: the
-    kernel a team already has in place is naive, but not arbitrarily far from a good one
-    (the kernelinfer card's sessions average a ~13x speedup).
+def starting_rung(module: OpModule, task: Task, cap: float = 0.0, eager_ms: float | None = None,
+                  eager_cap: float = 0.0) -> Variant:
+    """An episode's baseline rung. With cap 0: the module's first rung (or its declared
+    `baseline`). Otherwise the lowest rung at or above it that runs on the task's GPU and whose
+    default-parameter time is within `cap` times that of the fastest such rung and, with
+    eager_cap and the PyTorch eager reference's time, within `eager_cap` times that (else the
+    fastest rung): the kernel a team already has in place is naive, but not arbitrarily far
+    from a good one, nor from what PyTorch already gives (the kernelinfer card's sessions
+    average a ~13x speedup).
 
     >>> from kernelstrain.ops import REGISTRY
     >>> m = REGISTRY["rmsnorm_cuda"]
@@ -68,7 +72,9 @@ def starting_rung(module: OpModule, task: Task, cap: float = 0.0) -> Variant:
     if not timed:
         return first
     fastest = min(t for _, t in timed)
-    return next(v for v, t in timed if t <= cap * fastest)
+    far_from_eager = eager_cap * eager_ms if eager_cap and eager_ms else math.inf
+    near = [v for v, t in timed if t <= cap * fastest and t <= far_from_eager]
+    return near[0] if near else min(timed, key=lambda vt: vt[1])[0]
 
 
 def carry(variant: Variant, best: dict) -> dict:

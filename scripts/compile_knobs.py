@@ -6,7 +6,7 @@ For every rung that has a knob, every target its module runs on (nvcc 13 for sm_
 sm_90a, sm_120a; clang++ with HIP headers for gfx942 where the module has HIP targets; Triton's AOT
 compile for cuda:90 and hip:gfx942): candidates with the knob set, targets and knob values taken
 in turn until each target and each value is built at least once, the rung's other parameters
-drawn from its grid (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
+drawn from its grid among those the simulator runs (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
 Without MODULE: every registered module whose rungs have a knob or a WIDENED value.
 """
 from __future__ import annotations
@@ -23,25 +23,46 @@ from kernelstrain.compilers import compile_cuda, compile_hip, compile_triton, fi
 from kernelstrain.gpus import GPUS  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.ops.unroll import NAMES  # noqa: E402
+from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import make_task, param_grid  # noqa: E402
 
 # one GPU of each target the project compiles for (compilers.NVCC_GENCODE, Triton's targets)
 TARGET_GPUS = {"cuda": ("A100", "RTX4090", "H100", "RTX5090", "MI300X"), "triton": ("H100", "MI300X")}
 
 
-# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's
+# parameter values added to a module's own ranges for room to tune (issue 26 item 2): built like a knob's;
+# a PARAM@RUNG key names the values of that rung only (other rungs of the module range over the param too)
 WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "dropout_cuda": {"threads": (1024,), "unroll": (8,)},
            "swiglu_fwd_triton": {"num_warps": (2, 16)}, "swiglu_bwd_triton": {"num_warps": (2, 16)},
            "kv_append_cuda": {"warps": (16,)},
-           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)}}
+           "moe_combine_cuda": {"threads": (512,), "tokens_per_block": (8,)},
+           # tiled tensor-core families: K depth of a trip, deeper rings, m64n256 wgmma, thinner tiles
+           "grouped_gemm_cuda": {"BK": (16, 32, 64, 128), "STAGES": (5, 6), "BN": (256,), "BM": (32,)},
+           "flash_prefill_cuda": {"BLOCK_M": (32,), "BLOCK_N": (128,), "stages": (4,)},
+           "chunked_prefill_cuda": {"BLOCK_M": (32,), "BLOCK_N": (128,)},
+           "paged_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
+           "swa_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
+           "gemm_int4_cuda": {"BK": (32, 128), "STAGES": (5,), "SPLITS": (16,)},
+           "conv2d_nhwc_cuda": {"BK": (16, 64), "BM": (32,), "BN": (32,)}, "gemm_fp4_cuda": {"stages": (5, 6), "BN": (32,)},
+           "mamba_step_cuda": {"channels": (128,)},
+           "selective_scan_cuda": {"items@vectorized_regs": (16,)},
+           "selective_scan_triton": {"BLOCK_D": (1,)},
+           "rmsnorm_triton": {"programs_per_sm@persistent": (8,)},
+           "moe_scatter_cuda": {"threads": (64, 512)},
+           "transpose_cuda": {"tile": (128,), "block_rows": (2,)},
+           "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
+           "min_p_cuda": {"vecs": (2, 4)},
+           "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
 
 
 def knob_rungs(m) -> list:
     """(rung, parameter name, values to build): the unroll knobs' non-default values, and WIDENED's."""
     added = WIDENED.get(m.name, {})
     out = [(v, p.name, [x for x in p.values if x != p.default] if p.name in NAMES
-            else [x for x in added.get(p.name, ()) if x in p.values]) for v in m.variants for p in v.params]
+            else [x for x in added.get(f"{p.name}@{v.tag}", added.get(p.name, ())) if x in p.values])
+           for v in m.variants for p in v.params]
     return [(v, name, values) for v, name, values in out if values]
 
 
@@ -75,9 +96,11 @@ def sample(m, rng) -> list:
         for i in range(max(len(targets), len(values)) if targets else 0):
             g, value = targets[i % len(targets)], values[i % len(values)]
             dtypes = [d for d in (v.dtypes or m.dtypes) if m.supports(GPUS[g], d)]
-            params = rng.choice([p for p in grid if p[knob] == value])
             task = make_task(m, g, rng.choice(dtypes), rng.choice(m.shapes))
-            out.append((v, params, task))
+            # a candidate the simulator fails (shared memory, registers past the block) fails the tool too
+            runnable = [p for p in grid if p[knob] == value and simulate(m, v, p, task).ok]
+            if runnable:
+                out.append((v, rng.choice(runnable), task))
     return out
 
 

@@ -39,6 +39,10 @@ def test_each_figure_counts_its_behaviour():
     assert far["converged_far"] == 1
     first = behaviour.figures(_row([_step(1, "naive", None, 10.0, {"t": 2}, status="compile_error")], end="budget"))
     assert (first["first_tweaks"], first["first_tweaks_failed"], first["converged"]) == (1, 1, 0)
+    eager = 10.0 / behaviour.EAGER_FAR       # the baseline at exactly the cap, then just past it, then unknown
+    counts = [behaviour.figures(_row(steps) | {"torch_eager_ms": e})["baseline_far_from_eager"]
+              for e in (eager, 0.99 * eager, None)]
+    assert counts == [0, 1, 0]
 
 
 def test_labels_are_found_in_prose_not_in_code():
@@ -94,3 +98,23 @@ def test_a_close_call_re_measured_on_one_side_is_counted():
     slower = behaviour.figures(_row([_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"),
                                      _step(2, "fast", 1.2, 1.0, {"t": 2}), _step(3, "fast", 1.1, 1.0, {"t": 2})]))
     assert slower["reproposed"] == 1                  # slower than the best: no close call to settle
+
+
+def test_qa_fails_a_conversation_that_mixes_time_units(dataset_copy, capsys):
+    """One time unit per conversation (issue 26 item 3): a prompt printing a time in the other
+    unit fails `conversations_mixing_time_units`; the same time inside a code block does not."""
+    path = dataset_copy / "sft_multiturn.jsonl"
+    rows = [json.loads(l) for l in path.read_text().splitlines()]
+    assert main(["qa", str(dataset_copy)]) in (0, 1)
+    before = capsys.readouterr().out
+    assert any(l.startswith("conversations_mixing_time_units") and "pass" in l for l in before.splitlines())
+    user = next(m for m in rows[0]["messages"] if m["role"] == "user")
+    other = "ms" if behaviour.time_units(user["content"]) == {"us"} else "us"
+    user["content"] += f"\n```\n// 1.5 {other}\n```"              # in code: not the harness's words
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main(["qa", str(dataset_copy)])
+    assert any(l.startswith("conversations_mixing_time_units") and "pass" in l for l in capsys.readouterr().out.splitlines())
+    user["content"] += f"\nlaunch overhead: 1.5 {other}"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["qa", str(dataset_copy)]) == 1
+    assert any(l.startswith("conversations_mixing_time_units") and "FAIL" in l for l in capsys.readouterr().out.splitlines())

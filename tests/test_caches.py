@@ -28,7 +28,7 @@ def registry_sample():
                     yield m, v, params, task
 
 
-@pytest.mark.parametrize("fn", [sim.simulate, knobs.launch], ids=["simulate", "launch"])
+@pytest.mark.parametrize("fn", [sim.simulate, sim.failure, knobs.launch], ids=["simulate", "failure", "launch"])
 def test_candidate_cache_returns_the_plain_answer(fn):
     fn.cache_clear()
     sample = list(registry_sample())
@@ -36,6 +36,14 @@ def test_candidate_cache_returns_the_plain_answer(fn):
     for _ in range(2):                # a cold pass, then one answered from the cache
         for m, v, params, task in sample:
             assert fn(m, v, params, task) == fn.uncached(m, v, params, task), (m.name, v.tag, params, task.key)
+
+
+def test_failure_is_simulates_answer_untimed():
+    """sim.failure (what the engine asks of whole grids) is simulate's result where the
+    candidate fails, and None exactly where simulate times it."""
+    for m, v, params, task in registry_sample():
+        r, failed = sim.simulate.uncached(m, v, params, task), sim.failure.uncached(m, v, params, task)
+        assert (failed is None) == r.ok and (r.ok or failed == r), (m.name, v.tag, params, task.key)
 
 
 def test_candidate_cache_keys_on_everything_the_answer_depends_on():

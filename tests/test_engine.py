@@ -232,7 +232,7 @@ def test_every_step_has_a_reason_the_state_supports(case):
             if kept:
                 best = {"tag": s["tag"], "params": params}
         prev = s
-    assert ablations <= 1, m.name
+    assert ablations <= ep.search.ablations, m.name
 
 
 @settings(max_examples=40, deadline=None)
@@ -268,7 +268,7 @@ def test_episodes_end_on_evidence_and_converged_ones_end_near_their_best():
 
 def test_kernelinfer_sessions_follow_the_same_rules():
     """The long-horizon profile (knobs, slips, limit back-offs, spread 3): no slow-rung return, no
-    re-proposed configuration, no bug made twice, at most one ablation."""
+    re-proposed configuration, no bug made twice."""
     from kernelstrain.episodes import build_episode
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile

@@ -114,5 +114,5 @@ def test_close_calls_are_settled_on_both_sides_and_exhausted_searches_are_settle
     m, task, ep, steps = case
     from test_engine import _public
     assert behaviour.figures(_public(ep, steps))["one_sided_remeasures"] == 0
-    if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.habits.patience and not ep.ups():
+    if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.patience() and not ep.ups():
         assert set(ep.line.settled) >= set(ep.tunable(ep.best.variant)), (m.name, ep.line.settled)

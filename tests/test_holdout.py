@@ -9,10 +9,12 @@ import kernelstrain
 from kernelstrain import contamination as cont
 from kernelstrain.cli import main
 from kernelstrain.fields import as_dict
+from kernelstrain.gpus import GPUS
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import make_plan, select_combos
 from kernelstrain.profiles import DEFAULT_PROFILE, load_profile
-from kernelstrain.tasks import make_task, starting_rung
+from kernelstrain.engine import baseline_rung
+from kernelstrain.tasks import make_task
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 
@@ -103,7 +105,7 @@ def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
         assert not {"steps", "best", "solution", "messages"} & set(r)
         module = REGISTRY[r["module"]]
         task = make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-        base = starting_rung(module, task, load_profile("kernelstrain").search.baseline_cap)   # the engine's, at its defaults
+        base = baseline_rung(module, task, load_profile("kernelstrain").search)   # the engine's, at its defaults
         assert r["baseline"]["tag"] == base.tag and r["baseline"]["code"] == module.render(base, base.defaults(), task)
         assert r["baseline"]["code"] in r["prompt"]
         assert r["signature"] in r["prompt"] and "class Model" in r["reference"]
@@ -137,6 +139,23 @@ def test_tokens_keep_numbers_operators_and_strings_whole():
     assert cont.tokens("y = x ** 2 // 3  # c\nz = rb'q'", "python") == [
         "y", "=", "x", "**", "2", "//", "3", "z", "=", "rb'q'"]
     assert len(cont.shingles(list(range(20)))) == 20 - cont.NGRAM + 1
+
+
+def test_tokens_line_by_line_are_the_whole_sources_tokens():
+    """tokens lexes line by line (cached) where no token can span lines: the same tokens as
+    lexing the whole source, over every module's renders and sources that span lines."""
+    def whole(code, lang):
+        return [t for t in cont._LEXERS[lang].findall(code) if t]
+    sources = [("int a; /* x\n y */ b = 1;\n c", "cuda"), ('s = "a\\\n b";\nint c;', "cuda"),
+               ('x = """a\n b"""\ny = 1', "python"), ("x = 1 + \\\n 2\ny", "python"),
+               ("a  \n\n  b // c\n#define K 4\n", "cuda"), ("", "python")]
+    for m in REGISTRY.values():
+        gpu, dtype = next((g, d) for g in GPUS.values() for d in m.dtypes if m.supports(g, d))
+        task = make_task(m, gpu.name, dtype, m.shapes[0])
+        sources += [(m.render(v, v.defaults(), task), cont.LANG[m.impl]) for v in m.variants if not v.needs - gpu.features]
+    assert len(sources) > 100
+    for code, lang in sources:
+        assert cont.tokens(code, lang) == whole(code, lang), code[:200]
 
 
 def test_boilerplate_holds_the_shared_prelude_only():

@@ -1,6 +1,10 @@
-"""Real tools' texts the generator cannot compute: what nvcc/ptxas, clang with the HIP
-headers and Triton print for each architecture-failing candidate the ops can render,
-checked in as arch_texts.json and written by scripts/arch_corpus.py with the tools.
+"""Real tools' texts and figures the generator cannot compute: what nvcc/ptxas, clang with
+the HIP headers and Triton print for each architecture-failing candidate the ops can render,
+checked in as arch_texts.json and written by scripts/arch_corpus.py with the tools; and the
+shared memory Triton allocates (its metadata.shared, which its OutOfResources error quotes)
+for each Triton candidate over a device's cap, triton_smem.json, written by
+scripts/triton_smem_corpus.py; and the names the HIP headers bring in (hip_names.txt,
+scripts/hip_header_names.py), which clang's typo correction may offer.
 
 A text is keyed by the cell (module, target arch) and the sha256 of the candidate's exact
 source: ptxas's PTX line numbers move with every parameter that changes the lowered code,
@@ -19,6 +23,9 @@ import re
 from pathlib import Path
 
 PATH = Path(__file__).with_name("arch_texts.json")
+SMEM_PATH = Path(__file__).with_name("triton_smem.json")
+HIP_NAMES_PATH = Path(__file__).with_name("hip_names.txt")
+SMEM_VERSION = 1
 PROFILES = ("kernelstrain", "kernelinfer")   # the bundled profiles, whose candidates the corpus holds
 VERSION = 3
 HOLE = "\x00"             # a number of the text, taken from the code's entry in order
@@ -122,3 +129,29 @@ def runs(template: str, table: list) -> list:
 
 def expand(form: list, table: list) -> str:
     return "\n".join(table[i] for item in form for i in ([item] if isinstance(item, int) else [item[0]] * item[1]))
+
+
+@functools.lru_cache(maxsize=1)
+def load_smem() -> dict:
+    """Triton's shared-memory figures: {"version", "tools", "cells": {"module|arch": {code_key: bytes}}}."""
+    if not SMEM_PATH.exists():
+        return {"version": SMEM_VERSION, "tools": {}, "cells": {}}
+    data = json.loads(SMEM_PATH.read_text())
+    if data.get("version") != SMEM_VERSION:
+        raise ValueError(f"{SMEM_PATH}: version {data.get('version')} != {SMEM_VERSION}: rerun scripts/triton_smem_corpus.py")
+    return data
+
+
+def triton_shared(module: str, arch: str, code: str) -> int | None:
+    """The shared memory Triton allocates for this exact candidate on `arch` (its
+    metadata.shared, the figure its launcher's OutOfResources quotes), None where the corpus
+    has no entry."""
+    return load_smem()["cells"].get(f"{module}|{arch}", {}).get(code_key(code))
+
+
+@functools.lru_cache(maxsize=1)
+def hip_names() -> frozenset:
+    """Every identifier the headers of a HIP candidate bring in, and C++'s keywords."""
+    if not HIP_NAMES_PATH.exists():
+        raise FileNotFoundError(f"{HIP_NAMES_PATH} is missing: run scripts/hip_header_names.py")
+    return frozenset(line for line in HIP_NAMES_PATH.read_text().splitlines() if line and not line.startswith("#"))

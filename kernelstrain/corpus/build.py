@@ -47,3 +47,30 @@ def _carried(variant, bests: list) -> list:
     for best in bests:
         out.setdefault(tuple(carry(variant, best).items()), None)
     return [dict(p) for p in out]
+
+
+def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
+    """{(module, arch, code_key): (task, variant, params, code)}: every Triton candidate of the
+    profiles' task combos whose modelled shared memory is over the device's cap (sim: an
+    `smem` failure), each rung's whole parameter grid; the OutOfResources text quotes Triton's
+    own figure for it (corpus.triton_shared). With `limit`, the first `limit` of each (module, arch)."""
+    from ..sim import simulate      # the simulator's labels decide which candidates fail
+    out, per_cell = {}, defaultdict(int)
+    for name in profiles:
+        for task in all_combos(load_profile(resolve(name))):
+            m = REGISTRY[task.module]
+            if m.impl != "triton" or modules and m.name not in modules:
+                continue
+            for v in m.variants:
+                if v.needs - task.gpu.features or not v.offered(task.dtype):
+                    continue
+                for params in param_grid(v):
+                    if simulate(m, v, params, task).error_class != "smem":
+                        continue
+                    code = m.render(v, params, task)
+                    key = (m.name, task.gpu.arch, code_key(code))
+                    if key in out or limit and per_cell[key[:2]] >= limit:
+                        continue
+                    per_cell[key[:2]] += 1
+                    out[key] = (task, v, params, code)
+    return out

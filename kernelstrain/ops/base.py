@@ -197,7 +197,10 @@ class Task:
         return dict(self.shape)
 
     def __getitem__(self, dim: str) -> int:
-        return self.dims[dim]
+        for name, value in self.shape:      # no dict built a lookup: launch models ask ~a million a run
+            if name == dim:
+                return value
+        raise KeyError(dim)
 
     @property
     def is_hip(self) -> bool:

@@ -198,21 +198,57 @@ def printed(items, indent: str = "") -> list:
     return out
 
 
-def echo_tokens(line: str, defs: dict) -> tuple[str, list]:
-    """(`line` as gcc -E prints it, [(printed column, token)])."""
-    indent = line[:len(line) - len(line.lstrip())]
-    placed = printed(expand(tokens(line), defs), indent)
+# macros of a system header (math.h): gcc -E prints their expansion on lines of its own between
+# line markers, so the printed source line stops before one, and the line after a line that
+# ends with one is printed one space less indented (it starts after the marker back to the file)
+SYSTEM_MACROS = ("INFINITY", "NAN")
+
+
+def follows_system_macro(lines, j: int) -> bool:
+    """Whether the code line before line j ends with a system header's macro (nvcc 13.0:
+    `float r = -INFINITY` with its `;` left off echoes the next line one space short).
+
+    >>> follows_system_macro(["  float r = -INFINITY", "", "  r = 1;"], 2), follows_system_macro(["  x = NAN;", "y;"], 1)
+    (True, False)
+    """
+    for k in range(j - 1, -1, -1):
+        toks = tokens(lines[k])
+        if toks:
+            return not lines[k].lstrip().startswith("#") and toks[-1].kind == "name" \
+                and toks[-1].text in SYSTEM_MACROS
+    return False
+
+
+def echo_tokens(line: str, defs: dict, after_system: bool = False) -> tuple[str, list]:
+    """(`line` as gcc -E prints it, [(printed column, token)]); `after_system`: the line
+    follows one that ends with a system header's macro (follows_system_macro).
+
+    >>> echo_tokens("    y = 2.f * INFINITY + x;", macros([]))[0], echo_tokens("    y = -NAN;", macros([]), True)[0]
+    ('    y = 2.f * ', '   y = -')
+    """
+    indent = line[:len(line) - len(line.lstrip())][after_system:]
+    items = expand(tokens(line), defs)
+    cut = next((i for i, it in enumerate(items) if isinstance(it, Pad) and it.source is not None
+                and it.source.col >= 0 and it.source.text in SYSTEM_MACROS), None)
+    placed = printed(items[:cut], indent)
     text = indent
     for pos, t in placed:
         text += " " * (pos - len(text)) + t.text
+    if cut is not None and items[cut].source.white:
+        text += " "
     return text, placed
 
 
-def echo(line: str, defs: dict) -> str:
-    return echo_tokens(line, defs)[0]
+def echo(line: str, defs: dict, after_system: bool = False) -> str:
+    return echo_tokens(line, defs, after_system)[0]
 
 
-def printed_col(line: str, defs: dict, col: int) -> int:
+def echo_at(lines, j: int, defs: dict) -> str:
+    """Line j of the code as nvcc echoes it."""
+    return echo(lines[j], defs, follows_system_macro(lines, j))
+
+
+def printed_col(line: str, defs: dict, col: int, after_system: bool = False) -> int:
     """The column in the printed line of the source token at column `col` of `line` (the
     first printed copy, for a macro argument)."""
-    return next(pos for pos, t in echo_tokens(line, defs)[1] if t.col == col)
+    return next(pos for pos, t in echo_tokens(line, defs, after_system)[1] if t.col == col)

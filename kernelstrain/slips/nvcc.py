@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .cpp import echo, macros  # noqa: F401  (the preprocessed line nvcc echoes)
+from .cpp import echo, echo_at, macros  # noqa: F401  (the preprocessed line nvcc echoes)
 
 FILE = "candidate.cu"
 
@@ -67,7 +67,7 @@ def _edit(code: str, sites: list, site: int, pattern, token: str, rewrite):
     m = pattern.match(line, start)
     lines[j] = line[:start] + rewrite(m) + line[m.end():]
     defs = macros(lines)
-    shown = echo(lines[j], defs)
+    shown = echo_at(lines, j, defs)
     nth = len(re.findall(re.escape(token), echo(line[:start], defs)))
     return lines, j, m, shown, [t.start() for t in re.finditer(re.escape(token), shown)][nth]
 
@@ -129,7 +129,7 @@ def shared_vla(code: str, site: int, dtype: str = ""):
     m = _SHARED.match(lines[j])
     bound = re.sub(r"\b(THREADS|WARPS)\b", lambda t: _BLOCK_SIZE[t.group(1)], m.group(2), count=1)
     lines[j] = lines[j][:m.start(2)] + bound + lines[j][m.end(2):]
-    shown = echo(lines[j], macros(lines))
+    shown = echo_at(lines, j, macros(lines))
     col = re.search(rf"\b{m.group(1)}\s*\[", shown).start()
     return "\n".join(lines), report([error_block(j, "a variable length array cannot have static storage duration",
                                                  shown, col)])

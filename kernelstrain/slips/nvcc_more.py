@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from .cpp import echo, macros, printed_col
+from .cpp import echo_at, follows_system_macro, macros, printed_col
 from .nvcc import error_block, report
 
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s*)?'
@@ -75,7 +75,7 @@ def _edit(code: str, site: int, rewrite):
     lines = code.split("\n")
     lines[j], col = rewrite(lines[j], start, *_launch(lines[j], start))
     defs = macros(lines)
-    return lines, j, echo(lines[j], defs), printed_col(lines[j], defs, col)
+    return lines, j, echo_at(lines, j, defs), printed_col(lines[j], defs, col, follows_system_macro(lines, j))
 
 
 def _drop_last(line: str, start: int, open_: int, close: int):

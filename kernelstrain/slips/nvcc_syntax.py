@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from .cpp import echo, macros, printed_col
+from .cpp import echo_at, follows_system_macro, macros, printed_col
 from .nvcc import _kernel_lines, error_block, report
 
 # one declaration with its initializer on one line: `[const] type name = value;`
@@ -33,10 +33,11 @@ _DECLARES = re.compile(r"^\s*(?:(?:const|volatile|unsigned|signed|static|long|sh
 
 def _skippable(line: str) -> bool:
     """The statement EDG skips after the error is harmless: starts with a name, declares
-    nothing, and ends on this line (braces balanced, not opening a block)."""
+    nothing, and ends on this line with its `;` (EDG skips to the next `;` outside brackets:
+    past a statement that ends with a block, into the one after it, nvcc 13.0)."""
     text = line.strip()
     return (bool(re.match(r"[A-Za-z_]\w*\b(?!\s*(?:::|<))", text)) and not _DECLARES.match(line)
-            and text.endswith((";", "}")) and text.count("{") == text.count("}"))
+            and text.endswith(";") and text.count("{") == text.count("}"))
 
 
 def _next_code_line(lines, i: int) -> int | None:
@@ -86,5 +87,5 @@ def semicolon(code: str, site: int, dtype: str = ""):
     k = _next_code_line(lines, j)
     defs = macros(lines)
     col = len(lines[k]) - len(lines[k].lstrip())
-    return "\n".join(lines), report([error_block(k, 'expected a ";"', echo(lines[k], defs),
-                                                 printed_col(lines[k], defs, col))])
+    return "\n".join(lines), report([error_block(k, 'expected a ";"', echo_at(lines, k, defs),
+                                                 printed_col(lines[k], defs, col, follows_system_macro(lines, k)))])

@@ -52,24 +52,69 @@ def first_use(lines, decl: int, name: str, def_line: int):
     reaches first in the function whose `def` is line def_line, or None. It walks the AST
     in source order except: a call's keyword arguments before its positional ones, a
     conditional expression's test first, an augmented assignment's target first, a while
-    loop's body before its test (constexpr-false branches are walked too: not known here)."""
+    loop's body before its test, and an `if` on a constexpr parameter that the compiled call
+    passes as a literal (static_arguments) only down its taken branch, as Triton does."""
     try:
         tree = ast.parse("\n".join(lines))
     except SyntaxError:
         return None
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno == def_line + 1), None)
+    fn = _function_at(tree, def_line)
     if fn is None:
         return None
-    for node in _walk_order(fn.body):
+    for node in _walk_order(fn.body, static_arguments(lines, def_line, tree)):
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) \
                 and node.lineno - 1 > decl:
             return node.lineno - 1, node.col_offset
     return None
 
 
-def _walk_order(nodes):
+def _function_at(tree, def_line: int):
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.lineno == def_line + 1), None)
+
+
+def static_arguments(lines, def_line: int, tree=None) -> dict:
+    """name -> value of each constexpr parameter of the @triton.jit function at def_line that
+    its first compiled call fixes: a literal (or a constexpr its caller has fixed) at the call
+    on the way from the launched kernel (call_chain), or for a launched kernel at its launch
+    `kernel[grid](...)`.
+
+    >>> src = ["@triton.jit", "def h(x, M: tl.constexpr):", "    return x", "@triton.jit",
+    ...        "def k(p, N: tl.constexpr):", "    y = h(p, False)", "def run(p):", "    k[(1,)](p, N=4)"]
+    >>> static_arguments(src, 1), static_arguments(src, 4)
+    ({'M': False}, {'N': 4})
+    """
+    return _chain(lines, def_line, tree)[1]
+
+
+def _fixed(fn, call, known: dict) -> dict:
+    """The constexpr parameters of `fn` that `call` fixes: literals, or names `known` in the caller."""
+    params = [a.arg for a in fn.args.args]
+    constexpr = {a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    out = {}
+    for p, v in [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords)]:
+        if p in constexpr and isinstance(v, ast.Constant):
+            out[p] = v.value
+        elif p in constexpr and isinstance(v, ast.Name) and v.id in known:
+            out[p] = known[v.id]
+    return out
+
+
+def _static(test, known: dict):
+    """The value of an `if` test on known constexprs (a name, `not` a name), or None."""
+    if isinstance(test, ast.Name) and test.id in known:
+        return bool(known[test.id])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _static(test.operand, known)
+        return None if inner is None else not inner
+    return None
+
+
+def _walk_order(nodes, known: dict):
     for node in nodes:
-        if isinstance(node, ast.Call):
+        taken = _static(node.test, known) if isinstance(node, ast.If) else None
+        if taken is not None:
+            parts = [node.test, *(node.body if taken else node.orelse)]
+        elif isinstance(node, ast.Call):
             parts = [node.func, *[k.value for k in node.keywords], *node.args]
         elif isinstance(node, ast.IfExp):
             parts = [node.test, node.body, node.orelse]
@@ -83,41 +128,54 @@ def _walk_order(nodes):
         else:
             parts = list(ast.iter_child_nodes(node))
         yield node
-        yield from _walk_order(parts)
+        yield from _walk_order(parts, known)
 
 
 def call_chain(lines, def_line: int) -> list:
     """(caller's def line, call line, call column) of each call on the way from the first
     launched kernel that reaches the jit function at `def_line` down to it, innermost first
-    ([] for a launched kernel): where Triton re-raises an error inside that function."""
-    fns = _jit_functions(lines)
-    launched = [d for d, *_ in _kernels(lines)]
-    if def_line in launched:
-        return []
+    ([] for a launched kernel): where Triton re-raises an error inside that function. Each
+    body is walked in Triton's order, down the taken branch of an `if` on a fixed constexpr."""
+    return _chain(lines, def_line)[0]
 
-    def calls(d):   # (callee def line, line, column) of each jit call in d's body, in source order
-        _, body, end = fns[d]
-        for j in range(body, end):
-            for m in re.finditer(r"(?<![\w.])(\w+)\(", lines[j]):
-                callee = next((c for c, f in fns.items() if f[0] == m.group(1)), None)
-                if callee is not None and not lines[j].lstrip().startswith("#"):
-                    yield callee, j, m.start()
 
-    def path(d, seen):
-        for callee, j, col in calls(d):
+def _chain(lines, def_line: int, tree=None) -> tuple[list, dict]:
+    """(call_chain, static_arguments) of the jit function at `def_line`."""
+    try:
+        tree = tree or ast.parse("\n".join(lines))
+    except SyntaxError:
+        return [], {}
+    fns = {d: _function_at(tree, d) for d in _jit_functions(lines)}
+    by_name = {fn.name: d for d, fn in fns.items() if fn is not None}
+
+    def calls(d, known):    # (callee def line, call node) of each jit call in d's body, in Triton's order
+        for node in _walk_order(fns[d].body, known):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_name:
+                yield by_name[node.func.id], node
+
+    def path(d, known, seen):
+        for callee, call in calls(d, known):
+            fixed = _fixed(fns[callee], call, known)
             if callee == def_line:
-                return [(d, j, col)]
+                return [(d, call.lineno - 1, call.col_offset)], fixed
             if callee not in seen:
-                rest = path(callee, seen | {callee})
+                rest = path(callee, fixed, seen | {callee})
                 if rest is not None:
-                    return rest + [(d, j, col)]
+                    return rest[0] + [(d, call.lineno - 1, call.col_offset)], rest[1]
         return None
 
-    for k in launched:
-        chain = path(k, {k})
-        if chain is not None:
-            return chain
-    return []
+    for k in launched_kernels(lines):
+        fn = fns.get(k)
+        launch = next((n for n in ast.walk(tree) if fn is not None and isinstance(n, ast.Call)
+                       and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+                       and n.func.value.id == fn.name), None)
+        known = _fixed(fn, launch, {}) if launch is not None else {}
+        if k == def_line:
+            return [], known
+        found = fn is not None and path(k, known, {k})
+        if found:
+            return found
+    return [], {}
 
 
 def _kernels(lines):

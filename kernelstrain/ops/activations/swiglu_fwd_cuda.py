@@ -11,7 +11,7 @@ from ._act import host_line
 from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
 THREADS = Param("threads", (128, 256, 512), 256)
-UNROLL = Param("unroll", (1, 2, 4), 2)
+UNROLL = Param("unroll", (1, 2, 4, 8), 2)
 SILU = """
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + __expf(-g)) * u; }
 """
@@ -210,7 +210,8 @@ class SwigluFwdCuda(SwigluFwdSpec):
              (THREADS,), compute_eff=0.4, memory_eff=0.88, launch=vectorized_uint4_launch,
              render=vectorized_uint4_src, bugs={"off_by_one": {"guard": "\n    if (c >= chunks - 1) return;"}}),
         Rung("unrolled_ilp", "UNROLL uint4 chunks per thread, all loads in flight before the math",
-             (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.9, launch=unrolled_ilp_launch, render=unrolled_ilp_src,
+             (Param("threads", (64, 128, 256, 512, 1024), 256), UNROLL), compute_eff=0.4, memory_eff=0.9,
+             launch=unrolled_ilp_launch, render=unrolled_ilp_src,
              bugs={"off_by_one": {"guard": "c[k] < chunks - 1"}}),
         Rung("persistent", "#SMs x occupancy blocks grid-striding over all uint4 chunks, unrolled",
              (THREADS, UNROLL), compute_eff=0.4, memory_eff=0.84, launch=persistent_launch, render=persistent_src,

@@ -17,6 +17,12 @@ void flash_prefill(const scalar_t* q, const scalar_t* k, const scalar_t* v, scal
 """
 
 
+def warp_share(bm: int) -> float:
+    """Efficiency of a block of bm / 16 warps: each K/V tile's smem fill, barrier and swizzled
+    ldmatrix reads are paid once a block, so 2 warps (BLOCK_M 32) pay a 64-row block's share twice."""
+    return {32: 0.8, 64: 0.9}.get(bm, 1.0)
+
+
 def mma_launch(p, task):
     """mma_sync and cp_async_pipeline: one warp per 16 query rows, Q in registers, K/V tiles in smem
     (one buffer, or `stages` of them behind cp.async)."""
@@ -25,7 +31,7 @@ def mma_launch(p, task):
     hopper = task.gpu.mma_sync_scale("fp16")    # mma.sync leaves part of Hopper's tensor rate idle
     threads = bm // 16 * 32
     # small tiles: more softmax and barrier overhead per mma, 4 warps share fewer K/V smem reads
-    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.9 if bm == 64 else 1.0)
+    shape = min(1.0, bn / (bn + 16) * 1.25) * warp_share(bm)
     if "stages" not in p:
         return Launch(grid=tiles, threads=threads, smem_bytes=(bm + 2 * bn) * d * elt,
                       regs=min(255, 40 + d // 2 * 3 // 2 + bn // 2), bytes_per_access=16, traffic=reread,

@@ -4,7 +4,23 @@ lookup, the kernel argument lists, the literal host function, and the uint4 key-
 The renders of the first three rungs are here too, and the gqa_cp_async rung's constants and tile
 loop (`gqa_head`, `gqa_tiles`), which swa_decode_cuda shares. Bug slots are arguments: `vec(acc)`,
 `load_q(pair, scale)`, `slots(lo, hi, scale)`, `combine(idx)`.
+
+Two knobs a real kernel of this shape tunes (issue 26 item 2), with `in_flight` their launch effect:
+- keys_per_step (U): keys a lane group loads and reduces per step; each holds a K and a V uint4
+  (8 registers) and a score until the step's online update, and the shuffle chains of the U keys
+  interleave. Where the rung loads K/V rows straight from DRAM into registers (vectorized_uint4,
+  split_kv), U is the loads a lane keeps in flight; behind a cp.async ring it only sets the ILP
+  of the smem reads.
+- stages (gqa_cp_async): K/V tiles of the cp.async ring; STAGES - 1 tiles in flight ahead of
+  the one being reduced, for a tile's smem each.
 """
+from dataclasses import replace
+
+from ..base import Launch, Param
+
+KEYS = Param("keys_per_step", (2, 4, 8), 4)
+STAGES = Param("stages", (2, 3, 4), 2)
+KEY_REGS = 9              # a K and a V uint4 and a score a key, live until the step's update
 
 ROW = """
 // Row of token t in [num_pages, PAGE_SIZE, NUM_KV_HEADS] (times HEAD_DIM for elements).
@@ -95,13 +111,25 @@ extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE) paged_decode_ker
                  "        q, k_cache, v_cache, block_table, seq_lens, out, batch, max_pages, scale);\n")
 
 
-def vec(acc="row[d]") -> str:
+def in_flight(launch: Launch, p: dict, tile_bytes: int = 0) -> Launch:
+    """`launch` (modelled at U = 4 and, behind a ring, 2 stages) at the candidate's keys_per_step
+    and stages: direct loads (tile_bytes 0) keep U / 4 times the bytes in flight; a ring of
+    `tile_bytes` K/V tiles keeps stages - 1 of them in flight, for a tile of smem a stage more."""
+    u, stages = p.get(KEYS.name, KEYS.default), p.get(STAGES.name, STAGES.default)
+    out = replace(launch, regs=launch.regs + KEY_REGS * (u - KEYS.default))
+    if not tile_bytes:
+        return replace(out, bytes_per_access=launch.bytes_per_access * u // KEYS.default)
+    return replace(out, smem_bytes=launch.smem_bytes + (stages - 2) * tile_bytes,
+                   bytes_per_access=launch.bytes_per_access * (stages - 1))
+
+
+def vec(acc="row[d]", u: int = 4) -> str:
     return """
 constexpr int VEC = 8;                              // 8 x 16-bit elements = one uint4
 constexpr int LANES_PER_KEY = HEAD_DIM / VEC;       // lanes sharing one key row
 constexpr int ROWS = THREADS / LANES_PER_KEY;       // key rows handled side by side
 constexpr int STRIDE = HEAD_DIM + 2;                // a merge row: acc[HEAD_DIM], m, l
-constexpr int U = 4;                                // keys per lane group per step: loads and shuffle chains in flight
+constexpr int U = @U@;                                // keys per lane group per step: loads and shuffle chains in flight
 union Pack { uint4 u; scalar_t h[VEC]; };
 
 // Scores of U keys: 8-wide partial dots, summed over each key's aligned lane group (U chains interleaved).
@@ -150,7 +178,7 @@ __device__ __forceinline__ float3 merge_rows(const float* rows, int first, int c
     }
     return make_float3(m_max, num, den);
 }
-""".replace("ACC", acc)
+""".replace("ACC", acc).replace("@U@", str(u))
 
 
 def load_q(pair: str, scale=" * scale") -> str:
@@ -195,7 +223,7 @@ def slots(lo: str, hi: str, scale=" * scale") -> str:
 def vectorized_uint4_src(p, task, acc="row[d]", scale=" * scale"):
     return f"""
 #define THREADS {p['threads']}
-{vec(acc)}
+{vec(acc, p.get(KEYS.name, KEYS.default))}
 // One block per (b, h): ROWS keys at a time, each read by LANES_PER_KEY lanes as uint4 chunks.
 extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS},{OUT}) {{
     const int pair = blockIdx.x, b = pair / NUM_HEADS, kvh = pair % NUM_HEADS / GROUP;
@@ -256,9 +284,9 @@ def gqa_head(p, unit: str) -> str:
     return f"""#define THREADS {p['threads']}
 #define TILE_N {p['tile_n']}            // {unit} per cp.async stage
 #define PARTITION {p['partition']}
-{vec()}constexpr int SLICES = ROWS / GROUP;   // a row = (query head g, key slice): slices per head
+{vec(u=p.get(KEYS.name, KEYS.default))}constexpr int SLICES = ROWS / GROUP;   // a row = (query head g, key slice): slices per head
 static_assert(SLICES >= 1, "THREADS too small for the query-head group");
-constexpr int STAGES = 2, TILE_CHUNKS = TILE_N * LANES_PER_KEY;
+constexpr int STAGES = {p.get(STAGES.name, STAGES.default)}, TILE_CHUNKS = TILE_N * LANES_PER_KEY;
 constexpr int SMEM_BYTES = STAGES * 2 * TILE_CHUNKS * 16 + ROWS * STRIDE * 4;
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {{
@@ -268,16 +296,31 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {{
 """
 
 
-def gqa_tiles(sync: str) -> str:
+def landed(sync: str, stages: int) -> str:
+    """The ring's wait: all but the newest stages - 1 commit groups have landed."""
+    text = sync.replace("@AHEAD@", str(stages - 1))
+    return text if stages == 2 else text.replace("the newest group have", f"the newest {stages - 1} groups have")
+
+
+def gqa_tiles(sync: str, stages: int) -> str:
     """The gqa_cp_async main loop after the kernel has set up lo/hi/ntiles, load_tile and the
-    query: cp.async double-buffered K/V tiles, the key slots' online softmax, then each row's
-    partial written to the merge rows; it ends inside the merge loop over GROUP * HEAD_DIM."""
-    return f"""    load_tile(0, 0);
-    asm volatile("cp.async.commit_group;\\n" ::);
-    for (int tile = 0; tile < ntiles; ++tile) {{
-        if (tile + 1 < ntiles) load_tile(tile + 1, (tile + 1) % STAGES);
-        asm volatile("cp.async.commit_group;\\n" ::);  // possibly empty: keeps the group count uniform
-{sync}        const uint4* ks = smem + (tile % STAGES) * 2 * TILE_CHUNKS;
+    query: a ring of `stages` cp.async K/V tiles (double-buffered: one tile ahead), the key slots'
+    online softmax, then each row's partial written to the merge rows; it ends inside the merge
+    loop over GROUP * HEAD_DIM. `sync` waits for the tile (its @AHEAD@: the groups left in flight)."""
+    commit = 'asm volatile("cp.async.commit_group;\\n" ::);'
+    if stages == 2:
+        prologue, ahead = f"    load_tile(0, 0);\n    {commit}\n", "1"
+    else:
+        prologue, ahead = f"""#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {{     // prologue: STAGES - 1 tiles in flight
+        if (s < ntiles) load_tile(s, s);
+        {commit}
+    }}
+""", "STAGES - 1"
+    return f"""{prologue}    for (int tile = 0; tile < ntiles; ++tile) {{
+        if (tile + {ahead} < ntiles) load_tile(tile + {ahead}, (tile + {ahead}) % STAGES);
+        {commit}  // possibly empty: keeps the group count uniform
+{landed(sync, stages)}        const uint4* ks = smem + (tile % STAGES) * 2 * TILE_CHUNKS;
         const int valid = min(TILE_N, hi - lo - tile * TILE_N);
         for (int n0 = 0; n0 < valid; n0 += SLICES * U) {{   // uniform trip count: full lane groups shuffle
 #pragma unroll

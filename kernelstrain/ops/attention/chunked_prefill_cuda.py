@@ -9,7 +9,7 @@ a cp.async ring. C and P are multiples of 128, so every tile is whole.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common
+from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
 
@@ -46,9 +46,10 @@ def mma_launch(p, task):
     b, h, c, pf, d, e, bm, bn = task["B"], task["H"], task["C"], task["P"], task["D"], DTYPE_BYTES[task.dtype], p["BLOCK_M"], p["BLOCK_N"]
     stages = p.get("stages", 1)
     tiles = b * h * c // bm
-    waves = cdiv(tiles, task.gpu.sms * max(1, 2 if bm == 64 else 1))
-    balance = tiles / (waves * task.gpu.sms * (2 if bm == 64 else 1)) if waves < 4 else 1.0
-    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.9 if bm == 64 else 1.0) * ({1: 1.0, 2: 0.9}.get(stages, 1.0) if stages > 1 else 0.85)
+    resident = {32: 4, 64: 2}.get(bm, 1)       # blocks of bm / 16 warps an SM keeps busy
+    waves = cdiv(tiles, task.gpu.sms * resident)
+    balance = tiles / (waves * task.gpu.sms * resident) if waves < 4 else 1.0
+    shape = min(1.0, bn / (bn + 16) * 1.25) * warp_share(bm) * ({1: 1.0, 2: 0.9}.get(stages, 1.0) if stages > 1 else 0.85)
     reread = b * h * keys_visited(c, pf, bm, bn, True) // bm * 2 * d * e / cost_of(task).bytes
     return Launch(grid=tiles, threads=bm // 16 * 32, smem_bytes=(bm + max(1, stages) * 2 * bn) * d * e,
                   regs=min(255, (85 if stages > 1 else 75) + d // 2 * 3 // 2 + bn // 2), bytes_per_access=16,
@@ -257,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) chunked_prefill_kernel({AR
 
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 ROW_PARAMS = (Param("BM", (64, 128), 128), Param("BN", (8, 16, 32), 16))
-MMA_TILES = (Param("BLOCK_M", (64, 128), 64), Param("BLOCK_N", (32, 64), 64))
+MMA_TILES = (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64))
 
 
 class ChunkedPrefillCuda(ChunkedPrefillSpec):

@@ -253,11 +253,11 @@ class FlashPrefillCuda(FlashPrefillSpec):
              FP32_TILES, compute_eff=0.3, smem="static", launch=fp32_launch(1.0), render=online_softmax_src,
              bugs={"missing_scale": {"rescale": ""}, "wrong_init": WRONG_INIT}),
         Rung("mma_sync", "FA2 on tensor cores: mma.m16n8k16 via ldmatrix, P re-packed in registers",
-             (Param("BLOCK_M", (64, 128), 64), Param("BLOCK_N", (32, 64), 64)), needs=MMA_SYNC, path="fp16",
+             (Param("BLOCK_M", (64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64)), needs=MMA_SYNC, path="fp16",
              compute_eff=0.45, smem="static", launch=mma_launch, render=mma_sync_src,
              bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"mask": ">="}}),
         Rung("cp_async_pipeline", "K/V tiles streamed by a cp.async ring of STAGES buffers (dynamic smem)",
-             (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64, 128), 64), Param("stages", (2, 3), 2)),
+             (Param("BLOCK_M", (32, 64, 128), 128), Param("BLOCK_N", (32, 64, 128), 64), Param("stages", (2, 3, 4), 2)),
              needs=MMA_SYNC | {"cp_async"}, path="fp16", compute_eff=0.68, smem="dynamic", launch=mma_launch,
              # not missing_barrier: without the stage barrier the race needs another warp's cp.async to land
              # late, and on an H200 (BM64 BN128 stages 2, B1 H32 S512 D128) it matched 3 times in 3; a

@@ -9,9 +9,8 @@ three rungs' renders and the shared uint4 pieces live in _paged_vec.py.
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
-from ._paged_vec import (ARGS, PART, ROW, STORE, combine, gqa_head, gqa_tiles, load_q, slots, split_host,
-                         thread_per_head_src, vec,
-                         vectorized_uint4_src, warp_shuffle_src)
+from ._paged_vec import (ARGS, KEYS, PART, ROW, STAGES, STORE, combine, gqa_head, gqa_tiles, in_flight, load_q,
+                         slots, split_host, thread_per_head_src, vec, vectorized_uint4_src, warp_shuffle_src)
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 THREADS = Param("threads", (64, 128, 256), 128)
@@ -19,7 +18,7 @@ PARTITION = Param("partition", (256, 512, 1024), 512)
 COMBINE = "((size_t)pair * num_parts + p)"
 BAD_COMBINE = {"idx": "((size_t)pair + p)"}
 # the missing_barrier bug reads the stage without waiting for its copies or for the other threads
-STAGE_SYNC = ("        asm volatile(\"cp.async.wait_group 1;\\n\" ::);  // all but the newest group have landed\n"
+STAGE_SYNC = ("        asm volatile(\"cp.async.wait_group @AHEAD@;\\n\" ::);  // all but the newest group have landed\n"
               "        __syncthreads();\n")
 
 
@@ -42,8 +41,8 @@ def warp_shuffle_launch(p, task):
 
 def vectorized_launch(p, task):
     t, d = p["threads"], task["D"]
-    return Launch(grid=task["B"] * task["H"], threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4, regs=72,
-                  bytes_per_access=64, traffic=reread(task))
+    return in_flight(Launch(grid=task["B"] * task["H"], threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4, regs=72,
+                            bytes_per_access=64, traffic=reread(task)), p)
 
 
 def partials(p, task) -> tuple:
@@ -55,23 +54,24 @@ def partials(p, task) -> tuple:
 def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
-    return Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4, regs=72,
-                  bytes_per_access=64, traffic=reread(task) + extra, launches=2)
+    return in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4,
+                            regs=72, bytes_per_access=64, traffic=reread(task) + extra, launches=2), p)
 
 
 def gqa_launch(p, task):
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
-    return Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                  bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2)
+    return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2),
+                     p, tile_bytes=2 * tile_n * d * elt)
 
 
 def split_kv_src(p, task, idx=COMBINE, scale=" * scale"):
     return f"""
 #define THREADS {p['threads']}
 #define PARTITION {p['partition']}
-{vec()}
+{vec(u=p.get(KEYS.name, KEYS.default))}
 // grid (B * H, partitions): each block reduces PARTITION tokens of one head to (m, l, acc).
 extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS},{PART}) {{
     const int pair = blockIdx.x, b = pair / NUM_HEADS, kvh = pair % NUM_HEADS / GROUP;
@@ -109,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) paged_decode_kernel({ARGS}
             cp_async16(ks + TILE_CHUNKS + i, reinterpret_cast<const uint4*>(v_cache + r) + i % LANES_PER_KEY);
         }}
     }};
-{gqa_tiles(sync)}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
+{gqa_tiles(sync, p.get(STAGES.name, STAGES.default))}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
 {STORE.replace("@PAIR@", "b * NUM_HEADS + kvh * GROUP + gg")}{combine(idx)}""" + split_host(
             "dim3(batch * NUM_KV_HEADS, num_parts)", "SMEM_BYTES",
             "    cudaFuncSetAttribute(paged_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);\n")
@@ -125,16 +125,16 @@ class PagedDecodeCuda(PagedDecodeSpec):
         Rung("warp_shuffle", "one warp per (b, h): lanes split D, the dot product reduced with shuffles",
              (Param("warps", (1, 2, 4, 8), 4),), memory_eff=0.6, launch=warp_shuffle_launch, render=warp_shuffle_src,
              bugs={"half_accumulator": {"acc_t": "scalar_t"}, "missing_scale": {"scale": ""}}),
-        Rung("vectorized_uint4", "block per (b, h): D/8 lanes per key, uint4 K/V loads of 4 keys in flight, "
-             "smem merge of the key slots", (THREADS,), memory_eff=0.85, smem="static", launch=vectorized_launch,
+        Rung("vectorized_uint4", "block per (b, h): D/8 lanes per key, uint4 K/V loads of U keys in flight, "
+             "smem merge of the key slots", (THREADS, KEYS), memory_eff=0.85, smem="static", launch=vectorized_launch,
              render=vectorized_uint4_src,
              bugs={"bad_combine_index": {"acc": "rows[first * STRIDE + d]"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "grid also over sequence partitions; a combine kernel merges the partials",
-             (THREADS, PARTITION), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
+             (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
              bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}),
-        Rung("gqa_cp_async", "block per (b, KV head, partition): cp.async double-buffered K/V tiles in smem "
+        Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256), 128),
-             Param("tile_n", (16, 32, 64), 32), PARTITION), needs=frozenset({"cp_async", "inline_ptx"}),
+             Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
              memory_eff=0.92, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
              bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}),
     )

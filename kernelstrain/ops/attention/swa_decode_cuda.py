@@ -11,7 +11,7 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._swa_vec import combine_src, store_partial, window_slots
 from .paged_decode_cuda import STAGE_SYNC, reread, thread_per_head_launch, vectorized_launch, warp_shuffle_launch
-from ._paged_vec import gqa_head, gqa_tiles, load_q, vec
+from ._paged_vec import KEYS, STAGES, gqa_head, gqa_tiles, in_flight, load_q, vec
 from .swa_decode_spec import ENTRY, SwaDecodeSpec, cost_of, head_defines
 
 THREADS = Param("threads", (64, 128, 256), 128)
@@ -39,16 +39,17 @@ def partials(p, task) -> tuple:
 def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
-    return Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4, regs=72,
-                  bytes_per_access=64, traffic=reread(task) + extra, launches=2)
+    return in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4,
+                            regs=72, bytes_per_access=64, traffic=reread(task) + extra, launches=2), p)
 
 
 def gqa_launch(p, task):
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
-    return Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=64,
-                  bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2)
+    return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=64,
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2),
+                     p, tile_bytes=2 * tile_n * d * elt)
 
 
 def host(task, grid, block):
@@ -126,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * WARP_SIZE) swa_decode_kerne
 def vectorized_uint4_src(p, task, acc="row[d]", scale=" * SM_SCALE"):
     return f"""
 #define THREADS {p['threads']}
-{vec(acc)}
+{vec(acc, p.get(KEYS.name, KEYS.default))}
 // One block per (b, h): ROWS keys side by side, each read by LANES_PER_KEY lanes as uint4 chunks.
 extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{OUT}) {{
     const int pair = blockIdx.x, b = pair / NUM_HEADS, kvh = pair % NUM_HEADS / GROUP;
@@ -142,7 +143,7 @@ def split_kv_src(p, task, idx=COMBINE, scale=" * SM_SCALE"):
     return f"""
 #define THREADS {p['threads']}
 #define PARTITION {p['partition']}
-{vec()}
+{vec(u=p.get(KEYS.name, KEYS.default))}
 // grid (B * H, window partitions): each block reduces PARTITION keys of one head to (m, l, acc).
 extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{PART}) {{
     const int pair = blockIdx.x, b = pair / NUM_HEADS, kvh = pair % NUM_HEADS / GROUP;
@@ -176,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) swa_decode_kernel({ARGS}{P
             cp_async16(ks + TILE_CHUNKS + i, vb + c + i % LANES_PER_KEY);
         }}
     }};
-{gqa_tiles(sync)}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
+{gqa_tiles(sync, p.get(STAGES.name, STAGES.default))}        const float3 r = merge_rows(merge, gg, SLICES, GROUP, d);
 {store_partial("b * NUM_HEADS + kvh * GROUP + gg")}""" + combine_src(
         task, idx, "dim3(B * NUM_KV_HEADS, parts)", "SMEM_BYTES",
         "    cudaFuncSetAttribute(swa_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);\n")
@@ -191,16 +192,16 @@ class SwaDecodeCuda(SwaDecodeSpec):
         Rung("warp_shuffle", "one warp per (b, h): lanes split D, the dot product reduced with shuffles",
              (Param("warps", (1, 2, 4, 8), 4),), memory_eff=0.6, launch=warp_shuffle_launch, render=warp_shuffle_src,
              bugs={"half_accumulator": {"acc_t": "scalar_t"}, "missing_scale": {"scale": ""}}),
-        Rung("vectorized_uint4", "block per (b, h): D/8 lanes per key, uint4 K/V loads of 4 keys in flight, "
-             "online softmax per key slot, smem merge", (THREADS,), memory_eff=0.85, smem="static",
+        Rung("vectorized_uint4", "block per (b, h): D/8 lanes per key, uint4 K/V loads of U keys in flight, "
+             "online softmax per key slot, smem merge", (THREADS, KEYS), memory_eff=0.85, smem="static",
              launch=vectorized_launch, render=vectorized_uint4_src,
              bugs={"bad_combine_index": {"acc": "rows[first * STRIDE + d]"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "grid also over partitions of the window; a combine kernel merges the partials",
-             (THREADS, PARTITION), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
+             (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
              bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}),
-        Rung("gqa_cp_async", "block per (b, KV head, partition): cp.async double-buffered K/V tiles in smem "
+        Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256), 128),
-             Param("tile_n", (16, 32, 64), 32), PARTITION), needs=frozenset({"cp_async", "inline_ptx"}),
+             Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
              memory_eff=0.92, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
              bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}),
     )

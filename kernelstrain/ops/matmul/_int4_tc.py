@@ -1,9 +1,13 @@
 """The tensor-core rungs of gemm_int4_cuda: mma.sync m16n8k16 on x fragments from ldmatrix and
 W dequantized in registers (prmt + lop3 magic-exponent trick), register-staged, cp.async-pipelined
 or split over K with a combine kernel."""
+from ..base import Param
 from ._gemm_ptx import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
 
-BK = 64                                    # K per tensor-core tile: half a quantization group
+# K per tensor-core tile, at most a quantization group (one scale per column per tile): a deeper tile
+# stages more a trip and synchronises (and loads its scales) fewer times (ops/ktile.py)
+BK = Param("BK", (32, 64, 128), 64)
+SHARE = {32: "a quarter group", 64: "half a group", 128: "one group"}
 TYPES = {"fp16": ("__half2", "f16", "0x64006400u", "0x64086408u", "__half2half2"),
          "bf16": ("__nv_bfloat162", "bf16", "0x43004300u", "0x43084308u", "__bfloat162bfloat162")}
 
@@ -15,17 +19,17 @@ def mma_common(p, task, scale: bool = True, stages: int = 0) -> str:
     scaled = f"__hmul2(v, *reinterpret_cast<const {pair}*>(&scale2))" if scale else "v"
     async_helpers = (cp_async16("src-size 0 zero-fills the 16 bytes: rows past M arrive as zeros without a branch")
                      if stages else "")
-    warps_m = 2 if p["BM"] >= 64 else 1
+    warps_m, bk = 2 if p["BM"] >= 64 else 1, p.get(BK.name, BK.default)   # records measured before the knob lack BK
     return f"""#define BM {p['BM']}
 #define BN {p['BN']}
-#define BK {BK}                   // K per tile: half a group, so one scale per column per tile
+#define BK {bk}                   // K per tile: {SHARE[bk]}, so one scale per column per tile
 #define WARPS_M {warps_m}
 #define WARPS_N (4 / WARPS_M)
 #define WM (BM / WARPS_M)         // warp tile
 #define WN (BN / WARPS_N)
 #define MT (WM / 16)              // m16n8k16 tiles per warp
 #define NT (WN / 8)
-#define XS (BK + 8)               // padded x row: 144-byte stride keeps ldmatrix conflict-free
+#define XS (BK + 8)               // padded x row: {(bk + 8) * 2}-byte stride keeps ldmatrix conflict-free
 typedef {pair} pair_t;
 {SMEM_U32}{LDMATRIX_X4}{mma_16816(ptx)}
 template <int LUT> __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {{

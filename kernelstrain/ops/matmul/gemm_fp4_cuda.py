@@ -165,6 +165,10 @@ def fp4_tc_launch(path: str, dequant: float):
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 BM, BN = Param("BM", (32, 64, 128), 64), Param("BN", (64, 128), 128)
 STAGES = Param("stages", (2, 3, 4), 3)
+# the register-dequant ring: deeper rings keep more packed tiles in flight at small M, where the
+# kernel streams B (sm_120a's native rung keeps the measured range)
+RING = Param("stages", (2, 3, 4, 5, 6), 3)
+RING_BN = Param("BN", (32, 64, 128), 128)     # 2 x 2 warps of 16 columns: N-thin tiles for small M
 SHORT_K = {"kt_end": "KT - 1"}
 
 
@@ -188,7 +192,7 @@ class GemmFp4Cuda(GemmFp4Spec):
              launch=fp4_tc_launch("fp16", 0.3), render=tc_src(False, False),
              bugs={"missing_scale": NO_SCALE, "missing_barrier": {"barrier": ""}}),
         Rung("cp_async_dequant", "STAGES-deep cp.async ring of packed tiles feeding the register-dequant mma.sync",
-             (BM, BN, STAGES), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.7, memory_eff=0.88,
+             (BM, RING_BN, RING), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.7, memory_eff=0.88,
              smem="dynamic", launch=fp4_tc_launch("fp16", 0.3), render=tc_src(False, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_SCALE}),
         Rung("mxf4nvf4_block_scaled", "sm_120a mma.sync.m16n8k64.kind::mxf4nvf4.block_scale: e2m1 operands and their "

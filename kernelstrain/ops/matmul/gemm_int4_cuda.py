@@ -10,6 +10,7 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv,
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ..fragments import REGISTER_TILE_FMA
+from ..ktile import BARRIER_STALL, trip_scale
 from ._int4_tc import BK, cp_async_pipeline_src, mma_lop3_dequant_src, split_k_small_m_src
 
 ENTRY = Entry("gemm_int4", (
@@ -149,22 +150,22 @@ void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scale
 # -- the tensor-core rungs (_int4_tc.py) ----------------------------------------------------
 def mma_launch(p, task):
     m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
-    bm, bn = p["BM"], p["BN"]
+    bm, bn, bk = p["BM"], p["BN"], p.get(BK.name, BK.default)
     splits = p.get("SPLITS", 1)
     tiles, rereads, quant = tiling(p, task)
     warps_m = 2 if bm >= 64 else 1
     wm, wn = bm // warps_m, bn // (4 // warps_m)
     mt, nt = wm // 16, wn // 8
     regs = 44 + 5 * mt * nt + 6 * nt          # 4 fp32 accumulators per mma tile, scales, x fragments
-    stage = bm * (BK + 8) * e + bn * BK // 2
+    stage = bm * (bk + 8) * e + bn * bk // 2
     stages = p.get("STAGES", 1)
     scale = min(1.0, (wm * wn / (wm + wn)) / 21.3) ** 0.5      # a 32x64 warp tile reuses fragments fully
-    scale *= task.gpu.mma_sync_scale("fp16")       # Hopper: mma.sync below its wgmma rate
+    scale *= task.gpu.mma_sync_scale("fp16") * trip_scale(bk, BK.default, BARRIER_STALL)   # Hopper: mma.sync below wgmma
     partial_bytes = 2 * m * n * 4 * splits if splits > 1 else 0
     return Launch(grid=tiles * splits, threads=128, smem_bytes=stage * stages, regs=regs,
                   bytes_per_access=max(16, stage * max(1, stages - 1) // 256),
                   traffic=1 + (0.1 * rereads + partial_bytes) / GemmInt4Cuda().cost(task).bytes, compute_scale=scale,
-                  tile_quant=quant, lane_util=min(1.0, k / (BK * splits * 2)), launches=2 if splits > 1 else 1)
+                  tile_quant=quant, lane_util=min(1.0, k / (bk * splits * 2)), launches=2 if splits > 1 else 1)
 
 
 def check_args(d, model, x, ref, out_like):
@@ -200,15 +201,15 @@ class GemmInt4Cuda(OpModule):
              memory_eff=0.8, smem="static", launch=fused_dequant_tiled_launch, render=fused_dequant_tiled_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
         Rung("mma_lop3_dequant", "mma.sync m16n8k16 tensor cores, ldmatrix for x, W dequantized in registers (prmt/lop3)",
-             (MMA_BM, MMA_BN), needs=MMA_NEEDS, path="fp16", compute_eff=0.5, memory_eff=0.82, smem="static",
+             (MMA_BM, MMA_BN, BK), needs=MMA_NEEDS, path="fp16", compute_eff=0.5, memory_eff=0.82, smem="static",
              launch=mma_launch, render=mma_lop3_dequant_src,
              bugs={"missing_scale": {"scale": False}, "missing_barrier": {"barrier": ""}}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring of x and packed-W tiles overlapping loads with mma",
-             (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4), 3)), needs=MMA_NEEDS | {"cp_async"}, path="fp16",
+             (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4, 5), 3), BK), needs=MMA_NEEDS | {"cp_async"}, path="fp16",
              compute_eff=0.68, memory_eff=0.88, smem="dynamic", launch=mma_launch, render=cp_async_pipeline_src,
              bugs={"off_by_one": {"kt_end": "k_tiles - 1"}, "missing_scale": {"scale": False}}),
         Rung("split_k_small_m", "K split over blockIdx.z into fp32 partials plus a combine kernel: fills the GPU at small M",
-             (MMA_BM, MMA_BN, Param("STAGES", (3, 4), 3), Param("SPLITS", (1, 2, 4, 8), 4)),
+             (MMA_BM, MMA_BN, Param("STAGES", (3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
              bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}}),

@@ -3,7 +3,11 @@ the NHWC input gathered in 16-byte chunks (zero-filled in the padding), weight t
 from the KRSC layout, ldmatrix fragments and m16n8k16 mma.sync; register-staged static shared
 memory, or a STAGES-deep cp.async ring. The PTX wrappers come from matmul/_gemm_ptx.py.
 """
+from ..base import Param
 from ..matmul._gemm_ptx import PTX_MMA, mma_fn
+
+# channels of one filter tap a GEMM-K slice takes (C is a multiple of 64 in every shape of the menu)
+KSLICE = Param("BK", (16, 32, 64), 32)
 
 ARGS = """const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight, scalar_t* __restrict__ y,
                    int N, int H, int W, int C, int K, int R, int S, int U, int PD, int P, int Q"""
@@ -68,7 +72,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const scalar_t
 def conv_mma_kernel(task, p: dict, pipelined: bool, kt_end: str = "KT", init: str = "0.f",
                     wait: str = "cp_async_wait<STAGES - 2>();") -> str:
     """The whole kernel source (defines, loads, warp mma, kernel) of one tensor-core rung."""
-    kind = "bf16" if task.dtype == "bf16" else "f16"
+    kind, bk = "bf16" if task.dtype == "bf16" else "f16", p.get(KSLICE.name, KSLICE.default)
     if pipelined:
         load_a = ASYNC_LOAD.format(dst="As + m * LDS + ch * 8").replace("x_or_w", "x")
         load_b = ASYNC_LOAD.format(dst="dst_").replace("x_or_w", "weight")
@@ -103,7 +107,7 @@ def conv_mma_kernel(task, p: dict, pipelined: bool, kt_end: str = "KT", init: st
     return f"""
 #define BM {p['BM']}                       // output pixels per block
 #define BN {p['BN']}                       // filters per block
-#define BK 32                        // GEMM-K slice: 32 channels of one filter tap
+#define BK {bk}                        // GEMM-K slice: {bk} channels of one filter tap
 #define THREADS 128                  // 4 warps, 2 x 2 over the tile
 #define WM (BM / 2)
 #define WN (BN / 2)

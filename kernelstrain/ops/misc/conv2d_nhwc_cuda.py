@@ -7,7 +7,8 @@ implicit GEMM (ldmatrix + mma.sync m16n8k16, im2col tiles gathered in 16-byte ch
 same with a STAGES-deep cp.async pipeline in dynamic shared memory.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
-from ._conv_tc import ARGS, conv_mma_kernel
+from ..ktile import BARRIER_STALL, trip_scale
+from ._conv_tc import ARGS, KSLICE, conv_mma_kernel
 from .conv2d_nhwc_spec import ENTRY, Conv2dNhwcSpec, gemm_dims
 
 KERNEL = f"""extern "C" __global__ void __launch_bounds__(THREADS) conv2d_nhwc_kernel({ARGS})"""
@@ -169,14 +170,16 @@ def smem_tiled_src(p, task, init="0.f", kk_stop="BK"):
 def tc_launch(pipelined: bool):
     def launch(p, task):
         m, n, _ = gemm_dims(task)
-        bm, bn, st, gpu = p["BM"], p["BN"], p.get("stages", 1), task.gpu
+        bm, bn, bk, st, gpu = p["BM"], p["BN"], p.get(KSLICE.name, KSLICE.default), p.get("stages", 1), task.gpu
         frags = (bm // 32) * (bn // 16)                       # MI x NI fragments per warp
         reuse = min(1.0, 0.45 + 0.07 * frags)                 # operand reuse of the warp tile
         depth = min(1.0, 0.7 + 0.12 * st) if pipelined else 0.55
+        # BK: a deeper slice stages (bk + 8)-element rows (16-byte pad) and synchronises less often
         return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=128,
-                      smem_bytes=st * (bm + bn) * 40 * DTYPE_BYTES[task.dtype], regs=min(255, 48 + 4 * frags + 36 * pipelined),
-                      bytes_per_access=16 * st, traffic=conv_traffic(task, bm, bn),
-                      compute_scale=reuse * depth * gpu.mma_sync_scale("fp16"),
+                      smem_bytes=st * (bm + bn) * (bk + 8) * DTYPE_BYTES[task.dtype],
+                      regs=min(255, 48 + 4 * frags + 36 * pipelined),
+                      bytes_per_access=16 * st * bk // 32, traffic=conv_traffic(task, bm, bn),
+                      compute_scale=reuse * depth * gpu.mma_sync_scale("fp16") * trip_scale(bk, KSLICE.default, BARRIER_STALL),
                       tile_quant=m / (cdiv(m, bm) * bm) * n / (cdiv(n, bn) * bn))
     return launch
 
@@ -196,7 +199,7 @@ def cp_async_pipeline_src(p, task, kt_end="KT", init="0.f"):
         task, "dim3((N * P * Q + BM - 1) / BM, (K + BN - 1) / BN)", "THREADS", "smem", SMEM_PRE)
 
 
-TILE = (Param("BM", (64, 128), 128), Param("BN", (64, 128), 64))
+TILE = (Param("BM", (32, 64, 128), 128), Param("BN", (32, 64, 128), 64), KSLICE)
 TC = frozenset({"mma", "ldmatrix"})
 
 

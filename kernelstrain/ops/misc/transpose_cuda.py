@@ -262,7 +262,7 @@ class TransposeCuda(TransposeSpec):
              (BLOCK_ROWS,), memory_eff=0.86, smem="static",
              launch=tile32_launch(1), render=tile32_src(1), bugs={"missing_barrier": NO_BARRIER}),
         Rung("vectorized_multi_row", "TILE x TILE padded tile moved as 4-byte element pairs, TILE/block_rows rows per thread",
-             (Param("tile", (32, 64), 64), Param("block_rows", (4, 8, 16), 8)), memory_eff=0.76, smem="static",
+             (Param("tile", (32, 64, 128), 64), Param("block_rows", (2, 4, 8, 16), 8)), memory_eff=0.76, smem="static",
              launch=vectorized_multi_row_launch, render=vectorized_multi_row_src,
              bugs={"missing_barrier": NO_BARRIER, "off_by_one": {"first": "threadIdx.y + BLOCK_ROWS"}}),
         Rung("tma_swizzled", "TMA loads/stores of 128B-swizzled 64x64 tiles, tiles_per_cta loads in flight",

@@ -2,7 +2,12 @@
 lookup every single-launch rung shares: a block finds its expert from the offsets, stages its rows'
 assignment ids in smem, gathers x rows and scatters y rows by assignment id.
 """
+from ..base import Param
 from ..matmul._gemm_ptx import LDMATRIX_X4, SMEM_U32, cp_async16, mma_16816
+
+# K depth of a trip: mma.sync tiles stage BK + 8 (padded) columns; wgmma tiles BK in core matrices
+MMA_BK = Param("BK", (16, 32, 64), 32)
+WGMMA_BK = Param("BK", (32, 64, 128), 64)
 
 PTX = {"fp16": ("f16", "__half2"), "bf16": ("bf16", "__nv_bfloat162")}
 ARGS = ("const scalar_t* __restrict__ x, const scalar_t* __restrict__ w, const int* __restrict__ sorted_ids, "
@@ -38,10 +43,11 @@ def ptx_helpers(task, cp_async: bool) -> str:
 
 
 def mma_defs(p, task) -> str:
+    bk = p.get(MMA_BK.name, MMA_BK.default)      # records measured before the knob lack BK
     return f"""#define BM {p['BM']}
 #define BN {p['BN']}
-#define BK 32
-#define LDS (BK + 8)              // padded smem row (80 bytes): ldmatrix rows hit distinct banks
+#define BK {bk}
+#define LDS (BK + 8)              // padded smem row ({(bk + 8) * 2} bytes): ldmatrix rows hit distinct banks
 #define WM (BM / 2)               // 2 x 2 warps
 #define WN (BN / 2)
 #define MT (WM / 16)
@@ -214,7 +220,7 @@ def wgmma_pipeline_src(p, task, wait="STAGES - 2", publish_ids=True):
     regs = ", ".join(f'"+f"(d[{i}])' for i in range(bn // 2))
     return f"""#define BM 64                     // one warpgroup: a 64-row wgmma tile
 #define BN {bn}
-#define BK 64
+#define BK {p.get(WGMMA_BK.name, WGMMA_BK.default)}
 #define STAGES {p['STAGES']}
 #define A_BYTES (BM * BK * 2)
 #define STAGE_BYTES ((BM + BN) * BK * 2)

@@ -11,8 +11,9 @@ import math
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..fragments import REGISTER_TILE_FMA
-from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, cp_async_pipeline_src, find_block, mma_sync_src,
-                          wgmma_pipeline_src)
+from ..ktile import BARRIER_STALL, WGMMA_DRAIN, trip_scale
+from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, MMA_BK, WGMMA_BK, cp_async_pipeline_src, find_block,
+                          mma_sync_src, wgmma_pipeline_src)
 from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 TC_NEEDS = frozenset({"mma", "ldmatrix", "inline_ptx"})
@@ -107,21 +108,23 @@ def expert_lookup_single_launch(p, task):
 
 
 def tc_launch(wgmma: bool):
-    """mma_sync / cp_async_pipeline (2 x 2 warps of mma.sync) or wgmma_pipeline (one 64-row warpgroup)."""
+    """mma_sync / cp_async_pipeline (2 x 2 warps of mma.sync) or wgmma_pipeline (one 64-row warpgroup).
+    BK: a deeper K tile a trip takes more smem a stage and synchronises fewer times (ops/ktile.py)."""
     def launch(p, task):
         e, bn, stages = DTYPE_BYTES[task.dtype], p["BN"], p.get("STAGES", 1)
+        bk = p.get("BK", (WGMMA_BK if wgmma else MMA_BK).default)
         bm = 64 if wgmma else p["BM"]
         tiles, quant, traffic, lookup = tiling(p, task, bm)
         threads = 128
         if wgmma:
-            stage = (bm + bn) * 64 * e
+            stage = (bm + bn) * bk * e
             regs = 40 + bn // 2 + 24
-            scale = lookup * min(1.0, bn / 128) ** 0.3
+            scale = lookup * min(1.0, bn / 128) ** 0.3 * trip_scale(bk, WGMMA_BK.default, WGMMA_DRAIN)
         else:
-            stage = (bm + bn) * (32 + 8) * e
+            stage = (bm + bn) * (bk + 8) * e
             wm, wn = bm // 2, bn // 2
             regs = min(255, 40 + (wm // 16) * (wn // 8) * 4 + (wm // 16) * 4 + (wn // 8) * 2)
-            scale = lookup * min(1.0, (wm * wn / (wm + wn)) / 32) ** 0.4
+            scale = lookup * min(1.0, (wm * wn / (wm + wn)) / 32) ** 0.4 * trip_scale(bk, MMA_BK.default, BARRIER_STALL)
             scale *= task.gpu.mma_sync_scale("fp16")       # Hopper: mma.sync below its wgmma rate
         head = bm * 4 + 12                                   # s_ids[BM] + slot[3]
         align = 128 if wgmma else 16                         # static part rounds to the dynamic buffer's alignment
@@ -193,17 +196,17 @@ class GroupedGemmCuda(GroupedGemmSpec):
              memory_eff=0.8, smem="static", launch=expert_lookup_single_launch, render=expert_lookup_single_src,
              bugs={"off_by_one": {"cmp": "<="}, "missing_barrier": {"barrier": ""}}),
         Rung("mma_sync", "mma.sync m16n8k16 tensor cores, x rows gathered to smem, ldmatrix fragments",
-             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128), 128)), needs=TC_NEEDS, path="fp16",
+             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128), 128), MMA_BK), needs=TC_NEEDS, path="fp16",
              compute_eff=0.55, memory_eff=0.82, smem="static", launch=tc_launch(False), render=mma_sync_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"step": HALF_STEP}}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
-             (Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4), 3)),
+             (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
              needs=TC_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.76, memory_eff=0.88, smem="dynamic",
              launch=tc_launch(False), render=cp_async_pipeline_src,
              bugs={"off_by_one": {"wait": "STAGES - 1"}, "missing_barrier": {"barrier": ""}}),
         # missing_barrier here leaves s_ids unpublished: the gather reads garbage ids and faults
         Rung("wgmma_pipeline", "warpgroup wgmma.mma_async m64nBNk16 on smem descriptors, cp.async ring (sm_90a)",
-             (Param("BN", (64, 128), 128), Param("STAGES", (3, 4), 4)),
+             (Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4), WGMMA_BK),
              needs=TC_NEEDS | {"cp_async", "wgmma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
              bugs={"off_by_one": {"wait": "STAGES - 1"}, "missing_barrier": {"publish_ids": False}},

@@ -290,7 +290,7 @@ class MoeScatterCuda(MoeScatterSpec):
              bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
         Rung("warp_aggregated_fused", "one smem atomic per expert per warp (peer leader); scan folded into the "
              "scatter, each token row read once and written to its topk slots",
-             (Param("threads", (128, 256), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
+             (Param("threads", (64, 128, 256, 512), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
              smem="static", launch=warp_aggregated_fused_launch, render=warp_aggregated_fused_src,
              bugs={"missing_barrier": {"published": ""}, "off_by_one": {"cmp": "<="}}),
     )

@@ -165,7 +165,7 @@ class RMSNormTriton(RowKernelTriton, RMSNormSpec):
              render=multi_row_tile_src, consts=lambda p, task: {"ROWS": p["ROWS"], **block_d(p, task)},
              bugs={"missing_scale": {"mean": ""}, "off_by_one": {"bound": "D - 1"}}),
         Rung("persistent", "grid of #SMs x k programs striding over rows, weight hoisted, next row prefetched",
-             (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.93,
+             (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4, 8), 1)), memory_eff=0.93,
              launch=row_tile_launch, render=persistent_src, consts=block_d,
              bugs={"off_by_one": {"stop": "T - 1"}, "missing_scale": NO_SCALE}),
     )

@@ -13,6 +13,7 @@ from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import block_incl_scan, cdf_pick_row
 from ._min_p_split import PICK4, THRESH, W4, select_part, split_launch, split_row_combine_src
+from ._min_p_chunks import chunk_vecs_kernel
 from .min_p_spec import ENTRY, MinPSpec
 
 NO_MIN_P = {"thresh": "M"}                     # missing_scale: min_p dropped, only the max survives
@@ -143,13 +144,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) min_p_kernel({ARGS}) {{
 
 # -- chunk_mass_pick ---------------------------------------------------------------------------
 def chunk_launch(p, task):
-    th = p["threads"]
-    return Launch(grid=task["B"], threads=th, smem_bytes=4096 + 8 * cdiv(th, task.gpu.warp) + 16, regs=40,
-                  bytes_per_access=16, traffic=1 + 0.9 * row_l2_miss(task, th) + 4 * th / task["V"],
-                  compute_scale=0.8)
+    # VECS float4s a thread a chunk: VECS loads in flight, the pick's 4 x VECS weights in registers, the
+    # block sum (a fifth of a one-float4 chunk's work) once a chunk, a crossing chunk VECS times as long re-read
+    th, vecs = p["threads"], p["vecs"]
+    return Launch(grid=task["B"], threads=th, smem_bytes=4096 + 8 * cdiv(th, task.gpu.warp) + 16, regs=40 + 6 * (vecs - 1),
+                  bytes_per_access=16 * vecs, traffic=1 + 0.9 * row_l2_miss(task, th) + 4 * th * vecs / task["V"],
+                  compute_scale=1 - 0.2 / vecs)
 
 
 def chunk_mass_pick_src(p, task, thresh=THRESH, prefix="acc"):
+    if p["vecs"] > 1:
+        return f"{block_incl_scan(task, True)}{select_part(prefix)}{chunk_vecs_kernel(p['vecs'], ARGS, MAX4, thresh, W4)}\n{host(task, 'B')}"
     return f"""{block_incl_scan(task, True)}{select_part(prefix)}
 // Block per row. Pass 1: max. Pass 2: kept mass of every 4 x THREADS chunk into shared memory.
 // Thread 0 scans the chunk masses to the chunk where the CDF crosses uniform x mass; pass 3
@@ -208,8 +213,8 @@ class MinPCuda(MinPSpec):
              (THREADS,), compute_eff=0.5, memory_eff=0.88, smem="static", launch=fused_launch(True),
              render=fused_src(True), bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.f"}}),
         Rung("chunk_mass_pick", "per-chunk kept masses in smem, chunk-level CDF search, only the crossing chunk re-read",
-             (Param("threads", (128, 256, 512, 1024), 512),), compute_eff=0.5, memory_eff=0.9, smem="static",
-             launch=chunk_launch, render=chunk_mass_pick_src,
+             (Param("threads", (128, 256, 512, 1024), 512), Param("vecs", (1, 2, 4), 1)), compute_eff=0.5,
+             memory_eff=0.9, smem="static", launch=chunk_launch, render=chunk_mass_pick_src,
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + mass[i]"}}),
         Rung("split_row_combine", "SPLIT blocks per row (max and mass partials) and a combine kernel walking one slice",
              (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,

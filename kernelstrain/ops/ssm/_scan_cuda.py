@@ -29,16 +29,50 @@ __device__ __forceinline__ float2 warp_scan(float2 v, float2* excl) {{
 """
 
 
+def packed_io() -> tuple:
+    """(load, bload, store) of the uint4 path with ITEMS / 8 uint4s of each input a thread: the
+    loads of a chunk all issue before the first is used."""
+    load = """Pack pu[ITEMS / 8], pd[ITEMS / 8], pz[ITEMS / 8];
+#pragma unroll
+        for (int q = 0; q < ITEMS / 8; ++q) {
+            pu[q].u = live ? reinterpret_cast<const uint4*>(u + off + t0)[q] : make_uint4(0u, 0u, 0u, 0u);
+            pd[q].u = live ? reinterpret_cast<const uint4*>(delta + off + t0)[q] : make_uint4(0u, 0u, 0u, 0u);
+            pz[q].u = live ? reinterpret_cast<const uint4*>(z + off + t0)[q] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) {
+            uv[i] = to_float(pu[i / 8].h[i % 8]); dtv[i] = live ? softplus(to_float(pd[i / 8].h[i % 8]) + dbias) : 0.f;
+            zv[i] = to_float(pz[i / 8].h[i % 8]);
+        }"""
+    bload = """Pack pb[ITEMS / 8], pc[ITEMS / 8];
+#pragma unroll
+            for (int q = 0; q < ITEMS / 8; ++q) {
+                pb[q].u = live ? reinterpret_cast<const uint4*>(Bb + n * L + t0)[q] : make_uint4(0u, 0u, 0u, 0u);
+                pc[q].u = live ? reinterpret_cast<const uint4*>(Cb + n * L + t0)[q] : make_uint4(0u, 0u, 0u, 0u);
+            }
+            const scalar_t* bv = reinterpret_cast<const scalar_t*>(pb); const scalar_t* cv = reinterpret_cast<const scalar_t*>(pc);"""
+    store = """if (live) {
+            Pack py[ITEMS / 8];
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) py[i / 8].h[i % 8] = from_float(yv[i] * silu(zv[i]));
+#pragma unroll
+            for (int q = 0; q < ITEMS / 8; ++q) reinterpret_cast<uint4*>(y + off + t0)[q] = py[q].u;
+        }"""
+    return load, bload, store
+
+
 def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIRST, x0: str = "0.f",
                   bterm: str = BTERM) -> str:
     """Kernel body shared by the register-scan rungs (scalar / uint4 loads, rows channels per block);
     first, x0 and bterm are the slots the rungs' bugs replace."""
     threads = p["threads"]
-    items = 8 if vec else p["items"]
+    items = p.get("items", 8) if vec else p["items"]
     stage_sync = "\n        __syncthreads();"
     aexp = "exp2f(dtv[i] * a2)" if vec else "expf(dtv[i] * a2)"
     a2 = "A[d * NSTATE + n] * LOG2E" if vec else "A[d * NSTATE + n]"
-    if vec:
+    if vec and items > 8:
+        load, bload, store = packed_io()
+    elif vec:
         load = """Pack pu, pd, pz;
         pu.u = live ? *reinterpret_cast<const uint4*>(u + off + t0) : make_uint4(0u, 0u, 0u, 0u);
         pd.u = live ? *reinterpret_cast<const uint4*>(delta + off + t0) : make_uint4(0u, 0u, 0u, 0u);

@@ -246,7 +246,7 @@ class CausalConv1dCuda(OpModule):
              (THREADS,), memory_eff=0.89, launch=tile8_launch(smem=False), render=warp_shuffle_halo_src,
              bugs={"off_by_one": SHIFTED, "wrong_init": {"acc0": "0.f"}}),
         Rung("register_strip", "one warp per long strip of a row, halo carried in registers between iterations",
-             (Param("threads", (64, 128, 256), 128), Param("strip", (512, 1024, 2048, 4096), 2048)),
+             (Param("threads", (64, 128, 256, 512), 128), Param("strip", (256, 512, 1024, 2048, 4096, 8192), 2048)),
              memory_eff=0.92, launch=register_strip_launch, render=register_strip_src,
              bugs={"off_by_one": SHIFTED, "wrong_init": {"acc0": "0.f"}}),
     )

@@ -228,6 +228,6 @@ class MambaStepCuda(MambaStepSpec):
              (THREADS,), memory_eff=0.88, launch=state_launch(lambda p, t: t["N"] // 4, 16, 40),
              render=vectorized_float4_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": VEC_NO_DT}),
         Rung("smem_staged_channels", "CHANNELS channels of one batch row per block, B_t / C_t staged in shared memory",
-             (Param("channels", (8, 16, 32, 64), 32),), memory_eff=0.92, smem="static", launch=smem_launch,
+             (Param("channels", (8, 16, 32, 64, 128), 32),), memory_eff=0.92, smem="static", launch=smem_launch,
              render=smem_staged_channels_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"bterm": "xv * sB[n + k]"}}),
     )

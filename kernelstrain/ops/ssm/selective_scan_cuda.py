@@ -8,6 +8,8 @@ Ladder: one thread walks a whole channel sequentially -> block per channel, Hill
 scan + cross-warp prefix (Mamba's structure) -> 16-byte vector loads/stores and exp2f ->
 B/C chunk staged once in (dynamic) shared memory for ROWS channels of the block.
 """
+from dataclasses import replace
+
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ._scan_cuda import BAD_FIRST, NO_DT, register_scan
 from .selective_scan_spec import SelectiveScanSpec
@@ -158,6 +160,17 @@ def register_launch(p, task):
                   bytes_per_access=16, compute_scale=1.0 - 0.25 / rows, lane_util=util)
 
 
+def vectorized_launch(p, task):
+    """vectorized_regs: ITEMS steps a thread in ITEMS / 8 uint4 loads of each input. Past 8, each 8
+    steps more hold another 48 fp32 registers (u, dt, z, y and the 8 scanned pairs) and another
+    uint4 of each input in flight; the warp scan and the two barriers of every state are paid once
+    a chunk, so a chunk twice as long halves their share of the steps."""
+    base = register_launch({"threads": p["threads"]}, task)
+    packs, chunk, l = p["items"] // 8, p["threads"] * p["items"], task["L"]
+    return replace(base, regs=base.regs + 48 * (packs - 1), bytes_per_access=16 * packs,
+                   compute_scale=1.0 - (1.0 - base.compute_scale) / packs, lane_util=l / (cdiv(l, chunk) * chunk))
+
+
 def warp_shuffle_scan_src(p, task, **slots):
     return program(p, task, register_scan(p, task, ARGS, vec=False, **slots), "B * D", str(p["threads"]))
 
@@ -193,7 +206,8 @@ class SelectiveScanCuda(SelectiveScanSpec):
              (THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
              render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT}),
         Rung("vectorized_regs", "uint4 loads of u/delta/z/B/C (8 steps), exp2f with log2e folded into A",
-             (THREADS,), compute_eff=0.4, memory_eff=0.85, smem="static", launch=register_launch,
+             (THREADS, Param("items", (8, 16), 8)), compute_eff=0.4, memory_eff=0.85, smem="static",
+             launch=vectorized_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
              (Param("threads", (64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,

@@ -13,7 +13,7 @@ from ..norms._norms import triton_spill
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .selective_scan_spec import ENTRY, SelectiveScanSpec
 
-BD = Param("BLOCK_D", (2, 4, 8, 16), 4)
+BD = Param("BLOCK_D", (1, 2, 4, 8, 16), 4)
 CH = Param("CHUNK", (32, 64, 128), 64)
 WARPS = Param("num_warps", (2, 4, 8), 4)
 SIG = ("u_ptr, dl_ptr, A_ptr, B_ptr, C_ptr, Ds_ptr, z_ptr, db_ptr, y_ptr, D, L,\n"

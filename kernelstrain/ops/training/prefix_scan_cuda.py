@@ -1,15 +1,15 @@
 """Inclusive prefix sum over the rows of x [R, C] in CUDA (fp32 accumulation).
 
-y[r, j] = x[r, 0] + ... + x[r, j], e.g. the cumulative probabilities of top-p sampling or
-token offsets. Ladder: one thread walks a row -> Hillis-Steele in shared memory (n log n work)
--> Blelloch up/down-sweep (work-efficient, padded against bank conflicts) -> warp-shuffle scan
-over 16-byte vectors -> single pass with decoupled look-back: tiles of every row spread over
-the whole GPU, each publishing its aggregate/prefix for its successors.
+y[r, j] = x[r, 0] + ... + x[r, j], e.g. the cumulative probabilities of top-p sampling or token offsets. Ladder: one
+thread walks a row -> Hillis-Steele in shared memory (n log n work) -> Blelloch up/down-sweep (work-efficient,
+padded against bank conflicts) -> warp-shuffle scan over 16-byte vectors -> single pass with decoupled look-back:
+tiles of every row spread over the whole GPU, each publishing its aggregate/prefix for its successors.
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import scan_helpers
+from ._scan_items import warp_shuffle_items_src
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 NL, NO_BARRIER = "\n", {"barrier": ""}
@@ -25,7 +25,7 @@ def launch_of(kind: str):
     """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan) or lookback."""
     def launch(p, task):
         r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
-        threads, vec = p["threads"], 16 // e
+        threads, vec, items = p["threads"], 16 // e, p.get("items", 1)
         warps = cdiv(threads, gpu.warp)
         if kind == "serial":
             return Launch(grid=cdiv(r, threads), threads=threads, regs=32, bytes_per_access=32, traffic=2.0,
@@ -36,12 +36,14 @@ def launch_of(kind: str):
         if kind == "blelloch":
             return Launch(grid=r, threads=threads, smem_bytes=(2 * threads + 2 * threads // 32) * 4, regs=40,
                           bytes_per_access=e, lane_util=min(1.0, c / (2 * threads)))
-        if kind == "shuffle":
-            return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24, bytes_per_access=16,
-                          lane_util=min(1.0, c / (threads * vec)))
-        tile = threads * vec * p["items"]
-        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8, regs=24 + 2 * p["items"],
-                      bytes_per_access=16 * p["items"], lane_util=c / (cdiv(c, tile) * tile), launches=2)
+        if kind == "shuffle":   # ITEMS vectors a thread: v[] registers; the block scan (~half a 1-vector tile) once a tile
+            return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24 + (items - 1) * (vec + 4),
+                          bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
+                          lane_util=min(1.0, c / (threads * vec * items)))
+        tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
+        return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8,
+                      regs=24 + 2 * items + max(0, items * vec - 32),
+                      bytes_per_access=16 * items, lane_util=c / (cdiv(c, tile) * tile), launches=2)
     return launch
 
 
@@ -143,6 +145,8 @@ def blelloch_smem_src(p, task, barrier="\n        __syncthreads();", clear=CLEAR
 
 
 def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
+    if p["items"] > 1:
+        return warp_shuffle_items_src(p["items"], scan_helpers(task, test), SIG, host("R"), init)
     return f"""{scan_helpers(task, test)}
 // One block per row, THREADS * VEC elements per tile: each thread scans its own 16-byte
 // vector in registers, the thread totals are scanned with shuffles, warp totals via smem.
@@ -276,10 +280,10 @@ class PrefixScanCuda(OpModule):
              (THREADS,), compute_eff=0.025, memory_eff=0.7, smem="static", launch=launch_of("blelloch"),
              render=blelloch_smem_src, bugs={"missing_barrier": NO_BARRIER, "wrong_init": {"clear": ""}}),
         Rung("warp_shuffle_scan", "block per row, 16-byte vectors, thread scan + __shfl_up_sync warp scan",
-             (THREADS,), compute_eff=0.15, memory_eff=0.86, smem="static", launch=launch_of("shuffle"),
+             (THREADS, Param("items", (1, 2, 4), 1)), compute_eff=0.15, memory_eff=0.86, smem="static", launch=launch_of("shuffle"),
              render=warp_shuffle_scan_src, bugs={"off_by_one": {"test": "lane > o"}, "wrong_init": {"init": "1.f"}}),
         Rung("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
-             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4), 2)),
+             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
              compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),
              render=decoupled_lookback_src,
              bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER}),
