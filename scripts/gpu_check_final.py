@@ -121,7 +121,7 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         seconds = cases * (BUILD_S_PER_CASE + PASS_S_PER_CASE)
         total += seconds
         print(f"{profile}: --sample {sample} -> {cases} cases over {modules} modules (modules of {ARCH} episodes "
-              f"left out: {missing or 'none'}); ~{seconds:.0f} s on the H200")
+              f"left out: {missing or 'none'}); ~{seconds:.0f} s of device time (at the H200 rate of seed 8484)")
     print(f"expected device time after the machine's start: ~{total / 60:.1f} min")
     print("\n".join(lines))
     print(f"wrote {out}/<profile>/, {out}/FROZEN.txt, {out}/samples.txt")

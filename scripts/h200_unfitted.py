@@ -71,10 +71,11 @@ def wrap(report: Path, name: str, note: str, folder: Path = ROOT / "measurements
     data = json.loads(report.read_text())
     modules = sorted({r["module"] for r in data["rows"]})
     out = {"format": FORMAT,
-           "meta": {"device": data.get("device"), "dataset": f"scripts/shape_grid.py --params --unfitted: {len(modules)} "
+           "meta": {"device": data.get("device"), "sim_gpu": data.get("sim_gpu", "H200"), "dataset": f"scripts/shape_grid.py --params --unfitted: {len(modules)} "
                     f"modules without fit rows ({' '.join(modules)})",
                     "method": f"kernelstrain gpu-check --sample {data.get('sample')} (scripts/h200_unfitted.sh); {note}",
-                    "sim_ms": "kernelstrain.sim on the H200 profile with the fit shipped at the time (not fitted on these rows)",
+                    "sim_ms": f"kernelstrain.sim on the {data.get('sim_gpu', 'H200')} profile (the GPU that timed them: the fit "
+                              "builds these rows there, calibration.fit.timed_rows) with the fit shipped at the time",
                     "use": "fitted once named in calibration.fit.FIT_FILES", "summary": data.get("summary")},
            "rows": data["rows"]}
     path = folder / name

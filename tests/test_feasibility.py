@@ -154,14 +154,14 @@ def test_triton_narrows_loads_of_misaligned_rows():
     from kernelstrain.sim import narrowed
     from kernelstrain.tasks import best_config
     m = REGISTRY["rmsnorm_triton"]
-    odd, even = (make_task(m, "H100", "bf16", {"T": 4096, "D": d}) for d in (4095, 4096))
+    odd, even = (make_task(m, "H100", "fp16", {"T": 4096, "D": d}) for d in (4095, 4096))
     v = m.variant("persistent")
     launch = m.launch(v, v.defaults(), odd)
     assert narrowed(m, v, launch, odd).traffic == pytest.approx(launch.traffic * (launch.bytes_per_access / 2) ** 0.19)
     assert narrowed(m, v, m.launch(v, v.defaults(), even), even) == m.launch(v, v.defaults(), even)
     assert narrowed(m, v, launch, odd).bytes_per_access == launch.bytes_per_access     # as many bytes in flight
     ratio = simulate(m, v, v.defaults(), odd).time_ms / simulate(m, v, v.defaults(), even).time_ms
-    assert 1.2 < ratio < 1.8                                        # measured 1.40x for this candidate
+    assert 1.40 / 1.25 < ratio < 1.40 * 1.25          # measured 45.3 / 32.5 us = 1.40x for this candidate (H100)
     per_byte = [best_config(m, t)[0] / m.cost(t).bytes for t in (odd, even)]
     assert 1.1 * per_byte[1] < per_byte[0] < 2.0 * per_byte[1]
     g = REGISTRY["gemm_fp16_triton"]

@@ -146,16 +146,24 @@ def ladder_span(m, t):
     return base / best_config(m, t)[0]
 
 
+# Ladders the hardware measured nearly flat (measurements/h100_gpucheck_kigrid.json, H100, each rung's fastest
+# candidate): paged_kv_copy_triton element_blocks 50.6 us vs multi_page_tile 50.2 us (1.01x, NB=4096 M=1024: every
+# rung is a copy at the bandwidth), chunked_prefill_triton online_softmax 216.7 us vs pipelined_stages 147.8 us
+# (1.47x, B=8 C=256 P=1792). The simulator, fitted on them, keeps their span: what it must not do is invent one.
+MEASURED_SPAN = {"paged_kv_copy_triton": 1.0, "chunked_prefill_triton": 1.3}
+
+
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_every_module_ladder_improves_and_best_respects_the_roofline(name):
-    """On its largest shape on H100, each ladder gains >= 1.5x and its best is within 30x of the floor
-    (latency-bound recurrences: selective_scan_triton's fastest measured candidate runs at 31x its
-    floor on the H200, h200_kernels.json at B=1 L=2048 D=1536)."""
+    """On its largest shape on H100, each ladder gains >= 1.5x (MEASURED_SPAN: less, as measured) and its
+    best is within 30x of the floor (latency-bound recurrences: selective_scan_triton's fastest measured
+    candidate runs at 31x its floor on the H200, h200_kernels.json at B=1 L=2048 D=1536)."""
     from kernelstrain.sim import roofline_floor_ms
     m = REGISTRY[name]
     t = largest_task(m)
     best, variant, _ = best_config(m, t)
-    assert ladder_span(m, t) >= 1.5, f"{name}: ladder spans only {ladder_span(m, t):.2f}x"
+    span = MEASURED_SPAN.get(name, 1.5)
+    assert ladder_span(m, t) >= span, f"{name}: ladder spans only {ladder_span(m, t):.2f}x"
     assert best >= roofline_floor_ms(m, t, variant.path), f"{name}: faster than the roofline"
     assert best <= 30 * roofline_floor_ms(m, t, variant.path) + 0.01
 
