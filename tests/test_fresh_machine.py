@@ -237,3 +237,18 @@ def test_workspace_build_says_it_needs_torch(small_dataset, tmp_path):
     code = NO_TORCH + f"import runpy, sys; sys.argv = [{str(build)!r}, '--dry']; runpy.run_path({str(build)!r}, run_name='__main__')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and out.stderr.strip() == "build: needs PyTorch (pip install torch; a CPU build is enough for --dry)", out.stderr
+
+
+def test_every_data_file_of_the_package_is_installed():
+    """`pip install .` copies only the package data pyproject names: a data file the code reads but
+    no pattern matches is missing on a fresh machine (corpus/hip_names.txt once was)."""
+    import fnmatch
+    import tomllib
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["kernelstrain"]
+    package = root / "kernelstrain"
+    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
+    assert data, "the package holds data files"
+    missing = [f for f in data if not any(fnmatch.fnmatch(f, pat) for pat in patterns)]
+    assert not missing, f"not in pyproject's package-data: {missing}"
