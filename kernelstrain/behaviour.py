@@ -25,6 +25,8 @@ SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best
 FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
 LAST_STEPS = 3
 EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
+EAGER_NOISE = 1.1    # the engine caps the modelled time; the row holds one measurement of it, which the harness
+                     # noise moves (cv 1.5% over 50 us, where such baselines are): past the cap by 10% is far
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
 _TIME = re.compile(r"\b\d+(?:\.\d+)? (us|ms)\b")
@@ -50,7 +52,7 @@ def figures(ep: dict) -> Counter:
     best_key, bugs, prev = base_key, set(), None
     f["steps"] = len(steps)
     eager = ep.get("torch_eager_ms")
-    f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * eager
+    f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * EAGER_NOISE * eager
     f["tail"] = sum(1 for s in steps if s["step"] > ep["best"]["step"])
     for s in steps:
         key = config(s["tag"], s["params"])

@@ -39,10 +39,10 @@ def test_each_figure_counts_its_behaviour():
     assert far["converged_far"] == 1
     first = behaviour.figures(_row([_step(1, "naive", None, 10.0, {"t": 2}, status="compile_error")], end="budget"))
     assert (first["first_tweaks"], first["first_tweaks_failed"], first["converged"]) == (1, 1, 0)
-    eager = 10.0 / behaviour.EAGER_FAR       # the baseline at exactly the cap, then just past it, then unknown
+    eager = 10.0 / behaviour.EAGER_FAR       # the baseline at the cap, 1% past it (its measurement's noise), 20% past it, unknown
     counts = [behaviour.figures(_row(steps) | {"torch_eager_ms": e})["baseline_far_from_eager"]
-              for e in (eager, 0.99 * eager, None)]
-    assert counts == [0, 1, 0]
+              for e in (eager, eager / 1.01, eager / 1.2, None)]
+    assert counts == [0, 0, 1, 0]
 
 
 def test_labels_are_found_in_prose_not_in_code():
