@@ -242,7 +242,8 @@ def test_the_first_move_is_the_engineers_not_the_failure_injectors(case):
     on that rewrite); it never retunes the baseline's own parameters."""
     m, task, ep, steps = case
     fresh = Episode(m, task, streams(0), 1, 0.0, 0.0, 1)
-    if steps and fresh.ups():
+    fresh.book = Ledger(ep.baseline_code, ep.baseline_ms)   # what the engineer saw before step 1: this
+    if steps and fresh.ups():                                 # episode's baseline measurement (ups reads it)
         assert steps[0]["tag"] != ep.base.variant.tag, (m.name, steps[0]["tag"], steps[0]["status"])
 
 
