@@ -32,13 +32,19 @@ def candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
                 if not (v.needs - task.gpu.features) or not v.offered(task.dtype):
                     continue
                 for params in _carried(v, [q for u in runnable for q in param_grid(u)]):
-                    code = m.render(v, params, task)
-                    key = (m.name, task.gpu.arch, code_key(code))
-                    if key in out or limit and per_cell[key[:2]] >= limit:
-                        continue
-                    per_cell[key[:2]] += 1
-                    out[key] = (task, v, params, code)
+                    _add(out, per_cell, limit, m, task, v, params)
     return out
+
+
+def _add(out: dict, per_cell: dict, limit: int | None, m, task, v, params) -> None:
+    """Render (v, params) on task into `out` under its (module, arch, code_key), once, and at most
+    `limit` of each (module, arch)."""
+    code = m.render(v, params, task)
+    key = (m.name, task.gpu.arch, code_key(code))
+    if key in out or limit and per_cell[key[:2]] >= limit:
+        return
+    per_cell[key[:2]] += 1
+    out[key] = (task, v, params, code)
 
 
 def _carried(variant, bests: list) -> list:
@@ -68,10 +74,5 @@ def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = No
                 for params in param_grid(v):
                     if modelled_launch(m, v, params, task).smem_bytes <= cap:
                         continue
-                    code = m.render(v, params, task)
-                    key = (m.name, task.gpu.arch, code_key(code))
-                    if key in out or limit and per_cell[key[:2]] >= limit:
-                        continue
-                    per_cell[key[:2]] += 1
-                    out[key] = (task, v, params, code)
+                    _add(out, per_cell, limit, m, task, v, params)
     return out
