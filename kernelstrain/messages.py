@@ -327,9 +327,16 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
 # decision, the best after the step. Times in the conversation's one unit (time_unit).
 
 def best_line(best_ms: float, baseline_ms: float, best_step: int) -> str:
+    """The best so far and its speedup over the baseline's first timing (the one the prompt
+    shows); while the best is the baseline itself (re-measured: its time the mean of its runs)
+    the speedup is 1.00x, never a baseline slower than itself.
+
+    >>> best_line(1.02, 1.0, 0)
+    'best: 1.020 ms, 1.00x over baseline (the baseline)'
+    """
     origin = "the baseline" if best_step == 0 else f"step {best_step}"
-    return (f"best: {fmt_ms(best_ms, time_unit(baseline_ms))}, {baseline_ms / best_ms:.2f}x over baseline "
-            f"({origin})")
+    speedup = 1.0 if best_step == 0 else baseline_ms / best_ms
+    return f"best: {fmt_ms(best_ms, time_unit(baseline_ms))}, {speedup:.2f}x over baseline ({origin})"
 
 
 def outcome(step: dict) -> str:
