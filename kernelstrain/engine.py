@@ -118,8 +118,7 @@ class Habits:
     """How one simulated engineer works (drawn per episode from the policy stream)."""
     climb: float        # probability of a climb before the search around the best is settled (a systematic
                         # engineer gets the most out of a version before rewriting it; once settled, it climbs)
-    skip: float         # probability of skipping the next rung: most engineers write the next technique up
-                        # and tune it before the one after (each rung's gain measured on its own), some jump ahead
+    skip: float         # probability of skipping the next rung
     expert_first: bool  # try the top rung right away
     ablate: float       # probability, once tuning stalls, of an ablation (search.ablations at most)
     joint: float        # probability of the joint move once the search around a best is settled
@@ -128,7 +127,7 @@ class Habits:
 
     @classmethod
     def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.0, 0.3), expert_first=rng.random() < 0.15,
+        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
 
