@@ -58,3 +58,16 @@ def test_path_variety_is_scored_only_where_the_ladder_offers_a_choice():
     assert [v.tag for v in m.variants if v.offered("bf16")] == ["sort_segmented_reduce", "sorted_segment_vectorized"]
     assert not has_path_choice(m, "bf16") and has_path_choice(m, "fp16")
     assert all(has_path_choice(REGISTRY[name], "fp16") for name in ("rmsnorm_cuda", "gemm_fp16_triton"))
+
+
+def test_path_share_allows_the_sampling_noise_of_a_modules_episode_count():
+    """6 of a module's 10 episodes on one path is within two standard errors of a half (a
+    400-episode run of the default profile holds ~10 a module); 65 of 100 is not, and the module
+    judged is the one furthest over the threshold for its count, not the highest share."""
+    from kernelstrain.qa import _Acc, report
+    acc = _Acc()
+    acc.paths["sliding_window_attn_triton"].update({("a", "b", "c"): 6, ("b", "c"): 4})
+    assert _path_check(report(acc))["pass"]
+    acc.paths["rope_cuda"].update({("vec", "fused"): 65, ("fused",): 35})
+    check = _path_check(report(acc))
+    assert not check["pass"] and check["value"] == 0.65 and "rope_cuda: 65/100" in check["note"]
