@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kernelstrain import feasibility  # noqa: E402
+from kernelstrain import feasibility, knobs  # noqa: E402
 from kernelstrain.behaviour import figures  # noqa: E402
 from kernelstrain.calibration import FIT  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
@@ -30,17 +30,19 @@ from kernelstrain.sim import roofline_floor_ms, simulate, writable  # noqa: E402
 from kernelstrain.tasks import param_grid  # noqa: E402
 
 
-def fastest(module, task):
+def fastest(module, task, knob_names: tuple):
     """(time, rung) of the fastest configuration an engineer could write for `task`: rungs the
     dtype offers, the GPU runs and the task's rows can align (engine.Episode.rungs), every
-    writable configuration of each rung's own parameters (the generic launch knobs at their
-    defaults: a best that tuned them, or a noisy mean, can read a little under 1.0x)."""
+    writable configuration of each, the profile's launch knobs included (a noisy mean of the
+    best can read a little under 1.0x of it)."""
     best = None
     for v in module.variants:
         if not v.offered(task.dtype) or v.needs - task.gpu.features \
                 or feasibility.violation(module, v, v.defaults(), task) is not None:
             continue
-        for params in param_grid(v):
+        if knob_names:
+            v = knobs.extend(v, module.impl, module.render(v, v.defaults(), task), knob_names)
+        for params in param_grid(knobs.untuned(v)):
             if writable(module, v, params, task):
                 r = simulate(module, v, params, task)
                 if r.ok and (best is None or r.time_ms < best[0]):
@@ -60,7 +62,7 @@ def room(config: str, seed: int, sample: int, sample_seed: int, settings: list[s
     for i in sorted(random.Random(sample_seed).sample(range(profile.episodes), min(sample, profile.episodes))):
         row = build_episode(plan, i).row()
         task, module = plan.task(i), REGISTRY[row["module"]]
-        top_ms, variant = fastest(module, task)
+        top_ms, variant = fastest(module, task, profile.search.knobs)
         floor = roofline_floor_ms(module, task, variant.path) + FIT.overhead_us(task.gpu.vendor, 1) * 1e-3
         f = figures(row)
         out[row["module"]].append((f["steps"], f["tail"], row["best"]["time_ms"] / top_ms, top_ms / floor, row["end"]))
