@@ -6,7 +6,10 @@ placeholder and diagnoses it when the full expression is complete (`;`, an if / 
 condition, each part of a for header, each initializer of a declaration), in source order,
 except where an operand becomes an error first:
   - a subscript whose index holds the name is diagnosed at its `]`, and is an error;
-  - a parenthesized bare name `(x)` is diagnosed at its `)`, and is an error;
+  - a name that begins a statement is diagnosed at once (the parser classifies a statement's
+    first name, a type or an expression, before it parses the statement), and is an error;
+  - a parenthesized expression holding the name, `(x)` or `(x + 1)` (the parser corrects the
+    typos of a parenthesized expression as it closes it), is diagnosed at its `)`, and is an error;
   - when one operand of a binary or conditional operator is an error, the other operand's
     pending uses are diagnosed then; a call with an erroneous argument is an error.
 Measured with clang-19 (`-fsyntax-only` and HIP device compiles for gfx942):
@@ -25,6 +28,8 @@ Measured with clang-19 (`-fsyntax-only` and HIP device compiles for gfx942):
 [2, 17, 11, 22, 29, 38, 43]
 >>> order("int z = q < n ? y[q] : y[q], w = q;")
 [18, 8, 25, 33]
+>>> order("q = (q + 1) & n; y[0] = q + (q + 1);")
+[0, 5, 29, 24]
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ class _Parse:
 
     def __init__(self, toks, targets):
         self.t, self.targets, self.out = toks, targets, []
+        self.errors = set()          # targets diagnosed where the parser met them (a statement's first token)
 
     def text(self, i, end):
         return self.t[i].text if i < end else None
@@ -117,16 +123,17 @@ class _Parse:
             j = self.close(i, end)
             if self._cast(i + 1, j) and j + 1 < end and self._operand(j + 1):
                 return self.unary(j + 1, end)
-            if j == i + 2 and i + 1 in self.targets:          # `(x)`: diagnosed at its `)`
-                pending, bad = [i + 1], True
+            _, pending, bad = self.expr(i + 1, j, 0)
+            if pending:                                       # `(... x ...)`: diagnosed at its `)`
                 self.emit(pending)
-            else:
-                _, pending, bad = self.expr(i + 1, j, 0)
+                bad = True
             return self.postfix(j + 1, end, pending, bad)
         if s == "{":
             j = self.close(i, end)
             _, pending, bad = self.expr(i + 1, j, 0)
             return self.postfix(j + 1, end, pending, bad)
+        if i in self.errors:
+            return self.postfix(i + 1, end, [], True)
         pending = [i] if i in self.targets else []
         i += 1
         if tok.kind == "name" and self.text(i, end) == "<":        # a template's arguments: f<T>(...)
@@ -199,6 +206,9 @@ class _Parse:
                 i += 1
             else:
                 j = self._statement_end(i, end)
+                if i in self.targets:            # classified (and diagnosed) before the statement is parsed
+                    self.out.append(i)
+                    self.errors.add(i)
                 self.declaration_or_full(i, j)
                 i = max(j, i + 1)
 
