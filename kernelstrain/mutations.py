@@ -79,28 +79,27 @@ def typo_sites(code: str, impl: str) -> list:
                       | set(re.findall(r"^def (\w+)", code, re.M)))
     out = [c for c in candidates if declared[c[1].group(2)] <= limit and c[1].group(2) not in taken]
     if impl == "cuda" and _HIP in code:
-        words, functions = set(re.findall(r"\w+", code)), functions_of(lines)
-        out = [c for c in out if _hip_renames(c[1].group(2), words, _tried(lines, c[0], c[1].group(2), functions))]
+        words = set(re.findall(r"\w+", code))
+        out = [c for c in out if _hip_renames(c[1].group(2), words)]
     return out
 
 
 _HIP = "#include <hip/hip_runtime.h>"     # a CUDA module's render for an AMD GPU: hipcc (clang) compiles it
 
 
-def _hip_renames(name: str, words: set, tried: frozenset = frozenset()) -> list:
-    """The renames of `name` after which clang has no correction to offer for it (its text then
-    depends on the code alone: no "did you mean 'pow'?" naming a header's declaration, and no
-    note pointing into the installed headers): none where a name of the headers or of the code
-    is within clang's correction distance of it, nor where one of the host functions `tried`
-    (_tried) is among the candidates clang tries."""
-    if _header_corrects(name) or correction_offered(name, words - {name}) or correction_tried(name, tried):
+def _hip_renames(name: str, words: set) -> list:
+    """The renames of `name` after which clang's typo correction has no candidate to try for it
+    (correction_tried), so its text depends on the code alone: no "did you mean 'div'?" naming a
+    header's declaration, and no error its trial leaves behind pointing into the installed
+    headers: none where a name of the headers or of the code is within reach of it."""
+    if _header_tried(name) or correction_tried(name, words - {name}):
         return []
-    return [r for r in _RENAMES if r.format(name) not in words and not correction_offered(name, [r.format(name)])]
+    return [r for r in _RENAMES if r.format(name) not in words and not correction_tried(name, [r.format(name)])]
 
 
 @functools.lru_cache(maxsize=4096)
-def _header_corrects(name: str) -> bool:
-    return correction_offered(name, corpus.hip_names())
+def _header_tried(name: str) -> bool:
+    return correction_tried(name, corpus.hip_names())
 
 
 def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
@@ -114,8 +113,7 @@ def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
     words = set(re.findall(r"\w+", code))
     renames = [_RENAMES[(pick + k) % len(_RENAMES)].format(name) for k in range(len(_RENAMES))]
     if impl == "cuda" and _HIP in code:       # a rename clang offers no correction for
-        tried = _tried(lines, i, name, functions_of(lines))
-        renames = [r for r in renames if r in {f.format(name) for f in _hip_renames(name, words, tried)}]
+        renames = [r for r in renames if r in {f.format(name) for f in _hip_renames(name, words)}]
     new = next((r for r in renames if r not in words), renames[0])   # not a name the code has: no redeclaration
     lines[i] = m.group(1) + new + m.group(3) + lines[i][m.end():]
     return Typo(name, new, i, tuple(_uses(lines, i, name)), def_line, tuple(lines))
@@ -131,89 +129,30 @@ def break_identifier(code: str, impl: str, pick: int = 0, hip_arch: str = "") ->
     return "\n".join(typo.lines), typo_error(typo, impl, hip_arch)
 
 
-def correction_offered(name: str, candidates) -> bool:
-    """Whether clang's typo correction may offer one of `candidates` for the undeclared `name`:
-    Sema::CorrectTypo keeps a correction whose edit distance (replacements allowed) d has
-    len(name) // d >= 3, so at most len(name) // 3 (a name of one or two characters is never
-    corrected: clang-19 offers `y` for no undeclared `q`).
-
-    >>> correction_offered("row", ["pow"]), correction_offered("kept", ["kept0"]), correction_offered("row", ["my_row"])
-    (True, True, False)
-    >>> correction_offered("q", ["y"]), correction_offered("kept", ["exp"])
-    (False, False)
-    """
-    limit = len(name) // 3
-    return limit > 0 and any(c != name and abs(len(c) - len(name)) <= limit and _within(name, c, limit)
-                             for c in candidates)
-
-
 def correction_tried(name: str, candidates) -> bool:
-    """Whether clang's typo correction tries one of `candidates` for the undeclared `name`: its
-    TypoCorrectionConsumer keeps a name of the translation unit within edit distance
-    (len(name) + 2) // 3 whose length differs by at most a third of len(name), and the trial
-    builds the expression with it (a name under three characters keeps none). A candidate tried
-    and rejected leaves no "did you mean", but a host function tried in a device function whose
-    diagnostics clang defers leaves `reference to __host__ function 'rand' in __device__
-    function`. Measured with clang-19 (`v = NAME;` in an inline __device__ function): lane,
-    band, range, rnd and rands try rand; sxstm, sxstxmm and systemxxx try system; sxxtxm
-    (distance 3, length 6) tries nothing.
+    """Whether clang's typo correction may try one of `candidates` (names declared where the use
+    is) for the undeclared `name`. Its TypoCorrectionConsumer keeps a name within edit distance
+    (len(name) + 2) // 3 whose length differs by at most a third of len(name) (a name under
+    three characters keeps none); it goes on when any identifier the translation unit lexed is
+    within len(name) // 3 (the headers' parameter and member names count, so nearly always),
+    then builds the expression with each kept candidate in turn. One that makes it valid is
+    offered ("did you mean 'div'?" for `!live`: distance 2 from a 4-letter name); a host
+    function tried in an inline device function leaves `reference to __host__ function 'rand' in
+    __device__ function` behind (`lane`), even where it is then rejected. Measured with clang-19
+    (HIP, gfx942): lane, band, range, rnd and rands try rand; sxstm, sxstxmm and systemxxx try
+    system; sxxtxm (distance 3, length 6) tries nothing; clang offers `y` for no undeclared `q`.
 
-    >>> correction_tried("lane", ["rand"]), correction_tried("sxstxmm", ["system"]), correction_tried("sxxtxm", ["system"])
-    (True, True, False)
-    >>> correction_tried("systemxxxx", ["system"]), correction_tried("ra", ["rand"])
-    (False, False)
+    >>> correction_tried("lane", ["rand"]), correction_tried("live", ["div"]), correction_tried("sxstxmm", ["system"])
+    (True, True, True)
+    >>> correction_tried("sxxtxm", ["system"]), correction_tried("systemxxxx", ["system"]), correction_tried("q", ["y"])
+    (False, False, False)
+    >>> correction_tried("kept", ["kept0"]), correction_tried("row", ["my_row"])
+    (True, False)
     """
     limit = (len(name) + 2) // 3
-    return len(name) >= 3 and any(c != name and (c_len := abs(len(c) - len(name))) <= limit
-                                  and (c_len == 0 or len(name) // c_len >= 3) and _within(name, c, limit)
+    return len(name) >= 3 and any(c != name and (apart := abs(len(c) - len(name))) <= limit
+                                  and (apart == 0 or len(name) // apart >= 3) and _within(name, c, limit)
                                   for c in candidates)
-
-
-_FUNCTION = re.compile(r"^(?!\s|#|//|}|typedef\b|struct\b|using\b)([^;{}()=]*?)\b(\w+)\s*\(")
-
-
-def functions_of(lines) -> list:
-    """(first line, last line, qualifiers, name) of each function defined at file scope: a
-    header starting at column 0 (the renders' layout), its body up to the next `}` at column 0."""
-    out, k = [], 0
-    while k < len(lines):
-        m = _FUNCTION.match(lines[k])
-        if m is None:
-            k += 1
-            continue
-        start, head = k, ""
-        while k < len(lines) and "{" not in lines[k] and not lines[k].rstrip().endswith(";"):
-            head += lines[k] + " "
-            k += 1
-        if k == len(lines) or "{" not in lines[k]:
-            k += 1
-            continue            # a declaration, no body
-        head += lines[k].split("{")[0]
-        end = k if lines[k].rstrip().endswith("}") and lines[k].count("{") == lines[k].count("}") else \
-            next((e for e in range(k + 1, len(lines)) if lines[e].startswith("}")), len(lines) - 1)
-        out.append((start, end, frozenset(re.findall(r"\w+", m.group(1))) | frozenset(re.findall(r"\w+", head)), m.group(2)))
-        k = end + 1
-    return out
-
-
-def _deferred(words: frozenset) -> bool:
-    """A device function whose diagnostics clang defers until a kernel is seen to call it (not
-    known to be emitted: inline or internal linkage), as measured with clang-19: __forceinline__,
-    inline and static __device__ functions defer; plain __device__, __noinline__, template and
-    __global__ functions do not."""
-    return "__device__" in words and not words & {"__global__", "template", "__noinline__"} \
-        and bool(words & {"inline", "__forceinline__", "static"})
-
-
-def _tried(lines, decl: int, name: str, functions: list) -> frozenset:
-    """The host functions whose trial by clang's typo correction would be left behind as an
-    error: the headers' and the code's host functions where a use of `name` after line `decl`
-    lies in a deferred device function (_deferred); none otherwise."""
-    spans = [(a, b) for a, b, words, _ in functions if _deferred(words)]
-    if not any(a <= i <= b for i, _ in _uses(lines, decl, name) for a, b in spans):
-        return frozenset()
-    own = {fname for _, _, words, fname in functions if not words & {"__device__", "__global__"}}
-    return corpus.hip_host_functions() | own
 
 
 def _within(a: str, b: str, limit: int) -> bool:

@@ -7,13 +7,7 @@ mean 'pow'?"; it offers only names that unqualified lookup finds). mutations.fin
 HIP rename only where no such name is within clang's correction distance, so the recorded text
 has no header-dependent part.
 
-It also writes kernelstrain/corpus/hip_host_functions.txt: the functions of those names that
-have no __device__ declaration. clang tries a candidate of its typo correction by building the
-expression with it, and in a device function whose diagnostics it defers (inline, static) the
-trial of a host function leaves `reference to __host__ function 'rand' in __device__ function`
-behind, pointing into the installed headers, even where the correction is then rejected.
-
-    python scripts/hip_header_names.py [--out FILE] [--host-out FILE]
+    python scripts/hip_header_names.py [--out FILE]
 """
 import argparse
 import re
@@ -38,8 +32,7 @@ KEYWORDS = ("alignas alignof asm auto bool break case catch char char16_t char32
             "void volatile wchar_t while").split()
 
 
-def ast_dump(clang: str) -> list:
-    """clang's -ast-dump of the HEADERS, as lines."""
+def names(clang: str) -> set:
     with tempfile.TemporaryDirectory() as tmp:
         inc = Path(tmp) / "include"
         if not Path("/usr/include/hip/hip_bf16.h").exists() and "/opt/rocm" not in clang:
@@ -50,7 +43,7 @@ def ast_dump(clang: str) -> list:
         dump = subprocess.run([clang, "-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "-nogpulib",
                                "-fsyntax-only", "-std=c++17", f"-I{inc}", "-Xclang", "-ast-dump", "-fno-color-diagnostics",
                                str(src)], capture_output=True, text=True, check=True).stdout
-    return dump.splitlines()
+    return global_names(dump.splitlines()) | set(KEYWORDS)
 
 
 _NODE = re.compile(r"^((?:[| ] )*)[|`]-(\w+) (.*)$")
@@ -87,46 +80,18 @@ def global_names(dump: list) -> set:
     return out
 
 
-_DEVICE_ATTRS = {"CUDADeviceAttr", "CUDAGlobalAttr"}
-
-
-def host_functions(dump: list) -> set:
-    """Names of the functions declared at translation-unit scope (through transparent contexts)
-    none of whose declarations is __device__ (or __global__): host-only functions."""
-    device, seen, stack, current = set(), set(), [], None     # current: (name, depth) of the last function
-    for line in dump:
-        m = _NODE.match(line)
-        if m is None:
-            continue
-        depth, kind, rest = len(m.group(1)) // 2, m.group(2), m.group(3)
-        del stack[depth:]
-        stack.append(kind)
-        if current and depth == current[1] + 1 and kind in _DEVICE_ATTRS:
-            device.add(current[0])
-        elif depth <= (current[1] if current else -1):
-            current = None
-        if kind == "FunctionDecl" and all(k in _TRANSPARENT for k in stack[:-1]):
-            name = _NAMED.match(rest)
-            if name:
-                current = (name.group(1), depth)
-                seen.add(current[0])
-    return seen - device
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(corpus.HIP_NAMES_PATH))
-    ap.add_argument("--host-out", default=str(corpus.HIP_HOST_FUNCTIONS_PATH))
     args = ap.parse_args(argv)
     clang = find_hip_compiler()
     if clang is None:
         print("no HIP compiler (clang-17+ with the HIP headers, or hipcc)", file=sys.stderr)
         return 2
-    dump = ast_dump(clang)
+    found = sorted(names(clang))
     version = subprocess.run([clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    for out, found in ((args.out, global_names(dump) | set(KEYWORDS)), (args.host_out, host_functions(dump))):
-        Path(out).write_text(f"# {version}; headers: {' '.join(HEADERS)}\n" + "\n".join(sorted(found)) + "\n")
-        print(f"wrote {out}: {len(found)} names")
+    Path(args.out).write_text(f"# {version}; headers: {' '.join(HEADERS)}\n" + "\n".join(found) + "\n")
+    print(f"wrote {args.out}: {len(found)} names")
     return 0
 
 

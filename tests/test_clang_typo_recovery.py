@@ -4,9 +4,11 @@ installed (skipped, with the reason, where it is not):
 - a parenthesized expression holding the name is diagnosed at its `)` (slips/clang.py), so
   `(int)(grid < 1 ? 1 : (grid > 65535 ? 65535 : grid))` reports 34, 57, then 18; and a name that
   begins a statement is diagnosed first (`temp_bytes = (temp_bytes + 255) & ~(size_t)255;`);
-- in a device function whose diagnostics clang defers (inline, __forceinline__, static), a host
-  function its typo correction tries (`rand` for `lane`) is left behind as an error that points
-  into the installed headers: such a rename is not made (mutations.correction_tried)."""
+- clang's typo correction tries every declared name within (len + 2) // 3 edits: it offers one
+  that makes the expression valid (`!live` in rmsnorm_cuda: "did you mean 'div'?", 2 edits from 4
+  letters), and in an inline device function the trial of a host function (`rand` for `lane`) is left behind
+  as an error pointing into the installed headers: a HIP rename is made only where no declared
+  name is within that reach (mutations.correction_tried)."""
 import re
 
 import pytest
@@ -63,55 +65,61 @@ def test_the_orders_are_clangs():
         assert real == _model(statement), statement
 
 
-# `lane` is declared once in a device function; the kernel before it makes it a typo site
-REDUCE = """#include <hip/hip_runtime.h>
+# `lane`, `live` and `twofold` are declared once in a device function; the kernel before it
+# makes them typo sites. BODY_LINES: the lines using each (the others' left out of its clang check)
+HEAD = """#include <hip/hip_runtime.h>
 #define WARP_SIZE 64
 extern "C" __global__ void scale(float* x, float s) { x[threadIdx.x] *= s; }
 
-QUALIFIERS float block_reduce(float v, float* red) {
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    v = lane < 8 ? red[lane] : 0.f;
+QUALIFIERS float block_reduce(float v, float* red, int n) {
+    const int warp = threadIdx.x / WARP_SIZE;
+"""
+BODY_LINES = {
+    "lane": ["    const int lane = threadIdx.x % WARP_SIZE;", "    if (lane == 0) red[warp] = v;",
+             "    v = lane < 8 ? red[lane] : 0.f;"],
+    "live": ["    const bool live = warp < n;", "    if (!live) return 0.f;"],
+    "twofold": ["    const float twofold = v * 2.f;", "    red[warp] = twofold;"],
+}
+TAIL = """    __syncthreads();
     return v;
 }
 
-extern "C" __global__ void total(float* x, float* out) {
+extern "C" __global__ void total(float* x, float* out, int n) {
     __shared__ float red[32];
-    out[0] = block_reduce(x[threadIdx.x], red);
+    out[0] = block_reduce(x[threadIdx.x], red, n);
 }
 """
 DEFERRED = ("__device__ __forceinline__", "__device__ inline", "static __device__")
 EMITTED = ("__device__", "__device__ __noinline__")
 
 
-def _renamed(qualifiers: str) -> list:
-    code = REDUCE.replace("QUALIFIERS", qualifiers)
-    return [m.group(2) for _, m, _ in mutations.typo_sites(code, "cuda")]
+def _code(qualifiers: str, names=tuple(BODY_LINES)) -> str:
+    body = [line for name in names for line in BODY_LINES[name][:1]] + \
+        [line for name in names for line in BODY_LINES[name][1:]]
+    return HEAD.replace("QUALIFIERS", qualifiers) + "\n".join(body) + "\n" + TAIL
 
 
-def test_a_deferred_device_function_keeps_no_rename_clang_tries_a_host_function_for():
-    assert mutations.correction_tried("lane", mutations.corpus.hip_host_functions())       # rand
-    for qualifiers in DEFERRED:
-        assert "lane" not in _renamed(qualifiers), qualifiers
-    for qualifiers in EMITTED:
-        assert "lane" in _renamed(qualifiers), qualifiers
+def test_no_rename_leaves_a_declared_name_within_clangs_reach():
+    names = mutations.corpus.hip_names()
+    assert mutations.correction_tried("lane", names) and mutations.correction_tried("live", names)   # rand, div
+    for qualifiers in DEFERRED + EMITTED:
+        sites = [m.group(2) for _, m, _ in mutations.typo_sites(_code(qualifiers), "cuda")]
+        assert "twofold" in sites and not {"lane", "live"} & set(sites), (qualifiers, sites)
 
 
 @needs_hip
-def test_clang_leaves_the_tried_host_function_behind_only_in_a_deferred_function():
+def test_clang_offers_or_leaves_behind_what_it_tries():
     for qualifiers in DEFERRED + EMITTED:
-        broken = REDUCE.replace("QUALIFIERS", qualifiers).replace("const int lane =", "const int lane_val =")
-        log = tool_text(compile_hip(broken).log)
+        log = tool_text(compile_hip(_code(qualifiers, ("lane",)).replace("lane =", "lane_val =")).log)
         assert ("reference to __host__ function 'rand' in __device__ function" in log) == (qualifiers in DEFERRED), \
             qualifiers
+        log = tool_text(compile_hip(_code(qualifiers, ("live",)).replace("live =", "live_val =")).log)
+        assert "did you mean '" in log or "reference to __host__ function '" in log, qualifiers
 
 
 @needs_hip
 def test_the_renames_kept_in_device_functions_are_clangs_text():
     for qualifiers in DEFERRED + EMITTED:
-        code = REDUCE.replace("QUALIFIERS", qualifiers)
-        for pick in range(len(mutations.typo_sites(code, "cuda"))):
-            broken, text = mutations.break_identifier(code, "cuda", pick, "gfx942")
-            real = compile_hip(broken)
-            assert not real.ok and tool_text(real.log) == text, (qualifiers, pick)
+        broken, text = mutations.break_identifier(_code(qualifiers), "cuda", 0, "gfx942")
+        real = compile_hip(broken)
+        assert not real.ok and tool_text(real.log) == text, qualifiers

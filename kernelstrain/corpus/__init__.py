@@ -25,7 +25,6 @@ from pathlib import Path
 PATH = Path(__file__).with_name("arch_texts.json")
 SMEM_PATH = Path(__file__).with_name("triton_smem.json")
 HIP_NAMES_PATH = Path(__file__).with_name("hip_names.txt")
-HIP_HOST_FUNCTIONS_PATH = Path(__file__).with_name("hip_host_functions.txt")
 SMEM_VERSION = 1
 PROFILES = ("kernelstrain", "kernelinfer")   # the bundled profiles, whose candidates the corpus holds
 VERSION = 3
@@ -153,16 +152,6 @@ def triton_shared(module: str, arch: str, code: str) -> int | None:
 @functools.lru_cache(maxsize=1)
 def hip_names() -> frozenset:
     """Every identifier the headers of a HIP candidate bring in, and C++'s keywords."""
-    return _name_list(HIP_NAMES_PATH)
-
-
-@functools.lru_cache(maxsize=1)
-def hip_host_functions() -> frozenset:
-    """The functions of hip_names() that have no __device__ declaration (host-only)."""
-    return _name_list(HIP_HOST_FUNCTIONS_PATH)
-
-
-def _name_list(path: Path) -> frozenset:
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run scripts/hip_header_names.py")
-    return frozenset(line for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    if not HIP_NAMES_PATH.exists():
+        raise FileNotFoundError(f"{HIP_NAMES_PATH} is missing: run scripts/hip_header_names.py")
+    return frozenset(line for line in HIP_NAMES_PATH.read_text().splitlines() if line and not line.startswith("#"))
