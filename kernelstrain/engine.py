@@ -200,7 +200,7 @@ class Episode:
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
-        self._configs, self._positions = {}, {}
+        self._configs, self._positions, self._near = {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -273,9 +273,12 @@ class Episode:
             self._positions[v.tag] = names, values, [tuple(vals.index(c.params[n]) for n, vals in zip(names, values))
                                                      for c in self.configs(v)]
         names, values, positions = self._positions[v.tag]
-        at = [vals.index(self.best.params[n]) for n, vals in zip(names, values)]
-        return [c for c, pos in zip(self.configs(v), positions)
-                if sum(abs(i - j) for i, j in zip(pos, at)) <= self.search.spread]
+        key = (v.tag, self.best.key)
+        if key not in self._near:
+            at = [vals.index(self.best.params[n]) for n, vals in zip(names, values)]
+            self._near[key] = [c for c, pos in zip(self.configs(v), positions)
+                               if sum(abs(i - j) for i, j in zip(pos, at)) <= self.search.spread]
+        return self._near[key]
 
     def carry(self, variant: Variant) -> dict:
         """Params for a new rung: keep the best's value where the name and value exist."""
