@@ -171,19 +171,18 @@ class Matcher:
         self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
         self.fingerprints: dict = {}        # fingerprint -> target indices
         postings: dict = {}                 # specific shingle -> target indices
-        self.sizes, self.specific_sizes, self.plates = [], [], []
-        shared_plates: dict = {}
+        self.sizes, self.specific_sizes, self.plates = [], [], []   # plates: bit masks (see scan)
         for i, (code, lang) in enumerate(targets):
             toks = tokens(code, lang)
             self.fingerprints.setdefault(_digest(toks), []).append(i)
             grams = shingles(self._ids(toks))
-            plated = frozenset(self.plate_rank[g] for g in grams if g in self.plate_rank)
+            plated = sum(1 << self.plate_rank[g] for g in grams if g in self.plate_rank)
             specific = [g for g in grams if g not in self.plate_rank]
             for g in specific:
                 postings.setdefault(g, []).append(i)
             self.sizes.append(len(grams))
             self.specific_sizes.append(len(specific))
-            self.plates.append(shared_plates.setdefault(plated, plated))   # one object per distinct set
+            self.plates.append(plated)
         # Shingles with the same targets share one posting class: a candidate's hits are
         # counted per class, then spread to its targets (the same module's held tasks
         # share most shingles, so classes are few and large).
@@ -202,20 +201,23 @@ class Matcher:
         match, and the vocabulary stays the held-out sources' size."""
         return tuple(map(self.vocab.get, toks, itertools.repeat(-1)))
 
-    def scan(self, code: str, lang: str) -> tuple[list, frozenset, dict]:
-        """(targets this candidate equals after normalization, the ranks of its boilerplate
-        13-grams, {target: specific 13-grams shared}) for one training candidate."""
+    def scan(self, code: str, lang: str) -> tuple[list, int, dict]:
+        """(targets this candidate equals after normalization, its boilerplate 13-grams as a bit
+        mask of their ranks, {target: specific 13-grams shared}) for one training candidate. A
+        mask's size in common with another is (a & b).bit_count(): hundreds of targets' boilerplate
+        are compared with every distinct candidate's (as sets of ranks: 0.57 s of 300 episodes'
+        tallies, as masks 0.06 s)."""
         toks = tokens(code, lang)
         found = Counter(map(self.lookup.get, shingles(self._known_ids(toks))))
         found.pop(None, None)
-        plated, hits, members = [], {}, self.members
+        plated, hits, members = 0, {}, self.members
         for entry, shared in found.items():
             if entry < 0:
-                plated.append(-1 - entry)
+                plated |= 1 << (-1 - entry)
                 continue
             for i in members[entry]:
                 hits[i] = hits.get(i, 0) + shared
-        return self.fingerprints.get(_digest(toks), []), frozenset(plated), hits
+        return self.fingerprints.get(_digest(toks), []), plated, hits
 
 
 def _digest(toks) -> str:
@@ -232,7 +234,7 @@ class Tally:
         self.exact: set = set()
         self.raw: dict = {}               # target -> largest raw shared count
         self.specific: dict = {}          # target -> largest specific shared count
-        self.plate_groups: set = set()
+        self.plate_groups: set = set()    # the distinct boilerplate masks of the candidates
         self.candidates = 0
 
     def add(self, result) -> None:
@@ -241,14 +243,14 @@ class Tally:
         self.exact.update(equal)
         self.plate_groups.add(plated)
         plates, raw, specific = self.m.plates, self.raw, self.specific
-        common: dict = {}             # a target's boilerplate set -> its size in common with this candidate's
+        common: dict = {}             # a target's boilerplate mask -> its size in common with this candidate's
         for i, shared in hits.items():
             if shared > specific.get(i, 0):
                 specific[i] = shared
             mine = plates[i]
             both = common.get(mine)
             if both is None:
-                both = common[mine] = len(mine & plated)
+                both = common[mine] = (mine & plated).bit_count()
             both += shared
             if both > raw.get(i, 0):
                 raw[i] = both
@@ -274,7 +276,7 @@ class Tally:
         for i, size in enumerate(self.m.sizes):
             mine = self.m.plates[i]
             if mine not in best_plate:
-                best_plate[mine] = max((len(mine & g) for g in self.plate_groups), default=0)
+                best_plate[mine] = max(((mine & g).bit_count() for g in self.plate_groups), default=0)
             plate = best_plate[mine]
             raw = max(self.raw.get(i, 0), plate) / size if size else 0.0
             spec = self.specific.get(i, 0) / self.m.specific_sizes[i] if self.m.specific_sizes[i] else 0.0
