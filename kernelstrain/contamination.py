@@ -170,24 +170,34 @@ class Matcher:
         plate = {self._ids(g) for g in sorted(boilerplate())}
         self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
         self.fingerprints: dict = {}        # fingerprint -> target indices
-        postings: dict = {}                 # specific shingle -> target indices
         self.sizes, self.specific_sizes, self.plates = [], [], []   # plates: bit masks (see scan)
+        # each distinct source indexed once (the default profile's 692 targets are 305 sources:
+        # a baseline or a solution serves several held tasks), in the order it first appears
+        sources: dict = {}                  # (code, lang) -> (fingerprint, specific shingles, its targets)
         for i, (code, lang) in enumerate(targets):
-            toks = tokens(code, lang)
-            self.fingerprints.setdefault(_digest(toks), []).append(i)
-            grams = shingles(self._ids(toks))
-            plated = sum(1 << self.plate_rank[g] for g in grams if g in self.plate_rank)
-            specific = [g for g in grams if g not in self.plate_rank]
-            for g in specific:
-                postings.setdefault(g, []).append(i)
-            self.sizes.append(len(grams))
+            if (code, lang) not in sources:
+                toks = tokens(code, lang)
+                grams = shingles(self._ids(toks))
+                specific = [g for g in grams if g not in self.plate_rank]
+                plated = sum(1 << self.plate_rank[g] for g in grams if g in self.plate_rank)
+                sources[code, lang] = toks, _digest(toks), specific, [], len(grams), plated
+            else:       # its ids again: _ids draws one fresh id a token, so the vocabulary stays as it was
+                self._ids(sources[code, lang][0])
+            _, fingerprint, specific, mine, size, plated = sources[code, lang]
+            self.fingerprints.setdefault(fingerprint, []).append(i)
+            mine.append(i)
+            self.sizes.append(size)
             self.specific_sizes.append(len(specific))
             self.plates.append(plated)
+        postings: dict = {}                 # specific shingle -> target indices
+        for _, _, specific, mine, _, _ in sources.values():
+            for g in specific:
+                postings.setdefault(g, []).extend(mine)
         # Shingles with the same targets share one posting class: a candidate's hits are
         # counted per class, then spread to its targets (the same module's held tasks
         # share most shingles, so classes are few and large).
         classes: dict = {}
-        self.index = {g: classes.setdefault(tuple(ts), len(classes)) for g, ts in postings.items()}
+        self.index = {g: classes.setdefault(tuple(sorted(ts)), len(classes)) for g, ts in postings.items()}
         self.members = list(classes)
         # one lookup a candidate's shingle: its class (>= 0) or its boilerplate rank r as -1 - r
         self.lookup = {**self.index, **{g: -1 - r for g, r in self.plate_rank.items()}}
