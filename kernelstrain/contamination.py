@@ -20,6 +20,7 @@ boilerplate 13-grams: those found in renders of >= 10% of the registry's modules
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -141,15 +142,30 @@ def prefetch(keys: list, workers: int) -> None:
     """Search the best candidates of the tasks `keys` ((module, gpu, dtype, shape) of
     solution_code) in `workers` forked processes, the boilerplate meanwhile in this one: a
     held-out set's fixed cost, spread over the cores a run has."""
+    with solutions_ahead(keys, workers):
+        boilerplate()
+
+
+@contextlib.contextmanager
+def solutions_ahead(keys: list, workers: int):
+    """prefetch's search running in `workers` forked processes while the body runs in this
+    one; kept on leaving it (nothing is searched ahead with one worker: solution_code searches
+    each when asked)."""
     from .pools import fork_pool
     todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
     pool = fork_pool(workers) if workers > 1 and len(todo) > 1 else None
     if pool is None:
+        yield
         return
     with pool:
         found = pool.starmap_async(_solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
-        boilerplate()
+        yield
         _keep_solutions(zip(todo, found.get()))
+
+
+def solution_keys(tasks) -> list:
+    """The keys of solution_code (and prefetch) of held-out tasks."""
+    return [(t.module, t.gpu.name, t.dtype, t.shape) for t in tasks]
 
 
 @functools.lru_cache(maxsize=2)
@@ -354,7 +370,7 @@ class Targets:
                 if key not in tasks:
                     module = REGISTRY[r["module"]]
                     tasks[key] = r, module, make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-        prefetch([(m.name, t.gpu.name, t.dtype, t.shape) for _, m, t in tasks.values()], workers)
+        prefetch(solution_keys(t for _, _, t in tasks.values()), workers)
         targets, self.keys, self.references = [], {}, {}
         for key, (r, module, task) in tasks.items():
             self.keys[key] = len(targets)
