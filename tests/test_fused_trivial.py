@@ -32,7 +32,10 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          "fused_s0_04677": "constant", "fused_s0_07595": "constant", "fused_s0_08402": "constant",
          "fused_s0_12172": "constant", "fused_s0_12906": "constant", "fused_s0_12985": "constant",
          # a fresh stream (seed 101): a layer norm's rows, scaled, through a clamp they never reach, averaged
-         "fused_s101_01100": "zero"}
+         "fused_s101_01100": "zero",
+         # seed 303: a scalar randn scale of -1.5 or less sends a logsumexp under silu to ~0; the logsumexp of
+         # a layer norm's rows (mean 0, variance 1 in every row), scaled by 0.1: log C + 0.005 in every row
+         "fused_s303_00325": "zero", "fused_s303_00736": "constant"}
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

@@ -42,15 +42,15 @@ def test_a_rows_max_at_a_clamps_bound_is_that_bound():
     assert set(s.v) == {0.5} and trivial(s, 1e-4, 1.0) == "constant"
 
 
-def test_a_scalar_parameters_sign_is_a_scenario():
+def test_a_scalar_parameters_value_is_a_scenario():
     """A per-channel scale on one channel is one randn: under a relu its sign decides whether the
-    output is all zeros, so both signs are emulated."""
+    output is all zeros, so its values (either sign) are emulated in turn."""
     prog = [_step("sigmoid", "elementwise", (64, 8)),
             _step("mean", "reduction", (64, 8), (64, 1), dim=-1, keepdim=True),
             _step("scale_param", "elementwise", (64, 1), shape=[1]),
             _step("relu", "elementwise", (64, 1))]
     verdicts = [trivial(s, 1e-4, 1.0) for s in emulate(prog)]
-    assert verdicts == [None, "zeros"]
+    assert verdicts == [None, "zeros"] * 4          # SCALAR_VALUES: +w, -w for four sizes
 
 
 def test_the_mean_of_a_scaled_softmax_is_constant_and_a_linear_is_not():

@@ -36,8 +36,10 @@ K = 256                                   # sample size of a tensor
 _Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
 TAIL = 8                                  # points the quantile function's tail slope is taken over
-SCALAR_PARAM = NormalDist().inv_cdf(0.75)  # |randn|'s median: a scalar parameter's typical size
-MAX_SCENARIOS = 4
+# a scalar parameter (one randn): the values the first one takes in turn (|randn|'s 20/50/87/99th
+# percentiles, either sign), later ones +- the median
+SCALAR_VALUES = tuple(sg * NormalDist().inv_cdf(0.5 + q / 2) for q in (0.2, 0.5, 0.87, 0.99) for sg in (1.0, -1.0))
+SCALAR_LATER = (SCALAR_VALUES[2], SCALAR_VALUES[3])
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,13 @@ def _along_last(step: dict) -> bool:
     return isinstance(dim, int) and dim % len(shape) == len(shape) - 1
 
 
-def _rows(x: Sample, C: int, draws: _Draws, with_diag: bool):
-    """Simulated rows of length C (at most ROW_BUDGET / 16 values drawn: the rest stand for as many
-    again) and the log of how many true values each drawn one stands for."""
+def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
+    """Simulated rows along the step's dim (at most ROW_BUDGET / 16 values drawn: the rest stand for as
+    many again), held to the mean and energy every row of the tensor has, and the log of how many true
+    values each drawn one stands for."""
+    C, dim = _row_len(step), _dim(step)
+    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim else None
+    energy = x.energy if x.normed and _along_last(step) else None
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
     rows = []
@@ -156,8 +162,23 @@ def _rows(x: Sample, C: int, draws: _Draws, with_diag: bool):
         row = draws.pick(x.v, n)
         if with_diag:
             row[0] = x.diag[draws.index()]
-        rows.append(row)
+        rows.append(_held(row, mean, energy) if n > 1 else row)
     return rows, math.log(C / n)
+
+
+def _held(row: list, mean: float | None, energy: float | None) -> list:
+    """A drawn row moved to the row mean and scaled to the row energy every row has (a norm's rows)."""
+    if mean is not None:
+        own = math.fsum(row) / len(row)
+        row = [r - own + mean for r in row]
+    if energy is not None:
+        centre = mean if mean is not None else 0.0
+        dev = math.fsum((r - centre) ** 2 for r in row) / len(row)
+        want = energy - centre * centre
+        if dev > 0.0 and want > 0.0:
+            f = math.sqrt(want / dev)
+            row = [centre + (r - centre) * f for r in row]
+    return row
 
 
 def _lse(row: list, extra: float) -> float:
@@ -182,7 +203,7 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
         return Sample(_gauss(m * C, sd * math.sqrt(C)) if op == "sum" else _gauss(m, sd / math.sqrt(C)))
     if op in ("amax", "amin") and not diag:
         return Sample(_extreme(x.v, C, op == "amax"))
-    rows, extra = _rows(x, C, draws, diag)
+    rows, extra = _rows(x, step, draws, diag)
     if op in ("softmax", "log_softmax"):
         out = []
         for row in rows:
@@ -293,7 +314,7 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
     if op in ("bias_add", "scale_param"):
         add = op == "bias_add"
         if p["shape"][0] == 1:                 # one value for the whole tensor: its sign is a scenario
-            c = scalars.pop(0) * SCALAR_PARAM
+            c = scalars.pop(0)
             v = tuple(sorted(a + c if add else a * c for a in x.v))
             return Sample(v, x.diag and tuple(sorted(a + c if add else a * c for a in x.diag)), x.normed and not add)
         return Sample(_pair(x.v, _Z, (lambda a, b: a + b) if add else (lambda a, b: a * b), draws))
@@ -314,10 +335,10 @@ def _scalar_steps(program: list) -> int:
 
 def emulate(program: list) -> list[Sample]:
     """The output's sample under each scenario of the program's scalar parameters' signs."""
-    n = min(_scalar_steps(program), int(math.log2(MAX_SCENARIOS)))
+    n = _scalar_steps(program)
     out = []
-    for signs in itertools.product((1.0, -1.0), repeat=n):
-        scalars = list(signs) + [1.0] * (_scalar_steps(program) - n)
+    for values in itertools.product(*([SCALAR_VALUES] + [SCALAR_LATER] * (n - 1) if n else [])):
+        scalars = list(values)
         x, saved = Sample(_Z), {}
         saved[-1] = x
         for j, step in enumerate(program):
