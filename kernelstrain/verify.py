@@ -121,8 +121,15 @@ def pick_sample(data: Path, sample: int, seed: int) -> list[tuple[int, int]]:
     return sorted(_round_robin({cls: modules_first(by) for cls, by in sorted(nested.items())})[:sample])
 
 
+FUSED_SKIP = ("a fused program's candidate is a whole KernelBench solution (Python with a load_inline source or "
+              "Triton kernels): verify does not build it yet; scripts/fused_check.py nvcc / triton does")
+
+
 def _compile_job(job: dict) -> dict:
+    from .fused.module import FusedModule
     module = REGISTRY[job["module"]]
+    if isinstance(module, FusedModule):
+        return {**job, "skipped": FUSED_SKIP}
     task = make_task(module, job["gpu"], job["dtype"], as_dict(job["shape"]))
     if module.impl == "cuda":
         if task.is_hip:
@@ -258,6 +265,8 @@ def verify(data: Path, sample: int = 200, jobs: int | None = None, seed: int = 0
         problems += [f"{path.name}:{r['line']} step {r['step']} ({r['module']} {r['tag']} on {r['gpu']}): {p}" for p in bad]
     elapsed = time.monotonic() - started
     out = render_report(table, len(results), elapsed, problems)
+    for reason in sorted({r["skipped"] for r in results if "skipped" in r}):
+        out += f"\nskipped {sum(r.get('skipped') == reason for r in results)}: {reason}"
     if text:
         out += "\n" + render_agreement(agreement)
     print(out)

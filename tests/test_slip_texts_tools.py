@@ -42,6 +42,30 @@ def test_the_system_macro_echo_is_nvccs():
     assert tool_text(compile_cuda(broken, "sm_80").log) == text
 
 
+# a line that goes on past a system header's macro (`-INFINITY) return;`): gcc -E prints the rest
+# on later lines, but EDG parses it here, so the scopes after it are what they are (paged_decode_cuda
+# split_kv, seed 7111: the second scope's report was missing)
+PAST_MACRO = ("#include <math.h>\n__device__ __forceinline__ void upd(const float* s, float& m) {\n"
+              "    float m_new = m;\n    if (m_new == -INFINITY) return;\n    m = m_new + s[0];\n}\n"
+              "__global__ void k(const float* s, float* y, int n) {\n    float m = -1.f, l = 0.f;\n"
+              "    for (int i = 0; i < n; ++i) {\n        upd(s, m);\n        l += 1.f;\n    }\n"
+              "    if (n > 0) { y[0] = m; y[1] = l; }\n}\n")
+PAST_MACRO_TEXT = ('candidate.cu(10): error: identifier "m" is undefined\n          upd(s, m);\n                 ^\n\n'
+                   'candidate.cu(13): error: identifier "m" is undefined\n      if (n > 0) { y[0] = m; y[1] = l; }\n'
+                   '                          ^\n\n2 errors detected in the compilation of "candidate.cu".')
+
+
+def test_a_line_past_a_system_macro_keeps_its_scopes():
+    broken, text = mutations.break_identifier(PAST_MACRO, "cuda", 0)
+    assert broken != PAST_MACRO and text == PAST_MACRO_TEXT
+
+
+@needs_nvcc
+def test_the_scopes_past_a_system_macro_are_nvccs():
+    broken, text = mutations.break_identifier(PAST_MACRO, "cuda", 0)
+    assert tool_text(compile_cuda(broken, "sm_80").log) == text
+
+
 def test_no_semicolon_site_before_a_statement_that_ends_with_a_block():
     """EDG skips to the next `;` outside brackets: past `for (...) { ... }` into the declaration
     after it, whose name is then undefined (nvcc 13.0 printed a second error for `r`)."""

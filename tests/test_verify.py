@@ -126,3 +126,13 @@ def test_verify_reports_a_disagreement(dataset_copy, capsys):
     code = main(["verify", str(dataset_copy), "--sample", "6", "--jobs", "2", "--trust-dataset"])
     out = capsys.readouterr().out
     assert code == 1 and "does not compile" in out
+
+
+def test_a_fused_solution_is_skipped_with_its_reason():
+    """verify compiles op-module candidates; a fused program's candidate is a whole KernelBench
+    solution file, which it reports as skipped (compiled as CUDA it read as false disagreements)."""
+    from kernelstrain.fused.module import fused_module, module_name
+    from kernelstrain.verify import FUSED_SKIP, _compile_job
+    name = module_name(0, 0, "cuda")
+    assert fused_module(name) is not None
+    assert _compile_job({"module": name, "gpu": "H100", "code": "import torch\n"})["skipped"] == FUSED_SKIP

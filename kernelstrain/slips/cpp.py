@@ -228,8 +228,7 @@ def echo_tokens(line: str, defs: dict, after_system: bool = False) -> tuple[str,
     """
     indent = line[:len(line) - len(line.lstrip())][after_system:]
     items = expand(tokens(line), defs)
-    cut = next((i for i, it in enumerate(items) if isinstance(it, Pad) and it.source is not None
-                and it.source.col >= 0 and it.source.text in SYSTEM_MACROS), None)
+    cut = _system_cut(items)
     placed = printed(items[:cut], indent)
     text = indent
     for pos, t in placed:
@@ -237,6 +236,24 @@ def echo_tokens(line: str, defs: dict, after_system: bool = False) -> tuple[str,
     if cut is not None and items[cut].source.white:
         text += " "
     return text, placed
+
+
+def _system_cut(items) -> int | None:
+    """Where gcc -E breaks the printed line: the expansion of a system header's macro."""
+    return next((i for i, it in enumerate(items) if isinstance(it, Pad) and it.source is not None
+                 and it.source.col >= 0 and it.source.text in SYSTEM_MACROS), None)
+
+
+def moved_tokens(line: str, defs: dict) -> list:
+    """The tokens of `line` from its first system-header macro on, expanded: the compiler parses
+    them on this line though gcc -E prints them on the lines after it (echo_tokens stops before).
+
+    >>> [t.text for t in moved_tokens("    if (m == -INFINITY) return;", macros([]))]
+    ['(', '__builtin_inff', '(', ')', ')', ')', 'return', ';']
+    """
+    items = expand(tokens(line), defs)
+    cut = _system_cut(items)
+    return [] if cut is None else [it for it in items[cut:] if not isinstance(it, Pad)]
 
 
 def echo(line: str, defs: dict, after_system: bool = False) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from . import clang
-from .cpp import echo_tokens, follows_system_macro, macros
+from .cpp import echo_tokens, follows_system_macro, macros, moved_tokens
 
 _TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long", "bool", "auto", "const",
           "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t", "half", "__half", "__nv_bfloat16", "float2",
@@ -42,7 +42,7 @@ def device_stream(lines, defs: dict) -> tuple[list, dict]:
             continue
         if all(on for on, _ in active):
             shown[j], placed = echo_tokens(line, defs, follows_system_macro(lines, j))
-            stream += [(j, pos, t) for pos, t in placed]
+            stream += [(j, pos, t) for pos, t in placed] + [(j, -1, t) for t in moved_tokens(line, defs)]
     return stream, shown
 
 
