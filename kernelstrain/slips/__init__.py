@@ -16,6 +16,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from . import nvcc, nvcc_more, nvcc_syntax, triton_more, triton_slips
@@ -83,10 +84,15 @@ def offered(kind: str, impl: str, hip_arch: str = "", dtype: str = "", shape=())
 
 def site_lines(kind: str, code: str) -> list:
     """The line of each site of `kind` in `code` (for identifier: none listed)."""
+    return list(_site_lines(kind, code))
+
+
+@functools.lru_cache(maxsize=512)     # asked again of the same code at each step's slip draw and when it is learnt
+def _site_lines(kind: str, code: str) -> tuple:
     k = BY_NAME[kind]
     if k.sites is None:
-        return []
-    return [s if isinstance(s, int) else s[0] for s in k.sites(code)]
+        return ()
+    return tuple(s if isinstance(s, int) else s[0] for s in k.sites(code))
 
 
 def apply(code: str, impl: str, pick: int, hip_arch: str = "", dtype: str = "", shape=()):
