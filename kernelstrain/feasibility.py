@@ -6,7 +6,10 @@ reach are checked (those of two or more dims whose innermost one is a dim of the
 of `last dim x element bytes` is the global stride every row after the first starts at. A vector cast's
 operand is traced through the code's assignments to the tensors it is computed from (a cast of a shared
 or local array reaches none); an operand that cannot be traced, and an instruction without one (cp.async,
-TMA, bulk copies), may reach any tensor of the task's dtype.
+TMA, bulk copies), may reach any tensor of the task's dtype (declared `task`, or by its name: an int8 GEMM's
+A and B). A word4 cast is also how code puns a register (`*reinterpret_cast<uint32_t*>(&p)`) or carves a
+workspace (`reinterpret_cast<int*>(ws + n)`): its operand reaches a tensor only where it is traced to one or
+is a pointer the code never assigns (a kernel or helper parameter: a copy helper's `src`).
 
   rule          what in the code                                          needs rows of
   tma           cuTensorMapEncodeTiled / cp.async.bulk.tensor (CUDA),     16-byte multiples (the tensor
@@ -16,6 +19,8 @@ TMA, bulk copies), may reach any tensor of the task's dtype.
                 cp.async (cp_async_16, cp.async.cg)
   vector8       uint2 / float2 / int2 casts                               8-byte multiples
   vector4       __half2 / __nv_bfloat162 casts                            4-byte multiples
+  word4         uint32_t / int / unsigned / float casts of 1- or 2-byte   4-byte multiples
+                data (dp4a's four int8 a word, two fp16 a 32-bit copy)
 
 What violates a rule at a shape is not written (sim.writable: an engineer who knows the shape does
 not pick a 16-byte vector for 1,554-byte rows) and, when asked anyway, `sim.simulate` fails it with
@@ -69,11 +74,15 @@ RULES = (
                                 r"|\bcp_async_16\b|cp\.async\.c[ag]\.shared\.global"), "cuda"),
     ("vector8", 8, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:uint2|float2|int2)\s*\*\s*>"), "cuda"),
     ("vector4", 4, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:__half2|__nv_bfloat162|half2)\s*\*\s*>"), "cuda"),
+    ("word4", 4, re.compile(r"reinterpret_cast<\s*(?:const\s+)?(?:volatile\s+)?(?:uint32_t|int32_t|unsigned(?:\s+int)?"
+                            r"|int|float)\s*\*\s*>"), "cuda"),
 )
+TRACED_ONLY = {"word4"}     # rules whose untraced operands reach a tensor only as a never-assigned pointer
 WIDEST = max(need for _, need, _, _ in RULES)
 # what the runtime says when the kernel meets a misaligned access of each rule (NVIDIA)
 RUNTIME = {"tma": "an illegal instruction was encountered", "bulk_copy": "misaligned address",
-           "vector16": "misaligned address", "vector8": "misaligned address", "vector4": "misaligned address"}
+           "vector16": "misaligned address", "vector8": "misaligned address", "vector4": "misaligned address",
+           "word4": "misaligned address"}
 TMA_BOX_MAX = 256
 WGMMA_K = {1: 32, 2: 16}          # element bytes -> wgmma's K per instruction (fp8/int8, fp16/bf16)
 
@@ -90,7 +99,7 @@ def _rows(entry, dtype: str, shape: tuple) -> tuple:
             continue
         elt = DTYPE_BYTES.get(a.dtype_of(dims))
         if elt is not None and elt >= 1:
-            out.append((a.name, int(a.shape(dims)[-1] * elt), a.dtype == "task"))
+            out.append((a.name, int(a.shape(dims)[-1] * elt), a.dtype in ("task", dtype)))
     return tuple(out)
 
 
@@ -178,22 +187,27 @@ def _operand(code: str, at: int) -> str:
     return code[at + 1:]
 
 
-def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reached: dict) -> set:
+def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reached: dict,
+             assigned: frozenset | None = None) -> set:
     """The entry tensors the code may reach with `pattern`. A cast's operand is traced back through
     assignments to the tensors it is computed from; a cast of an on-chip array is aligned whatever
     the task's shape and reaches none; a cast whose operand cannot be traced (a kernel parameter named
     otherwise, a helper's argument), and an instruction without an operand (cp.async, TMA, bulk
-    copies), may reach any tensor of the task's dtype."""
+    copies), may reach any tensor of the task's dtype. With `assigned` (the names the code assigns:
+    TRACED_ONLY rules), an untraced operand that takes an address (`&p`) or that the code assigns from
+    other things (a workspace) reaches none."""
     own = {name for name, _, of_task in tensors if of_task}
     out = set()
     for m in pattern.finditer(code):
         if not m.group(0).startswith("reinterpret_cast"):
             return out | own
-        first = _FIRST_NAME.match(_operand(code, m.end()))
+        operand = _operand(code, m.end())
+        first = _FIRST_NAME.match(operand)
         if first is None:
-            out |= own
+            out |= own if assigned is None else set()
         elif first.group(1) not in on_chip:
-            out |= reached.get(first.group(1)) or own
+            local = assigned is not None and (operand.lstrip().startswith("&") or first.group(1) in assigned)
+            out |= reached.get(first.group(1)) or (set() if local else own)
     return out
 
 
@@ -287,7 +301,7 @@ def arange_site(module: OpModule, variant: Variant, params: dict, task: Task, co
 @candidate_cache
 def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> tuple | None:
     """(rule, subject, value, need) of the first rule the candidate's code breaks at this task's shape,
-    or None: ('tma' | 'bulk_copy' | 'vector16' | 'vector8' | 'vector4', tensor, row bytes, multiple) or
+    or None: ('tma' | 'bulk_copy' | 'vector16' | 'vector8' | 'vector4' | 'word4', tensor, row bytes, multiple) or
     ('arange', constexpr, value, 'a power of 2')."""
     if module.impl == "triton" and not all(_pow2(v) for v in task.dims.values()) and any(
             type(v) is int and not _pow2(v) for s in module.compile_specs(variant, own(params), task)
@@ -310,7 +324,9 @@ def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> t
 def _accesses(code: str, impl: str, tensors: tuple) -> tuple:
     """((rule, bytes needed, the tensors its instructions may reach), ...) of one candidate's code."""
     on_chip, reached = on_chip_names(code), reach(code, {name for name, _, _ in tensors})
-    return tuple((rule, need, frozenset(accessed(pattern, code, tensors, on_chip, reached)))
+    assigned = frozenset(name for name, _ in _ASSIGN.findall(code))
+    return tuple((rule, need, frozenset(accessed(pattern, code, tensors, on_chip, reached,
+                                                 assigned if rule in TRACED_ONLY else None)))
                  for rule, need, pattern, rule_impl in RULES if rule_impl == impl)
 
 

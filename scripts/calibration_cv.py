@@ -10,11 +10,15 @@ Spearman mean over episodes with >= 3 timed, same-episode pair-order agreement, 
 0.8-1.25x, geomean sim/measured, and per-module pooled and episode Spearman. Use it to judge any
 simulator change (a launch model, a fit term) before the refit: the same command before and after.
 --module prints that module's held-out rows episode by episode (measured, predicted, params).
+--pairs N prints where the within-episode order goes wrong: the misordered pairs by how far apart the hardware
+put them, and the N (module, rung, rung) or (module, rung, parameters moved) kinds with the most misordered pairs.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -39,6 +43,49 @@ def module_table(rows: list) -> dict:
     return table
 
 
+TIE_BINS = (0.02, 0.05, 0.1, 0.2, 0.4, math.inf)     # |log measured ratio| of a pair
+
+
+def pair_kind(a: dict, b: dict) -> tuple:
+    """(module, rung, rung) of two rows of an episode, or (module, rung, 'params: the ones that differ')."""
+    if a["variant"] != b["variant"]:
+        return (a["module"], *sorted((a["variant"], b["variant"])))
+    moved = sorted(p for p in set(a["params"]) | set(b["params"]) if a["params"].get(p) != b["params"].get(p))
+    return a["module"], a["variant"], "params: " + ",".join(moved)
+
+
+def misordered(rows: list) -> tuple[dict, dict, dict]:
+    """(pairs by kind, misordered pairs by kind, (pairs, misordered) by TIE_BINS bin) over the same-episode
+    pairs whose measured times differ (calibration.metrics.pair_counts' pairs)."""
+    episodes = {}
+    for r in rows:
+        episodes.setdefault(r["episode"], []).append(r)
+    pairs, wrong, bins = {}, {}, {b: [0, 0] for b in TIE_BINS}
+    for members in (m for m in episodes.values() if len(m) >= 3):
+        for a, b in itertools.combinations(members, 2):
+            if a["measured_ms"] == b["measured_ms"]:
+                continue
+            kind, apart = pair_kind(a, b), abs(math.log(a["measured_ms"] / b["measured_ms"]))
+            bad = (a["sim_ms"] - b["sim_ms"]) * (a["measured_ms"] - b["measured_ms"]) <= 0
+            pairs[kind] = pairs.get(kind, 0) + 1
+            wrong[kind] = wrong.get(kind, 0) + bad
+            edge = next(x for x in TIE_BINS if apart <= x)
+            bins[edge][0] += 1
+            bins[edge][1] += bad
+    return pairs, wrong, bins
+
+
+def print_pairs(rows: list, top: int):
+    pairs, wrong, bins = misordered(rows)
+    print(f"\nmisordered pairs: {sum(wrong.values())} of {sum(pairs.values())}; by how far apart the hardware put them:")
+    for edge, (n, bad) in bins.items():
+        apart = f"<= {edge:.0%}" if edge < math.inf else "> 40%"
+        print(f"  measured apart {apart:>6}: {n:6} pairs, {bad:5} misordered ({bad / max(n, 1):.2f})")
+    print("kinds with the most misordered pairs (misordered/pairs):")
+    for kind in sorted(wrong, key=lambda k: -wrong[k])[:top]:
+        print(f"  {wrong[kind]:4}/{pairs[kind]:<4} {' | '.join(kind)}")
+
+
 def _f(x) -> str:
     return "-" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
@@ -50,6 +97,7 @@ def main(argv=None) -> int:
     ap.add_argument("--worst", type=int, default=12, help="modules listed, lowest episode Spearman first")
     ap.add_argument("--k-param", default=str(PARAM_RIDGE),
                     help="shrinkage of the parameter exponents ('none': no parameter terms)")
+    ap.add_argument("--pairs", type=int, default=0, help="print the N pair kinds most often misordered")
     ap.add_argument("--json", help="write the figures here too")
     ap.add_argument("--jobs", type=int, default=1, help="folds fitted in parallel processes (same figures)")
     a = ap.parse_args(argv)
@@ -73,6 +121,8 @@ def main(argv=None) -> int:
     for m, v in ranked[:a.worst]:
         print(f"{m:30} {v['n']:>4} {_f(v['rho_episode']):>7} {_f(v['rho_pooled']):>7} "
               f"{_f(v['band']):>6} {_f(v['geomean']):>6}")
+    if a.pairs:
+        print_pairs(rows, a.pairs)
     for m in a.module:
         print(f"\n{m}: held-out rows by episode (measured ms, predicted ms, ratio, variant, params)")
         for ep in sorted({r["episode"] for r in rows if r["module"] == m}):

@@ -74,3 +74,18 @@ def test_mla_naive_two_pass_slows_with_warps_over_a_small_tile():
     task = make_task(m, "H200", "fp16", {"B": 32, "H": 128, "S": 4000})
     scales = [m.launch(v, {"BLOCK_N": 16, "num_warps": w}, task).compute_scale for w in (2, 4, 8)]
     assert scales == sorted(scales, reverse=True) and scales[0] > 3 * scales[-1]
+
+
+def test_softmax_triton_row_spills_like_rmsnorm_with_the_prefetched_row_pinned():
+    """H100, fp32 R=4096 C=32000 (measurements/h100_gpucheck_kigrid.json): persistent on 8 warps (355 registers
+    wanted, cap 255) ran 1.15x the unspilled whole-row rung, on 4 warps (694, the prefetched row loop-carried)
+    7.7x. The spill is triton_spill's, not a flat 2.5x at both; H200 fp16 C=151936: persistent 2.4-2.8x whole-row."""
+    m = REGISTRY["softmax_triton"]
+    h100 = make_task(m, "H100", "fp32", {"R": 4096, "C": 32000})
+    persistent, whole = m.variant("persistent"), m.variant("whole_row_registers")
+    eight = m.launch(persistent, {"num_warps": 8, "programs_per_sm": 2}, h100)
+    four = m.launch(persistent, {"num_warps": 4, "programs_per_sm": 2}, h100)
+    assert eight.traffic < 1.2 and four.traffic > 4 * eight.traffic
+    h200 = make_task(m, "H200", "fp16", {"R": 256, "C": 151936})
+    p, w = m.launch(persistent, {"num_warps": 8, "programs_per_sm": 2}, h200), m.launch(whole, {"num_warps": 8}, h200)
+    assert 1.5 < p.traffic / w.traffic < 4.0

@@ -15,7 +15,7 @@ from kernelstrain.sim import simulate, writable
 from kernelstrain.tasks import make_task, param_grid
 
 # rungs whose name says they move rows with 16-byte vectors, 16-byte cp.async, TMA or bulk copies
-EXPLICIT = re.compile(r"uint4|float4|(^|_)tma(_|$)|cp_async|bulk")
+EXPLICIT = re.compile(r"uint4|float4|(^|_)tma(_|$)|cp_async|bulk|dp4a")
 
 
 def odd_shape(module, shape: dict) -> dict:
@@ -197,3 +197,112 @@ def test_non_power_of_2_arange_is_triton_s_compile_error(name, tag, shape, runs)
     assert real.ok is runs
     if not runs:
         assert r.error.strip() in real.log
+
+
+# -- the property sweep (issue 30 item 2): at every shape `kernelstrain sim` accepts, no ok candidate breaks a rule
+
+def row_dims(module) -> list:
+    """The module's dims that are the innermost dim of a data tensor and free (no choices): what sets a row's bytes."""
+    cons = constraints(module)
+    return sorted({a.dims[-1] for a in module.entry.args if isinstance(a, Arg) and len(a.dims) >= 2
+                   and a.dims[-1] in module.dims and cons[a.dims[-1]][2] is None})
+
+
+def swept_shapes(module) -> list:
+    """Shapes off the menu that `sim` accepts: every row dim of the first menu shape moved down by 1, 2, 4 and 8
+    elements (rows odd, 2 mod 4, 4 mod 8 and 8 mod 16 bytes for 1-byte data: each rule's edge), one row dim at a
+    time odd, each row dim at its least allowed value (tiny) and 64x + its multiple (huge)."""
+    cons, base = constraints(module), dict(module.shapes[0])
+    dims = row_dims(module)
+
+    def ok(d, v):
+        mult, cap, _ = cons[d]
+        return 1 <= v <= cap and v % mult == 0
+
+    out = []
+    for k in (1, 2, 4, 8):
+        s = {**base, **{d: base[d] - k * cons[d][0] for d in dims if ok(d, base[d] - k * cons[d][0])}}
+        out.append(s)
+    for d in dims:
+        out.append({**base, d: base[d] - cons[d][0]} if ok(d, base[d] - cons[d][0]) else base)
+        out.append({**base, d: cons[d][0]})
+        out.append({**base, d: 64 * base[d] + cons[d][0]} if ok(d, 64 * base[d] + cons[d][0]) else base)
+    unique = []
+    for s in out:
+        if s != base and s not in unique and all(ok(d, v) for d, v in s.items() if cons[d][2] is None):
+            unique.append(s)
+    return unique
+
+
+def accepted(module, gpu: str, dtype: str, shape: dict) -> dict | None:
+    """`kernelstrain sim`'s report at this shape, or None where it refuses it (a usage error)."""
+    from kernelstrain.errors import UsageError
+    text = ",".join(f"{d}={v}" for d, v in shape.items())
+    try:
+        return sim_report(gpu, module.op, module.impl, dtype, text)
+    except UsageError:
+        return None
+
+
+def every_row_odd(module, task) -> bool:
+    """Every row of every 2-D-or-more tensor of the entry is an odd number of elements (read off the entry's
+    Args, not feasibility.rows: an independent account of what no vector, cp.async or TMA can take)."""
+    shapes = [a.shape(task) for a in module.entry.args if isinstance(a, Arg) and len(a.dims) >= 2]
+    return bool(shapes) and all(int(sh[-1]) % 2 for sh in shapes)
+
+
+def sampled_params(v) -> list:
+    grid = list(param_grid(v))
+    return [v.defaults()] + grid[:: max(1, len(grid) // 3)]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in REGISTRY.items() if m.entry is not None))
+def test_sweep_no_ok_candidate_breaks_a_rule(name):
+    """Over shapes off the menu (rows odd, 2/4/8 bytes off a 16-byte multiple, tiny and huge dims) that `sim`
+    accepts, on the H100 (TMA, wgmma, cp.async, bulk copies): every candidate feasibility.violation names fails
+    with an alignment (or, for a Triton arange, the compiler's) error and is not writable; every ok one breaks no
+    rule; `sim`'s best is such a candidate; a rung named for 16-byte vectors, cp.async, TMA or bulk copies is
+    never ok where every data row is odd; and the engine offers no rung and records no ok step that breaks one."""
+    m = REGISTRY[name]
+    checked = 0
+    for s in swept_shapes(m):
+        for dtype in m.dtypes:
+            report = accepted(m, "H100", dtype, s)
+            if report is None:
+                continue
+            task = make_task(m, "H100", dtype, s)
+            best = m.variant(report["best_variant"])
+            assert feasibility.violation(m, best, report["best_params"], task) is None, (s, dtype, report)
+            assert writable(m, best, report["best_params"], task)
+            for v in m.variants:
+                for params in sampled_params(v):
+                    r = simulate(m, v, params, task)
+                    found = feasibility.violation(m, v, params, task)
+                    checked += 1
+                    if found is not None:
+                        assert not r.ok and r.error_class in ("arch", "smem", "resources", "align", "syntax"), \
+                            (v.tag, params, s, dtype, found)
+                        assert not writable(m, v, params, task)
+                        if r.error_class == "align":
+                            assert feasibility.RUNTIME[found[0]] in r.error
+                    if r.ok and m.impl == "cuda" and EXPLICIT.search(v.tag) and every_row_odd(m, task):
+                        pytest.fail(f"{name}/{v.tag} {params} is ok at {s} {dtype}, whose every row is odd")
+    assert checked or not row_dims(m)
+
+
+@pytest.mark.parametrize("name", ["gemm_fp16_cuda", "gemm_fp16_triton", "gemm_int8_cuda", "gemm_fp8_cuda",
+                                  "rmsnorm_cuda", "flash_prefill_cuda", "paged_decode_cuda", "embedding_gather_cuda"])
+def test_engine_and_sim_agree_at_misaligned_rows(name):
+    """At rows one element short of the menu's, the engine's rungs and every ok step it records break no rule,
+    and each ok step is what `sim` times ok (the same candidate, simulate)."""
+    m = REGISTRY[name]
+    for s in swept_shapes(m)[:2]:
+        task = make_task(m, "H100", m.dtypes[0], s)
+        e = Episode(m, task, {st: random.Random(st) for st in STREAMS}, budget=12, p_compile=0.0, p_wrong=0.0)
+        assert all(feasibility.violation(m, v, v.defaults(), task) is None for v in e.rungs)
+        for step in e.run():
+            v = m.variant(step.tag)
+            params = {**v.defaults(), **step.params}
+            if step.status == "ok":
+                assert feasibility.violation(m, v, params, task) is None, (step.tag, params, s)
+                assert simulate(m, v, params, task).ok

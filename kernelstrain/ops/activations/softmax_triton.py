@@ -7,7 +7,7 @@ read; spills once C is large) -> persistent programs that prefetch the next row.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
-from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2
+from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2, triton_spill
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8), LOOP_UNROLL)
@@ -91,11 +91,16 @@ def row_launch(p, task):
     threads, block_c = nw * gpu.warp, next_pow2(c)
     persistent = "programs_per_sm" in p
     per = max(1, block_c // threads)                  # elements of the row each thread holds
-    # fp32 copy of the row (+ the prefetched next row in storage precision when persistent)
-    regs = 16 + int(1.65 * per) + (per * elt // 4 if persistent else 0)
+    # fp32 copy of the row (+ the prefetched next row in storage precision when persistent: loop-carried)
+    prefetched = per * elt // 4 if persistent else 0
+    regs = 16 + int(1.65 * per) + prefetched
     cap = min(255, gpu.regs_per_sm // threads)        # the register file bounds what one thread may hold
-    # past the register file the compiler re-loads the row for each use: at worst one read per pass
-    spill = min(1.0 + max(0, regs - cap) / 64, 2.5)
+    # past the register file the row spills as rmsnorm's does (norms._norms.triton_spill; the prefetched row
+    # pinned). H100, fp32 C=32000 (measurements/h100_gpucheck_kigrid.json): persistent on 8 warps (355
+    # registers wanted, cap 255) ran 1.15x the unspilled whole-row rung, on 4 warps (694) 7.7x; the old
+    # min(1 + excess / 64, 2.5) gave both 2.5. H200, C=128256-151936: whole-row and persistent 2-3.5x slower
+    # than 2.5 said (sim/measured 0.29-0.65 in scripts/calibration_cv.py).
+    spill = triton_spill(regs, cap, prefetched)
     util = min(1.0, c / block_c) * min(1.0, block_c / threads)
     if persistent:
         grid = min(r, gpu.sms * p["programs_per_sm"])
