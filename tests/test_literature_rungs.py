@@ -1,6 +1,6 @@
-"""The FP8 GEMM rungs of the literature beyond the first Hopper kernel: the Marlin-style Ampere rung
+"""Rungs of the literature added to the attention and matmul ladders. FP8 GEMM: the Marlin-style Ampere rung
 (e4m3 bytes through a cp.async ring, widened to fp16 in registers), the persistent wgmma rung and
-the split-K wgmma rung (gemm_fp8_cuda, gemm_fp8_blockwise_cuda)."""
+the split-K wgmma rung (gemm_fp8_cuda, gemm_fp8_blockwise_cuda). Flash prefill: the Hopper wgmma rung."""
 import re
 import shutil
 import struct
@@ -89,3 +89,34 @@ def test_new_rungs_compile_with_their_bugs(name):
         for bug in (None, *v.bugs):
             result = compile_cuda(m.render(v, v.defaults(), t, bug), t.gpu.arch, f"{m.op}_kernel")
             assert result.ok, (tag, bug, result.log)
+
+
+# -- flash_prefill_cuda: the Hopper wgmma rung (FlashAttention-3's core) -----------------------------
+
+def test_flash_wgmma_rung_is_hopper_only_and_beats_mma_sync_at_length():
+    m = REGISTRY["flash_prefill_cuda"]
+    v, fa2 = m.variant("wgmma_warpgroup"), m.variant("cp_async_pipeline")
+    for gpu, dtype in (("A100", "fp16"), ("MI300X", "bf16")):
+        assert simulate(m, v, v.defaults(), make_task(m, gpu, dtype, {"B": 1, "H": 32, "S": 2048, "D": 128})).error_class == "arch"
+    t = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 128})
+    assert simulate(m, v, v.defaults(), t).time_ms < simulate(m, fa2, fa2.defaults(), t).time_ms
+
+
+def test_flash_wgmma_feeds_p_from_registers_and_v_transposed():
+    m = REGISTRY["flash_prefill_cuda"]
+    v = m.variant("wgmma_warpgroup")
+    src = m.render(v, {"BLOCK_N": 128}, make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 64}))
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src            # S = Q K^T, both from smem
+    assert "m64n64k16.f32.bf16.bf16 " in src and "{%32, %33, %34, %35}, %36, p, 1, 1, 1;" in src   # A regs, B transposed
+    assert "fence.proxy.async.shared::cta" in src                                   # cp.async writes -> async proxy
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_flash_wgmma_compiles_for_every_head_dim_and_tile():
+    m = REGISTRY["flash_prefill_cuda"]
+    v = m.variant("wgmma_warpgroup")
+    for d, bn, dtype in ((128, 64, "fp16"), (64, 128, "bf16")):
+        t = make_task(m, "H100", dtype, {"B": 1, "H": 32, "S": 512, "D": d})
+        for bug in (None, *v.bugs):
+            result = compile_cuda(m.render(v, {"BLOCK_N": bn}, t, bug), "sm_90a", "flash_prefill_kernel")
+            assert result.ok and "0 bytes spill stores" in result.log, (d, bn, bug, result.log[-2000:])
