@@ -105,7 +105,7 @@ def test_flash_wgmma_rung_is_hopper_only_and_beats_mma_sync_at_length():
 def test_flash_wgmma_feeds_p_from_registers_and_v_transposed():
     m = REGISTRY["flash_prefill_cuda"]
     v = m.variant("wgmma_warpgroup")
-    src = m.render(v, {"BLOCK_N": 128}, make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 64}))
+    src = m.render(v, {"BLOCK_N": 128, "stages": 3}, make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 64}))
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in src            # S = Q K^T, both from smem
     assert "m64n64k16.f32.bf16.bf16 " in src and "{%32, %33, %34, %35}, %36, p, 1, 1, 1;" in src   # A regs, B transposed
     assert "fence.proxy.async.shared::cta" in src                                   # cp.async writes -> async proxy
@@ -115,8 +115,8 @@ def test_flash_wgmma_feeds_p_from_registers_and_v_transposed():
 def test_flash_wgmma_compiles_for_every_head_dim_and_tile():
     m = REGISTRY["flash_prefill_cuda"]
     v = m.variant("wgmma_warpgroup")
-    for d, bn, dtype in ((128, 64, "fp16"), (64, 128, "bf16")):
+    for d, bn, st, dtype in ((128, 64, 2, "fp16"), (64, 128, 3, "bf16"), (128, 128, 3, "bf16")):
         t = make_task(m, "H100", dtype, {"B": 1, "H": 32, "S": 512, "D": d})
         for bug in (None, *v.bugs):
-            result = compile_cuda(m.render(v, {"BLOCK_N": bn}, t, bug), "sm_90a", "flash_prefill_kernel")
+            result = compile_cuda(m.render(v, {"BLOCK_N": bn, "stages": st}, t, bug), "sm_90a", "flash_prefill_kernel")
             assert result.ok and "0 bytes spill stores" in result.log, (d, bn, bug, result.log[-2000:])

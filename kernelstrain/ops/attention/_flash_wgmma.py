@@ -2,7 +2,7 @@
 sm_90a without its warp specialization -- one warpgroup per 64 query rows; S = Q K^T by wgmma
 from 128-byte-swizzled smem; the online softmax on the accumulator registers; P fed back as
 wgmma's register A operand against V read transposed (MN-major) from its [keys][d] tile; K/V
-tiles in a cp.async double buffer. The launch model and the literal host function.
+tiles in a STAGES-deep cp.async ring. The launch model and the literal host function.
 """
 from ..base import Launch, DTYPE_BYTES
 from ..matmul._gemm_ptx import SMEM_U32, WGMMA_PTX, wgmma_fn
@@ -13,20 +13,22 @@ BLOCK_M = 64     # one warpgroup: four warps x 16 query rows, the m64 of every w
 
 
 def wgmma_launch(p, task):
-    """One 128-thread CTA per 64 query rows; Q and two K/V stages in dynamic smem. No mma.sync
+    """One 128-thread CTA per 64 query rows; Q and STAGES K/V stages in dynamic smem. No mma.sync
     penalty on Hopper (wgmma runs at the tensor cores' full rate); each tile still waits for its
-    S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups)."""
-    s, d, elt, bn = task["S"], task["D"], DTYPE_BYTES[task.dtype], p["BLOCK_N"]
+    S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups), and a third
+    stage keeps one more tile's loads in flight behind them."""
+    s, d, elt, bn, stages = task["S"], task["D"], DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["stages"]
     tiles, balance, reread = query_tiles(task, BLOCK_M)
     shape = min(1.0, bn / (bn + 16) * 1.25)
-    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (BLOCK_M + 4 * bn) * d * elt,
-                  regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16, traffic=reread,
-                  tile_quant=causal_work(s, BLOCK_M, bn), compute_scale=balance * shape)
+    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (BLOCK_M + 2 * stages * bn) * d * elt,
+                  regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1), traffic=reread,
+                  tile_quant=causal_work(s, BLOCK_M, bn), compute_scale=balance * shape * (0.92 if stages == 2 else 1.0))
 
 
 KERNEL = r"""#define BLOCK_M 64                      // one warpgroup: 4 warps x 16 query rows
 #define BLOCK_N @BN@
 #define DC (HEAD_DIM / 64)              // 64-column chunks: one 128-byte swizzled row each
+#define STAGES @STAGES@                       // K/V tiles in flight
 constexpr int THREADS = 128;
 @PTX@
 // O[64 x 64-column chunk] += P[64 x 16 keys] . V[16 keys x 64]: P from registers (the S accumulators
@@ -69,27 +71,30 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
     extern __shared__ uint8_t smem_raw[];
     // swizzle atoms are 8 rows x 128 B: the tiles start on 1024-byte boundaries
     uint8_t* Qs = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-    uint8_t* KV = Qs + BLOCK_M * HEAD_DIM * 2;                 // 2 stages x (K tile, V tile)
+    uint8_t* KV = Qs + BLOCK_M * HEAD_DIM * 2;                 // STAGES x (K tile, V tile)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t2 = (lane & 3) * 2;
     const int m0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_M;    // heaviest query tiles first
     const int row0 = m0 + warp * 16;
     const size_t base = (size_t)blockIdx.x * S * HEAD_DIM;
     // ceil: with BLOCK_N > BLOCK_M the last tile crosses the diagonal (its future keys are masked)
     const int ntiles = (m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;
-    auto stage = [&](int j) { return KV + (j % 2) * 2 * BLOCK_N * HEAD_DIM * 2; };
+    auto stage = [&](int j) { return KV + (j % STAGES) * 2 * BLOCK_N * HEAD_DIM * 2; };
     auto issue = [&](int j) {
         load_tile(stage(j), k + base + (size_t)j * BLOCK_N * HEAD_DIM, BLOCK_N);
         load_tile(stage(j) + BLOCK_N * HEAD_DIM * 2, v + base + (size_t)j * BLOCK_N * HEAD_DIM, BLOCK_N);
     };
-    load_tile(Qs, q + base + (size_t)m0 * HEAD_DIM, BLOCK_M);
-    issue(0);                                                   // Q rides in the first group with tile 0
-    asm volatile("cp.async.commit_group;\n" ::);
+    load_tile(Qs, q + base + (size_t)m0 * HEAD_DIM, BLOCK_M);  // Q rides in the first group with tile 0
+#pragma unroll
+    for (int j = 0; j < STAGES - 1; ++j) {                      // prologue: STAGES - 1 tiles in flight
+        if (j < ntiles) issue(j);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
     float acc[DC][32] = {};                                     // O in wgmma's accumulator layout, per chunk
     float m_i[2] = {@M0@, @M0@}, l_i[2] = {@L0@, @L0@};        // rows g and g + 8 of this warp's 16
     for (int j = 0; j < ntiles; ++j) {
-        if (j + 1 < ntiles) issue(j + 1);                       // the next tile streams in under this one
-        asm volatile("cp.async.commit_group;\n" ::);
-        asm volatile("cp.async.wait_group 1;\n" ::);            // this thread's copies of tile j landed
+        if (j + STAGES - 1 < ntiles) issue(j + STAGES - 1);     // later tiles stream in under this one
+        asm volatile("cp.async.commit_group;\n" ::);             // possibly empty: uniform counting
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 1));   // this thread's copies of tile j landed
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... visible to wgmma's async proxy
         __syncthreads();                                        // ... and everyone's
         const uint8_t* Ks = stage(j);
@@ -146,7 +151,7 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < DC; ++c) fence_o(acc[c]);
-        __syncthreads();   // every warp is done with stage j % 2 before iteration j + 1 refills it
+        __syncthreads();   // every warp is done with stage j % STAGES before iteration j + 1 refills it
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -166,11 +171,12 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
 
 def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
     kind = "bf16" if task.dtype == "bf16" else "f16"
-    kernel = (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
+    kernel = (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
+              .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
               .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
               .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))
     return kernel + host(f"""\
-    const int smem = 1024 + (BLOCK_M + 4 * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + 1024-byte alignment slack
+    const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
     cudaFuncSetAttribute(flash_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     flash_prefill_kernel<<<dim3(B * H, S / BLOCK_M), THREADS, smem, stream>>>(q, k, v, o, S, scale * {LOG2E}f);
 """)

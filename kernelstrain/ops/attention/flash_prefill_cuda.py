@@ -268,8 +268,9 @@ class FlashPrefillCuda(FlashPrefillSpec):
         # calibrated as the cp.async rung (the same double-buffered FA loop) until measured; the gain is
         # wgmma's rate, which mma.sync reaches only in part on Hopper (gpus.mma_sync_rate)
         Rung("wgmma_warpgroup", "sm_90a: one warpgroup per 64 query rows, S = Q K^T and O += P V on wgmma "
-             "(swizzled smem descriptors, P as the register operand, V read transposed), cp.async K/V double buffer",
-             (Param("BLOCK_N", (64, 128), 64),), needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16",
+             "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
+             (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)), needs=frozenset({"wgmma", "inline_ptx", "cp_async"}),
+             path="fp16",
              compute_eff=0.62, smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),
     )
