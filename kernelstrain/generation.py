@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .episodes import dumps
 from .errors import UsageError, fault_point
-from .contamination import Incremental, Targets
+from .contamination import Incremental, Targets, boilerplate, solution_keys, solutions_ahead
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
@@ -35,6 +35,8 @@ from .safety import check_output
 from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, split_rows
 from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, write_error,
                       write_text_atomic)
+
+PACKAGE = Path(__file__).resolve().parent     # the installed package: its data files are read, never written
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,14 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         # resumable from here: setting up the contamination measure takes seconds. A resumed
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
-        held = held_out_lines(plan)
-        scan = contamination_scan(plan, workers, held) if todo.start == indices.start else None
+        fresh = todo.start == indices.start
+        # the held-out solutions searched in the workers while this process writes the held-out
+        # rows and finds the boilerplate (what the contamination measure is set up from)
+        with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
+            held = held_out_lines(plan)
+            if fresh:
+                boilerplate()
+        scan = contamination_scan(plan, workers, held) if fresh else None
         # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
         judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
         if todo.start != indices.start:
@@ -240,11 +248,20 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
+        if package_file(e):
+            raise RuntimeError(f"cannot read {e.filename}, a data file of the installed package ({e.strerror}); "
+                               f"{recovery_advice(stage, 'reinstall kernelstrain')}") from None
         raise UsageError(f"{write_error(out, e)}; {recovery_advice(stage)}") from None
     return stats
 
 
-def recovery_advice(stage: Staging) -> str:
+def package_file(e: OSError) -> bool:
+    """The failed file is one of the installed package's own (a corpus, a calibration): a broken
+    install, an internal error, not a full disk to free."""
+    return bool(e.filename) and Path(os.fsdecode(e.filename)).resolve().is_relative_to(PACKAGE)
+
+
+def recovery_advice(stage: Staging, fix: str = "free space") -> str:
     """What to do after a failed write: --resume only where a checkpoint exists to resume from
     (else a run that failed before its first checkpoint would loop on "holds no interrupted run")."""
     try:
@@ -252,9 +269,9 @@ def recovery_advice(stage: Staging) -> str:
     except UsageError:
         resumable = False
     if resumable:
-        return "the partial run is kept: free space and rerun with --resume to finish it"
+        return f"the partial run is kept: {fix} and rerun with --resume to finish it"
     stage.remove()
-    return "nothing was kept: free space and rerun the same command (with or without --resume)"
+    return f"nothing was kept: {fix} and rerun the same command (with or without --resume)"
 
 
 def check_episodes(profile: Profile, episodes: int | None) -> int:
