@@ -292,7 +292,7 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)))
-    factor = FIT.core_factor(module.name, module.impl, variant.tag, terms, param_steps(params, variant.defaults()),
+    factor = FIT.core_factor(module.name, module.impl, variant.fit_as or variant.tag, terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
     core_s = max(*roofline_terms(module, variant, launch, task, factor), cta_floor_s(launch, task.gpu))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3

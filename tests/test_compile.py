@@ -69,7 +69,7 @@ def run_job(job):
     return job, r.ok, r.error_class, r.log[-800:], sim.ok, sim.smem_bytes, r.smem_bytes
 
 
-@pytest.mark.slow    # 388 compiles: ~6 CPU-minutes with an empty compile cache (a fresh machine)
+@pytest.mark.slow    # 398 compiles: ~6 CPU-minutes with an empty compile cache (a fresh machine)
 @pytest.mark.skipif(not (HAVE_NVCC or HAVE_TRITON), reason="needs nvcc and/or triton (pip install 'kernelstrain[verify]')")
 def test_sampled_candidates_compile_and_gated_ones_fail():
     jobs = sample_jobs()

@@ -85,6 +85,8 @@ class Variant:
     dtypes: tuple = ()                # storage dtypes the structure is offered for; () = all the module's
     bug_dtypes: tuple = ()            # ((bug, dtypes), ...): a bug injected only for those dtypes
     bug_params: tuple = ()            # ((bug, param, least), ...): a bug injected only where params[param] >= least
+    fit_as: str = ""                  # a measured rung of the module whose calibration this one borrows until it is
+                                      # measured itself: the same kernel on another grid (persistent, split-K)
 
     def offered(self, dtype: str) -> bool:
         """Whether an engineer would use this structure for `dtype` data (16-bit atomics, for

@@ -7,7 +7,8 @@ from ._gemm_ptx import KINDS, PTX_MMA, mma_fn
 
 def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelined: bool, dequant: bool = False,
                promote: tuple | None = None, block_scale: tuple | None = None, prologue: str = "",
-               kt_end: str = "KT", barrier: bool = True, fresh: bool = True, split_k: bool = False) -> str:
+               kt_end: str = "KT", barrier: bool = True, fresh: bool = True, split_k: bool = False,
+               reg_dequant: bool = False, bias: str = "256.f") -> str:
     """mma.sync GEMM: register-staged static smem (pipelined=False) or a multi-stage cp.async ring.
 
     dequant: A and B arrive as e4m3 bytes and are widened to bf16 on the way into shared memory.
@@ -17,12 +18,17 @@ def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelin
     scales itself, so there is no partial accumulator and no promotion step.
     split_k: blockIdx.z takes an equal share of the K tiles (K a multiple of BK); the epilogue
     writes that split's partial sums wherever `epilogue` puts them.
+    reg_dequant (kind "f16"): A and B stay e4m3 bytes through the cp.async ring and shared memory
+    (half the bytes of a widened tile); each lane widens its own fragment pairs to fp16 in
+    registers (Marlin-style bit moves, then x `bias` restores the exponent bias) before the
+    m16n8k16 mma.
     """
     k = KINDS[kind]
+    assert not reg_dequant or (kind == "f16" and pipelined), "register dequant: fp16 mma behind a cp.async ring"
     assert (kind == "mxf8") == (block_scale is not None), "block_scale goes with the mxf8 kind"
     scales = promote or block_scale
     sf_args = ", sfa, sfb" if block_scale else ""
-    sb, gb = k.elt, (1 if dequant else k.elt)
+    sb, gb = (1, 1) if reg_dequant else (k.elt, 1 if dequant else k.elt)
     wn = p["warps"] // 2
     if pipelined:
         load = "cp_async_16(dst, ok ? gsrc : src, ok ? 16 : 0);"
@@ -106,7 +112,7 @@ def mma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, pipelin
 #define STAGE_BYTES ((BM + BN) * ROW_BYTES)
 #define PROMOTE_EVERY (128 / BK)    // tiles per 128-wide scale block
 typedef {k.acc} acc_t;
-{PTX_MMA}{mma_fn(kind)}
+{PTX_MMA}{mma_fn(kind)}{e4m3_widen(bias) if reg_dequant else ""}
 // Copy ROWS x BK of a K-major operand into shared memory; chunks past the last row or K read as zero.
 template <int ROWS>
 __device__ __forceinline__ void load_rows(uint8_t* tile, const uint8_t* src, int row0, int rows, int k0, int K) {{
@@ -121,27 +127,7 @@ __device__ __forceinline__ void load_rows(uint8_t* tile, const uint8_t* src, int
     }}
 }}
 
-// One warp's WTM x WTN share of a BK slice: ldmatrix.x4 fragments, then MI x NI tensor-core mmas.
-__device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t* As, const uint8_t* Bs,{sf_params} int wm, int wn, int lane) {{
-#pragma unroll
-    for (int ks = 0; ks < TILE_BYTES / 32; ++ks) {{   // one mma k-step = 32 bytes of K
-        uint32_t a[MI][4], b[NI][2];
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)   // x4: rows 0-15 x bytes 0-15, then bytes 16-31 -> a0..a3
-            ldmatrix_x4(a[mi], As + (wm * WTM + mi * 16 + (lane & 15)) * ROW_BYTES + ks * 32 + (lane >> 4) * 16);
-#pragma unroll
-        for (int nj = 0; nj < NI / 2; ++nj) {{   // x4: two n8 fragments, each b0 (bytes 0-15) and b1 (16-31)
-            uint32_t r[4];
-            ldmatrix_x4(r, Bs + (wn * WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7)) * ROW_BYTES + ks * 32 + ((lane >> 3) & 1) * 16);
-            b[2 * nj][0] = r[0]; b[2 * nj][1] = r[1]; b[2 * nj + 1][0] = r[2]; b[2 * nj + 1][1] = r[3];
-        }}
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < NI; ++ni) mma_tile(acc[mi][ni], a[mi], b[ni]{sf_elems});
-    }}
-}}
-
+{warp_mma_dequant(sf_params, sf_elems) if reg_dequant else warp_mma_ldmatrix(sf_params, sf_elems)}
 extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
 {smem}    const uint8_t* Ab = reinterpret_cast<const uint8_t*>(A);
     const uint8_t* Bb = reinterpret_cast<const uint8_t*>(B);
@@ -161,6 +147,79 @@ extern "C" __global__ void __launch_bounds__(THREADS) {op}_kernel({args}) {{
 }}
 """
 
+
+
+def warp_mma_ldmatrix(sf_params: str, sf_elems: str) -> str:
+    """warp_mma of operands stored in the mma's own type: ldmatrix.x4 fragments."""
+    return f"""// One warp's WTM x WTN share of a BK slice: ldmatrix.x4 fragments, then MI x NI tensor-core mmas.
+__device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t* As, const uint8_t* Bs,{sf_params} int wm, int wn, int lane) {{
+#pragma unroll
+    for (int ks = 0; ks < TILE_BYTES / 32; ++ks) {{   // one mma k-step = 32 bytes of K
+        uint32_t a[MI][4], b[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)   // x4: rows 0-15 x bytes 0-15, then bytes 16-31 -> a0..a3
+            ldmatrix_x4(a[mi], As + (wm * WTM + mi * 16 + (lane & 15)) * ROW_BYTES + ks * 32 + (lane >> 4) * 16);
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {{   // x4: two n8 fragments, each b0 (bytes 0-15) and b1 (16-31)
+            uint32_t r[4];
+            ldmatrix_x4(r, Bs + (wn * WTN + nj * 16 + ((lane >> 4) << 3) + (lane & 7)) * ROW_BYTES + ks * 32 + ((lane >> 3) & 1) * 16);
+            b[2 * nj][0] = r[0]; b[2 * nj][1] = r[1]; b[2 * nj + 1][0] = r[2]; b[2 * nj + 1][1] = r[3];
+        }}
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) mma_tile(acc[mi][ni], a[mi], b[ni]{sf_elems});
+    }}
+}}
+"""
+
+
+def warp_mma_dequant(sf_params: str, sf_elems: str) -> str:
+    """warp_mma of e4m3 bytes in shared memory feeding fp16 mma.m16n8k16: each lane reads the byte
+    pairs of its own fragment slots (A: rows g, g + 8 x K 2t, 2t + 8; B: column g x the same K)
+    and widens them in registers; rows are BK + 16 bytes apart, so the 8 rows of a read hit
+    distinct banks."""
+    return f"""// One warp's WTM x WTN share of a BK slice: e4m3 byte pairs widened to fp16 fragments, MI x NI mmas.
+__device__ __forceinline__ void warp_mma(acc_t (&acc)[MI][NI][4], const uint8_t* As, const uint8_t* Bs,{sf_params} int wm, int wn, int lane) {{
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {{   // one m16n8k16 step = 16 bytes of K
+        uint32_t a[MI][4], b[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {{
+            const uint8_t* r = As + (wm * WTM + mi * 16 + g) * ROW_BYTES + ks * 16 + t2;
+            a[mi][0] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(r));
+            a[mi][1] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(r + 8 * ROW_BYTES));
+            a[mi][2] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(r + 8));
+            a[mi][3] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(r + 8 * ROW_BYTES + 8));
+        }}
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {{
+            const uint8_t* c = Bs + (wn * WTN + ni * 8 + g) * ROW_BYTES + ks * 16 + t2;
+            b[ni][0] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(c));
+            b[ni][1] = e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(c + 8));
+        }}
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) mma_tile(acc[mi][ni], a[mi], b[ni]{sf_elems});
+    }}
+}}
+"""
+
+
+def e4m3_widen(bias: str) -> str:
+    """e4m3x2_to_f16x2: two e4m3 bytes -> two fp16, exact. fp16's exponent bias is e4m3's + 8, so
+    the sign moves to bit 15 and exponent|mantissa to bits 13..7, and one multiply by 2^8 (`bias`)
+    restores the value; e4m3 subnormals land on fp16 subnormals and scale the same way."""
+    return f"""
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {{
+    const uint32_t x = __byte_perm(pair, 0u, 0x4140);    // byte 0 -> bits 0..7, byte 1 -> bits 16..23
+    const uint32_t h = ((x & 0x00800080u) << 8) | ((x & 0x007F007Fu) << 7);
+    const __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&h), __float2half2_rn({bias}));
+    return *reinterpret_cast<const uint32_t*>(&v);
+}}
+"""
 
 
 def split_range(elt: int) -> str:

@@ -140,7 +140,9 @@ __device__ __forceinline__ void mma_tile({k.acc} (&d)[4], const uint32_t (&a)[4]
 """
 
 
-HOPPER_PTX = """
+# mbarrier + TMA wrappers (the producer side), then wgmma's fence/commit/wait and the 128-byte-swizzle
+# descriptor (the consumer side, also used alone by kernels that stage with cp.async)
+MBAR_TMA_PTX = """
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\\n" :: "r"(smem_u32(bar)), "r"(count));
 }
@@ -161,6 +163,8 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\\n"
                  :: "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
 }
+"""
+WGMMA_PTX = """
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(N) : "memory"); }
@@ -169,6 +173,8 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
     return (uint64_t)((smem_u32(tile) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
 """
+HOPPER_PTX = MBAR_TMA_PTX + WGMMA_PTX[1:]
+
 
 
 def wgmma_fn(kind: str, bn: int) -> str:

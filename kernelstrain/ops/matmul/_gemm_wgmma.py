@@ -15,14 +15,17 @@ def wgmma_consumers(p: dict) -> int:
 
 def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promote: tuple | None = None,
                  persistent: bool = False, prologue: str = "", kt_end: str = "KT", wait_full: bool = True,
-                 fresh: bool = True) -> str:
+                 fresh: bool = True, split_k: bool = False) -> str:
     """Warp-specialized Hopper GEMM: a producer warp streams A/B boxes with TMA into a STAGES-deep
     ring (full/empty mbarriers); consumer warpgroups run wgmma from the swizzled tiles.
 
     promote: (row_scale, col_scale) as in mma_kernel, evaluated per 128-wide K block (BK = 128 here);
     col_scale is taken at n0, so BN must divide 128. UNSCALED promotes with no scales: fp8 wgmma
     accumulates with reduced precision, so each 128-wide K block's partial is added into fp32 acc.
+    split_k: blockIdx.y owns an equal share of the K tiles, [KT0, KT); `epilogue` writes that
+    split's (promoted) fp32 partial sums (promote is required: the loop then never asks kt == 0).
     """
+    assert not (split_k and (persistent or promote is None)), "split-K: one tile per CTA, promoted partials"
     k = KINDS[kind]
     consumers = wgmma_consumers(p)
     mb = p["BM"] // consumers // 64
@@ -36,6 +39,7 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
             "        asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\\n\");   // ... consumers take them\n"
             ) if consumers == 2 else ("", "")
     acc_t = "float" if promote else k.acc
+    k0 = "KT0" if split_k else "0"
     if promote:
         scale_d = "ks > 0" if fresh else "1"
         scale_loads = "" if promote == UNSCALED else f"""
@@ -99,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // 128-byte-swizzled TMA boxes need 1024-byte aligned buffers
     uint8_t* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int KT = (K + BK - 1) / BK, tiles_m = (M + BM - 1) / BM;{tiles}
+    {KT_SPLIT if split_k else "const int KT = (K + BK - 1) / BK, tiles_m = (M + BM - 1) / BM;"}{tiles}
     if (threadIdx.x == 0) {{
         for (int s = 0; s < STAGES; ++s) {{ mbar_init(&full[s], 1); mbar_init(&empty[s], CONSUMERS * 4); }}
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
@@ -110,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         int it = 0;
         {tile_loop}
             const int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * BN;
-            for (int kt = 0; kt < KT; ++kt, ++it) {{
+            for (int kt = {k0}; kt < KT; ++kt, ++it) {{
                 const int s = it % STAGES;
                 if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);   // consumers freed the slot
                 mbar_expect_tx(&full[s], STAGE_BYTES);
@@ -124,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         {tile_loop_c}
             const int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * BN;
             {acc_t} acc[MB][BN / 2] = {{}};{decl}
-            for (int kt = 0; kt < {kt_end}; ++kt, ++it) {{
+            for (int kt = {k0}; kt < {kt_end}; ++kt, ++it) {{
                 const int s = it % STAGES;
                 {wait_full}
                 const uint8_t* a_tile = smem + s * STAGE_BYTES + c * WG_M * 128;
@@ -153,12 +157,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 """
 
 
+# split-K bounds: global K tile indices, so TMA coordinates and the scale block kb = kt hold as is
+KT_SPLIT = ("const int KT_ALL = (K + BK - 1) / BK, KT_PER = (KT_ALL + gridDim.y - 1) / gridDim.y, tiles_m = (M + BM - 1) / BM;\n"
+            "    const int KT0 = min(KT_ALL, (int)blockIdx.y * KT_PER), KT = min(KT_ALL, KT0 + KT_PER);   // this split's K tiles")
+
 TMA_INCLUDES = ("#include <cuda.h>", "#include <cudaTypedefs.h>")
 
 
 def wgmma_host(op: str, kind: str, proto: str, call: str, persistent: bool = False) -> str:
     """Host wrapper of wgmma_kernel: tensor maps for A and B, smem opt-in, grid of tiles (or of SMs)."""
-    k = KINDS[kind]
     grid = ("    int dev = 0, sms = 0, per_sm = 0;\n    cudaGetDevice(&dev);\n"
             "    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);\n"
             f"    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, {op}_kernel, THREADS, smem);\n"
@@ -166,7 +173,20 @@ def wgmma_host(op: str, kind: str, proto: str, call: str, persistent: bool = Fal
             "    const int grid = tiles < sms * per_sm ? tiles : sms * per_sm;\n"
             if persistent else "    const int grid = tiles;\n")
     return f"""
-// The driver's tensor-map encoder, reached through the runtime (no -lcuda needed).
+{tensor_maps(kind)}{proto} {{
+    const CUtensorMap ta = kmajor_map(A, M, K, BM), tb = kmajor_map(B, N, K, BN);
+    const int smem = STAGES * STAGE_BYTES + 1024;   // + slack for the 1024-byte alignment
+    cudaFuncSetAttribute({op}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+{grid}    {op}_kernel<<<grid, THREADS, smem, stream>>>(ta, tb, {call});
+}}
+"""
+
+
+def tensor_maps(kind: str) -> str:
+    """Host helpers of the wgmma hosts: the driver's tensor-map encoder and K-major TMA maps."""
+    k = KINDS[kind]
+    return f"""// The driver's tensor-map encoder, reached through the runtime (no -lcuda needed).
 static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {{
     static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
     if (!fn) {{
@@ -187,11 +207,43 @@ static CUtensorMap kmajor_map(const void* base, int rows, int K, int box_rows) {
     return map;
 }}
 
-{proto} {{
+"""
+
+
+def wgmma_split_host(op: str, kind: str, proto: str, call: str, reduce_call: str) -> str:
+    """Host wrapper of a split-K wgmma_kernel: SPLITS CTAs per output tile along y write fp32 partial
+    slices into a stream-ordered workspace; `{op}_reduce` sums them in a fixed order."""
+    return f"""
+{tensor_maps(kind)}{proto} {{
     const CUtensorMap ta = kmajor_map(A, M, K, BM), tb = kmajor_map(B, N, K, BN);
     const int smem = STAGES * STAGE_BYTES + 1024;   // + slack for the 1024-byte alignment
     cudaFuncSetAttribute({op}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-{grid}    {op}_kernel<<<grid, THREADS, smem, stream>>>(ta, tb, {call});
+    const size_t MN = (size_t)M * N;
+    float* ws = nullptr;                       // SPLITS fp32 [M, N] slices, stream-ordered scratch
+    cudaMallocAsync((void**)&ws, SPLITS * MN * sizeof(float), stream);
+    {op}_kernel<<<dim3(tiles, SPLITS), THREADS, smem, stream>>>(ta, tb, {call});
+    {op}_reduce<<<(unsigned)((MN / 2 + 255) / 256), 256, 0, stream>>>({reduce_call});
+    cudaFreeAsync(ws, stream);
+}}
+"""
+
+
+def split_reduce(op: str, args: str, alpha: str, combine_end: str = "SPLITS") -> str:
+    """The reduce kernel of a split-K wgmma rung: the SPLITS partials of each output pair summed in a
+    fixed order (deterministic), times `alpha` (per-tensor scales; "" where the partials are scaled), one bf16 rounding."""
+    scale = f"\n    const float alpha = {alpha};   // per-tensor scales, applied once after the sum" if alpha else ""
+    mul = " * alpha" if alpha else ""
+    return f"""
+__global__ void {op}_reduce({args}, __nv_bfloat16* __restrict__ C, size_t MN) {{
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 2;   // N even: a pair never straddles rows
+    if (i >= MN) return;{scale}
+    float2 t = make_float2(0.f, 0.f);
+    for (int s = 0; s < {combine_end}; ++s) {{
+        const float2 v = *reinterpret_cast<const float2*>(ws + (size_t)s * MN + i);
+        t.x += v.x;
+        t.y += v.y;
+    }}
+    *reinterpret_cast<__nv_bfloat162*>(C + i) = __floats2bfloat162_rn(t.x{mul}, t.y{mul});
 }}
 """

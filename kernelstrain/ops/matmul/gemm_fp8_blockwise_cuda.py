@@ -3,9 +3,11 @@
 promoted into an fp32 accumulator with their two scales; bf16 out. Scales are powers of two
 (UE8M0-representable, as DeepSeek-V3.1-style checkpoints store them).
 
-Ladder: thread per output -> e4m3 widened to bf16 in smem + bf16 mma.sync (A100) -> fp8
+Ladder: thread per output -> e4m3 widened to bf16 in smem + bf16 mma.sync (A100) -> Marlin-style
+Ampere kernel (e4m3 bytes through a cp.async ring, widened to fp16 in registers) -> fp8
 mma.sync.m16n8k32 -> cp.async ring -> persistent Hopper kernel: TMA producer warp, fp8 wgmma
-consumers promoting per K block, grid-stride tile scheduler -> sm_120a block-scaled mma.sync
+consumers promoting per K block, grid-stride tile scheduler -> split-K over blockIdx.y (promoted fp32
+partial slices, a reduce kernel: small M) -> sm_120a block-scaled mma.sync
 (kind::mxf8f6f4 with ue8m0 scales: the tensor core applies the scales, no promotion). The last
 rung exists only on sm_120a; on Ampere/Ada/Hopper it is the "fp4 off sm_120" compile error.
 """
@@ -15,8 +17,10 @@ from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel
 from ._gemm_ptx import E4M3_SOFT
 from ._gemm_tc import naive_launch, tc_launch
-from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from ._gemm_wgmma import TMA_INCLUDES, split_reduce, wgmma_host, wgmma_kernel, wgmma_split_host
 from .gemm_fp16_spec import GEMM_DIMS
+from .gemm_fp8_cuda import NO_BIAS, REG_DEQUANT_NEEDS, SHORT_COMBINE, SPLIT_STORE, SPLITS
+from .gemm_splitk_spec import split_launch
 
 ENTRY = Entry("gemm_fp8_blockwise", (
     Arg("A", "in", ("M", "K"), "fp8"), Arg("B", "in", ("N", "K"), "fp8"),
@@ -72,13 +76,14 @@ def bk128(p: dict) -> dict:
     return p if "BK" in p else dict(p, BK=128)
 
 
-def mma_src(kind: str, pipelined: bool, dequant: bool = False):
-    def render(p, task, row_scale=ROW_SCALE, barrier=True, kt_end="KT", fresh=True):
+def mma_src(kind: str, pipelined: bool, dequant: bool = False, reg_dequant: bool = False):
+    def render(p, task, row_scale=ROW_SCALE, barrier=True, kt_end="KT", fresh=True, bias="256.f"):
         p, scales = bk128(p), (row_scale, COL_SCALE)
         return ((E4M3_SOFT if dequant else "")
                 + mma_kernel("gemm_fp8_blockwise", kind, p, args=OPERANDS + ARGS, epilogue=STORE, pipelined=pipelined,
                              dequant=dequant, promote=None if kind == "mxf8" else scales,
-                             block_scale=scales if kind == "mxf8" else None, kt_end=kt_end, barrier=barrier, fresh=fresh)
+                             block_scale=scales if kind == "mxf8" else None, kt_end=kt_end, barrier=barrier, fresh=fresh,
+                             reg_dequant=reg_dequant, bias=bias)
                 + mma_host("gemm_fp8_blockwise", ENTRY.prototype(task), ENTRY.call_args(), p))
     return render
 
@@ -88,6 +93,16 @@ def wgmma_tma_persistent_src(p, task, fresh=True, row_scale=ROW_SCALE):
                          persistent=True, fresh=fresh)
             + wgmma_host("gemm_fp8_blockwise", "e4m3", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K",
                          persistent=True))
+
+
+def wgmma_split_k_src(p, task, row_scale=ROW_SCALE, combine_end="SPLITS"):
+    # partials are promoted with their scales in the mainloop (kb = the global K tile), so the reduce only sums
+    return (f"#define SPLITS {p['SPLITS']}                  // K splits along blockIdx.y\n"
+            + split_reduce("gemm_fp8_blockwise", "const float* __restrict__ ws", "", combine_end)
+            + wgmma_kernel("gemm_fp8_blockwise", "e4m3", p, args=ARGS.replace("__nv_bfloat16* __restrict__ C", "float* __restrict__ ws"),
+                           epilogue=SPLIT_STORE, promote=(row_scale, COL_SCALE), split_k=True)
+            + wgmma_split_host("gemm_fp8_blockwise", "e4m3", ENTRY.prototype(task), "scale_a, scale_b, ws, M, N, K",
+                               "ws, C, MN"))
 
 
 def fp8_launch(smem_elt: int = 1, promote: bool = True):
@@ -122,6 +137,12 @@ class GemmFp8BlockwiseCuda(OpModule):
              memory_eff=0.75, smem="static", launch=tc_launch("fp16", 1, 2, promote=True, smem_elt=2, tile=bk128),
              render=mma_src("bf16", False, dequant=True),
              bugs={"missing_barrier": {"barrier": False}, "missing_scale": NO_ROW_SCALE}),
+        Rung("cp_async_reg_dequant", "Ampere fp8 (Marlin-style): e4m3 bytes through a STAGES-deep cp.async ring, "
+             "widened to fp16 in registers, fp16 mma.sync into a per-block partial, scaled promotion",
+             (BM, BN, Param("stages", (2, 3, 4), 2), WARPS), needs=REG_DEQUANT_NEEDS, path="fp16",   # 2: sm_86's 99 KB
+             compute_eff=0.5, memory_eff=0.85, smem="dynamic",
+             launch=tc_launch("fp16", 1, 2, promote=True, smem_elt=1, tile=bk128),
+             render=mma_src("f16", True, reg_dequant=True), bugs={"missing_scale": NO_BIAS, "off_by_one": SHORT_K}),
         Rung("fp8_mma_promote", "fp8 tensor cores: mma.sync.m16n8k32.e4m3 into a per-block partial, scaled promotion",
              (BM, Param("BN", (64, 128, 256), 128), WARPS), needs=TC | {"fp8"}, path="fp8",
              compute_eff=0.52, memory_eff=0.8, smem="static", launch=fp8_launch(), render=mma_src("e4m3", False),
@@ -136,6 +157,12 @@ class GemmFp8BlockwiseCuda(OpModule):
              memory_eff=0.88, smem="dynamic", launch=tc_launch("fp8", 1, 2, wgmma=True, promote=True, smem_elt=1,
                                                                persistent=True),
              render=wgmma_tma_persistent_src, bugs={"wrong_init": STALE_PART, "missing_scale": NO_ROW_SCALE}),
+        Rung("wgmma_split_k", "sm_90a split-K: SPLITS CTAs per output tile each run the TMA + fp8 wgmma pipeline over "
+             "a share of K, promoting per K block into an fp32 partial slice; a reduce kernel sums the slices",
+             (BM, BN, Param("stages", (2, 3, 4, 5, 6), 4), SPLITS), needs=frozenset({"wgmma", "tma", "inline_ptx", "fp8"}),
+             path="fp8", compute_eff=0.69, memory_eff=0.88, smem="dynamic",
+             launch=split_launch(tc_launch("fp8", 1, 2, wgmma=True, promote=True, smem_elt=1), "partials", bk=128),
+             render=wgmma_split_k_src, fit_as="wgmma_tma_persistent", bugs={"bad_combine_index": SHORT_COMBINE, "missing_scale": NO_ROW_SCALE}),
         Rung("mxf8f6f4_block_scaled", "sm_120a block-scaled mma.sync.kind::mxf8f6f4: ue8m0 scales applied by the "
              "tensor core (one per 32 of K), no promotion step, cp.async ring",
              (BM, Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4), 2), WARPS),
