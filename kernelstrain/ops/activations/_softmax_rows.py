@@ -1,15 +1,12 @@
-"""softmax_cuda's last two rungs (not an op module itself): the row split over CTAs, the row in shared memory.
+"""softmax_cuda's split_row_online rung (not an op module itself): few long rows split over CTAs.
 
 split_row_online: a block (or a few) per row leaves SMs idle when the rows are few (R=32 on 108-170
 SMs) and each block walks a 32k-150k-element row alone. Pass 1, grid (SPLITS, R): each CTA's online
 (max, sum) over its part of the row; pass 2, the same grid: each CTA merges its row's SPLITS partials
 in one fixed order (every CTA gets the same bits) and writes its part. The row is read twice, as in
-online_softmax, but by SPLITS times more SMs.
-
-smem_cached_row: the online pass stages the row in shared memory (dynamic, opted in past 48 KB) as
-it reads it, and the output pass reads it back from there: x crosses DRAM once instead of twice
-(PyTorch's cunn_SoftMaxForwardSmem). Only rows that fit the block's shared memory build: a 150k-
-element fp16 row (300 KB) is over every GPU's opt-in limit.
+online_softmax, but by SPLITS times more SMs. (A row staged in shared memory, PyTorch's
+cunn_SoftMaxForwardSmem, is not a rung: at this module's shapes the rows a GPU holds at once fit its
+L2, so the online rungs' second read is an L2 hit already and staging saves little DRAM traffic.)
 """
 from ..base import Launch, Param, DTYPE_BYTES, cdiv
 from ..norms._norms import block_row_rounds
@@ -32,17 +29,15 @@ __device__ __forceinline__ void md_vector(float& m, float& d, const Pack& v) {
 """
 
 
-def block_md(last: str) -> str:
-    """CUDA block_md(m, d, red_m, red_d): warp butterflies, then the first `last` warp partials merged."""
-    return f"""
+BLOCK_MD = """
 // (m, d) of the whole block: shuffles inside each warp, warp partials merged in one fixed order.
-__device__ __forceinline__ void block_md(float& m, float& d, float* red_m, float* red_d) {{
+__device__ __forceinline__ void block_md(float& m, float& d, float* red_m, float* red_d) {
     shfl_md(m, d);
-    if (threadIdx.x % WARP_SIZE == 0) {{ red_m[threadIdx.x / WARP_SIZE] = m; red_d[threadIdx.x / WARP_SIZE] = d; }}
+    if (threadIdx.x % WARP_SIZE == 0) { red_m[threadIdx.x / WARP_SIZE] = m; red_d[threadIdx.x / WARP_SIZE] = d; }
     __syncthreads();
     m = NEG_BIG; d = 0.f;
-    for (int w = 0; w < {last}; ++w) md_merge(m, d, red_m[w], red_d[w]);
-}}
+    for (int w = 0; w < WARPS; ++w) md_merge(m, d, red_m[w], red_d[w]);
+}
 """
 
 
@@ -59,7 +54,7 @@ def split_row_src(md_helpers, p, task, init="0.f"):
 #define THREADS {p['threads']}
 #define WARPS (THREADS / WARP_SIZE)
 #define SPLITS {p['splits']}            // CTAs per row
-{md_helpers}{VEC_PACK}{block_md("WARPS")}
+{md_helpers}{VEC_PACK}{BLOCK_MD}
 // The 16-byte vectors [lo, hi) of a row that CTA `part` owns; the scalar tail goes to the last part.
 __device__ __forceinline__ void part_range(int C, int part, int& lo, int& hi) {{
     const int chunks = C / VEC, per = (chunks + SPLITS - 1) / SPLITS;
@@ -113,55 +108,6 @@ softmax_kernel(const scalar_t* __restrict__ x, const float2* __restrict__ part_m
     softmax_stats_kernel<<<dim3(SPLITS, R), THREADS, 0, stream>>>(x, part_md, R, C);
     softmax_kernel<<<dim3(SPLITS, R), THREADS, 0, stream>>>(x, part_md, y, R, C);
     cudaFreeAsync(part_md, stream);
-}}
-"""
-
-
-# -- smem_cached_row --------------------------------------------------------------------------
-def smem_cached_launch(p, task):
-    threads, vec, e = p["threads"], 16 // DTYPE_BYTES[task.dtype], DTYPE_BYTES[task.dtype]
-    return Launch(grid=task["R"], threads=threads, smem_bytes=task["C"] * e + cdiv(threads, task.gpu.warp) * 8,
-                  regs=32, bytes_per_access=16, traffic=1.0, lane_util=min(1.0, task["C"] / (threads * vec)),
-                  rounds=block_row_rounds(threads, task.gpu.warp, 1))
-
-
-def smem_cached_src(md_helpers, p, task, last="WARPS"):
-    return f"""
-#define THREADS {p['threads']}
-#define WARPS (THREADS / WARP_SIZE)
-{md_helpers}{VEC_PACK}{block_md(last)}
-// One block per row. The online pass keeps each vector it reads in shared memory; the output
-// pass reads them back from there, so x crosses DRAM once. Each thread reads back only what it
-// wrote itself, so no barrier is needed between the two passes.
-extern "C" __global__ void __launch_bounds__(THREADS)
-softmax_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C) {{
-    extern __shared__ __align__(16) unsigned char row_smem[];     // the row: C elements
-    __shared__ float red_m[WARPS], red_d[WARPS];
-    const scalar_t* xr = x + (size_t)blockIdx.x * C;
-    const uint4* xv = reinterpret_cast<const uint4*>(xr);
-    uint4* sv = reinterpret_cast<uint4*>(row_smem);
-    scalar_t* srow = reinterpret_cast<scalar_t*>(row_smem);
-    const int chunks = C / VEC;
-    float m = NEG_BIG, d = 0.f;
-    for (int c = threadIdx.x; c < chunks; c += THREADS) {{ Pack v; v.u = xv[c]; sv[c] = v.u; md_vector(m, d, v); }}
-    for (int i = chunks * VEC + threadIdx.x; i < C; i += THREADS) {{ srow[i] = xr[i]; md_merge(m, d, to_float(xr[i]), 1.f); }}
-    block_md(m, d, red_m, red_d);
-    const float inv = 1.f / d;
-    uint4* yv = reinterpret_cast<uint4*>(y + (size_t)blockIdx.x * C);
-    for (int c = threadIdx.x; c < chunks; c += THREADS) {{
-        Pack v, o; v.u = sv[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(__expf(to_float(v.h[k]) - m) * inv);
-        yv[c] = o.u;
-    }}
-    for (int i = chunks * VEC + threadIdx.x; i < C; i += THREADS)
-        y[(size_t)blockIdx.x * C + i] = from_float(__expf(to_float(srow[i]) - m) * inv);
-}}
-
-{ENTRY.prototype(task)} {{
-    const int smem = C * (int)sizeof(scalar_t);
-    cudaFuncSetAttribute(softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    softmax_kernel<<<R, THREADS, smem, stream>>>(x, y, R, C);
 }}
 """
 

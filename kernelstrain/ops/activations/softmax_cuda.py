@@ -3,15 +3,15 @@
 Ladder: one thread per row (max, sum and output passes) -> block per row with shared-
 memory tree reductions -> warp-shuffle reductions -> online softmax (running max and
 rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte vector
-loads and rows packed per block (sub-warp rows for short C) -> the row split over CTAs (few
-long rows) -> the row staged in shared memory, read from DRAM once (_softmax_rows.py).
+loads and rows packed per block (sub-warp rows for short C) -> the row split over CTAs for few
+long rows (_softmax_rows.py).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import prelude, shfl_xor_macro
 from ..norms._norms import block_row_rounds
 from ._act import host_line
-from ._softmax_rows import ROW_THREADS, SPLITS, smem_cached_launch, smem_cached_src, split_row_launch, split_row_src
+from ._softmax_rows import ROW_THREADS, SPLITS, split_row_launch, split_row_src
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
@@ -241,10 +241,6 @@ def split_row_online_src(p, task, other=RESCALED, init="0.f"):
     return split_row_src(md_helpers(task, "WARP_SIZE", other), p, task, init)
 
 
-def smem_cached_row_src(p, task, other=RESCALED, last="WARPS"):
-    return smem_cached_src(md_helpers(task, "WARP_SIZE", other), p, task, last)
-
-
 NO_RESCALE = {"other": "d_o"}
 
 
@@ -273,14 +269,11 @@ class SoftmaxCuda(SoftmaxSpec):
              memory_eff=0.9, smem="static", launch=launch_of(vectorized_online_launch, row_trips("C", vec=True), 4),
              render=render_of(vectorized_online_src),
              bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}),
-        # wrong_init starts the merged sum at 1 (the missing warp of off_by_one, or a missing part,
-        # is a small share of the mass where the row's largest logits lie elsewhere)
+        # wrong_init starts the merged sum at 1 (a missing part, as off_by_one would drop, is a small
+        # share of the mass where the row's largest logits lie elsewhere)
         Rung("split_row_online", "SPLITS CTAs per row: per-part online (max, sum), a second pass merges and writes",
              (ROW_THREADS, SPLITS), memory_eff=0.9, smem="static", launch=split_row_launch, render=split_row_online_src,
              bugs={"missing_scale": NO_RESCALE, "wrong_init": {"init": "1.f"}}),
-        Rung("smem_cached_row", "block per row, the row staged in shared memory on its one DRAM read",
-             (ROW_THREADS,), memory_eff=0.9, smem="dynamic", launch=smem_cached_launch, render=smem_cached_row_src,
-             bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "WARPS - 1"}}),
     )
 
     def assemble(self, body, variant, params, task) -> str:

@@ -5,7 +5,8 @@ Ladder: an atomicAdd per element -> block reduction with one atomic per block ->
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
 persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass -> the same
 with each thread's first ITEMS vectors held in registers across the barrier, so the share of g the
-resident grid holds is read once (the register-resident persistent kernels of Apex's NHWC batch norm).
+resident grid holds is read once where g overflows L2 (the register-resident persistent kernels of
+Apex's NHWC batch norm); on these GPUs the register files hold less than L2, so it pays little.
 """
 from dataclasses import replace
 
@@ -254,14 +255,17 @@ grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* tot
 
 def register_held_launch(p, task):
     """The cooperative rung whose threads keep their first ITEMS vectors in registers across grid.sync():
-    the share of g the resident grid holds is read once, the rest twice. The host sizes the grid to the
+    where g overflows L2, the share of g the resident grid holds is read once, the rest twice. The host sizes the grid to the
     blocks the registers allow (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so deeper holds shrink it."""
     gpu, threads, items = task.gpu, p["threads"], p["items"]
     regs = 28 + 4 * items                      # 4 registers a held uint4 (nvcc 13: 32-60 at 2-8 items on sm_80)
     fit = min(occupancy_regs(threads, regs, gpu), gpu.max_threads_per_sm // threads)
     grid = gpu.sms * max(1, min(p["blocks_per_sm"], fit))
     total = task["N"] * DTYPE_BYTES[task.dtype]
-    held = min(1.0, grid * threads * items * 16 / total)
+    # the held vectors are g's first bytes, the oldest in L2 when the scale pass starts: they save
+    # DRAM reads only where g overflows L2 (the persistent rung's re-read of a g that fits L2 hits
+    # there, so holding it saves nothing the launch model of that rung charges differently)
+    held = min(1.0, grid * threads * items * 16 / total) if total > gpu.l2_mb * 1e6 else 0.0
     return Launch(grid=grid, threads=threads, smem_bytes=cdiv(threads, gpu.warp) * 4, regs=regs,
                   bytes_per_access=16, traffic=1.5 - 0.5 * held)
 
