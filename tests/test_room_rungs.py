@@ -9,7 +9,7 @@ from kernelstrain.sim import roofline_floor_ms, simulate
 from kernelstrain.tasks import make_task, param_grid
 
 NEW = {"topk_cuda": ("split_row_two_stage",), "softmax_cuda": ("split_row_online",),
-       "grad_clip_cuda": ("register_held_persistent",), "moe_scatter_cuda": ("redundant_rank_one_launch",),
+"moe_scatter_cuda": ("redundant_rank_one_launch",),
        "moe_combine_cuda": ("column_split_ilp",)}
 
 
@@ -32,7 +32,6 @@ def test_new_rungs_are_appended_and_name_their_technique(name):
     assert tuple(v.tag for v in m.variants[-len(NEW[name]):]) == NEW[name]
     task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
     marks = {"split_row_two_stage": "topk_merge_kernel", "split_row_online": "softmax_stats_kernel",
-             "register_held_persistent": "Pack held[ITEMS]",
              "redundant_rank_one_launch": "block_sum_int(before", "column_split_ilp": "COL_SPLITS"}
     for tag in NEW[name]:
         v = m.variant(tag)
@@ -56,8 +55,6 @@ def test_a_new_rung_wins_where_it_removes_the_bottleneck(name, shape, gain):
 
 
 @pytest.mark.parametrize("name, shape", [
-    ("grad_clip_cuda", {"N": 4194304}),                           # g fits L2: the re-read hits there anyway
-    ("grad_clip_cuda", {"N": 1235814400}),                        # 2.5 GB: a few % of it fits on chip
     ("softmax_cuda", {"R": 4096, "C": 32000}),
     ("moe_scatter_cuda", {"T": 8192, "E": 128, "topk": 8, "K": 2048}),  # the recount reads n^2 ids
     ("moe_combine_cuda", {"T": 8192, "topk": 8, "K": 2048}),
@@ -66,14 +63,3 @@ def test_a_new_rung_does_not_win_where_its_bottleneck_is_absent(name, shape):
     """At most a few % (the timing noise of a ~10 us kernel is 6 %): a different fitted ceiling."""
     _, _, (old_ms, _), (new_ms, _) = split(name, shape)
     assert new_ms >= 0.93 * old_ms
-
-
-def test_register_held_saves_reads_only_where_g_overflows_l2():
-    m = REGISTRY["grad_clip_cuda"]
-    v = m.variant("register_held_persistent")
-    p = {"threads": 512, "blocks_per_sm": 2, "items": 4}
-    fits, over, huge = (make_task(m, "H100", "fp32", {"N": n}) for n in (4194304, 16777216, 1235814400))
-    assert m.launch(v, p, fits).traffic == 1.5                     # 16 MB: the re-read is an L2 hit
-    assert 1.0 < m.launch(v, p, over).traffic < m.launch(v, p, huge).traffic < 1.5
-    deeper = m.launch(v, dict(p, items=8), over)
-    assert deeper.traffic < m.launch(v, p, over).traffic and deeper.regs > m.launch(v, p, over).regs

@@ -3,10 +3,10 @@
 norm = sqrt(sum g^2); g *= min(1, max_norm / (norm + 1e-6)). A reduction then a scale pass.
 Ladder: an atomicAdd per element -> block reduction with one atomic per block -> two-stage
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
-persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass -> the same
-with each thread's first ITEMS vectors held in registers across the barrier, so the share of g the
-resident grid holds is read once where g overflows L2 (the register-resident persistent kernels of
-Apex's NHWC batch norm); on these GPUs the register files hold less than L2, so it pays little.
+persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass. (Holding g
+in registers across the barrier, as Apex's persistent NHWC batch norm holds its tile, is not a rung:
+the catalog's register files hold less than their L2, which already serves the re-read of a g that
+fits; a larger g must cross DRAM twice, so the best reaches ~1.5x the floor's read-once bytes.)
 """
 from dataclasses import replace
 
@@ -178,8 +178,7 @@ void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cu
 """
 
 
-def coop_head(p, task, barrier=BARRIER) -> str:
-    """The defines, the 16-byte Pack and the partial slots of the cooperative rungs."""
+def vectorized_persistent_src(p, task, scale=" * coef", sync=GRID_SYNC, barrier=BARRIER):
     vec = 16 // DTYPE_BYTES[task.dtype]
     return f"""{common(p, barrier)}
 #define BLOCKS_PER_SM {p['blocks_per_sm']}
@@ -188,44 +187,7 @@ constexpr int VEC = {vec};             // elements per 16-byte load
 union Pack {{ uint4 u; scalar_t h[VEC]; }};
 namespace cg = cooperative_groups;
 __device__ float partials[MAX_GRID];
-"""
 
-
-# the cooperative rungs' middle: the block's sum of squares into its slot, the grid barrier, then every
-# block re-reduces the slots in one order and computes coef
-COOP_NORM = """    v = block_sum(v, warp_totals);
-    if (threadIdx.x == 0) partials[blockIdx.x] = v;{sync}
-    const volatile float* slots = partials;       // written by other SMs: read past L1
-    float s = 0.f;
-    for (int i = threadIdx.x; i < gridDim.x; i += THREADS) s += slots[i];   // same order in every block
-    __syncthreads();                                // warp_totals is reused
-    s = block_sum(s, warp_totals);
-    if (threadIdx.x == 0) warp_totals[0] = s;
-    __syncthreads();
-    s = warp_totals[0];
-    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(s);
-    const float coef = clip_coef(s, max_norm);
-"""
-
-COOP_HOST = """
-void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {
-    static int grid = 0;
-    if (!grid) {  // as many blocks as can be resident at once, the condition for grid.sync()
-        int dev, sms, fit;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, grad_clip_kernel, THREADS, 0);
-        grid = sms * (fit < BLOCKS_PER_SM ? fit : BLOCKS_PER_SM);
-        grid = grid < MAX_GRID ? grid : MAX_GRID;
-    }
-    void* args[] = {&grads, &n, &max_norm, &total_norm};
-    cudaLaunchCooperativeKernel((const void*)grad_clip_kernel, grid, THREADS, args, 0, stream);
-}
-"""
-
-
-def vectorized_persistent_src(p, task, scale=" * coef", sync=GRID_SYNC, barrier=BARRIER):
-    return f"""{coop_head(p, task, barrier)}
 // One cooperative launch: all blocks are resident, so a grid-wide barrier between the norm
 // and the scale pass is safe. When g fits in L2 the second pass reads it from there.
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -242,7 +204,19 @@ grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* tot
         for (int k = 0; k < VEC; ++k) {{ const float x = to_float(a.h[k]); v += x * x; }}
     }}
     if (tail < n) {{ const float x = to_float(g[tail]); v += x * x; }}
-{COOP_NORM.format(sync=sync)}    for (int64_t c = first; c < chunks; c += stride) {{
+    v = block_sum(v, warp_totals);
+    if (threadIdx.x == 0) partials[blockIdx.x] = v;{sync}
+    const volatile float* slots = partials;       // written by other SMs: read past L1
+    float s = 0.f;
+    for (int i = threadIdx.x; i < gridDim.x; i += THREADS) s += slots[i];   // same order in every block
+    __syncthreads();                                // warp_totals is reused
+    s = block_sum(s, warp_totals);
+    if (threadIdx.x == 0) warp_totals[0] = s;
+    __syncthreads();
+    s = warp_totals[0];
+    if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(s);
+    const float coef = clip_coef(s, max_norm);
+    for (int64_t c = first; c < chunks; c += stride) {{
         Pack a; a.u = gv[c];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) a.h[k] = from_float(to_float(a.h[k]){scale});
@@ -250,70 +224,21 @@ grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* tot
     }}
     if (tail < n) g[tail] = from_float(to_float(g[tail]){scale});
 }}
-{COOP_HOST}"""
 
-
-def register_held_launch(p, task):
-    """The cooperative rung whose threads keep their first ITEMS vectors in registers across grid.sync():
-    where g overflows L2, the share of g the resident grid holds is read once, the rest twice. The host sizes the grid to the
-    blocks the registers allow (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so deeper holds shrink it."""
-    gpu, threads, items = task.gpu, p["threads"], p["items"]
-    regs = 28 + 4 * items                      # 4 registers a held uint4 (nvcc 13: 32-60 at 2-8 items on sm_80)
-    fit = min(occupancy_regs(threads, regs, gpu), gpu.max_threads_per_sm // threads)
-    grid = gpu.sms * max(1, min(p["blocks_per_sm"], fit))
-    total = task["N"] * DTYPE_BYTES[task.dtype]
-    # the held vectors are g's first bytes, the oldest in L2 when the scale pass starts: they save
-    # DRAM reads only where g overflows L2 (the persistent rung's re-read of a g that fits L2 hits
-    # there, so holding it saves nothing the launch model of that rung charges differently)
-    held = min(1.0, grid * threads * items * 16 / total) if total > gpu.l2_mb * 1e6 else 0.0
-    return Launch(grid=grid, threads=threads, smem_bytes=cdiv(threads, gpu.warp) * 4, regs=regs,
-                  bytes_per_access=16, traffic=1.5 - 0.5 * held)
-
-
-def register_held_src(p, task, scale=" * coef", sync=GRID_SYNC, barrier=BARRIER):
-    return f"""{coop_head(p, task, barrier)}#define ITEMS {p['items']}                // 16-byte vectors a thread keeps in registers across grid.sync()
-
-// One cooperative launch as in the persistent rung, but each thread's first ITEMS vectors stay in
-// registers from the norm pass to the scale pass: the part of g the resident grid holds
-// (grid x THREADS x ITEMS x 16 bytes) crosses DRAM once each way; only the rest is read twice.
-extern "C" __global__ void __launch_bounds__(THREADS)
-grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* total_norm) {{
-    cg::grid_group grid = cg::this_grid();
-    __shared__ float warp_totals[THREADS / WARP_SIZE];
-    uint4* gv = reinterpret_cast<uint4*>(g);     // allocator memory: 256-byte aligned
-    const int64_t chunks = n / VEC, stride = (int64_t)gridDim.x * THREADS;
-    const int64_t first = (int64_t)blockIdx.x * THREADS + threadIdx.x, tail = chunks * VEC + first;
-    Pack held[ITEMS];
-    float v = 0.f;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {{             // fully unrolled: held[] is indexed by constants, in registers
-        const int64_t c = first + j * stride;
-        held[j].u = c < chunks ? gv[c] : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ const float x = to_float(held[j].h[k]); v += x * x; }}
+void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
+    static int grid = 0;
+    if (!grid) {{  // as many blocks as can be resident at once, the condition for grid.sync()
+        int dev, sms, fit;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, grad_clip_kernel, THREADS, 0);
+        grid = sms * (fit < BLOCKS_PER_SM ? fit : BLOCKS_PER_SM);
+        grid = grid < MAX_GRID ? grid : MAX_GRID;
     }}
-    for (int64_t c = first + ITEMS * stride; c < chunks; c += stride) {{   // what the grid cannot hold
-        Pack a; a.u = gv[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ const float x = to_float(a.h[k]); v += x * x; }}
-    }}
-    if (tail < n) {{ const float x = to_float(g[tail]); v += x * x; }}
-{COOP_NORM.format(sync=sync)}#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {{
-        const int64_t c = first + j * stride;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) held[j].h[k] = from_float(to_float(held[j].h[k]){scale});
-        if (c < chunks) gv[c] = held[j].u;
-    }}
-    for (int64_t c = first + ITEMS * stride; c < chunks; c += stride) {{
-        Pack a; a.u = gv[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) a.h[k] = from_float(to_float(a.h[k]){scale});
-        gv[c] = a.u;
-    }}
-    if (tail < n) g[tail] = from_float(to_float(g[tail]){scale});
+    void* args[] = {{&grads, &n, &max_norm, &total_norm}};
+    cudaLaunchCooperativeKernel((const void*)grad_clip_kernel, grid, THREADS, args, 0, stream);
 }}
-{COOP_HOST}"""
+"""
 
 
 class GradClipCuda(OpModule):
@@ -348,11 +273,6 @@ class GradClipCuda(OpModule):
              (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2), unroll.PRAGMA_UNROLL),
              compute_eff=1.0, memory_eff=0.9, smem="static", launch=cooperative_launch,
              render=unroll.render_of(vectorized_persistent_src),
-             bugs={"missing_barrier": {"sync": "", "barrier": ""}, "missing_scale": NO_SCALE}),
-        Rung("register_held_persistent", "cooperative launch whose threads hold ITEMS uint4 of g in registers "
-             "across grid.sync(): the held share read once", (Param("threads", (256, 512, 1024), 512),
-             Param("blocks_per_sm", (1, 2, 4), 2), Param("items", (2, 4, 8, 16), 4)),
-             compute_eff=1.0, memory_eff=0.9, smem="static", launch=register_held_launch, render=register_held_src,
              bugs={"missing_barrier": {"sync": "", "barrier": ""}, "missing_scale": NO_SCALE}),
     )
 
