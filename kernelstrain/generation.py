@@ -36,6 +36,8 @@ from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, spli
 from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, write_error,
                       write_text_atomic)
 
+PACKAGE = Path(__file__).resolve().parent     # the installed package: its data files are read, never written
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -240,11 +242,20 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
+        if package_file(e):
+            raise RuntimeError(f"cannot read {e.filename}, a data file of the installed package ({e.strerror}); "
+                               f"{recovery_advice(stage, 'reinstall kernelstrain')}") from None
         raise UsageError(f"{write_error(out, e)}; {recovery_advice(stage)}") from None
     return stats
 
 
-def recovery_advice(stage: Staging) -> str:
+def package_file(e: OSError) -> bool:
+    """The failed file is one of the installed package's own (a corpus, a calibration): a broken
+    install, an internal error, not a full disk to free."""
+    return bool(e.filename) and Path(os.fsdecode(e.filename)).resolve().is_relative_to(PACKAGE)
+
+
+def recovery_advice(stage: Staging, fix: str = "free space") -> str:
     """What to do after a failed write: --resume only where a checkpoint exists to resume from
     (else a run that failed before its first checkpoint would loop on "holds no interrupted run")."""
     try:
@@ -252,9 +263,9 @@ def recovery_advice(stage: Staging) -> str:
     except UsageError:
         resumable = False
     if resumable:
-        return "the partial run is kept: free space and rerun with --resume to finish it"
+        return f"the partial run is kept: {fix} and rerun with --resume to finish it"
     stage.remove()
-    return "nothing was kept: free space and rerun the same command (with or without --resume)"
+    return f"nothing was kept: {fix} and rerun the same command (with or without --resume)"
 
 
 def check_episodes(profile: Profile, episodes: int | None) -> int:

@@ -325,6 +325,22 @@ def test_disk_full_before_the_first_checkpoint_gives_advice_that_works(w, tmp_pa
     assert _data_bytes(out) == _data_bytes(w / "data")
 
 
+def test_a_missing_package_data_file_is_an_internal_error_not_a_full_disk(tmp_path, monkeypatch, capsys):
+    """A broken install (a corpus file of the package gone) is exit 3 naming the file and a
+    reinstall, never "free space and rerun" (which could not help); nothing is left behind."""
+    import kernelstrain.generation as g
+    gone = g.PACKAGE / "corpus" / "hip_names.txt"
+
+    def missing(*a, **k):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(gone))
+    monkeypatch.setattr(g, "_checkpoint", missing)
+    out = tmp_path / "o"
+    assert main(["generate", "--seed", "0", "--out", str(out), "--episodes", "6", "--workers", "1", "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "internal error" in err and str(gone) in err and "reinstall" in err and "free space" not in err
+    assert _hidden(tmp_path) == [] and not out.exists()
+
+
 @pytest.mark.parametrize("verb", ["workdir", "report", "tasks fused", "holdout"])
 def test_full_disk_leaves_no_temporary_files(w, tmp_path, verb):
     out_dir = tmp_path / "o"
