@@ -9,6 +9,7 @@ from kernelstrain.sim import roofline_floor_ms, simulate
 from kernelstrain.tasks import make_task, param_grid
 
 NEW = {"topk_cuda": ("split_row_two_stage",), "softmax_cuda": ("split_row_online",),
+       "softmax_triton": ("split_row_online",),
 "moe_scatter_cuda": ("redundant_rank_one_launch",),
        "moe_combine_cuda": ("column_split_ilp",)}
 
@@ -45,6 +46,7 @@ def test_new_rungs_are_appended_and_name_their_technique(name):
     ("topk_cuda", {"B": 1, "V": 32000, "K": 50}, 3.0),            # one block per row: 1 of 132 SMs
     ("topk_cuda", {"B": 256, "V": 128256, "K": 50}, 1.1),         # the radix passes' re-reads (from smem now)
     ("softmax_cuda", {"R": 32, "C": 128256}, 1.2),                # 32 rows
+    ("softmax_triton", {"R": 32, "C": 128256}, 1.2),
     ("moe_scatter_cuda", {"T": 64, "E": 64, "topk": 6, "K": 2048}, 2.0),   # 3 dependent launches
     ("moe_combine_cuda", {"T": 16, "topk": 2, "K": 4096}, 1.2),   # 16 tokens, 16 blocks
 ])
@@ -56,6 +58,7 @@ def test_a_new_rung_wins_where_it_removes_the_bottleneck(name, shape, gain):
 
 @pytest.mark.parametrize("name, shape", [
     ("softmax_cuda", {"R": 4096, "C": 32000}),
+    ("softmax_triton", {"R": 16384, "C": 1024}),
     ("moe_scatter_cuda", {"T": 8192, "E": 128, "topk": 8, "K": 2048}),  # the recount reads n^2 ids
     ("moe_combine_cuda", {"T": 8192, "topk": 8, "K": 2048}),
 ])
