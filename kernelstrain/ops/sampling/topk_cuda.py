@@ -14,10 +14,9 @@ from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan, topk_compact
-from ._topk_split import RACY_CLAIM, split_launch, split_src
+from ._topk_split import KCAP, RACY_CLAIM, split_launch, split_src
 from .topk_spec import TopkSpec
 
-KCAP = 128          # gather slots of the rank-based finisher (K <= 64 plus ties)
 LOG2 = {1024: 10, 2048: 11, 4096: 12}
 HIST_SMEM = 8192 + 12 + 4                                      # histogram, Sel, pick
 HOST = """
