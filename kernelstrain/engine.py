@@ -46,6 +46,7 @@ from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .references import reference_ms
+from .rerender import with_typo     # slips.apply, cached: a slip drawn is applied again when evaluated (and by qa)
 from .schema import Step
 from .calibration import FIT
 from .sim import blocks_per_sm, failure, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
@@ -199,6 +200,7 @@ class Episode:
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
+        self._configs, self._positions, self._near = {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -253,9 +255,30 @@ class Episode:
     def grid(self, variant: Variant) -> list[Candidate]:
         """Every config of a rung an engineer would write for this task."""
         if variant.tag not in self._grids:
-            self._grids[variant.tag] = [c for c in (Candidate(variant, p) for p in param_grid(knobs.untuned(variant)))
-                                        if self.writable(c)]
+            self._grids[variant.tag] = [c for c in self.configs(variant) if self.writable(c)]
         return self._grids[variant.tag]
+
+    def configs(self, variant: Variant) -> list[Candidate]:
+        """Every config of a rung, writable here or not (no model asked: see grid)."""
+        if variant.tag not in self._configs:
+            self._configs[variant.tag] = [Candidate(variant, p) for p in param_grid(knobs.untuned(variant))]
+        return self._configs[variant.tag]
+
+    def near(self, v: Variant) -> list[Candidate]:
+        """The configs of the best's rung `v` at most search.spread value-steps from the best's
+        (distance), from each config's positions along the tunable parameters' values, found once."""
+        if v.tag not in self._positions:
+            names = self.tunable(v)
+            values = [knobs.param(v, n).values for n in names]
+            self._positions[v.tag] = names, values, [tuple(vals.index(c.params[n]) for n, vals in zip(names, values))
+                                                     for c in self.configs(v)]
+        names, values, positions = self._positions[v.tag]
+        key = (v.tag, self.best.key)
+        if key not in self._near:
+            at = [vals.index(self.best.params[n]) for n, vals in zip(names, values)]
+            self._near[key] = [c for c, pos in zip(self.configs(v), positions)
+                               if sum(abs(i - j) for i, j in zip(pos, at)) <= self.search.spread]
+        return self._near[key]
 
     def carry(self, variant: Variant) -> dict:
         """Params for a new rung: keep the best's value where the name and value exist."""
@@ -515,18 +538,24 @@ class Episode:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        out = [c for c in self._over_limit(self.best.variant, error_class) if self.distance(c) <= self.search.spread] \
-            if tune else []
+        out = self._over_limit(self.best.variant, error_class, near=True) if tune else []
         for v in self.ups()[:self.search.limit_rungs]:
             out += self._over_limit(v, error_class)
         return out
 
-    def _over_limit(self, v: Variant, error_class: str) -> list[Candidate]:
+    def _over_limit(self, v: Variant, error_class: str, near: bool = False) -> list[Candidate]:
+        """`near`: only those within search.spread value-steps of the best (v is the best's rung)."""
         key = (v.tag, error_class)
-        if key not in self._limits:
-            self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
+        if near and key not in self._limits:
+            # the distance first: the model is asked of the configs near the best alone, not of the
+            # rung's whole grid (the same list as below: each filter is a pure test of one config)
+            found = [c for c in self.near(v) if self.writable(c) and self.clear_failure(c, error_class)]
+        else:
+            if key not in self._limits:
+                self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
+            found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
-        return [c for c in self._limits[key] if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
+        return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
                 and not self.limits.hit(v.tag, self.overflow(c)[0]) and not self.known_to_fail(c)]
 
     def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
@@ -655,7 +684,7 @@ class Episode:
         kind = self.rng.choices(kinds, weights)[0]
         site = self.rng.choice(fresh[kind] or free[kind])
         c = replace(base, typo=self.typo_pick(site, code) if kind == "identifier" else slips.encode(kind, site))
-        got = slips.apply(code, self.m.impl, c.typo, hip_arch, self.task.dtype, self.task.shape)
+        got = with_typo(code, self.m.impl, c.typo, hip_arch, self.task.dtype, self.task.shape)
         return None if got is None else (c, slips.failure(kind), got[1])
 
     def typo_pick(self, i: int, code: str) -> int:
@@ -859,8 +888,8 @@ class Episode:
         code = self.code(cand)
         if cand.typo is not None:
             self.slip_memory.learn(code, self.m.impl, cand.typo)
-            code = slips.apply(code, self.m.impl, cand.typo, self.task.gpu.arch if self.task.is_hip else "",
-                               self.task.dtype, self.task.shape)[0]
+            code = with_typo(code, self.m.impl, cand.typo, self.task.gpu.arch if self.task.is_hip else "",
+                             self.task.dtype, self.task.shape)[0]
         r = self.sim(cand)
         time_ms, kept, status = None, False, "ok"
         if self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]:

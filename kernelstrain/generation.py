@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .episodes import dumps
 from .errors import UsageError, fault_point
-from .contamination import Incremental, Targets
+from .contamination import Incremental, Targets, boilerplate, solution_keys, solutions_ahead
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
@@ -217,8 +217,14 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         # resumable from here: setting up the contamination measure takes seconds. A resumed
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
-        held = held_out_lines(plan)
-        scan = contamination_scan(plan, workers, held) if todo.start == indices.start else None
+        fresh = todo.start == indices.start
+        # the held-out solutions searched in the workers while this process writes the held-out
+        # rows and finds the boilerplate (what the contamination measure is set up from)
+        with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
+            held = held_out_lines(plan)
+            if fresh:
+                boilerplate()
+        scan = contamination_scan(plan, workers, held) if fresh else None
         # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
         judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
         if todo.start != indices.start:

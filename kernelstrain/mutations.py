@@ -88,18 +88,18 @@ _HIP = "#include <hip/hip_runtime.h>"     # a CUDA module's render for an AMD GP
 
 
 def _hip_renames(name: str, words: set) -> list:
-    """The renames of `name` after which clang has no correction to offer for it (its text then
-    depends on the code alone: no "did you mean 'pow'?" naming a header's declaration, and no
-    note pointing into the installed headers): none where a name of the headers or of the code
-    is within clang's correction distance of it."""
-    if _header_corrects(name) or correction_offered(name, words - {name}):
+    """The renames of `name` after which clang's typo correction has no candidate to try for it
+    (correction_tried), so its text depends on the code alone: no "did you mean 'div'?" naming a
+    header's declaration, and no error its trial leaves behind pointing into the installed
+    headers: none where a name of the headers or of the code is within reach of it."""
+    if _header_tried(name) or correction_tried(name, words - {name}):
         return []
-    return [r for r in _RENAMES if r.format(name) not in words and not correction_offered(name, [r.format(name)])]
+    return [r for r in _RENAMES if r.format(name) not in words and not correction_tried(name, [r.format(name)])]
 
 
 @functools.lru_cache(maxsize=4096)
-def _header_corrects(name: str) -> bool:
-    return correction_offered(name, corpus.hip_names())
+def _header_tried(name: str) -> bool:
+    return correction_tried(name, corpus.hip_names())
 
 
 def find_typo(code: str, impl: str, pick: int = 0) -> Typo | None:
@@ -129,20 +129,30 @@ def break_identifier(code: str, impl: str, pick: int = 0, hip_arch: str = "") ->
     return "\n".join(typo.lines), typo_error(typo, impl, hip_arch)
 
 
-def correction_offered(name: str, candidates) -> bool:
-    """Whether clang's typo correction may offer one of `candidates` for the undeclared `name`:
-    Sema::CorrectTypo keeps a correction whose edit distance (replacements allowed) d has
-    len(name) // d >= 3, so at most len(name) // 3 (a name of one or two characters is never
-    corrected: clang-19 offers `y` for no undeclared `q`).
+def correction_tried(name: str, candidates) -> bool:
+    """Whether clang's typo correction may try one of `candidates` (names declared where the use
+    is) for the undeclared `name`. Its TypoCorrectionConsumer keeps a name within edit distance
+    (len(name) + 2) // 3 whose length differs by at most a third of len(name) (a name under
+    three characters keeps none); it goes on when any identifier the translation unit lexed is
+    within len(name) // 3 (the headers' parameter and member names count, so nearly always),
+    then builds the expression with each kept candidate in turn. One that makes it valid is
+    offered ("did you mean 'div'?" for `!live`: distance 2 from a 4-letter name); a host
+    function tried in an inline device function leaves `reference to __host__ function 'rand' in
+    __device__ function` behind (`lane`), even where it is then rejected. Measured with clang-19
+    (HIP, gfx942): lane, band, range, rnd and rands try rand; sxstm, sxstxmm and systemxxx try
+    system; sxxtxm (distance 3, length 6) tries nothing; clang offers `y` for no undeclared `q`.
 
-    >>> correction_offered("row", ["pow"]), correction_offered("kept", ["kept0"]), correction_offered("row", ["my_row"])
-    (True, True, False)
-    >>> correction_offered("q", ["y"]), correction_offered("kept", ["exp"])
-    (False, False)
+    >>> correction_tried("lane", ["rand"]), correction_tried("live", ["div"]), correction_tried("sxstxmm", ["system"])
+    (True, True, True)
+    >>> correction_tried("sxxtxm", ["system"]), correction_tried("systemxxxx", ["system"]), correction_tried("q", ["y"])
+    (False, False, False)
+    >>> correction_tried("kept", ["kept0"]), correction_tried("row", ["my_row"])
+    (True, False)
     """
-    limit = len(name) // 3
-    return limit > 0 and any(c != name and abs(len(c) - len(name)) <= limit and _within(name, c, limit)
-                             for c in candidates)
+    limit = (len(name) + 2) // 3
+    return len(name) >= 3 and any(c != name and (apart := abs(len(c) - len(name))) <= limit
+                                  and (apart == 0 or len(name) // apart >= 3) and _within(name, c, limit)
+                                  for c in candidates)
 
 
 def _within(a: str, b: str, limit: int) -> bool:

@@ -6,6 +6,7 @@ output's median everywhere (execute.kb_trivial, the filter's own check).
 
     python3 scripts/fused_trivial.py DATA [--limit N] [--trials 2]
     python3 scripts/fused_trivial.py --all-tasks [--device cuda] [--budget S] [--part I/N]   (the profile's 6,000)
+    python3 scripts/fused_trivial.py --all-tasks --seed 101 --programs 600    (a fresh stream's first 600 tasks)
 
 Prints the count of tasks each trivial kernel passes (the goal: 0) and the closest calls: the
 smallest ratio of the output's largest |y| (zeros) or largest |y - median| (constant) to the
@@ -57,14 +58,23 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no further task starts")
     ap.add_argument("--part", default="1/1", help="I/N: every N-th task from the I-th (processes side by side)")
+    ap.add_argument("--seed", type=int, help="with --all-tasks: the grammar stream's seed (the profile's: 0)")
+    ap.add_argument("--programs", type=int, help="with --all-tasks: the stream's first N tasks (the profile's: 6,000)")
     args = ap.parse_args(argv)
     if args.all_tasks == (args.data is not None):
         ap.error("give a dataset directory or --all-tasks")
+    if not args.all_tasks and (args.seed is not None or args.programs):
+        ap.error("--seed and --programs choose the stream's tasks: they go with --all-tasks")
     torch.set_num_threads(1)
     if args.all_tasks:
+        from dataclasses import replace
+
         from kernelstrain.fused.tasks import fused_tasks
         from kernelstrain.profiles import load_profile
-        modules = [t.module for t in fused_tasks(load_profile("fused"))]
+        profile = load_profile("fused")
+        fused = replace(profile.fused, seed=profile.fused.seed if args.seed is None else args.seed,
+                        programs=args.programs or profile.fused.programs)
+        modules = [t.module for t in fused_tasks(replace(profile, fused=fused))]
     else:
         modules = [ep["module"] for ep in read_episodes(args.data)]
     part, parts = map(int, args.part.split("/"))

@@ -1,6 +1,6 @@
 """No fused task a zeros or constant kernel solves (issue 35): the programs scripts/fused_trivial.py
-found passing on seeds 7 and 11 before the rules below are now rejected by the static rules, and their real
-outputs (PyTorch on the CPU) show why."""
+found passing (seeds 7 and 11, every 10th task of the profile) are now rejected by the static rules, and their
+real outputs (PyTorch on the CPU) show why."""
 from __future__ import annotations
 
 import importlib.util
@@ -21,7 +21,21 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # found among every 10th task of the profile: a row's extreme at a clamp's bound, relu of all-negative rows
          "fused_s0_00340": "constant", "fused_s0_01145": "constant", "fused_s0_00356": "zero",
          # ... a row's min of an activation with one minimum (gelu, silu, mish, hardswish): that minimum
-         "fused_s0_04686": "constant", "fused_s0_02406": "constant", "fused_s0_07656": "constant"}
+         "fused_s0_04686": "constant", "fused_s0_02406": "constant", "fused_s0_07656": "constant",
+         # the 16 of 600 tasks the (mean, rms) rules missed, caught by values.py's emulation: activations of
+         # values far from 0 (quick_gelu of a log_softmax, gelu of a row min ~ -15), saturated tanh / clamps,
+         # a scalar randn scale whose sign sends the rows under a relu, a gram's diagonal dominating its row,
+         # the mean of a scaled softmax, a softmax over channels pooled to near-equal values
+         "fused_s0_03136": "zero", "fused_s0_06857": "zero", "fused_s0_06914": "zero", "fused_s0_10107": "zero",
+         "fused_s0_11056": "zero", "fused_s0_13048": "zero", "fused_s0_00441": "constant",
+         "fused_s0_00611": "constant", "fused_s0_01364": "constant", "fused_s0_02356": "constant",
+         "fused_s0_04677": "constant", "fused_s0_07595": "constant", "fused_s0_08402": "constant",
+         "fused_s0_12172": "constant", "fused_s0_12906": "constant", "fused_s0_12985": "constant",
+         # a fresh stream (seed 101): a layer norm's rows, scaled, through a clamp they never reach, averaged
+         "fused_s101_01100": "zero",
+         # seed 303: a scalar randn scale of -1.5 or less sends a logsumexp under silu to ~0; the logsumexp of
+         # a layer norm's rows (mean 0, variance 1 in every row), scaled by 0.1: log C + 0.005 in every row
+         "fused_s303_00325": "zero", "fused_s303_00736": "constant"}
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))
@@ -54,10 +68,13 @@ def test_their_real_outputs_pass_the_trivial_kernel(op):
     m = fused_module(op + "_cuda")
     mod = _load(m.view.row["source"], op)
     dtype = torch.bfloat16 if m.view.dtype == "bf16" else torch.float32
-    torch.manual_seed(42)
-    model = mod.Model(*mod.get_init_inputs()).to(dtype)
-    torch.manual_seed(1000)
-    with torch.no_grad():
-        y = model(*[x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()])
-    zero, constant = triv.margins(y, KB_TOLERANCE[m.view.dtype])
-    assert (zero if FOUND[op] == "zero" else constant) <= 1.0
+    margins = []
+    for trial in range(2):                  # the script's two input seeds: a task passing on either is solved
+        torch.manual_seed(42)
+        model = mod.Model(*mod.get_init_inputs()).to(dtype)
+        torch.manual_seed(1000 + trial)
+        with torch.no_grad():
+            y = model(*[x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()])
+        zero, constant = triv.margins(y, KB_TOLERANCE[m.view.dtype])
+        margins.append(zero if FOUND[op] == "zero" else constant)
+    assert min(margins) <= 1.0

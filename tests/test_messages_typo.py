@@ -7,7 +7,9 @@ declaration, a second declaration in another scope, a C-library name, Triton's c
 preprocessed lines (macros expanded) and one report per scope, Triton's helper errors with their
 call chain and its 12-line excerpts, clang's order of a conditional's uses, a name in a comment
 (the hipcc cases rebuilt when HIP renames began to avoid clang's typo corrections: the one
-case with a correction dropped). Rebuilt (the compilers run again, same fields) by
+case with a correction dropped; and again when they began to avoid every declared name within
+the reach of clang's correction, mutations.correction_tried: top_p_cuda's case, which has no
+rename left, dropped, prefix_scan_cuda's pick now renames `t`). Rebuilt (the compilers run again, same fields) by
 `slip_audit.write_fixture` on `slip_audit.run_case` of each case."""
 import json
 import re

@@ -138,7 +138,7 @@ def test_no_hip_rename_leaves_clang_a_correction():
     for name, code, pick in _hip_cases(12):
         typo = mutations.find_typo(code, "cuda", pick)
         words = set("\n".join(typo.lines).replace("(", " ").split()) | mutations.corpus.hip_names()
-        assert not mutations.correction_offered(typo.name, {w for w in words if w.isidentifier()} - {typo.name}), name
+        assert not mutations.correction_tried(typo.name, {w for w in words if w.isidentifier()} - {typo.name}), name
 
 
 @needs_hip

@@ -6,7 +6,10 @@ placeholder and diagnoses it when the full expression is complete (`;`, an if / 
 condition, each part of a for header, each initializer of a declaration), in source order,
 except where an operand becomes an error first:
   - a subscript whose index holds the name is diagnosed at its `]`, and is an error;
-  - a parenthesized bare name `(x)` is diagnosed at its `)`, and is an error;
+  - where a type could begin, the parser classifies the name (type or expression?) and so
+    diagnoses it at once, and it is an error: the first token of a statement (not after
+    `return`), and, unless `<` follows it, of an if / while / switch condition or a for header's
+    init and condition, and the first after an expression's `(` (not a call's);
   - when one operand of a binary or conditional operator is an error, the other operand's
     pending uses are diagnosed then; a call with an erroneous argument is an error.
 Measured with clang-19 (`-fsyntax-only` and HIP device compiles for gfx942):
@@ -25,6 +28,8 @@ Measured with clang-19 (`-fsyntax-only` and HIP device compiles for gfx942):
 [2, 17, 11, 22, 29, 38, 43]
 >>> order("int z = q < n ? y[q] : y[q], w = q;")
 [18, 8, 25, 33]
+>>> order("q = (q + 1) & n; y[0] = q + (q + 1);")
+[0, 5, 29, 24]
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ _PREFIX = {"-", "+", "!", "~", "*", "&", "++", "--", "sizeof"}
 _CONTROL = {"if", "while", "switch"}
 _SKIP = {"else", "do", "return", "case", "default", "break", "continue", "goto", "co_return", "throw"}
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
+_EXPRESSION_NEXT = {"return", "case", "goto", "co_return", "throw"}     # an expression follows, never a type
 
 
 class _Parse:
@@ -44,6 +50,7 @@ class _Parse:
 
     def __init__(self, toks, targets):
         self.t, self.targets, self.out = toks, targets, []
+        self.errors = set()          # targets diagnosed where the parser met them (a statement's first token)
 
     def text(self, i, end):
         return self.t[i].text if i < end else None
@@ -106,6 +113,17 @@ class _Parse:
                 nested -= 1
         return end
 
+    def classify(self, i, before_less=True):
+        """A target where a type could begin (a statement's or condition's first token, the first
+        after an expression's `(`): the parser classifies the name there, and diagnoses it; but
+        for a statement's, not where `<` follows it (measured: `(q < 1 ? ...)` and `while (q < n)`
+        wait for the expression, `q < n ? ... : 0;` does not)."""
+        if not before_less and i + 1 < len(self.t) and self.t[i + 1].text == "<":
+            return
+        if i in self.targets and i not in self.errors:
+            self.out.append(i)
+            self.errors.add(i)
+
     def unary(self, i, end):
         s = self.text(i, end)
         if s is None:
@@ -117,16 +135,16 @@ class _Parse:
             j = self.close(i, end)
             if self._cast(i + 1, j) and j + 1 < end and self._operand(j + 1):
                 return self.unary(j + 1, end)
-            if j == i + 2 and i + 1 in self.targets:          # `(x)`: diagnosed at its `)`
-                pending, bad = [i + 1], True
-                self.emit(pending)
-            else:
-                _, pending, bad = self.expr(i + 1, j, 0)
+            if i + 1 < j:                                   # `(x`: a cast's type or an expression?
+                self.classify(i + 1, before_less=False)
+            _, pending, bad = self.expr(i + 1, j, 0)
             return self.postfix(j + 1, end, pending, bad)
         if s == "{":
             j = self.close(i, end)
             _, pending, bad = self.expr(i + 1, j, 0)
             return self.postfix(j + 1, end, pending, bad)
+        if i in self.errors:
+            return self.postfix(i + 1, end, [], True)
         pending = [i] if i in self.targets else []
         i += 1
         if tok.kind == "name" and self.text(i, end) == "<":        # a template's arguments: f<T>(...)
@@ -187,18 +205,22 @@ class _Parse:
             s = self.t[i].text
             if s in _CONTROL and self.text(i + 1, end) == "(":
                 j = self.close(i + 1, end)
+                self.classify(i + 2, before_less=False)
                 self.declaration_or_full(i + 2, j)
                 i = j + 1
             elif s == "for" and self.text(i + 1, end) == "(":
                 j = self.close(i + 1, end)
-                k = i + 2
-                for part in self._split(k, j, ";"):
+                for n, part in enumerate(self._split(i + 2, j, ";")):
+                    if n < 2:                       # the init and the condition may declare
+                        self.classify(part[0], before_less=False)
                     self.declaration_or_full(*part)
                 i = j + 1
             elif s in ("{", "}", ";", ":") or s in _SKIP and self.t[i].kind == "name":
                 i += 1
             else:
                 j = self._statement_end(i, end)
+                if not (i and self.t[i - 1].text in _EXPRESSION_NEXT):
+                    self.classify(i)
                 self.declaration_or_full(i, j)
                 i = max(j, i + 1)
 

@@ -1,0 +1,363 @@
+"""The values a program's output takes, emulated from the program alone (standard library): each
+tensor is a sample of K values standing for its elements (quantiles of their distribution),
+carried through every step as the step maps values -- elementwise ops applied to each value, a
+row op on simulated rows of the row's true length drawn from the sample, a library GEMM or conv
+as the Gaussian its randomly initialised weights make (PyTorch's default init), a per-channel
+parameter as an independent randn per element.
+
+Unlike magnitude.py's (mean, rms), a sample keeps a distribution's shape: quick_gelu of values
+near -7, tanh of values spread over +-30, the row minimum of a clamp all keep the few values (or
+the one value) they really take. Structure the marginal sample cannot see is carried beside it: a
+gram's diagonal (one value a row), rows of fixed energy (a layer / RMS norm's, scaled), and a
+scalar parameter (a per-channel one on a tensor of one channel), whose one random value's sign
+changes what follows: the program is emulated under each sign (`scenarios`).
+
+>>> s = emulate([{"op": "matmul", "role": "contraction", "params": {"M": 64, "K": 256, "N": 1024},
+...               "in": {"kind": "vec", "shape": [64, 256]}, "out": {"kind": "vec", "shape": [64, 1024]}},
+...              {"op": "amin", "role": "reduction", "params": {"dim": -1, "keepdim": True},
+...               "in": {"kind": "vec", "shape": [64, 1024]}, "out": {"kind": "vec", "shape": [64, 1]}},
+...              {"op": "quick_gelu", "role": "elementwise", "params": {},
+...               "in": {"kind": "vec", "shape": [64, 1]}, "out": {"kind": "vec", "shape": [64, 1]}}])[0]
+>>> max(abs(x) for x in s.v) < 1e-12      # every row's min is ~ -50: quick_gelu of it is 0
+True
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from .exprs import LAYER_NORM_EPS, RMS_NORM_EPS
+from .precision import _elementwise
+from .types import SPATIAL
+
+K = 256                                   # sample size of a tensor
+_Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
+ROW_BUDGET = 16384                        # values drawn for one simulated row op
+TAIL = 8                                  # points the quantile function's tail slope is taken over
+# a scalar parameter (one randn): the values the first one takes in turn (|randn|'s 20/50/87/99th
+# percentiles, either sign), later ones +- the median
+SCALAR_VALUES = tuple(sg * NormalDist().inv_cdf(0.5 + q / 2) for q in (0.2, 0.5, 0.87, 0.99) for sg in (1.0, -1.0))
+SCALAR_LATER = (SCALAR_VALUES[2], SCALAR_VALUES[3])
+
+
+@dataclass(frozen=True)
+class Sample:
+    v: tuple                      # K values, sorted: the tensor's quantiles
+    diag: tuple | None = None     # a gram's diagonal along the last dim (K values, sorted)
+    normed: bool = False          # every row along the last dim has the same sum of squares
+    row_mean: tuple | None = None  # (dim, m): every row along dim averages m (a softmax's 1/C, a layer norm's 0)
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.v) / K
+
+    @property
+    def energy(self) -> float:    # E[x^2]
+        return math.fsum(x * x for x in self.v) / K
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(max(self.energy - self.mean ** 2, 0.0))
+
+
+def _gauss(mean: float, sd: float) -> tuple:
+    return tuple(mean + sd * z for z in _Z)
+
+
+def _quantiles(xs: list) -> tuple:
+    """K quantiles of any number of values (interpolated between order statistics)."""
+    xs = sorted(xs)
+    n = len(xs)
+    out = []
+    for i in range(K):
+        pos = (i + 0.5) / K * n - 0.5
+        lo = min(max(int(math.floor(pos)), 0), n - 1)
+        hi, f = min(lo + 1, n - 1), min(max(pos - lo, 0.0), 1.0)
+        out.append(xs[lo] + (xs[hi] - xs[lo]) * f)
+    return tuple(out)
+
+
+def _slope(end: float, next_: float, far: float) -> float:
+    """A tail's slope in normal scores (_Z is symmetric): the smaller of its last step's and its last
+    TAIL steps', so a tail flattening against a bound (a clamp, an activation's minimum) stays there."""
+    return min(abs(end - next_) / (_Z[-1] - _Z[-2]), abs(end - far) / (_Z[-1] - _Z[-1 - TAIL]))
+
+
+def _at(v: tuple, z: float) -> float:
+    """The sample's quantile function at normal score z, extrapolated along its tail's slope."""
+    if z <= _Z[0]:
+        return v[0] - _slope(v[0], v[1], v[TAIL]) * (_Z[0] - z)
+    if z >= _Z[-1]:
+        return v[-1] + _slope(v[-1], v[-2], v[-1 - TAIL]) * (z - _Z[-1])
+    i = int((NormalDist().cdf(z) * K) - 0.5)
+    i = min(max(i, 0), K - 2)
+    while i > 0 and _Z[i] > z:
+        i -= 1
+    while i < K - 2 and _Z[i + 1] < z:
+        i += 1
+    f = (z - _Z[i]) / (_Z[i + 1] - _Z[i])
+    return v[i] + (v[i + 1] - v[i]) * f
+
+
+def _extreme(v: tuple, n: int, upper: bool) -> tuple:
+    """Quantiles of the max (min) of n independent draws: F^-1(q^(1/n))."""
+    nd = NormalDist()
+    out = []
+    for i in range(K):
+        q = ((i + 0.5) / K) ** (1.0 / n)
+        q = min(q, 1.0 - 1e-15)
+        out.append(_at(v, nd.inv_cdf(q)) if upper else _at(v, -nd.inv_cdf(q)))
+    return tuple(sorted(out))
+
+
+class _Draws:
+    """A deterministic stream of sample indices (a 32-bit LCG: the same on every Python)."""
+
+    def __init__(self, seed: int):
+        self.x = (seed * 2654435761 + 12345) & 0xFFFFFFFF
+
+    def index(self) -> int:
+        self.x = (self.x * 1664525 + 1013904223) & 0xFFFFFFFF
+        return self.x >> 24           # 0..255 = K - 1
+
+    def pick(self, v: tuple, n: int) -> list:
+        return [v[self.index()] for _ in range(n)]
+
+    def perm(self) -> list:
+        idx = list(range(K))
+        for i in range(K - 1, 0, -1):
+            self.x = (self.x * 1664525 + 1013904223) & 0xFFFFFFFF
+            j = self.x % (i + 1)
+            idx[i], idx[j] = idx[j], idx[i]
+        return idx
+
+
+def _row_len(step: dict) -> int:
+    shape, dim = step["in"]["shape"], step["params"].get("dim")
+    if isinstance(dim, list):
+        return math.prod(shape[d] for d in dim)
+    if dim is None:
+        dim = 1 if step["in"]["kind"] in SPATIAL else -1
+    return shape[dim]
+
+
+def _along_last(step: dict) -> bool:
+    shape, dim = step["in"]["shape"], step["params"].get("dim", -1)
+    return isinstance(dim, int) and dim % len(shape) == len(shape) - 1
+
+
+def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
+    """Simulated rows along the step's dim (at most ROW_BUDGET / 16 values drawn: the rest stand for as
+    many again), held to the mean and energy every row of the tensor has, and the log of how many true
+    values each drawn one stands for."""
+    C, dim = _row_len(step), _dim(step)
+    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim else None
+    energy = x.energy if x.normed and _along_last(step) else None
+    n = min(C, ROW_BUDGET // 16)
+    R = max(16, min(256, ROW_BUDGET // n))
+    rows = []
+    for _ in range(R):
+        row = draws.pick(x.v, n)
+        if with_diag:
+            row[0] = x.diag[draws.index()]
+        rows.append(_held(row, mean, energy) if n > 1 else row)
+    return rows, math.log(C / n)
+
+
+def _held(row: list, mean: float | None, energy: float | None) -> list:
+    """A drawn row moved to the row mean and scaled to the row energy every row has (a norm's rows)."""
+    if mean is not None:
+        own = math.fsum(row) / len(row)
+        row = [r - own + mean for r in row]
+    if energy is not None:
+        centre = mean if mean is not None else 0.0
+        dev = math.fsum((r - centre) ** 2 for r in row) / len(row)
+        want = energy - centre * centre
+        if dev > 0.0 and want > 0.0:
+            f = math.sqrt(want / dev)
+            row = [centre + (r - centre) * f for r in row]
+    return row
+
+
+def _lse(row: list, extra: float) -> float:
+    m = max(row)
+    return m + math.log(math.fsum(math.exp(r - m) for r in row)) + extra
+
+
+def _dim(step: dict) -> int | None:
+    dim, n = step["params"].get("dim"), len(step["in"]["shape"])
+    if dim is None and step["op"] in ("layer_norm", "rms_norm"):
+        return n - 1
+    return dim % n if isinstance(dim, int) else None
+
+
+def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
+    op, C = step["op"], _row_len(step)
+    if op in ("sum", "mean") and x.row_mean is not None and x.row_mean[0] == _dim(step):
+        return Sample((x.row_mean[1] * (C if op == "sum" else 1),) * K)
+    diag = x.diag is not None and _along_last(step)
+    if op in ("sum", "mean") and not diag:
+        m, sd = x.mean, x.sd
+        return Sample(_gauss(m * C, sd * math.sqrt(C)) if op == "sum" else _gauss(m, sd / math.sqrt(C)))
+    if op in ("amax", "amin") and not diag:
+        return Sample(_extreme(x.v, C, op == "amax"))
+    rows, extra = _rows(x, step, draws, diag)
+    if op in ("softmax", "log_softmax"):
+        out = []
+        for row in rows:
+            lse = _lse(row, extra)
+            out.extend(math.exp(r - lse) if op == "softmax" else r - lse for r in row)
+        return Sample(_quantiles(out), row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
+    if op == "logsumexp":
+        return Sample(_quantiles([_lse(row, extra) for row in rows]))
+    stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
+            "amax": max, "amin": min}[op]
+    return Sample(_quantiles([stat(row) for row in rows]))
+
+
+def _standardize(x: Sample, eps: float, centre: bool) -> tuple:
+    m = x.mean if centre else 0.0
+    scale = 1.0 / math.sqrt((x.sd ** 2 if centre else x.energy) + eps)
+    return tuple((v - m) * scale for v in x.v)
+
+
+def _contraction(x: Sample, step: dict) -> Sample:
+    """A library GEMM / conv with PyTorch's default init (weights and bias uniform in +-1/sqrt(fan_in)):
+    each output a sum of many products, Gaussian; the bias's spread across channels added."""
+    op, p, shape = step["op"], step["params"], step["in"]["shape"]
+    if op == "linear":
+        fan_in = p["in_features"]
+        var = x.energy / 3.0 + (1.0 / (3.0 * fan_in) if p.get("bias", True) else 0.0)
+    elif op.startswith("conv_transpose"):
+        d = len(shape) - 2
+        fan_in = p["out_channels"] * p["kernel_size"] ** d          # ConvTranspose's weight is (in, out, k...)
+        taps = shape[1] * max(1.0, p["kernel_size"] / p["stride"]) ** d
+        var = taps * x.energy / (3.0 * fan_in) + 1.0 / (3.0 * fan_in)
+    else:
+        fan_in = shape[1] * p["kernel_size"] ** (len(shape) - 2)
+        var = x.energy / 3.0 + 1.0 / (3.0 * fan_in)
+    return Sample(_gauss(0.0, math.sqrt(var)))
+
+
+def _gram(x: Sample, step: dict) -> Sample:
+    d = step["in"]["shape"][-1]
+    m, e = x.mean, x.energy
+    off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
+    e2 = math.fsum(v ** 4 for v in x.v) / K
+    diag = (d * e,) * K if x.normed else _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
+    return Sample(off, tuple(sorted(diag)))
+
+
+def _sdpa(x: Sample, step: dict) -> Sample:
+    """Self-attention of q = k = v: a row's own key scores |q|^2 / sqrt(d_head), the others about
+    mean^2 sqrt(d_head) +- E[x^2]; the output mixes the row's own value (weight w) with the average of
+    the others'."""
+    b, s, d = step["in"]["shape"]
+    dh = d / step["params"]["num_heads"]
+    m, e = x.mean, x.energy
+    own, other, var = math.sqrt(dh) * e, math.sqrt(dh) * m * m, max(e * e - m ** 4, 0.0)
+    keys = s / 2.0 if step["params"].get("is_causal") else float(s)
+    t = min(other + var / 2.0 - own + math.log(max(keys - 1.0, 1e-9)), 700.0)
+    w = 1.0 / (1.0 + math.exp(t))
+    shrink = math.sqrt(w * w + (1.0 - w) ** 2 / keys)
+    return Sample(tuple(sorted(m + (v - m) * shrink for v in x.v)))
+
+
+def _pair(a: tuple, b: tuple, fn, draws: _Draws) -> tuple:
+    perm = draws.perm()
+    return tuple(sorted(fn(a[i], b[perm[i]]) for i in range(K)))
+
+
+def _safe(fn, v: float) -> float:
+    try:
+        return fn(v)
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> Sample:
+    op, p, role = step["op"], step["params"], step["role"]
+    if op == "embedding":
+        return Sample(_Z)
+    if op in ("matmul", "bmm"):
+        return Sample(_gauss(0.0, math.sqrt(p["K"])))
+    if op == "gram":
+        return _gram(x, step)
+    if op == "sdpa":
+        return _sdpa(x, step)
+    if role == "contraction":
+        return _contraction(x, step)
+    if op in ("layer_norm", "rms_norm"):
+        centre = op == "layer_norm"
+        zero_mean = centre or (x.row_mean is not None and x.row_mean == (_dim(step), 0.0))
+        return Sample(tuple(sorted(_standardize(x, LAYER_NORM_EPS if centre else RMS_NORM_EPS, centre))),
+                      normed=True, row_mean=(_dim(step), 0.0) if zero_mean else None)
+    if role == "norm":             # batch / group / instance norm: standardised over their own groups
+        return Sample(tuple(sorted(_standardize(x, LAYER_NORM_EPS, True))))
+    if role in ("softmax", "reduction"):
+        return _row_op(x, step, draws)
+    if op.startswith("max_pool"):
+        return Sample(_extreme(x.v, p["kernel_size"] ** (len(step["in"]["shape"]) - 2), True))
+    if op.startswith(("avg_pool", "adaptive_avg_pool")):
+        shape = step["in"]["shape"]
+        n = p["kernel_size"] ** (len(shape) - 2) if op.startswith("avg_pool") else math.prod(shape[2:])
+        return Sample(_gauss(x.mean, x.sd / math.sqrt(n)))
+    if op == "flatten":
+        return Sample(x.v)
+    if op == "glu":
+        return Sample(_pair(x.v, x.v, lambda a, b: a * _elementwise("sigmoid", b, {}, None), draws))
+    if op == "residual_add":
+        skip = saved[p.get("skip_from", -1)]
+        return Sample(_pair(x.v, skip.v, lambda a, b: a + b, draws))
+    if op in ("bias_add", "scale_param"):
+        add = op == "bias_add"
+        if p["shape"][0] == 1:                 # one value for the whole tensor: its sign is a scenario
+            c = scalars.pop(0)
+            v = tuple(sorted(a + c if add else a * c for a in x.v))
+            return Sample(v, x.diag and tuple(sorted(a + c if add else a * c for a in x.diag)), x.normed and not add)
+        return Sample(_pair(x.v, _Z, (lambda a, b: a + b) if add else (lambda a, b: a * b), draws))
+    def f(v):
+        return _safe(lambda u: _elementwise(op, u, p, None), v)
+    diag = tuple(sorted(map(f, x.diag))) if x.diag is not None else None
+    v = tuple(sorted(map(f, x.v)))
+    if v == x.v and diag == x.diag:
+        return x                  # a clamp the values never reach, a relu of positive values: changes nothing
+    linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
+    row_mean = (x.row_mean[0], f(x.row_mean[1])) if linear and x.row_mean is not None else None
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), row_mean)
+
+
+def _scalar_steps(program: list) -> int:
+    return sum(s["op"] in ("bias_add", "scale_param") and s["params"]["shape"][0] == 1 for s in program)
+
+
+def emulate(program: list) -> list[Sample]:
+    """The output's sample under each scenario of the program's scalar parameters' signs."""
+    n = _scalar_steps(program)
+    out = []
+    for values in itertools.product(*([SCALAR_VALUES] + [SCALAR_LATER] * (n - 1) if n else [])):
+        scalars = list(values)
+        x, saved = Sample(_Z), {}
+        saved[-1] = x
+        for j, step in enumerate(program):
+            x = _step(x, step, saved, _Draws(j), scalars)
+            saved[j] = x
+        out.append(x)
+    return out
+
+
+def trivial(sample: Sample, tol: float, margin: float) -> str | None:
+    """'zeros' / 'constant' when every sampled value lies within `margin` times KernelBench's
+    tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None."""
+    v = [x for x in sample.v if not math.isnan(x)]
+    if len(v) < len(sample.v) or any(math.isinf(x) for x in v):
+        return None                                    # NaN / inf: the filter's, not a trivial kernel's
+    if max(abs(x) for x in v) <= margin * tol:
+        return "zeros"
+    med = v[K // 2]
+    if max(abs(x - med) - margin * tol * abs(x) for x in v) <= margin * tol:
+        return "constant"
+    return None
+
