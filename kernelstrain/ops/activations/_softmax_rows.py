@@ -42,14 +42,24 @@ __device__ __forceinline__ void block_md(float& m, float& d, float* red_m, float
 
 
 # -- split_row_online ------------------------------------------------------------------------
+# The split rungs' second kernel waits on two dependent round trips before it writes: the row's
+# partials, then its part of the row. With SPLIT_MEMORY_EFF (a grid of a few CTAs a row streaming
+# short parts: ~2 CTAs an SM at R=32) they put the rungs' times where an H100 (80GB HBM3,
+# scripts/gpu_check_rounds.sh, default params) measured them: softmax_cuda 0.0162 / 0.0096 / 0.0939 ms
+# and softmax_triton 0.0204 / 0.0087 / 0.1092 ms at R=32 C=128256 / R=32 C=32000 / R=256 C=151936,
+# where the model without them said 0.0119 / 0.0063 / 0.0809 and 0.0131 / 0.0062 / 0.0913 ms.
+PASS2_ROUNDS = 2
+SPLIT_MEMORY_EFF = 0.7
+
+
 def split_row_launch(p, task):
     threads, splits, vec = p["threads"], p["splits"], 16 // DTYPE_BYTES[task.dtype]
     return Launch(grid=task["R"] * splits, threads=threads, smem_bytes=cdiv(threads, task.gpu.warp) * 8, regs=32,
                   bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (splits * threads * vec)),
-                  launches=2, rounds=block_row_rounds(threads, task.gpu.warp, 1))
+                  launches=2, rounds=block_row_rounds(threads, task.gpu.warp, 1) + PASS2_ROUNDS)
 
 
-def split_row_src(md_helpers, p, task, init="0.f"):
+def split_row_src(md_helpers, p, task):
     return f"""
 #define THREADS {p['threads']}
 #define WARPS (THREADS / WARP_SIZE)
@@ -84,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 softmax_kernel(const scalar_t* __restrict__ x, const float2* __restrict__ part_md, scalar_t* __restrict__ y,
                int R, int C) {{
     const size_t row = blockIdx.y;
-    float m = NEG_BIG, d = {init};
+    float m = NEG_BIG, d = 0.f;
     for (int s = 0; s < SPLITS; ++s) {{ const float2 q = part_md[row * SPLITS + s]; md_merge(m, d, q.x, q.y); }}
     const float inv = 1.f / d;
     const scalar_t* xr = x + row * C;

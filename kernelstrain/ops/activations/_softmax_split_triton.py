@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ..base import KernelSpec, Param, cdiv, triton_ptr
 from ..norms._norms import chunk_launch
+from ._softmax_rows import PASS2_ROUNDS
 
 PARAMS = (Param("SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK", (512, 1024, 2048, 4096), 2048),
           Param("num_warps", (4, 8, 16), 8))
@@ -26,17 +27,17 @@ def split_launch(p, task):
     base = chunk_launch("R", "C", 3, 1.5, launches=2)(p, task)
     part = cdiv(task["C"], p["SPLITS"])
     threads = p["num_warps"] * task.gpu.warp
-    return replace(base, grid=task["R"] * p["SPLITS"],
+    return replace(base, grid=task["R"] * p["SPLITS"], rounds=base.rounds + PASS2_ROUNDS,
                    lane_util=min(1.0, part / p["BLOCK"]) * min(1.0, p["BLOCK"] / threads))
 
 
-def split_src(p, task, init="tl.zeros([BLOCK], dtype=tl.float32)", rescale=" * tl.exp(ms - m)"):
+def split_src(p, task, rescale=" * tl.exp(ms - m)"):
     return f"""
 def softmax_stats_kernel(x_ptr, part_ptr, R, C, BLOCK: tl.constexpr, SPLITS: tl.constexpr):
     # Few long rows: SPLITS programs share a row, each keeping per-lane running maxima and
     # rescaled sums over its part; the part's (max, sum) goes to part_ptr.
 {PART}    m_l = tl.full([BLOCK], -3.0e38, dtype=tl.float32)   # finite: -3e38 - (-3e38) = 0, not NaN
-    d_l = {init}
+    d_l = tl.zeros([BLOCK], dtype=tl.float32)
     for off in range(lo, hi, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         v = tl.load(x_row + cols, mask=cols < hi, other=float("-inf")).to(tl.float32)

@@ -151,12 +151,17 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
 
 def multi_token_ilp_launch(p, task):
     """multi_token_ilp, and column_split_ilp whose grid also splits each row's K / 8 vectors over
-    col_splits blocks (each re-stages the block's slots and weights: TPB * topk * 8 bytes from L2)."""
+    col_splits blocks (each re-stages the block's slots and weights: TPB * topk * 8 bytes from L2).
+
+    column_split_ilp's CTAs, one short slice each, wait on two dependent round trips (the slots,
+    then the expert rows they name): an H100 (80GB HBM3, scripts/gpu_check_rounds.sh, default params)
+    took 0.0067 ms at T=64 topk=6 K=2048 where one round trip said 0.0051 ms (0.0051 ms at T=16
+    topk=2 K=4096, timed L2-resident). multi_token_ilp's calibrated ceiling already holds its chain."""
     t, topk, k, e, base, n = sizes(task)
     tpb, splits = p["tokens_per_block"], p.get("col_splits", 1)
     return Launch(grid=cdiv(t, tpb) * splits, threads=p["threads"], smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
                   bytes_per_access=8 * topk, traffic=1 + n * 8 * splits / base,
-                  lane_util=min(1.0, k / 8 / splits / p["threads"]), launches=2)
+                  lane_util=min(1.0, k / 8 / splits / p["threads"]), launches=2, rounds=2 if "col_splits" in p else 1)
 
 
 COLUMNS = "for (int c = threadIdx.x; c < K / VEC; c += THREADS)"

@@ -16,14 +16,32 @@ SLOTS = 128         # candidates one chunk hands on: its K <= 64 largest plus ti
 KCAP = 128          # gather slots of the rank-based finisher (K <= 64 plus ties)
 
 
+STAGE1_ROUNDS = 4    # DRAM round trips a stage-1 CTA waits on: its chunk's load, then 3 digit passes' block scans
+L2_PER_DRAM_TRIP = 3  # L2 round trips one DRAM round trip lasts (~200 vs ~650 ns)
+
+
 def split_launch(p, task):
     """Stage 1 is the main kernel: its smem holds the chunk's keys and the histogram; the candidates
-    (about K a chunk, 8 bytes each) are written and read back once more."""
+    (about K a chunk, 8 bytes each) are written and read back once more.
+
+    Both stages are chains of dependent block-wide phases, not bandwidth: on an H100 (80GB HBM3,
+    scripts/gpu_check_rounds.sh) threads 512 chunk 4096 took 0.0208 ms at B=1 V=32000, 0.0290 ms at
+    B=8 V=128256 and 0.208 ms at B=256 V=128256, where a bandwidth-and-launch model said 0.0075,
+    0.0090 and 0.157 ms. Launch.rounds counts them: each wave of stage 1 waits STAGE1_ROUNDS; stage
+    2 (one block a row) then runs 4 passes (3 digits, the gather) over the row's chunks x SLOTS
+    candidates, candidates / threads dependent L2 reads each, once a call, so it is spread over
+    stage 1's waves (where B fills the GPU it is a tail, where B is small it is half the time)."""
     threads, chunk = p["threads"], p["chunk"]
     chunks = cdiv(task["V"], chunk)
     handed = 2 * 8 * min(task["K"], chunk) / (4 * chunk)
-    return Launch(grid=task["B"] * chunks, threads=threads, smem_bytes=4 * chunk + 8192 + 4 * threads + 16,
-                  regs=30, bytes_per_access=16, traffic=1 + handed, compute_scale=0.5, launches=2)
+    smem = 4 * chunk + 8192 + 4 * threads + 16
+    gpu = task.gpu
+    resident = max(1, min(gpu.max_threads_per_sm // threads, gpu.smem_per_sm // smem))
+    waves = cdiv(task["B"] * chunks, gpu.sms * resident)
+    stage2 = cdiv(4 * cdiv(chunks * SLOTS, threads), L2_PER_DRAM_TRIP)
+    return Launch(grid=task["B"] * chunks, threads=threads, smem_bytes=smem,
+                  regs=30, bytes_per_access=16, traffic=1 + handed, compute_scale=0.5, launches=2,
+                  rounds=STAGE1_ROUNDS + cdiv(stage2, waves))
 
 
 ATOMIC_CLAIM = "const unsigned s = atomicAdd(&count, 1u);"
