@@ -48,7 +48,7 @@ ATOMIC_CLAIM = "const unsigned s = atomicAdd(&count, 1u);"
 RACY_CLAIM = "const unsigned s = count++;  // unsynchronised slot claim"
 
 
-def split_src(p, task, claim=ATOMIC_CLAIM, keep="k >= thresh"):
+def split_src(p, task, claim=ATOMIC_CLAIM):
     return f"""#define CHUNK {p['chunk']}                // logits per CTA of stage 1
 #define SLOTS {SLOTS}                 // candidates a chunk hands on: its K <= 64 largest plus ties
 #define KCAP {KCAP}
@@ -91,7 +91,7 @@ topk_kernel(const float* __restrict__ logits, uint32_t* __restrict__ wkey, int* 
     const size_t slot0 = ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SLOTS;
     for (int i = threadIdx.x; i < n; i += THREADS) {{
         const uint32_t k = skey[i];
-        if ({keep}) {{
+        if (k >= thresh) {{
             {claim}
             if (s < SLOTS) {{ wkey[slot0 + s] = k; widx[slot0 + s] = start + i; }}
         }}
@@ -122,7 +122,7 @@ topk_merge_kernel(const uint32_t* __restrict__ wkey, const int* __restrict__ wid
     const uint32_t thresh = sel.prefix;            // key of the row's K-th largest logit
     for (int j = threadIdx.x; j < chunks * SLOTS; j += THREADS) {{
         const uint32_t k = key(j);
-        if ({keep}) {{
+        if (k >= thresh) {{
             {claim}
             if (s < KCAP) {{ ckey[s] = k; cidx[s] = ridx[j]; }}
         }}
