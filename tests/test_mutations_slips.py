@@ -1,6 +1,7 @@
 """The slip catalogue (kernelstrain/slips): each kind breaks the line it names, in the real
 compiler's words; the engine writes the profile's kinds and repairs each; verify checks the
 first error line of a type / constexpr slip."""
+import math
 import re
 import shutil
 
@@ -107,6 +108,20 @@ def test_verify_wants_the_first_error_of_a_slip():
     assert "error class" in judge({**row, "class": "syntax"})[0]
 
 
+def _binomial_quantile(n: int, p: float, q: float) -> int:
+    """Smallest k with P(X <= k) >= q for X ~ Binomial(n, p).
+
+    >>> _binomial_quantile(11, 0.04, 0.99)
+    2
+    """
+    total = 0.0
+    for k in range(n + 1):
+        total += math.comb(n, k) * p ** k * (1 - p) ** (n - k)
+        if total >= q:
+            return k
+    return n
+
+
 def test_engine_writes_the_profiles_kinds_and_repairs_each():
     """kernelinfer names every kind; with those kinds on, sessions hold several, each failure
     classed as its kind says (the slip memory makes each site once: six sessions), and a slip is followed by the same configuration (the repair, which
@@ -129,7 +144,8 @@ def test_engine_writes_the_profiles_kinds_and_repairs_each():
             slipped += 1
             repaired += (nxt["tag"], nxt["params"]) == (st["tag"], st["params"])
     assert len([k for k in seen if k != "identifier"]) >= 3, seen
-    assert slipped - repaired <= max(1, round(0.1 * slipped)), (repaired, slipped)   # a 4 % drop may fall in a few
+    # the engine puts off a due repair 4 % of the time: allow the 99th percentile of Binomial(slipped, 0.04)
+    assert slipped - repaired <= _binomial_quantile(slipped, 0.04, 0.99), (repaired, slipped)
 
 
 @pytest.mark.parametrize("table, says", [("{const_kast = 1.0}", "unknown slip kind 'const_kast'"),

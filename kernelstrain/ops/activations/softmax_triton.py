@@ -3,11 +3,14 @@
 Ladder: one lane per row walking columns (three passes, uncoalesced) -> program per row
 streaming chunks three times (max, sum, output) -> online softmax (per-lane running max
 and rescaled sum in one pass, then the output pass) -> the whole row in registers (one
-read; spills once C is large) -> persistent programs that prefetch the next row.
+read; spills once C is large) -> persistent programs that prefetch the next row -> few long
+rows split over programs, partials merged by the output kernel (_softmax_split_triton.py).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2, triton_spill
+from ._softmax_rows import SPLIT_MEMORY_EFF
+from ._softmax_split_triton import PARAMS as SPLIT_PARAMS, split_kernels, split_launch, split_src, split_wrapper
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8), LOOP_UNROLL)
@@ -176,17 +179,27 @@ class SoftmaxTriton(SoftmaxSpec):
              (Param("num_warps", (4, 8, 16), 8), Param("programs_per_sm", (1, 2, 4), 2)), memory_eff=0.92,
              launch=row_launch, render=persistent_src, consts=block_c,
              bugs={"missing_scale": {"norm": ""}, "off_by_one": {"stop": "R - 1"}}),
+        Rung("split_row_online", "SPLITS programs per row: per-part online (max, sum), an output kernel merges and writes",
+             SPLIT_PARAMS, memory_eff=SPLIT_MEMORY_EFF, launch=split_launch, render=split_src,
+             consts=lambda p, task: {"BLOCK": p["BLOCK"], "SPLITS": p["SPLITS"]},
+             # no wrong_init: lanes' sums started at 1 are rescaled by exp(-3e38 - max) = 0 on their
+             # first load (an H100 passed it 3x)
+             bugs={"missing_scale": {"rescale": ""}}),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
         ptr = triton_ptr(task.dtype, task)
         consts = variant.consts(params, task)
+        if "SPLITS" in params:
+            return split_kernels(params, task, consts)
         sig = {"x_ptr": ptr, "y_ptr": ptr, "R": "i32", "C": "i32", **{k: "constexpr" for k in consts}}
         return [KernelSpec("softmax_kernel", sig, consts, num_warps=params["num_warps"], num_stages=1)]
 
     def assemble(self, kernel, variant, params, task) -> str:
         consts = variant.consts(params, task)
         kw = "".join(f"{k}={v}, " for k, v in consts.items())
+        if "SPLITS" in params:
+            return f"{TRITON_PRELUDE}\n@triton.jit\n{kernel.strip(chr(10))}\n\n\n{split_wrapper(ENTRY.py_def(task), params, consts)}"
         if "programs_per_sm" in params:
             grid = "min(R, torch.cuda.get_device_properties(x.device).multi_processor_count * PROGRAMS_PER_SM)"
             head = f"PROGRAMS_PER_SM = {params['programs_per_sm']}\n\n\n"

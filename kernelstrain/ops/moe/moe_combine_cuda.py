@@ -5,7 +5,8 @@ y[t, :] = sum_j topk_weights[t, j] * expert_out[p(t * topk + j), :] with fp32 ac
 Ladder: scatter-add with fp32 atomics into a zeroed buffer plus a convert kernel -> invert the
 permutation once, then one thread per output element gathers its top-k values (no atomics, deterministic)
 -> one block per token with 16-byte uint4 loads -> several tokens per block with all top-k row loads
-issued before the accumulation (TOPK compile-time, loads in flight per lane = topk).
+issued before the accumulation (TOPK compile-time, loads in flight per lane = topk) -> the same
+with each token group's columns split over several blocks, so a decode batch's few tokens fill the GPU.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of
@@ -149,15 +150,32 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
 
 
 def multi_token_ilp_launch(p, task):
+    """multi_token_ilp, and column_split_ilp whose grid also splits each row's K / 8 vectors over
+    col_splits blocks (each re-stages the block's slots and weights: TPB * topk * 8 bytes from L2).
+
+    column_split_ilp's CTAs, one short slice each, wait on two dependent round trips (the slots,
+    then the expert rows they name): an H100 (80GB HBM3, scripts/gpu_check_rounds.sh, default params)
+    took 0.0067 ms at T=64 topk=6 K=2048 where one round trip said 0.0051 ms (0.0051 ms at T=16
+    topk=2 K=4096, timed L2-resident). multi_token_ilp's calibrated ceiling already holds its chain."""
     t, topk, k, e, base, n = sizes(task)
-    tpb = p["tokens_per_block"]
-    return Launch(grid=cdiv(t, tpb), threads=p["threads"], smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
-                  bytes_per_access=8 * topk, traffic=1 + n * 8 / base,
-                  lane_util=min(1.0, k / 8 / p["threads"]), launches=2)
+    tpb, splits = p["tokens_per_block"], p.get("col_splits", 1)
+    return Launch(grid=cdiv(t, tpb) * splits, threads=p["threads"], smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
+                  bytes_per_access=8 * topk, traffic=1 + n * 8 * splits / base,
+                  lane_util=min(1.0, k / 8 / splits / p["threads"]), launches=2, rounds=2 if "col_splits" in p else 1)
+
+
+COLUMNS = "for (int c = threadIdx.x; c < K / VEC; c += THREADS)"
+# column_split_ilp: blockIdx.y takes one of COL_SPLITS equal slices of the row's K / VEC vectors
+SLICE = ("const int per = (K / VEC + COL_SPLITS - 1) / COL_SPLITS, c1 = min(K / VEC, (int)(blockIdx.y + 1) * per);\n"
+         "        for (int c = blockIdx.y * per + threadIdx.x; c < c1; c += THREADS)")
 
 
 def multi_token_ilp_src(p, task, w="w[j] * ", last="tokens"):
-    return invert(task) + PACK + f"""
+    split = "col_splits" in p
+    head = f"#define COL_SPLITS {p['col_splits']}        // blocks sharing one token group's K columns\n" if split else ""
+    grid = "dim3((T + TPB - 1) / TPB, COL_SPLITS)" if split else "(T + TPB - 1) / TPB"
+    cols = SLICE if split else COLUMNS
+    return invert(task) + PACK + head + f"""
 #define TOPK {task['topk']}              // compile-time: the row loads unroll and issue together
 #define TPB {p['tokens_per_block']}
 
@@ -181,7 +199,7 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
             src[j] = reinterpret_cast<const uint4*>(expert_out + (size_t)rows[tt * TOPK + j] * K);
             w[j] = weights[tt * TOPK + j];
         }}
-        for (int c = threadIdx.x; c < K / VEC; c += THREADS) {{
+        {cols} {{
             Pack in[TOPK];
 #pragma unroll
             for (int j = 0; j < TOPK; ++j) in[j].u = src[j][c];     // TOPK independent 16-byte loads in flight
@@ -199,7 +217,7 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
         }}
     }}
 }}
-""" + host(task, "(T + TPB - 1) / TPB")
+""" + host(task, grid)
 
 
 class MoeCombineCuda(MoeCombineSpec):
@@ -219,6 +237,12 @@ class MoeCombineCuda(MoeCombineSpec):
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "topk - 1"}}),
         Rung("multi_token_ilp", "tokens per block, slots/weights staged in smem, all top-k uint4 loads in flight at once",
              (Param("threads", (64, 128, 256, 512), 128), Param("tokens_per_block", (1, 2, 4, 8), 2)), memory_eff=0.91,
+             smem="static", launch=multi_token_ilp_launch, render=multi_token_ilp_src,
+             bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "tokens - 1"}}),
+        Rung("column_split_ilp", "as multi_token_ilp, each token group's K columns split over COL_SPLITS blocks "
+             "(a grid that fills the SMs at decode batch sizes)",
+             (Param("threads", (32, 64, 128, 256), 64), Param("tokens_per_block", (1, 2, 4), 1),
+              Param("col_splits", (2, 4, 8, 16), 4)), memory_eff=0.91,
              smem="static", launch=multi_token_ilp_launch, render=multi_token_ilp_src,
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "tokens - 1"}}),
     )

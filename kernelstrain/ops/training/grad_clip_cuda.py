@@ -3,7 +3,10 @@
 norm = sqrt(sum g^2); g *= min(1, max_norm / (norm + 1e-6)). A reduction then a scale pass.
 Ladder: an atomicAdd per element -> block reduction with one atomic per block -> two-stage
 deterministic partials with the final reduce fused into the scale kernel -> one cooperative
-persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass.
+persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass. (Holding g
+in registers across the barrier, as Apex's persistent NHWC batch norm holds its tile, is not a rung:
+the catalog's register files hold less than their L2, which already serves the re-read of a g that
+fits; a larger g must cross DRAM twice, so the best reaches ~1.5x the floor's read-once bytes.)
 """
 from dataclasses import replace
 

@@ -1,0 +1,79 @@
+"""moe_scatter_cuda's redundant_rank_one_launch rung (not an op module itself).
+
+At decode batch sizes (T * topk of a few hundred assignments) the other rungs' grids are tiny or
+their kernels wait on each other: the count, scan and rank launches cost more than the copy. Here
+one launch has a block per assignment a = t * topk + j, and no block waits for another: each reads
+all n expert ids (a few KB, from L2) and counts the assignments that go to a smaller expert or to
+the same expert earlier, which is a's stable slot; block 0 also writes the expert offsets. Then the
+block copies token t's row to its slot with 16-byte loads. The recount is n^2 id reads in all, so
+it pays only where n is small (at T * topk = 65,536 it would read 17 GB from L2).
+"""
+from ..base import Launch, cdiv
+from ..dialect import shfl_xor_macro
+from .moe_scatter_spec import ENTRY, MoeScatterSpec
+
+L2_OVER_DRAM = 3.0       # L2 serves the recount's id reads about this much faster than DRAM
+
+
+def recount_launch(p, task):
+    t, topk, k, e = task["T"], task["topk"], task["K"], task["E"]
+    n, threads, elt = t * topk, p["threads"], 2
+    base = MoeScatterSpec().cost(task).bytes
+    gather = (topk - 1) * t * k * elt * 0.3       # each token row is read once per assignment (mostly L2)
+    recount = n * n * 4 / L2_OVER_DRAM
+    return Launch(grid=n, threads=threads, smem_bytes=(e + 1) * 4 + cdiv(threads, task.gpu.warp) * 4, regs=32,
+                  bytes_per_access=16, traffic=1 + (gather + recount) / base, lane_util=min(1.0, k / 8 / threads))
+
+
+PLAIN_COUNT = "atomicAdd(&hist[f], 1);"
+
+
+def recount_src(p, task, cmp="<", count=PLAIN_COUNT):
+    return f"""#define THREADS {p['threads']}
+#define WARPS (THREADS / WARP_SIZE)
+{shfl_xor_macro(task)}
+__device__ __forceinline__ int block_sum_int(int v, int* warp_tot) {{
+#pragma unroll
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += SHFL_XOR(v, o);
+    if (threadIdx.x % WARP_SIZE == 0) warp_tot[threadIdx.x / WARP_SIZE] = v;
+    __syncthreads();
+    int r = 0;
+    for (int w = 0; w < WARPS; ++w) r += warp_tot[w];
+    return r;
+}}
+
+// One launch, a block per assignment: its stable slot recounted from all n ids, then its row copied.
+extern "C" __global__ void __launch_bounds__(THREADS)
+moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ topk_ids, scalar_t* __restrict__ x_sorted,
+                   int* __restrict__ sorted_ids, int* __restrict__ offsets, int T, int E, int K, int topk) {{
+    __shared__ int hist[E_MAX + 1];
+    __shared__ int warp_tot[WARPS];
+    const int n = T * topk, a = blockIdx.x, e = topk_ids[a];
+    if (blockIdx.x == 0) {{                      // block 0 also writes the expert offsets
+        for (int f = threadIdx.x; f <= E; f += THREADS) hist[f] = 0;
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += THREADS) {{ const int f = topk_ids[i]; {count} }}
+        __syncthreads();
+        if (threadIdx.x == 0) {{
+            int start = 0;
+            for (int f = 0; f < E; ++f) {{ const int c = hist[f]; offsets[f] = start; start += c; }}
+            offsets[E] = start;
+        }}
+    }}
+    int before = 0;                             // assignments sorted ahead of a: smaller expert, or same expert earlier
+    for (int i = threadIdx.x; i < n; i += THREADS) {{
+        const int f = topk_ids[i];
+        before += f < e || (f == e && i {cmp} a);
+    }}
+    const int slot = block_sum_int(before, warp_tot);
+    if (threadIdx.x == 0) sorted_ids[slot] = a;
+    const uint4* src = reinterpret_cast<const uint4*>(x + (size_t)(a / topk) * K);
+    uint4* dst = reinterpret_cast<uint4*>(x_sorted + (size_t)slot * K);
+    for (int c = threadIdx.x; c < K / 8; c += THREADS) dst[c] = src[c];     // 16 bytes a lane (K % 8 == 0)
+}}
+
+{ENTRY.prototype(task)} {{
+    moe_scatter_kernel<<<T * topk, THREADS, 0, stream>>>(x, topk_ids, x_sorted, sorted_ids, expert_offsets,
+                                                         T, E, K, topk);
+}}
+"""
