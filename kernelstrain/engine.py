@@ -735,8 +735,10 @@ class Episode:
         return self.limits.known_to_fail(c.variant.tag, self.need(c))
 
     def bugs(self, v: Variant, params: dict | None = None) -> list[str]:
-        """The bugs not made yet that `v` can carry here (with `params`: that break these params)."""
-        return [b for b in v.bugs_for(self.task.dtype, params) if b not in self.fixed]
+        """The bugs not made yet that `v` can carry here (with `params`: that break these params
+        at this task's shape)."""
+        return [b for b in v.bugs_for(self.task.dtype, params) if b not in self.fixed
+                and (params is None or v.breaks_at(b, self.task, params))]
 
     # -- the loop -------------------------------------------------------------------
     def run(self) -> list[Step]:

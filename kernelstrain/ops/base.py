@@ -87,6 +87,7 @@ class Variant:
     bug_params: tuple = ()            # ((bug, param, least), ...): a bug injected only where params[param] >= least
     fit_as: str = ""                  # a measured rung of the module whose calibration this one borrows until it is
                                       # measured itself: the same kernel on another grid (persistent, split-K)
+    bug_tasks: tuple = ()             # ((bug, breaks), ...): a bug injected only where breaks(task, params) is true
 
     def offered(self, dtype: str) -> bool:
         """Whether an engineer would use this structure for `dtype` data (16-bit atomics, for
@@ -109,6 +110,18 @@ class Variant:
         least = {bug: (name, n) for bug, name, n in self.bug_params}
         return tuple(b for b in self.bugs if (b not in only or dtype in only[b])
                      and (params is None or b not in least or params.get(least[b][0], 0) >= least[b][1]))
+
+    def breaks_at(self, bug: str, task, params: dict) -> bool:
+        """Whether `bug` is wrong at `task`'s shape and GPU with `params` (bug_tasks): a missing barrier whose
+        racing reads all fall in one warp, or a sampler bug that picks the right token on a row
+        half the time, is offered only where it cannot pass.
+
+        >>> r = Rung("demo", "demo rung", launch=lambda p, t: None, render=lambda p, t, sync="": sync,
+        ...          bugs={"missing_barrier": {"sync": ""}}, bug_tasks=(("missing_barrier", lambda t, p: t > p["warp"]),))
+        >>> r.breaks_at("missing_barrier", 32, {"warp": 32}), r.breaks_at("missing_barrier", 64, {"warp": 32})
+        (False, True)
+        """
+        return all(breaks(task, params) for b, breaks in self.bug_tasks if b == bug)
 
     def param(self, name: str) -> Param:
         for p in self.params:

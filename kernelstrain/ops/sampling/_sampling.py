@@ -12,6 +12,16 @@ THREADS = Param("threads", (128, 256, 512, 1024), 512)
 CAP = Param("cap", (1024, 2048, 4096), 2048)
 
 
+def rows_to_fail(row_fail: float, miss: float = 1e-6):
+    """bug_tasks predicate: a bug that picks a wrong token on a row with probability `row_fail`
+    (measured on the module's inputs) passes a check of B rows with probability (1 - row_fail)^B;
+    it is offered only where that is at most `miss`."""
+    least = 1
+    while (1 - row_fail) ** least > miss:
+        least += 1
+    return lambda task, params: task["B"] >= least
+
+
 def row_l2_miss(task: Task, threads: int) -> float:
     """Fraction of a row re-read that misses L2: re-reads hit while the resident blocks' rows fit."""
     b, v, gpu = task["B"], task["V"], task.gpu

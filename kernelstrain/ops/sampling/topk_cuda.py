@@ -12,7 +12,7 @@ memory, a second kernel merging the candidates: _topk_split.py).
 """
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
-from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss
+from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
 from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan, topk_compact
 from ._topk_split import KCAP, RACY_CLAIM, split_launch, split_src
 from .topk_spec import TopkSpec
@@ -239,6 +239,13 @@ topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform,
 }}"""
 
 
+# off_by_one (k > thresh) drops the K-th largest logit; the pick over the other K - 1 still
+# lands on the right token on most rows (CPU emulation on the module's inputs: 15% of rows wrong at
+# V 32000, 18% at 128256; tests/test_label_truth.py). An H100 matched the reference at B = 1: offered
+# only where B rows make a pass a one-in-a-million chance.
+DROPPED_KTH_ROWS = rows_to_fail(0.12)
+
+
 class TopkCuda(TopkSpec):
     impl = "cuda"
     variants = (
@@ -248,7 +255,8 @@ class TopkCuda(TopkSpec):
              bugs={"missing_barrier": {"sync": ""}}),
         Rung("histogram_refine", "radix select: 3 passes of shared-memory key histograms, atomic gather, rank pick",
              (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", launch=histogram_refine_launch,
-             render=histogram_refine_src, bugs={"racy_update": {"store": RACY_STORE}, "off_by_one": {"keep": "k > thresh"}}),
+             render=histogram_refine_src, bugs={"racy_update": {"store": RACY_STORE}, "off_by_one": {"keep": "k > thresh"}},
+             bug_tasks=(("off_by_one", DROPPED_KTH_ROWS),)),
         Rung("cdf_pick", "1 histogram pass, prefix-sum compaction to smem, refine in smem, cumulative-sum pick",
              (THREADS, CAP), compute_eff=0.35, memory_eff=0.7, smem="static", launch=select_launch("smem"),
              render=select_src("smem"), bugs={"missing_scale": {"u": "1.f"}, "wrong_init": {"carry0": "1.f"}}),
