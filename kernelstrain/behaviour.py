@@ -26,7 +26,7 @@ FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measu
 LAST_STEPS = 3
 EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
 EAGER_NOISE = 1.1    # the engine caps the modelled time; the row holds one measurement of it, which the harness
-                     # noise moves (cv 0.6% over 30 us, where such baselines are: sim.noise_cv): past the cap by 10% is far
+                     # noise moves (cv 1% over 50 us, where such baselines are: sim.noise_cv): past the cap by 10% is far
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
 _TIME = re.compile(r"\b\d+(?:\.\d+)? (us|ms)\b")

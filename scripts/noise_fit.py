@@ -5,8 +5,8 @@ run is the robust spread of those ratios over sqrt(2) (two noisy runs per ratio)
 
     python3 scripts/noise_fit.py            # per band: pairs, measured CV, the model's CV
 
-The model is fitted by eye to these bands (a power law in the kernel's time with a floor);
-tests/test_noise_model.py holds it to them.
+The model sits at the low ends of SPEC's ranges, the nearest to these bands;
+tests/test_noise_model.py holds it between them and 2.5x them.
 """
 from __future__ import annotations
 
