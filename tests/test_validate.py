@@ -79,6 +79,15 @@ def set_msg(index, edit):
     return change
 
 
+def multiturn_code_changed(d):
+    """A comment slipped into the second candidate of the first multiturn row that has two (the
+    row's place depends on how long the first episodes are)."""
+    rows = [json.loads(r) for r in lines(d / "sft_multiturn.jsonl")]
+    line = next(i for i, r in enumerate(rows, 1) if len(r["messages"]) > 4)
+    rewrite_row(d / "sft_multiturn.jsonl", line, set_msg(4, lambda t: t.replace("\n", "\n// x\n", 1)))
+    return f"sft_multiturn.jsonl:{line}"
+
+
 def history_changed(d):
     """A word slipped into the history line of step 1 in the first step row that has a history
     (the row's place depends on how long the first episodes are)."""
@@ -150,7 +159,7 @@ KINDS = {
                                      lambda ep, s: s.update(code=s["code"][:150] + ("#" if s["code"][150] != "#" else "%") + s["code"][151:])),
     "final_best_leaked_into_feedback": leak_final_best,
     "sft_steps_code_differs": row_change("sft_steps.jsonl", 4, set_msg(2, lambda t: t.replace("\n", "\n// tuned\n", 1))),
-    "multiturn_code_differs": row_change("sft_multiturn.jsonl", 3, set_msg(4, lambda t: t.replace("\n", "\n// x\n", 1))),
+    "multiturn_code_differs": multiturn_code_changed,
     "speedup_multiplied": episode_change(2, lambda ep: ep["best"].update(speedup=round(ep["best"]["speedup"] * 2, 4))),
     "wrong_schema_version": episode_change(3, lambda ep: ep.update(schema="kernelstrain/episode@1")),
     "arch_not_the_gpus": episode_change(4, lambda ep: ep.update(arch="sm_80" if ep["arch"] != "sm_80" else "sm_90a")),
