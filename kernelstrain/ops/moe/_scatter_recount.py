@@ -8,7 +8,7 @@ the same expert earlier, which is a's stable slot; block 0 also writes the exper
 block copies token t's row to its slot with 16-byte loads. The recount is n^2 id reads in all, so
 it pays only where n is small (at T * topk = 65,536 it would read 17 GB from L2).
 """
-from ..base import Launch, cdiv
+from ..base import Launch, Param, Rung, cdiv
 from ..dialect import shfl_xor_macro
 from .moe_scatter_spec import ENTRY, MoeScatterSpec
 
@@ -77,3 +77,9 @@ moe_scatter_kernel(const scalar_t* __restrict__ x, const int* __restrict__ topk_
                                                          T, E, K, topk);
 }}
 """
+
+
+RECOUNT = Rung("redundant_rank_one_launch", "one launch, a block per assignment: each recounts its stable slot from "
+               "all expert ids (L2), then copies its row as uint4", (Param("threads", (64, 128, 256, 512), 128),),
+               memory_eff=0.88, smem="static", launch=recount_launch, render=recount_src,
+               bugs={"off_by_one": {"cmp": "<="}, "racy_update": {"count": "++hist[f];"}})

@@ -1,19 +1,16 @@
 """MoE dispatch in CUDA: count tokens per expert, build the stable expert-sorted order, permute rows.
-
 Outputs: expert_offsets [E + 1], sorted_ids [T * topk] (assignment a = t * topk + j at its expert-sorted
 position, ties kept in assignment order) and x_sorted [T * topk, K] with x_sorted[p] = x[sorted_ids[p] // topk].
-Ladder: global-atomic histogram + serial scan + one thread per expert filling its slots + an
-element-wise copy (4 kernels) -> per-block shared-memory histograms, a scan kernel, and a stable
-in-block rank from warp peer masks that also copies each row (3 kernels) -> 16-byte uint4 row copies
--> warp-aggregated counting and the scan folded into the scatter kernel (2 kernels) -> for decode
-batches, one launch of a block per assignment that recounts its own stable slot (_scatter_recount.py).
+Ladder: atomic histogram, serial scan, per-expert fill, copy (4 kernels) -> smem histograms, scan, stable
+ranks from warp peer masks with the row copy (3) -> uint4 row copies -> warp-aggregated counts, scan folded
+into the scatter (2) -> decode batches: a block per assignment recounts its own slot (_scatter_recount.py).
 """
 from functools import partial
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._moe import RANK_ROUND, peers
-from ._scatter_recount import recount_launch, recount_src
+from ._scatter_recount import RECOUNT
 from .moe_scatter_spec import ENTRY, MoeScatterSpec
 
 THREADS = Param("threads", (128, 256, 512), 256)
@@ -295,10 +292,7 @@ class MoeScatterCuda(MoeScatterSpec):
              (Param("threads", (64, 128, 256, 512), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
              smem="static", launch=warp_aggregated_fused_launch, render=warp_aggregated_fused_src,
              bugs={"missing_barrier": {"published": ""}, "off_by_one": {"cmp": "<="}}),
-        Rung("redundant_rank_one_launch", "one launch, a block per assignment: each recounts its stable slot from "
-             "all expert ids (L2), then copies its row as uint4", (Param("threads", (64, 128, 256, 512), 128),),
-             memory_eff=0.88, smem="static", launch=recount_launch, render=recount_src,
-             bugs={"off_by_one": {"cmp": "<="}, "racy_update": {"count": "++hist[f];"}}),
+        RECOUNT,
     )
 
     def assemble(self, body, variant, params, task):
