@@ -29,10 +29,6 @@ def test_the_corpus_holds_the_smallest_cells():
 
 
 @pytest.mark.slow       # every grid of every Triton module on every task combo: minutes
-# Known gap (issue 28, open): the corpus holds 80 of the 1,677 figures; the rest take ~2 h of Triton compiles
-# (REFRESH). Until they are in, the rest quote the modelled figure and this fails as expected; strict: once the
-# corpus is whole it passes, and the mark must go.
-@pytest.mark.xfail(strict=True, reason="triton_smem.json covers 3 modules of the bundled profiles so far: " + REFRESH)
 def test_the_corpus_holds_every_triton_smem_failure_the_bundled_profiles_can_render():
     candidates = corpus_build.triton_smem_candidates()
     missing = _missing(candidates)
