@@ -8,7 +8,7 @@ online_softmax, but by SPLITS times more SMs. (A row staged in shared memory, Py
 cunn_SoftMaxForwardSmem, is not a rung: at this module's shapes the rows a GPU holds at once fit its
 L2, so the online rungs' second read is an L2 hit already and staging saves little DRAM traffic.)
 """
-from ..base import Launch, Param, DTYPE_BYTES, cdiv
+from ..base import Launch, Param, DTYPE_BYTES
 from ..norms._norms import block_row_rounds
 from .softmax_spec import ENTRY
 
@@ -54,7 +54,9 @@ SPLIT_MEMORY_EFF = 0.7
 
 def split_row_launch(p, task):
     threads, splits, vec = p["threads"], p["splits"], 16 // DTYPE_BYTES[task.dtype]
-    return Launch(grid=task["R"] * splits, threads=threads, smem_bytes=cdiv(threads, task.gpu.warp) * 8, regs=32,
+    # smem_bytes: the entry kernel's (softmax_kernel, pass 2: none); pass 1's WARPS x 8 B reduction buffer is too
+    # small to change an occupancy, and ptxas reports the entry kernel's figure
+    return Launch(grid=task["R"] * splits, threads=threads, smem_bytes=0, regs=32,
                   bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (splits * threads * vec)),
                   launches=2, rounds=block_row_rounds(threads, task.gpu.warp, 1) + PASS2_ROUNDS)
 
