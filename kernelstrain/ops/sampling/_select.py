@@ -53,6 +53,17 @@ __device__ __forceinline__ T block_incl_scan(T v, T* warp_tot, T* total) {{
 
 
 # -- topk ----------------------------------------------------------------------------------
+# the shared state of a block that selects a row's top K (digit histogram, scan buffer, candidates, pick)
+SELECT_SHARED = """    __shared__ unsigned hist[2048];
+    __shared__ unsigned ubuf[THREADS];
+    __shared__ uint32_t ckey[KCAP];
+    __shared__ int cidx[KCAP];
+    __shared__ float slots[WARPS];
+    __shared__ Sel sel;
+    __shared__ unsigned count;
+    __shared__ int pick;
+"""
+
 COUNT_SELECT = """
 struct Sel { uint32_t prefix, mask, need; };   // keys matching prefix on mask; need-th largest among them
 

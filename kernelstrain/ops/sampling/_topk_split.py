@@ -10,7 +10,7 @@ The two-stage split is what TensorRT-LLM's topKStage1/topKStage2 and FlashInfer'
 top-k do for small batches.
 """
 from ..base import Launch, cdiv
-from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan
+from ._select import COUNT_SELECT, DIGITS, RANK_PICK, SELECT_SHARED, block_incl_scan
 
 SLOTS = 128         # candidates one chunk hands on: its K <= 64 largest plus ties
 KCAP = 128          # gather slots of the rank-based finisher (K <= 64 plus ties)
@@ -104,15 +104,7 @@ topk_kernel(const float* __restrict__ logits, uint32_t* __restrict__ wkey, int* 
 __global__ void __launch_bounds__(THREADS)
 topk_merge_kernel(const uint32_t* __restrict__ wkey, const int* __restrict__ widx, const unsigned* __restrict__ wcount,
                   const float* __restrict__ uniform, int* __restrict__ tokens, int chunks, int K) {{
-    __shared__ unsigned hist[2048];
-    __shared__ unsigned ubuf[THREADS];
-    __shared__ uint32_t ckey[KCAP];
-    __shared__ int cidx[KCAP];
-    __shared__ float slots[WARPS];
-    __shared__ Sel sel;
-    __shared__ unsigned count;
-    __shared__ int pick;
-    const uint32_t* rkey = wkey + (size_t)blockIdx.x * chunks * SLOTS;
+{SELECT_SHARED}    const uint32_t* rkey = wkey + (size_t)blockIdx.x * chunks * SLOTS;
     const int* ridx = widx + (size_t)blockIdx.x * chunks * SLOTS;
     const unsigned* rcount = wcount + (size_t)blockIdx.x * chunks;
     // an unused slot reads as key 0, below every float's key, so it never reaches the top K

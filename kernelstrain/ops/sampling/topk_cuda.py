@@ -13,7 +13,7 @@ memory, a second kernel merging the candidates: _topk_split.py).
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
-from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan, topk_compact
+from ._select import COUNT_SELECT, DIGITS, RANK_PICK, SELECT_SHARED, block_incl_scan, topk_compact
 from ._topk_split import KCAP, RACY_CLAIM, split_launch, split_src
 from .topk_spec import TopkSpec
 
@@ -96,15 +96,7 @@ def histogram_refine_src(p, task, store=ATOMIC_STORE, keep="k >= thresh"):
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, const float* __restrict__ uniform, int* __restrict__ tokens,
             int V, int K) {{
-    __shared__ unsigned hist[2048];
-    __shared__ unsigned ubuf[THREADS];
-    __shared__ uint32_t ckey[KCAP];
-    __shared__ int cidx[KCAP];
-    __shared__ float slots[WARPS];
-    __shared__ Sel sel;
-    __shared__ unsigned count;
-    __shared__ int pick;
-    const float* row = logits + (size_t)blockIdx.x * V;
+{SELECT_SHARED}    const float* row = logits + (size_t)blockIdx.x * V;
     if (threadIdx.x == 0) {{ sel.prefix = 0u; sel.mask = 0u; sel.need = K; count = 0u; pick = -1; }}
     {DIGITS}
     for (int d = 0; d < 3; ++d) {{            // each digit re-reads the whole row (L2 if it fits)
