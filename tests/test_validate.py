@@ -13,7 +13,7 @@ from kernelstrain.messages import fmt_ms
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     out = tmp_path_factory.mktemp("v") / "d"
-    assert main(["generate", "--seed", "0", "--out", str(out), "--episodes", "12", "--quiet", "--workers", "1"]) == 0
+    assert main(["generate", "--seed", "0", "--out", str(out), "--episodes", "36", "--quiet", "--workers", "1"]) == 0
     return out
 
 
