@@ -6,8 +6,8 @@ problem's (index.json). KernelBench is not part of this project: pass the path o
 (ScalingIntelligence/KernelBench) and it is imported from there.
 
     python3 scripts/kb_official_eval.py KERNELBENCH EXPORT [EXPORT ...] [--gpu H100,H200]
-        [--status ok,wrong_result] [--trials 5] [--jobs 12] [--seed 0] [--pick LIST] [--out results.jsonl]
-        [--table table.txt] [--dry]
+        [--status ok,wrong_result] [--trials 5] [--jobs 12] [--seed 0] [--pick LIST] [--impl cuda|triton]
+        [--part K/N] [--deadline S] [--out results.jsonl] [--table table.txt] [--dry]
     python3 scripts/kb_official_eval.py KERNELBENCH EXPORT --static-only
     python3 scripts/kb_official_eval.py KERNELBENCH EXPORT ... --write-sample DIR   (the sample's files only)
 
@@ -350,6 +350,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=540)
     ap.add_argument("--deadline", type=int, help="seconds: no case starts later, none runs past it")
     ap.add_argument("--impl", choices=("cuda", "triton"), help="only the solutions of this impl")
+    ap.add_argument("--part", help="K/N: every N-th case from the K-th (CUDA and Triton cases in their shares)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--static-only", action="store_true")
     ap.add_argument("--pick", type=Path, help="evaluate exactly these solutions: lines 'EXPORT_DIR_NAME FILE'")
@@ -362,6 +363,9 @@ def main(argv=None) -> int:
     rows = [] if args.static_only else sample(args.exports, set(args.gpu.split(",")), tuple(args.status.split(",")),
                                               args.seed, pick)
     rows = [r for r in rows if args.impl in (None, r["impl"])]
+    if args.part:
+        k, n = map(int, args.part.split("/"))
+        rows = rows[k - 1::n]
     if args.write_sample:
         write_sample(rows, args.write_sample)
         print(f"wrote {len(rows)} solutions and their problems under {args.write_sample}")
