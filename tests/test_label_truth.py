@@ -134,3 +134,23 @@ def test_softmax_skipped_chunk_only_where_big_outputs_land_in_it(shape, dtype):
     assert expected >= 8 if offered else expected < 8 * 64, (expected, offered)   # not offered: the bound's margin
     if dtype == "bf16":
         assert offered == (shape["R"] > 256), (expected, offered)                  # R = 32 / 256: < 1 expected
+
+
+@pytest.mark.parametrize("shape", REGISTRY["chunked_prefill_cuda"].shapes, ids=str)
+def test_chunked_prefill_cp_async_ring_covers_every_block_through_its_diagonal(shape):
+    """cp_async_pipeline's tile count, as rendered (C integer division), for every tile size: each
+    block's keys run through its own last query position (P + m0 + BLOCK_M, where BLOCK_N > BLOCK_M
+    ends mid-tile: the H200 found 2.5M wrong outputs at BLOCK_M 64 BLOCK_N 128 with a rounded-down
+    count), no tile lies wholly past it, and none reads past the P + C keys."""
+    m, v = REGISTRY["chunked_prefill_cuda"], rung("chunked_prefill_cuda", "cp_async_pipeline")
+    task = make_task(m, "H100", m.dtypes[0], shape)
+    P, C = shape["P"], shape["C"]
+    for bm in v.param("BLOCK_M").values:
+        for bn in v.param("BLOCK_N").values:
+            src = v.source({**v.defaults(), "BLOCK_M": bm, "BLOCK_N": bn}, task)
+            expr = re.search(r"const int ntiles = (.+?);", src).group(1)
+            for m0 in range(0, C, bm):
+                env = {"P": P, "m0": m0, "BLOCK_M": bm, "BLOCK_N": bn}
+                ntiles = eval(expr.replace("/", "//"), {}, env)  # noqa: S307 - our own render, positive ints
+                last = P + m0 + bm
+                assert ntiles * bn >= last and (ntiles - 1) * bn < last and ntiles * bn <= P + C, (bm, bn, m0)
