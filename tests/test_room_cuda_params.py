@@ -1,0 +1,51 @@
+"""Room to tune on the thinnest CUDA modules (issue 26 item 2): parameters a real kernel of the op
+has (outputs a thread, tokens a block ...), each written into the candidate's code and modelled in
+its launch the way the hardware moves, and far enough apart somewhere on the module's menu that a
+step between them is measurable (more than the benchmark's 1-3% noise)."""
+import pytest
+
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+
+
+def _task(name, shape, gpu="H100", dtype="bf16"):
+    m = REGISTRY[name]
+    return m, make_task(m, gpu, dtype, shape)
+
+
+def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
+    """The largest ratio, over the module's menu of shapes, of the slowest to the fastest value of
+    parameter `name` (the rung's other parameters at their defaults)."""
+    ratios = []
+    for shape in m.shapes:
+        task = make_task(m, gpu, dtype, shape)
+        times = [r.time_ms for r in (simulate(m, v, {**v.defaults(), name: x}, task) for x in v.param(name).values) if r.ok]
+        ratios.append(max(times) / min(times))
+    return max(ratios)
+
+
+@pytest.mark.parametrize("module, tag, name", [
+    ("causal_conv1d_cuda", "smem_halo_tile", "items"),
+])
+def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
+    m = REGISTRY[module]
+    assert _spread(m, m.variant(tag), name) > 1.1
+
+
+def test_conv1d_smem_tile_takes_outputs_a_thread():
+    m, task = _task("causal_conv1d_cuda", {"B": 8, "D": 5120, "L": 2048})
+    v = m.variant("smem_halo_tile")
+    assert v.defaults() == {"threads": 256, "items": 1}
+    code = m.render(v, {"threads": 256, "items": 4}, task)
+    assert "#define ITEMS 4" in code and "__shared__ float s[TILE + 3];" in code
+    one, four = (m.launch(v, {"threads": 256, "items": i}, task) for i in (1, 4))
+    # a tile 4x as long: a quarter of the CTAs, 4 independent 2-byte loads in flight a thread
+    assert four.grid * 4 == one.grid and four.bytes_per_access == 4 * one.bytes_per_access
+    assert four.smem_bytes == 4 * (1024 + 3) and four.regs > one.regs
+    # the scalar-load tile is short of bytes in flight: more outputs a thread is faster, monotonically
+    times = [simulate(m, v, {"threads": 256, "items": i}, task).time_ms for i in v.param("items").values]
+    assert times == sorted(times, reverse=True)
+    # every bug is still written at every value
+    for bug in v.bugs:
+        assert m.render(v, {"threads": 256, "items": 8}, task, bug) != m.render(v, {"threads": 256, "items": 8}, task)
