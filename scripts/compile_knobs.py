@@ -54,7 +54,7 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
            "min_p_cuda": {"vecs": (2, 4)},
            "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
-           "rope_cuda": {"items": (2, 4)},
+           "rope_cuda": {"items": (2, 4)},         # vectorized_uint4
            "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192), "items": (2, 4, 8)}}
 
 

@@ -27,7 +27,7 @@ def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
 
 @pytest.mark.parametrize("module, tag, name", [
     ("causal_conv1d_cuda", "smem_halo_tile", "items"),
-    ("rope_cuda", "token_block_smem", "items"), ("rope_cuda", "vectorized_uint4", "items"),
+    ("rope_cuda", "vectorized_uint4", "items"),
     ("mamba_step_cuda", "vectorized_float4", "vecs"), ("mamba_step_cuda", "smem_staged_channels", "vecs"),
 ])
 def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
@@ -53,14 +53,13 @@ def test_conv1d_smem_tile_takes_outputs_a_thread():
         assert m.render(v, {"threads": 256, "items": 8}, task, bug) != m.render(v, {"threads": 256, "items": 8}, task)
 
 
-@pytest.mark.parametrize("tag", ["token_block_smem", "vectorized_uint4"])
-def test_rope_block_per_token_rungs_load_items_a_pass_before_storing(tag):
+def test_rope_uint4_rung_loads_items_a_pass_before_storing():
     m, task = _task("rope_cuda", {"T": 64, "H": 32, "D": 128})
-    v = m.variant(tag)
+    v = m.variant("vectorized_uint4")
     assert v.defaults() == {"threads": 256, "items": 1}
     code = m.render(v, {"threads": 256, "items": 4}, task)
     # every load of a pass is written before the first store (in-place q / k: the compiler may not hoist them)
-    assert "#define ITEMS 4" in code and code.index("x1[j] = " if tag == "token_block_smem" else "a[j] = ") < code.index("xh[j][")
+    assert "#define ITEMS 4" in code and code.index("a[j] = ") < code.index("xh[j][")
     one, four = (m.launch(v, {"threads": 256, "items": i}, task) for i in (1, 4))
     assert four.bytes_per_access == 4 * one.bytes_per_access and four.regs > one.regs and four.grid == one.grid
     # 64 tokens: a block a token leaves the GPU short of bytes in flight, so loading 4 items a pass pays

@@ -14,7 +14,7 @@ from .rope_spec import RopeSpec
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
 TOKENS = Param("tokens_per_block", (1, 2, 4), 1)
-ITEMS = Param("items", (1, 2, 4), 1)          # block-per-token rungs: work items a thread loads per pass
+ITEMS = Param("items", (1, 2, 4), 1)          # vectorized_uint4: (head, chunk) items a thread loads per pass
 OFF_BY_ONE_HEADS = {"off_by_one": {"heads": "HEADS_PER_THREAD - 1"}}
 
 ARGS = ("const int64_t* __restrict__ positions, scalar_t* __restrict__ q, scalar_t* __restrict__ k,\n"
@@ -67,20 +67,16 @@ extern "C" __global__ void rope_kernel(const int64_t* __restrict__ positions, sc
 
 # -- token_block_smem ----------------------------------------------------------------------
 def token_block_smem_launch(p, task):
-    h, d, threads, items = task["H"], task["D"], p["threads"], p["items"]
-    # ITEMS pairs a thread a pass: 2 * ITEMS independent loads in flight, two fp32 values and a
-    # row pointer held for each until its stores
-    return Launch(grid=task["T"], threads=threads, smem_bytes=4 * d, regs=28 + 4 * (items - 1),
-                  bytes_per_access=DTYPE_BYTES[task.dtype] * items, lane_util=min(1.0, h * d / (threads * items)))
+    h, d, threads = task["H"], task["D"], p["threads"]
+    return Launch(grid=task["T"], threads=threads, smem_bytes=4 * d, regs=28, bytes_per_access=DTYPE_BYTES[task.dtype],
+                  lane_util=min(1.0, h * d / threads))
 
 
 def token_block_smem_src(p, task, staged="HALF"):
     return f"""#define THREADS {p['threads']}
-#define ITEMS {p['items']}                  // pairs a thread per pass, THREADS apart
 
 // One block per token: its cos/sin row goes to shared memory once, then the threads sweep
-// the 2*H*HALF pairs of q and k (consecutive threads take consecutive i: coalesced), each
-// loading its ITEMS pairs of a pass before it rotates and stores any.
+// the 2*H*HALF pairs of q and k (consecutive threads take consecutive i: coalesced).
 extern "C" __global__ void __launch_bounds__(THREADS)
 rope_kernel({ARGS}) {{
     __shared__ float cos_s[HALF], sin_s[HALF];
@@ -90,24 +86,12 @@ rope_kernel({ARGS}) {{
         sin_s[i] = to_float(cs[HALF + i]);
     }}
     __syncthreads();
-    for (int w0 = threadIdx.x; w0 < 2 * H * HALF; w0 += THREADS * ITEMS) {{
-        scalar_t* xh[ITEMS];
-        float x1[ITEMS], x2[ITEMS];
-#pragma unroll
-        for (int j = 0; j < ITEMS; ++j) {{
-            const int w = w0 + j * THREADS, head = w / HALF, i = w % HALF;   // heads 0..H-1 of q, then of k
-            if (w >= 2 * H * HALF) break;
-            xh[j] = (head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF;
-            x1[j] = to_float(xh[j][i]);
-            x2[j] = to_float(xh[j][HALF + i]);
-        }}
-#pragma unroll
-        for (int j = 0; j < ITEMS; ++j) {{
-            const int w = w0 + j * THREADS, i = w % HALF;
-            if (w >= 2 * H * HALF) break;
-            xh[j][i] = from_float(x1[j] * cos_s[i] - x2[j] * sin_s[i]);
-            xh[j][HALF + i] = from_float(x2[j] * cos_s[i] + x1[j] * sin_s[i]);
-        }}
+    for (int w = threadIdx.x; w < 2 * H * HALF; w += THREADS) {{
+        const int head = w / HALF, i = w % HALF;             // heads 0..H-1 of q, then of k
+        scalar_t* xh = (head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF;
+        const float x1 = to_float(xh[i]), x2 = to_float(xh[HALF + i]);
+        xh[i] = from_float(x1 * cos_s[i] - x2 * sin_s[i]);
+        xh[HALF + i] = from_float(x2 * cos_s[i] + x1 * sin_s[i]);
     }}
 }}
 {host("T", "THREADS")}"""
@@ -268,7 +252,7 @@ class RopeCuda(RopeSpec):
              (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, launch=thread_per_pair_launch,
              render=thread_per_pair_src, bugs={"off_by_one": {"n": "(long long)T * H * HALF - 1"}}),
         Rung("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
-             (THREADS, ITEMS), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
+             (THREADS,), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
              render=token_block_smem_src, bugs={"off_by_one": {"staged": "HALF - 1"}}),
         # (missing_barrier was benign: at threads <= HALF each thread reads only the cos/sin it staged)
         Rung("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
