@@ -29,6 +29,7 @@ def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
     ("causal_conv1d_cuda", "smem_halo_tile", "items"),
     ("rope_cuda", "vectorized_uint4", "items"),
     ("mamba_step_cuda", "vectorized_float4", "vecs"), ("mamba_step_cuda", "smem_staged_channels", "vecs"),
+    ("paged_kv_copy_cuda", "vectorized_uint4", "items"),
 ])
 def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
     m = REGISTRY[module]
@@ -87,3 +88,18 @@ def test_mamba_lanes_take_vecs_float4s_of_state():
     _, one_seq = _task("mamba_step_cuda", {"B": 1, "D": 5120, "N": 16})
     times = {b: [simulate(m, v, {"threads": 256, "vecs": x}, t).time_ms for x in (1, 4)] for b, t in ((1, one_seq), (8, task))}
     assert times[1][0] < times[1][1] and times[8][1] < times[8][0]
+
+
+def test_paged_kv_copy_uint4_blocks_load_items_before_storing():
+    m, task = _task("paged_kv_copy_cuda", {"NB": 1024, "M": 32, "P": 16, "H": 8, "D": 128})
+    v = m.variant("vectorized_uint4")
+    assert v.defaults() == {"threads": 128, "items": 1}
+    code = m.render(v, {"threads": 128, "items": 4}, task)
+    # source and destination are blocks of one cache array: the loads are written ahead of the stores
+    assert "#define ITEMS 4" in code and code.index("v[j] = from[") < code.index("to[c0 + j * THREADS] = v[j]")
+    one, four = (m.launch(v, {"threads": 128, "items": i}, task) for i in (1, 4))
+    assert four.bytes_per_access == 4 * one.bytes_per_access and four.grid == one.grid == 64
+    # 32 block pairs (a decode step's copy-on-write) leave 64 blocks for the GPU: more in flight pays
+    times = [simulate(m, v, {"threads": 128, "items": i}, task).time_ms for i in (1, 2, 4)]
+    assert times == sorted(times, reverse=True) and times[0] > 1.5 * times[2]
+    assert m.render(v, {"threads": 128, "items": 4}, task, "off_by_one") != code
