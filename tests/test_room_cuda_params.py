@@ -103,3 +103,18 @@ def test_paged_kv_copy_uint4_blocks_load_items_before_storing():
     times = [simulate(m, v, {"threads": 128, "items": i}, task).time_ms for i in (1, 2, 4)]
     assert times == sorted(times, reverse=True) and times[0] > 1.5 * times[2]
     assert m.render(v, {"threads": 128, "items": 4}, task, "off_by_one") != code
+
+
+def test_the_device_check_plans_every_new_value_and_a_bug_of_each_rung():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "room_device_check.py"
+    spec = importlib.util.spec_from_file_location("room_device_check", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    planned = script.cases("H100")
+    assert [c["idx"] for c in planned] == list(range(len(planned)))            # the runner's key
+    for module, tag, name, _ in script.NEW:
+        rows = [c for c in planned if (c["module"], c["variant"]) == (module, tag)]
+        assert {c["params"][name] for c in rows} == set(REGISTRY[module].variant(tag).param(name).values)
+        assert any(c["bug"] and c["label"] == "wrong_result" for c in rows)
