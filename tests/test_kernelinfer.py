@@ -98,6 +98,16 @@ def test_knob_sessions_validate(tmp_path):
     assert all(r["steps"][0]["elapsed_s"] >= 1500 * 0.8 for r in rows)      # the setup comes first
 
 
+def test_a_kept_step_adds_a_profile_of_the_new_best_and_the_default_clock_draws_none():
+    import random
+    c = Clock(profile_best=(60.0, 180.0))
+    plain = c.step_seconds(random.Random(1), "param_sweep", "ok", "cuda", "x")
+    kept = c.step_seconds(random.Random(1), "param_sweep", "ok", "cuda", "x", kept=True)
+    assert 60.0 <= kept - plain <= 180.0
+    assert Clock().step_seconds(random.Random(1), "joint", "ok", "cuda", "x", kept=True) \
+        == Clock().step_seconds(random.Random(1), "joint", "ok", "cuda", "x")
+
+
 def test_default_clock_draws_as_before():
     """The default clock: four write draws, one build draw, one bench draw unless the build failed."""
     rng, ref = random.Random(5), random.Random(5)
