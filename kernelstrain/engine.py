@@ -103,13 +103,14 @@ class Line:
     joints: int = 0                             # joint moves tried around this point
     left: int = 0                               # steps left (a contender's search)
 
-    def moved(self, to: Candidate, ms: float) -> "Line":
+    def moved(self, to: Candidate, ms: float, reprobe: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
         on (the one that paid first, in the direction that paid); a settled one stays settled
-        only if it lost there by more than the step just gained, as a near-tie might now win."""
+        only if it lost there by more than the step just gained, as a near-tie might now win
+        (`reprobe`: none stays settled, every neighbour of the new point is a new configuration)."""
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
-        settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain}
+        settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain and not reprobe}
         return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
                     left=self.left)
 
@@ -127,8 +128,8 @@ class Habits:
     patience: int       # steps in a row without a keep, no rung left, before declaring convergence
 
     @classmethod
-    def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
+    def draw(cls, rng, patience: tuple = (14, 32), skip: tuple = (0.3, 0.7)) -> "Habits":
+        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(*skip), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
 
@@ -188,7 +189,8 @@ class Episode:
         self.budget, self.min_steps = budget, min_steps
         self.p_compile, self.p_wrong = p_compile, p_wrong
         self.search, self.timing = search, clock or Clock()
-        self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max))
+        self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max),
+                                  (search.skip_min, search.skip_max))
         gpu = task.gpu
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
@@ -214,6 +216,7 @@ class Episode:
         self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
+        self.shelved: list = []                        # contenders whose steps ran out unsettled (search.revisits)
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
@@ -498,6 +501,8 @@ class Episode:
         line = self.contender
         if line is None or line.left <= 0 or self.slow(line.at.variant.tag) \
                 or line.ms > self.search.contender * self.book.best_ms:
+            if line is not None and line.left <= 0 and len(self.shelved) < self.search.revisits:
+                self.shelved.append(line)
             self.contender = None
             return None
         line.left -= 1
@@ -522,7 +527,21 @@ class Episode:
             c = self.propose_ablation()
             if c is not None:
                 return c
-        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint()
+        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint() \
+            or self.propose_revisit()
+
+    def propose_revisit(self) -> Candidate | None:
+        """Once the best's neighbourhood is settled and no rung is left to climb: the search of a
+        contender whose search.contender_steps ran out while it was still finding its way (its
+        search not settled) is taken up again, if it is still within search.contender of the best."""
+        while self.shelved:
+            line = self.shelved.pop(0)
+            if line.at.variant.tag != self.best.variant.tag:
+                self.contender = replace(line, left=self.search.contender_steps)
+                c = self.propose_contender()
+                if c is not None:
+                    return c
+        return None
 
     # -- failures -------------------------------------------------------------------
     def plausible_gated(self) -> list[Variant]:
@@ -878,15 +897,18 @@ class Episode:
         ms, line = self.book.best_ms, self.contender
         if cand.variant.tag == self.best.variant.tag:
             self.line.ms = self.measured_ms(self.best)
-            self.line = self.line.moved(cand, ms)
+            self.line = self.line.moved(cand, ms, self.search.reprobe)
         elif line is not None and cand.variant.tag == line.at.variant.tag:
-            self.line = line.moved(cand, ms)
+            self.line = line.moved(cand, ms, self.search.reprobe)
         else:
             self.line = self.new_line(cand, ms)
         self.best, self.stale, self.contender, self.close = cand, 0, None, None
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
+        # the clock charges a rewrite for a rung written the first time; a tune or a repair of a rung
+        # already written (a contender, an ablation, a failed climb) is an edit of that code
+        write = "param_sweep" if kind == "structural" and cand.variant.tag in self.rung_tried else kind
         code = self.code(cand)
         if cand.typo is not None:
             self.slip_memory.learn(code, self.m.impl, cand.typo)
@@ -941,7 +963,7 @@ class Episode:
                 self.stale += not again
                 if self.close is None and self.worth_settling(code) and self.rng.random() < self.habits.confirm:
                     self.close = cand
-        self.elapsed += self.timing.step_seconds(self.clock, kind, status, self.m.impl, code) * self.pace
+        self.elapsed += self.timing.step_seconds(self.clock, write, status, self.m.impl, code, kept) * self.pace
         return Step(step=k, kind=kind, tag=cand.variant.tag, params=dict(cand.params), code=code, status=status,
                     failure=failure, bug=cand.bug, typo=cand.typo, time_ms=time_ms, smem_bytes=r.smem_bytes,
                     regs=r.regs, error=error, kept=kept, best_ms=self.book.best_ms, elapsed_s=round(self.elapsed))

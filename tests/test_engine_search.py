@@ -76,6 +76,36 @@ def test_after_a_gain_only_clear_losers_stay_settled():
     line = Line(pts[0], 1.0, settled={"a": 0.30, "b": 0.02, p: 0.5})
     moved = line.moved(pts[1], 0.9)                        # an 11% gain on p
     assert moved.settled == {"a": 0.30}                    # b was a near-tie, p just moved: walked again
+    assert line.moved(pts[1], 0.9, reprobe=True).settled == {}   # search.reprobe: every neighbour is new
+
+
+def test_a_contender_whose_steps_ran_out_is_taken_up_again_once_the_best_is_settled():
+    """search.revisits: a contender line whose steps ran out before its search was settled is
+    shelved, and resumed (its steps renewed) when nothing around the best is left; without
+    revisits it is dropped."""
+    from dataclasses import replace
+    from kernelstrain.profiles import Search
+    ep, p, pts = _walkable()
+    other = next((v for v in ep.rungs if v.tag != ep.best.variant.tag
+                  and ep.propose_coordinate(Line(Candidate(v, v.defaults()), 1.0)) is not None), None)
+    if other is None:
+        pytest.skip("the episode found has no second rung with a move to tune")
+    for revisits, shelved in ((0, 0), (1, 1)):
+        ep.search = replace(ep.search, revisits=revisits, contender=10.0)
+        ep.shelved = []
+        ep.contender = Line(Candidate(other, other.defaults()), ep.book.best_ms, left=0)
+        assert ep.propose_contender() is None and ep.contender is None and len(ep.shelved) == shelved
+    got = ep.propose_revisit()                             # a neighbour of the contender's point, its steps renewed
+    assert got is not None and got.variant.tag == other.tag and ep.fresh(got)
+    assert ep.shelved == [] and ep.contender.left == ep.search.contender_steps - 1
+    assert Search().revisits == 0                          # the default: a contender whose steps ran out is dropped
+
+
+def test_the_skip_habit_is_drawn_in_the_profiles_range():
+    import random
+    from kernelstrain.engine import Habits
+    rng = random.Random(5)
+    assert all(0.15 <= Habits.draw(rng, (4, 8), (0.15, 0.5)).skip <= 0.5 for _ in range(200))
 
 
 def _close_call(ep, gain):
