@@ -1,7 +1,7 @@
 """The closing check of issue 30: gpu-check on a fresh seed of each bundled profile, on the frozen model.
 
     python3 scripts/gpu_check_final.py prepare data/gc_final --seed S    # on the CPU, model frozen first
-    bash scripts/gpu_check_final.sh data/gc_final                        # on the H200 (`run`, carry ["data/gc_final"])
+    bash scripts/gpu_check_final.sh data/gc_final                        # on an H100 or H200 (`run`, carry ["data/gc_final"])
     python3 scripts/gpu_check_final.py figures default.json kernelinfer.json [--markdown F]
 
 `prepare` generates the default profile (kernelstrain) and kernelinfer at a seed no fit has read
@@ -12,7 +12,9 @@ sample as the whole one, test_gpucheck_final.py) under DIR/<profile>/, small eno
 DIR/FROZEN.txt (commit, fit file hash, seeds, the whole episode files' sha256), DIR/samples.txt (each
 profile's --sample) and prints the cases per profile, the modules they cover and the expected device time.
 
-`figures` prints the issue's done-when figures of both gpu-check --report files side by side with the
+`figures` names the card each report ran on and the catalog profile it was simulated as (gpu-check simulates the
+card it finds: an H100 run is the H100's model against the H100), then prints the issue's done-when figures of both
+gpu-check --report files side by side with the
 hardware's repeat ceiling beside each (gpu-check re-times the candidates of every third timed episode:
 the same figure, the second timing standing for the simulator), and the per-module table (pooled
 Spearman, geomean sim/measured) of both profiles; --markdown writes the same as a markdown file.
@@ -39,7 +41,7 @@ from kernelstrain.reading import read_jsonl  # noqa: E402
 from kernelstrain.writers import record_paths  # noqa: E402
 
 PROFILES = {"default": ROOT / "configs" / "kernelstrain.toml", "kernelinfer": ROOT / "configs" / "kernelinfer.toml"}
-ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on the H200 samples
+ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on an H100 or H200 samples
 # Device seconds a case, from the H200 run on seed 8484 (docs/gpu_check_h200_s8484.txt; a fresh machine's start
 # not counted): gpu-check built 752 candidates in 65 s on 16 jobs and ended after 320 s, so its three passes
 # (correctness, timing, a re-time of a third) took ~255 s.
@@ -206,10 +208,13 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.command == "prepare":
         return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers)
-    reports = {path.stem: json.loads(path.read_text())["summary"] for path in a.reports}
-    print(render(reports, False))
+    loaded = {path.stem: json.loads(path.read_text()) for path in a.reports}
+    reports = {name: r["summary"] for name, r in loaded.items()}
+    cards = "".join(f"{name}: measured on {r.get('device') or '?'}, simulated as {r.get('sim_gpu') or '?'}\n"
+                    for name, r in loaded.items())
+    print(cards + render(reports, False))
     if a.markdown:
-        a.markdown.write_text(render(reports, True))
+        a.markdown.write_text(cards.replace("\n", "  \n") + "\n" + render(reports, True))
     return 0
 
 

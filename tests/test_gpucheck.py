@@ -4,13 +4,17 @@ import json
 
 import pytest
 
+from kernelstrain import gpucheck
 from kernelstrain.cli import main
+from kernelstrain.errors import UsageError
 from kernelstrain.fields import as_dict
 from kernelstrain.gpucheck import catalog_gpu
 from kernelstrain.gpucheck.report import outcome, render, summarize
 from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
 from kernelstrain.ops import REGISTRY
 from kernelstrain.reading import read_jsonl
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +109,40 @@ def test_outcome_classes():
     assert outcome({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"}) == "fault"
 
 
-def test_catalog_gpu_from_device_name():
+def test_catalog_gpu_is_the_card_itself_or_a_refusal():
     assert catalog_gpu("NVIDIA H200") == "H200"
     assert catalog_gpu("NVIDIA H100 80GB HBM3") == "H100"
-    assert catalog_gpu("NVIDIA GeForce RTX 4090") == "RTX4090"
-    assert catalog_gpu("NVIDIA A100-SXM4-80GB") == "A100"
+    # sm_90a cards no catalog profile describes, and cards the sm_90a builds cannot run on: never another GPU's times
+    for other in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H800",
+                  "NVIDIA GeForce RTX 4090", "NVIDIA A100-SXM4-80GB"):
+        with pytest.raises(UsageError, match="not one of them"):
+            catalog_gpu(other)
+
+
+@pytest.mark.parametrize("device, gpu", [("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200")])
+def test_gpu_check_simulates_the_card_it_runs_on(small_dataset, tmp_path, monkeypatch, capsys, device, gpu):
+    """The sim column is the local card's profile, and the report says which (the hardware passes stubbed:
+    each ok candidate 'measures' 1 ms)."""
+    monkeypatch.setattr(gpucheck, "require_gpu", lambda: device)
+    monkeypatch.setattr(gpucheck, "_build_all", lambda cases, build_dir, jobs: [
+        c.update(build_ok=True, so=None, src=None, log="", compile_s=0.0) for c in cases])
+    monkeypatch.setattr(gpucheck, "_passes", lambda cases, work, jobs, budget: [
+        dict(c, ok=c["label"] == "ok", error=None, time_ms=1.0 if c["label"] == "ok" else None) for c in cases])
+    report = tmp_path / "r.json"
+    gpucheck.gpu_check(small_dataset, sample=40, report=report, build_dir=tmp_path)
+    out = json.loads(report.read_text())
+    assert out["device"] == device and out["sim_gpu"] == gpu
+    assert f"gpu-check on {device} (simulated as {gpu})" in capsys.readouterr().out
+    timed = [r for r in out["rows"] if r["sim_ms"]]
+
+    def sim_on(r, name):
+        module = REGISTRY[r["module"]]
+        return simulate(module, module.variant(r["variant"]), r["params"],
+                        make_task(module, name, r["dtype"], r["shape"])).time_ms
+    assert timed and all(r["sim_ms"] == sim_on(r, gpu) for r in timed)
+    # the two profiles differ (HBM 3.35 vs 4.8 TB/s), so the wrong card's column would show here
+    other = "H200" if gpu == "H100" else "H100"
+    assert sum(r["sim_ms"] != sim_on(r, other) for r in timed) > len(timed) / 2
 
 
 def test_without_torch_a_one_line_usage_error(small_dataset, monkeypatch, capsys):

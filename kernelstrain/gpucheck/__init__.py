@@ -44,6 +44,9 @@ from .sample import sample_cases
 
 BENCH_S = 0.12                 # sampling budget of one timed case
 CASE_TIMEOUT_S = 60.0
+# --compile-only has no card to read: it samples as on the H200 (sm_90a episodes either way; only which cases
+# fit gpu-check's time limit, sample.MAX_SIM_MS, may differ from an H100's sample)
+COMPILE_ONLY_GPU = "H200"
 REPEAT_EVERY = 3               # re-time the candidates of every third timed episode
 
 
@@ -60,10 +63,21 @@ def require_gpu() -> str:
     return name
 
 
+# The cards whose own catalog profile gpu-check simulates: the candidates it builds are sm_90a (runtime.NVCC_FLAGS),
+# and a simulated time stands beside a measured one only where the profile is that card's. The PCIe and NVL H100s
+# (2.0 / 3.9 TB/s, lower clocks), the H200 NVL (600 W, lower clocks), GH200 and H800 are sm_90a cards that no
+# catalog profile describes: their times would be compared with another GPU's.
+SIMULATED_CARDS = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}
+
+
 def catalog_gpu(device: str) -> str:
-    """The catalog profile of a device name ('NVIDIA H200' -> 'H200'); H200 when none matches."""
-    squashed = device.upper().replace(" ", "").replace("-", "")
-    return next((g for g in sorted(GPUS, key=len, reverse=True) if g.upper() in squashed), "H200")
+    """The catalog profile of the local card (`torch.cuda.get_device_name`): 'NVIDIA H100 80GB HBM3' -> 'H100',
+    'NVIDIA H200' -> 'H200'; a UsageError for any other card, which gpu-check would simulate as a GPU it is not."""
+    if device.strip() in SIMULATED_CARDS:
+        return SIMULATED_CARDS[device.strip()]
+    raise UsageError(f"gpu-check compares the hardware with the simulator's profile of the same card, and "
+                     f"{device.strip() or 'this GPU'} is not one of them ({', '.join(SIMULATED_CARDS)}: the "
+                     f"candidates it builds are sm_90a); --compile-only builds without a GPU")
 
 
 def rows_file(data: Path) -> Path:
@@ -149,7 +163,7 @@ def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None 
     Cases whose code is not kernelstrain's render of their recipe are refused unless `trust`."""
     _check_paths(data, report)
     device = "" if compile_only else require_gpu()
-    gpu = catalog_gpu(device) if device else "H200"
+    gpu = catalog_gpu(device) if device else COMPILE_ONLY_GPU
     jobs = jobs or os.cpu_count() or 4
     tasks = {}       # episode id -> (file:line, its task fields): what a case's recipe is rendered for
 

@@ -88,7 +88,7 @@ def _case(episode: dict, step: dict, sim_gpu: str) -> dict | None:
         if not check_shape(module) or (step["status"] == "wrong_result" and not bug):
             return None            # a wrong result with no recorded bug cannot be re-rendered
         shape, at = dict(check_shape(module)), "check"
-        task = make_task(module, "H100", episode["dtype"], shape)
+        task = make_task(module, sim_gpu, episode["dtype"], shape)
         if not simulate(module, variant, params, task).ok:
             return None
         code, rendered = knobs.render(module, variant, params, task, bug), True
@@ -124,7 +124,7 @@ def sample_cases(episodes, sample: int, seed: int, arch: str = "sm_90a", sim_gpu
         # episodes with 3+ ok candidates give an ordering to check; where a module has none (short
         # episodes that ended on evidence), its ok labels are still checked
         ranked = [e for e in eps if oks[e["id"]] >= 3] or [e for e in eps if oks[e["id"]]]
-        ranked.sort(key=lambda e: not fits(module, e["dtype"], as_dict(e["shape"])))
+        ranked.sort(key=lambda e: not fits(module, e["dtype"], as_dict(e["shape"]), sim_gpu))
         wrong_pool = sorted((c for e in eps for s in candidates(e)
                              if s["status"] == "wrong_result" and (c := _case(e, s, sim_gpu))),
                             key=lambda c: _order(seed, c["id"]))
