@@ -42,11 +42,11 @@ from kernelstrain.writers import record_paths  # noqa: E402
 
 PROFILES = {"default": ROOT / "configs" / "kernelstrain.toml", "kernelinfer": ROOT / "configs" / "kernelinfer.toml"}
 ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on an H100 or H200 samples
-# Device seconds a case, from the H200 run on seed 8484 (docs/gpu_check_h200_s8484.txt; a fresh machine's start
-# not counted): gpu-check built 752 candidates in 65 s on 16 jobs and ended after 320 s, so its three passes
-# (correctness, timing, a re-time of a third) took ~255 s.
-BUILD_S_PER_CASE = 65 / 752
-PASS_S_PER_CASE = (320 - 65) / 752
+# Device seconds a case, from the H100 run on seed 30303 (a fresh machine's start not counted): gpu-check built
+# 252 + 310 candidates in 30 + 26 s on 16 jobs and ended after 114 + 112 s, so its three passes (correctness,
+# timing, a re-time of a third) took ~170 s (the H200's seed 8484: 752 built in 65 s, 255 s of passes).
+BUILD_S_PER_CASE = (30 + 26) / (252 + 310)
+PASS_S_PER_CASE = (114 - 30 + 112 - 26) / (252 + 310)
 
 
 def sha256(path: Path) -> str:
@@ -123,7 +123,7 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         seconds = cases * (BUILD_S_PER_CASE + PASS_S_PER_CASE)
         total += seconds
         print(f"{profile}: --sample {sample} -> {cases} cases over {modules} modules (modules of {ARCH} episodes "
-              f"left out: {missing or 'none'}); ~{seconds:.0f} s of device time (at the H200 rate of seed 8484)")
+              f"left out: {missing or 'none'}); ~{seconds:.0f} s of device time (at the H100 rate of seed 30303)")
     print(f"expected device time after the machine's start: ~{total / 60:.1f} min")
     print("\n".join(lines))
     print(f"wrote {out}/<profile>/, {out}/FROZEN.txt, {out}/samples.txt")

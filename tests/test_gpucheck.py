@@ -10,7 +10,7 @@ from kernelstrain.errors import UsageError
 from kernelstrain.fields import as_dict
 from kernelstrain.gpucheck import catalog_gpu
 from kernelstrain.gpucheck.report import outcome, render, summarize
-from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
+from kernelstrain.gpucheck.sample import MIN_PER_EPISODE, candidates, fits, sample_cases
 from kernelstrain.ops import REGISTRY
 from kernelstrain.reading import read_jsonl
 from kernelstrain.sim import simulate
@@ -42,6 +42,23 @@ def test_sample_is_stratified_deterministic_and_runnable(episodes):
         picked = [c for c in cases if c["episode"] == ep_id and c["label"] == "ok"]
         tags = {s["tag"] for s in candidates(by_id[ep_id]) if s["status"] == "ok"}
         assert len({c["variant"] for c in picked}) == min(len(tags), len(picked))
+
+
+def test_a_small_sample_still_times_min_per_episode_candidates_of_each_episode(episodes):
+    """A sample smaller than modules x MIN_PER_EPISODE does not shrink the episodes' rankings to 3-4 candidates,
+    whose Spearman is mostly the hardware's noise: every sampled episode holding MIN_PER_EPISODE distinct ok
+    candidates gives that many."""
+    cases = sample_cases(episodes, 10, seed=0)
+    by_id = {ep["id"]: ep for ep in episodes}
+    picked = {}
+    for c in cases:
+        if c["label"] == "ok":
+            picked.setdefault(c["episode"], []).append(c)
+    assert picked
+    for ep_id, chosen in picked.items():
+        have = len([s for s in candidates(by_id[ep_id]) if s["status"] == "ok"])
+        assert len(chosen) >= min(have, MIN_PER_EPISODE), ep_id
+    assert sum(len(v) >= MIN_PER_EPISODE for v in picked.values()) > len(picked) / 2
 
 
 def test_sample_of_a_subset_holding_the_sampled_episodes_is_the_same(episodes):
