@@ -8,7 +8,7 @@ from kernelstrain import gpucheck
 from kernelstrain.cli import main
 from kernelstrain.errors import UsageError
 from kernelstrain.fields import as_dict
-from kernelstrain.gpucheck import catalog_gpu
+from kernelstrain.gpucheck import catalog_gpu, runtime
 from kernelstrain.gpucheck.report import outcome, render, summarize
 from kernelstrain.gpucheck.sample import MIN_PER_EPISODE, candidates, fits, sample_cases
 from kernelstrain.ops import REGISTRY
@@ -217,3 +217,35 @@ def test_a_parameter_grid_folder_is_read_without_a_run_record(small_dataset, tmp
     (grid / "stats.json").write_text("{}")          # a run record that is not one is refused, not skipped
     with pytest.raises(Exception, match="stats"):
         rows_file(grid)
+
+
+OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.83 GiB. GPU 0 has a total capacity of 79.18 GiB"
+
+
+def test_a_case_out_of_memory_among_the_parallel_workers_runs_again_alone(tmp_path, monkeypatch):
+    """gpu-check's own concurrency is no verdict: a case whose allocation failed while other workers held the GPU
+    runs again alone; one that fails alone too is 'not run', neither a fault of an ok label nor a failing
+    wrong_result."""
+    cases = [{"idx": i, "id": f"e|{i}", "episode": "e", "module": "m1", "variant": "v", "params": {}, "label": label}
+             for i, label in enumerate(("ok", "ok", "ok", "wrong_result"))]
+    calls = []
+
+    def fake_run_cases(batch, work, path, timeout, deadline, workers, label):
+        calls.append((label, workers, [c["idx"] for c in batch]))
+        out = {}
+        for c in batch:
+            crowded_out = c["idx"] == 1 and workers > 1
+            never_fits = c["idx"] in (2, 3)
+            failed = crowded_out or never_fits
+            out[c["idx"]] = {"idx": c["idx"], "ok": not failed, "error": OOM if failed else None, "time_ms": 1.0}
+        return out
+    monkeypatch.setattr(runtime, "run_cases", fake_run_cases)
+    rows = gpucheck._passes(cases, tmp_path, jobs=16, budget_s=100.0)
+    assert calls[0][0] == "check" and calls[1] == ("alone", 1, [1, 2, 3])
+    by_idx = {r["idx"]: r for r in rows}
+    assert by_idx[1]["ok"] and outcome(by_idx[1]) == "match"
+    assert [outcome(by_idx[i]) for i in (2, 3)] == ["notrun", "notrun"]
+    assert "out of GPU memory alone" in by_idx[2]["error"]
+    s = summarize([dict(r, sim_ms=None) for r in rows])
+    assert s["ok_match"] == 1.0 and s["wrong_fail"] is None and not s["problems"]
+    assert not gpucheck.out_of_memory({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"})
