@@ -249,3 +249,14 @@ def test_a_case_out_of_memory_among_the_parallel_workers_runs_again_alone(tmp_pa
     s = summarize([dict(r, sim_ms=None) for r in rows])
     assert s["ok_match"] == 1.0 and s["wrong_fail"] is None and not s["problems"]
     assert not gpucheck.out_of_memory({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"})
+
+
+def test_the_spearman_mean_comes_with_its_standard_error_over_the_episodes():
+    """Episodes of 3-4 candidates give a noisy mean: the report says how noisy (sd / sqrt(episodes))."""
+    agree = [_row(i, sim=float(i + 1), meas=float(i + 1), episode="e1") for i in range(3)]
+    reverse = [_row(10 + i, sim=float(3 - i), meas=float(i + 1), episode="e2") for i in range(3)]
+    s = summarize(agree + reverse)
+    assert s["timing"]["spearman_mean"] == pytest.approx(0.0)
+    assert s["timing"]["spearman_se"] == pytest.approx(1.0)          # rhos 1 and -1: sample sd sqrt(2), / sqrt(2)
+    assert "Spearman mean 0.000 (standard error 1.000)" in render(s)
+    assert summarize(agree)["timing"]["spearman_se"] is None       # one episode: no spread to measure
