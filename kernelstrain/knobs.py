@@ -185,8 +185,8 @@ _LOOP_KINDS: dict = {}
 
 
 def _loop_kind(module, variant: Variant, task) -> str | None:
-    """main_loop_kind of the rung's code at its defaults (its parameters move no loop), once a rung, dtype and GPU."""
-    key = (module.name, variant.tag, task.dtype, task.gpu.name)
+    """main_loop_kind of the rung's code at its defaults (its parameters move no loop), once a rung and task."""
+    key = (module.name, variant.tag, task.dtype, task.gpu.name, task.shape)
     if key not in _LOOP_KINDS:
         _LOOP_KINDS[key] = main_loop_kind(module.render(variant, own(variant.defaults()), task))
     return _LOOP_KINDS[key]

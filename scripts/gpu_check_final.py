@@ -94,7 +94,7 @@ def commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
-def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, workers: int) -> int:
+def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, workers: int, gpu: str) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"gpu_check_final: {out} is not empty; not overwritten", file=sys.stderr)
         return 2
@@ -109,7 +109,7 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         source = rows_file(full)
         kept = slim(full, out / profile)
         rows = read_episodes(full)                  # the slim dataset's sample is the same (the test)
-        cases = sample_cases(rows, samples[profile], 0)
+        cases = sample_cases(rows, samples[profile], 0, sim_gpu=gpu)
         modules = {c["module"] for c in cases}
         wanted = {e["module"] for e in rows if e["arch"] == ARCH}
         size = sum(f.stat().st_size for f in (out / profile).iterdir())
@@ -123,7 +123,8 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         seconds = cases * (BUILD_S_PER_CASE + PASS_S_PER_CASE)
         total += seconds
         print(f"{profile}: --sample {sample} -> {cases} cases over {modules} modules (modules of {ARCH} episodes "
-              f"left out: {missing or 'none'}); ~{seconds:.0f} s of device time (at the H100 rate of seed 30303)")
+              f"left out: {missing or 'none'}) on the {gpu}; ~{seconds:.0f} s of device time (at the H100 rate of "
+              "seed 30303)")
     print(f"expected device time after the machine's start: ~{total / 60:.1f} min")
     print("\n".join(lines))
     print(f"wrote {out}/<profile>/, {out}/FROZEN.txt, {out}/samples.txt")
@@ -203,12 +204,15 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", nargs=2, type=int, default=(2000, 1200), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--sample", nargs=2, type=int, default=(250, 250), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--gpu", choices=("H100", "H200"), default="H100",
+                   help="the card the check will run on: its sample is planned as gpu-check there draws it")
     f = sub.add_parser("figures")
     f.add_argument("reports", type=Path, nargs="+", help="gpu-check --report files, named <profile>.json")
     f.add_argument("--markdown", type=Path)
     a = ap.parse_args(argv)
     if a.command == "prepare":
-        return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers)
+        return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers,
+                       a.gpu)
     loaded = {path.stem: json.loads(path.read_text()) for path in a.reports}
     reports = {name: r["summary"] for name, r in loaded.items()}
     cards = "".join(f"{name}: measured on {r.get('device') or '?'}, simulated as {r.get('sim_gpu') or '?'}\n"
