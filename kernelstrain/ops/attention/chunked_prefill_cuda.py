@@ -237,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) chunked_prefill_kernel({AR
         copy(stage(j), kb + (size_t)j * BLOCK_N * HEAD_DIM, BLOCK_N);
         copy(stage(j) + BLOCK_N * HEAD_DIM, vb + (size_t)j * BLOCK_N * HEAD_DIM, BLOCK_N);
     }};
-    const int ntiles = (P + m0 + BLOCK_M) / BLOCK_N;   // through the diagonal: P, C multiples of the tiles
+    const int ntiles = (P + m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;   // through the diagonal tile (P + C: whole tiles)
     copy(Qs, q + base + (size_t)m0 * HEAD_DIM, BLOCK_M);
 #pragma unroll
     for (int j = 0; j < STAGES - 1; ++j) {{     // prologue: Q rides in group 0, then STAGES - 1 tiles
