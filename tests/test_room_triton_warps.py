@@ -51,3 +51,27 @@ def test_eight_warps_halve_the_accumulator_a_thread_holds(name, tag):
     p = {**v.defaults(), "BLOCK_M": max(v.param("BLOCK_M").values), "BLOCK_N": max(v.param("BLOCK_N").values)}
     four, eight = (m.launch(v, {**p, "num_warps": w}, task) for w in (4, 8))
     assert eight.threads == 2 * four.threads and eight.regs < four.regs
+
+
+@pytest.mark.parametrize("tag", ["gqa_dot", "split_kv"])
+def test_swa_decode_stages_are_in_the_launch_and_its_shared_memory(tag):
+    """swa_decode's tl.dot rungs load contiguous K/V tiles, which Triton multi-buffers num_stages deep;
+    the launch line names the depth (3: the launch's default these rungs ran at) and the model's shared
+    memory is Triton 3.9's metadata.shared at 16 rows x 64 keys x D=128 (sm_80 and sm_90 alike)."""
+    from kernelstrain.sim import simulate
+    m = REGISTRY["swa_decode_triton"]
+    v = m.variant(tag)
+    assert v.param("num_stages").default == 3
+    shape = {"B": 1, "H": 32, "KVH": 8, "S": 8192, "W": 4096, "D": 128}
+    task = make_task(m, "H100", "fp16", shape)
+    figures = {1: 22528, 2: 38912, 3: 71680}
+    for stages, smem in figures.items():
+        p = {**v.defaults(), "BLOCK_N": 64, "num_stages": stages}
+        assert f"num_stages={stages})" in m.render(v, p, task)
+        assert m.triton_kernels(v, p, task)[0].num_stages == stages
+        assert m.launch(v, p, task).smem_bytes == smem
+    deep = {**v.defaults(), "BLOCK_N": 128, "num_stages": 3}
+    assert simulate(m, v, deep, task).ok                                           # 136 KB: an H100 block holds it
+    assert simulate(m, v, deep, make_task(m, "A10", "fp16", shape)).error_class == "smem"   # an A10 block: 99 KB
+    one, three = (simulate(m, v, {**v.defaults(), "num_stages": s}, task).time_ms for s in (1, 3))
+    assert one > three                     # one sequence: each tile's loads wait on the last tile's softmax
