@@ -14,8 +14,6 @@ RUNGS = (
     ("gemm_splitk_triton", "split_k_atomic"),
     ("gemm_fp4_triton", "fused_dequant_dot"), ("gemm_fp4_triton", "dequant_then_dot"),
     ("gemm_fp4_triton", "dot_scaled"),
-    ("fused_qkv_rope_triton", "dot_then_rope"), ("fused_qkv_rope_triton", "fused_epilogue"),
-    ("fused_qkv_rope_triton", "grouped_swizzle"),
     ("rope_triton", "persistent"), ("selective_scan_triton", "chunked_assoc_scan"),
 )
 
@@ -42,8 +40,7 @@ def test_num_warps_is_in_the_code_and_the_model(name, tag):
     assert len(codes) == len(warps.values)
 
 
-@pytest.mark.parametrize("name,tag", [("gemm_fp16_triton", "tl_dot_blocked"), ("fused_qkv_rope_triton", "fused_epilogue"),
-                                      ("gemm_splitk_triton", "split_k_reduce")])
+@pytest.mark.parametrize("name,tag", [("gemm_fp16_triton", "tl_dot_blocked"), ("gemm_splitk_triton", "split_k_reduce")])
 def test_eight_warps_halve_the_accumulator_a_thread_holds(name, tag):
     m = REGISTRY[name]
     v = m.variant(tag)
