@@ -57,6 +57,7 @@ MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the e
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
+SHUT_LOSS = 0.25      # a tuning direction that lost by more than this stays shut when a new best re-opens the search
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 # the parameters a profiler's verdict on the best points at first, by the names the ladders give
 # them: an under-filled GPU (fewer CTAs than SMs) -> split factors and persistent grids; compute-
@@ -102,17 +103,21 @@ class Line:
     focus: str | None = None
     joints: int = 0                             # joint moves tried around this point
     left: int = 0                               # steps left (a contender's search)
+    shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost by more than SHUT_LOSS
 
     def moved(self, to: Candidate, ms: float, reprobe: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
         on (the one that paid first, in the direction that paid); a settled one stays settled
         only if it lost there by more than the step just gained, as a near-tie might now win
-        (`reprobe`: none stays settled, every neighbour of the new point is a new configuration)."""
+        (`reprobe`: none stays settled, every neighbour of the new point is a new configuration,
+        except a way of an unchanged parameter that lost by more than SHUT_LOSS: a small gain
+        elsewhere does not turn that around, and an engineer does not walk it again)."""
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
         settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain and not reprobe}
+        shut = {n: ways for n, ways in self.shut.items() if ways and n not in changed}
         return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
-                    left=self.left)
+                    left=self.left, shut=shut)
 
 
 @dataclass(frozen=True)
@@ -466,13 +471,15 @@ class Episode:
             if name in line.settled or not self.worth_tuning(line.at, name):
                 continue
             first = line.lean.setdefault(name, self.rng.choice((1, -1)))
-            losses = []
+            losses, shut = [], line.shut.setdefault(name, {})
             for d in (first, -first):
-                c, loss = self.along(line, name, d)
+                c, loss = (None, shut[d]) if d in shut else self.along(line, name, d)
                 if c is not None:
                     return c
                 if loss is not None:
                     losses.append(loss)
+                    if loss > SHUT_LOSS:
+                        shut[d] = loss
             line.settled[name] = min(losses, default=float("inf"))
         return None
 
