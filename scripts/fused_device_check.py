@@ -7,22 +7,24 @@ simulated times (gpu-check's figure: Spearman of each episode's candidates, mean
         over every exported solution (DIR/static.txt); the eval sample (up to --ok / --wrong solutions,
         spread over impls, rungs and bugs) with its problems under DIR/kb/; the timing cases under
         DIR/timing/ (episodes with >= 3 distinct ok candidates, the eager baseline among them, each
-        with its simulated time on the H200); KernelBench's src/ under DIR/KernelBench (git archive of
+        with its simulated time on the device's GPU, --gpu); KernelBench's src/ under DIR/KernelBench (git archive of
         a fetched checkout, --kb-git). DIR is ignored by git (data/).
     python3 scripts/fused_device_check.py run [--dir data/fused_proof] --out OUT [--jobs 14] [--budget 270]
-        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code) while the CUDA timing
-        candidates build in other processes; then every timing case alone on the GPU: ModelNew built
+        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code, every solution of the
+        sample) while every timing candidate is built and run once in other processes; then every timing case alone on the GPU: ModelNew built
         as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
         of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
         the simulator's times include them; with --trivial-s S the budget's last S seconds run
-        scripts/fused_trivial.py over the profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl,
-        kb_stderr.txt, timing.jsonl, summary.txt (trivial.txt).
+        scripts/fused_trivial.py over the profile's tasks on the GPU; scripts/fused_host_probe.py times each
+        kind of host call alone. OUT: kb_table.txt, kb_rows.jsonl, kb_stderr.txt, timing.jsonl, summary.txt,
+        host.json, picks.txt (trivial.txt).
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import json
+import math
 import os
 import random
 import subprocess
@@ -339,6 +341,8 @@ def run(args) -> int:
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
+    probe = subprocess.Popen([sys.executable, "scripts/fused_host_probe.py", "build"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # CUDA builds first (the longest), then Triton compiles
     order = sorted((c for c in cases if c["tag"] != "eager"), key=lambda c: c["impl"] != "cuda")
     with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
@@ -373,6 +377,10 @@ def run(args) -> int:
                 row = got.get(case["file"], {**case, "error": stderr[-500:] or "not timed"})
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
+    # each kind of host call alone (fused_host_probe.py: timing.py's HOST_* constants), the CPU idle
+    probe.wait()
+    subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
     # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
     left = args.budget - (time.time() - t0) - 10.0
     trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda", "--budget", f"{left:.0f}"]
@@ -381,7 +389,9 @@ def run(args) -> int:
                          stderr=subprocess.STDOUT, text=True) for i in range(1, TRIVIAL_PARTS + 1)]
     if parts:
         (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
-    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
+    host = out / "host.json"
+    probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else "host probe: failed"
+    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n" + probe_line + "\n")
     print((out / "summary.txt").read_text())
     return 0
 
@@ -395,6 +405,11 @@ def summary(rows: list, kb_table: Path) -> str:
              f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
              f"<= 0 in {fig.get('groups_nonpositive')}; pair-order {fig.get('pair_agreement')}; "
              f"sim/measured geomean {fig.get('geomean')}"]
+    for side, pick in (("GPU-bound", True), ("host-bound", False)):
+        part = [r for r in timed if (r.get("sim_kernels_ms", 0) > r.get("sim_host_ms", 0)) == pick]
+        if part:
+            ratio = math.exp(sum(math.log(r["sim_ms"] / r["measured_ms"]) for r in part) / len(part))
+            lines.append(f"  {side} in the model: {len(part)} candidates, sim/measured geomean {ratio:.3f}")
     by_ep = defaultdict(list)
     for r in timed:
         by_ep[r["episode"]].append(r)
