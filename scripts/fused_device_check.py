@@ -39,7 +39,7 @@ KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
-RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction")
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
 MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
 CHUNK = 8                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
@@ -92,12 +92,13 @@ def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list
     return out
 
 
-def _timing_cases(episodes: list, n_episodes: int, rng: random.Random, gpu: str) -> list:
+def _timing_cases(episodes: list, n_episodes: int, n_cuda: int, rng: random.Random, gpu: str) -> list:
     """Episodes with >= 3 ok candidates whose simulated times on `gpu` differ by DISTINCT from each other
     (the eager baseline first; a ranking can only be checked where the model claims an order: candidates
-    it times alike, a host-bound call's sweeps, order by the timer's noise), half CUDA, half Triton; of
-    each impl's, the quarter whose eager kernels take the largest share of the call first (the GPU side
-    of the model checked where it shows), the rest drawn at random. [(episode, [(tag, params, code, sim)])]."""
+    it times alike, a host-bound call's sweeps, order by the timer's noise), `n_cuda` CUDA (each candidate a
+    build of a minute's CPU on the device), the rest Triton; of each impl's, the half whose eager kernels
+    take the largest share of the call first (the GPU side of the model checked where it shows), the rest
+    drawn at random. [(episode, [(tag, params, code, sim)])]."""
     from kernelstrain.fields import as_dict
     pool = []
     for e in episodes:
@@ -121,9 +122,9 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random, gpu: str)
         by_impl[e["impl"]].append((e, c))
     chosen = []
     for impl in sorted(by_impl):
-        n = n_episodes // 2 + (n_episodes % 2 if impl == "triton" else 0)
+        n = n_cuda if impl == "cuda" else n_episodes - n_cuda
         cases = sorted(by_impl[impl], key=lambda ec: -_gpu_share(ec[1][0][3]))
-        heavy, rest = cases[:n // 4], cases[n // 4:]
+        heavy, rest = cases[:n // 2], cases[n // 2:]
         rng.shuffle(rest)
         chosen += heavy + rest[:n - len(heavy)]
     return chosen
@@ -134,9 +135,10 @@ def _gpu_share(sim: dict) -> float:
     return min(1.0, sim["sim_kernels_ms"] / sim["sim_host_ms"])
 
 
-def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
-    """Bugs the episodes' sample lacks, rendered: for each of RENDERED up to `per_bug` rungs where it
-    is offered (the export's programs first, then the first `stream` programs of seed 0), the candidate
+def _rendered_bugs(index: dict, per_bug: int, stream: int, have: set) -> list:
+    """Bugs the episodes' sample lacks (`have`: its (impl, bug) pairs), rendered: for each impl and bug of
+    RENDERED it lacks (half_accumulator always) up to `per_bug` rungs where it is offered (the export's
+    programs first, then the first `stream` programs of seed 0), the candidate
     with the bug (wrong_result) and without it (ok) at the same parameters -- for half_accumulator at
     the parameters giving one accumulator the most terms; and where precision.py predicts the half
     accumulator passes (the defaults, else the most lanes), that code labelled ok: the model's
@@ -144,12 +146,13 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
     from kernelstrain.fused.module import fused_module, module_name
     from kernelstrain.tasks import make_task
     out, count = [], defaultdict(int)
+    wanted = {(impl, b) for impl in ("cuda", "triton") for b in RENDERED if b == "half_accumulator" or (impl, b) not in have}
     known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
     template = {p["dtype"]: p for p in index["problems"]}
     next_id = max(p["problem_id"] for p in index["problems"]) + 1
     names = sorted(known) + [module_name(0, i, impl) for i in range(stream) for impl in ("cuda", "triton")]
     for name in names:
-        if all(count[b] >= per_bug for b in RENDERED):
+        if all(count[key] >= per_bug for key in wanted):
             break
         m = fused_module(name)
         problem = None
@@ -163,7 +166,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
             continue
         task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
         for v in m.variants:
-            bug = next((b for b in v.bugs if b in RENDERED and count[b] < per_bug), None)
+            bug = next((b for b in v.bugs if (m.impl, b) in wanted and count[(m.impl, b)] < per_bug), None)
             if bug is None:
                 continue
             params = v.defaults()
@@ -174,7 +177,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
                 params[least[bug][0]] = least[bug][1]
             if bug not in v.bugs_for(m.view.dtype, params) or not m.simulate(v, params, task).ok:
                 continue
-            count[bug] += 1
+            count[(m.impl, bug)] += 1
             if problem is not None:
                 next_id += 1
             entry = {"problem_id": pid, "task_id": task_id, "module": name, "impl": m.impl, "gpu": gpu,
@@ -227,7 +230,8 @@ def prepare(args) -> int:
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
-    rendered = _rendered_bugs(index, args.rendered, args.stream)
+    have = {(s["impl"], s["bug"]) for s in picks if s["status"] == "wrong_result"}
+    rendered = _rendered_bugs(index, args.rendered, args.stream, have)
     # one solution a module and status is evaluated (kb_official_eval.sample): a rendered one replaces the
     # pick; the third of a rung (predicted to pass, also "ok") goes under a module name of its own
     replaced = {(e["module"], e["status"]) for e, _, _ in rendered}
@@ -247,7 +251,7 @@ def prepare(args) -> int:
     (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
     problems = {p["task_id"]: p for p in index["problems"]}
     cases = []
-    for e, cands in _timing_cases(episodes, args.timing_episodes, rng, args.gpu):
+    for e, cands in _timing_cases(episodes, args.timing_episodes, args.cuda_episodes, rng, args.gpu):
         problem = problems.get(e["task_id"])
         if problem is None:
             continue
@@ -445,10 +449,12 @@ def main(argv=None) -> int:
     p.add_argument("--reuse", action="store_true", help="keep a finished run of WORK/ds (same seed and episodes)")
     p.add_argument("--ok", type=int, default=18, help="ok solutions evaluated, round robin over impl x rung")
     p.add_argument("--wrong", type=int, default=14, help="wrong_result ones, round robin over impl x bug")
-    p.add_argument("--timing-episodes", type=int, default=44)
+    p.add_argument("--timing-episodes", type=int, default=42)
+    p.add_argument("--cuda-episodes", type=int, default=16, help="of them CUDA (the rest Triton)")
     p.add_argument("--gpu", default="H100", help="the device's GPU: the timing cases' simulated times are on it")
-    p.add_argument("--rendered", type=int, default=3, help="rungs a bug the sample lacks is rendered on")
-    p.add_argument("--stream", type=int, default=400, help="programs of seed 0 searched for them after the export's")
+    p.add_argument("--rendered", type=int, default=1, help="rungs a bug the sample lacks is rendered on, per impl")
+    p.add_argument("--stream", type=int, default=1500, help="programs of seed 0 searched for them after the export's "
+                   "(no_max_subtraction: the first offered is program 1,481)")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
