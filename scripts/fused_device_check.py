@@ -42,6 +42,7 @@ DISTINCT = 0.05             # simulated times this far apart count as an order t
 RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
 MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
+TRIVIAL_PROGRAMS = 1200
 CHUNK = 8                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
 
 
@@ -341,7 +342,7 @@ def run(args) -> int:
     (out / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in sample["solutions"]))
     kb_eval = subprocess.Popen(
         [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--pick",
-         str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "240",
+         str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "150",
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
@@ -387,12 +388,21 @@ def run(args) -> int:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
     # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
     left = args.budget - (time.time() - t0) - 10.0
-    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda", "--budget", f"{left:.0f}"]
+    # (the profile's first TRIVIAL_PROGRAMS tasks: planning all 6,000 takes the parts ~50 s before the first runs)
+    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--programs", str(TRIVIAL_PROGRAMS),
+               "--device", "cuda", "--budget", f"{left:.0f}"]
     parts = [] if args.trivial_s <= 0 or left < 10 else [
         subprocess.Popen(trivial + ["--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True) for i in range(1, TRIVIAL_PARTS + 1)]
+    texts = []
+    for p in parts:
+        try:
+            texts.append(p.communicate(timeout=max(1.0, args.budget - (time.time() - t0)) + 15)[0])
+        except subprocess.TimeoutExpired:
+            p.kill()
+            texts.append(f"part killed at the budget: {p.communicate()[0][-500:]}\n")
     if parts:
-        (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
+        (out / "trivial.txt").write_text("".join(texts))
     host = out / "host.json"
     probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else "host probe: failed"
     (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n" + probe_line + "\n")
