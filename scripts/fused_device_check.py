@@ -384,8 +384,12 @@ def run(args) -> int:
                 f.write(json.dumps(row) + "\n")
     # each kind of host call alone (fused_host_probe.py: timing.py's HOST_* constants), the CPU idle
     probe.wait()
-    subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    try:
+        r = subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=90)
+        probe_error = r.stderr[-400:] if r.returncode else ""
+    except subprocess.TimeoutExpired:
+        probe_error = "timed out"
     # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
     left = args.budget - (time.time() - t0) - 10.0
     # (the profile's first TRIVIAL_PROGRAMS tasks: planning all 6,000 takes the parts ~50 s before the first runs)
@@ -404,7 +408,8 @@ def run(args) -> int:
     if parts:
         (out / "trivial.txt").write_text("".join(texts))
     host = out / "host.json"
-    probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else "host probe: failed"
+    probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else \
+        f"host probe failed: {probe_error}"
     (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n" + probe_line + "\n")
     print((out / "summary.txt").read_text())
     return 0

@@ -138,3 +138,12 @@ def test_a_large_program_is_gpu_bound_and_its_parameters_matter_again():
         assert m.simulate(v, v.defaults(), task).time_ms == pytest.approx(kernels + 2.0e-3 * len(m.kernels_ms(v.tag, v.defaults(), task)))
         return
     pytest.fail("no GPU-bound CUDA program in seed 0's first 3,000")
+
+
+def test_torch_compile_is_counted_as_a_triton_solution_is():
+    """linear -> divide -> add -> gelu -> relu -> softmax compiled: the library call kept, one Inductor kernel
+    for the rest; its host a module call, the library op, one Triton launch (both sides tiny: host-bound)."""
+    m = fused_module("fused_s0_03277_cuda")
+    eager, compiled = m.torch_ms(make_task(m, "H100", m.dtypes[0], m.shapes[0]))
+    assert compiled * 1e3 == pytest.approx(host_us({"module": 1, "op": 1, "library": 1, "triton": 1}))
+    assert eager * 1e3 == pytest.approx(m.host_us("eager"))
