@@ -387,7 +387,7 @@ def run(args) -> int:
     probe.wait()
     try:
         r = subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
-                           capture_output=True, text=True, timeout=90)
+                           capture_output=True, text=True, timeout=PROBE_S + 30)
         probe_error = r.stderr[-400:] if r.returncode else ""
     except subprocess.TimeoutExpired:
         probe_error = "timed out"
