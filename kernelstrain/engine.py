@@ -58,6 +58,7 @@ SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: thi
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
 SHUT_LOSS = 0.25      # a tuning direction that lost by more than this stays shut when a new best re-opens the search
+RAISES = 1.5          # a rung whose technique's floor is this much under the best's own is climbed to before tuning
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 # the parameters a profiler's verdict on the best points at first, by the names the ladders give
 # them: an under-filled GPU (fewer CTAs than SMs) -> split factors and persistent grids; compute-
@@ -355,6 +356,21 @@ class Episode:
             self.rung_tried.add(pick.tag)
         return None
 
+    def propose_raise(self) -> Candidate | None:
+        """A climb before any tuning: the nearest rung up whose technique raises the ceiling, its
+        floor (the roofline of the compute path it uses, e.g. tensor cores for a GEMM on CUDA
+        cores) at least RAISES under the floor of the best's own path. Tuning a technique whose
+        ceiling another rung lifts is tuning the wrong kernel (a GEMM swept on CUDA cores before
+        the tensor-core rung is tried). Memory-bound tasks share one floor: no rung raises it."""
+        here = self.floor_ms(self.best.variant)
+        for v in self.ups():
+            if self.floor_ms(v) * RAISES <= here:
+                c = self.rung_candidate(v)
+                if self.fresh(c):
+                    return c
+                self.rung_tried.add(v.tag)
+        return None
+
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
         """A coordinate search starting at `at`: the parameters the profile of `at` points at
         first (POINTS_AT[bottleneck]), each group in an order of this engineer's."""
@@ -524,6 +540,9 @@ class Episode:
         nothing is left worth a step (no rung to climb, every parameter settled)."""
         h, rng = self.habits, self.rng
         c = self.propose_contender()
+        if c is not None:
+            return c
+        c = self.propose_raise()
         if c is not None:
             return c
         if self.ups() and (k == 1 or rng.random() < h.climb):

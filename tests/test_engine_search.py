@@ -179,3 +179,21 @@ def test_close_calls_are_settled_on_both_sides_and_exhausted_searches_are_settle
     if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.patience() and not ep.ups():
         worth = {n for n in ep.tunable(ep.best.variant) if ep.worth_tuning(ep.best, n)}
         assert set(ep.line.settled) >= worth, (m.name, ep.line.settled)
+
+
+def test_a_rung_that_raises_the_ceiling_is_climbed_to_before_the_best_is_tuned():
+    """propose_raise: a compute-bound GEMM whose best runs on CUDA cores climbs to the nearest
+    tensor-core rung (its path's floor at least RAISES under the best's) before any tuning; a
+    memory-bound task, where every path shares the one memory floor, has no such rung."""
+    from kernelstrain.engine import RAISES
+    m = REGISTRY["gemm_fp16_cuda"]
+    ep = Episode(m, make_task(m, "RTX4090", "bf16", {"M": 4096, "N": 14336, "K": 4096}), streams(5), 40, 0.0, 0.0, 1)
+    here = ep.floor_ms(ep.best.variant)
+    up = ep.propose_raise()
+    assert up is not None and up.variant.path != ep.best.variant.path
+    assert ep.floor_ms(up.variant) * RAISES <= here
+    assert all(ep.floor_ms(v) * RAISES > here for v in ep.ups() if ep.pos[v.tag] < ep.pos[up.variant.tag])
+    assert ep.propose_move(2).variant.tag == up.variant.tag        # before any tune of the naive kernel
+    r = REGISTRY["rmsnorm_cuda"]
+    flat = Episode(r, make_task(r, "H100", r.dtypes[0], r.shapes[0]), streams(5), 40, 0.0, 0.0, 1)
+    assert flat.propose_raise() is None
