@@ -28,8 +28,8 @@ def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
 @pytest.mark.parametrize("module, tag, name", [
     ("causal_conv1d_cuda", "smem_halo_tile", "items"),
     ("rope_cuda", "vectorized_uint4", "items"),
-    ("mamba_step_cuda", "vectorized_float4", "vecs"), ("mamba_step_cuda", "smem_staged_channels", "vecs"),
     ("paged_kv_copy_cuda", "vectorized_uint4", "items"),
+    ("softmax_cuda", "register_cached", "threads"), ("softmax_cuda", "register_cached", "rows_per_block"),
 ])
 def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
     m = REGISTRY[module]
@@ -69,27 +69,6 @@ def test_rope_uint4_rung_loads_items_a_pass_before_storing():
     assert m.render(v, {"threads": 256, "items": 4}, task, bug) != code
 
 
-def test_mamba_lanes_take_vecs_float4s_of_state():
-    m, task = _task("mamba_step_cuda", {"B": 8, "D": 4096, "N": 128})
-    for tag in ("vectorized_float4", "smem_staged_channels"):
-        v = m.variant(tag)
-        assert v.defaults()["vecs"] == 1
-        p = {**v.defaults(), "vecs": 4}
-        code = m.render(v, p, task)
-        assert "#define VECS 4" in code and "G = N / (4 * VECS)" in code
-        one, four = m.launch(v, v.defaults(), task), m.launch(v, p, task)
-        # a quarter of the lanes a channel, each with 4 float4 loads of state (and of A) in flight
-        assert four.bytes_per_access == 4 * one.bytes_per_access and four.regs == one.regs + 6
-        assert (four.grid * 4 == one.grid) if tag == "vectorized_float4" else (four.threads * 4 == one.threads)
-        assert all(m.render(v, p, task, bug) != code for bug in v.bugs)
-    # the optimum moves with the batch: one decoding sequence wants every lane it can get, a batch of
-    # 8 with N = 128 fewer waves of lanes with more in flight
-    v = m.variant("vectorized_float4")
-    _, one_seq = _task("mamba_step_cuda", {"B": 1, "D": 5120, "N": 16})
-    times = {b: [simulate(m, v, {"threads": 256, "vecs": x}, t).time_ms for x in (1, 4)] for b, t in ((1, one_seq), (8, task))}
-    assert times[1][0] < times[1][1] and times[8][1] < times[8][0]
-
-
 def test_paged_kv_copy_uint4_blocks_load_items_before_storing():
     m, task = _task("paged_kv_copy_cuda", {"NB": 1024, "M": 32, "P": 16, "H": 8, "D": 128})
     v = m.variant("vectorized_uint4")
@@ -114,7 +93,41 @@ def test_the_device_check_plans_every_new_value_and_a_bug_of_each_rung():
     spec.loader.exec_module(script)
     planned = script.cases("H100")
     assert [c["idx"] for c in planned] == list(range(len(planned)))            # the runner's key
-    for module, tag, name, _ in script.NEW:
+    for module, tag, name, *_ in script.NEW:
         rows = [c for c in planned if (c["module"], c["variant"]) == (module, tag)]
         assert {c["params"][name] for c in rows} == set(REGISTRY[module].variant(tag).param(name).values)
         assert any(c["bug"] and c["label"] == "wrong_result" for c in rows)
+
+
+def test_softmax_register_cached_reads_each_row_from_dram_once():
+    from kernelstrain import knobs
+    from kernelstrain.sim import writable
+    m, task = _task("softmax_cuda", {"R": 4096, "C": 32000})
+    v, online = m.variant("register_cached"), m.variant("vectorized_online")
+    assert v.defaults() == {"threads": 256, "rows_per_block": 1}
+    code = m.render(v, v.defaults(), task)
+    # 4000 uint4 chunks a row over 256 threads: 16 cached a thread, one load site, three passes on the cache
+    assert "#define CHUNKS_PER_THREAD 16" in code and code.count("xv[") == 1 and code.count("cache[j].h[k]") == 3
+    assert m.launch(v, v.defaults(), task).traffic == 1.0 and m.launch(online, online.defaults(), task).traffic == 1.5
+    # its loops are unrolled whole over the cache: the generic main_unroll knob has no loop to take
+    assert knobs.extend(v, "cuda", code, ("main_unroll", "min_blocks")).params[-1].name == "min_blocks"
+
+    def best(variant, t):
+        return min(simulate(m, variant, p, t).time_ms for p in _grid(variant)
+                   if simulate(m, variant, p, t).ok and writable(m, variant, p, t))
+    # a row that fits the registers: one DRAM read instead of two pays by more than the noise
+    assert best(v, task) < 0.8 * best(online, task)
+    # a 600 KB LM-head row (fp32, C = 151936) is larger than an SM's register file: the cache spills and the
+    # split rung stays the fastest; a thread holding 1,187 chunks is not written at all
+    _, lm_head = _task("softmax_cuda", {"R": 256, "C": 151936}, dtype="fp32")
+    assert m.launch(v, v.defaults(), lm_head).traffic > 1.5
+    assert best(v, lm_head) > best(m.variant("split_row_online"), lm_head)
+    assert not writable(m, v, {"threads": 32, "rows_per_block": 1}, lm_head)
+    # every bug is written at every block size
+    for p in ({"threads": 32, "rows_per_block": 8}, {"threads": 1024, "rows_per_block": 1}):
+        assert all(m.render(v, p, task, bug) != m.render(v, p, task) for bug in v.bugs)
+
+
+def _grid(variant):
+    from kernelstrain.tasks import param_grid
+    return list(param_grid(variant))
