@@ -1,6 +1,6 @@
 """Device proof of the room parameters and rungs added to the thinnest CUDA modules (issue 26 item 2): every value
 of each new parameter built, checked against the PyTorch reference and timed on the GPU, beside the simulator's time for the
-catalog GPU it runs on; every bug render at the parameter's largest value must fail the check; a few rows of the
+catalog GPU it runs on; every bug render at the parameter's smallest and largest values must fail the check; a few rows of the
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
@@ -39,6 +39,12 @@ NEW = [
                                                     {"R": 256, "C": 151936}, {"R": 32, "C": 128256}]),
     ("softmax_cuda", "register_cached", "rows_per_block", [{"R": 16384, "C": 1024}, {"R": 2048, "C": 4096}],
      {"threads": 32}),
+    # finer KV splits for decode batches that leave the GPU idle (B=1, 8 KV heads), and where the batch fills it
+    ("paged_decode_cuda", "gqa_cp_async", "partition", [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16},
+                                                       {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}],
+     {"threads": 256}),
+    ("paged_decode_cuda", "split_kv", "partition", [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}],
+     {"threads": 256}),
 ]
 # the rungs beside the new values (their own parameter): the order between rungs on the device
 REFERENCE = [
@@ -72,7 +78,7 @@ def cases(gpu: str) -> list:
                 if not simulate(m, v, params, task).ok or not writable(m, v, params, task):   # as the engine offers
                     continue
                 for bug in [None] + ([b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]
-                                     if new and value == values[-1] else []):
+                                     if new and value in (values[0], values[-1]) else []):
                     fixed = "".join(f",{k}={x}" for k, x in base.items())
                     cid = f"{module_name}|{tag}|{name}={value}{fixed}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     out.append({"id": cid, "episode": f"{module_name}|{tag}|{shape}", "step": len(out),

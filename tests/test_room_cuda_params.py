@@ -30,6 +30,7 @@ def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
     ("rope_cuda", "vectorized_uint4", "items"),
     ("paged_kv_copy_cuda", "vectorized_uint4", "items"),
     ("softmax_cuda", "register_cached", "threads"), ("softmax_cuda", "register_cached", "rows_per_block"),
+    ("paged_decode_cuda", "split_kv", "partition"), ("paged_decode_cuda", "gqa_cp_async", "partition"),
 ])
 def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
     m = REGISTRY[module]
@@ -82,6 +83,24 @@ def test_paged_kv_copy_uint4_blocks_load_items_before_storing():
     times = [simulate(m, v, {"threads": 128, "items": i}, task).time_ms for i in (1, 2, 4)]
     assert times == sorted(times, reverse=True) and times[0] > 1.5 * times[2]
     assert m.render(v, {"threads": 128, "items": 4}, task, "off_by_one") != code
+
+
+def test_paged_decode_splits_finer_where_the_batch_leaves_the_gpu_idle():
+    m = REGISTRY["paged_decode_cuda"]
+    v = m.variant("gqa_cp_async")
+    assert v.param("partition").values == (64, 128, 256, 512, 1024) and v.defaults()["partition"] == 512
+    _, one = _task("paged_decode_cuda", {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16})
+    _, many = _task("paged_decode_cuda", {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16})
+    # one sequence of 8 KV heads: 64 CTAs at 512 tokens a split, 512 at 64
+    assert m.launch(v, {**v.defaults(), "partition": 64}, one).grid == 8 * m.launch(v, v.defaults(), one).grid == 512
+
+    def best(task):
+        return min(v.param("partition").values,
+                   key=lambda x: simulate(m, v, {**v.defaults(), "threads": 256, "partition": x}, task).time_ms)
+    # a lone sequence wants the finest split; 64 sequences already fill the GPU and pay for the partials
+    assert best(one) == 64 and best(many) >= 256
+    assert all(m.render(v, {**v.defaults(), "partition": 64}, one, bug) != m.render(v, {**v.defaults(), "partition": 64}, one)
+               for bug in v.bugs)
 
 
 def test_the_device_check_plans_every_new_value_and_a_bug_of_each_rung():
