@@ -50,6 +50,12 @@ def test_conv1d_smem_tile_takes_outputs_a_thread():
     # the scalar-load tile is short of bytes in flight: more outputs a thread is faster, monotonically
     times = [simulate(m, v, {"threads": 256, "items": i}, task).time_ms for i in v.param("items").values]
     assert times == sorted(times, reverse=True)
+    # a tile past the row's end (L = 256 under 256 threads) issues no more loads: no value beyond one gains
+    # there (the H200: 104/115/118/137 us for items 1/2/4/8), nor 8 where 4 covers the row (L = 1024: 66.6/72.5)
+    for shape, covering in (({"B": 64, "D": 1536, "L": 256}, 1), ({"B": 16, "D": 2048, "L": 1024}, 4)):
+        _, short = _task("causal_conv1d_cuda", shape)
+        at = {i: simulate(m, v, {"threads": 256, "items": i}, short).time_ms for i in v.param("items").values}
+        assert all(at[i] >= at[covering] for i in at if i > covering)
     # every bug is still written at every value
     for bug in v.bugs:
         assert m.render(v, {"threads": 256, "items": 8}, task, bug) != m.render(v, {"threads": 256, "items": 8}, task)
