@@ -221,7 +221,9 @@ __device__ __forceinline__ float row_sum(float v, float (*totals)[WARPS], int su
 }}
 
 // The row stays in registers: the mean, the centred variance (exact two-pass, no
-// cancellation) and the output all read it there, so x crosses DRAM once.
+// cancellation) and the output all read it there, so x crosses DRAM once. Every loop over
+// the cache unrolls whole: an index the compiler cannot fold moves cache[] to memory (on
+// gfx942 clang promotes it to LDS, 16 KB a block of 1024 threads).
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 {SIG} {{
     __shared__ float totals[ROWS_PER_BLOCK][WARPS];
@@ -234,6 +236,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
     for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
         const int c = tid + j * THREADS;
         cache[j].u = (c < chunks) ? xr[c] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
         for (int k = 0; k < VEC; ++k) sum += to_float(cache[j].h[k]);
     }}
     const float mean = row_sum(sum, totals, sub, tid) / D;
@@ -242,6 +245,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
     for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
         const int c = tid + j * THREADS;
         if (c >= chunks) continue;  // zero-filled tail chunks are not samples
+#pragma unroll
         for (int k = 0; k < VEC; ++k) {{ const float dv = to_float(cache[j].h[k]) - mean; sq += dv * dv; }}
     }}
     const float rstd = rsqrtf(row_sum(sq, totals, sub, tid) / D + eps);
@@ -253,6 +257,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
         const int c = tid + j * THREADS;
         if (c >= chunks) continue;
         Pack w, b, o; w.u = wr[c]; b.u = br[c];
+#pragma unroll
         for (int k = 0; k < VEC; ++k)
             o.h[k] = from_float((to_float(cache[j].h[k]) - mean) * rstd{scale} + to_float(b.h[k]));
         yr[c] = o.u;
