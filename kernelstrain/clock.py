@@ -38,6 +38,7 @@ class Clock:
     bench: tuple = (6.0, 25.0)
     debug_compile_error: tuple = (0.0, 0.0)    # reading a build log, finding the line
     debug_wrong_result: tuple = (0.0, 0.0)     # diffing outputs, bisecting the bad change
+    profile_best: tuple = (0.0, 0.0)           # a profiler run (ncu) of a new best: its bottleneck picks the next move
 
     @classmethod
     def from_table(cls, table: dict, path: Path | str) -> "Clock":
@@ -59,8 +60,8 @@ class Clock:
     def setup_seconds(self, rng) -> float:
         return _draw(rng, self.setup)
 
-    def step_seconds(self, rng, kind: str, status: str, impl: str, code: str) -> float:
-        """Seconds of one step (before the session's pace)."""
+    def step_seconds(self, rng, kind: str, status: str, impl: str, code: str, kept: bool = False) -> float:
+        """Seconds of one step (before the session's pace); a kept step adds the profile of the new best."""
         # every write range is drawn, the step's kind picks one: the default clock's draw order
         writes = [rng.uniform(*getattr(self, "write_" + k)) for k in WRITE_KINDS]
         other = rng.uniform(*self.write_other)
@@ -71,7 +72,8 @@ class Clock:
         if impl == "cuda":
             build += _draw(rng, self.compile_per_template) * code.count("template <")
         debug = {"compile_error": self.debug_compile_error, "wrong_result": self.debug_wrong_result}.get(status)
-        return write + (0.0 if kind == "rebench" else build) + bench + (_draw(rng, debug) if debug else 0.0)
+        profile = _draw(rng, self.profile_best) if kept else 0.0
+        return write + (0.0 if kind == "rebench" else build) + bench + (_draw(rng, debug) if debug else 0.0) + profile
 
 
 def _draw(rng, pair: tuple) -> float:

@@ -57,6 +57,8 @@ MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the e
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
+SHUT_LOSS = 0.25      # a tuning direction that lost by more than this stays shut when a new best re-opens the search
+RAISES = 1.5          # a rung whose technique's floor is this much under the best's own is climbed to before tuning
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 # the parameters a profiler's verdict on the best points at first, by the names the ladders give
 # them: an under-filled GPU (fewer CTAs than SMs) -> split factors and persistent grids; compute-
@@ -102,16 +104,21 @@ class Line:
     focus: str | None = None
     joints: int = 0                             # joint moves tried around this point
     left: int = 0                               # steps left (a contender's search)
+    shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost by more than SHUT_LOSS
 
-    def moved(self, to: Candidate, ms: float) -> "Line":
+    def moved(self, to: Candidate, ms: float, reprobe: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
         on (the one that paid first, in the direction that paid); a settled one stays settled
-        only if it lost there by more than the step just gained, as a near-tie might now win."""
+        only if it lost there by more than the step just gained, as a near-tie might now win
+        (`reprobe`: none stays settled, every neighbour of the new point is a new configuration,
+        except a way of an unchanged parameter that lost by more than SHUT_LOSS: a small gain
+        elsewhere does not turn that around, and an engineer does not walk it again)."""
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
-        settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain}
+        settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain and not reprobe}
+        shut = {n: ways for n, ways in self.shut.items() if ways and n not in changed}
         return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
-                    left=self.left)
+                    left=self.left, shut=shut)
 
 
 @dataclass(frozen=True)
@@ -127,8 +134,8 @@ class Habits:
     patience: int       # steps in a row without a keep, no rung left, before declaring convergence
 
     @classmethod
-    def draw(cls, rng, patience: tuple = (14, 32)) -> "Habits":
-        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(0.3, 0.7), expert_first=rng.random() < 0.15,
+    def draw(cls, rng, patience: tuple = (14, 32), skip: tuple = (0.3, 0.7)) -> "Habits":
+        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(*skip), expert_first=rng.random() < 0.15,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
 
@@ -188,7 +195,8 @@ class Episode:
         self.budget, self.min_steps = budget, min_steps
         self.p_compile, self.p_wrong = p_compile, p_wrong
         self.search, self.timing = search, clock or Clock()
-        self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max))
+        self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max),
+                                  (search.skip_min, search.skip_max))
         gpu = task.gpu
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
@@ -214,6 +222,7 @@ class Episode:
         self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
+        self.shelved: list = []                        # contenders whose steps ran out unsettled (search.revisits)
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
@@ -347,6 +356,21 @@ class Episode:
             self.rung_tried.add(pick.tag)
         return None
 
+    def propose_raise(self) -> Candidate | None:
+        """A climb before any tuning: the nearest rung up whose technique raises the ceiling, its
+        floor (the roofline of the compute path it uses, e.g. tensor cores for a GEMM on CUDA
+        cores) at least RAISES under the floor of the best's own path. Tuning a technique whose
+        ceiling another rung lifts is tuning the wrong kernel (a GEMM swept on CUDA cores before
+        the tensor-core rung is tried). Memory-bound tasks share one floor: no rung raises it."""
+        here = self.floor_ms(self.best.variant)
+        for v in self.ups():
+            if self.floor_ms(v) * RAISES <= here:
+                c = self.rung_candidate(v)
+                if self.fresh(c):
+                    return c
+                self.rung_tried.add(v.tag)
+        return None
+
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
         """A coordinate search starting at `at`: the parameters the profile of `at` points at
         first (POINTS_AT[bottleneck]), each group in an order of this engineer's."""
@@ -463,13 +487,15 @@ class Episode:
             if name in line.settled or not self.worth_tuning(line.at, name):
                 continue
             first = line.lean.setdefault(name, self.rng.choice((1, -1)))
-            losses = []
+            losses, shut = [], line.shut.setdefault(name, {})
             for d in (first, -first):
-                c, loss = self.along(line, name, d)
+                c, loss = (None, shut[d]) if d in shut else self.along(line, name, d)
                 if c is not None:
                     return c
                 if loss is not None:
                     losses.append(loss)
+                    if loss > SHUT_LOSS:
+                        shut[d] = loss
             line.settled[name] = min(losses, default=float("inf"))
         return None
 
@@ -498,6 +524,8 @@ class Episode:
         line = self.contender
         if line is None or line.left <= 0 or self.slow(line.at.variant.tag) \
                 or line.ms > self.search.contender * self.book.best_ms:
+            if line is not None and line.left <= 0 and len(self.shelved) < self.search.revisits:
+                self.shelved.append(line)
             self.contender = None
             return None
         line.left -= 1
@@ -514,6 +542,9 @@ class Episode:
         c = self.propose_contender()
         if c is not None:
             return c
+        c = self.propose_raise()
+        if c is not None:
+            return c
         if self.ups() and (k == 1 or rng.random() < h.climb):
             c = self.propose_structural(k)
             if c is not None:
@@ -522,7 +553,21 @@ class Episode:
             c = self.propose_ablation()
             if c is not None:
                 return c
-        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint()
+        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint() \
+            or self.propose_revisit()
+
+    def propose_revisit(self) -> Candidate | None:
+        """Once the best's neighbourhood is settled and no rung is left to climb: the search of a
+        contender whose search.contender_steps ran out while it was still finding its way (its
+        search not settled) is taken up again, if it is still within search.contender of the best."""
+        while self.shelved:
+            line = self.shelved.pop(0)
+            if line.at.variant.tag != self.best.variant.tag:
+                self.contender = replace(line, left=self.search.contender_steps)
+                c = self.propose_contender()
+                if c is not None:
+                    return c
+        return None
 
     # -- failures -------------------------------------------------------------------
     def plausible_gated(self) -> list[Variant]:
@@ -878,15 +923,18 @@ class Episode:
         ms, line = self.book.best_ms, self.contender
         if cand.variant.tag == self.best.variant.tag:
             self.line.ms = self.measured_ms(self.best)
-            self.line = self.line.moved(cand, ms)
+            self.line = self.line.moved(cand, ms, self.search.reprobe)
         elif line is not None and cand.variant.tag == line.at.variant.tag:
-            self.line = line.moved(cand, ms)
+            self.line = line.moved(cand, ms, self.search.reprobe)
         else:
             self.line = self.new_line(cand, ms)
         self.best, self.stale, self.contender, self.close = cand, 0, None, None
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
+        # the clock charges a rewrite for a rung written the first time; a tune or a repair of a rung
+        # already written (a contender, an ablation, a failed climb) is an edit of that code
+        write = "param_sweep" if kind == "structural" and cand.variant.tag in self.rung_tried else kind
         code = self.code(cand)
         if cand.typo is not None:
             self.slip_memory.learn(code, self.m.impl, cand.typo)
@@ -941,7 +989,7 @@ class Episode:
                 self.stale += not again
                 if self.close is None and self.worth_settling(code) and self.rng.random() < self.habits.confirm:
                     self.close = cand
-        self.elapsed += self.timing.step_seconds(self.clock, kind, status, self.m.impl, code) * self.pace
+        self.elapsed += self.timing.step_seconds(self.clock, write, status, self.m.impl, code, kept) * self.pace
         return Step(step=k, kind=kind, tag=cand.variant.tag, params=dict(cand.params), code=code, status=status,
                     failure=failure, bug=cand.bug, typo=cand.typo, time_ms=time_ms, smem_bytes=r.smem_bytes,
                     regs=r.regs, error=error, kept=kept, best_ms=self.book.best_ms, elapsed_s=round(self.elapsed))

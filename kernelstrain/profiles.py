@@ -69,11 +69,17 @@ class Search:
     patience_min: int = 4           # steps in a row without a keep, no rung left worth climbing, before
     patience_max: int = 8           # converging: drawn in [min, max] (engine.Episode.converged); enough to
                                     # finish the coordinate search of a rung's two or three parameters
+    skip_min: float = 0.3           # an engineer's habit of skipping the next rung up for one further up: drawn in
+    skip_max: float = 0.7           # [min, max] per episode (engine.Habits.skip; paths vary between episodes)
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     contender: float = 1.15         # a climb that lost by less than this factor, at the parameters it carried
                                     # over, is tuned before it is judged (retuning a rewrite's inherited
                                     # tiles and launch shape recovers some 5-15%, rarely more)
     contender_steps: int = 3        # ... by coordinate search, until this many steps in a row find nothing
+    revisits: int = 0               # contenders whose steps ran out unsettled, taken up again once the best's
+                                    # neighbourhood is settled and no rung is left (engine.propose_revisit)
+    reprobe: bool = False           # a new best of the same rung re-opens every parameter (off: those that lost by
+                                    # more than the gain stay settled; engine.Line.moved)
     ablations: int = 1              # techniques of the best an episode ablates (each once, to learn what it buys)
     joints: int = 1                 # joint moves of two near-tied parameters once a best's search is settled
     roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
@@ -370,6 +376,8 @@ def _validate(p: Profile, path: Path) -> None:
     q = p.search
     if q.spread < 1:
         bad("search.spread", f"must be >= 1 (values a tuning move may go from the best's), got {q.spread}")
+    if not 0.0 <= q.skip_min <= q.skip_max <= 1.0:
+        bad("search.skip_min", f"needs 0 <= skip_min <= skip_max <= 1, got {q.skip_min}, {q.skip_max}")
     if not 1 <= q.patience_min <= q.patience_max:
         bad("search.patience_min", f"needs 1 <= patience_min <= patience_max, got {q.patience_min}, {q.patience_max}")
     if not 0.0 <= q.refail < 1.0 or not 0.0 <= q.owed_share <= 1.0 or not 0.0 <= q.backoff <= 1.0:
@@ -380,8 +388,8 @@ def _validate(p: Profile, path: Path) -> None:
         bad("search", "baseline_cap and eager_cap must be >= 0 (0: no cap)")
     if q.roofline_near < 1.0:
         bad("search.roofline_near", f"must be >= 1 (a factor over the floor), got {q.roofline_near}")
-    if q.contender < 1.0 or min(q.contender_steps, q.ablations, q.joints) < 0:
-        bad("search", "contender must be >= 1; contender_steps, ablations and joints >= 0")
+    if q.contender < 1.0 or min(q.contender_steps, q.ablations, q.joints, q.revisits) < 0:
+        bad("search", "contender must be >= 1; contender_steps, ablations, joints and revisits >= 0")
     if q.limit_rungs < 0:
         bad("search.limit_rungs", f"must be >= 0, got {q.limit_rungs}")
     if q.budget_scale < 1.0 or q.compile_scale <= 0 or q.failure_scale <= 0 or q.typo_weight < 0:

@@ -45,7 +45,7 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "swa_decode_cuda": {"keys_per_step": (2, 8), "stages": (3, 4)},
            "gemm_int4_cuda": {"BK": (32, 128), "STAGES": (5,), "SPLITS": (16,)},
            "conv2d_nhwc_cuda": {"BK": (16, 64), "BM": (32,), "BN": (32,)}, "gemm_fp4_cuda": {"stages": (5, 6), "BN": (32,)},
-           "mamba_step_cuda": {"channels": (128,)},
+           "mamba_step_cuda": {"channels": (128,), "vecs": (2, 4)},
            "selective_scan_cuda": {"items@vectorized_regs": (16,)},
            "selective_scan_triton": {"BLOCK_D": (1,)},
            "rmsnorm_triton": {"programs_per_sm@persistent": (8,)},
@@ -54,7 +54,9 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "prefix_scan_cuda": {"items": (8,), "items@warp_shuffle_scan": (2, 4)},
            "min_p_cuda": {"vecs": (2, 4)},
            "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
-           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192)}}
+           "rope_cuda": {"items": (2, 4)},         # vectorized_uint4
+           "paged_kv_copy_cuda": {"items": (2, 4)},
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192), "items": (2, 4, 8)}}
 
 
 def knob_rungs(m) -> list:

@@ -7,22 +7,24 @@ simulated times (gpu-check's figure: Spearman of each episode's candidates, mean
         over every exported solution (DIR/static.txt); the eval sample (up to --ok / --wrong solutions,
         spread over impls, rungs and bugs) with its problems under DIR/kb/; the timing cases under
         DIR/timing/ (episodes with >= 3 distinct ok candidates, the eager baseline among them, each
-        with its simulated time on the H200); KernelBench's src/ under DIR/KernelBench (git archive of
+        with its simulated time on the device's GPU, --gpu); KernelBench's src/ under DIR/KernelBench (git archive of
         a fetched checkout, --kb-git). DIR is ignored by git (data/).
     python3 scripts/fused_device_check.py run [--dir data/fused_proof] --out OUT [--jobs 14] [--budget 270]
-        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code) while the CUDA timing
-        candidates build in other processes; then every timing case alone on the GPU: ModelNew built
+        on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code, every solution of the
+        sample) while every timing candidate is built and run once in other processes; then every timing case alone on the GPU: ModelNew built
         as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
         of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
         the simulator's times include them; with --trivial-s S the budget's last S seconds run
-        scripts/fused_trivial.py over the profile's tasks on the GPU. OUT: kb_table.txt, kb_rows.jsonl,
-        kb_stderr.txt, timing.jsonl, summary.txt (trivial.txt).
+        scripts/fused_trivial.py over the profile's tasks on the GPU; scripts/fused_host_probe.py times each
+        kind of host call alone. OUT: kb_table.txt, kb_rows.jsonl, kb_stderr.txt, timing.jsonl, summary.txt,
+        host.json, picks.txt (trivial.txt).
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import json
+import math
 import os
 import random
 import subprocess
@@ -37,9 +39,12 @@ KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
-RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction")
-MAX_CANDIDATES = 6           # timed per episode: the eager baseline and up to 5 ok candidates of distinct simulated times
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
+MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
+TRIVIAL_PROGRAMS = 1200
+PROBE_S = 30                 # fused_host_probe.py's measurement after the timing pass (its build runs alongside the eval)
+CHUNK = 8                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
 
 
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -47,19 +52,28 @@ def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
-def _sim_h200(module_name: str, tag: str, params: dict, dtype: str, shape: dict) -> float:
-    """The candidate's noise-free simulated time on the H200 (the device's GPU)."""
+def _sim(module_name: str, tag: str, params: dict, dtype: str, shape: dict, gpu: str) -> dict:
+    """The candidate's noise-free simulated call on the device's GPU: its time, the host's time to issue
+    it and its kernels' time on the GPU (fused/timing.call_ms takes the longer)."""
     from kernelstrain.fused.module import fused_module
     from kernelstrain.tasks import make_task
     m = fused_module(module_name)
-    task = make_task(m, "H200", dtype, shape)
-    return m.simulate(m.variant(tag), params, task).time_ms
+    task = make_task(m, gpu, dtype, shape)
+    return {"sim_ms": m.simulate(m.variant(tag), params, task).time_ms, "sim_host_ms": m.host_us(tag) * 1e-3,
+            "sim_kernels_ms": sum(m.kernels_ms(tag, params, task))}
 
 
 def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list:
-    """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong)."""
+    """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong),
+    round robin over those groups so that every group has one before any has two. Embedding programs are
+    left out: KernelBench's eval.py (423217d) casts every input tensor to the precision, the indices too,
+    and F.embedding refuses them (its issue #151; the timing pass runs them, indices kept)."""
+    from kernelstrain.fused.module import fused_module
     by = defaultdict(list)
     for s in index["solutions"]:
+        m = fused_module(s["module"])
+        if m is not None and m.family == "embedding":
+            continue
         key = (s["impl"], s["tag"]) if s["status"] == "ok" else (s["impl"], s.get("bug") or s["tag"])
         by[(s["status"], key)].append(s)
     out, used = [], set()
@@ -80,11 +94,13 @@ def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list
     return out
 
 
-def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
-    """Episodes with >= 3 ok candidates whose simulated H200 times differ by DISTINCT from each other
+def _timing_cases(episodes: list, n_episodes: int, n_cuda: int, rng: random.Random, gpu: str) -> list:
+    """Episodes with >= 3 ok candidates whose simulated times on `gpu` differ by DISTINCT from each other
     (the eager baseline first; a ranking can only be checked where the model claims an order: candidates
-    it times alike, a host-bound program's sweeps, order by the timer's noise), half CUDA, half Triton.
-    [(episode, [(tag, params, code, sim_ms)])]."""
+    it times alike, a host-bound call's sweeps, order by the timer's noise), `n_cuda` CUDA (each candidate a
+    build of a minute's CPU on the device), the rest Triton; of each impl's, the half whose eager kernels
+    take the largest share of the call first (the GPU side of the model checked where it shows), the rest
+    drawn at random. [(episode, [(tag, params, code, sim)])]."""
     from kernelstrain.fields import as_dict
     pool = []
     for e in episodes:
@@ -98,8 +114,8 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
                 cands.append((s["tag"], params, s["code"]))
         levels = []
         for tag, params, code in cands:
-            sim = _sim_h200(e["module"], tag, params, e["dtype"], shape)
-            if all(abs(sim / other[3] - 1.0) >= DISTINCT for other in levels):
+            sim = _sim(e["module"], tag, params, e["dtype"], shape, gpu)
+            if all(abs(sim["sim_ms"] / other[3]["sim_ms"] - 1.0) >= DISTINCT for other in levels):
                 levels.append((tag, params, code, sim))
         if len(levels) >= 3:
             pool.append((e, levels[:MAX_CANDIDATES]))
@@ -108,14 +124,23 @@ def _timing_cases(episodes: list, n_episodes: int, rng: random.Random) -> list:
         by_impl[e["impl"]].append((e, c))
     chosen = []
     for impl in sorted(by_impl):
-        rng.shuffle(by_impl[impl])
-        chosen += by_impl[impl][:n_episodes // 2 + (n_episodes % 2 if impl == "triton" else 0)]
+        n = n_cuda if impl == "cuda" else n_episodes - n_cuda
+        cases = sorted(by_impl[impl], key=lambda ec: -_gpu_share(ec[1][0][3]))
+        heavy, rest = cases[:n // 2], cases[n // 2:]
+        rng.shuffle(rest)
+        chosen += heavy + rest[:n - len(heavy)]
     return chosen
 
 
-def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
-    """Bugs the episodes' sample lacks, rendered: for each of RENDERED up to `per_bug` rungs where it
-    is offered (the export's programs first, then the first `stream` programs of seed 0), the candidate
+def _gpu_share(sim: dict) -> float:
+    """The share of the eager call its kernels take on the GPU (1: GPU-bound)."""
+    return min(1.0, sim["sim_kernels_ms"] / sim["sim_host_ms"])
+
+
+def _rendered_bugs(index: dict, per_bug: int, stream: int, have: set) -> list:
+    """Bugs the episodes' sample lacks (`have`: its (impl, bug) pairs), rendered: for each impl and bug of
+    RENDERED it lacks (half_accumulator always) up to `per_bug` rungs where it is offered (the export's
+    programs first, then the first `stream` programs of seed 0), the candidate
     with the bug (wrong_result) and without it (ok) at the same parameters -- for half_accumulator at
     the parameters giving one accumulator the most terms; and where precision.py predicts the half
     accumulator passes (the defaults, else the most lanes), that code labelled ok: the model's
@@ -123,12 +148,13 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
     from kernelstrain.fused.module import fused_module, module_name
     from kernelstrain.tasks import make_task
     out, count = [], defaultdict(int)
+    wanted = {(impl, b) for impl in ("cuda", "triton") for b in RENDERED if b == "half_accumulator" or (impl, b) not in have}
     known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
     template = {p["dtype"]: p for p in index["problems"]}
     next_id = max(p["problem_id"] for p in index["problems"]) + 1
     names = sorted(known) + [module_name(0, i, impl) for i in range(stream) for impl in ("cuda", "triton")]
     for name in names:
-        if all(count[b] >= per_bug for b in RENDERED):
+        if all(count[key] >= per_bug for key in wanted):
             break
         m = fused_module(name)
         problem = None
@@ -142,7 +168,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
             continue
         task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
         for v in m.variants:
-            bug = next((b for b in v.bugs if b in RENDERED and count[b] < per_bug), None)
+            bug = next((b for b in v.bugs if (m.impl, b) in wanted and count[(m.impl, b)] < per_bug), None)
             if bug is None:
                 continue
             params = v.defaults()
@@ -153,7 +179,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int) -> list:
                 params[least[bug][0]] = least[bug][1]
             if bug not in v.bugs_for(m.view.dtype, params) or not m.simulate(v, params, task).ok:
                 continue
-            count[bug] += 1
+            count[(m.impl, bug)] += 1
             if problem is not None:
                 next_id += 1
             entry = {"problem_id": pid, "task_id": task_id, "module": name, "impl": m.impl, "gpu": gpu,
@@ -206,7 +232,8 @@ def prepare(args) -> int:
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
-    rendered = _rendered_bugs(index, args.rendered, args.stream)
+    have = {(s["impl"], s["bug"]) for s in picks if s["status"] == "wrong_result"}
+    rendered = _rendered_bugs(index, args.rendered, args.stream, have)
     # one solution a module and status is evaluated (kb_official_eval.sample): a rendered one replaces the
     # pick; the third of a rung (predicted to pass, also "ok") goes under a module name of its own
     replaced = {(e["module"], e["status"]) for e, _, _ in rendered}
@@ -226,7 +253,7 @@ def prepare(args) -> int:
     (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
     problems = {p["task_id"]: p for p in index["problems"]}
     cases = []
-    for e, cands in _timing_cases(episodes, args.timing_episodes, rng):
+    for e, cands in _timing_cases(episodes, args.timing_episodes, args.cuda_episodes, rng, args.gpu):
         problem = problems.get(e["task_id"])
         if problem is None:
             continue
@@ -238,7 +265,7 @@ def prepare(args) -> int:
             (edir / f"c{n}.py").write_text(code)
             cases.append({"episode": e["id"], "module": e["module"], "impl": e["impl"], "dtype": e["dtype"],
                           "gpu_recorded": e["gpu"], "tag": tag, "params": params, "file": f"timing/{e['id']}/c{n}.py",
-                          "problem": f"timing/{e['id']}/problem.py", "sim_ms": sim})
+                          "problem": f"timing/{e['id']}/problem.py", "gpu": args.gpu, **sim})
     (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
     print(f"rendered: " + ", ".join(f"{e['file']} ({e['status']})" for e, _, _ in rendered))
     print(f"prepared {d}: {len(picks)} eval solutions "
@@ -255,10 +282,32 @@ def _load(path: Path, name: str):
     return module
 
 
+def _built(d: Path, case: dict):
+    """(model, inputs) of one timing case, built as KernelBench builds them (seeded, cast to the problem's
+    precision, integer inputs kept: execute.kb_inputs)."""
+    import torch
+
+    from kernelstrain.fused.execute import kb_inputs
+    dtype = getattr(torch, PRECISION[case["dtype"]])
+    prob = _load(d / case["problem"], "problem")
+    cand = _load(d / case["file"], "cand")
+    torch.manual_seed(42)
+    init = kb_inputs(prob.get_init_inputs(), "cuda", dtype)
+    torch.manual_seed(42)
+    model = cand.ModelNew(*init).cuda().to(dtype=dtype)
+    torch.manual_seed(7)
+    return model, kb_inputs(prob.get_inputs(), "cuda", dtype)
+
+
 def build_one(d: str, case: dict) -> str:
-    """Build one candidate (its load_inline extension; Triton compiles at its first call) in this process."""
+    """Build one candidate and call it once in this process: its load_inline extension built, its Triton
+    kernels compiled into Triton's on-disk cache, so that the timing pass loads both ready."""
+    import torch
     try:
-        _load(Path(d) / case["file"], "cand")
+        model, inputs = _built(Path(d), case)
+        with torch.no_grad():
+            model(*inputs)
+        torch.cuda.synchronize()
         return ""
     except Exception as e:  # noqa: BLE001 - the timing pass reports it again
         return f"{type(e).__name__}: {str(e)[:200]}"
@@ -266,15 +315,7 @@ def build_one(d: str, case: dict) -> str:
 
 def time_one(d: Path, case: dict) -> dict:
     import torch
-    dtype = getattr(torch, PRECISION[case["dtype"]])
-    prob = _load(d / case["problem"], "problem")
-    cand = _load(d / case["file"], "cand")
-    torch.manual_seed(42)
-    init = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_init_inputs()]
-    torch.manual_seed(42)
-    model = cand.ModelNew(*init).cuda().to(dtype=dtype)
-    torch.manual_seed(7)
-    inputs = [x.to(dtype=dtype).cuda() if torch.is_tensor(x) else x for x in prob.get_inputs()]
+    model, inputs = _built(d, case)
     times = []
     with torch.no_grad():
         for _ in range(WARMUP):
@@ -297,46 +338,80 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     cases = json.loads((d / "timing_cases.json").read_text())
+    # every solution of the sample (kb_official_eval alone would take FUSED_PICKS of each impl and status)
+    sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
+    (out / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in sample["solutions"]))
     kb_eval = subprocess.Popen(
-        [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--gpu",
-         "H100,H200,A100", "--status", "ok,wrong_result", "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "240",
+        [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--pick",
+         str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "150",
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
-    cuda = [c for c in cases if c["impl"] == "cuda"]
+    probe = subprocess.Popen([sys.executable, "scripts/fused_host_probe.py", "build"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # CUDA builds first (the longest), then Triton compiles
+    order = sorted((c for c in cases if c["tag"] != "eager"), key=lambda c: c["impl"] != "cuda")
     with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
-        built = list(pool.map(build_one, [str(d)] * len(cuda), cuda))
-    print(f"built {len(built)} CUDA candidates ({sum(bool(b) for b in built)} failed) in {time.time() - t0:.0f} s", flush=True)
+        built = list(pool.map(build_one, [str(d)] * len(order), order))
+    print(f"built and ran once {len(built)} candidates ({sum(bool(b) for b in built)} failed) in {time.time() - t0:.0f} s",
+          flush=True)
     kb_eval.wait()
     print(f"eval done in {time.time() - t0:.0f} s", flush=True)
     rows = []
     episodes = defaultdict(list)
     for case in cases:
         episodes[case["episode"]].append(case)
+    groups = list(episodes.values())
     with (out / "timing.jsonl").open("w") as f:
-        for group in episodes.values():          # an episode's candidates in one process, one after the other
-            if time.time() - t0 > args.budget - args.trivial_s:
+        # CHUNK episodes a process, their candidates one after the other, alone on the GPU
+        for i in range(0, len(groups), CHUNK):
+            if time.time() - t0 > args.budget - args.trivial_s - PROBE_S:
                 break
-            r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(group)], capture_output=True,
-                               text=True, cwd=ROOT, timeout=240)
+            chunk = [c for g in groups[i:i + CHUNK] for c in g]
+            try:
+                r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(chunk)], capture_output=True,
+                                   text=True, cwd=ROOT, timeout=240)
+                stdout, stderr = r.stdout, r.stderr
+            except subprocess.TimeoutExpired as e:
+                stdout, stderr = (e.stdout or b"").decode(), "timed out"
             got = {}
-            for line in r.stdout.splitlines():
+            for line in stdout.splitlines():
                 if line.startswith("{"):
                     row = json.loads(line)
                     got[row["file"]] = row
-            for case in group:
-                row = got.get(case["file"], {**case, "error": r.stderr[-500:] or "not timed"})
+            for case in chunk:
+                row = got.get(case["file"], {**case, "error": stderr[-500:] or "not timed"})
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
+    # each kind of host call alone (fused_host_probe.py: timing.py's HOST_* constants), the CPU idle
+    probe.wait()
+    try:
+        r = subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
+                           capture_output=True, text=True, timeout=PROBE_S + 30)
+        probe_error = r.stderr[-400:] if r.returncode else ""
+    except subprocess.TimeoutExpired:
+        probe_error = "timed out"
     # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
     left = args.budget - (time.time() - t0) - 10.0
-    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--device", "cuda", "--budget", f"{left:.0f}"]
+    # (the profile's first TRIVIAL_PROGRAMS tasks: planning all 6,000 takes the parts ~50 s before the first runs)
+    trivial = [sys.executable, "scripts/fused_trivial.py", "--all-tasks", "--programs", str(TRIVIAL_PROGRAMS),
+               "--device", "cuda", "--budget", f"{left:.0f}"]
     parts = [] if args.trivial_s <= 0 or left < 10 else [
         subprocess.Popen(trivial + ["--part", f"{i}/{TRIVIAL_PARTS}"], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True) for i in range(1, TRIVIAL_PARTS + 1)]
+    texts = []
+    for p in parts:
+        try:
+            texts.append(p.communicate(timeout=max(1.0, args.budget - (time.time() - t0)) + 15)[0])
+        except subprocess.TimeoutExpired:
+            p.kill()
+            texts.append(f"part killed at the budget: {p.communicate()[0][-500:]}\n")
     if parts:
-        (out / "trivial.txt").write_text("".join(p.communicate()[0] for p in parts))
-    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n")
+        (out / "trivial.txt").write_text("".join(texts))
+    host = out / "host.json"
+    probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else \
+        f"host probe failed: {probe_error}"
+    (out / "summary.txt").write_text(summary(rows, out / "kb_table.txt") + "\n" + probe_line + "\n")
     print((out / "summary.txt").read_text())
     return 0
 
@@ -350,6 +425,11 @@ def summary(rows: list, kb_table: Path) -> str:
              f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
              f"<= 0 in {fig.get('groups_nonpositive')}; pair-order {fig.get('pair_agreement')}; "
              f"sim/measured geomean {fig.get('geomean')}"]
+    for side, pick in (("GPU-bound", True), ("host-bound", False)):
+        part = [r for r in timed if (r.get("sim_kernels_ms", 0) > r.get("sim_host_ms", 0)) == pick]
+        if part:
+            ratio = math.exp(sum(math.log(r["sim_ms"] / r["measured_ms"]) for r in part) / len(part))
+            lines.append(f"  {side} in the model: {len(part)} candidates, sim/measured geomean {ratio:.3f}")
     by_ep = defaultdict(list)
     for r in timed:
         by_ep[r["episode"]].append(r)
@@ -383,17 +463,20 @@ def main(argv=None) -> int:
     p.add_argument("--work", default="/tmp/fused/proof_work")
     p.add_argument("--kb-git", default=KB_GIT)
     p.add_argument("--reuse", action="store_true", help="keep a finished run of WORK/ds (same seed and episodes)")
-    p.add_argument("--ok", type=int, default=12)
-    p.add_argument("--wrong", type=int, default=12)
-    p.add_argument("--timing-episodes", type=int, default=7)
-    p.add_argument("--rendered", type=int, default=3, help="rungs a bug the sample lacks is rendered on")
-    p.add_argument("--stream", type=int, default=400, help="programs of seed 0 searched for them after the export's")
+    p.add_argument("--ok", type=int, default=18, help="ok solutions evaluated, round robin over impl x rung")
+    p.add_argument("--wrong", type=int, default=14, help="wrong_result ones, round robin over impl x bug")
+    p.add_argument("--timing-episodes", type=int, default=42)
+    p.add_argument("--cuda-episodes", type=int, default=16, help="of them CUDA (the rest Triton)")
+    p.add_argument("--gpu", default="H100", help="the device's GPU: the timing cases' simulated times are on it")
+    p.add_argument("--rendered", type=int, default=1, help="rungs a bug the sample lacks is rendered on, per impl")
+    p.add_argument("--stream", type=int, default=1500, help="programs of seed 0 searched for them after the export's "
+                   "(no_max_subtraction: the first offered is program 1,481)")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--jobs", type=int, default=14)
-    r.add_argument("--budget", type=float, default=280.0, help="seconds: no timing episode starts past budget - "
-                   "trivial-s, the zeros / constant check ends by it")
+    r.add_argument("--budget", type=float, default=330.0, help="seconds: no timing chunk starts past budget - "
+                   "trivial-s - PROBE_S, the zeros / constant check ends by it")
     r.add_argument("--trivial-s", type=float, default=0.0, help="seconds kept for scripts/fused_trivial.py on the GPU")
     args = ap.parse_args(argv)
     return prepare(args) if args.cmd == "prepare" else run(args)

@@ -35,12 +35,15 @@ def margins(y, tol: float) -> tuple[float, float]:
 
 
 def _output(mod, device: str, dtype, trial: int):
-    """The program's output, built and fed as KernelBench does (seeded, cast to the precision)."""
+    """The program's output, built and fed as KernelBench does (seeded, cast to the precision; integer
+    inputs keep their dtype: execute.kb_inputs)."""
     import torch
+
+    from kernelstrain.fused.execute import kb_inputs
     torch.manual_seed(42)
     model = mod.Model(*mod.get_init_inputs()).to(device, dtype)
     torch.manual_seed(1000 + trial)
-    inputs = [x.to(device, dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()]
+    inputs = kb_inputs(mod.get_inputs(), device, dtype)
     with torch.no_grad():
         return model(*inputs)
 

@@ -1,7 +1,7 @@
 """The closing check of issue 30: gpu-check on a fresh seed of each bundled profile, on the frozen model.
 
     python3 scripts/gpu_check_final.py prepare data/gc_final --seed S    # on the CPU, model frozen first
-    bash scripts/gpu_check_final.sh data/gc_final                        # on the H200 (`run`, carry ["data/gc_final"])
+    bash scripts/gpu_check_final.sh data/gc_final                        # on an H100 or H200 (`run`, carry ["data/gc_final"])
     python3 scripts/gpu_check_final.py figures default.json kernelinfer.json [--markdown F]
 
 `prepare` generates the default profile (kernelstrain) and kernelinfer at a seed no fit has read
@@ -12,7 +12,9 @@ sample as the whole one, test_gpucheck_final.py) under DIR/<profile>/, small eno
 DIR/FROZEN.txt (commit, fit file hash, seeds, the whole episode files' sha256), DIR/samples.txt (each
 profile's --sample) and prints the cases per profile, the modules they cover and the expected device time.
 
-`figures` prints the issue's done-when figures of both gpu-check --report files side by side with the
+`figures` names the card each report ran on and the catalog profile it was simulated as (gpu-check simulates the
+card it finds: an H100 run is the H100's model against the H100), then prints the issue's done-when figures of both
+gpu-check --report files side by side with the
 hardware's repeat ceiling beside each (gpu-check re-times the candidates of every third timed episode:
 the same figure, the second timing standing for the simulator), and the per-module table (pooled
 Spearman, geomean sim/measured) of both profiles; --markdown writes the same as a markdown file.
@@ -39,12 +41,12 @@ from kernelstrain.reading import read_jsonl  # noqa: E402
 from kernelstrain.writers import record_paths  # noqa: E402
 
 PROFILES = {"default": ROOT / "configs" / "kernelstrain.toml", "kernelinfer": ROOT / "configs" / "kernelinfer.toml"}
-ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on the H200 samples
-# Device seconds a case, from the H200 run on seed 8484 (docs/gpu_check_h200_s8484.txt; a fresh machine's start
-# not counted): gpu-check built 752 candidates in 65 s on 16 jobs and ended after 320 s, so its three passes
-# (correctness, timing, a re-time of a third) took ~255 s.
-BUILD_S_PER_CASE = 65 / 752
-PASS_S_PER_CASE = (320 - 65) / 752
+ARCH = "sm_90a"              # H100 and H200 episodes: what gpu-check on an H100 or H200 samples
+# Device seconds a case, from the H100 run on seed 30303 (a fresh machine's start not counted): gpu-check built
+# 252 + 310 candidates in 30 + 26 s on 16 jobs and ended after 114 + 112 s, so its three passes (correctness,
+# timing, a re-time of a third) took ~170 s (the H200's seed 8484: 752 built in 65 s, 255 s of passes).
+BUILD_S_PER_CASE = (30 + 26) / (252 + 310)
+PASS_S_PER_CASE = (114 - 30 + 112 - 26) / (252 + 310)
 
 
 def sha256(path: Path) -> str:
@@ -92,7 +94,7 @@ def commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
-def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, workers: int) -> int:
+def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, workers: int, gpu: str) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"gpu_check_final: {out} is not empty; not overwritten", file=sys.stderr)
         return 2
@@ -107,7 +109,7 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         source = rows_file(full)
         kept = slim(full, out / profile)
         rows = read_episodes(full)                  # the slim dataset's sample is the same (the test)
-        cases = sample_cases(rows, samples[profile], 0)
+        cases = sample_cases(rows, samples[profile], 0, sim_gpu=gpu)
         modules = {c["module"] for c in cases}
         wanted = {e["module"] for e in rows if e["arch"] == ARCH}
         size = sum(f.stat().st_size for f in (out / profile).iterdir())
@@ -121,7 +123,8 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
         seconds = cases * (BUILD_S_PER_CASE + PASS_S_PER_CASE)
         total += seconds
         print(f"{profile}: --sample {sample} -> {cases} cases over {modules} modules (modules of {ARCH} episodes "
-              f"left out: {missing or 'none'}); ~{seconds:.0f} s of device time (at the H200 rate of seed 8484)")
+              f"left out: {missing or 'none'}) on the {gpu}; ~{seconds:.0f} s of device time (at the H100 rate of "
+              "seed 30303)")
     print(f"expected device time after the machine's start: ~{total / 60:.1f} min")
     print("\n".join(lines))
     print(f"wrote {out}/<profile>/, {out}/FROZEN.txt, {out}/samples.txt")
@@ -129,7 +132,8 @@ def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, wor
 
 
 # the done-when figures: (label, key of report.summary["timing"], format)
-TIMING = (("Spearman within episodes, mean", "spearman_mean"), ("Spearman within episodes, median", "spearman_median"),
+TIMING = (("Spearman within episodes, mean", "spearman_mean"), ("Spearman mean, standard error", "spearman_se"),
+          ("Spearman within episodes, median", "spearman_median"),
           ("pair-order agreement", "pair_agreement"), ("within 0.8-1.25x", "within_0.8_1.25"),
           ("geomean sim/measured", "geomean"), ("timed candidates", "n"), ("episodes with >= 3 timed", "groups"))
 
@@ -200,16 +204,22 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", nargs=2, type=int, default=(2000, 1200), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--sample", nargs=2, type=int, default=(250, 250), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--gpu", choices=("H100", "H200"), default="H100",
+                   help="the card the check will run on: its sample is planned as gpu-check there draws it")
     f = sub.add_parser("figures")
     f.add_argument("reports", type=Path, nargs="+", help="gpu-check --report files, named <profile>.json")
     f.add_argument("--markdown", type=Path)
     a = ap.parse_args(argv)
     if a.command == "prepare":
-        return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers)
-    reports = {path.stem: json.loads(path.read_text())["summary"] for path in a.reports}
-    print(render(reports, False))
+        return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers,
+                       a.gpu)
+    loaded = {path.stem: json.loads(path.read_text()) for path in a.reports}
+    reports = {name: r["summary"] for name, r in loaded.items()}
+    cards = "".join(f"{name}: measured on {r.get('device') or '?'}, simulated as {r.get('sim_gpu') or '?'}\n"
+                    for name, r in loaded.items())
+    print(cards + render(reports, False))
     if a.markdown:
-        a.markdown.write_text(render(reports, True))
+        a.markdown.write_text(cards.replace("\n", "  \n") + "\n" + render(reports, True))
     return 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the H200 (the `run` tool, repository root, carry ["data/gc_final"]): gpu-check of both profiles' fresh seeds
+# On an H100 or H200 (the `run` tool, repository root, carry ["data/gc_final"]; gpu-check simulates the card it finds
+# and refuses others): gpu-check of both profiles' fresh seeds
 # prepared by `python3 scripts/gpu_check_final.py prepare DIR --seed S`, then the done-when figures side by side.
 #   bash scripts/gpu_check_final.sh DIR [BUDGET_S]     BUDGET_S: gpu-check's --budget per profile (default 100)
 # Writes $OUT/env.txt, $OUT/<profile>.json (gpu-check --report), $OUT/<profile>.txt (its printed report),

@@ -15,7 +15,9 @@
 #        models built, nothing on a device (the rehearsal)
 #   bash scripts/kb_device_proof.sh run              on the device (run tool: carry ["build/kb_proof"]),
 #        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
-#        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those
+#        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those,
+#        PART=K/N every N-th case from the K-th (two calls of PART=1/2 and 2/2 share the CUDA builds
+#        evenly), JOBS cases side by side (default cores - 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROOF=build/kb_proof
@@ -54,11 +56,11 @@ run)
     dry=(); jobs="${JOBS:-$(( $(nproc) - 1 ))}"
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
-        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
+        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
         > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"
     ;;
 *)
-    sed -n '2,18p' "$0" >&2; exit 2
+    sed -n '2,20p' "$0" >&2; exit 2
     ;;
 esac

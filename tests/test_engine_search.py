@@ -76,6 +76,54 @@ def test_after_a_gain_only_clear_losers_stay_settled():
     line = Line(pts[0], 1.0, settled={"a": 0.30, "b": 0.02, p: 0.5})
     moved = line.moved(pts[1], 0.9)                        # an 11% gain on p
     assert moved.settled == {"a": 0.30}                    # b was a near-tie, p just moved: walked again
+    assert line.moved(pts[1], 0.9, reprobe=True).settled == {}   # search.reprobe: every neighbour is new
+
+
+def test_a_way_that_lost_badly_stays_shut_when_a_new_best_reopens_the_search():
+    """search.reprobe re-opens every parameter at a new best, but a direction of an unchanged
+    parameter that lost by more than SHUT_LOSS is not walked again (a small gain elsewhere does
+    not turn a 2x loss around); the directions of the parameter that moved are open again."""
+    from kernelstrain.engine import SHUT_LOSS
+    ep, p, pts = _walkable()
+    line = _line_at(ep, p, pts[1], 1.0)
+    up = ep.propose_coordinate(line)
+    _measure(ep, up, 1.0 + 2 * SHUT_LOSS)                  # lost badly: that way is shut
+    down = ep.propose_coordinate(line)
+    _measure(ep, down, 1.05)                               # a near-tie: open again at the next best
+    ep.propose_coordinate(line)
+    assert line.shut[p] == {line.lean[p]: pytest.approx(2 * SHUT_LOSS)}
+    moved = line.moved(Candidate(pts[1].variant, {**pts[1].params, "_other": 1}), 0.95, reprobe=True)
+    assert moved.settled == {} and moved.shut == {p: line.shut[p]}    # p did not move: its bad way stays shut
+    assert line.moved(pts[2], 0.9, reprobe=True).shut == {}           # p moved: its ways are new
+
+
+def test_a_contender_whose_steps_ran_out_is_taken_up_again_once_the_best_is_settled():
+    """search.revisits: a contender line whose steps ran out before its search was settled is
+    shelved, and resumed (its steps renewed) when nothing around the best is left; without
+    revisits it is dropped."""
+    from dataclasses import replace
+    from kernelstrain.profiles import Search
+    ep, p, pts = _walkable()
+    other = next((v for v in ep.rungs if v.tag != ep.best.variant.tag
+                  and ep.propose_coordinate(Line(Candidate(v, v.defaults()), 1.0)) is not None), None)
+    if other is None:
+        pytest.skip("the episode found has no second rung with a move to tune")
+    for revisits, shelved in ((0, 0), (1, 1)):
+        ep.search = replace(ep.search, revisits=revisits, contender=10.0)
+        ep.shelved = []
+        ep.contender = Line(Candidate(other, other.defaults()), ep.book.best_ms, left=0)
+        assert ep.propose_contender() is None and ep.contender is None and len(ep.shelved) == shelved
+    got = ep.propose_revisit()                             # a neighbour of the contender's point, its steps renewed
+    assert got is not None and got.variant.tag == other.tag and ep.fresh(got)
+    assert ep.shelved == [] and ep.contender.left == ep.search.contender_steps - 1
+    assert Search().revisits == 0                          # the default: a contender whose steps ran out is dropped
+
+
+def test_the_skip_habit_is_drawn_in_the_profiles_range():
+    import random
+    from kernelstrain.engine import Habits
+    rng = random.Random(5)
+    assert all(0.15 <= Habits.draw(rng, (4, 8), (0.15, 0.5)).skip <= 0.5 for _ in range(200))
 
 
 def _close_call(ep, gain):
@@ -131,3 +179,21 @@ def test_close_calls_are_settled_on_both_sides_and_exhausted_searches_are_settle
     if ep.end == "converged" and not ep.at_roofline() and ep.stale < ep.patience() and not ep.ups():
         worth = {n for n in ep.tunable(ep.best.variant) if ep.worth_tuning(ep.best, n)}
         assert set(ep.line.settled) >= worth, (m.name, ep.line.settled)
+
+
+def test_a_rung_that_raises_the_ceiling_is_climbed_to_before_the_best_is_tuned():
+    """propose_raise: a compute-bound GEMM whose best runs on CUDA cores climbs to the nearest
+    tensor-core rung (its path's floor at least RAISES under the best's) before any tuning; a
+    memory-bound task, where every path shares the one memory floor, has no such rung."""
+    from kernelstrain.engine import RAISES
+    m = REGISTRY["gemm_fp16_cuda"]
+    ep = Episode(m, make_task(m, "RTX4090", "bf16", {"M": 4096, "N": 14336, "K": 4096}), streams(5), 40, 0.0, 0.0, 1)
+    here = ep.floor_ms(ep.best.variant)
+    up = ep.propose_raise()
+    assert up is not None and up.variant.path != ep.best.variant.path
+    assert ep.floor_ms(up.variant) * RAISES <= here
+    assert all(ep.floor_ms(v) * RAISES > here for v in ep.ups() if ep.pos[v.tag] < ep.pos[up.variant.tag])
+    assert ep.propose_move(2).variant.tag == up.variant.tag        # before any tune of the naive kernel
+    r = REGISTRY["rmsnorm_cuda"]
+    flat = Episode(r, make_task(r, "H100", r.dtypes[0], r.shapes[0]), streams(5), 40, 0.0, 0.0, 1)
+    assert flat.propose_raise() is None

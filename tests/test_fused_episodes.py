@@ -20,7 +20,7 @@ from kernelstrain.fused.module import FusedModule, fused_module, module_name
 from kernelstrain.fused.tasks import usable
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import seeded_rng
-from kernelstrain.profiles import Search, load_profile
+from kernelstrain.profiles import load_profile
 from kernelstrain.tasks import make_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def test_the_engine_drives_fused_episodes_unchanged():
     for name in ("fused_s0_00001_cuda", "fused_s0_00007_triton", "fused_s0_00006_cuda"):
         m = REGISTRY[name]
         streams = {s: seeded_rng("test", name, s) for s in ("policy", "noise", "clock", "wording")}
-        ep = Episode(m, _task(m), streams, 30, 0.1, 0.08, search=Search(baseline_cap=0.0))
+        ep = Episode(m, _task(m), streams, 30, 0.1, 0.08, search=load_profile("fused").search)
         steps = ep.run()
         assert ep.base.variant.tag == "eager" and steps
         assert all(s.status == "ok" for s in steps if s.kept)

@@ -36,8 +36,9 @@ def test_rows_per_block_packs_short_rows_into_one_block():
     code1, code8 = m.render(v, one, task), m.render(v, eight, task)
     assert "_ROWS = 8;" in code8 and "_ROWS" not in code1
     assert "if (live" in code8 and "block_sum<K" in code8
-    t1, t8 = m.simulate(v, one, task), m.simulate(v, eight, task)
-    assert t1.ok and t8.ok and t8.time_ms != t1.time_ms
+    assert m.simulate(v, one, task).ok and m.simulate(v, eight, task).ok
+    # the kernels' time changes (a short program's call may stay host-bound: the same measured time)
+    assert sum(m.kernels_ms(v.tag, eight, task)) != sum(m.kernels_ms(v.tag, one, task))
     # a block of more threads than the GPU allows builds, and its launch is refused
     big = m.simulate(v, {**one, "row_threads": 1024, "rows_per_block": 2}, task)
     assert not big.ok and big.error_class == "resources" and "invalid configuration argument" in big.error

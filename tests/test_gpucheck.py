@@ -4,13 +4,17 @@ import json
 
 import pytest
 
+from kernelstrain import gpucheck
 from kernelstrain.cli import main
+from kernelstrain.errors import UsageError
 from kernelstrain.fields import as_dict
-from kernelstrain.gpucheck import catalog_gpu
+from kernelstrain.gpucheck import catalog_gpu, runtime
 from kernelstrain.gpucheck.report import outcome, render, summarize
-from kernelstrain.gpucheck.sample import candidates, fits, sample_cases
+from kernelstrain.gpucheck.sample import MIN_PER_EPISODE, candidates, fits, sample_cases
 from kernelstrain.ops import REGISTRY
 from kernelstrain.reading import read_jsonl
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,23 @@ def test_sample_is_stratified_deterministic_and_runnable(episodes):
         picked = [c for c in cases if c["episode"] == ep_id and c["label"] == "ok"]
         tags = {s["tag"] for s in candidates(by_id[ep_id]) if s["status"] == "ok"}
         assert len({c["variant"] for c in picked}) == min(len(tags), len(picked))
+
+
+def test_a_small_sample_still_times_min_per_episode_candidates_of_each_episode(episodes):
+    """A sample smaller than modules x MIN_PER_EPISODE does not shrink the episodes' rankings to 3-4 candidates,
+    whose Spearman is mostly the hardware's noise: every sampled episode holding MIN_PER_EPISODE distinct ok
+    candidates gives that many."""
+    cases = sample_cases(episodes, 10, seed=0)
+    by_id = {ep["id"]: ep for ep in episodes}
+    picked = {}
+    for c in cases:
+        if c["label"] == "ok":
+            picked.setdefault(c["episode"], []).append(c)
+    assert picked
+    for ep_id, chosen in picked.items():
+        have = len([s for s in candidates(by_id[ep_id]) if s["status"] == "ok"])
+        assert len(chosen) >= min(have, MIN_PER_EPISODE), ep_id
+    assert sum(len(v) >= MIN_PER_EPISODE for v in picked.values()) > len(picked) / 2
 
 
 def test_sample_of_a_subset_holding_the_sampled_episodes_is_the_same(episodes):
@@ -105,11 +126,40 @@ def test_outcome_classes():
     assert outcome({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"}) == "fault"
 
 
-def test_catalog_gpu_from_device_name():
+def test_catalog_gpu_is_the_card_itself_or_a_refusal():
     assert catalog_gpu("NVIDIA H200") == "H200"
     assert catalog_gpu("NVIDIA H100 80GB HBM3") == "H100"
-    assert catalog_gpu("NVIDIA GeForce RTX 4090") == "RTX4090"
-    assert catalog_gpu("NVIDIA A100-SXM4-80GB") == "A100"
+    # sm_90a cards no catalog profile describes, and cards the sm_90a builds cannot run on: never another GPU's times
+    for other in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H800",
+                  "NVIDIA GeForce RTX 4090", "NVIDIA A100-SXM4-80GB"):
+        with pytest.raises(UsageError, match="not one of them"):
+            catalog_gpu(other)
+
+
+@pytest.mark.parametrize("device, gpu", [("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200")])
+def test_gpu_check_simulates_the_card_it_runs_on(small_dataset, tmp_path, monkeypatch, capsys, device, gpu):
+    """The sim column is the local card's profile, and the report says which (the hardware passes stubbed:
+    each ok candidate 'measures' 1 ms)."""
+    monkeypatch.setattr(gpucheck, "require_gpu", lambda: device)
+    monkeypatch.setattr(gpucheck, "_build_all", lambda cases, build_dir, jobs: [
+        c.update(build_ok=True, so=None, src=None, log="", compile_s=0.0) for c in cases])
+    monkeypatch.setattr(gpucheck, "_passes", lambda cases, work, jobs, budget: [
+        dict(c, ok=c["label"] == "ok", error=None, time_ms=1.0 if c["label"] == "ok" else None) for c in cases])
+    report = tmp_path / "r.json"
+    gpucheck.gpu_check(small_dataset, sample=40, report=report, build_dir=tmp_path)
+    out = json.loads(report.read_text())
+    assert out["device"] == device and out["sim_gpu"] == gpu
+    assert f"gpu-check on {device} (simulated as {gpu})" in capsys.readouterr().out
+    timed = [r for r in out["rows"] if r["sim_ms"]]
+
+    def sim_on(r, name):
+        module = REGISTRY[r["module"]]
+        return simulate(module, module.variant(r["variant"]), r["params"],
+                        make_task(module, name, r["dtype"], r["shape"])).time_ms
+    assert timed and all(r["sim_ms"] == sim_on(r, gpu) for r in timed)
+    # the two profiles differ (HBM 3.35 vs 4.8 TB/s), so the wrong card's column would show here
+    other = "H200" if gpu == "H100" else "H100"
+    assert sum(r["sim_ms"] != sim_on(r, other) for r in timed) > len(timed) / 2
 
 
 def test_without_torch_a_one_line_usage_error(small_dataset, monkeypatch, capsys):
@@ -167,3 +217,46 @@ def test_a_parameter_grid_folder_is_read_without_a_run_record(small_dataset, tmp
     (grid / "stats.json").write_text("{}")          # a run record that is not one is refused, not skipped
     with pytest.raises(Exception, match="stats"):
         rows_file(grid)
+
+
+OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.83 GiB. GPU 0 has a total capacity of 79.18 GiB"
+
+
+def test_a_case_out_of_memory_among_the_parallel_workers_runs_again_alone(tmp_path, monkeypatch):
+    """gpu-check's own concurrency is no verdict: a case whose allocation failed while other workers held the GPU
+    runs again alone; one that fails alone too is 'not run', neither a fault of an ok label nor a failing
+    wrong_result."""
+    cases = [{"idx": i, "id": f"e|{i}", "episode": "e", "module": "m1", "variant": "v", "params": {}, "label": label}
+             for i, label in enumerate(("ok", "ok", "ok", "wrong_result"))]
+    calls = []
+
+    def fake_run_cases(batch, work, path, timeout, deadline, workers, label):
+        calls.append((label, workers, [c["idx"] for c in batch]))
+        out = {}
+        for c in batch:
+            crowded_out = c["idx"] == 1 and workers > 1
+            never_fits = c["idx"] in (2, 3)
+            failed = crowded_out or never_fits
+            out[c["idx"]] = {"idx": c["idx"], "ok": not failed, "error": OOM if failed else None, "time_ms": 1.0}
+        return out
+    monkeypatch.setattr(runtime, "run_cases", fake_run_cases)
+    rows = gpucheck._passes(cases, tmp_path, jobs=16, budget_s=100.0)
+    assert calls[0][0] == "check" and calls[1] == ("alone", 1, [1, 2, 3])
+    by_idx = {r["idx"]: r for r in rows}
+    assert by_idx[1]["ok"] and outcome(by_idx[1]) == "match"
+    assert [outcome(by_idx[i]) for i in (2, 3)] == ["notrun", "notrun"]
+    assert "out of GPU memory alone" in by_idx[2]["error"]
+    s = summarize([dict(r, sim_ms=None) for r in rows])
+    assert s["ok_match"] == 1.0 and s["wrong_fail"] is None and not s["problems"]
+    assert not gpucheck.out_of_memory({"ok": False, "error": "RuntimeError: CUDA error: misaligned address"})
+
+
+def test_the_spearman_mean_comes_with_its_standard_error_over_the_episodes():
+    """Episodes of 3-4 candidates give a noisy mean: the report says how noisy (sd / sqrt(episodes))."""
+    agree = [_row(i, sim=float(i + 1), meas=float(i + 1), episode="e1") for i in range(3)]
+    reverse = [_row(10 + i, sim=float(3 - i), meas=float(i + 1), episode="e2") for i in range(3)]
+    s = summarize(agree + reverse)
+    assert s["timing"]["spearman_mean"] == pytest.approx(0.0)
+    assert s["timing"]["spearman_se"] == pytest.approx(1.0)          # rhos 1 and -1: sample sd sqrt(2), / sqrt(2)
+    assert "Spearman mean 0.000 (standard error 1.000)" in render(s)
+    assert summarize(agree)["timing"]["spearman_se"] is None       # one episode: no spread to measure

@@ -75,12 +75,12 @@ def test_the_rules_refuse_what_the_checker_refuses():
     assert len(static_problems("try:\n    import threading\nexcept ImportError:\n    x = 1\n", "triton")) == 4
 
 
-def subject(name: str, variant=None, smallest: bool = False) -> Subject:
-    """A task of module `name` on an H100 (its first shape, or its smallest) with the candidate of
-    `variant` (default: the baseline) at its default parameters."""
+def subject(name: str, variant=None, smallest: bool = False, shape: dict = None) -> Subject:
+    """A task of module `name` on an H100 (`shape`, else its first shape, or its smallest) with the
+    candidate of `variant` (default: the baseline) at its default parameters."""
     m = REGISTRY[name]
-    shape = min(m.shapes, key=lambda s: math.prod(v for v in s.values() if isinstance(v, int))) if smallest \
-        else m.shapes[0]
+    shape = shape or (min(m.shapes, key=lambda s: math.prod(v for v in s.values() if isinstance(v, int))) if smallest
+                      else m.shapes[0])
     t = make_task(m, "H100", m.dtypes[0], shape)
     v = variant or m.baseline_variant()
     code = m.render(v, {p.name: p.default for p in v.params}, t, None)
@@ -186,7 +186,7 @@ def test_problem_returns_one_tensor_after_the_harness_cast(name):
                 out = model(*inputs)
     except NotImplementedError as e:
         pytest.skip(f"reference inputs of {numel:,} elements, too large for the CPU, need data meta lacks: {e}"[:200])
-    assert len(inputs) == sum(how != "fixed" for _, how, _, _ in plan)
+    assert len(inputs) == sum(how in ("pass", "convert") for _, how, _, _ in plan)
     assert torch.is_tensor(out)
     outs = s.module.entry.outputs(s.task)
     if len(outs) == 1:
@@ -207,6 +207,74 @@ def test_problem_returns_one_tensor_after_the_harness_cast(name):
         assert mine.keys() == theirs.keys()
         assert all(mine[k].shape == theirs[k].shape and (device.type == "meta" or torch.equal(mine[k], theirs[k]))
                    for k in mine)
+
+
+# shapes of the op's own form small enough for the CPU (their menus' smallest draw 20M+ elements)
+CPU_SHAPES = {"flash_attn_bwd": {"B": 1, "H": 2, "S": 256, "D": 64},
+              "adamw": {"N": 1 << 16, "T": 4},
+              "gemm_fp8": {"M": 64, "N": 256, "K": 512}, "gemm_fp8_blockwise": {"M": 64, "N": 256, "K": 512},
+              "gemm_int8": {"M": 64, "N": 256, "K": 512},
+              "int8_kv_quant": {"N": 1, "H": 2, "Dh": 128, "S": 1024},
+              "fused_qkv_rope": {"T": 64, "HID": 512, "H": 4, "KVH": 2, "D": 128}}
+DRAWS = ("randn", "randn_like", "rand", "rand_like")     # the floating draws of the references' inputs
+# fp32 side inputs drawn apart from the other inputs (then scaled, or a softmax of their own draw),
+# which the reference's forward uses as given: the cast rounds them for Model and ModelNew alike
+DRAWN_APART = {"gemm_fp8": ("scale_b",), "gemm_int8": ("scale_a", "scale_b"), "mamba_step": ("dt_bias",),
+               "moe_combine": ("topk_weights",), "selective_scan": ("delta_bias",)}
+
+
+def _side_input_modules() -> list:
+    """Modules whose kernel takes an input in another floating type than the problem's precision."""
+    return [n for n in NVIDIA
+            if any(how in ("convert", "derive") and dt.startswith("torch.float") and not dt.startswith("torch.float8")
+                   for _, how, dt, _ in input_plan(subject(n, smallest=True)))]
+
+
+@pytest.mark.parametrize("name", _side_input_modules())
+def test_side_inputs_reach_the_kernel_as_the_reference_makes_them(name):
+    """KernelBench casts every input to the problem's precision. With the draws of the reference's
+    inputs made at that precision (so the cast cannot change a drawn value), every input reaches
+    the kernel (the arguments of the reference's forward, which ModelNew's forward gives the kernel
+    too) with the value the reference's inputs give it, to fp32 rounding: an fp32 side tensor
+    computed from the others (an lse, a mean / rstd, rope tables) must not go through the cast
+    (a reference that recomputes it would see other values than the kernel). Only DRAWN_APART
+    inputs, which the reference uses as given, may come rounded."""
+    torch = pytest.importorskip("torch")
+    m = REGISTRY[name]
+    s = subject(name, smallest=True, shape=CPU_SHAPES.get(m.op))
+    ns = {}
+    exec(compile(problem_source(s), "<problem>", "exec"), ns)  # noqa: S102 - our own export
+    model_new = solution_source(s).split("class ModelNew(Reference):", 1)[1]
+    model = problem_source(s).split("class Model(Reference):", 1)[1].split("def get_inputs", 1)[0]
+    prologue = lambda cls: cls.split("one output tensor.\"\"\"\n", 1)[1].split("return", 1)[0].split("with torch", 1)[0]
+    assert prologue(model_new).startswith(prologue(model))   # ModelNew gives the kernel what Model gives the reference
+    dtype = eval(TORCH[precision(s)], {"torch": torch})  # noqa: S307 - a dtype name of ours
+    real = {d: getattr(torch, d) for d in DRAWS}
+
+    def at_precision(draw):
+        return lambda *a, **k: (lambda x: x.to(dtype).to(x.dtype) if x.is_floating_point() else x)(draw(*a, **k))
+    seen = []
+    with mock.patch.multiple(torch, **{d: at_precision(f) for d, f in real.items()}), \
+            mock.patch.object(ns["Reference"], "forward", lambda self, *args: seen.append(
+                [a.clone() if torch.is_tensor(a) else a for a in args]) or args[0]):
+        torch.manual_seed(42)
+        model = ns["Model"](*ns["get_init_inputs"]()).to(dtype=dtype)
+        torch.manual_seed(7)
+        expected = ns["reference_inputs"]()
+        torch.manual_seed(7)
+        with torch.no_grad():
+            model(*[_cast(x, dtype) for x in ns["get_inputs"]()])
+    plan = input_plan(s)
+    for (arg, how, _, _), want, got in zip(plan, expected, seen[0]):
+        if how == "fixed" or not torch.is_tensor(want):   # fixed: drawn at construction, by its own draw
+            continue
+        assert got.dtype == want.dtype, (arg, how)
+        if arg in DRAWN_APART.get(m.op, ()):
+            forward_body = s.reference.split("def forward", 1)[1].split("\n", 1)[1].split("def get_inputs", 1)[0]
+            assert re.search(rf"\b{arg}\b", forward_body), f"{arg} (drawn apart) is not used by the reference"
+            continue
+        worst = float((got.double() - want.double()).abs().max()) if got.numel() else 0.0
+        assert torch.allclose(got.double(), want.double(), rtol=1e-6, atol=1e-7), f"{arg} ({how}): off by {worst:.3g}"
 
 
 def test_reference_of_gpu_check_is_unchanged():

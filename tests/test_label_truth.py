@@ -61,7 +61,9 @@ def test_conv1d_missing_barrier_only_where_a_second_warp_reads_the_halo():
 @pytest.mark.parametrize("module, tag, bug, least", [("top_p_cuda", "cdf_pick", "missing_scale", 24),
                                                      ("top_p_cuda", "vectorized_float4", "missing_scale", 24),
                                                      ("top_p_cuda", "histogram_refine", "missing_scale", 24),
-                                                     ("topk_cuda", "histogram_refine", "off_by_one", 109)])
+                                                     ("topk_cuda", "histogram_refine", "off_by_one", 109),
+                                                     ("topk_cuda", "cdf_pick", "missing_scale", 6),
+                                                     ("topk_cuda", "vectorized_float4", "missing_scale", 6)])
 def test_sampler_bugs_only_with_enough_rows_to_show(module, tag, bug, least):
     """A bug that moves the sampled token on a fraction of rows is offered from the B at which
     passing every row is a one-in-a-million chance (1 - row_fail)^B <= 1e-6, never at B = 1."""
@@ -70,9 +72,10 @@ def test_sampler_bugs_only_with_enough_rows_to_show(module, tag, bug, least):
         assert (bug in episode(module, shape).bugs(v, v.defaults())) == (shape["B"] >= least), shape
 
 
-def emulated_row_fail(torch, bug: str, V: int, rows: int = 300) -> float:
+def emulated_row_fail(torch, bug: str, V: int, rows: int = 300, K: int = 50) -> float:
     """Fraction of rows on which the bugged sampler's token fails the GPU check (sample_check),
-    on the modules' reference inputs, emulated in float64."""
+    on the modules' reference inputs, emulated in float64 (bug: top_p's missing_scale, topk's
+    off_by_one, or topk_missing_scale)."""
     from kernelstrain.ops.sampling._sampling import sample_check
     g = torch.Generator().manual_seed(0)
     u = torch.rand(rows, generator=g, dtype=torch.float64)
@@ -83,13 +86,15 @@ def emulated_row_fail(torch, bug: str, V: int, rows: int = 300) -> float:
         sp = probs.sort(-1, descending=True).values
         last = (sp.cumsum(-1) < top_p[:, None]).sum(-1, keepdim=True).clamp(max=V - 1)
         kept, bugged = probs.masked_fill(probs < sp.gather(-1, last), 0.0), probs
-    else:                                                # topk off_by_one: k > thresh drops the K-th
+    else:                                                # topk: the K largest of 2 * randn
         x = torch.randn(rows, V, generator=g, dtype=torch.float64) * 2
-        kth = torch.topk(x, 50, -1).values[:, -1:]
+        kth = torch.topk(x, K, -1).values[:, -1:]
         e = torch.exp(x - x.max(-1, keepdim=True).values)
-        kept, bugged = e.masked_fill(x < kth, 0.0), e.masked_fill(x <= kth, 0.0)
+        kept = e.masked_fill(x < kth, 0.0)
+        bugged = e.masked_fill(x <= kth, 0.0) if bug == "off_by_one" else kept   # off_by_one drops the K-th
     cdf = bugged.cumsum(-1)
-    tokens = (cdf < (u * cdf[:, -1])[:, None]).sum(-1)
+    at = torch.ones_like(u) if bug == "topk_missing_scale" else u                # missing_scale: u = 1
+    tokens = (cdf < (at * cdf[:, -1])[:, None]).sum(-1)
     check = sample_check(kept, u * kept.sum(-1))
     return check(torch, tokens, tokens)["nbad"] / rows
 
@@ -100,3 +105,52 @@ def test_sampler_bug_row_fail_rates_are_measured(bug, declared, V):
     """The row_fail rates the modules declare are at most what the emulation measures."""
     torch = pytest.importorskip("torch", reason="the sampler emulation runs on torch (tests extra)")
     assert emulated_row_fail(torch, bug, V) >= declared
+
+
+@pytest.mark.parametrize("K", (20, 40, 50))                  # the K of topk's shapes
+@pytest.mark.parametrize("V", (32000, 128256))
+def test_topk_missing_scale_row_fail_rate_is_measured(K, V):
+    """topk's missing_scale (u = 1: the last kept token) fails at least the declared 90% of rows."""
+    torch = pytest.importorskip("torch", reason="the sampler emulation runs on torch (tests extra)")
+    assert emulated_row_fail(torch, "topk_missing_scale", V, K=K) >= 0.9
+
+
+@pytest.mark.parametrize("shape", REGISTRY["softmax_cuda"].shapes, ids=str)
+@pytest.mark.parametrize("dtype", ("bf16", "fp32"))
+def test_softmax_skipped_chunk_only_where_big_outputs_land_in_it(shape, dtype):
+    """vectorized_online's off_by_one leaves the last 16-byte chunk of every row unwritten; with
+    nothing poisoned, a run fails only where a skipped element's true value exceeds KernelBench's
+    tolerance. Where it is offered, one run's skipped elements hold at least 8 such values in
+    expectation (emulated on 4 * randn rows); at bf16 the R = 32 / 256 shapes (fewer than 1) are not."""
+    torch = pytest.importorskip("torch", reason="the emulation runs on torch (tests extra)")
+    m, v = REGISTRY["softmax_cuda"], rung("softmax_cuda", "vectorized_online")
+    task = make_task(m, "H100", dtype, shape)
+    vec, tol = (8, 1e-2) if dtype == "bf16" else (4, 1e-4)
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(4 * torch.randn(64, shape["C"], generator=g), -1)
+    big_share = float((p > tol * 1.01).float().mean())          # of a row's elements, above the tolerance
+    expected = shape["R"] * vec * big_share                      # in one run's skipped elements
+    offered = "off_by_one" in v.bugs_for(dtype, v.defaults()) and v.breaks_at("off_by_one", task, v.defaults())
+    assert expected >= 8 if offered else expected < 8 * 64, (expected, offered)   # not offered: the bound's margin
+    if dtype == "bf16":
+        assert offered == (shape["R"] > 256), (expected, offered)                  # R = 32 / 256: < 1 expected
+
+
+@pytest.mark.parametrize("shape", REGISTRY["chunked_prefill_cuda"].shapes, ids=str)
+def test_chunked_prefill_cp_async_ring_covers_every_block_through_its_diagonal(shape):
+    """cp_async_pipeline's tile count, as rendered (C integer division), for every tile size: each
+    block's keys run through its own last query position (P + m0 + BLOCK_M, where BLOCK_N > BLOCK_M
+    ends mid-tile: the H200 found 2.5M wrong outputs at BLOCK_M 64 BLOCK_N 128 with a rounded-down
+    count), no tile lies wholly past it, and none reads past the P + C keys."""
+    m, v = REGISTRY["chunked_prefill_cuda"], rung("chunked_prefill_cuda", "cp_async_pipeline")
+    task = make_task(m, "H100", m.dtypes[0], shape)
+    P, C = shape["P"], shape["C"]
+    for bm in v.param("BLOCK_M").values:
+        for bn in v.param("BLOCK_N").values:
+            src = v.source({**v.defaults(), "BLOCK_M": bm, "BLOCK_N": bn}, task)
+            expr = re.search(r"const int ntiles = (.+?);", src).group(1)
+            for m0 in range(0, C, bm):
+                env = {"P": P, "m0": m0, "BLOCK_M": bm, "BLOCK_N": bn}
+                ntiles = eval(expr.replace("/", "//"), {}, env)  # noqa: S307 - our own render, positive ints
+                last = P + m0 + bm
+                assert ntiles * bn >= last and (ntiles - 1) * bn < last and ntiles * bn <= P + C, (bm, bn, m0)

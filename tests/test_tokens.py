@@ -28,7 +28,7 @@ def counts():
 def kernelinfer(tmp_path_factory) -> Path:
     """Three kernelinfer sessions: long enough to be cut into several 32k windows."""
     out = tmp_path_factory.mktemp("ki") / "k"
-    assert main(["generate", "--seed", "5", "--config", str(KERNELINFER), "--out", str(out), "--episodes", "3",
+    assert main(["generate", "--seed", "12", "--config", str(KERNELINFER), "--out", str(out), "--episodes", "3",
                  "--quiet", "--workers", "1"]) == 0
     return out
 

@@ -52,6 +52,28 @@ def pair_counts(sim, measured) -> tuple[int, int]:
     return alike, total
 
 
+def standard_error(xs) -> float | None:
+    """The standard error of xs' mean (sample sd / sqrt(n)); None under two values.
+
+    >>> round(standard_error([0.2, 1.0, 0.6, 1.0]), 3)
+    0.191
+    """
+    n = len(xs)
+    if n < 2:
+        return None
+    mean = sum(xs) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1) / n)
+
+
+def episode_spearmans(rows, group="episode", min_group=3) -> list:
+    """The Spearman of sim_ms against measured_ms within each group of >= min_group rows (groups in first-seen order)."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(r[group], []).append(r)
+    return [spearman([m["sim_ms"] for m in ms], [m["measured_ms"] for m in ms])
+            for ms in groups.values() if len(ms) >= min_group]
+
+
 def agreement(rows, group="episode", min_group=3) -> dict:
     """Summary of rows with `sim_ms`, `measured_ms`, `module` and the `group` key.
 
@@ -64,14 +86,11 @@ def agreement(rows, group="episode", min_group=3) -> dict:
     for r in rows:
         groups.setdefault(r[group], []).append(r)
         modules.setdefault(r["module"], []).append(r)
-    rhos, alike, pairs = [], 0, 0
+    rhos, alike, pairs = episode_spearmans(rows, group, min_group), 0, 0
     for members in groups.values():
-        if len(members) < min_group:
-            continue
-        sim, meas = [m["sim_ms"] for m in members], [m["measured_ms"] for m in members]
-        rhos.append(spearman(sim, meas))
-        a, t = pair_counts(sim, meas)
-        alike, pairs = alike + a, pairs + t
+        if len(members) >= min_group:
+            a, t = pair_counts([m["sim_ms"] for m in members], [m["measured_ms"] for m in members])
+            alike, pairs = alike + a, pairs + t
     n = len(ratios)
     rhos.sort()
     return {

@@ -5,10 +5,14 @@ What the harness does, and what each side of the form answers it with:
 - it casts every input tensor (integer ones too) and the model to the problem's precision
   (fp32 / fp16 / bf16), then compares ONE output tensor with torch.allclose. So the problem's
   `Model` wraps the op's reference program (renamed `Reference`, unchanged otherwise):
-  * an input the kernel takes in another floating type (fp32 side tensors such as an lse or a
-    scale, fp8 operands), or as small integer codes every precision holds exactly (int8, uint8,
-    bool), is passed at the precision and converted back inside forward, in both Model and
-    ModelNew, so both see the same values;
+  * an fp32 side tensor the reference's inputs compute (from the other inputs: an attention or
+    cross-entropy lse, LayerNorm's mean / rstd; or tables: rope's cos / sin) is not passed: both forwards derive it in fp32
+    from the inputs they get (DERIVED), so it stays consistent with them (cast to bf16 it would
+    not, and a reference that recomputes it would see other values than the kernel);
+  * any other input the kernel takes in another floating type (fp32 side tensors such as a
+    scale or an upstream gradient, fp8 operands), or as small integer codes every precision
+    holds exactly (int8, uint8, bool), is passed at the precision and converted back inside
+    forward, in both Model and ModelNew, so both see the same values;
   * a wider integer input (ids, labels, slot maps, block tables) would lose its values in the
     cast: it is drawn once at construction, from the reference's own inputs, and kept as an
     integer buffer (`fixed_<name>`; `Module.to(dtype)` leaves integer buffers alone);
@@ -40,6 +44,17 @@ FLOATING = ("fp32", "fp16", "bf16", "fp8")
 EXACT_CODES = ("int8", "uint8", "bool")        # |v| <= 256: exact at every precision, bf16 included
 _FORM_NOTE = "# ---- KernelBench form: the reference program above, wrapped for the harness ----"
 
+# op -> {fp32 side input: how the reference's inputs derive it (from the other inputs, or tables
+# of the task), in the reference program's names}; tests/test_kernelbench_contract.py checks each
+# against the reference's own inputs and that no derived fp32 input is missing here
+DERIVED = {
+    "flash_attn_bwd": {"lse": "(q.float() @ k.float().transpose(-1, -2) * D ** -0.5).masked_fill(\n"
+                              "    torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf')).logsumexp(-1)"},
+    "cross_entropy_bwd": {"lse": "torch.logsumexp(logits.float(), dim=-1)"},
+    "layernorm_bwd": {"mean": "x.float().mean(-1)", "rstd": "torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)"},
+    "fused_qkv_rope": {"cos": "rope_tables()[0].to(x.device)", "sin": "rope_tables()[1].to(x.device)"},
+}
+
 
 def precision(subject) -> str:
     """The precision the harness runs the problem at: fp32 for an optimizer step (every result
@@ -56,15 +71,18 @@ def precision(subject) -> str:
 
 def input_plan(subject) -> list:
     """[(name, how, torch dtype, cloned)] for each reference input, in order: how is 'pass'
-    (at the precision), 'convert' (passed at the precision, converted back to its own dtype) or
-    'fixed' (an integer buffer drawn at construction)."""
+    (at the precision), 'convert' (passed at the precision, converted back to its own dtype),
+    'derive' (not passed: derived in fp32 from the passed inputs, DERIVED) or 'fixed' (an
+    integer buffer drawn at construction)."""
     m, prec = subject.module, precision(subject)
     names = {a.name: a for a in m.entry.tensors}
+    derived = DERIVED.get(m.op, {})
     plan = []
     for name in m.inputs:
         a = names.get(name)
         dt = a.dtype_of(subject.task) if a else prec
-        how = "pass" if dt == prec else "convert" if dt in FLOATING + EXACT_CODES else "fixed"
+        how = ("pass" if dt == prec else "derive" if name in derived
+               else "convert" if dt in FLOATING + EXACT_CODES else "fixed")
         plan.append((name, how, TORCH.get(dt), bool(a) and a.role == "inout"))
     return plan
 
@@ -89,6 +107,9 @@ def _notes(subject, plan) -> list:
             notes.append(f"{name} is passed at the problem's precision and used as {dt}.")
         elif how == "fixed":
             notes.append(f"{name} ({dt}) is drawn once at construction and kept as the integer buffer fixed_{name}.")
+        elif how == "derive":
+            notes.append(f"{name} ({dt}) is not an input: forward computes it in fp32 as the reference's inputs do, "
+                         "from the inputs it gets (passed, the harness would cast it to the precision).")
         if cloned:
             notes.append(f"{name} is updated in place by the op: forward works on a copy.")
     if subject.module.impl == "cuda" and pointer_arrays(subject.module.entry):
@@ -104,7 +125,7 @@ def _notes(subject, plan) -> list:
 def _shared(subject, plan) -> str:
     """The definitions the problem and its solutions share (a solution carries them itself)."""
     fixed = [(name, i) for i, (name, how, _, _) in enumerate(plan) if how == "fixed"]
-    passed = [i for i, (_, how, _, _) in enumerate(plan) if how != "fixed"]
+    passed = [i for i, (_, how, _, _) in enumerate(plan) if how in ("pass", "convert")]
     return f'''{reference_program(subject.reference).rstrip()}
 
 
@@ -130,19 +151,24 @@ def pack_outputs(out):
 '''
 
 
-def _prologue(plan) -> tuple[list, list]:
-    """(forward's parameters, the lines that give every reference input its form)."""
-    params, lines = [], []
+def _prologue(plan, op: str) -> tuple[list, list]:
+    """(forward's parameters, the lines that give every reference input its form; the derived
+    ones last, from the others' final values)."""
+    params, lines, derived = [], [], []
     for name, how, dt, cloned in plan:
         if how == "fixed":
             lines.append(f"{name} = self.fixed_{name}" + (".clone()" if cloned else ""))
+            continue
+        if how == "derive":
+            expr = DERIVED[op][name].replace("\n", "\n" + " " * len(f"{name} = "))
+            derived.extend(f"{name} = {expr}".split("\n"))
             continue
         params.append(name)
         if how == "convert":
             lines.append(f"{name} = {name}.to({dt})" + (".clone()" if cloned else ""))
         elif cloned:
             lines.append(f"{name} = {name}.clone()")
-    return params, lines
+    return params, lines + derived
 
 
 def _method(head: str, doc: str, lines: list) -> str:
@@ -168,7 +194,7 @@ def _reference_call(subject, names) -> list:
 def problem_source(subject) -> str:
     """The KernelBench problem file of a single-op task."""
     plan = input_plan(subject)
-    params, lines = _prologue(plan)
+    params, lines = _prologue(plan, subject.module.op)
     names = [name for name, *_ in plan]
     doc = f"{subject.title} ({subject.dtype}), as KernelBench's harness runs it at {precision(subject)}."
     notes = _notes(subject, plan)
@@ -197,12 +223,13 @@ def source_literal(text: str) -> str:
 _CUDA_LOAD = '''
 
 def _load_extension():
-    """Compile the binding and the candidate (with its C trampoline) into one extension."""
+    """Compile the binding and the candidate (with its C trampoline) into one extension (the
+    binding at the host compiler's default level, as KernelBench's examples build theirs)."""
     options = inspect.signature(load_inline).parameters
     extra = {"no_implicit_headers": True} if "no_implicit_headers" in options else {}
     name = "ks_" + hashlib.sha1((BINDING + KERNEL + TRAMPOLINE + " ".join(CUDA_FLAGS)).encode()).hexdigest()[:16]
     return load_inline(name, cpp_sources=[BINDING], cuda_sources=[KERNEL + "\\n" + TRAMPOLINE],
-                       extra_cflags=["-O2"], extra_cuda_cflags=list(CUDA_FLAGS), **extra)
+                       extra_cuda_cflags=list(CUDA_FLAGS), **extra)
 
 
 kernel_extension = _load_extension()
@@ -229,7 +256,7 @@ def set_poison(on):
 def solution_source(subject) -> str:
     """The KernelBench solution file (class ModelNew) of a single-op subject's candidate."""
     plan = input_plan(subject)
-    params, lines = _prologue(plan)
+    params, lines = _prologue(plan, subject.module.op)
     cuda = subject.module.impl == "cuda"
     call = forward_call(subject, "kernel_extension." if cuda else "")[1]
     call[-1] = re.sub(r"^return (.*)$", r"return pack_outputs(\1)", call[-1])

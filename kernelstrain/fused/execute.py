@@ -46,12 +46,21 @@ def _load(source: str, name: str):
     return module
 
 
+def kb_inputs(values: list, device: str, dtype=None) -> list:
+    """A problem's inputs as a harness feeds them: every tensor on the device, a floating one cast to the
+    precision `dtype` (None: kept), an integer one (embedding indices) keeping its dtype -- as KernelBench
+    did before its precision refactor and its fix (ScalingIntelligence/KernelBench#152) does again; its
+    eval.py at 423217d casts indices too, which F.embedding refuses."""
+    import torch
+    return [(x.to(device, dtype) if dtype is not None and x.is_floating_point() else x.to(device))
+            if isinstance(x, torch.Tensor) else x for x in values]
+
+
 def _build(module, device):
     import torch
     torch.manual_seed(SEED)
     model = module.Model(*module.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-    return model, inputs
+    return model, kb_inputs(module.get_inputs(), device)
 
 
 def _time_ms(fn, device: str, reps: int) -> float:

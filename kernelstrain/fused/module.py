@@ -38,8 +38,8 @@ from .magnitude import exp_overflows, magnitudes
 from .precision import SUM_PASSES, gemm_breaks, row_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
 from .recipes import recipe
-from .timing import (CALL_US, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, in_sequence_ms, torch_kernels,
-                     torch_launches, triton_gemm_ms)
+from .timing import (call_ms, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, host_calls, host_us,
+                     torch_kernels, torch_launches, triton_gemm_ms)
 from .triton_src import next_pow2, triton_source
 from .types import DTYPE_BYTES
 from .view import ProgramView
@@ -361,38 +361,47 @@ class FusedModule(OpModule):
         return SimResult(True, self.candidate_ms(variant.tag, params, task), launch.smem_bytes, launch.regs)
 
     def candidate_ms(self, tag: str, params: dict, task: Task) -> float:
+        return call_ms(self.kernels_ms(tag, params, task), self.host_us(tag), task.gpu)
+
+    def kernels_ms(self, tag: str, params: dict, task: Task) -> list[float]:
+        """Core times (ms) of the kernels a rung's call runs on the GPU: the kept PyTorch steps' (the eager
+        rung's: every step's) and its own."""
         steps, dtype, gpu = self.view.steps, self.view.dtype, task.gpu
-        if tag == "eager":
-            return eager_ms(steps, dtype, gpu)
-        kernels = [t for it in self._plans[tag] if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
+        items = self._plans.get(tag, range(len(steps)))
+        kernels = [t for it in items if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
         for k, launch, work, analog in self._kernel_models(tag, params, task):
             if analog[0] == "triton_gemm":
                 kernels.append(triton_gemm_ms(work.flops, work.bytes, launch.grid, launch.tile_quant, *analog[1], gpu, dtype))
             else:
                 kernels.append(custom_kernel_ms(analog, launch, work, gpu, dtype))
-        return in_sequence_ms(kernels, gpu)
+        return kernels
+
+    def host_us(self, tag: str) -> float:
+        """The host's time to issue one call of a rung's ModelNew (timing.host_calls): the same at every
+        parameter of the rung."""
+        return host_us(self.host_calls(tag))
+
+    def host_calls(self, tag: str) -> dict:
+        items = self._plans.get(tag)
+        if items is None:
+            return host_calls(self.view.program.steps, range(len(self.view.steps)), 0, self.impl)
+        kept = [it for it in items if not isinstance(it, Kernel)]
+        return host_calls(self.view.program.steps, kept, len(kernels_of(items)), self.impl)
 
     def floor_ms(self, task: Task, path: str) -> float:
         """No candidate's measurement is faster than the program's roofline (its least work, cost()) nor
-        than issuing the ladder's fewest calls, each at least the host's CALL_US (timing.in_sequence_ms),
-        read at the fastest a noisy timer reads a kernel that short (sim.measure: 2.5 sigma fast)."""
+        than the host's time to issue the leanest rung's call (timing.call_ms), read at the fastest a
+        noisy timer reads a call that long (sim.measure: 2.5 sigma fast)."""
         cost, gpu = self.cost(task), task.gpu
         roofline = max(cost.flops / gpu.peak(path) if cost.flops else 0.0, cost.bytes / (gpu.bw_tbs * 1e12)) * 1e3
-        calls_ms = self.fewest_calls() * CALL_US * 1e-3 * (1.0 - 2.5 * noise_cv(CALL_US * 1e-3))
-        # the engine's floor is this plus one launch (engine.floor_ms): the calls' floor holds its launches already
-        return max(roofline, calls_ms - FIT.overhead_us(gpu.vendor, 1) * 1e-3)
-
-    def fewest_calls(self) -> int:
-        """Kernels the leanest rung launches: the library calls it keeps and its own kernels (every
-        candidate of this ladder launches at least that many)."""
-        steps, dtype = self.view.steps, self.view.dtype
-        eager = sum(torch_launches(s, dtype) for s in steps)
-        return min([eager] + [sum(torch_launches(steps[it], dtype) if not isinstance(it, Kernel) else 1
-                                  for it in items) for items in self._plans.values()])
+        host_ms = min(self.host_us(v.tag) for v in self.variants) * 1e-3
+        # the engine's floor is this plus one launch (engine.floor_ms): the host's floor holds its launches already
+        return max(roofline, host_ms * (1.0 - 2.5 * noise_cv(host_ms)) - FIT.overhead_us(gpu.vendor, 1) * 1e-3)
 
     def torch_ms(self, task: Task) -> tuple[float, float]:
         """(eager, torch.compile) time of the reference program on the task's GPU."""
-        return eager_ms(self.view.steps, self.view.dtype, task.gpu), compiled_ms(self.view.steps, self.view.dtype, task.gpu)
+        steps = self.view.steps
+        return eager_ms(steps, self.view.program.steps, self.view.dtype, task.gpu), compiled_ms(steps, self.view.dtype, task.gpu)
 
     # -- renders ----------------------------------------------------------------------------
     def _render_of(self, tag: str):

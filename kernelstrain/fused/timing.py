@@ -12,9 +12,12 @@
   the bandwidth (the H200 copy anchors: 33.5 MB in 12.8 us, 537 MB in 130 us), as many kernels and
   passes over the tensor as PyTorch launches (EAGER_KERNELS: the RMSNorm helper and NewGELU are
   chains of small ops).
-- Kernels run one after another: each takes its time plus the fitted gap between back-to-back
-  launches (FIT.extra_launch_us), or the host's time to issue the call from Python, CALL_US,
-  whichever is longer (a short kernel waits for the host).
+- A forward call takes the longer of its two sides (the harness times calls back to back, so the
+  GPU runs one call's kernels while the host issues the next; whichever side is slower sets the
+  pace): the GPU's, its kernels one after another, each its time plus the fitted gap between
+  back-to-back launches (FIT.extra_launch_us); and the host's, Python issuing the call: the
+  module calls, the PyTorch ops of the steps no kernel of ours computes, and one extension call
+  (CUDA) or Triton launch per custom kernel (HOST_*: fitted to an H100 host's measurements).
 
 torch.compile (Inductor) keeps the library calls and fuses each run of other steps into one
 Triton kernel per reduction in it (INDUCTOR_*), above the host floor of its compiled wrapper (the
@@ -23,6 +26,7 @@ fastest torch.compile reference in calibration/h200_references.json).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ..calibration import FIT
@@ -43,7 +47,6 @@ GEMM_TILE = 128
 SGEMM_TILE = 64
 SPLIT_K_MIN = 256
 SPLIT_K_TILES = 8         # cuBLAS splits K when a deep product has this few output tiles (assumption)
-CALL_US = 3.8             # one PyTorch op or extension call issued from Python: the H200 anchor tiny_add (1 element)
 # a Triton tl.dot GEMM's share of cuBLAS's ceiling (fp32: input_precision="ieee", FMA), by pipeline depth
 TRITON_GEMM_SHARE = {"bf16": 0.85, "fp32": 0.75}
 ACC_REGS = 128            # accumulator registers a thread holds without spilling (of its 255, beside addresses and operands)
@@ -54,6 +57,53 @@ EAGER_KERNELS = {"new_gelu": (8, 18), "quick_gelu": (3, 7), "logsumexp": (5, 6),
                  "rms_norm": (6, 7), "rms_norm@bf16": (8, 18), "batch_norm": (2, None), "group_norm": (2, None),
                  "instance_norm": (3, None)}
 LIBRARY_ROLES = ("contraction", "attention", "gather")
+
+# -- the host side of one forward call ----------------------------------------------------------------
+# Fitted (least squares on relative error, the extension call held at EXT_CALL_US) to the 21 candidates of
+# 6 fused episodes timed on an H100's host (Torch 2.11, Triton 3.6; scripts/fused_device_check.py: median of
+# 7 batches of 20 back-to-back calls), every one of them host-bound there: 35-195 us measured against 4-52 us
+# of kernels. The rows and their counts are tests/test_fused_host.py's; the fit predicts them within 23%
+# (rms 12%), the timer's own spread between two candidates of the same calls (fused-s11-000008's op_kernels
+# at BLOCK 1024 and 2048: 69.8 and 92.8 us).
+HOST_MODULE_US = 20.0     # nn.Module.__call__ (ModelNew's; nn.Linear's, a helper's): fused-s11-000051 fused_row
+#                           (ModelNew + nn.Linear + 1 Triton launch) 89.3 us against gemm_epilogue (ModelNew + 2) 61.8
+HOST_DISPATCH_US = 9.0    # one PyTorch op issued from Python, its launch included: fused-s11-000097 eager (6 ops)
+#                           114.6 us against fused_row (1 op + 1 extension call) 55.8; fused-s11-000057 124.2 / 58.6
+HOST_LIBRARY_US = 3.0     # a cuBLAS / cuDNN / SDPA call's own host work past that (descriptors, heuristics): the
+#                           fit's remainder over 13 candidates with a library call
+HOST_EXT_US = 6.0         # one load_inline function call (pybind11, torch::empty_like, the <<<>>> launch): the fit
+#                           puts it at 0-8 us (fused-s11-000044 eager 57.5 us, bmm + 2 ops; bmm + the call 36.1 / 39.0)
+HOST_TRITON_US = 19.0     # one Triton kernel from its Python wrapper (torch.empty, the JIT launcher binding its
+#                           arguments): fused-s11-000008 op_kernels (3 launches) 69.8 / 92.8 us, fused_row (1) 34.6 / 36.8
+HOST_COST_US = {"module": HOST_MODULE_US, "op": HOST_DISPATCH_US, "library": HOST_LIBRARY_US,
+                "cuda": HOST_EXT_US, "triton": HOST_TRITON_US}
+# PyTorch ops a step's forward lines issue from Python where that is not one (a helper module's own forward:
+# RMSNorm's float, pow, mean, add, rsqrt, mul, to, mul; BatchNorm's training-mode counter add_; the attention
+# step's view, transpose, sdpa, transpose, flatten; gram's transpose and matmul)
+HOST_OPS = {"rms_norm": 8, "new_gelu": 8, "quick_gelu": 3, "batch_norm": 2, "sdpa": 5, "gram": 2}
+LIBRARY_CALLS = ("contraction", "attention")
+MODULE_CALL = re.compile(r"\bself\.\w+\(")
+
+
+def host_calls(steps: list, kept, kernels: int, impl: str) -> dict:
+    """What the host does in one ModelNew call, by kind (HOST_COST_US's keys): module calls (its own, and
+    those of the kept PyTorch steps' lines: `self.linear(x)`), PyTorch ops, library calls among them, and
+    one extension call or Triton launch for each of `kernels` custom kernels. `steps`: the grammar's Steps.
+
+    >>> from kernelstrain.fused.view import ProgramView
+    >>> steps = ProgramView.of(0, 4).program.steps      # conv_transpose2d -> new_gelu -> residual_add
+    >>> host_calls(steps, range(3), 0, "cuda")
+    {'module': 3, 'op': 10, 'library': 1, 'cuda': 0}
+    """
+    kept = [steps[j] for j in kept]
+    return {"module": 1 + sum(len(MODULE_CALL.findall(line)) for s in kept for line in s.lines),
+            "op": sum(HOST_OPS.get(s.op, 1) for s in kept),
+            "library": sum(s.role in LIBRARY_CALLS for s in kept), impl: kernels}
+
+
+def host_us(calls: dict) -> float:
+    """The host's time for these calls (host_calls)."""
+    return sum(HOST_COST_US[kind] * n for kind, n in calls.items())
 
 
 @dataclass(frozen=True)
@@ -153,10 +203,11 @@ def library_ms(step: dict, dtype: str, gpu: GPU) -> tuple[float, int]:
     return nbytes / (bw * EAGER_MEMORY_EFF), kernels
 
 
-def in_sequence_ms(kernels: list[float], gpu: GPU) -> float:
-    """Kernels of these core times (ms) issued one after another from Python (module docstring)."""
+def call_ms(kernels: list[float], host_us: float, gpu: GPU) -> float:
+    """One forward call: kernels of these core times (ms) one after another on the GPU, or the host's
+    time to issue them, whichever is longer (module docstring)."""
     gap = FIT.extra_launch_us[gpu.vendor] * 1e-3
-    return sum(max(t + gap, CALL_US * 1e-3) for t in kernels)
+    return max(sum(t + gap for t in kernels), host_us * 1e-3)
 
 
 def torch_kernels(step: dict, dtype: str, gpu: GPU) -> list[float]:
@@ -165,17 +216,22 @@ def torch_kernels(step: dict, dtype: str, gpu: GPU) -> list[float]:
     return [t * 1e3 / n] * n if n else []
 
 
-def eager_ms(program: list, dtype: str, gpu: GPU) -> float:
-    """The reference program in PyTorch eager mode."""
-    return in_sequence_ms([t for s in program for t in torch_kernels(s, dtype, gpu)], gpu)
+def eager_ms(program: list, steps: list, dtype: str, gpu: GPU) -> float:
+    """The reference program in PyTorch eager mode (`program`: the task row's steps, `steps`: the grammar's)."""
+    host = host_us(host_calls(steps, range(len(steps)), 0, "cuda"))
+    return call_ms([t for s in program for t in torch_kernels(s, dtype, gpu)], host, gpu)
 
 
 def compiled_ms(program: list, dtype: str, gpu: GPU) -> float:
     """The reference program under torch.compile: library calls kept, every run of the other
     steps one Inductor kernel per reduction in it (one at least), reading the run's input and
-    weights and writing its output (a residual's saved tensor read once more)."""
+    weights and writing its output (a residual's saved tensor read once more). Its host is
+    counted as ours is (host_calls): the compiled module's call, each library call its generated
+    wrapper makes (an op and the library's own work), each of its Triton kernels launched from
+    Python with its output allocated (a Triton launch) -- the same code shape as a Triton solution
+    (fused_host_probe.py times a compiled call on the device to check it)."""
     nb, bw = DTYPE_BYTES[dtype], gpu.bw_tbs * 1e12
-    kernels, run = [], []
+    kernels, run, calls = [], [], {"module": 1, "op": 0, "library": 0, "triton": 0}
 
     def flush():
         if not run:
@@ -184,12 +240,15 @@ def compiled_ms(program: list, dtype: str, gpu: GPU) -> float:
         moved += sum(s["weights"] for s in run) + sum(math.prod(s["in"]["shape"]) for s in run if s["role"] == "residual")
         n = max(1, sum(1 for s in run if s["op"] in ROW_OPS or s["role"] in ("norm", "pool")))
         kernels.extend([moved * nb / (bw * INDUCTOR_MEMORY_EFF) * n ** 0.5 * 1e3 / n] * n)
+        calls["triton"] += n
         run.clear()
     for s in program:
         if s["role"] in LIBRARY_ROLES:
             flush()
             kernels.extend(torch_kernels(s, dtype, gpu))
+            calls["op"] += 1
+            calls["library"] += s["role"] in LIBRARY_CALLS
         elif s["role"] != "reshape":
             run.append(s)
     flush()
-    return max(INDUCTOR_FLOOR_MS, in_sequence_ms(kernels, gpu))
+    return max(INDUCTOR_FLOOR_MS, call_ms(kernels, host_us(calls), gpu))

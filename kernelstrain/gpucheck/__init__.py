@@ -8,7 +8,7 @@ bug) and whose sampled candidates are rendered from it (sample._case).
 
 Samples (sample.py), builds in parallel cached by source hash, then runs three passes through the
 runtime's worker processes (runtime.py): correctness (parallel workers: poisoned outputs, guard
-bytes, launch and asynchronous errors), timing of the matching ok candidates (one worker alone on
+bytes, launch and asynchronous errors; a case out of GPU memory among them runs again alone), timing of the matching ok candidates (one worker alone on
 the GPU, input copies rotated so no timed run finds its inputs in L2), and a re-time of the
 candidates of a third of the timed episodes (the hardware's own repeatability). The simulator's
 noise-free time on the local GPU's catalog profile stands beside each measured time; report.py
@@ -44,6 +44,9 @@ from .sample import sample_cases
 
 BENCH_S = 0.12                 # sampling budget of one timed case
 CASE_TIMEOUT_S = 60.0
+# --compile-only has no card to read: it samples as on the H200 (sm_90a episodes either way; only which cases
+# fit gpu-check's time limit, sample.MAX_SIM_MS, may differ from an H100's sample)
+COMPILE_ONLY_GPU = "H200"
 REPEAT_EVERY = 3               # re-time the candidates of every third timed episode
 
 
@@ -60,10 +63,21 @@ def require_gpu() -> str:
     return name
 
 
+# The cards whose own catalog profile gpu-check simulates: the candidates it builds are sm_90a (runtime.NVCC_FLAGS),
+# and a simulated time stands beside a measured one only where the profile is that card's. The PCIe and NVL H100s
+# (2.0 / 3.9 TB/s, lower clocks), the H200 NVL (600 W, lower clocks), GH200 and H800 are sm_90a cards that no
+# catalog profile describes: their times would be compared with another GPU's.
+SIMULATED_CARDS = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200"}
+
+
 def catalog_gpu(device: str) -> str:
-    """The catalog profile of a device name ('NVIDIA H200' -> 'H200'); H200 when none matches."""
-    squashed = device.upper().replace(" ", "").replace("-", "")
-    return next((g for g in sorted(GPUS, key=len, reverse=True) if g.upper() in squashed), "H200")
+    """The catalog profile of the local card (`torch.cuda.get_device_name`): 'NVIDIA H100 80GB HBM3' -> 'H100',
+    'NVIDIA H200' -> 'H200'; a UsageError for any other card, which gpu-check would simulate as a GPU it is not."""
+    if device.strip() in SIMULATED_CARDS:
+        return SIMULATED_CARDS[device.strip()]
+    raise UsageError(f"gpu-check compares the hardware with the simulator's profile of the same card, and "
+                     f"{device.strip() or 'this GPU'} is not one of them ({', '.join(SIMULATED_CARDS)}: the "
+                     f"candidates it builds are sm_90a); --compile-only builds without a GPU")
 
 
 def rows_file(data: Path) -> Path:
@@ -116,19 +130,43 @@ def _sim_ms(case: dict, gpu: str) -> float | None:
     return r.time_ms if r.ok else None
 
 
+# what PyTorch and the CUDA runtime say when an allocation fails (torch.OutOfMemoryError, cudaErrorMemoryAllocation)
+OUT_OF_MEMORY = ("OutOfMemoryError", "CUDA out of memory", "cudaErrorMemoryAllocation", "out of memory")
+
+
+def out_of_memory(result: dict) -> bool:
+    """Whether a case failed for want of GPU memory: no verdict on its label."""
+    return not result.get("ok") and any(m in (result.get("error") or "") for m in OUT_OF_MEMORY)
+
+
+def not_run_for_memory(result: dict, where: str) -> dict:
+    """A case that ran out of GPU memory alone on the card: not run (report.outcome 'notrun'), never a fault."""
+    return dict(result, ok=False, error=f"not run: out of GPU memory {where} | {result['error'].splitlines()[0][:160]}")
+
+
+def _checked(cases: list, work: Path, jobs: int, deadline: float, run_cases) -> dict:
+    """The correctness pass: parallel workers share the GPU, so a case whose allocation failed among them (on the
+    H100, seed 40404: embedding_bwd_cuda at T=8192 V=128256 asked 7.8 GiB while 15 others held the rest) runs again
+    alone after the others; one that fails alone too is not run for want of memory, not a label's fault."""
+    checked = run_cases(cases, work, work / "check.jsonl", CASE_TIMEOUT_S, deadline, max(1, min(jobs, 15)), "check")
+    crowded = [cases[i] for i, r in sorted(checked.items()) if out_of_memory(r)]
+    if crowded:
+        checked.update(run_cases(crowded, work, work / "check_alone.jsonl", CASE_TIMEOUT_S, deadline, 1, "alone"))
+    return {i: not_run_for_memory(r, "alone") if out_of_memory(r) else r for i, r in checked.items()}
+
+
 def _passes(cases: list, work: Path, jobs: int, budget_s: float) -> list:
     """Correctness, timing and repeat passes; one merged row per case."""
     from .runtime import run_cases
     t0 = time.time()
-    checked = run_cases(cases, work, work / "check.jsonl", CASE_TIMEOUT_S, t0 + 0.5 * budget_s,
-                        max(1, min(jobs, 15)), "check")
+    checked = _checked(cases, work, jobs, t0 + 0.5 * budget_s, run_cases)
     rows = {i: dict(cases[i], **{k: v for k, v in r.items() if k not in cases[i] or k in ("ok", "error")})
             for i, r in checked.items()}
     timed = [dict(cases[i], time=True, bench_s=BENCH_S, bug=None) for i, r in sorted(checked.items())
              if r["ok"] and cases[i]["label"] == "ok"]
     for i, r in run_cases(timed, work, work / "time.jsonl", CASE_TIMEOUT_S, t0 + 0.9 * budget_s, 1, "time").items():
-        if (r.get("error") or "").startswith(("not run", "worker could not")):
-            continue
+        if (r.get("error") or "").startswith(("not run", "worker could not")) or out_of_memory(r):
+            continue                  # not timed: the row keeps its correctness verdict
         if r["ok"]:
             rows[i].update(time_ms=r["time_ms"], copies=r.get("copies"), samples=r.get("samples"))
         else:
@@ -149,7 +187,7 @@ def gpu_check(data: Path, sample: int = 300, jobs: int = 0, report: Path | None 
     Cases whose code is not kernelstrain's render of their recipe are refused unless `trust`."""
     _check_paths(data, report)
     device = "" if compile_only else require_gpu()
-    gpu = catalog_gpu(device) if device else "H200"
+    gpu = catalog_gpu(device) if device else COMPILE_ONLY_GPU
     jobs = jobs or os.cpu_count() or 4
     tasks = {}       # episode id -> (file:line, its task fields): what a case's recipe is rendered for
 

@@ -8,7 +8,7 @@ simulator on the local GPU's profile), time_ms_2 (a re-time, on a subset).
 """
 from __future__ import annotations
 
-from ..calibration.metrics import agreement
+from ..calibration.metrics import agreement, episode_spearmans, standard_error
 
 NOT_RUN = ("not run", "worker could not", "compile error", "timeout")
 
@@ -42,9 +42,11 @@ def summarize(results: list) -> dict:
     ran_wrong = sum(v for k, v in counts["wrong_result"].items() if k != "notrun")
     timed = [dict(r, measured_ms=r["time_ms"]) for r in results
              if r["label"] == "ok" and r.get("ok") and r.get("time_ms") and r.get("sim_ms")]
-    fig = agreement(timed) if timed else {"n": 0}
+    # the Spearman mean's standard error over the episodes: how far a sample of this size can say it is from a target
+    fig = dict(agreement(timed), spearman_se=standard_error(episode_spearmans(timed))) if timed else {"n": 0}
     repeat_rows = [dict(r, sim_ms=r["time_ms_2"]) for r in timed if r.get("time_ms_2")]
-    repeat = agreement(repeat_rows) if repeat_rows else {"n": 0}
+    repeat = (dict(agreement(repeat_rows), spearman_se=standard_error(episode_spearmans(repeat_rows)))
+              if repeat_rows else {"n": 0})
     out = {"counts": counts,
            "ok_match": counts["ok"].get("match", 0) / ran_ok if ran_ok else None,
            "wrong_fail": (ran_wrong - counts["wrong_result"].get("match", 0)) / ran_wrong if ran_wrong else None,
@@ -113,10 +115,11 @@ def render(summary: dict, device: str = "") -> str:
              f"p10-p90 {_f(t.get('p10'), '.2f')}-{_f(t.get('p90'), '.2f')}, within 0.8-1.25x "
              f"{_f(t.get('within_0.8_1.25'))}, within 0.5-2x {_f(t.get('within_0.5_2'))}",
              f"ranking within episodes ({t.get('groups', 0)} episodes with >= 3 timed): Spearman mean "
-             f"{_f(t.get('spearman_mean'))}, median {_f(t.get('spearman_median'))}, <= 0 in "
+             f"{_f(t.get('spearman_mean'))} (standard error {_f(t.get('spearman_se'))}), median "
+             f"{_f(t.get('spearman_median'))}, <= 0 in "
              f"{t.get('groups_nonpositive', 0)}; pair-order agreement {_f(t.get('pair_agreement'))}",
              f"repeat ceiling ({rp.get('n', 0)} re-timed, {rp.get('groups', 0)} episodes): Spearman mean "
-             f"{_f(rp.get('spearman_mean'))}, pair-order {_f(rp.get('pair_agreement'))}, "
+             f"{_f(rp.get('spearman_mean'))} (standard error {_f(rp.get('spearman_se'))}), pair-order {_f(rp.get('pair_agreement'))}, "
              f"re-time/first geomean {_f(rp.get('geomean'))}, within 0.8-1.25x {_f(rp.get('within_0.8_1.25'))}",
              "", "targets:"]
     for g in summary["targets"]:

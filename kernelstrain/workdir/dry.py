@@ -107,13 +107,15 @@ def dry_call(subject, source: str) -> str | None:
         e = subject.module.entry
         if (e.py_name or e.name) in ns:        # a standalone Triton solution calls its wrapper directly
             ns[e.py_name or e.name] = getattr(stand, e.py_name or e.name)
-        passed = ns.get("PASSED_INPUTS", subject.module.inputs)   # a KernelBench solution: what the harness passes
+        names = subject.module.inputs      # a KernelBench solution: the harness passes those of PASSED_INPUTS
+        passed = [names[i] for i in ns["PASSED_INPUTS"]] if "PASSED_INPUTS" in ns else names
+        shapes = {a.name: a.shape(subject.task) for a in e.tensors}   # (a derived side input is computed from them)
         if "register_fixed_inputs" in ns:      # its integer buffers: empty, like the inputs (no draw on meta)
             ns["register_fixed_inputs"] = lambda model: [model.register_buffer("fixed_" + name, torch.empty(
                 0, dtype=torch.int64, device="meta")) for name, _ in ns["FIXED_INPUTS"]]
         with torch.device("meta"):
             model = ns["ModelNew"](*ref.get_init_inputs())
-            inputs = [torch.empty(0, device="meta") for _ in passed]
+            inputs = [torch.empty(shapes.get(name, (0,)), device="meta") for name in passed]
             model(*inputs)
     except Exception as err:  # noqa: BLE001 - the problem is the result
         return f"{type(err).__name__}: {err}"

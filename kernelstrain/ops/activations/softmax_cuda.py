@@ -242,6 +242,14 @@ def split_row_online_src(p, task, other=RESCALED):
 
 
 NO_RESCALE = {"other": "d_o"}
+# vectorized_online's off_by_one skips storing the last 16-byte chunk of every row: caught only where
+# a skipped element's true value is above the tolerance, as KernelBench poisons no output (stale or
+# zero memory passes for the tiny ones). Of a 4 * randn row, 11-13 elements are above 1e-2 (bf16,
+# fp16) and 120-630 above 1e-4 (fp32); it is offered where one run's skipped elements hold 8 or more
+# of them in expectation (a miss ~e^-8), not at R = 32 / 256 (tests/test_label_truth.py)
+ABOVE_TOLERANCE_A_ROW = {"bf16": 11, "fp16": 11, "fp32": 120}
+SKIPPED_CHUNK_ROWS = (("off_by_one", lambda t, p: t["R"] * (16 // DTYPE_BYTES[t.dtype]) * ABOVE_TOLERANCE_A_ROW[t.dtype]
+                       >= 8 * t["C"]),)
 
 
 class SoftmaxCuda(SoftmaxSpec):
@@ -268,7 +276,7 @@ class SoftmaxCuda(SoftmaxSpec):
              (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1), PRAGMA_UNROLL),
              memory_eff=0.9, smem="static", launch=launch_of(vectorized_online_launch, row_trips("C", vec=True), 4),
              render=render_of(vectorized_online_src),
-             bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}),
+             bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}, bug_tasks=SKIPPED_CHUNK_ROWS),
         # no wrong_init: a merged sum started at 1 adds 1 to a sum of ~C terms, within tolerance
         # (an H100 passed it 3x); off_by_one (a part dropped) is a small share of the mass too
         Rung("split_row_online", "SPLITS CTAs per row: per-part online (max, sum), a second pass merges and writes",

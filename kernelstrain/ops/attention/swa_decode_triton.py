@@ -9,13 +9,16 @@ from dataclasses import replace
 
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from ._attn_check import HALF
-from ._flash_tiles import mma_eff
+from ._flash_tiles import PIPELINE_OVERLAP, mma_eff
 from .flash_decode_triton import key_launch
 from .paged_decode_cuda import reread
 from .swa_decode_spec import ENTRY, SwaDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 BLOCK_N = Param("BLOCK_N", (32, 64, 128), 64)
+# the tl.dot rungs' K/V loads are contiguous, so Triton multi-buffers them num_stages deep; 3 is the
+# launch's default (what these rungs ran at before the launch line named it)
+STAGES = Param("num_stages", (1, 2, 3), 3)
 LOG2E = 1.4426950408889634
 
 
@@ -45,15 +48,21 @@ def group_launch(p, task):
     """A program per (b, KV head[, split]): K/V read once, the group's rows a padded tl.dot tile."""
     b, kvh, d, bn, threads = task["B"], task["KVH"], task["D"], p["BLOCK_N"], p["num_warps"] * task.gpu.warp
     splits = min(p.get("NUM_SPLITS", 1), cdiv(task["W"], bn))
-    gp, e = group_pad(task), DTYPE_BYTES[task.dtype]
+    gp, e, stages = group_pad(task), DTYPE_BYTES[task.dtype], p["num_stages"]
     partials = b * kvh * splits * gp * (d + 2) * 4 * 2 / cost_of(task).bytes if splits > 1 else 0.0
-    # one K/V tile (K and V take turns), the group's padded q rows and their P tile (A100 / H100:
-    # 128 keys x D=128 x 16 rows 40 KB)
-    return Launch(grid=b * kvh * splits, threads=threads, smem_bytes=(bn + gp) * d * e + gp * bn * e,
+    # K and V tiles: unpipelined they take turns in one buffer, pipelined each gets num_stages - 1
+    # (the group's rows are under 64, the mma.sync path: one stage fewer), beside the padded q rows
+    # and their P tile (Triton 3.9 metadata.shared, sm_80 and sm_90: 16 rows x 64 keys x D=128 at
+    # 1-3 stages 22, 38, 70 KB; 102 at 4)
+    kv = bn * d * e * (2 * (stages - 1) if stages > 1 else 1)
+    # tiles the loop has in flight ahead of its MMAs: half of one unpipelined (the next load waits on
+    # this tile's softmax), num_stages - 1 pipelined; the model's bytes in flight were set at 3
+    ahead = max(0.5, stages - 1) / 2
+    return Launch(grid=b * kvh * splits, threads=threads, smem_bytes=kv + gp * d * e + gp * bn * e,
                   regs=min(255, 32 + (gp * d + gp * bn + bn * d) // threads),
-                  bytes_per_access=min(64, bn * d * e // threads // 2), traffic=1 + partials,
-                  compute_scale=mma_eff(task, 64, bn, p["num_warps"]), tile_quant=(task["H"] // kvh) / gp,
-                  launches=2 if splits > 1 else 1)
+                  bytes_per_access=max(1, int(min(64, bn * d * e // threads // 2) * ahead)), traffic=1 + partials,
+                  compute_scale=mma_eff(task, 64, bn, p["num_warps"]) * PIPELINE_OVERLAP[stages],
+                  tile_quant=(task["H"] // kvh) / gp, launches=2 if splits > 1 else 1)
 
 
 HEAD = '''
@@ -164,7 +173,8 @@ def swa_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, W, qk_scale, {args}GROUP: t
 
 def group_call(task, p, grid, extra="", pre=""):
     return (f"{pre}    swa_decode_kernel[{grid}](q, k_cache, v_cache, {{out}}, S, W, qk_scale, {extra}GROUP=H // KVH,\n"
-            f"        GROUP_PAD={group_pad(task)}, HEAD_DIM=D, BLOCK_N={p['BLOCK_N']}, num_warps={p['num_warps']})\n")
+            f"        GROUP_PAD={group_pad(task)}, HEAD_DIM=D, BLOCK_N={p['BLOCK_N']}, num_warps={p['num_warps']},\n"
+            f"        num_stages={p['num_stages']})\n")
 
 
 def gqa_dot_src(p, task, lo="S - W", scale=" * qk_scale"):
@@ -224,11 +234,11 @@ class SwaDecodeTriton(SwaDecodeSpec):
              (BLOCK_N, WARPS), memory_eff=0.88, launch=head_launch(False), render=window_block_skip_src,
              bugs={"off_by_one": {"lo": "S - W - 1"}, "missing_scale": {"scale": ""}}),
         Rung("gqa_dot", "one program per KV head: the query-head group is a tl.dot tile, K/V read once",
-             (Param("BLOCK_N", (32, 64, 128), 64), WARPS), path="fp16", compute_eff=0.3, memory_eff=0.9,
+             (Param("BLOCK_N", (32, 64, 128), 64), WARPS, STAGES), path="fp16", compute_eff=0.3, memory_eff=0.9,
              smem="dynamic", launch=group_launch, render=gqa_dot_src,
              bugs={"off_by_one": {"lo": "S - W + 1"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "GQA tiles plus a split of the window across programs, partials merged by a combine kernel",
-             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128), 64), WARPS), path="fp16",
+             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128), 64), WARPS, STAGES), path="fp16",
              compute_eff=0.3, memory_eff=0.92, smem="dynamic", launch=group_launch, render=split_kv_src,
              bugs={"bad_combine_index": {"combine": "(kvh + offs_s) * GROUP_PAD + g"}, "missing_scale": {"scale": ""}}),
     )
@@ -246,7 +256,7 @@ class SwaDecodeTriton(SwaDecodeSpec):
             consts["GROUP_PAD"] = gp
         consts.update({k: params[k] for k in ("BLOCK_N", "NUM_SPLITS") if k in params})
         specs = [KernelSpec("swa_decode_kernel", {**sig, **dict.fromkeys(consts, "constexpr")}, consts,
-                            params["num_warps"], 1)]
+                            params["num_warps"], params.get("num_stages", 1))]
         if "NUM_SPLITS" in params:
             comb = {"GROUP": consts["GROUP"], "GROUP_PAD": gp, "HEAD_DIM": task["D"], "NUM_SPLITS": params["NUM_SPLITS"]}
             specs.append(KernelSpec("swa_decode_combine_kernel", {"part_ptr": "*fp32", "ml_ptr": "*fp32", "o_ptr": ptr,

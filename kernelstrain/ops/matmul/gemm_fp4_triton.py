@@ -15,6 +15,7 @@ from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
+WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
 UNIT = "tl.full(SHAPE, 127, tl.uint8)"               # missing_scale: every scale byte reads as 2^0
@@ -181,7 +182,7 @@ class GemmFp4Triton(GemmFp4Spec):
               {"M": 128, "N": 14336, "K": 4096, "G": 32})
     variants = (
         Rung("fused_dequant_dot", "packed tiles and scales loaded in the GEMM loop, e2m1 decoded in registers, tl.dot",
-             TILE, path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
+             TILE + (WARPS,), path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", dequant=0.25), render=fused_src(False, False), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_dequant", "the register dequant with num_stages-deep loads and a GROUP_M program order",
@@ -189,11 +190,11 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("pipelined", dequant=0.25), render=fused_src(False, True), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("dequant_then_dot", "a dequant kernel writes 16-bit A and B, then a tl.dot GEMM on the copies",
-             TILE, path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
+             TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
-             TILE, path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
+             TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
         Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",

@@ -13,7 +13,8 @@ from .gemm_splitk_spec import ENTRY, SPLIT_VALUES, GemmSplitkSpec, split_launch
 
 TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (64, 128), 64), Param("BLOCK_K", (64, 128), 64))
 SPLIT_K = Param("SPLIT_K", SPLIT_VALUES, 8)
-PIPE = (Param("num_stages", (3, 4, 5), 4), Param("num_warps", (4, 8), 4))
+WARPS = Param("num_warps", (4, 8), 4)
+PIPE = (Param("num_stages", (3, 4, 5), 4), WARPS)
 OUT = "rm[:, None] * N + rn[None, :]"
 EPILOGUES = {
     "direct": f"tl.store(out_ptr + {OUT}, acc.to(out_ptr.dtype.element_ty), mask=mask)",
@@ -135,15 +136,15 @@ class GemmSplitkTriton(GemmSplitkSpec):
     impl = "triton"
     variants = (
         Rung("tl_dot_tiles", "tl.dot tiles (tensor cores), one program per output tile, no split, no pipelining",
-             TILE, path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic",
+             TILE + (WARPS,), path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic",
              launch=split_launch(tile_launch(0.85), "none"), render=rung_src("direct"), consts=consts,
              bugs={"off_by_one": SHORT_K}),
         Rung("split_k_reduce", "K split over program_id(1) into fp32 partial slices, a reduce kernel sums them",
-             TILE + (SPLIT_K,), path="fp16", compute_eff=0.3, memory_eff=0.8, smem="dynamic",
+             TILE + (SPLIT_K, WARPS), path="fp16", compute_eff=0.3, memory_eff=0.8, smem="dynamic",
              launch=split_launch(tile_launch(0.85), "partials"), render=rung_src("partials"), consts=consts,
              bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K}),
         Rung("split_k_atomic", "splits tl.atomic_add into one zeroed fp32 workspace, cast to the output type",
-             TILE + (SPLIT_K,), path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
+             TILE + (SPLIT_K, WARPS), path="fp16", compute_eff=0.42, memory_eff=0.8, smem="dynamic",
              launch=split_launch(tile_launch(0.85), "atomic"), render=rung_src("atomic"), consts=consts,
              bugs={"racy_update": RACY, "off_by_one": SHORT_K}),
         Rung("pipelined_split_k", "num_stages-deep software pipeline per split, tuned num_warps, reduce kernel",

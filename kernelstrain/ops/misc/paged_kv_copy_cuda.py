@@ -79,19 +79,32 @@ def block_per_pair_src(p, task, stop="E"):
 
 # -- vectorized_uint4 --------------------------------------------------------------------------
 def vectorized_uint4_launch(p, task):
-    th = p["threads"]
-    return Launch(grid=2 * task["M"], threads=th, regs=30, bytes_per_access=32,
-                  lane_util=min(1.0, chunks16(task) / th))
+    th, items = p["threads"], p["items"]
+    # ITEMS times the uint4 loads in flight a thread; ptxas (sm_80..sm_120) gives 22-38 registers at
+    # every ITEMS up to 4 (the copy has no other live values)
+    return Launch(grid=2 * task["M"], threads=th, regs=30, bytes_per_access=32 * items,
+                  lane_util=min(1.0, chunks16(task) / (th * items)))
 
 
 def vectorized_uint4_src(p, task, stop="chunks"):
     return f"""
 #define THREADS {p['threads']}
+#define ITEMS {p['items']}                  // uint4 chunks a thread loads per pass before it stores any
 
 // Block per (pair, cache), 16-byte uint4 copies: a block of E half-precision elements is E / 8 chunks.
+// Source and destination are different blocks of one cache array, which the compiler cannot know: it
+// keeps each load behind the previous store, so a thread's ITEMS loads of a pass are written first.
 {HEAD} {{
 {VEC_PAIR}
-    for (int c = threadIdx.x; c < {stop}; c += THREADS) to[c] = from[c];
+    for (int c0 = threadIdx.x; c0 < {stop}; c0 += THREADS * ITEMS) {{
+        uint4 v[ITEMS];
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j)
+            if (c0 + j * THREADS < {stop}) v[j] = from[c0 + j * THREADS];
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j)
+            if (c0 + j * THREADS < {stop}) to[c0 + j * THREADS] = v[j];
+    }}
 }}
 {host(task, "dim3(M, 2)", "THREADS")}"""
 
@@ -207,7 +220,8 @@ class PagedKvCopyCuda(PagedKvCopySpec):
              (Param("threads", (128, 256, 512, 1024), 256),), memory_eff=0.45, launch=block_per_pair_launch,
              render=block_per_pair_src, bugs={OFF_BY_ONE: {"stop": "E - 1"}}),
         Rung("vectorized_uint4", "block per (pair, cache) moving 16-byte uint4 chunks",
-             (THREADS,), memory_eff=0.86, launch=vectorized_uint4_launch, render=vectorized_uint4_src,
+             (THREADS, Param("items", (1, 2, 4), 1)), memory_eff=0.86, launch=vectorized_uint4_launch,
+             render=vectorized_uint4_src,
              bugs={OFF_BY_ONE: {"stop": "chunks - 1"}}),
         Rung("persistent_grid_stride", "#SMs x k persistent blocks striding over all chunks, UNROLL uint4 loads in flight",
              (THREADS, Param("unroll", (1, 2, 4, 8), 4), Param("blocks_per_sm", (1, 2, 4, 8), 4)), memory_eff=0.92,

@@ -14,6 +14,7 @@ from .rope_spec import RopeSpec
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
 TOKENS = Param("tokens_per_block", (1, 2, 4), 1)
+ITEMS = Param("items", (1, 2, 4), 1)          # vectorized_uint4: (head, chunk) items a thread loads per pass
 OFF_BY_ONE_HEADS = {"off_by_one": {"heads": "HEADS_PER_THREAD - 1"}}
 
 ARGS = ("const int64_t* __restrict__ positions, scalar_t* __restrict__ q, scalar_t* __restrict__ k,\n"
@@ -122,28 +123,44 @@ __device__ __forceinline__ void load_cos_sin(const scalar_t* cs, int chunk, floa
 
 
 def vectorized_uint4_launch(p, task):
-    chunks = task["D"] // 16                             # uint4 chunks of 8 pairs per head
-    return Launch(grid=task["T"], threads=p["threads"], regs=32, bytes_per_access=16,
-                  lane_util=min(1.0, 2 * task["H"] * chunks / p["threads"]))
+    chunks, items = task["D"] // 16, p["items"]          # uint4 chunks of 8 pairs per head
+    # ITEMS (head, chunk) items a thread a pass: their 2 * ITEMS uint4 loads in flight together,
+    # 8 registers of packed x1 / x2 and a row pointer held for each until its stores
+    return Launch(grid=task["T"], threads=p["threads"], regs=32 + 10 * (items - 1), bytes_per_access=16 * items,
+                  lane_util=min(1.0, 2 * task["H"] * chunks / (p["threads"] * items)))
 
 
 def vectorized_uint4_src(p, task, bound="2 * H * CHUNKS"):
     return f"""#define THREADS {p['threads']}
+#define ITEMS {p['items']}                  // (head, chunk) items a thread per pass, THREADS apart
 {PACK}{ROTATE}
-// One block per token; work item w = (head, chunk) moves 8 pairs with two uint4 loads;
-// the cos/sin chunk is re-read per head from L1 (the row is only D * 2 bytes).
+// One block per token; work item w = (head, chunk) moves 8 pairs with two uint4 loads, a
+// thread's ITEMS items of a pass all loaded before the first rotation; the cos/sin chunk is
+// re-read per head from L1 (the row is only D * 2 bytes).
 extern "C" __global__ void __launch_bounds__(THREADS)
 rope_kernel({ARGS}) {{
     const scalar_t* cs = cos_sin_cache + positions[blockIdx.x] * 2 * HALF;
-    for (int w = threadIdx.x; w < {bound}; w += THREADS) {{
-        const int head = w / CHUNKS, chunk = w % CHUNKS;
-        float c[VEC], s[VEC];
-        load_cos_sin(cs, chunk, c, s);
-        uint4* xh = reinterpret_cast<uint4*>((head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF);
-        uint4 a = xh[chunk], b = xh[CHUNKS + chunk];
-        rotate8(a, b, c, s);
-        xh[chunk] = a;
-        xh[CHUNKS + chunk] = b;
+    for (int w0 = threadIdx.x; w0 < {bound}; w0 += THREADS * ITEMS) {{
+        uint4* xh[ITEMS];
+        uint4 a[ITEMS], b[ITEMS];
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j) {{
+            const int w = w0 + j * THREADS, head = w / CHUNKS, chunk = w % CHUNKS;
+            if (w >= {bound}) break;
+            xh[j] = reinterpret_cast<uint4*>((head < H ? q : k) + ((size_t)blockIdx.x * H + head % H) * 2 * HALF);
+            a[j] = xh[j][chunk];
+            b[j] = xh[j][CHUNKS + chunk];
+        }}
+#pragma unroll
+        for (int j = 0; j < ITEMS; ++j) {{
+            const int w = w0 + j * THREADS, chunk = w % CHUNKS;
+            if (w >= {bound}) break;
+            float c[VEC], s[VEC];
+            load_cos_sin(cs, chunk, c, s);
+            rotate8(a[j], b[j], c, s);
+            xh[j][chunk] = a[j];
+            xh[j][CHUNKS + chunk] = b[j];
+        }}
     }}
 }}
 {host("T", "THREADS")}"""
@@ -239,7 +256,7 @@ class RopeCuda(RopeSpec):
              render=token_block_smem_src, bugs={"off_by_one": {"staged": "HALF - 1"}}),
         # (missing_barrier was benign: at threads <= HALF each thread reads only the cos/sin it staged)
         Rung("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
-             (THREADS,), memory_eff=0.8, launch=vectorized_uint4_launch,
+             (THREADS, ITEMS), memory_eff=0.8, launch=vectorized_uint4_launch,
              render=vectorized_uint4_src, bugs={"off_by_one": {"bound": "2 * H * CHUNKS - 1"}}),
         Rung("cos_sin_registers", "cos/sin chunk in fp32 registers, each thread rotates 2H/head_threads heads",
              (HEAD_THREADS, TOKENS), memory_eff=0.81, launch=register_launch(False),

@@ -196,7 +196,7 @@ class RopeTriton(RopeSpec):
              (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS), memory_eff=0.72, launch=tile_launch(tiles),
              render=multi_token_tile_src, consts=head_consts, bugs=OFF_BY_ONE),
         Rung("persistent", "#SMs x k programs stride over the (token block, head block) tiles with tl.range",
-             (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
+             (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
              launch=tile_launch(programs, extra_regs=8), render=persistent_src, consts=head_consts, bugs=OFF_BY_ONE),
     )
 

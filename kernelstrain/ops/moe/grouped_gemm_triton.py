@@ -269,7 +269,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
              compute_eff=0.1, memory_eff=0.6, launch=row_per_program_launch, render=row_per_program_src,
              consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc_t": "y_ptr.dtype.element_ty"}}),
         Rung("expert_grid_dot", "tl.dot tiles; grid = E x ceil(T / BLOCK_M) m-blocks, programs past an expert's rows exit",
-             (BM, BN, Param("BLOCK_K", (32, 64), 32)), path="fp16", compute_eff=0.42, memory_eff=0.75,
+             (BM, BN, Param("BLOCK_K", (32, 64), 32), WARPS), path="fp16", compute_eff=0.42, memory_eff=0.75,
              smem="dynamic", launch=tile_launch(0.5, "grid"), render=expert_grid_dot_src, consts=grid_consts,
              bug_dtypes=HALF_BF16, bugs={"off_by_one": {"k_tiles": K_TILES + " - 1"}, "half_accumulator": {"acc": ACC16}}),
         Rung("block_lookup", "compact grid: each program finds its expert from a cumsum of per-expert block counts; pipelined",

@@ -10,6 +10,7 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BY
 from ..contract import Arg, Entry, Scalar
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
+ITEMS = Param("items", (1, 2, 4, 8), 1)               # smem_halo_tile: outputs a thread
 WIDTH = 4
 ENTRY = Entry("causal_conv1d_fwd", (
     Arg("x", "in", ("B", "D", "L")), Arg("weight", "in", ("D", WIDTH)), Arg("bias", "in", ("D",)),
@@ -69,29 +70,42 @@ causal_conv1d_kernel({ARGS}) {{
 
 
 def smem_halo_tile_launch(p, task):
-    l, threads = task["L"], p["threads"]
-    return Launch(grid=rows_of(task) * cdiv(l, threads), threads=threads, smem_bytes=4 * (threads + WIDTH - 1),
-                  regs=20, bytes_per_access=DTYPE_BYTES[task.dtype], lane_util=l / (cdiv(l, threads) * threads))
+    l, threads, items, elt = task["L"], p["threads"], p["items"], DTYPE_BYTES[task.dtype]
+    tile = threads * items
+    # ITEMS independent scalar loads a thread in flight, a tile ITEMS times longer (1/ITEMS the
+    # CTAs to start), and a register for each staged value's index and output
+    return Launch(grid=rows_of(task) * cdiv(l, tile), threads=threads, smem_bytes=4 * (tile + WIDTH - 1),
+                  regs=20 + 2 * (items - 1), bytes_per_access=elt * items, lane_util=l / (cdiv(l, tile) * tile))
 
 
 def smem_halo_tile_src(p, task, sync=SYNC, acc0="to_float(bias[d])"):
-    return program(p, task, f"""#define TILE THREADS
+    return program(p, task, f"""#define ITEMS {p['items']}                  // outputs per thread, THREADS apart
+#define TILE (THREADS * ITEMS)
 
 // Block = TILE outputs of one row; the tile and the 3 steps before it are staged once in smem.
+// A thread's ITEMS loads are THREADS apart (each warp's stay coalesced) and all issue before
+// the first is used.
 extern "C" __global__ void __launch_bounds__(THREADS)
 causal_conv1d_kernel({ARGS}) {{
     __shared__ float s[TILE + 3];
     const int row = blockIdx.x, d = row % D, t0 = blockIdx.y * TILE;
     const scalar_t* xr = x + (size_t)row * L;
-    const int t = t0 + threadIdx.x;
-    s[threadIdx.x + 3] = t < L ? to_float(xr[t]) : 0.f;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {{
+        const int t = t0 + j * THREADS + (int)threadIdx.x;
+        s[j * THREADS + threadIdx.x + 3] = t < L ? to_float(xr[t]) : 0.f;
+    }}
     const int h = t0 - 3 + (int)threadIdx.x;                    // halo: the 3 steps before the tile
     if (threadIdx.x < 3) s[threadIdx.x] = h >= 0 ? to_float(xr[h]) : 0.f;
     const float w0 = to_float(weight[d * 4]), w1 = to_float(weight[d * 4 + 1]);
     const float w2 = to_float(weight[d * 4 + 2]), w3 = to_float(weight[d * 4 + 3]);{sync}
-    if (t >= L) return;
-    const float* v = s + threadIdx.x;                           // v[0..3] = x[t-3 .. t]
-    y[(size_t)row * L + t] = from_float(silu({acc0} + w0 * v[0] + w1 * v[1] + w2 * v[2] + w3 * v[3]));
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {{
+        const int t = t0 + j * THREADS + (int)threadIdx.x;
+        if (t >= L) return;
+        const float* v = s + j * THREADS + threadIdx.x;         // v[0..3] = x[t-3 .. t]
+        y[(size_t)row * L + t] = from_float(silu({acc0} + w0 * v[0] + w1 * v[1] + w2 * v[2] + w3 * v[3]));
+    }}
 }}
 """, TILE_GRID)
 
@@ -246,7 +260,7 @@ class CausalConv1dCuda(OpModule):
              (THREADS,), memory_eff=0.42, launch=thread_per_output_launch, render=thread_per_output_src,
              bugs={"off_by_one": {"cond": "s > 0"}, "no_bounds_check": {"bounded": False}}),
         Rung("smem_halo_tile", "block tile of x plus a 3-element halo in shared memory, weights in registers",
-             (THREADS,), memory_eff=0.65, smem="static", launch=smem_halo_tile_launch, render=smem_halo_tile_src,
+             (THREADS, ITEMS), memory_eff=0.65, smem="static", launch=smem_halo_tile_launch, render=smem_halo_tile_src,
              bugs={"missing_barrier": {"sync": ""}, "wrong_init": {"acc0": "0.f"}}),
         Rung("vectorized_uint4", "uint4 loads into the smem tile, 8 outputs per thread, uint4 stores",
              (THREADS,), memory_eff=0.85, smem="static", launch=tile8_launch(smem=True), render=vectorized_uint4_src,

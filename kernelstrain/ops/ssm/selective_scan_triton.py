@@ -236,7 +236,7 @@ class SelectiveScanTriton(SelectiveScanSpec):
              memory_eff=0.3, launch=sequential_loop_launch, render=sequential_loop_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": {"bterm": "bt[None, :] * ut[:, None]"}}),
         Rung("chunked_assoc_scan", "[BLOCK_D, CHUNK] tiles, tl.associative_scan of (a, b) pairs, carried state",
-             (BD, CH), compute_eff=0.3, memory_eff=0.72, launch=chunk_launch(0.55), render=chunked_assoc_scan_src,
+             (BD, CH, WARPS), compute_eff=0.3, memory_eff=0.72, launch=chunk_launch(0.55), render=chunked_assoc_scan_src,
              bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"tmask": "t < L - 1"}}),
         Rung("exp2_fused_epilogue", "associative scan with exp2 (log2e folded into A), fused D-skip and SiLU gate",
              (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.84, launch=chunk_launch(0.75),
