@@ -1,5 +1,5 @@
-"""Device proof of the room parameters and rungs added to the thinnest CUDA modules (issue 26 item 2): every value
-of each new parameter built, checked against the PyTorch reference and timed on the GPU, beside the simulator's time for the
+"""Device proof of the room parameters added to the thinnest CUDA rungs (issue 26 item 2): every value of each
+new parameter built, checked against the PyTorch reference and timed on the GPU, beside the simulator's time for the
 catalog GPU it runs on; every bug render at the parameter's smallest and largest values must fail the check; a few rows of the
 neighbouring rungs (their own parameter) give the order between rungs.
 
@@ -24,7 +24,7 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate, writable  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
-# (module, rung, parameter, shapes[, the rung's other parameters]): 2-3 shapes of the menu a parameter moves the most
+# (module, rung, parameter, shapes): 2-3 shapes of the menu a parameter moves the most
 NEW = [
     ("causal_conv1d_cuda", "smem_halo_tile", "items", [{"B": 16, "D": 2048, "L": 1024}, {"B": 1, "D": 2048, "L": 2048},
                                                         {"B": 64, "D": 1536, "L": 256}]),
@@ -33,38 +33,19 @@ NEW = [
     ("paged_kv_copy_cuda", "vectorized_uint4", "items", [{"NB": 1024, "M": 32, "P": 16, "H": 8, "D": 128},
                                                           {"NB": 1024, "M": 8, "P": 16, "H": 4, "D": 256},
                                                           {"NB": 2048, "M": 256, "P": 16, "H": 8, "D": 128}]),
-    # the row cached in registers: every block size where the row fits (C = 32000, 4096) and where it spills
-    # (the LM-head rows of 128K-152K values), then packed short rows (C = 1024, a warp a row)
-    ("softmax_cuda", "register_cached", "threads", [{"R": 4096, "C": 32000}, {"R": 2048, "C": 4096},
-                                                    {"R": 256, "C": 151936}, {"R": 32, "C": 128256}]),
-    ("softmax_cuda", "register_cached", "rows_per_block", [{"R": 16384, "C": 1024}, {"R": 2048, "C": 4096}],
-     {"threads": 32}),
-    # finer KV splits for decode batches that leave the GPU idle (B=1, 8 KV heads), and where the batch fills it
-    ("paged_decode_cuda", "gqa_cp_async", "partition", [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16},
-                                                       {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}],
-     {"threads": 256}),
-    ("paged_decode_cuda", "split_kv", "partition", [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}],
-     {"threads": 256}),
 ]
 # the rungs beside the new values (their own parameter): the order between rungs on the device
 REFERENCE = [
     ("rope_cuda", "token_block_smem", "threads", [{"T": 2048, "H": 16, "D": 256}]),
     ("rope_cuda", "cos_sin_registers", "tokens_per_block", [{"T": 2048, "H": 16, "D": 256}]),
     ("causal_conv1d_cuda", "vectorized_uint4", "threads", [{"B": 16, "D": 2048, "L": 1024}]),
-    # what register_cached must beat: the online rungs read x twice, the split rung spreads few long rows
-    ("softmax_cuda", "vectorized_online", "threads", [{"R": 4096, "C": 32000}, {"R": 2048, "C": 4096},
-                                                      {"R": 256, "C": 151936}]),
-    ("softmax_cuda", "vectorized_online", "rows_per_block", [{"R": 16384, "C": 1024}], {"threads": 32}),
-    ("softmax_cuda", "online_softmax", "threads", [{"R": 4096, "C": 32000}]),
-    ("softmax_cuda", "split_row_online", "splits", [{"R": 256, "C": 151936}, {"R": 32, "C": 128256}], {"threads": 128}),
 ]
 
 
 def cases(gpu: str) -> list:
     out = []
-    for entry in NEW + REFERENCE:
-        module_name, tag, name, shapes, base = (*entry, {}) if len(entry) == 4 else entry
-        new = entry in NEW
+    for module_name, tag, name, shapes in NEW + REFERENCE:
+        new = (module_name, tag, name, shapes) in NEW
         m = REGISTRY[module_name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
@@ -74,13 +55,12 @@ def cases(gpu: str) -> list:
             task = make_task(m, gpu, dtype, shape)
             values = v.param(name).values
             for value in values:
-                params = {**v.defaults(), **base, name: value}
+                params = {**v.defaults(), name: value}
                 if not simulate(m, v, params, task).ok or not writable(m, v, params, task):   # as the engine offers
                     continue
                 for bug in [None] + ([b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]
                                      if new and value in (values[0], values[-1]) else []):
-                    fixed = "".join(f",{k}={x}" for k, x in base.items())
-                    cid = f"{module_name}|{tag}|{name}={value}{fixed}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                    cid = f"{module_name}|{tag}|{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     out.append({"id": cid, "episode": f"{module_name}|{tag}|{shape}", "step": len(out),
                                 "module": module_name, "impl": m.impl, "variant": tag, "params": params,
                                 "dtype": dtype, "shape": dict(shape), "at": "task",

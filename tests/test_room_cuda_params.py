@@ -29,8 +29,6 @@ def _spread(m, v, name, gpu="H100", dtype="bf16") -> float:
     ("causal_conv1d_cuda", "smem_halo_tile", "items"),
     ("rope_cuda", "vectorized_uint4", "items"),
     ("paged_kv_copy_cuda", "vectorized_uint4", "items"),
-    ("softmax_cuda", "register_cached", "threads"), ("softmax_cuda", "register_cached", "rows_per_block"),
-    ("paged_decode_cuda", "split_kv", "partition"), ("paged_decode_cuda", "gqa_cp_async", "partition"),
 ])
 def test_each_new_parameter_moves_the_time_past_the_noise(module, tag, name):
     m = REGISTRY[module]
@@ -91,24 +89,6 @@ def test_paged_kv_copy_uint4_blocks_load_items_before_storing():
     assert m.render(v, {"threads": 128, "items": 4}, task, "off_by_one") != code
 
 
-def test_paged_decode_splits_finer_where_the_batch_leaves_the_gpu_idle():
-    m = REGISTRY["paged_decode_cuda"]
-    v = m.variant("gqa_cp_async")
-    assert v.param("partition").values == (64, 128, 256, 512, 1024) and v.defaults()["partition"] == 512
-    _, one = _task("paged_decode_cuda", {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16})
-    _, many = _task("paged_decode_cuda", {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16})
-    # one sequence of 8 KV heads: 64 CTAs at 512 tokens a split, 512 at 64
-    assert m.launch(v, {**v.defaults(), "partition": 64}, one).grid == 8 * m.launch(v, v.defaults(), one).grid == 512
-
-    def best(task):
-        return min(v.param("partition").values,
-                   key=lambda x: simulate(m, v, {**v.defaults(), "threads": 256, "partition": x}, task).time_ms)
-    # a lone sequence wants the finest split; 64 sequences already fill the GPU and pay for the partials
-    assert best(one) == 64 and best(many) >= 256
-    assert all(m.render(v, {**v.defaults(), "partition": 64}, one, bug) != m.render(v, {**v.defaults(), "partition": 64}, one)
-               for bug in v.bugs)
-
-
 def test_the_device_check_plans_every_new_value_and_a_bug_of_each_rung():
     import importlib.util
     from pathlib import Path
@@ -118,41 +98,7 @@ def test_the_device_check_plans_every_new_value_and_a_bug_of_each_rung():
     spec.loader.exec_module(script)
     planned = script.cases("H100")
     assert [c["idx"] for c in planned] == list(range(len(planned)))            # the runner's key
-    for module, tag, name, *_ in script.NEW:
+    for module, tag, name, _ in script.NEW:
         rows = [c for c in planned if (c["module"], c["variant"]) == (module, tag)]
         assert {c["params"][name] for c in rows} == set(REGISTRY[module].variant(tag).param(name).values)
         assert any(c["bug"] and c["label"] == "wrong_result" for c in rows)
-
-
-def test_softmax_register_cached_reads_each_row_from_dram_once():
-    from kernelstrain import knobs
-    from kernelstrain.sim import writable
-    m, task = _task("softmax_cuda", {"R": 4096, "C": 32000})
-    v, online = m.variant("register_cached"), m.variant("vectorized_online")
-    assert v.defaults() == {"threads": 256, "rows_per_block": 1}
-    code = m.render(v, v.defaults(), task)
-    # 4000 uint4 chunks a row over 256 threads: 16 cached a thread, one load site, three passes on the cache
-    assert "#define CHUNKS_PER_THREAD 16" in code and code.count("xv[") == 1 and code.count("cache[j].h[k]") == 3
-    assert m.launch(v, v.defaults(), task).traffic == 1.0 and m.launch(online, online.defaults(), task).traffic == 1.5
-    # its loops are unrolled whole over the cache: the generic main_unroll knob has no loop to take
-    assert knobs.extend(v, "cuda", code, ("main_unroll", "min_blocks")).params[-1].name == "min_blocks"
-
-    def best(variant, t):
-        return min(simulate(m, variant, p, t).time_ms for p in _grid(variant)
-                   if simulate(m, variant, p, t).ok and writable(m, variant, p, t))
-    # a row that fits the registers: one DRAM read instead of two pays by more than the noise
-    assert best(v, task) < 0.8 * best(online, task)
-    # a 600 KB LM-head row (fp32, C = 151936) is larger than an SM's register file: the cache spills and the
-    # split rung stays the fastest; a thread holding 1,187 chunks is not written at all
-    _, lm_head = _task("softmax_cuda", {"R": 256, "C": 151936}, dtype="fp32")
-    assert m.launch(v, v.defaults(), lm_head).traffic > 1.5
-    assert best(v, lm_head) > best(m.variant("split_row_online"), lm_head)
-    assert not writable(m, v, {"threads": 32, "rows_per_block": 1}, lm_head)
-    # every bug is written at every block size
-    for p in ({"threads": 32, "rows_per_block": 8}, {"threads": 1024, "rows_per_block": 1}):
-        assert all(m.render(v, p, task, bug) != m.render(v, p, task) for bug in v.bugs)
-
-
-def _grid(variant):
-    from kernelstrain.tasks import param_grid
-    return list(param_grid(variant))

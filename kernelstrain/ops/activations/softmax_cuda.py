@@ -3,8 +3,8 @@
 Ladder: one thread per row (max, sum and output passes) -> block per row with shared-
 memory tree reductions -> warp-shuffle reductions -> online softmax (running max and
 rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte vector
-loads and rows packed per block (sub-warp rows for short C) -> the row cached in registers, read
-from DRAM once -> the row split over CTAs for few long rows (_softmax_rows.py).
+loads and rows packed per block (sub-warp rows for short C) -> the row split over CTAs for few
+long rows (_softmax_rows.py).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
@@ -237,123 +237,6 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 {host(task, "(R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
 
 
-# -- register_cached -----------------------------------------------------------------------
-# The row is read from DRAM once and held in registers through the max, the sum and the output
-# (OneFlow's and PyTorch's cached softmax: a warp or a block per row). The online rungs read x a
-# second time for the output: on the H200 the best of them ran 1.8x the DRAM floor at R=4096 C=32000
-# (measurements/h200_gpucheck_s*.json), where the second read of 64 KB rows from 264+ resident rows
-# does not stay in L2. What caching costs is registers: 4 a uint4 chunk, so a row of C 16-bit values
-# over THREADS threads holds C / (8 * THREADS) chunks a thread; past the cap __launch_bounds__ sets
-# (65536 / block threads) ptxas spills them (sim.cap_registers), and a row larger than an SM's register
-# file (LM-head rows of 128K-152K values) cannot be cached at all: the split rung is the way there.
-CACHED_REGS = 40            # indices, the row's statistics and the exp temporaries besides the cache
-
-
-def cached_chunks(p, task) -> int:
-    """uint4 chunks of the row a thread caches."""
-    return cdiv(task["C"] // (16 // DTYPE_BYTES[task.dtype]), p["threads"])
-
-
-def register_cached_launch(p, task):
-    from ...sim import register_cap     # at call time: sim imports the op registry's base
-    threads, rows, gpu, per_thread = p["threads"], p["rows_per_block"], task.gpu, cached_chunks(p, task)
-    warps = cdiv(threads, gpu.warp)
-    # a cache over what the block's register cap leaves spills its excess to local memory: each spilled
-    # chunk is stored once and loaded back for the sum and for the output, three trips through L2 (KBs a
-    # thread do not stay in L1) where the online rungs make one more read of x
-    room = register_cap(gpu, threads * rows) - CACHED_REGS
-    spilled = max(0.0, 1.0 - room / (4 * per_thread))
-    # every chunk's load issues before the first max (the loop is unrolled over a compile-time count):
-    # 16 bytes x chunks in flight a thread; two block reductions a row waits on when a row spans warps
-    return Launch(grid=cdiv(task["R"], rows), threads=threads * rows,
-                  smem_bytes=2 * rows * warps * 4 if threads > gpu.warp else 0,
-                  regs=min(CACHED_REGS + 4 * per_thread, CACHED_REGS + room), bytes_per_access=16 * min(per_thread, 4),
-                  traffic=1.0 + 3.0 * spilled,
-                  lane_util=min(1.0, task["C"] / (threads * (16 // DTYPE_BYTES[task.dtype]))),
-                  rounds=block_row_rounds(threads, gpu.warp, 2) if threads > gpu.warp else 1,
-                  unrolled=per_thread * (16 // DTYPE_BYTES[task.dtype]))
-
-
-def register_cached_src(p, task, init="0.f", scale=" * inv", last="chunks"):
-    threads, rows, c = p["threads"], p["rows_per_block"], task["C"]
-    return f"""
-#define THREADS {threads}          // threads per row
-#define ROWS_PER_BLOCK {rows}
-#define SEG (THREADS < WARP_SIZE ? THREADS : WARP_SIZE)   // lanes of one row inside a warp
-#define WARPS_PER_ROW (THREADS / SEG)
-constexpr int VEC = 16 / sizeof(scalar_t);
-#define CHUNKS_PER_THREAD {cached_chunks(p, task)}  // ceil(C / (VEC * THREADS)) for C = {c}
-union Pack {{ uint4 u; scalar_t h[VEC]; }};
-{shfl_xor_macro(task)}
-__device__ __forceinline__ float seg_max(float v) {{
-#pragma unroll
-    for (int o = SEG / 2; o > 0; o >>= 1) v = fmaxf(v, SHFL_XOR(v, o));
-    return v;
-}}
-__device__ __forceinline__ float seg_sum(float v) {{
-#pragma unroll
-    for (int o = SEG / 2; o > 0; o >>= 1) v += SHFL_XOR(v, o);
-    return v;
-}}
-
-// The row is read once into registers (CHUNKS_PER_THREAD uint4 a thread, all loads issued before
-// the first max), then max, sum of exp and output run on the cached copy: x moves from DRAM once.
-// C is a multiple of VEC wherever 16-byte loads are legal (rows 16-byte aligned), so no scalar tail.
-extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
-{SIG} {{
-    const int sub = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
-    const int row = min(blockIdx.x * ROWS_PER_BLOCK + sub, R - 1);
-    const uint4* xv = reinterpret_cast<const uint4*>(x + (size_t)row * C);
-    const int chunks = C / VEC;
-    Pack cache[CHUNKS_PER_THREAD];
-#pragma unroll
-    for (int j = 0; j < CHUNKS_PER_THREAD; ++j)
-        if (tid + j * THREADS < chunks) cache[j].u = xv[tid + j * THREADS];
-    float m = NEG_BIG;
-#pragma unroll
-    for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
-        if (tid + j * THREADS >= chunks) continue;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) m = fmaxf(m, to_float(cache[j].h[k]));
-    }}
-    m = seg_max(m);
-#if THREADS > WARP_SIZE
-    __shared__ float red_m[ROWS_PER_BLOCK][WARPS_PER_ROW], red_d[ROWS_PER_BLOCK][WARPS_PER_ROW];
-    if (tid % WARP_SIZE == 0) red_m[sub][tid / WARP_SIZE] = m;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < WARPS_PER_ROW; ++w) m = fmaxf(m, red_m[sub][w]);
-#endif
-    float d = {init};
-#pragma unroll
-    for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
-        if (tid + j * THREADS >= chunks) continue;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) d += __expf(to_float(cache[j].h[k]) - m);
-    }}
-    d = seg_sum(d);
-#if THREADS > WARP_SIZE
-    if (tid % WARP_SIZE == 0) red_d[sub][tid / WARP_SIZE] = d;
-    __syncthreads();
-    d = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS_PER_ROW; ++w) d += red_d[sub][w];
-#endif
-    if (blockIdx.x * ROWS_PER_BLOCK + sub >= R) return;
-    const float inv = 1.f / d;
-    uint4* yv = reinterpret_cast<uint4*>(y + (size_t)row * C);
-#pragma unroll
-    for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
-        if (tid + j * THREADS >= {last}) continue;
-        Pack o;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(__expf(to_float(cache[j].h[k]) - m){scale});
-        yv[tid + j * THREADS] = o.u;
-    }}
-}}
-{host(task, "(R + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK", "THREADS * ROWS_PER_BLOCK")}"""
-
-
 def split_row_online_src(p, task, other=RESCALED):
     return split_row_src(md_helpers(task, "WARP_SIZE", other), p, task)
 
@@ -394,14 +277,6 @@ class SoftmaxCuda(SoftmaxSpec):
              memory_eff=0.9, smem="static", launch=launch_of(vectorized_online_launch, row_trips("C", vec=True), 4),
              render=render_of(vectorized_online_src),
              bugs={"missing_scale": NO_RESCALE, "off_by_one": {"last": "chunks - 1"}}, bug_tasks=SKIPPED_CHUNK_ROWS),
-        # wrong_init starts every lane's sum at 1: THREADS extra terms in a sum of ~1-10 (exp(x - max) of 4 * randn
-        # rows); missing_scale writes exp(x - max) unnormalised (the row's largest output is 1, not 1/sum). Both are
-        # wrong at every shape. off_by_one skips each row's last 16-byte chunk, as vectorized_online's does
-        Rung("register_cached", "row read once into registers (uint4 chunks a thread); max, sum and output on the cache",
-             (Param("threads", (32, 64, 128, 256, 512, 1024), 256), Param("rows_per_block", (1, 2, 4, 8), 1)),
-             memory_eff=0.9, smem="static", launch=register_cached_launch, render=register_cached_src,
-             bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}, "off_by_one": {"last": "chunks - 1"}},
-             bug_tasks=SKIPPED_CHUNK_ROWS),
         # no wrong_init: a merged sum started at 1 adds 1 to a sum of ~C terms, within tolerance
         # (an H100 passed it 3x); off_by_one (a part dropped) is a small share of the mass too
         Rung("split_row_online", "SPLITS CTAs per row: per-part online (max, sum), a second pass merges and writes",

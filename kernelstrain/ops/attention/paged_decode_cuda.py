@@ -14,10 +14,7 @@ from ._paged_vec import (ARGS, KEYS, PART, ROW, STAGES, STORE, combine, gqa_head
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 THREADS = Param("threads", (64, 128, 256), 128)
-# tokens a CTA of the split rungs reduces: vLLM's 512 by default; a short batch of few KV heads fills the GPU only
-# with finer splits (FlashDecoding, FlashInfer's split-KV picks its chunk from the grid it needs): B=1 with 8 KV
-# heads at S=4096 makes 64 CTAs at 512 tokens and 512 at 64, for more fp32 partials to combine
-PARTITION = Param("partition", (64, 128, 256, 512, 1024), 512)
+PARTITION = Param("partition", (256, 512, 1024), 512)
 COMBINE = "((size_t)pair * num_parts + p)"
 BAD_COMBINE = {"idx": "((size_t)pair + p)"}
 # the missing_barrier bug reads the stage without waiting for its copies or for the other threads
