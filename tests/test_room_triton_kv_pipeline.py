@@ -10,7 +10,8 @@ from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
 
 RUNGS = (("flash_decode_triton", "online_softmax"), ("flash_decode_triton", "split_kv"),
-         ("swa_decode_triton", "blocked_online_softmax"), ("swa_decode_triton", "window_block_skip"))
+         ("swa_decode_triton", "blocked_online_softmax"), ("swa_decode_triton", "window_block_skip"),
+         ("paged_decode_triton", "page_tile"), ("paged_decode_triton", "multi_page_tile"))
 
 
 @pytest.mark.parametrize("name,tag", RUNGS)
@@ -25,7 +26,7 @@ def test_the_loop_names_its_depth_and_one_stage_is_the_plain_loop(name, tag):
     assert "tl.range(" not in one and "num_stages=" not in one.split("def ", 2)[1]
     for n in (2, 3):
         code = m.render(v, {**base, "num_stages": n}, task)
-        assert f", BLOCK_N, num_stages={n}):" in code and "for start in tl.range(" in code
+        assert f"BLOCK_N, num_stages={n}):" in code and "for start in tl.range(" in code
         assert code.replace(f"tl.range(", "range(").replace(f", num_stages={n}):", "):") == one
 
 
@@ -47,17 +48,28 @@ def test_shared_memory_is_tritons(key, smem):
     assert m.launch(v, {"BLOCK_N": bn, "num_warps": warps, "num_stages": stages}, task).smem_bytes == smem
 
 
-@pytest.mark.parametrize("name,tag", RUNGS[:1] + RUNGS[2:])
+@pytest.mark.parametrize("name,tag", RUNGS[:1] + RUNGS[2:])       # split_kv's grid is never short
 def test_depth_pays_on_a_short_grid_only(name, tag):
     m = REGISTRY[name]
     v = m.variant(tag)
     short = make_task(m, "H100", "fp16", min(m.shapes, key=lambda s: s["B"] * s["H"]))
-    p = {**v.defaults(), "BLOCK_N": 128, "num_warps": 8}
+    p = {**v.defaults(), "num_warps": 8, **({"BLOCK_N": 128} if "BLOCK_N" in v.defaults() else {})}
     t1, t2, t3 = (simulate(m, v, {**p, "num_stages": n}, short).time_ms for n in (1, 2, 3))
     assert t1 > 1.3 * t2 and t2 > t3       # 32 programs on 132 SMs: the copies ahead are its bytes in flight
     wide = make_task(m, "H100", "fp16", max(m.shapes, key=lambda s: s["B"] * s["H"]))
     t1, t3 = (simulate(m, v, {**v.defaults(), "num_stages": n}, wide).time_ms for n in (1, 3))
     assert abs(t3 / t1 - 1) < 0.05           # the resident grid already covers DRAM's latency
+
+
+@pytest.mark.parametrize("tag,smem", [("page_tile", 9220), ("multi_page_tile", 34048)])
+def test_a_paged_loop_stages_its_table_entries_beside_the_tiles(tag, smem):
+    """Triton 3.9 sm_90a, 2 stages, P=16, 4 warps, BLOCK_N 64: page_tile's scalar entry (4 B) and
+    multi_page_tile's one entry a key (256 B) ride in shared memory with the K/V tiles they address."""
+    m = REGISTRY["paged_decode_triton"]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "fp16", {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16})
+    p = {**v.defaults(), "num_warps": 4, "num_stages": 2}
+    assert m.launch(v, p, task).smem_bytes == smem
 
 
 def test_deep_wide_tiles_overflow_a_small_block():
