@@ -31,14 +31,15 @@ def _ahead_bytes(p, task, block_n: int) -> int:
     return (p.get("num_stages", 1) - 1) * 2 * block_n * task["D"] * DTYPE_BYTES[task.dtype]
 
 
-def smem(p, task, block_n: int, table: int = 0) -> int:
+def smem(p, task, block_n: int, table: int = 0, index: int = 0) -> int:
     """Triton's metadata.shared: the tiles copied ahead (NVIDIA) with the `table` bytes a trip loads
-    to address them (a paged cache's block-table entries, staged beside the tiles), and the
-    cross-warp scratch of the reduction over keys (2 bytes a head-dim element a warp) every tile
-    loop has (Triton 3.9: exact at 1-3 stages, BLOCK_N 16-128, 2-8 warps, D 64 and 128 on
-    sm_80/90/120 and gfx942; paged_decode page_tile 9,220 and multi_page_tile 34,048 B at 2)."""
+    to address them (a paged cache's block-table entries, staged beside the tiles), and the larger
+    of two scratch buffers the loop reuses: the cross-warp reduction over keys (2 bytes a head-dim
+    element a warp) and the layout change of an `index`-byte gathered row-index vector (Triton 3.9:
+    exact at 1-3 stages, BLOCK_N 16-128, 2-8 warps, D 64 and 128 on sm_80/90/120 and gfx942;
+    paged_decode page_tile 9,220 and multi_page_tile 34,048 B at 2 stages, 4 warps)."""
     ahead = 0 if task.is_hip else _ahead_bytes(p, task, block_n) + (p.get("num_stages", 1) - 1) * table
-    return ahead + 2 * p["num_warps"] * task["D"]
+    return ahead + max(2 * p["num_warps"] * task["D"], index)
 
 
 def regs(p, task, block_n: int, threads: int) -> int:

@@ -38,11 +38,13 @@ def tile_shape(p, task) -> tuple:
 
 def tile_launch(p, task):
     """page_tile / multi_page_tile; pipelined (_kv_pipeline), the trips ahead stage their table
-    entries beside their K/V tiles (page_tile: one int32 a trip, multi_page_tile: one a key)."""
+    entries beside their K/V tiles (page_tile: one int32 a trip, multi_page_tile: one a key), and
+    the int64 row indices of a trip's keys change layout through shared memory (Triton 3.9:
+    multi_page_tile BLOCK_N 128 on 2 warps 1 KB of scratch where the reduction takes 512 B)."""
     threads, block_n, tile, regs = tile_shape(p, task)
     table = 4 * (block_n if "BLOCK_N" in p else 1)
     return Launch(grid=task["B"] * task["H"], threads=threads,
-                  smem_bytes=kv_pipeline.smem(p, task, block_n, table),
+                  smem_bytes=kv_pipeline.smem(p, task, block_n, table, index=8 * block_n),
                   regs=min(255, regs + kv_pipeline.regs(p, task, block_n, threads)),
                   bytes_per_access=kv_pipeline.in_flight(p, 2 * tile), traffic=reread(task))
 
