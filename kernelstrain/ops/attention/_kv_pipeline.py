@@ -1,6 +1,6 @@
 """Software pipelining of a decode kernel's [BLOCK_N, D] K/V tile loop whose loads feed no tl.dot
 (a CUDA-core score and weighted sum per tile): `tl.range(..., num_stages=N)` has Triton 3.x copy the
-K and V tiles of the next N - 1 trips into shared memory with cp.async (AMD: LDS) while this trip's
+K and V tiles of the next N - 1 trips into shared memory with cp.async (NVIDIA) while this trip's
 tile is reduced. The launch's own num_stages leaves such loads alone (it pipelines tl.dot operands):
 only the loop's attribute pipelines them (Triton 3.9, flash_decode online_softmax, 64 x 128 fp16
 tiles on sm_90: 0 cp.async in the PTX at 1 stage, 32 at 2, 48 at 3; metadata.shared 1, 33, 66 KB).
