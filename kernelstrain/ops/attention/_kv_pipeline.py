@@ -17,7 +17,12 @@ memory only lowers the programs a SM holds.
 """
 from ..base import DTYPE_BYTES, Param
 
-LOOP_STAGES = Param("num_stages", (1, 2, 3), 1)     # 1: the plain range loop
+# 1: the plain range loop. 3 is not offered: on an H100 (gpu-check, Triton 3.6, 96 candidates) 2 stages
+# ran 0.5-0.9x the unpipelined loop's time wherever that loop was short of bandwidth and never more
+# than 1.09x, but 3 stages of 128-key tiles (128+ KB) left one 2- or 4-warp program a SM and ran
+# 1.45-3.2x slower than 2 (paged multi_page_tile B=32/64, swa_decode B=8): too few warps to consume
+# the tiles, which the launch model does not hold.
+LOOP_STAGES = Param("num_stages", (1, 2), 1)
 
 
 def tile_loop(p, args: str) -> str:
