@@ -17,7 +17,9 @@ launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launch
 or moves fewer bytes is tried, no tune inside the noise), or no rung is left worth climbing, the
 neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
 settled or `patience` steps in a row found nothing (its evidence that the rest will not either;
-the nearer the floor, the fewer: HEADROOM).
+the nearer the floor, the fewer: HEADROOM). When the last candidate it measured lost by more than
+RESTORE x, the workspace holds that slower code: it restores the best and runs it once more
+before it stops (Episode.restore), so a finished session ends on the kernel it reports.
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -69,6 +71,7 @@ POINTS_AT = {
     "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
     "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
 }
+RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
 SETTLE_GAIN = 0.5     # ... while the candidate still looks faster by this many sigmas of one run
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
@@ -229,6 +232,8 @@ class Episode:
         self.slip_memory = SlipMemory()                # (kind, line) of each slip made: not made again
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
+        self.last_ms: float | None = None              # the last measured candidate's time
+        self.restored = False                          # the best restored and re-run at the end (Episode.restore)
         self.stale = 0
         self.owed = 0                                  # limit-type compile failures still to make
         self.pace = self.timing.session_pace(self.clock)
@@ -848,10 +853,21 @@ class Episode:
         """The best is near its floor, or launch-bound: tuning it cannot gain past the noise."""
         return self.near_floor(self.best.variant) or self.launch_bound()
 
+    def restore(self, k: int) -> Step | None:
+        """The search is over. If the last candidate measured lost by more than RESTORE x the best,
+        the file being edited is not the best: the engineer puts the best back and runs it once
+        more, the time it finishes on (a re-measure of the best, never kept). Once; not past the
+        time budget."""
+        if self.restored or self.last_ms is None or self.last_ms <= RESTORE * self.book.best_ms \
+                or self.time_spent():
+            return None
+        self.restored = True
+        return self.evaluate(k, self.best)
+
     def step(self, k: int) -> Step | None:
         rng = self.rng
         if self.converged():
-            return None
+            return self.restore(k)
         if self.pending is not None:
             fix, self.pending = self.pending, None
             # an engineer fixes their own slip before anything else, however often the fix itself
@@ -873,7 +889,7 @@ class Episode:
             if c is not None:
                 return self.evaluate(k, c)
             if self.converged():            # the call just decided was the last thing open
-                return None
+                return self.restore(k)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -891,7 +907,7 @@ class Episode:
                 return self.evaluate(k, c)
         c = self.propose_move(k)
         if c is None:                        # no rung to climb, the neighbourhood exhausted
-            return None
+            return self.restore(k)
         return self.evaluate(k, c)
 
     def worth_settling(self, code: str) -> bool:
@@ -976,7 +992,7 @@ class Episode:
                     self.fixed.add(cand.bug)
             self.stale += 1
         else:
-            time_ms = round(measure(r.time_ms, self.noise), 6)
+            time_ms = self.last_ms = round(measure(r.time_ms, self.noise), 6)
             again = code in self.book.runs              # a re-measure settling a close call: no new idea failed
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)
