@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from . import progress
+from . import progress, solution_store
 from .fields import as_dict
 from .ops import REGISTRY
 from .tasks import best_config, make_task
@@ -126,10 +126,16 @@ def solution_code(module, task) -> str:
 
 
 def _solution(module_name: str, gpu: str, dtype: str, shape: tuple) -> str:
-    module = REGISTRY[module_name]
-    task = make_task(module, gpu, dtype, dict(shape))
-    _, variant, params = best_config(module, task)
-    return module.render(variant, params, task)
+    """solution_code of a key: from the store of an earlier run of this package, else searched (and stored)."""
+    key = (module_name, gpu, dtype, shape)
+    code = solution_store.get(key)
+    if code is None:
+        module = REGISTRY[module_name]
+        task = make_task(module, gpu, dtype, dict(shape))
+        _, variant, params = best_config(module, task)
+        code = module.render(variant, params, task)
+        solution_store.put(key, code)
+    return code
 
 
 def _keep_solutions(items) -> None:
