@@ -1,14 +1,16 @@
 """Caches and incremental measures never change an answer: each is compared with the plain
 computation it stands for."""
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import kernelstrain
 
-from kernelstrain import contamination, knobs, sim
+from kernelstrain import behaviour, contamination, knobs, sim
 from kernelstrain.cli import main
 from kernelstrain.gpus import GPUS
 from kernelstrain.ops import REGISTRY
@@ -125,3 +127,22 @@ def test_launch_failure_is_failures_answer_for_the_classes_it_decides():
             assert launched == full, (m.name, v.tag, params, task.key)
     # the sample holds every class: the check above compared each kind of answer
     assert set(sim.LAUNCH_CLASSES) | {"align", "syntax", None} <= set(classes), classes
+
+
+# behaviour._EXCERPT before it anchored its second branch at line starts (the plain computation)
+_EXCERPT_PLAIN = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(["at 3:14:", "x = f(y)", " ", "\t", "^", "~~~", "at", "12:", "\n", "\n", "a ^ b"]),
+                max_size=40).map("".join))
+def test_excerpt_pattern_removes_what_the_unanchored_one_did(text):
+    assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
+
+
+def test_excerpt_pattern_on_prompts():
+    """Tool texts with excerpts: a compiler's caret under a line, Triton's `at L:C:` block."""
+    texts = ["error: expected ';'\n    int x = 1\n            ^\nmore", "at 12:4:\n    a = tl.load(p)\n    ^\nNameError",
+             "ok\n\n^\n", "x at 1:2:\ny\n  ^~~ \n  ^\n"]
+    for text in texts:
+        assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
