@@ -99,3 +99,15 @@ def test_a_warm_store_generates_the_same_bytes(store, tmp_path, monkeypatch):
     monkeypatch.setattr(contamination, "best_config", lambda *a: pytest.fail("searched a stored solution"))
     warm = generate(tmp_path / "warm")
     assert plain == cold == warm
+
+
+def test_the_stored_boilerplate_is_the_registry_s(store, monkeypatch):
+    found = contamination.registry_boilerplate(contamination.NGRAM)
+    for _ in range(2):                    # stored, then read back
+        contamination.boilerplate.cache_clear()
+        assert contamination.boilerplate() == found
+    assert solution_store.get(("boilerplate", contamination.NGRAM)) is not None
+    monkeypatch.setattr(contamination, "registry_boilerplate", lambda n: pytest.fail("found again"))
+    contamination.boilerplate.cache_clear()
+    assert contamination.boilerplate() == found
+    contamination.boilerplate.cache_clear()
