@@ -51,7 +51,8 @@ from .references import reference_ms
 from .rerender import with_typo     # slips.apply, cached: a slip drawn is applied again when evaluated (and by qa)
 from .schema import Step
 from .calibration import FIT
-from .sim import blocks_per_sm, failure, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
+from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, noise_cv, roofline_floor_ms,
+                  simulate, smem_cap, writable)
 from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -599,10 +600,12 @@ class Episode:
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
-            found = [c for c in self.near(v) if self.writable(c) and self.clear_failure(c, error_class)]
+            found = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
         else:
             if key not in self._limits:
-                self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
+                # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
+                # its answer skips the code's access checks that `writable` makes of every config
+                self._limits[key] = [c for c in self.configs(v) if self.clear_failure(c, error_class) and self.writable(c)]
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
@@ -612,7 +615,8 @@ class Episode:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
         (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
         (its bytes are the declared arrays or the host's request, exact)."""
-        r = failure(self.m, c.variant, c.params, self.task)     # simulate's, untimed (asked of whole grids)
+        # simulate's, untimed (asked of whole grids); launch_failure's where it is the same answer
+        r = (launch_failure if error_class in LAUNCH_CLASSES else failure)(self.m, c.variant, c.params, self.task)
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0
