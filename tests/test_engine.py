@@ -202,7 +202,7 @@ def test_no_step_goes_back_to_a_slow_rung_or_re_proposes_measured_code(case):
 @given(episodes())
 def test_every_step_has_a_reason_the_state_supports(case):
     """Each step is a repair of the step before, a re-measure of the best or of the candidate of
-    an open close call, a climb to a
+    an open close call (or of the best, last, after a loss of RESTORE x), a climb to a
     rung above the best, a tune within search.spread value-steps of the best (or of a contender
     rung that lost by little), or the episode's one ablation onto a rung below the best."""
     m, task, ep, steps = case
@@ -214,6 +214,10 @@ def test_every_step_has_a_reason_the_state_supports(case):
         params = as_dict(s["params"])
         if _repair(prev, s):
             pass
+        elif (s["tag"], params) == (best["tag"], best["params"]) and s is steps[-1] and ep.restored:
+            # the search ended on a loss of more than RESTORE x: the best put back and run again
+            lost = next(t for t in reversed(steps[:-1]) if t["status"] == "ok")
+            assert lost["time_ms"] > RESTORE * lost["best_ms"], (m.name, "a restore after no big loss", s["step"])
         elif (s["tag"], params) == (best["tag"], best["params"]):
             assert close is not None and book.close(close), (m.name, "the best re-measured with no close call open", s["step"])
         elif s["code"] in book.runs:
