@@ -130,3 +130,14 @@ def test_row_kernel_prologue_rounded_like_the_reference():
         mean = s.mean(-1, keepdim=True)
         out = (s - mean) * torch.rsqrt(((s - mean) ** 2).mean(-1, keepdim=True) + 1e-5) * norm.weight.float() + norm.bias.float()
         assert _close(out.to(torch.bfloat16), outs[-1]) == passes
+
+
+def test_the_rounding_helper_is_written_where_a_kernel_calls_it():
+    """fused_s0_08878 (linear -> layer_norm -> ...): op_kernels' kernels are one op each, stored as they end (no
+    rounding in them, no helper); its fused rungs call the helper."""
+    m = fused_module("fused_s0_08878_triton")
+    for v in m.variants[1:]:
+        code = v.render(v.defaults(), None)
+        calls = code.count("round_bf16(") - code.count("def round_bf16(")
+        assert ("def round_bf16(" in code) == (calls > 0), v.tag
+    assert any("def round_bf16(" in v.render(v.defaults(), None) for v in m.variants[1:])

@@ -15,7 +15,7 @@ Bugs (written in only where they break this program: module.py decides):
 from __future__ import annotations
 
 from .chain import chain_lines, kernel_args, rounded_entry
-from .exprs import CHANNEL_PARAMS, CUDA_ROUND_FN
+from .exprs import CHANNEL_PARAMS, CUDA_ROUND_FN, ROUND
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import CUDA_WORDS, recipe
 from .view import ProgramView
@@ -237,8 +237,6 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
 def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None) -> tuple[str, list[str]]:
     """(the CUDA source of the candidate's kernels, their host functions' names)."""
     parts, hosts, names = [PRELUDE.format(scalar=SCALAR[view.dtype])], [], []
-    if view.dtype == "bf16":
-        parts.append(CUDA_ROUND_FN)
     if params.get("vec"):
         parts.append(VECTOR)
     if any(k.kind == "row" for k in kernels):
@@ -249,6 +247,8 @@ def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None)
         parts.append("\n" + kernel + "\n")
         hosts.append(host)
         names.append(name)
+    if any(ROUND + "(" in p for p in parts):       # a bf16 program's kernels that round as the reference does
+        parts.insert(1, CUDA_ROUND_FN)
     return "\n".join(parts) + "\n" + "\n\n".join(hosts) + "\n", names
 
 

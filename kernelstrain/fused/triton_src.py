@@ -19,7 +19,7 @@ Bugs (written in only where they break this program: module.py decides):
 from __future__ import annotations
 
 from .chain import chain_lines, kernel_args, rounded_entry
-from .exprs import TRITON_ROUND_FN
+from .exprs import ROUND, TRITON_ROUND_FN
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import TRITON_WORDS, recipe
 from .view import ProgramView
@@ -176,11 +176,13 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
 
 def triton_source(view: ProgramView, kernels: list, params: dict, bug: str | None) -> tuple[str, list[str]]:
     """(the kernels and launchers of the candidate, the launchers' names)."""
-    parts, names = [TRITON_ROUND_FN + "\n\n"] if view.dtype == "bf16" else [], []
+    parts, names = [], []
     for n, k in enumerate(kernels, 1):
         name = f"k{n}_{k.kind}"
         render = {"ew": ew_kernel, "row": row_kernel, "gemm": gemm_kernel}[k.kind]
         kernel, launcher = render(view, k, name, params, bug)
         parts.append(kernel + "\n\n\n" + launcher + "\n\n")
         names.append(name)
+    if any(ROUND + "(" in p for p in parts):       # a bf16 program's kernels that round as the reference does
+        parts.insert(0, TRITON_ROUND_FN + "\n\n")
     return "\n".join(parts), names
