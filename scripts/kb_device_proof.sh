@@ -17,7 +17,11 @@
 #        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
 #        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those,
 #        PART=K/N every N-th case from the K-th (two calls of PART=1/2 and 2/2 share the CUDA builds
-#        evenly), JOBS cases side by side (default cores - 1)
+#        evenly), JOBS evaluations side by side (default 8), PREBUILD CUDA builds side by side (default
+#        the cores; KernelBench's own build_compile_cache into a build_dir a case under BUILD_ROOT, then
+#        eval_kernel_against_ref with that build_dir, as KernelBench's batch evaluation does; 0: each
+#        evaluation builds its own). Pinned cases start first; rows.jsonl is written case by case.
+#   bash scripts/kb_device_proof.sh table ROWS...      here: the table of one or more calls' rows.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROOF=build/kb_proof
@@ -53,12 +57,16 @@ run)
     echo "KernelBench $(cat "$PROOF/KernelBench/COMMIT")" >> "$OUT/env.txt"
     echo "cores $(nproc)" >> "$OUT/env.txt"
     cp "$PROOF/static.txt" "$OUT/static_full.txt"     # the static checker over every exported solution (prepare)
-    dry=(); jobs="${JOBS:-$(( $(nproc) - 1 ))}"
+    dry=(); jobs="${JOBS:-8}"
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
+        --prebuild "${PREBUILD:-$(nproc)}" --build-root "${BUILD_ROOT:-/tmp/kb_build}" \
         --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
         > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"
+    ;;
+table)
+    python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --rows "$@"
     ;;
 *)
     sed -n '2,20p' "$0" >&2; exit 2

@@ -94,3 +94,32 @@ def test_softmax_model_matches_the_rendered_kernel():
     assert "for (int w = 0; w < WARPS; ++w) md_merge(m, d, red_m[w], red_d[w]);" in ok
     assert ok.replace("w < WARPS;", "w < WARPS - 1;") == bug
     assert "for (int i = threadIdx.x; i < C; i += THREADS) yr[i] =" in bug     # every element is written
+
+
+def _kb_fails(got, ref, precision):
+    """KernelBench's comparison: allclose at atol = rtol = its tolerance for the precision."""
+    tol = {"bf16": 1e-2, "fp32": 1e-4}[precision]
+    return not torch.allclose(ref, got, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("V,BLOCK", [(32000, 1024), (32000, 4096), (128256, 4096), (128256, 8192)])
+def test_cross_entropy_load_bugs_are_caught_at_fp32_only(V, BLOCK):
+    """cross_entropy_fwd_triton's tail-load bugs (wrong_init: masked lanes read 0.0; no_bounds_check:
+    they read the next row) add the tail's lanes to the row's sum of exp: the loss moves by ~0.003 /
+    ~0.02, which KernelBench's bf16 comparison (0.01 + 0.01 * loss ~ 0.13) passes and its fp32 one
+    fails. So they are injected into fp32 tasks only (bug_dtypes)."""
+    gen = torch.Generator().manual_seed(V + BLOCK)
+    logits = torch.randn(17, V, generator=gen) * 2            # the problem's inputs (one extra row: the next)
+    labels = torch.randint(0, V, (16,), generator=gen)
+    x, nxt = logits[:16], logits[1:]
+    tail = -V % BLOCK                                          # lanes past V in the last chunk
+    ref = torch.logsumexp(x, 1) - x.gather(1, labels[:, None])[:, 0]
+    wrong_init = torch.log(torch.exp(x).sum(1) + tail) - x.gather(1, labels[:, None])[:, 0]
+    no_bounds = torch.log(torch.exp(x).sum(1) + torch.exp(nxt[:, :tail]).sum(1)) - x.gather(1, labels[:, None])[:, 0]
+    for got in (wrong_init, no_bounds):
+        assert _kb_fails(got, ref, "fp32") and not _kb_fails(got, ref, "bf16")
+    m = REGISTRY["cross_entropy_fwd_triton"]
+    for tag in ("full_row", "chunked_two_pass"):
+        v = m.variant(tag)
+        assert not {"wrong_init", "no_bounds_check"} & set(v.bugs_for("bf16", v.defaults()))
+        assert {"wrong_init", "no_bounds_check"} <= set(v.bugs_for("fp32", v.defaults()))
