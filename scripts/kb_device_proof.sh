@@ -21,6 +21,7 @@
 #        the cores; KernelBench's own build_compile_cache into a build_dir a case under BUILD_ROOT, then
 #        eval_kernel_against_ref with that build_dir, as KernelBench's batch evaluation does; 0: each
 #        evaluation builds its own). Pinned cases start first; rows.jsonl is written case by case.
+#        DONE="rows.jsonl ..." (earlier calls' rows): the cases with a verdict there are not run again.
 #   bash scripts/kb_device_proof.sh table ROWS...      here: the table of one or more calls' rows.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +62,8 @@ run)
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
         --prebuild "${PREBUILD:-$(nproc)}" --build-root "${BUILD_ROOT:-/tmp/kb_build}" \
-        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
+        --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} ${DONE:+--done $DONE} \
+        --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
         > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"
     ;;

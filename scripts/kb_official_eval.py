@@ -414,6 +414,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pick", type=Path, help="evaluate exactly these solutions: lines 'EXPORT_DIR_NAME FILE'")
     ap.add_argument("--write-sample", type=Path, help="copy the sample's files (and an index of them) here; no evaluation")
     ap.add_argument("--dry", action="store_true", help="no GPU: KernelBench's loading steps only")
+    ap.add_argument("--done", type=Path, nargs="*", default=[],
+                    help="--out files of earlier calls: their cases with a verdict are not run again")
     ap.add_argument("--rows", type=Path, nargs="+", help="no evaluation: the table of these --out files (a case's "
                     "row from the last file holding a verdict for it)")
     ap.add_argument("--out", type=Path)
@@ -426,6 +428,9 @@ def main(argv=None) -> int:
     if args.part:
         k, n = map(int, args.part.split("/"))
         rows = rows[k - 1::n]
+    done_before = {(Path(r["export"]).name, r["file"]) for path in args.done if path.exists()
+                   for r in map(json.loads, path.read_text().splitlines()) if r.get("compiled") is not None}
+    rows = [r for r in rows if (Path(r["export"]).name, r["file"]) not in done_before]
     if args.write_sample:
         write_sample(rows, args.write_sample)
         print(f"wrote {len(rows)} solutions and their problems under {args.write_sample}")
