@@ -361,10 +361,12 @@ def table(rows: list, checks: dict) -> str:
     late = [r for r in rows if r.get("error") == "deadline"]
     if late:
         lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
-    misses = [r for r in rows if r.get("dry") is None and r.get("error") != "deadline"
-              and bool(r["correct"]) != (r["status"] == "ok")]
-    pinned = [r for r in rows if r.get("diagnose") and r not in misses and r.get("dry") is None]
-    for title, listed in (("label disagreements (ok not correct, or wrong_result correct)", misses),
+    ran = [r for r in rows if r.get("dry") is None and r.get("error") != "deadline"]
+    unscored = [r for r in ran if r["compiled"] is None]     # no verdict of KernelBench's: a timeout or a crash
+    misses = [r for r in ran if r not in unscored and bool(r["correct"]) != (r["status"] == "ok")]
+    pinned = [r for r in ran if r.get("diagnose") and r not in misses + unscored]
+    for title, listed in (("no verdict (the case timed out or its process failed)", unscored),
+                          ("label disagreements (ok not correct, or wrong_result correct)", misses),
                           ("pinned cases agreeing with their label (diagnosed all the same)", pinned)):
         lines.append(f"{title}: {len(listed)}")
         for r in listed:
