@@ -49,6 +49,31 @@ def test_32_threads_scan_a_short_row_without_idle_lanes():
     assert "#define WPR (THREADS / WARP_SIZE)" in m.render(v, {"threads": 32, "items": 8, "states": 1}, task)
 
 
+def test_next_warp_bug_only_where_a_channel_has_several_warps():
+    m = REGISTRY["selective_scan_cuda"]
+    for tag in ("warp_shuffle_scan", "smem_bc_multi_channel"):
+        v = m.variant(tag)
+        nv = make_task(m, "H100", "bf16", LONG)
+        amd = make_task(m, "MI300X", "fp16", LONG)
+        one = {**v.defaults(), "threads": 32}
+        # one warp (WPR = 32 / 32): the 'next' warp's index w + 1 < WPR ? w + 1 : w is w, today's read
+        assert "w + 1 < WPR ? w + 1 : w" in m.render(v, one, nv, "bad_combine_index")
+        assert not v.breaks_at("bad_combine_index", nv, one)
+        assert v.breaks_at("bad_combine_index", nv, {**one, "threads": 64})
+        assert not v.breaks_at("bad_combine_index", amd, {**one, "threads": 64})      # one 64-lane wavefront
+        assert v.breaks_at("bad_combine_index", amd, {**one, "threads": 128})
+
+
+def test_amd_32_threads_are_half_a_wavefront():
+    m = REGISTRY["selective_scan_cuda"]
+    v = m.variant("vectorized_regs")
+    task = make_task(m, "MI300X", "fp16", SHORT)
+    p = {"threads": 32, "items": 8, "states": 1}
+    code = m.render(v, p, task)
+    assert "#define WPR 1" in code and "lane == THREADS - 1" in code and "lane == WARP_SIZE - 1" not in code
+    assert m.launch(v, p, task).lane_util == 0.5
+
+
 def test_staged_rung_takes_two_uint4s_of_each_input():
     m, v, task = _rung("smem_bc_multi_channel")
     p8, p16 = {**v.defaults(), "items": 8}, {**v.defaults(), "items": 16}

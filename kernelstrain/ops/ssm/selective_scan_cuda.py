@@ -206,6 +206,15 @@ def smem_bc_multi_channel_src(p, task, **slots):
 WRONG_INIT = {"x0": "1.f"}
 
 
+def several_warps(task, params) -> bool:
+    """bad_combine_index reads the next warp's total: with one warp a channel (32 threads, or 64 on AMD's
+    64-lane wavefront) the next is the warp itself and the code is today's, right at every shape."""
+    return params["threads"] > task.gpu.warp
+
+
+SEVERAL_WARPS = (("bad_combine_index", several_warps),)
+
+
 class SelectiveScanCuda(SelectiveScanSpec):
     impl = "cuda"
     desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
@@ -222,7 +231,8 @@ class SelectiveScanCuda(SelectiveScanSpec):
              bugs={"off_by_one": {"prev": "sc[threadIdx.x - o + 1]"}, "wrong_init": WRONG_INIT}),
         Rung("warp_shuffle_scan", "ITEMS steps per thread in registers, __shfl_up_sync warp scan, warp prefixes",
              (THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
-             render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT}),
+             render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT},
+             bug_tasks=SEVERAL_WARPS),
         Rung("vectorized_regs", "uint4 loads of u/delta/z/B/C (8 steps), exp2f with log2e folded into A",
              (THREADS, WIDE_ITEMS, STATES), compute_eff=0.4, memory_eff=0.85, smem="static",
              launch=vectorized_launch,
@@ -230,5 +240,5 @@ class SelectiveScanCuda(SelectiveScanSpec):
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
              (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4), WIDE_ITEMS, STATES),
              compute_eff=0.45, memory_eff=0.9, smem="dynamic", launch=vectorized_launch, render=smem_bc_multi_channel_src,
-             bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}),
+             bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}, bug_tasks=SEVERAL_WARPS),
     )
