@@ -93,7 +93,7 @@ def test_mamba_step_blocks_take_128_channels_of_a_batch_row():
 def test_selective_scan_registers_take_16_steps_a_thread():
     m, task = _task("selective_scan_cuda", {"B": 2, "L": 8192, "D": 4096, "N": 16})
     v = m.variant("vectorized_regs")
-    assert v.defaults() == {"threads": 128, "items": 8, "states": 1}                       # today's candidate
+    assert v.defaults() == {"threads": 128, "items": 8}                                    # today's candidate
     code = m.render(v, {"threads": 64, "items": 16}, task)
     assert "#define ITEMS 16" in code and "Pack pu[ITEMS / 8]" in code
     assert "Pack pu[ITEMS / 8]" not in m.render(v, v.defaults(), task)                     # 8: one uint4 each

@@ -2,10 +2,7 @@
 (channel) scales: C[m, n] = half(sum_k A[m, k] B[n, k] * scale_a[m] * scale_b[n]).
 
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
-tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8 -> split-K: the cp.async
-ring over a share of K per CTA (blockIdx.z), exact int32 partial slices summed and dequantized by a
-second kernel (cuBLASLt's and CUTLASS's answer for decode-shaped int8 GEMMs, whose M x N tiles are
-fewer than the SMs).
+tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8.
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
@@ -14,7 +11,6 @@ from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
-from .gemm_splitk_spec import split_launch
 
 ENTRY = Entry("gemm_int8", (
     Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
@@ -107,49 +103,6 @@ def wgmma_tma_src(p, task, kt_end="KT", col_scale=COL_SCALE):
             + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
 
 
-# -- cp_async_split_k ----------------------------------------------------------------------
-SPLIT_STORE = ("*reinterpret_cast<int2*>(ws + ((size_t)blockIdx.z * M + row) * N + col) = "
-               "make_int2(v0, v1);   // this split's exact int32 partial")
-
-
-def split_reduce(combine_end: str, col_scale: str) -> str:
-    """Sum each output pair's SPLITS int32 partials (exact, any order) and dequantize once."""
-    return f"""
-__global__ void gemm_int8_reduce(const int* __restrict__ ws, const float* __restrict__ scale_a,
-                                 const float* __restrict__ scale_b, half* __restrict__ C, int M, int N) {{
-    const size_t pair = (size_t)blockIdx.x * blockDim.x + threadIdx.x, MN = (size_t)M * N;
-    if (2 * pair >= MN) return;
-    const int row = (int)(2 * pair / N), col = (int)(2 * pair % N);
-    int v0 = 0, v1 = 0;
-#pragma unroll
-    for (int s = 0; s < {combine_end}; ++s) {{
-        const int2 v = *reinterpret_cast<const int2*>(ws + (size_t)s * MN + 2 * pair);
-        v0 += v.x; v1 += v.y;
-    }}
-    {store(col_scale)}
-}}
-"""
-
-
-def cp_async_split_k_src(p, task, kt_end="KT", combine_end="SPLITS", col_scale=COL_SCALE):
-    return (f"#define SPLITS {p['SPLITS']}                  // K splits along blockIdx.z\n"
-            + split_reduce(combine_end, col_scale)
-            + mma_kernel("gemm_int8", "s8", p, args=OPERANDS + "int* __restrict__ ws, int M, int N, int K",
-                         epilogue=SPLIT_STORE, pipelined=True, kt_end=kt_end, split_k=True)
-            + f"""
-{ENTRY.prototype(task)} {{
-    const size_t MN = (size_t)M * N;
-    int* ws = nullptr;                          // SPLITS int32 [M, N] slices, stream-ordered scratch
-    cudaMallocAsync((void**)&ws, SPLITS * MN * sizeof(int), stream);
-    const int smem = STAGES * STAGE_BYTES;
-    cudaFuncSetAttribute(gemm_int8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    gemm_int8_kernel<<<dim3((M + BM - 1) / BM, (N + BN - 1) / BN, SPLITS), THREADS, smem, stream>>>(A, B, ws, M, N, K);
-    gemm_int8_reduce<<<(unsigned)((MN / 2 + 255) / 256), 256, 0, stream>>>(ws, scale_a, scale_b, C, M, N);
-    cudaFreeAsync(ws, stream);
-}}
-""")
-
-
 NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
 
 
@@ -188,15 +141,6 @@ class GemmInt8Cuda(OpModule):
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="int8", compute_eff=0.69, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_tma_src,
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
-        # K a multiple of BK (every shape of the menu: K 2048-14336): the splits take whole K tiles
-        Rung("cp_async_split_k", "the cp.async mma.sync ring over a share of K per CTA (blockIdx.z), int32 partial "
-             "slices summed and dequantized by a reduce kernel",
-             (Param("BM", (64, 128), 64), Param("BN", (64, 128), 128), Param("BK", (64, 128), 128),
-              Param("stages", (2, 3, 4), 3), WARPS, Param("SPLITS", (2, 4, 8), 4)),
-             needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-             launch=split_launch(tc_launch("int8", 1, 2), "partials"), render=cp_async_split_k_src,
-             fit_as="cp_async_pipeline",
-             bugs={"off_by_one": SHORT_K, "bad_combine_index": {"combine_end": "SPLITS - 1"}}),
     )
 
     def cost(self, task: Task) -> Cost:

@@ -1,20 +1,11 @@
 """The register-scan kernel shared by three selective_scan_cuda rungs (not an op module itself):
 ITEMS steps per thread scanned in registers, a shuffle warp scan, warp totals through shared
-memory, scalar or uint4 loads, optionally ROWS channels per block with B/C staged in smem, and
-STATES of the N state scans a pass: independent scans whose loads and shuffles interleave, met
-by one barrier pair a pass instead of one a state.
+memory, scalar or uint4 loads, optionally ROWS channels per block with B/C staged in smem.
 """
 
 FIRST = "warp_tot[grp][w]"                      # the warp total combined at step w
 BAD_FIRST = "warp_tot[grp][w + 1 < WPR ? w + 1 : w]"
-BTERM = "dtv[i] * to_float(bv[i]) * uv[i]"
-STAGED_PACKED = """Pack pb[ITEMS / 8], pc[ITEMS / 8];
-#pragma unroll
-            for (int q = 0; q < ITEMS / 8; ++q) {
-                pb[q].u = reinterpret_cast<const uint4*>(&sBC[n][tid * ITEMS])[q];
-                pc[q].u = reinterpret_cast<const uint4*>(&sBC[NSTATE + n][tid * ITEMS])[q];
-            }
-            const scalar_t* bv = reinterpret_cast<const scalar_t*>(pb); const scalar_t* cv = reinterpret_cast<const scalar_t*>(pc);"""      # the input term of the recurrence
+BTERM = "dtv[i] * to_float(bv[i]) * uv[i]"      # the input term of the recurrence
 NO_DT = "to_float(bv[i]) * uv[i]"
 
 
@@ -70,87 +61,17 @@ def packed_io() -> tuple:
     return load, bload, store
 
 
-def state_loop(states: int, a2: str, bload: str, aexp: str, bterm: str, first: str) -> str:
-    """The loop over the N states of a chunk: one scan a state (two barriers each), or STATES scans a
-    pass whose B/C loads, exps and shuffle chains are independent (the compiler interleaves them)
-    and whose warp totals one barrier pair publishes; C is kept as fp32 until the prefixes are known."""
-    if states == 1:
-        return f"""        for (int n = 0; n < NSTATE; ++n) {{
-            const float a2 = {a2};
-            {bload}
-            float2 e[ITEMS];
-            float2 acc = make_float2(1.f, 0.f);
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) {{ acc = combine(acc, make_float2({aexp}, {bterm})); e[i] = acc; }}
-            float2 wex;
-            const float2 winc = warp_scan(acc, &wex);
-            if (lane == WARP_SIZE - 1) warp_tot[grp][warp] = winc;
-            __syncthreads();
-            float2 pre = make_float2(1.f, 0.f), tot = make_float2(1.f, 0.f);
-            for (int w = 0; w < WPR; ++w) {{
-                const float2 s = {first};
-                if (w < warp) pre = combine(pre, s);
-                tot = combine(tot, s);
-            }}
-            __syncthreads();                                   // warp_tot is rewritten for the next state
-            const float2 ex = combine(pre, wex);               // everything before this thread's first step
-            const float s_in = ex.x * carry[n] + ex.y;
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) yv[i] += to_float(cv[i]) * (e[i].x * s_in + e[i].y);
-            carry[n] = tot.x * carry[n] + tot.y;
-        }}
-"""
-    bload = bload.replace("\n", "\n    ")
-    return f"""#pragma unroll
-        for (int n0 = 0; n0 < NSTATE; n0 += STATES) {{
-            float2 e[STATES][ITEMS], wex[STATES];
-            float cf[STATES][ITEMS];
-#pragma unroll
-            for (int k = 0; k < STATES; ++k) {{                 // independent scans: no barrier between them
-                const int n = n0 + k;
-                const float a2 = {a2};
-                {bload}
-                float2 acc = make_float2(1.f, 0.f);
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) {{
-                    acc = combine(acc, make_float2({aexp}, {bterm})); e[k][i] = acc; cf[k][i] = to_float(cv[i]);
-                }}
-                const float2 winc = warp_scan(acc, &wex[k]);
-                if (lane == WARP_SIZE - 1) warp_tot[grp][k][warp] = winc;
-            }}
-            __syncthreads();
-#pragma unroll
-            for (int k = 0; k < STATES; ++k) {{
-                float2 pre = make_float2(1.f, 0.f), tot = make_float2(1.f, 0.f);
-                for (int w = 0; w < WPR; ++w) {{
-                    const float2 s = {first.replace("[grp]", "[grp][k]")};
-                    if (w < warp) pre = combine(pre, s);
-                    tot = combine(tot, s);
-                }}
-                const float2 ex = combine(pre, wex[k]);        // everything before this thread's first step
-                const float s_in = ex.x * carry[n0 + k] + ex.y;
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) yv[i] += cf[k][i] * (e[k][i].x * s_in + e[k][i].y);
-                carry[n0 + k] = tot.x * carry[n0 + k] + tot.y;
-            }}
-            __syncthreads();                                   // warp_tot is rewritten for the next pass
-        }}
-"""
-
-
 def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIRST, x0: str = "0.f",
                   bterm: str = BTERM) -> str:
     """Kernel body shared by the register-scan rungs (scalar / uint4 loads, rows channels per block);
     first, x0 and bterm are the slots the rungs' bugs replace."""
-    threads, states = p["threads"], p.get("states", 1)
+    threads = p["threads"]
     items = p.get("items", 8) if vec else p["items"]
     stage_sync = "\n        __syncthreads();"
     aexp = "exp2f(dtv[i] * a2)" if vec else "expf(dtv[i] * a2)"
     a2 = "A[d * NSTATE + n] * LOG2E" if vec else "A[d * NSTATE + n]"
-    staged = rows > 1 or bool(p.get("rows"))
     if vec and items > 8:
         load, bload, store = packed_io()
-        bload = STAGED_PACKED if staged else bload          # ITEMS / 8 uint4s of the staged chunk
     elif vec:
         load = """Pack pu, pd, pz;
         pu.u = live ? *reinterpret_cast<const uint4*>(u + off + t0) : make_uint4(0u, 0u, 0u, 0u);
@@ -160,7 +81,7 @@ def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIR
         for (int i = 0; i < ITEMS; ++i) {
             uv[i] = to_float(pu.h[i]); dtv[i] = live ? softplus(to_float(pd.h[i]) + dbias) : 0.f; zv[i] = to_float(pz.h[i]);
         }"""
-        if staged:
+        if rows > 1 or p.get("rows"):
             bload = """Pack pb, pc;
             pb.u = *reinterpret_cast<const uint4*>(&sBC[n][tid * ITEMS]);
             pc.u = *reinterpret_cast<const uint4*>(&sBC[NSTATE + n][tid * ITEMS]);
@@ -194,7 +115,7 @@ def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIR
         for (int i = 0; i < ITEMS; ++i)
             if (t0 + i < L) y[off + t0 + i] = from_float(yv[i] * silu(zv[i]));"""
     stage = ""
-    if staged:
+    if rows > 1 or p.get("rows"):
         stage = """
         // the block's channels share one batch: stage this chunk of B and C once, 16 bytes a thread
         for (int v = threadIdx.x; v < 2 * NSTATE * CHUNK / 8; v += THREADS * ROWS) {
@@ -209,12 +130,12 @@ def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIR
 #define ITEMS {items}             // consecutive steps per thread
 #define CHUNK (THREADS * ITEMS)
 #define WPR (THREADS / WARP_SIZE)  // warps per channel
-{f"#define STATES {states}            // state scans a pass{chr(10)}" if states > 1 else ""}{pack}{warp_scan(task)}
+{pack}{warp_scan(task)}
 // Each thread scans ITEMS steps in registers, warps combine with shuffles, warps of a channel
 // meet through one shared (a, b) pair each; the carried state chains the chunks.
 extern "C" __global__ void __launch_bounds__(THREADS * ROWS)
 selective_scan_kernel({args}) {{
-{smem_decl}    __shared__ float2 warp_tot[ROWS]{"[STATES]" if states > 1 else ""}[WPR];
+{smem_decl}    __shared__ float2 warp_tot[ROWS][WPR];
     const int grp = threadIdx.x / THREADS, tid = threadIdx.x % THREADS;
     const int lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
     const int row = blockIdx.x * ROWS + grp, b = row / D, d = row % D;
@@ -232,7 +153,31 @@ selective_scan_kernel({args}) {{
         {load}{stage}
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) yv[i] = dskip * uv[i];
-{state_loop(states, a2, bload, aexp, bterm, first)}        {store}{chr(10) + "        __syncthreads();                                   // sBC is refilled next chunk" if stage else ""}
+        for (int n = 0; n < NSTATE; ++n) {{
+            const float a2 = {a2};
+            {bload}
+            float2 e[ITEMS];
+            float2 acc = make_float2(1.f, 0.f);
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {{ acc = combine(acc, make_float2({aexp}, {bterm})); e[i] = acc; }}
+            float2 wex;
+            const float2 winc = warp_scan(acc, &wex);
+            if (lane == WARP_SIZE - 1) warp_tot[grp][warp] = winc;
+            __syncthreads();
+            float2 pre = make_float2(1.f, 0.f), tot = make_float2(1.f, 0.f);
+            for (int w = 0; w < WPR; ++w) {{
+                const float2 s = {first};
+                if (w < warp) pre = combine(pre, s);
+                tot = combine(tot, s);
+            }}
+            __syncthreads();                                   // warp_tot is rewritten for the next state
+            const float2 ex = combine(pre, wex);               // everything before this thread's first step
+            const float s_in = ex.x * carry[n] + ex.y;
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) yv[i] += to_float(cv[i]) * (e[i].x * s_in + e[i].y);
+            carry[n] = tot.x * carry[n] + tot.y;
+        }}
+        {store}{chr(10) + "        __syncthreads();                                   // sBC is refilled next chunk" if stage else ""}
     }}
 }}
 """

@@ -14,13 +14,16 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ._scan_cuda import BAD_FIRST, NO_DT, register_scan
 from .selective_scan_spec import SelectiveScanSpec
 
-# 32 threads: Mamba's own launch for sequences up to 256 steps (kNThreads 32 x kNItems 8), where a wider
-# block's chunk is longer than the row and its extra lanes scan padding (on AMD: half a wavefront idle)
-THREADS = Param("threads", (32, 64, 128, 256), 128)
+THREADS = Param("threads", (64, 128, 256), 128)
+# 32 threads, one warp a channel: Mamba's own launch for rows up to 256 steps (kNThreads 32 x kNItems 8), where a
+# wider block's chunk is longer than the row and its extra lanes scan padding; on the staged rung it also wins on
+# long rows (B/C come from shared memory, ROWS warps a block). H200 (scripts/room_device_check.py): warp_shuffle_scan
+# B=16 L=256 D=2048 32/64/128 threads 249/422/834 us; smem_bc_multi_channel 161/396/918 there, 87/104/98 us at
+# B=1 L=2048 D=1536, 272/324/370 at B=4. Not on vectorized_regs: its one-warp blocks walk a long row in twice the
+# chunks, each a chain of N dependent B/C loads from L2 (B=1 L=2048: 147 vs 69 us at 64 threads; B=4: 308 vs 239).
+# On AMD a 32-thread block is half a wavefront (lane_util).
+ONE_WARP_THREADS = Param("threads", (32, 64, 128, 256), 128)
 ITEMS = Param("items", (4, 8, 16), 8)
-WIDE_ITEMS = Param("items", (8, 16), 8)             # uint4 rungs: one or two 16-byte loads of each input
-STATES = Param("states", (1, 2, 4), 1)              # state scans a pass (one barrier pair each pass)
-BARRIER_SHARE = 0.5     # of a chunk's scan overhead: the barrier pair and the shuffle chain's latency a pass
 ARGS = ("const scalar_t* __restrict__ u, const scalar_t* __restrict__ delta, const float* __restrict__ A,\n"
              "                      const scalar_t* __restrict__ Bs, const scalar_t* __restrict__ Cs, "
              "const float* __restrict__ Dskip,\n                      const scalar_t* __restrict__ z, "
@@ -166,27 +169,14 @@ def register_launch(p, task):
 
 
 def vectorized_launch(p, task):
-    """vectorized_regs and smem_bc_multi_channel: ITEMS steps a thread in ITEMS / 8 uint4 loads of
-    each input, STATES state scans a pass. Past 8 items, each 8 steps more hold another 48 fp32
-    registers (u, dt, z, y and the 8 scanned pairs) and another uint4 of each input in flight; the
-    warp scan and the two barriers of every state are paid once a chunk, so a chunk twice as long
-    halves their share of the steps. Scanning STATES states a pass holds their pairs and C as fp32
-    (ptxas: about 60 registers a state more at 8 steps) and pays one barrier pair and one shuffle chain's latency for STATES
-    scans: that part (BARRIER_SHARE) of the overhead shrinks by STATES, the instructions stay."""
-    base = register_launch({k: p[k] for k in ("threads", "rows") if k in p}, task)
-    items, states = p.get("items", 8), p.get("states", 1)
-    packs, chunk, l = items // 8, p["threads"] * items, task["L"]
-    overhead = (1.0 - base.compute_scale) / packs * (1.0 - BARRIER_SHARE + BARRIER_SHARE / states)
-    # ptxas (nvcc 13, sm_80/sm_90, 128 x 8): 77-80 registers at 1 state a pass, 138-142 at 2, 196-204 at 4
-    regs = base.regs + 48 * (packs - 1) + (items * (4 * states - 1) if states > 1 else 0)
-    smem = base.smem_bytes
-    if "rows" in p:         # the staged B/C chunk is CHUNK steps long; warp totals of STATES scans a row
-        warps, elt = cdiv(p["threads"], task.gpu.warp), DTYPE_BYTES[task.dtype]
-        smem = 2 * task["N"] * chunk * elt + 8 * warps * p["rows"] * states
-    elif states > 1:
-        smem = 8 * cdiv(p["threads"], task.gpu.warp) * states
-    return replace(base, regs=regs, bytes_per_access=16 * packs, smem_bytes=smem, compute_scale=1.0 - overhead,
-                   lane_util=l / (cdiv(l, chunk) * chunk) * min(1.0, p["threads"] / task.gpu.warp))
+    """vectorized_regs: ITEMS steps a thread in ITEMS / 8 uint4 loads of each input. Past 8, each 8
+    steps more hold another 48 fp32 registers (u, dt, z, y and the 8 scanned pairs) and another
+    uint4 of each input in flight; the warp scan and the two barriers of every state are paid once
+    a chunk, so a chunk twice as long halves their share of the steps."""
+    base = register_launch({"threads": p["threads"]}, task)
+    packs, chunk, l = p["items"] // 8, p["threads"] * p["items"], task["L"]
+    return replace(base, regs=base.regs + 48 * (packs - 1), bytes_per_access=16 * packs,
+                   compute_scale=1.0 - (1.0 - base.compute_scale) / packs, lane_util=l / (cdiv(l, chunk) * chunk))
 
 
 def warp_shuffle_scan_src(p, task, **slots):
@@ -198,7 +188,7 @@ def vectorized_regs_src(p, task, **slots):
 
 
 def smem_bc_multi_channel_src(p, task, **slots):
-    smem = 2 * task["N"] * p["threads"] * p.get("items", 8) * DTYPE_BYTES[task.dtype]
+    smem = 2 * task["N"] * p["threads"] * 8 * DTYPE_BYTES[task.dtype]
     return program(p, task, register_scan(p, task, ARGS, vec=True, rows=p["rows"], **slots),
                    f"B * D / {p['rows']}", f"{p['threads'] * p['rows']}", smem)
 
@@ -230,15 +220,15 @@ class SelectiveScanCuda(SelectiveScanSpec):
              launch=chunked_smem_scan_launch, render=chunked_smem_scan_src,
              bugs={"off_by_one": {"prev": "sc[threadIdx.x - o + 1]"}, "wrong_init": WRONG_INIT}),
         Rung("warp_shuffle_scan", "ITEMS steps per thread in registers, __shfl_up_sync warp scan, warp prefixes",
-             (THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
+             (ONE_WARP_THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
              render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT},
              bug_tasks=SEVERAL_WARPS),
         Rung("vectorized_regs", "uint4 loads of u/delta/z/B/C (8 steps), exp2f with log2e folded into A",
-             (THREADS, WIDE_ITEMS, STATES), compute_eff=0.4, memory_eff=0.85, smem="static",
+             (THREADS, Param("items", (8, 16), 8)), compute_eff=0.4, memory_eff=0.85, smem="static",
              launch=vectorized_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
-             (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4), WIDE_ITEMS, STATES),
-             compute_eff=0.45, memory_eff=0.9, smem="dynamic", launch=vectorized_launch, render=smem_bc_multi_channel_src,
+             (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
+             memory_eff=0.9, smem="dynamic", launch=register_launch, render=smem_bc_multi_channel_src,
              bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}, bug_tasks=SEVERAL_WARPS),
     )
