@@ -68,12 +68,17 @@ def changes(before: dict, after: dict) -> str:
     return ", ".join(f"{k} {before.get(k)}->{v}" for k, v in after.items() if before.get(k) != v)
 
 
-def versus(s: dict, best_ms: float) -> str:
-    """The measured time against the best before the step."""
+def versus(s: dict, best_ms: float, of_best: bool = False) -> str:
+    """The measured time against the best before the step (`of_best`: a run of the best's own code)."""
     if s["status"] != "ok":
         return f"it fails: {s['status']} ({s.get('failure') or 'error'})"
     ratio = s["time_ms"] / best_ms
-    verdict = "kept, the new best" if s["kept"] else ("slower, reverted" if ratio >= 1 else "inside the noise, not kept")
+    if of_best:
+        verdict = f"the best's recorded time is now {s['best_ms']:g} ms"
+    elif s["kept"]:
+        verdict = "kept, the new best"
+    else:
+        verdict = "slower, reverted" if ratio >= 1 else "faster inside the noise, not kept"
     return f"{s['time_ms']:g} ms vs best {best_ms:g} ms ({ratio:.2f}x): {verdict}"
 
 
@@ -87,26 +92,27 @@ def reasons(ep: dict) -> list[str]:
     for s in ep["steps"]:
         p = as_dict(s["params"])
         key = (s["tag"], tuple(sorted(p.items())))
+        of_best = s["tag"] == best["tag"] and p == best["params"]
         if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"]:
             moved = changes(as_dict(prev["params"]), p)
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
         elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):
-            who = "the best" if s["tag"] == best["tag"] and p == best["params"] else "a close-call candidate"
+            who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
-            why = f"Tune another rewrite that came close ({changes(best['params'], p) or 'its own parameters'})"
+            why = f"Tune `{s['tag']}`, a rewrite that came close ({changes(best['params'], p) or 'its own parameters'})"
         elif s["tag"] != best["tag"] and s["tag"] not in order:
-            why = "Rewrite with a new technique (a climb the last profile's bottleneck points at)"
+            why = f"Rewrite onto a new technique, `{s['tag']}` (a climb the last profile's bottleneck points at)"
         elif s["tag"] != best["tag"]:
-            why = "Rewrite onto a technique met before"
+            why = f"Rewrite onto `{s['tag']}`, a technique met before"
         elif s["kind"] == "joint":
             why = f"Joint move of interacting parameters of the best: {changes(best['params'], p)}"
         else:
             why = f"Tune the best one parameter: {changes(best['params'], p)}"
         if s.get("bug"):
             why += " (a risky transformation slipped in)"
-        out.append(f"{why}; {versus(s, best_ms)}.")
+        out.append(f"{why}; {versus(s, best_ms, of_best and s['status'] == 'ok' and not s['kept'])}.")
         order.setdefault(s["tag"], len(order))
         if s["status"] == "ok":
             runs.setdefault(key, []).append(s["time_ms"])

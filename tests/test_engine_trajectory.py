@@ -36,7 +36,7 @@ def test_a_repair_is_read_as_one_and_a_climb_as_a_rewrite():
              {"step": 3, "kind": "param_sweep", "tag": "b", "params": {"t": 2}, "status": "ok", "failure": None,
               "bug": None, "time_ms": 6.0, "best_ms": 5.0, "kept": False}]
     why = read_trajectory.reasons({"baseline": base, "steps": steps})
-    assert why[0].startswith("Rewrite with a new technique") and "risky transformation" in why[0]
+    assert why[0].startswith("Rewrite onto a new technique, `b`") and "risky transformation" in why[0]
     assert why[1].startswith("Repair of step 1's mismatch") and "kept, the new best" in why[1]
     assert why[2].startswith("Tune the best one parameter: t 1->2") and "(1.20x): slower, reverted" in why[2]
 
