@@ -10,7 +10,10 @@ search.contender; re-measure the best and the candidate in turn to settle a clos
 the failure it just made (the same rung, fixed); ablate techniques of the best (search.ablations
 of them, each once), onto rungs below not measured slow. It never returns to a rung measured at
 SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
-never makes a bug again. A rewrite that overflowed shared memory or the register file is
+never makes a bug again. A long session (search.stepwise) builds its kernel up: toward a rung that
+raises the ceiling it climbs one rung at a time, walking on each the parameters its profile points
+at while they pay; with search.probe_all every parameter of the best is probed both ways, and
+interacting pairs (INTERACT_LOSS) are tried jointly, before patience may end the search. A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
@@ -536,12 +539,18 @@ class Episode:
             line.joints = self.search.joints
             return None
         line.joints += 1
-        options = []
+        options = self.joint_moves(line, lambda moved: moved <= ties or moved in pairs)
+        return self.rng.choice(options) if options else None
+
+    def joint_moves(self, line: Line, allowed) -> list[Candidate]:
+        """Fresh configs two parameters of the line's point away, one value each, whose pair of
+        moved names (a frozenset) `allowed` accepts."""
+        out = []
         for c in self.neighbours(line.at, 2):
             moved = frozenset(n for n in c.params if c.params[n] != line.at.params[n])
-            if len(moved) == 2 and (moved <= ties or moved in pairs) and self.fresh(c):
-                options.append(c)
-        return self.rng.choice(options) if options else None
+            if len(moved) == 2 and allowed(moved) and self.fresh(c):
+                out.append(c)
+        return out
 
     def interacting(self, line: Line) -> set:
         """Pairs of settled parameters of the line's point that interact (the same group of what
@@ -895,9 +904,10 @@ class Episode:
         """A joint move of interacting parameters of the best is still to try (propose_joint:
         the engineer's habit not yet asked, or moves of it left)."""
         line = self.line
-        return line.joints < self.search.joints and bool(self.interacting(line)) and any(
-            self.fresh(c) for c in self.neighbours(line.at, 2)
-            if frozenset(n for n in c.params if c.params[n] != line.at.params[n]) in self.interacting(line))
+        if line.joints >= self.search.joints:
+            return False
+        pairs = self.interacting(line)
+        return bool(pairs) and bool(self.joint_moves(line, pairs.__contains__))
 
     def patience(self) -> int:
         """Fruitless steps in a row the engineer gives the best before converging: the habit's
