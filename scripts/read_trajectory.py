@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kernelstrain import knobs  # noqa: E402
 from kernelstrain.fields import as_dict  # noqa: E402
 
 _CODE = re.compile(r"```\w*\n(.*?)```", re.S)
@@ -64,8 +65,9 @@ def _rows(data: Path, name: str, episode_id: str):
 
 
 def changes(before: dict, after: dict) -> str:
-    """`a x->y, b u->v` for the parameters that differ."""
-    return ", ".join(f"{k} {before.get(k)}->{v}" for k, v in after.items() if before.get(k) != v)
+    """`a x->y, b u->v` for the parameters that differ (a launch knob a row leaves out is at its default)."""
+    was = {k: before.get(k, knobs.default(k)) for k in after}
+    return ", ".join(f"{k} {was[k]}->{v}" for k, v in after.items() if was[k] != v)
 
 
 def versus(s: dict, best_ms: float, of_best: bool = False) -> str:
@@ -87,6 +89,7 @@ def reasons(ep: dict) -> list[str]:
     base = ep["baseline"]
     best = {"tag": base["tag"], "params": as_dict(base.get("params", {}))}
     best_ms, rung_ms, runs, prev, out = base["time_ms"], {base["tag"]: base["time_ms"]}, {}, None, []
+    fastest = {base["tag"]: best["params"]}     # each rung's fastest configuration measured: a tune's point
     order = {}      # rungs in the order first met: a climb goes to one not met yet
     order[base["tag"]] = 0
     for s in ep["steps"]:
@@ -101,7 +104,7 @@ def reasons(ep: dict) -> list[str]:
             who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
-            why = f"Tune `{s['tag']}`, a rewrite that came close ({changes(best['params'], p) or 'its own parameters'})"
+            why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
         elif s["tag"] != best["tag"] and s["tag"] not in order:
             why = f"Rewrite onto a new technique, `{s['tag']}` (a climb the last profile's bottleneck points at)"
         elif s["tag"] != best["tag"]:
@@ -116,7 +119,8 @@ def reasons(ep: dict) -> list[str]:
         order.setdefault(s["tag"], len(order))
         if s["status"] == "ok":
             runs.setdefault(key, []).append(s["time_ms"])
-            rung_ms[s["tag"]] = min(rung_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
+            if s["time_ms"] < rung_ms.get(s["tag"], float("inf")):
+                rung_ms[s["tag"]], fastest[s["tag"]] = s["time_ms"], p
         if s["kept"]:
             best = {"tag": s["tag"], "params": p}
         best_ms, prev = s["best_ms"], s
