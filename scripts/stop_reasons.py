@@ -100,10 +100,14 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
     args = ap.parse_args(argv)
     from behaviour_figures import built_rows
-    episodes.Agent = Recorded
-    for _ in built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set):
-        pass
-    rows = [state(a, s, args.oracle) for a, s in AGENTS]
+    agent, episodes.Agent = episodes.Agent, Recorded
+    try:
+        for _ in built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set):
+            pass
+        rows = [state(a, s, args.oracle) for a, s in AGENTS]
+    finally:
+        episodes.Agent = agent
+        AGENTS.clear()
     if args.list:
         for r in rows:
             print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))

@@ -48,3 +48,14 @@ def test_the_rendered_trajectory_shows_every_assistant_turn_with_its_reason(smal
     assert text.count("  WHY step ") == len(ep["steps"])
     assert text.count("ASSISTANT step ") == len(ep["steps"])
     assert "USER: " in text and "```" not in text          # code shown as its change, feedback as lines
+
+
+def test_stop_reasons_names_a_rule_for_every_episode_and_tables_them(capsys):
+    import stop_reasons
+    assert stop_reasons.main(["--config", "kernelstrain", "--seed", "5", "--sample", "6", "--list"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("module=")]
+    assert len(rows) == 6
+    stops = {field.split("=")[1] for line in rows for field in line.split() if field.startswith("stop=")}
+    assert stops <= {"roofline", "launch", "patience", "exhausted", "budget", "time"}
+    assert "| all | 6 |" in out
