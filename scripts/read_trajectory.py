@@ -97,7 +97,10 @@ def reasons(ep: dict) -> list[str]:
         key = (s["tag"], tuple(sorted(p.items())))
         of_best = s["tag"] == best["tag"] and p == best["params"]
         if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"]:
-            moved = changes(as_dict(prev["params"]), p)
+            before = as_dict(prev["params"])
+            slipped = [k for k in knobs.SLIPS if before.get(k)]     # a launch-bound or opt-in slip, written right
+            moved = changes({k: v for k, v in before.items() if k not in slipped},
+                            {k: v for k, v in p.items() if k not in slipped})
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
         elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):

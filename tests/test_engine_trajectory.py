@@ -59,3 +59,13 @@ def test_stop_reasons_names_a_rule_for_every_episode_and_tables_them(capsys):
     stops = {field.split("=")[1] for line in rows for field in line.split() if field.startswith("stop=")}
     assert stops <= {"roofline", "launch", "patience", "exhausted", "budget", "time"}
     assert "| all | 6 |" in out
+
+
+def test_a_repaired_opt_in_slip_is_the_same_change_written_right():
+    base = {"tag": "a", "params": {"t": 1}, "time_ms": 10.0, "code": "x"}
+    steps = [{"step": 1, "kind": "structural", "tag": "b", "params": {"t": 1, "optin": 1}, "status": "compile_error",
+              "failure": "smem", "bug": None, "time_ms": None, "best_ms": 10.0, "kept": False},
+             {"step": 2, "kind": "structural", "tag": "b", "params": {"t": 1, "optin": 0}, "status": "ok",
+              "failure": None, "bug": None, "time_ms": 5.0, "best_ms": 5.0, "kept": True}]
+    why = read_trajectory.reasons({"baseline": base, "steps": steps})
+    assert why[1].startswith("Repair of step 1's smem on the same rung, the same change written right")
