@@ -354,6 +354,7 @@ class Context:
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
         self.rebuilds = None     # validate_derived.Rebuilds: the plan's episodes rebuilt ahead in other processes
+        self.scan = None         # validate_ahead.StreamedMeasure: the contamination measured from the rows read
         # the QA figures of the rows the file checks read (qa._Acc, layouts.Layout.judge), summed in plan
         # order: qa.json is compared with their report instead of reading every file again; False once a
         # row could not be judged

@@ -1,0 +1,123 @@
+"""What validate's row checks find on the plan's own rows, worked out ahead in the processes
+that rebuild them (validate_derived.Rebuilds), so the parent's part of `validate --workers N`
+is reading and comparing.
+
+A dataset row that is `identical` to the plan's rebuild of it (the same JSON value: equal,
+with the same types and key order everywhere) gets the very answers a check of the plan's row
+gives, for every check is a pure function of the row, its plan index and the run: so when the
+plan's row passes them all (`clean`), the parent takes that verdict, the QA figures and the
+contamination part computed ahead instead of checking the row again. Any other row (edited,
+reordered, malformed, out of place) is checked in the parent as with one worker: the findings
+are the same, in the same order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .validate import MALFORMED, Findings, check_episode, guarded
+
+
+@dataclass(frozen=True)
+class Ahead:
+    clean: bool                   # the plan's row passes every check of its own row (no finding)
+    checked: tuple | None = None  # sessions: check_session's (episode row, session row) of the plan's row
+    windows: list | None = None   # sessions: the chat windows made from it (episodes.multiturn_rows)
+    judged: object = None         # episodes: qa.episode_qa of the plan's rows (qa._Acc); None where it raised
+    part: tuple | None = None     # its contamination part (contamination.Incremental.part, fresh); None: none
+    figures: tuple = ()           # training.chat_figure of each row made from it: episodes, of its chat, step
+                                  # and prompt-completion rows; sessions, of the session, then of its windows
+
+
+def identical(a, b) -> bool:
+    """a == b as JSON values that print alike: the same type at every node (1, 1.0 and True are
+    equal in Python, not here), dict keys in the same order, the sign of a zero kept."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return len(a) == len(b) and all(ka == kb and identical(va, vb)
+                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if type(a) is list:
+        return len(a) == len(b) and all(map(identical, a, b))
+    if type(a) is float:
+        return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+    return a == b
+
+
+def identical_rows(taken: list, made) -> bool:
+    """The (line, row) pairs a check took from a file are the rows `made`, one for one."""
+    return made is not None and len(taken) == len(made) and all(
+        row is not None and identical(row, want) for (_, row), want in zip(taken, made))
+
+
+def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
+    """The verdicts of plan episode `index`'s rows (`rebuilt`: validate_derived.rebuild's
+    (episode row, dataset row, chat rows)), as the parent's checks would give them."""
+    from .episodes import multiturn_rows
+    from .qa import episode_qa
+    from .training import chat_figure, prompt_completion_rows
+    ep, want, chats = rebuilt
+    out = Findings(1)
+    if sessions:
+        from .validate_sessions import check_session
+        checked = check_session(want, "", out, ctx, index)
+        if checked is None or out.total:
+            return Ahead(False)
+        windows = guarded(multiturn_rows, "", out, checked[0], ctx.timestamps, ctx.max_tokens)
+        if not windows or out.total:
+            return Ahead(False)
+        return Ahead(True, checked, windows, part=_part(ctx, checked[0]),
+                     figures=(chat_figure(checked[1]), [chat_figure(r) for r in windows]))
+    clean = guarded(check_episode, "", out, want, "", out, ctx, index) and not out.total
+    if not clean:
+        return Ahead(False)
+    try:
+        judged = episode_qa({"episodes": [want], "sft_multiturn": chats[0], "sft_steps": chats[1]})
+    except MALFORMED:
+        judged = None
+    figures = tuple([chat_figure(r) for r in rows] for rows in (*chats, prompt_completion_rows(chats[1])))
+    return Ahead(True, judged=judged, part=_part(ctx, want), figures=figures)
+
+
+def _part(ctx, ep: dict):
+    """The contamination part of an episode row, scanned whole (a part the parent may not take
+    must not have kept this process from scanning a candidate again)."""
+    if ctx.scan is None:
+        return None
+    try:
+        return ctx.scan.part(ep, fresh=True)
+    except MALFORMED:
+        return None
+
+
+class StreamedMeasure:
+    """contamination.measure of a dataset's training rows taken as validate's checks read them
+    (each row once, in plan order: the figures are maxima, unions and distinct counts, whatever
+    the order), instead of reading and parsing the files again: the part of a row identical to
+    the plan's comes from the worker that rebuilt it, another row's is scanned here. `broken`
+    once a row cannot be measured (unreadable, malformed): measure then runs on the files
+    (validate.measure_splits), and its error names the line as with one worker."""
+
+    def __init__(self, scan, as_episode):
+        self.scan, self.as_episode, self.broken = scan, as_episode, False
+
+    def part(self, ep: dict, fresh: bool = False) -> tuple:
+        return self.scan.part(ep, fresh)
+
+    def add_row(self, row, part: tuple | None) -> None:
+        """Fold in one row of the training files (None: unreadable), `part` its part worked out ahead."""
+        if self.broken:
+            return
+        if part is None:
+            if not isinstance(row, dict):
+                self.broken = True
+                return
+            try:
+                part = self.scan.part(self.as_episode(row))
+            except MALFORMED + (UnicodeDecodeError,):
+                self.broken = True
+                return
+        self.scan.add(part)
+
+    def result(self) -> dict:
+        return self.scan.result()
