@@ -31,7 +31,7 @@ from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stat
                        check_manifest, first_index, measure_splits)
 from .validate_ahead import StreamedMeasure
 from .validate_derived import Rebuilds, check_derived_files
-from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES, record_paths
+from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
 
 
 class Dataset:
@@ -126,9 +126,9 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     """All problems found in a dataset directory (the first `limit` kept, all counted). With
     `workers` > 1 the plan's episodes are rebuilt, and what the row checks find on them worked
     out, ahead in `workers` forked processes while this one reads the files, takes those
-    verdicts for the rows identical to the plan's and checks the others; the holdout
-    contamination is measured from the same rows as they stream past (validate_ahead). The
-    findings are the same, in the same order."""
+    verdicts for the rows identical to the plan's and checks the others (the findings are the
+    same, in the same order). The holdout contamination is measured from the rows as the checks
+    read them (validate_ahead.StreamedMeasure)."""
     if limit < 1:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     ds = ds or Dataset(data)
@@ -139,11 +139,7 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add(str(data / name), "missing", "files")
     if out:
         return out
-    actual, returns = {}, set()
-    for name in names:
-        actual[name], cr = _summary(data / name)
-        if cr:
-            returns.add(name)
+    actual = {name: _summary(data / name) for name in names}
     for name, summary in stats["files"].items():
         if name not in actual:
             out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
@@ -151,8 +147,8 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
     ctx = Context(stats, ds.manifest)
     check_manifest(stats, ds.manifest, out)
+    ctx.scan = streamed_measure(data, stats, ds.layout, workers)
     if workers > 1:
-        ctx.scan = streamed_measure(data, stats, ds.layout, workers, returns)
         ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers)
     try:
         held = _check_holdout(data / FILES["holdout"], ctx, out)
@@ -168,30 +164,24 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     return out
 
 
-def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int, returns: set) -> StreamedMeasure | None:
+def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int) -> StreamedMeasure | None:
     """The holdout contamination measured from the training rows as the checks read them, set
-    up before the rebuilding workers fork (they scan the plan's rows); None where measure_splits
-    must read the files itself: no split, a file missing or unreadable, or a carriage return in
-    a training file (measure's text-mode reading splits a line there: `returns`, the files that
-    hold one)."""
+    up before any rebuilding worker forks (they scan the plan's rows); None where measure_splits
+    must read the files itself: no split, or a file missing or unreadable."""
     try:
         splits = {name: s["file"] for name, s in stats.get("holdout", {}).get("splits", {}).items()}
-        training = record_paths(data / layout.episode_file)
-        if not splits or any(not (data / f).exists() for f in splits.values()) \
-                or any(p.name in returns for p in training):
+        if not splits or any(not (data / f).exists() for f in splits.values()):
             return None
         return StreamedMeasure(Incremental(Targets(read_splits(data, splits), workers)), layout.episode)
     except MALFORMED + (UnicodeDecodeError,):
         return None
 
 
-def _summary(path: Path) -> tuple[dict, bool]:
-    """The file's {rows, bytes, sha256}, and whether it holds a carriage return."""
-    digest, size, lines, cr = hashlib.sha256(), 0, 0, False
+def _summary(path: Path) -> dict:
+    digest, size, lines = hashlib.sha256(), 0, 0
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
             size += len(chunk)
             lines += chunk.count(b"\n")
-            cr = cr or b"\r" in chunk
-    return {"rows": lines, "bytes": size, "sha256": digest.hexdigest()}, cr
+    return {"rows": lines, "bytes": size, "sha256": digest.hexdigest()}

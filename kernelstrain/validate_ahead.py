@@ -93,8 +93,9 @@ def _part(ctx, ep: dict):
 class StreamedMeasure:
     """contamination.measure of a dataset's training rows taken as validate's checks read them
     (each row once, in plan order: the figures are maxima, unions and distinct counts, whatever
-    the order), instead of reading and parsing the files again: the part of a row identical to
-    the plan's comes from the worker that rebuilt it, another row's is scanned here. `broken`
+    the order), instead of reading, parsing (and for sessions re-rendering) them again: the part
+    of a row identical to the plan's comes from the worker that rebuilt it, another row's is
+    scanned here. `broken`
     once a row cannot be measured (unreadable, malformed): measure then runs on the files
     (validate.measure_splits), and its error names the line as with one worker."""
 
@@ -104,8 +105,9 @@ class StreamedMeasure:
     def part(self, ep: dict, fresh: bool = False) -> tuple:
         return self.scan.part(ep, fresh)
 
-    def add_row(self, row, part: tuple | None) -> None:
-        """Fold in one row of the training files (None: unreadable), `part` its part worked out ahead."""
+    def add_row(self, row, part: tuple | None = None, ep: dict | None = None) -> None:
+        """Fold in one row of the training files (None: unreadable): `part` its part worked out
+        ahead, else `ep` its public episode row where the checks made it (else it is made here)."""
         if self.broken:
             return
         if part is None:
@@ -113,7 +115,7 @@ class StreamedMeasure:
                 self.broken = True
                 return
             try:
-                part = self.scan.part(self.as_episode(row))
+                part = self.scan.part(self.as_episode(row) if ep is None else ep)
             except MALFORMED + (UnicodeDecodeError,):
                 self.broken = True
                 return

@@ -44,3 +44,59 @@ def test_workers_give_the_same_report(config, episodes, damage, tmp_path, capsys
     one = validate(damaged, "1", capsys)
     assert one[0] == 1 and "problem" in one[1] + one[2]
     assert validate(damaged, "2", capsys) == one
+
+
+def as_float(d):
+    """An integer field written as an equal float: equal in Python, not the same JSON value."""
+    rewrite_row(d / "episodes.jsonl", 3, lambda ep: ep.update(elapsed_s=float(ep["elapsed_s"])))
+    refresh_hashes(d)
+
+
+def reordered(d):
+    """An episode row's keys in another order (its values untouched)."""
+    rewrite_row(d / "episodes.jsonl", 4, lambda ep: ep.update(dict(reversed(list(ep.items())))) or
+                ep.update({k: ep.pop(k) for k in list(ep)[:3]}))
+    refresh_hashes(d)
+
+
+def step_row(d):
+    """A step row's completion changed: its episode's QA figures come from the rows read."""
+    rewrite_row(d / "sft_steps.jsonl", 5, lambda row: row["messages"][-1].update(content="done"))
+    refresh_hashes(d)
+
+
+def unreadable(d):
+    """A line that is not JSON: the contamination is measured on the files (their error)."""
+    rows = (d / "episodes.jsonl").read_bytes().splitlines(keepends=True)
+    rows[2] = b"{not json\n"
+    (d / "episodes.jsonl").write_bytes(b"".join(rows))
+    refresh_hashes(d)
+
+
+def carriage_return(d):
+    """A carriage return as JSON whitespace: still one row (the dataset is sound), to the checks
+    and to the contamination measure alike."""
+    rows = (d / "episodes.jsonl").read_bytes().splitlines(keepends=True)
+    rows[1] = rows[1].replace(b'{"', b'{\r"', 1)
+    (d / "episodes.jsonl").write_bytes(b"".join(rows))
+    refresh_hashes(d)
+
+
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory):
+    out = tmp_path_factory.mktemp("workers") / "sound"
+    assert main(["generate", "--seed", "5", "--episodes", "8", "--workers", "1", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage,code", [(as_float, 1), (reordered, 1), (step_row, 1), (unreadable, 1),
+                                         (carriage_return, 0)])
+def test_rows_unlike_the_plans_are_checked_in_the_parent(damage, code, sound, tmp_path, capsys):
+    """Rows that equal the plan's in Python but are not the same JSON, and rows that cannot be
+    measured: the parallel path checks them as one worker does."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sound, damaged)
+    damage(damaged)
+    one = validate(damaged, "1", capsys)
+    assert one[0] == code
+    assert validate(damaged, "2", capsys) == one
