@@ -23,7 +23,8 @@ class Ahead:
     clean: bool                   # the plan's row passes every check of its own row (no finding)
     checked: tuple | None = None  # sessions: check_session's (episode row, session row) of the plan's row
     windows: list | None = None   # sessions: the chat windows made from it (episodes.multiturn_rows)
-    judged: object = None         # episodes: qa.episode_qa of the plan's rows (qa._Acc); None where it raised
+    judged: object = None         # its QA figures (qa._Acc): episodes, qa.episode_qa of the plan's rows;
+                                  # sessions, its episode and session row judged; None where it raised
     part: tuple | None = None     # its contamination part (contamination.Incremental.part, fresh); None: none
     figures: tuple = ()           # training.chat_figure of each row made from it: episodes, of its chat, step
                                   # and prompt-completion rows; sessions, of the session, then of its windows
@@ -54,7 +55,7 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
     """The verdicts of plan episode `index`'s rows (`rebuilt`: validate_derived.rebuild's
     (episode row, dataset row, chat rows)), as the parent's checks would give them."""
     from .episodes import multiturn_rows
-    from .qa import episode_qa
+    from .qa import _Acc, episode_qa
     from .training import chat_figure, prompt_completion_rows
     ep, want, chats = rebuilt
     out = Findings(1)
@@ -66,8 +67,14 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
         windows = guarded(multiturn_rows, "", out, checked[0], ctx.timestamps, ctx.max_tokens)
         if not windows or out.total:
             return Ahead(False)
-        return Ahead(True, checked, windows, part=_part(ctx, checked[0]),
-                     figures=(chat_figure(checked[1]), [chat_figure(r) for r in windows]))
+        try:      # the QA figures its batch report counts (validate_sessions.BatchChecks.add)
+            judged = _Acc()
+            judged.episode(checked[0])
+            judged.multiturn(checked[1])
+        except MALFORMED:
+            judged = None
+        return Ahead(True, checked, windows, judged, _part(ctx, checked[0]),
+                     (chat_figure(checked[1]), [chat_figure(r) for r in windows]))
     clean = guarded(check_episode, "", out, want, "", out, ctx, index) and not out.total
     if not clean:
         return Ahead(False)

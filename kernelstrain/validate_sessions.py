@@ -114,12 +114,20 @@ class BatchChecks:
         if m:
             self.failures[self._batch(int(m.group(1)))][check] += 1
 
-    def add(self, n: int, row: dict | None, checked: tuple | None) -> None:
+    def add(self, n: int, row: dict | None, checked: tuple | None, judged=None) -> None:
         """Row n of the file; checked = (episode row, rebuilt session row) when its checks ran
-        (the QA figures count the rebuilt messages: a row that differs is a finding already)."""
+        (the QA figures count the rebuilt messages: a row that differs is a finding already).
+        `judged`: those figures worked out ahead (validate_ahead), taken where no earlier row of
+        the batch has this id (a session's windows are judged against the unworthy steps of every
+        episode of the batch with its id)."""
         k = self._batch(n)
-        self.ids[k].append(row.get("id") if row is not None else None)
-        if checked is not None:
+        rid = row.get("id") if row is not None else None
+        ahead = judged is not None and rid not in self.ids[k]
+        self.ids[k].append(rid)
+        if checked is not None and ahead:
+            self.accs[k].merge(judged)
+            self.accs[k].unworthy |= judged.unworthy
+        elif checked is not None:
             self.accs[k].episode(checked[0])
             self.accs[k].multiturn(checked[1])
 
@@ -162,7 +170,7 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
             if ctx.scan is not None:
                 ctx.scan.add_row(row, ahead and ahead.part, checked and checked[0])
             if path.name == SESSIONS_FILE:
-                checks.add(n, row, checked)
+                checks.add(n, row, checked, ahead and ahead.judged)
     finally:
         out.listener = None
     return acc, checks
