@@ -29,7 +29,7 @@ from .contamination import Incremental, Targets, read_splits
 from .reading import read_stats, read_whole
 from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stats, check_holdout_splits,
                        check_manifest, first_index, measure_splits)
-from .validate_ahead import StreamedMeasure
+from .validate_ahead import StreamedMeasure, ahead
 from .validate_derived import Rebuilds, check_derived_files
 from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
 
@@ -149,7 +149,8 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     check_manifest(stats, ds.manifest, out)
     ctx.scan = streamed_measure(data, stats, ds.layout, workers)
     if workers > 1:
-        ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers)
+        ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers,
+                                ahead)
     try:
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         acc = ds.layout.check(data, ctx, held, out)

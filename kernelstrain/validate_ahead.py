@@ -2,9 +2,9 @@
 that rebuild them (validate_derived.Rebuilds), so the parent's part of `validate --workers N`
 is reading and comparing.
 
-A dataset row that is `identical` to the plan's rebuild of it (the same JSON value: equal,
-with the same types and key order everywhere) gets the very answers a check of the plan's row
-gives, for every check is a pure function of the row, its plan index and the run: so when the
+A dataset row `identical` to the plan's rebuild of it (validate.identical: the same JSON value,
+equal with the same types and key order everywhere) gets the very answers a check of the plan's
+row gives, for every check is a pure function of the row, its plan index and the run: so when the
 plan's row passes them all (`clean`), the parent takes that verdict, the QA figures and the
 contamination part computed ahead instead of checking the row again. Any other row (edited,
 reordered, malformed, out of place) is checked in the parent as with one worker: the findings
@@ -12,7 +12,6 @@ are the same, in the same order.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .validate import MALFORMED, Findings, check_episode, guarded
@@ -28,27 +27,6 @@ class Ahead:
     part: tuple | None = None     # its contamination part (contamination.Incremental.part, fresh); None: none
     figures: tuple = ()           # training.chat_figure of each row made from it: episodes, of its chat, step
                                   # and prompt-completion rows; sessions, of the session, then of its windows
-
-
-def identical(a, b) -> bool:
-    """a == b as JSON values that print alike: the same type at every node (1, 1.0 and True are
-    equal in Python, not here), dict keys in the same order, the sign of a zero kept."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is dict:
-        return len(a) == len(b) and all(ka == kb and identical(va, vb)
-                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
-    if type(a) is list:
-        return len(a) == len(b) and all(map(identical, a, b))
-    if type(a) is float:
-        return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
-    return a == b
-
-
-def identical_rows(taken: list, made) -> bool:
-    """The (line, row) pairs a check took from a file are the rows `made`, one for one."""
-    return made is not None and len(taken) == len(made) and all(
-        row is not None and identical(row, want) for (_, row), want in zip(taken, made))
 
 
 def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:

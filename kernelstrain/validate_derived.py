@@ -25,17 +25,17 @@ def rebuild(plan, index: int, sessions: bool) -> tuple:
     return ep, want, None if sessions else chat_rows(ep, output.timestamps, output.max_context_tokens)
 
 
-_CTX = None     # the validate.Context a forked Rebuilds pool builds from
+_AHEAD: tuple = ()     # (validate.Context, verdicts) a forked Rebuilds pool builds from
 
 
 def _rebuild(index: int, sessions: bool) -> tuple:
-    """In a pool worker: (True, rebuild, validate_ahead.Ahead of its rows), or (False, the exception, None)."""
-    from .validate_ahead import ahead
+    """In a pool worker: (True, rebuild, the verdicts of its rows), or (False, the exception, None)."""
+    ctx, verdicts_of = _AHEAD
     try:
-        rebuilt = rebuild(_CTX.plan, index, sessions)
+        rebuilt = rebuild(ctx.plan, index, sessions)
     except Exception as e:       # raised again in the parent, at the row it belongs to
         return False, e, None
-    verdicts = ahead(_CTX, index, rebuilt, sessions)
+    verdicts = verdicts_of(ctx, index, rebuilt, sessions)
     return True, (None, *rebuilt[1:]), verdicts     # (the parent reads no public episode row: less to send)
 
 
@@ -47,12 +47,14 @@ class Rebuilds:
     missing or moved) is rebuilt here. Without a pool (one worker, no fork) every rebuild is
     computed when asked."""
 
-    def __init__(self, ctx, start: int, count: int, sessions: bool, workers: int):
+    def __init__(self, ctx, start: int, count: int, sessions: bool, workers: int, verdicts_of):
+        """`verdicts_of(ctx, index, rebuild, sessions)`: the verdicts of a rebuild's rows
+        (validate_ahead.ahead), computed in the workers."""
         from .pools import fork_pool, ordered_map
-        global _CTX
+        global _AHEAD
         self.plan, self.sessions, self.next = ctx.plan, sessions, start
         self.last = None             # (index, its pool answer): asked again by plan_row after `verdicts`
-        _CTX = ctx                   # set before the fork: the pool's workers hold it
+        _AHEAD = (ctx, verdicts_of)  # set before the fork: the pool's workers hold it
         self.pool = fork_pool(workers) if workers > 0 and count > 1 else None
         self.ahead = None if self.pool is None else ordered_map(
             self.pool, _rebuild_star, ((i, sessions) for i in range(start, start + count)), 4 * workers)

@@ -10,8 +10,8 @@ from .episodes import chat_rows
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation, prompt_completion_rows
 from .qa import episode_qa
-from .validate import MALFORMED, Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
-from .validate_ahead import identical, identical_rows
+from .validate import (MALFORMED, Context, Findings, Peek, check_episode, combo_of, guarded, identical, identical_rows,
+                       record_rows, row_diff, rows)
 from .validate_derived import plan_row
 from .writers import FILES, RECORDS, SPLIT_CONFIGS, validation_file
 

@@ -16,7 +16,6 @@ from .messages import clock, hms
 from .schema import ROW_CHECKS, SCHEMA, SESSION_KEYS, TRACE_KEYS
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE, episode_row, session_row
 from .episodes import multiturn_rows
-from .validate_ahead import identical
 from .validate_derived import plan_row
 from .manifest import read_manifest
 from .qa import _Acc
@@ -24,7 +23,7 @@ from .qa_reports import batch_reports, dumps_report, report_markdown
 from .reading import read_jsonl
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation
-from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
+from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, identical, record_rows, row_diff, rows
 from .validate_episodes import check_multiturn
 from .writers import FILES, SESSION_FILES, validation_file, write_text_atomic
 
