@@ -485,16 +485,13 @@ class Incremental:
         self.keys: set = set()             # parent side: distinct candidate keys
         self.train_tasks: set = set()
 
-    def part(self, ep: dict, fresh: bool = False) -> tuple:
-        """One episode row's contribution: (its task, its new candidate keys, tally part).
-        `fresh`: every candidate of the row, whatever this process scanned before (for a part
-        the parent may leave out: validate_ahead)."""
+    def part(self, ep: dict) -> tuple:
+        """One episode row's contribution: (its task, its new candidate keys, tally part)."""
         tally, keys = Tally(self.targets.matcher), []
-        scanned = set() if fresh else self.scanned
         for code, lang in episode_candidates(ep):
             key = candidate_key(code)
-            if key not in scanned:
-                scanned.add(key)
+            if key not in self.scanned:
+                self.scanned.add(key)
                 keys.append(key)
                 tally.add(self.targets.matcher.scan(code, lang))
         return task_key(ep), keys, tally.part()

@@ -147,10 +147,11 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
     ctx = Context(stats, ds.manifest)
     check_manifest(stats, ds.manifest, out)
-    ctx.scan = streamed_measure(data, stats, ds.layout, workers)
     if workers > 1:
         ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers,
                                 ahead)
+    # set up while the workers start rebuilding, in this process alone (no fork beside the pool's threads)
+    ctx.scan = streamed_measure(data, stats, ds.layout)
     try:
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         acc = ds.layout.check(data, ctx, held, out)
@@ -165,15 +166,14 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     return out
 
 
-def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int) -> StreamedMeasure | None:
-    """The holdout contamination measured from the training rows as the checks read them, set
-    up before any rebuilding worker forks (they scan the plan's rows); None where measure_splits
-    must read the files itself: no split, or a file missing or unreadable."""
+def streamed_measure(data: Path, stats: dict, layout: Layout) -> StreamedMeasure | None:
+    """The holdout contamination measured from the training rows as the checks read them; None
+    where measure_splits must read the files itself: no split, or a file missing or unreadable."""
     try:
         splits = {name: s["file"] for name, s in stats.get("holdout", {}).get("splits", {}).items()}
         if not splits or any(not (data / f).exists() for f in splits.values()):
             return None
-        return StreamedMeasure(Incremental(Targets(read_splits(data, splits), workers)), layout.episode)
+        return StreamedMeasure(Incremental(Targets(read_splits(data, splits))), layout.episode)
     except MALFORMED + (UnicodeDecodeError,):
         return None
 

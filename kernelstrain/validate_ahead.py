@@ -1,12 +1,12 @@
 """What validate's row checks find on the plan's own rows, worked out ahead in the processes
 that rebuild them (validate_derived.Rebuilds), so the parent's part of `validate --workers N`
-is reading and comparing.
+is reading, comparing and the contamination measure (StreamedMeasure).
 
 A dataset row `identical` to the plan's rebuild of it (validate.identical: the same JSON value,
 equal with the same types and key order everywhere) gets the very answers a check of the plan's
 row gives, for every check is a pure function of the row, its plan index and the run: so when the
-plan's row passes them all (`clean`), the parent takes that verdict, the QA figures and the
-contamination part computed ahead instead of checking the row again. Any other row (edited,
+plan's row passes them all (`clean`), the parent takes that verdict and the figures computed
+ahead instead of checking the row again. Any other row (edited,
 reordered, malformed, out of place) is checked in the parent as with one worker: the findings
 are the same, in the same order.
 """
@@ -24,7 +24,6 @@ class Ahead:
     windows: list | None = None   # sessions: the chat windows made from it (episodes.multiturn_rows)
     judged: object = None         # its QA figures (qa._Acc): episodes, qa.episode_qa of the plan's rows;
                                   # sessions, its episode and session row judged; None where it raised
-    part: tuple | None = None     # its contamination part (contamination.Incremental.part, fresh); None: none
     figures: tuple = ()           # training.chat_figure of each row made from it: episodes, of its chat, step
                                   # and prompt-completion rows; sessions, of the session, then of its windows
 
@@ -51,8 +50,7 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
             judged.multiturn(checked[1])
         except MALFORMED:
             judged = None
-        return Ahead(True, checked, windows, judged, _part(ctx, checked[0]),
-                     (chat_figure(checked[1]), [chat_figure(r) for r in windows]))
+        return Ahead(True, checked, windows, judged, (chat_figure(checked[1]), [chat_figure(r) for r in windows]))
     clean = guarded(check_episode, "", out, want, "", out, ctx, index) and not out.total
     if not clean:
         return Ahead(False)
@@ -61,50 +59,31 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
     except MALFORMED:
         judged = None
     figures = tuple([chat_figure(r) for r in rows] for rows in (*chats, prompt_completion_rows(chats[1])))
-    return Ahead(True, judged=judged, part=_part(ctx, want), figures=figures)
-
-
-def _part(ctx, ep: dict):
-    """The contamination part of an episode row, scanned whole (a part the parent may not take
-    must not have kept this process from scanning a candidate again)."""
-    if ctx.scan is None:
-        return None
-    try:
-        return ctx.scan.part(ep, fresh=True)
-    except MALFORMED:
-        return None
+    return Ahead(True, judged=judged, figures=figures)
 
 
 class StreamedMeasure:
     """contamination.measure of a dataset's training rows taken as validate's checks read them
     (each row once, in plan order: the figures are maxima, unions and distinct counts, whatever
-    the order), instead of reading, parsing (and for sessions re-rendering) them again: the part
-    of a row identical to the plan's comes from the worker that rebuilt it, another row's is
-    scanned here. `broken`
+    the order), instead of reading, parsing (and for sessions re-rendering) them again. `broken`
     once a row cannot be measured (unreadable, malformed): measure then runs on the files
     (validate.measure_splits), and its error names the line as with one worker."""
 
     def __init__(self, scan, as_episode):
         self.scan, self.as_episode, self.broken = scan, as_episode, False
 
-    def part(self, ep: dict, fresh: bool = False) -> tuple:
-        return self.scan.part(ep, fresh)
-
-    def add_row(self, row, part: tuple | None = None, ep: dict | None = None) -> None:
-        """Fold in one row of the training files (None: unreadable): `part` its part worked out
-        ahead, else `ep` its public episode row where the checks made it (else it is made here)."""
+    def add_row(self, row, ep: dict | None = None) -> None:
+        """Fold in one row of the training files (None: unreadable); `ep` its public episode row
+        where the checks made it (else it is made here)."""
         if self.broken:
             return
-        if part is None:
-            if not isinstance(row, dict):
-                self.broken = True
-                return
-            try:
-                part = self.scan.part(self.as_episode(row) if ep is None else ep)
-            except MALFORMED + (UnicodeDecodeError,):
-                self.broken = True
-                return
-        self.scan.add(part)
+        if not isinstance(row, dict):
+            self.broken = True
+            return
+        try:
+            self.scan.add(self.scan.part(self.as_episode(row) if ep is None else ep))
+        except MALFORMED + (UnicodeDecodeError,):
+            self.broken = True
 
     def result(self) -> dict:
         return self.scan.result()
