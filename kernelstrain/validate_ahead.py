@@ -4,11 +4,10 @@ is reading, comparing and the contamination measure (StreamedMeasure).
 
 A dataset row `identical` to the plan's rebuild of it (validate.identical: the same JSON value,
 equal with the same types and key order everywhere) gets the very answers a check of the plan's
-row gives, for every check is a pure function of the row, its plan index and the run: so when the
-plan's row passes them all (`clean`), the parent takes that verdict and the figures computed
-ahead instead of checking the row again. Any other row (edited,
-reordered, malformed, out of place) is checked in the parent as with one worker: the findings
-are the same, in the same order.
+row gives, for every check is a pure function of the row, its plan index and the run: so when
+the plan's row passes them all (`clean`), the parent takes that verdict and the figures computed
+ahead instead of checking the row again. Any other row (edited, reordered, malformed, out of
+place) is checked in the parent as with one worker: the findings are the same, in the same order.
 """
 from __future__ import annotations
 
