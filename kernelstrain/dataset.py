@@ -31,7 +31,7 @@ from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stat
                        check_manifest, first_index, measure_splits)
 from .validate_ahead import StreamedMeasure, ahead
 from .validate_derived import Rebuilds, check_derived_files
-from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
+from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES, record_paths
 
 
 class Dataset:
@@ -160,7 +160,8 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             ctx.rebuilds.close()
     _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
     check_derived_files(data, ds.layout, stats, out, ctx.judged)
-    streamed = ctx.scan is not None and not ctx.scan.broken
+    lines = sum(actual.get(path.name, {}).get("rows", -1) for path in record_paths(data / ds.layout.episode_file))
+    streamed = ctx.scan is not None and not ctx.scan.broken and ctx.scan.rows == lines   # each line's row measured
     out.notes = check_holdout_splits(data, stats, out, ctx.scan.result() if streamed else
                                      measure_splits(data, stats, ds.layout, workers))
     return out

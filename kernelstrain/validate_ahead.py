@@ -66,14 +66,17 @@ class StreamedMeasure:
     (each row once, in plan order: the figures are maxima, unions and distinct counts, whatever
     the order), instead of reading, parsing (and for sessions re-rendering) them again. `broken`
     once a row cannot be measured (unreadable, malformed): measure then runs on the files
-    (validate.measure_splits), and its error names the line as with one worker."""
+    (validate.measure_splits), and its error names the line as with one worker; so it does where
+    the layout's checks did not hand over one row a line (`rows`; see dataset.validate)."""
 
     def __init__(self, scan, as_episode):
         self.scan, self.as_episode, self.broken = scan, as_episode, False
+        self.rows = 0
 
     def add_row(self, row, ep: dict | None = None) -> None:
         """Fold in one row of the training files (None: unreadable); `ep` its public episode row
         where the checks made it (else it is made here)."""
+        self.rows += 1
         if self.broken:
             return
         if not isinstance(row, dict):
