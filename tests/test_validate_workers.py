@@ -100,3 +100,19 @@ def test_rows_unlike_the_plans_are_checked_in_the_parent(damage, code, sound, tm
     one = validate(damaged, "1", capsys)
     assert one[0] == code
     assert validate(damaged, "2", capsys) == one
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_streamed_contamination_is_measure_s(workers, sound, monkeypatch):
+    """validate measures the contamination from the rows its checks read: the figures
+    contamination.measure gives on the files, without reading them again."""
+    import kernelstrain
+    from kernelstrain import dataset
+    from kernelstrain.validate import measure_splits
+    found = []
+    check = dataset.check_holdout_splits
+    monkeypatch.setattr(dataset, "check_holdout_splits", lambda data, stats, out, f: found.append(f) or check(data, stats, out, f))
+    monkeypatch.setattr(dataset, "measure_splits", lambda *a: pytest.fail("measured on the files again"))
+    ds = kernelstrain.open(sound)
+    assert ds.validate(workers=workers).total == 0
+    assert found == [measure_splits(sound, ds.stats, ds.layout)]
