@@ -116,3 +116,12 @@ def test_the_streamed_contamination_is_measure_s(workers, sound, monkeypatch):
     ds = kernelstrain.open(sound)
     assert ds.validate(workers=workers).total == 0
     assert found == [measure_splits(sound, ds.stats, ds.layout)]
+
+
+def test_a_shard_is_checked_alike(tmp_path, capsys):
+    """A shard's episodes start past index 0 (validate.first_index): the workers rebuild the same ones."""
+    shard = tmp_path / "shard"
+    assert main(["generate", "--seed", "5", "--episodes", "8", "--shard", "1/2", "--workers", "1", "--out", str(shard),
+                 "--quiet"]) == 0
+    one = validate(shard, "1", capsys)
+    assert one[0] == 0 and validate(shard, "2", capsys) == one
