@@ -14,10 +14,15 @@ import room_device_check  # noqa: E402
 
 # the check shape and a 4x wider grid (the reference steps through L in Python: gpucheck.sample.fits bounds the size)
 SCAN_SHAPES = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 1024, "D": 3072, "N": 16}]
+# conv2d: the check shape's neighbours on the menu, 3x3 at C=64 and at C=256 (BK 64: a quarter of the K-loop trips of 16)
+CONV_SHAPES = [{"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1},
+               {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}]
 room_device_check.NEW = [
     ("selective_scan_triton", "state_outer_scan", "CHUNK", SCAN_SHAPES),
     ("selective_scan_triton", "state_outer_scan", "BLOCK_D", SCAN_SHAPES),
     ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN_SHAPES),
+    ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONV_SHAPES),
+    ("conv2d_nhwc_triton", "pipelined_stages", "BK", CONV_SHAPES),
 ]
 room_device_check.REFERENCE = [
     ("selective_scan_triton", "exp2_fused_epilogue", "BLOCK_D", SCAN_SHAPES),

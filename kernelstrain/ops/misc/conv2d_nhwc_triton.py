@@ -123,7 +123,9 @@ def pipelined_stages_src(p, task, init=ZERO, stop="R * S * taps_c"):
 
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
-TILES = (Param("BM", (32, 64, 128), 64), Param("BN", (32, 64, 128), 64), Param("BK", (16, 32), 32), WARPS)
+# BK 64: one (r, s) tap's 64 channels a K step, half the trips of 32 (the H200 fit's BK exponent is negative on every
+# tl.dot rung: 32 ran faster than 16); the kernel walks C in BK steps, and every menu shape has C a multiple of 64
+TILES = (Param("BM", (32, 64, 128), 64), Param("BN", (32, 64, 128), 64), Param("BK", (16, 32, 64), 32), WARPS)
 GROUP = Param("GROUP_M", (4, 8, 16), 8)
 KT_BUG = {"stop": "R * S * taps_c - 1"}
 
