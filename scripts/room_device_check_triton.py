@@ -26,12 +26,11 @@ room_device_check.NEW = [
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONV_SHAPES),
     ("conv2d_nhwc_triton", "pipelined_stages", "BK", CONV_SHAPES),
     ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SHAPES),
-    ("gemm_fp4_triton", "dot_scaled", "BLOCK_M", FP4_SHAPES),
-    ("gemm_fp4_triton", "fused_dequant_dot", "BLOCK_M", FP4_SHAPES[:1]),
 ]
 room_device_check.REFERENCE = [
     ("selective_scan_triton", "exp2_fused_epilogue", "BLOCK_D", SCAN_SHAPES),
     ("selective_scan_triton", "exp2_fused_epilogue", "num_warps", SCAN_SHAPES[:1]),
+    ("gemm_fp4_triton", "dot_scaled", "BLOCK_N", FP4_SHAPES),
 ]
 
 if __name__ == "__main__":

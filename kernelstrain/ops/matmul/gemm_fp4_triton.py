@@ -15,10 +15,7 @@ from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 from .gemm_splitk_spec import SPLIT_VALUES, split_launch
 
-# BLOCK_M 16/32: a decode-sized M (16, 128) pads a 64- or 128-row tile with rows the dot (and dot_scaled's bf16
-# upcast on sm_80/90) computes for nothing; Triton's own matmul autotune lists 16- and 32-row tiles for small M
-TILE = (Param("BLOCK_M", (16, 32, 64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
-SPLIT_TILE = (Param("BLOCK_M", (16, 32, 64, 128), 16),) + TILE[1:]     # split-K is for small M (gemm_splitk_triton's)
+TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
@@ -233,7 +230,7 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
         Rung("split_k_dot_scaled", "tl.dot_scaled with the K tiles split over program_id(1), fp32 atomics into a workspace",
-             SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
+             TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=split_k_launch, render=split_k_scaled_src, consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
     )
