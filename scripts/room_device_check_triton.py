@@ -17,20 +17,16 @@ SCAN_SHAPES = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 1024, "D":
 # conv2d: the check shape's neighbours on the menu, 3x3 at C=64 and at C=256 (BK 64: a quarter of the K-loop trips of 16)
 CONV_SHAPES = [{"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1},
                {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}]
-# fp4: the two decode-sized shapes of the menu (M = 16, 128), where N / BLOCK_N programs are few
-FP4_SHAPES = [{"M": 16, "N": 7168, "K": 2048, "G": 32}, {"M": 128, "N": 14336, "K": 4096, "G": 32}]
 room_device_check.NEW = [
     ("selective_scan_triton", "state_outer_scan", "CHUNK", SCAN_SHAPES),
     ("selective_scan_triton", "state_outer_scan", "BLOCK_D", SCAN_SHAPES),
     ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN_SHAPES),
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONV_SHAPES),
     ("conv2d_nhwc_triton", "pipelined_stages", "BK", CONV_SHAPES),
-    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SHAPES),
 ]
 room_device_check.REFERENCE = [
     ("selective_scan_triton", "exp2_fused_epilogue", "BLOCK_D", SCAN_SHAPES),
     ("selective_scan_triton", "exp2_fused_epilogue", "num_warps", SCAN_SHAPES[:1]),
-    ("gemm_fp4_triton", "dot_scaled", "BLOCK_N", FP4_SHAPES),
 ]
 
 if __name__ == "__main__":

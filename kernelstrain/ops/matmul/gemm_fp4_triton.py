@@ -3,8 +3,7 @@
 Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
 with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
 tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> tl.dot_scaled on the packed e2m1 tiles and their scales (sm_120: the block-scaled tensor-core
-mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled pipelined -> dot_scaled with K split
-over SPLIT_K programs into an fp32 workspace (decode-sized M: more programs streaming the weight). nvfp4 (G = 16, e4m3
+mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
 scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
 """
 from dataclasses import replace
@@ -13,7 +12,6 @@ from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
 from ._gemm_tc import tc_traffic
 from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
-from .gemm_splitk_spec import SPLIT_VALUES, split_launch
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
@@ -48,9 +46,8 @@ ROW_ORDER = """    num_pid_n = N // BLOCK_N
     pid_n = tl.program_id(0) % num_pid_n"""
 
 
-def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str, split: bool = False) -> str:
-    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled; `split`: the K tiles
-    divided among SPLIT_K programs (program_id(1)), each adding its fp32 tile into a zeroed workspace."""
+def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
+    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled."""
     if scaled:
         sa = scale.replace("SHAPE", "(BLOCK_M, BLOCK_K // 32)") if scale != SCALE else "sa"
         sb = scale.replace("SHAPE", "(BLOCK_N, BLOCK_K // 32)") if scale != SCALE else "sb"
@@ -59,16 +56,7 @@ def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str, split: boo
         step = ("a16 = dequant_e2m1(a, sa, BLOCK_M, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        b16 = dequant_e2m1(b, sb, BLOCK_N, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        acc = tl.dot(a16, b16.T, acc)")
-    group = ", GROUP_M: tl.constexpr" if grouped else ", SPLIT_K: tl.constexpr" if split else ""
-    first, loop, store = "", f"range(0, {k_end})", "tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)"
-    if split:
-        first = f"""
-    per = tl.cdiv(K // BLOCK_K, SPLIT_K)     # this program's share of the K tiles
-    kt0 = tl.program_id(1) * per
-    rq += kt0 * (BLOCK_K // 2)
-    rs += kt0 * (BLOCK_K // 32)"""
-        loop = f"range(kt0, tl.minimum(kt0 + per, {k_end}))"
-        store = "tl.atomic_add(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M, sem=\"relaxed\")   # fp32 sum, any order"
+    group = ", GROUP_M: tl.constexpr" if grouped else ""
     return ("" if scaled else DEQUANT.format(scale=scale)) + f"""
 @triton.jit
 def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
@@ -77,13 +65,13 @@ def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rq = tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
-    rs = tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile{first}
+    rs = tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
     a_ptrs = a_ptr + rm[:, None] * (K // 2) + rq[None, :]
     b_ptrs = b_ptr + rn[:, None] * (K // 2) + rq[None, :]
     sa_ptrs = sa_ptr + rm[:, None] * (K // 32) + rs[None, :]
     sb_ptrs = sb_ptr + rn[:, None] * (K // 32) + rs[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in {loop}:
+    for kt in range(0, {k_end}):
         a = tl.load(a_ptrs, mask=rm[:, None] < M, other=0)
         b = tl.load(b_ptrs)
         sa = tl.load(sa_ptrs, mask=rm[:, None] < M, other=127)
@@ -93,14 +81,13 @@ def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K // 2
         sa_ptrs += BLOCK_K // 32
         sb_ptrs += BLOCK_K // 32
-    {store}
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
 """
 
 
 def launch_line(p, kernel="gemm_fp4_kernel", args="A, B, scale_a, scale_b, C, M, N, K") -> str:
     kw = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-    splits = f", {p['SPLIT_K']}" if "SPLIT_K" in p else ","
-    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}){splits})\n"
+    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}),)\n"
             f"    {kernel}[grid]({args}, {kw}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
 
 
@@ -118,21 +105,6 @@ def fused_src(scaled: bool, grouped: bool):
     def render(p, task, k_end="K // BLOCK_K", scale=SCALE):
         return fused_kernel(scaled, grouped, k_end, scale) + head(task) + launch_line(p) + "    return C\n"
     return render
-
-
-def split_k_scaled_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
-    return (fused_kernel(True, False, k_end, scale, split=True) + head(task)
-            + "    ws = torch.zeros((M, N), device=A.device, dtype=torch.float32)   # the splits' atomics add into zeros\n"
-            + launch_line(p, args="A, B, scale_a, scale_b, ws, M, N, K")
-            + "    C.copy_(ws)                               # the cast to the 16-bit result\n    return C\n")
-
-
-def split_k_launch(p, task):
-    """dot_scaled's model with the K tiles split SPLIT_K ways (gemm_splitk_spec.split_launch, atomic mode): a
-    decode-sized M gives only N / BLOCK_N programs (M=16 N=7168: 56-112), too few loads in flight to pull the
-    packed weight at the DRAM's rate; SPLIT_K times the programs, each over a SPLIT_K-th of K, for an fp32
-    workspace (memset, atomics, the cast) of 12 bytes an output element."""
-    return split_launch(fp4_launch("dot", upcast=0.6), "atomic", floor=lambda t: GemmFp4Triton().cost(t).bytes)(p, task)
 
 
 def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
@@ -229,10 +201,6 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
-        Rung("split_k_dot_scaled", "tl.dot_scaled with the K tiles split over program_id(1), fp32 atomics into a workspace",
-             TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), WARPS), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
-             launch=split_k_launch, render=split_k_scaled_src, consts=consts,
-             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
     )
 
     def assemble(self, kernel, variant, params, task):
@@ -249,7 +217,6 @@ class GemmFp4Triton(GemmFp4Spec):
             main = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **dims}
             return [deq, KernelSpec("gemm_fp4_kernel", {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps,
                                     num_stages=stages)]
-        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8",
-               "c_ptr": "*fp32" if "SPLIT_K" in params else ptr, **dims,
+        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": ptr, **dims,
                **{k: "constexpr" for k in c}}
         return [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]

@@ -14,17 +14,16 @@ ENTRY = Entry("gemm_splitk", (
 SPLIT_VALUES = (2, 4, 8, 16)
 
 
-def split_launch(base, mode: str, bk: int = 64, floor=None):
+def split_launch(base, mode: str, bk: int = 64):
     """Wrap a one-split launch model: `mode` "partials" (fp32 slice per split, read back by a
     reduce kernel), "atomic" (fp32 atomics into one zeroed workspace, then a cast kernel) or
-    "none". The grid grows by SPLITS, each CTA's K loop shrinks, and the workspace costs bytes
-    (against `floor(task)`, the op's minimum bytes; default: A, B and C of the task's dtype)."""
+    "none". The grid grows by SPLITS, each CTA's K loop shrinks, and the workspace costs bytes."""
     def launch(p, task):
         one = base(p, task)
         splits = p.get("SPLITS", p.get("SPLIT_K", 1)) if mode != "none" else 1
         m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
         tiles_per_split = cdiv(cdiv(k, p.get("BK", p.get("BLOCK_K", bk))), splits)
-        least = floor(task) if floor else (m * k + n * k + m * n) * e
+        floor = (m * k + n * k + m * n) * e
         if mode == "partials":     # each split writes an fp32 [M, N] slice, the reduce reads them all
             extra, launches, atomics = 2 * splits * m * n * 4, one.launches + 1, 0
         elif mode == "atomic":     # memset + atomics (L2-resident) + one fp32 read by the cast
@@ -33,7 +32,7 @@ def split_launch(base, mode: str, bk: int = 64, floor=None):
             extra, launches, atomics = 0, one.launches, 0
         # a short K loop pays its prologue and epilogue over fewer tiles
         loop = tiles_per_split / (tiles_per_split + 1.5)
-        return replace(one, grid=one.grid * splits, traffic=one.traffic + extra / least, launches=launches,
+        return replace(one, grid=one.grid * splits, traffic=one.traffic + extra / floor, launches=launches,
                        compute_scale=one.compute_scale * loop, serial_atomics=atomics)
     return launch
 
