@@ -8,17 +8,22 @@ from ._scan_triton import SIG, X0, program, prologue
 
 
 def state_outer_launch(p, task):
-    """[BLOCK_D, CHUNK] tiles, N scans of them a chunk: a thread holds BLOCK_D * CHUNK / threads values of each
-    tile (the 3-D rungs hold N times that), so CHUNK can be 4-8x longer without spilling: fewer chunk steps of
-    the serial carry. The N end states cross lanes one [BLOCK_D] sum each (the 3-D rungs reduce [BLOCK_D, N]
-    once, and x * C over N across lanes every chunk)."""
+    """[BLOCK_D, CHUNK] tiles, N scans of them a chunk. tl.associative_scan runs the values a thread holds in
+    sequence, then shuffles across lanes and, where the chunk spans warps, through shared memory with barriers:
+    the more values a thread holds, the fewer cross-lane and cross-warp steps per element. The H200 (22:00
+    UTC, room_device_check_triton, B=1 L=2048 D=1536 and B=4 L=1024 D=3072) ran faster with every change
+    that gives a thread more values: num_warps 8/4/2/1 at BLOCK_D 4, CHUNK 128: 454/258/207/163 us (B=1),
+    1698/550/312/239 us (B=4); BLOCK_D 1/2/4/8/16 at 4 warps: 548/392/258/217/214 and 2039/1217/550/318/281;
+    CHUNK 64/128/256 at 4 warps: 282/258/109 and 678/550/294 (512: 139 and 370). Time fell about as values
+    a thread ^ -0.45 (x 0.73 a doubling) up to 16 values; past that the registers the 2 scanned pairs hold
+    spill. The best, 109 us at B=1 and 239 us at B=4, beat exp2_fused_epilogue's best (213 and 788 us)."""
     b, l, d, elt = task["B"], task["L"], task["D"], DTYPE_BYTES[task.dtype]
     bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p["num_warps"] * task.gpu.warp
     per = max(1, bd * ch // threads)
-    regs = 40 + 8 * per                    # u, dt, dt*u, y, a, b and the scan's pair: live [BLOCK_D, CHUNK] tiles
+    regs = 40 + 12 * per                   # u, dt, dt*u, y, a, b, the scan's pair and its result: live tiles
     return Launch(grid=b * cdiv(d, bd), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
-                  bytes_per_access=min(16, per * elt), traffic=triton_spill(regs, 255), compute_scale=0.75,
-                  lane_util=min(1.0, bd * ch / threads) * l / (cdiv(l, ch) * ch))
+                  bytes_per_access=min(16, per * elt), traffic=triton_spill(regs, 255),
+                  compute_scale=0.75 * min(per, 16) ** 0.45, lane_util=l / (cdiv(l, ch) * ch))
 
 
 def state_outer_src(p, task, x0=X0, last="CHUNK - 1", tmask="t < L", bterm="dtu * bt[None, :]"):
