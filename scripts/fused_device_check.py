@@ -422,10 +422,11 @@ def run(args) -> int:
             chunk = [c for g in groups[i:i + CHUNK] for c in g]
             try:
                 r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(chunk)], capture_output=True,
-                                   text=True, cwd=ROOT, timeout=240)
+                                   text=True, cwd=ROOT, timeout=max(10.0, args.budget - (time.time() - t0)))
                 stdout, stderr = r.stdout, r.stderr
             except subprocess.TimeoutExpired as e:
-                stdout, stderr = (e.stdout or b"").decode(), "timed out"
+                out_ = e.stdout or ""
+                stdout, stderr = out_.decode() if isinstance(out_, bytes) else out_, "timed out at the budget"
             got = {}
             for line in stdout.splitlines():
                 if line.startswith("{"):
