@@ -35,6 +35,7 @@ from .types import SPATIAL
 K = 256                                   # sample size of a tensor
 _Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
+LINEAR_RESIDUAL = 1e-6                    # an elementwise step this close to a line over a tensor's values keeps its rows' mean
 TAIL = 8                                  # points the quantile function's tail slope is taken over
 # a scalar parameter (one randn): the values the first one takes in turn (|randn|'s 20/50/87/99th
 # percentiles, either sign), later ones +- the median
@@ -77,6 +78,33 @@ def _quantiles(xs: list) -> tuple:
         hi, f = min(lo + 1, n - 1), min(max(pos - lo, 0.0), 1.0)
         out.append(xs[lo] + (xs[hi] - xs[lo]) * f)
     return tuple(out)
+
+
+def _merged(x: Sample, row: int) -> Sample:
+    """The sample of every element, a gram's diagonal among them (one in `row` values): for a step that
+    does not carry the diagonal apart."""
+    pts = sorted([(u, row - 1.0) for u in x.v] + [(u, 1.0) for u in x.diag])
+    total, acc, out, i = K * row, 0.0, [], 0
+    for q in range(K):
+        want = (q + 0.5) / K * total
+        while i < len(pts) - 1 and acc + pts[i][1] < want:
+            acc += pts[i][1]
+            i += 1
+        out.append(pts[i][0])
+    return Sample(tuple(out), None, x.normed, x.row_mean)
+
+
+def _keeps_diag(step: dict) -> bool:
+    """Whether the step carries a gram's diagonal apart (values.py's elementwise maps, row ops along the last
+    dim, attention of the square gram), or needs the sample of every element (_merged)."""
+    op, role = step["op"], step["role"]
+    if op == "sdpa":
+        return True
+    if role in ("softmax", "reduction"):
+        return _along_last(step)
+    if op in ("bias_add", "scale_param"):
+        return step["params"]["shape"][0] == 1
+    return role == "elementwise" and op != "glu"
 
 
 def _slope(end: float, next_: float, far: float) -> float:
@@ -205,11 +233,14 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
         return Sample(_extreme(x.v, C, op == "amax"))
     rows, extra = _rows(x, step, draws, diag)
     if op in ("softmax", "log_softmax"):
-        out = []
+        out, on_diag, own = [], [], 1 if diag else 0
         for row in rows:
             lse = _lse(row, extra)
-            out.extend(math.exp(r - lse) if op == "softmax" else r - lse for r in row)
-        return Sample(_quantiles(out), row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
+            row = [math.exp(r - lse) if op == "softmax" else r - lse for r in row]
+            on_diag.extend(row[:own])        # a gram's diagonal stays apart (row[0]: every row holds one)
+            out.extend(row[own:])
+        return Sample(_quantiles(out), _quantiles(on_diag) if diag else None,
+                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
     if op == "logsumexp":
         return Sample(_quantiles([_lse(row, extra) for row in rows]))
     stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
@@ -242,27 +273,47 @@ def _contraction(x: Sample, step: dict) -> Sample:
 
 
 def _gram(x: Sample, step: dict) -> Sample:
-    d = step["in"]["shape"][-1]
+    """x x^T over the last dim (d terms): each off-diagonal entry a sum of d products of two rows, the
+    diagonal a row's sum of squares. Rows of one mean mu (a softmax's, carried through near-linear steps)
+    leave no linear term: off d mu^2 + sum(dx_i dx_j), diagonal d (mu^2 + var) + sum(dx^2 - var)."""
+    shape = step["in"]["shape"]
+    d = shape[-1]
     m, e = x.mean, x.energy
-    off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
     e2 = math.fsum(v ** 4 for v in x.v) / K
-    diag = (d * e,) * K if x.normed else _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
-    return Sample(off, tuple(sorted(diag)))
+    if x.row_mean is not None and x.row_mean[0] == len(shape) - 1:
+        mu = x.row_mean[1]
+        var = max(e - mu * mu, 0.0)
+        dev4 = math.fsum((v - mu) ** 4 for v in x.v) / K
+        off = _gauss(d * mu * mu, math.sqrt(d) * var)
+        diag = _gauss(d * (mu * mu + var), math.sqrt(d * max(dev4 - var * var, 0.0)))
+    else:
+        off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
+        diag = _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
+    return Sample(off, (d * e,) * K if x.normed else tuple(sorted(diag)))
 
 
 def _sdpa(x: Sample, step: dict) -> Sample:
     """Self-attention of q = k = v: a row's own key scores |q|^2 / sqrt(d_head), the others about
     mean^2 sqrt(d_head) +- E[x^2]; the output mixes the row's own value (weight w) with the average of
-    the others'."""
+    the others'. A gram's diagonal (one value a row and a column of the square s x s input) is no
+    independent draw: without a causal mask, column c's average over the other keys holds exactly one
+    (row c's), the same shift (diag - mean) (1 - w) / (keys - 1) in every column off the row's own,
+    and the row's own column holds its own diagonal value at weight w."""
     b, s, d = step["in"]["shape"]
     dh = d / step["params"]["num_heads"]
     m, e = x.mean, x.energy
     own, other, var = math.sqrt(dh) * e, math.sqrt(dh) * m * m, max(e * e - m ** 4, 0.0)
-    keys = s / 2.0 if step["params"].get("is_causal") else float(s)
+    causal = step["params"].get("is_causal")
+    keys = s / 2.0 if causal else float(s)
     t = min(other + var / 2.0 - own + math.log(max(keys - 1.0, 1e-9)), 700.0)
     w = 1.0 / (1.0 + math.exp(t))
     shrink = math.sqrt(w * w + (1.0 - w) ** 2 / keys)
-    return Sample(tuple(sorted(m + (v - m) * shrink for v in x.v)))
+    if x.diag is None or causal or d != s:
+        v = x.v if x.diag is None else _quantiles(list(x.v) * (s - 1) + list(x.diag))
+        return Sample(tuple(sorted(m + (u - m) * shrink for u in v)))
+    shift = (math.fsum(x.diag) / K - m) * (1.0 - w) / (keys - 1.0)
+    return Sample(tuple(sorted(m + shift + (u - m) * shrink for u in x.v)),
+                  tuple(sorted(m + (a - m) * w for a in x.diag)))
 
 
 def _pair(a: tuple, b: tuple, fn, draws: _Draws) -> tuple:
@@ -279,6 +330,8 @@ def _safe(fn, v: float) -> float:
 
 def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> Sample:
     op, p, role = step["op"], step["params"], step["role"]
+    if x.diag is not None and not _keeps_diag(step):
+        x = _merged(x, step["in"]["shape"][-1])
     if op == "embedding":
         return Sample(_Z)
     if op in ("matmul", "bmm"):
@@ -325,8 +378,25 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
     if v == x.v and diag == x.diag:
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
-    row_mean = (x.row_mean[0], f(x.row_mean[1])) if linear and x.row_mean is not None else None
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), row_mean)
+    row_mean = None
+    if x.row_mean is not None:
+        row_mean = (x.row_mean[0], f(x.row_mean[1]) if linear else _linear_at(f, x.v + (x.diag or ()), x.row_mean[1]))
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), row_mean if row_mean and row_mean[1] is not None else None)
+
+
+def _linear_at(f, values: tuple, mu: float) -> float | None:
+    """f's value at mu where f is a straight line over all the values (a sigmoid of softmax probabilities
+    ~1/C: rows of one mean keep one mean), within LINEAR_RESIDUAL of their largest; else None."""
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        return f(mu)
+    f_lo = f(lo)
+    slope = (f(hi) - f_lo) / (hi - lo)
+    line = [f_lo + slope * (u - lo) for u in values]
+    fv = [f(u) for u in values]
+    if max(abs(a - b) for a, b in zip(fv, line)) > LINEAR_RESIDUAL * max(abs(a) for a in fv) + 1e-300:
+        return None
+    return f_lo + slope * (mu - lo)
 
 
 def _scalar_steps(program: list) -> int:
@@ -351,12 +421,13 @@ def emulate(program: list) -> list[Sample]:
 def trivial(sample: Sample, tol: float, margin: float) -> str | None:
     """'zeros' / 'constant' when every sampled value lies within `margin` times KernelBench's
     tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None."""
-    v = [x for x in sample.v if not math.isnan(x)]
-    if len(v) < len(sample.v) or any(math.isinf(x) for x in v):
+    values = sample.v + (sample.diag or ())            # a gram's diagonal is the output's too
+    v = [x for x in values if not math.isnan(x)]
+    if len(v) < len(values) or any(math.isinf(x) for x in v):
         return None                                    # NaN / inf: the filter's, not a trivial kernel's
     if max(abs(x) for x in v) <= margin * tol:
         return "zeros"
-    med = v[K // 2]
+    med = sample.v[K // 2]
     if max(abs(x - med) - margin * tol * abs(x) for x in v) <= margin * tol:
         return "constant"
     return None
