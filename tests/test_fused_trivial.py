@@ -45,7 +45,10 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # same in every row (2692, 14498); a gram of rows of one mean (a softmax's, through a sigmoid straight over
          # its probabilities ~1/C) has no linear term (10371)
          "fused_s0_14390": "constant", "fused_s0_02692": "constant", "fused_s0_14498": "constant",
-         "fused_s0_10371": "constant"}
+         "fused_s0_10371": "constant",
+         # every 5th of the full profile's tasks from the 2nd (2026-12-05, ef0a43f's rules): the mean of a layer norm's
+         # rows through divide -> silu (quadratic over values a large divisor keeps small: a + b mean + c energy)
+         "fused_s0_05897": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)

@@ -49,6 +49,7 @@ class Sample:
     diag: tuple | None = None     # a gram's diagonal along the last dim (K values, sorted)
     normed: bool = False          # every row along the last dim has the same sum of squares
     row_mean: tuple | None = None  # (dim, m): every row along dim averages m (a softmax's 1/C, a layer norm's 0)
+    row_sd: float = 0.0           # ... give or take this across rows (0: exactly)
 
     @property
     def mean(self) -> float:
@@ -91,7 +92,7 @@ def _merged(x: Sample, row: int) -> Sample:
             acc += pts[i][1]
             i += 1
         out.append(pts[i][0])
-    return Sample(tuple(out), None, x.normed, x.row_mean)
+    return Sample(tuple(out), None, x.normed, x.row_mean, x.row_sd)
 
 
 def _keeps_diag(step: dict) -> bool:
@@ -181,7 +182,7 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
     many again), held to the mean and energy every row of the tensor has, and the log of how many true
     values each drawn one stands for."""
     C, dim = _row_len(step), _dim(step)
-    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim else None
+    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim and not x.row_sd else None
     energy = x.energy if x.normed and _along_last(step) else None
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
@@ -224,7 +225,8 @@ def _dim(step: dict) -> int | None:
 def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
     op, C = step["op"], _row_len(step)
     if op in ("sum", "mean") and x.row_mean is not None and x.row_mean[0] == _dim(step):
-        return Sample((x.row_mean[1] * (C if op == "sum" else 1),) * K)
+        n = C if op == "sum" else 1
+        return Sample(_gauss(x.row_mean[1] * n, x.row_sd * n))
     diag = x.diag is not None and _along_last(step)
     if op in ("sum", "mean") and not diag:
         m, sd = x.mean, x.sd
@@ -280,7 +282,7 @@ def _gram(x: Sample, step: dict) -> Sample:
     d = shape[-1]
     m, e = x.mean, x.energy
     e2 = math.fsum(v ** 4 for v in x.v) / K
-    if x.row_mean is not None and x.row_mean[0] == len(shape) - 1:
+    if x.row_mean is not None and x.row_mean[0] == len(shape) - 1 and not x.row_sd:
         mu = x.row_mean[1]
         var = max(e - mu * mu, 0.0)
         dev4 = math.fsum((v - mu) ** 4 for v in x.v) / K
@@ -344,7 +346,7 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
         return _contraction(x, step)
     if op in ("layer_norm", "rms_norm"):
         centre = op == "layer_norm"
-        zero_mean = centre or (x.row_mean is not None and x.row_mean == (_dim(step), 0.0))
+        zero_mean = centre or (x.row_mean is not None and x.row_mean == (_dim(step), 0.0) and not x.row_sd)
         return Sample(tuple(sorted(_standardize(x, LAYER_NORM_EPS if centre else RMS_NORM_EPS, centre))),
                       normed=True, row_mean=(_dim(step), 0.0) if zero_mean else None)
     if role == "norm":             # batch / group / instance norm: standardised over their own groups
@@ -378,25 +380,45 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
     if v == x.v and diag == x.diag:
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
-    row_mean = None
-    if x.row_mean is not None:
-        row_mean = (x.row_mean[0], f(x.row_mean[1]) if linear else _linear_at(f, x.v + (x.diag or ()), x.row_mean[1]))
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), row_mean if row_mean and row_mean[1] is not None else None)
+    row_mean, row_sd = (None, 0.0) if x.row_mean is None else _row_mean_through(f, x, step["in"]["shape"], linear)
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd)
 
 
-def _linear_at(f, values: tuple, mu: float) -> float | None:
-    """f's value at mu where f is a straight line over all the values (a sigmoid of softmax probabilities
-    ~1/C: rows of one mean keep one mean), within LINEAR_RESIDUAL of their largest; else None."""
+def _row_mean_through(f, x: Sample, shape: list, linear: bool) -> tuple:
+    """(the mean every row along x.row_mean's dim has after the elementwise f, its spread across rows), or (None, 0):
+    f linear maps it (within LINEAR_RESIDUAL over the values: a sigmoid of softmax probabilities ~1/C); on rows of one
+    mean and one energy (a layer norm's), a quadratic fit a + b u + c u^2 maps both -- the rest of f, r, averaging
+    over a row's C values to its mean +- sd(r) / sqrt(C) (silu of a layer norm divided by a large divisor)."""
+    values = x.v + (x.diag or ())
+    dim, mu = x.row_mean
+    last = dim == len(shape) - 1          # `normed` holds along the last dim
     lo, hi = min(values), max(values)
     if hi <= lo:
-        return f(mu)
-    f_lo = f(lo)
-    slope = (f(hi) - f_lo) / (hi - lo)
-    line = [f_lo + slope * (u - lo) for u in values]
+        return f(mu), 0.0
+    slope = (f(hi) - f(lo)) / (hi - lo)
     fv = [f(u) for u in values]
-    if max(abs(a - b) for a, b in zip(fv, line)) > LINEAR_RESIDUAL * max(abs(a) for a in fv) + 1e-300:
-        return None
-    return f_lo + slope * (mu - lo)
+    if linear or max(abs(a - f(lo) - slope * (u - lo)) for a, u in zip(fv, values)) <= LINEAR_RESIDUAL * max(map(abs, fv)):
+        return f(lo) + slope * (mu - lo), abs(slope) * x.row_sd
+    if not (last and x.normed and not x.row_sd and x.diag is None):
+        return None, 0.0
+    a, b, c = _quadratic_fit(x.v, fv[:K])
+    r = [y - a - b * u - c * u * u for u, y in zip(x.v, fv)]
+    r_mean = math.fsum(r) / K
+    r_sd = math.sqrt(math.fsum((t - r_mean) ** 2 for t in r) / K)
+    return a + b * mu + c * x.energy + r_mean, r_sd / math.sqrt(shape[dim])
+
+
+def _quadratic_fit(us: tuple, ys: list) -> tuple:
+    """Least squares a + b u + c u^2 (the normal equations, Cramer's rule)."""
+    s = [math.fsum(u ** k for u in us) for k in range(5)]
+    t = [math.fsum(y * u ** k for u, y in zip(us, ys)) for k in range(3)]
+    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
+
+    def det(a):
+        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    d = det(m)
+    return tuple(det([[t[i] if j == col else m[i][j] for j in range(3)] for i in range(3)]) / d for col in range(3))
 
 
 def _scalar_steps(program: list) -> int:
