@@ -48,7 +48,11 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          "fused_s0_10371": "constant",
          # every 5th of the full profile's tasks from the 2nd (2026-12-05, ef0a43f's rules): the mean of a layer norm's
          # rows through divide -> silu (quadratic over values a large divisor keeps small: a + b mean + c energy)
-         "fused_s0_05897": "constant"}
+         "fused_s0_05897": "constant",
+         # ... a logsumexp over the channels of a 1x1 conv_transpose of sigmoid values ~0.5 (05465), over the features of
+         # a linear from one feature (06183): each channel's constant (the input's mean and the bias through its
+         # weights) the same in every row, the rest a small spread
+         "fused_s0_05465": "constant", "fused_s0_06183": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)

@@ -50,6 +50,8 @@ class Sample:
     normed: bool = False          # every row along the last dim has the same sum of squares
     row_mean: tuple | None = None  # (dim, m): every row along dim averages m (a softmax's 1/C, a layer norm's 0)
     row_sd: float = 0.0           # ... give or take this across rows (0: exactly)
+    chan: tuple | None = None     # (dim, K values, sd): a contraction's output, each channel along dim one constant (the
+    #                               sample's values) + its own noise of sd, the same channels in every row
 
     @property
     def mean(self) -> float:
@@ -187,8 +189,9 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
     rows = []
+    consts = draws.pick(x.chan[1], n) if _along_chan(x, step) and step["op"] not in ("amax", "amin") else None
     for _ in range(R):
-        row = draws.pick(x.v, n)
+        row = draws.pick(x.v, n) if consts is None else [c + x.chan[2] * _Z[draws.index()] for c in consts]
         if with_diag:
             row[0] = x.diag[draws.index()]
         rows.append(_held(row, mean, energy) if n > 1 else row)
@@ -222,12 +225,20 @@ def _dim(step: dict) -> int | None:
     return dim % n if isinstance(dim, int) else None
 
 
+def _along_chan(x: Sample, step: dict) -> bool:
+    return x.chan is not None and x.chan[0] == _dim(step) and x.chan[0] is not None
+
+
 def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
     op, C = step["op"], _row_len(step)
     if op in ("sum", "mean") and x.row_mean is not None and x.row_mean[0] == _dim(step):
         n = C if op == "sum" else 1
         return Sample(_gauss(x.row_mean[1] * n, x.row_sd * n))
     diag = x.diag is not None and _along_last(step)
+    if op in ("sum", "mean") and _along_chan(x, step):
+        fixed = math.fsum(draws.pick(x.chan[1], min(C, ROW_BUDGET))) / min(C, ROW_BUDGET)
+        n = C if op == "sum" else 1
+        return Sample(_gauss(fixed * n, x.chan[2] * math.sqrt(C) * n / C))
     if op in ("sum", "mean") and not diag:
         m, sd = x.mean, x.sd
         return Sample(_gauss(m * C, sd * math.sqrt(C)) if op == "sum" else _gauss(m, sd / math.sqrt(C)))
@@ -258,20 +269,24 @@ def _standardize(x: Sample, eps: float, centre: bool) -> tuple:
 
 def _contraction(x: Sample, step: dict) -> Sample:
     """A library GEMM / conv with PyTorch's default init (weights and bias uniform in +-1/sqrt(fan_in)):
-    each output a sum of many products, Gaussian; the bias's spread across channels added."""
+    each output a sum of many products, Gaussian; the bias's spread across channels added. What the input's
+    mean and the bias give an output channel is the same at every position (`chan`): a row along the channels
+    holds the same constants in every row, only the input's spread around its mean varies."""
     op, p, shape = step["op"], step["params"], step["in"]["shape"]
+    m2, spread = x.mean ** 2, max(x.energy - x.mean ** 2, 0.0)
     if op == "linear":
-        fan_in = p["in_features"]
-        var = x.energy / 3.0 + (1.0 / (3.0 * fan_in) if p.get("bias", True) else 0.0)
+        fan_in, taps = p["in_features"], p["in_features"]
     elif op.startswith("conv_transpose"):
         d = len(shape) - 2
         fan_in = p["out_channels"] * p["kernel_size"] ** d          # ConvTranspose's weight is (in, out, k...)
         taps = shape[1] * max(1.0, p["kernel_size"] / p["stride"]) ** d
-        var = taps * x.energy / (3.0 * fan_in) + 1.0 / (3.0 * fan_in)
     else:
         fan_in = shape[1] * p["kernel_size"] ** (len(shape) - 2)
-        var = x.energy / 3.0 + 1.0 / (3.0 * fan_in)
-    return Sample(_gauss(0.0, math.sqrt(var)))
+        taps = fan_in
+    bias = 1.0 / (3.0 * fan_in) if op != "linear" or p.get("bias", True) else 0.0
+    shared, varying = taps * m2 / (3.0 * fan_in) + bias, taps * spread / (3.0 * fan_in)
+    dim = len(shape) - 1 if op == "linear" else 1
+    return Sample(_gauss(0.0, math.sqrt(shared + varying)), chan=(dim, _gauss(0.0, math.sqrt(shared)), math.sqrt(varying)))
 
 
 def _gram(x: Sample, step: dict) -> Sample:
