@@ -98,8 +98,8 @@ def _merged(x: Sample, row: int) -> Sample:
 
 
 def _keeps_diag(step: dict) -> bool:
-    """Whether the step carries a gram's diagonal apart (values.py's elementwise maps, row ops along the last
-    dim, attention of the square gram), or needs the sample of every element (_merged)."""
+    """Whether the step carries a gram's diagonal apart (an elementwise map, a row op along the last dim,
+    attention of the square gram), or needs the sample of every element (_merged)."""
     op, role = step["op"], step["role"]
     if op == "sdpa":
         return True
@@ -226,7 +226,7 @@ def _dim(step: dict) -> int | None:
 
 
 def _along_chan(x: Sample, step: dict) -> bool:
-    return x.chan is not None and x.chan[0] == _dim(step) and x.chan[0] is not None
+    return x.chan is not None and x.chan[0] == _dim(step)
 
 
 def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
