@@ -52,7 +52,11 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # ... a logsumexp over the channels of a 1x1 conv_transpose of sigmoid values ~0.5 (05465), over the features of
          # a linear from one feature (06183): each channel's constant (the input's mean and the bias through its
          # weights) the same in every row, the rest a small spread
-         "fused_s0_05465": "constant", "fused_s0_06183": "constant"}
+         "fused_s0_05465": "constant", "fused_s0_06183": "constant",
+         # the full profile's first fifth at 577c45d: a row's amin of silu / mish values sits at the activation's global
+         # minimum (Sample.floor), the spread above it within the tolerance (14433: matmul -> mish -> amin -> ...; 09623:
+         # linear -> silu -> amin)
+         "fused_s0_14433": "constant", "fused_s0_09623": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)

@@ -35,6 +35,7 @@ from .types import SPATIAL
 K = 256                                   # sample size of a tensor
 _Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
+FLOOR_GRID = 256                          # points f is evaluated at over a tensor's range to find its least value
 LINEAR_RESIDUAL = 1e-6                    # an elementwise step this close to a line over a tensor's values keeps its rows' mean
 TAIL = 8                                  # points the quantile function's tail slope is taken over
 # a scalar parameter (one randn): the values the first one takes in turn (|randn|'s 20/50/87/99th
@@ -52,6 +53,7 @@ class Sample:
     row_sd: float = 0.0           # ... give or take this across rows (0: exactly)
     chan: tuple | None = None     # (dim, K values, sd): a contraction's output, each channel along dim one constant (the
     #                               sample's values) + its own noise of sd, the same channels in every row
+    floor: float | None = None    # no element is below this (an activation's global minimum inside the inputs' range)
 
     @property
     def mean(self) -> float:
@@ -243,7 +245,8 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
         m, sd = x.mean, x.sd
         return Sample(_gauss(m * C, sd * math.sqrt(C)) if op == "sum" else _gauss(m, sd / math.sqrt(C)))
     if op in ("amax", "amin") and not diag:
-        return Sample(_extreme(x.v, C, op == "amax"))
+        low = x.floor if op == "amin" and x.floor is not None else -math.inf
+        return Sample(tuple(max(low, u) for u in _extreme(x.v, C, op == "amax")))
     rows, extra = _rows(x, step, draws, diag)
     if op in ("softmax", "log_softmax"):
         out, on_diag, own = [], [], 1 if diag else 0
@@ -396,7 +399,34 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
     row_mean, row_sd = (None, 0.0) if x.row_mean is None else _row_mean_through(f, x, step["in"]["shape"], linear)
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd)
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd,
+                  floor=_floor(f, x))
+
+
+def _floor(f, x: Sample) -> float | None:
+    """The least value f takes over the inputs' range -- from the input's floor (else its sample's least value, whose
+    tail f may still fall along) to its largest -- where that least value lies inside the range: the global minimum of
+    silu, gelu, mish, hardswish ... (a row's amin of many values sits at it); or f of the input's floor where f rises
+    from it. None elsewhere."""
+    lo = x.v[0] if x.floor is None else x.floor
+    hi = x.v[-1]
+    if hi <= lo:
+        return None
+    grid = [lo + (hi - lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
+    ys = [f(u) for u in grid]
+    at = min(range(len(ys)), key=ys.__getitem__)
+    if at == 0:
+        return ys[0] if x.floor is not None else None
+    if at == FLOOR_GRID:
+        return None
+    a, b = grid[at - 1], grid[at + 1]
+    for _ in range(60):           # golden section on the bracket around the grid's least point
+        c, d = b - (b - a) / 1.618033988749895, a + (b - a) / 1.618033988749895
+        if f(c) < f(d):
+            b = d
+        else:
+            a = c
+    return min(ys[at], f((a + b) / 2))
 
 
 def _row_mean_through(f, x: Sample, shape: list, linear: bool) -> tuple:
