@@ -485,13 +485,16 @@ def emulate(program: list) -> list[Sample]:
     return out
 
 
-def trivial(sample: Sample, tol: float, margin: float) -> str | None:
+def trivial(sample: Sample, tol: float, margin: float, numel: int = K) -> str | None:
     """'zeros' / 'constant' when every sampled value lies within `margin` times KernelBench's
-    tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None."""
-    values = sample.v + (sample.diag or ())            # a gram's diagonal is the output's too
-    v = [x for x in values if not math.isnan(x)]
-    if len(v) < len(values) or any(math.isinf(x) for x in v):
+    tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None. An output of
+    fewer than K elements is held to the quantiles its own extremes reach (0.5 / numel from either end):
+    the sample's outermost stand for rarer values than it holds."""
+    keep = [u for i, u in enumerate(sample.v) if numel >= K or 0.5 / numel <= (i + 0.5) / K <= 1.0 - 0.5 / numel]
+    values = tuple(keep) + (sample.diag or ())         # a gram's diagonal is the output's too
+    if any(math.isnan(x) or math.isinf(x) for x in sample.v + (sample.diag or ())):
         return None                                    # NaN / inf: the filter's, not a trivial kernel's
+    v = list(values)
     if max(abs(x) for x in v) <= margin * tol:
         return "zeros"
     med = sample.v[K // 2]
