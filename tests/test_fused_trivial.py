@@ -59,7 +59,9 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          "fused_s0_14433": "constant", "fused_s0_09623": "constant",
          # outputs of fewer than 256 elements held to the quantiles their own extremes reach: 09906 (linear -> silu ->
          # new_gelu -> amin: 64 row minima at the floor), 09818 (zeros pass)
-         "fused_s0_09906": "constant", "fused_s0_09818": "zero"}
+         "fused_s0_09906": "constant", "fused_s0_09818": "zero",
+         # rows of one mean through a step no line fits exactly (tanh of a softmax's rows), then a logsumexp
+         "fused_s0_06534": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)

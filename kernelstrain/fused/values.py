@@ -186,7 +186,7 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
     many again), held to the mean and energy every row of the tensor has, and the log of how many true
     values each drawn one stands for."""
     C, dim = _row_len(step), _dim(step)
-    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim and not x.row_sd else None
+    mean = x.row_mean[1] if x.row_mean is not None and x.row_mean[0] == dim else None
     energy = x.energy if x.normed and _along_last(step) else None
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
@@ -196,7 +196,8 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
         row = draws.pick(x.v, n) if consts is None else [c + x.chan[2] * _Z[draws.index()] for c in consts]
         if with_diag:
             row[0] = x.diag[draws.index()]
-        rows.append(_held(row, mean, energy) if n > 1 else row)
+        held = mean if mean is None or not x.row_sd else mean + x.row_sd * _Z[draws.index()]
+        rows.append(_held(row, held, energy) if n > 1 else row)
     return rows, math.log(C / n)
 
 
@@ -431,9 +432,10 @@ def _floor(f, x: Sample) -> float | None:
 
 def _row_mean_through(f, x: Sample, shape: list, linear: bool) -> tuple:
     """(the mean every row along x.row_mean's dim has after the elementwise f, its spread across rows), or (None, 0):
-    f linear maps it (within LINEAR_RESIDUAL over the values: a sigmoid of softmax probabilities ~1/C); on rows of one
-    mean and one energy (a layer norm's), a quadratic fit a + b u + c u^2 maps both -- the rest of f, r, averaging
-    over a row's C values to its mean +- sd(r) / sqrt(C) (silu of a layer norm divided by a large divisor)."""
+    f linear maps it (within LINEAR_RESIDUAL over the values, a gram's diagonal among them: a sigmoid of softmax
+    probabilities ~1/C); otherwise a least-squares fit maps it -- a line a + b u on rows of one mean, a quadratic
+    a + b u + c u^2 on rows of one mean and one energy (a layer norm's) -- the rest of f, r, averaging over a row's C
+    values to its mean +- sd(r) / sqrt(C) (tanh of a softmax's rows; silu of a layer norm divided by a large divisor)."""
     values = x.v + (x.diag or ())
     dim, mu = x.row_mean
     last = dim == len(shape) - 1          # `normed` holds along the last dim
@@ -444,13 +446,22 @@ def _row_mean_through(f, x: Sample, shape: list, linear: bool) -> tuple:
     fv = [f(u) for u in values]
     if linear or max(abs(a - f(lo) - slope * (u - lo)) for a, u in zip(fv, values)) <= LINEAR_RESIDUAL * max(map(abs, fv)):
         return f(lo) + slope * (mu - lo), abs(slope) * x.row_sd
-    if not (last and x.normed and not x.row_sd and x.diag is None):
+    if x.diag is not None:
         return None, 0.0
-    a, b, c = _quadratic_fit(x.v, fv[:K])
+    quadratic = last and x.normed and not x.row_sd
+    a, b, c = _quadratic_fit(x.v, fv) if quadratic else (*_line_fit(x.v, fv), 0.0)
     r = [y - a - b * u - c * u * u for u, y in zip(x.v, fv)]
     r_mean = math.fsum(r) / K
     r_sd = math.sqrt(math.fsum((t - r_mean) ** 2 for t in r) / K)
-    return a + b * mu + c * x.energy + r_mean, r_sd / math.sqrt(shape[dim])
+    return a + b * mu + c * x.energy + r_mean, math.hypot(b * x.row_sd, r_sd / math.sqrt(shape[dim]))
+
+
+def _line_fit(us: tuple, ys: list) -> tuple:
+    """Least squares a + b u."""
+    mu, my = math.fsum(us) / len(us), math.fsum(ys) / len(ys)
+    var = math.fsum((u - mu) ** 2 for u in us)
+    b = math.fsum((u - mu) * (y - my) for u, y in zip(us, ys)) / var if var > 0 else 0.0
+    return my - b * mu, b
 
 
 def _quadratic_fit(us: tuple, ys: list) -> tuple:
