@@ -132,6 +132,16 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
     return [loaded] + out
 
 
+def last_level_catch(e: Exception, seconds: float) -> dict:
+    """The verdict KernelBench's batch evaluation (scripts/eval_from_generations.py, its "last level
+    catch") records when eval_kernel_against_ref itself raises, e.g. a kernel's illegal memory access
+    surfacing in its cleanup: not compiled, not correct, the error kept (`cuda_error` when the
+    message says "CUDA error", else `other_error`)."""
+    key = "cuda_error" if "CUDA error" in str(e) else "other_error"
+    return {"compiled": False, "correct": False, "last_level_catch": True,
+            "metadata": {key: f"{type(e).__name__}: {str(e)[:600]}"}, "eval_s": round(seconds, 1)}
+
+
 def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int,
              status: str, always_diagnose: bool = False, build_dir: str = None) -> dict:
     """One solution through eval_kernel_against_ref (in this process; a CUDA one with the build_dir
@@ -140,10 +150,13 @@ def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision:
     kb_eval, stood_in = _import_kernelbench(root)
     import torch
     t0 = time.time()
-    result = kb_eval.eval_kernel_against_ref(
-        problem.read_text(), solution.read_text(), seed_num=42, num_correct_trials=trials,
-        measure_performance=False, device=0, backend=backend, precision=getattr(torch, PRECISION[precision]),
-        build_dir=build_dir)
+    try:
+        result = kb_eval.eval_kernel_against_ref(
+            problem.read_text(), solution.read_text(), seed_num=42, num_correct_trials=trials,
+            measure_performance=False, device=0, backend=backend, precision=getattr(torch, PRECISION[precision]),
+            build_dir=build_dir)
+    except Exception as e:  # noqa: BLE001 - KernelBench's own batch evaluation catches here too
+        return last_level_catch(e, time.time() - t0)
     if result is None:                       # KernelBench's "lock file error, please retry"
         return {"compiled": None, "correct": None, "error": "retry (lock file)", "eval_s": round(time.time() - t0, 1)}
     meta = {k: str(v)[:600] for k, v in result.metadata.items() if k not in ("hardware", "device")}
@@ -358,6 +371,12 @@ def table(rows: list, checks: dict) -> str:
         lines.append(f"CUDA prebuild (build_compile_cache): {sum(bool(r['built']) for r in builds)}/{len(builds)} built, "
                      f"median {times[len(times) // 2]} s, longest {times[-1]} s; evaluations that compiled again: "
                      f"{sum(bool(r.get('rebuilt')) for r in builds)}")
+    caught = [r for r in rows if r.get("last_level_catch")]
+    if caught:
+        lines.append(f"eval_kernel_against_ref raised (recorded as KernelBench's batch evaluation records it: "
+                     f"not compiled, not correct): {len(caught)}")
+        lines.extend(f"  {r['status']:12s} {r['module']:28s} {r['tag'][:40]:40s} {str(r['metadata'])[:200]}"
+                     for r in caught)
     late = [r for r in rows if r.get("error") == "deadline"]
     if late:
         lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
