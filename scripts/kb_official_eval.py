@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -422,6 +423,8 @@ def main(argv=None) -> int:
     ap.add_argument("--status", default="ok,wrong_result")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="evaluations side by side")
+    ap.add_argument("--triton-jobs", type=int, help="of the --jobs slots, the most Triton evaluations may hold "
+                    "(default all): the rest stay free for the CUDA cases whose builds finish meanwhile")
     ap.add_argument("--prebuild", type=int, default=0,
                     help="CUDA builds side by side before their evaluations (KernelBench's build_compile_cache into "
                          "a build_dir a case, then eval_kernel_against_ref with it); 0: each evaluation builds its own")
@@ -481,6 +484,7 @@ def main(argv=None) -> int:
             source = (Path(r["export"]) / r["file"]).read_bytes()
             r["build_dir"] = str(build_root / hashlib.sha1(source).hexdigest()[:16])
     build_slots, eval_slots = threading.Semaphore(max(1, args.prebuild)), threading.Semaphore(args.jobs)
+    triton_slots = threading.Semaphore(min(args.triton_jobs or args.jobs, args.jobs))
 
     def late(r, stage):    # too late to start: said so in the table, not counted as a verdict
         return end - time.time() < START_NEEDS[stage]
@@ -495,7 +499,7 @@ def main(argv=None) -> int:
                 # beside the evaluations
                 built = _run_child(["--build", str(args.kernelbench), str(Path(r["export"]) / r["file"]), r["build_dir"]],
                                    int(min(args.timeout, end - time.time())), {"CUDA_VISIBLE_DEVICES": ""})
-        with eval_slots:
+        with triton_slots if r["impl"] == "triton" else contextlib.nullcontext(), eval_slots:
             if late(r, "cuda_built" if built else r["impl"]):
                 return {**r, **built, "compiled": None, "correct": None, "error": "deadline"}
             return {**_child(args.kernelbench, r, args.trials, int(min(args.timeout, end - time.time())),
@@ -503,7 +507,8 @@ def main(argv=None) -> int:
     if args.dry:
         one = _rehearsal(args.kernelbench)
     # a thread a case: CUDA cases wait for a build slot, then every case for an evaluation slot (Triton
-    # cases take the first ones while the builds run); rows are written as the cases finish
+    # cases take the first ones while the builds run, at most --triton-jobs of them); rows are written as
+    # the cases finish
     with concurrent.futures.ThreadPoolExecutor(1 if args.dry else max(1, len(rows))) as pool:
         for fut in concurrent.futures.as_completed([pool.submit(one, r) for r in rows]):
             res = fut.result()
