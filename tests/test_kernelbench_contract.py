@@ -23,7 +23,7 @@ from unittest import mock
 
 import pytest
 
-from kernelstrain.export.kb_form import input_plan, precision, problem_source, solution_source
+from kernelstrain.export.kb_form import full_precision_draws, input_plan, precision, problem_source, solution_source
 from kernelstrain.ops import REGISTRY
 from kernelstrain.ops.contract import TORCH
 from kernelstrain.tasks import make_task
@@ -293,6 +293,8 @@ def test_problems_draw_normal_inputs_in_fp32_and_round_them():
     left = [n for n in NVIDIA
             if re.search(r"torch\.randn\([^\n]*dtype=DTYPE", problem_source(subject(n, smallest=True)))]
     assert left == []
+    fused = "    return [torch.randn(batch_size, (C + 1) * 2, dtype=dtype), torch.randn(n)]"     # a fused program's
+    assert full_precision_draws(fused) == "    return [torch.randn(batch_size, (C + 1) * 2).to(dtype), torch.randn(n)]"
     s = subject("cross_entropy_fwd_triton")           # T 16, V 128256 at bf16: the split-V combine's task
     assert s.dtype == "bf16"
     ns = {}
