@@ -87,7 +87,10 @@ def _static_checker(root: Path):
 def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str, trials: int,
               build_dir: str = None) -> list:
     """Per trial of KernelBench's seeds: elements outside its tolerance and the worst one, with the
-    outputs poisoned and not; and whether ModelNew gives the same output twice on one input."""
+    outputs poisoned and not; whether ModelNew gives the same output twice on one input; and both
+    outputs against the reference run in fp32 on the same (cast) inputs (`vs_fp32`: elements of
+    each outside the tolerance of that truth, each one's worst error), which says whether a
+    disagreement is the candidate's error or the reference's own at the precision."""
     import torch
     dtype, tol = getattr(torch, PRECISION[precision]), TOLERANCE[precision]
     context = {}
@@ -108,6 +111,8 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
         model = model_cls(*init).cuda().to(dtype=dtype)
         kb_eval.set_seed(42)
         new = new_cls(*init).cuda().to(dtype=dtype)
+        kb_eval.set_seed(42)
+        truth = model_cls(*[x.float() if torch.is_tensor(x) else x for x in init]).cuda().float()
     torch.manual_seed(42)
     seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(trials)]
     out = []
@@ -129,6 +134,18 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
                     "ref": float(ref.reshape(-1)[worst]), "new": float(got.reshape(-1)[worst])}
             poison(False)
             row["repeatable"] = bool(torch.equal(new(*inputs), new(*inputs)))
+            exact = truth(*[x.float() if torch.is_tensor(x) else x for x in inputs]).float()
+            got = new(*inputs).float()
+            row["vs_fp32"] = {}
+            for name, t in (("ref", ref.float()), ("new", got)):
+                err = (t - exact).abs()
+                far = ~err.le(tol + tol * t.abs())
+                row["vs_fp32"][name] = {"outside": int(far.sum()), "worst": float(err.nan_to_num(float("inf")).max())}
+            bad = ~(ref.float() - got).abs().le(tol + tol * got.abs())
+            if bool(bad.any()):
+                i = int(bad.reshape(-1).nonzero()[0])
+                row["first_outside"] = {"index": i, "ref": float(ref.reshape(-1)[i]), "new": float(got.reshape(-1)[i]),
+                                        "fp32": float(exact.reshape(-1)[i])}
             out.append(row)
     return [loaded] + out
 
