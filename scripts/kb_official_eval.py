@@ -423,6 +423,21 @@ def table(rows: list, checks: dict) -> str:
     return "\n".join(lines)
 
 
+def module_table(rows: list, checks: dict = None) -> str:
+    """Per module and status, each case's verdict: C correct, F fails, ! against the label, - none
+    (not started or no result), followed by the number of the --rows file that gave it."""
+    cells = defaultdict(list)
+    for r in rows:
+        verdict = "-" if r.get("compiled") is None and not r.get("last_level_catch") else (
+            ("C" if r["correct"] else "F") + ("" if bool(r["correct"]) == (r["status"] == "ok") else "!"))
+        cells[(r["module"], r["status"])].append(f"{verdict}{r.get('call', '')}")
+    lines = [f"{'module':32s} {'ok':16s} wrong_result"]
+    for module in sorted({m for m, _ in cells}):
+        lines.append(f"{module:32s} {' '.join(cells[(module, 'ok')]) or '.':16s} "
+                     f"{' '.join(cells[(module, 'wrong_result')]) or '.'}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--one"]:
         root, problem, solution, backend, precision, trials, status, diagnose, build_dir = sys.argv[2:11]
@@ -459,6 +474,7 @@ def main(argv=None) -> int:
                     help="--out files of earlier calls: their cases with a verdict are not run again")
     ap.add_argument("--rows", type=Path, nargs="+", help="no evaluation: the table of these --out files (a case's "
                     "row from the last file holding a verdict for it)")
+    ap.add_argument("--modules", action="store_true", help="with --rows: the verdicts per module and status")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path)
     args = ap.parse_args(argv)
@@ -479,13 +495,13 @@ def main(argv=None) -> int:
     checks = static_checks(args.kernelbench, args.exports)
     if args.rows:
         latest = {}
-        for path in args.rows:
+        for n, path in enumerate(args.rows, 1):
             for line in path.read_text().splitlines():
                 r = json.loads(line)
                 key = (Path(r["export"]).name, r["file"])
                 if key not in latest or r.get("error") != "deadline":
-                    latest[key] = r
-        text = table(list(latest.values()), checks)
+                    latest[key] = {**r, "call": n}
+        text = (module_table if args.modules else table)(list(latest.values()), checks)
         print(text)
         if args.table:
             args.table.write_text(text + "\n")

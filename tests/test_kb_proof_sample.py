@@ -91,3 +91,15 @@ def test_an_evaluation_that_raises_gets_kernelbench_batch_verdict():
     assert "no verdict (the case timed out or its process failed): 0" in text
     assert "label disagreements (ok not correct, or wrong_result correct): 0" in text
     assert "eval_kernel_against_ref raised" in text and "illegal memory" in text
+
+
+def test_module_table_gives_each_case_its_verdict_and_call():
+    k = _script()
+    rows = [{"module": "m_cuda", "status": "ok", "compiled": True, "correct": True, "call": 1},
+            {"module": "m_cuda", "status": "wrong_result", "compiled": True, "correct": True, "call": 2},
+            {"module": "m_cuda", "status": "wrong_result", "compiled": None, "correct": None, "error": "deadline", "call": 2},
+            {"module": "n_triton", "status": "ok", "compiled": True, "correct": False, "call": 1},
+            {"module": "n_triton", "status": "wrong_result", "call": 3, **k.last_level_catch(RuntimeError("CUDA error"), 0)}]
+    lines = k.module_table(rows).splitlines()
+    assert lines[1].split() == ["m_cuda", "C1", "C!2", "-2"]
+    assert lines[2].split() == ["n_triton", "F!1", "F3"]
