@@ -9,10 +9,10 @@ rung, parameters, measured us), from the device's timing.jsonl (the lead's /tmp/
 from __future__ import annotations
 
 import itertools
-import math
 
 import pytest
 
+from kernelstrain.calibration.metrics import spearman
 from kernelstrain.fused.module import fused_module
 from kernelstrain.fused.timing import fma_dot_registers
 from kernelstrain.tasks import make_task
@@ -137,33 +137,12 @@ def _model_us(card: str, module: str, tag: str, params: dict) -> float:
     return m.simulate(m.variant(tag), params, make_task(m, card, m.dtypes[0], m.shapes[0])).time_ms * 1e3
 
 
-def _ranks(values: list) -> list:
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in order[i:j + 1]:
-            ranks[k] = (i + j) / 2      # ties share their mean rank
-        i = j + 1
-    return ranks
-
-
-def _spearman(a: list, b: list) -> float:
-    ra, rb = _ranks(a), _ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    return cov / math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
-
-
 def _within_episode(card: str) -> list:
     out = []
     for _, rows in itertools.groupby([r for r in ROWS if r[0] == card], key=lambda r: r[1]):
         rows = list(rows)
         if len(rows) >= 3:
-            out.append(_spearman([_model_us(*r[:1], *r[2:5]) for r in rows], [r[5] for r in rows]))
+            out.append(spearman([_model_us(*r[:1], *r[2:5]) for r in rows], [r[5] for r in rows]))
     return out
 
 
