@@ -71,6 +71,9 @@ class Search:
                                     # finish the coordinate search of a rung's two or three parameters
     skip_min: float = 0.3           # an engineer's habit of skipping the next rung up for one further up: drawn in
     skip_max: float = 0.7           # [min, max] per episode (engine.Habits.skip; paths vary between episodes)
+    expert_first: float = 0.15      # share of engineers who rewrite straight to the top rung at the first step
+    stepwise: bool = False          # a climb toward a rung that raises the ceiling goes one rung at a time, each
+                                    # measured (and, once it leads, tuned) on the way up (engine.propose_raise)
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     contender: float = 1.15         # a climb that lost by less than this factor, at the parameters it carried
                                     # over, is tuned before it is judged (retuning a rewrite's inherited
@@ -376,6 +379,8 @@ def _validate(p: Profile, path: Path) -> None:
     q = p.search
     if q.spread < 1:
         bad("search.spread", f"must be >= 1 (values a tuning move may go from the best's), got {q.spread}")
+    if not 0.0 <= q.expert_first <= 1.0:
+        bad("search.expert_first", f"needs 0 <= expert_first <= 1, got {q.expert_first}")
     if not 0.0 <= q.skip_min <= q.skip_max <= 1.0:
         bad("search.skip_min", f"needs 0 <= skip_min <= skip_max <= 1, got {q.skip_min}, {q.skip_max}")
     if not 1 <= q.patience_min <= q.patience_max:

@@ -40,9 +40,11 @@ def test_default_profile_names_its_57_modules():
     # (issue 26: fewer skipped rungs, rewrites within 1.5x tuned before judged, a new best's neighbours re-probed)
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
-                   skip_max=d.skip_max, contender=d.contender, contender_steps=d.contender_steps, reprobe=d.reprobe) == d
+                   skip_max=d.skip_max, contender=d.contender, contender_steps=d.contender_steps, reprobe=d.reprobe,
+                   probe_all=d.probe_all) == d
     assert p.search.roofline_near == 1.18 and (p.search.skip_min, p.search.skip_max) == (0.15, 0.5)
     assert (p.search.contender, p.search.contender_steps, p.search.reprobe) == (1.5, 4, True)
+    assert p.search.probe_all and not p.search.stepwise       # every parameter probed both ways; the shorter path
     assert p.search.slip_weights and p.clock == Clock() and not p.shapes
 
 
