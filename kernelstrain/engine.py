@@ -532,7 +532,7 @@ class Episode:
         if line.joints >= self.search.joints:
             return None
         ties = {n for n, m in line.settled.items() if m <= 2 * noise_cv(self.book.best_ms)}
-        pairs = self.interacting(line)
+        pairs = self.interacting(line) if self.search.interact else set()
         if len(ties) < 2 and not pairs:
             return None
         if line.joints == 0 and self.rng.random() >= self.habits.joint:     # not this engineer's habit here
@@ -904,7 +904,7 @@ class Episode:
         """A joint move of interacting parameters of the best is still to try (propose_joint:
         the engineer's habit not yet asked, or moves of it left)."""
         line = self.line
-        if line.joints >= self.search.joints:
+        if line.joints >= self.search.joints or not self.search.interact:
             return False
         pairs = self.interacting(line)
         return bool(pairs) and bool(self.joint_moves(line, pairs.__contains__))

@@ -85,6 +85,8 @@ class Search:
                                     # more than the gain stay settled; engine.Line.moved)
     ablations: int = 1              # techniques of the best an episode ablates (each once, to learn what it buys)
     joints: int = 1                 # joint moves of two near-tied parameters once a best's search is settled
+    interact: bool = False          # ... or of two interacting ones (engine.INTERACT_LOSS: tile M x N, warps x stages)
+                                    # that each lost alone by a little; with probe_all, patience waits for them
     roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
                                     # tune worth a step: one probe, then converge (engine.Episode.at_roofline)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried

@@ -1,7 +1,7 @@
 """The long-horizon engineer (issue 26): a kernel built up one rung at a time toward the rung that
 raises the ceiling (search.stepwise), each rung's pointed-at parameters tuned on the way, limit
 failures only on the climb it would make anyway; every parameter of the best probed both ways and
-interacting pairs tried jointly before patience ends a search (search.probe_all); the rule that
+interacting pairs tried jointly before patience ends a search (search.probe_all, search.interact); the rule that
 ended each search named (Episode.stop)."""
 import random
 from dataclasses import replace
@@ -112,7 +112,7 @@ def _tile_pair():
         m = REGISTRY[name]
         gpu = "H100" if "nvidia" in m.vendors else "MI300X"
         task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
-        ep = Episode(m, task, streams(4), 40, 0.0, 0.0, 1, search=Search(joints=2))
+        ep = Episode(m, task, streams(4), 40, 0.0, 0.0, 1, search=Search(joints=2, interact=True))
         for v in ep.rungs:
             names = ep.tunable(v)
             for group in POINTS_AT.values():
@@ -161,3 +161,15 @@ def test_every_converged_episode_names_the_rule_that_ended_it():
             ep.run()
             if ep.end == "converged":
                 assert ep.stop in ("roofline", "launch", "patience", "exhausted")
+
+
+def test_without_interact_a_joint_move_takes_near_tied_parameters_only():
+    """search.interact off (the default profile): two parameters that each lost by a few percent
+    but more than the noise are not tried together, and patience does not wait for them."""
+    ep, at, (a, b) = _tile_pair()
+    _measure(ep, at, 1.0)
+    ep.best, ep.book.best_ms = at, 1.0
+    ep.search = replace(ep.search, interact=False)
+    ep.line = Line(at, 1.0, settled={a: INTERACT_LOSS / 2, b: INTERACT_LOSS / 2})
+    ep.habits = replace(ep.habits, joint=1.0)
+    assert not ep.joints_open() and ep.propose_joint() is None
