@@ -13,7 +13,7 @@ SLOW_RUNG x the best, never proposes code already measured except to settle a cl
 never makes a bug again. A long session (search.stepwise) builds its kernel up: toward a rung that
 raises the ceiling it climbs one rung at a time, walking on each the parameters its profile points
 at while they pay; with search.probe_all every parameter of the best is probed both ways, and
-interacting pairs (INTERACT_LOSS) are tried jointly, before patience may end the search. A rewrite that overflowed shared memory or the register file is
+(search.interact) interacting pairs (INTERACT_LOSS) are tried jointly, before patience may end the search. A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
@@ -527,7 +527,7 @@ class Episode:
         """Once every parameter of the best is settled, up to search.joints joint moves there, each
         as the engineer's habit leans: two parameters one value each, both of which came within
         the noise of the best (a tie on each alone may hide a gain together, as tile and warps or
-        block and unroll interact)."""
+        block and unroll interact), or with search.interact an interacting pair (interacting)."""
         line = self.line
         if line.joints >= self.search.joints:
             return None
