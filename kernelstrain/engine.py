@@ -44,7 +44,7 @@ from functools import cached_property
 
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
-from .ledger import Ledger
+from .ledger import Ledger, beats
 from .limits import Limits, demand, overflow
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
@@ -414,13 +414,15 @@ class Episode:
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
         best becomes the contender; a tune of the contender that beats its point moves its search
-        there."""
+        there, and renews its search.contender_steps only if it beats it beyond the noise (a gain
+        inside the noise is no evidence that the rung is closing in)."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
             return
         line, ms = self.contender, self.measured_ms(cand)
         if line is not None and cand.variant.tag == line.at.variant.tag:
-            if ms < line.ms:
-                self.contender = replace(line.moved(cand, ms), left=self.search.contender_steps)
+            if ms < line.ms:        # its search goes on from there; only a gain beyond the noise renews its steps
+                left = self.search.contender_steps if beats(ms, 1, line.ms, 1) else line.left
+                self.contender = replace(line.moved(cand, ms), left=left)
         elif ms <= self.search.contender * self.book.best_ms \
                 and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
             self.contender = self.new_line(cand, ms, self.search.contender_steps)

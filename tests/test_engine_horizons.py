@@ -173,3 +173,21 @@ def test_without_interact_a_joint_move_takes_near_tied_parameters_only():
     ep.line = Line(at, 1.0, settled={a: INTERACT_LOSS / 2, b: INTERACT_LOSS / 2})
     ep.habits = replace(ep.habits, joint=1.0)
     assert not ep.joints_open() and ep.propose_joint() is None
+
+
+def test_a_contenders_steps_are_renewed_only_by_a_gain_beyond_the_noise():
+    """A tune of the contender measured faster inside the noise moves its search there but does
+    not renew its steps (no evidence of progress: flailing inside the noise); a gain beyond it does."""
+    ep, p, pts = _walkable()
+    other = next((v for v in ep.rungs if v.tag != pts[0].variant.tag), None)
+    if other is None:
+        pytest.skip("the walkable rung is the episode's only one")
+    ep.best = Candidate(other, other.defaults())
+    _measure(ep, pts[0], 1.0)
+    ep.contender = Line(pts[0], 1.0, left=1)
+    _measure(ep, pts[1], 0.999)
+    ep.contend(pts[1], 0.999)
+    assert ep.contender.at == pts[1] and ep.contender.left == 1
+    _measure(ep, pts[2], 0.8)
+    ep.contend(pts[2], 0.8)
+    assert ep.contender.at == pts[2] and ep.contender.left == ep.search.contender_steps
