@@ -600,7 +600,10 @@ class Episode:
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
-            found = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            at = (v.tag, error_class, self.best.key)      # asked at every compile-error draw until the best moves
+            if at not in self._limits:
+                self._limits[at] = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            found = self._limits[at]
         else:
             if key not in self._limits:
                 # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
