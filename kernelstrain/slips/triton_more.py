@@ -25,10 +25,12 @@ store() got an unexpected keyword argument 'other'
 from __future__ import annotations
 
 import ast
+import functools
 
 from .triton_slips import _always_runs, _kernels, compilation_error, parsed
 
 
+@functools.lru_cache(maxsize=16)     # asked again of the same code by the chosen slip's _site
 def masked_calls(code: str, builtin: str) -> list:
     """(line, column, def line) of each one-line `tl.<builtin>(...)` call with a `mask=`
     keyword (for a load: and an `other=` one) in a launched kernel, on a line that always
