@@ -42,7 +42,7 @@ from functools import cached_property
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger
-from .limits import Limits, demand, overflow
+from .limits import Limits, demand, overflow, rung_failing
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
@@ -608,7 +608,9 @@ class Episode:
             if key not in self._limits:
                 # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
                 # its answer skips the code's access checks that `writable` makes of every config
-                self._limits[key] = [c for c in self.configs(v) if self.clear_failure(c, error_class) and self.writable(c)]
+                task = (self.task.module, self.task.gpu.name, self.task.dtype, self.task.shape)
+                self._limits[key] = rung_failing((self.m.name, v.tag, v.params, task, error_class), self.configs(v),
+                                                 lambda c: self.clear_failure(c, error_class) and self.writable(c))
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
