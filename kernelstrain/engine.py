@@ -45,7 +45,7 @@ from functools import cached_property
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger, beats
-from .limits import Limits, demand, overflow
+from .limits import Limits, demand, overflow, rung_failing
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
@@ -647,12 +647,17 @@ class Episode:
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
-            found = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            at = (v.tag, error_class, self.best.key)      # asked at every compile-error draw until the best moves
+            if at not in self._limits:
+                self._limits[at] = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            found = self._limits[at]
         else:
             if key not in self._limits:
                 # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
                 # its answer skips the code's access checks that `writable` makes of every config
-                self._limits[key] = [c for c in self.configs(v) if self.clear_failure(c, error_class) and self.writable(c)]
+                task = (self.task.module, self.task.gpu.name, self.task.dtype, self.task.shape)
+                self._limits[key] = rung_failing((self.m.name, v.tag, v.params, task, error_class), self.configs(v),
+                                                 lambda c: self.clear_failure(c, error_class) and self.writable(c))
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
