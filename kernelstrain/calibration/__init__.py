@@ -15,7 +15,7 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
-  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.cta_floor_s)
+  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.floor_s)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.

@@ -44,7 +44,7 @@ def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
     share of the measured time that is not overhead, so launch-bound rows say little of a ceiling."""
     rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3
     share = max(rest, 0.2 * r["measured_ms"]) / r["measured_ms"]
-    # a row at its CTA-start floor (sim.cta_floor_s) bounds the core time from above only
+    # a row at its floor (sim.floor_s: CTA starts, an unpipelined loop's latency chain) bounds the core time from above only
     bound = r.get("cta_ms", 0.0) / (share * r["measured_ms"])
     return math.log(share * r["measured_ms"] / r["core_ms"]), share * max(0.1, min(1.0, (1.0 - bound) / 0.3))
 
@@ -318,7 +318,7 @@ def measured_records(files=FIT_FILES) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, cta_floor_s, efficiencies, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -342,7 +342,7 @@ def measured_records(files=FIT_FILES) -> list:
                     "path": variant.path, "e_c": e_c, "e_m": e_m,
                     "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
-                    "cta_ms": cta_floor_s(launch, gpu) * 1e3,
+                    "cta_ms": floor_s(launch, gpu) * 1e3,
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
                     "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
     return out

@@ -88,12 +88,20 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     stage_bytes = (bm * bk + bk * bn) * e
     in_flight = stage_bytes * max(1, stages - 1) // (threads * 2)   # bytes per thread per load slot
     acc_regs = bm * bn // threads
+    # num_stages=1 (the unpipelined rungs' launch): each K step waits for its own loads, a DRAM round trip
+    # wherever a step's row segment starts a new 32-byte sector (sim.chain_floor_s)
+    trips = cdiv(k, bk) * min(1.0, bk * e / 32) if stages == 1 else 0.0
     if mode == "broadcast":
-        regs = min(255, 32 + bm * bk * bn // threads)    # the [BM, BK, BN] product lives in registers
+        # ptxas fuses the [BM, BK, BN] product into the reduction's adds: the accumulator and the operand tiles
+        # stay live, not the product. Triton 3.9 for sm_90a, 4 warps (cuobjdump --dump-resource-usage): 44-79
+        # registers for 16x16x16..32x64x16, 40 + 2 x the accumulator's values a thread within 7 (was up to 255);
+        # shared: the operand tiles' fp32 layout conversion (metadata.shared 1.5-6 KB, exact but at 32x64x8)
+        regs = 40 + 2 * bm * bn // threads
+        smem = max((bm * bk + bk * bn) * 4, bm * bn * 2)
         # a K step's fixed cost (loads, smem layout conversion) spreads over BM*BN*BK FMAs (H200: BK 8->16 1.5x)
-        return Launch(grid=tiles, threads=threads, smem_bytes=bm * bn * 2, regs=regs, bytes_per_access=4, traffic=traffic,
+        return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=4, traffic=traffic,
                       compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16 * bk / 16) ** 0.6,
-                      tile_quant=quant)
+                      tile_quant=quant, serial_trips=trips)
     # acc past ~160 regs/thread spills; past the 255-register file (128x256, 4 warps) every K step reloads it (H200: 4-13x)
     spill = 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
     scale = vendor * _tile_scale(bm, bn, bk) * spill
@@ -109,7 +117,8 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
         if "tma" not in gpu.features:
             scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
-                  bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant)
+                  bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant,
+                  serial_trips=trips)
 
 
 def resident(params: dict, task: Task) -> int:
