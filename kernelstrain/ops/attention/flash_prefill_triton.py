@@ -5,7 +5,7 @@ kernels) -> fused blocked online softmax with tl.dot over every key block -> cau
 skipping (mask only the diagonal band) -> software-pipelined K/V loads (num_stages) and
 exp2 -> persistent programs walking query tiles heavy-first.
 """
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
 from ._attn_check import triton_check
 from ._flash_tiles import mfma_p
 from .flash_prefill_spec import ENTRY, LOG2E, FlashPrefillSpec, causal_balance, causal_work
@@ -45,8 +45,16 @@ def materialized_launch(p, task):
     scratch = 12 * s * s / (4 * s * d * elt)              # fp32 S write+read, fp16 P write+read
     # the scores kernel's Q and K tiles; gfx942 stages them in turn through one LDS buffer (MI300X)
     tiles = max(bm, bn) if "mfma" in task.gpu.features else bm + bn
+    smem = tiles * d * elt
+    stages = launch_stages(p, task)
+    if stages > 1:
+        # the PV kernel's loop is pipelined at the launch's depth: a V ring of num_stages tiles on Hopper (one
+        # fewer elsewhere) and one P tile (Triton 3.9 metadata.shared at 3 stages, sm_80/86/90a/120a, D=64/128,
+        # 64-128 rows and keys: exact; H100 BLOCK_M=BLOCK_N=128 D=128 131,072 B, the scores kernel's 65,536)
+        bufs = stages if task.gpu.triton_full_stage_rows else stages - 1
+        smem = max(smem, bufs * bn * d * elt + bm * bn * elt)
     return Launch(grid=task["B"] * task["H"] * cdiv(s, bm) * cdiv(s, bn), threads=threads,
-                  smem_bytes=tiles * d * elt, regs=regs, bytes_per_access=16, traffic=1 + scratch,
+                  smem_bytes=smem, regs=regs, bytes_per_access=16, traffic=1 + scratch,
                   compute_scale=arch * 0.5, launches=3 * cdiv(task["B"] * task["H"], heads))
 
 
@@ -57,7 +65,10 @@ def fused_launch(skip: bool = True):
 
 
 def _fused_launch(p, task, skip):
-    s, bm, bn, stages = task["S"], p["BLOCK_M"], p["BLOCK_N"], p.get("num_stages", 1)
+    # online_softmax and causal_block_skip name no num_stages: on NVIDIA their K/V loop runs Triton's default 3
+    # stages (metadata.shared at 3 stages = smem_of(3) on sm_80/86/90a/120a at D=64/128 but one D=64 tile 10%
+    # over; H100 BLOCK_M=128 BLOCK_N=64 D=128: 131,072 B where the one-stage figure said 49,152)
+    s, bm, bn, stages = task["S"], p["BLOCK_M"], p["BLOCK_N"], launch_stages(p, task)
     threads, arch, regs, tiles = common(p, task)
     if bm == 64:
         arch *= 0.82                     # 64-row tiles: K/V smem reads amortised over half the rows
@@ -283,7 +294,7 @@ class FlashPrefillTriton(FlashPrefillSpec):
         consts = {"HEAD_DIM": d, "BLOCK_M": params["BLOCK_M"], "BLOCK_N": params["BLOCK_N"]}
         sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "qk_scale": "fp32",
                "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
-        warps, stages = params["num_warps"], params.get("num_stages", 1)
+        warps, stages = params["num_warps"], launch_stages(params, task)   # the compile spec is what the launch runs
         if "PROGRAMS_PER_SM" in params:
             sig = {**sig, "BH": "i32"}
         if variant.tag != "materialized_scores":
@@ -293,6 +304,6 @@ class FlashPrefillTriton(FlashPrefillSpec):
         soft = {"s_ptr": "*fp32", "p_ptr": ptr, "S": "i32", "BLOCK": "constexpr"}
         pv = {"p_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "HEAD_DIM": "constexpr",
               "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
-        return [KernelSpec("attn_scores_kernel", scores, consts, warps, 1),
-                KernelSpec("attn_softmax_kernel", soft, {"BLOCK": 1 << (task["S"] - 1).bit_length()}, 8, 1),
-                KernelSpec("flash_prefill_kernel", pv, consts, warps, 1)]
+        return [KernelSpec("attn_scores_kernel", scores, consts, warps, stages),
+                KernelSpec("attn_softmax_kernel", soft, {"BLOCK": 1 << (task["S"] - 1).bit_length()}, 8, stages),
+                KernelSpec("flash_prefill_kernel", pv, consts, warps, stages)]

@@ -4,7 +4,7 @@ Ladder: one token per loop trip -> one page per trip -> several pages gathered p
 all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV over the
 sequence with a combine kernel.
 """
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
@@ -12,7 +12,6 @@ from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
 LOG2E = 1.4426950408889634
-TRITON_STAGES = 3           # Triton's default num_stages on NVIDIA: what the tl.dot rungs' launch, naming none, runs at
 NO_SCALE = {"scale": ""}
 
 
@@ -47,12 +46,12 @@ def dot_launch(p, task):
     group = h // kvh
     gpad = max(16, 1 << (group - 1).bit_length())     # tl.dot needs M >= 16: pad the head group
     # one dot operand tile staged in shared memory (plus q and a reduction scratch on NVIDIA). The launch names
-    # no num_stages, so on NVIDIA Triton pipelines the tile loop at its default (TRITON_STAGES): the gathered
+    # no num_stages, so on NVIDIA Triton pipelines the tile loop at its default (base.launch_stages): the gathered
     # K/V tile gets a second buffer and the block-table indices one (Triton 3.9 metadata.shared at 3 stages
     # over 1, sm_80/86/89/90a/120a, D=64/128, 32-128 keys, 4/8 warps: + BLOCK_N x D x 2 + BLOCK_N x 4 exact;
     # H100 D=128 BLOCK_N=128: 74,240 B where the model said 40,960)
     smem = block_n * d * elt + (0 if task.gpu.triton_q_in_registers else gpad * d * elt + block_n * 32)
-    if task.gpu.vendor == "nvidia":
+    if launch_stages(p, task) > 1:
         smem += block_n * d * elt + block_n * 4
     useful = group / gpad                             # padded rows run on the tensor cores too
     if "NUM_SPLITS" not in p:
@@ -277,7 +276,7 @@ class PagedDecodeTriton(PagedDecodeSpec):
             consts["GROUP_PAD"] = max(16, 1 << (consts["GROUP"] - 1).bit_length())
         warps = params["num_warps"]
         # the compile spec is what the launch runs: the tl.dot rungs at Triton's default depth on NVIDIA
-        stages = TRITON_STAGES if variant.path == "fp16" and task.gpu.vendor == "nvidia" else 1
+        stages = launch_stages(params, task) if variant.path == "fp16" else 1
         if "NUM_SPLITS" not in params:
             return [KernelSpec("paged_decode_kernel", sig, consts, warps, stages)]
         sig = {**sig, "o_ptr": "*fp32", "ml_ptr": "*fp32", "NUM_SPLITS": "constexpr"}
