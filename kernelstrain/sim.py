@@ -109,7 +109,8 @@ def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> 
     integer arguments divisible by 16), so every load of such a row is one element wide. The tile's
     loads stay independent (as many bytes in flight), but a warp issues bytes_per_access / element
     times more load instructions: where the task's ideal time is its bytes', the memory side slows by
-    that ratio ** NARROW_LOAD_EXPONENT (launch.traffic); where it is its FLOPs' (a GEMM: each tile
+    that ratio ** NARROW_LOAD_EXPONENT (Launch.narrow: the measured ratio, applied past the calibration, whose
+    fitted traffic exponent is the model's re-reads', not this); where it is its FLOPs' (a GEMM: each tile
     loaded once a K step feeds the tensor cores BLOCK times) the extra loads hide behind the math.
     CUDA rungs that vectorize do not run there at all (feasibility.violation)."""
     lost = launch.bytes_per_access / DTYPE_BYTES[task.dtype]
@@ -118,7 +119,7 @@ def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> 
     cost = module.cost(task)
     if cost.flops / task.gpu.peak(variant.path) >= cost.bytes / (task.gpu.bw_tbs * 1e12):
         return launch
-    return replace(launch, traffic=launch.traffic * lost ** NARROW_LOAD_EXPONENT)
+    return replace(launch, narrow=lost ** NARROW_LOAD_EXPONENT)
 
 
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
@@ -309,7 +310,7 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
     e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
-    t_memory = cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12 * e_m)
+    t_memory = cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12 * e_m)
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
 
 
@@ -317,10 +318,18 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)))
-    factor = FIT.core_factor(module.name, module.impl, variant.fit_as or variant.tag, terms, param_steps(params, variant.defaults()),
+    factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
     core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
+
+
+def fit_name(module: OpModule, variant: Variant) -> str:
+    """The rung whose calibration a candidate takes: its own once the fit has measured it (the fit's records are
+    keyed by the rung that ran), else the rung it borrows from (Variant.fit_as)."""
+    if variant.tag in FIT.ceilings.get(module.name, {}):
+        return variant.tag
+    return variant.fit_as or variant.tag
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:

@@ -277,11 +277,14 @@ def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
 # 3131, 1717 and 8484, the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes), the parameter
 # grid (shape_grid.py --params: each parameter one at a time at 2 common shapes) and the same parameter grid of
 # the modules those left unmeasured (kernelinfer's) and of 4 modules at misaligned rows, timed on an H100 (no
-# H200 could be had that day; its rows are fitted on the H100's profile). A later gpu-check file (a new seed)
-# is held out: reported, never fitted.
+# H200 could be had that day; its rows are fitted on the H100's profile), and the candidates of three gpu-check
+# seeds drawn by the current engines (6868 on the H200; 40404 on an H100 and 50505 on the H200, both profiles:
+# closer to each other than any grid's, the near-ties the within-episode figures turn on). A later gpu-check
+# file (a new seed) is held out: reported, never fitted.
 FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
              "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json",
-             "h200_gpucheck_pgrid.json", "h100_gpucheck_kigrid.json")
+             "h200_gpucheck_pgrid.json", "h100_gpucheck_kigrid.json", "h200_gpucheck_s6868.json", "h100_gpucheck_s40404.json",
+             "h200_gpucheck_s50505.json")
 
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
@@ -344,5 +347,5 @@ def measured_records(files=FIT_FILES) -> list:
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
                     "cta_ms": floor_s(launch, gpu) * 1e3,
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
-                    "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
+                    "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out

@@ -197,6 +197,7 @@ class Launch:
     serial_atomics: int = 0      # atomic updates of one address: the L2 applies them one at a time
     rounds: int = 1              # rows / tiles each CTA of a persistent loop takes one after another
     serial_trips: float = 0.0    # DRAM round trips each program waits for in turn (an unpipelined K loop): sim.chain_floor_s
+    narrow: float = 1.0          # the memory side's slowdown from one-element loads at misaligned rows (sim.narrowed)
     unrolled: int = 0            # Triton: values of a register tile one thread holds (0: no such tile)
 
 
