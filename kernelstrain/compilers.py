@@ -312,6 +312,30 @@ def launch_specialization(spec) -> tuple[dict, dict, dict]:
     return signature, constexprs, attrs
 
 
+def specialization_key(specs: list) -> str:
+    """8 hex digits naming what Triton compiles a candidate's kernels at, beyond their source:
+    each kernel's launch_specialization (argument types, constexprs such as a HEAD_DIM the
+    wrapper reads off the tensors, integers equal to 1, multiples of 16), warps and stages. The
+    same source compiles to other tiles and buffers at another specialization (flash_prefill on
+    MI300X: 163,840 B of shared memory at HEAD_DIM 128, 98,304 B at 64). fp16 and bf16
+    pointers count as one: their element is the same size, and every pair of the corpus
+    compiled both ways gave the same shared memory (tests/test_triton_smem.py).
+
+    >>> from kernelstrain.ops.base import KernelSpec
+    >>> spec = KernelSpec("k", {"x_ptr": "*fp16", "n": "i32"}, ints={"n": 4096})
+    >>> specialization_key([spec]) == specialization_key([KernelSpec("k", {"x_ptr": "*bf16", "n": "i32"}, ints={"n": 64})])
+    True
+    >>> specialization_key([spec]) == specialization_key([KernelSpec("k", {"x_ptr": "*fp16", "n": "i32"}, ints={"n": 100})])
+    False
+    """
+    def canonical(spec) -> list:
+        signature, constexprs, attrs = launch_specialization(spec)
+        signature = {k: re.sub(r"^\*bf16$", "*fp16", t) for k, t in signature.items()}
+        return [spec.name, signature, constexprs, sorted(str(a) for a in attrs), spec.num_warps, spec.num_stages]
+    text = json.dumps([canonical(s) for s in specs], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 def compile_triton(source: str, specs: list, arch: str) -> CompileResult:
     """Compile every kernel spec of a rendered Triton candidate for one target."""
     spec_text = json.dumps([[s.name, s.signature, s.constexprs, s.num_warps, s.num_stages, s.ints] for s in specs])

@@ -854,12 +854,12 @@ class Episode:
             return None
         if self.pending is not None:
             fix, self.pending = self.pending, None
-            if rng.random() < 0.96 or self.time_spent():     # past the budget a due repair is never put off
-                # a fix may itself fail to build: a new slip while repairing the old one
-                again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
-                if again:
-                    return self.evaluate(k, again[0], failure=again[1], error=again[2])
-                return self.evaluate(k, fix)
+            # an engineer fixes their own slip before anything else, however often the fix itself
+            # fails to build (a new slip while repairing the old one)
+            again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
+            if again:
+                return self.evaluate(k, again[0], failure=again[1], error=again[2])
+            return self.evaluate(k, fix)
         # a rewrite onto a new rung that overflowed is repaired on that rung (smaller tiles, fewer
         # stages) and measured; a tuning move of the best's rung that overflowed, as the profile leans
         if self.over is not None and (self.over[0].variant.tag not in self.rung_ms

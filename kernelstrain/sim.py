@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from . import corpus, feasibility, knobs
 from .calibration import FIT, launch_terms, param_steps
-from .compilers import NVCC_GENCODE, classify
+from .compilers import NVCC_GENCODE, classify, specialization_key
 from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
@@ -241,10 +241,13 @@ def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task
 def built_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
     """modelled_launch, with Triton's own metadata.shared where the model puts a Triton candidate
     over the cap and kernelstrain/corpus holds the figure (its launcher refuses the kernel on
-    that figure, and quotes it): the model's tile arithmetic is an estimate near the cap."""
+    that figure, and quotes it): the model's tile arithmetic is an estimate near the cap. The
+    figure is the one at this task's specialization (the same source at another head dim or
+    shape compiles to other buffers)."""
     launch = modelled_launch(module, variant, params, task)
     if module.impl == "triton" and launch.smem_bytes > smem_cap(variant, module, task.gpu):
-        shared = corpus.triton_shared(module.name, task.gpu.arch, module.render(variant, params, task))
+        shared = corpus.triton_shared(module.name, task.gpu.arch, module.render(variant, params, task),
+                                      specialization_key(module.compile_specs(variant, params, task)))
         launch = launch if shared is None else replace(launch, smem_bytes=shared)
     return launch
 

@@ -5,15 +5,17 @@ candidate the bundled profiles' engine can write over a device's shared-memory c
 Every such candidate (corpus.build.triton_smem_candidates: each runnable rung's whole
 parameter grid on every task combo of the profiles, where the simulator labels it an `smem`
 failure) is compiled for its target with Triton's compiler (compilers.compile_triton, as
-`verify` compiles it), keyed by (module, arch) and the source's sha256. A candidate whose
+`verify` compiles it, at the task's launch specialization), keyed by (module, arch), the
+source's sha256 and the specialization (compilers.specialization_key). A candidate whose
 figure fits the cap is listed: its `smem` label is false.
 
     nice python scripts/triton_smem_corpus.py [--profiles kernelstrain,kernelinfer] [--jobs 2]
-        [--modules a,b] [--shard I/N] [--keep] [--out FILE]
+        [--modules a,b] [--archs gfx942,sm_90a] [--shard I/N] [--keep] [--out FILE]
     python scripts/triton_smem_corpus.py --merge a.json b.json ... [--out FILE]
 
 Compiles are cached on disk (compilers.CACHE_DIR). --keep reuses the figures already in
---out (after an op change only the new candidates compile). --shard I/N compiles every N-th
+--out (after an op change only the new candidates compile); --modules and --archs limit the
+compiles to those cells, the others' figures staying as --out has them. --shard I/N compiles every N-th
 candidate from the I-th (several machines; --merge joins their files).
 """
 import argparse
@@ -65,6 +67,10 @@ def merge(paths: list, out: Path) -> int:
     cells, versions = defaultdict(dict), set()
     for p in paths:
         data = json.loads(Path(p).read_text())
+        if data.get("version") != corpus.SMEM_VERSION:
+            print(f"{p}: corpus version {data.get('version')} != {corpus.SMEM_VERSION} (its keys are not this "
+                  f"version's): rebuild it with this script", file=sys.stderr)
+            return 2
         versions.add(data["tools"].get("triton"))
         for cell, codes in data["cells"].items():
             cells[cell].update(codes)
@@ -80,6 +86,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", default="kernelstrain,kernelinfer")
     ap.add_argument("--modules", default="")
+    ap.add_argument("--archs", default="")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--shard", default="1/1")
     ap.add_argument("--keep", action="store_true")
@@ -94,14 +101,16 @@ def main(argv=None) -> int:
         print("triton is not installed: pip install 'kernelstrain[verify]'", file=sys.stderr)
         return 2
     shard, shards = map(int, args.shard.split("/"))
-    todo = corpus_build.triton_smem_candidates(args.profiles.split(","), set(filter(None, args.modules.split(","))))
+    todo = corpus_build.triton_smem_candidates(args.profiles.split(","), set(filter(None, args.modules.split(","))),
+                                               archs=set(filter(None, args.archs.split(","))))
     keys = sorted(todo)[shard - 1::shards]
     cells = defaultdict(dict)
-    if args.keep and out.exists():
+    if out.exists():
         old = json.loads(out.read_text())
-        if old["tools"].get("triton") == version:
+        if old.get("version") == corpus.SMEM_VERSION and old["tools"].get("triton") == version:
             for cell, codes in old["cells"].items():
-                cells[cell].update(codes)
+                if args.keep or cell not in {f"{k[0]}|{k[1]}" for k in todo}:
+                    cells[cell].update(codes)     # the cells not compiled now stay as they are
     keys = [k for k in keys if k[2] not in cells.get(f"{k[0]}|{k[1]}", {})]
     print(f"{len(todo)} candidates over the cap, {len(keys)} to compile (shard {args.shard}, Triton {version})",
           flush=True)

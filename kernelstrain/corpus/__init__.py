@@ -3,7 +3,9 @@ the HIP headers and Triton print for each architecture-failing candidate the ops
 checked in as arch_texts.json and written by scripts/arch_corpus.py with the tools; and the
 shared memory Triton allocates (its metadata.shared, which its OutOfResources error quotes)
 for each Triton candidate over a device's cap, triton_smem.json, written by
-scripts/triton_smem_corpus.py; and the names the HIP headers bring in (hip_names.txt,
+scripts/triton_smem_corpus.py, keyed by the source and the specialization Triton compiles it at
+(compilers.specialization_key: the same source gives other figures at another HEAD_DIM, argument
+divisibility or pointer type); and the names the HIP headers bring in (hip_names.txt,
 scripts/hip_header_names.py), which clang's typo correction may offer.
 
 A text is keyed by the cell (module, target arch) and the sha256 of the candidate's exact
@@ -25,7 +27,7 @@ from pathlib import Path
 PATH = Path(__file__).with_name("arch_texts.json")
 SMEM_PATH = Path(__file__).with_name("triton_smem.json")
 HIP_NAMES_PATH = Path(__file__).with_name("hip_names.txt")
-SMEM_VERSION = 1
+SMEM_VERSION = 2         # 2: a figure is keyed by source and specialization
 PROFILES = ("kernelstrain", "kernelinfer")   # the bundled profiles, whose candidates the corpus holds
 VERSION = 3
 HOLE = "\x00"             # a number of the text, taken from the code's entry in order
@@ -133,7 +135,7 @@ def expand(form: list, table: list) -> str:
 
 @functools.lru_cache(maxsize=1)
 def load_smem() -> dict:
-    """Triton's shared-memory figures: {"version", "tools", "cells": {"module|arch": {code_key: bytes}}}."""
+    """Triton's shared-memory figures: {"version", "tools", "cells": {"module|arch": {smem_key: bytes}}}."""
     if not SMEM_PATH.exists():
         return {"version": SMEM_VERSION, "tools": {}, "cells": {}}
     data = json.loads(SMEM_PATH.read_text())
@@ -142,11 +144,17 @@ def load_smem() -> dict:
     return data
 
 
-def triton_shared(module: str, arch: str, code: str) -> int | None:
-    """The shared memory Triton allocates for this exact candidate on `arch` (its
-    metadata.shared, the figure its launcher's OutOfResources quotes), None where the corpus
-    has no entry."""
-    return load_smem()["cells"].get(f"{module}|{arch}", {}).get(code_key(code))
+def smem_key(code: str, specialization: str) -> str:
+    """A Triton figure's key in its cell: the source's code_key and the launch's
+    compilers.specialization_key."""
+    return f"{code_key(code)}/{specialization}"
+
+
+def triton_shared(module: str, arch: str, code: str, specialization: str) -> int | None:
+    """The shared memory Triton allocates for this exact candidate on `arch` at this launch's
+    specialization (its metadata.shared, the figure its launcher's OutOfResources quotes), None
+    where the corpus has no entry."""
+    return load_smem()["cells"].get(f"{module}|{arch}", {}).get(smem_key(code, specialization))
 
 
 @functools.lru_cache(maxsize=1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from . import PROFILES, code_key
+from . import PROFILES, code_key, smem_key
+from ..compilers import specialization_key
 from ..ops import REGISTRY
 from ..plan import all_combos
 from ..profiles import load_profile, resolve
@@ -32,19 +33,18 @@ def candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
                 if not (v.needs - task.gpu.features) or not v.offered(task.dtype):
                     continue
                 for params in _carried(v, [q for u in runnable for q in param_grid(u)]):
-                    _add(out, per_cell, limit, m, task, v, params)
+                    code = m.render(v, params, task)
+                    _add(out, per_cell, limit, (m.name, task.gpu.arch, code_key(code)), (task, v, params, code))
     return out
 
 
-def _add(out: dict, per_cell: dict, limit: int | None, m, task, v, params) -> None:
-    """Render (v, params) on task into `out` under its (module, arch, code_key), once, and at most
-    `limit` of each (module, arch)."""
-    code = m.render(v, params, task)
-    key = (m.name, task.gpu.arch, code_key(code))
+def _add(out: dict, per_cell: dict, limit: int | None, key: tuple, candidate: tuple) -> None:
+    """A candidate into `out` under its (module, arch, entry key), once, and at most `limit` of
+    each (module, arch)."""
     if key in out or limit and per_cell[key[:2]] >= limit:
         return
     per_cell[key[:2]] += 1
-    out[key] = (task, v, params, code)
+    out[key] = candidate
 
 
 def _carried(variant, bests: list) -> list:
@@ -55,17 +55,19 @@ def _carried(variant, bests: list) -> list:
     return [dict(p) for p in out]
 
 
-def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = None) -> dict:
-    """{(module, arch, code_key): (task, variant, params, code)}: every Triton candidate of the
+def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = None, archs=()) -> dict:
+    """{(module, arch, smem_key): (task, variant, params, code)}: every Triton candidate of the
     profiles' task combos whose modelled shared memory is over the device's cap (each rung's
-    whole parameter grid); the simulator labels it by Triton's own figure for it
-    (corpus.triton_shared). With `limit`, the first `limit` of each (module, arch)."""
+    whole parameter grid), once per source and specialization (one source is compiled at
+    several: tasks of another head dim or shape); the simulator labels it by Triton's own
+    figure for it (corpus.triton_shared). With `limit`, the first `limit` of each (module,
+    arch); with `archs`, those targets only."""
     from ..sim import modelled_launch, smem_cap      # the model decides which candidates need the figure
     out, per_cell = {}, defaultdict(int)
     for name in profiles:
         for task in all_combos(load_profile(resolve(name))):
             m = REGISTRY[task.module]
-            if m.impl != "triton" or modules and m.name not in modules:
+            if m.impl != "triton" or modules and m.name not in modules or archs and task.gpu.arch not in archs:
                 continue
             for v in m.variants:
                 if v.needs - task.gpu.features or not v.offered(task.dtype):
@@ -74,5 +76,7 @@ def triton_smem_candidates(profiles=PROFILES, modules=(), limit: int | None = No
                 for params in param_grid(v):
                     if modelled_launch(m, v, params, task).smem_bytes <= cap:
                         continue
-                    _add(out, per_cell, limit, m, task, v, params)
+                    code = m.render(v, params, task)
+                    key = smem_key(code, specialization_key(m.compile_specs(v, params, task)))
+                    _add(out, per_cell, limit, (m.name, task.gpu.arch, key), (task, v, params, code))
     return out
