@@ -31,8 +31,10 @@ KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
 _FENCE = re.compile(r"```.*?```", re.S)
 _TIME = re.compile(r"\b\d+(?:\.\d+)? (us|ms)\b")
 # a tool's quote of the candidate's source (the code itself, comments and all, which the model
-# reads anyway): Triton's `at L:C:` excerpt down to its caret, and a compiler's line above a caret
-_EXCERPT = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
+# reads anyway): Triton's `at L:C:` excerpt down to its caret, and a compiler's line above a caret,
+# from the line's start ((?<![^\n]): the same matches as from any position of the line, found
+# without scanning the rest of the line again from each of its characters: 5x faster over qa's prompts)
+_EXCERPT = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|(?<![^\n])[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
 
 
 def config(tag: str, params) -> tuple:

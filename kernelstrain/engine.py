@@ -17,7 +17,9 @@ launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launch
 or moves fewer bytes is tried, no tune inside the noise), or no rung is left worth climbing, the
 neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
 settled or `patience` steps in a row found nothing (its evidence that the rest will not either;
-the nearer the floor, the fewer: HEADROOM).
+the nearer the floor, the fewer: HEADROOM). When the last candidate it measured lost by more than
+RESTORE x, the workspace holds that slower code: it restores the best and runs it once more
+before it stops (Episode.restore), so a finished session ends on the kernel it reports.
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -49,7 +51,8 @@ from .references import reference_ms
 from .rerender import with_typo     # slips.apply, cached: a slip drawn is applied again when evaluated (and by qa)
 from .schema import Step
 from .calibration import FIT
-from .sim import blocks_per_sm, failure, measure, noise_cv, roofline_floor_ms, simulate, smem_cap, writable
+from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, noise_cv, roofline_floor_ms,
+                  simulate, smem_cap, writable)
 from .tasks import carry, param_grid, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -69,6 +72,7 @@ POINTS_AT = {
     "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
     "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
 }
+RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
 SETTLE_GAIN = 0.5     # ... while the candidate still looks faster by this many sigmas of one run
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
@@ -229,6 +233,8 @@ class Episode:
         self.slip_memory = SlipMemory()                # (kind, line) of each slip made: not made again
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
+        self.last_ms: float | None = None              # the last measured candidate's time
+        self.restored = False                          # the best restored and re-run at the end (Episode.restore)
         self.stale = 0
         self.owed = 0                                  # limit-type compile failures still to make
         self.pace = self.timing.session_pace(self.clock)
@@ -594,10 +600,12 @@ class Episode:
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
-            found = [c for c in self.near(v) if self.writable(c) and self.clear_failure(c, error_class)]
+            found = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
         else:
             if key not in self._limits:
-                self._limits[key] = [c for c in self.grid(v) if self.clear_failure(c, error_class)]
+                # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
+                # its answer skips the code's access checks that `writable` makes of every config
+                self._limits[key] = [c for c in self.configs(v) if self.clear_failure(c, error_class) and self.writable(c)]
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
@@ -607,7 +615,8 @@ class Episode:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
         (near the cap the model is an estimate); `near`: CUDA's overflows count from the cap
         (its bytes are the declared arrays or the host's request, exact)."""
-        r = failure(self.m, c.variant, c.params, self.task)     # simulate's, untimed (asked of whole grids)
+        # simulate's, untimed (asked of whole grids); launch_failure's where it is the same answer
+        r = (launch_failure if error_class in LAUNCH_CLASSES else failure)(self.m, c.variant, c.params, self.task)
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0
@@ -848,10 +857,21 @@ class Episode:
         """The best is near its floor, or launch-bound: tuning it cannot gain past the noise."""
         return self.near_floor(self.best.variant) or self.launch_bound()
 
+    def restore(self, k: int) -> Step | None:
+        """The search is over. If the last candidate measured lost by more than RESTORE x the best,
+        the file being edited is not the best: the engineer puts the best back and runs it once
+        more, the time it finishes on (a re-measure of the best, never kept). Once; not past the
+        time budget."""
+        if self.restored or self.last_ms is None or self.last_ms <= RESTORE * self.book.best_ms \
+                or self.time_spent():
+            return None
+        self.restored = True
+        return self.evaluate(k, self.best)
+
     def step(self, k: int) -> Step | None:
         rng = self.rng
         if self.converged():
-            return None
+            return self.restore(k)
         if self.pending is not None:
             fix, self.pending = self.pending, None
             # an engineer fixes their own slip before anything else, however often the fix itself
@@ -873,7 +893,7 @@ class Episode:
             if c is not None:
                 return self.evaluate(k, c)
             if self.converged():            # the call just decided was the last thing open
-                return None
+                return self.restore(k)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -891,7 +911,7 @@ class Episode:
                 return self.evaluate(k, c)
         c = self.propose_move(k)
         if c is None:                        # no rung to climb, the neighbourhood exhausted
-            return None
+            return self.restore(k)
         return self.evaluate(k, c)
 
     def worth_settling(self, code: str) -> bool:
@@ -976,7 +996,7 @@ class Episode:
                     self.fixed.add(cand.bug)
             self.stale += 1
         else:
-            time_ms = round(measure(r.time_ms, self.noise), 6)
+            time_ms = self.last_ms = round(measure(r.time_ms, self.noise), 6)
             again = code in self.book.runs              # a re-measure settling a close call: no new idea failed
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)

@@ -276,6 +276,28 @@ def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> Sim
     """simulate's result for a candidate that does not build or run, None for one that does,
     without timing it: the engine asks this of a rung's whole grid (which configs overflow a
     limit) and times only the few it writes."""
+    failed = launch_failure(module, variant, params, task)
+    if failed is not None or hasattr(module, "simulate"):
+        return failed
+    broken = feasibility.violation(module, variant, params, task)
+    if broken is not None:       # Triton rejects a non-power-of-2 arange; a misaligned access builds and faults
+        text = feasibility.error_text(broken, module, variant, params, task)
+        launch = built_launch(module, variant, params, task)
+        return SimResult(False, None, launch.smem_bytes, launch.regs, text,
+                         classify(text) if broken[0] == "arange" else "align")
+    return None
+
+
+# failure's classes that launch_failure alone decides: what the code's accesses break (feasibility.violation)
+# is an 'align' fault or Triton's arange CompilationError (tests/test_caches.py checks both, registry-wide)
+LAUNCH_CLASSES = ("arch", "smem", "resources")
+
+
+@candidate_cache
+def launch_failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """failure's answer where the launch alone decides it (a missing arch feature, shared memory over
+    the cap or without the opt-in, a block the SM cannot hold), else None: the engine asks whole grids
+    which configs overflow a limit (classes LAUNCH_CLASSES), and this skips the code's access checks."""
     if hasattr(module, "simulate"):
         r = module.simulate(variant, params, task)
         return None if r.ok else r
@@ -294,11 +316,6 @@ def failure(module: OpModule, variant: Variant, params: dict, task: Task) -> Sim
         return SimResult(False, None, launch.smem_bytes, launch.regs, optin_error(task), "smem")
     if blocks_per_sm(launch, gpu) == 0 or launch.threads > 1024 or knobs.over_bound(params, launch.threads):
         return SimResult(False, None, launch.smem_bytes, launch.regs, resources_error(launch, module, task), "resources")
-    broken = feasibility.violation(module, variant, params, task)
-    if broken is not None:       # Triton rejects a non-power-of-2 arange; a misaligned access builds and faults
-        text = feasibility.error_text(broken, module, variant, params, task)
-        return SimResult(False, None, launch.smem_bytes, launch.regs, text,
-                         classify(text) if broken[0] == "arange" else "align")
     return None
 
 

@@ -1,7 +1,7 @@
 """Generation and validation throughput against the serialization floor, with targets.
 
     python scripts/bench_generate.py [--config kernelstrain kernelinfer|P.toml ...] [--episodes 2000]
-                                     [--max-ratio 2.0] [--min-speedup 1.8] [--max-rss-mb 200] [--by wall|cpu]
+                                     [--max-ratio 2.0] [--min-speedup 1.8] [--max-rss-mb 200] [--by wall|cpu] [--store]
 
 For each profile given (default: both bundled layouts' profiles, kernelstrain and
 kernelinfer), runs `generate` for a fixed number of episodes with 1 and with 2 workers, then
@@ -21,7 +21,11 @@ over the floor's, validate's CPU is compared with generate's, and the 2-worker s
 bound the 2-worker run's CPU split allows, the 1-worker run's CPU over (parent's CPU + the
 workers' CPU / 2): the parent's own work (setup, writing, QA, card) counted as if it never
 overlapped the workers', so the real speedup on two idle cores is at least this.
-This is a script, not a test: no timed test asserts speed.
+The held-out solutions' store (kernelstrain/solution_store.py) is off in every run (each
+searches its own, as a first run does); `--store` keeps the user's, so runs after the first
+read the solutions from it.
+This is a script, not a test: no timed test asserts speed, and it refuses to run under CI (the
+environment variable CI set, as CI services do), where shared runners make its figures noise.
 """
 import argparse
 import hashlib
@@ -49,17 +53,17 @@ print(json.dumps({"code": code, "wall": wall, "cpu": parent + children, "parent_
 """
 
 
-def run(args: list) -> dict:
+def run(args: list, env: dict | None = None) -> dict:
     """One kernelstrain command in a fresh process: its exit code, wall and CPU seconds, peak RSS."""
-    r = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, cwd=ROOT, env=env)
     if r.returncode != 0:
         sys.exit(f"bench: {' '.join(args[:1])} failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def generate(config: str, episodes: int, workers: int, out: Path) -> dict:
+def generate(config: str, episodes: int, workers: int, out: Path, env: dict) -> dict:
     r = run(["generate", "--seed", "0", "--config", config, "--out", str(out), "--episodes", str(episodes),
-             "--workers", str(workers), "--quiet"])
+             "--workers", str(workers), "--quiet"], env)
     files = sorted(p for p in out.rglob("*") if p.is_file())
     r["mb"] = sum(p.stat().st_size for p in files) / 1e6
     r["digest"] = digest(out, files)
@@ -121,7 +125,13 @@ def main() -> int:
     ap.add_argument("--max-rss-mb", type=float, default=200)
     ap.add_argument("--by", choices=("wall", "cpu"), default="wall",
                     help="judge the targets on wall seconds (an idle machine) or CPU seconds (a busy one)")
+    ap.add_argument("--store", action="store_true",
+                    help="keep the held-out solutions' store on disk (default: off, each run searches its own)")
     a = ap.parse_args()
+    if os.environ.get("CI"):
+        print("bench_generate: CI is set: timings on shared CI runners are noise; run it on a quiet machine",
+              file=sys.stderr)
+        return 2
     missed = [f"{config}: {m}" for config in a.config for m in bench(config, a)]
     for m in missed:
         print(f"missed: {m}")
@@ -131,15 +141,17 @@ def main() -> int:
 def bench(config: str, a) -> list[str]:
     """One profile's runs and figures (printed); the targets it misses."""
     load = os.getloadavg()
+    env = None if a.store else {**os.environ, "KERNELSTRAIN_SOLUTIONS": "off"}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        one = generate(config, a.episodes, 1, tmp / "w1")
-        two = generate(config, a.episodes, 2, tmp / "w2")
-        check1 = run(["validate", str(tmp / "w1"), "--workers", "1"])
-        check2 = run(["validate", str(tmp / "w1"), "--workers", "2"])
+        one = generate(config, a.episodes, 1, tmp / "w1", env)
+        two = generate(config, a.episodes, 2, tmp / "w2", env)
+        check1 = run(["validate", str(tmp / "w1"), "--workers", "1"], env)
+        check2 = run(["validate", str(tmp / "w1"), "--workers", "2"], env)
         floor = in_child(serialization_floor, config, a.episodes, tmp / "floor")    # its rows never in this process
     print(f"{config}: {a.episodes} episodes, output {one['mb']:.0f} MB; load average before/after "
-          f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; solutions' store "
+          f"{'kept' if a.store else 'off'}")
     runs = (("generate, 1 worker", one), ("generate, 2 workers", two), ("validate, 1 worker", check1),
             ("validate, 2 workers", check2))
     for name, r in runs:

@@ -1,17 +1,23 @@
 """Caches and incremental measures never change an answer: each is compared with the plain
 computation it stands for."""
 import json
+import re
+from collections import Counter
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import kernelstrain
 
-from kernelstrain import contamination, knobs, sim
+from kernelstrain import behaviour, contamination, knobs, sim
 from kernelstrain.cli import main
 from kernelstrain.gpus import GPUS
 from kernelstrain.ops import REGISTRY
+from kernelstrain.plan import make_plan
+from kernelstrain.profiles import load_profile
 from kernelstrain.tasks import make_task, param_grid
+from test_feasibility import ARANGE_CASES, odd_shape
 
 
 def registry_sample():
@@ -28,7 +34,8 @@ def registry_sample():
                     yield m, v, params, task
 
 
-@pytest.mark.parametrize("fn", [sim.simulate, sim.failure, knobs.launch], ids=["simulate", "failure", "launch"])
+@pytest.mark.parametrize("fn", [sim.simulate, sim.failure, sim.launch_failure, knobs.launch],
+                         ids=["simulate", "failure", "launch_failure", "launch"])
 def test_candidate_cache_returns_the_plain_answer(fn):
     fn.cache_clear()
     sample = list(registry_sample())
@@ -86,3 +93,56 @@ def test_contamination_measured_as_generated_equals_the_files_measure(config, tm
         assert {name: s["contamination"] for name, s in splits.items()} == found["splits"]
         assert stats["holdout"]["contamination_method"]["training_candidates"] == found["training_candidates"] > 0
         assert contamination.measure(out, {name: s["file"] for name, s in splits.items()}, layout, workers=2) == found
+
+
+def failure_sample(stride: int = 29):
+    """(module, variant, params, task): tasks of both bundled profiles' plans (every 7th), and each
+    module's first menu shape with its rows made odd (test_feasibility.odd_shape: no vector access
+    aligns) and the Triton arange cases; every `stride`-th config of their rungs' grids (big tiles,
+    too many threads, missing arch features), and each rung's defaults at the odd shapes."""
+    tasks = [t for config in ("kernelstrain", "kernelinfer") for t in make_plan(load_profile(config), 0).train[::7]]
+    odd = [make_task(m, "H100", m.dtypes[0], odd_shape(m, m.shapes[0])) for m in REGISTRY.values() if m.entry]
+    odd += [make_task(REGISTRY[name], "H100", "fp16", shape) for name, _, shape, _ in ARANGE_CASES]
+    i = 0
+    for task in tasks + odd:
+        m = REGISTRY[task.module]
+        for v in m.variants:
+            if task in odd:
+                yield m, v, v.defaults(), task
+            for params in param_grid(v):
+                i += 1
+                if i % stride == 0:
+                    yield m, v, params, task
+
+
+def test_launch_failure_is_failures_answer_for_the_classes_it_decides():
+    """engine.Episode.clear_failure asks launch_failure, not failure, for sim.LAUNCH_CLASSES
+    (whole grids, without the code's access checks): the same answer wherever either is of
+    such a class, and failure's other classes arise only where launch_failure finds nothing."""
+    classes = Counter()
+    for m, v, params, task in failure_sample():
+        full, launched = sim.failure.uncached(m, v, params, task), sim.launch_failure.uncached(m, v, params, task)
+        classes[full.error_class if full else None] += 1
+        if launched is not None or (full is not None and full.error_class in sim.LAUNCH_CLASSES):
+            assert launched == full, (m.name, v.tag, params, task.key)
+    # the sample holds every class: the check above compared each kind of answer
+    assert set(sim.LAUNCH_CLASSES) | {"align", "syntax", None} <= set(classes), classes
+
+
+# behaviour._EXCERPT before it anchored its second branch at line starts (the plain computation)
+_EXCERPT_PLAIN = re.compile(r"at \d+:\d+:\n.*?\n[ \t]*\^[ \t]*(?:\n|$)|[^\n]*\n[ \t]*\^[~ \t]*(?:\n|$)", re.S)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(["at 3:14:", "x = f(y)", " ", "\t", "^", "~~~", "at", "12:", "\n", "\n", "a ^ b"]),
+                max_size=40).map("".join))
+def test_excerpt_pattern_removes_what_the_unanchored_one_did(text):
+    assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
+
+
+def test_excerpt_pattern_on_prompts():
+    """Tool texts with excerpts: a compiler's caret under a line, Triton's `at L:C:` block."""
+    texts = ["error: expected ';'\n    int x = 1\n            ^\nmore", "at 12:4:\n    a = tl.load(p)\n    ^\nNameError",
+             "ok\n\n^\n", "x at 1:2:\ny\n  ^~~ \n  ^\n"]
+    for text in texts:
+        assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1] / "kernelstrain"
 
 LAYERS = (
     ("foundation", {"version", "errors", "fields", "schema", "gpus", "progress", "safety", "writers", "memo", "svg",
-                    "clock", "pools", "dirkind", "reading", "tolerances", "rng"}),
+                    "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store"}),
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",

@@ -79,14 +79,14 @@ def test_causal_conv1d_strips_take_one_step_to_a_whole_row():
 def test_mamba_step_blocks_take_128_channels_of_a_batch_row():
     m, task = _task("mamba_step_cuda", {"B": 256, "D": 2048, "N": 16})
     v = m.variant("smem_staged_channels")
-    assert v.defaults() == {"channels": 32, "vecs": 1}                                     # today's candidate
-    assert "#define CHANNELS 128" in m.render(v, {"channels": 128, "vecs": 1}, task)
+    assert v.defaults() == {"channels": 32}                                                # today's candidate
+    assert "#define CHANNELS 128" in m.render(v, {"channels": 128}, task)
     # B_t / C_t staged once for 128 channels: a quarter of the blocks (and of their staging loads)
-    c32, c128 = (m.launch(v, {"channels": c, "vecs": 1}, task) for c in (32, 128))
+    c32, c128 = (m.launch(v, {"channels": c}, task) for c in (32, 128))
     assert c128.grid * 4 == c32.grid and c128.threads == 512
     # N = 64: 128 channels of 16 float4 lanes is a 2048-thread block, which no launch accepts
     _, wide = _task("mamba_step_cuda", {"B": 32, "D": 8192, "N": 64})
-    r = simulate(m, v, {"channels": 128, "vecs": 1}, wide)
+    r = simulate(m, v, {"channels": 128}, wide)
     assert not r.ok and r.error_class == "resources" and "invalid configuration argument" in r.error
 
 

@@ -6,6 +6,7 @@ single-pass online softmax -> next tile prefetched into registers -> split-KV
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from ..norms._norms import triton_spill
+from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
 from .flash_decode_spec import ENTRY, FlashDecodeSpec, cost_of
@@ -25,25 +26,32 @@ def key_launch(p, task):
 
 def tile_launch(traffic=1.0, prefetch=False):
     """The [BLOCK_N, D] tile rungs: two passes over K (traffic 1.5), one, or one with the next
-    tile prefetched (twice the registers and the loads in flight); split-KV adds its partials."""
+    tile prefetched (twice the registers and the loads in flight); split-KV adds its partials.
+    Pipelined (num_stages > 1), the num_stages - 1 tiles copied ahead are in flight beside this
+    one's reduction (in shared memory; gfx942: registers): more bytes in flight where the resident
+    grid is short of DRAM's bandwidth-latency product (few heads, long rows), fewer programs a SM
+    where it is not."""
     def launch(p, task):
         b, h, s, d, block_n = task["B"], task["H"], task["S"], task["D"], p["BLOCK_N"]
         threads = p["num_warps"] * task.gpu.warp
         # a K tile load keeps several 16-byte loads per thread in flight (capped by registers), but
         # the next tile waits on this one's reduction: about half of it is in flight on average
-        tile = min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)) // 2
+        tile = kv_pipeline.in_flight(p, min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)))
         # K and V tiles as fp32 copies per thread; past twice the cap Triton spills to local memory
         # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin)
-        demand = (24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
+        demand = ((24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
+                  + kv_pipeline.regs(p, task, block_n, threads))
         regs, spill = min(255, demand), triton_spill(demand, 255)
         if prefetch:
             return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill)
+        smem = kv_pipeline.smem(p, task, block_n)
         if "NUM_SPLITS" not in p:
-            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=tile, traffic=traffic * spill)
+            return Launch(grid=b * h, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=tile,
+                          traffic=traffic * spill)
         splits = p["NUM_SPLITS"]
         used = min(splits, cdiv(s, block_n))          # splits past the last tile hold no keys
         partials = b * h * splits * (d + 2) * 4 * 2   # fp32 partial o, m, l: written once, read once
-        return Launch(grid=b * h * used, threads=threads, regs=regs, bytes_per_access=tile,
+        return Launch(grid=b * h * used, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=tile,
                       traffic=spill + partials / cost_of(task).bytes, launches=2)
     return launch
 
@@ -120,7 +128,8 @@ ONLINE = '''        m_new = tl.maximum(m_i, tl.max(s, 0))
 def online_softmax_src(p, task, rescale=" * alpha"):
     return HEAD.format(extra=", BLOCK_N: tl.constexpr", l0="0.0", acc_t="tl.float32") + \
             "    # one pass over K and V: rescale the running sums whenever the max grows\n" \
-            "    for start in range(0, S, BLOCK_N):\n" + TILE.format(hi="S", scale=" * scale") + \
+            f"    for start in {kv_pipeline.tile_loop(p, '0, S, BLOCK_N')}:\n" + \
+            TILE.format(hi="S", scale=" * scale") + \
             ONLINE.format(exp="tl.exp", v=V, rescale=rescale) + STORE + \
             wrapper(task, "B * H", ", BLOCK_N=" + str(p["BLOCK_N"]), p)
 
@@ -151,7 +160,7 @@ def split_kv_src(p, task, combine="(bh * NUM_SPLITS + offs_s)", qk="scale * "):
     lo = split * split_len
     hi = tl.minimum(lo + split_len, S)
     qk_scale = {qk}{LOG2E}
-    for start in range(lo, hi, BLOCK_N):
+    for start in {kv_pipeline.tile_loop(p, "lo, hi, BLOCK_N")}:
 ''' + TILE.format(hi="hi", scale=" * qk_scale") + \
             ONLINE.format(exp="tl.exp2", v=V, rescale=" * alpha") + f'''\
     part = bh * NUM_SPLITS + split
@@ -193,13 +202,15 @@ class FlashDecodeTriton(FlashDecodeSpec):
              (BLOCK_N, WARPS), memory_eff=0.85, launch=tile_launch(1.5), render=blocked_two_pass_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("online_softmax", "single pass: running max/sum, accumulator rescaled per tile",
-             (BLOCK_N, WARPS), memory_eff=0.88, launch=tile_launch(), render=online_softmax_src,
+             (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=tile_launch(),
+             render=online_softmax_src,
              bugs={"missing_scale": {"rescale": ""}}),
         Rung("register_prefetch", "next K/V tile loaded into registers while this one is reduced; exp2",
              (BLOCK_N, WARPS), memory_eff=0.9, launch=tile_launch(prefetch=True), render=register_prefetch_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("split_kv", "flash-decoding: S split across programs, partials merged by a combine kernel",
-             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128), 64), WARPS),
+             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128), 64), WARPS,
+              kv_pipeline.LOOP_STAGES),
              memory_eff=0.93, launch=tile_launch(), render=split_kv_src,
              bugs={"bad_combine_index": {"combine": "(bh + offs_s)"}, "missing_scale": {"qk": ""}}),
     )

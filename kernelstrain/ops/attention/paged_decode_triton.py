@@ -5,6 +5,7 @@ all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV 
 sequence with a combine kernel.
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
+from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
@@ -36,8 +37,16 @@ def tile_shape(p, task) -> tuple:
 
 
 def tile_launch(p, task):
-    threads, _, tile, regs = tile_shape(p, task)
-    return Launch(grid=task["B"] * task["H"], threads=threads, regs=regs, bytes_per_access=tile, traffic=reread(task))
+    """page_tile / multi_page_tile; pipelined (_kv_pipeline), the trips ahead stage their table
+    entries beside their K/V tiles (page_tile: one int32 a trip, multi_page_tile: one a key), and
+    the int64 row indices of a trip's keys change layout through shared memory (Triton 3.9:
+    multi_page_tile BLOCK_N 128 on 2 warps 1 KB of scratch where the reduction takes 512 B)."""
+    threads, block_n, tile, regs = tile_shape(p, task)
+    table = 4 * (block_n if "BLOCK_N" in p else 1)
+    return Launch(grid=task["B"] * task["H"], threads=threads,
+                  smem_bytes=kv_pipeline.smem(p, task, block_n, table, index=8 * block_n),
+                  regs=min(255, regs + kv_pipeline.regs(p, task, block_n, threads)),
+                  bytes_per_access=kv_pipeline.in_flight(p, 2 * tile), traffic=reread(task))
 
 
 def dot_launch(p, task):
@@ -132,7 +141,7 @@ def key_per_iteration_src(p, task, scale=" * scale", acc_t="tl.float32", l0="0.0
 def page_tile_src(p, task, scale=" * scale"):
     return SIG.format(extra="") + PER_HEAD.format(l0="0.0", acc_t="tl.float32") + '''\
     # BLOCK_N == PAGE_SIZE: one scalar table lookup, then P contiguous-per-row K/V rows
-    for start in range(0, seq_len, BLOCK_N):
+    for start in ''' + kv_pipeline.tile_loop(p, "0, seq_len, BLOCK_N") + ''':
         page = tl.load(pages + start // PAGE_SIZE).to(tl.int64)
         offs_n = start + tl.arange(0, BLOCK_N)
         mask_n = offs_n < seq_len
@@ -154,7 +163,8 @@ GATHER = '''        offs_n = start + tl.arange(0, BLOCK_N)
 
 def multi_page_tile_src(p, task, rescale=" * alpha"):
     return SIG.format(extra="") + PER_HEAD.format(l0="0.0", acc_t="tl.float32") + \
-        "    for start in range(0, seq_len, BLOCK_N):\n" + GATHER.format(hi="seq_len") + \
+        f"    for start in {kv_pipeline.tile_loop(p, '0, seq_len, BLOCK_N')}:\n" + \
+        GATHER.format(hi="seq_len") + \
         ONLINE.format(scale=" * scale", rescale=rescale) + wrapper(p, task, "(H, B)")
 
 
@@ -248,9 +258,11 @@ class PagedDecodeTriton(PagedDecodeSpec):
              (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.3, launch=key_launch, render=key_per_iteration_src,
              bugs={"missing_scale": NO_SCALE, "half_accumulator": HALF}),
         Rung("page_tile", "one block-table entry per trip: a whole [P, D] page tile, online softmax",
-             (WARPS,), memory_eff=0.75, launch=tile_launch, render=page_tile_src, bugs={"missing_scale": NO_SCALE}),
+             (WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.75, launch=tile_launch, render=page_tile_src,
+             bugs={"missing_scale": NO_SCALE}),
         Rung("multi_page_tile", "BLOCK_N tokens across several pages gathered per trip (vector table load)",
-             (TILE, WARPS), memory_eff=0.86, launch=tile_launch, render=multi_page_tile_src,
+             (TILE, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.86, launch=tile_launch,
+             render=multi_page_tile_src,
              bugs={"missing_scale": {"rescale": ""}}),
         Rung("gqa_dot", "program per (b, KV head): the group's query heads as one tl.dot operand, KV read once",
              (TILE, Param("num_warps", (4, 8), 4)), path="fp16", compute_eff=0.3, memory_eff=0.9, smem="dynamic",

@@ -8,6 +8,7 @@ tl.dot tile (K/V read once for the group) -> split-KV over the window with a com
 from dataclasses import replace
 
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF
 from ._flash_tiles import PIPELINE_OVERLAP, mma_eff
 from .flash_decode_triton import key_launch
@@ -34,12 +35,15 @@ def key_per_iteration_launch(p, task):
 
 def head_launch(whole_cache: bool):
     """A program per (b, h) streaming [BLOCK_N, D] tiles: of the whole cache (the window a mask) or of
-    the window only; sibling query heads re-read their KV head through L2."""
+    the window only; sibling query heads re-read their KV head through L2. The tile loop pipelined
+    (num_stages > 1: _kv_pipeline) keeps the tiles copied ahead in flight (shared memory; gfx942: registers)."""
     def launch(p, task):
         b, h, d, threads = task["B"], task["H"], task["D"], p["num_warps"] * task.gpu.warp
-        tile = min(64, max(4, p["BLOCK_N"] * d * DTYPE_BYTES[task.dtype] // threads)) // 2
+        tile = kv_pipeline.in_flight(p, min(64, max(4, p["BLOCK_N"] * d * DTYPE_BYTES[task.dtype] // threads)))
         extra = task["S"] / task["W"] if whole_cache else 1.0
-        return Launch(grid=b * h, threads=threads, regs=min(255, 24 + 2 * p["BLOCK_N"] * d // threads),
+        regs = 24 + 2 * p["BLOCK_N"] * d // threads + kv_pipeline.regs(p, task, p["BLOCK_N"], threads)
+        return Launch(grid=b * h, threads=threads, smem_bytes=kv_pipeline.smem(p, task, p["BLOCK_N"]),
+                      regs=min(255, regs),
                       bytes_per_access=tile, traffic=reread(task) * extra)
     return launch
 
@@ -111,7 +115,7 @@ def key_per_iteration_src(p, task, scale=" * qk_scale", acc_t="tl.float32", l0="
 def tiles_src(lo: str, keep: str, scale: str, p, task) -> str:
     """[BLOCK_N, D] tiles from key lo to S, scores outside `keep` set to -inf, online softmax."""
     return HEAD.format(extra=", BLOCK_N: tl.constexpr", scale=scale, l0="0.0", acc_t="tl.float32") + f'''\
-    for start in range({lo}, S, BLOCK_N):
+    for start in {kv_pipeline.tile_loop(p, lo + ", S, BLOCK_N")}:
         offs_n = start + tl.arange(0, BLOCK_N)
         in_cache = offs_n < S
         kv_off = kv + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
@@ -228,10 +232,12 @@ class SwaDecodeTriton(SwaDecodeSpec):
              (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.35, launch=key_per_iteration_launch, render=key_per_iteration_src,
              bugs={"missing_scale": {"scale": ""}, "half_accumulator": HALF}),
         Rung("blocked_online_softmax", "[BLOCK_N, D] tiles of the whole cache, online softmax, the window a mask",
-             (BLOCK_N, WARPS), memory_eff=0.85, launch=head_launch(True), render=blocked_online_softmax_src,
+             (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.85, launch=head_launch(True),
+             render=blocked_online_softmax_src,
              bugs={"off_by_one": {"lo": "S - W - 1"}, "missing_scale": {"scale": ""}}),
         Rung("window_block_skip", "the loop starts at the window: only its W keys are loaded",
-             (BLOCK_N, WARPS), memory_eff=0.88, launch=head_launch(False), render=window_block_skip_src,
+             (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=head_launch(False),
+             render=window_block_skip_src,
              bugs={"off_by_one": {"lo": "S - W - 1"}, "missing_scale": {"scale": ""}}),
         Rung("gqa_dot", "one program per KV head: the query-head group is a tl.dot tile, K/V read once",
              (Param("BLOCK_N", (32, 64, 128), 64), WARPS, STAGES), path="fp16", compute_eff=0.3, memory_eff=0.9,

@@ -73,9 +73,18 @@ def smem_halo_tile_launch(p, task):
     l, threads, items, elt = task["L"], p["threads"], p["items"], DTYPE_BYTES[task.dtype]
     tile = threads * items
     # ITEMS independent scalar loads a thread in flight, a tile ITEMS times longer (1/ITEMS the
-    # CTAs to start), and a register for each staged value's index and output
+    # CTAs to start), and a register for each staged value's index and output. A tile past the row's
+    # end (L < THREADS * ITEMS) issues only the loads inside the row: its loads in flight and its
+    # lanes' work are those of the tile that just covers the row. It still zero-fills the rest of its
+    # shared tile, which the model does not time: the H200 measured such values slower (THREADS 256:
+    # B=64 L=256 items 1/2/4/8 104/115/118/137 us; B=16 L=1024 items 4/8 66.6/72.5 us), where the
+    # model has them level with the covering tile (before, it had them faster); where 8 covers the row
+    # (B=1 L=2048) it was the fastest there too (22.4/15.7/12.0/10.6 us). An H100 re-run on this model
+    # (scripts/room_device_check.py): 107.5/117.4/120.6/137.2, 69.2/75.2 and 22.8/16.2/12.8/11.6 us
+    live = min(items, cdiv(l, threads))
     return Launch(grid=rows_of(task) * cdiv(l, tile), threads=threads, smem_bytes=4 * (tile + WIDTH - 1),
-                  regs=20 + 2 * (items - 1), bytes_per_access=elt * items, lane_util=l / (cdiv(l, tile) * tile))
+                  regs=20 + 2 * (items - 1), bytes_per_access=elt * live,
+                  lane_util=l / (cdiv(l, threads * live) * threads * live))
 
 
 def smem_halo_tile_src(p, task, sync=SYNC, acc0="to_float(bias[d])"):

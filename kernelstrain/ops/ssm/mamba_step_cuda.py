@@ -10,7 +10,6 @@ from ..base import Launch, Param, Rung, cdiv
 from .mamba_step_spec import ENTRY, SOFTPLUS, MambaStepSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
-VECS = Param("vecs", (1, 2, 4), 1)                         # float4 rungs: float4s of state a lane
 BTERM = "dtv * xv * to_float(Bs[b * N + n])"
 NO_DT = {"bterm": "xv * to_float(Bs[b * N + n])"}          # missing_scale: the input term loses dt
 ARGS = """float* __restrict__ state, const scalar_t* __restrict__ x, const scalar_t* __restrict__ dt,
@@ -32,7 +31,7 @@ def state_launch(per_channel_lanes, bytes_per_access, regs, traffic=1.0, smem=0)
     def launch(p, task):
         b, d, n, th = task["B"], task["D"], task["N"], p["threads"]
         lanes = per_channel_lanes(p, task)
-        busy = min(1.0, n / lanes)
+        busy = min(1.0, n / (lanes * (4 if bytes_per_access == 16 else 1)))
         return Launch(grid=cdiv(b * d * lanes, th), threads=th, smem_bytes=smem, regs=regs,
                       bytes_per_access=bytes_per_access, traffic=traffic, lane_util=busy)
     return launch
@@ -144,53 +143,33 @@ VEC_NO_DT = {"bterm": "xv * to_float(Bs[b * N + n + k])"}
 
 
 def group_body(task, bterm: str, init: str, cval: str = "to_float(Cs[b * N + n + k])") -> str:
-    """A lane group of G = N / (4 * VECS) lanes per channel, VECS float4s of state and A per lane,
-    all loaded before the first update."""
+    """A lane group of G = N / 4 lanes per channel, one float4 of state and A per lane."""
     shfl = task.dialect.shfl_xor.format(v="acc", o="o")
-    return f"""    float4* h = reinterpret_cast<float4*>(state + (size_t)bd * N) + VECS * g;
-    const float4* a = reinterpret_cast<const float4*>(A + (size_t)d * N) + VECS * g;
-    float4 hv[VECS], a4[VECS];
-#pragma unroll
-    for (int v = 0; v < VECS; ++v) {{ hv[v] = h[v]; a4[v] = a[v]; }}
+    return f"""    float4* h = reinterpret_cast<float4*>(state + (size_t)bd * N) + g;
+    const float4 a4 = reinterpret_cast<const float4*>(A + (size_t)d * N)[g];
+    float4 hv = *h;
+    float* hs = reinterpret_cast<float*>(&hv);
+    const float* as = reinterpret_cast<const float*>(&a4);
+    const int n = 4 * g;
     float acc = {init};
 #pragma unroll
-    for (int v = 0; v < VECS; ++v) {{
-        float* hs = reinterpret_cast<float*>(&hv[v]);
-        const float* as = reinterpret_cast<const float*>(&a4[v]);
-        const int n = 4 * (VECS * g + v);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {{
-            hs[k] = expf(dtv * as[k]) * hs[k] + {bterm};
-            acc += {cval} * hs[k];
-        }}
-        h[v] = hv[v];
+    for (int k = 0; k < 4; ++k) {{
+        hs[k] = expf(dtv * as[k]) * hs[k] + {bterm};
+        acc += {cval} * hs[k];
     }}
+    *h = hv;
     for (int o = G / 2; o > 0; o >>= 1) acc += {shfl};   // sum over the channel's G lanes
     if (g != 0) return;"""
-
-
-def vector_regs(p) -> int:
-    """Registers of a lane with VECS float4s of state and of A: ptxas (sm_80..sm_120) keeps few of them
-    live at once, since each float4's update is a chain of expf and FMAs (vectorized_float4: 32-40 at
-    every VECS; smem_staged_channels: 31-42 from VECS 1 to 4)."""
-    return 40 + 2 * (p["vecs"] - 1)
-
-
-def vectorized_float4_launch(p, task):
-    b, d, n, th, vecs = task["B"], task["D"], task["N"], p["threads"], p["vecs"]
-    # N / (4 * VECS) lanes a channel, VECS 16-byte loads of state and of A in flight each
-    return Launch(grid=cdiv(b * d * (n // (4 * vecs)), th), threads=th, regs=vector_regs(p), bytes_per_access=16 * vecs)
 
 
 def vectorized_float4_src(p, task, init="0.f", bterm=VEC_BTERM):
     return f"""
 #define THREADS {p['threads']}
-#define VECS {p['vecs']}                      // float4s of state (and of A) a lane; N is a multiple of 16
 
-// Lane groups of G = N / (4 * VECS) lanes per channel: every lane moves VECS float4s of the state and
-// of A, 32 / G channels share a warp, and the G partial sums meet through xor shuffles inside the group.
+// Lane groups of G = N / 4 lanes per channel: every lane moves one float4 of the state and of A,
+// 32 / G channels share a warp, and the G partial sums meet through xor shuffles inside the group.
 extern "C" __global__ void __launch_bounds__(THREADS) mamba_step_kernel({ARGS}) {{
-    const int G = N / (4 * VECS);
+    const int G = N / 4;
     const int t = blockIdx.x * THREADS + threadIdx.x;
     const int bd = t / G, g = t % G;
     if (bd >= B * D) return;                       // B * D * G is a multiple of 32: whole warps exit
@@ -199,28 +178,27 @@ extern "C" __global__ void __launch_bounds__(THREADS) mamba_step_kernel({ARGS}) 
 {group_body(task, bterm, init)}
 {GATE}
 }}
-{host(task, "(B * D * (N / (4 * VECS)) + THREADS - 1) / THREADS", "THREADS")}"""
+{host(task, "(B * D * (N / 4) + THREADS - 1) / THREADS", "THREADS")}"""
 
 
 # -- smem_staged_channels -----------------------------------------------------------------------
 def smem_launch(p, task):
-    b, d, n, ch, vecs = task["B"], task["D"], task["N"], p["channels"], p["vecs"]
-    th = ch * n // (4 * vecs)
-    return Launch(grid=b * cdiv(d, ch), threads=th, smem_bytes=1024, regs=vector_regs(p), bytes_per_access=16 * vecs,
+    b, d, n, ch = task["B"], task["D"], task["N"], p["channels"]
+    th = ch * n // 4
+    return Launch(grid=b * cdiv(d, ch), threads=th, smem_bytes=1024, regs=40, bytes_per_access=16,
                   lane_util=1.0)
 
 
 def smem_staged_channels_src(p, task, init="0.f", bterm="dtv * xv * sB[n + k]"):
     return f"""
 #define CHANNELS {p['channels']}            // channels of one batch row per block
-#define VECS {p['vecs']}                      // float4s of state (and of A) a lane; N is a multiple of 16
 
 // Block = CHANNELS channels of one batch row b (grid: D / CHANNELS x B): B_t[b] and C_t[b] are
-// read once per block into shared memory (fp32), then lane groups of N / (4 * VECS) update float4s
-// of the state as before; x, dt and z come in through the group leaders only.
+// read once per block into shared memory (fp32), then lane groups of N / 4 update float4s of
+// the state as before; x, dt and z come in through the group leaders only.
 extern "C" __global__ void mamba_step_kernel({ARGS}) {{
     __shared__ float sB[128], sC[128];
-    const int G = N / (4 * VECS), b = blockIdx.y;
+    const int G = N / 4, b = blockIdx.y;
     for (int i = threadIdx.x; i < N; i += blockDim.x) {{ sB[i] = to_float(Bs[b * N + i]); sC[i] = to_float(Cs[b * N + i]); }}
     __syncthreads();
     const int d = blockIdx.x * CHANNELS + threadIdx.x / G, g = threadIdx.x % G;
@@ -230,7 +208,7 @@ extern "C" __global__ void mamba_step_kernel({ARGS}) {{
 {group_body(task, bterm, init, "sC[n + k]")}
 {GATE}
 }}
-{host(task, "dim3((D + CHANNELS - 1) / CHANNELS, B)", "CHANNELS * (N / (4 * VECS))")}"""
+{host(task, "dim3((D + CHANNELS - 1) / CHANNELS, B)", "CHANNELS * (N / 4)")}"""
 
 
 class MambaStepCuda(MambaStepSpec):
@@ -247,9 +225,9 @@ class MambaStepCuda(MambaStepSpec):
              (THREADS,), memory_eff=0.75, launch=state_launch(lambda p, t: t.gpu.warp, 4, 32),
              render=warp_per_channel_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": NO_DT}),
         Rung("vectorized_float4", "N / 4 lanes per channel, float4 state and A loads, group xor-shuffle sum",
-             (THREADS, VECS), memory_eff=0.88, launch=vectorized_float4_launch,
+             (THREADS,), memory_eff=0.88, launch=state_launch(lambda p, t: t["N"] // 4, 16, 40),
              render=vectorized_float4_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": VEC_NO_DT}),
         Rung("smem_staged_channels", "CHANNELS channels of one batch row per block, B_t / C_t staged in shared memory",
-             (Param("channels", (8, 16, 32, 64, 128), 32), VECS), memory_eff=0.92, smem="static", launch=smem_launch,
+             (Param("channels", (8, 16, 32, 64, 128), 32),), memory_eff=0.92, smem="static", launch=smem_launch,
              render=smem_staged_channels_src, bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"bterm": "xv * sB[n + k]"}}),
     )
