@@ -122,7 +122,10 @@ def cmd_triton(args) -> int:
         module = types.ModuleType("cand")
         exec(compile(text.split("\n\nclass ModelNew")[0], str(s["path"]), "exec"), module.__dict__)
         for name, fn in _kernels(module).items():
-            launch = re.search(rf"{name}\[.*?\]\((.*?)\)\n", text).group(1)
+            launched = re.search(rf"{name}\[.*?\]\((.*?)\)\n", text)
+            if launched is None:        # a device helper (round_bf16): compiled inside the kernels that call it
+                continue
+            launch = launched.group(1)
             kw = dict(re.findall(r"(\w+)=(\d+)", launch))
             sig, consts = {}, {}
             for arg in fn.arg_names:

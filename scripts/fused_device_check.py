@@ -63,9 +63,10 @@ def _sim(module_name: str, tag: str, params: dict, dtype: str, shape: dict, gpu:
             "sim_kernels_ms": sum(m.kernels_ms(tag, params, task))}
 
 
-def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list:
+def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random, ok_dtype: str = "any") -> list:
     """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong),
-    round robin over those groups so that every group has one before any has two. Embedding programs are
+    round robin over those groups so that every group has one before any has two; ok ones of programs in
+    `ok_dtype` only (unless "any": bf16 programs hold the roundings the reference makes). Embedding programs are
     left out: KernelBench's eval.py (423217d) casts every input tensor to the precision, the indices too,
     and F.embedding refuses them (its issue #151; the timing pass runs them, indices kept)."""
     from kernelstrain.fused.module import fused_module
@@ -73,6 +74,8 @@ def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list
     for s in index["solutions"]:
         m = fused_module(s["module"])
         if m is not None and m.family == "embedding":
+            continue
+        if s["status"] == "ok" and ok_dtype != "any" and m.view.dtype != ok_dtype:
             continue
         key = (s["impl"], s["tag"]) if s["status"] == "ok" else (s["impl"], s.get("bug") or s["tag"])
         by[(s["status"], key)].append(s)
@@ -94,13 +97,14 @@ def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random) -> list
     return out
 
 
-def _timing_cases(episodes: list, n_episodes: int, n_cuda: int, rng: random.Random, gpu: str) -> list:
+def _timing_cases(episodes: list, n_episodes: int, n_cuda: int, rng: random.Random, gpu: str, rung: str = "") -> list:
     """Episodes with >= 3 ok candidates whose simulated times on `gpu` differ by DISTINCT from each other
     (the eager baseline first; a ranking can only be checked where the model claims an order: candidates
     it times alike, a host-bound call's sweeps, order by the timer's noise), `n_cuda` CUDA (each candidate a
     build of a minute's CPU on the device), the rest Triton; of each impl's, the half whose eager kernels
     take the largest share of the call first (the GPU side of the model checked where it shows), the rest
-    drawn at random. [(episode, [(tag, params, code, sim)])]."""
+    drawn at random; with `rung`, only episodes where that rung is among the candidates timed.
+    [(episode, [(tag, params, code, sim)])]."""
     from kernelstrain.fields import as_dict
     pool = []
     for e in episodes:
@@ -117,6 +121,8 @@ def _timing_cases(episodes: list, n_episodes: int, n_cuda: int, rng: random.Rand
             sim = _sim(e["module"], tag, params, e["dtype"], shape, gpu)
             if all(abs(sim["sim_ms"] / other[3]["sim_ms"] - 1.0) >= DISTINCT for other in levels):
                 levels.append((tag, params, code, sim))
+        if rung and rung not in [tag for tag, _, _, _ in levels[:MAX_CANDIDATES]]:
+            continue
         if len(levels) >= 3:
             pool.append((e, levels[:MAX_CANDIDATES]))
     by_impl = defaultdict(list)
@@ -200,6 +206,35 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int, have: set) -> list:
     return out
 
 
+def _rendered_rungs(index: dict, specs: list, first_id: int) -> list:
+    """The default ok candidate of each MODULE:RUNG named (a rung the device found wrong before, rendered by
+    this code), under a problem of its own (ids from `first_id`) where the export lacks the program. As
+    _rendered_bugs' entries."""
+    from kernelstrain.fused.module import fused_module
+    from kernelstrain.tasks import make_task
+    known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
+    template = {p["dtype"]: p for p in index["problems"]}
+    next_id, out = first_id, []
+    for spec in specs:
+        name, tag = spec.split(":")
+        m = fused_module(name)
+        problem = None
+        if name in known:
+            pid, task_id, gpu = known[name]
+        else:
+            pid, task_id, gpu = next_id, m.view.row["id"], "H200"
+            problem = {**template[m.view.dtype], "problem_id": pid, "task_id": task_id, "title": m.title,
+                       "file": f"level2/{pid}_fused_{m.view.row['id']}.py", "source": m.view.row["source"]}
+            next_id += 1
+        v = m.variant(tag)
+        task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
+        entry = {"problem_id": pid, "task_id": task_id, "module": name, "impl": m.impl, "gpu": gpu, "arch": task.gpu.arch,
+                 "params": v.defaults(), "rendered": True, "unsupported": None, "file": f"solutions/level2/{pid}_rendered_{tag}.py",
+                 "tag": tag, "bug": None, "status": "ok"}
+        out.append((entry, m.render(v, v.defaults(), task), problem))
+    return out
+
+
 def prepare(args) -> int:
     d = args.dir
     work = Path(args.work)
@@ -227,13 +262,15 @@ def prepare(args) -> int:
     for s in index["solutions"]:
         s["bug"] = bugs.get((s["episode"], s["step"]))
     rng = random.Random(args.seed)
-    picks = _pick_eval(index, args.ok, args.wrong, rng)
+    picks = _pick_eval(index, args.ok, args.wrong, rng, args.ok_dtype)
     (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
     have = {(s["impl"], s["bug"]) for s in picks if s["status"] == "wrong_result"}
-    rendered = _rendered_bugs(index, args.rendered, args.stream, have)
+    rendered = _rendered_bugs(index, args.rendered, args.stream, have) if args.rendered else []
+    first_id = max([p["problem_id"] for p in index["problems"]] + [e["problem_id"] for e, _, _ in rendered]) + 1
+    rendered += _rendered_rungs(index, args.also, first_id)
     # one solution a module and status is evaluated (kb_official_eval.sample): a rendered one replaces the
     # pick; the third of a rung (predicted to pass, also "ok") goes under a module name of its own
     replaced = {(e["module"], e["status"]) for e, _, _ in rendered}
@@ -253,7 +290,7 @@ def prepare(args) -> int:
     (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
     problems = {p["task_id"]: p for p in index["problems"]}
     cases = []
-    for e, cands in _timing_cases(episodes, args.timing_episodes, args.cuda_episodes, rng, args.gpu):
+    for e, cands in _timing_cases(episodes, args.timing_episodes, args.cuda_episodes, rng, args.gpu, args.timing_rung):
         problem = problems.get(e["task_id"])
         if problem is None:
             continue
@@ -471,6 +508,10 @@ def main(argv=None) -> int:
     p.add_argument("--rendered", type=int, default=1, help="rungs a bug the sample lacks is rendered on, per impl")
     p.add_argument("--stream", type=int, default=1500, help="programs of seed 0 searched for them after the export's "
                    "(no_max_subtraction: the first offered is program 1,481)")
+    p.add_argument("--ok-dtype", default="any", choices=("any", "bf16", "fp32"), help="ok solutions of these programs only")
+    p.add_argument("--also", nargs="*", default=[], metavar="MODULE:RUNG", help="rungs rendered at their defaults (ok) "
+                   "into the sample: those the device found wrong before")
+    p.add_argument("--timing-rung", default="", help="timing episodes where this rung is among the candidates only")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)

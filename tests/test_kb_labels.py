@@ -9,8 +9,9 @@ checked on the CPU with the models of scripts/kb_cpu_models.py on the inputs Ker
   now and then; the reported max difference 0.25 is a harmless one-ulp difference at |v| >= 32.
   The problem's inputs now give C an RMS of ~1 (the scale a fixed 1e-2 tolerance is written for).
 - softmax_cuda online_softmax off_by_one (wrong_result, passed 5 of 5): the bug merges WARPS - 1
-  warps' (max, sum) partials; at every shape of the module and every thread count it puts elements
-  outside KernelBench's tolerance in the first rows of every trial.
+  warps' (max, sum) partials; the model puts elements outside KernelBench's tolerance in the first
+  rows of every trial at every shape and thread count, yet an H100 passed it 5/5 again (seed 7373):
+  the bug is offered at fp32 only until the difference is explained.
 """
 from __future__ import annotations
 
@@ -68,12 +69,15 @@ def test_fp8_problem_scale_is_the_reference():
 
 
 @pytest.mark.parametrize("shape", REGISTRY["softmax_cuda"].shapes, ids=str)
-def test_softmax_online_off_by_one_fails_kernelbench_at_every_shape(shape):
-    """Every thread count (4..32 warps), KernelBench's first trial, the first 32 rows: the bug's
-    output has elements outside the 1e-2 tolerance; the model with every warp merged has none."""
+def test_softmax_online_off_by_one_model_fails_kernelbench_at_every_shape(shape):
+    """Every thread count (4..32 warps), KernelBench's first trial, the first 32 rows: the model of the
+    bug puts elements outside the 1e-2 tolerance; the model with every warp merged has none. The
+    devices disagree (an H200 and an H100 passed the kernel 5/5 at R 4096 C 32000, at most 0.0045 off):
+    until that is explained the label follows the devices, the bug offered at fp32 only."""
     m = REGISTRY["softmax_cuda"]
     rung = m.variant("online_softmax")
-    assert rung.bugs_for("bf16") == ("off_by_one", "missing_scale")
+    assert rung.bugs_for("bf16") == ("missing_scale",)
+    assert rung.bugs_for("fp32") == ("off_by_one", "missing_scale")
     seed = models.trial_seeds(1)[0]
     rows = min(32, shape["R"])
     for threads in rung.param("threads").values:
@@ -94,3 +98,40 @@ def test_softmax_model_matches_the_rendered_kernel():
     assert "for (int w = 0; w < WARPS; ++w) md_merge(m, d, red_m[w], red_d[w]);" in ok
     assert ok.replace("w < WARPS;", "w < WARPS - 1;") == bug
     assert "for (int i = threadIdx.x; i < C; i += THREADS) yr[i] =" in bug     # every element is written
+
+
+def _kb_fails(got, ref, precision):
+    """KernelBench's comparison: allclose at atol = rtol = its tolerance for the precision."""
+    tol = {"bf16": 1e-2, "fp32": 1e-4}[precision]
+    return not torch.allclose(ref, got, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("V,BLOCK", [(32000, 1024), (32000, 4096), (128256, 4096), (128256, 8192)])
+def test_cross_entropy_load_bugs_are_caught_at_fp32_only(V, BLOCK):
+    """cross_entropy_fwd_triton's tail-load bugs (wrong_init: masked lanes read 0.0; no_bounds_check:
+    they read the next row) add the tail's lanes to the row's sum of exp: the loss moves by ~0.003 /
+    ~0.02, which KernelBench's bf16 comparison (0.01 + 0.01 * loss ~ 0.13) passes and its fp32 one
+    fails. So they are injected into fp32 tasks only (bug_dtypes)."""
+    gen = torch.Generator().manual_seed(V + BLOCK)
+    logits = torch.randn(17, V, generator=gen) * 2            # the problem's inputs (one extra row: the next)
+    labels = torch.randint(0, V, (16,), generator=gen)
+    x, nxt = logits[:16], logits[1:]
+    tail = -V % BLOCK                                          # lanes past V in the last chunk
+    ref = torch.logsumexp(x, 1) - x.gather(1, labels[:, None])[:, 0]
+    wrong_init = torch.log(torch.exp(x).sum(1) + tail) - x.gather(1, labels[:, None])[:, 0]
+    no_bounds = torch.log(torch.exp(x).sum(1) + torch.exp(nxt[:, :tail]).sum(1)) - x.gather(1, labels[:, None])[:, 0]
+    for got in (wrong_init, no_bounds):
+        assert _kb_fails(got, ref, "fp32") and not _kb_fails(got, ref, "bf16")
+    m = REGISTRY["cross_entropy_fwd_triton"]
+    for tag in ("full_row", "chunked_two_pass"):
+        v = m.variant(tag)
+        assert not {"wrong_init", "no_bounds_check"} & set(v.bugs_for("bf16", v.defaults()))
+        assert {"wrong_init", "no_bounds_check"} <= set(v.bugs_for("fp32", v.defaults()))
+
+
+def test_cross_entropy_split_combine_missing_scale_is_offered_at_fp32_only():
+    """split_v_combine's missing_scale left the loss 0.008-0.016 off on an H100 (seed 7373, KernelBench's
+    inputs, twice): inside bf16's 0.01 + 0.01 * loss, past fp32's 1e-4 * loss. bad_combine_index stays."""
+    v = REGISTRY["cross_entropy_fwd_triton"].variant("split_v_combine")
+    assert v.bugs_for("bf16", v.defaults()) == ("bad_combine_index",)
+    assert v.bugs_for("fp32", v.defaults()) == ("bad_combine_index", "missing_scale")

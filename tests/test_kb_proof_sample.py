@@ -1,6 +1,7 @@
 """scripts/kb_official_eval.py's sample for the device proof: one solution per module and status over
-all the exports given (of the chosen GPUs, a problem whose baseline is quick preferred), a few per
-impl and status for fused programs, every case of a kb_pinned.py directory, CUDA cases first."""
+all the exports given (of the chosen GPUs, a problem whose baseline is quick and whose traffic is
+small preferred, none whose inputs are too big to draw on the CPU), a few per impl and status for fused
+programs, every case of a kb_pinned.py directory, pinned cases first, then CUDA cases."""
 from __future__ import annotations
 
 import importlib.util
@@ -60,3 +61,17 @@ def test_fused_programs_by_impl_and_pinned_cases_whole(tmp_path):
     pinned_rows = [r for r in rows if r["export"].endswith("pinned")]
     assert len(pinned_rows) == 3 and all(r["diagnose"] for r in pinned_rows)
     assert not any(r["diagnose"] for r in fused_rows)
+    assert [r["diagnose"] for r in rows] == [True] * 3 + [False] * len(fused_rows)   # pinned cases start first
+
+
+def test_problems_too_big_to_draw_are_left_to_the_filled_cases(tmp_path):
+    k = _script()
+    ex = _export(tmp_path / "ex_ks", [("grad_clip_cuda", "cuda", "ok", "H100", 0.5, 1),
+                                      ("grad_clip_cuda", "cuda", "wrong_result", "H100", 24.0, 1),
+                                      ("grad_clip_cuda", "cuda", "wrong_result", "H100", 30.0, 1)])
+    index = json.loads((ex / "index.json").read_text())
+    for p, n in zip(index["problems"], (1 << 20, 3212749824, 4 << 30)):      # fp32 elements: 8 MB ... 32 GB moved
+        p.update(module="grad_clip_cuda", gpu="H100", dtype="fp32", shape={"N": n})
+    (ex / "index.json").write_text(json.dumps(index))
+    rows = k.sample([ex], {"H100", "H200"}, ("ok", "wrong_result"), seed=0)
+    assert [(r["status"], r["problem"]) for r in rows] == [("ok", "level1/1.py")]

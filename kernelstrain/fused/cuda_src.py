@@ -3,7 +3,7 @@
 Elementwise kernels: one thread an element (`vec` 0), or `vec` elements a thread through one
 aligned vector load with a scalar tail for the last n % vec elements. Row kernels: one block a
 row (or `rows_per_block` rows, `row_threads` threads each: a short row's warp), block reductions by
-warp shuffles; re-reading the row for each pass, or (`cached`) holding it in registers. Every kernel computes in fp32 and stores in the tensor's dtype.
+warp shuffles; re-reading the row for each pass, or (`cached`) holding it in registers. Every kernel computes in fp32 and stores in the tensor's dtype; a bf16 program's rounds each op's result to bf16 where the reference's tensors hold it (exprs.ROUND).
 
 Bugs (written in only where they break this program: module.py decides):
   no_bounds_check     the vector kernel without its scalar tail
@@ -14,8 +14,8 @@ Bugs (written in only where they break this program: module.py decides):
 """
 from __future__ import annotations
 
-from .chain import chain_lines, kernel_args
-from .exprs import CHANNEL_PARAMS
+from .chain import chain_lines, kernel_args, rounded_entry
+from .exprs import CHANNEL_PARAMS, CUDA_ROUND_FN, ROUND
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import CUDA_WORDS, recipe
 from .view import ProgramView
@@ -154,14 +154,15 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     g = view.geometry(r)
     threads, cached, rows_per = params["row_threads"], cached_row(params, g.C), params.get("rows_per_block", 1)
     upper = name.upper()
-    rec = recipe(op, bug == "no_max_subtraction")
+    bf16 = view.dtype == "bf16"
+    rec = recipe(op, bug == "no_max_subtraction", bf16)
     words = {**CUDA_WORDS, "C": f"{upper}_C", "w": f"to_f(w{r}[c])", "b": f"to_f(b{r}[c])"}
     args = kernel_args(view, k)
     (entry, pre), (_, post) = chain_parts(steps, k)
     contiguous = bug == "wrong_reduce_dim" or g.inner == 1
     stride = "1" if contiguous else f"{upper}_INNER"
     base = f"row * {upper}_C" if contiguous else f"(row / {upper}_INNER) * {upper}_C * {upper}_INNER + row % {upper}_INNER"
-    pre_lines = chain_lines(view, k, entry, pre, "cuda", "c", f"base + (long)c * {stride}", _load)
+    pre_lines = chain_lines(view, k, entry, pre, "cuda", "c", f"base + (long)c * {stride}", _load, stored=False)
     consts = [f"constexpr int {upper}_THREADS = {threads};", f"constexpr long {upper}_C = {g.C};"]
     if not contiguous:
         consts.append(f"constexpr long {upper}_INNER = {g.inner};")
@@ -214,12 +215,12 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
         lines += [f"    {target} = {value.format(acc='acc', **words)};", "    }"]
     if rec.out:
         out_stmt = rec.out.format(**words) + ";"
-        post_lines = chain_lines(view, k, r, post, "cuda", "c", f"base + (long)c * {stride}", _load)
+        post_lines = rounded_entry(view, post, "cuda") + chain_lines(view, k, r, post, "cuda", "c", f"base + (long)c * {stride}", _load)
         store = f"store_f(&y[base + (long)c * {stride}], v);"
         lines += loop([out_stmt, *post_lines, f"if (live) {store}" if rows_per > 1 else store])
         out_shape = "auto y = torch::empty_like(x);"
     else:
-        post_lines = chain_lines(view, k, r, post, "cuda", "0", "row", _load)
+        post_lines = rounded_entry(view, post, "cuda") + chain_lines(view, k, r, post, "cuda", "0", "row", _load)
         lines += [f"    if ({live}{tid} == 0) {{", f"        float v = {rec.value.format(**words)};",
                   *["        " + s for s in post_lines], "        store_f(&y[row], v);", "    }"]
         out_shape = f"auto sizes = x.sizes().vec();\n    sizes[{view.steps[r]['params']['dim'] % len(steps[r]['in']['shape'])}] = 1;\n" \
@@ -246,6 +247,8 @@ def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None)
         parts.append("\n" + kernel + "\n")
         hosts.append(host)
         names.append(name)
+    if any(ROUND + "(" in p for p in parts):       # a bf16 program's kernels that round as the reference does
+        parts.insert(1, CUDA_ROUND_FN)
     return "\n".join(parts) + "\n" + "\n\n".join(hosts) + "\n", names
 
 

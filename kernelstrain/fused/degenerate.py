@@ -19,6 +19,7 @@ True
 """
 from __future__ import annotations
 
+from .exprs import ELEMENTWISE
 from .values import emulate, trivial
 
 NONNEGATIVE = ("relu", "abs", "softplus", "sigmoid", "softmax")      # outputs >= 0
@@ -50,18 +51,30 @@ CONSTANT_REDUCTIONS = (("softmax", "sum"), ("softmax", "mean"), ("log_softmax", 
 ROW_MEAN_KEEPERS = ("rms_norm", "scale", "divide")
 
 
-def _zero_mean_reduced(program: list) -> str | None:
-    """A layer norm's rows (mean 0), scaled per row, then summed or averaged along the same dim: 0."""
+# elementwise steps through which a layer norm's row (sum 0, sum of squares C) keeps a fixed sum: at most
+# quadratic in it -- a scalar scale or shift, a per-channel bias (its sum over the row is the bias's), hardswish
+# (x (x + 3) / 6 within +-3, where a normed row lies): seed 0's fused_s0_06396 (layer_norm -> scale -> hardswish ->
+# sum) passed a constant kernel on the CPU (fused_trivial.py --all-tasks --part 1/5, 2026-12-05)
+NORMED_ROW_QUADRATIC = ROW_MEAN_KEEPERS + ("add_scalar", "bias_add", "hardswish")
+
+
+def _reduced_rows(program: list) -> str | None:
+    """A row reduction (sum, mean) along the dim of a row op whose rows have fixed statistics, through
+    elementwise steps that keep its value fixed: a layer norm's rows (sum 0, sum of squares C) through
+    at most quadratic steps; a softmax's rows (sum 1, every value in (0, 1)) through any elementwise
+    steps, f(p) summed over a row being C f(0) + f'(0) + O(sum p^2) (fused_s0_02781: softmax -> new_gelu ->
+    sum passed a constant kernel). The output is the same in every row, or nearly."""
     for i, s in enumerate(program):
-        if s["op"] != "layer_norm":
+        if s["op"] not in ("layer_norm", "softmax"):
             continue
         dim = s["params"].get("dim", -1)
+        keep = NORMED_ROW_QUADRATIC if s["op"] == "layer_norm" else ELEMENTWISE
         j = i + 1
-        while j < len(program) and program[j]["op"] in ROW_MEAN_KEEPERS \
-                and program[j]["params"].get("dim", dim) == dim:
+        while j < len(program) and program[j]["op"] in keep and program[j]["params"].get("dim", dim) == dim:
             j += 1
         if j < len(program) and program[j]["op"] in ("sum", "mean") and program[j]["params"].get("dim") == dim:
-            return f"constant_output: {program[j]['op']} of a layer_norm's rows (mean 0) along their dim is 0"
+            return (f"constant_output: {program[j]['op']} of a {s['op']}'s rows along their dim through "
+                    f"{' -> '.join(p['op'] for p in program[i + 1:j]) or 'no step'} is the same in every row")
     return None
 
 
@@ -77,9 +90,9 @@ def reason(program: list, dtype: str | None = None) -> str | None:
             return f"noop_chain: {step['op']} after {prev['op']} changes nothing"
         if _constant(prev, step):
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
-    zero = _zero_mean_reduced(program)
-    if zero:
-        return zero
+    fixed = _reduced_rows(program)
+    if fixed:
+        return fixed
     if dtype is not None and "in" in program[0]:
         tol = KB_ATOL[dtype]
         for sample in emulate(program):

@@ -67,6 +67,36 @@ TRITON = {
     "residual_add": "v = v + {skip}",
 }
 ELEMENTWISE = frozenset(CUDA)
+
+# A bf16 program's reference rounds every PyTorch op's output to bf16; a kernel keeping the chain in fp32
+# differs from it by those roundings, which later steps amplify past KernelBench's tolerance (H200,
+# 2026-12-05: a Triton GEMM epilogue of matmul -> scale_param -> relu -> new_gelu -> scale -> residual_add,
+# max |diff| 1-2 on outputs ~100; linear -> sigmoid -> layer_norm, 0.0195 -- the norm divides the sigmoid's
+# rounding by a row std of ~0.14). Our kernels round where the reference does: after each op, and inside
+# the helper modules whose forward is several ops (torch.pow(x, 3.0) is base * base * base in bf16
+# arithmetic: two roundings).
+ROUND = "round_bf16"
+CUDA_ROUND_FN = ("__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }"
+                 "  // as a bf16 tensor stores v")
+TRITON_ROUND_FN = '@triton.jit\ndef round_bf16(v):\n    """v as a bf16 tensor stores it (round to nearest even), kept in fp32."""\n' \
+                  "    return v.to(tl.bfloat16).to(tl.float32)"
+
+
+def _r(x: str) -> str:
+    return f"{ROUND}({x})"
+
+
+# the helpers' ops one by one, each rounded (the statement's own result is rounded after it, as every op's)
+BF16_CUDA = {
+    "new_gelu": "v = " + _r("0.5f * v") + " * " + _r("1.f + " + _r("tanhf(" + _r("0.7978845608028654f * " + _r(
+        "v + " + _r("0.044715f * " + _r(_r("v * v") + " * v")))) + ")")) + ";",
+    "quick_gelu": "v = v * " + _r("1.f / (1.f + expf(-" + _r("1.702f * v") + "))") + ";",
+}
+BF16_TRITON = {
+    "new_gelu": "v = " + _r("0.5 * v") + " * " + _r("1.0 + " + _r(_TANH.format(x=_r("0.7978845608028654 * " + _r(
+        "v + " + _r("0.044715 * " + _r(_r("v * v") + " * v"))))))),
+    "quick_gelu": "v = v * " + _r("tl.sigmoid(" + _r("1.702 * v") + ")"),
+}
 CHANNEL_PARAMS = ("bias_add", "scale_param")     # read one value per channel
 ROW_NORMS = ("layer_norm", "rms_norm")
 ROW_SOFTMAX = ("softmax", "log_softmax")
@@ -81,14 +111,15 @@ def literal_c(x: float) -> str:
     return f"{float(x)!r}f"
 
 
-def cuda_stmt(op: str, params: dict, p: str = "", skip: str = "") -> str:
+def cuda_stmt(op: str, params: dict, p: str = "", skip: str = "", bf16: bool = False) -> str:
+    """`bf16`: a bf16 program's statement, a helper's ops rounded one by one (BF16_CUDA)."""
     scalars = {k: literal_c(v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return CUDA[op].format(p=p, skip=skip, **scalars)
+    return ((BF16_CUDA if bf16 else {}).get(op) or CUDA[op]).format(p=p, skip=skip, **scalars)
 
 
-def triton_stmt(op: str, params: dict, p: str = "", skip: str = "") -> str:
+def triton_stmt(op: str, params: dict, p: str = "", skip: str = "", bf16: bool = False) -> str:
     scalars = {k: repr(float(v)) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return TRITON[op].format(p=p, skip=skip, **scalars)
+    return ((BF16_TRITON if bf16 else {}).get(op) or TRITON[op]).format(p=p, skip=skip, **scalars)
 
 
 def fusible(step: dict) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .exprs import LAYER_NORM_EPS, RMS_NORM_EPS
+from .exprs import LAYER_NORM_EPS, RMS_NORM_EPS, ROUND
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,10 @@ class Recipe:
     value: str = ""        # the row's one value (reductions)
 
 
-def recipe(op: str, unstable: bool = False) -> Recipe:
-    """The passes of a row step; `unstable`: softmax / log_softmax / logsumexp without the max."""
+def recipe(op: str, unstable: bool = False, bf16: bool = False) -> Recipe:
+    """The passes of a row step; `unstable`: softmax / log_softmax / logsumexp without the max.
+    `bf16`: torch.logsumexp is several ops on bf16 tensors (amax, x - max, exp, sum, log, + max),
+    each rounded; its terms, sum and log are rounded as they are ({rnd})."""
     if op == "layer_norm":
         return Recipe((("sum", "v", "mean = {acc} / {C}"),
                        ("sum", "(v - mean) * (v - mean)", f"rstd = {{rsqrt}}({{acc}} / {{C}} + {LAYER_NORM_EPS!r}{{f}})")),
@@ -46,6 +48,8 @@ def recipe(op: str, unstable: bool = False) -> Recipe:
             return Recipe(passes, out=f"v = {{exp}}(v{shift}) / s")
         if op == "log_softmax":
             return Recipe(passes, out=f"v = v{shift} - {{log}}(s)")
+        if bf16 and shift:
+            return Recipe((passes[0], ("sum", "{rnd}({exp}({rnd}(v - m)))", "s = {rnd}({acc})")), value="m + {rnd}({log}(s))")
         return Recipe(passes, value=("m + " if shift else "") + "{log}(s)")
     if op == "sum":
         return Recipe((("sum", "v", "r = {acc}"),), value="r")
@@ -58,5 +62,5 @@ def recipe(op: str, unstable: bool = False) -> Recipe:
     raise ValueError(f"no row recipe for {op!r}")
 
 
-CUDA_WORDS = {"exp": "expf", "log": "logf", "rsqrt": "rsqrtf", "f": "f"}
-TRITON_WORDS = {"exp": "tl.exp", "log": "tl.log", "rsqrt": "tl.rsqrt", "f": ""}
+CUDA_WORDS = {"exp": "expf", "log": "logf", "rsqrt": "rsqrtf", "f": "f", "rnd": ROUND}
+TRITON_WORDS = {"exp": "tl.exp", "log": "tl.log", "rsqrt": "tl.rsqrt", "f": "", "rnd": ROUND}

@@ -4,7 +4,8 @@ Elementwise kernels: a program a BLOCK of elements. Row kernels: a program ROWS 
 whole in registers (BLOCK_C = C rounded up to a power of two, masked). GEMM kernels: a
 BLOCK_M x BLOCK_N tile of the product, K in BLOCK_K steps through tl.dot (fp32 operands with
 input_precision="ieee": PyTorch's fp32 matmul does not use TF32), the elementwise run applied to
-the accumulator before the one store. Every kernel computes in fp32 and stores in the output's dtype.
+the accumulator before the one store. Every kernel computes in fp32 and stores in the output's dtype;
+a bf16 program's rounds each op's result to bf16 where the reference's tensors hold it (exprs.ROUND).
 
 Bugs (written in only where they break this program: module.py decides):
   no_bounds_check     the row tile's column mask dropped from its loads and reductions (the store keeps
@@ -17,7 +18,8 @@ Bugs (written in only where they break this program: module.py decides):
 """
 from __future__ import annotations
 
-from .chain import chain_lines, kernel_args
+from .chain import chain_lines, kernel_args, rounded_entry
+from .exprs import ROUND, TRITON_ROUND_FN
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import TRITON_WORDS, recipe
 from .view import ProgramView
@@ -61,7 +63,7 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
     op = steps[r]["op"]
     g = view.geometry(r)
     rows_per, block_c = params.get("ROWS", 1), next_pow2(g.C)
-    rec = recipe(op, bug == "no_max_subtraction")
+    rec = recipe(op, bug == "no_max_subtraction", view.dtype == "bf16")
     args = kernel_args(view, k)
     (entry, pre), (_, post) = chain_parts(steps, k)
     contiguous = bug == "wrong_reduce_dim"
@@ -77,7 +79,7 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
              "    mask = rmask[:, None]" if bug == "no_bounds_check" else "    mask = in_row",
              f"    base = {base}", f"    offs = {offs}",
              "    v = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)"]
-    lines += ["    " + s for s in chain_lines(view, k, entry, pre, "triton", "cols[None, :]", "offs", _load("mask"))]
+    lines += ["    " + s for s in chain_lines(view, k, entry, pre, "triton", "cols[None, :]", "offs", _load("mask"), stored=False)]
     if op == "layer_norm":
         lines += [f"    w{r} = tl.load(w{r}_ptr + cols, mask=cols < C, other=0.0).to(tl.float32)",
                   f"    b{r} = tl.load(b{r}_ptr + cols, mask=cols < C, other=0.0).to(tl.float32)"]
@@ -97,12 +99,14 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
         for s_ in ("mean", "rstd", "m", "s"):
             out = _bcast(out, s_)
         lines.append(f"    {out}")
-        lines += ["    " + s for s in chain_lines(view, k, r, post, "triton", "cols[None, :]", "offs", _load("mask"))]
+        lines += ["    " + s for s in rounded_entry(view, post, "triton") +
+                  chain_lines(view, k, r, post, "triton", "cols[None, :]", "offs", _load("mask"))]
         lines.append("    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=in_row)")
         alloc = "    y = torch.empty_like(x)"
     else:
         lines.append(f"    v = {rec.value.format(**words)}")
-        lines += ["    " + s for s in chain_lines(view, k, r, post, "triton", "rows * 0", "rows", _load("rmask"))]
+        lines += ["    " + s for s in rounded_entry(view, post, "triton") +
+                  chain_lines(view, k, r, post, "triton", "rows * 0", "rows", _load("rmask"))]
         lines.append("    tl.store(y_ptr + rows, v.to(y_ptr.dtype.element_ty), mask=rmask)")
         dim = steps[r]["params"]["dim"] % len(steps[r]["in"]["shape"])
         alloc = f"    shape = list(x.shape)\n    shape[{dim}] = 1\n    y = torch.empty(shape, dtype=x.dtype, device=x.device)"
@@ -148,7 +152,7 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
              "    v = acc" + (".to(tl.float32)" if half else ""), "    offs = batch * M * N + rm[:, None] * N + rn[None, :]"]
     if has_bias:
         lines.append("    v = v + tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]")
-    lines += ["    " + s for s in body]
+    lines += ["    " + s for s in rounded_entry(view, part, "triton") + body]      # the library GEMM's bf16 output
     lines.append(f"    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask={mask})")
     names = ", ".join(n for n, _ in args)
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
@@ -179,4 +183,6 @@ def triton_source(view: ProgramView, kernels: list, params: dict, bug: str | Non
         kernel, launcher = render(view, k, name, params, bug)
         parts.append(kernel + "\n\n\n" + launcher + "\n\n")
         names.append(name)
+    if any(ROUND + "(" in p for p in parts):       # a bf16 program's kernels that round as the reference does
+        parts.insert(0, TRITON_ROUND_FN + "\n\n")
     return "\n".join(parts), names

@@ -17,6 +17,10 @@ LOAD = 'tl.load(row_ptr + cols, mask=cols < V, other=-float("inf"))'
 # no_bounds_check: the tail past V (V is never a multiple of BLOCK here) reads the next row
 LOAD_BUGS = {"wrong_init": {"load": "tl.load(row_ptr + cols, mask=cols < V, other=0.0)"},
              "no_bounds_check": {"load": "tl.load(row_ptr + cols)"}}
+# Both only add the tail's 768-2816 lanes to a sum over V: the loss moves by 0.003 (exp(0) per lane)
+# or 0.02 (the next row's logits), past fp32's 1e-4 of a loss near 12 but inside bf16's 1e-2 (0.13):
+# at bf16 the kernel still rounds to the right loss, so the bugs are injected into fp32 tasks only.
+LOAD_BUG_DTYPES = (("wrong_init", ("fp32",)), ("no_bounds_check", ("fp32",)))
 RESCALE = "s_vec * tl.exp(m_vec - m_new)"      # the running-sum rescale missing_scale drops
 
 ENTRY = Entry("cross_entropy_fwd", (
@@ -201,11 +205,12 @@ class CrossEntropyFwdTriton(OpModule):
     variants = (
         Rung("full_row", "one program per row loads all V logits at once (BLOCK = next_pow2(V))",
              (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, launch=launch_of("full"), render=full_row_src,
-             consts=lambda p, task: {"BLOCK": _pow2(task["V"])}, bugs=LOAD_BUGS),
+             consts=lambda p, task: {"BLOCK": _pow2(task["V"])}, bugs=LOAD_BUGS, bug_dtypes=LOAD_BUG_DTYPES),
         Rung("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
              (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.3, memory_eff=0.85,
              launch=unroll.launch_of(launch_of("two_pass"), unroll.chunk_trips("V"), unroll.chunk_regs),
-             render=unroll.render_of(chunked_two_pass_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS),
+             render=unroll.render_of(chunked_two_pass_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS,
+             bug_dtypes=LOAD_BUG_DTYPES),
         Rung("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
              (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.9,
              launch=unroll.launch_of(launch_of("online"), unroll.chunk_trips("V"), unroll.chunk_regs),
@@ -216,7 +221,11 @@ class CrossEntropyFwdTriton(OpModule):
               Param("num_warps", (4, 8), 4), unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.92,
              launch=unroll.launch_of(launch_of("split"), lambda p, t: t["V"] / (p["SPLIT"] * p["BLOCK"]), unroll.chunk_regs),
              render=unroll.render_of(split_v_combine_src), consts=lambda p, task: {"SPLIT": p["SPLIT"], "BLOCK": p["BLOCK"]},
-             bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}}),
+             bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}},
+             # missing_scale passed KernelBench's bf16 comparison 5/5 on an H100 (seed 7373, twice; also seed
+             # 5151): the loss 0.008-0.016 off, inside 0.01 + 0.01 * loss, where the kernel's arithmetic on
+             # those inputs says 0.5-0.6 (unexplained); past fp32's 1e-4 * loss, so fp32 tasks only
+             bug_dtypes=(("missing_scale", ("fp32",)),)),
     )
 
     def cost(self, task: Task) -> Cost:
