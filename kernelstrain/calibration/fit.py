@@ -279,12 +279,17 @@ def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
 # the modules those left unmeasured (kernelinfer's) and of 4 modules at misaligned rows, timed on an H100 (no
 # H200 could be had that day; its rows are fitted on the H100's profile), and the candidates of three gpu-check
 # seeds drawn by the current engines (6868 on the H200; 40404 on an H100 and 50505 on the H200, both profiles:
-# closer to each other than any grid's, the near-ties the within-episode figures turn on). A later gpu-check
-# file (a new seed) is held out: reported, never fitted.
+# closer to each other than any grid's, the near-ties the within-episode figures turn on), the H100 checks of the
+# literature rungs (h100_room_checks.json: the figures tests/test_room_rungs.py and test_literature_rungs.py hold,
+# shapes the seeds never drew, such as a one-row top-k) and the H100 parameter grid at the shapes seeds 40404/50505
+# misordered most (h100_gpucheck_simgrid.json), and every rung and parameter of the modules those tests hold gains of,
+# at the tests' shapes, timed on an H200 (h200_gpucheck_testgrid.json). A later gpu-check file (a new seed) is held
+# out: reported, never fitted.
 FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
              "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json",
              "h200_gpucheck_pgrid.json", "h100_gpucheck_kigrid.json", "h200_gpucheck_s6868.json", "h100_gpucheck_s40404.json",
-             "h200_gpucheck_s50505.json")
+             "h200_gpucheck_s50505.json", "h100_room_checks.json", "h100_gpucheck_simgrid.json",
+             "h200_gpucheck_testgrid.json")
 
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
