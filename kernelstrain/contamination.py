@@ -441,7 +441,7 @@ def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
             return targets.figures(scan.tally, scan.train_tasks)
         with pool:
             for path in training:
-                with open(path, encoding="utf-8") as fh:
+                with open(path, "rb") as fh:       # lines as training_candidates reads them (a \r is no line end)
                     for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):
                         for part in parts:
                             scan.add(part)

@@ -25,12 +25,13 @@ from .fused import module as _fused_programs  # noqa: F401 (registers the fused 
 from .errors import DataError
 from .layouts import EPISODES, LAYOUTS, Layout, all_files
 from .manifest import Manifest, read_manifest
-from .pools import Background
+from .contamination import Incremental, Targets, read_splits
 from .reading import read_stats, read_whole
-from .validate import (Context, Findings, _check_holdout, _check_stats, check_holdout_splits, check_manifest,
-                       first_index, measure_splits)
+from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stats, check_holdout_splits,
+                       check_manifest, first_index, measure_splits)
+from .validate_ahead import StreamedMeasure, ahead
 from .validate_derived import Rebuilds, check_derived_files
-from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES
+from .writers import DATASET_NAMES, FILES, MARKER, SESSION_FILES, record_paths
 
 
 class Dataset:
@@ -123,9 +124,11 @@ def episode_source(data: Path) -> tuple[Path, Path, object]:
 
 def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None = None) -> Findings:
     """All problems found in a dataset directory (the first `limit` kept, all counted). With
-    `workers` > 1 the holdout contamination is measured in another process and the plan's
-    episodes are rebuilt ahead in `workers` - 1 more while this one checks the files (the
-    findings are the same)."""
+    `workers` > 1 the plan's episodes are rebuilt, and what the row checks find on them worked
+    out, ahead in `workers` forked processes while this one reads the files, takes those
+    verdicts for the rows identical to the plan's and checks the others (the findings are the
+    same, in the same order). The holdout contamination is measured from the rows as the checks
+    read them (validate_ahead.StreamedMeasure)."""
     if limit < 1:
         raise DataError(f"--max-problems must be >= 1, got {limit}")
     ds = ds or Dataset(data)
@@ -142,23 +145,38 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
-    with Background(workers > 1) as background:
-        measured = background.run(measure_splits, data, stats, ds.layout, workers)
-        ctx = Context(stats, ds.manifest)
-        check_manifest(stats, ds.manifest, out)
-        if workers > 1:
-            ctx.rebuilds = Rebuilds(ctx.plan, first_index(stats), stats["episodes"], ds.layout.name == "sessions",
-                                    workers - 1)
-        try:
-            held = _check_holdout(data / FILES["holdout"], ctx, out)
-            acc = ds.layout.check(data, ctx, held, out)
-        finally:
-            if ctx.rebuilds is not None:
-                ctx.rebuilds.close()
-        _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
-        check_derived_files(data, ds.layout, stats, out, ctx.judged)
-        out.notes = check_holdout_splits(data, stats, out, measured())
+    ctx = Context(stats, ds.manifest)
+    check_manifest(stats, ds.manifest, out)
+    if workers > 1:
+        ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers,
+                                ahead)
+    # set up while the workers start rebuilding, in this process alone (no fork beside the pool's threads)
+    ctx.scan = streamed_measure(data, stats, ds.layout)
+    try:
+        held = _check_holdout(data / FILES["holdout"], ctx, out)
+        acc = ds.layout.check(data, ctx, held, out)
+    finally:
+        if ctx.rebuilds is not None:
+            ctx.rebuilds.close()
+    _check_stats(stats, acc, actual, len(held), out, ctx, ds.layout.cut is not None)
+    check_derived_files(data, ds.layout, stats, out, ctx.judged)
+    lines = sum(actual.get(path.name, {}).get("rows", -1) for path in record_paths(data / ds.layout.episode_file))
+    streamed = ctx.scan is not None and not ctx.scan.broken and ctx.scan.rows == lines   # each line's row measured
+    out.notes = check_holdout_splits(data, stats, out, ctx.scan.result() if streamed else
+                                     measure_splits(data, stats, ds.layout, workers))
     return out
+
+
+def streamed_measure(data: Path, stats: dict, layout: Layout) -> StreamedMeasure | None:
+    """The holdout contamination measured from the training rows as the checks read them; None
+    where measure_splits must read the files itself: no split, or a file missing or unreadable."""
+    try:
+        splits = {name: s["file"] for name, s in stats.get("holdout", {}).get("splits", {}).items()}
+        if not splits or any(not (data / f).exists() for f in splits.values()):
+            return None
+        return StreamedMeasure(Incremental(Targets(read_splits(data, splits))), layout.episode)
+    except MALFORMED + (UnicodeDecodeError,):
+        return None
 
 
 def _summary(path: Path) -> dict:

@@ -11,6 +11,7 @@ manifest (manifest.py): its resolved profile and seed, never a profile looked up
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -100,6 +101,27 @@ class Peek:
     def take(self):
         head, self.head = self.head, next(self.it, None)
         return head
+
+
+def identical(a, b) -> bool:
+    """a == b as JSON values that print alike: the same type at every node (1, 1.0 and True are
+    equal in Python, not here), dict keys in the same order, the sign of a zero kept."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return len(a) == len(b) and all(ka == kb and identical(va, vb)
+                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if type(a) is list:
+        return len(a) == len(b) and all(map(identical, a, b))
+    if type(a) is float:
+        return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+    return a == b
+
+
+def identical_rows(taken: list, made) -> bool:
+    """The (line, row) pairs a check took from a file are the rows `made`, one for one."""
+    return made is not None and len(taken) == len(made) and all(
+        row is not None and identical(row, want) for (_, row), want in zip(taken, made))
 
 
 _MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
@@ -354,6 +376,7 @@ class Context:
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
         self.rebuilds = None     # validate_derived.Rebuilds: the plan's episodes rebuilt ahead in other processes
+        self.scan = None         # validate_ahead.StreamedMeasure: the contamination measured from the rows read
         # the QA figures of the rows the file checks read (qa._Acc, layouts.Layout.judge), summed in plan
         # order: qa.json is compared with their report instead of reading every file again; False once a
         # row could not be judged

@@ -25,40 +25,66 @@ def rebuild(plan, index: int, sessions: bool) -> tuple:
     return ep, want, None if sessions else chat_rows(ep, output.timestamps, output.max_context_tokens)
 
 
-_PLAN = None     # the plan a forked Rebuilds pool builds from
+_AHEAD: tuple = ()     # (validate.Context, verdicts) a forked Rebuilds pool builds from
 
 
 def _rebuild(index: int, sessions: bool) -> tuple:
+    """In a pool worker: (True, rebuild, the verdicts of its rows), or (False, the exception, None)."""
+    ctx, verdicts_of = _AHEAD
     try:
-        return True, rebuild(_PLAN, index, sessions)
+        rebuilt = rebuild(ctx.plan, index, sessions)
     except Exception as e:       # raised again in the parent, at the row it belongs to
-        return False, e
+        return False, e, None
+    verdicts = verdicts_of(ctx, index, rebuilt, sessions)
+    return True, (None, *rebuilt[1:]), verdicts     # (the parent reads no public episode row: less to send)
 
 
 class Rebuilds:
     """The plan's rebuilds of episodes start.. in order (rebuild), computed `ahead` in forked
-    processes while validate checks the rows: the engine's rerun, the costliest check, runs on
-    the other cores. An index asked out of order (a dataset with rows missing or moved) is
-    rebuilt here. Without a pool (one worker, no fork) every rebuild is computed when asked."""
+    processes while validate checks the rows, with what the row checks find on the plan's own
+    rows (validate_ahead): the engine's rerun and the checks of rows equal to the plan's, the
+    costliest work, run on the other cores. An index asked out of order (a dataset with rows
+    missing or moved) is rebuilt here. Without a pool (one worker, no fork) every rebuild is
+    computed when asked."""
 
-    def __init__(self, plan, start: int, count: int, sessions: bool, workers: int):
+    def __init__(self, ctx, start: int, count: int, sessions: bool, workers: int, verdicts_of):
+        """`verdicts_of(ctx, index, rebuild, sessions)`: the verdicts of a rebuild's rows
+        (validate_ahead.ahead), computed in the workers."""
         from .pools import fork_pool, ordered_map
-        global _PLAN
-        self.plan, self.sessions, self.next = plan, sessions, start
-        _PLAN = plan                 # set before the fork: the pool's workers hold it
+        global _AHEAD
+        self.plan, self.sessions, self.next = ctx.plan, sessions, start
+        self.last = None             # (index, its pool answer): asked again by plan_row after `verdicts`
+        _AHEAD = (ctx, verdicts_of)  # set before the fork: the pool's workers hold it
         self.pool = fork_pool(workers) if workers > 0 and count > 1 else None
         self.ahead = None if self.pool is None else ordered_map(
             self.pool, _rebuild_star, ((i, sessions) for i in range(start, start + count)), 4 * workers)
 
-    def get(self, index: int) -> tuple:
+    def _answer(self, index: int):
+        """The pool's (ok, value, Ahead) for `index`, None where the pool has none for it."""
+        if self.last is not None and self.last[0] == index:
+            return self.last[1]
         while self.ahead is not None and self.next <= index:
-            ok, value = next(self.ahead, (False, None))
+            answer = next(self.ahead, None)
             self.next += 1
-            if self.next - 1 == index and value is not None:
-                if not ok:
-                    raise value
-                return value
-        return rebuild(self.plan, index, self.sessions)
+            if self.next - 1 == index and answer is not None:
+                self.last = (index, answer)
+                return answer
+        return None
+
+    def get(self, index: int) -> tuple:
+        answer = self._answer(index)
+        if answer is None:
+            return rebuild(self.plan, index, self.sessions)
+        ok, value, _ = answer
+        if not ok:
+            raise value
+        return value
+
+    def verdicts(self, index: int):
+        """(rebuild, validate_ahead.Ahead) of `index` from the pool, None where it has none
+        (asked out of order, or its rebuild raised: the checks run here, as with one worker)."""
+        answer = self._answer(index)
+        return None if answer is None or not answer[0] else answer[1:]
 
     def close(self) -> None:
         if self.pool is not None:
@@ -71,13 +97,13 @@ def _rebuild_star(args: tuple) -> tuple:
 
 
 def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False) -> tuple:
-    """The plan's (public episode row, chat rows; None for a session) of `index`; a finding at
-    `where` when the dataset's row (episode row, or session row when `sessions`) is not the plan's."""
-    ep, want, chats = ctx.rebuilds.get(index) if ctx.rebuilds is not None else rebuild(ctx.plan, index, sessions)
+    """The plan's (multi-turn rows, step rows) of `index` (None for a session); a finding at `where`
+    when the dataset's row (episode row, or session row when `sessions`) is not the plan's."""
+    _, want, chats = ctx.rebuilds.get(index) if ctx.rebuilds is not None else rebuild(ctx.plan, index, sessions)
     if row != want:
         what = "the plan's session" if sessions else "the plan's episode"
         out.add(where, f"not the plan's row for episode {index}: {row_diff(row, want, what)}", "ids_and_task")
-    return ep, chats
+    return chats
 
 
 def check_text(path: Path, name: str, want: str, what: str, out) -> None:

@@ -23,7 +23,7 @@ from .qa_reports import batch_reports, dumps_report, report_markdown
 from .reading import read_jsonl
 from .stats import StatsAccumulator
 from .training import chat_figure, is_validation
-from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, record_rows, row_diff, rows
+from .validate import Context, Findings, Peek, check_episode, combo_of, guarded, identical, record_rows, row_diff, rows
 from .validate_episodes import check_multiturn
 from .writers import FILES, SESSION_FILES, validation_file, write_text_atomic
 
@@ -84,6 +84,16 @@ def check_session(row: dict, where: str, out: Findings, ctx, index: int | None):
     return ep, want
 
 
+def _ahead(ctx, index: int, row: dict):
+    """validate_ahead.Ahead of plan session `index` where `row` is identical to the plan's and
+    the plan's passed every check, else None."""
+    found = ctx.rebuilds.verdicts(index) if ctx.rebuilds is not None else None
+    if found is None:
+        return None
+    (_, want, _), ahead = found
+    return ahead if ahead.clean and identical(row, want) else None
+
+
 class BatchChecks:
     """Per batch of `size` rows of sessions.jsonl: its findings by mechanical check, its ids
     and its QA accumulator (qa._Acc)."""
@@ -103,12 +113,20 @@ class BatchChecks:
         if m:
             self.failures[self._batch(int(m.group(1)))][check] += 1
 
-    def add(self, n: int, row: dict | None, checked: tuple | None) -> None:
+    def add(self, n: int, row: dict | None, checked: tuple | None, judged=None) -> None:
         """Row n of the file; checked = (episode row, rebuilt session row) when its checks ran
-        (the QA figures count the rebuilt messages: a row that differs is a finding already)."""
+        (the QA figures count the rebuilt messages: a row that differs is a finding already).
+        `judged`: those figures worked out ahead (validate_ahead), taken where no earlier row of
+        the batch has this id (a session's windows are judged against the unworthy steps of every
+        episode of the batch with its id)."""
         k = self._batch(n)
-        self.ids[k].append(row.get("id") if row is not None else None)
-        if checked is not None:
+        rid = row.get("id") if row is not None else None
+        ahead = judged is not None and rid not in self.ids[k]
+        self.ids[k].append(rid)
+        if checked is not None and ahead:
+            self.accs[k].merge(judged)
+            self.accs[k].unworthy |= judged.unworthy
+        elif checked is not None:
             self.accs[k].episode(checked[0])
             self.accs[k].multiturn(checked[1])
 
@@ -117,7 +135,8 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
                         lines: range | None = None):
     """Check every session of a dataset's sessions.jsonl and its validation file, in plan order;
     returns (stats accumulator, BatchChecks of sessions.jsonl's rows: the batches cut that file).
-    each(row, want_id, checked), when given, sees every row (checked as BatchChecks.add takes it);
+    each(row, want_id, checked, ahead), when given, sees every row (checked as BatchChecks.add takes it;
+    ahead: its validate_ahead.Ahead where it was taken, else None);
     validate's (`each` given) also compares each session in its place with the plan's rebuild
     (generate's QA reports, which read the same files, need not rebuild the run a second time).
     `lines`: check only these lines of sessions.jsonl (the files are still read in order); the
@@ -129,13 +148,16 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
             if lines is not None and not (path.name == SESSIONS_FILE and n in lines):
                 continue
             where = f"{path.name}:{n}"
-            checked = None
+            checked = ahead = None
             if row is not None:
                 want_id = f"{ctx.id_prefix}{index:06d}"
                 in_order = row.get("id") == want_id
                 if not in_order:
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
-                checked = check_session(row, where, out, ctx, index if in_order else None)
+                # a row identical to the plan's, whose checks found nothing, takes the verdicts worked out ahead
+                ahead = _ahead(ctx, index, row) if in_order else None
+                checked = ahead.checked if ahead is not None else \
+                    check_session(row, where, out, ctx, index if in_order else None)
                 if checked is not None:
                     acc.add(checked[0])
                     if combo_of(checked[0]) in held:
@@ -143,9 +165,11 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
                 if each is not None:
                     if in_order and ctx.plan is not None:
                         guarded(plan_row, where, out, ctx, index, row, where, out, True)
-                    each(row, want_id, checked)
+                    each(row, want_id, checked, ahead)
+            if ctx.scan is not None:
+                ctx.scan.add_row(row, checked and checked[0])
             if path.name == SESSIONS_FILE:
-                checks.add(n, row, checked)
+                checks.add(n, row, checked, ahead and ahead.judged)
     finally:
         out.listener = None
     return acc, checks
@@ -187,16 +211,21 @@ class WindowChecks:
         self.sessions = [SESSIONS_FILE, validation_file(SESSIONS_FILE)]
         self.figures = {name: [] for name in self.sessions + [path.name for path, _ in self.parts]}
 
-    def check(self, row: dict, want_id: str, checked) -> None:
+    def check(self, row: dict, want_id: str, checked, ahead=None) -> None:
+        """`ahead`: the session's validate_ahead.Ahead (its windows and their figures), else made here."""
         part = int(is_validation(str(row.get("task_id")), self.ctx.validation_frac))
         path, peek = self.parts[part]
         expected = None
         if checked is not None:
-            self.figures[self.sessions[part]].append(chat_figure(checked[1]))
-            made = guarded(multiturn_rows, want_id, self.out, checked[0], self.ctx.timestamps, self.ctx.max_tokens)
+            if ahead is not None:
+                made, (session, windows) = ahead.windows, ahead.figures
+            else:
+                made = guarded(multiturn_rows, want_id, self.out, checked[0], self.ctx.timestamps, self.ctx.max_tokens)
+                session, windows = chat_figure(checked[1]), made and map(chat_figure, made)
+            self.figures[self.sessions[part]].append(session)
             if made:
                 expected = (made,)
-                self.figures[path.name] += map(chat_figure, made)
+                self.figures[path.name] += windows
         check_multiturn(peek.take(), peek, path, want_id, expected, self.out)
 
     def finish(self, acc) -> None:

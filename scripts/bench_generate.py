@@ -84,22 +84,16 @@ def digest(out: Path, files: list) -> str:
 
 
 def serialization_floor(config: str, episodes: int, out: Path) -> dict:
-    """Seconds (wall and CPU) to json-encode and write rows that are already built in memory
-    (the rows of the profile's layout: episodes, multi-turn and step rows, or sessions)."""
-    from kernelstrain.episodes import build_episode, chat_rows, dumps
+    """Seconds (wall and CPU) to json-encode and write rows that are already built in memory:
+    every row generate streams (the layout's rows of each episode: episode, multi-turn, step and
+    prompt-completion rows, or session and chat-window rows)."""
+    from kernelstrain.episodes import dumps
+    from kernelstrain.layouts import LAYOUTS
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
-    from kernelstrain.sessions import session_row
     plan = make_plan(load_profile(config), 0)
-    output = plan.profile.output
-    rows = []
-    for i in range(episodes):
-        ep = build_episode(plan, i).row()
-        if output.layout == "sessions":
-            rows.append([session_row(ep, output.timestamps)])
-        else:
-            mts, steps = chat_rows(ep, output.timestamps, output.max_context_tokens)
-            rows.append([ep, *mts, *steps])
+    layout = LAYOUTS[plan.profile.output.layout]
+    rows = [[row for block in layout.rows(plan, i)[0].values() for row in block] for i in range(episodes)]
     out.mkdir(parents=True, exist_ok=True)
     t, cpu = time.perf_counter(), time.process_time()
     with open(out / "rows.jsonl", "w") as f:

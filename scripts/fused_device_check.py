@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))      # this checkout's kernelstrain
 KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
+DEVICE_CARDS = ("H100", "H200")    # the cards the device may be: the timing cases carry sims for each
 BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
 RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
@@ -298,17 +299,30 @@ def prepare(args) -> int:
         edir = d / "timing" / e["id"]
         edir.mkdir(parents=True)
         (edir / "problem.py").write_text(src.read_text())
+        shape = {x["dim"]: x["value"] for x in e["shape"]}
         for n, (tag, params, code, sim) in enumerate(cands):
             (edir / f"c{n}.py").write_text(code)
+            # the sims on each card the device may be (run() keeps the one it finds)
+            cards = {g: _sim(e["module"], tag, params, e["dtype"], shape, g) for g in DEVICE_CARDS}
             cases.append({"episode": e["id"], "module": e["module"], "impl": e["impl"], "dtype": e["dtype"],
                           "gpu_recorded": e["gpu"], "tag": tag, "params": params, "file": f"timing/{e['id']}/c{n}.py",
-                          "problem": f"timing/{e['id']}/problem.py", "gpu": args.gpu, **sim})
+                          "problem": f"timing/{e['id']}/problem.py", "gpu": args.gpu, **sim, "sims": cards})
     (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
     print(f"rendered: " + ", ".join(f"{e['file']} ({e['status']})" for e, _, _ in rendered))
     print(f"prepared {d}: {len(picks)} eval solutions "
           f"({sum(s['status'] == 'ok' for s in picks)} ok), {len(cases)} timing candidates in "
           f"{len({c['episode'] for c in cases})} episodes; {(d / 'static.txt').read_text().splitlines()[0]}")
     return 0
+
+
+def _device_card() -> str:
+    """The device's card among DEVICE_CARDS ("" where none or no GPU)."""
+    try:
+        import torch
+        name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    except ImportError:
+        name = ""
+    return next((g for g in DEVICE_CARDS if g in name), "")
 
 
 def _load(path: Path, name: str):
@@ -381,6 +395,7 @@ def run(args) -> int:
     kb_eval = subprocess.Popen(
         [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--pick",
          str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "150",
+         "--deadline", str(int(args.budget - PROBE_S)),
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
@@ -407,10 +422,11 @@ def run(args) -> int:
             chunk = [c for g in groups[i:i + CHUNK] for c in g]
             try:
                 r = subprocess.run([sys.executable, __file__, "episode", str(d), json.dumps(chunk)], capture_output=True,
-                                   text=True, cwd=ROOT, timeout=240)
+                                   text=True, cwd=ROOT, timeout=max(10.0, args.budget - (time.time() - t0)))
                 stdout, stderr = r.stdout, r.stderr
             except subprocess.TimeoutExpired as e:
-                stdout, stderr = (e.stdout or b"").decode(), "timed out"
+                out_ = e.stdout or ""
+                stdout, stderr = out_.decode() if isinstance(out_, bytes) else out_, "timed out at the budget"
             got = {}
             for line in stdout.splitlines():
                 if line.startswith("{"):
@@ -445,6 +461,10 @@ def run(args) -> int:
             texts.append(f"part killed at the budget: {p.communicate()[0][-500:]}\n")
     if parts:
         (out / "trivial.txt").write_text("".join(texts))
+    card = _device_card()
+    for row in rows:
+        if card in row.get("sims", {}):
+            row.update(row.pop("sims")[card], gpu=card)
     host = out / "host.json"
     probe_line = f"host probe (us a call): {json.loads(host.read_text())['us']}" if host.exists() else \
         f"host probe failed: {probe_error}"

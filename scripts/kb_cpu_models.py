@@ -10,6 +10,12 @@ each, and fails a trial when ANY element is outside `torch.allclose(ref, new, at
   columns i with i % THREADS == t, warp w the threads 32w..32w+31; the (max, sum) partials of the
   warps are merged, the first `merged` of them (off_by_one merges WARPS - 1). Every output element
   is written: y = exp(x - m) / d with the merged m and d.
+- split: cross_entropy_fwd_triton's split_v_combine (SPLIT slices each leave a (max, sum) pair, a
+  combine merges them), with its missing_scale / bad_combine_index bug or none.
+- the draws: a problem's normal inputs drawn in fp32 and rounded to the dtype (`--draw fp32`, what
+  the export's problems do), or as torch 2.11's CPU randn draws them at a 16-bit dtype (`--draw
+  cpu16`: within +-3.33 sigma at bf16, the largest values recurring), which is what hid both labels'
+  bugs from KernelBench on the H100 calls of seed 7373 (docs/kernelbench_h200.md).
 - fp8: gemm_fp8_blockwise_cuda's fp8 tensor-core path (wgmma m64nNk32 / mma.sync k32 fp8): per
   32-wide K step the 32 exact products and the running partial are aligned to the largest of them
   and cut to `bits` fraction bits (toward zero) before they are summed (the reduced-precision fp8
@@ -18,7 +24,8 @@ each, and fails a trial when ANY element is outside `torch.allclose(ref, new, at
   kernel does. The H200 run's bulk (mean |bf16 diff| 0.000805) lies between this model at 13 bits
   (0.00072) and at 12 bits (0.00185): 12 bits is the pessimistic bound the tests use.
 
-    python3 scripts/kb_cpu_models.py softmax [--threads 512] [--R 4096 --C 32000] [--dtype bf16]
+    python3 scripts/kb_cpu_models.py softmax [--threads 512] [--R 4096 --C 32000] [--dtype bf16] [--draw cpu16]
+    python3 scripts/kb_cpu_models.py split [--T 16 --V 128256] [--split 4] [--bug missing_scale] [--draw cpu16]
     python3 scripts/kb_cpu_models.py fp8 [--bits 13] [--M 64 --N 24576 --K 1536] [--columns 2048] [--trials 5]
 """
 from __future__ import annotations
@@ -30,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # kernelstrain, for the module's reference
 
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}      # KernelBench's get_tolerance_for_precision
+DRAWS = ("fp32", "cpu16")                                    # draw(): how a problem's normal inputs are drawn
 WARP = 32
 
 
@@ -45,6 +53,44 @@ def outside(ref, new, tol: float) -> int:
     return int((~(ref.float() - new.float()).abs().le(tol + tol * new.float().abs())).sum())
 
 
+# -- the inputs ---------------------------------------------------------------------------------
+def torch_dtype(name: str):
+    import torch
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def randn_cpu16(shape: tuple, dtype: str):
+    """A normal draw built as torch's CPU randn builds one at a 16-bit dtype through 2.11
+    (aten/src/ATen/native/cpu/DistributionTemplates.h normal_fill; pytorch/pytorch#166853):
+    uniforms of the dtype's `digits` bits (256 levels at bf16), then Box-Muller computed in the
+    dtype on blocks of 16 (8 radii, 8 angles), so |x| <= sqrt(2 ln 256) = 3.33 at bf16 and the
+    largest values recur. Its uniforms are the generator's words masked to `digits` bits, as
+    randint(0, 2^digits) reads them, so this gives torch 2.11's values: with it, the export's
+    cross-entropy problem (T 16 V 128256 bf16) gives the H100's reference loss of KernelBench's
+    first trial, row 14, 17.60543 (the device's 17.605433, its logsumexp on the GPU)."""
+    import math
+
+    import torch
+    dt = torch_dtype(dtype)
+    digits = {"bf16": 8, "fp16": 11}[dtype]
+    n = math.prod(shape)
+    assert n % 16 == 0, "the 16-element blocks only"
+    u = (torch.randint(0, 1 << digits, (n,)).float() / (1 << digits)).view(-1, 2, 8)
+
+    def r(t):
+        return t.to(dt).float()
+    radius = r(torch.sqrt(r(-2 * r(torch.log(r(1 - u[:, 0]))))))
+    theta = r(2 * math.pi * u[:, 1])
+    return torch.stack([r(radius * r(torch.cos(theta))), r(radius * r(torch.sin(theta)))], 1).reshape(shape).to(dt)
+
+
+def draw(shape: tuple, dtype: str, how: str = "fp32"):
+    """A problem's randn(shape) at `dtype`: 'fp32' drawn in fp32 and rounded (the export's problems,
+    a GPU draw, torch's CPU draw from 2.13) or 'cpu16' (randn_cpu16: the H100 calls' torch 2.11)."""
+    import torch
+    return torch.randn(*shape).to(torch_dtype(dtype)) if how == "fp32" or dtype == "fp32" else randn_cpu16(shape, dtype)
+
+
 # -- softmax_cuda online_softmax -------------------------------------------------------------
 def online_softmax(x, threads: int, merged: int):
     """The kernel's output for rows x (its storage dtype): the first `merged` warps' partials merged."""
@@ -56,13 +102,15 @@ def online_softmax(x, threads: int, merged: int):
     return (torch.exp(xf - m) / d).to(x.dtype)
 
 
-def softmax_trial(rows: int, cols: int, dtype: str, threads: int, merged: int, seed: int, chunk: int = 256) -> tuple:
+def softmax_trial(rows: int, cols: int, dtype: str, threads: int, merged: int, seed: int, chunk: int = 256,
+                  how: str = "fp32") -> tuple:
     """(elements outside KernelBench's tolerance, rows checked) in one trial of the problem's input
-    4 * randn(R, C); stops after the first chunk of rows with a failure (the trial has failed)."""
+    4 * randn(R, C) (drawn `how`: draw()); stops after the first chunk of rows with a failure (the
+    trial has failed)."""
     import torch
-    dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     torch.manual_seed(seed)
-    x = 4 * torch.randn(rows, cols, dtype=dt)
+    dt = torch_dtype(dtype)
+    x = 4 * draw((rows, cols), dtype, how)
     for r0 in range(0, rows, chunk):
         part = x[r0:r0 + chunk]
         ref = torch.softmax(part.float(), dim=-1).to(dt)
@@ -70,6 +118,35 @@ def softmax_trial(rows: int, cols: int, dtype: str, threads: int, merged: int, s
         if bad:
             return bad, r0 + part.shape[0]
     return 0, rows
+
+
+# -- cross_entropy_fwd_triton split_v_combine --------------------------------------------------
+def split_combine_lse(x, split: int, bug: str = None):
+    """Per row of x (fp32) the kernel's logsumexp: program k reduces the k-th slice of cdiv(V, SPLIT)
+    columns to (m_k, s_k = sum exp(x - m_k)); the combine returns M + log(sum_k s_k exp(m_k - M)),
+    M = max m_k. missing_scale drops exp(m_k - M); bad_combine_index reads m_(k+1) % SPLIT beside s_k."""
+    import torch
+    chunk = -(-x.shape[1] // split)
+    parts = x.split(chunk, dim=1)
+    m = torch.stack([p.amax(1) for p in parts], 1)
+    s = torch.stack([torch.exp(p - p.amax(1, keepdim=True)).sum(1) for p in parts], 1)
+    if bug == "bad_combine_index":
+        m = m.roll(-1, 1)
+    top = m.amax(1)
+    scale = 1 if bug == "missing_scale" else torch.exp(m - top[:, None])
+    return top + torch.log((s * scale).sum(1))
+
+
+def split_trial(t: int, v: int, split: int, bug: str, dtype: str, seed: int, how: str = "fp32") -> tuple:
+    """(max |loss difference|, losses outside KernelBench's tolerance) in one trial of the problem's
+    2 * randn(T, V) logits (drawn `how`) and its labels."""
+    import torch
+    torch.manual_seed(seed)
+    x = (2 * draw((t, v), dtype, how)).float()
+    labels = torch.randint(0, v, (t,))
+    picked = x.gather(1, labels[:, None])[:, 0]
+    ref, new = torch.logsumexp(x, 1) - picked, split_combine_lse(x, split, bug) - picked
+    return float((ref - new).abs().max()), outside(ref, new, TOLERANCE[dtype])
 
 
 # -- gemm_fp8_blockwise_cuda: fp8 tensor-core accumulation ------------------------------------
@@ -126,6 +203,15 @@ def main(argv=None) -> int:
     s.add_argument("--C", type=int, default=32000)
     s.add_argument("--dtype", default="bf16", choices=sorted(TOLERANCE))
     s.add_argument("--merged", type=int, help="warps merged (default WARPS - 1: the off_by_one bug)")
+    c = sub.add_parser("split")
+    c.add_argument("--T", type=int, default=16)
+    c.add_argument("--V", type=int, default=128256)
+    c.add_argument("--split", type=int, default=4)
+    c.add_argument("--bug", default="missing_scale", choices=("missing_scale", "bad_combine_index", "none"))
+    c.add_argument("--dtype", default="bf16", choices=sorted(TOLERANCE))
+    for p in (s, c):
+        p.add_argument("--draw", default="fp32", choices=DRAWS,
+                       help="fp32: drawn in fp32, rounded (the export); cpu16: torch 2.11's CPU draw (randn_cpu16)")
     f = sub.add_parser("fp8")
     f.add_argument("--bits", type=int, default=13)
     f.add_argument("--M", type=int, default=64)
@@ -133,14 +219,19 @@ def main(argv=None) -> int:
     f.add_argument("--K", type=int, default=1536)
     f.add_argument("--b-shift", type=int, help="default: the module's reference")
     f.add_argument("--columns", type=int, default=2048)
-    for p in (s, f):
+    for p in (s, c, f):
         p.add_argument("--trials", type=int, default=5)
     args = ap.parse_args(argv)
     for i, seed in enumerate(trial_seeds(args.trials)):
         if args.model == "softmax":
             merged = args.merged if args.merged is not None else args.threads // WARP - 1
-            bad, rows = softmax_trial(args.R, args.C, args.dtype, args.threads, merged, seed, chunk=args.R)
+            bad, rows = softmax_trial(args.R, args.C, args.dtype, args.threads, merged, seed, chunk=args.R, how=args.draw)
             print(f"trial {i} (seed {seed}): {bad} elements outside KernelBench's tolerance", flush=True)
+        elif args.model == "split":
+            worst, bad = split_trial(args.T, args.V, args.split, None if args.bug == "none" else args.bug, args.dtype,
+                                     seed, args.draw)
+            print(f"trial {i} (seed {seed}): loss off by up to {worst:.4f}, {bad} of {args.T} outside "
+                  f"KernelBench's tolerance", flush=True)
         else:
             shift = args.b_shift if args.b_shift is not None else fp8_b_shift(args.K)
             r = fp8_trial(args.M, args.N, args.K, shift, args.bits, args.columns, seed)

@@ -17,7 +17,7 @@
 #        one call: $OUT/table.txt, rows.jsonl, log.txt, env.txt, static_full.txt; no case starts after
 #        DEADLINE seconds (default 320) and none runs past it; IMPL=cuda or IMPL=triton runs only those,
 #        PART=K/N every N-th case from the K-th (two calls of PART=1/2 and 2/2 share the CUDA builds
-#        evenly), JOBS evaluations side by side (default 8), PREBUILD CUDA builds side by side (default
+#        evenly), JOBS evaluations side by side (default 8; TRITON_JOBS of them at most Triton ones), PREBUILD CUDA builds side by side (default
 #        the cores; KernelBench's own build_compile_cache into a build_dir a case under BUILD_ROOT, then
 #        eval_kernel_against_ref with that build_dir, as KernelBench's batch evaluation does; 0: each
 #        evaluation builds its own). Pinned cases start first; rows.jsonl is written case by case.
@@ -96,6 +96,7 @@ run)
     dry=(); jobs="${JOBS:-8}"
     if [ "${DRY:-0}" = 1 ]; then dry=(--dry); jobs=1; fi
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$PROOF"/exports/* --jobs "$jobs" --timeout 240 \
+        ${TRITON_JOBS:+--triton-jobs "$TRITON_JOBS"} \
         --prebuild "${PREBUILD:-$(nproc)}" --build-root "${BUILD_ROOT:-/tmp/kb_build}" \
         --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} ${DONE:+--done $DONE} \
         --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \

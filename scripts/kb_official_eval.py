@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -86,7 +87,10 @@ def _static_checker(root: Path):
 def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str, trials: int,
               build_dir: str = None) -> list:
     """Per trial of KernelBench's seeds: elements outside its tolerance and the worst one, with the
-    outputs poisoned and not; and whether ModelNew gives the same output twice on one input."""
+    outputs poisoned and not; whether ModelNew gives the same output twice on one input; and both
+    outputs against the reference run in fp32 on the same (cast) inputs (`vs_fp32`: elements of
+    each outside the tolerance of that truth, each one's worst error), which says whether a
+    disagreement is the candidate's error or the reference's own at the precision."""
     import torch
     dtype, tol = getattr(torch, PRECISION[precision]), TOLERANCE[precision]
     context = {}
@@ -107,6 +111,8 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
         model = model_cls(*init).cuda().to(dtype=dtype)
         kb_eval.set_seed(42)
         new = new_cls(*init).cuda().to(dtype=dtype)
+        kb_eval.set_seed(42)
+        truth = model_cls(*[x.float() if torch.is_tensor(x) else x for x in init]).cuda().float()
     torch.manual_seed(42)
     seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(trials)]
     out = []
@@ -128,8 +134,30 @@ def _diagnose(kb_eval, problem: str, solution: str, backend: str, precision: str
                     "ref": float(ref.reshape(-1)[worst]), "new": float(got.reshape(-1)[worst])}
             poison(False)
             row["repeatable"] = bool(torch.equal(new(*inputs), new(*inputs)))
+            exact = truth(*[x.float() if torch.is_tensor(x) else x for x in inputs]).float()
+            got = new(*inputs).float()
+            row["vs_fp32"] = {}
+            for name, t in (("ref", ref.float()), ("new", got)):
+                err = (t - exact).abs()
+                far = ~err.le(tol + tol * t.abs())
+                row["vs_fp32"][name] = {"outside": int(far.sum()), "worst": float(err.nan_to_num(float("inf")).max())}
+            bad = ~(ref.float() - got).abs().le(tol + tol * got.abs())
+            if bool(bad.any()):
+                i = int(bad.reshape(-1).nonzero()[0])
+                row["first_outside"] = {"index": i, "ref": float(ref.reshape(-1)[i]), "new": float(got.reshape(-1)[i]),
+                                        "fp32": float(exact.reshape(-1)[i])}
             out.append(row)
     return [loaded] + out
+
+
+def last_level_catch(e: Exception, seconds: float) -> dict:
+    """The verdict KernelBench's batch evaluation (scripts/eval_from_generations.py, its "last level
+    catch") records when eval_kernel_against_ref itself raises, e.g. a kernel's illegal memory access
+    surfacing in its cleanup: not compiled, not correct, the error kept (`cuda_error` when the
+    message says "CUDA error", else `other_error`)."""
+    key = "cuda_error" if "CUDA error" in str(e) else "other_error"
+    return {"compiled": False, "correct": False, "last_level_catch": True,
+            "metadata": {key: f"{type(e).__name__}: {str(e)[:600]}"}, "eval_s": round(seconds, 1)}
 
 
 def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision: str, trials: int,
@@ -140,10 +168,13 @@ def evaluate(root: Path, problem: Path, solution: Path, backend: str, precision:
     kb_eval, stood_in = _import_kernelbench(root)
     import torch
     t0 = time.time()
-    result = kb_eval.eval_kernel_against_ref(
-        problem.read_text(), solution.read_text(), seed_num=42, num_correct_trials=trials,
-        measure_performance=False, device=0, backend=backend, precision=getattr(torch, PRECISION[precision]),
-        build_dir=build_dir)
+    try:
+        result = kb_eval.eval_kernel_against_ref(
+            problem.read_text(), solution.read_text(), seed_num=42, num_correct_trials=trials,
+            measure_performance=False, device=0, backend=backend, precision=getattr(torch, PRECISION[precision]),
+            build_dir=build_dir)
+    except Exception as e:  # noqa: BLE001 - KernelBench's own batch evaluation catches here too
+        return last_level_catch(e, time.time() - t0)
     if result is None:                       # KernelBench's "lock file error, please retry"
         return {"compiled": None, "correct": None, "error": "retry (lock file)", "eval_s": round(time.time() - t0, 1)}
     meta = {k: str(v)[:600] for k, v in result.metadata.items() if k not in ("hardware", "device")}
@@ -358,6 +389,12 @@ def table(rows: list, checks: dict) -> str:
         lines.append(f"CUDA prebuild (build_compile_cache): {sum(bool(r['built']) for r in builds)}/{len(builds)} built, "
                      f"median {times[len(times) // 2]} s, longest {times[-1]} s; evaluations that compiled again: "
                      f"{sum(bool(r.get('rebuilt')) for r in builds)}")
+    caught = [r for r in rows if r.get("last_level_catch")]
+    if caught:
+        lines.append(f"eval_kernel_against_ref raised (recorded as KernelBench's batch evaluation records it: "
+                     f"not compiled, not correct): {len(caught)}")
+        lines.extend(f"  {r['status']:12s} {r['module']:28s} {r['tag'][:40]:40s} {str(r['metadata'])[:200]}"
+                     for r in caught)
     late = [r for r in rows if r.get("error") == "deadline"]
     if late:
         lines.append(f"not started before the deadline: {len(late)} ({', '.join(sorted({r['module'] for r in late}))})")
@@ -386,6 +423,21 @@ def table(rows: list, checks: dict) -> str:
     return "\n".join(lines)
 
 
+def module_table(rows: list, checks: dict = None) -> str:
+    """Per module and status, each case's verdict: C correct, F fails, ! against the label, - none
+    (not started or no result), followed by the number of the --rows file that gave it."""
+    cells = defaultdict(list)
+    for r in rows:
+        verdict = "-" if r.get("compiled") is None and not r.get("last_level_catch") else (
+            ("C" if r["correct"] else "F") + ("" if bool(r["correct"]) == (r["status"] == "ok") else "!"))
+        cells[(r["module"], r["status"])].append(f"{verdict}{r.get('call', '')}")
+    lines = [f"{'module':32s} {'ok':16s} wrong_result"]
+    for module in sorted({m for m, _ in cells}):
+        lines.append(f"{module:32s} {' '.join(cells[(module, 'ok')]) or '.':16s} "
+                     f"{' '.join(cells[(module, 'wrong_result')]) or '.'}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--one"]:
         root, problem, solution, backend, precision, trials, status, diagnose, build_dir = sys.argv[2:11]
@@ -403,6 +455,8 @@ def main(argv=None) -> int:
     ap.add_argument("--status", default="ok,wrong_result")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="evaluations side by side")
+    ap.add_argument("--triton-jobs", type=int, help="of the --jobs slots, the most Triton evaluations may hold "
+                    "(default all): the rest stay free for the CUDA cases whose builds finish meanwhile")
     ap.add_argument("--prebuild", type=int, default=0,
                     help="CUDA builds side by side before their evaluations (KernelBench's build_compile_cache into "
                          "a build_dir a case, then eval_kernel_against_ref with it); 0: each evaluation builds its own")
@@ -420,6 +474,7 @@ def main(argv=None) -> int:
                     help="--out files of earlier calls: their cases with a verdict are not run again")
     ap.add_argument("--rows", type=Path, nargs="+", help="no evaluation: the table of these --out files (a case's "
                     "row from the last file holding a verdict for it)")
+    ap.add_argument("--modules", action="store_true", help="with --rows: the verdicts per module and status")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path)
     args = ap.parse_args(argv)
@@ -440,13 +495,13 @@ def main(argv=None) -> int:
     checks = static_checks(args.kernelbench, args.exports)
     if args.rows:
         latest = {}
-        for path in args.rows:
+        for n, path in enumerate(args.rows, 1):
             for line in path.read_text().splitlines():
                 r = json.loads(line)
                 key = (Path(r["export"]).name, r["file"])
                 if key not in latest or r.get("error") != "deadline":
-                    latest[key] = r
-        text = table(list(latest.values()), checks)
+                    latest[key] = {**r, "call": n}
+        text = (module_table if args.modules else table)(list(latest.values()), checks)
         print(text)
         if args.table:
             args.table.write_text(text + "\n")
@@ -462,6 +517,7 @@ def main(argv=None) -> int:
             source = (Path(r["export"]) / r["file"]).read_bytes()
             r["build_dir"] = str(build_root / hashlib.sha1(source).hexdigest()[:16])
     build_slots, eval_slots = threading.Semaphore(max(1, args.prebuild)), threading.Semaphore(args.jobs)
+    triton_slots = threading.Semaphore(min(args.triton_jobs or args.jobs, args.jobs))
 
     def late(r, stage):    # too late to start: said so in the table, not counted as a verdict
         return end - time.time() < START_NEEDS[stage]
@@ -476,7 +532,7 @@ def main(argv=None) -> int:
                 # beside the evaluations
                 built = _run_child(["--build", str(args.kernelbench), str(Path(r["export"]) / r["file"]), r["build_dir"]],
                                    int(min(args.timeout, end - time.time())), {"CUDA_VISIBLE_DEVICES": ""})
-        with eval_slots:
+        with triton_slots if r["impl"] == "triton" else contextlib.nullcontext(), eval_slots:
             if late(r, "cuda_built" if built else r["impl"]):
                 return {**r, **built, "compiled": None, "correct": None, "error": "deadline"}
             return {**_child(args.kernelbench, r, args.trials, int(min(args.timeout, end - time.time())),
@@ -484,7 +540,8 @@ def main(argv=None) -> int:
     if args.dry:
         one = _rehearsal(args.kernelbench)
     # a thread a case: CUDA cases wait for a build slot, then every case for an evaluation slot (Triton
-    # cases take the first ones while the builds run); rows are written as the cases finish
+    # cases take the first ones while the builds run, at most --triton-jobs of them); rows are written as
+    # the cases finish
     with concurrent.futures.ThreadPoolExecutor(1 if args.dry else max(1, len(rows))) as pool:
         for fut in concurrent.futures.as_completed([pool.submit(one, r) for r in rows]):
             res = fut.result()

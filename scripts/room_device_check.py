@@ -1,10 +1,11 @@
 """Device proof of the room parameters added to the thinnest CUDA rungs (issue 26 item 2): every value of each
 new parameter built, checked against the PyTorch reference and timed on the GPU, beside the simulator's time for the
-catalog GPU it runs on; every bug render at the parameter's smallest and largest values must fail the check; a few rows of the
+catalog GPU it runs on; every bug render at the parameter's smallest and largest values (first shape) must fail the check; a few rows of the
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
+    KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
 Uses kernelstrain.gpucheck's build and run passes (the harness of `kernelstrain gpu-check`). Exit 1 if a value fails
 or a bug passes.
@@ -24,28 +25,29 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate, writable  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
-# (module, rung, parameter, shapes): 2-3 shapes of the menu a parameter moves the most
+# (module, rung, parameter, shapes[, base]): 2-3 shapes of the menu a parameter moves the most; base: the other
+# parameters where they are not the rung's defaults
+# (the check shape; short rows as the menu's B=64 L=256; a grid of several waves as the menu's long rows, within
+# gpucheck's 8x the check shape)
+SCAN_SHAPES = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 16, "L": 256, "D": 2048, "N": 16},
+               {"B": 4, "L": 2048, "D": 1536, "N": 16}]
 NEW = [
-    ("causal_conv1d_cuda", "smem_halo_tile", "items", [{"B": 16, "D": 2048, "L": 1024}, {"B": 1, "D": 2048, "L": 2048},
-                                                        {"B": 64, "D": 1536, "L": 256}]),
-    ("rope_cuda", "vectorized_uint4", "items", [{"T": 64, "H": 32, "D": 128}, {"T": 2048, "H": 16, "D": 256},
-                                                {"T": 512, "H": 64, "D": 128}]),
-    ("paged_kv_copy_cuda", "vectorized_uint4", "items", [{"NB": 1024, "M": 32, "P": 16, "H": 8, "D": 128},
-                                                          {"NB": 1024, "M": 8, "P": 16, "H": 4, "D": 256},
-                                                          {"NB": 2048, "M": 256, "P": 16, "H": 8, "D": 128}]),
+    ("selective_scan_cuda", "warp_shuffle_scan", "threads", SCAN_SHAPES),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN_SHAPES),
 ]
 # the rungs beside the new values (their own parameter): the order between rungs on the device
 REFERENCE = [
-    ("rope_cuda", "token_block_smem", "threads", [{"T": 2048, "H": 16, "D": 256}]),
-    ("rope_cuda", "cos_sin_registers", "tokens_per_block", [{"T": 2048, "H": 16, "D": 256}]),
-    ("causal_conv1d_cuda", "vectorized_uint4", "threads", [{"B": 16, "D": 2048, "L": 1024}]),
+    ("selective_scan_cuda", "vectorized_regs", "threads", SCAN_SHAPES),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN_SHAPES[2:], {"threads": 32}),
 ]
 
 
 def cases(gpu: str) -> list:
     out = []
-    for module_name, tag, name, shapes in NEW + REFERENCE:
-        new = (module_name, tag, name, shapes) in NEW
+    for entry in NEW + REFERENCE:
+        module_name, tag, name, shapes = entry[:4]
+        base = entry[4] if len(entry) > 4 else {}
+        new = entry in NEW
         m = REGISTRY[module_name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
@@ -55,12 +57,13 @@ def cases(gpu: str) -> list:
             task = make_task(m, gpu, dtype, shape)
             values = v.param(name).values
             for value in values:
-                params = {**v.defaults(), name: value}
+                params = {**v.defaults(), **base, name: value}
                 if not simulate(m, v, params, task).ok or not writable(m, v, params, task):   # as the engine offers
                     continue
                 for bug in [None] + ([b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]
-                                     if new and value in (values[0], values[-1]) else []):
-                    cid = f"{module_name}|{tag}|{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                                     if new and value in (values[0], values[-1]) and shape == shapes[0] else []):
+                    where = "".join(f"{k}={x}," for k, x in base.items())
+                    cid = f"{module_name}|{tag}|{where}{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     out.append({"id": cid, "episode": f"{module_name}|{tag}|{shape}", "step": len(out),
                                 "module": module_name, "impl": m.impl, "variant": tag, "params": params,
                                 "dtype": dtype, "shape": dict(shape), "at": "task",
@@ -86,7 +89,7 @@ def main() -> int:
     print(f"built in {time.time() - t0:.0f} s; {sum(not c['build_ok'] for c in planned)} failed", file=sys.stderr)
     work = build_dir / f"run_{int(time.time())}"
     work.mkdir(parents=True)
-    rows = _passes(planned, work, os.cpu_count() or 8, 150.0)
+    rows = _passes(planned, work, os.cpu_count() or 8, float(os.environ.get("KNOBA_RUN_S", "150")))
     for r in rows:
         r["sim_ms"] = _sim_ms(r, gpu)
     keep = ("id", "module", "variant", "params", "dtype", "shape", "label", "bug", "build_ok", "ok", "error",
@@ -101,7 +104,7 @@ def main() -> int:
         problems += bad
         t = f"{r['time_ms'] * 1e3:9.1f} us" if r.get("time_ms") else " " * 12
         s = f"{r['sim_ms'] * 1e3:9.1f} us" if r.get("sim_ms") else " " * 12
-        err = (r.get("error") or "").splitlines()[0][:100] if bad else ""
+        err = "".join((r.get("error") or "").splitlines()[:1])[:100] if bad else ""     # an error may be ""
         lines.append(f"{'PROBLEM ' if bad else 'NOT RUN ' if unrun else ''}{r['id']:90} device {t} sim {s} {err}")
     text = "\n".join(lines) + f"\n{len(rows)} cases, {problems} problems (a bug that passes, a value that fails)\n"
     (out / "summary.txt").write_text(text)

@@ -39,7 +39,33 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # the full profile's own tasks (seed 0, every 5th of 6,000, 2026-12-05): a row reduction of a softmax's rows
          # through new_gelu (f(p) summed is C f(0) + f'(0) + O(sum p^2)); of a layer norm's rows through scale ->
          # hardswish (quadratic within +-3: the row's sum and sum of squares fix it)
-         "fused_s0_02781": "constant", "fused_s0_06396": "constant"}
+         "fused_s0_02781": "constant", "fused_s0_06396": "constant",
+         # a gram's diagonal through a softmax (every row one-hot at it): attention of q = k = v averages each
+         # column's one diagonal value alike into every row (14390); a row's max or logsumexp of such rows is the
+         # same in every row (2692, 14498); a gram of rows of one mean (a softmax's, through a sigmoid straight over
+         # its probabilities ~1/C) has no linear term (10371)
+         "fused_s0_14390": "constant", "fused_s0_02692": "constant", "fused_s0_14498": "constant",
+         "fused_s0_10371": "constant",
+         # every 5th of the full profile's tasks from the 2nd (2026-12-05, ef0a43f's rules): the mean of a layer norm's
+         # rows through divide -> silu (quadratic over values a large divisor keeps small: a + b mean + c energy)
+         "fused_s0_05897": "constant",
+         # ... a logsumexp over the channels of a 1x1 conv_transpose of sigmoid values ~0.5 (05465), over the features of
+         # a linear from one feature (06183): each channel's constant (the input's mean and the bias through its
+         # weights) the same in every row, the rest a small spread
+         "fused_s0_05465": "constant", "fused_s0_06183": "constant",
+         # the full profile's first fifth at 577c45d: a row's amin of silu / mish values sits at the activation's global
+         # minimum (Sample.floor), the spread above it within the tolerance (14433: matmul -> mish -> amin -> ...; 09623:
+         # linear -> silu -> amin)
+         "fused_s0_14433": "constant", "fused_s0_09623": "constant",
+         # outputs of fewer than 256 elements held to the quantiles their own extremes reach: 09906 (linear -> silu ->
+         # new_gelu -> amin: 64 row minima at the floor), 09818 (zeros pass)
+         "fused_s0_09906": "constant", "fused_s0_09818": "zero",
+         # rows of one mean through a step no line fits exactly (tanh of a softmax's rows), then a logsumexp
+         "fused_s0_06534": "constant"}
+# programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
+# tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
+# (5323 and 12801 were rejected while the diagonal was left out of the emulated output)
+KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680")
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))
@@ -47,6 +73,14 @@ def test_programs_a_trivial_kernel_solves_are_rejected(op):
     m = fused_module(op + "_cuda")
     why = reason(m.view.steps, m.view.dtype)
     assert why is not None and why.startswith(("constant_output", "vanishing_output")), why
+
+
+@pytest.mark.parametrize("op", KEPT)
+def test_programs_no_trivial_kernel_solves_are_kept(op):
+    m = fused_module(op + "_cuda")
+    assert reason(m.view.steps, m.view.dtype) is None
+    zero, constant = _real_margins(op)
+    assert zero > 1.0 and constant > 1.0
 
 
 def test_magnitudes_of_softmax_saturation_and_channel_params():
@@ -62,8 +96,9 @@ def test_magnitudes_of_softmax_saturation_and_channel_params():
     assert mags[4][0] == 0.0                                # a randn scale has mean 0
 
 
-@pytest.mark.parametrize("op", sorted(FOUND))
-def test_their_real_outputs_pass_the_trivial_kernel(op):
+def _real_margins(op: str) -> tuple[float, float]:
+    """The program's real output (PyTorch CPU) against a zeros and a constant kernel: the smallest worst element /
+    tolerance over the script's two input seeds (a task passing on either is solved)."""
     torch = pytest.importorskip("torch", reason="PyTorch (CPU) runs the program")
     spec = importlib.util.spec_from_file_location("fused_trivial", ROOT / "scripts" / "fused_trivial.py")
     triv = importlib.util.module_from_spec(spec)
@@ -73,12 +108,17 @@ def test_their_real_outputs_pass_the_trivial_kernel(op):
     mod = _load(m.view.row["source"], op)
     dtype = torch.bfloat16 if m.view.dtype == "bf16" else torch.float32
     margins = []
-    for trial in range(2):                  # the script's two input seeds: a task passing on either is solved
+    for trial in range(2):
         torch.manual_seed(42)
         model = mod.Model(*mod.get_init_inputs()).to(dtype)
         torch.manual_seed(1000 + trial)
         with torch.no_grad():
             y = model(*[x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x for x in mod.get_inputs()])
-        zero, constant = triv.margins(y, KB_TOLERANCE[m.view.dtype])
-        margins.append(zero if FOUND[op] == "zero" else constant)
-    assert min(margins) <= 1.0
+        margins.append(triv.margins(y, KB_TOLERANCE[m.view.dtype]))
+    return min(z for z, _ in margins), min(c for _, c in margins)
+
+
+@pytest.mark.parametrize("op", sorted(FOUND))
+def test_their_real_outputs_pass_the_trivial_kernel(op):
+    zero, constant = _real_margins(op)
+    assert (zero if FOUND[op] == "zero" else constant) <= 1.0

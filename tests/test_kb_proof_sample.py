@@ -75,3 +75,31 @@ def test_problems_too_big_to_draw_are_left_to_the_filled_cases(tmp_path):
     (ex / "index.json").write_text(json.dumps(index))
     rows = k.sample([ex], {"H100", "H200"}, ("ok", "wrong_result"), seed=0)
     assert [(r["status"], r["problem"]) for r in rows] == [("ok", "level1/1.py")]
+
+
+def test_an_evaluation_that_raises_gets_kernelbench_batch_verdict():
+    """eval_kernel_against_ref raising (a kernel's illegal memory access surfacing in its cleanup, the
+    moe_scatter_cuda case of the 21:20 call) is a verdict, as KernelBench's eval_from_generations.py
+    records it: not compiled, not correct, the CUDA error kept; not a case without a verdict."""
+    k = _script()
+    crash = k.last_level_catch(RuntimeError("CUDA error: an illegal memory access was encountered"), 1.0)
+    assert crash["compiled"] is False and crash["correct"] is False and "illegal memory" in crash["metadata"]["cuda_error"]
+    assert list(k.last_level_catch(ValueError("bad shape"), 0.0)["metadata"]) == ["other_error"]
+    row = {"status": "wrong_result", "impl": "cuda", "module": "moe_scatter_cuda", "tag": "vectorized_uint4",
+           "export": "build/ex_ks", "file": "solutions/level1/1_s1.py", **crash}
+    text = k.table([row], {})
+    assert "no verdict (the case timed out or its process failed): 0" in text
+    assert "label disagreements (ok not correct, or wrong_result correct): 0" in text
+    assert "eval_kernel_against_ref raised" in text and "illegal memory" in text
+
+
+def test_module_table_gives_each_case_its_verdict_and_call():
+    k = _script()
+    rows = [{"module": "m_cuda", "status": "ok", "compiled": True, "correct": True, "call": 1},
+            {"module": "m_cuda", "status": "wrong_result", "compiled": True, "correct": True, "call": 2},
+            {"module": "m_cuda", "status": "wrong_result", "compiled": None, "correct": None, "error": "deadline", "call": 2},
+            {"module": "n_triton", "status": "ok", "compiled": True, "correct": False, "call": 1},
+            {"module": "n_triton", "status": "wrong_result", "call": 3, **k.last_level_catch(RuntimeError("CUDA error"), 0)}]
+    lines = k.module_table(rows).splitlines()
+    assert lines[1].split() == ["m_cuda", "C1", "C!2", "-2"]
+    assert lines[2].split() == ["n_triton", "F!1", "F3"]

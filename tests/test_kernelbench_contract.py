@@ -23,7 +23,7 @@ from unittest import mock
 
 import pytest
 
-from kernelstrain.export.kb_form import input_plan, precision, problem_source, solution_source
+from kernelstrain.export.kb_form import full_precision_draws, input_plan, precision, problem_source, solution_source
 from kernelstrain.ops import REGISTRY
 from kernelstrain.ops.contract import TORCH
 from kernelstrain.tasks import make_task
@@ -283,6 +283,35 @@ def test_reference_of_gpu_check_is_unchanged():
     assert "class Model(nn.Module):" in s.reference and "def get_inputs():" in s.reference
     body = s.reference.split("def forward", 1)[1].split("def get_inputs", 1)[0]
     assert body in problem_source(s)
+
+
+def test_problems_draw_normal_inputs_in_fp32_and_round_them():
+    """torch's CPU randn at a 16-bit dtype keeps within +-3.33 sigma through 2.11 (pytorch#166853),
+    and KernelBench draws get_inputs() on the CPU: every problem draws in fp32 and rounds to its
+    dtype (a GPU draw's values), and an fp32 problem draws what its reference draws."""
+    torch = pytest.importorskip("torch")
+    left = [n for n in NVIDIA
+            if re.search(r"torch\.randn\([^\n]*dtype=DTYPE", problem_source(subject(n, smallest=True)))]
+    assert left == []
+    fused = "    return [torch.randn(batch_size, (C + 1) * 2, dtype=dtype), torch.randn(n)]"     # a fused program's
+    assert full_precision_draws(fused) == "    return [torch.randn(batch_size, (C + 1) * 2).to(dtype), torch.randn(n)]"
+    s = subject("cross_entropy_fwd_triton")           # T 16, V 128256 at bf16: the split-V combine's task
+    assert s.dtype == "bf16"
+    ns = {}
+    exec(compile(problem_source(s), "<problem>", "exec"), ns)  # noqa: S102 - our own export
+    torch.manual_seed(7)
+    logits = ns["get_inputs"]()[0]
+    torch.manual_seed(7)
+    assert logits.dtype == torch.bfloat16 and torch.equal(logits, torch.randn(16, 128256).to(torch.bfloat16) * 2)
+    task = make_task(s.module, "H100", "fp32", {"T": 16, "V": 128256})
+    s = replace(s, task=task, dtype="fp32", reference=s.module.reference(task))
+    drawn = []
+    for src in (problem_source(s), s.reference.replace(", device='cuda'", "")):
+        ns = {}
+        exec(compile(src, "<program>", "exec"), ns)  # noqa: S102 - our own export / reference
+        torch.manual_seed(7)
+        drawn.append(ns["get_inputs" if "reference_inputs" not in ns else "reference_inputs"]())
+    assert all(torch.equal(a, b) for a, b in zip(*drawn))
 
 
 # -- every rung and every bug of every module, loaded against a stand-in torch --------------

@@ -44,3 +44,84 @@ def test_workers_give_the_same_report(config, episodes, damage, tmp_path, capsys
     one = validate(damaged, "1", capsys)
     assert one[0] == 1 and "problem" in one[1] + one[2]
     assert validate(damaged, "2", capsys) == one
+
+
+def as_float(d):
+    """An integer field written as an equal float: equal in Python, not the same JSON value."""
+    rewrite_row(d / "episodes.jsonl", 3, lambda ep: ep.update(elapsed_s=float(ep["elapsed_s"])))
+    refresh_hashes(d)
+
+
+def reordered(d):
+    """An episode row's keys in another order (its values untouched)."""
+    rewrite_row(d / "episodes.jsonl", 4, lambda ep: ep.update(dict(reversed(list(ep.items())))) or
+                ep.update({k: ep.pop(k) for k in list(ep)[:3]}))
+    refresh_hashes(d)
+
+
+def step_row(d):
+    """A step row's completion changed: its episode's QA figures come from the rows read."""
+    rewrite_row(d / "sft_steps.jsonl", 5, lambda row: row["messages"][-1].update(content="done"))
+    refresh_hashes(d)
+
+
+def unreadable(d):
+    """A line that is not JSON: the contamination is measured on the files (their error)."""
+    rows = (d / "episodes.jsonl").read_bytes().splitlines(keepends=True)
+    rows[2] = b"{not json\n"
+    (d / "episodes.jsonl").write_bytes(b"".join(rows))
+    refresh_hashes(d)
+
+
+def carriage_return(d):
+    """A carriage return as JSON whitespace: still one row (the dataset is sound), to the checks
+    and to the contamination measure alike."""
+    rows = (d / "episodes.jsonl").read_bytes().splitlines(keepends=True)
+    rows[1] = rows[1].replace(b'{"', b'{\r"', 1)
+    (d / "episodes.jsonl").write_bytes(b"".join(rows))
+    refresh_hashes(d)
+
+
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory):
+    out = tmp_path_factory.mktemp("workers") / "sound"
+    assert main(["generate", "--seed", "5", "--episodes", "8", "--workers", "1", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage,code", [(as_float, 1), (reordered, 1), (step_row, 1), (unreadable, 1),
+                                         (carriage_return, 0)])
+def test_rows_unlike_the_plans_are_checked_in_the_parent(damage, code, sound, tmp_path, capsys):
+    """Rows that equal the plan's in Python but are not the same JSON, and rows that cannot be
+    measured: the parallel path checks them as one worker does."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sound, damaged)
+    damage(damaged)
+    one = validate(damaged, "1", capsys)
+    assert one[0] == code
+    assert validate(damaged, "2", capsys) == one
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_streamed_contamination_is_measure_s(workers, sound, monkeypatch):
+    """validate measures the contamination from the rows its checks read: the figures
+    contamination.measure gives on the files, without reading them again."""
+    import kernelstrain
+    from kernelstrain import dataset
+    from kernelstrain.validate import measure_splits
+    found = []
+    check = dataset.check_holdout_splits
+    monkeypatch.setattr(dataset, "check_holdout_splits", lambda data, stats, out, f: found.append(f) or check(data, stats, out, f))
+    monkeypatch.setattr(dataset, "measure_splits", lambda *a: pytest.fail("measured on the files again"))
+    ds = kernelstrain.open(sound)
+    assert ds.validate(workers=workers).total == 0
+    assert found == [measure_splits(sound, ds.stats, ds.layout)]
+
+
+def test_a_shard_is_checked_alike(tmp_path, capsys):
+    """A shard's episodes start past index 0 (validate.first_index): the workers rebuild the same ones."""
+    shard = tmp_path / "shard"
+    assert main(["generate", "--seed", "5", "--episodes", "8", "--shard", "1/2", "--workers", "1", "--out", str(shard),
+                 "--quiet"]) == 0
+    one = validate(shard, "1", capsys)
+    assert one[0] == 0 and validate(shard, "2", capsys) == one

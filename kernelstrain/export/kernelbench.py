@@ -27,7 +27,7 @@ from ..dataset import episode_source
 from ..reading import read_jsonl, read_whole
 from ..workdir import hand_adapted, output_tolerances, task_tolerance
 from ..workdir.subject import HOLDOUT_GLOB, episode_candidate, fused_rows, fused_subject, single
-from .kb_form import precision, problem_source, solution_source
+from .kb_form import full_precision_draws, precision, problem_source, solution_source
 
 SCHEMA = SCHEMAS["kernelbench_export"]
 STATUSES = ("ok", "wrong_result", "compile_error")
@@ -70,7 +70,7 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
             for r in fused_rows(data):
                 s = fused_subject(r)
                 if s.task_id not in problems:
-                    problems[s.task_id] = _problem(s, len(problems) + 1, 2, s.reference)
+                    problems[s.task_id] = _problem(s, len(problems) + 1, 2, full_precision_draws(s.reference))
                     yield "problem", problems[s.task_id]
             continue
         (episodes, _, as_episode), holdouts = episode_source(data), sorted(data.glob(HOLDOUT_GLOB))
@@ -112,10 +112,11 @@ def collect(dirs: list, best_only: bool, statuses: tuple):
 
 
 def _fused_episode(row: dict, base, problems: dict, best_only: bool, statuses: tuple):
-    """A fused program's episode: its task a level-2 problem (the program as it stands), each
-    candidate already a KernelBench solution, written as it is."""
+    """A fused program's episode: its task a level-2 problem (the program as it stands, its normal
+    draws made in fp32: kb_form.full_precision_draws), each candidate already a KernelBench
+    solution, written as it is."""
     if base.task_id not in problems:
-        problems[base.task_id] = _problem(base, len(problems) + 1, 2, base.reference)
+        problems[base.task_id] = _problem(base, len(problems) + 1, 2, full_precision_draws(base.reference))
         yield "problem", problems[base.task_id]
     prob, seen = problems[base.task_id], set()
     for step in _steps(row, best_only, statuses):

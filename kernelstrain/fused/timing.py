@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from ..calibration import FIT
-from ..gpus import GPU
+from ..gpus import GPU, GPUS
 from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, Task
 from ..sim import cap_registers, time_ms as sim_time_ms
@@ -47,12 +47,19 @@ GEMM_TILE = 128
 SGEMM_TILE = 64
 SPLIT_K_MIN = 256
 SPLIT_K_TILES = 8         # cuBLAS splits K when a deep product has this few output tiles (assumption)
-# a Triton tl.dot GEMM's share of cuBLAS's ceiling. fp32 with input_precision="ieee" runs on FMA, not
-# tensor cores, and Triton's FMA dot reaches far less of it than cuBLAS's SGEMM: H200 (2026-12-05, round 2 of
-# scripts/fused_device_check.py), fused-s13-000150's gemm_epilogue call (linear 128x1024 -> gelu, its GEMM the
-# call's longest part) 105.5 us where 0.75 modelled 58 and 0.3 models 99; -000155 153.8 us (106 -> 121); the
-# episodes' within-episode Spearman 0.79 -> 0.83 (tests/test_fused_host.py ROUND2)
-TRITON_GEMM_SHARE = {"bf16": 0.85, "fp32": 0.3}
+# a Triton tl.dot GEMM's share of cuBLAS's ceiling (bf16: tensor cores)
+TRITON_GEMM_SHARE = {"bf16": 0.85}
+# fp32 tl.dot with input_precision="ieee" runs on FMA, each thread multiplying its operands' BLOCK_K slices held in
+# registers (fma_gemm_ms). Fitted to the fp32 Triton GEMM epilogues scripts/fused_device_check.py timed (H200 round 2,
+# H100 round 3, 2026-12-05; tests/test_fused_gpucheck.py): a program's step costs about the same on a 64x64 and
+# a 64x128 tile of 4 warps (fused-s8484-000230: 81.9 / 82.3 us, -000018 71.6 / 81.6, 16 steps each), and far more
+# as its operands outgrow the registers (64x64x32 on 4 warps 3.0-6.0 us a step, 64x128x64 on 8 warps ~16,
+# 128x128x64 on 8 17-43, 32x256x128 on 4 ~145: fused-s8484-000134's 582 us, where the wave model said 139). Round 3's
+# within-episode Spearman 0.84 -> 0.89 (round 2's 0.83 unchanged)
+FMA_STEP_US = 3.0         # one BLOCK_K step of a 64x64x32 tile on 4 warps: fused-s8484-000270 (64 steps) 193 us,
+#                           fused-s13-000150 (32) 105.5, fused-s8484-000216 (24) 75.7
+FMA_REGS = 394            # that tile's registers a thread (fma_dot_registers): the steps above cost FMA_STEP_US
+FMA_SPILL_EXP = 2.0       # a step's time grows as the square of the registers past that (the steps above: slopes 1.8-2.8)
 ACC_REGS = 128            # accumulator registers a thread holds without spilling (of its 255, beside addresses and operands)
 STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}    # a fifth stage hides no more latency (and costs shared memory)
 # PyTorch eager launches for one step: (kernels, passes over the tensor in its dtype), where a step
@@ -63,7 +70,7 @@ EAGER_KERNELS = {"new_gelu": (8, 18), "quick_gelu": (3, 7), "logsumexp": (5, 6),
 LIBRARY_ROLES = ("contraction", "attention", "gather")
 
 # -- the host side of one forward call ----------------------------------------------------------------
-# Fitted (least squares on relative error, the extension call held at EXT_CALL_US) to the 21 candidates of
+# Fitted (least squares on relative error, the extension call held at HOST_EXT_US) to the 21 candidates of
 # 6 fused episodes timed on an H100's host (Torch 2.11, Triton 3.6; scripts/fused_device_check.py: median of
 # 7 batches of 20 back-to-back calls), every one of them host-bound there: 35-195 us measured against 4-52 us
 # of kernels. The rows and their counts are tests/test_fused_host.py's; the fit predicts them within 23%
@@ -151,14 +158,37 @@ def library_tiles(b: int, m: int, n: int, k: int, gpu: GPU, dtype: str = "bf16")
 
 
 def triton_gemm_ms(flops: float, nbytes: float, grid: int, tile_quant: float, block_m: int, block_n: int,
-                   stages: int, warps: int, gpu: GPU, dtype: str) -> float:
-    """A tl.dot GEMM kernel (no split-K): TRITON_GEMM_SHARE of the library ceiling, less for small
-    tiles and shallow pipelines, over the waves its grid fills; without the launch floor. A tile
-    whose fp32 accumulator needs more than ACC_REGS registers a thread spills it to local memory
-    (the share falls in proportion)."""
+                   stages: int, warps: int, gpu: GPU, dtype: str, block_k: int = 0, k: int = 0) -> float:
+    """A tl.dot GEMM kernel (no split-K), without the launch floor. bf16: TRITON_GEMM_SHARE of the library
+    ceiling, less for small tiles and shallow pipelines, over the waves its grid fills; a tile whose fp32
+    accumulator needs more than ACC_REGS registers a thread spills it to local memory (the share falls in
+    proportion). fp32: fma_gemm_ms."""
+    if dtype == "fp32":
+        return fma_gemm_ms(grid, block_m, block_n, block_k, warps, k, gpu)
     spill = min(1.0, ACC_REGS / (block_m * block_n / (32 * warps)))
     share = TRITON_GEMM_SHARE[dtype] * min(1.0, min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant * spill
     return _gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3
+
+
+def _sm_fp32(gpu: GPU) -> float:
+    return gpu.peak("fp32") / gpu.sms
+
+
+def fma_dot_registers(block_m: int, block_n: int, block_k: int, warps: int) -> float:
+    """Registers a thread of an fp32 tl.dot (input_precision="ieee": FMA, no tensor cores) holds: its share of
+    the accumulator and, for the FMA loop, the BLOCK_K slices of A's rows and B's columns it multiplies (a
+    square patch of the tile: 2 sqrt(share) rows and columns)."""
+    share = block_m * block_n / (32 * warps)
+    return share + block_k * 2 * math.sqrt(share)
+
+
+def fma_gemm_ms(grid: int, block_m: int, block_n: int, block_k: int, warps: int, k: int, gpu: GPU) -> float:
+    """An fp32 tl.dot GEMM: every program runs ceil(K / BLOCK_K) steps of FMA_STEP_US, slower as the square of
+    the registers its operands need past FMA_REGS (fma_dot_registers: local-memory spills in the inner loop),
+    in as many waves as its grid fills the SMs (one program an SM: the operands' registers)."""
+    spill = max(1.0, fma_dot_registers(block_m, block_n, block_k, warps) / FMA_REGS) ** FMA_SPILL_EXP
+    waves = math.ceil(grid / gpu.sms)
+    return waves * math.ceil(k / block_k) * FMA_STEP_US * _sm_fp32(GPUS['H100']) / _sm_fp32(gpu) * spill * 1e-3
 
 
 def gemm_dims(step: dict) -> tuple[int, int, int, int]:

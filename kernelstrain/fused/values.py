@@ -35,6 +35,8 @@ from .types import SPATIAL
 K = 256                                   # sample size of a tensor
 _Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
+FLOOR_GRID = 256                          # points f is evaluated at over a tensor's range to find its least value
+LINEAR_RESIDUAL = 1e-6                    # an elementwise step this close to a line over a tensor's values keeps its rows' mean
 TAIL = 8                                  # points the quantile function's tail slope is taken over
 # a scalar parameter (one randn): the values the first one takes in turn (|randn|'s 20/50/87/99th
 # percentiles, either sign), later ones +- the median
@@ -48,6 +50,10 @@ class Sample:
     diag: tuple | None = None     # a gram's diagonal along the last dim (K values, sorted)
     normed: bool = False          # every row along the last dim has the same sum of squares
     row_mean: tuple | None = None  # (dim, m): every row along dim averages m (a softmax's 1/C, a layer norm's 0)
+    row_sd: float = 0.0           # ... give or take this across rows (0: exactly)
+    chan: tuple | None = None     # (dim, K values, sd): a contraction's output, each channel along dim one constant (the
+    #                               sample's values) + its own noise of sd, the same channels in every row
+    floor: float | None = None    # no element is below this (an activation's global minimum inside the inputs' range)
 
     @property
     def mean(self) -> float:
@@ -77,6 +83,33 @@ def _quantiles(xs: list) -> tuple:
         hi, f = min(lo + 1, n - 1), min(max(pos - lo, 0.0), 1.0)
         out.append(xs[lo] + (xs[hi] - xs[lo]) * f)
     return tuple(out)
+
+
+def _merged(x: Sample, row: int) -> Sample:
+    """The sample of every element, a gram's diagonal among them (one in `row` values): for a step that
+    does not carry the diagonal apart."""
+    pts = sorted([(u, row - 1.0) for u in x.v] + [(u, 1.0) for u in x.diag])
+    total, acc, out, i = K * row, 0.0, [], 0
+    for q in range(K):
+        want = (q + 0.5) / K * total
+        while i < len(pts) - 1 and acc + pts[i][1] < want:
+            acc += pts[i][1]
+            i += 1
+        out.append(pts[i][0])
+    return Sample(tuple(out), None, x.normed, x.row_mean, x.row_sd)
+
+
+def _keeps_diag(step: dict) -> bool:
+    """Whether the step carries a gram's diagonal apart (an elementwise map, a row op along the last dim,
+    attention of the square gram), or needs the sample of every element (_merged)."""
+    op, role = step["op"], step["role"]
+    if op == "sdpa":
+        return True
+    if role in ("softmax", "reduction"):
+        return _along_last(step)
+    if op in ("bias_add", "scale_param"):
+        return step["params"]["shape"][0] == 1
+    return role == "elementwise" and op != "glu"
 
 
 def _slope(end: float, next_: float, far: float) -> float:
@@ -158,11 +191,13 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
     rows = []
+    consts = draws.pick(x.chan[1], n) if _along_chan(x, step) and step["op"] not in ("amax", "amin") else None
     for _ in range(R):
-        row = draws.pick(x.v, n)
+        row = draws.pick(x.v, n) if consts is None else [c + x.chan[2] * _Z[draws.index()] for c in consts]
         if with_diag:
             row[0] = x.diag[draws.index()]
-        rows.append(_held(row, mean, energy) if n > 1 else row)
+        held = mean if mean is None or not x.row_sd else mean + x.row_sd * _Z[draws.index()]
+        rows.append(_held(row, held, energy) if n > 1 else row)
     return rows, math.log(C / n)
 
 
@@ -193,23 +228,36 @@ def _dim(step: dict) -> int | None:
     return dim % n if isinstance(dim, int) else None
 
 
+def _along_chan(x: Sample, step: dict) -> bool:
+    return x.chan is not None and x.chan[0] == _dim(step)
+
+
 def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
     op, C = step["op"], _row_len(step)
     if op in ("sum", "mean") and x.row_mean is not None and x.row_mean[0] == _dim(step):
-        return Sample((x.row_mean[1] * (C if op == "sum" else 1),) * K)
+        n = C if op == "sum" else 1
+        return Sample(_gauss(x.row_mean[1] * n, x.row_sd * n))
     diag = x.diag is not None and _along_last(step)
+    if op in ("sum", "mean") and _along_chan(x, step):
+        fixed = math.fsum(draws.pick(x.chan[1], min(C, ROW_BUDGET))) / min(C, ROW_BUDGET)
+        n = C if op == "sum" else 1
+        return Sample(_gauss(fixed * n, x.chan[2] * math.sqrt(C) * n / C))
     if op in ("sum", "mean") and not diag:
         m, sd = x.mean, x.sd
         return Sample(_gauss(m * C, sd * math.sqrt(C)) if op == "sum" else _gauss(m, sd / math.sqrt(C)))
     if op in ("amax", "amin") and not diag:
-        return Sample(_extreme(x.v, C, op == "amax"))
+        low = x.floor if op == "amin" and x.floor is not None else -math.inf
+        return Sample(tuple(max(low, u) for u in _extreme(x.v, C, op == "amax")))
     rows, extra = _rows(x, step, draws, diag)
     if op in ("softmax", "log_softmax"):
-        out = []
+        out, on_diag, own = [], [], 1 if diag else 0
         for row in rows:
             lse = _lse(row, extra)
-            out.extend(math.exp(r - lse) if op == "softmax" else r - lse for r in row)
-        return Sample(_quantiles(out), row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
+            row = [math.exp(r - lse) if op == "softmax" else r - lse for r in row]
+            on_diag.extend(row[:own])        # a gram's diagonal stays apart (row[0]: every row holds one)
+            out.extend(row[own:])
+        return Sample(_quantiles(out), _quantiles(on_diag) if diag else None,
+                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
     if op == "logsumexp":
         return Sample(_quantiles([_lse(row, extra) for row in rows]))
     stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
@@ -225,44 +273,68 @@ def _standardize(x: Sample, eps: float, centre: bool) -> tuple:
 
 def _contraction(x: Sample, step: dict) -> Sample:
     """A library GEMM / conv with PyTorch's default init (weights and bias uniform in +-1/sqrt(fan_in)):
-    each output a sum of many products, Gaussian; the bias's spread across channels added."""
+    each output a sum of many products, Gaussian; the bias's spread across channels added. What the input's
+    mean and the bias give an output channel is the same at every position (`chan`): a row along the channels
+    holds the same constants in every row, only the input's spread around its mean varies."""
     op, p, shape = step["op"], step["params"], step["in"]["shape"]
+    m2, spread = x.mean ** 2, max(x.energy - x.mean ** 2, 0.0)
     if op == "linear":
-        fan_in = p["in_features"]
-        var = x.energy / 3.0 + (1.0 / (3.0 * fan_in) if p.get("bias", True) else 0.0)
+        fan_in, taps = p["in_features"], p["in_features"]
     elif op.startswith("conv_transpose"):
         d = len(shape) - 2
         fan_in = p["out_channels"] * p["kernel_size"] ** d          # ConvTranspose's weight is (in, out, k...)
         taps = shape[1] * max(1.0, p["kernel_size"] / p["stride"]) ** d
-        var = taps * x.energy / (3.0 * fan_in) + 1.0 / (3.0 * fan_in)
     else:
         fan_in = shape[1] * p["kernel_size"] ** (len(shape) - 2)
-        var = x.energy / 3.0 + 1.0 / (3.0 * fan_in)
-    return Sample(_gauss(0.0, math.sqrt(var)))
+        taps = fan_in
+    bias = 1.0 / (3.0 * fan_in) if op != "linear" or p.get("bias", True) else 0.0
+    shared, varying = taps * m2 / (3.0 * fan_in) + bias, taps * spread / (3.0 * fan_in)
+    dim = len(shape) - 1 if op == "linear" else 1
+    return Sample(_gauss(0.0, math.sqrt(shared + varying)), chan=(dim, _gauss(0.0, math.sqrt(shared)), math.sqrt(varying)))
 
 
 def _gram(x: Sample, step: dict) -> Sample:
-    d = step["in"]["shape"][-1]
+    """x x^T over the last dim (d terms): each off-diagonal entry a sum of d products of two rows, the
+    diagonal a row's sum of squares. Rows of one mean mu (a softmax's, carried through near-linear steps)
+    leave no linear term: off d mu^2 + sum(dx_i dx_j), diagonal d (mu^2 + var) + sum(dx^2 - var)."""
+    shape = step["in"]["shape"]
+    d = shape[-1]
     m, e = x.mean, x.energy
-    off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
     e2 = math.fsum(v ** 4 for v in x.v) / K
-    diag = (d * e,) * K if x.normed else _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
-    return Sample(off, tuple(sorted(diag)))
+    if x.row_mean is not None and x.row_mean[0] == len(shape) - 1 and not x.row_sd:
+        mu = x.row_mean[1]
+        var = max(e - mu * mu, 0.0)
+        dev4 = math.fsum((v - mu) ** 4 for v in x.v) / K
+        off = _gauss(d * mu * mu, math.sqrt(d) * var)
+        diag = _gauss(d * (mu * mu + var), math.sqrt(d * max(dev4 - var * var, 0.0)))
+    else:
+        off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
+        diag = _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
+    return Sample(off, (d * e,) * K if x.normed else tuple(sorted(diag)))
 
 
 def _sdpa(x: Sample, step: dict) -> Sample:
     """Self-attention of q = k = v: a row's own key scores |q|^2 / sqrt(d_head), the others about
     mean^2 sqrt(d_head) +- E[x^2]; the output mixes the row's own value (weight w) with the average of
-    the others'."""
+    the others'. A gram's diagonal (one value a row and a column of the square s x s input) is no
+    independent draw: without a causal mask, column c's average over the other keys holds exactly one
+    (row c's), the same shift (diag - mean) (1 - w) / (keys - 1) in every column off the row's own,
+    and the row's own column holds its own diagonal value at weight w."""
     b, s, d = step["in"]["shape"]
     dh = d / step["params"]["num_heads"]
     m, e = x.mean, x.energy
     own, other, var = math.sqrt(dh) * e, math.sqrt(dh) * m * m, max(e * e - m ** 4, 0.0)
-    keys = s / 2.0 if step["params"].get("is_causal") else float(s)
+    causal = step["params"].get("is_causal")
+    keys = s / 2.0 if causal else float(s)
     t = min(other + var / 2.0 - own + math.log(max(keys - 1.0, 1e-9)), 700.0)
     w = 1.0 / (1.0 + math.exp(t))
     shrink = math.sqrt(w * w + (1.0 - w) ** 2 / keys)
-    return Sample(tuple(sorted(m + (v - m) * shrink for v in x.v)))
+    if x.diag is None or causal or d != s:
+        v = x.v if x.diag is None else _quantiles(list(x.v) * (s - 1) + list(x.diag))
+        return Sample(tuple(sorted(m + (u - m) * shrink for u in v)))
+    shift = (math.fsum(x.diag) / K - m) * (1.0 - w) / (keys - 1.0)
+    return Sample(tuple(sorted(m + shift + (u - m) * shrink for u in x.v)),
+                  tuple(sorted(m + (a - m) * w for a in x.diag)))
 
 
 def _pair(a: tuple, b: tuple, fn, draws: _Draws) -> tuple:
@@ -279,6 +351,8 @@ def _safe(fn, v: float) -> float:
 
 def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> Sample:
     op, p, role = step["op"], step["params"], step["role"]
+    if x.diag is not None and not _keeps_diag(step):
+        x = _merged(x, step["in"]["shape"][-1])
     if op == "embedding":
         return Sample(_Z)
     if op in ("matmul", "bmm"):
@@ -291,7 +365,7 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
         return _contraction(x, step)
     if op in ("layer_norm", "rms_norm"):
         centre = op == "layer_norm"
-        zero_mean = centre or (x.row_mean is not None and x.row_mean == (_dim(step), 0.0))
+        zero_mean = centre or (x.row_mean is not None and x.row_mean == (_dim(step), 0.0) and not x.row_sd)
         return Sample(tuple(sorted(_standardize(x, LAYER_NORM_EPS if centre else RMS_NORM_EPS, centre))),
                       normed=True, row_mean=(_dim(step), 0.0) if zero_mean else None)
     if role == "norm":             # batch / group / instance norm: standardised over their own groups
@@ -325,8 +399,82 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
     if v == x.v and diag == x.diag:
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
-    row_mean = (x.row_mean[0], f(x.row_mean[1])) if linear and x.row_mean is not None else None
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), row_mean)
+    row_mean, row_sd = (None, 0.0) if x.row_mean is None else _row_mean_through(f, x, step["in"]["shape"], linear)
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd,
+                  floor=_floor(f, x))
+
+
+def _floor(f, x: Sample) -> float | None:
+    """The least value f takes over the inputs' range -- from the input's floor (else its sample's least value, whose
+    tail f may still fall along) to its largest -- where that least value lies inside the range: the global minimum of
+    silu, gelu, mish, hardswish ... (a row's amin of many values sits at it); or f of the input's floor where f rises
+    from it. None elsewhere."""
+    lo = x.v[0] if x.floor is None else x.floor
+    hi = x.v[-1]
+    if hi <= lo:
+        return None
+    grid = [lo + (hi - lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
+    ys = [f(u) for u in grid]
+    at = min(range(len(ys)), key=ys.__getitem__)
+    if at == 0:
+        return ys[0] if x.floor is not None else None
+    if at == FLOOR_GRID:
+        return None
+    a, b = grid[at - 1], grid[at + 1]
+    for _ in range(60):           # golden section on the bracket around the grid's least point
+        c, d = b - (b - a) / 1.618033988749895, a + (b - a) / 1.618033988749895
+        if f(c) < f(d):
+            b = d
+        else:
+            a = c
+    return min(ys[at], f((a + b) / 2))
+
+
+def _row_mean_through(f, x: Sample, shape: list, linear: bool) -> tuple:
+    """(the mean every row along x.row_mean's dim has after the elementwise f, its spread across rows), or (None, 0):
+    f linear maps it (within LINEAR_RESIDUAL over the values, a gram's diagonal among them: a sigmoid of softmax
+    probabilities ~1/C); otherwise a least-squares fit maps it -- a line a + b u on rows of one mean, a quadratic
+    a + b u + c u^2 on rows of one mean and one energy (a layer norm's) -- the rest of f, r, averaging over a row's C
+    values to its mean +- sd(r) / sqrt(C) (tanh of a softmax's rows; silu of a layer norm divided by a large divisor)."""
+    values = x.v + (x.diag or ())
+    dim, mu = x.row_mean
+    last = dim == len(shape) - 1          # `normed` holds along the last dim
+    lo, hi = min(values), max(values)
+    if hi <= lo:
+        return f(mu), 0.0
+    slope = (f(hi) - f(lo)) / (hi - lo)
+    fv = [f(u) for u in values]
+    if linear or max(abs(a - f(lo) - slope * (u - lo)) for a, u in zip(fv, values)) <= LINEAR_RESIDUAL * max(map(abs, fv)):
+        return f(lo) + slope * (mu - lo), abs(slope) * x.row_sd
+    if x.diag is not None:
+        return None, 0.0
+    quadratic = last and x.normed and not x.row_sd
+    a, b, c = _quadratic_fit(x.v, fv) if quadratic else (*_line_fit(x.v, fv), 0.0)
+    r = [y - a - b * u - c * u * u for u, y in zip(x.v, fv)]
+    r_mean = math.fsum(r) / K
+    r_sd = math.sqrt(math.fsum((t - r_mean) ** 2 for t in r) / K)
+    return a + b * mu + c * x.energy + r_mean, math.hypot(b * x.row_sd, r_sd / math.sqrt(shape[dim]))
+
+
+def _line_fit(us: tuple, ys: list) -> tuple:
+    """Least squares a + b u."""
+    mu, my = math.fsum(us) / len(us), math.fsum(ys) / len(ys)
+    var = math.fsum((u - mu) ** 2 for u in us)
+    b = math.fsum((u - mu) * (y - my) for u, y in zip(us, ys)) / var if var > 0 else 0.0
+    return my - b * mu, b
+
+
+def _quadratic_fit(us: tuple, ys: list) -> tuple:
+    """Least squares a + b u + c u^2 (the normal equations, Cramer's rule)."""
+    s = [math.fsum(u ** k for u in us) for k in range(5)]
+    t = [math.fsum(y * u ** k for u, y in zip(us, ys)) for k in range(3)]
+    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
+
+    def det(a):
+        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    d = det(m)
+    return tuple(det([[t[i] if j == col else m[i][j] for j in range(3)] for i in range(3)]) / d for col in range(3))
 
 
 def _scalar_steps(program: list) -> int:
@@ -348,15 +496,19 @@ def emulate(program: list) -> list[Sample]:
     return out
 
 
-def trivial(sample: Sample, tol: float, margin: float) -> str | None:
+def trivial(sample: Sample, tol: float, margin: float, numel: int = K) -> str | None:
     """'zeros' / 'constant' when every sampled value lies within `margin` times KernelBench's
-    tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None."""
-    v = [x for x in sample.v if not math.isnan(x)]
-    if len(v) < len(sample.v) or any(math.isinf(x) for x in v):
+    tolerance of zero / of the median (allclose: |y - c| <= atol + rtol |y|); else None. An output of
+    fewer than K elements is held to the quantiles its own extremes reach (0.5 / numel from either end):
+    the sample's outermost stand for rarer values than it holds."""
+    keep = [u for i, u in enumerate(sample.v) if numel >= K or 0.5 / numel <= (i + 0.5) / K <= 1.0 - 0.5 / numel]
+    values = tuple(keep) + (sample.diag or ())         # a gram's diagonal is the output's too
+    if any(math.isnan(x) or math.isinf(x) for x in sample.v + (sample.diag or ())):
         return None                                    # NaN / inf: the filter's, not a trivial kernel's
+    v = list(values)
     if max(abs(x) for x in v) <= margin * tol:
         return "zeros"
-    med = v[K // 2]
+    med = sample.v[K // 2]
     if max(abs(x - med) - margin * tol * abs(x) for x in v) <= margin * tol:
         return "constant"
     return None

@@ -271,11 +271,7 @@ class SoftmaxCuda(SoftmaxSpec):
         Rung("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.86, smem="static",
              launch=launch_of(block_launch(lambda t, w: w * 8, 1.5, 1), row_trips("C"), 1),
-             render=render_of(online_softmax_src), bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE},
-             # off_by_one passed KernelBench's bf16 comparison 5/5 on an H200 (seed 303) and an H100 (seed 7373)
-             # at R 4096 C 32000: at most 0.0045 off on outputs near 0.025, inside 1e-2 (a CPU model of the
-             # dropped warp says otherwise, unexplained); past fp32's 1e-4, so injected into fp32 tasks only
-             bug_dtypes=(("off_by_one", ("fp32",)),)),
+             render=render_of(online_softmax_src), bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
         Rung("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
              (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1), PRAGMA_UNROLL),
              memory_eff=0.9, smem="static", launch=launch_of(vectorized_online_launch, row_trips("C", vec=True), 4),

@@ -123,7 +123,11 @@ def pipelined_stages_src(p, task, init=ZERO, stop="R * S * taps_c"):
 
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
-TILES = (Param("BM", (32, 64, 128), 64), Param("BN", (32, 64, 128), 64), Param("BK", (16, 32), 32), WARPS)
+# BK 64: one (r, s) tap's 64 channels a K step, half the trips of 32. H200 (room_device_check_triton, BM=BN=64):
+# BK 16/32/64 ran 62.6/34.7/26.4 us (implicit_gemm_dot) and 59.9/33.4/26.5 (pipelined_stages) at N=16 14x14 C=256,
+# 22.9/13.8/12.1 and 22.9/13.6/12.3 at N=8 56x56 C=64 (model 46.9/36.5/28.5 ... 19.7/15.8/12.8). The kernel walks
+# C in BK steps, and every menu shape has C a multiple of 64
+TILES = (Param("BM", (32, 64, 128), 64), Param("BN", (32, 64, 128), 64), Param("BK", (16, 32, 64), 32), WARPS)
 GROUP = Param("GROUP_M", (4, 8, 16), 8)
 KT_BUG = {"stop": "R * S * taps_c - 1"}
 

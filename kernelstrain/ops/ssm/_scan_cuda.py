@@ -125,7 +125,7 @@ def register_scan(p, task, args: str, vec: bool, rows: int = 1, first: str = FIR
         }""" + stage_sync
     smem_decl = "    extern __shared__ __align__(16) scalar_t sBC_raw[];\n    scalar_t (*sBC)[CHUNK] = reinterpret_cast<scalar_t (*)[CHUNK]>(sBC_raw);   // [2N][CHUNK]\n" if stage else ""
     pack = "union Pack { uint4 u; scalar_t h[8]; };\n" if vec else ""
-    return f"""#define THREADS {threads}           // threads per channel
+    kernel = f"""#define THREADS {threads}           // threads per channel
 #define ROWS {rows}               // channels per block
 #define ITEMS {items}             // consecutive steps per thread
 #define CHUNK (THREADS * ITEMS)
@@ -181,4 +181,10 @@ selective_scan_kernel({args}) {{
     }}
 }}
 """
+    if threads < task.gpu.warp:
+        # a block narrower than the wavefront (32 threads on AMD's 64 lanes): one partial warp, whose last
+        # live lane holds the warp's total
+        kernel = kernel.replace("#define WPR (THREADS / WARP_SIZE)  // warps per channel", "#define WPR 1")
+        kernel = kernel.replace("lane == WARP_SIZE - 1", "lane == THREADS - 1")
+    return kernel
 

@@ -15,6 +15,14 @@ from ._scan_cuda import BAD_FIRST, NO_DT, register_scan
 from .selective_scan_spec import SelectiveScanSpec
 
 THREADS = Param("threads", (64, 128, 256), 128)
+# 32 threads, one warp a channel: Mamba's own launch for rows up to 256 steps (kNThreads 32 x kNItems 8), where a
+# wider block's chunk is longer than the row and its extra lanes scan padding; on the staged rung it also wins on
+# long rows (B/C come from shared memory, ROWS warps a block). H200 (scripts/room_device_check.py): warp_shuffle_scan
+# B=16 L=256 D=2048 32/64/128 threads 249/422/834 us; smem_bc_multi_channel 161/396/918 there, 87/104/98 us at
+# B=1 L=2048 D=1536, 272/324/370 at B=4. Not on vectorized_regs: its one-warp blocks walk a long row in twice the
+# chunks, each a chain of N dependent B/C loads from L2 (B=1 L=2048: 147 vs 69 us at 64 threads; B=4: 308 vs 239).
+# On AMD a 32-thread block is half a wavefront (lane_util).
+ONE_WARP_THREADS = Param("threads", (32, 64, 128, 256), 128)
 ITEMS = Param("items", (4, 8, 16), 8)
 ARGS = ("const scalar_t* __restrict__ u, const scalar_t* __restrict__ delta, const float* __restrict__ A,\n"
              "                      const scalar_t* __restrict__ Bs, const scalar_t* __restrict__ Cs, "
@@ -146,7 +154,7 @@ def register_launch(p, task):
     threads, warps = p["threads"], cdiv(p["threads"], task.gpu.warp)
     items = p.get("items", 8)
     chunk = threads * items
-    util = l / (cdiv(l, chunk) * chunk)
+    util = l / (cdiv(l, chunk) * chunk) * min(1.0, threads / task.gpu.warp)     # AMD: 32 threads, half a wavefront
     if "items" in p:
         # B/C are re-read by every channel (from L2); per-item scalar loads
         return Launch(grid=b * d, threads=threads, smem_bytes=8 * warps, regs=min(255, 40 + n + 5 * items),
@@ -188,6 +196,15 @@ def smem_bc_multi_channel_src(p, task, **slots):
 WRONG_INIT = {"x0": "1.f"}
 
 
+def several_warps(task, params) -> bool:
+    """bad_combine_index reads the next warp's total: with one warp a channel (32 threads, or 64 on AMD's
+    64-lane wavefront) the next is the warp itself and the code is today's, right at every shape."""
+    return params["threads"] > task.gpu.warp
+
+
+SEVERAL_WARPS = (("bad_combine_index", several_warps),)
+
+
 class SelectiveScanCuda(SelectiveScanSpec):
     impl = "cuda"
     desc = ("Selective scan (Mamba S6) forward with delta softplus, D skip and z gating. u, delta, z, y: [B, D, L]; "
@@ -203,14 +220,15 @@ class SelectiveScanCuda(SelectiveScanSpec):
              launch=chunked_smem_scan_launch, render=chunked_smem_scan_src,
              bugs={"off_by_one": {"prev": "sc[threadIdx.x - o + 1]"}, "wrong_init": WRONG_INIT}),
         Rung("warp_shuffle_scan", "ITEMS steps per thread in registers, __shfl_up_sync warp scan, warp prefixes",
-             (THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
-             render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT}),
+             (ONE_WARP_THREADS, ITEMS), compute_eff=0.35, memory_eff=0.72, smem="static", launch=register_launch,
+             render=warp_shuffle_scan_src, bugs={"bad_combine_index": {"first": BAD_FIRST}, "wrong_init": WRONG_INIT},
+             bug_tasks=SEVERAL_WARPS),
         Rung("vectorized_regs", "uint4 loads of u/delta/z/B/C (8 steps), exp2f with log2e folded into A",
              (THREADS, Param("items", (8, 16), 8)), compute_eff=0.4, memory_eff=0.85, smem="static",
              launch=vectorized_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
-             (Param("threads", (64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
+             (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
              memory_eff=0.9, smem="dynamic", launch=register_launch, render=smem_bc_multi_channel_src,
-             bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}),
+             bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}, bug_tasks=SEVERAL_WARPS),
     )

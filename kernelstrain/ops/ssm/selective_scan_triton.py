@@ -5,47 +5,22 @@ Ladder: program per (batch, BLOCK_D channels) stepping through time one step per
 chunks of CHUNK steps loaded as [BLOCK_D, CHUNK] tiles, the recurrence done by
 tl.associative_scan over (a, b) pairs with a carried state -> exp2 with log2(e) folded into A and
 a fused epilogue -> split-L state passing: chunk-state kernel, a sequential state-passing kernel
-over chunks, and a chunk-output kernel (parallel over L for small batch x channels).
+over chunks, and a chunk-output kernel (parallel over L for small batch x channels) -> the N states in
+turn inside each chunk, as Mamba's CUDA forward orders them (_scan_state_outer.py).
 """
 import textwrap
 
 from ..norms._norms import triton_spill
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
-from .selective_scan_spec import ENTRY, SelectiveScanSpec
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, cdiv, triton_ptr
+from ._scan_state_outer import state_outer_launch, state_outer_src
+from ._scan_triton import SIG, WRONG_INIT, X0, program, prologue
+from .selective_scan_spec import SelectiveScanSpec
+
+BTERM = "(dt * ut)[:, None, :] * bt[None, :, :]"      # the input term; missing_scale drops dt
 
 BD = Param("BLOCK_D", (1, 2, 4, 8, 16), 4)
 CH = Param("CHUNK", (32, 64, 128), 64)
 WARPS = Param("num_warps", (2, 4, 8), 4)
-SIG = ("u_ptr, dl_ptr, A_ptr, B_ptr, C_ptr, Ds_ptr, z_ptr, db_ptr, y_ptr, D, L,\n"
-            "                          N: tl.constexpr, BLOCK_D: tl.constexpr")
-X0 = "tl.zeros((BLOCK_D, N), tl.float32)"
-WRONG_INIT = {"x0": "tl.full((BLOCK_D, N), 1.0, tl.float32)"}
-BTERM = "(dt * ut)[:, None, :] * bt[None, :, :]"      # the input term; missing_scale drops dt
-
-
-def program(task, kernels: str, launch: str) -> str:
-    """The candidate: the scan operator, softplus, the rung's kernels and the wrapper."""
-    return f"""{TRITON_PRELUDE}
-
-@triton.jit
-def combine(a1, b1, a2, b2):
-    # scan operator: (a1, b1) then (a2, b2) -> x = a2 (a1 x + b1) + b2
-    return a1 * a2, a2 * b1 + b2
-
-
-@triton.jit
-def softplus(v):
-    return tl.where(v <= 20.0, tl.log(1.0 + tl.exp(v)), v)
-{kernels}
-
-{ENTRY.py_def(task)}:
-    B, D, L = u.shape
-    N = A.shape[1]
-    u, delta, Bs, Cs, z = (t.contiguous() for t in (u, delta, Bs, Cs, z))
-    y = torch.empty_like(u)
-    {launch}
-    return y
-"""
 
 
 # -- sequential_loop -----------------------------------------------------------------------
@@ -129,18 +104,6 @@ a_cum, b_cum = tl.associative_scan((a, bb), axis=2, combine_fn=combine)
 is_last = (tl.arange(0, CHUNK) == {last})[None, None, :]
 a_end = tl.sum(tl.where(is_last, a_cum, 0.0), axis=2)
 x_end = tl.sum(tl.where(is_last, x, 0.0), axis=2)"""
-
-
-def prologue(exp2: bool, skip: bool = True) -> str:
-    scale = " * 1.4426950408889634  # log2(e): exp(dt A) = exp2(dt A log2 e)" if exp2 else ""
-    ds = "\n    dskip = tl.load(Ds_ptr + d, mask=dm, other=0.0)" if skip else ""
-    return f"""    d = blk * BLOCK_D + tl.arange(0, BLOCK_D)
-    n = tl.arange(0, N)
-    dm = d < D
-    A2 = tl.load(A_ptr + d[:, None] * N + n[None, :], mask=dm[:, None], other=0.0){scale}{ds}
-    dbias = tl.load(db_ptr + d, mask=dm, other=0.0)
-    row = (b * D + d).to(tl.int64) * L
-    bc = b.to(tl.int64) * N * L + n * L"""
 
 
 def chunked(p, task, exp2: bool, x0: str = X0, **slots) -> str:
@@ -245,6 +208,10 @@ class SelectiveScanTriton(SelectiveScanSpec):
         Rung("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
              (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, launch=chunk_launch(0.6, launches=3),
              render=split_l_state_passing_src, bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"chunks": "NC - 1"}}),
+        Rung("state_outer_scan", "per chunk the N states in turn: [BLOCK_D, CHUNK] scans, y summed in registers",
+             (BD, Param("CHUNK", (64, 128, 256, 512), 128), Param("num_warps", (1, 2, 4, 8), 4)),
+             compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
+             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}}),
     )
 
     def triton_kernels(self, variant, params, task) -> list:

@@ -221,11 +221,7 @@ class CrossEntropyFwdTriton(OpModule):
               Param("num_warps", (4, 8), 4), unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.92,
              launch=unroll.launch_of(launch_of("split"), lambda p, t: t["V"] / (p["SPLIT"] * p["BLOCK"]), unroll.chunk_regs),
              render=unroll.render_of(split_v_combine_src), consts=lambda p, task: {"SPLIT": p["SPLIT"], "BLOCK": p["BLOCK"]},
-             bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}},
-             # missing_scale passed KernelBench's bf16 comparison 5/5 on an H100 (seed 7373, twice; also seed
-             # 5151): the loss 0.008-0.016 off, inside 0.01 + 0.01 * loss, where the kernel's arithmetic on
-             # those inputs says 0.5-0.6 (unexplained); past fp32's 1e-4 * loss, so fp32 tasks only
-             bug_dtypes=(("missing_scale", ("fp32",)),)),
+             bugs={"bad_combine_index": {"ks": "(ks + 1) % SPLIT"}, "missing_scale": {"rescale": "s_k"}}),
     )
 
     def cost(self, task: Task) -> Cost:

@@ -1,0 +1,68 @@
+"""selective_scan_triton's state_outer_scan rung: Mamba's CUDA forward (selective_scan_fwd_kernel) loops the state
+index outside its block scan over time and keeps y in registers; here, per CHUNK of time, the N states one after
+another, each a [BLOCK_D, CHUNK] tl.associative_scan, y summed elementwise, only the chunk's end state crossing lanes.
+"""
+from ..base import Launch, DTYPE_BYTES, cdiv
+from ..norms._norms import triton_spill
+from ._scan_triton import SIG, X0, program, prologue
+
+
+def state_outer_launch(p, task):
+    """[BLOCK_D, CHUNK] tiles, N scans of them a chunk. tl.associative_scan runs the values a thread holds in
+    sequence, then shuffles across lanes and, where the chunk spans warps, through shared memory with barriers:
+    the more values a thread holds, the fewer cross-lane and cross-warp steps per element. The H200 (22:00
+    UTC, room_device_check_triton, B=1 L=2048 D=1536 and B=4 L=1024 D=3072) ran faster with every change
+    that gives a thread more values: num_warps 8/4/2/1 at BLOCK_D 4, CHUNK 128: 454/258/207/163 us (B=1),
+    1698/550/312/239 us (B=4); BLOCK_D 1/2/4/8/16 at 4 warps: 548/392/258/217/214 and 2039/1217/550/318/281;
+    CHUNK 64/128/256 at 4 warps: 282/258/109 and 678/550/294 (512: 139 and 370). Time fell about as values
+    a thread ^ -0.45 (x 0.73 a doubling) up to 16 values; past that the registers the 2 scanned pairs hold
+    spill. The best, 109 us at B=1 and 239 us at B=4, beat exp2_fused_epilogue's best (213 and 788 us)."""
+    b, l, d, elt = task["B"], task["L"], task["D"], DTYPE_BYTES[task.dtype]
+    bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p["num_warps"] * task.gpu.warp
+    per = max(1, bd * ch // threads)
+    regs = 40 + 12 * per                   # u, dt, dt*u, y, a, b, the scan's pair and its result: live tiles
+    return Launch(grid=b * cdiv(d, bd), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
+                  bytes_per_access=min(16, per * elt), traffic=triton_spill(regs, 255),
+                  compute_scale=0.75 * min(per, 16) ** 0.45, lane_util=l / (cdiv(l, ch) * ch))
+
+
+def state_outer_src(p, task, x0=X0, last="CHUNK - 1", tmask="t < L", bterm="dtu * bt[None, :]"):
+    """Mamba's CUDA forward order in Triton: the N states one after another inside a chunk."""
+    return program(task, f"""
+
+@triton.jit
+def selective_scan_kernel({SIG}, CHUNK: tl.constexpr):
+    # the N states one after another (as Mamba's selective_scan_fwd_kernel loops state_idx): each a
+    # [BLOCK_D, CHUNK] scan, y summed elementwise in registers; only the chunk's end state crosses lanes
+    b, blk = tl.program_id(0), tl.program_id(1)
+{prologue(True)}
+    is_last = (tl.arange(0, CHUNK) == {last})[None, :]
+    b_row = b.to(tl.int64) * N * L                              # B_t, C_t of state i: b_row + i * L + t
+    carry = {x0}
+    for c0 in range(0, L, CHUNK):
+        t = c0 + tl.arange(0, CHUNK)
+        tm = {tmask}
+        m2 = dm[:, None] & tm[None, :]
+        offs = row[:, None] + t[None, :]                      # [BLOCK_D, CHUNK], contiguous along t
+        ut = tl.load(u_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+        dt = tl.where(m2, softplus(tl.load(dl_ptr + offs, mask=m2, other=0.0).to(tl.float32) + dbias[:, None]), 0.0)
+        dtu = dt * ut
+        yt = dskip[:, None] * ut
+        nxt = tl.zeros((BLOCK_D, N), tl.float32)
+        for i in tl.static_range(N):
+            sel = (n == i)[None, :]
+            a_i = tl.sum(tl.where(sel, A2, 0.0), axis=1)         # column i of the [BLOCK_D, N] tiles
+            x_in = tl.sum(tl.where(sel, carry, 0.0), axis=1)
+            bt = tl.load(B_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)
+            ct = tl.load(C_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)
+            a = tl.exp2(dt * a_i[:, None])                          # masked steps: dt 0, identity
+            a_cum, b_cum = tl.associative_scan((a, {bterm}), axis=1, combine_fn=combine)
+            x = a_cum * x_in[:, None] + b_cum
+            yt += x * ct[None, :]
+            nxt = tl.where(sel, tl.sum(tl.where(is_last, x, 0.0), axis=1)[:, None], nxt)
+        carry = nxt
+        zt = tl.load(z_ptr + offs, mask=m2, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=m2)
+""",
+                   f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
+                   f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, CHUNK={p['CHUNK']}, num_warps={p['num_warps']})")
