@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from . import TERMS, Fit, launch_terms, param_steps
+from . import TERMS, Fit, curve_steps, launch_terms, param_steps
 
 IMPLS = ("cuda", "triton")
 LN2 = math.log(2.0)
@@ -124,15 +124,35 @@ def size_refs(records: list) -> dict:
     return {m: round(math.exp(sum(v) / len(v)), 6) for m, v in sorted(logs.items())}
 
 
+def size_ranges(records: list) -> dict:
+    """module -> [least, most] roofline floor (ms) of its records, rounded outward to 6 significant digits (every
+    record stays inside): the range Fit.size_step keeps the size term within."""
+    spans = {}
+    for r in records:
+        lo, hi = spans.get(r["module"], (r["work_ms"], r["work_ms"]))
+        spans[r["module"]] = (min(lo, r["work_ms"]), max(hi, r["work_ms"]))
+    return {m: [_round_sig(lo, math.floor), _round_sig(hi, math.ceil)] for m, (lo, hi) in sorted(spans.items())}
+
+
+def _round_sig(x: float, direction, digits: int = 6) -> float:
+    """x to `digits` significant digits, rounded by `direction` (math.floor: never above x, math.ceil: never below)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    step = -1 if direction is math.floor else 1
+    k = direction(x / unit)
+    while (float(f"{k * unit:.{digits}g}") - x) * step < 0:      # x / unit rounded the wrong way
+        k += step
+    return float(f"{k * unit:.{digits}g}")
+
+
 def with_fit_steps(records: list, refs: dict | None) -> list:
-    """The records with the steps the parameter solve fits beside the module's parameters: each
-    launch term as `~term` (the module's departure from its impl's exponent), each of these and of
+    """The records with the steps the parameter solve fits beside the module's parameters: the square of
+    each CURVED parameter's step as `p^2` (curve_steps), each launch term as `~term` (the module's departure from its impl's exponent), each of these and of
     the parameters again as `p@variant` (the variant's departure from the module's) and, with refs,
     the variant's size step (log2 of work over the module's reference)."""
     out = []
     for r in records:
         steps = r.get("steps", {})
-        steps = {**steps, **{TERM + t: math.log2(x) for t, x in r["terms"].items()}}
+        steps = {**steps, **curve_steps(steps), **{TERM + t: math.log2(x) for t, x in r["terms"].items()}}
         steps = {**steps, **{f"{p}@{r['variant']}": x for p, x in steps.items()}}
         if refs is not None:
             steps[SIZE + r["variant"]] = math.log2(r["work_ms"] / refs[r["module"]])
@@ -199,6 +219,7 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
                                for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())},
               module_exponents={m: {t: x for t, x in sorted(v.items()) if x} for m, v in sorted(term_exps.items())},
               size_ref_ms={m: x for m, x in refs.items() if m in sizes},
+              size_range_ms={m: x for m, x in size_ranges(records).items() if m in sizes},
               size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
     return fit, err
 
