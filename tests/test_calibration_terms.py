@@ -81,11 +81,13 @@ def test_the_fit_finds_a_block_size_sweet_spot():
 
 
 # topk_cuda vectorized_float4 fp32 on an H200 (h200_gpucheck_testgrid.json, B=8 V=128256 K=50): 128 / 256 / 512 /
-# 1024 threads, cap 2048: 154.2 / 89.6 / 60.9 / 65.2 us. The straight line put 1024 at 47.0 (0.72x), the fastest.
-def test_topk_vectorized_float4_is_not_faster_at_1024_threads_than_at_512():
+# 1024 threads, cap 2048: 154.2 / 89.6 / 60.9 / 65.2 us. The straight line put 1024 at 47.0 (0.72x), 1.37x faster
+# than 512; with the bend 52.5 (0.81x), 1.13x: still faster than the hardware, the gap a third of what it was.
+def test_topk_vectorized_float4s_gain_past_512_threads_shrinks_toward_the_measured_loss():
     m = REGISTRY["topk_cuda"]
     v = m.variant("vectorized_float4")
     task = make_task(m, "H200", "fp32", {"B": 8, "V": 128256, "K": 50})
     t = {n: simulate(m, v, {**v.defaults(), "threads": n, "cap": 2048}, task).time_ms * 1e3 for n in (128, 256, 512, 1024)}
     assert t[128] > t[256] > t[512]
-    assert t[1024] >= 0.8 * 65.2 and t[1024] / t[512] >= 0.85        # measured 1.07x
+    assert 0.8 <= t[1024] / 65.2 and 0.8 <= t[128] / 154.2 <= 1.25 and 0.8 <= t[512] / 60.9 <= 1.25
+    assert t[512] / t[1024] <= 1.15
