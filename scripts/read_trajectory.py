@@ -43,25 +43,26 @@ def load(data: Path, episode_id: str) -> tuple[dict, list[dict]]:
     return episode_row(session), session["messages"]
 
 
-def _find(path: Path, episode_id: str) -> dict:
+def _matching(path: Path, episode_id: str):
+    """The rows of one JSONL file whose id is `episode_id` (a substring test first: most lines are not parsed)."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             if f'"{episode_id}"' in line:
                 row = json.loads(line)
                 if row["id"] == episode_id:
-                    return row
+                    yield row
+
+
+def _find(path: Path, episode_id: str) -> dict:
+    for row in _matching(path, episode_id):
+        return row
     raise SystemExit(f"read_trajectory: {episode_id} not in {path}")
 
 
 def _rows(data: Path, name: str, episode_id: str):
     for path in (data / f"{name}.jsonl", data / f"{name}.validation.jsonl"):
         if path.exists():
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if f'"{episode_id}"' in line:
-                        row = json.loads(line)
-                        if row["id"] == episode_id:
-                            yield row
+            yield from _matching(path, episode_id)
 
 
 def changes(before: dict, after: dict) -> str:
