@@ -329,7 +329,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               f"{FIRST_TWEAK_FAILS_MIN})"),
         check("converged_far_from_best", round(b["converged_far"] / max(1, b["converged"]), 4), "<=", CONVERGED_FAR_MAX,
               f"{b['converged_far']}/{b['converged']} converged endings whose last {behaviour.LAST_STEPS} measured steps "
-              f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost)"),
+              f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost); passes within "
+              f"{sampling_tolerance(CONVERGED_FAR_MAX, b['converged']):.3f} of it (2 standard errors)",
+              sampling_tolerance(CONVERGED_FAR_MAX, b["converged"])),
         check("baselines_far_from_eager", b["baseline_far_from_eager"], "==", 0,
               f"baselines over {behaviour.EAGER_FAR:g}x the PyTorch eager reference's time (search.eager_cap), beyond "
               f"the timing noise of their one measurement ({behaviour.EAGER_NOISE:g}x)"),
