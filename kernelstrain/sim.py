@@ -11,7 +11,8 @@ e_m = variant.memory_eff * bytes-in-flight factor (Little's law: vector width x 
 e_c = variant.compute_eff * compute_scale * tile quantization * wave quantization
       * warps-per-SM factor * lane utilisation
 calibration = the fitted H200 ceiling of the (module, variant), powers of the launch model's ratios
-      (coverage, threads, compute_scale, tile_quant, lane_util, traffic) and per-module parameter terms;
+      (coverage, threads, compute_scale, tile_quant, lane_util, traffic, in_flight, latency, dram: the H200's DRAM
+      bandwidth over the card's) and per-module parameter terms;
 launch overhead = the fitted back-to-back launch floor (kernelstrain/calibration/)
 """
 from __future__ import annotations
@@ -55,6 +56,11 @@ TILE_VALUES_MAX = 1024
 # 1.49x over 21 candidates, softmax_triton fp32 C=31999 vs 32000 (4x) 1.29x over 23: 8 ** 0.19 = 1.48,
 # 4 ** 0.19 = 1.30; tensor-core GEMMs (gemm_fp16_triton K=777 vs 776, 21 candidates) 1.00x, compute-bound.
 NARROW_LOAD_EXPONENT = 0.19
+# The widest load one instruction makes: a launch's bytes_per_access past it counts several vectors in flight (a
+# whole row held in registers, an unrolled loop), each narrowed to one element alike. Measured: softmax_triton fp32
+# C=31999 against 32000 with loop_unroll 4-8 (64-128 bytes in flight a thread) 1.15-1.34x, as the rolled loop's
+# 1.2-1.4x; the uncapped width said 1.69-1.93x (h100_gpucheck_kigrid.json).
+VECTOR_BYTES = 16
 # One dependent step of an unpipelined K loop (Launch.serial_trips: each step's loads before its math, nothing in
 # flight across steps) over DRAM_LATENCY_S: the round trip under load plus the step's own issue. gemm_fp16_triton
 # broadcast_sum at M=16 N=K=8192 (one wave of 512-1024 programs, B read once from DRAM): on an H200 BLOCK_K=16
@@ -107,13 +113,13 @@ def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> 
     """A Triton candidate's launch at a task whose rows are not 16-byte multiples: Triton vectorizes
     a load only where it can prove 16-byte divisibility of the pointer arithmetic (it specializes
     integer arguments divisible by 16), so every load of such a row is one element wide. The tile's
-    loads stay independent (as many bytes in flight), but a warp issues bytes_per_access / element
+    loads stay independent (as many bytes in flight), but a warp issues min(VECTOR_BYTES, bytes_per_access) / element
     times more load instructions: where the task's ideal time is its bytes', the memory side slows by
     that ratio ** NARROW_LOAD_EXPONENT (Launch.narrow: the measured ratio, applied past the calibration, whose
     fitted traffic exponent is the model's re-reads', not this); where it is its FLOPs' (a GEMM: each tile
     loaded once a K step feeds the tensor cores BLOCK times) the extra loads hide behind the math.
     CUDA rungs that vectorize do not run there at all (feasibility.violation)."""
-    lost = launch.bytes_per_access / DTYPE_BYTES[task.dtype]
+    lost = min(VECTOR_BYTES, launch.bytes_per_access) / DTYPE_BYTES[task.dtype]
     if module.impl != "triton" or lost <= 1 or not feasibility.misaligned(module, task, own=True):
         return launch
     cost = module.cost(task)
@@ -337,7 +343,7 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
     t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
-                         latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)))
+                         latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)), task.gpu.bw_tbs)
     factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
     core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu))

@@ -33,13 +33,13 @@ KEYS = ("n", "geomean", "within_0.8_1.25", "within_0.5_2", "groups", "spearman_m
 
 
 def module_table(rows: list) -> dict:
-    """module -> (rows, episode Spearman mean, pooled Spearman, share within 0.8-1.25x, geomean)."""
+    """module -> (rows, episode Spearman mean, same-episode pair order, pooled Spearman, share within 0.8-1.25x, geomean)."""
     pooled = agreement(rows)["module_spearman"]
     table = {}
     for m in sorted({r["module"] for r in rows}):
         a = agreement([r for r in rows if r["module"] == m])
-        table[m] = {"n": a["n"], "rho_episode": a["spearman_mean"], "rho_pooled": pooled.get(m),
-                    "band": a["within_0.8_1.25"], "geomean": a["geomean"]}
+        table[m] = {"n": a["n"], "rho_episode": a["spearman_mean"], "pairs": a["pair_agreement"],
+                    "rho_pooled": pooled.get(m), "band": a["within_0.8_1.25"], "geomean": a["geomean"]}
     return table
 
 

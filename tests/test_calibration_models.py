@@ -89,3 +89,41 @@ def test_softmax_triton_row_spills_like_rmsnorm_with_the_prefetched_row_pinned()
     h200 = make_task(m, "H200", "fp16", {"R": 256, "C": 151936})
     p, w = m.launch(persistent, {"num_warps": 8, "programs_per_sm": 2}, h200), m.launch(whole, {"num_warps": 8}, h200)
     assert 1.5 < p.traffic / w.traffic < 4.0
+
+
+def test_mla_loop_carried_accumulator_past_the_register_file_spills():
+    """BLOCK_H 64 on 4 warps holds a [64, 512] fp32 accumulator, 256 registers a thread, across the key loop:
+    the H200 (h200_gpucheck_pgrid.json, B=32 H=128 S=4000) ran it 2.6-2.8x BLOCK_H 32 on 4 warps, the H100
+    (h100_gpucheck_simgrid.json, B=128 H=128 S=2000) 3.1-3.4x; on 8 warps (128 a thread) it did not spill."""
+    m = REGISTRY["mla_decode_triton"]
+    v = m.variant("head_block_tl_dot")
+    task = make_task(m, "H100", "bf16", {"B": 128, "H": 128, "S": 2000})
+    wide, narrow, eight = (m.launch(v, {"BLOCK_H": bh, "BLOCK_N": 32, "num_warps": w}, task)
+                           for bh, w in ((64, 4), (32, 4), (64, 8)))
+    assert wide.traffic > 1.4 * narrow.traffic and wide.compute_scale < 0.7 * narrow.compute_scale
+    assert eight.traffic < narrow.traffic and eight.compute_scale >= narrow.compute_scale
+
+
+def test_fp8_quant_row_tiles_keep_their_whole_rows_in_flight():
+    """H200 T=512 D=5120 (gpu-check s5151/s6262/s9191): fp8_native_cast ROWS 8 on 8 warps (64 programs) 6.9 us
+    against ROWS 1 on 4 warps 4.7-5.1: the tile's loads all issue before the amax waits, so 64 programs keep as
+    many bytes in flight as 512 (16 bytes a thread modelled it latency-bound, 2.5x ROWS 1)."""
+    from kernelstrain.sim import in_flight_ratio
+    m = REGISTRY["fp8_quant_triton"]
+    v = m.variant("fp8_native_cast")
+    task = make_task(m, "H200", "bf16", {"T": 512, "D": 5120})
+    tile, row = (m.launch(v, p, task) for p in ({"num_warps": 8, "ROWS": 8}, {"num_warps": 4, "ROWS": 1}))
+    assert in_flight_ratio(tile, task.gpu) >= in_flight_ratio(row, task.gpu) > 0.3
+
+
+def test_misaligned_rows_narrow_each_16_byte_vector_not_the_bytes_in_flight():
+    """softmax_triton fp32 C=31999 against 32000 on the H100 (h100_gpucheck_kigrid.json): chunked_three_pass with
+    loop_unroll 8 (128 bytes a thread in flight) ran 1.15x its aligned twin, the rolled loop 1.2-1.3x."""
+    from kernelstrain.sim import modelled_launch
+    m = REGISTRY["softmax_triton"]
+    v = m.variant("chunked_three_pass")
+    task = make_task(m, "H100", "fp32", {"R": 4096, "C": 31999})
+    base = {"BLOCK": 2048, "num_warps": 8}
+    rolled, unrolled = (modelled_launch(m, v, {**base, "loop_unroll": u}, task) for u in (0, 8))
+    assert unrolled.bytes_per_access > 16 >= rolled.bytes_per_access
+    assert unrolled.narrow == rolled.narrow == 4 ** 0.19

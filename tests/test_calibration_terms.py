@@ -91,3 +91,24 @@ def test_topk_vectorized_float4s_gain_past_512_threads_shrinks_toward_the_measur
     assert t[128] > t[256] > t[512]
     assert 0.8 <= t[1024] / 65.2 and 0.8 <= t[128] / 154.2 <= 1.25 and 0.8 <= t[512] / 60.9 <= 1.25
     assert t[512] / t[1024] <= 1.15
+
+
+def test_the_dram_term_is_the_reference_bandwidth_over_the_cards_where_memory_bound():
+    from types import SimpleNamespace
+    from kernelstrain.calibration import REFERENCE_DRAM_TBS, launch_terms
+    launch = SimpleNamespace(threads=128, compute_scale=1.0, tile_quant=1.0, lane_util=1.0, traffic=1.0)
+    assert launch_terms(launch, 1.0, False, dram_tbs=3.35)["dram"] == pytest.approx(REFERENCE_DRAM_TBS / 3.35)
+    assert launch_terms(launch, 1.0, False, dram_tbs=REFERENCE_DRAM_TBS)["dram"] == 1.0
+    assert launch_terms(launch, 1.0, True, dram_tbs=3.35)["dram"] == 1.0     # compute-bound: no DRAM in the time
+
+
+def test_decode_attention_on_the_h100_is_not_its_bytes_over_the_h100s_bandwidth():
+    """paged_decode_cuda B=32 H=32 KVH=8 S=2048 ran 96-161 us on an H100 (seed 30303) and 97-157 on an H200, where
+    the bytes over each card's DRAM bandwidth say 1.43x: the fit's dram exponent keeps the modelled ratio of its
+    gqa and uint4 rungs (latency-bound, or re-reading through L2) well under that."""
+    m = REGISTRY["paged_decode_cuda"]
+    shape = {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}
+    for tag in ("gqa_cp_async", "vectorized_uint4"):
+        v = m.variant(tag)
+        h100, h200 = (simulate(m, v, v.defaults(), make_task(m, g, "bf16", shape)).time_ms for g in ("H100", "H200"))
+        assert h100 / h200 < 1.2

@@ -23,7 +23,8 @@ module's (variants seen rarely lean on their module); 1.0 for anything the H200 
 The launch terms (launch_terms) are the launch model's own ratios: SM coverage, threads / 128,
 compute_scale, tile_quant, lane_util, traffic and the bytes in flight over what the bandwidth
 needs (Little's law) and latency (sim.latency_ratio: 1 + the grid's waves of one DRAM round trip each over
-the roofline time, which an exponent near 1 adds: the dependent phases of a short or thin grid); an exponent of 0 keeps the analytic model's
+the roofline time, which an exponent near 1 adds: the dependent phases of a short or thin grid) and the H200's DRAM
+bandwidth over the card's (REFERENCE_DRAM_TBS: how much of a memory-bound time follows the DRAM); an exponent of 0 keeps the analytic model's
 effect, a negative one for a factor in 0..1 damps its penalty (the fit: how far the H200 follows it);
 `module_exponents[module][term]` is a module's departure from its impl's exponent (its kernels
 feel masked lanes or a short grid more or less than the impl's average) and `term@variant` a
@@ -58,7 +59,18 @@ from importlib import resources
 FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
-TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency")
+TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency", "dram")
+# The DRAM bandwidth (TB/s) of the card most fit rows were timed on (the H200): the `dram` term is it over the
+# simulated card's. A memory-bound kernel short of the bandwidth for another reason -- bytes in flight (Little's law:
+# bandwidth = bytes in flight / latency, whatever the peak), re-reads that L2 serves, an issue-bound loop -- takes
+# as long on a card of the same SMs and L2 but other DRAM; the fit's exponent of the term says how much of a
+# module's time follows the DRAM (0: all of it, -1: none). H100 (3.35 TB/s) against H200 (4.8), both 132 SMs and
+# 50 MB of L2: paged_decode_cuda B=32 H=32 KVH=8 S=2048 ran 96-161 us on the H100 (seed 30303) and 97-157 on the H200,
+# where the bytes alone say 1.43x; at B=128 S=1024 (h100_gpucheck_s40404.json) split_kv and vectorized_uint4, whose
+# sibling query heads re-read their KV head (L2 serves most of it), ran 230 and 270 us: 1.2-1.4x the gqa rung's
+# 190 us (which reads it once) for 2.5x its modelled bytes. Without the term the fit put the H100 rows of
+# paged_decode_cuda, flash_decode_triton, gemv_cuda and grad_clip_cuda 1.16-1.31x slow against their H200 rows.
+REFERENCE_DRAM_TBS = 4.8
 # the parameters whose effect the fit lets bend (a term in the square of the step beside the linear one): a block's
 # size has a sweet spot that no power law gives (more warps hide more latency, then cost more at every barrier and
 # block scan: topk_cuda's rungs on the H200 gain 1.5x from 256 to 512 threads and lose 5-15% from 512 to 1024, where
@@ -144,14 +156,17 @@ class Fit:
                 "ceilings": self.ceilings}
 
 
-def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float = 1.0, latency: float = 1.0) -> dict:
+def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float = 1.0, latency: float = 1.0,
+                 dram_tbs: float = REFERENCE_DRAM_TBS) -> dict:
     """The launch model's ratios the fit scales (TERMS), each floored above 0. The compute-side
     ratios (compute_scale, tile_quant) count only where the uncalibrated roofline is compute-bound
-    and traffic and in_flight (sim.in_flight_ratio: Little's law) only where it is memory-bound:
-    elsewhere they do not set the time (1.0); latency is sim.latency_ratio."""
+    and traffic, in_flight (sim.in_flight_ratio: Little's law) and dram (REFERENCE_DRAM_TBS over the card's
+    dram_tbs) only where it is memory-bound: elsewhere they do not set the time (1.0); latency is sim.latency_ratio."""
+    def memory_side(x: float) -> float:
+        return 1.0 if compute_bound else x
     values = (coverage, launch.threads / 128, launch.compute_scale if compute_bound else 1.0,
-              launch.tile_quant if compute_bound else 1.0, launch.lane_util,
-              1.0 if compute_bound else launch.traffic, 1.0 if compute_bound else in_flight, latency)
+              launch.tile_quant if compute_bound else 1.0, launch.lane_util, memory_side(launch.traffic),
+              memory_side(in_flight), latency, memory_side(REFERENCE_DRAM_TBS / dram_tbs))
     return {t: max(float(x), 1e-6) for t, x in zip(TERMS, values)}
 
 

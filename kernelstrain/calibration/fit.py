@@ -367,7 +367,7 @@ def measured_records(files=FIT_FILES) -> list:
                     "core_ms": max(terms) * 1e3,
                     "launches": launch.launches,
                     "terms": launch_terms(launch, sm_coverage(launch, gpu), terms[0] >= terms[1],
-                                          in_flight_ratio(launch, gpu), latency_ratio(launch, gpu, max(terms))),
+                                          in_flight_ratio(launch, gpu), latency_ratio(launch, gpu, max(terms)), gpu.bw_tbs),
                     "path": variant.path, "e_c": e_c, "e_m": e_m,
                     "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
