@@ -113,8 +113,10 @@ def _work(index: int):
     slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
     keys = streamed_keys(layout)
     blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in keys)
-    judged = layout.judge and layout.judge({k: [json.loads(line) for line in data.splitlines()]
-                                            for k, (data, _) in zip(keys, blocks)})
+    # the rows themselves are the rows as written: each holds JSON's own types alone (str keys, lists,
+    # no tuples), so json.loads gives back equal rows (tests/test_generation_judge.py); decoding them
+    # again cost ~6% of an episode
+    judged = layout.judge and layout.judge({k: list(rows.get(k, ())) for k in keys})
     return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged
 
 

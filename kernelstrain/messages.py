@@ -378,7 +378,9 @@ _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((?:[^()\n]|\([^()\n]*\))*\)")
 # integer values a candidate states whatever its parameters: macros, constexprs, Triton
 # meta-parameters (upper-case constexprs, num_warps/num_stages/num_ctas) passed at launch
 _STATED = (re.compile(r"^[ \t]*#define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+\(?(\d+)\)?[uU]?(?=[ \t]*(?://.*)?$)", re.M),
-           re.compile(r"\bconstexpr[ \t]+(?:int|unsigned|int64_t|size_t)[ \t]+(\w+)[ \t]*=[ \t]*(\d+)[ \t]*;"),
+           # \bconstexpr, its boundary checked behind the word: a pattern that starts with a literal is
+           # searched for that literal, one that starts with \b tries every position (25x slower)
+           re.compile(r"constexpr(?<!\wconstexpr)[ \t]+(?:int|unsigned|int64_t|size_t)[ \t]+(\w+)[ \t]*=[ \t]*(\d+)[ \t]*;"),
            re.compile(r"[(,][ \t]*([A-Z][A-Z0-9_]*|num_warps|num_stages|num_ctas)=(\d+)(?=[ \t]*[,)\n])"))
 _HARDWARE = ("WARP_SIZE",)      # the target's, not a choice
 
@@ -396,8 +398,10 @@ def code_values(code: str, params: dict) -> list[str]:
     >>> code_values("    for off in tl.range(0, C, BLOCK, loop_unroll_factor=4):", {"loop_unroll": 4})
     ['loop_unroll_factor=4']
     """
+    lower = code.lower() if code.isascii() else None
+    tuples = []          # _TUPLE's matches, found at the first parameter that needs them
     out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS or name in UNROLL_NAMES
-                       else _spelled(code, name, value)
+                       else _spelled(code, name, value, lower, tuples)
                        for name, value in params.items()) if t]
     named = {t.split("=")[0] for t in out}
     stated = sorted((m.start(), f"{m.group(1)}={m.group(2)}") for pattern in _STATED for m in pattern.finditer(code)
@@ -418,15 +422,37 @@ def _knob_text(code: str, name: str, value: int) -> str | None:
     return None          # the opt-in slip is a line the code lacks, not a value
 
 
-def _spelled(code: str, name: str, value) -> str | None:
-    for pattern in (_DEFINE, _ASSIGN):
-        found = re.search(pattern.format(name=re.escape(name), value=value), code, re.I)
+def _spelled(code: str, name: str, value, lower: str | None, tuples: list) -> str | None:
+    """`lower`: code.lower() of an ASCII code (else None); `tuples`: _TUPLE's matches in the code, or
+    empty where not yet found (filled here)."""
+    for pattern, start in ((_DEFINE, "#define"), (_ASSIGN, name.lower())):
+        found = _search_at(pattern.format(name=re.escape(name), value=value), code,
+                           lower if name.isascii() else None, start)
         if found:
             return f"{found.group(1)}={value}"
-    for names, values in _TUPLE.findall(code):
+    if not tuples:
+        tuples.append(_TUPLE.findall(code))
+    for names, values in tuples[0]:
         for n, v in zip(re.split(r"\s*,\s*", names), re.split(r"\s*,\s*", values)):
             if n.lower() == name.lower() and v == str(value):
                 return f"{n}={value}"
+    return None
+
+
+def _search_at(pattern: str, code: str, lower: str | None, start: str):
+    """re.search(pattern, code, re.I), where every match begins with `start` (lower case) and
+    `lower` is code.lower() of an ASCII code (None: searched plainly): the pattern is tried only
+    where `start` occurs. A case-blind pattern is searched by trying every position of the code
+    (~0.1 ms a step's code, asked for each parameter of every step); the same first match."""
+    if lower is None:
+        return re.search(pattern, code, re.I)
+    compiled = re.compile(pattern, re.I)      # (re's own cache: one compile a pattern)
+    at = lower.find(start)
+    while at >= 0:
+        found = compiled.match(code, at)      # (a \b at `at` sees the character before it)
+        if found:
+            return found
+        at = lower.find(start, at + 1)
     return None
 
 
