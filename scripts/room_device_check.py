@@ -4,6 +4,7 @@ catalog GPU it runs on; every bug render at the parameter's smallest and largest
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
+    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -41,13 +42,37 @@ REFERENCE = [
     ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN_SHAPES[2:], {"threads": 32}),
 ]
 
+# words.VEC (2-, 4- or 8-byte accesses) on the scalar rungs of the short-episode memory-bound modules (issue 26
+# item 2, roomC): latency-bound (few rows) and bandwidth-bound shapes, each beside the module's uint4 rung
+ROW_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 8192, "D": 5120}]
+SWIGLU_SHAPES = [{"T": 512, "I": 13824}, {"T": 4096, "I": 11008}]
+LN_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 8192, "D": 1024}]
+VEC_NEW = [
+    ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES),
+    ("rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
+    ("add_rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
+    ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES),
+]
+# (module, rung, parameter, shapes, base, values): values of the parameter to time (all when absent)
+VEC_REFERENCE = [
+    ("swiglu_fwd_cuda", "vectorized_uint4", "threads", SWIGLU_SHAPES, {}, (256,)),
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
+    ("layernorm_cuda", "vectorized_uint4", "threads", LN_SHAPES, {}, (256,)),
+    # 1024-thread blocks: ptxas gives VEC 4 37 registers (2 blocks of 1024 no longer fit an SM's 64K)
+    ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES[1:2], {"threads": 1024}),
+    ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES[1:], {"threads": 512}),
+]
+PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE)}
 
-def cases(gpu: str) -> list:
+
+def cases(gpu: str, plan: str = "default") -> list:
+    new_entries, reference = PLANS[plan]
     out = []
-    for entry in NEW + REFERENCE:
+    for entry in new_entries + reference:
         module_name, tag, name, shapes = entry[:4]
         base = entry[4] if len(entry) > 4 else {}
-        new = entry in NEW
+        new = entry in new_entries
         m = REGISTRY[module_name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
@@ -55,7 +80,7 @@ def cases(gpu: str) -> list:
             if not fits(m, dtype, shape, gpu):
                 continue
             task = make_task(m, gpu, dtype, shape)
-            values = v.param(name).values
+            values = entry[5] if len(entry) > 5 else v.param(name).values
             for value in values:
                 params = {**v.defaults(), **base, name: value}
                 if not simulate(m, v, params, task).ok or not writable(m, v, params, task):   # as the engine offers
@@ -81,7 +106,8 @@ def main() -> int:
     rehearse = int(os.environ.get("KNOBA_REHEARSE", "0"))     # N cases without a GPU: every path but the GPU's
     device = "rehearsal (no GPU)" if rehearse else require_gpu()
     gpu = "H100" if rehearse else catalog_gpu(device)
-    planned = cases(gpu)[:rehearse] if rehearse else cases(gpu)
+    plan = os.environ.get("ROOM_PLAN", "default")
+    planned = cases(gpu, plan)[:rehearse] if rehearse else cases(gpu, plan)
     print(f"knob_device: {len(planned)} cases on {device} (simulated as {gpu})", file=sys.stderr)
     build_dir = Path("/tmp/knobA_build")
     t0 = time.time()

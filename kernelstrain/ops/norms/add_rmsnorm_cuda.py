@@ -6,6 +6,7 @@ uint4 loads/stores -> the summed row cached in registers (no re-read of the resi
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
+from ..words import VEC, WORD, word_regs, word_trips, word_union
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
@@ -25,9 +26,9 @@ def host(task, grid: str, block: str, pre: str = "") -> str:
 def block_launch(p, task, smem: int, traffic: float, launches: int = 1, vec: bool = False):
     """Launch model of a block-per-row rung with `smem` bytes, scalar or uint4 loads."""
     d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-    per = 16 // elt if vec else 1
-    return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24,
-                  bytes_per_access=16 if vec else elt, traffic=traffic,
+    per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
+    return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24 + (per - 1),
+                  bytes_per_access=elt * per, traffic=traffic,
                   lane_util=min(1.0, d / (threads * per)), launches=launches,
                   rounds=block_row_rounds(threads, task.gpu.warp, 1))
 
@@ -118,10 +119,47 @@ def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=SCALE):
             + fused(p, task, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];", last, scale))
 
 
-def warp_shuffle_src(p, task, last="D", scale=SCALE):
-    return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
-            + fused(p, task, "block_sum(sum_sq, warp_totals)", "__shared__ float warp_totals[THREADS / WARP_SIZE];",
-                    last, scale))
+def warp_shuffle_src(p, task, last="D", scale=None):
+    vec = p.get("vec", 1)
+    smem = "__shared__ float warp_totals[THREADS / WARP_SIZE];"
+    if vec == 1:
+        return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
+                + fused(p, task, "block_sum(sum_sq, warp_totals)", smem, last, SCALE if scale is None else scale))
+    word = WORD[vec]
+    return f"""
+#define THREADS {p['threads']}
+#define VEC {vec}  // adjacent values a thread moves as one {vec * 2}-byte {word}; D % VEC == 0
+{word_union(vec)}
+{BLOCK_SUM}
+// One block per row: add and store the residual a word at a time, reduce, then re-read the
+// residual (each thread re-reads only the words it wrote, so no barrier is needed) to normalise.
+extern "C" __global__ void __launch_bounds__(THREADS)
+{SIG} {{
+    {smem}
+    const {word}* xr = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.x * D);
+    {word}* r = reinterpret_cast<{word}*>(residual + (size_t)blockIdx.x * D);
+    const {word}* wr = reinterpret_cast<const {word}*>(weight);
+    {word}* yr = reinterpret_cast<{word}*>(y + (size_t)blockIdx.x * D);
+    float sum_sq = 0.f;
+    for (int c = threadIdx.x; c < D / VEC; c += THREADS) {{
+        Word a, b, h; a.u = xr[c]; b.u = r[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{
+            h.h[k] = from_float(to_float(a.h[k]) + to_float(b.h[k]));
+            const float f = to_float(h.h[k]);
+            sum_sq += f * f;
+        }}
+        r[c] = h.u;
+    }}
+    const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
+    for (int c = threadIdx.x; c < ({last}) / VEC; c += THREADS) {{
+        Word h, w, o; h.u = r[c]; w.u = wr[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(h.h[k]) * inv_rms{VEC_SCALE if scale is None else scale});
+        yr[c] = o.u;
+    }}
+}}
+{host(task, "T", "THREADS")}"""
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -245,7 +283,8 @@ class AddRMSNormCuda(AddRMSNormSpec):
              render=render_of(fused_block_reduce_src),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", launch=launch_of(fused_launch(tree=False), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static",
+             launch=launch_of(fused_launch(tree=False), word_trips(), word_regs),
              render=render_of(warp_shuffle_src),
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "fused kernel with 16-byte uint4 loads/stores of x, residual and y",

@@ -7,6 +7,8 @@ per-chunk Welford -> row cached in registers, exact two-pass statistics from reg
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
+from ..words import VEC, word_regs, word_trips
+from ._layernorm_words import smem_block_kernel
 from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
 
@@ -56,9 +58,9 @@ def block_launch(smem_of, traffic: float, reductions: int, vec: bool = False):
     waits on (block_row_rounds)."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-        per = 16 // elt if vec else 1
+        per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
         return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                      regs=34 if per > 1 else 30, bytes_per_access=per * elt, traffic=traffic,
+                      regs=34 if vec else 30 + (per - 1), bytes_per_access=per * elt, traffic=traffic,
                       lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, reductions))
     return launch
 
@@ -78,20 +80,7 @@ __device__ __forceinline__ float tree_sum(float v, float* partial) {{
     return total;
 }}
 
-// One block per row; the mean and the centred variance each take a pass over x.
-extern "C" __global__ void __launch_bounds__(THREADS)
-{SIG} {{
-    __shared__ float partial[THREADS];
-    const scalar_t* xr = x + (size_t)blockIdx.x * D;  scalar_t* yr = y + (size_t)blockIdx.x * D;
-    float sum = 0.f;
-    for (int i = threadIdx.x; i < D; i += THREADS) sum += to_float(xr[i]);
-    const float mean = tree_sum(sum, partial) / D;
-    float sq = 0.f;
-    for (int i = threadIdx.x; i < D; i += THREADS) {{ const float d = to_float(xr[i]) - mean; sq += d * d; }}
-    const float rstd = rsqrtf(tree_sum(sq, partial) / D + eps);
-    for (int i = threadIdx.x; i < D; i += THREADS)
-        yr[i] = from_float((to_float(xr[i]) - mean) * rstd * to_float(weight[i]) + to_float(bias[i]));
-}}
+{smem_block_kernel(SIG, p.get('vec', 1))}
 {host(task, "T", "THREADS")}"""
 
 
@@ -277,8 +266,8 @@ class LayerNormCuda(LayerNormSpec):
         # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
-             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
+             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2), word_trips(), word_regs),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", render=render_of(welford_shuffle_src),

@@ -5,6 +5,7 @@ Ladder: one thread per row -> block reduction through shared memory -> warp shuf
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, pragma, unrolled
+from ..words import VEC, WORD, word_union
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -52,11 +53,11 @@ def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
     """Launch model of a block-per-row rung: smem_of(threads, warps) bytes, scalar or uint4 loads."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-        per = 16 // elt if vec else 1
+        per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
         return unrolled(Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                               regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
+                               regs=regs, bytes_per_access=elt * per, traffic=traffic,
                                lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1)),
-                        p, d / (threads * per), 4 if vec else 1)
+                        p, d / (threads * per), 4 if vec else max(1, per // 2))
     return launch
 
 
@@ -98,9 +99,14 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 {host(task, "T", "THREADS")}"""
 
 
-# -- warp_shuffle --------------------------------------------------------------------------
-def warp_shuffle_src(p, task, init="0.f", scale=SCALE):
-    return f"""
+# -- warp_shuffle ---------------------------------------------------------------------------
+WORD_SCALE = " * to_float(w.h[k])"
+
+
+def warp_shuffle_src(p, task, init="0.f", scale=None):
+    vec = p.get("vec", 1)
+    if vec == 1:
+        return f"""
 #define THREADS {p['threads']}
 {BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -116,7 +122,36 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     }}
     const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
 {pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS)
-        yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
+        yr[i] = from_float(to_float(xr[i]) * inv_rms{SCALE if scale is None else scale});
+}}
+{host(task, "T", "THREADS")}"""
+    word = WORD[vec]
+    return f"""
+#define THREADS {p['threads']}
+#define VEC {vec}  // adjacent values a thread loads as one {vec * 2}-byte {word}; D % VEC == 0
+{word_union(vec)}
+{BLOCK_SUM}
+extern "C" __global__ void __launch_bounds__(THREADS)
+rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
+               scalar_t* __restrict__ y, int T, int D, float eps) {{
+    __shared__ float warp_totals[THREADS / WARP_SIZE];
+    const {word}* xr = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.x * D);
+    const {word}* wr = reinterpret_cast<const {word}*>(weight);
+    {word}* yr = reinterpret_cast<{word}*>(y + (size_t)blockIdx.x * D);
+    const int words = D / VEC;
+    float sum_sq = {init};
+{pragma(p)}    for (int c = threadIdx.x; c < words; c += THREADS) {{
+        Word v; v.u = xr[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {{ float f = to_float(v.h[k]); sum_sq += f * f; }}
+    }}
+    const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
+{pragma(p)}    for (int c = threadIdx.x; c < words; c += THREADS) {{
+        Word v, w, o; v.u = xr[c]; w.u = wr[c];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(v.h[k]) * inv_rms{WORD_SCALE if scale is None else scale});
+        yr[c] = o.u;
+    }}
 }}
 {host(task, "T", "THREADS")}"""
 
@@ -235,7 +270,7 @@ class RMSNormCuda(RMSNormSpec):
              launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static",
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static",
              launch=block_launch(WARP_SMEM, regs=24), render=warp_shuffle_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
