@@ -52,6 +52,8 @@ VEC_NEW = [
     ("rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
     ("add_rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
     ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES),
+    ("embedding_gather_cuda", "row_per_block", "vec", [{"T": 32, "V": 128256, "D": 4096}, {"T": 4096, "V": 128256, "D": 4096}]),
+    ("kv_append_cuda", "block_per_token", "vec", [{"T": 256, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 8, "D": 128, "P": 16}]),
 ]
 # (module, rung, parameter, shapes, base, values): values of the parameter to time (all when absent)
 VEC_REFERENCE = [
@@ -59,6 +61,8 @@ VEC_REFERENCE = [
     ("rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
     ("add_rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
     ("layernorm_cuda", "vectorized_uint4", "threads", LN_SHAPES, {}, (256,)),
+    ("embedding_gather_cuda", "vectorized_uint4", "threads", [{"T": 4096, "V": 128256, "D": 4096}], {}, (256,)),
+    ("kv_append_cuda", "vectorized_uint4", "threads", [{"T": 4096, "H": 8, "D": 128, "P": 16}], {}, (128,)),
     # 1024-thread blocks: ptxas gives VEC 4 37 registers (2 blocks of 1024 no longer fit an SM's 64K)
     ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES[1:2], {"threads": 1024}),
     ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES[1:], {"threads": 512}),

@@ -10,6 +10,8 @@ union Word { uint2 u; scalar_t h[4]; };
 >>> WORD[2], VEC.values
 ('uint32_t', (1, 2, 4))
 """
+import math
+
 from .base import DTYPE_BYTES, Param
 
 VEC = Param("vec", (1, 2, 4), 1)       # 16-bit values a global access moves: 2, 4 or 8 bytes
@@ -21,10 +23,11 @@ def word_union(vec: int) -> str:
     return f"union Word {{ {WORD[vec]} u; scalar_t h[{vec}]; }};"
 
 
-def word_trips(dim: str = "D"):
-    """unroll.launch_of's trips() of a block-per-row loop over `dim` in VEC-value words."""
+def word_trips(*dims: str):
+    """unroll.launch_of's trips() of a block-per-row loop over the product of `dims` (D when none) in
+    VEC-value words."""
     def trips(params, task):
-        return task[dim] / (params["threads"] * params.get("vec", 1))
+        return math.prod(task[d] for d in dims or ("D",)) / (params["threads"] * params.get("vec", 1))
     return trips
 
 
