@@ -52,6 +52,7 @@ VEC_NEW = [
     ("rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
     ("add_rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
     ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES),
+    ("layernorm_cuda", "welford_shuffle", "vec", LN_SHAPES),
     ("embedding_gather_cuda", "row_per_block", "vec", [{"T": 32, "V": 128256, "D": 4096}, {"T": 4096, "V": 128256, "D": 4096}]),
     ("kv_append_cuda", "block_per_token", "vec", [{"T": 256, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 8, "D": 128, "P": 16}]),
 ]

@@ -10,6 +10,7 @@ from kernelstrain.tasks import make_task
 
 RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"),
          ("add_rmsnorm_cuda", "warp_shuffle", "D"), ("layernorm_cuda", "smem_block_reduce", "D"),
+         ("layernorm_cuda", "welford_shuffle", "D"),
          ("embedding_gather_cuda", "row_per_block", "D"), ("kv_append_cuda", "block_per_token", "D")]
 
 
@@ -55,6 +56,7 @@ def test_a_row_the_word_would_misalign_is_not_written(name, tag, dim):
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 64, "D": 4096}),
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 4096, "D": 4096}),
     ("layernorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),
+    ("layernorm_cuda", "welford_shuffle", {"T": 4096, "D": 4096}),
     ("embedding_gather_cuda", "row_per_block", {"T": 32, "V": 128256, "D": 4096}),
 ])
 def test_wider_words_are_faster_where_the_scalar_grid_is_short_of_bytes_in_flight(name, tag, shape):
