@@ -44,9 +44,9 @@ REFERENCE = [
 
 # words.VEC (2-, 4- or 8-byte accesses) on the scalar rungs of the short-episode memory-bound modules (issue 26
 # item 2, roomC): latency-bound (few rows) and bandwidth-bound shapes, each beside the module's uint4 rung
-ROW_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 8192, "D": 5120}]
+ROW_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
 SWIGLU_SHAPES = [{"T": 512, "I": 13824}, {"T": 4096, "I": 11008}]
-LN_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 8192, "D": 1024}]
+LN_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
 VEC_NEW = [
     ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES),
     ("rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
