@@ -8,7 +8,7 @@ from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import simulate, writable
 from kernelstrain.tasks import make_task
 
-RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"),
+RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"), ("rmsnorm_cuda", "smem_block_reduce", "D"),
          ("add_rmsnorm_cuda", "warp_shuffle", "D"), ("layernorm_cuda", "smem_block_reduce", "D"),
          ("layernorm_cuda", "welford_shuffle", "D"),
          ("embedding_gather_cuda", "row_per_block", "D"), ("kv_append_cuda", "block_per_token", "D")]
@@ -53,6 +53,7 @@ def test_a_row_the_word_would_misalign_is_not_written(name, tag, dim):
     ("swiglu_fwd_cuda", "row_grid_2d", {"T": 4096, "I": 11008}),
     ("swiglu_fwd_cuda", "row_grid_2d", {"T": 512, "I": 13824}),
     ("rmsnorm_cuda", "warp_shuffle", {"T": 64, "D": 4096}),
+    ("rmsnorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 64, "D": 4096}),
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 4096, "D": 4096}),
     ("layernorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),

@@ -5,7 +5,8 @@ Ladder: one thread per row -> block reduction through shared memory -> warp shuf
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, pragma, unrolled
-from ..words import VEC, WORD, word_union
+from ..words import VEC
+from ._rmsnorm_words import rms_words_kernel
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -70,7 +71,21 @@ WARP_SMEM = lambda threads, warps: warps * 4         # noqa: E731 - one float pe
 WRONG_INIT = {"init": "(float)D"}
 
 
-def smem_block_reduce_src(p, task, init="0.f", scale=SCALE):
+TREE_REDUCE = """partial[threadIdx.x] = sum_sq;
+    __syncthreads();
+    for (int stride = THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    const float inv_rms = rsqrtf(partial[0] / D + eps);"""
+
+
+def smem_block_reduce_src(p, task, init="0.f", scale=None):
+    vec = p.get("vec", 1)
+    if vec > 1:
+        return rms_words_kernel(p, vec, init, WORD_SCALE if scale is None else scale, "",
+                                "__shared__ float partial[THREADS];", TREE_REDUCE) + host(task, "T", "THREADS")
+    scale = SCALE if scale is None else scale
     return f"""
 #define THREADS {p['threads']}
 
@@ -125,35 +140,9 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
         yr[i] = from_float(to_float(xr[i]) * inv_rms{SCALE if scale is None else scale});
 }}
 {host(task, "T", "THREADS")}"""
-    word = WORD[vec]
-    return f"""
-#define THREADS {p['threads']}
-#define VEC {vec}  // adjacent values a thread loads as one {vec * 2}-byte {word}; D % VEC == 0
-{word_union(vec)}
-{BLOCK_SUM}
-extern "C" __global__ void __launch_bounds__(THREADS)
-rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weight,
-               scalar_t* __restrict__ y, int T, int D, float eps) {{
-    __shared__ float warp_totals[THREADS / WARP_SIZE];
-    const {word}* xr = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.x * D);
-    const {word}* wr = reinterpret_cast<const {word}*>(weight);
-    {word}* yr = reinterpret_cast<{word}*>(y + (size_t)blockIdx.x * D);
-    const int words = D / VEC;
-    float sum_sq = {init};
-{pragma(p)}    for (int c = threadIdx.x; c < words; c += THREADS) {{
-        Word v; v.u = xr[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ float f = to_float(v.h[k]); sum_sq += f * f; }}
-    }}
-    const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
-{pragma(p)}    for (int c = threadIdx.x; c < words; c += THREADS) {{
-        Word v, w, o; v.u = xr[c]; w.u = wr[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(v.h[k]) * inv_rms{WORD_SCALE if scale is None else scale});
-        yr[c] = o.u;
-    }}
-}}
-{host(task, "T", "THREADS")}"""
+    return rms_words_kernel(p, vec, init, WORD_SCALE if scale is None else scale, BLOCK_SUM,
+                            "__shared__ float warp_totals[THREADS / WARP_SIZE];",
+                            "const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);") + host(task, "T", "THREADS")
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -266,7 +255,7 @@ class RMSNormCuda(RMSNormSpec):
              launch=row_per_thread_launch, render=row_per_thread_src,
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("smem_block_reduce", "one block per row, tree reduction in shared memory",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static",
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static",
              launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
