@@ -9,7 +9,8 @@ from kernelstrain.sim import simulate, writable
 from kernelstrain.tasks import make_task
 
 RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"), ("rmsnorm_cuda", "smem_block_reduce", "D"),
-         ("add_rmsnorm_cuda", "warp_shuffle", "D"), ("layernorm_cuda", "smem_block_reduce", "D"),
+         ("add_rmsnorm_cuda", "warp_shuffle", "D"), ("add_rmsnorm_cuda", "fused_block_reduce", "D"),
+         ("layernorm_cuda", "smem_block_reduce", "D"),
          ("layernorm_cuda", "welford_shuffle", "D"),
          ("embedding_gather_cuda", "row_per_block", "D"), ("kv_append_cuda", "block_per_token", "D")]
 
@@ -56,6 +57,7 @@ def test_a_row_the_word_would_misalign_is_not_written(name, tag, dim):
     ("rmsnorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 64, "D": 4096}),
     ("add_rmsnorm_cuda", "warp_shuffle", {"T": 4096, "D": 4096}),
+    ("add_rmsnorm_cuda", "fused_block_reduce", {"T": 64, "D": 4096}),
     ("layernorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),
     ("layernorm_cuda", "welford_shuffle", {"T": 4096, "D": 4096}),
     ("embedding_gather_cuda", "row_per_block", {"T": 32, "V": 128256, "D": 4096}),

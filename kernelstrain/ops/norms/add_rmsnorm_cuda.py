@@ -6,7 +6,8 @@ uint4 loads/stores -> the summed row cached in registers (no re-read of the resi
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
-from ..words import VEC, WORD, word_regs, word_trips, word_union
+from ..words import VEC, word_regs, word_trips
+from ._add_rmsnorm_words import fused_words
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
@@ -114,9 +115,13 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 {host(task, "T", "THREADS")}"""
 
 
-def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=SCALE):
+def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=None):
+    vec, smem = p.get("vec", 1), "__shared__ float partial[THREADS];"
+    if vec > 1:
+        return (fused_words(SIG, p["threads"], vec, tree_sum(barrier), "tree_sum(sum_sq, partial)", smem, last,
+                            VEC_SCALE if scale is None else scale) + host(task, "T", "THREADS"))
     return (f"\n#define THREADS {p['threads']}\n{tree_sum(barrier)}"
-            + fused(p, task, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];", last, scale))
+            + fused(p, task, "tree_sum(sum_sq, partial)", smem, last, SCALE if scale is None else scale))
 
 
 def warp_shuffle_src(p, task, last="D", scale=None):
@@ -125,41 +130,8 @@ def warp_shuffle_src(p, task, last="D", scale=None):
     if vec == 1:
         return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
                 + fused(p, task, "block_sum(sum_sq, warp_totals)", smem, last, SCALE if scale is None else scale))
-    word = WORD[vec]
-    return f"""
-#define THREADS {p['threads']}
-#define VEC {vec}  // adjacent values a thread moves as one {vec * 2}-byte {word}; D % VEC == 0
-{word_union(vec)}
-{BLOCK_SUM}
-// One block per row: add and store the residual a word at a time, reduce, then re-read the
-// residual (each thread re-reads only the words it wrote, so no barrier is needed) to normalise.
-extern "C" __global__ void __launch_bounds__(THREADS)
-{SIG} {{
-    {smem}
-    const {word}* xr = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.x * D);
-    {word}* r = reinterpret_cast<{word}*>(residual + (size_t)blockIdx.x * D);
-    const {word}* wr = reinterpret_cast<const {word}*>(weight);
-    {word}* yr = reinterpret_cast<{word}*>(y + (size_t)blockIdx.x * D);
-    float sum_sq = 0.f;
-    for (int c = threadIdx.x; c < D / VEC; c += THREADS) {{
-        Word a, b, h; a.u = xr[c]; b.u = r[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{
-            h.h[k] = from_float(to_float(a.h[k]) + to_float(b.h[k]));
-            const float f = to_float(h.h[k]);
-            sum_sq += f * f;
-        }}
-        r[c] = h.u;
-    }}
-    const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
-    for (int c = threadIdx.x; c < ({last}) / VEC; c += THREADS) {{
-        Word h, w, o; h.u = r[c]; w.u = wr[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) o.h[k] = from_float(to_float(h.h[k]) * inv_rms{VEC_SCALE if scale is None else scale});
-        yr[c] = o.u;
-    }}
-}}
-{host(task, "T", "THREADS")}"""
+    return (fused_words(SIG, p["threads"], vec, BLOCK_SUM, "block_sum(sum_sq, warp_totals)", smem, last,
+                        VEC_SCALE if scale is None else scale) + host(task, "T", "THREADS"))
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -279,7 +251,8 @@ class AddRMSNormCuda(AddRMSNormSpec):
              (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
         Rung("fused_block_reduce", "one kernel: add, store residual, shared-memory tree sum, normalise",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", launch=launch_of(fused_launch(tree=True), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static",
+             launch=launch_of(fused_launch(tree=True), word_trips(), word_regs),
              render=render_of(fused_block_reduce_src),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
