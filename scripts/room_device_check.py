@@ -53,6 +53,8 @@ VEC_NEW = [
     ("add_rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
     ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES),
     ("layernorm_cuda", "welford_shuffle", "vec", LN_SHAPES),
+    ("rmsnorm_cuda", "smem_block_reduce", "vec", ROW_SHAPES[:1]),
+    ("add_rmsnorm_cuda", "fused_block_reduce", "vec", ROW_SHAPES[:1]),
     ("embedding_gather_cuda", "row_per_block", "vec", [{"T": 32, "V": 128256, "D": 4096}, {"T": 4096, "V": 128256, "D": 4096}]),
     ("kv_append_cuda", "block_per_token", "vec", [{"T": 256, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 8, "D": 128, "P": 16}]),
 ]
