@@ -5,7 +5,7 @@ import pytest
 
 from kernelstrain import feasibility
 from kernelstrain.ops import REGISTRY
-from kernelstrain.sim import simulate, writable
+from kernelstrain.sim import blocks_per_sm, modelled_launch, noise_cv, simulate, writable
 from kernelstrain.tasks import make_task
 
 RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"), ("rmsnorm_cuda", "smem_block_reduce", "D"),
@@ -75,24 +75,25 @@ def test_wider_words_are_faster_where_the_scalar_grid_is_short_of_bytes_in_fligh
 def test_wider_words_are_never_slower_where_every_thread_keeps_a_word(name, tag):
     """The model's direction on every menu shape and thread count of an H100 where the block's threads all
     still have a word of the row (a 1024-value row over 512 threads leaves half of them idle at VEC 4, and the
-    block's barriers wait on them all)."""
+    block's barriers wait on them all) and the word's registers cost no block an SM (layernorm: VEC 4's 37
+    registers (ptxas) fit one 1024-thread block an SM, not 2; the model's 33 at 512 threads fit 3, not 4)."""
     m = REGISTRY[name]
     v = m.variant(tag)
     for shape in m.shapes:
         task = make_task(m, "H100", "bf16", shape)
         for threads in v.param("threads").values:
-            if threads == 1024:
-                continue            # layernorm: VEC 4's 37 registers (ptxas) fit one 1024-thread block an SM, not 2
-            if m.launch(v, {**v.defaults(), "threads": threads, "vec": 4}, task).lane_util < 1:
+            one, four = (modelled_launch(m, v, {**v.defaults(), "threads": threads, "vec": x}, task) for x in (1, 4))
+            if four.lane_util < 1 or blocks_per_sm(four, task.gpu) < blocks_per_sm(one, task.gpu):
                 continue
             r = [simulate(m, v, {**v.defaults(), "threads": threads, "vec": x}, task) for x in (1, 2, 4)]
-            assert r[1].time_ms <= 1.01 * r[0].time_ms and r[2].time_ms <= 1.01 * r[1].time_ms, (shape, threads)
+            # within half a run's noise (1.5% under 10 us: a 32-token kv_append is latency-bound at any width)
+            tol = 1 + max(0.01, noise_cv(r[0].time_ms) / 2)
+            assert r[1].time_ms <= tol * r[0].time_ms and r[2].time_ms <= tol * r[1].time_ms, (shape, threads)
 
 
 def test_four_values_a_word_take_an_sm_s_second_1024_thread_block():
     """ptxas (sm_90a) gives layernorm's smem_block_reduce 32 registers at VEC 1 and 37 at VEC 4 on 1024 threads."""
     m, task = _at("layernorm_cuda", {"T": 4096, "D": 4096})
     v = m.variant("smem_block_reduce")
-    from kernelstrain.sim import blocks_per_sm, modelled_launch
     one, four = (modelled_launch(m, v, {**v.defaults(), "threads": 1024, "vec": x}, task) for x in (1, 4))
     assert blocks_per_sm(one, task.gpu) == 2 and blocks_per_sm(four, task.gpu) == 1
