@@ -4,7 +4,7 @@ catalog GPU it runs on; every bug render at the parameter's smallest and largest
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
-    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs)
+    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -70,7 +70,26 @@ VEC_REFERENCE = [
     ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES[1:2], {"threads": 1024}),
     ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES[1:], {"threads": 512}),
 ]
-PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE)}
+# words.VEC on three more scalar rungs the default profile's episodes climb through (roomC, second call): a block-per-row
+# fp8 quantization (its software e4m3 rounding makes it partly compute-bound), a sorted-segment reduce of gathered
+# rows, a per-element top-k gather; beside each module's 16-byte rung
+FP8_SHAPES = [{"T": 32, "D": 8192}, {"T": 4096, "D": 4096}]
+EBWD_SHAPES = [{"T": 4096, "D": 4096, "V": 32000}, {"T": 512, "D": 4096, "V": 32000}]
+COMBINE_SHAPES = [{"T": 2048, "topk": 6, "K": 2048}, {"T": 512, "topk": 8, "K": 7168}]
+VEC2_NEW = [
+    ("fp8_quant_cuda", "fused_smem_block", "vec", FP8_SHAPES),
+    ("embedding_bwd_cuda", "sort_segmented_reduce", "vec", EBWD_SHAPES),
+    ("moe_combine_cuda", "gather_per_element", "vec", COMBINE_SHAPES),
+]
+VEC2_REFERENCE = [
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", FP8_SHAPES, {}, (256,)),
+    ("embedding_bwd_cuda", "sorted_segment_vectorized", "unroll", EBWD_SHAPES, {}, (2,)),
+    ("moe_combine_cuda", "vectorized_uint4", "threads", COMBINE_SHAPES, {}, (256,)),
+    # one row on 1024 threads: the simulator puts VEC 2 and 4 2.5x slower than VEC 1 (its roofline turns
+    # compute-bound there and the calibration steps), which no hardware reason supports
+    ("fp8_quant_cuda", "fused_smem_block", "vec", [{"T": 1, "D": 4096}], {"threads": 1024}),
+]
+PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE)}
 
 
 def cases(gpu: str, plan: str = "default") -> list:

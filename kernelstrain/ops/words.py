@@ -3,8 +3,8 @@ values a thread moves as one 4-byte uint32_t or 8-byte uint2 word (LDG.32 / LDG.
 instead of one 2-byte access each. Each load then brings VEC times the bytes (Little's law: the grid
 keeps VEC times the bytes in flight) for VEC times fewer load and store instructions. The 16-byte
 uint4 is each module's own vectorized rung. A row of D values needs D % VEC == 0 (the word's
-alignment: feasibility's vector4 / vector8 rules refuse the candidate at a row they would misalign).
-The model's times are not yet checked on a device (scripts/room_device_check.py, ROOM_PLAN=vec, is the check).
+alignment: feasibility's word4 / vector8 rules refuse the candidate at a row they would misalign).
+The model's times are not yet checked on a device (scripts/room_device_check.py, ROOM_PLAN=vec and vec2, is the check).
 
 >>> print(word_union(4))
 union Word { uint2 u; scalar_t h[4]; };
