@@ -74,7 +74,7 @@ VEC_REFERENCE = [
 # fp8 quantization (its software e4m3 rounding makes it partly compute-bound), a sorted-segment reduce of gathered
 # rows, a per-element top-k gather; beside each module's 16-byte rung
 FP8_SHAPES = [{"T": 32, "D": 8192}, {"T": 4096, "D": 4096}]
-EBWD_SHAPES = [{"T": 4096, "D": 4096, "V": 32000}, {"T": 512, "D": 4096, "V": 32000}]
+EBWD_SHAPES = [{"T": 4096, "D": 4096, "V": 32000}]
 COMBINE_SHAPES = [{"T": 2048, "topk": 6, "K": 2048}, {"T": 512, "topk": 8, "K": 7168}]
 VEC2_NEW = [
     ("fp8_quant_cuda", "fused_smem_block", "vec", FP8_SHAPES),
