@@ -89,7 +89,8 @@ def host(task, grid: str) -> str:
 def gather_per_element_launch(p, task):
     t, topk, k, e, base, n = sizes(task)
     vec = p.get("vec", 1)       # words.VEC adjacent elements a thread: one load of each of its topk rows moves VEC
-    return Launch(grid=cdiv(t * k // vec, p["threads"]), threads=p["threads"], regs=31 + vec, bytes_per_access=e * vec,
+    # (ptxas sm_90a: 32 registers at VEC 1, 2 and 4)
+    return Launch(grid=cdiv(t * k // vec, p["threads"]), threads=p["threads"], regs=32, bytes_per_access=e * vec,
                   traffic=1 + n * 8 / base, launches=2)
 
 

@@ -30,9 +30,9 @@ def launch_of(kind: str):
             # x is read twice (absmax pass + quantize pass); T*D contended atomics into T words
             return Launch(grid=cdiv(t * d, threads), threads=threads, regs=16, bytes_per_access=elt,
                           traffic=(2 * elt + 1) / (elt + 1), launches=2)
-        if kind == "smem":      # words.VEC values a load (scalar: 1), about a register each past the first
+        if kind == "smem":      # words.VEC values a load (scalar: 1); ptxas sm_90a: 28, 31, 25 registers at VEC 1/2/4
             vec = p.get("vec", 1)
-            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=19 + vec, bytes_per_access=elt * vec,
+            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt * vec,
                           traffic=1.2, lane_util=min(1.0, d / (threads * vec)), compute_scale=1 + 0.1 * (vec.bit_length() - 1))
         if kind == "shuffle":
             return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=30, bytes_per_access=16,

@@ -49,8 +49,8 @@ def launch_of(kind: str):
         sort_traffic = 1 + 3 * 2 * 12 * t / min_bytes(task)    # 3 passes over (int64 id, int pos)
         if kind == "sort":
             threads = p["threads"]
-            vec = p.get("vec", 1)       # words.VEC columns a load, an fp32 sum and about a register each
-            return Launch(grid=t, threads=threads, regs=31 + vec, bytes_per_access=e * vec, traffic=sort_traffic,
+            vec = p.get("vec", 1)       # words.VEC columns a load (ptxas sm_90a: 32 registers at VEC 1, 2 and 4)
+            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=e * vec, traffic=sort_traffic,
                           lane_util=min(1.0, d / (threads * vec)), launches=SORT_LAUNCHES)
         warps, unroll = p["warps_per_block"], p["unroll"]
         slices = cdiv(d * e // 16, gpu.warp)
