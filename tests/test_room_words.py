@@ -5,7 +5,7 @@ import pytest
 
 from kernelstrain import feasibility
 from kernelstrain.ops import REGISTRY
-from kernelstrain.sim import blocks_per_sm, modelled_launch, noise_cv, roofline_terms, simulate, writable
+from kernelstrain.sim import blocks_per_sm, modelled_launch, noise_cv, simulate, writable
 from kernelstrain.tasks import make_task
 
 RUNGS = [("swiglu_fwd_cuda", "row_grid_2d", "I"), ("rmsnorm_cuda", "warp_shuffle", "D"), ("rmsnorm_cuda", "smem_block_reduce", "D"),
@@ -63,7 +63,6 @@ def test_a_row_the_word_would_misalign_is_not_written(name, tag, dim):
     ("layernorm_cuda", "smem_block_reduce", {"T": 64, "D": 4096}),
     ("layernorm_cuda", "welford_shuffle", {"T": 4096, "D": 4096}),
     ("embedding_gather_cuda", "row_per_block", {"T": 32, "V": 128256, "D": 4096}),
-    ("fp8_quant_cuda", "fused_smem_block", {"T": 32, "D": 8192}),
     ("embedding_bwd_cuda", "sort_segmented_reduce", {"T": 16384, "D": 4096, "V": 128256}),
     ("moe_combine_cuda", "gather_per_element", {"T": 2048, "topk": 6, "K": 2048}),
 ])
@@ -76,9 +75,19 @@ def test_wider_words_are_faster_where_the_scalar_grid_is_short_of_bytes_in_fligh
     assert times[0] > times[1] > times[2] and times[0] > 1.1 * times[2]
 
 
-def _compute_bound(m, v, launch, task) -> bool:
-    t_compute, t_memory, _ = roofline_terms(m, v, launch, task)
-    return t_compute >= t_memory
+# fp8_quant_cuda fused_smem_block, H100 (device run of 04:33 UTC, scripts/room_device_check.py ROOM_PLAN=vec2, 256 threads;
+# 1024 at T=1): VEC 2 / VEC 4 over VEC 1. Its time is the issue of the software e4m3 rounding, not bytes in flight: the
+# words gain little, and nothing at one row (where the simulator stepped to 2.5x when the full credit made the roofline
+# compute-bound)
+@pytest.mark.parametrize("shape, threads, measured", [
+    ({"T": 32, "D": 8192}, 256, (0.93, 0.88)), ({"T": 4096, "D": 4096}, 256, (0.97, 0.93)),
+    ({"T": 1, "D": 4096}, 1024, (1.00, 0.95))])
+def test_fp8_words_gain_what_the_h100_measured(shape, threads, measured):
+    m, task = _at("fp8_quant_cuda", shape)
+    v = m.variant("fused_smem_block")
+    times = [simulate(m, v, {**v.defaults(), "threads": threads, "vec": x}, task).time_ms for x in (1, 2, 4)]
+    for got, want in zip((times[1] / times[0], times[2] / times[0]), measured):
+        assert abs(got - want) <= 0.05, (shape, times)
 
 
 @pytest.mark.parametrize("name, tag", [(n, t) for n, t, _ in RUNGS])
@@ -95,8 +104,6 @@ def test_wider_words_are_never_slower_where_every_thread_keeps_a_word(name, tag)
             one, four = (modelled_launch(m, v, {**v.defaults(), "threads": threads, "vec": x}, task) for x in (1, 4))
             if four.lane_util < 1 or blocks_per_sm(four, task.gpu) < blocks_per_sm(one, task.gpu):
                 continue
-            if _compute_bound(m, v, four, task) != _compute_bound(m, v, one, task):
-                continue    # the simulator's calibration steps where the roofline changes side (fp8_quant T=1, 1024 threads)
             r = [simulate(m, v, {**v.defaults(), "threads": threads, "vec": x}, task) for x in (1, 2, 4)]
             # within half a run's noise (1.5% under 10 us: a 32-token kv_append is latency-bound at any width)
             tol = 1 + max(0.01, noise_cv(r[0].time_ms) / 2)
