@@ -4,6 +4,7 @@ catalog GPU it runs on; every bug render at the parameter's smallest and largest
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
+    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -41,13 +42,63 @@ REFERENCE = [
     ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN_SHAPES[2:], {"threads": 32}),
 ]
 
+# words.VEC (2-, 4- or 8-byte accesses) on the scalar rungs of the short-episode memory-bound modules (issue 26
+# item 2, roomC): latency-bound (few rows) and bandwidth-bound shapes, each beside the module's uint4 rung
+ROW_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+SWIGLU_SHAPES = [{"T": 512, "I": 13824}, {"T": 4096, "I": 11008}]
+LN_SHAPES = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+VEC_NEW = [
+    ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES),
+    ("rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
+    ("add_rmsnorm_cuda", "warp_shuffle", "vec", ROW_SHAPES),
+    ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES),
+    ("layernorm_cuda", "welford_shuffle", "vec", LN_SHAPES),
+    ("rmsnorm_cuda", "smem_block_reduce", "vec", ROW_SHAPES[:1]),
+    ("add_rmsnorm_cuda", "fused_block_reduce", "vec", ROW_SHAPES[:1]),
+    ("embedding_gather_cuda", "row_per_block", "vec", [{"T": 32, "V": 128256, "D": 4096}, {"T": 4096, "V": 128256, "D": 4096}]),
+    ("kv_append_cuda", "block_per_token", "vec", [{"T": 256, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 8, "D": 128, "P": 16}]),
+]
+# (module, rung, parameter, shapes, base, values): values of the parameter to time (all when absent)
+VEC_REFERENCE = [
+    ("swiglu_fwd_cuda", "vectorized_uint4", "threads", SWIGLU_SHAPES, {}, (256,)),
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", ROW_SHAPES, {}, (256,)),
+    ("layernorm_cuda", "vectorized_uint4", "threads", LN_SHAPES, {}, (256,)),
+    ("embedding_gather_cuda", "vectorized_uint4", "threads", [{"T": 4096, "V": 128256, "D": 4096}], {}, (256,)),
+    ("kv_append_cuda", "vectorized_uint4", "threads", [{"T": 4096, "H": 8, "D": 128, "P": 16}], {}, (128,)),
+    # 1024-thread blocks: ptxas gives VEC 4 37 registers (2 blocks of 1024 no longer fit an SM's 64K)
+    ("layernorm_cuda", "smem_block_reduce", "vec", LN_SHAPES[1:2], {"threads": 1024}),
+    ("swiglu_fwd_cuda", "row_grid_2d", "vec", SWIGLU_SHAPES[1:], {"threads": 512}),
+]
+# words.VEC on three more scalar rungs the default profile's episodes climb through (roomC, second call): a block-per-row
+# fp8 quantization (its software e4m3 rounding makes it partly compute-bound), a sorted-segment reduce of gathered
+# rows, a per-element top-k gather; beside each module's 16-byte rung
+FP8_SHAPES = [{"T": 32, "D": 8192}, {"T": 4096, "D": 4096}]
+EBWD_SHAPES = [{"T": 4096, "D": 4096, "V": 32000}]
+COMBINE_SHAPES = [{"T": 2048, "topk": 6, "K": 2048}, {"T": 512, "topk": 8, "K": 7168}]
+VEC2_NEW = [
+    ("fp8_quant_cuda", "fused_smem_block", "vec", FP8_SHAPES),
+    ("embedding_bwd_cuda", "sort_segmented_reduce", "vec", EBWD_SHAPES),
+    ("moe_combine_cuda", "gather_per_element", "vec", COMBINE_SHAPES),
+]
+VEC2_REFERENCE = [
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", FP8_SHAPES, {}, (256,)),
+    ("embedding_bwd_cuda", "sorted_segment_vectorized", "unroll", EBWD_SHAPES, {}, (2,)),
+    ("moe_combine_cuda", "vectorized_uint4", "threads", COMBINE_SHAPES, {}, (256,)),
+    # one row on 1024 threads: the simulator puts VEC 2 and 4 2.5x slower than VEC 1 (its roofline turns
+    # compute-bound there and the calibration steps), which no hardware reason supports
+    ("fp8_quant_cuda", "fused_smem_block", "vec", [{"T": 1, "D": 4096}], {"threads": 1024}),
+]
+PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE)}
 
-def cases(gpu: str) -> list:
+
+def cases(gpu: str, plan: str = "default") -> list:
+    new_entries, reference = PLANS[plan]
     out = []
-    for entry in NEW + REFERENCE:
+    for entry in new_entries + reference:
         module_name, tag, name, shapes = entry[:4]
         base = entry[4] if len(entry) > 4 else {}
-        new = entry in NEW
+        new = entry in new_entries
         m = REGISTRY[module_name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
@@ -55,7 +106,7 @@ def cases(gpu: str) -> list:
             if not fits(m, dtype, shape, gpu):
                 continue
             task = make_task(m, gpu, dtype, shape)
-            values = v.param(name).values
+            values = entry[5] if len(entry) > 5 else v.param(name).values
             for value in values:
                 params = {**v.defaults(), **base, name: value}
                 if not simulate(m, v, params, task).ok or not writable(m, v, params, task):   # as the engine offers
@@ -81,7 +132,8 @@ def main() -> int:
     rehearse = int(os.environ.get("KNOBA_REHEARSE", "0"))     # N cases without a GPU: every path but the GPU's
     device = "rehearsal (no GPU)" if rehearse else require_gpu()
     gpu = "H100" if rehearse else catalog_gpu(device)
-    planned = cases(gpu)[:rehearse] if rehearse else cases(gpu)
+    plan = os.environ.get("ROOM_PLAN", "default")
+    planned = cases(gpu, plan)[:rehearse] if rehearse else cases(gpu, plan)
     print(f"knob_device: {len(planned)} cases on {device} (simulated as {gpu})", file=sys.stderr)
     build_dir = Path("/tmp/knobA_build")
     t0 = time.time()

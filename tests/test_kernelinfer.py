@@ -279,8 +279,11 @@ def test_a_session_time_budget_stops_new_work_but_finishes_a_due_repair(tmp_path
                 assert a["failure"] in ("syntax", "mismatch", "fault") and (b["tag"], b["params"]) == (a["tag"], a["params"])
                 repaired += 1
     assert ended >= 4 and repaired >= 1, (ended, repaired)
-    short = Episode(m, task, {k: seeded_rng("time", 0, k) for k in STREAMS}, 60, 0.3, 0.1, 8, Search(time_budget_h=0.01))
-    rows = [x.row() for x in short.run()]
+    for seed in range(20):       # a session may converge before the minimum on its own: the first that runs out of time
+        short = Episode(m, task, {k: seeded_rng("time", seed, k) for k in STREAMS}, 60, 0.3, 0.1, 8, Search(time_budget_h=0.01))
+        rows = [x.row() for x in short.run()]
+        if short.end == "time":
+            break
     assert len(rows) >= 8 and short.end == "time"               # never below the step minimum
     for a, b in zip(rows[7:], rows[8:]):                        # past it: only the repair of a due slip
         assert a["failure"] in ("syntax", "mismatch", "fault", "type", "constexpr") \

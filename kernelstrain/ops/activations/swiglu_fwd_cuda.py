@@ -7,6 +7,7 @@ occupancy API) grid-striding over the tensor.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
+from ..words import VEC, WORD, word_union
 from ._act import host_line
 from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
@@ -62,13 +63,18 @@ extern "C" __global__ void swiglu_fwd_kernel(const scalar_t* __restrict__ x, sca
 
 
 def row_grid_2d_launch(p, task):
-    t, i, threads = task["T"], task["I"], p["threads"]
-    return Launch(grid=t * cdiv(i, threads), threads=threads, regs=16, bytes_per_access=DTYPE_BYTES[task.dtype],
-                  lane_util=min(1.0, i / threads))
+    # VEC adjacent columns a thread: one load of VEC * elt bytes each for gate and up, so the grid
+    # keeps VEC times the bytes in flight with VEC times fewer load/store instructions an element
+    t, i, threads, vec = task["T"], task["I"], p["threads"], p.get("vec", 1)
+    cols = cdiv(i, vec)
+    return Launch(grid=t * cdiv(cols, threads), threads=threads, regs=16 + 2 * (vec - 1),
+                  bytes_per_access=DTYPE_BYTES[task.dtype] * vec, lane_util=min(1.0, cols / threads))
 
 
 def row_grid_2d_src(p, task, bound="I"):
-    return f"""
+    vec = p.get("vec", 1)
+    if vec == 1:
+        return f"""
 #define THREADS {p['threads']}
 
 // blockIdx.y is the token row, blockIdx.x a block of columns: no division, and a warp's
@@ -81,6 +87,28 @@ swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int 
     y[(size_t)blockIdx.y * I + i] = from_float(silu_mul(to_float(xr[i]), to_float(xr[I + i])));
 }}
 {host(task, "dim3((I + THREADS - 1) / THREADS, T)", "THREADS")}"""
+    word = WORD[vec]
+    return f"""
+#define THREADS {p['threads']}
+#define VEC {vec}  // adjacent columns a thread: one {vec * 2}-byte {word} of gate, of up and of y; I % VEC == 0
+{word_union(vec)}
+
+// blockIdx.y is the token row, blockIdx.x a block of VEC-column words: a warp's gate and up
+// loads are each one contiguous {32 * vec * 2}-byte run, VEC values a load instruction.
+extern "C" __global__ void __launch_bounds__(THREADS)
+swiglu_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int T, int I) {{
+    const int w = blockIdx.x * THREADS + threadIdx.x;
+    if (w >= ({bound}) / VEC) return;
+    const {word}* gate = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.y * 2 * I);
+    const {word}* up = reinterpret_cast<const {word}*>(x + (size_t)blockIdx.y * 2 * I + I);
+    Word g, u, o;
+    g.u = gate[w];
+    u.u = up[w];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.h[k] = from_float(silu_mul(to_float(g.h[k]), to_float(u.h[k])));
+    reinterpret_cast<{word}*>(y + (size_t)blockIdx.y * I)[w] = o.u;
+}}
+{host(task, "dim3((I / VEC + THREADS - 1) / THREADS, T)", "THREADS")}"""
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -204,7 +232,8 @@ class SwigluFwdCuda(SwigluFwdSpec):
              launch=thread_per_element_launch, render=thread_per_element_src,
              bugs={"off_by_one": {"n": "(long long)T * I - 1"}}),
         Rung("row_grid_2d", "2-D grid: blockIdx.y is the token row, no division, scalar loads",
-             (THREADS,), compute_eff=0.3, memory_eff=0.81, launch=row_grid_2d_launch, render=row_grid_2d_src,
+             (THREADS, VEC), compute_eff=0.3, memory_eff=0.81, launch=row_grid_2d_launch,
+             render=row_grid_2d_src,
              bugs={"off_by_one": {"bound": "I - 1"}}),
         Rung("vectorized_uint4", "16-byte uint4 loads of 8 gate + 8 up elements, one uint4 store",
              (THREADS,), compute_eff=0.4, memory_eff=0.88, launch=vectorized_uint4_launch,

@@ -6,6 +6,7 @@ global on an mbarrier ring, one thread per block issuing whole rows).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
+from ..words import VEC, WORD, word_regs, word_trips
 from .embedding_gather_spec import EmbeddingGatherSpec
 
 ARGS = ("const int64_t* __restrict__ ids, const scalar_t* __restrict__ table, scalar_t* __restrict__ out, "
@@ -43,14 +44,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) embedding_gather_kernel({A
 
 # -- row_per_block -------------------------------------------------------------------------
 def row_per_block_launch(p, task):
-    # nvcc unrolls the stride loop x4: four 2-byte loads in flight
-    d, th = task["D"], p["threads"]
-    return Launch(grid=task["T"], threads=th, regs=24, bytes_per_access=4 * DTYPE_BYTES[task.dtype],
-                  lane_util=d / (th * cdiv(d, th)))
+    # nvcc unrolls the stride loop x4: four loads of VEC values (words.VEC: 2, 4 or 8 bytes) in flight
+    th, vec = p["threads"], p.get("vec", 1)
+    words = task["D"] // vec
+    return Launch(grid=task["T"], threads=th, regs=24, bytes_per_access=4 * vec * DTYPE_BYTES[task.dtype],
+                  lane_util=words / (th * cdiv(words, th)))
 
 
 def row_per_block_src(p, task, stop="D"):
-    return f"""
+    vec = p.get("vec", 1)
+    if vec == 1:
+        return f"""
 #define THREADS {p['threads']}
 
 // One block per token: the id is read once and the row is copied with a block-stride loop.
@@ -58,6 +62,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) embedding_gather_kernel({A
     const scalar_t* row = table + ids[blockIdx.x] * D;
     scalar_t* dst = out + (size_t)blockIdx.x * D;
     for (int i = threadIdx.x; i < {stop}; i += THREADS) dst[i] = row[i];
+}}
+{host("T", "THREADS")}"""
+    word = WORD[vec]
+    return f"""
+#define THREADS {p['threads']}
+#define VEC {vec}  // adjacent values a thread copies as one {vec * 2}-byte {word}; D % VEC == 0
+
+// One block per token: the id is read once and the row is copied a {word} word at a time.
+extern "C" __global__ void __launch_bounds__(THREADS) embedding_gather_kernel({ARGS}) {{
+    const {word}* row = reinterpret_cast<const {word}*>(table + ids[blockIdx.x] * D);
+    {word}* dst = reinterpret_cast<{word}*>(out + (size_t)blockIdx.x * D);
+    for (int c = threadIdx.x; c < ({stop}) / VEC; c += THREADS) dst[c] = row[c];
 }}
 {host("T", "THREADS")}"""
 
@@ -191,8 +207,9 @@ class EmbeddingGatherCuda(EmbeddingGatherSpec):
              (Param("threads", (128, 256, 512), 256),), memory_eff=0.5, launch=scalar_per_element_launch,
              render=scalar_per_element_src, bugs={"off_by_one": {"tail": " - 1"}}),
         Rung("row_per_block", "one block per token: id read once, threads stride the row with 2-byte copies",
-             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL), memory_eff=0.85,
-             launch=launch_of(row_per_block_launch, row_trips(), 1), render=render_of(row_per_block_src), bugs={"off_by_one": {"stop": "D - 1"}}),
+             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL, VEC), memory_eff=0.85,
+             launch=launch_of(row_per_block_launch, word_trips(), word_regs), render=render_of(row_per_block_src),
+             bugs={"off_by_one": {"stop": "D - 1"}}),
         Rung("vectorized_uint4", "block per token, 16-byte uint4 copies",
              (Param("threads", (64, 128, 256, 512), 256), PRAGMA_UNROLL), memory_eff=0.9,
              launch=launch_of(vectorized_uint4_launch, row_trips(vec=True), 4), render=render_of(vectorized_uint4_src),

@@ -6,7 +6,9 @@ Ladder: thread per element -> block per token (slot read once) -> 16-byte uint4 
 warp per token with UNROLL loads of K and V in flight before any store.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from .. import words
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of
+from ..words import WORD
 from .kv_append_spec import KvAppendSpec
 
 ARGS = ("const scalar_t* __restrict__ key, const scalar_t* __restrict__ value, scalar_t* __restrict__ key_cache, "
@@ -52,13 +54,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) kv_append_kernel({ARGS}) {
 
 # -- block_per_token -----------------------------------------------------------------------
 def block_per_token_launch(p, task):
-    th, hd = p["threads"], task["H"] * task["D"]
-    # nvcc unrolls the stride loop: ~4 independent 2-byte loads of K (and of V) in flight
-    return Launch(grid=task["T"], threads=th, regs=36, bytes_per_access=4 * DTYPE_BYTES[task.dtype],
-                  lane_util=min(1.0, hd / th))
+    th, vec = p["threads"], p.get("vec", 1)
+    words = task["H"] * task["D"] // vec
+    # nvcc unrolls the stride loop: ~4 independent loads of VEC values (words.VEC) of K (and of V) in flight
+    return Launch(grid=task["T"], threads=th, regs=36, bytes_per_access=4 * vec * DTYPE_BYTES[task.dtype],
+                  lane_util=min(1.0, words / th))
 
 
 def block_per_token_src(p, task, stop="H * D"):
+    vec = p.get("vec", 1)
+    if vec > 1:
+        return block_per_token_words_src(p, task, vec, stop)
     return f"""
 #define THREADS {p['threads']}
 
@@ -76,6 +82,30 @@ extern "C" __global__ void __launch_bounds__(THREADS) kv_append_kernel({ARGS}) {
     }}
 }}
 {host("T", "THREADS")}"""
+
+def block_per_token_words_src(p, task, vec: int, stop: str) -> str:
+    word = WORD[vec]
+    return f"""
+#define THREADS {p['threads']}
+#define VEC {vec}  // adjacent values a thread copies as one {vec * 2}-byte {word}; D % VEC == 0 (a word never spans two heads)
+
+// One block per token: the slot is looked up once; threads stride over the token's H * D / VEC words.
+extern "C" __global__ void __launch_bounds__(THREADS) kv_append_kernel({ARGS}) {{
+    const int t = blockIdx.x;
+{SLOT}
+    const {word}* k = reinterpret_cast<const {word}*>(key + (size_t)t * H * D);
+    const {word}* v = reinterpret_cast<const {word}*>(value + (size_t)t * H * D);
+    {word}* kc = reinterpret_cast<{word}*>(key_cache);
+    {word}* vc = reinterpret_cast<{word}*>(value_cache);
+    const int per_head = D / VEC;
+    for (int c = threadIdx.x; c < ({stop}) / VEC; c += THREADS) {{
+        const int64_t dst = ((page * H + c / per_head) * P + off) * per_head + c % per_head;
+        kc[dst] = k[c];
+        vc[dst] = v[c];
+    }}
+}}
+{host("T", "THREADS")}"""
+
 
 VEC = """
 // 8 x 16-bit elements travel as one 16-byte uint4; a head's D-vector is D / VEC chunks
@@ -169,8 +199,8 @@ class KvAppendCuda(KvAppendSpec):
              (Param("threads", (128, 256, 512), 256),), memory_eff=0.5, launch=element_per_thread_launch,
              render=element_per_thread_src, bugs={"off_by_one": {"total": "(int64_t)T * H * D - 1"}}),
         Rung("block_per_token", "one block per token (vLLM's classic kernel): slot read once, scalar copies",
-             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL), memory_eff=0.65,
-             launch=launch_of(block_per_token_launch, lambda p, t: t["H"] * t["D"] / p["threads"], 2),
+             (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL, words.VEC), memory_eff=0.65,
+             launch=launch_of(block_per_token_launch, words.word_trips("H", "D"), lambda p, t: 2 * words.word_regs(p, t)),
              render=render_of(block_per_token_src), bugs={"off_by_one": {"stop": "H * D - 1"}}),
         Rung("vectorized_uint4", "block per token, each thread moves 16-byte uint4 chunks of one head",
              (Param("threads", (64, 128, 256), 128), PRAGMA_UNROLL), memory_eff=0.9,

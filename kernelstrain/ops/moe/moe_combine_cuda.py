@@ -11,6 +11,7 @@ with each token group's columns split over several blocks, so a decode batch's f
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from ..dialect import prelude
+from ..words import VEC, WORD, word_union
 from .moe_combine_spec import ENTRY, MoeCombineSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
@@ -87,11 +88,15 @@ def host(task, grid: str) -> str:
 
 def gather_per_element_launch(p, task):
     t, topk, k, e, base, n = sizes(task)
-    return Launch(grid=cdiv(t * k, p["threads"]), threads=p["threads"], regs=32, bytes_per_access=e,
+    vec = p.get("vec", 1)       # words.VEC adjacent elements a thread: one load of each of its topk rows moves VEC
+    # (ptxas sm_90a: 32 registers at VEC 1, 2 and 4)
+    return Launch(grid=cdiv(t * k // vec, p["threads"]), threads=p["threads"], regs=32, bytes_per_access=e * vec,
                   traffic=1 + n * 8 / base, launches=2)
 
 
 def gather_per_element_src(p, task, init="0.f", last="topk"):
+    if p.get("vec", 1) > 1:
+        return gather_words_src(p, task, init, last)
     return invert(task) + f"""
 // One thread per y element: its topk sources are the same column of topk rows (coalesced per warp).
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -108,6 +113,37 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
     y[i] = from_float(acc);
 }}
 """ + host(task, "(unsigned)(((size_t)T * K + THREADS - 1) / THREADS)")
+
+
+def gather_words_src(p, task, init: str, last: str) -> str:
+    """gather_per_element over words.VEC-element words: a thread owns VEC adjacent y elements."""
+    vec, word = p["vec"], WORD[p["vec"]]
+    return invert(task) + f"""
+#define VEC {vec}  // adjacent y elements a thread owns, loaded from each row as one {vec * 2}-byte {word}; K % VEC == 0
+{word_union(vec)}
+// One thread per VEC adjacent y elements: its topk sources are the same VEC columns of topk rows, a word each.
+extern "C" __global__ void __launch_bounds__(THREADS)
+moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restrict__ topk_weights,
+                   scalar_t* __restrict__ y, int T, int K, int topk) {{
+    const size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x;       // y's word index
+    if (i >= (size_t)T * (K / VEC)) return;
+    const int t = (int)(i / (K / VEC)), c = (int)(i % (K / VEC));
+    float acc[VEC];
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) acc[v] = {init};
+    for (int j = 0; j < {last}; ++j) {{
+        const int a = t * topk + j;
+        const float w = topk_weights[a];
+        Word x; x.u = reinterpret_cast<const {word}*>(expert_out + (size_t)slot_of[a] * K)[c];
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) acc[v] += w * to_float(x.h[v]);
+    }}
+    Word o;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) o.h[v] = from_float(acc[v]);
+    reinterpret_cast<{word}*>(y)[i] = o.u;
+}}
+""" + host(task, "(unsigned)(((size_t)T * (K / VEC) + THREADS - 1) / THREADS)")
 
 
 PACK = """
@@ -229,7 +265,7 @@ class MoeCombineCuda(MoeCombineSpec):
              (THREADS,), memory_eff=0.6, launch=atomic_scatter_add_launch, render=atomic_scatter_add_src,
              bugs={"missing_scale": {"w": ""}, "off_by_one": {"last": "count - 1"}}),
         Rung("gather_per_element", "inverse permutation kernel, then one thread per y element gathers its top-k values",
-             (THREADS,), memory_eff=0.75, launch=gather_per_element_launch, render=gather_per_element_src,
+             (THREADS, VEC), memory_eff=0.75, launch=gather_per_element_launch, render=gather_per_element_src,
              bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"last": "topk - 1"}}),
         Rung("vectorized_uint4", "one block per token: 16-byte uint4 loads of each expert row, fp32 accumulators",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.86, render=render_of(vectorized_uint4_src),

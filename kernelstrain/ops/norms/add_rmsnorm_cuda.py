@@ -6,6 +6,8 @@ uint4 loads/stores -> the summed row cached in registers (no re-read of the resi
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
+from ..words import VEC, word_regs, word_trips
+from ._add_rmsnorm_words import fused_words
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
@@ -25,9 +27,9 @@ def host(task, grid: str, block: str, pre: str = "") -> str:
 def block_launch(p, task, smem: int, traffic: float, launches: int = 1, vec: bool = False):
     """Launch model of a block-per-row rung with `smem` bytes, scalar or uint4 loads."""
     d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-    per = 16 // elt if vec else 1
-    return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24,
-                  bytes_per_access=16 if vec else elt, traffic=traffic,
+    per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
+    return Launch(grid=task["T"], threads=threads, smem_bytes=smem, regs=32 if vec else 24 + (per - 1),
+                  bytes_per_access=elt * per, traffic=traffic,
                   lane_util=min(1.0, d / (threads * per)), launches=launches,
                   rounds=block_row_rounds(threads, task.gpu.warp, 1))
 
@@ -113,15 +115,23 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 {host(task, "T", "THREADS")}"""
 
 
-def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=SCALE):
+def fused_block_reduce_src(p, task, barrier=BARRIER, last="D", scale=None):
+    vec, smem = p.get("vec", 1), "__shared__ float partial[THREADS];"
+    if vec > 1:
+        return (fused_words(SIG, p["threads"], vec, tree_sum(barrier), "tree_sum(sum_sq, partial)", smem, last,
+                            VEC_SCALE if scale is None else scale) + host(task, "T", "THREADS"))
     return (f"\n#define THREADS {p['threads']}\n{tree_sum(barrier)}"
-            + fused(p, task, "tree_sum(sum_sq, partial)", "__shared__ float partial[THREADS];", last, scale))
+            + fused(p, task, "tree_sum(sum_sq, partial)", smem, last, SCALE if scale is None else scale))
 
 
-def warp_shuffle_src(p, task, last="D", scale=SCALE):
-    return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
-            + fused(p, task, "block_sum(sum_sq, warp_totals)", "__shared__ float warp_totals[THREADS / WARP_SIZE];",
-                    last, scale))
+def warp_shuffle_src(p, task, last="D", scale=None):
+    vec = p.get("vec", 1)
+    smem = "__shared__ float warp_totals[THREADS / WARP_SIZE];"
+    if vec == 1:
+        return (f"\n#define THREADS {p['threads']}\n{BLOCK_SUM}"
+                + fused(p, task, "block_sum(sum_sq, warp_totals)", smem, last, SCALE if scale is None else scale))
+    return (fused_words(SIG, p["threads"], vec, BLOCK_SUM, "block_sum(sum_sq, warp_totals)", smem, last,
+                        VEC_SCALE if scale is None else scale) + host(task, "T", "THREADS"))
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -241,11 +251,13 @@ class AddRMSNormCuda(AddRMSNormSpec):
              (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
         Rung("fused_block_reduce", "one kernel: add, store residual, shared-memory tree sum, normalise",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", launch=launch_of(fused_launch(tree=True), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static",
+             launch=launch_of(fused_launch(tree=True), word_trips(), word_regs),
              render=render_of(fused_block_reduce_src),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle", "fused kernel, warp-shuffle reduction, one smem slot per warp",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", launch=launch_of(fused_launch(tree=False), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static",
+             launch=launch_of(fused_launch(tree=False), word_trips(), word_regs),
              render=render_of(warp_shuffle_src),
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "fused kernel with 16-byte uint4 loads/stores of x, residual and y",

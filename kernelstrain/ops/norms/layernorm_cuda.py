@@ -7,6 +7,8 @@ per-chunk Welford -> row cached in registers, exact two-pass statistics from reg
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
+from ..words import VEC, word_regs, word_trips
+from ._layernorm_words import smem_block_kernel, welford_words_kernel
 from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
 
@@ -50,15 +52,17 @@ extern "C" __global__ void {SIG} {{
 
 
 # -- smem_block_reduce, welford_shuffle, vectorized_uint4: a block per row ------------------
-def block_launch(smem_of, traffic: float, reductions: int, vec: bool = False):
+def block_launch(smem_of, traffic: float, reductions: int, vec: bool = False, word_regs: int = 0):
     """Launch model of a block-per-row rung: two-pass reads x for the mean, the variance and the
     output; Welford for the statistics and the output; `reductions` block-wide reductions a row
-    waits on (block_row_rounds)."""
+    waits on (block_row_rounds); `word_regs` registers a value of a words.VEC word adds (ptxas
+    sm_90a, VEC 1/2/4: smem_block_reduce 32/36/36 at 256 threads and 32/32/37 at 1024, about one a
+    value; welford_shuffle 32/30/32, none)."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-        per = 16 // elt if vec else 1
+        per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
         return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                      regs=34 if per > 1 else 30, bytes_per_access=per * elt, traffic=traffic,
+                      regs=34 if vec else 30 + word_regs * (per - 1), bytes_per_access=per * elt, traffic=traffic,
                       lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, reductions))
     return launch
 
@@ -78,20 +82,7 @@ __device__ __forceinline__ float tree_sum(float v, float* partial) {{
     return total;
 }}
 
-// One block per row; the mean and the centred variance each take a pass over x.
-extern "C" __global__ void __launch_bounds__(THREADS)
-{SIG} {{
-    __shared__ float partial[THREADS];
-    const scalar_t* xr = x + (size_t)blockIdx.x * D;  scalar_t* yr = y + (size_t)blockIdx.x * D;
-    float sum = 0.f;
-    for (int i = threadIdx.x; i < D; i += THREADS) sum += to_float(xr[i]);
-    const float mean = tree_sum(sum, partial) / D;
-    float sq = 0.f;
-    for (int i = threadIdx.x; i < D; i += THREADS) {{ const float d = to_float(xr[i]) - mean; sq += d * d; }}
-    const float rstd = rsqrtf(tree_sum(sq, partial) / D + eps);
-    for (int i = threadIdx.x; i < D; i += THREADS)
-        yr[i] = from_float((to_float(xr[i]) - mean) * rstd * to_float(weight[i]) + to_float(bias[i]));
-}}
+{smem_block_kernel(SIG, p.get('vec', 1))}
 {host(task, "T", "THREADS")}"""
 
 
@@ -132,7 +123,14 @@ __device__ __forceinline__ float2 block_welford(float n, float mean, float m2, f
 """
 
 
-def welford_shuffle_src(p, task, last="D", scale=SCALE):
+def welford_shuffle_src(p, task, last="D", scale=None):
+    vec = p.get("vec", 1)
+    if vec > 1:         # PyTorch's vectorized_layer_norm_kernel: per-element Welford over VEC-value words
+        return f"""
+#define THREADS {p['threads']}
+{welford_helpers(task)}{welford_words_kernel(SIG, vec, last, VEC_SCALE if scale is None else scale)}
+{host(task, "T", "THREADS")}"""
+    scale = SCALE if scale is None else scale
     return f"""
 #define THREADS {p['threads']}
 {welford_helpers(task)}
@@ -277,12 +275,12 @@ class LayerNormCuda(LayerNormSpec):
         # off_by_one reads the tree's partial[1] (half the lanes) for its total; a "stride > 1" loop
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
-             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
+             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2, word_regs=1), word_trips(), word_regs),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static", render=render_of(welford_shuffle_src),
-             launch=launch_of(block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1), row_trips(), 1),
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static", render=render_of(welford_shuffle_src),
+             launch=launch_of(block_launch(lambda threads, warps: 3 * warps * 4, 1.5, 1), word_trips(), word_regs),
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads of 8 elements, per-chunk Welford merged by shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static", render=render_of(vectorized_uint4_src),

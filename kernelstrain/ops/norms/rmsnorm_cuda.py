@@ -5,6 +5,8 @@ Ladder: one thread per row -> block reduction through shared memory -> warp shuf
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, pragma, unrolled
+from ..words import VEC
+from ._rmsnorm_words import rms_words_kernel
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -52,11 +54,11 @@ def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
     """Launch model of a block-per-row rung: smem_of(threads, warps) bytes, scalar or uint4 loads."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
-        per = 16 // elt if vec else 1
+        per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
         return unrolled(Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                               regs=regs, bytes_per_access=16 if vec else elt, traffic=traffic,
+                               regs=regs, bytes_per_access=elt * per, traffic=traffic,
                                lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1)),
-                        p, d / (threads * per), 4 if vec else 1)
+                        p, d / (threads * per), 4 if vec else max(1, per // 2))
     return launch
 
 
@@ -69,7 +71,21 @@ WARP_SMEM = lambda threads, warps: warps * 4         # noqa: E731 - one float pe
 WRONG_INIT = {"init": "(float)D"}
 
 
-def smem_block_reduce_src(p, task, init="0.f", scale=SCALE):
+TREE_REDUCE = """partial[threadIdx.x] = sum_sq;
+    __syncthreads();
+    for (int stride = THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    const float inv_rms = rsqrtf(partial[0] / D + eps);"""
+
+
+def smem_block_reduce_src(p, task, init="0.f", scale=None):
+    vec = p.get("vec", 1)
+    if vec > 1:
+        return rms_words_kernel(p, vec, init, WORD_SCALE if scale is None else scale, "",
+                                "__shared__ float partial[THREADS];", TREE_REDUCE) + host(task, "T", "THREADS")
+    scale = SCALE if scale is None else scale
     return f"""
 #define THREADS {p['threads']}
 
@@ -98,9 +114,14 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 {host(task, "T", "THREADS")}"""
 
 
-# -- warp_shuffle --------------------------------------------------------------------------
-def warp_shuffle_src(p, task, init="0.f", scale=SCALE):
-    return f"""
+# -- warp_shuffle ---------------------------------------------------------------------------
+WORD_SCALE = " * to_float(w.h[k])"
+
+
+def warp_shuffle_src(p, task, init="0.f", scale=None):
+    vec = p.get("vec", 1)
+    if vec == 1:
+        return f"""
 #define THREADS {p['threads']}
 {BLOCK_SUM}
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -116,9 +137,12 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
     }}
     const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);
 {pragma(p)}    for (int i = threadIdx.x; i < D; i += THREADS)
-        yr[i] = from_float(to_float(xr[i]) * inv_rms{scale});
+        yr[i] = from_float(to_float(xr[i]) * inv_rms{SCALE if scale is None else scale});
 }}
 {host(task, "T", "THREADS")}"""
+    return rms_words_kernel(p, vec, init, WORD_SCALE if scale is None else scale, BLOCK_SUM,
+                            "__shared__ float warp_totals[THREADS / WARP_SIZE];",
+                            "const float inv_rms = rsqrtf(block_sum(sum_sq, warp_totals) / D + eps);") + host(task, "T", "THREADS")
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
@@ -231,11 +255,11 @@ class RMSNormCuda(RMSNormSpec):
              launch=row_per_thread_launch, render=row_per_thread_src,
              bugs={"off_by_one": {"last": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("smem_block_reduce", "one block per row, tree reduction in shared memory",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.75, smem="static",
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static",
              launch=block_launch(TREE_SMEM, regs=20, traffic=1.6), render=smem_block_reduce_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("warp_shuffle", "block per row, warp-shuffle reduction, one smem slot per warp",
-             (THREADS, PRAGMA_UNROLL), memory_eff=0.82, smem="static",
+             (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static",
              launch=block_launch(WARP_SMEM, regs=24), render=warp_shuffle_src,
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",

@@ -8,7 +8,8 @@ software (bit arithmetic, round to nearest even), which is what a part without F
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from .. import unroll
+from .. import unroll, words
+from ._fp8_words import fp8_words_kernel
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -29,9 +30,13 @@ def launch_of(kind: str):
             # x is read twice (absmax pass + quantize pass); T*D contended atomics into T words
             return Launch(grid=cdiv(t * d, threads), threads=threads, regs=16, bytes_per_access=elt,
                           traffic=(2 * elt + 1) / (elt + 1), launches=2)
-        if kind == "smem":
-            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt,
-                          traffic=1.2, lane_util=min(1.0, d / threads))
+        if kind == "smem":      # words.VEC values a load (scalar: 1); ptxas sm_90a: 28, 31, 25 registers at VEC 1/2/4
+            # the H100 (04:33 UTC device run) times VEC 4 0.88-0.95x of VEC 1 where full bytes-in-flight credit said
+            # 0.68-0.76x (and 2.4x at T=1, its roofline turned compute-bound): the rung issues the software e4m3
+            # rounding, not loads; a word credits VEC ** 0.2 of its bytes in flight
+            vec = p.get("vec", 1)
+            return Launch(grid=t, threads=threads, smem_bytes=threads * 4, regs=20, bytes_per_access=elt * vec ** 0.2,
+                          traffic=1.2, lane_util=min(1.0, d / (threads * vec)), compute_scale=1 + 0.1 * (vec.bit_length() - 1))
         if kind == "shuffle":
             return Launch(grid=t, threads=threads, smem_bytes=warps * 4, regs=30, bytes_per_access=16,
                           traffic=1.2, lane_util=min(1.0, d / (threads * 8)))
@@ -121,6 +126,9 @@ extern "C" __global__ void fp8_quant_kernel(const scalar_t* __restrict__ x, uint
 
 
 def fused_smem_block_src(p, task, barrier="\n        __syncthreads();", last="D"):
+    if p.get("vec", 1) > 1:
+        return f"""{fp8_words_kernel(p, p['vec'], barrier, last)}
+{host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
     return f"""#define THREADS {p['threads']}
 
 // One block per token: strided absmax, tree reduction in shared memory, then a second pass
@@ -270,8 +278,8 @@ class Fp8QuantCuda(Fp8QuantSpec):
              bugs={"racy_update": {"update": "scales[i / D] = s;  // one plain store per element"},
                    "missing_scale": {"val": "to_float(x[i])"}}),
         Rung("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
-             (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.62, smem="static",
-             launch=unroll.launch_of(launch_of("smem"), unroll.row_trips(), 1),
+             (THREADS, unroll.PRAGMA_UNROLL, words.VEC), compute_eff=0.08, memory_eff=0.62, smem="static",
+             launch=unroll.launch_of(launch_of("smem"), words.word_trips(), words.word_regs),
              render=unroll.render_of(fused_smem_block_src), bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
              (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.82, smem="static",

@@ -10,6 +10,8 @@ add, several ulps off the one-rounding sum (outside KernelBench's 1e-2 on an H20
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ..words import VEC
+from ._embedding_bwd_sort import segment, sort_host, sorted_words_kernel
 
 # L2 cost of one element's atomic update, in DRAM-byte equivalents: the row read-modify-write
 # plus the atomic unit's per-operation limit. A packed 2-wide atomic halves the operations.
@@ -47,8 +49,9 @@ def launch_of(kind: str):
         sort_traffic = 1 + 3 * 2 * 12 * t / min_bytes(task)    # 3 passes over (int64 id, int pos)
         if kind == "sort":
             threads = p["threads"]
-            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=e, traffic=sort_traffic,
-                          lane_util=min(1.0, d / threads), launches=SORT_LAUNCHES)
+            vec = p.get("vec", 1)       # words.VEC columns a load (ptxas sm_90a: 32 registers at VEC 1, 2 and 4)
+            return Launch(grid=t, threads=threads, regs=32, bytes_per_access=e * vec, traffic=sort_traffic,
+                          lane_util=min(1.0, d / (threads * vec)), launches=SORT_LAUNCHES)
         warps, unroll = p["warps_per_block"], p["unroll"]
         slices = cdiv(d * e // 16, gpu.warp)
         return Launch(grid=cdiv(t * slices, warps), threads=warps * gpu.warp, regs=28 + 2 * unroll,
@@ -140,49 +143,11 @@ void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_
 """
 
 
-def sort_host(launch: str, task) -> str:
-    # hipCUB wraps rocPRIM; radix_sort_pairs takes the same arguments as cub's SortPairs
-    sort_pairs = task.dialect.radix_sort_pairs
-    return f"""
-__global__ void embedding_bwd_iota_kernel(int* pos, int T) {{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < T) pos[i] = i;
-}}
-
-// Stable radix sort of (id, position) over only the bits an id can use; equal ids end up
-// adjacent and in token order, so each segment's sum has a fixed order.
-void embedding_bwd(const int64_t* ids, const scalar_t* grad_out, scalar_t* grad_weight, int T, int D, int V,
-                   int padding_idx, cudaStream_t stream) {{
-    int end_bit = 1;
-    while ((1ll << end_bit) < V) ++end_bit;
-    size_t temp_bytes = 0;
-    {sort_pairs}(nullptr, temp_bytes, ids, (int64_t*)nullptr, (const int*)nullptr, (int*)nullptr,
-                                    T, 0, end_bit, stream);
-    temp_bytes = (temp_bytes + 255) & ~(size_t)255;
-    char* ws = nullptr;           // [cub temp | sorted ids | positions | sorted positions]
-    cudaMallocAsync((void**)&ws, temp_bytes + (size_t)T * 16, stream);
-    int64_t* sorted_ids = reinterpret_cast<int64_t*>(ws + temp_bytes);
-    int* pos = reinterpret_cast<int*>(sorted_ids + T);
-    int* sorted_pos = pos + T;
-    embedding_bwd_iota_kernel<<<(T + 255) / 256, 256, 0, stream>>>(pos, T);
-    {sort_pairs}(ws, temp_bytes, ids, sorted_ids, pos, sorted_pos, T, 0, end_bit, stream);
-    {launch}
-    cudaFreeAsync(ws, stream);
-}}
-"""
-
-
-def segment(k0: str, prev: str = "sorted_ids[{k0} - 1]", end: str = "k1") -> str:
-    prev = prev.format(k0=k0)
-    return f"""const int64_t id = sorted_ids[{k0}];
-    if (id == padding_idx || ({k0} > 0 && {prev} == id)) return;   // only a segment's first position works
-    int k1 = {k0} + 1;
-    while (k1 < T && sorted_ids[k1] == id) ++k1;                   // segment = [{k0}, k1)
-    const int k_end = {end};"""
-
-
 def sort_segmented_reduce_src(p, task, **slots):
     head = segment("k0", **slots)
+    if p.get("vec", 1) > 1:
+        return f"""{sorted_words_kernel(p, head)}
+{sort_host("embedding_bwd_kernel<<<T, THREADS, 0, stream>>>(sorted_ids, sorted_pos, grad_out, grad_weight, T, D, padding_idx);", task)}"""
     return f"""
 #define THREADS {p['threads']}
 
@@ -271,7 +236,7 @@ class EmbeddingBwdCuda(OpModule):
              render=vectorized_atomic2_src, bugs={"off_by_one": {"last": "chunks - 1"}}),
         Rung("sort_segmented_reduce", "radix sort (id, position), a block reduces each id's segment "
              "in order: deterministic, no atomics",
-             (Param("threads", (128, 256, 512), 256),), memory_eff=0.72, launch=launch_of("sort"),
+             (Param("threads", (128, 256, 512), 256), VEC), memory_eff=0.72, launch=launch_of("sort"),
              render=sort_segmented_reduce_src, bugs=SEGMENT_BUGS),
         Rung("sorted_segment_vectorized", "sorted segments, a warp per (segment, column slice), "
              "uint4 loads, fp32 registers",
