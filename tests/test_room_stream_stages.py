@@ -116,3 +116,23 @@ def test_min_p_keeps_its_scan_scratch_beside_the_buffers(key, smem):
     v = m.variant("fused_row")
     task = make_task(m, "H100", "fp32", {"B": 64, "V": 128256})
     assert m.launch(v, {"BLOCK": block, "num_warps": 8, "num_stages": stages}, task).smem_bytes == smem
+
+
+def test_rows_triton_cannot_vectorize_stay_unstaged():
+    """D = 4100 (not a 16-byte multiple): the row's loads are one element wide, which cp.async cannot copy, so
+    the depth buys no bytes in flight; Triton 3.9's metadata.shared stays 2048 B at 2 and 3 stages (no buffer
+    that grows with the depth: a layout scratch the model does not hold, far under any cap)."""
+    m = REGISTRY["rmsnorm_triton"]
+    v = m.variant("chunked_two_pass")
+    task = make_task(m, "H100", "bf16", {"T": 64, "D": 4100})
+    launches = [m.launch(v, {**v.defaults(), "num_stages": n}, task) for n in (1, 2, 3)]
+    assert launches[0] == launches[1] == launches[2]
+    pytest.importorskip("triton")
+    from kernelstrain.compilers import compile_triton
+    figures = set()
+    for n in (2, 3):
+        p = {**v.defaults(), "num_stages": n}
+        r = compile_triton(m.render(v, p, task), m.compile_specs(v, p, task), task.gpu.arch)
+        assert r.ok
+        figures.add(r.smem_bytes)
+    assert len(figures) == 1
