@@ -19,6 +19,10 @@ the resident grid is short of DRAM's bandwidth-latency product (a program per ro
 long rows: decode-time norms, softmax over a 128k vocabulary for 32 rows, a SwiGLU of 32 tokens);
 where the grid already covers it, the staged buffers only cost occupancy.
 
+NOT YET TIMED ON A GPU: the compiler facts above are Triton 3.9's; the speeds are the model's (OVERLAP
+and the stacking with loop_unroll are estimates). scripts/room_device_check_triton.py times every
+value beside the simulator; where an H100/H200 refutes a gain, drop or refit it from that figure.
+
 >>> on_loops("    for off in range(0, D, BLOCK):", {"num_stages": 3})
 '    for off in tl.range(0, D, BLOCK, num_stages=3):'
 >>> on_loops("    for off in tl.range(0, D, BLOCK, loop_unroll_factor=2):", {"num_stages": 2})
