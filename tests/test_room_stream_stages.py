@@ -81,7 +81,8 @@ def test_depth_pays_on_a_short_grid_only(name, tag, short, full):
     for gpu in ("H100", "H200"):
         few, many = (make_task(m, gpu, m.dtypes[-1], s) for s in (short, full))
         t = [simulate(m, v, {**v.defaults(), "num_stages": n}, few).time_ms for n in (1, 2, 3, 4)]
-        assert t[0] > t[1] > t[2] and t[0] > 1.1 * t[2]        # a walk from the default finds gains stage by stage
+        # the H100 (stream_stages.TRIPS_IN_FLIGHT): 2 stages lose to the plain loop, 3 and 4 gain on a short grid
+        assert t[1] > t[0] > t[2] >= t[3] and t[0] > 1.1 * t[3]
         big = [simulate(m, v, {**v.defaults(), "num_stages": n}, many).time_ms for n in (1, 2, 3, 4)]
         assert max(big) / min(big) < 1.01                        # the rows already cover DRAM's latency
 

@@ -19,9 +19,10 @@ the resident grid is short of DRAM's bandwidth-latency product (a program per ro
 long rows: decode-time norms, softmax over a 128k vocabulary for 32 rows, a SwiGLU of 32 tokens);
 where the grid already covers it, the staged buffers only cost occupancy.
 
-NOT YET TIMED ON A GPU: the compiler facts above are Triton 3.9's; the speeds are the model's (OVERLAP
-and the stacking with loop_unroll are estimates). scripts/room_device_check_triton.py times every
-value beside the simulator; where an H100/H200 refutes a gain, drop or refit it from that figure.
+Timed on an H100 (scripts/room_device_check_triton.py KNOBT_SET=stages, 04:33 UTC; every value correct, every
+bug caught): 2 stages lose to the plain loop, 3 and 4 gain on short grids, less than the model first claimed
+(TRIPS_IN_FLIGHT). The stacking with loop_unroll is an estimate the H100 did not bear out: softmax's three-pass
+loop at unroll 8 ran 85.5-85.9 us at every depth (sim 27.1 -> 15.1).
 
 >>> on_loops("    for off in range(0, D, BLOCK):", {"num_stages": 3})
 '    for off in tl.range(0, D, BLOCK, num_stages=3):'
@@ -40,9 +41,14 @@ from .unroll import LOOP_UNROLL
 
 # 1: the plain loop (Triton's default for a loop that feeds no tl.dot)
 STREAM_STAGES = Param("num_stages", (1, 2, 3, 4), 1)
-# the reduction a trip does hides behind the next trips' loads: the unpipelined loop's one trip in
-# flight is idle for that part of the trip, so a pipelined trip ahead is worth a little more than one
-OVERLAP = 0.5
+# The loads a thread keeps in flight at each depth, in units of the unpipelined loop's one trip, as an H100 timed
+# them (room_device_check_triton, 04:33 UTC, 11 groups of 7 modules): at 2 stages the one buffer is waited on
+# before every trip's reduction and each element takes a second trip through shared memory, so the loop ran
+# 1.02-1.36x SLOWER than the plain one in all 11 (min_p B=64 V=128k 98.0 -> 127.2 us, softmax R=32 C=128k
+# 57.4 -> 70.9, fp8_quant T=32 7.2 -> 9.8); 3 and 4 stages gained 0.59-1.0x on the short grids (swiglu T=32 9.2 ->
+# 5.4, layernorm T=64 5.8 -> 4.3, softmax R=32 57.4 -> 41.1, min_p B=64 98.0 -> 93.6). The figures keep 2 a loss
+# and 4 about half the gain the model had claimed (it had 1.5, 2.5, 3.5 trips: 0.44-0.87x at 4 stages).
+TRIPS_IN_FLIGHT = {1: 1.0, 2: 0.8, 3: 1.4, 4: 1.7}
 
 # a Triton loop stepping by a BLOCK constexpr, plain or already unrolled (unroll.on_loops)
 _STREAM = re.compile(r"\bfor (\w+) in (?:tl\.)?range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*(?:, loop_unroll_factor=\d+)?)\):")
@@ -64,7 +70,7 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     """`launch` with its streaming loop pipelined as `params` say: `trips` BLOCK-wide trips a
     program (before unrolling), `loads` arrays of `block` elements loaded per trip by the loop that
     loads the most. NVIDIA: the trips ahead are staged in shared memory (occupancy) and the bytes a
-    thread keeps in flight grow from one trip's to the trips ahead (+ OVERLAP); gfx942: the copies
+    thread keeps in flight move from one trip's to TRIPS_IN_FLIGHT's; gfx942: the copies
     ahead land in registers instead (each thread's share of them). The launch's own shared memory
     (a reduction's scratch) shares the buffers, or with `apart` (a tl.cumsum's) stays beside them.
 
@@ -74,7 +80,7 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     >>> t = make_task(REGISTRY["rmsnorm_triton"], "H100", "bf16", {"T": 1, "D": 8192})
     >>> s = staged(base, {"num_stages": 3}, t, trips=8, loads=2, block=1024)
     >>> s.bytes_per_access, s.smem_bytes
-    (40.0, 8192)
+    (22.4, 8192)
     >>> staged(base, {"num_stages": 3}, t, trips=1, loads=2, block=1024).bytes_per_access   # nothing ahead to load
     16
     """
@@ -86,10 +92,10 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
         return replace(launch, regs=launch.regs + buffer // (4 * launch.threads),
-                       bytes_per_access=launch.bytes_per_access * (ahead + OVERLAP))
+                       bytes_per_access=launch.bytes_per_access * TRIPS_IN_FLIGHT[int(ahead) + 1])
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
     return replace(launch, smem_bytes=smem,
-                   bytes_per_access=launch.bytes_per_access * (ahead + OVERLAP))
+                   bytes_per_access=launch.bytes_per_access * TRIPS_IN_FLIGHT[int(ahead) + 1])
 
 
 def _one_element_loads(task) -> bool:
