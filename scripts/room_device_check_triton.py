@@ -1,33 +1,70 @@
 """Device proof of the room added to the Triton rungs (issue 26 item 2, *_triton modules): scripts/room_device_check.py's
 harness (every value built, checked against the PyTorch reference and timed beside the simulator; every bug at a
-parameter's smallest and largest values must fail) over the Triton rungs and parameters below.
+parameter's smallest and largest values must fail) over the Triton rungs and parameters below, then each group's
+values ranked by the device and by the simulator.
 
     python3 scripts/room_device_check_triton.py                  # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/room_device_check_triton.py   # no GPU: the first 3 cases through every path but the GPU's
+
+The parameter checked: num_stages of the streaming row loops (ops/stream_stages.py, `tl.range(..., num_stages=N)`),
+at the menu's few-row shapes where the model credits it (a grid short of DRAM's bandwidth-latency product) and at a
+many-row shape where it must not gain; loop_unroll (the loop's other way to more loads in flight) beside it.
 """
+import json
+import os
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import room_device_check  # noqa: E402
 
-# the check shape and a 4x wider grid (the reference steps through L in Python: gpucheck.sample.fits bounds the size)
-SCAN_SHAPES = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 1024, "D": 3072, "N": 16}]
-# conv2d: the check shape's neighbours on the menu, 3x3 at C=64 and at C=256 (BK 64: a quarter of the K-loop trips of 16)
-CONV_SHAPES = [{"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1},
-               {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}]
+SOFTMAX = [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}]
+ROWS = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+# (module, rung, parameter, shapes[, base]): a few-row shape where the model credits the depth, then a many-row one
+# where it must not gain
 room_device_check.NEW = [
-    ("selective_scan_triton", "state_outer_scan", "CHUNK", SCAN_SHAPES),
-    ("selective_scan_triton", "state_outer_scan", "BLOCK_D", SCAN_SHAPES),
-    ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN_SHAPES),
-    ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONV_SHAPES),
-    ("conv2d_nhwc_triton", "pipelined_stages", "BK", CONV_SHAPES),
+    ("softmax_triton", "online_softmax", "num_stages", SOFTMAX),
+    ("rmsnorm_triton", "chunked_two_pass", "num_stages", ROWS),
+    ("swiglu_fwd_triton", "row_program", "num_stages", [{"T": 32, "I": 11008}, {"T": 512, "I": 13824}]),
+    ("fp8_quant_triton", "fused_row_loop", "num_stages", [{"T": 32, "D": 8192}]),
+    ("min_p_triton", "fused_row", "num_stages", [{"B": 64, "V": 128256}, {"B": 256, "V": 128256}]),
+    ("layernorm_triton", "welford_chunked", "num_stages", ROWS[:1]),
+    ("add_rmsnorm_triton", "two_kernels", "num_stages", ROWS[:1]),
+    # the decode loops' num_stages (ops/attention/_kv_pipeline.py, device-checked on the other tile rungs) on the two-pass rung
+    ("flash_decode_triton", "blocked_two_pass", "num_stages", [{"B": 1, "H": 32, "S": 4096, "D": 128}],
+     {"BLOCK_N": 128, "num_warps": 8}),
 ]
 room_device_check.REFERENCE = [
-    ("selective_scan_triton", "exp2_fused_epilogue", "BLOCK_D", SCAN_SHAPES),
-    ("selective_scan_triton", "exp2_fused_epilogue", "num_warps", SCAN_SHAPES[:1]),
+    # the simulator's fastest pair at 32 rows of 128k: the deepest chunked loop against the split-row rung
+    ("softmax_triton", "chunked_three_pass", "num_stages", SOFTMAX[:1], {"BLOCK": 512, "num_warps": 16, "loop_unroll": 8}),
+    ("softmax_triton", "split_row_online", "SPLITS", SOFTMAX[:1], {"BLOCK": 512, "num_warps": 4}),
+    ("softmax_triton", "online_softmax", "loop_unroll", SOFTMAX[:1]),
 ]
 
+
+def ranking(out: Path) -> str:
+    """Per (module, rung, shape): the ok values ordered by the device's time, with the simulator's order beside."""
+    rows = json.loads((out / "knob_device.json").read_text())["rows"]
+    groups = defaultdict(list)
+    for r in rows:
+        if r["bug"] is None and r.get("ok") and r.get("time_ms"):
+            groups[(r["module"], r["variant"], json.dumps(r["shape"]))].append(r)
+    lines = []
+    for (module, tag, shape), rs in sorted(groups.items()):
+        label = {id(r): r["id"].split("|")[2] for r in rs}
+        dev = [label[id(r)] for r in sorted(rs, key=lambda r: r["time_ms"])]
+        sim = [label[id(r)] for r in sorted(rs, key=lambda r: r["sim_ms"] or 0)]
+        lines.append(f"{module} {tag} {shape}\n  device: {' < '.join(dev)}\n  sim:    {' < '.join(sim)}")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    sys.exit(room_device_check.main())
+    rc = room_device_check.main()
+    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
+    if (out / "knob_device.json").exists():
+        text = ranking(out)
+        (out / "ranking.txt").write_text(text)
+        print(text)
+    sys.exit(rc)

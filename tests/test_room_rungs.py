@@ -48,8 +48,12 @@ def test_new_rungs_are_appended_and_name_their_technique(name):
 @pytest.mark.parametrize("name, shape, gain", [
     # the whole-row rungs' spill model (refit on the H100/H200 grids) narrowed this one to a few percent, and the
     # dram term (calibration.REFERENCE_DRAM_TBS: the old rungs' 32 programs are latency-bound, as long on the H100 as
-    # on the H200) to a near-tie: split_row_online 27.1 us against online_softmax 26.2 on the H100 model, never timed
-    ("softmax_triton", {"R": 32, "C": 128256}, 0.95),
+    # on the H200) to a near-tie in the model. An H100 timed it (04:33 UTC, scripts/room_device_check_triton.py):
+    # split_row_online SPLITS 32 17.3 us against the old rungs' best 41.1 (online_softmax, 4 stages), a 2.4x gain;
+    # the model's tie comes from its Triton loop_unroll credit, which the same run contradicts (online_softmax
+    # loop_unroll 8: 52.8 us measured, 17.8 modelled; ops/unroll.py), an open defect of the model
+    pytest.param("softmax_triton", {"R": 32, "C": 128256}, 2.0, marks=pytest.mark.xfail(
+        strict=True, reason="H100: 2.4x measured; the model's Triton loop_unroll credit gives 0.91 (ops/unroll.py)")),
     ("moe_scatter_cuda", {"T": 64, "E": 64, "topk": 6, "K": 2048}, 2.0),   # 3 dependent launches
 ])
 def test_a_new_rung_wins_where_it_removes_the_bottleneck(name, shape, gain):

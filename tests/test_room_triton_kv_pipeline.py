@@ -13,6 +13,7 @@ from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
 
 RUNGS = (("flash_decode_triton", "online_softmax"), ("flash_decode_triton", "split_kv"),
+         ("flash_decode_triton", "blocked_two_pass"),
          ("swa_decode_triton", "blocked_online_softmax"), ("swa_decode_triton", "window_block_skip"),
          ("paged_decode_triton", "page_tile"), ("paged_decode_triton", "multi_page_tile"))
 

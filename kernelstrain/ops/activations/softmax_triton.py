@@ -7,13 +7,15 @@ read; spills once C is large) -> persistent programs that prefetch the next row 
 rows split over programs, partials merged by the output kernel (_softmax_split_triton.py).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
+from .. import stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2, triton_spill
 from ._softmax_rows import SPLIT_MEMORY_EFF
 from ._softmax_split_triton import PARAMS as SPLIT_PARAMS, split_kernels, split_launch, split_src, split_wrapper
 from .softmax_spec import ENTRY, SoftmaxSpec
 
-CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8), LOOP_UNROLL)
+CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (4, 8, 16), 8), LOOP_UNROLL,
+         stream_stages.STREAM_STAGES)
 OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
         cols = off + tl.arange(0, BLOCK)
         mask = cols < C
@@ -165,12 +167,14 @@ class SoftmaxTriton(SoftmaxSpec):
              launch=lane_rows_launch("BLOCK_R", "R", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_R": p["BLOCK_R"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK_R], 1.0, dtype=tl.float64)"}, "off_by_one": {"stop": "C - 1"}}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: max pass, sum pass, output pass",
-             CHUNK, memory_eff=0.82, launch=launch_of(chunk_launch("R", "C", 2, 2.0), chunk_trips("C"), chunk_regs),
-             render=render_of(chunked_three_pass_src), consts=chunk,
+             CHUNK, memory_eff=0.82, launch=stream_stages.launch_of(launch_of(chunk_launch("R", "C", 2, 2.0), chunk_trips("C"), chunk_regs),
+                                           chunk_trips("C"), loads=1),
+             render=stream_stages.render_of(render_of(chunked_three_pass_src)), consts=chunk,
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
         Rung("online_softmax", "per-lane running max and rescaled sum in one chunked pass, then the output pass",
-             CHUNK, memory_eff=0.88, launch=launch_of(chunk_launch("R", "C", 3, 1.5), chunk_trips("C"), chunk_regs),
-             render=render_of(online_softmax_src), consts=chunk,
+             CHUNK, memory_eff=0.88, launch=stream_stages.launch_of(launch_of(chunk_launch("R", "C", 3, 1.5), chunk_trips("C"), chunk_regs),
+                                           chunk_trips("C"), loads=1),
+             render=stream_stages.render_of(render_of(online_softmax_src)), consts=chunk,
              bugs={"missing_scale": {"rescale": ""}, "off_by_one": {"stop": "C - BLOCK"}}),
         Rung("whole_row_registers", "BLOCK_C = next_pow2(C): the row is read once and kept in registers",
              (Param("num_warps", (4, 8, 16), 8),), memory_eff=0.9, launch=row_launch, render=whole_row_registers_src,

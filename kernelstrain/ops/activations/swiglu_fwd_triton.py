@@ -5,6 +5,7 @@ Ladder: flat 1-D blocks with div/mod per element -> one program per token row lo
 programs (#SMs x k) striding over the tiles.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
+from .. import stream_stages
 from ._swiglu_triton import BLOCK, WARPS, persistent_programs
 from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
@@ -153,7 +154,9 @@ class SwigluFwdTriton(SwigluFwdSpec):
              (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), compute_eff=0.2, memory_eff=0.5,
              launch=flat_index_launch, render=flat_index_src, bugs={"off_by_one": {"n": "T * I - 1"}}),
         Rung("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",
-             (BLOCK, WARPS), compute_eff=0.3, memory_eff=0.79, launch=row_program_launch, render=row_program_src,
+             (BLOCK, WARPS, stream_stages.STREAM_STAGES), compute_eff=0.3, memory_eff=0.79,
+             launch=stream_stages.launch_of(row_program_launch, lambda p, task: task["I"] / p["BLOCK"], loads=2),
+             render=stream_stages.render_of(row_program_src),
              bugs={"off_by_one": {"bound": "I - 1"}}),
         Rung("tile_2d", "2-D grid (column block, row): contiguous, vectorizable loads, no loop",
              (BLOCK, WARPS), compute_eff=0.4, memory_eff=0.82, launch=tile_2d_launch, render=tile_2d_src,

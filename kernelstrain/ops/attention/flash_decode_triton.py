@@ -107,13 +107,12 @@ STORE = "    tl.store(o_ptr + bh * HEAD_DIM + offs_d, (acc / l_i).to(o_ptr.dtype
 def blocked_two_pass_src(p, task, scale=" * scale"):
     return HEAD.format(extra=", BLOCK_N: tl.constexpr", l0="0.0", acc_t="tl.float32") + \
             "    # pass 1: row max and normaliser (the sum is rescaled whenever the max grows)\n" \
-            "    for start in range(0, S, BLOCK_N):\n" + TILE.format(hi="S", scale=" * scale") + '''\
+            f"    for start in {kv_pipeline.tile_loop(p, '0, S, BLOCK_N')}:\n" + TILE.format(hi="S", scale=" * scale") + '''\
         m_new = tl.maximum(m_i, tl.max(s, 0))
         l_i = l_i * tl.exp(m_i - m_new) + tl.sum(tl.exp(s - m_new), 0)
         m_i = m_new
     # pass 2: K is read a second time to rebuild the probabilities, then weights V
-    for start in range(0, S, BLOCK_N):
-''' + TILE.format(hi="S", scale=scale) + "        p = tl.exp(s - m_i)\n" + V + \
+''' + f"    for start in {kv_pipeline.tile_loop(p, '0, S, BLOCK_N')}:\n" + TILE.format(hi="S", scale=scale) + "        p = tl.exp(s - m_i)\n" + V + \
             "        acc += tl.sum(p[:, None] * v.to(tl.float32), 0)\n" + STORE + \
             wrapper(task, "B * H", ", BLOCK_N=" + str(p["BLOCK_N"]), p)
 
@@ -199,7 +198,8 @@ class FlashDecodeTriton(FlashDecodeSpec):
              (Param("num_warps", (1, 2, 4), 1),), memory_eff=0.35, launch=key_launch, render=key_per_iteration_src,
              bugs={"missing_scale": {"scale": ""}, "half_accumulator": HALF}),
         Rung("blocked_two_pass", "[BLOCK_N, D] tiles; pass 1 finds max and sum, pass 2 re-reads K with V",
-             (BLOCK_N, WARPS), memory_eff=0.85, launch=tile_launch(1.5), render=blocked_two_pass_src,
+             (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.85, launch=tile_launch(1.5),
+             render=blocked_two_pass_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("online_softmax", "single pass: running max/sum, accumulator rescaled per tile",
              (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=tile_launch(),

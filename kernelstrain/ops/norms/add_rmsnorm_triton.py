@@ -6,6 +6,7 @@ it for the output) -> the whole summed row in registers (no re-read) -> persiste
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
 from ..base import Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
+from .. import stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ._norms import PERSISTENT_GRID, chunk_launch, next_pow2, row_in_registers_launch
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
@@ -141,11 +142,15 @@ class AddRMSNormTriton(AddRMSNormSpec):
     impl = "triton"
     variants = (
         Rung("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
-             CHUNK, memory_eff=0.8, launch=launch_of(chunk_launch("T", "D", 2, 1.5, launches=2), chunk_trips("D"), chunk_regs),
-             render=render_of(two_kernels_src), consts=consts,
+             CHUNK + (stream_stages.STREAM_STAGES,), memory_eff=0.8,
+             launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 1.5, launches=2), chunk_trips("D"), chunk_regs),
+                                           chunk_trips("D"), loads=2),
+             render=stream_stages.render_of(render_of(two_kernels_src)), consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",
              CHUNK, memory_eff=0.84, launch=launch_of(chunk_launch("T", "D", 2, 1.25), chunk_trips("D"), chunk_regs),
+             # no num_stages: pass 2 re-reads the residual pass 1 stored; cp.async copies staged ahead
+             # are not ordered after a thread's own stores without a fence, so it is not offered unchecked
              render=render_of(fused_chunked_src), consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): summed row stays in registers, residual never re-read",

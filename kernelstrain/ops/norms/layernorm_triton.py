@@ -8,11 +8,13 @@ The off_by_one bugs read the wrong element (never skip a write): an unwritten ou
 reference's value in recycled memory and pass a harness that does not poison outputs.
 """
 from ..base import Param, Rung, DTYPE_BYTES
+from .. import stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch
 from .layernorm_spec import LayerNormSpec
 
-CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL)
+CHUNK = (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL,
+         stream_stages.STREAM_STAGES)
 NO_SCALE = {"scale": ""}               # missing_scale drops the weight multiply
 SIG = "def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, D, eps, "
 OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
@@ -179,14 +181,16 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
              launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"col": "i + 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-             CHUNK, memory_eff=0.8, launch=launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs),
-             render=render_of(chunked_three_pass_src),
+             CHUNK, memory_eff=0.8, launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs),
+                                           chunk_trips("D"), loads=3),
+             render=stream_stages.render_of(render_of(chunked_three_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
              CHUNK, memory_eff=0.84,
-             launch=launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"), chunk_regs),
-             render=render_of(welford_chunked_src),
+             launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"),
+                                                     chunk_regs), chunk_trips("D"), loads=3),
+             render=stream_stages.render_of(render_of(welford_chunked_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",

@@ -6,6 +6,7 @@ program as a 2-D tile -> persistent programs that keep the weight resident and p
 the next row under the current row's reduction.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from .. import stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, triton_spill
 from .rmsnorm_spec import RMSNormSpec
@@ -153,8 +154,11 @@ class RMSNormTriton(RowKernelTriton, RMSNormSpec):
              launch=lane_rows_launch("BLOCK_T", "T", 2.5), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"stop": "D - 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_two_pass", "program per row, BLOCK-wide chunks: sum-of-squares pass, then output pass",
-             (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL), memory_eff=0.82,
-             launch=launch_of(chunk_launch("T", "D", 2, 1.5), chunk_trips("D"), chunk_regs), render=render_of(chunked_two_pass_src),
+             (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL,
+              stream_stages.STREAM_STAGES), memory_eff=0.82,
+             launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 1.5), chunk_trips("D"), chunk_regs),
+                                            chunk_trips("D"), loads=2),
+             render=stream_stages.render_of(render_of(chunked_two_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): the row is loaded once and reduced in registers",

@@ -11,7 +11,7 @@ store raw uint8 codes, which compiles on any target. Every division is IEEE (tl.
 import textwrap
 
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_dtype, triton_ptr
-from .. import unroll
+from .. import stream_stages, unroll
 from ..norms._norms import row_in_flight
 from .fp8_quant_spec import TRITON_ENTRY, Fp8QuantSpec, fp8_max
 
@@ -232,9 +232,10 @@ class Fp8QuantTriton(Fp8QuantSpec):
              bugs={"racy_update": {"fold": "tl.store(scale_ptr + row, s)  # plain store: last block wins"},
                    "missing_scale": {"val": "x"}}),
         Rung("fused_row_loop", "one program per token, BLOCK-wide loop: absmax pass then convert pass",
-             (BLOCK, WARPS, unroll.LOOP_UNROLL), compute_eff=0.08, memory_eff=0.78,
-             launch=unroll.launch_of(launch_of("loop"), unroll.chunk_trips("D"), unroll.chunk_regs),
-             render=unroll.render_of(program(fused_row_loop_parts)), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             (BLOCK, WARPS, unroll.LOOP_UNROLL, stream_stages.STREAM_STAGES), compute_eff=0.08, memory_eff=0.78,
+             launch=stream_stages.launch_of(unroll.launch_of(launch_of("loop"), unroll.chunk_trips("D"), unroll.chunk_regs),
+                                           unroll.chunk_trips("D"), loads=1),
+             render=stream_stages.render_of(unroll.render_of(program(fused_row_loop_parts))), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"qmask": "offs < D - 1"}, "missing_scale": {"val": "x"}}),
         Rung("row_in_registers", "whole row loaded once into registers (BLOCK_D = next pow2 of D)",
              (WARPS,), compute_eff=0.08, memory_eff=0.88, launch=launch_of("rows"),

@@ -8,6 +8,7 @@ crossing chunk and only it is re-read -> split rows: SPLIT programs per row (max
 partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B).
 Triton has no early loop exit, so the pick loops run to the end of their range.
 """
+from .. import stream_stages
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
 from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
@@ -219,7 +220,10 @@ class MinPTriton(MinPSpec):
              render=multi_kernel_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("fused_row", "one program per row: max, kept-mass and tl.cumsum pick loops fused",
-             (BLOCK, WARPS), compute_eff=0.12, memory_eff=0.85, launch=row_launch(2.0), render=fused_row_src,   # tl.cumsum over the whole row
+             # num_stages: the three helper loops of the row, each from 0 (aligned), pipelined (assemble)
+             (BLOCK, WARPS, stream_stages.STREAM_STAGES), compute_eff=0.12, memory_eff=0.85,   # tl.cumsum over the whole row
+             launch=stream_stages.launch_of(row_launch(2.0), lambda p, t: t["V"] / p["BLOCK"], loads=1, apart=True),
+             render=fused_row_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
              (BLOCK, WARPS), compute_eff=0.45, memory_eff=0.88, launch=row_launch(1.0),
@@ -259,7 +263,7 @@ class MinPTriton(MinPSpec):
                 mk("min_p_kernel", {**head, "pm_ptr": "*fp32", "ps_ptr": "*fp32", "V": "i32", "PER": "i32"}, c, {"PER": per})]
 
     def assemble(self, kernel, variant, params, task) -> str:
-        helpers = ROW_MAX + ("" if variant.tag == "multi_kernel" else PICK)
+        helpers = stream_stages.on_loops(ROW_MAX + ("" if variant.tag == "multi_kernel" else PICK), params)
         return f"""{TRITON_PRELUDE}{helpers}
 {kernel.strip(chr(10))}
 
