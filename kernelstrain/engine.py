@@ -239,6 +239,7 @@ class Episode:
         self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
         self.last_ms: float | None = None              # the last measured candidate's time
         self.restored = False                          # the best restored and re-run at the end (Episode.restore)
+        self.leaps: bool | None = None                 # stepwise: this engineer writes the ceiling-raising rung straight away (Episode.leap)
         self.stale = 0
         self.owed = 0                                  # limit-type compile failures still to make
         self.pace = self.timing.session_pace(self.clock)
@@ -387,12 +388,22 @@ class Episode:
                     c = self.propose_coordinate(self.line, POINTS_AT[self.bottleneck(self.best)])
                     if c is not None:
                         return c
-                for u in (ups[:i + 1] if self.search.stepwise else [v]):
+                for u in (ups[:i + 1] if self.search.stepwise and not self.leap() else [v]):
                     c = self.rung_candidate(u)
                     if self.fresh(c):
                         return c
                     self.rung_tried.add(u.tag)
         return None
+
+    def leap(self) -> bool:
+        """Whether this engineer, building its kernel up one rung at a time (search.stepwise),
+        rewrites straight onto the rung that raises the ceiling instead (a GEMM onto tensor cores
+        without the CUDA-core register tiles first): its habit of skipping rungs (Habits.skip),
+        asked once, the first time a ceiling-raising rung is in sight. Engineers differ here as
+        on any climb, and a ladder walked the same way in every session teaches one path."""
+        if self.leaps is None:
+            self.leaps = self.rng.random() < self.habits.skip
+        return self.leaps
 
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
         """A coordinate search starting at `at`: the parameters the profile of `at` points at

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from .ops import REGISTRY
 from .ops.base import OpModule, Task
 from .profiles import Profile
+from .calibration import FIT
 from .rng import rank, seeded_rng  # noqa: F401 (seeded_rng: tests draw as the plan's episodes do)
+from .sim import roofline_floor_ms
 from .tasks import make_task
 
 
@@ -22,8 +24,9 @@ def profile_modules(profile: Profile) -> list[OpModule]:
 def all_combos(profile: Profile) -> list[Task]:
     """Every (module, gpu, dtype, shape) the profile's menus allow (a module's menu plus the
     profile's [shapes] for it), in registry order. With search.one_impl_per_combo an
-    (op, gpu, dtype, shape) has one impl, picked in hash order. A fused profile's tasks are its
-    programs (fused/tasks.py)."""
+    (op, gpu, dtype, shape) has one impl, picked in hash order; with profile.min_floor_launches,
+    a combo whose roofline is under that many launches is none (floor_launches). A fused
+    profile's tasks are its programs (fused/tasks.py)."""
     if profile.fused is not None:
         from .fused.tasks import fused_tasks
         return fused_tasks(profile)
@@ -34,7 +37,8 @@ def all_combos(profile: Profile) -> list[Task]:
             for shape in (*m.shapes, *extra):
                 for dtype in m.dtypes:
                     t = make_task(m, gpu, dtype, shape)
-                    if m.supports(t.gpu, dtype):
+                    if m.supports(t.gpu, dtype) and (not profile.min_floor_launches
+                                                     or floor_launches(m, t) >= profile.min_floor_launches):
                         tasks.append(t)
     if profile.search.one_impl_per_combo:
         pick = {}
@@ -45,6 +49,24 @@ def all_combos(profile: Profile) -> list[Task]:
         kept = {t.key for t in pick.values()}
         tasks = [t for t in tasks if t.key in kept]
     return tasks
+
+
+def floor_launches(module: OpModule, task: Task) -> float:
+    """The task's roofline time (memory, or the fastest compute path a rung that runs on its GPU
+    uses) in kernel launches (the overhead of one on its GPU). Under one, the best kernel the
+    ladder holds is launch-bound (engine.LAUNCH_BOUND: the launch at least half its time): no
+    session of tuning moves it past the noise, so a profile of long sessions sets no such task
+    (a team hands an engineer kernels whose time is theirs; a launch is cut by fusion or graphs).
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> m = REGISTRY["bias_gelu_cuda"]
+    >>> [round(floor_launches(m, make_task(m, "H100", "fp16", s)), 2)
+    ...  for s in ({"T": 1, "N": 18176, "TANH": 0}, {"T": 4096, "N": 18176, "TANH": 0})]
+    [0.02, 59.27]
+    """
+    paths = {v.path for v in module.variants if not (v.needs - task.gpu.features)}
+    floor = min(roofline_floor_ms(module, task, path) for path in paths)
+    return floor / (FIT.overhead_us(task.gpu.vendor, 1) * 1e-3)
 
 
 def select_combos(profile: Profile) -> list[Task]:

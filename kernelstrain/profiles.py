@@ -137,6 +137,8 @@ class Profile:
     clock: object = None      # clock.Clock; the default profile's when the table is left out
     shapes: dict = None       # module -> extra shapes (tuple of dicts) on top of its menu
     fused: Fused | None = None  # [fused]: tasks are fused programs (modules = "fused")
+    min_floor_launches: float = 0.0   # [profile]: a combo whose roofline is under this many kernel launches is no
+                                      # task (plan.all_combos); 0 (and left out of the tables): every combo
 
     @cached_property
     def key(self) -> str:
@@ -157,7 +159,8 @@ class Profile:
         the episodes (`key`), never which tasks a run holds or holds out."""
         tables = profile_tables(self)
         defining = {k: tables[k] for k in ("shapes", "holdout", "fused") if k in tables}
-        defining["profile"] = {k: v for k, v in tables["profile"].items() if k in ("modules", "gpus", "combos")}
+        defining["profile"] = {k: v for k, v in tables["profile"].items()
+                               if k in ("modules", "gpus", "combos", "min_floor_launches")}
         return hashlib.sha256(json.dumps(defining, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -171,7 +174,9 @@ def profile_tables(p: Profile) -> dict:
     search["slip_weights"] = dict(p.search.slip_weights)
     tables = {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
                           "modules": "fused" if p.fused else list(p.modules), "gpus": list(p.gpus),
-                          "combos": p.combos},
+                          "combos": p.combos,
+                          # written only where set: a profile without it keeps its keys (its streams) and manifest
+                          **({"min_floor_launches": p.min_floor_launches} if p.min_floor_launches else {})},
               **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
               "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
     if p.fused:
@@ -183,6 +188,7 @@ _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": 
 _OPTIONAL_TABLES = ("search", "clock", "shapes", "fused")     # left out: the default profile's behaviour
 _PROFILE_KEYS = {"name": str, "description": str, "episodes": int, "modules": (str, list),
                  "gpus": list, "combos": int}
+_PROFILE_OPTIONAL = {"min_floor_launches": float}
 
 
 def _check(table: dict, expected: dict, where: str, path: Path) -> None:
@@ -265,7 +271,8 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
         if key not in raw:
             raise UsageError(f"{path}: missing table '[{key}]'")
     top = raw["profile"]
-    _check(top, _PROFILE_KEYS, "profile", path)
+    optional = {k: top[k] for k in _PROFILE_OPTIONAL if k in top}
+    _check(top, {**_PROFILE_KEYS, **{k: _PROFILE_OPTIONAL[k] for k in optional}}, "profile", path)
     tables = {k: _build(cls, raw[k], k, path) for k, cls in _TABLE_TYPES.items()}
     if isinstance(top["modules"], str) and top["modules"] not in ("all", "fused"):
         raise UsageError(f"{path}: key 'profile.modules' must be \"all\", \"fused\" or a list of module names")
@@ -281,7 +288,8 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
     tables["shapes"] = _shapes(raw.get("shapes", {}), path)
     tables["fused"] = _fused(raw["fused"], path) if "fused" in raw else None
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
-                      modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path), **tables)
+                      modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path),
+                      min_floor_launches=float(optional.get("min_floor_launches", 0.0)), **tables)
     _validate(profile, path)
     return profile
 
@@ -355,6 +363,8 @@ def _validate(p: Profile, path: Path) -> None:
         bad("profile.combos", f"must be between 1 and {MAX_COMBOS:,}, got {p.combos:,}")
     if not p.gpus:
         bad("profile.gpus", "must name at least one GPU")
+    if p.min_floor_launches < 0:
+        bad("profile.min_floor_launches", f"must be >= 0 (kernel launches; 0 = every combo), got {p.min_floor_launches}")
     for g in p.gpus:
         if g not in GPUS:
             bad("profile.gpus", f"names unknown GPU {g!r} (known: {', '.join(GPUS)})")

@@ -97,11 +97,13 @@ def reasons(ep: dict) -> list[str]:
         p = as_dict(s["params"])
         key = (s["tag"], tuple(sorted(p.items())))
         of_best = s["tag"] == best["tag"] and p == best["params"]
-        if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"]:
-            before = as_dict(prev["params"])
-            slipped = [k for k in knobs.SLIPS if before.get(k)]     # a launch-bound or opt-in slip, written right
-            moved = changes({k: v for k, v in before.items() if k not in slipped},
-                            {k: v for k, v in p.items() if k not in slipped})
+        before = as_dict(prev["params"]) if prev is not None else {}
+        slipped = [k for k in knobs.SLIPS if before.get(k)]     # a launch-bound or opt-in slip, written right
+        moved = changes({k: v for k, v in before.items() if k not in slipped},
+                        {k: v for k, v in p.items() if k not in slipped})
+        # a repair: the failed change written right, or (a limit hit) one parameter of it backed off;
+        # a step that moves more than that after a failure is the next idea, not its repair
+        if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"] and moved.count("->") <= 1:
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
         elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):
@@ -114,7 +116,7 @@ def reasons(ep: dict) -> list[str]:
         elif s["tag"] != best["tag"]:
             why = f"Rewrite onto `{s['tag']}`, a technique met before"
         elif s["kind"] == "joint":
-            why = f"Joint move of interacting parameters of the best: {changes(best['params'], p)}"
+            why = f"Joint move of two or more parameters of the best: {changes(best['params'], p)}"
         else:
             why = f"Tune the best one parameter: {changes(best['params'], p)}"
         if s.get("bug"):

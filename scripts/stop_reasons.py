@@ -2,7 +2,8 @@
 search (engine.Episode.stop_rule, or `exhausted`: no idea left), the rungs never tried, the
 untried neighbours of the best, how far the best is from its floor and from the best
 configuration of any runnable rung (--oracle: the simulator's answer, which the engineer does not
-have).
+have), and how much the best untried neighbour of the best would have gained (one parameter one
+value away: the coordinate search's next moves), and how often beyond the noise.
 
     python3 scripts/stop_reasons.py --config kernelinfer --seed 5151 --sample 60 [--oracle] [--list]
         [--set search.skip_max=0.3 ...]
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelstrain import engine, episodes  # noqa: E402
+from kernelstrain.sim import noise_cv  # noqa: E402
 
 AGENTS = []
 
@@ -60,6 +62,9 @@ def state(agent: engine.Episode, steps, oracle: bool) -> dict:
     if oracle:
         times = [agent.true_ms(c) for v in agent.rungs for c in agent.grid(v)]
         row["oracle_x"] = agent.true_ms(best) / min(t for t in times if t is not None)
+        left = [agent.true_ms(c) for c in fresh]
+        row["nbr_gain"] = max(0.0, agent.true_ms(best) / min(left) - 1.0) if left else 0.0
+        row["nbr_missed"] = row["nbr_gain"] > 2 * noise_cv(agent.true_ms(best))
     return row
 
 
@@ -73,7 +78,7 @@ def table(rows: list[dict], oracle: bool) -> str:
     for r in rows:
         by[r["stop"]].append(r)
     cols = ["episodes", "steps", "tail", "keeps", "rungs tried/runnable", "untried above", "skipped below",
-            "first jump", "fresh nbrs", "params unprobed", "settled/tunable", "best/floor"] + (["best/oracle"] if oracle else [])
+            "first jump", "fresh nbrs", "params unprobed", "settled/tunable", "best/floor"] + (["best/oracle", "nbr gain > noise"] if oracle else [])
     lines = ["| stop | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for stop, rs in sorted(by.items(), key=lambda kv: -len(kv[1])) + [("all", rows)]:
         def mean(k):
@@ -84,7 +89,7 @@ def table(rows: list[dict], oracle: bool) -> str:
                  f"{mean('params_unprobed'):.1f}", f"{mean('settled'):.1f}/{mean('tunable'):.1f}",
                  f"{median([r['floor_x'] for r in rs]):.2f}"]
         if oracle:
-            cells.append(f"{median([r['oracle_x'] for r in rs]):.3f}")
+            cells += [f"{median([r['oracle_x'] for r in rs]):.3f}", f"{mean('nbr_missed'):.2f}"]
         lines.append(f"| {stop} | " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 

@@ -33,6 +33,7 @@ def _raises_above(stepwise: bool):
             continue
         task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
         ep = Episode(m, task, streams(3), 40, 0.0, 0.0, 1, search=Search(stepwise=stepwise))
+        ep.leaps = False if stepwise else None      # an engineer who builds up (test_the_leap_... the other)
         here, ups = ep.floor_ms(ep.best.variant), ep.ups()
         raising = [i for i, v in enumerate(ups) if ep.floor_ms(v) * RAISES <= here]
         if raising and raising[0] > 0 and all(ep.fresh(ep.rung_candidate(v)) for v in ups[:raising[0] + 1]):
@@ -40,10 +41,25 @@ def _raises_above(stepwise: bool):
 
 
 def test_a_stepwise_climb_goes_one_rung_at_a_time_toward_the_raised_ceiling():
-    ep, i = _raise_above(stepwise=True)
+    ep, i = _raise_above(stepwise=True)                                # an engineer who builds up
     assert ep.propose_raise().variant.tag == ep.ups()[0].tag          # the next rung, not the raising one
+    ep, i = _raise_above(stepwise=True)
+    ep.leaps = True                                                    # one who skips to the raised ceiling
+    assert ep.propose_raise().variant.tag == ep.ups()[i].tag
     ep, i = _raise_above(stepwise=False)
     assert ep.propose_raise().variant.tag == ep.ups()[i].tag          # the jump straight to the raising rung
+    assert ep.leaps is None                                            # asked only of a stepwise engineer
+
+
+def test_the_leap_is_the_skip_habit_asked_once():
+    leaps = []
+    for seed in range(40):
+        ep, _ = next(iter(_raises_above(stepwise=True)))
+        ep.rng, ep.habits, ep.leaps = random.Random(seed), replace(ep.habits, skip=0.3), None
+        first = ep.leap()
+        assert all(ep.leap() == first for _ in range(5))                # one habit, not a draw per climb
+        leaps.append(first)
+    assert 0 < sum(leaps) < len(leaps)                                  # some leap, most build up
 
 
 def test_a_stepwise_climb_tunes_what_the_profile_points_at_before_the_next_rung():

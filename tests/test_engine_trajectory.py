@@ -69,3 +69,28 @@ def test_a_repaired_opt_in_slip_is_the_same_change_written_right():
               "failure": None, "bug": None, "time_ms": 5.0, "best_ms": 5.0, "kept": True}]
     why = read_trajectory.reasons({"baseline": base, "steps": steps})
     assert why[1].startswith("Repair of step 1's smem on the same rung, the same change written right")
+
+
+def test_a_step_after_a_limit_failure_that_moves_two_parameters_of_it_is_the_next_tune_not_its_repair():
+    base = {"tag": "a", "params": {"n": 64, "u": 0}, "time_ms": 10.0, "code": "x"}
+    steps = [{"step": 1, "kind": "joint", "tag": "a", "params": {"n": 128, "u": 2}, "status": "compile_error",
+              "failure": "smem", "bug": None, "time_ms": None, "best_ms": 10.0, "kept": False},
+             {"step": 2, "kind": "param_sweep", "tag": "a", "params": {"n": 32, "u": 0}, "status": "ok",
+              "failure": None, "bug": None, "time_ms": 11.0, "best_ms": 10.0, "kept": False},
+             {"step": 3, "kind": "joint", "tag": "a", "params": {"n": 128, "u": 2}, "status": "compile_error",
+              "failure": "smem", "bug": None, "time_ms": None, "best_ms": 10.0, "kept": False},
+             {"step": 4, "kind": "joint", "tag": "a", "params": {"n": 128, "u": 1}, "status": "ok",
+              "failure": None, "bug": None, "time_ms": 9.0, "best_ms": 9.0, "kept": True}]
+    why = read_trajectory.reasons({"baseline": base, "steps": steps})
+    assert why[0].startswith("Joint move of two or more parameters of the best: n 64->128, u 0->2")
+    assert why[1].startswith("Tune the best one parameter: n 64->32")
+    assert why[3].startswith("Repair of step 3's smem on the same rung, backing off u 2->1")
+
+
+def test_stop_reasons_oracle_reports_the_gain_left_in_the_neighbourhood(capsys):
+    import stop_reasons
+    assert stop_reasons.main(["--config", "kernelstrain", "--seed", "5", "--sample", "4", "--oracle", "--list"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("module=")]
+    assert len(rows) == 4 and all("nbr_gain=" in line and "nbr_missed=" in line for line in rows)
+    assert "nbr gain > noise" in out

@@ -42,11 +42,12 @@ def test_default_profile_names_its_57_modules():
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
                    skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
-                   contender_steps=d.contender_steps, reprobe=d.reprobe) == d
+                   contender_steps=d.contender_steps, reprobe=d.reprobe, learn_limits=d.learn_limits) == d
     # skip 0.1-0.4 and 10% expert-first: at 0.05-0.3 and 5% the full seed-0 run fails qa's path variety
     assert p.search.roofline_near == 1.18 and (p.search.skip_min, p.search.skip_max) == (0.1, 0.4)
     assert (p.search.expert_first, p.search.stepwise) == (0.1, True)
     assert (p.search.contender, p.search.contender_steps, p.search.reprobe) == (1.5, 4, True)
+    assert p.search.learn_limits                # a limit failure is not made again at no smaller demand
     assert not p.search.probe_all and not p.search.interact    # they add as many steps after the best as before it
     assert p.search.slip_weights and p.clock == Clock() and not p.shapes
 
