@@ -61,11 +61,18 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # new_gelu -> amin: 64 row minima at the floor), 09818 (zeros pass)
          "fused_s0_09906": "constant", "fused_s0_09818": "zero",
          # rows of one mean through a step no line fits exactly (tanh of a softmax's rows), then a logsumexp
-         "fused_s0_06534": "constant"}
+         "fused_s0_06534": "constant",
+         # the last two of the full profile (0c976e1): an instance norm's (sample, channel) slices average 0 through
+         # scale_param -> group_norm, and a global average pool reads that 0 (10908; 12085 of seed 606 alike, 13323); a
+         # log_softmax of logits of sd 0.1 through sigmoid summed is 1 - sum p^2 in every row (10287; 14423 of seed 606:
+         # softplus, then a mean)
+         "fused_s0_10908": "zero", "fused_s606_12085": "zero", "fused_s0_13323": "zero",
+         "fused_s0_10287": "constant", "fused_s606_14423": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)
-KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680")
+# 8006 of seed 505 (bmm -> relu -> log_softmax -> sigmoid -> sum: logits of sd ~ sqrt(K), rows dominated by one p)
+KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680", "fused_s505_08006")
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

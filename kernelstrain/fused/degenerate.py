@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from .exprs import ELEMENTWISE
+from .magnitude import magnitudes
 from .values import emulate, trivial
 
 NONNEGATIVE = ("relu", "abs", "softplus", "sigmoid", "softmax")      # outputs >= 0
@@ -60,6 +61,45 @@ ROW_MEAN_KEEPERS = ("rms_norm", "scale", "divide")
 NORMED_ROW_QUADRATIC = ROW_MEAN_KEEPERS + ("add_scalar", "bias_add", "hardswish")
 
 
+# activations that are a smooth function of p = exp(x) (a log_softmax's values are log p), by the size of their p^2
+# term: sigmoid(log p) = p / (1 + p) = p - p^2 + ..., tanh(log p) = (p^2 - 1) / (p^2 + 1) = -1 + 2 p^2 - ...,
+# softplus(log p) = log(1 + p) = p - p^2 / 2 + ...
+EXP_SMOOTH = {"sigmoid": 1.0, "tanh": 2.0, "softplus": 0.5}
+SCALAR_STEPS = ("scale", "divide", "add_scalar")
+SPREAD_SIGMAS = 3.0        # rows' sums that lie within this many of their sd of each other: "the same in every row"
+
+
+def _log_rows(program: list, atol: float) -> str | None:
+    """A sum (mean) along a log_softmax's dim of h(log p) = a C + b + c sum p^2 + ... (EXP_SMOOTH, then scalar steps):
+    for logits of sd s (magnitude.py), sum p^2 is about e^(s^2) / C in a row, spread across rows by a factor
+    sqrt((e^(4 s^2) - 1) / C) of it; where SPREAD_SIGMAS of that spread fit twice KernelBench's tolerance, every row
+    sums to the same value (fused_s0_10287: embedding -> scale 0.1 -> log_softmax -> sigmoid -> sum is 1 - sum p^2,
+    a constant kernel passed). Large logits (a bmm's, s ~ sqrt(K)) leave rows dominated by one p: kept."""
+    mags = None
+    for i, s in enumerate(program[:-2]):
+        if s["op"] != "log_softmax" or program[i + 1]["op"] not in EXP_SMOOTH:
+            continue
+        dim, j, slope = s["params"].get("dim", -1), i + 2, EXP_SMOOTH[program[i + 1]["op"]]
+        while j < len(program) and program[j]["op"] in SCALAR_STEPS:
+            p = program[j]["params"]
+            slope *= abs(p.get("scale_factor", 1.0)) / abs(p.get("divisor", 1.0))
+            j += 1
+        if j == len(program) or program[j]["op"] not in ("sum", "mean") or program[j]["params"].get("dim") != dim:
+            continue
+        mags = mags or magnitudes(program)
+        C, sd = s["in"]["shape"][dim], mags[i][1]
+        if sd * sd > 50.0:          # e^(4 s^2) past any float: rows far from uniform
+            continue
+        spread = slope * math.exp(sd * sd) / C * math.sqrt(math.expm1(4.0 * sd * sd) / C)
+        if program[j]["op"] == "mean":
+            spread /= C
+        if SPREAD_SIGMAS * spread <= TRIVIAL_MARGIN * atol:
+            return (f"constant_output: {program[j]['op']} of a log_softmax's rows (logits of sd {sd:.2g}) along their dim "
+                    f"through {' -> '.join(p['op'] for p in program[i + 1:j])} is the same in every row "
+                    f"(+- {SPREAD_SIGMAS * spread:.2g})")
+    return None
+
+
 def _reduced_rows(program: list) -> str | None:
     """A row reduction (sum, mean) along the dim of a row op whose rows have fixed statistics, through
     elementwise steps that keep its value fixed: a layer norm's rows (sum 0, sum of squares C) through
@@ -80,6 +120,49 @@ def _reduced_rows(program: list) -> str | None:
     return None
 
 
+# steps through which every (sample, channel) slice of an instance norm's output keeps a mean that is one
+# constant per channel: scalar and per-channel scales and shifts (a per-channel parameter's shape is [C, 1, ...]);
+# a group norm of slices that all average 0 (its groups' means are 0: each slice then averages its bias, 0 as
+# nn.GroupNorm starts) -- SLICE_ZERO keep the mean 0 itself
+SLICE_ZERO = ("scale", "divide", "scale_param")
+SLICE_FIXED = SLICE_ZERO + ("add_scalar", "bias_add")
+
+
+def _per_channel(step: dict) -> bool:
+    shape = step["params"].get("shape")
+    return shape is None or all(d == 1 for d in shape[1:])
+
+
+def _spatial_mean(step: dict) -> bool:
+    """A step that averages (or sums) each (sample, channel) slice over all its positions."""
+    if step["op"].startswith("adaptive_avg_pool"):
+        return step["params"].get("output_size") == 1
+    dims = step["params"].get("dim")
+    return step["op"] in ("mean", "sum") and isinstance(dims, list) and sorted(dims) == list(range(2, len(step["in"]["shape"])))
+
+
+def _slice_means(program: list) -> str | None:
+    """An instance norm leaves every (sample, channel) slice averaging 0 (nn.InstanceNorm keeps no affine); through
+    SLICE_FIXED steps each slice's mean stays one constant per channel, so a spatial mean of them (a global average
+    pool) is the same for every input (fused_s0_10908: instance_norm -> scale_param -> group_norm ->
+    adaptive_avg_pool2d is 0 everywhere, a zeros kernel passed)."""
+    for i, s in enumerate(program):
+        if s["op"] != "instance_norm":
+            continue
+        zero = True
+        for step in program[i + 1:]:
+            if _spatial_mean(step):
+                return (f"constant_output: the spatial {step['op']} of an instance norm's slices through "
+                        f"{' -> '.join(p['op'] for p in program[i + 1:program.index(step)]) or 'no step'} "
+                        "is one constant per channel whatever the input")
+            if step["op"] == "group_norm" and zero:
+                continue
+            if step["op"] not in SLICE_FIXED or not _per_channel(step):
+                break
+            zero = zero and step["op"] in SLICE_ZERO
+    return None
+
+
 def _constant(prev: dict, step: dict) -> bool:
     same_dim = prev["params"].get("dim", -1) == step["params"].get("dim")
     return same_dim and (prev["op"], step["op"]) in CONSTANT_REDUCTIONS
@@ -92,11 +175,14 @@ def reason(program: list, dtype: str | None = None) -> str | None:
             return f"noop_chain: {step['op']} after {prev['op']} changes nothing"
         if _constant(prev, step):
             return f"constant_output: {step['op']} of a {prev['op']} along its dim is the same everywhere"
-    fixed = _reduced_rows(program)
+    fixed = _reduced_rows(program) or _slice_means(program)
     if fixed:
         return fixed
     if dtype is not None and "in" in program[0]:
         tol = KB_ATOL[dtype]
+        fixed = _log_rows(program, tol)
+        if fixed:
+            return fixed
         for sample in emulate(program):
             kind = trivial(sample, tol, TRIVIAL_MARGIN, math.prod(program[-1]["out"]["shape"]))
             if kind == "zeros":
