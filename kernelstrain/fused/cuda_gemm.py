@@ -9,7 +9,8 @@ operands converted on the load, as cuBLAS accumulates bf16 in fp32), each thread
 THREAD_M values of A by its THREAD_N of B for each k. The global loads walk the operand's
 contiguous dim (x's and nn.Linear's weight's K, a matmul's B's N), so a warp's loads coalesce.
 The epilogue adds the bias, rounds as the library's bf16 output would, and runs the chain on each
-output element before one store. A block of more than 1,024 threads builds and its launch is
+output element before one store. Bug half_accumulator (bf16 programs): the accumulators kept in bf16,
+every product rounded and added (precision.gemm_breaks at BLOCK_K 1 decides where it breaks). A block of more than 1,024 threads builds and its launch is
 refused (module.simulate: a resources failure).
 """
 from __future__ import annotations
@@ -38,6 +39,11 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     body = chain_lines(view, k, entry, part, "cuda", "n", "offs", lambda p, i: f"to_f({p}[{i}])")
     linear = head["op"] == "linear"
     a, b = ("x", "w") if linear else ("a", "b")
+    if bug == "half_accumulator":
+        acc_t, zero = "__nv_bfloat16", "__float2bfloat16(0.f)"
+        fma = "acc[i][j] = __float2bfloat16(to_f(acc[i][j]) + to_f(__float2bfloat16(ra[i] * rb[j])));"
+    else:
+        acc_t, zero, fma = "float", "0.f", "acc[i][j] += ra[i] * rb[j];"
     consts = [f"constexpr int {U}_BM = {params['BLOCK_M']};", f"constexpr int {U}_BN = {params['BLOCK_N']};",
               f"constexpr int {U}_BK = {params['BLOCK_K']};", f"constexpr int {U}_TM = {params['THREAD_M']};",
               f"constexpr int {U}_TN = {params['THREAD_N']};",
@@ -52,8 +58,8 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
              f"    const int row0 = blockIdx.y * {U}_BM, col0 = blockIdx.x * {U}_BN;",
              f"    const int ty = threadIdx.x / ({U}_BN / {U}_TN), tx = threadIdx.x % ({U}_BN / {U}_TN);",
              f"    const scalar_t* A = {a} + batch * sab;", f"    const scalar_t* B = {b} + batch * sbb;",
-             f"    float acc[{U}_TM][{U}_TN];", "#pragma unroll",
-             f"    for (int i = 0; i < {U}_TM; ++i)", "#pragma unroll", f"        for (int j = 0; j < {U}_TN; ++j) acc[i][j] = 0.f;",
+             f"    {acc_t} acc[{U}_TM][{U}_TN];", "#pragma unroll",
+             f"    for (int i = 0; i < {U}_TM; ++i)", "#pragma unroll", f"        for (int j = 0; j < {U}_TN; ++j) acc[i][j] = {zero};",
              f"    for (int k0 = 0; k0 < K; k0 += {U}_BK) {{",
              f"        for (int i = threadIdx.x; i < {U}_BM * {U}_BK; i += {U}_THREADS) {{",
              f"            const int kk = i % {U}_BK, mm = i / {U}_BK;",
@@ -67,12 +73,12 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
              f"            for (int i = 0; i < {U}_TM; ++i) ra[i] = As[kk][ty * {U}_TM + i];", "#pragma unroll",
              f"            for (int j = 0; j < {U}_TN; ++j) rb[j] = Bs[kk][tx * {U}_TN + j];", "#pragma unroll",
              f"            for (int i = 0; i < {U}_TM; ++i)", "#pragma unroll",
-             f"                for (int j = 0; j < {U}_TN; ++j) acc[i][j] += ra[i] * rb[j];", "        }",
+             f"                for (int j = 0; j < {U}_TN; ++j) {fma}", "        }",
              "        __syncthreads();", "    }", "#pragma unroll", f"    for (int i = 0; i < {U}_TM; ++i) {{", "#pragma unroll",
              f"        for (int j = 0; j < {U}_TN; ++j) {{",
              f"            const int m = row0 + ty * {U}_TM + i, n = col0 + tx * {U}_TN + j;",
              "            if (m >= M || n >= N) continue;", "            const long offs = batch * M * N + (long)m * N + n;",
-             "            float v = acc[i][j];"]
+             "            float v = to_f(acc[i][j]);"]
     if linear and head["params"]["bias"]:
         lines.append("            v += to_f(bias[n]);")
     lines += ["            " + s for s in rounded_entry(view, part, "cuda") + body]

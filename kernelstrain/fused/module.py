@@ -119,7 +119,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans, self._half = {}, {}
+        self._plans, self._half, self._gemm_half = {}, {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -205,8 +205,7 @@ class FusedModule(OpModule):
         kernel with a sum pass, or its Triton GEMM."""
         steps = self.view.steps
         return self.view.dtype == "bf16" and any(
-            (k.kind == "row" and steps[row_step(steps, k)]["op"] in SUM_PASSES) or (k.kind == "gemm" and self.impl == "triton")
-            for k in kernels_of(items))
+            (k.kind == "row" and steps[row_step(steps, k)]["op"] in SUM_PASSES) or k.kind == "gemm" for k in kernels_of(items))
 
     def _half_breaks(self, tag: str, items: list, declared: tuple, params: dict | None) -> bool:
         """Whether the rung's kernels, accumulating in bf16 at `params` (None: at the declared values
@@ -222,9 +221,15 @@ class FusedModule(OpModule):
         view, steps = self.view, self.view.steps
         mags = magnitudes(steps)
         if k.kind == "gemm":
-            b, m, n, kk = gemm_dims(steps[k.steps[0]])
-            w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
-            return gemm_breaks(steps, mags, k.steps[0], kk, params["BLOCK_K"], w_rms, self.op)
+            # Triton adds each BLOCK_K step's fp32 dot to the bf16 accumulator; the CUDA GEMM every product (at any
+            # parameters: one verdict a kernel)
+            block_k = params["BLOCK_K"] if self.impl == "triton" else 1
+            key = (k.steps, block_k)
+            if key not in self._gemm_half:
+                b, m, n, kk = gemm_dims(steps[k.steps[0]])
+                w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
+                self._gemm_half[key] = gemm_breaks(steps, mags, k.steps[0], kk, block_k, w_rms, self.op)
+            return self._gemm_half[key]
         r = row_step(steps, k)
         if r is None or steps[r]["op"] not in SUM_PASSES:
             return False
