@@ -7,21 +7,19 @@ The classic shared-memory SGEMM: a block computes a BLOCK_M x BLOCK_N tile of th
 accumulators; every BLOCK_K step stages an A and a B tile in shared memory as fp32 (a bf16 program's
 operands converted on the load, as cuBLAS accumulates bf16 in fp32), each thread multiplying its
 THREAD_M values of A by its THREAD_N of B for each k. The global loads walk the operand's
-contiguous dim (x's and nn.Linear's weight's K, a matmul's B's N), so a warp's loads coalesce.
-The epilogue adds the bias, rounds as the library's bf16 output would, and runs the chain on each
-output element before one store. Bug half_accumulator (bf16 programs): the accumulators kept in bf16,
-every product rounded and added (precision.gemm_breaks at BLOCK_K 1 decides where it breaks). A block of more than 1,024 threads builds and its launch is
-refused (module.simulate: a resources failure).
+contiguous dim (x's and nn.Linear's weight's K, a matmul's B's N): consecutive threads read
+consecutive addresses. The epilogue adds the bias, rounds as the library's bf16 output would, and
+runs the chain on each output element before one store. Bug half_accumulator (bf16 programs): the
+accumulators kept in bf16, every product rounded and added (precision.gemm_breaks at BLOCK_K 1
+decides where it breaks). A block of more than 1,024 threads builds and its launch is refused
+(module.simulate: a resources failure).
 """
 from __future__ import annotations
 
 from .chain import chain_lines, kernel_args, rounded_entry
+from .cuda_src import _checks, _host_args, _launch_args, _load, _ptrs
 from .kernels import Kernel, chain_parts
 from .view import ProgramView
-
-
-def _ptrs(args: list) -> str:
-    return ", ".join(f"const scalar_t* __restrict__ {n}" for n, _ in args)
 
 
 def gemm_threads(params: dict) -> int:
@@ -36,7 +34,7 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     args = kernel_args(view, k)
     [(entry, part)] = chain_parts(steps, k)
     U = name.upper()
-    body = chain_lines(view, k, entry, part, "cuda", "n", "offs", lambda p, i: f"to_f({p}[{i}])")
+    body = chain_lines(view, k, entry, part, "cuda", "n", "offs", _load)
     linear = head["op"] == "linear"
     a, b = ("x", "w") if linear else ("a", "b")
     if bug == "half_accumulator":
@@ -85,10 +83,10 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     lines += ["            store_f(&y[offs], v);", "        }", "    }", "}"]
     launch = [f"    const dim3 grid((N + {U}_BN - 1) / {U}_BN, (M + {U}_BM - 1) / {U}_BM, batches);",
               f"    {name}_kernel<<<grid, {U}_THREADS>>>(",
-              f"        {', '.join(f'(const scalar_t*){n}.data_ptr()' for n, _ in args)}, (scalar_t*)y.data_ptr(), "
-              "M, N, K, sab, sam, sak, sbb, sbk, sbn);", "    return y;", "}"]
-    checks = [f'    TORCH_CHECK({n}.is_contiguous(), "{n} must be contiguous");' for n, _ in args]
-    sig = f"torch::Tensor {name}({', '.join(f'torch::Tensor {n}' for n, _ in args)}) {{"
+              f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), M, N, K, sab, sam, sak, sbb, sbk, sbn);",
+              "    return y;", "}"]
+    checks = _checks(args)
+    sig = f"torch::Tensor {name}({_host_args(args)}) {{"
     if linear:
         shape = ", ".join(str(d) for d in head["out"]["shape"])
         host = [sig, *checks, "    const int K = x.size(-1), N = w.size(0), M = x.numel() / K;",

@@ -15,7 +15,6 @@ Bugs (written in only where they break this program: module.py decides):
 from __future__ import annotations
 
 from .chain import chain_lines, kernel_args, rounded_entry
-from .cuda_gemm import gemm_kernel
 from .exprs import CHANNEL_PARAMS, CUDA_ROUND_FN, ROUND
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import CUDA_WORDS, recipe
@@ -242,6 +241,7 @@ def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None)
         parts.append(VECTOR)
     if any(k.kind == "row" for k in kernels):
         parts.append(REDUCE)
+    from .cuda_gemm import gemm_kernel       # it builds on this module's helpers
     for n, k in enumerate(kernels, 1):
         name = f"k{n}_{k.kind}"
         kernel, host = {"row": row_kernel, "ew": ew_kernel, "gemm": gemm_kernel}[k.kind](view, k, name, params, bug)
