@@ -40,7 +40,7 @@ PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 DEVICE_CARDS = ("H100", "H200")    # the cards the device may be: the timing cases carry sims for each
 BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
-RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index", "tf32_dot")
 MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
 TRIVIAL_PROGRAMS = 1200
@@ -156,6 +156,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int, have: set) -> list:
     from kernelstrain.tasks import make_task
     out, count = [], defaultdict(int)
     wanted = {(impl, b) for impl in ("cuda", "triton") for b in RENDERED if b == "half_accumulator" or (impl, b) not in have}
+    wanted.discard(("cuda", "tf32_dot"))        # a CUDA GEMM multiplies fp32 on FMA (fused/cuda_gemm.py): no TF32 to leave on
     known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
     template = {p["dtype"]: p for p in index["problems"]}
     next_id = max(p["problem_id"] for p in index["problems"]) + 1

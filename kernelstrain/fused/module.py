@@ -36,7 +36,7 @@ from .cuda_src import cached_row, cuda_source, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
-from .precision import SUM_PASSES, gemm_breaks, row_breaks
+from .precision import SUM_PASSES, gemm_breaks, row_breaks, tf32_gemm_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
 from .recipes import recipe
 from .timing import (call_ms, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, host_calls, host_us,
@@ -249,6 +249,10 @@ class FusedModule(OpModule):
             r = row_step(steps, k)
             if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
                 out.append("broadcast_index")
+            if k.kind == "gemm" and view.dtype == "fp32" and self.impl == "triton":     # the CUDA GEMM multiplies on FMA
+                head = steps[k.steps[0]]
+                if tf32_gemm_breaks(steps, mags, k.steps[0], gemm_dims(head)[3], head["op"] == "linear", self.op):
+                    out.append("tf32_dot")
             if r is not None:
                 if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r], g.numel) \
                         and all(s["op"] in CARRY_NONFINITE for s in steps[r + 1:]):
