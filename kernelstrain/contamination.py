@@ -86,9 +86,14 @@ def fingerprint(code: str, lang: str) -> str:
 
 def shingles(toks: list, n: int = NGRAM) -> set:
     """The distinct n-grams of a token list, as tuples (one for a list shorter than n)."""
+    return set(windows(toks, n))
+
+
+def windows(toks, n: int = NGRAM):
+    """Every n-gram of a token list in order, repeats included (the list itself where shorter than n)."""
     if len(toks) < n:
-        return {tuple(toks)} if toks else set()
-    return set(zip(*(toks[i:] for i in range(n))))
+        return [tuple(toks)] if len(toks) else []
+    return zip(*(toks[i:] for i in range(n)))
 
 
 @functools.cache
@@ -230,10 +235,14 @@ class Matcher:
         # counted per class, then spread to its targets (the same module's held tasks
         # share most shingles, so classes are few and large).
         classes: dict = {}
-        self.index = {g: classes.setdefault(tuple(sorted(ts)), len(classes)) for g, ts in postings.items()}
+        index = {g: classes.setdefault(tuple(sorted(ts)), len(classes)) for g, ts in postings.items()}
         self.members = list(classes)
-        # one lookup a candidate's shingle: its class (>= 0) or its boilerplate rank r as -1 - r
-        self.lookup = {**self.index, **{g: -1 - r for g, r in self.plate_rank.items()}}
+        # one lookup a candidate's 13-gram: a small int naming the shingle (its hash and equality
+        # are the tuple's only once, here), then the shingle's class (>= 0) or its boilerplate rank
+        # r as -1 - r (entry)
+        lookup = {**index, **{g: -1 - r for g, r in self.plate_rank.items()}}
+        self.shingle_id = dict(zip(lookup, range(len(lookup))))
+        self.entry = list(lookup.values())
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -251,8 +260,9 @@ class Matcher:
         are compared with every distinct candidate's (as sets of ranks: 0.57 s of 300 episodes'
         tallies, as masks 0.06 s)."""
         toks = tokens(code, lang)
-        found = Counter(map(self.lookup.get, shingles(self._known_ids(toks))))
-        found.pop(None, None)
+        known = set(map(self.shingle_id.get, windows(self._known_ids(toks))))     # its distinct shingles a target has
+        known.discard(None)
+        found = Counter(map(self.entry.__getitem__, known))
         plated, hits, members = 0, {}, self.members
         for entry, shared in found.items():
             if entry < 0:

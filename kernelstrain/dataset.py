@@ -147,11 +147,12 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
     ctx = Context(stats, ds.manifest)
     check_manifest(stats, ds.manifest, out)
+    # set up first, the held-out solutions searched in `workers` forked processes (a fork beside the
+    # rebuilds' pool threads is unsafe; while it ran, the rebuilds would stop 4 a worker ahead)
+    ctx.scan = streamed_measure(data, stats, ds.layout, workers)
     if workers > 1:
         ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers,
                                 ahead)
-    # set up while the workers start rebuilding, in this process alone (no fork beside the pool's threads)
-    ctx.scan = streamed_measure(data, stats, ds.layout)
     try:
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         acc = ds.layout.check(data, ctx, held, out)
@@ -167,14 +168,15 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     return out
 
 
-def streamed_measure(data: Path, stats: dict, layout: Layout) -> StreamedMeasure | None:
-    """The holdout contamination measured from the training rows as the checks read them; None
-    where measure_splits must read the files itself: no split, or a file missing or unreadable."""
+def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int = 1) -> StreamedMeasure | None:
+    """The holdout contamination measured from the training rows as the checks read them (the
+    held-out solutions searched in `workers` processes); None where measure_splits must read
+    the files itself: no split, or a file missing or unreadable."""
     try:
         splits = {name: s["file"] for name, s in stats.get("holdout", {}).get("splits", {}).items()}
         if not splits or any(not (data / f).exists() for f in splits.values()):
             return None
-        return StreamedMeasure(Incremental(Targets(read_splits(data, splits))), layout.episode)
+        return StreamedMeasure(Incremental(Targets(read_splits(data, splits), workers)), layout.episode)
     except MALFORMED + (UnicodeDecodeError,):
         return None
 

@@ -10,7 +10,10 @@ search.contender; re-measure the best and the candidate in turn to settle a clos
 the failure it just made (the same rung, fixed); ablate techniques of the best (search.ablations
 of them, each once), onto rungs below not measured slow. It never returns to a rung measured at
 SLOW_RUNG x the best, never proposes code already measured except to settle a close call, and
-never makes a bug again. A rewrite that overflowed shared memory or the register file is
+never makes a bug again. A long session (search.stepwise) builds its kernel up: toward a rung that
+raises the ceiling it climbs one rung at a time, walking on each the parameters its profile points
+at while they pay; with search.probe_all every parameter of the best is probed both ways, and
+(search.interact) interacting pairs (INTERACT_LOSS) are tried jointly, before patience may end the search. A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
@@ -41,8 +44,8 @@ from functools import cached_property
 
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
-from .ledger import Ledger
-from .limits import Limits, demand, overflow
+from .ledger import Ledger, beats
+from .limits import Limits, demand, overflow, rung_failing
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
@@ -72,6 +75,7 @@ POINTS_AT = {
     "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
     "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
 }
+INTERACT_LOSS = 0.25  # interacting parameters each within this of the best alone are tried together (propose_joint)
 RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
 SETTLE_GAIN = 0.5     # ... while the candidate still looks faster by this many sigmas of one run
@@ -138,8 +142,8 @@ class Habits:
     patience: int       # steps in a row without a keep, no rung left, before declaring convergence
 
     @classmethod
-    def draw(cls, rng, patience: tuple = (14, 32), skip: tuple = (0.3, 0.7)) -> "Habits":
-        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(*skip), expert_first=rng.random() < 0.15,
+    def draw(cls, rng, patience: tuple = (14, 32), skip: tuple = (0.3, 0.7), expert: float = 0.15) -> "Habits":
+        return cls(climb=rng.uniform(0.0, 0.1), skip=rng.uniform(*skip), expert_first=rng.random() < expert,
                    ablate=rng.uniform(0.05, 0.35), joint=rng.uniform(0.15, 0.45), confirm=rng.uniform(0.75, 1.0),
                    patience=rng.randint(*patience))
 
@@ -200,7 +204,7 @@ class Episode:
         self.p_compile, self.p_wrong = p_compile, p_wrong
         self.search, self.timing = search, clock or Clock()
         self.habits = Habits.draw(self.rng, (search.patience_min, search.patience_max),
-                                  (search.skip_min, search.skip_max))
+                                  (search.skip_min, search.skip_max), search.expert_first)
         gpu = task.gpu
         self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
                        for v in module.variants] if search.knobs else list(module.variants)
@@ -240,6 +244,7 @@ class Episode:
         self.pace = self.timing.session_pace(self.clock)
         self.elapsed = self.timing.setup_seconds(self.clock)     # reading the task, profiling the baseline
         self.end = "budget"
+        self.stop: str | None = None                   # the rule that ended the search (stop_rule, or `exhausted`)
         self.time_budget_s = search.time_budget_h * 3600    # 0: no time budget
 
     # -- helpers --------------------------------------------------------------------
@@ -367,14 +372,26 @@ class Episode:
         floor (the roofline of the compute path it uses, e.g. tensor cores for a GEMM on CUDA
         cores) at least RAISES under the floor of the best's own path. Tuning a technique whose
         ceiling another rung lifts is tuning the wrong kernel (a GEMM swept on CUDA cores before
-        the tensor-core rung is tried). Memory-bound tasks share one floor: no rung raises it."""
+        the tensor-core rung is tried). Memory-bound tasks share one floor: no rung raises it.
+        With search.stepwise the way there goes one rung at a time, each technique on the way
+        (coalescing, staging, register tiles) measured before the next is written, as a long
+        session builds a kernel up; the rung above a new best is the next climb, its tuning waits
+        until the ceiling is raised, but for the parameters the best's profile points at
+        (POINTS_AT: the tiles of a compute-bound rung, the loads in flight of a memory-bound one),
+        walked while they pay: each rung's own gain is had before the next is written."""
         here = self.floor_ms(self.best.variant)
-        for v in self.ups():
+        ups = self.ups()
+        for i, v in enumerate(ups):
             if self.floor_ms(v) * RAISES <= here:
-                c = self.rung_candidate(v)
-                if self.fresh(c):
-                    return c
-                self.rung_tried.add(v.tag)
+                if self.search.stepwise and self.best.variant.tag != self.base.variant.tag:
+                    c = self.propose_coordinate(self.line, POINTS_AT[self.bottleneck(self.best)])
+                    if c is not None:
+                        return c
+                for u in (ups[:i + 1] if self.search.stepwise else [v]):
+                    c = self.rung_candidate(u)
+                    if self.fresh(c):
+                        return c
+                    self.rung_tried.add(u.tag)
         return None
 
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
@@ -397,13 +414,15 @@ class Episode:
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
         best becomes the contender; a tune of the contender that beats its point moves its search
-        there."""
+        there, and renews its search.contender_steps only if it beats it beyond the noise (a gain
+        inside the noise is no evidence that the rung is closing in)."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
             return
         line, ms = self.contender, self.measured_ms(cand)
         if line is not None and cand.variant.tag == line.at.variant.tag:
-            if ms < line.ms:
-                self.contender = replace(line.moved(cand, ms), left=self.search.contender_steps)
+            if ms < line.ms:        # its search goes on from there; only a gain beyond the noise renews its steps
+                left = self.search.contender_steps if beats(ms, 1, line.ms, 1) else line.left
+                self.contender = replace(line.moved(cand, ms), left=left)
         elif ms <= self.search.contender * self.book.best_ms \
                 and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
             self.contender = self.new_line(cand, ms, self.search.contender_steps)
@@ -482,12 +501,13 @@ class Episode:
                 return None, ms / ref - 1.0
         return None, None
 
-    def propose_coordinate(self, line: Line) -> Candidate | None:
+    def propose_coordinate(self, line: Line, only: re.Pattern | None = None) -> Candidate | None:
         """The next step of a coordinate search around the line's point: the parameter that just
         improved first (on in the direction that paid), then the others in the engineer's order;
         each walked one way, and the other way once that loses. A parameter both of whose ways
-        are closed is settled, with the smallest loss seen as its margin. None: all settled."""
-        names = self.tunable(line.at.variant)
+        are closed is settled, with the smallest loss seen as its margin. None: all settled
+        (`only`: all the parameters whose names it matches)."""
+        names = [n for n in self.tunable(line.at.variant) if only is None or only.search(n)]
         order = sorted(names, key=lambda n: (n != line.focus, line.rank.get(n, 0)))
         for name in order:
             if name in line.settled or not self.worth_tuning(line.at, name):
@@ -509,18 +529,39 @@ class Episode:
         """Once every parameter of the best is settled, up to search.joints joint moves there, each
         as the engineer's habit leans: two parameters one value each, both of which came within
         the noise of the best (a tie on each alone may hide a gain together, as tile and warps or
-        block and unroll interact)."""
+        block and unroll interact), or with search.interact an interacting pair (interacting)."""
         line = self.line
         if line.joints >= self.search.joints:
             return None
-        line.joints += 1
         ties = {n for n, m in line.settled.items() if m <= 2 * noise_cv(self.book.best_ms)}
-        if len(ties) < 2 or self.rng.random() >= self.habits.joint:
+        pairs = self.interacting(line) if self.search.interact else set()
+        if len(ties) < 2 and not pairs:
             return None
-        options = [c for c in self.neighbours(line.at, 2) if self.fresh(c)
-                   and {n for n in c.params if c.params[n] != line.at.params[n]} <= ties
-                   and sum(c.params[n] != line.at.params[n] for n in c.params) == 2]
+        if line.joints == 0 and self.rng.random() >= self.habits.joint:     # not this engineer's habit here
+            line.joints = self.search.joints
+            return None
+        line.joints += 1
+        options = self.joint_moves(line, lambda moved: moved <= ties or moved in pairs)
         return self.rng.choice(options) if options else None
+
+    def joint_moves(self, line: Line, allowed) -> list[Candidate]:
+        """Fresh configs two parameters of the line's point away, one value each, whose pair of
+        moved names (a frozenset) `allowed` accepts."""
+        out = []
+        for c in self.neighbours(line.at, 2):
+            moved = frozenset(n for n in c.params if c.params[n] != line.at.params[n])
+            if len(moved) == 2 and allowed(moved) and self.fresh(c):
+                out.append(c)
+        return out
+
+    def interacting(self, line: Line) -> set:
+        """Pairs of settled parameters of the line's point that interact (the same group of what
+        a profile points at, POINTS_AT: tile M x N, warps x stages, vector width x unroll), each
+        of which lost alone by under INTERACT_LOSS: one may pay for the other (a wider tile with
+        fewer stages fits where each alone spilled or starved occupancy)."""
+        near = [n for n, m in line.settled.items() if m <= INTERACT_LOSS]
+        return {frozenset((a, b)) for i, a in enumerate(near) for b in near[i + 1:]
+                if any(p.search(a) and p.search(b) for p in POINTS_AT.values())}
 
     def propose_contender(self) -> Candidate | None:
         """A rung that lost by less than search.contender at the parameters it inherited: its own
@@ -581,16 +622,22 @@ class Episode:
         ladder from the best (or anything above once the runnable rungs are done)."""
         here, ups = self.pos[self.best.variant.tag], self.ups()
         nxt = self.pos[ups[0].tag] if ups else len(self.ladder)
-        reach = max(2, self.search.limit_rungs)
+        reach = 0 if self.search.stepwise else max(2, self.search.limit_rungs)
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + reach
                 and not v.needs & self.limits.missing]
+
+    def reach(self) -> list[Variant]:
+        """The rungs up a rewrite that fails on a limit may be aimed at: search.limit_rungs of
+        them; with search.stepwise the next one alone, the climb the engineer would make anyway
+        (a failure never decides which rung is written)."""
+        return self.ups()[:1 if self.search.stepwise else self.search.limit_rungs]
 
     def over_limit(self, error_class: str, tune: bool = True) -> list[Candidate]:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
         out = self._over_limit(self.best.variant, error_class, near=True) if tune else []
-        for v in self.ups()[:self.search.limit_rungs]:
+        for v in self.reach():
             out += self._over_limit(v, error_class)
         return out
 
@@ -600,12 +647,17 @@ class Episode:
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
-            found = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            at = (v.tag, error_class, self.best.key)      # asked at every compile-error draw until the best moves
+            if at not in self._limits:
+                self._limits[at] = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+            found = self._limits[at]
         else:
             if key not in self._limits:
                 # grid(v)'s configs that fail, the failure asked first: of a class the launch decides,
                 # its answer skips the code's access checks that `writable` makes of every config
-                self._limits[key] = [c for c in self.configs(v) if self.clear_failure(c, error_class) and self.writable(c)]
+                task = (self.task.module, self.task.gpu.name, self.task.dtype, self.task.shape)
+                self._limits[key] = rung_failing((self.m.name, v.tag, v.params, task, error_class), self.configs(v),
+                                                 lambda c: self.clear_failure(c, error_class) and self.writable(c))
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
@@ -636,7 +688,7 @@ class Episode:
         moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
                  for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]
                  [:self.search.spread] if tune]
-        moves += [self.rung_candidate(u) for u in self.ups()[:self.search.limit_rungs]
+        moves += [self.rung_candidate(u) for u in self.reach()
                   if "bound" in {p.name for p in u.params}]
         out = []
         for c in moves:
@@ -653,7 +705,7 @@ class Episode:
         if self.slipped >= MAX_SLIPS or knobs.has_optin(self.code(self.best)):
             return []
         out = []
-        for v in self.ups()[:self.search.limit_rungs]:
+        for v in self.reach():
             if "optin" in {p.name for p in v.params}:
                 c = self.rung_candidate(v)
                 slip = Candidate(v, {**c.params, "optin": 1})
@@ -823,24 +875,46 @@ class Episode:
         worth climbing, its neighbourhood was probed and `patience` steps in a row found nothing.
         No step is taken to reach a step count: min_steps only lets the first steps run past a
         time budget."""
+        return self.stop_rule() is not None
+
+    def stop_rule(self) -> str | None:
+        """Which of converged()'s rules holds now: `roofline` (the best near its floor), `launch`
+        (launch-bound), `patience` (no rung left, the neighbourhood probed, patience spent); None:
+        something is open or worth a step."""
         if self.pending is not None or self.close is not None or self.contender is not None:
-            return False
-        return (self.stale >= 1 and self.at_roofline()) or (not self.ups() and self.stale >= self.patience()
-                                                              and self.probed())
+            return None
+        if self.stale >= 1 and self.at_roofline():
+            return "roofline" if self.near_floor(self.best.variant) else "launch"
+        if not self.ups() and self.stale >= self.patience() and self.probed():
+            return "patience"
+        return None
 
     def probed(self) -> bool:
         """Patience never ends a search before the neighbourhood of the best was looked at: a
         neighbour (one parameter one value either way) was tried, or none can be written; with
-        search.probe_all, every tunable parameter of the best is settled or had one tried."""
+        search.probe_all, every tunable parameter of the best is settled or was probed both ways
+        (each neighbour tried, or one that cannot be written or was measured as another code)."""
         v, at = self.best.variant, self.best.params
         looked = []
         for name in self.tunable(v):
             values = knobs.param(v, name).values
             i = values.index(at[name])
             near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
-            looked.append(name in self.line.settled or not self.worth_tuning(self.best, name)
-                          or any(c.key in self.tried for c in near) or not any(self.fresh(c) for c in near))
-        return all(looked) if self.search.probe_all else any(looked) or not looked
+            left = any(self.fresh(c) for c in near)
+            looked.append(name in self.line.settled or not self.worth_tuning(self.best, name) or not left
+                          or (not self.search.probe_all and any(c.key in self.tried for c in near)))
+        if self.search.probe_all:
+            return all(looked) and not self.joints_open()
+        return any(looked) or not looked
+
+    def joints_open(self) -> bool:
+        """A joint move of interacting parameters of the best is still to try (propose_joint:
+        the engineer's habit not yet asked, or moves of it left)."""
+        line = self.line
+        if line.joints >= self.search.joints or not self.search.interact:
+            return False
+        pairs = self.interacting(line)
+        return bool(pairs) and bool(self.joint_moves(line, pairs.__contains__))
 
     def patience(self) -> int:
         """Fruitless steps in a row the engineer gives the best before converging: the habit's
@@ -871,6 +945,7 @@ class Episode:
     def step(self, k: int) -> Step | None:
         rng = self.rng
         if self.converged():
+            self.stop = self.stop_rule()
             return self.restore(k)
         if self.pending is not None:
             fix, self.pending = self.pending, None
@@ -893,6 +968,7 @@ class Episode:
             if c is not None:
                 return self.evaluate(k, c)
             if self.converged():            # the call just decided was the last thing open
+                self.stop = self.stop_rule()
                 return self.restore(k)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
@@ -911,6 +987,7 @@ class Episode:
                 return self.evaluate(k, c)
         c = self.propose_move(k)
         if c is None:                        # no rung to climb, the neighbourhood exhausted
+            self.stop = "exhausted"
             return self.restore(k)
         return self.evaluate(k, c)
 

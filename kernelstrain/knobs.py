@@ -193,9 +193,17 @@ def _loop_kind(module, variant: Variant, task) -> str | None:
 
 
 @candidate_cache
+def module_launch(module, variant: Variant, params: dict, task) -> Launch:
+    """The module's own launch model of a candidate's own parameters: a grid's configs that
+    differ only in the knobs' settings (20 of them a config where a profile adds min_blocks and
+    main_unroll) share it."""
+    return module.launch(variant, params, task)
+
+
+@candidate_cache
 def launch(module, variant: Variant, params: dict, task) -> Launch:
     """The module's launch model with the knobs' effect on registers, spills and ILP."""
-    out = module.launch(variant, own(params), task)
+    out = module_launch(module, variant, own(params), task)
     gpu = task.gpu
     unroll = params.get("main_unroll", OFF)
     # what the pragma's loop does decides what it gains (H100, seed 30303 gpu-check, 63 candidates with the knob):

@@ -44,6 +44,23 @@ def overflow(module, variant, params: dict, task) -> tuple[str, int] | None:
     return resource, need[resource]
 
 
+_FAILING: dict = {}         # (module, rung tag, rung params, task, failure class) -> indices into the rung's configs
+FAILING_MAX = 1 << 15       # entries (most an empty tuple): a full run's tasks, each rung scanned and class
+
+
+def rung_failing(key: tuple, configs: list, fails) -> list:
+    """The configs of one rung that `fails` (a pure test of one config), in their order, found once
+    per `key` in this process: every episode of a task asks it of the same rungs (a full default
+    run holds ~6 episodes a task), and the whole grid is the engine's costliest question."""
+    found = _FAILING.get(key)
+    if found is None:
+        found = tuple(i for i, c in enumerate(configs) if fails(c))
+        if len(_FAILING) >= FAILING_MAX:
+            _FAILING.clear()
+        _FAILING[key] = found
+    return [configs[i] for i in found]
+
+
 class Limits:
     """Per session: the smallest demand that failed, by (rung, resource); features missing."""
 

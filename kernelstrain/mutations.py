@@ -50,6 +50,7 @@ def _uses(lines, start, name):
             yield i, m.start()
 
 
+@functools.lru_cache(maxsize=16)     # a slip draw asks it of one code for the slip memory, the pick and the typo
 def typo_sites(code: str, impl: str) -> list:
     """(line, declaration match, Triton def line) of each declaration a rename can break."""
     lines = code.split("\n")

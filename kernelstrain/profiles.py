@@ -71,6 +71,9 @@ class Search:
                                     # finish the coordinate search of a rung's two or three parameters
     skip_min: float = 0.3           # an engineer's habit of skipping the next rung up for one further up: drawn in
     skip_max: float = 0.7           # [min, max] per episode (engine.Habits.skip; paths vary between episodes)
+    expert_first: float = 0.15      # share of engineers who rewrite straight to the top rung at the first step
+    stepwise: bool = False          # a climb toward a rung that raises the ceiling goes one rung at a time, each
+                                    # measured (and, once it leads, tuned) on the way up (engine.propose_raise)
     spread: int = 2                 # a neighbour of the best moves one parameter up to this many values
     contender: float = 1.15         # a climb that lost by less than this factor, at the parameters it carried
                                     # over, is tuned before it is judged (retuning a rewrite's inherited
@@ -82,6 +85,8 @@ class Search:
                                     # more than the gain stay settled; engine.Line.moved)
     ablations: int = 1              # techniques of the best an episode ablates (each once, to learn what it buys)
     joints: int = 1                 # joint moves of two near-tied parameters once a best's search is settled
+    interact: bool = False          # ... or of two interacting ones (engine.INTERACT_LOSS: tile M x N, warps x stages)
+                                    # that each lost alone by a little; with probe_all, patience waits for them
     roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
                                     # tune worth a step: one probe, then converge (engine.Episode.at_roofline)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
@@ -376,6 +381,8 @@ def _validate(p: Profile, path: Path) -> None:
     q = p.search
     if q.spread < 1:
         bad("search.spread", f"must be >= 1 (values a tuning move may go from the best's), got {q.spread}")
+    if not 0.0 <= q.expert_first <= 1.0:
+        bad("search.expert_first", f"needs 0 <= expert_first <= 1, got {q.expert_first}")
     if not 0.0 <= q.skip_min <= q.skip_max <= 1.0:
         bad("search.skip_min", f"needs 0 <= skip_min <= skip_max <= 1, got {q.skip_min}, {q.skip_max}")
     if not 1 <= q.patience_min <= q.patience_max:

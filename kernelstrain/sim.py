@@ -55,6 +55,14 @@ TILE_VALUES_MAX = 1024
 # 1.49x over 21 candidates, softmax_triton fp32 C=31999 vs 32000 (4x) 1.29x over 23: 8 ** 0.19 = 1.48,
 # 4 ** 0.19 = 1.30; tensor-core GEMMs (gemm_fp16_triton K=777 vs 776, 21 candidates) 1.00x, compute-bound.
 NARROW_LOAD_EXPONENT = 0.19
+# One dependent step of an unpipelined K loop (Launch.serial_trips: each step's loads before its math, nothing in
+# flight across steps) over DRAM_LATENCY_S: the round trip under load plus the step's own issue. gemm_fp16_triton
+# broadcast_sum at M=16 N=K=8192 (one wave of 512-1024 programs, B read once from DRAM): on an H200 BLOCK_K=16
+# (a 32-byte sector a row, every step a miss) 370.1 us / 512 steps = 0.72 us and 366.8 (BLOCK_M=32) = 0.72;
+# BLOCK_K=8 (half a sector, every other step a miss) 411.3 / 1,024 = 0.40 = 0.5 x 0.80 (gpu-check s50505); on an
+# H100 353.2 and 344.0 us at BLOCK_K=16: 0.69 and 0.67 (s40404). 0.72 / 0.65 = 1.1; the model's roofline said
+# 53-99 us (sim/measured 0.14-0.29), the loop's latency chain not being in it.
+UNPIPELINED_TRIP = 1.1
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,8 @@ def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> 
     integer arguments divisible by 16), so every load of such a row is one element wide. The tile's
     loads stay independent (as many bytes in flight), but a warp issues bytes_per_access / element
     times more load instructions: where the task's ideal time is its bytes', the memory side slows by
-    that ratio ** NARROW_LOAD_EXPONENT (launch.traffic); where it is its FLOPs' (a GEMM: each tile
+    that ratio ** NARROW_LOAD_EXPONENT (Launch.narrow: the measured ratio, applied past the calibration, whose
+    fitted traffic exponent is the model's re-reads', not this); where it is its FLOPs' (a GEMM: each tile
     loaded once a K step feeds the tensor cores BLOCK times) the extra loads hide behind the math.
     CUDA rungs that vectorize do not run there at all (feasibility.violation)."""
     lost = launch.bytes_per_access / DTYPE_BYTES[task.dtype]
@@ -110,7 +119,7 @@ def narrowed(module: OpModule, variant: Variant, launch: Launch, task: Task) -> 
     cost = module.cost(task)
     if cost.flops / task.gpu.peak(variant.path) >= cost.bytes / (task.gpu.bw_tbs * 1e12):
         return launch
-    return replace(launch, traffic=launch.traffic * lost ** NARROW_LOAD_EXPONENT)
+    return replace(launch, narrow=lost ** NARROW_LOAD_EXPONENT)
 
 
 def writable(module: OpModule, variant: Variant, params: dict, task: Task) -> bool:
@@ -165,6 +174,12 @@ def sm_coverage(launch: Launch, gpu: GPU) -> float:
     return min(1.0, SM_BW_SHARE_CAP * min(gpu.sms, launch.grid) / gpu.sms)
 
 
+def floor_s(launch: Launch, gpu: GPU) -> float:
+    """The seconds no calibration shortens: the grid's CTA starts (cta_floor_s), an unpipelined loop's latency
+    chain (chain_floor_s)."""
+    return max(cta_floor_s(launch, gpu), chain_floor_s(launch, gpu))
+
+
 def cta_floor_s(launch: Launch, gpu: GPU) -> float:
     """Seconds the SMs' schedulers take to start the main kernel's grid (CTA_DISPATCH_S a CTA per SM)."""
     return math.ceil(launch.grid / gpu.sms) * CTA_DISPATCH_S
@@ -175,6 +190,17 @@ def in_flight_ratio(launch: Launch, gpu: GPU) -> float:
     resident_blocks = min(launch.grid, gpu.sms * blocks_per_sm(launch, gpu))
     in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
     return min(1.0, in_flight / (gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]))
+
+
+def chain_floor_s(launch: Launch, gpu: GPU) -> float:
+    """Seconds of the latency chain of a launch whose programs wait for their loads step after step
+    (Launch.serial_trips DRAM round trips each; UNPIPELINED_TRIP): the waves of resident programs run one
+    after another, the programs of a wave side by side. No roofline term holds it: a chain of little
+    traffic and few FLOPs a step is bound by latency alone."""
+    if not launch.serial_trips:
+        return 0.0
+    waves = math.ceil(launch.grid / (gpu.sms * max(1, blocks_per_sm(launch, gpu))))
+    return waves * launch.serial_trips * DRAM_LATENCY_S[gpu.vendor] * UNPIPELINED_TRIP
 
 
 def latency_ratio(launch: Launch, gpu: GPU, core_s: float) -> float:
@@ -304,7 +330,7 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
     e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
-    t_memory = cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12 * e_m)
+    t_memory = cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12 * e_m)
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
 
 
@@ -312,10 +338,18 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)))
-    factor = FIT.core_factor(module.name, module.impl, variant.fit_as or variant.tag, terms, param_steps(params, variant.defaults()),
+    factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
-    core_s = max(*roofline_terms(module, variant, launch, task, factor), cta_floor_s(launch, task.gpu))
+    core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu))
     return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
+
+
+def fit_name(module: OpModule, variant: Variant) -> str:
+    """The rung whose calibration a candidate takes: its own once the fit has measured it (the fit's records are
+    keyed by the rung that ran), else the rung it borrows from (Variant.fit_as)."""
+    if variant.tag in FIT.ceilings.get(module.name, {}):
+        return variant.tag
+    return variant.fit_as or variant.tag
 
 
 def roofline_floor_ms(module: OpModule, task: Task, path: str) -> float:

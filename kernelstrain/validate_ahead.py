@@ -25,6 +25,8 @@ class Ahead:
                                   # sessions, its episode and session row judged; None where it raised
     figures: tuple = ()           # training.chat_figure of each row made from it: episodes, of its chat, step
                                   # and prompt-completion rows; sessions, of the session, then of its windows
+    measured: tuple | None = None  # its contamination part (contamination.Incremental.part of the public
+                                   # episode row the parent would measure), where validate measures as it reads
 
 
 def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
@@ -49,7 +51,8 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
             judged.multiturn(checked[1])
         except MALFORMED:
             judged = None
-        return Ahead(True, checked, windows, judged, (chat_figure(checked[1]), [chat_figure(r) for r in windows]))
+        return Ahead(True, checked, windows, judged, (chat_figure(checked[1]), [chat_figure(r) for r in windows]),
+                     measured(ctx, checked[0]))
     clean = guarded(check_episode, "", out, want, "", out, ctx, index) and not out.total
     if not clean:
         return Ahead(False)
@@ -58,7 +61,17 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
     except MALFORMED:
         judged = None
     figures = tuple([chat_figure(r) for r in rows] for rows in (*chats, prompt_completion_rows(chats[1])))
-    return Ahead(True, judged=judged, figures=figures)
+    return Ahead(True, judged=judged, figures=figures, measured=measured(ctx, want))
+
+
+def measured(ctx, ep: dict) -> tuple | None:
+    """The contamination part of a plan's public episode row, measured in this (worker) process."""
+    if ctx.scan is None:
+        return None
+    try:
+        return ctx.scan.scan.part(ep)
+    except MALFORMED + (UnicodeDecodeError,):
+        return None
 
 
 class StreamedMeasure:
@@ -67,17 +80,27 @@ class StreamedMeasure:
     the order), instead of reading, parsing (and for sessions re-rendering) them again. `broken`
     once a row cannot be measured (unreadable, malformed): measure then runs on the files
     (validate.measure_splits), and its error names the line as with one worker; so it does where
-    the layout's checks did not hand over one row a line (`rows`; see dataset.validate)."""
+    the layout's checks did not hand over one row a line (`rows`; see dataset.validate).
+
+    A row identical to the plan's comes with its part measured ahead (Ahead.measured) by the
+    worker that rebuilt it. A worker measures each candidate once, in the first row it rebuilds
+    that holds it (its rows in plan order), so its parts are whole only together: from the first
+    row that comes without one (not the plan's, or out of order), every row is measured here."""
 
     def __init__(self, scan, as_episode):
         self.scan, self.as_episode, self.broken = scan, as_episode, False
         self.rows = 0
+        self.ahead = True          # the rows so far each came with its part measured ahead
 
-    def add_row(self, row, ep: dict | None = None) -> None:
+    def add_row(self, row, ep: dict | None = None, ahead: tuple | None = None) -> None:
         """Fold in one row of the training files (None: unreadable); `ep` its public episode row
-        where the checks made it (else it is made here)."""
+        where the checks made it (else it is made here); `ahead` its part measured ahead."""
         self.rows += 1
         if self.broken:
+            return
+        self.ahead = self.ahead and ahead is not None
+        if self.ahead:
+            self.scan.add(ahead)
             return
         if not isinstance(row, dict):
             self.broken = True

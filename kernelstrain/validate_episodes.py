@@ -58,7 +58,7 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
             except MALFORMED:
                 ctx.judged = False
         if ctx.scan is not None:
-            ctx.scan.add_row(ep)
+            ctx.scan.add_row(ep, ahead=ahead and ahead.measured)
         pcs = expected and prompt_completion_rows(expected[1])
         check_steps(pc_rows, pc_path, want_id, expected and (None, pcs), out)
         if expected:

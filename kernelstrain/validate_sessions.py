@@ -167,7 +167,7 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
                         guarded(plan_row, where, out, ctx, index, row, where, out, True)
                     each(row, want_id, checked, ahead)
             if ctx.scan is not None:
-                ctx.scan.add_row(row, checked and checked[0])
+                ctx.scan.add_row(row, checked and checked[0], ahead and ahead.measured)
             if path.name == SESSIONS_FILE:
                 checks.add(n, row, checked, ahead and ahead.judged)
     finally:

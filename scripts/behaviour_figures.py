@@ -59,6 +59,7 @@ def summary(rows) -> dict:
     n, m = max(1, len(steps)), max(1, sum(steps))
     return {
         "episodes": len(steps), "steps_mean": round(sum(steps) / n, 2), "steps_min": min(steps, default=0),
+        "steps_median": sorted(steps)[len(steps) // 2] if steps else 0,
         "steps_max": max(steps, default=0),
         "status_pct": {k: round(100 * status[k] / m, 2) for k in ("ok", "wrong_result", "compile_error")},
         "ends": dict(sorted(ends.items())),

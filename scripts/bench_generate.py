@@ -2,6 +2,7 @@
 
     python scripts/bench_generate.py [--config kernelstrain kernelinfer|P.toml ...] [--episodes 2000]
                                      [--max-ratio 2.0] [--min-speedup 1.8] [--max-rss-mb 200] [--by wall|cpu] [--store]
+                                     [--phases]
 
 For each profile given (default: both bundled layouts' profiles, kernelstrain and
 kernelinfer), runs `generate` for a fixed number of episodes with 1 and with 2 workers, then
@@ -23,7 +24,9 @@ workers' CPU / 2): the parent's own work (setup, writing, QA, card) counted as i
 overlapped the workers', so the real speedup on two idle cores is at least this.
 The held-out solutions' store (kernelstrain/solution_store.py) is off in every run (each
 searches its own, as a first run does); `--store` keeps the user's, so runs after the first
-read the solutions from it.
+read the solutions from it. `--phases` adds, for each profile, the CPU seconds of each phase of a
+1-worker run of the same episodes (scripts/generate_phases.py, in a fresh process): where the
+time goes, for the ratio's sake.
 This is a script, not a test: no timed test asserts speed, and it refuses to run under CI (the
 environment variable CI set, as CI services do), where shared runners make its figures noise.
 """
@@ -83,6 +86,17 @@ def digest(out: Path, files: list) -> str:
     return h.hexdigest()
 
 
+def phases(config: str, episodes: int, env: dict | None) -> str:
+    """scripts/generate_phases.py's table of one 1-worker run, in a fresh process."""
+    args = [sys.executable, str(ROOT / "scripts" / "generate_phases.py"), "--config", config, "--episodes", str(episodes)]
+    if env is None:
+        args.append("--store")
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env)
+    if r.returncode != 0:
+        sys.exit(f"bench: generate_phases {config} failed:\n{r.stderr[-2000:]}")
+    return r.stdout.rstrip()
+
+
 def serialization_floor(config: str, episodes: int, out: Path) -> dict:
     """Seconds (wall and CPU) to json-encode and write rows that are already built in memory:
     every row generate streams (the layout's rows of each episode: episode, multi-turn, step and
@@ -121,6 +135,8 @@ def main() -> int:
                     help="judge the targets on wall seconds (an idle machine) or CPU seconds (a busy one)")
     ap.add_argument("--store", action="store_true",
                     help="keep the held-out solutions' store on disk (default: off, each run searches its own)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also print each profile's CPU seconds per phase (scripts/generate_phases.py, 1 worker)")
     a = ap.parse_args()
     if os.environ.get("CI"):
         print("bench_generate: CI is set: timings on shared CI runners are noise; run it on a quiet machine",
@@ -161,6 +177,8 @@ def bench(config: str, a) -> list[str]:
         print(f"by {name:4}: ratio generate/floor (1 worker) {f['ratio']:.2f}   speedup 2 workers vs 1: "
               f"{f['speedup']:.2f}x{' (bound)' if name == 'CPU' else ''}   validate/generate: {f['validate']:.2f} "
               f"(1 worker each), {f['validate2']:.2f} (2 each)")
+    if a.phases:
+        print(phases(config, a.episodes, env))
     f = wall if a.by == "wall" else cpu
     rss = max(r["rss_mb"] for _, r in runs)
     return [m for m, bad in (

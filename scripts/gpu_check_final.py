@@ -1,10 +1,11 @@
 """The closing check of issue 30: gpu-check on a fresh seed of each bundled profile, on the frozen model.
 
-    python3 scripts/gpu_check_final.py prepare data/gc_final --seed S    # on the CPU, model frozen first
+    python3 scripts/gpu_check_final.py prepare data/gc_final --seed S [S2]   # on the CPU, model frozen first
     bash scripts/gpu_check_final.sh data/gc_final                        # on an H100 or H200 (`run`, carry ["data/gc_final"])
     python3 scripts/gpu_check_final.py figures default.json kernelinfer.json [--markdown F]
 
-`prepare` generates the default profile (kernelstrain) and kernelinfer at a seed no fit has read
+`prepare` generates the default profile (kernelstrain) and kernelinfer at a seed no fit has read (S for both, or
+S for the default profile and S2 for kernelinfer)
 (--episodes a prefix of each plan: the plans are shuffled, so a prefix spreads over modules and GPUs),
 then keeps of each dataset what gpu-check on an H100/H200 samples (manifest.json, stats.json and the
 rows of sm_90a episodes, gzipped: `sample_cases` reads no other arch, so the slim dataset gives the same
@@ -94,15 +95,17 @@ def commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
-def prepare(out: Path, work: Path, seed: int, episodes: dict, samples: dict, workers: int, gpu: str) -> int:
+def prepare(out: Path, work: Path, seeds: dict, episodes: dict, samples: dict, workers: int, gpu: str) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"gpu_check_final: {out} is not empty; not overwritten", file=sys.stderr)
         return 2
     fit = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
-    lines = [f"model: {commit()}; h200_fit.json sha256 {sha256(fit)}", f"seed {seed} (both profiles)"]
+    lines = [f"model: {commit()}; h200_fit.json sha256 {sha256(fit)}",
+             "seeds " + ", ".join(f"{profile} {seed}" for profile, seed in seeds.items())]
     plan = []
     for profile, config in PROFILES.items():
         full = work / profile
+        seed = seeds[profile]
         subprocess.run([sys.executable, "-m", "kernelstrain", "generate", "--seed", str(seed), "--out", str(full),
                         "--config", str(config), "--episodes", str(episodes[profile]), "--workers", str(workers),
                         "--quiet", "--force"], cwd=ROOT, check=True)
@@ -199,7 +202,8 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("out", type=Path)
-    p.add_argument("--seed", type=int, required=True, help="a seed no fit file has read")
+    p.add_argument("--seed", type=int, nargs="+", required=True, metavar="SEED",
+                   help="a seed no fit file has read: one for both profiles, or the default profile's and kernelinfer's")
     p.add_argument("--work", type=Path, default=Path("/tmp/gc_final_full"), help="where the whole datasets go")
     p.add_argument("--episodes", nargs=2, type=int, default=(2000, 1200), metavar=("DEFAULT", "KERNELINFER"))
     p.add_argument("--sample", nargs=2, type=int, default=(250, 250), metavar=("DEFAULT", "KERNELINFER"))
@@ -211,7 +215,10 @@ def main(argv=None) -> int:
     f.add_argument("--markdown", type=Path)
     a = ap.parse_args(argv)
     if a.command == "prepare":
-        return prepare(a.out, a.work, a.seed, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers,
+        if len(a.seed) > len(PROFILES):
+            ap.error(f"--seed takes one seed or {len(PROFILES)}")
+        seeds = dict(zip(PROFILES, a.seed * len(PROFILES) if len(a.seed) == 1 else a.seed))
+        return prepare(a.out, a.work, seeds, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers,
                        a.gpu)
     loaded = {path.stem: json.loads(path.read_text()) for path in a.reports}
     reports = {name: r["summary"] for name, r in loaded.items()}

@@ -23,10 +23,17 @@ each, and fails a trial when ANY element is outside `torch.allclose(ref, new, at
   is then promoted into fp32 with its two scales (acc += part * (row_scale * col_scale)), as the
   kernel does. The H200 run's bulk (mean |bf16 diff| 0.000805) lies between this model at 13 bits
   (0.00072) and at 12 bits (0.00185): 12 bits is the pessimistic bound the tests use.
+- flash_bwd: flash_attn_bwd_triton's backward (FA2's arithmetic: P = exp(S - lse) and
+  dS = P (dO V^T - rowsum(dO o)) in fp32, each rounded to bf16 before its dot, fp32 accumulation)
+  against SDPA's bf16 backward (the same arithmetic on its own forward's O, S summed in another
+  order), per head the largest |ref - new| / (tol + tol |new|) of dq, dk, dv, with the o the problem
+  gives the kernel: `--o cpu` torch's CPU bf16 attention of the inputs (get_inputs() on the CPU: the
+  export before the fix), `--o derived` the reference forward's own O (the export's problem now).
 
     python3 scripts/kb_cpu_models.py softmax [--threads 512] [--R 4096 --C 32000] [--dtype bf16] [--draw cpu16]
     python3 scripts/kb_cpu_models.py split [--T 16 --V 128256] [--split 4] [--bug missing_scale] [--draw cpu16]
     python3 scripts/kb_cpu_models.py fp8 [--bits 13] [--M 64 --N 24576 --K 1536] [--columns 2048] [--trials 5]
+    python3 scripts/kb_cpu_models.py flash_bwd [--o cpu|derived] [--heads 4] [--B 4 --H 32 --S 2048 --D 128] [--draw cpu16]
 """
 from __future__ import annotations
 
@@ -194,6 +201,49 @@ def fp8_trial(m: int, n: int, k: int, b_shift: int, bits: int, columns: int, see
             "outside": outside(ref, new, TOLERANCE["bf16"])}
 
 
+# -- flash_attn_bwd_triton: the o a backward is given -----------------------------------------
+def flash_bwd_grads(q, k, v, do, o, s, lse) -> list:
+    """[dq, dk, dv] of one head ([S, D] at q's dtype) as FA2's backward computes them from o and the
+    fp32 scores s (scaled, masked) and lse: P and dS in fp32, rounded to the dtype before each dot."""
+    import torch
+    dt, scale = q.dtype, q.shape[-1] ** -0.5
+    p = torch.exp(s - lse)
+    ds = (p * (do.float() @ v.float().T - (o.float() * do.float()).sum(-1, keepdim=True))).to(dt).float()
+    return [(ds @ k.float() * scale).to(dt), (ds.T @ q.float() * scale).to(dt), (p.to(dt).float().T @ do.float()).to(dt)]
+
+
+def flash_bwd_head(q, k, v, do, o_from: str) -> list:
+    """Per output (dq, dk, dv) of one causal head the largest |ref - new| / (tol + tol |new|) (above
+    1: outside KernelBench's comparison): ref SDPA's bf16 backward (its own forward's O, its scores
+    summed in another order: fp64, rounded), new the candidate given o `o_from` ('cpu': torch's CPU
+    attention of the head at the dtype, 'derived': the reference forward's O)."""
+    import torch
+    n, scale = q.shape[0], q.shape[-1] ** -0.5
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    s_ref = (q.double() @ k.double().T * scale).float().masked_fill(mask, float("-inf"))
+    lse_ref = s_ref.logsumexp(-1, keepdim=True)
+    own = (torch.exp(s_ref - lse_ref) @ v.float()).to(q.dtype)
+    s_new = (q.float() @ k.float().T * scale).masked_fill(mask, float("-inf"))
+    o = own if o_from == "derived" else torch.nn.functional.scaled_dot_product_attention(
+        q[None, None], k[None, None], v[None, None], is_causal=True)[0, 0]
+    ref = flash_bwd_grads(q, k, v, do, own, s_ref, lse_ref)
+    new = flash_bwd_grads(q, k, v, do, o, s_new, s_new.logsumexp(-1, keepdim=True))
+    tol = TOLERANCE["bf16" if q.dtype == torch.bfloat16 else "fp16"]
+    return [float(((a.double() - b.double()).abs() / (tol + tol * b.double().abs())).max()) for a, b in zip(ref, new)]
+
+
+def flash_bwd_trial(shape: tuple, heads: int, o_from: str, seed: int, how: str = "fp32") -> list:
+    """flash_bwd_head over the first `heads` heads of the problem's inputs in one trial: q drawn in
+    fp32 and rounded to bf16, k, v and dO as its randn_like draws them (`how`: draw())."""
+    import torch
+    torch.manual_seed(seed)
+    q = draw(shape, "bf16", "fp32")
+    k, v = draw(shape, "bf16", how), draw(shape, "bf16", how)
+    do = draw(shape, "bf16", how)           # (o and lse, between v and dO, draw nothing)
+    flat = [t.reshape(-1, *shape[2:]) for t in (q, k, v, do)]
+    return [flash_bwd_head(*(t[i] for t in flat), o_from) for i in range(heads)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="model", required=True)
@@ -219,7 +269,13 @@ def main(argv=None) -> int:
     f.add_argument("--K", type=int, default=1536)
     f.add_argument("--b-shift", type=int, help="default: the module's reference")
     f.add_argument("--columns", type=int, default=2048)
-    for p in (s, c, f):
+    a = sub.add_parser("flash_bwd")
+    for dim, size in (("B", 4), ("H", 32), ("S", 2048), ("D", 128)):
+        a.add_argument(f"--{dim}", type=int, default=size)
+    a.add_argument("--heads", type=int, default=4, help="the first heads of each trial (a head takes seconds)")
+    a.add_argument("--o", default="derived", choices=("derived", "cpu"))
+    a.add_argument("--draw", default="fp32", choices=DRAWS, help="k, v, dO's draw (cpu16: the randn_like of torch 2.11)")
+    for p in (s, c, f, a):
         p.add_argument("--trials", type=int, default=5)
     args = ap.parse_args(argv)
     for i, seed in enumerate(trial_seeds(args.trials)):
@@ -232,6 +288,11 @@ def main(argv=None) -> int:
                                      seed, args.draw)
             print(f"trial {i} (seed {seed}): loss off by up to {worst:.4f}, {bad} of {args.T} outside "
                   f"KernelBench's tolerance", flush=True)
+        elif args.model == "flash_bwd":
+            ratios = flash_bwd_trial((args.B, args.H, args.S, args.D), args.heads, args.o, seed, args.draw)
+            worst = [max(r[j] for r in ratios) for j in range(3)]
+            print(f"trial {i} (seed {seed}): the largest |ref - new| / tolerance over {args.heads} heads: "
+                  + ", ".join(f"{g} {w:.3f}" for g, w in zip(("dq", "dk", "dv"), worst)), flush=True)
         else:
             shift = args.b_shift if args.b_shift is not None else fp8_b_shift(args.K)
             r = fp8_trial(args.M, args.N, args.K, shift, args.bits, args.columns, seed)

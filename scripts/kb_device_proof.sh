@@ -10,7 +10,8 @@
 #   bash scripts/kb_device_proof.sh prepare [SEED]   here, no GPU: the datasets and exports (WORK,
 #        default /tmp/kb_proof), KernelBench's static checker over every exported solution
 #        (build/kb_proof/static.txt), the sample, pinned and filled cases and KernelBench's src/
-#        (git archive of KBGIT, default the fetched mirror) under build/kb_proof/ (ignored by git)
+#        (git archive of KBGIT, default the fetched mirror) under build/kb_proof/ (ignored by git);
+#        PINNED=0 leaves out the pinned cases (scripts/kb_pinned.py's DISAGREEMENTS, diagnosed: slow)
 #   DRY=1 bash scripts/kb_device_proof.sh run        here: KernelBench's loading of every case, both
 #        models built, nothing on a device (the rehearsal)
 #   bash scripts/kb_device_proof.sh run              on the device (run tool: carry ["build/kb_proof"]),
@@ -22,6 +23,7 @@
 #        eval_kernel_against_ref with that build_dir, as KernelBench's batch evaluation does; 0: each
 #        evaluation builds its own). Pinned cases start first; rows.jsonl is written case by case.
 #        DONE="rows.jsonl ..." (earlier calls' rows): the cases with a verdict there are not run again.
+#        FIRST=module,...: those modules' cases ('fused': the fused programs') start right after the pinned ones.
 #   bash scripts/kb_device_proof.sh table ROWS...      here: the table of one or more calls' rows.jsonl
 #   bash scripts/kb_device_proof.sh workspaces [WORK]   here (prepare does it): agent workspaces (`kernelstrain workdir`)
 #        of two CUDA and two Triton fused episodes of H100/H200 tasks, each at its best candidate, under
@@ -51,7 +53,7 @@ prepare)
     head -1 "$PROOF/static.txt"
     python3 scripts/kb_official_eval.py "$PROOF/KernelBench" "$work/ex_ks" "$work/ex_ki" "$work/ex_fu" \
         --write-sample "$PROOF/exports"
-    python3 scripts/kb_pinned.py "$PROOF/exports/pinned"
+    if [ "${PINNED:-1}" != 0 ]; then python3 scripts/kb_pinned.py "$PROOF/exports/pinned"; fi
     python3 scripts/kb_pinned.py "$PROOF/exports/filled" --fill "$PROOF"/exports/ex_*
     bash "$0" workspaces "$work"
     echo "seed $seed; $(du -sh "$PROOF" | cut -f1) under $PROOF"
@@ -99,6 +101,7 @@ run)
         ${TRITON_JOBS:+--triton-jobs "$TRITON_JOBS"} \
         --prebuild "${PREBUILD:-$(nproc)}" --build-root "${BUILD_ROOT:-/tmp/kb_build}" \
         --deadline "${DEADLINE:-320}" ${IMPL:+--impl "$IMPL"} ${PART:+--part "$PART"} ${DONE:+--done $DONE} \
+        ${FIRST:+--first "$FIRST"} \
         --out "$OUT/rows.jsonl" --table "$OUT/table.txt" "${dry[@]}" \
         > "$OUT/log.txt" 2>&1
     cat "$OUT/table.txt"

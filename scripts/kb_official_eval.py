@@ -314,6 +314,12 @@ def sample(exports: list, gpus: set, statuses: tuple, seed: int, pick: set = Non
     return sorted(picked, key=lambda r: (not r["diagnose"], r["impl"] != "cuda"))   # pinned first
 
 
+def run_order(rows: list, first: set) -> list:
+    """The order the cases start in: the diagnosed (pinned) ones, then those of the modules in `first`
+    ('fused' for the fused programs), then the rest; within each, sample()'s order (CUDA first)."""
+    return sorted(rows, key=lambda r: not r["diagnose"] and _group(r).split(":")[0] not in first)
+
+
 def write_sample(rows: list, out: Path) -> None:
     """The sample's problems and solutions, and an index.json of just them, per export under `out`."""
     by_export = defaultdict(list)
@@ -464,6 +470,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=540)
     ap.add_argument("--deadline", type=int, help="seconds: no case starts later, none runs past it")
     ap.add_argument("--impl", choices=("cuda", "triton"), help="only the solutions of this impl")
+    ap.add_argument("--first", default="", help="modules (comma-separated; 'fused' for the fused programs) whose "
+                    "cases start first, after the diagnosed ones: what a deadline must not leave out")
     ap.add_argument("--part", help="K/N: every N-th case from the K-th (CUDA and Triton cases in their shares)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--static-only", action="store_true")
@@ -482,6 +490,7 @@ def main(argv=None) -> int:
     rows = [] if args.static_only else sample(args.exports, set(args.gpu.split(",")), tuple(args.status.split(",")),
                                               args.seed, pick)
     rows = [r for r in rows if args.impl in (None, r["impl"])]
+    rows = run_order(rows, set(filter(None, args.first.split(","))))
     if args.part:
         k, n = map(int, args.part.split("/"))
         rows = rows[k - 1::n]
@@ -517,6 +526,7 @@ def main(argv=None) -> int:
             source = (Path(r["export"]) / r["file"]).read_bytes()
             r["build_dir"] = str(build_root / hashlib.sha1(source).hexdigest()[:16])
     build_slots, eval_slots = threading.Semaphore(max(1, args.prebuild)), threading.Semaphore(args.jobs)
+    build_locks = defaultdict(threading.Lock)     # one build a source: a duplicate waits, then finds it built
     triton_slots = threading.Semaphore(min(args.triton_jobs or args.jobs, args.jobs))
 
     def late(r, stage):    # too late to start: said so in the table, not counted as a verdict
@@ -525,7 +535,7 @@ def main(argv=None) -> int:
     def one(r):
         built = {}
         if r.get("build_dir"):
-            with build_slots:
+            with build_locks[r["build_dir"]], build_slots:
                 if late(r, "build"):
                     return {**r, "compiled": None, "correct": None, "error": "deadline"}
                 # no GPU for a build (the solutions name their arch, so none is probed): no CUDA context

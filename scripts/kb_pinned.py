@@ -10,8 +10,8 @@ The default cases are the labels KernelBench's evaluator disputed on the H100 ca
 (docs/kernelbench_h200.md), with and without their bugs; the earlier pinned cases (a store-skipping
 softmax bug, adamw_cuda over nine ragged tensors) agreed with their labels on those calls. --fill writes, for
 every module with an H100 / H200 task in a bundled profile that the exports hold no solution of a
-status for (among H100 / H200 tasks), one case of that status on an H100 task of the module's first
-shape: ok, the highest rung the H100 runs whose default parameters the simulator passes; wrong_result,
+status for (among H100 / H200 tasks), one case of that status on an H100 task of the module's shape
+that moves the least (the op's minimum traffic: KernelBench draws its inputs on the CPU, per trial): ok, the highest rung the H100 runs whose default parameters the simulator passes; wrong_result,
 one bug (not a crashing fault) that breaks that task at those parameters, injected into such a rung
 (a seeded pick).
 """
@@ -84,7 +84,7 @@ def fill(exports: list, seed: int = 0) -> list:
         dtype = next((dt for dt in m.dtypes if m.supports(GPUS["H100"], dt)), None)
         if dtype is None:
             continue
-        task = make_task(m, "H100", dtype, m.shapes[0])
+        task = min((make_task(m, "H100", dtype, shape) for shape in m.shapes), key=lambda t: m.cost(t).bytes)
         runs = [v for v in m.variants if v.offered(dtype) and not (v.needs - task.gpu.features)
                 and simulate(m, v, v.defaults(), task).ok]
         if (name, "ok") not in held and runs:

@@ -1,14 +1,15 @@
 """Refit the simulator's calibration constants from the shipped H200 measurements.
 
-    python3 scripts/refit_calibration.py [--check]
+    python3 scripts/refit_calibration.py [--check] [--jobs N] [--folds N] [--cv-json F]
 
 Reads measurements/h200_kernels.json (our own candidates timed on an H200), computes
 each matched candidate's uncalibrated roofline time with the current op launch models, fits
 (kernelstrain.calibration.fit) and writes kernelstrain/calibration/h200_fit.json. Before the
 final fit on every record it fits 3 times holding out a third of the episodes each time, so every
 record also gets a prediction from a fit that never saw its episode: those out-of-sample figures
-are printed and stored in the fit file beside the in-sample ones. --check only prints the figures
-of the shipped fit and exits 1 if the file is not what a refit would write.
+are printed and stored in the fit file beside the in-sample ones (--folds 0: none). --check only prints the figures
+of the shipped fit and exits 1 if the file is not what a refit would write. --cv-json writes the out-of-sample
+figures overall and per module as scripts/calibration_cv.py --json does (the same folds: one run gives both).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from kernelstrain.calibration import FIT_FORMAT, Fit  # noqa: E402
 from kernelstrain.calibration.fit import FIT_FILES, fit, measured_records, out_of_fold, predict_ms  # noqa: E402
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
+from calibration_cv import KEYS, module_table  # noqa: E402  (this script's folder)
 
 FIT_PATH = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
 FOLDS = 5
@@ -47,20 +49,32 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
     ap.add_argument("--jobs", type=int, default=1, help="hold-out folds fitted in parallel processes (same file)")
+    ap.add_argument("--folds", type=int, default=FOLDS,
+                    help=f"hold-out folds of the out-of-sample figures (default {FOLDS}; 0: none, the final fit alone, "
+                         "~1/6 of the CPU time: a fresh gpu-check seed is then the only out-of-sample check)")
+    ap.add_argument("--cv-json", type=Path, help="write the out-of-sample figures, overall and per module, here")
     a = ap.parse_args(argv)
+    if a.cv_json and not a.folds:
+        ap.error("--cv-json needs --folds > 0")
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final = fit(rows)
+    held_out = out_of_fold(rows, a.folds, a.jobs) if a.folds else []
+    if a.cv_json:
+        overall = agreement(held_out)
+        a.cv_json.write_text(json.dumps({"overall": {k: overall[k] for k in KEYS}, "modules": module_table(held_out)},
+                                        indent=1) + "\n")
     report = {
         "uncalibrated": figures(rows, lambda r: predict_ms(analytic, r)),
-        "out_of_sample": figures(out_of_fold(rows, FOLDS, a.jobs), lambda r: r["sim_ms"]),
+        **({"out_of_sample": figures(held_out, lambda r: r["sim_ms"])} if a.folds else {}),
         "in_sample": figures(rows, lambda r: predict_ms(final, r)),
     }
     data = {"format": FIT_FORMAT,
             "source": f"{' + '.join(FIT_FILES)}: {len(rows)} matched timed candidates, "
                       f"{len({r['module'] for r in rows})} modules, {len({r['episode'] for r in rows})} episodes",
-            "method": f"scripts/refit_calibration.py; out_of_sample: {FOLDS} folds by episode "
-                      "(calibration.fit.episode_folds), each record predicted by the fit that held its episode out",
+            "method": (f"scripts/refit_calibration.py; out_of_sample: {a.folds} folds by episode "
+                       "(calibration.fit.episode_folds), each record predicted by the fit that held its episode out"
+                       if a.folds else "scripts/refit_calibration.py --folds 0: no out-of-sample figures"),
             "figures": report, **final.to_json()}
     for name, fig in report.items():
         print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))

@@ -34,8 +34,8 @@ def registry_sample():
                     yield m, v, params, task
 
 
-@pytest.mark.parametrize("fn", [sim.simulate, sim.failure, sim.launch_failure, knobs.launch],
-                         ids=["simulate", "failure", "launch_failure", "launch"])
+@pytest.mark.parametrize("fn", [sim.simulate, sim.failure, sim.launch_failure, knobs.launch, knobs.module_launch],
+                         ids=["simulate", "failure", "launch_failure", "launch", "module_launch"])
 def test_candidate_cache_returns_the_plain_answer(fn):
     fn.cache_clear()
     sample = list(registry_sample())
@@ -146,3 +146,23 @@ def test_excerpt_pattern_on_prompts():
              "ok\n\n^\n", "x at 1:2:\ny\n  ^~~ \n  ^\n"]
     for text in texts:
         assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
+
+
+def test_episodes_of_one_task_share_a_rungs_overflowing_configs():
+    """limits.rung_failing: a second episode of a task takes the first one's scan of a rung's
+    grid, and it is the plain filter of that episode's own configs, in order."""
+    from kernelstrain import limits
+    from kernelstrain.engine import Episode
+    from test_engine import streams
+    m = REGISTRY["gemm_fp16_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    limits._FAILING.clear()
+    first, second = (Episode(m, task, streams(seed), 40, 0.0, 0.0, 1) for seed in (1, 2))
+    top = first.rungs[-1]
+    assert first._over_limit(top, "smem")
+    scanned = len(limits._FAILING)
+    plain = [c.params for c in second.configs(second.rungs[-1])
+             if second.clear_failure(c, "smem") and second.writable(c)]
+    second._over_limit(second.rungs[-1], "smem")
+    assert len(limits._FAILING) == scanned
+    assert [c.params for c in second._limits[(top.tag, "smem")]] == plain

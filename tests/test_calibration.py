@@ -241,3 +241,16 @@ def test_a_row_timed_before_a_parameter_existed_is_fitted_at_its_default(monkeyp
     monkeypatch.setattr(fit_mod, "timed_rows", lambda name: [dict(row, params=short), dict(row, params=full)])
     a, b = measured_records(["any"])
     assert a["params"] == full and a["terms"] == b["terms"] and a["core_ms"] == b["core_ms"] and a["steps"] == b["steps"]
+
+
+def test_a_rung_takes_its_own_calibration_once_measured():
+    """Variant.fit_as lends a measured rung's calibration until the rung is measured itself: then the simulator
+    keys it as the fit keyed its rows (gemm_fp8_cuda wgmma_tma_persistent, timed on seeds 40404 and 50505)."""
+    from dataclasses import replace as copy_with
+    from kernelstrain.sim import fit_name
+    m = REGISTRY["gemm_fp8_cuda"]
+    v = m.variant("wgmma_tma_persistent")
+    assert v.fit_as == "wgmma_tma" and "wgmma_tma_persistent" in FIT.ceilings["gemm_fp8_cuda"]
+    assert fit_name(m, v) == "wgmma_tma_persistent"
+    unmeasured = copy_with(v, tag="wgmma_tma_unmeasured")
+    assert fit_name(m, unmeasured) == "wgmma_tma"

@@ -103,3 +103,20 @@ def test_module_table_gives_each_case_its_verdict_and_call():
     lines = k.module_table(rows).splitlines()
     assert lines[1].split() == ["m_cuda", "C1", "C!2", "-2"]
     assert lines[2].split() == ["n_triton", "F!1", "F3"]
+
+
+def test_the_first_modules_start_after_the_pinned_cases(tmp_path):
+    """--first: the modules a deadline must not leave out (those changed since the last proof) start
+    right after the diagnosed cases, CUDA before Triton within each group, as sample() orders them."""
+    k = _script()
+    a = _export(tmp_path / "ex_ks", [("softmax_triton", "triton", "ok", "H100", 0.1, 1),
+                                     ("rmsnorm_cuda", "cuda", "ok", "H100", 0.1, 1),
+                                     ("selective_scan_triton", "triton", "ok", "H100", 0.1, 1),
+                                     ("selective_scan_cuda", "cuda", "ok", "H100", 0.1, 1),
+                                     ("f", "triton", "ok", "H100", 0.1, 2)])
+    pinned = _export(tmp_path / "pinned", [("softmax_cuda", "cuda", "ok", "H100", 0.1, 1)], pinned=True)
+    rows = k.sample([a, pinned], {"H100"}, ("ok",), 0)
+    order = [r["module"] for r in k.run_order(rows, {"selective_scan_cuda", "selective_scan_triton", "fused"})]
+    assert order == ["softmax_cuda", "selective_scan_cuda", "f", "selective_scan_triton", "rmsnorm_cuda",
+                     "softmax_triton"]
+    assert [r["module"] for r in k.run_order(rows, set())] == [r["module"] for r in rows]

@@ -277,6 +277,39 @@ def test_side_inputs_reach_the_kernel_as_the_reference_makes_them(name):
         assert torch.allclose(got.double(), want.double(), rtol=1e-6, atol=1e-7), f"{arg} ({how}): off by {worst:.3g}"
 
 
+def _computed_inputs(reference: str) -> list:
+    """The positions of the reference's inputs that `get_inputs()` computes from its other inputs
+    (a list of draws bound with :=; a draw shaped like another, randn_like(x), is not computed)."""
+    import ast
+    tree = ast.parse(reference.split("def get_inputs():", 1)[1].split("\n\n\n", 1)[0].strip())
+    if not (isinstance(tree.body[0], ast.Return) and isinstance(tree.body[0].value, ast.List)):
+        return []
+    bound, computed = set(), []
+    for i, el in enumerate(tree.body[0].value.elts):
+        if isinstance(el, ast.NamedExpr):
+            bound.add(el.target.id)
+            el = el.value
+        used = {n.id for n in ast.walk(el) if isinstance(n, ast.Name)} & bound
+        if used and not re.fullmatch(r"torch\.\w+_like\(\w+\)", ast.unparse(el)):
+            computed.append(i)
+    return computed
+
+
+def test_an_input_computed_from_the_others_is_derived_where_forward_runs():
+    """KernelBench draws get_inputs() on the CPU. An input the reference's inputs compute from the
+    others (an lse; flash_attn_bwd's o, the forward output its backward takes) must not come from
+    there: CPU kernels round otherwise than the reference's own forward on the device (the H100's
+    flash_attn_bwd element outside). Each such input is derived inside forward, not passed."""
+    seen = []
+    for n in NVIDIA:
+        s = subject(n, smallest=True)
+        plan = input_plan(s)
+        for i in _computed_inputs(s.reference):
+            seen.append((n, plan[i][0]))
+            assert plan[i][1] == "derive", (n, plan[i])
+    assert ("flash_attn_bwd_triton", "o") in seen and ("cross_entropy_bwd_triton", "lse") in seen
+
+
 def test_reference_of_gpu_check_is_unchanged():
     """The export wraps the op's reference; gpu-check and the workspaces keep it as it is."""
     s = subject("rmsnorm_cuda")
@@ -291,8 +324,12 @@ def test_problems_draw_normal_inputs_in_fp32_and_round_them():
     dtype (a GPU draw's values), and an fp32 problem draws what its reference draws."""
     torch = pytest.importorskip("torch")
     left = [n for n in NVIDIA
-            if re.search(r"torch\.randn\([^\n]*dtype=DTYPE", problem_source(subject(n, smallest=True)))]
+            if re.search(r"torch\.randn\([^\n]*dtype=DTYPE|torch\.randn_like\(\w+\)",
+                         problem_source(subject(n, smallest=True)))]
     assert left == []
+    like = "[q := torch.randn(B, S).to(DTYPE), k := torch.randn_like(q)]"
+    assert full_precision_draws(like) == ("[q := torch.randn(B, S).to(DTYPE), "
+                                          "k := torch.randn_like(q, dtype=torch.float32).to(q.dtype)]")
     fused = "    return [torch.randn(batch_size, (C + 1) * 2, dtype=dtype), torch.randn(n)]"     # a fused program's
     assert full_precision_draws(fused) == "    return [torch.randn(batch_size, (C + 1) * 2).to(dtype), torch.randn(n)]"
     s = subject("cross_entropy_fwd_triton")           # T 16, V 128256 at bf16: the split-V combine's task

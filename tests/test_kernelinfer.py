@@ -37,12 +37,17 @@ def test_default_profile_names_its_57_modules():
     assert len(p.modules) == 57 and len({REGISTRY[m].op for m in p.modules}) == 45
     # its search is the defaults but for the slip kinds it draws (every kind, issue 28) and how near its floor it
     # tunes on to (the last 10% is measurable with the hardware's noise, issue 26), and how it climbs and tunes
-    # (issue 26: fewer skipped rungs, rewrites within 1.5x tuned before judged, a new best's neighbours re-probed)
+    # (issue 26: fewer skipped rungs and expert-first rewrites, a raised ceiling climbed one rung at a time, rewrites
+    # within 1.5x tuned before judged, a new best's neighbours re-probed)
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
-                   skip_max=d.skip_max, contender=d.contender, contender_steps=d.contender_steps, reprobe=d.reprobe) == d
-    assert p.search.roofline_near == 1.18 and (p.search.skip_min, p.search.skip_max) == (0.15, 0.5)
+                   skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
+                   contender_steps=d.contender_steps, reprobe=d.reprobe) == d
+    # skip 0.1-0.4 and 10% expert-first: at 0.05-0.3 and 5% the full seed-0 run fails qa's path variety
+    assert p.search.roofline_near == 1.18 and (p.search.skip_min, p.search.skip_max) == (0.1, 0.4)
+    assert (p.search.expert_first, p.search.stepwise) == (0.1, True)
     assert (p.search.contender, p.search.contender_steps, p.search.reprobe) == (1.5, 4, True)
+    assert not p.search.probe_all and not p.search.interact    # they add as many steps after the best as before it
     assert p.search.slip_weights and p.clock == Clock() and not p.shapes
 
 

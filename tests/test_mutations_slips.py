@@ -124,13 +124,15 @@ def _binomial_quantile(n: int, p: float, q: float) -> int:
 
 def test_engine_writes_the_profiles_kinds_and_repairs_each():
     """kernelinfer names every kind; with those kinds on, sessions hold several, each failure
-    classed as its kind says (the slip memory makes each site once: six sessions), and a slip is followed by the same configuration (the repair, which
+    classed as its kind says (the slip memory makes each site once: ten sessions), and a slip is followed by the same configuration (the repair, which
     may slip again) unless the session ends there or the engineer drops the change (4 %)."""
     assert {k for k, _ in load_profile("kernelinfer").search.slip_weights} == set(slips.NAMES[1:])
     search = Search(refail=0.3, slip_weights=tuple((k, 1.0) for k in slips.NAMES[1:]), typo_weight=0.3)
     seen, slipped, repaired = {}, 0, 0
     for module, gpu in (("rmsnorm_cuda", "A100"), ("softmax_cuda", "H100"), ("rmsnorm_triton", "H100"),
-                        ("layernorm_triton", "A10"), ("softmax_triton", "H100"), ("layernorm_cuda", "A100")):
+                        ("layernorm_triton", "A10"), ("softmax_triton", "H100"), ("layernorm_cuda", "A100"),
+                        ("rmsnorm_cuda", "H100"), ("softmax_cuda", "A100"), ("layernorm_triton", "H100"),
+                        ("softmax_triton", "A10")):
         m = REGISTRY[module]
         task = make_task(m, gpu, "fp16", m.shapes[0])
         s = {k: seeded_rng("slips", module, k) for k in STREAMS}

@@ -125,3 +125,38 @@ def test_a_shard_is_checked_alike(tmp_path, capsys):
                  "--quiet"]) == 0
     one = validate(shard, "1", capsys)
     assert one[0] == 0 and validate(shard, "2", capsys) == one
+
+
+def test_parts_measured_ahead_are_taken_until_a_row_comes_without_one():
+    """A worker measures a candidate once, in the first row it rebuilds that holds it: once a row
+    comes without its part (the dataset's row is not the plan's), the rows after it are measured
+    in the parent, and the candidate the dropped row held is still counted where it recurs."""
+    from types import SimpleNamespace
+
+    from kernelstrain import contamination as cont
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    from kernelstrain.validate_ahead import StreamedMeasure
+
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
+    codes = [m.render(v, v.defaults(), task) for v in m.variants if not v.needs - task.gpu.features]
+    targets = SimpleNamespace(matcher=cont.Matcher([(codes[0], "cuda"), (codes[1], "cuda")]))
+
+    def row(base, *steps):
+        return {"module": m.name, "gpu": "H100", "dtype": task.dtype, "shape": dict(task.shape), "impl": "cuda",
+                "baseline": {"code": base}, "steps": [{"code": c} for c in steps]}
+
+    plan = [row(codes[0]), row(codes[0], codes[1]), row(codes[0], codes[1], codes[2])]
+    data = [plan[0], row(codes[0]), plan[2]]          # the second row is not the plan's: it lacks codes[1]
+    worker = cont.Incremental(targets)
+    parts = [worker.part(ep) for ep in plan]          # the third part skips codes[1]: measured in the second
+    assert len(parts[2][1]) == 1
+    streamed = StreamedMeasure(cont.Incremental(targets), lambda r: r)
+    for ep, part, taken in zip(data, parts, (True, False, True)):
+        streamed.add_row(ep, ahead=part if taken else None)
+    alone = cont.Incremental(targets)
+    for ep in data:
+        alone.add(alone.part(ep))
+    assert streamed.scan.keys == alone.keys and len(alone.keys) == 3
+    assert streamed.scan.tally.part() == alone.tally.part()

@@ -15,7 +15,8 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
-  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.cta_floor_s)
+             (the floor held within size_range_ms[module], the floors of the module's fit rows)
+  time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.floor_s)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
 module's (variants seen rarely lean on their module); 1.0 for anything the H200 grid lacks.
@@ -32,8 +33,12 @@ with the problem: factor *= (roofline floor / the module's reference floor) ** s
 positive one: small problems run relatively slower than the roofline says (fixed per-CTA costs,
 latency chains of dependent phases, tails), a negative one: large ones fall out of the variant's
 sweet spot (L2 reuse lost, tiles past the cache). Ridge-shrunk toward 0 like the parameter terms.
+The power law is not extrapolated: past the smallest or largest floor of the module's fit rows
+(`size_range_ms`) the factor stays at the edge's, the analytic model alone saying how the time grows
+(chunked_prefill_triton's rows span floors of 33-65 us: its online_softmax exponent -0.12, taken to a
+menu shape of 2.1 ms, made that rung 1.5x faster than any measured trend and its ladder 1.28x).
 `param_exponent` is what the launch model misses of a parameter's effect (a block size, warps,
-stages) in one module, ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
+stages) in one module (`p^2`: the bend of a CURVED parameter's, a term in the square of its step), ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
 model's effect alone; a parameter at its variant's default contributes nothing. A key `p@variant`
 is that variant's own departure from the module's exponent of p (its code uses p differently:
 threads of a warp-per-row rung vs. a block-per-row one), shrunk toward the module's the same way.
@@ -54,6 +59,22 @@ FIT_FORMAT = "kernelstrain/calibration-fit@3"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
 TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency")
+# the parameters whose effect the fit lets bend (a term in the square of the step beside the linear one): a block's
+# size has a sweet spot that no power law gives (more warps hide more latency, then cost more at every barrier and
+# block scan: topk_cuda's rungs on the H200 gain 1.5x from 256 to 512 threads and lose 5-15% from 512 to 1024, where
+# a straight line in log2(threads) modelled 512 15-38% slow and 1024 10-28% fast); past CURVE_SPAN doublings from the
+# default the square stays at its edge (few rows lie further: it is not extrapolated)
+CURVED = ("threads", "num_warps", "warps")
+CURVE_SPAN = 2.0
+
+
+def curve_steps(steps: dict) -> dict:
+    """{p^2: the square of p's step, held within CURVE_SPAN} of the CURVED parameters among param_steps' `steps`.
+
+    >>> curve_steps({"threads": 1.0, "num_warps": -3.0, "BLOCK": 1.0})
+    {'threads^2': 1.0, 'num_warps^2': 4.0}
+    """
+    return {f"{p}^2": min(x * x, CURVE_SPAN ** 2) for p, x in steps.items() if p in CURVED}
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,7 @@ class Fit:
     param_exponents: dict = field(default_factory=dict)       # module -> {param: exponent}
     size_exponents: dict = field(default_factory=dict)        # module -> {variant: exponent of work / size_ref}
     size_ref_ms: dict = field(default_factory=dict)           # module -> its fit rows' geomean roofline floor
+    size_range_ms: dict = field(default_factory=dict)         # module -> [least, most] roofline floor of its fit rows
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
     # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67.
     # The memory ceiling is approached softly (soft_cap): 0.91 is its asymptote, the copy's 0.885
@@ -87,9 +109,13 @@ class Fit:
         return by_variant.get(variant, self.module_ceilings.get(module, 1.0))
 
     def size_step(self, module: str, work_ms: float | None) -> float:
-        """log2(work / the module's reference work): 0 where either is unknown."""
+        """log2(work / the module's reference work), the work held within the module's fitted range
+        (size_range_ms, where the fit gives one): 0 where either is unknown."""
         ref = self.size_ref_ms.get(module)
-        return math.log2(work_ms / ref) if ref and work_ms else 0.0
+        if not (ref and work_ms):
+            return 0.0
+        lo, hi = self.size_range_ms.get(module, (work_ms, work_ms))
+        return math.log2(min(max(work_ms, lo), hi) / ref)
 
     def core_factor(self, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None,
                     work_ms: float | None = None) -> float:
@@ -102,7 +128,7 @@ class Fit:
             sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
                 for t, x in terms.items())
             + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
-                                   for p, x in (steps or {}).items())
+                                   for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
                                + size * self.size_step(module, work_ms)))
 
     def overhead_us(self, vendor: str, launches: int) -> float:
@@ -113,7 +139,8 @@ class Fit:
                 "exponents": self.exponents, "module_exponents": self.module_exponents,
                 "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
                 "module_ceilings": self.module_ceilings, "param_exponents": self.param_exponents,
-                "size_ref_ms": self.size_ref_ms, "size_exponents": self.size_exponents,
+                "size_ref_ms": self.size_ref_ms, "size_range_ms": self.size_range_ms,
+                "size_exponents": self.size_exponents,
                 "ceilings": self.ceilings}
 
 

@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from . import TERMS, Fit, launch_terms, param_steps
+from . import TERMS, Fit, curve_steps, launch_terms, param_steps
 
 IMPLS = ("cuda", "triton")
 LN2 = math.log(2.0)
@@ -44,7 +44,7 @@ def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
     share of the measured time that is not overhead, so launch-bound rows say little of a ceiling."""
     rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3
     share = max(rest, 0.2 * r["measured_ms"]) / r["measured_ms"]
-    # a row at its CTA-start floor (sim.cta_floor_s) bounds the core time from above only
+    # a row at its floor (sim.floor_s: CTA starts, an unpipelined loop's latency chain) bounds the core time from above only
     bound = r.get("cta_ms", 0.0) / (share * r["measured_ms"])
     return math.log(share * r["measured_ms"] / r["core_ms"]), share * max(0.1, min(1.0, (1.0 - bound) / 0.3))
 
@@ -124,15 +124,35 @@ def size_refs(records: list) -> dict:
     return {m: round(math.exp(sum(v) / len(v)), 6) for m, v in sorted(logs.items())}
 
 
+def size_ranges(records: list) -> dict:
+    """module -> [least, most] roofline floor (ms) of its records, rounded outward to 6 significant digits (every
+    record stays inside): the range Fit.size_step keeps the size term within."""
+    spans = {}
+    for r in records:
+        lo, hi = spans.get(r["module"], (r["work_ms"], r["work_ms"]))
+        spans[r["module"]] = (min(lo, r["work_ms"]), max(hi, r["work_ms"]))
+    return {m: [_round_sig(lo, math.floor), _round_sig(hi, math.ceil)] for m, (lo, hi) in sorted(spans.items())}
+
+
+def _round_sig(x: float, direction, digits: int = 6) -> float:
+    """x to `digits` significant digits, rounded by `direction` (math.floor: never above x, math.ceil: never below)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    step = -1 if direction is math.floor else 1
+    k = direction(x / unit)
+    while (float(f"{k * unit:.{digits}g}") - x) * step < 0:      # x / unit rounded the wrong way
+        k += step
+    return float(f"{k * unit:.{digits}g}")
+
+
 def with_fit_steps(records: list, refs: dict | None) -> list:
-    """The records with the steps the parameter solve fits beside the module's parameters: each
-    launch term as `~term` (the module's departure from its impl's exponent), each of these and of
+    """The records with the steps the parameter solve fits beside the module's parameters: the square of
+    each CURVED parameter's step as `p^2` (curve_steps), each launch term as `~term` (the module's departure from its impl's exponent), each of these and of
     the parameters again as `p@variant` (the variant's departure from the module's) and, with refs,
     the variant's size step (log2 of work over the module's reference)."""
     out = []
     for r in records:
         steps = r.get("steps", {})
-        steps = {**steps, **{TERM + t: math.log2(x) for t, x in r["terms"].items()}}
+        steps = {**steps, **curve_steps(steps), **{TERM + t: math.log2(x) for t, x in r["terms"].items()}}
         steps = {**steps, **{f"{p}@{r['variant']}": x for p, x in steps.items()}}
         if refs is not None:
             steps[SIZE + r["variant"]] = math.log2(r["work_ms"] / refs[r["module"]])
@@ -199,6 +219,7 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
                                for m, v in sorted(slopes.items()) if any(round(x, 4) for x in v.values())},
               module_exponents={m: {t: x for t, x in sorted(v.items()) if x} for m, v in sorted(term_exps.items())},
               size_ref_ms={m: x for m, x in refs.items() if m in sizes},
+              size_range_ms={m: x for m, x in size_ranges(records).items() if m in sizes},
               size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
     return fit, err
 
@@ -277,11 +298,19 @@ def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
 # 3131, 1717 and 8484, the shape grid (scripts/shape_grid.py: the same candidates at 3 shapes), the parameter
 # grid (shape_grid.py --params: each parameter one at a time at 2 common shapes) and the same parameter grid of
 # the modules those left unmeasured (kernelinfer's) and of 4 modules at misaligned rows, timed on an H100 (no
-# H200 could be had that day; its rows are fitted on the H100's profile). A later gpu-check file (a new seed)
-# is held out: reported, never fitted.
+# H200 could be had that day; its rows are fitted on the H100's profile), and the candidates of three gpu-check
+# seeds drawn by the current engines (6868 on the H200; 40404 on an H100 and 50505 on the H200, both profiles:
+# closer to each other than any grid's, the near-ties the within-episode figures turn on), the H100 checks of the
+# literature rungs (h100_room_checks.json: the figures tests/test_room_rungs.py and test_literature_rungs.py hold,
+# shapes the seeds never drew, such as a one-row top-k) and the H100 parameter grid at the shapes seeds 40404/50505
+# misordered most (h100_gpucheck_simgrid.json), and every rung and parameter of the modules those tests hold gains of,
+# at the tests' shapes, timed on an H200 (h200_gpucheck_testgrid.json). A later gpu-check file (a new seed) is held
+# out: reported, never fitted.
 FIT_FILES = ("h200_kernels.json", "h200_gpucheck_s9191.json", "h200_gpucheck_s5151.json", "h200_gpucheck_s6262.json",
              "h200_gpucheck_s3131.json", "h200_gpucheck_s1717.json", "h200_gpucheck_s8484.json", "h200_gpucheck_grid5.json",
-             "h200_gpucheck_pgrid.json", "h100_gpucheck_kigrid.json")
+             "h200_gpucheck_pgrid.json", "h100_gpucheck_kigrid.json", "h200_gpucheck_s6868.json", "h100_gpucheck_s40404.json",
+             "h200_gpucheck_s50505.json", "h100_room_checks.json", "h100_gpucheck_simgrid.json",
+             "h200_gpucheck_testgrid.json")
 
 
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "measurements"
@@ -318,7 +347,7 @@ def measured_records(files=FIT_FILES) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, cta_floor_s, efficiencies, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -342,7 +371,7 @@ def measured_records(files=FIT_FILES) -> list:
                     "path": variant.path, "e_c": e_c, "e_m": e_m,
                     "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
-                    "cta_ms": cta_floor_s(launch, gpu) * 1e3,
+                    "cta_ms": floor_s(launch, gpu) * 1e3,
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
-                    "memory_ms": cost.bytes * launch.traffic / (gpu.bw_tbs * 1e12) * 1e3})
+                    "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out

@@ -8,7 +8,13 @@ What the harness does, and what each side of the form answers it with:
   * an fp32 side tensor the reference's inputs compute (from the other inputs: an attention or
     cross-entropy lse, LayerNorm's mean / rstd; or tables: rope's cos / sin) is not passed: both forwards derive it in fp32
     from the inputs they get (DERIVED), so it stays consistent with them (cast to bf16 it would
-    not, and a reference that recomputes it would see other values than the kernel);
+    not, and a reference that recomputes it would see other values than the kernel); so is a
+    forward output a backward takes (flash_attn_bwd's o, at the problem's dtype): the harness draws
+    get_inputs() on the CPU, whose bf16 attention rounds otherwise than the device's (40% of o's
+    elements off the correctly rounded value, 2.2 ulp on average), while the reference's backward
+    uses its own forward's O on the device, so rowsum(dO * O) would differ between the two by up
+    to 0.03 and a correct kernel's dq / dk by up to 0.98 of KernelBench's bf16 tolerance in a
+    head (an H100 saw 1 element of 100.7M outside); derived on the device, o is that forward's O;
   * any other input the kernel takes in another floating type (fp32 side tensors such as a
     scale or an upstream gradient, fp8 operands), or as small integer codes every precision
     holds exactly (int8, uint8, bool), is passed at the precision and converted back inside
@@ -36,7 +42,8 @@ What the harness does, and what each side of the form answers it with:
   without its rescale, an online softmax that drops a warp's partial) then matches the reference
   on the harness's own inputs (the H100 runs of seed 7373). So a problem draws its normal inputs
   in fp32 and rounds them to its dtype (`torch.randn(...).to(DTYPE)`), as a GPU draw (and torch's
-  own CPU draw from 2.13) does, and as KernelBench's problems leave the cast to the harness.
+  own CPU draw from 2.13) does, and as KernelBench's problems leave the cast to the harness; a
+  `torch.randn_like(x)` of a 16-bit x likewise draws in fp32 and rounds to x's dtype.
 """
 from __future__ import annotations
 
@@ -56,7 +63,8 @@ _FORM_NOTE = "# ---- KernelBench form: the reference program above, wrapped for 
 # of the task), in the reference program's names}; tests/test_kernelbench_contract.py checks each
 # against the reference's own inputs and that no derived fp32 input is missing here
 DERIVED = {
-    "flash_attn_bwd": {"lse": "(q.float() @ k.float().transpose(-1, -2) * D ** -0.5).masked_fill(\n"
+    "flash_attn_bwd": {"o": "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)",
+                       "lse": "(q.float() @ k.float().transpose(-1, -2) * D ** -0.5).masked_fill(\n"
                               "    torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float('-inf')).logsumexp(-1)"},
     "cross_entropy_bwd": {"lse": "torch.logsumexp(logits.float(), dim=-1)"},
     "layernorm_bwd": {"mean": "x.float().mean(-1)", "rstd": "torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)"},
@@ -89,7 +97,7 @@ def input_plan(subject) -> list:
     for name in m.inputs:
         a = names.get(name)
         dt = a.dtype_of(subject.task) if a else prec
-        how = ("pass" if dt == prec else "derive" if name in derived
+        how = ("derive" if name in derived else "pass" if dt == prec
                else "convert" if dt in FLOATING + EXACT_CODES else "fixed")
         plan.append((name, how, TORCH.get(dt), bool(a) and a.role == "inout"))
     return plan
@@ -97,12 +105,15 @@ def input_plan(subject) -> list:
 
 # torch.randn(<sizes>, dtype=<16-bit dtype name>): the sizes may hold one level of parentheses
 _LOW_PRECISION_RANDN = re.compile(r"torch\.randn\(((?:[^()]|\([^()]*\))*?),\s*dtype=(DTYPE|dtype)\)")
+_RANDN_LIKE = re.compile(r"torch\.randn_like\((\w+)\)")     # torch.randn_like(x): at x's dtype, maybe 16-bit
 
 
 def full_precision_draws(program: str) -> str:
-    """`program` with each normal draw at the problem's dtype made in fp32 and rounded to it (the
-    module docstring says why; an fp32 problem draws the same values as before)."""
-    return _LOW_PRECISION_RANDN.sub(r"torch.randn(\1).to(\2)", program)
+    """`program` with each normal draw at the problem's dtype (or a randn_like at its tensor's)
+    made in fp32 and rounded to it (the module docstring says why; an fp32 problem draws the same
+    values as before)."""
+    program = _LOW_PRECISION_RANDN.sub(r"torch.randn(\1).to(\2)", program)
+    return _RANDN_LIKE.sub(r"torch.randn_like(\1, dtype=torch.float32).to(\1.dtype)", program)
 
 
 def reference_program(reference: str) -> str:
@@ -126,6 +137,10 @@ def _notes(subject, plan) -> list:
             notes.append(f"{name} is passed at the problem's precision and used as {dt}.")
         elif how == "fixed":
             notes.append(f"{name} ({dt}) is drawn once at construction and kept as the integer buffer fixed_{name}.")
+        elif how == "derive" and dt == TORCH[precision(subject)]:
+            notes.append(f"{name} ({dt}) is not an input: forward computes it as the reference's inputs do, from the "
+                         "inputs it gets, on their device (drawn with get_inputs() on the CPU, it would come from "
+                         "another kernel than the reference's own forward there, rounded otherwise).")
         elif how == "derive":
             notes.append(f"{name} ({dt}) is not an input: forward computes it in fp32 as the reference's inputs do, "
                          "from the inputs it gets (passed, the harness would cast it to the precision).")

@@ -197,6 +197,8 @@ class Launch:
     launches: int = 1
     serial_atomics: int = 0      # atomic updates of one address: the L2 applies them one at a time
     rounds: int = 1              # rows / tiles each CTA of a persistent loop takes one after another
+    serial_trips: float = 0.0    # DRAM round trips each program waits for in turn (an unpipelined K loop): sim.chain_floor_s
+    narrow: float = 1.0          # the memory side's slowdown from one-element loads at misaligned rows (sim.narrowed)
     unrolled: int = 0            # Triton: values of a register tile one thread holds (0: no such tile)
 
 
@@ -371,6 +373,17 @@ def triton_stage_buffers(task: Task, stages: int, rows: int) -> int:
 
 
 TRITON_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"
+# Triton's num_stages where a launch names none, on NVIDIA (CUDAOptions.num_stages, Triton 3.6 and 3.9): a tl.dot
+# loop of such a launch is software-pipelined that deep, its shared memory multi-buffered
+TRITON_DEFAULT_STAGES = 3
+
+
+def launch_stages(params: dict, task: Task) -> int:
+    """The pipeline depth a Triton rung's launch runs at: its own num_stages, else Triton's default on NVIDIA;
+    1 on AMD, whose default (2 in Triton 3.9's HIP backend) the models were not measured at."""
+    if "num_stages" in params:
+        return params["num_stages"]
+    return TRITON_DEFAULT_STAGES if task.gpu.vendor == "nvidia" else 1
 
 
 def triton_dtype(dtype: str, task: Task | None = None) -> str:

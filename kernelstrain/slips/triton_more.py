@@ -25,16 +25,18 @@ store() got an unexpected keyword argument 'other'
 from __future__ import annotations
 
 import ast
+import functools
 
-from .triton_slips import _always_runs, _kernels, compilation_error
+from .triton_slips import _always_runs, _kernels, compilation_error, parsed
 
 
+@functools.lru_cache(maxsize=16)     # asked again of the same code by the chosen slip's _site
 def masked_calls(code: str, builtin: str) -> list:
     """(line, column, def line) of each one-line `tl.<builtin>(...)` call with a `mask=`
     keyword (for a load: and an `other=` one) in a launched kernel, on a line that always
     compiles, in source order."""
     try:
-        tree = ast.parse(code)
+        tree = parsed(code)
     except SyntaxError:
         return []
     lines = code.split("\n")
@@ -61,7 +63,7 @@ def _site(code: str, site: int, builtin: str):
     if not sites:
         return None
     j, col, d = sites[site % len(sites)]
-    call = next(n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and n.lineno == j + 1
+    call = next(n for n in ast.walk(parsed(code)) if isinstance(n, ast.Call) and n.lineno == j + 1
                 and n.col_offset == col and isinstance(n.func, ast.Attribute) and n.func.attr == builtin)
     return code.split("\n"), j, col, d, call
 

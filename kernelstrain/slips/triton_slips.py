@@ -16,6 +16,7 @@ arange's arguments must be of type tl.constexpr
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 _ARANGE = re.compile(r"tl\.arange\(0, BLOCK(?:_([A-Z]\w*))?\)")
@@ -25,6 +26,13 @@ EXCERPT = 12      # CompilationError.source_line_count_max_in_message: the last 
 
 
 CHAINED = "\n\nThe above exception was the direct cause of the following exception:\n\n"
+
+
+@functools.lru_cache(maxsize=8)
+def parsed(code: str) -> ast.Module:
+    """ast.parse of a candidate's code, kept for the next asks: a slip draw reads one code's sites
+    of every kind, then the chosen slip's site again (each walk reads the tree, none changes it)."""
+    return ast.parse(code)
 
 
 def compilation_error(lines, def_line: int, j: int, col: int, text: str | None) -> str:
@@ -55,7 +63,7 @@ def first_use(lines, decl: int, name: str, def_line: int):
     loop's body before its test, and an `if` on a constexpr parameter that the compiled call
     passes as a literal (static_arguments) only down its taken branch, as Triton does."""
     try:
-        tree = ast.parse("\n".join(lines))
+        tree = parsed("\n".join(lines))
     except SyntaxError:
         return None
     fn = _function_at(tree, def_line)
@@ -142,7 +150,7 @@ def call_chain(lines, def_line: int) -> list:
 def _chain(lines, def_line: int, tree=None) -> tuple[list, dict]:
     """(call_chain, static_arguments) of the jit function at `def_line`."""
     try:
-        tree = tree or ast.parse("\n".join(lines))
+        tree = tree or parsed("\n".join(lines))
     except SyntaxError:
         return [], {}
     fns = {d: _function_at(tree, d) for d in _jit_functions(lines)}

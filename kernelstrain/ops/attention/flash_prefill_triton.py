@@ -5,8 +5,9 @@ kernels) -> fused blocked online softmax with tl.dot over every key block -> cau
 skipping (mask only the diagonal band) -> software-pipelined K/V loads (num_stages) and
 exp2 -> persistent programs walking query tiles heavy-first.
 """
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
 from ._attn_check import triton_check
+from ._flash_materialized_triton import materialized_scores_src
 from ._flash_tiles import mfma_p
 from .flash_prefill_spec import ENTRY, LOG2E, FlashPrefillSpec, causal_balance, causal_work
 
@@ -45,8 +46,16 @@ def materialized_launch(p, task):
     scratch = 12 * s * s / (4 * s * d * elt)              # fp32 S write+read, fp16 P write+read
     # the scores kernel's Q and K tiles; gfx942 stages them in turn through one LDS buffer (MI300X)
     tiles = max(bm, bn) if "mfma" in task.gpu.features else bm + bn
+    smem = tiles * d * elt
+    stages = launch_stages(p, task)
+    if stages > 1:
+        # the PV kernel's loop is pipelined at the launch's depth: a V ring of num_stages tiles on Hopper (one
+        # fewer elsewhere) and one P tile (Triton 3.9 metadata.shared at 3 stages, sm_80/86/90a/120a, D=64/128,
+        # 64-128 rows and keys: exact; H100 BLOCK_M=BLOCK_N=128 D=128 131,072 B, the scores kernel's 65,536)
+        bufs = stages if task.gpu.triton_full_stage_rows else stages - 1
+        smem = max(smem, bufs * bn * d * elt + bm * bn * elt)
     return Launch(grid=task["B"] * task["H"] * cdiv(s, bm) * cdiv(s, bn), threads=threads,
-                  smem_bytes=tiles * d * elt, regs=regs, bytes_per_access=16, traffic=1 + scratch,
+                  smem_bytes=smem, regs=regs, bytes_per_access=16, traffic=1 + scratch,
                   compute_scale=arch * 0.5, launches=3 * cdiv(task["B"] * task["H"], heads))
 
 
@@ -57,7 +66,10 @@ def fused_launch(skip: bool = True):
 
 
 def _fused_launch(p, task, skip):
-    s, bm, bn, stages = task["S"], p["BLOCK_M"], p["BLOCK_N"], p.get("num_stages", 1)
+    # online_softmax and causal_block_skip name no num_stages: on NVIDIA their K/V loop runs Triton's default 3
+    # stages (metadata.shared at 3 stages = smem_of(3) on sm_80/86/90a/120a at D=64/128 but one D=64 tile 10%
+    # over; H100 BLOCK_M=128 BLOCK_N=64 D=128: 131,072 B where the one-stage figure said 49,152)
+    s, bm, bn, stages = task["S"], p["BLOCK_M"], p["BLOCK_N"], launch_stages(p, task)
     threads, arch, regs, tiles = common(p, task)
     if bm == 64:
         arch *= 0.82                     # 64-row tiles: K/V smem reads amortised over half the rows
@@ -80,69 +92,6 @@ def _fused_launch(p, task, skip):
     grid = min(tiles, slots * p["PROGRAMS_PER_SM"])
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=16, traffic=reread,
                   compute_scale=arch * causal_balance(tiles, cdiv(s, bm), grid, True), tile_quant=work)
-
-
-def materialized_scores_src(p, task, scale=" * scale", causal=">="):
-    return f'''
-@triton.jit
-def attn_scores_kernel(q_ptr, k_ptr, s_ptr, S, scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                       BLOCK_N: tl.constexpr):
-    # one [BLOCK_M, BLOCK_N] tile of S = QK^T * scale, future keys set to -inf, stored as fp32
-    bh = tl.program_id(2).to(tl.int64)
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + bh * S * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
-    k = tl.load(k_ptr + bh * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :])
-    s = tl.dot(q, tl.trans(k)){scale}
-    s = tl.where(offs_m[:, None] {causal} offs_n[None, :], s, float("-inf"))
-    tl.store(s_ptr + bh * S * S + offs_m[:, None] * S + offs_n[None, :], s)
-
-
-@triton.jit
-def attn_softmax_kernel(s_ptr, p_ptr, S, BLOCK: tl.constexpr):
-    # one program per score row: the whole row (next power of two >= S) in registers
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    s = tl.load(s_ptr + row * S + offs, mask=offs < S, other=float("-inf"))
-    e = tl.exp(s - tl.max(s, 0))
-    tl.store(p_ptr + row * S + offs, (e / tl.sum(e, 0)).to(p_ptr.dtype.element_ty), mask=offs < S)
-
-
-@triton.jit
-def flash_prefill_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr):
-    # O = P V for one [BLOCK_M, HEAD_DIM] tile; P is zero past the diagonal but still multiplied
-    bh = tl.program_id(1).to(tl.int64)
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(0, S, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        p = tl.load(p_ptr + bh * S * S + offs_m[:, None] * S + offs_n[None, :])
-        v = tl.load(v_ptr + bh * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :])
-        acc += tl.dot(p, v)
-    tl.store(o_ptr + bh * S * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(o_ptr.dtype.element_ty))
-
-
-{ENTRY.py_def(task)}:
-    B, H, S, D = q.shape
-    BLOCK_M, BLOCK_N = {p["BLOCK_M"]}, {p["BLOCK_N"]}
-    assert S % BLOCK_M == 0 and S % BLOCK_N == 0
-    q, k, v = (t.reshape(B * H, S, D) for t in (q, k, v))
-    o = torch.empty_like(q)
-    chunk = max(1, (1 << 30) // (S * S * 6))      # heads per pass: fp32 scores + fp16 probs <= 1 GB
-    scores = torch.empty(chunk, S, S, dtype=torch.float32, device=q.device)
-    probs = torch.empty(chunk, S, S, dtype=q.dtype, device=q.device)
-    for h0 in range(0, B * H, chunk):
-        n = min(chunk, B * H - h0)
-        attn_scores_kernel[(S // BLOCK_M, S // BLOCK_N, n)](q[h0:], k[h0:], scores, S, scale, HEAD_DIM=D,
-                                                            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps={p["num_warps"]})
-        attn_softmax_kernel[(n * S,)](scores, probs, S, BLOCK=triton.next_power_of_2(S), num_warps=8)
-        flash_prefill_kernel[(S // BLOCK_M, n)](probs, v[h0:], o[h0:], S, HEAD_DIM=D, BLOCK_M=BLOCK_M,
-                                                BLOCK_N=BLOCK_N, num_warps={p["num_warps"]})
-    return o.view(B, H, S, D)
-'''
 
 
 def attend(rescale=RESCALE, exp="tl.exp", causal=">="):
@@ -283,7 +232,7 @@ class FlashPrefillTriton(FlashPrefillSpec):
         consts = {"HEAD_DIM": d, "BLOCK_M": params["BLOCK_M"], "BLOCK_N": params["BLOCK_N"]}
         sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "qk_scale": "fp32",
                "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
-        warps, stages = params["num_warps"], params.get("num_stages", 1)
+        warps, stages = params["num_warps"], launch_stages(params, task)   # the compile spec is what the launch runs
         if "PROGRAMS_PER_SM" in params:
             sig = {**sig, "BH": "i32"}
         if variant.tag != "materialized_scores":
@@ -293,6 +242,6 @@ class FlashPrefillTriton(FlashPrefillSpec):
         soft = {"s_ptr": "*fp32", "p_ptr": ptr, "S": "i32", "BLOCK": "constexpr"}
         pv = {"p_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "HEAD_DIM": "constexpr",
               "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
-        return [KernelSpec("attn_scores_kernel", scores, consts, warps, 1),
-                KernelSpec("attn_softmax_kernel", soft, {"BLOCK": 1 << (task["S"] - 1).bit_length()}, 8, 1),
-                KernelSpec("flash_prefill_kernel", pv, consts, warps, 1)]
+        return [KernelSpec("attn_scores_kernel", scores, consts, warps, stages),
+                KernelSpec("attn_softmax_kernel", soft, {"BLOCK": 1 << (task["S"] - 1).bit_length()}, 8, stages),
+                KernelSpec("flash_prefill_kernel", pv, consts, warps, stages)]

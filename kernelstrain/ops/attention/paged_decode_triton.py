@@ -4,7 +4,7 @@ Ladder: one token per loop trip -> one page per trip -> several pages gathered p
 all query heads of a KV group in one program (tl.dot, KV read once) -> split-KV over the
 sequence with a combine kernel.
 """
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
 from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
@@ -54,9 +54,14 @@ def dot_launch(p, task):
     threads, block_n, tile, regs = tile_shape(p, task)
     group = h // kvh
     gpad = max(16, 1 << (group - 1).bit_length())     # tl.dot needs M >= 16: pad the head group
-    # one dot operand tile staged in shared memory (plus q and a reduction scratch on NVIDIA); the
-    # gathered loads depend on a table load of the same trip, so Triton does not multi-buffer them
+    # one dot operand tile staged in shared memory (plus q and a reduction scratch on NVIDIA). The launch names
+    # no num_stages, so on NVIDIA Triton pipelines the tile loop at its default (base.launch_stages): the gathered
+    # K/V tile gets a second buffer and the block-table indices one (Triton 3.9 metadata.shared at 3 stages
+    # over 1, sm_80/86/89/90a/120a, D=64/128, 32-128 keys, 4/8 warps: + BLOCK_N x D x 2 + BLOCK_N x 4 exact;
+    # H100 D=128 BLOCK_N=128: 74,240 B where the model said 40,960)
     smem = block_n * d * elt + (0 if task.gpu.triton_q_in_registers else gpad * d * elt + block_n * 32)
+    if launch_stages(p, task) > 1:
+        smem += block_n * d * elt + block_n * 4
     useful = group / gpad                             # padded rows run on the tensor cores too
     if "NUM_SPLITS" not in p:
         return Launch(grid=b * kvh, threads=threads, smem_bytes=smem, regs=regs + 32, bytes_per_access=tile,
@@ -282,11 +287,13 @@ class PagedDecodeTriton(PagedDecodeSpec):
             sig["GROUP_PAD"] = "constexpr"
             consts["GROUP_PAD"] = max(16, 1 << (consts["GROUP"] - 1).bit_length())
         warps = params["num_warps"]
+        # the compile spec is what the launch runs: the tl.dot rungs at Triton's default depth on NVIDIA
+        stages = launch_stages(params, task) if variant.path == "fp16" else 1
         if "NUM_SPLITS" not in params:
-            return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1)]
+            return [KernelSpec("paged_decode_kernel", sig, consts, warps, stages)]
         sig = {**sig, "o_ptr": "*fp32", "ml_ptr": "*fp32", "NUM_SPLITS": "constexpr"}
         consts["NUM_SPLITS"] = params["NUM_SPLITS"]
         comb = {"part_ptr": "*fp32", "ml_ptr": "*fp32", "o_ptr": ptr, "HEAD_DIM": "constexpr", "NUM_SPLITS": "constexpr"}
-        return [KernelSpec("paged_decode_kernel", sig, consts, warps, 1),
+        return [KernelSpec("paged_decode_kernel", sig, consts, warps, stages),
                 KernelSpec("paged_decode_combine_kernel", comb,
                            {"HEAD_DIM": task["D"], "NUM_SPLITS": params["NUM_SPLITS"]}, 4, 1)]

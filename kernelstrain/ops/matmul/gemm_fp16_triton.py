@@ -6,6 +6,7 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 """
 from .._triton_smem import dot_loop_smem
 from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ._gemm_dot_triton import dot_kernel
 from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
@@ -88,12 +89,20 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     stage_bytes = (bm * bk + bk * bn) * e
     in_flight = stage_bytes * max(1, stages - 1) // (threads * 2)   # bytes per thread per load slot
     acc_regs = bm * bn // threads
+    # num_stages=1 (the unpipelined rungs' launch): each K step waits for its own loads, a DRAM round trip
+    # wherever a step's row segment starts a new 32-byte sector (sim.chain_floor_s)
+    trips = cdiv(k, bk) * min(1.0, bk * e / 32) if stages == 1 else 0.0
     if mode == "broadcast":
-        regs = min(255, 32 + bm * bk * bn // threads)    # the [BM, BK, BN] product lives in registers
+        # ptxas fuses the [BM, BK, BN] product into the reduction's adds: the accumulator and the operand tiles
+        # stay live, not the product. Triton 3.9 for sm_90a, 4 warps (cuobjdump --dump-resource-usage): 44-79
+        # registers for 16x16x16..32x64x16, 40 + 2 x the accumulator's values a thread within 7 (was up to 255);
+        # shared: the operand tiles' fp32 layout conversion (metadata.shared 1.5-6 KB, exact but at 32x64x8)
+        regs = 40 + 2 * bm * bn // threads
+        smem = max((bm * bk + bk * bn) * 4, bm * bn * 2)
         # a K step's fixed cost (loads, smem layout conversion) spreads over BM*BN*BK FMAs (H200: BK 8->16 1.5x)
-        return Launch(grid=tiles, threads=threads, smem_bytes=bm * bn * 2, regs=regs, bytes_per_access=4, traffic=traffic,
+        return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=4, traffic=traffic,
                       compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16 * bk / 16) ** 0.6,
-                      tile_quant=quant)
+                      tile_quant=quant, serial_trips=trips)
     # acc past ~160 regs/thread spills; past the 255-register file (128x256, 4 warps) every K step reloads it (H200: 4-13x)
     spill = 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
     scale = vendor * _tile_scale(bm, bn, bk) * spill
@@ -109,7 +118,8 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
         if "tma" not in gpu.features:
             scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
-                  bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant)
+                  bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant,
+                  serial_trips=trips)
 
 
 def resident(params: dict, task: Task) -> int:
@@ -155,48 +165,6 @@ def dot_src(grouped: bool, consts=None):
         return dot_kernel(grouped, acc, k_tiles) + wrapper(p, task, "(triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)",
                                                             consts or tile_consts)
     return render
-
-
-def dot_kernel(grouped: bool, acc, k_tiles: str) -> str:
-    init, step = acc
-    if grouped:
-        order = """    # GROUP_M swizzle: a group of GROUP_M tile rows walks the N tiles together, so the
-    # programs resident at once share A panels and B panels in L2
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m"""
-    else:
-        order = """    # row-major program order: one wave of programs streams all of B per tile row
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n"""
-    group_arg = ", GROUP_M: tl.constexpr" if grouped else ""
-    return f"""
-@triton.jit
-def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group_arg}):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-{order}
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-    acc = {init}
-    for kt in range(0, {k_tiles}):
-        k_left = K - kt * BLOCK_K
-        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
-        {step}
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-"""
 
 
 def persistent_tma_src(p, task, acc=ACC32, k_tiles=K_TILES):

@@ -33,7 +33,8 @@ def split_launch(base, mode: str, bk: int = 64):
         # a short K loop pays its prologue and epilogue over fewer tiles
         loop = tiles_per_split / (tiles_per_split + 1.5)
         return replace(one, grid=one.grid * splits, traffic=one.traffic + extra / floor, launches=launches,
-                       compute_scale=one.compute_scale * loop, serial_atomics=atomics)
+                       compute_scale=one.compute_scale * loop, serial_atomics=atomics,
+                       serial_trips=one.serial_trips / splits)
     return launch
 
 

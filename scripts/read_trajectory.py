@@ -1,0 +1,184 @@
+"""One whole trajectory as the model sees it (sft_multiturn form: each user turn's feedback lines,
+each assistant kernel shortened to its change against the best's code), with, per step, the
+engineer's reason read from the episode's trace in one sentence: what kind of step it was, what
+changed, and its measured time against the best.
+
+    python3 scripts/read_trajectory.py DATA EPISODE_ID [--lines 8] [--feedback 6]
+
+DATA is a generated dataset directory, either layout (episodes.jsonl + sft_multiturn.jsonl, or
+sessions.jsonl). The reasons are read from public fields only (kind, tag, params, status,
+failure, time_ms, best_ms, kept), as a reader of the data would reconstruct them.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelstrain import knobs  # noqa: E402
+from kernelstrain.fields import as_dict  # noqa: E402
+
+_CODE = re.compile(r"```\w*\n(.*?)```", re.S)
+
+
+def load(data: Path, episode_id: str) -> tuple[dict, list[dict]]:
+    """(episode row, the conversation's messages in order, windows joined)."""
+    if (data / "episodes.jsonl").exists():
+        ep = _find(data / "episodes.jsonl", episode_id)
+        windows = sorted(_rows(data, "sft_multiturn", episode_id), key=lambda r: r.get("window", 0))
+        if not windows:
+            raise SystemExit(f"read_trajectory: no sft_multiturn rows for {episode_id} in {data}")
+        messages = list(windows[0]["messages"])
+        for w in windows[1:]:        # a later window restates the task and a history: its steps are new
+            first = next(i for i, m in enumerate(w["messages"]) if m["role"] == "assistant")
+            messages += w["messages"][first - 1:]
+        return ep, messages
+    from kernelstrain.sessions import episode_row
+    session = _find(data / "sessions.jsonl", episode_id)
+    return episode_row(session), session["messages"]
+
+
+def _matching(path: Path, episode_id: str):
+    """The rows of one JSONL file whose id is `episode_id` (a substring test first: most lines are not parsed)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if f'"{episode_id}"' in line:
+                row = json.loads(line)
+                if row["id"] == episode_id:
+                    yield row
+
+
+def _find(path: Path, episode_id: str) -> dict:
+    for row in _matching(path, episode_id):
+        return row
+    raise SystemExit(f"read_trajectory: {episode_id} not in {path}")
+
+
+def _rows(data: Path, name: str, episode_id: str):
+    for path in (data / f"{name}.jsonl", data / f"{name}.validation.jsonl"):
+        if path.exists():
+            yield from _matching(path, episode_id)
+
+
+def changes(before: dict, after: dict) -> str:
+    """`a x->y, b u->v` for the parameters that differ (a launch knob a row leaves out is at its default)."""
+    was = {k: before.get(k, knobs.default(k)) for k in after}
+    return ", ".join(f"{k} {was[k]}->{v}" for k, v in after.items() if was[k] != v)
+
+
+def versus(s: dict, best_ms: float, of_best: bool = False) -> str:
+    """The measured time against the best before the step (`of_best`: a run of the best's own code)."""
+    if s["status"] != "ok":
+        return f"it fails: {s['status']} ({s.get('failure') or 'error'})"
+    ratio = s["time_ms"] / best_ms
+    if of_best:
+        verdict = f"the best's recorded time is now {s['best_ms']:g} ms"
+    elif s["kept"]:
+        verdict = "kept, the new best"
+    else:
+        verdict = "slower, reverted" if ratio >= 1 else "faster inside the noise, not kept"
+    return f"{s['time_ms']:g} ms vs best {best_ms:g} ms ({ratio:.2f}x): {verdict}"
+
+
+def reasons(ep: dict) -> list[str]:
+    """One sentence a step: why the engineer took it, read from the trace in order."""
+    base = ep["baseline"]
+    best = {"tag": base["tag"], "params": as_dict(base.get("params", {}))}
+    best_ms, rung_ms, runs, prev, out = base["time_ms"], {base["tag"]: base["time_ms"]}, {}, None, []
+    fastest = {base["tag"]: best["params"]}     # each rung's fastest configuration measured: a tune's point
+    order = {}      # rungs in the order first met: a climb goes to one not met yet
+    order[base["tag"]] = 0
+    for s in ep["steps"]:
+        p = as_dict(s["params"])
+        key = (s["tag"], tuple(sorted(p.items())))
+        of_best = s["tag"] == best["tag"] and p == best["params"]
+        if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"]:
+            before = as_dict(prev["params"])
+            slipped = [k for k in knobs.SLIPS if before.get(k)]     # a launch-bound or opt-in slip, written right
+            moved = changes({k: v for k, v in before.items() if k not in slipped},
+                            {k: v for k, v in p.items() if k not in slipped})
+            why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
+                   + (f", backing off {moved}" if moved else ", the same change written right"))
+        elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):
+            who = "the best" if of_best else "a close-call candidate"
+            why = f"Re-measure {who} to settle a close call inside the noise"
+        elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
+            why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
+        elif s["tag"] != best["tag"] and s["tag"] not in order:
+            why = f"Rewrite onto a new technique, `{s['tag']}` (a climb the last profile's bottleneck points at)"
+        elif s["tag"] != best["tag"]:
+            why = f"Rewrite onto `{s['tag']}`, a technique met before"
+        elif s["kind"] == "joint":
+            why = f"Joint move of interacting parameters of the best: {changes(best['params'], p)}"
+        else:
+            why = f"Tune the best one parameter: {changes(best['params'], p)}"
+        if s.get("bug"):
+            why += " (a risky transformation slipped in)"
+        out.append(f"{why}; {versus(s, best_ms, of_best and s['status'] == 'ok' and not s['kept'])}.")
+        order.setdefault(s["tag"], len(order))
+        if s["status"] == "ok":
+            runs.setdefault(key, []).append(s["time_ms"])
+            if s["time_ms"] < rung_ms.get(s["tag"], float("inf")):
+                rung_ms[s["tag"]], fastest[s["tag"]] = s["time_ms"], p
+        if s["kept"]:
+            best = {"tag": s["tag"], "params": p}
+        best_ms, prev = s["best_ms"], s
+    return out
+
+
+def shortened(code: str, best_code: str, lines: int) -> str:
+    """The kernel as its change against the best's code, at most `lines` changed lines."""
+    diff = [d for d in difflib.unified_diff(best_code.split("\n"), code.split("\n"), lineterm="", n=0)
+            if not d.startswith(("---", "+++", "@@"))]
+    if not diff:
+        return "    (the best's code again)"
+    more = f"\n    ... {len(diff) - lines} more changed lines" if len(diff) > lines else ""
+    return "\n".join("    " + d for d in diff[:lines]) + more
+
+
+def render(ep: dict, messages: list[dict], lines: int = 8, feedback: int = 6) -> str:
+    steps, why = ep["steps"], reasons(ep)
+    base = ep["baseline"]
+    shape = ", ".join(f"{d['dim']}={d['value']}" for d in ep["shape"]) if isinstance(ep["shape"], list) else ep["shape"]
+    out = [f"# {ep['id']}: {ep['module']} on {ep['gpu']}, {ep['dtype']}, {shape}",
+           f"baseline {base['time_ms']:g} ms; best {ep['best']['time_ms']:g} ms at step {ep['best']['step']} "
+           f"({ep['best']['speedup']}x); {len(steps)} steps, end `{ep['end']}`, {ep['elapsed_s'] / 3600:.2f} h", ""]
+    turns = [m for m in messages if m["role"] != "system"]
+    best_code, i = base["code"], 0
+    for m in turns:
+        if m["role"] == "user":
+            text = [x.strip() for x in _CODE.sub("[code]", m["content"]).split("\n") if x.strip()]
+            out.append("USER: " + " / ".join(text[:feedback]) + (" / ..." if len(text) > feedback else ""))
+            continue
+        if i >= len(steps):
+            break
+        s = steps[i]
+        code = _CODE.search(m["content"])
+        out.append(f"ASSISTANT step {s['step']} (weight {m.get('weight', '-')}):")
+        out.append(shortened(code.group(1) if code else m["content"], best_code, lines))
+        out.append(f"  WHY step {s['step']}: {why[i]}")
+        if s["kept"]:
+            best_code = s["code"] if "code" in s else (code.group(1) if code else best_code)
+        i += 1
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", type=Path)
+    ap.add_argument("episode_id")
+    ap.add_argument("--lines", type=int, default=8, help="changed lines of each kernel shown")
+    ap.add_argument("--feedback", type=int, default=6, help="lines of each user turn shown")
+    args = ap.parse_args(argv)
+    ep, messages = load(args.data, args.episode_id)
+    print(render(ep, messages, args.lines, args.feedback))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
