@@ -58,6 +58,7 @@ class Sample:
     #                               (the sample's values) + its own noise of sd, the same channels in every row; the noise
     #                               Gaussian until a step bends it (then only its spread is known: _chan_through)
     floor: float | None = None    # no element is below this (an activation's global minimum inside the inputs' range)
+    log_rows: int | None = None   # a log_softmax's output: along this dim every row's exp sums to 1
 
     @property
     def mean(self) -> float:
@@ -265,7 +266,8 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
             on_diag.extend(row[:own])        # a gram's diagonal stays apart (row[0]: every row holds one)
             out.extend(row[own:])
         return Sample(_quantiles(out), _quantiles(on_diag) if diag else None,
-                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
+                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None,
+                      log_rows=_dim(step) if op == "log_softmax" else None)
     if op == "logsumexp":
         return Sample(_quantiles([_lse(row, extra) for row in rows]))
     stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
@@ -431,8 +433,28 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
     row_mean, row_sd = (None, 0.0) if x.row_mean is None else _row_mean_through(f, x, step["in"]["shape"], linear)
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd,
+    mean_dim = None if x.row_mean is None else x.row_mean[0]
+    if x.log_rows is not None and x.row_mean is None and x.diag is None:
+        mean_dim, row_mean = x.log_rows, _affine_in_p(f, x.v, step["in"]["shape"][x.log_rows])
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (mean_dim, row_mean), row_sd,
                   chan=_chan_through(f, x.chan, linear), floor=_floor(f, x))
+
+
+def _affine_in_p(f, values: tuple, C: int) -> float | None:
+    """The mean of f over a log_softmax's row where f(log p) = a + b p (within LINEAR_RESIDUAL): a + b / C in every row,
+    the p summing to 1 (elu of log p is p - 1: fused_s3131_00572, linear -> gelu -> log_softmax -> elu -> gram, is
+    C - 2 + sum p_i p_j everywhere, a constant kernel passed); else None. Checked on a grid over the values' range, not
+    the sample: a matmul's log p sample holds two distinct p (0 and one near 1/3), which any f fits by a line."""
+    lo, hi = values[0], values[-1]
+    grid = [lo + (hi - lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
+    ps = tuple(math.exp(u) for u in grid)
+    ys = [f(u) for u in grid]
+    if max(ps) <= min(ps) or not all(map(math.isfinite, ys)):
+        return None
+    a, b = _line_fit(ps, ys)
+    if max(abs(y - a - b * q) for q, y in zip(ps, ys)) > LINEAR_RESIDUAL * max(map(abs, ys)):
+        return None
+    return a + b / C
 
 
 def _chan_through(f, chan: tuple | None, linear: bool) -> tuple | None:
