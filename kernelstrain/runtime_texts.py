@@ -105,6 +105,7 @@ def _spoiled(bug: str, last: int, rng) -> tuple[float, float, bool, str]:
         "missing_barrier": (rng.uniform(0.001, 0.03), rng.uniform(0.5, 4.0), False, "scattered"),
         "racy_update": (rng.uniform(0.01, 0.3), rng.uniform(0.3, 1.0), False, "scattered"),
         "half_accumulator": (rng.uniform(0.05, 0.6), rng.uniform(0.02, 0.15), True, "scattered"),
+        "tf32_dot": (rng.uniform(0.05, 0.6), rng.uniform(2e-4, 2e-3), True, "scattered"),
         "wrong_init": (rng.uniform(0.4, 1.0), rng.uniform(0.5, 3.0), False, "scattered"),
         "missing_scale": (rng.uniform(0.9, 1.0), rng.uniform(0.5, 10.0), True, "scattered"),
         "bad_combine_index": (rng.uniform(0.2, 0.95), rng.uniform(0.5, 2.0), False, "scattered"),

@@ -40,11 +40,11 @@ PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 DEVICE_CARDS = ("H100", "H200")    # the cards the device may be: the timing cases carry sims for each
 BATCHES, CALLS, WARMUP = 7, 20, 3
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
-RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index")
+RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index", "tf32_dot")
 MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
 TRIVIAL_PROGRAMS = 1200
-PROBE_S = 30                 # fused_host_probe.py's measurement after the timing pass (its build runs alongside the eval)
+PROBE_S = 30                 # fused_host_probe.py's measurement after the timing pass (its build runs alongside the eval): --probe-s
 CHUNK = 8                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
 
 
@@ -156,6 +156,7 @@ def _rendered_bugs(index: dict, per_bug: int, stream: int, have: set) -> list:
     from kernelstrain.tasks import make_task
     out, count = [], defaultdict(int)
     wanted = {(impl, b) for impl in ("cuda", "triton") for b in RENDERED if b == "half_accumulator" or (impl, b) not in have}
+    wanted.discard(("cuda", "tf32_dot"))        # a CUDA GEMM multiplies fp32 on FMA (fused/cuda_gemm.py): no TF32 to leave on
     known = {s["module"]: (s["problem_id"], s["task_id"], s["gpu"]) for s in index["solutions"]}
     template = {p["dtype"]: p for p in index["problems"]}
     next_id = max(p["problem_id"] for p in index["problems"]) + 1
@@ -395,12 +396,12 @@ def run(args) -> int:
     kb_eval = subprocess.Popen(
         [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--pick",
          str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "150",
-         "--deadline", str(int(args.budget - PROBE_S)),
+         "--deadline", str(int(args.budget - args.probe_s)),
          "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
     probe = subprocess.Popen([sys.executable, "scripts/fused_host_probe.py", "build"], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if args.probe_s > 0 else None
     # CUDA builds first (the longest), then Triton compiles
     order = sorted((c for c in cases if c["tag"] != "eager"), key=lambda c: c["impl"] != "cuda")
     with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
@@ -417,7 +418,7 @@ def run(args) -> int:
     with (out / "timing.jsonl").open("w") as f:
         # CHUNK episodes a process, their candidates one after the other, alone on the GPU
         for i in range(0, len(groups), CHUNK):
-            if time.time() - t0 > args.budget - args.trivial_s - PROBE_S:
+            if time.time() - t0 > args.budget - args.trivial_s - args.probe_s:
                 break
             chunk = [c for g in groups[i:i + CHUNK] for c in g]
             try:
@@ -437,13 +438,15 @@ def run(args) -> int:
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
     # each kind of host call alone (fused_host_probe.py: timing.py's HOST_* constants), the CPU idle
-    probe.wait()
-    try:
-        r = subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
-                           capture_output=True, text=True, timeout=PROBE_S + 30)
-        probe_error = r.stderr[-400:] if r.returncode else ""
-    except subprocess.TimeoutExpired:
-        probe_error = "timed out"
+    probe_error = "not asked (--probe-s 0)"
+    if probe is not None:
+        probe.wait()
+        try:
+            r = subprocess.run([sys.executable, "scripts/fused_host_probe.py", "--out", str(out / "host.json")], cwd=ROOT,
+                               capture_output=True, text=True, timeout=args.probe_s + 30)
+            probe_error = r.stderr[-400:] if r.returncode else ""
+        except subprocess.TimeoutExpired:
+            probe_error = "timed out"
     # the rest of the budget (--trivial-s): zeros / constant kernels against the profile's tasks' real outputs
     left = args.budget - (time.time() - t0) - 10.0
     # (the profile's first TRIVIAL_PROGRAMS tasks: planning all 6,000 takes the parts ~50 s before the first runs)
@@ -537,8 +540,10 @@ def main(argv=None) -> int:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--jobs", type=int, default=14)
     r.add_argument("--budget", type=float, default=330.0, help="seconds: no timing chunk starts past budget - "
-                   "trivial-s - PROBE_S, the zeros / constant check ends by it")
+                   "trivial-s - probe-s, the zeros / constant check ends by it")
     r.add_argument("--trivial-s", type=float, default=0.0, help="seconds kept for scripts/fused_trivial.py on the GPU")
+    r.add_argument("--probe-s", type=float, default=PROBE_S, help="seconds kept for fused_host_probe.py's measurement "
+                   "(0: no probe, its build left out too)")
     args = ap.parse_args(argv)
     return prepare(args) if args.cmd == "prepare" else run(args)
 

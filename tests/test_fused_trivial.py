@@ -67,12 +67,25 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          # log_softmax of logits of sd 0.1 through sigmoid summed is 1 - sum p^2 in every row (10287; 14423 of seed 606:
          # softplus, then a mean)
          "fused_s0_10908": "zero", "fused_s606_12085": "zero", "fused_s0_13323": "zero",
-         "fused_s0_10287": "constant", "fused_s606_14423": "constant"}
+         "fused_s0_10287": "constant", "fused_s606_14423": "constant",
+         # the full profile's 6,000 at 87d7046 (fused_trivial.py --all-tasks): attention of q = k = v whose scores (sd 128)
+         # leave every row attending to itself, its logsumexp far past sigmoid's saturation (16120); a linear from one
+         # feature through gelu averaged over the same weights in every row (10106)
+         "fused_s0_16120": "constant", "fused_s0_10106": "constant",
+         # elu / selu of a log_softmax's rows is a + b p, its row mean fixed by sum p = 1: a fresh stream's first 600
+         # (seed 3131: linear -> gelu -> log_softmax -> elu -> gram, C - 2 + sum p_i p_j everywhere) and seed 404's
+         "fused_s3131_00572": "constant", "fused_s404_06630": "constant", "fused_s404_12713": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)
 # 8006 of seed 505 (bmm -> relu -> log_softmax -> sigmoid -> sum: logits of sd ~ sqrt(K), rows dominated by one p)
-KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680", "fused_s505_08006")
+# 3277, 1708, 5407: a softmax / logsumexp over a contraction's channels after a step that bends their noise (relu, gelu:
+# real 3.5-16x the tolerance from a constant) -- rejected while that noise was carried on as a Gaussian
+KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680", "fused_s505_08006",
+        "fused_s0_03277", "fused_s0_01708", "fused_s0_05407",
+        # matmul -> log_softmax -> hardswish -> mean (real 10.4x): hardswish is no line in p, though the sample's two
+        # distinct p (0 and ~1/3) fit one
+        "fused_s404_05956")
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

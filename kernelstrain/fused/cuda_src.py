@@ -241,9 +241,10 @@ def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None)
         parts.append(VECTOR)
     if any(k.kind == "row" for k in kernels):
         parts.append(REDUCE)
+    from .cuda_gemm import gemm_kernel       # it builds on this module's helpers
     for n, k in enumerate(kernels, 1):
-        name = f"k{n}_{'row' if k.kind == 'row' else 'ew'}"
-        kernel, host = (row_kernel if k.kind == "row" else ew_kernel)(view, k, name, params, bug)
+        name = f"k{n}_{k.kind}"
+        kernel, host = {"row": row_kernel, "ew": ew_kernel, "gemm": gemm_kernel}[k.kind](view, k, name, params, bug)
         parts.append("\n" + kernel + "\n")
         hosts.append(host)
         names.append(name)

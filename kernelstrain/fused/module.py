@@ -10,7 +10,7 @@ left out):
   fused_row          the runs fused into the norm / softmax / reduction they border (one row kernel)
   vectorized_loads   (CUDA) vector loads with a scalar tail, rows cached in registers
   multi_row_tiles    (Triton) several rows a program (where the row kernel has >= MULTI_ROW_MIN_ROWS rows)
-  gemm_epilogue      (Triton) a tl.dot GEMM with the elementwise run in its epilogue
+  gemm_epilogue      a GEMM kernel with the elementwise run in its epilogue (Triton: tl.dot; CUDA: cuda_gemm.py)
 
 A bug is offered only where it breaks this program's output (module docstrings of cuda_src and
 triton_src): a per-channel index on a tensor with spatial dims, a row shorter than its power-of-two
@@ -31,11 +31,12 @@ from ..ops import REGISTRY
 from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
 from ..sim import SimResult, noise_cv
 from .cost import fused_cost
+from .cuda_gemm import cuda_gemm_ms, gemm_threads
 from .cuda_src import cached_row, cuda_source, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
-from .precision import SUM_PASSES, gemm_breaks, row_breaks
+from .precision import SUM_PASSES, gemm_breaks, row_breaks, tf32_gemm_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
 from .recipes import recipe
 from .timing import (call_ms, compiled_ms, custom_kernel_ms, eager_ms, gemm_dims, host_calls, host_us,
@@ -63,7 +64,7 @@ TITLES = {
     "fused_row": "elementwise runs fused into the row kernel (norm / softmax / reduction) they border",
     "vectorized_loads": "vector loads with a scalar tail; rows cached in registers",
     "multi_row_tiles": "several rows per program, each row whole in registers",
-    "gemm_epilogue": "Triton GEMM with the elementwise run in its epilogue",
+    "gemm_epilogue": "a GEMM kernel with the elementwise run in its epilogue",
 }
 
 
@@ -118,7 +119,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans, self._half = {}, {}
+        self._plans, self._half, self._gemm_half = {}, {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -143,7 +144,7 @@ class FusedModule(OpModule):
         if top is not None and self.impl == "triton" and has_row and self._most_rows(top) >= MULTI_ROW_MIN_ROWS:
             self._plans["multi_row_tiles"] = top
             rungs.append(self._rung("multi_row_tiles", self._params(top, "multi_row_tiles"), top))
-        if self.impl == "triton" and any(s["op"] in GEMM_HEADS for s in steps):
+        if any(s["op"] in GEMM_HEADS for s in steps):
             items = plan(steps, "gemm_epilogue")
             self._plans["gemm_epilogue"] = items
             rungs.append(self._rung("gemm_epilogue", self._params(items, "gemm_epilogue"), items))
@@ -165,6 +166,10 @@ class FusedModule(OpModule):
                     out.append(Param("rows_per_block", (1, 2, 4, 8), 1))
             if tag == "vectorized_loads" and "ew" in kinds:
                 out.append(Param("vec", (2, 4, 8) if self.view.dtype == "bf16" else (2, 4), 4))
+            if "gemm" in kinds:
+                # the classic register-tiled SGEMM's start: 64x64 tiles, 16 deep, a 4x4 patch a thread (256 threads)
+                out += [Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (8, 16, 32), 16),
+                        Param("THREAD_M", (2, 4, 8), 4), Param("THREAD_N", (2, 4, 8), 4)]
             return tuple(out)
         if "ew" in kinds:
             out += [Param("BLOCK", (256, 512, 1024, 2048, 4096), 1024), Param("num_warps", (1, 2, 4, 8), 4)]
@@ -216,9 +221,15 @@ class FusedModule(OpModule):
         view, steps = self.view, self.view.steps
         mags = magnitudes(steps)
         if k.kind == "gemm":
-            b, m, n, kk = gemm_dims(steps[k.steps[0]])
-            w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
-            return gemm_breaks(steps, mags, k.steps[0], kk, params["BLOCK_K"], w_rms, self.op)
+            # Triton adds each BLOCK_K step's fp32 dot to the bf16 accumulator; the CUDA GEMM every product (at any
+            # parameters: one verdict a kernel)
+            block_k = params["BLOCK_K"] if self.impl == "triton" else 1
+            key = (k.steps, block_k)
+            if key not in self._gemm_half:
+                b, m, n, kk = gemm_dims(steps[k.steps[0]])
+                w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
+                self._gemm_half[key] = gemm_breaks(steps, mags, k.steps[0], kk, block_k, w_rms, self.op)
+            return self._gemm_half[key]
         r = row_step(steps, k)
         if r is None or steps[r]["op"] not in SUM_PASSES:
             return False
@@ -238,6 +249,10 @@ class FusedModule(OpModule):
             r = row_step(steps, k)
             if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
                 out.append("broadcast_index")
+            if k.kind == "gemm" and view.dtype == "fp32" and self.impl == "triton":     # the CUDA GEMM multiplies on FMA
+                head = steps[k.steps[0]]
+                if tf32_gemm_breaks(steps, mags, k.steps[0], gemm_dims(head)[3], head["op"] == "linear", self.op):
+                    out.append("tf32_dot")
             if r is not None:
                 if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r], g.numel) \
                         and all(s["op"] in CARRY_NONFINITE for s in steps[r + 1:]):
@@ -294,6 +309,12 @@ class FusedModule(OpModule):
             moved = (b * (m * kk) + steps[k.steps[0]]["weights"] + (b * kk * n if steps[k.steps[0]]["op"] != "linear" else 0)
                      + out_numel * (2 if reads_skip else 1) + weights) * nb
             bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+            if self.impl == "cuda":
+                threads, patch = gemm_threads(params), params["THREAD_M"] * params["THREAD_N"]
+                launch = Launch(grid=b * math.ceil(m / bm) * math.ceil(n / bn), threads=threads, smem_bytes=(bm + bn) * bk * 4,
+                                regs=min(255, 32 + patch + params["THREAD_M"] + params["THREAD_N"]), bytes_per_access=nb,
+                                unrolled=patch * bk)
+                return k, launch, Cost(flops, moved), ("cuda_gemm", kk)
             warps, stages = params["gemm_warps"], params["num_stages"]
             tiles = b * math.ceil(m / bm) * math.ceil(n / bn)
             elem = 4 if self.view.dtype == "fp32" else nb
@@ -370,7 +391,9 @@ class FusedModule(OpModule):
         items = self._plans.get(tag, range(len(steps)))
         kernels = [t for it in items if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
         for k, launch, work, analog in self._kernel_models(tag, params, task):
-            if analog[0] == "triton_gemm":
+            if analog[0] == "cuda_gemm":
+                kernels.append(cuda_gemm_ms(launch.grid, params, analog[1], gpu))
+            elif analog[0] == "triton_gemm":
                 kernels.append(triton_gemm_ms(work.flops, work.bytes, launch.grid, launch.tile_quant, *analog[1][:4], gpu, dtype,
                                               *analog[1][4:]))
             else:

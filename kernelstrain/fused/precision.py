@@ -28,6 +28,8 @@ import random
 from .exprs import ELEMENTWISE
 
 KB_TOLERANCE = 1e-2            # KernelBench's atol = rtol for bf16 outputs
+FP32_TOLERANCE = 1e-4          # ... and for fp32 ones
+TF32_TERMS = 128               # products drawn for one output of a TF32 dot (the rest: their error scaled by sqrt(K / drawn))
 EXPECTED_FAILURES = 5.0        # failing elements the whole output must be predicted to hold
 SAMPLE_ROWS = 8                # rows drawn per row kernel (reductions: 3x as many, one output each)
 SAMPLE_GEMM = 96               # output elements drawn per GEMM
@@ -41,6 +43,15 @@ def bf16(x: float) -> float:
         return x
     m, e = math.frexp(x)
     return math.ldexp(round(math.ldexp(m, 8)), e - 8)
+
+
+def tf32(x: float) -> float:
+    """x rounded to TF32's 11 significant bits, ties to even: a tensor core's fp32 operand (round to
+    nearest: the smaller error of the conversions the hardware may do; truncation errs more)."""
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    m, e = math.frexp(x)
+    return math.ldexp(round(math.ldexp(m, 11)), e - 11)
 
 
 def _sequential(terms: list) -> float:
@@ -208,3 +219,32 @@ def gemm_breaks(steps: list, mags: list, head: int, K: int, block_k: int, weight
         failed += _fails(*_through(tail, saved, exact, acc, rng))
     return _verdict(failed, SAMPLE_GEMM, math.prod(steps[-1]["out"]["shape"]))
 
+
+def tf32_gemm_breaks(steps: list, mags: list, head: int, K: int, linear: bool, key: str) -> bool:
+    """Whether an fp32 GEMM step computed by tl.dot at Triton's default input precision (TF32: every
+    operand rounded to 11 significant bits, products summed in fp32) breaks the output under KernelBench's
+    fp32 tolerance, against the reference's fp32 GEMM. Each output draws TF32_TERMS products of the
+    step's input (magnitudes) and the weight (nn.Linear's uniform +-1/sqrt(K) init and bias; a matmul's
+    randn operand), exact and with both operands rounded, the sums' error scaled to K terms."""
+    tail = _tail(steps, head)
+    if tail is None:
+        return False
+    rng = random.Random(f"tf32_dot/{key}/{head}")
+    mean, rms = mags[head]
+    saved = _saved(steps, mags)
+    n = min(K, TF32_TERMS)
+    scale = math.sqrt(K / n)
+    bound = 1.0 / math.sqrt(K)
+    failed = 0
+    for _ in range(SAMPLE_GEMM):
+        exact = err = 0.0
+        for _ in range(n):
+            a = rng.gauss(mean, rms)
+            b = rng.uniform(-bound, bound) if linear else rng.gauss(0.0, 1.0)
+            exact += a * b
+            err += tf32(a) * tf32(b) - a * b
+        bias = rng.uniform(-bound, bound) if linear else 0.0
+        exact = exact * scale + bias
+        ref, got = _through(tail, saved, exact, exact + err * scale, rng)
+        failed += not abs(got - ref) <= FP32_TOLERANCE + FP32_TOLERANCE * abs(ref)
+    return _verdict(failed, SAMPLE_GEMM, math.prod(steps[-1]["out"]["shape"]))

@@ -15,6 +15,8 @@ Bugs (written in only where they break this program: module.py decides):
   wrong_reduce_dim    the row read as C contiguous elements, not C elements `inner` apart
   half_accumulator    a sum reduced over a bf16 tile (tl.sum keeps bf16), or the GEMM's accumulator
                       kept in bf16 (bf16 programs)
+  tf32_dot            an fp32 GEMM's tl.dot without input_precision="ieee": Triton's default, TF32 on the
+                      tensor cores (operands rounded to 11 significant bits) against PyTorch's fp32 GEMM
 """
 from __future__ import annotations
 
@@ -128,7 +130,7 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     head = steps[k.steps[0]]
     args = kernel_args(view, k)
     [(entry, part)] = chain_parts(steps, k)
-    ieee = ', input_precision="ieee"' if view.dtype == "fp32" else ""
+    ieee = ', input_precision="ieee"' if view.dtype == "fp32" and bug != "tf32_dot" else ""
     half = bug == "half_accumulator"
     acc_t, to_acc = ("tl.bfloat16", ".to(tl.bfloat16)") if half else ("tl.float32", "")
     chan = "offs % N"      # the output's last dim: features

@@ -34,6 +34,9 @@ from .types import SPATIAL
 
 K = 256                                   # sample size of a tensor
 _Z = tuple(NormalDist().inv_cdf((i + 0.5) / K) for i in range(K))   # randn's quantiles
+SCORE_POINTS = 4096                        # quantiles an attention row's scores are taken on (_softmax_of_scores)
+NOISE_POINTS = 16                         # quantiles a channel's own noise is averaged over (_chan_through)
+_NOISE = tuple(NormalDist().inv_cdf((i + 0.5) / NOISE_POINTS) for i in range(NOISE_POINTS))
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
 FLOOR_GRID = 256                          # points f is evaluated at over a tensor's range to find its least value
 LINEAR_RESIDUAL = 1e-6                    # an elementwise step this close to a line over a tensor's values keeps its rows' mean
@@ -51,9 +54,11 @@ class Sample:
     normed: bool = False          # every row along the last dim has the same sum of squares
     row_mean: tuple | None = None  # (dim, m): every row along dim averages m (a softmax's 1/C, a layer norm's 0)
     row_sd: float = 0.0           # ... give or take this across rows (0: exactly)
-    chan: tuple | None = None     # (dim, K values, sd): a contraction's output, each channel along dim one constant (the
-    #                               sample's values) + its own noise of sd, the same channels in every row
+    chan: tuple | None = None     # (dim, K values, sd, gaussian): a contraction's output, each channel along dim one constant
+    #                               (the sample's values) + its own noise of sd, the same channels in every row; the noise
+    #                               Gaussian until a step bends it (then only its spread is known: _chan_through)
     floor: float | None = None    # no element is below this (an activation's global minimum inside the inputs' range)
+    log_rows: int | None = None   # a log_softmax's output: along this dim every row's exp sums to 1
 
     @property
     def mean(self) -> float:
@@ -191,7 +196,8 @@ def _rows(x: Sample, step: dict, draws: _Draws, with_diag: bool):
     n = min(C, ROW_BUDGET // 16)
     R = max(16, min(256, ROW_BUDGET // n))
     rows = []
-    consts = draws.pick(x.chan[1], n) if _along_chan(x, step) and step["op"] not in ("amax", "amin") else None
+    gaussian = _along_chan(x, step) and x.chan[3] and step["op"] not in ("amax", "amin")
+    consts = draws.pick(x.chan[1], n) if gaussian else None
     for _ in range(R):
         row = draws.pick(x.v, n) if consts is None else [c + x.chan[2] * _Z[draws.index()] for c in consts]
         if with_diag:
@@ -239,7 +245,10 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
         return Sample(_gauss(x.row_mean[1] * n, x.row_sd * n))
     diag = x.diag is not None and _along_last(step)
     if op in ("sum", "mean") and _along_chan(x, step):
-        fixed = math.fsum(draws.pick(x.chan[1], min(C, ROW_BUDGET))) / min(C, ROW_BUDGET)
+        # the channels' constants are one draw of the weights, the same for every row but not known here: their mean, not a
+        # pick of C of them (24 picks put seed 404's 12759 -- conv3d -> add_scalar -> sum over 24 channels -> tanh -- 3 sd
+        # down, deep in tanh's saturation: real 4.6x the tolerance from a constant)
+        fixed = math.fsum(x.chan[1]) / K
         n = C if op == "sum" else 1
         return Sample(_gauss(fixed * n, x.chan[2] * math.sqrt(C) * n / C))
     if op in ("sum", "mean") and not diag:
@@ -257,7 +266,8 @@ def _row_op(x: Sample, step: dict, draws: _Draws) -> Sample:
             on_diag.extend(row[:own])        # a gram's diagonal stays apart (row[0]: every row holds one)
             out.extend(row[own:])
         return Sample(_quantiles(out), _quantiles(on_diag) if diag else None,
-                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None)
+                      row_mean=(_dim(step), 1.0 / C) if op == "softmax" else None,
+                      log_rows=_dim(step) if op == "log_softmax" else None)
     if op == "logsumexp":
         return Sample(_quantiles([_lse(row, extra) for row in rows]))
     stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
@@ -290,15 +300,19 @@ def _contraction(x: Sample, step: dict) -> Sample:
     bias = 1.0 / (3.0 * fan_in) if op != "linear" or p.get("bias", True) else 0.0
     shared, varying = taps * m2 / (3.0 * fan_in) + bias, taps * spread / (3.0 * fan_in)
     dim = len(shape) - 1 if op == "linear" else 1
-    return Sample(_gauss(0.0, math.sqrt(shared + varying)), chan=(dim, _gauss(0.0, math.sqrt(shared)), math.sqrt(varying)))
+    return Sample(_gauss(0.0, math.sqrt(shared + varying)), chan=(dim, _gauss(0.0, math.sqrt(shared)), math.sqrt(varying), True))
 
 
-def _gram(x: Sample, step: dict) -> Sample:
+def _gram(x: Sample, step: dict, draws: _Draws) -> Sample:
     """x x^T over the last dim (d terms): each off-diagonal entry a sum of d products of two rows, the
     diagonal a row's sum of squares. Rows of one mean mu (a softmax's, carried through near-linear steps)
-    leave no linear term: off d mu^2 + sum(dx_i dx_j), diagonal d (mu^2 + var) + sum(dx^2 - var)."""
+    leave no linear term: off d mu^2 + sum(dx_i dx_j), diagonal d (mu^2 + var) + sum(dx^2 - var).
+    Rows of one value (d = 1) make an outer product, its entries the products themselves, not a Gaussian
+    (fused_s0_12801: the squares of |row means| on the diagonal reach 5x the Gaussian's largest)."""
     shape = step["in"]["shape"]
     d = shape[-1]
+    if d == 1 and not x.normed:
+        return Sample(_pair(x.v, x.v, lambda a, b: a * b, draws), tuple(sorted(u * u for u in x.v)))
     m, e = x.mean, x.energy
     e2 = math.fsum(v ** 4 for v in x.v) / K
     if x.row_mean is not None and x.row_mean[0] == len(shape) - 1 and not x.row_sd:
@@ -311,6 +325,24 @@ def _gram(x: Sample, step: dict) -> Sample:
         off = _gauss(d * m * m, math.sqrt(d * max(e * e - m ** 4, 0.0)))
         diag = _gauss(d * e, math.sqrt(d * max(e2 - e * e, 0.0)))
     return Sample(off, (d * e,) * K if x.normed else tuple(sorted(diag)))
+
+
+def _softmax_of_scores(n: float, var: float) -> tuple[float, float]:
+    """(log sum exp, sum p^2) of n independent Gaussian scores of variance `var` about their mean, taken on their n
+    expected order statistics (Blom's positions; at most SCORE_POINTS, each standing for n / SCORE_POINTS): log n +
+    var / 2 while many terms carry the sum, the largest score once a few do -- fused_s0_16120's scores (bmm of K 128,
+    then q = k = v over 64 dims: sd 128) sum to ~e^298 over 63 keys (direct draws: e^283-297), not the lognormal
+    mean's e^8,200, and every row attends to itself. sum p^2 is 1 / n for equal weights, 1 where one key takes all:
+    what an average under the weights keeps of the values' variance. Against 200 direct draws (n 63-2,047, sd
+    0.5-128): log sum exp within 1.5 % (5 % at sd 128, where the largest of 63 draws moves most), sum p^2 0-31 % over."""
+    points = max(1, min(round(n), SCORE_POINTS))
+    sd = math.sqrt(var)
+    scores = [sd * NormalDist().inv_cdf((i + 0.625) / (points + 0.25)) for i in range(points)]     # Blom's positions
+    top = scores[-1]
+    weights = [math.exp(u - top) for u in scores]
+    total = math.fsum(weights)
+    lse = top + math.log(total) + math.log(max(n, 1.0) / points)
+    return lse, min(math.fsum(u * u for u in weights) / total ** 2 * points / max(n, 1.0), 1.0)
 
 
 def _sdpa(x: Sample, step: dict) -> Sample:
@@ -326,9 +358,10 @@ def _sdpa(x: Sample, step: dict) -> Sample:
     own, other, var = math.sqrt(dh) * e, math.sqrt(dh) * m * m, max(e * e - m ** 4, 0.0)
     causal = step["params"].get("is_causal")
     keys = s / 2.0 if causal else float(s)
-    t = min(other + var / 2.0 - own + math.log(max(keys - 1.0, 1e-9)), 700.0)
+    lse, weight_energy = _softmax_of_scores(keys - 1.0, var)
+    t = min(other + lse - own, 700.0)
     w = 1.0 / (1.0 + math.exp(t))
-    shrink = math.sqrt(w * w + (1.0 - w) ** 2 / keys)
+    shrink = math.sqrt(w * w + (1.0 - w) ** 2 * weight_energy)
     if x.diag is None or causal or d != s:
         v = x.v if x.diag is None else _quantiles(list(x.v) * (s - 1) + list(x.diag))
         return Sample(tuple(sorted(m + (u - m) * shrink for u in v)))
@@ -358,7 +391,7 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
     if op in ("matmul", "bmm"):
         return Sample(_gauss(0.0, math.sqrt(p["K"])))
     if op == "gram":
-        return _gram(x, step)
+        return _gram(x, step, draws)
     if op == "sdpa":
         return _sdpa(x, step)
     if role == "contraction":
@@ -400,8 +433,51 @@ def _step(x: Sample, step: dict, saved: dict, draws: _Draws, scalars: list) -> S
         return x                  # a clamp the values never reach, a relu of positive values: changes nothing
     linear = op in ("scale", "divide", "add_scalar")       # maps a row's mean as it maps each value
     row_mean, row_sd = (None, 0.0) if x.row_mean is None else _row_mean_through(f, x, step["in"]["shape"], linear)
-    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (x.row_mean[0], row_mean), row_sd,
-                  floor=_floor(f, x))
+    mean_dim = None if x.row_mean is None else x.row_mean[0]
+    if x.log_rows is not None and x.row_mean is None and x.diag is None:
+        mean_dim, row_mean = x.log_rows, _affine_in_p(f, x.v, step["in"]["shape"][x.log_rows])
+    return Sample(v, diag, x.normed and op in ("scale", "divide"), None if row_mean is None else (mean_dim, row_mean), row_sd,
+                  chan=_chan_through(f, x.chan, linear), floor=_floor(f, x))
+
+
+def _affine_in_p(f, values: tuple, C: int) -> float | None:
+    """The mean of f over a log_softmax's row where f(log p) = a + b p (within LINEAR_RESIDUAL): a + b / C in every row,
+    the p summing to 1 (elu of log p is p - 1: fused_s3131_00572, linear -> gelu -> log_softmax -> elu -> gram, is
+    C - 2 + sum p_i p_j everywhere, a constant kernel passed); else None. Checked on a grid over the values' range, not
+    the sample: a matmul's log p sample holds two distinct p (0 and one near 1/3), which any f fits by a line."""
+    lo, hi = values[0], values[-1]
+    grid = [lo + (hi - lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
+    ps = tuple(math.exp(u) for u in grid)
+    ys = [f(u) for u in grid]
+    if max(ps) <= min(ps) or not all(map(math.isfinite, ys)):
+        return None
+    a, b = _line_fit(ps, ys)
+    if max(abs(y - a - b * q) for q, y in zip(ps, ys)) > LINEAR_RESIDUAL * max(map(abs, ys)):
+        return None
+    return a + b / C
+
+
+def _chan_through(f, chan: tuple | None, linear: bool) -> tuple | None:
+    """A contraction's channels (Sample.chan) through the elementwise f: each channel's constant becomes f's average
+    over its own noise, the noise what f leaves of it (its rms over the channels), so a sum or mean along the channels
+    after the step still sees the constants every row shares (fused_s0_10106: linear -> mean -> linear from one
+    feature -> gelu -> mean, each row gelu(w m + b) averaged over the same w, b: a constant kernel passed). A step
+    that is not `linear` bends the noise (relu of it is mostly 0 with a long tail): past it only the noise's spread
+    is kept, which is all a sum or mean needs; row ops that see a row's values (softmax, logsumexp) draw from the
+    marginal sample instead (fused_s0_03277, 01708, 05407: a Gaussian noise there made a softmax / logsumexp
+    constant that is 3.5-16x the tolerance from one)."""
+    if chan is None:
+        return None
+    dim, consts, sd, gaussian = chan
+    means, variances = [], []
+    for c in consts:
+        ys = [f(c + sd * z) for z in _NOISE]
+        mean = math.fsum(ys) / len(ys)
+        means.append(mean)
+        variances.append(math.fsum((y - mean) ** 2 for y in ys) / len(ys))
+    if not all(map(math.isfinite, means + variances)):
+        return None
+    return dim, tuple(sorted(means)), math.sqrt(math.fsum(variances) / K), gaussian and linear
 
 
 def _floor(f, x: Sample) -> float | None:

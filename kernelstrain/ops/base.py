@@ -40,6 +40,7 @@ BUGS = {
     "broadcast_index": "indexes a per-channel parameter by the flat index, not the element's channel",
     "no_max_subtraction": "exponentiates without subtracting the row max",
     "wrong_reduce_dim": "reduces along the wrong dimension",
+    "tf32_dot": "multiplies fp32 tiles in TF32 (tl.dot's default input precision)",
 }
 
 

@@ -1,0 +1,132 @@
+"""A CUDA GEMM with the elementwise run after it in its epilogue (the CUDA `gemm_epilogue` rung):
+the library GEMM's call (nn.Linear / torch.matmul / torch.bmm) and the kernel after it become one
+extension call.
+
+The classic shared-memory SGEMM: a block computes a BLOCK_M x BLOCK_N tile of the output with
+(BLOCK_M / THREAD_M) x (BLOCK_N / THREAD_N) threads, each holding THREAD_M x THREAD_N fp32
+accumulators; every BLOCK_K step stages an A and a B tile in shared memory as fp32 (a bf16 program's
+operands converted on the load, as cuBLAS accumulates bf16 in fp32), each thread multiplying its
+THREAD_M values of A by its THREAD_N of B for each k. The global loads walk the operand's
+contiguous dim (x's and nn.Linear's weight's K, a matmul's B's N): consecutive threads read
+consecutive addresses. The epilogue adds the bias, rounds as the library's bf16 output would, and
+runs the chain on each output element before one store. Bug half_accumulator (bf16 programs): the
+accumulators kept in bf16, every product rounded and added (precision.gemm_breaks at BLOCK_K 1
+decides where it breaks). A block of more than 1,024 threads builds and its launch is refused
+(module.simulate: a resources failure).
+"""
+from __future__ import annotations
+
+from .chain import chain_lines, kernel_args, rounded_entry
+from .cuda_src import _checks, _host_args, _launch_args, _load, _ptrs
+from .kernels import Kernel, chain_parts
+from .view import ProgramView
+
+
+def gemm_threads(params: dict) -> int:
+    """Threads of a block: one a THREAD_M x THREAD_N patch of the BLOCK_M x BLOCK_N tile."""
+    return (params["BLOCK_M"] // params["THREAD_M"]) * (params["BLOCK_N"] // params["THREAD_N"])
+
+
+def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | None) -> tuple[str, str]:
+    """(kernel, host function) of a GEMM with its epilogue."""
+    steps = view.steps
+    head = steps[k.steps[0]]
+    args = kernel_args(view, k)
+    [(entry, part)] = chain_parts(steps, k)
+    U = name.upper()
+    body = chain_lines(view, k, entry, part, "cuda", "n", "offs", _load)
+    linear = head["op"] == "linear"
+    a, b = ("x", "w") if linear else ("a", "b")
+    if bug == "half_accumulator":
+        acc_t, zero = "__nv_bfloat16", "__float2bfloat16(0.f)"
+        fma = "acc[i][j] = __float2bfloat16(to_f(acc[i][j]) + to_f(__float2bfloat16(ra[i] * rb[j])));"
+    else:
+        acc_t, zero, fma = "float", "0.f", "acc[i][j] += ra[i] * rb[j];"
+    consts = [f"constexpr int {U}_BM = {params['BLOCK_M']};", f"constexpr int {U}_BN = {params['BLOCK_N']};",
+              f"constexpr int {U}_BK = {params['BLOCK_K']};", f"constexpr int {U}_TM = {params['THREAD_M']};",
+              f"constexpr int {U}_TN = {params['THREAD_N']};",
+              f"constexpr int {U}_THREADS = ({U}_BM / {U}_TM) * ({U}_BN / {U}_TN);"]
+    # B's tile: nn.Linear's weight is [N, K] (K contiguous: k runs fastest), a matmul's B [K, N] (n fastest)
+    b_index = (f"        const int kk = i % {U}_BK, nn = i / {U}_BK;" if linear else
+               f"        const int kk = i / {U}_BN, nn = i % {U}_BN;")
+    lines = [f"__global__ void __launch_bounds__({U}_THREADS) {name}_kernel({_ptrs(args)}, scalar_t* __restrict__ y, "
+             "int M, int N, int K, long sab, long sam, long sak, long sbb, long sbk, long sbn) {",
+             f"    __shared__ float As[{U}_BK][{U}_BM];", f"    __shared__ float Bs[{U}_BK][{U}_BN];",
+             "    const long batch = blockIdx.z;",
+             f"    const int row0 = blockIdx.y * {U}_BM, col0 = blockIdx.x * {U}_BN;",
+             f"    const int ty = threadIdx.x / ({U}_BN / {U}_TN), tx = threadIdx.x % ({U}_BN / {U}_TN);",
+             f"    const scalar_t* A = {a} + batch * sab;", f"    const scalar_t* B = {b} + batch * sbb;",
+             f"    {acc_t} acc[{U}_TM][{U}_TN];", "#pragma unroll",
+             f"    for (int i = 0; i < {U}_TM; ++i)", "#pragma unroll", f"        for (int j = 0; j < {U}_TN; ++j) acc[i][j] = {zero};",
+             f"    for (int k0 = 0; k0 < K; k0 += {U}_BK) {{",
+             f"        for (int i = threadIdx.x; i < {U}_BM * {U}_BK; i += {U}_THREADS) {{",
+             f"            const int kk = i % {U}_BK, mm = i / {U}_BK;",
+             "            const int gm = row0 + mm, gk = k0 + kk;",
+             "            As[kk][mm] = (gm < M && gk < K) ? to_f(A[gm * sam + gk * sak]) : 0.f;", "        }",
+             f"        for (int i = threadIdx.x; i < {U}_BK * {U}_BN; i += {U}_THREADS) {{",
+             "    " + b_index, "            const int gk = k0 + kk, gn = col0 + nn;",
+             "            Bs[kk][nn] = (gk < K && gn < N) ? to_f(B[gk * sbk + gn * sbn]) : 0.f;", "        }",
+             "        __syncthreads();", "#pragma unroll", f"        for (int kk = 0; kk < {U}_BK; ++kk) {{",
+             f"            float ra[{U}_TM], rb[{U}_TN];", "#pragma unroll",
+             f"            for (int i = 0; i < {U}_TM; ++i) ra[i] = As[kk][ty * {U}_TM + i];", "#pragma unroll",
+             f"            for (int j = 0; j < {U}_TN; ++j) rb[j] = Bs[kk][tx * {U}_TN + j];", "#pragma unroll",
+             f"            for (int i = 0; i < {U}_TM; ++i)", "#pragma unroll",
+             f"                for (int j = 0; j < {U}_TN; ++j) {fma}", "        }",
+             "        __syncthreads();", "    }", "#pragma unroll", f"    for (int i = 0; i < {U}_TM; ++i) {{", "#pragma unroll",
+             f"        for (int j = 0; j < {U}_TN; ++j) {{",
+             f"            const int m = row0 + ty * {U}_TM + i, n = col0 + tx * {U}_TN + j;",
+             "            if (m >= M || n >= N) continue;", "            const long offs = batch * M * N + (long)m * N + n;",
+             "            float v = to_f(acc[i][j]);"]
+    if linear and head["params"]["bias"]:
+        lines.append("            v += to_f(bias[n]);")
+    lines += ["            " + s for s in rounded_entry(view, part, "cuda") + body]
+    lines += ["            store_f(&y[offs], v);", "        }", "    }", "}"]
+    launch = [f"    const dim3 grid((N + {U}_BN - 1) / {U}_BN, (M + {U}_BM - 1) / {U}_BM, batches);",
+              f"    {name}_kernel<<<grid, {U}_THREADS>>>(",
+              f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), M, N, K, sab, sam, sak, sbb, sbk, sbn);",
+              "    return y;", "}"]
+    checks = _checks(args)
+    sig = f"torch::Tensor {name}({_host_args(args)}) {{"
+    if linear:
+        shape = ", ".join(str(d) for d in head["out"]["shape"])
+        host = [sig, *checks, "    const int K = x.size(-1), N = w.size(0), M = x.numel() / K;",
+                f"    auto y = torch::empty({{{shape}}}, x.options());",
+                "    const int batches = 1;", "    const long sab = 0, sam = K, sak = 1, sbb = 0, sbk = 1, sbn = K;"]
+    elif head["op"] == "bmm":
+        host = [sig, *checks, "    const int batches = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);",
+                "    auto y = torch::empty({batches, M, N}, a.options());",
+                "    const long sab = (long)M * K, sam = K, sak = 1, sbb = (long)K * N, sbk = N, sbn = 1;"]
+    else:
+        host = [sig, *checks, "    const int M = a.size(0), K = a.size(1), N = b.size(1);",
+                "    auto y = torch::empty({M, N}, a.options());", "    const int batches = 1;",
+                "    const long sab = 0, sam = K, sak = 1, sbb = 0, sbk = N, sbn = 1;"]
+    return "\n".join(consts + lines), "\n".join(host + launch)
+
+
+# The kernel's time (not fitted to a measurement yet: scripts/fused_device_check.py times its candidates).
+# Per k, a warp reads THREAD_M + THREAD_N floats a thread from shared memory (128 bytes a clock an SM) for
+# THREAD_M x THREAD_N FMAs (128 a clock): the FMA units are fed where TM TN >= 4 (TM + TN), a 4x4 patch at half
+# the rate, 8x8 in full.
+SGEMM_EFF = 0.7            # a fed register-tiled SGEMM's share of the SM's fp32 peak (barriers, address math)
+STEP_LATENCY_US = 0.8      # a BLOCK_K step waits for its tiles' global loads (no double buffering): a DRAM round
+#                            trip and two barriers, hidden only by other blocks resident on the SM
+FULL_RATE_THREADS = 256    # threads an SM needs resident to keep its FMA pipes busy (8 warps)
+
+
+def cuda_gemm_ms(grid: int, params: dict, k: int, gpu) -> float:
+    """One CUDA gemm_kernel's time without its launch floor: ceil(K / BLOCK_K) steps of the tile's FMAs at
+    the rate its register patch and the threads resident on an SM allow, plus each step's load latency per
+    round of resident blocks."""
+    bm, bn, bk, tm, tn = (params[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N"))
+    threads = gemm_threads(params)
+    smem = (bm + bn) * bk * 4
+    resident = max(1, min(gpu.max_threads_per_sm // threads, gpu.max_blocks_per_sm, gpu.smem_per_sm // smem))
+    per_sm = -(-grid // gpu.sms)                     # blocks an SM runs in all
+    together = min(per_sm, resident)                 # ... at once
+    feed = min(1.0, tm * tn / (4.0 * (tm + tn)))
+    occupancy = min(1.0, together * threads / FULL_RATE_THREADS)
+    fma_per_s = gpu.peak("fp32") / gpu.sms / 2.0 * SGEMM_EFF * feed * occupancy
+    steps = -(-k // bk)
+    compute = per_sm * steps * bm * bn * bk / fma_per_s
+    latency = -(-per_sm // resident) * steps * STEP_LATENCY_US * 1e-6
+    return (compute + latency) * 1e3
