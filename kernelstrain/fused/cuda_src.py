@@ -15,7 +15,7 @@ Bugs (written in only where they break this program: module.py decides):
 from __future__ import annotations
 
 from .chain import chain_lines, kernel_args, rounded_entry
-from .exprs import CHANNEL_PARAMS, CUDA_ROUND_FN, ROUND
+from .exprs import CHANNEL_PARAMS
 from .kernels import Kernel, chain_parts, row_step
 from .recipes import CUDA_WORDS, recipe
 from .view import ProgramView
@@ -232,25 +232,6 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
             f"    {name}_kernel<<<(int)rows, {upper}_THREADS>>>(",
             f"        {_launch_args(args)}, (scalar_t*)y.data_ptr(), rows);", "    return y;", "}"]
     return "\n".join(consts + lines), "\n".join(host)
-
-
-def cuda_source(view: ProgramView, kernels: list, params: dict, bug: str | None) -> tuple[str, list[str]]:
-    """(the CUDA source of the candidate's kernels, their host functions' names)."""
-    parts, hosts, names = [PRELUDE.format(scalar=SCALAR[view.dtype])], [], []
-    if params.get("vec"):
-        parts.append(VECTOR)
-    if any(k.kind == "row" for k in kernels):
-        parts.append(REDUCE)
-    from .cuda_gemm import gemm_kernel       # it builds on this module's helpers
-    for n, k in enumerate(kernels, 1):
-        name = f"k{n}_{k.kind}"
-        kernel, host = {"row": row_kernel, "ew": ew_kernel, "gemm": gemm_kernel}[k.kind](view, k, name, params, bug)
-        parts.append("\n" + kernel + "\n")
-        hosts.append(host)
-        names.append(name)
-    if any(ROUND + "(" in p for p in parts):       # a bf16 program's kernels that round as the reference does
-        parts.insert(1, CUDA_ROUND_FN)
-    return "\n".join(parts) + "\n" + "\n\n".join(hosts) + "\n", names
 
 
 def prototypes(source: str, names: list[str]) -> str:

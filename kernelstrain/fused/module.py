@@ -32,7 +32,8 @@ from ..ops.base import Cost, Launch, OpModule, Param, Rung, Task
 from ..sim import SimResult, noise_cv
 from .cost import fused_cost
 from .cuda_gemm import cuda_gemm_ms, gemm_threads
-from .cuda_src import cached_row, cuda_source, prototypes
+from .cuda_program import cuda_source
+from .cuda_src import cached_row, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes

@@ -49,6 +49,7 @@ STREAM_STAGES = Param("num_stages", (1, 2, 3, 4), 1)
 # 5.4, layernorm T=64 5.8 -> 4.3, softmax R=32 57.4 -> 41.1, min_p B=64 98.0 -> 93.6). The figures keep 2 a loss
 # and 4 about half the gain the model had claimed (it had 1.5, 2.5, 3.5 trips: 0.44-0.87x at 4 stages).
 TRIPS_IN_FLIGHT = {1: 1.0, 2: 0.8, 3: 1.4, 4: 1.7}
+CP_ASYNC_BYTES = 16       # a row must be a multiple of cp.async's 16-byte copy for a stage to hold it
 
 # a Triton loop stepping by a BLOCK constexpr, plain or already unrolled (unroll.on_loops)
 _STREAM = re.compile(r"\bfor (\w+) in (?:tl\.)?range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*(?:, loop_unroll_factor=\d+)?)\):")
@@ -66,13 +67,15 @@ def on_loops(code: str, params: dict) -> str:
     return _STREAM.sub(lambda m: f"for {m.group(1)} in tl.range({m.group(2)}, num_stages={n}):", code)
 
 
-def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: int, apart: bool = False) -> Launch:
+def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: int, apart: bool = False,
+           row: str = "D") -> Launch:
     """`launch` with its streaming loop pipelined as `params` say: `trips` BLOCK-wide trips a
     program (before unrolling), `loads` arrays of `block` elements loaded per trip by the loop that
     loads the most. NVIDIA: the trips ahead are staged in shared memory (occupancy) and the bytes a
     thread keeps in flight move from one trip's to TRIPS_IN_FLIGHT's; gfx942: the copies
     ahead land in registers instead (each thread's share of them). The launch's own shared memory
     (a reduction's scratch) shares the buffers, or with `apart` (a tl.cumsum's) stays beside them.
+The loop streams rows of the task's `row` dim in its dtype (their alignment decides what cp.async can stage).
 
     >>> base = Launch(grid=32, threads=128, regs=40, bytes_per_access=16)
     >>> from kernelstrain.tasks import make_task
@@ -87,7 +90,7 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     n = stages(params)
     unroll = max(1, params.get(LOOP_UNROLL.name, 0))
     ahead = min(n - 1, max(0, trips / unroll - 1))
-    if ahead <= 0 or _one_element_loads(task):
+    if ahead <= 0 or _one_element_loads(task, row):
         return launch
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
@@ -98,13 +101,11 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
                    bytes_per_access=launch.bytes_per_access * TRIPS_IN_FLIGHT[int(ahead) + 1])
 
 
-def _one_element_loads(task) -> bool:
+def _one_element_loads(task, row: str) -> bool:
     """Rows that are not 16-byte multiples: Triton loads them an element at a time, which cp.async
     cannot copy, so the depth stages none of the row's data (Triton 3.9, rmsnorm at D = 4100:
     metadata.shared 2048 B at 2 and 3 stages alike, a layout scratch, against 4096 / 8192 B aligned)."""
-    from ..feasibility import misaligned      # feasibility imports the op registry this module is part of
-    from . import REGISTRY
-    return misaligned(REGISTRY[task.module], task, own=True)
+    return task[row] * DTYPE_BYTES[task.dtype] % CP_ASYNC_BYTES != 0
 
 
 def render_of(render):
@@ -114,9 +115,10 @@ def render_of(render):
     return wrapped
 
 
-def launch_of(launch, trips, loads: int, apart: bool = False):
+def launch_of(launch, trips, loads: int, apart: bool = False, row: str = "D"):
     """A rung's launch model with the loop pipelined: trips(params, task) BLOCK-wide trips a
-    program, `loads` arrays a trip of the loop that loads the most (`apart`: staged)."""
+    program, `loads` arrays a trip of the loop that loads the most (`apart`: staged), streaming
+    rows of the task's `row` elements."""
     def wrapped(params, task):
-        return staged(launch(params, task), params, task, trips(params, task), loads, params["BLOCK"], apart)
+        return staged(launch(params, task), params, task, trips(params, task), loads, params["BLOCK"], apart, row)
     return wrapped

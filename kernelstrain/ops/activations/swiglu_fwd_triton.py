@@ -155,7 +155,7 @@ class SwigluFwdTriton(SwigluFwdSpec):
              launch=flat_index_launch, render=flat_index_src, bugs={"off_by_one": {"n": "T * I - 1"}}),
         Rung("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",
              (BLOCK, WARPS, stream_stages.STREAM_STAGES), compute_eff=0.3, memory_eff=0.79,
-             launch=stream_stages.launch_of(row_program_launch, lambda p, task: task["I"] / p["BLOCK"], loads=2),
+             launch=stream_stages.launch_of(row_program_launch, lambda p, task: task["I"] / p["BLOCK"], loads=2, row="I"),
              render=stream_stages.render_of(row_program_src),
              bugs={"off_by_one": {"bound": "I - 1"}}),
         Rung("tile_2d", "2-D grid (column block, row): contiguous, vectorizable loads, no loop",

@@ -144,7 +144,7 @@ class AddRMSNormTriton(AddRMSNormSpec):
         Rung("two_kernels", "elementwise add kernel, then a chunked RMSNorm kernel re-reading the residual twice",
              CHUNK + (stream_stages.STREAM_STAGES,), memory_eff=0.8,
              launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 1.5, launches=2), chunk_trips("D"), chunk_regs),
-                                           chunk_trips("D"), loads=2),
+                                           chunk_trips("D"), loads=2, row="D"),
              render=stream_stages.render_of(render_of(two_kernels_src)), consts=consts,
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("fused_chunked", "one program per row: add + store residual + sum of squares, then re-read for y",

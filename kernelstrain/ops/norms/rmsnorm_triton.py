@@ -157,7 +157,7 @@ class RMSNormTriton(RowKernelTriton, RMSNormSpec):
              (Param("BLOCK", (256, 512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4), LOOP_UNROLL,
               stream_stages.STREAM_STAGES), memory_eff=0.82,
              launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 1.5), chunk_trips("D"), chunk_regs),
-                                            chunk_trips("D"), loads=2),
+                                            chunk_trips("D"), loads=2, row="D"),
              render=stream_stages.render_of(render_of(chunked_two_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),

@@ -234,7 +234,7 @@ class Fp8QuantTriton(Fp8QuantSpec):
         Rung("fused_row_loop", "one program per token, BLOCK-wide loop: absmax pass then convert pass",
              (BLOCK, WARPS, unroll.LOOP_UNROLL, stream_stages.STREAM_STAGES), compute_eff=0.08, memory_eff=0.78,
              launch=stream_stages.launch_of(unroll.launch_of(launch_of("loop"), unroll.chunk_trips("D"), unroll.chunk_regs),
-                                           unroll.chunk_trips("D"), loads=1),
+                                           unroll.chunk_trips("D"), loads=1, row="D"),
              render=stream_stages.render_of(unroll.render_of(program(fused_row_loop_parts))), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"qmask": "offs < D - 1"}, "missing_scale": {"val": "x"}}),
         Rung("row_in_registers", "whole row loaded once into registers (BLOCK_D = next pow2 of D)",

@@ -222,7 +222,7 @@ class MinPTriton(MinPSpec):
         Rung("fused_row", "one program per row: max, kept-mass and tl.cumsum pick loops fused",
              # num_stages: the three helper loops of the row, each from 0 (aligned), pipelined (assemble)
              (BLOCK, WARPS, stream_stages.STREAM_STAGES), compute_eff=0.12, memory_eff=0.85,   # tl.cumsum over the whole row
-             launch=stream_stages.launch_of(row_launch(2.0), lambda p, t: t["V"] / p["BLOCK"], loads=1, apart=True),
+             launch=stream_stages.launch_of(row_launch(2.0), lambda p, t: t["V"] / p["BLOCK"], loads=1, apart=True, row="V"),
              render=fused_row_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
