@@ -7,6 +7,18 @@ from ..words import WORD, word_union
 CODE_WORD = {2: "unsigned short", 4: "uint32_t"}     # the word of VEC fp8 codes
 
 
+def block_scale(barrier: str) -> str:
+    """Both fused_smem_block kernels' tree max of the block's `amax` in shared memory and the row's scale
+    (`barrier`: the bug slot after each halving step)."""
+    return f"""    red[threadIdx.x] = amax;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);{barrier}
+    }}
+    const float scale = fmaxf(red[0] / FP8_MAX, MIN_SCALE);
+    if (threadIdx.x == 0) scales[blockIdx.x] = scale;"""
+
+
 def fp8_words_kernel(p, vec: int, barrier: str, last: str) -> str:
     """fused_smem_block's kernel over VEC-value words (`barrier`, `last`: its bug slots; the output loop covers
     ({last}) / VEC words, so "D - 1" drops the row's last word); the host wrapper follows it."""
@@ -30,13 +42,7 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
 #pragma unroll
         for (int k = 0; k < VEC; ++k) amax = fmaxf(amax, fabsf(to_float(v.h[k])));
     }}
-    red[threadIdx.x] = amax;
-    __syncthreads();
-    for (int s = THREADS / 2; s > 0; s >>= 1) {{
-        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);{barrier}
-    }}
-    const float scale = fmaxf(red[0] / FP8_MAX, MIN_SCALE);
-    if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+{block_scale(barrier)}
 {pragma(p)}    for (int c = threadIdx.x; c < ({last}) / VEC; c += THREADS) {{
         Word v; v.u = xr[c];
         Codes o;

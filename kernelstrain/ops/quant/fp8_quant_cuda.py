@@ -9,7 +9,7 @@ software (bit arithmetic, round to nearest even), which is what a part without F
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from .. import unroll, words
-from ._fp8_words import fp8_words_kernel
+from ._fp8_words import block_scale, fp8_words_kernel
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -140,13 +140,7 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
     uint8_t* qr = q + (size_t)blockIdx.x * D;
     float amax = 0.f;
     for (int i = threadIdx.x; i < D; i += THREADS) amax = fmaxf(amax, fabsf(to_float(xr[i])));
-    red[threadIdx.x] = amax;
-    __syncthreads();
-    for (int s = THREADS / 2; s > 0; s >>= 1) {{
-        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);{barrier}
-    }}
-    const float scale = fmaxf(red[0] / FP8_MAX, MIN_SCALE);
-    if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+{block_scale(barrier)}
     for (int i = threadIdx.x; i < {last}; i += THREADS) qr[i] = fp8_from_float(to_float(xr[i]) / scale);
 }}
 {host("fp8_quant_kernel<<<T, THREADS, 0, stream>>>(x, q, scales, T, D);")}"""
