@@ -1062,8 +1062,8 @@ class Episode:
             fault = cand.bug in cand.variant.faults or (
                 cand.bug == "no_bounds_check" and self.m.impl == "cuda" and self.noise.random() < 0.5)
             failure = "fault" if fault else "mismatch"
-            error = (messages.fault_text if fault else messages.mismatch_text)(cand.bug, self.m, self.task,
-                                                                                 self.wording)
+            error = messages.fault_text(cand.bug, self.m, self.task, self.wording) if fault else \
+                messages.mismatch_text(cand.bug, self.m, self.task, self.wording, cand.variant, cand.params)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
             undo = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}

@@ -310,12 +310,15 @@ def _output_scale(module: OpModule, task: Task) -> float:
     return 1.0
 
 
-def mismatch_text(bug: str, module: OpModule, task: Task, rng) -> str:
+def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
     """What the correctness check prints for a candidate carrying `bug`: torch.testing.assert_close's
     AssertionError for the output's real shape, dtype tolerance and scale (runtime_texts), and, for
-    a race, the harness's note that two runs disagree."""
+    a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
+    (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
-    text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng)
+    site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {}) \
+        if bug == "off_by_one" and variant is not None else None
+    text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site)
     if bug in ("missing_barrier", "racy_update"):
         text += "\nTwo runs on the same input disagree (the output is not deterministic)."
     return text

@@ -8,6 +8,8 @@ The free choices (which element, how far off) come from the caller's `wording` R
 from __future__ import annotations
 
 import math
+import random
+import re
 import struct
 from statistics import NormalDist
 
@@ -98,25 +100,98 @@ def _smallest(n: int, u: float) -> float:
 # share of the output a bug spoils, whether its error scales with the value (a lost scale, a
 # half-precision accumulator), and where the spoiled elements lie
 def _spoiled(bug: str, last: int, rng) -> tuple[float, float, bool, str]:
-    """(share of elements, error over the output's scale, error proportional to the value, where)."""
-    return {
-        "no_bounds_check": (min(1.0, rng.randint(1, 31) / last), rng.uniform(1, 40), False, "tail"),
-        "off_by_one": (min(1.0, 1.0 / last), rng.uniform(0.3, 2.0), False, "last"),
-        "missing_barrier": (rng.uniform(0.001, 0.03), rng.uniform(0.5, 4.0), False, "scattered"),
-        "racy_update": (rng.uniform(0.01, 0.3), rng.uniform(0.3, 1.0), False, "scattered"),
-        "half_accumulator": (rng.uniform(0.05, 0.6), rng.uniform(0.02, 0.15), True, "scattered"),
-        "tf32_dot": (rng.uniform(0.05, 0.6), rng.uniform(2e-4, 2e-3), True, "scattered"),
-        "wrong_init": (rng.uniform(0.4, 1.0), rng.uniform(0.5, 3.0), False, "scattered"),
-        "missing_scale": (rng.uniform(0.9, 1.0), rng.uniform(0.5, 10.0), True, "scattered"),
-        "bad_combine_index": (rng.uniform(0.2, 0.95), rng.uniform(0.5, 2.0), False, "scattered"),
-    }.get(bug, (rng.uniform(0.05, 0.5), rng.uniform(0.3, 3.0), False, "scattered"))
+    """(share of elements, error over the output's scale, error proportional to the value, where).
+    Only `bug`'s own entry draws from `rng` (the table is a table of functions), so a bug added to
+    it changes no other bug's text."""
+    table = {
+        "no_bounds_check": lambda: (min(1.0, rng.randint(1, 31) / last), rng.uniform(1, 40), False, "tail"),
+        "off_by_one": lambda: (min(1.0, 1.0 / last), rng.uniform(0.3, 2.0), False, "last"),
+        "missing_barrier": lambda: (rng.uniform(0.001, 0.03), rng.uniform(0.5, 4.0), False, "scattered"),
+        "racy_update": lambda: (rng.uniform(0.01, 0.3), rng.uniform(0.3, 1.0), False, "scattered"),
+        "half_accumulator": lambda: (rng.uniform(0.05, 0.6), rng.uniform(0.02, 0.15), True, "scattered"),
+        "tf32_dot": lambda: (rng.uniform(0.05, 0.6), rng.uniform(2e-4, 2e-3), True, "scattered"),
+        "wrong_init": lambda: (rng.uniform(0.4, 1.0), rng.uniform(0.5, 3.0), False, "scattered"),
+        "missing_scale": lambda: (rng.uniform(0.9, 1.0), rng.uniform(0.5, 10.0), True, "scattered"),
+        "bad_combine_index": lambda: (rng.uniform(0.2, 0.95), rng.uniform(0.5, 2.0), False, "scattered"),
+    }
+    return table.get(bug, lambda: (rng.uniform(0.05, 0.5), rng.uniform(0.3, 3.0), False, "scattered"))()
+
+
+# -- what an off-by-one really spoils, read from the edit the rung's render makes -----------------
+# An off_by_one is a bound one short, and which bound decides what is wrong: the K loop of a
+# GEMM-like reduction (its last tile, or one k of every tile) spoils every output element a
+# little; a flat element count (T * N - 1) the final element alone; a row mask (rows < T - 1) the
+# last row; a bound on the row's own loop or mask (D - 1) its last column (the default).
+_K_BOUNDS = {"k_end", "kt_end", "k_tiles", "kt_stop", "kk_stop"}
+_TILE_K = ("BK", "BLOCK_K", "TILE")     # the K tile's parameter, by the names the ladders give it
+_SPLITS = ("SPLITS", "SPLIT_K")
+DEFAULT_TILE_K = 64                     # rungs whose K tile is fixed in the code (wgmma, block-scaled MMA)
+
+
+def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
+    """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
+    with f the share of the reduction dropped from every output element; ("final",) the flat
+    output's last element; ("row",) the last row; None the last column of every row.
+
+    >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
+    ('reduction', 0.0078125)
+    >>> off_by_one_site({"k_end": "K - 1"}, {"K": 512}, {}), off_by_one_site({"k_end": "BK - 1"}, {"K": 512}, {"BK": 16})
+    (('reduction', 0.001953125), ('reduction', 0.0625))
+    >>> off_by_one_site({"n": "(long long)T * N - 1"}, {}, {}), off_by_one_site({"rmask": "rows < T - 1"}, {}, {})
+    (('final',), ('row',))
+    >>> off_by_one_site({"cmp": "<="}, {"K": 4096}, {})
+    ('reduction', 0.000244140625)
+    >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
+    True
+    """
+    if not isinstance(edit, dict):
+        return None
+    slots = {k: str(v) for k, v in edit.items()}
+    reduce = dims.get("R", 1) * dims.get("S", 1) * dims["C"] if "C" in dims and "R" in dims \
+        else dims.get("HID") or dims.get("K")
+    def reduction_bound(k: str, v: str) -> bool:       # a bound of the loop over K (gemv's lane loop: `<=`)
+        return k in _K_BOUNDS or "taps_c" in v or v == "K - 1" or (k, v) == ("cmp", "<=")
+    if reduce and any(reduction_bound(k, v) for k, v in slots.items()):
+        value = next(v for k, v in slots.items() if reduction_bound(k, v))
+        if value == "K - 1":                                  # the last k of the whole reduction
+            return "reduction", 1.0 / reduce
+        if value == "<=":                                     # one term past the row, read into every sum
+            return "reduction", 1.0 / reduce
+        tile = next((params[n] for n in _TILE_K if isinstance(params.get(n), int)), DEFAULT_TILE_K)
+        if value == "BK - 1":                                 # one k of every tile
+            return "reduction", 1.0 / tile
+        splits = next((params[n] for n in _SPLITS if isinstance(params.get(n), int)), 1)
+        return "reduction", min(1.0, tile * splits / reduce)  # the last tile (of each split)
+    if slots.keys() & {"n", "total"} or any(re.search(r"\b[TM]\)?\s*\*.*- 1$", v) for v in slots.values()):
+        return ("final",)
+    if slots.keys() & {"rows", "rmask"}:
+        return ("row",)
+    return None
+
+
+def _out_of_tolerance(sigma: float, scale: float, atol: float, rtol: float) -> float:
+    """The share of elements whose error, N(0, sigma), exceeds atol + rtol * |reference| with the
+    reference N(0, scale): the expectation over the reference (midpoint rule on +-8 sigma)."""
+    if sigma <= 0:
+        return 0.0
+    n, total = 400, 0.0
+    for i in range(n):
+        z = -8 + 16 * (i + 0.5) / n
+        allowed = atol + rtol * abs(z) * scale
+        total += math.exp(-z * z / 2) * math.erfc(allowed / (sigma * math.sqrt(2)))
+    return total * (16 / n) / math.sqrt(2 * math.pi)
 
 
 def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
     """An index among the spoiled elements: the last column of a row (an off-by-one loop bound),
-    one of a row's last `tail` columns (a tile past the end), or anywhere."""
+    one of a row's last `tail` columns (a tile past the end), the flat output's last element, an
+    element of the last row, or anywhere."""
     rows = tuple(rng.randrange(d) for d in shape[:-1])
     last = shape[-1]
+    if where == "final":
+        return tuple(d - 1 for d in shape)
+    if where == "row" and len(shape) > 1:
+        return rows[:-1] + (shape[-2] - 1, rng.randrange(last))
     if where == "last":
         return rows + (last - 1,)
     if where == "tail":
@@ -124,14 +199,34 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
     return rows + (rng.randrange(last),)
 
 
-def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng) -> str:
+def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> tuple[float, float, bool, str]:
+    """_spoiled's answer for an off-by-one whose site (off_by_one_site) is known: a dropped share f
+    of a reduction leaves every element an error of sqrt(f) of the output's scale (the dropped
+    terms' sum), out of tolerance where it exceeds atol + rtol * |reference|; the flat output's
+    last element; the last row whole."""
+    if site[0] == "reduction":
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        rel = math.sqrt(site[1])
+        frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(rel * scale, scale, atol, rtol)
+        return frac * rng.uniform(0.97, 1.03), rel, False, "scattered"
+    if site[0] == "final":
+        return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
+    return 1.0 / (shape[-2] if len(shape) > 1 else shape[-1]), rng.uniform(0.3, 2.0), False, "row"
+
+
+def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: tuple | None = None) -> str:
     """torch.testing.assert_close's AssertionError for an output of `shape` and `dtype` whose
-    reference values have magnitude ~`scale`, spoiled by `bug`: the greatest absolute and the
-    greatest relative difference each at its own element (the relative one where the reference
-    is nearest zero), values in the output's dtype, printed as Python prints a float."""
+    reference values have magnitude ~`scale`, spoiled by `bug` (at `site`, for an off_by_one whose
+    bound off_by_one_site read): the greatest absolute and the greatest relative difference each
+    at its own element (the relative one where the reference is nearest zero), values in the
+    output's dtype, printed as Python prints a float. What the bug spoils is drawn from an RNG of
+    its own (keyed on the bug and one draw of `rng`), so each bug's texts stay as they are when
+    another bug is added."""
     numel = math.prod(shape)
     atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
-    frac, rel, proportional, where = _spoiled(bug, shape[-1], rng)
+    own = random.Random(f"mismatch:{bug}:{rng.getrandbits(64)}")
+    frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
+        else _site_spoiled(site, shape, dtype, scale, own)
     bad = max(1, min(numel, round(frac * numel)))
     tail = max(1, round(frac * shape[-1]))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
