@@ -89,6 +89,12 @@ class Search:
                                     # that each lost alone by a little; with probe_all, patience waits for them
     roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
                                     # tune worth a step: one probe, then converge (engine.Episode.at_roofline)
+    open_ideas: bool = True         # patience does not end a search while its own evidence points at an untried
+                                    # neighbour of the best: the way the last keep's parameter paid, on; a parameter
+                                    # of the best's rung never moved there (engine.Episode.open_ideas)
+    thorough: bool = False          # a long session (kernelinfer) settles every close call it sees, walks the joint
+                                    # moves of its settled parameters whatever its habit, and ablates one technique
+                                    # of the best before it stops (engine.Episode.last_ablation)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
                                     # (off: until one had; engine.Episode.probed)
     refail: float = 0.0             # probability that the fix of a slip fails to build again
