@@ -7,7 +7,8 @@ changed, and its measured time against the best.
 
 DATA is a generated dataset directory, either layout (episodes.jsonl + sft_multiturn.jsonl, or
 sessions.jsonl). The reasons are read from public fields only (kind, tag, params, status,
-failure, time_ms, best_ms, kept), as a reader of the data would reconstruct them.
+failure, time_ms, best_ms, kept) and the module's ladder (which rung is below which: an
+ablation), as a reader of the data would reconstruct them.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain import knobs  # noqa: E402
 from kernelstrain.fields import as_dict  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
 
 _CODE = re.compile(r"```\w*\n(.*?)```", re.S)
 
@@ -93,6 +95,9 @@ def reasons(ep: dict) -> list[str]:
     fastest = {base["tag"]: best["params"]}     # each rung's fastest configuration measured: a tune's point
     order = {}      # rungs in the order first met: a climb goes to one not met yet
     order[base["tag"]] = 0
+    module = REGISTRY.get(ep.get("module"))
+    ladder = {v.tag: i for i, v in enumerate(module.variants)} if module is not None else {}
+    moved_on = {}   # rung -> parameters moved on it so far (a tune of one never moved: an open idea)
     for s in ep["steps"]:
         p = as_dict(s["params"])
         key = (s["tag"], tuple(sorted(p.items())))
@@ -109,6 +114,9 @@ def reasons(ep: dict) -> list[str]:
         elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):
             who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
+        elif s["tag"] != best["tag"] and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0):
+            why = (f"Ablate the best's technique: its parameters on `{s['tag']}`, a rung below, to learn "
+                   "what the technique buys")
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
             why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
         elif s["tag"] != best["tag"] and s["tag"] not in order:
@@ -118,11 +126,16 @@ def reasons(ep: dict) -> list[str]:
         elif s["kind"] == "joint":
             why = f"Joint move of two or more parameters of the best: {changes(best['params'], p)}"
         else:
-            why = f"Tune the best one parameter: {changes(best['params'], p)}"
+            name = next((k for k in p if p[k] != best["params"].get(k)), None)
+            fresh = name is not None and name not in moved_on.get(s["tag"], set())
+            why = f"Tune the best one parameter: {changes(best['params'], p)}" + (
+                " (a parameter not moved on this rung yet)" if fresh else "")
         if s.get("bug"):
             why += " (a risky transformation slipped in)"
         out.append(f"{why}; {versus(s, best_ms, of_best and s['status'] == 'ok' and not s['kept'])}.")
         order.setdefault(s["tag"], len(order))
+        moved_on.setdefault(s["tag"], set()).update(k for k in p if p[k] != best["params"].get(k)
+                                                    and s["tag"] == best["tag"])
         if s["status"] == "ok":
             runs.setdefault(key, []).append(s["time_ms"])
             if s["time_ms"] < rung_ms.get(s["tag"], float("inf")):

@@ -94,3 +94,22 @@ def test_stop_reasons_oracle_reports_the_gain_left_in_the_neighbourhood(capsys):
     rows = [line for line in out.splitlines() if line.startswith("module=")]
     assert len(rows) == 4 and all("nbr_gain=" in line and "nbr_missed=" in line for line in rows)
     assert "nbr gain > noise" in out
+
+
+def test_an_ablation_is_read_as_one_and_a_first_move_of_a_parameter_says_so():
+    """A step onto a rung below the best's in the module's ladder is an ablation, not a climb;
+    a tune of a parameter never moved on the rung says so (engine.Episode.open_ideas)."""
+    base = {"tag": "naive", "params": {"BM": 64}, "time_ms": 10.0, "code": "x"}
+    step = {"status": "ok", "failure": None, "bug": None}
+    steps = [{**step, "step": 1, "kind": "structural", "tag": "mma_sync", "params": {"BM": 64, "BK": 32},
+              "time_ms": 2.0, "best_ms": 2.0, "kept": True},
+             {**step, "step": 2, "kind": "param_sweep", "tag": "mma_sync", "params": {"BM": 128, "BK": 32},
+              "time_ms": 2.2, "best_ms": 2.0, "kept": False},
+             {**step, "step": 3, "kind": "param_sweep", "tag": "mma_sync", "params": {"BM": 32, "BK": 32},
+              "time_ms": 2.3, "best_ms": 2.0, "kept": False},
+             {**step, "step": 4, "kind": "structural", "tag": "register_blocked", "params": {"BM": 64, "BK": 32},
+              "time_ms": 3.0, "best_ms": 2.0, "kept": False}]
+    why = read_trajectory.reasons({"module": "gemm_fp16_cuda", "baseline": base, "steps": steps})
+    assert why[1].startswith("Tune the best one parameter: BM 64->128 (a parameter not moved on this rung yet)")
+    assert "not moved" not in why[2]
+    assert why[3].startswith("Ablate the best's technique: its parameters on `register_blocked`")
