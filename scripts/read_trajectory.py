@@ -111,7 +111,7 @@ def reasons(ep: dict) -> list[str]:
         if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"] and moved.count("->") <= 1:
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
-        elif s["kind"] == "rebench" or (key in runs and s["tag"] == best["tag"]):
+        elif s["kind"] == "rebench" or key in runs:     # measured before: only a close call is re-measured
             who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
         elif s["tag"] != best["tag"] and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0):
