@@ -256,7 +256,11 @@ def test_episodes_end_on_evidence_and_converged_ones_end_near_their_best():
     measured steps include one within behaviour.FAR_END of the best (a few may end on a last
     climb or tune that lost: at most 5%)."""
     far = converged = restores = 0
-    for i, name in enumerate(MODULES):
+    # a second round of seeds while the first ended no search on a restore (the path is rare since
+    # patience follows the engineer's open ideas: 10 of 290 default episodes of seed 9404)
+    for i, name in [(i, n) for i, n in enumerate(MODULES)] + [(i + 1000, n) for i, n in enumerate(MODULES)]:
+        if i >= 1000 and restores:
+            break
         m = REGISTRY[name]
         gpu = "H100" if "nvidia" in m.vendors else "MI300X"
         task = make_task(m, gpu, m.dtypes[0], m.shapes[0])
