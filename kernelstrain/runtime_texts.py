@@ -121,17 +121,26 @@ def _spoiled(bug: str, last: int, rng) -> tuple[float, float, bool, str]:
 # An off_by_one is a bound one short, and which bound decides what is wrong: the K loop of a
 # GEMM-like reduction (its last tile, or one k of every tile) spoils every output element a
 # little; a flat element count (T * N - 1) the final element alone; a row mask (rows < T - 1) the
-# last row; a bound on the row's own loop or mask (D - 1) its last column (the default).
+# last row; an attention's key range one key (or block) off changes every query row's softmax by
+# that key's share of it: a decode step's (its last KV block, its window's first key) every output,
+# a causal mask's (the diagonal, a diagonal block left unmasked) the first rows of each head, whose
+# few keys make one key weigh most; a bound on the row's own loop or mask (D - 1) its last column
+# (the default).
 _K_BOUNDS = {"k_end", "kt_end", "k_tiles", "kt_stop", "kk_stop"}
 _TILE_K = ("BK", "BLOCK_K", "TILE")     # the K tile's parameter, by the names the ladders give it
 _SPLITS = ("SPLITS", "SPLIT_K")
+_CAUSAL = {"causal", "keep", "keep_t", "bit"}     # one key in or out of every query row
+_TILE_N = ("BLOCK_N", "BN")
 DEFAULT_TILE_K = 64                     # rungs whose K tile is fixed in the code (wgmma, block-scaled MMA)
 
 
 def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
-    with f the share of the reduction dropped from every output element; ("final",) the flat
-    output's last element; ("row",) the last row; None the last column of every row.
+    with f the share of the reduction dropped from every output element; ("keys", f) with f the
+    share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
+    extra, prefix) a causal mask `extra` keys off for each query row (rows after a `prefix` of
+    keys); ("final",) the flat output's last element; ("row",) the last row; None the last column
+    of every row.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
     ('reduction', 0.0078125)
@@ -139,6 +148,10 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     (('reduction', 0.001953125), ('reduction', 0.0625))
     >>> off_by_one_site({"n": "(long long)T * N - 1"}, {}, {}), off_by_one_site({"rmask": "rows < T - 1"}, {}, {})
     (('final',), ('row',))
+    >>> off_by_one_site({"stop": "S - BLOCK_N"}, {"S": 4096, "D": 64}, {"BLOCK_N": 64})
+    ('keys', 0.015625)
+    >>> off_by_one_site({"causal": "<"}, {"S": 2048, "D": 128}, {}), off_by_one_site({"diag": "P + m0 + BN"}, {"P": 16, "D": 128}, {"BN": 64})
+    (('first_rows', 1, 0), ('first_rows', 32, 16))
     >>> off_by_one_site({"cmp": "<="}, {"K": 4096}, {})
     ('reduction', 0.000244140625)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
@@ -162,6 +175,16 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
             return "reduction", 1.0 / tile
         splits = next((params[n] for n in _SPLITS if isinstance(params.get(n), int)), 1)
         return "reduction", min(1.0, tile * splits / reduce)  # the last tile (of each split)
+    if "D" in dims:                                           # an attention's key range
+        block = next((params[n] for n in _TILE_N if isinstance(params.get(n), int)), DEFAULT_TILE_K)
+        if "lo" in slots and dims.get("W"):
+            return "keys", 1.0 / dims["W"]
+        if any(v.endswith("- BLOCK_N") for v in slots.values()) and dims.get("S"):
+            return "keys", min(1.0, block / dims["S"])
+        if slots.keys() & _CAUSAL:
+            return "first_rows", 1, dims.get("P", 0)
+        if "diag" in slots:                                   # half a block of future keys on average
+            return "first_rows", max(1, block // 2), dims.get("P", 0)
     if slots.keys() & {"n", "total"} or any(re.search(r"\b[TM]\)?\s*\*.*- 1$", v) for v in slots.values()):
         return ("final",)
     if slots.keys() & {"rows", "rmask"}:
@@ -192,6 +215,8 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
         return tuple(d - 1 for d in shape)
     if where == "row" and len(shape) > 1:
         return rows[:-1] + (shape[-2] - 1, rng.randrange(last))
+    if where == "first_rows" and len(shape) > 1:
+        return rows[:-1] + (rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
     if where == "last":
         return rows + (last - 1,)
     if where == "tail":
@@ -209,6 +234,17 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
         rel = math.sqrt(site[1])
         frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(rel * scale, scale, atol, rtol)
         return frac * rng.uniform(0.97, 1.03), rel, False, "scattered"
+    if site[0] == "keys":      # each output moves by ~f of a value: f of the output's scale
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(site[1] * scale, scale, atol, rtol)
+        return frac * rng.uniform(0.97, 1.03), site[1], False, "scattered"
+    if site[0] == "first_rows" and len(shape) > 1:
+        # row i sees P + i + 1 keys and `extra` more (or fewer): its output moves by ~extra/(keys):
+        # out of tolerance while that exceeds atol (the rows near the start of each head's queries)
+        extra, prefix = site[1], site[2]
+        atol, _ = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        rows = shape[-2] if not atol else min(shape[-2], max(1, round(extra / atol - extra - prefix)))
+        return rows / shape[-2], extra / (prefix + 1 + extra) * rng.uniform(0.5, 1.0), False, "first_rows"
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
     return 1.0 / (shape[-2] if len(shape) > 1 else shape[-1]), rng.uniform(0.3, 2.0), False, "row"
@@ -228,7 +264,7 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
         else _site_spoiled(site, shape, dtype, scale, own)
     bad = max(1, min(numel, round(frac * numel)))
-    tail = max(1, round(frac * shape[-1]))
+    tail = max(1, round(frac * (shape[-2] if where == "first_rows" and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
     if dtype in ("int", "int8"):

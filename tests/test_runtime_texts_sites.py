@@ -63,3 +63,29 @@ def test_parent_rng_gives_one_draw_to_the_bug():
     b = runtime_texts.mismatch_text("racy_update", (64, 64), "fp16", 1.0, random.Random(7))
     c = runtime_texts.mismatch_text("wrong_init", (64, 64), "fp16", 1.0, random.Random(7))
     assert a == b and a != c
+
+
+def test_a_causal_mask_one_key_off_spoils_the_first_query_rows_not_the_last_column():
+    """flash_prefill's causal comparison one off adds or drops a key of every query row: the rows
+    with few keys (the start of each head's queries) go out of tolerance, every column of them."""
+    m = REGISTRY["flash_prefill_triton"]
+    v = next(v for v in m.variants if v.tag == "causal_block_skip")
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 128})
+    assert runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, v.defaults())[0] == "first_rows"
+    columns = set()
+    for seed in range(10):
+        text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults())
+        bad, numel, at = _counts(text)
+        rows = [int(i.strip("()").split(", ")[2]) for i in at]
+        columns |= {int(i.strip("()").split(", ")[3]) for i in at}
+        assert bad < numel / 10 and all(r < 100 for r in rows), text
+    assert columns != {127}
+
+
+def test_a_decode_that_skips_its_last_kv_block_spoils_every_output_by_that_blocks_share():
+    site = runtime_texts.off_by_one_site({"stop": "S - BLOCK_N"}, {"B": 8, "H": 16, "S": 1024, "D": 512},
+                                         {"BLOCK_N": 128})
+    assert site == ("keys", 0.125)
+    bad, numel, _ = _counts(runtime_texts.mismatch_text("off_by_one", (8, 16, 512), "bf16", 1.0,
+                                                        random.Random(0), site))
+    assert bad > numel / 2
