@@ -139,8 +139,9 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     with f the share of the reduction dropped from every output element; ("keys", f) with f the
     share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
     extra, prefix) a causal mask `extra` keys off for each query row (rows after a `prefix` of
-    keys); ("final",) the flat output's last element; ("row",) the last row; None the last column
-    of every row.
+    keys); ("rows", n) n whole rows (a grouped GEMM's expert lookup: each expert's first row);
+    ("final",) the flat output's last element; ("row",) the last row; None the last column of
+    every row.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
     ('reduction', 0.0078125)
@@ -154,6 +155,8 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     (('first_rows', 1, 0), ('first_rows', 32, 16))
     >>> off_by_one_site({"cmp": "<="}, {"K": 4096}, {})
     ('reduction', 0.000244140625)
+    >>> off_by_one_site({"cmp": "<"}, {"T": 16, "E": 8, "K": 4096}, {})
+    ('rows', 7)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -185,6 +188,8 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
             return "first_rows", 1, dims.get("P", 0)
         if "diag" in slots:                                   # half a block of future keys on average
             return "first_rows", max(1, block // 2), dims.get("P", 0)
+    if slots.get("cmp") == "<" and dims.get("E"):            # an expert lookup: each expert's first row
+        return "rows", max(1, dims["E"] - 1)                  # computed with the previous expert's weights
     if slots.keys() & {"n", "total"} or any(re.search(r"\b[TM]\)?\s*\*.*- 1$", v) for v in slots.values()):
         return ("final",)
     if slots.keys() & {"rows", "rmask"}:
@@ -247,6 +252,8 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
         return rows / shape[-2], extra / (prefix + 1 + extra) * rng.uniform(0.5, 1.0), False, "first_rows"
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
+    if site[0] == "rows" and len(shape) > 1:   # whole rows of another product: ~sqrt(2) of the scale
+        return min(1.0, site[1] / shape[-2]), rng.uniform(1.0, 1.6), False, "scattered"
     return 1.0 / (shape[-2] if len(shape) > 1 else shape[-1]), rng.uniform(0.3, 2.0), False, "row"
 
 

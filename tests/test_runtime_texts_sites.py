@@ -89,3 +89,13 @@ def test_a_decode_that_skips_its_last_kv_block_spoils_every_output_by_that_block
     bad, numel, _ = _counts(runtime_texts.mismatch_text("off_by_one", (8, 16, 512), "bf16", 1.0,
                                                         random.Random(0), site))
     assert bad > numel / 2
+
+
+def test_a_grouped_gemm_expert_lookup_one_off_spoils_one_row_per_expert_boundary():
+    m = REGISTRY["grouped_gemm_triton"]
+    v = next(v for v in m.variants if dict(v.edits).get("off_by_one") == {"cmp": "<"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    text = messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults())
+    bad, numel, _ = _counts(text)
+    rows, cols = m.entry.outputs(task)[0][1]
+    assert bad == (task.dims["E"] - 1) * cols, text
