@@ -911,8 +911,10 @@ class Episode:
         """Untried neighbours of the best that the engineer's own evidence says could pay, which
         patience does not leave behind (search.open_ideas): the parameter whose move made the last
         keep on this rung, one value on in the direction that paid (the trend may go on); a
-        parameter of the best's rung never moved on it in this session, one value either way (the
-        way the engineer leans first), but for the generic launch knobs (knobs.KNOBS: min_blocks,
+        parameter walked one way from the best's value that lost there, the other way (the
+        coordinate search's own next move); a parameter of the best's rung never moved on it in
+        this session, one value either way (the way the engineer leans first), but for the generic
+        launch knobs (knobs.KNOBS: min_blocks,
         main_unroll), which an engineer leaves for last (paired, 300 default episodes: 1 of 27
         such probes kept, against 16 of 135 of the rungs' own parameters). Asked without a draw:
         the stop rule asks it at every step."""
@@ -928,12 +930,25 @@ class Episode:
         moved_here = {n for tag, params in self.tried if tag == v.tag for n, value in params if at.get(n) != value}
         for name in names:
             if name in moved_here:
-                continue
-            d = self.line.lean.get(name, 1)
-            c = self.moved(name, d) or self.moved(name, -d)
+                # walked one way from the best's value and lost there: the other way (the coordinate
+                # search's next move, which patience would leave behind)
+                lost = [d for d in (1, -1) if self.neighbour_lost(name, d)]
+                c = self.moved(name, -lost[0]) if len(lost) == 1 else None
+            else:
+                d = self.line.lean.get(name, 1)
+                c = self.moved(name, d) or self.moved(name, -d)
             if c is not None:
                 out.append(c)
         return out
+
+    def neighbour_lost(self, name: str, d: int) -> bool:
+        """The best's neighbour one value of `name` in direction `d` was measured no faster than the best."""
+        values = knobs.param(self.best.variant, name).values
+        i = values.index(self.best.params[name]) + d
+        if not 0 <= i < len(values):
+            return False
+        ms = self.measured_ms(Candidate(self.best.variant, {**self.best.params, name: values[i]}))
+        return ms is not None and ms >= self.book.best_ms
 
     def moved(self, name: str, d: int) -> Candidate | None:
         """The best with `name` one value on in direction `d`, if that is a fresh config."""
