@@ -913,11 +913,10 @@ class Episode:
         keep on this rung, one value on in the direction that paid (the trend may go on); a
         parameter walked one way from the best's value that lost there, the other way (the
         coordinate search's own next move); a parameter of the best's rung never moved on it in
-        this session, one value either way (the way the engineer leans first), but for the generic
-        launch knobs (knobs.KNOBS: min_blocks,
-        main_unroll), which an engineer leaves for last (paired, 300 default episodes: 1 of 27
-        such probes kept, against 16 of 135 of the rungs' own parameters). Asked without a draw:
-        the stop rule asks it at every step."""
+        this session, one value either way (the way the engineer leans first). Not the generic
+        launch knobs (knobs.KNOBS: min_blocks, main_unroll), which an engineer leaves for last
+        (paired, 300 default episodes: 1 of 27 such probes kept, against 16 of 135 of the rungs'
+        own parameters). Asked without a draw: the stop rule asks it at every step."""
         if not self.search.open_ideas:
             return []
         v, at, out = self.best.variant, self.best.params, []

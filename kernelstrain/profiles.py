@@ -90,11 +90,12 @@ class Search:
     roofline_near: float = 1.25     # a best this close to its floor (roofline + one launch) leaves no rewrite or
                                     # tune worth a step: one probe, then converge (engine.Episode.at_roofline)
     open_ideas: bool = True         # patience does not end a search while its own evidence points at an untried
-                                    # neighbour of the best: the way the last keep's parameter paid, on; a parameter
-                                    # of the best's rung never moved there (engine.Episode.open_ideas)
+                                    # neighbour of the best: the way the last keep's parameter paid, on; the other way
+                                    # of a parameter that lost one way; a parameter of the best's rung never moved
+                                    # there (engine.Episode.open_ideas)
     thorough: bool = False          # a long session (kernelinfer) settles every close call it sees, walks the joint
                                     # moves of its settled parameters whatever its habit, and ablates one technique
-                                    # of the best before it stops (engine.Episode.last_ablation)
+                                    # of the best before it stops (engine.Episode.finish)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
                                     # (off: until one had; engine.Episode.probed)
     refail: float = 0.0             # probability that the fix of a slip fails to build again
