@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain import knobs  # noqa: E402
+from kernelstrain.engine import RESTORE  # noqa: E402
 from kernelstrain.fields import as_dict  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 
@@ -98,6 +99,7 @@ def reasons(ep: dict) -> list[str]:
     module = REGISTRY.get(ep.get("module"))
     ladder = {v.tag: i for i, v in enumerate(module.variants)} if module is not None else {}
     moved_on = {}   # rung -> parameters moved on it so far (a tune of one never moved: an open idea)
+    last_ok = None  # the last measured step: a last step that re-runs the best after a loss past RESTORE restores it
     for s in ep["steps"]:
         p = as_dict(s["params"])
         key = (s["tag"], tuple(sorted(p.items())))
@@ -111,6 +113,10 @@ def reasons(ep: dict) -> list[str]:
         if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"] and moved.count("->") <= 1:
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
+        elif of_best and last_ok is not None and last_ok["time_ms"] > RESTORE * last_ok["best_ms"] \
+                and s is ep["steps"][-1]:
+            why = (f"Put the best back (the file held step {last_ok['step']}'s code, "
+                   f"{last_ok['time_ms'] / last_ok['best_ms']:.2f}x slower) and run it once more before stopping")
         elif s["kind"] == "rebench" or key in runs:     # measured before: only a close call is re-measured
             who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
@@ -142,6 +148,8 @@ def reasons(ep: dict) -> list[str]:
                 rung_ms[s["tag"]], fastest[s["tag"]] = s["time_ms"], p
         if s["kept"]:
             best = {"tag": s["tag"], "params": p}
+        if s["status"] == "ok":
+            last_ok = s
         best_ms, prev = s["best_ms"], s
     return out
 

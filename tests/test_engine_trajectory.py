@@ -113,3 +113,18 @@ def test_an_ablation_is_read_as_one_and_a_first_move_of_a_parameter_says_so():
     assert why[1].startswith("Tune the best one parameter: BM 64->128 (a parameter not moved on this rung yet)")
     assert "not moved" not in why[2]
     assert why[3].startswith("Ablate the best's technique: its parameters on `register_blocked`")
+
+
+def test_a_last_rerun_of_the_best_after_a_loss_past_restore_is_read_as_putting_it_back():
+    base = {"tag": "a", "params": {"t": 1}, "time_ms": 10.0, "code": "x"}
+    step = {"status": "ok", "failure": None, "bug": None}
+    steps = [{**step, "step": 1, "kind": "param_sweep", "tag": "a", "params": {"t": 2}, "time_ms": 5.0,
+              "best_ms": 5.0, "kept": True},
+             {**step, "step": 2, "kind": "param_sweep", "tag": "a", "params": {"t": 4}, "time_ms": 50.0,
+              "best_ms": 5.0, "kept": False},
+             {**step, "step": 3, "kind": "rebench", "tag": "a", "params": {"t": 2}, "time_ms": 5.1,
+              "best_ms": 5.05, "kept": False}]
+    why = read_trajectory.reasons({"baseline": base, "steps": steps})
+    assert why[2].startswith("Put the best back (the file held step 2's code, 10.00x slower)")
+    steps[1] = {**steps[1], "time_ms": 5.2}          # a close loss: the re-run is a close call's, not a restore
+    assert read_trajectory.reasons({"baseline": base, "steps": steps})[2].startswith("Re-measure the best")
