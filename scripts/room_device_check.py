@@ -4,7 +4,8 @@ catalog GPU it runs on; every bug render at the parameter's smallest and largest
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
-    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more)
+    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more;
+                                                         # reverse: grad_clip_cuda's scale pass from g's end)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -89,7 +90,23 @@ VEC2_REFERENCE = [
     # compute-bound there and the calibration steps), which no hardware reason supports
     ("fp8_quant_cuda", "fused_smem_block", "vec", [{"T": 1, "D": 4096}], {"threads": 1024}),
 ]
-PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE)}
+# grad_clip_cuda's scale pass from g's end (ops/training/_reverse_scale.py): g past the L2 (H100: 50 MB) by 1.3x and
+# 2.7x, and g inside it (both orders should tie); all under gpucheck's ROTATE_BYTES, so the timed runs rotate among
+# input copies and no run finds what the last one left in L2 (a reverse pass leaves g's head there, which the next
+# run's norm pass would hit); (module, rung, parameter, shapes, base, values, dtype)
+CLIP_FP32 = [{"N": 16777216}, {"N": 4194304}]
+CLIP_BF16 = [{"N": 33554432}, {"N": 67108864}, {"N": 16777216}]
+REVERSE_NEW = [
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32, {}, (0, 1), "fp32"),
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_BF16, {}, (0, 1), "bf16"),
+    ("grad_clip_cuda", "two_stage_deterministic", "reverse", CLIP_FP32[:1], {}, (0, 1), "fp32"),
+    ("grad_clip_cuda", "two_stage_deterministic", "reverse", CLIP_BF16[:2], {}, (0, 1), "bf16"),
+]
+REVERSE_REFERENCE = [
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[:1], {"threads": 1024}, (0, 1), "fp32"),
+]
+PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+         "reverse": (REVERSE_NEW, REVERSE_REFERENCE)}
 
 
 def cases(gpu: str, plan: str = "default") -> list:
@@ -101,7 +118,7 @@ def cases(gpu: str, plan: str = "default") -> list:
         new = entry in new_entries
         m = REGISTRY[module_name]
         v = m.variant(tag)
-        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        dtype = entry[6] if len(entry) > 6 else "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for shape in shapes:
             if not fits(m, dtype, shape, gpu):
                 continue
@@ -114,7 +131,7 @@ def cases(gpu: str, plan: str = "default") -> list:
                 for bug in [None] + ([b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]
                                      if new and value in (values[0], values[-1]) and shape == shapes[0] else []):
                     where = "".join(f"{k}={x}," for k, x in base.items())
-                    cid = f"{module_name}|{tag}|{where}{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                    cid = f"{module_name}|{tag}|{dtype + '|' if len(entry) > 6 else ''}{where}{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     out.append({"id": cid, "episode": f"{module_name}|{tag}|{shape}", "step": len(out),
                                 "module": module_name, "impl": m.impl, "variant": tag, "params": params,
                                 "dtype": dtype, "shape": dict(shape), "at": "task",
