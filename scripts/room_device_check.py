@@ -5,7 +5,8 @@ neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more;
-                                                         # reverse: grad_clip_cuda's scale pass from g's end)
+                                                         # reverse: grad_clip_cuda's scale pass from g's end; widen:
+                                                         # gemv_cuda's 16 warps and 8 rows a warp)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -105,8 +106,20 @@ REVERSE_NEW = [
 REVERSE_REFERENCE = [
     ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[:1], {"threads": 1024}, (0, 1), "fp32"),
 ]
+# gemv_cuda's widened warps (16: 512-thread blocks) and rows_per_warp (8: eight 16-byte W loads a lane in flight):
+# each swept beside the other's middle value; 16 warps x 8 rows at M=8 asks ptxas for ~180 registers under
+# __launch_bounds__(512)'s 128 (it spills 344 bytes; the model says 2x slower)
+GEMV_SHAPES = [{"M": 1, "N": 14336, "K": 4096}, {"M": 4, "N": 6144, "K": 4096}, {"M": 8, "N": 8192, "K": 8192}]
+WIDEN_NEW = [
+    ("gemv_cuda", "multi_row_warp", "rows_per_warp", GEMV_SHAPES, {"warps": 8}),
+    ("gemv_cuda", "multi_row_warp", "warps", GEMV_SHAPES, {"rows_per_warp": 4}),
+]
+WIDEN_REFERENCE = [
+    ("gemv_cuda", "multi_row_warp", "rows_per_warp", GEMV_SHAPES[2:], {"warps": 16}, (4, 8)),
+    ("gemv_cuda", "vectorized_uint4", "warps", GEMV_SHAPES[:1], {}, (8, 16)),
+]
 PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
-         "reverse": (REVERSE_NEW, REVERSE_REFERENCE)}
+         "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 
 def cases(gpu: str, plan: str = "default") -> list:
