@@ -1,7 +1,8 @@
-"""gemv_cuda's widened ranges (issue 26 item 2): 16 warps (512-thread blocks) and 8 rows of W a warp (eight
-independent 16-byte loads a lane in flight). The values are in the code; where ptxas must fit 8 rows x 8 tokens
-of accumulators under __launch_bounds__(512)'s 128 registers (nvcc 13 sm_90a: 128 registers, 344 bytes of spill
-stores; 8 warps: 177 registers, no spill) the model spills too."""
+"""gemv_cuda's widened warps (issue 26 item 2): 16 warps, 512-thread blocks, beside 2/4/8. An H100 (2026-12-06
+06:58 UTC, scripts/room_device_check.py ROOM_PLAN=widen, 38 cases, 0 problems; measurements/h100_room_widen.json)
+timed 16 warps level with 8 at M=1 (41.5 / 41.4 us), 1.03x at M=4 and 1.10x at M=8 (rows_per_warp 4), where the
+model has 0.97-0.98x: a move an engineer tries and keeps only within the noise. The same run timed 8 rows a warp
+1.1-1.4x slower than 4 or 2 at every M (the model had it level or ahead), so rows_per_warp stays 1/2/4."""
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
@@ -14,24 +15,18 @@ def _time(tag, shape, **params):
     return simulate(M, v, {**v.defaults(), **params}, make_task(M, "H100", "fp16", shape)).time_ms
 
 
-def test_the_new_values_are_in_the_code():
+def test_sixteen_warps_are_in_the_code_and_eight_rows_are_not_offered():
     v = M.variant("multi_row_warp")
-    assert 16 in v.param("warps").values and 8 in v.param("rows_per_warp").values
-    task = make_task(M, "H100", "fp16", M.check_shape)
-    code = M.render(v, {**v.defaults(), "warps": 16, "rows_per_warp": 8}, task)
-    assert "#define WARPS 16" in code and "#define ROWS 8" in code
+    assert v.param("warps").values == (2, 4, 8, 16) and v.param("rows_per_warp").values == (1, 2, 4)
+    code = M.render(v, {**v.defaults(), "warps": 16}, make_task(M, "H100", "fp16", M.check_shape))
+    assert "#define WARPS 16" in code and "__launch_bounds__(WARPS * WARP_SIZE)" in code
 
 
-def test_eight_rows_of_eight_tokens_spill_on_sixteen_warps():
-    shape = {"M": 8, "N": 8192, "K": 8192}
-    spilled = _time("multi_row_warp", shape, warps=16, rows_per_warp=8)
-    assert spilled > 1.5 * _time("multi_row_warp", shape, warps=8, rows_per_warp=8)
-    assert spilled > 1.5 * _time("multi_row_warp", shape, warps=16, rows_per_warp=4)
-
-
-def test_one_token_gains_little_from_either():
-    # one token: a lane holds 8 W chunks and 8 accumulators (ptxas 40-62 registers), DRAM-bound at any depth here
-    shape = {"M": 1, "N": 14336, "K": 4096}
-    base = _time("multi_row_warp", shape, warps=8, rows_per_warp=2)
-    for w, r in ((16, 2), (8, 8), (16, 8)):
-        assert 0.85 < _time("multi_row_warp", shape, warps=w, rows_per_warp=r) / base < 1.15
+def test_sixteen_warps_stay_within_the_noise_of_eight_where_the_h100_tied_them():
+    # measured 16 / 8 warps: 1.00 (M=1, both rungs), 1.03 (M=4), 1.10 (M=8: the model's 0.97 is its known miss)
+    for tag, shape, rows in (("multi_row_warp", {"M": 1, "N": 14336, "K": 4096}, 4),
+                             ("multi_row_warp", {"M": 4, "N": 6144, "K": 4096}, 4),
+                             ("vectorized_uint4", {"M": 1, "N": 14336, "K": 4096}, None)):
+        extra = {"rows_per_warp": rows} if rows else {}
+        ratio = _time(tag, shape, warps=16, **extra) / _time(tag, shape, warps=8, **extra)
+        assert 0.95 < ratio < 1.05, (tag, shape, ratio)

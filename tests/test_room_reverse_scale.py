@@ -1,7 +1,8 @@
 """grad_clip_cuda's scale pass from g's end (issue 26 item 2, ops/training/_reverse_scale.py): the norm pass
 streams g front to back, so a scale pass from the end re-reads the tail L2 still holds; the knob is in the
-candidate's code, every bug still differs, and the model never makes the reverse order slower, ties the orders
-where g fits the cache and credits the reverse one only past it, by what an H100 measured (_reverse_scale.py)."""
+candidate's code, every bug still differs, and the model ties the orders
+where g fits the cache (and at under half of it makes reverse slower, as measured) and credits the
+reverse one only past it, by what an H100 measured (_reverse_scale.py)."""
 import pytest
 
 from kernelstrain.ops import REGISTRY
@@ -36,15 +37,19 @@ def test_the_order_is_in_the_code_and_every_bug_still_differs(tag):
 
 @pytest.mark.parametrize("tag", RUNGS)
 @pytest.mark.parametrize("gpu", ["H100", "A100", "RTX4090", "MI300X"])
-def test_reverse_is_never_slower_and_gains_only_past_the_cache(tag, gpu):
+def test_reverse_gains_only_past_the_cache(tag, gpu):
     for dtype in M.dtypes:
         for shape in M.shapes:
             n = shape["N"]
             fwd, rev = _times(tag, gpu, dtype, n)
-            assert rev <= fwd
             task = make_task(M, gpu, dtype, shape)
-            fits = n * (2 if dtype == "bf16" else 4) <= task.gpu.l2_mb * 1e6
-            assert (rev == fwd) == fits, (gpu, dtype, n, fwd, rev)
+            g, l2 = n * (2 if dtype == "bf16" else 4), task.gpu.l2_mb * 1e6
+            if g <= l2 / 2:
+                assert rev > fwd, (gpu, dtype, n, fwd, rev)        # as the H100 measured twice at 17 MB
+            elif g <= l2:
+                assert rev == fwd, (gpu, dtype, n, fwd, rev)
+            else:
+                assert rev < fwd, (gpu, dtype, n, fwd, rev)
 
 
 def test_the_reread_misses_what_the_cache_cannot_hold():
@@ -62,6 +67,7 @@ MEASURED = [("vectorized_persistent", "fp32", 16777216, 512, 71.3 / 77.4),
             ("vectorized_persistent", "bf16", 33554432, 512, 76.2 / 80.3),
             ("vectorized_persistent", "bf16", 67108864, 512, 147.4 / 149.3),
             ("vectorized_persistent", "bf16", 16777216, 512, 37.4 / 37.7),
+            ("vectorized_persistent", "fp32", 4194304, 512, (20.1 / 18.4 + 20.8 / 18.6) / 2),
             ("two_stage_deterministic", "fp32", 16777216, 256, 76.5 / 80.8),
             ("two_stage_deterministic", "bf16", 33554432, 256, 115.4 / 118.3),
             ("two_stage_deterministic", "bf16", 67108864, 256, 250.2 / 251.4)]

@@ -17,7 +17,7 @@ from .. import unroll
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER, block_sum
-from ._reverse_scale import REVERSE, persistent_scale_loop, reread_miss, two_stage_scale_loop
+from ._reverse_scale import REVERSE, persistent_scale_loop, reverse_traffic, two_stage_scale_loop
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MAX_GRID = 4096         # partial slots
@@ -37,7 +37,7 @@ def launch_of(kind: str):
         warps = cdiv(threads, gpu.warp)
         # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2, less what
         # a reverse scale pass re-reads from L2
-        traffic = 1 + 0.5 * reread_miss(task, p.get("reverse", 0))
+        traffic = reverse_traffic(task, p.get("reverse", 0))
         if kind == "atomic":
             return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=traffic,
                           serial_atomics=n, launches=3)
