@@ -56,7 +56,8 @@ WIDENED = {"cross_entropy_bwd_triton": {"BLOCK": (8192,), "num_warps": (16,)},
            "swiglu_fwd_cuda": {"threads@unrolled_ilp": (64, 1024), "unroll": (8,)},
            "rope_cuda": {"items": (2, 4)},         # vectorized_uint4
            "paged_kv_copy_cuda": {"items": (2, 4)},
-           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192), "items": (2, 4, 8)}}
+           "causal_conv1d_cuda": {"threads@register_strip": (512,), "strip": (256, 8192), "items": (2, 4, 8)},
+           "gemv_cuda": {"warps": (16,)}}
 
 
 def knob_rungs(m) -> list:

@@ -4,7 +4,9 @@ catalog GPU it runs on; every bug render at the parameter's smallest and largest
 neighbouring rungs (their own parameter) give the order between rungs.
 
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
-    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more)
+    ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more;
+                                                         # reverse: grad_clip_cuda's scale pass from g's end; widen:
+                                                         # gemv_cuda's 16 warps and 8 rows a warp)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -89,7 +91,42 @@ VEC2_REFERENCE = [
     # compute-bound there and the calibration steps), which no hardware reason supports
     ("fp8_quant_cuda", "fused_smem_block", "vec", [{"T": 1, "D": 4096}], {"threads": 1024}),
 ]
-PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE)}
+# grad_clip_cuda's scale pass from g's end (ops/training/_reverse_scale.py): g past the L2 (H100: 50 MB) by 1.3x and
+# 2.7x, and g inside it (both orders should tie); all under gpucheck's ROTATE_BYTES, so the timed runs rotate among
+# input copies and no run finds what the last one left in L2 (a reverse pass leaves g's head there, which the next
+# run's norm pass would hit); (module, rung, parameter, shapes, base, values, dtype). An H100, 2026-12-06 06:44 UTC:
+# 30 cases, 0 problems; reverse 0.92-0.98 of forward at 67 MB, 0.99-1.00 at 134 MB, a tie at 34 MB
+# (measurements/h100_room_reverse.json; the model took L2_REVERSE_HIT from it)
+CLIP_FP32 = [{"N": 16777216}, {"N": 4194304}]
+CLIP_BF16 = [{"N": 33554432}, {"N": 67108864}, {"N": 16777216}]
+REVERSE_NEW = [
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32, {}, (0, 1), "fp32"),
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_BF16, {}, (0, 1), "bf16"),
+    ("grad_clip_cuda", "two_stage_deterministic", "reverse", CLIP_FP32[:1], {}, (0, 1), "fp32"),
+    ("grad_clip_cuda", "two_stage_deterministic", "reverse", CLIP_BF16[:2], {}, (0, 1), "bf16"),
+]
+REVERSE_REFERENCE = [
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[:1], {"threads": 1024}, (0, 1), "fp32"),
+]
+# gemv_cuda's widened warps (16: 512-thread blocks) and rows_per_warp (8: eight 16-byte W loads a lane in flight):
+# each swept beside the other's middle value; 16 warps x 8 rows at M=8 asks ptxas for ~180 registers under
+# __launch_bounds__(512)'s 128 (it spills 344 bytes; the model says 2x slower). An H100, 2026-12-06 06:58 UTC:
+# 38 cases, 0 problems; 8 rows ran 1.11x (M=1), 1.19x (M=4, over 2 rows) and 1.39x (M=8) of the best
+# shorter strip where the model had it level or ahead, so rows_per_warp stays 1/2/4; 16 warps tied 8 at M=1
+# (41.5 / 41.4 us), ran 1.03x at M=4 and 1.10x at M=8 (model 0.97-0.98x); 16 x 8 spilled: 108.6 us (model 125)
+GEMV_SHAPES = [{"M": 1, "N": 14336, "K": 4096}, {"M": 4, "N": 6144, "K": 4096}, {"M": 8, "N": 8192, "K": 8192}]
+WIDEN_NEW = [
+    ("gemv_cuda", "multi_row_warp", "rows_per_warp", GEMV_SHAPES, {"warps": 8}),
+    ("gemv_cuda", "multi_row_warp", "warps", GEMV_SHAPES, {"rows_per_warp": 4}),
+]
+WIDEN_REFERENCE = [
+    ("gemv_cuda", "multi_row_warp", "rows_per_warp", GEMV_SHAPES[2:], {"warps": 16}, (4, 8)),
+    ("gemv_cuda", "vectorized_uint4", "warps", GEMV_SHAPES[:1], {}, (8, 16)),
+    # the reverse plan's one row where reverse ran slower (20.1 vs 18.4 us, g inside the L2): again, for the noise
+    ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[1:], {}, (0, 1), "fp32"),
+]
+PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+         "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 
 def cases(gpu: str, plan: str = "default") -> list:
@@ -101,7 +138,7 @@ def cases(gpu: str, plan: str = "default") -> list:
         new = entry in new_entries
         m = REGISTRY[module_name]
         v = m.variant(tag)
-        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        dtype = entry[6] if len(entry) > 6 else "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for shape in shapes:
             if not fits(m, dtype, shape, gpu):
                 continue
@@ -114,7 +151,7 @@ def cases(gpu: str, plan: str = "default") -> list:
                 for bug in [None] + ([b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]
                                      if new and value in (values[0], values[-1]) and shape == shapes[0] else []):
                     where = "".join(f"{k}={x}," for k, x in base.items())
-                    cid = f"{module_name}|{tag}|{where}{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                    cid = f"{module_name}|{tag}|{dtype + '|' if len(entry) > 6 else ''}{where}{name}={value}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     out.append({"id": cid, "episode": f"{module_name}|{tag}|{shape}", "step": len(out),
                                 "module": module_name, "impl": m.impl, "variant": tag, "params": params,
                                 "dtype": dtype, "shape": dict(shape), "at": "task",

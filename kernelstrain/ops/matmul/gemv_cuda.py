@@ -12,7 +12,7 @@ from ._gemv_launch import gemv_bytes, warp_launch
 
 ENTRY = Entry("gemv", (Arg("W", "in", ("N", "K"), source="self.weight"), Arg("x", "in", ("M", "K")),
                        Arg("y", "out", ("M", "N")), Scalar("M"), Scalar("N"), Scalar("K")))
-WARPS = Param("warps", (2, 4, 8), 4)
+WARPS = Param("warps", (2, 4, 8, 16), 4)
 ROWS = Param("rows_per_warp", (1, 2, 4), 2)
 ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loops
 

@@ -6,7 +6,9 @@ deterministic partials with the final reduce fused into the scale kernel -> one 
 persistent kernel: 16-byte loads, partials, a grid-wide barrier, then the scale pass. (Holding g
 in registers across the barrier, as Apex's persistent NHWC batch norm holds its tile, is not a rung:
 the catalog's register files hold less than their L2, which already serves the re-read of a g that
-fits; a larger g must cross DRAM twice, so the best reaches ~1.5x the floor's read-once bytes.)
+fits; a larger g must cross DRAM again, so the best reaches ~1.5x the floor's read-once bytes. The two
+fixed-grid rungs' `reverse` walks the scale pass from g's end, where the norm pass left L2 holding some of
+g's tail: 2-8% on an H100 at 1.3x its L2, _reverse_scale.py.)
 """
 from dataclasses import replace
 
@@ -15,6 +17,7 @@ from .. import unroll
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER, block_sum
+from ._reverse_scale import REVERSE, persistent_scale_loop, reverse_traffic, two_stage_scale_loop
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MAX_GRID = 4096         # partial slots
@@ -32,22 +35,24 @@ def launch_of(kind: str):
     def launch(p, task):
         n, e, gpu, threads = task["N"], DTYPE_BYTES[task.dtype], task.gpu, p["threads"]
         warps = cdiv(threads, gpu.warp)
-        # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2
+        # every structure reads g twice (norm, then scale) and writes it once: 3 passes / 2, less what
+        # a reverse scale pass re-reads from L2
+        traffic = reverse_traffic(task, p.get("reverse", 0))
         if kind == "atomic":
-            return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=1.5,
+            return Launch(grid=cdiv(n, threads), threads=threads, regs=10, bytes_per_access=e, traffic=traffic,
                           serial_atomics=n, launches=3)
         if kind == "block":
             items = p["items"]
             return Launch(grid=cdiv(n, threads * items), threads=threads, smem_bytes=warps * 4,
-                          regs=8 + 2 * items, bytes_per_access=e * items, traffic=1.5,
+                          regs=8 + 2 * items, bytes_per_access=e * items, traffic=traffic,
                           serial_atomics=cdiv(n, threads * items), launches=3)
         if kind == "two_stage":
             # nvcc unrolls the scalar grid-stride loops 4x: four independent loads a thread in
             # flight (H200: the time barely moves from 256x128 to 2048x512 threads)
             return Launch(grid=p["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
-                          bytes_per_access=4 * e, traffic=1.5, launches=2)
+                          bytes_per_access=4 * e, traffic=traffic, launches=2)
         return Launch(grid=gpu.sms * p["blocks_per_sm"], threads=threads, smem_bytes=warps * 4, regs=26,
-                      bytes_per_access=16, traffic=1.5)
+                      bytes_per_access=16, traffic=traffic)
     return launch
 
 
@@ -167,8 +172,7 @@ grad_clip_scale_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, floa
     }}
     __syncthreads();
     const float coef = coef_shared;
-    for (int64_t i = (int64_t)blockIdx.x * THREADS + threadIdx.x; i < n; i += (int64_t)BLOCKS * THREADS)
-        g[i] = from_float(to_float(g[i]){scale});
+{two_stage_scale_loop(p, scale)}
 }}
 
 void grad_clip(scalar_t* grads, int64_t n, float max_norm, float* total_norm, cudaStream_t stream) {{
@@ -216,12 +220,7 @@ grad_clip_kernel(scalar_t* __restrict__ g, int64_t n, float max_norm, float* tot
     s = warp_totals[0];
     if (blockIdx.x == 0 && threadIdx.x == 0) *total_norm = sqrtf(s);
     const float coef = clip_coef(s, max_norm);
-    for (int64_t c = first; c < chunks; c += stride) {{
-        Pack a; a.u = gv[c];
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) a.h[k] = from_float(to_float(a.h[k]){scale});
-        gv[c] = a.u;
-    }}
+{persistent_scale_loop(p, scale)}
     if (tail < n) g[tail] = from_float(to_float(g[tail]){scale});
 }}
 
@@ -264,13 +263,13 @@ class GradClipCuda(OpModule):
              launch=launch_of("block"), render=block_reduce_atomic_src,
              bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"add": "*sum_sq += (double)v;"}}),
         Rung("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
-             (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024), unroll.PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.82,
+             (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024), unroll.PRAGMA_UNROLL, REVERSE), compute_eff=1.0, memory_eff=0.82,
              smem="static", render=unroll.render_of(two_stage_deterministic_src),
              launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1),
              bugs={"missing_scale": NO_SCALE}),
         # missing_barrier drops the grid.sync() and the block_sum barrier
         Rung("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
-             (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2), unroll.PRAGMA_UNROLL),
+             (Param("threads", (256, 512, 1024), 512), Param("blocks_per_sm", (1, 2, 4), 2), unroll.PRAGMA_UNROLL, REVERSE),
              compute_eff=1.0, memory_eff=0.9, smem="static", launch=cooperative_launch,
              render=unroll.render_of(vectorized_persistent_src),
              bugs={"missing_barrier": {"sync": "", "barrier": ""}, "missing_scale": NO_SCALE}),
