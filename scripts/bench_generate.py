@@ -165,25 +165,33 @@ def main() -> int:
     return 1 if missed else 0
 
 
+def profile_episodes(config: str) -> int:
+    """The profile's own episode count (profile.episodes): generate refuses --episodes above it."""
+    from kernelstrain.profiles import load_profile
+    return load_profile(config).episodes
+
+
 def bench(config: str, a) -> list[str]:
-    """One profile's runs and figures (printed); the targets it misses."""
+    """One profile's runs and figures (printed); the targets it misses. A profile with fewer
+    episodes than --episodes (kernelinfer: 1,899 sessions) runs all of its own."""
+    episodes = min(a.episodes, in_child(profile_episodes, config))     # (the profile read in a child: see digest)
     load = os.getloadavg()
     env = None if a.store else {**os.environ, "KERNELSTRAIN_SOLUTIONS": "off"}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        one = generate(config, a.episodes, 1, tmp / "w1", env)
-        two = generate(config, a.episodes, 2, tmp / "w2", env)
+        one = generate(config, episodes, 1, tmp / "w1", env)
+        two = generate(config, episodes, 2, tmp / "w2", env)
         check1 = run(["validate", str(tmp / "w1"), "--workers", "1"], env)
         check2 = run(["validate", str(tmp / "w1"), "--workers", "2"], env)
-        floor = in_child(serialization_floor, config, a.episodes, tmp / "floor")    # its rows never in this process
-    print(f"{config}: {a.episodes} episodes, output {one['mb']:.0f} MB; load average before/after "
+        floor = in_child(serialization_floor, config, episodes, tmp / "floor")    # its rows never in this process
+    print(f"{config}: {episodes} episodes, output {one['mb']:.0f} MB; load average before/after "
           f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; solutions' store "
           f"{'kept' if a.store else 'off'}")
     runs = (("generate, 1 worker", one), ("generate, 2 workers", two), ("validate, 1 worker", check1),
             ("validate, 2 workers", check2))
     for name, r in runs:
         print(f"{name:20} {r['wall']:7.1f} s wall {r['cpu']:7.1f} s CPU (parent {r['parent_cpu']:.1f}, workers "
-              f"{r['children_cpu']:.1f})  {a.episodes / r['wall']:7.1f} episodes/s  {one['mb'] / r['wall']:6.1f} MB/s"
+              f"{r['children_cpu']:.1f})  {episodes / r['wall']:7.1f} episodes/s  {one['mb'] / r['wall']:6.1f} MB/s"
               f"  peak RSS {r['rss_mb']:.0f} MB")
     print(f"serialization floor {floor['wall']:.1f} s wall, {floor['cpu']:.1f} s CPU ({one['mb'] / floor['wall']:.1f} MB/s)")
     wall = {"ratio": one["wall"] / floor["wall"], "speedup": one["wall"] / two["wall"],
@@ -195,7 +203,7 @@ def bench(config: str, a) -> list[str]:
               f"{f['speedup']:.2f}x{' (bound)' if name == 'CPU' else ''}   validate/generate: {f['validate']:.2f} "
               f"(1 worker each), {f['validate2']:.2f} (2 each)")
     if a.phases:
-        print(phases(config, a.episodes, env))
+        print(phases(config, episodes, env))
     f = wall if a.by == "wall" else cpu
     rss = max(r["rss_mb"] for _, r in runs)
     return [m for m, bad in (

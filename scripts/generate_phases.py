@@ -1,6 +1,6 @@
 """CPU seconds of each phase of one `generate` run (one worker, in this process).
 
-    python scripts/generate_phases.py [--config kernelstrain] [--episodes 300] [--seed 0] [--store]
+    python scripts/generate_phases.py [--config kernelstrain] [--episodes 300] [--seed 0] [--store] [--workers 1]
 
 Wraps the functions each phase runs in and sums their CPU time (time.process_time), each
 phase's own time apart from the phases nested inside it (the engine's time is not counted
@@ -13,6 +13,10 @@ plan, the stats, checkpoints). The wrappers cost a few microseconds a call, so t
 within a few percent of the unwrapped run; a profiler (cProfile) charges far more to code
 that makes many small calls (the engine), so this is the measure of where the time goes.
 The held-out solutions' store is off unless --store (a first run's cost).
+With --workers N > 1 the phases are this (the parent) process's alone: what it does beside the
+pool (the held-out rows, the boilerplate and the contamination set-up, the writes, the end),
+the part of a pooled run that the workers do not share; the engine and the per-episode phases
+then run in the workers and are not counted, nor is the held-out solutions' search (in the pool).
 """
 import argparse
 import os
@@ -48,9 +52,10 @@ def patch(owner, name: str, phase: str) -> None:
     setattr(owner, name, timed(phase, getattr(owner, name)))
 
 
-def instrument() -> None:
+def instrument(workers: int = 1) -> None:
     from kernelstrain import contamination, episodes, generation, layouts, sessions, writers
-    patch(contamination, "_solution", "held-out solutions' search")
+    if workers <= 1:        # with a pool it runs there, and the pool pickles it by name
+        patch(contamination, "_solution", "held-out solutions' search")
     patch(generation, "held_out_lines", "held-out rows")
     patch(generation, "boilerplate", "boilerplate")
     patch(generation, "contamination_scan", "contamination set-up")
@@ -73,18 +78,21 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--store", action="store_true", help="keep the held-out solutions' store (default: off)")
+    ap.add_argument("--workers", type=int, default=1, help="above 1: the parent's phases of a pooled run")
     a = ap.parse_args()
     if not a.store:
         os.environ["KERNELSTRAIN_SOLUTIONS"] = "off"
-    instrument()
+    instrument(a.workers)
     from kernelstrain.generation import generate
     from kernelstrain.profiles import load_profile
     with tempfile.TemporaryDirectory(prefix="phases-") as tmp:
         t = time.process_time()
-        generate(load_profile(a.config), a.seed, Path(tmp) / "out", a.episodes, 1, progress=False)
-        total = time.process_time() - t
+        wall = time.perf_counter()
+        generate(load_profile(a.config), a.seed, Path(tmp) / "out", a.episodes, a.workers, progress=False)
+        total, wall = time.process_time() - t, time.perf_counter() - wall
     SPENT["other"] = total - sum(SPENT.values())
-    print(f"{a.config}, {a.episodes} episodes, seed {a.seed}, 1 worker: {total:.2f} s CPU")
+    who = "1 worker" if a.workers <= 1 else f"{a.workers} workers, the parent process alone"
+    print(f"{a.config}, {a.episodes} episodes, seed {a.seed}, {who}: {total:.2f} s CPU ({wall:.1f} s wall)")
     for phase, s in sorted(SPENT.items(), key=lambda kv: -kv[1]):
         print(f"  {phase:32} {s:7.2f} s  {100 * s / total:5.1f}%")
     return 0
