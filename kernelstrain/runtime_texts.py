@@ -134,14 +134,22 @@ _TILE_N = ("BLOCK_N", "BN")
 DEFAULT_TILE_K = 64                     # rungs whose K tile is fixed in the code (wgmma, block-scaled MMA)
 
 
-def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
+_WORD_ROWS = {"embedding_fwd", "embedding_gather", "swiglu_fwd", "bias_gelu"}   # a row copied 16 bytes a thread
+_WORD_BOUND = re.compile(r"(chunks|N / VEC) - 1\b")
+
+
+def off_by_one_site(edit, dims: dict, params: dict, op: str = "") -> tuple | None:
     """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
     with f the share of the reduction dropped from every output element; ("keys", f) with f the
     share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
     extra, prefix) a causal mask `extra` keys off for each query row (rows after a `prefix` of
-    keys); ("rows", n) n whole rows (a grouped GEMM's expert lookup: each expert's first row);
-    ("final",) the flat output's last element; ("row",) the last row; None the last column of
-    every row.
+    keys); ("rows", n[, rel]) n whole rows, off by rel of the scale (a grouped GEMM's expert
+    lookup: each expert's first row; a scatter's rank: every row; an embedding gradient's segment
+    end: each id's row); ("columns", rows, n) the last n columns (None: one 16-byte word) of `rows`
+    rows (None: every row; a row copied a word a thread, its last word's bound one short);
+    ("final",) the flat output's last element; ("row",) the last row (the last head of rope's
+    head mask); None the last column of every row. `op` names the module's op where the slot's
+    meaning depends on it.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
     ('reduction', 0.0078125)
@@ -157,12 +165,31 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     ('reduction', 0.000244140625)
     >>> off_by_one_site({"cmp": "<"}, {"T": 16, "E": 8, "K": 4096}, {})
     ('rows', 7)
+    >>> off_by_one_site({"stop": "C - 8"}, {"R": 3, "S": 3, "C": 64, "K": 64}, {})
+    ('reduction', 0.125)
+    >>> off_by_one_site({"end": "k1 - 1"}, {"T": 512, "D": 4096, "V": 32000}, {}, "embedding_bwd")
+    ('rows', 508, 1.0)
+    >>> off_by_one_site({"guard": "c < chunks - 1"}, {"T": 8, "I": 4096}, {}, "swiglu_fwd")
+    ('columns', None, None)
+    >>> off_by_one_site({"stop": "hi - BLOCK_N"}, {"B": 1, "H": 128, "S": 4096}, {"BLOCK_N": 32})
+    ('keys', 0.0078125)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
     if not isinstance(edit, dict):
         return None
     slots = {k: str(v) for k, v in edit.items()}
+    tap = re.fullmatch(r"C - (\d+)", slots.get("stop", ""))
+    if tap and "R" in dims and dims.get("C"):               # a conv's channel loop inside each tap
+        return "reduction", min(1.0, int(tap.group(1)) / dims["C"])
+    if op == "moe_scatter" and slots.get("cmp") == "<=":   # each rank counts itself (or its own block):
+        return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
+    if op == "embedding_bwd":
+        return _embedding_grad_site(slots, dims)
+    if op in _WORD_ROWS and any(_WORD_BOUND.search(v) for v in slots.values()):
+        return "columns", None, None                          # every row's last 16-byte word
+    if op == "rope" and slots.get("bound") == "H - 1":       # the head mask: every token's last head
+        return ("row",)
     reduce = dims.get("R", 1) * dims.get("S", 1) * dims["C"] if "C" in dims and "R" in dims \
         else dims.get("HID") or dims.get("K")
     def reduction_bound(k: str, v: str) -> bool:       # a bound of the loop over K (gemv's lane loop: `<=`)
@@ -178,12 +205,12 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
             return "reduction", 1.0 / tile
         splits = next((params[n] for n in _SPLITS if isinstance(params.get(n), int)), 1)
         return "reduction", min(1.0, tile * splits / reduce)  # the last tile (of each split)
+    block = next((params[n] for n in _TILE_N if isinstance(params.get(n), int)), DEFAULT_TILE_K)
+    if any(v.endswith("- BLOCK_N") for v in slots.values()) and dims.get("S"):   # a decode's last KV block
+        return "keys", min(1.0, block * params.get("num_splits", 1) / dims["S"])    # (of each split)
     if "D" in dims:                                           # an attention's key range
-        block = next((params[n] for n in _TILE_N if isinstance(params.get(n), int)), DEFAULT_TILE_K)
         if "lo" in slots and dims.get("W"):
             return "keys", 1.0 / dims["W"]
-        if any(v.endswith("- BLOCK_N") for v in slots.values()) and dims.get("S"):
-            return "keys", min(1.0, block / dims["S"])
         if slots.keys() & _CAUSAL:
             return "first_rows", 1, dims.get("P", 0)
         if "diag" in slots:                                   # half a block of future keys on average
@@ -194,6 +221,22 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
         return ("final",)
     if slots.keys() & {"rows", "rmask"}:
         return ("row",)
+    return None
+
+
+def _embedding_grad_site(slots: dict, dims: dict) -> tuple | None:
+    """An embedding backward's bound one short: a sorted segment's end (k1 - 1) drops the last
+    token of every segment, each distinct id's table row one grad row off (rows of all columns,
+    by one grad row's size: 1 of the scale); the flat element bound (n - 1) the final grad
+    element, in the last column of one token's row; the 16-byte chunk loop (chunks - 1) the last
+    8 columns of every distinct id's row. T uniform ids of V make V (1 - (1 - 1/V)^T) distinct."""
+    distinct = max(1, round(dims["V"] * (1 - (1 - 1 / dims["V"]) ** dims["T"])))
+    if slots.get("end") == "k1 - 1":
+        return "rows", distinct, 1.0
+    if slots.get("last") == "n - 1":
+        return "columns", 1, 1
+    if slots.get("last") == "chunks - 1":
+        return "columns", distinct, 8
     return None
 
 
@@ -229,6 +272,11 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
     return rows + (rng.randrange(last),)
 
 
+def _columns(site: tuple, dtype: str) -> int:
+    """A ("columns", rows, n) site's column count: n, or (None) one 16-byte word of `dtype`."""
+    return site[2] or 16 // {"fp32": 4, "fp8": 1, "int8": 1}.get(dtype, 2)
+
+
 def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> tuple[float, float, bool, str]:
     """_spoiled's answer for an off-by-one whose site (off_by_one_site) is known: a dropped share f
     of a reduction leaves every element an error of sqrt(f) of the output's scale (the dropped
@@ -253,7 +301,12 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
     if site[0] == "rows" and len(shape) > 1:   # whole rows of another product: ~sqrt(2) of the scale
-        return min(1.0, site[1] / shape[-2]), rng.uniform(1.0, 1.6), False, "scattered"
+        rel = site[2] if len(site) > 2 else rng.uniform(1.0, 1.6)
+        return min(1.0, site[1] / shape[-2]), rel, False, "scattered"
+    if site[0] == "columns" and len(shape) > 1:   # the last site[2] columns of site[1] rows (None: all)
+        cols = _columns(site, dtype)
+        rows = math.prod(shape[:-1]) if site[1] is None else site[1]
+        return min(1.0, rows * cols / math.prod(shape)), rng.uniform(0.3, 2.0), False, "tail"
     return 1.0 / (shape[-2] if len(shape) > 1 else shape[-1]), rng.uniform(0.3, 2.0), False, "row"
 
 
@@ -271,7 +324,8 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
         else _site_spoiled(site, shape, dtype, scale, own)
     bad = max(1, min(numel, round(frac * numel)))
-    tail = max(1, round(frac * (shape[-2] if where == "first_rows" and len(shape) > 1 else shape[-1])))
+    tail = _columns(site, dtype) if site and site[0] == "columns" else \
+        max(1, round(frac * (shape[-2] if where == "first_rows" and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
     if dtype in ("int", "int8"):

@@ -99,3 +99,118 @@ def test_a_grouped_gemm_expert_lookup_one_off_spoils_one_row_per_expert_boundary
     bad, numel, _ = _counts(text)
     rows, cols = m.entry.outputs(task)[0][1]
     assert bad == (task.dims["E"] - 1) * cols, text
+
+
+def _variant(name: str, slot_value: dict):
+    m = REGISTRY[name]
+    return m, next(v for v in m.variants if dict(v.edits).get("off_by_one") == slot_value)
+
+
+def test_an_embedding_gradients_segment_end_spoils_each_ids_whole_row():
+    """The sorted segment's end one short drops every segment's last token: each distinct id's
+    table row misses one grad row (every column), by one grad row's size."""
+    m, v = _variant("embedding_bwd_cuda", {"end": "k1 - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    V, T, D = task.dims["V"], task.dims["T"], task.dims["D"]
+    distinct = V * (1 - (1 - 1 / V) ** T)
+    columns = set()
+    for seed in range(10):
+        bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert abs(bad / D - distinct) < 0.05 * distinct and bad % D == 0
+        columns |= {int(i.strip("()").split(", ")[1]) for i in at}
+    assert len(columns) > 5                      # any column, not the last one
+
+
+def test_an_embedding_gradients_flat_bound_spoils_one_element_and_its_chunk_bound_eight_columns():
+    m, v = _variant("embedding_bwd_cuda", {"last": "n - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    D = task.dims["D"]
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(1), v, v.defaults()))
+    assert bad == 1 and all(i.endswith(f", {D - 1})") for i in at)
+    m, v = _variant("embedding_bwd_cuda", {"last": "chunks - 1"})
+    for seed in range(5):
+        bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert bad < 600 * 8 and bad % 8 == 0 and all(int(i.strip("()").split(", ")[1]) >= D - 8 for i in at)
+
+
+def test_a_rows_last_16_byte_word_one_short_spoils_the_last_word_of_every_row():
+    m, v = _variant("swiglu_fwd_cuda", {"guard": "c[k] < chunks - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    (_, shape, _), = m.entry.outputs(task)[:1]
+    seen = set()
+    for seed in range(10):
+        bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert bad == numel // shape[-1] * 8
+        cols = {int(i.strip("()").split(", ")[-1]) for i in at}
+        assert all(c >= shape[-1] - 8 for c in cols)
+        seen |= cols
+    assert len(seen) > 1
+
+
+def test_a_scatters_rank_counting_itself_moves_every_row():
+    m, v = _variant("moe_scatter_cuda", {"cmp": "<="})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == numel
+
+
+def test_a_conv_channel_bound_one_short_drops_one_channel_of_every_tap():
+    m, v = _variant("conv2d_nhwc_cuda", {"stop": "C - 1"})
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    assert runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, v.defaults(), m.op) \
+        == ("reduction", 1 / task.dims["C"])
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad > numel / 2
+
+
+def test_an_mla_decode_skipping_a_kv_block_spoils_every_output():
+    m, v = _variant("mla_decode_triton", {"stop": "S - BLOCK_N"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    assert runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, v.defaults(), m.op)[0] == "keys"
+
+
+def _rms_of(draw_row, k: int, n: int = 150, seed: int = 0) -> float:
+    """RMS of n dot products of length k of (a, b) pairs drawn by draw_row(rng)."""
+    rng = random.Random(seed)
+    sq = 0.0
+    for _ in range(n):
+        s = 0.0
+        for _ in range(k):
+            a, b = draw_row(rng)
+            s += a * b
+        sq += s * s
+    return (sq / n) ** 0.5
+
+
+def test_output_scale_follows_the_harness_inputs():
+    """messages._output_scale against the RMS of outputs drawn as each spec's inputs are (the
+    weights divided by sqrt(K) where the spec divides them, the quantized operands' scales)."""
+    K = 1024
+    lut = [0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6]
+    cases = {
+        "gemm_fp16_cuda": (lambda r: (r.gauss(0, 1), r.gauss(0, 1) / K ** 0.5), {"M": 64, "N": 64, "K": K}),
+        "gemm_fp8_cuda": (lambda r: (2 * r.gauss(0, 1) * 0.5, 2 * r.gauss(0, 1) / K ** 0.5), {"M": 64, "N": 64, "K": K}),
+        "gemm_int4_cuda": (lambda r: (r.gauss(0, 1), (r.randrange(16) - 8) * (r.random() * 0.01 + 0.005)),
+                           {"M": 16, "N": 64, "K": K}),
+        "gemm_fp4_cuda": (lambda r: (lut[r.randrange(16)] * (r.random() * 0.25 + 0.0625),
+                                     lut[r.randrange(16)] * (r.random() * 0.25 + 0.0625)), {"M": 64, "N": 64, "K": K, "G": 16}),
+        "gemv_cuda": (lambda r: (r.gauss(0, 1), r.gauss(0, 1)), {"M": 1, "N": 64, "K": K}),
+    }
+    for name, (draw, dims) in cases.items():
+        m = REGISTRY[name]
+        task = make_task(m, "H100", _dtype(m), dims)
+        want = _rms_of(draw, K)
+        assert abs(messages._output_scale(m, task) / want - 1) < 0.2, (name, messages._output_scale(m, task), want)
+    # int8: per-row scales rand/64 and rand/(64 sqrt K) multiply the int32 sum
+    rng = random.Random(1)
+    sq = 0.0
+    for _ in range(150):
+        s = sum(rng.randrange(-128, 128) * rng.randrange(-128, 128) for _ in range(K))
+        sq += (s * rng.random() / 64 * rng.random() / (64 * K ** 0.5)) ** 2
+    m = REGISTRY["gemm_int8_cuda"]
+    got = messages._output_scale(m, make_task(m, "H100", _dtype(m), {"M": 64, "N": 64, "K": K}))
+    assert abs(got / (sq / 150) ** 0.5 - 1) < 0.2
+
+
+def _dtype(m) -> str:
+    return getattr(m, "dtypes", ("fp16",))[0]
