@@ -333,7 +333,8 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
-    site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {}, module.op) \
+    site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
+                                         module.op, variant.tag) \
         if bug == "off_by_one" and variant is not None else None
     text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site)
     if bug in ("missing_barrier", "racy_update"):

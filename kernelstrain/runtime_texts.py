@@ -138,7 +138,10 @@ _WORD_ROWS = {"embedding_fwd", "embedding_gather", "swiglu_fwd", "bias_gelu"}   
 _WORD_BOUND = re.compile(r"(chunks|N / VEC) - 1\b")
 
 
-def off_by_one_site(edit, dims: dict, params: dict, op: str = "") -> tuple | None:
+_STATS_CHUNKS = {("rmsnorm", "chunked_two_pass"), ("add_rmsnorm", "two_kernels"), ("layernorm", "chunked_three_pass")}
+
+
+def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "") -> tuple | None:
     """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
     with f the share of the reduction dropped from every output element; ("keys", f) with f the
     share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
@@ -147,8 +150,9 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "") -> tuple | Non
     lookup: each expert's first row; a scatter's rank: every row; an embedding gradient's segment
     end: each id's row); ("columns", rows, n) the last n columns (None: one 16-byte word) of `rows`
     rows (None: every row; a row copied a word a thread, its last word's bound one short);
-    ("final",) the flat output's last element; ("row",) the last row (the last head of rope's
-    head mask); None the last column of every row. `op` names the module's op where the slot's
+    ("scale", rel) every element off by rel of its value (a norm's statistic missing its last
+    chunk); ("final",) the flat output's last element; ("row",) the last row (the last head of
+    rope's head mask, a persistent program's row loop); None the last column of every row. `op` names the module's op where the slot's
     meaning depends on it.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
@@ -173,6 +177,10 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "") -> tuple | Non
     ('columns', None, None)
     >>> off_by_one_site({"stop": "hi - BLOCK_N"}, {"B": 1, "H": 128, "S": 4096}, {"BLOCK_N": 32})
     ('keys', 0.0078125)
+    >>> off_by_one_site({"stop": "D - BLOCK"}, {"T": 1, "D": 4096}, {"BLOCK": 1024}, "rmsnorm", "chunked_two_pass")[1].__round__(4)
+    0.1547
+    >>> off_by_one_site({"stop": "C - BLOCK"}, {"R": 32, "C": 32000}, {"BLOCK": 2048}, "softmax", "online_softmax")
+    ('columns', None, 1280)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -182,6 +190,15 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "") -> tuple | Non
     tap = re.fullmatch(r"C - (\d+)", slots.get("stop", ""))
     if tap and "R" in dims and dims.get("C"):               # a conv's channel loop inside each tap
         return "reduction", min(1.0, int(tap.group(1)) / dims["C"])
+    if slots.get("stop") in ("T - 1", "R - 1"):              # a persistent program's row loop: the last row
+        return ("row",)
+    chunked = re.fullmatch(r"([DC]) - BLOCK", slots.get("stop", ""))
+    if chunked and isinstance(params.get("BLOCK"), int) and dims.get(chunked.group(1)):
+        n, block = dims[chunked.group(1)], params["BLOCK"]     # range(0, n - BLOCK, BLOCK) misses the
+        dropped = n - min(n, -(-(n - block) // block) * block) if n > block else n   # last chunk (or all)
+        if (op, tag) in _STATS_CHUNKS:                          # of the sum of squares: every element
+            return "scale", 1 / math.sqrt(max(1 - dropped / n, 1e-6)) - 1   # times 1/sqrt(1 - f)
+        return "columns", None, dropped                         # of the output loop: those columns
     if op == "moe_scatter" and slots.get("cmp") == "<=":   # each rank counts itself (or its own block):
         return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
     if op == "embedding_bwd":
@@ -298,6 +315,11 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
         atol, _ = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         rows = shape[-2] if not atol else min(shape[-2], max(1, round(extra / atol - extra - prefix)))
         return rows / shape[-2], extra / (prefix + 1 + extra) * rng.uniform(0.5, 1.0), False, "first_rows"
+    if site[0] == "scale":       # every element times (1 + rel): out where rel |ref| > atol + rtol |ref|
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        over = site[1] - rtol
+        frac = math.erfc(atol / (over * scale * math.sqrt(2))) if over > 0 else 0.0
+        return frac, site[1] * rng.uniform(0.97, 1.03), True, "scattered"
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
     if site[0] == "rows" and len(shape) > 1:   # whole rows of another product: ~sqrt(2) of the scale

@@ -214,3 +214,26 @@ def test_output_scale_follows_the_harness_inputs():
 
 def _dtype(m) -> str:
     return getattr(m, "dtypes", ("fp16",))[0]
+
+
+def test_a_norms_statistic_missing_its_last_chunk_scales_every_element():
+    """rmsnorm's sum of squares over range(0, D - BLOCK, BLOCK) misses the last chunk: every
+    output is 1/sqrt(1 - BLOCK/D) too large, an error proportional to the value."""
+    m, v = _variant("rmsnorm_triton", {"stop": "D - BLOCK"})
+    task = make_task(m, "H100", "bf16", {"T": 64, "D": 4096})
+    params = {**v.defaults(), "BLOCK": 1024}
+    site = runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, params, m.op, v.tag)
+    assert site[0] == "scale" and abs(site[1] - (1 / (1 - 0.25) ** 0.5 - 1)) < 1e-9
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, params))
+    assert bad > numel / 2
+
+
+def test_an_output_loop_missing_its_last_chunk_spoils_those_columns_and_a_row_loop_the_last_row():
+    m, v = _variant("softmax_triton", {"stop": "C - BLOCK"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    params = {**v.defaults(), "BLOCK": 2048}
+    bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, params))
+    assert bad == 32 * 1280 and all(int(i.strip("()").split(", ")[1]) >= 32000 - 1280 for i in at)
+    m, v = _variant("softmax_triton", {"stop": "R - 1"})
+    bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == 32000 and all(i.startswith("(31, ") for i in at)
