@@ -322,6 +322,8 @@ def _output_scale(module: OpModule, task: Task) -> float:
         return math.sqrt(dims["K"])
     if module.op == "softmax":
         return 1.0 / dims["C"]
+    if module.op == "prefix_scan":          # cumsum of U(0, 1): 0.5 j at column j, RMS 0.5 C / sqrt(3)
+        return 0.5 * dims["C"] / math.sqrt(3)
     if module.family == "sampling":
         return dims.get("V", 32000) / 2
     return 1.0
@@ -334,7 +336,7 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
     site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
-                                         module.op, variant.tag) \
+                                         module.op, variant.tag, task.gpu.warp) \
         if bug == "off_by_one" and variant is not None else None
     text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site)
     if bug in ("missing_barrier", "racy_update"):

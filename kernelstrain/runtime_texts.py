@@ -141,7 +141,7 @@ _WORD_BOUND = re.compile(r"(chunks|N / VEC) - 1\b")
 _STATS_CHUNKS = {("rmsnorm", "chunked_two_pass"), ("add_rmsnorm", "two_kernels"), ("layernorm", "chunked_three_pass")}
 
 
-def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "") -> tuple | None:
+def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "", warp: int = 32) -> tuple | None:
     """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
     with f the share of the reduction dropped from every output element; ("keys", f) with f the
     share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
@@ -181,6 +181,8 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "")
     0.1547
     >>> off_by_one_site({"stop": "C - BLOCK"}, {"R": 32, "C": 32000}, {"BLOCK": 2048}, "softmax", "online_softmax")
     ('columns', None, 1280)
+    >>> off_by_one_site({"test": "lane > o"}, {"R": 1, "C": 4096}, {"threads": 256}, "prefix_scan")
+    ('scale', 0.15234375)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -190,6 +192,14 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "")
     tap = re.fullmatch(r"C - (\d+)", slots.get("stop", ""))
     if tap and "R" in dims and dims.get("C"):               # a conv's channel loop inside each tap
         return "reduction", min(1.0, int(tap.group(1)) / dims["C"])
+    if slots.get("test") == "lane > o" and isinstance(params.get("threads"), int):
+        # a warp scan whose lane o skips the lane o below: every lane but the first misses lane 0's
+        # sum, so each warp total loses one lane and the warp-total scan loses warp 0: each tile's
+        # carry short by 1/W + 1/w - 1/(w W) of it (W warps of w lanes), every later prefix that
+        # share too small
+        w = warp
+        n = max(1, params["threads"] // w)
+        return "scale", 1 / n + 1 / w - 1 / (w * n) if n > 1 else 1 / w
     if slots.get("stop") in ("T - 1", "R - 1"):              # a persistent program's row loop: the last row
         return ("row",)
     chunked = re.fullmatch(r"([DC]) - BLOCK", slots.get("stop", ""))

@@ -237,3 +237,43 @@ def test_an_output_loop_missing_its_last_chunk_spoils_those_columns_and_a_row_lo
     m, v = _variant("softmax_triton", {"stop": "R - 1"})
     bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
     assert bad == 32000 and all(i.startswith("(31, ") for i in at)
+
+
+def _warp_scan(v: list, test) -> list:
+    """The render's warp_inclusive_scan (shfl_up by o, added where test(lane, o))."""
+    v, o = list(v), 1
+    while o < len(v):
+        v = [v[i] + v[i - o] if i >= o and test(i, o) else v[i] for i in range(len(v))]
+        o <<= 1
+    return v
+
+
+def test_a_warp_scan_skipping_the_lane_o_below_loses_the_share_the_site_says():
+    """prefix_scan's block_exclusive_scan with `lane > o`, run in Python on random thread sums:
+    the tile total it carries is short by the share off_by_one_site gives (every later prefix)."""
+    m, v = _variant("prefix_scan_cuda", {"test": "lane > o"})
+    rng = random.Random(0)
+    for threads in (128, 256, 1024):
+        warps, lost = threads // 32, []
+        for _ in range(20):
+            s = [sum(rng.random() for _ in range(4)) for _ in range(threads)]
+            sums = [_warp_scan(s[w * 32:(w + 1) * 32], lambda i, o: i > o)[-1] for w in range(warps)]
+            total = _warp_scan(sums + [0.0] * (32 - warps), lambda i, o: i > o)[warps - 1]
+            lost.append(1 - total / sum(s))
+        site = runtime_texts.off_by_one_site({"test": "lane > o"}, {"R": 1, "C": 4096}, {"threads": threads}, m.op)
+        assert site[0] == "scale" and abs(site[1] - sum(lost) / len(lost)) < 0.02, (threads, site, sum(lost) / len(lost))
+    task = make_task(m, "H100", "fp32", {"R": 1, "C": 128256})
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad > 0.9 * numel
+
+
+def test_a_prefix_scans_output_scale_is_its_cumsums():
+    """torch.cumsum of U(0, 1) rows: RMS 0.5 C / sqrt(3) (was 1)."""
+    m = REGISTRY["prefix_scan_cuda"]
+    C = 4096
+    task = make_task(m, "H100", "fp32", {"R": 1, "C": C})
+    rng, acc, sq = random.Random(0), 0.0, 0.0
+    for _ in range(C):
+        acc += rng.random()
+        sq += acc * acc
+    assert abs(messages._output_scale(m, task) / (sq / C) ** 0.5 - 1) < 0.05
