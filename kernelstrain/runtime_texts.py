@@ -136,6 +136,9 @@ DEFAULT_TILE_K = 64                     # rungs whose K tile is fixed in the cod
 
 _WORD_ROWS = {"embedding_fwd", "embedding_gather", "swiglu_fwd", "bias_gelu"}   # a row copied 16 bytes a thread
 _WORD_BOUND = re.compile(r"(chunks|N / VEC) - 1\b")
+# a cache copy: (tokens or blocks copied, the element bound of one): kv_append one token's H * D
+# values, paged_kv_copy one block's E (the destination's last element of each, head H - 1's last column)
+_COPIES = {"kv_append": lambda d: (d["T"], "H * D - 1"), "paged_kv_copy": lambda d: (d["M"], "E - 1")}
 
 
 _STATS_CHUNKS = {("rmsnorm", "chunked_two_pass"), ("add_rmsnorm", "two_kernels"), ("layernorm", "chunked_three_pass")}
@@ -183,6 +186,8 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
     ('columns', None, 1280)
     >>> off_by_one_site({"test": "lane > o"}, {"R": 1, "C": 4096}, {"threads": 256}, "prefix_scan")
     ('scale', 0.15234375)
+    >>> off_by_one_site({"stop": "H * D - 1"}, {"T": 32, "H": 8, "D": 128}, {"vec": 2}, "kv_append")
+    ('columns', 32, 2)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -213,6 +218,12 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
     if op == "embedding_bwd":
         return _embedding_grad_site(slots, dims)
+    if op in _COPIES and any(k != "total" for k in slots):  # a cache copy's per-token (per-block) loop:
+        units, each = _COPIES[op](dims)                       # its last element (or 16-byte word)
+        if slots.get("stop") == "n - 1" and isinstance(params.get("threads"), int):   # cp.async staging:
+            return "columns", units, params["threads"] * 8     # each thread's last 16-bit word of 8
+        words = any(_WORD_BOUND.search(v) for v in slots.values())
+        return "columns", units, None if words else (params.get("vec", 1) if each in slots.values() else None)
     if op in _WORD_ROWS and any(_WORD_BOUND.search(v) for v in slots.values()):
         return "columns", None, None                          # every row's last 16-byte word
     if op == "rope" and slots.get("bound") == "H - 1":       # the head mask: every token's last head

@@ -277,3 +277,21 @@ def test_a_prefix_scans_output_scale_is_its_cumsums():
         acc += rng.random()
         sq += acc * acc
     assert abs(messages._output_scale(m, task) / (sq / C) ** 0.5 - 1) < 0.05
+
+
+def test_a_cache_copys_per_token_bound_spoils_each_tokens_last_element_or_word():
+    """kv_append copies each token's H * D values to its slot: a bound one short leaves the last
+    value (a 16-byte word on the uint4 rungs) of each of the T tokens; paged_kv_copy's cp.async
+    staging one pass short leaves each thread's last word of every copied block."""
+    m, v = _variant("kv_append_cuda", {"stop": "H * D - 1"})
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    T, D = task.dims["T"], task.dims["D"]
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == T and all(i.endswith(f", {D - 1})") for i in at)
+    m, v = _variant("kv_append_cuda", {"guard": "c < chunks - 1"})
+    bad, _, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == T * 8
+    m, v = _variant("paged_kv_copy_cuda", {"stop": "n - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    bad, _, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == task.dims["M"] * v.defaults()["threads"] * 8
