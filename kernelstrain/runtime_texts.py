@@ -155,7 +155,8 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
     rows (None: every row; a row copied a word a thread, its last word's bound one short);
     ("scale", rel) every element off by rel of its value (a norm's statistic missing its last
     chunk); ("final",) the flat output's last element; ("row",) the last row (the last head of
-    rope's head mask, a persistent program's row loop); None the last column of every row. `op` names the module's op where the slot's
+    rope's head mask, a persistent program's row loop); ("last_rows", n) the last n rows (rope's
+    heads a thread leaves unrotated); None the last column of every row. `op` names the module's op where the slot's
     meaning depends on it.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
@@ -188,6 +189,8 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
     ('scale', 0.15234375)
     >>> off_by_one_site({"stop": "H * D - 1"}, {"T": 32, "H": 8, "D": 128}, {"vec": 2}, "kv_append")
     ('columns', 32, 2)
+    >>> off_by_one_site({"heads": "HEADS_PER_THREAD - 1"}, {"T": 64, "H": 32, "D": 128}, {"head_threads": 16}, "rope")
+    ('last_rows', 16)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -228,6 +231,13 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         return "columns", None, None                          # every row's last 16-byte word
     if op == "rope" and slots.get("bound") == "H - 1":       # the head mask: every token's last head
         return ("row",)
+    if op == "rope" and slots.get("heads") == "HEADS_PER_THREAD - 1" and isinstance(params.get("head_threads"), int):
+        # a thread rotates heads group + j * HEAD_THREADS of q's and k's 2H, j < ceil(2H / HEAD_THREADS):
+        # the last j's heads stay unrotated, the last 2H - (j - 1) HEAD_THREADS of k (q rotated, so
+        # assert_close fails on k, of q's shape); one j: every head of q too
+        h, ht = dims["H"], params["head_threads"]
+        per = -(-2 * h // ht)
+        return ("last_rows", 2 * h - (per - 1) * ht) if per > 1 else ("last_rows", h)
     reduce = dims.get("R", 1) * dims.get("S", 1) * dims["C"] if "C" in dims and "R" in dims \
         else dims.get("HID") or dims.get("K")
     def reduction_bound(k: str, v: str) -> bool:       # a bound of the loop over K (gemv's lane loop: `<=`)
@@ -303,6 +313,8 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
         return rows[:-1] + (shape[-2] - 1, rng.randrange(last))
     if where == "first_rows" and len(shape) > 1:
         return rows[:-1] + (rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
+    if where == "last_rows" and len(shape) > 1:
+        return rows[:-1] + (shape[-2] - 1 - rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
     if where == "last":
         return rows + (last - 1,)
     if where == "tail":
@@ -341,6 +353,8 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
         over = site[1] - rtol
         frac = math.erfc(atol / (over * scale * math.sqrt(2))) if over > 0 else 0.0
         return frac, site[1] * rng.uniform(0.97, 1.03), True, "scattered"
+    if site[0] == "last_rows" and len(shape) > 1:
+        return min(1.0, site[1] / shape[-2]), rng.uniform(0.3, 2.0), False, "last_rows"
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
     if site[0] == "rows" and len(shape) > 1:   # whole rows of another product: ~sqrt(2) of the scale
@@ -368,7 +382,7 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
         else _site_spoiled(site, shape, dtype, scale, own)
     bad = max(1, min(numel, round(frac * numel)))
     tail = _columns(site, dtype) if site and site[0] == "columns" else \
-        max(1, round(frac * (shape[-2] if where == "first_rows" and len(shape) > 1 else shape[-1])))
+        max(1, round(frac * (shape[-2] if where in ("first_rows", "last_rows") and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
     if dtype in ("int", "int8"):

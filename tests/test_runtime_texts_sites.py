@@ -295,3 +295,22 @@ def test_a_cache_copys_per_token_bound_spoils_each_tokens_last_element_or_word()
     task = make_task(m, "H100", "bf16", m.shapes[0])
     bad, _, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
     assert bad == task.dims["M"] * v.defaults()["threads"] * 8
+
+
+def test_rope_heads_a_thread_leaves_unrotated_are_the_last_rows_the_site_says():
+    """rope_cuda's register rungs: thread `group` rotates heads group + j * HEAD_THREADS (q's H,
+    then k's) for j < HEADS_PER_THREAD - 1: the heads left are k's last ones (q's all where one j)."""
+    m, v = _variant("rope_cuda", {"heads": "HEADS_PER_THREAD - 1"})
+    for H in (16, 32, 64):
+        for ht in (4, 8, 16, 32):
+            per = -(-2 * H // ht)
+            done = {g + j * ht for g in range(ht) for j in range(per - 1) if g + j * ht < 2 * H}
+            left = sorted(set(range(2 * H)) - done)
+            q_left, k_left = [x for x in left if x < H], [x - H for x in left if x >= H]
+            first = q_left if q_left else k_left          # assert_close reports the first tensor that differs
+            site = runtime_texts.off_by_one_site({"heads": "HEADS_PER_THREAD - 1"}, {"T": 4, "H": H, "D": 128},
+                                                 {"head_threads": ht}, "rope")
+            assert site == ("last_rows", len(first)) and first == list(range(H - len(first), H)), (H, ht, left)
+    task = make_task(m, "H100", "fp16", {"T": 64, "H": 32, "D": 128})
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == 64 * 16 * 128 and all(int(i.strip("()").split(", ")[1]) >= 16 for i in at)
