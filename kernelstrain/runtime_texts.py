@@ -218,6 +218,10 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         if (op, tag) in _STATS_CHUNKS:                          # of the sum of squares: every element
             return "scale", 1 / math.sqrt(max(1 - dropped / n, 1e-6)) - 1   # times 1/sqrt(1 - f)
         return "columns", None, dropped                         # of the output loop: those columns
+    if op == "softmax" and slots.get("last") == "WARPS - 1" and params.get("threads", 0) >= 2 * warp:
+        # the block's merge of its warps' (max, sum) skips the last warp: the sum short by ~1/W of
+        # it, every output 1/(W - 1) too large (where the row's max is not in that warp)
+        return "scale", 1 / (params["threads"] // warp - 1)
     if op == "moe_scatter" and slots.get("cmp") == "<=":   # each rank counts itself (or its own block):
         return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
     if op == "embedding_bwd":
@@ -328,6 +332,16 @@ def _columns(site: tuple, dtype: str) -> int:
     return site[2] or 16 // {"fp32": 4, "fp8": 1, "int8": 1}.get(dtype, 2)
 
 
+def _largest(above, n: int) -> float:
+    """The value t that one of n reference elements exceeds (above(t) = 1 / n), by bisection in
+    log t: the largest reference of an output whose share above t is above(t)."""
+    lo, hi = 1e-30, 1e30
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if above(mid) * n > 1 else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
 def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
                   above=None) -> tuple[float, float, bool, str]:
     """_spoiled's answer for an off-by-one whose site (off_by_one_site) is known: a dropped share f
@@ -353,7 +367,8 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
     if site[0] == "scale":       # every element times (1 + rel): out where rel |ref| > atol + rtol |ref|
         atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         over = site[1] - rtol
-        frac = math.erfc(atol / (over * scale * math.sqrt(2))) if over > 0 else 0.0
+        frac = 0.0 if over <= 0 else math.erfc(atol / (over * scale * math.sqrt(2))) if above is None \
+            else above(atol / over)
         return frac, site[1] * rng.uniform(0.97, 1.03), True, "scattered"
     if site[0] == "last_rows" and len(shape) > 1:
         return min(1.0, site[1] / shape[-2]), rng.uniform(0.3, 2.0), False, "last_rows"
@@ -402,6 +417,8 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
                 f"Greatest relative difference: {rel_diff} at index {rel_at}")
     if proportional:      # the error grows with the value: largest where the reference is largest
         top = scale * _extreme(bad, rng.random())
+        if above is not None:     # a reference far from N(0, scale): its largest of numel values
+            top = _largest(above, numel)
         e_abs, err_abs = top, rel * top * rng.uniform(0.8, 1.2)
         e_rel = scale * abs(rng.gauss(0, 1)) + atol
         err_rel = rel * e_rel * rng.uniform(1.0, 1.3)

@@ -1,5 +1,6 @@
 """What a wrong result's text says is spoiled follows the bug's site (runtime_texts.off_by_one_site),
 and each bug's draws come from an RNG of its own (adding a bug to the table moves no other text)."""
+import math
 import random
 import re
 
@@ -323,3 +324,30 @@ def test_rope_heads_a_thread_leaves_unrotated_are_the_last_rows_the_site_says():
     task = make_task(m, "H100", "fp16", {"T": 64, "H": 32, "D": 128})
     bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
     assert bad == 64 * 16 * 128 and all(int(i.strip("()").split(", ")[1]) >= 16 for i in at)
+
+
+def test_a_softmax_merge_skipping_its_last_warp_scales_the_values_past_the_tolerance():
+    """online_softmax's merge over w < WARPS - 1 drops one warp's share of the sum: every output
+    1/(W - 1) too large, out of tolerance where that exceeds atol + rtol y: the row's largest few."""
+    m, v = _variant("softmax_cuda", {"last": "WARPS - 1"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    site = runtime_texts.off_by_one_site({"last": "WARPS - 1"}, task.dims, {"threads": 512}, m.op, v.tag, 32)
+    assert site == ("scale", 1 / 15)
+    rng, above = random.Random(0), 0
+    for _ in range(4):                       # 4 * randn rows: values above 1e-4 / (1/15 - 1e-4)
+        x = [4 * rng.gauss(0, 1) for _ in range(32000)]
+        top = max(x)
+        e = [math.exp(a - top) for a in x]
+        s = sum(e)
+        above += sum(1 for a in e if a / s * (1 / 15) > 1e-4 + 1e-4 * a / s)
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert 0.4 < bad / (above / 4 * 32) < 2.5, (bad, above / 4 * 32)
+
+
+def test_a_softmaxs_proportional_error_is_largest_at_its_largest_value_never_past_one():
+    m, v = _variant("softmax_cuda", {"last": "WARPS - 1"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    for seed in range(5):
+        text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults())
+        diff = float(re.search(r"Greatest absolute difference: ([\d.e-]+)", text).group(1))
+        assert 0.3 / 15 < diff <= 1.2 / 15, text     # ~1/15 of the largest y (0.8 in 32 rows of 4 * randn)
