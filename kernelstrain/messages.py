@@ -296,18 +296,48 @@ def _output_shape(module: OpModule, task: Task) -> tuple[tuple, str]:
     return tuple(shape), dtype
 
 
+# The RMS of a GEMM-like output on the harness's inputs (each spec's `inputs`/`init`), over
+# sqrt(reduction length) where the weights are raw randn, else absolute: gemm_fp16 / split-K /
+# conv2d / fused_qkv_rope divide their weight by sqrt(reduction) (RMS 1), fp8_blockwise's scales
+# are written for RMS ~1, fp8's std-2 operands times 0.5 and K^-1/2 give 2, int8's uniform
+# operands (mean square 5461.5) times rand/64 and rand/(64 sqrt K) give 5461.5 / 12288.
+_SCALED = {"gemm_fp16": 1.0, "gemm_splitk": 1.0, "gemm_fp8_blockwise": 1.0, "gemm_fp8": 2.0,
+           "gemm_int8": 5461.5 / 12288, "moe_scatter": 1.0, "moe_combine": 1.0}
+E2M1_MS = 137 / 16                     # mean square of the 16 e2m1 codes (uniform random bytes)
+
+
 def _output_scale(module: OpModule, task: Task) -> float:
-    """Typical magnitude of the reference output on randn inputs."""
+    """Typical magnitude (RMS) of the reference output on the harness's inputs."""
     dims = task.dims
     if module.op in ("reduction", "grad_clip"):
         return math.sqrt(dims.get("N", 1))
-    if "K" in dims and module.family in ("matmul", "moe") and module.op != "moe_combine":
+    if module.op in _SCALED:
+        return _SCALED[module.op]
+    if module.op == "gemm_int4":           # (q - 8) * s: q uniform 0..15 (ms 21.5), s ~ U(0.005, 0.015)
+        return math.sqrt(dims["K"] * 21.5 * (0.01 ** 2 + 0.01 ** 2 / 12))
+    if module.op == "gemm_fp4":            # e2m1 codes times a block scale: U(1/16, 5/16) or 2^-4..2^-1
+        scale_ms = (0.3125 ** 3 - 0.0625 ** 3) / 3 / 0.25 if dims.get("G") == 16 else sum(4.0 ** -e for e in range(1, 5)) / 4
+        return math.sqrt(dims["K"]) * E2M1_MS * scale_ms
+    if "K" in dims and module.family in ("matmul", "moe"):    # gemv, grouped_gemm: randn weights
         return math.sqrt(dims["K"])
     if module.op == "softmax":
         return 1.0 / dims["C"]
+    if module.op == "prefix_scan":          # cumsum of U(0, 1): 0.5 j at column j, RMS 0.5 C / sqrt(3)
+        return 0.5 * dims["C"] / math.sqrt(3)
     if module.family == "sampling":
         return dims.get("V", 32000) / 2
     return 1.0
+
+
+def _reference_above(module: OpModule, task: Task):
+    """Where the reference is far from N(0, scale): the share of its elements above t. Softmax of
+    4 * randn rows: y = exp(4z) / S with S ~ C e^8 (E[e^(4z)] = e^8), above t where
+    z > ln(t C e^8) / 4 (bf16: ~11 of a 32000 row above 2e-2; softmax_cuda's ABOVE_TOLERANCE_A_ROW);
+    none above 1."""
+    if module.op != "softmax":
+        return None
+    c = task.dims["C"]
+    return lambda t: 0.0 if t >= 1 else 0.5 * math.erfc(math.log(max(t * c * math.exp(8), 1.0)) / 4 / math.sqrt(2))
 
 
 def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
@@ -316,9 +346,11 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
-    site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {}) \
+    site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
+                                         module.op, variant.tag, task.gpu.warp) \
         if bug == "off_by_one" and variant is not None else None
-    text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site)
+    text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site,
+                                       _reference_above(module, task))
     if bug in ("missing_barrier", "racy_update"):
         text += "\nTwo runs on the same input disagree (the output is not deterministic)."
     return text

@@ -134,14 +134,31 @@ _TILE_N = ("BLOCK_N", "BN")
 DEFAULT_TILE_K = 64                     # rungs whose K tile is fixed in the code (wgmma, block-scaled MMA)
 
 
-def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
+_WORD_ROWS = {"embedding_fwd", "embedding_gather", "swiglu_fwd", "bias_gelu",   # a row written 16 bytes a thread
+              "softmax"}
+_WORD_BOUND = re.compile(r"(chunks|N / VEC) - 1\b")
+# a cache copy: (tokens or blocks copied, the element bound of one): kv_append one token's H * D
+# values, paged_kv_copy one block's E (the destination's last element of each, head H - 1's last column)
+_COPIES = {"kv_append": lambda d: (d["T"], "H * D - 1"), "paged_kv_copy": lambda d: (d["M"], "E - 1")}
+
+
+_STATS_CHUNKS = {("rmsnorm", "chunked_two_pass"), ("add_rmsnorm", "two_kernels"), ("layernorm", "chunked_three_pass")}
+
+
+def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "", warp: int = 32) -> tuple | None:
     """What the off_by_one `edit` (the slots a rung's render overrides) spoils: ("reduction", f)
     with f the share of the reduction dropped from every output element; ("keys", f) with f the
     share of each query's keys an attention's bound adds or drops (every output); ("first_rows",
     extra, prefix) a causal mask `extra` keys off for each query row (rows after a `prefix` of
-    keys); ("rows", n) n whole rows (a grouped GEMM's expert lookup: each expert's first row);
-    ("final",) the flat output's last element; ("row",) the last row; None the last column of
-    every row.
+    keys); ("rows", n[, rel]) n whole rows, off by rel of the scale (a grouped GEMM's expert
+    lookup: each expert's first row; a scatter's rank: every row; an embedding gradient's segment
+    end: each id's row); ("columns", rows, n) the last n columns (None: one 16-byte word) of `rows`
+    rows (None: every row; a row copied a word a thread, its last word's bound one short);
+    ("scale", rel) every element off by rel of its value (a norm's statistic missing its last
+    chunk); ("final",) the flat output's last element; ("row",) the last row (the last head of
+    rope's head mask, a persistent program's row loop); ("last_rows", n) the last n rows (rope's
+    heads a thread leaves unrotated); None the last column of every row. `op` names the module's op where the slot's
+    meaning depends on it.
 
     >>> off_by_one_site({"kt_end": "KT - 1"}, {"M": 64, "N": 64, "K": 4096}, {"BK": 32})
     ('reduction', 0.0078125)
@@ -157,12 +174,75 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
     ('reduction', 0.000244140625)
     >>> off_by_one_site({"cmp": "<"}, {"T": 16, "E": 8, "K": 4096}, {})
     ('rows', 7)
+    >>> off_by_one_site({"stop": "C - 8"}, {"R": 3, "S": 3, "C": 64, "K": 64}, {})
+    ('reduction', 0.125)
+    >>> off_by_one_site({"end": "k1 - 1"}, {"T": 512, "D": 4096, "V": 32000}, {}, "embedding_bwd")
+    ('rows', 508, 1.0)
+    >>> off_by_one_site({"guard": "c < chunks - 1"}, {"T": 8, "I": 4096}, {}, "swiglu_fwd")
+    ('columns', None, None)
+    >>> off_by_one_site({"stop": "hi - BLOCK_N"}, {"B": 1, "H": 128, "S": 4096}, {"BLOCK_N": 32})
+    ('keys', 0.0078125)
+    >>> off_by_one_site({"stop": "D - BLOCK"}, {"T": 1, "D": 4096}, {"BLOCK": 1024}, "rmsnorm", "chunked_two_pass")[1].__round__(4)
+    0.1547
+    >>> off_by_one_site({"stop": "C - BLOCK"}, {"R": 32, "C": 32000}, {"BLOCK": 2048}, "softmax", "online_softmax")
+    ('columns', None, 1280)
+    >>> off_by_one_site({"test": "lane > o"}, {"R": 1, "C": 4096}, {"threads": 256}, "prefix_scan")
+    ('scale', 0.15234375)
+    >>> off_by_one_site({"stop": "H * D - 1"}, {"T": 32, "H": 8, "D": 128}, {"vec": 2}, "kv_append")
+    ('columns', 32, 2)
+    >>> off_by_one_site({"heads": "HEADS_PER_THREAD - 1"}, {"T": 64, "H": 32, "D": 128}, {"head_threads": 16}, "rope")
+    ('last_rows', 16)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
     if not isinstance(edit, dict):
         return None
     slots = {k: str(v) for k, v in edit.items()}
+    tap = re.fullmatch(r"C - (\d+)", slots.get("stop", ""))
+    if tap and "R" in dims and dims.get("C"):               # a conv's channel loop inside each tap
+        return "reduction", min(1.0, int(tap.group(1)) / dims["C"])
+    if slots.get("test") == "lane > o" and isinstance(params.get("threads"), int):
+        # a warp scan whose lane o skips the lane o below: every lane but the first misses lane 0's
+        # sum, so each warp total loses one lane and the warp-total scan loses warp 0: each tile's
+        # carry short by 1/W + 1/w - 1/(w W) of it (W warps of w lanes), every later prefix that
+        # share too small
+        w = warp
+        n = max(1, params["threads"] // w)
+        return "scale", 1 / n + 1 / w - 1 / (w * n) if n > 1 else 1 / w
+    if slots.get("stop") in ("T - 1", "R - 1"):              # a persistent program's row loop: the last row
+        return ("row",)
+    chunked = re.fullmatch(r"([DC]) - BLOCK", slots.get("stop", ""))
+    if chunked and isinstance(params.get("BLOCK"), int) and dims.get(chunked.group(1)):
+        n, block = dims[chunked.group(1)], params["BLOCK"]     # range(0, n - BLOCK, BLOCK) misses the
+        dropped = n - min(n, -(-(n - block) // block) * block) if n > block else n   # last chunk (or all)
+        if (op, tag) in _STATS_CHUNKS:                          # of the sum of squares: every element
+            return "scale", 1 / math.sqrt(max(1 - dropped / n, 1e-6)) - 1   # times 1/sqrt(1 - f)
+        return "columns", None, dropped                         # of the output loop: those columns
+    if op == "softmax" and slots.get("last") == "WARPS - 1" and params.get("threads", 0) >= 2 * warp:
+        # the block's merge of its warps' (max, sum) skips the last warp: the sum short by ~1/W of
+        # it, every output 1/(W - 1) too large (where the row's max is not in that warp)
+        return "scale", 1 / (params["threads"] // warp - 1)
+    if op == "moe_scatter" and slots.get("cmp") == "<=":   # each rank counts itself (or its own block):
+        return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
+    if op == "embedding_bwd":
+        return _embedding_grad_site(slots, dims)
+    if op in _COPIES and any(k != "total" for k in slots):  # a cache copy's per-token (per-block) loop:
+        units, each = _COPIES[op](dims)                       # its last element (or 16-byte word)
+        if slots.get("stop") == "n - 1" and isinstance(params.get("threads"), int):   # cp.async staging:
+            return "columns", units, params["threads"] * 8     # each thread's last 16-bit word of 8
+        words = any(_WORD_BOUND.search(v) for v in slots.values())
+        return "columns", units, None if words else (params.get("vec", 1) if each in slots.values() else None)
+    if op in _WORD_ROWS and any(_WORD_BOUND.search(v) for v in slots.values()):
+        return "columns", None, None                          # every row's last 16-byte word
+    if op == "rope" and slots.get("bound") == "H - 1":       # the head mask: every token's last head
+        return ("row",)
+    if op == "rope" and slots.get("heads") == "HEADS_PER_THREAD - 1" and isinstance(params.get("head_threads"), int):
+        # a thread rotates heads group + j * HEAD_THREADS of q's and k's 2H, j < ceil(2H / HEAD_THREADS):
+        # the last j's heads stay unrotated, the last 2H - (j - 1) HEAD_THREADS of k (q rotated, so
+        # assert_close fails on k, of q's shape); one j: every head of q too
+        h, ht = dims["H"], params["head_threads"]
+        per = -(-2 * h // ht)
+        return ("last_rows", 2 * h - (per - 1) * ht) if per > 1 else ("last_rows", h)
     reduce = dims.get("R", 1) * dims.get("S", 1) * dims["C"] if "C" in dims and "R" in dims \
         else dims.get("HID") or dims.get("K")
     def reduction_bound(k: str, v: str) -> bool:       # a bound of the loop over K (gemv's lane loop: `<=`)
@@ -178,12 +258,12 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
             return "reduction", 1.0 / tile
         splits = next((params[n] for n in _SPLITS if isinstance(params.get(n), int)), 1)
         return "reduction", min(1.0, tile * splits / reduce)  # the last tile (of each split)
+    block = next((params[n] for n in _TILE_N if isinstance(params.get(n), int)), DEFAULT_TILE_K)
+    if any(v.endswith("- BLOCK_N") for v in slots.values()) and dims.get("S"):   # a decode's last KV block
+        return "keys", min(1.0, block * params.get("num_splits", 1) / dims["S"])    # (of each split)
     if "D" in dims:                                           # an attention's key range
-        block = next((params[n] for n in _TILE_N if isinstance(params.get(n), int)), DEFAULT_TILE_K)
         if "lo" in slots and dims.get("W"):
             return "keys", 1.0 / dims["W"]
-        if any(v.endswith("- BLOCK_N") for v in slots.values()) and dims.get("S"):
-            return "keys", min(1.0, block / dims["S"])
         if slots.keys() & _CAUSAL:
             return "first_rows", 1, dims.get("P", 0)
         if "diag" in slots:                                   # half a block of future keys on average
@@ -194,6 +274,22 @@ def off_by_one_site(edit, dims: dict, params: dict) -> tuple | None:
         return ("final",)
     if slots.keys() & {"rows", "rmask"}:
         return ("row",)
+    return None
+
+
+def _embedding_grad_site(slots: dict, dims: dict) -> tuple | None:
+    """An embedding backward's bound one short: a sorted segment's end (k1 - 1) drops the last
+    token of every segment, each distinct id's table row one grad row off (rows of all columns,
+    by one grad row's size: 1 of the scale); the flat element bound (n - 1) the final grad
+    element, in the last column of one token's row; the 16-byte chunk loop (chunks - 1) the last
+    8 columns of every distinct id's row. T uniform ids of V make V (1 - (1 - 1/V)^T) distinct."""
+    distinct = max(1, round(dims["V"] * (1 - (1 - 1 / dims["V"]) ** dims["T"])))
+    if slots.get("end") == "k1 - 1":
+        return "rows", distinct, 1.0
+    if slots.get("last") == "n - 1":
+        return "columns", 1, 1
+    if slots.get("last") == "chunks - 1":
+        return "columns", distinct, 8
     return None
 
 
@@ -222,6 +318,8 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
         return rows[:-1] + (shape[-2] - 1, rng.randrange(last))
     if where == "first_rows" and len(shape) > 1:
         return rows[:-1] + (rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
+    if where == "last_rows" and len(shape) > 1:
+        return rows[:-1] + (shape[-2] - 1 - rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
     if where == "last":
         return rows + (last - 1,)
     if where == "tail":
@@ -229,7 +327,23 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
     return rows + (rng.randrange(last),)
 
 
-def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> tuple[float, float, bool, str]:
+def _columns(site: tuple, dtype: str) -> int:
+    """A ("columns", rows, n) site's column count: n, or (None) one 16-byte word of `dtype`."""
+    return site[2] or 16 // {"fp32": 4, "fp8": 1, "int8": 1}.get(dtype, 2)
+
+
+def _largest(above, n: int) -> float:
+    """The value t that one of n reference elements exceeds (above(t) = 1 / n), by bisection in
+    log t: the largest reference of an output whose share above t is above(t)."""
+    lo, hi = 1e-30, 1e30
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if above(mid) * n > 1 else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
+                  above=None) -> tuple[float, float, bool, str]:
     """_spoiled's answer for an off-by-one whose site (off_by_one_site) is known: a dropped share f
     of a reduction leaves every element an error of sqrt(f) of the output's scale (the dropped
     terms' sum), out of tolerance where it exceeds atol + rtol * |reference|; the flat output's
@@ -250,14 +364,32 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng) -> t
         atol, _ = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         rows = shape[-2] if not atol else min(shape[-2], max(1, round(extra / atol - extra - prefix)))
         return rows / shape[-2], extra / (prefix + 1 + extra) * rng.uniform(0.5, 1.0), False, "first_rows"
+    if site[0] == "scale":       # every element times (1 + rel): out where rel |ref| > atol + rtol |ref|
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        over = site[1] - rtol
+        frac = 0.0 if over <= 0 else math.erfc(atol / (over * scale * math.sqrt(2))) if above is None \
+            else above(atol / over)
+        return frac, site[1] * rng.uniform(0.97, 1.03), True, "scattered"
+    if site[0] == "last_rows" and len(shape) > 1:
+        return min(1.0, site[1] / shape[-2]), rng.uniform(0.3, 2.0), False, "last_rows"
     if site[0] == "final":
         return 1.0 / math.prod(shape), rng.uniform(0.3, 2.0), False, "final"
     if site[0] == "rows" and len(shape) > 1:   # whole rows of another product: ~sqrt(2) of the scale
-        return min(1.0, site[1] / shape[-2]), rng.uniform(1.0, 1.6), False, "scattered"
+        rel = site[2] if len(site) > 2 else rng.uniform(1.0, 1.6)
+        return min(1.0, site[1] / shape[-2]), rel, False, "scattered"
+    if site[0] == "columns" and len(shape) > 1:   # the last site[2] columns of site[1] rows (None: all)
+        cols = _columns(site, dtype)
+        rows = math.prod(shape[:-1]) if site[1] is None else site[1]
+        # an unwritten element fails only where its reference is past the tolerance (no output is
+        # poisoned: stale or zero memory passes for a tiny value): `above(t)`, the share of the
+        # reference above t, where the output's values are far from N(0, scale) (softmax)
+        share = 1.0 if above is None else above(FEEDBACK.get(dtype, FEEDBACK_DEFAULT)[0])
+        return min(1.0, rows * cols * share / math.prod(shape)), rng.uniform(0.3, 2.0), False, "tail"
     return 1.0 / (shape[-2] if len(shape) > 1 else shape[-1]), rng.uniform(0.3, 2.0), False, "row"
 
 
-def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: tuple | None = None) -> str:
+def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: tuple | None = None,
+                  above=None) -> str:
     """torch.testing.assert_close's AssertionError for an output of `shape` and `dtype` whose
     reference values have magnitude ~`scale`, spoiled by `bug` (at `site`, for an off_by_one whose
     bound off_by_one_site read): the greatest absolute and the greatest relative difference each
@@ -269,9 +401,10 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
     own = random.Random(f"mismatch:{bug}:{rng.getrandbits(64)}")
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
-        else _site_spoiled(site, shape, dtype, scale, own)
+        else _site_spoiled(site, shape, dtype, scale, own, above)
     bad = max(1, min(numel, round(frac * numel)))
-    tail = max(1, round(frac * (shape[-2] if where == "first_rows" and len(shape) > 1 else shape[-1])))
+    tail = _columns(site, dtype) if site and site[0] == "columns" else \
+        max(1, round(frac * (shape[-2] if where in ("first_rows", "last_rows") and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
     if dtype in ("int", "int8"):
@@ -284,6 +417,8 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
                 f"Greatest relative difference: {rel_diff} at index {rel_at}")
     if proportional:      # the error grows with the value: largest where the reference is largest
         top = scale * _extreme(bad, rng.random())
+        if above is not None:     # a reference far from N(0, scale): its largest of numel values
+            top = _largest(above, numel)
         e_abs, err_abs = top, rel * top * rng.uniform(0.8, 1.2)
         e_rel = scale * abs(rng.gauss(0, 1)) + atol
         err_rel = rel * e_rel * rng.uniform(1.0, 1.3)

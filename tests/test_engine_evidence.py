@@ -23,7 +23,12 @@ def _launch_bound_episode(seed: int) -> Episode:
 
 def test_a_launch_bound_kernel_gets_one_probe_then_only_rewrites_that_cut_launches_or_bytes():
     """At the launch floor the engineer probes once; a step after that is a rewrite that
-    launches fewer kernels or moves fewer bytes, never another launch-knob tune in the noise."""
+    launches fewer kernels or moves fewer bytes, never another launch-knob tune in the noise.
+    Checked against the simulator (scripts/stop_reasons.py --oracle, default seeds 9404/9505,
+    200 episodes each, on 6bc444c): 2 of 31 `launch` stops left a neighbour faster by more than
+    2x the noise, by 6.3-6.6% (num_warps; the noise 3%), and the evidence the engineer has
+    does not single them out: their kernels ran 3.8x and 271x their body's roofline, where
+    the best neighbours of bodies at 220-294x gained 0-5.2%, inside 2x the noise."""
     for seed in range(8):
         ep = _launch_bound_episode(seed)
         assert ep.launch_bound() and ep.at_roofline(), ep.baseline_ms

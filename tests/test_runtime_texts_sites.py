@@ -1,5 +1,6 @@
 """What a wrong result's text says is spoiled follows the bug's site (runtime_texts.off_by_one_site),
 and each bug's draws come from an RNG of its own (adding a bug to the table moves no other text)."""
+import math
 import random
 import re
 
@@ -99,3 +100,254 @@ def test_a_grouped_gemm_expert_lookup_one_off_spoils_one_row_per_expert_boundary
     bad, numel, _ = _counts(text)
     rows, cols = m.entry.outputs(task)[0][1]
     assert bad == (task.dims["E"] - 1) * cols, text
+
+
+def _variant(name: str, slot_value: dict):
+    m = REGISTRY[name]
+    return m, next(v for v in m.variants if dict(v.edits).get("off_by_one") == slot_value)
+
+
+def test_an_embedding_gradients_segment_end_spoils_each_ids_whole_row():
+    """The sorted segment's end one short drops every segment's last token: each distinct id's
+    table row misses one grad row (every column), by one grad row's size."""
+    m, v = _variant("embedding_bwd_cuda", {"end": "k1 - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    V, T, D = task.dims["V"], task.dims["T"], task.dims["D"]
+    distinct = V * (1 - (1 - 1 / V) ** T)
+    columns = set()
+    for seed in range(10):
+        bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert abs(bad / D - distinct) < 0.05 * distinct and bad % D == 0
+        columns |= {int(i.strip("()").split(", ")[1]) for i in at}
+    assert len(columns) > 5                      # any column, not the last one
+
+
+def test_an_embedding_gradients_flat_bound_spoils_one_element_and_its_chunk_bound_eight_columns():
+    m, v = _variant("embedding_bwd_cuda", {"last": "n - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    D = task.dims["D"]
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(1), v, v.defaults()))
+    assert bad == 1 and all(i.endswith(f", {D - 1})") for i in at)
+    m, v = _variant("embedding_bwd_cuda", {"last": "chunks - 1"})
+    for seed in range(5):
+        bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert bad < 600 * 8 and bad % 8 == 0 and all(int(i.strip("()").split(", ")[1]) >= D - 8 for i in at)
+
+
+def test_a_rows_last_16_byte_word_one_short_spoils_the_last_word_of_every_row():
+    m, v = _variant("swiglu_fwd_cuda", {"guard": "c[k] < chunks - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    (_, shape, _), = m.entry.outputs(task)[:1]
+    seen = set()
+    for seed in range(10):
+        bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
+        assert bad == numel // shape[-1] * 8
+        cols = {int(i.strip("()").split(", ")[-1]) for i in at}
+        assert all(c >= shape[-1] - 8 for c in cols)
+        seen |= cols
+    assert len(seen) > 1
+
+
+def test_a_scatters_rank_counting_itself_moves_every_row():
+    m, v = _variant("moe_scatter_cuda", {"cmp": "<="})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == numel
+
+
+def test_a_conv_channel_bound_one_short_drops_one_channel_of_every_tap():
+    m, v = _variant("conv2d_nhwc_cuda", {"stop": "C - 1"})
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    assert runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, v.defaults(), m.op) \
+        == ("reduction", 1 / task.dims["C"])
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad > numel / 2
+
+
+def test_an_mla_decode_skipping_a_kv_block_spoils_every_output():
+    m, v = _variant("mla_decode_triton", {"stop": "S - BLOCK_N"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    assert runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, v.defaults(), m.op)[0] == "keys"
+
+
+def _rms_of(draw_row, k: int, n: int = 150, seed: int = 0) -> float:
+    """RMS of n dot products of length k of (a, b) pairs drawn by draw_row(rng)."""
+    rng = random.Random(seed)
+    sq = 0.0
+    for _ in range(n):
+        s = 0.0
+        for _ in range(k):
+            a, b = draw_row(rng)
+            s += a * b
+        sq += s * s
+    return (sq / n) ** 0.5
+
+
+def test_output_scale_follows_the_harness_inputs():
+    """messages._output_scale against the RMS of outputs drawn as each spec's inputs are (the
+    weights divided by sqrt(K) where the spec divides them, the quantized operands' scales)."""
+    K = 1024
+    lut = [0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6]
+    cases = {
+        "gemm_fp16_cuda": (lambda r: (r.gauss(0, 1), r.gauss(0, 1) / K ** 0.5), {"M": 64, "N": 64, "K": K}),
+        "gemm_fp8_cuda": (lambda r: (2 * r.gauss(0, 1) * 0.5, 2 * r.gauss(0, 1) / K ** 0.5), {"M": 64, "N": 64, "K": K}),
+        "gemm_int4_cuda": (lambda r: (r.gauss(0, 1), (r.randrange(16) - 8) * (r.random() * 0.01 + 0.005)),
+                           {"M": 16, "N": 64, "K": K}),
+        "gemm_fp4_cuda": (lambda r: (lut[r.randrange(16)] * (r.random() * 0.25 + 0.0625),
+                                     lut[r.randrange(16)] * (r.random() * 0.25 + 0.0625)), {"M": 64, "N": 64, "K": K, "G": 16}),
+        "gemv_cuda": (lambda r: (r.gauss(0, 1), r.gauss(0, 1)), {"M": 1, "N": 64, "K": K}),
+    }
+    for name, (draw, dims) in cases.items():
+        m = REGISTRY[name]
+        task = make_task(m, "H100", _dtype(m), dims)
+        want = _rms_of(draw, K)
+        assert abs(messages._output_scale(m, task) / want - 1) < 0.2, (name, messages._output_scale(m, task), want)
+    # int8: per-row scales rand/64 and rand/(64 sqrt K) multiply the int32 sum
+    rng = random.Random(1)
+    sq = 0.0
+    for _ in range(150):
+        s = sum(rng.randrange(-128, 128) * rng.randrange(-128, 128) for _ in range(K))
+        sq += (s * rng.random() / 64 * rng.random() / (64 * K ** 0.5)) ** 2
+    m = REGISTRY["gemm_int8_cuda"]
+    got = messages._output_scale(m, make_task(m, "H100", _dtype(m), {"M": 64, "N": 64, "K": K}))
+    assert abs(got / (sq / 150) ** 0.5 - 1) < 0.2
+
+
+def _dtype(m) -> str:
+    return getattr(m, "dtypes", ("fp16",))[0]
+
+
+def test_a_norms_statistic_missing_its_last_chunk_scales_every_element():
+    """rmsnorm's sum of squares over range(0, D - BLOCK, BLOCK) misses the last chunk: every
+    output is 1/sqrt(1 - BLOCK/D) too large, an error proportional to the value."""
+    m, v = _variant("rmsnorm_triton", {"stop": "D - BLOCK"})
+    task = make_task(m, "H100", "bf16", {"T": 64, "D": 4096})
+    params = {**v.defaults(), "BLOCK": 1024}
+    site = runtime_texts.off_by_one_site(dict(v.edits)["off_by_one"], task.dims, params, m.op, v.tag)
+    assert site[0] == "scale" and abs(site[1] - (1 / (1 - 0.25) ** 0.5 - 1)) < 1e-9
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, params))
+    assert bad > numel / 2
+
+
+def test_an_output_loop_missing_its_last_chunk_spoils_those_columns_and_a_row_loop_the_last_row():
+    m, v = _variant("softmax_triton", {"stop": "C - BLOCK"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    params = {**v.defaults(), "BLOCK": 2048}
+    bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, params))
+    # only the unwritten values past fp32's atol fail: a 4 * randn row's softmax has 120-630 of its
+    # 32000 above 1e-4 (softmax_cuda.ABOVE_TOLERANCE_A_ROW), so 1280 columns hold ~5-25 a row
+    assert 32 * 1280 * 120 / 32000 <= bad <= 32 * 1280 * 630 / 32000, bad
+    assert all(int(i.strip("()").split(", ")[1]) >= 32000 - 1280 for i in at)
+    m2, v2 = _variant("softmax_cuda", {"last": "chunks - 1"})
+    for dtype, floor in (("fp32", 120), ("bf16", 2)):
+        t2 = make_task(m2, "H100", dtype, {"R": 4096, "C": 32000})
+        bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m2, t2, random.Random(0), v2, v2.defaults()))
+        word = 4 if dtype == "fp32" else 8
+        assert 4096 * word * floor / 32000 <= bad < 4096 * word * 700 / 32000, (dtype, bad)
+    m, v = _variant("softmax_triton", {"stop": "R - 1"})
+    bad, numel, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == 32000 and all(i.startswith("(31, ") for i in at)
+
+
+def _warp_scan(v: list, test) -> list:
+    """The render's warp_inclusive_scan (shfl_up by o, added where test(lane, o))."""
+    v, o = list(v), 1
+    while o < len(v):
+        v = [v[i] + v[i - o] if i >= o and test(i, o) else v[i] for i in range(len(v))]
+        o <<= 1
+    return v
+
+
+def test_a_warp_scan_skipping_the_lane_o_below_loses_the_share_the_site_says():
+    """prefix_scan's block_exclusive_scan with `lane > o`, run in Python on random thread sums:
+    the tile total it carries is short by the share off_by_one_site gives (every later prefix)."""
+    m, v = _variant("prefix_scan_cuda", {"test": "lane > o"})
+    rng = random.Random(0)
+    for threads in (128, 256, 1024):
+        warps, lost = threads // 32, []
+        for _ in range(20):
+            s = [sum(rng.random() for _ in range(4)) for _ in range(threads)]
+            sums = [_warp_scan(s[w * 32:(w + 1) * 32], lambda i, o: i > o)[-1] for w in range(warps)]
+            total = _warp_scan(sums + [0.0] * (32 - warps), lambda i, o: i > o)[warps - 1]
+            lost.append(1 - total / sum(s))
+        site = runtime_texts.off_by_one_site({"test": "lane > o"}, {"R": 1, "C": 4096}, {"threads": threads}, m.op)
+        assert site[0] == "scale" and abs(site[1] - sum(lost) / len(lost)) < 0.02, (threads, site, sum(lost) / len(lost))
+    task = make_task(m, "H100", "fp32", {"R": 1, "C": 128256})
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad > 0.9 * numel
+
+
+def test_a_prefix_scans_output_scale_is_its_cumsums():
+    """torch.cumsum of U(0, 1) rows: RMS 0.5 C / sqrt(3) (was 1)."""
+    m = REGISTRY["prefix_scan_cuda"]
+    C = 4096
+    task = make_task(m, "H100", "fp32", {"R": 1, "C": C})
+    rng, acc, sq = random.Random(0), 0.0, 0.0
+    for _ in range(C):
+        acc += rng.random()
+        sq += acc * acc
+    assert abs(messages._output_scale(m, task) / (sq / C) ** 0.5 - 1) < 0.05
+
+
+def test_a_cache_copys_per_token_bound_spoils_each_tokens_last_element_or_word():
+    """kv_append copies each token's H * D values to its slot: a bound one short leaves the last
+    value (a 16-byte word on the uint4 rungs) of each of the T tokens; paged_kv_copy's cp.async
+    staging one pass short leaves each thread's last word of every copied block."""
+    m, v = _variant("kv_append_cuda", {"stop": "H * D - 1"})
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    T, D = task.dims["T"], task.dims["D"]
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == T and all(i.endswith(f", {D - 1})") for i in at)
+    m, v = _variant("kv_append_cuda", {"guard": "c < chunks - 1"})
+    bad, _, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == T * 8
+    m, v = _variant("paged_kv_copy_cuda", {"stop": "n - 1"})
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    bad, _, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == task.dims["M"] * v.defaults()["threads"] * 8
+
+
+def test_rope_heads_a_thread_leaves_unrotated_are_the_last_rows_the_site_says():
+    """rope_cuda's register rungs: thread `group` rotates heads group + j * HEAD_THREADS (q's H,
+    then k's) for j < HEADS_PER_THREAD - 1: the heads left are k's last ones (q's all where one j)."""
+    m, v = _variant("rope_cuda", {"heads": "HEADS_PER_THREAD - 1"})
+    for H in (16, 32, 64):
+        for ht in (4, 8, 16, 32):
+            per = -(-2 * H // ht)
+            done = {g + j * ht for g in range(ht) for j in range(per - 1) if g + j * ht < 2 * H}
+            left = sorted(set(range(2 * H)) - done)
+            q_left, k_left = [x for x in left if x < H], [x - H for x in left if x >= H]
+            first = q_left if q_left else k_left          # assert_close reports the first tensor that differs
+            site = runtime_texts.off_by_one_site({"heads": "HEADS_PER_THREAD - 1"}, {"T": 4, "H": H, "D": 128},
+                                                 {"head_threads": ht}, "rope")
+            assert site == ("last_rows", len(first)) and first == list(range(H - len(first), H)), (H, ht, left)
+    task = make_task(m, "H100", "fp16", {"T": 64, "H": 32, "D": 128})
+    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert bad == 64 * 16 * 128 and all(int(i.strip("()").split(", ")[1]) >= 16 for i in at)
+
+
+def test_a_softmax_merge_skipping_its_last_warp_scales_the_values_past_the_tolerance():
+    """online_softmax's merge over w < WARPS - 1 drops one warp's share of the sum: every output
+    1/(W - 1) too large, out of tolerance where that exceeds atol + rtol y: the row's largest few."""
+    m, v = _variant("softmax_cuda", {"last": "WARPS - 1"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    site = runtime_texts.off_by_one_site({"last": "WARPS - 1"}, task.dims, {"threads": 512}, m.op, v.tag, 32)
+    assert site == ("scale", 1 / 15)
+    rng, above = random.Random(0), 0
+    for _ in range(4):                       # 4 * randn rows: values above 1e-4 / (1/15 - 1e-4)
+        x = [4 * rng.gauss(0, 1) for _ in range(32000)]
+        top = max(x)
+        e = [math.exp(a - top) for a in x]
+        s = sum(e)
+        above += sum(1 for a in e if a / s * (1 / 15) > 1e-4 + 1e-4 * a / s)
+    bad, numel, _ = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(0), v, v.defaults()))
+    assert 0.4 < bad / (above / 4 * 32) < 2.5, (bad, above / 4 * 32)
+
+
+def test_a_softmaxs_proportional_error_is_largest_at_its_largest_value_never_past_one():
+    m, v = _variant("softmax_cuda", {"last": "WARPS - 1"})
+    task = make_task(m, "H100", "fp32", {"R": 32, "C": 32000})
+    for seed in range(5):
+        text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults())
+        diff = float(re.search(r"Greatest absolute difference: ([\d.e-]+)", text).group(1))
+        assert 0.3 / 15 < diff <= 1.2 / 15, text     # ~1/15 of the largest y (0.8 in 32 rows of 4 * randn)
