@@ -61,14 +61,36 @@ def test_a_stall_waits_on_every_load_issued_before_it():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, tag, shape", [("softmax_triton", "online_softmax", {"R": 32, "C": 128256}),
-                                              ("cross_entropy_fwd_triton", "online_softmax", {"T": 16, "V": 128256})])
+                                              ("rmsnorm_triton", "chunked_two_pass", {"T": 64, "D": 4096})])
 def test_the_table_is_what_the_sass_holds(name, tag, shape):
-    """Recompiled for sm_90a (Triton's ptxas): the rung's bytes in flight at 8 over the rolled loop's lie on the
-    same side of the table's figure for its module (a copy's loads held ahead or not)."""
+    """Recompiled for sm_90a (Triton's ptxas): the rung's unrolled loop holds about the rolled loop's bytes a round
+    trip, as the table says (cross_entropy_fwd's, which the SASS puts ahead, takes the H100's no-gain instead)."""
     pytest.importorskip("triton")
     depth = _depth_script()
     m = REGISTRY[name]
     v = m.variant(tag)
     got = depth.rung_in_flight(m, v, make_task(m, "H100", "bf16", shape))
-    ratio = got[8] / got[0]
-    assert (ratio > 2) == (TRITON_IN_FLIGHT[name][8] > 2)
+    assert got[8] / got[0] < 1.5 and TRITON_IN_FLIGHT[name][8] < 1.5
+
+
+# The H100's timings of sim's device call (2026-12-06 07:40 UTC, scripts/gpu_check_unroll.py; us at loop_unroll
+# 0 / 2 / 4 / 8): what the knob bought at few rows, every rung within 15% of its rolled loop or slower
+DEVICE = [
+    ("softmax_triton", "online_softmax", {"R": 32, "C": 128256}, {}, (57.6, 59.3, 55.8, 53.0)),
+    ("softmax_triton", "chunked_three_pass", {"R": 32, "C": 128256}, {"BLOCK": 512, "num_warps": 16},
+     (99.3, 102.1, 96.1, 85.4)),
+    ("cross_entropy_fwd_triton", "online_softmax", {"T": 16, "V": 128256}, {}, (26.4, 34.5, 36.1, 36.3)),
+    ("cross_entropy_fwd_triton", "split_v_combine", {"T": 16, "V": 128256}, {}, (16.4, 18.9, 18.2, 26.2)),
+    ("rmsnorm_triton", "chunked_two_pass", {"T": 64, "D": 4096}, {"BLOCK": 256}, (7.7, 7.4, 7.4, 7.8)),
+]
+
+
+@pytest.mark.parametrize("name, tag, shape, base, measured", DEVICE)
+def test_unrolling_buys_what_the_h100_measured_at_few_rows(name, tag, shape, base, measured):
+    """The model's best unrolled value is never more than 15% under the rolled loop where the H100's was at most
+    14% under it (three-pass at 8), and never 1.5x under as the N-trips credit had it (15.7 vs 43.3 us)."""
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "bf16", shape)
+    sim = [simulate(m, v, {**v.defaults(), **base, "loop_unroll": n}, task).time_ms for n in (0, 2, 4, 8)]
+    assert min(sim[1:]) / sim[0] >= min(0.85, min(measured[1:]) / measured[0])

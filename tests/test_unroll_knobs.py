@@ -74,9 +74,11 @@ def test_triton_unroll_buys_what_the_compiled_loop_holds_in_flight():
     few = _times("softmax_triton", "online_softmax", "H100", "bf16", {"R": 32, "C": 128256}, LOOP_UNROLL.name)
     assert 0.87 <= few[-1][0] / few[0][0] <= 0.97
     assert few[-1][1] - few[0][1] <= 8            # 32 -> 40 registers (cuobjdump): no copy's load held ahead
-    # cross_entropy_fwd's copies' loads issue ahead (SASS: 16 -> 128 bytes a round trip at 8): a few rows gain
+    # cross_entropy_fwd at 16 rows: Triton 3.9's SASS issues the copies' loads ahead, but the H100 (Triton 3.6) ran
+    # every unrolled value slower (online_softmax 26.4 us rolled, 34.5-36.3 unrolled; sim's device call of 07:40
+    # UTC): no credit, so no gain and no registers for loads held ahead
     ce = _times("cross_entropy_fwd_triton", "online_softmax", "H100", "bf16", {"T": 16, "V": 128256}, LOOP_UNROLL.name)
-    assert ce[-1][0] < 0.8 * ce[0][0] and ce[-1][1] > ce[0][1] + 16
+    assert all(t >= 0.99 * ce[0][0] and r == ce[0][1] for t, r in ce)
     full = _times("softmax_triton", "online_softmax", "H100", "fp16", {"R": 4096, "C": 32000}, LOOP_UNROLL.name)
     assert full[-1][0] >= 0.98 * full[0][0]       # the rows cover DRAM's latency (H100 kigrid, fp32: 538.5 -> 539.3 us)
 
