@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On an H100 or H200 (the `run` tool, repository root): the sim session's follow-up device check in one call.
 #   bash scripts/gpu_check_followup.sh DIR [UNROLL_S] [BUDGET_S]
-# 1. scripts/gpu_check_unroll.py: the rows the model's fixes change (Triton loop_unroll at few rows, layernorm_cuda's
+# 1. scripts/gpu_check_unroll.py (ROOM_PLAN: its plan, default unroll): the rows the model's fixes change (Triton loop_unroll at few rows, layernorm_cuda's
 #    words at 1,024 threads, gemv_cuda at one and eight rows of x), each checked and timed beside the simulator
 #    (UNROLL_S: its run pass's budget, default 40 s);
 # 2. scripts/gpu_check_final.sh DIR BUDGET_S: gpu-check of a fresh seed prepared by `scripts/gpu_check_final.py prepare`
@@ -11,7 +11,7 @@ set -uo pipefail
 dir=${1:?prepared folder}; unroll_s=${2:-40}; budget=${3:-55}
 out=${OUT:-/tmp/gc_followup}; mkdir -p "$out/unroll" "$out/check"
 s=$(date +%s)
-OUT="$out/unroll" KNOBA_RUN_S="$unroll_s" timeout -k 5 $(( unroll_s + 50 )) python3 scripts/gpu_check_unroll.py \
+OUT="$out/unroll" KNOBA_RUN_S="$unroll_s" ROOM_PLAN="${ROOM_PLAN:-unroll}" timeout -k 5 $(( unroll_s + 50 )) python3 scripts/gpu_check_unroll.py \
     > "$out/unroll/log.txt" 2>&1
 echo "gpu_check_unroll rc=$? after $(( $(date +%s) - s )) s" >> "$out/unroll/log.txt"
 OUT="$out/check" bash scripts/gpu_check_final.sh "$dir" "$budget" > "$out/check/log.txt" 2>&1

@@ -41,6 +41,16 @@ PLAN = [
     ("gemv_cuda", "multi_row_warp", "warps", GEMV, {}, (4,)),
 ]
 room_device_check.PLANS["unroll"] = ([], PLAN)
+# ROOM_PLAN=ln_words: layernorm_cuda's words where the proposed fix of its launch model (nvcc's own four loads in
+# flight on the scalar loop) and the words' test disagree: welford_shuffle at T=4096 (the test asserts a 1.4x VEC
+# gain there), both rungs at T=64 on 256 threads (the gains the fix keeps), welford on 1,024 threads
+LN_WORDS = [
+    ("layernorm_cuda", "welford_shuffle", "vec", [{"T": 4096, "D": 4096}, {"T": 64, "D": 4096}], {"threads": 256},
+     (1, 2, 4)),
+    ("layernorm_cuda", "smem_block_reduce", "vec", [{"T": 64, "D": 4096}], {"threads": 256}, (1, 2, 4)),
+    ("layernorm_cuda", "welford_shuffle", "vec", [{"T": 4096, "D": 4096}], {"threads": 1024}, (1, 2, 4)),
+]
+room_device_check.PLANS["ln_words"] = ([], LN_WORDS)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "unroll")
