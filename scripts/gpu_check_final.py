@@ -58,10 +58,11 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def slim(full: Path, out: Path) -> int:
+def slim(full: Path, out: Path, modules: set | None = None) -> int:
     """Copy full's manifest and stats into out, and the rows of ARCH episodes gzipped (NAME.gz: text JSON
-    shrinks ~10x, so both profiles fit the device call's carry; the device script unpacks them with gunzip).
-    Returns the rows kept."""
+    shrinks ~10x, so both profiles fit the device call's carry; the device script unpacks them with gunzip);
+    with `modules`, only those modules' rows (gpu-check samples each module alone, so their cases are the
+    whole dataset's where the sample gives each module its floor of cases). Returns the rows kept."""
     out.mkdir(parents=True)
     for name in (MANIFEST, "stats.json"):
         (out / name).write_bytes((full / name).read_bytes())
@@ -69,7 +70,8 @@ def slim(full: Path, out: Path) -> int:
     for path in record_paths(rows_file(full)):
         with open(path, "rb") as src, gzip.GzipFile(out / (path.name + ".gz"), "wb", mtime=0) as dst:
             for line in src:
-                if json.loads(line).get("arch") == ARCH:
+                row = json.loads(line)
+                if row.get("arch") == ARCH and (modules is None or row.get("module") in modules):
                     dst.write(line)
                     kept += 1
     return kept
@@ -95,23 +97,28 @@ def commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
-def prepare(out: Path, work: Path, seeds: dict, episodes: dict, samples: dict, workers: int, gpu: str) -> int:
+def prepare(out: Path, work: Path, seeds: dict, episodes: dict, samples: dict, workers: int, gpu: str,
+            modules: set | None = None, profiles: tuple = tuple(PROFILES)) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"gpu_check_final: {out} is not empty; not overwritten", file=sys.stderr)
         return 2
     fit = ROOT / "kernelstrain" / "calibration" / "h200_fit.json"
     lines = [f"model: {commit()}; h200_fit.json sha256 {sha256(fit)}",
-             "seeds " + ", ".join(f"{profile} {seed}" for profile, seed in seeds.items())]
+             "seeds " + ", ".join(f"{profile} {seed}" for profile, seed in seeds.items() if profile in profiles)]
+    if modules:
+        lines.append("modules kept: " + ", ".join(sorted(modules)))
     plan = []
     for profile, config in PROFILES.items():
+        if profile not in profiles:
+            continue
         full = work / profile
         seed = seeds[profile]
         subprocess.run([sys.executable, "-m", "kernelstrain", "generate", "--seed", str(seed), "--out", str(full),
                         "--config", str(config), "--episodes", str(episodes[profile]), "--workers", str(workers),
                         "--quiet", "--force"], cwd=ROOT, check=True)
         source = rows_file(full)
-        kept = slim(full, out / profile)
-        rows = read_episodes(full)                  # the slim dataset's sample is the same (the test)
+        kept = slim(full, out / profile, modules)
+        rows = [e for e in read_episodes(full) if modules is None or e["module"] in modules]   # the slim one's sample
         cases = sample_cases(rows, samples[profile], 0, sim_gpu=gpu)
         modules = {c["module"] for c in cases}
         wanted = {e["module"] for e in rows if e["arch"] == ARCH}
@@ -210,6 +217,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--gpu", choices=("H100", "H200"), default="H100",
                    help="the card the check will run on: its sample is planned as gpu-check there draws it")
+    p.add_argument("--modules", help="comma-separated: keep only these modules' rows (a shorter device call)")
+    p.add_argument("--profiles", default=",".join(PROFILES), help="comma-separated profiles to generate")
     f = sub.add_parser("figures")
     f.add_argument("reports", type=Path, nargs="+", help="gpu-check --report files, named <profile>.json")
     f.add_argument("--markdown", type=Path)
@@ -219,7 +228,7 @@ def main(argv=None) -> int:
             ap.error(f"--seed takes one seed or {len(PROFILES)}")
         seeds = dict(zip(PROFILES, a.seed * len(PROFILES) if len(a.seed) == 1 else a.seed))
         return prepare(a.out, a.work, seeds, dict(zip(PROFILES, a.episodes)), dict(zip(PROFILES, a.sample)), a.workers,
-                       a.gpu)
+                       a.gpu, set(a.modules.split(",")) if a.modules else None, tuple(a.profiles.split(",")))
     loaded = {path.stem: json.loads(path.read_text()) for path in a.reports}
     reports = {name: r["summary"] for name, r in loaded.items()}
     cards = "".join(f"{name}: measured on {r.get('device') or '?'}, simulated as {r.get('sim_gpu') or '?'}\n"

@@ -29,6 +29,19 @@ def test_the_slim_dataset_gives_the_whole_datasets_sample(final, small_dataset, 
     assert a and [c["id"] for c in a] == [c["id"] for c in b] and [c["code"] for c in a] == [c["code"] for c in b]
 
 
+def test_a_module_subset_keeps_those_modules_cases(final, small_dataset, tmp_path):
+    """prepare --modules: the subset's sample is the whole dataset's cases of those modules, where the sample gives
+    each module its floor of cases (a shorter device call of the same checks)."""
+    whole = final.read_episodes(small_dataset)
+    names = sorted({e["module"] for e in whole if e["arch"] == "sm_90a"})[:3]
+    kept = final.slim(small_dataset, tmp_path / "sub", set(names))
+    final.unpack(tmp_path / "sub")
+    sub = final.read_episodes(tmp_path / "sub")
+    assert kept == len(sub) > 0 and {e["module"] for e in sub} == set(names)
+    a = [c["id"] for c in sample_cases(whole, 10, 0) if c["module"] in names]
+    assert a and a == [c["id"] for c in sample_cases(sub, 10, 0)]
+
+
 def test_prepare_writes_over_nothing(final, tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("mine")
@@ -54,3 +67,18 @@ def test_figures_put_each_profile_beside_its_repeat_ceiling(final, tmp_path):
     assert modules["min_p_cuda"][2:8] == ["-"] * 6 and modules["min_p_cuda"][11] == "0.400"
     text = final.render(reports, markdown=True)
     assert text.startswith("| figure | default | repeat ceiling | kernelinfer | repeat ceiling | target |")
+
+
+def test_rescore_recomputes_each_timed_rows_simulated_time():
+    spec = importlib.util.spec_from_file_location("gpu_check_rescore", ROOT / "scripts" / "gpu_check_rescore.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from kernelstrain.gpucheck import _sim_ms
+    from kernelstrain.ops import REGISTRY
+    defaults = REGISTRY["rmsnorm_cuda"].variant("warp_shuffle").defaults()
+    base = {"episode": "e", "module": "rmsnorm_cuda", "variant": "warp_shuffle", "dtype": "bf16",
+            "shape": {"T": 64, "D": 4096}, "label": "ok", "ok": True}
+    rows = [dict(base, id=f"e|{v}", params={**defaults, "pragma_unroll": v}, time_ms=1e-3 * (5 + v)) for v in (0, 8)]
+    rows.append(dict(base, id="e|bug", params=defaults, label="wrong_result", ok=False, time_ms=None, sim_ms=None))
+    out = mod.rescored([dict(r, sim_ms=1.0) for r in rows], "H100")
+    assert [r["sim_ms"] for r in out[:2]] == [_sim_ms(r, "H100") for r in rows[:2]] and out[2]["sim_ms"] == 1.0

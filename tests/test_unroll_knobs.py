@@ -67,11 +67,20 @@ def test_cuda_unroll_under_the_compilers_own_depth_loses_loads_in_flight():
     assert simulate(m, v, {**v.defaults(), PRAGMA_UNROLL.name: 2}, task).time_ms > simulate(m, v, v.defaults(), task).time_ms
 
 
-def test_triton_unroll_helps_few_programs_and_not_a_full_grid():
-    few = _times("softmax_triton", "online_softmax", "H100", "fp16", {"R": 32, "C": 128256}, LOOP_UNROLL.name)
-    assert few[-1][0] < 0.8 * few[0][0]
+def test_triton_unroll_buys_what_the_compiled_loop_holds_in_flight():
+    # softmax's online loop: ptxas issues each unrolled copy's load after the previous copy's exps (sm_90a SASS,
+    # ops/unroll.TRITON_IN_FLIGHT), and an H100 timed R=32 C=128256 bf16 at 57.4 us rolled, 52.8 at loop_unroll 8
+    # (0.92x; scripts/room_device_check_triton.py, 2026-12-06 04:33 UTC), where N times the loads had modelled 0.36x
+    few = _times("softmax_triton", "online_softmax", "H100", "bf16", {"R": 32, "C": 128256}, LOOP_UNROLL.name)
+    assert 0.87 <= few[-1][0] / few[0][0] <= 0.97
+    assert few[-1][1] - few[0][1] <= 8            # 32 -> 40 registers (cuobjdump): no copy's load held ahead
+    # cross_entropy_fwd at 16 rows: Triton 3.9's SASS issues the copies' loads ahead, but the H100 (Triton 3.6) ran
+    # every unrolled value slower (online_softmax 26.4 us rolled, 34.5-36.3 unrolled; sim's device call of 07:40
+    # UTC): no credit, so no gain and no registers for loads held ahead
+    ce = _times("cross_entropy_fwd_triton", "online_softmax", "H100", "bf16", {"T": 16, "V": 128256}, LOOP_UNROLL.name)
+    assert all(t >= 0.99 * ce[0][0] and r == ce[0][1] for t, r in ce)
     full = _times("softmax_triton", "online_softmax", "H100", "fp16", {"R": 4096, "C": 32000}, LOOP_UNROLL.name)
-    assert full[-1][0] >= 0.98 * full[0][0]
+    assert full[-1][0] >= 0.98 * full[0][0]       # the rows cover DRAM's latency (H100 kigrid, fp32: 538.5 -> 539.3 us)
 
 
 def test_generic_main_unroll_is_not_offered_beside_the_rungs_own():

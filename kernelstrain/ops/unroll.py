@@ -25,6 +25,10 @@ absorbed it), so the knob is modelled relative to it (`unrolled`):
   compiler's is not credited with registers it may free: its allocation has other live values);
 - loop overhead: one compare-and-branch per N iterations (a few % where the loop is compute-bound).
 
+Triton's unrolled copies keep more loads in flight only where ptxas issues them ahead of the previous copies' math,
+which it mostly does not in the row kernels (TRITON_IN_FLIGHT, read off their sm_90a SASS): the knob's bytes in
+flight and registers follow that compiled depth, not N.
+
 Modules declare the knob on a rung (`PRAGMA_UNROLL` / `LOOP_UNROLL` in its params) and either
 write `pragma(p)` / `trange(p, ...)` into their render, or wrap the rung's render and launch
 (`render_of`, `launch_of`): the wrapped render writes the knob on every streaming loop of the
@@ -53,6 +57,29 @@ PRAGMA_UNROLL = Param("pragma_unroll", (0, 2, 4, 8), 0)     # CUDA: #pragma unro
 LOOP_UNROLL = Param("loop_unroll", (0, 2, 4, 8), 0)           # Triton: tl.range(..., loop_unroll_factor=N)
 NAMES = (PRAGMA_UNROLL.name, LOOP_UNROLL.name)
 COMPILER_DEPTH = {PRAGMA_UNROLL.name: 4, LOOP_UNROLL.name: 1}   # iterations unrolled at the compiler's own choice
+# The loads a Triton streaming loop keeps in flight at loop_unroll_factor N over the rolled loop's, as compiled
+# (scripts/triton_unroll_depth.py: sm_90a, Triton 3.9's ptxas, bf16, each rung's defaults on a few-row menu shape;
+# the LDG bytes a thread brings per round trip it waits on; per module the geometric mean over its rungs, each
+# clipped to 1..N). Triton replicates the body N times, but in the row-norm, softmax and fp8 loops ptxas issues
+# each copy's loads after the previous copy's reductions (softmax online_softmax at N = 8: 18 LDG.E.128, each
+# waited on before the next issues; 16.0 -> 17.1 bytes a round trip, 32 -> 40 registers), so the unrolled loop
+# holds what the rolled one held. An H100 timed it (scripts/room_device_check_triton.py, 2026-12-06 04:33 UTC):
+# softmax_triton R=32 C=128256 bf16 online_softmax 57.4 us rolled, 52.8 us at loop_unroll 8 (0.92x), which the
+# full credit (N times the bytes in flight) had put at 17.8 us; chunked_three_pass BLOCK 512 on 16 warps at 8
+# ran 85.5 us (modelled 23.6). cross_entropy_fwd_triton's loops are the exception in Triton 3.9's SASS: their
+# copies' loads issue ahead (online_softmax 16 -> 19 / 64 / 128 bytes a round trip, 58 -> 64 / 121 / 240 registers
+# at 2 / 4 / 8; split_v_combine's rolled loop issues its 2-byte loads one at a time, its unrolled one 12x the bytes a
+# trip; the script's geometric mean 1.34 / 2.77 / 4.0). The H100 with Triton 3.6 did not bear that out (sim's device
+# call of 07:40 UTC, scripts/gpu_check_unroll.py, T=16 V=128256 bf16): online_softmax 26.4 us rolled, 34.5 / 36.1 /
+# 36.3 at 2 / 4 / 8; split_v_combine 16.4, 18.9 / 18.2 / 26.2; chunked_two_pass 28.3, 35.7 at 8: slower, never
+# faster, so the module takes no credit (1.0) until a device shows one. The same call held the others: softmax
+# online 57.6 -> 59.3 / 55.8 / 53.0, three-pass (BLOCK 512, 16 warps) 99.3 -> 102.1 / 96.1 / 85.4, rmsnorm (T=64,
+# BLOCK 256) 7.7 -> 7.4 / 7.4 / 7.8, layernorm three-pass 8.6 -> 7.2 at 8, fp8_quant 7.4 -> 7.6 at 8.
+TRITON_IN_FLIGHT = {
+    "add_rmsnorm_triton": {2: 1.0, 4: 1.0, 8: 1.0}, "cross_entropy_fwd_triton": {2: 1.0, 4: 1.0, 8: 1.0},
+    "fp8_quant_triton": {2: 1.0, 4: 1.0, 8: 1.0}, "layernorm_triton": {2: 1.07, 4: 1.15, 8: 1.15},
+    "rmsnorm_triton": {2: 1.0, 4: 1.0, 8: 1.0}, "softmax_triton": {2: 1.1, 4: 1.22, 8: 1.12},
+}
 
 
 def factor(params: dict) -> int:
@@ -72,11 +99,19 @@ def trange(params: dict, args: str) -> str:
     return f"tl.range({args}, loop_unroll_factor={n})" if n else f"range({args})"
 
 
-def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int | None = None) -> Launch:
+def triton_depth(module: str | None, n: int) -> float:
+    """The iterations' loads a Triton loop unrolled N times keeps in flight, in rolled trips (TRITON_IN_FLIGHT;
+    a module the table does not name: none beyond the rolled loop's)."""
+    return min(n, max(1.0, TRITON_IN_FLIGHT.get(module, {}).get(n, 1.0)))
+
+
+def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int | None = None,
+             module: str | None = None) -> Launch:
     """`launch` with its streaming loop unrolled as `params` say: `trips` iterations a thread at
     run time, each holding `load_regs` registers of loaded data until it is used; `compiler`: the
     depth the compiler chooses on its own for this loop (COMPILER_DEPTH unless a module knows
-    better), which the launch model's default holds.
+    better), which the launch model's default holds. A Triton loop (`module` its op module) keeps
+    triton_depth's iterations in flight, not N.
 
     >>> base = Launch(grid=132, threads=256, regs=32, bytes_per_access=16)
     >>> u = unrolled(base, {"pragma_unroll": 8}, trips=16, load_regs=4)
@@ -87,19 +122,26 @@ def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compile
     (8.0, 32)
     >>> unrolled(base, {"pragma_unroll": 8}, trips=1, load_regs=4).bytes_per_access   # one trip: nothing to overlap
     16
-    >>> unrolled(base, {"loop_unroll": 4}, trips=16, load_regs=4).bytes_per_access    # Triton: none by default
-    64.0
+    >>> unrolled(base, {"loop_unroll": 4}, trips=16, load_regs=4, module="layernorm_triton").bytes_per_access
+    18.4
+    >>> r = unrolled(base, {"loop_unroll": 8}, trips=16, load_regs=4, module="rmsnorm_triton")   # issued in turn
+    >>> r.bytes_per_access, r.regs
+    (16, 32)
     """
     n = factor(params)
     if not n:
         return launch
+    triton = not params.get(PRAGMA_UNROLL.name)
     if compiler is None:
-        compiler = COMPILER_DEPTH[PRAGMA_UNROLL.name if params.get(PRAGMA_UNROLL.name) else LOOP_UNROLL.name]
-    deep, own = min(n, max(1.0, trips)), min(compiler, max(1.0, trips))
-    regs = launch.regs + (load_regs + INDEX_REGS) * max(0, n - compiler)
+        compiler = COMPILER_DEPTH[LOOP_UNROLL.name if triton else PRAGMA_UNROLL.name]
+    # the copies whose loads the compiled loop really holds in flight (a CUDA pragma: all N of them)
+    held = triton_depth(module, n) if triton else n
+    deep, own = min(held, max(1.0, trips)), min(compiler, max(1.0, trips))
+    regs = launch.regs + round((load_regs + INDEX_REGS) * max(0, held - compiler))
+    branches = min(n, max(1.0, trips)) / own           # one loop branch per N trips, whatever the loads do
     return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
                    else launch.bytes_per_access,
-                   compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(deep / own)))
+                   compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(branches)))
 
 
 # a CUDA loop stepping by the block, a warp, the grid or a stride (not a tree reduction's halving loop)
@@ -143,7 +185,7 @@ def launch_of(launch, trips, load_regs, compiler: int | None = None):
     `compiler` deep at the compiler's own choice (unrolled)."""
     def wrapped(params, task):
         regs = load_regs(params, task) if callable(load_regs) else load_regs
-        return unrolled(launch(params, task), params, trips(params, task), regs, compiler)
+        return unrolled(launch(params, task), params, trips(params, task), regs, compiler, task.module)
     return wrapped
 
 

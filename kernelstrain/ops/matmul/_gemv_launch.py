@@ -20,11 +20,16 @@ def warp_launch(kind: str):
         grid = cdiv(n, p["warps"] * rows)
         x_rereads = 1 + (m * k * e * grid / rows) / base * 0.02   # x from L2, mostly L1 hits
         # ... but each W load brings M / rows x loads of its width through the LSU: at M=8 the load pipe
-        # binds (H200: warp_per_row ran 11x its DRAM time, uint4 2.3x; a 2-byte load costs a uint4's slot)
+        # binds (H200: warp_per_row ran 11x its DRAM time, uint4 2.3x = 1 + 0.16 x 8; a 2-byte load costs a
+        # uint4's slot). The scalar rung's pipe carries its own 2-byte W loads too, and the pipe and DRAM work side by
+        # side: the slower of the two binds, not their sum (warp_per_row at M=1, N and K 4096-14336, ran 38-40 us on
+        # the H200 and 47-53 on the H100 where the sum modelled 63 / 90: 1.6-1.9x over in all 9 rows of the
+        # s1717-s96969 gpu-checks; 1.15-1.3x its uint4 twin, as max(1.0, 1.28) over 1.16; M=4-8 within 0.96-1.04x
+        # either way). The 16-byte rungs keep the sum, which their M=8 rows hold.
         lsu = lambda width: L1_LOAD_COST * m / rows * (16 / width)  # noqa: E731
         if kind == "scalar":
-            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e, traffic=x_rereads + lsu(e),
-                          lane_util=min(1.0, k / warp))
+            return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e,
+                          traffic=max(x_rereads, lsu(e)), lane_util=min(1.0, k / warp))
         vec_lanes = min(1.0, k / (8 * warp))
         if kind == "vec":
             return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16,
