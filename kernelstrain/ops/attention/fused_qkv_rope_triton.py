@@ -9,12 +9,15 @@ from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
 from .._triton_smem import dot_loop_smem, epilogue_scratch
-from ..matmul.gemm_fp16_triton import tile_launch
+from ..matmul.gemm_fp16_triton import STAGES, tile_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128), 128)
 BLOCK_K = Param("BLOCK_K", (32, 64), 32)
+# the launch's warps (4: Triton's default, what these rungs launched at): 8 halve the accumulator a thread holds
+# (128 x 128 fp32: 128 -> 64 registers) and double the epilogue's conversion rounds on mma.sync
+WARPS = Param("num_warps", (4, 8), 4)
 ROT0 = "y0 * c - y1 * s"
 NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
 ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
@@ -164,20 +167,20 @@ class FusedQkvRopeTriton(FusedQkvRopeSpec):
     impl = "triton"
     variants = (
         Rung("dot_then_rope", "tl.dot GEMM to an fp32 scratch, then a rope/split kernel reading it back",
-             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K, WARPS), path="fp16",
              compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85, scratch=True),
              render=dot_then_rope_src, bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("fused_epilogue", "rope in the GEMM epilogue: the tile split into pairs, rotated and stored by head",
-             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K, WARPS), path="fp16",
              compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85),
              render=fused_src(ROW_MAJOR, False), bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share x and w panels in L2",
-             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)), path="fp16", compute_eff=0.48,
+             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8), WARPS), path="fp16", compute_eff=0.48,
              memory_eff=0.8, smem="dynamic", launch=dot_launch(0.95), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of the tile loads, tuned warps",
              (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 64), Param("GROUP_M", (8,), 8),
-              Param("num_stages", (3, 4, 5), 3), Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
+              STAGES, Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
              memory_eff=0.88, smem="dynamic", launch=dot_launch(0.95, "pipelined"), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
     )

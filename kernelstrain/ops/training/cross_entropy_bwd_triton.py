@@ -8,6 +8,7 @@ once -> persistent programs looping over (row, chunk) tiles with evict-first loa
 """
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
+from .. import stream_stages
 
 # the forward's ranges (cross_entropy_fwd_triton): an 8192-wide chunk wants 16 warps to stay in
 # registers (24 + 3 x 8192 / 512 = 72 a thread; on 4 warps, 216)
@@ -61,9 +62,17 @@ def launch_of(kind: str):
         if kind == "tiled":
             return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
         grid = min(tiles, gpu.sms * p["programs_per_sm"])
-        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane,
-                      rounds=cdiv(tiles, grid))
+        # the tile loop's num_stages stages the next tiles' logits in shared memory (ops/stream_stages.py)
+        return stream_stages.staged(Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=vec * e,
+                                           lane_util=lane, rounds=cdiv(tiles, grid)),
+                                    p, task, trips=tiles / grid, loads=1, block=block, row="V")
     return launch
+
+
+def tile_loop(p, args: str) -> str:
+    """The persistent tile loop over range(args), its loads staged num_stages deep past 1."""
+    stages = p["num_stages"]
+    return f"tl.range({args}, num_stages={stages})" if stages > 1 else f"range({args})"
 
 
 def block_const(p, task) -> dict:
@@ -151,15 +160,15 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
 
 
 def persistent_evict_first_src(p, task, tiles="n_tiles", dloss=ROW_DLOSS):
+    overlap = (", and\n    # the loads of the next tile overlap the stores of this one." if p["num_stages"] > 1 else ".")
     return f'''
 @triton.jit
 def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index, n_tiles,
                              BLOCK: tl.constexpr):
-    # A fixed grid of #SMs x k programs walks the (row, chunk) tiles: no launch tail, and
-    # the loads of the next tile overlap the stores of this one. Logits are read once and
+    # A fixed grid of #SMs x k programs walks the (row, chunk) tiles: no launch tail{overlap} Logits are read once and
     # dx never re-read here, so both stream with evict_first and leave L2 to others.
     chunks = tl.cdiv(V, BLOCK)
-    for tile in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0), num_stages=2):
+    for tile in {tile_loop(p, "tl.program_id(0), " + tiles + ", tl.num_programs(0)")}:
         row = tile // chunks
 {row_scalars(dloss, pad=" " * 8)}
         cols = (tile - row * chunks) * BLOCK + tl.arange(0, BLOCK)
@@ -203,7 +212,8 @@ class CrossEntropyBwdTriton(OpModule):
              render=row_tiled_2d_src, consts=block_const,
              bugs={"off_by_one": {"mask": "cols < V - 1"}, "missing_scale": NO_ROW_SCALE}),
         Rung("persistent_evict_first", "#SMs x k programs loop over (row, chunk) tiles, evict-first streaming",
-             (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4)), compute_eff=0.3, memory_eff=0.92,
+             (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4),
+              Param("num_stages", (1, 2, 3), 2)), compute_eff=0.3, memory_eff=0.92,
              launch=launch_of("persistent"), render=persistent_evict_first_src, consts=block_const,
              bugs={"off_by_one": {"tiles": "n_tiles - 1"}, "missing_scale": NO_ROW_SCALE}),
     )
