@@ -94,12 +94,11 @@ def test_a_four_stage_flash_ring_is_over_an_sm86_block_where_triton_says_so():
     assert h100.ok and m.launch(v, p, make_task(m, "H100", "fp16", shape)).smem_bytes == 163840
 
 
-@pytest.mark.parametrize("tag", ["chunked_two_pass", "online_softmax"])
-def test_cross_entropy_stages_follow_the_h100s_streaming_order(tag):
-    """The forward's V loop is softmax's streaming loop (ops/stream_stages.py, H100-timed): on 16 rows of a 128k
-    vocabulary 2 stages lose to the plain loop and 3-4 gain; on 4096 rows the grid covers more of DRAM's latency, so
-    the deepest ring gains less."""
-    m, v = rung("cross_entropy_fwd_triton", tag)
+def test_cross_entropy_stages_follow_the_h100s_streaming_order():
+    """The forward's two-pass V loop is softmax's streaming loop (ops/stream_stages.py, H100-timed): on 16 rows of a
+    128k vocabulary 2 stages lose to the plain loop and 3-4 gain; on 4096 rows the grid covers more of DRAM's latency,
+    so the deepest ring gains less."""
+    m, v = rung("cross_entropy_fwd_triton", "chunked_two_pass")
     few = make_task(m, "H100", "bf16", {"T": 16, "V": 128256})
     t = {s: simulate(m, v, {**v.defaults(), "num_stages": s}, few).time_ms for s in (1, 2, 3, 4)}
     assert t[2] > t[1] > t[3] >= t[4]
@@ -126,3 +125,50 @@ def test_paged_two_warp_programs_and_32_splits():
     p = v.defaults()
     assert m.launch(v, {**p, "num_warps": 2}, task).threads == 64
     assert m.launch(v, {**p, "NUM_SPLITS": 32}, task).grid == 8 * 32
+
+
+# -- the H100's order (room_device_check_triton KNOBT_SET=tuning, 2026-12-06, 112 cases: every value correct, every
+# bug caught); the figures are in the constants' comments
+def _order(name, tag, shape, dtype, values: dict) -> list:
+    m, v = rung(name, tag)
+    task = make_task(m, "H100", dtype, shape)
+    times = {k: simulate(m, v, {**v.defaults(), **p}, task).time_ms for k, p in values.items()}
+    return sorted(times, key=times.get)
+
+
+def test_gemm_64_wide_tiles_lose_on_a_square_gemm_and_win_on_a_skinny_one():
+    wide = {"BN64": {"BLOCK_N": 64}, "BN128": {"BLOCK_N": 128}, "BN256": {"BLOCK_N": 256}}
+    # H100: 280.1 < 400.6 < 3563.9 us at 4096^3; 183.4 < 203.8 < 1881.2 at M=128 N=4096 K=14336
+    assert _order("gemm_fp16_triton", "pipelined_stages", {"M": 4096, "N": 4096, "K": 4096}, "fp16", wide) == \
+        ["BN128", "BN64", "BN256"]
+    assert _order("gemm_fp16_triton", "pipelined_stages", {"M": 128, "N": 4096, "K": 14336}, "fp16", wide) == \
+        ["BN64", "BN128", "BN256"]
+
+
+def test_gemm_two_stages_are_the_slowest_pipeline():
+    deep = {s: {"num_stages": s} for s in (2, 3, 5)}
+    # H100: 2 stages 357.8 us against 277.5 / 284.6 at 4096^3, 397.5 against 206.3 / 139.0 at M=128 K=14336
+    for shape in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 128, "N": 4096, "K": 14336}):
+        assert _order("gemm_fp16_triton", "pipelined_stages", shape, "fp16", deep)[-1] == 2
+
+
+@pytest.mark.parametrize("tag", ["fused_epilogue", "grouped_swizzle", "dot_then_rope"])
+def test_qkv_eight_warps_run_slower_unpipelined(tag):
+    m, v = rung("fused_qkv_rope_triton", tag)
+    task = make_task(m, "H100", "fp16", {"T": 1000, "HID": 2048, "H": 16, "KVH": 4, "D": 128})
+    p = {**v.defaults(), **({"BLOCK_M": 128, "BLOCK_N": 128} if tag == "fused_epilogue" else {})}   # as timed
+    four, eight = (simulate(m, v, {**p, "num_warps": w}, task).time_ms for w in (4, 8))
+    assert eight > 1.2 * four          # H100: 1.48-1.51x
+
+
+def test_cross_entropy_bwd_tile_loop_gains_with_depth_on_many_tiles():
+    stages = {s: {"num_stages": s} for s in (1, 2, 3)}
+    # H100: 93.1 < 110.2 < 118.4 us
+    assert _order("cross_entropy_bwd_triton", "persistent_evict_first", {"T": 512, "V": 128256}, "bf16", stages) == [3, 2, 1]
+
+
+def test_cross_entropy_online_loop_at_four_stages_loses_to_three():
+    stages = {s: {"num_stages": s} for s in (1, 2, 3, 4)}
+    # H100 at 16 rows: 19.4 (3) < 25.7 (1) < 27.6 (4) < 31.0 (2) us; the two-pass loop 24.1 (4) < 26.7 < 27.7 < 33.8
+    assert _order("cross_entropy_fwd_triton", "online_softmax", {"T": 16, "V": 128256}, "bf16", stages) == [3, 1, 4, 2]
+    assert _order("cross_entropy_fwd_triton", "chunked_two_pass", {"T": 16, "V": 128256}, "bf16", stages) == [4, 3, 1, 2]

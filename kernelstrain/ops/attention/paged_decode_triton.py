@@ -12,8 +12,7 @@ from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
-# the tl.dot rungs' warps: 2 run the padded 16-row group on mma.sync (no wgmma warpgroup), half the threads
-# to a [GROUP_PAD, BLOCK_N] score tile, so twice the programs fit an SM where a batch of heads is short
+# the tl.dot rungs' warps: 2 run the padded 16-row group on mma.sync (no wgmma warpgroup) with twice the programs an SM
 DOT_WARPS = Param("num_warps", (2, 4, 8), 4)
 LOG2E = 1.4426950408889634
 NO_SCALE = {"scale": ""}

@@ -21,6 +21,11 @@ ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, b, a
 ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)", "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")
 K_TILES = "tl.cdiv(K, BLOCK_K)"
 PIPE_DEPTH = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}   # tensor-core share a pipelined K loop keeps fed, by num_stages
+# A 64-wide wgmma (m64n64k16) re-reads its A operand from shared memory for half the MMA work of an n128 one. H100
+# (room_device_check_triton KNOBT_SET=tuning, 2026-12-06), pipelined_stages 128 x 64 x 32 at 3 stages: 400.6 us at
+# 4096^3 against 128 x 128's 280.1 (1.43x), where _tile_scale alone left them equal; 183.4 vs 203.8 at M=128 N=4096
+# K=14336 (twice the programs on 132 SMs). 0.5 (the A reads a FLOP doubled): 250 vs 192 us and 155 vs 175 modelled
+WGMMA_N64 = 0.5
 SHORT_K = {"k_tiles": K_TILES + " - 1"}
 
 
@@ -113,6 +118,8 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
         # a K step's loads issued stages - 1 steps ahead: 2 stages leave one step of MMA (~0.3-1 us at these tiles)
         # to hide an L2/DRAM round trip of the same order, so part of every step still waits
         scale *= PIPE_DEPTH[stages]
+    if mode == "pipelined" and bn == 64 and "wgmma" in gpu.features:
+        scale *= WGMMA_N64
     smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
     grid = tiles
     if mode == "persistent" and "tma" in gpu.features:
