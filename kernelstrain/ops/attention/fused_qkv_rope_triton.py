@@ -39,7 +39,7 @@ GSIZE = "tl.minimum(num_pid_m - first_m, GROUP_M)"
 
 def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
     def launch(p, task):
-        lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
+        lm = tile_launch(l2_hit, mode, n64=mode == "pipelined")(p, gemm_view(task))
         # the epilogue's pair split / join converts the tile's layout through shared memory, after
         # the K loop (its buffers are free again): the whole 16-bit tile from wgmma's layout (H100
         # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps); unpipelined

@@ -72,15 +72,16 @@ BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
 
 
 # -- launch models ---------------------------------------------------------------------------
-def tile_launch(l2_hit: float, mode: str = "dot"):
+def tile_launch(l2_hit: float, mode: str = "dot", n64: bool = False):
     """Launch model of a rung: mode 'broadcast' (no tl.dot), 'dot', 'pipelined' (num_stages tuned) or
-    'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves."""
+    'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves; n64: 64-wide tiles pay
+    WGMMA_N64 (the 16-bit pipelined K loops it was timed on; gemm_splitk / gemm_fp4 untimed)."""
     def launch(p, task):
-        return _launch(p, task, l2_hit, mode)
+        return _launch(p, task, l2_hit, mode, n64)
     return launch
 
 
-def _launch(params, task, l2_hit: float, mode: str) -> Launch:
+def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch:
     m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
     gpu = task.gpu
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
@@ -118,7 +119,7 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
         # a K step's loads issued stages - 1 steps ahead: 2 stages leave one step of MMA (~0.3-1 us at these tiles)
         # to hide an L2/DRAM round trip of the same order, so part of every step still waits
         scale *= PIPE_DEPTH[stages]
-    if mode == "pipelined" and bn == 64 and "wgmma" in gpu.features:
+    if n64 and bn == 64 and "wgmma" in gpu.features:
         scale *= WGMMA_N64
     smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
     grid = tiles
@@ -254,7 +255,7 @@ class GemmFp16Triton(GemmFp16Spec):
              render=dot_src(True), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
              (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
-             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined"),
+             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined", n64=True),
              render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",
