@@ -18,11 +18,13 @@ BLOCK_K = Param("BLOCK_K", (32, 64), 32)
 # the launch's warps (4: Triton's default, what these rungs launched at): 8 halve the accumulator a thread holds
 # (128 x 128 fp32: 128 -> 64 registers) and double the epilogue's conversion rounds on mma.sync
 WARPS = Param("num_warps", (4, 8), 4)
-# 8 warps (two wgmma warpgroups) on an unpipelined K loop: every K step's loads, barrier and wgmma wait serialise
-# twice the warps. H100 (room_device_check_triton KNOBT_SET=tuning, 2026-12-06), 128 x 128 x 32 tiles, T=1000
-# HID=2048: fused_epilogue 89.1 -> 131.9 us, grouped_swizzle 88.7 -> 133.8, dot_then_rope 84.2 -> 126.8 (1.48-1.51x;
-# dot_then_rope's fp32 scratch store already costs its 8 warps 1.33x in the model, which it keeps)
-EIGHT_WARPS_UNPIPELINED = 0.68
+# 8 warps on a 128 x 128 wgmma tile: the rope epilogue's pair split / join converts the fp32 accumulator through twice
+# the shared memory (Triton 3.9 metadata.shared 65,536 B against 32,768 at 4 warps; 64-row or 64-column tiles keep
+# their 4-warp figure). H100 (room_device_check_triton, 2026-12-06), T=1000 HID=2048: 128 x 128 fused_epilogue
+# 89.1 -> 131.9 us, grouped_swizzle 88.7 -> 133.8 (1.48-1.51x); at 64 x 64, fused_epilogue 112.8 -> 120.4 (1.07x,
+# KNOBT_SET=tuning2) and gemm_fp16_triton's grouped_swizzle, no rope epilogue, 514.9 -> 488.9 at 4096^3: no factor.
+# dot_then_rope (84.2 -> 126.8 at 64 x 64) pays its fp32 scratch store at 8 warps in the model already (1.33x).
+EIGHT_WARPS_ROPE_EPILOGUE = 0.68
 ROT0 = "y0 * c - y1 * s"
 NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
 ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
@@ -49,8 +51,8 @@ def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
         epilogue = bm * bn * 2 if wgmma else epilogue_scratch(bm, bn, 2, lm.threads)
         loop = dot_loop_smem(task, bm, bn, bk, 2, stages, gathered=True) if stages == 1 else lm.smem_bytes
         lm = replace(lm, smem_bytes=max(loop, epilogue))
-        if stages == 1 and wgmma and p.get("num_warps", 4) == 8 and not scratch:     # dot_then_rope's: its fp32 store
-            lm = replace(lm, compute_scale=lm.compute_scale * EIGHT_WARPS_UNPIPELINED)
+        if stages == 1 and wgmma and bm == bn == 128 and p.get("num_warps", 4) == 8 and not scratch:
+            lm = replace(lm, compute_scale=lm.compute_scale * EIGHT_WARPS_ROPE_EPILOGUE)
         if not scratch:
             return lm
         extra = task["T"] * qkv_cols(task) * 4 * 2 / cost_of(task).bytes    # fp32 y written, then read back
