@@ -6,9 +6,16 @@ values ranked by the device and by the simulator.
     python3 scripts/room_device_check_triton.py                  # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/room_device_check_triton.py   # no GPU: the first 3 cases through every path but the GPU's
 
-The parameter checked: num_stages of the streaming row loops (ops/stream_stages.py, `tl.range(..., num_stages=N)`),
+    KNOBT_SET=tuning python3 scripts/room_device_check_triton.py    # another set of SETS (default: stages)
+
+KNOBT_SET=stages (the default): num_stages of the streaming row loops (ops/stream_stages.py, `tl.range(..., num_stages=N)`),
 at the menu's few-row shapes where the model credits it (a grid short of DRAM's bandwidth-latency product) and at a
 many-row shape where it must not gain; loop_unroll (the loop's other way to more loads in flight) beside it.
+KNOBT_SET=tuning: the tuning values of the tl.dot and streaming rungs added after it: gemm_fp16_triton's 64-wide tiles
+and 2 pipeline stages, fused_qkv_rope_triton's num_warps on its unpipelined rungs, 4-stage K/V rings on the persistent
+flash rungs, cross-entropy's pipelined V loops (forward) and tile loop depth (backward), paged_decode_triton's 2-warp
+tl.dot programs and 32 splits. KNOBT_SET=tuning2: the rings the first call left untimed and the refitted constants at
+other shapes.
 """
 import json
 import os
@@ -19,12 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import room_device_check  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
 
 SOFTMAX = [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}]
 ROWS = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
 # (module, rung, parameter, shapes[, base]): a few-row shape where the model credits the depth, then a many-row one
 # where it must not gain
-room_device_check.NEW = [
+STAGES_NEW = [
     ("softmax_triton", "online_softmax", "num_stages", SOFTMAX),
     ("rmsnorm_triton", "chunked_two_pass", "num_stages", ROWS),
     ("swiglu_fwd_triton", "row_program", "num_stages", [{"T": 32, "I": 11008}, {"T": 512, "I": 13824}]),
@@ -36,12 +44,68 @@ room_device_check.NEW = [
     ("flash_decode_triton", "blocked_two_pass", "num_stages", [{"B": 1, "H": 32, "S": 4096, "D": 128}],
      {"BLOCK_N": 128, "num_warps": 8}),
 ]
-room_device_check.REFERENCE = [
+STAGES_REFERENCE = [
     # the simulator's fastest pair at 32 rows of 128k: the deepest chunked loop against the split-row rung
     ("softmax_triton", "chunked_three_pass", "num_stages", SOFTMAX[:1], {"BLOCK": 512, "num_warps": 16, "loop_unroll": 8}),
     ("softmax_triton", "split_row_online", "SPLITS", SOFTMAX[:1], {"BLOCK": 512, "num_warps": 4}),
     ("softmax_triton", "online_softmax", "loop_unroll", SOFTMAX[:1]),
 ]
+
+GEMM = [{"M": 4096, "N": 4096, "K": 4096}, {"M": 128, "N": 4096, "K": 14336}]
+QKV = [{"T": 1000, "HID": 2048, "H": 16, "KVH": 4, "D": 128}]
+CE = [{"T": 16, "V": 128256}, {"T": 512, "V": 128256}]
+PAGED = [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}, {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
+TUNING_NEW = [
+    ("gemm_fp16_triton", "pipelined_stages", "BLOCK_N", GEMM),
+    ("gemm_fp16_triton", "pipelined_stages", "num_stages", GEMM),
+    ("gemm_fp16_triton", "persistent_tma", "num_stages", GEMM[:1]),
+    ("fused_qkv_rope_triton", "fused_epilogue", "num_warps", QKV, {"BLOCK_M": 128, "BLOCK_N": 128}),
+    ("fused_qkv_rope_triton", "grouped_swizzle", "num_warps", QKV),
+    ("fused_qkv_rope_triton", "pipelined_stages", "num_stages", QKV),
+    ("flash_prefill_triton", "persistent", "num_stages", [{"B": 1, "H": 32, "S": 2048, "D": 128}]),
+    ("sliding_window_attn_triton", "persistent_tiles", "num_stages", None),
+    ("cross_entropy_fwd_triton", "online_softmax", "num_stages", CE),
+    ("cross_entropy_fwd_triton", "chunked_two_pass", "num_stages", CE[:1]),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "num_stages", CE),
+    ("paged_decode_triton", "gqa_dot", "num_warps", PAGED),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PAGED[:1]),
+]
+TUNING_REFERENCE = [
+    ("fused_qkv_rope_triton", "dot_then_rope", "num_warps", QKV),
+    ("cross_entropy_bwd_triton", "row_tiled_2d", "num_warps", CE, {}, (4,)),
+    ("paged_decode_triton", "split_kv", "num_warps", PAGED[:1]),
+]
+# tuning2: the 4-stage rings the first call did not time (bugs checked), and the refitted constants at shapes they
+# were not fitted on (values only): WGMMA_N64, the 8-warp factor (and gemm's own 8-warp rungs, unrefitted), the
+# cross-entropy loops' tables, paged splits on a long context
+TUNING2_NEW = [
+    ("chunked_prefill_triton", "persistent", "num_stages", None),
+    ("cross_attention_triton", "split_kv", "num_stages", None),
+    ("tree_attention_triton", "split_kv", "num_stages", None),
+]
+TUNING2_REFERENCE = [
+    ("gemm_fp16_triton", "pipelined_stages", "BLOCK_N", [{"M": 2048, "N": 2048, "K": 2048}, {"M": 16, "N": 8192, "K": 8192}],
+     {}, (64, 128)),
+    ("gemm_fp16_triton", "grouped_swizzle", "num_warps", GEMM[:1]),
+    ("fused_qkv_rope_triton", "fused_epilogue", "num_warps", QKV + [{"T": 4096, "HID": 4096, "H": 32, "KVH": 8, "D": 128}]),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "num_stages", [{"T": 2048, "V": 128256}, {"T": 4096, "V": 32000}]),
+    ("cross_entropy_fwd_triton", "online_softmax", "num_stages", [{"T": 256, "V": 32000}]),
+    ("cross_entropy_fwd_triton", "chunked_two_pass", "num_stages", [{"T": 256, "V": 32000}]),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", [{"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}]),
+    ("sliding_window_attn_triton", "persistent_tiles", "num_stages", [{"B": 1, "H": 32, "S": 4096, "D": 128, "W": 1024}]),
+]
+SETS = {"stages": (STAGES_NEW, STAGES_REFERENCE), "tuning": (TUNING_NEW, TUNING_REFERENCE),
+        "tuning2": (TUNING2_NEW, TUNING2_REFERENCE)}
+
+
+def _with_check_shape(entries: list) -> list:
+    """Entries whose shapes are None run at the module's check shape."""
+    return [(e[0], e[1], e[2], e[3] if e[3] is not None else [dict(REGISTRY[e[0]].check_shape)]) + tuple(e[4:])
+            for e in entries]
+
+
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this set's
+room_device_check.PLANS["default"] = tuple(_with_check_shape(x) for x in SETS[os.environ.get("KNOBT_SET", "stages")])
 
 
 def ranking(out: Path) -> str:

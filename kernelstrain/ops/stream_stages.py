@@ -68,14 +68,15 @@ def on_loops(code: str, params: dict) -> str:
 
 
 def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: int, apart: bool = False,
-           row: str = "D") -> Launch:
+           row: str = "D", in_flight: dict = TRIPS_IN_FLIGHT) -> Launch:
     """`launch` with its streaming loop pipelined as `params` say: `trips` BLOCK-wide trips a
     program (before unrolling), `loads` arrays of `block` elements loaded per trip by the loop that
     loads the most. NVIDIA: the trips ahead are staged in shared memory (occupancy) and the bytes a
     thread keeps in flight move from one trip's to TRIPS_IN_FLIGHT's; gfx942: the copies
     ahead land in registers instead (each thread's share of them). The launch's own shared memory
     (a reduction's scratch) shares the buffers, or with `apart` (a tl.cumsum's) stays beside them.
-The loop streams rows of the task's `row` dim in its dtype (their alignment decides what cp.async can stage).
+    The loop streams rows of the task's `row` dim in its dtype (their alignment decides what cp.async can stage);
+    `in_flight`: the loop's own trips-in-flight table where the H100 timed it apart from TRIPS_IN_FLIGHT.
 
     >>> base = Launch(grid=32, threads=128, regs=40, bytes_per_access=16)
     >>> from kernelstrain.tasks import make_task
@@ -95,10 +96,10 @@ The loop streams rows of the task's `row` dim in its dtype (their alignment deci
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
         return replace(launch, regs=launch.regs + buffer // (4 * launch.threads),
-                       bytes_per_access=launch.bytes_per_access * TRIPS_IN_FLIGHT[int(ahead) + 1])
+                       bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
     return replace(launch, smem_bytes=smem,
-                   bytes_per_access=launch.bytes_per_access * TRIPS_IN_FLIGHT[int(ahead) + 1])
+                   bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
 
 
 def _one_element_loads(task, row: str) -> bool:
@@ -115,10 +116,11 @@ def render_of(render):
     return wrapped
 
 
-def launch_of(launch, trips, loads: int, apart: bool = False, row: str = "D"):
+def launch_of(launch, trips, loads: int, apart: bool = False, row: str = "D", in_flight: dict = TRIPS_IN_FLIGHT):
     """A rung's launch model with the loop pipelined: trips(params, task) BLOCK-wide trips a
     program, `loads` arrays a trip of the loop that loads the most (`apart`: staged), streaming
-    rows of the task's `row` elements."""
+    rows of the task's `row` elements (`in_flight`: staged's)."""
     def wrapped(params, task):
-        return staged(launch(params, task), params, task, trips(params, task), loads, params["BLOCK"], apart, row)
+        return staged(launch(params, task), params, task, trips(params, task), loads, params["BLOCK"], apart, row,
+                      in_flight)
     return wrapped

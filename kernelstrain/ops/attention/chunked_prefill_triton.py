@@ -187,7 +187,7 @@ class ChunkedPrefillTriton(ChunkedPrefillSpec):
              compute_eff=0.5, memory_eff=0.85, smem="dynamic", launch=tile_launch(), render=pipelined_stages_src,
              bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LATE_DIAG}),
         Rung("persistent", "SM-count programs looping over query tiles, heaviest first, heads interleaved",
-             (Param("BLOCK_M", (64, 128), 128), BLOCK_N, Param("num_warps", (4, 8), 8), Param("num_stages", (2, 3), 2)),
+             (Param("BLOCK_M", (64, 128), 128), BLOCK_N, Param("num_warps", (4, 8), 8), Param("num_stages", (2, 3, 4), 2)),
              path="fp16", compute_eff=0.5, memory_eff=0.87, smem="dynamic", launch=persistent_launch,
              render=persistent_src, bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LATE_DIAG}),
     )

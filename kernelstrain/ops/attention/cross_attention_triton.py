@@ -241,7 +241,7 @@ class CrossAttentionTriton(CrossAttentionSpec):
              bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LAST_ROW}),
         Rung("split_kv", "encoder keys split over NUM_SPLITS programs; partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16), 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
-              Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",
+              Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",
              launch=tile_launch, render=split_kv_src,
              bugs={"bad_combine_index": {"part": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "D ** -0.5"}}),
     )

@@ -219,7 +219,7 @@ class FlashPrefillTriton(FlashPrefillSpec):
              compute_eff=0.62, smem="dynamic", launch=fused_launch(), render=pipelined_src,
              bugs={"off_by_one": {"causal": ">"}, "missing_scale": {"rescale": ""}}),
         Rung("persistent", "one program per SM slot loops over query tiles, longest (last) rows first",
-             (BM, Param("BLOCK_N", (64, 128), 64), WARPS, Param("num_stages", (2, 3), 2),
+             (BM, Param("BLOCK_N", (64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2),
               Param("PROGRAMS_PER_SM", (1, 2), 2)), path="fp16", compute_eff=0.64, smem="dynamic",
              launch=fused_launch(), render=persistent_src, bugs={"wrong_init": WRONG_INIT, "missing_scale": {"rescale": ""}}),
     )

@@ -9,12 +9,22 @@ from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
 from .._triton_smem import dot_loop_smem, epilogue_scratch
-from ..matmul.gemm_fp16_triton import tile_launch
+from ..matmul.gemm_fp16_triton import STAGES, tile_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128), 128)
 BLOCK_K = Param("BLOCK_K", (32, 64), 32)
+# the launch's warps (4: Triton's default, what these rungs launched at): 8 halve the accumulator a thread holds
+# (128 x 128 fp32: 128 -> 64 registers) and double the epilogue's conversion rounds on mma.sync
+WARPS = Param("num_warps", (4, 8), 4)
+# 8 warps on a 128 x 128 wgmma tile: the rope epilogue's pair split / join converts the fp32 accumulator through twice
+# the shared memory (Triton 3.9 metadata.shared 65,536 B against 32,768 at 4 warps; 64-row or 64-column tiles keep
+# their 4-warp figure). H100 (room_device_check_triton, 2026-12-06), T=1000 HID=2048: 128 x 128 fused_epilogue
+# 89.1 -> 131.9 us, grouped_swizzle 88.7 -> 133.8 (1.48-1.51x); at 64 x 64, fused_epilogue 112.8 -> 120.4 (1.07x,
+# KNOBT_SET=tuning2) and gemm_fp16_triton's grouped_swizzle, no rope epilogue, 514.9 -> 488.9 at 4096^3: no factor.
+# dot_then_rope (84.2 -> 126.8 at 64 x 64) pays its fp32 scratch store at 8 warps in the model already (1.33x).
+EIGHT_WARPS_ROPE_EPILOGUE = 0.68
 ROT0 = "y0 * c - y1 * s"
 NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
 ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
@@ -31,7 +41,7 @@ GSIZE = "tl.minimum(num_pid_m - first_m, GROUP_M)"
 
 def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
     def launch(p, task):
-        lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
+        lm = tile_launch(l2_hit, mode, n64=mode == "pipelined")(p, gemm_view(task))
         # the epilogue's pair split / join converts the tile's layout through shared memory, after
         # the K loop (its buffers are free again): the whole 16-bit tile from wgmma's layout (H100
         # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps); unpipelined
@@ -41,6 +51,8 @@ def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
         epilogue = bm * bn * 2 if wgmma else epilogue_scratch(bm, bn, 2, lm.threads)
         loop = dot_loop_smem(task, bm, bn, bk, 2, stages, gathered=True) if stages == 1 else lm.smem_bytes
         lm = replace(lm, smem_bytes=max(loop, epilogue))
+        if stages == 1 and wgmma and bm == bn == 128 and p.get("num_warps", 4) == 8 and not scratch:
+            lm = replace(lm, compute_scale=lm.compute_scale * EIGHT_WARPS_ROPE_EPILOGUE)
         if not scratch:
             return lm
         extra = task["T"] * qkv_cols(task) * 4 * 2 / cost_of(task).bytes    # fp32 y written, then read back
@@ -164,20 +176,20 @@ class FusedQkvRopeTriton(FusedQkvRopeSpec):
     impl = "triton"
     variants = (
         Rung("dot_then_rope", "tl.dot GEMM to an fp32 scratch, then a rope/split kernel reading it back",
-             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K, WARPS), path="fp16",
              compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85, scratch=True),
              render=dot_then_rope_src, bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("fused_epilogue", "rope in the GEMM epilogue: the tile split into pairs, rotated and stored by head",
-             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K), path="fp16",
+             (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128), 64), BLOCK_K, WARPS), path="fp16",
              compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=dot_launch(0.85),
              render=fused_src(ROW_MAJOR, False), bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share x and w panels in L2",
-             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8)), path="fp16", compute_eff=0.48,
+             (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8), WARPS), path="fp16", compute_eff=0.48,
              memory_eff=0.8, smem="dynamic", launch=dot_launch(0.95), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of the tile loads, tuned warps",
              (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 64), Param("GROUP_M", (8,), 8),
-              Param("num_stages", (3, 4, 5), 3), Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
+              STAGES, Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
              memory_eff=0.88, smem="dynamic", launch=dot_launch(0.95, "pipelined"), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
     )

@@ -12,6 +12,8 @@ from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 TILE = Param("BLOCK_N", (32, 64, 128), 64)
+# the tl.dot rungs' warps: 2 run the padded 16-row group on mma.sync (no wgmma warpgroup) with twice the programs an SM
+DOT_WARPS = Param("num_warps", (2, 4, 8), 4)
 LOG2E = 1.4426950408889634
 NO_SCALE = {"scale": ""}
 
@@ -265,10 +267,10 @@ class PagedDecodeTriton(PagedDecodeSpec):
              render=multi_page_tile_src,
              bugs={"missing_scale": {"rescale": ""}}),
         Rung("gqa_dot", "program per (b, KV head): the group's query heads as one tl.dot operand, KV read once",
-             (TILE, Param("num_warps", (4, 8), 4)), path="fp16", compute_eff=0.3, memory_eff=0.9, smem="dynamic",
+             (TILE, DOT_WARPS), path="fp16", compute_eff=0.3, memory_eff=0.9, smem="dynamic",
              launch=dot_launch, render=gqa_dot_src, bugs={"missing_scale": NO_SCALE}),
         Rung("split_kv", "gqa_dot split over the sequence; partials merged by a combine kernel",
-             (Param("NUM_SPLITS", (2, 4, 8, 16), 4), TILE, Param("num_warps", (4, 8), 4)), path="fp16",
+             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 4), TILE, DOT_WARPS), path="fp16",
              compute_eff=0.3, memory_eff=0.92, smem="dynamic", launch=dot_launch, render=split_kv_src,
              bugs={"bad_combine_index": {"combine": "(bh + offs_s)"}, "missing_scale": NO_SCALE}),
     )

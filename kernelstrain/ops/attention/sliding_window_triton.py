@@ -258,7 +258,7 @@ class SlidingWindowTriton(SlidingWindowSpec):
              launch=tile_launch(), render=pipelined_tiles_src,
              bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LATE_DIAG}),
         Rung("persistent_tiles", "grid of SM-count programs, each looping over query tiles (heavy tiles first)",
-             (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)),
+             (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3, 4), 2)),
              path="fp16", compute_eff=0.48, memory_eff=0.87, smem="dynamic", launch=persistent_launch,
              render=persistent_tiles_src, bugs={"missing_scale": {"scale": "D ** -0.5"}, "wrong_init": WRONG_INIT}),
     )

@@ -244,7 +244,7 @@ class TreeAttentionTriton(TreeAttentionSpec):
              bugs={"missing_scale": NO_LOG2E, "off_by_one": OFF_BIT}),
         Rung("split_kv", "prefix split over NUM_SPLITS programs (last one adds the tree); LSE combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64), 64), WARPS,
-              Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.48, memory_eff=0.9, smem="dynamic",
+              Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.48, memory_eff=0.9, smem="dynamic",
              launch=tile_launch, render=split_kv_src,
              bugs={"bad_combine_index": {"part": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": NO_LOG2E}),
     )

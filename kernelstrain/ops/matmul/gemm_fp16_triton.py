@@ -12,12 +12,20 @@ from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
 BLOCK_N = Param("BLOCK_N", (64, 128, 256), 128)
 BLOCK_K = Param("BLOCK_K", (32, 64), 32)
-STAGES = Param("num_stages", (3, 4, 5), 3)
+# 2: one K step's tiles in flight while the other's feed the dot (the shallowest real pipeline; fits where 3
+# stages of a wide tile do not: sm_86's 99 KB block)
+STAGES = Param("num_stages", (2, 3, 4, 5), 3)
 WARPS = Param("num_warps", (4, 8), 4)
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
 ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, b, acc)   # fp32 accumulate on tensor cores")
 ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)", "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")
 K_TILES = "tl.cdiv(K, BLOCK_K)"
+PIPE_DEPTH = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}   # tensor-core share a pipelined K loop keeps fed, by num_stages
+# A 64-wide wgmma (m64n64k16) re-reads its A operand from shared memory for half the MMA work of an n128 one. H100
+# (room_device_check_triton KNOBT_SET=tuning, 2026-12-06), pipelined_stages 128 x 64 x 32 at 3 stages: 400.6 us at
+# 4096^3 against 128 x 128's 280.1 (1.43x), where _tile_scale alone left them equal; 183.4 vs 203.8 at M=128 N=4096
+# K=14336 (twice the programs on 132 SMs). 0.5 (the A reads a FLOP doubled): 250 vs 192 us and 155 vs 175 modelled
+WGMMA_N64 = 0.5
 SHORT_K = {"k_tiles": K_TILES + " - 1"}
 
 
@@ -64,15 +72,16 @@ BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
 
 
 # -- launch models ---------------------------------------------------------------------------
-def tile_launch(l2_hit: float, mode: str = "dot"):
+def tile_launch(l2_hit: float, mode: str = "dot", n64: bool = False):
     """Launch model of a rung: mode 'broadcast' (no tl.dot), 'dot', 'pipelined' (num_stages tuned) or
-    'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves."""
+    'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves; n64: 64-wide tiles pay
+    WGMMA_N64 (the 16-bit pipelined K loops it was timed on; gemm_splitk / gemm_fp4 untimed)."""
     def launch(p, task):
-        return _launch(p, task, l2_hit, mode)
+        return _launch(p, task, l2_hit, mode, n64)
     return launch
 
 
-def _launch(params, task, l2_hit: float, mode: str) -> Launch:
+def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch:
     m, n, k, e = task["M"], task["N"], task["K"], DTYPE_BYTES[task.dtype]
     gpu = task.gpu
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
@@ -107,7 +116,11 @@ def _launch(params, task, l2_hit: float, mode: str) -> Launch:
     spill = 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
     scale = vendor * _tile_scale(bm, bn, bk) * spill
     if mode in ("pipelined", "persistent"):
-        scale *= {3: 0.95, 4: 1.0, 5: 1.0}[stages]
+        # a K step's loads issued stages - 1 steps ahead: 2 stages leave one step of MMA (~0.3-1 us at these tiles)
+        # to hide an L2/DRAM round trip of the same order, so part of every step still waits
+        scale *= PIPE_DEPTH[stages]
+    if n64 and bn == 64 and "wgmma" in gpu.features:
+        scale *= WGMMA_N64
     smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
     grid = tiles
     if mode == "persistent" and "tma" in gpu.features:
@@ -241,8 +254,8 @@ class GemmFp16Triton(GemmFp16Spec):
              path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", launch=tile_launch(0.95),
              render=dot_src(True), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
-             (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
-             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined"),
+             (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
+             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined", n64=True),
              render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",

@@ -8,12 +8,19 @@ once -> persistent programs looping over (row, chunk) tiles with evict-first loa
 """
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
+from .. import stream_stages
 
 # the forward's ranges (cross_entropy_fwd_triton): an 8192-wide chunk wants 16 warps to stay in
 # registers (24 + 3 x 8192 / 512 = 72 a thread; on 4 warps, 216)
 BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 2048)
 NUM_WARPS = Param("num_warps", (4, 8, 16), 4)
 IGNORE = -100
+# The persistent tile loop's loads in flight a thread, in units of one tile's, by num_stages: unlike a row loop's
+# reduction (ops/stream_stages.TRIPS_IN_FLIGHT: 2 stages lose there), each trip ends in a store, not a loop-carried
+# sum, so even one tile staged ahead overlaps it. H100 (room_device_check_triton KNOBT_SET=tuning, 2026-12-06), bf16
+# T=512 V=128256, BLOCK 2048 on 4 warps x 4 programs an SM: 118.4 / 110.2 / 93.1 us at 1 / 2 / 3 stages (0.93x,
+# 0.79x); at T=16 (two tiles a program, none to stage ahead) 5.3 / 5.9 / 5.9 us.
+TILE_IN_FLIGHT = {1: 1.0, 2: 1.3, 3: 2.4}
 ELT_DLOSS = "tl.load(dloss_ptr + row, mask=mask, other=0.0)"    # the dloss scale missing_scale drops
 ROW_DLOSS = "tl.load(dloss_ptr + row)"
 NO_SCALE = {"scale": "1.0"}
@@ -61,9 +68,17 @@ def launch_of(kind: str):
         if kind == "tiled":
             return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
         grid = min(tiles, gpu.sms * p["programs_per_sm"])
-        return Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=2 * vec * e, lane_util=lane,
-                      rounds=cdiv(tiles, grid))
+        # the tile loop's num_stages stages the next tiles' logits in shared memory (ops/stream_stages.py)
+        return stream_stages.staged(Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=vec * e,
+                                           lane_util=lane, rounds=cdiv(tiles, grid)),
+                                    p, task, trips=tiles / grid, loads=1, block=block, row="V", in_flight=TILE_IN_FLIGHT)
     return launch
+
+
+def tile_loop(p, args: str) -> str:
+    """The persistent tile loop over range(args), its loads staged num_stages deep past 1."""
+    stages = p["num_stages"]
+    return f"tl.range({args}, num_stages={stages})" if stages > 1 else f"range({args})"
 
 
 def block_const(p, task) -> dict:
@@ -151,15 +166,15 @@ def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr,
 
 
 def persistent_evict_first_src(p, task, tiles="n_tiles", dloss=ROW_DLOSS):
+    overlap = (", and\n    # the loads of the next tile overlap the stores of this one." if p["num_stages"] > 1 else ".")
     return f'''
 @triton.jit
 def cross_entropy_bwd_kernel(logits_ptr, labels_ptr, lse_ptr, dloss_ptr, dx_ptr, T, V, ignore_index, n_tiles,
                              BLOCK: tl.constexpr):
-    # A fixed grid of #SMs x k programs walks the (row, chunk) tiles: no launch tail, and
-    # the loads of the next tile overlap the stores of this one. Logits are read once and
+    # A fixed grid of #SMs x k programs walks the (row, chunk) tiles: no launch tail{overlap} Logits are read once and
     # dx never re-read here, so both stream with evict_first and leave L2 to others.
     chunks = tl.cdiv(V, BLOCK)
-    for tile in tl.range(tl.program_id(0), {tiles}, tl.num_programs(0), num_stages=2):
+    for tile in {tile_loop(p, "tl.program_id(0), " + tiles + ", tl.num_programs(0)")}:
         row = tile // chunks
 {row_scalars(dloss, pad=" " * 8)}
         cols = (tile - row * chunks) * BLOCK + tl.arange(0, BLOCK)
@@ -203,7 +218,8 @@ class CrossEntropyBwdTriton(OpModule):
              render=row_tiled_2d_src, consts=block_const,
              bugs={"off_by_one": {"mask": "cols < V - 1"}, "missing_scale": NO_ROW_SCALE}),
         Rung("persistent_evict_first", "#SMs x k programs loop over (row, chunk) tiles, evict-first streaming",
-             (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4)), compute_eff=0.3, memory_eff=0.92,
+             (BLOCK, NUM_WARPS, Param("programs_per_sm", (2, 4, 8), 4),
+              Param("num_stages", (1, 2, 3), 2)), compute_eff=0.3, memory_eff=0.92,
              launch=launch_of("persistent"), render=persistent_evict_first_src, consts=block_const,
              bugs={"off_by_one": {"tiles": "n_tiles - 1"}, "missing_scale": NO_ROW_SCALE}),
     )

@@ -8,7 +8,7 @@ programs, then a combine kernel merges the (max, sum) partials: fills the GPU wh
 from ..norms._norms import triton_spill
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
-from .. import unroll
+from .. import stream_stages, unroll
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
 BLOCK = Param("BLOCK", (1024, 2048, 4096, 8192), 4096)
@@ -22,6 +22,11 @@ LOAD_BUGS = {"wrong_init": {"load": "tl.load(row_ptr + cols, mask=cols < V, othe
 # at bf16 the kernel still rounds to the right loss, so the bugs are injected into fp32 tasks only.
 LOAD_BUG_DTYPES = (("wrong_init", ("fp32",)), ("no_bounds_check", ("fp32",)))
 RESCALE = "s_vec * tl.exp(m_vec - m_new)"      # the running-sum rescale missing_scale drops
+# The online loop's trips in flight by num_stages: stream_stages' table but at 4 stages, which an H100 ran slower than 3
+# and than the plain loop at both shapes timed (room_device_check_triton KNOBT_SET=tuning, 2026-12-06, bf16 V=128256,
+# BLOCK 4096 on 8 warps: T=16 25.7 / 31.0 / 19.4 / 27.6 us at 1-4 stages, T=512 55.0 / 60.4 / 56.6 / 63.3, repeated
+# 55.9 / 61.4 / 57.5 / 64.1); chunked_two_pass's loop, at the same 16 rows, gained to 4 (27.7 / 33.8 / 26.7 / 24.1)
+ONLINE_IN_FLIGHT = {**stream_stages.TRIPS_IN_FLIGHT, 4: 0.9}
 
 ENTRY = Entry("cross_entropy_fwd", (
     Arg("logits", "in", ("T", "V")), Arg("labels", "in", ("T",), "int64"), Arg("loss", "out", ("T",), "fp32"),
@@ -102,6 +107,14 @@ def cross_entropy_fwd_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, ignore
 {finish(lse)}
 ''' + wrapper(task, f"cross_entropy_fwd_kernel[(T,)](logits, labels, loss, V, logits.stride(0), ignore_index, "
                     f"BLOCK={block}, num_warps={p['num_warps']})")
+
+
+def staged(launch, in_flight=stream_stages.TRIPS_IN_FLIGHT):
+    """A chunked rung's launch with its V loop unrolled and pipelined as the params say (ops/stream_stages.py:
+    a program per row streams one BLOCK of logits a trip; few rows leave DRAM's bandwidth-latency product
+    short, where trips staged ahead in shared memory help as they did softmax's twin loop on an H100)."""
+    return stream_stages.launch_of(unroll.launch_of(launch, unroll.chunk_trips("V"), unroll.chunk_regs),
+                                   unroll.chunk_trips("V"), loads=1, row="V", in_flight=in_flight)
 
 
 def full_row_src(p, task, load=LOAD):
@@ -207,14 +220,12 @@ class CrossEntropyFwdTriton(OpModule):
              (NUM_WARPS,), compute_eff=0.3, memory_eff=0.75, launch=launch_of("full"), render=full_row_src,
              consts=lambda p, task: {"BLOCK": _pow2(task["V"])}, bugs=LOAD_BUGS, bug_dtypes=LOAD_BUG_DTYPES),
         Rung("chunked_two_pass", "loop over V in BLOCK chunks: a max pass, then a sum-of-exp pass",
-             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.3, memory_eff=0.85,
-             launch=unroll.launch_of(launch_of("two_pass"), unroll.chunk_trips("V"), unroll.chunk_regs),
-             render=unroll.render_of(chunked_two_pass_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS,
+             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL, stream_stages.STREAM_STAGES), compute_eff=0.3, memory_eff=0.85,
+             launch=staged(launch_of("two_pass")), render=stream_stages.render_of(unroll.render_of(chunked_two_pass_src)), consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs=LOAD_BUGS,
              bug_dtypes=LOAD_BUG_DTYPES),
         Rung("online_softmax", "one pass over V with a running max and a rescaled running sum per lane",
-             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL), compute_eff=0.2, memory_eff=0.9,
-             launch=unroll.launch_of(launch_of("online"), unroll.chunk_trips("V"), unroll.chunk_regs),
-             render=unroll.render_of(online_softmax_src), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
+             (BLOCK, NUM_WARPS, unroll.LOOP_UNROLL, stream_stages.STREAM_STAGES), compute_eff=0.2, memory_eff=0.9,
+             launch=staged(launch_of("online"), ONLINE_IN_FLIGHT), render=stream_stages.render_of(unroll.render_of(online_softmax_src)), consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": {"rescale": "s_vec"}}),
         Rung("split_v_combine", "SPLIT programs per row each reduce a V slice online; a combine kernel merges",
              (Param("SPLIT", (2, 4, 8, 16), 4), Param("BLOCK", (1024, 2048, 4096), 2048),

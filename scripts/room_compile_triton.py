@@ -1,0 +1,96 @@
+"""Build every tuning value added to the Triton rungs (issue 26 item 2, roomT) with Triton's own compiler, for each
+target its module runs on, beside the simulator's verdict: a value the simulator runs must compile, one it fails for
+shared memory must be over the cap in the compiler's metadata.shared (Triton's launcher then refuses it), and the model's shared memory is printed against the
+compiler's metadata.shared. Every bug render of each new value compiles too (bugs fail at run time, not in the build).
+
+    python3 scripts/room_compile_triton.py [MODULE ...]     # exit 1 on a disagreement
+
+Targets: one GPU of each architecture the catalog has (sm_80, sm_86, sm_89, sm_90a, sm_120, gfx942) where the module
+supports it; shapes: the module's check shape and its first and last menu shapes, in its first dtype.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelstrain.compilers import compile_triton  # noqa: E402
+from kernelstrain.gpus import GPUS  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.sim import simulate, smem_cap  # noqa: E402
+from kernelstrain.tasks import make_task  # noqa: E402
+
+# (module, rung, parameter, the values added)
+ADDED = [
+    ("gemm_fp16_triton", "pipelined_stages", "BLOCK_N", (64,)),
+    ("gemm_fp16_triton", "pipelined_stages", "num_stages", (2,)),
+    ("gemm_fp16_triton", "persistent_tma", "num_stages", (2,)),
+    ("fused_qkv_rope_triton", "dot_then_rope", "num_warps", (8,)),
+    ("fused_qkv_rope_triton", "fused_epilogue", "num_warps", (8,)),
+    ("fused_qkv_rope_triton", "grouped_swizzle", "num_warps", (8,)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "num_stages", (2,)),
+    ("flash_prefill_triton", "persistent", "num_stages", (4,)),
+    ("chunked_prefill_triton", "persistent", "num_stages", (4,)),
+    ("sliding_window_attn_triton", "persistent_tiles", "num_stages", (4,)),
+    ("cross_attention_triton", "split_kv", "num_stages", (4,)),
+    ("tree_attention_triton", "split_kv", "num_stages", (4,)),
+    ("cross_entropy_fwd_triton", "chunked_two_pass", "num_stages", (2, 3, 4)),
+    ("cross_entropy_fwd_triton", "online_softmax", "num_stages", (2, 3, 4)),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "num_stages", (1, 3)),
+    ("paged_decode_triton", "gqa_dot", "num_warps", (2,)),
+    ("paged_decode_triton", "split_kv", "num_warps", (2,)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", (32,)),
+]
+TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
+
+
+def shapes(m) -> list:
+    out = [dict(m.check_shape)] if m.check_shape else []
+    return out + [s for s in (m.shapes[0], m.shapes[-1]) if s not in out]
+
+
+def check(name: str, tag: str, param: str, values) -> tuple[int, int]:
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    built = bad = 0
+    for g in TARGETS:
+        gpu = GPUS[g]
+        dtype = next((d for d in (v.dtypes or m.dtypes) if m.supports(gpu, d)), None)
+        if dtype is None or v.needs - gpu.features:
+            continue
+        for shape in shapes(m):
+            task = make_task(m, g, dtype, shape)
+            for value in values:
+                params = {**v.defaults(), param: value}
+                sim = simulate(m, v, params, task)
+                for bug in [None] + (list(v.bugs_for(dtype, params)) if sim.ok else []):
+                    r = compile_triton(m.render(v, params, task, bug), m.compile_specs(v, params, task), gpu.arch)
+                    built += 1
+                    # Triton builds past the cap; its launcher refuses (OutOfResources) where metadata.shared exceeds it
+                    over = r.ok and r.smem_bytes is not None and r.smem_bytes > smem_cap(v, m, gpu)
+                    agree = (r.ok and not over) == sim.ok or (not sim.ok and sim.error_class != "smem")
+                    model = m.launch(v, params, task).smem_bytes
+                    line = (f"{name} {tag} {param}={value} {g} {dtype} {shape} bug={bug}: compile "
+                            f"{'ok' if r.ok else r.error_class} smem {r.smem_bytes} (model {model}), sim "
+                            f"{'ok' if sim.ok else sim.error_class}")
+                    if not agree:
+                        bad += 1
+                        line = "DISAGREE " + line + " | " + " ".join((r.log or "").splitlines()[-1:])[:160]
+                    print(line, flush=True)
+    return built, bad
+
+
+def main() -> int:
+    wanted = set(sys.argv[1:])
+    built = bad = 0
+    for entry in ADDED:
+        if not wanted or entry[0] in wanted:
+            b, x = check(*entry)
+            built, bad = built + b, bad + x
+    print(f"{built} builds, {bad} disagreements")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
