@@ -393,7 +393,7 @@ class FusedModule(OpModule):
         kernels = [t for it in items if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
         for k, launch, work, analog in self._kernel_models(tag, params, task):
             if analog[0] == "cuda_gemm":
-                kernels.append(cuda_gemm_ms(launch.grid, params, analog[1], gpu))
+                kernels.append(cuda_gemm_ms(launch.grid, params, analog[1], gpu, work.bytes, launch.regs))
             elif analog[0] == "triton_gemm":
                 kernels.append(triton_gemm_ms(work.flops, work.bytes, launch.grid, launch.tile_quant, *analog[1][:4], gpu, dtype,
                                               *analog[1][4:]))
