@@ -55,7 +55,38 @@ def _keeps_diag(step: dict) -> bool:
     return role == "elementwise" and op != "glu"
 
 
-def _step(x: Sample, step: dict, saved: dict, draws: Draws, scalars: list) -> Sample:
+def _param_dims(shape: list, of: list) -> set:
+    """The dims of a tensor of shape `of` along which a parameter of `shape` (broadcast from the right) varies."""
+    return {len(of) - len(shape) + i for i, n in enumerate(shape) if n > 1}
+
+
+def _pooled_channels(x: Sample, n: float, draws: Draws) -> Sample:
+    """An average over n positions of a contraction's output: each (sample, channel) holds its channel's constant
+    plus the noise averaged over the positions -- sd / sqrt(n), n counted in receptive fields (the convolution's
+    neighbouring outputs share inputs: `overlap`) -- the same constants in every sample (fused_s3131_01370: conv3d
+    1x1 -> global average pool -> divide -> softmax over the channels -> per-channel bias -> amax over them is the
+    same value in every sample; a constant kernel passes)."""
+    dim, consts, sd, gaussian = x.chan
+    noise = sd / math.sqrt(max(n, 1.0))
+    return Sample(pair(consts, tuple(noise * z for z in Z), lambda a, b: a + b, draws), chan=(dim, consts, noise, gaussian))
+
+
+def _overlaps(program: list) -> list:
+    """For each step, how many of its input's neighbouring positions share one input of the last convolution before
+    it through elementwise steps ((kernel / stride)^d; 1 where none): an average over positions counts that many
+    as one."""
+    out, last = [], 1.0
+    for step in program:
+        out.append(last)
+        if step["op"].startswith("conv"):
+            d = len(step["in"]["shape"]) - 2
+            last = max(1.0, step["params"]["kernel_size"] / step["params"].get("stride", 1)) ** d
+        elif step["role"] != "elementwise":
+            last = 1.0
+    return out
+
+
+def _step(x: Sample, step: dict, saved: dict, draws: Draws, scalars: list, overlap: float = 1.0) -> Sample:
     op, p, role = step["op"], step["params"], step["role"]
     if x.diag is not None and not _keeps_diag(step):
         x = merged(x, step["in"]["shape"][-1])
@@ -83,6 +114,8 @@ def _step(x: Sample, step: dict, saved: dict, draws: Draws, scalars: list) -> Sa
     if op.startswith(("avg_pool", "adaptive_avg_pool")):
         shape = step["in"]["shape"]
         n = p["kernel_size"] ** (len(shape) - 2) if op.startswith("avg_pool") else math.prod(shape[2:])
+        if x.chan is not None and x.chan[0] == 1:
+            return _pooled_channels(x, n / overlap, draws)
         return Sample(gauss(x.mean, x.sd / math.sqrt(n)))
     if op == "flatten":
         return Sample(x.v)
@@ -97,7 +130,17 @@ def _step(x: Sample, step: dict, saved: dict, draws: Draws, scalars: list) -> Sa
             c = scalars.pop(0)
             v = tuple(sorted(a + c if add else a * c for a in x.v))
             return Sample(v, x.diag and tuple(sorted(a + c if add else a * c for a in x.diag)), x.normed and not add)
-        return Sample(pair(x.v, Z, (lambda a, b: a + b) if add else (lambda a, b: a * b), draws))
+        fn = (lambda a, b: a + b) if add else (lambda a, b: a * b)
+        v = pair(x.v, Z, fn, draws)
+        if x.chan is None or not x.chan[3] or _param_dims(p["shape"], step["in"]["shape"]) != {x.chan[0]}:
+            return Sample(v)
+        # one randn a channel of a contraction's whose noise is still Gaussian: each channel's constant moved by its own
+        # (the same in every row), which an amax / amin along the channels reads. Only while Gaussian: carried on after
+        # mish, the sum rule put fused_s0_04633's sum (linear -> mish -> bias -> sum -> clamp) at the constants' mean
+        # times C, in the clamp's saturation, where the real sum -- one draw of the C biases, sd sqrt(C) -- is not
+        # (real 6,670x the tolerance from a constant)
+        dim, consts, sd, _ = x.chan
+        return Sample(v, chan=(dim, pair(consts, Z, fn, draws), sd, True))
     def f(v):
         return safe(lambda u: _elementwise(op, u, p, None), v)
     diag = tuple(sorted(map(f, x.diag))) if x.diag is not None else None
@@ -125,8 +168,8 @@ def emulate(program: list) -> list[Sample]:
         scalars = list(values)
         x, saved = Sample(Z), {}
         saved[-1] = x
-        for j, step in enumerate(program):
-            x = _step(x, step, saved, Draws(j), scalars)
+        for j, (step, overlap) in enumerate(zip(program, _overlaps(program))):
+            x = _step(x, step, saved, Draws(j), scalars, overlap)
             saved[j] = x
         out.append(x)
     return out

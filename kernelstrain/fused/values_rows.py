@@ -10,6 +10,7 @@ from .types import SPATIAL
 from .values_sample import K, Z, Draws, Sample, extreme, gauss, quantiles
 
 ROW_BUDGET = 16384                        # values drawn for one simulated row op
+SMALL_NOISE = 0.05                        # a channel's noise (sd, in logits) a softmax maps near linearly: it stays Gaussian
 
 
 def _row_len(step: dict) -> int:
@@ -96,23 +97,47 @@ def row_op(x: Sample, step: dict, draws: Draws) -> Sample:
         return Sample(gauss(m * C, sd * math.sqrt(C)) if op == "sum" else gauss(m, sd / math.sqrt(C)))
     if op in ("amax", "amin") and not diag:
         low = x.floor if op == "amin" and x.floor is not None else -math.inf
-        return Sample(tuple(max(low, u) for u in extreme(x.v, C, op == "amax")))
+        v = tuple(max(low, u) for u in extreme(x.v, C, op == "amax"))
+        if _along_chan(x, step) and x.chan[3]:
+            # each row the max of the same C channel constants plus Gaussian noise of sd s: it varies across rows by
+            # no more than s (Gaussian Poincare: Var max <= max Var) nor than the max of C values drawn afresh for
+            # each row does (the constants' own spread adds to that): the sample of fresh draws narrowed to s
+            # about its median (fused_s3131_01370: conv3d 1x1 -> pool -> softmax over channels -> bias -> amax)
+            mid, sd = v[K // 2], Sample(v).sd
+            if sd > x.chan[2]:
+                v = tuple(mid + (u - mid) * x.chan[2] / sd for u in v)
+        return Sample(v)
     rows, extra = _rows(x, step, draws, diag)
     if op in ("softmax", "log_softmax"):
-        out, on_diag, own = [], [], 1 if diag else 0
+        out, on_diag, own, done = [], [], 1 if diag else 0, []
         for row in rows:
             lse = _lse(row, extra)
             row = [math.exp(r - lse) if op == "softmax" else r - lse for r in row]
             on_diag.extend(row[:own])        # a gram's diagonal stays apart (row[0]: every row holds one)
             out.extend(row[own:])
+            done.append(row)
         return Sample(quantiles(out), quantiles(on_diag) if diag else None,
                       row_mean=(step_dim(step), 1.0 / C) if op == "softmax" else None,
-                      log_rows=step_dim(step) if op == "log_softmax" else None)
+                      log_rows=step_dim(step) if op == "log_softmax" else None,
+                      chan=_columns(done, x, step) if not diag else None)
     if op == "logsumexp":
         return Sample(quantiles([_lse(row, extra) for row in rows]))
     stat = {"sum": lambda r: math.fsum(r) * C / len(r), "mean": lambda r: math.fsum(r) / len(r),
             "amax": max, "amin": min}[op]
     return Sample(quantiles([stat(row) for row in rows]))
+
+
+def _columns(rows: list, x: Sample, step: dict) -> tuple | None:
+    """A softmax along a contraction's channels (Sample.chan, its noise Gaussian) whose rows share the channels'
+    constants: each channel's own value in every row (its mean over the simulated rows) and what the noise moves
+    it by (the rms over the channels of its sd across rows); the noise stays Gaussian where it is small against
+    the softmax's unit of curvature (the map is near linear over it)."""
+    if not (_along_chan(x, step) and x.chan[3]) or len(rows) < 2:
+        return None
+    cols = list(zip(*rows))
+    means = [math.fsum(c) / len(c) for c in cols]
+    var = math.fsum(math.fsum((u - m) ** 2 for u in c) / len(c) for c, m in zip(cols, means)) / len(cols)
+    return x.chan[0], quantiles(means), math.sqrt(var), x.chan[2] <= SMALL_NOISE
 
 
 def standardize(x: Sample, eps: float, centre: bool) -> tuple:
