@@ -324,6 +324,11 @@ def prepare(args) -> int:
     return 0
 
 
+def _module(case: dict):
+    from kernelstrain.fused.module import fused_module
+    return fused_module(case["module"])
+
+
 def _variant(case: dict, params: dict, n: int, d: Path) -> dict:
     """A timing case of the same episode and rung at other parameters (the sweep an engineer runs on it):
     its render at `params`, written beside the episode's candidates, with its sims on each card."""
@@ -355,6 +360,10 @@ def extend(args) -> int:
             bm, bn, bk, tm, tn = map(int, tile.split("x"))
             params = {**case["params"], "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "THREAD_M": tm, "THREAD_N": tn}
             added.append(_variant(case, params, n, d))
+    if args.resim:          # the sims of this checkout's model (a refit since prepare)
+        for c in cases:
+            cards = {g: _sim(c["module"], c["tag"], c["params"], c["dtype"], dict(_module(c).shapes[0]), g) for g in DEVICE_CARDS}
+            c.update(cards[c["gpu"]], sims=cards)
     at = {c["episode"]: i for i, c in enumerate(cases)}       # after each episode's last case
     for v in reversed(added):
         cases.insert(at[v["episode"]] + 1, v)
@@ -691,6 +700,7 @@ def main(argv=None) -> int:
     x.add_argument("--variant-episodes", type=int, default=2)
     x.add_argument("--eval-cuda", type=int, default=1)
     x.add_argument("--cuda-episodes", type=int, help="keep this many CUDA timing episodes (default: all)")
+    x.add_argument("--resim", action="store_true", help="every case's sims again, on this checkout's model")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)

@@ -116,11 +116,17 @@ ISSUE_PER_CLK = 4          # warp-instructions an SM issues a clock (4 scheduler
 FFMA_PER_CLK = 4           # FFMA warp-instructions an SM retires a clock (128 fp32 lanes)
 WAVEFRONT_BYTES = 128      # shared memory an SM serves a clock
 LOAD_INSTRS = 4            # instructions a thread spends on each element it stages (address, bound checks, LDG, STS)
-STEP_LATENCY_US = 0.8      # a BLOCK_K step waits for its tiles' global loads (no double buffering): a DRAM round
-#                            trip and two barriers; the blocks resident on an SM run the same steps in lockstep, so
-#                            they wait together and the wait is paid once a round of resident blocks
-FULL_RATE_THREADS = 256    # threads an SM needs resident to keep its schedulers issuing (8 warps: two a scheduler)
-GEMM_MEMORY_EFF = 0.8      # the operands' and the output's DRAM traffic, the floor under the kernel
+STAGING_UNROLL = 4         # nvcc unrolls each staging loop (`for (i = threadIdx.x; i < BM * BK; i += THREADS)`) by 4: a
+#                            thread's loads go out 4 at a time, each batch's stores waiting for its data (SASS of 8x8
+#                            at 64x64x16: 16 loads a thread an operand in 4 batches of 4 LDG then 4 STS)
+# Fitted to the third session's profiler rows (H100, the GEMM kernel alone; fused-s4747-000004: 512 x 512 x 1024 fp32 at
+# 64x64x16 with 4x4 / 8x8 / 2x2 patches and 128x32x32 with 8x2, 105.7 / 247.8 / 120.8 / 129.8 us; -000029: 2048 x 2048
+# x 64 at 64x64x16, 4x4, 34.8 us), least squares on log time: within 12-20 % but 8x8 (1.2x slow), the order of the four
+# tiles of one program right but 2x2 / 8x2 (121 / 130 measured; 150 / 111 modelled)
+TRIP_US = 0.44             # one batch of staging loads: an L2 round trip, then its stores and the scoreboard
+COMPUTE_STALL = 1.8        # the issue-bound clocks stretched by dependency and barrier stalls
+FULL_RATE_THREADS = 128    # threads an SM needs resident to keep its schedulers issuing (a warp a scheduler)
+GEMM_MEMORY_EFF = 0.8      # the output's DRAM writes, after the K loop (the epilogue's stores)
 
 
 def kk_clocks(params: dict) -> float:
@@ -134,11 +140,20 @@ def kk_clocks(params: dict) -> float:
     return max(ffma / FFMA_PER_CLK, (ffma + lds_a + lds_b) / ISSUE_PER_CLK, waves)
 
 
+def staging_trips(params: dict) -> int:
+    """Batches of global loads a thread waits for in turn each step: its share of A's tile then B's, STAGING_UNROLL
+    at a time."""
+    threads = gemm_threads(params)
+    bk = params["BLOCK_K"]
+    return sum(-(-(-(-rows * bk // threads)) // STAGING_UNROLL) for rows in (params["BLOCK_M"], params["BLOCK_N"]))
+
+
 def cuda_gemm_ms(grid: int, params: dict, k: int, gpu, nbytes: float = 0.0, regs: int = 0) -> float:
     """One CUDA gemm_kernel's time without its launch floor: the clocks of its warps' kk iterations and tile
-    loads on each SM (kk_clocks), at the rate the threads resident on the SM allow, plus each step's load
-    latency per round of resident blocks; no faster than its DRAM traffic (`nbytes`). The clock is the one
-    the GPU's fp32 peak implies (2 flops an FMA lane)."""
+    loads on each SM (kk_clocks, stretched by COMPUTE_STALL), at the rate the threads resident on the SM allow;
+    each step's staging trips (staging_trips x TRIP_US) once a round of resident blocks (they step in lockstep);
+    then its output's DRAM writes (`nbytes`: what it moves). The clock is the one the GPU's fp32 peak implies
+    (2 flops an FMA lane)."""
     bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
     threads = gemm_threads(params)
     warps = -(-threads // 32)
@@ -151,7 +166,7 @@ def cuda_gemm_ms(grid: int, params: dict, k: int, gpu, nbytes: float = 0.0, regs
     occupancy = min(1.0, together * threads / FULL_RATE_THREADS)
     steps = -(-k // bk)
     load_clks = LOAD_INSTRS * (bm + bn) * bk / threads / ISSUE_PER_CLK    # a warp's staging of one step
-    clocks = per_sm * warps * steps * (bk * kk_clocks(params) + load_clks) / occupancy
-    latency = -(-per_sm // resident) * steps * STEP_LATENCY_US * 1e-6
+    clocks = per_sm * warps * steps * (bk * kk_clocks(params) + load_clks) / occupancy * COMPUTE_STALL
+    latency = -(-per_sm // resident) * steps * staging_trips(params) * TRIP_US * 1e-6
     memory = nbytes / (gpu.bw_tbs * 1e12 * GEMM_MEMORY_EFF)
-    return max(clocks / clock_hz + latency, memory) * 1e3
+    return (clocks / clock_hz + latency + memory) * 1e3

@@ -325,7 +325,8 @@ class FusedModule(OpModule):
                             tile_quant=(m * n) / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn),
                             traffic=1.0 + 0.5 * (max(1, math.ceil(n / bn)) - 1) / max(1, math.ceil(n / bn)) * (bm < 64),
                             unrolled=bm * bn // (32 * warps))
-            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages, warps, bk, kk))
+            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages, warps, bk, kk,
+                                                                  steps[k.steps[0]]["op"] == "linear"))
         numel_in = g.numel
         out_numel = math.prod(steps[k.steps[-1]]["out"]["shape"])
         moved = (numel_in + out_numel + weights + (out_numel if reads_skip else 0)) * nb
