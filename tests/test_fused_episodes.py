@@ -99,9 +99,7 @@ def test_bugs_are_offered_only_where_they_break_the_program():
 
 
 def test_the_engine_drives_fused_episodes_unchanged():
-    # (fused_s0_00007_triton, bmm -> tanh -> sum -> scale, has no room since the third session's host refit: its eager
-    # call, 4 ops, issues faster than ModelNew with one Triton launch; tasks.usable leaves it out of the profile)
-    for name in ("fused_s0_00001_cuda", "fused_s0_00004_triton", "fused_s0_00006_cuda"):
+    for name in ("fused_s0_00001_cuda", "fused_s0_00007_triton", "fused_s0_00006_cuda"):
         m = REGISTRY[name]
         streams = {s: seeded_rng("test", name, s) for s in ("policy", "noise", "clock", "wording")}
         ep = Episode(m, _task(m), streams, 30, 0.1, 0.08, search=load_profile("fused").search)
