@@ -9,12 +9,17 @@ simulated times (gpu-check's figure: Spearman of each episode's candidates, mean
         DIR/timing/ (episodes with >= 3 distinct ok candidates, the eager baseline among them, each
         with its simulated time on the device's GPU, --gpu); KernelBench's src/ under DIR/KernelBench (git archive of
         a fetched checkout, --kb-git). DIR is ignored by git (data/).
+    python3 scripts/fused_device_check.py extend [--dir data/fused_proof] [--cuda-variants 64x64x16x8x8 ...]
+        here: the CUDA GEMM epilogue of the CUDA timing episodes whose GEMM is longest re-rendered at other tiles
+        (BMxBNxBKxTMxTN), added as timing cases; --cuda-episodes / --eval-cuda cap the CUDA builds the device runs.
     python3 scripts/fused_device_check.py run [--dir data/fused_proof] --out OUT [--jobs 14] [--budget 270]
         on the GPU: the eval (scripts/kb_official_eval.py, KernelBench's code, every solution of the
         sample) while every timing candidate is built and run once in other processes; then every timing case alone on the GPU: ModelNew built
-        as KernelBench builds it (seeded, cast to the problem's precision), warmed up, then the median
+        as KernelBench builds it (seeded, cast to the problem's precision), warmed up (and 20 ms of calls), then the median
         of 7 batches of 20 back-to-back forward calls (CUDA events), the host's calls included as
-        the simulator's times include them; with --trivial-s S the budget's last S seconds run
+        the simulator's times include them, each episode's cases timed twice over (the lesser median kept), and each
+        kernel's own GPU time under torch.profiler (kernel_times: the model's kernels apart from the host's side);
+        FUSED_REHEARSE=1 TRITON_INTERPRET=1 rehearses it on a CPU (eager calls, the KernelBench eval --dry); with --trivial-s S the budget's last S seconds run
         scripts/fused_trivial.py over the profile's tasks on the GPU; scripts/fused_host_probe.py times each
         kind of host call alone. OUT: kb_table.txt, kb_rows.jsonl, kb_stderr.txt, timing.jsonl, summary.txt,
         host.json, picks.txt (trivial.txt).
@@ -39,13 +44,16 @@ KB_GIT = "/work/.mirror/ScalingIntelligence+KernelBench/repo"
 PRECISION = {"fp32": "float32", "bf16": "bfloat16"}
 DEVICE_CARDS = ("H100", "H200")    # the cards the device may be: the timing cases carry sims for each
 BATCHES, CALLS, WARMUP = 7, 20, 3
+WARMUP_MS = 20.0             # ... and calls for this long before the batches (an idle GPU's clocks ramp up)
+PASSES = 2                   # each chunk timed twice over (time_chunk)
+PROFILED_CALLS = 10          # calls under torch.profiler for each kernel's own GPU time (kernel_times)
 DISTINCT = 0.05             # simulated times this far apart count as an order the model claims
 RENDERED = ("half_accumulator", "missing_tail", "no_max_subtraction", "broadcast_index", "tf32_dot")
 MAX_CANDIDATES = 4           # timed per episode: the eager baseline and up to 3 ok candidates of distinct simulated times
 TRIVIAL_PARTS = 4
 TRIVIAL_PROGRAMS = 1200
 PROBE_S = 30                 # fused_host_probe.py's measurement after the timing pass (its build runs alongside the eval): --probe-s
-CHUNK = 8                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
+CHUNK = 5                    # timing episodes a process (one process each cost ~5 s of imports; one crash loses a chunk)
 
 
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -316,6 +324,61 @@ def prepare(args) -> int:
     return 0
 
 
+def _module(case: dict):
+    from kernelstrain.fused.module import fused_module
+    return fused_module(case["module"])
+
+
+def _variant(case: dict, params: dict, n: int, d: Path) -> dict:
+    """A timing case of the same episode and rung at other parameters (the sweep an engineer runs on it):
+    its render at `params`, written beside the episode's candidates, with its sims on each card."""
+    from kernelstrain.fused.module import fused_module
+    from kernelstrain.tasks import make_task
+    m = fused_module(case["module"])
+    shape = dict(m.shapes[0])
+    task = make_task(m, case["gpu"], case["dtype"], shape)
+    f = f"{Path(case['file']).parent}/v{n}.py"
+    (d / f).write_text(m.variant(case["tag"]).render(params, task))
+    cards = {g: _sim(case["module"], case["tag"], params, case["dtype"], shape, g) for g in DEVICE_CARDS}
+    return {**case, "params": params, "file": f, "variant": True, **cards[case["gpu"]], "sims": cards}
+
+
+def extend(args) -> int:
+    """Add to a prepared DIR: the CUDA GEMM epilogue of the first --variant-episodes CUDA timing episodes at each
+    --cuda-variants tile (BMxBNxBKxTMxTN), so the device times the kernel's step model across tiles and patches; and
+    keep at most --eval-cuda CUDA solutions in the eval sample (each a ~60 s build on the device's CPU)."""
+    d = args.dir
+    cases = json.loads((d / "timing_cases.json").read_text())
+    gemms = [c for c in cases if c["impl"] == "cuda" and c["tag"] == "gemm_epilogue" and not c.get("variant")]
+    gemms.sort(key=lambda c: -c["sim_kernels_ms"])
+    if args.cuda_episodes is not None:      # the CUDA episodes whose GEMM the model makes longest (each case a build)
+        keep = {c["episode"] for c in gemms[:args.cuda_episodes]}
+        cases = [c for c in cases if c["impl"] != "cuda" or c["episode"] in keep]
+    added = []
+    for case in gemms[:args.variant_episodes]:
+        for n, tile in enumerate(args.cuda_variants):
+            bm, bn, bk, tm, tn = map(int, tile.split("x"))
+            params = {**case["params"], "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "THREAD_M": tm, "THREAD_N": tn}
+            added.append(_variant(case, params, n, d))
+    if args.resim:          # the sims of this checkout's model (a refit since prepare)
+        for c in cases:
+            cards = {g: _sim(c["module"], c["tag"], c["params"], c["dtype"], dict(_module(c).shapes[0]), g) for g in DEVICE_CARDS}
+            c.update(cards[c["gpu"]], sims=cards)
+    at = {c["episode"]: i for i, c in enumerate(cases)}       # after each episode's last case
+    for v in reversed(added):
+        cases.insert(at[v["episode"]] + 1, v)
+    (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
+    sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
+    cuda = [s for s in sample["solutions"] if s["impl"] == "cuda"]
+    keep = {id(s) for s in sorted(cuda, key=lambda s: s.get("tag") != "gemm_epilogue")[:args.eval_cuda]}
+    sample["solutions"] = [s for s in sample["solutions"] if s["impl"] != "cuda" or id(s) in keep]
+    (d / "kb" / "ex" / "index.json").write_text(json.dumps(sample, indent=1) + "\n")
+    print(f"extended {d}: {len(added)} CUDA GEMM variants ({len(cases)} timing candidates in "
+          f"{len({c['episode'] for c in cases})} episodes); eval sample {len(sample['solutions'])} solutions "
+          f"({sum(s['impl'] == 'cuda' for s in sample['solutions'])} CUDA)")
+    return 0
+
+
 def _device_card() -> str:
     """The device's card among DEVICE_CARDS ("" where none or no GPU)."""
     try:
@@ -334,6 +397,10 @@ def _load(path: Path, name: str):
     return module
 
 
+REHEARSE = os.environ.get("FUSED_REHEARSE") == "1"   # no GPU: eager and Triton cases on the CPU (TRITON_INTERPRET=1)
+DEVICE = "cpu" if REHEARSE else "cuda"
+
+
 def _built(d: Path, case: dict):
     """(model, inputs) of one timing case, built as KernelBench builds them (seeded, cast to the problem's
     precision, integer inputs kept: execute.kb_inputs)."""
@@ -344,11 +411,17 @@ def _built(d: Path, case: dict):
     prob = _load(d / case["problem"], "problem")
     cand = _load(d / case["file"], "cand")
     torch.manual_seed(42)
-    init = kb_inputs(prob.get_init_inputs(), "cuda", dtype)
+    init = kb_inputs(prob.get_init_inputs(), DEVICE, dtype)
     torch.manual_seed(42)
-    model = cand.ModelNew(*init).cuda().to(dtype=dtype)
+    model = cand.ModelNew(*init).to(DEVICE).to(dtype=dtype)
     torch.manual_seed(7)
-    return model, kb_inputs(prob.get_inputs(), "cuda", dtype)
+    return model, kb_inputs(prob.get_inputs(), DEVICE, dtype)
+
+
+def _sync():
+    import torch
+    if not REHEARSE:
+        torch.cuda.synchronize()
 
 
 def build_one(d: str, case: dict) -> str:
@@ -359,30 +432,105 @@ def build_one(d: str, case: dict) -> str:
         model, inputs = _built(Path(d), case)
         with torch.no_grad():
             model(*inputs)
-        torch.cuda.synchronize()
+        _sync()
         return ""
     except Exception as e:  # noqa: BLE001 - the timing pass reports it again
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def time_one(d: Path, case: dict) -> dict:
+def _batches(model, inputs) -> list:
+    """Ms a call in each of BATCHES batches of CALLS back-to-back calls (CUDA events; the CPU's clock when
+    rehearsing)."""
     import torch
-    model, inputs = _built(d, case)
     times = []
+    for _ in range(BATCHES):
+        if REHEARSE:
+            t0 = time.perf_counter()
+            for _ in range(CALLS):
+                model(*inputs)
+            times.append((time.perf_counter() - t0) * 1e3 / CALLS)
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(CALLS):
+            model(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / CALLS)
+    return sorted(times)
+
+
+def kernel_times(model, inputs, calls: int = PROFILED_CALLS) -> dict:
+    """Each kernel's own GPU time a call, by name (torch.profiler / Kineto over `calls` calls): what the
+    model's kernels_ms predicts, apart from the host's side of the call. {name: [us a call, launches a call]}."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([] if REHEARSE else [ProfilerActivity.CUDA])
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            model(*inputs)
+        _sync()
+    out = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        us = getattr(e, "self_cuda_time_total", 0) if us is None else us
+        if REHEARSE and not us and e.key.startswith("aten::"):
+            us = e.self_cpu_time_total          # the rehearsal has no device: the CPU op's own time stands in
+        if us > 0:
+            out[e.key[:120]] = [round(us / calls, 3), round(e.count / calls, 2)]
+    return out
+
+
+def time_one(model, inputs, profiled: bool = True) -> dict:
+    """One case's call time: the median of BATCHES batches (after WARMUP calls and WARMUP_MS of calls, so the
+    GPU's clocks have risen), and with `profiled` its kernels' own times (kernel_times)."""
+    import torch
     with torch.no_grad():
         for _ in range(WARMUP):
             model(*inputs)
-        torch.cuda.synchronize()
-        for _ in range(BATCHES):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(CALLS):
-                model(*inputs)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / CALLS)
-    times.sort()
-    return {**case, "measured_ms": times[len(times) // 2], "spread": times[-1] / times[0]}
+        _sync()
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < WARMUP_MS:
+            model(*inputs)
+            _sync()
+        times = _batches(model, inputs)
+        try:
+            kernels, failed = (kernel_times(model, inputs) if profiled else {}), ""
+        except Exception as e:  # noqa: BLE001 - the profiler's failure must not cost the call's time
+            kernels, failed = {}, f"{type(e).__name__}: {str(e)[:200]}"
+    row = {"measured_ms": times[len(times) // 2], "spread": times[-1] / times[0], "batches_ms": times}
+    if profiled:
+        row.update(kernels_us=kernels, gpu_us=round(sum(us for us, _ in kernels.values()), 3), profile_error=failed)
+    return row
+
+
+def time_chunk(d: Path, chunk: list) -> None:
+    """Time every case of a chunk twice, the whole chunk in between (a disturbance of one moment -- a clock
+    ramp, another process -- shows as two passes that disagree), its kernels profiled in the first; a case's
+    row keeps both passes' medians and reports the lesser as measured_ms."""
+    built, rows = {}, {}
+    for case in chunk:
+        try:
+            built[case["file"]] = _built(d, case)
+        except Exception as e:  # noqa: BLE001 - the case's own failure is its row
+            rows[case["file"]] = {**case, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+    for n in range(PASSES):
+        for case in chunk:
+            if case["file"] not in built:
+                continue
+            try:
+                got = time_one(*built[case["file"]], profiled=n == 0)
+            except Exception as e:  # noqa: BLE001
+                rows.setdefault(case["file"], {**case, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                continue
+            row = rows.setdefault(case["file"], {**case, "passes_ms": []})
+            row["passes_ms"].append(got.pop("measured_ms"))
+            row.update({k: v for k, v in got.items() if n == 0 or k not in row})
+            row["measured_ms"] = min(row["passes_ms"])
+            print(json.dumps(row), flush=True)      # each pass's row as it comes (the parent keeps a file's last)
+    for case in chunk:
+        row = rows.get(case["file"], {**case, "error": "not built"})
+        if "error" in row:
+            print(json.dumps(row), flush=True)
 
 
 def run(args) -> int:
@@ -390,6 +538,10 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     cases = json.loads((d / "timing_cases.json").read_text())
+    if REHEARSE:        # no nvcc build without CUDA, the Triton interpreter slow: the eager calls, and the 2 lightest Triton episodes
+        light = sorted({c["episode"] for c in cases if c["impl"] == "triton"},
+                       key=lambda e: max(c["sim_kernels_ms"] for c in cases if c["episode"] == e))[:2]
+        cases = [c for c in cases if c["tag"] == "eager" or c["episode"] in light]
     # every solution of the sample (kb_official_eval alone would take FUSED_PICKS of each impl and status)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
     (out / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in sample["solutions"]))
@@ -397,7 +549,7 @@ def run(args) -> int:
         [sys.executable, "scripts/kb_official_eval.py", str(d / "KernelBench"), str(d / "kb" / "ex"), "--pick",
          str(out / "picks.txt"), "--trials", "5", "--jobs", str(max(1, args.jobs // 2)), "--timeout", "150",
          "--deadline", str(int(args.budget - args.probe_s)),
-         "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")],
+         "--out", str(out / "kb_rows.jsonl"), "--table", str(out / "kb_table.txt")] + (["--dry"] if REHEARSE else []),
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(out / "kb_stderr.txt").open("w"))
     os.environ.setdefault("MAX_JOBS", "2")
     probe = subprocess.Popen([sys.executable, "scripts/fused_host_probe.py", "build"], cwd=ROOT,
@@ -405,7 +557,7 @@ def run(args) -> int:
     # CUDA builds first (the longest), then Triton compiles
     order = sorted((c for c in cases if c["tag"] != "eager"), key=lambda c: c["impl"] != "cuda")
     with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs - args.jobs // 2)) as pool:
-        built = list(pool.map(build_one, [str(d)] * len(order), order))
+        built = [] if REHEARSE else list(pool.map(build_one, [str(d)] * len(order), order))
     print(f"built and ran once {len(built)} candidates ({sum(bool(b) for b in built)} failed) in {time.time() - t0:.0f} s",
           flush=True)
     kb_eval.wait()
@@ -414,7 +566,7 @@ def run(args) -> int:
     episodes = defaultdict(list)
     for case in cases:
         episodes[case["episode"]].append(case)
-    groups = list(episodes.values())
+    groups = sorted(episodes.values(), key=lambda g: g[0]["impl"] != "cuda")     # the CUDA GEMMs first
     with (out / "timing.jsonl").open("w") as f:
         # CHUNK episodes a process, their candidates one after the other, alone on the GPU
         for i in range(0, len(groups), CHUNK):
@@ -497,6 +649,17 @@ def summary(rows: list, kb_table: Path) -> str:
     for ep, rs in sorted(by_ep.items()):
         lines.append(f"  {ep} {rs[0]['impl']:6s} n={len(rs)} rho={spearman([r['sim_ms'] for r in rs], [r['measured_ms'] for r in rs]):.2f} "
                      + " ".join(f"{r['tag']}:{r['sim_ms']:.4f}/{r['measured_ms']:.4f}" for r in rs))
+    # the GPU side alone: each candidate's kernels under the profiler against the model's kernels_ms
+    side = [r for r in timed if r.get("gpu_us")]
+    if side:
+        ratio = math.exp(sum(math.log(r["sim_kernels_ms"] * 1e3 / r["gpu_us"]) for r in side) / len(side))
+        kfig = agreement([{**r, "sim_ms": r["sim_kernels_ms"], "measured_ms": r["gpu_us"] * 1e-3} for r in side], group="episode")
+        lines.append(f"  kernels alone (profiler): {len(side)} candidates, model/measured geomean {ratio:.3f}, "
+                     f"within-episode Spearman {kfig.get('spearman_mean')}")
+        for r in side:
+            lines.append(f"    {r['episode']} {r['tag']}: kernels {r['sim_kernels_ms'] * 1e3:.1f} us model / {r['gpu_us']:.1f} "
+                         f"measured; call {r['sim_ms'] * 1e3:.1f} / {r['measured_ms'] * 1e3:.1f} (passes "
+                         f"{r.get('passes_ms')}) host model {r['sim_host_ms'] * 1e3:.1f}")
     for r in rows:
         if "error" in r:
             lines.append(f"  error {r['episode']} {r['tag']}: {r['error'][-300:]}")
@@ -508,11 +671,7 @@ def summary(rows: list, kb_table: Path) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["episode"]:
-        for case in json.loads(argv[2]):
-            try:
-                print(json.dumps(time_one(Path(argv[1]), case)), flush=True)
-            except Exception as e:  # noqa: BLE001 - the case's own failure is its row
-                print(json.dumps({**case, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+        time_chunk(Path(argv[1]), json.loads(argv[2]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -535,6 +694,13 @@ def main(argv=None) -> int:
     p.add_argument("--also", nargs="*", default=[], metavar="MODULE:RUNG", help="rungs rendered at their defaults (ok) "
                    "into the sample: those the device found wrong before")
     p.add_argument("--timing-rung", default="", help="timing episodes where this rung is among the candidates only")
+    x = sub.add_parser("extend")
+    x.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
+    x.add_argument("--cuda-variants", nargs="*", default=["64x64x16x8x8", "64x64x16x2x2", "128x32x32x8x2"])
+    x.add_argument("--variant-episodes", type=int, default=2)
+    x.add_argument("--eval-cuda", type=int, default=1)
+    x.add_argument("--cuda-episodes", type=int, help="keep this many CUDA timing episodes (default: all)")
+    x.add_argument("--resim", action="store_true", help="every case's sims again, on this checkout's model")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
@@ -545,7 +711,7 @@ def main(argv=None) -> int:
     r.add_argument("--probe-s", type=float, default=PROBE_S, help="seconds kept for fused_host_probe.py's measurement "
                    "(0: no probe, its build left out too)")
     args = ap.parse_args(argv)
-    return prepare(args) if args.cmd == "prepare" else run(args)
+    return {"prepare": prepare, "extend": extend, "run": run}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,11 @@ FOUND = {"fused_s0_04114": "zero", "fused_s0_00173": "zero", "fused_s0_01268": "
          "fused_s0_16120": "constant", "fused_s0_10106": "constant",
          # elu / selu of a log_softmax's rows is a + b p, its row mean fixed by sum p = 1: a fresh stream's first 600
          # (seed 3131: linear -> gelu -> log_softmax -> elu -> gram, C - 2 + sum p_i p_j everywhere) and seed 404's
-         "fused_s3131_00572": "constant", "fused_s404_06630": "constant", "fused_s404_12713": "constant"}
+         "fused_s3131_00572": "constant", "fused_s404_06630": "constant", "fused_s404_12713": "constant",
+         # a conv's channel constants through a global average pool, a softmax over the channels, a per-channel bias and
+         # an amax over them: the same value in every sample (seed 3131's first 600: conv3d 1x1 -> pool -> divide ->
+         # softmax -> bias -> amax)
+         "fused_s3131_01370": "constant"}
 # programs whose real output no trivial kernel passes (PyTorch CPU: worst element 6.7-9,400x KernelBench's
 # tolerance from 0 and from any constant) though a gram's diagonal is all that moves in some: the rules must keep them
 # (5323 and 12801 were rejected while the diagonal was left out of the emulated output)
@@ -85,7 +89,11 @@ KEPT = ("fused_s0_05323", "fused_s0_12801", "fused_s0_00237", "fused_s0_05680", 
         "fused_s0_03277", "fused_s0_01708", "fused_s0_05407",
         # matmul -> log_softmax -> hardswish -> mean (real 10.4x): hardswish is no line in p, though the sample's two
         # distinct p (0 and ~1/3) fit one
-        "fused_s404_05956")
+        "fused_s404_05956",
+        # a conv's output through an average pool holds each channel's constant plus its averaged noise (real 10.4x and
+        # 8.0x): rejected while the pool's sample was the input's mean give or take its sd / sqrt(n), the constants'
+        # spread lost
+        "fused_s0_00372", "fused_s0_04466")
 
 
 @pytest.mark.parametrize("op", sorted(FOUND))

@@ -103,30 +103,70 @@ def gemm_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str 
     return "\n".join(consts + lines), "\n".join(host + launch)
 
 
-# The kernel's time (not fitted to a measurement yet: scripts/fused_device_check.py times its candidates).
-# Per k, a warp reads THREAD_M + THREAD_N floats a thread from shared memory (128 bytes a clock an SM) for
-# THREAD_M x THREAD_N FMAs (128 a clock): the FMA units are fed where TM TN >= 4 (TM + TN), a 4x4 patch at half
-# the rate, 8x8 in full.
-SGEMM_EFF = 0.7            # a fed register-tiled SGEMM's share of the SM's fp32 peak (barriers, address math)
-STEP_LATENCY_US = 0.8      # a BLOCK_K step waits for its tiles' global loads (no double buffering): a DRAM round
-#                            trip and two barriers, hidden only by other blocks resident on the SM
-FULL_RATE_THREADS = 256    # threads an SM needs resident to keep its FMA pipes busy (8 warps)
+# The kernel's time, from what nvcc makes of it (nvcc 13.0 -O3 for sm_90, cuobjdump -sass of the renders at 64x64x16 with
+# 2x2, 4x4 and 8x8 patches, 128x32x32 with 8x2, 128x128x8 with 8x8): no tensor-core instruction (FFMA only; a bf16
+# operand is converted to fp32 on its load into shared memory), the kk loop unrolled, each thread's THREAD_M values of A
+# and THREAD_N of B read with LDS.128 (LDS.64 for a side of 2), THREAD_M x THREAD_N FFMA a kk; 40 registers a thread
+# at 2x2, 60 at 4x4, 118-128 at 8x8 (Launch.regs: 32 + patch + TM + TN), no spills. An SM issues 4 warp-instructions
+# a clock (one a scheduler), 4 of them FFMA, and its shared memory serves one 128-byte wavefront a clock; a warp's
+# vector LDS costs the distinct bytes its lanes read / 128 (lanes of one row or column read the same words: a
+# broadcast). The 4x4 patch of the 64x64 tile: 16 FFMA, 2 LDS.128 of 3 wavefronts a kk -- issue-bound, not starved
+# of operands (cuda_gemm_ms's first model, 2026-12-06 morning, had it at half the FMA rate).
+ISSUE_PER_CLK = 4          # warp-instructions an SM issues a clock (4 schedulers)
+FFMA_PER_CLK = 4           # FFMA warp-instructions an SM retires a clock (128 fp32 lanes)
+WAVEFRONT_BYTES = 128      # shared memory an SM serves a clock
+LOAD_INSTRS = 4            # instructions a thread spends on each element it stages (address, bound checks, LDG, STS)
+STAGING_UNROLL = 4         # nvcc unrolls each staging loop (`for (i = threadIdx.x; i < BM * BK; i += THREADS)`) by 4: a
+#                            thread's loads go out 4 at a time, each batch's stores waiting for its data (SASS of 8x8
+#                            at 64x64x16: 16 loads a thread an operand in 4 batches of 4 LDG then 4 STS)
+# Fitted to the third session's profiler rows (H100, the GEMM kernel alone; fused-s4747-000004: 512 x 512 x 1024 fp32 at
+# 64x64x16 with 4x4 / 8x8 / 2x2 patches and 128x32x32 with 8x2, 105.7 / 247.8 / 120.8 / 129.8 us; -000029: 2048 x 2048
+# x 64 at 64x64x16, 4x4, 34.8 us), least squares on log time: within 12-20 % but 8x8 (1.2x slow), the order of the four
+# tiles of one program right but 2x2 / 8x2 (121 / 130 measured; 150 / 111 modelled)
+TRIP_US = 0.44             # one batch of staging loads: an L2 round trip, then its stores and the scoreboard
+COMPUTE_STALL = 1.8        # the issue-bound clocks stretched by dependency and barrier stalls
+FULL_RATE_THREADS = 128    # threads an SM needs resident to keep its schedulers issuing (a warp a scheduler)
+GEMM_MEMORY_EFF = 0.8      # the output's DRAM writes, after the K loop (the epilogue's stores)
 
 
-def cuda_gemm_ms(grid: int, params: dict, k: int, gpu) -> float:
-    """One CUDA gemm_kernel's time without its launch floor: ceil(K / BLOCK_K) steps of the tile's FMAs at
-    the rate its register patch and the threads resident on an SM allow, plus each step's load latency per
-    round of resident blocks."""
-    bm, bn, bk, tm, tn = (params[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N"))
+def kk_clocks(params: dict) -> float:
+    """SM clocks one warp's kk iteration takes (see above): FFMA, issue, or shared memory, whichever binds."""
+    tm, tn, bn = params["THREAD_M"], params["THREAD_N"], params["BLOCK_N"]
+    across = bn // tn                                  # threads along N in the block (consecutive in a warp)
+    rows, cols = max(1, 32 // across), min(32, across)   # distinct patch rows / columns among a warp's lanes
+    lds_a, lds_b = -(-tm // 4), -(-tn // 4)             # LDS.128 (LDS.64 for 2) a kk
+    waves = max(lds_a, -(-rows * tm * 4 // WAVEFRONT_BYTES)) + max(lds_b, -(-cols * tn * 4 // WAVEFRONT_BYTES))
+    ffma = tm * tn
+    return max(ffma / FFMA_PER_CLK, (ffma + lds_a + lds_b) / ISSUE_PER_CLK, waves)
+
+
+def staging_trips(params: dict) -> int:
+    """Batches of global loads a thread waits for in turn each step: its share of A's tile then B's, STAGING_UNROLL
+    at a time."""
     threads = gemm_threads(params)
+    bk = params["BLOCK_K"]
+    return sum(-(-(-(-rows * bk // threads)) // STAGING_UNROLL) for rows in (params["BLOCK_M"], params["BLOCK_N"]))
+
+
+def cuda_gemm_ms(grid: int, params: dict, k: int, gpu, nbytes: float = 0.0, regs: int = 0) -> float:
+    """One CUDA gemm_kernel's time without its launch floor: the clocks of its warps' kk iterations and tile
+    loads on each SM (kk_clocks, stretched by COMPUTE_STALL), at the rate the threads resident on the SM allow;
+    each step's staging trips (staging_trips x TRIP_US) once a round of resident blocks (they step in lockstep);
+    then its output's DRAM writes (`nbytes`: what it moves). The clock is the one the GPU's fp32 peak implies
+    (2 flops an FMA lane)."""
+    bm, bn, bk = params["BLOCK_M"], params["BLOCK_N"], params["BLOCK_K"]
+    threads = gemm_threads(params)
+    warps = -(-threads // 32)
     smem = (bm + bn) * bk * 4
-    resident = max(1, min(gpu.max_threads_per_sm // threads, gpu.max_blocks_per_sm, gpu.smem_per_sm // smem))
+    resident = max(1, min(gpu.max_threads_per_sm // threads, gpu.max_blocks_per_sm, gpu.smem_per_sm // smem,
+                          gpu.regs_per_sm // (max(regs, 32) * threads) if regs else gpu.max_blocks_per_sm))
     per_sm = -(-grid // gpu.sms)                     # blocks an SM runs in all
     together = min(per_sm, resident)                 # ... at once
-    feed = min(1.0, tm * tn / (4.0 * (tm + tn)))
+    clock_hz = gpu.peak("fp32") / (gpu.sms * FFMA_PER_CLK * 32 * 2)
     occupancy = min(1.0, together * threads / FULL_RATE_THREADS)
-    fma_per_s = gpu.peak("fp32") / gpu.sms / 2.0 * SGEMM_EFF * feed * occupancy
     steps = -(-k // bk)
-    compute = per_sm * steps * bm * bn * bk / fma_per_s
-    latency = -(-per_sm // resident) * steps * STEP_LATENCY_US * 1e-6
-    return (compute + latency) * 1e3
+    load_clks = LOAD_INSTRS * (bm + bn) * bk / threads / ISSUE_PER_CLK    # a warp's staging of one step
+    clocks = per_sm * warps * steps * (bk * kk_clocks(params) + load_clks) / occupancy * COMPUTE_STALL
+    latency = -(-per_sm // resident) * steps * staging_trips(params) * TRIP_US * 1e-6
+    memory = nbytes / (gpu.bw_tbs * 1e12 * GEMM_MEMORY_EFF)
+    return (clocks / clock_hz + latency + memory) * 1e3

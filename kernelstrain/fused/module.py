@@ -325,7 +325,8 @@ class FusedModule(OpModule):
                             tile_quant=(m * n) / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn),
                             traffic=1.0 + 0.5 * (max(1, math.ceil(n / bn)) - 1) / max(1, math.ceil(n / bn)) * (bm < 64),
                             unrolled=bm * bn // (32 * warps))
-            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages, warps, bk, kk))
+            return k, launch, Cost(flops, moved), ("triton_gemm", (bm, bn, stages, warps, bk, kk,
+                                                                  steps[k.steps[0]]["op"] == "linear"))
         numel_in = g.numel
         out_numel = math.prod(steps[k.steps[-1]]["out"]["shape"])
         moved = (numel_in + out_numel + weights + (out_numel if reads_skip else 0)) * nb
@@ -393,7 +394,7 @@ class FusedModule(OpModule):
         kernels = [t for it in items if not isinstance(it, Kernel) for t in torch_kernels(steps[it], dtype, gpu)]
         for k, launch, work, analog in self._kernel_models(tag, params, task):
             if analog[0] == "cuda_gemm":
-                kernels.append(cuda_gemm_ms(launch.grid, params, analog[1], gpu))
+                kernels.append(cuda_gemm_ms(launch.grid, params, analog[1], gpu, work.bytes, launch.regs))
             elif analog[0] == "triton_gemm":
                 kernels.append(triton_gemm_ms(work.flops, work.bytes, launch.grid, launch.tile_quant, *analog[1][:4], gpu, dtype,
                                               *analog[1][4:]))

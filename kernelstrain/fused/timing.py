@@ -56,12 +56,27 @@ TRITON_GEMM_SHARE = {"bf16": 0.85}
 # as its operands outgrow the registers (64x64x32 on 4 warps 3.0-6.0 us a step, 64x128x64 on 8 warps ~16,
 # 128x128x64 on 8 17-43, 32x256x128 on 4 ~145: fused-s8484-000134's 582 us, where the wave model said 139). Round 3's
 # within-episode Spearman 0.84 -> 0.89 (round 2's 0.83 unchanged)
-FMA_STEP_US = 3.0         # one BLOCK_K step of a 64x64x32 tile on 4 warps: fused-s8484-000270 (64 steps) 193 us,
-#                           fused-s13-000150 (32) 105.5, fused-s8484-000216 (24) 75.7
+FMA_STEP_US = 3.0         # one BLOCK_K step of a 64x64x32 tile on 4 warps where B is nn.Linear's weight ([N, K]: the tile
+#                           read K-contiguous, transposed to the dot's layout): fused-s8484-000270 (64 steps) 193 us,
+#                           fused-s13-000150 (32) 105.5, fused-s8484-000216 (24) 75.7; the third session's profiler
+#                           (H100): fused-s4747-000140 2.92 us a step, -000235 3.05, -000119 3.23
+FMA_STEP_NN_US = 1.3      # ... where B is a matmul's / bmm's [K, N] (N-contiguous, the dot's own layout): the third
+#                           session's profiler (H100), the GEMM kernel alone: fused-s4747-000128 1.18 us a step (32
+#                           steps), -000065 1.33 (8), -000174 1.76 (4)
 FMA_REGS = 394            # that tile's registers a thread (fma_dot_registers): the steps above cost FMA_STEP_US
 FMA_SPILL_EXP = 2.0       # a step's time grows as the square of the registers past that (the steps above: slopes 1.8-2.8)
+FMA_CLIFF = 3.0           # ... and as its square again past 3x them, where ptxas gives up (Triton 3.9 AOT for sm_90:
+#                           256x128x64 on 8 warps, 4x the registers, spills 18,832 bytes a thread). The matmul steps of
+#                           the third session's profiler (H100) over FMA_STEP_NN_US: 128x64x32 / 4 warps 2.2 (1.46x the
+#                           registers), 128x128x64 / 8 7.2 (2.76x), 256x128x64 / 8 26 (4.0x); round 3's 32x256x128 / 4
+#                           ~110 (5.36x): the square gives 2.1 / 7.6 / 16 / 29, with the cliff 2.1 / 7.6 / 28 / 92
 ACC_REGS = 128            # accumulator registers a thread holds without spilling (of its 255, beside addresses and operands)
 STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}    # a fifth stage hides no more latency (and costs shared memory)
+TC_FIXED_US = 1.5         # a bf16 tl.dot kernel at the least: its prologue, first loads and epilogue ...
+TC_STEP_US = 0.2          # ... and a BLOCK_K step a wave (the tiles' load round trip the pipeline does not hide): the
+#                           third session's profiler (H100), 64x64x32 on 4 warps: fused-s4747-000070 2.0 us for 2 steps
+#                           (the tensor-core share said 0.1), fused-s6363-000157 12.1 for 64, -000003 6.7 for 32,
+#                           -000092 7.3 for 32, -000162 10.5 for 24
 # PyTorch eager launches for one step: (kernels, passes over the tensor in its dtype), where a step
 # is a chain of ops (bf16: the RMSNorm helper computes in fp32, converting both ways)
 EAGER_KERNELS = {"new_gelu": (8, 18), "quick_gelu": (3, 7), "logsumexp": (5, 6),
@@ -75,7 +90,9 @@ LIBRARY_ROLES = ("contraction", "attention", "gather")
 # 7 batches of 20 back-to-back calls), every one of them host-bound there: 35-195 us measured against 4-52 us
 # of kernels. The rows and their counts are tests/test_fused_host.py's; the fit predicts them within 23%
 # (rms 12%), the timer's own spread between two candidates of the same calls (fused-s11-000008's op_kernels
-# at BLOCK 1024 and 2048: 69.8 and 92.8 us).
+# at BLOCK 1024 and 2048: 69.8 and 92.8 us). A refit on the third session's first H100 run (a grid over the five
+# constants, 13 / 8 / 4 / 8 / 25 us: that run's within-episode Spearman 0.794 -> 0.906) did not hold on its second,
+# a fresh seed on another H100 host (0.841 at these constants, 0.793 at the refit's): not kept (docs/fused.md).
 HOST_MODULE_US = 20.0     # nn.Module.__call__ (ModelNew's; nn.Linear's, a helper's): fused-s11-000051 fused_row
 #                           (ModelNew + nn.Linear + 1 Triton launch) 89.3 us against gemm_epilogue (ModelNew + 2) 61.8
 HOST_DISPATCH_US = 9.0    # one PyTorch op issued from Python, its launch included: fused-s11-000097 eager (6 ops)
@@ -158,16 +175,23 @@ def library_tiles(b: int, m: int, n: int, k: int, gpu: GPU, dtype: str = "bf16")
 
 
 def triton_gemm_ms(flops: float, nbytes: float, grid: int, tile_quant: float, block_m: int, block_n: int,
-                   stages: int, warps: int, gpu: GPU, dtype: str, block_k: int = 0, k: int = 0) -> float:
+                   stages: int, warps: int, gpu: GPU, dtype: str, block_k: int = 0, k: int = 0,
+                   b_transposed: bool = True) -> float:
     """A tl.dot GEMM kernel (no split-K), without the launch floor. bf16: TRITON_GEMM_SHARE of the library
     ceiling, less for small tiles and shallow pipelines, over the waves its grid fills; a tile whose fp32
-    accumulator needs more than ACC_REGS registers a thread spills it to local memory (the share falls in
-    proportion). fp32: fma_gemm_ms."""
+    accumulator needs more than ACC_REGS registers a thread spills it to local memory, and its steps then cost
+    what a spilling FMA dot's do (fma_gemm_ms: fused-s4747-000042's 256x128x64 bf16 tile on 2 warps, 512
+    accumulators a thread, ran 212 us where the tensor-core share said 4). fp32: fma_gemm_ms."""
     if dtype == "fp32":
-        return fma_gemm_ms(grid, block_m, block_n, block_k, warps, k, gpu)
+        return fma_gemm_ms(grid, block_m, block_n, block_k, warps, k, gpu, b_transposed)
     spill = min(1.0, ACC_REGS / (block_m * block_n / (32 * warps)))
     share = TRITON_GEMM_SHARE[dtype] * min(1.0, min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant * spill
-    return _gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3
+    floor = (TC_FIXED_US + math.ceil(grid / gpu.sms) * math.ceil(k / block_k) * TC_STEP_US) * 1e-3 if block_k else 0.0
+    tensor = max(_gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3, floor)
+    # (the square alone, no cliff: fused-s4747-000042, 8.7x the registers, ran 212 us where the square says 225)
+    if spill >= 1.0 or not block_k:
+        return tensor
+    return max(tensor, fma_gemm_ms(grid, block_m, block_n, block_k, warps, k, gpu, b_transposed, cliff=math.inf))
 
 
 def _sm_fp32(gpu: GPU) -> float:
@@ -182,13 +206,17 @@ def fma_dot_registers(block_m: int, block_n: int, block_k: int, warps: int) -> f
     return share + block_k * 2 * math.sqrt(share)
 
 
-def fma_gemm_ms(grid: int, block_m: int, block_n: int, block_k: int, warps: int, k: int, gpu: GPU) -> float:
-    """An fp32 tl.dot GEMM: every program runs ceil(K / BLOCK_K) steps of FMA_STEP_US, slower as the square of
-    the registers its operands need past FMA_REGS (fma_dot_registers: local-memory spills in the inner loop),
-    in as many waves as its grid fills the SMs (one program an SM: the operands' registers)."""
-    spill = max(1.0, fma_dot_registers(block_m, block_n, block_k, warps) / FMA_REGS) ** FMA_SPILL_EXP
+def fma_gemm_ms(grid: int, block_m: int, block_n: int, block_k: int, warps: int, k: int, gpu: GPU,
+                b_transposed: bool = True, cliff: float = FMA_CLIFF) -> float:
+    """An fp32 tl.dot GEMM: every program runs ceil(K / BLOCK_K) steps of FMA_STEP_US (FMA_STEP_NN_US where B is
+    read in the dot's own layout), slower as the square of the registers its operands need past FMA_REGS
+    (fma_dot_registers: local-memory spills in the inner loop), in as many waves as its grid fills the SMs (one
+    program an SM: the operands' registers)."""
+    ratio = max(1.0, fma_dot_registers(block_m, block_n, block_k, warps) / FMA_REGS)
+    spill = ratio ** FMA_SPILL_EXP * max(1.0, ratio / cliff) ** FMA_SPILL_EXP
     waves = math.ceil(grid / gpu.sms)
-    return waves * math.ceil(k / block_k) * FMA_STEP_US * _sm_fp32(GPUS['H100']) / _sm_fp32(gpu) * spill * 1e-3
+    step = FMA_STEP_US if b_transposed else FMA_STEP_NN_US
+    return waves * math.ceil(k / block_k) * step * _sm_fp32(GPUS['H100']) / _sm_fp32(gpu) * spill * 1e-3
 
 
 def gemm_dims(step: dict) -> tuple[int, int, int, int]:
