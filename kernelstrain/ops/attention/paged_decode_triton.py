@@ -105,7 +105,6 @@ ONLINE = '''        s = tl.where(mask_n, tl.sum(k.to(tl.float32) * q[None, :], 1
 '''
 
 
-
 def wrapper(p, task, grid, extra=""):
     return f'''
 
