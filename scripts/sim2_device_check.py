@@ -7,7 +7,8 @@ against the device's within each group.
     python3 scripts/sim2_device_check.py                    # on a CUDA machine; writes $OUT/summary.txt, sim2_device.json
     SIM2_PLAN=held python3 scripts/sim2_device_check.py     # the out-of-sample plan (other shapes, dtypes, values)
     SIM2_REHEARSE=3 python3 scripts/sim2_device_check.py    # no GPU: the first 3 cases through every path but the GPU's
-    SIM2_RUN_S=90 python3 scripts/sim2_device_check.py      # the run passes' time budget (default 90 s)
+    SIM2_RUN_S=90 python3 scripts/sim2_device_check.py      # the run passes' time budget (default 90 s) ...
+    SIM2_DEADLINE_S=110 python3 scripts/sim2_device_check.py   # ... or what is left of 110 s after the builds, less 6 s
 
 Uses kernelstrain.gpucheck's build and run passes (the harness of `kernelstrain gpu-check`). Exit 1 if a case fails.
 """
@@ -173,7 +174,10 @@ def main() -> int:
     print(f"built in {time.time() - t0:.0f} s; {sum(not c['build_ok'] for c in planned)} failed", file=sys.stderr)
     work = build_dir / f"run_{int(time.time())}"
     work.mkdir(parents=True)
-    rows = _passes(planned, work, os.cpu_count() or 8, float(os.environ.get("SIM2_RUN_S", "90")))
+    deadline = os.environ.get("SIM2_DEADLINE_S")
+    budget = float(deadline) - (time.time() - t0) - 6 if deadline else float(os.environ.get("SIM2_RUN_S", "90"))
+    print(f"run passes: {budget:.0f} s", file=sys.stderr)
+    rows = _passes(planned, work, os.cpu_count() or 8, budget)
     for r in rows:
         r["sim_ms"] = _sim_ms(r, gpu)
     keep = ("id", "episode", "module", "variant", "params", "dtype", "shape", "label", "build_ok", "ok", "error",
