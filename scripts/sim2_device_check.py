@@ -97,10 +97,12 @@ HELD = [
         ("padded_tile", {"block_rows": (16,)}),
         ("vectorized_multi_row", {"tile": (64, 128), "block_rows": (2, 16)}),
         ("tma_swizzled", {"tiles_per_cta": (1, 4), "threads": (256,)})]),
-    ("grouped_gemm_triton", "fp16", [{"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}], [
-        ("block_lookup", {"BLOCK_M": (32, 128), "BLOCK_N": (128,)}),
-        ("persistent_tma", {"BLOCK_M": (64, 128), "BLOCK_K": (64, 128)}),
-        ("m_fastest_order", {"BLOCK_M": (32,)})]),
+    # the menu's other shapes do not fit gpu-check's time limit (sample.fits): FIT's two at fp16, other values
+    ("grouped_gemm_triton", "fp16", [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6},
+                                     {"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}], [
+        ("block_lookup", {"BLOCK_M": (32,), "num_stages": (2, 4), "num_warps": (8,)}),
+        ("persistent_tma", {"BLOCK_M": (64, 128), "BLOCK_K": (128,), "num_stages": (4,)}),
+        ("m_fastest_order", {"BLOCK_M": (32,), "BLOCK_N": (128,)})]),
     ("gemm_fp16_triton", "bf16", [{"M": 4096, "N": 4096, "K": 4096}, {"M": 16, "N": 8192, "K": 8192}], [
         ("tl_dot_blocked", {"BLOCK_M": (32, 128), "BLOCK_N": (128,)}),
         ("grouped_swizzle", {"BLOCK_N": (64, 256)}),
