@@ -35,11 +35,20 @@ def warp_launch(kind: str):
             return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16,
                           traffic=x_rereads + lsu(16), lane_util=vec_lanes)
         regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
+        # W loads a lane has in flight per wait: nvcc 13 -O3 sm_90a SASS of the K loop (M=1 and M=4): one row a warp
+        # (and vectorized_uint4) unrolls by 2-4 and issues 2 LDG.128 of W before the first use, as the model's
+        # LOADS_IN_FLIGHT = 2 vectors of 16 bytes; 2 rows issue 2 (the second row's guarded load waits behind the
+        # first trip's FMAs: no unroll helps), 4 rows issue 4. So R rows keep max(2, R) loads in flight, not 2 x R:
+        # at M=1 the R-row warp halves or quarters the warps of the grid for the same loads a lane, and its bytes in
+        # flight fall short of the DRAM's latency-bandwidth product (H100, M=1 N=4096 K=14336: rows_per_warp 2 ran
+        # 51-53 us and 4 ran 47 where one row and uint4 ran 41-43, gpu-check s96969-s99199; H200 s1717: 2 rows
+        # 45.4 against uint4's 31.1), which the old 16 x R bytes a load hid (model: rows 2 the fastest)
+        per_wait = 16 * max(1, rows // 2)
         if kind == "rows":
-            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=16 * rows,
+            return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=per_wait,
                           traffic=x_rereads + lsu(16), lane_util=vec_lanes)
         splits = p["splits"]
         partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
-        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=16 * rows,
+        return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=per_wait,
                       traffic=x_rereads + lsu(16) + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
     return launch

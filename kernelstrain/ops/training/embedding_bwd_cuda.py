@@ -7,6 +7,8 @@ the sorted reduce with a warp per (segment, 256-column slice), 16-byte loads and
 registers, so hot tokens spread across warps. bf16 starts at the sort: its atomics round at every
 add, several ulps off the one-rounding sum (outside KernelBench's 1e-2 on an H200); fp16 is within.
 """
+import math
+
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
@@ -32,6 +34,14 @@ def min_bytes(task) -> int:
     return t * d * e + 2 * min(t, v) * d * e + 8 * t
 
 
+def segment_rows(task) -> float:
+    """Rows of grad_out a touched table row sums, on average, for the benchmark's ids (torch_ref: every 8th token
+    the padding id, skipped; the rest uniform over V): the non-padding tokens over the distinct ids they hit."""
+    t, v = task["T"], task["V"]
+    n = t - cdiv(t, 8)
+    return n / (v * -math.expm1(-n / v)) if n else 1.0
+
+
 def launch_of(kind: str):
     """atomic (a 16-bit atomic per element), atomic2 (a warp per token, packed atomics), sort
     (a block per sorted segment) or sorted_vec (a warp per segment slice)."""
@@ -54,8 +64,15 @@ def launch_of(kind: str):
                           lane_util=min(1.0, d / (threads * vec)), launches=SORT_LAUNCHES)
         warps, unroll = p["warps_per_block"], p["unroll"]
         slices = cdiv(d * e // 16, gpu.warp)
-        return Launch(grid=cdiv(t * slices, warps), threads=warps * gpu.warp, regs=28 + 2 * unroll,
-                      bytes_per_access=16 * unroll, traffic=sort_traffic, launches=SORT_LAUNCHES)
+        # UNROLL rows go out together only within a segment of at least UNROLL rows (the unrolled loop; the rest
+        # one at a time), and a segment holds segment_rows(task) rows: at the menu's shapes 1.0-1.5, so unroll
+        # 2 and 4 keep what 1 keeps in flight. ptxas (nvcc 13, sm_90a) gives the kernel 32 registers at
+        # UNROLL 1, 2 and 4 alike. H100 (measurements/h100_sim2_fit.json, T=8192 D=8192 V=128256): unroll 1 and 4
+        # 170.3 / 169.7 us at 8 warps, 170.6 / 170.7 at 4, 174.7 / 175.6 at 2 (T=512: 13.3-14.2 either way),
+        # where 16 x UNROLL bytes a load and 28 + 2 x UNROLL registers put unroll 4 5% behind unroll 1
+        return Launch(grid=cdiv(t * slices, warps), threads=warps * gpu.warp, regs=32,
+                      bytes_per_access=16 * max(1.0, min(unroll, segment_rows(task))), traffic=sort_traffic,
+                      launches=SORT_LAUNCHES)
     return launch
 
 

@@ -44,7 +44,31 @@ def grid_trips(loads: int):
     return lambda p, task: task["N"] * DTYPE_BYTES[task.dtype] / 16 / loads / (grid_launch(False)(p, task).grid * p["threads"])
 
 
-FINISH_ATOMICS = 600       # the two-stage finish's latency, in same-address atomic slots (sim.SAME_ADDRESS_ATOMIC_S)
+# The 16-byte loads a thread of the grid-stride loop has in flight, as nvcc 13 -O3 compiles it for sm_90a (the loop
+# renders without a pragma; SASS of the main loop, threads 256): the fp32 loop (4 adds a vector) is unrolled 4x, four
+# LDG.E.128 issued before the first add; the bf16 loop (8 conversions and adds a vector) is not unrolled, one
+# LDG.E.128 a trip. The two-stage loop's trip takes two vectors (a and b) and is not unrolled further: two. The model
+# had 2 (LOADS_IN_FLIGHT) for the one-vector loop and 4 for the two-stage one at either dtype, so at a short grid it
+# put the two-stage rung ahead where it is behind (H100, N=16M fp32, 256 threads x 1 block an SM: grid-stride
+# 28.4 us, two-stage 38.7, modelled 51.9 and 31.4: measurements/h100_sim2_fit.json), and bf16's grid-stride
+# loop level with fp32's where a short bf16 grid runs 3x its bandwidth time (H200, N=268M: 256 x 1 434.6 us,
+# 256 x 4 145.6; s6868).
+def loads_in_flight(task, two_stage: bool) -> int:
+    return 2 if two_stage else 4 if DTYPE_BYTES[task.dtype] == 4 else 1
+
+
+def depth(two_stage: bool):
+    """The compiler's own unroll depth of the streaming loop (unroll.unrolled's `compiler`), in trips."""
+    return lambda task: 1 if two_stage else loads_in_flight(task, False)
+
+
+# The two-stage finish, in same-address atomic slots (sim.SAME_ADDRESS_ATOMIC_S): the last block's fence, ticket
+# and re-read of the partials, a chain of L2 round trips whatever the grid. The blocks' ticket atomics (integer,
+# spread over the blocks' ends) do not queue measurably: H100 N=1M, grids of 128-512 blocks (threads 256-1024,
+# 1-8 blocks an SM) ran 5.4-5.7 us in bf16 and 6.4-6.8 in fp32, 0.6-1.0 us over the grid-stride rung, with no trend
+# in the grid (measurements/h100_sim2_fit.json); the old grid + 600 slots put 1024 x 8 (128 blocks) 1.1 us ahead of
+# 256 x 4 (512 blocks) and ahead of the grid-stride rung.
+FINISH_ATOMICS = 900
 
 
 def grid_launch(two_stage: bool):
@@ -54,13 +78,20 @@ def grid_launch(two_stage: bool):
         n, e, gpu, threads = task["N"], DTYPE_BYTES[task.dtype], task.gpu, p["threads"]
         warps = cdiv(threads, gpu.warp)
         grid = min(gpu.sms * p["blocks_per_sm"], cdiv(n * e, threads * 16), MAX_GRID)
+        # bytes_per_access: the bytes a thread has in flight over the model's LOADS_IN_FLIGHT (2) loads
+        per_access = 16 * loads_in_flight(task, two_stage) // 2
         if not two_stage:
-            return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=20, bytes_per_access=16,
+            return Launch(grid=grid, threads=threads, smem_bytes=warps * 4, regs=20, bytes_per_access=per_access,
                           launches=2)
-        # the finish is serial: every block's fence and ticket atomic on one counter, then the last block
-        # re-reads the partials (~1 us: at N=1M the one launch took 5.1 us, the memset + kernel rung 4.6 us)
-        return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 + 1, regs=26, bytes_per_access=32,
-                      serial_atomics=grid + FINISH_ATOMICS)
+        return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 + 1, regs=26, bytes_per_access=per_access,
+                      serial_atomics=FINISH_ATOMICS)
+    return launch
+
+
+def unrolled_grid(two_stage: bool, loads: int):
+    """grid_launch with the pragma_unroll knob, relative to the compiler's own depth (`depth`)."""
+    def launch(p, task):
+        return launch_of(grid_launch(two_stage), grid_trips(loads), 4 * loads, depth(two_stage)(task))(p, task)
     return launch
 
 
@@ -247,11 +278,11 @@ class ReductionCuda(OpModule):
              bugs={"wrong_init": {"init": "1.f"}, "racy_update": RACY}),
         Rung("vectorized_grid_stride", "16-byte uint4 loads, grid of #SMs x k blocks striding over x",
              (THREADS, BLOCKS_PER_SM, PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.88, smem="static",
-             launch=launch_of(grid_launch(two_stage=False), grid_trips(1), 4), render=vectorized_grid_stride_src,
+             launch=unrolled_grid(False, 1), render=vectorized_grid_stride_src,
              bugs={"missing_barrier": NO_BARRIER, "racy_update": RACY}),
         Rung("persistent_two_stage", "vector grid-stride partials + last-block finish: one launch, no atomics on floats",
              (Param("threads", (256, 512, 1024), 512), BLOCKS_PER_SM, PRAGMA_UNROLL), compute_eff=1.0, memory_eff=0.92,
-             smem="static", launch=launch_of(grid_launch(two_stage=True), grid_trips(2), 8), render=persistent_two_stage_src,
+             smem="static", launch=unrolled_grid(True, 2), render=persistent_two_stage_src,
              bugs={"bad_combine_index": {"slot": "slots[i + 1]"}, "off_by_one": {"last": "gridDim.x"}}),
     )
 
