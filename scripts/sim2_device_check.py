@@ -80,6 +80,20 @@ HELD = [
         ("persistent_two_stage", {"threads": (512, 1024), "blocks_per_sm": (2, 8)}),
         ("vectorized_grid_stride", {"threads": (512, 1024), "blocks_per_sm": (2, 8)}),
         ("warp_shuffle", {"threads": (512,), "items": (4,)})]),
+    ("reduction_cuda", "fp32", [{"N": 4194304}, {"N": 67108864}], [
+        ("persistent_two_stage", {"threads": (256, 512), "blocks_per_sm": (1, 4)}),
+        ("vectorized_grid_stride", {"threads": (256, 512), "blocks_per_sm": (1, 4)}),
+        ("vectorized_grid_stride", {"blocks_per_sm": (1,), "pragma_unroll": (2,)})]),
+    ("reduction_cuda", "bf16", [{"N": 268435456}], [
+        ("vectorized_grid_stride", {"blocks_per_sm": (1,), "pragma_unroll": (0, 4)}),
+        ("persistent_two_stage", {"threads": (256,), "blocks_per_sm": (1,), "pragma_unroll": (0, 4)})]),
+    ("gemv_cuda", "bf16", [{"M": 1, "N": 1024, "K": 4096}, {"M": 1, "N": 128256, "K": 4096}], [
+        ("vectorized_uint4", {"warps": (4,)}),
+        ("multi_row_warp", {"rows_per_warp": (1, 2, 4)}),
+        ("split_k_combine", {"splits": (2,)})]),
+    ("embedding_bwd_cuda", "bf16", [{"T": 4096, "D": 4096, "V": 32000}], [
+        ("sorted_segment_vectorized", {"warps_per_block": (4,), "unroll": (1, 2, 4)}),
+        ("sort_segmented_reduce", {"threads": (256,)})]),
     ("gemv_cuda", "fp16", [{"M": 1, "N": 14336, "K": 4096}, {"M": 8, "N": 8192, "K": 8192}], [
         ("vectorized_uint4", {"warps": (2, 8)}),
         ("multi_row_warp", {"warps": (2, 8), "rows_per_warp": (2, 4)}),
