@@ -48,12 +48,27 @@ extern "C" __global__ void transpose_kernel(const scalar_t* __restrict__ in, sca
 
 
 # -- smem_tile, padded_tile -----------------------------------------------------------------
+# The tile rungs' load loop (TILE / BLOCK_ROWS trips a thread, its trip count unknown to the compiler: the loop
+# starts at threadIdx.y) as nvcc 13 -O3 compiles it for sm_90a: unrolled 4x, four loads issued before the first
+# shared store (SASS: 4 LDG in the body, 1 in the remainder, at tile 32 and 64 and every BLOCK_ROWS). A block waits
+# cdiv(trips, 4) DRAM round trips in turn before its barrier (Launch.rounds: the latency chain of a grid of one
+# or few waves). H100 (measurements/h100_sim2_fit.json), R = C = 1024 bf16, 256 tiles of 64 (one wave):
+# BLOCK_ROWS 8 (2 round trips) 5.0 us, 4 (4) 6.2; tiles of 32: 8 (1) 4.7, 4 (2) 5.0; at 4096 x 4096 (many
+# waves: the chains overlap) 27.2-27.8 us whatever BLOCK_ROWS. The model had them level at 1024.
+UNROLLED_LOADS = 4
+
+
+def load_rounds(tile: int, block_rows: int) -> int:
+    return cdiv(cdiv(tile, block_rows), UNROLLED_LOADS)
+
+
 def tile32_launch(pad: int):
     """Launch model of the 32x32 shared tile, `pad` extra columns per tile row."""
     def launch(p, task):
         r, c, elt = task["R"], task["C"], DTYPE_BYTES[task.dtype]
         return Launch(grid=cdiv(c, 32) * cdiv(r, 32), threads=32 * p["block_rows"],
-                      smem_bytes=32 * (32 + pad) * elt, regs=32, bytes_per_access=elt)
+                      smem_bytes=32 * (32 + pad) * elt, regs=32, bytes_per_access=elt,
+                      rounds=load_rounds(32, p["block_rows"]))
     return launch
 
 
@@ -93,7 +108,8 @@ transpose_kernel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, in
 def vectorized_multi_row_launch(p, task):
     tile = p["tile"]
     return Launch(grid=cdiv(task["C"], tile) * cdiv(task["R"], tile), threads=tile // 2 * p["block_rows"],
-                  smem_bytes=tile * (tile + 1) * DTYPE_BYTES[task.dtype], regs=32, bytes_per_access=4)
+                  smem_bytes=tile * (tile + 1) * DTYPE_BYTES[task.dtype], regs=32, bytes_per_access=4,
+                  rounds=load_rounds(tile, p["block_rows"]))
 
 
 def vectorized_multi_row_src(p, task, barrier=BARRIER, first="threadIdx.y"):
