@@ -4,6 +4,8 @@ Ladder: an atomicAdd per element -> shared-memory tree per block -> warp shuffle
 elements per thread -> 16-byte vector loads in a grid-stride loop over #SMs x k blocks ->
 persistent two-stage: block partials plus a last-block finish, one launch and deterministic.
 """
+from dataclasses import replace
+
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, pragma
 from ..contract import Arg, Entry, Scalar
@@ -44,22 +46,14 @@ def grid_trips(loads: int):
     return lambda p, task: task["N"] * DTYPE_BYTES[task.dtype] / 16 / loads / (grid_launch(False)(p, task).grid * p["threads"])
 
 
-# The 16-byte loads a thread of the grid-stride loop has in flight, as nvcc 13 -O3 compiles it for sm_90a (the loop
-# renders without a pragma; SASS of the main loop, threads 256): the fp32 loop (4 adds a vector) is unrolled 4x, four
-# LDG.E.128 issued before the first add; the bf16 loop (8 conversions and adds a vector) is not unrolled, one
-# LDG.E.128 a trip. The two-stage loop's trip takes two vectors (a and b) and is not unrolled further: two. The model
-# had 2 (LOADS_IN_FLIGHT) for the one-vector loop and 4 for the two-stage one at either dtype, so at a short grid it
-# put the two-stage rung ahead where it is behind (H100, N=16M fp32, 256 threads x 1 block an SM: grid-stride
-# 28.4 us, two-stage 38.7, modelled 51.9 and 31.4: measurements/h100_sim2_fit.json), and bf16's grid-stride
-# loop level with fp32's where a short bf16 grid runs 3x its bandwidth time (H200, N=268M: 256 x 1 434.6 us,
-# 256 x 4 145.6; s6868).
+# The 16-byte loads a thread of the grid-stride loop has in flight as nvcc 13 -O3 compiles it for sm_90a (SASS, 256
+# threads): fp32 (4 adds a vector) unrolled 4x, four LDG.E.128 before the first add; bf16 (8 conversions and adds)
+# not unrolled, one; the two-stage trip's two vectors, two. The model had 2 for the one-vector loop and 4 for the
+# two-stage one, so at a short grid it put the two-stage rung ahead where it is behind (H100 N=16M fp32, 256 x 1:
+# grid-stride 28.4 us, two-stage 38.7, modelled 51.9 and 31.4: measurements/h100_sim2_fit.json) and bf16's loop level
+# with fp32's where a short bf16 grid runs 3x its bandwidth time (H200 N=268M: 256 x 1 434.6 us, 256 x 4 145.6).
 def loads_in_flight(task, two_stage: bool) -> int:
     return 2 if two_stage else 4 if DTYPE_BYTES[task.dtype] == 4 else 1
-
-
-def depth(two_stage: bool):
-    """The compiler's own unroll depth of the streaming loop (unroll.unrolled's `compiler`), in trips."""
-    return lambda task: 1 if two_stage else loads_in_flight(task, False)
 
 
 # The two-stage finish, in same-address atomic slots (sim.SAME_ADDRESS_ATOMIC_S): the last block's fence, ticket
@@ -89,9 +83,19 @@ def grid_launch(two_stage: bool):
 
 
 def unrolled_grid(two_stage: bool, loads: int):
-    """grid_launch with the pragma_unroll knob, relative to the compiler's own depth (`depth`)."""
+    """grid_launch with the pragma_unroll knob, relative to the compiler's own depth. The pragma's
+    copies keep more loads in flight only in the fp32 grid-stride loop, whose trip count nvcc computes (SASS at
+    pragma 2: both vectors issued together). In the bf16 one and the two-stage one (its bound c + stride < chunks)
+    it leaves an exit branch between copies and each copy's loads issue after the previous copy's adds (SASS at
+    pragma 4: four LDG.128 one by one; two-stage eight, two at a time): registers, no loads in flight. H100 bf16
+    N=268M, 256 threads x 1 block an SM: grid-stride 439.9 us, at pragma 4 432.6; two-stage 278.4 and 279.2; fp32
+    N=67M grid-stride pragma 2 137.6 us against 103.6 at the compiler's 4 (measurements/h100_sim2_held.json)."""
     def launch(p, task):
-        return launch_of(grid_launch(two_stage), grid_trips(loads), 4 * loads, depth(two_stage)(task))(p, task)
+        own = 1 if two_stage else loads_in_flight(task, False)        # the compiler's own depth, in trips
+        out = launch_of(grid_launch(two_stage), grid_trips(loads), 4 * loads, own)(p, task)
+        if two_stage or loads_in_flight(task, False) == 1:
+            out = replace(out, bytes_per_access=grid_launch(two_stage)(p, task).bytes_per_access)
+        return out
     return launch
 
 
