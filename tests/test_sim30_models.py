@@ -1,0 +1,33 @@
+"""Launch models the H100/H200 contradicted (issue 30, sim's modules), each against its measurement."""
+from kernelstrain.calibration.fit import MEASUREMENTS, read_measurement
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+
+
+def sim_ms(name, tag, gpu, dtype, shape, **params):
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    return simulate(m, v, {**v.defaults(), **params}, make_task(m, gpu, dtype, shape)).time_ms
+
+
+def test_grad_clip_two_stage_bf16_runs_at_the_fp32_element_rate():
+    """two_stage_deterministic reads g one element a thread a load: bf16 ran at the fp32 rate per element, not at
+    half its bytes' time. H100 (h100_room_reverse.json): bf16 N=33,554,432 118.3 us, fp32 N=16,777,216 (the same
+    bytes) 80.8, 1.46x, where the byte model had both at 85.9 (1.0x): the model now 1.3-1.6x. H200 bf16
+    N=124,439,808 on every grid of at least 512 x 256 threads 358-434 us (fp32 at the same N 393-407): each row
+    within 0.85-1.4x (the byte model: 0.55-0.72x)."""
+    p = {"threads": 256, "blocks": 1024, "pragma_unroll": 0, "reverse": 0}
+    bf16 = sim_ms("grad_clip_cuda", "two_stage_deterministic", "H100", "bf16", {"N": 33554432}, **p)
+    fp32 = sim_ms("grad_clip_cuda", "two_stage_deterministic", "H100", "fp32", {"N": 16777216}, **p)
+    assert 1.3 <= bf16 / fp32 <= 1.6
+    n = 0
+    for f in sorted(MEASUREMENTS.glob("h200_*.json")):
+        for r in read_measurement(f.name).get("rows", []):
+            if (r["module"], r["variant"], r["dtype"]) == ("grad_clip_cuda", "two_stage_deterministic", "bf16") \
+                    and r["shape"] == {"N": 124439808} and r.get("time_ms") and r["ok"] \
+                    and r["params"]["threads"] * r["params"]["blocks"] >= 512 * 256:
+                s = sim_ms("grad_clip_cuda", "two_stage_deterministic", "H200", "bf16", r["shape"], **r["params"])
+                assert 0.85 <= s / r["time_ms"] <= 1.4, (r["params"], r["time_ms"], s)
+                n += 1
+    assert n >= 8
