@@ -45,3 +45,17 @@ def test_moe_scatter_one_launch_recounts_from_l1_while_the_ids_fit():
         if r["variant"] == "redundant_rank_one_launch" and r["shape"]["T"] >= 512:
             s = sim_ms(r["module"], r["variant"], "H100", r["dtype"], r["shape"], **r["params"])
             assert 0.8 <= s / r["time_ms"] <= 1.35
+
+
+def test_sliding_window_persistent_spilling_tile_alone_on_its_sm():
+    """persistent_tiles BLOCK 128 x 64 on 4 warps spills; at 3-4 stages its shared memory leaves one program an
+    SM, with nothing to cover the spill's round trips: the H100 ran 2 / 3 / 4 stages 223.6 / 443.8 / 392.4 us
+    (B=2 H=16 S=3000) and 297.5 / 549.5 / 489.2 (B=1 H=32 S=4096; measurements/h100_sim30_checks.json), where the
+    model had 3 stages 1.12x the 2-stage time (now >= 1.5x); the unspilled 8-warp tile keeps its depth gain."""
+    for shape in ({"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}, {"B": 1, "H": 32, "S": 4096, "D": 128, "W": 1024}):
+        t = {n: sim_ms("sliding_window_attn_triton", "persistent_tiles", "H100", "bf16", shape, BLOCK_M=128,
+                       BLOCK_N=64, num_warps=4, num_stages=n) for n in (2, 3, 4)}
+        assert t[3] >= 1.5 * t[2] and t[4] >= 1.5 * t[2]
+        eight = [sim_ms("sliding_window_attn_triton", "persistent_tiles", "H100", "bf16", shape, BLOCK_M=128,
+                        BLOCK_N=64, num_warps=8, num_stages=n) for n in (2, 3)]
+        assert eight[1] <= eight[0]
