@@ -74,6 +74,28 @@ SIM30 = [
     ("softmax_triton", "chunked_three_pass", "num_stages", SM32, {"BLOCK": 4096, "num_warps": 16}, (1, 4)),
 ]
 room_device_check.PLANS["sim30"] = ([], SIM30)
+# sim30b (the follow-up): the fixes at shapes they were not fitted on (ops/l2_reuse, grad_clip's scalar issue,
+# the one-launch recount from L1, the spilling persistent tile alone on its SM), and paged split_kv's one outlier
+SIM30B = [
+    ("layernorm_triton", "chunked_three_pass", "num_warps", [{"T": 2048, "D": 8192}, {"T": 16384, "D": 2048}],
+     {"BLOCK": 1024}, (4,)),
+    ("layernorm_triton", "whole_row_registers", "num_warps", [{"T": 2048, "D": 8192}, {"T": 16384, "D": 2048}], {}, (4,)),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", [{"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32}],
+     {}, (4,)),
+    ("paged_decode_cuda", "split_kv", "partition", [{"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32}], {},
+     (512,)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}],
+     {"threads": 256, "partition": 256, "main_unroll": 2}, (4, 8)),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}],
+     {"threads": 256}, (4,)),
+    ("grad_clip_cuda", "two_stage_deterministic", "blocks", [{"N": 67108864}], {"threads": 512}, (512, 2048), "bf16"),
+    ("grad_clip_cuda", "two_stage_deterministic", "blocks", [{"N": 33554432}], {"threads": 512}, (2048,), "fp32"),
+    ("moe_scatter_cuda", "redundant_rank_one_launch", "threads", [{"T": 2048, "E": 64, "topk": 6, "K": 2048}], {}, (128,)),
+    ("moe_scatter_cuda", "vectorized_uint4", "threads", [{"T": 2048, "E": 64, "topk": 6, "K": 2048}], {}, (256,)),
+    ("sliding_window_attn_triton", "persistent_tiles", "num_stages", [{"B": 4, "H": 32, "S": 3000, "D": 128, "W": 1024}],
+     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4}, (2, 3)),
+]
+room_device_check.PLANS["sim30b"] = ([], SIM30B)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "sim30")
