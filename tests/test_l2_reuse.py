@@ -69,9 +69,13 @@ def test_paged_decode_siblings_bind_on_l2_not_dram(variant):
 
 
 def test_paged_decode_small_grids_keep_the_fitted_reread():
-    """B=1 (32 blocks of vectorized_uint4): under one wave the launch keeps G ** 0.65 (the H200's 418 us rows
-    within 0.9-1.0x as fitted)."""
+    """B=1 (32 blocks of vectorized_uint4; split_kv's 256 blocks, under one wave of ~400 slots): the launch keeps
+    G ** 0.65 (the H200's 418 us uint4 rows within 0.9-1.0x as fitted; the H100's split_kv rows of seeds 40404
+    and 95454, 19.0-25.2 us, within 0.75-1.1x, where a share of the L2 bound put them at 0.5-0.76x)."""
     shape = {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}
     for r, sim in measured(("h200_gpucheck_s6868.json", "h200_gpucheck_s5151.json"), "paged_decode_cuda",
                            "vectorized_uint4", shape):
         assert 0.85 <= sim / r["time_ms"] <= 1.1
+    for r, sim in measured(("h100_gpucheck_s40404.json", "h100_gpucheck_s95353.json"), "paged_decode_cuda",
+                           "split_kv", shape):
+        assert 0.75 <= sim / r["time_ms"] <= 1.1, (r["params"], r["time_ms"], sim)

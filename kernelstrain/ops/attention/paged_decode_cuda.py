@@ -32,14 +32,15 @@ def reread(task) -> float:
 def l2_bound(launch: Launch, task) -> Launch:
     """A block-per-query-head launch whose grid fills the GPU: the G = H / KVH sibling heads of a KV head stream
     it side by side (adjacent in the grid), DRAM serves it once and L2 G times, so the L2 -> SM stream binds where
-    G x its cost passes one DRAM read (ops/l2_reuse.py); a grid under one wave of resident blocks keeps the
-    latency-bound re-read the fit was made with (reread). Measured: vectorized_uint4 and split_kv at B=64 H=64
+    G x its cost passes one DRAM read (ops/l2_reuse.py); a grid under one full wave of resident blocks keeps
+    the latency-bound re-read the fit was made with (reread): split_kv at B=1 (256 blocks, ~400 slots) ran 19.9-25.2 us
+    on the H100 (fresh seed 95454), which a share of the L2 bound put at 12.4-15.6. Measured: vectorized_uint4 and split_kv at B=64 H=64
     KVH=8 S=4096 (G=8) ran as long on the H100 as on the H200 (651-780 us and 678-805, where their DRAM differs
     1.43x), which G ** 0.65 (3.9x on both cards) timed 1,366-1,379 us on the H100 (1.75-2.1x slow) and 954-964 on
     the H200; at G=4 (B=32 H=32 KVH=8 S=2048) the H100 ran vectorized_uint4 in 118-132 us, modelled 224-238 (the
     lead's H100 run of 2026-12-06 08:41); B=1 rows (32 blocks) stayed within 0.87-1.01x as they were."""
     bound = max(1.0, task["H"] // task["KVH"] * l2_reuse.l2_cost(task.gpu))
-    wave = min(1.0, launch.grid / l2_reuse.resident_slots(launch, task.gpu))
+    wave = 1.0 if launch.grid >= l2_reuse.resident_slots(launch, task.gpu) else 0.0
     extra = launch.traffic - reread(task)                  # the split rung's fp32 partials
     return replace(launch, traffic=reread(task) - (reread(task) - bound) * wave + extra)
 
