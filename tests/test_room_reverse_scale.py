@@ -7,7 +7,7 @@ import pytest
 
 from kernelstrain.ops import REGISTRY
 from kernelstrain.ops.training._reverse_scale import reread_miss
-from kernelstrain.ops.training.grad_clip_cuda import scalar_issue_traffic
+from kernelstrain.ops.training._scalar_issue import scalar_issue_traffic
 from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
 
