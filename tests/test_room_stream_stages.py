@@ -137,3 +137,20 @@ def test_rows_triton_cannot_vectorize_stay_unstaged():
         assert r.ok
         figures.add(r.smem_bytes)
     assert len(figures) == 1
+
+
+def test_a_thread_share_under_cp_async_minimum_stays_unstaged():
+    """softmax_triton chunked_three_pass, BLOCK 512 on 16 warps (bf16): one 2-byte value a thread a trip, under
+    cp.async's 4-byte minimum: Triton 3.9's sm_90a SASS has 21 LDG.U16 and no LDGSTS at num_stages 3 (BLOCK 1024:
+    9 LDGSTS). The H100 timed it 85.5-85.9 us at every depth 1-4 (2026-12-06); the staging credit had it
+    91 / 107 / 72 / 63 us. Every depth is now the plain loop's launch; two values a thread (4 bytes) still stage."""
+    m = REGISTRY["softmax_triton"]
+    v = m.variant("chunked_three_pass")
+    task = make_task(m, "H100", "bf16", {"R": 32, "C": 128256})
+    p = {**v.defaults(), "BLOCK": 512, "num_warps": 16}
+    launches = [m.launch(v, {**p, "num_stages": n}, task) for n in (1, 2, 3, 4)]
+    assert all(x == launches[0] for x in launches)
+    t = [simulate(m, v, {**p, "num_stages": n}, task).time_ms for n in (1, 2, 3, 4)]
+    assert max(t) / min(t) < 1.01
+    wide = {**p, "BLOCK": 1024}
+    assert m.launch(v, {**wide, "num_stages": 3}, task).smem_bytes > m.launch(v, {**wide, "num_stages": 1}, task).smem_bytes

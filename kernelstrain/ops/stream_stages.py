@@ -50,6 +50,13 @@ STREAM_STAGES = Param("num_stages", (1, 2, 3, 4), 1)
 # and 4 about half the gain the model had claimed (it had 1.5, 2.5, 3.5 trips: 0.44-0.87x at 4 stages).
 TRIPS_IN_FLIGHT = {1: 1.0, 2: 0.8, 3: 1.4, 4: 1.7}
 CP_ASYNC_BYTES = 16       # a row must be a multiple of cp.async's 16-byte copy for a stage to hold it
+# cp.async copies 4, 8 or 16 bytes: a thread whose share of a trip's chunk is one 2-byte value (BLOCK no larger than
+# the program's threads, bf16/fp16) loads it with LDG.U16 and Triton stages nothing. sm_90a SASS (Triton 3.9,
+# softmax_triton chunked_three_pass R=32 C=128256 bf16 on 16 warps, num_stages 3): BLOCK 512 (one value a thread)
+# 21 LDG.U16 and 0 LDGSTS, BLOCK 1024 and 2048 (2 and 4 values) 9 LDGSTS each. The H100 timed BLOCK 512 on 16 warps
+# at 85.5-85.9 us at every depth 1-4 (room_device_check_triton, 2026-12-06) where the staging credit had it
+# 91 / 107 / 72 / 63 us
+CP_ASYNC_MIN_BYTES = 4
 
 # a Triton loop stepping by a BLOCK constexpr, plain or already unrolled (unroll.on_loops)
 _STREAM = re.compile(r"\bfor (\w+) in (?:tl\.)?range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*(?:, loop_unroll_factor=\d+)?)\):")
@@ -91,7 +98,7 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     n = stages(params)
     unroll = max(1, params.get(LOOP_UNROLL.name, 0))
     ahead = min(n - 1, max(0, trips / unroll - 1))
-    if ahead <= 0 or _one_element_loads(task, row):
+    if ahead <= 0 or _one_element_loads(task, row) or _under_cp_async(launch, task, block):
         return launch
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
@@ -107,6 +114,12 @@ def _one_element_loads(task, row: str) -> bool:
     cannot copy, so the depth stages none of the row's data (Triton 3.9, rmsnorm at D = 4100:
     metadata.shared 2048 B at 2 and 3 stages alike, a layout scratch, against 4096 / 8192 B aligned)."""
     return task[row] * DTYPE_BYTES[task.dtype] % CP_ASYNC_BYTES != 0
+
+
+def _under_cp_async(launch: Launch, task, block: int) -> bool:
+    """A thread's share of one trip's chunk is under cp.async's smallest copy (CP_ASYNC_MIN_BYTES): NVIDIA only
+    (gfx942's pipeliner issues the trips ahead into registers, whatever their width)."""
+    return not task.is_hip and max(1, block // launch.threads) * DTYPE_BYTES[task.dtype] < CP_ASYNC_MIN_BYTES
 
 
 def render_of(render):

@@ -6,6 +6,9 @@ split-KV over the sequence plus a combine kernel -> a block per (b, KV head) who
 double-buffered K/V tiles in shared memory serve every query head of the group. The first
 three rungs' renders and the shared uint4 pieces live in _paged_vec.py.
 """
+from dataclasses import replace
+
+from .. import l2_reuse
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
@@ -24,6 +27,22 @@ STAGE_SYNC = ("        asm volatile(\"cp.async.wait_group @AHEAD@;\\n\" ::);  //
 
 def reread(task) -> float:
     return (task["H"] // task["KVH"]) ** 0.65    # sibling query heads re-stream their KV head through L2 (measured)
+
+
+def l2_bound(launch: Launch, task) -> Launch:
+    """A block-per-query-head launch whose grid fills the GPU: the G = H / KVH sibling heads of a KV head stream
+    it side by side (adjacent in the grid), DRAM serves it once and L2 G times, so the L2 -> SM stream binds where
+    G x its cost passes one DRAM read (ops/l2_reuse.py); a grid under one full wave of resident blocks keeps
+    the latency-bound re-read the fit was made with (reread): split_kv at B=1 (256 blocks, ~400 slots) ran 19.9-25.2 us
+    on the H100 (fresh seed 95454), which a share of the L2 bound put at 12.4-15.6. Measured: vectorized_uint4 and split_kv at B=64 H=64
+    KVH=8 S=4096 (G=8) ran as long on the H100 as on the H200 (651-780 us and 678-805, where their DRAM differs
+    1.43x), which G ** 0.65 (3.9x on both cards) timed 1,366-1,379 us on the H100 (1.75-2.1x slow) and 954-964 on
+    the H200; at G=4 (B=32 H=32 KVH=8 S=2048) the H100 ran vectorized_uint4 in 118-132 us, modelled 224-238 (the
+    lead's H100 run of 2026-12-06 08:41); B=1 rows (32 blocks) stayed within 0.87-1.01x as they were."""
+    bound = max(1.0, task["H"] // task["KVH"] * l2_reuse.l2_cost(task.gpu))
+    wave = 1.0 if launch.grid >= l2_reuse.resident_slots(launch, task.gpu) else 0.0
+    extra = launch.traffic - reread(task)                  # the split rung's fp32 partials
+    return replace(launch, traffic=reread(task) - (reread(task) - bound) * wave + extra)
 
 
 def thread_per_head_launch(p, task):
@@ -45,6 +64,12 @@ def vectorized_launch(p, task):
                             bytes_per_access=64, traffic=reread(task)), p)
 
 
+def paged_vectorized_launch(p, task):
+    """vectorized_launch with its siblings' re-reads bound by L2 (l2_bound; swa_decode_cuda keeps the plain one:
+    its window's KV rows were not timed apart)."""
+    return l2_bound(vectorized_launch(p, task), task)
+
+
 def partials(p, task) -> tuple:
     """(partitions, fp32 partial traffic over the minimum bytes) of the split rungs."""
     parts = cdiv(task["S"], p["partition"])
@@ -54,8 +79,9 @@ def partials(p, task) -> tuple:
 def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
-    return in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=(2 + d) * (t // (d // 8)) * 4,
-                            regs=72, bytes_per_access=64, traffic=reread(task) + extra, launches=2), p)
+    smem = (2 + d) * (t // (d // 8)) * 4
+    return l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
+                                     bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task)
 
 
 def gqa_launch(p, task):
@@ -126,7 +152,7 @@ class PagedDecodeCuda(PagedDecodeSpec):
              (Param("warps", (1, 2, 4, 8), 4),), memory_eff=0.6, launch=warp_shuffle_launch, render=warp_shuffle_src,
              bugs={"half_accumulator": {"acc_t": "scalar_t"}, "missing_scale": {"scale": ""}}),
         Rung("vectorized_uint4", "block per (b, h): D/8 lanes per key, uint4 K/V loads of U keys in flight, "
-             "smem merge of the key slots", (THREADS, KEYS), memory_eff=0.85, smem="static", launch=vectorized_launch,
+             "smem merge of the key slots", (THREADS, KEYS), memory_eff=0.85, smem="static", launch=paged_vectorized_launch,
              render=vectorized_uint4_src,
              bugs={"bad_combine_index": {"acc": "rows[first * STRIDE + d]"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "grid also over sequence partitions; a combine kernel merges the partials",

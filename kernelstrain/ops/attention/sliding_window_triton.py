@@ -63,15 +63,21 @@ def _tile_launch(p, task, skip, persistent):
     spill = max(0, regs - 255)
     overlap = PIPELINE_OVERLAP[stages]
     work, tiles = worked(skip, s, w, bm, bn), b * h * cdiv(s, bm)
-    grid, l2_miss, prologue = tiles, 0.08, 1.0
+    grid, l2_miss, prologue, hidden = tiles, 0.08, 1.0, 1.0
     if persistent:
-        grid, l2_miss, prologue = min(tiles, gpu.sms * programs_per_sm(p, task, smem, regs)), 0.04, 1.04
+        per_sm = programs_per_sm(p, task, smem, regs)
+        grid, l2_miss, prologue = min(tiles, gpu.sms * per_sm), 0.04, 1.04
+        # A spilling program waits on its local-memory round trips; alone on its SM nothing covers them. H100
+        # (measurements/h100_sim30_checks.json, 2026-12-06): BLOCK 128 x 64 on 4 warps (~300 registers a thread)
+        # 223.6 / 297.5 us at 2 stages (two programs an SM) and 443.8 / 549.5 at 3 (one: 2.0x / 1.8x), the same
+        # tile on 8 warps (no spill) 166.8-189.5 at either depth (h100_gpucheck_simgrid.json)
+        hidden = min(1.0, per_sm / 2) if spill else 1.0
     # K/V re-reads by later query tiles mostly hit L2 (a head's window is a few MB)
     reread = b * h * (work // bm) * 2 * d * e / cost_of(task).bytes
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                   bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
                   traffic=1 + l2_miss * reread + spill / 128,
-                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * 255 / (255 + 2 * spill),
+                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * hidden * 255 / (255 + 2 * spill),
                   tile_quant=useful / work)
 
 

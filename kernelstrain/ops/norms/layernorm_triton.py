@@ -7,8 +7,10 @@ statistics, one read) -> persistent programs with weight/bias hoisted and the ne
 The off_by_one bugs read the wrong element (never skip a write): an unwritten output can hold the
 reference's value in recycled memory and pass a harness that does not poison outputs.
 """
+from dataclasses import replace
+
 from ..base import Param, Rung, DTYPE_BYTES
-from .. import stream_stages
+from .. import l2_reuse, stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ._norms import RowKernelTriton, chunk_launch, lane_rows_launch, next_pow2, row_in_registers_launch
 from .layernorm_spec import LayerNormSpec
@@ -25,6 +27,25 @@ OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
         b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + cols, ((v - mean) * rstd{scale} + b).to(y_ptr.dtype.element_ty), mask=mask)
 """
+
+
+def l2_rereads(launch_of_p):
+    """chunked_three_pass's launch with the variance and output passes' re-reads of the row served by L2 as far
+    as the resident rows fit it (ops/l2_reuse.py): a grid of at least one wave of resident programs streams
+    at the bandwidth the misses and L2 allow; fewer rows stay latency-bound, each pass a chain of round trips
+    (the launch's traffic 2.0: the row read three times and y written, over the minimum x and y).
+    Measured (H100 and H200 rows of 6 seeds, docs/calibration_h100_fresh_s96969.md): at T=4096 D=4096 the rung
+    ran 28.6-32.7 us on the H100 beside whole_row_registers' 26.6-27.4 (the model had 45.6, three full DRAM reads),
+    at T=8192 D=1024 15.6-18.4 beside 14.9-15.1 (23.6-30.0 modelled), while T=16384 D=8192, whose ~39 MB of
+    resident rows overflow the L2, ran 355-362 beside 182: re-read from DRAM, as modelled."""
+    def launch(p, task):
+        base = launch_of_p(p, task)
+        gpu, t = task.gpu, task["T"]
+        slots = l2_reuse.resident_slots(base, gpu)
+        served = l2_reuse.reread_traffic(base.traffic - 1.0, min(t, slots) * task["D"] * DTYPE_BYTES[task.dtype], gpu)
+        wave = min(1.0, t / slots)
+        return replace(base, traffic=base.traffic - (base.traffic - served) * wave)
+    return launch
 
 
 # -- row_per_lane --------------------------------------------------------------------------
@@ -181,13 +202,15 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
              launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"col": "i + 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-             CHUNK, memory_eff=0.8, launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs),
-                                           chunk_trips("D"), loads=3, row="D"),
+             CHUNK, memory_eff=0.8, launch=l2_rereads(stream_stages.launch_of(
+                 launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs), chunk_trips("D"), loads=3, row="D")),
              render=stream_stages.render_of(render_of(chunked_three_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
              CHUNK, memory_eff=0.84,
+             # not l2_rereads: the H100 (sim30 call, 09:38 UTC) ran it at 25.4-26.2 us at T=8192 D=1024, 1.7x
+             # whole_row_registers' 15.0, as the DRAM-read model has it (25.7-26.8), not as L2 reuse would (19)
              launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"),
                                                      chunk_regs), chunk_trips("D"), loads=3, row="D"),
              render=stream_stages.render_of(render_of(welford_chunked_src)),

@@ -18,6 +18,7 @@ from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._block_reduce import BARRIER, block_sum
 from ._reverse_scale import REVERSE, persistent_scale_loop, reverse_traffic, two_stage_scale_loop
+from ._scalar_issue import scalar_issue_traffic
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MAX_GRID = 4096         # partial slots
@@ -49,8 +50,9 @@ def launch_of(kind: str):
         if kind == "two_stage":
             # nvcc unrolls the scalar grid-stride loops 4x: four independent loads a thread in
             # flight (H200: the time barely moves from 256x128 to 2048x512 threads)
-            return Launch(grid=p["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
-                          bytes_per_access=4 * e, traffic=traffic, launches=2)
+            launch = Launch(grid=p["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
+                            bytes_per_access=4 * e, traffic=traffic, launches=2)
+            return replace(launch, traffic=max(traffic, scalar_issue_traffic(launch, task)))
         return Launch(grid=gpu.sms * p["blocks_per_sm"], threads=threads, smem_bytes=warps * 4, regs=26,
                       bytes_per_access=16, traffic=traffic)
     return launch
