@@ -108,6 +108,8 @@ def fused_src(scaled: bool, grouped: bool):
 
 
 def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
+    """The copies' GEMM: unpipelined in row order, or (num_stages given) pipelined in the GROUP_M order."""
+    group, order = (", GROUP_M: tl.constexpr", ORDER) if "GROUP_M" in p else ("", ROW_ORDER)
     return DEQUANT.format(scale=scale) + f"""
 @triton.jit
 def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -122,8 +124,8 @@ def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.co
 
 @triton.jit
 def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-{ROW_ORDER}
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
+{order}
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -193,6 +195,11 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
+             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
+             fit_as="dequant_then_dot",
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
              TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
@@ -210,7 +217,7 @@ class GemmFp4Triton(GemmFp4Spec):
         ptr, c = triton_ptr(task.dtype, task), variant.consts(params, task)
         warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
         dims = {"M": "i32", "N": "i32", "K": "i32"}
-        if variant.tag == "dequant_then_dot":
+        if variant.tag in ("dequant_then_dot", "pipelined_copies"):
             deq = KernelSpec("dequant_kernel", {"q_ptr": "*u8", "s_ptr": "*u8", "w_ptr": ptr, "K": "i32",
                                                 "BLOCK_R": "constexpr", "BLOCK_K": "constexpr"},
                              {"BLOCK_R": 16, "BLOCK_K": 128}, ints={"K": task["K"]})
