@@ -99,6 +99,7 @@ TUNING2_REFERENCE = [
 MLA = [{"B": 8, "H": 16, "S": 32700}, {"B": 32, "H": 128, "S": 4000}, {"B": 1, "H": 128, "S": 4000}]
 FP4 = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 16, "N": 7168, "K": 2048, "G": 32}]
 INT8 = [{"N": 16384, "H": 8, "Dh": 128, "S": 262144}, {"N": 256, "H": 32, "Dh": 128, "S": 131072}]
+LNB = [{"T": 2048, "D": 2048}]
 MLA_SPLIT = {"num_splits": 16, "BLOCK_N": 64, "num_stages": 2}
 ROOM26_NEW = [
     ("mla_decode_triton", "split_kv", "num_warps", MLA, {**MLA_SPLIT, "BLOCK_H": 16}),
@@ -115,8 +116,11 @@ ROOM26_REFERENCE = [
      (8, 16, 32, 64)),
     ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8, {"TOKENS": 4}, (4, 8, 16)),
     ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8, {"TOKENS": 8}, (8, 16)),
-    ("layernorm_bwd_triton", "persistent_prefetch", "programs_per_sm", [{"T": 2048, "D": 2048}], {"num_warps": 8},
-     (1, 2, 4, 8)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16}, (1, 2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16}, (32, 64, 128)),
+    ("layernorm_bwd_triton", "persistent_prefetch", "programs_per_sm", LNB, {"num_warps": 8}, (1, 2, 4, 8)),
+    ("layernorm_bwd_triton", "persistent", "programs_per_sm", LNB, {"num_warps": 8}),
+    ("layernorm_bwd_triton", "partial_buffers", "ROWS_PER_PROGRAM", LNB, {"num_warps": 8}),
 ]
 SETS = {"stages": (STAGES_NEW, STAGES_REFERENCE), "tuning": (TUNING_NEW, TUNING_REFERENCE),
         "tuning2": (TUNING2_NEW, TUNING2_REFERENCE), "room26": (ROOM26_NEW, ROOM26_REFERENCE)}
