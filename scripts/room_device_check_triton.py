@@ -122,8 +122,27 @@ ROOM26_REFERENCE = [
     ("layernorm_bwd_triton", "persistent", "programs_per_sm", LNB, {"num_warps": 8}),
     ("layernorm_bwd_triton", "partial_buffers", "ROWS_PER_PROGRAM", LNB, {"num_warps": 8}),
 ]
+# room26b (the follow-up): int8_kv_quant_triton's 16 warps (added on room26's 1.25x at 4 and 8 tokens) on the other
+# tile rungs and shapes; gemm_fp4_triton's pipelined_copies at the menu's M=128; mla split_kv's num_stages and
+# BLOCK_N past the menu's ends (room26's copy lacked them)
+INT8_B = [{"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536}]
+ROOM26B_NEW = [
+    ("int8_kv_quant_triton", "token_per_program", "num_warps", INT8_B, {}, (4, 8, 16)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8_B[1:], {"TOKENS": 16}, (4, 8, 16)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", [{"N": 4096, "H": 8, "Dh": 128, "S": 262144}],
+     {"TOKENS": 8}, (4, 8, 16)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", [{"M": 128, "N": 14336, "K": 4096, "G": 32}], {"BLOCK_K": 64}),
+]
+ROOM26B_REFERENCE = [
+    ("gemm_fp4_triton", "dequant_then_dot", "num_warps", [{"M": 128, "N": 14336, "K": 4096, "G": 32}],
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 16}, (1, 2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 16}, (32, 64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16, "BLOCK_N": 32}, (2, 3)),
+]
 SETS = {"stages": (STAGES_NEW, STAGES_REFERENCE), "tuning": (TUNING_NEW, TUNING_REFERENCE),
-        "tuning2": (TUNING2_NEW, TUNING2_REFERENCE), "room26": (ROOM26_NEW, ROOM26_REFERENCE)}
+        "tuning2": (TUNING2_NEW, TUNING2_REFERENCE), "room26": (ROOM26_NEW, ROOM26_REFERENCE),
+        "room26b": (ROOM26B_NEW, ROOM26B_REFERENCE)}
 
 
 def _with_check_shape(entries: list) -> list:

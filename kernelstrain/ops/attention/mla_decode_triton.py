@@ -18,10 +18,16 @@ WARPS = Param("num_warps", (4, 8), 4)
 # attention tolerance; only bf16 failed, so the label was false for half the tasks.)
 
 
+def warps(p) -> int:
+    """split_kv runs 8 warps for 64-head blocks, else 4 (not a tunable: H100, room26 set, 8 warps 0.86-1.35x 4 at 16
+    heads as the grid fills, 0.49-0.53x at 64; the model had 1.4-1.5x); the other rungs take num_warps."""
+    return (8 if p["BLOCK_H"] >= 64 else 4) if "num_splits" in p else p["num_warps"]
+
+
 # -- naive_two_pass ------------------------------------------------------------------------
 def naive_launch(p, task):
     # every head re-streams its batch's cache twice; siblings running together hit in L2 (~6% miss)
-    b, h, bn, threads = task["B"], task["H"], p["BLOCK_N"], p["num_warps"] * task.gpu.warp
+    b, h, bn, threads = task["B"], task["H"], p["BLOCK_N"], warps(p) * task.gpu.warp
     per = bn * DIM // threads    # tile elements a thread holds: the rate follows it, as a tile's dots are tl.sums
     # across all the warps (smem + barrier, both passes; H200 pgrid: BLOCK_N 16, 2 / 4 / 8 warps 12 / 27 / 49 ms)
     return Launch(grid=b * h, threads=threads, regs=min(40 + per, 255), bytes_per_access=16, traffic=2 * (1 + (h - 1) * 0.06),
@@ -85,10 +91,10 @@ def mla_decode_kernel(q_ptr, kv_ptr, o_ptr, S, H, qk_scale,
 # -- the tiled rungs: BLOCK_H heads are the M side of every tl.dot ----------------------------
 def tiled_launch(p, task):
     gpu, b, h, s, e, bn = task.gpu, task["B"], task["H"], task["S"], DTYPE_BYTES[task.dtype], p["BLOCK_N"]
-    threads = p["num_warps"] * gpu.warp
+    threads = warps(p) * gpu.warp
     bh, stages, splits = p["BLOCK_H"], p.get("num_stages", 1), p.get("num_splits", 1)
     tile = bn * DIM * e                               # one latent tile: K and V at once
-    smem = mla_smem(task, bh, bn, e, stages, p["num_warps"], DIM, KV_LORA)
+    smem = mla_smem(task, bh, bn, e, stages, warps(p), DIM, KV_LORA)
     carried = bh * KV_LORA // threads + bh * DIM * e // 4 // threads     # acc [BLOCK_H, 512] and q, live across the loop
     regs = 48 + carried + bh * bn // threads       # BLOCK_H 64, 4 warps: 2.6-3.4x BLOCK_H 32 (H200 pgrid, H100 simgrid)
     spill = max(0, carried + (regs - carried) // 2 - 255)      # Triton holds ~2x the rest, not the carried (triton_spill)
@@ -181,7 +187,6 @@ def mla_decode_kernel(q_ptr, kv_ptr, {args}, KV_LORA: tl.constexpr, ROPE: tl.con
 '''
 
 
-
 def head_block_tl_dot_src(p, task, scale="SM_SCALE", **state):
     return single(p, task, "exp", False, scale, state)
 
@@ -241,7 +246,7 @@ def mla_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, NUM_SPLITS: tl.constexpr
 
 def consts(p, task) -> dict:
     """The constants the render defines at module level (the kernels' constexprs among them)."""
-    return {k.upper(): v for k, v in sorted(p.items())}
+    return {k.upper(): v for k, v in sorted({**p, "num_warps": warps(p)}.items())}
 
 
 PEEL_EARLY = {"off_by_one": {"stop": "hi_full - BLOCK_N"}}
@@ -268,7 +273,7 @@ class MlaDecodeTriton(MlaDecodeSpec):
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64), 32),
-              Param("num_stages", (1, 2), 2), WARPS), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
+              Param("num_stages", (1, 2), 2)), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
              launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
     )
@@ -286,7 +291,7 @@ class MlaDecodeTriton(MlaDecodeSpec):
         sig = {"q_ptr": ptr, "kv_ptr": ptr, **out, "S": "i32", "H": "i32", **({"split_len": "i32"} if split else {}),
                "qk_scale": "fp32"}
         const.update({k.upper(): params[k] for k in ("BLOCK_H", "num_stages", "num_splits") if k in params})
-        specs = [KernelSpec("mla_decode_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, params["num_warps"],
+        specs = [KernelSpec("mla_decode_kernel", {**sig, **dict.fromkeys(const, "constexpr")}, const, warps(params),
                             stages)]
         if split:
             specs.append(KernelSpec("mla_combine_kernel", {"part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "o_ptr": ptr,
