@@ -74,3 +74,37 @@ def test_sixty_four_splits_stay_off_the_menus():
         rows = {r["params"][name]: r["time_ms"] for r in _measured(module, tag, **where) if name in r["params"]}
         assert rows[64] >= 0.97 * rows[32], (module, rows)
         assert 64 not in REGISTRY[module].variant(tag).param(name).values
+
+
+ROWS_B = json.loads((Path(__file__).resolve().parents[1] / "measurements" / "h200_room26b_roomT.json").read_text())["rows"]
+
+
+def test_mla_split_kv_stays_at_two_stages_and_64_keys():
+    # 3 stages and 128 keys change sign with the grid on the H200: 1.27x / 1.19x faster than 2 stages of 64 keys on
+    # 128 programs (B=8 H=16), 1.41x / 1.28x slower on 4096 (B=32 H=128), where their 168-170 KB of shared memory
+    # leave one 4-warp program an SM; the model, memory-bound there on an H100, cannot show that loss, so neither is offered
+    def dev(shape, **p):
+        return next(r["time_ms"] for r in ROWS_B if r["module"] == "mla_decode_triton" and r["bug"] is None
+                    and r["shape"] == shape and all(r["params"][k] == x for k, x in p.items()))
+    few, full = {"B": 8, "H": 16, "S": 32700}, {"B": 32, "H": 128, "S": 4000}
+    for deeper in ({"num_stages": 3, "BLOCK_N": 64}, {"num_stages": 2, "BLOCK_N": 128}):
+        assert dev(few, **deeper) < 0.9 * dev(few, num_stages=2, BLOCK_N=64)
+        assert dev(full, **deeper) > 1.2 * dev(full, num_stages=2, BLOCK_N=64)
+    v = REGISTRY["mla_decode_triton"].variant("split_kv")
+    assert v.param("num_stages").values == (1, 2) and v.param("BLOCK_N").values == (32, 64)
+
+
+def test_int8_sixteen_warps_keep_the_h200_order():
+    for tag, shape, tokens in (("token_per_program", {"N": 256, "H": 32, "Dh": 128, "S": 131072}, None),
+                               ("token_per_program", {"N": 2048, "H": 4, "Dh": 256, "S": 65536}, None),
+                               ("multi_token_tile", {"N": 2048, "H": 4, "Dh": 256, "S": 65536}, 16),
+                               ("multi_token_tile", {"N": 4096, "H": 8, "Dh": 128, "S": 262144}, 8)):
+        rows = [r for r in ROWS_B if r["module"] == "int8_kv_quant_triton" and r["variant"] == tag and r["bug"] is None
+                and r["shape"] == shape and r["ok"]]
+        dev = {r["params"]["num_warps"]: r["time_ms"] for r in rows}
+        extra = {"TOKENS": tokens} if tokens else {}
+        m = REGISTRY["int8_kv_quant_triton"]
+        v = m.variant(tag)
+        sim = {w: simulate(m, v, {**v.defaults(), **extra, "num_warps": w}, make_task(m, "H200", "bf16", shape)).time_ms
+               for w in dev}
+        assert sorted(dev, key=dev.get) == sorted(sim, key=sim.get), (tag, shape, dev, sim)
