@@ -147,6 +147,17 @@ def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 """
 
 
+# Registers of dequant_then_dot's GEMM (tl.dot on the 16-bit copies at num_stages=1, which loads each A and B tile
+# into registers before staging it for the MMA): the fp32 accumulator, the A tile and a fixed part, per thread.
+# Triton 3.9 for sm_90a (cuobjdump --dump-resource-usage, BLOCK_M/N/K 64-128): 4 warps 96-236 registers, 32 + acc
+# + A within 9 (128x128x128: 255 and 160 bytes of spill); 8 warps 47-144, 22 + acc + 0.75 A within 14. gemm_fp16_triton's
+# 40 + acc said 168 at 128x128x64 on 4 warps (236 measured): 3 blocks an SM, not 2, and at 2048x4096x4096 its 512 tiles
+# in two waves of 396 slots (wave efficiency 0.65) where 2 x 264 hold them (0.97). H100 (room26): 4 warps 211.0 us,
+# 8 warps 200.2; the model said 321.0 / 199.6, now 216.1 / 199.6. sm_80 builds hold more (255 / 144 / 96 at
+# 128x128x64 on 4 and 8 warps and 64x64x64 on 4): there the rule is a floor, nearer than 40 + acc.
+COPIES_REGS = {128: (32, 1.0), 256: (22, 0.75)}
+
+
 def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast: float = 1.0):
     """gemm_fp16_triton's tile model on packed operands: smem holds the packed tiles (+ the 16-bit
     copies Triton's dot needs after a register dequant), `dequant` the issue share it costs;
@@ -166,7 +177,11 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         floor = GemmFp4Triton().cost(task).bytes
         m, n, k = task["M"], task["N"], task["K"]
         copies = 2 * (m + n) * k * 2 / floor if extra_launches else 0.0
-        return replace(one, smem_bytes=smem, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
+        regs = one.regs
+        if extra_launches and p.get("num_stages", 1) == 1 and one.threads in COPIES_REGS:
+            c, a_share = COPIES_REGS[one.threads]
+            regs = int(c + (bm * bn + a_share * bm * bk) / one.threads)    # past 255: cap_registers spills it
+        return replace(one, smem_bytes=smem, regs=regs, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
                        traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
                        grid=cdiv(m, bm) * (n // bn))
     return launch
