@@ -46,3 +46,31 @@ def test_four_warp_copies_gemm_is_not_a_wave_slower_than_eight():
     dev8 = _measured_ms("gemm_fp4_triton", "dequant_then_dot", FP4, num_warps=8, **TILE)
     assert dev4 / dev8 > 1 and 1.0 < t4 / t8 < 1.2, (t4, t8, dev4, dev8)
     assert abs(t4 / dev4 - 1) < 0.15, (t4, dev4)
+
+
+LN = {"T": 2048, "D": 2048}
+KERNELS = json.loads((Path(__file__).resolve().parents[1] / "measurements" / "h200_kernels.json").read_text())["kernels"]
+
+
+def test_layernorm_bwd_programs_per_sm_order_and_times_follow_the_h100():
+    """H100: 1 / 2 / 4 / 8 programs an SM 28.8 / 31.7 / 42.5 / 72.1 us (the reduce kernel's chain of P / 32 steps
+    grows with the partial rows); the model without that chain said 23.5 / 20.9 / 30.3 / 52.1 (2 faster than 1)."""
+    sims, devs = [], []
+    for k in (1, 2, 4, 8):
+        sims.append(_launch_and_time("layernorm_bwd_triton", "persistent_prefetch", LN, num_warps=8, programs_per_sm=k)[1])
+        devs.append(_measured_ms("layernorm_bwd_triton", "persistent_prefetch", LN, num_warps=8, programs_per_sm=k))
+    assert devs == sorted(devs) and sims == sorted(sims), (sims, devs)
+    assert all(0.8 < s / m < 1.25 for s, m in zip(sims, devs)), (sims, devs)
+
+
+def test_layernorm_bwd_many_partial_rows_cost_the_reduce_steps():
+    """H200, T=32768 D=1024 fp16, partial_buffers 16 warps: 8 rows a program (4096 partial rows, 128 reduce steps on
+    8 SMs) 454.8 us, 64 rows (512, 16 steps) 130.0: 3.5x (the old model 227.1 / 149.3, faster at 8)."""
+    shape = {"T": 32768, "D": 1024}
+    dev = {r["params"]["ROWS_PER_PROGRAM"]: r["measured_ms"] for r in KERNELS
+           if r["module"] == "layernorm_bwd_triton" and r["variant"] == "partial_buffers" and r["shape"] == shape
+           and r["params"]["num_warps"] == 16 and r["matched"]}
+    sim = {rows: _launch_and_time("layernorm_bwd_triton", "partial_buffers", shape, gpu="H200", dtype="fp16",
+                                  ROWS_PER_PROGRAM=rows, num_warps=16)[1] for rows in (8, 64)}
+    assert dev[8] / dev[64] > 3 and sim[8] / sim[64] > 2.5, (sim, dev)
+    assert abs(sim[8] / dev[8] - 1) < 0.2, (sim, dev)
