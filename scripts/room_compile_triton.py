@@ -41,6 +41,9 @@ ADDED = [
     ("paged_decode_triton", "gqa_dot", "num_warps", (2,)),
     ("paged_decode_triton", "split_kv", "num_warps", (2,)),
     ("paged_decode_triton", "split_kv", "NUM_SPLITS", (32,)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", (16,)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", (3, 4)),
+    ("gemm_fp4_triton", "pipelined_copies", "GROUP_M", (4,)),
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

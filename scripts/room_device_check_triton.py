@@ -94,8 +94,55 @@ TUNING2_REFERENCE = [
     ("paged_decode_triton", "split_kv", "NUM_SPLITS", [{"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}]),
     ("sliding_window_attn_triton", "persistent_tiles", "num_stages", [{"B": 1, "H": 32, "S": 4096, "D": 128, "W": 1024}]),
 ]
+# room26: mla_decode_triton's split_kv num_warps, a tunable (it was 4, 8 for 64-head blocks) at head blocks 16 / 32 / 64;
+# beside it, values off the menus (given explicitly) the optima sat at the edge of: 64 splits (mla, min_p)
+MLA = [{"B": 8, "H": 16, "S": 32700}, {"B": 32, "H": 128, "S": 4000}, {"B": 1, "H": 128, "S": 4000}]
+FP4 = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 16, "N": 7168, "K": 2048, "G": 32}]
+INT8 = [{"N": 16384, "H": 8, "Dh": 128, "S": 262144}, {"N": 256, "H": 32, "Dh": 128, "S": 131072}]
+LNB = [{"T": 2048, "D": 2048}]
+MLA_SPLIT = {"num_splits": 16, "BLOCK_N": 64, "num_stages": 2}
+ROOM26_NEW = [
+    ("mla_decode_triton", "split_kv", "num_warps", MLA, {**MLA_SPLIT, "BLOCK_H": 16}),
+    ("mla_decode_triton", "split_kv", "num_warps", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 32}),
+    ("mla_decode_triton", "split_kv", "num_warps", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 64}),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4, {"BLOCK_K": 64}, (2, 3, 4)),
+    ("gemm_fp4_triton", "pipelined_copies", "GROUP_M", FP4[:1]),
+]
+ROOM26_REFERENCE = [
+    ("gemm_fp4_triton", "dequant_then_dot", "num_warps", FP4, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
+    ("mla_decode_triton", "split_kv", "num_splits", MLA[::2], {"BLOCK_H": 16, "BLOCK_N": 64, "num_stages": 2},
+     (8, 16, 32, 64)),
+    ("min_p_triton", "split_row_combine", "split", [{"B": 64, "V": 128256}, {"B": 256, "V": 128256}], {"BLOCK": 2048},
+     (8, 16, 32, 64)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8, {"TOKENS": 4}, (4, 8, 16)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8, {"TOKENS": 8}, (8, 16)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16}, (1, 2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16}, (32, 64, 128)),
+    ("layernorm_bwd_triton", "persistent_prefetch", "programs_per_sm", LNB, {"num_warps": 8}, (1, 2, 4, 8)),
+    ("layernorm_bwd_triton", "persistent", "programs_per_sm", LNB, {"num_warps": 8}),
+    ("layernorm_bwd_triton", "partial_buffers", "ROWS_PER_PROGRAM", LNB, {"num_warps": 8}),
+]
+# room26b (the follow-up): int8_kv_quant_triton's 16 warps (added on room26's 1.25x at 4 and 8 tokens) on the other
+# tile rungs and shapes; gemm_fp4_triton's pipelined_copies at the menu's M=128; mla split_kv's num_stages and
+# BLOCK_N past the menu's ends (room26's copy lacked them)
+INT8_B = [{"N": 256, "H": 32, "Dh": 128, "S": 131072}, {"N": 2048, "H": 4, "Dh": 256, "S": 65536}]
+ROOM26B_NEW = [
+    ("int8_kv_quant_triton", "token_per_program", "num_warps", INT8_B, {}, (4, 8, 16)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", INT8_B[1:], {"TOKENS": 16}, (4, 8, 16)),
+    ("int8_kv_quant_triton", "multi_token_tile", "num_warps", [{"N": 4096, "H": 8, "Dh": 128, "S": 262144}],
+     {"TOKENS": 8}, (4, 8, 16)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", [{"M": 128, "N": 14336, "K": 4096, "G": 32}], {"BLOCK_K": 64}),
+]
+ROOM26B_REFERENCE = [
+    ("gemm_fp4_triton", "dequant_then_dot", "num_warps", [{"M": 128, "N": 14336, "K": 4096, "G": 32}],
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 16}, (1, 2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA[:2], {**MLA_SPLIT, "BLOCK_H": 16}, (32, 64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA[:1], {**MLA_SPLIT, "BLOCK_H": 16, "BLOCK_N": 32}, (2, 3)),
+]
 SETS = {"stages": (STAGES_NEW, STAGES_REFERENCE), "tuning": (TUNING_NEW, TUNING_REFERENCE),
-        "tuning2": (TUNING2_NEW, TUNING2_REFERENCE)}
+        "tuning2": (TUNING2_NEW, TUNING2_REFERENCE), "room26": (ROOM26_NEW, ROOM26_REFERENCE),
+        "room26b": (ROOM26B_NEW, ROOM26B_REFERENCE)}
 
 
 def _with_check_shape(entries: list) -> list:

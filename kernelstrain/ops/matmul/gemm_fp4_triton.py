@@ -108,6 +108,8 @@ def fused_src(scaled: bool, grouped: bool):
 
 
 def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
+    """The copies' GEMM: unpipelined in row order, or (num_stages given) pipelined in the GROUP_M order."""
+    group, order = (", GROUP_M: tl.constexpr", ORDER) if "GROUP_M" in p else ("", ROW_ORDER)
     return DEQUANT.format(scale=scale) + f"""
 @triton.jit
 def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -122,8 +124,8 @@ def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.co
 
 @triton.jit
 def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-{ROW_ORDER}
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
+{order}
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -145,6 +147,17 @@ def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 """
 
 
+# Registers of dequant_then_dot's GEMM (tl.dot on the 16-bit copies at num_stages=1, which loads each A and B tile
+# into registers before staging it for the MMA): the fp32 accumulator, the A tile and a fixed part, per thread.
+# Triton 3.9 for sm_90a (cuobjdump --dump-resource-usage, BLOCK_M/N/K 64-128): 4 warps 96-236 registers, 32 + acc
+# + A within 9 (128x128x128: 255 and 160 bytes of spill); 8 warps 47-144, 22 + acc + 0.75 A within 14. gemm_fp16_triton's
+# 40 + acc said 168 at 128x128x64 on 4 warps (236 measured): 3 blocks an SM, not 2, and at 2048x4096x4096 its 512 tiles
+# in two waves of 396 slots (wave efficiency 0.65) where 2 x 264 hold them (0.97). H100 (room26): 4 warps 211.0 us,
+# 8 warps 200.2; the model said 321.0 / 199.6, now 216.1 / 199.6. sm_80 builds hold more (255 / 144 / 96 at
+# 128x128x64 on 4 and 8 warps and 64x64x64 on 4): there the rule is a floor, nearer than 40 + acc.
+COPIES_REGS = {128: (32, 1.0), 256: (22, 0.75)}
+
+
 def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast: float = 1.0):
     """gemm_fp16_triton's tile model on packed operands: smem holds the packed tiles (+ the 16-bit
     copies Triton's dot needs after a register dequant), `dequant` the issue share it costs;
@@ -164,7 +177,11 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         floor = GemmFp4Triton().cost(task).bytes
         m, n, k = task["M"], task["N"], task["K"]
         copies = 2 * (m + n) * k * 2 / floor if extra_launches else 0.0
-        return replace(one, smem_bytes=smem, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
+        regs = one.regs
+        if extra_launches and p.get("num_stages", 1) == 1 and one.threads in COPIES_REGS:
+            c, a_share = COPIES_REGS[one.threads]
+            regs = int(c + (bm * bn + a_share * bm * bk) / one.threads)    # past 255: cap_registers spills it
+        return replace(one, smem_bytes=smem, regs=regs, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
                        traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
                        grid=cdiv(m, bm) * (n // bn))
     return launch
@@ -193,6 +210,11 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
+             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
+             fit_as="dequant_then_dot",
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
              TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
@@ -210,7 +232,7 @@ class GemmFp4Triton(GemmFp4Spec):
         ptr, c = triton_ptr(task.dtype, task), variant.consts(params, task)
         warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
         dims = {"M": "i32", "N": "i32", "K": "i32"}
-        if variant.tag == "dequant_then_dot":
+        if variant.tag in ("dequant_then_dot", "pipelined_copies"):
             deq = KernelSpec("dequant_kernel", {"q_ptr": "*u8", "s_ptr": "*u8", "w_ptr": ptr, "K": "i32",
                                                 "BLOCK_R": "constexpr", "BLOCK_K": "constexpr"},
                              {"BLOCK_R": 16, "BLOCK_K": 128}, ints={"K": task["K"]})

@@ -7,12 +7,12 @@ partial row per program) -> persistent with the next row's dy/x prefetched under
 current row's reductions.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, cdiv, triton_ptr
+from ._layernorm_bwd_reduce import with_reduce_chain
 from ._norms import next_pow2, triton_spill
 from .layernorm_bwd_spec import ENTRY, LayerNormBwdSpec
 
 NUM_WARPS = Param("num_warps", (4, 8, 16), 8)
 PER_SM = Param("programs_per_sm", (1, 2, 4), 1)
-
 
 
 def dwdb_launch(tag: str):
@@ -23,8 +23,7 @@ def dwdb_launch(tag: str):
         threads = p["num_warps"] * gpu.warp
         block_d = next_pow2(d)
         per = max(1, block_d // threads)                 # elements of a row each thread holds
-        min_bytes = LayerNormBwdSpec.cost(None, task).bytes
-        grid = programs(p, task)
+        min_bytes, grid = LayerNormBwdSpec.cost(None, task).bytes, programs(p, task)
         regs = 24 + 3 * per                              # dy, x, w as fp32
         pinned = 0                                       # loop-carried across rows (triton_spill)
         util = min(1.0, d / block_d) * min(1.0, block_d / threads) * 0.85
@@ -37,18 +36,19 @@ def dwdb_launch(tag: str):
         else:
             regs += 2 * per                              # dW, dB accumulated in registers
             pinned += 2 * per
-            extra = 2 * 8 * grid * d / min_bytes         # partials written, then read by the reduce kernel
+            extra = 8 * grid * d / min_bytes             # partials written (the reduce's read: with_reduce_chain)
         if tag == "persistent_prefetch":
             regs += per                                  # next row's dy and x in storage precision
             pinned += per
             util /= 0.85                                 # loads in flight during the reductions
         cap = min(255, gpu.regs_per_sm // threads)
         spill = triton_spill(regs, cap, pinned) - 1.0
-        return Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
+        main = Launch(grid=grid, threads=threads, smem_bytes=4 * p["num_warps"], regs=min(regs, cap),
                       bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), traffic=1.0 + extra + spill,
                       lane_util=util, launches=1 if tag == "atomic_dgamma" else 2,
                       serial_atomics=lock_chain(t, d, p["GROUP"]) if tag == "locked_group_buffers" else 0,
                       rounds=cdiv(t, grid), unrolled=per)
+        return main if tag == "atomic_dgamma" else with_reduce_chain(main, p.get("GROUP", grid), task)
     return launch
 
 

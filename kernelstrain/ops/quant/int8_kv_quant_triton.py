@@ -8,7 +8,7 @@ one program per token over an [H, Dh] tile -> TOKENS tokens per program (contigu
 from ..base import (Cost, KernelSpec, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, TorchRef)
 from ..contract import Arg, Entry, Scalar
 
-WARPS = Param("num_warps", (1, 2, 4, 8), 4)
+WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
 TOKENS = Param("TOKENS", (1, 2, 4, 8, 16), 2)
 NO_SCALE = {"y": "x"}                      # missing_scale: the tile is rounded unscaled
 
