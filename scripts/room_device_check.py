@@ -6,7 +6,9 @@ neighbouring rungs (their own parameter) give the order between rungs.
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more;
                                                          # reverse: grad_clip_cuda's scale pass from g's end; widen:
-                                                         # gemv_cuda's 16 warps and 8 rows a warp)
+                                                         # gemv_cuda's 16 warps and 8 rows a warp; int8p:
+                                                         # gemm_int8_cuda's persistent wgmma rung; flat: the short
+                                                         # memory-bound modules' rungs across their parameters)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -125,7 +127,31 @@ WIDEN_REFERENCE = [
     # the reverse plan's one row where reverse ran slower (20.1 vs 18.4 us, g inside the L2): again, for the noise
     ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[1:], {}, (0, 1), "fp32"),
 ]
-PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+# gemm_int8_cuda's persistent wgmma rung (issue 26 item 2, roomC, third session): the s8 kernel on a grid of
+# resident CTAs walking the tiles (its accumulators stay int32 in the wgmma registers, so the loop is the
+# unpromoted one, which no rung ran persistent before), beside wgmma_tma at the same stages; the check shape, a
+# square of 2 waves and a skinny decode GEMM (M=16: one row of 128 tiles)
+INT8_SHAPES = [{"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096}, {"M": 16, "N": 8192, "K": 8192}]
+INT8P_NEW = [("gemm_int8_cuda", "wgmma_tma_persistent", "stages", INT8_SHAPES),
+             ("gemm_int8_cuda", "wgmma_tma_persistent", "BN", INT8_SHAPES[2:], {"BM": 64})]
+INT8P_REFERENCE = [("gemm_int8_cuda", "wgmma_tma", "stages", INT8_SHAPES),
+                   ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SHAPES[2:], {"BM": 64})]
+# the short memory-bound modules' landscape (is it as flat on the GPU as in the model?): each rung above the
+# baseline across its own parameter, a bandwidth-bound and a latency-bound shape
+EMB_SHAPES = [{"T": 16384, "D": 4096, "V": 128256}, {"T": 512, "D": 4096, "V": 32000}]
+SWI_SHAPES = [{"T": 4096, "I": 11008}, {"T": 16, "I": 14336}]
+DROP_SHAPES = [{"T": 4096, "D": 8192}, {"T": 128, "D": 4096}]
+FLAT_REFERENCE = [
+    ("embedding_fwd_cuda", "block_per_token", "threads", EMB_SHAPES, {}, (128, 256, 512)),
+    ("embedding_fwd_cuda", "vectorized_uint4", "threads", EMB_SHAPES, {}, (64, 128, 256, 512)),
+    ("embedding_fwd_cuda", "warp_per_token_unrolled", "unroll", EMB_SHAPES, {"warps_per_block": 2}),
+    ("embedding_fwd_cuda", "persistent_streaming", "blocks_per_sm", EMB_SHAPES, {"warps_per_block": 16, "unroll": 1}),
+    ("swiglu_fwd_cuda", "vectorized_uint4", "threads", SWI_SHAPES),
+    ("swiglu_fwd_cuda", "unrolled_ilp", "unroll", SWI_SHAPES, {"threads": 64}),
+    ("dropout_cuda", "philox4_vec4", "threads", DROP_SHAPES),
+    ("dropout_cuda", "unrolled_ilp", "unroll", DROP_SHAPES),
+]
+PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
          "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 

@@ -2,7 +2,8 @@
 (channel) scales: C[m, n] = half(sum_k A[m, k] B[n, k] * scale_a[m] * scale_b[n]).
 
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
-tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8.
+tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8 -> persistent
+(the resident CTAs walk the output tiles).
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
@@ -98,12 +99,19 @@ def mma_src(pipelined: bool):
     return render
 
 
-def wgmma_tma_src(p, task, kt_end="KT", col_scale=COL_SCALE):
-    return (wgmma_kernel("gemm_int8", "s8", p, args=ARGS, epilogue=store(col_scale), kt_end=kt_end)
-            + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
+def wgmma_src(persistent: bool):
+    # int32 wgmma sums are exact: no per-K-block promotion (fp8's), the accumulator stays in the wgmma registers
+    def render(p, task, kt_end="KT", col_scale=COL_SCALE):
+        return (wgmma_kernel("gemm_int8", "s8", p, args=ARGS, epilogue=store(col_scale), kt_end=kt_end,
+                             persistent=persistent)
+                + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K",
+                             persistent=persistent))
+    return render
 
 
 NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
+WGMMA_PARAMS = (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4))
+WGMMA_NEEDS = frozenset({"wgmma", "tma", "inline_ptx"})
 
 
 class GemmInt8Cuda(OpModule):
@@ -137,9 +145,15 @@ class GemmInt8Cuda(OpModule):
              launch=tc_launch("int8", 1, 2), render=mma_src(True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",
-             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="int8", compute_eff=0.69, memory_eff=0.88,
-             smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_tma_src,
+             WGMMA_PARAMS, needs=WGMMA_NEEDS, path="int8", compute_eff=0.69, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_src(False),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
+        # CUTLASS's persistent TMA kernels: the resident CTAs walk the output tiles, so no partial last wave
+        # and one tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's rung, int32 accumulators)
+        Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs "
+             "walking the output tiles round robin", WGMMA_PARAMS, needs=WGMMA_NEEDS, path="int8",
+             compute_eff=0.69, memory_eff=0.88, smem="dynamic",
+             launch=tc_launch("int8", 1, 2, wgmma=True, persistent=True), render=wgmma_src(True), fit_as="wgmma_tma",
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
     )
 
