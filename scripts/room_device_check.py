@@ -8,7 +8,8 @@ neighbouring rungs (their own parameter) give the order between rungs.
                                                          # reverse: grad_clip_cuda's scale pass from g's end; widen:
                                                          # gemv_cuda's 16 warps and 8 rows a warp; int8p:
                                                          # gemm_int8_cuda's persistent wgmma rung; flat: the short
-                                                         # memory-bound modules' rungs across their parameters)
+                                                         # memory-bound modules' rungs across their parameters;
+                                                         # edges: gemm_int8 256-row tiles, adafactor 128-row strips)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -151,7 +152,25 @@ FLAT_REFERENCE = [
     ("dropout_cuda", "philox4_vec4", "threads", DROP_SHAPES),
     ("dropout_cuda", "unrolled_ilp", "unroll", DROP_SHAPES),
 ]
-PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+# the tile and strip edges the default profile's episodes stopped at (seed 9404, 40 episodes a module: gemm_int8 16 on
+# mma_sync BM 128, adafactor 16 on vectorized_uint4 rows 64): gemm_int8_cuda's 256-row tiles (CUTLASS's Sm80 int8
+# 256 x 128 x 64 threadblock) on both mma.sync rungs beside 128 x 256 and 128 x 128, and adafactor_cuda's 128-row
+# strips (half the column atomics of 64) beside 64 and 32
+GEMM_SQ = INT8_SHAPES[:2]
+ADA_SHAPES = [{"R": 14336, "C": 4096}, {"R": 4096, "C": 4096}]
+EDGES_NEW = [
+    ("gemm_int8_cuda", "mma_sync", "BM", GEMM_SQ, {"BN": 128, "BK": 64, "warps": 8}),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BM", GEMM_SQ, {"BN": 128, "BK": 128, "stages": 3, "warps": 8}),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES, {"threads": 64}, (32, 64, 128)),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 128}, (64, 128)),
+]
+EDGES_REFERENCE = [
+    ("gemm_int8_cuda", "mma_sync", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "warps": 8}, (256,)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "stages": 3, "warps": 8}, (256,)),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 64}, (64, 128), "fp32"),
+]
+PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE),
+         "edges": (EDGES_NEW, EDGES_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
          "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 
