@@ -9,7 +9,7 @@ neighbouring rungs (their own parameter) give the order between rungs.
                                                          # gemv_cuda's 16 warps and 8 rows a warp; int8p:
                                                          # gemm_int8_cuda's persistent wgmma rung; flat: the short
                                                          # memory-bound modules' rungs across their parameters;
-                                                         # edges: gemm_int8 256-row tiles, adafactor 128-row strips)
+                                                         # edges: gemm_int8 256-row tiles and split-K, adafactor 128-row strips)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -158,16 +158,22 @@ FLAT_REFERENCE = [
 # strips (half the column atomics of 64) beside 64 and 32
 GEMM_SQ = INT8_SHAPES[:2]
 ADA_SHAPES = [{"R": 14336, "C": 4096}, {"R": 4096, "C": 4096}]
+INT8_SPLIT_SHAPES = [{"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336}]
 EDGES_NEW = [
     ("gemm_int8_cuda", "mma_sync", "BM", GEMM_SQ, {"BN": 128, "BK": 64, "warps": 8}),
     ("gemm_int8_cuda", "cp_async_pipeline", "BM", GEMM_SQ, {"BN": 128, "BK": 128, "stages": 3, "warps": 8}),
     ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES, {"threads": 64}, (32, 64, 128)),
-    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 128}, (64, 128)),
+    # gemm_int8_cuda's split-K rung (_int8_split.py) on the decode shapes, beside the best one-split tiles below
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES),
 ]
 EDGES_REFERENCE = [
     ("gemm_int8_cuda", "mma_sync", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "warps": 8}, (256,)),
     ("gemm_int8_cuda", "cp_async_pipeline", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "stages": 3, "warps": 8}, (256,)),
     ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 64}, (64, 128), "fp32"),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "BK": 128, "stages": 4, "warps": 4}, (128,)),
+    ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "stages": 4}, (64, 128)),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 128}, (64, 128)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES[:1], {"BM": 64, "BN": 64, "BK": 64, "stages": 4}),
 ]
 PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE),
          "edges": (EDGES_NEW, EDGES_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),

@@ -2,8 +2,8 @@
 (channel) scales: C[m, n] = half(sum_k A[m, k] B[n, k] * scale_a[m] * scale_b[n]).
 
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
-tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8 -> persistent
-(the resident CTAs walk the output tiles).
+tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> split-K over blockIdx.z (int32 partial slices and
+a reduce kernel: decode GEMMs) -> Hopper TMA + wgmma s8 -> persistent (the resident CTAs walk the output tiles).
 """
 from dataclasses import replace
 
@@ -13,7 +13,9 @@ from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_src
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
+from .gemm_splitk_spec import split_launch
 
 ENTRY = Entry("gemm_int8", (
     Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
@@ -158,6 +160,13 @@ class GemmInt8Cuda(OpModule):
              needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
              launch=tc_launch("int8", 1, 2), render=mma_src(True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
+        # small M, long K: N / BN output tiles leave SMs idle, so K is cut over blockIdx.z (_int8_split.py)
+        Rung("cp_async_split_k", "the cp.async + int8 mma.sync kernel with K split over blockIdx.z into exact int32 "
+             "partial slices; a reduce kernel adds them and dequantizes", SPLIT_PARAMS, needs=TC | {"cp_async"},
+             path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
+             launch=split_launch(tc_launch("int8", 1, 2), "partials"), fit_as="cp_async_pipeline",
+             render=split_src(OPERANDS, ENTRY, COL_SCALE),
+             bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",
              WGMMA_PARAMS, needs=WGMMA_NEEDS, path="int8", compute_eff=0.69, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_src(False),
