@@ -9,7 +9,8 @@ neighbouring rungs (their own parameter) give the order between rungs.
                                                          # gemv_cuda's 16 warps and 8 rows a warp; int8p:
                                                          # gemm_int8_cuda's persistent wgmma rung; flat: the short
                                                          # memory-bound modules' rungs across their parameters;
-                                                         # edges: gemm_int8 256-row tiles and split-K, adafactor 128-row strips)
+                                                         # edges: gemm_int8 256-row tiles and split-K, adafactor 128-row strips;
+                                                         # split2: split-K's best modelled configs beside wgmma)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -175,8 +176,19 @@ EDGES_REFERENCE = [
     ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 128}, (64, 128)),
     ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES[:1], {"BM": 64, "BN": 64, "BK": 64, "stages": 4}),
 ]
+# the edges call (10:11 UTC) held split-K's labels and its gain over one split (M=16: 33.7 vs 50.2 us), took BM 256 and
+# 128-row strips out, and left the model's best split configs (BM 64; its BN 64 / BK 64 rows ran 1.2x its times)
+# untimed beside wgmma_tma: the order at the top of the H100 ladder for decode shapes
+SPLIT2_REFERENCE = [
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES, {"BM": 64, "BN": 64, "BK": 128, "stages": 3}, (2, 8)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES, {"BM": 64, "BN": 128, "BK": 128, "stages": 2}, (2, 4)),
+    ("gemm_int8_cuda", "cp_async_split_k", "stages", INT8_SPLIT_SHAPES[:1], {"BM": 64, "BN": 64, "BK": 128, "SPLITS": 8}, (2, 4)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES[1:], {}, (2,)),
+    ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "stages": 4}, (64, 128)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "BK": 128, "stages": 4, "warps": 4}, (128,)),
+]
 PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE),
-         "edges": (EDGES_NEW, EDGES_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+         "edges": (EDGES_NEW, EDGES_REFERENCE), "split2": ([], SPLIT2_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
          "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 

@@ -2,8 +2,12 @@
 blockIdx.z, each split's exact int32 partial sums in its own [M, N] slice of a workspace, and a reduce
 kernel that adds the SPLITS slices in a fixed order and dequantizes once (decode GEMMs: M = 16 leaves
 N / BN output tiles, fewer than the SMs)."""
-from ..base import Param
+from dataclasses import replace
+
+from ..base import Param, cdiv
 from ._gemm_mma import mma_kernel
+from ._gemm_tc import tc_launch
+from .gemm_splitk_spec import split_launch
 
 SPLITS = Param("SPLITS", (2, 4, 8), 4)
 # warps stay 4: a 32-row A tile of 64 bytes is 128 16-byte chunks, one per thread of the copy loop
@@ -52,3 +56,20 @@ def split_src(operands: str, entry, col_scale_default: str):
 }}
 """
     return render
+
+
+# B (N x K) is re-read once per M tile. _gemm_tc.tc_traffic lets the L2 serve 95% of a re-read for free; the
+# H100 (scripts/room_device_check.py ROOM_PLAN=edges, 2026-12-06 10:11 UTC, 59 cases, every label held) ran
+# M=128 N=4096 K=14336 on 32-row tiles (4 passes over a 58 MB B) at 66.9 / 77.3 / 74.6 us for 2 / 4 / 8 splits
+# where that model said 41.6 / 62.0 / 49.7, and M=16 (one pass) at 34.1 / 33.7 / 35.9 (model 40.9 / 41.9 / 44.6):
+# the re-reads stream from the L2, not free: each costs 0.35 of a DRAM read (fitted to those M=128 rows: 70.8 / 75.8 /
+# 83.5 us now; one pass, M=16, unchanged)
+L2_REREAD = 0.35
+TC_MISS = 0.05        # what tc_traffic charges a re-read
+
+
+def split_launch_int8(p, task):
+    launch = split_launch(tc_launch("int8", 1, 2), "partials")(p, task)
+    m, n, k = task["M"], task["N"], task["K"]
+    rereads = (cdiv(m, p["BM"]) - 1) * n * k * (L2_REREAD - TC_MISS)
+    return replace(launch, traffic=launch.traffic + rereads / (m * k + n * k + 2 * m * n))

@@ -13,16 +13,17 @@ from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
-from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_src
+from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_launch_int8, split_src
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
-from .gemm_splitk_spec import split_launch
 
 ENTRY = Entry("gemm_int8", (
     Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
     Arg("scale_b", "in", ("N",), "fp32"), Arg("C", "out", ("M", "N"), "fp16"), Scalar("M"), Scalar("N"), Scalar("K")))
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
-# 256-row tiles: CUTLASS's int8 Sm80 threadblocks (256 x 128 x 64, 8 warps)
-BM, BN = Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128)
+# BM 256 (CUTLASS's 256 x 128 int8 threadblock) was tried and taken out: on this kernel's 2 x WN warp grid its
+# 128 x 32 warp tiles ran slower on the H100 (ROOM_PLAN=edges, 10:11 UTC: mma_sync 78.3 vs 50.2 us at 2048^3,
+# 556.9 vs 356.2 at 4096^3; cp_async_pipeline 37.3 vs 36.2, 241.0 vs 236.5) where the model had 0.6-0.75x
+BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
 OPERANDS = "const int8_t* __restrict__ A, const int8_t* __restrict__ B, "
 ARGS = "const float* __restrict__ scale_a, const float* __restrict__ scale_b, half* __restrict__ C, int M, int N, int K"
@@ -164,7 +165,7 @@ class GemmInt8Cuda(OpModule):
         Rung("cp_async_split_k", "the cp.async + int8 mma.sync kernel with K split over blockIdx.z into exact int32 "
              "partial slices; a reduce kernel adds them and dequantizes", SPLIT_PARAMS, needs=TC | {"cp_async"},
              path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-             launch=split_launch(tc_launch("int8", 1, 2), "partials"), fit_as="cp_async_pipeline",
+             launch=split_launch_int8, fit_as="cp_async_pipeline",
              render=split_src(OPERANDS, ENTRY, COL_SCALE),
              bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",

@@ -104,12 +104,12 @@ __global__ void adafactor_col_kernel(const float* __restrict__ sq, float* col, i
 """
 
 
-def row_flush(barrier: str = BARRIER, publish: str = "atomicAdd(&row_acc[r0 + i], s);") -> str:
+def row_flush(barrier: str = BARRIER, publish: str = "atomicAdd(&row_acc[r0 + threadIdx.x], s);") -> str:
     return f"""{barrier}
-    for (int i = threadIdx.x; i < ROWS && r0 + i < R; i += THREADS) {{   // a thread per row adds up the warps
+    if (threadIdx.x < ROWS && r0 + threadIdx.x < R) {{   // one thread per row adds up the warps
         float s = 0.f;
 #pragma unroll
-        for (int w = 0; w < THREADS / WARP_SIZE; ++w) s += row_part[i][w];
+        for (int w = 0; w < THREADS / WARP_SIZE; ++w) s += row_part[threadIdx.x][w];
         {publish}
     }}"""
 
@@ -268,7 +268,7 @@ class AdafactorCuda(OpModule):
              smem="static", launch=launch_of("tile"), render=fused_tile_shuffle_src,
              bugs={"missing_barrier": {"barrier": ""}, "racy_update": {"col_add": "col_acc[c] = colsum;   // plain store: the last strip wins"}}),
         Rung("vectorized_uint4", "the tiled pass with 16-byte loads: 8 columns per thread, shuffles amortized",
-             (Param("threads", (64, 128, 256), 128), Param("rows", (8, 16, 32, 64, 128), 32)), compute_eff=0.4, memory_eff=0.86,
+             (Param("threads", (64, 128, 256), 128), ROWS), compute_eff=0.4, memory_eff=0.86,
              smem="static", launch=launch_of("vec_tile"), render=vectorized_uint4_src,
              bugs={"racy_update": {"col_add": "col_acc[c0 + k] = colsum[k];"}, "missing_scale": {"mean": ""}}),
         Rung("persistent_last_block", "#SMs x k blocks own full-width row strips; columns in registers, last "
