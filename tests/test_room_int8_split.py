@@ -51,3 +51,24 @@ def test_256_row_tiles_are_not_offered():
     # H100: mma_sync 78.3 vs 50.2 us (2048^3) and 556.9 vs 356.2 (4096^3) at BM 256 vs 128
     for tag in ("mma_sync", "cp_async_pipeline"):
         assert 256 not in M.variant(tag).param("BM").values
+
+
+def test_split_k_offers_the_rings_the_h100_ran_near_the_model():
+    # ROOM_PLAN=split2 (10:30 UTC): 2-stage rings 1.25-1.8x slower than modelled and never fastest, so 3-4 stages
+    # only; over those rows the model is within 0.7-1.25x of each measured time
+    assert M.variant("cp_async_split_k").param("stages").values == (3, 4)
+    for shape, params, measured in ((DECODE, {"BM": 64, "BN": 64, "BK": 128, "stages": 3, "SPLITS": 2}, 35.1),
+                                    (DECODE, {"BM": 64, "BN": 64, "BK": 128, "stages": 4, "SPLITS": 8}, 37.0),
+                                    (M128, {"BM": 64, "BN": 64, "BK": 128, "stages": 3, "SPLITS": 2}, 57.6)):
+        assert 0.7 < _us("cp_async_split_k", shape, **params) / measured < 1.25, params
+
+
+def test_wgmma_stays_ahead_of_split_k_at_m128_on_the_h100():
+    # measured: wgmma_tma 64 x 64 38.0 us, the best split 50.5; at M=16 the two are within 5% (32.3 vs 33.7) and
+    # the model puts split-K ~10% ahead there (a known miss, README)
+    v = M.variant("cp_async_split_k")
+    task = make_task(M, "H100", "int8", M128)
+    best_split = min(simulate(M, v, {**v.defaults(), "BM": bm, "BN": bn, "BK": bk, "stages": st, "SPLITS": s},
+                              task).time_ms * 1e3 for bm in (32, 64) for bn in (64, 128) for bk in (64, 128)
+                     for st in (3, 4) for s in (2, 4, 8))
+    assert _us("wgmma_tma", M128, BM=64, BN=64) < best_split

@@ -10,9 +10,12 @@ from ._gemm_tc import tc_launch
 from .gemm_splitk_spec import split_launch
 
 SPLITS = Param("SPLITS", (2, 4, 8), 4)
-# warps stay 4: a 32-row A tile of 64 bytes is 128 16-byte chunks, one per thread of the copy loop
+# warps stay 4: a 32-row A tile of 64 bytes is 128 16-byte chunks, one per thread of the copy loop. Stages 3-4: the
+# H100 (ROOM_PLAN=split2, 10:30 UTC, 17 cases) ran 2-stage rings 1.25-1.8x slower than the borrowed cp_async_pipeline
+# fit has them (M=128 64 x 128 tiles 2 splits: 67.8 us, modelled 36.9; M=16 64 x 64, 8 splits: 39.6 vs 29.6) and
+# never fastest; over the 18 timed rows of 3-4 stages the model runs 0.98x the device (geometric mean; rms log 0.16)
 SPLIT_PARAMS = (Param("BM", (32, 64), 32), Param("BN", (64, 128), 128), Param("BK", (64, 128), 128),
-                Param("stages", (2, 3, 4), 3), Param("warps", (4,), 4), SPLITS)
+                Param("stages", (3, 4), 3), Param("warps", (4,), 4), SPLITS)
 SPLIT_STORE = ("*reinterpret_cast<int2*>(ws + ((size_t)blockIdx.z * M + row) * N + col) = "
                "make_int2(v0, v1);   // this split's exact int32 partial")
 SHORT_COMBINE = {"combine_end": "SPLITS - 1"}    # bad_combine_index: the reduce skips the last slice
