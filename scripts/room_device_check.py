@@ -6,7 +6,11 @@ neighbouring rungs (their own parameter) give the order between rungs.
     python3 scripts/room_device_check.py                 # on a CUDA machine; writes $OUT/summary.txt, knob_device.json
     ROOM_PLAN=vec python3 scripts/room_device_check.py   # another plan of PLANS (words.VEC on the scalar rungs; vec2: three more;
                                                          # reverse: grad_clip_cuda's scale pass from g's end; widen:
-                                                         # gemv_cuda's 16 warps and 8 rows a warp)
+                                                         # gemv_cuda's 16 warps and 8 rows a warp; int8p:
+                                                         # gemm_int8_cuda's persistent wgmma rung; flat: the short
+                                                         # memory-bound modules' rungs across their parameters;
+                                                         # edges: gemm_int8 256-row tiles and split-K, adafactor 128-row strips;
+                                                         # split2: split-K's best modelled configs beside wgmma)
     KNOBA_REHEARSE=3 python3 scripts/room_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
     KNOBA_RUN_S=120 python3 scripts/room_device_check.py    # the run pass's time budget (default 150 s)
 
@@ -125,7 +129,66 @@ WIDEN_REFERENCE = [
     # the reverse plan's one row where reverse ran slower (20.1 vs 18.4 us, g inside the L2): again, for the noise
     ("grad_clip_cuda", "vectorized_persistent", "reverse", CLIP_FP32[1:], {}, (0, 1), "fp32"),
 ]
-PLANS = {"default": (NEW, REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
+# gemm_int8_cuda's persistent wgmma rung (issue 26 item 2, roomC, third session): the s8 kernel on a grid of
+# resident CTAs walking the tiles (its accumulators stay int32 in the wgmma registers, so the loop is the
+# unpromoted one, which no rung ran persistent before), beside wgmma_tma at the same stages; the check shape, a
+# square of 2 waves and a skinny decode GEMM (M=16: one row of 128 tiles)
+INT8_SHAPES = [{"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096}, {"M": 16, "N": 8192, "K": 8192}]
+INT8P_NEW = [("gemm_int8_cuda", "wgmma_tma_persistent", "stages", INT8_SHAPES),
+             ("gemm_int8_cuda", "wgmma_tma_persistent", "BN", INT8_SHAPES[2:], {"BM": 64})]
+INT8P_REFERENCE = [("gemm_int8_cuda", "wgmma_tma", "stages", INT8_SHAPES),
+                   ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SHAPES[2:], {"BM": 64})]
+# the short memory-bound modules' landscape (is it as flat on the GPU as in the model?): each rung above the
+# baseline across its own parameter, a bandwidth-bound and a latency-bound shape
+EMB_SHAPES = [{"T": 16384, "D": 4096, "V": 128256}, {"T": 512, "D": 4096, "V": 32000}]
+SWI_SHAPES = [{"T": 4096, "I": 11008}, {"T": 16, "I": 14336}]
+DROP_SHAPES = [{"T": 4096, "D": 8192}, {"T": 128, "D": 4096}]
+FLAT_REFERENCE = [
+    ("embedding_fwd_cuda", "block_per_token", "threads", EMB_SHAPES, {}, (128, 256, 512)),
+    ("embedding_fwd_cuda", "vectorized_uint4", "threads", EMB_SHAPES, {}, (64, 128, 256, 512)),
+    ("embedding_fwd_cuda", "warp_per_token_unrolled", "unroll", EMB_SHAPES, {"warps_per_block": 2}),
+    ("embedding_fwd_cuda", "persistent_streaming", "blocks_per_sm", EMB_SHAPES, {"warps_per_block": 16, "unroll": 1}),
+    ("swiglu_fwd_cuda", "vectorized_uint4", "threads", SWI_SHAPES),
+    ("swiglu_fwd_cuda", "unrolled_ilp", "unroll", SWI_SHAPES, {"threads": 64}),
+    ("dropout_cuda", "philox4_vec4", "threads", DROP_SHAPES),
+    ("dropout_cuda", "unrolled_ilp", "unroll", DROP_SHAPES),
+]
+# the tile and strip edges the default profile's episodes stopped at (seed 9404, 40 episodes a module: gemm_int8 16 on
+# mma_sync BM 128, adafactor 16 on vectorized_uint4 rows 64): gemm_int8_cuda's 256-row tiles (CUTLASS's Sm80 int8
+# 256 x 128 x 64 threadblock) on both mma.sync rungs beside 128 x 256 and 128 x 128, and adafactor_cuda's 128-row
+# strips (half the column atomics of 64) beside 64 and 32
+GEMM_SQ = INT8_SHAPES[:2]
+ADA_SHAPES = [{"R": 14336, "C": 4096}, {"R": 4096, "C": 4096}]
+INT8_SPLIT_SHAPES = [{"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336}]
+EDGES_NEW = [
+    ("gemm_int8_cuda", "mma_sync", "BM", GEMM_SQ, {"BN": 128, "BK": 64, "warps": 8}),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BM", GEMM_SQ, {"BN": 128, "BK": 128, "stages": 3, "warps": 8}),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES, {"threads": 64}, (32, 64, 128)),
+    # gemm_int8_cuda's split-K rung (_int8_split.py) on the decode shapes, beside the best one-split tiles below
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES),
+]
+EDGES_REFERENCE = [
+    ("gemm_int8_cuda", "mma_sync", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "warps": 8}, (256,)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", GEMM_SQ, {"BM": 128, "BK": 64, "stages": 3, "warps": 8}, (256,)),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 64}, (64, 128), "fp32"),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "BK": 128, "stages": 4, "warps": 4}, (128,)),
+    ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "stages": 4}, (64, 128)),
+    ("adafactor_cuda", "vectorized_uint4", "rows", ADA_SHAPES[:1], {"threads": 128}, (64, 128)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES[:1], {"BM": 64, "BN": 64, "BK": 64, "stages": 4}),
+]
+# the edges call (10:11 UTC) held split-K's labels and its gain over one split (M=16: 33.7 vs 50.2 us), took BM 256 and
+# 128-row strips out, and left the model's best split configs (BM 64; its BN 64 / BK 64 rows ran 1.2x its times)
+# untimed beside wgmma_tma: the order at the top of the H100 ladder for decode shapes
+SPLIT2_REFERENCE = [
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES, {"BM": 64, "BN": 64, "BK": 128, "stages": 3}, (2, 8)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES, {"BM": 64, "BN": 128, "BK": 128, "stages": 2}, (2, 4)),
+    ("gemm_int8_cuda", "cp_async_split_k", "stages", INT8_SPLIT_SHAPES[:1], {"BM": 64, "BN": 64, "BK": 128, "SPLITS": 8}, (2, 4)),
+    ("gemm_int8_cuda", "cp_async_split_k", "SPLITS", INT8_SPLIT_SHAPES[1:], {}, (2,)),
+    ("gemm_int8_cuda", "wgmma_tma", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "stages": 4}, (64, 128)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", INT8_SPLIT_SHAPES, {"BM": 64, "BK": 128, "stages": 4, "warps": 4}, (128,)),
+]
+PLANS = {"default": (NEW, REFERENCE), "int8p": (INT8P_NEW, INT8P_REFERENCE), "flat": ([], FLAT_REFERENCE),
+         "edges": (EDGES_NEW, EDGES_REFERENCE), "split2": ([], SPLIT2_REFERENCE), "vec": (VEC_NEW, VEC_REFERENCE), "vec2": (VEC2_NEW, VEC2_REFERENCE),
          "reverse": (REVERSE_NEW, REVERSE_REFERENCE), "widen": (WIDEN_NEW, WIDEN_REFERENCE)}
 
 

@@ -2,20 +2,27 @@
 (channel) scales: C[m, n] = half(sum_k A[m, k] B[n, k] * scale_a[m] * scale_b[n]).
 
 Ladder: thread per output -> shared-memory tiles with __dp4a (4 MACs an instruction) ->
-tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> Hopper TMA + wgmma s8.
+tensor cores mma.sync.m16n8k32.s8 -> cp.async ring -> split-K over blockIdx.z (int32 partial slices and
+a reduce kernel: decode GEMMs) -> Hopper TMA + wgmma s8 -> persistent (the resident CTAs walk the output tiles).
 """
+from dataclasses import replace
+
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_launch_int8, split_src
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
 
 ENTRY = Entry("gemm_int8", (
     Arg("A", "in", ("M", "K"), "int8"), Arg("B", "in", ("N", "K"), "int8"), Arg("scale_a", "in", ("M",), "fp32"),
     Arg("scale_b", "in", ("N",), "fp32"), Arg("C", "out", ("M", "N"), "fp16"), Scalar("M"), Scalar("N"), Scalar("K")))
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
+# BM 256 (CUTLASS's 256 x 128 int8 threadblock) was tried and taken out: on this kernel's 2 x WN warp grid its
+# 128 x 32 warp tiles ran slower on the H100 (ROOM_PLAN=edges, 10:11 UTC: mma_sync 78.3 vs 50.2 us at 2048^3,
+# 556.9 vs 356.2 at 4096^3; cp_async_pipeline 37.3 vs 36.2, 241.0 vs 236.5) where the model had 0.6-0.75x
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
 OPERANDS = "const int8_t* __restrict__ A, const int8_t* __restrict__ B, "
@@ -98,12 +105,30 @@ def mma_src(pipelined: bool):
     return render
 
 
-def wgmma_tma_src(p, task, kt_end="KT", col_scale=COL_SCALE):
-    return (wgmma_kernel("gemm_int8", "s8", p, args=ARGS, epilogue=store(col_scale), kt_end=kt_end)
-            + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K"))
+def wgmma_src(persistent: bool):
+    # int32 wgmma sums are exact: no per-K-block promotion (fp8's), the accumulator stays in the wgmma registers
+    def render(p, task, kt_end="KT", col_scale=COL_SCALE):
+        return (wgmma_kernel("gemm_int8", "s8", p, args=ARGS, epilogue=store(col_scale), kt_end=kt_end,
+                             persistent=persistent)
+                + wgmma_host("gemm_int8", "s8", ENTRY.prototype(task), "scale_a, scale_b, C, M, N, K",
+                             persistent=persistent))
+    return render
 
 
 NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
+# The H100 (scripts/room_device_check.py ROOM_PLAN=int8p, 2026-12-06 09:40 UTC, 30 cases, every label held) ran the
+# persistent s8 kernel level with wgmma_tma where the tiles fill one wave (2048^3: 23.8 / 25.3 / 29.6 us against
+# 23.9 / 25.2 / 29.2 at 4 / 3 / 2 stages; M=16: 31.6-47.1 both) and 0.97x where they leave a ragged last wave
+# (4096^3: 119.2 / 124.2 vs 122.5 / 127.9): the ragged wave's gain, none of _gemm_tc's 1.04 for an epilogue
+# overlapping the next tile's loads (the int32 epilogue is short)
+PERSISTENT_OVERLAP = 1.04
+
+
+def persistent_launch(p, task):
+    launch = tc_launch("int8", 1, 2, wgmma=True, persistent=True)(p, task)
+    return replace(launch, compute_scale=launch.compute_scale / PERSISTENT_OVERLAP)
+WGMMA_PARAMS = (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4))
+WGMMA_NEEDS = frozenset({"wgmma", "tma", "inline_ptx"})
 
 
 class GemmInt8Cuda(OpModule):
@@ -136,10 +161,23 @@ class GemmInt8Cuda(OpModule):
              needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
              launch=tc_launch("int8", 1, 2), render=mma_src(True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
+        # small M, long K: N / BN output tiles leave SMs idle, so K is cut over blockIdx.z (_int8_split.py)
+        Rung("cp_async_split_k", "the cp.async + int8 mma.sync kernel with K split over blockIdx.z into exact int32 "
+             "partial slices; a reduce kernel adds them and dequantizes", SPLIT_PARAMS, needs=TC | {"cp_async"},
+             path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
+             launch=split_launch_int8, fit_as="cp_async_pipeline",
+             render=split_src(OPERANDS, ENTRY, COL_SCALE),
+             bugs={"bad_combine_index": SHORT_COMBINE, "off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma m64nNk32.s32.s8.s8 consumers on an mbarrier ring",
-             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="int8", compute_eff=0.69, memory_eff=0.88,
-             smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_tma_src,
+             WGMMA_PARAMS, needs=WGMMA_NEEDS, path="int8", compute_eff=0.69, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("int8", 1, 2, wgmma=True), render=wgmma_src(False),
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
+        # CUTLASS's persistent TMA kernels: the resident CTAs walk the output tiles, so no partial last wave
+        # and one tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's rung, int32 accumulators)
+        Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs "
+             "walking the output tiles round robin", WGMMA_PARAMS, needs=WGMMA_NEEDS, path="int8",
+             compute_eff=0.69, memory_eff=0.88, smem="dynamic",
+             launch=persistent_launch, render=wgmma_src(True), fit_as="wgmma_tma",
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
     )
 
