@@ -3,7 +3,7 @@ figures, for generated datasets or for a sample of a profile's episodes built in
 
     python3 scripts/behaviour_figures.py DIR [DIR ...]          # episodes.jsonl or sessions.jsonl
     python3 scripts/behaviour_figures.py --config kernelinfer --seed 101 --sample 60 \
-        [--set search.patience_min=20 ...]                      # built as generate builds them
+        [--set search.patience_min=20 --set profile.min_floor_launches=1 ...]                      # built as generate builds them
 
 The sample is drawn at random over the run (seeded by --sample-seed), as scripts/ki_tune.py draws it.
 """
@@ -40,11 +40,25 @@ def built_rows(config: str, seed: int, sample: int, sample_seed: int, settings: 
     from kernelstrain.episodes import build_episode
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
-    profile = overridden(load_profile(config), settings)
+    profile = with_profile_settings(overridden(load_profile(config), [s for s in settings if not s.startswith("profile.")]),
+                                    [s for s in settings if s.startswith("profile.")])
     plan = make_plan(profile, seed)
     picks = sorted(random.Random(sample_seed).sample(range(profile.episodes), min(sample, profile.episodes)))
     for i in picks:
         yield build_episode(plan, i).row()
+
+
+def with_profile_settings(profile, settings: list[str]):
+    """The profile with `profile.key=value` settings of its [profile] table applied (a float
+    setting such as min_floor_launches), its keys re-derived as the TOML would give them."""
+    if not settings:
+        return profile
+    from kernelstrain.profiles import profile_from_tables, profile_tables
+    tables = profile_tables(profile)
+    for item in settings:
+        key, _, value = item.partition("=")
+        tables["profile"][key.partition(".")[2]] = float(value)
+    return profile_from_tables(tables, profile.path)
 
 
 def summary(rows) -> dict:

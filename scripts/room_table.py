@@ -12,7 +12,9 @@ the fastest (the oracle best, the simulator's answer, which the engineer does no
 `best/oracle`: the episode's best against that fastest (median); `floor_L`: the task's roofline in
 kernel launches (plan.floor_launches, median; under 1 the best kernel is launch-bound);
 `lb`: share of episodes whose best ended launch-bound (engine.Episode.launch_bound); then the
-stop rules (engine.Episode.stop_rule, or `exhausted`, `time`, `budget`) by count.
+stop rules (engine.Episode.stop_rule, or `exhausted`, `time`, `budget`) by count; `edges`: the
+parameters of the final best at an end of their value list whose inward neighbour runs slower (`+` the
+top, `-` the bottom: the best may lie past the list), by count of episodes (the four most common).
 """
 from __future__ import annotations
 
@@ -42,6 +44,25 @@ def oracle(agent) -> tuple[int, int, float]:
     return _ORACLE[key]
 
 
+def edges(agent) -> list[str]:
+    """Parameters of the episode's best at an end of their value list whose one inward neighbour
+    runs slower (the simulator's answer): the best may lie past the list (`name+` at its top,
+    `name-` at its bottom), where a ladder's author could add values."""
+    from kernelstrain import knobs
+    from kernelstrain.engine import Candidate
+    best, out = agent.best, []
+    here = agent.true_ms(best)
+    for name in agent.tunable(best.variant):
+        values = knobs.param(best.variant, name).values
+        i = values.index(best.params[name])
+        for end, inward, mark in ((len(values) - 1, -1, "+"), (0, 1, "-")):
+            if i == end and not (mark == "-" and name in knobs.KNOBS):     # a knob's 0 is the code as written
+                t = agent.true_ms(Candidate(best.variant, {**best.params, name: values[i + inward]}))
+                if t is None or t > here:
+                    out.append(name + mark)
+    return out
+
+
 def row(agent, steps) -> dict:
     last_best = max((s.step for s in steps if s.kept), default=0)
     runnable, near, fastest = oracle(agent)
@@ -50,7 +71,7 @@ def row(agent, steps) -> dict:
         "rungs": len(agent.rungs), "tunable": len(agent.tunable(agent.best.variant)), "configs": runnable,
         "near": near, "keeps": sum(s.kept for s in steps), "oracle_x": agent.true_ms(agent.best) / fastest,
         "floor_L": floor_launches(agent.m, agent.task), "lb": agent.launch_bound(),
-        "stop": agent.stop if agent.end == "converged" else agent.end,
+        "stop": agent.stop if agent.end == "converged" else agent.end, "edges": edges(agent),
     }
 
 
@@ -60,11 +81,12 @@ def median(xs):
 
 
 def table(rows: list[dict], title: str) -> str:
+    """The markdown table, one row per module (sorted by mean steps) and one for all."""
     by = defaultdict(list)
     for r in rows:
         by[r["module"]].append(r)
     head = ["module", "eps", "steps", "before", "tail", "tail%", "rungs", "tunable", "configs", "near1.25",
-            "keeps", "best/oracle", "floor_L", "lb", "stops"]
+            "keeps", "best/oracle", "floor_L", "lb", "stops", "edges"]
     out = [title, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def line(name, rs):
@@ -76,7 +98,8 @@ def table(rows: list[dict], title: str) -> str:
                  f"{mean('rungs'):.1f}", f"{mean('tunable'):.1f}", f"{mean('configs'):.0f}", f"{mean('near'):.1f}",
                  f"{mean('keeps'):.1f}", f"{median([r['oracle_x'] for r in rs]):.3f}",
                  f"{median([r['floor_L'] for r in rs]):.1f}", f"{mean('lb'):.2f}",
-                 " ".join(f"{STOPS.get(k, k)}:{n}" for k, n in stops.most_common())]
+                 " ".join(f"{STOPS.get(k, k)}:{n}" for k, n in stops.most_common()),
+                 " ".join(f"{k}:{n}" for k, n in Counter(e for r in rs for e in r["edges"]).most_common(4))]
         out.append("| " + " | ".join(map(str, cells)) + " |")
     for name, rs in sorted(by.items(), key=lambda kv: sum(r["steps"] for r in kv[1]) / len(kv[1])):
         line(name, rs)
