@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelstrain import episodes  # noqa: E402
 from kernelstrain.plan import floor_launches  # noqa: E402
+from stop_reasons import AGENTS, Recorded, median  # noqa: E402
 
 NEAR = 1.25
 STOPS = {"patience": "pat", "exhausted": "exh", "roofline": "roof", "launch": "lnch", "time": "time", "budget": "bud"}
@@ -75,11 +76,6 @@ def row(agent, steps) -> dict:
     }
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if xs else float("nan")
-
-
 def table(rows: list[dict], title: str) -> str:
     """The markdown table, one row per module (sorted by mean steps) and one for all."""
     by = defaultdict(list)
@@ -109,7 +105,6 @@ def table(rows: list[dict], title: str) -> str:
 
 def build(config: str, seed: int, sample: int, sample_seed: int, settings: list[str]) -> list[dict]:
     from behaviour_figures import built_rows
-    from stop_reasons import AGENTS, Recorded
     agent, episodes.Agent = episodes.Agent, Recorded
     try:
         for _ in built_rows(config, seed, sample, sample_seed, settings):
