@@ -3,7 +3,7 @@ figures, for generated datasets or for a sample of a profile's episodes built in
 
     python3 scripts/behaviour_figures.py DIR [DIR ...]          # episodes.jsonl or sessions.jsonl
     python3 scripts/behaviour_figures.py --config kernelinfer --seed 101 --sample 60 \
-        [--set search.patience_min=20 ...]                      # built as generate builds them
+        [--set search.patience_min=20 --set profile.min_floor_launches=1 ...] [--pin-key]  # built as generate builds them
 
 The sample is drawn at random over the run (seeded by --sample-seed), as scripts/ki_tune.py draws it.
 """
@@ -35,16 +35,36 @@ def rows_of(data: Path):
             yield episode_row(json.loads(line))
 
 
-def built_rows(config: str, seed: int, sample: int, sample_seed: int, settings: list[str]):
+def built_rows(config: str, seed: int, sample: int, sample_seed: int, settings: list[str], pin_key: bool = False):
+    """The sampled episodes' public rows, built as generate builds them; `pin_key`: their random
+    streams drawn from the profile's own key, not the one the settings give (a paired A/B of
+    engine settings: each episode starts from the same draws, so only what a setting changes differs)."""
     from ki_tune import overridden
     from kernelstrain.episodes import build_episode
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
-    profile = overridden(load_profile(config), settings)
+    own = load_profile(config)
+    profile = with_profile_settings(overridden(own, [s for s in settings if not s.startswith("profile.")]),
+                                    [s for s in settings if s.startswith("profile.")])
+    if pin_key:
+        profile.__dict__["key"] = own.key        # a cached_property: set once, before anything reads it
     plan = make_plan(profile, seed)
     picks = sorted(random.Random(sample_seed).sample(range(profile.episodes), min(sample, profile.episodes)))
     for i in picks:
         yield build_episode(plan, i).row()
+
+
+def with_profile_settings(profile, settings: list[str]):
+    """The profile with `profile.key=value` settings of its [profile] table applied (a float
+    setting such as min_floor_launches), its keys re-derived as the TOML would give them."""
+    if not settings:
+        return profile
+    from kernelstrain.profiles import profile_from_tables, profile_tables
+    tables = profile_tables(profile)
+    for item in settings:
+        key, _, value = item.partition("=")
+        tables["profile"][key.partition(".")[2]] = float(value)
+    return profile_from_tables(tables, profile.path)
 
 
 def summary(rows) -> dict:
@@ -83,10 +103,12 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="build N episodes in memory instead of reading DIRs")
     ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
+    ap.add_argument("--pin-key", action="store_true", help="draw from the profile's own key (a paired A/B of --set)")
     args = ap.parse_args(argv)
     if args.sample:
-        label = f"{args.config} seed {args.seed} sample {args.sample} {' '.join(args.set)}".strip()
-        print(label, json.dumps(summary(built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set))))
+        label = f"{args.config} seed {args.seed} sample {args.sample} {' '.join(args.set)}{' (key pinned)' if args.pin_key else ''}".strip()
+        print(label, json.dumps(summary(built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set,
+                                                   args.pin_key))))
     for d in args.data:
         print(d, json.dumps(summary(rows_of(d))))
     return 0

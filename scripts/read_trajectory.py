@@ -4,6 +4,7 @@ engineer's reason read from the episode's trace in one sentence: what kind of st
 changed, and its measured time against the best.
 
     python3 scripts/read_trajectory.py DATA EPISODE_ID [--lines 8] [--feedback 6]
+    python3 scripts/read_trajectory.py DATA median     # the first converged episode of the median step count
 
 DATA is a generated dataset directory, either layout (episodes.jsonl + sft_multiturn.jsonl, or
 sessions.jsonl). The reasons are read from public fields only (kind, tag, params, status,
@@ -60,6 +61,22 @@ def _find(path: Path, episode_id: str) -> dict:
     for row in _matching(path, episode_id):
         return row
     raise SystemExit(f"read_trajectory: {episode_id} not in {path}")
+
+
+def median_id(data: Path) -> str:
+    """The id of the first episode ending `converged` whose step count is the median of the
+    dataset's converged episodes (either layout): a typical trajectory to read end to end."""
+    path = data / ("episodes.jsonl" if (data / "episodes.jsonl").exists() else "sessions.jsonl")
+    counts = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row["end"] == "converged":
+                counts.append((row["id"], len(row["steps"]) if "steps" in row else row["num_steps"]))
+    if not counts:
+        raise SystemExit(f"read_trajectory: no converged episode in {path}")
+    median = sorted(n for _, n in counts)[len(counts) // 2]
+    return next(i for i, n in counts if n == median)
 
 
 def _rows(data: Path, name: str, episode_id: str):
@@ -194,11 +211,11 @@ def render(ep: dict, messages: list[dict], lines: int = 8, feedback: int = 6) ->
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", type=Path)
-    ap.add_argument("episode_id")
+    ap.add_argument("episode_id", help="an episode's id, or `median` (median_id)")
     ap.add_argument("--lines", type=int, default=8, help="changed lines of each kernel shown")
     ap.add_argument("--feedback", type=int, default=6, help="lines of each user turn shown")
     args = ap.parse_args(argv)
-    ep, messages = load(args.data, args.episode_id)
+    ep, messages = load(args.data, median_id(args.data) if args.episode_id == "median" else args.episode_id)
     print(render(ep, messages, args.lines, args.feedback))
     return 0
 

@@ -6,7 +6,7 @@ have), and how much the best untried neighbour of the best would have gained (on
 value away: the coordinate search's next moves), and how often beyond the noise.
 
     python3 scripts/stop_reasons.py --config kernelinfer --seed 5151 --sample 60 [--oracle] [--list]
-        [--set search.skip_max=0.3 ...]
+        [--set search.skip_max=0.3 ...] [--pin-key]
 
 Episodes are built as generate builds them (episodes.build_episode), drawn as
 scripts/behaviour_figures.py draws its sample.
@@ -103,11 +103,12 @@ def main(argv=None) -> int:
     ap.add_argument("--oracle", action="store_true", help="simulate every runnable rung's grid (slow)")
     ap.add_argument("--list", action="store_true", help="one line per episode")
     ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
+    ap.add_argument("--pin-key", action="store_true", help="draw from the profile's own key (a paired A/B of --set)")
     args = ap.parse_args(argv)
     from behaviour_figures import built_rows
     agent, episodes.Agent = episodes.Agent, Recorded
     try:
-        for _ in built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set):
+        for _ in built_rows(args.config, args.seed, args.sample, args.sample_seed, args.set, args.pin_key):
             pass
         rows = [state(a, s, args.oracle) for a, s in AGENTS]
     finally:

@@ -128,3 +128,27 @@ def test_a_last_rerun_of_the_best_after_a_loss_past_restore_is_read_as_putting_i
     assert why[2].startswith("Put the best back (the file held step 2's code, 10.00x slower)")
     steps[1] = {**steps[1], "time_ms": 5.2}          # a close loss: the re-run is a close call's, not a restore
     assert read_trajectory.reasons({"baseline": base, "steps": steps})[2].startswith("Re-measure the best")
+
+
+def test_median_picks_a_converged_episode_of_the_median_step_count(small_dataset):
+    eps = [ep for ep in _episodes(small_dataset) if ep["end"] == "converged"]
+    picked = read_trajectory.median_id(small_dataset)
+    ep = next(ep for ep in eps if ep["id"] == picked)
+    counts = sorted(len(e["steps"]) for e in eps)
+    assert len(ep["steps"]) == counts[len(counts) // 2]
+    assert all(len(e["steps"]) != len(ep["steps"]) for e in eps[:eps.index(ep)])
+
+
+def test_room_table_counts_each_episodes_room_and_path(capsys):
+    import room_table
+    rows = room_table.build("kernelstrain", 5, 6, 0, [])
+    assert len(rows) == 6
+    for r in rows:
+        # the oracle's grid holds the fastest config, so at least one is within 1.25x of it,
+        # and the episode's best is one of the grid's configs: never faster than the fastest
+        assert 1 <= r["near"] <= r["configs"] and r["oracle_x"] >= 1.0 - 1e-9
+        assert r["before"] + r["tail"] == r["steps"] and r["keeps"] <= r["before"]
+        assert all(e[:-1] and e[-1] in "+-" for e in r["edges"])
+    print(room_table.table(rows, "t"))
+    out = capsys.readouterr().out
+    assert "| ALL | 6 |" in out and out.count("\n| ") >= 3

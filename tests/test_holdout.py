@@ -94,7 +94,7 @@ def test_holdout_writes_each_split_like_generate(small_dataset, tmp_path, capsys
     assert main(["holdout", "--out", str(tmp_path)]) == 0
     for name in ("tasks_holdout.jsonl", "tasks_holdout_unseen_op.jsonl"):
         assert (tmp_path / name).read_bytes() == (small_dataset / name).read_bytes()
-    assert "unseen_op: 161 held-out tasks" in capsys.readouterr().out
+    assert "unseen_op: 192 held-out tasks" in capsys.readouterr().out
 
 
 def test_held_task_starts_an_episode_and_carries_no_solution(small_dataset):
@@ -201,7 +201,7 @@ def test_small_dataset_reports_both_splits(small_dataset, capsys):
     stats = json.loads((small_dataset / "stats.json").read_text())
     h = stats["holdout"]
     combo, unseen = h["splits"]["combo"], h["splits"]["unseen_op"]
-    assert combo["tasks"] == 185 and unseen["tasks"] == 161
+    assert combo["tasks"] == 185 and unseen["tasks"] == 192
     assert unseen["contamination"]["exact"] == {"solution": 0, "baseline": 0, "reference": 0, "any": 0}
     assert combo["contamination"]["exact"]["any"] > 0
     cn, un = combo["contamination"]["ngram"], unseen["contamination"]["ngram"]
@@ -211,10 +211,10 @@ def test_small_dataset_reports_both_splits(small_dataset, capsys):
     assert not set(h["modules_held_out"]) & set(stats["by_module"])
     card = (small_dataset / "README.md").read_text()
     assert "config_name: holdout_unseen_op" in card and "path: tasks_holdout_unseen_op.jsonl" in card
-    assert "## Splits and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 161 | 0 / 0 / 0 |" in card
+    assert "## Splits and contamination" in card and "| `holdout_unseen_op` (unseen_op) | 192 | 0 / 0 / 0 |" in card
     assert main(["stats", str(small_dataset)]) == 0
     out = capsys.readouterr().out
-    assert "unseen_op    161 tasks" in out and "solution 0/161, baseline 0/161, reference 0/161" in out
+    assert "unseen_op    192 tasks" in out and "solution 0/192, baseline 0/192, reference 0/192" in out
 
 
 def test_validate_reports_combo_contamination_without_failing(small_dataset, capsys):
@@ -245,7 +245,7 @@ def test_validate_fails_on_a_planted_unseen_op_leak(dataset_copy, capsys):
         assert main(["validate", str(dataset_copy), "--workers", workers]) == 1
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1]
-    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/161, baseline" in outs[0]
+    assert "tasks_holdout_unseen_op.jsonl: leak: exact normalized matches in training: solution 0/192, baseline" in outs[0]
     assert row["task_id"] in outs[0]
 
 
