@@ -33,7 +33,8 @@ from pathlib import Path
 from . import progress, solution_store
 from .fields import as_dict
 from .ops import REGISTRY
-from .tasks import best_config, make_task
+from .holdout_search import best_config
+from .tasks import make_task
 from .writers import record_paths
 
 NGRAM = 13
