@@ -33,7 +33,8 @@ from pathlib import Path
 from . import progress, solution_store
 from .fields import as_dict
 from .ops import REGISTRY
-from .tasks import best_config, make_task
+from .holdout_search import best_config
+from .tasks import make_task
 from .writers import record_paths
 
 NGRAM = 13
@@ -238,6 +239,7 @@ class Matcher:
         lookup = {**index, **{g: -1 - r for g, r in self.plate_rank.items()}}
         self.shingle_id = dict(zip(lookup, range(len(lookup))))
         self.entry = list(lookup.values())
+        self._last = None           # the last scan's (token ids, shingle ids): see _shingle_seq
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -255,7 +257,9 @@ class Matcher:
         are compared with every distinct candidate's (as sets of ranks: 0.57 s of 300 episodes'
         tallies, as masks 0.06 s)."""
         toks = tokens(code, lang)
-        known = set(map(self.shingle_id.get, windows(self._known_ids(toks))))     # its distinct shingles a target has
+        ids = self._known_ids(toks)
+        seq = self._shingle_seq(ids)
+        known = set(seq)        # its distinct shingles a target has
         known.discard(None)
         found = Counter(map(self.entry.__getitem__, known))
         plated, hits, members = 0, {}, self.members
@@ -266,6 +270,61 @@ class Matcher:
             for i in members[entry]:
                 hits[i] = hits.get(i, 0) + shared
         return self.fingerprints.get(_digest(toks), []), plated, hits
+
+
+    def _shingle_seq(self, ids: tuple) -> tuple:
+        """shingle_id of each 13-gram of `ids` in order (None where no target has it). The
+        candidates of an episode differ from one another in a few places (a parameter's value, a
+        rewritten loop): the 13-grams inside the token prefix and suffix a candidate shares with
+        the one scanned before it in this process are that one's, so only those between are
+        looked up (~a third of them over 150 default episodes). The last scan's (ids, ids) pair
+        is one attribute, replaced whole, so threads that share a Matcher read a consistent one."""
+        lookup = self.shingle_id.get
+        last, self._last = self._last, None
+        n = len(ids)
+        if last is None or n < NGRAM or len(last[0]) < NGRAM:
+            seq = tuple(map(lookup, windows(ids)))
+        else:
+            old, old_seq = last
+            head = common_prefix(ids, old)
+            tail = common_suffix(ids, old, min(n, len(old)) - head)
+            a, b = max(0, head - NGRAM + 1), max(0, tail - NGRAM + 1)    # 13-grams wholly in the prefix, the suffix
+            between = ids[a:n - b]        # >= NGRAM - 1 ids: its 13-grams, none where it holds 12
+            seq = old_seq[:a] + tuple(map(lookup, zip(*(between[i:] for i in range(NGRAM))))) + old_seq[len(old_seq) - b:]
+        self._last = ids, seq
+        return seq
+
+
+def common_prefix(a: tuple, b: tuple) -> int:
+    """The length of the longest common prefix of two tuples (a binary search of slice compares).
+
+    >>> common_prefix((1, 2, 3, 4), (1, 2, 5)), common_prefix((), (1,)), common_prefix((1, 2), (1, 2))
+    (2, 0, 2)
+    """
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def common_suffix(a: tuple, b: tuple, most: int) -> int:
+    """The length (at most `most`) of the longest common suffix of two tuples.
+
+    >>> common_suffix((1, 2, 3, 4), (9, 3, 4), 3), common_suffix((1, 2, 3, 4), (9, 3, 4), 1), common_suffix((1,), (2,), 1)
+    (2, 1, 0)
+    """
+    lo, hi, n, m = 0, max(0, most), len(a), len(b)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[n - mid:n - lo] == b[m - mid:m - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def posting_classes(sources: list) -> tuple[dict, dict]:

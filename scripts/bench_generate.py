@@ -23,8 +23,9 @@ bound the 2-worker run's CPU split allows, the 1-worker run's CPU over (parent's
 workers' CPU / 2): the parent's own work (setup, writing, QA, card) counted as if it never
 overlapped the workers', so the real speedup on two idle cores is at least this.
 The held-out solutions' store (kernelstrain/solution_store.py) is off in every run (each
-searches its own, as a first run does); `--store` keeps the user's, so runs after the first
-read the solutions from it. `--phases` adds, for each profile, the CPU seconds of each phase of a
+searches its own, as a first run does: the cold figures); `--store` keeps the user's and fills it
+first (an untimed `generate --episodes 1`, which searches every held-out task's solution), so every
+timed run reads the solutions from it (the warm figures, as after a first run of the package). `--phases` adds, for each profile, the CPU seconds of each phase of a
 1-worker run of the same episodes (scripts/generate_phases.py, in a fresh process): where the
 time goes, for the ratio's sake.
 This is a script, not a test: no timed test asserts speed, and it refuses to run under CI (any of
@@ -150,7 +151,8 @@ def main() -> int:
     ap.add_argument("--by", choices=("wall", "cpu"), default="wall",
                     help="judge the targets on wall seconds (an idle machine) or CPU seconds (a busy one)")
     ap.add_argument("--store", action="store_true",
-                    help="keep the held-out solutions' store on disk (default: off, each run searches its own)")
+                    help="keep the held-out solutions' store on disk, filled before the timed runs (warm; "
+                         "default: off, each run searches its own: cold)")
     ap.add_argument("--phases", action="store_true",
                     help="also print each profile's CPU seconds per phase (scripts/generate_phases.py, 1 worker)")
     a = ap.parse_args()
@@ -179,6 +181,8 @@ def bench(config: str, a) -> list[str]:
     env = None if a.store else {**os.environ, "KERNELSTRAIN_SOLUTIONS": "off"}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        if a.store:        # warm: the store holds every held-out solution before the timed runs
+            generate(config, 1, 1, tmp / "warm-up", env)
         one = generate(config, episodes, 1, tmp / "w1", env)
         two = generate(config, episodes, 2, tmp / "w2", env)
         check1 = run(["validate", str(tmp / "w1"), "--workers", "1"], env)
@@ -186,7 +190,7 @@ def bench(config: str, a) -> list[str]:
         floor = in_child(serialization_floor, config, episodes, tmp / "floor")    # its rows never in this process
     print(f"{config}: {episodes} episodes, output {one['mb']:.0f} MB; load average before/after "
           f"{load[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; solutions' store "
-          f"{'kept' if a.store else 'off'}")
+          f"{'kept, filled first (warm)' if a.store else 'off (cold)'}")
     runs = (("generate, 1 worker", one), ("generate, 2 workers", two), ("validate, 1 worker", check1),
             ("validate, 2 workers", check2))
     for name, r in runs:

@@ -28,3 +28,40 @@ def test_posting_classes_equal_the_plain_sort_on_random_sources():
         sources = [(list(dict.fromkeys(g)), mine) for g, mine in sources]     # a source's shingles are distinct
         got, want = contamination.posting_classes(sources), plain_posting_classes(sources)
         assert got == want and list(got[0]) == list(want[0]) and list(got[1]) == list(want[1])
+
+
+def plain_shingle_seq(matcher, ids):
+    """Matcher._shingle_seq as first written: every 13-gram looked up."""
+    return tuple(map(matcher.shingle_id.get, contamination.windows(ids)))
+
+
+def test_shingle_seq_after_any_candidate_equals_every_13_gram_looked_up():
+    """The 13-grams a candidate shares, as a prefix or a suffix, with the one scanned before it are taken
+    from that one's: pairs of token lists with common prefixes and suffixes of every length around
+    NGRAM (shorter lists too), each against the plain lookup."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    codes = [m.render(v, v.defaults(), task) for v in m.variants[:3]]
+    matcher = contamination.Matcher([(code, "cuda") for code in codes])
+    base = matcher._known_ids(contamination.tokens(codes[0], "cuda"))
+    rng = random.Random(11)
+    pool = sorted(set(base)) + [-1]
+    cases = 0
+    for _ in range(400):
+        head, tail, mid_old, mid_new = (rng.choice([0, 1, 5, 11, 12, 13, 14, 25, 60]) for _ in range(4))
+        start = rng.randrange(0, len(base) - head - tail)
+        prefix, suffix = base[start:start + head], base[start + head:start + head + tail]
+        old = prefix + tuple(rng.choice(pool) for _ in range(mid_old)) + suffix
+        new = prefix + tuple(rng.choice(pool) for _ in range(mid_new)) + suffix
+        matcher._last = None
+        assert matcher._shingle_seq(old) == plain_shingle_seq(matcher, old)
+        assert matcher._shingle_seq(new) == plain_shingle_seq(matcher, new), (head, tail, mid_old, mid_new)
+        cases += 1
+    # the renders one after another, as an episode's candidates come: the same scans as with no last one
+    for code in codes + codes[::-1]:
+        got = matcher.scan(code, "cuda")
+        matcher._last = None
+        assert got == matcher.scan(code, "cuda")
+    assert cases == 400
