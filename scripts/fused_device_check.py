@@ -360,13 +360,30 @@ def extend(args) -> int:
             bm, bn, bk, tm, tn = map(int, tile.split("x"))
             params = {**case["params"], "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "THREAD_M": tm, "THREAD_N": tn}
             added.append(_variant(case, params, n, d))
+    if args.keep:           # only these timing episodes (suffixes of their ids)
+        cases = [c for c in cases if any(c["episode"].endswith(k) for k in args.keep)]
+    n_of = defaultdict(lambda: 10)      # v10.py ... beside extend's CUDA tiles (v0.py ...)
+    for spec in args.variants:          # EPISODE:TAG:k=v,k=v -- the rung re-rendered at other launch parameters
+        ep, tag, kv = spec.split(":")
+        base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
+        params = {**base["params"], **{k: int(v) for k, v in (x.split("=") for x in kv.split(","))}}
+        added.append(_variant(base, params, n_of[base["episode"]], d))
+        n_of[base["episode"]] += 1
+    for spec in args.probes:            # EPISODE:TAG:TEXT|TEXT -- a measurement probe, never a candidate
+        ep, tag, drop = spec.split(":", 2)
+        base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
+        lines = (d / base["file"]).read_text().splitlines(keepends=True)
+        f = f"{Path(base['file']).parent}/p{n_of[base['episode']]}.py"
+        n_of[base["episode"]] += 1
+        (d / f).write_text("".join(x for x in lines if not any(t in x for t in drop.split("|"))))
+        added.append({**base, "file": f, "probe": drop, "episode": "probe-" + base["episode"]})
     if args.resim:          # the sims of this checkout's model (a refit since prepare)
         for c in cases:
             cards = {g: _sim(c["module"], c["tag"], c["params"], c["dtype"], dict(_module(c).shapes[0]), g) for g in DEVICE_CARDS}
             c.update(cards[c["gpu"]], sims=cards)
     at = {c["episode"]: i for i, c in enumerate(cases)}       # after each episode's last case
     for v in reversed(added):
-        cases.insert(at[v["episode"]] + 1, v)
+        cases.insert(at[v["episode"].removeprefix("probe-")] + 1, v)
     (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
     cuda = [s for s in sample["solutions"] if s["impl"] == "cuda"]
@@ -631,7 +648,7 @@ def run(args) -> int:
 def summary(rows: list, kb_table: Path) -> str:
     sys.path.insert(0, str(ROOT))
     from kernelstrain.calibration.metrics import agreement
-    timed = [r for r in rows if "measured_ms" in r]
+    timed = [r for r in rows if "measured_ms" in r and not r.get("probe")]      # probes: measurements, not candidates
     fig = agreement(timed, group="episode") if timed else {}
     lines = [f"timing: {len(timed)} of {len(rows)} candidates timed, {fig.get('groups', 0)} episodes with >= 3: "
              f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
@@ -701,6 +718,11 @@ def main(argv=None) -> int:
     x.add_argument("--eval-cuda", type=int, default=1)
     x.add_argument("--cuda-episodes", type=int, help="keep this many CUDA timing episodes (default: all)")
     x.add_argument("--resim", action="store_true", help="every case's sims again, on this checkout's model")
+    x.add_argument("--keep", nargs="*", default=[], metavar="EPISODE", help="keep only these timing episodes (id suffixes)")
+    x.add_argument("--variants", nargs="*", default=[], metavar="EPISODE:TAG:K=V,K=V",
+                   help="the episode's candidate of that rung re-rendered with these parameters (a launch-tuning sweep)")
+    x.add_argument("--probes", nargs="*", default=[], metavar="EPISODE:TAG:TEXT|TEXT", help="a copy of the episode's "
+                   "candidate without the lines holding TEXT, timed as a probe (episode probe-EPISODE; no label, no figure)")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)
