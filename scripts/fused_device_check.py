@@ -72,6 +72,12 @@ def _sim(module_name: str, tag: str, params: dict, dtype: str, shape: dict, gpu:
             "sim_kernels_ms": sum(m.kernels_ms(tag, params, task))}
 
 
+def _family(name: str) -> str:
+    from kernelstrain.fused.module import fused_module
+    m = fused_module(name)
+    return m.family if m is not None else ""
+
+
 def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random, ok_dtype: str = "any") -> list:
     """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong),
     round robin over those groups so that every group has one before any has two; ok ones of programs in
@@ -271,9 +277,26 @@ def prepare(args) -> int:
     bugs = {(e["id"], int(s["step"])): s["bug"] for e in episodes for s in e["steps"]}
     for s in index["solutions"]:
         s["bug"] = bugs.get((s["episode"], s["step"]))
+    kinds = {(e["id"], int(s["step"])): s["kind"] for e in episodes for s in e["steps"]}
     rng = random.Random(args.seed)
     picks = _pick_eval(index, args.ok, args.wrong, rng, args.ok_dtype)
+    # launch-tuning candidates (the engine's param_sweep steps: a rung at other BLOCK / warps / threads / vec / tiles)
+    # of programs the sample lacks, one an impl x rung first
+    sweeps = sorted((s for s in index["solutions"] if kinds.get((s["episode"], s["step"])) == "param_sweep"
+                     and s["status"] == "ok" and _family(s["module"]) != "embedding"), key=lambda s: s["file"])
+    rng.shuffle(sweeps)
+    taken, groups = {p["module"] for p in picks}, set()
+    for rnd in (0, 1):
+        for s in sweeps:
+            if sum(p.get("sweep", False) for p in picks) >= args.sweeps:
+                break
+            if s["module"] in taken or (rnd == 0 and (s["impl"], s["tag"]) in groups):
+                continue
+            picks.append({**s, "sweep": True})
+            taken.add(s["module"])
+            groups.add((s["impl"], s["tag"]))
     (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
+    (d / "sweeps.txt").write_text("".join(f"{s['file']} {s['module']} {s['tag']} step {s['step']}\n" for s in picks if s.get("sweep")))
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
@@ -710,6 +733,7 @@ def main(argv=None) -> int:
     p.add_argument("--ok-dtype", default="any", choices=("any", "bf16", "fp32"), help="ok solutions of these programs only")
     p.add_argument("--also", nargs="*", default=[], metavar="MODULE:RUNG", help="rungs rendered at their defaults (ok) "
                    "into the sample: those the device found wrong before")
+    p.add_argument("--sweeps", type=int, default=0, help="ok launch-tuning (param_sweep) candidates added to the eval")
     p.add_argument("--timing-rung", default="", help="timing episodes where this rung is among the candidates only")
     x = sub.add_parser("extend")
     x.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
