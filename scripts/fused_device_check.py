@@ -390,8 +390,11 @@ def extend(args) -> int:
         ep, tag, kv = spec.split(":")
         base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
         params = {**base["params"], **{k: int(v) for k, v in (x.split("=") for x in kv.split(","))}}
-        added.append(_variant(base, params, n_of[base["episode"]], d))
+        v = _variant(base, params, n_of[base["episode"]], d)
         n_of[base["episode"]] += 1
+        # --apart: a sweep the model times alike where the call is host-bound; its kernels' times are the check (the
+        # profiler's), so it stays out of the within-episode figure, which counts the orders the model claims (DISTINCT)
+        added.append({**v, "probe": "sweep", "episode": "probe-" + base["episode"]} if args.apart else v)
     for spec in args.probes:            # EPISODE:TAG:TEXT|TEXT -- a measurement probe, never a candidate
         ep, tag, drop = spec.split(":", 2)
         base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
@@ -745,6 +748,7 @@ def main(argv=None) -> int:
     x.add_argument("--keep", nargs="*", default=[], metavar="EPISODE", help="keep only these timing episodes (id suffixes)")
     x.add_argument("--variants", nargs="*", default=[], metavar="EPISODE:TAG:K=V,K=V",
                    help="the episode's candidate of that rung re-rendered with these parameters (a launch-tuning sweep)")
+    x.add_argument("--apart", action="store_true", help="--variants timed as probes (left out of the figures)")
     x.add_argument("--probes", nargs="*", default=[], metavar="EPISODE:TAG:TEXT|TEXT", help="a copy of the episode's "
                    "candidate without the lines holding TEXT, timed as a probe (episode probe-EPISODE; no label, no figure)")
     r = sub.add_parser("run")
