@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # this checkout's kernelstrain
-KERNEL = re.compile(r"^k(\d+)_(\w+)_kernel$")
+KERNEL = re.compile(r"^(k\d+_[a-z]+_kernel)(\(|$)")      # Triton: the name; CUDA: the demangled signature
 APART = 0.05
 
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         per_kernel = defaultdict(list)
         for r in rs:
             model = modelled(r, args.card)
-            got = {k: us for k, (us, _) in r["kernels_us"].items() if KERNEL.match(k)}
+            got = {KERNEL.match(k).group(1): us for k, (us, _) in r["kernels_us"].items() if KERNEL.match(k)}
             p = {k: v for k, v in r["params"].items()}
             print(f"  {p}: " + "  ".join(f"{k} {model.get(k, float('nan')):.1f}/{got[k]:.1f}" for k in sorted(got)))
             for k in got:
