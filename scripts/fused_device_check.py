@@ -72,6 +72,12 @@ def _sim(module_name: str, tag: str, params: dict, dtype: str, shape: dict, gpu:
             "sim_kernels_ms": sum(m.kernels_ms(tag, params, task))}
 
 
+def _family(name: str) -> str:
+    from kernelstrain.fused.module import fused_module
+    m = fused_module(name)
+    return m.family if m is not None else ""
+
+
 def _pick_eval(index: dict, n_ok: int, n_wrong: int, rng: random.Random, ok_dtype: str = "any") -> list:
     """Solutions to evaluate: one per (module, status), spread over impl x rung (ok) and impl x bug (wrong),
     round robin over those groups so that every group has one before any has two; ok ones of programs in
@@ -271,9 +277,26 @@ def prepare(args) -> int:
     bugs = {(e["id"], int(s["step"])): s["bug"] for e in episodes for s in e["steps"]}
     for s in index["solutions"]:
         s["bug"] = bugs.get((s["episode"], s["step"]))
+    kinds = {(e["id"], int(s["step"])): s["kind"] for e in episodes for s in e["steps"]}
     rng = random.Random(args.seed)
     picks = _pick_eval(index, args.ok, args.wrong, rng, args.ok_dtype)
+    # launch-tuning candidates (the engine's param_sweep steps: a rung at other BLOCK / warps / threads / vec / tiles)
+    # of programs the sample lacks, one an impl x rung first
+    sweeps = sorted((s for s in index["solutions"] if kinds.get((s["episode"], s["step"])) == "param_sweep"
+                     and s["status"] == "ok" and _family(s["module"]) != "embedding"), key=lambda s: s["file"])
+    rng.shuffle(sweeps)
+    taken, groups = {p["module"] for p in picks}, set()
+    for rnd in (0, 1):
+        for s in sweeps:
+            if sum(p.get("sweep", False) for p in picks) >= args.sweeps:
+                break
+            if s["module"] in taken or (rnd == 0 and (s["impl"], s["tag"]) in groups):
+                continue
+            picks.append({**s, "sweep": True})
+            taken.add(s["module"])
+            groups.add((s["impl"], s["tag"]))
     (work / "picks.txt").write_text("".join(f"ex {s['file']}\n" for s in picks))
+    (d / "sweeps.txt").write_text("".join(f"{s['file']} {s['module']} {s['tag']} step {s['step']}\n" for s in picks if s.get("sweep")))
     _run([py, "scripts/kb_official_eval.py", str(kb), str(work / "ex"), "--pick", str(work / "picks.txt"),
           "--write-sample", str(d / "kb")], cwd=ROOT)
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
@@ -360,13 +383,33 @@ def extend(args) -> int:
             bm, bn, bk, tm, tn = map(int, tile.split("x"))
             params = {**case["params"], "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "THREAD_M": tm, "THREAD_N": tn}
             added.append(_variant(case, params, n, d))
+    if args.keep:           # only these timing episodes (suffixes of their ids)
+        cases = [c for c in cases if any(c["episode"].endswith(k) for k in args.keep)]
+    n_of = defaultdict(lambda: 10)      # v10.py ... beside extend's CUDA tiles (v0.py ...)
+    for spec in args.variants:          # EPISODE:TAG:k=v,k=v -- the rung re-rendered at other launch parameters
+        ep, tag, kv = spec.split(":")
+        base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
+        params = {**base["params"], **{k: int(v) for k, v in (x.split("=") for x in kv.split(","))}}
+        v = _variant(base, params, n_of[base["episode"]], d)
+        n_of[base["episode"]] += 1
+        # --apart: a sweep the model times alike where the call is host-bound; its kernels' times are the check (the
+        # profiler's), so it stays out of the within-episode figure, which counts the orders the model claims (DISTINCT)
+        added.append({**v, "probe": "sweep", "episode": "probe-" + base["episode"]} if args.apart else v)
+    for spec in args.probes:            # EPISODE:TAG:TEXT|TEXT -- a measurement probe, never a candidate
+        ep, tag, drop = spec.split(":", 2)
+        base = next(c for c in cases if c["episode"].endswith(ep) and c["tag"] == tag and not c.get("variant"))
+        lines = (d / base["file"]).read_text().splitlines(keepends=True)
+        f = f"{Path(base['file']).parent}/p{n_of[base['episode']]}.py"
+        n_of[base["episode"]] += 1
+        (d / f).write_text("".join(x for x in lines if not any(t in x for t in drop.split("|"))))
+        added.append({**base, "file": f, "probe": drop, "episode": "probe-" + base["episode"]})
     if args.resim:          # the sims of this checkout's model (a refit since prepare)
         for c in cases:
             cards = {g: _sim(c["module"], c["tag"], c["params"], c["dtype"], dict(_module(c).shapes[0]), g) for g in DEVICE_CARDS}
             c.update(cards[c["gpu"]], sims=cards)
     at = {c["episode"]: i for i, c in enumerate(cases)}       # after each episode's last case
     for v in reversed(added):
-        cases.insert(at[v["episode"]] + 1, v)
+        cases.insert(at[v["episode"].removeprefix("probe-")] + 1, v)
     (d / "timing_cases.json").write_text(json.dumps(cases, indent=1) + "\n")
     sample = json.loads((d / "kb" / "ex" / "index.json").read_text())
     cuda = [s for s in sample["solutions"] if s["impl"] == "cuda"]
@@ -631,7 +674,7 @@ def run(args) -> int:
 def summary(rows: list, kb_table: Path) -> str:
     sys.path.insert(0, str(ROOT))
     from kernelstrain.calibration.metrics import agreement
-    timed = [r for r in rows if "measured_ms" in r]
+    timed = [r for r in rows if "measured_ms" in r and not r.get("probe")]      # probes: measurements, not candidates
     fig = agreement(timed, group="episode") if timed else {}
     lines = [f"timing: {len(timed)} of {len(rows)} candidates timed, {fig.get('groups', 0)} episodes with >= 3: "
              f"within-episode Spearman mean {fig.get('spearman_mean')}, median {fig.get('spearman_median')}, "
@@ -693,6 +736,7 @@ def main(argv=None) -> int:
     p.add_argument("--ok-dtype", default="any", choices=("any", "bf16", "fp32"), help="ok solutions of these programs only")
     p.add_argument("--also", nargs="*", default=[], metavar="MODULE:RUNG", help="rungs rendered at their defaults (ok) "
                    "into the sample: those the device found wrong before")
+    p.add_argument("--sweeps", type=int, default=0, help="ok launch-tuning (param_sweep) candidates added to the eval")
     p.add_argument("--timing-rung", default="", help="timing episodes where this rung is among the candidates only")
     x = sub.add_parser("extend")
     x.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
@@ -701,6 +745,12 @@ def main(argv=None) -> int:
     x.add_argument("--eval-cuda", type=int, default=1)
     x.add_argument("--cuda-episodes", type=int, help="keep this many CUDA timing episodes (default: all)")
     x.add_argument("--resim", action="store_true", help="every case's sims again, on this checkout's model")
+    x.add_argument("--keep", nargs="*", default=[], metavar="EPISODE", help="keep only these timing episodes (id suffixes)")
+    x.add_argument("--variants", nargs="*", default=[], metavar="EPISODE:TAG:K=V,K=V",
+                   help="the episode's candidate of that rung re-rendered with these parameters (a launch-tuning sweep)")
+    x.add_argument("--apart", action="store_true", help="--variants timed as probes (left out of the figures)")
+    x.add_argument("--probes", nargs="*", default=[], metavar="EPISODE:TAG:TEXT|TEXT", help="a copy of the episode's "
+                   "candidate without the lines holding TEXT, timed as a probe (episode probe-EPISODE; no label, no figure)")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=ROOT / "data" / "fused_proof")
     r.add_argument("--out", type=Path, required=True)

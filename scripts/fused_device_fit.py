@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--card", help="the device's card (default: each row's gpu)")
     args = ap.parse_args(argv)
     rows = [json.loads(line) for f in args.timing for line in f.open() if line.strip()]
-    rows = [r for r in rows if "measured_ms" in r]
+    rows = [r for r in rows if "measured_ms" in r and not r.get("probe")]      # probes: measurements, not candidates
     for r in rows:
         r.update(resimulated(r, args.card or r["gpu"]))
     by_ep = defaultdict(list)

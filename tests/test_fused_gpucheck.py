@@ -286,3 +286,33 @@ def test_an_fp32_triton_gemm_step_costs_as_its_registers_say():
         if tag == "gemm_epilogue" and fused_module(module).view.dtype == "fp32" and us > 70:
             assert 1 / 1.75 < _model_us(card, module, tag, params) / us < 1.75, (episode, params, us)
     assert fma_dot_registers(64, 64, 32, 4) < fma_dot_registers(64, 128, 32, 4) < fma_dot_registers(32, 256, 128, 4)
+
+
+# The fourth session's first call (2026-12-06 09:55 UTC, an H200; docs/fused.md): fused-s6363-000170's two bf16 Triton
+# GEMMs (256 x 2048 x 256, 4 steps; a linear from one feature, 1 step) at five tiles, each kernel's own time (profiler)
+BF16_SPILL = [   # (BLOCK_M, BLOCK_N, gemm_warps, num_stages, [k1 us, k3 us])
+    (256, 128, 2, 4, [87.7, 166.7]),     # 512 accumulators a thread: 4x ACC_REGS
+    (256, 128, 4, 4, [18.3, 5.5]),       # 2x
+    (128, 128, 2, 4, [29.1, 3.9]),       # 2x
+    (256, 128, 8, 4, [6.7, 3.8]),        # 128: no spill
+    (128, 128, 8, 3, [4.0, 2.6]),
+]
+
+
+def test_a_spilled_bf16_accumulator_costs_a_program_not_a_step():
+    """The 4-step GEMM's kernel within 2x of the model at every tile (the per-step spill model put the 4x tile at 389 us
+    against 87.7 measured, the 2x ones at 178 against 18-29), and both kernels' spilled tiles modelled in the device's
+    order: 4x the registers slowest, then 2x, then none."""
+    m = fused_module("fused_s0_08513_triton")
+    task = make_task(m, "H200", m.dtypes[0], m.shapes[0])
+    base = m.variant("gemm_epilogue").defaults()
+    got = []
+    for bm, bn, warps, stages, us in BF16_SPILL:
+        params = {**base, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "gemm_warps": warps, "num_stages": stages}
+        models = m._kernel_models("gemm_epilogue", params, task)
+        times = m.kernels_ms("gemm_epilogue", params, task)[-len(models):]
+        gemm = [t * 1e3 for (_, _, _, analog), t in zip(models, times) if analog[0] == "triton_gemm"]
+        assert 0.5 < gemm[0] / us[0] < 2.0, (bm, bn, warps, gemm, us)
+        got.append(gemm)
+    for j in (0, 1):
+        assert got[0][j] > max(got[1][j], got[2][j]) > max(got[3][j], got[4][j])

@@ -70,6 +70,8 @@ FMA_CLIFF = 3.0           # ... and as its square again past 3x them, where ptxa
 #                           the third session's profiler (H100) over FMA_STEP_NN_US: 128x64x32 / 4 warps 2.2 (1.46x the
 #                           registers), 128x128x64 / 8 7.2 (2.76x), 256x128x64 / 8 26 (4.0x); round 3's 32x256x128 / 4
 #                           ~110 (5.36x): the square gives 2.1 / 7.6 / 16 / 29, with the cliff 2.1 / 7.6 / 28 / 92
+BF16_SPILL_US = 2.3       # a program's time with its bf16 dot's fp32 accumulator spilled, at twice ACC_REGS a thread /
+BF16_SPILL_EXP = 3.0      # 2 ** BF16_SPILL_EXP, growing as this power of the accumulator's registers over ACC_REGS
 ACC_REGS = 128            # accumulator registers a thread holds without spilling (of its 255, beside addresses and operands)
 STAGE_SHARE = {2: 0.85, 3: 0.95, 4: 1.0, 5: 1.0}    # a fifth stage hides no more latency (and costs shared memory)
 TC_FIXED_US = 1.5         # a bf16 tl.dot kernel at the least: its prologue, first loads and epilogue ...
@@ -188,10 +190,12 @@ def triton_gemm_ms(flops: float, nbytes: float, grid: int, tile_quant: float, bl
     share = TRITON_GEMM_SHARE[dtype] * min(1.0, min(block_m, block_n) / GEMM_TILE) ** 0.3 * STAGE_SHARE[stages] * tile_quant * spill
     floor = (TC_FIXED_US + math.ceil(grid / gpu.sms) * math.ceil(k / block_k) * TC_STEP_US) * 1e-3 if block_k else 0.0
     tensor = max(_gemm_s(flops, nbytes, grid, gpu, dtype, share) * 1e3, floor)
-    # (the square alone, no cliff: fused-s4747-000042, 8.7x the registers, ran 212 us where the square says 225)
     if spill >= 1.0 or not block_k:
         return tensor
-    return max(tensor, fma_gemm_ms(grid, block_m, block_n, block_k, warps, k, gpu, b_transposed, cliff=math.inf))
+    # a spilled accumulator costs each program its local-memory traffic once (its loads and stores around the tensor-core
+    # steps, and the epilogue's), not a step's: fused-s6363-000170's 256x128x64 tiles on 2 warps (4x ACC_REGS a thread)
+    # ran 88 us for 4 steps and 167 for 1, fused-s4747-000042's 212 for 1; at 2x (256x128 on 4, 128x128 on 2) 4-29 us
+    return max(tensor, math.ceil(grid / gpu.sms) * BF16_SPILL_US * (1.0 / spill) ** BF16_SPILL_EXP * 1e-3)
 
 
 def _sm_fp32(gpu: GPU) -> float:
