@@ -27,11 +27,10 @@ from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
+from .ops.occupancy import DRAM_LATENCY_S, LOADS_IN_FLIGHT, blocks_per_sm, in_flight_ratio  # noqa: F401 (sim's names too)
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
-DRAM_LATENCY_S = {"nvidia": 650e-9, "amd": 800e-9}
-LOADS_IN_FLIGHT = 2               # independent loads per thread the compiler keeps in flight
 SM_BW_SHARE_CAP = 3.0             # one SM can pull at most ~3x its fair share of DRAM bandwidth
 # One global address takes an atomic every ~1.76 ns: measured on an H200 with 67M float and 124M
 # double atomicAdds to a single word (117.9 ms, 218.7 ms; scripts/gpu_check.py); assumed alike elsewhere.
@@ -168,13 +167,6 @@ def smem_cap(variant: Variant, module: OpModule, gpu: GPU) -> int:
     return gpu.smem_per_block
 
 
-def blocks_per_sm(launch: Launch, gpu: GPU) -> int:
-    by_threads = gpu.max_threads_per_sm // max(1, launch.threads)
-    by_regs = gpu.regs_per_sm // max(1, launch.threads * launch.regs)
-    by_smem = gpu.smem_per_sm // launch.smem_bytes if launch.smem_bytes else gpu.max_blocks_per_sm
-    return min(gpu.max_blocks_per_sm, by_threads, by_regs, by_smem)
-
-
 def sm_coverage(launch: Launch, gpu: GPU) -> float:
     """Share of the DRAM bandwidth the grid's SMs can pull (one SM pulls up to ~3x its share)."""
     return min(1.0, SM_BW_SHARE_CAP * min(gpu.sms, launch.grid) / gpu.sms)
@@ -189,13 +181,6 @@ def floor_s(launch: Launch, gpu: GPU) -> float:
 def cta_floor_s(launch: Launch, gpu: GPU) -> float:
     """Seconds the SMs' schedulers take to start the main kernel's grid (CTA_DISPATCH_S a CTA per SM)."""
     return math.ceil(launch.grid / gpu.sms) * CTA_DISPATCH_S
-
-
-def in_flight_ratio(launch: Launch, gpu: GPU) -> float:
-    """Bytes the resident grid keeps in flight over the bandwidth-latency product (Little's law), at most 1."""
-    resident_blocks = min(launch.grid, gpu.sms * blocks_per_sm(launch, gpu))
-    in_flight = resident_blocks * launch.threads * launch.bytes_per_access * LOADS_IN_FLIGHT * launch.lane_util
-    return min(1.0, in_flight / (gpu.bw_tbs * 1e12 * DRAM_LATENCY_S[gpu.vendor]))
 
 
 def chain_floor_s(launch: Launch, gpu: GPU) -> float:

@@ -6,7 +6,8 @@ The layers, from the bottom (a module may import its own layer and those below i
   1 ops          the op layer: the registry of op modules, their dialects, rungs and renders
   2 model        what is simulated and how it fails: sim, calibration, knobs, slips, the texts of
                  compilers and harnesses (messages), the keep rule (ledger), re-rendering a row's code;
-                 fused programs (kernelstrain/fused: their grammar, sources, costs and task files)
+                 fused programs (kernelstrain/fused: their grammar, sources, costs and task files); the
+                 search of held-out tasks' best configs over the model (holdout_search)
   3 run          a run: its profile and manifest, plan, engine, and the rows of both layouts
   4 measure      figures over rows: stats, holdout and contamination, qa
   5 check        validate's checks of rows and files, the cards, the batch QA reports
@@ -29,7 +30,7 @@ LAYERS = (
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",
-               "rerender", "corpus", "fused", "fused.*"}),
+               "rerender", "corpus", "fused", "fused.*", "holdout_search"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),
     ("check", {"validate", "validate_ahead", "validate_derived", "validate_episodes", "validate_sessions", "card",

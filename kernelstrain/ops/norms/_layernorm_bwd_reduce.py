@@ -16,6 +16,7 @@ over the main kernel's waves since the simulator multiplies the two. The partial
 kernel's writes.
 """
 from ..base import Launch, cdiv
+from ..occupancy import blocks_per_sm
 
 REDUCE_ROWS = 32        # BLOCK_P of dwdb_reduce_kernel: partial rows a step
 REDUCE_TRIP = 2         # DRAM round trips (sim.DRAM_LATENCY_S) a step waits
@@ -24,6 +25,5 @@ REDUCE_TRIP = 2         # DRAM round trips (sim.DRAM_LATENCY_S) a step waits
 def with_reduce_chain(launch: Launch, parts: int, task) -> Launch:
     """`launch` (the main kernel's) with the reduce's cdiv(parts, REDUCE_ROWS) steps added to its rounds."""
     from dataclasses import replace
-    from ...sim import blocks_per_sm          # at call time: sim imports the op registry
     waves = cdiv(launch.grid, task.gpu.sms * max(1, blocks_per_sm(launch, task.gpu)))
     return replace(launch, rounds=launch.rounds + cdiv(cdiv(parts, REDUCE_ROWS) * REDUCE_TRIP, waves))

@@ -1,6 +1,7 @@
 """grad_clip_cuda's two_stage_deterministic rung: where its scalar loops' issue, not DRAM, binds (not an op
 module itself)."""
 from ..base import DTYPE_BYTES
+from ..occupancy import in_flight_ratio
 
 # Elements a second the SMs issue through the two-stage rung's scalar loops (a load, an FMA, a load and a store an
 # element, one element a thread a load): where g's element is 2 bytes, that issue, not DRAM, binds. Measured: bf16
@@ -15,6 +16,5 @@ def scalar_issue_traffic(launch, task) -> float:
     SCALAR_ELEMENTS_PER_S, bw / (2 e rate), against a memory side the grid's loads in flight already slow (the
     simulator's e_m: a small grid waits on latency, not on issue); under the DRAM passes' 1.5 for fp32 on every
     card of the catalog. The H200's bf16 grids of 256 x 128-256 threads (405-536 us) stay latency-bound."""
-    from ...sim import in_flight_ratio          # the simulator's Little's law (imported late: sim imports the ops)
     issue = task.gpu.bw_tbs * 1e12 / (2 * DTYPE_BYTES[task.dtype] * SCALAR_ELEMENTS_PER_S)
     return issue * in_flight_ratio(launch, task.gpu) ** 0.7
