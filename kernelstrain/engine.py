@@ -13,7 +13,11 @@ SLOW_RUNG x the best, never proposes code already measured except to settle a cl
 never makes a bug again. A long session (search.stepwise) builds its kernel up: toward a rung that
 raises the ceiling it climbs one rung at a time, walking on each the parameters its profile points
 at while they pay; with search.probe_all every parameter of the best is probed both ways, and
-(search.interact) interacting pairs (INTERACT_LOSS) are tried jointly, before patience may end the search. A rewrite that overflowed shared memory or the register file is
+(search.interact) interacting pairs (INTERACT_LOSS; search.across: warps x the block a CTA covers, ACROSS) are
+tried jointly, before patience may end the search; a joint move pairs only ways that each came close alone
+(search.joint_ways), and a way walked past a measurement faster inside the noise is a tie, not a loss (search.tie_wins).
+A climb that lost by under search.contender is written once more at the best's parameters once the best's tuning
+changed the ones it carries over (search.retry: Episode.retries). A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
@@ -75,6 +79,9 @@ POINTS_AT = {
     "compute": re.compile(r"^(b[mnk]|tm|tn|block_[mnkd]|tile.*|.*stages|.*warps.*|group.*|swizzle.*)$", re.I),
     "memory": re.compile(r"unroll|vec|width|rows|items|strip|chunk|^(threads|block|block_[xyrt]|tokens.*)$", re.I),
 }
+# pairs across those groups that interact as much: the warps of a CTA and the block of elements or rows
+# it covers (elements per thread = block / threads: a Triton BLOCK x num_warps, a CUDA rows x warps)
+ACROSS = ((re.compile(r"warps", re.I), re.compile(r"^(block|block_[a-z]+|rows.*|items.*|tokens.*)$", re.I)),)
 INTERACT_LOSS = 0.25  # interacting parameters each within this of the best alone are tried together (propose_joint)
 RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
 SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
@@ -233,6 +240,9 @@ class Episode:
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.shelved: list = []                        # contenders whose steps ran out unsettled (search.revisits)
+        self.lost_at: dict = {}                        # rung above the best -> (its first time, the best's then, the
+                                                       # best's params then): a climb that lost (propose_retry)
+        self.retried: set = set()                      # rungs retried at the best's new parameters (once each)
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
@@ -497,23 +507,29 @@ class Episode:
     def along(self, line: Line, name: str, d: int) -> tuple[Candidate | None, float | None]:
         """Walk `name` from the line's point in direction `d`: the first config not measured yet,
         past configs measured faster than the point (the trend goes on: up to search.spread
-        value-steps), else (None, the relative loss of the first config measured no faster)."""
+        value-steps), else (None, the relative loss of the first config measured no faster). A
+        way whose walk ends (the list's end, a config that cannot run, search.spread) past
+        configs measured faster than the point but not kept (inside the noise) gives that
+        measured gain as a negative loss: the parameter is a tie there, not a settled loss, and
+        a joint move of it may still pay (propose_joint's ties, interacting)."""
         around = line.at
         p = knobs.param(around.variant, name)
         here, ref = p.values.index(around.params[name]), self.measured_ms(around)
+        faster = None                # the fastest measurement walked past: a near-tie win
         for j in range(1, self.search.spread + 1):
             i = here + d * j
             if not 0 <= i < len(p.values):
-                return None, None
+                break
             c = Candidate(around.variant, {**around.params, name: p.values[i]})
             if self.fresh(c):
                 return c, None
             ms = self.measured_ms(c)
             if ms is None:           # not writable here, or it failed: this way is closed
-                return None, None
+                break
             if ms >= ref:
                 return None, ms / ref - 1.0
-        return None, None
+            faster = ms if faster is None else min(faster, ms)
+        return None, None if faster is None or not self.search.tie_wins else faster / ref - 1.0
 
     def propose_coordinate(self, line: Line, only: re.Pattern | None = None) -> Candidate | None:
         """The next step of a coordinate search around the line's point: the parameter that just
@@ -556,18 +572,34 @@ class Episode:
             line.joints = self.search.joints
             return None
         line.joints += 1
-        options = self.joint_moves(line, lambda moved: moved <= ties or moved in pairs)
+        tie = 2 * noise_cv(self.book.best_ms)
+        options = self.joint_moves(line, lambda moved: INTERACT_LOSS if moved in pairs else tie if moved <= ties else None)
         return self.rng.choice(options) if options else None
 
     def joint_moves(self, line: Line, allowed) -> list[Candidate]:
         """Fresh configs two parameters of the line's point away, one value each, whose pair of
-        moved names (a frozenset) `allowed` accepts."""
+        moved names (a frozenset) `allowed` accepts: it gives the most either move may have lost
+        alone (None: the pair is not tried). With search.joint_ways that is asked of each move's
+        own direction (the single move to the same value, measured from the point), not of the
+        parameter's smaller loss of its two ways: a joint move combines ways that each came
+        close alone, never one that lost clearly (warps 4 -> 8 at 1.7x beside 4 -> 2 at 1.17x)."""
         out = []
         for c in self.neighbours(line.at, 2):
             moved = frozenset(n for n in c.params if c.params[n] != line.at.params[n])
-            if len(moved) == 2 and allowed(moved) and self.fresh(c):
+            if len(moved) != 2:
+                continue
+            limit = allowed(moved)
+            if limit is not None and self.fresh(c) and (not self.search.joint_ways or all(
+                    (loss := self.way_loss(line, n, c.params[n])) is not None and loss <= limit for n in moved)):
                 out.append(c)
         return out
+
+    def way_loss(self, line: Line, name: str, value) -> float | None:
+        """How much the line's point with `name` at `value` alone lost to the point as measured
+        (negative: it measured faster); None if that single move was never measured."""
+        ms = self.measured_ms(Candidate(line.at.variant, {**line.at.params, name: value}))
+        ref = self.measured_ms(line.at)
+        return None if ms is None or ref is None else ms / ref - 1.0
 
     def interacting(self, line: Line) -> set:
         """Pairs of settled parameters of the line's point that interact (the same group of what
@@ -576,7 +608,9 @@ class Episode:
         fewer stages fits where each alone spilled or starved occupancy)."""
         near = [n for n, m in line.settled.items() if m <= INTERACT_LOSS]
         return {frozenset((a, b)) for i, a in enumerate(near) for b in near[i + 1:]
-                if any(p.search(a) and p.search(b) for p in POINTS_AT.values())}
+                if any(p.search(a) and p.search(b) for p in POINTS_AT.values())
+                or (self.search.across and any(x.search(a) and y.search(b) or x.search(b) and y.search(a)
+                                               for x, y in ACROSS))}
 
     def propose_contender(self) -> Candidate | None:
         """A rung that lost by less than search.contender at the parameters it inherited: its own
@@ -607,8 +641,10 @@ class Episode:
         c = self.propose_raise()
         if c is not None:
             return c
-        ideas = self.open_ideas() if not self.ups() and self.stale >= self.patience() else []
+        ideas = self.open_ideas() + self.retries() if not self.ups() and self.stale >= self.patience() else []
         if ideas:                   # patience spent, but the evidence points at an untried neighbour
+            if ideas[0].variant.tag != self.best.variant.tag:      # a climb written again (retries)
+                self.retried.add(ideas[0].variant.tag)
             return ideas[0]
         if self.ups() and (k == 1 or rng.random() < h.climb):
             c = self.propose_structural(k)
@@ -618,8 +654,40 @@ class Episode:
             c = self.propose_ablation()
             if c is not None:
                 return c
-        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_joint() \
-            or self.propose_revisit()
+        return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_retry() \
+            or self.propose_joint() or self.propose_revisit()
+
+    def retries(self) -> list[Candidate]:
+        """Climbs worth writing again (search.retry): a rung above the best that lost when it was
+        first written, by less than search.contender against the best of that moment, whose
+        parameters shared with the best (the ones a climb carries over) have changed since: the
+        best's tuning found better values of them (its tiles, its threads), and the rung lost at
+        the old ones. Written once more at the best's values, once per rung; not a rung measured
+        at SLOW_RUNG x the best, nor one being tuned as the contender."""
+        if not self.search.retry:
+            return []
+        out, here = [], self.pos[self.best.variant.tag]
+        busy = self.contender.at.variant.tag if self.contender is not None else None
+        for v in self.rungs:
+            if v.tag not in self.lost_at or v.tag in self.retried or v.tag == busy or self.pos[v.tag] <= here \
+                    or self.slow(v.tag):
+                continue
+            ms, best_then, params_then = self.lost_at[v.tag]
+            shared = [n for n in self.tunable(v) if n in self.best.params and n in params_then]
+            if ms > self.search.contender * best_then \
+                    or all(self.best.params[n] == params_then[n] for n in shared):
+                continue
+            c = Candidate(v, self.carry(v))
+            if self.fresh(c):
+                out.append(c)
+        return out
+
+    def propose_retry(self) -> Candidate | None:
+        """The first climb worth writing again (retries), marked retried."""
+        for c in self.retries()[:1]:
+            self.retried.add(c.variant.tag)
+            return c
+        return None
 
     def propose_revisit(self) -> Candidate | None:
         """Once the best's neighbourhood is settled and no rung is left to climb: the search of a
@@ -903,7 +971,8 @@ class Episode:
             return None
         if self.stale >= 1 and self.at_roofline():
             return "roofline" if self.near_floor(self.best.variant) else "launch"
-        if not self.ups() and self.stale >= self.patience() and self.probed() and not self.open_ideas():
+        if not self.ups() and self.stale >= self.patience() and self.probed() and not self.open_ideas() \
+                and not self.retries():
             return "patience"
         return None
 
@@ -983,7 +1052,7 @@ class Episode:
         if line.joints >= self.search.joints or not self.search.interact:
             return False
         pairs = self.interacting(line)
-        return bool(pairs) and bool(self.joint_moves(line, pairs.__contains__))
+        return bool(pairs) and bool(self.joint_moves(line, lambda moved: INTERACT_LOSS if moved in pairs else None))
 
     def patience(self) -> int:
         """Fruitless steps in a row the engineer gives the best before converging: the habit's
@@ -1164,6 +1233,8 @@ class Episode:
             self.measured.add(code)
             tag = cand.variant.tag
             self.rung_ms[tag] = min(self.rung_ms.get(tag, time_ms), time_ms)
+            if not kept and tag not in self.lost_at and self.pos[tag] > self.pos[self.best.variant.tag]:
+                self.lost_at[tag] = (time_ms, self.book.best_ms, dict(self.best.params))
             if kept:
                 self.climbed(cand)
             else:

@@ -96,6 +96,14 @@ class Search:
     thorough: bool = False          # a long session (kernelinfer) settles every close call it sees, walks the joint
                                     # moves of its settled parameters whatever its habit, and ablates one technique
                                     # of the best before it stops (engine.Episode.finish)
+    tie_wins: bool = False          # a parameter whose walk passed configs measured faster than the best inside the noise
+                                    # is a tie there (a negative margin), not settled: its joint moves stay open (engine.along)
+    retry: bool = False             # a climb that lost by under `contender` is written once more at the best's parameters
+                                    # once the best's tuning changed the ones it carries over (engine.Episode.retries)
+    across: bool = False            # interacting pairs include warps x the block a CTA covers (engine.ACROSS), not only pairs
+                                    # of one profiler group (engine.POINTS_AT)
+    joint_ways: bool = False        # a joint move combines the ways (parameter and direction) that each lost alone by under its
+                                    # limit, not any way of parameters whose better way did (engine.Episode.joint_moves)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
                                     # (off: until one had; engine.Episode.probed)
     refail: float = 0.0             # probability that the fix of a slip fails to build again

@@ -105,6 +105,13 @@ def versus(s: dict, best_ms: float, of_best: bool = False) -> str:
     return f"{s['time_ms']:g} ms vs best {best_ms:g} ms ({ratio:.2f}x): {verdict}"
 
 
+def retried(then: dict, now: dict, p: dict) -> bool:
+    """A climb written again (engine.Episode.retries): the best's parameters it shares changed
+    since it was first measured, and it is written at the best's values of them now."""
+    shared = [k for k in p if k in now and k in then]
+    return any(now[k] != then[k] for k in shared) and all(p[k] == now[k] for k in shared)
+
+
 def reasons(ep: dict) -> list[str]:
     """One sentence a step: why the engineer took it, read from the trace in order."""
     base = ep["baseline"]
@@ -117,6 +124,7 @@ def reasons(ep: dict) -> list[str]:
     ladder = {v.tag: i for i, v in enumerate(module.variants)} if module is not None else {}
     moved_on = {}   # rung -> parameters moved on it so far (a tune of one never moved: an open idea)
     last_ok = None  # the last measured step: a last step that re-runs the best after a loss past RESTORE restores it
+    lost_at = {}    # rung -> the best's parameters when it was first measured (a climb written again: engine.retries)
     for s in ep["steps"]:
         p = as_dict(s["params"])
         key = (s["tag"], tuple(sorted(p.items())))
@@ -140,6 +148,9 @@ def reasons(ep: dict) -> list[str]:
         elif s["tag"] != best["tag"] and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0):
             why = (f"Ablate the best's technique: its parameters on `{s['tag']}`, a rung below, to learn "
                    "what the technique buys")
+        elif s["tag"] != best["tag"] and s["tag"] in lost_at and retried(lost_at[s["tag"]], best["params"], p):
+            why = (f"Write `{s['tag']}` again at the best's new parameters ({changes(lost_at[s['tag']], best['params'])} "
+                   "since it lost at the old ones)")
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
             why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
         elif s["tag"] != best["tag"] and s["tag"] not in order:
@@ -160,6 +171,8 @@ def reasons(ep: dict) -> list[str]:
         moved_on.setdefault(s["tag"], set()).update(k for k in p if p[k] != best["params"].get(k)
                                                     and s["tag"] == best["tag"])
         if s["status"] == "ok":
+            if s["tag"] != best["tag"] and not s["kept"]:
+                lost_at.setdefault(s["tag"], dict(best["params"]))
             runs.setdefault(key, []).append(s["time_ms"])
             if s["time_ms"] < rung_ms.get(s["tag"], float("inf")):
                 rung_ms[s["tag"]], fastest[s["tag"]] = s["time_ms"], p

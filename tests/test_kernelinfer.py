@@ -38,12 +38,13 @@ def test_default_profile_names_its_57_modules():
     # its search is the defaults but for the slip kinds it draws (every kind, issue 28) and how near its floor it
     # tunes on to (the last 10% is measurable with the hardware's noise, issue 26), and how it climbs and tunes
     # (issue 26: fewer skipped rungs and expert-first rewrites, a raised ceiling climbed one rung at a time, rewrites
-    # within 1.5x tuned before judged, a new best's neighbours re-probed), and its step budget
+    # within 1.5x tuned before judged, a new best's neighbours re-probed, a way measured faster inside the noise a tie,
+    # joint moves of ways that each came close alone), and its step budget
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
                    skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
                    contender_steps=d.contender_steps, reprobe=d.reprobe, learn_limits=d.learn_limits,
-                   budget_scale=d.budget_scale) == d
+                   budget_scale=d.budget_scale, tie_wins=d.tie_wins, joint_ways=d.joint_ways) == d
     # a step budget drawn at 4x the card's mean: at 2x, 9% of episodes ended on it mid-search, rungs untried (issue 26)
     assert p.search.budget_scale == 4.0
     # skip 0.1-0.4 and 10% expert-first: at 0.05-0.3 and 5% the full seed-0 run fails qa's path variety
