@@ -41,6 +41,20 @@ def test_a_repair_is_read_as_one_and_a_climb_as_a_rewrite():
     assert why[2].startswith("Tune the best one parameter: t 1->2") and "(1.20x): slower, reverted" in why[2]
 
 
+
+def test_a_climb_written_again_at_the_bests_new_parameters_is_read_as_a_retry():
+    """engine.Episode.retries: rung b lost at t=1; the best's t moved to 2; b written at t=2 is a
+    retry, not a contender's tune (and a tune of b's own parameter is not)."""
+    base = {"tag": "a", "params": {"t": 1}, "time_ms": 10.0, "code": "x"}
+    def step(k, tag, t, ms, kept, best_ms):
+        return {"step": k, "kind": "structural" if tag != "a" else "param_sweep", "tag": tag, "params": {"t": t},
+                "status": "ok", "failure": None, "bug": None, "time_ms": ms, "best_ms": best_ms, "kept": kept}
+    steps = [step(1, "b", 1, 11.0, False, 10.0), step(2, "a", 2, 8.0, True, 8.0), step(3, "b", 2, 8.5, False, 8.0)]
+    why = read_trajectory.reasons({"baseline": base, "steps": steps})
+    assert why[2].startswith("Write `b` again at the best's new parameters (t 1->2")
+    steps[2] = step(3, "b", 3, 8.5, False, 8.0)
+    assert not read_trajectory.reasons({"baseline": base, "steps": steps})[2].startswith("Write `b` again")
+
 def test_the_rendered_trajectory_shows_every_assistant_turn_with_its_reason(small_dataset):
     ep = max(_episodes(small_dataset), key=lambda e: len(e["steps"]))
     row, messages = read_trajectory.load(small_dataset, ep["id"])
