@@ -41,6 +41,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import itemgetter
 
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
@@ -667,7 +668,8 @@ class Episode:
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
             at = (v.tag, error_class, self.best.key)      # asked at every compile-error draw until the best moves
             if at not in self._limits:
-                self._limits[at] = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+                fails = self._failing_test(v, error_class)
+                self._limits[at] = [c for c in self.near(v) if fails(c)]
             found = self._limits[at]
         else:
             if key not in self._limits:
@@ -696,9 +698,11 @@ class Episode:
         if not tuned or self.m.impl != "cuda" or self.task.gpu.vendor != "nvidia" or hasattr(self.m, "simulate"):
             return plain
         seen: dict = {}
+        # a grid config's params are the rung's, in its order (configs, param_grid): its own values by position
+        own_of = itemgetter(*[i for i, p in enumerate(v.params) if p.name not in knobs.KNOBS] or [slice(0)])
 
         def shared(c):
-            own = tuple(value for name, value in c.params.items() if name not in knobs.KNOBS)
+            own = own_of(tuple(c.params.values()))
             fails = seen.get(own)
             if fails is None:
                 fails = seen[own] = self.clear_failure(c, error_class)
