@@ -45,6 +45,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import itemgetter
 
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
@@ -735,7 +736,8 @@ class Episode:
             # rung's whole grid (the same list as below: each filter is a pure test of one config)
             at = (v.tag, error_class, self.best.key)      # asked at every compile-error draw until the best moves
             if at not in self._limits:
-                self._limits[at] = [c for c in self.near(v) if self.clear_failure(c, error_class) and self.writable(c)]
+                fails = self._failing_test(v, error_class)
+                self._limits[at] = [c for c in self.near(v) if fails(c)]
             found = self._limits[at]
         else:
             if key not in self._limits:
@@ -743,11 +745,37 @@ class Episode:
                 # its answer skips the code's access checks that `writable` makes of every config
                 task = (self.task.module, self.task.gpu.name, self.task.dtype, self.task.shape)
                 self._limits[key] = rung_failing((self.m.name, v.tag, v.params, task, error_class), self.configs(v),
-                                                 lambda c: self.clear_failure(c, error_class) and self.writable(c))
+                                                 self._failing_test(v, error_class))
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
         # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
                 and not self.limits.hit(v.tag, self.overflow(c)[0]) and not self.known_to_fail(c)]
+
+    def _failing_test(self, v: Variant, error_class: str):
+        """_over_limit's test of one config of rung `v`'s grid: clear_failure and writable. On an
+        NVIDIA GPU a CUDA rung's tuning knobs (knobs.KNOBS, the slips at 0 in a grid) change the
+        launch's registers alone, and sim.cap_registers keeps a block's registers within the SM's
+        file: whether the launch fails, its class and its shared memory are those of the config with
+        the same own parameters at any knob setting (tests/test_caches.py checks it registry-wide).
+        So the launch is asked once per own parameters, not once per knob setting (20 a config
+        with the default knobs: the grid scans were ~45% of the engine's time); `writable` is still
+        asked of each config that fails."""
+        def plain(c):
+            return self.clear_failure(c, error_class) and self.writable(c)
+        tuned = [p.name for p in v.params if p.name in knobs.KNOBS and p.name not in knobs.SLIPS]
+        if not tuned or self.m.impl != "cuda" or self.task.gpu.vendor != "nvidia" or hasattr(self.m, "simulate"):
+            return plain
+        seen: dict = {}
+        # a grid config's params are the rung's, in its order (configs, param_grid): its own values by position
+        own_of = itemgetter(*[i for i, p in enumerate(v.params) if p.name not in knobs.KNOBS] or [slice(0)])
+
+        def shared(c):
+            own = own_of(tuple(c.params.values()))
+            fails = seen.get(own)
+            if fails is None:
+                fails = seen[own] = self.clear_failure(c, error_class)
+            return fails and self.writable(c)
+        return shared
 
     def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow

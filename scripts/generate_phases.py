@@ -5,7 +5,8 @@
 Wraps the functions each phase runs in and sums their CPU time (time.process_time), each
 phase's own time apart from the phases nested inside it (the engine's time is not counted
 in the rows that hold its episode): the held-out solutions' search, the held-out rows,
-the boilerplate and the contamination set-up, the engine (build_episode), the rows and their
+the boilerplate and the contamination set-up, the engine (build_episode; its episode set-up,
+limit scans (Episode._over_limit) and slips (Episode.with_slip) apart), the rows and their
 texts (the layout's rows less the engine), their JSON encoding, the per-episode QA figures,
 the per-episode contamination measure, the writes, the end of the run (held-out files,
 contamination figures, QA reports, card), and whatever else the run spends ("other": the
@@ -53,7 +54,7 @@ def patch(owner, name: str, phase: str) -> None:
 
 
 def instrument(workers: int = 1) -> None:
-    from kernelstrain import contamination, episodes, generation, layouts, sessions, writers
+    from kernelstrain import contamination, engine, episodes, generation, layouts, sessions, writers
     if workers <= 1:        # with a pool it runs there, and the pool pickles it by name
         patch(contamination, "_solution", "held-out solutions' search")
     patch(generation, "held_out_lines", "held-out rows")
@@ -61,6 +62,10 @@ def instrument(workers: int = 1) -> None:
     patch(generation, "contamination_scan", "contamination set-up")
     patch(episodes, "build_episode", "engine (build_episode)")
     patch(sessions, "build_episode", "engine (build_episode)")
+    # the engine's costliest parts apart (each its own time; "engine (build_episode)" the rest of it)
+    patch(engine.Episode, "__init__", "engine: episode set-up")
+    patch(engine.Episode, "_over_limit", "engine: limit scans")
+    patch(engine.Episode, "with_slip", "engine: slips")
     for layout in layouts.LAYOUTS.values():
         object.__setattr__(layout, "rows", timed("rows and texts", layout.rows))
         if layout.judge:

@@ -166,3 +166,33 @@ def test_episodes_of_one_task_share_a_rungs_overflowing_configs():
     second._over_limit(second.rungs[-1], "smem")
     assert len(limits._FAILING) == scanned
     assert [c.params for c in second._limits[(top.tag, "smem")]] == plain
+
+
+def test_a_cuda_rungs_launch_failure_ignores_its_tuning_knobs_on_nvidia():
+    """engine.Episode._failing_test asks the launch once per own parameters of a CUDA rung's grid on
+    an NVIDIA GPU: every knob setting of a config (knobs.KNOBS, the slips at 0 as grids leave them)
+    fails as the config with the knobs off does, of the same class with the same shared memory (the
+    knobs move registers alone, and sim.cap_registers keeps a block's registers within the SM's file).
+    Every NVIDIA training task of both bundled profiles' plans (every 14th) whose rungs take knobs."""
+    compared = Counter()
+    for config in ("kernelstrain", "kernelinfer"):
+        profile = load_profile(config)
+        names = [n for n in profile.search.knobs if n not in knobs.SLIPS]
+        for task in make_plan(profile, 0).train[::14]:
+            m = REGISTRY[task.module]
+            if m.impl != "cuda" or task.gpu.vendor != "nvidia" or hasattr(m, "simulate"):
+                continue
+            for base in m.variants:
+                v = knobs.extend(base, m.impl, m.render(base, base.defaults(), task), profile.search.knobs)
+                tuned = [p.name for p in v.params if p.name in names]
+                if not tuned:
+                    continue
+                answers = {}
+                for params in param_grid(knobs.untuned(v)):
+                    r = sim.launch_failure.uncached(m, v, params, task)
+                    answer = (r.error_class, r.smem_bytes) if r is not None else None
+                    own = tuple(value for name, value in params.items() if name not in knobs.KNOBS)
+                    assert answers.setdefault(own, answer) == answer, (m.name, v.tag, params, task.key)
+                    compared[answer[0] if answer else None] += 1
+    # failures of both classes the engine scans for were among the configs compared
+    assert compared["smem"] and compared["resources"] and compared[None], compared
