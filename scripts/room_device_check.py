@@ -205,9 +205,15 @@ ORDER_SWEEPS = [
     ("bias_gelu_cuda", "fast_math_ptx", "rows", ORDER_SHAPES["bias_gelu_cuda"][1:], {"threads": 512}),
     ("embedding_gather_cuda", "vectorized_uint4", "threads", ORDER_SHAPES["embedding_gather_cuda"][1:]),
 ]
+# the Triton flat baselines' BLOCK past 256 (the Triton tutorial's vector add uses 1024): the model has swiglu_fwd's
+# div/mod flat kernel 1.2-1.8x faster at 512-2048, rope's flat pairs 1.16x at 512, swiglu_bwd's two kernels 1.27x
+SWI_T = [{"T": 4096, "I": 11008}, {"T": 512, "I": 13824}]
 ORDER_SWEEPS_TRITON = [
     ("add_rmsnorm_triton", "whole_row_registers", "num_warps", ORDER_SHAPES["add_rmsnorm_triton"][1:]),
     ("rope_triton", "token_head_grid", "num_warps", ORDER_SHAPES["rope_triton"], {"BLOCK_H": 32}),
+    ("swiglu_fwd_triton", "tile_2d", "BLOCK", SWI_T, {"num_warps": 4}, (1024,)),
+    ("swiglu_bwd_triton", "fused_flat", "BLOCK", SWI_T[:1], {"num_warps": 4}, (256,)),
+    ("swiglu_bwd_triton", "tile_2d", "BLOCK", SWI_T[:1], {"num_warps": 8}, (4096,)),
 ]
 ORDER_PROBES = [
     ("kv_append_cuda", "vectorized_uint4", "threads", [{"T": 256, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 8, "D": 128, "P": 16}],
@@ -216,6 +222,9 @@ ORDER_PROBES = [
     ("adafactor_cuda", "vectorized_uint4", "threads", [{"R": 4096, "C": 4096}, {"R": 14336, "C": 4096}], {"rows": 32}, (32, 64)),
 ]
 ORDER_PROBES_TRITON = [
+    ("swiglu_fwd_triton", "flat_index", "BLOCK", SWI_T, {"num_warps": 4}, (256, 512, 1024, 2048)),
+    ("swiglu_bwd_triton", "two_kernels_flat", "BLOCK", SWI_T[:1], {"num_warps": 4}, (256, 512, 1024)),
+    ("rope_triton", "flat_pairs", "BLOCK", [{"T": 4096, "H": 32, "D": 128}], {"num_warps": 4}, (256, 512, 1024)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 4096, "D": 4096}, {"T": 16384, "D": 8192}],
      {"num_warps": 16, "ROWS": 1}, (4, 8)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 16384, "D": 8192}], {"num_warps": 4, "ROWS": 1}, (4, 8)),
