@@ -223,8 +223,11 @@ ORDER_PROBES = [
 ]
 ORDER_PROBES_TRITON = [
     ("swiglu_fwd_triton", "flat_index", "BLOCK", SWI_T, {"num_warps": 4}, (256, 512, 1024, 2048)),
+    ("swiglu_fwd_triton", "flat_index", "BLOCK", SWI_T[:1] + [{"T": 32, "I": 11008}], {"num_warps": 8}, (512, 1024, 2048, 4096)),
     ("swiglu_bwd_triton", "two_kernels_flat", "BLOCK", SWI_T[:1], {"num_warps": 4}, (256, 512, 1024)),
-    ("rope_triton", "flat_pairs", "BLOCK", [{"T": 4096, "H": 32, "D": 128}], {"num_warps": 4}, (256, 512, 1024)),
+    ("swiglu_bwd_triton", "fused_flat", "BLOCK", SWI_T[:1], {"num_warps": 4}, (512, 1024, 2048)),
+    ("rope_triton", "flat_pairs", "BLOCK", [{"T": 4096, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128}], {"num_warps": 4},
+     (256, 512, 1024)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 4096, "D": 4096}, {"T": 16384, "D": 8192}],
      {"num_warps": 16, "ROWS": 1}, (4, 8)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 16384, "D": 8192}], {"num_warps": 4, "ROWS": 1}, (4, 8)),
