@@ -6,7 +6,7 @@ programs (#SMs x k) striding over the tiles.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
 from .. import stream_stages
-from ._swiglu_triton import BLOCK, WARPS, persistent_programs
+from ._swiglu_triton import BLOCK, WARPS, flat_lanes, persistent_programs
 from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
 
@@ -52,8 +52,7 @@ def flat_index_launch(p, task):
 def flat_index_src(p, task, n="T * I"):
     return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
-    # one output per lane (BLOCK of 128 over 4 warps): 2-byte accesses, and an integer
-    # division and modulo per element to find (row, col)
+    {flat_lanes(p, task)}
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < {n}
     row, col = offs // I, offs % I
@@ -150,7 +149,7 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, NUM_PROGS: tl.con
 class SwigluFwdTriton(SwigluFwdSpec):
     impl = "triton"
     variants = (
-        Rung("flat_index", "1-D blocks over T*I outputs, one element per lane, // and % per element",
+        Rung("flat_index", "1-D blocks over T*I outputs, // and % per element",
              (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), compute_eff=0.2, memory_eff=0.5,
              launch=flat_index_launch, render=flat_index_src, bugs={"off_by_one": {"n": "T * I - 1"}}),
         Rung("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",
