@@ -45,8 +45,12 @@ def geometry(p, task):
 # -- flat_index ----------------------------------------------------------------------------
 def flat_index_launch(p, task):
     threads = p["num_warps"] * task.gpu.warp
+    # a lane's BLOCK / threads consecutive outputs load as one vector (_swiglu_triton.flat_lanes: the PTX's .b32 /
+    # .v2.b32 at 2 / 4 bf16 a lane where I is a multiple of 16). An H100 (measurements/h100_roomS_order.json,
+    # T=4096 I=11008 bf16): BLOCK 256 over 4 warps 110.1 us, which the 2-byte width modelled at 212 (now 161)
+    per = max(1, p["BLOCK"] // threads) if task["I"] % 16 == 0 else 1
     return Launch(grid=cdiv(task["T"] * task["I"], p["BLOCK"]), threads=threads, regs=24,
-                  bytes_per_access=DTYPE_BYTES[task.dtype], lane_util=min(1.0, p["BLOCK"] / threads))
+                  bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), lane_util=min(1.0, p["BLOCK"] / threads))
 
 
 def flat_index_src(p, task, n="T * I"):
