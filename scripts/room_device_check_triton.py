@@ -151,20 +151,26 @@ def _with_check_shape(entries: list) -> list:
             for e in entries]
 
 
-# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this set's
-room_device_check.PLANS["default"] = tuple(_with_check_shape(x) for x in SETS[os.environ.get("KNOBT_SET", "stages")])
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this set's; `order` (roomS): the
+# Triton modules of room_device_check.ORDER_SHAPES, each rung at its defaults and the model's best, and the probes
+if os.environ.get("KNOBT_SET") == "order":
+    room_device_check.PLANS["default"] = lambda: (room_device_check.ORDER_PROBES_TRITON,
+                                                  room_device_check.ORDER_SWEEPS_TRITON + room_device_check.order_entries("triton"))
+else:
+    room_device_check.PLANS["default"] = tuple(_with_check_shape(x) for x in SETS[os.environ.get("KNOBT_SET", "stages")])
 
 
-def ranking(out: Path) -> str:
-    """Per (module, rung, shape): the ok values ordered by the device's time, with the simulator's order beside."""
+def ranking(out: Path, across: bool = False) -> str:
+    """Per (module, rung, shape): the ok values ordered by the device's time, with the simulator's order beside;
+    `across`: per (module, shape), every rung's configurations in one order (the labels name the rung)."""
     rows = json.loads((out / "knob_device.json").read_text())["rows"]
     groups = defaultdict(list)
     for r in rows:
         if r["bug"] is None and r.get("ok") and r.get("time_ms"):
-            groups[(r["module"], r["variant"], json.dumps(r["shape"]))].append(r)
+            groups[(r["module"], "*" if across else r["variant"], json.dumps(r["shape"]))].append(r)
     lines = []
     for (module, tag, shape), rs in sorted(groups.items()):
-        label = {id(r): r["id"].split("|")[2] for r in rs}
+        label = {id(r): "|".join(r["id"].split("|")[1:3]) if across else r["id"].split("|")[2] for r in rs}
         dev = [label[id(r)] for r in sorted(rs, key=lambda r: r["time_ms"])]
         sim = [label[id(r)] for r in sorted(rs, key=lambda r: r["sim_ms"] or 0)]
         lines.append(f"{module} {tag} {shape}\n  device: {' < '.join(dev)}\n  sim:    {' < '.join(sim)}")
@@ -175,7 +181,7 @@ if __name__ == "__main__":
     rc = room_device_check.main()
     out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
     if (out / "knob_device.json").exists():
-        text = ranking(out)
+        text = ranking(out) + ("\n" + ranking(out, across=True) if os.environ.get("KNOBT_SET") == "order" else "")
         (out / "ranking.txt").write_text(text)
         print(text)
     sys.exit(rc)

@@ -5,7 +5,7 @@ Ladder: two flat kernels (d_gate, d_up) that each re-read dy and the gate -> one
 kernel -> 2-D grid (column block x row) -> [BLOCK_T, BLOCK_I] tiles -> persistent programs.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
-from ._swiglu_triton import BLOCK, WARPS, persistent_programs
+from ._swiglu_triton import BLOCK, WARPS, flat_lanes, persistent_programs
 from .swiglu_bwd_spec import ENTRY, SwigluBwdSpec
 
 FLAT = (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4))
@@ -63,11 +63,12 @@ def flat_launch(two: bool):
     return launch
 
 
-def flat(name: str, loads: tuple, outputs: str, stores: str, n: str = "T * I") -> str:
+def flat(name: str, loads: tuple, outputs: str, stores: str, lanes: str, n: str = "T * I") -> str:
     body = "".join(f"    {v} = tl.load({src}, mask=mask)\n" for v, src in loads)
     return f"""@triton.jit
 def {name}(dy_ptr, x_ptr, dx_ptr, T, I, BLOCK: tl.constexpr):
-    # flat index over T*I, one element per lane: 2-byte accesses and a // and % per element
+    # flat index over T*I.
+    {lanes}
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < {n}
     row, col = offs // I, offs % I
@@ -82,13 +83,14 @@ STORE_UP = "    tl.store(dx_ptr + row * 2 * I + I + col, d_up.to(dx_ptr.dtype.el
 
 def two_kernels_flat_src(p, task, d_up=D_UP):
     # each kernel recomputes the sigmoid and re-reads dy and the gate from DRAM
-    gate = flat("swiglu_bwd_gate_kernel", LOADS, "d_gate, _ = swiglu_grads(dy, g, u)", STORE_GATE)
-    up = flat("swiglu_bwd_up_kernel", LOADS[:2], "d_up = swiglu_d_up(dy, g)", STORE_UP)
+    gate = flat("swiglu_bwd_gate_kernel", LOADS, "d_gate, _ = swiglu_grads(dy, g, u)", STORE_GATE, flat_lanes(p, task))
+    up = flat("swiglu_bwd_up_kernel", LOADS[:2], "d_up = swiglu_d_up(dy, g)", STORE_UP, flat_lanes(p, task))
     return program(p, task, f"{gate}\n\n{up}", f"(triton.cdiv(T * I, {p['BLOCK']}),)", TWO_KERNELS, d_up)
 
 
 def fused_flat_src(p, task, n="T * I", d_up=D_UP):
-    kernel = flat("swiglu_bwd_kernel", LOADS, "d_gate, d_up = swiglu_grads(dy, g, u)", STORE_GATE + STORE_UP, n)
+    kernel = flat("swiglu_bwd_kernel", LOADS, "d_gate, d_up = swiglu_grads(dy, g, u)", STORE_GATE + STORE_UP,
+                  flat_lanes(p, task), n)
     return program(p, task, kernel, f"(triton.cdiv(T * I, {p['BLOCK']}),)", d_up=d_up)
 
 

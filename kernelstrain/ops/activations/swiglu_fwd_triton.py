@@ -6,7 +6,7 @@ programs (#SMs x k) striding over the tiles.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
 from .. import stream_stages
-from ._swiglu_triton import BLOCK, WARPS, persistent_programs
+from ._swiglu_triton import BLOCK, WARPS, flat_lanes, persistent_programs
 from .swiglu_fwd_spec import ENTRY, SwigluFwdSpec
 
 
@@ -45,15 +45,18 @@ def geometry(p, task):
 # -- flat_index ----------------------------------------------------------------------------
 def flat_index_launch(p, task):
     threads = p["num_warps"] * task.gpu.warp
+    # a lane's BLOCK / threads consecutive outputs load as one vector (_swiglu_triton.flat_lanes: the PTX's .b32 /
+    # .v2.b32 at 2 / 4 bf16 a lane where I is a multiple of 16). An H100 (measurements/h100_roomS_order.json,
+    # T=4096 I=11008 bf16): BLOCK 256 over 4 warps 110.1 us, which the 2-byte width modelled at 212 (now 161)
+    per = max(1, p["BLOCK"] // threads) if task["I"] % 16 == 0 else 1
     return Launch(grid=cdiv(task["T"] * task["I"], p["BLOCK"]), threads=threads, regs=24,
-                  bytes_per_access=DTYPE_BYTES[task.dtype], lane_util=min(1.0, p["BLOCK"] / threads))
+                  bytes_per_access=min(16, per * DTYPE_BYTES[task.dtype]), lane_util=min(1.0, p["BLOCK"] / threads))
 
 
 def flat_index_src(p, task, n="T * I"):
     return program(p, task, f"""@triton.jit
 def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr):
-    # one output per lane (BLOCK of 128 over 4 warps): 2-byte accesses, and an integer
-    # division and modulo per element to find (row, col)
+    {flat_lanes(p, task)}
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < {n}
     row, col = offs // I, offs % I
@@ -150,7 +153,7 @@ def swiglu_fwd_kernel(x_ptr, y_ptr, T, I, BLOCK: tl.constexpr, NUM_PROGS: tl.con
 class SwigluFwdTriton(SwigluFwdSpec):
     impl = "triton"
     variants = (
-        Rung("flat_index", "1-D blocks over T*I outputs, one element per lane, // and % per element",
+        Rung("flat_index", "1-D blocks over T*I outputs, // and % per element",
              (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), compute_eff=0.2, memory_eff=0.5,
              launch=flat_index_launch, render=flat_index_src, bugs={"off_by_one": {"n": "T * I - 1"}}),
         Rung("row_program", "one program per token row, tl.range loop over I in BLOCK chunks",

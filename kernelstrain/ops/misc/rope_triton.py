@@ -55,11 +55,29 @@ def flat_pairs_launch(p, task):
                   bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.1, launches=2)
 
 
+def flat_lanes(p, task) -> str:
+    """What a lane of the flat program loads, as Triton compiles it: BLOCK / lanes consecutive pairs, whose x and cos/sin
+    elements it loads as one vector where it proves them contiguous (HALF is a compile-time constant, so `offs % HALF`
+    keeps runs of HALF; PTX for sm_90a, Triton 3.x, bf16: ld.global.b16 at one pair a lane, .b32 at 2, .v2.b32 at 4),
+    and one 8-byte position load a pair; a block narrower than the program holds each pair in lanes / BLOCK lanes."""
+    lanes, block, elt, half = p["num_warps"] * task.gpu.warp, p["BLOCK"], DTYPE_BYTES[task.dtype], task["D"] // 2
+    where = f"(BLOCK {block} over {p['num_warps']} warps)"
+    if block < lanes:
+        return f"# each rotation pair in {lanes // block} lanes {where}: {elt}-byte accesses of x and cos/sin"
+    per = block // lanes
+    if per == 1:
+        return f"# one rotation pair a lane {where}: {elt}-byte accesses of x and cos/sin"
+    width = min(16, min(per, half) * elt)
+    return (f"# {per} consecutive rotation pairs a lane {where}: x and cos/sin in {width}-byte accesses\n"
+            f"    # (HALF = D/2 is a compile-time constant, so Triton proves runs of HALF contiguous)")
+
+
 def flat_pairs_src(p, task, bound="T * H * HALF"):
     return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, x_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK: tl.constexpr):
-    # one rotation pair per lane of one tensor; (token, head, i) from // and %, and every
-    # lane gathers its own position and cos/sin
+    # flat over the rotation pairs of one tensor.
+    {flat_lanes(p, task)};
+    # (token, head, i) from // and %, and every lane gathers its own position and cos/sin
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < {bound}
     row, i = offs // HALF, offs % HALF                 # row = token * H + head
