@@ -69,7 +69,15 @@ A1 = [
     ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_N", QKV, {"BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8}, (256,)),
     ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_M", QKV, {"BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}, (64, 128)),
 ]
-PLANS = {"a1": ([], A1)}
+SCAN = [{"B": 1, "L": 2048, "D": 1536, "N": 16}]
+A1_CUDA = [
+    ("swa_decode_cuda", "gqa_cp_async", "partition", DECODE, {"threads": 256, "tile_n": 16, "keys_per_step": 8, "stages": 2}, (128, 256)),
+    ("swa_decode_cuda", "split_kv", "threads", DECODE, {"partition": 256, "keys_per_step": 8}, (256, 512)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN, {"rows": 4}, (32, 64)),
+    ("selective_scan_cuda", "vectorized_regs", "threads", SCAN, {"items": 16}, (64,)),
+    ("selective_scan_cuda", "warp_shuffle_scan", "items", SCAN, {"threads": 128}, (4,)),
+]
+PLANS = {"a1": ([], A1 + A1_CUDA)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:
