@@ -12,7 +12,8 @@ with values past the ends of the lists where room_table.py's `edges` put the bes
 BLOCK_M 32 / num_warps 2 / num_stages 1 and 5 on the Triton attention tiles, BLOCK_N 256, mamba's BLOCK_D 128 and 32
 programs an SM, min_p's 8192-wide blocks, fused_qkv_rope's BLOCK_K 128 / BLOCK_N 256) and the configurations a
 kernel engineer starts from on sm_90 (FlashAttention-2's Triton tiles: BLOCK_M 128, BLOCK_N 64, 8 warps): whether
-the device orders them as the model does, and which extensions are worth adding.
+the device orders them as the model does, and which extensions are worth adding. New: chunked_prefill_cuda's wgmma
+rung (its values and bug renders) beside the cp.async rung.
 """
 import os
 import sys
@@ -77,7 +78,18 @@ A1_CUDA = [
     ("selective_scan_cuda", "vectorized_regs", "threads", SCAN, {"items": 16}, (64,)),
     ("selective_scan_cuda", "warp_shuffle_scan", "items", SCAN, {"threads": 128}, (4,)),
 ]
-PLANS = {"a1": ([], A1 + A1_CUDA)}
+# chunked_prefill_cuda's wgmma rung (new: every value built, checked, timed; its bugs at the first shape) beside the
+# cp.async rung's modelled best, at the check shape and the menu's first (a 3584-key prefix)
+CHUNK_MENU = [{"B": 1, "H": 32, "KVH": 8, "C": 512, "P": 3584, "D": 128}]
+A1_NEW = [
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK + CHUNK_MENU, {"stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "stages", CHUNK, {"BLOCK_N": 64}, (3,)),
+]
+A1_CUDA += [
+    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "BLOCK_N": 128}, (2, 3)),
+    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (3, 4)),
+]
+PLANS = {"a1": (A1_NEW, A1 + A1_CUDA)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

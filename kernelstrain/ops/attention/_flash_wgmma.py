@@ -169,12 +169,17 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
 """
 
 
-def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+def wgmma_kernel(p, task, mask=">", m0="-INFINITY", l0="0.f") -> str:
+    """The kernel's text (flash_prefill_kernel over [B*H, S, D] tensors) for BLOCK_N / stages / dtype."""
     kind = "bf16" if task.dtype == "bf16" else "f16"
-    kernel = (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
-              .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
-              .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
-              .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))
+    return (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
+            .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
+            .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
+            .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))
+
+
+def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+    kernel = wgmma_kernel(p, task, mask, m0, l0)
     return kernel + host(f"""\
     const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
     cudaFuncSetAttribute(flash_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -5,11 +5,14 @@ Ladder: scores materialized in global fp32 (scores, row-softmax and PV kernels) 
 thread per query row, K/V tiles in shared memory, online softmax, every block masked -> prefix
 blocks without a mask and only the diagonal blocks masked, future blocks skipped -> tensor cores
 (ldmatrix + mma.m16n8k16, FA2 register softmax; _flash_mma's device helpers) -> K/V streamed by
-a cp.async ring. C and P are multiples of 128, so every tile is whole.
+a cp.async ring -> on sm_90a, wgmma from 128-byte-swizzled smem (flash_prefill_cuda's warpgroup
+kernel, _flash_wgmma, with the chunk's prefix offset and the KV-head base). C and P are multiples
+of 128, so every tile is whole.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
+from ._flash_wgmma import BLOCK_M as WGMMA_M, wgmma_kernel
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
 
@@ -258,6 +261,51 @@ extern "C" __global__ void __launch_bounds__(THREADS) chunked_prefill_kernel({AR
     cudaFuncSetAttribute(chunked_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);""")
 
 
+
+def wgmma_launch(p, task):
+    """One 128-thread warpgroup per 64 chunk rows (FA3's core without warp specialization): Q and STAGES K/V stages
+    in dynamic smem, S and O on wgmma at the tensor cores' full Hopper rate (no mma.sync scale); each tile waits for
+    its S wgmma, the softmax and its PV wgmma in turn. Grid, balance and K/V re-reads as mma_launch's at BLOCK_M 64."""
+    b, h, c, pf, d, e, bn, stages = (task["B"], task["H"], task["C"], task["P"], task["D"], DTYPE_BYTES[task.dtype],
+                                     p["BLOCK_N"], p["stages"])
+    tiles = b * h * c // WGMMA_M
+    waves = cdiv(tiles, task.gpu.sms * 2)
+    balance = tiles / (waves * task.gpu.sms * 2) if waves < 4 else 1.0
+    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.92 if stages == 2 else 1.0)
+    reread = b * h * keys_visited(c, pf, WGMMA_M, bn, True) // WGMMA_M * 2 * d * e / cost_of(task).bytes
+    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (WGMMA_M + 2 * stages * bn) * d * e,
+                  regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1),
+                  traffic=1 + 0.06 * reread, tile_quant=pairs(c, pf) / keys_visited(c, pf, WGMMA_M, bn, True),
+                  compute_scale=max(0.6, balance) * shape)
+
+
+# flash_prefill_kernel's [B*H, S, D] indexing -> the chunk's: Q / O rows of [B*H, C, D], K / V of the KV head
+# bh / GROUP over P + C positions, chunk row r at position P + r (so the tiles run through P + m0 + BLOCK_M)
+WGMMA_CHUNKED = (
+    ("flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,\n"
+     "                     scalar_t* __restrict__ o, int S, float scale_log2) {",
+     "chunked_prefill_kernel(" + ARGS + ") {\n    const float scale_log2 = SCALE_LOG2;"),
+    ("const size_t base = (size_t)blockIdx.x * S * HEAD_DIM;",
+     "const size_t base = (size_t)blockIdx.x * C * HEAD_DIM;     // Q and O: this head's chunk rows\n"
+     "    const int bh = blockIdx.x;\n" + KV_BASE.rstrip("\n")),
+    ("const int ntiles = (m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;", "const int ntiles = (P + m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;"),
+    ("k + base + (size_t)j * BLOCK_N * HEAD_DIM", "kb + (size_t)j * BLOCK_N * HEAD_DIM"),
+    ("v + base + (size_t)j * BLOCK_N * HEAD_DIM", "vb + (size_t)j * BLOCK_N * HEAD_DIM"),
+    ("const bool diagonal = n0 + BLOCK_N - 1 > row0;", "const bool diagonal = n0 + BLOCK_N - 1 > P + row0;"),
+    ("e % 2 @MASK@ row0 + g + e / 2 * 8)", "e % 2 @MASK@ P + row0 + g + e / 2 * 8)"),
+)
+
+
+def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+    kernel = wgmma_kernel(p, task, "@MASK@", m0, l0)
+    for old, new in WGMMA_CHUNKED:
+        assert old in kernel, old
+        kernel = kernel.replace(old, new)
+    return kernel.replace("@MASK@", mask) + host(
+        task, "dim3(B * NUM_HEADS, C / BLOCK_M)", "THREADS", "smem", """
+    const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
+    cudaFuncSetAttribute(chunked_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);""")
+
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 ROW_PARAMS = (Param("BM", (64, 128), 128), Param("BN", (8, 16, 32), 16))
 MMA_TILES = (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64))
@@ -285,6 +333,14 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              (*MMA_TILES, Param("stages", (2, 3, 4), 3)), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.6,
              memory_eff=0.85, smem="dynamic", launch=mma_launch, render=cp_async_pipeline_src,
              bugs={"off_by_one": {"mask": ">="}}),
+        # compute_eff as flash_prefill_cuda's wgmma rung against its cp.async one (0.37 / 0.68 of 0.6), fitted as
+        # the cp.async rung until measured
+        Rung("wgmma_warpgroup", "sm_90a: one warpgroup per 64 chunk rows, S = Q K^T and O += P V on wgmma "
+             "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
+             (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
+             needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
+             smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
+             bugs={"off_by_one": {"mask": ">="}, "wrong_init": {"m0": "0.f", "l0": "1.f"}}),
     )
 
     def assemble(self, body, variant, params, task) -> str:
