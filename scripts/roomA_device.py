@@ -79,17 +79,19 @@ A1_CUDA = [
     ("selective_scan_cuda", "warp_shuffle_scan", "items", SCAN, {"threads": 128}, (4,)),
 ]
 # chunked_prefill_cuda's wgmma rung (new: every value built, checked, timed; its bugs at the first shape) beside the
-# cp.async rung's modelled best, at the check shape and the menu's first (a 3584-key prefix)
+# cp.async rung's modelled best, at the check shape and the menu's first (a 3584-key prefix); BLOCK_M 128 (two
+# warpgroups a CTA) on it and on flash_prefill_cuda's wgmma rung
 CHUNK_MENU = [{"B": 1, "H": 32, "KVH": 8, "C": 512, "P": 3584, "D": 128}]
 A1_NEW = [
-    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK + CHUNK_MENU, {"stages": 2}, (64, 128)),
-    ("chunked_prefill_cuda", "wgmma_warpgroup", "stages", CHUNK, {"BLOCK_N": 64}, (3,)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "stages": 2}, (64,)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
 ]
-A1_CUDA += [
-    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "BLOCK_N": 128}, (2, 3)),
-    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (3, 4)),
+A1_REF_CUDA = [
+    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
+    ("flash_prefill_cuda", "cp_async_pipeline", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
 ]
-PLANS = {"a1": (A1_NEW, A1 + A1_CUDA)}
+PLANS = {"a1": (A1_NEW, A1 + A1_REF_CUDA)}
 # a2 (the follow-up): flash_prefill_triton's tensor-descriptor rung (new: values and bugs) beside the pipelined rung
 # at the same configurations, the check shape and a long causal row
 FLASH_LONG = [{"B": 2, "H": 32, "S": 8192, "D": 128}]
@@ -101,7 +103,7 @@ A2 = [
     ("flash_prefill_triton", "pipelined", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 64}, (2, 4)),
     ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH + FLASH_LONG, {"BLOCK_M": 128, "num_stages": 3}, (32, 64)),
 ]
-PLANS["a2"] = (A2_NEW, A2)
+PLANS["a2"] = (A2_NEW, A2 + A1_CUDA)
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

@@ -2,7 +2,9 @@
 sm_90a without its warp specialization -- one warpgroup per 64 query rows; S = Q K^T by wgmma
 from 128-byte-swizzled smem; the online softmax on the accumulator registers; P fed back as
 wgmma's register A operand against V read transposed (MN-major) from its [keys][d] tile; K/V
-tiles in a STAGES-deep cp.async ring. The launch model and the literal host function.
+tiles in a STAGES-deep cp.async ring; BLOCK_M 128: two warpgroups (FA3's two consumer warpgroups, without
+its ping-pong) share each K/V stage, each issuing its own wgmmas on its 64 rows of the Q tile. The launch
+model and the literal host function.
 """
 from ..base import Launch, DTYPE_BYTES
 from ..matmul._gemm_ptx import SMEM_U32, WGMMA_PTX, wgmma_fn
@@ -12,17 +14,29 @@ from .flash_prefill_spec import LOG2E, causal_work, query_tiles
 BLOCK_M = 64     # one warpgroup: four warps x 16 query rows, the m64 of every wgmma
 
 
+# two warpgroups a CTA: each K/V stage's fill, barrier and swizzled reads serve 128 query rows, and one warpgroup's
+# softmax runs while the other's wgmmas do (as _flash_mma.warp_share's 64 -> 128 rows: 0.9 -> 1.0)
+TWO_WARPGROUPS = 1 / 0.9
+
+
+def warpgroups(p) -> int:
+    """Warpgroups a CTA: BLOCK_M / 64 (BLOCK_M absent: one)."""
+    return p.get("BLOCK_M", BLOCK_M) // BLOCK_M
+
+
 def wgmma_launch(p, task):
-    """One 128-thread CTA per 64 query rows; Q and STAGES K/V stages in dynamic smem. No mma.sync
-    penalty on Hopper (wgmma runs at the tensor cores' full rate); each tile still waits for its
-    S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups), and a third
+    """One 128-thread CTA (a warpgroup) per 64 query rows, or 256 threads per 128; Q and STAGES K/V stages in
+    dynamic smem. No mma.sync penalty on Hopper (wgmma runs at the tensor cores' full rate); each tile still waits
+    for its S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups), and a third
     stage keeps one more tile's loads in flight behind them."""
     s, d, elt, bn, stages = task["S"], task["D"], DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["stages"]
-    tiles, balance, reread = query_tiles(task, BLOCK_M)
-    shape = min(1.0, bn / (bn + 16) * 1.25)
-    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (BLOCK_M + 2 * stages * bn) * d * elt,
+    wg = warpgroups(p)
+    bm = BLOCK_M * wg
+    tiles, balance, reread = query_tiles(task, bm)
+    shape = min(1.0, bn / (bn + 16) * 1.25) * (TWO_WARPGROUPS if wg == 2 else 1.0)
+    return Launch(grid=tiles, threads=128 * wg, smem_bytes=1024 + (bm + 2 * stages * bn) * d * elt,
                   regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1), traffic=reread,
-                  tile_quant=causal_work(s, BLOCK_M, bn), compute_scale=balance * shape * (0.92 if stages == 2 else 1.0))
+                  tile_quant=causal_work(s, bm, bn), compute_scale=balance * shape * (0.92 if stages == 2 else 1.0))
 
 
 KERNEL = r"""#define BLOCK_M 64                      // one warpgroup: 4 warps x 16 query rows
@@ -169,10 +183,25 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
 """
 
 
+# BLOCK_M 128: two warpgroups, each wgmma's A operand its own 64 rows of the swizzled Q chunk (8 KB apart)
+TWO_WARPGROUP_TEXT = (
+    ("#define BLOCK_M 64                      // one warpgroup: 4 warps x 16 query rows",
+     "#define BLOCK_M 128                     // two warpgroups: 8 warps x 16 query rows"),
+    ("constexpr int THREADS = 128;", "constexpr int THREADS = 256;"),
+    ("wgmma_tile(s, sw128_desc(Qs + c * BLOCK_M * 128) + 2 * ks,",
+     "wgmma_tile(s, sw128_desc(Qs + c * BLOCK_M * 128 + warp / 4 * 64 * 128) + 2 * ks,"),
+)
+
+
 def wgmma_kernel(p, task, mask=">", m0="-INFINITY", l0="0.f") -> str:
-    """The kernel's text (flash_prefill_kernel over [B*H, S, D] tensors) for BLOCK_N / stages / dtype."""
+    """The kernel's text (flash_prefill_kernel over [B*H, S, D] tensors) for BLOCK_M / BLOCK_N / stages / dtype."""
     kind = "bf16" if task.dtype == "bf16" else "f16"
-    return (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
+    kernel = KERNEL
+    if warpgroups(p) == 2:
+        for old, new in TWO_WARPGROUP_TEXT:
+            assert old in kernel, old
+            kernel = kernel.replace(old, new)
+    return (kernel.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
             .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
             .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
             .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))

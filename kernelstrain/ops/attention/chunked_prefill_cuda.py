@@ -12,7 +12,7 @@ of 128, so every tile is whole.
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
-from ._flash_wgmma import BLOCK_M as WGMMA_M, wgmma_kernel
+from ._flash_wgmma import BLOCK_M as WGMMA_M, TWO_WARPGROUPS, warpgroups, wgmma_kernel
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
 
@@ -263,19 +263,22 @@ extern "C" __global__ void __launch_bounds__(THREADS) chunked_prefill_kernel({AR
 
 
 def wgmma_launch(p, task):
-    """One 128-thread warpgroup per 64 chunk rows (FA3's core without warp specialization): Q and STAGES K/V stages
-    in dynamic smem, S and O on wgmma at the tensor cores' full Hopper rate (no mma.sync scale); each tile waits for
-    its S wgmma, the softmax and its PV wgmma in turn. Grid, balance and K/V re-reads as mma_launch's at BLOCK_M 64."""
+    """One 128-thread warpgroup per 64 chunk rows, or two per 128 (FA3's core without warp specialization): Q and
+    STAGES K/V stages in dynamic smem, S and O on wgmma at the tensor cores' full Hopper rate (no mma.sync scale); each
+    tile waits for its S wgmma, the softmax and its PV wgmma in turn. Grid, balance and K/V re-reads as mma_launch's."""
     b, h, c, pf, d, e, bn, stages = (task["B"], task["H"], task["C"], task["P"], task["D"], DTYPE_BYTES[task.dtype],
                                      p["BLOCK_N"], p["stages"])
-    tiles = b * h * c // WGMMA_M
-    waves = cdiv(tiles, task.gpu.sms * 2)
-    balance = tiles / (waves * task.gpu.sms * 2) if waves < 4 else 1.0
-    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.92 if stages == 2 else 1.0)
-    reread = b * h * keys_visited(c, pf, WGMMA_M, bn, True) // WGMMA_M * 2 * d * e / cost_of(task).bytes
-    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (WGMMA_M + 2 * stages * bn) * d * e,
+    wg = warpgroups(p)
+    bm = WGMMA_M * wg
+    tiles = b * h * c // bm
+    resident = 2 // wg                          # CTAs an SM keeps busy (as mma_launch's 64 -> 2, 128 -> 1)
+    waves = cdiv(tiles, task.gpu.sms * resident)
+    balance = tiles / (waves * task.gpu.sms * resident) if waves < 4 else 1.0
+    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.92 if stages == 2 else 1.0) * (TWO_WARPGROUPS if wg == 2 else 1.0)
+    reread = b * h * keys_visited(c, pf, bm, bn, True) // bm * 2 * d * e / cost_of(task).bytes
+    return Launch(grid=tiles, threads=128 * wg, smem_bytes=1024 + (bm + 2 * stages * bn) * d * e,
                   regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1),
-                  traffic=1 + 0.06 * reread, tile_quant=pairs(c, pf) / keys_visited(c, pf, WGMMA_M, bn, True),
+                  traffic=1 + 0.06 * reread, tile_quant=pairs(c, pf) / keys_visited(c, pf, bm, bn, True),
                   compute_scale=max(0.6, balance) * shape)
 
 
@@ -335,9 +338,9 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              bugs={"off_by_one": {"mask": ">="}}),
         # compute_eff as flash_prefill_cuda's wgmma rung against its cp.async one (0.37 / 0.68 of 0.6), fitted as
         # the cp.async rung until measured
-        Rung("wgmma_warpgroup", "sm_90a: one warpgroup per 64 chunk rows, S = Q K^T and O += P V on wgmma "
+        Rung("wgmma_warpgroup", "sm_90a: one or two warpgroups (64 chunk rows each), S = Q K^T and O += P V on wgmma "
              "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
-             (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
+             (Param("BLOCK_M", (64, 128), 64), Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
              needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
              smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}, "wrong_init": {"m0": "0.f", "l0": "1.f"}}),
