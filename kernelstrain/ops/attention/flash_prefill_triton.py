@@ -17,7 +17,6 @@ from .flash_prefill_spec import ENTRY, LOG2E, FlashPrefillSpec, causal_balance, 
 BM = Param("BLOCK_M", (64, 128), 128)
 BN = Param("BLOCK_N", (32, 64), 64)
 WARPS = Param("num_warps", (4, 8), 4)
-PIPELINED = (BM, Param("BLOCK_N", (32, 64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2))
 RESCALE = " * alpha[:, None]"
 M0, L0 = 'float("-inf")', "0.0"
 WRONG_INIT = {"m0": "0.0", "l0": "1.0"}   # (m, l) start at (0, 1): a phantom key of score 0 and value 0
@@ -299,11 +298,12 @@ class FlashPrefillTriton(FlashPrefillSpec):
              (BM, BN, WARPS), path="fp16", compute_eff=0.47, smem="dynamic", launch=fused_launch(),
              render=causal_block_skip_src, bugs={"off_by_one": {"causal": ">"}, "wrong_init": WRONG_INIT}),
         Rung("pipelined", "num_stages-deep cp.async K/V ring, exp2 with log2(e) folded into the scale",
-             PIPELINED, path="fp16", compute_eff=0.62, smem="dynamic", launch=fused_launch(), render=pipelined_src,
+             (BM, Param("BLOCK_N", (32, 64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16",
+             compute_eff=0.62, smem="dynamic", launch=fused_launch(), render=pipelined_src,
              bugs={"off_by_one": {"causal": ">"}, "missing_scale": {"rescale": ""}}),
         Rung("tma_descriptors", "Q/K/V tiles by tensor descriptor (TMA copies into swizzled smem on Hopper), O "
-             "stored through one; the pipelined loop", PIPELINED, path="fp16",
-             compute_eff=0.62, smem="dynamic", launch=tma_launch, render=tma_descriptors_src, fit_as="pipelined",
+             "stored through one; the pipelined loop",
+             (BM, Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.62, smem="dynamic", launch=tma_launch, render=tma_descriptors_src, fit_as="pipelined",
              bugs={"off_by_one": {"causal": ">"}, "wrong_init": WRONG_INIT}),
         Rung("persistent", "one program per SM slot loops over query tiles, longest (last) rows first",
              (BM, Param("BLOCK_N", (64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2),
