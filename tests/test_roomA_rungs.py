@@ -61,3 +61,14 @@ def test_descriptor_rung_gains_only_with_tma(gpu, faster):
     params = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     tma, ptr = (simulate(m, m.variant(tag), params, task).time_ms for tag in ("tma_descriptors", "pipelined"))
     assert (tma < ptr) == faster
+
+
+def test_qkv_rope_64_wide_pipelined_tiles_cost_what_the_h100_measured():
+    """H100 (measurements/h100_gpucheck_kigrid.json): 128 x 64 x 64 tiles at 3 stages, 8 warps, 175.9 us against
+    128 x 128's 149.7 (1.17x) at T=4096 HID=2048 H=16 KVH=16 D=64; gemm_fp16_triton's 64-wide factor said 2.08x."""
+    m = REGISTRY["fused_qkv_rope_triton"]
+    v = m.variant("pipelined_stages")
+    task = make_task(m, "H100", "bf16", {"T": 4096, "HID": 2048, "H": 16, "KVH": 16, "D": 64})
+    base = {"BLOCK_M": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}
+    n64, n128 = (simulate(m, v, {**base, "BLOCK_N": bn}, task).time_ms for bn in (64, 128))
+    assert 1.0 < n64 / n128 < 1.4
