@@ -88,6 +88,9 @@ A1_NEW = [
     ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
 ]
 A1_REF_CUDA = [
+    # off the lists: 32-key tiles (m64n32k16) and a 4-deep ring on the chunked wgmma rung
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "stages": 2}, (32,)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "stages", CHUNK, {"BLOCK_M": 64, "BLOCK_N": 64}, (4,)),
     ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
     ("flash_prefill_cuda", "cp_async_pipeline", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
 ]
