@@ -72,3 +72,14 @@ def test_qkv_rope_64_wide_pipelined_tiles_cost_what_the_h100_measured():
     base = {"BLOCK_M": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}
     n64, n128 = (simulate(m, v, {**base, "BLOCK_N": bn}, task).time_ms for bn in (64, 128))
     assert 1.0 < n64 / n128 < 1.4
+
+
+@pytest.mark.parametrize("stages, measured_us", [(2, 223.6), (3, 443.8)])
+def test_spilling_persistent_window_tiles_cost_what_the_h100_measured(stages, measured_us):
+    """sliding_window_attn_triton's persistent 128 x 64 tiles on 4 warps spill (~300 registers a thread); H100
+    (measurements/h100_sim30_checks.json, B=2 H=16 S=3000 D=128 W=1024): 223.6 us at 2 stages, 443.8 at 3 (one
+    program an SM). The spill penalty of 255 / (255 + 2 spill) timed them 1.3-1.45x slow (27 such rows: 1.29x)."""
+    m = REGISTRY["sliding_window_attn_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024})
+    params = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": stages}
+    assert 0.8 < simulate(m, m.variant("persistent_tiles"), params, task).time_ms * 1e3 / measured_us < 1.25
