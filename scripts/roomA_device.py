@@ -19,10 +19,6 @@ import os
 import sys
 from pathlib import Path
 
-# the rungs and values no device has run yet (chunked_prefill_cuda's wgmma rung, BLOCK_M 128 on both wgmma rungs;
-# kernelstrain/ops/attention/_flash_wgmma.py) are offered with this setting, before kernelstrain is imported
-os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import room_device_check  # noqa: E402

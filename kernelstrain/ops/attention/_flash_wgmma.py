@@ -6,19 +6,18 @@ tiles in a STAGES-deep cp.async ring; BLOCK_M 128: two warpgroups (FA3's two con
 its ping-pong) share each K/V stage, each issuing its own wgmmas on its 64 rows of the Q tile. The launch
 model and the literal host function.
 """
-import os
-
 from ..base import Launch, Param, DTYPE_BYTES
 from ..matmul._gemm_ptx import SMEM_U32, WGMMA_PTX, wgmma_fn
 from ._flash_mma import host
 from .flash_prefill_spec import LOG2E, causal_work, query_tiles
 
 BLOCK_M = 64     # one warpgroup: four warps x 16 query rows, the m64 of every wgmma
-# BLOCK_M 128 (two warpgroups) here and chunked_prefill_cuda's wgmma rung are rendered, built for sm_90a (nvcc 13.0)
-# and read, but no device has run them yet: the profiles offer them only with KERNELSTRAIN_DEVICE_UNCHECKED=1
-# (scripts/roomA_device.py sets it to build, check and time them); off, renders and grids are as before them
-DEVICE_UNCHECKED = os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1"
-WARPGROUP_ROWS = (Param("BLOCK_M", (64, 128), 64),) if DEVICE_UNCHECKED else ()
+# BLOCK_M 128 (two warpgroups). H100 (scripts/roomA_device.py plan a1, 2026-12-06 13:44 UTC, every value correct,
+# every off_by_one caught): chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536, 128 rows 54.1 us against 64 rows' 71.7
+# (model 57.0 / 70.6) and the cp.async rung's best 65.6; B=1 H=32 KVH=8 C=512 P=3584 103.2 / 141.7 (model 117.8 /
+# 145.7; cp.async 124.5); flash_prefill_cuda B=1 H=32 S=2048 131.3 / 136.2 (model 155.8 / 148.7: the causal balance
+# the model charges 128-row tiles is too large here)
+WARPGROUP_ROWS = (Param("BLOCK_M", (64, 128), 64),)
 
 
 # two warpgroups a CTA: each K/V stage's fill, barrier and swizzled reads serve 128 query rows, and one warpgroup's

@@ -269,7 +269,7 @@ class FlashPrefillCuda(FlashPrefillSpec):
         # wgmma's rate, which mma.sync reaches only in part on Hopper (gpus.mma_sync_rate)
         # compute_eff 0.37: on an H100 (2026-12-05, gpu_check, B=1 H=32 S=2048 D=128 bf16, default params) this rung
         # ran 0.1364 ms against cp_async_pipeline's 0.1578 ms; at 0.62 the model said 0.081 ms (sim/measured 0.59)
-        Rung("wgmma_warpgroup", "sm_90a: one warpgroup per 64 query rows, S = Q K^T and O += P V on wgmma "
+        Rung("wgmma_warpgroup", "sm_90a: one or two warpgroups (64 query rows each), S = Q K^T and O += P V on wgmma "
              "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
              (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
              needs=frozenset({"wgmma", "inline_ptx", "cp_async"}),

@@ -205,8 +205,12 @@ def persistent_src(p, task, m0=M0, l0=L0, rescale=RESCALE):
 
 # tensor descriptors: a Hopper load is one TMA copy into swizzled shared memory (no per-thread address math, no
 # register staging); without TMA hardware Triton lowers a descriptor to pointer loads (as gemm_fp16_triton's
-# persistent_tma rung, 0.93). The gain is modelled, not yet measured (scripts/roomA_device.py plan a2).
-TMA_GAIN, NO_TMA = 1.08, 0.93
+# persistent_tma rung, 0.93). H100 (scripts/roomA_device.py plan a1, 2026-12-06 13:44 UTC, every value correct, every
+# bug caught), B=1 H=32 S=2048 D=128, descriptor / pointer rung at the same tiles: 64x64 2 stages 131.1 / 121.8 us,
+# 3 stages 110.2 / 104.3, 128x32 3 stages 134.9 / 133.0, 128x64 3 stages 143.6 / 124.5: 1.07x slower (geomean), not
+# the 1.08x faster first modelled. Triton 3.9's pointer pipeliner already streams these tiles by cp.async; the rung
+# stays as the technique an engineer tries and reverts here.
+TMA_GAIN, NO_TMA = 0.92, 0.93
 
 
 def tma_launch(p, task):
