@@ -2,27 +2,47 @@
 sm_90a without its warp specialization -- one warpgroup per 64 query rows; S = Q K^T by wgmma
 from 128-byte-swizzled smem; the online softmax on the accumulator registers; P fed back as
 wgmma's register A operand against V read transposed (MN-major) from its [keys][d] tile; K/V
-tiles in a STAGES-deep cp.async ring. The launch model and the literal host function.
+tiles in a STAGES-deep cp.async ring; BLOCK_M 128: two warpgroups (FA3's two consumer warpgroups, without
+its ping-pong) share each K/V stage, each issuing its own wgmmas on its 64 rows of the Q tile. The launch
+model and the literal host function.
 """
-from ..base import Launch, DTYPE_BYTES
+from ..base import Launch, Param, DTYPE_BYTES
 from ..matmul._gemm_ptx import SMEM_U32, WGMMA_PTX, wgmma_fn
 from ._flash_mma import host
 from .flash_prefill_spec import LOG2E, causal_work, query_tiles
 
 BLOCK_M = 64     # one warpgroup: four warps x 16 query rows, the m64 of every wgmma
+# BLOCK_M 128 (two warpgroups). H100 (scripts/roomA_device.py plan a1, 2026-12-06 13:44 UTC, every value correct,
+# every off_by_one caught): chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536, 128 rows 54.1 us against 64 rows' 71.7
+# (model 57.0 / 70.6) and the cp.async rung's best 65.6; B=1 H=32 KVH=8 C=512 P=3584 103.2 / 141.7 (model 117.8 /
+# 145.7; cp.async 124.5); flash_prefill_cuda B=1 H=32 S=2048 131.3 / 136.2 (model 155.8 / 148.7: the causal balance
+# the model charges 128-row tiles is too large here)
+WARPGROUP_ROWS = (Param("BLOCK_M", (64, 128), 64),)
+
+
+# two warpgroups a CTA: each K/V stage's fill, barrier and swizzled reads serve 128 query rows, and one warpgroup's
+# softmax runs while the other's wgmmas do (as _flash_mma.warp_share's 64 -> 128 rows: 0.9 -> 1.0)
+TWO_WARPGROUPS = 1 / 0.9
+
+
+def warpgroups(p) -> int:
+    """Warpgroups a CTA: BLOCK_M / 64 (BLOCK_M absent: one)."""
+    return p.get("BLOCK_M", BLOCK_M) // BLOCK_M
 
 
 def wgmma_launch(p, task):
-    """One 128-thread CTA per 64 query rows; Q and STAGES K/V stages in dynamic smem. No mma.sync
-    penalty on Hopper (wgmma runs at the tensor cores' full rate); each tile still waits for its
-    S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups), and a third
+    """One 128-thread CTA (a warpgroup) per 64 query rows, or 256 threads per 128; Q and STAGES K/V stages in
+    dynamic smem. No mma.sync penalty on Hopper (wgmma runs at the tensor cores' full rate); each tile still waits
+    for its S wgmma, the softmax and its PV wgmma in turn (no ping-pong between warpgroups), and a third
     stage keeps one more tile's loads in flight behind them."""
     s, d, elt, bn, stages = task["S"], task["D"], DTYPE_BYTES[task.dtype], p["BLOCK_N"], p["stages"]
-    tiles, balance, reread = query_tiles(task, BLOCK_M)
-    shape = min(1.0, bn / (bn + 16) * 1.25)
-    return Launch(grid=tiles, threads=128, smem_bytes=1024 + (BLOCK_M + 2 * stages * bn) * d * elt,
+    wg = warpgroups(p)
+    bm = BLOCK_M * wg
+    tiles, balance, reread = query_tiles(task, bm)
+    shape = min(1.0, bn / (bn + 16) * 1.25) * (TWO_WARPGROUPS if wg == 2 else 1.0)
+    return Launch(grid=tiles, threads=128 * wg, smem_bytes=1024 + (bm + 2 * stages * bn) * d * elt,
                   regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1), traffic=reread,
-                  tile_quant=causal_work(s, BLOCK_M, bn), compute_scale=balance * shape * (0.92 if stages == 2 else 1.0))
+                  tile_quant=causal_work(s, bm, bn), compute_scale=balance * shape * (0.92 if stages == 2 else 1.0))
 
 
 KERNEL = r"""#define BLOCK_M 64                      // one warpgroup: 4 warps x 16 query rows
@@ -169,12 +189,32 @@ flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict_
 """
 
 
-def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+# BLOCK_M 128: two warpgroups, each wgmma's A operand its own 64 rows of the swizzled Q chunk (8 KB apart)
+TWO_WARPGROUP_TEXT = (
+    ("#define BLOCK_M 64                      // one warpgroup: 4 warps x 16 query rows",
+     "#define BLOCK_M 128                     // two warpgroups: 8 warps x 16 query rows"),
+    ("constexpr int THREADS = 128;", "constexpr int THREADS = 256;"),
+    ("wgmma_tile(s, sw128_desc(Qs + c * BLOCK_M * 128) + 2 * ks,",
+     "wgmma_tile(s, sw128_desc(Qs + c * BLOCK_M * 128 + warp / 4 * 64 * 128) + 2 * ks,"),
+)
+
+
+def wgmma_kernel(p, task, mask=">", m0="-INFINITY", l0="0.f") -> str:
+    """The kernel's text (flash_prefill_kernel over [B*H, S, D] tensors) for BLOCK_M / BLOCK_N / stages / dtype."""
     kind = "bf16" if task.dtype == "bf16" else "f16"
-    kernel = (KERNEL.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
-              .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
-              .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
-              .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))
+    kernel = KERNEL
+    if warpgroups(p) == 2:
+        for old, new in TWO_WARPGROUP_TEXT:
+            assert old in kernel, old
+            kernel = kernel.replace(old, new)
+    return (kernel.replace("@BN@", str(p["BLOCK_N"])).replace("@STAGES@", str(p["stages"]))
+            .replace("@PTX@", SMEM_U32 + WGMMA_PTX + wgmma_fn(kind, p["BLOCK_N"]))
+            .replace("@TY@", kind).replace("@PACK@", "__floats2bfloat162_rn" if kind == "bf16" else "__floats2half2_rn")
+            .replace("@MASK@", mask).replace("@M0@", m0).replace("@L0@", l0))
+
+
+def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+    kernel = wgmma_kernel(p, task, mask, m0, l0)
     return kernel + host(f"""\
     const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
     cudaFuncSetAttribute(flash_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -5,11 +5,14 @@ Ladder: scores materialized in global fp32 (scores, row-softmax and PV kernels) 
 thread per query row, K/V tiles in shared memory, online softmax, every block masked -> prefix
 blocks without a mask and only the diagonal blocks masked, future blocks skipped -> tensor cores
 (ldmatrix + mma.m16n8k16, FA2 register softmax; _flash_mma's device helpers) -> K/V streamed by
-a cp.async ring. C and P are multiples of 128, so every tile is whole.
+a cp.async ring -> on sm_90a, wgmma from 128-byte-swizzled smem (flash_prefill_cuda's warpgroup
+kernel, _flash_wgmma, with the chunk's prefix offset and the KV-head base). C and P are multiples
+of 128, so every tile is whole.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
+from ._flash_wgmma import BLOCK_M as WGMMA_M, TWO_WARPGROUPS, WARPGROUP_ROWS, warpgroups, wgmma_kernel
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
 
@@ -258,6 +261,54 @@ extern "C" __global__ void __launch_bounds__(THREADS) chunked_prefill_kernel({AR
     cudaFuncSetAttribute(chunked_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);""")
 
 
+
+def wgmma_launch(p, task):
+    """One 128-thread warpgroup per 64 chunk rows, or two per 128 (FA3's core without warp specialization): Q and
+    STAGES K/V stages in dynamic smem, S and O on wgmma at the tensor cores' full Hopper rate (no mma.sync scale); each
+    tile waits for its S wgmma, the softmax and its PV wgmma in turn. Grid, balance and K/V re-reads as mma_launch's."""
+    b, h, c, pf, d, e, bn, stages = (task["B"], task["H"], task["C"], task["P"], task["D"], DTYPE_BYTES[task.dtype],
+                                     p["BLOCK_N"], p["stages"])
+    wg = warpgroups(p)
+    bm = WGMMA_M * wg
+    tiles = b * h * c // bm
+    resident = 2 // wg                          # CTAs an SM keeps busy (as mma_launch's 64 -> 2, 128 -> 1)
+    waves = cdiv(tiles, task.gpu.sms * resident)
+    balance = tiles / (waves * task.gpu.sms * resident) if waves < 4 else 1.0
+    shape = min(1.0, bn / (bn + 16) * 1.25) * (0.92 if stages == 2 else 1.0) * (TWO_WARPGROUPS if wg == 2 else 1.0)
+    reread = b * h * keys_visited(c, pf, bm, bn, True) // bm * 2 * d * e / cost_of(task).bytes
+    return Launch(grid=tiles, threads=128 * wg, smem_bytes=1024 + (bm + 2 * stages * bn) * d * e,
+                  regs=min(255, 48 + bn // 2 + d // 2 + bn // 4), bytes_per_access=16 * (stages - 1),
+                  traffic=1 + 0.06 * reread, tile_quant=pairs(c, pf) / keys_visited(c, pf, bm, bn, True),
+                  compute_scale=max(0.6, balance) * shape)
+
+
+# flash_prefill_kernel's [B*H, S, D] indexing -> the chunk's: Q / O rows of [B*H, C, D], K / V of the KV head
+# bh / GROUP over P + C positions, chunk row r at position P + r (so the tiles run through P + m0 + BLOCK_M)
+WGMMA_CHUNKED = (
+    ("flash_prefill_kernel(const scalar_t* __restrict__ q, const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,\n"
+     "                     scalar_t* __restrict__ o, int S, float scale_log2) {",
+     "chunked_prefill_kernel(" + ARGS + ") {\n    const float scale_log2 = SCALE_LOG2;"),
+    ("const size_t base = (size_t)blockIdx.x * S * HEAD_DIM;",
+     "const size_t base = (size_t)blockIdx.x * C * HEAD_DIM;     // Q and O: this head's chunk rows\n"
+     "    const int bh = blockIdx.x;\n" + KV_BASE.rstrip("\n")),
+    ("const int ntiles = (m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;", "const int ntiles = (P + m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N;"),
+    ("k + base + (size_t)j * BLOCK_N * HEAD_DIM", "kb + (size_t)j * BLOCK_N * HEAD_DIM"),
+    ("v + base + (size_t)j * BLOCK_N * HEAD_DIM", "vb + (size_t)j * BLOCK_N * HEAD_DIM"),
+    ("const bool diagonal = n0 + BLOCK_N - 1 > row0;", "const bool diagonal = n0 + BLOCK_N - 1 > P + row0;"),
+    ("e % 2 @MASK@ row0 + g + e / 2 * 8)", "e % 2 @MASK@ P + row0 + g + e / 2 * 8)"),
+)
+
+
+def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+    kernel = wgmma_kernel(p, task, "@MASK@", m0, l0)
+    for old, new in WGMMA_CHUNKED:
+        assert old in kernel, old
+        kernel = kernel.replace(old, new)
+    return kernel.replace("@MASK@", mask) + host(
+        task, "dim3(B * NUM_HEADS, C / BLOCK_M)", "THREADS", "smem", """
+    const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
+    cudaFuncSetAttribute(chunked_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);""")
+
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 ROW_PARAMS = (Param("BM", (64, 128), 128), Param("BN", (8, 16, 32), 16))
 MMA_TILES = (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64))
@@ -284,6 +335,16 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
         Rung("cp_async_pipeline", "K/V tiles streamed by a cp.async ring of STAGES buffers (dynamic smem)",
              (*MMA_TILES, Param("stages", (2, 3, 4), 3)), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.6,
              memory_eff=0.85, smem="dynamic", launch=mma_launch, render=cp_async_pipeline_src,
+             bugs={"off_by_one": {"mask": ">="}}),
+        # compute_eff as flash_prefill_cuda's wgmma rung against its cp.async one (0.37 / 0.68 of 0.6), fitted as
+        # the cp.async rung until the fit measures it; the H100's times (_flash_wgmma.WARPGROUP_ROWS) within 0.97-1.14
+        # of the model's. No wrong_init: a phantom key of score 0 hides behind P >= 512 prefix keys (the H100 matched
+        # it at B=2 H=16 C=512 P=1536, 3 renders of 3), as the module's other rungs leave it out
+        Rung("wgmma_warpgroup", "sm_90a: one or two warpgroups (64 chunk rows each), S = Q K^T and O += P V on wgmma "
+             "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
+             (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
+             needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
+             smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}}),
     )
 

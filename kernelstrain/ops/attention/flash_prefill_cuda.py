@@ -10,7 +10,7 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
 from ._flash_mma import SYNC, STAGE_SYNC, cp_async_pipeline_src, host, mma_launch, mma_sync_src
-from ._flash_wgmma import wgmma_launch, wgmma_src
+from ._flash_wgmma import WARPGROUP_ROWS, wgmma_launch, wgmma_src
 from .flash_prefill_spec import ENTRY, FlashPrefillSpec, causal_work, query_tiles
 
 FP32_TILES = (Param("BLOCK_M", (16, 32, 64), 32), Param("BLOCK_N", (32, 64), 32), Param("threads", (128, 256), 128))
@@ -269,9 +269,10 @@ class FlashPrefillCuda(FlashPrefillSpec):
         # wgmma's rate, which mma.sync reaches only in part on Hopper (gpus.mma_sync_rate)
         # compute_eff 0.37: on an H100 (2026-12-05, gpu_check, B=1 H=32 S=2048 D=128 bf16, default params) this rung
         # ran 0.1364 ms against cp_async_pipeline's 0.1578 ms; at 0.62 the model said 0.081 ms (sim/measured 0.59)
-        Rung("wgmma_warpgroup", "sm_90a: one warpgroup per 64 query rows, S = Q K^T and O += P V on wgmma "
+        Rung("wgmma_warpgroup", "sm_90a: one or two warpgroups (64 query rows each), S = Q K^T and O += P V on wgmma "
              "(swizzled smem descriptors, P as the register operand, V read transposed), STAGES-deep cp.async K/V ring",
-             (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)), needs=frozenset({"wgmma", "inline_ptx", "cp_async"}),
+             (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3), 2)),
+             needs=frozenset({"wgmma", "inline_ptx", "cp_async"}),
              path="fp16",
              compute_eff=0.37, smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),

@@ -3,8 +3,11 @@
 Ladder: scores materialised in global memory (QK^T, row softmax over the full row, PV: three
 kernels) -> fused blocked online softmax with tl.dot over every key block -> causal block
 skipping (mask only the diagonal band) -> software-pipelined K/V loads (num_stages) and
-exp2 -> persistent programs walking query tiles heavy-first.
+exp2 -> tensor descriptors (Q/K/V tiles by TMA into swizzled shared memory on Hopper, O stored
+through one) -> persistent programs walking query tiles heavy-first.
 """
+from dataclasses import replace
+
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, launch_stages, triton_ptr
 from ._attn_check import triton_check
 from ._flash_materialized_triton import materialized_scores_src
@@ -200,6 +203,90 @@ def persistent_src(p, task, m0=M0, l0=L0, rescale=RESCALE):
     return attend(rescale, "tl.exp2") + kernel(p, task, loop + body, m0, l0, persistent=True)
 
 
+# tensor descriptors: a Hopper load is one TMA copy into swizzled shared memory (no per-thread address math, no
+# register staging); without TMA hardware Triton lowers a descriptor to pointer loads (as gemm_fp16_triton's
+# persistent_tma rung, 0.93). H100 (scripts/roomA_device.py plan a1, 2026-12-06 13:44 UTC, every value correct, every
+# bug caught), B=1 H=32 S=2048 D=128, descriptor / pointer rung at the same tiles: 64x64 2 stages 131.1 / 121.8 us,
+# 3 stages 110.2 / 104.3, 128x32 3 stages 134.9 / 133.0, 128x64 3 stages 143.6 / 124.5: 1.07x slower (geomean), not
+# the 1.08x faster first modelled. Triton 3.9's pointer pipeliner already streams these tiles by cp.async; the rung
+# stays as the technique an engineer tries and reverts here.
+TMA_GAIN, NO_TMA = 0.92, 0.93
+
+
+def tma_launch(p, task):
+    """The pipelined rung's launch with K/V (and Q) tiles by descriptor: on Hopper the pipeliner keeps a full ring of
+    stages (triton_full_stage_rows) and the copies leave the warps' load slots free."""
+    launch = _fused_launch(p, task, True)
+    gain = TMA_GAIN if "tma" in task.gpu.features else NO_TMA
+    return replace(launch, compute_scale=launch.compute_scale * gain)
+
+
+TMA_ATTEND = '''
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_desc, v_desc, kv0, offs_m, lo, hi, qk_scale, BLOCK_N: tl.constexpr,
+            MASKED: tl.constexpr):
+    # key blocks [lo, hi) of this head (rows kv0 + lo ... of the [B*H*S, D] K and V): each tile one descriptor load
+    for start_n in range(lo, hi, BLOCK_N):
+        k = k_desc.load([kv0 + start_n, 0])
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if MASKED:
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            s = tl.where(offs_m[:, None] {causal} offs_n[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        v = v_desc.load([kv0 + start_n, 0])
+        acc = acc{rescale} + tl.dot(p.to(v.dtype), v)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+    return acc, l_i, m_i
+'''
+
+
+def tma_descriptors_src(p, task, causal=">=", rescale=RESCALE, m0=M0, l0=L0):
+    return TMA_ATTEND.format(causal=causal, rescale=rescale) + f'''
+@triton.jit
+def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, BH, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    # q, k, v, o as [B*H*S, D] row-major; a head's rows start at bh * S, and BLOCK_M / BLOCK_N divide S, so no tile
+    # crosses a head
+    q_desc = tl.make_tensor_descriptor(q_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(o_ptr, shape=[BH * S, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
+    kv0 = bh * S
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    q = q_desc.load([kv0 + start_m * BLOCK_M, 0])
+    m_i = tl.full([BLOCK_M], {m0}, tl.float32)
+    l_i = tl.full([BLOCK_M], {l0}, tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # keys left of the diagonal band need no mask; only the band does (it starts on a BLOCK_N boundary)
+    band = start_m * BLOCK_M // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, kv0, offs_m, 0, band, qk_scale, BLOCK_N, False)
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, kv0, offs_m, band, (start_m + 1) * BLOCK_M, qk_scale,
+                            BLOCK_N, True)
+    o_desc.store([kv0 + start_m * BLOCK_M, 0], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty))
+
+
+def _alloc(size: int, alignment: int, stream):
+    # device-side descriptors need a small global scratch buffer per program
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+{ENTRY.py_def(task)}:
+    B, H, S, D = q.shape
+    BLOCK_M, BLOCK_N = {p["BLOCK_M"]}, {p["BLOCK_N"]}
+    assert S % BLOCK_M == 0 and S % BLOCK_N == 0, "tiles must divide the sequence"
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    triton.set_allocator(_alloc)
+    flash_prefill_kernel[(S // BLOCK_M, B * H)](q, k, v, o, S, B * H, scale * {LOG2E!r}, HEAD_DIM=D, BLOCK_M=BLOCK_M,
+                         BLOCK_N=BLOCK_N, num_warps={p["num_warps"]}, num_stages={p["num_stages"]})
+    return o
+'''
+
 class FlashPrefillTriton(FlashPrefillSpec):
     impl = "triton"
     check_adapter = staticmethod(triton_check)
@@ -218,6 +305,10 @@ class FlashPrefillTriton(FlashPrefillSpec):
              (BM, Param("BLOCK_N", (32, 64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16",
              compute_eff=0.62, smem="dynamic", launch=fused_launch(), render=pipelined_src,
              bugs={"off_by_one": {"causal": ">"}, "missing_scale": {"rescale": ""}}),
+        Rung("tma_descriptors", "Q/K/V tiles by tensor descriptor (TMA copies into swizzled smem on Hopper), O "
+             "stored through one; the pipelined loop",
+             (BM, Param("BLOCK_N", (32, 64), 64), WARPS, Param("num_stages", (2, 3), 2)), path="fp16", compute_eff=0.62, smem="dynamic", launch=tma_launch, render=tma_descriptors_src, fit_as="pipelined",
+             bugs={"off_by_one": {"causal": ">"}, "wrong_init": WRONG_INIT}),
         Rung("persistent", "one program per SM slot loops over query tiles, longest (last) rows first",
              (BM, Param("BLOCK_N", (64, 128), 64), WARPS, Param("num_stages", (2, 3, 4), 2),
               Param("PROGRAMS_PER_SM", (1, 2), 2)), path="fp16", compute_eff=0.64, smem="dynamic",
@@ -235,6 +326,9 @@ class FlashPrefillTriton(FlashPrefillSpec):
         warps, stages = params["num_warps"], launch_stages(params, task)   # the compile spec is what the launch runs
         if "PROGRAMS_PER_SM" in params:
             sig = {**sig, "BH": "i32"}
+        if variant.tag == "tma_descriptors":
+            sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "S": "i32", "BH": "i32", "qk_scale": "fp32",
+                   "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}
         if variant.tag != "materialized_scores":
             return [KernelSpec("flash_prefill_kernel", sig, consts, warps, stages)]
         scores = {"q_ptr": ptr, "k_ptr": ptr, "s_ptr": "*fp32", "S": "i32", "scale": "fp32",

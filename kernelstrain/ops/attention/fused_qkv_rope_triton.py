@@ -25,6 +25,11 @@ WARPS = Param("num_warps", (4, 8), 4)
 # KNOBT_SET=tuning2) and gemm_fp16_triton's grouped_swizzle, no rope epilogue, 514.9 -> 488.9 at 4096^3: no factor.
 # dot_then_rope (84.2 -> 126.8 at 64 x 64) pays its fp32 scratch store at 8 warps in the model already (1.33x).
 EIGHT_WARPS_ROPE_EPILOGUE = 0.68
+# 64-wide wgmma tiles on the pipelined rung: gemm_fp16_triton's WGMMA_N64 (0.5: 1.43x at 4096^3) over-states the loss
+# on these GEMMs. Measured (no new call; measurements/*.json): T=4096 HID=2048 H=16 KVH=16 D=64, 128 x 64 x 64 at 3
+# stages 8 warps 175.9 us against 128 x 128's 149.7 on an H100 (1.17x; WGMMA_N64 modelled 2.08x); at T=1024 HID=3584
+# H=28 KVH=4 the 64-wide pipelined tiles ran 120.6 us (H200) and 130.9 (H100) where the model said 258 / 251.
+QKV_N64 = 0.86
 ROT0 = "y0 * c - y1 * s"
 NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
 ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
@@ -41,7 +46,9 @@ GSIZE = "tl.minimum(num_pid_m - first_m, GROUP_M)"
 
 def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
     def launch(p, task):
-        lm = tile_launch(l2_hit, mode, n64=mode == "pipelined")(p, gemm_view(task))
+        lm = tile_launch(l2_hit, mode)(p, gemm_view(task))
+        if mode == "pipelined" and p["BLOCK_N"] == 64 and "wgmma" in task.gpu.features:
+            lm = replace(lm, compute_scale=lm.compute_scale * QKV_N64)
         # the epilogue's pair split / join converts the tile's layout through shared memory, after
         # the K loop (its buffers are free again): the whole 16-bit tile from wgmma's layout (H100
         # metadata.shared), in rounds on mma.sync (A100: 16 KB for 128 x 128 at 4 warps); unpipelined

@@ -72,12 +72,14 @@ def _tile_launch(p, task, skip, persistent):
         # 223.6 / 297.5 us at 2 stages (two programs an SM) and 443.8 / 549.5 at 3 (one: 2.0x / 1.8x), the same
         # tile on 8 warps (no spill) 166.8-189.5 at either depth (h100_gpucheck_simgrid.json)
         hidden = min(1.0, per_sm / 2) if spill else 1.0
+    # a spilled register's round trip is mostly an L1 hit: 255 / (255 + spill / 2) (was 2 spill: the 27 persistent
+    # 128-row 4-warp rows measured (H100/H200 gpu-check, sim30) ran 1.29x faster than it timed them, geomean; now 0.98)
     # K/V re-reads by later query tiles mostly hit L2 (a head's window is a few MB)
     reread = b * h * (work // bm) * 2 * d * e / cost_of(task).bytes
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                   bytes_per_access=max(16, kv_tile * max(1, stages - 1) // threads // 2),
                   traffic=1 + l2_miss * reread + spill / 128,
-                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * hidden * 255 / (255 + 2 * spill),
+                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * prologue * hidden * 255 / (255 + spill // 2),
                   tile_quant=useful / work)
 
 

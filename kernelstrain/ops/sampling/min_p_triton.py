@@ -13,7 +13,7 @@ from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
 from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
 
-BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 2048)
+BLOCK = Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
 THRESH = "M + tl.log(tl.load(mp_ptr + row))"         # p >= min_p * p_max  <=>  x >= M + log(min_p)
 NO_MIN_P = {"thresh": "M"}

@@ -1,0 +1,147 @@
+"""Device plan of roomA's modules (issue 26 item 2, issue 30): scripts/room_device_check.py's harness (every value
+built, checked against the PyTorch reference and timed beside the simulator; every bug at a NEW parameter's smallest
+and largest values must fail) over the plans below, then each group's values ranked by the device and by the
+simulator (room_device_check_triton.ranking).
+
+    python3 scripts/roomA_device.py                       # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    ROOMA_PLAN=a2 python3 scripts/roomA_device.py          # another plan of PLANS (default: a1)
+    KNOBA_REHEARSE=3 python3 scripts/roomA_device.py       # no GPU: the first 3 cases through every path but the GPU's
+
+a1: the neighbourhood of the simulator's best configuration of the top rungs of eight modules, one parameter at a time,
+with values past the ends of the lists where room_table.py's `edges` put the best (off the menus, given explicitly:
+BLOCK_M 32 / num_warps 2 / num_stages 1 and 5 on the Triton attention tiles, BLOCK_N 256, mamba's BLOCK_D 128 and 32
+programs an SM, min_p's 8192-wide blocks, fused_qkv_rope's BLOCK_K 128 / BLOCK_N 256) and the configurations a
+kernel engineer starts from on sm_90 (FlashAttention-2's Triton tiles: BLOCK_M 128, BLOCK_N 64, 8 warps): whether
+the device orders them as the model does, and which extensions are worth adding. New: chunked_prefill_cuda's wgmma
+rung (its values and bug renders) beside the cp.async rung.
+"""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+
+# (module, rung, parameter, shapes, base, values): as room_device_check's entries
+SWA = [{"B": 8, "H": 32, "S": 3000, "D": 128, "W": 1024}]
+FLASH = [{"B": 1, "H": 32, "S": 2048, "D": 128}]
+TREE = [{"B": 8, "H": 32, "P": 2011, "N": 32, "D": 128}, {"B": 1, "H": 32, "P": 4093, "N": 64, "D": 128}]
+CHUNK = [{"B": 2, "H": 16, "KVH": 4, "C": 512, "P": 1536, "D": 128}]
+DECODE = [{"B": 8, "H": 32, "KVH": 8, "S": 4096, "W": 1000, "D": 128}]
+DECODE_B1 = [{"B": 1, "H": 32, "KVH": 8, "S": 8192, "W": 4096, "D": 128}]
+MAMBA = [{"B": 64, "D": 4096, "N": 16}]
+MINP = [{"B": 256, "V": 128256}]
+QKV = [{"T": 1000, "HID": 2048, "H": 16, "KVH": 4, "D": 128}]
+A1 = [
+    ("sliding_window_attn_triton", "pipelined_tiles", "BLOCK_M", SWA, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, (32, 64, 128)),
+    ("sliding_window_attn_triton", "pipelined_tiles", "num_warps", SWA, {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 3}, (2, 4, 8)),
+    ("sliding_window_attn_triton", "pipelined_tiles", "num_stages", SWA, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}, (1, 2, 4, 5)),
+    ("sliding_window_attn_triton", "pipelined_tiles", "BLOCK_N", SWA, {"BLOCK_M": 64, "num_warps": 4, "num_stages": 3}, (16, 32, 128)),
+    ("sliding_window_attn_triton", "pipelined_tiles", "num_warps", SWA, {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3}, (4, 8)),
+    ("sliding_window_attn_triton", "persistent_tiles", "num_warps", SWA, {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3}, (4, 8)),
+    ("sliding_window_attn_triton", "persistent_tiles", "BLOCK_M", SWA, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, (64,)),
+    ("flash_prefill_triton", "pipelined", "num_warps", FLASH, {"BLOCK_M": 64, "BLOCK_N": 32, "num_stages": 4}, (2, 4, 8)),
+    ("flash_prefill_triton", "pipelined", "BLOCK_M", FLASH, {"BLOCK_N": 32, "num_warps": 4, "num_stages": 4}, (32, 128)),
+    ("flash_prefill_triton", "pipelined", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4}, (3, 5)),
+    ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH, {"BLOCK_M": 64, "num_warps": 4, "num_stages": 4}, (16, 64)),
+    ("flash_prefill_triton", "pipelined", "num_warps", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 3}, (4, 8)),
+    ("tree_attention_triton", "pipelined_stages", "num_warps", TREE, {"BLOCK_N": 128, "num_stages": 4}, (2, 4, 8)),
+    ("tree_attention_triton", "pipelined_stages", "BLOCK_N", TREE[:1], {"num_warps": 4, "num_stages": 2}, (64, 128, 256)),
+    ("chunked_prefill_triton", "persistent", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "num_warps": 4, "num_stages": 3}, (64, 128, 256)),
+    ("chunked_prefill_triton", "persistent", "num_warps", CHUNK, {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 3}, (2, 8)),
+    ("chunked_prefill_triton", "pipelined_stages", "num_warps", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 4}, (4, 8)),
+    ("chunked_prefill_triton", "pipelined_stages", "num_stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}, (3, 5)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE, {"num_warps": 8, "num_stages": 3}, (64, 128)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE, {"num_warps": 8, "num_stages": 2}, (128, 256)),
+    ("swa_decode_triton", "gqa_dot", "num_warps", DECODE, {"BLOCK_N": 128, "num_stages": 3}, (4,)),
+    ("swa_decode_triton", "split_kv", "NUM_SPLITS", DECODE, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 3}, (2, 4, 8, 16)),
+    ("swa_decode_triton", "gqa_dot", "num_warps", DECODE_B1, {"BLOCK_N": 128, "num_stages": 3}, (8,)),
+    ("swa_decode_triton", "split_kv", "NUM_SPLITS", DECODE_B1, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 3}, (8, 16, 32, 64)),
+    ("mamba_step_triton", "persistent_vectorized", "BLOCK_D", MAMBA, {"num_warps": 1, "programs_per_sm": 16}, (32, 64, 128)),
+    ("mamba_step_triton", "persistent_vectorized", "programs_per_sm", MAMBA, {"BLOCK_D": 64, "num_warps": 1}, (4, 8, 32)),
+    ("mamba_step_triton", "fused_gating", "BLOCK_D", MAMBA, {"num_warps": 1}, (64, 128)),
+    ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP, {"num_warps": 8}, (2048, 4096, 8192)),
+    ("min_p_triton", "chunk_mass_pick", "num_warps", MINP, {"BLOCK": 8192}, (16,)),
+    ("min_p_triton", "fused_row", "BLOCK", MINP, {"num_warps": 8, "num_stages": 3}, (4096, 8192)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP, {"num_warps": 2, "split": 32}, (2048, 4096)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV, {"BLOCK_M": 64, "BLOCK_N": 128, "num_stages": 3, "num_warps": 8}, (64, 128)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_N", QKV, {"BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8}, (256,)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_M", QKV, {"BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}, (64, 128)),
+]
+SCAN = [{"B": 1, "L": 2048, "D": 1536, "N": 16}]
+A1_CUDA = [
+    ("swa_decode_cuda", "gqa_cp_async", "partition", DECODE, {"threads": 256, "tile_n": 16, "keys_per_step": 8, "stages": 2}, (128, 256)),
+    ("swa_decode_cuda", "split_kv", "threads", DECODE, {"partition": 256, "keys_per_step": 8}, (256, 512)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN, {"rows": 4}, (32, 64)),
+    ("selective_scan_cuda", "vectorized_regs", "threads", SCAN, {"items": 16}, (64,)),
+    ("selective_scan_cuda", "warp_shuffle_scan", "items", SCAN, {"threads": 128}, (4,)),
+]
+# chunked_prefill_cuda's wgmma rung (new: every value built, checked, timed; its bugs at the first shape) beside the
+# cp.async rung's modelled best, at the check shape and the menu's first (a 3584-key prefix); BLOCK_M 128 (two
+# warpgroups a CTA) on it and on flash_prefill_cuda's wgmma rung
+CHUNK_MENU = [{"B": 1, "H": 32, "KVH": 8, "C": 512, "P": 3584, "D": 128}]
+A1_NEW = [
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "stages": 2}, (64,)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+]
+A1_REF_CUDA = [
+    # off the lists: 32-key tiles (m64n32k16) and a 4-deep ring on the chunked wgmma rung
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "stages": 2}, (32,)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "stages", CHUNK, {"BLOCK_M": 64, "BLOCK_N": 64}, (4,)),
+    ("chunked_prefill_cuda", "cp_async_pipeline", "stages", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
+    ("flash_prefill_cuda", "cp_async_pipeline", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
+]
+# flash_prefill_triton's tensor-descriptor rung (new: values and bugs) beside the pipelined rung
+# at the same configurations, the check shape and a long causal row
+FLASH_LONG = [{"B": 2, "H": 32, "S": 8192, "D": 128}]
+A2_NEW = [
+    ("flash_prefill_triton", "tma_descriptors", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 64}, (2, 3)),
+    ("flash_prefill_triton", "tma_descriptors", "BLOCK_N", FLASH + FLASH_LONG, {"BLOCK_M": 128, "num_stages": 3}, (32, 64)),
+]
+A2 = [
+    ("flash_prefill_triton", "pipelined", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 64}, (2, 3)),
+    ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH + FLASH_LONG, {"BLOCK_M": 128, "num_stages": 3}, (32, 64)),
+]
+# a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
+# what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
+PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA)}
+
+
+def modelled(entries: list, gpu: str = "H100") -> list:
+    """The entries with only the values the launch model can time at every shape (a value past a model's table,
+    such as a 5-deep ring where the overlap table stops at 4, is left out: the harness needs its simulated time)."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.sim import simulate
+    from kernelstrain.tasks import make_task
+    out = []
+    for e in entries:
+        m = REGISTRY[e[0]]
+        v, dtype = m.variant(e[1]), "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        keep = []
+        for value in e[5]:
+            try:
+                for shape in e[3]:
+                    simulate(m, v, {**v.defaults(), **e[4], e[2]: value}, make_task(m, gpu, dtype, shape))
+                keep.append(value)
+            except (KeyError, IndexError, ValueError) as err:
+                print(f"roomA_device: {e[0]} {e[1]} {e[2]}={value} left out (the model cannot time it: {err!r})",
+                      file=sys.stderr)
+        if keep:
+            out.append(e[:5] + (tuple(keep),) + e[6:])
+    return out
+
+
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
+room_device_check.PLANS["default"] = tuple(modelled(x) for x in PLANS[os.environ.get("ROOMA_PLAN", "a1")])
+
+if __name__ == "__main__":
+    rc = room_device_check.main()
+    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
+    if (out / "knob_device.json").exists():
+        text = room_device_check_triton.ranking(out)
+        (out / "ranking.txt").write_text(text)
+        print(text)
+    sys.exit(rc)

@@ -1,0 +1,111 @@
+"""roomA's rungs (issue 26 item 2): chunked_prefill_cuda's wgmma rung indexes the chunk (prefix offset, KV-head base)
+where flash_prefill_cuda's kernel indexes a whole sequence; both wgmma rungs' BLOCK_M 128 runs two warpgroups, each
+on its own 64 rows of the Q tile (an H100 ran both); flash_prefill_triton's descriptor rung runs behind its pointer twin as the H100 measured;
+launch-model fixes hold measured figures."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+
+
+def _render(name, tag, params, dtype="bf16", gpu="H100", bug=None):
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, gpu, dtype, dict(m.check_shape))
+    return m, v, task, m.render(v, {**v.defaults(), **params}, task, bug)
+
+
+# the wgmma renders (checked on an H100 by scripts/roomA_device.py plan a1), in a fresh interpreter
+UNCHECKED = r"""
+from kernelstrain import compilers
+from kernelstrain.gpus import GPUS
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task
+
+
+def render(name, params, dtype="bf16", bug=None):
+    m = REGISTRY[name]
+    v = m.variant("wgmma_warpgroup")
+    task = make_task(m, "H100", dtype, dict(m.check_shape))
+    return m, v, task, m.render(v, {**v.defaults(), **params}, task, bug)
+
+
+# chunked_prefill_cuda's wgmma kernel indexes the chunk where flash_prefill_cuda's indexes a whole sequence
+for bm in (64, 128):
+    for dtype in ("bf16", "fp16"):
+        *_, code = render("chunked_prefill_cuda", {"BLOCK_M": bm}, dtype)
+        assert "flash_prefill" not in code and " S " not in code.split("chunked_prefill_kernel(")[1].split("{")[0]
+        for piece in ("const size_t base = (size_t)blockIdx.x * C * HEAD_DIM;",     # Q and O: the head's chunk rows
+                      "k + (size_t)(bh / GROUP) * (P + C) * HEAD_DIM",                # K/V: the KV head's P + C keys
+                      "kb + (size_t)j * BLOCK_N * HEAD_DIM", "vb + (size_t)j * BLOCK_N * HEAD_DIM",
+                      "(P + m0 + BLOCK_M + BLOCK_N - 1) / BLOCK_N",                   # through the chunk's diagonal
+                      "n0 + BLOCK_N - 1 > P + row0", "e % 2 > P + row0 + g + e / 2 * 8",   # chunk row r sits at P + r
+                      "chunked_prefill_kernel<<<dim3(B * NUM_HEADS, C / BLOCK_M), THREADS, smem, stream>>>"):
+            assert piece in code, piece
+        *_, off = render("chunked_prefill_cuda", {"BLOCK_M": bm}, dtype, bug="off_by_one")
+        assert "e % 2 >= P + row0" in off
+# BLOCK_M 128: two warpgroups, each wgmma's A operand its own 64 rows of the Q tile
+for name in ("flash_prefill_cuda", "chunked_prefill_cuda"):
+    *_, one = render(name, {"BLOCK_M": 64})
+    m, v, task, two = render(name, {"BLOCK_M": 128})
+    assert "constexpr int THREADS = 128;" in one and "warp / 4" not in one
+    assert "#define BLOCK_M 128" in two and "constexpr int THREADS = 256;" in two
+    assert "sw128_desc(Qs + c * BLOCK_M * 128 + warp / 4 * 64 * 128)" in two
+    a, b = (m.launch(v, {**v.defaults(), "BLOCK_M": bm}, task) for bm in (64, 128))
+    assert (a.threads, b.threads) == (128, 256) and b.grid * 2 == a.grid
+    assert b.smem_bytes - a.smem_bytes == 64 * task["D"] * 2      # the second warpgroup's Q rows
+if BUILD:
+    *_, code = render("chunked_prefill_cuda", {"BLOCK_M": 128, "BLOCK_N": 128, "stages": 3})
+    r = compilers.compile_cuda(code, GPUS["H100"].arch)
+    assert r.ok, (r.log or "")[-400:]
+print("ok")
+"""
+
+
+def test_wgmma_renders():
+    env = dict(os.environ)
+    code = f"BUILD = {shutil.which('nvcc') is not None}\n" + UNCHECKED
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1], timeout=900)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("params, measured", [
+    ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}, 131.1 / 121.8),
+    ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, 110.2 / 104.3),
+    ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, 143.6 / 124.5)])
+def test_descriptor_rung_runs_behind_pointer_loads_as_the_h100_measured(params, measured):
+    """H100 (scripts/roomA_device.py plan a1): flash_prefill_triton's descriptor rung ran 1.01-1.15x its pointer twin."""
+    m = REGISTRY["flash_prefill_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 128})
+    tma, ptr = (simulate(m, m.variant(tag), params, task).time_ms for tag in ("tma_descriptors", "pipelined"))
+    assert 1.0 < tma / ptr < 1.2 and measured > 1.0
+
+
+def test_qkv_rope_64_wide_pipelined_tiles_cost_what_the_h100_measured():
+    """H100 (measurements/h100_gpucheck_kigrid.json): 128 x 64 x 64 tiles at 3 stages, 8 warps, 175.9 us against
+    128 x 128's 149.7 (1.17x) at T=4096 HID=2048 H=16 KVH=16 D=64; gemm_fp16_triton's 64-wide factor said 2.08x."""
+    m = REGISTRY["fused_qkv_rope_triton"]
+    v = m.variant("pipelined_stages")
+    task = make_task(m, "H100", "bf16", {"T": 4096, "HID": 2048, "H": 16, "KVH": 16, "D": 64})
+    base = {"BLOCK_M": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}
+    n64, n128 = (simulate(m, v, {**base, "BLOCK_N": bn}, task).time_ms for bn in (64, 128))
+    assert 1.0 < n64 / n128 < 1.4
+
+
+@pytest.mark.parametrize("stages, measured_us", [(2, 223.6), (3, 443.8)])
+def test_spilling_persistent_window_tiles_cost_what_the_h100_measured(stages, measured_us):
+    """sliding_window_attn_triton's persistent 128 x 64 tiles on 4 warps spill (~300 registers a thread); H100
+    (measurements/h100_sim30_checks.json, B=2 H=16 S=3000 D=128 W=1024): 223.6 us at 2 stages, 443.8 at 3 (one
+    program an SM). The spill penalty of 255 / (255 + 2 spill) timed them 1.3-1.45x slow (27 such rows: 1.29x)."""
+    m = REGISTRY["sliding_window_attn_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024})
+    params = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": stages}
+    assert 0.8 < simulate(m, m.variant("persistent_tiles"), params, task).time_ms * 1e3 / measured_us < 1.25
