@@ -75,7 +75,24 @@ SIM31 = [
     ("gemm_fp16_triton", "grouped_swizzle", "GROUP_M", CUBES, {}, (8,)),
 ]
 room_device_check.PLANS["sim31"] = ([], SIM31)
-SIM31B = []
+# sim31b (the follow-up): the two landed fixes at shapes they were not designed on, beside their references
+# - softmax_cuda's block merge issue (_softmax_rows.MERGE_LANE_SLOTS, from one H100 row at R=16384 C=1024): online
+#   and vectorized_online at 256-1,024 threads on other shapes, split_row_online (pass 2 merges SPLITS partials);
+# - layernorm_triton persistent's registers by dtype (PERSISTENT_REGS): fp16 and bf16 on 2 warps on ONE card, and
+#   fp16 at 2 and 4 programs an SM (more spilled rows resident), whole_row_registers beside them.
+SM_HELD = [{"R": 4096, "C": 4096}, {"R": 8192, "C": 2048}]
+SIM31B = [
+    ("softmax_cuda", "online_softmax", "threads", SM_HELD, {}, (256, 512, 1024)),
+    ("softmax_cuda", "vectorized_online", "threads", SM_HELD, {"rows_per_block": 1}, (256, 1024)),
+    ("softmax_cuda", "split_row_online", "splits", SM_HELD[:1], {"threads": 256}, (2, 8)),
+    ("softmax_cuda", "warp_shuffle", "threads", SM_HELD, {}, (256,)),
+    ("layernorm_triton", "persistent", "num_warps", LN5120, {"programs_per_sm": 1}, (2, 8), "fp16"),
+    ("layernorm_triton", "persistent", "num_warps", LN5120, {"programs_per_sm": 1}, (2, 8), "bf16"),
+    ("layernorm_triton", "persistent", "programs_per_sm", LN5120, {"num_warps": 2}, (2, 4), "fp16"),
+    ("layernorm_triton", "persistent", "num_warps", [{"T": 4096, "D": 8192}], {"programs_per_sm": 1}, (2, 4), "fp16"),
+    ("layernorm_triton", "whole_row_registers", "num_warps", LN5120, {}, (8,), "fp16"),
+    ("layernorm_triton", "whole_row_registers", "num_warps", LN5120, {}, (8,), "bf16"),
+]
 room_device_check.PLANS["sim31b"] = ([], SIM31B)
 
 if __name__ == "__main__":
