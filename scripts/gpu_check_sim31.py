@@ -5,6 +5,7 @@ reference and timed beside the simulator (scripts/room_device_check.py's harness
     python3 scripts/gpu_check_sim31.py                    # on an H100/H200; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/gpu_check_sim31.py   # no GPU: the first 3 cases through every path but the GPU's
     ROOM_PLAN=sim31b python3 scripts/gpu_check_sim31.py   # the follow-up plan (held-out shapes of the fixes)
+    ROOM_PLAN=sim31c python3 scripts/gpu_check_sim31.py   # one call of both: what this session's fixes need
 
 Plan sim31 (first call): every rung the fresh seeds put off at the seed's shape, beside the module's other rungs and
 the parameter's other values, so that a fix is fitted on the order as well as on the ratio:
@@ -94,6 +95,13 @@ SIM31B = [
     ("layernorm_triton", "whole_row_registers", "num_warps", LN5120, {}, (8,), "bf16"),
 ]
 room_device_check.PLANS["sim31b"] = ([], SIM31B)
+# sim31c: the one call the device may give (the lead, 13:14 UTC): sim31 without the modules this session left
+# (gemm_fp16_triton, reduction_cuda, embedding_bwd_cuda) and sim31b's cases sim31 does not hold already
+SIM31C = ([e for e in SIM31 if e[0] not in ("gemm_fp16_triton", "reduction_cuda", "embedding_bwd_cuda")]
+          + [e for e in SIM31B if e[0] == "softmax_cuda"]
+          + [("layernorm_triton", "persistent", "num_warps", [{"T": 4096, "D": 8192}], {"programs_per_sm": 1}, (2, 4), "fp16"),
+             ("layernorm_triton", "whole_row_registers", "num_warps", LN5120, {}, (8,), "bf16")])
+room_device_check.PLANS["sim31c"] = ([], SIM31C)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "sim31")
