@@ -55,9 +55,11 @@ SPLIT_MEMORY_EFF = 0.7
 # SM against 128 FMA lanes: 8 slots each), two shared-memory (or L2) loads of the partial (32 lanes a clock: 4
 # each) and ~6 ALU ops. The online rungs' block merge has EVERY thread of a block merge all WARPS warp partials
 # (not warp 0 alone), so a row of THREADS threads issues THREADS x WARPS merges: at 1,024 threads (32 warps), 32x
-# the one warp's. H100, R=16384 C=1024 bf16, vectorized_online 1,024 threads (fresh seed 96161, gpu-check): 464.8
-# us, where the roofline model said 83.8 (16384 x 1024 x 32 merges x 30 slots / 33.5e12 slots a second = 480 us).
-MERGE_LANE_SLOTS = 30
+# the one warp's. R=16384 C=1024, 16384 x 1024 x 32 merges: H100 vectorized_online 464.8 us (fresh seed 96161,
+# gpu-check; the roofline model said 83.8), H200 online_softmax 411.9 / 412.6 (fp16 / bf16, h200 gpu-checks), and
+# H100 split_row_online 256 threads x 8 splits 456.2 (16384 x 8 x 256 x (8 + 8) merges; modelled 314): 28 slots
+# puts them at 450 / 450 / 452 us (30: 482 / 482 / 484).
+MERGE_LANE_SLOTS = 28
 
 
 def merge_issue_s(task, merges: float) -> float:
