@@ -140,8 +140,10 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 # H100 171.4 / 186.8 us (seeds 96161 / 95353), 2.3-2.5x whole_row_registers on 8 warps (62-75 us). bf16 ran far
 # slower there, 1,167-1,262 us on the H200 (seeds 6868 / 8484 / 9191, the rows the fit's 6.3 came from), and on
 # the H100 bf16 ran 1.4x fp16 on 8 warps too (105.8 us, seed 96262, against 75.6, seed 93131) where neither
-# spills: the bf16 row costs more registers than its packed 16 bits say. One card never ran both dtypes at 2
-# warps (scripts/gpu_check_sim31.py plan sim31 does; the device refused it this session): device-unverified.
+# spills: the bf16 row costs more registers than its packed 16 bits say. One H100 ran both (plan sim31c,
+# measurements/h100_sim31c_checks.json): 2 warps at T=8192 D=5120 fp16 187.8 / bf16 1,252.6 us (modelled 185 /
+# 1,328), held out at T=4096 D=8192 100.8 / 731.0 (108.7 / 790.0). Not caught: fp16 on 4 warps ran 1.4x the model
+# (131.9 us at D=5120, where bf16 ran 84.2).
 PERSISTENT_REGS = {"fp16": 4.0, "bf16": 6.3}
 
 
