@@ -174,8 +174,8 @@ def sm_coverage(launch: Launch, gpu: GPU) -> float:
 
 def floor_s(launch: Launch, gpu: GPU) -> float:
     """The seconds no calibration shortens: the grid's CTA starts (cta_floor_s), an unpipelined loop's latency
-    chain (chain_floor_s)."""
-    return max(cta_floor_s(launch, gpu), chain_floor_s(launch, gpu))
+    chain (chain_floor_s), the instruction issue the launch model counts beside the FLOPs (Launch.issue_s)."""
+    return max(cta_floor_s(launch, gpu), chain_floor_s(launch, gpu), launch.issue_s)
 
 
 def cta_floor_s(launch: Launch, gpu: GPU) -> float:
@@ -332,7 +332,7 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
                              roofline_floor_ms(module, task, variant.path))
     core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu))
-    return core_s * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
+    return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 
 
 def fit_name(module: OpModule, variant: Variant) -> str:

@@ -144,7 +144,8 @@ def prepare(out: Path, work: Path, seeds: dict, episodes: dict, samples: dict, w
 # the done-when figures: (label, key of report.summary["timing"], format)
 TIMING = (("Spearman within episodes, mean", "spearman_mean"), ("Spearman mean, standard error", "spearman_se"),
           ("Spearman within episodes, median", "spearman_median"),
-          ("pair-order agreement", "pair_agreement"), ("within 0.8-1.25x", "within_0.8_1.25"),
+          ("pair-order agreement", "pair_agreement"),
+          ("pair-order, simulator ties as wrong", "pair_agreement_ties_wrong"), ("within 0.8-1.25x", "within_0.8_1.25"),
           ("geomean sim/measured", "geomean"), ("timed candidates", "n"), ("episodes with >= 3 timed", "groups"))
 
 

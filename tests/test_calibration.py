@@ -171,6 +171,10 @@ def test_metrics():
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 1, 1], [1, 2, 3]) == 0.0
     assert pair_counts([1, 2, 3], [1, 3, 2]) == (2, 3)
+    # a pair the simulator ties counts 1/2 (what the dataset's noisy times give it on average), 0 in the strict figure
+    assert pair_counts([1, 1, 3], [1, 2, 3]) == (2.5, 3) and pair_counts([1, 1, 3], [1, 2, 3], tie=0.0) == (2.0, 3)
+    tied = agreement([{"episode": "a", "module": "x", "sim_ms": s, "measured_ms": m} for s, m in ((1, 1), (1, 2), (3, 3))])
+    assert tied["pair_agreement"] == pytest.approx(2.5 / 3) and tied["pair_agreement_ties_wrong"] == pytest.approx(2 / 3)
     assert geomean([0.5, 2.0]) == pytest.approx(1.0)
     rows = [{"episode": "a", "module": "x", "sim_ms": s, "measured_ms": m}
             for s, m in ((1, 1), (2, 2.2), (3, 2.9), (4, 4.5))]

@@ -51,9 +51,18 @@ def golden_of(m) -> dict:
             for bug in v.bugs:
                 out[f"{g}|{v.tag}:{bug}"] = _sha(m.render(v, v.defaults(), task, bug))
             # vars(): the flat records' fields as asdict gives them, without its deep copies (half the time)
-            out[f"{g}|{v.tag}@launch"] = _sha([(vars(m.launch(v, p, t)), vars(simulate(m, v, p, t)))
+            out[f"{g}|{v.tag}@launch"] = _sha([(launch_fields(m.launch(v, p, t)), vars(simulate(m, v, p, t)))
                                               for t in shape_tasks for p in param_grid(v)])
     return out
+
+
+# Launch fields added after the goldens were written, left out where they hold their default so that the modules
+# that do not set them keep their hashes (Launch.issue_s, Launch.later_s: 2026-12-06)
+LATER_FIELDS = {"issue_s": 0.0, "later_s": 0.0}
+
+
+def launch_fields(launch) -> dict:
+    return {k: v for k, v in vars(launch).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
 
 def load() -> dict:

@@ -41,14 +41,23 @@ def spearman(a, b) -> float:
     return num / den if den else 0.0
 
 
-def pair_counts(sim, measured) -> tuple[int, int]:
-    """(pairs ordered alike, pairs) over the pairs whose measured times differ."""
-    alike = total = 0
+def pair_counts(sim, measured, tie: float = 0.5) -> tuple[float, int]:
+    """(pairs ordered alike, pairs) over the pairs whose measured times differ; a pair the simulator ties counts
+    `tie` (1/2, Harrell's concordance convention). Why 1/2, not 0: the dataset's times are the simulator's plus
+    run-to-run noise (sim.measure), so a tied pair comes out in either order with equal odds, and a model that
+    ties two candidates whose code the hardware runs alike (a parameter that changes nothing) should score what
+    a coin scores, not less (scored 0, a model that broke the tie at random would beat the honest tie).
+    gpu-check reports both (pair_agreement, pair_agreement_ties_wrong: tie=0, the figure before 2026-12-06).
+
+    >>> pair_counts([1, 2, 3], [1, 3, 2]), pair_counts([1, 1, 3], [1, 2, 3]), pair_counts([1, 1, 3], [1, 2, 3], tie=0)
+    ((2.0, 3), (2.5, 3), (2.0, 3))
+    """
+    alike, total = 0.0, 0
     for i, j in itertools.combinations(range(len(sim)), 2):
         if measured[i] == measured[j]:
             continue
         total += 1
-        alike += (sim[i] - sim[j]) * (measured[i] - measured[j]) > 0
+        alike += 1.0 if (sim[i] - sim[j]) * (measured[i] - measured[j]) > 0 else tie if sim[i] == sim[j] else 0.0
     return alike, total
 
 
@@ -78,7 +87,8 @@ def agreement(rows, group="episode", min_group=3) -> dict:
     """Summary of rows with `sim_ms`, `measured_ms`, `module` and the `group` key.
 
     ratio figures over every row; ranking figures within each group of >= min_group rows
-    (Spearman mean, median and the groups at or below 0; same-group pair-order agreement);
+    (Spearman mean, median and the groups at or below 0; same-group pair-order agreement, the simulator's ties
+    counted 1/2 and, as pair_agreement_ties_wrong, 0: pair_counts);
     pooled Spearman per module.
     """
     ratios = sorted(r["sim_ms"] / r["measured_ms"] for r in rows)
@@ -86,11 +96,12 @@ def agreement(rows, group="episode", min_group=3) -> dict:
     for r in rows:
         groups.setdefault(r[group], []).append(r)
         modules.setdefault(r["module"], []).append(r)
-    rhos, alike, pairs = episode_spearmans(rows, group, min_group), 0, 0
+    rhos, alike, strict, pairs = episode_spearmans(rows, group, min_group), 0.0, 0.0, 0
     for members in groups.values():
         if len(members) >= min_group:
-            a, t = pair_counts([m["sim_ms"] for m in members], [m["measured_ms"] for m in members])
-            alike, pairs = alike + a, pairs + t
+            sim, measured = [m["sim_ms"] for m in members], [m["measured_ms"] for m in members]
+            a, t = pair_counts(sim, measured)
+            alike, strict, pairs = alike + a, strict + pair_counts(sim, measured, tie=0.0)[0], pairs + t
     n = len(ratios)
     rhos.sort()
     return {
@@ -105,6 +116,7 @@ def agreement(rows, group="episode", min_group=3) -> dict:
         "spearman_median": rhos[len(rhos) // 2] if rhos else None,
         "groups_nonpositive": sum(r <= 0 for r in rhos),
         "pair_agreement": alike / pairs if pairs else None,
+        "pair_agreement_ties_wrong": strict / pairs if pairs else None,
         "module_spearman": {m: spearman([x["sim_ms"] for x in ms], [x["measured_ms"] for x in ms])
                             for m, ms in sorted(modules.items()) if len(ms) >= min_group},
     }

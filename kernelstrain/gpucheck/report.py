@@ -117,7 +117,8 @@ def render(summary: dict, device: str = "") -> str:
              f"ranking within episodes ({t.get('groups', 0)} episodes with >= 3 timed): Spearman mean "
              f"{_f(t.get('spearman_mean'))} (standard error {_f(t.get('spearman_se'))}), median "
              f"{_f(t.get('spearman_median'))}, <= 0 in "
-             f"{t.get('groups_nonpositive', 0)}; pair-order agreement {_f(t.get('pair_agreement'))}",
+             f"{t.get('groups_nonpositive', 0)}; pair-order agreement {_f(t.get('pair_agreement'))} (the simulator's ties "
+             f"as wrong: {_f(t.get('pair_agreement_ties_wrong'))})",
              f"repeat ceiling ({rp.get('n', 0)} re-timed, {rp.get('groups', 0)} episodes): Spearman mean "
              f"{_f(rp.get('spearman_mean'))} (standard error {_f(rp.get('spearman_se'))}), pair-order {_f(rp.get('pair_agreement'))}, "
              f"re-time/first geomean {_f(rp.get('geomean'))}, within 0.8-1.25x {_f(rp.get('within_0.8_1.25'))}",

@@ -200,6 +200,12 @@ class Launch:
     serial_trips: float = 0.0    # DRAM round trips each program waits for in turn (an unpipelined K loop): sim.chain_floor_s
     narrow: float = 1.0          # the memory side's slowdown from one-element loads at misaligned rows (sim.narrowed)
     unrolled: int = 0            # Triton: values of a register tile one thread holds (0: no such tile)
+    # seconds of instruction issue the roofline's FLOPs do not count (every thread of a block repeating a merge of
+    # the warps' partials): a floor beside the roofline terms, uncalibrated (sim.floor_s)
+    issue_s: float = 0.0
+    # seconds of a later kernel that runs after the main one (a second pass over a small reduced tensor, a
+    # conversion launch), added to the calibrated time as they are (sim.time_ms)
+    later_s: float = 0.0
 
 
 @dataclass(frozen=True)

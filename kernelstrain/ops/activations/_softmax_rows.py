@@ -51,14 +51,33 @@ __device__ __forceinline__ void block_md(float& m, float& d, float* red_m, float
 PASS2_ROUNDS = 2
 SPLIT_MEMORY_EFF = 0.7
 
+# A thread's md_merge of one (m, d) partial costs ~30 fp32-lane issue slots: two __expf (MUFU.EX2, 16 a clock an
+# SM against 128 FMA lanes: 8 slots each), two shared-memory (or L2) loads of the partial (32 lanes a clock: 4
+# each) and ~6 ALU ops. The online rungs' block merge has EVERY thread of a block merge all WARPS warp partials
+# (not warp 0 alone), so a row of THREADS threads issues THREADS x WARPS merges: at 1,024 threads (32 warps), 32x
+# the one warp's. R=16384 C=1024, 16384 x 1024 x 32 merges: H100 vectorized_online 464.8 us (fresh seed 96161,
+# gpu-check; the roofline model said 83.8), H200 online_softmax 411.9 / 412.6 (fp16 / bf16, h200 gpu-checks), and
+# H100 split_row_online 256 threads x 8 splits 456.2 (16384 x 8 x 256 x (8 + 8) merges; modelled 314): 28 slots
+# puts them at 450 / 450 / 452 us (30: 482 / 482 / 484).
+MERGE_LANE_SLOTS = 28
+
+
+def merge_issue_s(task, merges: float) -> float:
+    """Launch.issue_s of `merges` thread-level md_merge calls (MERGE_LANE_SLOTS each; fp32 lane slots a second are
+    the fp32 peak over 2 FLOPs an FMA)."""
+    return merges * MERGE_LANE_SLOTS / (task.gpu.peak("fp32") / 2)
+
 
 def split_row_launch(p, task):
     threads, splits, vec = p["threads"], p["splits"], 16 // DTYPE_BYTES[task.dtype]
     # smem_bytes: the entry kernel's (softmax_kernel, pass 2: none); pass 1's WARPS x 8 B reduction buffer is too
     # small to change an occupancy, and ptxas reports the entry kernel's figure
+    # pass 1's block merge (every thread merges WARPS partials), pass 2's (every thread merges the row's SPLITS)
+    merges = task["R"] * splits * threads * (threads // task.gpu.warp + splits)
     return Launch(grid=task["R"] * splits, threads=threads, smem_bytes=0, regs=32,
                   bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (splits * threads * vec)),
-                  launches=2, rounds=block_row_rounds(threads, task.gpu.warp, 1) + PASS2_ROUNDS)
+                  launches=2, rounds=block_row_rounds(threads, task.gpu.warp, 1) + PASS2_ROUNDS,
+                  issue_s=merge_issue_s(task, merges))
 
 
 def split_row_src(md_helpers, p, task):

@@ -6,12 +6,14 @@ rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte v
 loads and rows packed per block (sub-warp rows for short C) -> the row split over CTAs for few
 long rows (_softmax_rows.py).
 """
+from dataclasses import replace
+
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import prelude, shfl_xor_macro
 from ..norms._norms import block_row_rounds
 from ._act import host_line
-from ._softmax_rows import ROW_THREADS, SPLIT_MEMORY_EFF, SPLITS, split_row_launch, split_row_src
+from ._softmax_rows import ROW_THREADS, SPLIT_MEMORY_EFF, SPLITS, merge_issue_s, split_row_launch, split_row_src
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
@@ -176,8 +178,20 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 def vectorized_online_launch(p, task):
     threads, rows, vec, gpu = p["threads"], p["rows_per_block"], 16 // DTYPE_BYTES[task.dtype], task.gpu
     smem = rows * cdiv(threads, gpu.warp) * 8 if threads > gpu.warp else 0
+    # every thread of a row merges its WARPS_PER_ROW warps' partials (a sub-warp row: none): _softmax_rows.MERGE_LANE_SLOTS
+    merges = task["R"] * threads * (threads // gpu.warp if threads > gpu.warp else 0)
     return Launch(grid=cdiv(task["R"], rows), threads=threads * rows, smem_bytes=smem, regs=32,
-                  bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (threads * vec)))
+                  bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (threads * vec)),
+                  issue_s=merge_issue_s(task, merges))
+
+
+def with_block_merge(launch_of_p):
+    """online_softmax's launch with its block merge's issue: every thread merges the WARPS warp partials."""
+    def launch(p, task):
+        base = launch_of_p(p, task)
+        threads = p["threads"]
+        return replace(base, issue_s=merge_issue_s(task, task["R"] * threads * (threads // task.gpu.warp)))
+    return launch
 
 
 def vectorized_online_src(p, task, last="chunks", other=RESCALED):
@@ -270,7 +284,7 @@ class SoftmaxCuda(SoftmaxSpec):
              render=render_of(warp_shuffle_src), bugs={"wrong_init": {"init": "1.f"}, "missing_scale": {"scale": ""}}),
         Rung("online_softmax", "running max + rescaled sum in one pass, (m, d) pairs merged by shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.86, smem="static",
-             launch=launch_of(block_launch(lambda t, w: w * 8, 1.5, 1), row_trips("C"), 1),
+             launch=launch_of(with_block_merge(block_launch(lambda t, w: w * 8, 1.5, 1)), row_trips("C"), 1),
              render=render_of(online_softmax_src), bugs={"off_by_one": {"last": "WARPS - 1"}, "missing_scale": NO_RESCALE}),
         Rung("vectorized_online", "online softmax over 16-byte vectors, ROWS rows per block, sub-warp rows",
              (Param("threads", (32, 64, 128, 256, 512, 1024), 512), Param("rows_per_block", (1, 2, 4, 8), 1), PRAGMA_UNROLL),

@@ -134,12 +134,25 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 # -- whole_row_registers, persistent: the row lives in registers ---------------------------
+# Registers a persistent program's thread wants per row element it holds, by the row's storage dtype. fp16: the
+# fp32 row (centred in place), fp32 weight and bias hoisted, the prefetched next row packed two a register: 3.5,
+# about 4 with the loop's addresses; on 2 warps at T=8192 D=5120 (128 elements a thread) that spills a little:
+# H100 171.4 / 186.8 us (seeds 96161 / 95353), 2.3-2.5x whole_row_registers on 8 warps (62-75 us). bf16 ran far
+# slower there, 1,167-1,262 us on the H200 (seeds 6868 / 8484 / 9191, the rows the fit's 6.3 came from), and on
+# the H100 bf16 ran 1.4x fp16 on 8 warps too (105.8 us, seed 96262, against 75.6, seed 93131) where neither
+# spills: the bf16 row costs more registers than its packed 16 bits say. One H100 ran both (plan sim31c,
+# measurements/h100_sim31c_checks.json): 2 warps at T=8192 D=5120 fp16 187.8 / bf16 1,252.6 us (modelled 185 /
+# 1,328), held out at T=4096 D=8192 100.8 / 731.0 (108.7 / 790.0). Not caught: fp16 on 4 warps ran 1.4x the model
+# (131.9 us at D=5120, where bf16 ran 84.2).
+PERSISTENT_REGS = {"fp16": 4.0, "bf16": 6.3}
+
+
 def row_launch(p, task):
     d, elt, nw = task["D"], DTYPE_BYTES[task.dtype], p["num_warps"]
     threads, block_d = nw * task.gpu.warp, next_pow2(d)
     per = max(1, block_d // threads)                  # elements each thread holds
     # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
-    regs = 24 + int(6.3 * per) if "programs_per_sm" in p else 20 + int(1.9 * per)
+    regs = 24 + int(PERSISTENT_REGS[task.dtype] * per) if "programs_per_sm" in p else 20 + int(1.9 * per)
     util = min(1.0, d / block_d) * min(1.0, block_d / threads)
     return row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
 
