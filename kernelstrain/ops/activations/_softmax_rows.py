@@ -8,6 +8,8 @@ online_softmax, but by SPLITS times more SMs. (A row staged in shared memory, Py
 cunn_SoftMaxForwardSmem, is not a rung: at this module's shapes the rows a GPU holds at once fit its
 L2, so the online rungs' second read is an L2 hit already and staging saves little DRAM traffic.)
 """
+from dataclasses import replace
+
 from ..base import Launch, Param, DTYPE_BYTES
 from ..norms._norms import block_row_rounds
 from .softmax_spec import ENTRY
@@ -145,3 +147,12 @@ softmax_kernel(const scalar_t* __restrict__ x, const float2* __restrict__ part_m
 
 SPLITS = Param("splits", (2, 4, 8, 16, 32), 8)
 ROW_THREADS = Param("threads", (128, 256, 512, 1024), 256)
+
+
+def with_block_merge(launch_of_p):
+    """online_softmax's launch with its block merge's issue: every thread merges the WARPS warp partials."""
+    def launch(p, task):
+        base = launch_of_p(p, task)
+        threads = p["threads"]
+        return replace(base, issue_s=merge_issue_s(task, task["R"] * threads * (threads // task.gpu.warp)))
+    return launch

@@ -6,14 +6,13 @@ rescaled sum in ONE pass, then the output pass) -> online softmax with 16-byte v
 loads and rows packed per block (sub-warp rows for short C) -> the row split over CTAs for few
 long rows (_softmax_rows.py).
 """
-from dataclasses import replace
-
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import prelude, shfl_xor_macro
 from ..norms._norms import block_row_rounds
 from ._act import host_line
-from ._softmax_rows import ROW_THREADS, SPLIT_MEMORY_EFF, SPLITS, merge_issue_s, split_row_launch, split_row_src
+from ._softmax_rows import (ROW_THREADS, SPLIT_MEMORY_EFF, SPLITS, merge_issue_s, split_row_launch, split_row_src,
+                            with_block_merge)
 from .softmax_spec import ENTRY, SoftmaxSpec
 
 THREADS = Param("threads", (128, 256, 512, 1024), 512)
@@ -183,15 +182,6 @@ def vectorized_online_launch(p, task):
     return Launch(grid=cdiv(task["R"], rows), threads=threads * rows, smem_bytes=smem, regs=32,
                   bytes_per_access=16, traffic=1.5, lane_util=min(1.0, task["C"] / (threads * vec)),
                   issue_s=merge_issue_s(task, merges))
-
-
-def with_block_merge(launch_of_p):
-    """online_softmax's launch with its block merge's issue: every thread merges the WARPS warp partials."""
-    def launch(p, task):
-        base = launch_of_p(p, task)
-        threads = p["threads"]
-        return replace(base, issue_s=merge_issue_s(task, task["R"] * threads * (threads // task.gpu.warp)))
-    return launch
 
 
 def vectorized_online_src(p, task, last="chunks", other=RESCALED):
