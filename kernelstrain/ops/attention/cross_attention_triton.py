@@ -212,7 +212,7 @@ def cross_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, Sq, NUM_SPLITS: tl.con
     split_len = triton.cdiv(triton.cdiv(Skv, NUM_SPLITS), BLOCK_N) * BLOCK_N
     grid = (triton.cdiv(Sq, BLOCK_M), B * H, NUM_SPLITS)
     cross_attn_kernel[grid](q, k, v, part_o, part_lse, Sq, Skv, {scale}, split_len, HEAD_DIM=D, BLOCK_N=BLOCK_N,
-                            BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS, num_warps=4,
+                            BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS, num_warps={'NUM_WARPS' if 'num_warps' in p else 4},
                             num_stages=NUM_STAGES)
     cross_combine_kernel[(Sq, B * H)](part_o, part_lse, o, Sq, NUM_SPLITS=NUM_SPLITS, HEAD_DIM=D, num_warps=4)
     return o
