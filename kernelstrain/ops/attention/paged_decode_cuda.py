@@ -84,12 +84,22 @@ def split_kv_launch(p, task):
                                      bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task)
 
 
+GQA_WORK = (0.5, 0.11)
+
+
 def gqa_launch(p, task):
+    """The G = H / KVH heads of a block each run their dot products and softmax over every staged tile between
+    the tile's barrier and the next copy (one tile ahead): their issue adds to the stream's time instead of hiding
+    under it, so the time goes as the stream x (A + B x G) (GQA_WORK; normalised to the fitted ceiling, which the
+    rows of G 4-8 set). H100 (sim30, gpu-check seeds): G=1 (B=16 H=KVH=32 S=4096) 252-288 us where the stream-only
+    model said 418-542 (0.6x), G=4 (B=32 S=2048) 105-108 vs 121-136 (0.83x), G=7-8 (B=8 S=8192, B=64 S=4096)
+    108-117 / 526-657 vs 86-91 / 429-558 (1.26x): one stream term cannot give both ends."""
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
+    work = GQA_WORK[0] + GQA_WORK[1] * (task["H"] // task["KVH"])
     return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2),
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2),
                      p, tile_bytes=2 * tile_n * d * elt)
 
 
