@@ -54,3 +54,23 @@ def test_mla_split_kv_sixteen_heads_against_128():
     h16 = sim_us("mla_decode_triton", "split_kv", {"B": 8, "H": 16, "S": 32700}, **params) / 137.1
     h128 = sim_us("mla_decode_triton", "split_kv", {"B": 32, "H": 128, "S": 4000}, **params) / 396.7
     assert 0.8 < h16 / h128 < 1.3
+
+
+def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
+    """split_kv's BLOCK_N 128 and 3 stages (room, issue 26), H200 room26b, 16 splits, BLOCK_H 16: at B=8 H=16 (128
+    programs) BLOCK_N 32 / 64 / 128 ran 179.0 / 133.7 / 112.0 us and 1 / 2 / 3 stages 182.7 / 133.7 / 105.0; at B=32
+    H=128 (4,096 programs; BLOCK_N 128 and 3 stages leave one 4-warp program an SM) 420.4 / 370.8 / 473.5 and
+    3 stages 521.9. The model before put BLOCK_N 128 and 3 stages ahead at both."""
+    m = REGISTRY["mla_decode_triton"]
+    v = m.variant("split_kv")
+    assert v.param("BLOCK_N").values == (32, 64, 128) and v.param("num_stages").values == (1, 2, 3)
+
+    def t(shape, **p):
+        task = make_task(m, "H200", "bf16", shape)
+        return simulate(m, v, {**v.defaults(), "num_splits": 16, "BLOCK_H": 16, **p}, task).time_ms
+
+    few, many = {"B": 8, "H": 16, "S": 32700}, {"B": 32, "H": 128, "S": 4000}
+    assert t(few, BLOCK_N=128) < t(few, BLOCK_N=64) < t(few, BLOCK_N=32)
+    assert t(few, BLOCK_N=64, num_stages=3) < t(few, BLOCK_N=64, num_stages=2) < t(few, BLOCK_N=64, num_stages=1)
+    assert t(many, BLOCK_N=64) < t(many, BLOCK_N=32) < t(many, BLOCK_N=128)
+    assert t(many, BLOCK_N=64, num_stages=2) < t(many, BLOCK_N=64, num_stages=3)

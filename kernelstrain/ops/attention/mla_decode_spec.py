@@ -6,11 +6,6 @@ from ..contract import Arg, Entry, Scalar
 
 KV_LORA, ROPE = 512, 64
 DIM = KV_LORA + ROPE
-# mla_decode_triton split_kv: the heads' MMAs over each latent tile issue between its loads, so the stream's time
-# grows with the heads computed (H padded to BLOCK_H): x (A + B x heads), 1 at 128. A stream-only model put 16 heads
-# 1.46x slow on the H100 (12 rows; B=8 S=32700 splits 16 / 32 137.1 / 122.2 us, modelled 225.4 / 212.1) and 1.13x on
-# the H200 (23; B=64 S=8000 splits 4 209.1, modelled 432.7) where 128 heads sat at 0.98x / 0.87x: now 1.11x / 0.90x.
-SPLIT_WORK = (0.7, 0.3 / 128)
 ENTRY = Entry("mla_decode", (
     Arg("q", "in", ("B", "H", DIM)), Arg("kv_cache", "in", ("B", "S", DIM)), Arg("o", "out", ("B", "H", KV_LORA)),
     Scalar("B"), Scalar("H"), Scalar("S")))
