@@ -65,6 +65,31 @@ DECODE1_REF = [
     ("paged_decode_triton", "gqa_dot", "num_warps", PD_B32, {}, (4,)),
 ]
 room_device_check.PLANS["decode1"] = (DECODE1_NEW, DECODE1_REF)
+# decode1b: decode1 cut to ~45 cases (one device call shared with a fresh-seed gpu-check): the bug renders only for
+# mla's values now offered, one 256-program flash shape, the G sweep on the default gqa launch
+DECODE1B_NEW = [("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[:1], {"num_splits": 32}, (64, 128)),
+                ("mla_decode_triton", "split_kv", "num_stages", MLA_16[:1], {"num_splits": 32, "BLOCK_N": 64}, (2, 3))]
+DECODE1B_REF = [
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16, {"num_splits": 32}, (32,)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[1:], {"num_splits": 32}, (64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_128, {"num_splits": 16, "BLOCK_N": 64}, (2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_128, {"num_splits": 16}, (128,)),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (128,)),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", G_SWEEP, {}, (128,)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256}, (4, 8)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256, "main_unroll": 2},
+     (4, 8)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_256[:1], {}, (32, 64, 128)),
+    ("flash_decode_triton", "register_prefetch", "num_warps", FD_256[:1], {"BLOCK_N": 64}, (8,)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD_256[:1], {}, (64,)),
+    ("flash_decode_triton", "split_kv", "NUM_SPLITS", FD_B1, {}, (32, 64)),
+    ("cross_attention_triton", "split_kv", "num_stages", XA_DEC, {}, (2, 3, 4)),
+    ("cross_attention_triton", "split_kv", "num_warps", XA_DEC, {"num_splits": 8}, (4, 8)),
+    ("paged_decode_triton", "split_kv", "num_stages", PD_B1 + PD_B32, {"NUM_SPLITS": 8}, (1, 2)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1 + PD_B32, {}, (8,)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1, {}, (64,)),
+]
+room_device_check.PLANS["decode1b"] = (DECODE1B_NEW, DECODE1B_REF)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
