@@ -74,3 +74,13 @@ def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
     assert t(few, BLOCK_N=64, num_stages=3) < t(few, BLOCK_N=64, num_stages=2) < t(few, BLOCK_N=64, num_stages=1)
     assert t(many, BLOCK_N=64) < t(many, BLOCK_N=32) < t(many, BLOCK_N=128)
     assert t(many, BLOCK_N=64, num_stages=2) < t(many, BLOCK_N=64, num_stages=3)
+
+
+def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
+    """split_kv B=32 H=32 KVH=8 S=2048, 256 threads, partition 256, main_unroll 2: 4 / 8 keys a step ran 140.9 /
+    240.0 us (sim30b; seed 94141: 247.6). ptxas gives the 8-key kernel 157 registers unrolled (128 without): one
+    256-thread block an SM, 63 waves of a 5-round-trip chain; the model said 114 for both."""
+    shape = {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}
+    base = {"threads": 256, "partition": 256, "main_unroll": 2}
+    k4, k8 = (sim_us("paged_decode_cuda", "split_kv", shape, **base, keys_per_step=k) for k in (4, 8))
+    assert 0.8 < k8 / 240.0 < 1.25 and k8 > 1.4 * k4

@@ -64,10 +64,26 @@ def vectorized_launch(p, task):
                             bytes_per_access=64, traffic=reread(task)), p)
 
 
+# registers of the direct-load rungs by keys a step (ptxas 13.0 -v, sm_90a, bf16, D=128: 46-48 / 56-68 / 96-128 over
+# 64-256 threads and both rungs; the shared model's 72 + 9 a key said 54 / 72 / 108): U=8 on 256 threads is 2 blocks an
+# SM, not 3, and main_unroll's +8 (knobs.launch) takes it to 1 (ptxas: 157)
+PTXAS_REGS = {2: 48, 4: 64, 8: 128}
+
+
+def own_regs(launch: Launch, p, task, keys: int) -> Launch:
+    """ptxas's registers, and the block's chain of round trips (sim.chain_floor_s: the waves of resident blocks one
+    after another): a load of U keys a step per key slot, then q's load, the merge's barrier and the store.
+    H100 split_kv B=32 S=2048 256 threads, partition 256 (2 steps of 8 keys, 5 trips), main_unroll 2: 157 registers,
+    one block an SM, 63 waves: 240.0 / 247.6 us (sim30b, seed 94141) where the roofline said 114 (4 keys: 140.9)."""
+    u = p.get(KEYS.name, KEYS.default)
+    steps = cdiv(keys, launch.threads // (task["D"] // 8) * u)
+    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps + 3)
+
+
 def paged_vectorized_launch(p, task):
     """vectorized_launch with its siblings' re-reads bound by L2 (l2_bound; swa_decode_cuda keeps the plain one:
-    its window's KV rows were not timed apart)."""
-    return l2_bound(vectorized_launch(p, task), task)
+    its window's KV rows were not timed apart) and ptxas's registers."""
+    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"])
 
 
 def partials(p, task) -> tuple:
@@ -80,8 +96,9 @@ def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
     smem = (2 + d) * (t // (d // 8)) * 4
-    return l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
-                                     bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task)
+    return own_regs(l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
+                                              bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task),
+                    p, task, p["partition"])
 
 
 GQA_WORK = (0.5, 0.11)
