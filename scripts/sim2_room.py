@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,24 +22,30 @@ MODULES = ("paged_decode_cuda", "paged_decode_triton", "flash_decode_triton", "m
            "cross_attention_triton")
 
 
+@contextmanager
+def recorded():
+    """episodes.Agent swapped for stop_reasons.Recorded while episodes are built: yields what they record."""
+    agent, episodes.Agent = episodes.Agent, Recorded
+    try:
+        yield AGENTS
+    finally:
+        episodes.Agent = agent
+        AGENTS.clear()
+
+
 def build(config: str, seed: int, per_module: int, modules: tuple) -> list[dict]:
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
     plan = make_plan(load_profile(config), seed)
     taken = dict.fromkeys(modules, 0)
-    agent, episodes.Agent = episodes.Agent, Recorded
-    try:
+    with recorded() as agents:
         for i in range(plan.profile.episodes):
-            name = plan.task(i).module
-            if name in taken and taken[name] < per_module:
-                taken[name] += 1
+            if taken.get(plan.task(i).module, per_module) < per_module:
+                taken[plan.task(i).module] += 1
                 episodes.build_episode(plan, i)
-            if all(n >= per_module for n in taken.values()):
+            if min(taken.values()) >= per_module:
                 break
-        return [row(a, s) for a, s in AGENTS]
-    finally:
-        episodes.Agent = agent
-        AGENTS.clear()
+        return [row(a, s) for a, s in agents]
 
 
 def main(argv=None) -> int:
