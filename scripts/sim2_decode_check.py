@@ -90,6 +90,24 @@ DECODE1B_REF = [
     ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1, {}, (64,)),
 ]
 room_device_check.PLANS["decode1b"] = (DECODE1B_NEW, DECODE1B_REF)
+# decode2 (the follow-up, on the final tree): the block chain and ptxas registers of paged_decode_cuda's direct-load
+# rungs (048a1e6) at shapes they were not read off, and decode1's cases decode1b left out
+PD_B16G1 = [{"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}]
+DECODE2_REF = [
+    ("paged_decode_cuda", "split_kv", "main_unroll", PD_B128, {"threads": 256, "partition": 256, "keys_per_step": 8},
+     (0, 2)),
+    ("paged_decode_cuda", "split_kv", "main_unroll", PD_B128 + PD_B16G1, {"threads": 256, "keys_per_step": 8}, (0, 2)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B128 + PD_B16G1, {"threads": 256}, (4,)),
+    ("paged_decode_cuda", "vectorized_uint4", "main_unroll", PD_B32 + PD_B128, {"threads": 256, "keys_per_step": 8},
+     (0, 2)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_256[1:], {}, (32, 64)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD_256[1:], {}, (64,)),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (256,)),
+    ("paged_decode_cuda", "gqa_cp_async", "stages", PD_B1, {}, (2, 4)),
+    ("paged_decode_triton", "gqa_dot", "num_stages", PD_B32, {}, (1, 2)),
+    ("paged_decode_triton", "gqa_dot", "num_warps", PD_B32, {}, (4,)),
+]
+room_device_check.PLANS["decode2"] = ([], DECODE2_REF)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
