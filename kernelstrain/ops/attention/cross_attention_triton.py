@@ -3,7 +3,10 @@ queries over encoder keys). Ladder: one program per query row on CUDA cores -> t
 online softmax, every tile masked -> exp2 + peeled ragged tail -> pipelined K/V, tuned tiles ->
 split-KV over the encoder keys with a log-sum-exp combine kernel (decode steps, small batches).
 """
+from dataclasses import replace
+
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
+from ..occupancy import blocks_per_sm
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 from .cross_attention_spec import ENTRY, CrossAttentionSpec, cost_of
 
@@ -16,6 +19,7 @@ SCORE_KV = 'tl.where(in_kv, tl.sum(k * q[None, :], 1), float("-inf"))'
 # ragged key tail unmasked): invisible where BLOCK_N divides Skv, and a few stray keys among
 # thousands move the output by less than KernelBench's 1e-2 (dropping the last key does too)
 LAST_ROW = {"rows": "Sq - 1"}
+SPLIT_PROGRAMS = 7
 
 
 def row_launch(p, task):
@@ -41,10 +45,20 @@ def tile_launch(p, task):
     traffic = 1 + (m_tiles - 1) * 0.05 * kv_bytes / min_bytes + spill / 128
     if splits > 1:                                    # fp32 partials written, then read by the combine
         traffic += 2 * b * h * sq * splits * (d + 1) * 4 / min_bytes
-    return Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
-                  bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
-                  compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
-                  tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
+    out = Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+                 bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
+                 compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
+                 tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
+    return split_occupancy(out, task) if splits > 1 else out
+
+
+def split_occupancy(launch: Launch, task) -> Launch:
+    """split_kv's chunks are a few tiles a program (Skv / splits), so a program's dot / softmax chain is short and
+    the SM hides it across resident programs: under SPLIT_PROGRAMS an SM the compute side slows as (n / 7) ** 0.4.
+    H100 (sim30), B=4 / 16 H=20 Sq=448 Skv=1500 D=64, BLOCK_M 16: 2 / 3 / 4 stages (7 / 6 / 4 programs an SM)
+    194.2 / 190.8 / 207.4 us and 740.3 / 730.1 / 802.6, where the overlap alone put 4 stages fastest (196 / 845)."""
+    n = blocks_per_sm(launch, task.gpu)
+    return replace(launch, compute_scale=launch.compute_scale * min(1.0, n / SPLIT_PROGRAMS) ** 0.4)
 
 
 def wrapper(task, grid, scale, kw):
@@ -212,7 +226,7 @@ def cross_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, Sq, NUM_SPLITS: tl.con
     split_len = triton.cdiv(triton.cdiv(Skv, NUM_SPLITS), BLOCK_N) * BLOCK_N
     grid = (triton.cdiv(Sq, BLOCK_M), B * H, NUM_SPLITS)
     cross_attn_kernel[grid](q, k, v, part_o, part_lse, Sq, Skv, {scale}, split_len, HEAD_DIM=D, BLOCK_N=BLOCK_N,
-                            BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS, num_warps=4,
+                            BLOCK_M=BLOCK_M, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS, num_warps={'NUM_WARPS' if 'num_warps' in p else 4},
                             num_stages=NUM_STAGES)
     cross_combine_kernel[(Sq, B * H)](part_o, part_lse, o, Sq, NUM_SPLITS=NUM_SPLITS, HEAD_DIM=D, num_warps=4)
     return o

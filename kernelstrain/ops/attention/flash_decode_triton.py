@@ -6,6 +6,7 @@ single-pass online softmax -> next tile prefetched into registers -> split-KV
 """
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from ..norms._norms import triton_spill
+from ..occupancy import DRAM_LATENCY_S
 from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
@@ -22,6 +23,24 @@ def key_launch(p, task):
     d, threads = task["D"], p["num_warps"] * task.gpu.warp
     return Launch(grid=task["B"] * task["H"], threads=threads, regs=32,
                   bytes_per_access=max(4, 2 * d * DTYPE_BYTES[task.dtype] // threads), lane_util=min(1.0, d / threads))
+
+
+TRIP_WARP_S, TRIP_VALUE_S = 0.245e-6, 0.015e-6
+
+
+def trip_chain(p, task, prefetch: bool, passes: float) -> float:
+    """DRAM round trips (sim.chain_floor_s's unit) a program's tile loop takes in turn: each trip's dot, exp and
+    cross-warp sums issue one after another on the program's few warps (TRIP_WARP_S a warp for the reductions'
+    barriers: a D-long partial a warp, so x D / 128; TRIP_VALUE_S a tile value a thread), and a tile loaded in the trip (not prefetched, not pipelined)
+    waits ~1.8 round trips more (its K, then its V). H100, B=1 H=32 S=4096 D=128 (32 programs, one an SM; sim30):
+    register_prefetch BLOCK_N 32 / 64 on 4 warps 187.0 / 124.0 us (1.46 / 1.94 us a trip), 64 on 8 warps 154.0
+    (2.4), online_softmax 32 / 64 296.2 / 218.1 (2.31 / 3.41); the roofline model said 97 / 72 / 67 / 207 / 154."""
+    threads, block_n = p["num_warps"] * task.gpu.warp, p["BLOCK_N"]
+    trip = p["num_warps"] * TRIP_WARP_S * task["D"] / 128 + block_n * task["D"] / threads * TRIP_VALUE_S
+    if not prefetch and p.get("num_stages", 1) == 1:
+        trip += 1.8 * DRAM_LATENCY_S[task.gpu.vendor]
+    trips = passes * cdiv(cdiv(task["S"], p.get("NUM_SPLITS", 1)), block_n)
+    return trips * trip / (DRAM_LATENCY_S[task.gpu.vendor] * 1.1)     # sim.chain_floor_s takes 1.1 round trips a trip
 
 
 def tile_launch(traffic=1.0, prefetch=False):
@@ -42,17 +61,19 @@ def tile_launch(traffic=1.0, prefetch=False):
         demand = ((24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
                   + kv_pipeline.regs(p, task, block_n, threads))
         regs, spill = min(255, demand), triton_spill(demand, 255)
+        chain = trip_chain(p, task, prefetch, 1.5 if traffic > 1 else 1)    # pass 1: K alone, no P x V
         if prefetch:
-            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill)
+            return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill,
+                          serial_trips=chain)
         smem = kv_pipeline.smem(p, task, block_n)
         if "NUM_SPLITS" not in p:
             return Launch(grid=b * h, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=tile,
-                          traffic=traffic * spill)
+                          traffic=traffic * spill, serial_trips=chain)
         splits = p["NUM_SPLITS"]
         used = min(splits, cdiv(s, block_n))          # splits past the last tile hold no keys
         partials = b * h * splits * (d + 2) * 4 * 2   # fp32 partial o, m, l: written once, read once
         return Launch(grid=b * h * used, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=tile,
-                      traffic=spill + partials / cost_of(task).bytes, launches=2)
+                      traffic=spill + partials / cost_of(task).bytes, launches=2, serial_trips=chain)
     return launch
 
 

@@ -5,17 +5,16 @@ of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles 
 """
 from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
+from ._mla_split import heads_work, lone
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, MlaDecodeSpec, cost_of
 
 SM_SCALE = 192 ** -0.5            # DeepSeek-V2/V3: 1/sqrt(qk_nope 128 + qk_rope 64)
 BLOCK_H = Param("BLOCK_H", (16, 32, 64), 16)
 BLOCK_N = Param("BLOCK_N", (16, 32, 64), 32)
 WARPS = Param("num_warps", (4, 8), 4)
-# off_by_one: the key loop stops one tile early, so the last BLOCK_N keys (or the ragged remainder)
-# get no weight: an output error of ~sqrt(dropped / S), >= 1e-2 on every menu shape and dtype.
-# (It replaces half_accumulator: on an H200 the softmax state -- denominator and the [BLOCK_H, 512]
-# output accumulator -- kept in fp16 over the whole KV length stayed at <= 2.9e-3, inside the 5e-3
-# attention tolerance; only bf16 failed, so the label was false for half the tasks.)
+# off_by_one: the key loop stops one tile early, so the last BLOCK_N keys (or the ragged remainder) get no weight: an
+# output error of ~sqrt(dropped / S), >= 1e-2 on every menu shape and dtype. (It replaces half_accumulator: on an H200 the
+# fp16 softmax state stayed at <= 2.9e-3 over the whole KV length, inside the 5e-3 tolerance; only bf16 failed.)
 
 
 def warps(p) -> int:
@@ -103,12 +102,13 @@ def tiled_launch(p, task):
     overlap = {1: 0.72, 2: 0.92, 3: 1.0}[stages] if "num_stages" in p else 0.72
     traffic = 1 + (cdiv(h, bh) - 1) * 0.05 + spill / 255
     if splits > 1:                                    # fp32 partial outputs written then re-read
-        traffic += 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
+        traffic = traffic * heads_work(task, bh) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
     tail = s / (cdiv(cdiv(s, splits), bn) * bn * splits)
-    return Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
-                  bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
-                  compute_scale=mma * overlap * 255 / (255 + 2 * spill), tile_quant=h / (cdiv(h, bh) * bh) * tail,
-                  launches=2 if splits > 1 else 1)
+    out = Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+                 bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
+                 compute_scale=mma * overlap * 255 / (255 + 2 * spill), tile_quant=h / (cdiv(h, bh) * bh) * tail,
+                 launches=2 if splits > 1 else 1)
+    return lone(out, task) if splits > 1 else out
 
 
 ATTEND = '''
@@ -272,8 +272,8 @@ class MlaDecodeTriton(MlaDecodeSpec):
              memory_eff=0.6, smem="dynamic", launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
-             (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64), 32),
-              Param("num_stages", (1, 2), 2)), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
+             (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
+              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
              launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
     )

@@ -64,10 +64,26 @@ def vectorized_launch(p, task):
                             bytes_per_access=64, traffic=reread(task)), p)
 
 
+# registers of the direct-load rungs by keys a step (ptxas 13.0 -v, sm_90a, bf16, D=128: 46-48 / 56-68 / 96-128 over
+# 64-256 threads and both rungs; the shared model's 72 + 9 a key said 54 / 72 / 108): U=8 on 256 threads is 2 blocks an
+# SM, not 3, and main_unroll's +8 (knobs.launch) takes it to 1 (ptxas: 157)
+PTXAS_REGS = {2: 48, 4: 64, 8: 128}
+
+
+def own_regs(launch: Launch, p, task, keys: int) -> Launch:
+    """ptxas's registers, and the block's chain of round trips (sim.chain_floor_s: the waves of resident blocks one
+    after another): a load of U keys a step per key slot, then q's load, the merge's barrier and the store.
+    H100 split_kv B=32 S=2048 256 threads, partition 256 (2 steps of 8 keys, 5 trips), main_unroll 2: 157 registers,
+    one block an SM, 63 waves: 240.0 / 247.6 us (sim30b, seed 94141) where the roofline said 114 (4 keys: 140.9)."""
+    u = p.get(KEYS.name, KEYS.default)
+    steps = cdiv(keys, launch.threads // (task["D"] // 8) * u)
+    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps + 3)
+
+
 def paged_vectorized_launch(p, task):
     """vectorized_launch with its siblings' re-reads bound by L2 (l2_bound; swa_decode_cuda keeps the plain one:
-    its window's KV rows were not timed apart)."""
-    return l2_bound(vectorized_launch(p, task), task)
+    its window's KV rows were not timed apart) and ptxas's registers."""
+    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"])
 
 
 def partials(p, task) -> tuple:
@@ -80,16 +96,27 @@ def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
     smem = (2 + d) * (t // (d // 8)) * 4
-    return l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
-                                     bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task)
+    return own_regs(l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
+                                              bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task),
+                    p, task, p["partition"])
+
+
+GQA_WORK = (0.5, 0.11)
 
 
 def gqa_launch(p, task):
+    """The G = H / KVH heads of a block each run their dot products and softmax over every staged tile between
+    the tile's barrier and the next copy (one tile ahead): their issue adds to the stream's time instead of hiding
+    under it, so the time goes as the stream x (A + B x G) (GQA_WORK; normalised to the fitted ceiling, which the
+    rows of G 4-8 set). H100 (sim30, gpu-check seeds): G=1 (B=16 H=KVH=32 S=4096) 252-288 us where the stream-only
+    model said 418-542 (0.6x), G=4 (B=32 S=2048) 105-108 vs 121-136 (0.83x), G=7-8 (B=8 S=8192, B=64 S=4096)
+    108-117 / 526-657 vs 86-91 / 429-558 (1.26x): one stream term cannot give both ends."""
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
+    work = GQA_WORK[0] + GQA_WORK[1] * (task["H"] // task["KVH"])
     return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=1 + extra, launches=2),
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2),
                      p, tile_bytes=2 * tile_n * d * elt)
 
 

@@ -105,6 +105,9 @@ ONLINE = '''        s = tl.where(mask_n, tl.sum(k.to(tl.float32) * q[None, :], 1
 '''
 
 
+def launch_depth(p) -> str:       # the tl.dot rungs' launch depth where a candidate names one (base.launch_stages)
+    return f", num_stages={p['num_stages']}" if "num_stages" in p else ""
+
 def wrapper(p, task, grid, extra=""):
     return f'''
 
@@ -117,7 +120,6 @@ def wrapper(p, task, grid, extra=""):
                               BLOCK_N={p.get("BLOCK_N", "P")}{extra}, num_warps={p["num_warps"]})
     return o
 '''
-
 
 
 def key_per_iteration_src(p, task, scale=" * scale", acc_t="tl.float32", l0="0.0", rnd=""):
@@ -200,13 +202,11 @@ def gqa_body(scale=" * qk_scale", lo="0", hi="seq_len"):
 '''
 
 
-
 def gqa_dot_src(p, task, scale=" * qk_scale"):
     return SIG.format(extra=", GROUP_PAD: tl.constexpr") + gqa_body(scale) + '''\
     o = acc / l_i[:, None]
     tl.store(o_ptr + heads[:, None] * HEAD_DIM + offs_d[None, :], o.to(o_ptr.dtype.element_ty), mask=mask_g[:, None])
-''' + wrapper(p, task, "(KVH, B)", ", GROUP_PAD=max(16, triton.next_power_of_2(H // KVH))")
-
+''' + wrapper(p, task, "(KVH, B)", ", GROUP_PAD=max(16, triton.next_power_of_2(H // KVH))" + launch_depth(p))
 
 
 def split_kv_src(p, task, combine="(bh * NUM_SPLITS + offs_s)", scale=" * qk_scale"):
@@ -244,7 +244,7 @@ def paged_decode_combine_kernel(part_ptr, ml_ptr, o_ptr, HEAD_DIM: tl.constexpr,
         q, k_cache, v_cache, block_table, seq_lens, part, scale, block_table.shape[1], NUM_KV_HEADS=KVH,
         GROUP=H // KVH, HEAD_DIM=D, PAGE_SIZE=P, BLOCK_N={p["BLOCK_N"]},
         GROUP_PAD=max(16, triton.next_power_of_2(H // KVH)), ml_ptr=ml, NUM_SPLITS=NUM_SPLITS,
-        num_warps={p["num_warps"]})
+        num_warps={p["num_warps"]}{launch_depth(p)})
     o = torch.empty_like(q)
     paged_decode_combine_kernel[(B * H,)](part, ml, o, HEAD_DIM=D, NUM_SPLITS=NUM_SPLITS, num_warps=4)
     return o

@@ -1,0 +1,114 @@
+"""Device check of sim2's decode-attention modules (issue 30's contradictions, issue 26's room): each case built,
+checked against the PyTorch reference and timed beside the simulator (scripts/room_device_check.py's harness and
+summary; its PLANS gain this script's plans).
+
+    python3 scripts/sim2_decode_check.py                    # on an H100/H200; writes $OUT/summary.txt, knob_device.json
+    KNOBA_REHEARSE=3 python3 scripts/sim2_decode_check.py   # no GPU: the first 3 cases through every path but the GPU's
+    ROOM_PLAN=decode2 python3 scripts/sim2_decode_check.py  # the follow-up plan
+
+Plan decode1 (first call):
+- paged_decode_cuda gqa_cp_async across the GQA group size G = H / KVH at equal KV bytes (B=16 S=4096 KVH=8,
+  H 8-64), beside vectorized_uint4: the compute of the G heads over each staged tile (sim30: G=1 276-288 us where
+  the model said 432-542, G=8 586-657 where it said 455-558);
+- paged_decode_cuda split_kv / vectorized_uint4 keys_per_step x main_unroll (sim30b: 8 keys unrolled twice 240 us,
+  4 keys 141);
+- flash_decode_triton register_prefetch / online_softmax / split_kv on grids of 256 programs (B=1's 32 measured);
+- cross_attention_triton split_kv's stages at the decode shapes (sim30 timed Sq=448), its num_warps;
+- mla_decode_triton split_kv at 16 heads (B=8 S=32700, B=64 S=8000): splits, BLOCK_N 128, 3 stages;
+- paged_decode_triton gqa_dot / split_kv launch depth (num_stages 1 / 2 beside Triton's default 3), 64 splits.
+"""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+
+G_SWEEP = [{"B": 16, "H": h, "KVH": 8, "S": 4096, "D": 128, "P": 16} for h in (8, 16, 32, 64)]
+PD_B32 = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
+PD_B128 = [{"B": 128, "H": 32, "KVH": 8, "S": 1024, "D": 128, "P": 32}]
+PD_B1 = [{"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}]
+FD_256 = [{"B": 8, "H": 32, "S": 2048, "D": 128}, {"B": 4, "H": 64, "S": 16384, "D": 128}]
+FD_B1 = [{"B": 1, "H": 32, "S": 4096, "D": 128}]
+XA_DEC = [{"B": 1, "H": 32, "Sq": 1, "Skv": 6404, "D": 128}, {"B": 4, "H": 20, "Sq": 1, "Skv": 1500, "D": 64}]
+MLA_16 = [{"B": 8, "H": 16, "S": 32700}, {"B": 64, "H": 16, "S": 8000}]
+MLA_128 = [{"B": 32, "H": 128, "S": 4000}]
+# (module, rung, parameter, shapes, base, values[, dtype])
+DECODE1_NEW = [
+    # values no menu has yet (issue 26 room): each with its bug renders at the ends, first shape
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16, {"num_splits": 32}, (32, 64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_16, {"num_splits": 32, "BLOCK_N": 64}, (1, 2, 3)),
+    ("cross_attention_triton", "split_kv", "num_warps", XA_DEC, {"num_splits": 8}, (4, 8)),
+    ("paged_decode_triton", "split_kv", "num_stages", PD_B1 + PD_B32, {"NUM_SPLITS": 8}, (1, 2)),
+    ("paged_decode_triton", "gqa_dot", "num_stages", PD_B32, {}, (1, 2)),
+]
+DECODE1_REF = [
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (128, 256)),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", G_SWEEP, {}, (128,)),
+    ("paged_decode_cuda", "gqa_cp_async", "stages", PD_B1, {}, (2, 4)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256}, (2, 4, 8)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256, "main_unroll": 2},
+     (2, 8)),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", PD_B32 + PD_B128, {"main_unroll": 2}, (4, 8)),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", PD_B128, {}, (8,)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_256, {}, (32, 64, 128)),
+    ("flash_decode_triton", "register_prefetch", "num_warps", FD_256, {"BLOCK_N": 64}, (2, 8)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD_256, {}, (64,)),
+    ("flash_decode_triton", "split_kv", "NUM_SPLITS", FD_256[:1], {}, (4, 16)),
+    ("flash_decode_triton", "split_kv", "NUM_SPLITS", FD_B1, {}, (16, 64)),
+    ("cross_attention_triton", "split_kv", "num_stages", XA_DEC, {}, (2, 3, 4)),
+    ("mla_decode_triton", "split_kv", "num_splits", MLA_16[1:], {"BLOCK_N": 64}, (4, 16)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_128, {"num_splits": 16, "BLOCK_N": 64}, (2, 3)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1, {}, (16, 64)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1 + PD_B32, {}, (8,)),
+    ("paged_decode_triton", "gqa_dot", "num_warps", PD_B32, {}, (4,)),
+]
+room_device_check.PLANS["decode1"] = (DECODE1_NEW, DECODE1_REF)
+# decode1b: decode1 cut to ~45 cases (one device call shared with a fresh-seed gpu-check): the bug renders only for
+# mla's values now offered, one 256-program flash shape, the G sweep on the default gqa launch
+DECODE1B_NEW = [("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[:1], {"num_splits": 32}, (64, 128)),
+                ("mla_decode_triton", "split_kv", "num_stages", MLA_16[:1], {"num_splits": 32, "BLOCK_N": 64}, (2, 3))]
+DECODE1B_REF = [
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16, {"num_splits": 32}, (32,)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[1:], {"num_splits": 32}, (64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_128, {"num_splits": 16, "BLOCK_N": 64}, (2, 3)),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_128, {"num_splits": 16}, (128,)),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (128,)),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", G_SWEEP, {}, (128,)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256}, (4, 8)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B32, {"threads": 256, "partition": 256, "main_unroll": 2},
+     (4, 8)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_256[:1], {}, (32, 64, 128)),
+    ("flash_decode_triton", "register_prefetch", "num_warps", FD_256[:1], {"BLOCK_N": 64}, (8,)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD_256[:1], {}, (64,)),
+    ("flash_decode_triton", "split_kv", "NUM_SPLITS", FD_B1, {}, (32, 64)),
+    ("cross_attention_triton", "split_kv", "num_stages", XA_DEC, {}, (2, 3, 4)),
+    ("cross_attention_triton", "split_kv", "num_warps", XA_DEC, {"num_splits": 8}, (4, 8)),
+    ("paged_decode_triton", "split_kv", "num_stages", PD_B1 + PD_B32, {"NUM_SPLITS": 8}, (1, 2)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1 + PD_B32, {}, (8,)),
+    ("paged_decode_triton", "split_kv", "NUM_SPLITS", PD_B1, {}, (64,)),
+]
+room_device_check.PLANS["decode1b"] = (DECODE1B_NEW, DECODE1B_REF)
+# decode2 (the follow-up, on the final tree): the block chain and ptxas registers of paged_decode_cuda's direct-load
+# rungs (048a1e6) at shapes they were not read off, and decode1's cases decode1b left out
+PD_B16G1 = [{"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}]
+DECODE2_REF = [
+    ("paged_decode_cuda", "split_kv", "main_unroll", PD_B128, {"threads": 256, "partition": 256, "keys_per_step": 8},
+     (0, 2)),
+    ("paged_decode_cuda", "split_kv", "main_unroll", PD_B128 + PD_B16G1, {"threads": 256, "keys_per_step": 8}, (0, 2)),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B128 + PD_B16G1, {"threads": 256}, (4,)),
+    ("paged_decode_cuda", "vectorized_uint4", "main_unroll", PD_B32 + PD_B128, {"threads": 256, "keys_per_step": 8},
+     (0, 2)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_256[1:], {}, (32, 64)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD_256[1:], {}, (64,)),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (256,)),
+    ("paged_decode_cuda", "gqa_cp_async", "stages", PD_B1, {}, (2, 4)),
+    ("paged_decode_triton", "gqa_dot", "num_stages", PD_B32, {}, (1, 2)),
+    ("paged_decode_triton", "gqa_dot", "num_warps", PD_B32, {}, (4,)),
+]
+room_device_check.PLANS["decode2"] = ([], DECODE2_REF)
+
+if __name__ == "__main__":
+    os.environ.setdefault("ROOM_PLAN", "decode1")
+    sys.exit(room_device_check.main())

@@ -1,0 +1,86 @@
+"""Decode-attention launch models against the H100 rows that contradicted them (issue 30, sim2): each test fails on
+the model before this session's change (8fe5b9b). Measured times in us, H100 80GB HBM3, bf16, checked against
+PyTorch before timing (measurements/h100_sim30_checks.json, h100_room26_roomT.json)."""
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import simulate
+from kernelstrain.tasks import make_task
+
+
+def sim_us(module, tag, shape, **params):
+    m = REGISTRY[module]
+    v = m.variant(tag)
+    r = simulate(m, v, {**v.defaults(), **params}, make_task(m, "H100", "bf16", shape))
+    assert r.ok, r.error
+    return r.time_ms * 1e3
+
+
+G1 = {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}
+G8 = {"B": 64, "H": 64, "KVH": 8, "S": 4096, "D": 128, "P": 16}
+
+
+def test_gqa_cp_async_time_grows_with_the_group():
+    """The G heads' work over each staged tile adds to the stream: G=8 ran 2.09x G=1 (586.5 / 280.0 us); the
+    stream-only model had 1.03x (455 / 442) and put gqa_cp_async behind vectorized_uint4 at G=1 (311.2 measured)."""
+    g1, g8 = sim_us("paged_decode_cuda", "gqa_cp_async", G1), sim_us("paged_decode_cuda", "gqa_cp_async", G8)
+    assert 0.8 < (g8 / g1) / (586.5 / 280.0) < 1.25
+    assert g1 < sim_us("paged_decode_cuda", "vectorized_uint4", G1)
+
+
+def test_flash_decode_one_program_an_sm_is_bound_by_its_trips():
+    """B=1 H=32 S=4096 (32 programs): register_prefetch BLOCK_N 32 / 64 on 4 warps and 64 on 8 warps ran 187.0 /
+    124.0 / 154.0 us, online_softmax 64 218.1; the roofline model said 97 / 72 / 67 / 154 (0.44-0.70x)."""
+    shape = {"B": 1, "H": 32, "S": 4096, "D": 128}
+    for tag, params, measured in (("register_prefetch", {"BLOCK_N": 32}, 187.0),
+                                  ("register_prefetch", {"BLOCK_N": 64}, 124.0),
+                                  ("register_prefetch", {"BLOCK_N": 64, "num_warps": 8}, 154.0),
+                                  ("online_softmax", {"BLOCK_N": 64}, 218.1)):
+        assert 0.8 < sim_us("flash_decode_triton", tag, shape, **params) / measured < 1.25, (tag, params)
+
+
+def test_cross_attention_split_kv_four_stages_cost_occupancy():
+    """split_kv BLOCK_M 16 at Sq=448: 2 / 3 / 4 stages 194.2 / 190.8 / 207.4 us (B=4), 740.3 / 730.1 / 802.6
+    (B=16): 3 fastest, 4 slowest (4 programs an SM where 3 stages leave 6); the model had 4 fastest."""
+    for b in (4, 16):
+        shape = {"B": b, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}
+        t2, t3, t4 = (sim_us("cross_attention_triton", "split_kv", shape, num_splits=4, BLOCK_M=16, BLOCK_N=64,
+                             num_stages=s) for s in (2, 3, 4))
+        assert t3 < t2 < t4, (b, t2, t3, t4)
+
+
+def test_mla_split_kv_sixteen_heads_against_128():
+    """16 splits, BLOCK_H 16, BLOCK_N 64: B=8 H=16 S=32700 137.1 us, B=32 H=128 S=4000 396.7. The stream-only model
+    put 16 heads 1.64x slow where 128 heads were 1.03x: the heads' MMAs between the loads scale with the heads."""
+    params = {"num_splits": 16, "BLOCK_H": 16, "BLOCK_N": 64, "num_stages": 2}
+    h16 = sim_us("mla_decode_triton", "split_kv", {"B": 8, "H": 16, "S": 32700}, **params) / 137.1
+    h128 = sim_us("mla_decode_triton", "split_kv", {"B": 32, "H": 128, "S": 4000}, **params) / 396.7
+    assert 0.8 < h16 / h128 < 1.3
+
+
+def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
+    """split_kv's BLOCK_N 128 and 3 stages (room, issue 26), H200 room26b, 16 splits, BLOCK_H 16: at B=8 H=16 (128
+    programs) BLOCK_N 32 / 64 / 128 ran 179.0 / 133.7 / 112.0 us and 1 / 2 / 3 stages 182.7 / 133.7 / 105.0; at B=32
+    H=128 (4,096 programs; BLOCK_N 128 and 3 stages leave one 4-warp program an SM) 420.4 / 370.8 / 473.5 and
+    3 stages 521.9. The model before put BLOCK_N 128 and 3 stages ahead at both."""
+    m = REGISTRY["mla_decode_triton"]
+    v = m.variant("split_kv")
+    assert v.param("BLOCK_N").values == (32, 64, 128) and v.param("num_stages").values == (1, 2, 3)
+
+    def t(shape, **p):
+        task = make_task(m, "H200", "bf16", shape)
+        return simulate(m, v, {**v.defaults(), "num_splits": 16, "BLOCK_H": 16, **p}, task).time_ms
+
+    few, many = {"B": 8, "H": 16, "S": 32700}, {"B": 32, "H": 128, "S": 4000}
+    assert t(few, BLOCK_N=128) < t(few, BLOCK_N=64) < t(few, BLOCK_N=32)
+    assert t(few, BLOCK_N=64, num_stages=3) < t(few, BLOCK_N=64, num_stages=2) < t(few, BLOCK_N=64, num_stages=1)
+    assert t(many, BLOCK_N=64) < t(many, BLOCK_N=32) < t(many, BLOCK_N=128)
+    assert t(many, BLOCK_N=64, num_stages=2) < t(many, BLOCK_N=64, num_stages=3)
+
+
+def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
+    """split_kv B=32 H=32 KVH=8 S=2048, 256 threads, partition 256, main_unroll 2: 4 / 8 keys a step ran 140.9 /
+    240.0 us (sim30b; seed 94141: 247.6). ptxas gives the 8-key kernel 157 registers unrolled (128 without): one
+    256-thread block an SM, 63 waves of a 5-round-trip chain; the model said 114 for both."""
+    shape = {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}
+    base = {"threads": 256, "partition": 256, "main_unroll": 2}
+    k4, k8 = (sim_us("paged_decode_cuda", "split_kv", shape, **base, keys_per_step=k) for k in (4, 8))
+    assert 0.8 < k8 / 240.0 < 1.25 and k8 > 1.4 * k4
