@@ -1,0 +1,55 @@
+"""Device check of the generic Triton knobs (kernelstrain/knobs_triton.py): a sample of Triton rungs across modules,
+each built, checked against the PyTorch reference and timed with every knob value beside the code without it (value
+0), the simulator's time beside each; then each (rung, shape)'s values ranked by the device and by the simulator.
+
+    python3 scripts/knobs_device.py                     # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    KNOBA_REHEARSE=3 python3 scripts/knobs_device.py    # no GPU: the first 3 cases through every path but the GPU's
+    KNOBS_SET=more python3 scripts/knobs_device.py      # another set of SETS (default: first)
+
+scripts/room_device_check.py's harness (gpucheck's build and run passes) over the plan below; the ranking is
+room_device_check_triton.ranking. Exit 1 if a value fails its check.
+"""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+
+EVICT = (0, 1, 2)               # none, evict_first, evict_last on the main loop's loads
+MAXNREG = (32, 64, 128)         # the launch option's register caps (0 is EVICT's first case)
+ROWS = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+SOFTMAX = [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}]
+CE = [{"T": 512, "V": 128256}]
+GEMM = [{"M": 4096, "N": 4096, "K": 4096}]
+PAGED = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
+# (module, rung, knob, shapes, base, values): a single-pass stream (nothing re-read: the hint can only matter
+# for other data), multi-pass rows re-read from L2 (evict_first on the first pass should lose the re-read),
+# tl.dot K loops (tiles re-read by other programs through L2), decode KV streams
+FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes in [
+    ("rmsnorm_triton", "chunked_two_pass", ROWS),
+    ("softmax_triton", "online_softmax", SOFTMAX),
+    ("softmax_triton", "chunked_three_pass", SOFTMAX[1:]),
+    ("layernorm_triton", "chunked_three_pass", ROWS[1:]),
+    ("cross_entropy_fwd_triton", "online_softmax", CE),
+    ("gemm_fp16_triton", "pipelined_stages", GEMM),
+    ("paged_decode_triton", "split_kv", PAGED),
+    ("flash_prefill_triton", "pipelined", None),
+] for knob, values in (("evict", EVICT), ("maxnreg", MAXNREG))]
+FIRST += [("rmsnorm_triton", "persistent", "evict", ROWS[1:], {}, EVICT),
+          ("rmsnorm_triton", "persistent", "maxnreg", ROWS[1:], {}, (32, 64))]
+SETS = {"first": FIRST}
+
+room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
+
+
+if __name__ == "__main__":
+    rc = room_device_check.main()
+    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
+    if (out / "knob_device.json").exists():
+        text = room_device_check_triton.ranking(out)
+        (out / "ranking.txt").write_text(text)
+        print(text)
+    sys.exit(rc)
