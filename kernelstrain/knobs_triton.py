@@ -3,6 +3,8 @@ into a candidate's code.
 
 - `evict` (Triton): an `eviction_policy` hint on the loads of the kernel's main loop (1:
   "evict_first", 2: "evict_last"); PTX carries it as an L2 cache-policy operand on each load.
+- `cache` (Triton): `cache_modifier=".cg"` on the same loads: PTX `ld.global.cg`, cached in L2
+  only, not in L1.
 - `maxnreg` (Triton, NVIDIA): the launch option `maxnreg=N`: ptxas caps the registers a thread
   gets at N, so a kernel over it spills to local memory and one under it runs more warps an SM.
 
@@ -36,6 +38,7 @@ OFF = 0
 POLICIES = {1: "evict_first", 2: "evict_last"}
 KNOBS = {
     "evict": Param("evict", (0, 1, 2), OFF),
+    "cache": Param("cache", (0, 1), OFF),
     "maxnreg": Param("maxnreg", (0, 32, 64, 128, 255), OFF),
 }
 
@@ -92,15 +95,16 @@ def places(code: str) -> dict:
     loads = _loads(code)
     hinted = any(w in code[a:b] for a, b in loads for w in ("eviction_policy", "cache_modifier"))
     launch = _LAUNCH.search(code) is not None and "maxnreg" not in code
-    return {"evict": bool(loads) and not hinted, "maxnreg": launch}
+    return {"evict": bool(loads) and not hinted, "cache": bool(loads) and not hinted, "maxnreg": launch}
 
 
 def apply_code(code: str, params: dict) -> str:
     """Write the Triton knobs' settings into a candidate's code."""
     policy = POLICIES.get(params.get("evict", OFF))
-    if policy:
+    hint = (f', eviction_policy="{policy}"' if policy else "") + (', cache_modifier=".cg"' if params.get("cache") else "")
+    if hint:
         for _, close in reversed(_loads(code)):
-            code = f'{code[:close]}, eviction_policy="{policy}"{code[close:]}'
+            code = f"{code[:close]}{hint}{code[close:]}"
     if params.get("maxnreg", OFF):
         code = _LAUNCH.sub(lambda m: f"{m.group(0)}, maxnreg={params['maxnreg']}", code)
     return code

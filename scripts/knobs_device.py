@@ -19,27 +19,30 @@ import room_device_check  # noqa: E402
 import room_device_check_triton  # noqa: E402
 
 EVICT = (0, 1, 2)               # none, evict_first, evict_last on the main loop's loads
-MAXNREG = (32, 64, 128)         # the launch option's register caps (0 is EVICT's first case)
 ROWS = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
 SOFTMAX = [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}]
 CE = [{"T": 512, "V": 128256}]
 GEMM = [{"M": 4096, "N": 4096, "K": 4096}]
 PAGED = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
-# (module, rung, knob, shapes, base, values): a single-pass stream (nothing re-read: the hint can only matter
-# for other data), multi-pass rows re-read from L2 (evict_first on the first pass should lose the re-read),
-# tl.dot K loops (tiles re-read by other programs through L2), decode KV streams
-FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes in [
-    ("rmsnorm_triton", "chunked_two_pass", ROWS),
-    ("softmax_triton", "online_softmax", SOFTMAX),
-    ("softmax_triton", "chunked_three_pass", SOFTMAX[1:]),
-    ("layernorm_triton", "chunked_three_pass", ROWS[1:]),
-    ("cross_entropy_fwd_triton", "online_softmax", CE),
-    ("gemm_fp16_triton", "pipelined_stages", GEMM),
-    ("paged_decode_triton", "split_kv", PAGED),
-    ("flash_prefill_triton", "pipelined", None),
-] for knob, values in (("evict", EVICT), ("maxnreg", MAXNREG))]
-FIRST += [("rmsnorm_triton", "persistent", "evict", ROWS[1:], {}, EVICT),
-          ("rmsnorm_triton", "persistent", "maxnreg", ROWS[1:], {}, (32, 64))]
+# (module, rung, shapes, maxnreg caps): a single-pass stream (nothing re-read: a hint can only matter for other
+# data), multi-pass rows re-read from L2 (evict_first on the first pass should lose the re-read), tl.dot K loops
+# (tiles re-read by other programs through L2), a decode KV stream. The caps: ptxas (Triton 3.9, sm_90a) gives
+# the streaming rungs 32-58 registers (at 32: 16-152 bytes of stack), paged_decode split_kv 120 (64: 72 bytes of
+# stack, twice the warps an SM), gemm_fp16 pipelined_stages 174 and flash_prefill pipelined 255 (+120 bytes of
+# stack); under ~90 those two do not build (C7602 "Insufficient registers"), at 128 they spill 384 / 1008 bytes
+RUNGS = [
+    ("rmsnorm_triton", "chunked_two_pass", ROWS, (32, 64)),
+    ("softmax_triton", "online_softmax", SOFTMAX, (32,)),
+    ("softmax_triton", "chunked_three_pass", SOFTMAX[1:], (32,)),
+    ("layernorm_triton", "chunked_three_pass", ROWS[1:], ()),
+    ("cross_entropy_fwd_triton", "online_softmax", CE, (32, 64)),
+    ("gemm_fp16_triton", "pipelined_stages", GEMM, (128, 168)),
+    ("paged_decode_triton", "split_kv", PAGED, (32, 64, 96)),
+    ("flash_prefill_triton", "pipelined", None, (128, 168)),
+    ("rmsnorm_triton", "persistent", ROWS[1:], (32,)),
+]
+FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes, caps in RUNGS
+         for knob, values in (("evict", EVICT), ("cache", (1,)), ("maxnreg", caps)) if values]
 SETS = {"first": FIRST}
 
 room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
