@@ -150,11 +150,13 @@ def settings(params: dict) -> dict:
     return {k: v for k, v in params.items() if k in KNOBS}
 
 
-def extend(variant: Variant, impl: str, code: str, names: tuple) -> Variant:
-    """The rung with the knobs of `names` that have a place in its code (`code`: its render)."""
+def extend(variant: Variant, impl: str, code: str, names: tuple, gpu=None) -> Variant:
+    """The rung with the knobs of `names` that have a place in its code (`code`: its render for a
+    task on `gpu`; the Triton knobs are NVIDIA's: AMD's backend drops maxnreg, knobs_triton)."""
     places = _places(code)
     own_names = {p.name for p in variant.params}
-    extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n]
+    amd = gpu is not None and gpu.vendor != "nvidia"
+    extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n] and not (amd and n in knobs_triton.KNOBS)
                   and n not in own_names and SUPERSEDED.get(n) not in own_names)
     return replace(variant, params=variant.params + extra) if extra else variant
 
