@@ -10,7 +10,11 @@ into a candidate's code.
 
 A value 0 leaves the code as the module renders it. A knob has a place only where its text has
 one: `evict` where the first @triton.jit function's main loop loads without a hint of its own,
-`maxnreg` where the wrapper launches a kernel with `num_warps=` and no `maxnreg=` yet.
+`maxnreg` where the wrapper launches a kernel with `num_warps=` and no `maxnreg=` yet, and no
+kernel multiplies on tensor cores: ptxas (Triton 3.9, sm_90a) refuses a tl.dot kernel a cap under
+its MMA fragments' need ("C7602 Insufficient registers (64) to compile instruction ... Try to
+compile with register target of 90 or higher": gemm_fp16_triton pipelined_stages, flash_prefill_triton
+pipelined), a failure the simulator does not know.
 
 >>> src = ("@triton.jit\\ndef k(x_ptr, n, B: tl.constexpr):\\n    w = tl.load(x_ptr)\\n"
 ...        "    for i in range(0, n, B):\\n        v = tl.load(x_ptr + i + tl.arange(0, B), mask=m, other=0.0).to(tl.float32)\\n"
@@ -94,7 +98,7 @@ def _loads(code: str) -> list[tuple[int, int]]:
 def places(code: str) -> dict:
     loads = _loads(code)
     hinted = any(w in code[a:b] for a, b in loads for w in ("eviction_policy", "cache_modifier"))
-    launch = _LAUNCH.search(code) is not None and "maxnreg" not in code
+    launch = _LAUNCH.search(code) is not None and "maxnreg" not in code and "tl.dot(" not in code
     return {"evict": bool(loads) and not hinted, "cache": bool(loads) and not hinted, "maxnreg": launch}
 
 

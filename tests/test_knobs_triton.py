@@ -50,6 +50,11 @@ def test_maxnreg_joins_every_launch_and_only_once():
     assert not knobs_triton.places(out)["maxnreg"]
 
 
+def test_no_register_cap_on_a_tensor_core_kernel():
+    _, _, _, code = _render("gemm_fp16_triton", "pipelined_stages")
+    assert "tl.dot(" in code and not knobs_triton.places(code)["maxnreg"] and knobs_triton.places(code)["evict"]
+
+
 def test_triton_knobs_are_offered_on_nvidia_only():
     m, v, task, code = _render("rmsnorm_triton", "chunked_two_pass")
     names = tuple(knobs_triton.KNOBS)
@@ -82,3 +87,25 @@ def test_the_compiler_writes_each_knob_into_the_kernel():
         ptx = _compiled(knobs_triton.apply_code(code, params), m, v, task).asm["ptx"]
         assert any(mark in line for line in ptx.splitlines() if "ld.global" in line), params
     assert ".maxnreg 32" in _compiled(code, m, v, task, maxnreg=32).asm["ptx"] and ".maxnreg" not in plain.asm["ptx"]
+
+
+# (module, rung, shape, cap, bytes of stack ptxas gives the capped kernel): Triton 3.9, sm_90a, the rung's defaults
+# (scripts/knobs_device.py's comment; the uncapped kernels: 39, 39, 58, 120 and 40 registers, no stack)
+SPILLED = [("rmsnorm_triton", "chunked_two_pass", {"T": 4096, "D": 4096}, 32, 16),
+           ("softmax_triton", "chunked_three_pass", {"R": 4096, "C": 32000}, 32, 16),
+           ("cross_entropy_fwd_triton", "online_softmax", {"T": 512, "V": 128256}, 32, 152),
+           ("paged_decode_triton", "split_kv", {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}, 32, 352),
+           ("paged_decode_triton", "split_kv", {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}, 64, 72),
+           ("rmsnorm_triton", "persistent", {"T": 4096, "D": 4096}, 32, 24)]
+
+
+@pytest.mark.parametrize("name,tag,shape,cap,stack", SPILLED)
+def test_a_cap_ptxas_spills_under_is_never_faster_in_the_model(name, tag, shape, cap, stack):
+    """Device-unverified: the sign from the compiler's facts alone (a cap under the kernel's count spills to
+    local memory; these memory-bound kernels already run enough warps to cover DRAM's latency)."""
+    from kernelstrain.sim import simulate
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "bf16" if "bf16" in m.dtypes else m.dtypes[0], shape)
+    plain = simulate(m, v, v.defaults(), task).time_ms
+    assert simulate(m, v, {**v.defaults(), "maxnreg": cap}, task).time_ms > plain * 1.02
