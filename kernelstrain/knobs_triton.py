@@ -4,14 +4,16 @@ into a candidate's code.
 - `evict` (Triton): an `eviction_policy` hint on the loads of the kernel's main loop (1:
   "evict_first", 2: "evict_last"); PTX carries it as an L2 cache-policy operand on each load.
 - `cache` (Triton): `cache_modifier=".cg"` on the same loads: PTX `ld.global.cg`, cached in L2
-  only, not in L1.
+  only, not in L1. Not offered on a loop that feeds tl.dot: Triton pipelines its loads into
+  cp.async, L2-only already, and the SASS with .cg is the SASS without it (so too on a streaming
+  loop the rung pipelines with num_stages > 1; scripts/compile_knobs.py --generic).
 - `maxnreg` (Triton, NVIDIA): the launch option `maxnreg=N`: ptxas caps the registers a thread
   gets at N, so a kernel over it spills to local memory and one under it runs more warps an SM.
 
 A value 0 leaves the code as the module renders it. A knob has a place only where its text has
 one: `evict` where the first @triton.jit function's main loop loads without a hint of its own,
 `maxnreg` where the wrapper launches a kernel with `num_warps=` and no `maxnreg=` yet, and no
-kernel multiplies on tensor cores: ptxas (Triton 3.9, sm_90a) refuses a tl.dot kernel a cap under
+kernel multiplies on tensor cores (tl.dot, tl.dot_scaled): ptxas (Triton 3.9, sm_90a) refuses a tl.dot kernel a cap under
 its MMA fragments' need ("C7602 Insufficient registers (64) to compile instruction ... Try to
 compile with register target of 90 or higher": gemm_fp16_triton pipelined_stages, flash_prefill_triton
 pipelined), a failure the simulator does not know.
@@ -98,8 +100,10 @@ def _loads(code: str) -> list[tuple[int, int]]:
 def places(code: str) -> dict:
     loads = _loads(code)
     hinted = any(w in code[a:b] for a, b in loads for w in ("eviction_policy", "cache_modifier"))
-    launch = _LAUNCH.search(code) is not None and "maxnreg" not in code and "tl.dot(" not in code
-    return {"evict": bool(loads) and not hinted, "cache": bool(loads) and not hinted, "maxnreg": launch}
+    launch = _LAUNCH.search(code) is not None and "maxnreg" not in code and "tl.dot" not in code
+    span = _main_loop(code)
+    dot_loop = span is not None and "tl.dot" in code[span[0]:span[1]]
+    return {"evict": bool(loads) and not hinted, "cache": bool(loads) and not hinted and not dot_loop, "maxnreg": launch}
 
 
 def apply_code(code: str, params: dict) -> str:

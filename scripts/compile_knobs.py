@@ -151,7 +151,9 @@ def generic(names: list) -> int:
                         state = "ok" if ptx(knob, value).count(mark) > plain.count(mark) else "ignored"
                         why = ""
                     except Exception as e:      # the compiler's own text
-                        state, why = "FAIL", ": " + " ".join(str(e).split())[-160:]
+                        text = str(e)
+                        at = text.find("fatal")
+                        state, why = "FAIL", ": " + " ".join((text[at:at + 200] if at >= 0 else text[-160:]).split())
                     built, failed, ignored = built + 1, failed + (state == "FAIL"), ignored + (state == "ignored")
                     print(f"{state:7} {name} {v.tag} {knob}={value}{why}", flush=True)
     print(f"{built} builds, {failed} failed, {ignored} ignored by the compiler")
