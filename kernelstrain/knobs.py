@@ -152,10 +152,10 @@ def settings(params: dict) -> dict:
 
 def extend(variant: Variant, impl: str, code: str, names: tuple, gpu=None) -> Variant:
     """The rung with the knobs of `names` that have a place in its code (`code`: its render for a
-    task on `gpu`; the Triton knobs are NVIDIA's: AMD's backend drops maxnreg, knobs_triton)."""
+    task on `gpu`; the Triton knobs are NVIDIA's: measured on the H100 only, knobs_triton)."""
     places = _places(code)
     own_names = {p.name for p in variant.params}
-    amd = gpu is not None and gpu.vendor != "nvidia"
+    amd = gpu is not None and gpu.vendor != "nvidia"     # measured on the H100 only
     extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n] and not (amd and n in knobs_triton.KNOBS)
                   and n not in own_names and SUPERSEDED.get(n) not in own_names)
     return replace(variant, params=variant.params + extra) if extra else variant
@@ -197,6 +197,17 @@ def _loop_kind(module, variant: Variant, task) -> str | None:
     return _LOOP_KINDS[key]
 
 
+_REREADS: dict = {}
+
+
+def _rereads(module, variant: Variant, task) -> bool:
+    """knobs_triton.rereads of the rung's code at its defaults, once a rung and task."""
+    key = (module.name, variant.tag, task.dtype, task.gpu.name, task.shape)
+    if key not in _REREADS:
+        _REREADS[key] = knobs_triton.rereads(module.render(variant, own(variant.defaults()), task))
+    return _REREADS[key]
+
+
 @candidate_cache
 def module_launch(module, variant: Variant, params: dict, task) -> Launch:
     """The module's own launch model of a candidate's own parameters: a grid's configs that
@@ -228,8 +239,9 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
         if kind == "stream":
             out = replace(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
-    if params.get("maxnreg", OFF):
-        out = _capped(out, params["maxnreg"] // 8 * 8)
+    evict = params.get("evict", OFF)
+    if evict and _rereads(module, variant, task):     # the H100's figures: knobs_triton
+        out = replace(out, traffic=out.traffic * knobs_triton.REREAD_TRAFFIC[evict])
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather

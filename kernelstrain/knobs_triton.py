@@ -1,27 +1,31 @@
-"""Generic Triton knobs (knobs.py adds them to a profile's Triton rungs): compiler controls written
+r"""Generic Triton knobs (knobs.py adds them to a profile's Triton rungs): compiler controls written
 into a candidate's code.
 
-- `evict` (Triton): an `eviction_policy` hint on the loads of the kernel's main loop (1:
-  "evict_first", 2: "evict_last"); PTX carries it as an L2 cache-policy operand on each load.
-- `cache` (Triton): `cache_modifier=".cg"` on the same loads: PTX `ld.global.cg`, cached in L2
-  only, not in L1. Not offered on a loop that feeds tl.dot: Triton pipelines its loads into
-  cp.async, L2-only already, and the SASS with .cg is the SASS without it (so too on a streaming
-  loop the rung pipelines with num_stages > 1; scripts/compile_knobs.py --generic).
-- `maxnreg` (Triton, NVIDIA): the launch option `maxnreg=N`: ptxas caps the registers a thread
-  gets at N, so a kernel over it spills to local memory and one under it runs more warps an SM.
+- `evict` (Triton, NVIDIA): an `eviction_policy` hint on the loads of the kernel's main loop (1:
+  "evict_first", 2: "evict_last"); PTX carries it as an L2 cache-policy operand on each load (or
+  cp.async) and ptxas builds the policy into the SASS. Offered where the main loop loads without a
+  hint of its own. What it does depends on whether the function reads the same rows again after
+  the loop (`rereads`: a two- or three-pass norm or softmax re-reading its row from L2).
 
-A value 0 leaves the code as the module renders it. A knob has a place only where its text has
-one: `evict` where the first @triton.jit function's main loop loads without a hint of its own,
-`maxnreg` where the wrapper launches a kernel with `num_warps=` and no `maxnreg=` yet, and no
-kernel multiplies on tensor cores (tl.dot, tl.dot_scaled): ptxas (Triton 3.9, sm_90a) refuses a tl.dot kernel a cap under
-its MMA fragments' need ("C7602 Insufficient registers (64) to compile instruction ... Try to
-compile with register target of 90 or higher": gemm_fp16_triton pipelined_stages, flash_prefill_triton
-pipelined), a failure the simulator does not know.
+Measured on an H100 (2026-12-06 13:44 UTC, scripts/knobs_device.py, measurements/h100_knobs_triton.json),
+each value's time over the code without it:
+  evict_first, re-reading kernels: rmsnorm chunked_two_pass 1.26 (T=4096 D=4096) / 1.10 (T=64), layernorm
+    chunked_three_pass 1.21, softmax online_softmax 1.20 (R=32 C=128256) / 1.00 (R=4096), softmax
+    chunked_three_pass 0.99: the first pass marks the row first out, and the next pass misses L2;
+  evict_last, re-reading kernels: softmax online_softmax 0.93 / 0.92, chunked_three_pass 0.89; rmsnorm
+    0.99 / 1.08 (a 4 us launch), layernorm 0.99: the row stays for the next pass where L2 is contested;
+  single-pass loops (cross_entropy_fwd online_softmax, rmsnorm persistent, gemm_fp16 pipelined_stages,
+    paged_decode split_kv, flash_prefill pipelined): 0.97-1.01 either way.
+Two more controls were measured there and are not knobs: `cache_modifier=".cg"` (0.99-1.01 at every
+shape but one 4 us launch; on a loop Triton pipelines into cp.async the SASS is the same) and the launch
+option `maxnreg` (never faster beyond the noise: 0.99-1.01 at caps at or over ptxas's own count; under it
+1.05-2.7x on the streaming and decode rungs and 2.2-12.3x on the tl.dot ones, which under ~90 registers do
+not build at all, ptxas C7602).
 
->>> src = ("@triton.jit\\ndef k(x_ptr, n, B: tl.constexpr):\\n    w = tl.load(x_ptr)\\n"
-...        "    for i in range(0, n, B):\\n        v = tl.load(x_ptr + i + tl.arange(0, B), mask=m, other=0.0).to(tl.float32)\\n"
-...        "    return\\n\\n\\ndef f(x):\\n    k[(1,)](x, 4, B=1, num_warps=4)\\n")
->>> print(apply_code(src, {"evict": 1, "maxnreg": 128}))
+>>> src = ("@triton.jit\ndef k(x_ptr, n, B: tl.constexpr):\n    w = tl.load(x_ptr)\n"
+...        "    for i in range(0, n, B):\n        v = tl.load(x_ptr + i + tl.arange(0, B), mask=m, other=0.0).to(tl.float32)\n"
+...        "    return\n")
+>>> print(apply_code(src, {"evict": 1}))
 @triton.jit
 def k(x_ptr, n, B: tl.constexpr):
     w = tl.load(x_ptr)
@@ -29,10 +33,8 @@ def k(x_ptr, n, B: tl.constexpr):
         v = tl.load(x_ptr + i + tl.arange(0, B), mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
     return
 <BLANKLINE>
-<BLANKLINE>
-def f(x):
-    k[(1,)](x, 4, B=1, num_warps=4, maxnreg=128)
-<BLANKLINE>
+>>> rereads(src + "    u = tl.load(x_ptr + n)\n"), rereads(src + "    for i in range(0, n, B):\n        u = tl.load(x_ptr + i)\n")
+(False, True)
 """
 from __future__ import annotations
 
@@ -42,15 +44,14 @@ from .ops.base import Param
 
 OFF = 0
 POLICIES = {1: "evict_first", 2: "evict_last"}
-KNOBS = {
-    "evict": Param("evict", (0, 1, 2), OFF),
-    "cache": Param("cache", (0, 1), OFF),
-    "maxnreg": Param("maxnreg", (0, 32, 64, 128, 255), OFF),
-}
+KNOBS = {"evict": Param("evict", (0, 1, 2), OFF)}
+# the device's effect of each value on a re-reading kernel's DRAM traffic (the figures above: evict_first
+# 1.10-1.26 on four of six such rows, 0.99-1.00 on two; evict_last 0.89-0.93 on three, 0.99 on two)
+REREAD_TRAFFIC = {1: 1.2, 2: 0.94}
 
 _JIT = re.compile(r"^@triton\.jit[^\n]*\ndef ", re.M)
 _LOOP = re.compile(r"^([ \t]*)for [^\n]*\b(?:range|tl\.range|tl\.static_range)\([^\n]*:[ \t]*(?:#[^\n]*)?\n", re.M)
-_LAUNCH = re.compile(r"\bnum_warps=[^,)\n]+")
+_BASE = re.compile(r"tl\.load\(\s*([A-Za-z_]\w*)")
 
 
 def _closing(code: str, at: int) -> int:
@@ -97,22 +98,29 @@ def _loads(code: str) -> list[tuple[int, int]]:
     return out
 
 
+def rereads(code: str) -> bool:
+    """Whether a later loop of the main loop's function loads from a pointer the main loop loads from (a
+    second pass over the row; one element loaded after the loop, a label's logit, is no re-read)."""
+    span = _main_loop(code)
+    if span is None:
+        return False
+    bases = {m.group(1) for m in _BASE.finditer(code, span[0], span[1])}
+    nxt = _JIT.search(code, span[1])
+    end = nxt.start() if nxt else len(code)
+    later = _LOOP.search(code, span[1], end)
+    return later is not None and any(m.group(1) in bases for m in _BASE.finditer(code, later.end(), end))
+
+
 def places(code: str) -> dict:
     loads = _loads(code)
     hinted = any(w in code[a:b] for a, b in loads for w in ("eviction_policy", "cache_modifier"))
-    launch = _LAUNCH.search(code) is not None and "maxnreg" not in code and "tl.dot" not in code
-    span = _main_loop(code)
-    dot_loop = span is not None and "tl.dot" in code[span[0]:span[1]]
-    return {"evict": bool(loads) and not hinted, "cache": bool(loads) and not hinted and not dot_loop, "maxnreg": launch}
+    return {"evict": bool(loads) and not hinted}
 
 
 def apply_code(code: str, params: dict) -> str:
     """Write the Triton knobs' settings into a candidate's code."""
     policy = POLICIES.get(params.get("evict", OFF))
-    hint = (f', eviction_policy="{policy}"' if policy else "") + (', cache_modifier=".cg"' if params.get("cache") else "")
-    if hint:
+    if policy:
         for _, close in reversed(_loads(code)):
-            code = f"{code[:close]}{hint}{code[close:]}"
-    if params.get("maxnreg", OFF):
-        code = _LAUNCH.sub(lambda m: f"{m.group(0)}, maxnreg={params['maxnreg']}", code)
+            code = f'{code[:close]}, eviction_policy="{policy}"{code[close:]}'
     return code

@@ -14,8 +14,7 @@ Without MODULE: every registered module whose rungs have a knob or a WIDENED val
 The generic Triton knobs (kernelstrain/knobs_triton.py) instead: every rung of every Triton module (or those
 named), at its defaults and check shape on the H100, built by Triton's compiler for sm_90a with each knob value
 where the knob has a place: a build that fails is a failure; one whose PTX carries the knob's mark (the hint on a
-load or cp.async, `.maxnreg`) no more often than the rung's own is `ignored` (.cg where Triton pipelines the loop's
-loads into cp.async, which is L2-only already).
+load or cp.async) no more often than the rung's own is `ignored` (the compiler dropped it).
 """
 from __future__ import annotations
 
@@ -116,7 +115,7 @@ def sample(m, rng) -> list:
 
 
 # what the PTX of a build with the knob's value carries
-PTX_MARKS = {("evict", 1): "evict_first", ("evict", 2): "evict_last", ("cache", 1): ".cg", ("maxnreg", 0): ".maxnreg"}
+PTX_MARKS = {("evict", 1): "evict_first", ("evict", 2): "evict_last"}
 
 
 def generic(names: list) -> int:
@@ -137,15 +136,14 @@ def generic(names: list) -> int:
                 ns, text = load_triton_source(knobs_triton.apply_code(code, {knob: value})), ""
                 for spec in m.compile_specs(v, params, task):
                     signature, constexprs, attrs = launch_specialization(spec)
-                    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
-                               **({"maxnreg": value} if knob == "maxnreg" and value else {})}
+                    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
                     text += triton.compile(ASTSource(fn=ns[spec.name], signature=signature, constexprs=constexprs,
                                                      attrs=attrs), target=triton_target("sm_90a"), options=options).asm["ptx"]
                 return text
             plain = None
             for knob, p in knobs_triton.KNOBS.items():
                 for value in (p.values[1:] if places[knob] else ()):
-                    mark = PTX_MARKS.get((knob, value), PTX_MARKS.get((knob, 0)))
+                    mark = PTX_MARKS[(knob, value)]
                     try:
                         plain = ptx(knob, 0) if plain is None else plain
                         state = "ok" if ptx(knob, value).count(mark) > plain.count(mark) else "ignored"
