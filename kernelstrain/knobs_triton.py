@@ -4,8 +4,8 @@ into a candidate's code.
 - `evict` (Triton, NVIDIA): an `eviction_policy` hint on the loads of the kernel's main loop (1:
   "evict_first", 2: "evict_last"); PTX carries it as an L2 cache-policy operand on each load (or
   cp.async) and ptxas builds the policy into the SASS. Offered where the main loop loads without a
-  hint of its own. What it does depends on whether the function reads the same rows again after
-  the loop (`rereads`: a two- or three-pass norm or softmax re-reading its row from L2).
+  hint of its own and a later loop reads the same rows again (`rereads`: a two- or three-pass norm
+  or softmax re-reading its row from L2), the only loops where the device saw it move.
 
 Measured on an H100 (2026-12-06 13:44 UTC, scripts/knobs_device.py, measurements/h100_knobs_triton.json),
 each value's time over the code without it:
@@ -114,7 +114,7 @@ def rereads(code: str) -> bool:
 def places(code: str) -> dict:
     loads = _loads(code)
     hinted = any(w in code[a:b] for a, b in loads for w in ("eviction_policy", "cache_modifier"))
-    return {"evict": bool(loads) and not hinted}
+    return {"evict": bool(loads) and not hinted and rereads(code)}
 
 
 def apply_code(code: str, params: dict) -> str:
