@@ -30,6 +30,7 @@ import math
 import re
 from dataclasses import replace
 
+from . import knobs_triton
 from .memo import candidate_cache
 from .ops.base import Launch, Param, Variant
 
@@ -39,8 +40,10 @@ KNOBS = {
     "main_unroll": Param("main_unroll", (0, 2, 4, 8), OFF),
     "bound": Param("bound", (0, 32, 64, 128, 256, 512, 1024), OFF),
     "optin": Param("optin", (0, 1), OFF),
+    **knobs_triton.KNOBS,
 }
-IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda", "optin": "cuda"}
+IMPLS = {"min_blocks": "cuda", "main_unroll": "cuda", "bound": "cuda", "optin": "cuda",
+         **{name: "triton" for name in knobs_triton.KNOBS}}
 SLIPS = ("bound", "optin")      # knobs only a slip sets: sweeps and grids leave them at 0
 # a rung's own parameter that does a knob's work on a loop the module names (ops/unroll.py): the
 # generic knob is not offered beside it (two pragmas would compete for one loop)
@@ -104,7 +107,7 @@ def main_loop_kind(code: str) -> str | None:
 def _places(code: str) -> dict:
     bounds = _BOUNDS.search(code) is not None
     return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds,
-            "optin": _OPTIN.search(code) is not None}
+            "optin": _OPTIN.search(code) is not None, **knobs_triton.places(code)}
 
 
 def bound_expression(code: str) -> str | None:
@@ -147,11 +150,13 @@ def settings(params: dict) -> dict:
     return {k: v for k, v in params.items() if k in KNOBS}
 
 
-def extend(variant: Variant, impl: str, code: str, names: tuple) -> Variant:
-    """The rung with the knobs of `names` that have a place in its code (`code`: its render)."""
+def extend(variant: Variant, impl: str, code: str, names: tuple, gpu=None) -> Variant:
+    """The rung with the knobs of `names` that have a place in its code (`code`: its render for a
+    task on `gpu`; the Triton knobs are NVIDIA's: measured on the H100 only, knobs_triton)."""
     places = _places(code)
     own_names = {p.name for p in variant.params}
-    extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n]
+    amd = gpu is not None and gpu.vendor != "nvidia"     # measured on the H100 only
+    extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n] and not (amd and n in knobs_triton.KNOBS)
                   and n not in own_names and SUPERSEDED.get(n) not in own_names)
     return replace(variant, params=variant.params + extra) if extra else variant
 
@@ -174,7 +179,7 @@ def apply_code(code: str, params: dict) -> str:
         if at is not None:
             indent = re.match(r"[ \t]*", code[at:]).group(0)
             code = f"{code[:at]}#pragma unroll {unroll}\n{indent}{code[at + len(indent):]}"
-    return code
+    return knobs_triton.apply_code(code, params)
 
 
 def render(module, variant: Variant, params: dict, task, bug: str | None = None) -> str:
@@ -190,6 +195,17 @@ def _loop_kind(module, variant: Variant, task) -> str | None:
     if key not in _LOOP_KINDS:
         _LOOP_KINDS[key] = main_loop_kind(module.render(variant, own(variant.defaults()), task))
     return _LOOP_KINDS[key]
+
+
+_REREADS: dict = {}
+
+
+def _rereads(module, variant: Variant, task) -> bool:
+    """knobs_triton.rereads of the rung's code at its defaults, once a rung and task."""
+    key = (module.name, variant.tag, task.dtype, task.gpu.name, task.shape)
+    if key not in _REREADS:
+        _REREADS[key] = knobs_triton.rereads(module.render(variant, own(variant.defaults()), task))
+    return _REREADS[key]
 
 
 @candidate_cache
@@ -223,14 +239,22 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
         if kind == "stream":
             out = replace(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
+    evict = params.get("evict", OFF)
+    if evict and _rereads(module, variant, task):     # the H100's figures: knobs_triton
+        out = replace(out, traffic=out.traffic * knobs_triton.REREAD_TRAFFIC[evict])
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather
         # than failing the launch; it allocates registers in units of 8 per thread
         blocks = max(1, params["min_blocks"])
-        cap = min(255, gpu.regs_per_sm // (blocks * max(out.threads, gpu.warp)) // 8 * 8)
-        if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
-            spilled = out.regs / cap - 1.0
-            out = replace(out, regs=cap, traffic=out.traffic * (1 + 0.4 * spilled),
-                          compute_scale=out.compute_scale / (1 + 1.2 * spilled))
+        out = _capped(out, min(255, gpu.regs_per_sm // (blocks * max(out.threads, gpu.warp)) // 8 * 8))
+    return out
+
+
+def _capped(out: Launch, cap: int) -> Launch:
+    """The launch with ptxas's registers a thread capped at `cap`: what the demand holds past it spills."""
+    if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
+        spilled = out.regs / cap - 1.0
+        out = replace(out, regs=cap, traffic=out.traffic * (1 + 0.4 * spilled),
+                      compute_scale=out.compute_scale / (1 + 1.2 * spilled))
     return out

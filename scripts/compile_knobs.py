@@ -8,6 +8,13 @@ compile for cuda:90 and hip:gfx942): candidates with the knob set, targets and k
 in turn until each target and each value is built at least once, the rung's other parameters
 drawn from its grid among those the simulator runs (seeded). Prints one line per failure and the counts per tool; exit 1 on a failure.
 Without MODULE: every registered module whose rungs have a knob or a WIDENED value.
+
+    python3 scripts/compile_knobs.py --generic [MODULE ...]
+
+The generic Triton knobs (kernelstrain/knobs_triton.py) instead: every rung of every Triton module (or those
+named), at its defaults and check shape on the H100, built by Triton's compiler for sm_90a with each knob value
+where the knob has a place: a build that fails is a failure; one whose PTX carries the knob's mark (the hint on a
+load or cp.async) no more often than the rung's own is `ignored` (the compiler dropped it).
 """
 from __future__ import annotations
 
@@ -107,12 +114,59 @@ def sample(m, rng) -> list:
     return out
 
 
+# what the PTX of a build with the knob's value carries
+PTX_MARKS = {("evict", 1): "evict_first", ("evict", 2): "evict_last"}
+
+
+def generic(names: list) -> int:
+    """Build every Triton rung with each generic knob value where it has a place (see the docstring)."""
+    from kernelstrain import knobs_triton
+    from kernelstrain.compilers import _import_triton, launch_specialization, load_triton_source, triton_target
+    triton, _, ASTSource = _import_triton()
+    built = failed = ignored = 0
+    for name in names or sorted(n for n, m in REGISTRY.items() if m.impl == "triton"):
+        m = REGISTRY[name]
+        for v in m.variants:
+            task = make_task(m, "H100", (v.dtypes or m.dtypes)[0], m.check_shape or m.shapes[0])
+            params = v.defaults()
+            code = m.render(v, params, task)
+            places = knobs_triton.places(code)
+
+            def ptx(knob, value):
+                ns, text = load_triton_source(knobs_triton.apply_code(code, {knob: value})), ""
+                for spec in m.compile_specs(v, params, task):
+                    signature, constexprs, attrs = launch_specialization(spec)
+                    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+                    text += triton.compile(ASTSource(fn=ns[spec.name], signature=signature, constexprs=constexprs,
+                                                     attrs=attrs), target=triton_target("sm_90a"), options=options).asm["ptx"]
+                return text
+            plain = None
+            for knob, p in knobs_triton.KNOBS.items():
+                for value in (p.values[1:] if places[knob] else ()):
+                    mark = PTX_MARKS[(knob, value)]
+                    try:
+                        plain = ptx(knob, 0) if plain is None else plain
+                        state = "ok" if ptx(knob, value).count(mark) > plain.count(mark) else "ignored"
+                        why = ""
+                    except Exception as e:      # the compiler's own text
+                        text = str(e)
+                        at = text.find("fatal")
+                        state, why = "FAIL", ": " + " ".join((text[at:at + 200] if at >= 0 else text[-160:]).split())
+                    built, failed, ignored = built + 1, failed + (state == "FAIL"), ignored + (state == "ignored")
+                    print(f"{state:7} {name} {v.tag} {knob}={value}{why}", flush=True)
+    print(f"{built} builds, {failed} failed, {ignored} ignored by the compiler")
+    return 1 if failed else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("modules", nargs="*")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the per-module counts here")
+    ap.add_argument("--generic", action="store_true", help="the generic Triton knobs (knobs_triton.py) instead")
     a = ap.parse_args()
+    if a.generic:
+        return generic(a.modules)
     names = a.modules or sorted(n for n, m in REGISTRY.items() if knob_rungs(m))
     rng = random.Random(a.seed)
     counts: dict = {}

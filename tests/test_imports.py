@@ -28,7 +28,7 @@ LAYERS = (
     ("foundation", {"version", "errors", "fields", "schema", "gpus", "progress", "safety", "writers", "memo", "svg",
                     "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store"}),
     ("ops", {"ops", "ops.*"}),
-    ("model", {"sim", "calibration", "calibration.*", "knobs", "limits", "tasks", "shapes", "slips", "slips.*",
+    ("model", {"sim", "calibration", "calibration.*", "knobs", "knobs_triton", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",
                "rerender", "corpus", "fused", "fused.*", "holdout_search"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),

@@ -1,0 +1,88 @@
+"""Device check of the generic Triton knobs (kernelstrain/knobs_triton.py): a sample of Triton rungs across modules,
+each built, checked against the PyTorch reference and timed with every knob value beside the code without it (value
+0), the simulator's time beside each; then each (rung, shape)'s values ranked by the device and by the simulator.
+
+The first run (H100, 2026-12-06 13:44 UTC, 58 cases, 0 problems: measurements/h100_knobs_triton.json) also timed
+cache_modifier=".cg" and the launch option maxnreg (RUNGS' caps, PIPELINED: where .cg was left out), then knobs;
+neither paid anywhere (knobs_triton's docstring), so they are knobs no more and the plan times evict alone.
+
+    python3 scripts/knobs_device.py                     # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    KNOBA_REHEARSE=3 python3 scripts/knobs_device.py    # no GPU: the first 3 cases through every path but the GPU's
+    KNOBS_SET=more python3 scripts/knobs_device.py      # another set of SETS (default: first)
+    python3 scripts/knobs_device.py --ratios DIR/knob_device.json   # each value's time over none's, device and sim
+
+scripts/room_device_check.py's harness (gpucheck's build and run passes) over the plan below; the ranking is
+room_device_check_triton.ranking. Exit 1 if a value fails its check.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+
+EVICT = (0, 1, 2)               # none, evict_first, evict_last on the main loop's loads
+ROWS = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+SOFTMAX = [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}]
+CE = [{"T": 512, "V": 128256}]
+GEMM = [{"M": 4096, "N": 4096, "K": 4096}]
+PAGED = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
+# (module, rung, shapes, maxnreg caps): a single-pass stream (nothing re-read: a hint can only matter for other
+# data), multi-pass rows re-read from L2 (evict_first on the first pass should lose the re-read), tl.dot K loops
+# (tiles re-read by other programs through L2), a decode KV stream. The caps: ptxas (Triton 3.9, sm_90a) gives
+# the streaming rungs 32-58 registers (at 32: 16-152 bytes of stack), paged_decode split_kv 120 (64: 72 bytes of
+# stack, twice the warps an SM), gemm_fp16 pipelined_stages 174 and flash_prefill pipelined 255 (+120 bytes of
+# stack); under ~90 those two do not build (C7602 "Insufficient registers"), at 128 they spill 384 / 1008 bytes
+RUNGS = [
+    ("rmsnorm_triton", "chunked_two_pass", ROWS, (32, 64)),
+    ("softmax_triton", "online_softmax", SOFTMAX, (32,)),
+    ("softmax_triton", "chunked_three_pass", SOFTMAX[1:], (32,)),
+    ("layernorm_triton", "chunked_three_pass", ROWS[1:], ()),
+    ("cross_entropy_fwd_triton", "online_softmax", CE, (32, 64)),
+    ("gemm_fp16_triton", "pipelined_stages", GEMM, (128, 168)),
+    ("paged_decode_triton", "split_kv", PAGED, (32, 64, 96)),
+    ("flash_prefill_triton", "pipelined", None, (128, 168)),
+    ("rmsnorm_triton", "persistent", ROWS[1:], (32,)),
+]
+# cache (.cg) only where the loop's loads are not pipelined: Triton 3.9 turns a pipelined loop's loads into cp.async
+# (LDGSTS), which bypass L1 already; with .cg written there the SASS is identical (gemm_fp16, paged_decode,
+# flash_prefill at their default stages; rmsnorm chunked_two_pass and softmax online_softmax at num_stages=3)
+PIPELINED = {"gemm_fp16_triton", "paged_decode_triton", "flash_prefill_triton"}
+FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes, caps in RUNGS
+         for knob, values in (("evict", EVICT),) if values]
+SETS = {"first": FIRST}
+
+room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
+
+
+def ratios(path: Path) -> str:
+    """Per (rung, shape): each knob value's time over the code without knobs (value 0), device beside simulator."""
+    rows = json.loads(path.read_text())["rows"]
+    base = {(r["module"], r["variant"], json.dumps(r["shape"])): r for r in rows
+            if r.get("ok") and r.get("time_ms") and r["params"].get("evict") == 0}
+    lines = []
+    for r in rows:
+        b = base.get((r["module"], r["variant"], json.dumps(r["shape"])))
+        if b is None or r is b or not r.get("time_ms") or not r.get("ok"):
+            continue
+        knob = r["id"].split("|")[2]
+        sim = r["sim_ms"] / b["sim_ms"] if r.get("sim_ms") and b.get("sim_ms") else float("nan")
+        lines.append(f"{r['module']:26} {r['variant']:20} {knob:10} {json.dumps(r['shape']):48} "
+                     f"device {r['time_ms'] / b['time_ms']:.3f} (2nd {(r.get('time_ms_2') or 0) / (b.get('time_ms_2') or 1):.3f}) "
+                     f"sim {sim:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--ratios"]:
+    print(ratios(Path(sys.argv[2])), end="")
+elif __name__ == "__main__":
+    rc = room_device_check.main()
+    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
+    if (out / "knob_device.json").exists():
+        text = room_device_check_triton.ranking(out)
+        (out / "ranking.txt").write_text(text)
+        print(text)
+    sys.exit(rc)

@@ -1,0 +1,113 @@
+"""The generic Triton knobs (kernelstrain/knobs_triton.py): written where their text has a place, never
+elsewhere, NVIDIA's only, and what the compiler makes of them."""
+import re
+
+import pytest
+
+from kernelstrain import knobs, knobs_triton
+from kernelstrain.gpus import GPUS
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task
+
+TRITON = sorted(n for n, m in REGISTRY.items() if m.impl == "triton")
+
+
+def _render(name, tag, gpu="H100"):
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, gpu, m.dtypes[0], m.check_shape or m.shapes[0])
+    return m, v, task, m.render(v, v.defaults(), task)
+
+
+@pytest.mark.parametrize("name", TRITON)
+def test_hints_go_on_the_main_loops_loads_only(name):
+    m = REGISTRY[name]
+    for v in m.variants:
+        _, _, _, code = _render(name, v.tag)
+        assert knobs_triton.apply_code(code, {}) == code
+        places = knobs_triton.places(code)
+        loads = knobs_triton._loads(code)
+        hinted = knobs_triton.apply_code(code, {"evict": 1})
+        if not places["evict"]:
+            continue
+        assert hinted.count('eviction_policy="evict_first"') - code.count('eviction_policy="evict_first"') == len(loads) > 0
+        # the other loads of the kernel are as written: removing the hints gives the code back
+        assert hinted.replace(', eviction_policy="evict_first"', "") == code
+        body = code[slice(*knobs_triton._main_loop(code))]
+        assert all(code[a:b] in body for a, b in loads)
+
+
+def test_a_load_with_its_own_hint_leaves_no_place():
+    _, _, _, code = _render("cross_entropy_bwd_triton", "persistent_evict_first")
+    assert "eviction_policy" in code and not knobs_triton.places(code)["evict"]
+
+
+def test_triton_knobs_are_offered_on_nvidia_only():
+    m, v, task, code = _render("rmsnorm_triton", "chunked_two_pass")
+    names = tuple(knobs_triton.KNOBS)
+    on_h100 = {p.name for p in knobs.extend(v, "triton", code, names, GPUS["H100"]).params}
+    on_mi300 = {p.name for p in knobs.extend(v, "triton", code, names, GPUS["MI300X"]).params}
+    assert set(names) <= on_h100 and not set(names) & on_mi300
+    # and never on a CUDA rung
+    c = REGISTRY["rmsnorm_cuda"]
+    cv = c.variants[-1]
+    assert not set(names) & {p.name for p in knobs.extend(cv, "cuda", c.render(cv, cv.defaults(), task), names).params}
+
+
+def _compiled(code, m, v, task):
+    pytest.importorskip("triton")
+    from kernelstrain.compilers import _import_triton, launch_specialization, load_triton_source, triton_target
+    triton, _, ASTSource = _import_triton()
+    spec = m.compile_specs(v, v.defaults(), task)[0]
+    signature, constexprs, attrs = launch_specialization(spec)
+    src = ASTSource(fn=load_triton_source(code)[spec.name], signature=signature, constexprs=constexprs, attrs=attrs)
+    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+    return triton.compile(src, target=triton_target(task.gpu.arch), options=options)
+
+
+def test_the_compiler_writes_each_knob_into_the_kernel():
+    m, v, task, code = _render("rmsnorm_triton", "chunked_two_pass")
+    plain = _compiled(code, m, v, task)
+    loads = [line for line in plain.asm["ptx"].splitlines() if "ld.global" in line]
+    assert loads and not any("evict" in line or ".cg" in line for line in loads)
+    for params, mark in (({"evict": 1}, "L1::evict_first"), ({"evict": 2}, "L1::evict_last")):
+        ptx = _compiled(knobs_triton.apply_code(code, params), m, v, task).asm["ptx"]
+        assert any(mark in line for line in ptx.splitlines() if "ld.global" in line), params
+
+
+
+
+# H100, 2026-12-06 13:44 UTC (measurements/h100_knobs_triton.json, scripts/knobs_device.py): the time of each
+# evict value over the code without it, where the device saw more than its noise (a single-pass loop: 0.97-1.01)
+ROWS = {"T": 4096, "D": 4096}
+DEVICE = [("rmsnorm_triton", "chunked_two_pass", ROWS, 1, 1.257),
+          ("layernorm_triton", "chunked_three_pass", ROWS, 1, 1.213),
+          ("softmax_triton", "online_softmax", {"R": 32, "C": 128256}, 1, 1.197),
+          ("softmax_triton", "online_softmax", {"R": 32, "C": 128256}, 2, 0.926),
+          ("softmax_triton", "online_softmax", {"R": 4096, "C": 32000}, 2, 0.917),
+          ("softmax_triton", "chunked_three_pass", {"R": 4096, "C": 32000}, 2, 0.889)]
+SINGLE_PASS = [("cross_entropy_fwd_triton", "online_softmax", {"T": 512, "V": 128256}),
+               ("rmsnorm_triton", "persistent", ROWS),
+               ("gemm_fp16_triton", "pipelined_stages", {"M": 4096, "N": 4096, "K": 4096}),
+               ("paged_decode_triton", "split_kv", {"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16})]
+
+
+def _ratio(name, tag, shape, evict):
+    from kernelstrain.sim import simulate
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "bf16" if "bf16" in m.dtypes else m.dtypes[0], shape)
+    return simulate(m, v, {**v.defaults(), "evict": evict}, task).time_ms / simulate(m, v, v.defaults(), task).time_ms
+
+
+@pytest.mark.parametrize("name,tag,shape,evict,device", DEVICE)
+def test_the_model_moves_as_the_device_did(name, tag, shape, evict, device):
+    ratio = _ratio(name, tag, shape, evict)
+    assert (ratio - 1) * (device - 1) > 0 and abs(ratio - 1) > 0.03
+
+
+@pytest.mark.parametrize("name,tag,shape", SINGLE_PASS)
+def test_a_single_pass_loop_is_not_moved(name, tag, shape):
+    _, _, _, code = _render(name, tag)
+    assert not knobs_triton.rereads(code)
+    assert all(_ratio(name, tag, shape, e) == pytest.approx(1.0) for e in (1, 2))
