@@ -8,7 +8,8 @@ room_device_check_triton.ranking (each group's values ordered by the device and 
     KNOBA_REHEARSE=3 python3 scripts/roomK_device.py   # no GPU: the first 3 cases through every path but the GPU's
     ROOMK_LIST=1 python3 scripts/roomK_device.py       # no GPU: list the plan's cases with the simulator's time
 
-Plan k1: values past the end of a parameter's list where the episodes' best sat at that end (scripts/roomK_table.py
+Plan k1: gemm_fp16_cuda's new wgmma_tma_persistent rung beside wgmma_tma (the tiles and stages the model ranks
+first at 2048^3 and 4096^3); values past the end of a parameter's list where the episodes' best sat at that end (scripts/roomK_table.py
 --by-rung, kernelinfer seed 7171), each beside its in-list neighbours on the menu's shapes the H100 runs:
 gemm_int4_cuda split_k_small_m 2 stages and 128-row tiles, gemm_splitk_cuda cp_async_split_k 128-wide K slices,
 conv2d_nhwc_cuda cp_async_pipeline 256-wide filter and 256-row pixel tiles; gemm_fp4_triton pipelined_copies
@@ -35,7 +36,9 @@ CONV_C64 = [{"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1,
 FP4 = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 8192, "N": 5120, "K": 8192, "G": 32}]
 COPIES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8, "GROUP_M": 8}
 
+GEMM = [{"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096}]
 K1_NEW = [
+    ("gemm_fp16_cuda", "wgmma_tma_persistent", "BN", GEMM, {"BM": 128, "stages": 4}, (128, 256)),
     ("gemm_int4_cuda", "split_k_small_m", "STAGES", INT4[:1], {"BM": 32, "BN": 64, "SPLITS": 8, "BK": 128}, (2, 3, 4)),
     ("gemm_splitk_cuda", "cp_async_split_k", "BK", SPLITK, {"BM": 32, "BN": 64, "stages": 2, "warps": 4, "SPLITS": 16},
      (32, 64, 128)),
@@ -43,6 +46,9 @@ K1_NEW = [
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4[:1], COPIES, (128, 256)),
 ]
 K1_REFERENCE = [
+    ("gemm_fp16_cuda", "wgmma_tma", "BN", GEMM, {"BM": 128, "stages": 4}, (128, 256)),
+    ("gemm_fp16_cuda", "wgmma_tma_persistent", "BM", GEMM[1:], {"BN": 128, "stages": 4}, (256,)),
+    ("gemm_fp16_cuda", "wgmma_tma", "BM", GEMM[1:], {"BN": 128, "stages": 4}, (256,)),
     ("gemm_int4_cuda", "split_k_small_m", "STAGES", INT4[1:], {"BM": 64, "BN": 128, "SPLITS": 4, "BK": 128}, (2, 3, 4)),
     ("gemm_int4_cuda", "split_k_small_m", "BM", INT4[1:], {"BN": 128, "SPLITS": 4, "BK": 128, "STAGES": 3}, (32, 64, 128)),
     ("conv2d_nhwc_cuda", "cp_async_pipeline", "BN", CONV_C256, {"BM": 32, "BK": 64, "stages": 4}, (64, 128, 256)),

@@ -1,8 +1,11 @@
 """FP16/BF16 GEMM in CUDA: C[M, N] = A[M, K] . B[N, K]^T, fp32 accumulate (B is an nn.Linear weight).
 
 Ladder: one thread per output -> shared-memory tiles -> register micro-tiles -> tensor cores
-(ldmatrix + mma.sync) -> multi-stage cp.async ring -> Hopper TMA + wgmma, warp-specialized.
+(ldmatrix + mma.sync) -> multi-stage cp.async ring -> Hopper TMA + wgmma, warp-specialized -> the same on a
+persistent grid of resident CTAs.
 """
+from functools import partial
+
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
@@ -162,11 +165,11 @@ def mma_src(pipelined: bool):
     return render
 
 
-def wgmma_tma_src(p, task, wait_full=True, kt_end="KT"):
+def wgmma_tma_src(p, task, wait_full=True, kt_end="KT", persistent=False):
     args = "scalar_t* __restrict__ C, int M, int N, int K"
     return (wgmma_kernel("gemm_fp16", kind(task), p, args=args, epilogue=store(task), kt_end=kt_end,
-                         wait_full=wait_full)
-            + wgmma_host("gemm_fp16", kind(task), ENTRY.prototype(task), "C, M, N, K"))
+                         wait_full=wait_full, persistent=persistent)
+            + wgmma_host("gemm_fp16", kind(task), ENTRY.prototype(task), "C, M, N, K", persistent=persistent))
 
 
 NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
@@ -202,6 +205,16 @@ class GemmFp16Cuda(GemmFp16Spec):
              (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True), render=wgmma_tma_src,
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+        # CUTLASS's sm90 persistent TMA kernels: a wave's worth of resident CTAs walks the output tiles, so the last
+        # wave is not a partial one and a tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's and
+        # gemm_int8_cuda's rung of the same name, on the 16-bit wgmma)
+        Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs walking "
+             "the output tiles round robin",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
+             render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
              bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
     )
 
