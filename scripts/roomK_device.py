@@ -4,7 +4,7 @@ simulator; every bug render of a NEW entry at its first and last value, first sh
 room_device_check_triton.ranking (each group's values ordered by the device and by the simulator).
 
     python3 scripts/roomK_device.py                    # on a CUDA machine; $OUT/summary.txt, knob_device.json, ranking.txt
-    ROOMK_PLAN=k2 python3 scripts/roomK_device.py      # another plan of PLANS
+    ROOMK_PLAN=k12 python3 scripts/roomK_device.py     # another plan of PLANS (k12: k1 and k2 in one call)
     KNOBA_REHEARSE=3 python3 scripts/roomK_device.py   # no GPU: the first 3 cases through every path but the GPU's
     ROOMK_LIST=1 python3 scripts/roomK_device.py       # no GPU: list the plan's cases with the simulator's time
 
@@ -12,7 +12,7 @@ Plan k1: gemm_fp16_cuda's new wgmma_tma_persistent rung beside wgmma_tma (the ti
 first at 2048^3 and 4096^3); values past the end of a parameter's list where the episodes' best sat at that end (scripts/roomK_table.py
 --by-rung, kernelinfer seed 7171), each beside its in-list neighbours on the menu's shapes the H100 runs:
 gemm_int4_cuda split_k_small_m 2 stages and 128-row tiles, gemm_splitk_cuda cp_async_split_k 128-wide K slices,
-conv2d_nhwc_cuda cp_async_pipeline 256-wide filter and 256-row pixel tiles; gemm_fp4_triton pipelined_copies
+conv2d_nhwc_cuda cp_async_pipeline 256-wide filter tiles; gemm_fp4_triton pipelined_copies
 256-row / 256-column tiles, 32-wide K and 5 stages, gemm_splitk_triton split_k_fused_reduce 32-wide N, 2 warps and
 128-row tiles, conv2d_nhwc_triton pipelined_stages 256-wide filter tiles, 5 stages and 256-row tiles.
 (module, rung, parameter, shapes, base, values): base sets the other parameters (the model's best at the first
@@ -52,10 +52,9 @@ K1_REFERENCE = [
     ("gemm_int4_cuda", "split_k_small_m", "STAGES", INT4[1:], {"BM": 64, "BN": 128, "SPLITS": 4, "BK": 128}, (2, 3, 4)),
     ("gemm_int4_cuda", "split_k_small_m", "BM", INT4[1:], {"BN": 128, "SPLITS": 4, "BK": 128, "STAGES": 3}, (32, 64, 128)),
     ("conv2d_nhwc_cuda", "cp_async_pipeline", "BN", CONV_C256, {"BM": 32, "BK": 64, "stages": 4}, (64, 128, 256)),
-    ("conv2d_nhwc_cuda", "cp_async_pipeline", "BM", CONV_C64, {"BN": 64, "BK": 64, "stages": 4}, (64, 128, 256)),
     ("gemm_splitk_triton", "split_k_fused_reduce", "num_warps", SPLITK[:1], {}, (2, 4, 8)),
     ("gemm_splitk_triton", "split_k_fused_reduce", "BLOCK_M", [{"M": 128, "N": 4096, "K": 4096}], {}, (32, 64, 128)),
-    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4, COPIES, (128, 256)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4[:1], COPIES, (128, 256)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_K", FP4[:1], COPIES, (32, 64, 128)),
     ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4[:1], {**COPIES, "BLOCK_K": 32}, (3, 4, 5)),
     ("conv2d_nhwc_triton", "pipelined_stages", "BN", CONV_C256, {"BM": 64, "BK": 64, "GROUP_M": 4, "STAGES": 4},
@@ -63,7 +62,19 @@ K1_REFERENCE = [
     ("conv2d_nhwc_triton", "pipelined_stages", "STAGES", CONV_C256, {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 4}, (3, 4, 5)),
     ("conv2d_nhwc_triton", "pipelined_stages", "BM", CONV_C64, {"BN": 64, "BK": 64, "GROUP_M": 4, "STAGES": 4}, (64, 128, 256)),
 ]
-PLANS = {"k1": (K1_NEW, K1_REFERENCE)}
+# plan k2: gemm_fp16_cuda's wgmma_split_k (SPLITS CTAs a tile over shares of K, fp32 partial slices, a reduce kernel)
+# at the menu's small-M shapes, beside wgmma_tma's and wgmma_tma_persistent's best modelled tiles there
+DECODE = [{"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336}]
+K2_NEW = [
+    ("gemm_fp16_cuda", "wgmma_split_k", "SPLITS", DECODE, {"BM": 64, "BN": 128, "stages": 6}, (2, 4, 8)),
+]
+K2_REFERENCE = [
+    ("gemm_fp16_cuda", "wgmma_split_k", "SPLITS", DECODE, {"BM": 128, "BN": 128, "stages": 6}, (2,)),
+    ("gemm_fp16_cuda", "wgmma_tma", "stages", DECODE, {"BM": 64, "BN": 128}, (6,)),
+    ("gemm_fp16_cuda", "wgmma_tma_persistent", "stages", DECODE, {"BM": 64, "BN": 128}, (6,)),
+]
+PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE),
+         "k12": (K1_NEW + K2_NEW, K1_REFERENCE + K2_REFERENCE)}     # both in one call (the device refused k1's starts)
 
 
 def listing(plan: str) -> str:
