@@ -209,7 +209,7 @@ class GemmInt4Cuda(OpModule):
              compute_eff=0.68, memory_eff=0.88, smem="dynamic", launch=mma_launch, render=cp_async_pipeline_src,
              bugs={"off_by_one": {"kt_end": "k_tiles - 1"}, "missing_scale": {"scale": False}}),
         Rung("split_k_small_m", "K split over blockIdx.z into fp32 partials plus a combine kernel: fills the GPU at small M",
-             (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
+             (MMA_BM, MMA_BN, Param("STAGES", (3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
              bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}}),

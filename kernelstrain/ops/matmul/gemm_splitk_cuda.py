@@ -149,7 +149,7 @@ def mma_split_src(pipelined: bool):
 
 
 MMA_BM, MMA_BN = Param("BM", (32, 64), 32), Param("BN", (64, 128), 64)
-MMA_BK, WARPS = Param("BK", (32, 64, 128), 64), Param("warps", (4,), 4)
+MMA_BK, WARPS = Param("BK", (32, 64), 64), Param("warps", (4,), 4)
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 CORE = (Param("BM", (16, 32), 16), Param("BN", (64, 128), 64), Param("BK", (16, 32), 32), Param("TM", (2, 4), 4))
 NO_BARRIER = {"barrier": ""}
