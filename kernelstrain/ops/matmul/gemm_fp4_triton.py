@@ -15,9 +15,6 @@ from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
-# pipelined_copies' GEMM runs on the 16-bit copies, so its K tile is gemm_fp16_triton's: 32 wide too (the autotune
-# lists' 128 x 128 x 32 at 4-5 stages), where the packed rungs read 16-byte rows of e2m1 at 64 or more
-COPY_TILE = TILE[:2] + (Param("BLOCK_K", (32, 64, 128), 128),)
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
@@ -214,7 +211,7 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
-             COPY_TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              fit_as="dequant_then_dot",
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
