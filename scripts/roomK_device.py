@@ -110,18 +110,8 @@ def listing(plan: str) -> str:
     return "\n".join(lines) + f"\n{plan}: {len(rows)} ok cases, {bugs} bug renders\n"
 
 
-def with_pending() -> None:
-    """The rungs a module holds out of its ladder until a device checks them (its PENDING), back in for this run."""
-    from kernelstrain.ops import REGISTRY
-    for module in REGISTRY.values():
-        pending = getattr(sys.modules[type(module).__module__], "PENDING", ())
-        if pending and pending[0] not in type(module).variants:
-            type(module).variants = type(module).variants + tuple(pending)
-
-
 if __name__ == "__main__":
     plan = os.environ.get("ROOMK_PLAN", "k1")
-    with_pending()
     room_device_check.PLANS["default"] = PLANS[plan]
     if os.environ.get("ROOMK_LIST"):
         print(listing(plan))

@@ -239,33 +239,26 @@ class GemmFp16Cuda(GemmFp16Spec):
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True), render=wgmma_tma_src,
              bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+        # CUTLASS's sm90 persistent TMA kernels: a wave's worth of resident CTAs walks the output tiles, so the last
+        # wave is not a partial one and a tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's and
+        # gemm_int8_cuda's rung of the same name, on the 16-bit wgmma)
+        Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs walking "
+             "the output tiles round robin",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
+             render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+        # small M, long K (decode, M=16 / 128 at K 8192-14336): M x N in 64 x 128 tiles leaves most SMs idle
+        Rung("wgmma_split_k", "sm_90a split-K: SPLITS CTAs per output tile each run the TMA + wgmma pipeline over a "
+             "share of K into an fp32 partial slice; a reduce kernel sums the slices",
+             (Param("BM", (64, 128), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
+              Param("SPLITS", (2, 4, 8), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64),
+             render=wgmma_split_k_src, fit_as="wgmma_tma",
+             bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
     )
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"
-
-
-# Rungs written and built (nvcc 13, sm_90a) but not yet run on a device: out of the ladder, so no episode offers
-# them, until a device call (scripts/roomK_device.py ROOMK_PLAN=k12, which adds them to the module for its run)
-# checks them against the PyTorch reference and times them beside wgmma_tma.
-PENDING = (
-    # CUTLASS's sm90 persistent TMA kernels: a wave's worth of resident CTAs walks the output tiles, so the last
-    # wave is not a partial one and a tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's and
-    # gemm_int8_cuda's rung of the same name, on the 16-bit wgmma)
-    Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs walking "
-         "the output tiles round robin",
-         (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
-         needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
-         smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
-         render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
-         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
-    # small M, long K (decode, M=16 / 128 at K 8192-14336): M x N in 64 x 128 tiles leaves most SMs idle
-    Rung("wgmma_split_k", "sm_90a split-K: SPLITS CTAs per output tile each run the TMA + wgmma pipeline over a "
-         "share of K into an fp32 partial slice; a reduce kernel sums the slices",
-         (Param("BM", (64, 128), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
-          Param("SPLITS", (2, 4, 8), 4)),
-         needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
-         smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64),
-         render=wgmma_split_k_src, fit_as="wgmma_tma",
-         bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
-)
