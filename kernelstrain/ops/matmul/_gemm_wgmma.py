@@ -23,9 +23,10 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
     col_scale is taken at n0, so BN must divide 128. UNSCALED promotes with no scales: fp8 wgmma
     accumulates with reduced precision, so each 128-wide K block's partial is added into fp32 acc.
     split_k: blockIdx.y owns an equal share of the K tiles, [KT0, KT); `epilogue` writes that
-    split's (promoted) fp32 partial sums (promote is required: the loop then never asks kt == 0).
+    split's (promoted) fp32 partial sums. Unpromoted (16-bit kinds, fp32 accumulators), a split's
+    first K tile is KT0: the slot hand-back waits for kt > KT0, not kt > 0.
     """
-    assert not (split_k and (persistent or promote is None)), "split-K: one tile per CTA, promoted partials"
+    assert not (split_k and persistent), "split-K: one tile per CTA"
     k = KINDS[kind]
     consumers = wgmma_consumers(p)
     mb = p["BM"] // consumers // 64
@@ -84,6 +85,9 @@ def wgmma_kernel(op: str, kind: str, p: dict, *, args: str, epilogue: str, promo
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(&empty[(it - 1) % STAGES]);"""
         decl = ""
+        if split_k:     # this split's first K tile is KT0; a split with no K tiles hands back no slot
+            mainloop = mainloop.replace("if (kt > 0 && lane == 0)", "if (kt > KT0 && lane == 0)")
+            tail = tail.replace("if (lane == 0)", "if (KT > KT0 && lane == 0)")
     return f"""
 #define BM {p['BM']}
 #define BN {p['BN']}

@@ -1,14 +1,18 @@
 """FP16/BF16 GEMM in CUDA: C[M, N] = A[M, K] . B[N, K]^T, fp32 accumulate (B is an nn.Linear weight).
 
 Ladder: one thread per output -> shared-memory tiles -> register micro-tiles -> tensor cores
-(ldmatrix + mma.sync) -> multi-stage cp.async ring -> Hopper TMA + wgmma, warp-specialized.
+(ldmatrix + mma.sync) -> multi-stage cp.async ring -> Hopper TMA + wgmma, warp-specialized -> the same on a
+persistent grid of resident CTAs, or split over K for small M (fp32 partial slices and a reduce kernel).
 """
+from functools import partial
+
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
 from ._gemm_tc import naive_launch, tc_launch, tc_traffic
-from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
+from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel, wgmma_split_host
 from .gemm_fp16_spec import ENTRY, GemmFp16Spec
+from .gemm_splitk_spec import split_launch
 
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
@@ -162,11 +166,43 @@ def mma_src(pipelined: bool):
     return render
 
 
-def wgmma_tma_src(p, task, wait_full=True, kt_end="KT"):
+def wgmma_tma_src(p, task, wait_full=True, kt_end="KT", persistent=False):
     args = "scalar_t* __restrict__ C, int M, int N, int K"
     return (wgmma_kernel("gemm_fp16", kind(task), p, args=args, epilogue=store(task), kt_end=kt_end,
-                         wait_full=wait_full)
-            + wgmma_host("gemm_fp16", kind(task), ENTRY.prototype(task), "C, M, N, K"))
+                         wait_full=wait_full, persistent=persistent)
+            + wgmma_host("gemm_fp16", kind(task), ENTRY.prototype(task), "C, M, N, K", persistent=persistent))
+
+
+# -- wgmma_split_k ---------------------------------------------------------------------------
+SPLIT_STORE = ("*reinterpret_cast<float2*>(ws + ((size_t)blockIdx.y * M + row) * N + col) = "
+               "make_float2(v0, v1);   // this split's fp32 partial")
+
+
+def split_reduce_src(task, combine_end="SPLITS") -> str:
+    """The reduce kernel: each output pair's SPLITS fp32 partials summed in a fixed order, one 16-bit rounding."""
+    pair = "__floats2bfloat162_rn(t.x, t.y)" if task.dtype == "bf16" else "__floats2half2_rn(t.x, t.y)"
+    t = "__nv_bfloat162" if task.dtype == "bf16" else "__half2"
+    return f"""
+__global__ void gemm_fp16_reduce(const float* __restrict__ ws, scalar_t* __restrict__ C, size_t MN) {{
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 2;   // N even: a pair never straddles rows
+    if (i >= MN) return;
+    float2 t = make_float2(0.f, 0.f);
+    for (int s = 0; s < {combine_end}; ++s) {{
+        const float2 v = *reinterpret_cast<const float2*>(ws + (size_t)s * MN + i);
+        t.x += v.x;
+        t.y += v.y;
+    }}
+    *reinterpret_cast<{t}*>(C + i) = {pair};
+}}
+"""
+
+
+def wgmma_split_k_src(p, task, wait_full=True, combine_end="SPLITS"):
+    return (f"#define SPLITS {p['SPLITS']}                  // K splits along blockIdx.y\n"
+            + split_reduce_src(task, combine_end)
+            + wgmma_kernel("gemm_fp16", kind(task), p, args="float* __restrict__ ws, int M, int N, int K",
+                           epilogue=SPLIT_STORE, split_k=True, wait_full=wait_full)
+            + wgmma_split_host("gemm_fp16", kind(task), ENTRY.prototype(task), "ws, M, N, K", "ws, C, MN"))
 
 
 NO_BARRIER, SHORT_K = {"barrier": False}, {"kt_end": "KT - 1"}
@@ -203,6 +239,25 @@ class GemmFp16Cuda(GemmFp16Spec):
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True), render=wgmma_tma_src,
              bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+        # CUTLASS's sm90 persistent TMA kernels: a wave's worth of resident CTAs walks the output tiles, so the last
+        # wave is not a partial one and a tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's and
+        # gemm_int8_cuda's rung of the same name, on the 16-bit wgmma)
+        Rung("wgmma_tma_persistent", "sm_90a persistent: the wgmma_tma kernel on a grid of resident CTAs walking "
+             "the output tiles round robin",
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
+             render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+        # small M, long K (decode, M=16 / 128 at K 8192-14336): M x N in 64 x 128 tiles leaves most SMs idle
+        Rung("wgmma_split_k", "sm_90a split-K: SPLITS CTAs per output tile each run the TMA + wgmma pipeline over a "
+             "share of K into an fp32 partial slice; a reduce kernel sums the slices",
+             (Param("BM", (64, 128), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
+              Param("SPLITS", (2, 4, 8), 4)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+             smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64),
+             render=wgmma_split_k_src, fit_as="wgmma_tma",
+             bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
     )
 
     def assemble(self, body, variant, params, task):

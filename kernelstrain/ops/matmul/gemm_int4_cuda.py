@@ -209,7 +209,10 @@ class GemmInt4Cuda(OpModule):
              compute_eff=0.68, memory_eff=0.88, smem="dynamic", launch=mma_launch, render=cp_async_pipeline_src,
              bugs={"off_by_one": {"kt_end": "k_tiles - 1"}, "missing_scale": {"scale": False}}),
         Rung("split_k_small_m", "K split over blockIdx.z into fp32 partials plus a combine kernel: fills the GPU at small M",
-             (MMA_BM, MMA_BN, Param("STAGES", (3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
+             # 2 stages: H100 (measurements/h100_roomK_k12.json, BK 128) 32.7 / 33.2 / 36.1 us for 2 / 3 / 4 at M=16
+             # N=4096 K=14336 (BM 32 BN 64, 8 splits), 32.0 / 33.7 / 34.3 at M=128 N=K=4096 (BM 64 BN 128, 4 splits);
+             # model 23.5 / 26.2 / 28.3 and 24.2 / 26.9 / 29.1 (the order; the rung's level is ~25% fast on the H100)
+             (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
              bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}}),

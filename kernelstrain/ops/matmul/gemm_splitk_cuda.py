@@ -150,6 +150,11 @@ def mma_split_src(pipelined: bool):
 
 MMA_BM, MMA_BN = Param("BM", (32, 64), 32), Param("BN", (64, 128), 64)
 MMA_BK, WARPS = Param("BK", (32, 64), 64), Param("warps", (4,), 4)
+# the cp.async ring's K slice: 128 wide streams twice the bytes a stage at small M. H100 (measurements/h100_roomK_k12.json,
+# BM 32 BN 64, 2 stages, 16 splits): BK 32 / 64 / 128 ran 69.6 / 53.4 / 53.3 us at M=16 N=4096 K=14336 and
+# 66.0 / 50.2 / 48.6 at M=1 (model 60.3 / 51.4 / 46.9 and 52.5 / 44.2 / 43.6). The register-staged mma_split_k keeps
+# 32-64: its BK 128 ran 64.4 us against 52.7 at 64 (model 57.7 / 61.9, the wrong sign)
+RING_BK = Param("BK", (32, 64, 128), 64)
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 CORE = (Param("BM", (16, 32), 16), Param("BN", (64, 128), 64), Param("BK", (16, 32), 32), Param("TM", (2, 4), 4))
 NO_BARRIER = {"barrier": ""}
@@ -175,7 +180,7 @@ class GemmSplitkCuda(GemmSplitkSpec):
              smem="static", launch=split_launch(tc_launch("fp16", 2, 2), "partials"), render=mma_split_src(False),
              bugs={"bad_combine_index": SHORT_COMBINE, "missing_barrier": {"barrier": False}}),
         Rung("cp_async_split_k", "STAGES-deep cp.async ring per split feeding ldmatrix + mma.sync, fp32 partials + reduce",
-             (MMA_BM, MMA_BN, MMA_BK, Param("stages", (2, 3, 4), 3), WARPS, SPLITS), needs=TC | {"cp_async"},
+             (MMA_BM, MMA_BN, RING_BK, Param("stages", (2, 3, 4), 3), WARPS, SPLITS), needs=TC | {"cp_async"},
              path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic",
              launch=split_launch(tc_launch("fp16", 2, 2), "partials"), render=mma_split_src(True),
              bugs={"off_by_one": {"kt_end": "KT - 1"}, "bad_combine_index": SHORT_COMBINE}),

@@ -11,7 +11,7 @@ from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
 from .gemm_fp16_triton import tile_launch
 from .gemm_splitk_spec import ENTRY, SPLIT_VALUES, GemmSplitkSpec, split_launch
 
-TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (64, 128), 64), Param("BLOCK_K", (64, 128), 64))
+TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64))
 SPLIT_K = Param("SPLIT_K", SPLIT_VALUES, 8)
 WARPS = Param("num_warps", (4, 8), 4)
 PIPE = (Param("num_stages", (3, 4, 5), 4), WARPS)
