@@ -202,13 +202,15 @@ class GroupedGemmCuda(GroupedGemmSpec):
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
              (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
              needs=TC_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.76, memory_eff=0.88, smem="dynamic",
-             launch=tc_launch(False), render=cp_async_pipeline_src,
-             bugs={"off_by_one": {"wait": "STAGES - 1"}, "missing_barrier": {"barrier": ""}}),
+             launch=tc_launch(False), render=cp_async_pipeline_src, bugs={"missing_barrier": {"barrier": ""}}),
+        # No off_by_one on the ring's wait (cp_async_wait<STAGES - 1>, one tile too few landed): a race, not a
+        # deterministic error. H100 (final gpu-check of 2026-12-06, seed 98282, T=64 E=64 K=2048 N=2816 topk=6, BM 128
+        # BN 128 STAGES 3) ran it correct; earlier checks saw 92 to 1M elements wrong. A wrong_result label must fail.
         # missing_barrier here leaves s_ids unpublished: the gather reads garbage ids and faults
         Rung("wgmma_pipeline", "warpgroup wgmma.mma_async m64nBNk16 on smem descriptors, cp.async ring (sm_90a)",
              (Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4), WGMMA_BK),
              needs=TC_NEEDS | {"cp_async", "wgmma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
-             bugs={"off_by_one": {"wait": "STAGES - 1"}, "missing_barrier": {"publish_ids": False}},
+             bugs={"missing_barrier": {"publish_ids": False}},
              faults=("missing_barrier",)),
     )
