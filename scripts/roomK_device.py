@@ -9,7 +9,7 @@ room_device_check_triton.ranking (each group's values ordered by the device and 
     ROOMK_LIST=1 python3 scripts/roomK_device.py       # no GPU: list the plan's cases with the simulator's time
 
 Plan k1: gemm_fp16_cuda's new wgmma_tma_persistent rung beside wgmma_tma (the tiles and stages the model ranks
-first at 2048^3 and 4096^3); values past the end of a parameter's list where the episodes' best sat at that end (scripts/roomK_table.py
+first at 2048^3 and 4096^3); values past the end of a parameter's list where the episodes' best sat at that end (scripts/room_table.py --modules compute
 --by-rung, kernelinfer seed 7171), each beside its in-list neighbours on the menu's shapes the H100 runs:
 gemm_int4_cuda split_k_small_m 2 stages and 128-row tiles, gemm_splitk_cuda cp_async_split_k 128-wide K slices,
 conv2d_nhwc_cuda cp_async_pipeline 256-wide filter tiles; gemm_fp4_triton pipelined_copies

@@ -23,7 +23,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from kernelstrain.calibration.metrics import spearman  # noqa: E402
 from kernelstrain.gpucheck import _sim_ms  # noqa: E402
 from sim2_device_check import pair_order  # noqa: E402
-from sim2_room import MODULES  # noqa: E402
+from room_table import SETS  # noqa: E402
+
+MODULES = tuple(SETS["decode"].split())
 
 
 def groups(files: list, modules: tuple) -> dict:
