@@ -79,10 +79,4 @@ def ratios(path: Path) -> str:
 if __name__ == "__main__" and sys.argv[1:2] == ["--ratios"]:
     print(ratios(Path(sys.argv[2])), end="")
 elif __name__ == "__main__":
-    rc = room_device_check.main()
-    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
-    if (out / "knob_device.json").exists():
-        text = room_device_check_triton.ranking(out)
-        (out / "ranking.txt").write_text(text)
-        print(text)
-    sys.exit(rc)
+    sys.exit(room_device_check_triton.run_ranked())

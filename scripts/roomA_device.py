@@ -138,10 +138,4 @@ def modelled(entries: list, gpu: str = "H100") -> list:
 room_device_check.PLANS["default"] = tuple(modelled(x) for x in PLANS[os.environ.get("ROOMA_PLAN", "a1")])
 
 if __name__ == "__main__":
-    rc = room_device_check.main()
-    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
-    if (out / "knob_device.json").exists():
-        text = room_device_check_triton.ranking(out)
-        (out / "ranking.txt").write_text(text)
-        print(text)
-    sys.exit(rc)
+    sys.exit(room_device_check_triton.run_ranked())

@@ -116,10 +116,4 @@ if __name__ == "__main__":
     if os.environ.get("ROOMK_LIST"):
         print(listing(plan))
         sys.exit(0)
-    rc = room_device_check.main()
-    out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
-    if (out / "knob_device.json").exists():
-        text = room_device_check_triton.ranking(out)
-        (out / "ranking.txt").write_text(text)
-        print(text)
-    sys.exit(rc)
+    sys.exit(room_device_check_triton.run_ranked())

@@ -177,11 +177,17 @@ def ranking(out: Path, across: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
+def run_ranked(across: bool = False) -> int:
+    """The harness's run (room_device_check.main, on whatever plan PLANS["default"] holds), then its ranking
+    (`across`: the rungs' ranking too) printed and written to $OUT/ranking.txt; the harness's exit code."""
     rc = room_device_check.main()
     out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
     if (out / "knob_device.json").exists():
-        text = ranking(out) + ("\n" + ranking(out, across=True) if os.environ.get("KNOBT_SET") == "order" else "")
+        text = ranking(out) + ("\n" + ranking(out, across=True) if across else "")
         (out / "ranking.txt").write_text(text)
         print(text)
-    sys.exit(rc)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(run_ranked(across=os.environ.get("KNOBT_SET") == "order"))
