@@ -114,7 +114,11 @@ def gqa_launch(p, task):
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
-    work = GQA_WORK[0] + GQA_WORK[1] * (task["H"] // task["KVH"])
+    # never under one read of the cache: the G=1 rows above ran on gpu-check's ragged lengths (uniform in [S/2, S],
+    # ~0.75 of the task's bytes; ops/attention/paged_decode_spec.ragged_lens), so A + B x 1 = 0.61 timed the task's
+    # full-length cache under its DRAM roofline (qa roofline_violations: 14 default / 9 kernelinfer ok steps of the
+    # full seed-0 runs, A100 / RTX 4090 / H100 / H200, B=16 H=KVH=32 S=4096)
+    work = max(1.0, GQA_WORK[0] + GQA_WORK[1] * (task["H"] // task["KVH"]))
     return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
                             bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2),
                      p, tile_bytes=2 * tile_n * d * elt)
