@@ -14,9 +14,10 @@ def episodes(data):
 
 
 def changed_step(ep) -> int:
-    """A step whose candidate differs from the best before it, and that best."""
+    """A step whose candidate differs from the best before it, and that best; not the last step (no turn follows
+    the last candidate, so the multi-turn row carries no feedback for it)."""
     best_code = ep["baseline"]["code"]
-    for s in ep["steps"]:
+    for s in ep["steps"][:-1]:
         if s["code"] != best_code and s["status"] == "compile_error":
             return s["step"]
         if s["kept"]:
