@@ -71,7 +71,9 @@ def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
     3 stages 521.9. The model before put BLOCK_N 128 and 3 stages ahead at both."""
     m = REGISTRY["mla_decode_triton"]
     v = m.variant("split_kv")
-    assert v.param("BLOCK_N").values == (32, 64, 128) and v.param("num_stages").values == (1, 2, 3)
+    # off the menus until the Triton shared-memory corpus holds their compiles (tests/test_room_triton_room26.py);
+    # the model is ready for them
+    assert v.param("BLOCK_N").values == (32, 64) and v.param("num_stages").values == (1, 2)
 
     def t(shape, **p):
         task = make_task(m, "H200", "bf16", shape)
