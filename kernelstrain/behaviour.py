@@ -1,8 +1,8 @@
 """How an episode behaves, read as a kernel engineer reads it (qa's behaviour checks, SPEC §10):
 steps after the final best, returns to rungs measured slow, configurations proposed again,
-bugs made again, close calls settled by re-measuring the candidate alone, a first move no
-engineer chose, `converged` endings far from the best, baselines far slower than PyTorch eager,
-and the generator's labels in what the model reads.
+bugs made again, close calls settled by re-measuring the candidate alone, a
+first move no engineer chose, `converged` endings far from the best or on a failure, baselines far
+slower than PyTorch eager, and the generator's labels in what the model reads.
 
 >>> row = {"end": "converged", "best": {"step": 1}, "baseline": {"tag": "a", "params": {"t": 1}, "time_ms": 9.0},
 ...        "steps": [{"step": 1, "tag": "b", "params": {"t": 1}, "kind": "structural", "status": "ok",
@@ -83,6 +83,7 @@ def figures(ep: dict) -> Counter:
     if ep.get("end") == "converged":
         f["converged"] += 1
         f["converged_far"] += bool(last) and min(last) > FAR_END * best_ms
+        f["converged_on_failure"] += bool(steps) and steps[-1]["status"] != "ok"
     return f
 
 

@@ -25,8 +25,9 @@ or moves fewer bytes is tried, no tune inside the noise), or no rung is left wor
 neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
 settled or `patience` steps in a row found nothing (its evidence that the rest will not either;
 the nearer the floor, the fewer: HEADROOM). When the last candidate it measured lost by more than
-RESTORE x, the workspace holds that slower code: it restores the best and runs it once more
-before it stops (Episode.restore), so a finished session ends on the kernel it reports.
+RESTORE x, or failed, the workspace holds that slower or broken code: it restores the best and runs it once
+more before it stops (Episode.restore), so a finished session ends on the kernel it reports. A limit failure
+is never its last word: where the search would end on one, the change is backed off until it fits.
 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
@@ -252,6 +253,7 @@ class Episode:
         self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
         self.last_ms: float | None = None              # the last measured candidate's time
         self.restored = False                          # the best restored and re-run at the end (Episode.restore)
+        self.last_failed = False                       # the last step failed to build or to check
         self.leaps: bool | None = None                 # stepwise: this engineer writes the ceiling-raising rung straight away (Episode.leap)
         self.stale = 0
         self.trend: tuple | None = None                # (parameter, direction) of the last keep on the best's rung
@@ -329,9 +331,16 @@ class Episode:
         search.roofline_near under the best; at the launch floor, only a rewrite that launches
         fewer kernels or moves fewer bytes than the best."""
         here = self.pos[self.best.variant.tag]
-        ups = [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried
-               and not self.near_floor(v)]
-        return [v for v in ups if self.cuts_launches_or_bytes(v)] if self.launch_bound() else ups
+        return [v for v in self.rungs if self.pos[v.tag] > here and v.tag not in self.rung_tried and self.could_beat(v)]
+
+    def could_beat(self, v: Variant) -> bool:
+        """A rewrite onto `v` could beat the best: its floor is more than search.roofline_near
+        under the best and, at the launch floor, it launches fewer kernels or moves fewer bytes.
+        (An arch-gated rung on a datapath this GPU lacks, fp8 on an A100, has no floor here: the
+        engineer reaching for it does not know that yet.)"""
+        if self.task.gpu.peak_tflops.get(v.path) and self.near_floor(v):
+            return False
+        return not self.launch_bound() or self.cuts_launches_or_bytes(v)
 
     def near_floor(self, v: Variant) -> bool:
         """The best runs within search.roofline_near of `v`'s floor: `v` cannot gain much on it."""
@@ -706,12 +715,14 @@ class Episode:
     # -- failures -------------------------------------------------------------------
     def plausible_gated(self) -> list[Variant]:
         """Arch-gated rungs an engineer would reach for now: the next technique up the
-        ladder from the best (or anything above once the runnable rungs are done)."""
+        ladder from the best (or anything above once the runnable rungs are done), whose
+        technique could beat the best (could_beat: a TMA copy of a kernel already at its DRAM
+        floor is no idea worth a step, even on a GPU that has TMA)."""
         here, ups = self.pos[self.best.variant.tag], self.ups()
         nxt = self.pos[ups[0].tag] if ups else len(self.ladder)
         reach = 0 if self.search.stepwise else max(2, self.search.limit_rungs)
         return [v for v in self.gated if v.tag not in self.rung_tried and here < self.pos[v.tag] <= nxt + reach
-                and not v.needs & self.limits.missing]
+                and not v.needs & self.limits.missing and self.could_beat(v)]
 
     def reach(self) -> list[Variant]:
         """The rungs up a rewrite that fails on a limit may be aimed at: search.limit_rungs of
@@ -922,7 +933,9 @@ class Episode:
     def propose_backoff(self) -> Candidate | None:
         """After a limit failure: the failed config with one parameter one value smaller in what
         overflowed (shared memory, threads, or registers x threads), as an engineer reading the
-        log would try next; it may still not fit, and then the build or launch fails again."""
+        log would try next: the smallest such change that fits (of those that do, the one that
+        keeps the most of the resource: one stage fewer before a halved tile, as the tools' texts
+        suggest), else one that may still not fit, and then the build or launch fails again."""
         (c, resource), self.over = self.over, None
         what = "smem" if resource == "smem" else "resources"
         need, moves = self.need(c)[resource], []
@@ -936,6 +949,10 @@ class Episode:
                             and kind_of(o, self.best, False) != "rebench" and self.need(o)[resource] < need \
                             and not self.known_to_fail(o) and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
                         moves.append(o)
+        fits = [o for o in moves if self.sim(o).ok]
+        if fits:
+            most = max(self.need(o)[resource] for o in fits)
+            moves = [o for o in fits if self.need(o)[resource] == most]
         return self.rng.choice(moves) if moves else None
 
     def need(self, c: Candidate) -> dict:
@@ -991,11 +1008,12 @@ class Episode:
         time budget."""
         return self.stop_rule() is not None
 
-    def stop_rule(self) -> str | None:
+    def stop_rule(self, repair: bool = True) -> str | None:
         """Which of converged()'s rules holds now: `roofline` (the best near its floor), `launch`
         (launch-bound), `patience` (no rung left, the neighbourhood probed, patience spent); None:
-        something is open or worth a step."""
-        if self.pending is not None or self.close is not None or self.contender is not None:
+        something is open or worth a step (`repair`: a limit failure's back-off counts as open)."""
+        if self.pending is not None or self.close is not None or self.contender is not None \
+                or (repair and self.over is not None):
             return None
         if self.stale >= 1 and self.at_roofline():
             return "roofline" if self.near_floor(self.best.variant) else "launch"
@@ -1099,11 +1117,12 @@ class Episode:
 
     def restore(self, k: int) -> Step | None:
         """The search is over. If the last candidate measured lost by more than RESTORE x the best,
+        or the last step failed to build or check (an arch failure, a limit no change could fit),
         the file being edited is not the best: the engineer puts the best back and runs it once
         more, the time it finishes on (a re-measure of the best, never kept). Once; not past the
         time budget."""
-        if self.restored or self.last_ms is None or self.last_ms <= RESTORE * self.book.best_ms \
-                or self.time_spent():
+        if self.restored or self.time_spent() or not self.last_failed and (
+                self.last_ms is None or self.last_ms <= RESTORE * self.book.best_ms):
             return None
         self.restored = True
         return self.evaluate(k, self.best)
@@ -1132,13 +1151,19 @@ class Episode:
                 return self.evaluate(k, again[0], failure=again[1], error=again[2])
             return self.evaluate(k, fix)
         # a rewrite onto a new rung that overflowed is repaired on that rung (smaller tiles, fewer
-        # stages) and measured; a tuning move of the best's rung that overflowed, as the profile leans
-        if self.over is not None and (self.over[0].variant.tag not in self.rung_ms
-                                      or rng.random() < self.search.backoff):
-            c = self.propose_backoff()
+        # stages) and measured; a tuning move of the best's rung that overflowed, as the profile
+        # leans, and always where the search would otherwise end on it (a limit hit is never the
+        # session's last word while a change that fits is there to make)
+        if self.over is not None:
+            c = self.propose_backoff() if self.over[0].variant.tag not in self.rung_ms \
+                or (self.search.backoff and rng.random() < self.search.backoff) \
+                or self.stop_rule(repair=False) is not None else None
+            self.over = None
             if c is not None:
                 return self.evaluate(k, c)
-        self.over = None
+            if self.converged():            # no change that fits: the search ends here
+                self.stop = self.stop_rule()
+                return self.finish(k)
         if self.close is not None:
             c = self.settle()
             if c is not None:
@@ -1245,7 +1270,7 @@ class Episode:
                 hit = self.overflow(cand)
                 if hit is not None and self.search.learn_limits:
                     self.limits.learn(cand.variant.tag, *hit)
-                if hit is not None and (self.search.backoff or cand.variant.tag not in self.rung_ms):
+                if hit is not None:                    # step() decides whether it is backed off
                     self.over = (cand.clean(), hit[0])
             elif failure == "arch" and self.search.learn_limits:
                 self.limits.missing |= cand.variant.needs - self.task.gpu.features
@@ -1254,7 +1279,9 @@ class Episode:
                 if cand.bug is not None:
                     self.fixed.add(cand.bug)
             self.stale += 1
+            self.last_failed = True
         else:
+            self.last_failed = False
             time_ms = self.last_ms = round(measure(r.time_ms, self.noise), 6)
             again = code in self.book.runs              # a re-measure settling a close call: no new idea failed
             kept = self.book.record(code, time_ms, k)

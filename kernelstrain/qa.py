@@ -332,6 +332,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               f"are all > {behaviour.FAR_END}x the best (a last climb and tunes that lost); passes within "
               f"{sampling_tolerance(CONVERGED_FAR_MAX, b['converged']):.3f} of it (2 standard errors)",
               sampling_tolerance(CONVERGED_FAR_MAX, b["converged"])),
+        check("converged_on_failure", b["converged_on_failure"], "==", 0,
+              f"of {b['converged']} converged endings, those whose last step failed to build or check (a limit "
+              "failure is backed off until it fits; after any other the best is restored and re-run)"),
         check("baselines_far_from_eager", b["baseline_far_from_eager"], "==", 0,
               f"baselines over {behaviour.EAGER_FAR:g}x the PyTorch eager reference's time (search.eager_cap), beyond "
               f"the timing noise of their one measurement ({behaviour.EAGER_NOISE:g}x)"),
@@ -358,8 +361,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "bugs_remade", "first_tweaks",
-                                        "first_tweaks_failed", "converged", "converged_far", "baseline_far_from_eager")},
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures",
+                                        "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
+                                        "converged_far", "converged_on_failure", "baseline_far_from_eager")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),
     }

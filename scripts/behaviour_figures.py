@@ -88,6 +88,7 @@ def summary(rows) -> dict:
         "bugs_remade": total["bugs_remade"],
         "first_tweaks_failed": f"{total['first_tweaks_failed']}/{total['first_tweaks']}",
         "converged_far": f"{total['converged_far']}/{total['converged']}",
+        "converged_on_failure": f"{total['converged_on_failure']}/{total['converged']}",
         "hours_mean": round(sum(hours) / n, 3), "hours_min": round(min(hours, default=0), 3),
         "hours_max": round(max(hours, default=0), 3),
         "speedup_mean": round(sum(speedups) / n, 2), "speedup_over_100": sum(x > 100 for x in speedups),

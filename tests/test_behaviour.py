@@ -118,3 +118,48 @@ def test_qa_fails_a_conversation_that_mixes_time_units(dataset_copy, capsys):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["qa", str(dataset_copy)]) == 1
     assert any(l.startswith("conversations_mixing_time_units") and "FAIL" in l for l in capsys.readouterr().out.splitlines())
+
+
+def test_a_converged_ending_on_a_failure_is_counted():
+    """A `converged` episode whose last step failed (an arch failure or a limit hit left as the
+    last word) is a `converged_on_failure`, and qa fails it."""
+    from kernelstrain.qa import _Acc, report
+    ok = [_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"), _step(2, "fast", 1.1, 1.0, {"t": 2})]
+    assert behaviour.figures(_row(ok))["converged_on_failure"] == 0
+    failed = ok + [_step(3, "tma", None, 1.0, {"t": 1}, status="compile_error", kind="structural")]
+    assert behaviour.figures(_row(failed))["converged_on_failure"] == 1
+    assert behaviour.figures(_row(failed, end="budget"))["converged_on_failure"] == 0
+    acc = _Acc()
+    assert next(c for c in report(acc)["checks"] if c["name"] == "converged_on_failure")["pass"]
+    acc.behaviour.update({"converged": 10, "converged_on_failure": 1})
+    assert not next(c for c in report(acc)["checks"] if c["name"] == "converged_on_failure")["pass"]
+
+
+def test_every_behaviour_check_of_issue_26_can_fail():
+    """Each of issue 26's item-6 checks (and the ending check beside them) has a
+    threshold that the defect it names trips: it passes on nothing and fails on the counts given."""
+    from kernelstrain.qa import _Acc, report
+    defects = {
+        "post_best_tail_share": ({"tail": 40, "steps": 100}, {}),
+        "slow_rung_returns": ({"slow_rung_returns": 1}, {}),
+        "reproposed_configs": ({"reproposed": 1}, {}),
+        "one_sided_remeasures": ({"one_sided_remeasures": 1}, {}),
+        "bugs_remade": ({"bugs_remade": 1}, {}),
+        "first_tweak_failures": ({"first_tweaks": 10, "first_tweaks_failed": 6}, {}),
+        "converged_far_from_best": ({"converged": 1000, "converged_far": 40}, {}),
+        "converged_on_failure": ({"converged": 10, "converged_on_failure": 1}, {}),
+        "baselines_far_from_eager": ({"baseline_far_from_eager": 1}, {}),
+        "weight1_slower_than_best": ({}, {"weight1_unworthy": 1}),
+        "prompts_with_generator_labels": ({}, {"prompts_labelled": 1}),
+        "conversations_mixing_time_units": ({}, {"mt_mixed_units": 1}),
+    }
+
+    def check(acc, name):
+        return next(c for c in report(acc)["checks"] if c["name"] == name)
+
+    for name, (b, c) in defects.items():
+        acc = _Acc()
+        assert check(acc, name)["pass"], name
+        acc.behaviour.update(b)
+        acc.c.update(c)
+        assert not check(acc, name)["pass"], name
