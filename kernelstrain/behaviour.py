@@ -1,6 +1,6 @@
 """How an episode behaves, read as a kernel engineer reads it (qa's behaviour checks, SPEC §10):
 steps after the final best, returns to rungs measured slow, configurations proposed again,
-bugs made again, close calls settled by re-measuring the candidate alone, a
+bugs made again, close calls settled by re-measuring the candidate alone or more than once, a
 first move no engineer chose, `converged` endings far from the best or on a failure, baselines far
 slower than PyTorch eager, and the generator's labels in what the model reads.
 
@@ -67,6 +67,9 @@ def figures(ep: dict) -> Counter:
             f["reproposed"] += 1
         if close and key != best_key and len(runs[key]) >= len(runs[best_key]):
             f["one_sided_remeasures"] += 1      # the candidate again while the best has no more runs than it
+        if s["status"] == "ok" and key in runs:
+            f["remeasures"] += 1
+            f["close_call_reruns"] += key != best_key and len(runs[key]) >= 2   # a candidate's third run
         if s.get("bug"):
             f["bugs_remade"] += s["bug"] in bugs
             bugs.add(s["bug"])

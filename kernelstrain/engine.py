@@ -32,9 +32,9 @@ is never its last word: where the search would end on one, the change is backed 
 Each episode draws its own habits (how often it skips a rung, tries the expert rung first,
 ablates, tunes jointly, how patient it is), so ladders are walked in many orders. Every
 benchmark is one noisy run in a Ledger: a candidate is kept only when it beats the best beyond
-the noise; a candidate faster by a run's sigma or more but inside the noise is a close call,
-and only then does the agent re-measure: both, the one with fewer runs first, until the ledger
-decides or each has SETTLE_RUNS runs. Failures are the ones engineers make
+the noise; a candidate faster than the best inside the noise is a close call, re-measured only
+while the difference could still cross the keep threshold (SETTLE_REACH): the best and the candidate
+once each at most, the one with fewer runs first, then decided. Failures are the ones engineers make
 in the change they were about to make anyway: a typo or a risky transformation (fixed and
 retried next), an arch-gated rewrite once the ladder reaches it, a tile too big for shared memory.
 
@@ -50,7 +50,7 @@ from operator import itemgetter
 
 from . import feasibility, knobs, messages, slips
 from .clock import Clock
-from .ledger import Ledger, beats
+from .ledger import Ledger, beats, required_gain
 from .limits import Limits, demand, overflow, rung_failing
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
@@ -86,8 +86,8 @@ POINTS_AT = {
 ACROSS = ((re.compile(r"warps", re.I), re.compile(r"^(block|block_[a-z]+|rows.*|items.*|tokens.*)$", re.I)),)
 INTERACT_LOSS = 0.25  # interacting parameters each within this of the best alone are tried together (propose_joint)
 RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
-SETTLE_RUNS = 3       # a close call is settled by re-measuring the best and the candidate up to this many runs each
-SETTLE_GAIN = 0.5     # ... while the candidate still looks faster by this many sigmas of one run
+SETTLE_REACH = 1.0    # a close call is re-measured (the best and the candidate once each at most) only while its gain is
+                      # within this many standard deviations of what those runs move it from the keep threshold they set
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
                       # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
                       # that launches fewer kernels or moves fewer bytes can
@@ -251,6 +251,7 @@ class Episode:
         self.slip_memory = SlipMemory()                # (kind, line) of each slip made: not made again
         self.slipped = 0                               # bound / optin slips made (the engineer learns)
         self.close: Candidate | None = None            # faster than the best, inside the noise: being settled
+        self.resettled: set = set()                    # sides of the close call re-measured (True: the best)
         self.last_ms: float | None = None              # the last measured candidate's time
         self.restored = False                          # the best restored and re-run at the end (Episode.restore)
         self.last_failed = False                       # the last step failed to build or to check
@@ -1193,27 +1194,39 @@ class Episode:
         return self.evaluate(k, c)
 
     def worth_settling(self, code: str) -> bool:
-        """A close call (faster than the best, inside the noise) whose apparent gain is at least
-        one standard deviation of a run: smaller ones would stay inside the noise after
-        SETTLE_RUNS runs each (a keep then needs two), so they are read as ties. At the launch
-        floor none is: what the launch knobs move there is the noise."""
-        return not self.launch_bound() and self.book.close(code) \
-            and self.book.mean(code) <= self.book.best_ms * (1 - noise_cv(self.book.best_ms))
+        """A close call (faster than the best, inside the noise) that re-measuring the pair could
+        still decide (could_cross, both sides open); smaller gains are read as ties. At the
+        launch floor none is: what the launch knobs move there is the noise."""
+        return not self.launch_bound() and self.book.close(code) and self.could_cross(code, (True, False))
+
+    def could_cross(self, code: str, sides: tuple) -> bool:
+        """One more run of each of `sides` (True: the best, False: the candidate `code`) could
+        still carry the candidate's gain past the keep threshold those runs set: the gain is at
+        most SETTLE_REACH standard deviations of what they move the difference of the means
+        short of it (a run added to n moves their mean by sigma sqrt(1 + 1/n) / (n + 1)).
+
+        1 run each: a gain of 1 sigma is re-measured (the threshold after both, 2 sigma, is one
+        sd of the two runs' move away); after the best's, the candidate's run moves 0.71 sigma."""
+        runs, best_runs = len(self.book.runs[code]), self.book.best_runs()
+        cv = noise_cv(self.book.best_ms)
+        need = required_gain(self.book.best_ms, runs + (False in sides), best_runs + (True in sides))
+        move = math.sqrt(sum((1 + 1 / n) / (n + 1) ** 2 for n in (best_runs if b else runs for b in sides)))
+        return 1.0 - self.book.mean(code) / self.book.best_ms >= need - SETTLE_REACH * cv * move
 
     def settle(self) -> Candidate | None:
-        """The next re-measure of an open close call: the best and the candidate in turn (the
-        one with fewer runs; the best first), until the ledger keeps the candidate, its mean is
-        faster than the best's by less than SETTLE_GAIN of a run's sigma (a keep would need ~3
-        more sigma: a tie), or both have SETTLE_RUNS runs and it is still inside the noise (no
-        real gain: the best stays). None once the call is decided."""
+        """The next re-measure of an open close call: of the best and the candidate, each at most
+        once for this pair, the one with fewer runs first (the best on a tie), while the pair's
+        runs left could still decide it (could_cross). None once the call is decided: the
+        candidate kept, or (a tie, the best stays) nothing left that could cross the threshold."""
         code = self.code(self.close)
-        runs, best_runs = len(self.book.runs[code]), self.book.best_runs()
-        gain = 1.0 - self.book.mean(code) / self.book.best_ms
-        if not self.book.close(code) or gain < SETTLE_GAIN * noise_cv(self.book.best_ms) \
-                or min(runs, best_runs) >= SETTLE_RUNS:
-            self.close = None
+        left = tuple(side for side in (True, False) if side not in self.resettled)
+        if not self.book.close(code) or not left or not self.could_cross(code, left):
+            self.close, self.resettled = None, set()
             return None
-        return self.best if best_runs <= runs else self.close
+        runs, best_runs = len(self.book.runs[code]), self.book.best_runs()
+        side = min(left, key=lambda b: (best_runs if b else runs, not b))
+        self.resettled.add(side)
+        return self.best if side else self.close
 
     def climbed(self, cand: Candidate) -> None:
         """`cand` is the new best: the search moves there (on the same rung, or from the
@@ -1232,7 +1245,7 @@ class Episode:
             self.line = line.moved(cand, ms, self.search.reprobe)
         else:
             self.line = self.new_line(cand, ms)
-        self.best, self.stale, self.contender, self.close = cand, 0, None, None
+        self.best, self.stale, self.contender, self.close, self.resettled = cand, 0, None, None, set()
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
@@ -1296,7 +1309,7 @@ class Episode:
                 self.contend(cand, time_ms)
                 self.stale += not again
                 if self.close is None and self.worth_settling(code) and self.rng.random() < self.habits.confirm:
-                    self.close = cand
+                    self.close, self.resettled = cand, set()
         self.elapsed += self.timing.step_seconds(self.clock, write, status, self.m.impl, code, kept) * self.pace
         return Step(step=k, kind=kind, tag=cand.variant.tag, params=dict(cand.params), code=code, status=status,
                     failure=failure, bug=cand.bug, typo=cand.typo, time_ms=time_ms, smem_bytes=r.smem_bytes,

@@ -321,6 +321,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,
               "re-measures of a close call's candidate while the best had no more runs than it (a close call is "
               "settled by re-measuring both)"),
+        check("close_call_reruns", b["close_call_reruns"], "==", 0,
+              f"re-measures of a candidate that had two runs already, of {b['remeasures']} re-measures (a close call "
+              "is re-measured once on each side at most, then decided)"),
         check("bugs_remade", b["bugs_remade"], "==", 0, "a bug made again in the episode, on any rung"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
@@ -361,8 +364,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures",
-                                        "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "remeasures",
+                                        "close_call_reruns", "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
                                         "converged_far", "converged_on_failure", "baseline_far_from_eager")},
         "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
                                               key=lambda x: -x[1])[:5]),

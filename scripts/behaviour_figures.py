@@ -85,6 +85,7 @@ def summary(rows) -> dict:
         "ends": dict(sorted(ends.items())),
         "tail_share": tail_share(total), "slow_rung_returns": total["slow_rung_returns"],
         "reproposed": total["reproposed"], "one_sided_remeasures": total["one_sided_remeasures"],
+        "remeasures": total["remeasures"], "close_call_reruns": total["close_call_reruns"],
         "bugs_remade": total["bugs_remade"],
         "first_tweaks_failed": f"{total['first_tweaks_failed']}/{total['first_tweaks']}",
         "converged_far": f"{total['converged_far']}/{total['converged']}",

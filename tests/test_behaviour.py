@@ -120,23 +120,33 @@ def test_qa_fails_a_conversation_that_mixes_time_units(dataset_copy, capsys):
     assert any(l.startswith("conversations_mixing_time_units") and "FAIL" in l for l in capsys.readouterr().out.splitlines())
 
 
-def test_a_converged_ending_on_a_failure_is_counted():
-    """A `converged` episode whose last step failed (an arch failure or a limit hit left as the
-    last word) is a `converged_on_failure`, and qa fails it."""
+def test_a_candidates_third_run_and_a_converged_ending_on_a_failure_are_counted():
+    """A close call is re-measured once on each side, then decided: a candidate's third run is a
+    `close_call_reruns`; a `converged` episode whose last step failed (an arch failure or a limit
+    hit left as the last word) is a `converged_on_failure`, and qa fails either."""
     from kernelstrain.qa import _Acc, report
-    ok = [_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"), _step(2, "fast", 1.1, 1.0, {"t": 2})]
-    assert behaviour.figures(_row(ok))["converged_on_failure"] == 0
-    failed = ok + [_step(3, "tma", None, 1.0, {"t": 1}, status="compile_error", kind="structural")]
+    once = [_step(1, "fast", 1.0, 1.0, kept=True, kind="structural"),
+            _step(2, "fast", 0.99, 1.0, {"t": 2}),
+            _step(3, "fast", 1.0, 1.0, kind="rebench"),
+            _step(4, "fast", 0.985, 1.0, {"t": 2})]
+    f = behaviour.figures(_row(once))
+    assert (f["remeasures"], f["close_call_reruns"], f["converged_on_failure"]) == (2, 0, 0)
+    again = behaviour.figures(_row(once + [_step(5, "fast", 1.0, 1.0, kind="rebench"),
+                                           _step(6, "fast", 0.99, 1.0, {"t": 2})]))
+    assert (again["remeasures"], again["close_call_reruns"]) == (4, 1)
+    failed = once + [_step(5, "tma", None, 1.0, {"t": 1}, status="compile_error", kind="structural")]
     assert behaviour.figures(_row(failed))["converged_on_failure"] == 1
     assert behaviour.figures(_row(failed, end="budget"))["converged_on_failure"] == 0
-    acc = _Acc()
-    assert next(c for c in report(acc)["checks"] if c["name"] == "converged_on_failure")["pass"]
-    acc.behaviour.update({"converged": 10, "converged_on_failure": 1})
-    assert not next(c for c in report(acc)["checks"] if c["name"] == "converged_on_failure")["pass"]
+    for counts, name in (({"close_call_reruns": 1}, "close_call_reruns"),
+                         ({"converged": 10, "converged_on_failure": 1}, "converged_on_failure")):
+        acc = _Acc()
+        assert next(c for c in report(acc)["checks"] if c["name"] == name)["pass"]
+        acc.behaviour.update(counts)
+        assert not next(c for c in report(acc)["checks"] if c["name"] == name)["pass"]
 
 
 def test_every_behaviour_check_of_issue_26_can_fail():
-    """Each of issue 26's item-6 checks (and the ending check beside them) has a
+    """Each of issue 26's item-6 checks (and the two close-call / ending checks beside them) has a
     threshold that the defect it names trips: it passes on nothing and fails on the counts given."""
     from kernelstrain.qa import _Acc, report
     defects = {
@@ -144,6 +154,7 @@ def test_every_behaviour_check_of_issue_26_can_fail():
         "slow_rung_returns": ({"slow_rung_returns": 1}, {}),
         "reproposed_configs": ({"reproposed": 1}, {}),
         "one_sided_remeasures": ({"one_sided_remeasures": 1}, {}),
+        "close_call_reruns": ({"close_call_reruns": 1}, {}),
         "bugs_remade": ({"bugs_remade": 1}, {}),
         "first_tweak_failures": ({"first_tweaks": 10, "first_tweaks_failed": 6}, {}),
         "converged_far_from_best": ({"converged": 1000, "converged_far": 40}, {}),
