@@ -123,7 +123,7 @@ def reasons(ep: dict) -> list[str]:
     module = REGISTRY.get(ep.get("module"))
     ladder = {v.tag: i for i, v in enumerate(module.variants)} if module is not None else {}
     moved_on = {}   # rung -> parameters moved on it so far (a tune of one never moved: an open idea)
-    last_ok = None  # the last measured step: a last step that re-runs the best after a loss past RESTORE restores it
+    last_ok = None  # the last measured step: a last step that re-runs the best after a loss past RESTORE (or a failure) restores it
     lost_at = {}    # rung -> the best's parameters when it was first measured (a climb written again: engine.retries)
     for s in ep["steps"]:
         p = as_dict(s["params"])
@@ -135,7 +135,10 @@ def reasons(ep: dict) -> list[str]:
                         {k: v for k, v in p.items() if k not in slipped})
         # a repair: the failed change written right, or (a limit hit) one parameter of it backed off;
         # a step that moves more than that after a failure is the next idea, not its repair
-        if prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"] and moved.count("->") <= 1:
+        if of_best and s is ep["steps"][-1] and prev is not None and prev["status"] != "ok":
+            why = (f"Put the best back (the file held step {prev['step']}'s code, which failed: "
+                   f"{prev.get('failure') or prev['status']}) and run it once more before stopping")
+        elif prev is not None and prev["status"] != "ok" and prev["tag"] == s["tag"] and moved.count("->") <= 1:
             why = (f"Repair of step {prev['step']}'s {prev.get('failure') or prev['status']} on the same rung"
                    + (f", backing off {moved}" if moved else ", the same change written right"))
         elif of_best and last_ok is not None and last_ok["time_ms"] > RESTORE * last_ok["best_ms"] \
