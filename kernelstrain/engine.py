@@ -378,10 +378,16 @@ class Episode:
 
     def propose_structural(self, k: int) -> Candidate | None:
         """A climb: the top rung first for an expert-first engineer, else the next rung up (or,
-        skipping, any rung further up). A rung with nothing new to write is given up."""
+        skipping, any rung further up). A rung with nothing new to write is given up. Where the
+        best's profile shows most of the GPU idle (at most half as many CTAs as SMs), the climb is
+        among the rungs up that launch at least twice its CTAs (busier), if any: a rewrite that
+        leaves as many SMs idle does not answer what the profiler says (a split-KV decode kernel
+        before an exp2 rewrite of the one CTA per batch row: 8 CTAs on 132 SMs)."""
         h, rng = self.habits, self.rng
         while self.ups():
             ups = self.ups()
+            if 2 * self.ctas(self.best) <= self.task.gpu.sms:
+                ups = [v for v in ups if self.busier(v)] or ups
             if h.expert_first and k <= 2:
                 pick = ups[-1]
             else:           # the next rung, or (skipping) any rung further up: engineers start differently
@@ -391,6 +397,14 @@ class Episode:
                 return c
             self.rung_tried.add(pick.tag)
         return None
+
+    def ctas(self, c: Candidate) -> int:
+        """The CTAs `c` launches (what a profile shows beside the SM count)."""
+        return knobs.launch(self.m, c.variant, c.params, self.task).grid
+
+    def busier(self, v: Variant) -> bool:
+        """`v`, at the parameters a climb carries over, launches at least twice the best's CTAs."""
+        return self.ctas(Candidate(v, self.carry(v))) >= 2 * self.ctas(self.best)
 
     def propose_raise(self) -> Candidate | None:
         """A climb before any tuning: the nearest rung up whose technique raises the ceiling, its
@@ -1140,6 +1154,8 @@ class Episode:
 
     def step(self, k: int) -> Step | None:
         rng = self.rng
+        if self.restored:           # the best was put back and re-run: the session is over (its re-measure may move
+            return None             # the best's time, and with it patience, but it opens nothing new)
         if self.converged():
             self.stop = self.stop_rule()
             return self.finish(k)

@@ -219,3 +219,42 @@ def test_a_rung_that_raises_the_ceiling_is_climbed_to_before_the_best_is_tuned()
     r = REGISTRY["rmsnorm_cuda"]
     flat = Episode(r, make_task(r, "H100", r.dtypes[0], r.shapes[0]), streams(5), 40, 0.0, 0.0, 1)
     assert flat.propose_raise() is None
+
+
+def _occupancy_case():
+    """An episode whose baseline leaves most SMs idle (at most half as many CTAs as SMs) with rungs
+    up that launch twice its CTAs and rungs up that do not, found over the registry."""
+    for name in sorted(REGISTRY):
+        m = REGISTRY[name]
+        if "nvidia" not in m.vendors:
+            continue
+        for shape in m.shapes:
+            task = make_task(m, "H100", m.dtypes[0], shape)
+            if not m.supports(task.gpu, m.dtypes[0]):
+                continue
+            ep = Episode(m, task, streams(5), 40, 0.0, 0.0, 1)
+            if 2 * ep.ctas(ep.best) > ep.task.gpu.sms:
+                continue
+            busier = [v.tag for v in ep.ups() if ep.busier(v)]
+            if busier and len(busier) < len(ep.ups()):
+                return ep, set(busier)
+    pytest.skip("no task in the registry starts occupancy-bound with both kinds of rung up")
+
+
+def test_an_occupancy_bound_best_climbs_to_a_rung_that_launches_more_ctas():
+    """The profiler says most SMs are idle: the climb goes to a rung up that launches at least twice
+    the best's CTAs (a split-KV decode before an exp2 rewrite of one CTA per row), whatever the
+    engineer's habit of skipping rungs."""
+    ep, busier = _occupancy_case()
+    for seed in range(12):
+        ep.rng = streams(seed)["policy"]
+        c = ep.propose_structural(3)
+        assert c is not None and c.variant.tag in busier, (ep.m.name, c and c.variant.tag, busier)
+
+
+def test_a_session_whose_best_was_put_back_is_over():
+    """Episode.restore re-runs the best as the session's last step: its re-measure may move the
+    best's time (and patience with it), but no step follows it."""
+    ep, _, _ = _walkable()
+    ep.restored = True
+    assert ep.step(5) is None
