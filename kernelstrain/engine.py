@@ -379,14 +379,14 @@ class Episode:
     def propose_structural(self, k: int) -> Candidate | None:
         """A climb: the top rung first for an expert-first engineer, else the next rung up (or,
         skipping, any rung further up). A rung with nothing new to write is given up. Where the
-        best's profile shows most of the GPU idle (at most half as many CTAs as SMs), the climb is
+        best's profile shows most of the GPU idle (at most a quarter as many CTAs as SMs), the climb is
         among the rungs up that launch at least twice its CTAs (busier), if any: a rewrite that
         leaves as many SMs idle does not answer what the profiler says (a split-KV decode kernel
         before an exp2 rewrite of the one CTA per batch row: 8 CTAs on 132 SMs)."""
         h, rng = self.habits, self.rng
         while self.ups():
             ups = self.ups()
-            if 2 * self.ctas(self.best) <= self.task.gpu.sms:
+            if 4 * self.ctas(self.best) <= self.task.gpu.sms:
                 ups = [v for v in ups if self.busier(v)] or ups
             if h.expert_first and k <= 2:
                 pick = ups[-1]
