@@ -15,9 +15,9 @@ AGENTS = []
 class Watched(Episode):
     """The engine's agent, asked at every step whether patience would end the search now."""
 
-    def stop_rule(self):
-        rule = super().stop_rule()
-        if rule == "patience":
+    def stop_rule(self, repair=True):
+        rule = super().stop_rule(repair)
+        if rule == "patience" and repair:      # repair=False asks whether a limit failure is the last word
             self.patience_stops = getattr(self, "patience_stops", []) + [self.never_moved()]
         return rule
 

@@ -3,7 +3,7 @@ walks on while a parameter pays and turns back once it loses, keeps only clear l
 after a gain, and settles a close call by re-measuring both the best and the candidate."""
 import pytest
 
-from kernelstrain import behaviour
+from kernelstrain import behaviour, knobs
 from kernelstrain.engine import Candidate, Episode, Line
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import noise_cv
@@ -258,3 +258,28 @@ def test_a_session_whose_best_was_put_back_is_over():
     ep, _, _ = _walkable()
     ep.restored = True
     assert ep.step(5) is None
+
+
+def test_a_limit_failure_is_backed_off_to_the_smallest_change_that_fits():
+    """Of the one-parameter moves that ask less of the resource that overflowed, the back-off
+    takes one that fits, and of those one that keeps the most of it (one stage fewer before a
+    halved tile), whatever the draw."""
+    from kernelstrain.profiles import Search
+    m = REGISTRY["gemm_fp16_triton"]
+    task = make_task(m, "A10", "fp16", m.shapes[-1])
+    ep = Episode(m, task, streams(4), 60, 0.0, 0.0, 8, Search(backoff=1.0))
+    over = next(c for v in ep.rungs for c in ep.grid(v) if ep.clear_failure(c, "smem"))
+    need = ep.need(over)["smem"]
+    moves = []
+    for n in ep.tunable(over.variant):
+        values = knobs.param(over.variant, n).values
+        i = values.index(over.params[n])
+        moves += [Candidate(over.variant, {**over.params, n: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+    fits = [o for o in moves if ep.writable(o) and ep.sim(o).ok and ep.need(o)["smem"] < need]
+    if not fits:
+        pytest.skip("no one-value back-off of the first overflowing config fits")
+    most = max(ep.need(o)["smem"] for o in fits)
+    for seed in range(6):
+        ep.rng, ep.over = streams(seed)["policy"], (over, "smem")
+        got = ep.propose_backoff()
+        assert got is not None and ep.sim(got).ok and ep.need(got)["smem"] == most
