@@ -16,7 +16,6 @@ scripts/behaviour_figures.py draws its sample.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelstrain import episodes  # noqa: E402
 from kernelstrain.sim import noise_cv  # noqa: E402
-from stop_reasons import AGENTS, Recorded  # noqa: E402
+from stop_reasons import AGENTS, Recorded, sample_parser  # noqa: E402
 
 
 def gains(agent, c) -> bool:
@@ -64,12 +63,7 @@ def levers(agent, steps) -> Counter:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="kernelstrain")
-    ap.add_argument("--seed", type=int, default=101)
-    ap.add_argument("--sample", type=int, default=60)
-    ap.add_argument("--sample-seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    args = sample_parser(__doc__.splitlines()[0]).parse_args(argv)
     from behaviour_figures import built_rows
     agent, episodes.Agent = episodes.Agent, Recorded
     total = Counter()

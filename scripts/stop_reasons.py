@@ -94,12 +94,18 @@ def table(rows: list[dict], oracle: bool) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sample_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments that draw a sample of a profile's episodes (behaviour_figures.built_rows)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--config", default="kernelstrain")
     ap.add_argument("--seed", type=int, default=101)
     ap.add_argument("--sample", type=int, default=60)
     ap.add_argument("--sample-seed", type=int, default=0)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = sample_parser(__doc__.splitlines()[0])
     ap.add_argument("--oracle", action="store_true", help="simulate every runnable rung's grid (slow)")
     ap.add_argument("--list", action="store_true", help="one line per episode")
     ap.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE")
