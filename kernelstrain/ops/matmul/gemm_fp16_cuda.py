@@ -82,11 +82,17 @@ gemm_fp16_kernel({ARGS}) {{
 {host(task, "dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
 
 # -- register_blocked ----------------------------------------------------------------------
+# K depth of a trip (two barriers, a global -> smem transposed store): BK 8 runs 0.92x BK 16 (the model's figure
+# before BK 32 was offered); BK 32 halves the trips again and a warp's loads of a row become 64 contiguous bytes
+# (32 k of 2 bytes) instead of 16 or 32, for 34 KB of static smem at 128 x 128. Its figure extends the same trip
+# curve, (d / (d + s)) over BK 16's with s = 1.52 (the stall that puts BK 8 at 0.92): 1.045 (device-unverified
+# until scripts/roomK_device.py plan k3 times it beside BK 8 / 16)
+BK_SCALE = {8: 0.92, 16: 1.0, 32: 1.045}
 def register_blocked_launch(p, task):
     m, n = task["M"], task["N"]
     bm, bn, bk, t = p["BM"], p["BN"], p["BK"], p["TM"]
     threads = bm * bn // (t * t)
-    scale = (1.0 if t == 8 else 0.6) * (1.0 if bk == 16 else 0.92) * (1.0 if bm * bn >= 8192 else 0.85)
+    scale = (1.0 if t == 8 else 0.6) * BK_SCALE[bk] * (1.0 if bm * bn >= 8192 else 0.85)
     return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=threads, smem_bytes=(bm + bn + 8) * bk * 4,
                   regs=min(255, t * t + 2 * t + 40), bytes_per_access=2, traffic=tc_traffic(task, bm, bn, 0.05),
                   compute_scale=scale, tile_quant=m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn))
@@ -223,7 +229,7 @@ class GemmFp16Cuda(GemmFp16Spec):
              launch=smem_tiled_launch, render=smem_tiled_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("register_blocked", "each thread accumulates a TM x TN micro-tile from float4 shared-memory reads",
-             (BM, Param("BN", (64, 128), 128), Param("BK", (8, 16), 8), Param("TM", (4, 8), 8)),
+             (BM, Param("BN", (64, 128), 128), Param("BK", (8, 16, 32), 8), Param("TM", (4, 8), 8)),
              compute_eff=0.65, memory_eff=0.75, smem="static", launch=register_blocked_launch,
              render=register_blocked_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"k_end": "BK - 1"}}),
         Rung("mma_sync", "tensor cores: ldmatrix.x4 fragments into mma.sync.m16n8k16, register-staged tiles",
