@@ -126,8 +126,23 @@ RACES = [("cp_async_pipeline", {"BM": 128, "BN": 128, "STAGES": 3, "BK": 64}),
          ("cp_async_pipeline", {"BM": 32, "BN": 64, "STAGES": 5, "BK": 16}),
          ("mma_sync", {"BM": 64, "BN": 128, "BK": 32})]
 RACE_REPEATS = 5
+# plan k4 (follow-up): the 256-wide tiles of the register-blocked FMA rungs (gemm_fp16_cuda register_blocked, 512
+# threads of 8 x 8 micro-tiles; grouped_gemm_cuda expert_lookup_single, 16 x 16 threads of up to 8 x 16) where the
+# default profile's episodes (MI300X: no tensor-core rung) ended at BM+ / BN+, beside the list's old end
+GROUPED_FMA = [{"T": 128, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 64, "K": 2048, "N": 2816, "topk": 6}]
+K4_NEW = [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 128, "BK": 16, "TM": 8}, (128, 256), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BM", [S2K], {"BN": 128, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BM", GROUPED_FMA, {"BN": 128}, (64, 128)),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 64}, (256,)),
+]
+K4_REFERENCE = [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 256, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BK", [S2K], {"BM": 128, "BN": 256, "TM": 8}, (8, 32), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 128}, (256,)),
+]
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
-         "k3": (K3_NEW, K3_REFERENCE)}
+         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

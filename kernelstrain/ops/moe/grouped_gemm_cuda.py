@@ -192,7 +192,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
              launch=launch_per_expert_launch, render=launch_per_expert_src,
              bugs={"off_by_one": {"last": "rows - 1"}, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("expert_lookup_single", "single launch: each block scans the offsets for its expert; register-blocked FMA",
-             (Param("BM", (32, 64), 64), Param("BN", (64, 128), 128)), path="fp32", compute_eff=0.5,
+             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128, 256), 128)), path="fp32", compute_eff=0.5,
              memory_eff=0.8, smem="static", launch=expert_lookup_single_launch, render=expert_lookup_single_src,
              bugs={"off_by_one": {"cmp": "<="}, "missing_barrier": {"barrier": ""}}),
         Rung("mma_sync", "mma.sync m16n8k16 tensor cores, x rows gathered to smem, ldmatrix fragments",
