@@ -5,6 +5,8 @@ mainloop and host), _gemm_wgmma.py (Hopper TMA + wgmma kernel and host).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..base import Launch, Task, cdiv
 from ._gemm_wgmma import wgmma_consumers
 
@@ -75,6 +77,24 @@ def _tc_model(p: dict, task: Task, path: str, elt: float, out_elt: float, wgmma:
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=regs,
                   bytes_per_access=max(16, int(in_flight)), traffic=tc_traffic(task, bm, bn, 0.05, elt, out_elt),
                   compute_scale=scale, tile_quant=quant)
+
+
+def register_terms(base, *, one_cta: float = 1.0, short_k: float = 1.0, deep_k: float = 1.0, elt: float = 2):
+    """A tc_launch model with two terms the H100/H200 measured on the mma.sync rungs (gemm_int8_cuda,
+    gemm_fp16_cuda; the figures where they are used): `one_cta` where the tile's registers hold one CTA an SM (128 x
+    256 x 8 warps: 64 x 64 warp tiles, ~200 registers a thread), every __syncthreads of its K loop stalling all the
+    SM's warps; `short_k` on the register-staged loop (no `stages`) whose K slice is under 128 bytes, which waits a
+    global load, a barrier and an smem store each trip, twice as often as at 128 bytes (`deep_k` on the others: a
+    module whose default slice is the short one splits the measured ratio between the two)."""
+    def launch(p, task):
+        one = base(p, task)
+        scale = one.compute_scale
+        if task.gpu.regs_per_sm // (one.threads * one.regs) == 1:
+            scale *= one_cta
+        if "stages" not in p:
+            scale *= short_k if p["BK"] * elt < 128 else deep_k
+        return replace(one, compute_scale=scale)
+    return launch
 
 
 def naive_launch(regs: int = 30, elt: float = 2, out_elt: float = 2):

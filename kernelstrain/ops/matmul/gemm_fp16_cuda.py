@@ -9,12 +9,19 @@ from functools import partial
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
-from ._gemm_tc import naive_launch, tc_launch, tc_traffic
+from ._gemm_tc import naive_launch, register_terms, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel, wgmma_split_host
 from .gemm_fp16_spec import ENTRY, GemmFp16Spec
 from .gemm_splitk_spec import split_launch
 
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
+# The mma.sync rungs against every ok row of measurements/*.json (scripts/roomK_resid.py gemm_fp16_cuda
+# mma_sync,cp_async_pipeline; _gemm_tc.register_terms): cp_async_pipeline's register-bound single CTA (128 x 256 x 8
+# warps) ran 0.87x its model (sim/measured geomean of 7 rows: 2048^3 74.0 / 62.5 us, 4096^3 434.6-441.0, M=1000
+# N=3000 K=776 35.8 against 34.7 at 128 x 128) where two CTAs an SM ran 1.03x (16 rows); mma_sync's register-staged
+# 32-wide K slice (64 bytes) 0.92x (16 rows) and its 64-wide one 1.07x (11). ONE_CTA_SCALE takes the single CTA to
+# 1.03x; SHORT_K splits the slices' 0.86 ratio between them (the 32-wide default and the 64-wide both ~1.0x).
+ONE_CTA_SCALE, SHORT_K = 0.85, (0.925, 1.08)
 BM, BN = Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128)
 WARPS = Param("warps", (4, 8), 8)
 ARGS = "const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C, int M, int N, int K"
@@ -154,6 +161,8 @@ gemm_fp16_kernel({ARGS}) {{
 
 
 # -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
+MMA_SYNC_LAUNCH = register_terms(tc_launch("fp16", 2, 2), short_k=SHORT_K[0], deep_k=SHORT_K[1])
+RING_LAUNCH = register_terms(tc_launch("fp16", 2, 2), one_cta=ONE_CTA_SCALE)
 def kind(task) -> str:
     return "bf16" if task.dtype == "bf16" else "f16"
 
@@ -235,12 +244,12 @@ class GemmFp16Cuda(GemmFp16Spec):
              render=register_blocked_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"k_end": "BK - 1"}}),
         Rung("mma_sync", "tensor cores: ldmatrix.x4 fragments into mma.sync.m16n8k16, register-staged tiles",
              (BM, BN, Param("BK", (32, 64), 32), WARPS), needs=TC, path="fp16", compute_eff=0.52,
-             memory_eff=0.8, smem="static", launch=tc_launch("fp16", 2, 2), render=mma_src(False),
+             memory_eff=0.8, smem="static", launch=MMA_SYNC_LAUNCH, render=mma_src(False),
              bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic shared memory feeding ldmatrix + mma.sync",
              (BM, BN, Param("BK", (32, 64), 32), Param("stages", (2, 3, 4), 3), WARPS),
              needs=TC | {"cp_async"}, path="fp16", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-             launch=tc_launch("fp16", 2, 2), render=mma_src(True), bugs={"off_by_one": SHORT_K}),
+             launch=RING_LAUNCH, render=mma_src(True), bugs={"off_by_one": SHORT_K}),
         Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma consumer warpgroups on an mbarrier ring",
              (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,

@@ -11,7 +11,7 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
-from ._gemm_tc import naive_launch, tc_launch, tc_traffic
+from ._gemm_tc import naive_launch, register_terms, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
 from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_launch_int8, split_src
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
@@ -106,21 +106,8 @@ gemm_int8_kernel({OPERANDS}{ARGS}) {{
 # one CTA and 0.99 at two (cp_async_pipeline), 1.10 / 1.03 (mma_sync), BK 64 1.10 / BK 128 1.03 (mma_sync); the
 # 2048^3 mma_sync rows (six tiles) rank as the device ranks them (python3 scripts/roomK_resid.py gemm_int8_cuda
 # mma_sync,cp_async_pipeline --rows).
-ONE_CTA = {"mma_sync": 0.78, "cp_async_pipeline": 0.82}
-REG_STAGED_SHORT_K = 0.8          # mma_sync at BK 64 (64 bytes of K a trip) against BK 128
-
-
-def int8_tc_launch(rung: str):
-    base = tc_launch("int8", 1, 2)
-
-    def launch(p, task):
-        one = base(p, task)
-        one_cta = task.gpu.regs_per_sm // (one.threads * one.regs) == 1     # registers hold one CTA an SM
-        scale = one.compute_scale * (ONE_CTA[rung] if one_cta else 1.0)
-        if rung == "mma_sync" and p["BK"] < 128:
-            scale *= REG_STAGED_SHORT_K
-        return replace(one, compute_scale=scale)
-    return launch
+MMA_SYNC_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.78, short_k=0.8, elt=1)
+RING_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.82, elt=1)
 
 
 def store(col_scale: str) -> str:
@@ -186,12 +173,12 @@ class GemmInt8Cuda(OpModule):
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_COL_SCALE}),
         Rung("mma_sync", "int8 tensor cores: ldmatrix + mma.sync.m16n8k32.s32.s8.s8, register-staged tiles",
              (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC, path="int8", compute_eff=0.52,
-             memory_eff=0.8, smem="static", launch=int8_tc_launch("mma_sync"), render=mma_src(False),
+             memory_eff=0.8, smem="static", launch=MMA_SYNC_LAUNCH, render=mma_src(False),
              bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding int8 mma.sync",
              (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
              needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-             launch=int8_tc_launch("cp_async_pipeline"), render=mma_src(True),
+             launch=RING_LAUNCH, render=mma_src(True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         # small M, long K: N / BN output tiles leave SMs idle, so K is cut over blockIdx.z (_int8_split.py)
         Rung("cp_async_split_k", "the cp.async + int8 mma.sync kernel with K split over blockIdx.z into exact int32 "
