@@ -135,6 +135,8 @@ K4_NEW = [
     ("gemm_fp16_cuda", "register_blocked", "BM", [S2K], {"BN": 128, "BK": 16, "TM": 8}, (256,), "fp16"),
     ("grouped_gemm_cuda", "expert_lookup_single", "BM", GROUPED_FMA, {"BN": 128}, (64, 128)),
     ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 64}, (256,)),
+    # the ring's new off_by_one (the K loop one trip short: deterministic) beside its missing_barrier
+    ("grouped_gemm_cuda", "cp_async_pipeline", "STAGES", GROUPED[:1], {"BM": 64, "BN": 128, "BK": 32}, (3,)),
 ]
 K4_REFERENCE = [
     ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 256, "BK": 16, "TM": 8}, (256,), "fp16"),
