@@ -143,8 +143,18 @@ K4_REFERENCE = [
     ("gemm_fp16_cuda", "register_blocked", "BK", [S2K], {"BM": 128, "BN": 256, "TM": 8}, (8, 32), "fp16"),
     ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 128}, (256,)),
 ]
+# plan k34 (one call, when the device lends few): k3 without its two reference-only fp16 / int8 ring rows, and k4's
+# new values at one shape each
+K34_NEW = K3_NEW + [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 128, "BK": 16, "TM": 8}, (128, 256), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BM", [S2K], {"BN": 128, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BM", GROUPED_FMA[:1], {"BN": 128}, (64, 128)),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA[:1], {"BM": 64}, (256,)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "STAGES", GROUPED[:1], {"BM": 64, "BN": 128, "BK": 32}, (3,)),
+]
+K34_REFERENCE = K3_REFERENCE[:3]
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
-         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE)}
+         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:
@@ -212,7 +222,7 @@ def listing(plan: str) -> str:
 if __name__ == "__main__":
     plan = os.environ.get("ROOMK_PLAN", "k1")
     room_device_check.PLANS["default"] = PLANS[plan]
-    if plan == "k3":
+    if plan in ("k3", "k34"):
         room_device_check.cases = with_races(room_device_check.cases)
         room_device_check._passes = race_report(room_device_check._passes)
     if os.environ.get("ROOMK_LIST"):
