@@ -89,20 +89,38 @@ gemm_fp16_kernel({ARGS}) {{
 {host(task, "dim3((N + TILE - 1) / TILE, (M + TILE - 1) / TILE)", "dim3(TILE, TILE)")}"""
 
 # -- register_blocked ----------------------------------------------------------------------
-# K depth of a trip (two barriers, a global -> smem transposed store): BK 8 runs 0.92x BK 16 (the model's figure
-# before BK 32 was offered); BK 32 halves the trips again and a warp's loads of a row become 64 contiguous bytes
-# (32 k of 2 bytes) instead of 16 or 32, for 34 KB of static smem at 128 x 128. Its figure extends the same trip
-# curve, (d / (d + s)) over BK 16's with s = 1.52 (the stall that puts BK 8 at 0.92): 1.045 (device-unverified
-# until scripts/roomK_device.py plan k3 times it beside BK 8 / 16)
-BK_SCALE = {8: 0.92, 16: 1.0, 32: 1.045}
-def register_blocked_launch(p, task):
+# The H100 (scripts/roomK_device.py plans k3 / k4, 2026-12-06 16:40 UTC, measurements/h100_roomK_k3.json and
+# _k4.json; fp16, 2048^3, TM 8): 128 x 128 at BK 8 / 16 / 32 ran 522.1 / 557.0 / 1015.6 us, 128 x 256 515.3 / 525.4 /
+# 630.1. BK 32 (offered for a session, modelled level) is not offered: twice as slow where the model had it level.
+# BK 8 and 16 run level (BK 8 a little ahead, which the fit's BK exponent gives; the 0.92 this model had for BK 8
+# put it behind, and is gone). The 256-wide tiles (512 threads of 120 registers: one CTA an SM) ran 1.01-1.05x
+# faster than 128 x 128 (BM 256: 544.5, BN 256: 525.4 against 551.3) where the fit's BM / BN exponents alone made
+# them 1.15-1.22x: ONE_CTA_FMA, on a CTA whose registers leave it alone on its SM (its 16 warps stall together at
+# each barrier, where two 8-warp CTAs take turns), takes them to 0.98-1.05x of 128 x 128 (the device's order).
+ONE_CTA_FMA = 0.87
+
+
+def _register_blocked_model(p, task, bk8: float, one_cta: float) -> Launch:
     m, n = task["M"], task["N"]
     bm, bn, bk, t = p["BM"], p["BN"], p["BK"], p["TM"]
     threads = bm * bn // (t * t)
-    scale = (1.0 if t == 8 else 0.6) * BK_SCALE[bk] * (1.0 if bm * bn >= 8192 else 0.85)
+    regs = min(255, t * t + 2 * t + 40)
+    scale = (1.0 if t == 8 else 0.6) * (bk8 if bk == 8 else 1.0) * (1.0 if bm * bn >= 8192 else 0.85)
+    if task.gpu.regs_per_sm // (threads * regs) == 1:
+        scale *= one_cta
     return Launch(grid=cdiv(m, bm) * cdiv(n, bn), threads=threads, smem_bytes=(bm + bn + 8) * bk * 4,
-                  regs=min(255, t * t + 2 * t + 40), bytes_per_access=2, traffic=tc_traffic(task, bm, bn, 0.05),
+                  regs=regs, bytes_per_access=2, traffic=tc_traffic(task, bm, bn, 0.05),
                   compute_scale=scale, tile_quant=m * n / (cdiv(m, bm) * bm * cdiv(n, bn) * bn))
+
+
+def register_blocked_launch(p, task):
+    """The model as it was before the H100 rows above (BK 8 at 0.92, no single-CTA term): fused_qkv_rope_cuda's
+    register_blocked rung (another owner's) times its kernel with it."""
+    return _register_blocked_model(p, task, 0.92, 1.0)
+
+
+def gemm_register_blocked_launch(p, task):
+    return _register_blocked_model(p, task, 1.0, ONE_CTA_FMA)
 
 
 def register_blocked_src(p, task, barrier="__syncthreads();", k_end="BK"):
@@ -238,9 +256,9 @@ class GemmFp16Cuda(GemmFp16Spec):
              launch=smem_tiled_launch, render=smem_tiled_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("register_blocked", "each thread accumulates a TM x TN micro-tile from float4 shared-memory reads",
-             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128), Param("BK", (8, 16, 32), 8),
+             (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128), Param("BK", (8, 16), 8),
               Param("TM", (4, 8), 8)),
-             compute_eff=0.65, memory_eff=0.75, smem="static", launch=register_blocked_launch,
+             compute_eff=0.65, memory_eff=0.75, smem="static", launch=gemm_register_blocked_launch,
              render=register_blocked_src, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"k_end": "BK - 1"}}),
         Rung("mma_sync", "tensor cores: ldmatrix.x4 fragments into mma.sync.m16n8k16, register-staged tiles",
              (BM, BN, Param("BK", (32, 64), 32), WARPS), needs=TC, path="fp16", compute_eff=0.52,

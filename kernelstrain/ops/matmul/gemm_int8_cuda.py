@@ -100,11 +100,13 @@ gemm_int8_kernel({OPERANDS}{ARGS}) {{
 # of a register-staged tile waits a global load, a barrier and a store to smem each trip, twice as often at BK 64:
 # 1.26-1.31x BK 128's time measured, 0.98x modelled). cp_async_pipeline's 128 x 256 x 8 warps ran 0.81-0.92x its
 # model (4 rows) against 1.01x (median of 24) where two CTAs fit; a ring one CTA an SM for want of shared memory (128
-# x 128, BK 128, 4 stages) ran level with 3 stages (110.9 vs 110.7 us, H200 58.4 vs 59.4): the register-bound single
-# CTA (64 x 64 warp tiles) is what runs slow, every __syncthreads of its K loop stalling all the SM's warps. The
-# factors below take the model to those rows (through the fit's compute_scale exponent): sim/measured geomean 1.04 at
-# one CTA and 0.99 at two (cp_async_pipeline), 1.10 / 1.03 (mma_sync), BK 64 1.10 / BK 128 1.03 (mma_sync); the
-# 2048^3 mma_sync rows (six tiles) rank as the device ranks them (python3 scripts/roomK_resid.py gemm_int8_cuda
+# x 128, BK 128, 4 stages) ran level with 3 stages under a wave (110.9 vs 110.7 us at M=128, H200 58.4 vs 59.4 at
+# M=16) and 1.17x slower over many (273.6 vs 234.5 us at 4096^3, plan k3, measurements/h100_roomK_k3.json): a single
+# CTA an SM on a grid of waves runs slow, every __syncthreads of its K loop stalling all the SM's warps. The
+# factors below (_gemm_tc.register_terms) take the model to those rows and plan k3's (through the fit's compute_scale
+# exponent): sim/measured geomean 1.05 at one CTA and 0.99 at two (cp_async_pipeline), 1.05 / 1.03 (mma_sync), BK 64
+# 1.05 / BK 128 1.04 (mma_sync); pair order within a GPU and shape 0.884 -> 0.946 (258 pairs); the 2048^3 mma_sync
+# rows (six tiles) rank as the device ranks them (python3 scripts/roomK_resid.py gemm_int8_cuda
 # mma_sync,cp_async_pipeline --rows).
 MMA_SYNC_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.78, short_k=0.8, elt=1)
 RING_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.82, elt=1)
