@@ -199,8 +199,10 @@ def race_report(passes_fn):
         lines = [f"{r['id']:100} {'runs ' + str(r.get('failed_runs')) + '/' + str(r.get('runs')) + ' failed':18} "
                  f"nbad {r.get('nbad')} err {(r.get('error') or '').splitlines()[0][:80] if r.get('error') else ''}"
                  for r in rows if r["module"] == "grouped_gemm_cuda" and r.get("bug")]
-        passed = [r["id"] for r in rows if r["module"] == "grouped_gemm_cuda" and r.get("bug") and
-                  (r.get("failed_runs") or 0) < (r.get("runs") or 1)]
+        # a case whose source another case shares (the same render at another shape: the shape is a runtime
+        # argument) may fail to build when both compile the same file at once (plan k3, 16:40 UTC): no verdict
+        passed = [r["id"] for r in rows if r["module"] == "grouped_gemm_cuda" and r.get("bug") and r.get("build_ok")
+                  and r.get("runs") and (r.get("failed_runs") or 0) < r["runs"]]
         text = "\n".join(lines) + f"\n{len(lines)} race cases; {len(passed)} passed at least one run:\n" + "\n".join(passed)
         out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
         out.mkdir(parents=True, exist_ok=True)
