@@ -98,7 +98,118 @@ K12_REFERENCE = [
     ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4[:1], {**COPIES, "BLOCK_K": 32}, (3, 4, 5)),
     ("conv2d_nhwc_triton", "pipelined_stages", "STAGES", CONV_C256, {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 4}, (3, 4, 5)),
 ]
-PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE)}
+# plan k3 (this session): gemm_int8_cuda's tensor-core rows the new single-CTA / register-staged BK terms predict and no
+# device has timed (issue 30 order); gemm_fp16_cuda's register_blocked BK 32 and cp_async_pipeline 5 stages beside
+# their neighbours (the room tables' BK+ / stages+ edges); RACES: grouped_gemm_cuda's missing_barrier renders (a
+# dropped __syncthreads: races, like the off_by_one taken out after it passed on an H100) on three shapes, each bug
+# case run RACE_REPEATS times with fresh inputs (bug_all_runs: every run counted); races.txt lists failed runs / runs
+S2K, S4K = {"M": 2048, "N": 2048, "K": 2048}, {"M": 4096, "N": 4096, "K": 4096}
+LONG_K = {"M": 128, "N": 4096, "K": 14336}
+K3_NEW = [
+    ("gemm_fp16_cuda", "register_blocked", "BK", [S2K], {"BM": 128, "BN": 128, "TM": 8}, (8, 16, 32), "fp16"),
+    ("gemm_fp16_cuda", "cp_async_pipeline", "stages", [S4K], {"BM": 128, "BN": 128, "BK": 32, "warps": 8}, (3, 4, 5)),
+]
+K3_REFERENCE = [
+    ("gemm_int8_cuda", "mma_sync", "BK", [LONG_K], {"BM": 128, "BN": 128, "warps": 8}, (64, 128)),
+    ("gemm_int8_cuda", "mma_sync", "BK", [LONG_K], {"BM": 128, "BN": 256, "warps": 8}, (64, 128)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "BN", [S4K], {"BM": 128, "BK": 128, "stages": 3, "warps": 8}, (128, 256)),
+    ("gemm_int8_cuda", "cp_async_pipeline", "stages", [S4K], {"BM": 128, "BN": 128, "BK": 128, "warps": 8}, (4,)),
+    ("gemm_fp16_cuda", "cp_async_pipeline", "stages", [S4K], {"BM": 128, "BN": 256, "BK": 32, "warps": 8}, (3, 4)),
+]
+GROUPED = [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2},
+           {"T": 512, "E": 64, "K": 2048, "N": 2816, "topk": 6}]
+# (rung, params): the rings and tiles the gpu-check seeds drew (s50505's 128 x 128 x 3 stages x BK 64 ran only 92
+# elements wrong), the thinnest and deepest
+RACES = [("cp_async_pipeline", {"BM": 128, "BN": 128, "STAGES": 3, "BK": 64}),
+         ("cp_async_pipeline", {"BM": 128, "BN": 128, "STAGES": 2, "BK": 32}),
+         ("cp_async_pipeline", {"BM": 64, "BN": 128, "STAGES": 4, "BK": 32}),
+         ("cp_async_pipeline", {"BM": 32, "BN": 64, "STAGES": 5, "BK": 16}),
+         ("mma_sync", {"BM": 64, "BN": 128, "BK": 32})]
+RACE_REPEATS = 5
+# plan k4 (follow-up): the 256-wide tiles of the register-blocked FMA rungs (gemm_fp16_cuda register_blocked, 512
+# threads of 8 x 8 micro-tiles; grouped_gemm_cuda expert_lookup_single, 16 x 16 threads of up to 8 x 16) where the
+# default profile's episodes (MI300X: no tensor-core rung) ended at BM+ / BN+, beside the list's old end
+GROUPED_FMA = [{"T": 128, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 64, "K": 2048, "N": 2816, "topk": 6}]
+K4_NEW = [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 128, "BK": 16, "TM": 8}, (128, 256), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BM", [S2K], {"BN": 128, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BM", GROUPED_FMA, {"BN": 128}, (64, 128)),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 64}, (256,)),
+    # the ring's new off_by_one (the K loop one trip short: deterministic) beside its missing_barrier
+    ("grouped_gemm_cuda", "cp_async_pipeline", "STAGES", GROUPED[:1], {"BM": 64, "BN": 128, "BK": 32}, (3,)),
+]
+K4_REFERENCE = [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 256, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BK", [S2K], {"BM": 128, "BN": 256, "TM": 8}, (8, 32), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA, {"BM": 128}, (256,)),
+]
+# plan k34 (one call, when the device lends few): k3 without its two reference-only fp16 / int8 ring rows, and k4's
+# new values at one shape each
+K34_NEW = K3_NEW + [
+    ("gemm_fp16_cuda", "register_blocked", "BN", [S2K], {"BM": 128, "BK": 16, "TM": 8}, (128, 256), "fp16"),
+    ("gemm_fp16_cuda", "register_blocked", "BM", [S2K], {"BN": 128, "BK": 16, "TM": 8}, (256,), "fp16"),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BM", GROUPED_FMA[:1], {"BN": 128}, (64, 128)),
+    ("grouped_gemm_cuda", "expert_lookup_single", "BN", GROUPED_FMA[:1], {"BM": 64}, (256,)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "STAGES", GROUPED[:1], {"BM": 64, "BN": 128, "BK": 32}, (3,)),
+]
+K34_REFERENCE = K3_REFERENCE[:3]
+PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
+         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE)}
+
+
+def race_cases(gpu: str, start: int) -> list:
+    """grouped_gemm_cuda's missing_barrier renders of RACES on each GROUPED shape (bf16), and each RACES config's
+    ok render at the check shape; every bug case runs RACE_REPEATS times."""
+    from kernelstrain import knobs
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["grouped_gemm_cuda"]
+    out = []
+    for tag, base in RACES:
+        v = m.variant(tag)
+        params = {**v.defaults(), **base}
+        for shape in GROUPED:
+            task = make_task(m, gpu, "bf16", shape)
+            for bug in ([None] if shape == GROUPED[0] else []) + ["missing_barrier"]:
+                where = ",".join(f"{k}={x}" for k, x in base.items())
+                out.append({"id": f"grouped_gemm_cuda|{tag}|{where}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}",
+                            "episode": f"grouped_gemm_cuda|{tag}|{shape}", "step": start + len(out),
+                            "module": m.name, "impl": m.impl, "variant": tag, "params": params, "dtype": "bf16",
+                            "shape": dict(shape), "at": "task", "label": "wrong_result" if bug else "ok",
+                            "kind": "wrong_result" if bug else "ok", "bug": bug,
+                            "bug_repeats": RACE_REPEATS if bug else 1, "bug_all_runs": bool(bug), "main": True,
+                            "rendered": True, "code": knobs.render(m, v, params, task, bug)})
+    return out
+
+
+def with_races(cases_fn):
+    def cases(gpu: str, plan: str = "default") -> list:
+        out = cases_fn(gpu, plan)
+        out += race_cases(gpu, len(out))
+        for i, c in enumerate(out):
+            c["idx"] = i
+        return out
+    return cases
+
+
+def race_report(passes_fn):
+    """room_device_check._passes, then $OUT/races.txt: each race case's failed runs of its runs and elements off."""
+    def passes(cases, work, jobs, budget_s):
+        rows = passes_fn(cases, work, jobs, budget_s)
+        lines = [f"{r['id']:100} {'runs ' + str(r.get('failed_runs')) + '/' + str(r.get('runs')) + ' failed':18} "
+                 f"nbad {r.get('nbad')} err {(r.get('error') or '').splitlines()[0][:80] if r.get('error') else ''}"
+                 for r in rows if r["module"] == "grouped_gemm_cuda" and r.get("bug")]
+        # a case whose source another case shares (the same render at another shape: the shape is a runtime
+        # argument) may fail to build when both compile the same file at once (plan k3, 16:40 UTC): no verdict
+        passed = [r["id"] for r in rows if r["module"] == "grouped_gemm_cuda" and r.get("bug") and r.get("build_ok")
+                  and r.get("runs") and (r.get("failed_runs") or 0) < r["runs"]]
+        text = "\n".join(lines) + f"\n{len(lines)} race cases; {len(passed)} passed at least one run:\n" + "\n".join(passed)
+        out = Path(os.environ.get("OUT", "/tmp/knobA_device_out"))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "races.txt").write_text(text + "\n")
+        print(text)
+        return rows
+    return passes
 
 
 def listing(plan: str) -> str:
@@ -113,6 +224,9 @@ def listing(plan: str) -> str:
 if __name__ == "__main__":
     plan = os.environ.get("ROOMK_PLAN", "k1")
     room_device_check.PLANS["default"] = PLANS[plan]
+    if plan in ("k3", "k34"):
+        room_device_check.cases = with_races(room_device_check.cases)
+        room_device_check._passes = race_report(room_device_check._passes)
     if os.environ.get("ROOMK_LIST"):
         print(listing(plan))
         sys.exit(0)

@@ -5,7 +5,10 @@ mainloop and host), _gemm_wgmma.py (Hopper TMA + wgmma kernel and host).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..base import Launch, Task, cdiv
+from ..occupancy import blocks_per_sm
 from ._gemm_wgmma import wgmma_consumers
 
 # -- launch model shared by the tensor-core rungs ------------------------------------
@@ -75,6 +78,30 @@ def _tc_model(p: dict, task: Task, path: str, elt: float, out_elt: float, wgmma:
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=regs,
                   bytes_per_access=max(16, int(in_flight)), traffic=tc_traffic(task, bm, bn, 0.05, elt, out_elt),
                   compute_scale=scale, tile_quant=quant)
+
+
+WAVE = 0.9      # register_terms' single-CTA stall: grids of about a wave of SMs or more
+
+
+def register_terms(base, *, one_cta: float = 1.0, short_k: float = 1.0, deep_k: float = 1.0, elt: float = 2):
+    """tc_launch's model with two terms the H100/H200 measured on the mma.sync rungs (gemm_int8_cuda, gemm_fp16_cuda;
+    the figures where they are used): `one_cta` where the launch leaves one CTA on each SM (registers: 128 x 256 x 8
+    warps, ~200 a thread; shared memory: a deep ring; or a grid of about one wave) over a grid of at least WAVE of
+    the SMs, so every __syncthreads of the K loop stalls all the SM's warps where two CTAs would take turns: int8
+    128 x 128 x BK 128 at 4 stages (one CTA for its smem) ran 273.6 us against 3 stages' 234.5 at 4096^3, level at
+    M=128 K=14336 (110.9 vs 110.7; 32 CTAs, most SMs idle, which the wave terms already time); 128 x 256 x 8 warps
+    ran 1.17x 128 x 128 at 2048^3 (128 CTAs against 256). `short_k` on the register-staged loop (no `stages`) whose K
+    slice is under 128 bytes, which waits a global load, a barrier and an smem store each trip, twice as often as at
+    128 bytes (`deep_k` on the others: a module whose default slice is the short one splits the measured ratio)."""
+    def launch(p, task):
+        one = base(p, task)
+        scale = one.compute_scale
+        if min(blocks_per_sm(one, task.gpu), -(-one.grid // task.gpu.sms)) == 1 and one.grid >= WAVE * task.gpu.sms:
+            scale *= one_cta
+        if "stages" not in p:
+            scale *= short_k if p["BK"] * elt < 128 else deep_k
+        return replace(one, compute_scale=scale)
+    return launch
 
 
 def naive_launch(regs: int = 30, elt: float = 2, out_elt: float = 2):

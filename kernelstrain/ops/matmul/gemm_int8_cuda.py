@@ -11,7 +11,7 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ._gemm_mma import mma_host, mma_kernel, one_launch_host
-from ._gemm_tc import naive_launch, tc_launch, tc_traffic
+from ._gemm_tc import naive_launch, register_terms, tc_launch, tc_traffic
 from ._gemm_wgmma import TMA_INCLUDES, wgmma_host, wgmma_kernel
 from ._int8_split import SHORT_COMBINE, SPLIT_PARAMS, split_launch_int8, split_src
 from .gemm_fp16_spec import GEMM_DIMS, GEMM_SHAPES_8BIT
@@ -91,6 +91,27 @@ gemm_int8_kernel({OPERANDS}{ARGS}) {{
 
 
 # -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
+# The mma.sync rungs' order at the big tiles (issue 30): _gemm_tc's model gave the 128 x 256 tile of 8 warps (64 x 64
+# warp tiles, ~200 registers a thread, so ONE resident CTA an SM) and the 64-wide K slice of the register-staged loop
+# more than the H100/H200 show. Every ok row of measurements/*.json (gpu-check seeds and ROOM_PLAN=edges, scripts/
+# roomK_resid.py) against the model before this change: mma_sync at 2 CTAs an SM and BK 128 ran 1.06x its model
+# (median of 18 rows); 128 x 256 x 8 warps (1 CTA) 0.83-0.85x at BK 128 and 0.61-0.62x at BK 64 (2048^3: 46.6 /
+# 63.2 us against 128 x 128's 39.9 / 50.2; 4096^3 BK 64: 407.4 vs 356.2); 128 x 128 at BK 64 0.80-0.89x (the K loop
+# of a register-staged tile waits a global load, a barrier and a store to smem each trip, twice as often at BK 64:
+# 1.26-1.31x BK 128's time measured, 0.98x modelled). cp_async_pipeline's 128 x 256 x 8 warps ran 0.81-0.92x its
+# model (4 rows) against 1.01x (median of 24) where two CTAs fit; a ring one CTA an SM for want of shared memory (128
+# x 128, BK 128, 4 stages) ran level with 3 stages under a wave (110.9 vs 110.7 us at M=128, H200 58.4 vs 59.4 at
+# M=16) and 1.17x slower over many (273.6 vs 234.5 us at 4096^3, plan k3, measurements/h100_roomK_k3.json): a single
+# CTA an SM on a grid of waves runs slow, every __syncthreads of its K loop stalling all the SM's warps. The
+# factors below (_gemm_tc.register_terms) take the model to those rows and plan k3's (through the fit's compute_scale
+# exponent): sim/measured geomean 1.05 at one CTA and 0.99 at two (cp_async_pipeline), 1.05 / 1.03 (mma_sync), BK 64
+# 1.05 / BK 128 1.04 (mma_sync); pair order within a GPU and shape 0.884 -> 0.946 (258 pairs); the 2048^3 mma_sync
+# rows (six tiles) rank as the device ranks them (python3 scripts/roomK_resid.py gemm_int8_cuda
+# mma_sync,cp_async_pipeline --rows).
+MMA_SYNC_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.78, short_k=0.8, elt=1)
+RING_LAUNCH = register_terms(tc_launch("int8", 1, 2), one_cta=0.82, elt=1)
+
+
 def store(col_scale: str) -> str:
     return ("const float sa = __ldg(scale_a + row);\n"
             "            *reinterpret_cast<__half2*>(C + (size_t)row * N + col) = __floats2half2_rn("
@@ -154,12 +175,12 @@ class GemmInt8Cuda(OpModule):
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_COL_SCALE}),
         Rung("mma_sync", "int8 tensor cores: ldmatrix + mma.sync.m16n8k32.s32.s8.s8, register-staged tiles",
              (BM, BN, Param("BK", (64, 128), 128), WARPS), needs=TC, path="int8", compute_eff=0.52,
-             memory_eff=0.8, smem="static", launch=tc_launch("int8", 1, 2), render=mma_src(False),
+             memory_eff=0.8, smem="static", launch=MMA_SYNC_LAUNCH, render=mma_src(False),
              bugs={"missing_barrier": NO_BARRIER, "off_by_one": SHORT_K}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring in dynamic smem feeding int8 mma.sync",
              (BM, Param("BN", (128, 256), 128), Param("BK", (64, 128), 64), Param("stages", (2, 3, 4), 3), WARPS),
              needs=TC | {"cp_async"}, path="int8", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
-             launch=tc_launch("int8", 1, 2), render=mma_src(True),
+             launch=RING_LAUNCH, render=mma_src(True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COL_SCALE}),
         # small M, long K: N / BN output tiles leave SMs idle, so K is cut over blockIdx.z (_int8_split.py)
         Rung("cp_async_split_k", "the cp.async + int8 mma.sync kernel with K split over blockIdx.z into exact int32 "

@@ -147,14 +147,16 @@ grouped_gemm_kernel({ARGS}) {{
 RING_BARRIER = "\n        __syncthreads();                  // ...and everyone's; slot (kt - 1) % STAGES is free"
 
 
-def pipeline_loop(wait: str, barrier: str, load: str, compute: str, fence: str = "") -> str:
+def pipeline_loop(wait: str, barrier: str, load: str, compute: str, fence: str = "", trips: str = "k_tiles") -> str:
+    """The ring's K loop; trips="k_tiles - 1" is cp_async_pipeline's off_by_one (the last K tile never summed:
+    every output wrong, on every run)."""
     return f"""    const int k_tiles = K / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {{    // prologue: STAGES - 1 tiles in flight
         if (s < k_tiles) {load.format(slot="s", k="s * BK")};
         cp_async_commit();
     }}
-    for (int kt = 0; kt < k_tiles; ++kt) {{
+    for (int kt = 0; kt < {trips}; ++kt) {{
         cp_async_wait<{wait}>();          // this thread's copies of tile kt have landed{fence}{barrier}
         const int next = kt + STAGES - 1;
         if (next < k_tiles) {load.format(slot="next % STAGES", k="next * BK")};
@@ -166,7 +168,7 @@ def pipeline_loop(wait: str, barrier: str, load: str, compute: str, fence: str =
 LOAD = "load_tile(smem, {slot}, x, w_e, s_ids, start, row_hi, {k}, K, topk)"
 
 
-def cp_async_pipeline_src(p, task, wait="STAGES - 2", barrier=RING_BARRIER):
+def cp_async_pipeline_src(p, task, wait="STAGES - 2", barrier=RING_BARRIER, trips="k_tiles"):
     return mma_defs(p, task) + f"#define STAGES {p['STAGES']}\n#define STAGE_ELEMS ((BM + BN) * LDS)\n" \
         + ptx_helpers(task, True) + find_block() + MMA_TILE + f"""
 // cp.async one K tile (gathered x rows, then w rows) into ring slot `slot`.
@@ -190,7 +192,7 @@ grouped_gemm_kernel({ARGS}) {{
     extern __shared__ __align__(16) unsigned char smem_raw[];
     scalar_t* smem = reinterpret_cast<scalar_t*>(smem_raw);
 {block_head()}    float acc[MT][NT][4] = {{}};
-{pipeline_loop(wait, barrier, LOAD, "mma_tile(acc, smem + (kt % STAGES) * STAGE_ELEMS, smem + (kt % STAGES) * STAGE_ELEMS + BM * LDS);")}
+{pipeline_loop(wait, barrier, LOAD, "mma_tile(acc, smem + (kt % STAGES) * STAGE_ELEMS, smem + (kt % STAGES) * STAGE_ELEMS + BM * LDS);", trips=trips)}
 {epilogue()}
 }}
 

@@ -192,7 +192,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
              launch=launch_per_expert_launch, render=launch_per_expert_src,
              bugs={"off_by_one": {"last": "rows - 1"}, "half_accumulator": {"acc": "scalar_t"}}),
         Rung("expert_lookup_single", "single launch: each block scans the offsets for its expert; register-blocked FMA",
-             (Param("BM", (32, 64), 64), Param("BN", (64, 128), 128)), path="fp32", compute_eff=0.5,
+             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128, 256), 128)), path="fp32", compute_eff=0.5,
              memory_eff=0.8, smem="static", launch=expert_lookup_single_launch, render=expert_lookup_single_src,
              bugs={"off_by_one": {"cmp": "<="}, "missing_barrier": {"barrier": ""}}),
         Rung("mma_sync", "mma.sync m16n8k16 tensor cores, x rows gathered to smem, ldmatrix fragments",
@@ -202,7 +202,8 @@ class GroupedGemmCuda(GroupedGemmSpec):
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
              (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
              needs=TC_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.76, memory_eff=0.88, smem="dynamic",
-             launch=tc_launch(False), render=cp_async_pipeline_src, bugs={"missing_barrier": {"barrier": ""}}),
+             launch=tc_launch(False), render=cp_async_pipeline_src,
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"trips": "k_tiles - 1"}}),
         # No off_by_one on the ring's wait (cp_async_wait<STAGES - 1>, one tile too few landed): a race, not a
         # deterministic error. H100 (final gpu-check of 2026-12-06, seed 98282, T=64 E=64 K=2048 N=2816 topk=6, BM 128
         # BN 128 STAGES 3) ran it correct; earlier checks saw 92 to 1M elements wrong. A wrong_result label must fail.
