@@ -1,0 +1,55 @@
+"""roomM's rungs (issue 26 item 2): prefix_scan_cuda's reduce-then-scan rung sits between the block-per-row scan
+and decoupled look-back, writes its three passes into the code, compiles at every value with each bug, and the model
+times it where the technique says: ahead of a block per row when a few long rows leave the GPU idle, behind it when
+many short rows already fill it, and behind the single-pass look-back (a second read of x, three launches)."""
+import shutil
+
+import pytest
+
+from kernelstrain.compilers import compile_cuda
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import roofline_floor_ms, simulate
+from kernelstrain.tasks import make_task, param_grid
+
+SCAN = REGISTRY["prefix_scan_cuda"]
+
+
+def best_ms(m, tag, task):
+    v = m.variant(tag)
+    return min(r.time_ms for p in param_grid(v) for r in [simulate(m, v, p, task)] if r.ok)
+
+
+def test_reduce_then_scan_sits_before_the_look_back_and_writes_three_passes():
+    tags = [v.tag for v in SCAN.variants]
+    assert tags.index("reduce_then_scan") == tags.index("decoupled_lookback") - 1
+    assert tags.index("reduce_then_scan") == tags.index("warp_shuffle_scan") + 1
+    v = SCAN.variant("reduce_then_scan")
+    task = make_task(SCAN, "H100", "bf16", SCAN.check_shape)
+    code = SCAN.render(v, v.defaults(), task)
+    for mark in ("tile_sum_kernel<<<", "tile_offsets_kernel<<<", "prefix_scan_kernel<<<", "block_sum(s"):
+        assert mark in code
+    for bug in v.bugs:
+        assert SCAN.render(v, v.defaults(), task, bug) != code
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("shape, ahead", [({"R": 8, "C": 1048576}, True), ({"R": 1, "C": 128256}, True),
+                                          ({"R": 16384, "C": 2048}, False), ({"R": 4096, "C": 4096}, False)])
+def test_reduce_then_scan_wins_only_where_rows_leave_the_gpu_idle(dtype, shape, ahead):
+    task = make_task(SCAN, "H100", dtype, shape)
+    rts = best_ms(SCAN, "reduce_then_scan", task)
+    assert (rts < best_ms(SCAN, "warp_shuffle_scan", task)) == ahead
+    assert rts > best_ms(SCAN, "decoupled_lookback", task)
+    assert rts > roofline_floor_ms(SCAN, task, SCAN.variant("reduce_then_scan").path)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("params", [{"threads": 128, "items": 1}, {"threads": 512, "items": 8}])
+def test_reduce_then_scan_compiles_with_its_bugs(params):
+    v = SCAN.variant("reduce_then_scan")
+    for dtype in SCAN.dtypes:
+        task = make_task(SCAN, "H100", dtype, SCAN.check_shape)
+        for bug in (None, *v.bugs):
+            src = SCAN.render(v, params, task, bug) if bug else SCAN.render(v, params, task)
+            r = compile_cuda(src, "sm_90a", "prefix_scan_kernel")
+            assert r.ok, (dtype, params, bug, r.log[-400:])
