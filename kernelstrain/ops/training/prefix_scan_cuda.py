@@ -183,6 +183,29 @@ def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
 {host("R")}"""
 
 
+# a thread's ITEMS contiguous 16-byte vectors of tile (row base, offset j0): loaded and scanned in registers, then
+# stored from the thread's exclusive prefix (reduce_then_scan's rescan and decoupled_lookback)
+TILE_LOAD = """    float v[ITEMS][VEC], s = 0.f;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
+        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) { s += to_float(in.h[k]); v[it][k] = s; }
+    }"""
+
+
+def tile_store(offset: str) -> str:
+    return f"""#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {{
+        if (j0 + it * VEC >= C) break;
+        Pack out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) out.h[k] = from_float({offset} + v[it][k]);
+        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
+    }}"""
+
+
 def reduce_then_scan_src(p, task, test="lane >= o", offset="before"):
     items = p["items"]
     return f"""#define ITEMS {items}                  // 16-byte vectors per thread
@@ -232,24 +255,10 @@ tile_offsets_kernel(float* __restrict__ sums, int tiles) {{
     const int tiles = (C + TILE - 1) / TILE;
     const size_t base = (size_t)(blockIdx.x / tiles) * C;
     const int j0 = (blockIdx.x % tiles) * TILE + threadIdx.x * VEC * ITEMS;
-    float v[ITEMS][VEC], s = 0.f;
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
-        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ s += to_float(in.h[k]); v[it][k] = s; }}
-    }}
+{TILE_LOAD}
     float total;
     const float start = offsets[blockIdx.x] + block_exclusive_scan(s, warp_sums, &total);
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        if (j0 + it * VEC >= C) break;
-        Pack out;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) out.h[k] = from_float(start + v[it][k]);
-        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
-    }}
+{tile_store("start")}
 }}
 
 void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
@@ -290,14 +299,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
     const int row = t / tiles_per_row, first = t - t % tiles_per_row;   // first tile of this row
     const size_t base = (size_t)row * C;
     const int j0 = (t % tiles_per_row) * TILE + threadIdx.x * VEC * ITEMS;
-    float v[ITEMS][VEC], s = 0.f;
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
-        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ s += to_float(in.h[k]); v[it][k] = s; }}
-    }}
+{TILE_LOAD}
     float total;
     const float before = block_exclusive_scan(s, warp_sums, &total);
     if (threadIdx.x < WARP_SIZE) {{
@@ -323,14 +325,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
         if (lane == 0) {{ publish(&status[t], PREFIX, prefix + total); tile_prefix = prefix; }}
     }}{barrier}
     const float offset = tile_prefix + before;
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        if (j0 + it * VEC >= C) break;
-        Pack out;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) out.h[k] = from_float(offset + v[it][k]);
-        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
-    }}
+{tile_store("offset")}
 }}
 
 void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
