@@ -9,6 +9,7 @@ a scan of each row's tile sums, a rescan of every tile from its offset; three la
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
+from ..l2_reuse import reread_traffic
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
@@ -21,6 +22,19 @@ ENTRY = Entry("prefix_scan", (Arg("x", "in", ("R", "C")), Arg("y", "out", ("R", 
 
 SIG = ("extern \"C\" __global__ void __launch_bounds__(THREADS)\n"
        "prefix_scan_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)")
+
+
+def blocked(items: int) -> float:
+    """The memory side's slowdown (Launch.narrow) of a tile kernel whose threads each load and store ITEMS
+    contiguous 16-byte vectors (the blocked layout of decoupled_lookback and reduce_then_scan's rescan): a warp's
+    load or store instruction spreads its 32 lanes 16 * ITEMS bytes apart, over 32 sectors and ITEMS times the
+    lines of a coalesced one, and the registers of ITEMS x VEC partial sums cut the blocks an SM holds. An H100
+    (scripts/roomM_device.py m1, docs/roomM_device_h100_m1/, bf16): reduce_then_scan at 256 threads ran items 1 /
+    2 / 4 / 8 at 24.8 / 28.1 / 30.6 / 40.5 us (R=8 C=1M) and 23.9 / 27.6 / 30.3 / 39.9 (R=64 C=128256), 1.00 /
+    1.14 / 1.25 / 1.65; decoupled_lookback at 512 threads items 4 / 8 / 16 at 28.4 / 36.7 / 44.2 (R=8 C=1M),
+    26.5 / 35.4 / 41.5 (R=64), 47.1 / 82.8 / 112.4 (R=4096 C=4096), where a launch model of in-flight bytes alone
+    put 8 and 16 ahead of 4 (21.0 / 20.2 against 22.2 us at R=8)."""
+    return 1.0 + 0.09 * (items - 1)
 
 
 def launch_of(kind: str):
@@ -44,12 +58,14 @@ def launch_of(kind: str):
                           bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
                           lane_util=min(1.0, c / (threads * vec * items)))
         tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
-        if kind == "rts":              # the rescan (pass 3) is the main kernel; pass 1 reads x once more
+        if kind == "rts":   # the rescan (pass 3) is the main kernel; pass 1 read x once before it (from L2 if it fits)
+            reread = reread_traffic(1, r * c * e, gpu) - 1.0          # x is half the minimum bytes (x read, y written)
             return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4,
                           regs=24 + 2 * items + max(0, items * vec - 32), bytes_per_access=16 * items,
-                          traffic=1.5, lane_util=c / (cdiv(c, tile) * tile), launches=3)
+                          traffic=1 + 0.5 * reread, narrow=blocked(items), lane_util=c / (cdiv(c, tile) * tile),
+                          launches=3)
         return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8,
-                      regs=24 + 2 * items + max(0, items * vec - 32),
+                      regs=24 + 2 * items + max(0, items * vec - 32), narrow=blocked(items),
                       bytes_per_access=16 * items, lane_util=c / (cdiv(c, tile) * tile), launches=2)
     return launch
 
