@@ -69,3 +69,16 @@ def test_reduce_then_scan_compiles_with_its_bugs(params):
             src = SCAN.render(v, params, task, bug) if bug else SCAN.render(v, params, task)
             r = compile_cuda(src, "sm_90a", "prefix_scan_kernel")
             assert r.ok, (dtype, params, bug, r.log[-400:])
+
+
+def test_min_p_chunks_take_16384_wide_blocks_where_the_h100_ran_them_faster():
+    """docs/roomM_device_h100_m1/: chunk_mass_pick on 16 warps, V=128256, BLOCK 16384 against 8192: 22.6 / 32.0 us
+    at B=1, 32.3 / 43.0 at B=64 (the other rungs keep 8192 at most: fused_row ran 8192 slower than 4096)."""
+    m = REGISTRY["min_p_triton"]
+    v = m.variant("chunk_mass_pick")
+    assert v.param("BLOCK").values[-1] == 16384 and v.defaults()["BLOCK"] == 2048
+    assert m.variant("fused_row").param("BLOCK").values[-1] == 8192
+    for b in (1, 64):
+        task = make_task(m, "H100", "fp32", {"B": b, "V": 128256})
+        wide, narrow = (simulate(m, v, {"BLOCK": x, "num_warps": 16}, task).time_ms for x in (16384, 8192))
+        assert wide < narrow
