@@ -226,8 +226,10 @@ class MinPTriton(MinPSpec):
              render=fused_row_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
         Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
-             (BLOCK, WARPS), compute_eff=0.45, memory_eff=0.88, launch=row_launch(1.0),
-             render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
+             # BLOCK 16384: an H100 (docs/roomM_device_h100_m1/, 16 warps) ran it 1.42x / 1.33x faster than 8192 at
+             # B=1 / B=64, V=128256 (22.6 / 32.3 us against 32.0 / 43.0; modelled 30.6 / 31.2 against 35.1 / 35.8)
+             (Param("BLOCK", BLOCK.values + (16384,), BLOCK.default), WARPS), compute_eff=0.45, memory_eff=0.88,
+             launch=row_launch(1.0), render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
         Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine kernel walking one slice",
              (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),

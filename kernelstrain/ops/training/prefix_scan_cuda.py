@@ -4,11 +4,14 @@ y[r, j] = x[r, 0] + ... + x[r, j], e.g. the cumulative probabilities of top-p sa
 thread walks a row -> Hillis-Steele in shared memory (n log n work) -> Blelloch up/down-sweep (work-efficient,
 padded against bank conflicts) -> warp-shuffle scan over 16-byte vectors -> single pass with decoupled look-back:
 tiles of every row spread over the whole GPU, each publishing its aggregate/prefix for its successors.
+Between the last two, the classic multi-pass scan for rows too few to fill the GPU: reduce-then-scan (tile sums,
+a scan of each row's tile sums, a rescan of every tile from its offset; three launches and a second read of x).
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
+from ..l2_reuse import reread_traffic
 from ..dialect import prelude
-from ._block_reduce import scan_helpers
+from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
@@ -21,8 +24,22 @@ SIG = ("extern \"C\" __global__ void __launch_bounds__(THREADS)\n"
        "prefix_scan_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int R, int C)")
 
 
+def blocked(items: int) -> float:
+    """The memory side's slowdown (Launch.narrow) of a tile kernel whose threads each load and store ITEMS
+    contiguous 16-byte vectors (the blocked layout of decoupled_lookback and reduce_then_scan's rescan): a warp's
+    load or store instruction spreads its 32 lanes 16 * ITEMS bytes apart, over 32 sectors and ITEMS times the
+    lines of a coalesced one, and the registers of ITEMS x VEC partial sums cut the blocks an SM holds. An H100
+    (scripts/roomM_device.py m1, docs/roomM_device_h100_m1/, bf16): reduce_then_scan at 256 threads ran items 1 /
+    2 / 4 / 8 at 24.8 / 28.1 / 30.6 / 40.5 us (R=8 C=1M) and 23.9 / 27.6 / 30.3 / 39.9 (R=64 C=128256), 1.00 /
+    1.14 / 1.25 / 1.65; decoupled_lookback at 512 threads items 4 / 8 / 16 at 28.4 / 36.7 / 44.2 (R=8 C=1M),
+    26.5 / 35.4 / 41.5 (R=64), 47.1 / 82.8 / 112.4 (R=4096 C=4096), where a launch model of in-flight bytes alone
+    put 8 and 16 ahead of 4 (21.0 / 20.2 against 22.2 us at R=8)."""
+    return 1.0 + 0.09 * (items - 1)
+
+
 def launch_of(kind: str):
-    """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan) or lookback."""
+    """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan), rts (reduce-then-scan) or
+    lookback."""
     def launch(p, task):
         r, c, e, gpu = task["R"], task["C"], DTYPE_BYTES[task.dtype], task.gpu
         threads, vec, items = p["threads"], 16 // e, p.get("items", 1)
@@ -41,8 +58,14 @@ def launch_of(kind: str):
                           bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
                           lane_util=min(1.0, c / (threads * vec * items)))
         tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
+        if kind == "rts":   # the rescan (pass 3) is the main kernel; pass 1 read x once before it (from L2 if it fits)
+            reread = reread_traffic(1, r * c * e, gpu) - 1.0          # x is half the minimum bytes (x read, y written)
+            return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4,
+                          regs=24 + 2 * items + max(0, items * vec - 32), bytes_per_access=16 * items,
+                          traffic=1 + 0.5 * reread, narrow=blocked(items), lane_util=c / (cdiv(c, tile) * tile),
+                          launches=3)
         return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8,
-                      regs=24 + 2 * items + max(0, items * vec - 32),
+                      regs=24 + 2 * items + max(0, items * vec - 32), narrow=blocked(items),
                       bytes_per_access=16 * items, lane_util=c / (cdiv(c, tile) * tile), launches=2)
     return launch
 
@@ -176,6 +199,96 @@ def warp_shuffle_scan_src(p, task, init="0.f", test="lane >= o"):
 {host("R")}"""
 
 
+# a thread's ITEMS contiguous 16-byte vectors of tile (row base, offset j0): loaded and scanned in registers, then
+# stored from the thread's exclusive prefix (reduce_then_scan's rescan and decoupled_lookback)
+TILE_LOAD = """    float v[ITEMS][VEC], s = 0.f;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
+        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) { s += to_float(in.h[k]); v[it][k] = s; }
+    }"""
+
+
+def tile_store(offset: str) -> str:
+    return f"""#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {{
+        if (j0 + it * VEC >= C) break;
+        Pack out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) out.h[k] = from_float({offset} + v[it][k]);
+        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
+    }}"""
+
+
+def reduce_then_scan_src(p, task, test="lane >= o", offset="before"):
+    items = p["items"]
+    return f"""#define ITEMS {items}                  // 16-byte vectors per thread
+#define TILE (THREADS * VEC * ITEMS)
+{scan_helpers(task, test)}{block_sum()}
+// Pass 1: a block per tile of a row sums it (each item a coalesced THREADS * VEC stripe).
+extern "C" __global__ void __launch_bounds__(THREADS)
+tile_sum_kernel(const scalar_t* __restrict__ x, float* __restrict__ sums, int C) {{
+    __shared__ float warp_totals[WARPS];
+    const int tiles = (C + TILE - 1) / TILE, row = blockIdx.x / tiles;
+    const scalar_t* xr = x + (size_t)row * C + (size_t)(blockIdx.x % tiles) * TILE;
+    const int left = C - (blockIdx.x % tiles) * TILE;
+    float s = 0.f;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {{
+        const int j = (it * THREADS + threadIdx.x) * VEC;
+        if (j < left) {{
+            Pack in; in.u = *reinterpret_cast<const uint4*>(xr + j);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) s += to_float(in.h[k]);
+        }}
+    }}
+    s = block_sum(s, warp_totals);
+    if (threadIdx.x == 0) sums[blockIdx.x] = s;
+}}
+
+// Pass 2: a block per row turns its tile sums into exclusive tile offsets, in place.
+extern "C" __global__ void __launch_bounds__(THREADS)
+tile_offsets_kernel(float* __restrict__ sums, int tiles) {{
+    __shared__ float warp_sums[WARPS];
+    float* sr = sums + (size_t)blockIdx.x * tiles;
+    float carry = 0.f;
+    for (int base = 0; base < tiles; base += THREADS) {{
+        const int i = base + threadIdx.x;
+        const float v = i < tiles ? sr[i] : 0.f;
+        float total;
+        const float before = carry + block_exclusive_scan(v, warp_sums, &total);
+        if (i < tiles) sr[i] = {offset};
+        carry += total;
+    }}
+}}
+
+// Pass 3: every tile is scanned again (ITEMS contiguous vectors a thread, thread totals by
+// shuffles) and starts from its row offset: no block waits for another.
+{SIG.replace("int R, int C)", "int R, int C," + NL + "                   const float* __restrict__ offsets")}) {{
+    __shared__ float warp_sums[WARPS];
+    const int tiles = (C + TILE - 1) / TILE;
+    const size_t base = (size_t)(blockIdx.x / tiles) * C;
+    const int j0 = (blockIdx.x % tiles) * TILE + threadIdx.x * VEC * ITEMS;
+{TILE_LOAD}
+    float total;
+    const float start = offsets[blockIdx.x] + block_exclusive_scan(s, warp_sums, &total);
+{tile_store("start")}
+}}
+
+void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
+    const int tiles = (C + TILE - 1) / TILE;
+    float* sums = nullptr;                  // [R, tiles] tile sums, then their exclusive offsets
+    cudaMallocAsync((void**)&sums, (size_t)R * tiles * sizeof(float), stream);
+    tile_sum_kernel<<<R * tiles, THREADS, 0, stream>>>(x, sums, C);
+    tile_offsets_kernel<<<R, THREADS, 0, stream>>>(sums, tiles);
+    prefix_scan_kernel<<<R * tiles, THREADS, 0, stream>>>(x, y, R, C, sums);
+    cudaFreeAsync(sums, stream);
+}}
+"""
+
+
 def decoupled_lookback_src(p, task, window="look - (WARP_SIZE - 1 - lane)", barrier="\n    __syncthreads();"):
     items, d = p["items"], task.dialect
     ballot, highest = d.ballot.format(p="pred"), f"(WARP_SIZE - 1 - {d.clz}(mask))"
@@ -202,14 +315,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
     const int row = t / tiles_per_row, first = t - t % tiles_per_row;   // first tile of this row
     const size_t base = (size_t)row * C;
     const int j0 = (t % tiles_per_row) * TILE + threadIdx.x * VEC * ITEMS;
-    float v[ITEMS][VEC], s = 0.f;
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        Pack in; in.u = make_uint4(0u, 0u, 0u, 0u);
-        if (j0 + it * VEC < C) in.u = *reinterpret_cast<const uint4*>(x + base + j0 + it * VEC);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {{ s += to_float(in.h[k]); v[it][k] = s; }}
-    }}
+{TILE_LOAD}
     float total;
     const float before = block_exclusive_scan(s, warp_sums, &total);
     if (threadIdx.x < WARP_SIZE) {{
@@ -235,14 +341,7 @@ __device__ __forceinline__ void publish(unsigned long long* s, unsigned flag, fl
         if (lane == 0) {{ publish(&status[t], PREFIX, prefix + total); tile_prefix = prefix; }}
     }}{barrier}
     const float offset = tile_prefix + before;
-#pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {{
-        if (j0 + it * VEC >= C) break;
-        Pack out;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) out.h[k] = from_float(offset + v[it][k]);
-        *reinterpret_cast<uint4*>(y + base + j0 + it * VEC) = out.u;
-    }}
+{tile_store("offset")}
 }}
 
 void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
@@ -282,6 +381,11 @@ class PrefixScanCuda(OpModule):
         Rung("warp_shuffle_scan", "block per row, 16-byte vectors, thread scan + __shfl_up_sync warp scan",
              (THREADS, Param("items", (1, 2, 4), 1)), compute_eff=0.15, memory_eff=0.86, smem="static", launch=launch_of("shuffle"),
              render=warp_shuffle_scan_src, bugs={"off_by_one": {"test": "lane > o"}, "wrong_init": {"init": "1.f"}}),
+        Rung("reduce_then_scan", "three passes over tiles spread on the GPU: tile sums, row offsets, tile rescans",
+             (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
+             compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("rts"),
+             render=reduce_then_scan_src,
+             bugs={"off_by_one": {"test": "lane > o"}, "bad_combine_index": {"offset": "before + v"}}),
         Rung("decoupled_lookback", "one pass: dynamic tile ids, per-tile status flags, warp-wide look-back",
              (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
              compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),

@@ -1,0 +1,74 @@
+"""Device plan of roomM's modules (issue 26 item 2, issue 30): scripts/room_device_check.py's harness (every value
+built, checked against the PyTorch reference and timed beside the simulator; every bug at a NEW entry's smallest and
+largest values, first shape, must fail), then each group's values ranked by the device and by the simulator
+(room_device_check_triton.ranking).
+
+    python3 scripts/roomM_device.py                       # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    ROOMM_PLAN=m2 python3 scripts/roomM_device.py          # another plan of PLANS (default: m1)
+    KNOBA_REHEARSE=3 python3 scripts/roomM_device.py       # no GPU: the first 3 cases through every path but the GPU's
+
+m1: prefix_scan_cuda's reduce-then-scan rung (new: its values and bugs) beside the rungs around it (block-per-row
+warp-shuffle scan, decoupled look-back) at long rows (R=8 C=1M, R=64 C=128256) and many short rows, with the
+look-back's items 16 and 1024 threads (off its lists: edges of room_table.py); moe_scatter_cuda's fused rung at 1024
+threads (new: room_table.py's `threads+` edge) at 7168-, 4096- and 2048-wide rows; conv2d_nhwc_cuda's cp.async rung
+past its lists' ends (BK 128, 5 stages: room_table.py's edges; 256-wide filter tiles were timed by roomK, 1.24x slow), to see whether the model's order holds there;
+min_p_triton's split-row rung at 64 splits and 16 warps, its chunk rung at 16384-wide blocks, conv2d_nhwc_triton's
+BK (its 5 stages were timed by roomK: level with 3 and 4) (all off the menus or at their ends: the ranking decides whether to extend them).
+"""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+from roomA_device import modelled  # noqa: E402  (the values the launch model can time at every shape)
+
+# (module, rung, parameter, shapes, base, values): as room_device_check's entries
+LONG = [{"R": 8, "C": 1048576}, {"R": 64, "C": 128256}]
+MANY = [{"R": 4096, "C": 4096}]
+ONE = [{"R": 1, "C": 128256}]
+# moe_scatter shapes with the model's best tokens_per_block at 512 threads
+MOE = [({"T": 512, "E": 256, "topk": 8, "K": 7168}, 4), ({"T": 2048, "E": 64, "topk": 6, "K": 2048}, 8),
+       ({"T": 4096, "E": 8, "topk": 2, "K": 4096}, 32)]
+M1_NEW = [
+    ("prefix_scan_cuda", "reduce_then_scan", "threads", LONG + MANY, {"items": 8}, (128, 256, 512)),
+    ("prefix_scan_cuda", "reduce_then_scan", "items", LONG + ONE, {"threads": 256}, (1, 2, 4, 8)),
+] + [("moe_scatter_cuda", "warp_aggregated_fused", "threads", [s], {"tokens_per_block": tpb}, (1024,))
+      for s, tpb in MOE]
+CONV = [{"N": 8, "H": 28, "W": 28, "C": 128, "K": 128, "R": 3, "S": 3, "U": 1, "PD": 1},
+        {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}]
+M1_REF = [("moe_scatter_cuda", "warp_aggregated_fused", "threads", [s], {"tokens_per_block": tpb}, (256, 512))
+          for s, tpb in MOE] + [
+    ("prefix_scan_cuda", "decoupled_lookback", "items", LONG + MANY + ONE, {"threads": 512}, (4, 8, 16)),
+    ("prefix_scan_cuda", "decoupled_lookback", "threads", LONG + MANY, {"items": 8}, (256, 512, 1024)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "threads", LONG + MANY + ONE, {"items": 4}, (128, 1024)),
+    ("conv2d_nhwc_cuda", "cp_async_pipeline", "BK", CONV, {"BM": 32, "BN": 128, "stages": 4}, (32, 64, 128)),
+    ("conv2d_nhwc_cuda", "cp_async_pipeline", "stages", CONV, {"BM": 32, "BN": 128, "BK": 64}, (3, 4, 5)),
+    ("conv2d_nhwc_cuda", "cp_async_pipeline", "BM", CONV, {"BN": 128, "BK": 64, "stages": 4}, (32, 64, 128)),
+]
+# Triton: min_p's split-row rung past its split and warp lists, the chunk rung's 16384-wide blocks (room_table.py's
+# edges); conv2d_nhwc_triton's K tile and pipeline depth (the launch model has no BK term but smem/registers)
+MINP1, MINP64 = [{"B": 1, "V": 128256}], [{"B": 64, "V": 128256}]
+CONVT = [{"N": 8, "H": 28, "W": 28, "C": 128, "K": 128, "R": 3, "S": 3, "U": 1, "PD": 1}]
+M1_TRITON = [
+    ("min_p_triton", "split_row_combine", "split", MINP1, {"BLOCK": 2048, "num_warps": 8}, (16, 32, 64)),
+    ("min_p_triton", "split_row_combine", "split", MINP64, {"BLOCK": 2048, "num_warps": 2}, (16, 32, 64)),
+    ("min_p_triton", "split_row_combine", "num_warps", MINP1, {"BLOCK": 2048, "split": 32}, (4, 8, 16)),
+    ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP1 + MINP64, {"num_warps": 16}, (8192, 16384)),
+    ("conv2d_nhwc_triton", "pipelined_stages", "BK", CONVT, {"BM": 64, "BN": 128, "num_warps": 4, "GROUP_M": 4,
+                                                              "STAGES": 4}, (32, 64)),
+    ("conv2d_nhwc_triton", "grouped_swizzle", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4, "GROUP_M": 4},
+     (32, 64)),
+]
+# the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
+PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
+         "m2": ([], M1_TRITON[4:] + M1_REF[-3:])}
+
+
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
+room_device_check.PLANS["default"] = tuple(modelled(x) for x in PLANS[os.environ.get("ROOMM_PLAN", "m1")])
+
+if __name__ == "__main__":
+    sys.exit(room_device_check_triton.run_ranked())

@@ -1,0 +1,84 @@
+"""roomM's rungs (issue 26 item 2): prefix_scan_cuda's reduce-then-scan rung sits between the block-per-row scan
+and decoupled look-back, writes its three passes into the code, compiles at every value with each bug, and the model
+times it where the technique says and an H100 measured: ahead of a block per row when a few long rows leave the GPU
+idle, behind it and the single-pass look-back when many short rows already fill it, ahead of the look-back at long
+rows whose x L2 holds for the second read."""
+import shutil
+
+import pytest
+
+from kernelstrain.compilers import compile_cuda
+from kernelstrain.ops import REGISTRY
+from kernelstrain.sim import roofline_floor_ms, simulate
+from kernelstrain.tasks import make_task, param_grid
+
+SCAN = REGISTRY["prefix_scan_cuda"]
+
+
+def best_ms(m, tag, task):
+    v = m.variant(tag)
+    return min(r.time_ms for p in param_grid(v) for r in [simulate(m, v, p, task)] if r.ok)
+
+
+def test_reduce_then_scan_sits_before_the_look_back_and_writes_three_passes():
+    tags = [v.tag for v in SCAN.variants]
+    assert tags.index("reduce_then_scan") == tags.index("decoupled_lookback") - 1
+    assert tags.index("reduce_then_scan") == tags.index("warp_shuffle_scan") + 1
+    v = SCAN.variant("reduce_then_scan")
+    task = make_task(SCAN, "H100", "bf16", SCAN.check_shape)
+    code = SCAN.render(v, v.defaults(), task)
+    for mark in ("tile_sum_kernel<<<", "tile_offsets_kernel<<<", "prefix_scan_kernel<<<", "block_sum(s"):
+        assert mark in code
+    for bug in v.bugs:
+        assert SCAN.render(v, v.defaults(), task, bug) != code
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("shape, ahead", [({"R": 8, "C": 1048576}, True), ({"R": 1, "C": 128256}, True),
+                                          ({"R": 16384, "C": 2048}, False), ({"R": 4096, "C": 4096}, False)])
+def test_reduce_then_scan_wins_only_where_rows_leave_the_gpu_idle(dtype, shape, ahead):
+    task = make_task(SCAN, "H100", dtype, shape)
+    rts = best_ms(SCAN, "reduce_then_scan", task)
+    assert (rts < best_ms(SCAN, "warp_shuffle_scan", task)) == ahead
+    assert rts > roofline_floor_ms(SCAN, task, SCAN.variant("reduce_then_scan").path)
+    if not ahead:       # many short rows: three launches and a second read lose to a single pass
+        assert rts > best_ms(SCAN, "decoupled_lookback", task)
+
+
+def test_the_h100_order_of_the_tile_rungs():
+    """docs/roomM_device_h100_m1/ (H100, bf16, R=8 C=1M): reduce_then_scan's second read of a 16 MB x comes
+    from L2, and its best (items 1, 24.8 us) beat the look-back's (items 4, 28.4 us); more vectors a thread ran
+    slower on both (blocked()): reduce_then_scan items 1 / 2 / 4 / 8 24.8 / 28.1 / 30.6 / 40.5 us, the look-back's
+    4 / 8 / 16 28.4 / 36.7 / 44.2 (a model of in-flight bytes alone had them the other way round)."""
+    task = make_task(SCAN, "H100", "bf16", {"R": 8, "C": 1048576})
+    rts, look = SCAN.variant("reduce_then_scan"), SCAN.variant("decoupled_lookback")
+    assert best_ms(SCAN, "reduce_then_scan", task) < best_ms(SCAN, "decoupled_lookback", task)
+    ms = [simulate(SCAN, rts, {"threads": 256, "items": i}, task).time_ms for i in (1, 2, 4, 8)]
+    assert ms[0] <= ms[1] < ms[2] < ms[3]
+    ms = [simulate(SCAN, look, {"threads": 512, "items": i}, task).time_ms for i in (4, 8, 16)]
+    assert ms[0] < ms[1] < ms[2]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("params", [{"threads": 128, "items": 1}, {"threads": 512, "items": 8}])
+def test_reduce_then_scan_compiles_with_its_bugs(params):
+    v = SCAN.variant("reduce_then_scan")
+    for dtype in SCAN.dtypes:
+        task = make_task(SCAN, "H100", dtype, SCAN.check_shape)
+        for bug in (None, *v.bugs):
+            src = SCAN.render(v, params, task, bug) if bug else SCAN.render(v, params, task)
+            r = compile_cuda(src, "sm_90a", "prefix_scan_kernel")
+            assert r.ok, (dtype, params, bug, r.log[-400:])
+
+
+def test_min_p_chunks_take_16384_wide_blocks_where_the_h100_ran_them_faster():
+    """docs/roomM_device_h100_m1/: chunk_mass_pick on 16 warps, V=128256, BLOCK 16384 against 8192: 22.6 / 32.0 us
+    at B=1, 32.3 / 43.0 at B=64 (the other rungs keep 8192 at most: fused_row ran 8192 slower than 4096)."""
+    m = REGISTRY["min_p_triton"]
+    v = m.variant("chunk_mass_pick")
+    assert v.param("BLOCK").values[-1] == 16384 and v.defaults()["BLOCK"] == 2048
+    assert m.variant("fused_row").param("BLOCK").values[-1] == 8192
+    for b in (1, 64):
+        task = make_task(m, "H100", "fp32", {"B": b, "V": 128256})
+        wide, narrow = (simulate(m, v, {"BLOCK": x, "num_warps": 16}, task).time_ms for x in (16384, 8192))
+        assert wide < narrow
