@@ -53,7 +53,28 @@ RUNGS = [
 PIPELINED = {"gemm_fp16_triton", "paged_decode_triton", "flash_prefill_triton"}
 FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes, caps in RUNGS
          for knob, values in (("evict", EVICT),) if values]
-SETS = {"first": FIRST}
+# the second run: every rung evict has a place on (knobs_triton.places: a later loop re-reads the main loop's rows),
+# at menu shapes spanning the rows a streaming multiprocessor's L1 holds at once (one 8 KB row; several 64 KB rows;
+# one 256 KB row), the slow one-row-a-lane rungs at one short shape; each value beside none
+NORM = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+MENU_RUNGS = [
+    ("softmax_triton", "online_softmax", [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096},
+                                          {"R": 16384, "C": 1024}]),
+    ("softmax_triton", "chunked_three_pass", [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}]),
+    ("rmsnorm_triton", "chunked_two_pass", NORM + [{"T": 65536, "D": 128}]),
+    ("layernorm_triton", "chunked_three_pass", NORM + [{"T": 8192, "D": 1024}]),
+    ("layernorm_triton", "welford_chunked", NORM),
+    ("add_rmsnorm_triton", "fused_chunked", NORM),
+    ("add_rmsnorm_triton", "two_kernels", NORM),
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 16, "V": 128256}, {"T": 256, "V": 32000}]),
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 32, "D": 8192}, {"T": 4096, "D": 4096}]),
+    ("flash_decode_triton", "blocked_two_pass", [{"B": 16, "H": 16, "S": 1024, "D": 64}, {"B": 8, "H": 32, "S": 2048, "D": 128}]),
+    ("softmax_triton", "row_per_lane", [{"R": 16384, "C": 1024}]),
+    ("rmsnorm_triton", "row_per_lane", [{"T": 65536, "D": 128}]),
+    ("layernorm_triton", "row_per_lane", [{"T": 8192, "D": 1024}]),
+]
+MENU = [(m, tag, "evict", shapes, {}, EVICT) for m, tag, shapes in MENU_RUNGS]
+SETS = {"first": FIRST, "menu": MENU}
 
 room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
 
