@@ -241,7 +241,8 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
     evict = params.get("evict", OFF)
     if evict and _rereads(module, variant, task):     # the H100's figures: knobs_triton
-        out = replace(out, traffic=out.traffic * knobs_triton.REREAD_TRAFFIC[evict])
+        row = module.cost(task).bytes * knobs_triton.read_share(module.name, variant.tag) / max(1, out.grid)
+        out = replace(out, traffic=out.traffic * knobs_triton.reread_traffic(evict, knobs_triton.l1_load(out, gpu, row)))
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather

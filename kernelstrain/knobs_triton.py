@@ -41,13 +41,24 @@ from __future__ import annotations
 import re
 
 from .ops.base import Param
+from .ops.occupancy import blocks_per_sm
 
 OFF = 0
 POLICIES = {1: "evict_first", 2: "evict_last"}
 KNOBS = {"evict": Param("evict", (0, 1, 2), OFF)}
-# the device's effect of each value on a re-reading kernel's DRAM traffic (the figures above: evict_first
-# 1.10-1.26 on four of six such rows, 0.99-1.00 on two; evict_last 0.89-0.93 on three, 0.99 on two)
-REREAD_TRAFFIC = {1: 1.2, 2: 0.94}
+# L1 data cache and shared memory of one SM, bytes, by NVIDIA architecture: what the resident programs' rows share
+L1_BYTES = {"sm_80": 192 << 10, "sm_86": 128 << 10, "sm_89": 128 << 10, "sm_90a": 256 << 10, "sm_120": 128 << 10}
+# the share of a task's bytes (its Cost.bytes) the main loop of a re-reading rung loads, from the renders: one
+# input row of an input and an output of the same size (norms, softmax: 0.5); cross-entropy reads its logits and
+# writes a number a row; fp8_quant reads 2 bytes an element and writes 1; add_rmsnorm two_kernels' second kernel
+# reads the residual (of x, r in, r out, y); flash_decode's first pass reads K of K and V
+READ_SHARE = {"cross_entropy_fwd_triton": 1.0, "fp8_quant_triton": 2 / 3, "add_rmsnorm_triton/two_kernels": 0.25}
+READ_SHARE_DEFAULT = 0.5
+# the traffic multiplier each value gives a re-reading kernel (fitted below: EVICT_FIRST_LOSS, EVICT_LAST_GAIN)
+EVICT_FIRST_LOSS = 0.25
+EVICT_LAST_GAIN = 0.08
+FIT_LO, FIT_HI = 0.9, 1.1        # evict_first's loss: whole below FIT_LO, none above FIT_HI
+OVER_LO, OVER_HI = 0.8, 1.0      # evict_last's gain: none below OVER_LO, whole above OVER_HI
 
 _JIT = re.compile(r"^@triton\.jit[^\n]*\ndef ", re.M)
 _LOOP = re.compile(r"^([ \t]*)for [^\n]*\b(?:range|tl\.range|tl\.static_range)\([^\n]*:[ \t]*(?:#[^\n]*)?\n", re.M)
@@ -124,3 +135,32 @@ def apply_code(code: str, params: dict) -> str:
         for _, close in reversed(_loads(code)):
             code = f'{code[:close]}, eviction_policy="{policy}"{code[close:]}'
     return code
+
+
+def read_share(module: str, tag: str) -> float:
+    return READ_SHARE.get(f"{module}/{tag}", READ_SHARE.get(module, READ_SHARE_DEFAULT))
+
+
+def l1_load(launch, gpu, row_bytes: float) -> float:
+    """The rows the programs resident on one SM load in the main loop (`row_bytes` each) over the L1 left beside
+    their shared memory: under 1 the whole rows are still there when the next pass re-reads them."""
+    resident = max(1, min(blocks_per_sm(launch, gpu), -(-launch.grid // gpu.sms)))
+    free = L1_BYTES.get(gpu.arch, 128 << 10) - resident * launch.smem_bytes
+    return resident * row_bytes / max(free, 16 << 10)
+
+
+def reread_traffic(evict: int, load: float) -> float:
+    """The traffic multiplier of an eviction policy on the main loop's loads of a kernel that re-reads them, at
+    `load` (l1_load). evict_first marks the first pass's lines first out: where the rows fit (load under 1) the
+    re-read loses its L1 hits; where they do not, LRU had already lost them (no change). evict_last keeps the
+    first pass's lines ahead of the other loads: where the rows overflow the L1 part of them survives to the
+    re-read; where they fit they survive anyway (no change)."""
+    if evict == 1:
+        return 1.0 + EVICT_FIRST_LOSS * _clamp((FIT_HI - load) / (FIT_HI - FIT_LO))
+    if evict == 2:
+        return 1.0 - EVICT_LAST_GAIN * _clamp((load - OVER_LO) / (OVER_HI - OVER_LO))
+    return 1.0
+
+
+def _clamp(x: float) -> float:
+    return min(1.0, max(0.0, x))

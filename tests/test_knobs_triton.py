@@ -100,10 +100,31 @@ def _ratio(name, tag, shape, evict):
     return simulate(m, v, {**v.defaults(), "evict": evict}, task).time_ms / simulate(m, v, v.defaults(), task).time_ms
 
 
+# where the device saw no move beyond its noise (within 1.5%): the model moves no more than that
+STILL = [("rmsnorm_triton", "chunked_two_pass", ROWS, 2, 0.988),
+         ("layernorm_triton", "chunked_three_pass", ROWS, 2, 0.991),
+         ("softmax_triton", "online_softmax", {"R": 4096, "C": 32000}, 1, 1.003),
+         ("softmax_triton", "chunked_three_pass", {"R": 4096, "C": 32000}, 1, 0.990)]
+
+
 @pytest.mark.parametrize("name,tag,shape,evict,device", DEVICE)
 def test_the_model_moves_as_the_device_did(name, tag, shape, evict, device):
     ratio = _ratio(name, tag, shape, evict)
     assert (ratio - 1) * (device - 1) > 0 and abs(ratio - 1) > 0.03
+
+
+@pytest.mark.parametrize("name,tag,shape,evict,device", STILL)
+def test_the_model_holds_still_where_the_device_did(name, tag, shape, evict, device):
+    assert abs(_ratio(name, tag, shape, evict) - 1) < 0.02
+
+
+def test_each_policy_moves_only_on_its_side_of_the_l1():
+    """evict_first costs only where the SM's rows fit its L1 (the re-read hit it), evict_last pays only where
+    they overflow it (a part survives to the re-read)."""
+    fit, over = min(knobs_triton.FIT_LO, knobs_triton.OVER_LO) * 0.9, max(knobs_triton.FIT_HI, knobs_triton.OVER_HI) * 1.1
+    assert knobs_triton.reread_traffic(1, fit) > 1.1 and knobs_triton.reread_traffic(1, over) == 1.0
+    assert knobs_triton.reread_traffic(2, fit) == 1.0 and knobs_triton.reread_traffic(2, over) < 0.96
+    assert knobs_triton.reread_traffic(0, fit) == knobs_triton.reread_traffic(0, over) == 1.0
 
 
 @pytest.mark.parametrize("name,tag,shape", SINGLE_PASS)
