@@ -45,7 +45,8 @@ from .ops.occupancy import blocks_per_sm
 
 OFF = 0
 POLICIES = {1: "evict_first", 2: "evict_last"}
-KNOBS = {"evict": Param("evict", (0, 1, 2), OFF)}
+# evict_last beside none: the engineer's first try on a row the kernel reads again (keep it), evict_first the far one
+KNOBS = {"evict": Param("evict", (0, 2, 1), OFF)}
 # L1 data cache and shared memory of one SM, bytes, by NVIDIA architecture: what the resident programs' rows share
 L1_BYTES = {"sm_80": 192 << 10, "sm_86": 128 << 10, "sm_89": 128 << 10, "sm_90a": 256 << 10, "sm_120": 128 << 10}
 # the share of a task's bytes (its Cost.bytes) the main loop of a re-reading rung loads, from the renders: one

@@ -77,6 +77,19 @@ def test_the_compiler_writes_each_knob_into_the_kernel():
 
 
 
+def test_amds_compiler_drops_the_hint():
+    """Triton 3.9 for gfx942 writes the same machine code with either policy (debug lines aside): on an AMD GPU
+    the knob would change nothing, so it is not offered there (knobs.extend's gpu)."""
+    m, v, task, code = _render("softmax_triton", "online_softmax", "MI300X")
+
+    def machine(params):
+        asm = _compiled(knobs_triton.apply_code(code, params), m, v, task).asm["amdgcn"]
+        return [line for line in asm.splitlines() if not re.search(r"\.file|\.loc|tmp\w+\.py|^\s*;", line)]
+    plain = machine({})
+    assert any("global_load" in line for line in plain)
+    assert machine({"evict": 1}) == plain == machine({"evict": 2})
+
+
 # H100, 2026-12-06 13:44 UTC (measurements/h100_knobs_triton.json, scripts/knobs_device.py): the time of each
 # evict value over the code without it, where the device saw more than its noise (a single-pass loop: 0.97-1.01)
 ROWS = {"T": 4096, "D": 4096}
