@@ -74,7 +74,23 @@ MENU_RUNGS = [
     ("layernorm_triton", "row_per_lane", [{"T": 8192, "D": 1024}]),
 ]
 MENU = [(m, tag, "evict", shapes, {}, EVICT) for m, tag, shapes in MENU_RUNGS]
-SETS = {"first": FIRST, "menu": MENU}
+# the follow-up: configurations an engineer tunes to, whose resident programs put the SM's rows on the other side
+# of its L1 from the rung's defaults (knobs_triton.l1_load, in brackets the model's load at the defaults)
+TUNED = [
+    ("softmax_triton", "online_softmax", [{"R": 4096, "C": 32000}], {"BLOCK": 4096, "num_warps": 16}),     # 0.49 (1.22)
+    ("softmax_triton", "chunked_three_pass", [{"R": 4096, "C": 32000}], {"BLOCK": 4096, "num_warps": 16}),  # 0.73 (1.47)
+    ("softmax_triton", "online_softmax", [{"R": 2048, "C": 4096}], {"BLOCK": 512, "num_warps": 4}),        # 0.44 (0.16)
+    ("rmsnorm_triton", "chunked_two_pass", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),      # 1.0 (0.38)
+    ("layernorm_triton", "chunked_three_pass", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),  # 1.0 (0.38)
+    ("add_rmsnorm_triton", "fused_chunked", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),     # 2.0 (0.75)
+    ("add_rmsnorm_triton", "fused_chunked", [{"T": 4096, "D": 4096}], {"BLOCK": 2048, "num_warps": 8}),    # 0.38 (0.75)
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 4096, "D": 4096}], {"num_warps": 2}),                    # 1.0 (0.5)
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 4096, "D": 4096}], {"num_warps": 16}),                   # 0.13 (0.5)
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 4096, "V": 32000}], {"BLOCK": 4096, "num_warps": 16}),  # 0.49 (0.98)
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 4096, "V": 32000}], {"BLOCK": 1024, "num_warps": 4}),   # 2.44 (0.98)
+]
+SETS = {"first": FIRST, "menu": MENU,
+        "tuned": [(m, tag, "evict", shapes, base, EVICT) for m, tag, shapes, base in TUNED]}
 
 room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
 
@@ -82,11 +98,13 @@ room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_s
 def ratios(path: Path) -> str:
     """Per (rung, shape): each knob value's time over the code without knobs (value 0), device beside simulator."""
     rows = json.loads(path.read_text())["rows"]
-    base = {(r["module"], r["variant"], json.dumps(r["shape"])): r for r in rows
-            if r.get("ok") and r.get("time_ms") and r["params"].get("evict") == 0}
+
+    def key(r):         # the case without its evict value: the rung, shape and other parameters
+        return r["module"], r["variant"], json.dumps(r["shape"]), json.dumps({k: v for k, v in r["params"].items() if k != "evict"})
+    base = {key(r): r for r in rows if r.get("ok") and r.get("time_ms") and r["params"].get("evict") == 0}
     lines = []
     for r in rows:
-        b = base.get((r["module"], r["variant"], json.dumps(r["shape"])))
+        b = base.get(key(r))
         if b is None or r is b or not r.get("time_ms") or not r.get("ok"):
             continue
         knob = r["id"].split("|")[2]
