@@ -240,7 +240,7 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
             out = replace(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
     evict = params.get("evict", OFF)
-    if evict and _rereads(module, variant, task):     # the H100's figures: knobs_triton
+    if evict and gpu.vendor == "nvidia" and _rereads(module, variant, task):     # the H100's figures: knobs_triton
         row = module.cost(task).bytes * knobs_triton.read_share(module.name, variant.tag) / max(1, out.grid)
         out = replace(out, traffic=out.traffic * knobs_triton.reread_traffic(evict, knobs_triton.l1_load(out, gpu, row)))
     if "min_blocks" in params:

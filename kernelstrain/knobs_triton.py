@@ -57,7 +57,7 @@ READ_SHARE = {"cross_entropy_fwd_triton": 1.0, "fp8_quant_triton": 2 / 3, "add_r
 READ_SHARE_DEFAULT = 0.5
 # the traffic multiplier each value gives a re-reading kernel (fitted below: EVICT_FIRST_LOSS, EVICT_LAST_GAIN)
 EVICT_FIRST_LOSS = 0.25
-EVICT_LAST_GAIN = 0.08
+EVICT_LAST_GAIN = 0.1
 FIT_LO, FIT_HI = 0.9, 1.1        # evict_first's loss: whole below FIT_LO, none above FIT_HI
 OVER_LO, OVER_HI = 0.8, 1.0      # evict_last's gain: none below OVER_LO, whole above OVER_HI
 
@@ -158,8 +158,8 @@ def reread_traffic(evict: int, load: float) -> float:
     re-read; where they fit they survive anyway (no change)."""
     if evict == 1:
         return 1.0 + EVICT_FIRST_LOSS * _clamp((FIT_HI - load) / (FIT_HI - FIT_LO))
-    if evict == 2:
-        return 1.0 - EVICT_LAST_GAIN * _clamp((load - OVER_LO) / (OVER_HI - OVER_LO))
+    if evict == 2:      # what survives is at most the L1's share of the rows
+        return 1.0 - EVICT_LAST_GAIN * _clamp((load - OVER_LO) / (OVER_HI - OVER_LO)) * min(1.0, 1.0 / load)
     return 1.0
 
 

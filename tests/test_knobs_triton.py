@@ -138,6 +138,8 @@ def test_each_policy_moves_only_on_its_side_of_the_l1():
     assert knobs_triton.reread_traffic(1, fit) > 1.1 and knobs_triton.reread_traffic(1, over) == 1.0
     assert knobs_triton.reread_traffic(2, fit) == 1.0 and knobs_triton.reread_traffic(2, over) < 0.96
     assert knobs_triton.reread_traffic(0, fit) == knobs_triton.reread_traffic(0, over) == 1.0
+    # far past the L1 only its share of the rows survives to the re-read: a decode's 4 MB of K keeps little
+    assert knobs_triton.reread_traffic(2, over) < knobs_triton.reread_traffic(2, 10 * over) < 1.0
 
 
 @pytest.mark.parametrize("name,tag,shape", SINGLE_PASS)
