@@ -5,6 +5,9 @@ each built, checked against the PyTorch reference and timed with every knob valu
 The first run (H100, 2026-12-06 13:44 UTC, 58 cases, 0 problems: measurements/h100_knobs_triton.json) also timed
 cache_modifier=".cg" and the launch option maxnreg (RUNGS' caps, PIPELINED: where .cg was left out), then knobs;
 neither paid anywhere (knobs_triton's docstring), so they are knobs no more and the plan times evict alone.
+The second (H100, 2026-12-06 16:36 UTC, KNOBS_SET=menu, 84 cases, 0 problems: measurements/h100_knobs_evict_menu.json)
+and third (KNOBS_SET=tuned, 33 cases, 0 problems: h100_knobs_evict_tuned.json) gave the model of evict and the rungs
+it is offered on (knobs_triton's docstring).
 
     python3 scripts/knobs_device.py                     # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
     KNOBA_REHEARSE=3 python3 scripts/knobs_device.py    # no GPU: the first 3 cases through every path but the GPU's
