@@ -249,7 +249,8 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
     evict = params.get("evict", OFF)
     if evict and gpu.vendor == "nvidia" and _rereads(module, variant, task):     # the H100's figures: knobs_triton
         row = module.cost(task).bytes * knobs_triton.read_share(module.name, variant.tag) / max(1, out.grid)
-        out = replace(out, traffic=out.traffic * knobs_triton.reread_traffic(evict, knobs_triton.l1_load(out, gpu, row)))
+        load = knobs_triton.l1_load(out, gpu, row)
+        out = replace(out, traffic=out.traffic * knobs_triton.rung_traffic(module.name, variant.tag, evict, load))
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather
