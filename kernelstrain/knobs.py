@@ -15,6 +15,13 @@ the candidate's code and modelled by the simulator, for modules whose own parame
 A knob's value 0 leaves the code as the module renders it, so a rung with every knob at 0 is
 the module's own candidate. A knob is offered only where its text has a place in the code.
 
+Looked for and not knobs (2026-12-06, the rungs' renders at defaults on the H100): `const __restrict__` (223 of
+226 CUDA rungs write it already), the thread-block size (a parameter of every CUDA rung), `__launch_bounds__`
+(197 of 226 have it; min_blocks rides on it), Triton's num_warps (a parameter of 150 of 154 rungs),
+num_stages and loop_unroll (the modules' own, ops/stream_stages.py and ops/unroll.py), and
+`tl.multiple_of` / `tl.max_contiguous` on a row's chunk offsets: Triton already specialises arguments divisible
+by 16, and softmax online_softmax and rmsnorm chunked_two_pass build the same PTX with the hints as without.
+
 >>> KNOBS["main_unroll"].values
 (0, 2, 4, 8)
 >>> print(apply_code("__global__ void __launch_bounds__(THREADS) k(int n) {\\n    for (int i = 0; i < n; ++i) {}\\n}",
@@ -240,8 +247,10 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
             out = replace(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
     evict = params.get("evict", OFF)
-    if evict and _rereads(module, variant, task):     # the H100's figures: knobs_triton
-        out = replace(out, traffic=out.traffic * knobs_triton.REREAD_TRAFFIC[evict])
+    if evict and gpu.vendor == "nvidia" and _rereads(module, variant, task):     # the H100's figures: knobs_triton
+        row = module.cost(task).bytes * knobs_triton.read_share(module.name, variant.tag) / max(1, out.grid)
+        load = knobs_triton.l1_load(out, gpu, row)
+        out = replace(out, traffic=out.traffic * knobs_triton.rung_traffic(module.name, variant.tag, evict, load))
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather

@@ -5,6 +5,9 @@ each built, checked against the PyTorch reference and timed with every knob valu
 The first run (H100, 2026-12-06 13:44 UTC, 58 cases, 0 problems: measurements/h100_knobs_triton.json) also timed
 cache_modifier=".cg" and the launch option maxnreg (RUNGS' caps, PIPELINED: where .cg was left out), then knobs;
 neither paid anywhere (knobs_triton's docstring), so they are knobs no more and the plan times evict alone.
+The second (H100, 2026-12-06 16:36 UTC, KNOBS_SET=menu, 84 cases, 0 problems: measurements/h100_knobs_evict_menu.json)
+and third (KNOBS_SET=tuned, 33 cases, 0 problems: h100_knobs_evict_tuned.json) gave the model of evict and the rungs
+it is offered on (knobs_triton's docstring).
 
     python3 scripts/knobs_device.py                     # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
     KNOBA_REHEARSE=3 python3 scripts/knobs_device.py    # no GPU: the first 3 cases through every path but the GPU's
@@ -53,7 +56,44 @@ RUNGS = [
 PIPELINED = {"gemm_fp16_triton", "paged_decode_triton", "flash_prefill_triton"}
 FIRST = [(m, tag, knob, shapes, {}, values) for m, tag, shapes, caps in RUNGS
          for knob, values in (("evict", EVICT),) if values]
-SETS = {"first": FIRST}
+# the second run: every rung evict has a place on (knobs_triton.places: a later loop re-reads the main loop's rows),
+# at menu shapes spanning the rows a streaming multiprocessor's L1 holds at once (one 8 KB row; several 64 KB rows;
+# one 256 KB row), the slow one-row-a-lane rungs at one short shape; each value beside none
+NORM = [{"T": 64, "D": 4096}, {"T": 4096, "D": 4096}]
+MENU_RUNGS = [
+    ("softmax_triton", "online_softmax", [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096},
+                                          {"R": 16384, "C": 1024}]),
+    ("softmax_triton", "chunked_three_pass", [{"R": 32, "C": 128256}, {"R": 4096, "C": 32000}, {"R": 2048, "C": 4096}]),
+    ("rmsnorm_triton", "chunked_two_pass", NORM + [{"T": 65536, "D": 128}]),
+    ("layernorm_triton", "chunked_three_pass", NORM + [{"T": 8192, "D": 1024}]),
+    ("layernorm_triton", "welford_chunked", NORM),
+    ("add_rmsnorm_triton", "fused_chunked", NORM),
+    ("add_rmsnorm_triton", "two_kernels", NORM),
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 16, "V": 128256}, {"T": 256, "V": 32000}]),
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 32, "D": 8192}, {"T": 4096, "D": 4096}]),
+    ("flash_decode_triton", "blocked_two_pass", [{"B": 16, "H": 16, "S": 1024, "D": 64}, {"B": 8, "H": 32, "S": 2048, "D": 128}]),
+    ("softmax_triton", "row_per_lane", [{"R": 16384, "C": 1024}]),
+    ("rmsnorm_triton", "row_per_lane", [{"T": 65536, "D": 128}]),
+    ("layernorm_triton", "row_per_lane", [{"T": 8192, "D": 1024}]),
+]
+MENU = [(m, tag, "evict", shapes, {}, EVICT) for m, tag, shapes in MENU_RUNGS]
+# the follow-up: configurations an engineer tunes to, whose resident programs put the SM's rows on the other side
+# of its L1 from the rung's defaults (knobs_triton.l1_load, in brackets the model's load at the defaults)
+TUNED = [
+    ("softmax_triton", "online_softmax", [{"R": 4096, "C": 32000}], {"BLOCK": 4096, "num_warps": 16}),     # 0.49 (1.22)
+    ("softmax_triton", "chunked_three_pass", [{"R": 4096, "C": 32000}], {"BLOCK": 4096, "num_warps": 16}),  # 0.73 (1.47)
+    ("softmax_triton", "online_softmax", [{"R": 2048, "C": 4096}], {"BLOCK": 512, "num_warps": 4}),        # 0.44 (0.16)
+    ("rmsnorm_triton", "chunked_two_pass", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),      # 1.0 (0.38)
+    ("layernorm_triton", "chunked_three_pass", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),  # 1.0 (0.38)
+    ("add_rmsnorm_triton", "fused_chunked", [{"T": 4096, "D": 4096}], {"BLOCK": 256, "num_warps": 2}),     # 2.0 (0.75)
+    ("add_rmsnorm_triton", "fused_chunked", [{"T": 4096, "D": 4096}], {"BLOCK": 2048, "num_warps": 8}),    # 0.38 (0.75)
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 4096, "D": 4096}], {"num_warps": 2}),                    # 1.0 (0.5)
+    ("fp8_quant_triton", "fused_row_loop", [{"T": 4096, "D": 4096}], {"num_warps": 16}),                   # 0.13 (0.5)
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 4096, "V": 32000}], {"BLOCK": 4096, "num_warps": 16}),  # 0.49 (0.98)
+    ("cross_entropy_fwd_triton", "chunked_two_pass", [{"T": 4096, "V": 32000}], {"BLOCK": 1024, "num_warps": 4}),   # 2.44 (0.98)
+]
+SETS = {"first": FIRST, "menu": MENU,
+        "tuned": [(m, tag, "evict", shapes, base, EVICT) for m, tag, shapes, base in TUNED]}
 
 room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_shape(SETS[os.environ.get("KNOBS_SET", "first")]))
 
@@ -61,11 +101,13 @@ room_device_check.PLANS["default"] = ([], room_device_check_triton._with_check_s
 def ratios(path: Path) -> str:
     """Per (rung, shape): each knob value's time over the code without knobs (value 0), device beside simulator."""
     rows = json.loads(path.read_text())["rows"]
-    base = {(r["module"], r["variant"], json.dumps(r["shape"])): r for r in rows
-            if r.get("ok") and r.get("time_ms") and r["params"].get("evict") == 0}
+
+    def key(r):         # the case without its evict value: the rung, shape and other parameters
+        return r["module"], r["variant"], json.dumps(r["shape"]), json.dumps({k: v for k, v in r["params"].items() if k != "evict"})
+    base = {key(r): r for r in rows if r.get("ok") and r.get("time_ms") and r["params"].get("evict") == 0}
     lines = []
     for r in rows:
-        b = base.get((r["module"], r["variant"], json.dumps(r["shape"])))
+        b = base.get(key(r))
         if b is None or r is b or not r.get("time_ms") or not r.get("ok"):
             continue
         knob = r["id"].split("|")[2]
