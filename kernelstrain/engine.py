@@ -217,7 +217,7 @@ class Episode:
         if search.thorough:          # a long session settles every close call it sees
             self.habits = replace(self.habits, confirm=1.0)
         gpu = task.gpu
-        self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs)
+        self.ladder = [knobs.extend(v, module.impl, module.render(v, v.defaults(), task), search.knobs, gpu)
                        for v in module.variants] if search.knobs else list(module.variants)
         base = self.ladder[module.variants.index(baseline_rung(module, task, search))]
         above = [v for v in self.ladder[self.ladder.index(base):] if v.offered(task.dtype)]

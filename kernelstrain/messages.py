@@ -432,6 +432,8 @@ def code_values(code: str, params: dict) -> list[str]:
     ['__launch_bounds__(THREADS, 2)']
     >>> code_values("    for off in tl.range(0, C, BLOCK, loop_unroll_factor=4):", {"loop_unroll": 4})
     ['loop_unroll_factor=4']
+    >>> code_values('    v = tl.load(x_ptr + i, mask=m, eviction_policy="evict_last")', {"evict": 2})
+    ['eviction_policy="evict_last"']
     """
     lower = code.lower() if code.isascii() else None
     tuples = []          # _TUPLE's matches, found at the first parameter that needs them
@@ -454,6 +456,8 @@ def _knob_text(code: str, name: str, value: int) -> str | None:
         return f"#pragma unroll {value}"
     if name == "loop_unroll" and f"loop_unroll_factor={value}" in code:
         return f"loop_unroll_factor={value}"
+    if name == "evict" and f'eviction_policy="{knobs.knobs_triton.POLICIES[value]}"' in code:
+        return f'eviction_policy="{knobs.knobs_triton.POLICIES[value]}"'
     return None          # the opt-in slip is a line the code lacks, not a value
 
 
