@@ -105,9 +105,39 @@ A2 = [
     ("flash_prefill_triton", "pipelined", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 64}, (2, 3)),
     ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH + FLASH_LONG, {"BLOCK_M": 128, "num_stages": 3}, (32, 64)),
 ]
+# a3: the warp-specialized rungs (FA3's TMA producer warpgroup, wgmma consumers) of flash_prefill_cuda and
+# chunked_prefill_cuda, every value and its bugs, beside the wgmma rung at the same tiles; then flash_prefill_triton's
+# fused rungs over their grids at two menu shapes (issue 30: the pipelined rung's held-out order)
+WS_NEW = [
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH + FLASH_LONG, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 3, 4)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 3, 4)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+]
+WS_REF = [
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH + FLASH_LONG, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (3,)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (128,)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+]
+FLASH_D64 = [{"B": 8, "H": 16, "S": 1024, "D": 64}]
+TRITON_GRID = [
+    ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH_D64 + FLASH, {"BLOCK_M": bm, "num_warps": w, "num_stages": st},
+     (32, 64, 128)) for bm in (64, 128) for w in (4, 8) for st in (2, 3, 4)
+] + [
+    ("flash_prefill_triton", "persistent", "PROGRAMS_PER_SM", FLASH_D64 + FLASH,
+     {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}, (1, 2))
+    for bm, bn, w, st in ((64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 4), (64, 128, 4, 2))
+] + [
+    ("flash_prefill_triton", "causal_block_skip", "BLOCK_N", FLASH_D64 + FLASH, {"BLOCK_M": bm, "num_warps": w}, (32, 64))
+    for bm in (64, 128) for w in (4, 8)
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
-PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA)}
+PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA), "a3": (WS_NEW, WS_REF + TRITON_GRID)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

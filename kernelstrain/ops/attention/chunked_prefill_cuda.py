@@ -12,7 +12,8 @@ of 128, so every tile is whole.
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
-from ._chunked_wgmma import ARGS, KV_BASE, host, wgmma_launch, wgmma_src
+from ._chunked_wgmma import ARGS, KV_BASE, host, wgmma_launch, wgmma_src, ws_src
+from ._flash_ws import TMA_INCLUDES, ws_launch
 from ._flash_wgmma import WARPGROUP_ROWS
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
@@ -291,9 +292,15 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
              smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}}),
+        Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
+             "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
+             (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
+             smem="dynamic", launch=ws_launch(wgmma_launch), render=ws_src, fit_as="cp_async_pipeline",
+             bugs={"off_by_one": {"mask": ">="}}),
     )
 
     def assemble(self, body, variant, params, task) -> str:
         defs = (f"#define NUM_HEADS {task['H']}\n#define GROUP {task['H'] // task['KVH']}\n#define HEAD_DIM {task['D']}\n"
                 f"#define SM_SCALE {task['D'] ** -0.5!r}f\n#define SCALE_LOG2 {task['D'] ** -0.5 * LOG2E!r}f   // D^-0.5 log2(e)\n")
-        return prelude(task) + defs + body
+        return prelude(task, TMA_INCLUDES if "tma" in variant.needs else ()) + defs + body

@@ -11,6 +11,7 @@ from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
 from ._flash_mma import SYNC, STAGE_SYNC, cp_async_pipeline_src, host, mma_launch, mma_sync_src
 from ._flash_wgmma import WARPGROUP_ROWS, wgmma_launch, wgmma_src
+from ._flash_ws import TMA_INCLUDES, flash_ws_src, ws_launch
 from .flash_prefill_spec import ENTRY, FlashPrefillSpec, causal_work, query_tiles
 
 FP32_TILES = (Param("BLOCK_M", (16, 32, 64), 32), Param("BLOCK_N", (32, 64), 32), Param("threads", (128, 256), 128))
@@ -276,7 +277,13 @@ class FlashPrefillCuda(FlashPrefillSpec):
              path="fp16",
              compute_eff=0.37, smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),
+        Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
+             "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
+             (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
+             needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.37, smem="dynamic",
+             launch=ws_launch(wgmma_launch), render=flash_ws_src, fit_as="cp_async_pipeline",
+             bugs={"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),
     )
 
     def assemble(self, body, variant, params, task) -> str:
-        return prelude(task) + shfl_xor_macro(task) + f"#define HEAD_DIM {task['D']}\n" + body
+        return prelude(task, TMA_INCLUDES if "tma" in variant.needs else ()) + shfl_xor_macro(task) + f"#define HEAD_DIM {task['D']}\n" + body
