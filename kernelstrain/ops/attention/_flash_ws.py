@@ -135,4 +135,15 @@ def ws_launch(base):
     return launch
 
 
-__all__ = ("TMA_INCLUDES", "flash_ws_src", "warp_specialize", "ws_host", "ws_launch")
+def ws_rung(render, base_launch, compute_eff: float, bugs: dict, **kw):
+    """The rung of both modules: the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer registers)."""
+    from ..base import Param, Rung
+    from ._flash_wgmma import WARPGROUP_ROWS
+    return Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
+                "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
+                (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
+                needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=compute_eff, smem="dynamic",
+                launch=ws_launch(base_launch), render=render, fit_as="cp_async_pipeline", bugs=bugs, **kw)
+
+
+__all__ = ("TMA_INCLUDES", "flash_ws_src", "warp_specialize", "ws_host", "ws_launch", "ws_rung")
