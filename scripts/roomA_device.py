@@ -135,9 +135,17 @@ TRITON_GRID = [
     ("flash_prefill_triton", "causal_block_skip", "BLOCK_N", FLASH_D64 + FLASH, {"BLOCK_M": bm, "num_warps": w}, (32, 64))
     for bm in (64, 128) for w in (4, 8)
 ]
+# fused_qkv_rope_cuda's tensor-core rungs past BN 128 (room_table edges: BN+ in 5 of 6 kernelinfer episodes, seed
+# 8811): 128 x 256 tiles as gemm_fp16_cuda's cp.async rung offers them, at the check shape and a long-T menu shape
+QKV_BIG = [{"T": 4096, "HID": 2048, "H": 16, "KVH": 16, "D": 64}]
+QKV_NEW = [("fused_qkv_rope_cuda", "cp_async_pipeline", "BN", QKV + QKV_BIG, {"BM": 128, "BK": 64, "stages": 3, "warps": 8},
+            (128, 256))]
+QKV_REF = [("fused_qkv_rope_cuda", "cp_async_pipeline", "BN", QKV_BIG, {"BM": 128, "BK": 32, "stages": 4, "warps": 8}, (128, 256)),
+           ("fused_qkv_rope_cuda", "mma_sync", "BN", QKV_BIG, {"BM": 128, "BK": 64, "warps": 8}, (128, 256))]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
-PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA), "a3": (WS_NEW, WS_REF + TRITON_GRID)}
+PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
+         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:
