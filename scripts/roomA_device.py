@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"    # the warp_specialized rungs (_flash_ws.DEVICE_UNCHECKED) join the plan
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import room_device_check  # noqa: E402
@@ -105,9 +107,58 @@ A2 = [
     ("flash_prefill_triton", "pipelined", "num_stages", FLASH, {"BLOCK_M": 64, "BLOCK_N": 64}, (2, 3)),
     ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH + FLASH_LONG, {"BLOCK_M": 128, "num_stages": 3}, (32, 64)),
 ]
+# a3: the warp-specialized rungs (FA3's TMA producer warpgroup, wgmma consumers) of flash_prefill_cuda and
+# chunked_prefill_cuda, every value and its bugs, beside the wgmma rung at the same tiles; then flash_prefill_triton's
+# fused rungs over their grids at two menu shapes (issue 30: the pipelined rung's held-out order)
+WS_NEW = [
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH + FLASH_LONG, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 3, 4)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 3, 4)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+]
+WS_REF = [
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH + FLASH_LONG, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (3,)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (128,)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", CHUNK + CHUNK_MENU, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK + CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+]
+FLASH_D64 = [{"B": 8, "H": 16, "S": 1024, "D": 64}]
+TRITON_GRID = [
+    ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH_D64 + FLASH, {"BLOCK_M": bm, "num_warps": w, "num_stages": st},
+     (32, 64, 128)) for bm in (64, 128) for w in (4, 8) for st in (2, 3, 4)
+] + [
+    ("flash_prefill_triton", "persistent", "PROGRAMS_PER_SM", FLASH_D64 + FLASH,
+     {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}, (1, 2))
+    for bm, bn, w, st in ((64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 4), (64, 128, 4, 2))
+] + [
+    ("flash_prefill_triton", "causal_block_skip", "BLOCK_N", FLASH_D64 + FLASH, {"BLOCK_M": bm, "num_warps": w}, (32, 64))
+    for bm in (64, 128) for w in (4, 8)
+]
+# fused_qkv_rope_cuda's tensor-core rungs past BN 128 (room_table edges: BN+ in 5 of 6 kernelinfer episodes, seed
+# 8811): 128 x 256 tiles as gemm_fp16_cuda's cp.async rung offers them, at the check shape and a long-T menu shape
+QKV_BIG = [{"T": 4096, "HID": 2048, "H": 16, "KVH": 16, "D": 64}]
+QKV_NEW = [("fused_qkv_rope_cuda", "cp_async_pipeline", "BN", QKV + QKV_BIG, {"BM": 128, "BK": 64, "stages": 3, "warps": 8},
+            (128, 256))]
+QKV_REF = [("fused_qkv_rope_cuda", "cp_async_pipeline", "BN", QKV_BIG, {"BM": 128, "BK": 32, "stages": 4, "warps": 8}, (128, 256)),
+           ("fused_qkv_rope_cuda", "mma_sync", "BN", QKV_BIG, {"BM": 128, "BK": 64, "warps": 8}, (128, 256))]
+# a4 (<= 60 s): a3 checked every warp_specialized value and bug on the H100 but its budget ran out before timing:
+# times only, the warp-specialized rungs beside the wgmma rung at the same tiles, and fused_qkv_rope_cuda's BN 256
+A4_REF = [
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (3, 4)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (3,)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 4)),
+] + QKV_NEW + QKV_REF[:1]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
-PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA)}
+PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
+         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

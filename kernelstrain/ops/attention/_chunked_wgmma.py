@@ -2,6 +2,7 @@
 prefix offset and the KV-head base, its launch model, and the kernel arguments and host code the module's rungs share."""
 from ..base import Launch, DTYPE_BYTES, cdiv
 from ._flash_wgmma import BLOCK_M as WGMMA_M, TWO_WARPGROUPS, warpgroups, wgmma_kernel
+from ._flash_ws import MAPS, kind_of, warp_specialize, ws_host
 from .chunked_prefill_spec import ENTRY, cost_of, keys_visited, pairs
 
 ARGS = ("const scalar_t* __restrict__ q, const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,\n"
@@ -60,3 +61,18 @@ def wgmma_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
         task, "dim3(B * NUM_HEADS, C / BLOCK_M)", "THREADS", "smem", """
     const int smem = 1024 + (BLOCK_M + 2 * STAGES * BLOCK_N) * HEAD_DIM * (int)sizeof(scalar_t);   // + alignment slack
     cudaFuncSetAttribute(chunked_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);""")
+
+
+# the warp-specialized kernel: Q rows of [B*H*C, D], K/V rows of [B*KVH*(P+C), D] by TMA (the pointers stay on the host)
+WS_SIG = ("chunked_prefill_kernel(" + ARGS + ") {", "chunked_prefill_kernel(" + MAPS + ",\n        scalar_t* __restrict__ o, int B, int C, int P) {")
+
+
+def ws_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
+    kernel = wgmma_kernel(p, task, "@MASK@", m0, l0)
+    for old, new in WGMMA_CHUNKED + ((KV_BASE.rstrip("\n"), "    // K/V: KV head bh / GROUP, its rows from (bh / GROUP) * (P + C) of the K/V tensor maps"),):
+        assert old in kernel, old
+        kernel = kernel.replace(old, new)
+    kernel = warp_specialize(kernel, WS_SIG, "blockIdx.x * C + m0", "bh / GROUP * (P + C)")
+    return kernel.replace("@MASK@", mask) + ws_host(
+        kind_of(task), ENTRY.host_head(task), "chunked_prefill_kernel", "dim3(B * NUM_HEADS, C / BLOCK_M)",
+        ("B * NUM_HEADS * C", "B * (NUM_HEADS / GROUP) * (P + C)"), "o, B, C, P")

@@ -6,13 +6,13 @@ thread per query row, K/V tiles in shared memory, online softmax, every block ma
 blocks without a mask and only the diagonal blocks masked, future blocks skipped -> tensor cores
 (ldmatrix + mma.m16n8k16, FA2 register softmax; _flash_mma's device helpers) -> K/V streamed by
 a cp.async ring -> on sm_90a, wgmma from 128-byte-swizzled smem (flash_prefill_cuda's warpgroup
-kernel, _flash_wgmma, with the chunk's prefix offset and the KV-head base). C and P are multiples
-of 128, so every tile is whole.
-"""
+kernel, _flash_wgmma, with the chunk's prefix offset and the KV-head base) -> FA3's TMA producer
+warpgroup feeding it (_flash_ws). C and P are multiples of 128, so every tile is whole."""
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ._flash_mma import LOAD_Q, MMA_EPILOGUE, MMA_PROLOGUE, SYNC, mma_common, warp_share
-from ._chunked_wgmma import ARGS, KV_BASE, host, wgmma_launch, wgmma_src
+from ._chunked_wgmma import ARGS, KV_BASE, host, wgmma_launch, wgmma_src, ws_src
+from ._flash_ws import TMA_INCLUDES, ws_rung
 from ._flash_wgmma import WARPGROUP_ROWS
 from .chunked_prefill_spec import ENTRY, ChunkedPrefillSpec, cost_of, keys_visited, pairs
 from .flash_prefill_spec import LOG2E
@@ -291,9 +291,10 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
              smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}}),
+        *ws_rung(ws_src, wgmma_launch, 0.33, {"off_by_one": {"mask": ">="}}, memory_eff=0.85),
     )
 
     def assemble(self, body, variant, params, task) -> str:
         defs = (f"#define NUM_HEADS {task['H']}\n#define GROUP {task['H'] // task['KVH']}\n#define HEAD_DIM {task['D']}\n"
                 f"#define SM_SCALE {task['D'] ** -0.5!r}f\n#define SCALE_LOG2 {task['D'] ** -0.5 * LOG2E!r}f   // D^-0.5 log2(e)\n")
-        return prelude(task) + defs + body
+        return prelude(task, TMA_INCLUDES if "tma" in variant.needs else ()) + defs + body

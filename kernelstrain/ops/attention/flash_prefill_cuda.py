@@ -3,14 +3,16 @@
 Ladder: three kernels through a global fp32 score buffer -> one fused kernel with smem tiles
 and a two-pass softmax (scores recomputed) -> single-pass online softmax -> FA2-style
 mma.sync tensor cores (ldmatrix, P kept in registers) -> cp.async multi-stage K/V pipeline ->
-Hopper wgmma (FlashAttention-3's core: S and O on warpgroup MMAs, P as the register operand).
-The tensor-core rungs' renders and launch models live in _flash_mma.py and _flash_wgmma.py.
+Hopper wgmma (FlashAttention-3's core: S and O on warpgroup MMAs, P as the register operand) ->
+FA3's warp specialization (a TMA producer warpgroup, mbarrier ring, wgmma consumer warpgroups).
+The tensor-core rungs' renders and launch models live in _flash_mma, _flash_wgmma and _flash_ws.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
 from ._flash_mma import SYNC, STAGE_SYNC, cp_async_pipeline_src, host, mma_launch, mma_sync_src
 from ._flash_wgmma import WARPGROUP_ROWS, wgmma_launch, wgmma_src
+from ._flash_ws import TMA_INCLUDES, flash_ws_src, ws_rung
 from .flash_prefill_spec import ENTRY, FlashPrefillSpec, causal_work, query_tiles
 
 FP32_TILES = (Param("BLOCK_M", (16, 32, 64), 32), Param("BLOCK_N", (32, 64), 32), Param("threads", (128, 256), 128))
@@ -276,7 +278,8 @@ class FlashPrefillCuda(FlashPrefillSpec):
              path="fp16",
              compute_eff=0.37, smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),
+        *ws_rung(flash_ws_src, wgmma_launch, 0.37, {"off_by_one": {"mask": ">="}, "wrong_init": WRONG_INIT}),
     )
 
     def assemble(self, body, variant, params, task) -> str:
-        return prelude(task) + shfl_xor_macro(task) + f"#define HEAD_DIM {task['D']}\n" + body
+        return prelude(task, TMA_INCLUDES if "tma" in variant.needs else ()) + shfl_xor_macro(task) + f"#define HEAD_DIM {task['D']}\n" + body

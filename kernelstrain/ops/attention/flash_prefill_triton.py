@@ -63,6 +63,24 @@ def materialized_launch(p, task):
                   compute_scale=arch * 0.5, launches=3 * cdiv(task["B"] * task["H"], heads))
 
 
+# Hopper's Triton pipeliner (triton_full_stage_rows: every stage of the K/V ring buffered, the dot on wgmma) on the
+# pointer-pipelined loop: a fourth or fifth stage adds no overlap past the third, only a larger ring (fewer programs an
+# SM), and 32-key tiles pay each tile's softmax reductions and barrier twice per 64 keys. H100 / H200 rows
+# (docs/roomA_device_h100_a1/, measurements/h*_gpucheck_*.json): B=1 H=32 S=2048 D=128, 64 x 64 tiles 104.3 / 131.2 us
+# at 3 / 4 stages, 64 x 32 116.8 / 124.5 / 125.6 at 3 / 4 / 5, 128 x 32 133.0 / 133.7 at 3 / 4, 128 x 32 / 128 x 64
+# 133.0 / 125.4 at 3; B=16 H=12 S=512 D=64 64 x 32 / 64 x 64 41.7 / 35.0 at 2 stages (H200). The 19 rows' within-shape
+# Spearman 0.08 -> 0.68, pair order over the module's H100/H200 rows 0.77 -> 0.86 (a grid of 0.8-0.95 for each)
+HOPPER_DEEP, HOPPER_BN32 = 0.8, 0.85
+
+
+def hopper_ring(p, task, stages: int) -> float:
+    """compute_scale of the pointer-pipelined loop on Hopper-class GPUs: a ring past 3 stages at D >= 128, 32-key tiles."""
+    if not task.gpu.triton_full_stage_rows or "num_stages" not in p:    # causal_block_skip: measured as modelled
+        return 1.0
+    deep = HOPPER_DEEP if stages > 3 and task["D"] >= 128 else 1.0     # 4 and 5 stages ran alike
+    return deep * (HOPPER_BN32 if p["BLOCK_N"] == 32 else 1.0)
+
+
 def fused_launch(skip: bool = True):
     """The fused rungs: every key block (skip False: online_softmax), the diagonal band only
     (causal_block_skip, pipelined), or persistent programs heavy-first (PROGRAMS_PER_SM)."""
@@ -89,7 +107,7 @@ def _fused_launch(p, task, skip):
                       tile_quant=causal_work(s, bm, bn, False), traffic=1 + cdiv(s, bm) / 16)
     work, reread = causal_work(s, bm, bn, True), 1 + cdiv(s, bm) / 32   # K/V re-read per query tile, mostly L2
     if "PROGRAMS_PER_SM" not in p:
-        deep = 1.0 if stages >= 3 else 0.9 if stages == 2 else 0.8
+        deep = (1.0 if stages >= 3 else 0.9 if stages == 2 else 0.8) * hopper_ring(p, task, stages)
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=16,
                       compute_scale=arch * deep * causal_balance(tiles, cdiv(s, bm), slots, False),
                       tile_quant=work, traffic=reread)
