@@ -141,6 +141,8 @@ DECODE3_REF = [
     ("paged_decode_cuda", "vectorized_uint4", "threads", G_SWEEP, {}, (128,), "fp16"),
     # B=1 (one sequence, its length S either way): split_kv 8 keys on 256 threads, partition 256 (28.1 us, model 11.7)
     ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B1, {"threads": 256, "partition": 256}, (4, 8), "fp16"),
+    ("paged_decode_cuda", "split_kv", "min_blocks", PD_B1, {"threads": 256, "partition": 256, "keys_per_step": 8},
+     (1,), "fp16"),     # the 28.1 us row of seed 97272 (bf16 there), min_blocks 1 beside the 0 above
     ("paged_decode_cuda", "gqa_cp_async", "threads", PD_B1, {}, (128,), "fp16"),
     # paged_decode_triton: seed 98282 episode 431 (B=1) and seed 98181 episode 878 (B=32)
     ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 2}, (4,), "fp16"),
