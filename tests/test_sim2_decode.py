@@ -94,3 +94,19 @@ def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
     base = {"threads": 256, "partition": 256, "main_unroll": 2}
     k4, k8 = (sim_us("paged_decode_cuda", "split_kv", shape, **base, keys_per_step=k) for k in (4, 8))
     assert 0.8 < k8 / 240.0 < 1.25 and k8 > 1.4 * k4
+
+
+def test_paged_triton_tile_loop_is_a_chain_of_trips_on_few_programs():
+    """paged_decode_triton page_tile / multi_page_tile at B=1 H=32 KVH=8 S=4096 (32 programs, one a SM), H100
+    gpu-check rows (fp16): page_tile 4 warps 1 / 2 stages 580.9 / 425.3 us, 2 warps 2 stages 387.4; multi_page_tile
+    BLOCK_N 64 on 8 warps at 2 stages 184.0. The roofline model said 526 / 265 / 130 and 87: each trip's table
+    lookup, K/V loads and cross-warp sums wait one after another (flash_decode_triton.trip_chain, PAGED_WAITS)."""
+    def t(tag, **p):
+        m = REGISTRY["paged_decode_triton"]
+        v = m.variant(tag)
+        task = make_task(m, "H100", "fp16", {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16})
+        return simulate(m, v, {**v.defaults(), **p}, task).time_ms * 1e3
+    for sim, dev in ((t("page_tile", num_warps=4, num_stages=1), 580.9), (t("page_tile", num_warps=4, num_stages=2), 425.3),
+                     (t("page_tile", num_warps=2, num_stages=2), 387.4),
+                     (t("multi_page_tile", BLOCK_N=64, num_warps=8, num_stages=2), 184.0)):
+        assert 0.8 < sim / dev < 1.25, (sim, dev)

@@ -28,17 +28,20 @@ def key_launch(p, task):
 TRIP_WARP_S, TRIP_VALUE_S = 0.245e-6, 0.015e-6
 
 
-def trip_chain(p, task, prefetch: bool, passes: float) -> float:
+def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: float | None = None) -> float:
     """DRAM round trips (sim.chain_floor_s's unit) a program's tile loop takes in turn: each trip's dot, exp and
     cross-warp sums issue one after another on the program's few warps (TRIP_WARP_S a warp for the reductions'
     barriers: a D-long partial a warp, so x D / 128; TRIP_VALUE_S a tile value a thread), and a tile loaded in the trip (not prefetched, not pipelined)
     waits ~1.8 round trips more (its K, then its V). H100, B=1 H=32 S=4096 D=128 (32 programs, one an SM; sim30):
     register_prefetch BLOCK_N 32 / 64 on 4 warps 187.0 / 124.0 us (1.46 / 1.94 us a trip), 64 on 8 warps 154.0
-    (2.4), online_softmax 32 / 64 296.2 / 218.1 (2.31 / 3.41); the roofline model said 97 / 72 / 67 / 207 / 154."""
-    threads, block_n = p["num_warps"] * task.gpu.warp, p["BLOCK_N"]
+    (2.4), online_softmax 32 / 64 296.2 / 218.1 (2.31 / 3.41); the roofline model said 97 / 72 / 67 / 207 / 154.
+    `block_n` / `waits`: a tile of other keys than p's BLOCK_N (paged_decode_triton page_tile: a page) and other
+    round trips waited a trip (paged_decode_triton.PAGED_WAITS)."""
+    threads, block_n = p["num_warps"] * task.gpu.warp, block_n or p["BLOCK_N"]
     trip = p["num_warps"] * TRIP_WARP_S * task["D"] / 128 + block_n * task["D"] / threads * TRIP_VALUE_S
-    if not prefetch and p.get("num_stages", 1) == 1:
-        trip += 1.8 * DRAM_LATENCY_S[task.gpu.vendor]
+    if waits is None:
+        waits = 1.8 if not prefetch and p.get("num_stages", 1) == 1 else 0.0
+    trip += waits * DRAM_LATENCY_S[task.gpu.vendor]
     trips = passes * cdiv(cdiv(task["S"], p.get("NUM_SPLITS", 1)), block_n)
     return trips * trip / (DRAM_LATENCY_S[task.gpu.vendor] * 1.1)     # sim.chain_floor_s takes 1.1 round trips a trip
 
