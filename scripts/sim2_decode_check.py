@@ -5,7 +5,7 @@ summary; its PLANS gain this script's plans).
     python3 scripts/sim2_decode_check.py                    # on an H100/H200; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/sim2_decode_check.py   # no GPU: the first 3 cases through every path but the GPU's
     ROOM_PLAN=decode2 python3 scripts/sim2_decode_check.py  # the follow-up plan
-    ROOM_PLAN=decode3 python3 scripts/sim2_decode_check.py  # the fourth session's (paged cases full-length and ragged)
+    ROOM_PLAN=decode3 python3 scripts/sim2_decode_check.py  # the fourth session's (paged cases full-length and ragged; decode4: its follow-up)
 
 Plan decode1 (first call):
 - paged_decode_cuda gqa_cp_async across the GQA group size G = H / KVH at equal KV bytes (B=16 S=4096 KVH=8,
@@ -154,6 +154,20 @@ DECODE3_REF = [
 ]
 room_device_check.PLANS["decode3"] = ([], DECODE3_REF)
 
+# decode4 (the follow-up): held-out checks of paged_decode_triton's chain of trips at B=1 (PAGED_WAITS, read off 11
+# gpu-check rows: page_tile 2 / 4 warps, multi_page_tile 64 keys 2-8 warps, 128 keys 8 warps) at the warps, tiles
+# and depths it was not read off; mla split_kv BLOCK_N 128 / 3 stages at 16 splits (128 programs, under a wave)
+DECODE4_REF = [
+    ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 1}, (2, 8), "fp16"),
+    ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 2}, (8,), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 32, "num_warps": 4}, (1, 2), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 128, "num_warps": 4}, (1, 2), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 128, "num_warps": 2}, (2,), "fp16"),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[:1], {"num_splits": 16}, (64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_16[:1], {"num_splits": 16, "BLOCK_N": 64}, (3,)),
+]
+room_device_check.PLANS["decode4"] = ([], DECODE4_REF)
+
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     """decode3's cases, the paged-decode ones timed full-length and ragged (full only: B=1, one sequence of S, and
@@ -165,7 +179,7 @@ CASES = room_device_check.cases
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
-    if os.environ["ROOM_PLAN"] == "decode3":
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4"):
         sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
         room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())
