@@ -46,6 +46,15 @@ def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: 
     return trips * trip / (DRAM_LATENCY_S[task.gpu.vendor] * 1.1)     # sim.chain_floor_s takes 1.1 round trips a trip
 
 
+# Registers of the tile rungs without a prefetch (online_softmax, blocked_two_pass, split_kv), 40 + values / 2 for a
+# [BLOCK_N, D] tile of BLOCK_N x D / threads values a thread: ptxas of Triton 3.9's sm_90a builds
+# (scripts/sim2_ptxas_regs.py, D 64 / 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages; 96 kernels) gives 32-171, none
+# spilling: BLOCK_N 128 on 2 warps (256 values) 128-171 where the fp32-copy estimate (24 + 2 x 256) said 255 and a
+# spill. H100 (gpu-check rows, D=128): online_softmax BLOCK_N 128 on 2 warps 698.7 us at B=4 H=64 S=16384 (DRAM
+# bound), 107.9 at B=8 H=32 S=2048, modelled 989.4 / 170.0 with the spill
+NONPREFETCH_REGS = (40, 2)
+
+
 def tile_launch(traffic=1.0, prefetch=False):
     """The [BLOCK_N, D] tile rungs: two passes over K (traffic 1.5), one, or one with the next
     tile prefetched (twice the registers and the loads in flight); split-KV adds its partials.
@@ -59,10 +68,13 @@ def tile_launch(traffic=1.0, prefetch=False):
         # a K tile load keeps several 16-byte loads per thread in flight (capped by registers), but
         # the next tile waits on this one's reduction: about half of it is in flight on average
         tile = kv_pipeline.in_flight(p, min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)))
-        # K and V tiles as fp32 copies per thread; past twice the cap Triton spills to local memory
-        # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin)
-        demand = ((24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
-                  + kv_pipeline.regs(p, task, block_n, threads))
+        # prefetched: this tile and the next as fp32 copies a thread; past twice the cap Triton spills to local memory
+        # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin; ptxas
+        # sm_90a: 255 registers and 2.8 KB of spill traffic). One tile a trip (no prefetch) Triton holds as packed
+        # 16-bit pairs and converts as it reduces: 40 + half a value a tile element a thread (NONPREFETCH_REGS)
+        values = block_n * d // threads
+        demand = ((24 + 2 * values) * 2 if prefetch else NONPREFETCH_REGS[0] + values // NONPREFETCH_REGS[1]) \
+            + kv_pipeline.regs(p, task, block_n, threads)
         regs, spill = min(255, demand), triton_spill(demand, 255)
         chain = trip_chain(p, task, prefetch, 1.5 if traffic > 1 else 1)    # pass 1: K alone, no P x V
         if prefetch:
