@@ -46,13 +46,16 @@ def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: 
     return trips * trip / (DRAM_LATENCY_S[task.gpu.vendor] * 1.1)     # sim.chain_floor_s takes 1.1 round trips a trip
 
 
-# Registers of the tile rungs without a prefetch (online_softmax, blocked_two_pass, split_kv), 40 + values / 2 for a
-# [BLOCK_N, D] tile of BLOCK_N x D / threads values a thread: ptxas of Triton 3.9's sm_90a builds
-# (scripts/sim2_ptxas_regs.py, D 64 / 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages; 96 kernels) gives 32-171, none
-# spilling: BLOCK_N 128 on 2 warps (256 values) 128-171 where the fp32-copy estimate (24 + 2 x 256) said 255 and a
-# spill. H100 (gpu-check rows, D=128): online_softmax BLOCK_N 128 on 2 warps 698.7 us at B=4 H=64 S=16384 (DRAM
-# bound), 107.9 at B=8 H=32 S=2048, modelled 989.4 / 170.0 with the spill
-NONPREFETCH_REGS = (40, 2)
+# Registers of the tile rungs by whether they prefetch the next tile (register_prefetch) or not (online_softmax,
+# blocked_two_pass, split_kv): a + per x values, for a [BLOCK_N, D] tile of BLOCK_N x D / threads values a thread.
+# ptxas of Triton 3.9's sm_90a builds (scripts/sim2_ptxas_regs.py; measurements/sim2_ptxas_regs_flash.jsonl: D 64 /
+# 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages): without a prefetch 32-171 registers over 94 kernels, none spilling (the
+# estimate 0.71-1.31x of ptxas); with it 48-255 over 24, only BLOCK_N 128 on 2 warps (D=128, 256 values) spilling
+# (0.83-1.04x). The fp32-copy estimate before (24 + 2 x values, doubled with the prefetch) put 128 values on 2 warps
+# at 255 registers and a spill that ptxas does not make. H100 gpu-check rows, D=128: online_softmax BLOCK_N 128 on
+# 2 warps 698.7 us at B=4 H=64 S=16384, 107.9 at B=8 H=32 S=2048 (modelled 989.4 / 170.0 with the spill);
+# register_prefetch BLOCK_N 64 on 2 warps (249 registers) 704.7 at B=32 H=32 S=4096 (1469.5)
+TILE_REGS = {False: (40, 0.5), True: (40, 1.65)}
 
 
 def tile_launch(traffic=1.0, prefetch=False):
@@ -68,14 +71,13 @@ def tile_launch(traffic=1.0, prefetch=False):
         # a K tile load keeps several 16-byte loads per thread in flight (capped by registers), but
         # the next tile waits on this one's reduction: about half of it is in flight on average
         tile = kv_pipeline.in_flight(p, min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)))
-        # prefetched: this tile and the next as fp32 copies a thread; past twice the cap Triton spills to local memory
-        # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin; ptxas
-        # sm_90a: 255 registers and 2.8 KB of spill traffic). One tile a trip (no prefetch) Triton holds as packed
-        # 16-bit pairs and converts as it reduces: 40 + half a value a tile element a thread (NONPREFETCH_REGS)
-        values = block_n * d // threads
-        demand = ((24 + 2 * values) * 2 if prefetch else NONPREFETCH_REGS[0] + values // NONPREFETCH_REGS[1]) \
-            + kv_pipeline.regs(p, task, block_n, threads)
-        regs, spill = min(255, demand), triton_spill(demand, 255)
+        # ptxas's registers (TILE_REGS): one tile a trip Triton holds as packed 16-bit pairs and converts as it
+        # reduces; the prefetch holds the next tile beside it. Past the cap the excess spills to local memory
+        # (triton_spill counts half its estimate: twice ptxas's figure here): register_prefetch BLOCK_N 128 on
+        # 2 warps, 255 registers and 2.8 KB of spill traffic, ran 26x its 8-warp twin on the H200
+        a, per = TILE_REGS[prefetch]
+        demand = round(a + per * block_n * d / threads) + kv_pipeline.regs(p, task, block_n, threads)
+        regs, spill = min(255, demand), triton_spill(2 * demand, 255)
         chain = trip_chain(p, task, prefetch, 1.5 if traffic > 1 else 1)    # pass 1: K alone, no P x V
         if prefetch:
             return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill,
