@@ -89,19 +89,33 @@ def figure(code: str, specs: list, arch: str) -> int:
     return smem
 
 
+def _picklable(key, candidate) -> tuple:
+    """What a worker needs to rebuild a candidate (variants may hold lambdas, which do not pickle)."""
+    task, v, params, code = candidate
+    return key, task.gpu.name, task.dtype, dict(task.shape), v.tag, params, code
+
+
+def _specs(item) -> list:
+    from kernelstrain.tasks import make_task
+    key, gpu, dtype, shape, tag, params, _ = item
+    m = REGISTRY[key[0]]
+    return m.compile_specs(m.variant(tag), params, make_task(m, gpu, dtype, shape))
+
+
 def _job(item):
-    key, (task, v, params, code) = item
-    t = time.monotonic()
+    key, code, t = item[0], item[-1], time.monotonic()
     try:
-        return key, figure(code, REGISTRY[key[0]].compile_specs(v, params, task), key[1]), None, time.monotonic() - t
+        return key, figure(code, _specs(item), key[1]), None, time.monotonic() - t
     except Exception as e:      # what Triton said, for the report
         return key, None, f"{type(e).__name__}: {str(e)[-300:]}", time.monotonic() - t
 
 
 def _full(item):
-    key, (task, v, params, code) = item
-    r = compile_triton(code, REGISTRY[key[0]].compile_specs(v, params, task), key[1])
-    return key, r.smem_bytes if r.ok else None
+    # a process that ran the stopped compile keeps Triton's hooks: its compile_triton would stop too, and cache that
+    if _current.get("installed"):
+        raise RuntimeError("a full compile in a process with the stop hooks installed")
+    r = compile_triton(item[-1], _specs(item), item[0][1])
+    return item[0], r.smem_bytes if r.ok else None
 
 
 def _cells() -> dict:
@@ -116,7 +130,7 @@ def validate(n: int, seed: int, modules: set, jobs: int) -> int:
     pick = random.Random(seed).sample(have, min(n, len(have)))
     bad = 0
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for key, shared, error, dt in pool.map(_job, [(k, todo[k]) for k in pick]):
+        for key, shared, error, dt in pool.map(_job, [_picklable(k, todo[k]) for k in pick]):
             want = cells[f"{key[0]}|{key[1]}"][key[2]]
             same = shared == want
             bad += not same
@@ -140,8 +154,9 @@ def full(n: int, seed: int, modules: set, jobs: int, base: str) -> int:
     pick = random.Random(seed).sample(sorted(todo), min(n, len(todo)))
     bad = 0
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        stopped = {k: s for k, s, _, _ in pool.map(_job, [(k, todo[k]) for k in pick])}
-        for key, shared in pool.map(_full, [(k, todo[k]) for k in pick]):
+        stopped = {k: s for k, s, _, _ in pool.map(_job, [_picklable(k, todo[k]) for k in pick])}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:         # fresh processes: no stop hooks
+        for key, shared in pool.map(_full, [_picklable(k, todo[k]) for k in pick]):
             held = cells.get(f"{key[0]}|{key[1]}", {}).get(key[2], stopped[key])
             same = shared is not None and shared == stopped[key] == held
             bad += not same
@@ -162,7 +177,7 @@ def fill(modules: set, jobs: int, out: Path) -> int:
     print(f"{len(todo)} figures to fill ({sorted(modules)}, Triton {triton.__version__})", flush=True)
     cells, started, failed = data["cells"], time.monotonic(), []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for i, (key, shared, error, _) in enumerate(pool.map(_job, list(todo.items()), chunksize=1), 1):
+        for i, (key, shared, error, _) in enumerate(pool.map(_job, [_picklable(k, c) for k, c in todo.items()], chunksize=1), 1):
             if shared is None:
                 failed.append(f"{key}: {error}")
                 continue
