@@ -154,7 +154,7 @@ DECODE3_REF = [
 ]
 room_device_check.PLANS["decode3"] = ([], DECODE3_REF)
 
-# decode4 (the follow-up): held-out checks of paged_decode_triton's chain of trips at B=1 (PAGED_WAITS, read off 11
+# decode4 (folded into decode3, one call being likely all there is): held-out checks of paged_decode_triton's chain of trips at B=1 (PAGED_WAITS, read off 11
 # gpu-check rows: page_tile 2 / 4 warps, multi_page_tile 64 keys 2-8 warps, 128 keys 8 warps) at the warps, tiles
 # and depths it was not read off; mla split_kv BLOCK_N 128 / 3 stages at 16 splits (128 programs, under a wave)
 DECODE4_REF = [
@@ -167,6 +167,7 @@ DECODE4_REF = [
     ("mla_decode_triton", "split_kv", "num_stages", MLA_16[:1], {"num_splits": 16, "BLOCK_N": 64}, (3,)),
 ]
 room_device_check.PLANS["decode4"] = ([], DECODE4_REF)
+room_device_check.PLANS["decode3"] = ([], DECODE3_REF + DECODE4_REF)      # one call may be all there is: both
 
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
