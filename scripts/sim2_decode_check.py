@@ -168,6 +168,8 @@ DECODE4_REF = [
 ]
 room_device_check.PLANS["decode4"] = ([], DECODE4_REF)
 room_device_check.PLANS["decode3"] = ([], DECODE3_REF + DECODE4_REF)      # one call may be all there is: both
+# decode5 (a <= 60 s call after decode3 ran without decode4): decode4's paged_decode_triton cases only
+room_device_check.PLANS["decode5"] = ([], [e for e in DECODE4_REF if e[0] == "paged_decode_triton"])
 
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
@@ -180,7 +182,7 @@ CASES = room_device_check.cases
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
-    if os.environ["ROOM_PLAN"] in ("decode3", "decode4"):
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5"):
         sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
         room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())
