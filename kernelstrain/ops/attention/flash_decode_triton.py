@@ -49,12 +49,13 @@ def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: 
 # Registers of the tile rungs by whether they prefetch the next tile (register_prefetch) or not (online_softmax,
 # blocked_two_pass, split_kv): a + per x values, for a [BLOCK_N, D] tile of BLOCK_N x D / threads values a thread.
 # ptxas of Triton 3.9's sm_90a builds (scripts/sim2_ptxas_regs.py; measurements/sim2_ptxas_regs_flash.jsonl: D 64 /
-# 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages): without a prefetch 32-171 registers over 94 kernels, none spilling (the
-# estimate 0.71-1.31x of ptxas); with it 48-255 over 24, only BLOCK_N 128 on 2 warps (D=128, 256 values) spilling
-# (0.83-1.04x). The fp32-copy estimate before (24 + 2 x values, doubled with the prefetch) put 128 values on 2 warps
-# at 255 registers and a spill that ptxas does not make. H100 gpu-check rows, D=128: online_softmax BLOCK_N 128 on
-# 2 warps 698.7 us at B=4 H=64 S=16384, 107.9 at B=8 H=32 S=2048 (modelled 989.4 / 170.0 with the spill);
-# register_prefetch BLOCK_N 64 on 2 warps (249 registers) 704.7 at B=32 H=32 S=4096 (1469.5)
+# 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages): without a prefetch 32-171 registers over 130 kernels (split_kv's 36
+# at 8 splits among them), none spilling (the estimate 0.64-1.31x of ptxas); with it 48-255 over 24, only BLOCK_N
+# 128 on 2 warps (D=128, 256 values) spilling (0.83-1.04x). The fp32-copy estimate before (24 + 2 x values, doubled
+# with the prefetch) put 128 values on 2 warps at 255 registers and a spill that ptxas does not make. H100 gpu-check
+# rows, D=128: online_softmax BLOCK_N 128 on 2 warps 698.7 us at B=4 H=64 S=16384, 107.9 at B=8 H=32 S=2048
+# (modelled 989.4 / 170.0 with the spill); register_prefetch BLOCK_N 64 on 2 warps (249 registers) 704.7 at B=32
+# H=32 S=4096 (1469.5)
 TILE_REGS = {False: (40, 0.5), True: (40, 1.65)}
 
 
