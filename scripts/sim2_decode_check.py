@@ -5,6 +5,7 @@ summary; its PLANS gain this script's plans).
     python3 scripts/sim2_decode_check.py                    # on an H100/H200; writes $OUT/summary.txt, knob_device.json
     KNOBA_REHEARSE=3 python3 scripts/sim2_decode_check.py   # no GPU: the first 3 cases through every path but the GPU's
     ROOM_PLAN=decode2 python3 scripts/sim2_decode_check.py  # the follow-up plan
+    ROOM_PLAN=decode3 python3 scripts/sim2_decode_check.py  # the fourth session's (paged cases full-length and ragged; decode4: its follow-up)
 
 Plan decode1 (first call):
 - paged_decode_cuda gqa_cp_async across the GQA group size G = H / KVH at equal KV bytes (B=16 S=4096 KVH=8,
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import room_device_check  # noqa: E402
+import sim2_lens  # noqa: E402
 
 G_SWEEP = [{"B": 16, "H": h, "KVH": 8, "S": 4096, "D": 128, "P": 16} for h in (8, 16, 32, 64)]
 PD_B32 = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
@@ -109,6 +111,78 @@ DECODE2_REF = [
 ]
 room_device_check.PLANS["decode2"] = ([], DECODE2_REF)
 
+# decode3 (fourth session): mla split_kv's BLOCK_N 128 and 3 stages timed (their labels were checked on the H100 by
+# decode1b, their times not) at the three menu shapes the model reads them differently (under a wave at B=8 H=16,
+# several waves at B=64 H=16 and B=32 H=128), beside BLOCK_N 32 / 64 and 1 / 2 stages; the paged-decode rows of the
+# fresh seeds 98181 / 98282 whose order the model missed, each timed on the task's full-length contexts and on
+# gpu-check's ragged ones (scripts/sim2_lens.py), with the GQA group-size sweep and the B=1 split
+S661 = [{"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}]
+S521 = [{"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}]
+S878 = [{"B": 32, "H": 32, "KVH": 8, "S": 2048, "D": 128, "P": 16}]
+MLA_ALL = [dict(s, n=32) for s in MLA_16] + [dict(s, n=16) for s in MLA_128]
+DECODE3_REF = [
+    *[("mla_decode_triton", "split_kv", "BLOCK_N", [{k: x for k, x in s.items() if k != "n"}], {"num_splits": s["n"]},
+       (32, 64, 128)) for s in MLA_ALL],
+    *[("mla_decode_triton", "split_kv", "num_stages", [{k: x for k, x in s.items() if k != "n"}],
+       {"num_splits": s["n"], "BLOCK_N": 64}, (1, 3) if s["B"] == 8 else (3,)) for s in MLA_ALL],
+    *[("mla_decode_triton", "split_kv", "num_stages", [{k: x for k, x in s.items() if k != "n"}],
+       {"num_splits": s["n"], "BLOCK_N": 128}, (3,)) for s in MLA_ALL],
+    # seed 98181 episode 661 (G=7) and seed 98282 episode 521 (G=1), fp16 as they ran
+    ("paged_decode_cuda", "vectorized_uint4", "threads", S661, {"min_blocks": 1}, (256,), "fp16"),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", S661, {"threads": 256}, (4, 8), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "partition", S661, {"threads": 256, "keys_per_step": 8, "main_unroll": 2},
+     (512, 1024), "fp16"),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", S521, {}, (64, 128), "fp16"),
+    ("paged_decode_cuda", "split_kv", "partition", S521, {"threads": 64}, (256,), "fp16"),
+    ("paged_decode_cuda", "split_kv", "partition", S521, {"threads": 64, "keys_per_step": 2}, (512,), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "main_unroll", S521, {"threads": 256}, (0, 2), "fp16"),
+    # the group-size sweep at equal KV bytes, default launches
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP, {}, (128,), "fp16"),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", G_SWEEP, {}, (128,), "fp16"),
+    # B=1 (one sequence, its length S either way): split_kv 8 keys on 256 threads, partition 256 (28.1 us, model 11.7)
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B1, {"threads": 256, "partition": 256}, (4, 8), "fp16"),
+    ("paged_decode_cuda", "split_kv", "min_blocks", PD_B1, {"threads": 256, "partition": 256, "keys_per_step": 8},
+     (1,), "fp16"),     # the 28.1 us row of seed 97272 (bf16 there), min_blocks 1 beside the 0 above
+    ("paged_decode_cuda", "gqa_cp_async", "threads", PD_B1, {}, (128,), "fp16"),
+    # paged_decode_triton: seed 98282 episode 431 (B=1) and seed 98181 episode 878 (B=32)
+    ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 2}, (4,), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_warps", PD_B1, {"num_stages": 2}, (8,), "fp16"),
+    ("paged_decode_triton", "gqa_dot", "BLOCK_N", PD_B1, {"num_warps": 8}, (64, 128), "fp16"),
+    ("paged_decode_triton", "page_tile", "num_warps", S878, {"num_stages": 1}, (8,)),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", S878, {"num_warps": 2}, (1, 2)),
+    ("paged_decode_triton", "gqa_dot", "BLOCK_N", S878, {"num_warps": 2}, (64,)),
+]
+room_device_check.PLANS["decode3"] = ([], DECODE3_REF)
+
+# decode4 (folded into decode3, one call being likely all there is): held-out checks of paged_decode_triton's chain of trips at B=1 (PAGED_WAITS, read off 11
+# gpu-check rows: page_tile 2 / 4 warps, multi_page_tile 64 keys 2-8 warps, 128 keys 8 warps) at the warps, tiles
+# and depths it was not read off; mla split_kv BLOCK_N 128 / 3 stages at 16 splits (128 programs, under a wave)
+DECODE4_REF = [
+    ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 1}, (2, 8), "fp16"),
+    ("paged_decode_triton", "page_tile", "num_warps", PD_B1, {"num_stages": 2}, (8,), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 32, "num_warps": 4}, (1, 2), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 128, "num_warps": 4}, (1, 2), "fp16"),
+    ("paged_decode_triton", "multi_page_tile", "num_stages", PD_B1, {"BLOCK_N": 128, "num_warps": 2}, (2,), "fp16"),
+    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_16[:1], {"num_splits": 16}, (64, 128)),
+    ("mla_decode_triton", "split_kv", "num_stages", MLA_16[:1], {"num_splits": 16, "BLOCK_N": 64}, (3,)),
+]
+room_device_check.PLANS["decode4"] = ([], DECODE4_REF)
+room_device_check.PLANS["decode3"] = ([], DECODE3_REF + DECODE4_REF)      # one call may be all there is: both
+# decode5 (a <= 60 s call after decode3 ran without decode4): decode4's paged_decode_triton cases only
+room_device_check.PLANS["decode5"] = ([], [e for e in DECODE4_REF if e[0] == "paged_decode_triton"])
+
+
+def decode3_cases(gpu: str, plan: str = "decode3") -> list:
+    """decode3's cases, the paged-decode ones timed full-length and ragged (full only: B=1, one sequence of S, and
+    the group-size sweep)."""
+    return sim2_lens.both(CASES(gpu, plan), full_only=lambda c: c["shape"]["B"] == 1 or c["shape"] in G_SWEEP)
+
+
+CASES = room_device_check.cases
+
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5"):
+        sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
+        room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())

@@ -35,8 +35,8 @@ def groups(files: list, modules: tuple) -> dict:
         data = json.loads(Path(f).read_text())
         gpu = data.get("sim_gpu") or ("H100" if "h100" in Path(f).name else "H200")
         for r in data.get("rows") or []:
-            if r.get("module") not in out or not r.get("time_ms") or r.get("bug"):
-                continue
+            if r.get("module") not in out or not r.get("time_ms") or r.get("bug") or r.get("lens") == "ragged":
+                continue        # ragged: gpu-check's contexts beside full-length twins (sim2_lens), not the task's
             sim = _sim_ms(r, gpu)
             if sim is None:
                 continue

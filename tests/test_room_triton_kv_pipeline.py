@@ -58,7 +58,10 @@ def test_depth_pays_on_a_short_grid_only(name, tag):
     short = make_task(m, "H100", "fp16", min(m.shapes, key=lambda s: s["B"] * s["H"]))
     p = {**v.defaults(), "num_warps": 8, **({"BLOCK_N": 128} if "BLOCK_N" in v.defaults() else {})}
     t1, t2 = (simulate(m, v, {**p, "num_stages": n}, short).time_ms for n in (1, 2))
-    assert t1 > 1.3 * t2       # 32 programs on 132 SMs: the copies ahead are its bytes in flight (H100: 0.5-0.8x)
+    # 32 programs on 132 SMs: the copies ahead are its bytes in flight (H100: 0.5-0.8x). The paged loops are a chain
+    # of trips there (paged_decode_triton.PAGED_WAITS: half the round trips a trip at 2 stages, beside the warps'
+    # sums that stay): 1.16-1.57x over their grid (H100 page_tile 4 warps: 580.9 / 425.3 us, 1.37x)
+    assert t1 > (1.15 if name == "paged_decode_triton" else 1.3) * t2
     wide = make_task(m, "H100", "fp16", max(m.shapes, key=lambda s: s["B"] * s["H"]))
     t1, t2 = (simulate(m, v, {**v.defaults(), "num_stages": n}, wide).time_ms for n in (1, 2))
     assert abs(t2 / t1 - 1) < 0.05           # the resident grid already covers DRAM's latency

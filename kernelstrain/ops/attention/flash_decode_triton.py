@@ -28,19 +28,35 @@ def key_launch(p, task):
 TRIP_WARP_S, TRIP_VALUE_S = 0.245e-6, 0.015e-6
 
 
-def trip_chain(p, task, prefetch: bool, passes: float) -> float:
+def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: float | None = None) -> float:
     """DRAM round trips (sim.chain_floor_s's unit) a program's tile loop takes in turn: each trip's dot, exp and
     cross-warp sums issue one after another on the program's few warps (TRIP_WARP_S a warp for the reductions'
     barriers: a D-long partial a warp, so x D / 128; TRIP_VALUE_S a tile value a thread), and a tile loaded in the trip (not prefetched, not pipelined)
     waits ~1.8 round trips more (its K, then its V). H100, B=1 H=32 S=4096 D=128 (32 programs, one an SM; sim30):
     register_prefetch BLOCK_N 32 / 64 on 4 warps 187.0 / 124.0 us (1.46 / 1.94 us a trip), 64 on 8 warps 154.0
-    (2.4), online_softmax 32 / 64 296.2 / 218.1 (2.31 / 3.41); the roofline model said 97 / 72 / 67 / 207 / 154."""
-    threads, block_n = p["num_warps"] * task.gpu.warp, p["BLOCK_N"]
+    (2.4), online_softmax 32 / 64 296.2 / 218.1 (2.31 / 3.41); the roofline model said 97 / 72 / 67 / 207 / 154.
+    `block_n` / `waits`: a tile of other keys than p's BLOCK_N (paged_decode_triton page_tile: a page) and other
+    round trips waited a trip (paged_decode_triton.PAGED_WAITS)."""
+    threads, block_n = p["num_warps"] * task.gpu.warp, block_n or p["BLOCK_N"]
     trip = p["num_warps"] * TRIP_WARP_S * task["D"] / 128 + block_n * task["D"] / threads * TRIP_VALUE_S
-    if not prefetch and p.get("num_stages", 1) == 1:
-        trip += 1.8 * DRAM_LATENCY_S[task.gpu.vendor]
+    if waits is None:
+        waits = 1.8 if not prefetch and p.get("num_stages", 1) == 1 else 0.0
+    trip += waits * DRAM_LATENCY_S[task.gpu.vendor]
     trips = passes * cdiv(cdiv(task["S"], p.get("NUM_SPLITS", 1)), block_n)
     return trips * trip / (DRAM_LATENCY_S[task.gpu.vendor] * 1.1)     # sim.chain_floor_s takes 1.1 round trips a trip
+
+
+# Registers of the tile rungs by whether they prefetch the next tile (register_prefetch) or not (online_softmax,
+# blocked_two_pass, split_kv): a + per x values, for a [BLOCK_N, D] tile of BLOCK_N x D / threads values a thread.
+# ptxas of Triton 3.9's sm_90a builds (scripts/sim2_ptxas_regs.py; measurements/sim2_ptxas_regs_flash.jsonl: D 64 /
+# 128, BLOCK_N 16-128, 2-8 warps, 1-2 stages): without a prefetch 32-171 registers over 130 kernels (split_kv's 36
+# at 8 splits among them), none spilling (the estimate 0.64-1.31x of ptxas); with it 48-255 over 24, only BLOCK_N
+# 128 on 2 warps (D=128, 256 values) spilling (0.83-1.04x). The fp32-copy estimate before (24 + 2 x values, doubled
+# with the prefetch) put 128 values on 2 warps at 255 registers and a spill that ptxas does not make. H100 gpu-check
+# rows, D=128: online_softmax BLOCK_N 128 on 2 warps 698.7 us at B=4 H=64 S=16384, 107.9 at B=8 H=32 S=2048
+# (modelled 989.4 / 170.0 with the spill); register_prefetch BLOCK_N 64 on 2 warps (249 registers) 704.7 at B=32
+# H=32 S=4096 (1469.5)
+TILE_REGS = {False: (40, 0.5), True: (40, 1.65)}
 
 
 def tile_launch(traffic=1.0, prefetch=False):
@@ -56,11 +72,13 @@ def tile_launch(traffic=1.0, prefetch=False):
         # a K tile load keeps several 16-byte loads per thread in flight (capped by registers), but
         # the next tile waits on this one's reduction: about half of it is in flight on average
         tile = kv_pipeline.in_flight(p, min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)))
-        # K and V tiles as fp32 copies per thread; past twice the cap Triton spills to local memory
-        # (H200: register_prefetch BLOCK_N 128 on 2 warps, ~1070 values a thread, ran 26x its 8-warp twin)
-        demand = ((24 + 2 * block_n * d // threads) * (2 if prefetch else 1)
-                  + kv_pipeline.regs(p, task, block_n, threads))
-        regs, spill = min(255, demand), triton_spill(demand, 255)
+        # ptxas's registers (TILE_REGS): one tile a trip Triton holds as packed 16-bit pairs and converts as it
+        # reduces; the prefetch holds the next tile beside it. Past the cap the excess spills to local memory
+        # (triton_spill counts half its estimate: twice ptxas's figure here): register_prefetch BLOCK_N 128 on
+        # 2 warps, 255 registers and 2.8 KB of spill traffic, ran 26x its 8-warp twin on the H200
+        a, per = TILE_REGS[prefetch]
+        demand = round(a + per * block_n * d / threads) + kv_pipeline.regs(p, task, block_n, threads)
+        regs, spill = min(255, demand), triton_spill(2 * demand, 255)
         chain = trip_chain(p, task, prefetch, 1.5 if traffic > 1 else 1)    # pass 1: K alone, no P x V
         if prefetch:
             return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill,

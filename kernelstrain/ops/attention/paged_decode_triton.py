@@ -8,6 +8,7 @@ from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE,
 from . import _kv_pipeline as kv_pipeline
 from ._attn_check import HALF, triton_check
 from ._flash_tiles import split_weights
+from ._paged_tiles import key_launch, tile_launch, tile_shape
 from .paged_decode_spec import ENTRY, PagedDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
@@ -16,39 +17,6 @@ TILE = Param("BLOCK_N", (32, 64, 128), 64)
 DOT_WARPS = Param("num_warps", (2, 4, 8), 4)
 LOG2E = 1.4426950408889634
 NO_SCALE = {"scale": ""}
-
-
-def reread(task) -> float:
-    # per-query-head programs stream their KV head once per sibling: L2 spares DRAM some of it,
-    # but the L2 -> SM traffic still grows with the group (measured ~G x on an H200)
-    return (task["H"] // task["KVH"]) ** 0.9
-
-
-def key_launch(p, task):
-    d, threads = task["D"], p["num_warps"] * task.gpu.warp
-    return Launch(grid=task["B"] * task["H"], threads=threads, regs=32,
-                  bytes_per_access=max(2, d * DTYPE_BYTES[task.dtype] // threads), traffic=reread(task),
-                  lane_util=min(1.0, d / threads))
-
-
-def tile_shape(p, task) -> tuple:
-    """(threads, BLOCK_N, bytes per access, regs) of the tiled rungs (page_tile: BLOCK_N = P)."""
-    d, threads, block_n = task["D"], p["num_warps"] * task.gpu.warp, p.get("BLOCK_N", task["P"])
-    tile = min(64, max(4, block_n * d * DTYPE_BYTES[task.dtype] // threads)) // 2   # next tile waits on this one's reduce
-    return threads, block_n, tile, min(255, 32 + 2 * block_n * d // threads)
-
-
-def tile_launch(p, task):
-    """page_tile / multi_page_tile; pipelined (_kv_pipeline), the trips ahead stage their table
-    entries beside their K/V tiles (page_tile: one int32 a trip, multi_page_tile: one a key), and
-    the int64 row indices of a trip's keys change layout through shared memory (Triton 3.9:
-    multi_page_tile BLOCK_N 128 on 2 warps 1 KB of scratch where the reduction takes 512 B)."""
-    threads, block_n, tile, regs = tile_shape(p, task)
-    table = 4 * (block_n if "BLOCK_N" in p else 1)
-    return Launch(grid=task["B"] * task["H"], threads=threads,
-                  smem_bytes=kv_pipeline.smem(p, task, block_n, table, index=8 * block_n),
-                  regs=min(255, regs + kv_pipeline.regs(p, task, block_n, threads)),
-                  bytes_per_access=kv_pipeline.in_flight(p, 2 * tile), traffic=reread(task))
 
 
 def dot_launch(p, task):
