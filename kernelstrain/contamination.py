@@ -38,6 +38,7 @@ from .tasks import make_task
 from .writers import record_paths
 
 NGRAM = 13
+LINES_KEPT = 1 << 14         # distinct lines whose token ids a Matcher keeps (~0.3 KB each)
 BOILERPLATE_SHARE = 0.10    # a 13-gram in renders of >= this share of modules is boilerplate
 
 # C/C++/CUDA/HIP: comments and whitespace are skipped (group 1 empty); string and char
@@ -209,6 +210,7 @@ class Matcher:
         plate = {self._ids(g) for g in sorted(boilerplate())}
         self.plate_rank = {g: i for i, g in enumerate(sorted(plate))}
         self.fingerprints: dict = {}        # fingerprint -> target indices
+        self.exact: dict = {}               # token ids -> target indices (scan: the same matches, see _code_ids)
         self.sizes, self.specific_sizes, self.plates = [], [], []   # plates: bit masks (see scan)
         # each distinct source indexed once (the default profile's 692 targets are 305 sources:
         # a baseline or a solution serves several held tasks), in the order it first appears
@@ -216,14 +218,16 @@ class Matcher:
         for i, (code, lang) in enumerate(targets):
             if (code, lang) not in sources:
                 toks = tokens(code, lang)
-                grams = shingles(self._ids(toks))
+                ids = self._ids(toks)
+                grams = shingles(ids)
                 specific = [g for g in grams if g not in self.plate_rank]
                 plated = sum(1 << self.plate_rank[g] for g in grams if g in self.plate_rank)
-                sources[code, lang] = toks, _digest(toks), specific, [], len(grams), plated
+                sources[code, lang] = toks, _digest(toks), specific, [], len(grams), plated, ids
             else:       # its ids again: _ids draws one fresh id a token, so the vocabulary stays as it was
                 self._ids(sources[code, lang][0])
-            _, fingerprint, specific, mine, size, plated = sources[code, lang]
+            _, fingerprint, specific, mine, size, plated, ids = sources[code, lang]
             self.fingerprints.setdefault(fingerprint, []).append(i)
+            self.exact.setdefault(ids, []).append(i)
             mine.append(i)
             self.sizes.append(size)
             self.specific_sizes.append(len(specific))
@@ -231,7 +235,7 @@ class Matcher:
         # Shingles with the same targets share one posting class: a candidate's hits are
         # counted per class, then spread to its targets (the same module's held tasks
         # share most shingles, so classes are few and large).
-        index, classes = posting_classes([(specific, mine) for _, _, specific, mine, _, _ in sources.values()])
+        index, classes = posting_classes([(specific, mine) for _, _, specific, mine, *_ in sources.values()])
         self.members = list(classes)
         # one lookup a candidate's 13-gram: a small int naming the shingle (its hash and equality
         # are the tuple's only once, here), then the shingle's class (>= 0) or its boilerplate rank
@@ -240,6 +244,8 @@ class Matcher:
         self.shingle_id = dict(zip(lookup, range(len(lookup))))
         self.entry = list(lookup.values())
         self._last = None           # the last scan's (token ids, shingle ids): see _shingle_seq
+        self._counted = None        # the last scan's counts (shingle ids, occurrences, hits, mask): see _counts
+        self._line_ids = {lang: {} for lang in _LEXERS}     # a line -> its token ids (_code_ids)
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -256,20 +262,89 @@ class Matcher:
         mask's size in common with another is (a & b).bit_count(): hundreds of targets' boilerplate
         are compared with every distinct candidate's (as sets of ranks: 0.57 s of 300 episodes'
         tallies, as masks 0.06 s)."""
-        toks = tokens(code, lang)
-        ids = self._known_ids(toks)
-        seq = self._shingle_seq(ids)
-        known = set(seq)        # its distinct shingles a target has
-        known.discard(None)
-        found = Counter(map(self.entry.__getitem__, known))
-        plated, hits, members = 0, {}, self.members
-        for entry, shared in found.items():
-            if entry < 0:
-                plated |= 1 << (-1 - entry)
+        ids = self._code_ids(code, lang)
+        plated, hits = self._counts(self._shingle_seq(ids))
+        return self.exact.get(ids, []), plated, hits
+
+    def _code_ids(self, code: str, lang: str) -> tuple:
+        """_known_ids of the source's tokens, line by line where tokens() lexes it so (each
+        distinct line looked up once a process: a run's candidates share most of their lines).
+        A candidate's ids equal a target's exactly when their token lists are equal (every
+        target token has an id, an unknown token is -1): the exact match fingerprint() gives."""
+        if any(mark in code for mark in _MULTILINE[lang]):
+            return self._known_ids(tokens(code, lang))
+        lines, lexer = self._line_ids[lang], _LEXERS[lang]
+        parts = []
+        for line in code.split("\n"):
+            ids = lines.get(line)
+            if ids is None:
+                if len(lines) >= LINES_KEPT:
+                    lines.clear()
+                ids = lines[line] = self._known_ids(filter(None, lexer.findall(line)))
+            parts.append(ids)
+        return tuple(itertools.chain.from_iterable(parts))
+
+    def _counts(self, seq: tuple) -> tuple[int, dict]:
+        """(boilerplate mask, {target: specific 13-grams shared}) of a candidate's shingle ids:
+        each distinct shingle a target has counted once, for every target of its posting class.
+        The candidates of an episode differ in a few places: where this one's sequence differs
+        from the last one's only between a common prefix and suffix, in a quarter of its length, the
+        last one's counts are updated by the shingles that left and came (their occurrences
+        kept, so a shingle counts while it occurs at all); else counted afresh. Taken and put
+        back whole, as _shingle_seq's."""
+        counted, self._counted = self._counted, None
+        entry, members = self.entry, self.members
+        if counted is not None:
+            old, occ, hits, plated = counted
+            head = common_prefix(seq, old)
+            tail = common_suffix(seq, old, min(len(seq), len(old)) - head)
+            gone, came = old[head:len(old) - tail], seq[head:len(seq) - tail]
+            if 4 * (len(gone) + len(came)) <= len(seq):      # (300 default episodes: 0.52 s afresh, 0.31 s so)
+                for s in gone:
+                    if s is None:
+                        continue
+                    n = occ[s] - 1
+                    if n:
+                        occ[s] = n
+                        continue
+                    del occ[s]
+                    e = entry[s]
+                    if e < 0:           # a boilerplate shingle: its own entry, its own bit
+                        plated &= ~(1 << (-1 - e))
+                        continue
+                    for i in members[e]:
+                        n = hits[i] - 1
+                        if n:
+                            hits[i] = n
+                        else:
+                            del hits[i]
+                for s in came:
+                    if s is None:
+                        continue
+                    n = occ.get(s, 0)
+                    occ[s] = n + 1
+                    if n:
+                        continue
+                    e = entry[s]
+                    if e < 0:
+                        plated |= 1 << (-1 - e)
+                        continue
+                    for i in members[e]:
+                        hits[i] = hits.get(i, 0) + 1
+                self._counted = seq, occ, hits, plated
+                return plated, dict(hits)
+        occ = Counter(seq)          # its distinct shingles a target has, with their occurrences
+        occ.pop(None, None)
+        found = Counter(map(entry.__getitem__, occ))
+        plated, hits = 0, {}
+        for e, shared in found.items():
+            if e < 0:
+                plated |= 1 << (-1 - e)
                 continue
-            for i in members[entry]:
+            for i in members[e]:
                 hits[i] = hits.get(i, 0) + shared
-        return self.fingerprints.get(_digest(toks), []), plated, hits
+        self._counted = seq, occ, hits, plated
+        return plated, dict(hits)
 
 
     def _shingle_seq(self, ids: tuple) -> tuple:

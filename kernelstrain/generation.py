@@ -33,6 +33,8 @@ from .reading import read_stats
 from .sessions import QA_DIR
 from .safety import check_output
 from .training import CHAT_KEYS, chat_figure, chat_settings, in_plan_order, split_rows
+from .validate_sessions import write_qa_reports
+from .validate_written import WrittenChecks, judge as judge_written
 from .writers import (JOURNAL, MARKER, VALIDATION, Staging, StreamFile, check_out_dir, check_prefix, write_error,
                       write_text_atomic)
 
@@ -65,13 +67,15 @@ class Shard:
 # -- worker side ---------------------------------------------------------------------
 _PLAN: Plan | None = None
 _SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
+_JUDGE = False                       # each session row checked as it is built (validate_written)
 
 
-def _init_worker(profile: Profile, seed: int, scan: bool) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool, judge: bool = False) -> None:
     """A worker's plan, from the resolved profile itself (never re-read from a path that may
     have changed since the run started); a forked worker keeps the parent's plan."""
-    global _PLAN, _SCAN
+    global _PLAN, _SCAN, _JUDGE
     worker_signals()
+    _JUDGE = judge
     if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):
         _PLAN = make_plan(profile, seed)
     if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
@@ -100,11 +104,18 @@ def _encode(lines: list[str]) -> bytes:
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
+def written_checks(layout) -> bool:
+    """The layout's batch QA reports take the workers' checks of the rows they build
+    (validate_written; the sessions layout's)."""
+    return layout.batch_qa is write_qa_reports
+
+
 def _work(index: int):
     """One episode's blocks of encoded lines and their row counts, one per file of its layout
     (layouts.streamed_keys order), its stats (with its chat rows' figures), its contamination part
-    (Incremental.part; None when the run does not measure it as it goes) and its QA figures
-    (the layout's `judge` of the rows as written; None where the layout has none)."""
+    (Incremental.part; None when the run does not measure it as it goes), its QA figures
+    (the layout's `judge` of the rows as written; None where the layout has none) and, where
+    the run asks it (_JUDGE), validate_written.judge's verdict of its record row."""
     out = _PLAN.profile.output
     layout = LAYOUTS[out.layout]
     rows, ep = layout.rows(_PLAN, index)
@@ -117,7 +128,11 @@ def _work(index: int):
     # no tuples), so json.loads gives back equal rows (tests/test_generation_judge.py); decoding them
     # again cost ~6% of an episode
     judged = layout.judge and layout.judge({k: list(rows.get(k, ())) for k in keys})
-    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged
+    verdict = None
+    if _JUDGE:      # the record row: in its split's file (one of the first streamed key's two)
+        verdict = next((judge_written(_PLAN, index, block, names[k]) for k, (block, count) in zip(keys, blocks)
+                        if count == 1 and k in (layout.streamed[0], layout.streamed[0] + VALIDATION)), None)
+    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged, verdict
 
 
 def _work_chunk(indices: range) -> list:
@@ -128,11 +143,11 @@ EPISODES_A_TASK = 4     # episodes a pool task computes (fewer round trips)
 TASKS_AHEAD = 4         # tasks queued a worker: enough to keep it busy, few enough to bound memory
 
 
-def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None):
+def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None, judge: bool = False):
     """Yield each index's encoded rows (see _work), in index order; with `scan`, each
-    episode's contamination part too."""
-    global _PLAN, _SCAN
-    _PLAN, _SCAN = plan, scan
+    episode's contamination part too; with `judge`, its record row's verdict."""
+    global _PLAN, _SCAN, _JUDGE
+    _PLAN, _SCAN, _JUDGE = plan, scan, judge
     if workers <= 1 or len(indices) < 2:
         yield from map(_work, indices)
         return
@@ -146,7 +161,7 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if threading.current_thread() is threading.main_thread():
         deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None)) as pool:
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge)) as pool:
             chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
             for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
                 for item in items:
@@ -228,7 +243,9 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                 boilerplate()
         scan = contamination_scan(plan, workers, held) if fresh else None
         # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
-        judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan)
+        # a fresh run's session rows checked as they are built, for the batch QA reports (validate_written)
+        written = WrittenChecks(plan, profile.output.batch_size, todo.start) if fresh and written_checks(layout) else None
+        judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan, written)
         if todo.start != indices.start:
             judged = None
         for f in files.values():
@@ -246,7 +263,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats, manifest, judged, workers)
+        finish(stage.dir, stats, manifest, judged, workers, written)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -323,9 +340,10 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
 
 
 def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
-                    acc: StatsAccumulator, scan: Incremental | None):
+                    acc: StatsAccumulator, scan: Incremental | None, written: WrittenChecks | None = None):
     """Stream episodes into the staging files, checkpointing at whole-episode boundaries;
-    returns the episodes' QA figures summed in plan order (None where the layout judges none)."""
+    returns the episodes' QA figures summed in plan order (None where the layout judges none).
+    `written`: takes each record row's verdict (validate_written)."""
     bar = Bar("generate", len(todo), "episodes")
     judged = None
     every, last = _checkpoint_episodes(), time.monotonic()
@@ -333,7 +351,8 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     _checkpoint(stage, run_id, index, files)
     boundary = True
     try:
-        for done, (blocks, slim, part, episode_judged) in enumerate(iter_episodes(plan, todo, workers, scan), 1):
+        for done, (blocks, slim, part, episode_judged, verdict) in enumerate(
+                iter_episodes(plan, todo, workers, scan, written is not None), 1):
             boundary = False
             for f, block in zip(files.values(), blocks):
                 f.write_block(*block)
@@ -343,6 +362,8 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
                 scan.add(part)
             if episode_judged is not None:
                 judged = episode_judged if judged is None else judged.merge(episode_judged)
+            if written is not None:
+                written.add(verdict)
             index = todo.start + done
             fault_point("episode")
             bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
@@ -461,17 +482,18 @@ def _written_rows(f: StreamFile):
             yield json.loads(line)
 
 
-def finish(out: Path, stats: dict, manifest: Manifest, judged=None, workers: int = 1) -> None:
+def finish(out: Path, stats: dict, manifest: Manifest, judged=None, workers: int = 1,
+           written: WrittenChecks | None = None) -> None:
     """The run manifest, the layout's QA files (qa.json; a report per batch, checked in `workers`
     processes) and the card, then stats.json — the completion marker — once the data is complete.
     `judged`: the QA figures of every episode, summed as they were written (layouts.Layout.judge;
-    else qa reads the files)."""
+    else qa reads the files); `written`: the batch reports' checks made as the rows were built."""
     write_manifest(out, manifest)
     layout = LAYOUTS[manifest.layout]
     if layout.qa_file:
         write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out) if judged is None else report(judged)))
     if layout.batch_qa:
-        layout.batch_qa(out, stats, workers)
+        layout.batch_qa(out, stats, workers, **({"written": written} if written is not None else {}))
     with Bar("writing the dataset card"):
         write_text_atomic(out / "README.md", layout.card(stats))
     fault_point("card-written")

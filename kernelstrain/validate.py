@@ -369,9 +369,10 @@ class Context:
     of its resolved profile and seed (the holdout split and each episode's task) and its
     [output] settings."""
 
-    def __init__(self, stats: dict, manifest):
+    def __init__(self, stats: dict, manifest, plan=None):
+        """`plan`: the manifest's plan where the caller holds it (generate's workers), else made here."""
         self.stats, self.manifest = stats, manifest
-        self.plan = make_plan(manifest.profile, manifest.seed)
+        self.plan = plan if plan is not None else make_plan(manifest.profile, manifest.seed)
         out = manifest.profile.output
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index

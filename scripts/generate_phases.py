@@ -8,7 +8,8 @@ in the rows that hold its episode): the held-out solutions' search, the held-out
 the boilerplate and the contamination set-up, the engine (build_episode; its episode set-up,
 limit scans (Episode._over_limit) and slips (Episode.with_slip) apart), the rows and their
 texts (the layout's rows less the engine), their JSON encoding, the per-episode QA figures,
-the per-episode contamination measure, the writes, the end of the run (held-out files,
+the per-episode contamination measure, the sessions layout's checks of each session for its
+batch QA report (validate_written.judge), the writes, the end of the run (held-out files,
 contamination figures, QA reports, card), and whatever else the run spends ("other": the
 plan, the stats, checkpoints). The wrappers cost a few microseconds a call, so the sum is
 within a few percent of the unwrapped run; a profiler (cProfile) charges far more to code
@@ -72,6 +73,7 @@ def instrument(workers: int = 1) -> None:
             object.__setattr__(layout, "judge", timed("per-episode QA", layout.judge))
     patch(generation, "dumps", "JSON encoding")
     patch(contamination.Incremental, "part", "per-episode contamination")
+    patch(generation, "judge_written", "per-session batch QA checks")     # the sessions layout (validate_written)
     patch(writers.StreamFile, "write_block", "writing")
     for name in ("write_holdout", "with_contamination", "finish"):
         patch(generation, name, f"end: {name}")

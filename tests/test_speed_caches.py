@@ -65,3 +65,35 @@ def test_shingle_seq_after_any_candidate_equals_every_13_gram_looked_up():
         matcher._last = None
         assert got == matcher.scan(code, "cuda")
     assert cases == 400
+
+
+def test_counts_after_any_candidate_equal_a_count_afresh():
+    """Matcher._counts updated from the last candidate's counts (the shingles that left and came
+    between a common prefix and suffix) equals the count of the candidate alone: sequences of
+    shingle ids (None: no target has it) with repeats, edits of every size, and empty ones."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    codes = [m.render(v, v.defaults(), task) for v in m.variants[:3]]
+    matcher = contamination.Matcher([(code, "cuda") for code in codes])
+    rng = random.Random(5)
+    ids = list(range(len(matcher.entry))) + [None] * 20
+    seq = tuple(rng.choice(ids) for _ in range(400))
+    matcher._counts(seq)
+    updated = 0
+    for _ in range(600):
+        cut = rng.randrange(len(seq) + 1)
+        drop = rng.choice([0, 1, 3, 10, 60, 400])
+        pool = ids[:40] if rng.random() < 0.5 else ids          # repeats of a few shingles, or any
+        new = seq[:cut] + tuple(rng.choice(pool) for _ in range(rng.choice([0, 1, 2, 7, 50]))) + seq[cut + drop:]
+        if rng.random() < 0.05:
+            new = ()
+        last = matcher._counted
+        got = matcher._counts(new)
+        updated += matcher._counted[1] is last[1]       # its occurrences updated in place: the update's path
+        kept, matcher._counted = matcher._counted, None
+        assert got == matcher._counts(new)
+        matcher._counted = kept
+        seq = new
+    assert updated > 200
