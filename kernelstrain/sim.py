@@ -333,8 +333,9 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
                              floor_ms)
     # and never faster than the op's own bytes (or FLOPs) at the fit's memory ceiling: a launch model whose traffic falls
-    # under 1 (mla_decode_triton split_kv's heads term at 16 heads) timed 6 kernelinfer seed-0 steps on the A10 / RTX
-    # A6000 at 0.91-0.98x the DRAM roofline, which no harness measures
+    # under 1 (mla_decode_triton split_kv's heads term at 16 heads: 0.75) under a refit that raised sm_86's memory
+    # efficiency (branch sim, 2026-12-06) timed 6 kernelinfer seed-0 steps on the A10 / RTX A6000 at 0.91-0.98x the DRAM
+    # roofline, which no harness measures
     core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu),
                  floor_ms * 1e-3 / FIT.memory_cap)
     return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3

@@ -33,7 +33,7 @@ LAYERS = (
                "rerender", "corpus", "fused", "fused.*", "holdout_search"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),
-    ("check", {"validate", "validate_ahead", "validate_derived", "validate_episodes", "validate_sessions", "card",
+    ("check", {"validate", "validate_ahead", "validate_derived", "validate_episodes", "validate_sessions", "validate_written", "card",
                "card_sessions", "report_page"}),
     ("layout", {"layouts"}),
     ("dataset", {"dataset", "trusted"}),

@@ -44,7 +44,9 @@ def test_default_profile_names_its_57_modules():
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
                    skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
                    contender_steps=d.contender_steps, reprobe=d.reprobe, learn_limits=d.learn_limits,
-                   budget_scale=d.budget_scale, tie_wins=d.tie_wins, joint_ways=d.joint_ways) == d
+                   budget_scale=d.budget_scale, tie_wins=d.tie_wins, joint_ways=d.joint_ways, knobs=d.knobs) == d
+    # the generic knobs: the defaults and the Triton eviction hint on a re-read row (knobs_triton, NVIDIA only)
+    assert p.search.knobs == d.knobs + ("evict",)
     # a step budget drawn at 4x the card's mean: at 2x, 9% of episodes ended on it mid-search, rungs untried (issue 26)
     assert p.search.budget_scale == 4.0
     # skip 0.1-0.4 and 10% expert-first: at 0.05-0.3 and 5% the full seed-0 run fails qa's path variety

@@ -1,6 +1,6 @@
 """No simulated time beats the op's own DRAM/compute roofline: sim.time_ms holds every candidate at or above the
-floor over the fit's memory ceiling, whatever a launch model's traffic says (kernelinfer seed 0 had 6 ok steps of
-mla_decode_triton split_kv on the A10 / RTX A6000 at 0.91-0.98x the roofline before the bound)."""
+floor over the fit's memory ceiling, whatever a launch model's traffic says (with a candidate refit, kernelinfer seed 0
+had 6 ok steps of mla_decode_triton split_kv on the A10 / RTX A6000 at 0.91-0.98x the roofline before the bound)."""
 import pytest
 
 from kernelstrain import sim
