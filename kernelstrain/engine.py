@@ -406,37 +406,49 @@ class Episode:
         """`v`, at the parameters a climb carries over, launches at least twice the best's CTAs."""
         return self.ctas(Candidate(v, self.carry(v))) >= 2 * self.ctas(self.best)
 
-    def propose_raise(self) -> Candidate | None:
-        """A climb before any tuning: the nearest rung up whose technique raises the ceiling, its
-        floor (the roofline of the compute path it uses, e.g. tensor cores for a GEMM on CUDA
-        cores) at least RAISES under the floor of the best's own path. Tuning a technique whose
-        ceiling another rung lifts is tuning the wrong kernel (a GEMM swept on CUDA cores before
-        the tensor-core rung is tried). Memory-bound tasks share one floor: no rung raises it.
-        With search.stepwise the way there goes one rung at a time, each technique on the way
-        (coalescing, staging, register tiles) measured before the next is written, as a long
-        session builds a kernel up; the rung above a new best is the next climb, its tuning waits
-        until the ceiling is raised, but for the parameters the best's profile points at
-        (POINTS_AT: the tiles of a compute-bound rung, the loads in flight of a memory-bound one),
-        walked while they pay: each rung's own gain is had before the next is written."""
+    def propose_raise(self, k: int | None = None) -> Candidate | None:
+        """A climb before any tuning: a rung up whose technique raises the ceiling, its floor (the
+        roofline of the compute path it uses, e.g. tensor cores for a GEMM on CUDA cores) at least
+        RAISES under the floor of the best's own path. Tuning a technique whose ceiling another
+        rung lifts is tuning the wrong kernel (a GEMM swept on CUDA cores before the tensor-core
+        rung is tried). Memory-bound tasks share one floor: no rung raises it. Which rung, as on any
+        climb, is the engineer's habit: the nearest raising rung; an expert-first engineer's top one
+        at its first steps (`k`, Habits.expert_first); with search.stepwise the way there goes one
+        rung at a time, each technique on the way (coalescing, staging, register tiles) measured
+        before the next is written, as a long session builds a kernel up, unless this engineer
+        leaps (Episode.leap) straight onto any of the raising rungs (tensor cores with or without
+        the pipelined copies). The rung above a new best is the next climb, its tuning waits until
+        the ceiling is raised, but for the parameters the best's profile points at (POINTS_AT: the
+        tiles of a compute-bound rung, the loads in flight of a memory-bound one), walked while
+        they pay: each rung's own gain is had before the next is written."""
         here = self.floor_ms(self.best.variant)
         ups = self.ups()
-        for i, v in enumerate(ups):
-            if self.floor_ms(v) * RAISES <= here:
-                if self.search.stepwise and self.best.variant.tag != self.base.variant.tag:
-                    c = self.propose_coordinate(self.line, POINTS_AT[self.bottleneck(self.best)])
-                    if c is not None:
-                        return c
-                for u in (ups[:i + 1] if self.search.stepwise and not self.leap() else [v]):
-                    c = self.rung_candidate(u)
-                    if self.fresh(c):
-                        return c
-                    self.rung_tried.add(u.tag)
+        raising = [v for v in ups if self.floor_ms(v) * RAISES <= here]
+        if not raising:
+            return None
+        if self.search.stepwise and self.best.variant.tag != self.base.variant.tag:
+            c = self.propose_coordinate(self.line, POINTS_AT[self.bottleneck(self.best)])
+            if c is not None:
+                return c
+        if self.habits.expert_first and k is not None and k <= 2:
+            order = [raising[-1], *raising]
+        elif not self.search.stepwise:
+            order = raising
+        elif not self.leap():
+            order = ups[:ups.index(raising[-1]) + 1]
+        else:
+            order = [self.rng.choice(raising) if len(raising) > 1 else raising[0], *raising]
+        for u in order:
+            c = self.rung_candidate(u)
+            if self.fresh(c):
+                return c
+            self.rung_tried.add(u.tag)
         return None
 
     def leap(self) -> bool:
         """Whether this engineer, building its kernel up one rung at a time (search.stepwise),
-        rewrites straight onto the rung that raises the ceiling instead (a GEMM onto tensor cores
-        without the CUDA-core register tiles first): its habit of skipping rungs (Habits.skip),
+        rewrites straight onto a rung that raises the ceiling instead (a GEMM onto tensor cores
+        without the CUDA-core register tiles first, or onto the pipelined tensor-core rung): its habit of skipping rungs (Habits.skip),
         asked once, the first time a ceiling-raising rung is in sight. Engineers differ here as
         on any climb, and a ladder walked the same way in every session teaches one path."""
         if self.leaps is None:
@@ -663,7 +675,7 @@ class Episode:
         c = self.propose_contender()
         if c is not None:
             return c
-        c = self.propose_raise()
+        c = self.propose_raise(k)
         if c is not None:
             return c
         ideas = self.open_ideas() + self.retries() if not self.ups() and self.stale >= self.patience() else []

@@ -45,7 +45,19 @@ def test_a_stepwise_climb_goes_one_rung_at_a_time_toward_the_raised_ceiling():
     assert ep.propose_raise().variant.tag == ep.ups()[0].tag          # the next rung, not the raising one
     ep, i = _raise_above(stepwise=True)
     ep.leaps = True                                                    # one who skips to the raised ceiling
-    assert ep.propose_raise().variant.tag == ep.ups()[i].tag
+    here = ep.floor_ms(ep.best.variant)
+    raising = [v.tag for v in ep.ups() if ep.floor_ms(v) * RAISES <= here]
+    assert ep.propose_raise().variant.tag in raising and raising[0] == ep.ups()[i].tag
+    picks = set()
+    for seed in range(30):                                             # onto any of them, as its habit draws
+        ep, i = _raise_above(stepwise=True)
+        ep.leaps, ep.rng = True, random.Random(seed)
+        picks.add(ep.propose_raise().variant.tag)
+    assert picks <= set(raising) and (len(picks) > 1 or len(raising) == 1)
+    ep, i = _raise_above(stepwise=True)
+    ep.habits = replace(ep.habits, expert_first=True)                  # an expert-first engineer: the top one, at first
+    assert ep.propose_raise(1).variant.tag == raising[-1]
+    assert ep.propose_raise().variant.tag == ep.ups()[0].tag           # later (or asked without a step), one rung at a time
     ep, i = _raise_above(stepwise=False)
     assert ep.propose_raise().variant.tag == ep.ups()[i].tag          # the jump straight to the raising rung
     assert ep.leaps is None                                            # asked only of a stepwise engineer
