@@ -19,8 +19,8 @@ from .ops import REGISTRY
 from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
 
 AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's own slips: fixed next
-from .sim import noise_cv, register_cap, roofline_floor_ms
-from .tasks import make_task
+from .sim import noise_cv, register_cap, roofline_floor_ms, simulate
+from .tasks import carry, make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
 from .slip_memory import repeats, site
@@ -31,17 +31,23 @@ from .training import in_plan_order
 from .writers import FILES, VALIDATION, record_paths
 from .episodes import replay
 
-# modules with fewer episodes say nothing about path variety: 3 of 5 on one path is chance
-# on a short ladder (a 300-episode prefix of the default profile has ~6 a module)
-MIN_EPISODES_FOR_PATHS = 10
-MIN_RUNGS_FOR_PATHS = 3       # a ladder of two rungs for the dtype leaves no choice of path, and so do two
-                              # rungs above a baseline started higher (search.baseline_cap): try A, or B, first
-# A batch of 100 sessions holds 1-6 of a module's sessions: 3 of 5 on one path is chance on a
-# short ladder, not a habit. A batch scores path variety on modules it holds this often; a
-# module that always walks one path still fails (10 of 10).
-MIN_SESSIONS_FOR_PATHS = 10
-PATH_SHARE_MAX = 0.5          # a module's most common structural path: at most half its episodes, within the
-                              # sampling noise of its episode count (6 of 10 is chance at 0.5; 65 of 100 is not)
+# Path variety is judged where an engineer had a real choice of path: a choice point is a climb (the
+# first write of a rung above the best's) made while two or more untried rungs above the best could
+# beat it (choice_points: their simulated time at the parameters a climb carries over is faster than
+# the best's recorded time beyond the noise). Each episode's first choice point is scored: there the
+# habits drawn for the episode (which rung first, a leap to tensor cores) show across engineers, while a
+# later one is reached only by the engineers whose earlier choices led there, and asks the same habit
+# again. At each such situation (the module, the rung climbed from, the rungs open there) the data must
+# not take one rung every time. A module whose first rewrite reaches the floor has that one choice and
+# no later one: the engineer who stops there walked the right path, whatever its length; a ladder of
+# one rung up has none.
+# A situation reached fewer times says nothing: 10 of 10 on one rung is chance at CHOICE_SHARE_MAX
+# (0.8^10 = 0.11); 20 of 20 is not (0.01), nor 28 of 30 within two standard errors.
+MIN_EPISODES_FOR_PATHS = 20
+MIN_SESSIONS_FOR_PATHS = 20
+CHOICE_SHARE_MAX = 0.8        # the most common rung taken at a choice point: engineers differ in where they
+                              # climb (most take the next rung up: Habits.skip, expert_first), a script always
+                              # takes one; passes within two standard errors of the situation's count
 TAIL_MAX = 0.334              # steps after the final best: at most a third (kernelinfer sessions: under half)
 SESSION_TAIL_MAX = 0.49
 FIRST_TWEAK_FAIL_MAX = 0.5    # first steps on the baseline's rung that fail: the failure mix, not a rule
@@ -63,7 +69,6 @@ def _failure(s: dict) -> str | None:
 class _Acc:
     def __init__(self):
         self.c = Counter()
-        self.paths = defaultdict(Counter)
         self.fail = Counter()
         self.repeats = Counter()     # slip_memory.repeats of every session, summed
         self.rebench_run_max = 0
@@ -73,6 +78,7 @@ class _Acc:
         self.unworthy = set()        # (episode id, step) of steps no target should teach: failed, or
                                      # their code's mean slower than the best before them beyond the keep margin
         self.tags = {}               # module -> its rung tags (the labels a prompt must not show)
+        self.paths = defaultdict(Counter)   # choice point (module: from rung, open rungs) -> rung climbed to
 
     def merge(self, other: "_Acc") -> "_Acc":
         """Add another accumulator's figures (an episode's, judged apart: episode_qa). Its
@@ -99,7 +105,7 @@ class _Acc:
         base = ep["baseline"]
         best_tag, best_code, best_ms = base["tag"], base["code"], base["time_ms"]
         best_params = base.get("params", module.variant(base["tag"]).defaults())
-        path, run, fixed = [], 0, set()
+        run, fixed = 0, set()
         steps = ep["steps"]
         c["episodes"] += 1
         c["steps"] += len(steps)
@@ -118,8 +124,6 @@ class _Acc:
                 c["kind_mismatch"] += 1
             run = run + 1 if s["kind"] == "rebench" else 0
             self.rebench_run_max = max(self.rebench_run_max, run)
-            if s["kind"] == "structural" and (not path or path[-1] != s["tag"]):
-                path.append(s["tag"])
             if s.get("bug") and (s["tag"], s["bug"]) in fixed:
                 c["bug_reinjected"] += 1
             if failure in AUTHOR:
@@ -143,8 +147,8 @@ class _Acc:
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
         self.repeats.update(repeats(slip_sites(ep)))
-        if has_path_choice(module, ep["dtype"], base["tag"]):
-            self.paths[ep["module"]][tuple(path)] += 1
+        for point, rung in choice_points(module, task, ep)[:1]:
+            self.paths[point][rung] += 1
         c["converged"] += ep.get("end") == "converged"
         self.speedup_log += math.log(ep["best"]["speedup"])
         self.speedup_max = max(self.speedup_max, ep["best"]["speedup"])
@@ -197,14 +201,33 @@ def slip_sites(ep: dict) -> list:
     return out
 
 
-def has_path_choice(module, dtype: str, start: str | None = None) -> bool:
-    """Path variety is scored only where the ladder offers a choice: a dtype whose ladder has two
-    rungs (embedding_bwd_cuda's bf16, which has no 16-bit-atomic rungs) has one way up; an episode
-    that starts at rung `start` (a baseline_cap start) needs MIN_RUNGS_FOR_PATHS rungs above it."""
-    offered = [v.tag for v in module.variants if v.offered(dtype)]
-    if start is None or start not in offered:
-        return len(offered) >= MIN_RUNGS_FOR_PATHS
-    return len(offered) - offered.index(start) - 1 >= MIN_RUNGS_FOR_PATHS
+def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
+    """(situation, rung climbed to) of each climb of an episode row made while two or more rungs
+    were open: the first write of a rung above the best's, and open the untried rungs above the
+    best, offered for the dtype and runnable on the GPU, whose simulated time at the parameters a
+    climb carries over (tasks.carry) beats the best's recorded time beyond two sigma of the noise.
+    The situation names the module, the rung climbed from and the open rungs."""
+    pos = {v.tag: i for i, v in enumerate(module.variants)}
+    rungs = [v for v in module.variants if v.offered(task.dtype) and not (v.needs - task.gpu.features)]
+    best_tag, best_params, best_ms = ep["baseline"]["tag"], as_dict(ep["baseline"].get("params", {})), ep["baseline"]["time_ms"]
+    tried, out = {best_tag}, []
+    for s in ep["steps"]:
+        if s["tag"] not in tried and pos[s["tag"]] > pos[best_tag]:
+            limit = best_ms / (1 + 2 * noise_cv(best_ms))
+            open_ = [v.tag for v in rungs if pos[v.tag] > pos[best_tag] and v.tag not in tried
+                     and _beats(module, v, carry(v, best_params), task, limit)]
+            if len(open_) >= 2:
+                out.append((f"{module.name}: from {best_tag}, open {' '.join(open_)}", s["tag"]))
+        tried.add(s["tag"])
+        if s["kept"]:
+            best_tag, best_params = s["tag"], as_dict(s["params"])
+        best_ms = s["best_ms"]
+    return out
+
+
+def _beats(module, variant, params: dict, task, limit_ms: float) -> bool:
+    r = simulate(module, variant, params, task)
+    return r.ok and r.time_ms < limit_ms
 
 
 def _bucket(row: dict) -> int:
@@ -277,8 +300,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
     shares = {m: max(p.values()) / sum(p.values()) for m, p in acc.paths.items()
               if sum(p.values()) >= min_paths}
     runs = {m: sum(acc.paths[m].values()) for m in shares}
-    # the module furthest over the threshold, given the sampling noise of its episode count
-    worst = max(shares, key=lambda m: shares[m] - sampling_tolerance(PATH_SHARE_MAX, runs[m])) if shares else None
+    # the choice point furthest over the threshold, given the sampling noise of its count
+    worst = max(shares, key=lambda m: shares[m] - sampling_tolerance(CHOICE_SHARE_MAX, runs[m])) if shares else None
     mt, st = acc.mt_tokens, acc.step_tokens
 
     def check(name, value, op, threshold, note="", tolerance=0.0):
@@ -289,11 +312,11 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("identical_code_keeps", c["identical_keeps"], "==", 0, "kept steps whose code is the best's"),
         check("noise_keeps", c["noise_keeps"], "==", 0, "keeps gaining < 2 sigma of the noise"),
         check("longest_rebench_run", acc.rebench_run_max, "<=", 2),
-        check("max_module_path_share", round(shares[worst], 3) if worst else 0.0, "<=", PATH_SHARE_MAX,
-              f"most common structural path of {worst}: {max(acc.paths[worst].values())}/{runs[worst]} episodes, "
-              f"passes within {sampling_tolerance(PATH_SHARE_MAX, runs[worst]):.3f} of it (2 standard errors)"
-              if worst else f"no module has {min_paths} episodes",
-              sampling_tolerance(PATH_SHARE_MAX, runs[worst]) if worst else 0.0),
+        check("max_choice_share", round(shares[worst], 3) if worst else 0.0, "<=", CHOICE_SHARE_MAX,
+              f"most common climb at a choice point ({worst}): {max(acc.paths[worst].values())}/{runs[worst]} "
+              f"episodes, passes within {sampling_tolerance(CHOICE_SHARE_MAX, runs[worst]):.3f} of it (2 standard "
+              f"errors)" if worst else f"no choice point (two or more rungs that could beat the best) reached "
+              f"{min_paths} times", sampling_tolerance(CHOICE_SHARE_MAX, runs[worst]) if worst else 0.0),
         check("slips_retried", round(c["slips_retried"] / max(1, c["slips"]), 4), ">=", 0.9,
               f"{c['slips_retried']}/{c['slips']} typo/bug failures (not the last step) retried"),
         check("bug_reinjected_after_fix", c["bug_reinjected"], "==", 0),
@@ -367,8 +390,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "remeasures",
                                         "close_call_reruns", "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
                                         "converged_far", "converged_on_failure", "baseline_far_from_eager")},
-        "module_path_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
-                                              key=lambda x: -x[1])[:5]),
+        "choice_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),
+                                         key=lambda x: -x[1])[:5]),
     }
     return {"schema": SCHEMA["qa"], "pass": all(ch["pass"] for ch in checks), "checks": checks, "info": info}
 

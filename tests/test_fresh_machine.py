@@ -141,9 +141,9 @@ def test_generate_says_on_stderr_when_its_own_qa_fails(tmp_path, monkeypatch, ca
 
 
 def test_qa_thresholds_allow_for_the_sample_size():
-    """A 300-episode prefix of the default profile (207 compile errors, 132 typos: 0.638; 5
-    episodes of a module, 3 on one path) is within sampling noise of the thresholds; the same
-    shares on 10x the sample, or 10 of 10 episodes on one path, fail."""
+    """A 300-episode prefix of the default profile (207 compile errors, 132 typos: 0.638; a choice
+    point reached 20 times, 18 on one rung) is within sampling noise of the thresholds; the same
+    shares on 10x the sample, or 30 of 30 episodes climbing one rung at a choice point, fail."""
     from collections import Counter
 
     from kernelstrain.qa import _Acc, report
@@ -153,12 +153,12 @@ def test_qa_thresholds_allow_for_the_sample_size():
         acc.fail.update(syntax=syntax, arch=others)
         acc.paths["m"] = Counter(paths)
         return {c["name"]: c for c in report(acc)["checks"]}
-    small = checks(132, 75, {("a",): 3, ("b",): 2})
+    small = checks(132, 75, {"a": 18, "b": 2})
     assert small["compile_errors_typo_share"]["value"] == 0.6377 and small["compile_errors_typo_share"]["pass"]
-    assert small["max_module_path_share"]["pass"]
-    large = checks(1320, 750, {("a",): 10})
+    assert small["max_choice_share"]["value"] == 0.9 and small["max_choice_share"]["pass"]
+    large = checks(1320, 750, {"a": 30})
     assert large["compile_errors_typo_share"]["value"] == 0.6377 and not large["compile_errors_typo_share"]["pass"]
-    assert large["max_module_path_share"]["value"] == 1.0 and not large["max_module_path_share"]["pass"]
+    assert large["max_choice_share"]["value"] == 1.0 and not large["max_choice_share"]["pass"]
 
 
 # -- progress on every long command --------------------------------------------------------
