@@ -24,7 +24,9 @@ launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launch
 or moves fewer bytes is tried, no tune inside the noise), or no rung is left worth climbing, the
 neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
 settled or `patience` steps in a row found nothing (its evidence that the rest will not either;
-the nearer the floor, the fewer: HEADROOM). When the last candidate it measured lost by more than
+the nearer the floor, the fewer: HEADROOM), or (search.flat_stop) every parameter of the best was probed
+and moved nothing past the noise, or lost both ways (Episode.flat): a probe inside the noise settles its
+parameter without the mirror probe. When the last candidate it measured lost by more than
 RESTORE x, or failed, the workspace holds that slower or broken code: it restores the best and runs it once
 more before it stops (Episode.restore), so a finished session ends on the kernel it reports. A limit failure
 is never its last word: where the search would end on one, the change is backed off until it fits.
@@ -589,6 +591,8 @@ class Episode:
                     losses.append(loss)
                     if loss > SHUT_LOSS:
                         shut[d] = loss
+                    if self.search.flat_stop and abs(loss) <= 2 * noise_cv(line.ms):
+                        break       # flat: the first way moved nothing past the noise, the mirror is a blind probe
             line.settled[name] = min(losses, default=float("inf"))
         return None
 
@@ -1037,7 +1041,8 @@ class Episode:
 
     def stop_rule(self, repair: bool = True) -> str | None:
         """Which of converged()'s rules holds now: `roofline` (the best near its floor), `launch`
-        (launch-bound), `patience` (no rung left, the neighbourhood probed, patience spent); None:
+        (launch-bound), `patience` (no rung left, the neighbourhood probed, patience spent), `flat` (no rung
+        or retry left, the neighbourhood of the best measured flat: Episode.flat); None:
         something is open or worth a step (`repair`: a limit failure's back-off counts as open)."""
         if self.pending is not None or self.close is not None or self.contender is not None \
                 or (repair and self.over is not None):
@@ -1047,7 +1052,31 @@ class Episode:
         if not self.ups() and self.stale >= self.patience() and self.probed() and not self.open_ideas() \
                 and not self.retries():
             return "patience"
+        if self.stale >= 1 and not self.ups() and self.flat() and not self.retries() and not self.shelved:
+            return "flat"
         return None
+
+    def flat(self) -> bool:
+        """The best's one-value neighbourhood says nothing is left to tune (search.flat_stop): for every
+        parameter of the best worth tuning, each neighbour one value either way was measured (or cannot be
+        written), or the one the other way was measured inside the noise of the best (within 2 sigma either side: moving
+        that parameter does nothing a benchmark can see, and the mirror move is a blind probe). Past that,
+        patience only buys blind search."""
+        if not self.search.flat_stop:
+            return False
+        v, at, best = self.best.variant, self.best.params, self.book.best_ms
+        band = 2 * noise_cv(best)
+        for name in self.tunable(v):
+            if not self.worth_tuning(self.best, name):
+                continue
+            values = knobs.param(v, name).values
+            i = values.index(at[name])
+            near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+            open_ = [c for c in near if self.writable(c) and self.true_ms(c) is not None]
+            ms = [self.measured_ms(c) for c in open_]
+            if None in ms and not any(m is not None and abs(m / best - 1) <= band for m in ms):
+                return False
+        return True
 
     def open_ideas(self) -> list[Candidate]:
         """Untried neighbours of the best that the engineer's own evidence says could pay, which

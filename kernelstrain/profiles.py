@@ -106,6 +106,8 @@ class Search:
                                     # limit, not any way of parameters whose better way did (engine.Episode.joint_moves)
     probe_all: bool = False         # patience waits until every parameter of the best had a neighbour tried
                                     # (off: until one had; engine.Episode.probed)
+    flat_stop: bool = False         # the search ends once the best's one-value neighbourhood is flat: every neighbour
+                                    # measured, or its mirror measured inside the noise (engine.Episode.flat)
     refail: float = 0.0             # probability that the fix of a slip fails to build again
     limit_rungs: int = 1            # rungs above the best whose too-big configs a rewrite may try
     backoff: float = 0.0            # probability of answering a limit failure (smem, resources) by

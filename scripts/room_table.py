@@ -55,7 +55,7 @@ SETS = {
                "conv2d_nhwc_cuda conv2d_nhwc_triton moe_combine_cuda moe_scatter_cuda",
     "decode": "paged_decode_cuda paged_decode_triton flash_decode_triton mla_decode_triton cross_attention_triton",
 }
-STOPS = {"patience": "pat", "exhausted": "exh", "roofline": "roof", "launch": "lnch", "time": "time", "budget": "bud"}
+STOPS = {"patience": "pat", "flat": "flat", "exhausted": "exh", "roofline": "roof", "launch": "lnch", "time": "time", "budget": "bud"}
 _ORACLE: dict = {}          # task key -> (runnable configs, within NEAR of the fastest, fastest ms)
 
 

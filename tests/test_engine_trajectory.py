@@ -71,7 +71,7 @@ def test_stop_reasons_names_a_rule_for_every_episode_and_tables_them(capsys):
     rows = [line for line in out.splitlines() if line.startswith("module=")]
     assert len(rows) == 6
     stops = {field.split("=")[1] for line in rows for field in line.split() if field.startswith("stop=")}
-    assert stops <= {"roofline", "launch", "patience", "exhausted", "budget", "time"}
+    assert stops <= {"roofline", "launch", "patience", "flat", "exhausted", "budget", "time"}
     assert "| all | 6 |" in out
 
 
