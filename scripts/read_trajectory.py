@@ -187,12 +187,17 @@ def reasons(ep: dict) -> list[str]:
     return out
 
 
-def shortened(code: str, best_code: str, lines: int) -> str:
-    """The kernel as its change against the best's code, at most `lines` changed lines."""
+def shortened(code: str, best_code: str, lines: int, seen: dict | None = None) -> str:
+    """The kernel as its change against the best's code, at most `lines` changed lines; a kernel
+    submitted before (`seen`: code -> the step that first submitted it) is named as that, not
+    diffed. A fenced block ends with a newline the row's code does not have: neither is a change."""
+    code, best_code = code.rstrip("\n"), best_code.rstrip("\n")
+    if code == best_code:
+        return "    (the best's code again, byte for byte)"
+    if seen and code in seen:
+        return f"    (step {seen[code]}'s code again, byte for byte)"
     diff = [d for d in difflib.unified_diff(best_code.split("\n"), code.split("\n"), lineterm="", n=0)
             if not d.startswith(("---", "+++", "@@"))]
-    if not diff:
-        return "    (the best's code again)"
     more = f"\n    ... {len(diff) - lines} more changed lines" if len(diff) > lines else ""
     return "\n".join("    " + d for d in diff[:lines]) + more
 
@@ -205,7 +210,7 @@ def render(ep: dict, messages: list[dict], lines: int = 8, feedback: int = 6) ->
            f"baseline {base['time_ms']:g} ms; best {ep['best']['time_ms']:g} ms at step {ep['best']['step']} "
            f"({ep['best']['speedup']}x); {len(steps)} steps, end `{ep['end']}`, {ep['elapsed_s'] / 3600:.2f} h", ""]
     turns = [m for m in messages if m["role"] != "system"]
-    best_code, i = base["code"], 0
+    best_code, i, seen = base["code"], 0, {}
     for m in turns:
         if m["role"] == "user":
             text = [x.strip() for x in _CODE.sub("[code]", m["content"]).split("\n") if x.strip()]
@@ -215,11 +220,13 @@ def render(ep: dict, messages: list[dict], lines: int = 8, feedback: int = 6) ->
             break
         s = steps[i]
         code = _CODE.search(m["content"])
+        text = code.group(1) if code else m["content"]
         out.append(f"ASSISTANT step {s['step']} (weight {m.get('weight', '-')}):")
-        out.append(shortened(code.group(1) if code else m["content"], best_code, lines))
+        out.append(shortened(text, best_code, lines, seen))
         out.append(f"  WHY step {s['step']}: {why[i]}")
+        seen.setdefault(text.rstrip("\n"), s["step"])
         if s["kept"]:
-            best_code = s["code"] if "code" in s else (code.group(1) if code else best_code)
+            best_code = s["code"] if "code" in s else text
         i += 1
     return "\n".join(out)
 

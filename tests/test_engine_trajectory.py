@@ -64,6 +64,36 @@ def test_the_rendered_trajectory_shows_every_assistant_turn_with_its_reason(smal
     assert "USER: " in text and "```" not in text          # code shown as its change, feedback as lines
 
 
+def test_a_re_measure_is_the_same_file_submitted_again_and_read_as_one(small_dataset):
+    """A re-measure (kind rebench: the best's code; or a close call's candidate) is the kernel a model
+    would resubmit to the harness, byte for byte as it was measured before (no cosmetic edit to get
+    past an identical-code rule), a training target only where the harness kept it (a close call's
+    candidate whose second run decided it); the reader names it as the earlier code again, not as a
+    diff (the fence's final newline is no change)."""
+    import re
+    fence = re.compile(r"```\w*\n(.*?)```", re.S)
+    seen_rebench = 0
+    for ep in _episodes(small_dataset):
+        row, messages = read_trajectory.load(small_dataset, ep["id"])
+        turns = [m for m in messages if m["role"] == "assistant"]
+        measured, best = {}, ep["baseline"]["code"]
+        for s, m in zip(ep["steps"], turns):
+            code = fence.search(m["content"]).group(1)
+            assert code.rstrip("\n") == s["code"].rstrip("\n")
+            if s["kind"] == "rebench":
+                seen_rebench += 1
+                assert s["code"] == best and m["weight"] == 0
+            if s["status"] == "ok" and s["code"] in measured:
+                assert m["weight"] == int(s["kept"])     # a close call's candidate kept on its second run
+            if s["status"] == "ok":
+                measured[s["code"]] = s["step"]
+            if s["kept"]:
+                best = s["code"]
+        text = read_trajectory.render(row, messages)
+        assert text.count("(the best's code again, byte for byte)") >= sum(s["kind"] == "rebench" for s in ep["steps"])
+    assert seen_rebench
+
+
 def test_stop_reasons_names_a_rule_for_every_episode_and_tables_them(capsys):
     import stop_reasons
     assert stop_reasons.main(["--config", "kernelstrain", "--seed", "5", "--sample", "6", "--list"]) == 0
