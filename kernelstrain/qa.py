@@ -20,6 +20,7 @@ from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
 
 AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's own slips: fixed next
 from .sim import noise_cv, register_cap, roofline_floor_ms, simulate
+from .knobs import launch
 from .tasks import carry, make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
@@ -205,8 +206,10 @@ def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
     """(situation, rung climbed to) of each climb of an episode row made while two or more rungs
     were open: the first write of a rung above the best's, and open the untried rungs above the
     best, offered for the dtype and runnable on the GPU, whose simulated time at the parameters a
-    climb carries over (tasks.carry) beats the best's recorded time beyond two sigma of the noise.
-    The situation names the module, the rung climbed from and the open rungs."""
+    climb carries over (tasks.carry) beats the best's recorded time beyond two sigma of the noise; of
+    them, where the best launches at most a quarter as many CTAs as SMs, those that launch at least
+    twice its CTAs (the profile's verdict answered), if any. The situation names the module, the rung
+    climbed from and the open rungs."""
     pos = {v.tag: i for i, v in enumerate(module.variants)}
     rungs = [v for v in module.variants if v.offered(task.dtype) and not (v.needs - task.gpu.features)]
     best_tag, best_params, best_ms = ep["baseline"]["tag"], as_dict(ep["baseline"].get("params", {})), ep["baseline"]["time_ms"]
@@ -214,8 +217,14 @@ def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
     for s in ep["steps"]:
         if s["tag"] not in tried and pos[s["tag"]] > pos[best_tag]:
             limit = best_ms / (1 + 2 * noise_cv(best_ms))
-            open_ = [v.tag for v in rungs if pos[v.tag] > pos[best_tag] and v.tag not in tried
+            open_ = [v for v in rungs if pos[v.tag] > pos[best_tag] and v.tag not in tried
                      and _beats(module, v, carry(v, best_params), task, limit)]
+            # a profile showing most SMs idle (at most a quarter as many CTAs as SMs) leaves open only the
+            # rungs that launch at least twice the CTAs, where there are any (Episode.propose_structural)
+            ctas = launch(module, module.variant(best_tag), best_params, task).grid
+            if 4 * ctas <= task.gpu.sms:
+                open_ = [v for v in open_ if launch(module, v, carry(v, best_params), task).grid >= 2 * ctas] or open_
+            open_ = [v.tag for v in open_]
             if len(open_) >= 2:
                 out.append((f"{module.name}: from {best_tag}, open {' '.join(open_)}", s["tag"]))
         tried.add(s["tag"])
