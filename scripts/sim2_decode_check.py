@@ -196,6 +196,12 @@ DECODE6_REF = [
     ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", G_SWEEP[:1], {"threads": 128}, (2, 8), "fp16"),
     ("paged_decode_cuda", "split_kv", "partition", PD_B1, {"threads": 128}, (512, 1024), "fp16"),
     ("paged_decode_cuda", "gqa_cp_async", "threads", PD_B1, {}, (256,), "fp16"),
+    # register_prefetch BLOCK_N 128 on 4 warps at D=128 (ptxas of Triton 3.9: 254 registers, no spill): 1926.0 us at
+    # B=32 H=32 S=4096 on the H100's Triton 3.6 (seed 62828) against 730.9 for BLOCK_N 64 (model 710 / 768)
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", [{"B": 32, "H": 32, "S": 4096, "D": 128}, FD_256[0]],
+     {"num_warps": 4}, (64, 128)),
+    ("flash_decode_triton", "register_prefetch", "num_warps", [{"B": 32, "H": 32, "S": 4096, "D": 128}, FD_256[0]],
+     {"BLOCK_N": 128}, (8,)),
 ]
 # issue 26's room: values past the end of a list where the final bests of room_table (seed 71717, 8 episodes a module,
 # both profiles) sat at that end, each with its bug renders at the ends on the first shape
