@@ -5,7 +5,7 @@ of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles 
 """
 from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
-from ._mla_split import heads_work, lone
+from ._mla_split import STREAM_EFF, heads_work, lone
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, MlaDecodeSpec, cost_of
 
 SM_SCALE = 192 ** -0.5            # DeepSeek-V2/V3: 1/sqrt(qk_nope 128 + qk_rope 64)
@@ -273,7 +273,8 @@ class MlaDecodeTriton(MlaDecodeSpec):
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
-              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
+              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
+             smem="dynamic",
              launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
     )
