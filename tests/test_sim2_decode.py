@@ -81,6 +81,18 @@ def test_mla_split_kv_sixteen_heads_against_128():
     assert 0.8 < h16 / h128 < 1.3
 
 
+
+def test_mla_split_kv_heads_cost_time_at_equal_bytes():
+    """decode6 (measurements/h100_sim2_decode6.json), split_kv BLOCK_H 16, BLOCK_N 64, 2 stages: B=8 S=32700 (32
+    splits) H 16 / 32 / 64 / 128 122.3 / 167.2 / 299.6 / 575.6 us, B=32 S=4000 (16 splits) 87.8 / 120.4 / 214.1 / 398.9.
+    The bare (0.7 + 0.3 rows / 128) on the traffic gave 128 heads 2.66x / 3.44x of 16 (measured 4.71x / 4.54x)."""
+    for shape, splits, dev in (({"B": 8, "S": 32700}, 32, (122.3, 167.2, 299.6, 575.6)),
+                               ({"B": 32, "S": 4000}, 16, (87.8, 120.4, 214.1, 398.9))):
+        sims = [sim_us("mla_decode_triton", "split_kv", {**shape, "H": h}, num_splits=splits, BLOCK_H=16, BLOCK_N=64,
+                       num_stages=2) for h in (16, 32, 64, 128)]
+        for s, d in zip(sims[1:], dev[1:]):
+            assert 0.75 < (s / sims[0]) / (d / dev[0]) < 1.25, (shape, sims, dev)
+
 def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
     """split_kv's BLOCK_N 128 and 3 stages (room, issue 26), H200 room26b, 16 splits, BLOCK_H 16: at B=8 H=16 (128
     programs) BLOCK_N 32 / 64 / 128 ran 179.0 / 133.7 / 112.0 us and 1 / 2 / 3 stages 182.7 / 133.7 / 105.0; at B=32

@@ -102,7 +102,7 @@ def tiled_launch(p, task):
     overlap = {1: 0.72, 2: 0.92, 3: 1.0}[stages] if "num_stages" in p else 0.72
     traffic = 1 + (cdiv(h, bh) - 1) * 0.05 + spill / 255
     if splits > 1:                                    # fp32 partial outputs written then re-read
-        traffic = traffic * heads_work(task, bh) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
+        traffic = traffic * heads_work(task, bh, mma) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
     tail = s / (cdiv(cdiv(s, splits), bn) * bn * splits)
     out = Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                  bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
