@@ -136,6 +136,21 @@ def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
     assert 0.8 < k8 / 240.0 < 1.25 and k8 > 1.4 * k4
 
 
+
+def test_paged_vectorized_one_block_an_sm_waits_its_key_steps():
+    """decode6 / decode3 (full-length contexts), vectorized_uint4 at B=16 H=KVH=8 S=4096 (128 blocks, one an SM): 4 keys on
+    64 / 128 / 256 threads 413.1 / 206.7 / 106.6 us, 2 / 8 keys on 128 threads 257.6 / 104.7; B=4 H=32 KVH=8 S=16384
+    772.9. One round trip a step had them at 213.9 / 109.3 / 94.9, 235.8 / 96.3 and 369.7."""
+    g1 = {"B": 16, "H": 8, "KVH": 8, "S": 4096, "D": 128, "P": 16}
+    for shape, params, dev in ((g1, {"threads": 64}, 413.1), (g1, {"threads": 128}, 206.7), (g1, {"threads": 256}, 106.6),
+                               (g1, {"threads": 128, "keys_per_step": 2}, 257.6),
+                               (g1, {"threads": 128, "keys_per_step": 8}, 104.7),
+                               ({"B": 4, "H": 32, "KVH": 8, "S": 16384, "D": 128, "P": 16}, {"threads": 128}, 772.9)):
+        m = REGISTRY["paged_decode_cuda"]
+        v = m.variant("vectorized_uint4")
+        sim = simulate(m, v, {**v.defaults(), **params}, make_task(m, "H100", "fp16", shape)).time_ms * 1e3
+        assert 0.8 < sim / dev < 1.25, (shape, params, sim, dev)
+
 def test_paged_triton_tile_loop_is_a_chain_of_trips_on_few_programs():
     """paged_decode_triton page_tile / multi_page_tile at B=1 H=32 KVH=8 S=4096 (32 programs, one a SM), H100
     gpu-check rows (fp16): page_tile 4 warps 1 / 2 stages 580.9 / 425.3 us, 2 warps 2 stages 387.4; multi_page_tile

@@ -68,22 +68,34 @@ def vectorized_launch(p, task):
 # 64-256 threads and both rungs; the shared model's 72 + 9 a key said 54 / 72 / 108): U=8 on 256 threads is 2 blocks an
 # SM, not 3, and main_unroll's +8 (knobs.launch) takes it to 1 (ptxas: 157)
 PTXAS_REGS = {2: 48, 4: 64, 8: 128}
+# DRAM round trips (sim.chain_floor_s's unit, 0.715 us on the H100) a key step of vectorized_uint4's block waits, by keys
+# a step: its loads, then its keys' shuffle-reduced dots and online update before the next step's loads issue. H100
+# plan decode6 (measurements/h100_sim2_decode6.json, full-length contexts), B=16 H=KVH=8 S=4096 (128 blocks, one an
+# SM): 4 keys on 64 / 128 (decode3) / 256 threads (256 / 128 / 64 steps) 413.1 / 206.7 / 106.6 us, 1.60 us a step past
+# a 4.5 us floor; 2 keys (256 steps) 257.6, 0.99 us; 8 keys (64 steps) 104.7, 1.57 us. On 11 waves of 3 blocks an SM
+# (B=64 H=64 KVH=8, 256 threads, 4 keys unrolled: 780.1 us on gpu-check's ragged contexts, ~1,000 at full length) a
+# step took ~1.4 us: 4 / 8 keys take 2.0 round trips (1.43 us) between the two. One trip a step timed the one-an-SM
+# rows at 0.52-1.0x, B=4 S=16384 (512 steps) 772.9 us at 369.7 (now 735.8). split_kv keeps one trip a step: its short
+# partitions ran at that on many waves (B=32 S=2048 partition 256, 8 keys unrolled: 240.0 us; 2.2 trips a step put the
+# held-out B=8 H=28 KVH=4 partition 256 / 512 rows of seed 62828 at 2.1x).
+STEP_TRIPS = {2: 1.4, 4: 2.0, 8: 2.0}
 
 
-def own_regs(launch: Launch, p, task, keys: int) -> Launch:
+def own_regs(launch: Launch, p, task, keys: int, trips=None) -> Launch:
     """ptxas's registers, and the block's chain of round trips (sim.chain_floor_s: the waves of resident blocks one
-    after another): a load of U keys a step per key slot, then q's load, the merge's barrier and the store.
+    after another): `trips` round trips a step of U keys a key slot (STEP_TRIPS; 1 where not given), then q's load,
+    the merge's barrier and the store.
     H100 split_kv B=32 S=2048 256 threads, partition 256 (2 steps of 8 keys, 5 trips), main_unroll 2: 157 registers,
     one block an SM, 63 waves: 240.0 / 247.6 us (sim30b, seed 94141) where the roofline said 114 (4 keys: 140.9)."""
     u = p.get(KEYS.name, KEYS.default)
     steps = cdiv(keys, launch.threads // (task["D"] // 8) * u)
-    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps + 3)
+    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps * (trips or {}).get(u, 1) + 3)
 
 
 def paged_vectorized_launch(p, task):
     """vectorized_launch with its siblings' re-reads bound by L2 (l2_bound; swa_decode_cuda keeps the plain one:
     its window's KV rows were not timed apart) and ptxas's registers."""
-    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"])
+    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"], STEP_TRIPS)
 
 
 def partials(p, task) -> tuple:
