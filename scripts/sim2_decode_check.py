@@ -219,6 +219,28 @@ DECODE6_NEW = [
 room_device_check.PLANS["decode6"] = (DECODE6_NEW, DECODE6_REF)
 room_device_check.PLANS["decode6_new"] = (DECODE6_NEW, [])      # decode6 runs its reference cases first (below)
 
+# decode7 (the follow-up, held out): the fifth session's fixes at shapes they were not read off: mla split_kv's heads
+# term (B=64 S=8000 and B=4 S=65000 at 16 / 128 heads, B=128 S=2000 across BLOCK_H), vectorized_uint4's key-step
+# chain (G=1 at B=8 S=8192, B=1), gqa_cp_async's group overlap at B=8 KVH=4 S=8192 (G 1 / 2 / 4 / 7), and
+# flash_decode_triton register_prefetch where Triton 3.6's ptxas spills (BLOCK_N 64 on 2 warps, 128 on 4)
+PD_B8G1 = [{"B": 8, "H": 8, "KVH": 8, "S": 8192, "D": 128, "P": 16}]
+G_SWEEP7 = [{"B": 8, "H": h, "KVH": 4, "S": 8192, "D": 128, "P": 16} for h in (4, 8, 16, 28)]
+DECODE7_REF = [
+    ("mla_decode_triton", "split_kv", "BLOCK_H", [{"B": 64, "H": h, "S": 8000} for h in (16, 128)],
+     {"num_splits": 16, "BLOCK_N": 64, "num_stages": 2}, (16,)),
+    ("mla_decode_triton", "split_kv", "BLOCK_H", [{"B": 4, "H": h, "S": 65000} for h in (16, 128)],
+     {"num_splits": 16, "BLOCK_N": 64, "num_stages": 2}, (16,)),
+    ("mla_decode_triton", "split_kv", "BLOCK_H", [{"B": 128, "H": 128, "S": 2000}],
+     {"num_splits": 4, "BLOCK_N": 64, "num_stages": 2}, (16, 32, 64)),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", PD_B8G1, {"threads": 128}, (2, 4), "fp16"),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", PD_B1, {}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", G_SWEEP7, {}, (128,), "fp16"),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", [{"B": 32, "H": 32, "S": 4096, "D": 128}, FD_256[0]],
+     {"num_warps": 2}, (64,)),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_B1, {"num_warps": 4}, (128,)),
+]
+room_device_check.PLANS["decode7"] = ([], DECODE7_REF)
+
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     """decode3's cases, the paged-decode ones timed full-length and ragged (full only: B=1, one sequence of S, and
@@ -227,7 +249,7 @@ def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     if plan == "decode6":       # the model's cases before the room's, should the run budget end first
         k = len(CASES(gpu, "decode6_new"))
         cases = cases[k:] + cases[:k]
-    return sim2_lens.both(cases, full_only=lambda c: (plan == "decode6" or c["shape"]["B"] == 1
+    return sim2_lens.both(cases, full_only=lambda c: (plan in ("decode6", "decode7") or c["shape"]["B"] == 1
                                                                  or c["shape"] in G_SWEEP))
 
 
@@ -235,7 +257,7 @@ CASES = room_device_check.cases
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
-    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6"):
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6", "decode7"):
         sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
         room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())
