@@ -126,6 +126,11 @@ GQA_OVERLAP = (5.0, 6)
 # the bare term's 0.61 at G=1), so 1.15 / 2.07 before the fit's other terms; the H100 ran the full-length G=1 caches
 # at 0.79 (B=16 KVH=8, 268 MB in 101.5 us) and 0.90 (B=16 KVH=32) of its DRAM bandwidth.
 GQA_STREAM_EFF = 1.15
+# A block's tiles wait in turn where few blocks share the GPU (sim.chain_floor_s): each tile's table entries, then its
+# cp.async copy, ~2 round trips as vectorized_uint4's key step (STEP_TRIPS). H100, B=1 H=32 KVH=8 S=4096 (64 blocks of
+# 16 tiles), full-length: 128 / 256 threads 34.3 / 29.7 us (decode3 / decode6), the stream alone 21.1 / 19.4 (now
+# 28.5); every paged_decode_cuda row of measurements/: Spearman 0.602 -> 0.641, rms log 0.228 -> 0.219.
+GQA_TRIPS = 2.0
 
 
 def gqa_work(group: int) -> float:
@@ -141,7 +146,8 @@ def gqa_launch(p, task):
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
     work = gqa_work(task["H"] // task["KVH"])
     return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2),
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2,
+                            serial_trips=GQA_TRIPS * cdiv(p["partition"], tile_n) + 3),
                      p, tile_bytes=2 * tile_n * d * elt)
 
 
