@@ -143,11 +143,12 @@ def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
 
 
 def test_paged_vectorized_one_block_an_sm_waits_its_key_steps():
-    """decode6 / decode3 (full-length contexts), vectorized_uint4 at B=16 H=KVH=8 S=4096 (128 blocks, one an SM): 4 keys on
-    64 / 128 / 256 threads 413.1 / 206.7 / 106.6 us, 2 / 8 keys on 128 threads 257.6 / 104.7; B=4 H=32 KVH=8 S=16384
+    """decode6 / decode3 (full-length contexts), vectorized_uint4 at B=16 H=KVH=8 S=4096 (128 blocks, one an SM): 4 keys
+    on 64 / 128 / 256 threads 413.1 / 206.7 / 106.6 us, 2 / 8 keys on 128 threads 257.6 / 104.7; B=4 H=32 KVH=8 S=16384
     772.9. One round trip a step had them at 213.9 / 109.3 / 94.9, 235.8 / 96.3 and 369.7."""
     g1 = {"B": 16, "H": 8, "KVH": 8, "S": 4096, "D": 128, "P": 16}
-    for shape, params, dev in ((g1, {"threads": 64}, 413.1), (g1, {"threads": 128}, 206.7), (g1, {"threads": 256}, 106.6),
+    for shape, params, dev in ((g1, {"threads": 64}, 413.1), (g1, {"threads": 128}, 206.7),
+                               (g1, {"threads": 256}, 106.6),
                                (g1, {"threads": 128, "keys_per_step": 2}, 257.6),
                                (g1, {"threads": 128, "keys_per_step": 8}, 104.7),
                                ({"B": 4, "H": 32, "KVH": 8, "S": 16384, "D": 128, "P": 16}, {"threads": 128}, 772.9)):

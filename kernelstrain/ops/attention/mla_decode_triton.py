@@ -274,8 +274,7 @@ class MlaDecodeTriton(MlaDecodeSpec):
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
               Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
-             smem="dynamic",
-             launch=tiled_launch, render=split_kv_src, consts=consts,
+             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
     )
 

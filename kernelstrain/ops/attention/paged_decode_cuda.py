@@ -68,8 +68,8 @@ def vectorized_launch(p, task):
 # 64-256 threads and both rungs; the shared model's 72 + 9 a key said 54 / 72 / 108): U=8 on 256 threads is 2 blocks an
 # SM, not 3, and main_unroll's +8 (knobs.launch) takes it to 1 (ptxas: 157)
 PTXAS_REGS = {2: 48, 4: 64, 8: 128}
-# DRAM round trips (sim.chain_floor_s's unit, 0.715 us on the H100) a key step of vectorized_uint4's block waits, by keys
-# a step: its loads, then its keys' shuffle-reduced dots and online update before the next step's loads issue. H100
+# DRAM round trips (sim.chain_floor_s's unit, 0.715 us on the H100) a key step of vectorized_uint4's block waits, by
+# keys a step: its loads, then its keys' shuffle-reduced dots and online update before the next step's loads issue. H100
 # plan decode6 (measurements/h100_sim2_decode6.json, full-length contexts), B=16 H=KVH=8 S=4096 (128 blocks, one an
 # SM): 4 keys on 64 / 128 (decode3) / 256 threads (256 / 128 / 64 steps) 413.1 / 206.7 / 106.6 us, 1.60 us a step past
 # a 4.5 us floor; 2 keys (256 steps) 257.6, 0.99 us; 8 keys (64 steps) 104.7, 1.57 us. On 11 waves of 3 blocks an SM
