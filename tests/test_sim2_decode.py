@@ -34,6 +34,28 @@ def test_gqa_cp_async_time_grows_with_the_group():
         assert r.time_ms >= roofline_floor_ms(m, task, v.path), gpu
 
 
+
+def test_gqa_cp_async_group_overlaps_the_copy_on_full_length_contexts():
+    """decode3 (measurements/h100_sim2_decode3.json, every sequence the task's S), fp16, 128 threads: B=16 KVH=8
+    S=4096, G 1 / 2 / 4 / 8 101.5 / 115.8 / 119.7 / 195.2 us, flat while the tile's copy binds; the clamped linear term
+    timed G 1-4 at 146-148 (1.23-1.44x). G=1 at B=16 H=KVH=32 (256 threads) 355.3, level with vectorized_uint4 on
+    128 threads (356.4); the model had 416.3 against 357.2."""
+    def t(shape, tag="gqa_cp_async", dtype="fp16", **p):
+        m = REGISTRY["paged_decode_cuda"]
+        v = m.variant(tag)
+        return simulate(m, v, {**v.defaults(), **p}, make_task(m, "H100", dtype, shape)).time_ms * 1e3
+    sims = {g: t({"B": 16, "H": 8 * g, "KVH": 8, "S": 4096, "D": 128, "P": 16}, threads=128) for g in (1, 2, 4, 8)}
+    for g, dev in ((1, 101.5), (2, 115.8), (4, 119.7), (8, 195.2)):
+        assert 0.8 < sims[g] / dev < 1.25, (g, sims[g], dev)
+    assert sims[4] / sims[1] < 1.15 < 1.5 < sims[8] / sims[1]
+    g1 = {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}
+    assert t(g1, threads=256) / t(g1, "vectorized_uint4", threads=128) < 1.1
+    # one sequence (B=1 H=32 KVH=8 S=4096, 64 blocks of 16 tiles): each tile's table entries then its copy in turn,
+    # 128 / 256 threads 34.3 / 29.7 us (decode3 / decode6); the stream alone gave 21.1 / 19.4
+    b1 = {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}
+    for threads, dev in ((128, 34.3), (256, 29.7)):
+        assert 0.8 < t(b1, threads=threads) / dev < 1.25, (threads, dev)
+
 def test_flash_decode_one_program_an_sm_is_bound_by_its_trips():
     """B=1 H=32 S=4096 (32 programs): register_prefetch BLOCK_N 32 / 64 on 4 warps and 64 on 8 warps ran 187.0 /
     124.0 / 154.0 us, online_softmax 64 218.1; the roofline model said 97 / 72 / 67 / 154 (0.44-0.70x)."""
@@ -63,6 +85,18 @@ def test_mla_split_kv_sixteen_heads_against_128():
     h128 = sim_us("mla_decode_triton", "split_kv", {"B": 32, "H": 128, "S": 4000}, **params) / 396.7
     assert 0.8 < h16 / h128 < 1.3
 
+
+
+def test_mla_split_kv_heads_cost_time_at_equal_bytes():
+    """decode6 (measurements/h100_sim2_decode6.json), split_kv BLOCK_H 16, BLOCK_N 64, 2 stages: B=8 S=32700 (32
+    splits) H 16 / 32 / 64 / 128 122.3 / 167.2 / 299.6 / 575.6 us, B=32 S=4000 (16 splits) 87.8 / 120.4 / 214.1 / 398.9.
+    The bare (0.7 + 0.3 rows / 128) on the traffic gave 128 heads 2.66x / 3.44x of 16 (measured 4.71x / 4.54x)."""
+    for shape, splits, dev in (({"B": 8, "S": 32700}, 32, (122.3, 167.2, 299.6, 575.6)),
+                               ({"B": 32, "S": 4000}, 16, (87.8, 120.4, 214.1, 398.9))):
+        sims = [sim_us("mla_decode_triton", "split_kv", {**shape, "H": h}, num_splits=splits, BLOCK_H=16, BLOCK_N=64,
+                       num_stages=2) for h in (16, 32, 64, 128)]
+        for s, d in zip(sims[1:], dev[1:]):
+            assert 0.75 < (s / sims[0]) / (d / dev[0]) < 1.25, (shape, sims, dev)
 
 def test_mla_split_kv_deeper_tiles_pay_under_a_wave_only():
     """split_kv's BLOCK_N 128 and 3 stages (room, issue 26), H200 room26b, 16 splits, BLOCK_H 16: at B=8 H=16 (128
@@ -107,6 +141,22 @@ def test_paged_split_kv_eight_keys_unrolled_is_one_block_an_sm():
     assert 0.8 < k8 / 240.0 < 1.25 and k8 > 1.4 * k4
 
 
+
+def test_paged_vectorized_one_block_an_sm_waits_its_key_steps():
+    """decode6 / decode3 (full-length contexts), vectorized_uint4 at B=16 H=KVH=8 S=4096 (128 blocks, one an SM): 4 keys
+    on 64 / 128 / 256 threads 413.1 / 206.7 / 106.6 us, 2 / 8 keys on 128 threads 257.6 / 104.7; B=4 H=32 KVH=8 S=16384
+    772.9. One round trip a step had them at 213.9 / 109.3 / 94.9, 235.8 / 96.3 and 369.7."""
+    g1 = {"B": 16, "H": 8, "KVH": 8, "S": 4096, "D": 128, "P": 16}
+    for shape, params, dev in ((g1, {"threads": 64}, 413.1), (g1, {"threads": 128}, 206.7),
+                               (g1, {"threads": 256}, 106.6),
+                               (g1, {"threads": 128, "keys_per_step": 2}, 257.6),
+                               (g1, {"threads": 128, "keys_per_step": 8}, 104.7),
+                               ({"B": 4, "H": 32, "KVH": 8, "S": 16384, "D": 128, "P": 16}, {"threads": 128}, 772.9)):
+        m = REGISTRY["paged_decode_cuda"]
+        v = m.variant("vectorized_uint4")
+        sim = simulate(m, v, {**v.defaults(), **params}, make_task(m, "H100", "fp16", shape)).time_ms * 1e3
+        assert 0.8 < sim / dev < 1.25, (shape, params, sim, dev)
+
 def test_paged_triton_tile_loop_is_a_chain_of_trips_on_few_programs():
     """paged_decode_triton page_tile / multi_page_tile at B=1 H=32 KVH=8 S=4096 (32 programs, one a SM), H100
     gpu-check rows (fp16): page_tile 4 warps 1 / 2 stages 580.9 / 425.3 us, 2 warps 2 stages 387.4; multi_page_tile
@@ -143,3 +193,33 @@ def test_flash_tile_rungs_hold_one_tile_packed_and_do_not_spill():
                 launch = m.launch(v, {**v.defaults(), "BLOCK_N": bn, "num_warps": 2}, task)
                 # two passes read K twice (1.5), split_kv adds its partials; a spill would multiply them
                 assert launch.regs <= 40 + bn * shape["D"] // 64 // 2 and launch.traffic < 1.6, (tag, bn, launch)
+
+
+def test_decode_launches_never_move_under_the_ops_bytes():
+    """Every candidate of the five decode modules (each rung's grid sampled, every menu shape, every card of their
+    vendors) moves at least the op's own bytes (Launch.traffic x narrow >= 1), so its memory term sits at or above the
+    roofline floor over the fit's memory ceiling without sim.time_ms's bound. Terms that are time (the heads' or the
+    group's issue beside the stream) stretch it from 1 up: mla_decode_triton split_kv's heads term put 16 heads at
+    0.74 of the op's bytes (6 kernelinfer seed-0 steps on the A10 / RTX A6000 at 0.91-0.98x the DRAM roofline under a
+    refit), paged_decode_cuda gqa_cp_async's group term G=1 at 0.61 before the lead's clamp."""
+    import itertools
+    import random
+    from kernelstrain.gpus import GPUS
+    from kernelstrain.sim import built_launch
+    rng = random.Random(30)
+    low = []
+    for name in ("mla_decode_triton", "paged_decode_cuda", "paged_decode_triton", "flash_decode_triton",
+                 "cross_attention_triton"):
+        m = REGISTRY[name]
+        for gpu in (g for g in GPUS if GPUS[g].vendor in m.vendors):
+            for shape in m.shapes:
+                task = make_task(m, gpu, m.dtypes[0], shape)
+                for v in m.variants:
+                    grid = list(itertools.product(*(p.values for p in v.params)))
+                    for combo in rng.sample(grid, min(8, len(grid))):
+                        launch = built_launch(m, v, {**v.defaults(), **dict(zip((p.name for p in v.params), combo))},
+                                              task)
+                        if launch.traffic * launch.narrow < 1 - 1e-9:
+                            low.append((name, v.tag, gpu, shape, combo, launch.traffic))
+    assert not low, low[:3]
+

@@ -19,7 +19,9 @@ def test_mla_split_kv_at_16_heads_is_not_faster_than_the_roofline(gpu):
     for splits in (4, 8):
         p = dict(num_splits=splits, BLOCK_H=16, BLOCK_N=64, num_stages=2)
         launch = m.launch(v, p, task)
-        assert launch.traffic < 1          # the case the bound exists for: the launch model moves under the op's bytes
+        # the case the bound was made for: the launch model moved under the op's bytes (traffic 0.74-0.79). Its heads
+        # term is time now (>= 1, _mla_split.heads_work; tests/test_sim2_decode.py holds every decode launch at >= 1)
+        assert launch.traffic >= 1
         floor = sim.roofline_floor_ms(m, task, v.path)
         assert sim.time_ms(m, v, launch, task, p) >= floor / FIT.memory_cap * 0.999999
 

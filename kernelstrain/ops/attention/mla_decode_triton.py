@@ -5,7 +5,7 @@ of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles 
 """
 from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
-from ._mla_split import heads_work, lone
+from ._mla_split import STREAM_EFF, heads_work, lone
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, MlaDecodeSpec, cost_of
 
 SM_SCALE = 192 ** -0.5            # DeepSeek-V2/V3: 1/sqrt(qk_nope 128 + qk_rope 64)
@@ -102,7 +102,7 @@ def tiled_launch(p, task):
     overlap = {1: 0.72, 2: 0.92, 3: 1.0}[stages] if "num_stages" in p else 0.72
     traffic = 1 + (cdiv(h, bh) - 1) * 0.05 + spill / 255
     if splits > 1:                                    # fp32 partial outputs written then re-read
-        traffic = traffic * heads_work(task, bh) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
+        traffic = traffic * heads_work(task, bh, mma) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
     tail = s / (cdiv(cdiv(s, splits), bn) * bn * splits)
     out = Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                  bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
@@ -273,8 +273,8 @@ class MlaDecodeTriton(MlaDecodeSpec):
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
-              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=0.65, smem="dynamic",
-             launch=tiled_launch, render=split_kv_src, consts=consts,
+              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
+             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
     )
 

@@ -68,22 +68,34 @@ def vectorized_launch(p, task):
 # 64-256 threads and both rungs; the shared model's 72 + 9 a key said 54 / 72 / 108): U=8 on 256 threads is 2 blocks an
 # SM, not 3, and main_unroll's +8 (knobs.launch) takes it to 1 (ptxas: 157)
 PTXAS_REGS = {2: 48, 4: 64, 8: 128}
+# DRAM round trips (sim.chain_floor_s's unit, 0.715 us on the H100) a key step of vectorized_uint4's block waits, by
+# keys a step: its loads, then its keys' shuffle-reduced dots and online update before the next step's loads issue. H100
+# plan decode6 (measurements/h100_sim2_decode6.json, full-length contexts), B=16 H=KVH=8 S=4096 (128 blocks, one an
+# SM): 4 keys on 64 / 128 (decode3) / 256 threads (256 / 128 / 64 steps) 413.1 / 206.7 / 106.6 us, 1.60 us a step past
+# a 4.5 us floor; 2 keys (256 steps) 257.6, 0.99 us; 8 keys (64 steps) 104.7, 1.57 us. On 11 waves of 3 blocks an SM
+# (B=64 H=64 KVH=8, 256 threads, 4 keys unrolled: 780.1 us on gpu-check's ragged contexts, ~1,000 at full length) a
+# step took ~1.4 us: 4 / 8 keys take 2.0 round trips (1.43 us) between the two. One trip a step timed the one-an-SM
+# rows at 0.52-1.0x, B=4 S=16384 (512 steps) 772.9 us at 369.7 (now 735.8). split_kv keeps one trip a step: its short
+# partitions ran at that on many waves (B=32 S=2048 partition 256, 8 keys unrolled: 240.0 us; 2.2 trips a step put the
+# held-out B=8 H=28 KVH=4 partition 256 / 512 rows of seed 62828 at 2.1x).
+STEP_TRIPS = {2: 1.4, 4: 2.0, 8: 2.0}
 
 
-def own_regs(launch: Launch, p, task, keys: int) -> Launch:
+def own_regs(launch: Launch, p, task, keys: int, trips=None) -> Launch:
     """ptxas's registers, and the block's chain of round trips (sim.chain_floor_s: the waves of resident blocks one
-    after another): a load of U keys a step per key slot, then q's load, the merge's barrier and the store.
+    after another): `trips` round trips a step of U keys a key slot (STEP_TRIPS; 1 where not given), then q's load,
+    the merge's barrier and the store.
     H100 split_kv B=32 S=2048 256 threads, partition 256 (2 steps of 8 keys, 5 trips), main_unroll 2: 157 registers,
     one block an SM, 63 waves: 240.0 / 247.6 us (sim30b, seed 94141) where the roofline said 114 (4 keys: 140.9)."""
     u = p.get(KEYS.name, KEYS.default)
     steps = cdiv(keys, launch.threads // (task["D"] // 8) * u)
-    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps + 3)
+    return replace(launch, regs=PTXAS_REGS.get(u, launch.regs), serial_trips=steps * (trips or {}).get(u, 1) + 3)
 
 
 def paged_vectorized_launch(p, task):
     """vectorized_launch with its siblings' re-reads bound by L2 (l2_bound; swa_decode_cuda keeps the plain one:
     its window's KV rows were not timed apart) and ptxas's registers."""
-    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"])
+    return own_regs(l2_bound(vectorized_launch(p, task), task), p, task, task["S"], STEP_TRIPS)
 
 
 def partials(p, task) -> tuple:
@@ -101,26 +113,41 @@ def split_kv_launch(p, task):
                     p, task, p["partition"])
 
 
-GQA_WORK = (0.5, 0.11)
+# The G = H / KVH query heads of a block run their dot products and softmax over each staged tile while the cp.async
+# ring copies the next one (one tile ahead), so a tile takes the longer of its copy and its heads' compute, the two
+# smoothed: the stream's time x (1 + (G / G0) ** P) ** (1 / P) (GQA_OVERLAP; >= 1: time, not bytes). H100, plan decode3
+# on the task's full-length contexts (measurements/h100_sim2_decode3.json), 128 threads, tile 32, B=16 KVH=8 S=4096:
+# G 1 / 2 / 4 / 8 101.5 / 115.8 / 119.7 / 195.2 us (flat while the copy binds, 1.92x at G=8); G=7 (B=8 KVH=4 S=8192,
+# 256 threads) 108.5 / 111.9. The term before (A + B x G = 0.5 + 0.11 G, clamped at 1 since its G=1 rows ran on
+# gpu-check's ragged contexts, ~0.75 of the task's bytes) timed G 1-4 at 146-148 us (1.23-1.44x) and G=1 at B=16
+# KVH=32 416 against 355.3.
+GQA_OVERLAP = (5.0, 6)
+# The stream at G=1: the prior the fit divides by this rung's ceiling (calibration/h200_fit.json: 2.07, fitted with
+# the bare term's 0.61 at G=1), so 1.15 / 2.07 before the fit's other terms; the H100 ran the full-length G=1 caches
+# at 0.79 (B=16 KVH=8, 268 MB in 101.5 us) and 0.90 (B=16 KVH=32) of its DRAM bandwidth.
+GQA_STREAM_EFF = 1.15
+# A block's tiles wait in turn where few blocks share the GPU (sim.chain_floor_s): each tile's table entries, then its
+# cp.async copy, ~2 round trips as vectorized_uint4's key step (STEP_TRIPS). H100, B=1 H=32 KVH=8 S=4096 (64 blocks of
+# 16 tiles), full-length: 128 / 256 threads 34.3 / 29.7 us (decode3 / decode6), the stream alone 21.1 / 19.4 (now
+# 28.5); every paged_decode_cuda row of measurements/: Spearman 0.602 -> 0.641, rms log 0.228 -> 0.219.
+GQA_TRIPS = 2.0
+
+
+def gqa_work(group: int) -> float:
+    g0, power = GQA_OVERLAP
+    return (1.0 + (group / g0) ** power) ** (1.0 / power)
 
 
 def gqa_launch(p, task):
-    """The G = H / KVH heads of a block each run their dot products and softmax over every staged tile between
-    the tile's barrier and the next copy (one tile ahead): their issue adds to the stream's time instead of hiding
-    under it, so the time goes as the stream x (A + B x G) (GQA_WORK; normalised to the fitted ceiling, which the
-    rows of G 4-8 set). H100 (sim30, gpu-check seeds): G=1 (B=16 H=KVH=32 S=4096) 252-288 us where the stream-only
-    model said 418-542 (0.6x), G=4 (B=32 S=2048) 105-108 vs 121-136 (0.83x), G=7-8 (B=8 S=8192, B=64 S=4096)
-    108-117 / 526-657 vs 86-91 / 429-558 (1.26x): one stream term cannot give both ends."""
+    """A block per (b, KV head, partition): its G query heads' compute over each staged tile overlaps the copy of
+    the next (gqa_work)."""
     t, d, elt, tile_n = p["threads"], task["D"], DTYPE_BYTES[task.dtype], p["tile_n"]
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
-    # never under one read of the cache: the G=1 rows above ran on gpu-check's ragged lengths (uniform in [S/2, S],
-    # ~0.75 of the task's bytes; ops/attention/paged_decode_spec.ragged_lens), so A + B x 1 = 0.61 timed the task's
-    # full-length cache under its DRAM roofline (qa roofline_violations: 14 default / 9 kernelinfer ok steps of the
-    # full seed-0 runs, A100 / RTX 4090 / H100 / H200, B=16 H=KVH=32 S=4096)
-    work = max(1.0, GQA_WORK[0] + GQA_WORK[1] * (task["H"] // task["KVH"]))
+    work = gqa_work(task["H"] // task["KVH"])
     return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2),
+                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2,
+                            serial_trips=GQA_TRIPS * cdiv(p["partition"], tile_n) + 3),
                      p, tile_bytes=2 * tile_n * d * elt)
 
 
@@ -192,7 +219,7 @@ class PagedDecodeCuda(PagedDecodeSpec):
         Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256), 128),
              Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
-             memory_eff=0.92, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
+             memory_eff=GQA_STREAM_EFF, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
              bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}),
     )
 
