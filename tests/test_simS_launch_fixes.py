@@ -45,3 +45,16 @@ def test_fp8_quant_triton_256_values_a_thread_spill():
     spilled = _ms("fp8_quant_triton", "fp8_native_cast", {"ROWS": 4, "num_warps": 4}, shape, gpu="H200")
     loop = _ms("fp8_quant_triton", "fused_row_loop", {"BLOCK": 512, "num_warps": 4}, shape, gpu="H200")
     assert spilled / loop > 1.4
+
+
+def test_add_rmsnorm_triton_whole_row_residency_from_ptxas():
+    """ptxas allocates the one-row rung 116 registers at 64 values a thread (4 warps, D=5120; the estimate 202 left
+    2 programs an SM, ptxas 4): 8 warps against 2 ran 0.95-0.98x on the H200 (pgrid, s3131, s6262 T=8192 D=5120;
+    stored rows, fitted on), where the old model said 1.00x-1.01x."""
+    m = REGISTRY["add_rmsnorm_triton"]
+    v = m.variant("whole_row_registers")
+    task = make_task(m, "H100", "bf16", {"T": 8192, "D": 5120})
+    assert v.launch({"num_warps": 4}, task).regs <= 130
+    two = _ms("add_rmsnorm_triton", "whole_row_registers", {"num_warps": 2}, {"T": 8192, "D": 5120}, gpu="H200")
+    eight = _ms("add_rmsnorm_triton", "whole_row_registers", {"num_warps": 8}, {"T": 8192, "D": 5120}, gpu="H200")
+    assert eight / two < 0.99
