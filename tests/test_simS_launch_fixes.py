@@ -58,3 +58,13 @@ def test_add_rmsnorm_triton_whole_row_residency_from_ptxas():
     two = _ms("add_rmsnorm_triton", "whole_row_registers", {"num_warps": 2}, {"T": 8192, "D": 5120}, gpu="H200")
     eight = _ms("add_rmsnorm_triton", "whole_row_registers", {"num_warps": 8}, {"T": 8192, "D": 5120}, gpu="H200")
     assert eight / two < 0.99
+
+
+def test_rope_triton_two_warp_tiles_keep_residency():
+    """ptxas gives a 2-warp program of 32 pairs a thread 79-107 registers (the estimate: 152). Stored H100 rows
+    (roomS order, fitted on): token_head_grid BLOCK_H 32 on 2 warps 1.04x its 8-warp time at T=4096 H=32 D=128 and
+    T=512 H=64 D=128; held out (s61717 T=2048 H=16 D=256, BLOCK_H 16): 1.04x, which the old model put at 1.30x."""
+    shape = {"T": 2048, "H": 16, "D": 256}
+    two = _ms("rope_triton", "token_head_grid", {"BLOCK_H": 16, "num_warps": 2}, shape)
+    eight = _ms("rope_triton", "token_head_grid", {"BLOCK_H": 16, "num_warps": 8}, shape)
+    assert two / eight < 1.2
