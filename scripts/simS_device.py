@@ -3,7 +3,7 @@ built, checked against the PyTorch reference and timed beside the simulator) ove
 values ranked by the device and by the simulator (room_device_check_triton.ranking, per rung and across rungs).
 
     python3 scripts/simS_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
-    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1)
+    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up)
     KNOBA_REHEARSE=3 python3 scripts/simS_device.py      # no GPU: the first 3 cases through every path but the GPU's
 
 s1: the cases the launch-model fixes rest on (cross_entropy_bwd_triton's registers a thread: BLOCK 8192 on 4 warps
@@ -50,7 +50,35 @@ S1 = [
     ("add_rmsnorm_triton", "whole_row_registers", "num_warps", [{"T": 4096, "D": 4096}], {}, (1, 2, 4, 8, 16)),
     ("rmsnorm_triton", "multi_row_tile", "num_warps", [{"T": 4096, "D": 4096}], {"ROWS": 2}, (2, 4, 8, 16)),
 ]
-PLANS = {"s1": ([], S1)}
+# s2 (follow-up): words.narrow_of beyond the rows it was fitted on (embedding_gather_cuda row_per_block, kv_append at
+# other shapes and bf16, swiglu_fwd_cuda row_grid_2d, fp8_quant_cuda fused_smem_block); the two-pass norm rungs'
+# re-read of the row against the register-cached rung across threads and D (how much of the row an SM's L1 keeps);
+# rope_triton's 2-warp tiles at the held-out shape; the persistent cross-entropy tile's stages and programs an SM
+GATHER = [{"T": 4096, "V": 128256, "D": 4096}, {"T": 8192, "V": 152064, "D": 3584}]
+ROPE = [{"T": 2048, "H": 16, "D": 256}]
+S2 = [
+    ("embedding_gather_cuda", "row_per_block", "vec", GATHER, {"threads": 256}, (1, 2, 4), "fp16"),
+    ("kv_append_cuda", "block_per_token", "vec", [{"T": 16384, "H": 8, "D": 128, "P": 16}, {"T": 256, "H": 8, "D": 128, "P": 16}],
+     {"threads": 256}, (1, 2, 4)),
+    ("swiglu_fwd_cuda", "row_grid_2d", "vec", [{"T": 4096, "I": 11008}], {"threads": 256}, (1, 2, 4)),
+    ("fp8_quant_cuda", "fused_smem_block", "vec", FP8[:1], {"threads": 256}, (1, 2, 4), "fp16"),
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 16384, "D": 8192}, {"T": 2048, "D": 2048}], {}, (128, 256, 512, 1024)),
+    ("rmsnorm_cuda", "register_cached", "threads", [{"T": 16384, "D": 8192}, {"T": 2048, "D": 2048}], {"rows_per_block": 1},
+     (256, 1024)),
+    ("add_rmsnorm_cuda", "warp_shuffle", "threads", NORM, {"vec": 4}, (128, 512), "fp16"),
+    ("add_rmsnorm_cuda", "register_cached", "threads", NORM[:1], {"rows_per_block": 1}, (256, 512), "fp16"),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", NORM[:1], {}, (128, 512), "fp16"),
+    ("rope_triton", "token_head_grid", "num_warps", ROPE, {"BLOCK_H": 16}, (2, 4, 8)),
+    ("rope_triton", "token_head_grid", "BLOCK_H", ROPE, {"num_warps": 2}, (4, 8, 32)),
+    ("rope_triton", "token_program", "num_warps", ROPE, {"BLOCK_H": 16}, (2, 4, 8)),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "num_stages", CE[:1], {"BLOCK": 8192, "num_warps": 4, "programs_per_sm": 4},
+     (1, 3)),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "programs_per_sm", CE[:1], {"BLOCK": 8192, "num_warps": 4, "num_stages": 2},
+     (2, 8)),
+    ("cross_entropy_bwd_triton", "persistent_evict_first", "programs_per_sm", CE[:1], {"BLOCK": 2048, "num_warps": 4, "num_stages": 3},
+     (8,)),
+]
+PLANS = {"s1": ([], S1), "s2": ([], S2)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

@@ -68,3 +68,12 @@ def test_rope_triton_two_warp_tiles_keep_residency():
     two = _ms("rope_triton", "token_head_grid", {"BLOCK_H": 16, "num_warps": 2}, shape)
     eight = _ms("rope_triton", "token_head_grid", {"BLOCK_H": 16, "num_warps": 8}, shape)
     assert two / eight < 1.2
+
+
+def test_kv_append_wider_words_gain_at_saturating_grids():
+    """words.narrow_of: the H100 (simS device call s1) timed block_per_token VEC 4 0.87x VEC 1 at T=4096 H=8 D=128
+    fp16 (16.0 / 18.3 us) and 0.83x at H=16 D=256, where the in-flight credit alone gave 1.00x."""
+    shape = {"T": 4096, "H": 8, "D": 128, "P": 16}
+    one = _ms("kv_append_cuda", "block_per_token", {"threads": 256, "vec": 1}, shape, dtype="fp16")
+    four = _ms("kv_append_cuda", "block_per_token", {"threads": 256, "vec": 4}, shape, dtype="fp16")
+    assert 0.8 < four / one < 0.95
