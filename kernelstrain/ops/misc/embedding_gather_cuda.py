@@ -6,7 +6,7 @@ global on an mbarrier ring, one thread per block issuing whole rows).
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
-from ..words import VEC, WORD, word_regs, word_trips
+from ..words import VEC, WORD, narrow_of, word_regs, word_trips
 from .embedding_gather_spec import EmbeddingGatherSpec
 
 ARGS = ("const int64_t* __restrict__ ids, const scalar_t* __restrict__ table, scalar_t* __restrict__ out, "
@@ -208,7 +208,7 @@ class EmbeddingGatherCuda(EmbeddingGatherSpec):
              render=scalar_per_element_src, bugs={"off_by_one": {"tail": " - 1"}}),
         Rung("row_per_block", "one block per token: id read once, threads stride the row with 2-byte copies",
              (Param("threads", (128, 256, 512, 1024), 256), PRAGMA_UNROLL, VEC), memory_eff=0.85,
-             launch=launch_of(row_per_block_launch, word_trips(), word_regs), render=render_of(row_per_block_src),
+             launch=narrow_of(launch_of(row_per_block_launch, word_trips(), word_regs)), render=render_of(row_per_block_src),
              bugs={"off_by_one": {"stop": "D - 1"}}),
         Rung("vectorized_uint4", "block per token, 16-byte uint4 copies",
              (Param("threads", (64, 128, 256, 512), 256), PRAGMA_UNROLL), memory_eff=0.9,

@@ -102,7 +102,12 @@ def tile_launch(grid_of, extra_regs: int = 0, token_tail: bool = True):
         tile = bt * bh * d // 2                          # pairs per tensor per program
         vec = min(16, max(1, tile // threads) * elt)     # Triton vectorizes along the contiguous D/2 axis
         util = h / (cdiv(h, bh) * bh) * min(1.0, tile / threads)
-        regs = min(255, 24 + 4 * max(1, tile // threads))
+        # ptxas (sm_90a, scripts/simS_regs.py, bf16 D=256 and D=128): 19-23 registers at 2 pairs a thread, 40-46 at
+        # 8, 71-72 at 16, 79-107 at 32, 205 at 64; the estimate it replaces (24 + 4 a pair) said 152 at 32, which left
+        # 2-warp programs at half the residency ptxas gives: H100 bf16 T=2048 H=16 D=256 (gpu-check s61717, held out)
+        # token_head_grid BLOCK_H 16 on 2 warps 27.4 us, 1.04x the episode's best, simulated 1.30x; stored rows put
+        # token_head_grid 2 -> 8 warps at -0.04 in log time where the model said -0.22
+        regs = min(255, 16 + 3 * max(1, tile // threads))
         if token_tail:
             util *= t / (cdiv(t, bt) * bt)
         return Launch(grid=grid_of(p, task), threads=threads, regs=regs + extra_regs, bytes_per_access=vec,

@@ -5,6 +5,8 @@ three times) -> one fused program per row streaming chunks (store the residual, 
 it for the output) -> the whole summed row in registers (no re-read) -> persistent
 programs with the weight hoisted and the next row's x/residual prefetched.
 """
+from dataclasses import replace
+
 from ..base import Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr
 from .. import stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
@@ -84,7 +86,15 @@ def row_launch(p, task):
     # fp32 summed row (+ hoisted weight and the prefetched x/residual of the next row when persistent)
     regs = 10 + int(7.5 * per) if "programs_per_sm" in p else 10 + 3 * per
     util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-    return row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+    launch = row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+    # the estimate above (fp32 copies) sets the spill, which ptxas meets at about twice it (_norms.triton_spill);
+    # what the residency sees is what ptxas allocates (sm_90a, scripts/simS_regs.py, bf16 D=5120 / 4096): the one-row
+    # rung 32 / 50-64 / 116 / 209 registers at 16 / 32 / 64 / 128 values a thread (the estimate: 58 / 106 / 202 / 255),
+    # the persistent one 74 / 126 / 254 (estimate 130 / 250 / 255). At 64 values on 4 warps the estimate left 2
+    # programs an SM, ptxas 4: H100/H200 rows (stored, fitted on) put 1 -> 4 warps at -0.41 in log time where the model
+    # said -0.84, and 2 -> 8 warps at -0.10 where it said 0
+    held = 10 + int((3.9 if "programs_per_sm" in p else 1.6) * per)
+    return replace(launch, regs=min(launch.regs, held))
 
 
 def whole_row_registers_src(p, task, bound="D", scale=" * w"):

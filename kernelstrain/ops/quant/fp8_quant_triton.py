@@ -18,6 +18,7 @@ from .fp8_quant_spec import TRITON_ENTRY, Fp8QuantSpec, fp8_max
 WARPS = Param("num_warps", (2, 4, 8, 16), 4)
 ROWS = Param("ROWS", (1, 2, 4, 8), 1)
 BLOCK = Param("BLOCK", (512, 1024, 2048, 4096), 1024)
+SPILL_KNEE = 12     # the spill traffic's knee, in excess units (launch_of's comment)
 ATOMIC_FOLD = "tl.atomic_max(scale_ptr + row, s)  # scales start at 0, the identity of max|x|"
 
 
@@ -44,17 +45,23 @@ def launch_of(kind: str):
         if kind == "persistent":
             grid = min(tiles, task.gpu.sms * p["programs_per_sm"])
         per_thread = cdiv(rows * _pow2(d), threads)
-        regs = 24 + per_thread // 2 + per_thread // 4
+        # a register a value of the [ROWS, BLOCK_D] tile (its fp32 copy), as ptxas counts them for sm_90a
+        # (scripts/simS_regs.py, fp16 T=4096 D=4096 and bf16 T=512 D=5120): 8 values a thread 28, 16 32,
+        # 32 50, 64 86, 128 153, 256 255 with 712 bytes of spill stores; the estimate it replaces
+        # (24 + 3/4 of a register a value) said 216 at 256 values, no spill
+        regs = 22 + per_thread
         # past the register file the row spills and every pass (amax, then scale) reloads it from local
-        # memory: H200, 512 elements a thread (408 estimated registers) ran 8-10x slower than 256 a
-        # thread (T=512 D=5120: ROWS 8 num_warps 4, ROWS 4 num_warps 2; h200_gpucheck_s5151/s9191);
-        # once each use reloads, more excess adds less (1024 a thread, 792: 15x, not 34x; grid5 D=8192)
+        # memory: H200, 512 elements a thread ran 8.9-12.7x the best of their episodes (T=512 D=5120: ROWS 8
+        # num_warps 4, ROWS 4 num_warps 2; h200_gpucheck_s5151/s9191/s1717/pgrid); 256 a thread (now spilling)
+        # 1.2-6.3x, median ~3x (s5151, s6262, pgrid, grid5, s8484); once each use reloads, more excess adds
+        # less (1024 a thread: 8.2x, s1717 D=8192): the traffic factor 1 + e * 12 / (e + 12) of the excess e
+        # (registers past 255 / 16) gives 2.3x, 8.3x and 11.1x at 256, 512 and 1024 values a thread
         excess = max(0, regs - 255) / 16
         # the [ROWS, D] tile's loads all issue before the amax waits on them (as the norms' whole rows): H200 T=512
         # D=5120 fp8_native_cast ROWS 8 on 8 warps (64 programs) 6.9 us, ROWS 4 on 4 warps 5.8, ROWS 1 on 4 warps
         # 4.7-5.1 (gpu-check s5151/s6262/s9191), where 16 bytes a thread in flight modelled ROWS 8 2.5x ROWS 1
         return Launch(grid=grid, threads=threads, smem_bytes=warps * 4 * rows, regs=min(regs, 255),
-                      bytes_per_access=row_in_flight(per_thread, elt), traffic=1.0 + excess * 32 / (excess + 32),
+                      bytes_per_access=row_in_flight(per_thread, elt), traffic=1.0 + excess * SPILL_KNEE / (excess + SPILL_KNEE),
                       lane_util=min(1.0, d / _pow2(d)) * min(1.0, t / rows), rounds=cdiv(tiles, grid),
                       unrolled=per_thread)
     return launch

@@ -49,6 +49,28 @@ def row_scalars(dloss: str, pad="    ") -> str:
             f"{pad}scale = tl.where(label == ignore_index, 0.0, {dloss})   # ignored rows get no gradient")
 
 
+# Registers a thread, by the values of a BLOCK tile it holds (BLOCK / threads), as ptxas reports them for sm_90a
+# (Triton 3.x, scripts/simS_regs.py, bf16 T=16384 V=32000; fp32 alike): the flat rung's per-element row division keeps
+# 64-bit offsets live (4: 40, 8: 62, 16: 122, 32: 170, 64: 248), the tiled and persistent rungs' row scalars load once
+# and their exp(x - lse) * scale streams through (tiled 20-32 up to 32 values, 81 at 64; persistent 31-40, 69 at 64
+# (bf16), 72 (fp32)). The estimate they replace (24 + 3 values, +8 flat, +6 persistent) gave 222 at BLOCK 8192 on 4
+# warps, two programs an SM where ptxas's 69 fits all 4 of programs_per_sm 4: H100 bf16 T=16384 V=32000 (gpu-check
+# s61717, held out) measured that 729.5 us, the fastest of its episode, where the estimate simulated it 1.50x the
+# 2048-wide one (747.9 us measured); H100 bf16 T=256 V=32000 (s96969) BLOCK 8192 4 warps 1.08x the best, simulated
+# 1.41x; H100 fp32 T=16 V=128256 (s93131) 1.24x, simulated 1.38x.
+FLAT_REGS = {4: 40, 8: 62, 16: 122, 32: 170, 64: 248}
+
+
+def rung_regs(kind: str, values: int) -> int:
+    """ptxas's registers a thread of one rung holding `values` of the tile (the table above; the unfused rung's
+    exp kernel as estimated before: ptxas 38 / 118 / 228 at 8 / 32 / 64 values)."""
+    if kind == "unfused":
+        return 24 + 3 * values
+    if kind == "flat":
+        return FLAT_REGS.get(values) or min(255, 24 + 4 * values)
+    return max(40 if kind == "persistent" else 32, 8 + values)
+
+
 def launch_of(kind: str):
     """unfused (three launches through fp32 p), flat (one kernel, a division per element),
     tiled (a program per (chunk, row)) or persistent (#SMs x k programs over the tiles)."""
@@ -56,20 +78,20 @@ def launch_of(kind: str):
         t, v, e, gpu = task["T"], task["V"], DTYPE_BYTES[task.dtype], task.gpu
         block, threads = p["BLOCK"], p["num_warps"] * gpu.warp
         vec = min(16 // e, 4)
-        regs = 24 + 3 * block // threads
+        regs = rung_regs(kind, block // threads)
         if kind == "unfused":
             # x read, fp32 p written, p read, dx written: (2e + 8) bytes per element vs 2e
             return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs, bytes_per_access=16,
                           traffic=(2 * e + 8) / (2 * e), launches=3)
         if kind == "flat":
-            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs + 8, bytes_per_access=vec * e)
+            return Launch(grid=cdiv(t * v, block), threads=threads, regs=regs, bytes_per_access=vec * e)
         lane = v / (cdiv(v, block) * block)
         tiles = t * cdiv(v, block)
         if kind == "tiled":
             return Launch(grid=tiles, threads=threads, regs=regs, bytes_per_access=vec * e, lane_util=lane)
         grid = min(tiles, gpu.sms * p["programs_per_sm"])
         # the tile loop's num_stages stages the next tiles' logits in shared memory (ops/stream_stages.py)
-        return stream_stages.staged(Launch(grid=grid, threads=threads, regs=regs + 6, bytes_per_access=vec * e,
+        return stream_stages.staged(Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=vec * e,
                                            lane_util=lane, rounds=cdiv(tiles, grid)),
                                     p, task, trips=tiles / grid, loads=1, block=block, row="V", in_flight=TILE_IN_FLIGHT)
     return launch
