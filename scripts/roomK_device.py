@@ -153,8 +153,37 @@ K34_NEW = K3_NEW + [
     ("grouped_gemm_cuda", "cp_async_pipeline", "STAGES", GROUPED[:1], {"BM": 64, "BN": 128, "BK": 32}, (3,)),
 ]
 K34_REFERENCE = K3_REFERENCE[:3]
+# plan k5: gemm_fp4_cuda's dequant_then_wgmma (a vectorized pass writes 16-bit copies of A and B, then the TMA + wgmma
+# GEMM on them: 3 launches) across its tiles and ring depths at the menu's shapes that fit gpucheck's sample, beside
+# cp_async_dequant's best modelled configs (the rung below it; register dequant into mma.sync)
+FP4_CUDA = [{"M": 1024, "N": 2048, "K": 4096, "G": 16}, {"M": 4096, "N": 4096, "K": 4096, "G": 16},
+            {"M": 128, "N": 14336, "K": 4096, "G": 16}, {"M": 16, "N": 7168, "K": 2048, "G": 32}]
+K5_NEW = [
+    ("gemm_fp4_cuda", "dequant_then_wgmma", "BN", FP4_CUDA, {"BM": 128, "stages": 4}, (64, 128, 256)),
+]
+K5_TILES = [        # no bug renders (K5_NEW's prove them)
+    ("gemm_fp4_cuda", "dequant_then_wgmma", "BM", FP4_CUDA[:2], {"BN": 128, "stages": 4}, (64, 256)),
+    ("gemm_fp4_cuda", "dequant_then_wgmma", "stages", FP4_CUDA[:1], {"BM": 128, "BN": 128}, (2, 3, 6)),
+    ("gemm_int4_cuda", "dequant_then_wgmma", "BM", [{"M": 1024, "N": 14336, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}],
+     {"BN": 128, "stages": 4}, (64, 256)),
+]
+# gemm_int4_cuda's dequant_then_wgmma (the 16-bit copy of W once, then the same wgmma GEMM on x and the copy) at the
+# menu's M=128 / 1024 / 4096, beside split_k_small_m's and cp_async_pipeline's best modelled configs; the two large
+# shapes are past gpucheck's 8x the check shape's FLOPs (LARGE: k5 times them, a few ms each)
+INT4_WG = [{"M": 1024, "N": 14336, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}, {"M": 128, "N": 4096, "K": 4096}]
+K5_NEW += [
+    ("gemm_int4_cuda", "dequant_then_wgmma", "BN", INT4_WG, {"BM": 128, "stages": 4}, (128, 256)),
+]
+K5_REFERENCE = K5_TILES + [
+    ("gemm_fp4_cuda", "cp_async_dequant", "stages", FP4_CUDA, {"BM": 128, "BN": 128}, (4,)),
+    ("gemm_fp4_cuda", "cp_async_dequant", "BN", FP4_CUDA[3:], {"BM": 32, "stages": 4}, (64,)),
+    ("gemm_int4_cuda", "split_k_small_m", "SPLITS", INT4_WG, {"BM": 64, "BN": 128, "STAGES": 2, "BK": 128}, (4,)),
+    ("gemm_int4_cuda", "cp_async_pipeline", "STAGES", INT4_WG[:2], {"BM": 64, "BN": 128, "BK": 128}, (2,)),
+]
+LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
-         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE)}
+         "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
+         "k5": (K5_NEW, K5_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:
@@ -224,6 +253,9 @@ def listing(plan: str) -> str:
 if __name__ == "__main__":
     plan = os.environ.get("ROOMK_PLAN", "k1")
     room_device_check.PLANS["default"] = PLANS[plan]
+    if plan in LARGE:       # every shape of the plan (each a few ms on the GPU), not only gpucheck's
+        fits = room_device_check.fits
+        room_device_check.fits = lambda m, *a, **k: m.name in LARGE[plan] or fits(m, *a, **k)
     if plan in ("k3", "k34"):
         room_device_check.cases = with_races(room_device_check.cases)
         room_device_check._passes = race_report(room_device_check._passes)
