@@ -180,6 +180,14 @@ K5_REFERENCE = K5_TILES + [
     ("gemm_int4_cuda", "split_k_small_m", "SPLITS", INT4_WG, {"BM": 64, "BN": 128, "STAGES": 2, "BK": 128}, (4,)),
     ("gemm_int4_cuda", "cp_async_pipeline", "STAGES", INT4_WG[:2], {"BM": 64, "BN": 128, "BK": 128}, (2,)),
 ]
+# the fp8 modules' wgmma_split_k at the menu's decode shapes, BM 64 beside BM 128 (gemm_fp16_cuda's BM 128 ran slower
+# than its BM 64 there, the model faster: is it so for the 8-bit ring, whose K tile is also 128 bytes?)
+FP8_DECODE = [{"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336}]
+K5_REFERENCE += [
+    ("gemm_fp8_cuda", "wgmma_split_k", "BM", FP8_DECODE, {"BN": 128, "stages": 4, "SPLITS": 4}, (64, 128), "fp8"),
+    ("gemm_fp8_blockwise_cuda", "wgmma_split_k", "BM", [{"M": 128, "N": 4096, "K": 7168}],
+     {"BN": 128, "stages": 4, "SPLITS": 4}, (64, 128), "fp8"),
+]
 LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
