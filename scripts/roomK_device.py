@@ -188,10 +188,19 @@ K5_REFERENCE += [
     ("gemm_fp8_blockwise_cuda", "wgmma_split_k", "BM", [{"M": 128, "N": 4096, "K": 7168}],
      {"BN": 128, "stages": 4, "SPLITS": 4}, (64, 128), "fp8"),
 ]
+# plan k6 (follow-up): grouped_gemm_cuda's BK on both mma.sync rungs at one tile (the ring's SHORT_SLICE term, fitted on
+# the measured BK 16 / 32 rows; mma_sync's BK 64 ran 1.5x faster than its model in the two rows measured)
+G64 = [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
+K6_NEW = []
+K6_REFERENCE = [
+    ("grouped_gemm_cuda", "mma_sync", "BK", G64, {"BM": 32, "BN": 128}, (16, 32, 64)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BK", G64, {"BM": 32, "BN": 128, "STAGES": 3}, (16, 32, 64)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BK", G64[:1], {"BM": 64, "BN": 128, "STAGES": 4}, (16, 32, 64)),
+]
 LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
-         "k5": (K5_NEW, K5_REFERENCE)}
+         "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

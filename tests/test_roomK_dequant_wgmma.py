@@ -1,6 +1,10 @@
 """roomK: the dequant_then_wgmma rungs of gemm_fp4_cuda and gemm_int4_cuda (_dequant_wgmma.py): a copy pass writes
-16-bit operands, then the Hopper TMA + wgmma GEMM runs on them. Device-unverified until scripts/roomK_device.py plan
-k5 runs."""
+16-bit operands, then the Hopper TMA + wgmma GEMM runs on them, as an H100 ran them (scripts/roomK_device.py plan
+k5, measurements/h100_roomK_k5.json); fp8 split-K's half-empty 128-row tiles from the same run."""
+import json
+import math
+from pathlib import Path
+
 from kernelstrain.ops import REGISTRY
 from kernelstrain.ops.matmul import _dequant_wgmma
 from kernelstrain.sim import simulate
@@ -51,3 +55,42 @@ def test_the_copy_pass_is_its_bytes_at_the_copy_bandwidth_before_the_gemm():
         w16 = n * k * 2 + (shape["M"] * k * 2 if name == "gemm_fp4_cuda" else 0)   # the 16-bit copies written
         assert launch.later_s > w16 / (task.gpu.bw_tbs * 1e12 * _dequant_wgmma.COPY_EFF), name
         assert launch.launches == (3 if name == "gemm_fp4_cuda" else 2)
+
+
+K5 = json.loads((Path(__file__).resolve().parents[1] / "measurements" / "h100_roomK_k5.json").read_text())["rows"]
+
+
+def _row_sim(r):
+    m = REGISTRY[r["module"]]
+    v = m.variant(r["variant"])
+    return simulate(m, v, {**v.defaults(), **r["params"]}, make_task(m, "H100", r["dtype"], r["shape"])).time_ms
+
+
+def _rows(module, variant):
+    return [r for r in K5 if r["module"] == module and r["variant"] == variant and not r["bug"] and r["ok"]]
+
+
+def test_the_h100_rows_of_the_rung_sit_near_their_model():
+    """plan k5: WGMMA_LEVEL takes the 19 fp4 and 10 int4 rows from 1.22x / 2.30x the device to within 0.85-1.15x."""
+    for name in ("gemm_fp4_cuda", "gemm_int4_cuda"):
+        rows = _rows(name, "dequant_then_wgmma")
+        logs = [math.log(_row_sim(r) / r["time_ms"]) for r in rows]
+        assert len(rows) >= 10 and 0.85 < math.exp(sum(logs) / len(logs)) < 1.15, name
+
+
+def test_the_rung_beats_the_one_below_where_the_h100_ran_it_faster():
+    for name, below in (("gemm_fp4_cuda", "cp_async_dequant"), ("gemm_int4_cuda", "split_k_small_m")):
+        for r in _rows(name, below):
+            mine = [x for x in _rows(name, "dequant_then_wgmma") if x["shape"] == r["shape"]]
+            fastest = min(mine, key=lambda x: x["time_ms"])
+            assert (fastest["time_ms"] < r["time_ms"]) == (_row_sim(fastest) < _row_sim(r)), (name, r["shape"])
+
+
+def test_a_half_empty_128_row_split_k_tile_ranks_as_the_h100_ran_it():
+    """fp8 wgmma_split_k: BM 128 over M=16 slower than BM 64 (36.8 vs 33.2 us), over M=128 faster, on both."""
+    for name in ("gemm_fp8_cuda", "gemm_fp8_blockwise_cuda"):
+        rows = _rows(name, "wgmma_split_k")
+        for shape in {json.dumps(r["shape"], sort_keys=True) for r in rows}:
+            pair = sorted((r for r in rows if json.dumps(r["shape"], sort_keys=True) == shape), key=lambda r: r["params"]["BM"])
+            assert len(pair) == 2
+            assert (pair[0]["time_ms"] < pair[1]["time_ms"]) == (_row_sim(pair[0]) < _row_sim(pair[1])), (name, shape)

@@ -13,7 +13,7 @@ from ._gemm_wgmma import wgmma_host, wgmma_kernel
 from .gemm_fp16_cuda import kind, store
 
 WGMMA16 = tc_launch("fp16", 2, 2, wgmma=True)
-COPY_EFF = 0.8          # the copy pass's share of DRAM bandwidth (device-unverified)
+COPY_EFF = 0.8          # the copy pass's share of DRAM bandwidth (the H100 timed it only with its GEMM)
 NEEDS = frozenset({"wgmma", "tma", "inline_ptx"})
 PARAMS = (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4))
 PROTO = ("static void {op}_wgmma(const scalar_t* A, const scalar_t* B, scalar_t* C, int M, int N, int K, "
@@ -28,12 +28,15 @@ def wgmma_on_copies(op: str, p: dict, task, kt_end: str = "KT") -> str:
             + wgmma_host(op, kind(task), PROTO.format(op=op), "C, M, N, K"))
 
 
-def launch_model(cost_bytes, copy_bytes, launches: int):
+def launch_model(cost_bytes, copy_bytes, launches: int, level: float = 1.0):
     """The wgmma GEMM on 16-bit operands (its traffic in the op's own bytes, cost_bytes(task)), after the copy pass:
-    copy_bytes(task) read and written by launches - 1 more kernels before the GEMM starts (Launch.later_s)."""
+    copy_bytes(task) read and written by launches - 1 more kernels before the GEMM starts (Launch.later_s).
+    level: the GEMM's measured speed against the module's fit (which never timed a wgmma kernel), on both
+    roofline sides."""
     def launch(p, task):
         m, n, k = task["M"], task["N"], task["K"]
         one = WGMMA16(p, task)
-        return replace(one, traffic=one.traffic * (m * k + n * k + m * n) * 2 / cost_bytes(task), launches=launches,
+        traffic = one.traffic * (m * k + n * k + m * n) * 2 / cost_bytes(task)
+        return replace(one, traffic=traffic / level, compute_scale=one.compute_scale * level, launches=launches,
                        later_s=copy_bytes(task) / (task.gpu.bw_tbs * 1e12 * COPY_EFF))
     return launch

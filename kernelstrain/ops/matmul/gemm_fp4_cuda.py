@@ -208,6 +208,14 @@ def copies_wgmma_src(p, task, scale=" * s", kt_end="KT"):
 """
 
 
+# The H100 (scripts/roomK_device.py plan k5, 2026-12-06 19:14 UTC, measurements/h100_roomK_k5.json; 53 cases, every
+# value right, every bug caught) ran this rung 9.1-9.6x faster than cp_async_dequant (44.7 / 234.2 us against 406.9 /
+# 2244.5 at M=1024 N=2048 K=4096 and 4096^3), 3.6x at M=128 and 1.8x at M=16; the module's fit, which never timed a
+# wgmma kernel, put its 19 rows at 1.22x the device (scripts/roomK_level.py): WGMMA_LEVEL 1.4 takes them to 0.97x,
+# pair order within a shape 0.82 at both.
+WGMMA_LEVEL = 1.4
+
+
 def copy_bytes(task):
     """The copy pass: packed values and scales read, 16-bit copies of A and B written."""
     m, n, k = task["M"], task["N"], task["K"]
@@ -250,7 +258,7 @@ class GemmFp4Cuda(GemmFp4Spec):
         Rung("dequant_then_wgmma", "sm_90a: a vectorized pass writes 16-bit copies of A and B, then a TMA producer "
              "warp + wgmma consumer warpgroups GEMM on them (3 launches)",
              WGMMA_TILES, needs=WGMMA, path="fp16", compute_eff=0.77, memory_eff=0.88, smem="dynamic",
-             launch=launch_model(lambda task: GemmFp4Cuda().cost(task).bytes, copy_bytes, 3), render=copies_wgmma_src,
+             launch=launch_model(lambda task: GemmFp4Cuda().cost(task).bytes, copy_bytes, 3, WGMMA_LEVEL), render=copies_wgmma_src,
              bugs={"missing_scale": {"scale": ""}, "off_by_one": SHORT_K}),
         Rung("mxf4nvf4_block_scaled", "sm_120a mma.sync.m16n8k64.kind::mxf4nvf4.block_scale: e2m1 operands and their "
              "scales go to the tensor core as-is, cp.async ring", (BM, BN, STAGES),

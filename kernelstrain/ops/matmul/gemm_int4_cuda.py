@@ -107,6 +107,13 @@ void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scale
 """
 
 
+# The H100 (plan k5, measurements/h100_roomK_k5.json) ran this rung 2.5x faster than split_k_small_m at M=1024 N=14336
+# K=4096 (251.5-265.2 us against 660.1) and 3.5x at 4096^3 (220.3 against 760.8), 1.4x slower at M=128 N=K=4096
+# (44.3 against 32.0); the module's fit (ceiling 3.18, from mma.sync kernels dequantizing in their main loop) put its
+# 10 rows at 2.30x the device: WGMMA_LEVEL 3.0 takes them to 1.01x (0.87-1.21; scripts/roomK_level.py).
+WGMMA_LEVEL = 3.0
+
+
 def w_copy_bytes(task):
     """The copy pass: packed W and its scales read, the 16-bit copy written."""
     n, k, e = task["N"], task["K"], DTYPE_BYTES[task.dtype]
@@ -248,7 +255,7 @@ class GemmInt4Cuda(OpModule):
         Rung("dequant_then_wgmma", "sm_90a, large M: a vectorized pass writes W as 16-bit once, then a TMA producer "
              "warp + wgmma consumer warpgroups GEMM on x and the copy (2 launches)",
              WGMMA_TILES, needs=WGMMA, path="fp16", compute_eff=0.77, memory_eff=0.88, smem="dynamic",
-             launch=launch_model(lambda task: GemmInt4Cuda().cost(task).bytes, w_copy_bytes, 2),
+             launch=launch_model(lambda task: GemmInt4Cuda().cost(task).bytes, w_copy_bytes, 2, WGMMA_LEVEL),
              render=dequant_then_wgmma_src, bugs={"missing_scale": NO_SCALE, "off_by_one": {"kt_end": "KT - 1"}}),
     )
 
