@@ -197,10 +197,25 @@ K6_REFERENCE = [
     ("grouped_gemm_cuda", "cp_async_pipeline", "BK", G64, {"BM": 32, "BN": 128, "STAGES": 3}, (16, 32, 64)),
     ("grouped_gemm_cuda", "cp_async_pipeline", "BK", G64[:1], {"BM": 64, "BN": 128, "STAGES": 4}, (16, 32, 64)),
 ]
-LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
+# plan k7 (follow-up, held out: the k5 terms' predictions at configs and shapes k5 did not time): k6, and
+# dequant_then_wgmma's ring depth at M=1024 (int4) and at mxfp4 2048 x 4096 x 4096 (fp4), int4's rung against split-K
+# at M=16 (the model keeps split-K ahead there), fp8 split-K's half-empty 128-row tile at M=64 and at 2 splits
+K7_REFERENCE = K6_REFERENCE + [
+    ("gemm_int4_cuda", "dequant_then_wgmma", "stages", INT4_WG[:1], {"BM": 128, "BN": 256}, (2, 3, 6)),
+    ("gemm_int4_cuda", "dequant_then_wgmma", "BN", [{"M": 16, "N": 4096, "K": 14336}], {"BM": 64, "stages": 4}, (128,)),
+    ("gemm_int4_cuda", "split_k_small_m", "SPLITS", [{"M": 16, "N": 4096, "K": 14336}],
+     {"BM": 32, "BN": 64, "STAGES": 2, "BK": 128}, (8,)),
+    ("gemm_fp4_cuda", "dequant_then_wgmma", "stages", [{"M": 2048, "N": 4096, "K": 4096, "G": 32}], {"BM": 128, "BN": 256},
+     (3, 4, 5)),
+    ("gemm_fp8_blockwise_cuda", "wgmma_split_k", "BM", [{"M": 64, "N": 24576, "K": 1536}],
+     {"BN": 128, "stages": 4, "SPLITS": 2}, (64, 128), "fp8"),
+    ("gemm_fp8_cuda", "wgmma_split_k", "BM", FP8_DECODE[:1], {"BN": 128, "stages": 6, "SPLITS": 2}, (64, 128), "fp8"),
+]
+LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
-         "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE)}
+         "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE),
+         "k7": ([], K7_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:
