@@ -41,7 +41,7 @@ def line(agent, steps) -> str:
     return (f"{agent.m.name} {agent.task.gpu.name} {agent.task.dtype} {shape} steps={len(steps)} "
             f"best={b.variant.tag}{b.params} best/floor={t_best / agent.floor_ms(b.variant):.2f} "
             f"oracle={c_or.variant.tag}{c_or.params} oracle/floor={t_or / agent.floor_ms(c_or.variant):.2f} "
-            f"oracle_ms={t_or:.4g}")
+            f"oracle_ms={t_or:.4g} speedup={agent.true_ms(agent.base) / t_best:.2f}")
 
 
 def main(argv=None) -> int:
