@@ -95,6 +95,14 @@ def test_split_k_gains_at_m128_and_its_splits_order_as_measured():
         assert all(0.85 < s / d < 1.15 for s, d in zip(sim, dev)), (shape, dev, sim)
 
 
+def test_split_k_offers_only_64_row_tiles_which_the_h100_ran_faster():
+    """BM 128 (two consumer warpgroups) ran slower than BM 64 at both decode shapes, where the model had it faster."""
+    assert FP16.variant("wgmma_split_k").param("BM").values == (64,)
+    for shape in ({"M": 16, "N": 8192, "K": 8192}, {"M": 128, "N": 4096, "K": 14336}):
+        wide = _measured("gemm_fp16_cuda", "wgmma_split_k", BM=128, BN=128, stages=6, SPLITS=2, **shape)
+        assert wide > _measured("gemm_fp16_cuda", "wgmma_split_k", BM=64, BN=128, stages=6, SPLITS=2, **shape), shape
+
+
 def test_added_values_order_as_the_h100_ran_them():
     # gemm_int4_cuda split_k_small_m: 2 stages ahead of 3 and 4 on both
     for shape, base in (({"M": 16, "N": 4096, "K": 14336}, {"BM": 32, "BN": 64, "SPLITS": 8, "BK": 128}),

@@ -283,10 +283,12 @@ class GemmFp16Cuda(GemmFp16Spec):
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
              render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
              bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
-        # small M, long K (decode, M=16 / 128 at K 8192-14336): M x N in 64 x 128 tiles leaves most SMs idle
+        # small M, long K (decode): 64 x 128 tiles leave SMs idle. BM 64 only: the H100 ran BM 128 slower, the model
+        # faster (us, meas / model, BN 128): M=16 N=K=8192 6 stages 2 splits 56.2 / 51.2 vs 53.1 / 52.6, M=128 N=4096
+        # K=14336 55.0 / 50.8 vs 53.4 / 54.2 (h100_roomK_k12), M=16 4 st 4 splits 68.5 / 55.3 vs 52.9 / 57.3 (s61717)
         Rung("wgmma_split_k", "sm_90a split-K: SPLITS CTAs per output tile each run the TMA + wgmma pipeline over a "
              "share of K into an fp32 partial slice; a reduce kernel sums the slices",
-             (Param("BM", (64, 128), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
+             (Param("BM", (64,), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
               Param("SPLITS", (2, 4, 8), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64),

@@ -4,13 +4,16 @@ Weight format: qweight [N, K/8] uint32, nibble j of word w holds k = 8w + j (uns
 scales [N, K/128]; W[n, k] = (q - 8) * scales[n, k / 128].
 Ladder: dequantize all of W to a 16-bit buffer then a tiled GEMM (2 launches) -> one kernel that
 dequantizes while staging tiles (CUDA cores) -> mma.sync tensor cores with in-register dequant
-(prmt + lop3 magic-exponent trick) -> cp.async multi-stage pipeline -> split-K for small M.
+(prmt + lop3 magic-exponent trick) -> cp.async multi-stage pipeline -> split-K for small M; on Hopper at large
+M, the 16-bit copy of W again, then the TMA + wgmma GEMM on it (_dequant_wgmma.py).
 """
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ..fragments import REGISTER_TILE_FMA
 from ..ktile import BARRIER_STALL, trip_scale
+from ._dequant_wgmma import NEEDS as WGMMA, PARAMS as WGMMA_TILES, launch_model, wgmma_on_copies
+from ._gemm_wgmma import TMA_INCLUDES
 from ._int4_tc import BK, cp_async_pipeline_src, mma_lop3_dequant_src, split_k_small_m_src
 
 ENTRY = Entry("gemm_int4", (
@@ -34,9 +37,9 @@ def dequant_then_gemm_launch(p, task):
                   lane_util=min(1.0, m / tile), launches=2)
 
 
-def dequant_then_gemm_src(p, task, scale=" * s", acc="float"):
-    return f"""#define TILE {p['TILE']}
-union Pack {{ uint4 u; scalar_t h[8]; }};
+def dequant_kernel(scale: str) -> str:
+    """Kernel 1 of the dequant-first rungs: the 16-bit copy of W, one packed word a thread."""
+    return f"""union Pack {{ uint4 u; scalar_t h[8]; }};
 
 // Kernel 1: one thread per packed word -> 8 scaled 16-bit weights, one 16-byte store.
 __global__ void dequant_int4(const uint32_t* __restrict__ qweight, const scalar_t* __restrict__ scales,
@@ -52,7 +55,12 @@ __global__ void dequant_int4(const uint32_t* __restrict__ qweight, const scalar_
     for (int j = 0; j < 8; ++j) out.h[j] = from_float((float)((int)((q >> (4 * j)) & 0xFu) - 8){scale});
     reinterpret_cast<uint4*>(w)[i] = out.u;
 }}
+"""
 
+
+def dequant_then_gemm_src(p, task, scale=" * s", acc="float"):
+    return f"""#define TILE {p['TILE']}
+{dequant_kernel(scale)}
 // Kernel 2: classic shared-memory tiled GEMM, one output per thread, y = x @ w^T.
 extern "C" __global__ void __launch_bounds__(TILE * TILE)
 gemm_int4_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w, scalar_t* __restrict__ y,
@@ -83,6 +91,34 @@ void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scale
     cudaFreeAsync(w, stream);
 }}
 """
+
+# -- dequant_then_wgmma ---------------------------------------------------------------------
+def dequant_then_wgmma_src(p, task, scale=" * s", kt_end="KT"):
+    return dequant_kernel(scale) + wgmma_on_copies("gemm_int4", p, task, kt_end) + """
+void gemm_int4(const scalar_t* x, const uint32_t* qweight, const scalar_t* scales, scalar_t* y,
+               int M, int N, int K, cudaStream_t stream) {
+    scalar_t* w = nullptr;                   // N x K 16-bit copy of W, K-major like x: both TMA operands
+    cudaMallocAsync((void**)&w, (size_t)N * K * sizeof(scalar_t), stream);
+    const size_t words = (size_t)N * (K / 8);
+    dequant_int4<<<(unsigned)((words + 255) / 256), 256, 0, stream>>>(qweight, scales, w, N, K);
+    gemm_int4_wgmma(x, w, y, M, N, K, stream);
+    cudaFreeAsync(w, stream);
+}
+"""
+
+
+# The H100 (plan k5, measurements/h100_roomK_k5.json) ran this rung 2.5x faster than split_k_small_m at M=1024 N=14336
+# K=4096 (251.5-265.2 us against 660.1) and 3.5x at 4096^3 (220.3 against 760.8), 1.4x slower at M=128 N=K=4096
+# (44.3 against 32.0); the module's fit (ceiling 3.18, from mma.sync kernels dequantizing in their main loop) put its
+# 10 rows at 2.30x the device: WGMMA_LEVEL 3.0 takes them to 1.01x (0.87-1.21; scripts/roomK_level.py).
+WGMMA_LEVEL = 3.0
+
+
+def w_copy_bytes(task):
+    """The copy pass: packed W and its scales read, the 16-bit copy written."""
+    n, k, e = task["N"], task["K"], DTYPE_BYTES[task.dtype]
+    return n * k // 2 + n * (k // GROUP) * e + n * k * e
+
 
 # -- fused_dequant_tiled --------------------------------------------------------------------
 def tiling(p, task):
@@ -216,6 +252,11 @@ class GemmInt4Cuda(OpModule):
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
              bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}}),
+        Rung("dequant_then_wgmma", "sm_90a, large M: a vectorized pass writes W as 16-bit once, then a TMA producer "
+             "warp + wgmma consumer warpgroups GEMM on x and the copy (2 launches)",
+             WGMMA_TILES, needs=WGMMA, path="fp16", compute_eff=0.77, memory_eff=0.88, smem="dynamic",
+             launch=launch_model(lambda task: GemmInt4Cuda().cost(task).bytes, w_copy_bytes, 2, WGMMA_LEVEL),
+             render=dequant_then_wgmma_src, bugs={"missing_scale": NO_SCALE, "off_by_one": {"kt_end": "KT - 1"}}),
     )
 
     def cost(self, task: Task) -> Cost:
@@ -234,4 +275,5 @@ class GemmInt4Cuda(OpModule):
                                    inputs="[torch.randn(M, K, dtype=DTYPE, device='cuda')]")
 
     def assemble(self, body, variant, params, task):
-        return f"{prelude(task)}\n#define GROUP {GROUP}   // K elements per scale\n{body}"
+        includes = TMA_INCLUDES if "tma" in variant.needs else ()
+        return f"{prelude(task, includes)}\n#define GROUP {GROUP}   // K elements per scale\n{body}"
