@@ -7,12 +7,12 @@ waiting on a tile's full barrier and handing its slot back on the empty one. No 
 __syncthreads on the consumers' path; with two consumers the producer gives its registers up (setmaxnreg). FA3's
 ping-pong between the consumers and its intra-warpgroup softmax/wgmma overlap are not here.
 """
-import os
 import re
 from dataclasses import replace
 
 from ..matmul._gemm_ptx import MBAR_TMA_PTX, WGMMA_PTX
 from ..matmul._gemm_wgmma import TMA_INCLUDES, tensor_maps
+from ..base import DTYPE_BYTES
 from .flash_prefill_spec import LOG2E
 
 # the cp.async loads of _flash_wgmma.KERNEL and its per-tile barriers, each replaced by the producer/consumer text
@@ -122,40 +122,44 @@ def flash_ws_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
                             ("B * H * S", "B * H * S"), f"o, S, scale * {LOG2E}f")
 
 
-# the producer's work leaves the consumers' instruction slots and barriers: each tile costs the consumers a barrier
-# wait instead of 2 x BLOCK_N x HEAD_DIM / 8 / 128 cp.async issues with their swizzle math and a __syncthreads
-# (FA3, Shah et al. 2024, Table 3: without warp specialization 570 TFLOPs, with it 661 -- ping-pong included)
-WS_GAIN = 1.12
+# the producer's work leaves the consumers' instruction slots and barriers: each tile costs the wgmma rung's threads
+# 2 x BLOCK_N x HEAD_DIM x 2 bytes / 16 / its threads cp.async issues with their swizzle math, and a __syncthreads;
+# here a barrier wait. H100 (scripts/roomA_device.py plan a4, lead's call 1, 2026-12-06 18:45 UTC, docs/
+# roomA_device_h100_a4/), warp_specialized / wgmma_warpgroup at the same tiles: flash_prefill_cuda B=1 H=32 S=2048
+# D=128 BM64 BN64 2 stages 110.5 / 136.3 us (16 copies a consumer thread a tile: 1.23x), BM128 BN64 2 / 3 stages
+# 116.3 / 131.0, 117.0 / 129.8 (8 copies: 1.13x, 1.11x); chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536 BM128
+# 3 stages BN64 53.4 / 58.4 (8: 1.09x), BN128 41.8 / 55.1 (16: 1.32x). 1 + WS_PER_COPY x copies: 1.12x at 8, 1.23x
+# at 16 (geomean of the five ratios' fit). FA3 (Shah et al. 2024, Table 3): 570 -> 661 TFLOPs with ping-pong.
+WS_PER_COPY = 0.0145
+# two consumer warpgroups on 128-key tiles give the producer's registers to the consumers (setmaxnreg 40 / 232): the
+# register file holds (2 x 128 x 232 + 128 x 40) / 384 = 168 a thread on average, and no consumer spills at 208
+# (the wgmma rung's figure at these tiles; the a4 row above ran 1.32x its wgmma twin, not slower)
+SETMAXNREG_AVG = 168
 
 
 def ws_launch(base):
     """A wgmma rung's launch model with a producer warpgroup more (threads) and the copies off the consumers' path."""
     def launch(p, task):
         out = base(p, task)
-        return replace(out, threads=out.threads + 128, compute_scale=out.compute_scale * WS_GAIN)
+        copies = 2 * p["BLOCK_N"] * task["D"] * DTYPE_BYTES[task.dtype] / 16 / out.threads
+        regs = min(out.regs, SETMAXNREG_AVG) if out.threads == 256 and p["BLOCK_N"] == 128 else out.regs
+        return replace(out, threads=out.threads + 128, regs=regs,
+                       compute_scale=out.compute_scale * (1 + WS_PER_COPY * copies))
     return launch
 
 
-# Correct on an H100 (scripts/roomA_device.py plan a3, lead's call 5, docs/roomA_device_h100_a3/: 18 configs of both
-# modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as the wgmma rung's; all 18 off_by_one / wrong_init renders caught)
-# but not yet timed (that call's budget went to the checks; plan a4 times it beside the wgmma rung): until a device
-# times it, the profiles offer it only with KERNELSTRAIN_DEVICE_UNCHECKED=1 (roomA_device.py sets it), as WS_GAIN
-# and the fit's threads term order it against the wgmma rung unmeasured; off, both ladders are as before it
-DEVICE_UNCHECKED = os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1"
-
-
-def ws_rung(render, base_launch, compute_eff: float, bugs: dict, **kw) -> tuple:
-    """The rung of both modules (a 1-tuple; empty while device-unchecked): the wgmma rung's tiles, stages to 4
-    (TMA's ring costs no consumer registers)."""
-    if not DEVICE_UNCHECKED:
-        return ()
+def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, **kw) -> tuple:
+    """The rung of both modules (a 1-tuple): the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer
+    registers). Correct on an H100 (plan a3: 18 configs of both modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as the
+    wgmma rung's; all 18 off_by_one / wrong_init renders caught) and timed there (plan a4, above). fit_as: the
+    calibration its wgmma rung takes (the same kernel with the copies moved to a producer)."""
     from ..base import Param, Rung
     from ._flash_wgmma import WARPGROUP_ROWS
     return (Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
                 "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
                 (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
                 needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=compute_eff, smem="dynamic",
-                launch=ws_launch(base_launch), render=render, fit_as="cp_async_pipeline", bugs=bugs, **kw),)
+                launch=ws_launch(base_launch), render=render, fit_as=fit_as, bugs=bugs, **kw),)
 
 
 __all__ = ("TMA_INCLUDES", "flash_ws_src", "warp_specialize", "ws_host", "ws_launch", "ws_rung")
