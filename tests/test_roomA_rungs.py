@@ -194,3 +194,24 @@ def test_pipelined_flash_triton_orders_stages_and_key_tiles_as_the_h100_measured
     a100 = make_task(m, "A100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 128})    # no Hopper term elsewhere
     assert m.launch(v, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 4}, a100).compute_scale == \
         m.launch(v, {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, a100).compute_scale
+
+
+def test_qkv_wgmma_rung_is_gemm_fp16s_kernel_with_the_rope_epilogue():
+    """fused_qkv_rope_cuda's wgmma_tma (on the ladder with KERNELSTRAIN_DEVICE_UNCHECKED=1 until a device times it):
+    gemm_fp16_cuda's TMA producer / wgmma consumer kernel whose accumulator pair (d[2i], d[2i+1], adjacent columns)
+    goes through rope_store; x and w are the K-major maps; both bug renders change the code; it builds for sm_90a."""
+    from types import SimpleNamespace
+    from kernelstrain.ops.attention.fused_qkv_rope_cuda import wgmma_rope_src
+    m = REGISTRY["fused_qkv_rope_cuda"]
+    task = make_task(m, "H100", "bf16", m.check_shape)
+    p = {"BM": 128, "BN": 128, "stages": 4}
+    body = wgmma_rope_src(p, task)
+    for piece in ("rope_store(q, k, v, cos, sin, row, col, v0, v1);", "kmajor_map(x, T, HID, BM)",
+                  "kmajor_map(w, QKV_COLS, HID, BN)", "mbar_wait(&full[s], (it / STAGES) & 1)", "setmaxnreg"):
+        assert piece in body, piece
+    assert body != wgmma_rope_src(p, task, wait_full=False) and body != wgmma_rope_src(p, task, kt_end="KT - 1")
+    if shutil.which("nvcc"):
+        from kernelstrain import compilers
+        code = m.assemble(body, SimpleNamespace(needs=frozenset({"wgmma", "tma"})), p, task)
+        r = compilers.compile_cuda(code, "sm_90a")
+        assert r.ok, (r.log or "")[-400:]
