@@ -183,10 +183,30 @@ A5_REF = [
     ("flash_prefill_triton", "pipelined", "num_stages", FLASH_D64 + FLASH, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8},
      (2, 3, 4)),
 ]
+# a6 (~90 s): the warp_specialized rungs' FA3 ping-pong form (new: every value, its bugs at the ends; two consumer
+# warpgroups handing the tensor cores over by named barriers) beside warp_specialized at the same tiles, the 64 x 128
+# warp_specialized tile the model puts first (unmeasured), and fused_qkv_rope_triton's BLOCK_K 128 at two more shapes
+A6_NEW = [
+    ("flash_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", FLASH, {"stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized_pingpong", "stages", FLASH, {"BLOCK_N": 64}, (3, 4)),
+    ("chunked_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", CHUNK, {"stages": 3}, (64, 128)),
+]
+A6_REF = [
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized", "stages", FLASH, {"BLOCK_M": 128, "BLOCK_N": 64}, (3, 4)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 64, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK, {"BLOCK_M": 64, "stages": 3}, (128,)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV_BIG + QKV_MENU,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}, (64, 128)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV + QKV_MENU,
+     {"BLOCK_M": 64, "BLOCK_N": 128, "GROUP_M": 8, "num_stages": 4, "num_warps": 8}, (64, 128)),
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
 PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
-         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF)}
+         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF),
+         "a6": (A6_NEW, A6_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

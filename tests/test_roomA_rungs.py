@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -200,7 +201,6 @@ def test_qkv_wgmma_rung_is_gemm_fp16s_kernel_with_the_rope_epilogue():
     """fused_qkv_rope_cuda's wgmma_tma (on the ladder with KERNELSTRAIN_DEVICE_UNCHECKED=1 until a device times it):
     gemm_fp16_cuda's TMA producer / wgmma consumer kernel whose accumulator pair (d[2i], d[2i+1], adjacent columns)
     goes through rope_store; x and w are the K-major maps; both bug renders change the code; it builds for sm_90a."""
-    from types import SimpleNamespace
     from kernelstrain.ops.attention.fused_qkv_rope_cuda import wgmma_rope_src
     m = REGISTRY["fused_qkv_rope_cuda"]
     task = make_task(m, "H100", "bf16", m.check_shape)
@@ -227,3 +227,27 @@ def test_qkv_triton_pipelined_128_wide_k_tiles_as_the_h100_measured():
     t = {bk: simulate(m, v, {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": 3,
                              "num_warps": 8}, task).time_ms for bk in (64, 128)}
     assert 1.0 < t[64] / t[128] < 57.0 / 51.4 * 1.15
+
+
+@pytest.mark.parametrize("name", ["flash_prefill_cuda", "chunked_prefill_cuda"])
+def test_pingpong_hands_the_tensor_cores_between_the_two_consumer_warpgroups(name):
+    """warp_specialized_pingpong (device-unchecked: on the ladder with KERNELSTRAIN_DEVICE_UNCHECKED=1): the
+    warp_specialized kernel at 128 rows with FA3's ping-pong, every GEMM issue between a bar.sync on its own named
+    barrier (1 or 2) and a bar.arrive on the other's; warpgroup 1 lets warpgroup 0 go first; it builds for sm_90a."""
+    from kernelstrain.ops.attention import _chunked_wgmma
+    from kernelstrain.ops.attention._flash_ws import flash_ws_src, pingpong
+    render = flash_ws_src if name == "flash_prefill_cuda" else _chunked_wgmma.ws_src
+    m = REGISTRY[name]
+    task = make_task(m, "H100", "bf16", dict(m.check_shape))
+    p = {"BLOCK_M": 128, "BLOCK_N": 64, "stages": 2}
+    plain, body = render(p, task), pingpong(render)(p, task)
+    assert "named_sync" not in plain and body.count("named_sync(1 + cw);") == 2 and body.count("named_arrive(2 - cw);") == 2
+    assert "if (cw == 1) named_arrive(1);" in body and "bar.sync %0, 256" in body and "bar.arrive %0, 256" in body
+    loop = body[body.index("for (int j = 0; j < ntiles; ++j) {\n        mbar_wait(&full"):]
+    turn, issue, hand = loop.index("named_sync(1 + cw)"), loop.index("wgmma_tile(s,"), loop.index("named_arrive(2 - cw)")
+    assert turn < issue < hand < loop.index("fence_acc(s)")
+    assert pingpong(render)(p, task, mask=">=") != body       # the bug renders still change the code
+    if shutil.which("nvcc"):
+        from kernelstrain import compilers
+        r = compilers.compile_cuda(m.assemble(body, SimpleNamespace(needs=frozenset({"wgmma", "tma"})), p, task), "sm_90a")
+        assert r.ok, (r.log or "")[-400:]

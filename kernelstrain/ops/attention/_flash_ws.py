@@ -7,6 +7,7 @@ waiting on a tile's full barrier and handing its slot back on the empty one. No 
 __syncthreads on the consumers' path; with two consumers the producer gives its registers up (setmaxnreg). FA3's
 ping-pong between the consumers and its intra-warpgroup softmax/wgmma overlap are not here.
 """
+import os
 import re
 from dataclasses import replace
 
@@ -148,18 +149,67 @@ def ws_launch(base):
     return launch
 
 
+# FA3's ping-pong between two consumer warpgroups (BLOCK_M 128): named barriers 1 and 2 (0 is __syncthreads) hand the
+# tensor cores from one warpgroup to the other at every GEMM issue, so one's softmax runs under the other's wgmmas
+# instead of both softmaxes at once. Anchors in the consumer loop of warp_specialize's kernel (both dialects).
+PINGPONG_PTX = """// ping-pong: bar.sync waits for the other consumer warpgroup's bar.arrive (256 threads: 128 of each)
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\\n" :: "r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\\n" :: "r"(id) : "memory"); }
+"""
+TURN = "named_sync(1 + cw);                                     // this warpgroup's turn on the tensor cores\n        "
+PASS = "named_arrive(2 - cw);                                   // the other's GEMM next, under this softmax\n        "
+PINGPONG = (
+    ("    mbar_wait(&q_full, 0);                                    // this CTA's Q tile landed\n",
+     "    mbar_wait(&q_full, 0);                                    // this CTA's Q tile landed\n"
+     "    const int cw = warp / 4;                                  // consumer warpgroup 0 or 1\n"
+     "    if (cw == 1) named_arrive(1);                             // warpgroup 0 issues first\n"),
+    ("        float s[BLOCK_N / 2] = {};\n        wgmma_fence();", "        float s[BLOCK_N / 2] = {};\n        " + TURN + "wgmma_fence();"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n        fence_acc(s);",
+     "        wgmma_commit();\n        " + PASS + "wgmma_wait<0>();\n        fence_acc(s);"),
+    ("        l_i[1] += rs[1];\n        wgmma_fence();", "        l_i[1] += rs[1];\n        " + TURN + "wgmma_fence();"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n#pragma unroll\n        for (int c = 0; c < DC; ++c) fence_o(acc[c]);",
+     "        wgmma_commit();\n        " + PASS + "wgmma_wait<0>();\n#pragma unroll\n        for (int c = 0; c < DC; ++c) fence_o(acc[c]);"),
+    ('extern "C" __global__', PINGPONG_PTX + 'extern "C" __global__'),
+)
+# not yet timed: the gain FA3 reports for ping-pong and intra-warpgroup overlap together (Shah et al. 2024: 570 ->
+# 620-661 TFLOPs) in part; until a device times it (plan a6), on the ladder only with KERNELSTRAIN_DEVICE_UNCHECKED=1
+PINGPONG_GAIN = 1.06
+
+
+def pingpong(render):
+    """A warp_specialized render with FA3's ping-pong between its two consumer warpgroups."""
+    def out(p, task, **kw):
+        src = render(p, task, **kw)
+        for old, new in PINGPONG:
+            assert src.count(old) == 1, old
+            src = src.replace(old, new)
+        return src
+    return out
+
+
 def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, **kw) -> tuple:
-    """The rung of both modules (a 1-tuple): the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer
-    registers). Correct on an H100 (plan a3: 18 configs of both modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as the
-    wgmma rung's; all 18 off_by_one / wrong_init renders caught) and timed there (plan a4, above). fit_as: the
-    calibration its wgmma rung takes (the same kernel with the copies moved to a producer)."""
+    """The rungs of both modules: warp_specialized, the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer
+    registers), correct on an H100 (plan a3: 18 configs of both modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as
+    the wgmma rung's; all 18 off_by_one / wrong_init renders caught) and timed there (plan a4, above); and, device-
+    unchecked, its ping-pong form on 128-row tiles. fit_as: the calibration its wgmma rung takes (the same kernel with
+    the copies moved to a producer)."""
     from ..base import Param, Rung
     from ._flash_wgmma import WARPGROUP_ROWS
-    return (Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
-                "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
-                (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
-                needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=compute_eff, smem="dynamic",
-                launch=ws_launch(base_launch), render=render, fit_as=fit_as, bugs=bugs, **kw),)
+    tiles = (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2))
+    needs = frozenset({"wgmma", "tma", "inline_ptx"})
+    ws = Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
+              "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
+              (*WARPGROUP_ROWS, *tiles), needs=needs, path="fp16", compute_eff=compute_eff, smem="dynamic",
+              launch=ws_launch(base_launch), render=render, fit_as=fit_as, bugs=bugs, **kw)
+    if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") != "1":
+        return (ws,)
+    launch = ws_launch(base_launch)
+    return (ws, Rung("warp_specialized_pingpong", "sm_90a, FA3's ping-pong: the warp-specialized kernel's two consumer "
+                     "warpgroups take turns at the tensor cores (named barriers), one's softmax under the other's GEMMs",
+                     (Param("BLOCK_M", (128,), 128), *tiles), needs=needs, path="fp16", compute_eff=compute_eff,
+                     smem="dynamic", render=pingpong(render), fit_as=fit_as, bugs=bugs,
+                     launch=lambda p, task: replace(launch(p, task), compute_scale=launch(p, task).compute_scale
+                                                    * PINGPONG_GAIN), **kw))
 
 
-__all__ = ("TMA_INCLUDES", "flash_ws_src", "warp_specialize", "ws_host", "ws_launch", "ws_rung")
+__all__ = ("TMA_INCLUDES", "flash_ws_src", "pingpong", "warp_specialize", "ws_host", "ws_launch", "ws_rung")
