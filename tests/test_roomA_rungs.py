@@ -124,9 +124,9 @@ A4_PAIRS = [("flash_prefill_cuda", {"B": 1, "H": 32, "S": 2048, "D": 128}, {"BLO
 
 @pytest.mark.parametrize("name, shape, params, ws_us, wgmma_us", A4_PAIRS)
 def test_warp_specialized_beats_the_wgmma_rung_as_the_h100_measured(name, shape, params, ws_us, wgmma_us):
-    """The producer warpgroup ran 1.09-1.34x faster than the wgmma rung at the same tiles, more where a consumer
-    thread had more cp.async copies a tile to give up (16 at 64 rows a warpgroup or 128-key tiles, 8 otherwise): the
-    model orders every pair the same way, within 0.8-1.25x of each measured time and of each measured gain."""
+    """The producer warpgroup ran 1.09-1.34x faster than the wgmma rung at the same tiles at D=128 (_flash_ws.WS_GAIN:
+    by consumer warpgroups and key tile): the model orders every pair the same way, within 0.8-1.25x of each measured
+    time and of each measured gain."""
     m = REGISTRY[name]
     task = make_task(m, "H100", "bf16", shape)
     ws, wg = (simulate(m, m.variant(t), params, task).time_ms * 1e3 for t in ("warp_specialized", "wgmma_warpgroup"))
@@ -136,17 +136,20 @@ def test_warp_specialized_beats_the_wgmma_rung_as_the_h100_measured(name, shape,
 
 
 def test_warp_specialized_orders_its_own_tiles_as_the_h100_measured():
-    """a4: flash_prefill_cuda's 64-row tiles 110.5 us against 116.3-117.0 at 128 rows (2-4 stages: flat);
-    chunked_prefill_cuda's 128-key tiles 41.8 against 52.6-53.4 at 64 keys (two consumers on 128-key tiles take the
-    producer's registers by setmaxnreg: no spill at the 384-thread cap, as the wgmma rung's 208 registers would)."""
+    """a4 / a5: flash_prefill_cuda's 128 x 128 tiles 91.7 us, 64 x 64 110.5 against 116.3-117.0 at 128 x 64 (2-4
+    stages: flat); chunked_prefill_cuda's 128 x 128 41.8 against 52.6-53.4 at 128 x 64 and 63.6 at 64 x 128 (two
+    consumers on 128-key tiles take the producer's registers by setmaxnreg: no spill at the 384-thread cap, as the
+    wgmma rung's 208 registers would)."""
     f, c = REGISTRY["flash_prefill_cuda"], REGISTRY["chunked_prefill_cuda"]
     ft = make_task(f, "H100", "bf16", {"B": 1, "H": 32, "S": 2048, "D": 128})
     ct = make_task(c, "H100", "bf16", {"B": 2, "H": 16, "KVH": 4, "C": 512, "P": 1536, "D": 128})
     fv, cv = f.variant("warp_specialized"), c.variant("warp_specialized")
     best = simulate(f, fv, {"BLOCK_M": 64, "BLOCK_N": 64, "stages": 2}, ft).time_ms
+    assert simulate(f, fv, {"BLOCK_M": 128, "BLOCK_N": 128, "stages": 2}, ft).time_ms < best
     assert all(best < simulate(f, fv, {"BLOCK_M": 128, "BLOCK_N": 64, "stages": s}, ft).time_ms for s in (2, 3, 4))
     wide = simulate(c, cv, {"BLOCK_M": 128, "BLOCK_N": 128, "stages": 3}, ct).time_ms
     assert all(wide < simulate(c, cv, {"BLOCK_M": 128, "BLOCK_N": 64, "stages": s}, ct).time_ms for s in (2, 3, 4))
+    assert wide < simulate(c, cv, {"BLOCK_M": 64, "BLOCK_N": 128, "stages": 3}, ct).time_ms
     assert c.launch(cv, {"BLOCK_M": 128, "BLOCK_N": 128, "stages": 3}, ct).regs <= 168
 
 

@@ -13,7 +13,6 @@ from dataclasses import replace
 
 from ..matmul._gemm_ptx import MBAR_TMA_PTX, WGMMA_PTX
 from ..matmul._gemm_wgmma import TMA_INCLUDES, tensor_maps
-from ..base import DTYPE_BYTES
 from .flash_prefill_spec import LOG2E
 
 # the cp.async loads of _flash_wgmma.KERNEL and its per-tile barriers, each replaced by the producer/consumer text
@@ -123,29 +122,31 @@ def flash_ws_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
                             ("B * H * S", "B * H * S"), f"o, S, scale * {LOG2E}f")
 
 
-# the producer's work leaves the consumers' instruction slots and barriers: each tile costs the wgmma rung's threads
-# 2 x BLOCK_N x HEAD_DIM x 2 bytes / 16 / its threads cp.async issues with their swizzle math, and a __syncthreads;
-# here a barrier wait. H100 (scripts/roomA_device.py plan a4, lead's call 1, 2026-12-06 18:45 UTC, docs/
-# roomA_device_h100_a4/), warp_specialized / wgmma_warpgroup at the same tiles: flash_prefill_cuda B=1 H=32 S=2048
-# D=128 BM64 BN64 2 stages 110.5 / 136.3 us (16 copies a consumer thread a tile: 1.23x), BM128 BN64 2 / 3 stages
-# 116.3 / 131.0, 117.0 / 129.8 (8 copies: 1.13x, 1.11x); chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536 BM128
-# 3 stages BN64 53.4 / 58.4 (8: 1.09x), BN128 41.8 / 55.1 (16: 1.32x). 1 + WS_PER_COPY x copies: 1.12x at 8, 1.23x
-# at 16 (geomean of the five ratios' fit). FA3 (Shah et al. 2024, Table 3): 570 -> 661 TFLOPs with ping-pong.
-WS_PER_COPY = 0.0145
+# the producer's work leaves the consumers' instruction slots and barriers: the wgmma rung's threads issued every K/V
+# tile's cp.async copies with their swizzle math and met at a __syncthreads; here they wait on a barrier. What that buys
+# depends on the consumers and the key tile more than on the copies alone; H100, warp_specialized / wgmma_warpgroup
+# at the same tiles (scripts/roomA_device.py plans a4, a5, lead's calls 1-2, 2026-12-06, docs/roomA_device_h100_a4/,
+# _a5/), D=128: one consumer (BLOCK_M 64) on 64-key tiles 1.23x (flash_prefill_cuda B=1 H=32 S=2048, 110.5 / 136.3 us)
+# and 1.26x (S=4096, 399.5 / 504.8); on 128-key tiles 1.13x (chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536,
+# 63.6 / 71.7); two consumers (BLOCK_M 128) on 64-key tiles 1.09-1.16x (flash 116.3 / 131.0, 117.0 / 129.8, 399.1 /
+# 463.5; chunked 53.4 / 58.4), on 128-key tiles 1.32-1.38x (chunked 41.8 / 55.1, P=3584 75.7 / 104.1; flash's 91.7 us
+# is its fastest tile). At D=64 less (B=8 H=16 S=1024: one consumer 78.5 / 87.8 = 1.12x, two 100.4 / 79.1 = 0.79x):
+# the gain taken to the power D / 128. FA3 (Shah et al. 2024, Table 3): 570 -> 661 TFLOPs with ping-pong.
+WS_GAIN = {(1, 64): 1.24, (1, 128): 1.13, (2, 64): 1.12, (2, 128): 1.33}
 # two consumer warpgroups on 128-key tiles give the producer's registers to the consumers (setmaxnreg 40 / 232): the
 # register file holds (2 x 128 x 232 + 128 x 40) / 384 = 168 a thread on average, and no consumer spills at 208
 # (the wgmma rung's figure at these tiles; the a4 row above ran 1.32x its wgmma twin, not slower)
 SETMAXNREG_AVG = 168
 
 
-def ws_launch(base):
-    """A wgmma rung's launch model with a producer warpgroup more (threads) and the copies off the consumers' path."""
+def ws_launch(base, power: float = 1.0):
+    """A wgmma rung's launch model with a producer warpgroup more (threads) and the copies off the consumers' path;
+    power: how far the module's calibration damps a launch gain (the measured gain is WS_GAIN after it)."""
     def launch(p, task):
         out = base(p, task)
-        copies = 2 * p["BLOCK_N"] * task["D"] * DTYPE_BYTES[task.dtype] / 16 / out.threads
+        gain = WS_GAIN[out.threads // 128, p["BLOCK_N"]] ** (power * min(task["D"], 128) / 128)
         regs = min(out.regs, SETMAXNREG_AVG) if out.threads == 256 and p["BLOCK_N"] == 128 else out.regs
-        return replace(out, threads=out.threads + 128, regs=regs,
-                       compute_scale=out.compute_scale * (1 + WS_PER_COPY * copies))
+        return replace(out, threads=out.threads + 128, regs=regs, compute_scale=out.compute_scale * gain)
     return launch
 
 
@@ -187,12 +188,12 @@ def pingpong(render):
     return out
 
 
-def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, **kw) -> tuple:
+def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, power: float = 1.0, **kw) -> tuple:
     """The rungs of both modules: warp_specialized, the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer
     registers), correct on an H100 (plan a3: 18 configs of both modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as
     the wgmma rung's; all 18 off_by_one / wrong_init renders caught) and timed there (plan a4, above); and, device-
     unchecked, its ping-pong form on 128-row tiles. fit_as: the calibration its wgmma rung takes (the same kernel with
-    the copies moved to a producer)."""
+    the copies moved to a producer); power: ws_launch's."""
     from ..base import Param, Rung
     from ._flash_wgmma import WARPGROUP_ROWS
     tiles = (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2))
@@ -200,10 +201,10 @@ def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, **
     ws = Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
               "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
               (*WARPGROUP_ROWS, *tiles), needs=needs, path="fp16", compute_eff=compute_eff, smem="dynamic",
-              launch=ws_launch(base_launch), render=render, fit_as=fit_as, bugs=bugs, **kw)
+              launch=ws_launch(base_launch, power), render=render, fit_as=fit_as, bugs=bugs, **kw)
     if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") != "1":
         return (ws,)
-    launch = ws_launch(base_launch)
+    launch = ws_launch(base_launch, power)
     return (ws, Rung("warp_specialized_pingpong", "sm_90a, FA3's ping-pong: the warp-specialized kernel's two consumer "
                      "warpgroups take turns at the tensor cores (named barriers), one's softmax under the other's GEMMs",
                      (Param("BLOCK_M", (128,), 128), *tiles), needs=needs, path="fp16", compute_eff=compute_eff,

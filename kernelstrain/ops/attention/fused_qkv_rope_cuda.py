@@ -8,7 +8,6 @@ tensor cores (ldmatrix + mma.sync; _gemm_mma's mainloop, whose c0/c1 fragment is
 STAGES-deep cp.async ring -> on sm_90a, TMA + wgmma (gemm_fp16_cuda's warp-specialized kernel, _gemm_wgmma: its
 accumulator pair d[2i], d[2i+1] is a rotary pair too). The launch models are the matmul family's, on the GEMM view.
 """
-import os
 from dataclasses import replace
 
 from ..base import Param, Rung
@@ -191,8 +190,11 @@ def wgmma_rope_src(p, task, wait_full=True, kt_end="KT"):
 
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
 SHORT_K = {"kt_end": "KT - 1"}
-# compiled for sm_90a here (nvcc 13: 168 registers, no spill but BM = BN = 256's), not yet device-checked or timed:
-# on the ladder only with KERNELSTRAIN_DEVICE_UNCHECKED=1 (scripts/roomA_device.py, plan a5, sets it)
+# H100 (scripts/roomA_device.py plan a5, lead's call 2, 2026-12-06, docs/roomA_device_h100_a5/): every value correct,
+# every missing_barrier / off_by_one render caught; 1.6-1.9x the cp.async rung's best as modelled: T=1000 HID=2048
+# H=16 KVH=4 D=128 128 x 256 / 256 x 128 / 128 x 128 / 64 x 128 / 128 x 64 tiles 41.8 / 41.5 / 44.0 / 48.7 / 49.4 us
+# (model 38.9 / 40.3 / 45.1 / 49.9 / 56.0) against cp.async's 70.6; T=4096 HID=2048 H=KVH=16 D=64 112.7 / 117.2 /
+# 125.5 us (2 / 3 / 6 stages 189.2 / 143.1 / 131.0) against 201.9; T=1024 HID=3584 H=28 KVH=4 89.8 against 168.9
 WGMMA_RUNG = (
     Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma consumer warpgroups on an mbarrier ring, rope in the "
          "epilogue", (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128),
@@ -200,7 +202,7 @@ WGMMA_RUNG = (
          needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
          smem="dynamic", launch=on_gemm_view(tc_launch("fp16", 2, 2, wgmma=True)), render=wgmma_rope_src,
          bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
-) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
+)
 BM, BN, WARPS = Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("warps", (4, 8), 8)
 
 
