@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"    # the warp_specialized rungs (_flash_ws.DEVICE_UNCHECKED) join the plan
+os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"    # rungs still waiting for a device (fused_qkv_rope_cuda's wgmma_tma) join
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -155,10 +155,54 @@ A4_REF = [
     ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
     ("chunked_prefill_cuda", "warp_specialized", "stages", CHUNK, {"BLOCK_M": 128, "BLOCK_N": 64}, (2, 4)),
 ] + QKV_NEW + QKV_REF[:1]
+# a5 (~100 s): fused_qkv_rope_cuda's new wgmma_tma rung (every value and its bugs at the check shape's ends, beside the
+# cp.async rung's best); the warp_specialized rungs beside the wgmma rung at shapes a4 left out (D=64, a 4096-key causal
+# row, the chunked menu's 3584-key prefix); flash_prefill_triton's pipelined grid at D=64 and the 8-warp 128-row tiles
+# at D=128 (the Hopper terms of hopper_ring, fitted on a1's D=128 rows)
+QKV_MENU = [{"T": 1024, "HID": 3584, "H": 28, "KVH": 4, "D": 128}]
+FLASH_4K = [{"B": 1, "H": 32, "S": 4096, "D": 128}]
+A5_NEW = [
+    ("fused_qkv_rope_cuda", "wgmma_tma", "BN", QKV + QKV_BIG, {"BM": 128, "stages": 4}, (64, 128, 256)),
+    ("fused_qkv_rope_cuda", "wgmma_tma", "BM", QKV + QKV_BIG, {"BN": 128, "stages": 4}, (64, 256)),
+    ("fused_qkv_rope_cuda", "wgmma_tma", "stages", QKV_BIG, {"BM": 128, "BN": 128}, (2, 3, 6)),
+    ("fused_qkv_rope_cuda", "wgmma_tma", "BN", QKV_MENU, {"BM": 128, "stages": 4}, (128, 256)),
+]
+A5_REF = [
+    ("fused_qkv_rope_cuda", "cp_async_pipeline", "BN", QKV + QKV_BIG + QKV_MENU, {"BM": 128, "BK": 64, "stages": 3, "warps": 8},
+     (128,)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH_D64 + FLASH_4K, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH_D64 + FLASH_4K, {"BLOCK_N": 64, "stages": 2}, (64, 128)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (128,)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+    ("chunked_prefill_cuda", "wgmma_warpgroup", "BLOCK_N", CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (128,)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_M", CHUNK, {"BLOCK_N": 128, "stages": 3}, (64,)),
+] + [
+    ("flash_prefill_triton", "pipelined", "BLOCK_N", FLASH_D64, {"BLOCK_M": bm, "num_warps": 4, "num_stages": st}, (32, 64))
+    for bm in (64, 128) for st in (2, 3, 4)
+] + [
+    ("flash_prefill_triton", "pipelined", "num_stages", FLASH_D64 + FLASH, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8},
+     (2, 3, 4)),
+]
+# a6 (~60 s): the warp_specialized rungs' FA3 ping-pong form (new: every value, its bugs at the ends; two consumer
+# warpgroups handing the tensor cores over by named barriers) beside warp_specialized at the same tiles, and
+# fused_qkv_rope_triton's BLOCK_K 128 at two more configurations / shapes
+A6_NEW = [
+    ("flash_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", FLASH, {"stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", CHUNK, {"stages": 3}, (64, 128)),
+]
+A6_REF = [
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH, {"BLOCK_M": 128, "stages": 2}, (64, 128)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK, {"BLOCK_M": 128, "stages": 3}, (64, 128)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV_BIG,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}, (64, 128)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV,
+     {"BLOCK_M": 64, "BLOCK_N": 128, "GROUP_M": 8, "num_stages": 4, "num_warps": 8}, (64, 128)),
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
 PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
-         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF)}
+         "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF),
+         "a6": (A6_NEW, A6_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

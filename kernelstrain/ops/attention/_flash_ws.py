@@ -122,40 +122,95 @@ def flash_ws_src(p, task, mask=">", m0="-INFINITY", l0="0.f"):
                             ("B * H * S", "B * H * S"), f"o, S, scale * {LOG2E}f")
 
 
-# the producer's work leaves the consumers' instruction slots and barriers: each tile costs the consumers a barrier
-# wait instead of 2 x BLOCK_N x HEAD_DIM / 8 / 128 cp.async issues with their swizzle math and a __syncthreads
-# (FA3, Shah et al. 2024, Table 3: without warp specialization 570 TFLOPs, with it 661 -- ping-pong included)
-WS_GAIN = 1.12
+# the producer's work leaves the consumers' instruction slots and barriers: the wgmma rung's threads issued every K/V
+# tile's cp.async copies with their swizzle math and met at a __syncthreads; here they wait on a barrier. What that buys
+# depends on the consumers and the key tile more than on the copies alone; H100, warp_specialized / wgmma_warpgroup
+# at the same tiles (scripts/roomA_device.py plans a4, a5, lead's calls 1-2, 2026-12-06, docs/roomA_device_h100_a4/,
+# _a5/), D=128: one consumer (BLOCK_M 64) on 64-key tiles 1.23x (flash_prefill_cuda B=1 H=32 S=2048, 110.5 / 136.3 us)
+# and 1.26x (S=4096, 399.5 / 504.8); on 128-key tiles 1.13x (chunked_prefill_cuda B=2 H=16 KVH=4 C=512 P=1536,
+# 63.6 / 71.7); two consumers (BLOCK_M 128) on 64-key tiles 1.09-1.16x (flash 116.3 / 131.0, 117.0 / 129.8, 399.1 /
+# 463.5; chunked 53.4 / 58.4), on 128-key tiles 1.32-1.38x (chunked 41.8 / 55.1, P=3584 75.7 / 104.1; flash's 91.7 us
+# is its fastest tile). At D=64 less (B=8 H=16 S=1024: one consumer 78.5 / 87.8 = 1.12x, two 100.4 / 79.1 = 0.79x):
+# the gain taken to the power D / 128. FA3 (Shah et al. 2024, Table 3): 570 -> 661 TFLOPs with ping-pong.
+WS_GAIN = {(1, 64): 1.24, (1, 128): 1.13, (2, 64): 1.12, (2, 128): 1.33}
+# two consumer warpgroups on 128-key tiles give the producer's registers to the consumers (setmaxnreg 40 / 232): the
+# register file holds (2 x 128 x 232 + 128 x 40) / 384 = 168 a thread on average, and no consumer spills at 208
+# (the wgmma rung's figure at these tiles; the a4 row above ran 1.32x its wgmma twin, not slower)
+SETMAXNREG_AVG = 168
 
 
-def ws_launch(base):
-    """A wgmma rung's launch model with a producer warpgroup more (threads) and the copies off the consumers' path."""
+def ws_launch(base, power: float = 1.0):
+    """A wgmma rung's launch model with a producer warpgroup more (threads) and the copies off the consumers' path;
+    power: how far the module's calibration damps a launch gain (the measured gain is WS_GAIN after it)."""
     def launch(p, task):
         out = base(p, task)
-        return replace(out, threads=out.threads + 128, compute_scale=out.compute_scale * WS_GAIN)
+        gain = WS_GAIN[out.threads // 128, p["BLOCK_N"]] ** (power * min(task["D"], 128) / 128)
+        regs = min(out.regs, SETMAXNREG_AVG) if out.threads == 256 and p["BLOCK_N"] == 128 else out.regs
+        return replace(out, threads=out.threads + 128, regs=regs, compute_scale=out.compute_scale * gain)
     return launch
 
 
-# Correct on an H100 (scripts/roomA_device.py plan a3, lead's call 5, docs/roomA_device_h100_a3/: 18 configs of both
-# modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as the wgmma rung's; all 18 off_by_one / wrong_init renders caught)
-# but not yet timed (that call's budget went to the checks; plan a4 times it beside the wgmma rung): until a device
-# times it, the profiles offer it only with KERNELSTRAIN_DEVICE_UNCHECKED=1 (roomA_device.py sets it), as WS_GAIN
-# and the fit's threads term order it against the wgmma rung unmeasured; off, both ladders are as before it
-DEVICE_UNCHECKED = os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1"
+# FA3's ping-pong between two consumer warpgroups (BLOCK_M 128): named barriers 1 and 2 (0 is __syncthreads) hand the
+# tensor cores from one warpgroup to the other at every GEMM issue, so one's softmax runs under the other's wgmmas
+# instead of both softmaxes at once. Anchors in the consumer loop of warp_specialize's kernel (both dialects).
+PINGPONG_PTX = """// ping-pong: bar.sync waits for the other consumer warpgroup's bar.arrive (256 threads: 128 of each)
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\\n" :: "r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\\n" :: "r"(id) : "memory"); }
+"""
+TURN = "named_sync(1 + cw);                                     // this warpgroup's turn on the tensor cores\n        "
+PASS = "named_arrive(2 - cw);                                   // the other's GEMM next, under this softmax\n        "
+PINGPONG = (
+    ("    mbar_wait(&q_full, 0);                                    // this CTA's Q tile landed\n",
+     "    mbar_wait(&q_full, 0);                                    // this CTA's Q tile landed\n"
+     "    const int cw = warp / 4;                                  // consumer warpgroup 0 or 1\n"
+     "    if (cw == 1) named_arrive(1);                             // warpgroup 0 issues first\n"),
+    ("        float s[BLOCK_N / 2] = {};\n        wgmma_fence();", "        float s[BLOCK_N / 2] = {};\n        " + TURN + "wgmma_fence();"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n        fence_acc(s);",
+     "        wgmma_commit();\n        " + PASS + "wgmma_wait<0>();\n        fence_acc(s);"),
+    ("        l_i[1] += rs[1];\n        wgmma_fence();", "        l_i[1] += rs[1];\n        " + TURN + "wgmma_fence();"),
+    ("        wgmma_commit();\n        wgmma_wait<0>();\n#pragma unroll\n        for (int c = 0; c < DC; ++c) fence_o(acc[c]);",
+     "        wgmma_commit();\n        " + PASS + "wgmma_wait<0>();\n#pragma unroll\n        for (int c = 0; c < DC; ++c) fence_o(acc[c]);"),
+    ('extern "C" __global__', PINGPONG_PTX + 'extern "C" __global__'),
+)
+# not yet timed: the gain FA3 reports for ping-pong and intra-warpgroup overlap together (Shah et al. 2024: 570 ->
+# 620-661 TFLOPs) in part; until a device times it (plan a6), on the ladder only with KERNELSTRAIN_DEVICE_UNCHECKED=1
+PINGPONG_GAIN = 1.06
 
 
-def ws_rung(render, base_launch, compute_eff: float, bugs: dict, **kw) -> tuple:
-    """The rung of both modules (a 1-tuple; empty while device-unchecked): the wgmma rung's tiles, stages to 4
-    (TMA's ring costs no consumer registers)."""
-    if not DEVICE_UNCHECKED:
-        return ()
+def pingpong(render):
+    """A warp_specialized render with FA3's ping-pong between its two consumer warpgroups."""
+    def out(p, task, **kw):
+        src = render(p, task, **kw)
+        for old, new in PINGPONG:
+            assert src.count(old) == 1, old
+            src = src.replace(old, new)
+        return src
+    return out
+
+
+def ws_rung(render, base_launch, compute_eff: float, bugs: dict, fit_as: str, power: float = 1.0, **kw) -> tuple:
+    """The rungs of both modules: warp_specialized, the wgmma rung's tiles, stages to 4 (TMA's ring costs no consumer
+    registers), correct on an H100 (plan a3: 18 configs of both modules at three shapes, rel. L2 2.1e-3 - 2.5e-3 as
+    the wgmma rung's; all 18 off_by_one / wrong_init renders caught) and timed there (plan a4, above); and, device-
+    unchecked, its ping-pong form on 128-row tiles. fit_as: the calibration its wgmma rung takes (the same kernel with
+    the copies moved to a producer); power: ws_launch's."""
     from ..base import Param, Rung
     from ._flash_wgmma import WARPGROUP_ROWS
-    return (Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
-                "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
-                (*WARPGROUP_ROWS, Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2)),
-                needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=compute_eff, smem="dynamic",
-                launch=ws_launch(base_launch), render=render, fit_as="cp_async_pipeline", bugs=bugs, **kw),)
+    tiles = (Param("BLOCK_N", (64, 128), 64), Param("stages", (2, 3, 4), 2))
+    needs = frozenset({"wgmma", "tma", "inline_ptx"})
+    ws = Rung("warp_specialized", "sm_90a, FA3's producer/consumer split: a producer warpgroup streams Q and the K/V "
+              "tiles by TMA into a STAGES-deep mbarrier ring, one or two consumer warpgroups run the wgmma loop",
+              (*WARPGROUP_ROWS, *tiles), needs=needs, path="fp16", compute_eff=compute_eff, smem="dynamic",
+              launch=ws_launch(base_launch, power), render=render, fit_as=fit_as, bugs=bugs, **kw)
+    if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") != "1":
+        return (ws,)
+    launch = ws_launch(base_launch, power)
+    return (ws, Rung("warp_specialized_pingpong", "sm_90a, FA3's ping-pong: the warp-specialized kernel's two consumer "
+                     "warpgroups take turns at the tensor cores (named barriers), one's softmax under the other's GEMMs",
+                     (Param("BLOCK_M", (128,), 128), *tiles), needs=needs, path="fp16", compute_eff=compute_eff,
+                     smem="dynamic", render=pingpong(render), fit_as=fit_as, bugs=bugs,
+                     launch=lambda p, task: replace(launch(p, task), compute_scale=launch(p, task).compute_scale
+                                                    * PINGPONG_GAIN), **kw))
 
 
-__all__ = ("TMA_INCLUDES", "flash_ws_src", "warp_specialize", "ws_host", "ws_launch", "ws_rung")
+__all__ = ("TMA_INCLUDES", "flash_ws_src", "pingpong", "warp_specialize", "ws_host", "ws_launch", "ws_rung")

@@ -291,7 +291,7 @@ class ChunkedPrefillCuda(ChunkedPrefillSpec):
              needs=frozenset({"wgmma", "inline_ptx", "cp_async"}), path="fp16", compute_eff=0.33, memory_eff=0.85,
              smem="dynamic", launch=wgmma_launch, render=wgmma_src, fit_as="cp_async_pipeline",
              bugs={"off_by_one": {"mask": ">="}}),
-        *ws_rung(ws_src, wgmma_launch, 0.33, {"off_by_one": {"mask": ">="}}, memory_eff=0.85),
+        *ws_rung(ws_src, wgmma_launch, 0.33, {"off_by_one": {"mask": ">="}}, "cp_async_pipeline", memory_eff=0.85),
     )
 
     def assemble(self, body, variant, params, task) -> str:

@@ -63,22 +63,25 @@ def materialized_launch(p, task):
                   compute_scale=arch * 0.5, launches=3 * cdiv(task["B"] * task["H"], heads))
 
 
-# Hopper's Triton pipeliner (triton_full_stage_rows: every stage of the K/V ring buffered, the dot on wgmma) on the
-# pointer-pipelined loop: a fourth or fifth stage adds no overlap past the third, only a larger ring (fewer programs an
-# SM), and 32-key tiles pay each tile's softmax reductions and barrier twice per 64 keys. H100 / H200 rows
-# (docs/roomA_device_h100_a1/, measurements/h*_gpucheck_*.json): B=1 H=32 S=2048 D=128, 64 x 64 tiles 104.3 / 131.2 us
-# at 3 / 4 stages, 64 x 32 116.8 / 124.5 / 125.6 at 3 / 4 / 5, 128 x 32 133.0 / 133.7 at 3 / 4, 128 x 32 / 128 x 64
-# 133.0 / 125.4 at 3; B=16 H=12 S=512 D=64 64 x 32 / 64 x 64 41.7 / 35.0 at 2 stages (H200). The 19 rows' within-shape
-# Spearman 0.08 -> 0.68, pair order over the module's H100/H200 rows 0.77 -> 0.86 (a grid of 0.8-0.95 for each)
-HOPPER_DEEP, HOPPER_BN32 = 0.8, 0.85
+# Hopper's Triton pipeliner (triton_full_stage_rows: the whole K/V ring buffered, the dots on wgmma), pointer loop:
+# past 3 stages a ring adds no overlap, only size (the fit's num_stages term, from H200 rows, rewards depth: DEEP takes
+# it back); 32-key tiles pay the softmax reductions and barrier twice per 64 keys; 128 rows on 4 warps (one warpgroup)
+# hold 192+ fp32 registers a thread and issue both m64 halves in turn, where 8 warps split them over two warpgroups
+# (the fit's num_warps term, from rows whose 8 warps split 64 rows, counts 8 slower: TWO_WG takes it back). H100 / H200
+# rows (docs/roomA_device_h100_a1/, measurements/h*_gpucheck_*.json): B=1 H=32 S=2048 D=128, 64 x 64 tiles 121.8 /
+# 104.3 / 131.2 us at 2 / 3 / 4 stages, 64 x 32 116.8 / 124.5 at 3 / 4, 128 x 32 133.0 / 133.7, 128 x 64 on 4 warps
+# 121.5 / 124.5 at 2 / 3 and on 8 warps 111.8 at 3; D=64 (H200) 64 x 64 35.0 / 37.8 at 2 / 4 (B=16 H=12 S=512), 64.9
+# / 70.0 at 3 / 4 (B=8 H=16 S=1024); a5's 15 configs at D=64 (H100). The pipelined + tma rows' within-shape Spearman
+# 0.65 -> 0.78, pair order 0.81 -> 0.86 (58 rows; all 133: 0.82 / 0.86 -> 0.80 / 0.86; scripts/roomA_order.py).
+HOPPER_DEEP, HOPPER_BN32, HOPPER_ONE_WG, HOPPER_TWO_WG = 0.8, 0.85, 0.9, 1.05
 
 
 def hopper_ring(p, task, stages: int) -> float:
-    """compute_scale of the pointer-pipelined loop on Hopper-class GPUs: a ring past 3 stages at D >= 128, 32-key tiles."""
-    if not task.gpu.triton_full_stage_rows or "num_stages" not in p:    # causal_block_skip: measured as modelled
+    """compute_scale of the pointer loop on Hopper-class GPUs (1.0 elsewhere and for causal_block_skip: no stages)."""
+    if not task.gpu.triton_full_stage_rows or "num_stages" not in p:
         return 1.0
-    deep = HOPPER_DEEP if stages > 3 and task["D"] >= 128 else 1.0     # 4 and 5 stages ran alike
-    return deep * (HOPPER_BN32 if p["BLOCK_N"] == 32 else 1.0)
+    wg = {4: HOPPER_ONE_WG, 8: HOPPER_TWO_WG}.get(p["num_warps"], 1.0) if p["BLOCK_M"] == 128 else 1.0
+    return (HOPPER_DEEP if stages > 3 else 1.0) * (HOPPER_BN32 if p["BLOCK_N"] == 32 else 1.0) * wg
 
 
 def fused_launch(skip: bool = True):
@@ -224,11 +227,10 @@ def persistent_src(p, task, m0=M0, l0=L0, rescale=RESCALE):
 
 # tensor descriptors: a Hopper load is one TMA copy into swizzled shared memory (no per-thread address math, no
 # register staging); without TMA hardware Triton lowers a descriptor to pointer loads (as gemm_fp16_triton's
-# persistent_tma rung, 0.93). H100 (scripts/roomA_device.py plan a1, 2026-12-06 13:44 UTC, every value correct, every
-# bug caught), B=1 H=32 S=2048 D=128, descriptor / pointer rung at the same tiles: 64x64 2 stages 131.1 / 121.8 us,
-# 3 stages 110.2 / 104.3, 128x32 3 stages 134.9 / 133.0, 128x64 3 stages 143.6 / 124.5: 1.07x slower (geomean), not
-# the 1.08x faster first modelled. Triton 3.9's pointer pipeliner already streams these tiles by cp.async; the rung
-# stays as the technique an engineer tries and reverts here.
+# persistent_tma rung, 0.93). H100 (plan a1, every value correct, every bug caught), B=1 H=32 S=2048 D=128, descriptor
+# / pointer rung at the same tiles: 64x64 2 stages 131.1 / 121.8 us, 3 stages 110.2 / 104.3, 128x32 3 stages 134.9 /
+# 133.0, 128x64 3 stages 143.6 / 124.5: 1.07x slower (geomean). Triton 3.9's pointer pipeliner already streams these
+# tiles by cp.async; the rung stays as the technique an engineer tries and reverts here.
 TMA_GAIN, NO_TMA = 0.92, 0.93
 
 

@@ -5,7 +5,8 @@ GEMM's epilogue. A rotated pair is two adjacent columns, so every rung keeps a p
 Ladder: a GEMM kernel to an fp32 scratch plus a rope/split kernel -> shared-memory tiles, a thread
 per column pair, rope in the epilogue -> register micro-tiles (gemm_fp16_cuda's mainloop) ->
 tensor cores (ldmatrix + mma.sync; _gemm_mma's mainloop, whose c0/c1 fragment is a pair) ->
-STAGES-deep cp.async ring. The launch models are the matmul family's, on the GEMM view.
+STAGES-deep cp.async ring -> on sm_90a, TMA + wgmma (gemm_fp16_cuda's warp-specialized kernel, _gemm_wgmma: its
+accumulator pair d[2i], d[2i+1] is a rotary pair too). The launch models are the matmul family's, on the GEMM view.
 """
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from ..base import Param, Rung
 from ..dialect import prelude
 from ..matmul._gemm_mma import mma_kernel
 from ..matmul._gemm_tc import naive_launch, tc_launch
+from ..matmul._gemm_wgmma import TMA_INCLUDES, tensor_maps, wgmma_kernel
 from ..matmul.gemm_fp16_cuda import register_blocked_launch, register_blocked_src, smem_tiled_launch
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
@@ -170,9 +172,38 @@ def mma_src(pipelined: bool):
     return render
 
 
+def wgmma_rope_src(p, task, wait_full=True, kt_end="KT"):
+    """gemm_fp16_cuda's wgmma_tma kernel (a TMA producer warp, wgmma consumer warpgroups on an mbarrier ring), its C
+    store the pair epilogue; x and w are the K-major A and B its tensor maps read."""
+    kernel = wgmma_kernel("fused_qkv_rope", kind(task), p, args=f"{OUTS}, int M, int N, int K", kt_end=kt_end,
+                          wait_full=wait_full, epilogue="rope_store(q, k, v, cos, sin, row, col, v0, v1);   // a pair")
+    return kernel + f"""
+{tensor_maps(kind(task))}{ENTRY.host_head(task)} {{
+    const CUtensorMap ta = kmajor_map(x, T, HID, BM), tb = kmajor_map(w, QKV_COLS, HID, BN);
+    const int smem = STAGES * STAGE_BYTES + 1024;   // + slack for the 1024-byte alignment
+    cudaFuncSetAttribute(fused_qkv_rope_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int tiles = ((T + BM - 1) / BM) * ((QKV_COLS + BN - 1) / BN);
+    fused_qkv_rope_kernel<<<tiles, THREADS, smem, stream>>>(ta, tb, cos, sin, q, k, v, T, QKV_COLS, HID);
+}}
+"""
+
+
 TC = frozenset({"mma", "ldmatrix", "inline_ptx"})
-BM, BN, WARPS = Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("warps", (4, 8), 8)
 SHORT_K = {"kt_end": "KT - 1"}
+# H100 (scripts/roomA_device.py plan a5, lead's call 2, 2026-12-06, docs/roomA_device_h100_a5/): every value correct,
+# every missing_barrier / off_by_one render caught; 1.6-1.9x the cp.async rung's best as modelled: T=1000 HID=2048
+# H=16 KVH=4 D=128 128 x 256 / 256 x 128 / 128 x 128 / 64 x 128 / 128 x 64 tiles 41.8 / 41.5 / 44.0 / 48.7 / 49.4 us
+# (model 38.9 / 40.3 / 45.1 / 49.9 / 56.0) against cp.async's 70.6; T=4096 HID=2048 H=KVH=16 D=64 112.7 / 117.2 /
+# 125.5 us (2 / 3 / 6 stages 189.2 / 143.1 / 131.0) against 201.9; T=1024 HID=3584 H=28 KVH=4 89.8 against 168.9
+WGMMA_RUNG = (
+    Rung("wgmma_tma", "sm_90a: TMA producer warp + wgmma consumer warpgroups on an mbarrier ring, rope in the "
+         "epilogue", (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 128),
+                      Param("stages", (2, 3, 4, 5, 6), 4)),
+         needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
+         smem="dynamic", launch=on_gemm_view(tc_launch("fp16", 2, 2, wgmma=True)), render=wgmma_rope_src,
+         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+)
+BM, BN, WARPS = Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("warps", (4, 8), 8)
 
 
 class FusedQkvRopeCuda(FusedQkvRopeSpec):
@@ -200,9 +231,10 @@ class FusedQkvRopeCuda(FusedQkvRopeSpec):
              path="fp16", compute_eff=0.85, memory_eff=0.85, smem="dynamic",
              launch=on_gemm_view(tc_launch("fp16", 2, 2)), render=mma_src(True),
              bugs={"off_by_one": SHORT_K}),
+        *WGMMA_RUNG,
     )
 
     def assemble(self, body, variant, params, task) -> str:
         defs = (f"#define NUM_HEADS {task['H']}\n#define NUM_KV_HEADS {task['KVH']}\n#define HEAD_DIM {task['D']}\n"
                 f"#define QKV_COLS {qkv_cols(task)}          // (NUM_HEADS + 2 NUM_KV_HEADS) HEAD_DIM\n")
-        return prelude(task) + defs + rope_store() + body
+        return prelude(task, TMA_INCLUDES if "tma" in variant.needs else ()) + defs + rope_store() + body

@@ -30,6 +30,9 @@ EIGHT_WARPS_ROPE_EPILOGUE = 0.68
 # stages 8 warps 175.9 us against 128 x 128's 149.7 on an H100 (1.17x; WGMMA_N64 modelled 2.08x); at T=1024 HID=3584
 # H=28 KVH=4 the 64-wide pipelined tiles ran 120.6 us (H200) and 130.9 (H100) where the model said 258 / 251.
 QKV_N64 = 0.86
+# BLOCK_K 128 on the pipelined rung (room_table: the best at BLOCK_K 64, the list's end, in 8 of 8 kernelinfer
+# episodes, seed 8383): H100 (plan a1), T=1000 HID=2048 H=16 KVH=4 D=128, 64 x 128 tiles at 3 stages 8 warps 51.4 us
+# against BLOCK_K 64's 57.0 (model 34.0 / 36.9: the same order); half the K iterations, each a longer wgmma chain
 ROT0 = "y0 * c - y1 * s"
 NO_COS = {"rot0": "y0 - y1 * s"}           # missing_scale: the cos factor of the rotation dropped
 ROW_MAJOR = """    pid_m = pid // num_pid_n                 # row-major order: a wave of programs streams all of w
@@ -195,7 +198,7 @@ class FusedQkvRopeTriton(FusedQkvRopeSpec):
              memory_eff=0.8, smem="dynamic", launch=dot_launch(0.95), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of the tile loads, tuned warps",
-             (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 64), Param("GROUP_M", (8,), 8),
+             (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64, 128), 64), Param("GROUP_M", (8,), 8),
               STAGES, Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
              memory_eff=0.88, smem="dynamic", launch=dot_launch(0.95, "pipelined"), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
