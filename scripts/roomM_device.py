@@ -62,9 +62,28 @@ M1_TRITON = [
     ("conv2d_nhwc_triton", "grouped_swizzle", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4, "GROUP_M": 4},
      (32, 64)),
 ]
+# m3 (this session): top_p_cuda's split_mass_hist rung (new: stage 1's CTAs a row and its chunk, threads, bugs at the
+# B=64 row count where missing_scale fails) beside vectorized_float4 (the one-block-a-row rung it splits); prefix_scan_cuda
+# warp_shuffle_scan across items and threads at the long rows (the row-chain term, docs/roomM_device_h100_m1/ 1.9x);
+# selective_scan_cuda smem_bc_multi_channel across threads and rows beyond B=1 (the rung ran flat there)
+TOPP = [{"B": 64, "V": 128256}, {"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B": 256, "V": 128256}]
+M3_NEW = [
+    ("top_p_cuda", "split_mass_hist", "chunk", TOPP, {"threads": 512}, (2048, 4096, 8192, 16384)),
+    ("top_p_cuda", "split_mass_hist", "threads", TOPP[:3], {"chunk": 4096}, (256, 1024)),
+]
+SCAN8 = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 2048, "D": 1536, "N": 16},
+         {"B": 16, "L": 256, "D": 2048, "N": 16}]        # within gpucheck's 8x the check shape
+M3_REF = [
+    ("top_p_cuda", "vectorized_float4", "threads", TOPP, {"cap": 2048}, (512, 1024)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "items", LONG + ONE, {"threads": 1024}, (1, 2, 4)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "threads", LONG, {"items": 4}, (256, 512)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "items", LONG[1:], {"threads": 128}, (1, 2)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN8, {"rows": 4}, (32, 64, 128, 256)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN8, {"threads": 64}, (1, 2, 8)),
+]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
-         "m2": ([], M1_TRITON[4:] + M1_REF[-3:])}
+         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's

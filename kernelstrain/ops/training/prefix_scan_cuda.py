@@ -10,6 +10,7 @@ a scan of each row's tile sums, a rescan of every tile from its offset; three la
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..l2_reuse import reread_traffic
+from ..occupancy import DRAM_LATENCY_S
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
@@ -34,6 +35,20 @@ def blocked(items: int) -> float:
     return 1.0 + 0.09 * (items - 1)
 
 
+def row_chain_trips(c: int, tile: int, e: int, gpu) -> float:
+    """sim.chain_floor_s's round trips of a block that walks its row tile after tile (warp_shuffle_scan): every
+    tile's loads wait for the last tile's block scan, so a tile costs a DRAM round trip plus its bytes (read and
+    written) at the rate one block streams on its SM, ~1.16x the SM's share of DRAM bandwidth. An H100
+    (docs/roomM_device_h100_m1/, bf16, items 4): 1024 threads (128 KB a tile) R=1 C=128256 / R=8 C=1M at 20.9 /
+    163.1 us, 5.2 / 5.1 us a tile; 128 threads (16 KB) 38.8 / 331.4 us, 1.21 / 1.29 us a tile: 0.65 us + the bytes
+    at 29-30 GB/s; the roofline terms alone put R=8 at 86.6 / 171.7 us (1.9x fast: eight rows cover eight SMs, each
+    as slow as the one of R=1)."""
+    from ...sim import UNPIPELINED_TRIP      # sim imports the ops: late
+    lat = DRAM_LATENCY_S[gpu.vendor]
+    rate = 1.16 * gpu.bw_tbs * 1e12 / gpu.sms
+    return cdiv(c, tile) * (lat + 2 * min(tile, c) * e / rate) / (lat * UNPIPELINED_TRIP)
+
+
 def launch_of(kind: str):
     """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan), rts (reduce-then-scan) or
     lookback."""
@@ -53,7 +68,8 @@ def launch_of(kind: str):
         if kind == "shuffle":   # ITEMS vectors a thread: v[] registers; the block scan (~half a 1-vector tile) once a tile
             return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24 + (items - 1) * (vec + 4),
                           bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
-                          lane_util=min(1.0, c / (threads * vec * items)))
+                          lane_util=min(1.0, c / (threads * vec * items)),
+                          serial_trips=row_chain_trips(c, threads * vec * items, e, gpu))
         tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
         if kind == "rts":   # the rescan (pass 3) is the main kernel; pass 1 read x once before it (from L2 if it fits)
             reread = reread_traffic(1, r * c * e, gpu) - 1.0          # x is half the minimum bytes (x read, y written)

@@ -1,0 +1,108 @@
+"""top_p_cuda's split_mass_hist rung (not an op module itself): the mass histogram split over CTAs.
+
+Every one-block-a-row rung spends most of its time in pass 1, one block bumping 2 x V shared-memory
+atomics into the few 11-bit key bins that random logits fill (an H100 ran vectorized_float4 at 512
+threads in 58.7 us on one 32000-logit row, 134 us at 128 threads: the bumps of a bin are applied one at
+a time, and a row's are all on one SM). Here stage 1 (grid chunks x B) builds each CHUNK's count and
+edge-relative mass histogram in its own shared memory with 16-byte loads and adds its non-empty bins
+to the row's global histogram (a few dozen global atomics a CTA) and its max to the row's max key;
+stage 2 (one block a row) reads the merged histogram and finishes as vectorized_float4 does: CDF over
+bins, the boundary bin's keys compacted to shared memory and refined, the inverse-CDF pick. The
+histogram privatised per CTA and merged with global atomics is CUB's DeviceHistogram and the
+multi-CTA radix select's first pass (TensorRT-LLM and FlashInfer split a row over CTAs for small
+batches likewise).
+"""
+from ..base import Launch, cdiv
+from ..occupancy import DRAM_LATENCY_S
+from ._sampling import row_l2_miss
+from ._select import mass_pass
+
+L2_PER_DRAM_TRIP = 3     # L2 round trips one DRAM round trip lasts (~200 vs ~650 ns), as _topk_split
+# one contended shared-memory atomic of a histogram pass, applied one at a time on its SM (first cut: the
+# one-block rungs' 2 x V bumps at 512 threads within their measured 58.7 us at B=1 V=32000; device-unverified)
+SMEM_ATOMIC_S = 0.6e-9
+
+ARGS2 = ("int V, const float* __restrict__ g_mass, const unsigned* __restrict__ g_cnt,\n"
+         "             const unsigned* __restrict__ g_max")
+
+MERGE_ADD = "atomicAdd(&gm[b], mass[b]); atomicAdd(&gc[b], cnt[b]);"
+
+
+def stage1(p, task, merge: str = MERGE_ADD) -> str:
+    return f"""#define CHUNK {p['chunk']}                // logits per CTA of stage 1 (a multiple of 4)
+
+// Stage 1: this CTA's CHUNK logits of row blockIdx.y into a private histogram (count and mass
+// relative to each bin's lower edge), its non-empty bins then added to the row's global one.
+extern "C" __global__ void __launch_bounds__(THREADS)
+top_p_hist_kernel(const float* __restrict__ logits, int Vrow, float* __restrict__ g_mass,
+                  unsigned* __restrict__ g_cnt, unsigned* __restrict__ g_max) {{
+    __shared__ float mass[2048];
+    __shared__ unsigned cnt[2048];
+    __shared__ float slots[WARPS];
+    const int r = blockIdx.y, first = blockIdx.x * CHUNK;
+    const float* row = logits + (size_t)r * Vrow + first;
+    const int V = min(CHUNK, Vrow - first);                  // this CTA's logits
+    for (int i = threadIdx.x; i < 2048; i += THREADS) {{ mass[i] = 0.f; cnt[i] = 0u; }}
+    __syncthreads();
+    float mx = -INFINITY;
+    {mass_pass("float4", False)}
+    __syncthreads();
+    const float m = block_max(mx, slots);
+    float* gm = g_mass + (size_t)r * 2048;
+    unsigned* gc = g_cnt + (size_t)r * 2048;
+    for (int b = threadIdx.x; b < 2048; b += THREADS)
+        if (cnt[b]) {{ {merge} }}
+    if (threadIdx.x == 0) atomicMax(&g_max[r], key_of(m));     // keys order as the floats do
+}}
+"""
+
+
+# stage 2's start: the merged histogram and the row max instead of its own pass 1
+FILL = """    const float* gm = g_mass + (size_t)blockIdx.x * 2048;
+    const unsigned* gc = g_cnt + (size_t)blockIdx.x * 2048;
+    for (int i = threadIdx.x; i < 2048; i += THREADS) { mass[i] = gm[i]; cnt[i] = gc[i]; }
+    if (threadIdx.x == 0) { pick = -1; n_c = 0u; }
+    __syncthreads();
+    const float M = float_of_key(g_max[blockIdx.x]);"""
+
+HOST = """
+void top_p_sampling(const float* logits, const float* top_p, const float* uniform, int* tokens, int B, int V,
+                    cudaStream_t stream) {
+    const size_t bins = (size_t)B * 2048, bytes = bins * (sizeof(float) + sizeof(unsigned)) + B * sizeof(unsigned);
+    char* scratch = nullptr;                                  // per row: mass[2048], cnt[2048], max key
+    cudaMallocAsync((void**)&scratch, bytes, stream);
+    cudaMemsetAsync(scratch, 0, bytes, stream);
+    float* g_mass = reinterpret_cast<float*>(scratch);
+    unsigned* g_cnt = reinterpret_cast<unsigned*>(g_mass + bins);
+    unsigned* g_max = g_cnt + bins;
+    top_p_hist_kernel<<<dim3((V + CHUNK - 1) / CHUNK, B), THREADS, 0, stream>>>(logits, V, g_mass, g_cnt, g_max);
+    top_p_kernel<<<B, THREADS, 0, stream>>>(logits, top_p, uniform, tokens, V, g_mass, g_cnt, g_max);
+    cudaFreeAsync(scratch, stream);
+}
+"""
+
+
+def split_src(program, select_kernel, need0: str):
+    """The rung's render: stage 1 and stage 2 (top_p_cuda's select kernel in float4 mode on the merged
+    histogram); program and select_kernel are top_p_cuda's."""
+    def render(p, task, need=need0, carry0="0.f"):
+        stage2 = select_kernel(p, task, "float4", need, False, FILL, ARGS2)
+        return program(task, True, True, stage1(p, task) + stage2, HOST, carry0)
+    return render
+
+
+def split_launch(p, task):
+    """Stage 1 is the main kernel: one DRAM read of the row at 16 bytes a load, its 2 x CHUNK contended
+    shared-memory bumps a CTA applied one at a time on the CTA's SM (issue_s: the busiest SM's share of
+    the B x V x 2); stage 2 (later_s) walks the row from L2 twice at most (the boundary bin's compaction and
+    the pick, V / 4 / THREADS float4 steps each, one L2 round trip a step), its waves of B blocks."""
+    threads, chunk, b, v, gpu = p["threads"], p["chunk"], task["B"], task["V"], task.gpu
+    grid = b * cdiv(v, chunk)
+    smem = 2 * 2048 * 4 + 4 * cdiv(threads, gpu.warp)
+    busiest = cdiv(grid, gpu.sms) * min(chunk, v)                 # logits of the SM with the most CTAs
+    steps = 2 * cdiv(v, 4 * threads)
+    waves2 = cdiv(b, gpu.sms * max(1, gpu.max_threads_per_sm // threads))
+    stage2 = waves2 * steps * DRAM_LATENCY_S[gpu.vendor] / L2_PER_DRAM_TRIP
+    return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=40, bytes_per_access=16,
+                  traffic=1 + row_l2_miss(task, threads) + 2 * 8 * 2048 / (4 * v), launches=3,
+                  issue_s=2 * busiest * SMEM_ATOMIC_S, later_s=stage2)
