@@ -70,6 +70,10 @@ TOPP = [{"B": 64, "V": 128256}, {"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B
 M3_NEW = [
     ("top_p_cuda", "split_mass_hist", "chunk", TOPP, {"threads": 512}, (2048, 4096, 8192, 16384)),
     ("top_p_cuda", "split_mass_hist", "threads", TOPP[:3], {"chunk": 4096}, (256, 1024)),
+    # the look-back's bugs where a row now just spans two tiles (offered only there: prefix_scan_cuda.several_tiles;
+    # an H100 passed missing_barrier at R=16384 C=2048 512 threads items 2, one tile a row), each run 3 times
+    ("prefix_scan_cuda", "decoupled_lookback", "items", [{"R": 16384, "C": 2048}], {"threads": 128}, (1,)),
+    ("prefix_scan_cuda", "decoupled_lookback", "threads", [{"R": 4096, "C": 4096}], {"items": 2}, (128,)),
 ]
 SCAN8 = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 2048, "D": 1536, "N": 16},
          {"B": 16, "L": 256, "D": 2048, "N": 16}]        # within gpucheck's 8x the check shape

@@ -83,6 +83,17 @@ def launch_of(kind: str):
     return launch
 
 
+def several_tiles(task, params) -> bool:
+    """Whether a row spans more than one look-back tile: where one tile holds a whole row every tile is its row's
+    first, the look-back never runs and its prefix is 0, so a wrong window or a missing barrier (the other warps
+    reading a stale tile_prefix, left 0 by the SM's last tile) cannot show: an H100 passed missing_barrier at
+    R=16384 C=2048 bf16, 512 threads, items 2 (gpu-check seed 61717, 2026-12-06)."""
+    return task["C"] > params["threads"] * (16 // DTYPE_BYTES[task.dtype]) * params["items"]
+
+
+LOOKBACK_BUGS = (("missing_barrier", several_tiles), ("bad_combine_index", several_tiles))
+
+
 def host(grid: str) -> str:
     return f"""
 void prefix_scan(const scalar_t* x, scalar_t* y, int R, int C, cudaStream_t stream) {{
@@ -247,7 +258,8 @@ class PrefixScanCuda(OpModule):
              (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
              compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),
              render=decoupled_lookback_src,
-             bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER}),
+             bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER},
+             bug_tasks=LOOKBACK_BUGS),
     )
 
     def cost(self, task: Task) -> Cost:
