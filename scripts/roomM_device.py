@@ -62,14 +62,14 @@ M1_TRITON = [
     ("conv2d_nhwc_triton", "grouped_swizzle", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4, "GROUP_M": 4},
      (32, 64)),
 ]
-# m3 (this session): top_p_cuda's split_mass_hist rung (new: stage 1's CTAs a row and its chunk, threads, bugs at the
+# m3 (this session): top_p_cuda's split_mass_hist rung (new: stage 1's CTAs a row (its slice), threads, bugs at the
 # B=64 row count where missing_scale fails) beside vectorized_float4 (the one-block-a-row rung it splits); prefix_scan_cuda
 # warp_shuffle_scan across items and threads at the long rows (the row-chain term, docs/roomM_device_h100_m1/ 1.9x);
 # selective_scan_cuda smem_bc_multi_channel across threads and rows beyond B=1 (the rung ran flat there)
 TOPP = [{"B": 64, "V": 128256}, {"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B": 256, "V": 128256}]
 M3_NEW = [
-    ("top_p_cuda", "split_mass_hist", "chunk", TOPP, {"threads": 512}, (2048, 4096, 8192, 16384)),
-    ("top_p_cuda", "split_mass_hist", "threads", TOPP[:3], {"chunk": 4096}, (256, 1024)),
+    ("top_p_cuda", "split_mass_hist", "slice", TOPP, {"threads": 512}, (2048, 4096, 8192, 16384)),
+    ("top_p_cuda", "split_mass_hist", "threads", TOPP[:3], {"slice": 4096}, (256, 1024)),
     # the look-back's bugs where a row now just spans two tiles (offered only there: prefix_scan_cuda.several_tiles;
     # an H100 passed missing_barrier at R=16384 C=2048 512 threads items 2, one tile a row), each run 3 times
     ("prefix_scan_cuda", "decoupled_lookback", "items", [{"R": 16384, "C": 2048}], {"threads": 128}, (1,)),

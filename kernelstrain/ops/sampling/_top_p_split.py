@@ -3,7 +3,7 @@
 Every one-block-a-row rung spends most of its time in pass 1, one block bumping 2 x V shared-memory
 atomics into the few 11-bit key bins that random logits fill (an H100 ran vectorized_float4 at 512
 threads in 58.7 us on one 32000-logit row, 134 us at 128 threads: the bumps of a bin are applied one at
-a time, and a row's are all on one SM). Here stage 1 (grid chunks x B) builds each CHUNK's count and
+a time, and a row's are all on one SM). Here stage 1 (grid chunks x B) builds each SLICE's count and
 edge-relative mass histogram in its own shared memory with 16-byte loads and adds its non-empty bins
 to the row's global histogram (a few dozen global atomics a CTA) and its max to the row's max key;
 stage 2 (one block a row) reads the merged histogram and finishes as vectorized_float4 does: CDF over
@@ -29,9 +29,9 @@ MERGE_ADD = "atomicAdd(&gm[b], mass[b]); atomicAdd(&gc[b], cnt[b]);"
 
 
 def stage1(p, task, merge: str = MERGE_ADD) -> str:
-    return f"""#define CHUNK {p['chunk']}                // logits per CTA of stage 1 (a multiple of 4)
+    return f"""#define SLICE {p['slice']}                // logits per CTA of stage 1 (a multiple of 4)
 
-// Stage 1: this CTA's CHUNK logits of row blockIdx.y into a private histogram (count and mass
+// Stage 1: this CTA's SLICE logits of row blockIdx.y into a private histogram (count and mass
 // relative to each bin's lower edge), its non-empty bins then added to the row's global one.
 extern "C" __global__ void __launch_bounds__(THREADS)
 top_p_hist_kernel(const float* __restrict__ logits, int Vrow, float* __restrict__ g_mass,
@@ -39,9 +39,9 @@ top_p_hist_kernel(const float* __restrict__ logits, int Vrow, float* __restrict_
     __shared__ float mass[2048];
     __shared__ unsigned cnt[2048];
     __shared__ float slots[WARPS];
-    const int r = blockIdx.y, first = blockIdx.x * CHUNK;
+    const int r = blockIdx.y, first = blockIdx.x * SLICE;
     const float* row = logits + (size_t)r * Vrow + first;
-    const int V = min(CHUNK, Vrow - first);                  // this CTA's logits
+    const int V = min(SLICE, Vrow - first);                  // this CTA's logits
     for (int i = threadIdx.x; i < 2048; i += THREADS) {{ mass[i] = 0.f; cnt[i] = 0u; }}
     __syncthreads();
     float mx = -INFINITY;
@@ -75,7 +75,7 @@ void top_p_sampling(const float* logits, const float* top_p, const float* unifor
     float* g_mass = reinterpret_cast<float*>(scratch);
     unsigned* g_cnt = reinterpret_cast<unsigned*>(g_mass + bins);
     unsigned* g_max = g_cnt + bins;
-    top_p_hist_kernel<<<dim3((V + CHUNK - 1) / CHUNK, B), THREADS, 0, stream>>>(logits, V, g_mass, g_cnt, g_max);
+    top_p_hist_kernel<<<dim3((V + SLICE - 1) / SLICE, B), THREADS, 0, stream>>>(logits, V, g_mass, g_cnt, g_max);
     top_p_kernel<<<B, THREADS, 0, stream>>>(logits, top_p, uniform, tokens, V, g_mass, g_cnt, g_max);
     cudaFreeAsync(scratch, stream);
 }
@@ -92,11 +92,11 @@ def split_src(program, select_kernel, need0: str):
 
 
 def split_launch(p, task):
-    """Stage 1 is the main kernel: one DRAM read of the row at 16 bytes a load, its 2 x CHUNK contended
+    """Stage 1 is the main kernel: one DRAM read of the row at 16 bytes a load, its 2 x SLICE contended
     shared-memory bumps a CTA applied one at a time on the CTA's SM (issue_s: the busiest SM's share of
     the B x V x 2); stage 2 (later_s) walks the row from L2 twice at most (the boundary bin's compaction and
     the pick, V / 4 / THREADS float4 steps each, one L2 round trip a step), its waves of B blocks."""
-    threads, chunk, b, v, gpu = p["threads"], p["chunk"], task["B"], task["V"], task.gpu
+    threads, chunk, b, v, gpu = p["threads"], p["slice"], task["B"], task["V"], task.gpu
     grid = b * cdiv(v, chunk)
     smem = 2 * 2048 * 4 + 4 * cdiv(threads, gpu.warp)
     busiest = cdiv(grid, gpu.sms) * min(chunk, v)                 # logits of the SM with the most CTAs
