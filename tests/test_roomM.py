@@ -108,3 +108,25 @@ def test_warp_shuffle_scan_pays_its_row_chain_at_long_rows():
         t = [simulate(SCAN, v, p, make_task(SCAN, "H100", "bf16", s)).time_ms
              for s in ({"R": 8, "C": 1048576}, {"R": 1, "C": 128256})]
         assert 0.8 * measured < t[0] / t[1] < 1.25 * measured
+
+
+TOP_P = REGISTRY["top_p_cuda"]
+
+
+@pytest.mark.parametrize("shape, measured", [({"B": 1, "V": 32000}, 57.5 / 28.7), ({"B": 8, "V": 128256}, 253.2 / 73.6)])
+def test_top_p_split_histogram_wins_where_few_rows_leave_sms_idle(shape, measured):
+    """An H100 (docs/roomM_device_h100_m3/): the histogram split over CTAs ran 2.0x (B=1 V=32000) and 3.4x (B=8
+    V=128256) faster than the best one-block-a-row vectorized_float4 it finishes like."""
+    task = make_task(TOP_P, "H100", "fp32", shape)
+    ratio = best_ms(TOP_P, "vectorized_float4", task) / best_ms(TOP_P, "split_mass_hist", task)
+    assert 0.6 * measured < ratio < 1.6 * measured
+
+
+def test_top_p_split_slices_order_as_the_h100_ran_them():
+    """B=1: the smaller the slice the more SMs share the row (28.7 us at 2048, 50.6 at 16384); B=64 fills the GPU
+    anyway and its largest slice pays the fewest CTAs (146.0 us at 16384 against 229.0 at 2048)."""
+    v = TOP_P.variant("split_mass_hist")
+    def t(shape, sl):
+        return simulate(TOP_P, v, {**v.defaults(), "slice": sl}, make_task(TOP_P, "H100", "fp32", shape)).time_ms
+    assert t({"B": 1, "V": 32000}, 2048) < t({"B": 1, "V": 32000}, 16384)
+    assert t({"B": 64, "V": 128256}, 16384) < t({"B": 64, "V": 128256}, 2048)

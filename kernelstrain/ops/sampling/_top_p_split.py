@@ -13,14 +13,21 @@ multi-CTA radix select's first pass (TensorRT-LLM and FlashInfer split a row ove
 batches likewise).
 """
 from ..base import Launch, cdiv
-from ..occupancy import DRAM_LATENCY_S
 from ._sampling import row_l2_miss
 from ._select import mass_pass
 
-L2_PER_DRAM_TRIP = 3     # L2 round trips one DRAM round trip lasts (~200 vs ~650 ns), as _topk_split
-# one contended shared-memory atomic of a histogram pass, applied one at a time on its SM (first cut: the
-# one-block rungs' 2 x V bumps at 512 threads within their measured 58.7 us at B=1 V=32000; device-unverified)
+# An H100 (scripts/roomM_device.py m3, docs/roomM_device_h100_m3/, 512 threads, 22 configs): stage 1's CTAs of one SM
+# one after another, each STAGE1_CTA_S plus 2 x SLICE contended shared-memory bumps at SMEM_ATOMIC_S; stage 2
+# STAGE2_ELEM_S a logit of its row (the boundary bin's compaction and the pick, one block a row) at 512 threads, twice
+# that at 256 (half the threads walk the same row), no faster at 1024; STAGE_OVERHEAD_S for the scratch's
+# allocation and zeroing beside the launches. Fitted in log space: slices 2048 / 4096 / 8192 / 16384 ran 28.7 / 30.4 /
+# 40.4 / 50.6 us at B=1 V=32000 (model 31.1 / 33.5 / 38.4 / 48.3), 229.0 / 229.6 / 215.7 / 146.0 at B=64 V=128256
+# (187.7 / 175.2 / 167.2 / 163.2), 494.3 / 461.0 / 457.4 / 456.3 at B=256 (576 / 524 / 498 / 482); vectorized_float4
+# 57.5 / 299.4 / 465.5 us there (B=8 V=128256: 73.6 us at slice 4096 against 254.7)
 SMEM_ATOMIC_S = 0.6e-9
+STAGE1_CTA_S = 1.0e-6
+STAGE2_ELEM_S = 0.55e-9
+STAGE_OVERHEAD_S = 4.5e-6
 
 ARGS2 = ("int V, const float* __restrict__ g_mass, const unsigned* __restrict__ g_cnt,\n"
          "             const unsigned* __restrict__ g_max")
@@ -92,17 +99,14 @@ def split_src(program, select_kernel, need0: str):
 
 
 def split_launch(p, task):
-    """Stage 1 is the main kernel: one DRAM read of the row at 16 bytes a load, its 2 x SLICE contended
-    shared-memory bumps a CTA applied one at a time on the CTA's SM (issue_s: the busiest SM's share of
-    the B x V x 2); stage 2 (later_s) walks the row from L2 twice at most (the boundary bin's compaction and
-    the pick, V / 4 / THREADS float4 steps each, one L2 round trip a step), its waves of B blocks."""
+    """Stage 1 is the main kernel (one DRAM read of the row at 16 bytes a load); its time is set by the contended
+    shared-memory bumps, not the roofline: the CTAs of the busiest SM in turn (issue_s). Stage 2, one block a row
+    walking its row from L2, follows (later_s), a wave of rows at a time."""
     threads, chunk, b, v, gpu = p["threads"], p["slice"], task["B"], task["V"], task.gpu
     grid = b * cdiv(v, chunk)
     smem = 2 * 2048 * 4 + 4 * cdiv(threads, gpu.warp)
-    busiest = cdiv(grid, gpu.sms) * min(chunk, v)                 # logits of the SM with the most CTAs
-    steps = 2 * cdiv(v, 4 * threads)
-    waves2 = cdiv(b, gpu.sms * max(1, gpu.max_threads_per_sm // threads))
-    stage2 = waves2 * steps * DRAM_LATENCY_S[gpu.vendor] / L2_PER_DRAM_TRIP
+    stage1 = cdiv(grid, gpu.sms) * (STAGE1_CTA_S + 2 * min(chunk, v) * SMEM_ATOMIC_S)
+    stage2 = cdiv(b, gpu.sms) * v * STAGE2_ELEM_S * max(1.0, 512 / threads) + STAGE_OVERHEAD_S
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=40, bytes_per_access=16,
                   traffic=1 + row_l2_miss(task, threads) + 2 * 8 * 2048 / (4 * v), launches=3,
-                  issue_s=2 * busiest * SMEM_ATOMIC_S, later_s=stage2)
+                  issue_s=stage1, later_s=stage2)

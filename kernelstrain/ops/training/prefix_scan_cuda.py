@@ -35,18 +35,20 @@ def blocked(items: int) -> float:
     return 1.0 + 0.09 * (items - 1)
 
 
-def row_chain_trips(c: int, tile: int, e: int, gpu) -> float:
+def row_chain_trips(c: int, tile: int, e: int, threads: int, gpu) -> float:
     """sim.chain_floor_s's round trips of a block that walks its row tile after tile (warp_shuffle_scan): every
-    tile's loads wait for the last tile's block scan, so a tile costs a DRAM round trip plus its bytes (read and
-    written) at the rate one block streams on its SM, ~1.16x the SM's share of DRAM bandwidth. An H100
-    (docs/roomM_device_h100_m1/, bf16, items 4): 1024 threads (128 KB a tile) R=1 C=128256 / R=8 C=1M at 20.9 /
-    163.1 us, 5.2 / 5.1 us a tile; 128 threads (16 KB) 38.8 / 331.4 us, 1.21 / 1.29 us a tile: 0.65 us + the bytes
-    at 29-30 GB/s; the roofline terms alone put R=8 at 86.6 / 171.7 us (1.9x fast: eight rows cover eight SMs, each
-    as slow as the one of R=1)."""
+    tile's loads wait for the last tile's block scan, so a tile costs its bytes (read and written) at the rate one
+    block streams on its SM (~1.02x the SM's share of DRAM bandwidth) or a DRAM round trip, whichever is longer, plus
+    the shorter of the two where few warps cannot overlap them (all of it at 128 threads, an eighth at 1024). An
+    H100 (docs/roomM_device_h100_m1/ and _m3/, bf16): 1024 threads items 1 / 2 / 4 ran R=8 C=1M at 159.8 / 159.2 /
+    164.3 us (1.25 / 2.49 / 5.1 us a tile of 32 / 64 / 128 KB), 128 threads items 1 / 2 / 4 R=64 C=128256 at 106.2 /
+    68.9 / 49.5 (0.85 / 1.1 / 1.55 us a tile of 4 / 8 / 16 KB); the roofline terms alone put R=8 at 86.6 us for
+    163.1 (eight rows cover eight SMs, each as slow as R=1's one)."""
     from ...sim import UNPIPELINED_TRIP      # sim imports the ops: late
     lat = DRAM_LATENCY_S[gpu.vendor]
-    rate = 1.16 * gpu.bw_tbs * 1e12 / gpu.sms
-    return cdiv(c, tile) * (lat + 2 * min(tile, c) * e / rate) / (lat * UNPIPELINED_TRIP)
+    stream = 2 * min(tile, c) * e / (1.02 * gpu.bw_tbs * 1e12 / gpu.sms)
+    per_tile = max(lat, stream) + min(lat, stream) * min(1.0, 128 / threads)
+    return cdiv(c, tile) * per_tile / (lat * UNPIPELINED_TRIP)
 
 
 def launch_of(kind: str):
@@ -69,7 +71,7 @@ def launch_of(kind: str):
             return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24 + (items - 1) * (vec + 4),
                           bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
                           lane_util=min(1.0, c / (threads * vec * items)),
-                          serial_trips=row_chain_trips(c, threads * vec * items, e, gpu))
+                          serial_trips=row_chain_trips(c, threads * vec * items, e, threads, gpu))
         tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
         if kind == "rts":   # the rescan (pass 3) is the main kernel; pass 1 read x once before it (from L2 if it fits)
             reread = reread_traffic(1, r * c * e, gpu) - 1.0          # x is half the minimum bytes (x read, y written)
