@@ -85,9 +85,20 @@ M3_REF = [
     ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN8, {"rows": 4}, (32, 64, 128, 256)),
     ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN8, {"threads": 64}, (1, 2, 8)),
 ]
+# m4 (follow-up): split_mass_hist at the menu's other two shapes (V=32000 with 32 and 128 rows), its cap at B=8, beside
+# vectorized_float4 there
+TOPP4 = [{"B": 32, "V": 32000}, {"B": 128, "V": 32000}]
+M4_NEW = [("top_p_cuda", "split_mass_hist", "slice", TOPP4, {"threads": 512}, (2048, 4096, 8192))]
+M4_REF = [
+    ("top_p_cuda", "split_mass_hist", "threads", TOPP4, {"slice": 4096}, (256, 1024)),
+    ("top_p_cuda", "split_mass_hist", "cap", [{"B": 8, "V": 128256}], {"threads": 512, "slice": 4096}, (1024, 4096)),
+    ("top_p_cuda", "vectorized_float4", "threads", TOPP4, {"cap": 2048}, (512, 1024)),
+    # min_p_triton chunk_mass_pick past its 16384-wide blocks (room_table.py's BLOCK+ edge; the model has 32768 slower)
+    ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP1 + MINP64, {"num_warps": 16}, (16384, 32768)),
+]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
-         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF)}
+         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's

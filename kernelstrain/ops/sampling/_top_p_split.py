@@ -12,7 +12,7 @@ histogram privatised per CTA and merged with global atomics is CUB's DeviceHisto
 multi-CTA radix select's first pass (TensorRT-LLM and FlashInfer split a row over CTAs for small
 batches likewise).
 """
-from ..base import Launch, cdiv
+from ..base import Launch, Param, cdiv
 from ._sampling import row_l2_miss
 from ._select import mass_pass
 
@@ -28,6 +28,10 @@ SMEM_ATOMIC_S = 0.6e-9
 STAGE1_CTA_S = 1.0e-6
 STAGE2_ELEM_S = 0.55e-9
 STAGE_OVERHEAD_S = 4.5e-6
+
+# 128 threads left out: 256 already ran 1.2-1.9x slower than 512 at B=1, 8 and 64 (stage 2 walks its row with half the
+# threads); 1024 ran 0.95x at B=64, 1.03x at B=1 and 1.58x at B=8
+SPLIT_THREADS = Param("threads", (256, 512, 1024), 512)
 
 ARGS2 = ("int V, const float* __restrict__ g_mass, const unsigned* __restrict__ g_cnt,\n"
          "             const unsigned* __restrict__ g_max")

@@ -13,7 +13,7 @@ from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
 from ._select import DIGITS, MASS_SELECT, ROW_STATS, bin_compact, block_incl_scan, cdf_pick_row, mass_pass
-from ._top_p_split import split_launch, split_src
+from ._top_p_split import SPLIT_THREADS, split_launch, split_src
 from .top_p_spec import TopPSpec
 
 HOST = """
@@ -290,7 +290,7 @@ class TopPCuda(TopPSpec):
              render=select_src("float4"), bugs={"missing_scale": NO_SCALE, "racy_update": {"plain": True}},
              bug_tasks=NO_SCALE_ROWS),
         Rung("split_mass_hist", "mass histogram split over CTAs (per-CTA smem bins merged by global atomics), then CDF pick",
-             (THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
+             (SPLIT_THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=split_launch, render=split_src(program, select_kernel, NEED),
              bugs={"missing_scale": NO_SCALE, "wrong_init": {"carry0": "1.f"}}, bug_tasks=NO_SCALE_ROWS),
     )
