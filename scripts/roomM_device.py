@@ -92,6 +92,9 @@ M4_NEW = [("top_p_cuda", "split_mass_hist", "slice", TOPP4, {"threads": 512}, (2
 M4_REF = [
     ("top_p_cuda", "split_mass_hist", "threads", TOPP4, {"slice": 4096}, (256, 1024)),
     ("top_p_cuda", "split_mass_hist", "cap", [{"B": 8, "V": 128256}], {"threads": 512, "slice": 4096}, (1024, 4096)),
+    # past the slice list's end (room_table.py's slice+ edge: B=64 ran 16384 at 146 us against 8192's 216)
+    ("top_p_cuda", "split_mass_hist", "slice", [{"B": 64, "V": 128256}, {"B": 256, "V": 128256}], {"threads": 512},
+     (32768,)),
     ("top_p_cuda", "vectorized_float4", "threads", TOPP4, {"cap": 2048}, (512, 1024)),
     # min_p_triton chunk_mass_pick past its 16384-wide blocks (room_table.py's BLOCK+ edge; the model has 32768 slower)
     ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP1 + MINP64, {"num_warps": 16}, (16384, 32768)),
