@@ -7,7 +7,7 @@ histogram_refine (threshold search by radix select on probability MASS: three pa
 float-atomic mass histograms) -> cdf_pick (one pass builds per-bin mass relative to each bin's
 edge, CDF over bins picks the boundary bin, only that bin is compacted and refined in shared
 memory, then a cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle
-scans) -> vectorized_float4. Logits are assumed finite with |logit| < 256.
+scans) -> vectorized_float4 -> split_mass_hist (pass 1 split over CTAs, _top_p_split.py). Finite |logit| < 256.
 """
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
@@ -289,7 +289,7 @@ class TopPCuda(TopPSpec):
              (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", launch=select_launch("float4"),
              render=select_src("float4"), bugs={"missing_scale": NO_SCALE, "racy_update": {"plain": True}},
              bug_tasks=NO_SCALE_ROWS),
-        Rung("split_mass_hist", "mass histogram split over CTAs (per-CTA smem bins merged by global atomics), then CDF pick",
+        Rung("split_mass_hist", "mass histogram split over CTAs, per-CTA smem bins merged by global atomics",
              (SPLIT_THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=split_launch, render=split_src(program, select_kernel, NEED),
              bugs={"missing_scale": NO_SCALE, "wrong_init": {"carry0": "1.f"}}, bug_tasks=NO_SCALE_ROWS),
