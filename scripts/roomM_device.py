@@ -62,9 +62,46 @@ M1_TRITON = [
     ("conv2d_nhwc_triton", "grouped_swizzle", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4, "GROUP_M": 4},
      (32, 64)),
 ]
+# m3 (this session): top_p_cuda's split_mass_hist rung (new: stage 1's CTAs a row (its slice), threads, bugs at the
+# B=64 row count where missing_scale fails) beside vectorized_float4 (the one-block-a-row rung it splits); prefix_scan_cuda
+# warp_shuffle_scan across items and threads at the long rows (the row-chain term, docs/roomM_device_h100_m1/ 1.9x);
+# selective_scan_cuda smem_bc_multi_channel across threads and rows beyond B=1 (the rung ran flat there)
+TOPP = [{"B": 64, "V": 128256}, {"B": 1, "V": 32000}, {"B": 8, "V": 128256}, {"B": 256, "V": 128256}]
+M3_NEW = [
+    ("top_p_cuda", "split_mass_hist", "slice", TOPP, {"threads": 512}, (2048, 4096, 8192, 16384)),
+    ("top_p_cuda", "split_mass_hist", "threads", TOPP[:3], {"slice": 4096}, (256, 1024)),
+    # the look-back's bugs where a row now just spans two tiles (offered only there: prefix_scan_cuda.several_tiles;
+    # an H100 passed missing_barrier at R=16384 C=2048 512 threads items 2, one tile a row), each run 3 times
+    ("prefix_scan_cuda", "decoupled_lookback", "items", [{"R": 16384, "C": 2048}], {"threads": 128}, (1,)),
+    ("prefix_scan_cuda", "decoupled_lookback", "threads", [{"R": 4096, "C": 4096}], {"items": 2}, (128,)),
+]
+SCAN8 = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 2048, "D": 1536, "N": 16},
+         {"B": 16, "L": 256, "D": 2048, "N": 16}]        # within gpucheck's 8x the check shape
+M3_REF = [
+    ("top_p_cuda", "vectorized_float4", "threads", TOPP, {"cap": 2048}, (512, 1024)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "items", LONG + ONE, {"threads": 1024}, (1, 2, 4)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "threads", LONG, {"items": 4}, (256, 512)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "items", LONG[1:], {"threads": 128}, (1, 2)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "threads", SCAN8, {"rows": 4}, (32, 64, 128, 256)),
+    ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN8, {"threads": 64}, (1, 2, 8)),
+]
+# m4 (follow-up): split_mass_hist at the menu's other two shapes (V=32000 with 32 and 128 rows), its cap at B=8, beside
+# vectorized_float4 there
+TOPP4 = [{"B": 32, "V": 32000}, {"B": 128, "V": 32000}]
+M4_NEW = [("top_p_cuda", "split_mass_hist", "slice", TOPP4, {"threads": 512}, (2048, 4096, 8192))]
+M4_REF = [
+    ("top_p_cuda", "split_mass_hist", "threads", TOPP4, {"slice": 4096}, (256, 1024)),
+    ("top_p_cuda", "split_mass_hist", "cap", [{"B": 8, "V": 128256}], {"threads": 512, "slice": 4096}, (1024, 4096)),
+    # past the slice list's end (room_table.py's slice+ edge: B=64 ran 16384 at 146 us against 8192's 216)
+    ("top_p_cuda", "split_mass_hist", "slice", [{"B": 64, "V": 128256}, {"B": 256, "V": 128256}], {"threads": 512},
+     (32768,)),
+    ("top_p_cuda", "vectorized_float4", "threads", TOPP4, {"cap": 2048}, (512, 1024)),
+    # min_p_triton chunk_mass_pick past its 16384-wide blocks (room_table.py's BLOCK+ edge; the model has 32768 slower)
+    ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP1 + MINP64, {"num_warps": 16}, (16384, 32768)),
+]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
-         "m2": ([], M1_TRITON[4:] + M1_REF[-3:])}
+         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's

@@ -82,3 +82,51 @@ def test_min_p_chunks_take_16384_wide_blocks_where_the_h100_ran_them_faster():
         task = make_task(m, "H100", "fp32", {"B": b, "V": 128256})
         wide, narrow = (simulate(m, v, {"BLOCK": x, "num_warps": 16}, task).time_ms for x in (16384, 8192))
         assert wide < narrow
+
+
+@pytest.mark.parametrize("shape, params, offered", [
+    ({"R": 16384, "C": 2048}, {"threads": 512, "items": 2}, False),     # the H100's passing missing_barrier (s61717)
+    ({"R": 4096, "C": 4096}, {"threads": 256, "items": 2}, False),      # a 4096-element tile holds the row
+    ({"R": 4096, "C": 4096}, {"threads": 128, "items": 2}, True),       # two tiles a row: the look-back runs
+    ({"R": 8, "C": 1048576}, {"threads": 512, "items": 4}, True)])
+def test_look_back_bugs_only_where_a_row_has_several_tiles(shape, params, offered):
+    """With one tile a row the look-back never runs: its window and the barrier before tile_prefix's readers
+    cannot show, so decoupled_lookback offers those bugs only where a row spans several tiles."""
+    v = SCAN.variant("decoupled_lookback")
+    task = make_task(SCAN, "H100", "bf16", shape)
+    for bug in ("missing_barrier", "bad_combine_index"):
+        assert v.breaks_at(bug, task, params) is offered
+
+
+def test_warp_shuffle_scan_pays_its_row_chain_at_long_rows():
+    """A block walks its row tile after tile (a DRAM round trip plus the tile's bytes at one SM's rate): eight rows of
+    1M take eight times one row of 128K (the H100: 163.1 vs 20.9 us at 1024 threads, 331.4 vs 38.8 at 128), where the
+    roofline terms alone said 4x (86.6 vs 21.7 us)."""
+    v = SCAN.variant("warp_shuffle_scan")
+    for threads, measured in ((1024, 163.1 / 20.9), (128, 331.4 / 38.8)):
+        p = {"threads": threads, "items": 4}
+        t = [simulate(SCAN, v, p, make_task(SCAN, "H100", "bf16", s)).time_ms
+             for s in ({"R": 8, "C": 1048576}, {"R": 1, "C": 128256})]
+        assert 0.8 * measured < t[0] / t[1] < 1.25 * measured
+
+
+TOP_P = REGISTRY["top_p_cuda"]
+
+
+@pytest.mark.parametrize("shape, measured", [({"B": 1, "V": 32000}, 57.5 / 28.7), ({"B": 8, "V": 128256}, 253.2 / 73.6)])
+def test_top_p_split_histogram_wins_where_few_rows_leave_sms_idle(shape, measured):
+    """An H100 (docs/roomM_device_h100_m3/): the histogram split over CTAs ran 2.0x (B=1 V=32000) and 3.4x (B=8
+    V=128256) faster than the best one-block-a-row vectorized_float4 it finishes like."""
+    task = make_task(TOP_P, "H100", "fp32", shape)
+    ratio = best_ms(TOP_P, "vectorized_float4", task) / best_ms(TOP_P, "split_mass_hist", task)
+    assert 0.6 * measured < ratio < 1.6 * measured
+
+
+def test_top_p_split_slices_order_as_the_h100_ran_them():
+    """B=1: the smaller the slice the more SMs share the row (28.7 us at 2048, 50.6 at 16384); B=64 fills the GPU
+    anyway and its largest slice pays the fewest CTAs (146.0 us at 16384 against 229.0 at 2048)."""
+    v = TOP_P.variant("split_mass_hist")
+    def t(shape, sl):
+        return simulate(TOP_P, v, {**v.defaults(), "slice": sl}, make_task(TOP_P, "H100", "fp32", shape)).time_ms
+    assert t({"B": 1, "V": 32000}, 2048) < t({"B": 1, "V": 32000}, 16384)
+    assert t({"B": 64, "V": 128256}, 16384) < t({"B": 64, "V": 128256}, 2048)

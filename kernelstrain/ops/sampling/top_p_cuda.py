@@ -7,12 +7,13 @@ histogram_refine (threshold search by radix select on probability MASS: three pa
 float-atomic mass histograms) -> cdf_pick (one pass builds per-bin mass relative to each bin's
 edge, CDF over bins picks the boundary bin, only that bin is compacted and refined in shared
 memory, then a cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle
-scans) -> vectorized_float4. Logits are assumed finite with |logit| < 256.
+scans) -> vectorized_float4 -> split_mass_hist (pass 1 split over CTAs, _top_p_split.py). Finite |logit| < 256.
 """
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
 from ._select import DIGITS, MASS_SELECT, ROW_STATS, bin_compact, block_incl_scan, cdf_pick_row, mass_pass
+from ._top_p_split import SPLIT_THREADS, split_launch, split_src
 from .top_p_spec import TopPSpec
 
 HOST = """
@@ -193,14 +194,28 @@ def select_src(mode: str):
         task, mode != "smem", mode == "float4", select_kernel(p, task, mode, need, plain), carry0=carry0)
 
 
-def select_kernel(p, task, mode: str, need: str, plain: bool) -> str:
+def one_pass_fill(mode: str, plain: bool) -> str:
+    """The select kernel's histogram pass 1 (its own, one block a row) up to the row max M."""
+    return f"""    for (int i = threadIdx.x; i < 2048; i += THREADS) {{ mass[i] = 0.f; cnt[i] = 0u; }}
+    if (threadIdx.x == 0) {{ pick = -1; n_c = 0u; }}
+    __syncthreads();
+    // pass 1 (DRAM): per 11-bit key bin, count and mass relative to the bin's lower edge, so a
+    // single pass needs no row max (|x| < 256 keeps exp(x - edge) finite)
+    float mx = -INFINITY;
+    {mass_pass(mode, plain)}
+    __syncthreads();
+    const float M = block_max(mx, slots);"""
+
+
+def select_kernel(p, task, mode: str, need: str, plain: bool, fill: str = "", args: str = "int V") -> str:
+    """top_p_kernel of the one-pass rungs; `fill` (the split rung's) replaces pass 1, `args` ends the signature."""
     warp = mode != "smem"
-    pass1, compact = mass_pass(mode, plain), bin_compact(task, mode)
+    compact = bin_compact(task, mode)
     return f"""#define CAP {p['cap']}               // boundary-bin slots in shared memory
 {MASS_SELECT}
 extern "C" __global__ void __launch_bounds__(THREADS)
 top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, const float* __restrict__ uniform,
-             int* __restrict__ tokens, int V) {{
+             int* __restrict__ tokens, {args}) {{
     __shared__ float mass[2048];
     __shared__ unsigned cnt[2048];
     __shared__ uint32_t ckey[CAP];
@@ -210,15 +225,7 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     __shared__ int pick;
     __shared__ unsigned n_c;
     const float* row = logits + (size_t)blockIdx.x * V;
-    for (int i = threadIdx.x; i < 2048; i += THREADS) {{ mass[i] = 0.f; cnt[i] = 0u; }}
-    if (threadIdx.x == 0) {{ pick = -1; n_c = 0u; }}
-    __syncthreads();
-    // pass 1 (DRAM): per 11-bit key bin, count and mass relative to the bin's lower edge, so a
-    // single pass needs no row max (|x| < 256 keeps exp(x - edge) finite)
-    float mx = -INFINITY;
-    {pass1}
-    __syncthreads();
-    const float M = block_max(mx, slots);
+{fill or one_pass_fill(mode, plain)}
     float z = 0.f;
     for (int b = threadIdx.x; b < 2048; b += THREADS)
         if (cnt[b]) {{ mass[b] *= expf(float_of_key((uint32_t)b << 21) - M); z += mass[b]; }}
@@ -282,6 +289,10 @@ class TopPCuda(TopPSpec):
              (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", launch=select_launch("float4"),
              render=select_src("float4"), bugs={"missing_scale": NO_SCALE, "racy_update": {"plain": True}},
              bug_tasks=NO_SCALE_ROWS),
+        Rung("split_mass_hist", "mass histogram split over CTAs, per-CTA smem bins merged by global atomics",
+             (SPLIT_THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
+             smem="static", launch=split_launch, render=split_src(program, select_kernel, NEED),
+             bugs={"missing_scale": NO_SCALE, "wrong_init": {"carry0": "1.f"}}, bug_tasks=NO_SCALE_ROWS),
     )
 
     def assemble(self, body, variant, params, task):

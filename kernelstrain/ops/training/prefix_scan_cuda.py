@@ -10,6 +10,7 @@ a scan of each row's tile sums, a rescan of every tile from its offset; three la
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..l2_reuse import reread_traffic
+from ..occupancy import DRAM_LATENCY_S
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
@@ -34,6 +35,22 @@ def blocked(items: int) -> float:
     return 1.0 + 0.09 * (items - 1)
 
 
+def row_chain_trips(c: int, tile: int, e: int, threads: int, gpu) -> float:
+    """sim.chain_floor_s's round trips of a block that walks its row tile after tile (warp_shuffle_scan): every
+    tile's loads wait for the last tile's block scan, so a tile costs its bytes (read and written) at the rate one
+    block streams on its SM (~1.02x the SM's share of DRAM bandwidth) or a DRAM round trip, whichever is longer, plus
+    the shorter of the two where few warps cannot overlap them (all of it at 128 threads, an eighth at 1024). An
+    H100 (docs/roomM_device_h100_m1/ and _m3/, bf16): 1024 threads items 1 / 2 / 4 ran R=8 C=1M at 159.8 / 159.2 /
+    164.3 us (1.25 / 2.49 / 5.1 us a tile of 32 / 64 / 128 KB), 128 threads items 1 / 2 / 4 R=64 C=128256 at 106.2 /
+    68.9 / 49.5 (0.85 / 1.1 / 1.55 us a tile of 4 / 8 / 16 KB); the roofline terms alone put R=8 at 86.6 us for
+    163.1 (eight rows cover eight SMs, each as slow as R=1's one)."""
+    from ...sim import UNPIPELINED_TRIP      # sim imports the ops: late
+    lat = DRAM_LATENCY_S[gpu.vendor]
+    stream = 2 * min(tile, c) * e / (1.02 * gpu.bw_tbs * 1e12 / gpu.sms)
+    per_tile = max(lat, stream) + min(lat, stream) * min(1.0, 128 / threads)
+    return cdiv(c, tile) * per_tile / (lat * UNPIPELINED_TRIP)
+
+
 def launch_of(kind: str):
     """serial, hillis (log-step smem scan), blelloch, shuffle (uint4 + warp scan), rts (reduce-then-scan) or
     lookback."""
@@ -53,7 +70,8 @@ def launch_of(kind: str):
         if kind == "shuffle":   # ITEMS vectors a thread: v[] registers; the block scan (~half a 1-vector tile) once a tile
             return Launch(grid=r, threads=threads, smem_bytes=warps * 4, regs=24 + (items - 1) * (vec + 4),
                           bytes_per_access=16 * items, compute_scale=2 / (1 + 1 / items),
-                          lane_util=min(1.0, c / (threads * vec * items)))
+                          lane_util=min(1.0, c / (threads * vec * items)),
+                          serial_trips=row_chain_trips(c, threads * vec * items, e, threads, gpu))
         tile = threads * vec * items   # v[ITEMS][VEC] partial sums live across the block scan: past 32, a register each
         if kind == "rts":   # the rescan (pass 3) is the main kernel; pass 1 read x once before it (from L2 if it fits)
             reread = reread_traffic(1, r * c * e, gpu) - 1.0          # x is half the minimum bytes (x read, y written)
@@ -65,6 +83,17 @@ def launch_of(kind: str):
                       regs=24 + 2 * items + max(0, items * vec - 32), narrow=blocked(items),
                       bytes_per_access=16 * items, lane_util=c / (cdiv(c, tile) * tile), launches=2)
     return launch
+
+
+def several_tiles(task, params) -> bool:
+    """Whether a row spans more than one look-back tile: where one tile holds a whole row every tile is its row's
+    first, the look-back never runs and its prefix is 0, so a wrong window or a missing barrier (the other warps
+    reading a stale tile_prefix, left 0 by the SM's last tile) cannot show: an H100 passed missing_barrier at
+    R=16384 C=2048 bf16, 512 threads, items 2 (gpu-check seed 61717, 2026-12-06)."""
+    return task["C"] > params["threads"] * (16 // DTYPE_BYTES[task.dtype]) * params["items"]
+
+
+LOOKBACK_BUGS = (("missing_barrier", several_tiles), ("bad_combine_index", several_tiles))
 
 
 def host(grid: str) -> str:
@@ -231,7 +260,8 @@ class PrefixScanCuda(OpModule):
              (Param("threads", (128, 256, 512), 256), Param("items", (1, 2, 4, 8), 2)),
              compute_eff=0.15, memory_eff=0.9, smem="static", launch=launch_of("lookback"),
              render=decoupled_lookback_src,
-             bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER}),
+             bugs={"bad_combine_index": {"window": "look - (WARP_SIZE - lane)"}, "missing_barrier": NO_BARRIER},
+             bug_tasks=LOOKBACK_BUGS),
     )
 
     def cost(self, task: Task) -> Cost:
