@@ -97,3 +97,17 @@ def test_counts_after_any_candidate_equal_a_count_afresh():
         matcher._counted = kept
         seq = new
     assert updated > 200
+
+
+def test_tokens_digit_count_on_bytes_equals_the_ten_str_counts():
+    """messages.tokens counts digits on the UTF-8 bytes: the same count as str.count of "0".."9"
+    over texts mixing ASCII digits, other scripts' digits (Arabic-Indic, fullwidth, superscripts),
+    multi-byte characters whose bytes are >= 0x80, and lone surrogates."""
+    import math
+    from kernelstrain.messages import PER_CHAR, PER_DIGIT, tokens
+    rng = random.Random(11)
+    alphabet = "0123456789abc xyz_{}();\n\t\u0660\u0663\uff11\u00b2\u00e9\u4e2d\U0001f600\ud800"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80)))
+        plain = math.ceil(len(text) * PER_CHAR + sum(map(text.count, "0123456789")) * PER_DIGIT)
+        assert tokens(text) == plain, repr(text)
