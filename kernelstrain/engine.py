@@ -54,6 +54,7 @@ from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger, beats, required_gain
 from .limits import Limits, demand, overflow, rung_failing
+from .memo import Made, rung_grid
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
@@ -64,7 +65,7 @@ from .schema import Step
 from .calibration import FIT
 from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, noise_cv, roofline_floor_ms,
                   simulate, smem_cap, writable)
-from .tasks import carry, param_grid, starting_rung
+from .tasks import carry, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
 MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the engineer knows better
@@ -229,7 +230,7 @@ class Episode:
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
-        self._configs, self._positions, self._near = {}, {}, {}
+        self._configs, self._near = {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -301,23 +302,19 @@ class Episode:
     def configs(self, variant: Variant) -> list[Candidate]:
         """Every config of a rung, writable here or not (no model asked: see grid)."""
         if variant.tag not in self._configs:
-            self._configs[variant.tag] = [Candidate(variant, p) for p in param_grid(knobs.untuned(variant))]
+            # (made as asked: a scan by groups or a near set asks a few of a grid's configs)
+            self._configs[variant.tag] = Made(lambda p: Candidate(variant, p), rung_grid(variant).dicts)
         return self._configs[variant.tag]
 
     def near(self, v: Variant) -> list[Candidate]:
         """The configs of the best's rung `v` at most search.spread value-steps from the best's
         (distance), from each config's positions along the tunable parameters' values, found once."""
-        if v.tag not in self._positions:
-            names = self.tunable(v)
-            values = [knobs.param(v, n).values for n in names]
-            self._positions[v.tag] = names, values, [tuple(vals.index(c.params[n]) for n, vals in zip(names, values))
-                                                     for c in self.configs(v)]
-        names, values, positions = self._positions[v.tag]
         key = (v.tag, self.best.key)
         if key not in self._near:
-            at = [vals.index(self.best.params[n]) for n, vals in zip(names, values)]
-            self._near[key] = [c for c, pos in zip(self.configs(v), positions)
-                               if sum(abs(i - j) for i, j in zip(pos, at)) <= self.search.spread]
+            grid = rung_grid(v)        # (memo.RungGrid: the positions and near sets, found once a process)
+            at = tuple(vals.index(self.best.params[n]) for n, vals in zip(grid.names, grid.values))
+            configs = self.configs(v)
+            self._near[key] = [configs[i] for i in grid.near(at, self.search.spread)]
         return self._near[key]
 
     def carry(self, variant: Variant) -> dict:
@@ -809,7 +806,8 @@ class Episode:
             return plain
         seen: dict = {}
         # a grid config's params are the rung's, in its order (configs, param_grid): its own values by position
-        own_of = itemgetter(*[i for i, p in enumerate(v.params) if p.name not in knobs.KNOBS] or [slice(0)])
+        own_at = [i for i, p in enumerate(v.params) if p.name not in knobs.KNOBS]
+        own_of = itemgetter(*own_at or [slice(0)])
 
         def shared(c):
             own = own_of(tuple(c.params.values()))
@@ -817,6 +815,9 @@ class Episode:
             if fails is None:
                 fails = seen[own] = self.clear_failure(c, error_class)
             return fails and self.writable(c)
+        # a whole grid's scan (limits.rung_failing) by the groups of configs that share their own values
+        shared.groups, shared.keep = rung_grid(v).groups(tuple(own_at)), self.writable
+        shared.launch = lambda c: self.clear_failure(c, error_class)
         return shared
 
     def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:

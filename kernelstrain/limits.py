@@ -54,7 +54,13 @@ def rung_failing(key: tuple, configs: list, fails) -> list:
     run holds ~6 episodes a task), and the whole grid is the engine's costliest question."""
     found = _FAILING.get(key)
     if found is None:
-        found = tuple(i for i, c in enumerate(configs) if fails(c))
+        if getattr(fails, "groups", None) is not None:
+            # configs whose launch answer is one (`fails.groups`: grid positions; Episode._failing_test):
+            # the launch asked of each group's first config, `fails.keep` of each config of a group that fails
+            found = tuple(sorted(i for group in fails.groups if fails.launch(configs[group[0]])
+                                 for i in group if fails.keep(configs[i])))
+        else:
+            found = tuple(i for i, c in enumerate(configs) if fails(c))
         if len(_FAILING) >= FAILING_MAX:
             _FAILING.clear()
         _FAILING[key] = found

@@ -527,6 +527,7 @@ def step_prompt(header: str, history: list[str], best_code: str, impl: str, best
 # staying close to them; scripts/token_table.py measures it. Plain counts (no regex pass):
 # the windows of every episode are counted at generation speed.
 PER_CHAR, PER_DIGIT = 0.35, 0.8
+_DIGITS = b"0123456789"     # tokens' digits, counted on the UTF-8 bytes
 MESSAGE_OVERHEAD = 5        # a chat template's tokens around one message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
 
 
@@ -536,7 +537,11 @@ def tokens(text: str) -> int:
     >>> tokens("__global__ void k(float* x) { x[0] = 1.0f; }")
     18
     """
-    return math.ceil(len(text) * PER_CHAR + sum(map(text.count, "0123456789")) * PER_DIGIT)
+    # the digits counted on the UTF-8 bytes: bytes 0x30-0x39 are the ASCII digits alone there (a
+    # character of several bytes has every byte >= 0x80), the count str.count gives for "0".."9";
+    # one translate instead of ten scans (~3x faster: a text's tokens are counted for every window)
+    raw = text.encode("utf-8", "surrogatepass")
+    return math.ceil(len(text) * PER_CHAR + (len(raw) - len(raw.translate(None, _DIGITS))) * PER_DIGIT)
 
 
 def message_tokens(message: dict) -> int:

@@ -97,3 +97,92 @@ def test_counts_after_any_candidate_equal_a_count_afresh():
         matcher._counted = kept
         seq = new
     assert updated > 200
+
+
+def test_tokens_digit_count_on_bytes_equals_the_ten_str_counts():
+    """messages.tokens counts digits on the UTF-8 bytes: the same count as str.count of "0".."9"
+    over texts mixing ASCII digits, other scripts' digits (Arabic-Indic, fullwidth, superscripts),
+    multi-byte characters whose bytes are >= 0x80, and lone surrogates."""
+    import math
+    from kernelstrain.messages import PER_CHAR, PER_DIGIT, tokens
+    rng = random.Random(11)
+    alphabet = "0123456789abc xyz_{}();\n\t\u0660\u0663\uff11\u00b2\u00e9\u4e2d\U0001f600\ud800"
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80)))
+        plain = math.ceil(len(text) * PER_CHAR + sum(map(text.count, "0123456789")) * PER_DIGIT)
+        assert tokens(text) == plain, repr(text)
+
+
+def _episodes(config: str, count: int, want=lambda e: True):
+    """Engines (not run) of the first plan episodes of `config` (seed 0) that `want`."""
+    from kernelstrain.engine import Episode
+    from kernelstrain.episodes import episode_streams
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.plan import make_plan
+    from kernelstrain.profiles import load_profile
+    plan = make_plan(load_profile(config), 0)
+    prof, found, i = plan.profile, [], 0
+    while len(found) < count:
+        task = plan.task(i)
+        e = Episode(REGISTRY[task.module], task, episode_streams(plan, i), 20, 0.1, 0.1, 1, prof.search, prof.clock)
+        if want(e):
+            found.append(e)
+        i += 1
+    return found
+
+
+def test_rung_grid_near_sets_equal_the_distance_filter_over_every_config():
+    """memo.RungGrid.near (Episode.near): the configs within search.spread value-steps of a best,
+    as the filter of every config by its summed distance gives them, for every rung of 12 default
+    episodes' ladders (knobs included) and best positions across each grid (fails with the distance
+    off by one or a parameter's positions left out)."""
+    from kernelstrain import knobs
+    from kernelstrain.memo import rung_grid
+    rng = random.Random(5)
+    checked = 0
+    for e in _episodes("kernelstrain", 12):
+        for v in e.ladder:
+            names = [p.name for p in v.params if len(p.values) > 1 and p.name not in knobs.SLIPS]
+            values = [knobs.param(v, n).values for n in names]
+            configs = e.configs(v)
+            positions = [[vals.index(c.params[n]) for n, vals in zip(names, values)] for c in configs]
+            grid = rung_grid(v)
+            assert grid.names == names and [dict(c.params) for c in configs] == list(grid.dicts)
+            for best in rng.sample(range(len(configs)), min(6, len(configs))):
+                at = positions[best]
+                for spread in (1, 2, 3):
+                    plain = [i for i, pos in enumerate(positions) if sum(abs(p - q) for p, q in zip(pos, at)) <= spread]
+                    assert list(grid.near(tuple(at), spread)) == plain, (v.tag, at, spread)
+                    checked += 1
+    assert checked > 100
+
+
+def test_a_grid_scan_by_groups_equals_every_config_asked():
+    """limits.rung_failing by the groups of configs that share their own parameters (a CUDA rung on
+    an NVIDIA GPU: Episode._failing_test) finds the configs that clear_failure and writable find
+    asked of each config of the grid, in order, for every rung of 10 such default episodes and both
+    classes (fails where a group's verdict is taken from another group, or the groups are cut by the knobs)."""
+    from kernelstrain import limits
+    episodes = _episodes("kernelstrain", 10, lambda e: e.m.impl == "cuda" and e.task.gpu.vendor == "nvidia")
+    grouped = failing = 0
+    for n, e in enumerate(episodes):
+        for v in e.ladder:
+            for error_class in ("smem", "resources"):
+                test = e._failing_test(v, error_class)
+                if getattr(test, "groups", None) is None:
+                    continue
+                configs = e.configs(v)
+                plain = [c for c in configs if e.clear_failure(c, error_class) and e.writable(c)]
+                got = limits.rung_failing(("test_speed_caches", n, v.tag, error_class), configs, test)
+                assert got == plain, (e.m.name, v.tag, error_class)
+                grouped += 1
+                failing += bool(plain)
+    assert grouped > 20 and failing > 3, (grouped, failing)
+
+
+def test_made_makes_each_item_once_when_asked():
+    from kernelstrain.memo import Made
+    calls = []
+    made = Made(lambda x: calls.append(x) or [x], (3, 1, 2))
+    assert made[1] == [1] and made[1] is made[1] and calls == [1]
+    assert list(made) == [[3], [1], [2]] and len(made) == 3 and calls == [1, 3, 2]
