@@ -54,7 +54,8 @@ from . import feasibility, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger, beats, required_gain
 from .limits import Limits, demand, overflow, rung_failing
-from .memo import Made, rung_grid
+from .grids import rung_grid
+from .memo import Made
 from .mutations import find_typo, typo_sites
 from .slip_memory import SlipMemory
 from .ops.base import OpModule, Task, Variant
@@ -311,7 +312,7 @@ class Episode:
         (distance), from each config's positions along the tunable parameters' values, found once."""
         key = (v.tag, self.best.key)
         if key not in self._near:
-            grid = rung_grid(v)        # (memo.RungGrid: the positions and near sets, found once a process)
+            grid = rung_grid(v)        # (grids.RungGrid: the positions and near sets, found once a process)
             at = tuple(vals.index(self.best.params[n]) for n, vals in zip(grid.names, grid.values))
             configs = self.configs(v)
             self._near[key] = [configs[i] for i in grid.near(at, self.search.spread)]

@@ -27,7 +27,8 @@ from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
-from .ops.occupancy import DRAM_LATENCY_S, LOADS_IN_FLIGHT, blocks_per_sm, in_flight_ratio  # noqa: F401 (sim's names too)
+from .ops.occupancy import (DRAM_LATENCY_S, LOADS_IN_FLIGHT, UNPIPELINED_TRIP, blocks_per_sm,  # noqa: F401 (sim's names too)
+                             in_flight_ratio)
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
@@ -60,14 +61,6 @@ NARROW_LOAD_EXPONENT = 0.19
 # C=31999 against 32000 with loop_unroll 4-8 (64-128 bytes in flight a thread) 1.15-1.34x, as the rolled loop's
 # 1.2-1.4x; the uncapped width said 1.69-1.93x (h100_gpucheck_kigrid.json).
 VECTOR_BYTES = 16
-# One dependent step of an unpipelined K loop (Launch.serial_trips: each step's loads before its math, nothing in
-# flight across steps) over DRAM_LATENCY_S: the round trip under load plus the step's own issue. gemm_fp16_triton
-# broadcast_sum at M=16 N=K=8192 (one wave of 512-1024 programs, B read once from DRAM): on an H200 BLOCK_K=16
-# (a 32-byte sector a row, every step a miss) 370.1 us / 512 steps = 0.72 us and 366.8 (BLOCK_M=32) = 0.72;
-# BLOCK_K=8 (half a sector, every other step a miss) 411.3 / 1,024 = 0.40 = 0.5 x 0.80 (gpu-check s50505); on an
-# H100 353.2 and 344.0 us at BLOCK_K=16: 0.69 and 0.67 (s40404). 0.72 / 0.65 = 1.1; the model's roofline said
-# 53-99 us (sim/measured 0.14-0.29), the loop's latency chain not being in it.
-UNPIPELINED_TRIP = 1.1
 
 
 @dataclass(frozen=True)

@@ -132,12 +132,12 @@ def _episodes(config: str, count: int, want=lambda e: True):
 
 
 def test_rung_grid_near_sets_equal_the_distance_filter_over_every_config():
-    """memo.RungGrid.near (Episode.near): the configs within search.spread value-steps of a best,
+    """grids.RungGrid.near (Episode.near): the configs within search.spread value-steps of a best,
     as the filter of every config by its summed distance gives them, for every rung of 12 default
     episodes' ladders (knobs included) and best positions across each grid (fails with the distance
     off by one or a parameter's positions left out)."""
     from kernelstrain import knobs
-    from kernelstrain.memo import rung_grid
+    from kernelstrain.grids import rung_grid
     rng = random.Random(5)
     checked = 0
     for e in _episodes("kernelstrain", 12):

@@ -7,6 +7,14 @@ from .base import Launch
 
 DRAM_LATENCY_S = {"nvidia": 650e-9, "amd": 800e-9}
 LOADS_IN_FLIGHT = 2               # independent loads per thread the compiler keeps in flight
+# One dependent step of an unpipelined K loop (Launch.serial_trips: each step's loads before its math, nothing in
+# flight across steps) over DRAM_LATENCY_S (sim.chain_floor_s): the round trip under load plus the step's own issue. gemm_fp16_triton
+# broadcast_sum at M=16 N=K=8192 (one wave of 512-1024 programs, B read once from DRAM): on an H200 BLOCK_K=16
+# (a 32-byte sector a row, every step a miss) 370.1 us / 512 steps = 0.72 us and 366.8 (BLOCK_M=32) = 0.72;
+# BLOCK_K=8 (half a sector, every other step a miss) 411.3 / 1,024 = 0.40 = 0.5 x 0.80 (gpu-check s50505); on an
+# H100 353.2 and 344.0 us at BLOCK_K=16: 0.69 and 0.67 (s40404). 0.72 / 0.65 = 1.1; the model's roofline said
+# 53-99 us (sim/measured 0.14-0.29), the loop's latency chain not being in it.
+UNPIPELINED_TRIP = 1.1
 
 
 def blocks_per_sm(launch: Launch, gpu) -> int:

@@ -10,7 +10,7 @@ a scan of each row's tile sums, a rescan of every tile from its offset; three la
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..l2_reuse import reread_traffic
-from ..occupancy import DRAM_LATENCY_S
+from ..occupancy import DRAM_LATENCY_S, UNPIPELINED_TRIP
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
@@ -44,7 +44,6 @@ def row_chain_trips(c: int, tile: int, e: int, threads: int, gpu) -> float:
     164.3 us (1.25 / 2.49 / 5.1 us a tile of 32 / 64 / 128 KB), 128 threads items 1 / 2 / 4 R=64 C=128256 at 106.2 /
     68.9 / 49.5 (0.85 / 1.1 / 1.55 us a tile of 4 / 8 / 16 KB); the roofline terms alone put R=8 at 86.6 us for
     163.1 (eight rows cover eight SMs, each as slow as R=1's one)."""
-    from ...sim import UNPIPELINED_TRIP      # sim imports the ops: late
     lat = DRAM_LATENCY_S[gpu.vendor]
     stream = 2 * min(tile, c) * e / (1.02 * gpu.bw_tbs * 1e12 / gpu.sms)
     per_tile = max(lat, stream) + min(lat, stream) * min(1.0, 128 / threads)
