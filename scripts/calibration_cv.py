@@ -10,6 +10,9 @@ Spearman mean over episodes with >= 3 timed, same-episode pair-order agreement, 
 0.8-1.25x, geomean sim/measured, and per-module pooled and episode Spearman. Use it to judge any
 simulator change (a launch model, a fit term) before the refit: the same command before and after.
 --module prints that module's held-out rows episode by episode (measured, predicted, params).
+--rungs M:rung,... scores the refit of those rungs' ceilings alone (calibration.fit.refit_variants).
+--refit M1,M2 scores the module refit (calibration.fit.refit_modules: those modules' terms fitted on their rows of
+MODULE_FIT_FILES, the shipped fit's shared terms held), as scripts/refit_calibration.py --modules makes it.
 --pairs N prints where the within-episode order goes wrong: the misordered pairs by how far apart the hardware
 put them, and the N (module, rung, rung) or (module, rung, parameters moved) kinds with the most misordered pairs.
 """
@@ -25,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.calibration.fit import FIT_FILES, PARAM_RIDGE, measured_records, out_of_fold  # noqa: E402
+from kernelstrain.calibration import FIT  # noqa: E402
+from kernelstrain.calibration.fit import FIT_FILES, MODULE_FIT_FILES, PARAM_RIDGE, measured_records, out_of_fold  # noqa: E402
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
 
 KEYS = ("n", "geomean", "within_0.8_1.25", "within_0.5_2", "groups", "spearman_mean", "spearman_median",
@@ -100,15 +104,28 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=0, help="print the N pair kinds most often misordered")
     ap.add_argument("--json", help="write the figures here too")
     ap.add_argument("--jobs", type=int, default=1, help="folds fitted in parallel processes (same figures)")
+    ap.add_argument("--refit", help="comma-separated modules: score their module refit (the shipped shared terms held)")
+    ap.add_argument("--rungs", help="comma-separated module:rung: score the refit of those rungs' ceilings alone")
     a = ap.parse_args(argv)
     k_param = None if a.k_param == "none" else float(a.k_param)
-    rows = out_of_fold(measured_records(FIT_FILES), a.folds, a.jobs, k_param=k_param)
+    files = MODULE_FIT_FILES if a.refit or a.rungs else FIT_FILES
+    if a.rungs:
+        rungs = {}
+        for item in a.rungs.split(","):
+            rungs.setdefault(item.split(":")[0], []).append(item.split(":")[1])
+        rows = out_of_fold(measured_records(files, set(rungs)), a.folds, a.jobs, base=FIT, variants=rungs)
+    elif a.refit:
+        modules = a.refit.split(",")
+        rows = out_of_fold(measured_records(files, set(modules)), a.folds, a.jobs, base=FIT, modules=modules,
+                           k_param=k_param)
+    else:
+        rows = out_of_fold(measured_records(files), a.folds, a.jobs, k_param=k_param)
     overall = agreement(rows)
-    print(f"pooled {len(rows)} rows ({', '.join(FIT_FILES)}), {a.folds} folds by episode, k_param {k_param}, "
+    print(f"pooled {len(rows)} rows ({', '.join(files)}), {a.folds} folds by episode, k_param {k_param}, "
           "held-out figures:")
     print("  all      " + " ".join(f"{k}={_f(overall[k])}" for k in KEYS))
     by_source = {}
-    for name in FIT_FILES:
+    for name in sorted({r["source"] for r in rows}, key=files.index):
         s = agreement([r for r in rows if r["source"] == name])
         by_source[name] = {k: s[k] for k in KEYS}
         print(f"  {name:24} " + " ".join(f"{k}={_f(s[k])}" for k in ("n", "geomean", "within_0.8_1.25",

@@ -10,6 +10,16 @@ record also gets a prediction from a fit that never saw its episode: those out-o
 are printed and stored in the fit file beside the in-sample ones (--folds 0: none). --check only prints the figures
 of the shipped fit and exits 1 if the file is not what a refit would write. --cv-json writes the out-of-sample
 figures overall and per module as scripts/calibration_cv.py --json does (the same folds: one run gives both).
+
+    python3 scripts/refit_calibration.py --modules M1,M2 [--folds 3] [--check]
+    python3 scripts/refit_calibration.py --rungs M1:rung,M1:rung2,M2:rung [--folds 3] [--check]
+
+refits only those modules' terms (calibration.fit.refit_modules) on their rows of MODULE_FIT_FILES, the shipped
+fit's shared terms (launch floor, extra-launch cost, impl exponents) and every other module's kept byte for byte,
+so no other module's simulated time moves; --rungs moves only those rungs' ceilings (calibration.fit.refit_variants:
+the rungs whose launch model changed, placed against the unchanged rungs they were timed beside), nothing else
+moving. The run is recorded in the fit file's `module_refits` (modules, rows,
+the figures of the fit it replaced on the same rows, out of sample by --folds, in sample, per module).
 """
 from __future__ import annotations
 
@@ -21,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelstrain.calibration import FIT_FORMAT, Fit  # noqa: E402
-from kernelstrain.calibration.fit import FIT_FILES, fit, measured_records, out_of_fold, predict_ms  # noqa: E402
+from kernelstrain.calibration import FIT, FIT_FORMAT, Fit  # noqa: E402
+from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit, measured_records, out_of_fold, predict_ms,  # noqa: E402
+                                          refit_modules, refit_variants)
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
 from calibration_cv import KEYS, module_table  # noqa: E402  (this script's folder)
 
@@ -45,6 +56,57 @@ def dump(data: dict) -> str:
     return body + ',\n "ceilings": {\n' + rows + "\n }\n}\n"
 
 
+def write(text: str, check: bool) -> int:
+    if check:
+        same = FIT_PATH.exists() and FIT_PATH.read_text() == text
+        print("shipped fit is current" if same else "shipped fit differs from a refit")
+        return 0 if same else 1
+    FIT_PATH.write_text(text)
+    print(f"wrote {FIT_PATH.relative_to(ROOT)}")
+    return 0
+
+
+def rungs_of(spec: str) -> dict:
+    """'m:rung,m:rung2,n:rung' -> {m: [rung, rung2], n: [rung]}"""
+    out = {}
+    for item in spec.split(","):
+        module, rung = item.split(":")
+        out.setdefault(module, []).append(rung)
+    return out
+
+
+def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict | None = None) -> int:
+    """refit_modules of `modules` (with rungs: refit_variants of those rungs) on the shipped fit, recorded in its
+    `module_refits` (an earlier entry naming any of these modules dropped)."""
+    rows = measured_records(MODULE_FIT_FILES, set(modules))
+    kw = {"variants": rungs} if rungs else {"modules": modules}
+    final = refit_variants(rows, FIT, rungs) if rungs else refit_modules(rows, FIT, modules)
+    held_out = out_of_fold(rows, folds, jobs, base=FIT, **kw) if folds else []
+    report = {"replaced": figures(rows, lambda r: predict_ms(FIT, r)),
+              **({"out_of_sample": figures(held_out, lambda r: r["sim_ms"])} if folds else {}),
+              "in_sample": figures(rows, lambda r: predict_ms(final, r))}
+    for name, fig in report.items():
+        print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))
+    shipped = json.loads(FIT_PATH.read_text())
+    entry = {"modules": sorted(modules), **({"rungs": rungs} if rungs else {}),
+             "source": f"{' + '.join(MODULE_FIT_FILES)}: {len(rows)} matched timed candidates of these modules, "
+                       f"{len({r['episode'] for r in rows})} episodes",
+             "method": ("scripts/refit_calibration.py --rungs: calibration.fit.refit_variants (those rungs' ceilings "
+                        "moved, every other term kept)" if rungs else
+                        "scripts/refit_calibration.py --modules: calibration.fit.refit_modules (their parameter "
+                        "exponents, the shared terms and every other module's kept)")
+                       + (f"; out_of_sample: {folds} folds by episode" if folds else "; no out-of-sample figures"),
+             "figures": report,
+             **({"modules_out_of_sample": {m: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in t.items()}
+                                           for m, t in module_table(held_out).items()}} if folds else {})}
+    earlier = [e for e in shipped.get("module_refits", []) if not set(e["modules"]) & set(modules)]
+    data = {**{k: v for k, v in shipped.items() if k not in final.to_json()}, **final.to_json(),
+            "module_refits": earlier + [entry]}
+    data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
+    data = {k: v for k, v in data.items() if k != "ceilings"} | {"ceilings": data["ceilings"]}
+    return write(dump(data), check)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
@@ -53,9 +115,16 @@ def main(argv=None) -> int:
                     help=f"hold-out folds of the out-of-sample figures (default {FOLDS}; 0: none, the final fit alone, "
                          "~1/6 of the CPU time: a fresh gpu-check seed is then the only out-of-sample check)")
     ap.add_argument("--cv-json", type=Path, help="write the out-of-sample figures, overall and per module, here")
+    ap.add_argument("--modules", help="comma-separated: refit only these modules' terms (see above)")
+    ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
     a = ap.parse_args(argv)
     if a.cv_json and not a.folds:
         ap.error("--cv-json needs --folds > 0")
+    if a.rungs:
+        rungs = rungs_of(a.rungs)
+        return module_refit(sorted(rungs), a.folds, a.jobs, a.check, rungs)
+    if a.modules:
+        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final = fit(rows)

@@ -260,3 +260,16 @@ def test_the_spearman_mean_comes_with_its_standard_error_over_the_episodes():
     assert s["timing"]["spearman_se"] == pytest.approx(1.0)          # rhos 1 and -1: sample sd sqrt(2), / sqrt(2)
     assert "Spearman mean 0.000 (standard error 1.000)" in render(s)
     assert summarize(agree)["timing"]["spearman_se"] is None       # one episode: no spread to measure
+
+
+def test_timed_runs_time_the_tasks_work():
+    """Paged decode's ragged seq_lens are checked for correctness but never timed: the task and the simulator time
+    full-length S (the ragged rows of seeds 98181/98282 timed ~0.75 of its KV bytes); other prepares stay."""
+    from kernelstrain.gpucheck.adapters import WORK_SHRINKING_PREPARE, prepare
+    from kernelstrain.ops import REGISTRY
+    for name in WORK_SHRINKING_PREPARE:
+        module = REGISTRY[name]
+        assert prepare(module) is not None and prepare(module, timing=False) is not None
+        assert prepare(module, timing=True) is None
+    kept = [m for m in REGISTRY.values() if m.name not in WORK_SHRINKING_PREPARE and prepare(m)]
+    assert kept and all(prepare(m, timing=True) is prepare(m) for m in kept)

@@ -11,7 +11,9 @@ the other cards of the catalog (no measurement).
 """
 from __future__ import annotations
 
-from .base import Launch
+from dataclasses import replace
+
+from .base import DTYPE_BYTES, Launch
 
 L2_READ_TBS = 11.0
 # A resident working set fills L2 before it reaches its capacity (two partitions, other streams' lines): the
@@ -45,3 +47,22 @@ def reread_traffic(rereads: float, working_set_bytes: float, gpu) -> float:
     `rereads` more times: the misses from DRAM, the hits at L2's cost."""
     miss = dram_share(working_set_bytes, gpu)
     return 1.0 + rereads * (miss + (1.0 - miss) * l2_cost(gpu))
+
+
+def row_rereads(launch_of_p, rows: str, cols: str):
+    """A program-per-row launch (launch_of_p: p, task -> Launch, its traffic counting every pass over the row
+    from DRAM) with the later passes' re-reads of the row served by L2 as far as the resident rows fit it: a
+    grid of at least one wave of resident programs streams at the bandwidth the misses and L2 allow; fewer
+    rows stay latency-bound, each pass a chain of round trips (the launch's traffic kept in proportion).
+    Measured, layernorm_triton chunked_three_pass (H100 and H200 rows of 6 seeds, docs/calibration_h100_fresh_s96969.md):
+    at T=4096 D=4096 the rung ran 28.6-32.7 us on the H100 beside whole_row_registers' 26.6-27.4 (the model had
+    45.6, three full DRAM reads), at T=8192 D=1024 15.6-18.4 beside 14.9-15.1 (23.6-30.0 modelled), while
+    T=16384 D=8192, whose ~39 MB of resident rows overflow the L2, ran 355-362 beside 182: re-read from DRAM."""
+    def launch(p, task):
+        base = launch_of_p(p, task)
+        gpu, t = task.gpu, task[rows]
+        slots = resident_slots(base, gpu)
+        served = reread_traffic(base.traffic - 1.0, min(t, slots) * task[cols] * DTYPE_BYTES[task.dtype], gpu)
+        wave = min(1.0, t / slots)
+        return replace(base, traffic=base.traffic - (base.traffic - served) * wave)
+    return launch

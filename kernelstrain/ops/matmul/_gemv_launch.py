@@ -10,6 +10,7 @@ def gemv_bytes(task) -> int:
 
 
 L1_LOAD_COST = 0.16     # DRAM-byte equivalents of one L1-hit byte of x in a 16-byte load (H200 fit)
+X_ISSUE = 0.41          # the 16-byte rungs' x loads and FMAs of one token, in W-stream times (H100: M=4 1.65x M=1)
 def warp_launch(kind: str):
     """Launch model of the warp rungs: kind 'scalar' (warp_per_row), 'vec' (vectorized_uint4),
     'rows' (multi_row_warp) or 'split' (split_k_combine)."""
@@ -31,9 +32,16 @@ def warp_launch(kind: str):
             return Launch(grid=grid, threads=threads, regs=28 + 2 * m, bytes_per_access=e,
                           traffic=max(x_rereads, lsu(e)), lane_util=min(1.0, k / warp))
         vec_lanes = min(1.0, k / (8 * warp))
+        # The 16-byte rungs too: each W load's M / rows x loads (L1 hits) and their FMAs issue beside the DRAM
+        # stream, and the slower side binds, smoothly (a 4-norm): at M=1 the W stream alone (H100, N x K = 4096 x
+        # 14336 and 14336 x 4096: vectorized_uint4 and one-row multi_row_warp 40.6-42.7 us, 1.16-1.22x the bytes at
+        # 3.35 TB/s, the fastest rungs of every seed; the old sum 1 + 0.16 M put them 1.11-1.16x slow behind
+        # split_k_combine's 44.5-47.4), at M=4 1.65x that (uint4 29.1-29.5 us at N=6144 K=4096), at M=8 1.8-3.0x
+        # (35.5 us at 4096^2, 82-85.5 at 8192^2): X_ISSUE x M / rows of the W stream's time.
+        traffic = (x_rereads ** 4 + (X_ISSUE * m / rows) ** 4) ** 0.25
         if kind == "vec":
             return Launch(grid=grid, threads=threads, regs=24 + 3 * m, bytes_per_access=16,
-                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
+                          traffic=traffic, lane_util=vec_lanes)
         regs = 24 + 4 * rows + 2 * m * rows          # R packed W chunks + R x M accumulators
         # W loads a lane has in flight per wait: nvcc 13 -O3 sm_90a SASS of the K loop (M=1 and M=4): one row a warp
         # (and vectorized_uint4) unrolls by 2-4 and issues 2 LDG.128 of W before the first use, as the model's
@@ -46,9 +54,9 @@ def warp_launch(kind: str):
         per_wait = 16 * max(1, rows // 2)
         if kind == "rows":
             return Launch(grid=grid, threads=threads, regs=regs, bytes_per_access=per_wait,
-                          traffic=x_rereads + lsu(16), lane_util=vec_lanes)
+                          traffic=traffic, lane_util=vec_lanes)
         splits = p["splits"]
         partial_bytes = 2 * splits * m * n * 4                 # fp32 partials written, then read by the combine
         return Launch(grid=grid * splits, threads=threads, regs=regs, bytes_per_access=per_wait,
-                      traffic=x_rereads + lsu(16) + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
+                      traffic=traffic + partial_bytes / base, lane_util=min(1.0, k / (8 * warp * splits)), launches=2)
     return launch

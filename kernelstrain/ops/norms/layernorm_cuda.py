@@ -5,6 +5,7 @@ reductions -> single-pass Welford merged with warp shuffles -> 16-byte uint4 loa
 per-chunk Welford -> row cached in registers, exact two-pass statistics from registers.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from .. import l2_reuse
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
 from ..words import VEC, word_regs, word_trips
@@ -276,7 +277,11 @@ class LayerNormCuda(LayerNormSpec):
         # (partial[1] never added) moved the result by ~1/THREADS, inside KernelBench's 1e-2
         Rung("smem_block_reduce", "one block per row, two-pass mean/variance with shared-memory tree sums",
              (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.75, smem="static", render=render_of(smem_block_reduce_src),
-             launch=launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2, word_regs=1), word_trips(), word_regs),
+             # mean/variance passes re-read the row from L2 as far as resident rows fit (l2_reuse.row_rereads): H100
+             # T=16384 D=8192 fp16, 256/128/64 threads 230.8/335.7/400.9 us, modelled 371.6 each by three DRAM reads
+             # (all rows: tests/test_sim32_models.py); welford_shuffle/vectorized_uint4 ran 1.0-1.1x their DRAM read
+             launch=l2_reuse.row_rereads(launch_of(block_launch(lambda threads, warps: threads * 4, 2.1, 2, word_regs=1),
+                                                   word_trips(), word_regs), "T", "D"),
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"root": "1"}}),
         Rung("welford_shuffle", "single-pass Welford per thread, (n, mean, M2) merged with warp shuffles",
              (THREADS, PRAGMA_UNROLL, VEC), memory_eff=0.82, smem="static", render=render_of(welford_shuffle_src),

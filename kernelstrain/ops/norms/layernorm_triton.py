@@ -29,22 +29,26 @@ OUTPUT_LOOP = """    for off in range(0, D, BLOCK):
 """
 
 
-def l2_rereads(launch_of_p):
-    """chunked_three_pass's launch with the variance and output passes' re-reads of the row served by L2 as far
-    as the resident rows fit it (ops/l2_reuse.py): a grid of at least one wave of resident programs streams
-    at the bandwidth the misses and L2 allow; fewer rows stay latency-bound, each pass a chain of round trips
-    (the launch's traffic 2.0: the row read three times and y written, over the minimum x and y).
-    Measured (H100 and H200 rows of 6 seeds, docs/calibration_h100_fresh_s96969.md): at T=4096 D=4096 the rung
-    ran 28.6-32.7 us on the H100 beside whole_row_registers' 26.6-27.4 (the model had 45.6, three full DRAM reads),
-    at T=8192 D=1024 15.6-18.4 beside 14.9-15.1 (23.6-30.0 modelled), while T=16384 D=8192, whose ~39 MB of
-    resident rows overflow the L2, ran 355-362 beside 182: re-read from DRAM, as modelled."""
+# welford_chunked's instruction issue, in fp32 lane slots (sim: Launch.issue_s, a floor beside the roofline): a row
+# costs WELFORD_ROW_SLOTS, each element of its BLOCK-padded chunks WELFORD_ELEMENT_SLOTS (the per-lane update divides
+# by the count), each thread WELFORD_THREAD_SLOTS (tl.reduce's shuffle tree and cross-warp merge of (mean, M2, n),
+# each step dividing). H100 gpu-checks, T=8192 D=1024 fp16/bf16 (whole_row_registers 15.0 us, the second read
+# from L2 ~19): BLOCK 512 on 2 warps 19.6 us (s96969), 256 or 1024 on 4 warps 26.2 / 25.4 (sim30 call), 1024 on 8
+# warps 36.1 (s40404); H200 (same fp32 peak): 512 on 2 warps 20.1-21.7 (s50505; its whole row ~11), 2048 on 4 warps
+# 39.0; the floor: 19.6, 25.1 / 25.1, 36.0, 19.6, 35.1 us. The constants keep it under the rows that streamed:
+# T=4096 D=4096 on 4 warps 32.7-36.6 (floor 27.6) and T=8192 D=5120 69.3-75.3 (65.1). The DRAM-read model it
+# replaces (the second read from DRAM, no issue floor) put those D >= 4096 rows 1.23-1.40x slow (s93131-s96969).
+WELFORD_ROW_SLOTS = 16800
+WELFORD_ELEMENT_SLOTS = 40
+WELFORD_THREAD_SLOTS = 350
+
+
+def welford_issue(launch_of_p):
     def launch(p, task):
         base = launch_of_p(p, task)
-        gpu, t = task.gpu, task["T"]
-        slots = l2_reuse.resident_slots(base, gpu)
-        served = l2_reuse.reread_traffic(base.traffic - 1.0, min(t, slots) * task["D"] * DTYPE_BYTES[task.dtype], gpu)
-        wave = min(1.0, t / slots)
-        return replace(base, traffic=base.traffic - (base.traffic - served) * wave)
+        padded = -(-task["D"] // p["BLOCK"]) * p["BLOCK"]
+        slots = task["T"] * (WELFORD_ROW_SLOTS + WELFORD_ELEMENT_SLOTS * padded + WELFORD_THREAD_SLOTS * base.threads)
+        return replace(base, issue_s=max(base.issue_s, slots / (task.gpu.peak("fp32") / 2)))
     return launch
 
 
@@ -215,17 +219,17 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
              launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"col": "i + 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-             CHUNK, memory_eff=0.8, launch=l2_rereads(stream_stages.launch_of(
-                 launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs), chunk_trips("D"), loads=3, row="D")),
+             CHUNK, memory_eff=0.8, launch=l2_reuse.row_rereads(stream_stages.launch_of(
+                 launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs), chunk_trips("D"), loads=3, row="D"),
+                 "T", "D"),
              render=stream_stages.render_of(render_of(chunked_three_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
              CHUNK, memory_eff=0.84,
-             # not l2_rereads: the H100 (sim30 call, 09:38 UTC) ran it at 25.4-26.2 us at T=8192 D=1024, 1.7x
-             # whole_row_registers' 15.0, as the DRAM-read model has it (25.7-26.8), not as L2 reuse would (19)
-             launch=stream_stages.launch_of(launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"),
-                                                     chunk_regs), chunk_trips("D"), loads=3, row="D"),
+             launch=welford_issue(l2_reuse.row_rereads(stream_stages.launch_of(
+                 launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"), chunk_regs),
+                 chunk_trips("D"), loads=3, row="D"), "T", "D")),
              render=stream_stages.render_of(render_of(welford_chunked_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
