@@ -86,10 +86,13 @@ def test_knobs_are_written_into_the_code_and_change_the_model():
     # unrolling: more registers and more loads in flight per thread
     plain_launch, unrolled = knobs.launch(m, ext, plain, task), knobs.launch(m, ext, {**plain, "main_unroll": 8}, task)
     assert unrolled.regs == plain_launch.regs + 24 and unrolled.bytes_per_access > plain_launch.bytes_per_access
-    # __launch_bounds__(1024, 3) caps registers at 16 on a 64K-register SM: spills, slower
+    # __launch_bounds__(1024, 3) asks for 3 x 1024 threads an SM, past the A10's 1536: ptxas ignores the
+    # bound (".minnctapersm will be ignored") and the kernel keeps its registers and its time
+    # (tests/test_knobs_min_blocks.py has a bound that fits and caps)
     wide = {**plain, "threads": 1024}
     free, bound = simulate(m, ext, wide, task), simulate(m, ext, {**wide, "min_blocks": 3}, task)
-    assert free.ok and bound.ok and bound.regs == 16 < free.regs and bound.time_ms > free.time_ms
+    assert 3 * 1024 > task.gpu.max_threads_per_sm
+    assert free.ok and bound.ok and bound.regs == free.regs and bound.time_ms == free.time_ms
 
 
 def test_knob_sessions_validate(tmp_path):
