@@ -3,6 +3,7 @@ import json
 
 from kernelstrain import behaviour
 from kernelstrain.cli import main
+from kernelstrain.fields import as_dict
 
 
 def _step(k, tag, t, best, params=None, status="ok", kept=False, kind="param_sweep", bug=None):
@@ -148,9 +149,9 @@ def test_a_candidates_third_run_and_a_converged_ending_on_a_failure_are_counted(
 def test_every_behaviour_check_of_issue_26_can_fail():
     """Each of issue 26's item-6 checks (and the two close-call / ending checks beside them) has a
     threshold that the defect it names trips: it passes on nothing and fails on the counts given."""
-    from kernelstrain.qa import _Acc, report
+    from kernelstrain.qa import _Acc, report, session_report
     defects = {
-        "post_best_tail_share": ({"tail": 40, "steps": 100}, {}),
+        "post_best_tail_share": ({"tail": 60, "steps": 100}, {}),
         "slow_rung_returns": ({"slow_rung_returns": 1}, {}),
         "reproposed_configs": ({"reproposed": 1}, {}),
         "one_sided_remeasures": ({"one_sided_remeasures": 1}, {}),
@@ -165,12 +166,139 @@ def test_every_behaviour_check_of_issue_26_can_fail():
         "conversations_mixing_time_units": ({}, {"mt_mixed_units": 1}),
     }
 
-    def check(acc, name):
-        return next(c for c in report(acc)["checks"] if c["name"] == name)
+    for judge in (report, session_report):          # the default profile's qa, and kernelinfer's (sessions, batches)
+        def check(acc, name):
+            return next(c for c in judge(acc)["checks"] if c["name"] == name)
 
-    for name, (b, c) in defects.items():
-        acc = _Acc()
-        assert check(acc, name)["pass"], name
-        acc.behaviour.update(b)
-        acc.c.update(c)
-        assert not check(acc, name)["pass"], name
+        for name, (b, c) in defects.items():
+            acc = _Acc()
+            assert check(acc, name)["pass"], name
+            acc.behaviour.update(b)
+            acc.c.update(c)
+            assert not check(acc, name)["pass"], name
+
+
+# --- kernelinfer's batch reports (qa_reports/batch_NNN.json): every behaviour check, fed its defect ---
+
+def _ki_sessions(tmp_path_factory):
+    import json as _json
+    out = tmp_path_factory.mktemp("ki") / "k"
+    assert main(["generate", "--seed", "3", "--config", "kernelinfer", "--episodes", "4", "--workers", "1",
+                 "--out", str(out), "--quiet"]) in (0, 1)
+    rows = [_json.loads(line) for line in (out / "sessions.jsonl").read_text().splitlines()]
+    return rows, _json.loads((out / "stats.json").read_text())
+
+
+def _after(ep, **fields):
+    """A step appended after the episode's last, measured (or failed) as `fields` say."""
+    last = ep["steps"][-1]
+    s = dict(last, step=last["step"] + 1, kept=False, bug=None, typo=None, failure=None, error=None,
+             status="ok", best_ms=last["best_ms"])
+    s.update(fields)
+    if s["status"] != "ok":
+        s["time_ms"] = None
+    ep["steps"].append(s)
+    return s
+
+
+def _far(ep, row):          # three last steps all 2x the best: a `converged` ending far from it
+    for _ in range(3):
+        _after(ep, time_ms=2 * ep["best"]["time_ms"], params={**as_dict(ep["steps"][-1]["params"]), "_far": len(ep["steps"])})
+
+
+def _tail(ep, row):         # as many fruitless steps after the final best as the session had before it
+    for i in range(len(ep["steps"]) + 2):
+        _after(ep, time_ms=1.3 * ep["best"]["time_ms"], params={**as_dict(ep["steps"][-1]["params"]), "_t": i})
+
+
+def _slow_rung(ep, row):    # back to the baseline's rung and code (measured >= 2x the best): also a re-proposal
+    _after(ep, tag=ep["baseline"]["tag"], params=ep["baseline"]["params"], code=ep["baseline"]["code"],
+           time_ms=ep["baseline"]["time_ms"], kind="structural")
+
+
+def _close(ep, runs):       # a close call's candidate measured `runs` times, the best never re-run
+    best = ep["steps"][-1]["best_ms"]
+    at = next((s for s in ep["steps"] if s["step"] == ep["best"]["step"]), ep["baseline"])
+    for _ in range(runs):
+        _after(ep, tag=at["tag"], params={**as_dict(at["params"]), "_close": 1}, time_ms=best * 0.999)
+
+
+def _bug(ep, row):
+    _after(ep, status="wrong_result", bug="no_bounds_check", failure="mismatch")
+    _after(ep, status="wrong_result", bug="no_bounds_check", failure="mismatch", params={**as_dict(ep["steps"][-1]["params"]), "_b": 1})
+
+
+def _first(ep, row):        # the first step retunes the baseline's rung, and fails
+    ep["steps"][0] = dict(ep["steps"][0], tag=ep["baseline"]["tag"], kind="param_sweep", status="compile_error",
+                          time_ms=None, kept=False, failure="syntax", params={**as_dict(ep["baseline"]["params"]), "_f": 1})
+
+
+def _last_fails(ep, row):
+    _after(ep, status="compile_error", failure="syntax")
+
+
+def _eager(ep, row):
+    ep["torch_eager_ms"] = ep["baseline"]["time_ms"] / 1000
+
+
+def _weight1(ep, row):      # weight 1 on a step that failed (a target that teaches a failure)
+    i = next(i for i, s in enumerate(ep["steps"]) if s["status"] != "ok" or not s["kept"])
+    turns = [m for m in row["messages"] if m["role"] == "assistant"]
+    turns[i]["weight"] = 1
+    ep["steps"][i] = dict(ep["steps"][i], status="compile_error", time_ms=None, kept=False, failure="syntax")
+
+
+def _label(ep, row):
+    user = [m for m in row["messages"] if m["role"] == "user"][-1]
+    user["content"] += f"\nnext: try {ep['baseline']['tag']}"
+
+
+def _units(ep, row):
+    user = [m for m in row["messages"] if m["role"] == "user"][-1]
+    user["content"] += "\ntime: 1.5 ms\ntime: 20.0 us"
+
+
+KI_DEFECTS = {
+    "post_best_tail_share": _tail,
+    "slow_rung_returns": _slow_rung,
+    "reproposed_configs": _slow_rung,
+    "one_sided_remeasures": lambda ep, row: _close(ep, 3),
+    "close_call_reruns": lambda ep, row: _close(ep, 3),
+    "bugs_remade": _bug,
+    "first_tweak_failures": _first,
+    "converged_far_from_best": _far,
+    "converged_on_failure": _last_fails,
+    "baselines_far_from_eager": _eager,
+    "weight1_slower_than_best": _weight1,
+    "prompts_with_generator_labels": _label,
+    "conversations_mixing_time_units": _units,
+}
+
+
+def test_every_behaviour_check_fails_on_a_kernelinfer_batch_report_fed_its_defect(tmp_path_factory):
+    """Issue 26 item 6 on kernelinfer's batch reports (qa_reports/, qa_reports.batch_reports of a
+    validate_sessions.BatchChecks, as generate writes them): each behaviour check passes on the
+    sessions as generated and fails once every session of the batch carries the defect it names
+    (made on the episode rows and messages the batch's QA figures read)."""
+    import copy
+    from kernelstrain.qa_reports import batch_reports
+    from kernelstrain.sessions import episode_row
+    from kernelstrain.validate_sessions import BatchChecks
+    rows, stats = _ki_sessions(tmp_path_factory)
+    eps = [episode_row(r) for r in rows]
+
+    def verdicts(defect=None):
+        checks = BatchChecks(100)
+        for n, (row, ep) in enumerate(zip(rows, eps), 1):
+            row, ep = copy.deepcopy(row), copy.deepcopy(ep)
+            if defect is not None:
+                defect(ep, row)
+                ep["end"] = "converged"
+            checks.add(n, row, (ep, row))
+        (report,) = batch_reports(checks, stats)
+        return {c["name"]: c["pass"] for c in report["qa"]["checks"]}
+
+    clean = verdicts()
+    for name, defect in KI_DEFECTS.items():
+        assert clean[name], name
+        assert not verdicts(defect)[name], name
