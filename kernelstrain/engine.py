@@ -73,7 +73,8 @@ MAX_SLIPS = 2         # launch-bound / opt-in slips a session makes before the e
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
-SHUT_LOSS = 0.25      # a tuning direction that lost by more than this stays shut when a new best re-opens the search
+SHUT_SIGMAS = 2.0     # a tuning direction that lost by more than this many sigma of the noise (a clear loss) stays shut
+                      # when a new best of the same rung re-opens the search (engine.Line.moved)
 RAISES = 1.5          # a rung whose technique's floor is this much under the best's own is climbed to before tuning
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 # the parameters a profiler's verdict on the best points at first, by the names the ladders give
@@ -125,14 +126,14 @@ class Line:
     focus: str | None = None
     joints: int = 0                             # joint moves tried around this point
     left: int = 0                               # steps left (a contender's search)
-    shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost by more than SHUT_LOSS
+    shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost beyond the noise (SHUT_SIGMAS)
 
     def moved(self, to: Candidate, ms: float, reprobe: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
         on (the one that paid first, in the direction that paid); a settled one stays settled
         only if it lost there by more than the step just gained, as a near-tie might now win
         (`reprobe`: none stays settled, every neighbour of the new point is a new configuration,
-        except a way of an unchanged parameter that lost by more than SHUT_LOSS: a small gain
+        except a way of an unchanged parameter that lost beyond the noise, SHUT_SIGMAS sigma: a gain
         elsewhere does not turn that around, and an engineer does not walk it again)."""
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
@@ -587,7 +588,7 @@ class Episode:
                     return c
                 if loss is not None:
                     losses.append(loss)
-                    if loss > SHUT_LOSS:
+                    if loss > SHUT_SIGMAS * noise_cv(line.ms):
                         shut[d] = loss
                     if self.search.flat_stop and abs(loss) <= 2 * noise_cv(line.ms):
                         break       # flat: the first way moved nothing past the noise, the mirror is a blind probe

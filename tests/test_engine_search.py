@@ -79,21 +79,24 @@ def test_after_a_gain_only_clear_losers_stay_settled():
     assert line.moved(pts[1], 0.9, reprobe=True).settled == {}   # search.reprobe: every neighbour is new
 
 
-def test_a_way_that_lost_badly_stays_shut_when_a_new_best_reopens_the_search():
+def test_a_way_that_lost_clearly_stays_shut_when_a_new_best_reopens_the_search():
     """search.reprobe re-opens every parameter at a new best, but a direction of an unchanged
-    parameter that lost by more than SHUT_LOSS is not walked again (a small gain elsewhere does
-    not turn a 2x loss around); the directions of the parameter that moved are open again."""
-    from kernelstrain.engine import SHUT_LOSS
+    parameter that lost beyond the noise (SHUT_SIGMAS sigma) is not walked again: a gain elsewhere
+    does not turn it around (of such re-probes, 13 of 343 were kept in 880 default episodes of
+    seeds 7171-7373, against 22% of first probes); a way that lost inside the noise, and the
+    directions of the parameter that moved, are open again."""
+    from kernelstrain.engine import SHUT_SIGMAS
     ep, p, pts = _walkable()
     line = _line_at(ep, p, pts[1], 1.0)
+    band = SHUT_SIGMAS * noise_cv(1.0)
     up = ep.propose_coordinate(line)
-    _measure(ep, up, 1.0 + 2 * SHUT_LOSS)                  # lost badly: that way is shut
+    _measure(ep, up, 1.0 + 2 * band)                       # a clear loss: that way is shut
     down = ep.propose_coordinate(line)
-    _measure(ep, down, 1.05)                               # a near-tie: open again at the next best
+    _measure(ep, down, 1.0 + band / 2)                     # a loss inside the noise: open again at the next best
     ep.propose_coordinate(line)
-    assert line.shut[p] == {line.lean[p]: pytest.approx(2 * SHUT_LOSS)}
+    assert line.shut[p] == {line.lean[p]: pytest.approx(2 * band)}
     moved = line.moved(Candidate(pts[1].variant, {**pts[1].params, "_other": 1}), 0.95, reprobe=True)
-    assert moved.settled == {} and moved.shut == {p: line.shut[p]}    # p did not move: its bad way stays shut
+    assert moved.settled == {} and moved.shut == {p: line.shut[p]}    # p did not move: its lost way stays shut
     assert line.moved(pts[2], 0.9, reprobe=True).shut == {}           # p moved: its ways are new
 
 
