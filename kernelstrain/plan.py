@@ -5,6 +5,7 @@ Every random draw comes from random.Random seeded through sha256 — never hash(
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .ops import REGISTRY
@@ -12,8 +13,8 @@ from .ops.base import OpModule, Task
 from .profiles import Profile
 from .calibration import FIT
 from .rng import rank, seeded_rng  # noqa: F401 (seeded_rng: tests draw as the plan's episodes do)
-from .sim import roofline_floor_ms
-from .tasks import make_task
+from .sim import built_launch, launch_failure, roofline_floor_ms, simulate, time_ms, writable
+from .tasks import make_task, param_grid
 
 
 def profile_modules(profile: Profile) -> list[OpModule]:
@@ -25,7 +26,8 @@ def all_combos(profile: Profile) -> list[Task]:
     """Every (module, gpu, dtype, shape) the profile's menus allow (a module's menu plus the
     profile's [shapes] for it), in registry order. With search.one_impl_per_combo an
     (op, gpu, dtype, shape) has one impl, picked in hash order; with profile.min_floor_launches,
-    a combo whose roofline is under that many launches is none (floor_launches). A fused
+    a combo whose roofline is under that many launches is none (floor_launches); with
+    profile.min_room, one with less room than that is none (with_room). A fused
     profile's tasks are its programs (fused/tasks.py)."""
     if profile.fused is not None:
         from .fused.tasks import fused_tasks
@@ -48,7 +50,74 @@ def all_combos(profile: Profile) -> list[Task]:
                 pick[combo] = t
         kept = {t.key for t in pick.values()}
         tasks = [t for t in tasks if t.key in kept]
-    return tasks
+    return with_room(tasks, profile) if profile.min_room else tasks
+
+
+def room(module: OpModule, task: Task, search) -> float:
+    """How many times faster than the task's baseline (engine.baseline_rung at its default
+    parameters, noise-free) the fastest configuration of the module's ladder runs on it
+    (holdout_search.best_config): the most a session on the task could gain; inf where the
+    baseline does not run at its defaults."""
+    from .engine import baseline_rung
+    from .holdout_search import best_config
+    start = baseline_rung(module, task, search)
+    base = simulate(module, start, start.defaults(), task)
+    return base.time_ms / best_config(module, task)[0] if base.ok else math.inf
+
+
+def has_room(module: OpModule, task: Task, search, bar: float) -> tuple[bool, float]:
+    """(room(...) >= bar, the room of the fastest rung from the baseline's up at its own defaults:
+    a lower bound of room), asked without the whole grid where bounds settle it: that lower bound
+    at the bar (the simulations the baseline's cap asks anyway), or the roofline floor of every
+    path the GPU runs under it (no configuration beats its floor: qa's roofline check); else the
+    grid, top rung first, until a configuration reaches the bar."""
+    from .engine import baseline_rung
+    start = baseline_rung(module, task, search)
+    base = simulate(module, start, start.defaults(), task)
+    if not base.ok:
+        return True, math.inf
+    runs = [v for v in module.variants if v.offered(task.dtype) and not (v.needs - task.gpu.features)]
+    up = [simulate(module, v, v.defaults(), task) for v in runs[runs.index(start):] if start in runs]
+    low = base.time_ms / min(r.time_ms for r in (base, *up) if r.ok)
+    if low >= bar:
+        return True, low
+    target = base.time_ms / bar
+    if min(roofline_floor_ms(module, task, p) for p in {v.path for v in runs}) > target:
+        return False, low
+    for v in reversed(module.variants):
+        for params in param_grid(v):
+            if writable(module, v, params, task) and launch_failure.uncached(module, v, params, task) is None \
+                    and time_ms(module, v, built_launch(module, v, params, task), task, params) <= target:
+                return True, low
+    return False, low
+
+
+_ROOM: dict = {}      # (task key, caps, bar) -> has_room's answer
+
+
+def _has_room(task: Task, caps: tuple, bar: float) -> tuple[bool, float]:
+    """has_room, asked once a process (generate's plan, validate's and the tests' ask it again):
+    the baseline depends on the search's baseline_cap and eager_cap alone (engine.baseline_rung)."""
+    from .profiles import Search
+    key = (task.key, caps, bar)
+    if key not in _ROOM:
+        _ROOM[key] = has_room(REGISTRY[task.module], task, Search(baseline_cap=caps[0], eager_cap=caps[1]), bar)
+    return _ROOM[key]
+
+
+def with_room(tasks: list[Task], profile: Profile) -> list[Task]:
+    """The tasks whose room (room) is at least profile.min_room: a team does not hand an engineer
+    a kernel already at the fastest its techniques reach for a session of hours (the CUDA-Agent-Ops
+    card keeps "non-trivial" tasks). Shapes are dropped, never a module: where none of a (module,
+    GPU) pair's tasks has that room, its roomiest (by has_room's lower bound) stays."""
+    caps = (profile.search.baseline_cap, profile.search.eager_cap)
+    judged = {t.key: _has_room(t, caps, profile.min_room) for t in tasks}
+    roomiest = {}
+    for t in tasks:
+        pair = (t.module, t.gpu.name)
+        if pair not in roomiest or judged[t.key][1] > judged[roomiest[pair].key][1]:
+            roomiest[pair] = t
+    return [t for t in tasks if judged[t.key][0] or roomiest[(t.module, t.gpu.name)] is t]
 
 
 def floor_launches(module: OpModule, task: Task) -> float:

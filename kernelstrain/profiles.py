@@ -156,6 +156,8 @@ class Profile:
     fused: Fused | None = None  # [fused]: tasks are fused programs (modules = "fused")
     min_floor_launches: float = 0.0   # [profile]: a combo whose roofline is under this many kernel launches is no
                                       # task (plan.all_combos); 0 (and left out of the tables): every combo
+    min_room: float = 0.0             # [profile]: a combo whose ladder's fastest config (plan.room) is under this many times
+                                      # faster than its baseline is no task (plan.all_combos); 0 (left out): every combo
 
     @cached_property
     def key(self) -> str:
@@ -177,7 +179,7 @@ class Profile:
         tables = profile_tables(self)
         defining = {k: tables[k] for k in ("shapes", "holdout", "fused") if k in tables}
         defining["profile"] = {k: v for k, v in tables["profile"].items()
-                               if k in ("modules", "gpus", "combos", "min_floor_launches")}
+                               if k in ("modules", "gpus", "combos", "min_floor_launches", "min_room")}
         return hashlib.sha256(json.dumps(defining, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -193,7 +195,8 @@ def profile_tables(p: Profile) -> dict:
                           "modules": "fused" if p.fused else list(p.modules), "gpus": list(p.gpus),
                           "combos": p.combos,
                           # written only where set: a profile without it keeps its keys (its streams) and manifest
-                          **({"min_floor_launches": p.min_floor_launches} if p.min_floor_launches else {})},
+                          **({"min_floor_launches": p.min_floor_launches} if p.min_floor_launches else {}),
+                          **({"min_room": p.min_room} if p.min_room else {})},
               **{k: table(getattr(p, k)) for k in _TABLE_TYPES}, "search": search,
               "clock": table(p.clock), "shapes": {m: [dict(s) for s in shapes] for m, shapes in (p.shapes or {}).items()}}
     if p.fused:
@@ -205,7 +208,7 @@ _TABLE_TYPES = {"steps": Steps, "status": Status, "holdout": Holdout, "output": 
 _OPTIONAL_TABLES = ("search", "clock", "shapes", "fused")     # left out: the default profile's behaviour
 _PROFILE_KEYS = {"name": str, "description": str, "episodes": int, "modules": (str, list),
                  "gpus": list, "combos": int}
-_PROFILE_OPTIONAL = {"min_floor_launches": float}
+_PROFILE_OPTIONAL = {"min_floor_launches": float, "min_room": float}
 
 
 def _check(table: dict, expected: dict, where: str, path: Path) -> None:
@@ -306,7 +309,8 @@ def profile_from_tables(raw: dict, path: Path | str) -> Profile:
     tables["fused"] = _fused(raw["fused"], path) if "fused" in raw else None
     profile = Profile(name=top["name"], description=top["description"], episodes=top["episodes"],
                       modules=modules, gpus=tuple(top["gpus"]), combos=top["combos"], path=str(path),
-                      min_floor_launches=float(optional.get("min_floor_launches", 0.0)), **tables)
+                      min_floor_launches=float(optional.get("min_floor_launches", 0.0)),
+                      min_room=float(optional.get("min_room", 0.0)), **tables)
     _validate(profile, path)
     return profile
 
@@ -382,6 +386,8 @@ def _validate(p: Profile, path: Path) -> None:
         bad("profile.gpus", "must name at least one GPU")
     if p.min_floor_launches < 0:
         bad("profile.min_floor_launches", f"must be >= 0 (kernel launches; 0 = every combo), got {p.min_floor_launches}")
+    if p.min_room != 0 and p.min_room < 1:
+        bad("profile.min_room", f"must be 0 (every combo) or >= 1 (times faster than the baseline), got {p.min_room}")
     for g in p.gpus:
         if g not in GPUS:
             bad("profile.gpus", f"names unknown GPU {g!r} (known: {', '.join(GPUS)})")
