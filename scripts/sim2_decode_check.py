@@ -264,6 +264,10 @@ DECODE8_REF = [
     ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B1G8, {"threads": 256, "partition": 512}, (8,), "fp16"),
     ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_B1 + [{"B": 32, "H": 32, "S": 4096, "D": 128}],
      {"num_warps": 4}, (64, 128)),
+    # its fp16 twins: the rows of BLOCK_N 128 on 4 warps ran fast in fp16 (92.3 / 96.2 / 707.6 us, seeds 40404 /
+    # 97171 / 98989) and slow in bf16 (226.7-228.1 / 315.1 / 1926-1970): the dtype, not the run?
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_B1 + [{"B": 32, "H": 32, "S": 4096, "D": 128}],
+     {"num_warps": 4}, (64, 128), "fp16"),
 ]
 PD_ROOM8 = {"threads": 256, "partition": 512, "keys_per_step": 8}
 DECODE8_REF += [("paged_decode_cuda", "split_kv", "threads", PD_ROOM, PD_ROOM8, (256,), "fp16"),
