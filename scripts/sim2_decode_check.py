@@ -281,6 +281,26 @@ DECODE8_NEW = [     # each past its list's end, with its bug renders (the first 
 room_device_check.PLANS["decode8"] = (DECODE8_NEW, DECODE8_REF)
 room_device_check.PLANS["decode8_new"] = (DECODE8_NEW, [])
 
+# decode9 (the follow-up, held out): register_prefetch's bf16 / fp16 twins at 128 values a thread on the shapes no
+# row was taken at (flash_decode_triton.PREFETCH_BF16_*: B=4 H=64 S=16384, B=64 H=32 S=8192; D=64 on 2 warps) and
+# BLOCK_N 64 on 2 warps; paged_decode_cuda's split rungs on two to four waves (SPLIT_ONCE, GQA_KEY_TRIPS: B=2 / B=4)
+FD_TWINS = [{"B": 4, "H": 64, "S": 16384, "D": 128}, {"B": 64, "H": 32, "S": 8192, "D": 128}]
+PD_FEW = [{"B": 2, "H": 32, "KVH": 8, "S": 8192, "D": 128, "P": 16}, {"B": 4, "H": 32, "KVH": 4, "S": 4096, "D": 128,
+                                                                       "P": 16}]
+DECODE9_REF = [
+    *[("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_TWINS, {"num_warps": 4}, (128,), dt)
+      for dt in ("bf16", "fp16")],
+    *[("flash_decode_triton", "register_prefetch", "num_warps", [{"B": 16, "H": 16, "S": 1024, "D": 64}],
+       {"BLOCK_N": 128}, (2, 4), dt) for dt in ("bf16", "fp16")],
+    *[("flash_decode_triton", "register_prefetch", "num_warps", FD_TWINS[:1], {"BLOCK_N": 64}, (2,), dt)
+      for dt in ("bf16", "fp16")],
+    ("paged_decode_cuda", "gqa_cp_async", "threads", PD_FEW, {"partition": 256}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "partition", PD_FEW, {"threads": 128}, (1024,), "fp16"),
+    ("paged_decode_cuda", "split_kv", "threads", PD_FEW, {"partition": 512}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "split_kv", "partition", PD_FEW, {"threads": 256, "keys_per_step": 8}, (256, 1024), "fp16"),
+]
+room_device_check.PLANS["decode9"] = ([], DECODE9_REF)
+
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     """decode3's cases, the paged-decode ones timed full-length and ragged (full only: B=1, one sequence of S, and
@@ -289,7 +309,7 @@ def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     if plan in ("decode6", "decode8"):      # the model's cases before the room's, should the run budget end first
         k = len(CASES(gpu, plan + "_new"))
         cases = cases[k:] + cases[:k]
-    return sim2_lens.both(cases, full_only=lambda c: (plan in ("decode6", "decode7", "decode8") or c["shape"]["B"] == 1
+    return sim2_lens.both(cases, full_only=lambda c: (plan in ("decode6", "decode7", "decode8", "decode9") or c["shape"]["B"] == 1
                                                                  or c["shape"] in G_SWEEP))
 
 
@@ -297,7 +317,7 @@ CASES = room_device_check.cases
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
-    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6", "decode7", "decode8"):
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6", "decode7", "decode8", "decode9"):
         sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
         room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())
