@@ -241,15 +241,75 @@ DECODE7_REF = [
 ]
 room_device_check.PLANS["decode7"] = ([], DECODE7_REF)
 
+# decode8 (sixth session, held out): paged_decode_cuda where few blocks share the GPU (B=1: 32-128 blocks, under a
+# wave), the shapes no row was taken at: what a block's time follows there, its tiles (tile_n), its keys a thread
+# row (partition x G x D/8 / threads), its keys a step or the bytes an SM streams (partition x KV row): the
+# G = 8 / 2 / 1 shapes at one sequence, gqa_cp_async and split_kv side by side; the held-out tilings of seed 61717's
+# B=1 episode at H=32 KVH=8 (tile_n at 128 threads, 1024-token partitions on 256); register_prefetch BLOCK_N 128 on
+# 4 warps twice (its bimodal rows); issue 26's room: keys_per_step 16 and 512 threads of the direct-load rungs
+PD_B1G8 = [{"B": 1, "H": 32, "KVH": 4, "S": 8192, "D": 128, "P": 16}]
+PD_B1G2 = [{"B": 1, "H": 16, "KVH": 8, "S": 8192, "D": 128, "P": 16}]
+PD_B1G1 = [{"B": 1, "H": 8, "KVH": 8, "S": 16384, "D": 128, "P": 16}]
+DECODE8_REF = [
+    ("paged_decode_cuda", "gqa_cp_async", "tile_n", PD_B1, {"threads": 128, "partition": 256}, (16, 64), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "keys_per_step", PD_B1, {"threads": 256, "partition": 256}, (2, 4), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "partition", PD_B1, {"threads": 256, "keys_per_step": 8}, (1024,), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "threads", PD_B1G8 + PD_B1G2 + PD_B1G1, {"partition": 256}, (128, 256),
+     "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "partition", PD_B1G8 + PD_B1G1, {"threads": 128}, (512, 1024), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "keys_per_step", PD_B1G8, {"threads": 256, "partition": 256}, (2, 8), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "tile_n", PD_B1G8, {"threads": 256, "partition": 256}, (16, 64), "fp16"),
+    ("paged_decode_cuda", "split_kv", "threads", PD_B1G8 + PD_B1G1, {"partition": 512}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "split_kv", "partition", PD_B1G8, {"threads": 256}, (256, 1024), "fp16"),
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_B1G8, {"threads": 256, "partition": 512}, (8,), "fp16"),
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_B1 + [{"B": 32, "H": 32, "S": 4096, "D": 128}],
+     {"num_warps": 4}, (64, 128)),
+    # its fp16 twins: the rows of BLOCK_N 128 on 4 warps ran fast in fp16 (92.3 / 96.2 / 707.6 us, seeds 40404 /
+    # 97171 / 98989) and slow in bf16 (226.7-228.1 / 315.1 / 1926-1970): the dtype, not the run?
+    ("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_B1 + [{"B": 32, "H": 32, "S": 4096, "D": 128}],
+     {"num_warps": 4}, (64, 128), "fp16"),
+]
+PD_ROOM8 = {"threads": 256, "partition": 512, "keys_per_step": 8}
+DECODE8_REF += [("paged_decode_cuda", "split_kv", "threads", PD_ROOM, PD_ROOM8, (256,), "fp16"),
+                ("paged_decode_cuda", "vectorized_uint4", "threads", PD_ROOM[:1], {"keys_per_step": 8}, (256,), "fp16")]
+DECODE8_NEW = [     # each past its list's end, with its bug renders (the first shape)
+    ("paged_decode_cuda", "split_kv", "keys_per_step", PD_ROOM, PD_ROOM8, (16,), "fp16"),
+    ("paged_decode_cuda", "split_kv", "threads", PD_ROOM, PD_ROOM8, (512,), "fp16"),
+    ("paged_decode_cuda", "vectorized_uint4", "keys_per_step", PD_ROOM[:1], {"threads": 256}, (16,), "fp16"),
+    ("paged_decode_cuda", "vectorized_uint4", "threads", PD_ROOM[:1], {"keys_per_step": 8}, (512,), "fp16"),
+]
+room_device_check.PLANS["decode8"] = (DECODE8_NEW, DECODE8_REF)
+room_device_check.PLANS["decode8_new"] = (DECODE8_NEW, [])
+
+# decode9 (the follow-up, held out): register_prefetch's bf16 / fp16 twins at 128 values a thread on the shapes no
+# row was taken at (flash_decode_triton.PREFETCH_BF16_*: B=4 H=64 S=16384, B=64 H=32 S=8192; D=64 on 2 warps) and
+# BLOCK_N 64 on 2 warps; paged_decode_cuda's split rungs on two to four waves (SPLIT_ONCE, GQA_KEY_TRIPS: B=2 / B=4)
+FD_TWINS = [{"B": 4, "H": 64, "S": 16384, "D": 128}, {"B": 64, "H": 32, "S": 8192, "D": 128}]
+PD_FEW = [{"B": 2, "H": 32, "KVH": 8, "S": 8192, "D": 128, "P": 16}, {"B": 4, "H": 32, "KVH": 4, "S": 4096, "D": 128,
+                                                                       "P": 16}]
+DECODE9_REF = [
+    *[("flash_decode_triton", "register_prefetch", "BLOCK_N", FD_TWINS, {"num_warps": 4}, (128,), dt)
+      for dt in ("bf16", "fp16")],
+    *[("flash_decode_triton", "register_prefetch", "num_warps", [{"B": 16, "H": 16, "S": 1024, "D": 64}],
+       {"BLOCK_N": 128}, (2, 4), dt) for dt in ("bf16", "fp16")],
+    *[("flash_decode_triton", "register_prefetch", "num_warps", FD_TWINS[:1], {"BLOCK_N": 64}, (2,), dt)
+      for dt in ("bf16", "fp16")],
+    ("paged_decode_cuda", "gqa_cp_async", "threads", PD_FEW, {"partition": 256}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "gqa_cp_async", "partition", PD_FEW, {"threads": 128}, (1024,), "fp16"),
+    ("paged_decode_cuda", "split_kv", "threads", PD_FEW, {"partition": 512}, (128, 256), "fp16"),
+    ("paged_decode_cuda", "split_kv", "partition", PD_FEW, {"threads": 256, "keys_per_step": 8}, (256, 1024), "fp16"),
+]
+room_device_check.PLANS["decode9"] = ([], DECODE9_REF)
+
 
 def decode3_cases(gpu: str, plan: str = "decode3") -> list:
     """decode3's cases, the paged-decode ones timed full-length and ragged (full only: B=1, one sequence of S, and
     the group-size sweep)."""
     cases = CASES(gpu, plan)
-    if plan == "decode6":       # the model's cases before the room's, should the run budget end first
-        k = len(CASES(gpu, "decode6_new"))
+    if plan in ("decode6", "decode8"):      # the model's cases before the room's, should the run budget end first
+        k = len(CASES(gpu, plan + "_new"))
         cases = cases[k:] + cases[:k]
-    return sim2_lens.both(cases, full_only=lambda c: (plan in ("decode6", "decode7") or c["shape"]["B"] == 1
+    return sim2_lens.both(cases, full_only=lambda c: (plan in ("decode6", "decode7", "decode8", "decode9") or c["shape"]["B"] == 1
                                                                  or c["shape"] in G_SWEEP))
 
 
@@ -257,7 +317,7 @@ CASES = room_device_check.cases
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "decode1")
-    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6", "decode7"):
+    if os.environ["ROOM_PLAN"] in ("decode3", "decode4", "decode5", "decode6", "decode7", "decode8", "decode9"):
         sim2_lens.install(Path(os.environ.get("SIM2_SITE", "/tmp/sim2_site")))
         room_device_check.cases = decode3_cases
     sys.exit(room_device_check.main())

@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("rungs")
     ap.add_argument("--shapes", default="0")
     ap.add_argument("--grid", default="BLOCK_N=16,32,64,128;num_warps=2,4,8;num_stages=1,2")
+    ap.add_argument("--dtypes", default="bf16", help="comma-separated: each candidate built in each")
     args = ap.parse_args(argv)
     m = REGISTRY[args.module]
     grid = [(k, [int(x) for x in vals.split(",")]) for k, vals in (g.split("=") for g in args.grid.split(";"))]
@@ -62,13 +63,14 @@ def main(argv=None) -> int:
         names = {p.name for p in m.variant(tag).params}
         axes = [(k, vals) for k, vals in grid if k in names]
         for shape in (m.shapes[int(i)] for i in args.shapes.split(",")):
-            for combo in itertools.product(*(vals for _, vals in axes)):
+            for combo, dtype in itertools.product(itertools.product(*(vals for _, vals in axes)),
+                                                  args.dtypes.split(",")):
                 params = dict(zip((k for k, _ in axes), combo))
                 try:
-                    print(json.dumps(figures(args.module, tag, params, shape)), flush=True)
+                    print(json.dumps({**figures(args.module, tag, params, shape, dtype), "dtype": dtype}), flush=True)
                 except Exception as e:      # Triton's own refusal, for the record
                     print(json.dumps({"module": args.module, "rung": tag, "params": params, "shape": shape,
-                                      "error": str(e)[-200:]}), flush=True)
+                                      "dtype": dtype, "error": str(e)[-200:]}), flush=True)
     return 0
 
 

@@ -50,11 +50,35 @@ def test_gqa_cp_async_group_overlaps_the_copy_on_full_length_contexts():
     assert sims[4] / sims[1] < 1.15 < 1.5 < sims[8] / sims[1]
     g1 = {"B": 16, "H": 32, "KVH": 32, "S": 4096, "D": 128, "P": 16}
     assert t(g1, threads=256) / t(g1, "vectorized_uint4", threads=128) < 1.1
-    # one sequence (B=1 H=32 KVH=8 S=4096, 64 blocks of 16 tiles): each tile's table entries then its copy in turn,
-    # 128 / 256 threads 34.3 / 29.7 us (decode3 / decode6); the stream alone gave 21.1 / 19.4
+    # one sequence (B=1 H=32 KVH=8 S=4096, 64 blocks of 16 tiles): 128 / 256 threads 34.3 / 29.7 us (decode3 /
+    # decode6); the stream alone gave 21.1 / 19.4 (the chain now: test_paged_split_rungs_at_one_sequence)
     b1 = {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}
     for threads, dev in ((128, 34.3), (256, 29.7)):
         assert 0.8 < t(b1, threads=threads) / dev < 1.25, (threads, dev)
+
+
+def test_paged_split_rungs_at_one_sequence():
+    """B=1 H=32 KVH=8 S=4096, fp16, full-length (one sequence): the older H100 rows paged_decode_cuda.SPLIT_ONCE and
+    GQA_KEY_TRIPS were read off (gpu-check seeds 40404 / 96969 / 97171, decode3), in us. gqa_cp_async's block is
+    its thread rows' keys one after another, not its tiles (16- and 32-key tiles level); split_kv's once-only trips
+    hold its one- and two-wave launches at ~20 us. The model before: gqa tile 16 28.5, tile 32 17.1, split_kv
+    partition 256 on 256 threads 11.7-11.9."""
+    b1 = {"B": 1, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}
+    m = REGISTRY["paged_decode_cuda"]
+
+    def t(tag, **p):
+        v = m.variant(tag)
+        return simulate(m, v, {**v.defaults(), **p}, make_task(m, "H100", "fp16", b1)).time_ms * 1e3
+    rows = [(t("gqa_cp_async", threads=256, partition=256, tile_n=16, min_blocks=1), 21.6),
+            (t("gqa_cp_async", threads=256, partition=256, keys_per_step=8), 20.3),
+            (t("gqa_cp_async", threads=128, partition=256), 23.7),
+            (t("gqa_cp_async", threads=128, partition=1024), 58.2),
+            (t("split_kv", threads=256, partition=256), 19.5),
+            (t("split_kv", threads=256, partition=256, keys_per_step=8), 21.8),
+            (t("split_kv", threads=256, partition=512, keys_per_step=8), 19.0)]
+    for sim, dev in rows:
+        assert 0.85 < sim / dev < 1.2, (sim, dev)
+    assert rows[0][0] / rows[1][0] < 1.15            # the tile's size: level on the device
 
 def test_flash_decode_one_program_an_sm_is_bound_by_its_trips():
     """B=1 H=32 S=4096 (32 programs): register_prefetch BLOCK_N 32 / 64 on 4 warps and 64 on 8 warps ran 187.0 /
@@ -223,3 +247,18 @@ def test_decode_launches_never_move_under_the_ops_bytes():
                             low.append((name, v.tag, gpu, shape, combo, launch.traffic))
     assert not low, low[:3]
 
+
+
+def test_flash_register_prefetch_bf16_tile_spills_on_the_device_triton():
+    """register_prefetch BLOCK_N 128 on 4 warps, D=128 (128 values a thread), H100 rows by dtype (Triton 3.6): B=32
+    H=32 S=4096 bf16 1970.1 us (decode6; 1926.0 in seed 62828), fp16 707.6 (seed 98989); B=1 H=32 S=4096 bf16 226.7
+    (seed 96969), fp16 92.3 (seed 40404). The model before timed both dtypes alike (710.4 / 94.3: no spill)."""
+    m = REGISTRY["flash_decode_triton"]
+    v = m.variant("register_prefetch")
+
+    def t(dtype, shape):
+        return simulate(m, v, {**v.defaults(), "BLOCK_N": 128, "num_warps": 4},
+                        make_task(m, "H100", dtype, shape)).time_ms * 1e3
+    for shape, bf16, fp16 in (({"B": 32, "H": 32, "S": 4096, "D": 128}, 1970.1, 707.6),
+                              ({"B": 1, "H": 32, "S": 4096, "D": 128}, 226.7, 92.3)):
+        assert 0.8 < t("bf16", shape) / bf16 < 1.25 and 0.8 < t("fp16", shape) / fp16 < 1.25, shape

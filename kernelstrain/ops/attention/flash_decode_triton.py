@@ -57,6 +57,18 @@ def trip_chain(p, task, prefetch: bool, passes: float, block_n: int = 0, waits: 
 # (modelled 989.4 / 170.0 with the spill); register_prefetch BLOCK_N 64 on 2 warps (249 registers) 704.7 at B=32
 # H=32 S=4096 (1469.5)
 TILE_REGS = {False: (40, 0.5), True: (40, 1.65)}
+# ... but the prefetched bf16 tile under the device's Triton (3.6, the H100's: its ptxas on sm_90a,
+# measurements/sim2_ptxas_regs_flash_triton36.jsonl, D=128) takes 2.8 registers a value (PREFETCH_BF16_REGS): 64
+# values a thread 218-219 (3.9: 154-158), 128 values 255 and 1.6-1.7 KB of spill. The rows split by dtype, not by
+# run (every timed register_prefetch row of measurements/ at 128 values a thread): BLOCK_N 128 on 4 warps, D=128,
+# bf16 226.7-228.1 us at B=1 H=32 S=4096, 315.1 at B=8 S=2048, 1926.0-1970.1 at B=32 S=4096 (H200 1630.6); fp16
+# 92.3 / 96.2 / 707.6 (H200 561.8), which 1.65 a value (no spill) times at 94.3 / 94.3 / 710.4 (0.30-0.42x the bf16
+# rows). The spill's cost (triton_spill of what the thread holds) at 2.0 a value (PREFETCH_BF16_SPILL: ptxas
+# rematerializes part of its 2.8) times the bf16 rows at 0.85-1.01x (BLOCK_N 64 on 2 warps 1.43x, BLOCK_N 128 on 2
+# warps at D=64 1.31x); at 2.8 its excess put them at 2.5-3.0x. Device-unverified: Triton 3.6's fp16 figures (the
+# times say no spill).
+PREFETCH_BF16_REGS = 2.8
+PREFETCH_BF16_SPILL = 2.0
 
 
 def tile_launch(traffic=1.0, prefetch=False):
@@ -77,8 +89,11 @@ def tile_launch(traffic=1.0, prefetch=False):
         # (triton_spill counts half its estimate: twice ptxas's figure here): register_prefetch BLOCK_N 128 on
         # 2 warps, 255 registers and 2.8 KB of spill traffic, ran 26x its 8-warp twin on the H200
         a, per = TILE_REGS[prefetch]
-        demand = round(a + per * block_n * d / threads) + kv_pipeline.regs(p, task, block_n, threads)
-        regs, spill = min(255, demand), triton_spill(2 * demand, 255)
+        bf16, values = prefetch and task.dtype == "bf16", block_n * d / threads
+        ring = kv_pipeline.regs(p, task, block_n, threads)
+        demand = round(a + (PREFETCH_BF16_REGS if bf16 else per) * values) + ring
+        held = round(a + (PREFETCH_BF16_SPILL if bf16 else per) * values) + ring
+        regs, spill = min(255, demand), triton_spill(2 * held, 255)
         chain = trip_chain(p, task, prefetch, 1.5 if traffic > 1 else 1)    # pass 1: K alone, no P x V
         if prefetch:
             return Launch(grid=b * h, threads=threads, regs=regs, bytes_per_access=2 * tile, traffic=spill,

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from .. import l2_reuse
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..occupancy import DRAM_LATENCY_S, UNPIPELINED_TRIP, blocks_per_sm
 from ..dialect import prelude, shfl_xor_macro
 from ._attn_check import cuda_check
 from ._paged_vec import (ARGS, KEYS, PART, ROW, STAGES, STORE, combine, gqa_head, gqa_tiles, in_flight, load_q,
@@ -104,13 +105,36 @@ def partials(p, task) -> tuple:
     return parts, task["B"] * task["H"] * parts * (task["D"] + 2) * 4 * 2 / cost_of(task).bytes
 
 
+# Round trips (sim.chain_floor_s's unit) a split launch (split_kv, gqa_cp_async: the partition kernel, then the
+# combine kernel that waits for it) takes once whatever its waves: the partition kernel's start and first loads, its
+# last wave's merge and partial stores, the combine kernel's loads of those partials. Read off the older H100 rows at
+# B=1 H=32 KVH=8 S=4096 (full-length; measurements/h100_gpucheck_s40404, s95353, s96969, s97171, h100_sim2_decode3,
+# decode6): split_kv, one wave of blocks of a few key steps (sim.chain_floor_s: steps + 3 trips) ran 19.0-26.9 us
+# where those steps are 5.0-13.6 us, then one or four waves more (256 threads, partition 256: 19.5 / 21.8 / 27.6 us
+# at 4 / 2 / 1 blocks an SM, 1 / 2 / 4 waves of 4.3-5 us); gqa_cp_async the same with its keys (GQA_KEY_TRIPS):
+# 20.3-62.8 us over 64-512 keys a thread. Time = (SPLIT_ONCE + waves x a block's chain) trips + two launches' overhead
+# fits both rungs within 0.9-1.1x but split_kv's main_unroll rows (one row in each direction: 18.2 and 25.2 us). The
+# model before timed the waves alone: split_kv at 256 threads partition 256 11.7-11.9 us (0.42-0.61x), gqa 17.1-28.5
+# by its tile count, where the device ran 16 to 64-key tiles level (21.5-22.6 us).
+SPLIT_ONCE = 14.0
+
+
+def split_floor(launch: Launch, task) -> Launch:
+    """The launch with its once-only round trips (SPLIT_ONCE) before its waves' chains, as a floor (Launch.issue_s;
+    the waves of resident blocks as this launch model's registers set them)."""
+    waves = cdiv(launch.grid, task.gpu.sms * max(1, blocks_per_sm(launch, task.gpu)))
+    trip = DRAM_LATENCY_S[task.gpu.vendor] * UNPIPELINED_TRIP
+    return replace(launch, issue_s=max(launch.issue_s, (SPLIT_ONCE + waves * launch.serial_trips) * trip))
+
+
 def split_kv_launch(p, task):
     t, d = p["threads"], task["D"]
     parts, extra = partials(p, task)
     smem = (2 + d) * (t // (d // 8)) * 4
-    return own_regs(l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t, smem_bytes=smem, regs=72,
-                                              bytes_per_access=64, traffic=reread(task) + extra, launches=2), p), task),
-                    p, task, p["partition"])
+    return split_floor(own_regs(l2_bound(in_flight(Launch(grid=task["B"] * task["H"] * parts, threads=t,
+                                                          smem_bytes=smem, regs=72, bytes_per_access=64,
+                                                          traffic=reread(task) + extra, launches=2), p), task),
+                                p, task, p["partition"]), task)
 
 
 # The G = H / KVH query heads of a block run their dot products and softmax over each staged tile while the cp.async
@@ -126,11 +150,22 @@ GQA_OVERLAP = (5.0, 6)
 # the bare term's 0.61 at G=1), so 1.15 / 2.07 before the fit's other terms; the H100 ran the full-length G=1 caches
 # at 0.79 (B=16 KVH=8, 268 MB in 101.5 us) and 0.90 (B=16 KVH=32) of its DRAM bandwidth.
 GQA_STREAM_EFF = 1.15
-# A block's tiles wait in turn where few blocks share the GPU (sim.chain_floor_s): each tile's table entries, then its
-# cp.async copy, ~2 round trips as vectorized_uint4's key step (STEP_TRIPS). H100, B=1 H=32 KVH=8 S=4096 (64 blocks of
-# 16 tiles), full-length: 128 / 256 threads 34.3 / 29.7 us (decode3 / decode6), the stream alone 21.1 / 19.4 (now
-# 28.5); every paged_decode_cuda row of measurements/: Spearman 0.602 -> 0.641, rms log 0.228 -> 0.219.
-GQA_TRIPS = 2.0
+# A block's chain where few blocks share the GPU (sim.chain_floor_s) is its thread rows' keys, one after another: a
+# row (one query head of the group, one slice of the keys) reads its slice of each staged tile from shared memory,
+# the 8-wide dots, the key group's shuffles and the online update, key after key, while the ring's copies run ahead
+# of it; the tiles' count does not set it. Round trips a key of a row's slice (partition x G x D/8 / threads keys):
+# the older H100 rows at B=1 H=32 KVH=8 S=4096 (G=4; split_floor's files) ran 64 / 128 / 256 / 512 keys a row in
+# 19.7-21.6 / 23.7-30.6 / 34.3-40.1 / 58.2-62.8 us, at 16-, 32- and 64-key tiles alike (256 threads, partition 256:
+# 21.6 at tile 16, 20.3 at 32); a fit of the four levels over SPLIT_ONCE + 3 trips: 0.123 a key (88 ns). The model
+# before (2 round trips a tile, the table entries then the copy: GQA_TRIPS) timed tile 16 at 28.5 us, tile 64 at
+# 16.9, and 128 threads ahead of 256.
+GQA_KEY_TRIPS = 0.123
+
+
+def gqa_trips(p, task) -> float:
+    """Round trips of a gqa_cp_async block's chain: q's load, the merge and the store (3), and its rows' keys."""
+    keys = p["partition"] * (task["H"] // task["KVH"]) * (task["D"] // 8) / p["threads"]
+    return 3 + GQA_KEY_TRIPS * keys
 
 
 def gqa_work(group: int) -> float:
@@ -145,10 +180,10 @@ def gqa_launch(p, task):
     parts, extra = partials(p, task)
     smem = 2 * 2 * tile_n * d * elt + t // (d // 8) * (d + 2) * 4
     work = gqa_work(task["H"] // task["KVH"])
-    return in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
-                            bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra, launches=2,
-                            serial_trips=GQA_TRIPS * cdiv(p["partition"], tile_n) + 3),
-                     p, tile_bytes=2 * tile_n * d * elt)
+    return split_floor(in_flight(Launch(grid=task["B"] * task["KVH"] * parts, threads=t, smem_bytes=smem, regs=60,
+                                        bytes_per_access=min(128, 2 * tile_n * d * elt // t), traffic=work + extra,
+                                        launches=2, serial_trips=gqa_trips(p, task)),
+                                 p, tile_bytes=2 * tile_n * d * elt), task)
 
 
 def split_kv_src(p, task, idx=COMBINE, scale=" * scale"):
