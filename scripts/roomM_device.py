@@ -99,9 +99,29 @@ M4_REF = [
     # min_p_triton chunk_mass_pick past its 16384-wide blocks (room_table.py's BLOCK+ edge; the model has 32768 slower)
     ("min_p_triton", "chunk_mass_pick", "BLOCK", MINP1 + MINP64, {"num_warps": 16}, (16384, 32768)),
 ]
+# m5 (this session): topk_cuda's split rung at 16384-logit chunks (new: the chunk keys now in dynamic smem, 64 KB
+# past the 48 KB static cap; room_table.py's `chunk+` edge in both profiles) beside 4096 / 8192 and the one-block
+# vectorized_float4 rung; mamba_step_triton's persistent rung at BLOCK_D 128 and 16 warps (new: `BLOCK_D+` /
+# `num_warps+` edges) at the menu's wide-state shapes (N 128 / 64; roomA timed BLOCK_D 128 at N 16: 1.11x slower)
+TOPK = [{"B": 8, "V": 128256, "K": 50}, {"B": 64, "V": 128256, "K": 20}, {"B": 256, "V": 128256, "K": 50},
+        {"B": 1, "V": 32000, "K": 50}]
+MAMBA = [{"B": 8, "D": 4096, "N": 128}, {"B": 32, "D": 8192, "N": 64}, {"B": 16, "D": 4096, "N": 16}]
+M5_NEW = [
+    ("topk_cuda", "split_row_two_stage", "chunk", TOPK, {"threads": 512}, (4096, 8192, 16384)),
+    ("topk_cuda", "split_row_two_stage", "threads", TOPK[1:3], {"chunk": 16384}, (256, 1024)),
+    ("mamba_step_triton", "persistent_vectorized", "BLOCK_D", MAMBA, {"num_warps": 16, "programs_per_sm": 32},
+     (64, 128)),
+    ("mamba_step_triton", "persistent_vectorized", "num_warps", MAMBA, {"BLOCK_D": 128, "programs_per_sm": 32},
+     (4, 8, 16)),
+]
+M5_REF = [
+    ("topk_cuda", "vectorized_float4", "threads", TOPK[1:3], {"cap": 1024}, (256, 512)),
+    ("mamba_step_triton", "persistent_vectorized", "num_warps", MAMBA, {"BLOCK_D": 64, "programs_per_sm": 32}, (1, 8)),
+]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
-         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF)}
+         "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF),
+         "m5": (M5_NEW, M5_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
