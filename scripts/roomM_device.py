@@ -124,10 +124,26 @@ M5_REF = [
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4}, (64, 128)),
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BM", CONVT, {"BN": 64, "BK": 64, "num_warps": 8}, (128, 256)),
 ]
+# m6 (follow-up): values past a list's end where fresh-seed episodes (room_table.py seed 7272, 10 a module, both
+# profiles) stopped at the edge and no device has timed past it, each beside the list's end (bugs at the new value):
+# min_p_triton split_row_combine's one-block slices (BLOCK 4096: 6 of 10 kernelinfer episodes), topk_cuda
+# vectorized_float4's 512 candidate slots (cap-: 3 of 10 in each profile) and the split rung's 64 threads (threads-),
+# prefix_scan_cuda warp_shuffle_scan's 64 threads (threads-: 3 of 10 default episodes) at many short rows
+MINP = [{"B": 1, "V": 128256}, {"B": 64, "V": 128256}]
+TOPK_F4 = [{"B": 32, "V": 32000, "K": 40}, {"B": 128, "V": 32000, "K": 50}, {"B": 256, "V": 128256, "K": 50}]
+SHORT = [{"R": 4096, "C": 4096}, {"R": 16384, "C": 2048}]
+M6_NEW = [
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP[:1], {"num_warps": 8, "split": 32}, (2048, 4096)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP[1:], {"num_warps": 4, "split": 32}, (2048, 4096)),
+    ("topk_cuda", "vectorized_float4", "cap", TOPK_F4, {"threads": 512}, (512, 1024)),
+    ("topk_cuda", "split_row_two_stage", "threads", TOPK[1:3], {"chunk": 8192}, (64, 128)),
+    ("prefix_scan_cuda", "warp_shuffle_scan", "threads", SHORT, {"items": 1}, (64, 128, 256)),
+]
+M6_REF = [("min_p_triton", "split_row_combine", "BLOCK", MINP[1:], {"num_warps": 2, "split": 16}, (2048, 4096))]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
          "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF),
-         "m5": (M5_NEW, M5_REF)}
+         "m5": (M5_NEW, M5_REF), "m6": (M6_NEW, M6_REF + M4_NEW + M4_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
