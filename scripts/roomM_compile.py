@@ -21,6 +21,8 @@ from kernelstrain.tasks import make_task  # noqa: E402
 TRITON = [("mamba_step_triton", "persistent_vectorized", "BLOCK_D", (128,)),
           ("mamba_step_triton", "persistent_vectorized", "num_warps", (16,))]
 CUDA = [("topk_cuda", "split_row_two_stage", "chunk", (16384,), {}),
+        # a probe of plan m5, not on the rung's list: the fit's rows exponent (0.85x a doubling) extrapolated past the
+        # H100's rows 4 -> 8 (1.00-1.04x at 64 threads, docs/roomM_device_h100_m3/) until a device times it
         ("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32})]
 
 

@@ -109,8 +109,9 @@ MAMBA = [{"B": 8, "D": 4096, "N": 128}, {"B": 32, "D": 8192, "N": 64}, {"B": 16,
 M5_NEW = [
     ("topk_cuda", "split_row_two_stage", "chunk", TOPK, {"threads": 512}, (4096, 8192, 16384)),
     ("topk_cuda", "split_row_two_stage", "threads", TOPK[1:3], {"chunk": 16384}, (256, 1024)),
-    # selective_scan_cuda's staged rung at 16 channels a block (new: `rows+` edge of kernelinfer seed 7171's 3 of 3
-    # episodes) on one-warp channels, where m3 timed only rows 4 (the model has 8 and 16 each 1.2x faster)
+    # selective_scan_cuda's staged rung at 16 channels a block (a probe, off its list: the `rows+` edge of 7 of 10
+    # kernelinfer episodes of seed 7272) on one-warp channels, where m3 timed only rows 4; the model has 8 and 16 each
+    # 1.2x faster (the fit's rows exponent), m3 measured rows 4 -> 8 at 64 threads 1.00-1.04x
     ("selective_scan_cuda", "smem_bc_multi_channel", "rows", SCAN8, {"threads": 32}, (4, 8, 16)),
     ("mamba_step_triton", "persistent_vectorized", "BLOCK_D", MAMBA, {"num_warps": 16, "programs_per_sm": 32},
      (64, 128)),
