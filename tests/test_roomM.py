@@ -130,3 +130,41 @@ def test_top_p_split_slices_order_as_the_h100_ran_them():
         return simulate(TOP_P, v, {**v.defaults(), "slice": sl}, make_task(TOP_P, "H100", "fp32", shape)).time_ms
     assert t({"B": 1, "V": 32000}, 2048) < t({"B": 1, "V": 32000}, 16384)
     assert t({"B": 64, "V": 128256}, 16384) < t({"B": 64, "V": 128256}, 2048)
+
+
+TOPK = REGISTRY["topk_cuda"]
+
+
+def test_topk_split_chunk_keys_live_in_dynamic_shared_memory():
+    """split_row_two_stage's 16384-logit chunks hold 64 KB of keys, past the 48 KB a static __shared__ array may take:
+    the keys are an extern buffer the host opts in to (cudaFuncSetAttribute) and sizes at the launch; the model takes
+    the opt-in cap (an H100's 227 KB) and refuses the chunk where a block cannot hold it (MI300X: 64 KB of LDS)."""
+    v = TOPK.variant("split_row_two_stage")
+    assert v.smem == "dynamic" and v.param("chunk").values[-1] == 16384
+    shape = {"B": 64, "V": 128256, "K": 20}
+    code = TOPK.render(v, {"threads": 256, "chunk": 16384}, make_task(TOPK, "H100", "fp32", shape))
+    assert "extern __shared__ __align__(16) uint32_t skey[];" in code
+    assert "cudaFuncAttributeMaxDynamicSharedMemorySize, CHUNK * 4)" in code and "THREADS, CHUNK * 4, stream>>>" in code
+    assert simulate(TOPK, v, {"threads": 256, "chunk": 16384}, make_task(TOPK, "H100", "fp32", shape)).ok
+    amd = simulate(TOPK, v, {"threads": 256, "chunk": 16384}, make_task(TOPK, "MI300X", "fp32", shape))
+    assert not amd.ok and amd.error_class == "smem"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_topk_split_16384_chunks_compile_with_their_bug():
+    v = TOPK.variant("split_row_two_stage")
+    task = make_task(TOPK, "H100", "fp32", {"B": 64, "V": 128256, "K": 20})
+    for bug in (None, *v.bugs):
+        r = compile_cuda(TOPK.render(v, {"threads": 512, "chunk": 16384}, task, bug), "sm_90a", "topk_kernel")
+        assert r.ok, (bug, r.log[-400:])
+
+
+def test_mamba_persistent_rung_takes_128_channel_tiles_and_16_warps():
+    """The wide-state shapes (N 64 / 128): a [128, N] tile on 16 warps keeps 16-byte state streams per lane; at N 16 a
+    BLOCK_D 128 tile is slower than 64 (roomA's H100: 19.6 vs 17.6 us at B=64 D=4096, 1 warp), as the model says."""
+    m = REGISTRY["mamba_step_triton"]
+    v = m.variant("persistent_vectorized")
+    assert v.param("BLOCK_D").values[-1] == 128 and v.param("num_warps").values[-1] == 16
+    narrow = make_task(m, "H100", "fp16", {"B": 64, "D": 4096, "N": 16})
+    t = [simulate(m, v, {"BLOCK_D": bd, "num_warps": 1, "programs_per_sm": 16}, narrow).time_ms for bd in (64, 128)]
+    assert t[0] < t[1]
