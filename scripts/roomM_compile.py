@@ -5,6 +5,7 @@ scripts/check_module.py's compile_one, each bug render too. Exit 1 on a failed b
 
     python3 scripts/roomM_compile.py
 """
+import itertools
 import sys
 from pathlib import Path
 
@@ -26,41 +27,37 @@ CUDA = [("topk_cuda", "split_row_two_stage", "chunk", (16384,), {}),
         ("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32})]
 
 
+def cuda_cases(name, tag, param, values, base):
+    """(task, params, sim) of every catalog target the rung builds for, its module's check and end shapes, each value."""
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    for g in TARGETS:
+        dtype = next((d for d in (v.dtypes or m.dtypes) if m.supports(GPUS[g], d)), None)
+        if dtype is not None and not v.needs - GPUS[g].features:
+            for shape, value in itertools.product(shapes(m), values):
+                task, params = make_task(m, g, dtype, shape), {**v.defaults(), **base, param: value}
+                yield task, params, simulate(m, v, params, task)
+
+
 def check_cuda(name, tag, param, values, base) -> tuple[int, int]:
     m = REGISTRY[name]
     v = m.variant(tag)
     built = bad = 0
-    for g in TARGETS:
-        gpu = GPUS[g]
-        dtype = next((d for d in (v.dtypes or m.dtypes) if m.supports(gpu, d)), None)
-        if dtype is None or v.needs - gpu.features:
-            continue
-        for shape in shapes(m):
-            task = make_task(m, g, dtype, shape)
-            for value in values:
-                params = {**v.defaults(), **base, param: value}
-                sim = simulate(m, v, params, task)
-                for bug in [None] + (list(v.bugs_for(dtype, params)) if sim.ok else []):
-                    r = compile_one(m, v, params, task, bug)
-                    if r is None:               # no HIP compiler here
-                        continue
-                    built += 1
-                    agree = r.ok or not sim.ok
-                    print(f"{'' if agree else 'DISAGREE '}{name} {tag} {param}={value} {g} {dtype} {shape} bug={bug}: "
-                          f"compile {'ok' if r.ok else r.error_class} regs {r.regs}, sim "
-                          f"{'ok' if sim.ok else sim.error_class}", flush=True)
-                    bad += not agree
+    for task, params, sim in cuda_cases(name, tag, param, values, base):
+        for bug in [None] + (list(v.bugs_for(task.dtype, params)) if sim.ok else []):
+            r = compile_one(m, v, params, task, bug)
+            if r is None:               # no HIP compiler here
+                continue
+            built, bad = built + 1, bad + (not r.ok and sim.ok)
+            print(f"{'DISAGREE ' if sim.ok and not r.ok else ''}{name} {tag} {param}={params[param]} {task.key} "
+                  f"bug={bug}: compile {'ok' if r.ok else r.error_class} regs {r.regs}, sim "
+                  f"{'ok' if sim.ok else sim.error_class}", flush=True)
     return built, bad
 
 
 def main() -> int:
-    built = bad = 0
-    for entry in TRITON:
-        b, x = check(*entry)
-        built, bad = built + b, bad + x
-    for entry in CUDA:
-        b, x = check_cuda(*entry)
-        built, bad = built + b, bad + x
+    counts = [check(*e) for e in TRITON] + [check_cuda(*e) for e in CUDA]
+    built, bad = (sum(c[i] for c in counts) for i in (0, 1))
     print(f"{built} builds, {bad} disagreements")
     return 1 if bad else 0
 
