@@ -1,4 +1,5 @@
-"""Build roomM's tuning values added this session with the real compilers, for every target the module runs on:
+"""Build the probe values of scripts/roomM_device.py plan m5 (off their rungs' lists until a device times them) with
+the real compilers, for every target the module runs on:
 Triton values through scripts/room_compile_triton.py's check (Triton's own compiler via GPUTarget, beside the
 simulator's verdict), CUDA values with nvcc (-arch of each catalog GPU; HIP where a compiler is found) through
 scripts/check_module.py's compile_one, each bug render too. Exit 1 on a failed build or a disagreement.
@@ -18,13 +19,14 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
-# (module, rung, parameter, the values added, the other parameters)
+# (module, rung, parameter, the probe values, the other parameters)
 TRITON = [("mamba_step_triton", "persistent_vectorized", "BLOCK_D", (128,)),
-          ("mamba_step_triton", "persistent_vectorized", "num_warps", (16,))]
-CUDA = [("topk_cuda", "split_row_two_stage", "chunk", (16384,), {}),
-        # a probe of plan m5, not on the rung's list: the fit's rows exponent (0.85x a doubling) extrapolated past the
-        # H100's rows 4 -> 8 (1.00-1.04x at 64 threads, docs/roomM_device_h100_m3/) until a device times it
-        ("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32})]
+          ("mamba_step_triton", "persistent_vectorized", "num_warps", (16,)),
+          ("min_p_triton", "split_row_combine", "BLOCK", (4096,))]
+CUDA = [("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32}),
+        ("topk_cuda", "vectorized_float4", "cap", (512,), {}),
+        ("topk_cuda", "split_row_two_stage", "threads", (64,), {}),
+        ("prefix_scan_cuda", "warp_shuffle_scan", "threads", (64,), {})]
 
 
 def cuda_cases(name, tag, param, values, base):

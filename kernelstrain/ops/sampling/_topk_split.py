@@ -74,7 +74,7 @@ __device__ void radix_select(KeyAt key, int n, unsigned* hist, Sel* sel, unsigne
 extern "C" __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float* __restrict__ logits, uint32_t* __restrict__ wkey, int* __restrict__ widx,
                   unsigned* __restrict__ wcount, int V, int K) {{
-    extern __shared__ __align__(16) uint32_t skey[];       // CHUNK keys: dynamic, past the 48 KB static cap at 16384
+    __shared__ __align__(16) uint32_t skey[CHUNK];
     __shared__ unsigned hist[2048];
     __shared__ unsigned ubuf[THREADS];
     __shared__ Sel sel;
@@ -132,8 +132,7 @@ void topk_sampling(const float* logits, const float* uniform, int* tokens, int B
     uint32_t* wkey = (uint32_t*)ws;
     int* widx = (int*)(ws + slots * 4);
     unsigned* wcount = (unsigned*)(ws + slots * 8);
-    cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CHUNK * 4);
-    topk_kernel<<<dim3(chunks, B), THREADS, CHUNK * 4, stream>>>(logits, wkey, widx, wcount, V, K);
+    topk_kernel<<<dim3(chunks, B), THREADS, 0, stream>>>(logits, wkey, widx, wcount, V, K);
     topk_merge_kernel<<<B, THREADS, 0, stream>>>(wkey, widx, wcount, uniform, tokens, chunks, K);
     cudaFreeAsync(ws, stream);
 }}

@@ -152,8 +152,7 @@ class MambaStepTriton(MambaStepSpec):
              (BD, WARPS), memory_eff=0.86, launch=tile_launch(1), render=fused_gating_src,
              bugs={"off_by_one": {"dmask": "d < D - 1"}, "missing_scale": NO_DT}),
         Rung("persistent_vectorized", "#SMs x k persistent programs over the tiles, 16-byte hinted state streams",
-             (Param("BLOCK_D", BD.values + (128,), BD.default), Param("num_warps", WARPS.values + (16,), WARPS.default),
-              Param("programs_per_sm", (2, 4, 8, 16, 32), 8)), memory_eff=0.91,
+             (BD, WARPS, Param("programs_per_sm", (2, 4, 8, 16, 32), 8)), memory_eff=0.91,
              launch=tile_launch(1, persistent=True, hinted=True), render=persistent_vectorized_src,
              bugs={"off_by_one": {"stop": "n_tiles - 1"}, "missing_scale": NO_DT}),
     )
