@@ -18,3 +18,12 @@ def test_layernorm_triton_lone_persistent_program_of_16_warps():
     t16 = sim_us("layernorm_triton", "persistent", dict(two, num_warps=16), shape, "fp16")
     t8 = sim_us("layernorm_triton", "persistent", dict(two, num_warps=8), shape, "fp16")
     assert 0.9 <= t16 / t8 <= 1.1 and 0.8 <= t16 / 28.7 <= 1.25
+
+
+def test_module_fit_reads_the_absorbed_device_checks_on_their_card():
+    """simS's plan s1 (meta written as text) and roomK's plan k5 (no format line) are read as H100 rows, every timed
+    ok case of each: on the H200 profile their times would be fitted against the wrong roofline."""
+    from kernelstrain.calibration.fit import MODULE_FIT_FILES, timed_rows
+    for name, n in (("h100_simS_s1.json", 75), ("h100_roomK_k5.json", 45)):
+        rows = timed_rows(name)
+        assert name in MODULE_FIT_FILES and len(rows) == n and {r["gpu"] for r in rows} == {"H100"}

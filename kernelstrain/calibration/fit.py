@@ -408,9 +408,14 @@ MODULE_FIT_FILES = FIT_FILES + (
     "h100_gpucheck_s93131.json", "h100_gpucheck_s95353.json", "h100_gpucheck_s96969.json", "h100_gpucheck_s97171.json",
     "h100_gpucheck_s98989.json", "h100_gpucheck_s99199.json", "h100_sim2_fit.json", "h100_sim2_held.json",
     "h100_sim30_checks.json", "h100_sim30b_checks.json", "h100_sim31c_checks.json", "h100_knobs_triton.json",
-    "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json", "h100_room_widen.json")
-# device checks written without a format line (room_device_check's rows, the card named in sim_gpu at the top)
-UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json")
+    "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json", "h100_room_widen.json",
+    "h100_roomK_k5.json", "h100_simS_s1.json")
+# device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
+# top, or in TEXT_META_CARD where the file's meta is text)
+UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
+             "h100_roomK_k5.json", "h100_simS_s1.json")
+# the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
+TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
 # of the task's KV bytes) until gpucheck.adapters.WORK_SHRINKING_PREPARE; FIT_FILES keep theirs (the fit they made),
 # the files added after them leave them out.
@@ -428,7 +433,8 @@ def read_measurement(name: str) -> dict:
     except FileNotFoundError:
         raise FileNotFoundError(f"{MEASUREMENTS / name}: the measurement rows live in the source tree's "
                                 "measurements/ (a checkout, not an installed package)") from None
-    if not str(data.get("format", "")).startswith("kernelstrain/") and not (name in UNSTAMPED and data.get("sim_gpu")):
+    if not str(data.get("format", "")).startswith("kernelstrain/") and not (
+            name in UNSTAMPED and (data.get("sim_gpu") or name in TEXT_META_CARD)):
         raise ValueError(f"measurement file {name}: no kernelstrain format line")
     return data
 
@@ -438,7 +444,8 @@ def timed_rows(name: str) -> list:
     {module, variant, episode, params, dtype, shape, measured_ms, gpu}: gpu is the catalog profile of the
     device that timed them (the file's meta.sim_gpu; H200 where the file does not say)."""
     data = read_measurement(name)
-    gpu = data.get("meta", {}).get("sim_gpu") or data.get("sim_gpu", "H200")     # device checks name it at the top
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    gpu = TEXT_META_CARD.get(name) or meta.get("sim_gpu") or data.get("sim_gpu", "H200")   # device checks: at the top
     if "kernels" in data:
         return [dict(k, gpu=gpu) for k in data["kernels"] if k.get("matched") and k.get("measured_ms")]
     ragged = RAGGED_TIMED if name not in FIT_FILES else ()
