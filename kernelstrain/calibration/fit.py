@@ -43,7 +43,7 @@ def features(r: dict) -> list:
 def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
     """(log(measured kernel time without launch overhead / roofline), weight): the weight is the
     share of the measured time that is not overhead, so launch-bound rows say little of a ceiling."""
-    rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3
+    rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3 - r.get("later_ms", 0.0)
     share = max(rest, 0.2 * r["measured_ms"]) / r["measured_ms"]
     # a row at its floor (sim.floor_s: CTA starts, an unpipelined loop's latency chain) bounds the core time from above only
     bound = r.get("cta_ms", 0.0) / (share * r["measured_ms"])
@@ -318,7 +318,7 @@ def refit_variants(records: list, base: Fit, variants: dict, k_episode: float = 
 
 def _residual(f: Fit, r: dict) -> tuple[float, float]:
     """(log(measured / f's prediction) of the core time, the fit's weight of the row: target's)."""
-    launch = f.overhead_us("nvidia", r["launches"]) * 1e-3
+    launch = f.overhead_us("nvidia", r["launches"]) * 1e-3 + r.get("later_ms", 0.0)
     y, w = target(r, f.launch_us["nvidia"], f.extra_launch_us["nvidia"])
     return y - math.log(max(predict_ms(f, r) - launch, 1e-9) / r["core_ms"]), w
 
@@ -333,7 +333,7 @@ def predict_ms(f: Fit, r: dict) -> float:
                    r["atomics_ms"] * factor)
     else:
         core = r["core_ms"] * factor
-    return max(core, r.get("cta_ms", 0.0)) + f.overhead_us("nvidia", r["launches"]) * 1e-3
+    return max(core, r.get("cta_ms", 0.0)) + r.get("later_ms", 0.0) + f.overhead_us("nvidia", r["launches"]) * 1e-3
 
 
 def held_out(record: dict, fold: int = 0, folds: int = 3) -> bool:
@@ -486,6 +486,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
                     "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
                     "cta_ms": floor_s(launch, gpu) * 1e3,
+                    "later_ms": launch.later_s * 1e3,        # sim.time_ms adds it after the core (Launch.later_s)
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
                     "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out
