@@ -51,6 +51,21 @@ LN_WORDS = [
     ("layernorm_cuda", "welford_shuffle", "vec", [{"T": 4096, "D": 4096}], {"threads": 1024}, (1, 2, 4)),
 ]
 room_device_check.PLANS["ln_words"] = ([], LN_WORDS)
+# ROOM_PLAN=lone: layernorm_triton's lone persistent program (layernorm_triton.LONE_SYNC_S: 16 warps slower than 8 at
+# one program a SM over many rows, rows from seeds 98282 / sim31c) at those shapes, a shape no stored row has
+# (T=16384 D=4096) and two programs a SM; and what num_stages does to the chunked rungs on a grid that already covers
+# DRAM (T=16384 D=8192: the held-out s61717 rows at 3 stages ran 1.3-1.5x their 1-stage peers, the model has no cost)
+LONE = [
+    ("layernorm_triton", "persistent", "num_warps", [{"T": 16384, "D": 8192}, {"T": 8192, "D": 5120},
+                                                     {"T": 16384, "D": 4096}], {"programs_per_sm": 1}, (4, 8, 16), "fp16"),
+    ("layernorm_triton", "persistent", "num_warps", [{"T": 16384, "D": 8192}], {"programs_per_sm": 2}, (8, 16), "fp16"),
+    ("layernorm_triton", "whole_row_registers", "num_warps", [{"T": 16384, "D": 8192}], {}, (8,), "fp16"),
+    ("layernorm_triton", "welford_chunked", "num_stages", [{"T": 16384, "D": 8192}], {"BLOCK": 1024, "num_warps": 8},
+     (1, 2, 3), "fp16"),
+    ("layernorm_triton", "chunked_three_pass", "num_stages", [{"T": 16384, "D": 8192}], {"BLOCK": 1024, "num_warps": 8},
+     (1, 2, 3), "fp16"),
+]
+room_device_check.PLANS["lone"] = ([], LONE)
 
 if __name__ == "__main__":
     os.environ.setdefault("ROOM_PLAN", "unroll")

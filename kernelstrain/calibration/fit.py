@@ -43,7 +43,7 @@ def features(r: dict) -> list:
 def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
     """(log(measured kernel time without launch overhead / roofline), weight): the weight is the
     share of the measured time that is not overhead, so launch-bound rows say little of a ceiling."""
-    rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3
+    rest = r["measured_ms"] - (launch_us + extra_us * (r["launches"] - 1)) * 1e-3 - r.get("later_ms", 0.0)
     share = max(rest, 0.2 * r["measured_ms"]) / r["measured_ms"]
     # a row at its floor (sim.floor_s: CTA starts, an unpipelined loop's latency chain) bounds the core time from above only
     bound = r.get("cta_ms", 0.0) / (share * r["measured_ms"])
@@ -318,7 +318,7 @@ def refit_variants(records: list, base: Fit, variants: dict, k_episode: float = 
 
 def _residual(f: Fit, r: dict) -> tuple[float, float]:
     """(log(measured / f's prediction) of the core time, the fit's weight of the row: target's)."""
-    launch = f.overhead_us("nvidia", r["launches"]) * 1e-3
+    launch = f.overhead_us("nvidia", r["launches"]) * 1e-3 + r.get("later_ms", 0.0)
     y, w = target(r, f.launch_us["nvidia"], f.extra_launch_us["nvidia"])
     return y - math.log(max(predict_ms(f, r) - launch, 1e-9) / r["core_ms"]), w
 
@@ -333,7 +333,7 @@ def predict_ms(f: Fit, r: dict) -> float:
                    r["atomics_ms"] * factor)
     else:
         core = r["core_ms"] * factor
-    return max(core, r.get("cta_ms", 0.0)) + f.overhead_us("nvidia", r["launches"]) * 1e-3
+    return max(core, r.get("cta_ms", 0.0)) + r.get("later_ms", 0.0) + f.overhead_us("nvidia", r["launches"]) * 1e-3
 
 
 def held_out(record: dict, fold: int = 0, folds: int = 3) -> bool:
@@ -408,9 +408,14 @@ MODULE_FIT_FILES = FIT_FILES + (
     "h100_gpucheck_s93131.json", "h100_gpucheck_s95353.json", "h100_gpucheck_s96969.json", "h100_gpucheck_s97171.json",
     "h100_gpucheck_s98989.json", "h100_gpucheck_s99199.json", "h100_sim2_fit.json", "h100_sim2_held.json",
     "h100_sim30_checks.json", "h100_sim30b_checks.json", "h100_sim31c_checks.json", "h100_knobs_triton.json",
-    "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json", "h100_room_widen.json")
-# device checks written without a format line (room_device_check's rows, the card named in sim_gpu at the top)
-UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json")
+    "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json", "h100_room_widen.json",
+    "h100_roomK_k5.json", "h100_simS_s1.json")
+# device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
+# top, or in TEXT_META_CARD where the file's meta is text)
+UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
+             "h100_roomK_k5.json", "h100_simS_s1.json")
+# the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
+TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
 # of the task's KV bytes) until gpucheck.adapters.WORK_SHRINKING_PREPARE; FIT_FILES keep theirs (the fit they made),
 # the files added after them leave them out.
@@ -428,7 +433,8 @@ def read_measurement(name: str) -> dict:
     except FileNotFoundError:
         raise FileNotFoundError(f"{MEASUREMENTS / name}: the measurement rows live in the source tree's "
                                 "measurements/ (a checkout, not an installed package)") from None
-    if not str(data.get("format", "")).startswith("kernelstrain/") and not (name in UNSTAMPED and data.get("sim_gpu")):
+    if not str(data.get("format", "")).startswith("kernelstrain/") and not (
+            name in UNSTAMPED and (data.get("sim_gpu") or name in TEXT_META_CARD)):
         raise ValueError(f"measurement file {name}: no kernelstrain format line")
     return data
 
@@ -438,7 +444,8 @@ def timed_rows(name: str) -> list:
     {module, variant, episode, params, dtype, shape, measured_ms, gpu}: gpu is the catalog profile of the
     device that timed them (the file's meta.sim_gpu; H200 where the file does not say)."""
     data = read_measurement(name)
-    gpu = data.get("meta", {}).get("sim_gpu") or data.get("sim_gpu", "H200")     # device checks name it at the top
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    gpu = TEXT_META_CARD.get(name) or meta.get("sim_gpu") or data.get("sim_gpu", "H200")   # device checks: at the top
     if "kernels" in data:
         return [dict(k, gpu=gpu) for k in data["kernels"] if k.get("matched") and k.get("measured_ms")]
     ragged = RAGGED_TIMED if name not in FIT_FILES else ()
@@ -479,6 +486,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
                     "work_ms": roofline_floor_ms(module, task, variant.path),
                     "atomics_ms": launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * 1e3,
                     "cta_ms": floor_s(launch, gpu) * 1e3,
+                    "later_ms": launch.later_s * 1e3,        # sim.time_ms adds it after the core (Launch.later_s)
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
                     "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out

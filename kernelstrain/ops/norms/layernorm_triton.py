@@ -7,6 +7,7 @@ statistics, one read) -> persistent programs with weight/bias hoisted and the ne
 The off_by_one bugs read the wrong element (never skip a write): an unwritten output can hold the
 reference's value in recycled memory and pass a harness that does not poison outputs.
 """
+import math
 from dataclasses import replace
 
 from ..base import Param, Rung, DTYPE_BYTES
@@ -149,6 +150,15 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 # 1,328), held out at T=4096 D=8192 100.8 / 731.0 (108.7 / 790.0). Not caught: fp16 on 4 warps ran 1.4x the model
 # (131.9 us at D=5120, where bf16 ran 84.2).
 PERSISTENT_REGS = {"fp16": 4.0, "bf16": 6.3}
+# A lone persistent program (programs_per_sm 1) of more than LONE_WARPS warps waits, row after row, at its two
+# dependent block reductions (the mean, then the centred variance: 4 bar.sync a row in the sm_90a SASS at every
+# num_warps, Triton 3.9) for its slowest warp, and no other program on the SM fills the wait: LONE_SYNC_S more a row a
+# program per doubling past LONE_WARPS (Launch.later_s). H100, fp16: T=16384 D=8192 (125 rows a program) 16 warps
+# 243.2 us vs 8 warps 210.1 (measurements/h100_gpucheck_s98282.json, one episode; the model had 187 vs 194), T=8192
+# D=5120 (63 rows) 98.8 vs 76.1 (h100_sim31c_checks.json; modelled 90.3 vs 96.5): 0.27 and 0.36 us a row more than
+# 8 warps. Two programs a SM hide it: T=4096 D=4096 16 warps 28.7 us beside 8 warps' 28.9 (sim31c, s95353).
+LONE_WARPS = 8
+LONE_SYNC_S = 0.3e-6
 
 
 def row_launch(p, task):
@@ -158,7 +168,10 @@ def row_launch(p, task):
     # fp32 copy of the row (+ hoisted weight/bias and the prefetched next row when persistent)
     regs = 24 + int(PERSISTENT_REGS[task.dtype] * per) if "programs_per_sm" in p else 20 + int(1.9 * per)
     util = min(1.0, d / block_d) * min(1.0, block_d / threads)
-    return row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+    launch = row_in_registers_launch(p, task, task["T"], regs, threads, 4 * nw, per, elt, util)
+    if p.get("programs_per_sm") == 1 and nw > LONE_WARPS:
+        launch = replace(launch, later_s=launch.rounds * LONE_SYNC_S * math.log2(nw / LONE_WARPS))
+    return launch
 
 
 def whole_row_registers_src(p, task, bound="D", scale=" * w"):
