@@ -3,7 +3,8 @@ built, checked against the PyTorch reference and timed beside the simulator) ove
 values ranked by the device and by the simulator (room_device_check_triton.ranking, per rung and across rungs).
 
     python3 scripts/simS_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
-    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up)
+    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up;
+                                                         # s3: the norms' re-read against L1)
     KNOBA_REHEARSE=3 python3 scripts/simS_device.py      # no GPU: the first 3 cases through every path but the GPU's
 
 s1: the cases the launch-model fixes rest on (cross_entropy_bwd_triton's registers a thread: BLOCK 8192 on 4 warps
@@ -78,7 +79,23 @@ S2 = [
     ("cross_entropy_bwd_triton", "persistent_evict_first", "programs_per_sm", CE[:1], {"BLOCK": 2048, "num_warps": 4, "num_stages": 3},
      (8,)),
 ]
-PLANS = {"s1": ([], S1), "s2": ([], S2)}
+# s3 (this session): the two-pass norms' re-read against the L1 (kernelstrain/ops/norms/_reread.py): the threads a row
+# at row sizes whose working set an SM holds (T=16384 D=2048: 132 KiB at 64 threads) and whose it does not
+# (D=4096 at 64 threads: 264 KiB; D=6144 at 64: 396 KiB), each beside register_cached; add_rmsnorm_cuda's
+# vectorized_uint4 (re-read of the residual it wrote) likewise; then bias_gelu_cuda's ROWS x threads and
+# fp8_quant_cuda's threads at the kernelinfer seed's held-out shapes (rows the model orders against the device)
+REREAD = [{"T": 16384, "D": 2048}, {"T": 8192, "D": 4096}, {"T": 8192, "D": 6144}]
+S3 = [
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", REREAD, {}, (64, 128, 256, 512)),
+    ("rmsnorm_cuda", "register_cached", "threads", REREAD, {"rows_per_block": 1}, (256,)),
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 8192, "D": 5120}], {}, (64,)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", REREAD[1:], {}, (64, 128, 256), "fp16"),
+    ("add_rmsnorm_cuda", "register_cached", "threads", REREAD[1:], {"rows_per_block": 1}, (256,), "fp16"),
+    ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 512}, (1, 2, 4, 8)),
+    ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 128}, (8,)),
+    ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 512, "D": 5120}], {"rows_per_block": 1}, (128, 256, 512), "fp16"),
+]
+PLANS = {"s1": ([], S1), "s2": ([], S2), "s3": ([], S3)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

@@ -1,0 +1,45 @@
+"""The second pass of a two-pass block-per-row CUDA norm (rmsnorm_cuda's and add_rmsnorm_cuda's block rungs): it
+re-reads the row the first pass brought in, which the SM's L1 still holds while the rows of its resident blocks fit
+there, and which comes back from L2 / DRAM once they do not (LRU over a working set past the cache: nearly every
+line is gone by its second use). So the re-read's cost turns on the threads a row, through the blocks an SM holds,
+not on the rung alone.
+
+The working set: the rows of the blocks an SM runs at once plus the row both passes share (the weight); the L1 an
+SM caches in is taken as its shared-memory capacity (GPU.smem_per_sm: 228 KiB of the H100's / H200's 256 KiB
+unified array; these rungs use a few hundred bytes of shared memory); the miss share rises from 0 at that size to
+1 at CLIFF past it (blocks run out of phase, so the LRU cliff is not a step).
+
+Fitted on the stored rows (measurements/*.json, scripts/simS_pool.py --dump rmsnorm_cuda / add_rmsnorm_cuda), where
+the old model timed a rung the same at every thread count:
+- rmsnorm_cuda vectorized_uint4, H100 bf16 T=16384 D=8192 (h100_gpucheck_s98181): 512 / 256 / 128 / 64 threads
+  194.1 / 205.6 / 254.7 / 278.7 us (1.00 / 1.06 / 1.31 / 1.44x; working sets 4 / 8 / 16 / 32 rows of 16 KiB + the
+  weight: 80, 144, 272, 528 KiB); the old model 1.00-1.02x throughout;
+- rmsnorm_cuda vectorized_uint4 H200 fp16 T=8192 D=5120 (h200_gpucheck_s8484 / s6868): 64 threads (330 KiB)
+  1.43x register_cached where 128-256 threads (170 / 90 KiB) ran 1.08x (h200_gpucheck_s3131);
+- add_rmsnorm_cuda vectorized_uint4 (the residual h written by pass 1 and re-read by the thread that wrote it):
+  1.00-1.04x register_cached at every shape with <= 256 KiB a working set on both cards (H100 T=16384 D=8192 fp16
+  256-1024 threads 1.002-1.026x, s61717 / s62828 / s93131 / s98181 / s98282 / simS_s1; H200 s1717 / s6262 /
+  s6868 / s8484 1.00-1.04x), where the old flat traffic 1.25 put it 1.07-1.23x; at 64 threads (H200 s1717
+  T=8192 D=5120, 330 KiB) 1.165x.
+"""
+from dataclasses import replace
+
+from ..occupancy import blocks_per_sm
+
+CLIFF = 0.25        # the working set, over the L1's size, past which every re-read misses: 1 + CLIFF
+
+
+def miss_share(launch, task, row_bytes: int, shared_bytes: int) -> float:
+    """The share of a second pass's re-read the SM's L1 no longer holds (NVIDIA; an AMD CU's 32 KiB vector L1 is
+    not its LDS, and no stored row times one: 0, the rung's fitted traffic as it was)."""
+    gpu = task.gpu
+    if gpu.vendor != "nvidia":
+        return 0.0
+    resident = min(blocks_per_sm(launch, gpu), -(-launch.grid // gpu.sms))
+    working = resident * row_bytes + shared_bytes
+    return min(1.0, max(0.0, (working / gpu.smem_per_sm - 1) / CLIFF))
+
+
+def reread(launch, task, row_bytes: int, shared_bytes: int, extra: float):
+    """`launch` with its traffic raised by `extra` of itself where the re-read misses L1 (miss_share)."""
+    return replace(launch, traffic=launch.traffic * (1 + extra * miss_share(launch, task, row_bytes, shared_bytes)))
