@@ -7,7 +7,7 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..unroll import PRAGMA_UNROLL, pragma, unrolled
 from ..words import VEC
 from ._rmsnorm_words import rms_words_kernel
-from ._reread import reread
+from ..row_reread import reread
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -51,7 +51,7 @@ extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const 
 
 
 # -- smem_block_reduce ---------------------------------------------------------------------
-# The block rungs' second pass re-reads x (_reread): their traffic 1.5 (x twice and y, over x and y) is the fit's level
+# The block rungs' second pass re-reads x (row_reread): their traffic 1.5 (x twice and y, over x and y) is the fit's level
 # where the rows fit L1, and where they do not the re-read costs REREAD_MISS more (the stored rows: vectorized_uint4
 # H100 bf16 T=16384 D=8192 at 128 / 64 threads 1.31 / 1.44x its 512-thread time; H200 fp16 T=8192 D=5120 64 threads
 # 1.43x register_cached where 128-256 threads ran 1.08x). Stored pooled Spearman 0.776 -> 0.794 (29 groups).

@@ -1,5 +1,5 @@
-"""The second pass of a two-pass block-per-row CUDA norm (rmsnorm_cuda's and add_rmsnorm_cuda's block rungs): it
-re-reads the row the first pass brought in, which the SM's L1 still holds while the rows of its resident blocks fit
+"""The second pass of a two-pass block-per-row CUDA kernel (rmsnorm_cuda's and add_rmsnorm_cuda's block rungs,
+fp8_quant_cuda's fused_smem_block / warp_shuffle_vectorized): it re-reads the row the first pass brought in, which the SM's L1 still holds while the rows of its resident blocks fit
 there, and which comes back from L2 / DRAM once they do not (LRU over a working set past the cache: nearly every
 line is gone by its second use). So the re-read's cost turns on the threads a row, through the blocks an SM holds,
 not on the rung alone.
@@ -20,11 +20,20 @@ the old model timed a rung the same at every thread count:
   1.00-1.04x register_cached at every shape with <= 256 KiB a working set on both cards (H100 T=16384 D=8192 fp16
   256-1024 threads 1.002-1.026x, s61717 / s62828 / s93131 / s98181 / s98282 / simS_s1; H200 s1717 / s6262 /
   s6868 / s8484 1.00-1.04x), where the old flat traffic 1.25 put it 1.07-1.23x; at 64 threads (H200 s1717
-  T=8192 D=5120, 330 KiB) 1.165x.
+  T=8192 D=5120, 330 KiB) 1.165x;
+- fp8_quant_cuda warp_shuffle_vectorized (absmax pass, then the convert pass re-reads x), H100 bf16: T=4096 D=4096
+  64 threads 1.21x its 512-thread time (256 KiB an SM, s40404), T=16384 D=8192 128 threads 1.13x (s96969); the old
+  model 0.99-1.02x.
+The stored rows do not tell this L1 model from l2_reuse's (layernorm_cuda smem_block_reduce: the resident rows of
+every SM against 0.8 of the L2, squared): both scale with resident rows x row bytes, at thresholds 1.33x apart
+(228 KiB an SM here, 0.8 x 50 MB / 132 SMs = 303 KiB there), and score alike on them (pair order 0.930 / 0.928,
+rmsnorm_cuda). simS's device plan s3 times the shapes where they part: T=8192 D=6144 at 128 threads (204 KiB an SM:
+no miss here; 26 MB resident: 0.42 there) and D=2048 / D=4096 at 64 / 128 threads.
+Each module's `extra` (the re-read's cost at a full miss, over the rung's fitted traffic) is fitted on its rows.
 """
 from dataclasses import replace
 
-from ..occupancy import blocks_per_sm
+from .occupancy import blocks_per_sm
 
 CLIFF = 0.25        # the working set, over the L1's size, past which every re-read misses: 1 + CLIFF
 
@@ -43,3 +52,9 @@ def miss_share(launch, task, row_bytes: int, shared_bytes: int) -> float:
 def reread(launch, task, row_bytes: int, shared_bytes: int, extra: float):
     """`launch` with its traffic raised by `extra` of itself where the re-read misses L1 (miss_share)."""
     return replace(launch, traffic=launch.traffic * (1 + extra * miss_share(launch, task, row_bytes, shared_bytes)))
+
+
+def served_traffic(task, hit: float, fitted: float) -> float:
+    """A rung's traffic where its re-read comes from L1: `hit` (the stored NVIDIA rows) on NVIDIA, its `fitted`
+    figure elsewhere (no AMD row times it)."""
+    return hit if task.gpu.vendor == "nvidia" else fitted
