@@ -82,7 +82,8 @@ S2 = [
 # s3 (this session): the two-pass norms' re-read against the L1 (kernelstrain/ops/norms/_reread.py): the threads a row
 # at row sizes whose working set an SM holds (T=16384 D=2048: 132 KiB at 64 threads) and whose it does not
 # (D=4096 at 64 threads: 264 KiB; D=6144 at 64: 396 KiB), each beside register_cached; add_rmsnorm_cuda's
-# vectorized_uint4 (re-read of the residual it wrote) likewise; then bias_gelu_cuda's ROWS x threads and
+# vectorized_uint4 (re-read of the residual it wrote) and fp8_quant_cuda's warp_shuffle_vectorized likewise; then
+# bias_gelu_cuda's ROWS x threads and
 # fp8_quant_cuda's threads at the kernelinfer seed's held-out shapes (rows the model orders against the device)
 REREAD = [{"T": 16384, "D": 2048}, {"T": 8192, "D": 4096}, {"T": 8192, "D": 6144}]
 S3 = [
@@ -91,6 +92,7 @@ S3 = [
     ("rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 8192, "D": 5120}], {}, (64,)),
     ("add_rmsnorm_cuda", "vectorized_uint4", "threads", REREAD[1:], {}, (64, 128, 256), "fp16"),
     ("add_rmsnorm_cuda", "register_cached", "threads", REREAD[1:], {"rows_per_block": 1}, (256,), "fp16"),
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", REREAD[2:], {}, (64, 128, 512)),
     ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 512}, (1, 2, 4, 8)),
     ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 128}, (8,)),
     ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 512, "D": 5120}], {"rows_per_block": 1}, (128, 256, 512), "fp16"),
