@@ -4,7 +4,7 @@ values ranked by the device and by the simulator (room_device_check_triton.ranki
 
     python3 scripts/simS_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
     SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up;
-                                                         # s3: the norms' re-read against L1)
+                                                         # s3: the norms' re-read against L1; s4: its follow-up)
     KNOBA_REHEARSE=3 python3 scripts/simS_device.py      # no GPU: the first 3 cases through every path but the GPU's
 
 s1: the cases the launch-model fixes rest on (cross_entropy_bwd_triton's registers a thread: BLOCK 8192 on 4 warps
@@ -97,7 +97,23 @@ S3 = [
     ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 128}, (8,)),
     ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 512, "D": 5120}], {"rows_per_block": 1}, (128, 256, 512), "fp16"),
 ]
-PLANS = {"s1": ([], S1), "s2": ([], S2), "s3": ([], S3)}
+# s4 (follow-up): the exposed second pass (row_reread.exposed_reread: waves ** -0.3 of the re-read where L1 serves it):
+# one row size at one- to many-wave grids (T=1024 / 4096 / 16384 at D=4096: 1-16 waves of 256-thread blocks), each
+# beside register_cached; add_rmsnorm_cuda's vector rung beside register_cached on the short grid; fp8_quant_cuda's
+# shuffle rung across threads at a second row size
+WAVES = [{"T": 1024, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 16384, "D": 4096}]
+S4 = [
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", WAVES, {}, (128, 256, 512)),
+    ("rmsnorm_cuda", "register_cached", "threads", WAVES, {"rows_per_block": 1}, (256,)),
+    ("rmsnorm_cuda", "warp_shuffle", "threads", WAVES[1:], {"vec": 4}, (64, 256)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 1024, "D": 4096}, {"T": 16384, "D": 4096}], {}, (64, 256),
+     "fp16"),
+    ("add_rmsnorm_cuda", "register_cached", "threads", [{"T": 1024, "D": 4096}, {"T": 16384, "D": 4096}],
+     {"rows_per_block": 1}, (256,), "fp16"),
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", [{"T": 16384, "D": 4096}], {}, (64, 128, 256, 512)),
+    ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 16384, "D": 4096}], {"rows_per_block": 1}, (256,)),
+]
+PLANS = {"s1": ([], S1), "s2": ([], S2), "s3": ([], S3), "s4": ([], S4)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:
