@@ -112,3 +112,13 @@ def test_fp8_quant_cuda_shuffle_reread_misses_l1_at_few_threads_a_row():
     few = _ms("fp8_quant_cuda", "warp_shuffle_vectorized", {"threads": 64}, shape)
     many = _ms("fp8_quant_cuda", "warp_shuffle_vectorized", {"threads": 512}, shape)
     assert few / many > 1.08
+
+
+def test_grad_clip_two_stage_fp32_fills_its_lines():
+    """grad_clip_cuda two_stage_deterministic at fp32 (FULL_LINE): H200 N=268,435,456 (stored pgrid rows, fitted on)
+    256 threads x 256 blocks 857.0 us against vectorized_persistent on 256 threads x 2 blocks an SM 999.3 us (0.86x),
+    which the old model put at 1.06x; bf16 keeps its issue-bound time."""
+    shape = {"N": 268435456}
+    two = _ms("grad_clip_cuda", "two_stage_deterministic", {"threads": 256, "blocks": 256}, shape, "fp32", "H200")
+    per = _ms("grad_clip_cuda", "vectorized_persistent", {"threads": 256, "blocks_per_sm": 2}, shape, "fp32", "H200")
+    assert two / per < 1.0
