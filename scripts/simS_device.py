@@ -3,7 +3,8 @@ built, checked against the PyTorch reference and timed beside the simulator) ove
 values ranked by the device and by the simulator (room_device_check_triton.ranking, per rung and across rungs).
 
     python3 scripts/simS_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
-    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up)
+    SIMS_PLAN=s2 python3 scripts/simS_device.py          # another plan of PLANS (default: s1; s2: the follow-up;
+                                                         # s3: the norms' re-read against L1; s4: its follow-up)
     KNOBA_REHEARSE=3 python3 scripts/simS_device.py      # no GPU: the first 3 cases through every path but the GPU's
 
 s1: the cases the launch-model fixes rest on (cross_entropy_bwd_triton's registers a thread: BLOCK 8192 on 4 warps
@@ -78,7 +79,41 @@ S2 = [
     ("cross_entropy_bwd_triton", "persistent_evict_first", "programs_per_sm", CE[:1], {"BLOCK": 2048, "num_warps": 4, "num_stages": 3},
      (8,)),
 ]
-PLANS = {"s1": ([], S1), "s2": ([], S2)}
+# s3 (this session): the two-pass norms' re-read against the L1 (kernelstrain/ops/row_reread.py): the threads a row
+# at row sizes whose working set an SM holds (T=16384 D=2048: 132 KiB at 64 threads) and whose it does not
+# (D=4096 at 64 threads: 264 KiB; D=6144 at 64: 396 KiB), each beside register_cached; add_rmsnorm_cuda's
+# vectorized_uint4 (re-read of the residual it wrote) and fp8_quant_cuda's warp_shuffle_vectorized likewise; then
+# bias_gelu_cuda's ROWS x threads and
+# fp8_quant_cuda's threads at the kernelinfer seed's held-out shapes (rows the model orders against the device)
+REREAD = [{"T": 16384, "D": 2048}, {"T": 8192, "D": 4096}, {"T": 8192, "D": 6144}]
+S3 = [
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", REREAD, {}, (64, 128, 256, 512)),
+    ("rmsnorm_cuda", "register_cached", "threads", REREAD, {"rows_per_block": 1}, (256,)),
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 8192, "D": 5120}], {}, (64,)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", REREAD[1:], {}, (64, 128, 256), "fp16"),
+    ("add_rmsnorm_cuda", "register_cached", "threads", REREAD[1:], {"rows_per_block": 1}, (256,), "fp16"),
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", REREAD[2:], {}, (64, 128, 512)),
+    ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 512}, (1, 2, 4, 8)),
+    ("bias_gelu_cuda", "bias_in_registers", "rows", [{"T": 8192, "N": 16384, "TANH": 1}], {"threads": 128}, (8,)),
+    ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 512, "D": 5120}], {"rows_per_block": 1}, (128, 256, 512), "fp16"),
+]
+# s4 (follow-up): the exposed second pass (row_reread.exposed_reread: waves ** -0.3 of the re-read where L1 serves it):
+# one row size at one- to many-wave grids (T=1024 / 4096 / 16384 at D=4096: 1-16 waves of 256-thread blocks), each
+# beside register_cached; add_rmsnorm_cuda's vector rung beside register_cached on the short grid; fp8_quant_cuda's
+# shuffle rung across threads at a second row size
+WAVES = [{"T": 1024, "D": 4096}, {"T": 4096, "D": 4096}, {"T": 16384, "D": 4096}]
+S4 = [
+    ("rmsnorm_cuda", "vectorized_uint4", "threads", WAVES, {}, (128, 256, 512)),
+    ("rmsnorm_cuda", "register_cached", "threads", WAVES, {"rows_per_block": 1}, (256,)),
+    ("rmsnorm_cuda", "warp_shuffle", "threads", WAVES[1:], {"vec": 4}, (64, 256)),
+    ("add_rmsnorm_cuda", "vectorized_uint4", "threads", [{"T": 1024, "D": 4096}, {"T": 16384, "D": 4096}], {}, (64, 256),
+     "fp16"),
+    ("add_rmsnorm_cuda", "register_cached", "threads", [{"T": 1024, "D": 4096}, {"T": 16384, "D": 4096}],
+     {"rows_per_block": 1}, (256,), "fp16"),
+    ("fp8_quant_cuda", "warp_shuffle_vectorized", "threads", [{"T": 16384, "D": 4096}], {}, (64, 128, 256, 512)),
+    ("fp8_quant_cuda", "ptx_cvt_e4m3x2", "threads", [{"T": 16384, "D": 4096}], {"rows_per_block": 1}, (256,)),
+]
+PLANS = {"s1": ([], S1), "s2": ([], S2), "s3": ([], S3), "s4": ([], S4)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

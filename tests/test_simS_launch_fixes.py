@@ -77,3 +77,48 @@ def test_kv_append_wider_words_gain_at_saturating_grids():
     one = _ms("kv_append_cuda", "block_per_token", {"threads": 256, "vec": 1}, shape, dtype="fp16")
     four = _ms("kv_append_cuda", "block_per_token", {"threads": 256, "vec": 4}, shape, dtype="fp16")
     assert 0.8 < four / one < 0.95
+
+
+def test_rmsnorm_two_pass_reread_misses_l1_at_few_threads_a_row():
+    """_reread: vectorized_uint4's second pass re-reads x from L1 while the SM's resident rows fit it. Stored H100
+    rows (gpu-check s98181, fitted on) bf16 T=16384 D=8192: 128 / 64 threads 1.31 / 1.44x the 512-thread time
+    (254.7 / 278.7 against 194.1 us), which the old model timed 1.00-1.02x."""
+    shape = {"T": 16384, "D": 8192}
+    wide = _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 512}, shape)
+    assert 1.15 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 128}, shape) / wide < 1.45
+    assert 1.2 < _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 64}, shape) / wide < 1.55
+    # where L1 serves the re-read on a many-wave grid it hides: 194.1 us measured at 512 threads, 1.38x before
+    assert _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 512}, shape) / 0.1941 < 1.15
+    # a row small enough that 32 of them fit (D=2048: 132 KiB): no miss at 64 threads (only fewer waves to hide in)
+    small = {"T": 16384, "D": 2048}
+    assert _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 64}, small) / \
+        _ms("rmsnorm_cuda", "vectorized_uint4", {"threads": 256}, small) < 1.15
+
+
+def test_add_rmsnorm_vector_rung_rereads_its_residual_from_l1():
+    """add_rmsnorm_cuda vectorized_uint4 re-reads the residual each thread wrote: 1.00-1.04x register_cached on the
+    stored rows where the rows fit L1 (H100 fp16 T=16384 D=8192, simS s1: 358.3 against 357.8 us at 512 threads;
+    T=4096 D=4096, s93131: 48.2 against 48.2 us at 256), which the flat traffic 1.25 put at 1.19-1.23x."""
+    for shape, threads in (({"T": 16384, "D": 8192}, 512), ({"T": 4096, "D": 4096}, 256)):
+        vec = _ms("add_rmsnorm_cuda", "vectorized_uint4", {"threads": threads}, shape, dtype="fp16")
+        reg = _ms("add_rmsnorm_cuda", "register_cached", {"threads": threads, "rows_per_block": 1}, shape, dtype="fp16")
+        assert vec / reg < 1.12
+
+
+def test_fp8_quant_cuda_shuffle_reread_misses_l1_at_few_threads_a_row():
+    """fp8_quant_cuda warp_shuffle_vectorized's convert pass re-reads x: stored H100 bf16 T=4096 D=4096 (s40404, fitted
+    on) 64 threads 1.21x its 512-thread time (38.1 / 31.5 us), where the old model said 0.99x."""
+    shape = {"T": 4096, "D": 4096}
+    few = _ms("fp8_quant_cuda", "warp_shuffle_vectorized", {"threads": 64}, shape)
+    many = _ms("fp8_quant_cuda", "warp_shuffle_vectorized", {"threads": 512}, shape)
+    assert few / many > 1.08
+
+
+def test_grad_clip_two_stage_fp32_fills_its_lines():
+    """grad_clip_cuda two_stage_deterministic at fp32 (FULL_LINE): H200 N=268,435,456 (stored pgrid rows, fitted on)
+    256 threads x 256 blocks 857.0 us against vectorized_persistent on 256 threads x 2 blocks an SM 999.3 us (0.86x),
+    which the old model put at 1.06x; bf16 keeps its issue-bound time."""
+    shape = {"N": 268435456}
+    two = _ms("grad_clip_cuda", "two_stage_deterministic", {"threads": 256, "blocks": 256}, shape, "fp32", "H200")
+    per = _ms("grad_clip_cuda", "vectorized_persistent", {"threads": 256, "blocks_per_sm": 2}, shape, "fp32", "H200")
+    assert two / per < 1.0
