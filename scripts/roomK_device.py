@@ -211,11 +211,26 @@ K7_REFERENCE = K6_REFERENCE + [
      {"BN": 128, "stages": 4, "SPLITS": 2}, (64, 128), "fp8"),
     ("gemm_fp8_cuda", "wgmma_split_k", "BM", FP8_DECODE[:1], {"BN": 128, "stages": 6, "SPLITS": 2}, (64, 128), "fp8"),
 ]
-LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
+# plan k8: grouped_gemm_cuda's wgmma_pipeline with two consumer warpgroups (BM 128: 256 threads, each warpgroup's
+# m64nBNk16 wgmma on its 64 A rows of one shared B tile) beside the one-warpgroup BM 64 it had, at the menu's decode
+# shape (~6 rows an expert: BM 128 half empty), 2048 tokens over 64 experts, and 512 / 4096 tokens over 8 (w 0.9 GB:
+# past gpucheck's size cap, LARGE); two tiles of BN / BK (k87: then k7, if it has not run)
+GW = [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6},
+      {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
+K8_NEW = [
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 128, "STAGES": 4, "BK": 64}, (64, 128)),
+]
+K8_REFERENCE = [
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 256, "STAGES": 4, "BK": 64}, (64, 128)),
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW[:1] + GW[3:], {"BN": 256, "STAGES": 5, "BK": 32}, (64, 128)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
+]
+LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda"),
+         "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
          "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE),
-         "k7": ([], K7_REFERENCE)}
+         "k7": ([], K7_REFERENCE), "k8": (K8_NEW, K8_REFERENCE), "k87": (K8_NEW, K8_REFERENCE + K7_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

@@ -121,9 +121,9 @@ def tc_launch(wgmma: bool):
     def launch(p, task):
         e, bn, stages = DTYPE_BYTES[task.dtype], p["BN"], p.get("STAGES", 1)
         bk = p.get("BK", (WGMMA_BK if wgmma else MMA_BK).default)
-        bm = 64 if wgmma else p["BM"]
+        bm = p.get("BM", 64) if wgmma else p["BM"]
         tiles, quant, traffic, lookup = tiling(p, task, bm)
-        threads = 128
+        threads = 2 * bm if wgmma else 128        # wgmma: a 128-thread warpgroup per 64 rows
         if wgmma:
             stage = (bm + bn) * bk * e
             regs = 40 + bn // 2 + 24
@@ -219,7 +219,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
         # BN 128 STAGES 3) ran it correct; earlier checks saw 92 to 1M elements wrong. A wrong_result label must fail.
         # missing_barrier here leaves s_ids unpublished: the gather reads garbage ids and faults
         Rung("wgmma_pipeline", "warpgroup wgmma.mma_async m64nBNk16 on smem descriptors, cp.async ring (sm_90a)",
-             (Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4), WGMMA_BK),
+             (Param("BM", (64, 128), 64), Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4), WGMMA_BK),
              needs=TC_NEEDS | {"cp_async", "wgmma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
              bugs={"missing_barrier": {"publish_ids": False}},
