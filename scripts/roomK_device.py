@@ -219,11 +219,15 @@ GW = [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 2048, "E": 64, 
       {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
 K8_NEW = [
     ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 128, "STAGES": 4, "BK": 64}, (64, 128)),
+    # cp_async_pipeline's 256-wide N tiles (2 x 2 warps of 32 x 128 at BM 64: ptxas 237 registers, no spill)
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:3], {"BM": 64, "STAGES": 4, "BK": 32}, (128, 256)),
 ]
 K8_REFERENCE = [
     ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 256, "STAGES": 4, "BK": 64}, (64, 128)),
     ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW[:1] + GW[3:], {"BN": 256, "STAGES": 5, "BK": 32}, (64, 128)),
     ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
+    # BM 128 x BN 256: 64 x 128 a warp, 255 registers and 580 bytes of spill stores (ptxas -v, sm_90a)
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:2], {"BM": 128, "STAGES": 3, "BK": 32}, (128, 256)),
 ]
 LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda"),
          "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
