@@ -229,12 +229,27 @@ K8_REFERENCE = [
     # BM 128 x BN 256: 64 x 128 a warp, 255 registers and 580 bytes of spill stores (ptxas -v, sm_90a)
     ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:2], {"BM": 128, "STAGES": 3, "BK": 32}, (128, 256)),
 ]
+# plan k9 (follow-up): gemm_fp4_triton pipelined_copies' 256-row / 256-column tiles (the room tables' BLOCK_M+ / BLOCK_N+
+# edge: 5 of 8 kernelinfer episodes of seed 8787 ended at 128 x 128) beside 128 x 128, at 8 warps (Triton's matmul
+# tutorial configs); 256 x 256 (256 fp32 accumulators a thread: the model spills it) as a reference row
+FP4_SQ = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32}]
+WIDE_BASE = {"BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}
+K9_NEW = [
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ, {**WIDE_BASE, "BLOCK_M": 128}, (128, 256)),
+]
+K9_REFERENCE = [
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128, "num_stages": 4}, (128, 256)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ[:1], {**WIDE_BASE, "BLOCK_M": 256}, (64, 256)),
+]
 LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda"),
-         "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
+         "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda"),
+         "k97": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
          "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE),
-         "k7": ([], K7_REFERENCE), "k8": (K8_NEW, K8_REFERENCE), "k87": (K8_NEW, K8_REFERENCE + K7_REFERENCE)}
+         "k7": ([], K7_REFERENCE), "k8": (K8_NEW, K8_REFERENCE), "k87": (K8_NEW, K8_REFERENCE + K7_REFERENCE),
+         "k9": (K9_NEW, K9_REFERENCE), "k97": (K9_NEW, K9_REFERENCE + K7_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

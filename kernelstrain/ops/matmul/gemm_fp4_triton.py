@@ -14,6 +14,10 @@ from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
+# the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 128 x 256 / 256 x 128 tiles of Triton's
+# matmul tutorial configs (8 warps, 3-4 stages) fit it; the register-dequant rungs keep 128 (a 256-wide packed tile's
+# decode in registers beside a 256-row fp32 accumulator)
+WIDE = (Param("BLOCK_M", (64, 128, 256), 128), Param("BLOCK_N", (64, 128, 256), 128), TILE[2])
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
@@ -211,7 +215,7 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
-             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             WIDE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              fit_as="dequant_then_dot",
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
