@@ -236,9 +236,9 @@ FP4_SQ = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K"
 WIDE_BASE = {"BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}
 K9_NEW = [
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
-    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ, {**WIDE_BASE, "BLOCK_M": 128}, (128, 256)),
 ]
 K9_REFERENCE = [
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ, {**WIDE_BASE, "BLOCK_M": 128}, (256,)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128, "num_stages": 4}, (128, 256)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ[:1], {**WIDE_BASE, "BLOCK_M": 256}, (64, 256)),
 ]
