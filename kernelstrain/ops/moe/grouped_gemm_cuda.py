@@ -206,7 +206,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
              memory_eff=0.8, smem="static", launch=expert_lookup_single_launch, render=expert_lookup_single_src,
              bugs={"off_by_one": {"cmp": "<="}, "missing_barrier": {"barrier": ""}}),
         Rung("mma_sync", "mma.sync m16n8k16 tensor cores, x rows gathered to smem, ldmatrix fragments",
-             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128), 128), MMA_BK), needs=TC_NEEDS, path="fp16",
+             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128, 256), 128), MMA_BK), needs=TC_NEEDS, path="fp16",
              compute_eff=0.55, memory_eff=0.82, smem="static", launch=tc_launch(False), render=mma_sync_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"step": HALF_STEP}}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
