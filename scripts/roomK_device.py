@@ -229,9 +229,10 @@ K8_REFERENCE = [
     # BM 128 x BN 256: 64 x 128 a warp, 255 registers and 580 bytes of spill stores (ptxas -v, sm_90a)
     ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:2], {"BM": 128, "STAGES": 3, "BK": 32}, (128, 256)),
 ]
-# plan k9 (follow-up): gemm_fp4_triton pipelined_copies' 256-row / 256-column tiles (the room tables' BLOCK_M+ / BLOCK_N+
-# edge: 5 of 8 kernelinfer episodes of seed 8787 ended at 128 x 128) beside 128 x 128, at 8 warps (Triton's matmul
-# tutorial configs); 256 x 256 (256 fp32 accumulators a thread: the model spills it) as a reference row
+# plan k9 (follow-up): gemm_fp4_triton pipelined_copies' 256-row tiles (the room tables' BLOCK_M+ edge: 5 of 8
+# kernelinfer episodes of seed 8787 ended at 128 x 128) beside 128 x 128, at 8 warps (Triton's matmul tutorial
+# configs); reference rows: 128 x 256 (not offered: the model has it level with 128 x 128), 256 x 64, and 256 x 256
+# (256 fp32 accumulators a thread: the model spills it)
 FP4_SQ = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32}]
 WIDE_BASE = {"BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}
 K9_NEW = [
