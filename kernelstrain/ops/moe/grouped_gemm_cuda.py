@@ -194,6 +194,11 @@ grouped_gemm_kernel({ARGS}) {{
 """
 
 
+# Not offered: 256-wide N tiles on the mma.sync rungs (the room tables' BN+ edge). 64 x 256 builds without spill (ptxas
+# sm_90a: 237-240 registers) and the model has it 4-18% ahead of 64 x 128 on the H100, behind on the A100; but 128 x 256
+# spills (255 registers, 580-1,912 bytes of spill stores), and the engine's smem-overflow repair lands there (it
+# shrinks the ring, not the tile), measures the rung >= 2x slow and leaves it: default profile seed 9191, 20 episodes,
+# geomean speedup 11.28 -> 11.00 with them. Plans k8 / k9 time 64 x 256 beside 64 x 128 for when that is settled.
 class GroupedGemmCuda(GroupedGemmSpec):
     impl = "cuda"
     variants = (
@@ -206,11 +211,11 @@ class GroupedGemmCuda(GroupedGemmSpec):
              memory_eff=0.8, smem="static", launch=expert_lookup_single_launch, render=expert_lookup_single_src,
              bugs={"off_by_one": {"cmp": "<="}, "missing_barrier": {"barrier": ""}}),
         Rung("mma_sync", "mma.sync m16n8k16 tensor cores, x rows gathered to smem, ldmatrix fragments",
-             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128, 256), 128), MMA_BK), needs=TC_NEEDS, path="fp16",
+             (Param("BM", (32, 64, 128), 64), Param("BN", (64, 128), 128), MMA_BK), needs=TC_NEEDS, path="fp16",
              compute_eff=0.55, memory_eff=0.82, smem="static", launch=tc_launch(False), render=mma_sync_src,
              bugs={"missing_barrier": {"barrier": ""}, "half_accumulator": {"step": HALF_STEP}}),
         Rung("cp_async_pipeline", "STAGES-deep cp.async ring (gathered rows copy 16 bytes at a time) under the mma",
-             (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128, 256), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
+             (Param("BM", (32, 64, 128), 128), Param("BN", (64, 128), 128), Param("STAGES", (2, 3, 4, 5), 3), MMA_BK),
              needs=TC_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.76, memory_eff=0.88, smem="dynamic",
              launch=tc_launch(False), render=cp_async_pipeline_src,
              bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"trips": "k_tiles - 1"}}),
