@@ -211,11 +211,61 @@ K7_REFERENCE = K6_REFERENCE + [
      {"BN": 128, "stages": 4, "SPLITS": 2}, (64, 128), "fp8"),
     ("gemm_fp8_cuda", "wgmma_split_k", "BM", FP8_DECODE[:1], {"BN": 128, "stages": 6, "SPLITS": 2}, (64, 128), "fp8"),
 ]
-LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda")}   # plans whose modules' shapes skip gpucheck's size cap
+# plan k8: grouped_gemm_cuda's wgmma_pipeline with two consumer warpgroups (BM 128: 256 threads, each warpgroup's
+# m64nBNk16 wgmma on its 64 A rows of one shared B tile) beside the one-warpgroup BM 64 it had, at the menu's decode
+# shape (~6 rows an expert: BM 128 half empty), 2048 tokens over 64 experts, and 512 / 4096 tokens over 8 (w 0.9 GB:
+# past gpucheck's size cap, LARGE); two tiles of BN / BK (k87: then k7, if it has not run)
+GW = [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6},
+      {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}, {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
+K8_NEW = [
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 128, "STAGES": 4, "BK": 64}, (64, 128)),
+]
+K8_REFERENCE = [
+    # cp_async_pipeline's 256-wide N tiles (2 x 2 warps of 32 x 128 at BM 64: ptxas 237 registers, no spill; not
+    # offered, see grouped_gemm_cuda.py)
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:3], {"BM": 64, "STAGES": 4, "BK": 32}, (128, 256)),
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW, {"BN": 256, "STAGES": 4, "BK": 64}, (64, 128)),
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW[:1] + GW[3:], {"BN": 256, "STAGES": 5, "BK": 32}, (64, 128)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
+    # BM 128 x BN 256: 64 x 128 a warp, 255 registers and 580 bytes of spill stores (ptxas -v, sm_90a)
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BN", GW[1:2], {"BM": 128, "STAGES": 3, "BK": 32}, (128, 256)),
+]
+# plan k9 (follow-up): gemm_fp4_triton pipelined_copies' 256-row tiles (the room tables' BLOCK_M+ edge: 5 of 8
+# kernelinfer episodes of seed 8787 ended at 128 x 128) beside 128 x 128, at 8 warps (Triton's matmul tutorial
+# configs); reference rows: 128 x 256 (not offered: the model has it level with 128 x 128), 256 x 64, and 256 x 256
+# (256 fp32 accumulators a thread: the model spills it)
+FP4_SQ = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32}]
+WIDE_BASE = {"BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}
+K9_NEW = [
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
+]
+K9_REFERENCE = [
+    # grouped_gemm_cuda mma_sync's 256-wide N tiles (not offered, see grouped_gemm_cuda.py); static smem
+    # (BM + BN) x (BK + 8) x 2 bytes: 46 KB at 64 x 256 x 64
+    ("grouped_gemm_cuda", "mma_sync", "BN", GW[:1], {"BM": 32, "BK": 16}, (128, 256)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ, {**WIDE_BASE, "BLOCK_M": 128}, (256,)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128, "num_stages": 4}, (128, 256)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SQ[:1], {**WIDE_BASE, "BLOCK_M": 256}, (64, 256)),
+    ("grouped_gemm_cuda", "mma_sync", "BN", GW[1:2], {"BM": 64, "BK": 64}, (128, 256)),
+]
+# plan k10 (one call, the device lending ~5 commands to the team): k8's two-warpgroup rows with their bug renders, two
+# anchors of each neighbouring tile / rung, and k9's 256-row fp4 copies tiles beside 128 (no bug renders: the Triton
+# edits are the same text at every tile, proven at 128 by k12)
+K10_NEW = K8_NEW
+K10_REFERENCE = [
+    ("grouped_gemm_cuda", "wgmma_pipeline", "BM", GW[1:3], {"BN": 256, "STAGES": 4, "BK": 64}, (64, 128)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:3], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
+]
+LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda"),
+         "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda"),
+         "k9": ("grouped_gemm_cuda",), "k97": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda"),
+         "k10": ("grouped_gemm_cuda",)}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
          "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE),
-         "k7": ([], K7_REFERENCE)}
+         "k7": ([], K7_REFERENCE), "k8": (K8_NEW, K8_REFERENCE), "k87": (K8_NEW, K8_REFERENCE + K7_REFERENCE),
+         "k9": (K9_NEW, K9_REFERENCE), "k97": (K9_NEW, K9_REFERENCE + K7_REFERENCE), "k10": (K10_NEW, K10_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

@@ -14,6 +14,12 @@ from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
+# the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 256 x 128 tile of Triton's matmul tutorial
+# configs (8 warps, 3-4 stages: 128 accumulators a thread) fits it; the register-dequant rungs keep 128 (a 256-row
+# packed tile's decode in registers beside its fp32 accumulator). Not 256 columns: the model has 128 x 256 level with
+# 128 x 128 at every shape of the menu, and both 256-wide tiles at 4 warps spill the accumulator (gemm_fp16_triton's
+# H100 / H200 rows of 128 x 256 at 4 warps: 4-14x)
+WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # off the menu until a device times it (plan k10)
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)

@@ -220,7 +220,17 @@ def wgmma_pipeline_src(p, task, wait="STAGES - 2", publish_ids=True):
     bn, ptx = p["BN"], PTX[task.dtype][0]
     outs = ", ".join(f"%{i}" for i in range(bn // 2))
     regs = ", ".join(f'"+f"(d[{i}])' for i in range(bn // 2))
-    return f"""#define BM 64                     // one warpgroup: a 64-row wgmma tile
+    # BM 128 (off the menu until a device times it): two consumer warpgroups, each its 64 A rows of one B tile
+    two = p.get("BM", 64) == 128
+    threads, step = ("THREADS", WGMMA_STEP.replace("make_desc(sa + kk", "make_desc(sa + wg * WG_A_BYTES + kk")) if two \
+        else ("128", WGMMA_STEP)
+    head = ("#define BM 128                    // two warpgroups, 64 rows each, share the B tile\n"
+            "#define THREADS (BM * 2)          // 128 threads a warpgroup\n"
+            "#define WG_A_BYTES (64 * BK * 2)  // one warpgroup's 64 A rows in the tile (core-matrix order)") if two \
+        else "#define BM 64                     // one warpgroup: a 64-row wgmma tile"
+    wg = "    const int wg = threadIdx.x / 128;         // warpgroup wg multiplies A rows 64 * wg .. 64 * wg + 63\n" \
+        if two else ""
+    return f"""{head}
 #define BN {bn}
 #define BK {p.get(WGMMA_BK.name, WGMMA_BK.default)}
 #define STAGES {p['STAGES']}
@@ -251,21 +261,21 @@ __device__ __forceinline__ void load_tile(unsigned char* smem, int slot, const s
                                           const scalar_t* __restrict__ w_e, const int* s_ids, int start, int row_hi,
                                           int k0, int K, int topk) {{
     unsigned char* sa = smem + slot * STAGE_BYTES;
-    for (int i = threadIdx.x; i < BM * (BK / 8); i += 128) {{
+    for (int i = threadIdx.x; i < BM * (BK / 8); i += {threads}) {{
         const int r = i / (BK / 8), c = i % (BK / 8);
         cp_async16(sa + core_offset(r, c), x + (size_t)(s_ids[r] / topk) * K + k0 + c * 8, start + r < row_hi);
     }}
-    for (int i = threadIdx.x; i < BN * (BK / 8); i += 128) {{
+    for (int i = threadIdx.x; i < BN * (BK / 8); i += {threads}) {{
         const int r = i / (BK / 8), c = i % (BK / 8);
         cp_async16(sa + A_BYTES + core_offset(r, c), w_e + (size_t)r * K + k0 + c * 8, true);
     }}
 }}
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__({threads})
 grouped_gemm_kernel({ARGS}) {{
     extern __shared__ __align__(128) unsigned char smem[];
-{block_head(publish_ids)}    float acc[BN / 2] = {{}};                // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
-{pipeline_loop(wait, RING_BARRIER, LOAD, WGMMA_STEP, PROXY_FENCE)}
+{block_head(publish_ids)}{wg}    float acc[BN / 2] = {{}};                // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
+{pipeline_loop(wait, RING_BARRIER, LOAD, step, PROXY_FENCE)}
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {{
@@ -282,6 +292,6 @@ grouped_gemm_kernel({ARGS}) {{
     const int smem = STAGES * STAGE_BYTES;
     cudaFuncSetAttribute(grouped_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     const dim3 grid((T * topk + BM - 1) / BM + E, N / BN);
-    grouped_gemm_kernel<<<grid, 128, smem, stream>>>(x, w, sorted_ids, expert_offsets, y, E, K, N, topk);
+    grouped_gemm_kernel<<<grid, {threads}, smem, stream>>>(x, w, sorted_ids, expert_offsets, y, E, K, N, topk);
 }}
 """

@@ -121,9 +121,9 @@ def tc_launch(wgmma: bool):
     def launch(p, task):
         e, bn, stages = DTYPE_BYTES[task.dtype], p["BN"], p.get("STAGES", 1)
         bk = p.get("BK", (WGMMA_BK if wgmma else MMA_BK).default)
-        bm = 64 if wgmma else p["BM"]
+        bm = p.get("BM", 64) if wgmma else p["BM"]
         tiles, quant, traffic, lookup = tiling(p, task, bm)
-        threads = 128
+        threads = 2 * bm if wgmma else 128        # wgmma: a 128-thread warpgroup per 64 rows
         if wgmma:
             stage = (bm + bn) * bk * e
             regs = 40 + bn // 2 + 24
@@ -131,7 +131,7 @@ def tc_launch(wgmma: bool):
         else:
             stage = (bm + bn) * (bk + 8) * e
             wm, wn = bm // 2, bn // 2
-            regs = min(255, 40 + (wm // 16) * (wn // 8) * 4 + (wm // 16) * 4 + (wn // 8) * 2)
+            regs = 40 + (wm // 16) * (wn // 8) * 4 + (wm // 16) * 4 + (wn // 8) * 2   # past 255: sim.cap_registers spills
             scale = lookup * min(1.0, (wm * wn / (wm + wn)) / 32) ** 0.4 * trip_scale(bk, MMA_BK.default, BARRIER_STALL)
             scale *= task.gpu.mma_sync_scale("fp16")       # Hopper: mma.sync below its wgmma rate
         head = bm * 4 + 12                                   # s_ids[BM] + slot[3]
@@ -194,6 +194,11 @@ grouped_gemm_kernel({ARGS}) {{
 """
 
 
+# Not offered: 256-wide N tiles on the mma.sync rungs (the room tables' BN+ edge). 64 x 256 builds without spill (ptxas
+# sm_90a: 237-240 registers) and the model has it 4-18% ahead of 64 x 128 on the H100, behind on the A100; but 128 x 256
+# spills (255 registers, 580-1,912 bytes of spill stores), and the engine's smem-overflow repair lands there (it
+# shrinks the ring, not the tile), measures the rung >= 2x slow and leaves it: default profile seed 9191, 20 episodes,
+# geomean speedup 11.28 -> 11.00 with them. Plans k8 / k9 time 64 x 256 beside 64 x 128 for when that is settled.
 class GroupedGemmCuda(GroupedGemmSpec):
     impl = "cuda"
     variants = (
@@ -219,6 +224,8 @@ class GroupedGemmCuda(GroupedGemmSpec):
         # BN 128 STAGES 3) ran it correct; earlier checks saw 92 to 1M elements wrong. A wrong_result label must fail.
         # missing_barrier here leaves s_ids unpublished: the gather reads garbage ids and faults
         Rung("wgmma_pipeline", "warpgroup wgmma.mma_async m64nBNk16 on smem descriptors, cp.async ring (sm_90a)",
+             # BM 128 (two consumer warpgroups: the render and launch model take it) is off the menu until a device
+             # times it (plans k8 / k10 of scripts/roomK_device.py)
              (Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4), WGMMA_BK),
              needs=TC_NEEDS | {"cp_async", "wgmma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
