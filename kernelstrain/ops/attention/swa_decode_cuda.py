@@ -15,7 +15,10 @@ from ._paged_vec import KEYS, STAGES, gqa_head, gqa_tiles, in_flight, load_q, ve
 from .swa_decode_spec import ENTRY, SwaDecodeSpec, cost_of, head_defines
 
 THREADS = Param("threads", (64, 128, 256), 128)
-PARTITION = Param("partition", (256, 512, 1024), 512)
+# 128-key partitions (room_table: the best at 256, the list's end, in 4 of 4 kernelinfer episodes of seed 7171): at
+# B=1 a 4096-key window in 256-key partitions is 128 CTAs of gqa_cp_async on a 132-SM H100, in 128-key ones two waves'
+# worth; the partials' traffic doubles (fp32 acc + m, l per partition). Device plan a8 (scripts/roomA_device.py)
+PARTITION = Param("partition", (128, 256, 512, 1024), 512)
 ARGS = ("const scalar_t* __restrict__ q, const scalar_t* __restrict__ k_cache,\n"
         "        const scalar_t* __restrict__ v_cache")
 OUT = ", scalar_t* __restrict__ o, int B, int S, int W"
