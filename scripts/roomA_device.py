@@ -234,6 +234,8 @@ A8_REF = [
     ("swa_decode_cuda", "gqa_cp_async", "stages", DECODE_B1, {"threads": 256, "tile_n": 16, "partition": 128, "keys_per_step": 8},
      (3,)),
     ("swa_decode_cuda", "split_kv", "threads", DECODE_B1 + DECODE, {"partition": 128, "keys_per_step": 8}, (128,)),
+    # past the threads list's end (room_table's threads+ in 4 of 4 episodes): 512 threads, 32 key slots a block
+    ("swa_decode_cuda", "split_kv", "threads", DECODE_B1, {"partition": 256, "keys_per_step": 8}, (256, 512)),
 ]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
