@@ -4,7 +4,7 @@ and largest values must fail) over the plans below, then each group's values ran
 simulator (room_device_check_triton.ranking).
 
     python3 scripts/roomA_device.py                       # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
-    ROOMA_PLAN=a2 python3 scripts/roomA_device.py          # another plan of PLANS (default: a1)
+    ROOMA_PLAN=a2 python3 scripts/roomA_device.py          # another plan of PLANS (default: a1; a7: this session's)
     KNOBA_REHEARSE=3 python3 scripts/roomA_device.py       # no GPU: the first 3 cases through every path but the GPU's
 
 a1: the neighbourhood of the simulator's best configuration of the top rungs of eight modules, one parameter at a time,
@@ -198,11 +198,49 @@ A6_REF = [
     ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_K", QKV,
      {"BLOCK_M": 64, "BLOCK_N": 128, "GROUP_M": 8, "num_stages": 4, "num_warps": 8}, (64, 128)),
 ]
+# a8 (~60 s; the partition rows a7 leads with, and more): swa_decode_cuda's partitions of 128 keys (room_table: the best at partition 256, the list's end, in 4 of 4
+# kernelinfer episodes, seed 7171; the model: 1.15x on gqa_cp_async at B=1 W=4096, where 256-key partitions give 128
+# CTAs on 132 SMs) on both split rungs, every value and its bugs, beside 256
+A8_NEW = [
+    ("swa_decode_cuda", "gqa_cp_async", "partition", DECODE_B1 + DECODE, {"threads": 256, "tile_n": 16, "keys_per_step": 8,
+                                                                         "stages": 2}, (128, 256)),
+    ("swa_decode_cuda", "split_kv", "partition", DECODE_B1, {"threads": 256, "keys_per_step": 8}, (128, 256)),
+]
+A8_REF = [
+    ("swa_decode_cuda", "gqa_cp_async", "tile_n", DECODE_B1, {"threads": 256, "partition": 128, "keys_per_step": 8, "stages": 2},
+     (32, 64)),
+    ("swa_decode_cuda", "gqa_cp_async", "stages", DECODE_B1, {"threads": 256, "tile_n": 16, "partition": 128, "keys_per_step": 8},
+     (3,)),
+    ("swa_decode_cuda", "split_kv", "threads", DECODE_B1 + DECODE, {"partition": 128, "keys_per_step": 8}, (128,)),
+    # past the threads list's end (room_table's threads+ in 4 of 4 episodes): 512 threads, 32 key slots a block
+    ("swa_decode_cuda", "split_kv", "threads", DECODE_B1, {"partition": 256, "keys_per_step": 8}, (256, 512)),
+]
+# a7 (~110 s; a6 never ran: the device was refused): a6's ping-pong rows and swa_decode_cuda's 128-key partitions (both
+# device-unchecked, every value and its bugs), then ping-pong beside warp_specialized where FA3 says it pays (hdim 128,
+# a 4096-key causal row; the chunked menu's 3584-key prefix), flash_prefill_cuda's rungs at a large shape (B=2 S=4096:
+# the calibration's size term makes mma_sync there as fast as warp_specialized, 460 TFLOPs modelled), and
+# sliding_window_attn_triton's top configurations at a long window (W=2048, S=8192). a8's rows are a7's second half.
+FLASH_2x4K = [{"B": 2, "H": 32, "S": 4096, "D": 128}]
+SWA_LONG = [{"B": 2, "H": 16, "S": 8192, "D": 128, "W": 2048}]
+A7_REF = A6_REF[:2] + [
+    ("flash_prefill_cuda", "warp_specialized_pingpong", "stages", FLASH_4K, {"BLOCK_N": 128}, (2, 3)),
+    ("flash_prefill_cuda", "warp_specialized", "stages", FLASH_4K, {"BLOCK_M": 128, "BLOCK_N": 128}, (2, 3)),
+    ("chunked_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", CHUNK_MENU, {"stages": 3}, (128,)),
+    ("chunked_prefill_cuda", "warp_specialized", "BLOCK_N", CHUNK_MENU, {"BLOCK_M": 128, "stages": 3}, (128,)),
+    ("swa_decode_cuda", "split_kv", "partition", DECODE_B1, {"threads": 256, "keys_per_step": 8}, (128, 256)),
+    ("flash_prefill_cuda", "mma_sync", "BLOCK_N", FLASH_2x4K, {"BLOCK_M": 64}, (64,)),
+    ("flash_prefill_cuda", "warp_specialized", "BLOCK_N", FLASH_2x4K, {"BLOCK_M": 128, "stages": 3}, (128,)),
+    ("flash_prefill_cuda", "warp_specialized_pingpong", "BLOCK_N", FLASH_2x4K, {"stages": 3}, (128,)),
+    ("flash_prefill_cuda", "wgmma_warpgroup", "BLOCK_M", FLASH_2x4K, {"BLOCK_N": 64, "stages": 3}, (128,)),
+    ("sliding_window_attn_triton", "pipelined_tiles", "BLOCK_N", SWA_LONG, {"BLOCK_M": 64, "num_warps": 4, "num_stages": 3}, (32, 64)),
+    ("sliding_window_attn_triton", "persistent_tiles", "BLOCK_M", SWA_LONG, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, (64,)),
+    ("flash_prefill_cuda", "cp_async_pipeline", "stages", FLASH_2x4K, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
 PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
          "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF),
-         "a6": (A6_NEW, A6_REF)}
+         "a6": (A6_NEW, A6_REF), "a7": (A6_NEW + A8_NEW[:1], A7_REF), "a8": (A8_NEW, A8_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

@@ -254,3 +254,23 @@ def test_pingpong_hands_the_tensor_cores_between_the_two_consumer_warpgroups(nam
         from kernelstrain import compilers
         r = compilers.compile_cuda(m.assemble(body, SimpleNamespace(needs=frozenset({"wgmma", "tma"})), p, task), "sm_90a")
         assert r.ok, (r.log or "")[-400:]
+
+
+@pytest.mark.parametrize("tag", ["split_kv", "gqa_cp_async"])
+def test_swa_decode_128_key_partitions_double_the_grid_and_the_partials(tag):
+    """swa_decode_cuda's 128-key partitions (room_table: the best at 256, the list's end): the code's PARTITION, twice
+    the CTAs of 256-key ones, twice the fp32 partials the combine kernel reads; at B=1 W=4096 (256-key partitions: 128
+    gqa_cp_async CTAs on a 132-SM H100) the model gains from them. Device-unverified (plans a7 / a8 time them): on the
+    lists only with KERNELSTRAIN_DEVICE_UNCHECKED=1."""
+    m = REGISTRY["swa_decode_cuda"]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "KVH": 8, "S": 8192, "W": 4096, "D": 128})
+    unchecked = os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1"
+    assert v.param("partition").values == ((128,) if unchecked else ()) + (256, 512, 1024)
+    p = {**v.defaults(), "threads": 256, "keys_per_step": 8}
+    assert "#define PARTITION 128\n" in m.render(v, {**p, "partition": 128}, task)
+    small, big = (m.launch(v, {**p, "partition": x}, task) for x in (128, 256))
+    assert small.grid == 2 * big.grid and small.traffic > big.traffic
+    if tag == "gqa_cp_async":
+        t = {x: simulate(m, v, {**p, "tile_n": 16, "partition": x}, task).time_ms for x in (128, 256)}
+        assert t[128] < t[256]
