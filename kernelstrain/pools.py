@@ -1,14 +1,35 @@
-"""Forked worker pools whose workers leave interrupts to the parent."""
+"""Forked worker pools whose workers leave interrupts to the parent.
+
+A pool runs inside `running(pool)`, and the parent waits for it only through `result` and
+`ordered_map`. There SIGINT and SIGTERM stop the run promptly and never hang it:
+
+- a signal that comes while this (the main) thread is inside the pool's own calls (submitting a
+  task, waiting for a result, terminating the pool) is only noted, and raised as
+  KeyboardInterrupt when the call returns: raised inside them, it could leave one of the pool's
+  locks held, and terminate() would then wait for ever (seen: SIGTERM on a loaded 2-core machine);
+  anywhere else it is raised at once, as without a pool;
+- a wait polls every POLL_S seconds: a signal sent to the whole process group (`timeout`, a
+  terminal's Ctrl-C, a job control's kill) kills the workers mid-task too, and the pool's
+  result for that task never comes (the pool replaces the dead workers and waits for ever);
+- leaving `running` (however) terminates the workers and joins them.
+"""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
+import threading
 from collections import deque
+
+POLL_S = 0.1            # the longest a noted signal waits to be raised in a wait
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+_inside = 0             # the main thread's depth inside the pools' own calls
+_noted: list = []       # signals that came meanwhile, raised when the call returns
 
 
 def worker_signals() -> None:
-    """In a pool worker: ignore Ctrl-C and die plainly on SIGTERM (the CLI turns both into
-    KeyboardInterrupt in the parent, which stops the pool; a forked worker inherits that)."""
+    """In a pool worker: ignore Ctrl-C and die plainly on SIGTERM (the parent turns both into
+    KeyboardInterrupt, which stops the pool; a forked worker inherits that)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -21,15 +42,80 @@ def fork_pool(workers: int):
     return multiprocessing.get_context("fork").Pool(workers, worker_signals)
 
 
+def _on_signal(signum, frame):
+    if _inside:
+        _noted.append(signum)
+    else:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _pool_call():
+    """The body is the pool's own code: a signal meanwhile is raised once it returns."""
+    global _inside
+    _inside += 1
+    try:
+        yield
+    finally:
+        _inside -= 1
+    if _noted and not _inside:
+        _noted.clear()
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def running(pool):
+    """`pool` (a multiprocessing Pool, or None: nothing to do) used in the body, its workers
+    terminated and joined on leaving it, however left; SIGINT and SIGTERM handled meanwhile as
+    the module docstring says (in the main thread; elsewhere a signal cannot come)."""
+    if pool is None:
+        yield None
+        return
+    before = {}
+    if threading.current_thread() is threading.main_thread():
+        before = {s: signal.signal(s, _on_signal) for s in _INTERRUPTS}
+    try:
+        yield pool
+    finally:
+        try:
+            with _pool_call():
+                pool.terminate()
+                pool.join()
+        finally:
+            for s, handler in before.items():
+                signal.signal(s, handler)
+            if before:
+                _noted.clear()       # leaving on an exception: that one is on its way out
+
+
+def submitted(method, *args, **kwargs):
+    """method(*args, **kwargs), a pool's method that hands work to it (apply_async, map_async ...),
+    as one of the pool's own calls."""
+    with _pool_call():
+        return method(*args, **kwargs)
+
+
+def result(async_result):
+    """async_result.get() (an AsyncResult of a pool in `running`), waited for in polls of POLL_S
+    seconds, a signal meanwhile raised between them."""
+    while True:
+        with _pool_call():
+            async_result.wait(POLL_S)
+            done = async_result.ready()
+        if done:
+            with _pool_call():
+                return async_result.get()
+
+
 def ordered_map(pool, fn, items, ahead: int):
-    """fn(item) of each item, in order, computed by `pool` at most `ahead` items in front of
-    the one the caller is at: Pool.imap reads its whole input at once and keeps every result
-    the caller has not taken yet, so a long input, or a caller slower than the pool, grows
+    """fn(item) of each item, in order, computed by `pool` (in `running`) at most `ahead` items
+    in front of the one the caller is at: Pool.imap reads its whole input at once and keeps every
+    result the caller has not taken yet, so a long input, or a caller slower than the pool, grows
     memory without bound."""
     pending: deque = deque()
     for item in items:
-        pending.append(pool.apply_async(fn, (item,)))
+        pending.append(submitted(pool.apply_async, fn, (item,)))
         if len(pending) >= ahead:
-            yield pending.popleft().get()
+            yield result(pending.popleft())
     while pending:
-        yield pending.popleft().get()
+        yield result(pending.popleft())
