@@ -11,17 +11,21 @@ A pool runs inside `running(pool)`, and the parent waits for it only through `re
 - a wait polls every POLL_S seconds: a signal sent to the whole process group (`timeout`, a
   terminal's Ctrl-C, a job control's kill) kills the workers mid-task too, and the pool's
   result for that task never comes (the pool replaces the dead workers and waits for ever);
-- leaving `running` (however) terminates the workers and joins them.
+- leaving `running` normally terminates the workers and joins them; leaving it on an exception
+  (an interrupt) kills them without the pool's own terminate() (see _kill).
 """
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.pool
 import signal
 import threading
+import time
 from collections import deque
 
 POLL_S = 0.1            # the longest a noted signal waits to be raised in a wait
+KILL_WAIT_S = 5.0       # the longest _kill waits for the pool's worker handler, and for each worker
 _INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _inside = 0             # the main thread's depth inside the pools' own calls
 _noted: list = []       # signals that came meanwhile, raised when the call returns
@@ -66,8 +70,8 @@ def _pool_call():
 @contextlib.contextmanager
 def running(pool):
     """`pool` (a multiprocessing Pool, or None: nothing to do) used in the body, its workers
-    terminated and joined on leaving it, however left; SIGINT and SIGTERM handled meanwhile as
-    the module docstring says (in the main thread; elsewhere a signal cannot come)."""
+    stopped and reaped on leaving it, however left; SIGINT and SIGTERM handled meanwhile as the
+    module docstring says (in the main thread; elsewhere a signal cannot come)."""
     if pool is None:
         yield None
         return
@@ -76,16 +80,53 @@ def running(pool):
         before = {s: signal.signal(s, _on_signal) for s in _INTERRUPTS}
     try:
         yield pool
-    finally:
+    except BaseException:
         try:
             with _pool_call():
-                pool.terminate()
-                pool.join()
+                _kill(pool)
         finally:
-            for s, handler in before.items():
-                signal.signal(s, handler)
-            if before:
-                _noted.clear()       # leaving on an exception: that one is on its way out
+            _restore(before)
+        raise
+    try:
+        with _pool_call():
+            pool.terminate()
+            pool.join()
+    finally:
+        _restore(before)
+
+
+def _restore(handlers: dict) -> None:
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
+    if handlers:
+        _noted.clear()       # leaving on an exception: that one is on its way out
+
+
+def _kill(pool) -> None:
+    """Stop a pool left on an exception (an interrupt, mostly) without its terminate(): a worker
+    killed by the signal that stopped the run (sent to the whole group) may have died holding a
+    lock of the pool's queues (reading its next task, sending a result), and terminate() takes
+    those locks and would wait for ever (seen: `timeout 40 kernelstrain generate`, the parent in
+    terminate() and a replacement worker in its first put, for 10 minutes). So: no replacement
+    workers, every worker SIGKILLed and reaped, and the pool's exit hook cancelled; its two
+    threads that talk to the queues are left blocked (daemon threads: they end with the process)."""
+    handler = pool._worker_handler
+    handler._state = multiprocessing.pool.TERMINATE     # forks no worker in place of a dead one
+    pool._change_notifier.put(None)                     # (only this process writes it) wakes it
+    deadline = time.monotonic() + KILL_WAIT_S
+    while True:
+        for p in list(pool._pool):
+            if p.exitcode is None:
+                p.kill()
+        handler.join(POLL_S)
+        if not handler.is_alive() or time.monotonic() > deadline:
+            break
+    for p in list(pool._pool):
+        if p.exitcode is None:
+            p.kill()
+        p.join(KILL_WAIT_S)
+    pool._terminate.cancel()        # the hook that runs terminate() at exit
+    pool._state = multiprocessing.pool.TERMINATE
 
 
 def submitted(method, *args, **kwargs):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from pathlib import Path
 
 from .episodes import build_episode
@@ -89,7 +90,8 @@ class Rebuilds:
         return None if answer is None or not answer[0] else answer[1:]
 
     def close(self) -> None:
-        self.stack.close()
+        # an interrupt's way out (dataset.py's finally) stops the pool as one (pools.running)
+        self.stack.__exit__(*sys.exc_info())
 
 
 def _rebuild_star(args: tuple) -> tuple:
