@@ -177,11 +177,10 @@ def solutions_ahead(keys: list, workers: int):
     each when asked)."""
     from .pools import fork_pool, result, running, submitted
     todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
-    pool = fork_pool(workers) if workers > 1 and len(todo) > 1 else None
-    if pool is None:
-        yield
-        return
-    with running(pool):
+    with running(lambda: fork_pool(workers) if workers > 1 and len(todo) > 1 else None) as pool:
+        if pool is None:
+            yield
+            return
         found = submitted(pool.starmap_async, _solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
         yield
         _keep_solutions(zip(todo, result(found)))
@@ -599,13 +598,12 @@ def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
     _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold them
     _AS_EPISODE = layout.episode
     try:
-        pool = fork_pool(workers) if workers > 1 else None
-        if pool is None:
-            candidates, scan.train_tasks = training_candidates(training, layout.episode)
-            for code, lang in candidates:
-                scan.tally.add(targets.matcher.scan(code, lang))
-            return targets.figures(scan.tally, scan.train_tasks)
-        with running(pool):
+        with running(lambda: fork_pool(workers) if workers > 1 else None) as pool:
+            if pool is None:
+                candidates, scan.train_tasks = training_candidates(training, layout.episode)
+                for code, lang in candidates:
+                    scan.tally.add(targets.matcher.scan(code, lang))
+                return targets.figures(scan.tally, scan.train_tasks)
             for path in training:
                 with open(path, "rb") as fh:       # lines as training_candidates reads them (a \r is no line end)
                     for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):

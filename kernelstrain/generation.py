@@ -151,10 +151,9 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
         yield from map(_work, indices)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    pool = multiprocessing.get_context(method).Pool(
-        workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge))
     # SIGINT / SIGTERM stop the pool promptly, never inside its own locks (pools.running)
-    with running(pool):
+    with running(lambda: multiprocessing.get_context(method).Pool(
+            workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge))) as pool:
         chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
         for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
             yield from items

@@ -1,6 +1,6 @@
 """Forked worker pools whose workers leave interrupts to the parent.
 
-A pool runs inside `running(pool)`, and the parent waits for it only through `result` and
+A pool runs inside `running(make)`, and the parent waits for it only through `result` and
 `ordered_map`. There SIGINT and SIGTERM stop the run promptly and never hang it:
 
 - a signal that comes while this (the main) thread is inside the pool's own calls (submitting a
@@ -36,6 +36,7 @@ def worker_signals() -> None:
     KeyboardInterrupt, which stops the pool; a forked worker inherits that)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)     # blocked while the pool was made (running)
 
 
 def fork_pool(workers: int):
@@ -68,31 +69,50 @@ def _pool_call():
 
 
 @contextlib.contextmanager
-def running(pool):
-    """`pool` (a multiprocessing Pool, or None: nothing to do) used in the body, its workers
-    stopped and reaped on leaving it, however left; SIGINT and SIGTERM handled meanwhile as the
-    module docstring says (in the main thread; elsewhere a signal cannot come)."""
-    if pool is None:
-        yield None
-        return
+def running(make):
+    """The pool `make()` returns (a multiprocessing Pool, or None: nothing to do), made with SIGINT
+    and SIGTERM blocked (its workers unblock them once their own handlers are set: worker_signals)
+    and used in the body, its workers stopped and reaped on leaving it, however left; SIGINT and
+    SIGTERM handled meanwhile as the module docstring says (in the main thread; elsewhere a signal
+    cannot come). A signal that came while the pool was being made stops it at once."""
     before = {}
     if threading.current_thread() is threading.main_thread():
         before = {s: signal.signal(s, _on_signal) for s in _INTERRUPTS}
+    pool = None
     try:
+        with _pool_call():
+            pool = _made(make)
+        if pool is None:
+            _restore(before)
+            before = {}
         yield pool
     except BaseException:
         try:
-            with _pool_call():
-                _kill(pool)
+            if pool is not None:
+                with _pool_call():
+                    _kill(pool)
         finally:
             _restore(before)
         raise
+    if pool is None:
+        return
     try:
         with _pool_call():
             pool.terminate()
             pool.join()
     finally:
         _restore(before)
+
+
+def _made(make):
+    """make() with SIGINT and SIGTERM blocked in this thread: the processes it forks start with them
+    blocked (a signal before their handlers are set would raise KeyboardInterrupt in a worker, or kill
+    it before it is one of the pool's), and so do the pool's threads (a signal is for the main thread)."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    try:
+        return make()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _restore(handlers: dict) -> None:

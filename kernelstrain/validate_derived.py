@@ -58,7 +58,7 @@ class Rebuilds:
         self.last = None             # (index, its pool answer): asked again by plan_row after `verdicts`
         _AHEAD = (ctx, verdicts_of)  # set before the fork: the pool's workers hold it
         self.stack = contextlib.ExitStack()    # the pool's `running`: its workers stopped on close()
-        self.pool = self.stack.enter_context(running(fork_pool(workers) if workers > 0 and count > 1 else None))
+        self.pool = self.stack.enter_context(running(lambda: fork_pool(workers) if workers > 0 and count > 1 else None))
         self.ahead = None if self.pool is None else ordered_map(
             self.pool, _rebuild_star, ((i, sessions) for i in range(start, start + count)), 4 * workers)
 

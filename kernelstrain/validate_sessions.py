@@ -291,10 +291,9 @@ def batch_checks(data: Path, ctx, held: set, size: int, rows: int, workers: int)
     shares = [b for b in shares if b]
     _CHECKING = (data, ctx, held, size)      # set before the fork: the pool's workers hold it
     try:
-        pool = fork_pool(len(shares)) if len(shares) > 1 else None
-        if pool is None:
-            return check_sessions_file(data, ctx, held, Findings(1), size)[1]
-        with running(pool):
+        with running(lambda: fork_pool(len(shares)) if len(shares) > 1 else None) as pool:
+            if pool is None:
+                return check_sessions_file(data, ctx, held, Findings(1), size)[1]
             parts = result(submitted(pool.map_async, _check_share, shares, chunksize=1))
     finally:
         _CHECKING = ()

@@ -40,8 +40,10 @@ def next_episode(journal: Path) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
-@pytest.mark.parametrize("sig, episodes_first", [(signal.SIGTERM, 0), (signal.SIGTERM, 6), (signal.SIGINT, 6)],
-                         ids=["term-in-search", "term-in-episodes", "int-in-episodes"])
+@pytest.mark.parametrize("sig, episodes_first", [
+    pytest.param(signal.SIGTERM, 0, id="term-in-search", marks=pytest.mark.slow),     # ~30 s each on 2 cores
+    pytest.param(signal.SIGTERM, 6, id="term-in-episodes"),
+    pytest.param(signal.SIGINT, 6, id="int-in-episodes", marks=pytest.mark.slow)])
 def test_a_signal_to_the_group_stops_generate_and_its_workers(tmp_path, sig, episodes_first):
     """episodes_first 0: the signal comes as the run's first checkpoint appears (the held-out
     solutions searched in a pool then); 6: once 6 episodes are written (the episodes' pool)."""
