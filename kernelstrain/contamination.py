@@ -175,16 +175,15 @@ def solutions_ahead(keys: list, workers: int):
     """prefetch's search running in `workers` forked processes while the body runs in this
     one; kept on leaving it (nothing is searched ahead with one worker: solution_code searches
     each when asked)."""
-    from .pools import fork_pool
+    from .pools import fork_pool, result, running, submitted
     todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
-    pool = fork_pool(workers) if workers > 1 and len(todo) > 1 else None
-    if pool is None:
+    with running(lambda: fork_pool(workers) if workers > 1 and len(todo) > 1 else None) as pool:
+        if pool is None:
+            yield
+            return
+        found = submitted(pool.starmap_async, _solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
         yield
-        return
-    with pool:
-        found = pool.starmap_async(_solution, todo, chunksize=max(1, len(todo) // (4 * workers)))
-        yield
-        _keep_solutions(zip(todo, found.get()))
+        _keep_solutions(zip(todo, result(found)))
 
 
 def solution_keys(tasks) -> list:
@@ -592,20 +591,19 @@ def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:
     "training_candidates": distinct count, "per_task": {split: [figures of each task]},
     "training_tasks": {(module, gpu, dtype, shape json)}}. With `workers` > 1, forked
     processes scan chunks of the file (see Incremental) and search the solutions."""
-    from .pools import fork_pool, ordered_map
+    from .pools import fork_pool, ordered_map, running
     targets = Targets(read_splits(data, split_files), workers)
     training = record_paths(data / layout.episode_file)    # the train split's file, then the validation split's
     global _MEASURING, _AS_EPISODE
     _MEASURING = scan = Incremental(targets)        # set before the fork: the pool's workers hold them
     _AS_EPISODE = layout.episode
     try:
-        pool = fork_pool(workers) if workers > 1 else None
-        if pool is None:
-            candidates, scan.train_tasks = training_candidates(training, layout.episode)
-            for code, lang in candidates:
-                scan.tally.add(targets.matcher.scan(code, lang))
-            return targets.figures(scan.tally, scan.train_tasks)
-        with pool:
+        with running(lambda: fork_pool(workers) if workers > 1 else None) as pool:
+            if pool is None:
+                candidates, scan.train_tasks = training_candidates(training, layout.episode)
+                for code, lang in candidates:
+                    scan.tally.add(targets.matcher.scan(code, lang))
+                return targets.figures(scan.tally, scan.train_tasks)
             for path in training:
                 with open(path, "rb") as fh:       # lines as training_candidates reads them (a \r is no line end)
                     for parts in ordered_map(pool, _scan_lines, _chunks(fh, LINES_A_CHUNK), 4 * workers):

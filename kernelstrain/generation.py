@@ -10,10 +10,9 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
-import threading
 import sys
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from .holdout import holdout_rows, split_figures, with_contamination, write_hold
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
 from .plan import Plan, make_plan
-from .pools import ordered_map, worker_signals
+from .pools import ordered_map, running, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
 from .qa import dumps_qa, report
@@ -152,27 +151,12 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
         yield from map(_work, indices)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    # A signal raised as KeyboardInterrupt inside the pool's own locks can hang its terminate()
-    # (seen: SIGTERM on a loaded 2-core machine, the run never exited). So while the pool runs,
-    # Ctrl-C and SIGTERM only set a flag, and the interrupt is raised here, between episodes.
-    stop: list = []
-    deferred = {}
-    if threading.current_thread() is threading.main_thread():
-        deferred = {s: signal.signal(s, lambda signum, frame: stop.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge)) as pool:
-            chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
-            for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
-                for item in items:
-                    if stop:
-                        raise KeyboardInterrupt
-                    yield item
-                    if stop:
-                        raise KeyboardInterrupt
-    finally:
-        for s, handler in deferred.items():
-            signal.signal(s, handler)
+    # SIGINT / SIGTERM stop the pool promptly, never inside its own locks (pools.running)
+    with running(lambda: multiprocessing.get_context(method).Pool(
+            workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge))) as pool:
+        chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
+        for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
+            yield from items
 
 
 CHECKPOINT_SECONDS = 2.0
@@ -350,26 +334,28 @@ def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging
     index = todo.start
     _checkpoint(stage, run_id, index, files)
     boundary = True
+    # closed on leaving: an interrupt stops the pool at once, not when the generator is collected
+    episodes = closing(iter_episodes(plan, todo, workers, scan, written is not None))
     try:
-        for done, (blocks, slim, part, episode_judged, verdict) in enumerate(
-                iter_episodes(plan, todo, workers, scan, written is not None), 1):
-            boundary = False
-            for f, block in zip(files.values(), blocks):
-                f.write_block(*block)
-            boundary = True
-            acc.add(slim)
-            if scan is not None:
-                scan.add(part)
-            if episode_judged is not None:
-                judged = episode_judged if judged is None else judged.merge(episode_judged)
-            if written is not None:
-                written.add(verdict)
-            index = todo.start + done
-            fault_point("episode")
-            bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
-            if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
-                _checkpoint(stage, run_id, index, files)
-                last = time.monotonic()
+        with episodes as items:
+            for done, (blocks, slim, part, episode_judged, verdict) in enumerate(items, 1):
+                boundary = False
+                for f, block in zip(files.values(), blocks):
+                    f.write_block(*block)
+                boundary = True
+                acc.add(slim)
+                if scan is not None:
+                    scan.add(part)
+                if episode_judged is not None:
+                    judged = episode_judged if judged is None else judged.merge(episode_judged)
+                if written is not None:
+                    written.add(verdict)
+                index = todo.start + done
+                fault_point("episode")
+                bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
+                if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
+                    _checkpoint(stage, run_id, index, files)
+                    last = time.monotonic()
         bar.close()
     except BaseException:
         if boundary:     # else the last checkpoint stays: its prefix is still intact

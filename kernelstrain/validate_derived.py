@@ -5,7 +5,9 @@ each difference named at its file and line. Rows derived from an episode (chat a
 are compared with the plan's rebuild, so an edit is named where it was made."""
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 from .episodes import build_episode
@@ -50,12 +52,13 @@ class Rebuilds:
     def __init__(self, ctx, start: int, count: int, sessions: bool, workers: int, verdicts_of):
         """`verdicts_of(ctx, index, rebuild, sessions)`: the verdicts of a rebuild's rows
         (validate_ahead.ahead), computed in the workers."""
-        from .pools import fork_pool, ordered_map
+        from .pools import fork_pool, ordered_map, running
         global _AHEAD
         self.plan, self.sessions, self.next = ctx.plan, sessions, start
         self.last = None             # (index, its pool answer): asked again by plan_row after `verdicts`
         _AHEAD = (ctx, verdicts_of)  # set before the fork: the pool's workers hold it
-        self.pool = fork_pool(workers) if workers > 0 and count > 1 else None
+        self.stack = contextlib.ExitStack()    # the pool's `running`: its workers stopped on close()
+        self.pool = self.stack.enter_context(running(lambda: fork_pool(workers) if workers > 0 and count > 1 else None))
         self.ahead = None if self.pool is None else ordered_map(
             self.pool, _rebuild_star, ((i, sessions) for i in range(start, start + count)), 4 * workers)
 
@@ -87,9 +90,8 @@ class Rebuilds:
         return None if answer is None or not answer[0] else answer[1:]
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+        # an interrupt's way out (dataset.py's finally) stops the pool as one (pools.running)
+        self.stack.__exit__(*sys.exc_info())
 
 
 def _rebuild_star(args: tuple) -> tuple:

@@ -284,18 +284,17 @@ def batch_checks(data: Path, ctx, held: set, size: int, rows: int, workers: int)
     """check_sessions_file's BatchChecks of the `rows` lines of sessions.jsonl, from `workers`
     forked processes that each check a contiguous share of the batches (each reads the files
     through, to keep the plan order; a batch's figures come from the process that checked it)."""
-    from .pools import fork_pool
+    from .pools import fork_pool, result, running, submitted
     global _CHECKING
     batches = -(-rows // size)
     shares = [range(batches * i // workers, batches * (i + 1) // workers) for i in range(workers)]
     shares = [b for b in shares if b]
     _CHECKING = (data, ctx, held, size)      # set before the fork: the pool's workers hold it
     try:
-        pool = fork_pool(len(shares)) if len(shares) > 1 else None
-        if pool is None:
-            return check_sessions_file(data, ctx, held, Findings(1), size)[1]
-        with pool:
-            parts = pool.map(_check_share, shares, chunksize=1)
+        with running(lambda: fork_pool(len(shares)) if len(shares) > 1 else None) as pool:
+            if pool is None:
+                return check_sessions_file(data, ctx, held, Findings(1), size)[1]
+            parts = result(submitted(pool.map_async, _check_share, shares, chunksize=1))
     finally:
         _CHECKING = ()
     whole = BatchChecks(size)
