@@ -82,6 +82,21 @@ def test_state_outer_scan_model_follows_the_h200_where_a_thread_holds_more_value
     assert chunks[2] < simulate(SCAN, epilogue, {"BLOCK_D": 1, "CHUNK": 64, "num_warps": 4}, task).time_ms
 
 
+def test_state_outer_scan_model_orders_the_h200_warps_and_block_d_sweeps():
+    """H200 (room_device_check_triton; docs/roomM_open_orders.md): at BLOCK_D 4, CHUNK 128 num_warps 8/4/2/1 ran
+    454/258/207/163 us (B=1 L=2048 D=1536) and 1698/550/312/239 (B=4 L=1024 D=3072); at 4 warps BLOCK_D 1/2/4/8/16
+    548/392/258/217/214 and 2039/1217/550/318/281: fewer warps and wider tiles (more values a thread) are faster.
+    The memory-bound model had num_warps 1 and BLOCK_D 16 among the slowest and its best at BLOCK_D 1."""
+    from kernelstrain.sim import simulate
+    v = SCAN.variant("state_outer_scan")
+    for shape in ({"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 4, "L": 1024, "D": 3072, "N": 16}):
+        task = make_task(SCAN, "H200", "bf16", shape)
+        warps = [simulate(SCAN, v, {"BLOCK_D": 4, "CHUNK": 128, "num_warps": w}, task).time_ms for w in (8, 4, 2, 1)]
+        tiles = [simulate(SCAN, v, {"BLOCK_D": b, "CHUNK": 128, "num_warps": 4}, task).time_ms for b in (1, 2, 4, 8, 16)]
+        assert warps == sorted(warps, reverse=True), (shape, warps)
+        assert tiles == sorted(tiles, reverse=True), (shape, tiles)
+
+
 def test_conv_bk_64_halves_the_k_trips_of_32():
     m = REGISTRY["conv2d_nhwc_triton"]
     task = make_task(m, "H100", "fp16", m.shapes[3])

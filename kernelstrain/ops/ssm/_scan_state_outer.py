@@ -6,6 +6,9 @@ from ..base import Launch, DTYPE_BYTES, cdiv
 from ..norms._norms import triton_spill
 from ._scan_triton import SIG, X0, program, prologue
 
+SCAN_SCALE, SCAN_EXP = 0.3, 0.8     # compute_scale of a thread's values (state_outer_launch)
+TILE_LOADS = 3                      # u, delta and z: the [BLOCK_D, CHUNK] tiles a chunk's top loads together
+
 
 def state_outer_launch(p, task):
     """[BLOCK_D, CHUNK] tiles, N scans of them a chunk. tl.associative_scan runs the values a thread holds in
@@ -16,14 +19,22 @@ def state_outer_launch(p, task):
     1698/550/312/239 us (B=4); BLOCK_D 1/2/4/8/16 at 4 warps: 548/392/258/217/214 and 2039/1217/550/318/281;
     CHUNK 64/128/256 at 4 warps: 282/258/109 and 678/550/294 (512: 139 and 370). Time fell about as values
     a thread ^ -0.45 (x 0.73 a doubling) up to 16 values; past that the registers the 2 scanned pairs hold
-    spill. The best, 109 us at B=1 and 239 us at B=4, beat exp2_fused_epilogue's best (213 and 788 us)."""
+    spill. The best, 109 us at B=1 and 239 us at B=4, beat exp2_fused_epilogue's best (213 and 788 us).
+
+    The scan is the kernel's time, not its bytes (B=4: 100 MB, 21 us at the H200's bandwidth, for 239-2039 us):
+    compute_scale (SCAN_SCALE x values a thread ** SCAN_EXP) puts the roofline on the compute side, and a thread's
+    three [BLOCK_D, CHUNK] tile loads at a chunk's top (u, delta, z: independent, issued together) are its bytes in
+    flight. The earlier 0.75 x values ** 0.45 and one 16-byte load left it memory-bound, where only the borrowed
+    memory ceiling (chunked_assoc_scan's) and the module's BLOCK_D exponent (+0.23 a doubling) moved it: it ordered
+    the six H200 sweeps above at Spearman -0.4 / -0.3 / 1.0 / 0.8 / 0.4 / 1.0 (geomean 0.84), its best at BLOCK_D 1
+    (the device's slowest); these constants (fitted on the same 26 rows): 1.0 / 1.0 / 0.8 / 1.0 / 1.0 / 0.8, 1.04."""
     b, l, d, elt = task["B"], task["L"], task["D"], DTYPE_BYTES[task.dtype]
     bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p["num_warps"] * task.gpu.warp
     per = max(1, bd * ch // threads)
     regs = 40 + 12 * per                   # u, dt, dt*u, y, a, b, the scan's pair and its result: live tiles
     return Launch(grid=b * cdiv(d, bd), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
-                  bytes_per_access=min(16, per * elt), traffic=triton_spill(regs, 255),
-                  compute_scale=0.75 * min(per, 16) ** 0.45, lane_util=l / (cdiv(l, ch) * ch))
+                  bytes_per_access=TILE_LOADS * per * elt, traffic=triton_spill(regs, 255),
+                  compute_scale=SCAN_SCALE * min(per, 16) ** SCAN_EXP, lane_util=l / (cdiv(l, ch) * ch))
 
 
 def state_outer_src(p, task, x0=X0, last="CHUNK - 1", tmask="t < L", bterm="dtu * bt[None, :]"):
