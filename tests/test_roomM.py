@@ -130,3 +130,21 @@ def test_top_p_split_slices_order_as_the_h100_ran_them():
         return simulate(TOP_P, v, {**v.defaults(), "slice": sl}, make_task(TOP_P, "H100", "fp32", shape)).time_ms
     assert t({"B": 1, "V": 32000}, 2048) < t({"B": 1, "V": 32000}, 16384)
     assert t({"B": 64, "V": 128256}, 16384) < t({"B": 64, "V": 128256}, 2048)
+
+
+def test_tiles_wider_than_the_row_pay_their_idle_lanes_issue():
+    """H100 (docs/roomM_device_h100_m1/, R=4096 C=4096 bf16): decoupled_lookback at 512 threads ITEMS 4 / 8 / 16 (tiles
+    4 / 8 / 16x the row) 47.1 / 82.8 / 112.4 us, reduce_then_scan ITEMS 8 at 256 / 512 threads 73.1 / 101.7: the idle
+    lanes run the whole tile code (prefix_scan_cuda.tile_issue_s). The roofline model had ITEMS 16 within 1.3x of 4
+    and the rescan's 512 threads within 1.11x of 256; at long rows (R=8 C=1M, every lane busy) the floor stays under
+    the memory time."""
+    task = make_task(SCAN, "H100", "bf16", {"R": 4096, "C": 4096})
+    lb, rts = SCAN.variant("decoupled_lookback"), SCAN.variant("reduce_then_scan")
+    items = [simulate(SCAN, lb, {"threads": 512, "items": i}, task).time_ms for i in (4, 8, 16)]
+    assert items[0] < items[1] < items[2] and items[2] > 2.2 * items[0], items
+    wide = [simulate(SCAN, rts, {"threads": t, "items": 8}, task).time_ms for t in (256, 512)]
+    assert wide[1] > 1.3 * wide[0], wide
+    from kernelstrain.sim import built_launch, roofline_terms
+    long_rows = make_task(SCAN, "H100", "bf16", {"R": 8, "C": 1048576})
+    launch = built_launch(SCAN, lb, {"threads": 512, "items": 4}, long_rows)
+    assert launch.issue_s < 0.5 * roofline_terms(SCAN, lb, launch, long_rows)[1]
