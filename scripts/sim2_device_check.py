@@ -144,7 +144,23 @@ S7 = [
         ("state_outer_scan", {"CHUNK": (64, 256)}),
         ("exp2_fused_epilogue", {"BLOCK_D": (1, 4)})]),
 ]
-PLANS = {"fit": FIT, "held": HELD, "s7": S7}
+# the follow-up (for the refit and the hypotheses left open, docs/sim2_issue30_s7.md): layernorm_triton's chunked rungs
+# where the resident rows fit the L1 at one stage but not beside a staged loop's shared memory (4 / 8 warps) and where
+# they never fit (2 warps); prefix_scan_cuda's look-back at one tile a row against two and four at the same row;
+# selective_scan_cuda's smem_bc_multi_channel rows 1-8 (the fit's rows exponent)
+S7B = [
+    ("layernorm_triton", "bf16", [{"T": 8192, "D": 4096}], [
+        ("chunked_three_pass", {"BLOCK": (1024,), "num_warps": (2, 4, 8), "num_stages": (1, 3)}),
+        ("welford_chunked", {"BLOCK": (1024,), "num_warps": (4, 8), "num_stages": (1, 3)}),
+        ("whole_row_registers", {"num_warps": (4,)})]),
+    ("prefix_scan_cuda", "bf16", [{"R": 8192, "C": 4096}], [
+        ("decoupled_lookback", {"threads": (128, 256, 512), "items": (1, 2)})]),
+    ("prefix_scan_cuda", "fp32", [{"R": 8192, "C": 4096}], [
+        ("decoupled_lookback", {"threads": (256, 512), "items": (1, 2, 4)})]),
+    ("selective_scan_cuda", "bf16", [{"B": 2, "L": 4096, "D": 2048, "N": 16}], [
+        ("smem_bc_multi_channel", {"threads": (64, 128), "rows": (1, 2, 4, 8)})]),
+]
+PLANS = {"fit": FIT, "held": HELD, "s7": S7, "s7b": S7B}
 
 
 def cases(gpu: str, plan: str = "fit") -> list:

@@ -14,7 +14,7 @@ from ..occupancy import DRAM_LATENCY_S, UNPIPELINED_TRIP
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
-from ._scan_tiles import SIG, decoupled_lookback_src, reduce_then_scan_src
+from ._scan_tiles import SIG, decoupled_lookback_src, reduce_then_scan_src, tile_issue_s
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 NL, NO_BARRIER = "\n", {"barrier": ""}
@@ -48,35 +48,6 @@ def row_chain_trips(c: int, tile: int, e: int, threads: int, gpu) -> float:
     stream = 2 * min(tile, c) * e / (1.02 * gpu.bw_tbs * 1e12 / gpu.sms)
     per_tile = max(lat, stream) + min(lat, stream) * min(1.0, 128 / threads)
     return cdiv(c, tile) * per_tile / (lat * UNPIPELINED_TRIP)
-
-
-# A look-back tile's instructions a thread, its lane idle or not (nvcc 13.0 -O3 sm_90a SASS of decoupled_lookback_src,
-# the path of a row's first tile: 155 / 207 / 312 / 456 at bf16 ITEMS 1 / 2 / 4 / 8, 121 / 139 / 179 / 243 at fp32,
-# alike at 128, 256 and 512 threads): the tile id's atomic, the loads, the in-register scan's convert and add of each
-# value (a dependent chain), the block scan's shuffles and barriers, the pack and the stores. Where a tile is wider
-# than the row (THREADS x VEC x ITEMS > C) its idle lanes run all of it on zeros, so the grid's instruction issue,
-# not DRAM, sets the time: an H100 (docs/roomM_device_h100_m1/, R=4096 C=4096 bf16, tiles 4-16x the row) ran 512
-# threads ITEMS 4 / 8 / 16 at 47.1 / 82.8 / 112.4 us and 1,024 threads ITEMS 8 at 140.8, where the roofline model
-# (one row's bytes a block) put them at 45.4 / 58.7 / 74.5 / 59.7. TILE_ISSUE_EFF, the share of the SMs' fp32 lane
-# slots the kernel issues in (its barriers and dependent adds stall it), fitted on those rows: 45.4 / 67.8 / 116.7 /
-# 132.0 us. Elsewhere (a tile no wider than the row) the floor stays under the memory time.
-# reduce_then_scan's rescan (pass 3) runs the same tile code less the atomic and the look-back (SASS, bf16 256 threads
-# ITEMS 1 / 2 / 4 / 8: 169 / 219 / 325 / 535 to its EXIT) after pass 1's tile sums over the same tiles (109 / 130 /
-# 176 / 268: TILE_SUM_*), one kernel after the other; the H100 rows above ran it at 128 / 256 / 512 threads ITEMS 8 at
-# 70.8 / 73.1 / 101.7 us (tiles 2-8x the row; modelled 64.3 / 63.6 / 70.3 on the memory side, 108.3 at 512 with both
-# passes' issue).
-TILE_BASE_INSTRUCTIONS, TILE_VALUE_INSTRUCTIONS = 110, 5.5
-TILE_SUM_BASE_INSTRUCTIONS, TILE_SUM_VALUE_INSTRUCTIONS = 85, 3
-TILE_ISSUE_EFF = 0.45
-
-
-def tile_issue_s(threads: int, values: int, gpu, passes: int = 1) -> float:
-    """Launch.issue_s of a grid's `threads` tile threads of `values` values each (TILE_BASE_INSTRUCTIONS), with
-    reduce_then_scan's tile sums before it (passes 2)."""
-    instructions = TILE_BASE_INSTRUCTIONS + TILE_VALUE_INSTRUCTIONS * values
-    if passes == 2:
-        instructions += TILE_SUM_BASE_INSTRUCTIONS + TILE_SUM_VALUE_INSTRUCTIONS * values
-    return threads * instructions / (gpu.peak("fp32") / 2 * TILE_ISSUE_EFF)
 
 
 def launch_of(kind: str):
