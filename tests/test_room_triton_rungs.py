@@ -85,7 +85,8 @@ def test_state_outer_scan_model_follows_the_h200_where_a_thread_holds_more_value
 def test_state_outer_scan_model_orders_the_h200_warps_and_block_d_sweeps():
     """H200 (room_device_check_triton; docs/roomM_open_orders.md): at BLOCK_D 4, CHUNK 128 num_warps 8/4/2/1 ran
     454/258/207/163 us (B=1 L=2048 D=1536) and 1698/550/312/239 (B=4 L=1024 D=3072); at 4 warps BLOCK_D 1/2/4/8/16
-    548/392/258/217/214 and 2039/1217/550/318/281: fewer warps and wider tiles (more values a thread) are faster.
+    548/392/258/217/214 and 2039/1217/550/318/281: fewer warps and wider tiles (more values a thread) are faster;
+    CHUNK 256 / 512 at 4 warps 109 / 139 and 294 / 370: a chunk past one warp's span of 16-byte vectors is slower.
     The memory-bound model had num_warps 1 and BLOCK_D 16 among the slowest and its best at BLOCK_D 1."""
     from kernelstrain.sim import simulate
     v = SCAN.variant("state_outer_scan")
@@ -95,6 +96,8 @@ def test_state_outer_scan_model_orders_the_h200_warps_and_block_d_sweeps():
         tiles = [simulate(SCAN, v, {"BLOCK_D": b, "CHUNK": 128, "num_warps": 4}, task).time_ms for b in (1, 2, 4, 8, 16)]
         assert warps == sorted(warps, reverse=True), (shape, warps)
         assert tiles == sorted(tiles, reverse=True), (shape, tiles)
+        chunks = [simulate(SCAN, v, {"BLOCK_D": 4, "CHUNK": c, "num_warps": 4}, task).time_ms for c in (256, 512)]
+        assert chunks[0] < chunks[1], (shape, chunks)
 
 
 def test_conv_bk_64_halves_the_k_trips_of_32():

@@ -8,6 +8,12 @@ from ._scan_triton import SIG, X0, program, prologue
 
 SCAN_SCALE, SCAN_EXP = 0.3, 0.8     # compute_scale of a thread's values (state_outer_launch)
 TILE_LOADS = 3                      # u, delta and z: the [BLOCK_D, CHUNK] tiles a chunk's top loads together
+# A chunk longer than one warp's span of 16-byte vectors (32 lanes x 8 fp16/bf16 values: 256 steps) scans in that
+# many segments, one after another, each starting from the last one's total: compute_scale x segments ** -SEGMENT_EXP.
+# The H200 rows below: CHUNK 512 ran slower than 256 at both shapes (139 vs 109 us, 370 vs 294) where BLOCK_D 16 and
+# 1 warp, the same 16 values a thread, ran faster than their 8-value neighbours; 0.7 orders both CHUNK sweeps
+# (0.8 / 0.8 -> 1.0 / 1.0; geomean 1.035 -> 1.065), and moves the model's best off CHUNK 512.
+SEGMENT_EXP = 0.7
 
 
 def state_outer_launch(p, task):
@@ -27,14 +33,16 @@ def state_outer_launch(p, task):
     flight. The earlier 0.75 x values ** 0.45 and one 16-byte load left it memory-bound, where only the borrowed
     memory ceiling (chunked_assoc_scan's) and the module's BLOCK_D exponent (+0.23 a doubling) moved it: it ordered
     the six H200 sweeps above at Spearman -0.4 / -0.3 / 1.0 / 0.8 / 0.4 / 1.0 (geomean 0.84), its best at BLOCK_D 1
-    (the device's slowest); these constants (fitted on the same 26 rows): 1.0 / 1.0 / 0.8 / 1.0 / 1.0 / 0.8, 1.04."""
+    (the device's slowest); these constants (fitted on the same 26 rows): 1.0 / 1.0 / 0.8 / 1.0 / 1.0 / 0.8, 1.04; with SEGMENT_EXP all six 1.0, 1.07."""
     b, l, d, elt = task["B"], task["L"], task["D"], DTYPE_BYTES[task.dtype]
     bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p["num_warps"] * task.gpu.warp
     per = max(1, bd * ch // threads)
+    segments = max(1, ch // (task.gpu.warp * 16 // elt))
     regs = 40 + 12 * per                   # u, dt, dt*u, y, a, b, the scan's pair and its result: live tiles
     return Launch(grid=b * cdiv(d, bd), threads=threads, smem_bytes=16 * threads, regs=min(regs, 255),
                   bytes_per_access=TILE_LOADS * per * elt, traffic=triton_spill(regs, 255),
-                  compute_scale=SCAN_SCALE * min(per, 16) ** SCAN_EXP, lane_util=l / (cdiv(l, ch) * ch))
+                  compute_scale=SCAN_SCALE * min(per, 16) ** SCAN_EXP * segments ** -SEGMENT_EXP,
+                  lane_util=l / (cdiv(l, ch) * ch))
 
 
 def state_outer_src(p, task, x0=X0, last="CHUNK - 1", tmask="t < L", bterm="dtu * bt[None, :]"):
