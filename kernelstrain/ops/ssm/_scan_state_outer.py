@@ -33,7 +33,8 @@ def state_outer_launch(p, task):
     flight. The earlier 0.75 x values ** 0.45 and one 16-byte load left it memory-bound, where only the borrowed
     memory ceiling (chunked_assoc_scan's) and the module's BLOCK_D exponent (+0.23 a doubling) moved it: it ordered
     the six H200 sweeps above at Spearman -0.4 / -0.3 / 1.0 / 0.8 / 0.4 / 1.0 (geomean 0.84), its best at BLOCK_D 1
-    (the device's slowest); these constants (fitted on the same 26 rows): 1.0 / 1.0 / 0.8 / 1.0 / 1.0 / 0.8, 1.04; with SEGMENT_EXP all six 1.0, 1.07."""
+    (the device's slowest); these constants (fitted on the same 26 rows): 1.0 / 1.0 / 0.8 / 1.0 / 1.0 / 0.8, 1.04;
+    with SEGMENT_EXP all six 1.0, 1.07."""
     b, l, d, elt = task["B"], task["L"], task["D"], DTYPE_BYTES[task.dtype]
     bd, ch, threads = p["BLOCK_D"], p["CHUNK"], p["num_warps"] * task.gpu.warp
     per = max(1, bd * ch // threads)
