@@ -20,6 +20,13 @@ so no other module's simulated time moves; --rungs moves only those rungs' ceili
 the rungs whose launch model changed, placed against the unchanged rungs they were timed beside), nothing else
 moving. The run is recorded in the fit file's `module_refits` (modules, rows,
 the figures of the fit it replaced on the same rows, out of sample by --folds, in sample, per module).
+
+    python3 scripts/refit_calibration.py --size-ranges [--check]
+
+sets each variant's size range (variant_size_range_ms: the least and most roofline floor of that variant's own rows,
+as fit.fit_terms gives it) in the shipped fit from the rows its size exponents were fitted on (FIT_FILES; a module
+of a `module_refits` entry without rungs: its MODULE_FIT_FILES rows), every fitted term kept: each fit row lies
+inside its own variant's range, so no fit row's prediction moves; only shapes past a variant's rows do.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernelstrain.calibration import FIT, FIT_FORMAT, Fit  # noqa: E402
 from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit, measured_records, out_of_fold, predict_ms,  # noqa: E402
-                                          refit_modules, refit_variants)
+                                          refit_modules, refit_variants, variant_size_ranges)
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
 from calibration_cv import KEYS, module_table  # noqa: E402  (this script's folder)
 
@@ -107,6 +114,22 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
     return write(dump(data), check)
 
 
+def size_range_refit(check: bool) -> int:
+    """The shipped fit with variant_size_range_ms set from the rows its size exponents were fitted on (see above)."""
+    shipped = json.loads(FIT_PATH.read_text())
+    own_rows = {m for e in shipped.get("module_refits", []) if "rungs" not in e for m in e["modules"]}
+    ranges = {}
+    for files, modules in ((FIT_FILES, set(FIT.size_exponents) - own_rows), (MODULE_FIT_FILES, set(FIT.size_exponents) & own_rows)):
+        ranges.update(variant_size_ranges(measured_records(files, modules), FIT.size_exponents))
+    data = {**shipped, "format": FIT_FORMAT, "variant_size_range_ms": dict(sorted(ranges.items()))}
+    data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
+    data = {k: v for k, v in data.items() if k != "ceilings"} | {"ceilings": data["ceilings"]}
+    wide = sum(1 for m, by_v in ranges.items() for lo, hi in by_v.values()
+               if (lo, hi) != tuple(FIT.size_range_ms.get(m, (lo, hi))))
+    print(f"{sum(len(v) for v in ranges.values())} variants of {len(ranges)} modules; {wide} span less than their module")
+    return write(dump(data), check)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
@@ -117,7 +140,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cv-json", type=Path, help="write the out-of-sample figures, overall and per module, here")
     ap.add_argument("--modules", help="comma-separated: refit only these modules' terms (see above)")
     ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
+    ap.add_argument("--size-ranges", action="store_true",
+                    help="set each variant's size range from its fit rows, every fitted term kept (see above)")
     a = ap.parse_args(argv)
+    if a.size_ranges:
+        return size_range_refit(a.check)
     if a.cv_json and not a.folds:
         ap.error("--cv-json needs --folds > 0")
     if a.rungs:

@@ -318,7 +318,9 @@ def main() -> int:
     print(f"built in {time.time() - t0:.0f} s; {sum(not c['build_ok'] for c in planned)} failed", file=sys.stderr)
     work = build_dir / f"run_{int(time.time())}"
     work.mkdir(parents=True)
-    rows = _passes(planned, work, os.cpu_count() or 8, float(os.environ.get("KNOBA_RUN_S", "150")))
+    # KNOBA_CHECK_JOBS: parallel correctness checks on the GPU (default one a CPU); a plan of large references lowers it
+    checks = int(os.environ.get("KNOBA_CHECK_JOBS", "0")) or os.cpu_count() or 8
+    rows = _passes(planned, work, checks, float(os.environ.get("KNOBA_RUN_S", "150")))
     for r in rows:
         r["sim_ms"] = _sim_ms(r, gpu)
     keep = ("id", "module", "variant", "params", "dtype", "shape", "label", "bug", "build_ok", "ok", "error",

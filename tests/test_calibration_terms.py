@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from kernelstrain.calibration import CURVE_SPAN, FIT, TERMS, Fit, curve_steps
-from kernelstrain.calibration.fit import fit_terms, predict_ms, size_ranges
+from kernelstrain.calibration import CURVE_SPAN, FIT, FIT_FORMAT, TERMS, Fit, curve_steps, fit_of
+from kernelstrain.calibration.fit import fit_terms, predict_ms, size_ranges, variant_size_ranges
 from kernelstrain.ops import REGISTRY
 from kernelstrain.sim import roofline_floor_ms, simulate
 from kernelstrain.tasks import make_task
@@ -20,6 +20,53 @@ def test_the_size_term_stays_at_the_edge_of_the_fitted_floors():
     assert f.core_factor("m", "cuda", "v", {}, {}, 0.001) == inside[0]
     assert Fit(size_exponents={"m": {"v": -0.2}}, size_ref_ms={"m": 0.1}).core_factor("m", "cuda", "v", {}, {}, 6.4) \
         == pytest.approx(2 ** (-0.2 * 6))                                   # no range: the power law as fitted
+
+
+def test_a_variant_size_term_stays_at_the_edge_of_its_own_rows():
+    """The module's rows span floors of 0.01-10 ms, variant v's 0.01-0.1: v's exponent holds at 0.1 past it, while a
+    variant the fit gives no range of its own (w) keeps the module's."""
+    f = Fit(size_exponents={"m": {"v": -0.4, "w": -0.4}}, size_ref_ms={"m": 0.1}, size_range_ms={"m": [0.01, 10.0]},
+            variant_size_range_ms={"m": {"v": [0.01, 0.1]}})
+    assert f.core_factor("m", "cuda", "v", {}, {}, 1.0) == f.core_factor("m", "cuda", "v", {}, {}, 0.1) == 1.0
+    assert f.core_factor("m", "cuda", "v", {}, {}, 0.02) == pytest.approx(5 ** 0.4)
+    assert f.core_factor("m", "cuda", "w", {}, {}, 1.0) == pytest.approx(10 ** -0.4)
+    assert f.core_factor("m", "cuda", "w", {}, {}, 100.0) == f.core_factor("m", "cuda", "w", {}, {}, 10.0)
+
+
+def test_variant_size_ranges_are_each_variants_own_rows():
+    records = [{"module": "m", "variant": v, "work_ms": w} for v, w in (("a", 0.01), ("a", 0.04), ("b", 0.02),
+                                                                       ("b", 3.0), ("c", 5.0))]
+    ranges = variant_size_ranges(records, {"m": {"a": -0.1, "b": 0.2}})     # c has no size exponent: no range
+    assert ranges == {"m": {"a": [0.01, 0.04], "b": [0.02, 3.0]}}
+
+
+def test_the_fit_file_format_is_checked_on_load():
+    data = {"format": FIT_FORMAT, "variant_size_range_ms": {"m": {"v": [0.01, 0.1]}}, "size_exponents": {"m": {"v": -0.4}}}
+    assert fit_of(data).variant_size_range_ms == {"m": {"v": [0.01, 0.1]}}
+    with pytest.raises(ValueError, match="format"):
+        fit_of(dict(data, format="kernelstrain/calibration-fit@3"))      # the size term over the module's range
+    with pytest.raises(ValueError, match="variant_size_range_ms"):
+        fit_of({k: v for k, v in data.items() if k != "variant_size_range_ms"})
+
+
+def test_the_shipped_fit_holds_every_size_exponent_within_its_variants_rows():
+    """Every variant with a size exponent has its own range, inside its module's (rows of the same fit)."""
+    for m, by_variant in FIT.size_exponents.items():
+        lo, hi = FIT.size_range_ms[m]
+        assert set(by_variant) == set(FIT.variant_size_range_ms[m]), m
+        for v, (a, b) in FIT.variant_size_range_ms[m].items():
+            assert lo <= a <= b <= hi, (m, v)
+
+
+def test_flash_prefill_mma_sync_keeps_the_size_factor_of_its_largest_rows():
+    """flash_prefill_cuda's module rows reach 513 us floors (its fp32-FMA rungs at the fp32 peak), mma_sync's 35 us
+    (H200 B=1 H=32 S=2048 D=128): at B=4 S=4096 (556 us) mma_sync keeps the factor of its 35 us rows."""
+    m = REGISTRY["flash_prefill_cuda"]
+    task = make_task(m, "H100", "fp16", {"B": 4, "H": 32, "S": 4096, "D": 128})
+    work = roofline_floor_ms(m, task, "fp16")
+    lo, hi = FIT.variant_size_range_ms[m.name]["mma_sync"]
+    assert work > 10 * hi and FIT.size_range_ms[m.name][1] > 10 * hi
+    assert FIT.size_step(m.name, work, "mma_sync") == FIT.size_step(m.name, hi, "mma_sync")
 
 
 def test_size_ranges_hold_every_record_after_rounding():

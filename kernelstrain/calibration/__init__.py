@@ -15,7 +15,7 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
-             (the floor held within size_range_ms[module], the floors of the module's fit rows)
+             (the floor held within variant_size_range_ms[module][variant], the floors of the variant's fit rows)
   time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.floor_s)
          + launch_us + (launches - 1) * extra_launch_us
 `ceiling` is measured / simulated roofline time of the (module, variant), shrunk toward its
@@ -34,10 +34,14 @@ with the problem: factor *= (roofline floor / the module's reference floor) ** s
 positive one: small problems run relatively slower than the roofline says (fixed per-CTA costs,
 latency chains of dependent phases, tails), a negative one: large ones fall out of the variant's
 sweet spot (L2 reuse lost, tiles past the cache). Ridge-shrunk toward 0 like the parameter terms.
-The power law is not extrapolated: past the smallest or largest floor of the module's fit rows
-(`size_range_ms`) the factor stays at the edge's, the analytic model alone saying how the time grows
-(chunked_prefill_triton's rows span floors of 33-65 us: its online_softmax exponent -0.12, taken to a
-menu shape of 2.1 ms, made that rung 1.5x faster than any measured trend and its ladder 1.28x).
+The power law is not extrapolated: past the smallest or largest floor of the variant's own fit rows
+(`variant_size_range_ms`; the module's, `size_range_ms`, where a fit gives no variant's) the factor stays at the
+edge's, the analytic model alone saying how the time grows (chunked_prefill_triton's rows span floors of 33-65 us:
+its online_softmax exponent -0.12, taken to a menu shape of 2.1 ms, made that rung 1.5x faster than any measured
+trend and its ladder 1.28x). The edge is the variant's, not the module's: flash_prefill_cuda's module rows span
+floors of 3.5-513 us (its fp32-FMA rungs' floors are on the fp32 peak), its mma_sync rows 3.5-35 us, and mma_sync's
+exponent (-0.415) taken to the module's edge timed it at 625 TFLOP/s at B=4 H=32 S=4096 D=128 on the H100, past the
+494 that mma.sync can issue there (gpus.mma_sync_rate) and 3x the most any of its rows ran (204).
 `param_exponent` is what the launch model misses of a parameter's effect (a block size, warps,
 stages) in one module (`p^2`: the bend of a CURVED parameter's, a term in the square of its step), ridge-shrunk toward 0 so that a parameter seen rarely keeps the analytic
 model's effect alone; a parameter at its variant's default contributes nothing. A key `p@variant`
@@ -56,7 +60,8 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-FIT_FORMAT = "kernelstrain/calibration-fit@3"
+# @4: per-variant size ranges (variant_size_range_ms); a file of an older format is refused (refit it)
+FIT_FORMAT = "kernelstrain/calibration-fit@4"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
 TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency", "dram")
@@ -102,6 +107,7 @@ class Fit:
     size_exponents: dict = field(default_factory=dict)        # module -> {variant: exponent of work / size_ref}
     size_ref_ms: dict = field(default_factory=dict)           # module -> its fit rows' geomean roofline floor
     size_range_ms: dict = field(default_factory=dict)         # module -> [least, most] roofline floor of its fit rows
+    variant_size_range_ms: dict = field(default_factory=dict)  # module -> {variant: [least, most] floor of its own rows}
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
     # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67.
     # The memory ceiling is approached softly (soft_cap): 0.91 is its asymptote, the copy's 0.885
@@ -120,13 +126,14 @@ class Fit:
         by_variant = self.ceilings.get(module, {})
         return by_variant.get(variant, self.module_ceilings.get(module, 1.0))
 
-    def size_step(self, module: str, work_ms: float | None) -> float:
-        """log2(work / the module's reference work), the work held within the module's fitted range
-        (size_range_ms, where the fit gives one): 0 where either is unknown."""
+    def size_step(self, module: str, work_ms: float | None, variant: str | None = None) -> float:
+        """log2(work / the module's reference work), the work held within the floors the variant's own fit rows
+        span (variant_size_range_ms; the module's size_range_ms where the fit gives none for the variant; no bound
+        where it gives neither): 0 where the work or the reference is unknown."""
         ref = self.size_ref_ms.get(module)
         if not (ref and work_ms):
             return 0.0
-        lo, hi = self.size_range_ms.get(module, (work_ms, work_ms))
+        lo, hi = self.variant_size_range_ms.get(module, {}).get(variant) or self.size_range_ms.get(module, (work_ms, work_ms))
         return math.log2(min(max(work_ms, lo), hi) / ref)
 
     def core_factor(self, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None,
@@ -141,7 +148,7 @@ class Fit:
                 for t, x in terms.items())
             + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
                                    for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
-                               + size * self.size_step(module, work_ms)))
+                               + size * self.size_step(module, work_ms, variant)))
 
     def overhead_us(self, vendor: str, launches: int) -> float:
         return self.launch_us[vendor] + (launches - 1) * self.extra_launch_us[vendor]
@@ -152,6 +159,7 @@ class Fit:
                 "memory_cap": self.memory_cap, "compute_cap": self.compute_cap,
                 "module_ceilings": self.module_ceilings, "param_exponents": self.param_exponents,
                 "size_ref_ms": self.size_ref_ms, "size_range_ms": self.size_range_ms,
+                "variant_size_range_ms": self.variant_size_range_ms,
                 "size_exponents": self.size_exponents,
                 "ceilings": self.ceilings}
 
@@ -194,8 +202,17 @@ def load_fit() -> Fit:
         data = read_data("h200_fit.json")
     except FileNotFoundError:
         return Fit()
-    if data["format"] not in (FIT_FORMAT, "kernelstrain/calibration-fit@2"):     # @2: no size terms
-        raise ValueError(f"h200_fit.json: format {data['format']!r}, expected {FIT_FORMAT!r}")
+    return fit_of(data)
+
+
+def fit_of(data: dict) -> Fit:
+    """The Fit of a fit file's data, its format checked: one of another format (or without the per-variant size
+    ranges) is refused, not read as this one."""
+    if data["format"] != FIT_FORMAT:     # an older fit extrapolates each variant's size term over its module's range
+        raise ValueError(f"h200_fit.json: format {data['format']!r}, expected {FIT_FORMAT!r} "
+                         "(refit: python3 scripts/refit_calibration.py)")
+    if "variant_size_range_ms" not in data:
+        raise ValueError("h200_fit.json: no variant_size_range_ms (python3 scripts/refit_calibration.py --size-ranges)")
     return Fit(**{k: data[k] for k in Fit().to_json() if k in data})
 
 

@@ -125,14 +125,25 @@ def size_refs(records: list) -> dict:
     return {m: round(math.exp(sum(v) / len(v)), 6) for m, v in sorted(logs.items())}
 
 
-def size_ranges(records: list) -> dict:
-    """module -> [least, most] roofline floor (ms) of its records, rounded outward to 6 significant digits (every
-    record stays inside): the range Fit.size_step keeps the size term within."""
+def size_ranges(records: list, key=lambda r: r["module"]) -> dict:
+    """key (the module) -> [least, most] roofline floor (ms) of its records, rounded outward to 6 significant digits
+    (every record stays inside): the range Fit.size_step keeps the size term within."""
     spans = {}
     for r in records:
-        lo, hi = spans.get(r["module"], (r["work_ms"], r["work_ms"]))
-        spans[r["module"]] = (min(lo, r["work_ms"]), max(hi, r["work_ms"]))
-    return {m: [_round_sig(lo, math.floor), _round_sig(hi, math.ceil)] for m, (lo, hi) in sorted(spans.items())}
+        lo, hi = spans.get(key(r), (r["work_ms"], r["work_ms"]))
+        spans[key(r)] = (min(lo, r["work_ms"]), max(hi, r["work_ms"]))
+    return {k: [_round_sig(lo, math.floor), _round_sig(hi, math.ceil)] for k, (lo, hi) in sorted(spans.items())}
+
+
+def variant_size_ranges(records: list, sizes: dict) -> dict:
+    """module -> {variant: [least, most] roofline floor (ms) of that variant's own records} for the variants of
+    `sizes` (module -> {variant: size exponent}): the range each variant's size exponent is held within (a variant's
+    exponent says nothing of sizes only its siblings were timed at)."""
+    out = {}
+    for (m, v), span in size_ranges(records, key=lambda r: (r["module"], r["variant"])).items():
+        if v in sizes.get(m, {}):
+            out.setdefault(m, {})[v] = span
+    return out
 
 
 def _round_sig(x: float, direction, digits: int = 6) -> float:
@@ -225,6 +236,7 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
               module_exponents={m: {t: x for t, x in sorted(v.items()) if x} for m, v in sorted(term_exps.items())},
               size_ref_ms={m: x for m, x in refs.items() if m in sizes},
               size_range_ms={m: x for m, x in size_ranges(records).items() if m in sizes},
+              variant_size_range_ms=variant_size_ranges(records, sizes),
               size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
     return fit, err
 
@@ -246,7 +258,7 @@ def fit(records: list, scan_iters: int = 4, **kw) -> Fit:
 
 
 MODULE_FIELDS = ("ceilings", "module_ceilings", "param_exponents", "module_exponents", "size_ref_ms", "size_range_ms",
-                 "size_exponents")
+                 "variant_size_range_ms", "size_exponents")
 
 
 def refit_modules(records: list, base: Fit, modules, keep: tuple = ("param_exponents",), **kw) -> Fit:
@@ -409,11 +421,14 @@ MODULE_FIT_FILES = FIT_FILES + (
     "h100_gpucheck_s98989.json", "h100_gpucheck_s99199.json", "h100_sim2_fit.json", "h100_sim2_held.json",
     "h100_sim30_checks.json", "h100_sim30b_checks.json", "h100_sim31c_checks.json", "h100_knobs_triton.json",
     "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json", "h100_room_widen.json",
-    "h100_roomK_k5.json", "h100_simS_s1.json")
+    "h100_roomK_k5.json", "h100_simS_s1.json",
+    # roomA's H100 plans a1, a4, a5 (docs/roomA_device_h100_a*: the attention rungs at B=1 H=32 S=4096 D=128 and D=64
+    # shapes, past the fit's flash_prefill_cuda rows of wgmma_warpgroup / warp_specialized at <= B=1 S=2048)
+    "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json")
 # device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
 # top, or in TEXT_META_CARD where the file's meta is text)
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
-             "h100_roomK_k5.json", "h100_simS_s1.json")
+             "h100_roomK_k5.json", "h100_simS_s1.json", "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
