@@ -245,12 +245,35 @@ FLASH_SIZES = [{"B": 1, "H": 32, "S": 512, "D": 128}, {"B": 1, "H": 32, "S": 102
 A9_SIZES = [("flash_prefill_cuda", "mma_sync", "BLOCK_M", FLASH_SIZES, {"BLOCK_N": 64}, (64, 128)),
             ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH_SIZES[:1] + FLASH_SIZES[2:3],
              {"BLOCK_N": 128, "stages": 2}, (128,))]
+# a10 (~80 s, Triton only): this session's room, on the menus from CPU checks (TRITON_INTERPRET=1, Triton's compiler):
+# fused_qkv_rope_triton's new persistent_tma rung (every value, its bugs at the ends) beside pipelined_stages at the same
+# tiles, and the 256-key / 256-column tiles added to swa_decode_triton (gqa_dot, split_kv), flash_decode_triton
+# (online_softmax, split_kv) and fused_qkv_rope_triton pipelined_stages, each beside 128
+QKV_T = {"BLOCK_M": 128, "BLOCK_K": 64, "num_warps": 8}
+A10_NEW = [
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV + QKV_BIG + QKV_MENU, {**QKV_T, "num_stages": 2}, (128, 256)),
+    ("fused_qkv_rope_triton", "persistent_tma", "num_stages", QKV + QKV_BIG, {**QKV_T, "BLOCK_N": 128}, (2, 3, 4, 5)),
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_M", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (64,)),
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_K", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (128,)),
+    ("fused_qkv_rope_triton", "persistent_tma", "num_warps", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (4,)),
+]
+FD = [{"B": 1, "H": 32, "S": 4096, "D": 128}, {"B": 16, "H": 16, "S": 1024, "D": 64}]
+A10_REF = [
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_N", QKV + QKV_BIG + QKV_MENU, {**QKV_T, "num_stages": 3}, (128, 256)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "num_stages", QKV_BIG, {**QKV_T, "BLOCK_N": 128}, (2, 4)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE + DECODE_B1, {"num_warps": 8, "num_stages": 2}, (128, 256)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE, {"num_warps": 4, "num_stages": 1}, (128, 256)),
+    ("swa_decode_triton", "split_kv", "BLOCK_N", DECODE_B1, {"NUM_SPLITS": 8, "num_warps": 4, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD, {"num_warps": 4, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD[:1], {"num_warps": 8, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "split_kv", "BLOCK_N", FD, {"NUM_SPLITS": 8, "num_warps": 4, "num_stages": 2}, (128, 256)),
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
 PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
          "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF),
          "a6": (A6_NEW, A6_REF), "a7": (A6_NEW + A8_NEW[:1], A7_REF), "a8": (A8_NEW, A8_REF),
-         "a9": (A6_NEW + A8_NEW[:1], A7_REF[:2] + A9_SIZES + A7_REF[2:])}
+         "a9": (A6_NEW + A8_NEW[:1], A7_REF[:2] + A9_SIZES + A7_REF[2:]), "a10": (A10_NEW, A10_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:
