@@ -247,8 +247,8 @@ A9_SIZES = [("flash_prefill_cuda", "mma_sync", "BLOCK_M", FLASH_SIZES, {"BLOCK_N
              {"BLOCK_N": 128, "stages": 2}, (128,))]
 # a10 (~80 s, Triton only): this session's room, on the menus from CPU checks (TRITON_INTERPRET=1, Triton's compiler):
 # fused_qkv_rope_triton's new persistent_tma rung (every value, its bugs at the ends) beside pipelined_stages at the same
-# tiles, and the 256-key / 256-column tiles added to swa_decode_triton (gqa_dot, split_kv), flash_decode_triton
-# (online_softmax, split_kv) and fused_qkv_rope_triton pipelined_stages, each beside 128
+# tiles, and the 256-key tiles added to swa_decode_triton gqa_dot and flash_decode_triton (online_softmax, split_kv),
+# each beside 128; off the menus, given explicitly: 256 on swa_decode split_kv and fused_qkv_rope pipelined_stages
 QKV_T = {"BLOCK_M": 128, "BLOCK_K": 64, "num_warps": 8}
 A10_NEW = [
     ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV + QKV_BIG + QKV_MENU, {**QKV_T, "num_stages": 2}, (128, 256)),
