@@ -4,7 +4,7 @@ and largest values must fail) over the plans below, then each group's values ran
 simulator (room_device_check_triton.ranking).
 
     python3 scripts/roomA_device.py                       # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
-    ROOMA_PLAN=a2 python3 scripts/roomA_device.py          # another plan of PLANS (default: a1; a7: this session's)
+    ROOMA_PLAN=a2 python3 scripts/roomA_device.py          # another plan of PLANS (default: a1; a9: a7 + mma_sync size rows)
     KNOBA_REHEARSE=3 python3 scripts/roomA_device.py       # no GPU: the first 3 cases through every path but the GPU's
 
 a1: the neighbourhood of the simulator's best configuration of the top rungs of eight modules, one parameter at a time,
@@ -236,11 +236,44 @@ A7_REF = A6_REF[:2] + [
     ("sliding_window_attn_triton", "persistent_tiles", "BLOCK_M", SWA_LONG, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, (64,)),
     ("flash_prefill_cuda", "cp_async_pipeline", "stages", FLASH_2x4K, {"BLOCK_M": 128, "BLOCK_N": 128}, (3,)),
 ]
+# a9 (~90 s; a7 never ran: the device was refused all last session): a7, with flash_prefill_cuda's mma_sync rung at four
+# sizes of one head layout (a 512-key to a 2 x 4096-key causal row, BLOCK_M 64 and 128) beside the a7 references, for the
+# sim helper's per-variant size range of the calibration (its size exponent, fitted on small rows, put B=4 S=4096 at 625
+# TFLOPs modelled): the rows the fit lacks
+FLASH_SIZES = [{"B": 1, "H": 32, "S": 512, "D": 128}, {"B": 1, "H": 32, "S": 1024, "D": 128},
+               {"B": 1, "H": 32, "S": 4096, "D": 128}, {"B": 2, "H": 32, "S": 4096, "D": 128}]
+A9_SIZES = [("flash_prefill_cuda", "mma_sync", "BLOCK_M", FLASH_SIZES, {"BLOCK_N": 64}, (64, 128)),
+            ("flash_prefill_cuda", "warp_specialized", "BLOCK_M", FLASH_SIZES[:1] + FLASH_SIZES[2:3],
+             {"BLOCK_N": 128, "stages": 2}, (128,))]
+# a10 (~80 s, Triton only): this session's room, on the menus from CPU checks (TRITON_INTERPRET=1, Triton's compiler):
+# fused_qkv_rope_triton's new persistent_tma rung (every value, its bugs at the ends) beside pipelined_stages at the same
+# tiles, and the 256-key tiles added to swa_decode_triton gqa_dot and flash_decode_triton (online_softmax, split_kv),
+# each beside 128; off the menus, given explicitly: 256 on swa_decode split_kv and fused_qkv_rope pipelined_stages
+QKV_T = {"BLOCK_M": 128, "BLOCK_K": 64, "num_warps": 8}
+A10_NEW = [
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV + QKV_BIG + QKV_MENU, {**QKV_T, "num_stages": 2}, (128, 256)),
+    ("fused_qkv_rope_triton", "persistent_tma", "num_stages", QKV + QKV_BIG, {**QKV_T, "BLOCK_N": 128}, (2, 3, 4, 5)),
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_M", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (64,)),
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_K", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (128,)),
+    ("fused_qkv_rope_triton", "persistent_tma", "num_warps", QKV, {**QKV_T, "BLOCK_N": 128, "num_stages": 3}, (4,)),
+]
+FD = [{"B": 1, "H": 32, "S": 4096, "D": 128}, {"B": 16, "H": 16, "S": 1024, "D": 64}]
+A10_REF = [
+    ("fused_qkv_rope_triton", "pipelined_stages", "BLOCK_N", QKV + QKV_BIG + QKV_MENU, {**QKV_T, "num_stages": 3}, (128, 256)),
+    ("fused_qkv_rope_triton", "pipelined_stages", "num_stages", QKV_BIG, {**QKV_T, "BLOCK_N": 128}, (2, 4)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE + DECODE_B1, {"num_warps": 8, "num_stages": 2}, (128, 256)),
+    ("swa_decode_triton", "gqa_dot", "BLOCK_N", DECODE, {"num_warps": 4, "num_stages": 1}, (128, 256)),
+    ("swa_decode_triton", "split_kv", "BLOCK_N", DECODE_B1, {"NUM_SPLITS": 8, "num_warps": 4, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD, {"num_warps": 4, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "online_softmax", "BLOCK_N", FD[:1], {"num_warps": 8, "num_stages": 2}, (128, 256)),
+    ("flash_decode_triton", "split_kv", "BLOCK_N", FD, {"NUM_SPLITS": 8, "num_warps": 4, "num_stages": 2}, (128, 256)),
+]
 # a1: the new rungs first (their labels), then the references and the sweeps (the run pass times cases in order:
 # what its budget leaves is `not run`); a2: the CUDA orderings a1 left out
 PLANS = {"a1": (A1_NEW + A2_NEW, A2 + A1_REF_CUDA + A1), "a2": ([], A1_CUDA),
          "a3": (WS_NEW + QKV_NEW, WS_REF + QKV_REF + TRITON_GRID), "a4": ([], A4_REF), "a5": (A5_NEW, A5_REF),
-         "a6": (A6_NEW, A6_REF), "a7": (A6_NEW + A8_NEW[:1], A7_REF), "a8": (A8_NEW, A8_REF)}
+         "a6": (A6_NEW, A6_REF), "a7": (A6_NEW + A8_NEW[:1], A7_REF), "a8": (A8_NEW, A8_REF),
+         "a9": (A6_NEW + A8_NEW[:1], A7_REF[:2] + A9_SIZES + A7_REF[2:]), "a10": (A10_NEW, A10_REF)}
 
 
 def modelled(entries: list, gpu: str = "H100") -> list:

@@ -215,6 +215,12 @@ def test_flash_tile_rungs_hold_one_tile_packed_and_do_not_spill():
             task = make_task(m, "H100", "bf16", shape)
             for bn in v.param("BLOCK_N").values:
                 launch = m.launch(v, {**v.defaults(), "BLOCK_N": bn, "num_warps": 2}, task)
+                if bn * shape["D"] // 64 > 256:
+                    # past ptxas's measured range: 256 keys of D=128 on 2 warps are 512 values a thread, 256 registers
+                    # of packed pairs alone, and spill (H100 decode6, online_softmax bf16 B=32 H=32 S=4096: 945.6 us
+                    # against BLOCK_N 128's 734.1), which the model charges
+                    assert launch.regs == 255 and launch.traffic > 1.6, (tag, bn, launch)
+                    continue
                 # two passes read K twice (1.5), split_kv adds its partials; a spill would multiply them
                 assert launch.regs <= 40 + bn * shape["D"] // 64 // 2 and launch.traffic < 1.6, (tag, bn, launch)
 

@@ -14,6 +14,14 @@ from .flash_decode_spec import ENTRY, FlashDecodeSpec, cost_of
 
 WARPS = Param("num_warps", (2, 4, 8), 4)
 BLOCK_N = Param("BLOCK_N", (16, 32, 64, 128), 64)
+# The single-pass rungs that prefetch nothing (online_softmax, split_kv) take 256-key tiles (room_table, kernelinfer
+# seed 5151: their best at BLOCK_N 128, the list's end, in 7 of 12 sessions): half the trips, each a [256, D] tile
+# of 64-256 values a thread (40 + 0.5 a value: no spill at 4 and 8 warps; at 2 warps D=128 the register file spills,
+# which tile_launch charges). H100 (plan decode6, measurements/h100_sim2_decode6.json), online_softmax 2 warps bf16:
+# B=16 H=16 S=1024 D=64 256 keys 30.3 us against 128's 66.0 (modelled 25.3 / 32.0), B=32 H=32 S=4096 D=128 945.6 against
+# 734.1 (modelled 1497.2 / 710.4: the spill's loss, over-stated). register_prefetch stays at 128 (a prefetch doubles
+# what spills). Checked: scripts/roomA_interpret_room.py (TRITON_INTERPRET=1), scripts/roomA_compile_room.py.
+WIDE_BLOCK_N = Param("BLOCK_N", (16, 32, 64, 128, 256), 64)
 LOG2E = 1.4426950408889634
 
 
@@ -256,14 +264,14 @@ class FlashDecodeTriton(FlashDecodeSpec):
              render=blocked_two_pass_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("online_softmax", "single pass: running max/sum, accumulator rescaled per tile",
-             (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=tile_launch(),
+             (WIDE_BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=tile_launch(),
              render=online_softmax_src,
              bugs={"missing_scale": {"rescale": ""}}),
         Rung("register_prefetch", "next K/V tile loaded into registers while this one is reduced; exp2",
              (BLOCK_N, WARPS), memory_eff=0.9, launch=tile_launch(prefetch=True), render=register_prefetch_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("split_kv", "flash-decoding: S split across programs, partials merged by a combine kernel",
-             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128), 64), WARPS,
+             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128, 256), 64), WARPS,
               kv_pipeline.LOOP_STAGES),
              memory_eff=0.93, launch=tile_launch(), render=split_kv_src,
              bugs={"bad_combine_index": {"combine": "(bh + offs_s)"}, "missing_scale": {"qk": ""}}),

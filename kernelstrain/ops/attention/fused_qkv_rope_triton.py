@@ -3,13 +3,16 @@ pairs (a [BLOCK_M, BLOCK_N] tile reshaped to [.., BLOCK_N / 2, 2] and split), he
 
 Ladder: tl.dot GEMM to an fp32 scratch plus a separate rope kernel -> rope fused into the GEMM's
 epilogue -> GROUP_M program swizzle (L2 reuse of x panels) -> num_stages-pipelined loads, tuned
-tiles and warps. Launch models: gemm_fp16_triton's, on the task's GEMM view.
+tiles and warps -> persistent programs fed by tensor descriptors (TMA on Hopper; Triton's persistent
+matmul, gemm_fp16_triton's top rung). Launch models: gemm_fp16_triton's, on the task's GEMM view.
 """
+import textwrap
 from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
 from .._triton_smem import dot_loop_smem, epilogue_scratch
-from ..matmul.gemm_fp16_triton import STAGES, tile_launch
+from ..matmul.gemm_fp16_triton import STAGES, resident, tile_launch
+from ._qkv_persistent_smem import persistent_smem
 from .fused_qkv_rope_spec import ENTRY, FusedQkvRopeSpec, cost_of, gemm_view, qkv_cols
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
@@ -59,6 +62,8 @@ def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
         bm, bn, bk, stages = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"], p.get("num_stages", 1)
         wgmma = bm >= task.gpu.triton_full_stage_rows > 0
         epilogue = bm * bn * 2 if wgmma else epilogue_scratch(bm, bn, 2, lm.threads)
+        if mode == "persistent":
+            return replace(lm, smem_bytes=persistent_smem(task, bm, bn, bk, stages, lm.threads))
         loop = dot_loop_smem(task, bm, bn, bk, 2, stages, gathered=True) if stages == 1 else lm.smem_bytes
         lm = replace(lm, smem_bytes=max(loop, epilogue))
         if stages == 1 and wgmma and bm == bn == 128 and p.get("num_warps", 4) == 8 and not scratch:
@@ -71,6 +76,10 @@ def dot_launch(l2_hit: float, mode: str = "dot", scratch: bool = False):
 
 
 def helpers(rot0=ROT0, k_end="HID") -> str:
+    return tile_helper(k_end) + rope_helper(rot0)
+
+
+def tile_helper(k_end="HID") -> str:
     return f'''
 
 @triton.jit
@@ -89,7 +98,11 @@ def _qkv_tile(x_ptr, w_ptr, pid_m, pid_n, T, HID, BLOCK_M: tl.constexpr, BLOCK_N
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
     return acc, offs_m
+'''
 
+
+def rope_helper(rot0=ROT0) -> str:
+    return f'''
 
 @triton.jit
 def _rope_store(y, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H: tl.constexpr, KVH: tl.constexpr,
@@ -115,7 +128,10 @@ def _rope_store(y, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H: t
 '''
 
 
-def wrapper(task, p, launches: str) -> str:
+TILES = "triton.cdiv(T, BLOCK_M) * ((H + 2 * KVH) * D // BLOCK_N)"
+
+
+def wrapper(task, p, launches: str, grid: str = f"    grid = ({TILES},)\n") -> str:
     return f'''
 
 {ENTRY.py_def(task)}:
@@ -125,8 +141,7 @@ def wrapper(task, p, launches: str) -> str:
     k = torch.empty(T, KVH, D, dtype=x.dtype, device=x.device)
     v = torch.empty(T, KVH, D, dtype=x.dtype, device=x.device)
     BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
-    grid = (triton.cdiv(T, BLOCK_M) * ((H + 2 * KVH) * D // BLOCK_N),)
-{launches}    return q, k, v
+{grid}{launches}    return q, k, v
 '''
 
 
@@ -179,6 +194,49 @@ def fused_src(order: str, grouped: bool):
     return render
 
 
+# persistent_tma: Triton's persistent matmul (gemm_fp16_triton's top rung, its launch model) with the rope epilogue.
+# Where it stands (no device has timed it yet; plan a10): gemm_fp16_triton's persistent_tma ran 1.18-1.86x faster than
+# its pipelined_stages on the H100 (measurements/h100_*: 2048^3 29.8 / 35.2 us, 4096^3 188.7 / 272.0, M=128 N=4096
+# K=14336 58.4 / 108.4); modelled here from pipelined_stages' calibration (fit_as) with the persistent grid and the
+# prior of gemm's rung, 1.1-1.5x at the menu's shapes. Its 128 x 256 tile (room_table, kernelinfer seed 5151: the
+# pipelined best at BLOCK_N 128, the list's end, in 6 of 12 sessions) is Triton's Hopper GEMM tile: 128 accumulator
+# registers a thread at 8 warps; H100 plan a1 timed fused_qkv_rope's pipelined 64 x 256 x 64 (3 stages, 8 warps) at
+# 56.9 us against 64 x 128's 57.0 (T=1000 HID=2048). Lists kept to what fits somewhere: BLOCK_K 128 or a 5-deep ring
+# of these tiles is over every card's cap but the A100's. Correct under TRITON_INTERPRET=1
+# (scripts/roomA_interpret_room.py); Triton builds it for every target (scripts/roomA_compile_room.py --new-rung).
+def persistent_tma_src(p, task, rot0=ROT0, k_end="HID"):
+    """Persistent programs (the SMs' resident slots) striding over the GROUP_M-swizzled tiles, x and w tiles by
+    tensor descriptor (one TMA copy each into swizzled shared memory on Hopper), the rope epilogue as the other rungs."""
+    occ = resident(p, gemm_view(task))
+    head = kernel_head("fused_qkv_rope_kernel", "x_ptr, w_ptr, " + OUT_ARGS, "", ", GROUP_M: tl.constexpr, "
+                       "NUM_PROGS: tl.constexpr").replace("    pid = tl.program_id(0)\n", "").rstrip("\n") + "\n"
+    return rope_helper(rot0) + head + f'''\
+    N = num_pid_n * BLOCK_N
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[T, HID], strides=[HID, 1], block_shape=[BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, HID], strides=[HID, 1], block_shape=[BLOCK_N, BLOCK_K])
+    num_tiles = num_pid_m * num_pid_n
+    # persistent: NUM_PROGS resident programs stride over the tiles (one launch wave, the prologue paid once)
+    for pid in tl.range(tl.program_id(0), num_tiles, NUM_PROGS, flatten=True):
+{textwrap.indent(GROUPED.format(gsize=GSIZE), "    ")}
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, {k_end}, BLOCK_K):
+            x = x_desc.load([pid_m * BLOCK_M, k0])     # rows past T arrive as zeros
+            w = w_desc.load([pid_n * BLOCK_N, k0])     # w rows are y columns: a K-major tile
+            acc = tl.dot(x, w.T, acc)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        _rope_store(acc, offs_m, pid_n, q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, T, H, KVH, HEAD_DIM, BLOCK_M, BLOCK_N)
+
+
+def _alloc(size: int, alignment: int, stream):
+    # device-side descriptors need a small global scratch buffer per program
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+''' + wrapper(task, p, call("fused_qkv_rope_kernel", "x, w, q, k, v, cos, sin", p, ", GROUP_M=8, NUM_PROGS=num_progs"),
+               "    triton.set_allocator(_alloc)\n"
+               f"    # one program per resident slot: {occ} an SM fit this tile's shared memory and registers\n"
+               f"    num_progs = torch.cuda.get_device_properties(x.device).multi_processor_count * {occ}\n"
+               f"    grid = (min(num_progs, {TILES}),)\n")
+
+
 SHORT_K = {"k_end": "HID - BLOCK_K"}
 
 
@@ -202,6 +260,11 @@ class FusedQkvRopeTriton(FusedQkvRopeSpec):
               STAGES, Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.71,
              memory_eff=0.88, smem="dynamic", launch=dot_launch(0.95, "pipelined"), render=fused_src(GROUPED, True),
              bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
+        Rung("persistent_tma", "persistent programs (the SMs' slots) over swizzled tiles, x and w by tensor descriptor (TMA)",
+             (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64,), 64), Param("num_stages", (2, 3, 4), 3),
+              Param("num_warps", (4, 8), 8)), path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic",
+             launch=dot_launch(0.96, "persistent"), render=persistent_tma_src, fit_as="pipelined_stages",
+             bugs={"off_by_one": SHORT_K, "missing_scale": NO_COS}),
     )
 
     def assemble(self, kernel, variant, params, task) -> str:
@@ -211,6 +274,8 @@ class FusedQkvRopeTriton(FusedQkvRopeSpec):
         ptr = triton_ptr(task.dtype, task)
         const = {"H": task["H"], "KVH": task["KVH"], "HEAD_DIM": task["D"],
                  **{k: params[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") if k in params}}
+        if variant.tag == "persistent_tma":
+            const.update(GROUP_M=8, NUM_PROGS=task.gpu.sms * resident(params, gemm_view(task)))
         outs = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "cos_ptr": "*fp32", "sin_ptr": "*fp32"}
         dims = {"T": "i32", "HID": "i32", **dict.fromkeys(const, "constexpr")}
         warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)

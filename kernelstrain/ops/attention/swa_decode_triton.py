@@ -21,6 +21,13 @@ BLOCK_N = Param("BLOCK_N", (32, 64, 128), 64)
 # launch's default (what these rungs ran at before the launch line named it)
 STAGES = Param("num_stages", (1, 2, 3), 3)
 LOG2E = 1.4426950408889634
+# gqa_dot's key tiles go to 256 (room_table, kernelinfer seed 5151: gqa_dot's best at BLOCK_N 128, the list's
+# end, in 7 of 12 swa_decode_triton sessions): a [256, D] K and V tile per trip halves the trips whose loads wait on
+# the reduction. H100 plan a1 (docs/roomA_device_h100_a1), B=8 H=32 KVH=8 S=4096 W=1000 D=128, 8 warps at 2 stages:
+# 256 keys 21.9 us against 128's 24.5 (modelled 16.5 / 19.5: the same order), both behind 128 at 3 stages (17.2),
+# where 256 keys no longer fit (2 x 2 x 256 x 128 x 2 B ahead: 256 KB). Correct under TRITON_INTERPRET=1
+# (scripts/roomA_interpret_room.py); Triton builds it for every target (scripts/roomA_compile_room.py).
+GQA_BLOCK_N = Param("BLOCK_N", (32, 64, 128, 256), 64)
 
 
 def group_pad(task) -> int:
@@ -240,7 +247,7 @@ class SwaDecodeTriton(SwaDecodeSpec):
              render=window_block_skip_src,
              bugs={"off_by_one": {"lo": "S - W - 1"}, "missing_scale": {"scale": ""}}),
         Rung("gqa_dot", "one program per KV head: the query-head group is a tl.dot tile, K/V read once",
-             (Param("BLOCK_N", (32, 64, 128), 64), WARPS, STAGES), path="fp16", compute_eff=0.3, memory_eff=0.9,
+             (GQA_BLOCK_N, WARPS, STAGES), path="fp16", compute_eff=0.3, memory_eff=0.9,
              smem="dynamic", launch=group_launch, render=gqa_dot_src,
              bugs={"off_by_one": {"lo": "S - W + 1"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "GQA tiles plus a split of the window across programs, partials merged by a combine kernel",
