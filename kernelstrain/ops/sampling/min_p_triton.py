@@ -5,17 +5,19 @@ Ladder: three kernels (row max; kept weights into a scratch row; a per-row cumul
 one program per row with three fused BLOCK loops (max, kept mass, pick by tl.cumsum) -> chunk
 masses: the mass loop stores one mass per BLOCK chunk, a cumsum over the chunk masses finds the
 crossing chunk and only it is re-read -> split rows: SPLIT programs per row (max and mass
-partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B).
+partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B) ->
+the combine folded into the mass kernel: the last slice of a row to count itself in (an atomic
+counter) picks, so a decode step's sampling pays two launches, not three.
 Triton has no early loop exit, so the pick loops run to the end of their range.
 """
 from .. import stream_stages
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
+from ._min_p_triton_split import THRESH, chunk_select, split_last_combine_src, split_row_combine_src
 from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
 
 BLOCK = Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
-THRESH = "M + tl.log(tl.load(mp_ptr + row))"         # p >= min_p * p_max  <=>  x >= M + log(min_p)
 NO_MIN_P = {"thresh": "M"}
 
 PICK = """
@@ -120,18 +122,6 @@ def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, V, BLOCK: tl.constexpr):
 
 
 # -- chunk_mass_pick -------------------------------------------------------------------------
-def chunk_select(masses: str, n: str, width: str, before: str) -> str:
-    """Statements choosing the chunk where the CDF of `masses` crosses target (sel, carry)."""
-    return f"""    ids = tl.arange(0, {width})
-    cm = tl.load({masses} + ids, mask=ids < {n}, other=0.0)
-    total = tl.sum(cm, 0)
-    target = tl.load(u_ptr + row) * total
-    excl = tl.cumsum(cm, 0) - cm
-    sel = tl.max(tl.where((cm > 0) & (excl < target), ids, -1), 0)
-    sel = tl.maximum(sel, 0)
-    carry = tl.sum(tl.where(ids {before} sel, cm, 0.0), 0)"""
-
-
 def chunk_mass_pick_src(p, task, thresh=THRESH, before="<"):
     return f"""
 @triton.jit
@@ -153,44 +143,6 @@ def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, cm_ptr, V, NCH, BLOCK: tl.conste
 """
 
 
-# -- split_row_combine ---------------------------------------------------------------------------
-def split_row_combine_src(p, task, thresh=THRESH, before="<"):
-    return f"""
-@triton.jit
-def row_max_of(pm_ptr, row, SPLIT: tl.constexpr):
-    ids = tl.arange(0, SPLIT)
-    return tl.max(tl.load(pm_ptr + row * SPLIT + ids, mask=ids < SPLIT, other=-float("inf")), 0)
-
-
-@triton.jit
-def min_p_max_kernel(x_ptr, pm_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # program (row, slice): the max of one slice of PER logits
-    row, s = tl.program_id(0), tl.program_id(1)
-    lo = s * PER
-    tl.store(pm_ptr + row * SPLIT + s, max_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), BLOCK))
-
-
-@triton.jit
-def min_p_mass_kernel(x_ptr, mp_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # program (row, slice): the row max from the partials, then the slice's kept mass
-    row, s = tl.program_id(0), tl.program_id(1)
-    M = row_max_of(pm_ptr, row, SPLIT)
-    lo = s * PER
-    tl.store(ps_ptr + row * SPLIT + s, mass_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, BLOCK))
-
-
-@triton.jit
-def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # the combine: the slice where the CDF of the slice masses crosses the target, then a walk of it
-    row = tl.program_id(0)
-    M = row_max_of(pm_ptr, row, SPLIT)
-{chunk_select("ps_ptr + row * SPLIT", "SPLIT", "SPLIT", before)}
-    lo = sel * PER
-    tl.store(tok_ptr + row, pick_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, carry,
-                                    target, BLOCK))
-"""
-
-
 LAUNCH = {
     "multi_kernel": """M = torch.empty(B, dtype=torch.float32, device=logits.device)
     w = torch.empty_like(logits)
@@ -208,6 +160,12 @@ LAUNCH = {
     min_p_mass_kernel[(B, {split})](logits, min_p, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
     min_p_kernel[(B,)](logits, min_p, uniform, tokens, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK},
                        num_warps={num_warps})""",
+    "split_last_combine": """PER = triton.cdiv(triton.cdiv(V, {split}), {BLOCK}) * {BLOCK}   # logits per slice, whole blocks
+    part = torch.empty((2, B, {split}), dtype=torch.float32, device=logits.device)
+    count = torch.empty(B, dtype=torch.int32, device=logits.device)      # zeroed by the max kernel
+    min_p_max_kernel[(B, {split})](logits, part[0], count, V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_kernel[(B, {split})](logits, min_p, uniform, tokens, part[0], part[1], count, V, PER, SPLIT={split},
+                               BLOCK={BLOCK}, num_warps={num_warps})""",
 }
 
 
@@ -237,6 +195,14 @@ class MinPTriton(MinPSpec):
              launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
+        # the combine folded into the mass kernel's last arrival per row (the threadFenceReduction pattern): one
+        # launch fewer, the same kernels and bytes as split_row_combine, so its calibration too (fit_as)
+        Rung("split_last_combine", "SPLIT programs per row (max, mass partials); the row's last mass program picks",
+             (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),
+              Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
+             launch=row_launch(1.0, launches=2, split=True), render=split_last_combine_src, fit_as="split_row_combine",
+             consts=lambda p, t: {"BLOCK": p["BLOCK"]},
+             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
@@ -259,6 +225,11 @@ class MinPTriton(MinPSpec):
         sp = params["split"]
         per = cdiv(cdiv(v, sp), bl) * bl
         c = {"SPLIT": sp, "BLOCK": bl}
+        if variant.tag == "split_last_combine":
+            cnt = {"cnt_ptr": "*i32"}
+            return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"}, c, {"PER": per}),
+                    mk("min_p_kernel", {**head, "pm_ptr": "*fp32", "ps_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"},
+                       c, {"PER": per})]
         return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", "V": "i32", "PER": "i32"}, c, {"PER": per}),
                 mk("min_p_mass_kernel", {**x, "mp_ptr": "*fp32", "pm_ptr": "*fp32", "ps_ptr": "*fp32", "V": "i32",
                                          "PER": "i32"}, c, {"PER": per}),
