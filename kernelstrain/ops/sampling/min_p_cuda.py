@@ -8,11 +8,14 @@ kept-mass pass records one mass per 4 x THREADS chunk, a scan over chunks finds 
 chunk and only that chunk is re-read -> split rows: SPLIT blocks per row (max and mass
 partials), a combine kernel picks the slice and walks it (fills the GPU at small B).
 """
+import os
+
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import block_incl_scan, cdf_pick_row
-from ._min_p_split import PICK4, THRESH, W4, select_part, split_launch, split_row_combine_src
+from ._min_p_split import (PICK4, THRESH, W4, select_part, split_last_combine_src, split_last_launch, split_launch,
+                           split_row_combine_src)
 from ._min_p_chunks import chunk_vecs_kernel
 from .min_p_spec import ENTRY, MinPSpec
 
@@ -200,6 +203,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) min_p_kernel({ARGS}) {{
 {host(task, "B")}"""
 
 
+# the combine folded into the mass kernel's last block of a row (an atomic arrival count): one launch fewer than
+# split_row_combine, the same kernels and bytes, so its calibration (fit_as). nvcc builds it; until a device checks
+# and times it (scripts/roomM_device.py plan m8), on the ladder only with KERNELSTRAIN_DEVICE_UNCHECKED=1
+UNCHECKED = (Rung("split_last_combine", "SPLIT blocks per row (max, mass partials); the row's last mass block picks",
+                  (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,
+                  memory_eff=0.9, smem="static", launch=split_last_launch, render=split_last_combine_src,
+                  fit_as="split_row_combine",
+                  bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P}),
+             ) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
+
+
 class MinPCuda(MinPSpec):
     impl = "cuda"
     variants = (
@@ -220,7 +234,7 @@ class MinPCuda(MinPSpec):
              (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,
              memory_eff=0.9, smem="static", launch=split_launch, render=split_row_combine_src,
              bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P}),
-    )
+    ) + UNCHECKED
 
     def assemble(self, body, variant, params, task):
         from ._select import ROW_STATS
