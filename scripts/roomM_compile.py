@@ -26,7 +26,7 @@ TRITON = [("mamba_step_triton", "persistent_vectorized", "BLOCK_D", (128,)),
           ("mamba_step_triton", "persistent_vectorized", "num_warps", (16,)),
           ("min_p_triton", "split_row_combine", "BLOCK", (4096,)),
           ("min_p_triton", "split_last_combine", "split", (2, 32)),
-          ("min_p_triton", "split_last_combine", "BLOCK", (512, 2048))]
+          ("min_p_triton", "split_last_combine", "BLOCK", (512, 2048, 4096))]
 CUDA = [("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32}),
         ("topk_cuda", "vectorized_float4", "cap", (512,), {}),
         ("topk_cuda", "split_row_two_stage", "threads", (64,), {}),

@@ -146,10 +146,13 @@ MINP8 = [{"B": 1, "V": 128256}, {"B": 4, "V": 32000}, {"B": 64, "V": 128256}]
 M8_NEW = [
     ("min_p_triton", "split_last_combine", "split", MINP8, {"BLOCK": 2048, "num_warps": 8}, (2, 8, 32)),
     ("min_p_triton", "split_last_combine", "BLOCK", MINP8[:1], {"num_warps": 8, "split": 32}, (512, 1024)),
+    # BLOCK 4096 (on both split rungs' lists after scripts/roomM_interpret.py): one trip a 32-way slice
+    ("min_p_triton", "split_last_combine", "BLOCK", MINP8[::2], {"num_warps": 8, "split": 32}, (2048, 4096)),
     ("min_p_cuda", "split_last_combine", "split", MINP8, {"threads": 256}, (2, 8, 32)),
 ]
 M8_REF = [
     ("min_p_triton", "split_row_combine", "split", MINP8, {"BLOCK": 2048, "num_warps": 8}, (8, 32)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP8[::2], {"num_warps": 8, "split": 32}, (4096,)),
     ("min_p_cuda", "split_row_combine", "split", MINP8, {"threads": 256}, (8, 32)),
 ]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)

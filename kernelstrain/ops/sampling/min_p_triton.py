@@ -18,6 +18,11 @@ from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
 
 BLOCK = Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
+# the split rungs: BLOCK 4096 (seventh session; scripts/roomM_interpret.py, room_compile_triton) makes a 32-way slice
+# of a 128k-vocabulary row one trip (the model: 4-6% at B=1-64 over 2048); 64 splits and 16 warps were level on an
+# H100 (docs/roomM_device_h100_m1/), so not offered
+SPLIT_PARAMS = (Param("BLOCK", (512, 1024, 2048, 4096), 1024), Param("num_warps", (2, 4, 8), 4),
+                Param("split", (2, 4, 8, 16, 32), 8))
 NO_MIN_P = {"thresh": "M"}
 
 PICK = """
@@ -190,16 +195,14 @@ class MinPTriton(MinPSpec):
              launch=row_launch(1.0), render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
         Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine kernel walking one slice",
-             (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),
-              Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
+             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
         # the combine folded into the mass kernel's last arrival per row (the threadFenceReduction pattern): one
         # launch fewer, the same kernels and bytes as split_row_combine, so its calibration too (fit_as)
         Rung("split_last_combine", "SPLIT programs per row (max, mass partials); the row's last mass program picks",
-             (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),
-              Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
+             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0, launches=2, split=True), render=split_last_combine_src, fit_as="split_row_combine",
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
