@@ -3,7 +3,8 @@ bug render against the op's PyTorch reference at small shapes; a value must matc
 has run a candidate this is its correctness proof (not its time; the interpreter runs one program at a time, so a
 race cannot show: the device plan, scripts/roomM_device.py m8, runs them on a GPU).
 
-min_p_triton split_last_combine, and BLOCK 4096 on both split rungs: the sampled token of each row against the reference's inverse CDF over the kept
+min_p_triton split_row_combine's last_combine 1 (the combine in the mass kernel's last program of a row), and
+BLOCK 4096 with either combine: the sampled token of each row against the reference's inverse CDF over the kept
 mass (a row may differ only where its uniform falls within 1e-5 of a kept-mass boundary), at shapes where a slice
 is partial, empty (split 32 of 20000: PER 1024 leaves slices past V) and where B has several rows.
 
@@ -23,12 +24,12 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
 # (module, rung, parameter values over its defaults, shapes)
-MIN_P = [("min_p_triton", "split_last_combine", over, ({"B": 3, "V": 20000}, {"B": 5, "V": 33000}))
+MIN_P = [("min_p_triton", "split_row_combine", {"last_combine": 1, **over}, ({"B": 3, "V": 20000}, {"B": 5, "V": 33000}))
          for over in ({"split": 2, "BLOCK": 512}, {"split": 8, "BLOCK": 1024}, {"split": 32, "BLOCK": 2048},
                       {"split": 32, "BLOCK": 512})] + [
-    # BLOCK 4096 on both split rungs: one trip a slice at 32 splits, several at 2, a slice past V at 33000 / 32
-    ("min_p_triton", tag, {"split": split, "BLOCK": 4096}, ({"B": 3, "V": 20000}, {"B": 5, "V": 33000}))
-    for tag in ("split_row_combine", "split_last_combine") for split in (2, 32)]
+    # BLOCK 4096 with either combine: one trip a slice at 32 splits, several at 2, a slice past V at 33000 / 32
+    ("min_p_triton", "split_row_combine", {"split": split, "BLOCK": 4096, "last_combine": last},
+     ({"B": 3, "V": 20000}, {"B": 5, "V": 33000})) for last in (0, 1) for split in (2, 32)]
 
 
 def min_p_case(m, v, params, shape) -> int:

@@ -3,7 +3,6 @@ kept-mass partials in two kernels, and a combine kernel picks the slice where th
 uniform x mass and walks only that slice. Also the pieces the other min_p_cuda rungs share:
 the threshold slot, the float4 kept weight and the float4 pick of one chunk.
 """
-from dataclasses import replace
 from textwrap import indent
 
 from ..base import Launch, cdiv
@@ -47,9 +46,11 @@ __device__ __forceinline__ void select_part(const float* mass, int n, float u, i
 
 # -- split_row_combine -------------------------------------------------------------------------
 def split_launch(p, task):
+    """Three launches (max, mass, combine), or two where the mass kernel's last block of a row combines."""
     th, sp = p["threads"], p["split"]
     return Launch(grid=task["B"] * sp, threads=th, smem_bytes=4 * cdiv(th, task.gpu.warp) + 16, regs=40,
-                  bytes_per_access=16, traffic=1 + 1.0 * row_l2_miss(task, th) + 1.0 / sp, compute_scale=0.8, launches=3)
+                  bytes_per_access=16, traffic=1 + 1.0 * row_l2_miss(task, th) + 1.0 / sp, compute_scale=0.8,
+                  launches=3 - p.get("last_combine", 0))
 
 
 def split_helpers(p, task, prefix: str) -> str:
@@ -173,12 +174,7 @@ min_p_kernel(const float* __restrict__ logits, const float* __restrict__ min_p, 
 
 
 
-# -- split_last_combine ------------------------------------------------------------------------
-def split_last_launch(p, task):
-    """split_row_combine's launches less the combine's own: the row's last mass block picks."""
-    return replace(split_launch(p, task), launches=2)
-
-
+# -- last_combine 1 -----------------------------------------------------------------------------
 def split_last_combine_src(p, task, thresh=THRESH, prefix="acc"):
     return f"""{split_helpers(p, task, prefix)}
 {max_kernel(count=True)}

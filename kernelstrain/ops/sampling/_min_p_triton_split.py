@@ -1,7 +1,7 @@
 """The split-row rungs of min_p_triton (not an op module): SPLIT programs per row compute max and kept-mass
 partials; a combine picks the slice where the CDF of the slice masses crosses uniform x mass and walks only it,
-in a third kernel (split_row_combine) or in the mass kernel's last program of the row to arrive (split_last_combine:
-an atomic arrival count, the threadFenceReduction pattern). Also the threshold and the part selection the chunk
+in a third kernel, or (last_combine 1) in the mass kernel's last program of the row to arrive (an atomic arrival
+count, the threadFenceReduction pattern). Also the threshold and the part selection the chunk
 rung shares.
 """
 THRESH = "M + tl.log(tl.load(mp_ptr + row))"         # p >= min_p * p_max  <=>  x >= M + log(min_p)

@@ -5,11 +5,13 @@ Ladder: three kernels (row max; kept weights into a scratch row; a per-row cumul
 one program per row with three fused BLOCK loops (max, kept mass, pick by tl.cumsum) -> chunk
 masses: the mass loop stores one mass per BLOCK chunk, a cumsum over the chunk masses finds the
 crossing chunk and only it is re-read -> split rows: SPLIT programs per row (max and mass
-partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B) ->
-the combine folded into the mass kernel: the last slice of a row to count itself in (an atomic
-counter) picks, so a decode step's sampling pays two launches, not three.
+partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B; with
+last_combine the mass kernel's last program of a row picks instead, so a decode step's sampling
+pays two launches, not three).
 Triton has no early loop exit, so the pick loops run to the end of their range.
 """
+from dataclasses import replace
+
 from .. import stream_stages
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
@@ -21,8 +23,11 @@ WARPS = Param("num_warps", (2, 4, 8, 16), 8)
 # the split rungs: BLOCK 4096 (seventh session; scripts/roomM_interpret.py, room_compile_triton) makes a 32-way slice
 # of a 128k-vocabulary row one trip (the model: 4-6% at B=1-64 over 2048); 64 splits and 16 warps were level on an
 # H100 (docs/roomM_device_h100_m1/), so not offered
+# last_combine 1 (seventh session): the combine folded into the mass kernel, whose last program of a row to count
+# itself in (an acq_rel atomic on a per-row count the max kernel zeroes: the threadFenceReduction pattern) picks the
+# slice and walks it: two launches, not three, the same kernels and bytes otherwise (scripts/roomM_interpret.py)
 SPLIT_PARAMS = (Param("BLOCK", (512, 1024, 2048, 4096), 1024), Param("num_warps", (2, 4, 8), 4),
-                Param("split", (2, 4, 8, 16, 32), 8))
+                Param("split", (2, 4, 8, 16, 32), 8), Param("last_combine", (0, 1), 0))
 NO_MIN_P = {"thresh": "M"}
 
 PICK = """
@@ -70,6 +75,15 @@ def row_launch(passes: float, launches: int = 1, split: bool = False, base: floa
                       bytes_per_access=min(16, 4 * per), traffic=base + passes * row_l2_miss(task, threads),
                       compute_scale=0.6, launches=launches)
     return launch
+
+
+def split_launch(p, task):
+    """The split rung: max, mass and combine kernels, or (last_combine) the combine in the mass kernel's tail."""
+    return replace(row_launch(1.0, launches=3, split=True)(p, task), launches=3 - p.get("last_combine", 0))
+
+
+def split_src(p, task, **slots):
+    return (split_last_combine_src if p.get("last_combine") else split_row_combine_src)(p, task, **slots)
 
 
 # -- multi_kernel ---------------------------------------------------------------------------
@@ -194,16 +208,8 @@ class MinPTriton(MinPSpec):
              (Param("BLOCK", BLOCK.values + (16384,), BLOCK.default), WARPS), compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0), render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
-        Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine kernel walking one slice",
-             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88,
-             launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
-             consts=lambda p, t: {"BLOCK": p["BLOCK"]},
-             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
-        # the combine folded into the mass kernel's last arrival per row (the threadFenceReduction pattern): one
-        # launch fewer, the same kernels and bytes as split_row_combine, so its calibration too (fit_as)
-        Rung("split_last_combine", "SPLIT programs per row (max, mass partials); the row's last mass program picks",
-             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88,
-             launch=row_launch(1.0, launches=2, split=True), render=split_last_combine_src, fit_as="split_row_combine",
+        Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine walking one slice",
+             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88, launch=split_launch, render=split_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
     )
@@ -228,7 +234,7 @@ class MinPTriton(MinPSpec):
         sp = params["split"]
         per = cdiv(cdiv(v, sp), bl) * bl
         c = {"SPLIT": sp, "BLOCK": bl}
-        if variant.tag == "split_last_combine":
+        if params.get("last_combine"):
             cnt = {"cnt_ptr": "*i32"}
             return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"}, c, {"PER": per}),
                     mk("min_p_kernel", {**head, "pm_ptr": "*fp32", "ps_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"},
@@ -248,6 +254,6 @@ class MinPTriton(MinPSpec):
     B, V = logits.shape
     logits = logits.contiguous()
     tokens = torch.empty(B, dtype=torch.int32, device=logits.device)
-    {LAUNCH[variant.tag].format(**params)}
+    {LAUNCH["split_last_combine" if params.get("last_combine") else variant.tag].format(**params)}
     return tokens
 """
