@@ -5,6 +5,7 @@ simulator's verdict), CUDA values with nvcc (-arch of each catalog GPU; HIP wher
 scripts/check_module.py's compile_one, each bug render too. Exit 1 on a failed build or a disagreement.
 
     python3 scripts/roomM_compile.py
+    KERNELSTRAIN_DEVICE_UNCHECKED=1 python3 scripts/roomM_compile.py      # with min_p_cuda's last_combine 1
 """
 import itertools
 import sys
@@ -19,14 +20,20 @@ from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
-# (module, rung, parameter, the probe values, the other parameters)
+# (module, rung, parameter, the probe values, the other parameters): plan m5's probes, then the seventh session's
+# split rungs' last_combine 1 (min_p_cuda's with KERNELSTRAIN_DEVICE_UNCHECKED=1 only) and min_p_triton's BLOCK 4096
 TRITON = [("mamba_step_triton", "persistent_vectorized", "BLOCK_D", (128,)),
           ("mamba_step_triton", "persistent_vectorized", "num_warps", (16,)),
+          ("min_p_triton", "split_row_combine", "BLOCK", (4096,)),
+          ("min_p_triton", "split_row_combine", "last_combine", (1,)),
           ("min_p_triton", "split_row_combine", "BLOCK", (4096,))]
 CUDA = [("selective_scan_cuda", "smem_bc_multi_channel", "rows", (16,), {"threads": 32}),
         ("topk_cuda", "vectorized_float4", "cap", (512,), {}),
         ("topk_cuda", "split_row_two_stage", "threads", (64,), {}),
-        ("prefix_scan_cuda", "warp_shuffle_scan", "threads", (64,), {})]
+        ("prefix_scan_cuda", "warp_shuffle_scan", "threads", (64,), {})] + (
+    [("min_p_cuda", "split_row_combine", "last_combine", (1,), {"split": 2}),
+     ("min_p_cuda", "split_row_combine", "last_combine", (1,), {"split": 32, "threads": 512})]
+    if "last_combine" in [p.name for p in REGISTRY["min_p_cuda"].variant("split_row_combine").params] else [])
 
 
 def cuda_cases(name, tag, param, values, base):

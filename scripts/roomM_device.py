@@ -137,10 +137,30 @@ M5_REF = [
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BK", CONVT, {"BM": 128, "BN": 64, "num_warps": 4}, (64, 128)),
     ("conv2d_nhwc_triton", "implicit_gemm_dot", "BM", CONVT, {"BN": 64, "BK": 64, "num_warps": 8}, (128, 256)),
 ]
+# m8 (seventh session, job j2): the split rungs' last_combine 1, the combine folded into the mass kernel's last
+# program of a row (min_p_triton: on the menu after scripts/roomM_interpret.py; min_p_cuda: KERNELSTRAIN_DEVICE_UNCHECKED=1
+# until this runs), correctness at every value (the arrival count's ordering is what the CPU interpreter cannot show),
+# bugs at the ends, and the launch it saves beside last_combine 0 at the same values: decode-time rows (B=1, 4)
+# where the launch is most of the time, B=64 where it is not; min_p_triton's BLOCK 4096 beside 2048
+MINP8 = [{"B": 1, "V": 128256}, {"B": 4, "V": 32000}, {"B": 64, "V": 128256}]
+M8_NEW = [
+    ("min_p_triton", "split_row_combine", "split", MINP8, {"BLOCK": 2048, "num_warps": 8, "last_combine": 1}, (2, 8, 32)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP8[::2], {"num_warps": 8, "split": 32, "last_combine": 1},
+     (512, 4096)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP8[::2], {"num_warps": 8, "split": 32, "last_combine": 0}, (4096,)),
+    ("min_p_cuda", "split_row_combine", "split", MINP8, {"threads": 256, "last_combine": 1}, (2, 8, 32)),
+]
+M8_REF = [
+    ("min_p_triton", "split_row_combine", "split", MINP8, {"BLOCK": 2048, "num_warps": 8, "last_combine": 0}, (8, 32)),
+    ("min_p_triton", "split_row_combine", "BLOCK", MINP8[::2], {"num_warps": 8, "split": 32, "last_combine": 1}, (2048,)),
+    ("min_p_cuda", "split_row_combine", "split", MINP8, {"threads": 256, "last_combine": 0}, (8, 32)),
+]
 # the new rungs and values first (the run pass times cases in order: what its budget leaves is `not run`)
 PLANS = {"m1": (M1_NEW, M1_REF[:-3] + M1_TRITON[:4]),     # the conv probes (informational) in m2
          "m2": ([], M1_TRITON[4:] + M1_REF[-3:]), "m3": (M3_NEW, M3_REF), "m4": (M4_NEW, M4_REF),
-         "m5": (M5_NEW, M5_REF), "m6": (M4_NEW, M4_REF)}
+         "m5": (M5_NEW, M5_REF), "m6": (M4_NEW, M4_REF),
+         # m7 (seventh session, job j1): m5's probes alone (last session's values kept off the menus), for a 90 s job
+         "m7": (M5_NEW, []), "m8": (M8_NEW, M8_REF)}
 
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's

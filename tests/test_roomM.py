@@ -148,3 +148,59 @@ def test_tiles_wider_than_the_row_pay_their_idle_lanes_issue():
     long_rows = make_task(SCAN, "H100", "bf16", {"R": 8, "C": 1048576})
     launch = built_launch(SCAN, lb, {"threads": 512, "items": 4}, long_rows)
     assert launch.issue_s < 0.5 * roofline_terms(SCAN, lb, launch, long_rows)[1]
+# -- last_combine (seventh session): the split combine folded into the mass kernel's last program of a row ---------
+MINP_T = REGISTRY["min_p_triton"]
+
+
+@pytest.mark.parametrize("gpu", ["H100", "A100", "MI300X"])
+@pytest.mark.parametrize("shape", [{"B": 1, "V": 128256}, {"B": 4, "V": 32000}, {"B": 256, "V": 128256}])
+def test_last_combine_saves_the_combines_launch_and_nothing_else(gpu, shape):
+    """The same kernels and bytes less one launch: faster by the fitted extra launch at every value of the split
+    rung, nothing else (a fudge would show as any other difference)."""
+    from kernelstrain.calibration import FIT
+    task = make_task(MINP_T, gpu, "fp32", shape)
+    v = MINP_T.variant("split_row_combine")
+    extra_ms = FIT.extra_launch_us[task.gpu.vendor] * 1e-3
+    for p in param_grid(v):
+        if p["last_combine"]:
+            t_new, t_old = simulate(MINP_T, v, p, task), simulate(MINP_T, v, {**p, "last_combine": 0}, task)
+            assert t_new.ok and t_old.ok
+            assert t_new.time_ms == pytest.approx(t_old.time_ms - extra_ms, rel=1e-9)
+
+
+def test_last_combine_counts_arrivals_in_its_code():
+    task = make_task(MINP_T, "H100", "fp32", {"B": 1, "V": 128256})
+    v = MINP_T.variant("split_row_combine")
+    three = MINP_T.render(v, v.defaults(), task)
+    p = {**v.defaults(), "last_combine": 1}
+    code = MINP_T.render(v, p, task)
+    for mark in ('tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel")', "if arrived == SPLIT - 1:",
+                 "tl.store(cnt_ptr + row, 0)", "min_p_kernel[(B, 8)]"):
+        assert mark in code and mark not in three
+    assert "min_p_mass_kernel" in three and "min_p_mass_kernel" not in code          # two kernels, not three
+    for bug in v.bugs:
+        assert MINP_T.render(v, p, task, bug) != code
+
+
+def test_min_p_cuda_last_combine_stays_off_the_menu_unchecked():
+    import os
+    names = [p.name for p in REGISTRY["min_p_cuda"].variant("split_row_combine").params]
+    assert ("last_combine" in names) == (os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1")
+
+
+def test_last_combine_samples_the_reference_token_under_the_interpreter():
+    """TRITON_INTERPRET=1 (scripts/roomM_interpret.py runs every value): split 32 of V=20000 leaves empty slices
+    past V; the value matches the reference's inverse-CDF token in every row and each bug does not."""
+    pytest.importorskip("triton")
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys; sys.path.insert(0, 'scripts'); import roomM_interpret as r; "
+            "from kernelstrain.ops import REGISTRY; m = REGISTRY['min_p_triton']; v = m.variant('split_row_combine'); "
+            "sys.exit(r.min_p_case(m, v, {**v.defaults(), 'split': 32, 'BLOCK': 512, 'last_combine': 1}, "
+            "{'B': 3, 'V': 20000}))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count(": 0 rows differ, pass") == 1
+    assert run.stdout.count("FAIL") == len(MINP_T.variant("split_row_combine").bugs)

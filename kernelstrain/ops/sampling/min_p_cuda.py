@@ -8,11 +8,13 @@ kept-mass pass records one mass per 4 x THREADS chunk, a scan over chunks finds 
 chunk and only that chunk is re-read -> split rows: SPLIT blocks per row (max and mass
 partials), a combine kernel picks the slice and walks it (fills the GPU at small B).
 """
+import os
+
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import block_incl_scan, cdf_pick_row
-from ._min_p_split import PICK4, THRESH, W4, select_part, split_launch, split_row_combine_src
+from ._min_p_split import PICK4, THRESH, W4, select_part, split_last_combine_src, split_launch, split_row_combine_src
 from ._min_p_chunks import chunk_vecs_kernel
 from .min_p_spec import ENTRY, MinPSpec
 
@@ -200,6 +202,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) min_p_kernel({ARGS}) {{
 {host(task, "B")}"""
 
 
+# last_combine 1: the combine folded into the mass kernel's last block of a row (an atomic arrival count, the
+# threadFenceReduction pattern): one launch fewer, the same kernels and bytes. nvcc builds it; until a device checks
+# and times it (scripts/roomM_device.py plan m8), offered only with KERNELSTRAIN_DEVICE_UNCHECKED=1
+LAST_COMBINE = (Param("last_combine", (0, 1), 0),) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
+
+
+def split_src(p, task, **slots):
+    return (split_last_combine_src if p.get("last_combine") else split_row_combine_src)(p, task, **slots)
+
+
 class MinPCuda(MinPSpec):
     impl = "cuda"
     variants = (
@@ -217,8 +229,8 @@ class MinPCuda(MinPSpec):
              memory_eff=0.9, smem="static", launch=chunk_launch, render=chunk_mass_pick_src,
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + mass[i]"}}),
         Rung("split_row_combine", "SPLIT blocks per row (max and mass partials) and a combine kernel walking one slice",
-             (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.5,
-             memory_eff=0.9, smem="static", launch=split_launch, render=split_row_combine_src,
+             (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)) + LAST_COMBINE,
+             compute_eff=0.5, memory_eff=0.9, smem="static", launch=split_launch, render=split_src,
              bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P}),
     )
 

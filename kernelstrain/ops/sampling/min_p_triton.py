@@ -5,17 +5,29 @@ Ladder: three kernels (row max; kept weights into a scratch row; a per-row cumul
 one program per row with three fused BLOCK loops (max, kept mass, pick by tl.cumsum) -> chunk
 masses: the mass loop stores one mass per BLOCK chunk, a cumsum over the chunk masses finds the
 crossing chunk and only it is re-read -> split rows: SPLIT programs per row (max and mass
-partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B).
+partials) and a combine kernel that picks the slice and walks it (fills the GPU at small B; with
+last_combine the mass kernel's last program of a row picks instead, so a decode step's sampling
+pays two launches, not three).
 Triton has no early loop exit, so the pick loops run to the end of their range.
 """
+from dataclasses import replace
+
 from .. import stream_stages
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
+from ._min_p_triton_split import THRESH, chunk_select, split_last_combine_src, split_row_combine_src
 from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
 
 BLOCK = Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
-THRESH = "M + tl.log(tl.load(mp_ptr + row))"         # p >= min_p * p_max  <=>  x >= M + log(min_p)
+# the split rungs: BLOCK 4096 (seventh session; scripts/roomM_interpret.py, room_compile_triton) makes a 32-way slice
+# of a 128k-vocabulary row one trip (the model: 4-6% at B=1-64 over 2048); 64 splits and 16 warps were level on an
+# H100 (docs/roomM_device_h100_m1/), so not offered
+# last_combine 1 (seventh session): the combine folded into the mass kernel, whose last program of a row to count
+# itself in (an acq_rel atomic on a per-row count the max kernel zeroes: the threadFenceReduction pattern) picks the
+# slice and walks it: two launches, not three, the same kernels and bytes otherwise (scripts/roomM_interpret.py)
+SPLIT_PARAMS = (Param("BLOCK", (512, 1024, 2048, 4096), 1024), Param("num_warps", (2, 4, 8), 4),
+                Param("split", (2, 4, 8, 16, 32), 8), Param("last_combine", (0, 1), 0))
 NO_MIN_P = {"thresh": "M"}
 
 PICK = """
@@ -63,6 +75,15 @@ def row_launch(passes: float, launches: int = 1, split: bool = False, base: floa
                       bytes_per_access=min(16, 4 * per), traffic=base + passes * row_l2_miss(task, threads),
                       compute_scale=0.6, launches=launches)
     return launch
+
+
+def split_launch(p, task):
+    """The split rung: max, mass and combine kernels, or (last_combine) the combine in the mass kernel's tail."""
+    return replace(row_launch(1.0, launches=3, split=True)(p, task), launches=3 - p.get("last_combine", 0))
+
+
+def split_src(p, task, **slots):
+    return (split_last_combine_src if p.get("last_combine") else split_row_combine_src)(p, task, **slots)
 
 
 # -- multi_kernel ---------------------------------------------------------------------------
@@ -120,18 +141,6 @@ def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, V, BLOCK: tl.constexpr):
 
 
 # -- chunk_mass_pick -------------------------------------------------------------------------
-def chunk_select(masses: str, n: str, width: str, before: str) -> str:
-    """Statements choosing the chunk where the CDF of `masses` crosses target (sel, carry)."""
-    return f"""    ids = tl.arange(0, {width})
-    cm = tl.load({masses} + ids, mask=ids < {n}, other=0.0)
-    total = tl.sum(cm, 0)
-    target = tl.load(u_ptr + row) * total
-    excl = tl.cumsum(cm, 0) - cm
-    sel = tl.max(tl.where((cm > 0) & (excl < target), ids, -1), 0)
-    sel = tl.maximum(sel, 0)
-    carry = tl.sum(tl.where(ids {before} sel, cm, 0.0), 0)"""
-
-
 def chunk_mass_pick_src(p, task, thresh=THRESH, before="<"):
     return f"""
 @triton.jit
@@ -153,44 +162,6 @@ def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, cm_ptr, V, NCH, BLOCK: tl.conste
 """
 
 
-# -- split_row_combine ---------------------------------------------------------------------------
-def split_row_combine_src(p, task, thresh=THRESH, before="<"):
-    return f"""
-@triton.jit
-def row_max_of(pm_ptr, row, SPLIT: tl.constexpr):
-    ids = tl.arange(0, SPLIT)
-    return tl.max(tl.load(pm_ptr + row * SPLIT + ids, mask=ids < SPLIT, other=-float("inf")), 0)
-
-
-@triton.jit
-def min_p_max_kernel(x_ptr, pm_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # program (row, slice): the max of one slice of PER logits
-    row, s = tl.program_id(0), tl.program_id(1)
-    lo = s * PER
-    tl.store(pm_ptr + row * SPLIT + s, max_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), BLOCK))
-
-
-@triton.jit
-def min_p_mass_kernel(x_ptr, mp_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # program (row, slice): the row max from the partials, then the slice's kept mass
-    row, s = tl.program_id(0), tl.program_id(1)
-    M = row_max_of(pm_ptr, row, SPLIT)
-    lo = s * PER
-    tl.store(ps_ptr + row * SPLIT + s, mass_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, BLOCK))
-
-
-@triton.jit
-def min_p_kernel(x_ptr, mp_ptr, u_ptr, tok_ptr, pm_ptr, ps_ptr, V, PER, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-    # the combine: the slice where the CDF of the slice masses crosses the target, then a walk of it
-    row = tl.program_id(0)
-    M = row_max_of(pm_ptr, row, SPLIT)
-{chunk_select("ps_ptr + row * SPLIT", "SPLIT", "SPLIT", before)}
-    lo = sel * PER
-    tl.store(tok_ptr + row, pick_in(x_ptr + row.to(tl.int64) * V, lo, tl.minimum(lo + PER, V), {thresh}, M, carry,
-                                    target, BLOCK))
-"""
-
-
 LAUNCH = {
     "multi_kernel": """M = torch.empty(B, dtype=torch.float32, device=logits.device)
     w = torch.empty_like(logits)
@@ -208,6 +179,12 @@ LAUNCH = {
     min_p_mass_kernel[(B, {split})](logits, min_p, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
     min_p_kernel[(B,)](logits, min_p, uniform, tokens, part[0], part[1], V, PER, SPLIT={split}, BLOCK={BLOCK},
                        num_warps={num_warps})""",
+    "split_last_combine": """PER = triton.cdiv(triton.cdiv(V, {split}), {BLOCK}) * {BLOCK}   # logits per slice, whole blocks
+    part = torch.empty((2, B, {split}), dtype=torch.float32, device=logits.device)
+    count = torch.empty(B, dtype=torch.int32, device=logits.device)      # zeroed by the max kernel
+    min_p_max_kernel[(B, {split})](logits, part[0], count, V, PER, SPLIT={split}, BLOCK={BLOCK}, num_warps={num_warps})
+    min_p_kernel[(B, {split})](logits, min_p, uniform, tokens, part[0], part[1], count, V, PER, SPLIT={split},
+                               BLOCK={BLOCK}, num_warps={num_warps})""",
 }
 
 
@@ -231,10 +208,8 @@ class MinPTriton(MinPSpec):
              (Param("BLOCK", BLOCK.values + (16384,), BLOCK.default), WARPS), compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0), render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
-        Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine kernel walking one slice",
-             (Param("BLOCK", (512, 1024, 2048), 1024), Param("num_warps", (2, 4, 8), 4),
-              Param("split", (2, 4, 8, 16, 32), 8)), compute_eff=0.45, memory_eff=0.88,
-             launch=row_launch(1.0, launches=3, split=True), render=split_row_combine_src,
+        Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine walking one slice",
+             SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88, launch=split_launch, render=split_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
              bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
     )
@@ -259,6 +234,11 @@ class MinPTriton(MinPSpec):
         sp = params["split"]
         per = cdiv(cdiv(v, sp), bl) * bl
         c = {"SPLIT": sp, "BLOCK": bl}
+        if params.get("last_combine"):
+            cnt = {"cnt_ptr": "*i32"}
+            return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"}, c, {"PER": per}),
+                    mk("min_p_kernel", {**head, "pm_ptr": "*fp32", "ps_ptr": "*fp32", **cnt, "V": "i32", "PER": "i32"},
+                       c, {"PER": per})]
         return [mk("min_p_max_kernel", {**x, "pm_ptr": "*fp32", "V": "i32", "PER": "i32"}, c, {"PER": per}),
                 mk("min_p_mass_kernel", {**x, "mp_ptr": "*fp32", "pm_ptr": "*fp32", "ps_ptr": "*fp32", "V": "i32",
                                          "PER": "i32"}, c, {"PER": per}),
@@ -274,6 +254,6 @@ class MinPTriton(MinPSpec):
     B, V = logits.shape
     logits = logits.contiguous()
     tokens = torch.empty(B, dtype=torch.int32, device=logits.device)
-    {LAUNCH[variant.tag].format(**params)}
+    {LAUNCH["split_last_combine" if params.get("last_combine") else variant.tag].format(**params)}
     return tokens
 """
