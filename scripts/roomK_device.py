@@ -265,11 +265,11 @@ K10_REFERENCE = [
 GT = GW[:2]
 GT_BASE = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}
 SPLITK2 = [{"M": 16, "N": 4096, "K": 14336}, {"M": 128, "N": 4096, "K": 4096}]
-K11_NEW = [
+K11_NEW = K8_NEW + [      # the CUDA rows first: only a device can put them on the menus
     ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", GT, GT_BASE, (128, 256)),
     ("gemm_splitk_triton", "split_k_fused_reduce", "num_warps", SPLITK2, {"BLOCK_N": 64, "SPLIT_K": 8}, (2, 4)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
-] + K8_NEW
+]
 K11_REFERENCE = [     # no bug renders: the Triton bug edits are the same text at every tile (K11_NEW proves them)
     ("grouped_gemm_triton", "m_fastest_order", "BLOCK_K", GT, GT_BASE, (64, 128)),
     ("grouped_gemm_triton", "m_fastest_order", "num_stages", GT, GT_BASE, (4, 5)),
