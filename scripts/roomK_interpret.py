@@ -30,7 +30,9 @@ CASES = [
     ("gemm_splitk_triton", "split_k_atomic", {"BLOCK_N": 32, "SPLIT_K": 4}, {"M": 5, "N": 256, "K": 512}, "fp16"),
     ("gemm_splitk_triton", "pipelined_split_k", {"BLOCK_N": 32, "SPLIT_K": 2}, {"M": 16, "N": 128, "K": 1024}, "fp16"),
     ("gemm_splitk_triton", "split_k_fused_reduce", {"BLOCK_N": 32, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
-    # (2026-12-07) the new values put on the menus by this check: gemm_splitk_triton's 2 warps on the pipelined rungs
+    # (2026-12-07) on the menus by this check: gemm_fp4_triton's 256-row copies tiles, grouped_gemm_triton
+    # m_fastest_order's 256-wide N tiles; checked, not offered (the Triton smem corpus figures they would add):
+    # gemm_splitk_triton's 2 warps on the pipelined rungs, grouped_gemm_triton's 128-wide K and 5 stages
     ("gemm_splitk_triton", "pipelined_split_k", {"num_warps": 2, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
     ("gemm_splitk_triton", "split_k_fused_reduce", {"num_warps": 2, "SPLIT_K": 4, "BLOCK_M": 32},
      {"M": 5, "N": 128, "K": 1024}, "fp16"),
@@ -40,11 +42,13 @@ CASES = [
     ("gemm_fp4_triton", "pipelined_copies", {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4,
                                              "GROUP_M": 4}, {"M": 80, "N": 128, "K": 256, "G": 32}, "fp16"),
     # grouped_gemm_triton block_lookup / m_fastest_order: 128-wide K tiles, 256-wide N tiles, 5 stages (K past one
-    # tile and ragged for the masks; N two 256-wide blocks)
+    # tile and ragged for the masks; N two 256-wide blocks; a 256-wide N tile alone on m_fastest_order)
     ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_K": 128, "BLOCK_M": 16},
      {"T": 24, "E": 4, "K": 320, "N": 256, "topk": 2}, "fp16"),
     ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_N": 256, "num_stages": 5, "BLOCK_M": 32},
      {"T": 40, "E": 4, "K": 192, "N": 512, "topk": 2}, "fp16"),
+    ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_N": 256, "BLOCK_M": 64, "num_warps": 8},
+     {"T": 96, "E": 4, "K": 320, "N": 768, "topk": 2}, "fp16"),
     ("grouped_gemm_triton", "block_lookup", {"BLOCK_N": 256, "BLOCK_K": 128, "num_stages": 5, "BLOCK_M": 16},
      {"T": 24, "E": 8, "K": 384, "N": 512, "topk": 2}, "fp16"),
 ]

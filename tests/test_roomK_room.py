@@ -1,8 +1,9 @@
 """roomK (issue 26 room, 2026-12-07): the Triton values put on the menus of the GEMM family after Triton's interpreter
-ran them against the PyTorch reference (scripts/roomK_interpret.py): grouped_gemm_triton's 128-wide K, 256-wide N
-tiles and 5 stages on the two lookup rungs, gemm_splitk_triton's 2 warps on the pipelined rungs, gemm_fp4_triton
-pipelined_copies' 256-row tiles and 5 stages; and the accumulator spill grouped_gemm_triton's tiles now pay where a
-256-wide N tile sits on 4 warps (the term gemm_fp16_triton's tiles already paid)."""
+ran them against the PyTorch reference (scripts/roomK_interpret.py): grouped_gemm_triton m_fastest_order's 256-wide N
+tiles and gemm_fp4_triton pipelined_copies' 256-row tiles; and the accumulator spill grouped_gemm_triton's tiles now
+pay where a 256-wide N tile sits on 4 warps (the term gemm_fp16_triton's tiles already paid). The interpreter also
+runs the values checked but not offered (each would add hundreds of Triton smem corpus figures): grouped_gemm_triton's
+128-wide K and 5 stages, gemm_splitk_triton's 2 warps."""
 import os
 import subprocess
 import sys
@@ -26,14 +27,12 @@ def _sim(module, tag, shape, gpu="H100", dtype="fp16", **over):
     return simulate(module, v, params, make_task(module, gpu, dtype, shape))
 
 
-@pytest.mark.parametrize("tag", ["block_lookup", "m_fastest_order"])
-def test_grouped_lookup_rungs_offer_the_new_values(tag):
-    v = GROUPED.variant(tag)
-    assert v.param("BLOCK_K").values == (32, 64, 128)
+def test_grouped_m_fastest_order_offers_256_wide_n_tiles_only():
+    v = GROUPED.variant("m_fastest_order")
     assert v.param("BLOCK_N").values == (64, 128, 256)
-    assert v.param("num_stages").values == (2, 3, 4, 5)
+    assert v.param("BLOCK_K").values == (32, 64) and v.param("num_stages").values == (2, 3, 4)
     # the rungs below keep their lists
-    assert GROUPED.variant("expert_grid_dot").param("BLOCK_N").values == (64, 128)
+    assert GROUPED.variant("block_lookup").param("BLOCK_N").values == (64, 128)
 
 
 def test_grouped_256_wide_tile_spills_on_4_warps_only():
@@ -49,22 +48,14 @@ def test_grouped_256_wide_tile_spills_on_4_warps_only():
 
 def test_grouped_new_values_render_their_tiles():
     v = GROUPED.variant("m_fastest_order")
-    params = {**v.defaults(), "BLOCK_N": 256, "BLOCK_K": 128, "num_stages": 5}
+    params = {**v.defaults(), "BLOCK_N": 256}
     code = knobs.render(GROUPED, v, params, make_task(GROUPED, "H100", "fp16", MOE))
-    assert "BLOCK_N=256" in code and "BLOCK_K=128" in code and "num_stages=5" in code
+    assert "BLOCK_N=256" in code and "triton.cdiv(N, 256)" in code
 
 
-def test_splitk_pipelined_rungs_take_2_warps():
-    for tag in ("pipelined_split_k", "split_k_fused_reduce"):
-        assert SPLITK.variant(tag).param("num_warps").values == (2, 4, 8)
-    assert SPLITK.variant("split_k_atomic").param("num_warps").values == (4, 8)
-    r = _sim(SPLITK, "split_k_fused_reduce", {"M": 16, "N": 4096, "K": 14336}, num_warps=2)
-    assert r.ok
-
-
-def test_fp4_copies_take_5_stages_only_on_the_copies_rung():
-    assert FP4.variant("pipelined_copies").param("num_stages").values == (3, 4, 5)
-    assert FP4.variant("pipelined_dot_scaled").param("num_stages").values == (3, 4)
+def test_off_menu_values_stay_off():
+    assert SPLITK.variant("split_k_fused_reduce").param("num_warps").values == (4, 8)
+    assert FP4.variant("pipelined_copies").param("num_stages").values == (3, 4)
 
 
 @pytest.mark.slow      # Triton's interpreter on the CPU: ~30 s on a loaded machine

@@ -14,9 +14,7 @@ from .gemm_splitk_spec import ENTRY, SPLIT_VALUES, GemmSplitkSpec, split_launch
 TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64))
 SPLIT_K = Param("SPLIT_K", SPLIT_VALUES, 8)
 WARPS = Param("num_warps", (4, 8), 4)
-# the pipelined rungs also take 2 warps: the small-tile configs of Triton's matmul tutorial (64 x 32 / 32 x 64 tiles,
-# num_warps=2, 5 stages); a skinny split's tile holds little MMA work, and half the threads fit twice the programs
-PIPE = (Param("num_stages", (3, 4, 5), 4), Param("num_warps", (2, 4, 8), 4))
+PIPE = (Param("num_stages", (3, 4, 5), 4), WARPS)
 OUT = "rm[:, None] * N + rn[None, :]"
 EPILOGUES = {
     "direct": f"tl.store(out_ptr + {OUT}, acc.to(out_ptr.dtype.element_ty), mask=mask)",
