@@ -257,11 +257,12 @@ K10_REFERENCE = [
     ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:3], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
 ]
-# plan k11 (2026-12-07, one call): the Triton values this session put on the menus after TRITON_INTERPRET=1 checks
-# (scripts/roomK_interpret.py), each beside its old neighbour, with their bug renders: grouped_gemm_triton's 128-wide K,
-# 256-wide N tiles and 5 stages on m_fastest_order (and a block_lookup anchor) at the decode shape (~6 rows an expert)
-# and 2048 tokens over 64 experts; gemm_splitk_triton's 2 warps at M=16 / 128; gemm_fp4_triton pipelined_copies'
-# 256-row tiles (plan k9's); and plan k10's grouped_gemm_cuda two-warpgroup wgmma rows (still off the menus)
+# plan k11 (2026-12-07, one call, job /work/dev/roomK/j1): the Triton values this session checked with TRITON_INTERPRET=1
+# (scripts/roomK_interpret.py), each beside its old neighbour, with their bug renders: grouped_gemm_triton's 256-wide N
+# tiles (on the menu), 128-wide K and 5 stages (off: the smem corpus figures they add) on m_fastest_order (and a
+# block_lookup anchor) at the decode shape (~6 rows an expert) and 2048 tokens over 64 experts; gemm_splitk_triton's 2
+# warps at M=16 / 128 (off, as 128-wide K); gemm_fp4_triton pipelined_copies' 256-row tiles (plan k9's, on the menu);
+# and plan k10's grouped_gemm_cuda two-warpgroup wgmma rows (off the menus until this runs)
 GT = GW[:2]
 GT_BASE = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}
 SPLITK2 = [{"M": 16, "N": 4096, "K": 14336}, {"M": 128, "N": 4096, "K": 4096}]
