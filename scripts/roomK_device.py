@@ -257,15 +257,38 @@ K10_REFERENCE = [
     ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:3], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
 ]
+# plan k11 (2026-12-07, one call, job /work/dev/roomK/j1): the Triton values this session checked with TRITON_INTERPRET=1
+# (scripts/roomK_interpret.py), each beside its old neighbour, with their bug renders: grouped_gemm_triton's 256-wide N
+# tiles (on the menu), 128-wide K and 5 stages (off: the smem corpus figures they add) on m_fastest_order (and a
+# block_lookup anchor) at the decode shape (~6 rows an expert) and 2048 tokens over 64 experts; gemm_splitk_triton's 2
+# warps at M=16 / 128 (off, as 128-wide K); gemm_fp4_triton pipelined_copies' 256-row tiles (plan k9's, on the menu);
+# and plan k10's grouped_gemm_cuda two-warpgroup wgmma rows (off the menus until this runs)
+GT = GW[:2]
+GT_BASE = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}
+SPLITK2 = [{"M": 16, "N": 4096, "K": 14336}, {"M": 128, "N": 4096, "K": 4096}]
+K11_NEW = K8_NEW + [      # the CUDA rows first: only a device can put them on the menus
+    ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", GT, GT_BASE, (128, 256)),
+    ("gemm_splitk_triton", "split_k_fused_reduce", "num_warps", SPLITK2, {"BLOCK_N": 64, "SPLIT_K": 8}, (2, 4)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_SQ, {**WIDE_BASE, "BLOCK_N": 128}, (128, 256)),
+]
+K11_REFERENCE = [     # no bug renders: the Triton bug edits are the same text at every tile (K11_NEW proves them)
+    ("grouped_gemm_triton", "m_fastest_order", "BLOCK_K", GT, GT_BASE, (64, 128)),
+    ("grouped_gemm_triton", "m_fastest_order", "num_stages", GT, GT_BASE, (4, 5)),
+    ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", GT[1:], {**GT_BASE, "BLOCK_M": 128, "num_warps": 8}, (128, 256)),
+    ("grouped_gemm_triton", "block_lookup", "BLOCK_K", GT[:1], {**GT_BASE, "BLOCK_N": 256}, (64, 128)),
+    ("gemm_splitk_triton", "pipelined_split_k", "num_warps", SPLITK2[:1], {"BLOCK_N": 64, "SPLIT_K": 8}, (2, 4)),
+    ("grouped_gemm_cuda", "cp_async_pipeline", "BM", GW[1:2], {"BN": 128, "STAGES": 4, "BK": 32}, (128,)),
+]
 LARGE = {"k5": ("gemm_int4_cuda", "gemm_fp4_cuda"), "k7": ("gemm_int4_cuda", "gemm_fp4_cuda"),
          "k8": ("grouped_gemm_cuda",), "k87": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda"),
          "k9": ("grouped_gemm_cuda",), "k97": ("gemm_int4_cuda", "gemm_fp4_cuda", "grouped_gemm_cuda"),
-         "k10": ("grouped_gemm_cuda",)}   # plans whose modules' shapes skip gpucheck's size cap
+         "k10": ("grouped_gemm_cuda",), "k11": ("grouped_gemm_cuda", "grouped_gemm_triton")}   # plans whose modules' shapes skip gpucheck's size cap
 PLANS = {"k1": (K1_NEW, K1_REFERENCE), "k2": (K2_NEW, K2_REFERENCE), "k12": (K12_NEW, K12_REFERENCE),
          "k3": (K3_NEW, K3_REFERENCE), "k4": (K4_NEW, K4_REFERENCE), "k34": (K34_NEW, K34_REFERENCE),
          "k5": (K5_NEW, K5_REFERENCE), "k6": (K6_NEW, K6_REFERENCE),
          "k7": ([], K7_REFERENCE), "k8": (K8_NEW, K8_REFERENCE), "k87": (K8_NEW, K8_REFERENCE + K7_REFERENCE),
-         "k9": (K9_NEW, K9_REFERENCE), "k97": (K9_NEW, K9_REFERENCE + K7_REFERENCE), "k10": (K10_NEW, K10_REFERENCE)}
+         "k9": (K9_NEW, K9_REFERENCE), "k97": (K9_NEW, K9_REFERENCE + K7_REFERENCE), "k10": (K10_NEW, K10_REFERENCE),
+         "k11": (K11_NEW, K11_REFERENCE)}
 
 
 def race_cases(gpu: str, start: int) -> list:

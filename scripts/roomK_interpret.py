@@ -6,7 +6,7 @@ gemm_fp4_triton pipelined_copies' 32-wide K tiles passed here too (0.0 rel. L2 a
 offered: gemm_fp16_triton's own H100 rows (measurements/h100_gpucheck_simgrid.json, h100_sim2_fit.json) ran 128 x 128
 x 32 1.1-1.6x slower than x 64, where the tile model the copies' GEMM shares puts 32 ahead.
 
-    TRITON_INTERPRET=1 python3 scripts/roomK_interpret.py
+    TRITON_INTERPRET=1 python3 scripts/roomK_interpret.py [MODULE ...]
 
 (module, rung, params over the rung's defaults, shape, dtype): exit 1 if a value is wrong or a bug passes.
 """
@@ -19,6 +19,7 @@ assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import torch  # noqa: E402
 
+from kernelstrain.gpucheck.adapters import entry_triton_adapter  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
 
@@ -29,22 +30,50 @@ CASES = [
     ("gemm_splitk_triton", "split_k_atomic", {"BLOCK_N": 32, "SPLIT_K": 4}, {"M": 5, "N": 256, "K": 512}, "fp16"),
     ("gemm_splitk_triton", "pipelined_split_k", {"BLOCK_N": 32, "SPLIT_K": 2}, {"M": 16, "N": 128, "K": 1024}, "fp16"),
     ("gemm_splitk_triton", "split_k_fused_reduce", {"BLOCK_N": 32, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
+    # (2026-12-07) on the menus by this check: gemm_fp4_triton's 256-row copies tiles, grouped_gemm_triton
+    # m_fastest_order's 256-wide N tiles; checked, not offered (the Triton smem corpus figures they would add):
+    # gemm_splitk_triton's 2 warps on the pipelined rungs, grouped_gemm_triton's 128-wide K and 5 stages
+    ("gemm_splitk_triton", "pipelined_split_k", {"num_warps": 2, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
+    ("gemm_splitk_triton", "split_k_fused_reduce", {"num_warps": 2, "SPLIT_K": 4, "BLOCK_M": 32},
+     {"M": 5, "N": 128, "K": 1024}, "fp16"),
+    # gemm_fp4_triton pipelined_copies' 256-row tiles (M past one tile and a ragged last one; both warp counts)
+    ("gemm_fp4_triton", "pipelined_copies", {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8},
+     {"M": 300, "N": 256, "K": 256, "G": 32}, "fp16"),
+    ("gemm_fp4_triton", "pipelined_copies", {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4,
+                                             "GROUP_M": 4}, {"M": 80, "N": 128, "K": 256, "G": 32}, "fp16"),
+    # grouped_gemm_triton block_lookup / m_fastest_order: 128-wide K tiles, 256-wide N tiles, 5 stages (K past one
+    # tile and ragged for the masks; N two 256-wide blocks; a 256-wide N tile alone on m_fastest_order)
+    ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_K": 128, "BLOCK_M": 16},
+     {"T": 24, "E": 4, "K": 320, "N": 256, "topk": 2}, "fp16"),
+    ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_N": 256, "num_stages": 5, "BLOCK_M": 32},
+     {"T": 40, "E": 4, "K": 192, "N": 512, "topk": 2}, "fp16"),
+    ("grouped_gemm_triton", "m_fastest_order", {"BLOCK_N": 256, "BLOCK_M": 64, "num_warps": 8},
+     {"T": 96, "E": 4, "K": 320, "N": 768, "topk": 2}, "fp16"),
+    ("grouped_gemm_triton", "block_lookup", {"BLOCK_N": 256, "BLOCK_K": 128, "num_stages": 5, "BLOCK_M": 16},
+     {"T": 24, "E": 8, "K": 384, "N": 512, "topk": 2}, "fp16"),
 ]
 
 
 def on_cpu(src: str) -> str:
-    return src.replace("device='cuda'", "device='cpu'").replace('device="cuda"', 'device="cpu"')
+    # grouped_gemm's reference moves its routing tensors with .cuda()
+    return (src.replace("device='cuda'", "device='cpu'").replace('device="cuda"', 'device="cpu"')
+            .replace(".cuda()", ".cpu()"))
 
 
-def run(module, variant, params, task, bug, inputs):
+def run(module, variant, params, task, bug, model, inputs):
+    """The candidate's wrapper on the check's arguments (the Model's weights where the entry takes them)."""
     ns = {}
     exec(compile(on_cpu(module.render(variant, params, task, bug)), f"<{module.name}>", "exec"), ns)
-    return ns[module.entry.name](*[x.clone() for x in inputs])
+    args, _ = entry_triton_adapter(module)(dict(task.shape), model, [x.clone() for x in inputs])
+    return ns[module.entry.name](*args)
 
 
-def main() -> int:
+def main(modules=()) -> int:
+    """modules: only their cases (all where empty)."""
     problems = 0
     for name, tag, over, shape, dtype in CASES:
+        if modules and name not in modules:
+            continue
         m = REGISTRY[name]
         v = m.variant(tag)
         params = {**v.defaults(), **over}
@@ -53,10 +82,11 @@ def main() -> int:
         exec(compile(on_cpu(m.reference(task)), "<reference>", "exec"), ref_ns)
         torch.manual_seed(0)
         inputs = ref_ns["get_inputs"]()
-        ref = ref_ns["Model"](*ref_ns["get_init_inputs"]())(*inputs).float()
+        model = ref_ns["Model"](*ref_ns["get_init_inputs"]())
+        ref = model(*inputs).float()
         # a race cannot show where the interpreter runs one program at a time
         for bug in [None] + [b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params) and b != "racy_update"]:
-            out = run(m, v, params, task, bug, inputs).float()
+            out = run(m, v, params, task, bug, model, inputs).float()
             err = ((out - ref).norm() / ref.norm()).item()
             ok = err < 1e-2
             bad = ok != (bug is None)
@@ -67,4 +97,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

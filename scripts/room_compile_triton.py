@@ -44,6 +44,10 @@ ADDED = [
     ("int8_kv_quant_triton", "multi_token_tile", "num_warps", (16,)),
     ("gemm_fp4_triton", "pipelined_copies", "num_stages", (3, 4)),
     ("gemm_fp4_triton", "pipelined_copies", "GROUP_M", (4,)),
+    # roomK (2026-12-07); the 2026-12-07 run (Triton 3.9.0, all six targets, 0 disagreements) also built
+    # gemm_splitk_triton's 2 warps and grouped_gemm_triton block_lookup's 128-wide K / 5 stages, not offered
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", (256,)),
+    ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", (256,)),
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

@@ -35,6 +35,12 @@ def _tile_scale(bm: int, bn: int, bk: int) -> float:
     return min(1.0, intensity / 85.3) ** 0.35 * {16: 0.8, 32: 0.93, 64: 1.0, 128: 0.97}[bk]
 
 
+def acc_spill(acc_regs: int) -> float:
+    """Tensor-core share left by a tl.dot accumulator of acc_regs fp32 registers a thread: past ~160 it
+    spills; past the 255-register file (128x256, 4 warps) every K step reloads it (H200: 4-13x)."""
+    return 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
+
+
 # -- constexprs and the wrapper --------------------------------------------------------------
 def tile_consts(p, task) -> dict:
     """constexpr kernel arguments: the tile params."""
@@ -112,9 +118,7 @@ def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs, bytes_per_access=4, traffic=traffic,
                       compute_scale=vendor * min(1.0, (bm * bn / (bm + bn)) / 16 * bk / 16) ** 0.6,
                       tile_quant=quant, serial_trips=trips)
-    # acc past ~160 regs/thread spills; past the 255-register file (128x256, 4 warps) every K step reloads it (H200: 4-13x)
-    spill = 1.0 if acc_regs <= 160 else 0.6 if acc_regs + 40 <= 255 else 0.12
-    scale = vendor * _tile_scale(bm, bn, bk) * spill
+    scale = vendor * _tile_scale(bm, bn, bk) * acc_spill(acc_regs)
     if mode in ("pipelined", "persistent"):
         # a K step's loads issued stages - 1 steps ahead: 2 stages leave one step of MMA (~0.3-1 us at these tiles)
         # to hide an L2/DRAM round trip of the same order, so part of every step still waits

@@ -19,8 +19,9 @@ TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Para
 # packed tile's decode in registers beside its fp32 accumulator). Not 256 columns: the model has 128 x 256 level with
 # 128 x 128 at every shape of the menu, and both 256-wide tiles at 4 warps spill the accumulator (gemm_fp16_triton's
 # H100 / H200 rows of 128 x 256 at 4 warps: 4-14x)
-WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # off the menu until a device times it (plan k10)
+WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # pipelined_copies (scripts/roomK_interpret.py)
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
+
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
@@ -217,7 +218,7 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
-             TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
+             WIDE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              fit_as="dequant_then_dot",
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),

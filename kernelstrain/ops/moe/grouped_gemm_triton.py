@@ -14,11 +14,15 @@ from .._triton_smem import dot_loop_smem
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 from ..matmul.gemm_fp16_spec import HALF_BF16
+from ..matmul.gemm_fp16_triton import acc_spill
 
 BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
 STAGES = Param("num_stages", (2, 3, 4), 3)
 WARPS = Param("num_warps", (4, 8), 4)
+# m_fastest_order's N tiles reach 256 wide, as vLLM's tuned fused_moe configs do (128-wide K and 5 stages passed
+# scripts/roomK_interpret.py too; not offered: each adds hundreds of over-the-cap Triton smem corpus figures)
+LOOKUP = (BM, Param("BLOCK_N", (64, 128, 256), 128), Param("BLOCK_K", (32, 64), 64), STAGES, WARPS)
 KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
                "TOPK: tl.constexpr,\n                        ")
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
@@ -35,14 +39,11 @@ def base_consts(p, task) -> dict:
     consts.update({k: v for k, v in p.items() if k not in ("num_warps", "num_stages")})
     return consts
 
-
 def grid_consts(p, task) -> dict:
     return {**base_consts(p, task), "MAX_M_BLOCKS": cdiv(task["T"], p["BLOCK_M"])}   # an expert gets at most T rows
 
-
 def persistent_consts(p, task) -> dict:
     return {**base_consts(p, task), "NUM_PROGS": task.gpu.sms * resident(p, task)}
-
 
 def wrapper(p, task, grid: str, pre: str = "", consts=base_consts, extra: str = "") -> str:
     kw = ", ".join(f"{k}={v}" for k, v in consts(p, task).items() if k != "NUM_PROGS") + extra
@@ -56,7 +57,6 @@ def wrapper(p, task, grid: str, pre: str = "", consts=base_consts, extra: str = 
                               num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})
     return y
 """
-
 
 # -- launch models ---------------------------------------------------------------------------
 def row_per_program_launch(p, task):
@@ -83,6 +83,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
         tiles = int(m_blocks) * n_blocks
         quant = rows / (m_blocks * bm) * n / (n_blocks * bn)
         scale = gpu.triton_dot_scale * min(1.0, (bm * bn / (bm + bn)) / 85.3) ** 0.35 * (0.93 if bk == 32 else 1.0)
+        scale *= acc_spill(bm * bn // threads)      # 128 x 256 on 4 warps: 256 accumulators a thread
         if mode == "grid":
             launched = task["E"] * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
             scale *= tiles / (tiles + 0.1 * (launched - tiles))
@@ -277,7 +278,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
              memory_eff=0.85, smem="dynamic", launch=tile_launch(0.5), render=block_lookup_src, consts=base_consts,
              bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("m_fastest_order", "m-blocks fastest in program order: resident programs share w[e] tiles in L2",
-             (BM, BN, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS), path="fp16", compute_eff=0.66,
+             LOOKUP, path="fp16", compute_eff=0.66,
              memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
              consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
