@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .gpus import GPUS
-from .holdout import card_configs, card_modules, card_section
+from .holdout import card_configs, card_usage, card_modules, card_section
 from .schema import FEATURES
 from .ops import REGISTRY
 from .writers import FILES, validation_file
@@ -270,8 +270,7 @@ steps = load_dataset("path/to/this/dir", "sft_steps", split="train")      # one 
 chats = load_dataset("path/to/this/dir", "sft_multiturn", split="train")  # an episode's chat windows
 episodes = load_dataset("path/to/this/dir", "episodes", split="train")    # every episode, both splits' tasks
 val = load_dataset("path/to/this/dir", "sft_steps", split="validation")   # rows of the validation tasks
-held = load_dataset("path/to/this/dir", "holdout", split="test")
-
+{card_usage(declared)}
 shape = {{d["dim"]: d["value"] for d in episodes[0]["shape"]}}               # e.g. {{"T": 4096, "D": 4096}}
 params = {{p["name"]: p["value"] for p in episodes[0]["steps"][0]["params"]}}
 ```

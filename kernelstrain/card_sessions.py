@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .card import VERIFICATION, _coverage, _splits, config_splits, front_matter, torch_row, training_section
 from .gpus import GPUS
-from .holdout import card_configs
+from .holdout import card_configs, card_usage
 from .sessions import BATCH_DIR, QA_DIR, SESSIONS_FILE
 from .slips import NAMES
 from .writers import SESSION_FILES
@@ -83,8 +83,7 @@ from datasets import load_dataset
 sessions = load_dataset("path/to/this/dir", "sessions", split="train")   # whole sessions, every task
 windows = load_dataset("path/to/this/dir", "sft_multiturn", split="train")  # the sessions cut into windows
 val = load_dataset("path/to/this/dir", "sft_multiturn", split="validation")
-held = load_dataset("path/to/this/dir", "holdout", split="test")
-print(sessions[0]["elapsed_hms"], sessions[0]["trace"][0]["tag"])
+{card_usage(declared)}print(sessions[0]["elapsed_hms"], sessions[0]["trace"][0]["tag"])
 ```
 
 `sft_multiturn` cuts each session into chat windows within the token budget (`kernelstrain/sft_multiturn@2`

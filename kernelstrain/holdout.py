@@ -142,9 +142,18 @@ def with_contamination(figures: dict, data: Path, layout, found: dict | None = N
 
 
 def card_configs(stats: dict) -> list[tuple[str, str]]:
-    """(config, file) of each holdout split of a dataset, split `test` on the card."""
+    """(config, file) of each holdout split of a dataset that holds tasks, split `test` on the card.
+    An empty split is left off: `datasets` refuses a config whose only split has no rows ("Instruction
+    'test' corresponds to no data"), so a card declaring it would break `load_dataset(dir, config)`."""
     splits = stats.get("holdout", {}).get("splits") or {"combo": {"config": "holdout", "file": SPLIT_FILES["combo"][1]}}
-    return [(s["config"], s["file"]) for s in splits.values()]
+    files = stats.get("files", {})
+    return [(s["config"], s["file"]) for s in splits.values() if files.get(s["file"], {}).get("rows", 1)]
+
+
+def card_usage(declared: list) -> str:
+    """The card's usage line for the holdout config, where the card declares it ('' elsewhere)."""
+    return 'held = load_dataset("path/to/this/dir", "holdout", split="test")\n' \
+        if any(name == "holdout" for name, _ in declared) else ""
 
 
 def card_modules(stats: dict) -> str:

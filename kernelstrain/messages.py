@@ -74,12 +74,13 @@ def task_prompt(module: OpModule, task: Task, baseline_code: str, baseline_ms: f
 def task_header(module: OpModule, task: Task, reference: str) -> str:
     gpu = task.gpu
     shape = ", ".join(f"{k}={v}" for k, v in task.shape)
-    dims = "; ".join(f"{k}: {v}" for k, v in module.dims.items())
+    # a dim's meaning where it says more than its name (a fused program's dims are named by their meaning)
+    dims = "; ".join(f"{k}: {v}" for k, v in module.dims.items() if v != k)
     return (
         f"Task: make this {LANG_NAME[module.impl]} kernel faster — {module.title}.\n"
         f"GPU: {gpu.name} ({gpu.arch}, {gpu.sms} {'CUs' if gpu.vendor == 'amd' else 'SMs'}, "
         f"{gpu.bw_tbs} TB/s, {gpu.smem_per_block} B shared memory per block, warp {gpu.warp})\n"
-        f"dtype: {task.dtype}; shape: {shape} ({dims})\n"
+        f"dtype: {task.dtype}; shape: {shape}{f' ({dims})' if dims else ''}\n"
         f"Semantics: {module.desc}\n"
         f"Entry point: {module.signature(task)}\n"
         f"Reference (PyTorch):\n{fence(reference.rstrip(), 'triton')}"
@@ -340,12 +341,33 @@ def _reference_above(module: OpModule, task: Task):
     return lambda t: 0.0 if t >= 1 else 0.5 * math.erfc(math.log(max(t * c * math.exp(8), 1.0)) / 4 / math.sqrt(2))
 
 
+# the weight of an RMS norm's reference (rmsnorm_spec, add_rmsnorm_spec): 1 + 0.1 z a column
+WEIGHT_SPREAD = 0.1
+_WEIGHT_NEAR_ONE = f"nn.Parameter(1 + {WEIGHT_SPREAD} * torch.randn(D)"
+
+
+def _drops_weight(module: OpModule, variant: Variant, task: Task) -> bool:
+    """The missing_scale of a norm with that weight and no bias, whose edit blanks the weight
+    multiply (`{"scale": ""}`): the output is the normalized value itself (runtime_texts.weight_mismatch_text)."""
+    if dict(variant.edits).get("missing_scale") != {"scale": ""} or module.family != "norms":
+        return False
+    ref = module.reference(task)
+    return _WEIGHT_NEAR_ONE in ref and "self.bias" not in ref
+
+
 def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
     """What the correctness check prints for a candidate carrying `bug`: torch.testing.assert_close's
     AssertionError for the output's real shape, dtype tolerance and scale (runtime_texts), and, for
     a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
+    if bug == "missing_scale" and variant is not None and _drops_weight(module, variant, task):
+        return runtime_texts.weight_mismatch_text(shape, dtype, WEIGHT_SPREAD, rng)
+    if bug == "wrong_init" and variant is not None and module.op == "reduction":
+        # every thread's partial starts at 1 and all of them sum into the one result: off by their count
+        launch = module.launch(variant, knobs.own(params or variant.defaults()), task)
+        return runtime_texts.offset_mismatch_text(shape or (1,), dtype, launch.grid * launch.threads,
+                                                  _output_scale(module, task), rng)
     site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
                                          module.op, variant.tag, task.gpu.warp) \
         if bug == "off_by_one" and variant is not None else None
@@ -443,7 +465,57 @@ def code_values(code: str, params: dict) -> list[str]:
     named = {t.split("=")[0] for t in out}
     stated = sorted((m.start(), f"{m.group(1)}={m.group(2)}") for pattern in _STATED for m in pattern.finditer(code)
                     if m.group(1) not in named and m.group(1) not in _HARDWARE)
-    return list(dict.fromkeys(out + [t for _, t in stated]))
+    return _per_launch(code, list(dict.fromkeys(out + [t for _, t in stated])))
+
+
+def _per_launch(code: str, values: list[str]) -> list[str]:
+    """`values` with each launch meta-parameter that the code's launches set to different values
+    (a fused program's row kernel at num_warps=2 beside its elementwise kernels at 4) written once a
+    launch, named by its kernel: `num_warps=2 (k1_row_kernel)`. Without it the line shows the first
+    launch's value alone, and two candidates that differ only in another launch read the same.
+
+    >>> _per_launch("a[g](x, num_warps=2)\\nb[g](y, BLOCK=64, num_warps=4)", ["BLOCK=64", "num_warps=4"])
+    ['BLOCK=64', 'num_warps=2 (a)', 'num_warps=4 (b)']
+    """
+    kwargs = [(m.start(), m.group(1), m.group(2)) for m in _STATED[2].finditer(code)]
+    spread = {name for _, name, _ in kwargs if len({v for _, n, v in kwargs if n == name}) > 1}
+    if not spread:
+        return values
+    out = []
+    for value in values:
+        name = value.split("=")[0]
+        if name not in spread:
+            out.append(value)
+        elif not any(v.startswith(f"{name}=") and v.endswith(")") for v in out):
+            out += dict.fromkeys(f"{n}={v} ({_callee(code, at + 1)})" for at, n, v in kwargs if n == name)
+    return out
+
+
+def _callee(code: str, at: int) -> str:
+    """The name of the call whose argument list holds offset `at` (a Triton launch `k[grid](...)`:
+    `k`), read back over balanced brackets."""
+    depth = 0
+    for i in range(at - 1, -1, -1):
+        if code[i] in ")]":
+            depth += 1
+        elif code[i] in "([" and depth:
+            depth -= 1
+        elif code[i] == "(":
+            end = i
+            if code[end - 1:end] == "]":           # the launch grid's subscript: its name is before it
+                end = _opening(code, end - 1)
+            return re.search(r"[\w.]*$", code[:end]).group(0) or "?"
+    return "?"
+
+
+def _opening(code: str, close: int) -> int:
+    """Offset of the `[` that the `]` at `close` closes."""
+    depth = 0
+    for i in range(close, -1, -1):
+        depth += {"]": 1, "[": -1}.get(code[i], 0)
+        if depth == 0:
+            return i
+    return 0
 
 
 def _knob_text(code: str, name: str, value: int) -> str | None:

@@ -445,3 +445,85 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {abs_diff} at index {abs_at} (up to {atol} allowed)\n"
             f"Greatest relative difference: {rel_diff} at index {rel_at} (up to {rtol} allowed)")
+
+
+# -- a norm's weight left out --------------------------------------------------------------------
+
+def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng) -> str:
+    """assert_close's AssertionError for a norm that leaves out its weight (missing_scale): the
+    reference is n * w with n ~ N(0, 1) the normalized value and w = 1 + spread * z one weight a
+    column (the harness's nn.Parameter(1 + 0.1 * torch.randn(D))), the candidate n alone. Column j
+    is off by |n| |w_j - 1|: out of tolerance where that exceeds atol + rtol |n w_j|, its relative
+    difference |w_j - 1| / |w_j| on every row. The D weights are drawn (an RNG of the bug's own,
+    as mismatch_text's), and each column's largest |n| over its rows is the order statistic of
+    that many normals, so the greatest differences are those of one such draw, not a guess.
+
+    >>> print(weight_mismatch_text((2048, 4096), "fp16", 0.1, random.Random(1)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 5936403 / 8388608 (70.8%)
+    Greatest absolute difference: 1.298828125 at index (258, 2896) (up to 0.01 allowed)
+    Greatest relative difference: 0.45556640625 at index (1044, 2626) (up to 0.01 allowed)
+    """
+    rows, cols = math.prod(shape[:-1]), shape[-1]
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    own = random.Random(f"mismatch:missing_scale:weight:{rng.getrandbits(64)}")
+    bad, top, worst = 0.0, (0.0, 0), (0.0, 0)
+    for j in range(cols):
+        w = in_dtype(1 + spread * own.gauss(0, 1), dtype)
+        over = abs(w - 1) - rtol * abs(w)            # |n| times this must pass atol to fail
+        if over > 0:
+            bad += rows * math.erfc(atol / (over * math.sqrt(2)))
+        n = in_dtype(_extreme(rows, own.random()), dtype)
+        top = max(top, (in_dtype(abs(n - in_dtype(n * w, dtype)), dtype), j))
+        worst = max(worst, (in_dtype(abs(w - 1) / abs(w), dtype), j))
+    numel = rows * cols
+    bad = max(1, min(numel, round(bad)))
+    lead = shape[:-1]
+
+    def at(col: int) -> tuple:                         # a row of that column, anywhere in the leading dims
+        flat = rng.randrange(rows)
+        idx = []
+        for d in reversed(lead):
+            flat, r = divmod(flat, d)
+            idx.append(r)
+        return tuple(reversed(idx)) + (col,)
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {top[0]} at index {at(top[1])} (up to {atol} allowed)\n"
+            f"Greatest relative difference: {worst[0]} at index {at(worst[1])} (up to {rtol} allowed)")
+
+
+# -- partial sums started at one ----------------------------------------------------------------
+
+def offset_mismatch_text(shape: tuple, dtype: str, offset: int, scale: float, rng) -> str:
+    """assert_close's AssertionError for an output whose every element is `offset` too large: a
+    sum whose `offset` partial sums (one a thread) each started at 1 instead of 0 (reduction_cuda's
+    wrong_init: grid x THREADS of them, all added into the one result). The reference elements are
+    N(0, scale); the candidate's is the reference plus the offset, rounded to the output's dtype.
+
+    >>> print(offset_mismatch_text((1,), "fp32", 4194304, 4096.0, random.Random(2)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 1 / 1 (100.0%)
+    Greatest absolute difference: 4194304.0 at index (0,) (up to 0.0001 allowed)
+    Greatest relative difference: 1880.9024658203125 at index (0,) (up to 0.0001 allowed)
+    """
+    numel = math.prod(shape)
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    own = random.Random(f"mismatch:wrong_init:offset:{rng.getrandbits(64)}")
+    big = in_dtype(scale * _extreme(numel, own.random()), dtype)             # where |ref| is largest
+    small = in_dtype(scale * max(_smallest(numel, own.random()), 1e-6), dtype) if numel > 1 \
+        else big                                                              # ... and nearest zero
+    sign = own.choice((-1, 1))
+
+    def diff(ref: float) -> float:
+        return in_dtype(abs(in_dtype(ref + offset, dtype) - ref), dtype)
+    abs_diff = max(diff(sign * big), diff(sign * small))
+    rel_diff = in_dtype(diff(sign * small) / small, dtype)
+    bad = numel if offset > atol + rtol * big else max(1, round(numel * math.erf(
+        (offset - atol) / rtol / scale / math.sqrt(2))))
+    abs_at = _position(shape, "scattered", 1, rng)
+    rel_at = abs_at if numel == 1 else _position(shape, "scattered", 1, rng)
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {abs_diff} at index {abs_at} (up to {atol} allowed)\n"
+            f"Greatest relative difference: {rel_diff} at index {rel_at} (up to {rtol} allowed)")

@@ -167,3 +167,17 @@ def test_the_sessions_layout_loads(tmp_path):
     assert len(held) == json.loads((data / "stats.json").read_text())["holdout_tasks"]
     windows = datasets.load_dataset(str(data), "sft_multiturn", split="train", cache_dir=str(tmp_path / "c"))
     assert len(windows) == len(ds) and windows[0]["messages"][2]["content"] == first["messages"][2]["content"]
+
+
+def test_card_leaves_off_an_empty_holdout_split(small_dataset, tmp_path):
+    """A profile that holds no task out (configs/fused.toml) writes an empty tasks_holdout.jsonl: the
+    card must not declare it (nor show its usage line), or `load_dataset(dir, "holdout")` fails with
+    "Instruction 'test' corresponds to no data" (datasets 5.2, seed 8181 of the fused profile)."""
+    from kernelstrain.card import render_episodes_card
+    stats = json.loads((small_dataset / "stats.json").read_text())
+    assert "config_name: holdout\n" in render_episodes_card(stats)
+    for split in stats["holdout"]["splits"].values():
+        stats["files"][split["file"]]["rows"] = 0
+    card = render_episodes_card(stats)
+    assert "config_name: holdout" not in card and '"holdout", split="test"' not in card
+    assert "config_name: sft_steps\n" in card

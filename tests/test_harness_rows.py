@@ -156,3 +156,46 @@ def test_validate_names_the_target_rule_when_a_weight_is_changed(tmp_path, capsy
     assert main(["validate", str(d)]) == 1
     out = capsys.readouterr().out
     assert f"sft_steps.jsonl:{line}: weight 1 where the training-target rule" in out, out
+
+
+LAUNCH_KWARG = re.compile(r"\b(\w+)\[[^\n]*?\]\((?:[^()\n]|\([^()\n]*\))*?\b(num_warps|num_stages)=(\d+)")
+
+
+def test_history_values_tell_every_launch(conversations):
+    """Where a candidate's launches set one meta-parameter to different values (a fused program's
+    row kernel at num_warps=2 beside its elementwise kernels at 4, a split-KV decode and its combine),
+    the history shows each launch's value by its kernel: two candidates that differ only in a later
+    launch never read the same (fused seed 8181: 66 of 536 steps did)."""
+    _check_launch_values([ep for ep, _, _ in conversations])
+
+
+def test_history_values_tell_every_launch_of_fused_programs():
+    assert _check_launch_values(_episodes("fused", 8181, 10))
+
+
+def _check_launch_values(episodes: list[dict]) -> None:
+    spread = 0
+    for ep in episodes:
+        for s in ep["steps"]:
+            found = LAUNCH_KWARG.findall(s["code"])
+            values = messages.code_values(s["code"], as_dict(s["params"]))
+            for kernel, name, value in found:
+                if len({v for _, n, v in found if n == name}) > 1:
+                    spread += 1
+                    assert f"{name}={value} ({kernel})" in values, (ep["id"], s["step"], values)
+                else:
+                    assert f"{name}={value}" in values, (ep["id"], s["step"], values)
+    return spread
+
+
+def test_task_header_glosses_only_dims_whose_meaning_is_not_their_name():
+    """A fused program names its dims by what they are (batch_size, seq_len): the header printed
+    "(batch_size: batch_size; seq_len: seq_len; hidden_size: hidden_size)" on every fused prompt."""
+    from kernelstrain.fused.module import FusedModule
+    fused = FusedModule(0, 3482, "triton")
+    task = make_task(fused, "A100", fused.dtypes[0], fused.shapes[0])
+    line = messages.task_header(fused, task, fused.reference(task)).split("\n")[2]
+    assert line == "dtype: fp32; shape: batch_size=8, seq_len=256, hidden_size=768", line
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H200", m.dtypes[0], m.shapes[0])
+    assert "(T: tokens (rows); D: hidden size (row length))" in messages.task_header(m, task, m.reference(task))

@@ -351,3 +351,53 @@ def test_a_softmaxs_proportional_error_is_largest_at_its_largest_value_never_pas
         text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults())
         diff = float(re.search(r"Greatest absolute difference: ([\d.e-]+)", text).group(1))
         assert 0.3 / 15 < diff <= 1.2 / 15, text     # ~1/15 of the largest y (0.8 in 32 rows of 4 * randn)
+
+
+def _figures(text: str) -> tuple[float, float, float]:
+    bad, numel, _ = _counts(text)
+    big = float(re.search(r"Greatest absolute difference: ([\d.e+-]+)", text).group(1))
+    rel = float(re.search(r"Greatest relative difference: ([\d.e+-]+)", text).group(1))
+    return bad / numel, big, rel
+
+
+def test_rms_norm_without_its_weight_reads_as_torch_prints_it():
+    """An RMS norm that leaves out its weight (1 + 0.1 randn a column) outputs the normalized value:
+    every column off by |w - 1| of it. The text's figures are those torch.testing.assert_close prints
+    for that candidate on CPU (2048 x 4096 fp16: 70.9% mismatched, 1.47 / 0.75 greatest); before,
+    the generic table printed 28.56 and 5.41 for a 2048 x 2048 fp16 output (seed 8181, episode 30)."""
+    torch = __import__("pytest").importorskip("torch")
+    m = REGISTRY["rmsnorm_cuda"]
+    v = next(v for v in m.variants if v.tag == "warp_shuffle")
+    task = make_task(m, "H100", "fp16", {"T": 2048, "D": 4096})
+    torch.manual_seed(0)
+    x = torch.randn(2048, 4096, dtype=torch.float16).float()
+    w = (1 + 0.1 * torch.randn(4096)).to(torch.float16).float()
+    n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    try:
+        torch.testing.assert_close(n.half(), (n * w).half(), atol=1e-2, rtol=1e-2)
+    except AssertionError as e:
+        share, big, rel = _figures(str(e))
+    for seed in range(6):
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(seed), v, v.defaults())
+        got = _figures(text)
+        assert abs(got[0] - share) < 0.03 and big / 1.6 < got[1] < big * 1.6 and rel / 2.5 < got[2] < rel * 2.5, text
+
+
+def test_sum_whose_partials_start_at_one_is_off_by_their_count():
+    """reduction_cuda's warp_shuffle rung with `float v = 1.f`: each of the grid x THREADS threads adds
+    one to the result, so the one output element is off by exactly that count (4,194,304 at N = 2^24,
+    THREADS 1024, ITEMS 4), the clue an engineer reads the bug from. Before, the generic table printed
+    3051.57 for that candidate (seed 8181, episode 41, step 4)."""
+    m = REGISTRY["reduction_cuda"]
+    v = next(v for v in m.variants if v.tag == "warp_shuffle")
+    n = 1 << 24
+    task = make_task(m, "H100", "fp32", {"N": n})
+    for threads, items in ((1024, 4), (256, 8), (128, 1)):
+        count = -(-n // (threads * items)) * threads
+        params = {**v.defaults(), "threads": threads, "items": items}
+        for seed in range(4):
+            text = messages.mismatch_text("wrong_init", m, task, random.Random(seed), v, params)
+            bad, numel, at = _counts(text)
+            _, big, rel = _figures(text)
+            assert (bad, numel, at) == (1, 1, ["(0,)", "(0,)"]) and abs(big - count) <= 1, text
+            assert rel > count / (6 * 4096), text      # the reference, a sum of 2^24 normals, is within 6 sigma
