@@ -1019,10 +1019,14 @@ class Episode:
         if not self.search.slip_weights:          # the typo alone: the default profile's draws
             c = replace(base, typo=self.rng.randrange(slips.SITE))
             typo = find_typo(code, self.m.impl, c.typo)
-            if typo is None or within is not None and code.split("\n")[typo.decl] not in within:
+            if typo is None:
                 return None
-            if ("identifier", code.split("\n")[typo.decl].strip()) in self.slip_memory.made:   # slipped there before
-                free = self.slip_memory.free("identifier", code, self.m.impl)
+            lines = code.split("\n")
+            if ("identifier", lines[typo.decl].strip()) in self.slip_memory.made \
+                    or within is not None and lines[typo.decl] not in within:   # slipped there before, or off the repair
+                at = slip_sites("identifier", code, self.m.impl)
+                free = [i for i in self.slip_memory.free("identifier", code, self.m.impl)
+                        if within is None or lines[at[i]] in within]
                 if not free:
                     return None
                 c = replace(base, typo=self.typo_pick(self.rng.choice(free), code))
