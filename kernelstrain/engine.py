@@ -57,7 +57,7 @@ from .limits import Limits, demand, overflow, rung_failing
 from .grids import rung_grid
 from .memo import Made
 from .mutations import find_typo, typo_sites
-from .slip_memory import SlipMemory
+from .slip_memory import SlipMemory, site_lines as slip_sites
 from .ops.base import OpModule, Task, Variant
 from .profiles import Search
 from .references import reference_ms
@@ -77,6 +77,11 @@ AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: f
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
 SHUT_SIGMAS = 2.0     # a tuning direction that lost by more than this many sigma of the noise (a clear loss) stays shut
                       # when a new best of the same rung re-opens the search (engine.Line.moved)
+SPILLS = 1.5          # a config whose code holds a thread this many times the registers the compiler gave it spilled
+                      # a third of them or more: its time is the spill's, not its rung's (Episode.unspill). Rewrites
+                      # left after such a measurement alone, kernelinfer seeds 7171 + 7272 (600 sessions): 16, at
+                      # 1.5-4.8x the cap (a back-off that kept __launch_bounds__(T, 4): 40 registers); their rungs'
+                      # fastest configs spill 1.0-1.15x
 RAISES = 1.5          # a rung whose technique's floor is this much under the best's own is climbed to before tuning
 HEADROOM = 3.0        # a best this far from its floor gets the engineer's whole patience (engine.patience)
 # the parameters a profiler's verdict on the best points at first, by the names the ladders give
@@ -245,6 +250,9 @@ class Episode:
         self.rung_tried: set = {base.tag}
         self.fixed: set = set()                        # bugs made (and fixed): never made again, on any rung
         self.rung_ms: dict = {base.tag: self.baseline_ms}    # fastest measurement of each rung
+        self.sane_ms: dict = {}                        # fastest measurement of each rung at a config that did not spill
+        self.spilled_at: dict = {}                     # rung -> its fastest spilled config, while no other measured it
+        self.unspilled: set = set()                    # rungs written again once after spilled measurements (unspill)
         self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
@@ -261,7 +269,9 @@ class Episode:
         self.resettled: set = set()                    # sides of the close call re-measured (True: the best)
         self.last_ms: float | None = None              # the last measured candidate's time
         self.restored = False                          # the best restored and re-run at the end (Episode.restore)
+        self.descending = False                        # the best was found below the rung before it (Episode.descent)
         self.last_failed = False                       # the last step failed to build or to check
+        self.failed_code = ""                          # the code of the last step that failed (Episode.fix_lines)
         self.leaps: bool | None = None                 # stepwise: this engineer writes the ceiling-raising rung straight away (Episode.leap)
         self.stale = 0
         self.trend: tuple | None = None                # (parameter, direction) of the last keep on the best's rung
@@ -492,8 +502,57 @@ class Episode:
             self.contender = self.new_line(cand, ms, self.search.contender_steps)
 
     def slow(self, tag: str) -> bool:
-        """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back."""
-        return self.rung_ms.get(tag, 0.0) >= SLOW_RUNG * self.book.best_ms
+        """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back. What
+        judges a rung is its fastest measurement at a config the compiler did not spill, where it has
+        one (a spilled build times the spill, not the technique: Episode.unspill)."""
+        return self.sane_ms.get(tag, self.rung_ms.get(tag, 0.0)) >= SLOW_RUNG * self.book.best_ms
+
+    def spills(self, c: Candidate) -> bool:
+        """The compiler spilled much of `c`'s registers (ptxas -v's spill stores, Triton's n_spills):
+        what its code holds a thread is SPILLS x the cap its block size, or `__launch_bounds__`'
+        minimum blocks (min_blocks), leave it, or more; the profile shows its registers pinned at that
+        cap. (A few registers over the cap are common in a rung's fastest tiles: that is the rung.)"""
+        r = self.sim(c)
+        if not r.ok or hasattr(self.m, "simulate"):
+            return False
+        own = {n: x for n, x in c.params.items() if n != "min_blocks"}
+        return knobs.launch(self.m, c.variant, own, self.task).regs >= SPILLS * r.regs
+
+    def unspill_due(self) -> list[Variant]:
+        """Rungs above the best whose every measurement spilled, that could beat the best, not written
+        again yet (Episode.unspill)."""
+        here = self.pos[self.best.variant.tag]
+        return [v for v in self.rungs if v.tag in self.spilled_at and v.tag not in self.unspilled
+                and self.pos[v.tag] > here and self.could_beat(v)]
+
+    def unspill(self) -> Candidate | None:
+        """A rewrite measured only at a config that spilled (a back-off from a shared-memory failure that
+        kept `__launch_bounds__(T, 4)`: 40 registers, 3.7x the best) says how slow the spill is, not
+        the technique: the engineer reads the compiler's report and writes the rung once more, at the
+        next step, at a config that does not spill: the best's parameters carried over (what a climb
+        writes), else the rung's config nearest the one that spilled (fewest value-steps) that builds,
+        runs and does not spill. Then its measurement judges the rung (slow, contend)."""
+        for v in self.unspill_due():
+            self.unspilled.add(v.tag)
+            carried = Candidate(v, self.carry(v))
+            if self.sane(carried):
+                return carried
+            at = self.spilled_at[v.tag]
+            options = [c for c in self.grid(v) if self.sane(c)]
+            if options:
+                return min(options, key=lambda c: self.steps_apart(at, c))
+        return None
+
+    def sane(self, c: Candidate) -> bool:
+        """`c` is new, builds and runs here without spilling, and asks no limit more than a config of
+        its rung that failed it."""
+        return self.fresh(c) and self.sim(c).ok and not self.spills(c) and not self.known_to_fail(c)
+
+    def steps_apart(self, a: Candidate, b: Candidate) -> int:
+        """Value-steps between two configs of one rung, summed over its tunable parameters."""
+        v = a.variant
+        return sum(abs(knobs.param(v, n).values.index(a.params[n]) - knobs.param(v, n).values.index(b.params[n]))
+                   for n in self.tunable(v))
 
     def propose_ablation(self) -> Candidate | None:
         """An ablation: the best's parameters on a rung below it that was skipped or measured
@@ -505,6 +564,31 @@ class Episode:
             if self.fresh(c):
                 return c
         return None
+
+    def descent(self) -> Candidate | None:
+        """After a step down the ladder won (an ablation kept: the technique the engineer removed cost
+        time on this task), the ladder's order does not hold here: the nearest rung below the new best
+        that was skipped, never written, is written next at the best's parameters (gemm_fp4_triton on
+        the H100: the block-scaled dot without its pipelining beat the pipelined one, and the
+        cp.async-pipelined dequantize-then-dot rung below both, skipped on the way up, is the fastest).
+        On down while each such rewrite wins; the first that loses ends the descent."""
+        if not self.descending:
+            return None
+        here = self.pos[self.best.variant.tag]
+        for v in reversed([v for v in self.rungs if self.pos[v.tag] < here and v.tag not in self.rung_tried]):
+            if self.could_beat(v):
+                c = Candidate(v, self.carry(v))
+                if self.fresh(c):
+                    self.descending = False         # (climbed() sets it again if this one wins too)
+                    return c
+        self.descending = False
+        return None
+
+    def descent_due(self) -> bool:
+        """A descent is open (Episode.descent), asked by the stop rule without a draw."""
+        here = self.pos[self.best.variant.tag]
+        return self.descending and any(self.pos[v.tag] < here and v.tag not in self.rung_tried and self.could_beat(v)
+                                       and self.fresh(Candidate(v, self.carry(v))) for v in self.rungs)
 
     def worth_tuning(self, at: Candidate, name: str) -> bool:
         """A profile of `at` says `name` can move it: __launch_bounds__' minimum blocks per SM
@@ -678,6 +762,9 @@ class Episode:
         nothing is left worth a step (no rung to climb, every parameter settled)."""
         h, rng = self.habits, self.rng
         c = self.propose_contender()
+        if c is not None:
+            return c
+        c = self.descent()
         if c is not None:
             return c
         c = self.propose_raise(k)
@@ -914,11 +1001,19 @@ class Episode:
         base = self.propose_move(k)
         return None if base is None else self.with_slip(base)
 
-    def with_slip(self, base: Candidate) -> tuple[Candidate, str, str] | None:
+    def fix_lines(self, fix: Candidate) -> set:
+        """The lines a repair writes: those of the fixed code that the failed code lacked (the line
+        the compiler or the checker pointed at, the launch bounds, the bug's lines)."""
+        return set(self.code(fix).split("\n")) - set(self.failed_code.split("\n"))
+
+    def with_slip(self, base: Candidate, within: set | None = None) -> tuple[Candidate, str, str] | None:
         """`base` written with a slip that breaks the build (kernelstrain/slips): a typo, or a
         kind of the profile's slip_weights that has a site in this code, drawn by weight, a kind
         with a site on a line this change wrote (not in the best's code) SLIP_TIE times likelier,
-        and such a site first, as an engineer's slips are in what they just edited."""
+        and such a site first, as an engineer's slips are in what they just edited. `within`: a
+        repair's slip (search.refail), only at a site on the lines the repair writes (fix_lines): an
+        engineer fixing a launch bound does not break an untouched helper's shuffle mask (reader,
+        kernelinfer seed 8181: 60 of 234 repairs failed again, most on lines the fix never touched)."""
         hip_arch = self.task.gpu.arch if self.task.is_hip else ""
         code = self.code(base)
         if not self.search.slip_weights:          # the typo alone: the default profile's draws
@@ -926,8 +1021,12 @@ class Episode:
             typo = find_typo(code, self.m.impl, c.typo)
             if typo is None:
                 return None
-            if ("identifier", code.split("\n")[typo.decl].strip()) in self.slip_memory.made:   # slipped there before
-                free = self.slip_memory.free("identifier", code, self.m.impl)
+            lines = code.split("\n")
+            if ("identifier", lines[typo.decl].strip()) in self.slip_memory.made \
+                    or within is not None and lines[typo.decl] not in within:   # slipped there before, or off the repair
+                at = slip_sites("identifier", code, self.m.impl)
+                free = [i for i in self.slip_memory.free("identifier", code, self.m.impl)
+                        if within is None or lines[at[i]] in within]
                 if not free:
                     return None
                 c = replace(base, typo=self.typo_pick(self.rng.choice(free), code))
@@ -940,6 +1039,9 @@ class Episode:
             if w <= 0 or not slips.offered(kind, self.m.impl, hip_arch, self.task.dtype, self.task.shape):
                 continue
             free[kind] = self.slip_memory.free(kind, code, self.m.impl)
+            if within is not None:
+                at = slip_sites(kind, code, self.m.impl)
+                free[kind] = [i for i in free[kind] if lines[at[i]] in within]
             if not free[kind]:
                 continue
             sites = slips.site_lines(kind, code)          # none listed for a typo: it is never tied
@@ -1050,7 +1152,7 @@ class Episode:
         or retry left, the neighbourhood of the best measured flat: Episode.flat); None:
         something is open or worth a step (`repair`: a limit failure's back-off counts as open)."""
         if self.pending is not None or self.close is not None or self.contender is not None \
-                or (repair and self.over is not None):
+                or (repair and self.over is not None) or self.unspill_due() or self.descent_due():
             return None
         if self.stale >= 1 and self.at_roofline():
             return "roofline" if self.near_floor(self.best.variant) else "launch"
@@ -1209,7 +1311,8 @@ class Episode:
             fix, self.pending = self.pending, None
             # an engineer fixes their own slip before anything else, however often the fix itself
             # fails to build (a new slip while repairing the old one)
-            again = self.with_slip(fix) if self.search.refail and rng.random() < self.search.refail else None
+            again = self.with_slip(fix, self.fix_lines(fix)) if self.search.refail and rng.random() < self.search.refail \
+                else None
             if again:
                 return self.evaluate(k, again[0], failure=again[1], error=again[2])
             return self.evaluate(k, fix)
@@ -1234,6 +1337,9 @@ class Episode:
             if self.converged():            # the call just decided was the last thing open
                 self.stop = self.stop_rule()
                 return self.finish(k)
+        c = self.unspill()
+        if c is not None:                   # a rewrite measured only spilled: written again, not to spill
+            return self.evaluate(k, c)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())
         if self.owed and u > 0.3:
@@ -1295,6 +1401,7 @@ class Episode:
         contender's search when the contender won), or starts afresh on a new rung."""
         ms, line = self.book.best_ms, self.contender
         self.trend = None
+        self.descending = self.pos[cand.variant.tag] < self.pos[self.best.variant.tag]
         if cand.variant.tag == self.best.variant.tag:
             changed = [n for n in self.tunable(cand.variant) if cand.params[n] != self.best.params.get(n)]
             if len(changed) == 1:
@@ -1308,6 +1415,16 @@ class Episode:
         else:
             self.line = self.new_line(cand, ms)
         self.best, self.stale, self.contender, self.close, self.resettled = cand, 0, None, None, set()
+
+    def evidence(self, cand: Candidate, time_ms: float, spilled: bool) -> None:
+        """What a measurement says of its rung: a config that did not spill judges it (sane_ms); one
+        that spilled only until the rung has such a measurement (spilled_at: Episode.unspill)."""
+        tag = cand.variant.tag
+        if not spilled:
+            self.sane_ms[tag] = min(self.sane_ms.get(tag, time_ms), time_ms)
+            self.spilled_at.pop(tag, None)
+        elif tag not in self.sane_ms and (tag not in self.spilled_at or time_ms < self.measured_ms(self.spilled_at[tag])):
+            self.spilled_at[tag] = cand.clean()
 
     def evaluate(self, k: int, cand: Candidate, failure: str | None = None, error: str | None = None) -> Step:
         kind = kind_of(cand, self.best, self.late(k))
@@ -1337,6 +1454,7 @@ class Episode:
                 messages.mismatch_text(cand.bug, self.m, self.task, self.wording, cand.variant, cand.params)
         if failure is not None:
             status = "wrong_result" if failure in ("mismatch", "fault") else "compile_error"
+            self.failed_code = code
             undo = {k: knobs.OFF for k in knobs.SLIPS if cand.params.get(k)}
             if undo:                                   # a launch-bound or opt-in slip: write it right next
                 self.slipped |= set(undo)
@@ -1363,7 +1481,10 @@ class Episode:
             self.measured.add(code)
             tag = cand.variant.tag
             self.rung_ms[tag] = min(self.rung_ms.get(tag, time_ms), time_ms)
-            if not kept and tag not in self.lost_at and self.pos[tag] > self.pos[self.best.variant.tag]:
+            spilled = self.spills(cand)
+            self.evidence(cand, time_ms, spilled)
+            if not kept and tag not in self.lost_at and self.pos[tag] > self.pos[self.best.variant.tag] \
+                    and not spilled:
                 self.lost_at[tag] = (time_ms, self.book.best_ms, dict(self.best.params))
             if kept:
                 self.climbed(cand)

@@ -211,16 +211,19 @@ def test_every_step_has_a_reason_the_state_supports(case):
     """Each step is a repair of the step before, a re-measure of the best or of the candidate of
     an open close call (or of the best, last, after a loss of RESTORE x), a climb to a
     rung above the best, a tune within search.spread value-steps of the best (or of a contender
-    rung that lost by little), or the episode's one ablation onto a rung below the best."""
+    rung that lost by little), the episode's one ablation onto a rung below the best, or, after a step down
+    the ladder won, the next rung down (a descent)."""
     m, task, ep, steps = case
     pos = {v.tag: i for i, v in enumerate(ep.ladder)}
     book = Ledger(ep.baseline_code, ep.baseline_ms)
     best = {"tag": ep.base.variant.tag, "params": dict(ep.base.params)}
-    prev, ablations, close = None, 0, None
+    prev, ablations, close, descending = None, 0, None, False
     for s in steps:
         params = as_dict(s["params"])
         if _repair(prev, s):
             pass
+        elif descending and pos[s["tag"]] < pos[best["tag"]]:
+            descending = False          # a step on down after a step down won (Episode.descent), not an ablation
         elif (s["tag"], params) == (best["tag"], best["params"]) and s is steps[-1] and ep.restored:
             # the search ended on a loss of more than RESTORE x or on a failure: the best put back and run again
             lost = next((t for t in reversed(steps[:-1]) if t["status"] == "ok"), None)
@@ -242,6 +245,7 @@ def test_every_step_has_a_reason_the_state_supports(case):
             if book.close(s["code"]):              # the ledger's close call: faster, inside the noise
                 close = s["code"]
             if kept:
+                descending = pos[s["tag"]] < pos[best["tag"]]
                 best = {"tag": s["tag"], "params": params}
         prev = s
     assert ablations <= ep.search.ablations, m.name

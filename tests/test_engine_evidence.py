@@ -3,7 +3,7 @@ tuned inside the noise, a rewrite that overflowed shared memory is repaired on i
 speedups compare recorded times on one basis."""
 from dataclasses import replace
 
-from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, POINTS_AT, Candidate, Episode
+from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, POINTS_AT, SLOW_RUNG, Candidate, Episode
 from kernelstrain.episodes import build_episode
 from kernelstrain.ledger import mean_ms
 from kernelstrain.ops import REGISTRY
@@ -141,3 +141,106 @@ def test_min_blocks_is_tuned_only_where_registers_limit_occupancy():
             assert ep.worth_tuning(Candidate(v, {**at.params, "min_blocks": 2}), "min_blocks")
             seen.add(limited)
     assert seen == {True, False}
+
+
+def _spill_trap_session(seed: int = 0) -> tuple[Episode, Candidate]:
+    """kernelinfer seed 7272 session 237's state at its step 15 (chunked_prefill_cuda on the H200): the best
+    is the wgmma rung at 128 x 128 tiles and 3 stages; the warp-specialized rewrite, backed off from a
+    shared-memory failure to 3 stages with `__launch_bounds__(T, 4)` kept, was measured spilling (40
+    registers where its code holds ~190) at 3.7x the best."""
+    m = REGISTRY["chunked_prefill_cuda"]
+    task = make_task(m, "H200", "fp16", {"B": 1, "H": 32, "KVH": 8, "C": 512, "P": 3584, "D": 128})
+    ep = Episode(m, task, streams(seed), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    wgmma = next(v for v in ep.rungs if v.tag == "wgmma_warpgroup")
+    ws = next(v for v in ep.rungs if v.tag == "warp_specialized")
+    best = Candidate(wgmma, {**wgmma.defaults(), **{k: 0 for k in ("min_blocks", "main_unroll", "bound", "optin")},
+                             "BLOCK_M": 128, "BLOCK_N": 128, "stages": 3, "main_unroll": 2})
+    assert ep.evaluate(1, best).kept
+    spilled = Candidate(ws, {**best.params, "min_blocks": 4, "main_unroll": 8})
+    step = ep.evaluate(2, spilled)
+    assert step.status == "ok" and step.time_ms >= SLOW_RUNG * ep.book.best_ms and ep.spills(spilled), step
+    return ep, spilled
+
+
+def test_a_rewrite_measured_only_spilled_is_written_once_more_without_the_spill():
+    """The spill trap (issue 26; roomK's gemm_fp4_triton, kernelinfer s7272 session 237): a rewrite whose
+    only measurement spilled registers is judged by the spill, not by its technique. The engineer reads
+    the compiler's report and writes the rung again at the next step, at the best's parameters carried
+    over (here: no launch-bounds minimum), and that measurement judges the rung: the warp-specialized
+    kernel is the session's new best (the simulator's fastest config of it is 1.3x faster than the wgmma
+    best). On a6b79f4 the rung was never written again (SLOW_RUNG) and the session ended on the wgmma rung."""
+    for seed in range(3):
+        ep, spilled = _spill_trap_session(seed)
+        nxt = ep.step(3)
+        assert nxt.tag == spilled.variant.tag and nxt.status == "ok", (seed, nxt.tag, nxt.params)
+        assert not ep.spills(Candidate(spilled.variant, nxt.params)) and nxt.time_ms < ep.rung_ms[nxt.tag] * 1.0001
+        assert nxt.kept and not ep.slow(nxt.tag), (seed, nxt.time_ms, nxt.best_ms)
+        assert ep.step(4).tag == nxt.tag        # and it is tuned from there
+
+
+def test_a_rung_is_written_again_once_and_only_where_it_spilled():
+    """Once written again the rung is judged (no second re-write), and a rewrite measured slow at a
+    config that did not spill stays left (SLOW_RUNG: the evidence is the technique's)."""
+    ep, spilled = _spill_trap_session()
+    assert ep.unspill_due() == [spilled.variant]
+    ep.unspilled.add(spilled.variant.tag)
+    assert ep.unspill_due() == [] and ep.unspill() is None
+    ep, spilled = _spill_trap_session()
+    ep.sane_ms[spilled.variant.tag] = ep.rung_ms[spilled.variant.tag]    # as if that time were not a spill's
+    del ep.spilled_at[spilled.variant.tag]
+    assert ep.slow(spilled.variant.tag) and ep.unspill_due() == []
+    for k in range(3, 12):
+        step = ep.step(k)
+        if step is None:
+            break
+        assert step.tag != spilled.variant.tag, (k, step.params)
+
+
+def test_a_step_down_the_ladder_that_wins_goes_on_down_to_the_rungs_skipped():
+    """gemm_fp4_triton on the H100 (no native block-scaled MMA): an engineer who wrote the top rung
+    first (pipelined dot_scaled) and ablated its pipelining finds the plain dot_scaled kernel faster. The
+    ladder's order does not hold on this GPU, so the rungs skipped on the way up are written next, the
+    nearest first (Episode.descent), and the cp.async-pipelined dequantize-then-dot kernel, the fastest
+    here, is reached. On a6b79f4 the session tuned dot_scaled and ended at 6.4x over its baseline where the
+    ladder reaches 14.8x (14 of 100 sessions of this task)."""
+    m = REGISTRY["gemm_fp4_triton"]
+    task = make_task(m, "H100", "bf16", {"M": 4096, "N": 4096, "K": 4096, "G": 16})
+    ep = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    top, below = ep.rungs[-1], ep.rungs[-2]
+    assert (top.tag, below.tag) == ("pipelined_dot_scaled", "dot_scaled")
+    skipped = [v.tag for v in ep.rungs[1:-2]]
+    assert ep.evaluate(1, Candidate(top, {**top.defaults(), "BLOCK_K": 64, "num_warps": 8})).kept
+    assert ep.evaluate(2, Candidate(below, ep.carry(below))).kept
+    down = ep.step(3)
+    assert down.tag == skipped[-1] and down.params == ep.carry(next(v for v in ep.rungs if v.tag == down.tag))
+    assert down.kept, (down.time_ms, down.best_ms)
+    # a descent that loses ends there: nothing forces the next rung down
+    ep2 = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    ep2.evaluate(1, Candidate(top, {**top.defaults(), "BLOCK_K": 64, "num_warps": 8}))
+    assert not ep2.descending and ep2.descent() is None
+
+
+def test_a_repair_that_fails_again_slips_only_on_the_lines_it_writes():
+    """search.refail: a repair's own slip is on a line the repair writes (the line the tool pointed at,
+    the launch bounds, the bug's lines), never on an untouched helper (reader, kernelinfer seed 8181
+    session 5: a launch-bounds fix that broke warp_max's shuffle mask; 60 of 234 repairs failed again
+    on a6b79f4). Checked over kernelinfer's CUDA and Triton modules with refail at 0.9."""
+    q = replace(load_profile("kernelinfer").search, refail=0.9)
+    prof = load_profile("kernelinfer")
+    refails = 0
+    for i, name in enumerate(("moe_combine_cuda", "rmsnorm_cuda", "softmax_triton", "layernorm_triton", "topk_cuda")):
+        m = REGISTRY[name]
+        task = make_task(m, "A100", m.dtypes[0], m.shapes[0])
+        for seed in range(4):
+            ep = Episode(m, task, streams(100 * i + seed), 40, prof.status.compile_error * q.compile_scale,
+                         prof.status.wrong_result * q.failure_scale, 1, q)
+            steps = ep.run()
+            for prev, s in zip(steps, steps[1:]):
+                if prev.status == "ok" or s.status == "ok" or (prev.tag, prev.params) != (s.tag, s.params) \
+                        or s.typo is None:
+                    continue
+                refails += 1
+                clean = ep.code(Candidate(next(v for v in ep.ladder if v.tag == s.tag), s.params)).split("\n")
+                broken = set(clean) - set(s.code.split("\n"))
+                assert broken <= set(clean) - set(prev.code.split("\n")), (name, seed, s.step, broken)
+    assert refails > 0

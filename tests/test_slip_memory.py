@@ -1,5 +1,5 @@
 """The slip memory (slip_memory.py): a slip made and fixed is not made again at that line in the
-session, whatever the rung or parameters; the same kind elsewhere stays possible."""
+session, whatever the rung or parameters, nor (but for a misspelt name) its kind on any other line."""
 from collections import Counter
 
 from kernelstrain import slips
@@ -26,9 +26,11 @@ def test_a_site_is_its_line_text_and_a_learnt_one_is_no_longer_free():
     assert m.free("shfl_mask", CUDA, "cuda") == [0, 1]
     m.learn(CUDA, "cuda", slips.encode("shfl_mask", 1))
     assert site(CUDA, "cuda", slips.encode("shfl_mask", 1)) == ("shfl_mask", "v += __shfl_xor_sync(0xffffffff, v, 8);")
-    assert m.free("shfl_mask", CUDA, "cuda") == [0]           # the other shuffle may still slip
+    assert m.free("shfl_mask", CUDA, "cuda") == []            # the tool said what a mask is: not again, on any line
+    fresh = SlipMemory()
+    fresh.made.add(("identifier", "const int row = blockIdx.x;"))
     moved = "#define UNUSED 1\n" + CUDA.replace("v = x[row]", "v = 2.f * x[row]")
-    assert m.free("shfl_mask", moved, "cuda") == [0]          # the same line elsewhere in the file: known
+    assert fresh.free("shfl_mask", moved, "cuda") == [0, 1]   # another kind made: this one still free
     typo = site(CUDA, "cuda", 5)
     assert typo[0] == "identifier" and typo[1] in {line.strip() for line in CUDA.split("\n")}
     m.learn(CUDA, "cuda", 5)
