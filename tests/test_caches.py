@@ -148,6 +148,45 @@ def test_excerpt_pattern_on_prompts():
         assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
 
 
+def _labels_plain(text: str, tags) -> list:
+    """behaviour.labels_in before its line cache and str.find fences: the whole prose's findall."""
+    prose = behaviour._FENCE.sub("", text)
+    prose = behaviour._EXCERPT.sub("", prose)
+    found = behaviour.KINDS_SEEN.findall(prose)
+    return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+
+
+_LABEL_PIECES = ["```", "`", "structural", "rebench", "tiled", "naive", "a-b", "x", ".", "_", " ", "\n", "\n",
+                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_LABEL_PIECES), max_size=40).map("".join),
+       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ()]))
+def test_labels_in_line_cache_finds_what_the_whole_prose_scan_did(text, tags):
+    """Each prose line's labels kept (behaviour._LINES) and fences cut by str.find: the same
+    list as the plain scan, asked twice (the second time from the cache), and time_units too."""
+    for _ in range(2):
+        assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
+    assert behaviour.time_units(text) == set(behaviour._TIME.findall(behaviour._FENCE.sub("", text)))
+
+
+def test_labels_in_on_prompts_of_a_run(tmp_path):
+    """Every prompt qa reads in a small run: the cached scan's answer is the plain one's."""
+    out = tmp_path / "d"
+    assert main(["generate", "--seed", "3", "--episodes", "6", "--out", str(out), "--quiet"]) in (0, 1)
+    checked = 0
+    for line in (out / "sft_steps.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        tags = tuple(v.tag for v in REGISTRY[row["module"]].variants)
+        prompt = row["messages"][1]["content"]
+        for text in (prompt, prompt.replace("Last result:", "Last result (structural):"),
+                     prompt + f"\nnext: {tags[-1]}"):
+            assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
+            checked += 1
+    assert checked >= 30
+
+
 def test_episodes_of_one_task_share_a_rungs_overflowing_configs():
     """limits.rung_failing: a second episode of a task takes the first one's scan of a rung's
     grid, and it is the plain filter of that episode's own configs, in order."""
