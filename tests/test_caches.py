@@ -187,6 +187,53 @@ def test_labels_in_on_prompts_of_a_run(tmp_path):
     assert checked >= 30
 
 
+def _device_stream_plain(lines, defs: dict):
+    """scopes.device_stream before its caches: every line lexed, expanded and echoed afresh, the
+    system-macro test asked backwards from each line (defs a plain dict: echoed keeps nothing)."""
+    from kernelstrain.slips import cpp, scopes
+    defs, stream, shown, directive, active = dict(defs), [], {}, False, []
+    values = cpp.macros(lines, headers=False)
+    for j, line in enumerate(lines):
+        text = line.strip()
+        if not directive and text.startswith("#"):
+            scopes._condition(text, active, values)
+        if directive or text.startswith("#"):
+            directive = line.endswith("\\")
+            continue
+        if all(on for on, _ in active):
+            shown[j], placed = cpp.echo_tokens(line, defs, cpp.follows_system_macro(lines, j))
+            stream += [(j, pos, t) for pos, t in placed] + [(j, -1, t) for t in cpp.moved_tokens(line, defs)]
+    return stream, shown
+
+
+def test_slip_echo_caches_give_the_plain_stream():
+    """The nvcc echo of every line of CUDA candidates (slips.cpp: tokens by line, echoed by line
+    and the macros it reaches; scopes.device_stream's running system-macro test): the same stream
+    as the plain computation, for renders of every CUDA module at several parameter settings
+    (candidates that share lines and differ in a macro's value), and for macro edge cases."""
+    from kernelstrain.slips import cpp, scopes
+    cpp._ECHOED.clear()
+    cpp._TOKENS.clear()
+    codes = []
+    for m in REGISTRY.values():
+        if m.impl != "cuda":
+            continue
+        task = make_task(m, "H100", next(d for d in m.dtypes), m.shapes[0]) if m.supports(GPUS["H100"], m.dtypes[0]) else None
+        if task is None:
+            continue
+        for v in m.variants[:3]:
+            for _, params in zip(range(3), param_grid(v)):
+                codes.append(knobs.render(m, v, params, task, None))
+    codes += ["#define T 128\n#define W (T / 32)\nfloat y = -INFINITY\n\n  y = W + T;\n#if T > 64\nint a = T;\n#else\nint b;\n#endif",
+              "#define T 64\n#define W (T / 32)\nfloat y = -INFINITY\n\n  y = W + T;\n#define F(x) ((x) + W)\nz = F(T);",
+              "#define W 2\nfloat y = -INFINITY\n\n  y = W + T;"]
+    assert len(codes) > 50
+    for _ in range(2):          # the second pass from the caches
+        for code in codes:
+            lines = code.split("\n")
+            assert scopes.device_stream(lines, cpp.macros(lines)) == _device_stream_plain(lines, cpp.macros(lines))
+
+
 def test_episodes_of_one_task_share_a_rungs_overflowing_configs():
     """limits.rung_failing: a second episode of a task takes the first one's scan of a rung's
     grid, and it is the plain filter of that episode's own configs, in order."""
