@@ -148,6 +148,92 @@ def test_excerpt_pattern_on_prompts():
         assert behaviour._EXCERPT.sub("", text) == _EXCERPT_PLAIN.sub("", text)
 
 
+def _labels_plain(text: str, tags) -> list:
+    """behaviour.labels_in before its line cache and str.find fences: the whole prose's findall."""
+    prose = behaviour._FENCE.sub("", text)
+    prose = behaviour._EXCERPT.sub("", prose)
+    found = behaviour.KINDS_SEEN.findall(prose)
+    return found + [t for t in tags if re.search(rf"(?<![\w.]){re.escape(t)}(?!\w)", prose)]
+
+
+_LABEL_PIECES = ["```", "`", "structural", "rebench", "tiled", "naive", "a-b", "x", ".", "_", " ", "\n", "\n",
+                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_LABEL_PIECES), max_size=40).map("".join),
+       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ()]))
+def test_labels_in_line_cache_finds_what_the_whole_prose_scan_did(text, tags):
+    """Each prose line's labels kept (behaviour._LINES) and fences cut by str.find: the same
+    list as the plain scan, asked twice (the second time from the cache), and time_units too."""
+    for _ in range(2):
+        assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
+    assert behaviour.time_units(text) == set(behaviour._TIME.findall(behaviour._FENCE.sub("", text)))
+
+
+def test_labels_in_on_prompts_of_a_run(tmp_path):
+    """Every prompt qa reads in a small run: the cached scan's answer is the plain one's."""
+    out = tmp_path / "d"
+    assert main(["generate", "--seed", "3", "--episodes", "6", "--out", str(out), "--quiet"]) in (0, 1)
+    checked = 0
+    for line in (out / "sft_steps.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        tags = tuple(v.tag for v in REGISTRY[row["module"]].variants)
+        prompt = row["messages"][1]["content"]
+        for text in (prompt, prompt.replace("Last result:", "Last result (structural):"),
+                     prompt + f"\nnext: {tags[-1]}"):
+            assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
+            checked += 1
+    assert checked >= 30
+
+
+def _device_stream_plain(lines, defs: dict):
+    """scopes.device_stream before its caches: every line lexed, expanded and echoed afresh, the
+    system-macro test asked backwards from each line (defs a plain dict: echoed keeps nothing)."""
+    from kernelstrain.slips import cpp, scopes
+    defs, stream, shown, directive, active = dict(defs), [], {}, False, []
+    values = cpp.macros(lines, headers=False)
+    for j, line in enumerate(lines):
+        text = line.strip()
+        if not directive and text.startswith("#"):
+            scopes._condition(text, active, values)
+        if directive or text.startswith("#"):
+            directive = line.endswith("\\")
+            continue
+        if all(on for on, _ in active):
+            shown[j], placed = cpp.echo_tokens(line, defs, cpp.follows_system_macro(lines, j))
+            stream += [(j, pos, t) for pos, t in placed] + [(j, -1, t) for t in cpp.moved_tokens(line, defs)]
+    return stream, shown
+
+
+def test_slip_echo_caches_give_the_plain_stream():
+    """The nvcc echo of every line of CUDA candidates (slips.cpp: tokens by line, echoed by line
+    and the macros it reaches; scopes.device_stream's running system-macro test): the same stream
+    as the plain computation, for renders of every CUDA module at several parameter settings
+    (candidates that share lines and differ in a macro's value), and for macro edge cases."""
+    from kernelstrain.slips import cpp, scopes
+    cpp._ECHOED.clear()
+    cpp._TOKENS.clear()
+    codes = []
+    for m in REGISTRY.values():
+        if m.impl != "cuda":
+            continue
+        task = make_task(m, "H100", next(d for d in m.dtypes), m.shapes[0]) if m.supports(GPUS["H100"], m.dtypes[0]) else None
+        if task is None:
+            continue
+        for v in m.variants[:3]:
+            for _, params in zip(range(3), param_grid(v)):
+                codes.append(knobs.render(m, v, params, task, None))
+    codes += ["#define T 128\n#define W (T / 32)\nfloat y = -INFINITY\n\n  y = W + T;\n#if T > 64\nint a = T;\n#else\nint b;\n#endif",
+              "#define T 64\n#define W (T / 32)\nfloat y = -INFINITY\n\n  y = W + T;\n#define F(x) ((x) + W)\nz = F(T);",
+              "#define W 2\nfloat y = -INFINITY\n\n  y = W + T;"]
+    assert len(codes) > 50
+    for _ in range(2):          # the second pass from the caches
+        for code in codes:
+            lines = code.split("\n")
+            assert scopes.device_stream(lines, cpp.macros(lines)) == _device_stream_plain(lines, cpp.macros(lines))
+
+
 def test_episodes_of_one_task_share_a_rungs_overflowing_configs():
     """limits.rung_failing: a second episode of a task takes the first one's scan of a rung's
     grid, and it is the plain filter of that episode's own configs, in order."""

@@ -39,6 +39,23 @@ class Pad:
 
 
 def tokens(text: str, base: int = 0) -> list:
+    """The tokens of `text` (a line, or a macro's body: base -1), each with its column."""
+    key = (text, base)
+    found = _TOKENS.get(key)
+    if found is None:
+        if len(_TOKENS) >= TOKENS_MAX:
+            _TOKENS.clear()
+        found = _TOKENS[key] = tuple(_lex(text, base))
+    return list(found)          # (a list of its own: a caller may change it; a Tok is frozen)
+
+
+# a line's tokens, lexed once a process: a slip's compiler text walks every line of the code
+# (scopes.device_stream), and an episode's candidates share most of their lines
+_TOKENS: dict = {}
+TOKENS_MAX = 1 << 13
+
+
+def _lex(text: str, base: int) -> list:
     out, white = [], False
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
@@ -69,14 +86,22 @@ def _macro(name: str, params: str | None, body: str):
     return names, body
 
 
-def macros(lines, headers: bool = True) -> dict:
+class Macros(dict):
+    """macros()'s answer, with `texts`: the text each macro was made from (its `#define`, or
+    the toolkit's header definition), so the macros a line reaches can key echoed's cache."""
+    texts: dict
+
+
+def macros(lines, headers: bool = True) -> Macros:
     """name -> (parameter names or None for an object-like macro, body tokens) of the
     `#define`s in `lines` (continued lines joined), after the toolkit's keyword macros."""
-    out = {}
+    out = Macros()
+    out.texts = {}
     if headers:
         for spec, body in HEADER_MACROS.items():
             m = re.match(r"(\w+)(\(.*\))?$", spec)
             out[m.group(1)] = _macro(m.group(1), m.group(2), body)
+            out.texts[m.group(1)] = (spec, body)
     lines = list(lines)
     i = 0
     while i < len(lines):
@@ -87,8 +112,28 @@ def macros(lines, headers: bool = True) -> dict:
         m = _DEFINE.match(text)
         if m:
             out[m.group(1)] = _macro(m.group(1), m.group(2), m.group(3))
+            out.texts[m.group(1)] = text
         i += 1
     return out
+
+
+def reached(toks, defs: Macros) -> frozenset:
+    """(name, text) of every macro that expanding `toks` can look up: the names among them that
+    `defs` defines, and those its bodies name, and so on. expand's answer depends on `defs` only
+    through these (a name it looks up and `defs` lacks is lacked by every `defs` with the same
+    reached set), so the set keys a line's expansion across candidates whose macros differ elsewhere.
+
+    >>> d = macros(["#define T 128", "#define W (T / 32)", "#define X 1"], headers=False)
+    >>> sorted(name for name, _ in reached(tokens("y = W + n;"), d))
+    ['T', 'W']
+    """
+    found, todo = {}, [t.text for t in toks if t.kind == "name" and t.text in defs]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found[name] = defs.texts[name]
+            todo += [b.text for b in defs[name][1] if b.kind == "name" and b.text in defs]
+    return frozenset(found.items())
 
 
 def _args(toks, i):
@@ -226,16 +271,41 @@ def echo_tokens(line: str, defs: dict, after_system: bool = False) -> tuple[str,
     >>> echo_tokens("    y = 2.f * INFINITY + x;", macros([]))[0], echo_tokens("    y = -NAN;", macros([]), True)[0]
     ('    y = 2.f * ', '   y = -')
     """
-    indent = line[:len(line) - len(line.lstrip())][after_system:]
+    text, placed, _ = echoed(line, defs, after_system)
+    return text, list(placed)
+
+
+def echoed(line: str, defs: dict, after_system: bool = False) -> tuple[str, list, list]:
+    """(echo_tokens's text and placed tokens, moved_tokens) of one line, expanded once; kept
+    for macros() answers (by the line and the macros it reaches): a slip's compiler text echoes every line of the code
+    (scopes.device_stream), and an episode's candidates share most of their lines and macros.
+    The lists are shared: read them, do not change them."""
+    if not isinstance(defs, Macros):
+        return _echoed(line, defs, after_system)
+    key = (line, after_system, reached(tokens(line), defs))
+    found = _ECHOED.get(key)
+    if found is None:
+        if len(_ECHOED) >= ECHOED_MAX:
+            _ECHOED.clear()
+        found = _ECHOED[key] = _echoed(line, defs, after_system)
+    return found
+
+
+_ECHOED: dict = {}
+ECHOED_MAX = 1 << 12
+
+
+def _echoed(line: str, defs: dict, after_system: bool) -> tuple[str, list, list]:
     items = expand(tokens(line), defs)
     cut = _system_cut(items)
+    indent = line[:len(line) - len(line.lstrip())][after_system:]
     placed = printed(items[:cut], indent)
     text = indent
     for pos, t in placed:
         text += " " * (pos - len(text)) + t.text
     if cut is not None and items[cut].source.white:
         text += " "
-    return text, placed
+    return text, placed, [] if cut is None else [it for it in items[cut:] if not isinstance(it, Pad)]
 
 
 def _system_cut(items) -> int | None:
@@ -251,9 +321,7 @@ def moved_tokens(line: str, defs: dict) -> list:
     >>> [t.text for t in moved_tokens("    if (m == -INFINITY) return;", macros([]))]
     ['(', '__builtin_inff', '(', ')', ')', ')', 'return', ';']
     """
-    items = expand(tokens(line), defs)
-    cut = _system_cut(items)
-    return [] if cut is None else [it for it in items[cut:] if not isinstance(it, Pad)]
+    return list(echoed(line, defs)[2])
 
 
 def echo(line: str, defs: dict, after_system: bool = False) -> str:

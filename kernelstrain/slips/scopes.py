@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from . import clang
-from .cpp import echo_tokens, follows_system_macro, macros, moved_tokens
+from .cpp import SYSTEM_MACROS, echoed, macros, tokens
 
 _TYPES = {"int", "unsigned", "signed", "float", "double", "char", "short", "long", "bool", "auto", "const",
           "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t", "half", "__half", "__nv_bfloat16", "float2",
@@ -33,7 +33,12 @@ def device_stream(lines, defs: dict) -> tuple[list, dict]:
     in an inactive #if / #ifdef / #else branch), {line: the printed line})."""
     stream, shown, directive, active = [], {}, False, []
     values = macros(lines, headers=False)
+    after = False           # the last line with tokens ends with a system header's macro (follows_system_macro)
     for j, line in enumerate(lines):
+        after_system = after
+        toks = tokens(line)
+        if toks:
+            after = toks[-1].kind == "name" and toks[-1].text in SYSTEM_MACROS and not line.lstrip().startswith("#")
         text = line.strip()
         if not directive and text.startswith("#"):
             _condition(text, active, values)
@@ -41,8 +46,8 @@ def device_stream(lines, defs: dict) -> tuple[list, dict]:
             directive = line.endswith("\\")
             continue
         if all(on for on, _ in active):
-            shown[j], placed = echo_tokens(line, defs, follows_system_macro(lines, j))
-            stream += [(j, pos, t) for pos, t in placed] + [(j, -1, t) for t in moved_tokens(line, defs)]
+            shown[j], placed, moved = echoed(line, defs, after_system)
+            stream += [(j, pos, t) for pos, t in placed] + [(j, -1, t) for t in moved]
     return stream, shown
 
 
