@@ -341,18 +341,24 @@ def _reference_above(module: OpModule, task: Task):
     return lambda t: 0.0 if t >= 1 else 0.5 * math.erfc(math.log(max(t * c * math.exp(8), 1.0)) / 4 / math.sqrt(2))
 
 
-# the weight of an RMS norm's reference (rmsnorm_spec, add_rmsnorm_spec): 1 + 0.1 z a column
-WEIGHT_SPREAD = 0.1
-_WEIGHT_NEAR_ONE = f"nn.Parameter(1 + {WEIGHT_SPREAD} * torch.randn(D)"
+# a norm reference's weight and bias (rmsnorm_spec, add_rmsnorm_spec, layernorm_spec): 1 + 0.1 z and 0.1 z a column
+WEIGHT_SPREAD = BIAS_SPREAD = 0.1
+_WEIGHT_NEAR_ONE = f"self.weight = nn.Parameter(1 + {WEIGHT_SPREAD} * torch.randn(D)"
+_SMALL_BIAS = f"self.bias = nn.Parameter({BIAS_SPREAD} * torch.randn(D)"
+_NORMS_FORWARD = ("rmsnorm", "add_rmsnorm", "layernorm")      # whose first output is weight * the normalized x
 
 
-def _drops_weight(module: OpModule, variant: Variant, task: Task) -> bool:
-    """The missing_scale of a norm with that weight and no bias, whose edit blanks the weight
-    multiply (`{"scale": ""}`): the output is the normalized value itself (runtime_texts.weight_mismatch_text)."""
-    if dict(variant.edits).get("missing_scale") != {"scale": ""} or module.family != "norms":
-        return False
+def _dropped_weight(module: OpModule, variant: Variant, task: Task) -> tuple | None:
+    """(weight spread, bias spread) of a norm whose missing_scale blanks the weight multiply
+    (`{"scale": ""}`): its output is the normalized value (plus the bias), runtime_texts.weight_mismatch_text;
+    None for any other bug site or reference."""
+    if dict(variant.edits).get("missing_scale") != {"scale": ""} or module.op not in _NORMS_FORWARD:
+        return None
     ref = module.reference(task)
-    return _WEIGHT_NEAR_ONE in ref and "self.bias" not in ref
+    if _WEIGHT_NEAR_ONE not in ref:
+        return None
+    return (WEIGHT_SPREAD, BIAS_SPREAD if _SMALL_BIAS in ref else 0.0) if "self.bias" not in ref or _SMALL_BIAS in ref \
+        else None
 
 
 def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
@@ -361,8 +367,9 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
-    if bug == "missing_scale" and variant is not None and _drops_weight(module, variant, task):
-        return runtime_texts.weight_mismatch_text(shape, dtype, WEIGHT_SPREAD, rng)
+    spreads = _dropped_weight(module, variant, task) if bug == "missing_scale" and variant is not None else None
+    if spreads:
+        return runtime_texts.weight_mismatch_text(shape, dtype, spreads[0], rng, bias=spreads[1])
     if bug == "wrong_init" and variant is not None and module.op == "reduction":
         # every thread's partial starts at 1 and all of them sum into the one result: off by their count
         launch = module.launch(variant, knobs.own(params or variant.defaults()), task)

@@ -449,7 +449,7 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
 
 # -- a norm's weight left out --------------------------------------------------------------------
 
-def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng) -> str:
+def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: float = 0.0) -> str:
     """assert_close's AssertionError for a norm that leaves out its weight (missing_scale): the
     reference is n * w with n ~ N(0, 1) the normalized value and w = 1 + spread * z one weight a
     column (the harness's nn.Parameter(1 + 0.1 * torch.randn(D))), the candidate n alone. Column j
@@ -457,6 +457,9 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng) -> str:
     difference |w_j - 1| / |w_j| on every row. The D weights are drawn (an RNG of the bug's own,
     as mismatch_text's), and each column's largest |n| over its rows is the order statistic of
     that many normals, so the greatest differences are those of one such draw, not a guess.
+    With a bias (layernorm: b = `bias` * z a column) the reference n w + b crosses zero at
+    n = -b / w: the row nearest it (a gap drawn as the nearest of that many normals) has the
+    column's greatest relative difference, and the share out of tolerance is integrated over n.
 
     >>> print(weight_mismatch_text((2048, 4096), "fp16", 0.1, random.Random(1)))
     AssertionError: Tensor-likes are not close!
@@ -471,12 +474,18 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng) -> str:
     bad, top, worst = 0.0, (0.0, 0), (0.0, 0)
     for j in range(cols):
         w = in_dtype(1 + spread * own.gauss(0, 1), dtype)
-        over = abs(w - 1) - rtol * abs(w)            # |n| times this must pass atol to fail
-        if over > 0:
-            bad += rows * math.erfc(atol / (over * math.sqrt(2)))
+        if bias:
+            b = in_dtype(bias * own.gauss(0, 1), dtype)
+            bad += rows * _biased_share(abs(w - 1), w, b, atol, rtol)
+            worst = max(worst, (_nearest_zero_rel(abs(w - 1), w, b, rows, own.random(), dtype), j))
+        else:
+            over = abs(w - 1) - rtol * abs(w)            # |n| times this must pass atol to fail
+            if over > 0:
+                bad += rows * math.erfc(atol / (over * math.sqrt(2)))
         n = in_dtype(_extreme(rows, own.random()), dtype)
         top = max(top, (in_dtype(abs(n - in_dtype(n * w, dtype)), dtype), j))
-        worst = max(worst, (in_dtype(abs(w - 1) / abs(w), dtype), j))
+        if not bias:
+            worst = max(worst, (in_dtype(abs(w - 1) / abs(w), dtype), j))
     numel = rows * cols
     bad = max(1, min(numel, round(bad)))
     lead = shape[:-1]
@@ -491,6 +500,24 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng) -> str:
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {top[0]} at index {at(top[1])} (up to {atol} allowed)\n"
             f"Greatest relative difference: {worst[0]} at index {at(worst[1])} (up to {rtol} allowed)")
+
+
+_GRID = [-6 + 12 * (i + 0.5) / 64 for i in range(64)]         # midpoints over +-6 sigma
+_WEIGHTS = [math.exp(-z * z / 2) * 12 / 64 / math.sqrt(2 * math.pi) for z in _GRID]
+
+
+def _biased_share(off: float, w: float, b: float, atol: float, rtol: float) -> float:
+    """The share of n ~ N(0, 1) where |n| off > atol + rtol |n w + b| (midpoint rule)."""
+    return sum(q for z, q in zip(_GRID, _WEIGHTS) if abs(z) * off > atol + rtol * abs(z * w + b))
+
+
+def _nearest_zero_rel(off: float, w: float, b: float, rows: int, u: float, dtype: str) -> float:
+    """|n| off / |n w + b| at the row whose n lies nearest -b / w, the reference's zero: of `rows`
+    normals the nearest is an exponential gap away, its rate 2 rows phi(-b / w)."""
+    star = -b / w
+    gap = -math.log(1 - u) / (2 * rows * math.exp(-star * star / 2) / math.sqrt(2 * math.pi))
+    ref = in_dtype(abs(w) * gap, dtype)
+    return in_dtype(abs(star) * off / ref, dtype) if ref else math.inf
 
 
 # -- partial sums started at one ----------------------------------------------------------------
