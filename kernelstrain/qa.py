@@ -347,7 +347,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("post_best_tail_share", behaviour.tail_share(b), "<=", tail_max,
               f"{b['tail']}/{b['steps']} steps come after their episode's final best"),
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
-              f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs not counted)"),
+              f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs and a rung's second look, "
+              "the step right after its one measurement, not counted)"),
         check("reproposed_configs", b["reproposed"], "==", 0,
               "steps whose (rung, params) was measured before, other than a re-measure of the best or of a close call"),
         check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,

@@ -35,6 +35,18 @@ def test_each_figure_counts_its_behaviour():
              _step(8, "fast", 1.0, 1.0, kind="rebench")]                           # a re-measure of the best: fine
     f = behaviour.figures(_row(steps))
     assert (f["slow_rung_returns"], f["bugs_remade"], f["reproposed"], f["tail"]) == (1, 1, 1, 7)
+    # a rung's second look (the step right after its one measurement, e.g. re-written where its first config spilled)
+    # is not a return; a third step on it, or coming back to it after leaving it, is
+    look = [_step(1, "fast", 1.0, 1.0, kept=True), _step(2, "wide", 3.0, 1.0, {"t": 2}),
+            _step(3, "wide", 1.1, 1.0, {"t": 4})]
+    assert behaviour.figures(_row(look))["slow_rung_returns"] == 0
+    assert behaviour.figures(_row(look + [_step(4, "wide", 1.2, 1.0, {"t": 8})]))["slow_rung_returns"] == 0
+    left = [_step(1, "fast", 1.0, 1.0, kept=True), _step(2, "wide", 3.0, 1.0, {"t": 2}),
+            _step(3, "fast", 1.0, 1.0, {"t": 4}), _step(4, "wide", 2.9, 1.0, {"t": 4})]
+    assert behaviour.figures(_row(left))["slow_rung_returns"] == 1
+    again = [_step(1, "fast", 1.0, 1.0, kept=True), _step(2, "wide", 3.0, 1.0, {"t": 2}),
+             _step(3, "wide", 3.1, 1.0, {"t": 4}), _step(4, "wide", 2.9, 1.0, {"t": 8})]
+    assert behaviour.figures(_row(again))["slow_rung_returns"] == 1
     far = behaviour.figures(_row([_step(1, "fast", 1.0, 1.0, kept=True), _step(2, "naive", 9.0, 1.0, {"t": 2}),
                                   _step(3, "naive", 8.0, 1.0, {"t": 3}), _step(4, "naive", 7.0, 1.0, {"t": 4})]))
     assert far["converged_far"] == 1
