@@ -154,6 +154,11 @@ def reasons(ep: dict) -> list[str]:
         elif s["tag"] != best["tag"] and s["tag"] in lost_at and retried(lost_at[s["tag"]], best["params"], p):
             why = (f"Write `{s['tag']}` again at the best's new parameters ({changes(lost_at[s['tag']], best['params'])} "
                    "since it lost at the old ones)")
+        elif s["tag"] != best["tag"] and prev is not None and prev["status"] == "ok" and prev["tag"] == s["tag"] \
+                and prev["time_ms"] >= RESTORE * prev["best_ms"]:
+            # engine.Episode.unspill: the rewrite's only measurement spilled (its registers pinned at a cap)
+            why = (f"Write `{s['tag']}` again without the spill (step {prev['step']} ran at {prev['regs']} registers, "
+                   f"{prev['time_ms'] / prev['best_ms']:.2f}x the best): {changes(as_dict(prev['params']), p)}")
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
             why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
         elif s["tag"] != best["tag"] and s["tag"] not in order:
