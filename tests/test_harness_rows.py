@@ -95,6 +95,8 @@ def test_history_values_stand_in_the_code(conversations):
             assert line.startswith(f"- step {s['step']}: ")
             for value in messages.code_values(s["code"], as_dict(s["params"])):
                 shown += 1
+                value, _, kernel = value.partition(" (")      # a launch's value, named by its kernel
+                assert not kernel or re.search(rf"\b{re.escape(kernel[:-1])}\[", s["code"]), (value, kernel)
                 name, _, number = value.partition("=")
                 assert value.startswith(("__launch_bounds__(", "#pragma unroll ")) and value in s["code"] \
                     or re.search(rf"\b{re.escape(name)}\b", s["code"]) and re.search(rf"\b{number}\b", s["code"])
