@@ -110,6 +110,7 @@ def labels_in(text: str, tags) -> list[str]:
     # prompt: each distinct line is scanned once (_line_labels), not once a prompt it is in
     known = _LINES.get(tags)
     if known is None or len(known) >= LINES_MAX:
+        _LINES.clear()          # one ladder's lines at a time: qa judges an episode's rows together
         known = _LINES[tags] = {}
     for line in prose.split("\n"):
         hit = known.get(line)
@@ -121,8 +122,8 @@ def labels_in(text: str, tags) -> list[str]:
     return found + [t for t in tags if t in seen]
 
 
-_LINES: dict = {}           # a ladder's tags -> {a line of prose: _line_labels of it}
-LINES_MAX = 1 << 13         # lines kept a ladder (an episode's prompts share most of their lines)
+_LINES: dict = {}           # the last ladder's tags -> {a line of prose: _line_labels of it}
+LINES_MAX = 1 << 12         # lines kept (an episode's prompts share most of their lines)
 _NONE = ((), ())
 
 

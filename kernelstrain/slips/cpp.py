@@ -52,7 +52,7 @@ def tokens(text: str, base: int = 0) -> list:
 # a line's tokens, lexed once a process: a slip's compiler text walks every line of the code
 # (scopes.device_stream), and an episode's candidates share most of their lines
 _TOKENS: dict = {}
-TOKENS_MAX = 1 << 13
+TOKENS_MAX = 1 << 12
 
 
 def _lex(text: str, base: int) -> list:
@@ -292,7 +292,7 @@ def echoed(line: str, defs: dict, after_system: bool = False) -> tuple[str, list
 
 
 _ECHOED: dict = {}
-ECHOED_MAX = 1 << 12
+ECHOED_MAX = 1 << 11
 
 
 def _echoed(line: str, defs: dict, after_system: bool) -> tuple[str, list, list]:
