@@ -108,7 +108,10 @@ def split_launch(p, task):
     walking its row from L2, follows (later_s), a wave of rows at a time."""
     threads, chunk, b, v, gpu = p["threads"], p["slice"], task["B"], task["V"], task.gpu
     grid = b * cdiv(v, chunk)
-    smem = 2 * 2048 * 4 + 4 * cdiv(threads, gpu.warp)
+    warps = cdiv(threads, gpu.warp)
+    # the larger kernel's static smem: stage 2 (the float4 select: mass and count bins, CAP boundary keys, two slot
+    # arrays, Sel and the pick) over stage 1's bins (ptxas sm_90a, 512 threads, CAP 2048: 24,732 B vs 16,448)
+    smem = max(2 * 2048 * 4 + 4 * warps, 2 * 2048 * 4 + 4 * p["cap"] + 8 * warps + 28)
     stage1 = cdiv(grid, gpu.sms) * (STAGE1_CTA_S + 2 * min(chunk, v) * SMEM_ATOMIC_S)
     stage2 = cdiv(b, gpu.sms) * v * STAGE2_ELEM_S * max(1.0, 512 / threads) + STAGE_OVERHEAD_S
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=40, bytes_per_access=16,
