@@ -7,7 +7,7 @@ the chat rows and compare.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import knobs, messages
 from .version import __version__
@@ -54,6 +54,16 @@ def episode_streams(plan: Plan, index: int) -> dict:
     return {s: seeded_rng(plan.profile.key, plan.seed, "episode", index, s) for s in STREAMS}
 
 
+def as_built(step, arch: str):
+    """`step` with its build error as the harness sees it: a solution that builds its CUDA with
+    load_inline (a fused candidate) gets nvcc's text inside load_inline's RuntimeError
+    (messages.load_inline_error); a launch's error, and every other step, as they are."""
+    if step.status != "compile_error" or messages.fails_at_launch(step.failure, step.error):
+        return step
+    built = messages.load_inline_error(step.error, step.code, arch)
+    return step if built == step.error else replace(step, error=built)
+
+
 def build_episode(plan: Plan, index: int) -> Episode:
     task = plan.task(index)
     module = REGISTRY[task.module]
@@ -63,7 +73,7 @@ def build_episode(plan: Plan, index: int) -> Episode:
     budget = draw_steps(streams["policy"], prof.steps.min, prof.steps.max, prof.steps.mean * q.budget_scale)
     agent = Agent(module, task, streams, min(prof.steps.max, budget), prof.status.compile_error * q.compile_scale,
                   prof.status.wrong_result * q.failure_scale, prof.steps.min, q, prof.clock)
-    steps = tuple(agent.run())
+    steps = tuple(as_built(s, task.gpu.arch) for s in agent.run())
     best_step = max((s.step for s in steps if s.kept), default=0)
     best_ms = steps[-1].best_ms if steps else agent.baseline_ms
     base = agent.base

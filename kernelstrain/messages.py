@@ -262,6 +262,57 @@ def optin_error(task: Task) -> str:
     return runtime_texts.accelerator_error("invalid argument", task.is_hip)
 
 
+# -- a KernelBench solution's CUDA, built by load_inline -------------------------------
+# A fused candidate is a Python file: load_inline writes its CUDA string to cuda.cu in torch's
+# extension cache (three #include lines first, so nvcc's line numbers are the file's) and builds
+# it with ninja beside the binding's main.cpp. A build error reaches the harness as the
+# RuntimeError load_inline raises with ninja's log: the failed nvcc edge, its command again under
+# FAILED, nvcc's (or ptxas's) text with the cache path, the main.cpp edge that was running beside
+# it, ninja's last line. The commands are torch 2.11's for the measured machine (torch 2.11.0+cu130
+# in /opt/torch/.venv, Python 3.12: docs/workdir_kernelbench_h200.txt's build logs), its -gencode
+# the ones torch passes for the visible card without TORCH_CUDA_ARCH_LIST (cc 9.0: compute_90,
+# code=compute_90 and sm_90); the layout is load_inline's as torch prints it (read from torch
+# 2.13 here: tests/test_messages.py::test_a_load_inline_candidate_s_build_error_is_load_inline_s).
+_LOAD_INLINE = re.compile(r'load_inline\(\s*name="(\w+)"')
+TORCH_EXTENSIONS = "/root/.cache/torch_extensions/py312_cu130"
+_SYSTEM_INCLUDES = ("/opt/torch/.venv/lib/python3.12/site-packages/torch/include",
+                    "/opt/torch/.venv/lib/python3.12/site-packages/torch/include/torch/csrc/api/include",
+                    "/usr/local/cuda/include", "/usr/include/python3.12")
+_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__ "
+               "-D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr")
+
+
+def load_inline_error(text: str, code: str, arch: str) -> str:
+    """`text`, a build error of nvcc or ptxas for `code`, as the harness sees it when `code` is
+    a solution that builds its CUDA with load_inline on a card of `arch` (sm_90a: cc 9.0); any
+    other text or code as it is (a launch's error is raised by the launch, not the build).
+
+    >>> code = 'fused_ops = load_inline(\\n    name="fused_demo_0a1b",\\n    cpp_sources=cpp_source,'
+    >>> text = 'candidate.cu(8): error: expected a ";"\\n  }\\n  ^\\n\\n1 error detected in the compilation of "candidate.cu".'
+    >>> out = load_inline_error(text, code, "sm_80").splitlines()
+    >>> out[0][:91], out[1], out[2].endswith("-c /root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu -o cuda.cuda.o ")
+    ("RuntimeError: Error building extension 'fused_demo_0a1b': [1/3] /usr/local/cuda/bin/nvcc --", 'FAILED: cuda.cuda.o ', True)
+    >>> out[3], out[-1]
+    ('/root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu(8): error: expected a ";"', 'ninja: build stopped: subcommand failed.')
+    """
+    m = _LOAD_INLINE.search(code or "")
+    if m is None or not isinstance(text, str) or not text.startswith((f"{nvcc.FILE}(", "ptxas")):
+        return text
+    name = m.group(1)
+    where = f"{TORCH_EXTENSIONS}/{name}"
+    cc = re.sub(r"\D", "", arch)
+    common = f"-DTORCH_EXTENSION_NAME={name} -DTORCH_API_INCLUDE_EXTENSION_H " + \
+        " ".join(f"-isystem {p}" for p in _SYSTEM_INCLUDES)
+    nvcc_cmd = (f"/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile --dependency-output cuda.cuda.o.d "
+                f"{common} {_NVCC_FLAGS} -gencode=arch=compute_{cc},code=compute_{cc} "
+                f"-gencode=arch=compute_{cc},code=sm_{cc} --compiler-options '-fPIC' -O3 -std=c++17 "
+                f"-c {where}/cuda.cu -o cuda.cuda.o ")
+    cxx_cmd = f"c++ -MMD -MF main.o.d {common} -fPIC -std=c++17 -c {where}/main.cpp -o main.o "
+    log = text.replace(nvcc.FILE, f"{where}/cuda.cu").rstrip("\n")
+    return (f"RuntimeError: Error building extension '{name}': [1/3] {nvcc_cmd}\nFAILED: cuda.cuda.o \n{nvcc_cmd}\n"
+            f"{log}\n[2/3] {cxx_cmd}\nninja: build stopped: subcommand failed.")
+
+
 def fails_at_launch(failure: str | None, error: str | None) -> bool:
     """Whether a compile_error step's tool accepted the code and the launch failed: a block the
     hardware cannot hold (`resources`), or a shared-memory request the runtime refuses (`smem`
@@ -271,6 +322,8 @@ def fails_at_launch(failure: str | None, error: str | None) -> bool:
 
     >>> fails_at_launch("smem", "torch.AcceleratorError: CUDA error: invalid argument")
     True
+    >>> fails_at_launch("smem", "RuntimeError: Error building extension 'k': [1/3] /usr/local/cuda/bin/nvcc ...")
+    False
     >>> fails_at_launch("syntax", 'x.cu(9): error: identifier "n" is undefined\\n  cudaFuncSetAttribute(k, '
     ...                 'cudaFuncAttributeMaxDynamicSharedMemorySize, smem) failed')
     False
@@ -280,7 +333,11 @@ def fails_at_launch(failure: str | None, error: str | None) -> bool:
     first = (error or "").split("\n", 1)[0]
     # (datasets written before the runtime's own text recorded "cudaFuncSetAttribute(...) failed: ...")
     return failure == "smem" and (first.startswith(("torch.AcceleratorError: ", "RuntimeError: "))
+                                  and not first.startswith(_BUILD_FAILED)          # load_inline's build
                                   or "MaxDynamicSharedMemorySize" in first and ") failed: " in first)
+
+
+_BUILD_FAILED = "RuntimeError: Error building extension '"
 
 
 # -- runtime faults and correctness reports ------------------------------------------

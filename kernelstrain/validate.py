@@ -23,7 +23,7 @@ from .fields import as_dict
 from .gpus import GPUS
 from .holdout import holdout_rows
 from .ledger import Ledger
-from .messages import arch_error
+from .messages import arch_error, fails_at_launch, load_inline_error
 from .ops import REGISTRY
 from .plan import make_plan, task_id
 from .reading import is_count, is_number
@@ -327,6 +327,8 @@ def _check_step(ep, s, w, out, module, gpu, shape, best) -> None:
         want = typo_error if typo_error is not None else r.error
         if s["failure"] == "arch" and typo_error is None:   # ptxas lists each offending instruction of the code
             want = arch_error(variant.needs - gpu.features, cached_task(*args[:4]), module, s["code"])
+        if not fails_at_launch(s["failure"], want):       # a load_inline solution's build: in its RuntimeError
+            want = load_inline_error(want, s["code"], gpu.arch)
         if s["error"] != want:
             out.add(w, "compile error text is not the compiler's message for this candidate", "arch_gates")
     elif s["status"] == "ok":

@@ -123,3 +123,45 @@ def test_windows_stay_in_budget_and_prompts_carry_the_last_result(small_dataset)
     for row, (s, v) in zip(st, replay(ep)):
         assert row["weight"] == weight(s, v) == row["messages"][-1]["weight"]
         assert row["weight"] == 0 or s["status"] == "ok"
+
+
+def test_a_load_inline_candidate_s_build_error_is_load_inline_s():
+    """A fused CUDA candidate is a Python file whose CUDA load_inline builds: nvcc's text reaches the
+    harness inside load_inline's RuntimeError, naming the extension's cuda.cu in torch's cache (whose
+    line numbers are the file's), after ninja's nvcc command for the card's compute capability, and
+    ending on ninja's last line (torch's layout, read from a real failed load_inline build here)."""
+    from dataclasses import replace as with_fields
+    from kernelstrain import slips
+    from kernelstrain.episodes import as_built
+    from kernelstrain.fused.module import module_name
+    from kernelstrain.schema import Step
+
+    module = REGISTRY[module_name(0, 3, "cuda")]
+    task = make_task(module, "A100", module.dtypes[0], module.shapes[0])
+    v = module.variants[-1]
+    code = module.render(v, v.defaults(), task)
+    broken, text = slips.apply(code, "cuda", slips.encode("semicolon", 0))
+    name = re.search(r'name="(\w+)"', broken).group(1)
+    step = Step(step=3, kind="structural", tag=v.tag, params=v.defaults(), code=broken, status="compile_error",
+                failure="syntax", bug=None, typo=slips.encode("semicolon", 0), time_ms=None, smem_bytes=0, regs=32,
+                error=text, kept=False, best_ms=1.0, elapsed_s=60)
+    built = as_built(step, task.gpu.arch).error
+    where = f"/root/.cache/torch_extensions/py312_cu130/{name}/cuda.cu"
+    first, failed, command = built.split("\n")[:3]
+    assert first.startswith(f"RuntimeError: Error building extension '{name}': [1/3] /usr/local/cuda/bin/nvcc ")
+    assert failed == "FAILED: cuda.cuda.o " and first.endswith(command)
+    assert "-gencode=arch=compute_80,code=compute_80 -gencode=arch=compute_80,code=sm_80" in command
+    assert command.endswith(f"-O3 -std=c++17 -c {where} -o cuda.cuda.o ")
+    line = int(re.search(r"cuda\.cu\((\d+)\): error", built).group(1))
+    assert built.split("\n")[3] == text.split("\n")[0].replace("candidate.cu", where)
+    assert f'in the compilation of "{where}".' in built and "candidate.cu" not in built
+    assert built.endswith("main.o \nninja: build stopped: subcommand failed.")
+    assert 1 <= line <= len(broken.split("\n"))
+    assert not messages.fails_at_launch("syntax", built)
+    # a launch's error is the launch's, and a CUDA candidate without load_inline keeps nvcc's own text
+    launch = with_fields(step, failure="resources", error="torch.AcceleratorError: CUDA error: invalid argument")
+    assert as_built(launch, task.gpu.arch) is launch
+    plain = REGISTRY["rmsnorm_cuda"]
+    plain_task = make_task(plain, "A100", "fp16", plain.shapes[0])
+    assert messages.load_inline_error(text, plain.render(plain.variants[0], plain.variants[0].defaults(), plain_task),
+                                      "sm_80") == text
