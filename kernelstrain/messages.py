@@ -31,7 +31,25 @@ SYSTEM = ("You are a GPU kernel engineer. Each turn, reply with one complete ker
 
 
 def fence(code: str, impl: str) -> str:
-    return f"```{LANG[impl]}\n{code}\n```"
+    """`code` in a fence that names its language: a KernelBench solution (a fused program's
+    candidate, its baseline the eager program) is Python whatever language its kernels are in.
+
+    >>> fence("import torch\\nfrom torch.utils.cpp_extension import load_inline", "cuda").split("\\n")[0]
+    '```python'
+    >>> fence("#include <cuda_fp16.h>", "cuda").split("\\n")[0]
+    '```cuda'
+    """
+    return f"```{'python' if _SOLUTION_HEAD.match(code) else LANG[impl]}\n{code}\n```"
+
+
+_SOLUTION_HEAD = re.compile(r"\s*(?:import|from)\s+\w")    # a Python file: no CUDA source opens so
+_SOLUTION_KERNELS = {"cuda": "its CUDA kernels built with load_inline", "triton": "its Triton kernels in the file"}
+
+
+def is_solution(module: OpModule, task: Task) -> bool:
+    """Whether a candidate is a whole KernelBench solution (class ModelNew; a fused program's),
+    not a kernel behind a fixed entry point."""
+    return module.signature(task).startswith("class ModelNew")
 
 
 def time_unit(baseline_ms: float) -> str:
@@ -68,7 +86,21 @@ def task_prompt(module: OpModule, task: Task, baseline_code: str, baseline_ms: f
     """The first user turn: the task, the reference program and the baseline to beat."""
     return (f"{task_header(module, task, reference)}\n"
             f"Baseline: {fmt_ms(baseline_ms, time_unit(baseline_ms))}\n{fence(baseline_code, module.impl)}\n"
-            f"Reply with the complete {LANG_NAME[module.impl]} source in one fenced block.")
+            f"{reply_line(module, task)}")
+
+
+def reply_line(module: OpModule, task: Task) -> str:
+    """What the answer is: the kernel's source, or a whole solution file (is_solution)."""
+    if is_solution(module, task):
+        return f"Reply with the complete solution file (Python: class ModelNew, {_SOLUTION_KERNELS[module.impl]}) in one fenced block."
+    return f"Reply with the complete {LANG_NAME[module.impl]} source in one fenced block."
+
+
+def _task_line(module: OpModule, task: Task) -> str:
+    """A fused program's baseline is the PyTorch program itself, not a kernel to speed up."""
+    if is_solution(module, task):
+        return f"make this PyTorch program faster with custom {LANG_NAME[module.impl]} kernels"
+    return f"make this {LANG_NAME[module.impl]} kernel faster"
 
 
 def task_header(module: OpModule, task: Task, reference: str) -> str:
@@ -77,7 +109,7 @@ def task_header(module: OpModule, task: Task, reference: str) -> str:
     # a dim's meaning where it says more than its name (a fused program's dims are named by their meaning)
     dims = "; ".join(f"{k}: {v}" for k, v in module.dims.items() if v != k)
     return (
-        f"Task: make this {LANG_NAME[module.impl]} kernel faster — {module.title}.\n"
+        f"Task: {_task_line(module, task)} — {module.title}.\n"
         f"GPU: {gpu.name} ({gpu.arch}, {gpu.sms} {'CUs' if gpu.vendor == 'amd' else 'SMs'}, "
         f"{gpu.bw_tbs} TB/s, {gpu.smem_per_block} B shared memory per block, warp {gpu.warp})\n"
         f"dtype: {task.dtype}; shape: {shape}{f' ({dims})' if dims else ''}\n"
@@ -418,6 +450,26 @@ def _dropped_weight(module: OpModule, variant: Variant, task: Task) -> tuple | N
         else None
 
 
+# wrong_init sites whose every output element comes out too large by the accumulators that started
+# at 1 instead of 0 and were summed into it: reduction_cuda's every thread's partial (all into the one
+# sum: grid x THREADS), gemv_cuda's lanes of the row's warp (warp_sum), conv2d_nhwc's and moe_combine's
+# one accumulator an output element (runtime_texts.offset_mismatch_text)
+_INIT_OFFSET = {"reduction": lambda launch, task: launch.grid * launch.threads,
+                "gemv": lambda launch, task: task.gpu.warp,
+                "conv2d_nhwc": lambda launch, task: 1,
+                "moe_combine": lambda launch, task: 1}
+_SUM_SQ_AT_D = {"init": "(float)D"}     # rmsnorm_cuda's wrong_init: each partial sum of squares starts at D
+
+
+def _sum_sq_at_d(task: Task, threads: int) -> tuple[float, float]:
+    """(typical, smallest) factor of a row's output when each of its `threads` partial sums of
+    squares starts at D: the mean square m (chi-square over D, ~1) reads m + threads, the output
+    shrinks by sqrt(m / (m + threads)); least on the row of the smallest m of the T rows."""
+    d, rows = task.dims["D"], task.dims.get("T", 1)
+    low = max(1e-3, 1 - math.sqrt(2 / d) * runtime_texts.NormalDist().inv_cdf(1 - 0.5 / max(rows, 1)))
+    return math.sqrt(1 / (1 + threads)), math.sqrt(low / (low + threads))
+
+
 def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
     """What the correctness check prints for a candidate carrying `bug`: torch.testing.assert_close's
     AssertionError for the output's real shape, dtype tolerance and scale (runtime_texts), and, for
@@ -427,11 +479,13 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     spreads = _dropped_weight(module, variant, task) if bug == "missing_scale" and variant is not None else None
     if spreads:
         return runtime_texts.weight_mismatch_text(shape, dtype, spreads[0], rng, bias=spreads[1])
-    if bug == "wrong_init" and variant is not None and module.op == "reduction":
-        # every thread's partial starts at 1 and all of them sum into the one result: off by their count
+    if bug == "wrong_init" and variant is not None and module.op in _INIT_OFFSET:
         launch = module.launch(variant, knobs.own(params or variant.defaults()), task)
-        return runtime_texts.offset_mismatch_text(shape or (1,), dtype, launch.grid * launch.threads,
+        return runtime_texts.offset_mismatch_text(shape or (1,), dtype, _INIT_OFFSET[module.op](launch, task),
                                                   _output_scale(module, task), rng)
+    if bug == "wrong_init" and variant is not None and dict(variant.edits).get(bug) == _SUM_SQ_AT_D:
+        return runtime_texts.scaled_mismatch_text(shape, dtype, *_sum_sq_at_d(task, knobs.own(params or variant.defaults())["threads"]),
+                                                  WEIGHT_SPREAD, rng)
     site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
                                          module.op, variant.tag, task.gpu.warp) \
         if bug == "off_by_one" and variant is not None else None

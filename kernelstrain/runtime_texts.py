@@ -545,7 +545,12 @@ def offset_mismatch_text(shape: tuple, dtype: str, offset: int, scale: float, rn
 
     def diff(ref: float) -> float:
         return in_dtype(abs(in_dtype(ref + offset, dtype) - ref), dtype)
-    abs_diff = max(diff(sign * big), diff(sign * small))
+
+    def rounded_diff(value: float) -> float:    # the kernel rounds its fp32 sum plus the offset once
+        return in_dtype(abs(in_dtype(value + offset, dtype) - in_dtype(value, dtype)), dtype)
+    # the offset plus the output dtype's rounding, at its worst over the elements (64 drawn stand for them)
+    abs_diff = max([diff(sign * big), diff(sign * small)]
+                   + [rounded_diff(scale * own.gauss(0, 1)) for _ in range(64 if numel > 1 else 0)])
     rel_diff = in_dtype(diff(sign * small) / small, dtype)
     bad = numel if offset > atol + rtol * big else max(1, round(numel * math.erf(
         (offset - atol) / rtol / scale / math.sqrt(2))))
@@ -554,3 +559,43 @@ def offset_mismatch_text(shape: tuple, dtype: str, offset: int, scale: float, rn
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {abs_diff} at index {abs_at} (up to {atol} allowed)\n"
             f"Greatest relative difference: {rel_diff} at index {rel_at} (up to {rtol} allowed)")
+
+
+# -- a statistic off by a constant: every element its reference times a factor --------------------
+
+def scaled_mismatch_text(shape: tuple, dtype: str, typical: float, smallest: float, spread: float, rng) -> str:
+    """assert_close's AssertionError for a norm's output whose every element is its reference times
+    a factor of its row, `typical` on most rows and `smallest` on the row where it is least
+    (rmsnorm's wrong_init: each of a row's partial sums of squares starts at D, so the row's mean
+    square m reads m + THREADS and its output shrinks by sqrt(m / (m + THREADS))). The reference
+    is n w, n ~ N(0, 1) the normalized value and w = 1 + spread z a column's weight (drawn, as
+    weight_mismatch_text draws them); an element fails where |ref| |1 - factor| passes
+    atol + rtol |ref|. The greatest absolute difference is at the largest |n w|; the relative one
+    is 1 - factor with the output dtype's rounding, whose greatest value many elements share, so
+    torch reports the first of them: on the first row, among its first columns.
+
+    >>> print(scaled_mismatch_text((8192, 5120), "bf16", 0.0312, 0.0300, 0.1, random.Random(3)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 41237660 / 41943040 (98.3%)
+    Greatest absolute difference: 6.3125 at index (2136, 4020) (up to 0.02 allowed)
+    Greatest relative difference: 0.97265625 at index (0, 1) (up to 0.02 allowed)
+    """
+    rows, cols = math.prod(shape[:-1]), shape[-1]
+    numel = rows * cols
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    own = random.Random(f"mismatch:scaled:{rng.getrandbits(64)}")
+    over = abs(1 - typical) - rtol                   # |ref| times this must pass atol to fail
+    bad = 0 if over <= 0 else max(1, min(numel, round(numel * math.erfc(atol / (over * math.sqrt(2))))))
+    top = (0.0, 0)
+    for j in range(cols):                            # the largest |n w|: each column's largest |n| times its w
+        w = in_dtype(1 + spread * own.gauss(0, 1), dtype)
+        top = max(top, (in_dtype(_extreme(rows, own.random()) * abs(w), dtype), j))
+    abs_diff = in_dtype(abs(in_dtype(top[0] * typical, dtype) - top[0]), dtype)
+    refs = [in_dtype(max(abs(own.gauss(0, 1)), 0.05), dtype) for _ in range(64)]
+    rel_diff = max(in_dtype(in_dtype(abs(in_dtype(r * smallest, dtype) - r), dtype) / r, dtype) for r in refs)
+    lead = tuple(rng.randrange(d) for d in shape[:-1])
+    first = min(cols - 1, int(-math.log(1 - rng.random()) * 3))    # the first element at the tie
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {abs_diff} at index {lead + (top[1],)} (up to {atol} allowed)\n"
+            f"Greatest relative difference: {rel_diff} at index {(0,) * len(lead) + (first,)} (up to {rtol} allowed)")

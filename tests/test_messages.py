@@ -165,3 +165,30 @@ def test_a_load_inline_candidate_s_build_error_is_load_inline_s():
     plain_task = make_task(plain, "A100", "fp16", plain.shapes[0])
     assert messages.load_inline_error(text, plain.render(plain.variants[0], plain.variants[0].defaults(), plain_task),
                                       "sm_80") == text
+
+
+def test_a_fused_programs_prompt_asks_for_the_solution_file_it_is_answered_with():
+    """A fused program's baseline is the eager PyTorch program and every answer a KernelBench solution
+    (Python, class ModelNew): the prompt said "make this CUDA C++ kernel faster ... Reply with the
+    complete CUDA C++ source" and fenced that Python as ```cuda. A kernel task keeps its own words."""
+    from kernelstrain.fused.module import module_name
+
+    for impl, kernels in (("cuda", "CUDA C++"), ("triton", "Triton")):
+        module = REGISTRY[module_name(0, 12112, impl)]
+        task = make_task(module, "A100", module.dtypes[0], module.shapes[0])
+        base = module.variants[0]
+        prompt = messages.task_prompt(module, task, module.render(base, base.defaults(), task), 0.14,
+                                      module.reference(task))
+        assert prompt.startswith(f"Task: make this PyTorch program faster with custom {kernels} kernels — ")
+        assert prompt.endswith("Reply with the complete solution file (Python: class ModelNew, "
+                               + ("its CUDA kernels built with load_inline" if impl == "cuda" else
+                                  "its Triton kernels in the file") + ") in one fenced block.")
+        assert "```cuda" not in prompt and prompt.count("```python") == 2
+        top = module.variants[-1]
+        assert messages.fence(module.render(top, top.defaults(), task), impl).startswith("```python\n")
+    kernel = REGISTRY["rmsnorm_cuda"]
+    task = make_task(kernel, "A100", "fp16", kernel.shapes[0])
+    code = kernel.render(kernel.variants[0], kernel.variants[0].defaults(), task)
+    prompt = messages.task_prompt(kernel, task, code, 0.1, kernel.reference(task))
+    assert prompt.startswith("Task: make this CUDA C++ kernel faster — ") and "```cuda\n" in prompt
+    assert prompt.endswith("Reply with the complete CUDA C++ source in one fenced block.")

@@ -425,3 +425,46 @@ def test_layernorm_without_its_weight_reads_as_torch_prints_it():
         text = messages.mismatch_text("missing_scale", m, task, random.Random(seed), v, v.defaults())
         got = _figures(text)
         assert abs(got[0] - share) < 0.03 and big / 1.6 < got[1] < big * 1.6 and got[2] > 1000, text
+
+
+def _diffs(text: str) -> tuple[float, float]:
+    return tuple(float(x) for x in re.findall(r"Greatest \w+ difference: ([\d.e+-]+|inf)", text))
+
+
+def test_rms_norm_whose_partial_sums_of_squares_start_at_d_shrinks_every_row():
+    """rmsnorm_cuda's wrong_init starts each of a row's THREADS partial sums of squares at D: the mean
+    square ~1 reads ~1 + THREADS, every output shrinks to sqrt(1 / (1 + THREADS)) of itself. torch on
+    the CPU (T=8192, D=5120, bf16, 1024 threads, weight 1 + 0.1 randn): 98.3% mismatched, greatest
+    absolute 5.94, greatest relative 0.97265625 at index (0, 6). The generic table said 50.0%, 8.125
+    and 655360.0: no shrunk value is further off than the value itself."""
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "A100", "bf16", {"T": 8192, "D": 5120})
+    for tag in ("smem_block_reduce", "warp_shuffle", "register_cached"):
+        v = m.variant(tag)
+        for seed in range(3):
+            text = messages.mismatch_text("wrong_init", m, task, random.Random(seed), v, {**v.defaults(), "threads": 1024})
+            bad, numel, at = _counts(text)
+            absolute, relative = _diffs(text)
+            assert 0.975 < bad / numel < 0.99, text
+            assert 5.0 < absolute < 7.5 and 0.96 < relative < 0.98, text
+            assert at[1].startswith("(0, "), text          # the first of the elements sharing the greatest
+
+
+def test_outputs_whose_accumulators_start_at_one_are_off_by_their_count():
+    """gemv_cuda's lanes each start their partial at 1 and warp_sum adds the warp's: every y is off by
+    the warp size (torch on the CPU, M=1 N=4096 K=14336 bf16, y + 32: 100.0%, greatest absolute 33.0,
+    relative 448.0; the generic table said 47.6% and 1000.0); conv2d_nhwc's and moe_combine's one
+    accumulator an output starts at 1: every output off by 1."""
+    for name, gpu, dtype, shape, tag, offset in (
+            ("gemv_cuda", "H100", "bf16", {"M": 1, "N": 4096, "K": 14336}, "warp_per_row", 32),
+            ("gemv_cuda", "MI300X", "fp16", {"M": 1, "N": 4096, "K": 14336}, "multi_row_warp", 64),
+            ("conv2d_nhwc_cuda", "H100", "fp16", None, "smem_tiled", 1),
+            ("conv2d_nhwc_triton", "H100", "fp16", None, "implicit_gemm_dot", 1),
+            ("moe_combine_cuda", "A100", "bf16", None, "gather_per_element", 1)):
+        m = REGISTRY[name]
+        task = make_task(m, gpu, dtype, shape or m.shapes[0])
+        v = m.variant(tag)
+        text = messages.mismatch_text("wrong_init", m, task, random.Random(7), v, v.defaults())
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert bad == numel and offset <= absolute <= offset * 1.07, (name, text)
