@@ -192,6 +192,8 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
     ('columns', 32, 2)
     >>> off_by_one_site({"heads": "HEADS_PER_THREAD - 1"}, {"T": 64, "H": 32, "D": 128}, {"head_threads": 16}, "rope")
     ('last_rows', 16)
+    >>> off_by_one_site({"first": "threadIdx.y + BLOCK_ROWS"}, {"R": 4096, "C": 4096}, {"tile": 64, "block_rows": 8}, "transpose")
+    ('unwritten_rows', 8, 64)
     >>> off_by_one_site({"last": "D - 1"}, {}, {}) is None
     True
     """
@@ -226,6 +228,11 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         return "rows", dims["T"] * dims["topk"], math.sqrt(2)   # every row holds a neighbour's token
     if op == "embedding_bwd":
         return _embedding_grad_site(slots, dims)
+    if op == "transpose" and slots.get("first") == "threadIdx.y + BLOCK_ROWS" \
+            and isinstance(params.get("block_rows"), int) and isinstance(params.get("tile"), int):
+        # the store loop starts a stride late: tile rows j < BLOCK_ROWS are never written, so out
+        # (C x R) keeps the zeros of its fresh allocation in the first BLOCK_ROWS of every TILE rows
+        return "unwritten_rows", params["block_rows"], params["tile"]
     if op in _COPIES and any(k != "total" for k in slots):  # a cache copy's per-token (per-block) loop:
         units, each = _COPIES[op](dims)                       # its last element (or 16-byte word)
         if slots.get("stop") == "n - 1" and isinstance(params.get("threads"), int):   # cp.async staging:
@@ -353,6 +360,9 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
         rel = math.sqrt(site[1])
         frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(rel * scale, scale, atol, rtol)
         return frac * rng.uniform(0.97, 1.03), rel, False, "scattered"
+    if site[0] == "unscaled":  # an error of its own, N(0, rel x the scale), whatever the reference's value
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        return _out_of_tolerance(site[1] * scale, scale, atol, rtol), site[1], False, "scattered"
     if site[0] == "keys":      # each output moves by ~f of a value: f of the output's scale
         atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(site[1] * scale, scale, atol, rtol)
@@ -400,6 +410,8 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     numel = math.prod(shape)
     atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
     own = random.Random(f"mismatch:{bug}:{rng.getrandbits(64)}")
+    if site is not None and site[0] == "unwritten_rows" and len(shape) > 1:
+        return _unwritten_rows_text(shape, dtype, site[1], site[2], scale, own, rng)
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
         else _site_spoiled(site, shape, dtype, scale, own, above)
     bad = max(1, min(numel, round(frac * numel)))
@@ -445,6 +457,33 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {abs_diff} at index {abs_at} (up to {atol} allowed)\n"
             f"Greatest relative difference: {rel_diff} at index {rel_at} (up to {rtol} allowed)")
+
+
+def _unwritten_rows_text(shape: tuple, dtype: str, first: int, period: int, scale: float, own, rng) -> str:
+    """assert_close's AssertionError for an output whose rows r with r % period < first were never
+    written and hold their fresh allocation's zeros (a store loop started a stride late): every
+    such element fails where |ref| passes atol + rtol |ref|; the greatest absolute difference is
+    the largest |ref| there, the greatest relative one exactly 1.0, first reached at the first
+    element (torch reports the first of the ties).
+
+    >>> print(_unwritten_rows_text((4096, 4096), "fp16", 8, 64, 1.0, random.Random(0), random.Random(1)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 2080250 / 16777216 (12.4%)
+    Greatest absolute difference: 5.3671875 at index (1089, 2089) (up to 0.01 allowed)
+    Greatest relative difference: 1.0 at index (0, 0) (up to 0.01 allowed)
+    """
+    numel, rows, cols = math.prod(shape), shape[-2], shape[-1]
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    lead = math.prod(shape[:-2])
+    unwritten = lead * sum(1 for r in range(rows) if r % period < first) * cols
+    bad = max(1, round(unwritten * math.erfc(atol / (1 - rtol) / scale / math.sqrt(2))))
+    top = in_dtype(scale * _extreme(unwritten, own.random()), dtype)
+    row = rng.randrange(max(1, rows // period)) * period + rng.randrange(min(first, rows))
+    at = tuple(rng.randrange(d) for d in shape[:-2]) + (min(row, rows - 1), rng.randrange(cols))
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {top} at index {at} (up to {atol} allowed)\n"
+            f"Greatest relative difference: 1.0 at index {(0,) * len(shape)} (up to {rtol} allowed)")
 
 
 # -- a norm's weight left out --------------------------------------------------------------------

@@ -468,3 +468,38 @@ def test_outputs_whose_accumulators_start_at_one_are_off_by_their_count():
         bad, numel, _ = _counts(text)
         absolute, _ = _diffs(text)
         assert bad == numel and offset <= absolute <= offset * 1.07, (name, text)
+
+
+def test_a_transpose_whose_store_loop_starts_a_stride_late_leaves_rows_unwritten():
+    """transpose_cuda vectorized_multi_row's off_by_one starts the store loop at threadIdx.y + BLOCK_ROWS:
+    the first BLOCK_ROWS of every TILE output rows keep the allocation's zeros. torch on the CPU (4096 x
+    4096 fp16, TILE 64, BLOCK_ROWS 8, those rows zero): 12.5% mismatched, greatest absolute 4.85, relative
+    1.0 at index (0, 0). The generic table said a last column (0.0%) or, read as other rows, relative inf."""
+    m = REGISTRY["transpose_cuda"]
+    v = m.variant("vectorized_multi_row")
+    task = make_task(m, "H100", "fp16", {"R": 4096, "C": 4096})
+    for seed in range(5):
+        params = {**v.defaults(), "tile": (32, 64, 128)[seed % 3], "block_rows": (2, 4, 8, 16)[seed % 4]}
+        text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, params)
+        bad, numel, at = _counts(text)
+        share = params["block_rows"] / params["tile"]
+        assert share * 0.98 < bad / numel <= share, text
+        row = int(at[0].strip("()").split(",")[0])
+        assert row % params["tile"] < params["block_rows"], text       # the greatest |ref| in an unwritten row
+        assert text.endswith("Greatest relative difference: 1.0 at index (0, 0) (up to 0.01 allowed)"), text
+
+
+def test_an_int4_gemm_without_its_group_scales_is_off_by_its_unscaled_sum():
+    """gemm_int4_cuda's missing_scale dequantizes q - 8 without the group's scale s ~ U(0.005, 0.015): the
+    output is ~95x the reference's size and of its own sign. torch on the CPU (M=512 N=K=4096 bf16):
+    2096967 / 2097152 (100.0%), greatest absolute 1440.0, relative 44302336.0; the generic table printed
+    kernelinfer-s8181-000009 step 19 as 99.9%, 34.5 and 2.234375."""
+    m = REGISTRY["gemm_int4_cuda"]
+    task = make_task(m, "A100", "bf16", {"M": 512, "N": 4096, "K": 4096})
+    for tag in ("dequant_then_gemm", "fused_dequant_tiled", "mma_lop3_dequant", "cp_async_pipeline"):
+        v = m.variant(tag)
+        for seed in range(3):
+            text = messages.mismatch_text("missing_scale", m, task, random.Random(seed), v, v.defaults())
+            bad, numel, _ = _counts(text)
+            absolute, relative = _diffs(text)
+            assert bad / numel > 0.999 and 1000 < absolute < 2200 and relative > 1e5, text
