@@ -167,6 +167,15 @@ def card_modules(stats: dict) -> str:
             f"in training, {len(held)} ({len(h['ops_held_out'])} ops) held out as unseen ops")
 
 
+def _coverage(stats: dict) -> str:
+    """What the training episodes cover, beside what the training split offers (a run of fewer
+    episodes than the profile's tasks covers fewer modules: a 60-episode fused run 60 of 6,000)."""
+    offered, covered = len(stats["holdout"]["modules_in_training"]), len(stats.get("by_module") or {})
+    if covered and covered != offered:
+        return f"The episodes cover {covered} op modules (of the {offered} the training split offers)"
+    return f"Training covers {offered} op modules"
+
+
 def card_section(stats: dict) -> str:
     """The body of the card's splits section: each split, what it holds out, and its contamination."""
     h = stats.get("holdout")
@@ -184,14 +193,16 @@ def card_section(stats: dict) -> str:
     held = ", ".join(f"`{x}`" for x in h["modules_held_out"]) or "none"
     unseen = "\n".join(f"- `{s['config']}` (`{s['file']}`): {s['unseen']}"
                        + (f" — {', '.join(s['ops'])}" if "ops" in s else "")
-                       + (f" — {', '.join(s['gpus'])}" if "gpus" in s else "") + "."
+                       + (f" — {', '.join(s['gpus'])}" if "gpus" in s else "")
+                       + ("; none held out here: the file is empty (no config declared)" if not s["contamination"]["tasks"]
+                          else "") + "."
                        for s in h["splits"].values())
     return f"""Held-out tasks carry the prompt, baseline, reference program and entry signature, and no
 solution. Each split holds out something different:
 
 {unseen}
 
-Training covers {len(h['modules_in_training'])} op modules; held out of training entirely: {held}.
+{_coverage(stats)}; held out of training entirely: {held}.
 
 | config (split) | tasks | exact matches in training: solution / baseline / reference | {m['ngram']}-gram overlap of solutions, max (mean) | kernel-specific, max (mean) | baselines, kernel-specific, max (mean) |
 |---|---|---|---|---|---|

@@ -85,6 +85,11 @@ def in_dtype(x: float, dtype: str) -> float:
     return struct.unpack("f", struct.pack("I", bits))[0]
 
 
+# output dtypes torch compares exactly ("Tensor-likes are not equal!", integer differences): sampled
+# token ids (int32), quantized bytes (int8, uint8)
+INTEGER = ("int", "int8", "int32", "int64", "uint8")
+
+
 def _extreme(n: int, u: float) -> float:
     """The largest of n standard half-normal draws, from one uniform u (its order statistic)."""
     p = min(u ** (1.0 / max(n, 1)), 1 - 1e-16)
@@ -358,14 +363,14 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
     if site[0] == "reduction":
         atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         rel = math.sqrt(site[1])
-        frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(rel * scale, scale, atol, rtol)
+        frac = 1.0 if dtype in INTEGER else _out_of_tolerance(rel * scale, scale, atol, rtol)
         return frac * rng.uniform(0.97, 1.03), rel, False, "scattered"
     if site[0] == "unscaled":  # an error of its own, N(0, rel x the scale), whatever the reference's value
         atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
         return _out_of_tolerance(site[1] * scale, scale, atol, rtol), site[1], False, "scattered"
     if site[0] == "keys":      # each output moves by ~f of a value: f of the output's scale
         atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
-        frac = 1.0 if dtype in ("int", "int8") else _out_of_tolerance(site[1] * scale, scale, atol, rtol)
+        frac = 1.0 if dtype in INTEGER else _out_of_tolerance(site[1] * scale, scale, atol, rtol)
         return frac * rng.uniform(0.97, 1.03), site[1], False, "scattered"
     if site[0] == "first_rows" and len(shape) > 1:
         # row i sees P + i + 1 keys and `extra` more (or fewer): its output moves by ~extra/(keys):
@@ -419,11 +424,12 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
         max(1, round(frac * (shape[-2] if where in ("first_rows", "last_rows") and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
-    if dtype in ("int", "int8"):
+    if dtype in INTEGER:
         big = max(2, int(scale * 2))
         diff = rng.randint(1, big)
         expected = rng.randint(1, big)
-        rel_diff = in_dtype(rng.randint(1, big) / expected, "fp32")
+        # over every element: at least the greatest absolute difference over the largest reference
+        rel_diff = max(in_dtype(rng.randint(1, big) / expected, "fp32"), in_dtype(diff / big, "fp32"))
         return (f"AssertionError: Tensor-likes are not equal!\n\nMismatched elements: {bad} / {numel} "
                 f"({bad / numel:.1%})\nGreatest absolute difference: {diff} at index {abs_at}\n"
                 f"Greatest relative difference: {rel_diff} at index {rel_at}")

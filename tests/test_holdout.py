@@ -262,3 +262,29 @@ def test_planted_combo_solution_is_counted_not_failed(dataset_copy, capsys):
     assert main(["validate", str(dataset_copy)]) == 1      # only because stats.json no longer matches the data
     out = capsys.readouterr().out
     assert "leak" not in out and "contamination figures differ" in out
+
+
+def test_the_card_says_what_the_episodes_cover_and_that_an_empty_split_is_empty():
+    """A 60-episode fused run (seed 8181) trains on 60 programs, but its card said "Training covers 6000 op
+    modules" (the training split's task list), and described its holdout split (0 tasks, an empty
+    tasks_holdout.jsonl that `datasets` cannot load) as if it held task combos."""
+    from kernelstrain.holdout import card_section
+    zero = {"max": 0.0, "mean": 0.0}
+    split = {"config": "holdout", "file": "tasks_holdout.jsonl", "tasks": 0, "unseen": "task combos (module, gpu, "
+             "dtype, shape); their modules and GPUs are in training", "modules": [],
+             "contamination": {"tasks": 0, "exact": {"solution": 0, "baseline": 0, "reference": 0, "any": 0},
+                               "ngram": {k: zero for k in ("solution_ngram", "solution_ngram_specific",
+                                                           "baseline_ngram", "baseline_ngram_specific")}}}
+    method = {"normalization": "n", "solution": "s", "training": "t", "ngram": 13, "ngram_overlap": "o",
+              "specific": "p", "training_candidates": 561}
+    stats = {"holdout": {"splits": {"combo": split}, "modules_in_training": [f"m{i}" for i in range(6000)],
+                         "modules_held_out": [], "contamination_method": method},
+             "by_module": {f"m{i}": {} for i in range(60)}}
+    text = card_section(stats)
+    assert "The episodes cover 60 op modules (of the 6000 the training split offers)" in text
+    assert "Training covers 6000" not in text
+    assert "none held out here: the file is empty (no config declared)" in text
+    stats["by_module"] = {f"m{i}": {} for i in range(6000)}
+    stats["holdout"]["splits"]["combo"] = {**split, "tasks": 5, "contamination": {**split["contamination"], "tasks": 5}}
+    text = card_section(stats)
+    assert "Training covers 6000 op modules" in text and "the file is empty" not in text
