@@ -479,6 +479,29 @@ _INT4_S, _INT4_S2 = 0.01, 0.01 ** 2 + 0.01 ** 2 / 12
 INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 
 
+# bias_gelu's missing_scale drops gelu's 0.5: every output twice the reference's. Its reference is
+# gelu(x + b), x and b randn (bias_gelu_spec): v ~ N(0, sqrt 2)
+_GELU_WITHOUT_HALF = {"half": ""}
+_GELU_V = math.sqrt(2)
+
+
+def _gelu(v: float) -> float:
+    return 0.5 * v * math.erfc(-v / math.sqrt(2))
+
+
+def _gelu_above(t: float) -> float:
+    """The share of gelu(v), v ~ N(0, sqrt 2), whose magnitude passes t (midpoint rule on +-8 sigma)."""
+    n = 1600
+    return sum(math.exp(-z * z / 2) for z in (-8 + 16 * (i + 0.5) / n for i in range(n))
+               if abs(_gelu(_GELU_V * z)) > t) * (16 / n) / math.sqrt(2 * math.pi)
+
+
+def _gelu_top(numel: int, rng) -> float:
+    """The largest gelu(v) of `numel` elements: gelu of the largest v (one-sided: the largest |v|
+    of half as many)."""
+    return _gelu(_GELU_V * runtime_texts._extreme(max(1, numel // 2), rng.random()))
+
+
 def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, params: dict | None = None) -> str:
     """What the correctness check prints for a candidate carrying `bug`: torch.testing.assert_close's
     AssertionError for the output's real shape, dtype tolerance and scale (runtime_texts), and, for
@@ -500,6 +523,9 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "missing_scale" and variant is not None and dict(variant.edits).get(bug) == _GELU_WITHOUT_HALF:
+        return runtime_texts.power_of_two_mismatch_text(shape, dtype, 2.0, _gelu_above,
+                                                        _gelu_top(math.prod(shape), rng), rng)
     text = runtime_texts.mismatch_text(bug, shape or (1,), dtype, _output_scale(module, task), rng, site,
                                        _reference_above(module, task))
     if bug in ("missing_barrier", "racy_update"):

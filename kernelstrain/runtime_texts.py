@@ -644,3 +644,30 @@ def scaled_mismatch_text(shape: tuple, dtype: str, typical: float, smallest: flo
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {abs_diff} at index {lead + (top[1],)} (up to {atol} allowed)\n"
             f"Greatest relative difference: {rel_diff} at index {(0,) * len(lead) + (first,)} (up to {rtol} allowed)")
+
+
+# -- every element times a power of two -----------------------------------------------------------
+
+def power_of_two_mismatch_text(shape: tuple, dtype: str, factor: float, above, top: float, rng) -> str:
+    """assert_close's AssertionError for an output whose every element is its reference times
+    `factor`, a power of two (bias_gelu without its 0.5: twice the reference), exact in floating
+    point: every nonzero element's relative difference is |factor - 1| itself, so torch reports it
+    at the first element; the absolute one |factor - 1| times the largest |ref| (`top`); an
+    element fails where its |ref| passes atol / (|factor - 1| - rtol): `above(t)`, the share of
+    the reference's elements above t.
+
+    >>> print(power_of_two_mismatch_text((1, 18176), "bf16", 2.0, lambda t: 0.95, 5.1, random.Random(1)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 17267 / 18176 (95.0%)
+    Greatest absolute difference: 5.09375 at index (0, 2067) (up to 0.02 allowed)
+    Greatest relative difference: 1.0 at index (0, 0) (up to 0.02 allowed)
+    """
+    numel = math.prod(shape)
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    off = abs(factor - 1)
+    bad = max(1, round(numel * above(atol / (off - rtol)))) if off > rtol else 0
+    at = tuple(rng.randrange(d) for d in shape)
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {in_dtype(off * in_dtype(top, dtype), dtype)} at index {at} (up to {atol} allowed)\n"
+            f"Greatest relative difference: {in_dtype(off, dtype)} at index {(0,) * len(shape)} (up to {rtol} allowed)")

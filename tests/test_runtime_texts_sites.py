@@ -521,3 +521,21 @@ def test_integer_outputs_are_compared_exactly_as_torch_words_it():
             absolute = re.search(r"Greatest absolute difference: (\S+) at", text).group(1)
             relative = float(re.search(r"Greatest relative difference: (\S+) at", text).group(1))
             assert absolute.isdigit() and relative >= int(absolute) / task.dims.get("V", 32000) * 0.99, text
+
+
+def test_a_gelu_without_its_half_doubles_every_output():
+    """bias_gelu_cuda's missing_scale drops gelu's 0.5: every output is exactly twice the reference's (a power
+    of two: exact in floating point). torch on the CPU (T=1 N=18176 bf16, x and bias randn): 16917 / 18176
+    (93.1%), greatest absolute 5.375, relative 1.0 at index (0, 0); (T=64 N=13824 fp16): 95.8%, 6.57, 1.0 at
+    (0, 0). The generic table drew a share of 90-100% and a relative difference from a value near zero."""
+    m = REGISTRY["bias_gelu_cuda"]
+    for tag in ("grid_stride_half2", "fast_math_ptx"):
+        v = m.variant(tag)
+        for (T, N, dtype, share) in ((1, 18176, "bf16", 0.931), (64, 13824, "fp16", 0.958)):
+            task = make_task(m, "H200", dtype, {"T": T, "N": N, "TANH": 0})
+            for seed in range(3):
+                text = messages.mismatch_text("missing_scale", m, task, random.Random(seed), v, v.defaults())
+                bad, numel, at = _counts(text)
+                absolute, relative = _diffs(text)
+                assert abs(bad / numel - share) < 0.01 and 4.0 < absolute < 8.5 and relative == 1.0, text
+                assert at[1] == "(0, 0)", text
