@@ -303,8 +303,9 @@ def optin_error(task: Task) -> str:
 # it, ninja's last line. The commands are torch 2.11's for the measured machine (torch 2.11.0+cu130
 # in /opt/torch/.venv, Python 3.12: docs/workdir_kernelbench_h200.txt's build logs), its -gencode
 # the ones torch passes for the visible card without TORCH_CUDA_ARCH_LIST (cc 9.0: compute_90,
-# code=compute_90 and sm_90); the layout is load_inline's as torch prints it (read from torch
-# 2.13 here: tests/test_messages.py::test_a_load_inline_candidate_s_build_error_is_load_inline_s).
+# code=compute_90 and sm_90); the layout is load_inline's as torch printed it for a real failed
+# build here (torch 2.13, nvcc 13.0; tests/test_messages.py::test_a_load_inline_candidate_s_build_error_is_load_inline_s
+# pins it).
 _LOAD_INLINE = re.compile(r'load_inline\(\s*name="(\w+)"')
 TORCH_EXTENSIONS = "/root/.cache/torch_extensions/py312_cu130"
 _SYSTEM_INCLUDES = ("/opt/torch/.venv/lib/python3.12/site-packages/torch/include",
