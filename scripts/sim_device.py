@@ -5,7 +5,7 @@ configuration built, checked against the PyTorch reference and timed beside the 
     python3 scripts/sim_device.py                        # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
     KNOBA_REHEARSE=3 python3 scripts/sim_device.py       # no GPU: the first 3 cases through every path but the GPU's
     SIM_PLAN=w1 python3 scripts/sim_device.py            # plan w1 (below) through scripts/sim2_device_check.py's harness
-    SIM_PLAN=w1 SIM2_REHEARSE=3 python3 scripts/sim_device.py    # its rehearsal, no GPU
+    SIM_PLAN=w1 SIM2_REHEARSE=3 python3 scripts/sim_device.py    # its rehearsal, no GPU (w2 likewise)
 
 w1 (eighth session): the rung and parameter orders of the modules the held-out gpu-checks (seeds 61717 / 62828)
 found weak, timed as new stored rows (never the held-out rows themselves): layernorm_triton's staged loops
@@ -69,7 +69,16 @@ W1 = [
     ("prefix_scan_cuda", "fp32", [{"R": 16384, "C": 2048}], [
         ("decoupled_lookback", {"threads": (128, 256, 512), "items": (1, 2, 4)})]),
 ]
-SIM2_PLANS = {"w1": W1}
+# w2: gemm_splitk_triton's 2 warps (on the menus since base.triton_wgmma priced Triton's 2-warp mma.sync lowering):
+# the model puts small tiles on 2 warps 2-4% ahead of 4 (the fitted warps exponent, extrapolated) and 64 x 128 x 128
+# tiles 1.3-2.8x behind (mma.sync's rate); both untimed
+W2 = [
+    ("gemm_splitk_triton", "fp16", [{"M": 16, "N": 4096, "K": 14336}, {"M": 128, "N": 4096, "K": 4096}], [
+        ("pipelined_split_k", {"BLOCK_M": (16, 64), "BLOCK_N": (64, 128), "num_warps": (2, 4)}),
+        ("split_k_fused_reduce", {"BLOCK_M": (16,), "BLOCK_K": (64, 128), "num_warps": (2, 4)}),
+        ("split_k_reduce", {"BLOCK_M": (16, 64), "num_warps": (2, 4)})]),
+]
+SIM2_PLANS = {"w1": W1, "w2": W2}
 
 if __name__ == "__main__":
     plan = os.environ.get("SIM_PLAN", "f1")

@@ -31,3 +31,27 @@ def test_split_reduce_reads_back_from_l2_where_the_slices_fit():
     dram = lambda task, s: (s * task["M"] * task["N"] * 4 + task["M"] * task["N"] * 2) / (GPUS["H100"].bw_tbs * 1e12)
     assert reduce_kernel_s(big, 4) >= dram(big, 4)
     assert reduce_kernel_s(small, 2) < 0.6 * dram(small, 2) / 0.85
+
+
+def test_triton_two_warp_dot_is_mma_sync_with_one_buffer_fewer():
+    """Triton 3.9 lowers a 2-warp tl.dot to mma.sync on sm_90a, whatever the tile (compiled here for GPUTarget cuda 90:
+    gemm_splitk_triton pipelined_split_k 64 x 128 x 128 at 5 stages, fp16: 2 warps 256 mma.sync and metadata.shared
+    196,608 B, 4 warps 8 wgmma.mma_async and 245,760 B, past the H100's 227 KB): one operand buffer fewer, and
+    mma.sync's rate where a 64-row tile on 4+ warps has wgmma's."""
+    from kernelstrain.gpus import GPUS
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.ops.base import Task, triton_stage_buffers, triton_wgmma
+    from kernelstrain.sim import simulate
+    from kernelstrain.tasks import make_task
+    h100 = Task(None, GPUS["H100"], "fp16", ())
+    assert not triton_wgmma(h100, 64, 2) and triton_wgmma(h100, 64, 4) and not triton_wgmma(h100, 32, 4)
+    assert triton_stage_buffers(h100, 5, 64, warps=2) == 4 and triton_stage_buffers(h100, 5, 64) == 5
+    m = REGISTRY["gemm_splitk_triton"]
+    v = m.variant("pipelined_split_k")
+    task = make_task(m, "H100", "fp16", {"M": 16, "N": 4096, "K": 14336})
+    tile = {**v.defaults(), "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_stages": 5}
+    two, four = simulate(m, v, dict(tile, num_warps=2), task), simulate(m, v, dict(tile, num_warps=4), task)
+    assert two.ok and v.launch(dict(tile, num_warps=2), task).smem_bytes == 196608
+    assert not four.ok          # 245,760 B of wgmma ring: over the cap, as ptxas / Triton say
+    at4 = dict(tile, num_stages=4)
+    assert simulate(m, v, dict(at4, num_warps=2), task).time_ms > simulate(m, v, dict(at4, num_warps=4), task).time_ms
