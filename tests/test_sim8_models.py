@@ -55,3 +55,31 @@ def test_triton_two_warp_dot_is_mma_sync_with_one_buffer_fewer():
     assert not four.ok          # 245,760 B of wgmma ring: over the cap, as ptxas / Triton say
     at4 = dict(tile, num_stages=4)
     assert simulate(m, v, dict(at4, num_warps=2), task).time_ms > simulate(m, v, dict(at4, num_warps=4), task).time_ms
+
+
+def test_layernorm_triton_narrow_staged_copies_are_cp_async_ca():
+    """A staged loop whose thread share of a trip is under 16 bytes stages through cp.async.ca (L1-allocating 8-byte
+    copies; Triton 3.9 sm_90a PTX, BLOCK 1024 bf16 on 8 warps) and ran slower than the plain loop on the H100 (sim2 j2,
+    bf16 T=8192 D=4096, 3 stages over 1: chunked_three_pass 82.0 / 51.2 us, welford_chunked 87.1 / 69.8), where 16-byte
+    shares (4 warps) ran within 0.90-1.10x; the model had 1.00x everywhere."""
+    shape = {"T": 8192, "D": 4096}
+    for rung, low, high in (("chunked_three_pass", 1.25, 1.7), ("welford_chunked", 1.15, 1.45)):
+        one, three = (sim_us("layernorm_triton", rung, {"BLOCK": 1024, "num_warps": 8, "num_stages": s}, shape, "bf16")
+                      for s in (1, 3))
+        assert low <= three / one <= high, (rung, one, three)
+        wide = [sim_us("layernorm_triton", rung, {"BLOCK": 1024, "num_warps": 4, "num_stages": s}, shape, "bf16")
+                for s in (1, 3)]
+        assert 0.85 <= wide[1] / wide[0] <= 1.15, (rung, wide)
+
+
+def test_prefix_scan_one_tile_rows_do_not_look_back():
+    """decoupled_lookback where one tile holds the row (no predecessor to wait on) ran 1.27x faster than the many-tile
+    fit put it (sim2 j2, H100 R=8192 C=4096: bf16 512 threads ITEMS 1, one tile, 53.6 us, modelled 80.9; fp32 512 x 2
+    111.4, modelled 132.2), rows of four tiles at ~1.0 (fp32 256 x 1: 154.7 us, modelled 146.8)."""
+    shape = {"R": 8192, "C": 4096}
+    one = sim_us("prefix_scan_cuda", "decoupled_lookback", {"threads": 512, "items": 1}, shape, "bf16")
+    assert 0.8 <= one / 53.6 <= 1.3, one
+    four = sim_us("prefix_scan_cuda", "decoupled_lookback", {"threads": 256, "items": 1}, shape, "fp32")
+    assert 0.85 <= four / 154.7 <= 1.15, four
+    fp32_one = sim_us("prefix_scan_cuda", "decoupled_lookback", {"threads": 512, "items": 2}, shape, "fp32")
+    assert 0.85 <= fp32_one / 111.4 <= 1.2 and fp32_one < four, fp32_one
