@@ -83,3 +83,12 @@ def test_prefix_scan_one_tile_rows_do_not_look_back():
     assert 0.85 <= four / 154.7 <= 1.15, four
     fp32_one = sim_us("prefix_scan_cuda", "decoupled_lookback", {"threads": 512, "items": 2}, shape, "fp32")
     assert 0.85 <= fp32_one / 111.4 <= 1.2 and fp32_one < four, fp32_one
+
+
+def test_ca_staged_only_where_the_loop_stages_a_trip_ahead():
+    """One trip a program (BLOCK 1024 on 8 warps, 8 bytes a thread, unrolled four times over a 4,096-wide row): nothing
+    is loaded ahead, so Triton stages nothing and the narrow-copy cost does not apply (stream_stages.trips_ahead)."""
+    p = {"BLOCK": 1024, "num_warps": 8, "loop_unroll": 4}
+    shape = {"T": 64, "D": 4096}
+    one, three = (sim_us("layernorm_triton", "chunked_three_pass", dict(p, num_stages=s), shape, "bf16") for s in (1, 3))
+    assert three == one

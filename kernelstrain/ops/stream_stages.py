@@ -107,8 +107,8 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     """
     n = stages(params)
     unroll = max(1, params.get(LOOP_UNROLL.name, 0))
-    ahead = min(n - 1, max(0, trips / unroll - 1))
-    if ahead <= 0 or _one_element_loads(task, row) or _under_cp_async(launch, task, block):
+    ahead = trips_ahead(launch, params, task, trips, block, row)
+    if ahead <= 0:
         return launch
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
@@ -117,6 +117,16 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
     return replace(launch, smem_bytes=smem,
                    bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
+
+
+def trips_ahead(launch: Launch, params: dict, task, trips: float, block: int, row: str = "D") -> float:
+    """The trips a pipelined loop loads ahead (0: nothing staged -- one stage, no trip ahead, rows cp.async cannot
+    copy, or a thread share under its smallest copy)."""
+    unroll = max(1, params.get(LOOP_UNROLL.name, 0))
+    ahead = min(stages(params) - 1, max(0, trips / unroll - 1))
+    if ahead <= 0 or _one_element_loads(task, row) or _under_cp_async(launch, task, block):
+        return 0
+    return ahead
 
 
 def _one_element_loads(task, row: str) -> bool:
@@ -132,17 +142,17 @@ def _under_cp_async(launch: Launch, task, block: int) -> bool:
     return not task.is_hip and max(1, block // launch.threads) * DTYPE_BYTES[task.dtype] < CP_ASYNC_MIN_BYTES
 
 
-def ca_staged(launch_of_p):
-    """A rung's launch (launch_of_p: p, task -> Launch, pipelined by launch_of) with CA_STAGED on its memory side where
-    the loop is staged and a thread's share of a trip is under cp.async.cg's 16 bytes (NVIDIA; gfx942 stages into
-    registers)."""
+def ca_staged(launch_of_p, trips, row: str = "D"):
+    """A rung's launch (launch_of_p: p, task -> Launch, pipelined by launch_of over trips(p, task) trips of the task's
+    `row` dim) with CA_STAGED on its memory side where the loop stages trips ahead (trips_ahead) and a thread's share of
+    a trip is under cp.async.cg's 16 bytes (NVIDIA; gfx942 stages into registers)."""
     def wrapped(params, task):
         launch = launch_of_p(params, task)
         share = max(1, params["BLOCK"] // launch.threads) * DTYPE_BYTES[task.dtype]
-        if task.is_hip or launch.smem_bytes == 0 or stages(params) <= 1 or share >= CP_ASYNC_CG_BYTES:
+        if task.is_hip or share >= CP_ASYNC_CG_BYTES:
             return launch
-        if _one_element_loads(task, "D") or share < CP_ASYNC_MIN_BYTES:
-            return launch       # nothing staged (staged() left the loop as it was)
+        if trips_ahead(launch, params, task, trips(params, task), params["BLOCK"], row) <= 0:
+            return launch
         return replace(launch, narrow=launch.narrow * CA_STAGED)
     return wrapped
 

@@ -234,7 +234,7 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
              CHUNK, memory_eff=0.8, launch=stream_stages.ca_staged(l2_reuse.row_rereads(stream_stages.launch_of(
                  launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs), chunk_trips("D"), loads=3, row="D"),
-                 "T", "D")),
+                 "T", "D"), chunk_trips("D")),
              render=stream_stages.render_of(render_of(chunked_three_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
@@ -242,7 +242,7 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
              CHUNK, memory_eff=0.84,
              launch=welford_issue(stream_stages.ca_staged(l2_reuse.row_rereads(stream_stages.launch_of(
                  launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"), chunk_regs),
-                 chunk_trips("D"), loads=3, row="D"), "T", "D"))),
+                 chunk_trips("D"), loads=3, row="D"), "T", "D"), chunk_trips("D"))),
              render=stream_stages.render_of(render_of(welford_chunked_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),
