@@ -368,7 +368,7 @@ def triton_wgmma(task: Task, rows: int, warps: int = 4) -> bool:
     """Whether Triton (3.9) lowers a tl.dot to wgmma: sm_90, tiles of `triton_full_stage_rows`+ rows, and a
     warpgroup's 4 warps at least. Under 4 warps it is mma.sync (TTGIR #ttg.nvidia_mma versionMajor 2, PTX
     mma.sync.aligned) whatever the tile: gemm_splitk_triton pipelined_split_k 64 x 128 x 128 at 5 stages, fp16,
-    compiled for sm_90a on the CPU (triton.compile, GPUTarget cuda 90): 2 warps 256 mma.sync, metadata.shared
+    compiled for sm_90a on the CPU (scripts/sim_triton_ptx.py): 2 warps 256 mma.sync, metadata.shared
     196,608 B (four buffers); 4 warps 8 wgmma.mma_async, 245,760 B (five)."""
     full = task.gpu.triton_full_stage_rows
     return bool(full) and rows >= full and warps >= 4

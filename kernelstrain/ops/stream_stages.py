@@ -59,7 +59,7 @@ CP_ASYNC_BYTES = 16       # a row must be a multiple of cp.async's 16-byte copy 
 CP_ASYNC_MIN_BYTES = 4
 # A thread's share of a trip under 16 bytes is staged with cp.async.ca (4 / 8-byte copies that allocate in L1),
 # not cp.async.cg (16 bytes, L2 only): Triton 3.9 sm_90a PTX of layernorm_triton chunked_three_pass / welford_chunked,
-# bf16 BLOCK 1024 at 3 stages (/tmp/sim/ln_ptx.py, compiled on the CPU): 2 and 4 warps (32 / 16 bytes a thread)
+# bf16 BLOCK 1024 at 3 stages (scripts/sim_triton_ptx.py, compiled on the CPU): 2 and 4 warps (32 / 16 bytes a thread)
 # 30 / 15 and 24 / 12 cp.async.cg, 8 warps (8 bytes) 15 and 12 cp.async.ca. The streamed copies then take the L1
 # the row's re-reads hit in, at twice the copy instructions a byte. H100 bf16 T=8192 D=4096 (sim2 j2,
 # measurements/h100_sim2_j2.json), 3 stages over 1: 8 warps chunked_three_pass 82.0 / 51.2 us (1.60x), welford_chunked
