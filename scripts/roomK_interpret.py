@@ -32,8 +32,13 @@ CASES = [
     ("gemm_splitk_triton", "split_k_fused_reduce", {"BLOCK_N": 32, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
     # (2026-12-07) on the menus by this check: gemm_fp4_triton's 256-row copies tiles, grouped_gemm_triton
     # m_fastest_order's 256-wide N tiles; checked, not offered (the Triton smem corpus figures they would add):
-    # gemm_splitk_triton's 2 warps on the pipelined rungs, grouped_gemm_triton's 128-wide K and 5 stages
+    # grouped_gemm_triton's 128-wide K and 5 stages; gemm_splitk_triton's 2 warps (on every rung's menu since the eighth
+    # session, priced as mma.sync: base.triton_wgmma)
     ("gemm_splitk_triton", "pipelined_split_k", {"num_warps": 2, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
+    ("gemm_splitk_triton", "tl_dot_tiles", {"num_warps": 2, "BLOCK_M": 64, "BLOCK_K": 128}, {"M": 80, "N": 256, "K": 512},
+     "fp16"),
+    ("gemm_splitk_triton", "split_k_reduce", {"num_warps": 2, "SPLIT_K": 4}, {"M": 16, "N": 256, "K": 1024}, "fp16"),
+    ("gemm_splitk_triton", "split_k_atomic", {"num_warps": 2, "SPLIT_K": 2}, {"M": 5, "N": 128, "K": 1024}, "fp16"),
     ("gemm_splitk_triton", "split_k_fused_reduce", {"num_warps": 2, "SPLIT_K": 4, "BLOCK_M": 32},
      {"M": 5, "N": 128, "K": 1024}, "fp16"),
     # gemm_fp4_triton pipelined_copies' 256-row tiles (M past one tile and a ragged last one; both warp counts)

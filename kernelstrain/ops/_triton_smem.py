@@ -30,7 +30,7 @@ def epilogue_scratch(bm: int, bn: int, e: int, threads: int) -> int:
 
 
 def dot_loop_smem(task: Task, bm: int, bn: int, bk: int, e: int, stages: int, persistent_threads: int = 0,
-                  gathered: bool = False) -> int:
+                  gathered: bool = False, warps: int = 4) -> int:
     """Shared memory of a tl.dot K loop: triton_stage_buffers of the A and B tiles. Unpipelined,
     the two tiles take turns in one buffer on gfx942, and on mma.sync too where A is gathered
     (grouped_gemm: 128x128x64 A100 18 KB, MI300X 16 KB; wgmma 32 KB). A persistent loop (its
@@ -38,7 +38,7 @@ def dot_loop_smem(task: Task, bm: int, bn: int, bk: int, e: int, stages: int, pe
     features = task.gpu.features
     if stages == 1 and ("mfma" in features or gathered and triton_mma_sync(task)):
         return max(bm, bn) * bk * e
-    smem = (bm + bn) * bk * e * triton_stage_buffers(task, stages, bm)
+    smem = (bm + bn) * bk * e * triton_stage_buffers(task, stages, bm, warps)
     if persistent_threads and "tma" not in features and "mfma" not in features:
         smem += epilogue_scratch(bm, bn, e, persistent_threads)
     return smem

@@ -364,18 +364,28 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def triton_stage_buffers(task: Task, stages: int, rows: int) -> int:
+def triton_wgmma(task: Task, rows: int, warps: int = 4) -> bool:
+    """Whether Triton (3.9) lowers a tl.dot to wgmma: sm_90, tiles of `triton_full_stage_rows`+ rows, and a
+    warpgroup's 4 warps at least. Under 4 warps it is mma.sync (TTGIR #ttg.nvidia_mma versionMajor 2, PTX
+    mma.sync.aligned) whatever the tile: gemm_splitk_triton pipelined_split_k 64 x 128 x 128 at 5 stages, fp16,
+    compiled for sm_90a on the CPU (scripts/sim_triton_ptx.py): 2 warps 256 mma.sync, metadata.shared
+    196,608 B (four buffers); 4 warps 8 wgmma.mma_async, 245,760 B (five)."""
+    full = task.gpu.triton_full_stage_rows
+    return bool(full) and rows >= full and warps >= 4
+
+
+def triton_stage_buffers(task: Task, stages: int, rows: int, warps: int = 4) -> int:
     """Operand buffers Triton (3.9) allocates for a loop pipelined `num_stages` deep, as its
-    compiler reports them: every stage when the dot runs on wgmma (sm_90, tiles of 64+ rows),
-    one fewer on the mma.sync path (sm_8x, narrower tiles on sm_90) and on gfx942; the row
-    threshold is the catalog's `triton_full_stage_rows`.
+    compiler reports them: every stage when the dot runs on wgmma (triton_wgmma), one fewer on
+    the mma.sync path (sm_8x, narrower tiles or fewer than 4 warps on sm_90) and on gfx942.
 
     >>> from kernelstrain.gpus import GPUS
     >>> [triton_stage_buffers(Task(None, GPUS[g], "fp16", ()), 4, 128) for g in ("H100", "A100", "MI300X")]
     [4, 3, 3]
+    >>> triton_stage_buffers(Task(None, GPUS["H100"], "fp16", ()), 5, 64, warps=2)
+    4
     """
-    full = task.gpu.triton_full_stage_rows
-    return max(1, stages if full and rows >= full else stages - 1)
+    return max(1, stages if triton_wgmma(task, rows, warps) else stages - 1)
 
 
 TRITON_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n"

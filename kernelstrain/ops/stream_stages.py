@@ -57,6 +57,16 @@ CP_ASYNC_BYTES = 16       # a row must be a multiple of cp.async's 16-byte copy 
 # at 85.5-85.9 us at every depth 1-4 (room_device_check_triton, 2026-12-06) where the staging credit had it
 # 91 / 107 / 72 / 63 us
 CP_ASYNC_MIN_BYTES = 4
+# A thread's share of a trip under 16 bytes is staged with cp.async.ca (4 / 8-byte copies that allocate in L1),
+# not cp.async.cg (16 bytes, L2 only): Triton 3.9 sm_90a PTX of layernorm_triton chunked_three_pass / welford_chunked,
+# bf16 BLOCK 1024 at 3 stages (scripts/sim_triton_ptx.py, compiled on the CPU): 2 and 4 warps (32 / 16 bytes a thread)
+# 30 / 15 and 24 / 12 cp.async.cg, 8 warps (8 bytes) 15 and 12 cp.async.ca. The streamed copies then take the L1
+# the row's re-reads hit in, at twice the copy instructions a byte. H100 bf16 T=8192 D=4096 (sim2 j2,
+# measurements/h100_sim2_j2.json), 3 stages over 1: 8 warps chunked_three_pass 82.0 / 51.2 us (1.60x), welford_chunked
+# 87.1 / 69.8 (1.25x); 16 bytes a thread 0.90x / 1.10x (4 warps), 1.14x (h100_sim30_checks T=4096 D=4096); the model
+# had 1.00x throughout. CA_STAGED: the geomean of the two 8-byte pairs, on the memory side (Launch.narrow).
+CA_STAGED = 1.4
+CP_ASYNC_CG_BYTES = 16
 
 # a Triton loop stepping by a BLOCK constexpr, plain or already unrolled (unroll.on_loops)
 _STREAM = re.compile(r"\bfor (\w+) in (?:tl\.)?range\(([^()\n]*,[^()\n]*,\s*BLOCK\w*(?:, loop_unroll_factor=\d+)?)\):")
@@ -97,8 +107,8 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     """
     n = stages(params)
     unroll = max(1, params.get(LOOP_UNROLL.name, 0))
-    ahead = min(n - 1, max(0, trips / unroll - 1))
-    if ahead <= 0 or _one_element_loads(task, row) or _under_cp_async(launch, task, block):
+    ahead = trips_ahead(launch, params, task, trips, block, row)
+    if ahead <= 0:
         return launch
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
@@ -107,6 +117,16 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
     return replace(launch, smem_bytes=smem,
                    bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
+
+
+def trips_ahead(launch: Launch, params: dict, task, trips: float, block: int, row: str = "D") -> float:
+    """The trips a pipelined loop loads ahead (0: nothing staged -- one stage, no trip ahead, rows cp.async cannot
+    copy, or a thread share under its smallest copy)."""
+    unroll = max(1, params.get(LOOP_UNROLL.name, 0))
+    ahead = min(stages(params) - 1, max(0, trips / unroll - 1))
+    if ahead <= 0 or _one_element_loads(task, row) or _under_cp_async(launch, task, block):
+        return 0
+    return ahead
 
 
 def _one_element_loads(task, row: str) -> bool:
@@ -120,6 +140,21 @@ def _under_cp_async(launch: Launch, task, block: int) -> bool:
     """A thread's share of one trip's chunk is under cp.async's smallest copy (CP_ASYNC_MIN_BYTES): NVIDIA only
     (gfx942's pipeliner issues the trips ahead into registers, whatever their width)."""
     return not task.is_hip and max(1, block // launch.threads) * DTYPE_BYTES[task.dtype] < CP_ASYNC_MIN_BYTES
+
+
+def ca_staged(launch_of_p, trips, row: str = "D"):
+    """A rung's launch (launch_of_p: p, task -> Launch, pipelined by launch_of over trips(p, task) trips of the task's
+    `row` dim) with CA_STAGED on its memory side where the loop stages trips ahead (trips_ahead) and a thread's share of
+    a trip is under cp.async.cg's 16 bytes (NVIDIA; gfx942 stages into registers)."""
+    def wrapped(params, task):
+        launch = launch_of_p(params, task)
+        share = max(1, params["BLOCK"] // launch.threads) * DTYPE_BYTES[task.dtype]
+        if task.is_hip or share >= CP_ASYNC_CG_BYTES:
+            return launch
+        if trips_ahead(launch, params, task, trips(params, task), params["BLOCK"], row) <= 0:
+            return launch
+        return replace(launch, narrow=launch.narrow * CA_STAGED)
+    return wrapped
 
 
 def render_of(render):

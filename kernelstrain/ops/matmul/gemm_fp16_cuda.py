@@ -291,7 +291,7 @@ class GemmFp16Cuda(GemmFp16Spec):
              (Param("BM", (64,), 64), Param("BN", (64, 128, 256), 128), Param("stages", (2, 3, 4, 5, 6), 4),
               Param("SPLITS", (2, 4, 8), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
-             smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64),
+             smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64, reduce_later=True),
              render=wgmma_split_k_src, fit_as="wgmma_tma",
              bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
     )

@@ -5,7 +5,7 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
 from .._triton_smem import dot_loop_smem
-from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_wgmma
 from ._gemm_dot_triton import dot_kernel
 from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
@@ -125,7 +125,9 @@ def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch
         scale *= PIPE_DEPTH[stages]
     if n64 and bn == 64 and "wgmma" in gpu.features:
         scale *= WGMMA_N64
-    smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0)
+    smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0, warps=warps)
+    if bm >= gpu.triton_full_stage_rows > 0 and not triton_wgmma(task, bm, warps):
+        scale *= gpu.mma_sync_scale("fp16")     # a 64+-row tile on 2 warps: mma.sync, not wgmma (base.triton_wgmma)
     grid = tiles
     if mode == "persistent" and "tma" in gpu.features:
         smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers

@@ -13,10 +13,12 @@ from .gemm_splitk_spec import ENTRY, SPLIT_VALUES, GemmSplitkSpec, split_launch
 
 TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 64))
 SPLIT_K = Param("SPLIT_K", SPLIT_VALUES, 8)
-WARPS = Param("num_warps", (4, 8), 4)
-# Not 2 warps (Triton's tutorial small-tile configs; scripts/roomK_interpret.py runs them correct): on sm_90a Triton
-# builds a 2-warp tl.dot with mma.sync, not wgmma (64 x 128 x 128 at 5 stages: metadata.shared 196,608 B, four
-# buffers, where the model's wgmma ring puts it over the cap), a datapath this launch model does not price
+# 2 warps: Triton's tutorial small-tile configs (scripts/roomK_interpret.py runs them correct on every rung). On sm_90a
+# Triton builds a 2-warp tl.dot with mma.sync, not wgmma, and one fewer operand buffer (base.triton_wgmma: 64 x 128 x
+# 128 at 5 stages, metadata.shared 196,608 B), which the launch model prices (gemm_fp16_triton._launch: mma_sync_scale
+# where a 64+-row tile would have had wgmma, triton_stage_buffers' count). Device-untimed: plan w2 of
+# scripts/sim_device.py times it.
+WARPS = Param("num_warps", (2, 4, 8), 4)
 PIPE = (Param("num_stages", (3, 4, 5), 4), WARPS)
 OUT = "rm[:, None] * N + rn[None, :]"
 EPILOGUES = {

@@ -232,17 +232,17 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
              launch=lane_rows_launch("BLOCK_T", "T", 3.4), render=row_per_lane_src, consts=lambda p, task: {"BLOCK_T": p["BLOCK_T"]},
              bugs={"off_by_one": {"col": "i + 1"}, "missing_scale": NO_SCALE}),
         Rung("chunked_three_pass", "program per row, BLOCK-wide chunks: mean pass, variance pass, output pass",
-             CHUNK, memory_eff=0.8, launch=l2_reuse.row_rereads(stream_stages.launch_of(
+             CHUNK, memory_eff=0.8, launch=stream_stages.ca_staged(l2_reuse.row_rereads(stream_stages.launch_of(
                  launch_of(chunk_launch("T", "D", 2, 2.0), chunk_trips("D"), chunk_regs), chunk_trips("D"), loads=3, row="D"),
-                 "T", "D"),
+                 "T", "D"), chunk_trips("D")),
              render=stream_stages.render_of(render_of(chunked_three_pass_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"off_by_one": {"stop": "D - BLOCK"}, "missing_scale": NO_SCALE}),
         Rung("welford_chunked", "one chunked pass of per-lane Welford (n, mean, M2), merged by tl.reduce",
              CHUNK, memory_eff=0.84,
-             launch=welford_issue(l2_reuse.row_rereads(stream_stages.launch_of(
+             launch=welford_issue(stream_stages.ca_staged(l2_reuse.row_rereads(stream_stages.launch_of(
                  launch_of(chunk_launch("T", "D", 4, 1.5, smem_per_warp=12), chunk_trips("D"), chunk_regs),
-                 chunk_trips("D"), loads=3, row="D"), "T", "D")),
+                 chunk_trips("D"), loads=3, row="D"), "T", "D"), chunk_trips("D"))),
              render=stream_stages.render_of(render_of(welford_chunked_src)),
              consts=lambda p, task: {"BLOCK": p["BLOCK"]},
              bugs={"wrong_init": {"init": "tl.full([BLOCK], 1.0, dtype=tl.float32)"}, "missing_scale": NO_SCALE}),

@@ -28,6 +28,23 @@ TILE_SUM_BASE_INSTRUCTIONS, TILE_SUM_VALUE_INSTRUCTIONS = 85, 3
 TILE_ISSUE_EFF = 0.45
 
 
+# A look-back tile (any but its row's first) spins on its predecessors' status words before it stores; a row's first
+# tile publishes and goes on. decoupled_lookback's calibration ceiling was fitted on rows of many tiles (8 to 1,024),
+# so it carries the wait of tiles that all look back: a row of `tiles` tiles has a share 1 - 1/tiles of them.
+# Stored rows (sim/device by tiles a row, decoupled_lookback, H100 unless named): 1 tile (the tile holds the row, or is
+# wider): sim2 j1 bf16 1.267 (18 rows) / fp32 1.283 (6), j2 1.325 / 1.140, s40404 fp32 1.246, H200 s5151 bf16 1.268;
+# 2 tiles 1.05-1.20; 4 tiles 0.95-1.11; 8-1,024 tiles 0.82-1.09 (measurements/h100_sim2_j1.json, h100_sim2_j2.json,
+# h100_gpucheck_s40404.json, h200_gpucheck_s5151.json, scripts/simS_pool.py). LOOKBACK_WAIT: the wait over a tile's
+# streaming time, from the one-tile rows' 1.27.
+LOOKBACK_WAIT = 0.27
+
+
+def lookback_share(tiles: int) -> float:
+    """The memory side of a row of `tiles` look-back tiles against the fitted (many-tile) rung: every tile but the
+    first waits LOOKBACK_WAIT of its streaming time."""
+    return (1 + LOOKBACK_WAIT * (1 - 1 / tiles)) / (1 + LOOKBACK_WAIT)
+
+
 def tile_issue_s(threads: int, values: int, gpu, passes: int = 1) -> float:
     """Launch.issue_s of a grid's `threads` tile threads of `values` values each (TILE_BASE_INSTRUCTIONS), with
     reduce_then_scan's tile sums before it (passes 2)."""

@@ -14,7 +14,7 @@ from ..occupancy import DRAM_LATENCY_S, UNPIPELINED_TRIP
 from ..dialect import prelude
 from ._block_reduce import block_sum, scan_helpers
 from ._scan_items import warp_shuffle_items_src
-from ._scan_tiles import SIG, decoupled_lookback_src, reduce_then_scan_src, tile_issue_s
+from ._scan_tiles import SIG, decoupled_lookback_src, lookback_share, reduce_then_scan_src, tile_issue_s
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 NL, NO_BARRIER = "\n", {"barrier": ""}
@@ -79,7 +79,7 @@ def launch_of(kind: str):
                           traffic=1 + 0.5 * reread, narrow=blocked(items), lane_util=c / (cdiv(c, tile) * tile),
                           launches=3, issue_s=tile_issue_s(r * cdiv(c, tile) * threads, vec * items, gpu, passes=2))
         return Launch(grid=r * cdiv(c, tile), threads=threads, smem_bytes=warps * 4 + 8,
-                      regs=24 + 2 * items + max(0, items * vec - 32), narrow=blocked(items),
+                      regs=24 + 2 * items + max(0, items * vec - 32), narrow=blocked(items) * lookback_share(cdiv(c, tile)),
                       bytes_per_access=16 * items, lane_util=c / (cdiv(c, tile) * tile), launches=2,
                       issue_s=tile_issue_s(r * cdiv(c, tile) * threads, vec * items, gpu))
     return launch
