@@ -1,0 +1,38 @@
+"""Device plan of roomT's room (issue 26 Build 2): scripts/room_device_check.py's harness (every value built, checked
+against the PyTorch reference and timed beside the simulator; every bug at a NEW parameter's smallest and largest
+values must fail) over the plan below, then each group's values ranked by the device and by the simulator
+(room_device_check_triton.ranking).
+
+    python3 scripts/roomT_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    KNOBA_REHEARSE=3 python3 scripts/roomT_device.py     # no GPU: the first 3 cases through every path but the GPU's
+
+t1 (Triton only): cross_attention_triton split_kv's 32 splits (on the menus from TRITON_INTERPRET=1,
+scripts/roomT_interpret.py) beside 4 / 8 / 16 at decode steps (Sq = 1) of Whisper- and Llama-3.2-Vision-like caches,
+its bugs at 32, and pipelined_tiles at the same shapes for the order between the rungs. If 32 runs wrong, or slower
+than 16 where the model has it faster, take it off SPLITS in cross_attention_triton.py.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+
+# (module, rung, parameter, shapes, base, values): as room_device_check's entries
+CROSS_DECODE = [{"B": 1, "H": 32, "Sq": 1, "Skv": 6404, "D": 128}, {"B": 4, "H": 20, "Sq": 1, "Skv": 1500, "D": 64},
+                {"B": 16, "H": 20, "Sq": 1, "Skv": 1500, "D": 64}]
+SPLIT = {"BLOCK_M": 16, "BLOCK_N": 64, "num_stages": 2}
+T1_NEW = [("cross_attention_triton", "split_kv", "num_splits", CROSS_DECODE, SPLIT, (16, 32))]
+T1_REF = [
+    ("cross_attention_triton", "split_kv", "num_splits", CROSS_DECODE, SPLIT, (4, 8)),
+    ("cross_attention_triton", "split_kv", "num_splits", CROSS_DECODE[:2], {**SPLIT, "BLOCK_N": 32, "num_stages": 3}, (16, 32)),
+    ("cross_attention_triton", "pipelined_tiles", "num_stages", CROSS_DECODE[:2], {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4}, (2, 3)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF)}
+
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
+room_device_check.PLANS["default"] = PLANS["t1"]
+
+if __name__ == "__main__":
+    sys.exit(room_device_check_triton.run_ranked())
