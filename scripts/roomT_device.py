@@ -4,13 +4,20 @@ values must fail) over the plan below, then each group's values ranked by the de
 (room_device_check_triton.ranking).
 
     python3 scripts/roomT_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    ROOMT_PLAN=t2 python3 scripts/roomT_device.py         # another plan of PLANS
     KNOBA_REHEARSE=3 python3 scripts/roomT_device.py     # no GPU: the first 3 cases through every path but the GPU's
 
 t1 (Triton only): cross_attention_triton split_kv's 32 splits (on the menus from TRITON_INTERPRET=1,
 scripts/roomT_interpret.py) beside 4 / 8 / 16 at decode steps (Sq = 1) of Whisper- and Llama-3.2-Vision-like caches,
 its bugs at 32, and pipelined_tiles at the same shapes for the order between the rungs. If 32 runs wrong, or slower
 than 16 where the model has it faster, take it off SPLITS in cross_attention_triton.py.
+
+t2 (Triton only, probes off the menus, for the next room decision): cross_attention_triton split_kv at 64 splits
+(the model's best at Sq = 1 moves past 32 on seed 7272: 3-7% ahead of 32 modelled), with its bugs; fused_qkv_rope_triton
+persistent_tma at 64-wide N tiles beside 128 (the best at BLOCK_N 128, the list's bottom, in 7 of 10 kernelinfer sessions
+of seed 7171; the model puts 64 1.1x slower except at T=1024 HID=3584, where it is level: 85.4 / 87.1 us on the H100).
 """
+import os
 import sys
 from pathlib import Path
 
@@ -29,10 +36,16 @@ T1_REF = [
     ("cross_attention_triton", "split_kv", "num_splits", CROSS_DECODE[:2], {**SPLIT, "BLOCK_N": 32, "num_stages": 3}, (16, 32)),
     ("cross_attention_triton", "pipelined_tiles", "num_stages", CROSS_DECODE[:2], {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4}, (2, 3)),
 ]
-PLANS = {"t1": (T1_NEW, T1_REF)}
+QKV = [{"T": 1024, "HID": 3584, "H": 28, "KVH": 4, "D": 128}, {"T": 4096, "HID": 4096, "H": 32, "KVH": 8, "D": 128}]
+T2_NEW = [("cross_attention_triton", "split_kv", "num_splits", CROSS_DECODE[:2], SPLIT, (32, 64))]
+T2_REF = [
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV, {"BLOCK_M": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}, (64, 128)),
+    ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV[:1], {"BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}, (64, 128)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
-room_device_check.PLANS["default"] = PLANS["t1"]
+room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]
 
 if __name__ == "__main__":
     sys.exit(room_device_check_triton.run_ranked())
