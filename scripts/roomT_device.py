@@ -16,12 +16,20 @@ t2 (Triton only, probes off the menus, for the next room decision): cross_attent
 (the model's best at Sq = 1 moves past 32 on seed 7272: 3-7% ahead of 32 modelled), with its bugs; fused_qkv_rope_triton
 persistent_tma at 64-wide N tiles beside 128 (the best at BLOCK_N 128, the list's bottom, in 7 of 10 kernelinfer sessions
 of seed 7171; the model puts 64 1.1x slower except at T=1024 HID=3584, where it is level: 85.4 / 87.1 us on the H100).
+
+t3 (Triton only): rmsnorm_triton persistent at 16 programs an SM (off the menus, KERNELSTRAIN_DEVICE_UNCHECKED=1: the
+interpreter cannot run the rung) beside 8, with its bugs, at q/k-norm rows (T=65536 D=128: H100 1 / 2 / 8 programs ran
+204.7 / 107.6 / 34.6 us, modelled 19.3 at 16) and at 4096-wide rows (level in the model); fp8_quant_triton
+persistent_rows' 8 programs an SM (on the menus: h100_roomS_order.json ran it with its bugs) beside 4. If rmsnorm 16
+runs correct and not slower than 8 at D=128, drop its gate (rmsnorm_triton.UNCHECKED) and refresh its golden.
 """
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"    # t3's rmsnorm_triton 16 programs an SM waits for this job
 
 import room_device_check  # noqa: E402
 import room_device_check_triton  # noqa: E402
@@ -42,7 +50,16 @@ T2_REF = [
     ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV, {"BLOCK_M": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}, (64, 128)),
     ("fused_qkv_rope_triton", "persistent_tma", "BLOCK_N", QKV[:1], {"BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}, (64, 128)),
 ]
-PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF)}
+QK_NORM, WIDE_ROWS = [{"T": 65536, "D": 128}], [{"T": 4096, "D": 4096}]
+T3_NEW = [("rmsnorm_triton", "persistent", "programs_per_sm", QK_NORM, {"num_warps": 2}, (8, 16))]
+T3_REF = [
+    ("rmsnorm_triton", "persistent", "programs_per_sm", QK_NORM, {"num_warps": 4}, (8, 16)),
+    ("rmsnorm_triton", "persistent", "programs_per_sm", WIDE_ROWS, {"num_warps": 16}, (4, 8, 16)),
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", WIDE_ROWS + [{"T": 512, "D": 5120}],
+     {"num_warps": 16, "ROWS": 1}, (4, 8)),
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 16384, "D": 8192}], {"num_warps": 4, "ROWS": 1}, (4, 8)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

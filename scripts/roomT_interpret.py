@@ -8,6 +8,10 @@ This is the values' correctness proof until a device job (roomT/j1) runs them.
 cross_attention_triton split_kv at 32 splits: every split full (Skv 2048, 64 keys each at BLOCK_N 32), a ragged key
 tail with the last ten splits empty (Skv 2050: 96-key splits), a decode step (Sq 1) and a ragged query tile (Sq 20 at
 BLOCK_M 16), both BLOCK_N, D 64 and 128.
+Not here: fp8_quant_triton persistent_rows' 8 programs an SM ran on the H100 with its bugs (h100_roomS_order.json);
+rmsnorm_triton persistent's 16 programs an SM cannot run under Triton 3.9's interpreter at any value of the rung (its
+`mask & (pid < T)` is typed int32 and refused by the numpy load; its `range(pid, T, step)` row is a Python int without
+.to), so it stays off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1) until the device job roomT/j3 runs it.
 """
 import os
 import sys
