@@ -48,6 +48,10 @@ ADDED = [
     # gemm_splitk_triton's 2 warps and grouped_gemm_triton block_lookup's 128-wide K / 5 stages, not offered
     ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", (256,)),
     ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", (256,)),
+    # roomT (2026-12-07): split counts add programs, not shared memory
+    ("cross_attention_triton", "split_kv", "num_splits", (32,)),
+    ("rmsnorm_triton", "persistent", "programs_per_sm", (16,)),
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", (8,)),
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

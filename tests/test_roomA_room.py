@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelstrain.ops import REGISTRY
+from kernelstrain.ops.attention.fused_qkv_rope_triton import PERSISTENT_TMA
 from kernelstrain.sim import simulate
 from kernelstrain.tasks import make_task
 
@@ -30,7 +31,7 @@ def us(module, tag, gpu, shape, dtype="fp16", **params):
 def test_persistent_smem_is_tritons_figure():
     """Every bug-free build of docs/roomA_compile_room_new_rung.txt (Triton 3.9's metadata.shared over sm_80/86/89/90a/
     120): the model's figure is the compiler's, the epilogue's conversion beside the K ring and the TMA barriers."""
-    v = QKV.variant("persistent_tma")
+    v = PERSISTENT_TMA
     line = re.compile(r"persistent_tma (\w+)=(\d+) (\w+) fp16 (\{.*\}) bug=None: compile ok smem (\d+)")
     rows = [m.groups() for m in map(line.search, (ROOT / "docs/roomA_compile_room_new_rung.txt").read_text().splitlines())
             if m]
@@ -48,7 +49,7 @@ def test_persistent_rung_gains_what_gemm_fp16s_persistent_rung_measured(shape):
     rung ran ahead of its pipelined one on the H100 (1.18-1.86x, measurements/h100_*), and under the tensor peak; at
     the check shape (192 tiles of 128 x 128: 1.45 rounds of 132 programs) about level (0.94x)."""
     def best(tag):
-        v = QKV.variant(tag)
+        v = PERSISTENT_TMA if tag == "persistent_tma" else QKV.variant(tag)
         task = make_task(QKV, "H100", "bf16", shape)
         grid = itertools.product(*(p.values for p in v.params))
         times = [r.time_ms for values in grid
@@ -58,6 +59,13 @@ def test_persistent_rung_gains_what_gemm_fp16s_persistent_rung_measured(shape):
     pipelined, _ = best("pipelined_stages")
     assert (0.9 if shape["T"] == 1000 else 1.0) < pipelined / persistent < 1.9, (pipelined, persistent)
     assert persistent > QKV.cost(task).flops / task.gpu.peak("fp16") * 1e3
+
+
+def test_persistent_rung_is_off_the_menus_where_the_h100_ran_it_slower():
+    """roomT (2026-12-07): plan a10 ran persistent_tma correct but behind pipelined_stages at all three shapes, where
+    the model (above) puts it ahead; it is offered only with KERNELSTRAIN_DEVICE_UNCHECKED=1."""
+    offered = [v.tag for v in QKV.variants]
+    assert ("persistent_tma" in offered) == (os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1")
 
 
 def test_256_key_tiles_order_as_the_h100_measured():
@@ -91,5 +99,5 @@ def test_added_values_are_correct_under_the_interpreter():
     pytest.importorskip("triton")
     pytest.importorskip("torch")
     r = subprocess.run([sys.executable, "-c", CHECK, str(ROOT)], capture_output=True, text=True,
-                       env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=900)
+                       env={**os.environ, "TRITON_INTERPRET": "1", "KERNELSTRAIN_DEVICE_UNCHECKED": "1"}, timeout=900)
     assert r.returncode == 0 and "0 problems" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

@@ -234,7 +234,7 @@ def test_qkv_triton_pipelined_128_wide_k_tiles_as_the_h100_measured():
 
 @pytest.mark.parametrize("name", ["flash_prefill_cuda", "chunked_prefill_cuda"])
 def test_pingpong_hands_the_tensor_cores_between_the_two_consumer_warpgroups(name):
-    """warp_specialized_pingpong (device-unchecked: on the ladder with KERNELSTRAIN_DEVICE_UNCHECKED=1): the
+    """warp_specialized_pingpong (on the ladder at 128 x 128 tiles since plan a9 ran it on the H100, roomT): the
     warp_specialized kernel at 128 rows with FA3's ping-pong, every GEMM issue between a bar.sync on its own named
     barrier (1 or 2) and a bar.arrive on the other's; warpgroup 1 lets warpgroup 0 go first; it builds for sm_90a."""
     from kernelstrain.ops.attention import _chunked_wgmma

@@ -182,10 +182,10 @@ def test_last_combine_counts_arrivals_in_its_code():
         assert MINP_T.render(v, p, task, bug) != code
 
 
-def test_min_p_cuda_last_combine_stays_off_the_menu_unchecked():
-    import os
+def test_min_p_cuda_last_combine_is_on_the_menu_since_the_h100_checked_it():
+    """Plan m8 (roomM j2, 2026-12-07): correct at split 2 / 8 / 32, B=1 / 4 / 64, both bugs failing (roomT switched it on)."""
     names = [p.name for p in REGISTRY["min_p_cuda"].variant("split_row_combine").params]
-    assert ("last_combine" in names) == (os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1")
+    assert "last_combine" in names
 
 
 def test_last_combine_samples_the_reference_token_under_the_interpreter():

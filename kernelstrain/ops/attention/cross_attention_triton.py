@@ -20,6 +20,11 @@ SCORE_KV = 'tl.where(in_kv, tl.sum(k * q[None, :], 1), float("-inf"))'
 # thousands move the output by less than KernelBench's 1e-2 (dropping the last key does too)
 LAST_ROW = {"rows": "Sq - 1"}
 SPLIT_PROGRAMS = 7
+# split_kv's split counts. 32 (roomT, 2026-12-07): a decode step (Sq = 1) of B*H = 32-80 heads has 32 x 32-80
+# programs of ~50-200 keys, twice the bytes in flight of 16 splits, as flash_decode / tree_attention / paged_decode's
+# split_kv rungs offer (Skv 1500-6404: 5-10% faster in the model on H100/H200/A100; level at Sq >= 448, where
+# pipelined_tiles wins). Checked with TRITON_INTERPRET=1 (scripts/roomT_interpret.py); the device job roomT/j1 times it.
+SPLITS = (2, 4, 8, 16, 32)
 
 
 def row_launch(p, task):
@@ -254,7 +259,7 @@ class CrossAttentionTriton(CrossAttentionSpec):
              memory_eff=0.87, smem="dynamic", launch=tile_launch, render=tail_peel_exp2_src,
              bugs={"missing_scale": {"scale": "D ** -0.5"}, "off_by_one": LAST_ROW}),
         Rung("split_kv", "encoder keys split over NUM_SPLITS programs; partial (o, lse) merged by a combine kernel",
-             (Param("num_splits", (2, 4, 8, 16), 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
+             (Param("num_splits", SPLITS, 4), Param("BLOCK_M", (16, 64), 16), Param("BLOCK_N", (32, 64), 64),
               Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.5, memory_eff=0.9, smem="dynamic",
              launch=tile_launch, render=split_kv_src,
              bugs={"bad_combine_index": {"part": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "D ** -0.5"}}),

@@ -22,6 +22,9 @@ BLOCK_N = Param("BLOCK_N", (16, 32, 64, 128), 64)
 # 734.1 (modelled 1497.2 / 710.4: the spill's loss, over-stated). register_prefetch stays at 128 (a prefetch doubles
 # what spills). Checked: scripts/roomA_interpret_room.py (TRITON_INTERPRET=1), scripts/roomA_compile_room.py.
 WIDE_BLOCK_N = Param("BLOCK_N", (16, 32, 64, 128, 256), 64)
+# split_kv stops at 128 keys (roomT): the H100 ran 256 slower at both shapes of plan a10 (roomA j2), the model ahead:
+# B=1 H=32 S=4096 D=128 38.9 us against 34.1 (modelled 25.8 / 28.5), B=16 H=16 S=1024 D=64 33.0 / 31.7 (26.2 / 29.5)
+SPLIT_BLOCK_N = Param("BLOCK_N", (32, 64, 128), 64)
 LOG2E = 1.4426950408889634
 
 
@@ -261,18 +264,15 @@ class FlashDecodeTriton(FlashDecodeSpec):
              bugs={"missing_scale": {"scale": ""}, "half_accumulator": HALF}),
         Rung("blocked_two_pass", "[BLOCK_N, D] tiles; pass 1 finds max and sum, pass 2 re-reads K with V",
              (BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.85, launch=tile_launch(1.5),
-             render=blocked_two_pass_src,
-             bugs={"missing_scale": {"scale": ""}}),
+             render=blocked_two_pass_src, bugs={"missing_scale": {"scale": ""}}),
         Rung("online_softmax", "single pass: running max/sum, accumulator rescaled per tile",
              (WIDE_BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES), memory_eff=0.88, launch=tile_launch(),
-             render=online_softmax_src,
-             bugs={"missing_scale": {"rescale": ""}}),
+             render=online_softmax_src, bugs={"missing_scale": {"rescale": ""}}),
         Rung("register_prefetch", "next K/V tile loaded into registers while this one is reduced; exp2",
              (BLOCK_N, WARPS), memory_eff=0.9, launch=tile_launch(prefetch=True), render=register_prefetch_src,
              bugs={"missing_scale": {"scale": ""}}),
         Rung("split_kv", "flash-decoding: S split across programs, partials merged by a combine kernel",
-             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64, 128, 256), 64), WARPS,
-              kv_pipeline.LOOP_STAGES),
+             (Param("NUM_SPLITS", (2, 4, 8, 16, 32), 8), SPLIT_BLOCK_N, WARPS, kv_pipeline.LOOP_STAGES),
              memory_eff=0.93, launch=tile_launch(), render=split_kv_src,
              bugs={"bad_combine_index": {"combine": "(bh + offs_s)"}, "missing_scale": {"qk": ""}}),
     )

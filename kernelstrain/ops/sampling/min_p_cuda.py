@@ -8,7 +8,6 @@ kept-mass pass records one mass per 4 x THREADS chunk, a scan over chunks finds 
 chunk and only that chunk is re-read -> split rows: SPLIT blocks per row (max and mass
 partials), a combine kernel picks the slice and walks it (fills the GPU at small B).
 """
-import os
 
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
@@ -203,9 +202,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) min_p_kernel({ARGS}) {{
 
 
 # last_combine 1: the combine folded into the mass kernel's last block of a row (an atomic arrival count, the
-# threadFenceReduction pattern): one launch fewer, the same kernels and bytes. nvcc builds it; until a device checks
-# and times it (scripts/roomM_device.py plan m8), offered only with KERNELSTRAIN_DEVICE_UNCHECKED=1
-LAST_COMBINE = (Param("last_combine", (0, 1), 0),) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
+# threadFenceReduction pattern): one launch fewer, the same kernels and bytes. On the menus since the H100 ran it (plan
+# m8, roomM j2, 2026-12-07: correct at split 2 / 8 / 32 and B=1 / 4 / 64, both bugs failing), ahead of last_combine 0 as
+# modelled: B=1 V=128256 split 32 12.3 against 15.0 us, B=4 V=32000 10.6 / 12.5, B=64 34.0 / 35.0
+LAST_COMBINE = (Param("last_combine", (0, 1), 0),)
 
 
 def split_src(p, task, **slots):

@@ -1,0 +1,76 @@
+"""Where a Triton rung's list may end too early, by the model (issue 26 Build 2): for each rung of each Triton module, at
+every menu shape on H100 / A100 / RTX5090 (the module's first dtype), the model's best configuration of the rung; for
+each integer parameter of it at an end of its list, the same configuration one doubling past the top (or halving past
+the bottom). Prints the values that gain more than 3% somewhere, with the shared memory they change. A lead to read
+against stored device rows (measurements/*.json), never a reason alone: the model's trend past a list's end is
+extrapolation (roomA: 2 warps and 32-row tiles the model ranks mid ran last on the H100).
+
+    python3 scripts/roomT_edge_scan.py [MODULE,MODULE ...]      # every Triton module where none is named
+"""
+import itertools
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelstrain.gpus import GPUS as GPUS_BY_NAME  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.sim import simulate  # noqa: E402
+from kernelstrain.tasks import make_task  # noqa: E402
+
+GPUS = ("H100", "A100", "RTX5090")
+GRID_MAX = 400          # rungs with larger grids are left out (the scan is a few minutes as it is)
+
+
+def best_config(m, v, task):
+    names, values = [p.name for p in v.params], [p.values for p in v.params]
+    runs = [(r.time_ms, c, r.smem_bytes) for c in itertools.product(*values)
+            if (r := simulate(m, v, dict(zip(names, c)), task)).ok]
+    return min(runs) if runs else None
+
+
+def past_the_ends(m, v, task, found: dict) -> None:
+    """Record (rung, param, value) -> [(gpu, shape, gain, smem before, smem after)] for this task."""
+    best = best_config(m, v, task)
+    if best is None:
+        return
+    t0, c0, s0 = best
+    names = [p.name for p in v.params]
+    for i, p in enumerate(v.params):
+        if len(p.values) < 2 or not all(isinstance(x, int) for x in p.values):
+            continue
+        for end, new in ((p.values[-1], p.values[-1] * 2), (p.values[0], p.values[0] // 2)):
+            if c0[i] != end or new < 1:
+                continue
+            r = simulate(m, v, dict(zip(names, c0[:i] + (new,) + c0[i + 1:])), task)
+            if r.ok and r.time_ms < t0 * 0.97:
+                found.setdefault((v.tag, p.name, new), []).append(
+                    (task.gpu.name, tuple(dict(task.shape).values()), round(t0 / r.time_ms, 3), s0, r.smem_bytes))
+
+
+def scan(name: str) -> dict:
+    m, found = REGISTRY[name], {}
+    for v in m.variants:
+        if not v.params or len(list(itertools.product(*[p.values for p in v.params]))) > GRID_MAX:
+            continue
+        for gpu in (g for g in GPUS if m.supports(GPUS_BY_NAME[g], m.dtypes[0])):
+            for shape in m.shapes:
+                task = make_task(m, gpu, m.dtypes[0], shape)
+                if not (v.needs - task.gpu.features):
+                    past_the_ends(m, v, task, found)
+    return found
+
+
+def main(argv) -> int:
+    names = argv[0].split(",") if argv else sorted(n for n, m in REGISTRY.items() if m.impl == "triton")
+    for name in names:
+        for (tag, param, value), hits in scan(name).items():
+            smem = "same" if all(h[3] == h[4] for h in hits) else "changes"
+            gains = [h[2] for h in hits]
+            print(f"{name} {tag} {param}={value}: {len(hits)} task(s) gain {min(gains)}-{max(gains)}x, smem {smem}, "
+                  f"e.g. {hits[:2]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
