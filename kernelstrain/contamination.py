@@ -245,6 +245,7 @@ class Matcher:
         self._last = None           # the last scan's (token ids, shingle ids): see _shingle_seq
         self._counted = None        # the last scan's counts (shingle ids, occurrences, hits, mask): see _counts
         self._line_ids = {lang: {} for lang in _LEXERS}     # a line -> its token ids (_code_ids)
+        self._line_shingles: dict = {}      # (a line's ids, the next NGRAM - 1 ids) -> shingle ids (_line_shingle_seq)
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -261,17 +262,19 @@ class Matcher:
         mask's size in common with another is (a & b).bit_count(): hundreds of targets' boilerplate
         are compared with every distinct candidate's (as sets of ranks: 0.57 s of 300 episodes'
         tallies, as masks 0.06 s)."""
-        ids = self._code_ids(code, lang)
-        plated, hits = self._counts(self._shingle_seq(ids))
+        ids, parts = self._code_ids(code, lang)
+        seq = self._shingle_seq(ids) if parts is None else self._line_shingle_seq(ids, parts)
+        plated, hits = self._counts(seq)
         return self.exact.get(ids, []), plated, hits
 
-    def _code_ids(self, code: str, lang: str) -> tuple:
-        """_known_ids of the source's tokens, line by line where tokens() lexes it so (each
-        distinct line looked up once a process: a run's candidates share most of their lines).
-        A candidate's ids equal a target's exactly when their token lists are equal (every
-        target token has an id, an unknown token is -1): the exact match fingerprint() gives."""
+    def _code_ids(self, code: str, lang: str) -> tuple[tuple, list | None]:
+        """(_known_ids of the source's tokens, each line's ids or None), line by line where
+        tokens() lexes it so (each distinct line looked up once a process: a run's candidates
+        share most of their lines). A candidate's ids equal a target's exactly when their token
+        lists are equal (every target token has an id, an unknown token is -1): the exact match
+        fingerprint() gives."""
         if any(mark in code for mark in _MULTILINE[lang]):
-            return self._known_ids(tokens(code, lang))
+            return self._known_ids(tokens(code, lang)), None
         lines, lexer = self._line_ids[lang], _LEXERS[lang]
         parts = []
         for line in code.split("\n"):
@@ -281,7 +284,34 @@ class Matcher:
                     lines.clear()
                 ids = lines[line] = self._known_ids(filter(None, lexer.findall(line)))
             parts.append(ids)
-        return tuple(itertools.chain.from_iterable(parts))
+        return tuple(itertools.chain.from_iterable(parts)), parts
+
+    def _line_shingle_seq(self, ids: tuple, parts: list) -> tuple:
+        """_shingle_seq of a source lexed line by line (`parts`: each line's ids, `ids` them
+        joined): the 13-grams that start in a line are those of its ids followed by the next
+        NGRAM - 1 ids of the source, so they are looked up once a process for each (line,
+        what follows it), and a candidate is a few dozen such look-ups (a run's candidates
+        share most lines and most lines' successors: 300 default episodes, 0.82 -> 0.48 s with
+        _code_ids; their 13-grams, 3.1 million, are 11,182 (line, next ids) pairs)."""
+        if len(ids) < NGRAM:
+            return tuple(map(self.shingle_id.get, windows(ids)))
+        lookup, known = self.shingle_id.get, self._line_shingles
+        seq: list = []
+        start = 0
+        for part in parts:
+            if not part:
+                continue
+            end = start + len(part)
+            after = ids[end:end + NGRAM - 1]
+            found = known.get((part, after))
+            if found is None:
+                if len(known) >= LINES_KEPT:
+                    known.clear()
+                span = part + after      # its 13-grams: those that start in the line and hold 13 ids
+                found = known[part, after] = tuple(map(lookup, zip(*(span[i:] for i in range(NGRAM)))))
+            seq += found
+            start = end
+        return tuple(seq)
 
     def _counts(self, seq: tuple) -> tuple[int, dict]:
         """(boilerplate mask, {target: specific 13-grams shared}) of a candidate's shingle ids:

@@ -124,7 +124,10 @@ def identical_rows(taken: list, made) -> bool:
         row is not None and identical(row, want) for (_, row), want in zip(taken, made))
 
 
-_MARKER_HINTS = {"wgmma": "wgmma.", "tma": "cp.async.bulk.tensor", "fp4": "", "inline_ptx": "asm"}
+# Substrings every match of a feature's pattern holds: the pattern is searched only in code that holds
+# one (a plain `in` scans ~20x faster than the regex; fp4's was searched in every ok step's code,
+# 0.1 s of validate's 1.4 s of row checks over 300 default episodes)
+_MARKER_HINTS = {"wgmma": ("wgmma.",), "tma": ("cp.async.bulk.tensor",), "fp4": (".e2m1", "kind::"), "inline_ptx": ("asm",)}
 
 
 # A code recurs within its episode (a rebench, a revert) and across a few (a baseline): kernelinfer's
@@ -138,7 +141,8 @@ FEATURES_KEPT = 512
 def _features(code: str) -> frozenset:
     """The arch-gated features whose fingerprints a candidate's code holds (cached: the same
     code recurs across steps and episodes)."""
-    return frozenset(f for f, pat in FEATURE_MARKERS.items() if _MARKER_HINTS[f] in code and pat.search(code))
+    return frozenset(f for f, pat in FEATURE_MARKERS.items()
+                     if any(hint in code for hint in _MARKER_HINTS[f]) and pat.search(code))
 
 
 def _freeze(params: dict) -> tuple:

@@ -282,3 +282,18 @@ def test_a_cuda_rungs_launch_failure_ignores_its_tuning_knobs_on_nvidia():
                     compared[answer[0] if answer else None] += 1
     # failures of both classes the engine scans for were among the configs compared
     assert compared["smem"] and compared["resources"] and compared[None], compared
+
+
+_FEATURE_PIECES = [".e2m1", "kind::f8f6f4", "kind::mxf4nvf4 ", "kind::mxf4", "kind::mxf4x", "e2m1", ".e2m1x", "kind::",
+                   "wgmma.", "wgmma", "cp.async.bulk.tensor", "asm(", "asm volatile (", "__asm__(", "x", " ", "\n", "."]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_FEATURE_PIECES), max_size=12))
+def test_features_hints_find_what_every_pattern_finds(pieces):
+    """validate._features searches a feature's pattern only in code holding one of its hints: the
+    same features as every pattern searched in every code (an fp4 marker is still caught)."""
+    from kernelstrain import validate
+    code = "".join(pieces)
+    plain = frozenset(f for f, pat in validate.FEATURE_MARKERS.items() if pat.search(code))
+    assert validate._features.__wrapped__(code) == plain

@@ -67,6 +67,39 @@ def test_shingle_seq_after_any_candidate_equals_every_13_gram_looked_up():
     assert cases == 400
 
 
+
+def test_line_shingle_seq_equals_every_13_gram_looked_up(monkeypatch):
+    """A line-lexed candidate's 13-grams, taken once a (line, next 12 ids) pair: the plain lookup
+    of every 13-gram of its ids, for renders edited line by line (lines dropped, doubled, emptied,
+    cut to a few tokens, moved to the end: 13-grams that span lines, lines shorter than 12 ids,
+    sources shorter than 13 ids), each asked twice (the second answer from the cache), with a
+    cache bound of 50 pairs (cleared on the way)."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    monkeypatch.setattr(contamination, "LINES_KEPT", 50)
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    codes = [m.render(v, v.defaults(), task) for v in m.variants[:3]]
+    matcher = contamination.Matcher([(code, "cuda") for code in codes[:2]])     # codes[2]'s own lines: unknown ids
+    rng = random.Random(3)
+    lines = [line for code in codes for line in code.split("\n") if "/*" not in line and "\\" not in line]
+    cases = 0
+    for _ in range(300):
+        start = rng.randrange(len(lines))
+        picked = lines[start:start + rng.choice([1, 2, 5, 40, 200])]
+        picked = [rng.choice(["", line[:rng.randrange(12)], line, line + " " + line]) if rng.random() < 0.2 else line
+                  for line in picked]
+        code = "\n".join(picked)
+        for _ in range(2):
+            ids, parts = matcher._code_ids(code, "cuda")
+            if parts is None:
+                continue
+            assert ids == matcher._known_ids(contamination.tokens(code, "cuda"))
+            assert matcher._line_shingle_seq(ids, parts) == plain_shingle_seq(matcher, ids)
+            cases += 1
+    assert cases > 500 and matcher._line_shingles
+
+
 def test_counts_after_any_candidate_equal_a_count_afresh():
     """Matcher._counts updated from the last candidate's counts (the shingles that left and came
     between a common prefix and suffix) equals the count of the candidate alone: sequences of
