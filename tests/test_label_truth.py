@@ -63,7 +63,11 @@ def test_conv1d_missing_barrier_only_where_a_second_warp_reads_the_halo():
                                                      ("top_p_cuda", "histogram_refine", "missing_scale", 24),
                                                      ("topk_cuda", "histogram_refine", "off_by_one", 109),
                                                      ("topk_cuda", "cdf_pick", "missing_scale", 6),
-                                                     ("topk_cuda", "vectorized_float4", "missing_scale", 6)])
+                                                     ("topk_cuda", "vectorized_float4", "missing_scale", 6),
+                                                     ("min_p_triton", "split_row_combine", "missing_scale", 24),
+                                                     ("min_p_triton", "fused_row", "missing_scale", 24),
+                                                     ("min_p_cuda", "multi_kernel", "missing_scale", 24),
+                                                     ("min_p_cuda", "chunk_mass_pick", "missing_scale", 24)])
 def test_sampler_bugs_only_with_enough_rows_to_show(module, tag, bug, least):
     """A bug that moves the sampled token on a fraction of rows is offered from the B at which
     passing every row is a one-in-a-million chance (1 - row_fail)^B <= 1e-6, never at B = 1."""
@@ -75,11 +79,17 @@ def test_sampler_bugs_only_with_enough_rows_to_show(module, tag, bug, least):
 def emulated_row_fail(torch, bug: str, V: int, rows: int = 300, K: int = 50) -> float:
     """Fraction of rows on which the bugged sampler's token fails the GPU check (sample_check),
     on the modules' reference inputs, emulated in float64 (bug: top_p's missing_scale, topk's
-    off_by_one, or topk_missing_scale)."""
+    off_by_one, topk_missing_scale, or min_p_missing_scale)."""
     from kernelstrain.ops.sampling._sampling import sample_check
     g = torch.Generator().manual_seed(0)
     u = torch.rand(rows, generator=g, dtype=torch.float64)
-    if bug == "missing_scale":                           # top_p: need = Z keeps every token
+    if bug == "min_p_missing_scale":                     # min_p dropped: only the row's max token is kept
+        x = torch.randn(rows, V, generator=g, dtype=torch.float64) * 4
+        min_p = torch.rand(rows, generator=g, dtype=torch.float64) * 0.2 + 0.02
+        probs = torch.softmax(x, -1)
+        kept = probs.masked_fill(probs < min_p[:, None] * probs.amax(-1, keepdim=True), 0.0)
+        bugged = probs.masked_fill(probs < probs.amax(-1, keepdim=True), 0.0)
+    elif bug == "missing_scale":                         # top_p: need = Z keeps every token
         x = torch.randn(rows, V, generator=g, dtype=torch.float64) * 4
         top_p = torch.rand(rows, generator=g, dtype=torch.float64) * 0.45 + 0.5
         probs = torch.softmax(x, -1)
@@ -99,7 +109,7 @@ def emulated_row_fail(torch, bug: str, V: int, rows: int = 300, K: int = 50) -> 
     return check(torch, tokens, tokens)["nbad"] / rows
 
 
-@pytest.mark.parametrize("bug, declared", [("missing_scale", 0.45), ("off_by_one", 0.12)])
+@pytest.mark.parametrize("bug, declared", [("missing_scale", 0.45), ("off_by_one", 0.12), ("min_p_missing_scale", 0.45)])
 @pytest.mark.parametrize("V", (32000, 128256))
 def test_sampler_bug_row_fail_rates_are_measured(bug, declared, V):
     """The row_fail rates the modules declare are at most what the emulation measures."""

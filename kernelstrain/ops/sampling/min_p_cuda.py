@@ -15,7 +15,7 @@ from ._sampling import BLOCK_REDUCE, KEY_HELPERS, THREADS, row_l2_miss
 from ._select import block_incl_scan, cdf_pick_row
 from ._min_p_split import PICK4, THRESH, W4, select_part, split_last_combine_src, split_launch, split_row_combine_src
 from ._min_p_chunks import chunk_vecs_kernel
-from .min_p_spec import ENTRY, MinPSpec
+from .min_p_spec import ENTRY, NO_MIN_P_ROWS, MinPSpec
 
 NO_MIN_P = {"thresh": "M"}                     # missing_scale: min_p dropped, only the max survives
 ARGS = ("const float* __restrict__ logits, const float* __restrict__ min_p, const float* __restrict__ uniform,\n"
@@ -217,21 +217,26 @@ class MinPCuda(MinPSpec):
     variants = (
         Rung("multi_kernel", "three kernels: row stats, filtered probabilities in a scratch row, block-per-row pick",
              (THREADS,), compute_eff=0.3, memory_eff=0.6, smem="static", launch=multi_kernel_launch,
-             render=multi_kernel_src, bugs={"missing_scale": {"thresh": "1.f / Z"}, "wrong_init": {"carry0": "1.f"}}),
+             render=multi_kernel_src, bugs={"missing_scale": {"thresh": "1.f / Z"}, "wrong_init": {"carry0": "1.f"}},
+             bug_tasks=NO_MIN_P_ROWS),
         Rung("fused_block_row", "one block per row, fused passes (max, kept mass, pick), shared-memory scan",
              (THREADS,), compute_eff=0.35, memory_eff=0.72, smem="static", launch=fused_launch(False),
-             render=fused_src(False), bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.f"}}),
+             render=fused_src(False), bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.f"}},
+             bug_tasks=NO_MIN_P_ROWS),
         Rung("warp_scan_float4", "warp-shuffle reductions and scans, float4 loads in every pass",
              (THREADS,), compute_eff=0.5, memory_eff=0.88, smem="static", launch=fused_launch(True),
-             render=fused_src(True), bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.f"}}),
+             render=fused_src(True), bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.f"}},
+             bug_tasks=NO_MIN_P_ROWS),
         Rung("chunk_mass_pick", "per-chunk kept masses in smem, chunk-level CDF search, only the crossing chunk re-read",
              (Param("threads", (128, 256, 512, 1024), 512), Param("vecs", (1, 2, 4), 1)), compute_eff=0.5,
              memory_eff=0.9, smem="static", launch=chunk_launch, render=chunk_mass_pick_src,
-             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + mass[i]"}}),
+             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"prefix": "acc + mass[i]"}},
+             bug_tasks=NO_MIN_P_ROWS),
         Rung("split_row_combine", "SPLIT blocks per row (max and mass partials) and a combine kernel walking one slice",
              (Param("threads", (128, 256, 512), 256), Param("split", (2, 4, 8, 16, 32), 8)) + LAST_COMBINE,
              compute_eff=0.5, memory_eff=0.9, smem="static", launch=split_launch, render=split_src,
-             bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P}),
+             bugs={"bad_combine_index": {"prefix": "acc + mass[i]"}, "missing_scale": NO_MIN_P},
+             bug_tasks=NO_MIN_P_ROWS),
     )
 
     def assemble(self, body, variant, params, task):

@@ -16,7 +16,7 @@ from .. import stream_stages
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, cdiv
 from ._sampling import row_l2_miss
 from ._min_p_triton_split import THRESH, chunk_select, split_last_combine_src, split_row_combine_src
-from .min_p_spec import ENTRY, MinPSpec, triton_check_adapter
+from .min_p_spec import ENTRY, NO_MIN_P_ROWS, MinPSpec, triton_check_adapter
 
 BLOCK = Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
@@ -195,23 +195,24 @@ class MinPTriton(MinPSpec):
         Rung("multi_kernel", "three kernels: row max, kept weights into a scratch row, per-row cumulative pick",
              (BLOCK, WARPS), compute_eff=0.3, memory_eff=0.62, launch=row_launch(1.5, launches=3, base=3.0),   # + the scratch row written and read
              render=multi_kernel_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
-             bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
+             bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}, bug_tasks=NO_MIN_P_ROWS),
         Rung("fused_row", "one program per row: max, kept-mass and tl.cumsum pick loops fused",
              # num_stages: the three helper loops of the row, each from 0 (aligned), pipelined (assemble)
              (BLOCK, WARPS, stream_stages.STREAM_STAGES), compute_eff=0.12, memory_eff=0.85,   # tl.cumsum over the whole row
              launch=stream_stages.launch_of(row_launch(2.0), lambda p, t: t["V"] / p["BLOCK"], loads=1, apart=True, row="V"),
              render=fused_row_src,
-             consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}}),
+             consts=lambda p, t: {"BLOCK": p["BLOCK"]}, bugs={"missing_scale": NO_MIN_P, "wrong_init": {"carry0": "1.0"}},
+             bug_tasks=NO_MIN_P_ROWS),
         Rung("chunk_mass_pick", "per-chunk kept masses, cumsum over chunks, only the crossing chunk re-read",
              # BLOCK 16384: an H100 (docs/roomM_device_h100_m1/, 16 warps) ran it 1.42x / 1.33x faster than 8192 at
              # B=1 / B=64, V=128256 (22.6 / 32.3 us against 32.0 / 43.0; modelled 30.6 / 31.2 against 35.1 / 35.8)
              (Param("BLOCK", BLOCK.values + (16384,), BLOCK.default), WARPS), compute_eff=0.45, memory_eff=0.88,
              launch=row_launch(1.0), render=chunk_mass_pick_src, consts=lambda p, t: {"BLOCK": p["BLOCK"]},
-             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}),
+             bugs={"missing_scale": NO_MIN_P, "bad_combine_index": {"before": "<="}}, bug_tasks=NO_MIN_P_ROWS),
         Rung("split_row_combine", "SPLIT programs per row (max, mass partials) and a combine walking one slice",
              SPLIT_PARAMS, compute_eff=0.45, memory_eff=0.88, launch=split_launch, render=split_src,
              consts=lambda p, t: {"BLOCK": p["BLOCK"]},
-             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}),
+             bugs={"bad_combine_index": {"before": "<="}, "missing_scale": NO_MIN_P}, bug_tasks=NO_MIN_P_ROWS),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
