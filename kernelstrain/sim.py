@@ -308,9 +308,14 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
     """(compute, memory, same-address atomics) seconds of one candidate whose efficiencies are
     divided by `factor` (its calibration) and capped at the ceilings measured on the H200 (the
     memory one softly: Fit.soft_cap)."""
-    gpu = task.gpu
-    cost = module.cost(task)
-    e_c, e_m = efficiencies(variant, launch, gpu)
+    return _roofline(module.cost(task), efficiencies(variant, launch, task.gpu), variant, launch, task.gpu, factor)
+
+
+def _roofline(cost, effs: tuple[float, float], variant: Variant, launch: Launch, gpu: GPU,
+              factor: float = 1.0) -> tuple[float, float, float]:
+    """roofline_terms of the op's `cost` and the candidate's uncalibrated efficiencies `effs`
+    (time_ms asks both twice of one candidate: before its calibration and after)."""
+    e_c, e_m = effs
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
     e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
@@ -319,7 +324,8 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 
 
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
-    t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
+    cost, effs = module.cost(task), efficiencies(variant, launch, task.gpu)
+    t_compute, t_memory, t_atomics = _roofline(cost, effs, variant, launch, task.gpu)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)), task.gpu.bw_tbs)
     floor_ms = roofline_floor_ms(module, task, variant.path)
@@ -329,7 +335,7 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     # under 1 (mla_decode_triton split_kv's heads term at 16 heads: 0.75) under a refit that raised sm_86's memory
     # efficiency (branch sim, 2026-12-06) timed 6 kernelinfer seed-0 steps on the A10 / RTX A6000 at 0.91-0.98x the DRAM
     # roofline, which no harness measures
-    core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu),
+    core_s = max(*_roofline(cost, effs, variant, launch, task.gpu, factor), floor_s(launch, task.gpu),
                  floor_ms * 1e-3 / FIT.memory_cap)
     return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 
