@@ -217,18 +217,19 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, flo
     return max(e_c, 1e-4), max(e_m, 1e-4)
 
 
-def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
-    """The launch the model gives a candidate (knobs: none unless a profile adds them)."""
-    return narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task, model=None) -> Launch:
+    """The launch the model gives a candidate (knobs: none unless a profile adds them); `model`: the
+    launch model asked (knobs.launch, or its plain computation where nothing should be kept: scan_failure)."""
+    return narrowed(module, variant, cap_registers((model or knobs.launch)(module, variant, params, task), task.gpu), task)
 
 
-def built_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
+def built_launch(module: OpModule, variant: Variant, params: dict, task: Task, model=None) -> Launch:
     """modelled_launch, with Triton's own metadata.shared where the model puts a Triton candidate
     over the cap and kernelstrain/corpus holds the figure (its launcher refuses the kernel on
     that figure, and quotes it): the model's tile arithmetic is an estimate near the cap. The
     figure is the one at this task's specialization (the same source at another head dim or
     shape compiles to other buffers)."""
-    launch = modelled_launch(module, variant, params, task)
+    launch = modelled_launch(module, variant, params, task, model)
     if module.impl == "triton" and launch.smem_bytes > smem_cap(variant, module, task.gpu):
         shared = corpus.triton_shared(module.name, task.gpu.arch, module.render(variant, params, task),
                                       specialization_key(module.compile_specs(variant, params, task)))
@@ -282,12 +283,27 @@ def launch_failure(module: OpModule, variant: Variant, params: dict, task: Task)
     """failure's answer where the launch alone decides it (a missing arch feature, shared memory over
     the cap or without the opt-in, a block the SM cannot hold), else None: the engine asks whole grids
     which configs overflow a limit (classes LAUNCH_CLASSES), and this skips the code's access checks."""
+    return _launch_failure(module, variant, params, task, knobs.launch)
+
+
+def scan_failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """launch_failure's answer, kept nowhere and its launch model's neither: a scan of a rung's whole grid
+    (Episode._failing_test) asks each config once, and a grid in the candidate caches (hundreds to thousands
+    of configs) only evicts the candidates the episode asks again (the first scans ran ~40% faster without;
+    the engine keeps the answers it shares between its scans). A fused program's is launch_failure's."""
+    if hasattr(module, "simulate"):
+        return launch_failure(module, variant, params, task)
+    return _launch_failure(module, variant, params, task, knobs.launch.uncached)
+
+
+def _launch_failure(module: OpModule, variant: Variant, params: dict, task: Task, model) -> SimResult | None:
+    """launch_failure's answer, the launch modelled by `model` (built_launch)."""
     if hasattr(module, "simulate"):
         r = module.simulate(variant, params, task)
         return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = built_launch(module, variant, params, task)
+    launch = built_launch(module, variant, params, task, model)
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)

@@ -75,3 +75,59 @@ def test_core_factor_keeps_each_rungs_sums_apart():
     assert refit.core_factor("m", "cuda", "v", terms, steps) == _core_factor_plain(refit, "m", "cuda", "v", terms, steps) \
         != f.core_factor("m", "cuda", "v", terms, steps)
     assert refit == replace(f, module_exponents={"m": {"threads@v": -0.5}})     # the kept sums are no field
+
+
+def test_scan_failure_is_launch_failures_answer_and_keeps_nothing():
+    """sim.scan_failure (a limit scan's question) answers as launch_failure, registry-wide, and fills no
+    candidate cache (neither its own answer nor its launch model's)."""
+    from kernelstrain import knobs
+    sample = [s for s in registry_sample() if not hasattr(s[0], "simulate")]
+    knobs.launch.cache_clear()
+    sim.launch_failure.cache_clear()
+    failed = [sim.scan_failure(*s) for s in sample]
+    assert knobs.launch.cache_len() == 0 and sim.launch_failure.cache_len() == 0
+    for (m, v, params, task), r in zip(sample, failed):
+        assert r == sim.launch_failure.uncached(m, v, params, task), (m.name, v.tag, params, task.key)
+    assert {r.error_class for r in failed if r is not None} >= {"arch", "smem", "resources"}
+
+
+def _episodes():
+    """Episodes of a CUDA rung ladder on an NVIDIA GPU (the scans by groups of own parameters) and of a
+    Triton one (config by config), each on a task where some rungs overflow shared memory."""
+    from kernelstrain.engine import Episode
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    from test_engine import streams
+    for name in ("gemm_fp16_cuda", "softmax_triton", "layernorm_triton"):
+        m = REGISTRY[name]
+        yield Episode(m, make_task(m, "H100", "fp16", m.shapes[0]), streams(3), 40, 0.0, 0.0, 1)
+
+
+def test_scan_failure_is_clear_failure_for_both_classes_in_turns():
+    """Episode.scan_failure (kept once an episode for the smem and the resources scans) answers as
+    clear_failure of every config of every rung, the classes asked in turns; a key that told configs
+    apart by less than the config itself (its rung, its own parameters) would answer some config with
+    another's failure, and the classes found must include both answers for this to show it."""
+    answers = set()
+    for e in _episodes():
+        for v in e.rungs:
+            configs = e.configs(v)
+            for error_class in ("smem", "resources", "smem"):
+                for c in configs:
+                    got = e.scan_failure(c, error_class)
+                    assert got == e.clear_failure(c, error_class), (e.m.name, v.tag, c.params, error_class)
+                    answers.add((e.m.name, error_class, got))
+    assert {(n, "smem", True) for n, _, _ in answers} & answers and (answers & {(n, "smem", False) for n, _, _ in answers})
+
+
+def test_limit_scans_find_what_the_plain_tests_find():
+    """Episode._over_limit's whole-grid scans (limits.rung_failing over scan_failure) are the plain
+    filter of each rung's configs by clear_failure and writable, for both classes."""
+    from kernelstrain import limits
+    for e in _episodes():
+        limits._FAILING.clear()
+        for v in e.rungs:
+            for error_class in ("smem", "resources"):
+                e._over_limit(v, error_class)
+                plain = [c.params for c in e.configs(v) if e.clear_failure(c, error_class) and e.writable(c)]
+                assert [c.params for c in e._limits[(v.tag, error_class)]] == plain, (e.m.name, v.tag, error_class)
