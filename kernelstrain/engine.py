@@ -65,7 +65,7 @@ from .rerender import with_typo     # slips.apply, cached: a slip drawn is appli
 from .schema import Step
 from .calibration import FIT
 from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, noise_cv, roofline_floor_ms,
-                  simulate, smem_cap, writable)
+                  scan_failure, simulate, smem_cap, writable)
 from .tasks import carry, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -239,7 +239,7 @@ class Episode:
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
-        self._configs, self._near = {}, {}
+        self._configs, self._near, self._scanned = {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -891,7 +891,7 @@ class Episode:
         with the default knobs: the grid scans were ~45% of the engine's time); `writable` is still
         asked of each config that fails."""
         def plain(c):
-            return self.clear_failure(c, error_class) and self.writable(c)
+            return self.scan_failure(c, error_class) and self.writable(c)
         tuned = [p.name for p in v.params if p.name in knobs.KNOBS and p.name not in knobs.SLIPS]
         if not tuned or self.m.impl != "cuda" or self.task.gpu.vendor != "nvidia" or hasattr(self.m, "simulate"):
             return plain
@@ -904,12 +904,23 @@ class Episode:
             own = own_of(tuple(c.params.values()))
             fails = seen.get(own)
             if fails is None:
-                fails = seen[own] = self.clear_failure(c, error_class)
+                fails = seen[own] = self.scan_failure(c, error_class)
             return fails and self.writable(c)
         # a whole grid's scan (limits.rung_failing) by the groups of configs that share their own values
         shared.groups, shared.keep = rung_grid(v).groups(tuple(own_at)), self.writable
-        shared.launch = lambda c: self.clear_failure(c, error_class)
+        shared.launch = lambda c: self.scan_failure(c, error_class)
         return shared
+
+    def scan_failure(self, c: Candidate, error_class: str) -> bool:
+        """clear_failure of a config the limit scans ask (_failing_test): its launch's answer found once an
+        episode, for both classes the scans ask of a rung in turn (smem, resources), and kept nowhere else
+        (sim.scan_failure: a whole grid in the candidate caches only evicts what the episode asks again)."""
+        if error_class not in LAUNCH_CLASSES:
+            return self.clear_failure(c, error_class)
+        found = self._scanned.get(id(c))        # (the config itself kept beside its answer: its id stays its own)
+        if found is None:
+            found = self._scanned[id(c)] = (c, scan_failure(self.m, c.variant, c.params, self.task))
+        return self.is_clear(found[1], c, error_class)
 
     def clear_failure(self, c: Candidate, error_class: str, near: bool = False) -> bool:
         """`c` fails with `error_class`, clearly where the class is a shared-memory overflow
@@ -917,6 +928,10 @@ class Episode:
         (its bytes are the declared arrays or the host's request, exact)."""
         # simulate's, untimed (asked of whole grids); launch_failure's where it is the same answer
         r = (launch_failure if error_class in LAUNCH_CLASSES else failure)(self.m, c.variant, c.params, self.task)
+        return self.is_clear(r, c, error_class, near)
+
+    def is_clear(self, r, c: Candidate, error_class: str, near: bool = False) -> bool:
+        """clear_failure's test of `c`'s failure `r` (sim.failure's answer)."""
         margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
         if near and self.m.impl == "cuda":
             margin = 1.0

@@ -217,18 +217,19 @@ def efficiencies(variant: Variant, launch: Launch, gpu: GPU) -> tuple[float, flo
     return max(e_c, 1e-4), max(e_m, 1e-4)
 
 
-def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
-    """The launch the model gives a candidate (knobs: none unless a profile adds them)."""
-    return narrowed(module, variant, cap_registers(knobs.launch(module, variant, params, task), task.gpu), task)
+def modelled_launch(module: OpModule, variant: Variant, params: dict, task: Task, model=None) -> Launch:
+    """The launch the model gives a candidate (knobs: none unless a profile adds them); `model`: the
+    launch model asked (knobs.launch, or its plain computation where nothing should be kept: scan_failure)."""
+    return narrowed(module, variant, cap_registers((model or knobs.launch)(module, variant, params, task), task.gpu), task)
 
 
-def built_launch(module: OpModule, variant: Variant, params: dict, task: Task) -> Launch:
+def built_launch(module: OpModule, variant: Variant, params: dict, task: Task, model=None) -> Launch:
     """modelled_launch, with Triton's own metadata.shared where the model puts a Triton candidate
     over the cap and kernelstrain/corpus holds the figure (its launcher refuses the kernel on
     that figure, and quotes it): the model's tile arithmetic is an estimate near the cap. The
     figure is the one at this task's specialization (the same source at another head dim or
     shape compiles to other buffers)."""
-    launch = modelled_launch(module, variant, params, task)
+    launch = modelled_launch(module, variant, params, task, model)
     if module.impl == "triton" and launch.smem_bytes > smem_cap(variant, module, task.gpu):
         shared = corpus.triton_shared(module.name, task.gpu.arch, module.render(variant, params, task),
                                       specialization_key(module.compile_specs(variant, params, task)))
@@ -282,12 +283,27 @@ def launch_failure(module: OpModule, variant: Variant, params: dict, task: Task)
     """failure's answer where the launch alone decides it (a missing arch feature, shared memory over
     the cap or without the opt-in, a block the SM cannot hold), else None: the engine asks whole grids
     which configs overflow a limit (classes LAUNCH_CLASSES), and this skips the code's access checks."""
+    return _launch_failure(module, variant, params, task, knobs.launch)
+
+
+def scan_failure(module: OpModule, variant: Variant, params: dict, task: Task) -> SimResult | None:
+    """launch_failure's answer, kept nowhere and its launch model's neither: a scan of a rung's whole grid
+    (Episode._failing_test) asks each config once, and a grid in the candidate caches (hundreds to thousands
+    of configs) only evicts the candidates the episode asks again (the first scans ran ~40% faster without;
+    the engine keeps the answers it shares between its scans). A fused program's is launch_failure's."""
+    if hasattr(module, "simulate"):
+        return launch_failure(module, variant, params, task)
+    return _launch_failure(module, variant, params, task, knobs.launch.uncached)
+
+
+def _launch_failure(module: OpModule, variant: Variant, params: dict, task: Task, model) -> SimResult | None:
+    """launch_failure's answer, the launch modelled by `model` (built_launch)."""
     if hasattr(module, "simulate"):
         r = module.simulate(variant, params, task)
         return None if r.ok else r
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = built_launch(module, variant, params, task)
+    launch = built_launch(module, variant, params, task, model)
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)
@@ -308,9 +324,14 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
     """(compute, memory, same-address atomics) seconds of one candidate whose efficiencies are
     divided by `factor` (its calibration) and capped at the ceilings measured on the H200 (the
     memory one softly: Fit.soft_cap)."""
-    gpu = task.gpu
-    cost = module.cost(task)
-    e_c, e_m = efficiencies(variant, launch, gpu)
+    return _roofline(module.cost(task), efficiencies(variant, launch, task.gpu), variant, launch, task.gpu, factor)
+
+
+def _roofline(cost, effs: tuple[float, float], variant: Variant, launch: Launch, gpu: GPU,
+              factor: float = 1.0) -> tuple[float, float, float]:
+    """roofline_terms of the op's `cost` and the candidate's uncalibrated efficiencies `effs`
+    (time_ms asks both twice of one candidate: before its calibration and after)."""
+    e_c, e_m = effs
     e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
     e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
@@ -319,7 +340,8 @@ def roofline_terms(module: OpModule, variant: Variant, launch: Launch, task: Tas
 
 
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:
-    t_compute, t_memory, t_atomics = roofline_terms(module, variant, launch, task)
+    cost, effs = module.cost(task), efficiencies(variant, launch, task.gpu)
+    t_compute, t_memory, t_atomics = _roofline(cost, effs, variant, launch, task.gpu)
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)), task.gpu.bw_tbs)
     floor_ms = roofline_floor_ms(module, task, variant.path)
@@ -329,7 +351,7 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     # under 1 (mla_decode_triton split_kv's heads term at 16 heads: 0.75) under a refit that raised sm_86's memory
     # efficiency (branch sim, 2026-12-06) timed 6 kernelinfer seed-0 steps on the A10 / RTX A6000 at 0.91-0.98x the DRAM
     # roofline, which no harness measures
-    core_s = max(*roofline_terms(module, variant, launch, task, factor), floor_s(launch, task.gpu),
+    core_s = max(*_roofline(cost, effs, variant, launch, task.gpu, factor), floor_s(launch, task.gpu),
                  floor_ms * 1e-3 / FIT.memory_cap)
     return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
 

@@ -94,6 +94,18 @@ def curve_steps(steps: dict) -> dict:
     return {f"{p}^2": min(x * x, CURVE_SPAN ** 2) for p, x in steps.items() if p in CURVED}
 
 
+class _Sums(dict):
+    """{name: sum(name)}, each summed when first asked and kept (Fit._rung)."""
+
+    def __init__(self, sum_of):
+        super().__init__()
+        self.sum_of = sum_of
+
+    def __missing__(self, name: str) -> float:
+        found = self[name] = self.sum_of(name)
+        return found
+
+
 @dataclass(frozen=True)
 class Fit:
     """Fitted constants of the simulator (see the module docstring for the formula)."""
@@ -140,15 +152,33 @@ class Fit:
                     work_ms: float | None = None) -> float:
         """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps(),
         work_ms: its roofline floor (sim.roofline_floor_ms on its datapath)."""
-        exps, params = self.exponents.get(impl, {}), self.param_exponents.get(module, {})
-        own = self.module_exponents.get(module, {})
-        size = self.size_exponents.get(module, {}).get(variant, 0.0)
-        return self.ceiling(module, variant) * math.exp(
-            sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
-                for t, x in terms.items())
-            + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
-                                   for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
+        ceiling, of_term, of_param, size = self._rung(module, impl, variant)
+        return ceiling * math.exp(
+            sum(of_term[t] * math.log(x) for t, x in terms.items())
+            + math.log(2.0) * (sum(of_param[p] * x for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
                                + size * self.size_step(module, work_ms, variant)))
+
+    def _rung(self, module: str, impl: str, variant: str) -> tuple:
+        """core_factor's constants of one rung: (its ceiling, {launch term: its exponent}, {param: its
+        exponent}, its size exponent), the exponents summed as core_factor sums them (the impl's + the
+        module's + the rung's departure; the module's + the rung's), each once a Fit and kept: time_ms asks
+        core_factor of every candidate it times, and the look-ups and their f-strings were most of its cost.
+        A Fit is frozen and never changed in place (a refit is a new Fit: dataclasses.replace), so what is
+        kept stays its answer (tests/test_caches.py compares core_factor with the plain sums)."""
+        kept = self.__dict__.get("_kept_rungs")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_kept_rungs", kept)      # not a field: no part of eq, repr or to_json
+        found = kept.get((module, impl, variant))
+        if found is None:
+            exps, own, params = self.exponents.get(impl, {}), self.module_exponents.get(module, {}), \
+                self.param_exponents.get(module, {})
+            found = kept[(module, impl, variant)] = (
+                self.ceiling(module, variant),
+                _Sums(lambda t: exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)),
+                _Sums(lambda p: params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)),
+                self.size_exponents.get(module, {}).get(variant, 0.0))
+        return found
 
     def overhead_us(self, vendor: str, launches: int) -> float:
         return self.launch_us[vendor] + (launches - 1) * self.extra_launch_us[vendor]

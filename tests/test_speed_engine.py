@@ -1,0 +1,133 @@
+"""The engine's and the simulator's speed-ups (issue 32): each kept or shared answer is the plain
+computation's, and a cache keyed on too little would be caught here."""
+import math
+from dataclasses import replace
+
+from kernelstrain import sim
+from kernelstrain.calibration import FIT, Fit, curve_steps, launch_terms, param_steps
+from kernelstrain.ops.occupancy import in_flight_ratio
+
+from test_caches import registry_sample
+
+
+def _core_factor_plain(f: Fit, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None,
+                       work_ms: float | None = None) -> float:
+    """Fit.core_factor as it read before its rung's sums were kept (the formula of calibration's docstring)."""
+    exps, params = f.exponents.get(impl, {}), f.param_exponents.get(module, {})
+    own = f.module_exponents.get(module, {})
+    size = f.size_exponents.get(module, {}).get(variant, 0.0)
+    return f.ceiling(module, variant) * math.exp(
+        sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
+            for t, x in terms.items())
+        + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
+                               for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
+                           + size * f.size_step(module, work_ms, variant)))
+
+
+def _time_ms_plain(module, variant, launch, task, params) -> float:
+    """sim.time_ms as it read before its efficiencies were shared by its two roofline passes."""
+    t_compute, t_memory, t_atomics = sim.roofline_terms(module, variant, launch, task)
+    terms = launch_terms(launch, sim.sm_coverage(launch, task.gpu), t_compute >= t_memory,
+                         in_flight_ratio(launch, task.gpu),
+                         sim.latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)), task.gpu.bw_tbs)
+    floor_ms = sim.roofline_floor_ms(module, task, variant.path)
+    factor = _core_factor_plain(FIT, module.name, module.impl, sim.fit_name(module, variant), terms,
+                                param_steps(params, variant.defaults()), floor_ms)
+    core_s = max(*sim.roofline_terms(module, variant, launch, task, factor), sim.floor_s(launch, task.gpu),
+                 floor_ms * 1e-3 / FIT.memory_cap)
+    return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
+
+
+def test_time_ms_is_the_plain_computation_registry_wide():
+    """Exactly the same float (not approximately): output bytes hang on it."""
+    timed = 0
+    for _ in range(2):                 # a cold pass, then one from the rungs' kept sums
+        for m, v, params, task in registry_sample():
+            if hasattr(m, "simulate") or sim.failure.uncached(m, v, params, task) is not None:
+                continue
+            launch = sim.built_launch(m, v, params, task)
+            assert sim.time_ms(m, v, launch, task, params) == _time_ms_plain(m, v, launch, task, params), \
+                (m.name, v.tag, params, task.key)
+            timed += 1
+    assert timed > 2000
+
+
+def test_core_factor_keeps_each_rungs_sums_apart():
+    """A Fit whose exponents differ by rung (term@variant, param@variant), module and impl: asked in turns, each
+    rung's factor is its own (a kept sum keyed without the variant, the module or the impl would fail this)."""
+    f = Fit(exponents={"cuda": {"threads": 0.3, "traffic": -0.2}, "triton": {"threads": -0.4}},
+            module_exponents={"m": {"threads": 0.1, "threads@v": 0.5}, "n": {"traffic@w": 0.7}},
+            param_exponents={"m": {"BLOCK": 0.2, "BLOCK@w": -0.6, "threads^2@v": 0.05}},
+            ceilings={"m": {"v": 1.3}}, module_ceilings={"m": 0.9, "n": 1.1},
+            size_exponents={"m": {"w": -0.2}}, size_ref_ms={"m": 0.1})
+    terms = {"threads": 2.0, "traffic": 1.5, "coverage": 0.7}
+    steps = {"BLOCK": 1.0, "threads": -1.0}
+    asks = [(mod, impl, var) for mod in ("m", "n") for impl in ("cuda", "triton") for var in ("v", "w", "x")]
+    seen = set()
+    for _ in range(2):
+        for mod, impl, var in asks:
+            got = f.core_factor(mod, impl, var, terms, steps, 0.4)
+            assert got == _core_factor_plain(f, mod, impl, var, terms, steps, 0.4), (mod, impl, var)
+            seen.add(round(got, 12))
+    assert len(seen) >= 8              # the rungs' factors do differ: the test can tell them apart
+    # a refit is a new Fit: its own sums, not the old one's
+    refit = replace(f, module_exponents={"m": {"threads@v": -0.5}})
+    assert refit.core_factor("m", "cuda", "v", terms, steps) == _core_factor_plain(refit, "m", "cuda", "v", terms, steps) \
+        != f.core_factor("m", "cuda", "v", terms, steps)
+    assert refit == replace(f, module_exponents={"m": {"threads@v": -0.5}})     # the kept sums are no field
+
+
+def test_scan_failure_is_launch_failures_answer_and_keeps_nothing():
+    """sim.scan_failure (a limit scan's question) answers as launch_failure, registry-wide, and fills no
+    candidate cache (neither its own answer nor its launch model's)."""
+    from kernelstrain import knobs
+    sample = [s for s in registry_sample() if not hasattr(s[0], "simulate")]
+    knobs.launch.cache_clear()
+    sim.launch_failure.cache_clear()
+    failed = [sim.scan_failure(*s) for s in sample]
+    assert knobs.launch.cache_len() == 0 and sim.launch_failure.cache_len() == 0
+    for (m, v, params, task), r in zip(sample, failed):
+        assert r == sim.launch_failure.uncached(m, v, params, task), (m.name, v.tag, params, task.key)
+    assert {r.error_class for r in failed if r is not None} >= {"arch", "smem", "resources"}
+
+
+def _episodes():
+    """Episodes of a CUDA rung ladder on an NVIDIA GPU (the scans by groups of own parameters) and of a
+    Triton one (config by config), each on a task where some rungs overflow shared memory."""
+    from kernelstrain.engine import Episode
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    from test_engine import streams
+    for name in ("gemm_fp16_cuda", "softmax_triton", "layernorm_triton"):
+        m = REGISTRY[name]
+        yield Episode(m, make_task(m, "H100", "fp16", m.shapes[0]), streams(3), 40, 0.0, 0.0, 1)
+
+
+def test_scan_failure_is_clear_failure_for_both_classes_in_turns():
+    """Episode.scan_failure (kept once an episode for the smem and the resources scans) answers as
+    clear_failure of every config of every rung, the classes asked in turns; a key that told configs
+    apart by less than the config itself (its rung, its own parameters) would answer some config with
+    another's failure, and the classes found must include both answers for this to show it."""
+    answers = set()
+    for e in _episodes():
+        for v in e.rungs:
+            configs = e.configs(v)
+            for error_class in ("smem", "resources", "smem"):
+                for c in configs:
+                    got = e.scan_failure(c, error_class)
+                    assert got == e.clear_failure(c, error_class), (e.m.name, v.tag, c.params, error_class)
+                    answers.add((e.m.name, error_class, got))
+    assert {(n, "smem", True) for n, _, _ in answers} & answers and (answers & {(n, "smem", False) for n, _, _ in answers})
+
+
+def test_limit_scans_find_what_the_plain_tests_find():
+    """Episode._over_limit's whole-grid scans (limits.rung_failing over scan_failure) are the plain
+    filter of each rung's configs by clear_failure and writable, for both classes."""
+    from kernelstrain import limits
+    for e in _episodes():
+        limits._FAILING.clear()
+        for v in e.rungs:
+            for error_class in ("smem", "resources"):
+                e._over_limit(v, error_class)
+                plain = [c.params for c in e.configs(v) if e.clear_failure(c, error_class) and e.writable(c)]
+                assert [c.params for c in e._limits[(v.tag, error_class)]] == plain, (e.m.name, v.tag, error_class)
