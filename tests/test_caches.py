@@ -282,3 +282,64 @@ def test_a_cuda_rungs_launch_failure_ignores_its_tuning_knobs_on_nvidia():
                     compared[answer[0] if answer else None] += 1
     # failures of both classes the engine scans for were among the configs compared
     assert compared["smem"] and compared["resources"] and compared[None], compared
+
+
+def _stated_plain(code: str) -> tuple[list, list]:
+    """messages._STATED's matches, each pattern run over the whole code (what _stated stands for)."""
+    from kernelstrain import messages
+    found = [[(m.start(), m.group(1), m.group(2)) for m in p.finditer(code)] for p in messages._STATED]
+    return found[0] + found[1], found[2]
+
+
+_STATED_PIECES = ["#define", "#define ", " ", "\t", "\n", "(", ")", ",", "=", "==", "BLOCK", "num_warps", "num_stages",
+                  "xBLOCK", "_T", "8", "128", "u", "// c", "constexpr int N = 4;", "k[grid](", "é", "٣", "  #define W 2",
+                  "a, b = 1, 2", "x = 3", ";", "BLOCK=64", "(num_warps=4)", "//#define V 8"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_STATED_PIECES), max_size=40).map("".join))
+def test_stated_from_literals_finds_what_the_patterns_did(code):
+    """messages._stated (the `#define`s and the launch keywords found from a literal) and the
+    _TUPLE prefilter: the same matches as the plain patterns, on texts of their edge pieces."""
+    from kernelstrain import messages
+    defines, kwargs = messages._stated(code)
+    plain_defines, plain_kwargs = _stated_plain(code)
+    assert sorted(defines) == sorted(plain_defines) and kwargs == plain_kwargs
+    assert messages._TUPLE.findall(code) == (messages._TUPLE.findall(code) if messages._TUPLE_VALUES.search(code)
+                                             else [])
+
+
+def test_code_values_on_every_rung_is_the_plain_patterns():
+    """The literal-first searches of code_values against the plain patterns, on renders of every
+    module's first rungs (CUDA and Triton, fused programs' several launches among them)."""
+    from kernelstrain import messages
+    codes = []
+    for m in REGISTRY.values():
+        gpu = next((g for g in GPUS.values() if any(m.supports(g, d) for d in m.dtypes)), None)
+        if gpu is None:
+            continue
+        task = make_task(m, gpu.name, next(d for d in m.dtypes if m.supports(gpu, d)), m.shapes[0])
+        for v in m.variants[:3]:
+            for _, params in zip(range(2), param_grid(v)):
+                codes.append((knobs.render(m, v, params, task, None), params))
+    assert len(codes) > 100 and any("num_warps=" in c for c, _ in codes) and any("#define" in c for c, _ in codes)
+    for code, _ in codes:
+        assert messages._stated(code) == _stated_plain(code)
+        assert bool(messages._TUPLE_VALUES.search(code)) or not messages._TUPLE.findall(code)
+
+
+def test_tokens_cache_counts_what_the_plain_rule_does(tmp_path):
+    """messages.tokens (kept for the last texts): every message of a small run's chat rows, asked
+    twice and after the cache was cleared, counts what the uncached rule counts."""
+    from kernelstrain import messages
+    from kernelstrain.episodes import chat_rows
+    assert main(["generate", "--seed", "3", "--episodes", "4", "--out", str(tmp_path / "d"), "--quiet"]) in (0, 1)
+    texts = [m["content"] for line in (tmp_path / "d" / "episodes.jsonl").read_text().splitlines()
+             for rows in chat_rows(json.loads(line), False, 16000) for r in rows for m in r["messages"]]
+    assert len(texts) > 100
+    plain = messages.tokens.__wrapped__
+    for _ in range(2):
+        assert [messages.tokens(t) for t in texts] == [plain(t) for t in texts]
+        assert messages.tokens.cache_info().hits > 0
+        messages.tokens.cache_clear()
+    assert messages.tokens("é1") == plain("é1") == 2
