@@ -157,18 +157,25 @@ def _labels_plain(text: str, tags) -> list:
 
 
 _LABEL_PIECES = ["```", "`", "structural", "rebench", "tiled", "naive", "a-b", "x", ".", "_", " ", "\n", "\n",
-                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled"]
+                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled", "7", "2.5", " us", " ms", "msx", "é", "٣", "joint"]
 
 
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(_LABEL_PIECES), max_size=40).map("".join),
-       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ()]))
+       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ("tiled", "tiled_x"), ("tiled_x", "tiled"), ()]))
 def test_labels_in_line_cache_finds_what_the_whole_prose_scan_did(text, tags):
     """Each prose line's labels kept (behaviour._LINES) and fences cut by str.find: the same
     list as the plain scan, asked twice (the second time from the cache), and time_units too."""
     for _ in range(2):
         assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
     assert behaviour.time_units(text) == set(behaviour._TIME.findall(behaviour._FENCE.sub("", text)))
+    # the literal-first patterns find what the \b-first ones do, match for match
+    assert behaviour._TIME_FROM.findall(text) == behaviour._TIME.findall(text)
+    assert behaviour._KINDS_FROM.findall(text) == behaviour.KINDS_SEEN.findall(text)
+    words = behaviour._tag_words(tags)
+    if words is not None:
+        alternatives = "|".join(map(re.escape, tags))
+        assert words.findall(text) == re.findall(rf"(?<![\w.])(?:{alternatives})(?!\w)", text)
 
 
 def test_labels_in_on_prompts_of_a_run(tmp_path):
