@@ -9,6 +9,7 @@ RNG stream only, so a wording change re-rolls no trajectory.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -587,6 +588,7 @@ def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> s
 _DEFINE = r"#define\s+({name})\s+\(?{value}(?![\w.])"
 _ASSIGN = r"\b({name})\s*=\s*{value}(?![\w.])"          # a keyword argument, an assignment, a constexpr
 _TUPLE = re.compile(r"^[ \t]*(\w+(?:\s*,\s*\w+)+)\s*=\s*(\d+(?:\s*,\s*\d+)+)[ \t]*$", re.M)
+_TUPLE_VALUES = re.compile(r"=\s*\d+(?:\s*,\s*\d+)+[ \t]*$", re.M)     # what every _TUPLE match holds
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((?:[^()\n]|\([^()\n]*\))*\)")
 # integer values a candidate states whatever its parameters: macros, constexprs, Triton
 # meta-parameters (upper-case constexprs, num_warps/num_stages/num_ctas) passed at launch
@@ -596,6 +598,53 @@ _STATED = (re.compile(r"^[ \t]*#define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+\(?(\d+)\)?[u
            re.compile(r"constexpr(?<!\wconstexpr)[ \t]+(?:int|unsigned|int64_t|size_t)[ \t]+(\w+)[ \t]*=[ \t]*(\d+)[ \t]*;"),
            re.compile(r"[(,][ \t]*([A-Z][A-Z0-9_]*|num_warps|num_stages|num_ctas)=(\d+)(?=[ \t]*[,)\n])"))
 _HARDWARE = ("WARP_SIZE",)      # the target's, not a choice
+# _STATED's first and last patterns, found from a literal: each of those tries every position of the code
+# (a line start, an opening bracket or comma), ~0.1 ms a step's code, asked for every step's history line
+# (code_values was ~3/4 of the step rows' text cost). _stated gives the same matches (tests/test_caches.py).
+_DEFINE_FROM = re.compile(r"#define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+\(?(\d+)\)?[uU]?(?=[ \t]*(?://.*)?$)", re.M)
+_KWARG_VALUE = re.compile(r"=(\d+)(?=[ \t]*[,)\n])")
+_KWARG_NAME = re.compile(r"[A-Z][A-Z0-9_]*|num_warps|num_stages|num_ctas")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _stated(code: str) -> tuple[list, list]:
+    """_STATED's matches in `code` as (start, name, value): (those of the `#define`s and constexprs,
+    those of the launch keywords), each list in the code's order."""
+    return _defines(code) + [(m.start(), m.group(1), m.group(2)) for m in _STATED[1].finditer(code)], \
+        _kwargs(code)
+
+
+def _defines(code: str) -> list:
+    """_STATED[0]'s matches: a `#define` found by its literal, kept where only blanks precede it on
+    its line, at its line's start (where `^[ \t]*` starts the match). A match holds no newline, so a
+    rejected one hides no match of a later line, and a line's later `#define`s follow a non-blank."""
+    if "#define" not in code:
+        return []
+    out = []
+    for m in _DEFINE_FROM.finditer(code):
+        line = code.rfind("\n", 0, m.start()) + 1
+        if not code[line:m.start()].strip(" \t"):
+            out.append((line, m.group(1), m.group(2)))
+    return out
+
+
+def _kwargs(code: str) -> list:
+    """_STATED[2]'s matches: each `=digits` before a closing comma, bracket or newline, kept where the
+    name written just before it (the run of name characters) is one of the pattern's names and an
+    opening bracket or a comma precedes it, blanks apart; the match starts at that bracket or comma."""
+    out = []
+    for m in _KWARG_VALUE.finditer(code):
+        start = end = m.start()
+        while start and code[start - 1] in _NAME_CHARS:
+            start -= 1
+        if not _KWARG_NAME.fullmatch(code, start, end):
+            continue
+        at = start
+        while at and code[at - 1] in " \t":
+            at -= 1
+        if at and code[at - 1] in "(,":
+            out.append((at - 1, code[start:end], m.group(1)))
+    return out
 
 
 def code_values(code: str, params: dict) -> list[str]:
@@ -619,12 +668,13 @@ def code_values(code: str, params: dict) -> list[str]:
                        else _spelled(code, name, value, lower, tuples)
                        for name, value in params.items()) if t]
     named = {t.split("=")[0] for t in out}
-    stated = sorted((m.start(), f"{m.group(1)}={m.group(2)}") for pattern in _STATED for m in pattern.finditer(code)
-                    if m.group(1) not in named and m.group(1) not in _HARDWARE)
-    return _per_launch(code, list(dict.fromkeys(out + [t for _, t in stated])))
+    values, kwargs = _stated(code)
+    stated = sorted((at, f"{name}={value}") for at, name, value in values + kwargs
+                    if name not in named and name not in _HARDWARE)
+    return _per_launch(code, list(dict.fromkeys(out + [t for _, t in stated])), kwargs)
 
 
-def _per_launch(code: str, values: list[str]) -> list[str]:
+def _per_launch(code: str, values: list[str], kwargs: list | None = None) -> list[str]:
     """`values` with each launch meta-parameter that the code's launches set to different values
     (a fused program's row kernel at num_warps=2 beside its elementwise kernels at 4) written once a
     launch, named by its kernel: `num_warps=2 (k1_row_kernel)`. Without it the line shows the first
@@ -632,8 +682,10 @@ def _per_launch(code: str, values: list[str]) -> list[str]:
 
     >>> _per_launch("a[g](x, num_warps=2)\\nb[g](y, BLOCK=64, num_warps=4)", ["BLOCK=64", "num_warps=4"])
     ['BLOCK=64', 'num_warps=2 (a)', 'num_warps=4 (b)']
+
+    `kwargs`: the code's launch keywords (_kwargs), where the caller has them.
     """
-    kwargs = [(m.start(), m.group(1), m.group(2)) for m in _STATED[2].finditer(code)]
+    kwargs = _kwargs(code) if kwargs is None else kwargs
     spread = {name for _, name, _ in kwargs if len({v for _, n, v in kwargs if n == name}) > 1}
     if not spread:
         return values
@@ -697,8 +749,8 @@ def _spelled(code: str, name: str, value, lower: str | None, tuples: list) -> st
                            lower if name.isascii() else None, start)
         if found:
             return f"{found.group(1)}={value}"
-    if not tuples:
-        tuples.append(_TUPLE.findall(code))
+    if not tuples:      # (a code without _TUPLE_VALUES holds no _TUPLE: the full pattern tries every line)
+        tuples.append(_TUPLE.findall(code) if _TUPLE_VALUES.search(code) else [])
     for names, values in tuples[0]:
         for n, v in zip(re.split(r"\s*,\s*", names), re.split(r"\s*,\s*", values)):
             if n.lower() == name.lower() and v == str(value):
@@ -759,6 +811,11 @@ _DIGITS = b"0123456789"     # tokens' digits, counted on the UTF-8 bytes
 MESSAGE_OVERHEAD = 5        # a chat template's tokens around one message (ChatML: <|im_start|>role\n ... <|im_end|>\n)
 
 
+# kept for the last texts counted: an episode's messages are counted where its windows are cut, again for
+# each chat row's figures (training.chat_figure: a step's prompt and answer are in its step row and its
+# prompt/completion row) and again by qa's token buckets; the same string objects, so a hit is a lookup by
+# identity (a str keeps its hash). An episode holds ~3 texts a step: 256 keep a long one's.
+@functools.lru_cache(maxsize=256)
 def tokens(text: str) -> int:
     """Tokens of a text under the budget rule (above): an upper estimate of BPE counts.
 

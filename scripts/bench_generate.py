@@ -28,9 +28,10 @@ first (an untimed `generate --episodes 1`, which searches every held-out task's 
 timed run reads the solutions from it (the warm figures, as after a first run of the package). `--phases` adds, for each profile, the CPU seconds of each phase of a
 1-worker run of the same episodes (scripts/generate_phases.py, in a fresh process): where the
 time goes, for the ratio's sake.
-This is a script, not a test: no timed test asserts speed, and it refuses to run under CI (any of
-CI_MARKERS set, as CI services set them), where shared runners make its figures noise, and inside
-a pytest run (PYTEST_CURRENT_TEST), where a test would be timing it.
+This is a script, not a test: no timed test asserts speed, and it refuses to run (exit 2, before any
+run) under CI (any of CI_MARKERS set to a true value, as CI services set them), where shared runners
+make its figures noise, and inside a test run (PYTEST_CURRENT_TEST, tox, nox, or the pytest module
+loaded in its process), where a test would be timing it.
 """
 import argparse
 import hashlib
@@ -126,19 +127,41 @@ def in_child(fn, *args):
         return pool.apply(fn, args)
 
 
-# what CI services set (GitHub Actions, GitLab, Azure Pipelines, Jenkins, Buildkite, CircleCI, Travis,
-# TeamCity), and pytest while it runs a test
-CI_MARKERS = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "TF_BUILD", "JENKINS_URL", "BUILDKITE", "CIRCLECI", "TRAVIS",
-              "TEAMCITY_VERSION", "PYTEST_CURRENT_TEST")
+# what CI services set (GitHub Actions, GitLab, Azure Pipelines, Jenkins/Hudson, Buildkite, CircleCI, Travis,
+# TeamCity, Bitbucket, AWS CodeBuild, Drone, Woodpecker, AppVeyor, Semaphore, Cirrus, Bamboo, GoCD, Google Cloud
+# Build, Heroku CI, Buddy, Codemagic, Vercel, Netlify; the generic CONTINUOUS_INTEGRATION and
+# RUN_ID-style names stay out: a plain shell may set them), and test runners while they run a test (pytest's
+# PYTEST_CURRENT_TEST; tox's TOX_ENV_NAME and nox's NOX_CURRENT_SESSION: a suite's environment)
+CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION", "GITHUB_ACTIONS", "GITLAB_CI", "TF_BUILD", "JENKINS_URL", "HUDSON_URL",
+              "BUILDKITE", "CIRCLECI", "TRAVIS", "TEAMCITY_VERSION", "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ID",
+              "DRONE", "WOODPECKER", "CI_NAME", "APPVEYOR", "SEMAPHORE", "CIRRUS_CI", "bamboo_buildKey",
+              "GO_PIPELINE_NAME", "BUILDER_OUTPUT", "HEROKU_TEST_RUN_ID", "BUDDY", "CM_BUILD_ID", "VERCEL",
+              "NETLIFY", "PYTEST_CURRENT_TEST", "TOX_ENV_NAME", "NOX_CURRENT_SESSION")
+# a value that says "not CI" (CI=false, as some set to run a CI script locally)
+NOT_SET = ("", "0", "false", "no", "off")
 
 
 def under_ci(environ) -> str | None:
-    """The first of CI_MARKERS set (non-empty) in `environ`, None on a plain machine.
+    """The first of CI_MARKERS set (to anything but NOT_SET, in any case) in `environ`, None on a
+    plain machine.
 
-    >>> under_ci({"GITLAB_CI": "true"}), under_ci({"HOME": "/root", "CI": ""})
-    ('GITLAB_CI', None)
+    >>> under_ci({"GITLAB_CI": "true"}), under_ci({"HOME": "/root", "CI": ""}), under_ci({"CI": "False"})
+    ('GITLAB_CI', None, None)
+    >>> under_ci({"CI": "1", "PYTEST_CURRENT_TEST": "t.py::x (call)"}), under_ci({"bamboo_buildKey": "K-1"})
+    ('CI', 'bamboo_buildKey')
     """
-    return next((name for name in CI_MARKERS if environ.get(name)), None)
+    return next((name for name in CI_MARKERS if environ.get(name, "").strip().lower() not in NOT_SET), None)
+
+
+def refuse(environ) -> str | None:
+    """Why the bench must not run here, or None: under CI or a test (under_ci), or inside a pytest
+    process however it was started (the pytest module loaded: a test calling main() directly)."""
+    found = under_ci(environ)
+    if found:
+        return f"{found} is set: timings on shared CI runners (or inside a test) are noise"
+    if "pytest" in sys.modules or "_pytest" in sys.modules:
+        return "pytest is loaded: a test would be timing the bench"
+    return None
 
 
 def main() -> int:
@@ -156,10 +179,9 @@ def main() -> int:
     ap.add_argument("--phases", action="store_true",
                     help="also print each profile's CPU seconds per phase (scripts/generate_phases.py, 1 worker)")
     a = ap.parse_args()
-    found = under_ci(os.environ)
-    if found:
-        print(f"bench_generate: {found} is set: timings on shared CI runners (or inside a test) are noise; "
-              "run it on a quiet machine", file=sys.stderr)
+    why = refuse(os.environ)
+    if why:
+        print(f"bench_generate: {why}; run it on a quiet machine", file=sys.stderr)
         return 2
     missed = [f"{config}: {m}" for config in a.config for m in bench(config, a)]
     for m in missed:

@@ -157,18 +157,25 @@ def _labels_plain(text: str, tags) -> list:
 
 
 _LABEL_PIECES = ["```", "`", "structural", "rebench", "tiled", "naive", "a-b", "x", ".", "_", " ", "\n", "\n",
-                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled"]
+                 "^", "  ^\n", "at 3:14:\n", "tiled_x", ".tiled", "7", "2.5", " us", " ms", "msx", "é", "٣", "joint"]
 
 
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(_LABEL_PIECES), max_size=40).map("".join),
-       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ()]))
+       st.sampled_from([("tiled", "naive"), ("tiled", "a-b"), ("tiled", "tiled_x"), ("tiled_x", "tiled"), ()]))
 def test_labels_in_line_cache_finds_what_the_whole_prose_scan_did(text, tags):
     """Each prose line's labels kept (behaviour._LINES) and fences cut by str.find: the same
     list as the plain scan, asked twice (the second time from the cache), and time_units too."""
     for _ in range(2):
         assert behaviour.labels_in(text, tags) == _labels_plain(text, tags)
     assert behaviour.time_units(text) == set(behaviour._TIME.findall(behaviour._FENCE.sub("", text)))
+    # the literal-first patterns find what the \b-first ones do, match for match
+    assert behaviour._TIME_FROM.findall(text) == behaviour._TIME.findall(text)
+    assert behaviour._KINDS_FROM.findall(text) == behaviour.KINDS_SEEN.findall(text)
+    words = behaviour._tag_words(tags)
+    if words is not None:
+        alternatives = "|".join(map(re.escape, tags))
+        assert words.findall(text) == re.findall(rf"(?<![\w.])(?:{alternatives})(?!\w)", text)
 
 
 def test_labels_in_on_prompts_of_a_run(tmp_path):
@@ -297,3 +304,62 @@ def test_features_hints_find_what_every_pattern_finds(pieces):
     code = "".join(pieces)
     plain = frozenset(f for f, pat in validate.FEATURE_MARKERS.items() if pat.search(code))
     assert validate._features.__wrapped__(code) == plain
+def _stated_plain(code: str) -> tuple[list, list]:
+    """messages._STATED's matches, each pattern run over the whole code (what _stated stands for)."""
+    from kernelstrain import messages
+    found = [[(m.start(), m.group(1), m.group(2)) for m in p.finditer(code)] for p in messages._STATED]
+    return found[0] + found[1], found[2]
+
+
+_STATED_PIECES = ["#define", "#define ", " ", "\t", "\n", "(", ")", ",", "=", "==", "BLOCK", "num_warps", "num_stages",
+                  "xBLOCK", "_T", "8", "128", "u", "// c", "constexpr int N = 4;", "k[grid](", "é", "٣", "  #define W 2",
+                  "a, b = 1, 2", "x = 3", ";", "BLOCK=64", "(num_warps=4)", "//#define V 8"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_STATED_PIECES), max_size=40).map("".join))
+def test_stated_from_literals_finds_what_the_patterns_did(code):
+    """messages._stated (the `#define`s and the launch keywords found from a literal) and the
+    _TUPLE prefilter: the same matches as the plain patterns, on texts of their edge pieces."""
+    from kernelstrain import messages
+    defines, kwargs = messages._stated(code)
+    plain_defines, plain_kwargs = _stated_plain(code)
+    assert sorted(defines) == sorted(plain_defines) and kwargs == plain_kwargs
+    assert messages._TUPLE.findall(code) == (messages._TUPLE.findall(code) if messages._TUPLE_VALUES.search(code)
+                                             else [])
+
+
+def test_code_values_on_every_rung_is_the_plain_patterns():
+    """The literal-first searches of code_values against the plain patterns, on renders of every
+    module's first rungs (CUDA and Triton, fused programs' several launches among them)."""
+    from kernelstrain import messages
+    codes = []
+    for m in REGISTRY.values():
+        gpu = next((g for g in GPUS.values() if any(m.supports(g, d) for d in m.dtypes)), None)
+        if gpu is None:
+            continue
+        task = make_task(m, gpu.name, next(d for d in m.dtypes if m.supports(gpu, d)), m.shapes[0])
+        for v in m.variants[:3]:
+            for _, params in zip(range(2), param_grid(v)):
+                codes.append((knobs.render(m, v, params, task, None), params))
+    assert len(codes) > 100 and any("num_warps=" in c for c, _ in codes) and any("#define" in c for c, _ in codes)
+    for code, _ in codes:
+        assert messages._stated(code) == _stated_plain(code)
+        assert bool(messages._TUPLE_VALUES.search(code)) or not messages._TUPLE.findall(code)
+
+
+def test_tokens_cache_counts_what_the_plain_rule_does(tmp_path):
+    """messages.tokens (kept for the last texts): every message of a small run's chat rows, asked
+    twice and after the cache was cleared, counts what the uncached rule counts."""
+    from kernelstrain import messages
+    from kernelstrain.episodes import chat_rows
+    assert main(["generate", "--seed", "3", "--episodes", "4", "--out", str(tmp_path / "d"), "--quiet"]) in (0, 1)
+    texts = [m["content"] for line in (tmp_path / "d" / "episodes.jsonl").read_text().splitlines()
+             for rows in chat_rows(json.loads(line), False, 16000) for r in rows for m in r["messages"]]
+    assert len(texts) > 100
+    plain = messages.tokens.__wrapped__
+    for _ in range(2):
+        assert [messages.tokens(t) for t in texts] == [plain(t) for t in texts]
+        assert messages.tokens.cache_info().hits > 0
+        messages.tokens.cache_clear()
+    assert messages.tokens("é1") == plain("é1") == 2
