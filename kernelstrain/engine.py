@@ -243,7 +243,7 @@ class Episode:
         self.gated = [v for v in above if v.needs - gpu.features]
         self.pos = {v.tag: i for i, v in enumerate(self.ladder)}
         self._true_ms, self._codes, self._grids, self._limits, self._needs, self._floors = {}, {}, {}, {}, {}, {}
-        self._configs, self._near = {}, {}
+        self._configs, self._near, self._host = {}, {}, {}
         self.base = Candidate(base, base.defaults())
         self.baseline_code = self.code(self.base)
         self.baseline_ms = round(measure(self.true_ms(self.base), self.noise), 6)
@@ -360,6 +360,8 @@ class Episode:
         engineer reaching for it does not know that yet.)"""
         if self.task.gpu.peak_tflops.get(v.path) and self.near_floor(v):
             return False
+        if self.host_bound():
+            return self.m.host_us(v.tag) < self.m.host_us(self.best.variant.tag)
         return not self.launch_bound() or self.cuts_launches_or_bytes(v)
 
     def near_floor(self, v: Variant) -> bool:
@@ -378,8 +380,24 @@ class Episode:
 
     def launch_bound(self) -> bool:
         """One launch's overhead is at least LAUNCH_BOUND of the best's time (SPEC §10: the
-        engineer reads the profiler's kernel duration beside the measured time)."""
-        return self.launch_ms() >= LAUNCH_BOUND * self.book.best_ms
+        engineer reads the profiler's kernel duration beside the measured time), or the best is a
+        fused program's call that its host issues slower than its kernels run (host_bound)."""
+        return self.launch_ms() >= LAUNCH_BOUND * self.book.best_ms or self.host_bound()
+
+    def host_bound(self) -> bool:
+        """A fused program's best call is host-bound (fused/timing.call_ms): its host issues it slower than
+        its kernels run back to back, so the profile shows the GPU idle between them and no kernel
+        parameter can move the call; only a rewrite whose call issues less (fewer launches, fewer PyTorch
+        calls: host_us) can. Fused seed 8181 (60 episodes, abca2a0): the tail, 0.343 of the steps, was
+        mostly one probe of each kernel parameter of such a best (up to seven), each inside the noise."""
+        if not hasattr(self.m, "host_us"):
+            return False
+        key = self.best.key
+        if key not in self._host:
+            tag, gap = self.best.variant.tag, FIT.extra_launch_us[self.task.gpu.vendor] * 1e-3
+            kernels = sum(t + gap for t in self.m.kernels_ms(tag, self.best.params, self.task))
+            self._host[key] = self.m.host_us(tag) * 1e-3 >= kernels
+        return self._host[key]
 
     def cuts_launches_or_bytes(self, v: Variant) -> bool:
         """`v` (at the parameters a climb carries over) launches fewer kernels or moves fewer
@@ -784,6 +802,8 @@ class Episode:
         c = self.propose_raise(k)
         if c is not None:
             return c
+        if self.stale >= 1 and self.host_bound():     # one probe said a tune cannot move the call: a leaner call only
+            return self.propose_structural(k)
         ideas = self.open_ideas() + self.retries() if not self.ups() and self.stale >= self.patience() else []
         if ideas:                   # patience spent, but the evidence points at an untried neighbour
             if ideas[0].variant.tag != self.best.variant.tag:      # a climb written again (retries)
@@ -869,17 +889,18 @@ class Episode:
         is an estimate) or the register file."""
         out = self._over_limit(self.best.variant, error_class, near=True) if tune else []
         for v in self.reach():
-            out += [c for c in self._over_limit(v, error_class) if self.as_climbed(c)]
+            knobs_carried = self.knobs_carried(v)
+            out += [c for c in self._over_limit(v, error_class)
+                    if all(c.params[n] == x for n, x in knobs_carried.items())]
         return out
 
-    def as_climbed(self, c: Candidate) -> bool:
-        """`c` sets the generic launch knobs (knobs.KNOBS: `__launch_bounds__`' minimum blocks, the main
-        loop's unroll) as a climb from the best writes them (carry): a rewrite onto a new rung that
+    def knobs_carried(self, v: Variant) -> dict:
+        """The generic launch knobs (knobs.KNOBS: `__launch_bounds__`' minimum blocks, the main loop's
+        unroll) of rung `v` as a climb from the best writes them (carry): a rewrite onto a new rung that
         overflows does so on its own tiles and stages, not on a `min_blocks 4` the best never set
         (kernelinfer seed 7272 session 237: a warp-specialized rewrite drawn at min_blocks 4, backed off
         to 40 registers, 3.7x the best). The launch-bound and opt-in slips are drawn elsewhere."""
-        carried = self.carry(c.variant)
-        return all(c.params[n] == carried[n] for n in c.params if n in knobs.KNOBS and n not in knobs.SLIPS)
+        return {n: x for n, x in self.carry(v).items() if n in knobs.KNOBS and n not in knobs.SLIPS}
 
     def _over_limit(self, v: Variant, error_class: str, near: bool = False) -> list[Candidate]:
         """`near`: only those within search.spread value-steps of the best (v is the best's rung)."""
@@ -1198,7 +1219,10 @@ class Episode:
         if self.pending is not None or self.close is not None or self.contender is not None \
                 or (repair and self.over is not None) or self.unspill_due() or self.descent_due():
             return None
-        if self.stale >= 1 and self.at_roofline():
+        host = self.host_bound()
+        if (self.stale >= 1 or host) and self.at_roofline() and not (host and self.ups()):
+            # a host-bound call first takes the rewrites whose calls issue less (could_beat); with none left it is
+            # over at once: the new best's profile (clock.profile_best) shows the GPU idle, no probe is needed to see it
             return "roofline" if self.near_floor(self.best.variant) else "launch"
         if not self.ups() and self.stale >= self.patience() and self.probed() and not self.open_ideas() \
                 and not self.retries():
