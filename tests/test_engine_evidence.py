@@ -6,6 +6,7 @@ from dataclasses import replace
 from kernelstrain.engine import HEADROOM, LAUNCH_BOUND, POINTS_AT, SLOW_RUNG, Candidate, Episode
 from kernelstrain.episodes import build_episode
 from kernelstrain.ledger import mean_ms
+from kernelstrain.sim import noise_cv
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import make_plan
 from kernelstrain.profiles import load_profile
@@ -214,7 +215,13 @@ def test_a_step_down_the_ladder_that_wins_goes_on_down_to_the_rungs_skipped():
     down = ep.step(3)
     assert down.tag == skipped[-1] and down.params == ep.carry(next(v for v in ep.rungs if v.tag == down.tag))
     assert down.kept, (down.time_ms, down.best_ms)
-    # a descent that loses ends there: nothing forces the next rung down
+    # a descent that loses goes on down: each skipped rung is written once (on abca2a0 the first loss ended the
+    # descent and the rung below it stayed unwritten: 9 of 18 kernelinfer sessions of seed 7171 with a won ablation)
+    lost = ep.step(4)
+    assert lost.tag == skipped[-2] and not lost.kept, (lost.tag, lost.kept)
+    assert ep.step(5).tag == skipped[-3]
+    assert ep.descent() is None and not ep.descent_due()       # none left below: the descent is over
+    # no step down won: no descent
     ep2 = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
     ep2.evaluate(1, Candidate(top, {**top.defaults(), "BLOCK_K": 64, "num_warps": 8}))
     assert not ep2.descending and ep2.descent() is None
@@ -244,3 +251,75 @@ def test_a_repair_that_fails_again_slips_only_on_the_lines_it_writes():
                 broken = set(clean) - set(s.code.split("\n"))
                 assert broken <= set(clean) - set(prev.code.split("\n")), (name, seed, s.step, broken)
     assert refails > 0
+
+
+def test_a_climb_that_overflows_sets_the_launch_knobs_as_the_climb_carries_them():
+    """A rewrite onto a rung up that fails on a limit is the rewrite the engineer writes (the best's
+    parameters carried over, larger tiles or more stages), not a config of the rung's grid with launch
+    knobs the best never set: on abca2a0 the spill trap's warp-specialized rewrite was drawn at
+    `__launch_bounds__(T, 4)` and `#pragma unroll 8` from a best with neither (kernelinfer seed 7171, 150
+    sessions: 26 of 58 climbs' limit failures)."""
+    ep, _ = _spill_trap_session()
+    ep2 = Episode(ep.m, ep.task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    best = Candidate(ep.best.variant, ep.best.params)
+    assert ep2.evaluate(1, best).kept
+    odd = drawn = 0
+    for error_class in ("smem", "resources"):
+        for v in ep2.reach():
+            carried = ep2.carry(v)
+            odd += sum(any(c.params[n] != carried[n] for n in ("min_blocks", "main_unroll"))
+                       for c in ep2._over_limit(v, error_class))
+        for c in ep2.over_limit(error_class, tune=False):
+            drawn += 1
+            carried = ep2.carry(c.variant)
+            assert all(c.params[n] == carried[n] for n in ("min_blocks", "main_unroll")), c.params
+    assert odd and drawn         # the grid has such configs; the climb's draw leaves them
+
+
+def test_a_contender_tuned_inside_the_noise_is_left_as_a_tie():
+    """Reader's E3 (default seed 8181 episode 30, rmsnorm_cuda on the MI300X): a rewrite never kept was
+    tuned and re-measured eight times at -2..-7% of the best, where a keep needs -6..-8.5%. An engineer
+    settles the close call once and tunes the contender while its tunes move it; CONTENDER_TIES tunes in
+    a row inside the noise of its point make it a tie, and it is left. Over episodes 0-39 of that seed, no
+    rung that was never kept is measured more than four times inside the noise of the best."""
+    plan = make_plan(load_profile("kernelstrain"), 8181)
+    worst = (0, None)
+    for i in range(40):
+        ep = build_episode(plan, i)
+        inside = {}
+        for s in ep.steps:
+            if s.status == "ok" and abs(s.time_ms / s.best_ms - 1) <= 2 * noise_cv(s.best_ms):
+                inside[s.tag] = inside.get(s.tag, 0) + 1
+        kept = {s.tag for s in ep.steps if s.kept} | {ep.baseline.tag}
+        for tag, n in inside.items():
+            if tag not in kept and n > worst[0]:
+                worst = (n, (i, tag))
+    assert worst[0] <= 4, worst
+
+
+def test_a_slip_on_a_tune_is_on_the_lines_the_tune_writes():
+    """A one-value change rarely breaks the build: a slip drawn on a tune of the best's rung is at a site on
+    the lines the tune changes, else the tune is written right and the slip is the next rewrite's
+    (Episode.edited). On abca2a0 kernelinfer drew its syntax slips on tunes as often as on rewrites (seed
+    7171, 150 sessions: 174 slips on 2,046 tunes, 91 on 1,037 other steps), most on lines the tune never
+    touched. Checked over kernelinfer's CUDA and Triton modules with compile errors on every third step."""
+    prof = load_profile("kernelinfer")
+    q = prof.search
+    on_tunes = 0
+    for i, name in enumerate(("moe_combine_cuda", "rmsnorm_cuda", "softmax_triton", "layernorm_triton", "topk_cuda")):
+        m = REGISTRY[name]
+        task = make_task(m, "A100", m.dtypes[0], m.shapes[0])
+        for seed in range(4):
+            ep = Episode(m, task, streams(100 * i + seed), 40, 0.33, 0.0, 1, q)
+            best, prev = ep.base, None
+            for s in ep.run():
+                repair = prev is not None and prev.status != "ok" and (prev.tag, prev.params) == (s.tag, s.params)
+                if s.typo is not None and not repair and s.tag == best.variant.tag:
+                    on_tunes += 1
+                    clean = ep.code(Candidate(best.variant, s.params)).split("\n")
+                    broken = set(clean) - set(s.code.split("\n"))
+                    assert broken <= set(clean) - set(ep.code(best).split("\n")), (name, seed, s.step, broken)
+                if s.kept:
+                    best = Candidate(next(v for v in ep.ladder if v.tag == s.tag), s.params)
+                prev = s
+    assert on_tunes > 0
