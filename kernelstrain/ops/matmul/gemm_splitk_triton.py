@@ -5,6 +5,7 @@ partial slices plus a reduce kernel -> tl.atomic_add of the splits into one fp32
 software-pipelined loads (num_stages) with the reduce kernel -> one launch: the last program of
 each tile to finish (an atomic ticket) sums the partials itself.
 """
+import os
 from dataclasses import replace
 
 from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, triton_ptr
@@ -16,9 +17,10 @@ SPLIT_K = Param("SPLIT_K", SPLIT_VALUES, 8)
 # 2 warps: Triton's tutorial small-tile configs (scripts/roomK_interpret.py runs them correct on every rung). On sm_90a
 # Triton builds a 2-warp tl.dot with mma.sync, not wgmma, and one fewer operand buffer (base.triton_wgmma: 64 x 128 x
 # 128 at 5 stages, metadata.shared 196,608 B), which the launch model prices (gemm_fp16_triton._launch: mma_sync_scale
-# where a 64+-row tile would have had wgmma, triton_stage_buffers' count). Device-untimed: plan w2 of
-# scripts/sim_device.py times it.
-WARPS = Param("num_warps", (2, 4, 8), 4)
+# where a 64+-row tile would have had wgmma, triton_stage_buffers' count). Off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1
+# offers them) until the Triton smem corpus holds their 240 over-the-cap builds (scripts/triton_smem_corpus.py --keep
+# --modules gemm_splitk_triton) and a device run (plan w2 of scripts/sim_device.py) has timed the mma.sync term.
+WARPS = Param("num_warps", ((2,) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()) + (4, 8), 4)
 PIPE = (Param("num_stages", (3, 4, 5), 4), WARPS)
 OUT = "rm[:, None] * N + rn[None, :]"
 EPILOGUES = {
