@@ -1,4 +1,6 @@
 """The partial refits (calibration.fit.refit_variants / refit_modules): what they move and what they keep."""
+from dataclasses import replace
+
 import pytest
 
 from kernelstrain.calibration import Fit, read_data
@@ -14,7 +16,7 @@ TRUTH = Fit(launch_us={"nvidia": 2.0, "amd": 2.5}, extra_launch_us={"nvidia": 4.
 def test_refit_variants_finds_a_moved_rung_and_moves_nothing_else():
     """Rows timed with a rung 1.3x slower than the base fit has it (its launch model changed): the rung's ceiling
     comes back near 1.3x base's, every other term of base stays as it was."""
-    truth = Fit(**{**TRUTH.__dict__, "ceilings": {**TRUTH.ceilings, "m1": {**TRUTH.ceilings["m1"], "v1": 1.3 * 1.6}}})
+    truth = replace(TRUTH, ceilings={**TRUTH.ceilings, "m1": {**TRUTH.ceilings["m1"], "v1": 1.3 * 1.6}})
     rows = _synthetic(truth, n_per=18)
     got = refit_variants(rows, TRUTH, {"m1": ["v1"]}, k_variant=0.0)
     assert got.ceiling("m1", "v1") == pytest.approx(1.3 * 1.6, rel=0.02)
@@ -29,7 +31,7 @@ def test_refit_modules_keeps_the_shared_terms_and_every_other_module():
     """A module refit on the base's shared terms: the refitted module's ceilings answer to its rows (its parameter
     exponents held at base's), the launch floor, the impl exponents and the other modules' terms byte for byte."""
     rows = _synthetic(TRUTH, n_per=18)
-    base = Fit(**{**TRUTH.__dict__, "ceilings": {**TRUTH.ceilings, "m1": {v: 1.0 for v in TRUTH.ceilings["m1"]}}})
+    base = replace(TRUTH, ceilings={**TRUTH.ceilings, "m1": {v: 1.0 for v in TRUTH.ceilings["m1"]}})
     got = refit_modules(rows, base, ["m1"], k_module=0.0, k_variant=0.0, k_episode=None, iters=30)
     for v, c in TRUTH.ceilings["m1"].items():
         assert got.ceiling("m1", v) == pytest.approx(c, rel=0.05)
