@@ -363,3 +363,15 @@ def test_tokens_cache_counts_what_the_plain_rule_does(tmp_path):
         assert messages.tokens.cache_info().hits > 0
         messages.tokens.cache_clear()
     assert messages.tokens("é1") == plain("é1") == 2
+
+
+def test_a_fit_that_has_kept_its_rung_sums_still_pickles_and_copies_equal():
+    """Fit._rung keeps closures in the instance; a pickled or copied Fit leaves them behind and answers the same."""
+    import copy
+    import pickle
+    from kernelstrain.calibration import load_fit
+    fit = load_fit()
+    want = fit.core_factor("gemm_fp16_cuda", "cuda", "wgmma_tma", {"waves": 2.0})
+    for other in (pickle.loads(pickle.dumps(fit)), copy.deepcopy(fit), copy.copy(fit)):
+        assert other == fit and "_kept_rungs" not in other.__dict__
+        assert other.core_factor("gemm_fp16_cuda", "cuda", "wgmma_tma", {"waves": 2.0}) == want

@@ -158,6 +158,11 @@ class Fit:
             + math.log(2.0) * (sum(of_param[p] * x for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
                                + size * self.size_step(module, work_ms, variant)))
 
+    def __getstate__(self) -> dict:
+        """Pickled (and copied) without the per-rung sums _rung keeps: they hold closures, and the copy rebuilds
+        them on first use."""
+        return {k: v for k, v in self.__dict__.items() if k != "_kept_rungs"}
+
     def _rung(self, module: str, impl: str, variant: str) -> tuple:
         """core_factor's constants of one rung: (its ceiling, {launch term: its exponent}, {param: its
         exponent}, its size exponent), the exponents summed as core_factor sums them (the impl's + the
