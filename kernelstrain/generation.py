@@ -23,7 +23,7 @@ from .holdout import holdout_rows, split_figures, with_contamination, write_hold
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
 from .plan import Plan, make_plan
-from .pools import ordered_map, pool_of, running, worker_signals
+from .pools import ordered_map, running, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
 from .qa import dumps_qa, report
@@ -152,7 +152,8 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     # SIGINT / SIGTERM stop the pool promptly, never inside its own locks (pools.running)
-    with running(lambda: pool_of(workers, method, _init_worker, (plan.profile, plan.seed, scan is not None, judge))) as pool:
+    with running(lambda: multiprocessing.get_context(method).Pool(
+            workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge))) as pool:
         chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
         for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
             yield from items

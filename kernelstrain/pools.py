@@ -39,32 +39,12 @@ def worker_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)     # blocked while the pool was made (running)
 
 
-class Pool(multiprocessing.pool.Pool):
-    """multiprocessing's Pool, its worker handler woken only when it has something to do.
-
-    CPython's (3.8 to 3.13 at least) waits on the result queue's pipe besides the workers' sentinels
-    and its change notifier, and that pipe stays readable until the result thread has read the
-    whole result: for a result of a few hundred kB (generate's encoded rows) the handler loops
-    over its workers' exit codes meanwhile, holding the GIL the result thread and the main thread
-    need (measured: 0.4 s of the parent's CPU for 400 default episodes on 2 workers, ~1/8 of it).
-    Nothing it does needs that wake-up: a worker's exit wakes it by its sentinel, close(),
-    terminate() and a drained cache by the change notifier."""
-
-    def _get_sentinels(self):
-        return [self._change_notifier._reader]
-
-
-def pool_of(workers: int, method: str = "fork", initializer=None, initargs=()) -> Pool:
-    """A Pool (above) of `workers` processes started by `method`."""
-    return Pool(workers, initializer, initargs, context=multiprocessing.get_context(method))
-
-
 def fork_pool(workers: int):
     """A Pool of `workers` forked processes (they share what the parent has built), or None
     where fork is missing."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
-    return pool_of(workers, "fork", worker_signals)
+    return multiprocessing.get_context("fork").Pool(workers, worker_signals)
 
 
 def _on_signal(signum, frame):
