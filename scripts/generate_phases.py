@@ -79,6 +79,15 @@ def instrument(workers: int = 1) -> None:
         patch(generation, name, f"end: {name}")
 
 
+def report(title: str, total: float, wall: float, width: int = 32) -> None:
+    """Print the run's CPU and wall seconds, then each phase's CPU seconds and share, largest first
+    (what no phase counted is `other`)."""
+    SPENT["other"] = total - sum(SPENT.values())
+    print(f"{title}: {total:.2f} s CPU ({wall:.1f} s wall)")
+    for phase, s in sorted(SPENT.items(), key=lambda kv: -kv[1]):
+        print(f"  {phase:{width}} {s:7.2f} s  {100 * s / total:5.1f}%")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="kernelstrain")
@@ -97,11 +106,8 @@ def main() -> int:
         wall = time.perf_counter()
         generate(load_profile(a.config), a.seed, Path(tmp) / "out", a.episodes, a.workers, progress=False)
         total, wall = time.process_time() - t, time.perf_counter() - wall
-    SPENT["other"] = total - sum(SPENT.values())
     who = "1 worker" if a.workers <= 1 else f"{a.workers} workers, the parent process alone"
-    print(f"{a.config}, {a.episodes} episodes, seed {a.seed}, {who}: {total:.2f} s CPU ({wall:.1f} s wall)")
-    for phase, s in sorted(SPENT.items(), key=lambda kv: -kv[1]):
-        print(f"  {phase:32} {s:7.2f} s  {100 * s / total:5.1f}%")
+    report(f"{a.config}, {a.episodes} episodes, seed {a.seed}, {who}", total, wall)
     return 0
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from generate_phases import SPENT, patch, timed  # noqa: E402
+from generate_phases import SPENT, patch, report, timed  # noqa: E402
 
 
 def instrument() -> None:
@@ -69,10 +69,7 @@ def main() -> int:
     t, wall = time.process_time(), time.perf_counter()
     found = validate(a.data, workers=1)
     total, wall = time.process_time() - t, time.perf_counter() - wall
-    SPENT["other"] = total - sum(SPENT.values())
-    print(f"validate {a.data}, 1 worker: {total:.2f} s CPU ({wall:.1f} s wall), {found.total} problems")
-    for phase, s in sorted(SPENT.items(), key=lambda kv: -kv[1]):
-        print(f"  {phase:42} {s:7.2f} s  {100 * s / total:5.1f}%")
+    report(f"validate {a.data}, 1 worker, {found.total} problems", total, wall, width=42)
     return 0
 
 
