@@ -17,7 +17,9 @@ at while they pay; with search.probe_all every parameter of the best is probed b
 tried jointly, before patience may end the search; a joint move pairs only ways that each came close alone
 (search.joint_ways), and a way walked past a measurement faster inside the noise is a tie, not a loss (search.tie_wins).
 A climb that lost by under search.contender is written once more at the best's parameters once the best's tuning
-changed the ones it carries over (search.retry: Episode.retries). A rewrite that overflowed shared memory or the register file is
+changed the ones it carries over (search.retry: Episode.retries). Once one knob at a time is exhausted (patience
+spent, or the neighbourhood flat), a best still COUPLED_HEADROOM x its floor gets up to search.coupled joint moves
+of a coupled pair its profile points at, each half measured alone and close (Episode.coupled_moves). A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
