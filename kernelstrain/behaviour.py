@@ -15,6 +15,7 @@ slower than PyTorch eager, and the generator's labels in what the model reads.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 
@@ -64,6 +65,8 @@ def figures(ep: dict) -> Counter:
     eager = ep.get("torch_eager_ms")
     f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * EAGER_NOISE * eager
     f["tail"] = sum(1 for s in steps if s["step"] > ep["best"]["step"])
+    # an episode is one draw of the tail share (its steps are not independent): what tail_error needs
+    f["episodes"], f["tail_sq"], f["steps_sq"], f["tail_steps"] = 1, f["tail"] ** 2, len(steps) ** 2, f["tail"] * len(steps)
     for s in steps:
         key = config(s["tag"], s["params"])
         repair = prev is not None and prev["status"] != "ok" and config(prev["tag"], prev["params"]) == key
@@ -188,3 +191,21 @@ def time_units(text: str) -> set:
 
 def tail_share(f: Counter) -> float:
     return round(f["tail"] / max(1, f["steps"]), 4)
+
+
+def tail_error(f: Counter) -> float:
+    """The standard error of tail_share over the episodes summed in `f`: a ratio of sums whose draws
+    are episodes, not steps (an episode's steps after its best come together), so the ratio
+    estimator's sqrt(sum_i (tail_i - r steps_i)^2 / (n (n - 1))) / mean steps; 0 where `f` does not
+    count its episodes (figures summed before they did) or holds fewer than two.
+
+    >>> f = Counter(episodes=2, tail=3, steps=10, tail_sq=5, steps_sq=52, tail_steps=16)   # 1 of 4 and 2 of 6
+    >>> round(tail_error(f), 4)
+    0.04
+    """
+    n, steps = f["episodes"], f["steps"]
+    if n < 2 or not steps:
+        return 0.0
+    r = f["tail"] / steps
+    spread = f["tail_sq"] - 2 * r * f["tail_steps"] + r * r * f["steps_sq"]
+    return math.sqrt(max(0.0, spread) / (n * (n - 1))) / (steps / n)

@@ -17,7 +17,9 @@ at while they pay; with search.probe_all every parameter of the best is probed b
 tried jointly, before patience may end the search; a joint move pairs only ways that each came close alone
 (search.joint_ways), and a way walked past a measurement faster inside the noise is a tie, not a loss (search.tie_wins).
 A climb that lost by under search.contender is written once more at the best's parameters once the best's tuning
-changed the ones it carries over (search.retry: Episode.retries). A rewrite that overflowed shared memory or the register file is
+changed the ones it carries over (search.retry: Episode.retries). Once one knob at a time is exhausted (patience
+spent, or the neighbourhood flat), a best still COUPLED_HEADROOM x its floor gets up to search.coupled joint moves
+of a coupled pair its profile points at, each half measured alone and close (Episode.coupled_moves). A rewrite that overflowed shared memory or the register file is
 repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
 the best is within search.roofline_near of its floor (the roofline plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
@@ -98,6 +100,9 @@ POINTS_AT = {
 ACROSS = ((re.compile(r"warps", re.I), re.compile(r"^(block|block_[a-z]+|rows.*|items.*|tokens.*)$", re.I)),)
 INTERACT_LOSS = 0.25  # interacting parameters each within this of the best alone are tried together (propose_joint)
 RESTORE = 2.0         # the search ends on a candidate this much slower than the best (as SLOW_RUNG): the best is restored and re-run
+COUPLED_HEADROOM = 1.5  # a joint move of coupled knobs (Episode.coupled_moves) only where the floor is a third of the best's
+                      # time or more away: nearer, a pair of halves that each lost alone is a blind bet (default seeds
+                      # 7171 + 7272, 300 each: 16 of 259 such moves kept at any distance, 13 of 165 from 1.5x)
 CONTENDER_TIES = 2    # a contender whose tunes land this many times in a row inside the noise of its own point is a tie
                       # with what it is: its parameters do not move it, and it is left (default seed 8181 episode 30:
                       # register_cached tuned and re-measured eight times at -2..-7% of a best a keep needs -6..-8.5% of)
@@ -135,6 +140,7 @@ class Line:
     lean: dict = field(default_factory=dict)
     focus: str | None = None
     joints: int = 0                             # joint moves tried around this point
+    coupled: int = 0                            # joint moves of coupled knobs tried around this point (propose_coupled)
     left: int = 0                               # steps left (a contender's search)
     shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost beyond the noise (SHUT_SIGMAS)
     ties: int = 0                               # a contender's tunes in a row inside the noise of its point (CONTENDER_TIES)
@@ -202,6 +208,12 @@ def _offsets(n: int, dist: int, most: int = 3):
             for rest in _offsets(n - 1, dist - d, most - 1):
                 yield (d, *rest)
                 yield (-d, *rest)
+
+
+def coupled(a: str, b: str) -> bool:
+    """Two parameter names whose balance interacts: one profiler group (POINTS_AT) or a pair ACROSS them."""
+    return any(p.search(a) and p.search(b) for p in POINTS_AT.values()) \
+        or any(x.search(a) and y.search(b) or x.search(b) and y.search(a) for x, y in ACROSS)
 
 
 def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
@@ -766,6 +778,49 @@ class Episode:
                 or (self.search.across and any(x.search(a) and y.search(b) or x.search(b) and y.search(a)
                                                for x, y in ACROSS))}
 
+    def coupled_pairs(self, at: Candidate) -> set:
+        """Pairs of `at`'s parameters worth tuning that are coupled (one profiler group, POINTS_AT:
+        tile M x N, stages x tile, vector width x unroll; or warps x the block a CTA covers, ACROSS),
+        one of them in the group `at`'s profile points at (bottleneck): the knobs whose balance
+        sets what limits it, where one alone can lose what the two together gain."""
+        names = [n for n in self.tunable(at.variant) if self.worth_tuning(at, n)]
+        pointed = POINTS_AT[self.bottleneck(at)]
+        return {frozenset((a, b)) for i, a in enumerate(names) for b in names[i + 1:]
+                if (pointed.search(a) or pointed.search(b)) and coupled(a, b)}
+
+    def coupled_moves(self) -> list[tuple[float, Candidate]]:
+        """Joint moves of a coupled pair of the best (coupled_pairs), one value each, with the
+        evidence for each: while the profile says a gain is there (the best at COUPLED_HEADROOM x its
+        floor or more) and fewer than search.coupled were tried around it, every fresh such
+        move whose two halves were each measured alone and lost by at most INTERACT_LOSS (one pays
+        for the other: a wider tile with more warps, fewer stages beside a bigger tile). A half never
+        measured leaves the move blind (paired, default seed 5151, 200 episodes: with one half
+        unmeasured allowed, 9 of 143 such moves kept; both measured, 8 of 81, as the single tunes'
+        ~12%). Each with the sum of its halves' losses, the engineer's order (smallest first)."""
+        line = self.line
+        if line.coupled >= self.search.coupled or self.at_roofline() \
+                or self.book.best_ms < COUPLED_HEADROOM * self.floor_ms(self.best.variant):
+            return []
+        pairs = self.coupled_pairs(line.at)
+        out = []
+        for c in self.neighbours(line.at, 2) if pairs else ():
+            moved = frozenset(n for n in c.params if c.params[n] != line.at.params[n])
+            if moved not in pairs or not self.fresh(c):
+                continue
+            losses = [self.way_loss(line, n, c.params[n]) for n in moved]
+            if None not in losses and max(losses) <= INTERACT_LOSS:
+                out.append((sum(losses), c))
+        return out
+
+    def propose_coupled(self) -> Candidate | None:
+        """The joint move of coupled knobs the evidence ranks first (coupled_moves), counted on the
+        best's line; None when none is open."""
+        moves = self.coupled_moves()
+        if not moves:
+            return None
+        self.line.coupled += 1
+        return min(moves, key=itemgetter(0))[1]
+
     def propose_contender(self) -> Candidate | None:
         """A rung that lost by less than search.contender at the parameters it inherited: its own
         best parameters may differ, so it is tuned by the same coordinate search before it is
@@ -809,6 +864,10 @@ class Episode:
             if ideas[0].variant.tag != self.best.variant.tag:      # a climb written again (retries)
                 self.retried.add(ideas[0].variant.tag)
             return ideas[0]
+        if not self.ups() and (self.stale >= self.patience() or self.stale >= 1 and self.flat()):
+            c = self.propose_coupled()      # one knob at a time is exhausted, the profile still points at a pair
+            if c is not None:
+                return c
         if self.ups() and (k == 1 or rng.random() < h.climb):
             c = self.propose_structural(k)
             if c is not None:
@@ -818,7 +877,7 @@ class Episode:
             if c is not None:
                 return c
         return self.propose_coordinate(self.line) or self.propose_structural(k) or self.propose_retry() \
-            or self.propose_joint() or self.propose_revisit()
+            or self.propose_joint() or self.propose_coupled() or self.propose_revisit()
 
     def retries(self) -> list[Candidate]:
         """Climbs worth writing again (search.retry): a rung above the best that lost when it was
@@ -1240,9 +1299,10 @@ class Episode:
             # over at once: the new best's profile (clock.profile_best) shows the GPU idle, no probe is needed to see it
             return "roofline" if self.near_floor(self.best.variant) else "launch"
         if not self.ups() and self.stale >= self.patience() and self.probed() and not self.open_ideas() \
-                and not self.retries():
+                and not self.retries() and not self.coupled_moves():
             return "patience"
-        if self.stale >= 1 and not self.ups() and self.flat() and not self.retries() and not self.shelved:
+        if self.stale >= 1 and not self.ups() and self.flat() and not self.retries() and not self.shelved \
+                and not self.coupled_moves():
             return "flat"
         return None
 

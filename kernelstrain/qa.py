@@ -51,6 +51,10 @@ CHOICE_SHARE_MAX = 0.8        # the most common rung taken at a choice point: en
                               # takes one; passes within two standard errors of the situation's count
 TAIL_MAX = 0.334              # steps after the final best: at most a third (kernelinfer sessions: under half)
 SESSION_TAIL_MAX = 0.49
+MIN_EPISODES_FOR_TAIL = 50    # the tail share is judged on this many episodes (sessions) or more, and passes within
+                              # two standard errors of its episodes (behaviour.tail_error): a few episodes' tails are
+                              # not a profile's (seed 0's first 30 default episodes on 13da929: 0.479, the full run's
+                              # 0.303, the 30 of seeds 1-5 0.23-0.32; 2 standard errors at 30 episodes: 0.08-0.12)
 FIRST_TWEAK_FAIL_MAX = 0.5    # first steps on the baseline's rung that fail: the failure mix, not a rule
 CONVERGED_FAR_MAX = 0.02      # converged endings far from the best: a last climb that lost, then tunes that did too
 FIRST_TWEAK_FAILS_MIN = 2     # ... and this many whatever the share (a sample with one or two such steps)
@@ -317,6 +321,19 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         ok = {"==": value == threshold, "<=": value <= threshold + tolerance, ">=": value >= threshold - tolerance}[op]
         return {"name": name, "value": value, "threshold": f"{op} {threshold}", "pass": ok, "note": note}
 
+    def tail_check():
+        """post_best_tail_share, judged as its sample allows (MIN_EPISODES_FOR_TAIL, behaviour.tail_error);
+        figures that do not count their episodes are judged as they stand."""
+        value, note = behaviour.tail_share(b), f"{b['tail']}/{b['steps']} steps come after their episode's final best"
+        if 0 < b["episodes"] < MIN_EPISODES_FOR_TAIL:
+            return {**check("post_best_tail_share", value, "<=", tail_max), "pass": True,
+                    "note": f"{note}; too few episodes to judge ({b['episodes']} < {MIN_EPISODES_FOR_TAIL})"}
+        if not b["episodes"]:
+            return check("post_best_tail_share", value, "<=", tail_max, note)
+        error = 2 * behaviour.tail_error(b)
+        return check("post_best_tail_share", value, "<=", tail_max,
+                     f"{note}; passes within {error:.3f} of it (2 standard errors of {b['episodes']} episodes)", error)
+
     checks = [
         check("identical_code_keeps", c["identical_keeps"], "==", 0, "kept steps whose code is the best's"),
         check("noise_keeps", c["noise_keeps"], "==", 0, "keeps gaining < 2 sigma of the noise"),
@@ -344,8 +361,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("step_rows_weighted", round(c["step_rows_weighted"] / max(1, sum(st.values())), 4), "==", 1.0),
         check("multiturn_tokens_p99", _pct(mt, 0.99), "<=", 32768, "messages.tokens (README: Context windows)"),
         # behaviour (behaviour.py): what an engineer with a plan does and does not do
-        check("post_best_tail_share", behaviour.tail_share(b), "<=", tail_max,
-              f"{b['tail']}/{b['steps']} steps come after their episode's final best"),
+        tail_check(),
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
               f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs and a rung's second look, "
               "the step right after its one measurement, not counted)"),

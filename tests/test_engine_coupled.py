@@ -1,0 +1,88 @@
+"""Joint moves of coupled knobs (issue 26, Build 2): once one knob at a time is exhausted, a best whose
+profile still shows headroom gets a joint move of a coupled pair the profile points at (tile M x N,
+stages x tile, warps x the block a CTA covers), each half measured alone and close; never a blind one."""
+from itertools import combinations
+
+import pytest
+
+from kernelstrain import engine, episodes
+from kernelstrain.engine import COUPLED_HEADROOM, INTERACT_LOSS, POINTS_AT, Candidate, coupled
+from kernelstrain.plan import make_plan
+from kernelstrain.profiles import load_profile
+
+SEED, EPISODES = 7171, 160
+
+
+def open_coupled(ep: engine.Episode) -> list[Candidate]:
+    """What the engineer's own evidence points at, computed here from the state (not from the engine's
+    rule): fresh joint moves, one value each, of two coupled parameters of the best, one of them in the
+    group its profile points at, each half measured alone and lost by at most INTERACT_LOSS, the best at
+    COUPLED_HEADROOM x its floor or more."""
+    best, line = ep.best, ep.line
+    if line.coupled >= ep.search.coupled or ep.book.best_ms < COUPLED_HEADROOM * ep.floor_ms(best.variant) or ep.at_roofline():
+        return []
+    pointed = POINTS_AT[ep.bottleneck(best)]
+    names = [n for n in ep.tunable(best.variant) if ep.worth_tuning(best, n)]
+    pairs = {frozenset(p) for p in combinations(names, 2) if coupled(*p) and any(pointed.search(n) for n in p)}
+    out = []
+    for c in ep.neighbours(best, 2):
+        moved = frozenset(n for n in c.params if c.params[n] != best.params[n])
+        if moved in pairs and ep.fresh(c):
+            losses = [ep.way_loss(line, n, c.params[n]) for n in moved]
+            if None not in losses and max(losses) <= INTERACT_LOSS:
+                out.append(c)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample():
+    """A default-profile sample: each agent with its steps and the coupled moves it proposed, with the
+    evidence it had then (the best's time and floor, the two halves' losses)."""
+    proposed, agents = {}, []
+    real = engine.Episode.propose_coupled
+
+    class Recorded(engine.Episode):
+        def propose_coupled(self):
+            before = (self.book.best_ms, self.floor_ms(self.best.variant), dict(self.best.params))
+            c = real(self)
+            if c is not None:
+                losses = [self.way_loss(self.line, n, c.params[n]) for n in c.params if c.params[n] != before[2][n]]
+                proposed.setdefault(id(self), []).append((c, before, losses))
+            return c
+
+        def run(self):
+            steps = super().run()
+            agents.append((self, steps))
+            return steps
+
+    agent, episodes.Agent = episodes.Agent, Recorded
+    try:
+        plan = make_plan(load_profile("kernelstrain"), SEED)
+        for i in range(EPISODES):
+            episodes.build_episode(plan, i)
+    finally:
+        episodes.Agent = agent
+    return agents, proposed
+
+
+def test_a_search_does_not_stop_on_patience_while_its_evidence_points_at_a_coupled_move(sample):
+    """On 13da929 (the rule absent), 19 of these 160 episodes stopped on `patience` or `flat` with such a move open."""
+    agents, _ = sample
+    left = [(ep.m.name, ep.stop) for ep, _ in agents
+            if ep.end == "converged" and ep.stop in ("patience", "flat") and open_coupled(ep)]
+    assert not left, left
+
+
+def test_each_coupled_move_has_its_evidence_and_some_are_kept(sample):
+    agents, proposed = sample
+    n = kept = 0
+    for ep, steps in agents:
+        for c, (best_ms, floor, at), losses in proposed.get(id(ep), []):
+            moved = [k for k in c.params if c.params[k] != at[k]]
+            assert len(moved) == 2 and coupled(*moved), moved
+            assert best_ms >= COUPLED_HEADROOM * floor
+            assert None not in losses and max(losses) <= INTERACT_LOSS, losses
+            step = next(s for s in steps if s.tag == c.variant.tag and s.params == c.params and s.typo is None)
+            n += 1
+            kept += step.kept
+    assert n >= 10 and kept >= 1, (n, kept)
