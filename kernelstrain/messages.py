@@ -647,11 +647,12 @@ def _kwargs(code: str) -> list:
     return out
 
 
-def code_values(code: str, params: dict) -> list[str]:
+def code_values(code: str, params: dict, fixed: frozenset = frozenset()) -> list[str]:
     """A candidate's tunable values as its code states them: each parameter where the code
     writes it (a `#define`, an assignment or a launch keyword, spelled as in the code;
     `__launch_bounds__(...)`, `#pragma unroll N`), then the other integer macros, constexprs
-    and launch meta-parameters the code states. A value the code does not state is left out.
+    and launch meta-parameters the code states. A value the code does not state is left out,
+    and so is a name of `fixed` (task_constants: the task's, not a choice).
 
     >>> code_values("#define THREADS 256\\n#define VEC 8\\nk[grid](x, BLOCK=1024, num_warps=4)", {"threads": 256})
     ['THREADS=256', 'VEC=8', 'BLOCK=1024', 'num_warps=4']
@@ -661,17 +662,57 @@ def code_values(code: str, params: dict) -> list[str]:
     ['loop_unroll_factor=4']
     >>> code_values('    v = tl.load(x_ptr + i, mask=m, eviction_policy="evict_last")', {"evict": 2})
     ['eviction_policy="evict_last"']
+    >>> code_values("#define HEAD_DIM 128\\n#define THREADS 256", {"threads": 256}, frozenset({"HEAD_DIM"}))
+    ['THREADS=256']
     """
     lower = code.lower() if code.isascii() else None
     tuples = []          # _TUPLE's matches, found at the first parameter that needs them
     out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS or name in UNROLL_NAMES
                        else _spelled(code, name, value, lower, tuples)
-                       for name, value in params.items()) if t]
+                       for name, value in params.items()) if t and t.split("=")[0] not in fixed]
     named = {t.split("=")[0] for t in out}
     values, kwargs = _stated(code)
     stated = sorted((at, f"{name}={value}") for at, name, value in values + kwargs
-                    if name not in named and name not in _HARDWARE)
+                    if name not in named and name not in _HARDWARE and name not in fixed)
     return _per_launch(code, list(dict.fromkeys(out + [t for _, t in stated])), kwargs)
+
+
+def task_constants(module: OpModule, task: Task, tags) -> frozenset:
+    """The names every candidate of `task` on the rungs `tags` (an episode's) states with one value:
+    a task dimension written into the code (paged decode's HEAD_DIM, PAGE_SIZE), a spec constant
+    (int4's GROUP, grad clip's MAX_GRID), a value no parameter moves (a rung's VEC of 16 bytes).
+    They describe the task, not a choice, so a history line leaves them off (code_values' `fixed`).
+    The candidates: each rung at its defaults and with each parameter at each of its values (the
+    others at defaults) -- a name derived from a parameter (a tile from a block size) moves with
+    it; generic knobs write no stated name. The episode's rungs, not the whole ladder: a rung it
+    never wrote cannot show the model another value, and the ladder's renders cost ~1 ms an
+    episode (6% of generate's CPU); the episode's rungs, ~half of that.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> from kernelstrain.tasks import make_task
+    >>> m = REGISTRY["paged_decode_cuda"]
+    >>> t = make_task(m, "H100", "bf16", dict(m.shapes[0]))
+    >>> sorted(task_constants(m, t, [v.tag for v in m.variants]))[:4]
+    ['HEAD_DIM', 'NUM_HEADS', 'NUM_KV_HEADS', 'PAGE_SIZE']
+    """
+    seen = {}
+    for code in _candidates(module, task, tags):
+        values, kwargs = _stated(code)
+        for _, name, value in values + kwargs:
+            seen.setdefault(name, set()).add(value)
+    return frozenset(name for name, values in seen.items() if len(values) == 1)
+
+
+def _candidates(module: OpModule, task: Task, tags):
+    """The codes of task_constants' candidates."""
+    for tag in dict.fromkeys(tags):
+        v = module.variant(tag)
+        base = v.defaults()
+        yield module.render(v, base, task)
+        for p in v.params:
+            for value in p.values:
+                if value != p.default:
+                    yield module.render(v, {**base, p.name: value}, task)
 
 
 def _per_launch(code: str, values: list[str], kwargs: list | None = None) -> list[str]:
@@ -775,10 +816,11 @@ def _search_at(pattern: str, code: str, lower: str | None, start: str):
     return None
 
 
-def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
+def history_line(step: dict, unit: str, same_as: int | None = None, fixed: frozenset = frozenset()) -> str:
     """One line of the compact history in a step-level row or a window's first turn: the
     step's outcome, its time and profile (registers, shared memory), whether its code is one
-    submitted before (`same_as`: that step, 0 the baseline), its values as the code states them."""
+    submitted before (`same_as`: that step, 0 the baseline), its values as the code states them
+    but the task's constants (`fixed`: task_constants)."""
     if step["status"] == "ok":
         res = (f"{fmt_ms(step['time_ms'], unit)}, {'kept' if step['kept'] else 'not kept'}, {step['regs']} regs, "
                f"{step['smem_bytes']} B smem")
@@ -786,7 +828,7 @@ def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
         res = outcome(step)
     if same_as is not None:
         res += f", same code as {'the baseline' if same_as == 0 else f'step {same_as}'}"
-    values = ", ".join(code_values(step["code"], as_dict(step["params"])))
+    values = ", ".join(code_values(step["code"], as_dict(step["params"]), fixed))
     return f"- step {step['step']}: {res}" + (f"; {values}" if values else "")
 
 
