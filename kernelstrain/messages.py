@@ -300,13 +300,12 @@ def optin_error(task: Task) -> str:
 # extension cache (three #include lines first, so nvcc's line numbers are the file's) and builds
 # it with ninja beside the binding's main.cpp. A build error reaches the harness as the
 # RuntimeError load_inline raises with ninja's log: the failed nvcc edge, its command again under
-# FAILED, nvcc's (or ptxas's) text with the cache path, the main.cpp edge that was running beside
-# it, ninja's last line. The commands are torch 2.11's for the measured machine (torch 2.11.0+cu130
-# in /opt/torch/.venv, Python 3.12: docs/workdir_kernelbench_h200.txt's build logs), its -gencode
-# the ones torch passes for the visible card without TORCH_CUDA_ARCH_LIST (cc 9.0: compute_90,
-# code=compute_90 and sm_90); the layout is load_inline's as torch printed it for a real failed
-# build here (torch 2.13, nvcc 13.0; tests/test_messages.py::test_a_load_inline_candidate_s_build_error_is_load_inline_s
-# pins it).
+# FAILED (ninja 1.13 writes the exit code: `FAILED: [code=2] cuda.cuda.o `), nvcc's (or ptxas's)
+# text with the cache path, the main.cpp edge that was running beside it, ninja's last line. Every
+# line as torch 2.11.0+cu130 printed it on the measured H100 (device job reader/j1, 2026-12-07:
+# tests/fixtures/load_inline_h100/): its Python 3.12 venv in /opt/torch/.venv, CC / CXX set to
+# /opt/gcc/bin/gcc and g++ (nvcc gets -ccbin, main.cpp is built by g++), nvcc's dependencies as
+# -MD -MF, and one -gencode, the card's own arch (TORCH_CUDA_ARCH_LIST set to it: sm_90a there).
 _LOAD_INLINE = re.compile(r'load_inline\(\s*name="(\w+)"')
 TORCH_EXTENSIONS = "/root/.cache/torch_extensions/py312_cu130"
 _SYSTEM_INCLUDES = ("/opt/torch/.venv/lib/python3.12/site-packages/torch/include",
@@ -325,7 +324,7 @@ def load_inline_error(text: str, code: str, arch: str) -> str:
     >>> text = 'candidate.cu(8): error: expected a ";"\\n  }\\n  ^\\n\\n1 error detected in the compilation of "candidate.cu".'
     >>> out = load_inline_error(text, code, "sm_80").splitlines()
     >>> out[0][:91], out[1], out[2].endswith("-c /root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu -o cuda.cuda.o ")
-    ("RuntimeError: Error building extension 'fused_demo_0a1b': [1/3] /usr/local/cuda/bin/nvcc --", 'FAILED: cuda.cuda.o ', True)
+    ("RuntimeError: Error building extension 'fused_demo_0a1b': [1/3] /usr/local/cuda/bin/nvcc -M", 'FAILED: [code=2] cuda.cuda.o ', True)
     >>> out[3], out[-1]
     ('/root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu(8): error: expected a ";"', 'ninja: build stopped: subcommand failed.')
     """
@@ -334,17 +333,16 @@ def load_inline_error(text: str, code: str, arch: str) -> str:
         return text
     name = m.group(1)
     where = f"{TORCH_EXTENSIONS}/{name}"
-    cc = re.sub(r"\D", "", arch)
+    cc = arch.removeprefix("sm_")                  # 90a: the arch-specific target keeps its suffix
     common = f"-DTORCH_EXTENSION_NAME={name} -DTORCH_API_INCLUDE_EXTENSION_H " + \
         " ".join(f"-isystem {p}" for p in _SYSTEM_INCLUDES)
-    nvcc_cmd = (f"/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile --dependency-output cuda.cuda.o.d "
-                f"{common} {_NVCC_FLAGS} -gencode=arch=compute_{cc},code=compute_{cc} "
+    nvcc_cmd = (f"/usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc {common} {_NVCC_FLAGS} "
                 f"-gencode=arch=compute_{cc},code=sm_{cc} --compiler-options '-fPIC' -O3 -std=c++17 "
                 f"-c {where}/cuda.cu -o cuda.cuda.o ")
-    cxx_cmd = f"c++ -MMD -MF main.o.d {common} -fPIC -std=c++17 -c {where}/main.cpp -o main.o "
+    cxx_cmd = f"/opt/gcc/bin/g++ -MMD -MF main.o.d {common} -fPIC -std=c++17 -c {where}/main.cpp -o main.o "
     log = text.replace(nvcc.FILE, f"{where}/cuda.cu").rstrip("\n")
-    return (f"RuntimeError: Error building extension '{name}': [1/3] {nvcc_cmd}\nFAILED: cuda.cuda.o \n{nvcc_cmd}\n"
-            f"{log}\n[2/3] {cxx_cmd}\nninja: build stopped: subcommand failed.")
+    return (f"RuntimeError: Error building extension '{name}': [1/3] {nvcc_cmd}\nFAILED: [code=2] cuda.cuda.o \n"
+            f"{nvcc_cmd}\n{log}\n[2/3] {cxx_cmd}\nninja: build stopped: subcommand failed.")
 
 
 def fails_at_launch(failure: str | None, error: str | None) -> bool:
