@@ -482,6 +482,39 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 # bias_gelu's missing_scale drops gelu's 0.5: every output twice the reference's. Its reference is
 # gelu(x + b), x and b randn (bias_gelu_spec): v ~ N(0, sqrt 2)
 _GELU_WITHOUT_HALF = {"half": ""}
+
+# -- attention whose softmax scale is dropped: scores at another temperature ----------------------
+# A rung's missing_scale edits the softmax's scale: '' drops the whole factor the scores are
+# multiplied by (the natural scale s, D ** -0.5, or s log2 e where the kernel's softmax is exp2:
+# then exp2 of the raw score is exp of ln 2 times it), '1.0' passes 1 for s, and 'D ** -0.5' /
+# 'SM_SCALE' passes s without the log2 e its exp2 needs. The reference's scores are N(0, sigma)
+# (q, k ~ randn: sigma = s sqrt(d), 1 for s = D ** -0.5); the candidate's are c times them.
+_LN2 = math.log(2)
+_KEYS = {"flash_decode": lambda d: d["S"], "paged_decode": lambda d: d["S"], "mla_decode": lambda d: d["S"],
+         "swa_decode": lambda d: d["W"], "cross_attention": lambda d: d["Skv"], "tree_attention": lambda d: d["P"],
+         # causal rows see 1..S keys (a window: up to W; a chunk: P + 1..P + C): the median row's
+         "chunked_prefill": lambda d: d["P"] + d["C"] // 2, "flash_prefill": lambda d: max(1, d["S"] // 2),
+         "sliding_window_attn": lambda d: min(d["W"], max(1, d["S"] // 2))}
+_MLA = (0.07216878364870322, 576)       # mla_decode's SM_SCALE (1 / sqrt(128 + 64)) and its q . k width
+
+
+def _softmax_temperature(module: OpModule, variant: Variant, task: Task) -> tuple | None:
+    """(c, sigma, keys) of an attention rung whose missing_scale edits its softmax scale (above):
+    the candidate's scores are c times the reference's N(0, sigma) ones over `keys` keys a row."""
+    edit = dict(variant.edits).get("missing_scale")
+    if module.op not in _KEYS or not isinstance(edit, dict) or set(edit) != {"scale"}:
+        return None
+    natural, width = _MLA if module.op == "mla_decode" else (task["D"] ** -0.5, task["D"])
+    if edit["scale"] in ("D ** -0.5", "SM_SCALE"):
+        c = _LN2
+    elif edit["scale"] == "1.0":
+        c = 1 / natural
+    elif edit["scale"] == "":
+        code = module.render(variant, variant.defaults(), task)
+        c = (_LN2 if "exp2" in code else 1.0) / natural
+    else:
+        return None
+    return c, natural * math.sqrt(width), _KEYS[module.op](task.dims)
 _GELU_V = math.sqrt(2)
 
 
@@ -523,6 +556,10 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
+    if temperature:
+        ref, err = runtime_texts.softmax_spread(*temperature)
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
     if bug == "missing_scale" and variant is not None and dict(variant.edits).get(bug) == _GELU_WITHOUT_HALF:
         return runtime_texts.power_of_two_mismatch_text(shape, dtype, 2.0, _gelu_above,
                                                         _gelu_top(math.prod(shape), rng), rng)
