@@ -482,6 +482,7 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 # bias_gelu's missing_scale drops gelu's 0.5: every output twice the reference's. Its reference is
 # gelu(x + b), x and b randn (bias_gelu_spec): v ~ N(0, sqrt 2)
 _GELU_WITHOUT_HALF = {"half": ""}
+_UNWEIGHTED = {"w": ""}             # moe_combine: each expert's row added without its router weight
 
 # -- attention whose softmax scale is dropped: scores at another temperature ----------------------
 # A rung's missing_scale edits the softmax's scale: '' drops the whole factor the scores are
@@ -556,6 +557,10 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \
+            and dict(variant.edits).get(bug) == _UNWEIGHTED:
+        ref, err = runtime_texts.unweighted_spread(task["topk"])
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
     temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
     if temperature:
         ref, err = runtime_texts.softmax_spread(*temperature)

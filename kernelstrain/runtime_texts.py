@@ -517,6 +517,24 @@ def softmax_spread(c: float, sigma: float, keys: int) -> tuple[float, float]:
     return ref, err
 
 
+def unweighted_spread(topk: int) -> tuple[float, float]:
+    """(RMS of the reference, RMS of the error) of an MoE combine that adds its `topk` expert rows
+    x_j ~ N(0, 1) without their router weights w = softmax(randn(topk)) (the reference's inputs):
+    the reference sum w_j x_j has mean square E sum w_j^2, the error sum (1 - w_j) x_j
+    E sum (1 - w_j)^2. The expectations over the weights: 4096 rows of an RNG of its own (fixed).
+
+    >>> [round(x, 3) for x in unweighted_spread(2)]
+    [0.799, 0.799]
+    """
+    rng, ref, err, n = random.Random("unweighted_spread"), 0.0, 0.0, 4096
+    for _ in range(n):
+        e = [math.exp(rng.gauss(0, 1)) for _ in range(topk)]
+        total = sum(e)
+        ref += sum((x / total) ** 2 for x in e)
+        err += sum((1 - x / total) ** 2 for x in e)
+    return math.sqrt(ref / n), math.sqrt(err / n)
+
+
 # -- a norm's weight left out --------------------------------------------------------------------
 
 def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: float = 0.0) -> str:
