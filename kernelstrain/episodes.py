@@ -211,10 +211,11 @@ def _steps(row: dict, timestamps: bool):
     pairs, states, history, last_fb = [], [], [], None
     unit = messages.time_unit(base["time_ms"])
     first_run = {base["code"]: 0}               # code -> the step that first submitted it (0: the baseline)
+    fixed = messages.task_constants(module, task, [base["tag"]] + [s["tag"] for s in row["steps"]])
     for s, v, w, answer, feedback, best in turns(row, timestamps):
         states.append((len(history), best, last_fb))
         pairs.append((s, w, answer, feedback))
-        history.append(messages.history_line(s, unit, first_run.get(s["code"])))
+        history.append(messages.history_line(s, unit, first_run.get(s["code"]), fixed))
         first_run.setdefault(s["code"], s["step"])
         last_fb = feedback["content"]
 

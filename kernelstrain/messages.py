@@ -300,13 +300,12 @@ def optin_error(task: Task) -> str:
 # extension cache (three #include lines first, so nvcc's line numbers are the file's) and builds
 # it with ninja beside the binding's main.cpp. A build error reaches the harness as the
 # RuntimeError load_inline raises with ninja's log: the failed nvcc edge, its command again under
-# FAILED, nvcc's (or ptxas's) text with the cache path, the main.cpp edge that was running beside
-# it, ninja's last line. The commands are torch 2.11's for the measured machine (torch 2.11.0+cu130
-# in /opt/torch/.venv, Python 3.12: docs/workdir_kernelbench_h200.txt's build logs), its -gencode
-# the ones torch passes for the visible card without TORCH_CUDA_ARCH_LIST (cc 9.0: compute_90,
-# code=compute_90 and sm_90); the layout is load_inline's as torch printed it for a real failed
-# build here (torch 2.13, nvcc 13.0; tests/test_messages.py::test_a_load_inline_candidate_s_build_error_is_load_inline_s
-# pins it).
+# FAILED (ninja 1.13 writes the exit code: `FAILED: [code=2] cuda.cuda.o `), nvcc's (or ptxas's)
+# text with the cache path, the main.cpp edge that was running beside it, ninja's last line. Every
+# line as torch 2.11.0+cu130 printed it on the measured H100 (device job reader/j1, 2026-12-07:
+# tests/fixtures/load_inline_h100/): its Python 3.12 venv in /opt/torch/.venv, CC / CXX set to
+# /opt/gcc/bin/gcc and g++ (nvcc gets -ccbin, main.cpp is built by g++), nvcc's dependencies as
+# -MD -MF, and one -gencode, the card's own arch (TORCH_CUDA_ARCH_LIST set to it: sm_90a there).
 _LOAD_INLINE = re.compile(r'load_inline\(\s*name="(\w+)"')
 TORCH_EXTENSIONS = "/root/.cache/torch_extensions/py312_cu130"
 _SYSTEM_INCLUDES = ("/opt/torch/.venv/lib/python3.12/site-packages/torch/include",
@@ -325,7 +324,7 @@ def load_inline_error(text: str, code: str, arch: str) -> str:
     >>> text = 'candidate.cu(8): error: expected a ";"\\n  }\\n  ^\\n\\n1 error detected in the compilation of "candidate.cu".'
     >>> out = load_inline_error(text, code, "sm_80").splitlines()
     >>> out[0][:91], out[1], out[2].endswith("-c /root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu -o cuda.cuda.o ")
-    ("RuntimeError: Error building extension 'fused_demo_0a1b': [1/3] /usr/local/cuda/bin/nvcc --", 'FAILED: cuda.cuda.o ', True)
+    ("RuntimeError: Error building extension 'fused_demo_0a1b': [1/3] /usr/local/cuda/bin/nvcc -M", 'FAILED: [code=2] cuda.cuda.o ', True)
     >>> out[3], out[-1]
     ('/root/.cache/torch_extensions/py312_cu130/fused_demo_0a1b/cuda.cu(8): error: expected a ";"', 'ninja: build stopped: subcommand failed.')
     """
@@ -334,17 +333,16 @@ def load_inline_error(text: str, code: str, arch: str) -> str:
         return text
     name = m.group(1)
     where = f"{TORCH_EXTENSIONS}/{name}"
-    cc = re.sub(r"\D", "", arch)
+    cc = arch.removeprefix("sm_")                  # 90a: the arch-specific target keeps its suffix
     common = f"-DTORCH_EXTENSION_NAME={name} -DTORCH_API_INCLUDE_EXTENSION_H " + \
         " ".join(f"-isystem {p}" for p in _SYSTEM_INCLUDES)
-    nvcc_cmd = (f"/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile --dependency-output cuda.cuda.o.d "
-                f"{common} {_NVCC_FLAGS} -gencode=arch=compute_{cc},code=compute_{cc} "
+    nvcc_cmd = (f"/usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc {common} {_NVCC_FLAGS} "
                 f"-gencode=arch=compute_{cc},code=sm_{cc} --compiler-options '-fPIC' -O3 -std=c++17 "
                 f"-c {where}/cuda.cu -o cuda.cuda.o ")
-    cxx_cmd = f"c++ -MMD -MF main.o.d {common} -fPIC -std=c++17 -c {where}/main.cpp -o main.o "
+    cxx_cmd = f"/opt/gcc/bin/g++ -MMD -MF main.o.d {common} -fPIC -std=c++17 -c {where}/main.cpp -o main.o "
     log = text.replace(nvcc.FILE, f"{where}/cuda.cu").rstrip("\n")
-    return (f"RuntimeError: Error building extension '{name}': [1/3] {nvcc_cmd}\nFAILED: cuda.cuda.o \n{nvcc_cmd}\n"
-            f"{log}\n[2/3] {cxx_cmd}\nninja: build stopped: subcommand failed.")
+    return (f"RuntimeError: Error building extension '{name}': [1/3] {nvcc_cmd}\nFAILED: [code=2] cuda.cuda.o \n"
+            f"{nvcc_cmd}\n{log}\n[2/3] {cxx_cmd}\nninja: build stopped: subcommand failed.")
 
 
 def fails_at_launch(failure: str | None, error: str | None) -> bool:
@@ -484,6 +482,40 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 # bias_gelu's missing_scale drops gelu's 0.5: every output twice the reference's. Its reference is
 # gelu(x + b), x and b randn (bias_gelu_spec): v ~ N(0, sqrt 2)
 _GELU_WITHOUT_HALF = {"half": ""}
+_UNWEIGHTED = {"w": ""}             # moe_combine: each expert's row added without its router weight
+
+# -- attention whose softmax scale is dropped: scores at another temperature ----------------------
+# A rung's missing_scale edits the softmax's scale: '' drops the whole factor the scores are
+# multiplied by (the natural scale s, D ** -0.5, or s log2 e where the kernel's softmax is exp2:
+# then exp2 of the raw score is exp of ln 2 times it), '1.0' passes 1 for s, and 'D ** -0.5' /
+# 'SM_SCALE' passes s without the log2 e its exp2 needs. The reference's scores are N(0, sigma)
+# (q, k ~ randn: sigma = s sqrt(d), 1 for s = D ** -0.5); the candidate's are c times them.
+_LN2 = math.log(2)
+_KEYS = {"flash_decode": lambda d: d["S"], "paged_decode": lambda d: d["S"], "mla_decode": lambda d: d["S"],
+         "swa_decode": lambda d: d["W"], "cross_attention": lambda d: d["Skv"], "tree_attention": lambda d: d["P"],
+         # causal rows see 1..S keys (a window: up to W; a chunk: P + 1..P + C): the median row's
+         "chunked_prefill": lambda d: d["P"] + d["C"] // 2, "flash_prefill": lambda d: max(1, d["S"] // 2),
+         "sliding_window_attn": lambda d: min(d["W"], max(1, d["S"] // 2))}
+_MLA = (0.07216878364870322, 576)       # mla_decode's SM_SCALE (1 / sqrt(128 + 64)) and its q . k width
+
+
+def _softmax_temperature(module: OpModule, variant: Variant, task: Task) -> tuple | None:
+    """(c, sigma, keys) of an attention rung whose missing_scale edits its softmax scale (above):
+    the candidate's scores are c times the reference's N(0, sigma) ones over `keys` keys a row."""
+    edit = dict(variant.edits).get("missing_scale")
+    if module.op not in _KEYS or not isinstance(edit, dict) or set(edit) != {"scale"}:
+        return None
+    natural, width = _MLA if module.op == "mla_decode" else (task["D"] ** -0.5, task["D"])
+    if edit["scale"] in ("D ** -0.5", "SM_SCALE"):
+        c = _LN2
+    elif edit["scale"] == "1.0":
+        c = 1 / natural
+    elif edit["scale"] == "":
+        code = module.render(variant, variant.defaults(), task)
+        c = (_LN2 if "exp2" in code else 1.0) / natural
+    else:
+        return None
+    return c, natural * math.sqrt(width), _KEYS[module.op](task.dims)
 _GELU_V = math.sqrt(2)
 
 
@@ -525,6 +557,14 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \
+            and dict(variant.edits).get(bug) == _UNWEIGHTED:
+        ref, err = runtime_texts.unweighted_spread(task["topk"])
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
+    temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
+    if temperature:
+        ref, err = runtime_texts.softmax_spread(*temperature)
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
     if bug == "missing_scale" and variant is not None and dict(variant.edits).get(bug) == _GELU_WITHOUT_HALF:
         return runtime_texts.power_of_two_mismatch_text(shape, dtype, 2.0, _gelu_above,
                                                         _gelu_top(math.prod(shape), rng), rng)
@@ -647,11 +687,12 @@ def _kwargs(code: str) -> list:
     return out
 
 
-def code_values(code: str, params: dict) -> list[str]:
+def code_values(code: str, params: dict, fixed: frozenset = frozenset()) -> list[str]:
     """A candidate's tunable values as its code states them: each parameter where the code
     writes it (a `#define`, an assignment or a launch keyword, spelled as in the code;
     `__launch_bounds__(...)`, `#pragma unroll N`), then the other integer macros, constexprs
-    and launch meta-parameters the code states. A value the code does not state is left out.
+    and launch meta-parameters the code states. A value the code does not state is left out,
+    and so is a name of `fixed` (task_constants: the task's, not a choice).
 
     >>> code_values("#define THREADS 256\\n#define VEC 8\\nk[grid](x, BLOCK=1024, num_warps=4)", {"threads": 256})
     ['THREADS=256', 'VEC=8', 'BLOCK=1024', 'num_warps=4']
@@ -661,17 +702,57 @@ def code_values(code: str, params: dict) -> list[str]:
     ['loop_unroll_factor=4']
     >>> code_values('    v = tl.load(x_ptr + i, mask=m, eviction_policy="evict_last")', {"evict": 2})
     ['eviction_policy="evict_last"']
+    >>> code_values("#define HEAD_DIM 128\\n#define THREADS 256", {"threads": 256}, frozenset({"HEAD_DIM"}))
+    ['THREADS=256']
     """
     lower = code.lower() if code.isascii() else None
     tuples = []          # _TUPLE's matches, found at the first parameter that needs them
     out = [t for t in (_knob_text(code, name, value) if name in knobs.KNOBS or name in UNROLL_NAMES
                        else _spelled(code, name, value, lower, tuples)
-                       for name, value in params.items()) if t]
+                       for name, value in params.items()) if t and t.split("=")[0] not in fixed]
     named = {t.split("=")[0] for t in out}
     values, kwargs = _stated(code)
     stated = sorted((at, f"{name}={value}") for at, name, value in values + kwargs
-                    if name not in named and name not in _HARDWARE)
+                    if name not in named and name not in _HARDWARE and name not in fixed)
     return _per_launch(code, list(dict.fromkeys(out + [t for _, t in stated])), kwargs)
+
+
+def task_constants(module: OpModule, task: Task, tags) -> frozenset:
+    """The names every candidate of `task` on the rungs `tags` (an episode's) states with one value:
+    a task dimension written into the code (paged decode's HEAD_DIM, PAGE_SIZE), a spec constant
+    (int4's GROUP, grad clip's MAX_GRID), a value no parameter moves (a rung's VEC of 16 bytes).
+    They describe the task, not a choice, so a history line leaves them off (code_values' `fixed`).
+    The candidates: each rung at its defaults and with each parameter at each of its values (the
+    others at defaults) -- a name derived from a parameter (a tile from a block size) moves with
+    it; generic knobs write no stated name. The episode's rungs, not the whole ladder: a rung it
+    never wrote cannot show the model another value, and the ladder's renders cost ~1 ms an
+    episode (6% of generate's CPU); the episode's rungs, ~half of that.
+
+    >>> from kernelstrain.ops import REGISTRY
+    >>> from kernelstrain.tasks import make_task
+    >>> m = REGISTRY["paged_decode_cuda"]
+    >>> t = make_task(m, "H100", "bf16", dict(m.shapes[0]))
+    >>> sorted(task_constants(m, t, [v.tag for v in m.variants]))[:4]
+    ['HEAD_DIM', 'NUM_HEADS', 'NUM_KV_HEADS', 'PAGE_SIZE']
+    """
+    seen = {}
+    for code in _candidates(module, task, tags):
+        values, kwargs = _stated(code)
+        for _, name, value in values + kwargs:
+            seen.setdefault(name, set()).add(value)
+    return frozenset(name for name, values in seen.items() if len(values) == 1)
+
+
+def _candidates(module: OpModule, task: Task, tags):
+    """The codes of task_constants' candidates."""
+    for tag in dict.fromkeys(tags):
+        v = module.variant(tag)
+        base = v.defaults()
+        yield module.render(v, base, task)
+        for p in v.params:
+            for value in p.values:
+                if value != p.default:
+                    yield module.render(v, {**base, p.name: value}, task)
 
 
 def _per_launch(code: str, values: list[str], kwargs: list | None = None) -> list[str]:
@@ -775,10 +856,11 @@ def _search_at(pattern: str, code: str, lower: str | None, start: str):
     return None
 
 
-def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
+def history_line(step: dict, unit: str, same_as: int | None = None, fixed: frozenset = frozenset()) -> str:
     """One line of the compact history in a step-level row or a window's first turn: the
     step's outcome, its time and profile (registers, shared memory), whether its code is one
-    submitted before (`same_as`: that step, 0 the baseline), its values as the code states them."""
+    submitted before (`same_as`: that step, 0 the baseline), its values as the code states them
+    but the task's constants (`fixed`: task_constants)."""
     if step["status"] == "ok":
         res = (f"{fmt_ms(step['time_ms'], unit)}, {'kept' if step['kept'] else 'not kept'}, {step['regs']} regs, "
                f"{step['smem_bytes']} B smem")
@@ -786,7 +868,7 @@ def history_line(step: dict, unit: str, same_as: int | None = None) -> str:
         res = outcome(step)
     if same_as is not None:
         res += f", same code as {'the baseline' if same_as == 0 else f'step {same_as}'}"
-    values = ", ".join(code_values(step["code"], as_dict(step["params"])))
+    values = ", ".join(code_values(step["code"], as_dict(step["params"]), fixed))
     return f"- step {step['step']}: {res}" + (f"; {values}" if values else "")
 
 

@@ -492,6 +492,49 @@ def _unwritten_rows_text(shape: tuple, dtype: str, first: int, period: int, scal
             f"Greatest relative difference: 1.0 at index {(0,) * len(shape)} (up to {rtol} allowed)")
 
 
+# -- attention at another temperature -------------------------------------------------------------
+
+def softmax_spread(c: float, sigma: float, keys: int) -> tuple[float, float]:
+    """(RMS of the reference output, RMS of the candidate's error) of attention whose scores are
+    c times the reference's, N(0, sigma) over `keys` keys, with values N(0, 1): the output is
+    sum_i w_i v_i, so its RMS is sqrt(sum q_i^2) with q = softmax(z), the error's
+    sqrt(sum (p_i - q_i)^2) with p = softmax(c z). The scores are the keys' normal quantiles (one
+    typical row, its top keys where a row's largest scores lie), not a draw.
+
+    >>> [round(x, 4) for x in softmax_spread(128 ** 0.5, 1.0, 4096)]       # D = 128: scale dropped
+    [0.0255, 0.948]
+    >>> [round(x, 4) for x in softmax_spread(math.log(2), 1.0, 4096)]      # exp2 without log2 e
+    [0.0255, 0.0087]
+    """
+    dist = NormalDist(0, sigma)
+    z = [dist.inv_cdf((i + 0.5) / keys) for i in range(keys)]
+    top = z[-1]
+    q = [math.exp(x - top) for x in z]
+    p = [math.exp(c * (x - top)) for x in z]
+    sq, sp = sum(q), sum(p)
+    ref = math.sqrt(sum((x / sq) ** 2 for x in q))
+    err = math.sqrt(sum((a / sp - b / sq) ** 2 for a, b in zip(p, q)))
+    return ref, err
+
+
+def unweighted_spread(topk: int) -> tuple[float, float]:
+    """(RMS of the reference, RMS of the error) of an MoE combine that adds its `topk` expert rows
+    x_j ~ N(0, 1) without their router weights w = softmax(randn(topk)) (the reference's inputs):
+    the reference sum w_j x_j has mean square E sum w_j^2, the error sum (1 - w_j) x_j
+    E sum (1 - w_j)^2. The expectations over the weights: 4096 rows of an RNG of its own (fixed).
+
+    >>> [round(x, 3) for x in unweighted_spread(2)]
+    [0.799, 0.799]
+    """
+    rng, ref, err, n = random.Random("unweighted_spread"), 0.0, 0.0, 4096
+    for _ in range(n):
+        e = [math.exp(rng.gauss(0, 1)) for _ in range(topk)]
+        total = sum(e)
+        ref += sum((x / total) ** 2 for x in e)
+        err += sum((1 - x / total) ** 2 for x in e)
+    return math.sqrt(ref / n), math.sqrt(err / n)
+
+
 # -- a norm's weight left out --------------------------------------------------------------------
 
 def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: float = 0.0) -> str:

@@ -201,3 +201,49 @@ def test_task_header_glosses_only_dims_whose_meaning_is_not_their_name():
     m = REGISTRY["rmsnorm_cuda"]
     task = make_task(m, "H200", m.dtypes[0], m.shapes[0])
     assert "(T: tokens (rows); D: hidden size (row length))" in messages.task_header(m, task, m.reference(task))
+
+
+@pytest.mark.parametrize("module, constants", [
+    ("paged_decode_cuda", {"HEAD_DIM", "NUM_HEADS", "NUM_KV_HEADS", "PAGE_SIZE"}),
+    ("gemm_int4_cuda", {"GROUP"}), ("grad_clip_cuda", {"MAX_GRID"}), ("grouped_gemm_triton", {"E", "TOPK"})])
+def test_history_lines_leave_off_the_task_s_constants(module, constants):
+    """A history line lists a candidate's parameters, not the task: paged decode's HEAD_DIM=128,
+    NUM_HEADS=32, NUM_KV_HEADS=8, PAGE_SIZE=16 stood on every line of every paged_decode_cuda
+    episode (69 lines in default seed 8181), int4's GROUP=128 on 789, grad clip's MAX_GRID. Each
+    rung's stated values that a parameter moves stay."""
+    m = REGISTRY[module]
+    task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
+    fixed = messages.task_constants(m, task, [v.tag for v in m.variants])
+    assert constants <= fixed, sorted(fixed)
+    for v in m.variants:
+        if v.needs - task.gpu.features or not v.offered(task.dtype):
+            continue
+        code = m.render(v, v.defaults(), task)
+        step = {"step": 1, "status": "compile_error", "failure": "syntax", "error": "", "code": code,
+                "params": [{"name": k, "value": x} for k, x in v.defaults().items()]}
+        line = messages.history_line(step, "ms", None, fixed)
+        assert not any(f"{name}=" in line for name in constants), line
+        tuned = [p.name.upper() for p in v.params if len(p.values) > 1
+                 and re.search(rf"#define {p.name.upper()} |\b{p.name.upper()}=\d", code)]
+        assert all(f"{name}=" in line for name in tuned), (v.tag, tuned, line)
+
+
+def test_no_history_line_lists_a_name_every_rung_states_alike(conversations):
+    """On seeded generations: a name that the task's whole ladder states with one value (a
+    superset of the episode's own rungs' agreement) is on no history line of a prompt."""
+    checked = 0
+    for ep, chats, _ in conversations:
+        if "steps" not in ep or not ep["steps"] or "code" not in ep["steps"][0]:
+            continue
+        m = REGISTRY[ep["module"]]
+        task = make_task(m, ep["gpu"], ep["dtype"], as_dict(ep["shape"]))
+        tags = [v.tag for v in m.variants if not (v.needs - task.gpu.features) and v.offered(task.dtype)]
+        ladder = messages.task_constants(m, task, tags) - set(messages._HARDWARE)
+        for msgs in chats:
+            for msg in msgs:
+                for line in msg["content"].split("\n") if msg["role"] == "user" else ():
+                    if line.startswith("- step ") and ";" in line:
+                        checked += 1
+                        names = {v.split("=")[0].strip() for v in line.split(";", 1)[1].split(",")}
+                        assert not names & ladder, (ep["id"], line)
+    assert checked or ep["id"].startswith("kernelinfer")     # (a session is one chat: no history lines)

@@ -1,6 +1,7 @@
 """Texts in each tool's words, chat rows as a pure function of the episode row, windows."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -149,8 +150,8 @@ def test_a_load_inline_candidate_s_build_error_is_load_inline_s():
     where = f"/root/.cache/torch_extensions/py312_cu130/{name}/cuda.cu"
     first, failed, command = built.split("\n")[:3]
     assert first.startswith(f"RuntimeError: Error building extension '{name}': [1/3] /usr/local/cuda/bin/nvcc ")
-    assert failed == "FAILED: cuda.cuda.o " and first.endswith(command)
-    assert "-gencode=arch=compute_80,code=compute_80 -gencode=arch=compute_80,code=sm_80" in command
+    assert failed == "FAILED: [code=2] cuda.cuda.o " and first.endswith(command)
+    assert " -gencode=arch=compute_80,code=sm_80 " in command and command.count("-gencode") == 1
     assert command.endswith(f"-O3 -std=c++17 -c {where} -o cuda.cuda.o ")
     line = int(re.search(r"cuda\.cu\((\d+)\): error", built).group(1))
     assert built.split("\n")[3] == text.split("\n")[0].replace("candidate.cu", where)
@@ -165,6 +166,19 @@ def test_a_load_inline_candidate_s_build_error_is_load_inline_s():
     plain_task = make_task(plain, "A100", "fp16", plain.shapes[0])
     assert messages.load_inline_error(text, plain.render(plain.variants[0], plain.variants[0].defaults(), plain_task),
                                       "sm_80") == text
+
+
+@pytest.mark.parametrize("name", ["cand_3_semicolon", "cand_5_identifier"])
+def test_a_load_inline_build_error_is_the_one_torch_printed_on_the_h100(name):
+    """Device job reader/j1 (torch 2.11.0+cu130, ninja 1.13, an H100, 2026-12-07) built two fused
+    candidates with a slip through load_inline: its RuntimeError differed from ours in four lines
+    (nvcc's -MD -MF and -ccbin /opt/gcc/bin/gcc, one -gencode compute_90a / sm_90a, ninja's
+    `FAILED: [code=2]`, main.cpp built by /opt/gcc/bin/g++); nvcc's own block was identical."""
+    d = Path(__file__).parent / "fixtures" / "load_inline_h100"
+    real = (d / f"{name}.h100.txt").read_text().split("\n", 1)
+    assert real[0] == "builtins.RuntimeError"           # the job's first line: the exception's type
+    ours = messages.load_inline_error((d / f"{name}.nvcc.txt").read_text(), (d / f"{name}.py").read_text(), "sm_90a")
+    assert ours == "RuntimeError: " + real[1].rstrip("\n")
 
 
 def test_a_fused_programs_prompt_asks_for_the_solution_file_it_is_answered_with():

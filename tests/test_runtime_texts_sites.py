@@ -539,3 +539,59 @@ def test_a_gelu_without_its_half_doubles_every_output():
                 absolute, relative = _diffs(text)
                 assert abs(bad / numel - share) < 0.01 and 4.0 < absolute < 8.5 and relative == 1.0, text
                 assert at[1] == "(0, 0)", text
+
+
+def test_attention_without_its_softmax_scale_is_a_softmax_at_another_temperature():
+    """An attention rung's missing_scale multiplies the scores by c: sqrt(D) where the scale is dropped (or
+    1.0 passed for it), ln 2 where exp2 runs without log2 e. torch on the CPU (q, k, v randn, the module's
+    reference): flash decode B=1 H=32 S=4096 D=128 bf16, scale dropped: 4026 / 4096 (98.3%), greatest
+    absolute 3.89, relative 405504.0; cross attention B=1 H=4 Sq=448 Skv=1500 D=64 fp16 without log2 e:
+    46.2%, 0.198, 13528.0; with 1.0 for the scale: 98.7%, 3.97, inf. The generic table drew 90-100% and
+    differences of an output of RMS 1 (the reference's is sqrt(sum w^2), 0.026 here)."""
+    m = REGISTRY["flash_decode_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 4096, "D": 128})
+    for seed in range(3):
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(seed), m.variant("blocked_two_pass"), None)
+        bad, numel, _ = _counts(text)
+        absolute, relative = _diffs(text)
+        assert 0.96 < bad / numel < 0.995 and 1.5 < absolute < 6 and relative > 1000, text
+    m = REGISTRY["cross_attention_triton"]
+    task = make_task(m, "H100", "fp16", {"B": 1, "H": 4, "Sq": 448, "Skv": 1500, "D": 64})
+    for tag, share in (("tail_peel_exp2", (0.40, 0.52)), ("pipelined_tiles", (0.40, 0.52)),
+                       ("blocked_online_softmax", (0.97, 0.995))):
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(0), m.variant(tag), None)
+        bad, numel, _ = _counts(text)
+        assert share[0] < bad / numel < share[1], (tag, text)
+
+
+def test_the_softmax_temperature_of_each_attention_rung_is_read_from_its_edit():
+    """c for every attention rung whose missing_scale edits the scale: sqrt(D) (ln 2 sqrt(D) where the
+    kernel's exp2 loses its folded log2 e too), ln 2 where only log2 e is lost."""
+    root = math.sqrt(128)
+    for name, tag, c in (("flash_decode_triton", "blocked_two_pass", root),
+                         ("flash_decode_triton", "register_prefetch", math.log(2) * root),
+                         ("paged_decode_cuda", "split_kv", root), ("swa_decode_triton", "gqa_dot", math.log(2) * root),
+                         ("sliding_window_attn_triton", "pipelined_tiles", math.log(2)),
+                         ("tree_attention_triton", "tree_tile_tl_dot", root),
+                         ("chunked_prefill_cuda", "smem_online", math.log(2) * root)):
+        m = REGISTRY[name]
+        task = make_task(m, "H100", m.dtypes[0], {**m.shapes[0], "D": 128} if "D" in m.shapes[0] else m.shapes[0])
+        got = messages._softmax_temperature(m, m.variant(tag), task)
+        assert got is not None and abs(got[0] - c) < 1e-9 and abs(got[1] - 1) < 1e-9, (name, tag, got)
+
+
+def test_an_moe_combine_without_its_router_weights_adds_the_rows_whole():
+    """moe_combine's missing_scale adds each expert row without its weight w = softmax(randn(topk)): the
+    output is sum x_j against sum w_j x_j. torch on the CPU (the module's inputs): T=16 topk=2 K=4096 bf16
+    97.1%, greatest absolute 3.75; T=512 topk=8 K=7168 bf16 99.2%, 13.25; T=256 topk=6 K=2048 fp16 99.5%,
+    11.23. The generic table drew an output of RMS sqrt(K) (a GEMM's): kernelinfer-s8383-000017 step 6."""
+    m = REGISTRY["moe_combine_cuda"]
+    for (T, topk, K, dtype), share, top in (((16, 2, 4096, "bf16"), (0.95, 0.985), (2.5, 5)),
+                                            ((512, 8, 7168, "bf16"), (0.985, 0.995), (9, 18)),
+                                            ((256, 6, 2048, "fp16"), (0.99, 0.998), (7, 15))):
+        task = make_task(m, "H100", dtype, {"T": T, "topk": topk, "K": K})
+        for tag in ("column_split_ilp", "atomic_scatter_add", "vectorized_uint4"):
+            text = messages.mismatch_text("missing_scale", m, task, random.Random(2), m.variant(tag), None)
+            bad, numel, _ = _counts(text)
+            absolute, _ = _diffs(text)
+            assert share[0] < bad / numel < share[1] and top[0] < absolute < top[1], (T, tag, text)
