@@ -130,7 +130,8 @@ SHORT_SLICE = 1.17
 # of each cause is not; plan sim j1 times the trip without the fence): a floor beside the roofline (Launch.issue_s).
 # At 13.0 GB/s an SM the 34 stored rows outside the held-out seeds sit at geomean 1.00, all within 0.8-1.25x
 # (without the floor: 0.81, rms log error 0.42 -> 0.10); the module's 138 stored rows order 0.931 -> 0.938 (pairs
-# > 3% apart), Spearman 0.836 -> 0.893 (/tmp/sim/gg/grid.py's figures: scripts/sim_stored_pool.py grouped_gemm_cuda).
+# > 3% apart), Spearman 0.836 -> 0.893. Per row: scripts/sim_wgmma_stream.py; the module: scripts/sim_stored_pool.py
+# grouped_gemm_cuda --held-out s61717 s62828 s91331 s92442.
 WGMMA_STREAM_BPS_SM = 13.0e9
 
 
