@@ -56,3 +56,26 @@ def test_grouped_wgmma_pipeline_stored_rows_of_both_cards():
     logs = [math.log(_sim_ms(r, r["gpu"]) / r["time_ms"]) for r in rows]
     assert 0.9 <= math.exp(sum(logs) / len(logs)) <= 1.1
     assert all(math.log(0.8) <= x <= math.log(1.3) for x in logs), [round(math.exp(x), 2) for x in logs]
+
+
+def test_triton_gemm_at_an_unspecialized_k_loads_one_element_at_a_time():
+    """gemm_fp16_triton's pointer rungs at K = 776 / 777 (not divisible by 16: Triton proves no 16-byte row start, so
+    no cp.async; ptxas 255 registers and spill): every H100 row of measurements/h100_gpucheck_kigrid.json within
+    0.75-1.4x (the roofline had them at 0.03-0.30x uncalibrated, the shipped fit 0.22-1.1x); K = 768 has no floor."""
+    from kernelstrain.gpucheck import _sim_ms
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.ops.matmul.gemm_fp16_triton import narrow_k_s
+    from kernelstrain.tasks import make_task
+    data = json.loads((MEASUREMENTS / "h100_gpucheck_kigrid.json").read_text())
+    rows = [r for r in data["rows"] if r.get("module") == "gemm_fp16_triton" and r.get("time_ms") and r.get("ok")
+            and not r.get("bug") and r["variant"] in ("tl_dot_blocked", "grouped_swizzle", "pipelined_stages")]
+    assert len(rows) >= 30
+    ratios = [_sim_ms(r, "H100") / r["time_ms"] for r in rows]
+    assert all(0.75 <= x <= 1.4 for x in ratios), sorted(round(x, 2) for x in ratios)
+    m = REGISTRY["gemm_fp16_triton"]
+    v = m.variant("pipelined_stages")
+    tile = {**v.defaults(), "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}
+    aligned = make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 768})
+    assert m.launch(v, tile, aligned).issue_s == 0.0
+    odd = make_task(m, "H100", "fp16", {"M": 1000, "N": 3000, "K": 776})
+    assert m.launch(v, tile, odd).issue_s == narrow_k_s(m.launch(v, tile, odd), odd, 128, 128, 32) > 50e-6
