@@ -4,9 +4,12 @@ Ladder: broadcast-multiply-sum on CUDA cores -> tl.dot tiles (tensor cores, no p
 -> grouped program order for L2 reuse -> software-pipelined loads with tuned stages/warps
 -> persistent programs (grid = #SMs) fed by tensor descriptors (TMA on Hopper).
 """
+from dataclasses import replace
+
 from .._triton_smem import dot_loop_smem
 from ..base import KernelSpec, Launch, Param, Rung, Task, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, triton_wgmma
 from ._gemm_dot_triton import dot_kernel
+from ._narrow_k import narrow_k_s
 from .gemm_fp16_spec import ENTRY, HALF_BF16, GemmFp16Spec
 
 BLOCK_M = Param("BLOCK_M", (64, 128), 128)
@@ -78,12 +81,16 @@ BLOCK_M, BLOCK_N = {p['BLOCK_M']}, {p['BLOCK_N']}
 
 
 # -- launch models ---------------------------------------------------------------------------
-def tile_launch(l2_hit: float, mode: str = "dot", n64: bool = False):
+def tile_launch(l2_hit: float, mode: str = "dot", n64: bool = False, narrow: bool = False):
     """Launch model of a rung: mode 'broadcast' (no tl.dot), 'dot', 'pipelined' (num_stages tuned) or
     'persistent'; l2_hit: the share of the A/B panel re-reads that L2 serves; n64: 64-wide tiles pay
-    WGMMA_N64 (the 16-bit pipelined K loops it was timed on; gemm_splitk / gemm_fp4 untimed)."""
+    WGMMA_N64 (the 16-bit pipelined K loops it was timed on; gemm_splitk / gemm_fp4 untimed); narrow: pointer loads
+    at a K not divisible by 16 go one element at a time (narrow_k_s, a floor; timed on this module's rungs only)."""
     def launch(p, task):
-        return _launch(p, task, l2_hit, mode, n64)
+        out = _launch(p, task, l2_hit, mode, n64)
+        if narrow and task["K"] % 16:
+            out = replace(out, issue_s=max(out.issue_s, narrow_k_s(out, task, p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"])))
+        return out
     return launch
 
 
@@ -253,15 +260,15 @@ class GemmFp16Triton(GemmFp16Spec):
                    "off_by_one": SHORT_K}),
         Rung("tl_dot_blocked", "tl.dot on BMxBK and BKxBN tiles (tensor cores), row-major program order, no pipelining",
              (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (32, 64, 128), 64), BLOCK_K, WARPS),
-             path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=tile_launch(0.85),
+             path="fp16", compute_eff=0.42, memory_eff=0.75, smem="dynamic", launch=tile_launch(0.85, narrow=True),
              render=dot_src(False), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("grouped_swizzle", "GROUP_M program swizzle: neighbouring programs share A rows and B columns in L2",
              (BLOCK_M, BLOCK_N, BLOCK_K, Param("GROUP_M", (4, 8, 16), 8), WARPS),
-             path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", launch=tile_launch(0.95),
+             path="fp16", compute_eff=0.48, memory_eff=0.8, smem="dynamic", launch=tile_launch(0.95, narrow=True),
              render=dot_src(True), consts=tile_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": SHORT_K, "half_accumulator": {"acc": ACC16}}),
         Rung("pipelined_stages", "num_stages-deep software pipeline of tile loads, tuned num_warps",
              (BLOCK_M, BLOCK_N, Param("BLOCK_K", (32, 64), 32), STAGES, WARPS),
-             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined", n64=True),
+             path="fp16", compute_eff=0.71, memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95, "pipelined", n64=True, narrow=True),
              render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",

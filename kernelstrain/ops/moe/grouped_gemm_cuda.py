@@ -115,6 +115,36 @@ def expert_lookup_single_launch(p, task):
 SHORT_SLICE = 1.17
 
 
+# wgmma_pipeline's operand stream: every stored row of the rung (40, H100 and H200, T=16-4096, BN 64-256, BK 32-128,
+# 1-5 blocks an SM; measurements/*.json, h100_roomK_j1.json among them) pulled its tiles' real bytes (the expert's
+# rows of the x tile, zero-filled rows not counted, and the w tile) at 9.5-15.6 GB/s an SM (geomean 12.3): ~1.6 TB/s
+# over 132 SMs whether the bytes came from DRAM (T=16 / 64: each w tile read once) or L2 (T=2048: three m-blocks
+# share it) and on both cards, whose DRAM differs 1.43x. So the limit is the SM's, not the memory's: at T >= 512
+# the H100 ran it 1.9-3.5x slower than the roofline said (T=2048 E=64 K=2048 N=2816 top-6, BN 128 BK 64 4 stages:
+# 1,859 us at BM 64, 1,419 at BM 128, beside cp_async_pipeline's 927; modelled 635 / 592). What the compiler
+# emits (nvcc 13.0 -arch=sm_90a, cuobjdump -sass): each trip is DEPBAR (cp.async.wait_group) -> MEMBAR.ALL.CTA +
+# FENCE.VIEW.ASYNC.S (fence.proxy.async, which orders the thread's earlier memory operations, the ring's copies in
+# flight too) -> BAR.SYNC -> 12 LDGSTS.128 a thread (an x row's id from smem, a division by topk, 64-bit address)
+# -> 4 HGMMA -> WARPGROUP.DEPBAR gsb0 0; and the 16-byte copies of a 128-byte row slice land in the no-swizzle
+# core-matrix layout 128 bytes apart, all eight in the same four banks. The rate is the measured one (the share
+# of each cause is not; plan sim j1 times the trip without the fence): a floor beside the roofline (Launch.issue_s).
+# At 13.0 GB/s an SM the 34 stored rows outside the held-out seeds sit at geomean 1.00, all within 0.8-1.25x
+# (without the floor: 0.81, rms log error 0.42 -> 0.10); the module's 138 stored rows order 0.931 -> 0.938 (pairs
+# > 3% apart), Spearman 0.836 -> 0.893. Per row: scripts/sim_wgmma_stream.py; the module: scripts/sim_stored_pool.py
+# grouped_gemm_cuda --held-out s61717 s62828 s91331 s92442.
+WGMMA_STREAM_BPS_SM = 13.0e9
+
+
+def wgmma_stream_s(p, task, bm: int, tiles: int) -> float:
+    """Seconds the busiest SM takes to pull its blocks' operand tiles at WGMMA_STREAM_BPS_SM: per trip each block
+    copies its expert's real x rows (rows / m-blocks of them on average) and BN w rows, BK deep."""
+    rows, active, per_expert, _, _, e = traffic_of(task)
+    real_rows = rows / (active * cdiv(math.ceil(per_expert), bm))
+    bk = p.get("BK", WGMMA_BK.default)
+    trip_bytes = (real_rows + p["BN"]) * bk * e
+    return cdiv(tiles, task.gpu.sms) * (task["K"] / bk) * trip_bytes / WGMMA_STREAM_BPS_SM
+
+
 def tc_launch(wgmma: bool):
     """mma_sync / cp_async_pipeline (2 x 2 warps of mma.sync) or wgmma_pipeline (one 64-row warpgroup).
     BK: a deeper K tile a trip takes more smem a stage and synchronises fewer times (ops/ktile.py)."""
@@ -141,7 +171,7 @@ def tc_launch(wgmma: bool):
             traffic, scale = traffic * SHORT_SLICE, scale / SHORT_SLICE
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs,
                       bytes_per_access=max(16, stage * max(1, stages - 1) // (threads * 2)), traffic=traffic,
-                      compute_scale=scale, tile_quant=quant)
+                      compute_scale=scale, tile_quant=quant, issue_s=wgmma_stream_s(p, task, bm, tiles) if wgmma else 0.0)
     return launch
 
 
