@@ -19,9 +19,11 @@ tried jointly, before patience may end the search; a joint move pairs only ways 
 A climb that lost by under search.contender is written once more at the best's parameters once the best's tuning
 changed the ones it carries over (search.retry: Episode.retries). Once one knob at a time is exhausted (patience
 spent, or the neighbourhood flat), a best still COUPLED_HEADROOM x its floor gets up to search.coupled joint moves
-of a coupled pair its profile points at, each half measured alone and close (Episode.coupled_moves). A rewrite that overflowed shared memory or the register file is
-repaired on its rung (one parameter backed off) and measured. It stops when nothing is open and
-the best is within search.roofline_near of its floor (the roofline plus one launch) or
+of a coupled pair its profile points at, each half measured alone and close (Episode.coupled_moves). A rung below
+the best measured within search.runner_up of it (an ablation at the best's parameters) is tuned as a contender too.
+A rewrite that overflowed shared memory or the register file is repaired on its rung (one parameter backed off) and
+measured. It stops when nothing is open and the best is within search.roofline_near of its floor (the roofline
+plus one launch) or
 launch-bound (one launch is LAUNCH_BOUND of its time: only a rewrite that launches fewer kernels
 or moves fewer bytes is tried, no tune inside the noise), or no rung is left worth climbing, the
 neighbourhood of the best was probed (Episode.probed) and either every parameter of the best is
@@ -523,9 +525,10 @@ class Episode:
 
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
-        best becomes the contender; a tune of the contender that beats its point moves its search
-        there, and renews its search.contender_steps only if it beats it beyond the noise (a gain
-        inside the noise is no evidence that the rung is closing in)."""
+        best becomes the contender, and so does a runner-up below it (an ablation) within
+        search.runner_up; a tune of the contender that beats its point moves its search there, and
+        renews its search.contender_steps only if it beats it beyond the noise (a gain inside the
+        noise is no evidence that the rung is closing in)."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
             return
         line, ms = self.contender, self.measured_ms(cand)
@@ -536,8 +539,8 @@ class Episode:
             if ms < line.ms:        # its search goes on from there; only a gain beyond the noise renews its steps
                 left = self.search.contender_steps if gained else line.left
                 self.contender = replace(line.moved(cand, ms), left=left, ties=line.ties)
-        elif ms <= self.search.contender * self.book.best_ms \
-                and self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]:
+        elif ms <= (self.search.contender if self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]
+                    else self.search.runner_up) * self.book.best_ms:     # a climb that came close, or a runner-up below
             self.contender = self.new_line(cand, ms, self.search.contender_steps)
 
     def slow(self, tag: str) -> bool:

@@ -104,6 +104,8 @@ class Search:
                                     # of one profiler group (engine.POINTS_AT)
     joint_ways: bool = False        # a joint move combines the ways (parameter and direction) that each lost alone by under its
                                     # limit, not any way of parameters whose better way did (engine.Episode.joint_moves)
+    runner_up: float = 0.0          # an ablation (a rung below the best, written at its parameters) within this factor of the
+                                    # best is tuned as a contender before it is left (engine.Episode.contend); 0: never
     coupled: int = 0                # joint moves of coupled knobs (tile M x N, stages x tile, warps x the block a CTA covers)
                                     # per best, once its one-value neighbourhood is exhausted while its profile still
                                     # points at them and it is far from its floor (engine.Episode.propose_coupled)
@@ -194,8 +196,9 @@ def profile_tables(p: Profile) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(record).items()}
     search = table(p.search)
     search["slip_weights"] = dict(p.search.slip_weights)
-    if not p.search.coupled:        # written only where set: a profile without it keeps its key (its streams)
-        del search["coupled"]
+    for key in ("coupled", "runner_up"):       # written only where set: a profile without them keeps its key (its streams)
+        if not search[key]:
+            del search[key]
     tables = {"profile": {"name": p.name, "description": p.description, "episodes": p.episodes,
                           "modules": "fused" if p.fused else list(p.modules), "gpus": list(p.gpus),
                           "combos": p.combos,

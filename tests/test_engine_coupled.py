@@ -86,3 +86,45 @@ def test_each_coupled_move_has_its_evidence_and_some_are_kept(sample):
             n += 1
             kept += step.kept
     assert n >= 10 and kept >= 1, (n, kept)
+
+
+@pytest.fixture(scope="module")
+def kernelinfer_sample():
+    """The first sessions of a kernelinfer run: each agent with its steps."""
+    agents = []
+
+    class Recorded(engine.Episode):
+        def run(self):
+            steps = super().run()
+            agents.append((self, steps))
+            return steps
+
+    agent, episodes.Agent = episodes.Agent, Recorded
+    try:
+        plan = make_plan(load_profile("kernelinfer"), SEED)
+        for i in range(40):
+            episodes.build_episode(plan, i)
+    finally:
+        episodes.Agent = agent
+    return agents
+
+
+def test_a_runner_up_below_the_best_is_tuned_before_it_is_left(kernelinfer_sample):
+    """kernelinfer (search.runner_up 1.1): a rung below the best, measured (an ablation: the best's parameters on it)
+    within 1.1x of the best and not kept, gets its own tuning: a later step measures another configuration of it.
+    On 13da929 (only climbs were contenders) neither of the 2 such rungs of its first 40 sessions was measured again
+    (here: 8, each tuned)."""
+    runner_up = load_profile("kernelinfer").search.runner_up
+    assert runner_up >= 1.05
+    seen = left = 0
+    for ep, steps in kernelinfer_sample:
+        best_tag = ep.base.variant.tag
+        for i, s in enumerate(steps):
+            below = ep.pos[s.tag] < ep.pos[best_tag]
+            if s.status == "ok" and not s.kept and below and s.time_ms <= runner_up * s.best_ms and i + 1 < len(steps) \
+                    and not any(t.tag == s.tag and t.status == "ok" for t in steps[:i]):
+                seen += 1
+                left += not any(t.tag == s.tag and t.params != s.params and t.status == "ok" for t in steps[i + 1:])
+            if s.kept:
+                best_tag = s.tag
+    assert seen >= 3 and left == 0, (seen, left)
