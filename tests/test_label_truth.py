@@ -164,3 +164,17 @@ def test_chunked_prefill_cp_async_ring_covers_every_block_through_its_diagonal(s
                 ntiles = eval(expr.replace("/", "//"), {}, env)  # noqa: S307 - our own render, positive ints
                 last = P + m0 + bm
                 assert ntiles * bn >= last and (ntiles - 1) * bn < last and ntiles * bn <= P + C, (bm, bn, m0)
+
+
+@pytest.mark.parametrize("threads", rung("softmax_cuda", "warp_shuffle").param("threads").values)
+def test_softmax_warp_shuffle_wrong_init_only_where_a_lane_reads_the_padding(threads):
+    """warp_shuffle's wrong_init starts warp 0's lanes past the last warp total at 1, not 0: wrong only
+    where some lane has no warp total to read (THREADS / 32 < 32). At 1024 threads every lane reads a
+    total, and an H100 passed the "bug" (gpu-check, kernelinfer seed 94664)."""
+    m, v = REGISTRY["softmax_cuda"], rung("softmax_cuda", "warp_shuffle")
+    task = make_task(m, "H100", "bf16", m.shapes[0])
+    params = dict(v.defaults(), threads=threads)
+    src = m.render(v, params, task, bug="wrong_init")
+    assert "? red[lane] : 1.f;" in src, "warp_shuffle's padding identity moved: update this test"
+    padded_lanes = 32 - int(re.search(r"#define THREADS (\d+)", src).group(1)) // 32
+    assert v.breaks_at("wrong_init", task, params) == (padded_lanes > 0)
