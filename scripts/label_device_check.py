@@ -64,7 +64,7 @@ def first_shape(m, v, bug: str, params: dict, dtype: str, gpu: str):
 
 
 def planned(gpu: str) -> list:
-    """Every CUDA bug case, in priority order: tier, then parameter rank, then round-robin over the modules."""
+    """Every CUDA bug case, in priority order (tier and parameter rank), round-robin over the modules."""
     buckets = {}                      # (tier, rank) -> module -> cases
     for name, m in sorted(REGISTRY.items()):
         if m.impl != "cuda":
@@ -84,7 +84,8 @@ def planned(gpu: str) -> list:
                          "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
-    for key in sorted(buckets):
+    # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
+    for key in sorted(buckets, key=lambda tr: (tr[0] > 1, tr[1] > 0, tr)):
         for group in zip_longest(*buckets[key].values()):
             for c in group:
                 digest = c and hashlib.sha1((c["code"] + json.dumps(c["shape"])).encode()).hexdigest()
