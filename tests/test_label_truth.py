@@ -178,3 +178,92 @@ def test_softmax_warp_shuffle_wrong_init_only_where_a_lane_reads_the_padding(thr
     assert "? red[lane] : 1.f;" in src, "warp_shuffle's padding identity moved: update this test"
     padded_lanes = 32 - int(re.search(r"#define THREADS (\d+)", src).group(1)) // 32
     assert v.breaks_at("wrong_init", task, params) == (padded_lanes > 0)
+
+
+def combine_slots(src: str, loop: str, env: dict) -> set:
+    """The (read index) set of a rendered combine: `loop` matches the line summing the partials and captures the
+    index expression; it is evaluated for every (s / p, i / pair) in env's ranges (C integer arithmetic)."""
+    expr = re.search(loop, src).group(1).replace("(size_t)", "").replace("/", "//")
+    return {eval(expr, {}, dict(env, **point)) for point in env.pop("points")}  # noqa: S307 - our own render
+
+
+@pytest.mark.parametrize("splits", rung("gemm_int4_cuda", "split_k_small_m").param("SPLITS").values)
+def test_gemm_int4_split_k_bad_combine_only_with_two_splits(splits):
+    """split_k_small_m's bad_combine_index reads split s of output i at i * SPLITS + s, not s * M * N + i: with one
+    split both are i (the static audit, scripts/label_audit.py static, found the render unchanged at SPLITS 1)."""
+    m, v = REGISTRY["gemm_int4_cuda"], rung("gemm_int4_cuda", "split_k_small_m")
+    task = make_task(m, "H100", "fp16", m.shapes[0])
+    params = dict(v.defaults(), SPLITS=splits)
+    loop = r"for \(int s = 0; s < SPLITS; \+\+s\) total \+= partials\[(.+?)\];"
+    srcs = [m.render(v, params, task, bug) for bug in (None, "bad_combine_index")]
+    if not re.search(loop, srcs[0]):            # one split: no combine kernel, nothing for the bug to edit
+        assert srcs[0] == srcs[1] and "bad_combine_index" not in v.bugs_for("fp16", params)
+        return
+    mn = task["M"] * task["N"]
+    points = [{"s": s, "i": i} for s in range(splits) for i in (0, 1, mn - 1)]
+    reads = [[combine_slots(src, loop, {"SPLITS": splits, "M": task["M"], "N": task["N"], "points": [pt]})
+              for pt in points] for src in srcs]
+    assert ("bad_combine_index" in v.bugs_for("fp16", params)) == (reads[0] != reads[1])
+
+
+@pytest.mark.parametrize("module, tag", [("swa_decode_cuda", "split_kv"), ("swa_decode_cuda", "gqa_cp_async"),
+                                         ("paged_decode_cuda", "split_kv"), ("paged_decode_cuda", "gqa_cp_async")])
+def test_decode_split_bad_combine_only_with_two_partitions(module, tag):
+    """The split decode rungs' bad_combine_index reads partial p of pair `pair` at pair + p, not pair * parts + p:
+    the same slot for every pair where the window / cache is one partition (W 1024 or S 1024 at partition 1024).
+    The partition count is the render's own host expression (PARTITION and the task's W or S // P pages of P)."""
+    m, v = REGISTRY[module], rung(module, tag)
+    for shape in m.shapes:
+        task = make_task(m, "H100", "fp16", shape)
+        for partition in v.param("partition").values:
+            params = dict(v.defaults(), partition=partition)
+            reads = []
+            for bug in (None, "bad_combine_index"):
+                src = m.render(v, params, task, bug)
+                parts_expr = re.search(r"const int (?:num_)?parts = (.+?);", src.split("cudaStream_t stream) {")[-1])
+                env = {"W": task["W"] if "W" in task.dims else 0, "PARTITION": partition,
+                       "max_pages": task["S"] // task["P"] if "P" in task.dims else 0, "PAGE_SIZE": task.dims.get("P", 0)}
+                parts = eval(parts_expr.group(1).replace("/", "//"), {}, env)  # noqa: S307 - our own render
+                loop = r"num \+= w \* part_\w+\[\((.+?)\) \* HEAD_DIM \+ d\];"
+                points = [{"pair": pair, "p": p} for pair in range(3) for p in range(parts)]
+                reads.append(combine_slots(src, loop, {"parts": parts, "num_parts": parts, "points": points}))
+            offered = "bad_combine_index" in episode(module, shape).bugs(v, params)
+            assert offered == (reads[0] != reads[1]), (shape, partition, parts)
+
+
+def segment_passes(torch, src: str, T: int, V: int, runs: int) -> int:
+    """Runs (of `runs` draws of the benchmark's ids: every 8th token the padding id 0, the rest uniform over V) in
+    which the rendered segment reduce sums every token's row into its id: a position works where the rendered guard
+    lets it (`sorted_ids[k0 - 1]`: a segment's first; `sorted_ids[k0 + 1]`: its last, position 0 always), and sums
+    the rows from it to the segment's end."""
+    step = int(re.search(r"\(k0 > 0 && sorted_ids\[k0 ([+-]) 1\] == id\)\) return;", src).group(1) + "1")
+    g = torch.Generator().manual_seed(0)
+    passes = 0
+    for _ in range(runs):
+        ids = torch.where(torch.arange(T) % 8 == 0, 0, torch.randint(0, V, (T,), generator=g)).sort().values
+        _, length = torch.unique_consecutive(ids, return_counts=True)
+        start = torch.cumsum(length, 0) - length
+        seg_ids = ids[start]
+        # rows summed per segment: its first position works in both renders; a last one (where it is not the first)
+        # adds itself alone
+        first = (start == 0) | (step < 0)
+        summed = torch.where(first, length, 0) + torch.where((step > 0) & (length > 1), 1, 0) + \
+            torch.where((step > 0) & (length == 1) & (start > 0), 1, 0)
+        passes += bool(((summed == length) | (seg_ids == 0)).all())
+    return passes
+
+
+@pytest.mark.parametrize("tag", ["sort_segmented_reduce", "sorted_segment_vectorized"])
+def test_embedding_bwd_bad_combine_only_where_ids_repeat(tag):
+    """bad_combine_index reduces a segment from its last position, not its first: it drops rows only where an id
+    repeats. At T 512 over V 32000 no id repeats in ~4.5% of runs (3.1 expected pairs), so it is not offered there."""
+    torch = pytest.importorskip("torch", reason="the emulation runs on torch (tests extra)")
+    m, v = REGISTRY["embedding_bwd_cuda"], rung("embedding_bwd_cuda", tag)
+    for shape in m.shapes:
+        task = make_task(m, "H100", "fp16", shape)
+        src = m.render(v, v.defaults(), task, "bad_combine_index")
+        assert segment_passes(torch, m.render(v, v.defaults(), task), shape["T"], shape["V"], 5) == 5
+        runs = 400 if shape["T"] <= 4096 else 20
+        passes = segment_passes(torch, src, shape["T"], shape["V"], runs)
+        offered = "bad_combine_index" in episode("embedding_bwd_cuda", shape).bugs(v, v.defaults())
+        assert (passes == 0) == offered, (shape, passes, runs)

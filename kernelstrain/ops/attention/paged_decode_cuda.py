@@ -21,6 +21,9 @@ THREADS = Param("threads", (64, 128, 256), 128)
 PARTITION = Param("partition", (256, 512, 1024), 512)
 COMBINE = "((size_t)pair * num_parts + p)"
 BAD_COMBINE = {"idx": "((size_t)pair + p)"}
+# BAD_COMBINE reads partial p of a (b, h) pair at pair + p, not pair * num_parts + p: the same slot where the cache
+# is one partition (num_parts = S / partition = 1: S 1024 at partition 1024), so it is offered where there are two
+SPLIT_CACHE = (("bad_combine_index", lambda t, p: cdiv(t["S"], p["partition"]) > 1),)
 # the missing_barrier bug reads the stage without waiting for its copies or for the other threads
 STAGE_SYNC = ("        asm volatile(\"cp.async.wait_group @AHEAD@;\\n\" ::);  // all but the newest group have landed\n"
               "        __syncthreads();\n")
@@ -250,12 +253,12 @@ class PagedDecodeCuda(PagedDecodeSpec):
              bugs={"bad_combine_index": {"acc": "rows[first * STRIDE + d]"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "grid also over sequence partitions; a combine kernel merges the partials",
              (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
-             bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}),
+             bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}, bug_tasks=SPLIT_CACHE),
         Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256), 128),
              Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
              memory_eff=GQA_STREAM_EFF, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
-             bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}),
+             bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}, bug_tasks=SPLIT_CACHE),
     )
 
     def assemble(self, body, variant, params, task) -> str:

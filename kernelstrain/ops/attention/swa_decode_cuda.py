@@ -29,6 +29,9 @@ OUT = ", scalar_t* __restrict__ o, int B, int S, int W"
 PART = ", float* __restrict__ part_acc, float* __restrict__ part_ml, int S, int W"
 COMBINE = "((size_t)pair * parts + p)"
 BAD_COMBINE = {"idx": "((size_t)pair + p)"}
+# BAD_COMBINE reads partial p of a (b, h) pair at pair + p, not pair * parts + p: the same slot where the window is
+# one partition (parts = W / partition = 1: W 1024 at partition 1024), so it is offered where there are two
+SPLIT_WINDOW = (("bad_combine_index", lambda t, p: cdiv(t["W"], p["partition"]) > 1),)
 KV_OFF = """
 // First element of KV head kvh of sequence b in a [B, NUM_KV_HEADS, S, HEAD_DIM] cache.
 __device__ __forceinline__ size_t kv_off(int b, int kvh, int S) {
@@ -205,12 +208,12 @@ class SwaDecodeCuda(SwaDecodeSpec):
              bugs={"bad_combine_index": {"acc": "rows[first * STRIDE + d]"}, "missing_scale": {"scale": ""}}),
         Rung("split_kv", "grid also over partitions of the window; a combine kernel merges the partials",
              (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
-             bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}),
+             bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}, bug_tasks=SPLIT_WINDOW),
         Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256), 128),
              Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
              memory_eff=0.92, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
-             bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}),
+             bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}, bug_tasks=SPLIT_WINDOW),
     )
 
     def assemble(self, body, variant, params, task) -> str:

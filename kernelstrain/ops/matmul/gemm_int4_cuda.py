@@ -251,7 +251,9 @@ class GemmInt4Cuda(OpModule):
              (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
-             bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}}),
+             bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}},
+             # the combine's partial of split s at i * SPLITS + s, not s * M * N + i: the same with one split
+             bug_params=(("bad_combine_index", "SPLITS", 2),)),
         Rung("dequant_then_wgmma", "sm_90a, large M: a vectorized pass writes W as 16-bit once, then a TMA producer "
              "warp + wgmma consumer warpgroups GEMM on x and the copy (2 launches)",
              WGMMA_TILES, needs=WGMMA, path="fp16", compute_eff=0.77, memory_eff=0.88, smem="dynamic",

@@ -1,0 +1,169 @@
+"""Device check of the wrong_result labels: every CUDA rung's bug renders at each parameter's smallest and largest
+value (the others at the rung's defaults), at the first menu shape the bug is offered at, run against the PyTorch
+reference on the GPU three times each (fresh inputs a run); a render that passes any run is a false label there.
+
+    python3 scripts/label_device_check.py                # on a CUDA machine; writes $OUT/summary.txt, label_device.json
+    LABELS_REHEARSE=3 python3 scripts/label_device_check.py   # no GPU: the first 3 cases through every path but the GPU's
+    LABELS_LIST=1 python3 scripts/label_device_check.py       # print the planned cases (priority order) and stop
+    LABELS_BUILD_S=55 LABELS_RUN_S=40                          # the build pass's deadline, the run pass's budget
+    LABELS_FROM=N                                              # start at case N of the plan (a follow-up job)
+
+The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
+store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
+the wrong partial, a bound off by one in a tail loop). Cases are built in that priority order, round-robin over the
+modules, until LABELS_BUILD_S; the rest are listed as not built. Uses kernelstrain.gpucheck's build and run passes.
+Exit 1 if a bug passes a run.
+"""
+import concurrent.futures
+import hashlib
+import json
+import os
+import sys
+import time
+from itertools import zip_longest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelstrain import knobs  # noqa: E402
+from kernelstrain.gpucheck import _passes, catalog_gpu, require_gpu  # noqa: E402
+from kernelstrain.gpucheck.sample import fits  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.sim import simulate, writable  # noqa: E402
+from kernelstrain.tasks import make_task  # noqa: E402
+
+# bugs by what settles them: the schedule first, then values, then what a reading of the render mostly settles
+# (tier 0 round-robin over the modules as one: each module's schedule- and value-dependent cases come early)
+TIERS = (("missing_barrier", "racy_update", "wrong_init", "half_accumulator", "bad_combine_index"),
+         ("off_by_one",), ("missing_scale", "no_bounds_check"))
+# parameters that change no bug's reach (the loop's unrolling, the grid's residency): their extremes come last
+REACH_FREE = ("pragma_unroll", "unroll", "blocks_per_sm")
+
+
+def configs(v) -> list:
+    """(label, params, rank): each parameter's smallest and largest value, the others at the defaults; rank 0 for
+    parameters that move a bug's reach, 1 for those that do not, 2 for the defaults themselves."""
+    out = []
+    for p in v.params:
+        for value in dict.fromkeys((p.values[0], p.values[-1])):
+            params = {**v.defaults(), p.name: value}
+            if params != v.defaults() and all(params != o[1] for o in out):
+                out.append((f"{p.name}={value}", params, int(p.name in REACH_FREE)))
+    return out + [("default", v.defaults(), 2)]
+
+
+def first_shape(m, v, bug: str, params: dict, dtype: str, gpu: str):
+    """The first menu shape the engine offers `bug` at with these params (and gpu-check runs in seconds)."""
+    for shape in m.shapes:
+        if not fits(m, dtype, shape, gpu):
+            continue
+        task = make_task(m, gpu, dtype, shape)
+        if v.breaks_at(bug, task, params) and simulate(m, v, params, task).ok and writable(m, v, params, task):
+            return shape, task
+    return None, None
+
+
+def planned(gpu: str) -> list:
+    """Every CUDA bug case, in priority order (tier and parameter rank), round-robin over the modules."""
+    buckets = {}                      # (tier, rank) -> module -> cases
+    for name, m in sorted(REGISTRY.items()):
+        if m.impl != "cuda":
+            continue
+        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        for v in m.variants:
+            for label, params, rank in configs(v):
+                for bug in v.bugs_for(dtype, params):
+                    shape, task = first_shape(m, v, bug, params, dtype, gpu)
+                    if shape is None:
+                        continue
+                    tier = next(i for i, t in enumerate(TIERS) if bug in t)
+                    cid = f"{name}|{v.tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                    buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
+                        {"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": v.tag, "params": params,
+                         "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
+                         "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
+                         "rendered": True, "code": knobs.render(m, v, params, task, bug)})
+    out, seen = [], set()
+    # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
+    for key in sorted(buckets, key=lambda tr: (tr[0] > 1, tr[1] > 0, tr)):
+        for group in zip_longest(*buckets[key].values()):
+            for c in group:
+                digest = c and hashlib.sha1((c["code"] + json.dumps(c["shape"])).encode()).hexdigest()
+                if c and digest not in seen:     # a parameter the render does not read: the same case
+                    seen.add(digest)
+                    out.append(c)
+    for i, c in enumerate(out):
+        c["idx"] = i
+    return out
+
+
+def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> list:
+    """Build cases in order on `jobs` threads; none is started past `deadline`. The built ones (build_ok set)."""
+    from kernelstrain.gpucheck.runtime import build_case
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(c):
+        if time.time() > deadline:
+            return c, None
+        return c, build_case(c, build_dir)
+
+    built = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for c, b in pool.map(one, cases):
+            if b is None:
+                continue
+            c.update(build_ok=b["ok"], so=b.get("so"), src=b.get("src"), log=b["log"], compile_s=b["compile_s"])
+            built.append(c)
+    return built
+
+
+def main() -> int:
+    out = Path(os.environ.get("OUT", "/tmp/labels_device_out"))
+    out.mkdir(parents=True, exist_ok=True)
+    rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
+    gpu = "H100"
+    cases = planned(gpu)
+    if os.environ.get("LABELS_LIST"):
+        for c in cases[int(os.environ.get("LABELS_FROM", "0")):]:
+            print(c["idx"], c["id"])
+        return 0
+    device = "rehearsal (no GPU)" if rehearse else require_gpu()
+    if not rehearse and catalog_gpu(device) != gpu:
+        print(f"note: planned on the H100's menus, running on {device}", file=sys.stderr)
+    start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
+    cases = cases[start:start + rehearse] if rehearse else cases[start:]
+    t0 = time.time()
+    built = build_until(cases, Path("/tmp/labels_build"), os.cpu_count() or 8,
+                        t0 + float(os.environ.get("LABELS_BUILD_S", "55")))
+    unbuilt = [c["id"] for c in cases[len(built):]]
+    print(f"label_device: {len(built)} of {len(cases)} cases built in {time.time() - t0:.0f} s, "
+          f"{sum(not c['build_ok'] for c in built)} failed", file=sys.stderr)
+    for c in built:
+        c.pop("code", None)
+    work = Path("/tmp/labels_build") / f"run_{int(time.time())}"
+    work.mkdir(parents=True)
+    # _passes gives its correctness pass half the budget (the rest is for timing ok cases, and there are none)
+    rows = _passes(built, work, os.cpu_count() or 8, 2 * float(os.environ.get("LABELS_RUN_S", "40")))
+    keep = ("id", "module", "variant", "params", "dtype", "shape", "bug", "build_ok", "ok", "error", "runs",
+            "failed_runs", "rel_l2_err", "nbad", "max_abs_err")
+    (out / "label_device.json").write_text(json.dumps({"device": device, "planned": len(cases),
+                                                       "rows": [{k: r.get(k) for k in keep} for r in rows],
+                                                       "not_built": unbuilt}, indent=1))
+    lines, problems = [], 0
+    for r in rows:
+        unrun = (r.get("error") or "").startswith(("not run", "worker could not"))
+        passed = r.get("build_ok") and not unrun and (r.get("failed_runs") or 0) < (r.get("runs") or 0)
+        problems += bool(passed) or not r.get("build_ok")
+        tag = "PASSED " if passed else "NOBUILD " if not r.get("build_ok") else "NOT RUN " if unrun else ""
+        detail = f"runs {r.get('failed_runs')}/{r.get('runs')} failed rel_l2 {r.get('rel_l2_err')} nbad {r.get('nbad')}"
+        err = "".join((r.get("error") or "").splitlines()[:1])[:100]
+        lines.append(f"{tag}{r['id']:100} {detail} {err}")
+    text = "\n".join(lines) + (f"\n{len(rows)} run of {len(cases)} planned ({len(unbuilt)} not built), "
+                               f"{problems} problems (a bug that passed a run, or did not build)\n")
+    (out / "summary.txt").write_text(text)
+    print(text)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
