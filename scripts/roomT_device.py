@@ -22,6 +22,16 @@ interpreter cannot run the rung) beside 8, with its bugs, at q/k-norm rows (T=65
 204.7 / 107.6 / 34.6 us, modelled 19.3 at 16) and at 4096-wide rows (level in the model); fp8_quant_triton
 persistent_rows' 8 programs an SM (on the menus: h100_roomS_order.json ran it with its bugs) beside 4. If rmsnorm 16
 runs correct and not slower than 8 at D=128, drop its gate (rmsnorm_triton.UNCHECKED) and refresh its golden.
+
+t4 (Triton only, the short-horizon families' list ends, each correct under TRITON_INTERPRET=1 with its bugs failing and
+built for every target: scripts/roomT_interpret.py, scripts/room_compile_triton.py): on the menus, rope_triton
+token_head_grid's 2-head tiles beside 4 / 8 and its 16 warps beside 8 at decode-sized launches (T = 1, 64: modelled
+0.96-0.98x, from the launch); off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1: the modelled gain is the fitted
+exponents' past their range), fp8_quant_triton persistent_rows at 16 programs an SM beside 8, softmax_triton
+online_softmax / split_row_online on 2 warps beside 4 (4 already ran ahead of 8 at 1024-wide rows: h100_gpucheck_s93131 /
+s99199), paged_kv_copy_triton persistent on 2 warps beside 4; each new value with its bugs. A value that runs wrong
+comes off its list; rope's values go off if they run slower than their neighbour; an off value goes on where it runs
+correct and ahead of its neighbour as modelled.
 """
 import os
 import sys
@@ -59,7 +69,27 @@ T3_REF = [
      {"num_warps": 16, "ROWS": 1}, (4, 8)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", [{"T": 16384, "D": 8192}], {"num_warps": 4, "ROWS": 1}, (4, 8)),
 ]
-PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF)}
+ROPE = [{"T": 1, "H": 32, "D": 128}, {"T": 64, "H": 32, "D": 128}]
+FP8 = [{"T": 512, "D": 5120}, {"T": 32, "D": 8192}]
+SOFTMAX = [{"R": 16384, "C": 1024}, {"R": 2048, "C": 4096}]
+PAGED = [{"NB": 1024, "M": 8, "P": 16, "H": 4, "D": 256}]
+T4_NEW = [
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", FP8, {"num_warps": 4, "ROWS": 1}, (16,)),
+    ("rope_triton", "token_head_grid", "BLOCK_H", ROPE, {"num_warps": 4}, (2,)),
+    ("rope_triton", "token_head_grid", "num_warps", ROPE, {"BLOCK_H": 8}, (16,)),
+    ("softmax_triton", "online_softmax", "num_warps", SOFTMAX, {"BLOCK": 1024, "loop_unroll": 0, "num_stages": 1}, (2,)),
+    ("softmax_triton", "split_row_online", "num_warps", SOFTMAX[:1], {"SPLITS": 2, "BLOCK": 512}, (2,)),
+    ("paged_kv_copy_triton", "persistent", "num_warps", PAGED, {"BLOCK": 2048, "programs_per_sm": 4}, (2,)),
+]
+T4_REF = [
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", FP8, {"num_warps": 4, "ROWS": 1}, (8,)),
+    ("rope_triton", "token_head_grid", "BLOCK_H", ROPE, {"num_warps": 4}, (4, 8)),
+    ("rope_triton", "token_head_grid", "num_warps", ROPE, {"BLOCK_H": 8}, (8,)),
+    ("softmax_triton", "online_softmax", "num_warps", SOFTMAX, {"BLOCK": 1024, "loop_unroll": 0, "num_stages": 1}, (4,)),
+    ("softmax_triton", "split_row_online", "num_warps", SOFTMAX[:1], {"SPLITS": 2, "BLOCK": 512}, (4,)),
+    ("paged_kv_copy_triton", "persistent", "num_warps", PAGED, {"BLOCK": 2048, "programs_per_sm": 4}, (4,)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

@@ -1,17 +1,30 @@
 """Correctness on the CPU of the Triton values roomT added (issue 26 Build 2): Triton's interpreter
 (TRITON_INTERPRET=1) runs each new value at 2-3 small shapes against the module's PyTorch reference (inputs made on
 the CPU), and every bug render at the same values must fail. fp16 only (the interpreter's numpy has no bfloat16).
-This is the values' correctness proof until a device job (roomT/j1) runs them.
+This is the values' correctness proof until a device job runs them (roomT/j1, roomT/j4).
 
-    TRITON_INTERPRET=1 python3 scripts/roomT_interpret.py       # exit 1 if a value is wrong or a bug passes
+    TRITON_INTERPRET=1 python3 scripts/roomT_interpret.py [MODULE ...]   # exit 1 if a value is wrong or a bug passes
 
-cross_attention_triton split_kv at 32 splits: every split full (Skv 2048, 64 keys each at BLOCK_N 32), a ragged key
-tail with the last ten splits empty (Skv 2050: 96-key splits), a decode step (Sq 1) and a ragged query tile (Sq 20 at
-BLOCK_M 16), both BLOCK_N, D 64 and 128.
-Not here: fp8_quant_triton persistent_rows' 8 programs an SM ran on the H100 with its bugs (h100_roomS_order.json);
-rmsnorm_triton persistent's 16 programs an SM cannot run under Triton 3.9's interpreter at any value of the rung (its
-`mask & (pid < T)` is typed int32 and refused by the numpy load; its `range(pid, T, step)` row is a Python int without
-.to), so it stays off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1) until the device job roomT/j3 runs it.
+2026-12-07 (a): cross_attention_triton split_kv at 32 splits: every split full (Skv 2048, 64 keys each at BLOCK_N 32),
+a ragged key tail with the last ten splits empty (Skv 2050: 96-key splits), a decode step (Sq 1) and a ragged query
+tile (Sq 20 at BLOCK_M 16), both BLOCK_N, D 64 and 128.
+2026-12-07 (b), the short-horizon families: rope_triton's head tiles of 2 heads (a head count of 5 leaves a ragged
+last tile; one token, several, and a tile of 2 tokens) and 16 warps on the four head-tiled rungs (on the menus);
+paged_kv_copy_triton persistent on 2 warps (the grid on SMS "SMs", so each program walks several (pair, tile) items),
+softmax_triton's chunked rungs on 2 warps (rows of 1,000 and 5,000 columns: ragged last chunks; 1-3 rows) and
+fp8_quant_triton persistent_rows at 16 programs an SM: correct, but off the menus until a device times them (their
+modelled gains are fitted exponents past their range: the modules' comments). Output buffers are poisoned (NaN) as
+the device check's are, so a bug that leaves elements unwritten cannot pass on a reused allocation.
+The number of warps does not change what the interpreter computes (it runs a program as whole-tile numpy), so a warp
+value's cases check that its candidate renders and runs with its bugs caught; its build for each target is
+scripts/room_compile_triton.py's.
+fp8_quant_triton persistent_rows at 16 programs an SM: the interpreter's fp8 cast rounds otherwise than a GPU's (every
+value of the rung, and fp8_native_cast, land at rel_l2 5.5e-2 of the reference), so 16's outputs must equal those of
+8 exactly (8 ran correct on the H100 with its bugs failing: h100_roomS_order.json, roomT/j3), with 300 rows on SMS x
+16 = 32 programs (several row tiles each).
+Not here: rmsnorm_triton persistent's 16 programs an SM cannot run under Triton
+3.9's interpreter at any value of the rung (its `mask & (pid < T)` is typed int32 and refused by the numpy load; its
+`range(pid, T, step)` row is a Python int without .to); the H100 ran it correct (roomT/j3).
 """
 import os
 import sys
@@ -20,13 +33,104 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("TRITON_INTERPRET", "1")      # before triton is imported
 
-import roomA_interpret_room  # noqa: E402  (its run / main: render on the CPU, compare with the reference, bugs fail)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from kernelstrain.gpucheck.adapters import entry_triton_adapter  # noqa: E402
+from kernelstrain.ops import REGISTRY  # noqa: E402
+from kernelstrain.tasks import make_task  # noqa: E402
+from roomA_interpret_room import SM_COUNT, SMS, flat  # noqa: E402  (a persistent grid on SMS "SMs")
+from roomK_interpret import on_cpu  # noqa: E402
 
 CROSS = [{"B": 1, "H": 2, "Sq": 1, "Skv": 2048, "D": 64}, {"B": 2, "H": 1, "Sq": 20, "Skv": 2050, "D": 64},
          {"B": 1, "H": 1, "Sq": 1, "Skv": 2050, "D": 128}]
-CASES = [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s, "fp16")
-         for s in CROSS for bn in (32, 64)]
+ROPE = [{"T": 1, "H": 5, "D": 64}, {"T": 3, "H": 4, "D": 128}, {"T": 5, "H": 3, "D": 32}]
+ROPE_TILED = ("token_program", "token_head_grid", "multi_token_tile", "persistent")
+PAGED = [{"NB": 16, "M": 5, "P": 4, "H": 2, "D": 32}, {"NB": 32, "M": 9, "P": 8, "H": 2, "D": 64}]
+FP8 = [{"T": 70, "D": 256}, {"T": 300, "D": 200}]
+SOFTMAX = [{"R": 3, "C": 1000}, {"R": 1, "C": 5000}, {"R": 2, "C": 4096}]
+CASES = (
+    [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
+      "fp16") for s in CROSS for bn in (32, 64)]
+    + [("rope_triton", tag, {"BLOCK_H": 2}, s, "fp16") for tag in ROPE_TILED for s in ROPE]
+    + [("rope_triton", tag, {"num_warps": 16}, ROPE[0], "fp16") for tag in ROPE_TILED]
+    + [("rope_triton", tag, {"BLOCK_H": 2, "BLOCK_T": 2}, ROPE[2], "fp16") for tag in ("multi_token_tile", "persistent")]
+    + [("paged_kv_copy_triton", "persistent", {"num_warps": 2, "BLOCK": b}, s, "fp16") for s in PAGED for b in (512, 1024)]
+    + [("softmax_triton", tag, {"num_warps": 2, "BLOCK": 512}, s, "fp16")
+       for tag in ("chunked_three_pass", "online_softmax", "split_row_online") for s in SOFTMAX]
+    # the interpreter's tl.float8e4nv cast rounds otherwise than the GPU's cvt (rel_l2 5.5e-2 at every value of
+    # the rung and on fp8_native_cast alike), so 16 programs an SM must give 8's outputs (the H100 ran 8 correct)
+    + [("fp8_quant_triton", "persistent_rows", {"programs_per_sm": 16, "ROWS": r}, s, "fp16", {"programs_per_sm": 8})
+       for s in FP8 for r in (1, 2)]
+)
+
+
+
+def adapter(module):
+    """The gpu check's own argument mapping: the module's check_adapter, else its entry's (a Model's buffer,
+    rope's cos/sin cache, passed as the wrapper's argument)."""
+    return getattr(module, "check_adapter", None) or entry_triton_adapter(module)
+
+
+def poisoned(make):
+    """torch.empty / empty_like whose memory is poisoned, as the device check's output buffers are: an element a
+    bug leaves unwritten must not pass on what a freed buffer of the run before held (CPU allocations are reused)."""
+    def empty(*args, **kwargs):
+        t = make(*args, **kwargs)
+        return t.fill_(float("nan") if t.is_floating_point() else 123)
+    return empty
+
+
+def outputs(module, variant, params, task, bug, model, inputs):
+    """The candidate's outputs (its in-place results where the entry has them) as one fp32 vector."""
+    ns = {}
+    src = SM_COUNT.sub(str(SMS), on_cpu(module.render(variant, params, task, bug)))
+    exec(compile(src, f"<{module.name}>", "exec"), ns)
+    args, outs_of = adapter(module)(dict(task.shape), model, [x.clone() for x in inputs])
+    empty, empty_like = torch.empty, torch.empty_like
+    torch.empty, torch.empty_like = poisoned(empty), poisoned(empty_like)
+    try:
+        ret = ns[module.entry.py_name or module.entry.name](*args)
+    finally:
+        torch.empty, torch.empty_like = empty, empty_like
+    return flat([o[1] for o in outs_of(ret, ret)])
+
+
+def check(name, tag, over, shape, dtype, twin=None) -> int:
+    """Problems of one case: the value wrong, or one of its bugs passing. With `twin` (parameters a device ran
+    correct), the value must give the twin's outputs here exactly (and its bugs must not): for code whose reference
+    comparison the interpreter itself cannot pass (fp8 casts)."""
+    m = REGISTRY[name]
+    v = m.variant(tag)
+    params = {**v.defaults(), **over}
+    task = make_task(m, "H100", dtype, shape)
+    ref_ns = {}
+    exec(compile(on_cpu(m.reference(task)), "<reference>", "exec"), ref_ns)
+    torch.manual_seed(0)
+    inputs = ref_ns["get_inputs"]()
+    prepare = getattr(m, "check_prepare", None)
+    if prepare is not None:
+        prepare(dict(task.shape), inputs)
+    model = ref_ns["Model"](*ref_ns["get_init_inputs"]())
+    ref = model(*[x.clone() for x in inputs])
+    ref = flat(ref)
+    if twin is not None:
+        ref = outputs(m, v, {**params, **twin}, task, None, model, inputs)
+    problems = 0
+    for bug in [None] + [b for b in v.bugs_for(dtype, params) if v.breaks_at(b, task, params)]:
+        out = outputs(m, v, params, task, bug, model, inputs)
+        err = ((out - ref).norm() / ref.norm()).item()
+        ok = (err == 0 if twin is not None else err < 1e-2) and bool(torch.isfinite(out).all())
+        err = err if torch.isfinite(out).all() else float("nan")
+        bad = ok != (bug is None)
+        problems += bad
+        print(f"{'PROBLEM ' if bad else ''}{name} {tag} {over} {shape} {dtype} bug={bug}: rel_l2 {err:.2e}", flush=True)
+    return problems
+
 
 if __name__ == "__main__":
-    roomA_interpret_room.CASES = CASES
-    sys.exit(roomA_interpret_room.main())
+    wanted = set(sys.argv[1:])
+    found = sum(check(*c) for c in CASES if not wanted or c[0] in wanted)
+    print(f"{found} problems")
+    sys.exit(1 if found else 0)

@@ -52,6 +52,20 @@ ADDED = [
     ("cross_attention_triton", "split_kv", "num_splits", (32,)),
     ("rmsnorm_triton", "persistent", "programs_per_sm", (16,)),
     ("fp8_quant_triton", "persistent_rows", "programs_per_sm", (8,)),
+    # roomT (2026-12-07, the short-horizon families): the ends of the lists their sessions stopped at
+    ("fp8_quant_triton", "persistent_rows", "programs_per_sm", (16,)),
+    ("rope_triton", "token_program", "BLOCK_H", (2,)),
+    ("rope_triton", "token_head_grid", "BLOCK_H", (2,)),
+    ("rope_triton", "multi_token_tile", "BLOCK_H", (2,)),
+    ("rope_triton", "persistent", "BLOCK_H", (2,)),
+    ("rope_triton", "token_program", "num_warps", (16,)),
+    ("rope_triton", "token_head_grid", "num_warps", (16,)),
+    ("rope_triton", "multi_token_tile", "num_warps", (16,)),
+    ("rope_triton", "persistent", "num_warps", (16,)),
+    ("paged_kv_copy_triton", "persistent", "num_warps", (2,)),
+    ("softmax_triton", "chunked_three_pass", "num_warps", (2,)),
+    ("softmax_triton", "online_softmax", "num_warps", (2,)),
+    ("softmax_triton", "split_row_online", "num_warps", (2,)),
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

@@ -5,7 +5,7 @@ split-KV over the encoder keys with a log-sum-exp combine kernel (decode steps, 
 """
 from dataclasses import replace
 
-from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from ..occupancy import blocks_per_sm
 from ._flash_tiles import PIPELINE_OVERLAP, flash_smem, mma_eff
 from .cross_attention_spec import ENTRY, CrossAttentionSpec, cost_of
@@ -20,11 +20,14 @@ SCORE_KV = 'tl.where(in_kv, tl.sum(k * q[None, :], 1), float("-inf"))'
 # thousands move the output by less than KernelBench's 1e-2 (dropping the last key does too)
 LAST_ROW = {"rows": "Sq - 1"}
 SPLIT_PROGRAMS = 7
-# split_kv's split counts. 32 (roomT, 2026-12-07): a decode step (Sq = 1) of B*H = 32-80 heads has 32 x 32-80
-# programs of ~50-200 keys, twice the bytes in flight of 16 splits, as flash_decode / tree_attention / paged_decode's
-# split_kv rungs offer (Skv 1500-6404: 5-10% faster in the model on H100/H200/A100; level at Sq >= 448, where
-# pipelined_tiles wins). Checked with TRITON_INTERPRET=1 (scripts/roomT_interpret.py); the device job roomT/j1 times it.
-SPLITS = (2, 4, 8, 16, 32)
+# split_kv's split counts. 32 (roomT, 2026-12-07) ran correct on the H100 with both bugs failing (roomT/j1, 07:27 UTC,
+# 24 cases) but gained nothing there where the model has it 6-12% ahead of 16: B=1 H=32 Skv=6404 D=128 43.8 vs
+# 43.6 us (BLOCK_N 32, 3 stages: 45.3 vs 43.6), B=4 H=20 Skv=1500 D=64 18.8 vs 19.0 (19.7 vs 19.2), B=16 54.7 vs 50.8;
+# 8 splits ran fastest at the first two (42.7, 17.7 us), 4 at the third (49.5), where the model ranks 32 first (64
+# splits, roomT/j2: slower again, 45.8 and 23.8 us). Off the menus (a keep the device would not show), offered with
+# KERNELSTRAIN_DEVICE_UNCHECKED=1; the split count's pricing is a question for the next refit (the rows:
+# /work/dev/roomT/j1/out/roomT_j1/knob_device.json)
+SPLITS = (2, 4, 8, 16, *unchecked(32))
 
 
 def row_launch(p, task):

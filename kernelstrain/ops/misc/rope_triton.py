@@ -7,8 +7,14 @@ token looping over head blocks (cos/sin loaded once, broadcast over heads) -> 2-
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
 from .rope_spec import ENTRY, RopeSpec
 
-BLOCK_H = Param("BLOCK_H", (4, 8, 16, 32), 8)
-WARPS = Param("num_warps", (2, 4, 8), 4)
+# 2-head tiles and 16 warps (roomT, 2026-12-07): the ends where kernelinfer sessions stopped (seed 7171: BLOCK_H and
+# num_warps at the list's top in 3 of 12 each). A decode step (T = 1, H = 32) in 2-head tiles is 16 programs, not 8,
+# twice the step's bytes in flight (modelled 0.97x of 4 heads on the H100; the fitted BLOCK_H exponent alone would
+# put it 1.07-1.13x slower); 16 warps hold a [BLOCK_H, D/2] tile in more lanes (token_head_grid 0.96-0.98x of 8 at
+# T = 1 and 64). Correct under TRITON_INTERPRET=1 with the bug failing (scripts/roomT_interpret.py: 5 heads in
+# 2-head tiles, a ragged last tile) and built for every target (scripts/room_compile_triton.py); roomT/j4 times them
+BLOCK_H = Param("BLOCK_H", (2, 4, 8, 16, 32), 8)
+WARPS = Param("num_warps", (2, 4, 8, 16), 4)
 OFF_BY_ONE = {"off_by_one": {"bound": "H - 1"}}
 
 

@@ -5,7 +5,6 @@ BLOCK-wide chunks twice -> the whole row in registers (one read) -> several rows
 program as a 2-D tile -> persistent programs that keep the weight resident and prefetch
 the next row under the current row's reduction.
 """
-import os
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from .. import stream_stages
@@ -16,12 +15,11 @@ from .rmsnorm_spec import RMSNormSpec
 NUM_WARPS = Param("num_warps", (1, 2, 4, 8, 16), 4)
 # persistent programs an SM. 16 (roomT, 2026-12-07): q/k-norm rows (D = 128: 256 B a row) leave each program one
 # small row in flight, so the grid's bytes in flight set the time: H100 T=65536 D=128 (h100_gpucheck_s40404, 2 warps)
-# 1 / 2 / 8 programs an SM ran 204.7 / 107.6 / 34.6 us (modelled 184.6 / 101.3 / 32.6), 3.5x the DRAM floor at 8; 16
-# (1,024 threads an SM at 2 warps) is modelled 19.3 us, level with 8 at the 4096-wide rows. Triton 3.9's interpreter
-# cannot run this rung at any value (scripts/roomT_interpret.py says why), so 16 waits for a device (plan t3 of
-# scripts/roomT_device.py) behind KERNELSTRAIN_DEVICE_UNCHECKED=1
-UNCHECKED = (16,) if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
-PERSISTENT_PER_SM = Param("programs_per_sm", (1, 2, 4, 8, *UNCHECKED), 1)
+# 1 / 2 / 8 programs an SM ran 204.7 / 107.6 / 34.6 us (modelled 184.6 / 101.3 / 32.6), 3.5x the DRAM floor at 8.
+# 16 ran correct on the H100 with both bugs failing (roomT/j3, 07:27 UTC; Triton 3.9's interpreter cannot run the
+# rung): 21.7 us against 8's 34.4 on 2 warps (modelled 19.3 / 32.6), 28.6 / 34.8 on 4 warps, level at 4096-wide rows
+# (26.2 / 26.2 us on 16 warps, modelled 27.4 / 28.2)
+PERSISTENT_PER_SM = Param("programs_per_sm", (1, 2, 4, 8, 16), 1)
 NO_SCALE = {"scale": ""}                 # missing_scale drops the weight multiply
 
 
