@@ -13,6 +13,7 @@ import functools
 import hashlib
 import math
 import re
+from statistics import NormalDist
 
 from . import knobs
 from .fields import as_dict
@@ -484,6 +485,30 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 _GELU_WITHOUT_HALF = {"half": ""}
 _UNWEIGHTED = {"w": ""}             # moe_combine: each expert's row added without its router weight
 
+# -- a softmax whose partial sums are added without their rescale --------------------------------
+# softmax_triton's online_softmax (BLOCK lanes, each over every BLOCK-th column) and
+# split_row_online (SPLITS programs, each over C / SPLITS columns) keep each partial sum relative
+# to its own max; the missing_scale edit ({'rescale': ''}) adds them without e^(m_k - m): every
+# output of a row shrinks by one factor (runtime_texts.unrescaled_factor), on 4 * randn rows.
+_UNRESCALED = {"online_softmax": "BLOCK", "split_row_online": "SPLITS"}
+
+
+def _softmax_top(c: int, numel: int) -> float:
+    """The largest output of softmax over rows of 4 * randn: e^(4z) / (C e^8 + e^(4z)) at the largest
+    z of `numel` (its own term in the row's sum: the top of a row is below 1, ~0.7 at 32 x 32000)."""
+    share = math.exp(4 * NormalDist().inv_cdf(1 - 1 / max(numel, 2))) / (c * math.exp(8))
+    return share / (1 + share)
+
+
+def _unrescaled_parts(module: OpModule, variant: Variant, task: Task, params: dict | None) -> tuple | None:
+    """(partials, columns each) of a softmax_triton rung whose missing_scale drops the rescale."""
+    if module.name != "softmax_triton" or variant.tag not in _UNRESCALED \
+            or dict(variant.edits).get("missing_scale") != {"rescale": ""}:
+        return None
+    parts = {**variant.defaults(), **(params or {})}[_UNRESCALED[variant.tag]]
+    return parts, -(-task["C"] // parts)
+
+
 # -- attention whose softmax scale is dropped: scores at another temperature ----------------------
 # A rung's missing_scale edits the softmax's scale: '' drops the whole factor the scores are
 # multiplied by (the natural scale s, D ** -0.5, or s log2 e where the kernel's softmax is exp2:
@@ -561,6 +586,11 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
             and dict(variant.edits).get(bug) == _UNWEIGHTED:
         ref, err = runtime_texts.unweighted_spread(task["topk"])
         return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
+    parts = _unrescaled_parts(module, variant, task, params) if bug == "missing_scale" and variant else None
+    if parts:
+        return runtime_texts.power_of_two_mismatch_text(
+            shape, dtype, runtime_texts.unrescaled_factor(*parts, 4.0), _reference_above(module, task),
+            _softmax_top(task["C"], math.prod(shape)), rng, exact=False)
     temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
     if temperature:
         ref, err = runtime_texts.softmax_spread(*temperature)
