@@ -485,6 +485,28 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 _GELU_WITHOUT_HALF = {"half": ""}
 _UNWEIGHTED = {"w": ""}             # moe_combine: each expert's row added without its router weight
 
+# -- a split-K combine that reads the wrong partials ----------------------------------------------
+# A combine loop that stops one split short ('SPLITS - 1' for its end: gemm_*_cuda wgmma_split_k,
+# gemm_splitk_*) drops the last split's K range: every output is short a 1 / SPLITS share of its
+# sum, runtime_texts' 'reduction' site. gemv_cuda split_k_combine reads output i's partials at
+# i * SPLITS + s, partials of other outputs laid out [split][m][n]: each output is a sum of SPLITS
+# partials of others, a value of the reference's size and its own sign (an error sqrt 2 the scale).
+_SHORT_COMBINE = re.compile(r"^(\w+) - 1$")
+_FOREIGN_PARTIALS = "(size_t)(m * N + n) * SPLITS + s"
+
+
+def _combine_site(edit, params: dict) -> tuple | None:
+    """runtime_texts' site of a bad_combine_index edit whose effect has a closed form (above)."""
+    if not isinstance(edit, dict):
+        return None
+    short = _SHORT_COMBINE.match(edit.get("combine_end", ""))
+    if short and params.get(short.group(1), 0) > 1:
+        return "reduction", 1 / params[short.group(1)]
+    if edit.get("idx") == _FOREIGN_PARTIALS:
+        return "unscaled", math.sqrt(2)
+    return None
+
+
 # -- a softmax whose partial sums are added without their rescale --------------------------------
 # softmax_triton's online_softmax (BLOCK lanes, each over every BLOCK-th column) and
 # split_row_online (SPLITS programs, each over C / SPLITS columns) keep each partial sum relative
@@ -582,6 +604,8 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "bad_combine_index" and variant is not None:
+        site = _combine_site(dict(variant.edits).get(bug), {**variant.defaults(), **(params or {})}) or site
     if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \
             and dict(variant.edits).get(bug) == _UNWEIGHTED:
         ref, err = runtime_texts.unweighted_spread(task["topk"])

@@ -613,3 +613,26 @@ def test_a_softmax_whose_partial_sums_are_added_without_their_rescale_shrinks_ev
         bad, numel, _ = _counts(text)
         absolute, relative = _diffs(text)
         assert share[0] < bad / numel < share[1] and 0.4 < absolute < 0.9 and 0.6 < relative <= 1.0, (tag, text)
+
+
+def test_a_split_k_combine_one_split_short_drops_that_share_of_every_sum():
+    """bad_combine_index on a split-K combine ('SPLITS - 1' for its end) drops the last split's K range:
+    every output is short 1 / SPLITS of its sum. torch on the CPU (M=512 N=1024 K=4096 fp16, 4 splits,
+    B / sqrt(K) as the reference's inputs): 98.9%, greatest absolute 2.44, relative inf. gemv's combine that
+    reads other outputs' partials gives values of the reference's size and their own sign."""
+    m = REGISTRY["gemm_fp16_cuda"]
+    task = make_task(m, "H100", "fp16", {"M": 512, "N": 1024, "K": 4096})
+    for seed in range(3):
+        text = messages.mismatch_text("bad_combine_index", m, task, random.Random(seed), m.variant("wgmma_split_k"),
+                                      {"SPLITS": 4})
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert 0.93 < bad / numel < 1.0 and 1.8 < absolute < 3.5, text
+    assert messages._combine_site({"combine_end": "SPLIT_K - 1"}, {"SPLIT_K": 8}) == ("reduction", 1 / 8)
+    assert messages._combine_site({"combine_end": "SPLITS - 1"}, {"SPLITS": 1}) is None
+    gemv = REGISTRY["gemv_cuda"]
+    task = make_task(gemv, "H100", "fp16", {"M": 1, "N": 4096, "K": 4096})
+    text = messages.mismatch_text("bad_combine_index", gemv, task, random.Random(0), gemv.variant("split_k_combine"), None)
+    bad, numel, _ = _counts(text)
+    absolute, _ = _diffs(text)
+    assert bad / numel > 0.95 and 3 * 64 < absolute < 7 * 64, text        # sqrt(2) x sqrt(K) = 90 an element
