@@ -397,6 +397,22 @@ _SCALED = {"gemm_fp16": 1.0, "gemm_splitk": 1.0, "gemm_fp8_blockwise": 1.0, "gem
 E2M1_MS = 137 / 16                     # mean square of the 16 e2m1 codes (uniform random bytes)
 
 
+def _fp4_scales(task: Task) -> tuple[float, float]:
+    """(E s, E s^2) of gemm_fp4's block scales: U(1/16, 5/16) e4m3 bytes (nvfp4, G = 16), else the
+    E8M0 powers 2^-1 .. 2^-4 alike."""
+    if task.dims.get("G") == 16:
+        return 0.1875, (0.3125 ** 3 - 0.0625 ** 3) / 3 / 0.25
+    return sum(2.0 ** -e for e in range(1, 5)) / 4, sum(4.0 ** -e for e in range(1, 5)) / 4
+
+
+def _fp4_unscaled(task: Task) -> float:
+    """gemm_fp4's missing_scale dequantizes both operands without their block scales: the error
+    sum a_k b_k (1 - s_a s_b) over the reference's RMS, sqrt(E (1 - s_a s_b)^2) / E s^2 (every
+    rung drops both: a shared dequant, or sa and sb set to 1)."""
+    mean, square = _fp4_scales(task)
+    return math.sqrt(1 - 2 * mean * mean + square * square) / square
+
+
 def _output_scale(module: OpModule, task: Task) -> float:
     """Typical magnitude (RMS) of the reference output on the harness's inputs."""
     dims = task.dims
@@ -407,8 +423,7 @@ def _output_scale(module: OpModule, task: Task) -> float:
     if module.op == "gemm_int4":           # (q - 8) * s: q uniform 0..15 (ms 21.5), s ~ U(0.005, 0.015)
         return math.sqrt(dims["K"] * 21.5 * (0.01 ** 2 + 0.01 ** 2 / 12))
     if module.op == "gemm_fp4":            # e2m1 codes times a block scale: U(1/16, 5/16) or 2^-4..2^-1
-        scale_ms = (0.3125 ** 3 - 0.0625 ** 3) / 3 / 0.25 if dims.get("G") == 16 else sum(4.0 ** -e for e in range(1, 5)) / 4
-        return math.sqrt(dims["K"]) * E2M1_MS * scale_ms
+        return math.sqrt(dims["K"]) * E2M1_MS * _fp4_scales(task)[1]
     if "K" in dims and module.family in ("matmul", "moe"):    # gemv, grouped_gemm: randn weights
         return math.sqrt(dims["K"])
     if module.op == "softmax":
@@ -604,6 +619,8 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "missing_scale" and module.op == "gemm_fp4":
+        site = ("unscaled", _fp4_unscaled(task))
     if bug == "bad_combine_index" and variant is not None:
         site = _combine_site(dict(variant.edits).get(bug), {**variant.defaults(), **(params or {})}) or site
     if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \

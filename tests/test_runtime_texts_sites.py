@@ -636,3 +636,17 @@ def test_a_split_k_combine_one_split_short_drops_that_share_of_every_sum():
     bad, numel, _ = _counts(text)
     absolute, _ = _diffs(text)
     assert bad / numel > 0.95 and 3 * 64 < absolute < 7 * 64, text        # sqrt(2) x sqrt(K) = 90 an element
+
+
+def test_an_fp4_gemm_without_its_block_scales_is_off_by_its_unscaled_sum():
+    """gemm_fp4's missing_scale dequantizes both operands without their block scales (a shared dequant, or
+    sa and sb set to 1): the candidate is sum a_k b_k against sum a_k b_k s_a s_b, ~24x the reference's size
+    with nvfp4's U(1/16, 5/16) scales. torch on the CPU (M1024 N2048 K4096 G16 fp16, the reference's inputs):
+    2096846 / 2097152 (100.0%), greatest absolute 2710.0, relative inf; reference RMS 22.12."""
+    m = REGISTRY["gemm_fp4_cuda"]
+    task = make_task(m, "RTX5090", "fp16", {"M": 1024, "N": 2048, "K": 4096, "G": 16})
+    for tag in ("dequant_then_gemm", "fused_dequant_smem", "mma_reg_dequant"):
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(0), m.variant(tag), None)
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert bad / numel > 0.999 and 2000 < absolute < 4000, (tag, text)
