@@ -510,6 +510,13 @@ _SHORT_COMBINE = re.compile(r"^(\w+) - 1$")
 _FOREIGN_PARTIALS = "(size_t)(m * N + n) * SPLITS + s"
 
 
+# A split-KV decode whose merge indexes the partials by head + split, not head * splits + split
+# (flash / paged decode Triton, paged / swa decode CUDA, swa decode Triton): each head merges other
+# heads' partial outputs, attention outputs of the reference's size (sqrt(sum w^2) over its keys,
+# softmax_spread) and their own sign: 'unscaled' at sqrt 2 of that size.
+_FOREIGN_SPLITS = {"((size_t)pair + p)", "(bh + offs_s)", "(kvh + offs_s) * GROUP_PAD + g"}
+
+
 def _combine_site(edit, params: dict) -> tuple | None:
     """runtime_texts' site of a bad_combine_index edit whose effect has a closed form (above)."""
     if not isinstance(edit, dict):
@@ -632,6 +639,10 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         return runtime_texts.power_of_two_mismatch_text(
             shape, dtype, runtime_texts.unrescaled_factor(*parts, 4.0), _reference_above(module, task),
             _softmax_top(task["C"], math.prod(shape)), rng, exact=False)
+    if bug == "bad_combine_index" and variant is not None and module.op in _KEYS \
+            and _FOREIGN_SPLITS.intersection(map(str, dict(dict(variant.edits).get(bug) or {}).values())):
+        ref = runtime_texts.softmax_spread(1.0, 1.0, _KEYS[module.op](task.dims))[0]
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", math.sqrt(2)))
     temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
     if temperature:
         ref, err = runtime_texts.softmax_spread(*temperature)

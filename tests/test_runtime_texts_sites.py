@@ -650,3 +650,25 @@ def test_an_fp4_gemm_without_its_block_scales_is_off_by_its_unscaled_sum():
         bad, numel, _ = _counts(text)
         absolute, _ = _diffs(text)
         assert bad / numel > 0.999 and 2000 < absolute < 4000, (tag, text)
+
+
+def test_a_split_kv_decode_that_merges_other_heads_partials_is_off_by_an_attention_output():
+    """A split-KV decode merge indexed by head + split, not head * splits + split, merges other heads'
+    partial outputs: values of an attention output's size (sqrt(sum w^2), 0.026 at 4096 keys) and their
+    own sign. torch on the CPU (flash decode B1 H32 S4096 D128 bf16, 8 splits, the kernel's merge with the
+    wrong rows): 2328 / 4096 (56.8%), greatest absolute 0.134, relative 7168.0. The generic table drew
+    20-95% of an output of RMS 1."""
+    m = REGISTRY["flash_decode_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 4096, "D": 128})
+    for seed in range(3):
+        text = messages.mismatch_text("bad_combine_index", m, task, random.Random(seed), m.variant("split_kv"),
+                                      {"NUM_SPLITS": 8})
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert 0.5 < bad / numel < 0.64 and 0.08 < absolute < 0.2, text
+    for name, tag in (("paged_decode_cuda", "gqa_cp_async"), ("swa_decode_triton", "split_kv"), ("swa_decode_cuda", "split_kv")):
+        mod = REGISTRY[name]
+        t = make_task(mod, "H100", mod.dtypes[0], mod.shapes[0])
+        _, _, _ = _counts(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
+        absolute, _ = _diffs(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
+        assert absolute < 0.5, (name, absolute)
