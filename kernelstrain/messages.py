@@ -286,6 +286,10 @@ def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
     """A launch the hardware cannot hold (block too big, or registers x threads over the
     register file): it compiles, and the runtime refuses the launch."""
     what = "invalid configuration argument" if launch.threads > 1024 else "too many resources requested for launch"
+    if launch.threads > 1024 and module.impl == "cuda" and not task.is_hip:
+        # a block past 1024 threads of a kernel whose __launch_bounds__ says so (every such candidate
+        # here): the runtime refuses it as an invalid value (device job reader/j2, an H100, CUDA 13)
+        what = "invalid argument"
     if module.impl == "triton":
         return f"RuntimeError: Triton Error [{'HIP' if task.is_hip else 'CUDA'}]: {what}"
     return runtime_texts.accelerator_error(what, task.is_hip)
