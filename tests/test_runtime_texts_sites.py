@@ -672,3 +672,14 @@ def test_a_split_kv_decode_that_merges_other_heads_partials_is_off_by_an_attenti
         _, _, _ = _counts(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
         absolute, _ = _diffs(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
         assert absolute < 0.5, (name, absolute)
+
+
+def test_the_greatest_relative_difference_of_many_token_ids_is_at_the_smallest_id():
+    """torch on the CPU, 256 token ids uniform over V = 128256 against 256 others: greatest absolute 115255,
+    greatest relative 164.59 (the smallest expected id, ~V / 256, off by ~V / 2). kernelstrain-s8383-000137
+    step 5 (top_p_cuda, 254 of 256 ids wrong) printed a relative difference of 2.04: one pair's ratio."""
+    for seed in range(6):
+        text = runtime_texts.mismatch_text("missing_scale", (256,), "int32", 128256 / 2, random.Random(seed))
+        absolute = int(re.search(r"Greatest absolute difference: (\d+) at", text).group(1))
+        relative = float(re.search(r"Greatest relative difference: (\S+) at", text).group(1))
+        assert 90000 < absolute < 128256 and relative > 20, text
