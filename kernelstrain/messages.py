@@ -13,6 +13,7 @@ import functools
 import hashlib
 import math
 import re
+from statistics import NormalDist
 
 from . import knobs
 from .fields import as_dict
@@ -285,6 +286,10 @@ def resources_error(launch: Launch, module: OpModule, task: Task) -> str:
     """A launch the hardware cannot hold (block too big, or registers x threads over the
     register file): it compiles, and the runtime refuses the launch."""
     what = "invalid configuration argument" if launch.threads > 1024 else "too many resources requested for launch"
+    if launch.threads > 1024 and module.impl == "cuda" and not task.is_hip:
+        # a block past 1024 threads of a kernel whose __launch_bounds__ says so (every such candidate
+        # here): the runtime refuses it as an invalid value (device job reader/j2, an H100, CUDA 13)
+        what = "invalid argument"
     if module.impl == "triton":
         return f"RuntimeError: Triton Error [{'HIP' if task.is_hip else 'CUDA'}]: {what}"
     return runtime_texts.accelerator_error(what, task.is_hip)
@@ -396,6 +401,22 @@ _SCALED = {"gemm_fp16": 1.0, "gemm_splitk": 1.0, "gemm_fp8_blockwise": 1.0, "gem
 E2M1_MS = 137 / 16                     # mean square of the 16 e2m1 codes (uniform random bytes)
 
 
+def _fp4_scales(task: Task) -> tuple[float, float]:
+    """(E s, E s^2) of gemm_fp4's block scales: U(1/16, 5/16) e4m3 bytes (nvfp4, G = 16), else the
+    E8M0 powers 2^-1 .. 2^-4 alike."""
+    if task.dims.get("G") == 16:
+        return 0.1875, (0.3125 ** 3 - 0.0625 ** 3) / 3 / 0.25
+    return sum(2.0 ** -e for e in range(1, 5)) / 4, sum(4.0 ** -e for e in range(1, 5)) / 4
+
+
+def _fp4_unscaled(task: Task) -> float:
+    """gemm_fp4's missing_scale dequantizes both operands without their block scales: the error
+    sum a_k b_k (1 - s_a s_b) over the reference's RMS, sqrt(E (1 - s_a s_b)^2) / E s^2 (every
+    rung drops both: a shared dequant, or sa and sb set to 1)."""
+    mean, square = _fp4_scales(task)
+    return math.sqrt(1 - 2 * mean * mean + square * square) / square
+
+
 def _output_scale(module: OpModule, task: Task) -> float:
     """Typical magnitude (RMS) of the reference output on the harness's inputs."""
     dims = task.dims
@@ -406,8 +427,7 @@ def _output_scale(module: OpModule, task: Task) -> float:
     if module.op == "gemm_int4":           # (q - 8) * s: q uniform 0..15 (ms 21.5), s ~ U(0.005, 0.015)
         return math.sqrt(dims["K"] * 21.5 * (0.01 ** 2 + 0.01 ** 2 / 12))
     if module.op == "gemm_fp4":            # e2m1 codes times a block scale: U(1/16, 5/16) or 2^-4..2^-1
-        scale_ms = (0.3125 ** 3 - 0.0625 ** 3) / 3 / 0.25 if dims.get("G") == 16 else sum(4.0 ** -e for e in range(1, 5)) / 4
-        return math.sqrt(dims["K"]) * E2M1_MS * scale_ms
+        return math.sqrt(dims["K"]) * E2M1_MS * _fp4_scales(task)[1]
     if "K" in dims and module.family in ("matmul", "moe"):    # gemv, grouped_gemm: randn weights
         return math.sqrt(dims["K"])
     if module.op == "softmax":
@@ -484,6 +504,59 @@ INT4_UNSCALED = math.sqrt((1 - 2 * _INT4_S + _INT4_S2) / _INT4_S2)
 _GELU_WITHOUT_HALF = {"half": ""}
 _UNWEIGHTED = {"w": ""}             # moe_combine: each expert's row added without its router weight
 
+# -- a split-K combine that reads the wrong partials ----------------------------------------------
+# A combine loop that stops one split short ('SPLITS - 1' for its end: gemm_*_cuda wgmma_split_k,
+# gemm_splitk_*) drops the last split's K range: every output is short a 1 / SPLITS share of its
+# sum, runtime_texts' 'reduction' site. gemv_cuda split_k_combine reads output i's partials at
+# i * SPLITS + s, partials of other outputs laid out [split][m][n]: each output is a sum of SPLITS
+# partials of others, a value of the reference's size and its own sign (an error sqrt 2 the scale).
+_SHORT_COMBINE = re.compile(r"^(\w+) - 1$")
+_FOREIGN_PARTIALS = "(size_t)(m * N + n) * SPLITS + s"
+
+
+# A split-KV decode whose merge indexes the partials by head + split, not head * splits + split
+# (flash / paged decode Triton, paged / swa decode CUDA, swa decode Triton): each head merges other
+# heads' partial outputs, attention outputs of the reference's size (sqrt(sum w^2) over its keys,
+# softmax_spread) and their own sign: 'unscaled' at sqrt 2 of that size.
+_FOREIGN_SPLITS = {"((size_t)pair + p)", "(bh + offs_s)", "(kvh + offs_s) * GROUP_PAD + g"}
+
+
+def _combine_site(edit, params: dict) -> tuple | None:
+    """runtime_texts' site of a bad_combine_index edit whose effect has a closed form (above)."""
+    if not isinstance(edit, dict):
+        return None
+    short = _SHORT_COMBINE.match(edit.get("combine_end", ""))
+    if short and params.get(short.group(1), 0) > 1:
+        return "reduction", 1 / params[short.group(1)]
+    if edit.get("idx") == _FOREIGN_PARTIALS:
+        return "unscaled", math.sqrt(2)
+    return None
+
+
+# -- a softmax whose partial sums are added without their rescale --------------------------------
+# softmax_triton's online_softmax (BLOCK lanes, each over every BLOCK-th column) and
+# split_row_online (SPLITS programs, each over C / SPLITS columns) keep each partial sum relative
+# to its own max; the missing_scale edit ({'rescale': ''}) adds them without e^(m_k - m): every
+# output of a row shrinks by one factor (runtime_texts.unrescaled_factor), on 4 * randn rows.
+_UNRESCALED = {"online_softmax": "BLOCK", "split_row_online": "SPLITS"}
+
+
+def _softmax_top(c: int, numel: int) -> float:
+    """The largest output of softmax over rows of 4 * randn: e^(4z) / (C e^8 + e^(4z)) at the largest
+    z of `numel` (its own term in the row's sum: the top of a row is below 1, ~0.7 at 32 x 32000)."""
+    share = math.exp(4 * NormalDist().inv_cdf(1 - 1 / max(numel, 2))) / (c * math.exp(8))
+    return share / (1 + share)
+
+
+def _unrescaled_parts(module: OpModule, variant: Variant, task: Task, params: dict | None) -> tuple | None:
+    """(partials, columns each) of a softmax_triton rung whose missing_scale drops the rescale."""
+    if module.name != "softmax_triton" or variant.tag not in _UNRESCALED \
+            or dict(variant.edits).get("missing_scale") != {"rescale": ""}:
+        return None
+    parts = {**variant.defaults(), **(params or {})}[_UNRESCALED[variant.tag]]
+    return parts, -(-task["C"] // parts)
+
+
 # -- attention whose softmax scale is dropped: scores at another temperature ----------------------
 # A rung's missing_scale edits the softmax's scale: '' drops the whole factor the scores are
 # multiplied by (the natural scale s, D ** -0.5, or s log2 e where the kernel's softmax is exp2:
@@ -557,10 +630,23 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         if bug == "off_by_one" and variant is not None else None
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
+    if bug == "missing_scale" and module.op == "gemm_fp4":
+        site = ("unscaled", _fp4_unscaled(task))
+    if bug == "bad_combine_index" and variant is not None:
+        site = _combine_site(dict(variant.edits).get(bug), {**variant.defaults(), **(params or {})}) or site
     if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \
             and dict(variant.edits).get(bug) == _UNWEIGHTED:
         ref, err = runtime_texts.unweighted_spread(task["topk"])
         return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", err / ref))
+    parts = _unrescaled_parts(module, variant, task, params) if bug == "missing_scale" and variant else None
+    if parts:
+        return runtime_texts.power_of_two_mismatch_text(
+            shape, dtype, runtime_texts.unrescaled_factor(*parts, 4.0), _reference_above(module, task),
+            _softmax_top(task["C"], math.prod(shape)), rng, exact=False)
+    if bug == "bad_combine_index" and variant is not None and module.op in _KEYS \
+            and _FOREIGN_SPLITS.intersection(map(str, dict(dict(variant.edits).get(bug) or {}).values())):
+        ref = runtime_texts.softmax_spread(1.0, 1.0, _KEYS[module.op](task.dims))[0]
+        return runtime_texts.mismatch_text(bug, shape or (1,), dtype, ref, rng, ("unscaled", math.sqrt(2)))
     temperature = _softmax_temperature(module, variant, task) if bug == "missing_scale" and variant else None
     if temperature:
         ref, err = runtime_texts.softmax_spread(*temperature)

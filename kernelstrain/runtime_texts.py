@@ -16,7 +16,7 @@ from statistics import NormalDist
 from .tolerances import FEEDBACK, FEEDBACK_DEFAULT
 
 
-# cudaGetErrorString -> the error's name; those in _ASYNC are reported asynchronously (a kernel's own fault)
+# cudaGetErrorString -> the error's name
 _ERROR_NAMES = {"an illegal memory access was encountered": "ErrorIllegalAddress",
                 "unspecified launch failure": "ErrorLaunchFailure",
                 "invalid argument": "ErrorInvalidValue",
@@ -24,7 +24,6 @@ _ERROR_NAMES = {"an illegal memory access was encountered": "ErrorIllegalAddress
                 "too many resources requested for launch": "ErrorLaunchOutOfResources",
                 "misaligned address": "ErrorMisalignedAddress",
                 "an illegal instruction was encountered": "ErrorIllegalInstruction"}
-_ASYNC = ("ErrorIllegalAddress", "ErrorLaunchFailure", "ErrorMisalignedAddress", "ErrorIllegalInstruction")
 _HELP_URL = {"cuda": "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html",
              "hip": "https://rocm.docs.amd.com/projects/HIP/en/latest/index.html"}
 
@@ -35,17 +34,18 @@ def accelerator_error(what: str, hip: bool) -> str:
     >>> print(accelerator_error("invalid argument", hip=False))
     torch.AcceleratorError: CUDA error: invalid argument
     Search for `cudaErrorInvalidValue' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.
-    For more detailed error information, run with CUDA_LOG_FILE=stderr
+    CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+    For debugging consider passing CUDA_LAUNCH_BLOCKING=1
     Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
     """
     api, rt = ("hip", "HIP") if hip else ("cuda", "CUDA")
     name = _ERROR_NAMES[what]
-    if name in _ASYNC:
-        suffix = (f"{rt} kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                  f"below might be incorrect.\nFor debugging consider passing "
-                  f"{'AMD_SERIALIZE_KERNEL=3' if hip else 'CUDA_LAUNCH_BLOCKING=1'}")
-    else:
-        suffix = "For more detailed error information, run with CUDA_LOG_FILE=stderr"
+    # every error here is the candidate's launch, which checks nothing: PyTorch meets it at its own next
+    # launch check, and says so (device job reader/j2, torch 2.11 on an H100: a refused launch's
+    # "invalid argument" with this note; the CUDA_LOG_FILE line of an API call's own error is not printed)
+    suffix = (f"{rt} kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+              f"below might be incorrect.\nFor debugging consider passing "
+              f"{'AMD_SERIALIZE_KERNEL=3' if hip else 'CUDA_LAUNCH_BLOCKING=1'}")
     return (f"torch.AcceleratorError: {rt} error: {what}\nSearch for `{api}{name}' in {_HELP_URL[api]} for more "
             f"information.\n{suffix}\nCompile with `TORCH_USE_{rt}_DSA` to enable device-side assertions.")
 
@@ -425,11 +425,15 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
     if dtype in INTEGER:
+        # the spoiled elements' references and values: integers uniform on [0, big) (a sampled token id
+        # of randn logits is any id alike). The greatest absolute difference is the largest |a - e| of
+        # `bad` such pairs; the greatest relative one sits at the smallest reference (inf where it is
+        # 0). torch on the CPU, 256 ids of V = 128256: 115255 and 164.59 (it was one pair's ratio, 2.04)
         big = max(2, int(scale * 2))
-        diff = rng.randint(1, big)
-        expected = rng.randint(1, big)
-        # over every element: at least the greatest absolute difference over the largest reference
-        rel_diff = max(in_dtype(rng.randint(1, big) / expected, "fp32"), in_dtype(diff / big, "fp32"))
+        diff = max(1, int(big * (1 - math.sqrt(1 - rng.random() ** (1 / bad)))))
+        least = int(big * (1 - (1 - rng.random()) ** (1 / bad)))
+        rel_diff = math.inf if least == 0 else \
+            max(in_dtype(abs(rng.randrange(big) - least) / least, "fp32"), in_dtype(diff / big, "fp32"))
         return (f"AssertionError: Tensor-likes are not equal!\n\nMismatched elements: {bad} / {numel} "
                 f"({bad / numel:.1%})\nGreatest absolute difference: {diff} at index {abs_at}\n"
                 f"Greatest relative difference: {rel_diff} at index {rel_at}")
@@ -691,7 +695,23 @@ def scaled_mismatch_text(shape: tuple, dtype: str, typical: float, smallest: flo
 
 # -- every element times a power of two -----------------------------------------------------------
 
-def power_of_two_mismatch_text(shape: tuple, dtype: str, factor: float, above, top: float, rng) -> str:
+def unrescaled_factor(parts: int, per: int, spread: float) -> float:
+    """The factor every output of a softmax row is off by when its `parts` partial sums, each over
+    `per` values of spread * randn and kept relative to its own max m_k, are added without
+    e^(m_k - m) (m the row's max): the sum is too large by sum d_k / sum d_k e^(m_k - m), so each
+    output is times sum d_k e^(m_k - m) / sum d_k, the mean of e^(m_k - m) where the d_k agree (a
+    part's sum relative to its own max depends on its values below that max alike). The m_k: the
+    maxima of `per` normals at the parts' quantiles, (k + 1/2) / parts of Phi(x)^per.
+
+    >>> round(unrescaled_factor(8, 4000, 4.0), 3), round(unrescaled_factor(2048, 16, 4.0), 4)
+    (0.23, 0.0018)
+    """
+    tops = [spread * NormalDist().inv_cdf(((k + 0.5) / parts) ** (1 / per)) for k in range(parts)]
+    return sum(math.exp(t - tops[-1]) for t in tops) / parts
+
+
+def power_of_two_mismatch_text(shape: tuple, dtype: str, factor: float, above, top: float, rng,
+                               exact: bool = True) -> str:
     """assert_close's AssertionError for an output whose every element is its reference times
     `factor`, a power of two (bias_gelu without its 0.5: twice the reference), exact in floating
     point: every nonzero element's relative difference is |factor - 1| itself, so torch reports it
@@ -711,6 +731,9 @@ def power_of_two_mismatch_text(shape: tuple, dtype: str, factor: float, above, t
     off = abs(factor - 1)
     bad = max(1, round(numel * above(atol / (off - rtol)))) if off > rtol else 0
     at = tuple(rng.randrange(d) for d in shape)
+    # (`exact` False: a factor the dtype's rounding spreads, whose greatest relative difference is
+    # wherever the rounding was worst, not tied at the first element)
+    first = (0,) * len(shape) if exact else tuple(rng.randrange(d) for d in shape)
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {in_dtype(off * in_dtype(top, dtype), dtype)} at index {at} (up to {atol} allowed)\n"
-            f"Greatest relative difference: {in_dtype(off, dtype)} at index {(0,) * len(shape)} (up to {rtol} allowed)")
+            f"Greatest relative difference: {in_dtype(off, dtype)} at index {first} (up to {rtol} allowed)")

@@ -148,7 +148,10 @@ def reasons(ep: dict) -> list[str]:
         elif s["kind"] == "rebench" or key in runs:     # measured before: only a close call is re-measured
             who = "the best" if of_best else "a close-call candidate"
             why = f"Re-measure {who} to settle a close call inside the noise"
-        elif s["tag"] != best["tag"] and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0):
+        elif s["tag"] != best["tag"] and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0) \
+                and all(p[k] == best["params"][k] for k in p if k in best["params"]):
+            # the best's parameters on a rung below; a lower rung at other values is a contender's
+            # tune (kernelinfer's runner-up, search.runner_up), read by the branches below
             why = (f"Ablate the best's technique: its parameters on `{s['tag']}`, a rung below, to learn "
                    "what the technique buys")
         elif s["tag"] != best["tag"] and s["tag"] in lost_at and retried(lost_at[s["tag"]], best["params"], p):

@@ -157,6 +157,12 @@ def test_an_ablation_is_read_as_one_and_a_first_move_of_a_parameter_says_so():
     assert why[1].startswith("Tune the best one parameter: BM 64->128 (a parameter not moved on this rung yet)")
     assert "not moved" not in why[2]
     assert why[3].startswith("Ablate the best's technique: its parameters on `register_blocked`")
+    # the lower rung tuned afterwards (kernelinfer's runner-up) is a contender's tune, not another ablation
+    # (kernelinfer-s7171-000014 steps 17-19 read as ablations: eng's note, FROM_ENG.md)
+    steps.append({**step, "step": 5, "kind": "param_sweep", "tag": "register_blocked", "params": {"BM": 128, "BK": 32},
+                  "time_ms": 2.9, "best_ms": 2.0, "kept": False})
+    why = read_trajectory.reasons({"module": "gemm_fp16_cuda", "baseline": base, "steps": steps})
+    assert why[4].startswith("Tune `register_blocked`, a rewrite that came close: BM 64->128"), why[4]
 
 
 def test_a_last_rerun_of_the_best_after_a_loss_past_restore_is_read_as_putting_it_back():

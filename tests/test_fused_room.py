@@ -41,7 +41,7 @@ def test_rows_per_block_packs_short_rows_into_one_block():
     assert sum(m.kernels_ms(v.tag, eight, task)) != sum(m.kernels_ms(v.tag, one, task))
     # a block of more threads than the GPU allows builds, and its launch is refused
     big = m.simulate(v, {**one, "row_threads": 1024, "rows_per_block": 2}, task)
-    assert not big.ok and big.error_class == "resources" and "invalid configuration argument" in big.error
+    assert not big.ok and big.error_class == "resources" and "CUDA error: invalid argument" in big.error
     assert v.launch({**one, "row_threads": 1024, "rows_per_block": 2}, task).threads > MAX_BLOCK_THREADS
 
 

@@ -206,3 +206,18 @@ def test_a_fused_programs_prompt_asks_for_the_solution_file_it_is_answered_with(
     prompt = messages.task_prompt(kernel, task, code, 0.1, kernel.reference(task))
     assert prompt.startswith("Task: make this CUDA C++ kernel faster — ") and "```cuda\n" in prompt
     assert prompt.endswith("Reply with the complete CUDA C++ source in one fenced block.")
+
+
+def test_a_refused_launch_reads_as_torch_printed_it_on_the_h100():
+    """Device job reader/j2 (torch 2.11.0+cu130, an H100, 2026-12-07) ran fused-s8383-000000 step 4, whose
+    gemm kernel launches 2048 threads a block under __launch_bounds__(2048): torch.allclose, the next launch
+    check, raised "CUDA error: invalid argument" with the asynchronous-report note. We printed "invalid
+    configuration argument" with a CUDA_LOG_FILE line."""
+    from kernelstrain.ops.base import Launch
+    d = Path(__file__).parent / "fixtures" / "launch_h100"
+    kind, real = (d / "h100.txt").read_text().split("\n", 1)
+    assert "__launch_bounds__(K1_GEMM_THREADS)" in (d / "cand.py").read_text()
+    m = REGISTRY["rmsnorm_cuda"]
+    task = make_task(m, "H100", m.dtypes[0], m.shapes[0])
+    launch = Launch(grid=64, threads=2048)
+    assert messages.resources_error(launch, m, task) == f"{kind}: {real.rstrip()}"

@@ -87,7 +87,7 @@ def test_mamba_step_blocks_take_128_channels_of_a_batch_row():
     # N = 64: 128 channels of 16 float4 lanes is a 2048-thread block, which no launch accepts
     _, wide = _task("mamba_step_cuda", {"B": 32, "D": 8192, "N": 64})
     r = simulate(m, v, {"channels": 128}, wide)
-    assert not r.ok and r.error_class == "resources" and "invalid configuration argument" in r.error
+    assert not r.ok and r.error_class == "resources" and "CUDA error: invalid argument" in r.error
 
 
 def test_selective_scan_registers_take_16_steps_a_thread():

@@ -595,3 +595,91 @@ def test_an_moe_combine_without_its_router_weights_adds_the_rows_whole():
             bad, numel, _ = _counts(text)
             absolute, _ = _diffs(text)
             assert share[0] < bad / numel < share[1] and top[0] < absolute < top[1], (T, tag, text)
+
+
+def test_a_softmax_whose_partial_sums_are_added_without_their_rescale_shrinks_every_row():
+    """softmax_triton split_row_online / online_softmax keep each partial sum relative to its own max;
+    missing_scale adds them without e^(m_k - m), so every output of a row shrinks by one factor, and on
+    4 * randn rows only the few outputs above atol fail. torch on the CPU (32 x 32000, the partials
+    computed as the kernel does): 8 splits fp16 340 / 1024000 (0.0%), greatest absolute 0.594, relative
+    0.945; fp32 1.1%, 0.723, 0.953; 2048 lanes fp16 419 (0.0%), 0.701, 1.0. The generic table printed
+    kernelstrain-s8383-000024 step 14 (fp32) as 90.9%."""
+    m = REGISTRY["softmax_triton"]
+    for dtype, tag, params, share in (("fp16", "split_row_online", {"SPLITS": 8}, (1e-4, 1e-3)),
+                                      ("fp32", "split_row_online", {"SPLITS": 8}, (0.005, 0.02)),
+                                      ("fp16", "online_softmax", {"BLOCK": 2048}, (1e-4, 1e-3))):
+        task = make_task(m, "H100", dtype, {"R": 32, "C": 32000})
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(1), m.variant(tag), params)
+        bad, numel, _ = _counts(text)
+        absolute, relative = _diffs(text)
+        assert share[0] < bad / numel < share[1] and 0.4 < absolute < 0.9 and 0.6 < relative <= 1.0, (tag, text)
+
+
+def test_a_split_k_combine_one_split_short_drops_that_share_of_every_sum():
+    """bad_combine_index on a split-K combine ('SPLITS - 1' for its end) drops the last split's K range:
+    every output is short 1 / SPLITS of its sum. torch on the CPU (M=512 N=1024 K=4096 fp16, 4 splits,
+    B / sqrt(K) as the reference's inputs): 98.9%, greatest absolute 2.44, relative inf. gemv's combine that
+    reads other outputs' partials gives values of the reference's size and their own sign."""
+    m = REGISTRY["gemm_fp16_cuda"]
+    task = make_task(m, "H100", "fp16", {"M": 512, "N": 1024, "K": 4096})
+    for seed in range(3):
+        text = messages.mismatch_text("bad_combine_index", m, task, random.Random(seed), m.variant("wgmma_split_k"),
+                                      {"SPLITS": 4})
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert 0.93 < bad / numel < 1.0 and 1.8 < absolute < 3.5, text
+    assert messages._combine_site({"combine_end": "SPLIT_K - 1"}, {"SPLIT_K": 8}) == ("reduction", 1 / 8)
+    assert messages._combine_site({"combine_end": "SPLITS - 1"}, {"SPLITS": 1}) is None
+    gemv = REGISTRY["gemv_cuda"]
+    task = make_task(gemv, "H100", "fp16", {"M": 1, "N": 4096, "K": 4096})
+    text = messages.mismatch_text("bad_combine_index", gemv, task, random.Random(0), gemv.variant("split_k_combine"), None)
+    bad, numel, _ = _counts(text)
+    absolute, _ = _diffs(text)
+    assert bad / numel > 0.95 and 3 * 64 < absolute < 7 * 64, text        # sqrt(2) x sqrt(K) = 90 an element
+
+
+def test_an_fp4_gemm_without_its_block_scales_is_off_by_its_unscaled_sum():
+    """gemm_fp4's missing_scale dequantizes both operands without their block scales (a shared dequant, or
+    sa and sb set to 1): the candidate is sum a_k b_k against sum a_k b_k s_a s_b, ~24x the reference's size
+    with nvfp4's U(1/16, 5/16) scales. torch on the CPU (M1024 N2048 K4096 G16 fp16, the reference's inputs):
+    2096846 / 2097152 (100.0%), greatest absolute 2710.0, relative inf; reference RMS 22.12."""
+    m = REGISTRY["gemm_fp4_cuda"]
+    task = make_task(m, "RTX5090", "fp16", {"M": 1024, "N": 2048, "K": 4096, "G": 16})
+    for tag in ("dequant_then_gemm", "fused_dequant_smem", "mma_reg_dequant"):
+        text = messages.mismatch_text("missing_scale", m, task, random.Random(0), m.variant(tag), None)
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert bad / numel > 0.999 and 2000 < absolute < 4000, (tag, text)
+
+
+def test_a_split_kv_decode_that_merges_other_heads_partials_is_off_by_an_attention_output():
+    """A split-KV decode merge indexed by head + split, not head * splits + split, merges other heads'
+    partial outputs: values of an attention output's size (sqrt(sum w^2), 0.026 at 4096 keys) and their
+    own sign. torch on the CPU (flash decode B1 H32 S4096 D128 bf16, 8 splits, the kernel's merge with the
+    wrong rows): 2328 / 4096 (56.8%), greatest absolute 0.134, relative 7168.0. The generic table drew
+    20-95% of an output of RMS 1."""
+    m = REGISTRY["flash_decode_triton"]
+    task = make_task(m, "H100", "bf16", {"B": 1, "H": 32, "S": 4096, "D": 128})
+    for seed in range(3):
+        text = messages.mismatch_text("bad_combine_index", m, task, random.Random(seed), m.variant("split_kv"),
+                                      {"NUM_SPLITS": 8})
+        bad, numel, _ = _counts(text)
+        absolute, _ = _diffs(text)
+        assert 0.5 < bad / numel < 0.64 and 0.08 < absolute < 0.2, text
+    for name, tag in (("paged_decode_cuda", "gqa_cp_async"), ("swa_decode_triton", "split_kv"), ("swa_decode_cuda", "split_kv")):
+        mod = REGISTRY[name]
+        t = make_task(mod, "H100", mod.dtypes[0], mod.shapes[0])
+        _, _, _ = _counts(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
+        absolute, _ = _diffs(messages.mismatch_text("bad_combine_index", mod, t, random.Random(0), mod.variant(tag), None))
+        assert absolute < 0.5, (name, absolute)
+
+
+def test_the_greatest_relative_difference_of_many_token_ids_is_at_the_smallest_id():
+    """torch on the CPU, 256 token ids uniform over V = 128256 against 256 others: greatest absolute 115255,
+    greatest relative 164.59 (the smallest expected id, ~V / 256, off by ~V / 2). kernelstrain-s8383-000137
+    step 5 (top_p_cuda, 254 of 256 ids wrong) printed a relative difference of 2.04: one pair's ratio."""
+    for seed in range(6):
+        text = runtime_texts.mismatch_text("missing_scale", (256,), "int32", 128256 / 2, random.Random(seed))
+        absolute = int(re.search(r"Greatest absolute difference: (\d+) at", text).group(1))
+        relative = float(re.search(r"Greatest relative difference: (\S+) at", text).group(1))
+        assert 90000 < absolute < 128256 and relative > 20, text
