@@ -430,12 +430,16 @@ MODULE_FIT_FILES = FIT_FILES + (
     # selective_scan_triton state_outer_scan sweeps, layernorm_triton staged loops, selective_scan_cuda rows). roomA j1
     # (measurements/h100_roomA_j1.json) stays out: 14 of its 48 rows time a rung main does not have
     # (warp_specialized_pingpong of flash_prefill_cuda / chunked_prefill_cuda, roomA's branch)
-    "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json")
+    "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json",
+    # the eighth session's sim w1 / w2, run by the lead on an H100 at 07:19-07:27 UTC of 2026-12-07: layernorm_triton
+    # staged loops and warps, gemm_fp16_cuda wgmma_split_k SPLITS, gemm_splitk_triton SPLIT_K x warps (2 and 4),
+    # mla_decode_triton split_kv / pipelined_stages at B=32 H=128, prefix_scan_cuda one-tile rows
+    "h100_sim_w1.json", "h100_sim_w2.json")
 # device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
 # top, or in TEXT_META_CARD where the file's meta is text)
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
              "h100_roomK_k5.json", "h100_simS_s1.json", "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json",
-             "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json")
+             "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json", "h100_sim_w1.json", "h100_sim_w2.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
