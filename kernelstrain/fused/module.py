@@ -11,6 +11,9 @@ left out):
   vectorized_loads   (CUDA) vector loads with a scalar tail, rows cached in registers
   multi_row_tiles    (Triton) several rows a program (where the row kernel has >= MULTI_ROW_MIN_ROWS rows)
   gemm_epilogue      a GEMM kernel with the elementwise run in its epilogue (Triton: tl.dot; CUDA: cuda_gemm.py)
+  cuda_graph         the leanest fused plan's call (library GEMMs kept) captured in a CUDA graph and replayed
+  cuda_graph_gemm    ... and gemm_epilogue's call (graphs.py; both off the menus until a device run checks
+                     them: KERNELSTRAIN_DEVICE_UNCHECKED=1)
 
 A bug is offered only where it breaks this program's output (module docstrings of cuda_src and
 triton_src): a per-channel index on a tensor with spatial dims, a row shorter than its power-of-two
@@ -35,6 +38,7 @@ from .cuda_gemm import cuda_gemm_ms, gemm_threads
 from .cuda_program import cuda_source
 from .cuda_src import cached_row, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
+from .graphs import graph_host_calls, input_copies_ms, offered as graphs_offered, on_current_stream
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
 from .magnitude import exp_overflows, magnitudes
 from .precision import SUM_PASSES, gemm_breaks, row_breaks, tf32_gemm_breaks
@@ -66,7 +70,10 @@ TITLES = {
     "vectorized_loads": "vector loads with a scalar tail; rows cached in registers",
     "multi_row_tiles": "several rows per program, each row whole in registers",
     "gemm_epilogue": "a GEMM kernel with the elementwise run in its epilogue",
+    "cuda_graph": "the call captured once in a CUDA graph and replayed: the host issues one replay, not each launch",
+    "cuda_graph_gemm": "the GEMM-epilogue call captured once in a CUDA graph and replayed",
 }
+GRAPHED = ("cuda_graph", "cuda_graph_gemm")       # rungs that replay another rung's plan from a CUDA graph (graphs.py)
 
 
 def family(ops: list) -> str:
@@ -120,7 +127,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans, self._half, self._gemm_half = {}, {}, {}
+        self._plans, self._half, self._gemm_half, self._graph_base = {}, {}, {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -149,7 +156,24 @@ class FusedModule(OpModule):
             items = plan(steps, "gemm_epilogue")
             self._plans["gemm_epilogue"] = items
             rungs.append(self._rung("gemm_epilogue", self._params(items, "gemm_epilogue"), items))
+        if graphs_offered() and top is not None:
+            # the leanest plan that keeps the library's GEMMs, at its last rung's parameters (vectorized_loads,
+            # multi_row_tiles), and the GEMM-epilogue plan: the graph removes the host's calls, the plan the GPU's passes
+            base = [v.tag for v in rungs if self._plans.get(v.tag) is top][-1]
+            rungs.append(self._graph_rung("cuda_graph", base))
+        if graphs_offered() and "gemm_epilogue" in self._plans:
+            rungs.append(self._graph_rung("cuda_graph_gemm", "gemm_epilogue"))
         return rungs
+
+    def _graph_rung(self, tag: str, base: str) -> Rung:
+        """A rung replaying `base`'s plan from a CUDA graph, tuned by the same parameters."""
+        self._graph_base[tag] = base
+        items = self._plans[tag] = self._plans[base]
+        return self._rung(tag, self._params(items, base), items)
+
+    def _kernel_tag(self, tag: str) -> str:
+        """The rung whose kernels a rung's code runs: a graphed rung's base, else itself."""
+        return self._graph_base.get(tag, tag)
 
     def _most_rows(self, items: list) -> int:
         """Rows of the longest-gridded row kernel of a plan (one program a row)."""
@@ -193,7 +217,7 @@ class FusedModule(OpModule):
         return max(b * math.ceil(m / tile) * math.ceil(n / tile) for b, m, n, _ in dims)
 
     def _rung(self, tag: str, params: tuple, items: list) -> Rung:
-        bugs, bug_params = self._bugs(tag, items)
+        bugs, bug_params = self._bugs(self._kernel_tag(tag), items)
         path = "fp16" if self.view.dtype == "bf16" else "fp32"
         if self._half_accumulates(items):
             bugs.append("half_accumulator")
@@ -283,8 +307,12 @@ class FusedModule(OpModule):
             heavy = over[0] if over else max(kernels, key=lambda km: (km[2].bytes, km[2].flops))[1]
             return Launch(grid=heavy.grid, threads=heavy.threads, smem_bytes=max(km[1].smem_bytes for km in kernels), regs=heavy.regs,
                           bytes_per_access=heavy.bytes_per_access, unrolled=max(km[1].unrolled for km in kernels),
-                          launches=len(kernels) + self._torch_launches(tag))
+                          launches=len(kernels) + self._torch_launches(tag) + self._copies(tag))
         return launch
+
+    def _copies(self, tag: str) -> int:
+        """Copy kernels a graphed rung's call runs: one an input, into the graph's static inputs."""
+        return len(self.view.program.inputs) if tag in self._graph_base else 0
 
     def _torch_launches(self, tag: str) -> int:
         items = self._plans.get(tag)
@@ -295,7 +323,7 @@ class FusedModule(OpModule):
     def _kernel_models(self, tag: str, params: dict, task: Task) -> list:
         """[(Kernel, Launch, Cost, analog)] of the rung's custom kernels."""
         items = self._plans.get(tag)
-        return [] if items is None else [self._kernel_model(k, tag, params, task) for k in kernels_of(items)]
+        return [] if items is None else [self._kernel_model(k, self._kernel_tag(tag), params, task) for k in kernels_of(items)]
 
     def _kernel_model(self, k: Kernel, tag: str, params: dict, task: Task):
         view, steps, nb = self.view, self.view.steps, DTYPE_BYTES[self.view.dtype]
@@ -400,6 +428,8 @@ class FusedModule(OpModule):
                                               *analog[1][4:]))
             else:
                 kernels.append(custom_kernel_ms(analog, launch, work, gpu, dtype))
+        if tag in self._graph_base:
+            kernels += input_copies_ms(self.view.program.inputs, gpu)
         return kernels
 
     def host_us(self, tag: str) -> float:
@@ -411,6 +441,8 @@ class FusedModule(OpModule):
         items = self._plans.get(tag)
         if items is None:
             return host_calls(self.view.program.steps, range(len(self.view.steps)), 0, self.impl)
+        if tag in self._graph_base:
+            return graph_host_calls(self.view.program.inputs)
         kept = [it for it in items if not isinstance(it, Kernel)]
         return host_calls(self.view.program.steps, kept, len(kernels_of(items)), self.impl)
 
@@ -437,16 +469,18 @@ class FusedModule(OpModule):
             items = self._plans[tag]
             kernels = kernels_of(items)
             title = f"{self.title}: {TITLES[tag]}."
-            p = dict(params)
+            p, graphed = dict(params), tag in self._graph_base
             if self.impl == "cuda":
-                if tag == "vectorized_loads":
+                if self._kernel_tag(tag) == "vectorized_loads":
                     p["cached"] = 1
                 else:
                     p.pop("vec", None)
                 src, names = cuda_source(self.view, kernels, p, bug)
-                return cuda_solution(self.view, items, src, prototypes(src, names), names, title)
+                if graphed:
+                    src = on_current_stream(src)
+                return cuda_solution(self.view, items, src, prototypes(src, names), names, title, graphed)
             src, names = triton_source(self.view, kernels, p, bug)
-            return triton_solution(self.view, items, src, names, title)
+            return triton_solution(self.view, items, src, names, title, graphed)
         return render
 
     def assemble(self, body: str, variant, params: dict, task: Task) -> str:
