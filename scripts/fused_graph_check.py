@@ -45,7 +45,6 @@ def _sim(m, tag: str, task) -> dict:
 
 
 def prepare(args) -> int:
-    os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"      # the graph rung is what this checks
     from kernelstrain.fused.degenerate import reason
     from kernelstrain.fused.module import GRAPHED, fused_module, module_name
     from kernelstrain.fused.tasks import usable

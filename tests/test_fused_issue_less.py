@@ -1,5 +1,5 @@
 """Rungs whose fused call issues less on the host: fused_rows (consecutive row kernels in one, Triton) and the
-CUDA graph rungs (graphs.py, off the menus until a device run checks them)."""
+CUDA graph rungs (graphs.py; checked on an H100: fused j1, measurements/h100_fused_graph_j1.jsonl)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ from kernelstrain.engine import Episode
 from kernelstrain.fused.kernels import kernels_of
 from kernelstrain.fused.module import GRAPHED, FusedModule, fused_module, module_name
 from kernelstrain.fused.tasks import usable
-from kernelstrain.fused.timing import HOST_DISPATCH_US, HOST_MODULE_US, HOST_TRITON_US
+from kernelstrain.fused.timing import HOST_DISPATCH_US, HOST_MODULE_US, HOST_REPLAY_US, HOST_TRITON_US
 from kernelstrain.plan import seeded_rng
 from kernelstrain.profiles import load_profile
 from kernelstrain.tasks import make_task
@@ -59,29 +59,42 @@ def test_fused_rows_match_the_reference_under_the_interpreter():
     assert "0 problems" in run.stdout and run.stdout.count('"bug": null') >= 4
 
 
-def test_graph_rungs_are_off_the_menus_unless_asked_for(monkeypatch):
-    monkeypatch.delenv("KERNELSTRAIN_DEVICE_UNCHECKED", raising=False)
-    assert not set(GRAPHED) & set(_tags(FusedModule(0, 1, "triton")))
-    monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")
+def test_the_graph_rungs_replay_the_leanest_plan_and_the_gemm_epilogue():
     m = FusedModule(0, 1, "triton")         # linear -> gelu -> ... : a library GEMM and a gemm_epilogue plan
     assert _tags(m)[-2:] == ["cuda_graph", "cuda_graph_gemm"]
     tags = _tags(m)
     assert m._kernel_tag("cuda_graph") == tags[tags.index("gemm_epilogue") - 1]      # the leanest plan keeping cuBLAS
     assert m._kernel_tag("cuda_graph_gemm") == "gemm_epilogue"
-    assert usable(m, _task(m)) == usable(fused_module(module_name(0, 1, "triton")), _task(m))   # the task set is unchanged
+    assert usable(m, _task(m)) and [v.tag for v in m.variants if v.tag in GRAPHED] == list(GRAPHED)
+    assert "cuda_graph_gemm" not in _tags(FusedModule(0, 9, "triton"))      # layer_norm -> ...: no GEMM to write
+
+
+def test_the_task_set_is_the_fusion_ladders(monkeypatch):
+    """tasks.usable asks the fusion rungs only: a program no fusion speeds up by tasks.ROOM is not a task because a
+    graph would (the task set is the same with and without the graph rungs)."""
+    import kernelstrain.fused.tasks as tasks
+    from kernelstrain.fused.module import FusedModule as FM
+    checked = 0
+    for index in range(40):
+        m = FM(0, index, "cuda")
+        plain = [v for v in m.variants if v.tag not in GRAPHED]
+        monkeypatch.setattr(m, "variants", tuple(plain))
+        without = tasks.usable(m, _task(m))
+        monkeypatch.undo()
+        checked += without != tasks.usable(m, _task(m))
+    assert checked == 0
 
 
 @pytest.mark.parametrize("impl", ["cuda", "triton"])
-def test_a_graphed_call_issues_one_replay_and_a_copy_an_input(monkeypatch, impl):
+def test_a_graphed_call_issues_one_replay_and_a_copy_an_input(impl):
     """The host: ModelNew's call, a copy_ an input and the replay; the GPU: the base plan's kernels and a copy kernel
     an input; the call the longer of the two (timing.call_ms)."""
-    monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")
     m = FusedModule(0, 29, impl)         # bmm -> ... : two inputs
     task, base = _task(m), m._kernel_tag("cuda_graph")
     params = m.variant("cuda_graph").defaults()
     assert params == m.variant(base).defaults()
     n = len(m.view.program.inputs)
-    assert n == 2 and m.host_us("cuda_graph") == HOST_MODULE_US + (n + 1) * HOST_DISPATCH_US
+    assert n == 2 and m.host_us("cuda_graph") == HOST_MODULE_US + n * HOST_DISPATCH_US + HOST_REPLAY_US
     kernels, plan = m.kernels_ms("cuda_graph", params, task), m.kernels_ms(base, params, task)
     assert kernels[:len(plan)] == plan and len(kernels) == len(plan) + n
     # Triton's plan (a bmm and a Triton launch) issues more than the replay and two copies; CUDA's (a bmm and an
@@ -90,11 +103,10 @@ def test_a_graphed_call_issues_one_replay_and_a_copy_an_input(monkeypatch, impl)
 
 
 @pytest.mark.parametrize("impl", ["cuda", "triton"])
-def test_a_graphed_solution_replays_its_base_plan(monkeypatch, impl):
+def test_a_graphed_solution_replays_its_base_plan(impl):
     """`run` is the base rung's forward, line for line; forward copies the inputs in and replays; the CUDA kernels
     launch on PyTorch's current stream (the capture's: a legacy-stream launch fails capture); no side stream (which
     KernelBench's static checker flags as stream injection), no try/except."""
-    monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")
     m = FusedModule(0, 4, impl)
     task = _task(m)
     v, base = m.variant("cuda_graph"), m.variant(m._kernel_tag("cuda_graph"))
@@ -110,10 +122,9 @@ def test_a_graphed_solution_replays_its_base_plan(monkeypatch, impl):
         assert not re.findall(r"<<<(.+?)>>>", plain)[0].endswith("getCurrentCUDAStream()")
 
 
-def test_a_host_bound_episode_climbs_to_the_graph(monkeypatch):
-    """With the graph rungs on the menus, a host-bound best whose call a replay issues faster is captured: some
-    episode of the first programs writes a graph rung after its fusion rungs."""
-    monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")
+def test_a_host_bound_episode_climbs_to_the_graph():
+    """A host-bound best whose call a replay issues faster is captured: some episode of the first programs writes a
+    graph rung after its fusion rungs."""
     search, climbed = load_profile("fused").search, 0
     for index in range(12):
         m = FusedModule(0, index, "triton")

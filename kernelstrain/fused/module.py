@@ -14,8 +14,7 @@ left out):
                      row kept in registers for the softmax / norm / reduction after it, one launch fewer
   gemm_epilogue      a GEMM kernel with the elementwise run in its epilogue (Triton: tl.dot; CUDA: cuda_gemm.py)
   cuda_graph         the leanest fused plan's call (library GEMMs kept) captured in a CUDA graph and replayed
-  cuda_graph_gemm    ... and gemm_epilogue's call (graphs.py; both off the menus until a device run checks
-                     them: KERNELSTRAIN_DEVICE_UNCHECKED=1)
+  cuda_graph_gemm    ... and gemm_epilogue's call (graphs.py; checked on an H100: fused j1)
 
 A bug is offered only where it breaks this program's output (module docstrings of cuda_src and
 triton_src): a per-channel index on a tensor with spatial dims, a row shorter than its power-of-two
@@ -40,7 +39,7 @@ from .cuda_gemm import cuda_gemm_ms, gemm_threads
 from .cuda_program import cuda_source
 from .cuda_src import cached_row, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
-from .graphs import graph_host_calls, input_copies_ms, offered as graphs_offered, on_current_stream
+from .graphs import graph_host_calls, input_copies_ms, on_current_stream
 from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step, row_steps
 from .magnitude import exp_overflows, magnitudes
 from .precision import SUM_PASSES, gemm_breaks, row_breaks, tf32_gemm_breaks
@@ -165,11 +164,11 @@ class FusedModule(OpModule):
             items = plan(steps, "gemm_epilogue")
             self._plans["gemm_epilogue"] = items
             rungs.append(self._rung("gemm_epilogue", self._params(items, "gemm_epilogue"), items))
-        if graphs_offered() and top is not None:
+        if top is not None:
             # the leanest plan that keeps the library's GEMMs (vectorized_loads, multi_row_tiles, fused_rows ...) and
             # the GEMM-epilogue plan: the graph removes the host's calls, the plan the GPU's passes
             rungs.append(self._graph_rung("cuda_graph", lean))
-        if graphs_offered() and "gemm_epilogue" in self._plans:
+        if "gemm_epilogue" in self._plans:
             rungs.append(self._graph_rung("cuda_graph_gemm", "gemm_epilogue"))
         return rungs
 
