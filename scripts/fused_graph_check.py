@@ -2,7 +2,7 @@
 KernelBench checks it (one model, several seeded trials of new inputs), and what do its calls cost
 against the plan it replays and the eager program, beside the simulator's times.
 
-    python3 scripts/fused_graph_check.py prepare --dir DIR [--seed 0] [--cuda 4] [--triton 6]
+    python3 scripts/fused_graph_check.py prepare --dir DIR [--seed 0] [--start 0] [--cuda 4] [--triton 6]
         here, no GPU: the first programs of the grammar's stream (seed --seed) that are fused tasks on the
         H100 (tasks.usable, not degenerate) and whose graph rung issues less than their leanest plan, in
         CUDA and Triton; for each the problem and three solutions at the rungs' defaults: eager, the graph's
@@ -52,8 +52,8 @@ def prepare(args) -> int:
     d = args.dir
     d.mkdir(parents=True, exist_ok=True)
     want, cases, seen = {"cuda": args.cuda, "triton": args.triton}, [], set()
-    index = 0
-    while any(want.values()) and index < 2000:
+    index = args.start
+    while any(want.values()) and index < args.start + 2000:
         impl = "cuda" if want["cuda"] and (index % 2 == 0 or not want["triton"]) else "triton"
         m = fused_module(module_name(args.seed, index, impl))
         index += 1
@@ -252,6 +252,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0, help="the stream index to start from")
     ap.add_argument("--cuda", type=int, default=4)
     ap.add_argument("--triton", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=14)
