@@ -9,6 +9,8 @@ engineer climbs them:
   fused_elementwise  each run of elementwise steps in one kernel; row steps alone
   fused_row          a row step (norm, softmax, reduction) with the elementwise runs around it
                      in one row kernel: prologue applied as the row is loaded, epilogue as it is stored
+  fused_rows         (Triton) consecutive row kernels over the same rows in one: the row stays in registers from
+                     one row step to the next (a norm, then a softmax or a reduction of the normalized row)
   gemm_epilogue      a GEMM (linear, matmul, bmm) with the elementwise run after it in its epilogue
 
 A residual add reads a tensor saved earlier: inside one kernel's chain it is a register; else
@@ -26,8 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .exprs import ELEMENTWISE, ROW_OPS, fusible
+from .types import SPATIAL
 
-PLANS = ("op_kernels", "fused_elementwise", "fused_row", "gemm_epilogue")
+PLANS = ("op_kernels", "fused_elementwise", "fused_row", "fused_rows", "gemm_epilogue")
+ROW_OUT = ("layer_norm", "rms_norm", "softmax", "log_softmax")      # row steps that write every element of the row
 GEMM_HEADS = ("linear", "matmul", "bmm")
 
 
@@ -94,6 +98,8 @@ def plan(program: list, how: str) -> list:
     """The program as a list of items in order: a step index (a PyTorch call) or a Kernel."""
     if how not in PLANS:
         raise ValueError(f"unknown plan {how!r}")
+    if how == "fused_rows":
+        return materialize(program, merge_rows(program, plan(program, "fused_row")))
     grouping = "fused_row" if how == "gemm_epilogue" else how
     items, runs = [], {r[0]: r for r in _runs(program)}
     j = 0
@@ -121,6 +127,46 @@ def plan(program: list, how: str) -> list:
     return materialize(program, items)
 
 
+def _last_dim(step: dict) -> bool:
+    """A row step reduces its input's last dim: its `dim`, or a norm's own (the features of a vector or sequence
+    tensor; an image's channels are dim 1: view.geometry)."""
+    dim, rank = step["params"].get("dim"), len(step["in"]["shape"])
+    if isinstance(dim, int):
+        return dim % rank == rank - 1
+    return step["in"].get("kind") not in SPATIAL
+
+
+def merge_rows(program: list, items: list) -> list:
+    """Adjacent row kernels joined where the first's row steps all write the row (a norm, a softmax) along
+    the last dim and the next one's row step reduces the same last-dim rows: the row stays in the
+    program's registers from one row step to the next (fused_rows).
+
+    >>> prog = [{"op": "layer_norm", "role": "norm", "params": {}, "in": {"shape": [4, 64]}, "out": {"shape": [4, 64]}},
+    ...         {"op": "relu", "role": "elementwise", "params": {}, "in": {"shape": [4, 64]}, "out": {"shape": [4, 64]}},
+    ...         {"op": "softmax", "role": "softmax", "params": {"dim": -1}, "in": {"shape": [4, 64]}, "out": {"shape": [4, 64]}}]
+    >>> [(k.kind, k.steps) for k in plan(prog, "fused_row")], [(k.kind, k.steps) for k in plan(prog, "fused_rows")]
+    ([('row', (0, 1)), ('row', (2,))], [('row', (0, 1, 2))])
+    """
+    out = []
+    for it in items:
+        prev = out[-1] if out else None
+        if isinstance(it, Kernel) and it.kind == "row" and isinstance(prev, Kernel) and prev.kind == "row" \
+                and prev.steps[-1] + 1 == it.steps[0] and _rows_carry(program, prev, it):
+            out[-1] = Kernel("row", prev.steps + it.steps)
+        else:
+            out.append(it)
+    return out
+
+
+def _rows_carry(program: list, first: Kernel, second: Kernel) -> bool:
+    """`first`'s row steps each write their whole last-dim row, and `second`'s row step reads rows of that length."""
+    rows = [j for j in first.steps if _is_row(program[j])]
+    nxt = next(j for j in second.steps if _is_row(program[j]))
+    width = program[rows[0]]["in"]["shape"][-1]
+    return all(program[j]["op"] in ROW_OUT and _last_dim(program[j]) for j in rows) and _last_dim(program[nxt]) \
+        and program[nxt]["in"]["shape"][-1] == width and program[first.steps[-1]]["out"]["shape"][-1] == width
+
+
 def last_step(item) -> int:
     return item.steps[-1] if isinstance(item, Kernel) else item
 
@@ -144,9 +190,10 @@ def chain_parts(program: list, kernel: Kernel) -> list[tuple[int, list[int]]]:
     enters it: (input, prologue + row step) and (row step, epilogue) of a row kernel, (input,
     all) of an elementwise kernel, (GEMM, epilogue) of a GEMM kernel."""
     steps = list(kernel.steps)
-    if kernel.kind == "row":
-        at = next(i for i, j in enumerate(steps) if _is_row(program[j]))
-        return [(steps[0] - 1, steps[:at + 1]), (steps[at], steps[at + 1:])]
+    if kernel.kind == "row":      # (input, prologue + first row step), (each row step, the steps up to the next one's end)
+        rows = [i for i, j in enumerate(steps) if _is_row(program[j])]
+        ends = [b + 1 for b in rows[1:]] + [len(steps)]
+        return [(steps[0] - 1, steps[:rows[0] + 1])] + [(steps[a], steps[a + 1:e]) for a, e in zip(rows, ends)]
     if kernel.kind == "gemm":
         return [(steps[0], steps[1:])]
     return [(steps[0] - 1, steps)]
@@ -188,7 +235,13 @@ def _kernel(program: list, steps: tuple, kind: str) -> Kernel:
 
 
 def row_step(program: list, kernel: Kernel) -> int | None:
+    """A row kernel's first row step (its geometry's; a fused_rows kernel has more: row_steps)."""
     return next((j for j in kernel.steps if _is_row(program[j])), None) if kernel.kind == "row" else None
+
+
+def row_steps(program: list, kernel: Kernel) -> list[int]:
+    """Every row step of a row kernel, in order."""
+    return [j for j in kernel.steps if _is_row(program[j])] if kernel.kind == "row" else []
 
 
 def kernels_of(items: list) -> list[Kernel]:

@@ -10,7 +10,11 @@ left out):
   fused_row          the runs fused into the norm / softmax / reduction they border (one row kernel)
   vectorized_loads   (CUDA) vector loads with a scalar tail, rows cached in registers
   multi_row_tiles    (Triton) several rows a program (where the row kernel has >= MULTI_ROW_MIN_ROWS rows)
+  fused_rows         (Triton) consecutive row kernels over the same rows in one (kernels.merge_rows): a norm's
+                     row kept in registers for the softmax / norm / reduction after it, one launch fewer
   gemm_epilogue      a GEMM kernel with the elementwise run in its epilogue (Triton: tl.dot; CUDA: cuda_gemm.py)
+  cuda_graph         the leanest fused plan's call (library GEMMs kept) captured in a CUDA graph and replayed
+  cuda_graph_gemm    ... and gemm_epilogue's call (graphs.py; checked on an H100: fused j1)
 
 A bug is offered only where it breaks this program's output (module docstrings of cuda_src and
 triton_src): a per-channel index on a tensor with spatial dims, a row shorter than its power-of-two
@@ -35,7 +39,8 @@ from .cuda_gemm import cuda_gemm_ms, gemm_threads
 from .cuda_program import cuda_source
 from .cuda_src import cached_row, prototypes
 from .exprs import CHANNEL_PARAMS, EXP_ROWS
-from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step
+from .graphs import graph_host_calls, input_copies_ms, on_current_stream
+from .kernels import GEMM_HEADS, Kernel, kernels_of, plan, row_step, row_steps
 from .magnitude import exp_overflows, magnitudes
 from .precision import SUM_PASSES, gemm_breaks, row_breaks, tf32_gemm_breaks
 from .solution import cuda_solution, eager_solution, triton_solution
@@ -65,8 +70,12 @@ TITLES = {
     "fused_row": "elementwise runs fused into the row kernel (norm / softmax / reduction) they border",
     "vectorized_loads": "vector loads with a scalar tail; rows cached in registers",
     "multi_row_tiles": "several rows per program, each row whole in registers",
+    "fused_rows": "consecutive row steps over the same rows in one kernel, the row kept in registers between them",
     "gemm_epilogue": "a GEMM kernel with the elementwise run in its epilogue",
+    "cuda_graph": "the call captured once in a CUDA graph and replayed: the host issues one replay, not each launch",
+    "cuda_graph_gemm": "the GEMM-epilogue call captured once in a CUDA graph and replayed",
 }
+GRAPHED = ("cuda_graph", "cuda_graph_gemm")       # rungs that replay another rung's plan from a CUDA graph (graphs.py)
 
 
 def family(ops: list) -> str:
@@ -120,7 +129,7 @@ class FusedModule(OpModule):
         self.dtypes = (row["dtype"],)
         self.entry = Output(tuple(row["output"]["shape"]), row["dtype"])
         self.inputs = tuple(i["name"] for i in row["inputs"])
-        self._plans, self._half, self._gemm_half = {}, {}, {}
+        self._plans, self._half, self._gemm_half, self._graph_base = {}, {}, {}, {}
         self.variants = tuple(self._ladder())
 
     # -- the ladder ---------------------------------------------------------------------
@@ -145,11 +154,33 @@ class FusedModule(OpModule):
         if top is not None and self.impl == "triton" and has_row and self._most_rows(top) >= MULTI_ROW_MIN_ROWS:
             self._plans["multi_row_tiles"] = top
             rungs.append(self._rung("multi_row_tiles", self._params(top, "multi_row_tiles"), top))
+        if top is not None and self.impl == "triton" and has_row:
+            items = plan(steps, "fused_rows")
+            if len(kernels_of(items)) < len(kernels_of(top)):
+                self._plans["fused_rows"] = items
+                rungs.append(self._rung("fused_rows", self._params(items, "fused_rows"), items))
+        lean = rungs[-1].tag        # the leanest plan keeping the library's GEMMs, at its last rung's parameters
         if any(s["op"] in GEMM_HEADS for s in steps):
             items = plan(steps, "gemm_epilogue")
             self._plans["gemm_epilogue"] = items
             rungs.append(self._rung("gemm_epilogue", self._params(items, "gemm_epilogue"), items))
+        if top is not None:
+            # the leanest plan that keeps the library's GEMMs (vectorized_loads, multi_row_tiles, fused_rows ...) and
+            # the GEMM-epilogue plan: the graph removes the host's calls, the plan the GPU's passes
+            rungs.append(self._graph_rung("cuda_graph", lean))
+        if "gemm_epilogue" in self._plans:
+            rungs.append(self._graph_rung("cuda_graph_gemm", "gemm_epilogue"))
         return rungs
+
+    def _graph_rung(self, tag: str, base: str) -> Rung:
+        """A rung replaying `base`'s plan from a CUDA graph, tuned by the same parameters."""
+        self._graph_base[tag] = base
+        items = self._plans[tag] = self._plans[base]
+        return self._rung(tag, self._params(items, base), items)
+
+    def _kernel_tag(self, tag: str) -> str:
+        """The rung whose kernels a rung's code runs: a graphed rung's base, else itself."""
+        return self._graph_base.get(tag, tag)
 
     def _most_rows(self, items: list) -> int:
         """Rows of the longest-gridded row kernel of a plan (one program a row)."""
@@ -176,7 +207,8 @@ class FusedModule(OpModule):
             out += [Param("BLOCK", (256, 512, 1024, 2048, 4096), 1024), Param("num_warps", (1, 2, 4, 8), 4)]
         if "row" in kinds:
             out.append(Param("row_warps", (1, 2, 4, 8), 4))
-            if tag in ("multi_row_tiles", "gemm_epilogue"):
+            if tag in ("multi_row_tiles", "gemm_epilogue") or \
+                    (tag == "fused_rows" and self._most_rows(items) >= MULTI_ROW_MIN_ROWS):
                 out.append(Param("ROWS", (2, 4, 8, 16), 4))
         if "gemm" in kinds:
             # the start an engineer takes from Triton's matmul tutorial: 128x128x64 tiles on 8 warps for a
@@ -193,7 +225,7 @@ class FusedModule(OpModule):
         return max(b * math.ceil(m / tile) * math.ceil(n / tile) for b, m, n, _ in dims)
 
     def _rung(self, tag: str, params: tuple, items: list) -> Rung:
-        bugs, bug_params = self._bugs(tag, items)
+        bugs, bug_params = self._bugs(self._kernel_tag(tag), items)
         path = "fp16" if self.view.dtype == "bf16" else "fp32"
         if self._half_accumulates(items):
             bugs.append("half_accumulator")
@@ -206,7 +238,7 @@ class FusedModule(OpModule):
         kernel with a sum pass, or its Triton GEMM."""
         steps = self.view.steps
         return self.view.dtype == "bf16" and any(
-            (k.kind == "row" and steps[row_step(steps, k)]["op"] in SUM_PASSES) or k.kind == "gemm" for k in kernels_of(items))
+            any(steps[r]["op"] in SUM_PASSES for r in row_steps(steps, k)) or k.kind == "gemm" for k in kernels_of(items))
 
     def _half_breaks(self, tag: str, items: list, declared: tuple, params: dict | None) -> bool:
         """Whether the rung's kernels, accumulating in bf16 at `params` (None: at the declared values
@@ -231,10 +263,11 @@ class FusedModule(OpModule):
                 w_rms = 1.0 / math.sqrt(3.0 * kk) if steps[k.steps[0]]["op"] == "linear" else 1.0
                 self._gemm_half[key] = gemm_breaks(steps, mags, k.steps[0], kk, block_k, w_rms, self.op)
             return self._gemm_half[key]
-        r = row_step(steps, k)
-        if r is None or steps[r]["op"] not in SUM_PASSES:
-            return False
-        C = view.geometry(r).C
+        return any(self._row_half_breaks(r, params) for r in row_steps(steps, k) if steps[r]["op"] in SUM_PASSES)
+
+    def _row_half_breaks(self, r: int, params: dict) -> bool:
+        steps, mags = self.view.steps, magnitudes(self.view.steps)
+        C = self.view.geometry(r).C
         if self.impl == "cuda":
             return row_breaks(steps, mags, r, C, min(params["row_threads"], C), "float", self.op)
         block_c = next_pow2(C)
@@ -247,14 +280,13 @@ class FusedModule(OpModule):
         mags = magnitudes(steps)
         for k in kernels_of(items):
             g = view.kernel_geometry(k)
-            r = row_step(steps, k)
             if k.kind == "ew" and g.inner > 1 and g.C > 1 and any(steps[j]["op"] in CHANNEL_PARAMS for j in k.steps):
                 out.append("broadcast_index")
             if k.kind == "gemm" and view.dtype == "fp32" and self.impl == "triton":     # the CUDA GEMM multiplies on FMA
                 head = steps[k.steps[0]]
                 if tf32_gemm_breaks(steps, mags, k.steps[0], gemm_dims(head)[3], head["op"] == "linear", self.op):
                     out.append("tf32_dot")
-            if r is not None:
+            for r in row_steps(steps, k):          # (a fused_rows kernel has several; the bug is written into each)
                 if steps[r]["op"] in EXP_ROWS and exp_overflows(*mags[r], g.numel) \
                         and all(s["op"] in CARRY_NONFINITE for s in steps[r + 1:]):
                     out.append("no_max_subtraction")
@@ -283,8 +315,12 @@ class FusedModule(OpModule):
             heavy = over[0] if over else max(kernels, key=lambda km: (km[2].bytes, km[2].flops))[1]
             return Launch(grid=heavy.grid, threads=heavy.threads, smem_bytes=max(km[1].smem_bytes for km in kernels), regs=heavy.regs,
                           bytes_per_access=heavy.bytes_per_access, unrolled=max(km[1].unrolled for km in kernels),
-                          launches=len(kernels) + self._torch_launches(tag))
+                          launches=len(kernels) + self._torch_launches(tag) + self._copies(tag))
         return launch
+
+    def _copies(self, tag: str) -> int:
+        """Copy kernels a graphed rung's call runs: one an input, into the graph's static inputs."""
+        return len(self.view.program.inputs) if tag in self._graph_base else 0
 
     def _torch_launches(self, tag: str) -> int:
         items = self._plans.get(tag)
@@ -295,7 +331,7 @@ class FusedModule(OpModule):
     def _kernel_models(self, tag: str, params: dict, task: Task) -> list:
         """[(Kernel, Launch, Cost, analog)] of the rung's custom kernels."""
         items = self._plans.get(tag)
-        return [] if items is None else [self._kernel_model(k, tag, params, task) for k in kernels_of(items)]
+        return [] if items is None else [self._kernel_model(k, self._kernel_tag(tag), params, task) for k in kernels_of(items)]
 
     def _kernel_model(self, k: Kernel, tag: str, params: dict, task: Task):
         view, steps, nb = self.view, self.view.steps, DTYPE_BYTES[self.view.dtype]
@@ -360,7 +396,7 @@ class FusedModule(OpModule):
             analog = ("layernorm_cuda", "register_cached" if cached else "welford_shuffle") if norm_like else \
                 ("softmax_cuda", "vectorized_online" if cached else "warp_shuffle")
         else:
-            warps, rows = params["row_warps"], params.get("ROWS", 1) if tag in ("multi_row_tiles", "gemm_epilogue") else 1
+            warps, rows = params["row_warps"], params.get("ROWS", 1) if tag in ("multi_row_tiles", "gemm_epilogue", "fused_rows") else 1
             block_c = next_pow2(g.C)
             strided = 1.0 + 0.5 * (sector / min(rows, sector) - 1) if g.inner > 1 else 1.0
             launch = Launch(grid=math.ceil(g.rows / rows), threads=32 * warps, bytes_per_access=16 if g.inner == 1 else nb,
@@ -400,6 +436,8 @@ class FusedModule(OpModule):
                                               *analog[1][4:]))
             else:
                 kernels.append(custom_kernel_ms(analog, launch, work, gpu, dtype))
+        if tag in self._graph_base:
+            kernels += input_copies_ms(self.view.program.inputs, gpu)
         return kernels
 
     def host_us(self, tag: str) -> float:
@@ -411,6 +449,8 @@ class FusedModule(OpModule):
         items = self._plans.get(tag)
         if items is None:
             return host_calls(self.view.program.steps, range(len(self.view.steps)), 0, self.impl)
+        if tag in self._graph_base:
+            return graph_host_calls(self.view.program.inputs)
         kept = [it for it in items if not isinstance(it, Kernel)]
         return host_calls(self.view.program.steps, kept, len(kernels_of(items)), self.impl)
 
@@ -437,16 +477,18 @@ class FusedModule(OpModule):
             items = self._plans[tag]
             kernels = kernels_of(items)
             title = f"{self.title}: {TITLES[tag]}."
-            p = dict(params)
+            p, graphed = dict(params), tag in self._graph_base
             if self.impl == "cuda":
-                if tag == "vectorized_loads":
+                if self._kernel_tag(tag) == "vectorized_loads":
                     p["cached"] = 1
                 else:
                     p.pop("vec", None)
                 src, names = cuda_source(self.view, kernels, p, bug)
-                return cuda_solution(self.view, items, src, prototypes(src, names), names, title)
+                if graphed:
+                    src = on_current_stream(src)
+                return cuda_solution(self.view, items, src, prototypes(src, names), names, title, graphed)
             src, names = triton_source(self.view, kernels, p, bug)
-            return triton_solution(self.view, items, src, names, title)
+            return triton_solution(self.view, items, src, names, title, graphed)
         return render
 
     def assemble(self, body: str, variant, params: dict, task: Task) -> str:

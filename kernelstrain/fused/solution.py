@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from .catalog import HELPERS
+from .graphs import graph_methods
 from .kernels import Kernel, kernels_of, last_step, skip_source
 from .types import TORCH_DTYPE
 from .view import ProgramView
@@ -48,21 +49,24 @@ def forward_lines(view: ProgramView, items: list, call) -> list[str]:
     return body
 
 
-def model_new(view: ProgramView, body: list[str], title: str) -> str:
-    """The ModelNew class (and what it needs: helpers, dtype) around a forward body."""
+def model_new(view: ProgramView, body: list[str], title: str, graphed: bool = False) -> str:
+    """The ModelNew class (and what it needs: helpers, dtype) around a forward body; `graphed`: the body
+    is `run`, which forward captures in a CUDA graph and replays (graphs.graph_methods)."""
     p, ctx = view.program, view.program.ctx
     setup = [line for s in p.steps for line in s.setup]
     if p.dtype != "fp32":
         setup.append("self.to(dtype)")
+    if graphed:
+        setup.append("self.graph = None")
     out = [f"\n\n{h}\n" for h in _helpers(view)]
     if p.dtype != "fp32":
         out.append(f"\n\ndtype = {TORCH_DTYPE[p.dtype]}\n")
     init_sig = "".join(f", {a}" for a in ctx.init_args)
     args = ", ".join(i["name"] for i in p.inputs)
     out.append(f"\n\nclass ModelNew(nn.Module):\n    \"\"\"{title}\"\"\"\n\n    def __init__(self{init_sig}):\n"
-               "        super().__init__()\n" + "".join(f"        {line}\n" for line in setup)
-               + f"\n    def forward(self, {args}):\n" + "".join(f"        {line}\n" for line in body)
-               + "        return x\n")
+               "        super().__init__()\n" + "".join(f"        {line}\n" for line in setup) + "\n"
+               + (graph_methods(args, body) if graphed else
+                  f"    def forward(self, {args}):\n" + "".join(f"        {line}\n" for line in body) + "        return x\n"))
     return "".join(out)
 
 
@@ -83,7 +87,8 @@ def eager_solution(view: ProgramView) -> str:
             + model_new(view, body, "The program in PyTorch eager mode: the baseline to beat."))
 
 
-def cuda_solution(view: ProgramView, items: list, source: str, prototypes: str, names: list[str], title: str) -> str:
+def cuda_solution(view: ProgramView, items: list, source: str, prototypes: str, names: list[str], title: str,
+                  graphed: bool = False) -> str:
     digest = hashlib.sha256(source.encode()).hexdigest()[:10]
     module = f"fused_{view.row['id']}_{digest}"
     functions = ", ".join(f'"{n}"' for n in names)
@@ -95,13 +100,13 @@ def cuda_solution(view: ProgramView, items: list, source: str, prototypes: str, 
     def call(k: Kernel, n: int) -> str:
         from .chain import kernel_args
         return f"fused_ops.{names[n - 1]}({', '.join(e for _, e in kernel_args(view, k))})"
-    return head + model_new(view, forward_lines(view, items, call), title)
+    return head + model_new(view, forward_lines(view, items, call), title, graphed)
 
 
-def triton_solution(view: ProgramView, items: list, source: str, names: list[str], title: str) -> str:
+def triton_solution(view: ProgramView, items: list, source: str, names: list[str], title: str, graphed: bool = False) -> str:
     head = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n" + _imports(view)
 
     def call(k: Kernel, n: int) -> str:
         from .chain import kernel_args
         return f"{names[n - 1]}({', '.join(e for _, e in kernel_args(view, k))})"
-    return head + "\n\n" + source + model_new(view, forward_lines(view, items, call), title)
+    return head + "\n\n" + source + model_new(view, forward_lines(view, items, call), title, graphed)

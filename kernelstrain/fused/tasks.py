@@ -17,7 +17,7 @@ from ..rng import rank
 from ..tasks import make_task
 from .dataset import TASKS
 from .degenerate import reason
-from .module import module_name
+from .module import GRAPHED, module_name
 from .render import candidate
 
 MIN_RUNGS = 3          # eager + two rungs of custom kernels
@@ -29,11 +29,11 @@ def usable(module, task) -> bool:
     """Room to work: rungs of custom kernels, one of which beats the eager program by ROOM at its
     default parameters on the task's GPU (a host-bound program whose calls fusion cannot remove has
     nothing to teach)."""
-    if len(module.variants) < MIN_RUNGS:
+    fusing = [v for v in module.variants if v.tag not in GRAPHED]     # the task set is the fusion ladders' (graphs.py)
+    if len(fusing) < MIN_RUNGS:
         return False
-    eager = module.simulate(module.variants[0], {}, task).time_ms
-    best = min((r.time_ms for r in (module.simulate(v, v.defaults(), task) for v in module.variants[1:]) if r.ok),
-               default=eager)
+    eager = module.simulate(fusing[0], {}, task).time_ms
+    best = min((r.time_ms for r in (module.simulate(v, v.defaults(), task) for v in fusing[1:]) if r.ok), default=eager)
     return eager >= ROOM * best
 
 

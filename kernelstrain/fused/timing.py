@@ -105,8 +105,11 @@ HOST_EXT_US = 6.0         # one load_inline function call (pybind11, torch::empt
 #                           puts it at 0-8 us (fused-s11-000044 eager 57.5 us, bmm + 2 ops; bmm + the call 36.1 / 39.0)
 HOST_TRITON_US = 19.0     # one Triton kernel from its Python wrapper (torch.empty, the JIT launcher binding its
 #                           arguments): fused-s11-000008 op_kernels (3 launches) 69.8 / 92.8 us, fused_row (1) 34.6 / 36.8
+# a CUDA graph's replay (graphs.py), in these units: the probe of fused j1 (H100 host, 2026-12-07) timed
+# CUDAGraph.replay() at 2.56 us against 6.47 for a PyTorch op (torch.relu) and 5.82 for a copy_ (which stays an op)
+HOST_REPLAY_US = round(HOST_DISPATCH_US * 2.56 / 6.47, 1)
 HOST_COST_US = {"module": HOST_MODULE_US, "op": HOST_DISPATCH_US, "library": HOST_LIBRARY_US,
-                "cuda": HOST_EXT_US, "triton": HOST_TRITON_US}
+                "cuda": HOST_EXT_US, "triton": HOST_TRITON_US, "replay": HOST_REPLAY_US}
 # PyTorch ops a step's forward lines issue from Python where that is not one (a helper module's own forward:
 # RMSNorm's float, pow, mean, add, rsqrt, mul, to, mul; BatchNorm's training-mode counter add_; the attention
 # step's view, transpose, sdpa, transpose, flatten; gram's transpose and matmul)

@@ -20,9 +20,9 @@ Bugs (written in only where they break this program: module.py decides):
 """
 from __future__ import annotations
 
-from .chain import chain_lines, kernel_args, rounded_entry
+from .chain import chain_lines, kernel_args, round_stmt, rounded_entry
 from .exprs import ROUND, TRITON_ROUND_FN
-from .kernels import Kernel, chain_parts, row_step
+from .kernels import Kernel, chain_parts, row_step, row_steps
 from .recipes import TRITON_WORDS, recipe
 from .view import ProgramView
 
@@ -60,21 +60,20 @@ def ew_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | 
 
 
 def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str | None) -> tuple[str, str]:
+    """A row kernel: its prologue on the loaded row, then each row step (a fused_rows kernel has several, the
+    row held in registers between them) with the steps after it, then the one store."""
     steps = view.steps
     r = row_step(steps, k)
-    op = steps[r]["op"]
     g = view.geometry(r)
     rows_per, block_c = params.get("ROWS", 1), next_pow2(g.C)
-    rec = recipe(op, bug == "no_max_subtraction", view.dtype == "bf16")
     args = kernel_args(view, k)
-    (entry, pre), (_, post) = chain_parts(steps, k)
+    (entry, pre), *afters = chain_parts(steps, k)
     contiguous = bug == "wrong_reduce_dim"
     if contiguous or g.inner == 1:
         base, stride = f"rows * {g.C}", "1"
     else:
         base, stride = f"(rows // {g.inner}) * {g.C * g.inner} + rows % {g.inner}", str(g.inner)
     offs = f"base[:, None] + cols[None, :] * {stride}" if stride != "1" else "base[:, None] + cols[None, :]"
-    words = {**TRITON_WORDS, "C": "C", "w": f"w{r}[None, :]", "b": f"b{r}[None, :]"}
     lines = [f"@triton.jit\ndef {name}_kernel({_ptr_args(args)}, y_ptr, n_rows, C, ROWS: tl.constexpr, BLOCK_C: tl.constexpr):",
              "    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)", "    cols = tl.arange(0, BLOCK_C)",
              "    rmask = rows < n_rows", "    in_row = rmask[:, None] & (cols[None, :] < C)",
@@ -82,6 +81,28 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
              f"    base = {base}", f"    offs = {offs}",
              "    v = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)"]
     lines += ["    " + s for s in chain_lines(view, k, entry, pre, "triton", "cols[None, :]", "offs", _load("mask"), stored=False)]
+    for r, (_, post) in zip(row_steps(steps, k), afters):
+        last = r == row_steps(steps, k)[-1]
+        body, stores = _row_step_lines(view, k, r, post, bug, last)
+        lines += body
+    alloc = "    y = torch.empty_like(x)" if stores == "row" else \
+        f"    shape = list(x.shape)\n    shape[{steps[r]['params']['dim'] % len(steps[r]['in']['shape'])}] = 1\n" \
+        "    y = torch.empty(shape, dtype=x.dtype, device=x.device)"
+    names = ", ".join(n for n, _ in args)
+    launcher = [f"def {name}({names}):", alloc, f"    n_rows = x.numel() // {g.C}",
+                f"    {name}_kernel[(triton.cdiv(n_rows, {rows_per}),)]({names}, y, n_rows, {g.C}, ROWS={rows_per}, "
+                f"BLOCK_C={block_c}, num_warps={params['row_warps']})", "    return y"]
+    return "\n".join(lines), "\n".join(launcher)
+
+
+def _row_step_lines(view: ProgramView, k: Kernel, r: int, post: list, bug: str | None, last: bool) -> tuple[list, str]:
+    """(the lines of row step r and the steps after it up to the next row step, what the kernel stores:
+    `row` or `value`). The last row step's value is stored; an earlier one's, rounded to bf16 where the
+    reference's tensor holds it, enters the next steps in registers."""
+    steps, lines = view.steps, []
+    op = steps[r]["op"]
+    rec = recipe(op, bug == "no_max_subtraction", view.dtype == "bf16")
+    words = {**TRITON_WORDS, "C": "C", "w": f"w{r}[None, :]", "b": f"b{r}[None, :]"}
     if op == "layer_norm":
         lines += [f"    w{r} = tl.load(w{r}_ptr + cols, mask=cols < C, other=0.0).to(tl.float32)",
                   f"    b{r} = tl.load(b{r}_ptr + cols, mask=cols < C, other=0.0).to(tl.float32)"]
@@ -101,22 +122,18 @@ def row_kernel(view: ProgramView, k: Kernel, name: str, params: dict, bug: str |
         for s_ in ("mean", "rstd", "m", "s"):
             out = _bcast(out, s_)
         lines.append(f"    {out}")
-        lines += ["    " + s for s in rounded_entry(view, post, "triton") +
-                  chain_lines(view, k, r, post, "triton", "cols[None, :]", "offs", _load("mask"))]
-        lines.append("    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=in_row)")
-        alloc = "    y = torch.empty_like(x)"
-    else:
-        lines.append(f"    v = {rec.value.format(**words)}")
-        lines += ["    " + s for s in rounded_entry(view, post, "triton") +
-                  chain_lines(view, k, r, post, "triton", "rows * 0", "rows", _load("rmask"))]
-        lines.append("    tl.store(y_ptr + rows, v.to(y_ptr.dtype.element_ty), mask=rmask)")
-        dim = steps[r]["params"]["dim"] % len(steps[r]["in"]["shape"])
-        alloc = f"    shape = list(x.shape)\n    shape[{dim}] = 1\n    y = torch.empty(shape, dtype=x.dtype, device=x.device)"
-    names = ", ".join(n for n, _ in args)
-    launcher = [f"def {name}({names}):", alloc, f"    n_rows = x.numel() // {g.C}",
-                f"    {name}_kernel[(triton.cdiv(n_rows, {rows_per}),)]({names}, y, n_rows, {g.C}, ROWS={rows_per}, "
-                f"BLOCK_C={block_c}, num_warps={params['row_warps']})", "    return y"]
-    return "\n".join(lines), "\n".join(launcher)
+        entry = rounded_entry(view, post, "triton") if last else \
+            ([round_stmt("triton")] if view.dtype == "bf16" else [])
+        lines += ["    " + s for s in entry +
+                  chain_lines(view, k, r, post, "triton", "cols[None, :]", "offs", _load("mask"), stored=last)]
+        if last:
+            lines.append("    tl.store(y_ptr + offs, v.to(y_ptr.dtype.element_ty), mask=in_row)")
+        return lines, "row"
+    lines.append(f"    v = {rec.value.format(**words)}")
+    lines += ["    " + s for s in rounded_entry(view, post, "triton") +
+              chain_lines(view, k, r, post, "triton", "rows * 0", "rows", _load("rmask"))]
+    lines.append("    tl.store(y_ptr + rows, v.to(y_ptr.dtype.element_ty), mask=rmask)")
+    return lines, "value"
 
 
 def _bcast(text: str, word: str) -> str:
