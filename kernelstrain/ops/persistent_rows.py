@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from .base import DTYPE_BYTES, Launch, Param, cdiv
+from .base import DTYPE_BYTES, Launch, Param, Rung, cdiv
 
 BLOCKS_PER_SM = Param("blocks_per_sm", (1, 2, 4, 8), 2)
 PACK_REGS = 4            # registers of one cached uint4 chunk (8 x 16-bit values, packed)
@@ -33,18 +33,35 @@ def offered(*rungs) -> tuple:
     return rungs if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
 
 
+def rung(below: Rung, render, carried: int, title: str) -> Rung:
+    """persistent_prefetch over the register-cached rung `below`: its parameters and BLOCKS_PER_SM, its needs,
+    efficiencies, bugs (the same slots in `render`) and calibration (fit_as); `carried`: uint4 chunk sets a
+    thread holds beyond below's row (the prefetched rows, the weight)."""
+    def launch(p, task):
+        n = chunks_per_thread(task["D"], p["threads"], DTYPE_BYTES[task.dtype])
+        return launch_over(below.launch(p, task), p, task, n * carried)
+    return Rung("persistent_prefetch", title, below.params + (BLOCKS_PER_SM,), needs=below.needs,
+                compute_eff=below.compute_eff, memory_eff=below.memory_eff, smem="static", launch=launch,
+                render=render, fit_as=below.tag, bugs=dict(below.edits))
+
+
+def climb(variants: tuple, below: str, render, carried: int, title: str) -> tuple:
+    """The ladder with persistent_prefetch over its rung `below`, where offered."""
+    return variants + offered(rung(next(v for v in variants if v.tag == below), render, carried, title))
+
+
 def chunks_per_thread(d: int, threads: int, elt: int) -> int:
     """uint4 chunks of a D-long row each of a row's THREADS threads caches."""
     return max(1, cdiv(d, threads * (16 // elt)))
 
 
-def launch(cached: Launch, p, task, carried: int) -> Launch:
+def launch_over(cached: Launch, p, task, carried: int) -> Launch:
     """The persistent grid of a register-cached row kernel whose one-row-group launch is `cached`: `carried`
     uint4 chunks more a thread than it (the prefetched row, the weight), the CTAs capped at BLOCKS_PER_SM an SM.
 
     >>> from kernelstrain.gpus import GPUS
     >>> class T(dict): gpu, dtype = GPUS["H100"], "bf16"
-    >>> out = launch(Launch(grid=4096, threads=256, regs=48, bytes_per_access=16), {"blocks_per_sm": 2}, T(), 4)
+    >>> out = launch_over(Launch(grid=4096, threads=256, regs=48, bytes_per_access=16), {"blocks_per_sm": 2}, T(), 4)
     >>> out.grid, out.regs, out.rounds
     (264, 64, 1)
     """

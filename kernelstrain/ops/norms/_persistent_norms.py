@@ -2,7 +2,6 @@
 ops/persistent_rows.py): their register_cached kernel on a persistent grid, the next row group's rows loaded
 while this one is reduced, the row-invariant weight (and bias) held in registers for every row."""
 from .. import persistent_rows
-from ..base import DTYPE_BYTES, Rung
 from ._norms import VEC_PACK
 
 # a reduction of one row's THREADS partials: shuffles, then the row's warp totals in shared memory; `first` is
@@ -53,18 +52,12 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 {persistent_rows.host(entry, task, sig.split("(")[0])}"""
 
 
-def climb(variants: tuple, render, carried: int, bugs: dict) -> tuple:
-    """The ladder with persistent_prefetch above its register_cached rung (its threads and rows, its launch model
-    and calibration), where offered; `carried`: uint4 chunk sets a thread holds beyond register_cached's row."""
-    cached = next(v for v in variants if v.tag == "register_cached")
+TITLE = "persistent grid over the rows, next row's loads in flight during this row's reduction"
 
-    def launch(p, task):
-        n = persistent_rows.chunks_per_thread(task["D"], p["threads"], DTYPE_BYTES[task.dtype])
-        return persistent_rows.launch(cached.launch(p, task), p, task, n * carried)
-    return variants + persistent_rows.offered(Rung(
-        "persistent_prefetch", "persistent grid over the rows, next row's loads in flight during this row's reduction",
-        cached.params + (persistent_rows.BLOCKS_PER_SM,), memory_eff=cached.memory_eff, smem="static",
-        launch=launch, render=render, fit_as="register_cached", bugs=bugs))
+
+def climb(variants: tuple, render, carried: int) -> tuple:
+    """The ladder with persistent_prefetch over register_cached, where offered (persistent_rows.climb)."""
+    return persistent_rows.climb(variants, "register_cached", render, carried, TITLE)
 
 
 # -- the three norms' row bodies ------------------------------------------------------------

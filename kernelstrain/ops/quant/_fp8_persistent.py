@@ -1,7 +1,6 @@
 """fp8_quant_cuda's persistent_prefetch rung (ops/persistent_rows.py): ptx_cvt_e4m3x2's register-cached
 kernel on a persistent grid, the next row group's row loaded while this one's absmax is reduced."""
 from .. import persistent_rows
-from ..base import DTYPE_BYTES, Param, Rung
 from ._fp8_words import CVT_E4M3X2
 from .fp8_quant_spec import ENTRY
 
@@ -10,14 +9,6 @@ constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 union Codes { uint2 u; uint8_t b[VEC]; unsigned short p[VEC / 2]; };
 """
-
-
-def launch_of(cached_launch):
-    def launch(p, task):
-        # the prefetched token: one more chunk set a thread than register_cached's row
-        n = persistent_rows.chunks_per_thread(task["D"], p["threads"], DTYPE_BYTES[task.dtype])
-        return persistent_rows.launch(cached_launch(p, task), p, task, n)
-    return launch
 
 
 def render(p, task, guard="c < chunks", div="scale", barrier="\n        __syncthreads();"):
@@ -71,9 +62,4 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
 {persistent_rows.host(ENTRY, task, "fp8_quant_kernel")}"""
 
 
-def rung(threads: Param, rows: Param, cached_launch) -> Rung:
-    return Rung("persistent_prefetch", "persistent grid over the tokens, next token's loads in flight during this one's absmax",
-                (threads, rows, persistent_rows.BLOCKS_PER_SM), needs=frozenset({"fp8", "inline_ptx"}),
-                compute_eff=0.45, memory_eff=0.92, smem="static", launch=launch_of(cached_launch), render=render,
-                fit_as="ptx_cvt_e4m3x2",
-                bugs={"missing_scale": {"div": "1.f"}, "off_by_one": {"guard": "c < chunks - 1"}})
+TITLE = "persistent grid over the tokens, next token's loads in flight during this one's absmax"

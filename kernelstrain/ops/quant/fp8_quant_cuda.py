@@ -290,8 +290,9 @@ class Fp8QuantCuda(Fp8QuantSpec):
              (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
              smem="static", launch=launch_of("ptx"), render=ptx_cvt_e4m3x2_src,
              bugs={"missing_scale": {"div": "1.f"}, "off_by_one": {"guard": "c < chunks - 1"}}),
-        *persistent_rows.offered(_fp8_persistent.rung(THREADS, ROWS, launch_of("ptx"))),
     )
+    # the prefetched token: one chunk set a thread more than ptx_cvt_e4m3x2's row (persistent_rows)
+    variants = persistent_rows.climb(variants, "ptx_cvt_e4m3x2", _fp8_persistent.render, 1, _fp8_persistent.TITLE)
 
     def assemble(self, body, variant, params, task) -> str:
         return f"{prelude(task)}\n{fp8_helpers(task)}\n{body}"
