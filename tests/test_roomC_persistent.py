@@ -29,10 +29,11 @@ def persistent(name: str):
 
 def test_off_the_menus_until_a_device_checks_it(monkeypatch):
     monkeypatch.delenv("KERNELSTRAIN_DEVICE_UNCHECKED", raising=False)
-    assert persistent_rows.offered("rung") == ()
-    assert all("persistent_prefetch" not in [v.tag for v in REGISTRY[n].variants] for n in MODULES)
+    assert persistent_rows.offered("nothing_cuda", "rung") == ()
+    assert all(("persistent_prefetch" in [v.tag for v in REGISTRY[n].variants]) == (n in persistent_rows.CHECKED)
+               for n in MODULES)
     monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")
-    assert persistent_rows.offered("rung") == ("rung",)
+    assert persistent_rows.offered("nothing_cuda", "rung") == ("rung",)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -14,7 +14,8 @@ What it changes against one CTA a row group (register_cached):
   packed 16-bit halves; sm_90a builds: scripts/roomC_build.py), so a wide row on few threads spills
   where register_cached did not, and fewer CTAs fit an SM.
 
-Device-unverified code paths stay off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1 offers them): `offered`.
+A module's rung stays off the menus until a device job has checked it (CHECKED; KERNELSTRAIN_DEVICE_UNCHECKED=1
+offers it before): `offered`.
 """
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ PACK_REGS = 4            # registers of one cached uint4 chunk (8 x 16-bit value
 MAX_REGS = 255
 
 
-def offered(*rungs) -> tuple:
-    """The rungs, on the menus only once a device job has checked them (KERNELSTRAIN_DEVICE_UNCHECKED=1 before)."""
-    return rungs if os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
+# the modules whose rung a device job ran correct, every bug caught, and not slower than the rung below where
+# the model has it faster (scripts/roomC_device.py); the others only with KERNELSTRAIN_DEVICE_UNCHECKED=1
+CHECKED = frozenset()
+
+
+def offered(module: str, *rungs) -> tuple:
+    """The rungs of `module`, on the menus once a device job has checked them (CHECKED)."""
+    return rungs if module in CHECKED or os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
 
 
 def rung(below: Rung, render, carried: int, title: str) -> Rung:
@@ -45,9 +51,9 @@ def rung(below: Rung, render, carried: int, title: str) -> Rung:
                 render=render, fit_as=below.tag, bugs=dict(below.edits))
 
 
-def climb(variants: tuple, below: str, render, carried: int, title: str) -> tuple:
-    """The ladder with persistent_prefetch over its rung `below`, where offered."""
-    return variants + offered(rung(next(v for v in variants if v.tag == below), render, carried, title))
+def climb(module: str, variants: tuple, below: str, render, carried: int, title: str) -> tuple:
+    """`module`'s ladder with persistent_prefetch over its rung `below`, where offered."""
+    return variants + offered(module, rung(next(v for v in variants if v.tag == below), render, carried, title))
 
 
 def chunks_per_thread(d: int, threads: int, elt: int) -> int:

@@ -55,9 +55,9 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 TITLE = "persistent grid over the rows, next row's loads in flight during this row's reduction"
 
 
-def climb(variants: tuple, render, carried: int) -> tuple:
+def climb(module: str, variants: tuple, render, carried: int) -> tuple:
     """The ladder with persistent_prefetch over register_cached, where offered (persistent_rows.climb)."""
-    return persistent_rows.climb(variants, "register_cached", render, carried, TITLE)
+    return persistent_rows.climb(module, variants, "register_cached", render, carried, TITLE)
 
 
 # -- the three norms' row bodies ------------------------------------------------------------

@@ -263,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 
 class AddRMSNormCuda(AddRMSNormSpec):
     impl = "cuda"
-    variants = climb((
+    variants = climb("add_rmsnorm_cuda", (
         Rung("two_kernels", "elementwise add kernel, then a block-per-row RMSNorm kernel re-reading the residual",
              (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),

@@ -269,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 class LayerNormCuda(LayerNormSpec):
     impl = "cuda"
     desc = "y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias, biased variance, eps = 1e-5; fp32 stats."
-    variants = climb((
+    variants = climb("layernorm_cuda", (
         Rung("row_per_thread", "one thread walks a whole row: mean, variance and output passes",
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
              launch=row_per_thread_launch, render=row_per_thread_src,

@@ -261,7 +261,7 @@ class RMSNormCuda(RMSNormSpec):
     dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    variants = climb((
+    variants = climb("rmsnorm_cuda", (
         Rung("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
              launch=row_per_thread_launch, render=row_per_thread_src,

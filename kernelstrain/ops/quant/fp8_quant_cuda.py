@@ -292,7 +292,8 @@ class Fp8QuantCuda(Fp8QuantSpec):
              bugs={"missing_scale": {"div": "1.f"}, "off_by_one": {"guard": "c < chunks - 1"}}),
     )
     # the prefetched token: one chunk set a thread more than ptx_cvt_e4m3x2's row (persistent_rows)
-    variants = persistent_rows.climb(variants, "ptx_cvt_e4m3x2", _fp8_persistent.render, 1, _fp8_persistent.TITLE)
+    variants = persistent_rows.climb("fp8_quant_cuda", variants, "ptx_cvt_e4m3x2", _fp8_persistent.render, 1,
+                                     _fp8_persistent.TITLE)
 
     def assemble(self, body, variant, params, task) -> str:
         return f"{prelude(task)}\n{fp8_helpers(task)}\n{body}"
