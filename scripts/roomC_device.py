@@ -8,7 +8,7 @@ values ranked by the device and by the simulator (room_device_check_triton.ranki
     ROOMC_PLAN=c2 python3 scripts/roomC_device.py        # another plan of PLANS (default: c1)
     KNOBA_REHEARSE=3 python3 scripts/roomC_device.py     # no GPU: the first 3 cases through every path but the GPU's
 
-c1: rmsnorm_cuda and fp8_quant_cuda; c2: add_rmsnorm_cuda and layernorm_cuda. Per module, at a latency-bound shape (a
+c1: rmsnorm_cuda and fp8_quant_cuda; c2: add_rmsnorm_cuda and layernorm_cuda; c3: the four at ragged shapes, fp16. Per module, at a latency-bound shape (a
 few waves of one-row CTAs: where the model credits the prefetch most), a mid one and a bandwidth-bound one: the new
 rung's blocks_per_sm 1/2/4/8 at the model's best threads and rows, two more thread counts, and the rung it
 climbs from (register_cached; fp8: ptx_cvt_e4m3x2) at its model-best configuration: the order between them.
@@ -34,6 +34,14 @@ SHAPES = {
 }
 BELOW = {"fp8_quant_cuda": "ptx_cvt_e4m3x2"}
 PLAN_MODULES = {"c1": ("rmsnorm_cuda", "fp8_quant_cuda"), "c2": ("add_rmsnorm_cuda", "layernorm_cuda")}
+# c3: the paths c1/c2's shapes leave out, on all four modules: a token count no row group divides (T = 1001: the
+# last CTA's sub-rows past T, and the prefetch past T), rows whose chunks do not fill the threads (D = 5120 on 256
+# threads: 640 chunks, 2.5 a thread) in fp16, and one row (T = 1: one CTA, no second row to prefetch)
+RAGGED = {"T": 1001, "D": 4096}
+C3 = [(m, "persistent_prefetch", "rows_per_block", [RAGGED], {"threads": 128, "blocks_per_sm": 2}, (1, 4))
+      for m in SHAPES] + \
+     [(m, "persistent_prefetch", "blocks_per_sm", [{"T": 4096, "D": 5120}, {"T": 1, "D": 4096}],
+       {"threads": 256, "rows_per_block": 1}, (1, 8), "fp16") for m in SHAPES]
 
 
 def entries(module: str) -> tuple:
@@ -56,6 +64,8 @@ def entries(module: str) -> tuple:
 
 
 def plan(name: str) -> tuple:
+    if name == "c3":
+        return [], C3          # value checks only: c1 and c2 run every bug
     new, ref = [], []
     for module in PLAN_MODULES[name]:
         n, r = entries(module)
