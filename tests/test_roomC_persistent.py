@@ -3,6 +3,7 @@ import importlib
 
 import pytest
 
+from kernelstrain import knobs
 from kernelstrain.ops import REGISTRY, persistent_rows
 from kernelstrain.ops.base import Rung
 from kernelstrain.ops.norms import _persistent_norms
@@ -79,7 +80,9 @@ def test_the_code_prefetches_before_it_reduces(name, monkeypatch):
     code = rung.source(p, task)
     assert "cudaDevAttrMultiProcessorCount" in code and "#define BLOCKS_PER_SM 4" in code
     loop = code[code.index("for (int group"):]
-    reduce = "row_sum(" if "row_sum(" in loop else "warp_max("
+    reduce = "post_warp_total(" if "post_warp_total(" in loop else "warp_max("
     assert loop.index("load_row(next_x" if "next_x" in loop else "load_row(next") < loop.index(reduce)
     for bug in rung.bugs:
         assert rung.source(p, task, bug) != code, bug
+    # the loop waits at a block barrier every trip: main_unroll credits it no loads in flight (knobs.main_loop_kind)
+    assert knobs.main_loop_kind(code) == "barrier"

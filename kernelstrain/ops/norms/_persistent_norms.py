@@ -4,14 +4,17 @@ while this one is reduced, the row-invariant weight (and bias) held in registers
 from .. import persistent_rows
 from ._norms import VEC_PACK
 
-# a reduction of one row's THREADS partials: shuffles, then the row's warp totals in shared memory; `first` is
-# where the sum over the warps starts (off_by_one: 1). Two sets of totals used in turn: a row's are read before
-# the next row's barrier, so the row after that may write them again, one barrier a reduction.
+# a reduction of one row's THREADS partials, in two halves around the block barrier the row loop writes itself
+# (so the loop reads as one that waits every trip: knobs.main_loop_kind): each warp's shuffled partial into shared
+# memory, then the row's warp totals summed from `first` (off_by_one: 1). Two sets of totals are used in turn: a
+# row's are read before the next row's barrier, so the row after that may write them again, one barrier a reduction.
 ROW_SUM = """
-__device__ __forceinline__ float row_sum(float v, float (*totals)[THREADS / WARP_SIZE], int sub, int tid) {{
+__device__ __forceinline__ void post_warp_total(float v, float (*totals)[THREADS / WARP_SIZE], int sub, int tid) {{
     v = warp_sum(v);
     if (tid % WARP_SIZE == 0) totals[sub][tid / WARP_SIZE] = v;
-    __syncthreads();
+}}
+
+__device__ __forceinline__ float row_total(float (*totals)[THREADS / WARP_SIZE], int sub) {{
     float total = 0.f;
 #pragma unroll
     for (int w = {first}; w < THREADS / WARP_SIZE; ++w) total += totals[sub][w];
@@ -20,10 +23,17 @@ __device__ __forceinline__ float row_sum(float v, float (*totals)[THREADS / WARP
 """
 
 
+def row_sum(value: str, totals: str) -> str:
+    """The row's total of `value` over its threads, into `total`, through shared-memory set `totals`."""
+    return f"""        post_warp_total({value}, {totals}, sub, tid);
+        __syncthreads();
+        const float total_{value} = row_total({totals}, sub);"""
+
+
 def kernel(p, task, entry, sig: str, held: dict, streamed: dict, body: str, first: str = "0", reductions: int = 1) -> str:
     """A persistent row kernel: `held` name -> pointer loaded once a CTA (row 0 of a one-row tensor), `streamed`
     name -> pointer of a row tensor whose rows are prefetched into `next_<name>`, and `body`, the row's work on
-    cache_<name> at `row` (`row < T` guards its stores; its reductions call row_sum on set `parity`)."""
+    cache_<name> at `row` (`row < T` guards its stores; its reductions, row_sum, use sets `parity`)."""
     names = list(held) + [f"cache_{n}" for n in streamed] + [f"next_{n}" for n in streamed]
     loads = "".join(f"\n    load_row({n}, {ptr}, 0, 1, D, tid);" for n, ptr in held.items())
     firsts = "".join(f"\n    load_row(cache_{n}, {ptr}, blockIdx.x * ROWS_PER_BLOCK + sub, T, D, tid);" for n, ptr in streamed.items())
@@ -86,7 +96,8 @@ SUM_SQ = """#pragma unroll
 def rmsnorm_body(init: str, scale: str) -> str:
     return f"""        float sum_sq = {init};
         {SUM_SQ.format(row="cache_x")}
-        const float inv_rms = rsqrtf(row_sum(sum_sq, totals[parity], sub, tid) / D + eps);
+{row_sum("sum_sq", "totals[parity]")}
+        const float inv_rms = rsqrtf(total_sum_sq / D + eps);
 {store_rows("to_float(cache_x[j].h[k]) * inv_rms" + scale)}"""
 
 
@@ -103,7 +114,8 @@ def add_rmsnorm_body(scale: str) -> str:
                 sum_sq += f * f;
             }}
 {store_rows("to_float(cache_x[j].h[k])", "residual")}
-        const float inv_rms = rsqrtf(row_sum(sum_sq, totals[parity], sub, tid) / D + eps);
+{row_sum("sum_sq", "totals[parity]")}
+        const float inv_rms = rsqrtf(total_sum_sq / D + eps);
 {store_rows("to_float(cache_x[j].h[k]) * inv_rms" + scale)}"""
 
 
@@ -114,7 +126,8 @@ def layernorm_body(scale: str) -> str:
         for (int j = 0; j < CHUNKS_PER_THREAD; ++j)
 #pragma unroll
             for (int k = 0; k < VEC; ++k) sum += to_float(cache_x[j].h[k]);
-        const float mean = row_sum(sum, totals[2 * parity], sub, tid) / D;
+{row_sum("sum", "totals[2 * parity]")}
+        const float mean = total_sum / D;
         float sq = 0.f;
 #pragma unroll
         for (int j = 0; j < CHUNKS_PER_THREAD; ++j) {{
@@ -122,7 +135,8 @@ def layernorm_body(scale: str) -> str:
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {{ const float dv = to_float(cache_x[j].h[k]) - mean; sq += dv * dv; }}
         }}
-        const float rstd = rsqrtf(row_sum(sq, totals[2 * parity + 1], sub, tid) / D + eps);
+{row_sum("sq", "totals[2 * parity + 1]")}
+        const float rstd = rsqrtf(total_sq / D + eps);
 {store_rows("(to_float(cache_x[j].h[k]) - mean) * rstd" + scale + " + to_float(b[j].h[k])")}"""
 
 
