@@ -40,15 +40,17 @@ def main(argv: list) -> int:
         m = REGISTRY[name]
         v = m.variant("persistent_prefetch")
         for arch, gpu in ARCH_GPU.items():
-            if arch == "gfx942" and (not find_hip_compiler() or quick):
+            if arch == "gfx942" and not find_hip_compiler():
                 continue
             if not m.supports(task_gpu := make_task(m, gpu, "bf16", m.shapes[0]).gpu, "bf16") or v.needs - task_gpu.features:
                 continue
-            for d in sorted({s["D"] for s in m.shapes}):
+            for d in sorted({s["D"] for s in m.shapes} if arch == "sm_90a" or not quick else {4096}):
                 task = make_task(m, gpu, "bf16", {"T": 4096, "D": d})
                 grid = [p for p in param_grid(v) if writable(m, v, p, task) and simulate(m, v, p, task).ok]
                 if quick or arch != "sm_90a":       # one blocks_per_sm a (threads, rows) off the main target
                     grid = [p for p in grid if p["blocks_per_sm"] == 2]
+                if quick:                           # and one row a CTA (rows only add CTA-wide sub-rows)
+                    grid = [p for p in grid if p["rows_per_block"] == 1]
                 for i, p in enumerate(grid):
                     for bug in [None] + (list(v.bugs) if i in (0, len(grid) - 1) else []):
                         r = build(m, v, p, task, bug)

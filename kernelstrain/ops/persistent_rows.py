@@ -3,16 +3,21 @@ rung the register-cached row kernels (rmsnorm_cuda, fp8_quant_cuda) climb to, as
 (apex/contrib/csrc/layer_norm: `ctas_per_col` CTAs from the occupancy API stride over the rows) and
 FasterTransformer's persistent norms do.
 
-What it changes against one CTA a row group (register_cached):
-- the grid: BLOCKS_PER_SM CTAs an SM (the host asks the SM count once), each walking every
-  gridDim.x-th row group; the row-invariant operand (a norm's weight) loads once a CTA into registers;
-- the latency chain: a one-row-group CTA waits a DRAM round trip for its row before it can reduce it,
-  and the grid runs in waves of those (sim.latency_ratio: waves x one trip); here each thread issues its
-  chunks of the next row group's row before it reduces the current one, so only a CTA's first row waits
-  (Launch.rounds 1, one wave) and the next row's bytes are in flight behind the reduction and the stores;
-- the registers: a second row of chunks (the prefetch) and the weight's, 4 each a uint4 (ptxas holds the
-  packed 16-bit halves; sm_90a builds: scripts/roomC_build.py), so a wide row on few threads spills
-  where register_cached did not, and fewer CTAs fit an SM.
+What it changes against one CTA a row group (register_cached), as the launch model prices it:
+- the grid: BLOCKS_PER_SM CTAs an SM (the host asks the SM count once), each walking every gridDim.x-th row
+  group in turn (Launch.rounds: a CTA's row groups); the row-invariant operand (a norm's weight, bias) loads once
+  a CTA into registers;
+- bytes in flight: each thread issues its chunks of the next row group's row before it reduces the current one,
+  twice a one-row thread's loads outstanding (Launch.bytes_per_access x 2, sim's in-flight term);
+- the latency chain mostly stays: a CTA's rows each still wait out a reduction and its barriers (the prefetch hides
+  the next row's DRAM trip only: PREFETCH_EXPOSED), and the one-row-group grid already overlapped one CTA's wait
+  with its SM's other CTAs. The H100 ran it so (roomC j1-j3, 2026-12-07, measurements/h100_roomC_persistent.json:
+  132 cases, every value correct, every bug caught): the best persistent configuration 0.975-1.02x the rung below
+  at 512-8192 rows of 1-5K, 1.03-1.11x at 16384 x 8192 and add_rmsnorm 4096 x 4096, where crediting the prefetch
+  with the whole chain (rounds 1) had it 0.88-0.97x and ordered 101 of the 150 pairs >5% apart as the device
+  (scripts/roomC_fit.py); now 140;
+- the registers: the prefetched row and the weight's chunks, fitted to ptxas -v (nvcc 13, sm_90a: carried chunk
+  sets a thread, scripts/roomC_build.py), so a wide row on few threads spills where register_cached did not.
 
 A module's rung stays off the menus until a device job has checked it (CHECKED; KERNELSTRAIN_DEVICE_UNCHECKED=1
 offers it before): `offered`.
@@ -27,11 +32,17 @@ from .base import DTYPE_BYTES, Launch, Param, Rung, cdiv
 BLOCKS_PER_SM = Param("blocks_per_sm", (1, 2, 4, 8), 2)
 PACK_REGS = 4            # registers of one cached uint4 chunk (8 x 16-bit values, packed)
 MAX_REGS = 255
+# the share of a CTA's later row groups whose wait stays exposed in its chain (Launch.rounds): the prefetch hides
+# each next row's DRAM trip, not its reduction's barriers and shuffles. Fitted on the H100's 100 timed rows
+# (scripts/roomC_fit.py): pair order 0.660 / 0.820 / 0.887 / 0.933 / 0.920 at 0 / 0.25 / 0.5 / 0.75 / 1, the best
+# persistent config over the rung below within rms 0.069 / 0.042 / 0.039 / 0.046 / 0.074 (log) of the device's
+PREFETCH_EXPOSED = 0.75
 
 
 # the modules whose rung a device job ran correct, every bug caught, and not slower than the rung below where
-# the model has it faster (scripts/roomC_device.py); the others only with KERNELSTRAIN_DEVICE_UNCHECKED=1
-CHECKED = frozenset()
+# the model has it faster (scripts/roomC_device.py); the others only with KERNELSTRAIN_DEVICE_UNCHECKED=1. All four:
+# the H100's roomC j1-j3 (2026-12-07 07:51 UTC; 132 cases, 0 problems), priced as it ran them (launch_over)
+CHECKED = frozenset({"rmsnorm_cuda", "add_rmsnorm_cuda", "layernorm_cuda", "fp8_quant_cuda"})
 
 
 def offered(module: str, *rungs) -> tuple:
@@ -62,19 +73,23 @@ def chunks_per_thread(d: int, threads: int, elt: int) -> int:
 
 
 def launch_over(cached: Launch, p, task, carried: int) -> Launch:
-    """The persistent grid of a register-cached row kernel whose one-row-group launch is `cached`: `carried`
-    uint4 chunks more a thread than it (the prefetched row, the weight), the CTAs capped at BLOCKS_PER_SM an SM.
+    """The persistent grid of a register-cached row kernel whose one-row-group launch is `cached`: the CTAs capped
+    at BLOCKS_PER_SM an SM, each taking its row groups in turn (Launch.rounds: PREFETCH_EXPOSED of the later ones
+    wait), twice the bytes a thread keeps in flight (its row's chunks and the next row's), `carried` uint4 chunks
+    more a thread in registers.
 
     >>> from kernelstrain.gpus import GPUS
     >>> class T(dict): gpu, dtype = GPUS["H100"], "bf16"
     >>> out = launch_over(Launch(grid=4096, threads=256, regs=48, bytes_per_access=16), {"blocks_per_sm": 2}, T(), 4)
-    >>> out.grid, out.regs, out.rounds
-    (264, 64, 1)
+    >>> out.grid, out.rounds, out.bytes_per_access, out.regs
+    (264, 12, 32, 64)
     """
     regs = cached.regs + PACK_REGS * carried
     spill = 1.0 + max(0, regs - MAX_REGS) / 64       # as register_cached: past 255 the rows spill to local memory
-    return replace(cached, grid=min(cached.grid, task.gpu.sms * p["blocks_per_sm"]), regs=min(regs, MAX_REGS),
-                   traffic=cached.traffic * spill, rounds=1)
+    grid = min(cached.grid, task.gpu.sms * p["blocks_per_sm"])
+    rounds = 1 + round((cdiv(cached.grid, grid) - 1) * PREFETCH_EXPOSED)
+    return replace(cached, grid=grid, rounds=rounds, bytes_per_access=cached.bytes_per_access * 2,
+                   regs=min(regs, MAX_REGS), traffic=cached.traffic * spill)
 
 
 def host(entry, task, kernel: str) -> str:

@@ -285,4 +285,4 @@ class AddRMSNormCuda(AddRMSNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "off_by_one": {"first": "1"}}),
-    ), add_rmsnorm_src(ENTRY, SIG), 4)
+    ), add_rmsnorm_src(ENTRY, SIG), 6)

@@ -282,4 +282,4 @@ class RMSNormCuda(RMSNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "wrong_init": WRONG_INIT}),
-    ), rmsnorm_src(ENTRY), 2)
+    ), rmsnorm_src(ENTRY), 3)
