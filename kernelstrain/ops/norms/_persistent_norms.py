@@ -38,7 +38,7 @@ def kernel(p, task, entry, sig: str, held: dict, streamed: dict, body: str, firs
     loads = "".join(f"\n    load_row({n}, {ptr}, 0, 1, D, tid);" for n, ptr in held.items())
     firsts = "".join(f"\n    load_row(cache_{n}, {ptr}, blockIdx.x * ROWS_PER_BLOCK + sub, T, D, tid);" for n, ptr in streamed.items())
     ahead = "".join(f"\n        load_row(next_{n}, {ptr}, row + stride, T, D, tid);" for n, ptr in streamed.items())
-    moves = " ".join(f"cache_{n}[j] = next_{n}[j];" for n in streamed)
+    moves = " ".join(task.dialect.pack_copy.format(dst=f"cache_{n}[j]", src=f"next_{n}[j]") + ";" for n in streamed)
     return f"""
 {persistent_rows.head(p, task)}
 {VEC_PACK}{persistent_rows.LOAD_ROW}{ROW_SUM.format(first=first)}
