@@ -14,6 +14,9 @@ rung's blocks_per_sm 1/2/4/8 at the model's best threads and rows, two more thre
 climbs from (register_cached; fp8: ptx_cvt_e4m3x2) at its model-best configuration: the order between them.
 Switch a module's rung on (drop persistent_rows.offered's gate for it) if every value runs correct, every bug fails,
 and the rung is not slower than the one below where the model has it faster by more than the noise.
+
+Ran 2026-12-07 07:51 UTC on an H100 (roomC j1-j3: 132 cases, 0 problems; measurements/h100_roomC_persistent.json): all
+four modules switched on (persistent_rows.CHECKED), repriced as the device ran them (scripts/roomC_fit.py).
 """
 import os
 import sys
