@@ -11,7 +11,10 @@ through GPUTarget for Triton modules. The log is put in compilers.tool_text form
 A candidate the tool builds is recorded as [] (no arch failure) and listed.
 
     nice python scripts/arch_corpus.py [--profiles kernelstrain,kernelinfer] [--jobs 2]
-                                       [--modules a,b] [--limit N] [--out FILE]
+                                       [--modules a,b] [--limit N] [--out FILE] [--missing]
+
+--missing compiles only the candidates --out does not hold yet and adds them to its cells (the rest of the file as
+it was): a new rung's arch failures without rebuilding its module's cells.
 
 Compiles are cached on disk (compilers.CACHE_DIR), so a rerun after an op change compiles
 only the changed candidates. --limit N keeps N candidates per cell (a quick look; the
@@ -90,8 +93,10 @@ def tool_versions() -> dict:
             "clang": hip and line([hip, "--version"], lambda ls: ls[0]), "triton": triton_version}
 
 
-def build(results) -> dict:
-    cells = defaultdict(lambda: {"lines": [], "forms": [], "codes": {}})
+def build(results, cells=None) -> dict:
+    """The corpus cells of `results`, added to `cells` (a corpus file's, for --missing) where given."""
+    start = cells or {}
+    cells = defaultdict(lambda: {"lines": [], "forms": [], "codes": {}}, start)
     for (name, arch, key), _, ok, text, code in sorted(results, key=lambda r: r[0]):
         cell = cells[f"{name}|{arch}"]
         if ok:
@@ -121,8 +126,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", default=str(corpus.PATH))
+    ap.add_argument("--missing", action="store_true", help="compile only what --out lacks, and add it there")
     args = ap.parse_args(argv)
     todo = corpus_build.candidates(args.profiles.split(","), set(filter(None, args.modules.split(","))), args.limit)
+    held = json.loads(Path(args.out).read_text())["cells"] if args.missing else None
+    if held is not None:
+        todo = {k: c for k, c in todo.items() if k[2] not in held.get(f"{k[0]}|{k[1]}", {}).get("codes", {})}
     by_tool = defaultdict(int)
     for (name, _, _), (task, _, _, _) in todo.items():
         by_tool[tool_of(task, REGISTRY[name])] += 1
@@ -139,7 +148,8 @@ def main(argv=None) -> int:
                 built.append(f"{k[0]} {tag} on {k[1]} ({todo[k][0].gpu.name}, {todo[k][0].dtype}) builds")
             if i % 100 == 0:
                 print(f"  {i}/{len(todo)} in {time.monotonic() - started:.0f} s", flush=True)
-    write(Path(args.out), build(results), tool_versions())
+    cells = build(results, held)
+    write(Path(args.out), {k: cells[k] for k in sorted(cells)}, tool_versions())
     print(f"wrote {args.out}: {len(results)} candidates, {len(built)} that build, {time.monotonic() - started:.0f} s")
     for line in built:
         print("  " + line)

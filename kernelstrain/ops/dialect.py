@@ -56,6 +56,10 @@ class Dialect:
     clz: str = "__clz"                   # count of leading zeros of a lane_mask_t ballot
     fp8_neg_zero: bool = True            # e4m3 has -0 (0x80); e4m3fnuz has none: 0x80 is its NaN
     radix_sort_pairs: str = "cub::DeviceRadixSort::SortPairs"   # cub_header's key-value radix sort (same arguments)
+    # one Pack union (16-bit values over a uint4) assigned whole, {dst} = {src}: HIP's bf16 type has a user-provided
+    # copy assignment, which deletes the union's, so there the word is copied (clang-19: "copy assignment operator
+    # is implicitly deleted"); nvcc's own union copy is kept (it is the code the H100 ran)
+    pack_copy: str = "{dst} = {src}"
 
     def aliases(self, *names: str) -> str:
         """#define lines mapping further CUDA runtime names (without the cuda prefix) to this
@@ -119,6 +123,7 @@ HIP = replace(
                         "__builtin_nontemporal_store({v}.w, d + 3); }}"),
     clz="__clzll", fp8_neg_zero=False,
     radix_sort_pairs="rocprim::radix_sort_pairs",
+    pack_copy="{dst}.u = {src}.u",
 )
 
 DIALECTS = {"nvidia": CUDA, "amd": HIP}

@@ -9,6 +9,7 @@ from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..words import VEC, word_regs, word_trips
 from ._add_rmsnorm_words import fused_words
 from ..row_reread import reread, served_traffic
+from ._persistent_norms import climb, add_rmsnorm_src
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
 
@@ -262,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 
 class AddRMSNormCuda(AddRMSNormSpec):
     impl = "cuda"
-    variants = (
+    variants = climb("add_rmsnorm_cuda", (
         Rung("two_kernels", "elementwise add kernel, then a block-per-row RMSNorm kernel re-reading the residual",
              (THREADS,), memory_eff=0.72, smem="static", launch=two_kernels_launch, render=two_kernels_src,
              bugs={"missing_barrier": {"barrier": ""}, "missing_scale": NO_SCALE}),
@@ -284,4 +285,4 @@ class AddRMSNormCuda(AddRMSNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "off_by_one": {"first": "1"}}),
-    )
+    ), add_rmsnorm_src(ENTRY, SIG), 6)

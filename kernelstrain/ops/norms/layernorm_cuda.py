@@ -10,6 +10,7 @@ from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
 from ..words import VEC, word_regs, word_trips
 from ._layernorm_words import smem_block_kernel, welford_words_kernel
+from ._persistent_norms import climb, layernorm_src
 from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
 
@@ -268,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 class LayerNormCuda(LayerNormSpec):
     impl = "cuda"
     desc = "y[t, :] = (x[t, :] - mean) * rsqrt(var + eps) * weight + bias, biased variance, eps = 1e-5; fp32 stats."
-    variants = (
+    variants = climb("layernorm_cuda", (
         Rung("row_per_thread", "one thread walks a whole row: mean, variance and output passes",
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
              launch=row_per_thread_launch, render=row_per_thread_src,
@@ -295,4 +296,4 @@ class LayerNormCuda(LayerNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "off_by_one": {"first": "1"}}),
-    )
+    ), layernorm_src(ENTRY, SIG), 5)

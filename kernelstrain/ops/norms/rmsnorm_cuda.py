@@ -8,6 +8,7 @@ from ..unroll import PRAGMA_UNROLL, pragma, unrolled
 from ..words import VEC
 from ._rmsnorm_words import rms_words_kernel
 from ..row_reread import reread, exposed_reread
+from ._persistent_norms import climb, rmsnorm_src
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
@@ -260,7 +261,7 @@ class RMSNormCuda(RMSNormSpec):
     dims = {"T": "tokens (rows)", "D": "hidden size (row length)"}
     shapes = ({"T": 1, "D": 4096}, {"T": 64, "D": 4096}, {"T": 4096, "D": 4096},
               {"T": 8192, "D": 5120}, {"T": 16384, "D": 8192}, {"T": 2048, "D": 2048})
-    variants = (
+    variants = climb("rmsnorm_cuda", (
         Rung("row_per_thread", "one thread walks a whole row, two passes, scalar loads",
              (Param("threads", (64, 128, 256), 128),), memory_eff=0.45,
              launch=row_per_thread_launch, render=row_per_thread_src,
@@ -281,4 +282,4 @@ class RMSNormCuda(RMSNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "wrong_init": WRONG_INIT}),
-    )
+    ), rmsnorm_src(ENTRY), 3)

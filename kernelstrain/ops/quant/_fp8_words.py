@@ -5,6 +5,14 @@ from ..unroll import pragma
 from ..words import WORD, word_union
 
 CODE_WORD = {2: "unsigned short", 4: "uint32_t"}     # the word of VEC fp8 codes
+# the hardware conversion of the register-cached rungs (ptx_cvt_e4m3x2, persistent_prefetch)
+CVT_E4M3X2 = """// Two floats -> two e4m3 codes in one instruction (sm_89+); the first source fills the high byte.
+__device__ __forceinline__ unsigned short fp8x2_from_float2(float lo, float hi) {
+    unsigned short packed;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
+    return packed;
+}
+"""
 
 
 def block_scale(barrier: str) -> str:

@@ -1,0 +1,84 @@
+"""Device plan of roomC's room (issue 26 Build 2): the persistent_prefetch rung of the register-cached row kernels
+(kernelstrain/ops/persistent_rows.py; off the menus until this runs: KERNELSTRAIN_DEVICE_UNCHECKED=1), through
+scripts/room_device_check.py's harness (every value built, checked against the PyTorch reference and timed beside
+the simulator; every bug at a NEW entry's smallest and largest values, first shape, must fail), then each group's
+values ranked by the device and by the simulator (room_device_check_triton.ranking).
+
+    python3 scripts/roomC_device.py                      # on a CUDA machine; writes $OUT/summary.txt, knob_device.json, ranking.txt
+    ROOMC_PLAN=c2 python3 scripts/roomC_device.py        # another plan of PLANS (default: c1)
+    KNOBA_REHEARSE=3 python3 scripts/roomC_device.py     # no GPU: the first 3 cases through every path but the GPU's
+
+c1: rmsnorm_cuda and fp8_quant_cuda; c2: add_rmsnorm_cuda and layernorm_cuda; c3: the four at ragged shapes, fp16. Per module, at a latency-bound shape (a
+few waves of one-row CTAs: where the model credits the prefetch most), a mid one and a bandwidth-bound one: the new
+rung's blocks_per_sm 1/2/4/8 at the model's best threads and rows, two more thread counts, and the rung it
+climbs from (register_cached; fp8: ptx_cvt_e4m3x2) at its model-best configuration: the order between them.
+Switch a module's rung on (drop persistent_rows.offered's gate for it) if every value runs correct, every bug fails,
+and the rung is not slower than the one below where the model has it faster by more than the noise.
+
+Ran 2026-12-07 07:51 UTC on an H100 (roomC j1-j3: 132 cases, 0 problems; measurements/h100_roomC_persistent.json): all
+four modules switched on (persistent_rows.CHECKED), repriced as the device ran them (scripts/roomC_fit.py).
+"""
+import os
+import sys
+from pathlib import Path
+
+os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"     # the rung waits for this job
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import room_device_check  # noqa: E402
+import room_device_check_triton  # noqa: E402
+from room_device_check import model_best  # noqa: E402
+
+SHAPES = {
+    "rmsnorm_cuda": [{"T": 2048, "D": 2048}, {"T": 4096, "D": 4096}, {"T": 16384, "D": 8192}],
+    "fp8_quant_cuda": [{"T": 4096, "D": 4096}, {"T": 512, "D": 5120}, {"T": 16384, "D": 8192}],
+    "add_rmsnorm_cuda": [{"T": 2048, "D": 2048}, {"T": 4096, "D": 4096}, {"T": 16384, "D": 8192}],
+    "layernorm_cuda": [{"T": 8192, "D": 1024}, {"T": 4096, "D": 4096}, {"T": 16384, "D": 8192}],
+}
+BELOW = {"fp8_quant_cuda": "ptx_cvt_e4m3x2"}
+PLAN_MODULES = {"c1": ("rmsnorm_cuda", "fp8_quant_cuda"), "c2": ("add_rmsnorm_cuda", "layernorm_cuda")}
+# c3: the paths c1/c2's shapes leave out, on all four modules: a token count no row group divides (T = 1001: the
+# last CTA's sub-rows past T, and the prefetch past T), rows whose chunks do not fill the threads (D = 5120 on 256
+# threads: 640 chunks, 2.5 a thread) in fp16, and one row (T = 1: one CTA, no second row to prefetch)
+RAGGED = {"T": 1001, "D": 4096}
+C3 = [(m, "persistent_prefetch", "rows_per_block", [RAGGED], {"threads": 128, "blocks_per_sm": 2}, (1, 4))
+      for m in SHAPES] + \
+     [(m, "persistent_prefetch", "blocks_per_sm", [{"T": 4096, "D": 5120}, {"T": 1, "D": 4096}],
+       {"threads": 256, "rows_per_block": 1}, (1, 8), "fp16") for m in SHAPES]
+
+
+def entries(module: str) -> tuple:
+    """(new, reference) entries of one module: room_device_check's (module, rung, parameter, shapes, base, values)."""
+    new, ref = [], []
+    for i, shape in enumerate(SHAPES[module]):
+        best = model_best(module, "persistent_prefetch", shape)
+        base = {"threads": best["threads"], "rows_per_block": best["rows_per_block"]}
+        # the bugs run on the first shape's entry (the harness: a new entry's first and last values, first shape)
+        new.append((module, "persistent_prefetch", "blocks_per_sm", [shape], base, (1, 2, 4, 8)))
+        if i == 0:      # several rows a CTA (their own warp totals, one barrier for all): their values and bugs
+            new.append((module, "persistent_prefetch", "rows_per_block", [shape], {"threads": 128, "blocks_per_sm": 2}, (2, 4)))
+            others = tuple(t for t in (128, 256, 512) if t != best["threads"])[:2]
+            ref.append((module, "persistent_prefetch", "threads", [shape],
+                        {"rows_per_block": best["rows_per_block"], "blocks_per_sm": best["blocks_per_sm"]}, others))
+        below = BELOW.get(module, "register_cached")
+        cached = model_best(module, below, shape)
+        ref.append((module, below, "threads", [shape], {"rows_per_block": cached["rows_per_block"]}, (cached["threads"],)))
+    return new[:2], new[2:] + ref
+
+
+def plan(name: str) -> tuple:
+    if name == "c3":
+        return [], C3          # value checks only: c1 and c2 run every bug
+    new, ref = [], []
+    for module in PLAN_MODULES[name]:
+        n, r = entries(module)
+        new += n
+        ref += r
+    return new, ref
+
+
+# the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
+room_device_check.PLANS["default"] = plan(os.environ.get("ROOMC_PLAN", "c1"))
+
+if __name__ == "__main__":
+    sys.exit(room_device_check_triton.run_ranked())
