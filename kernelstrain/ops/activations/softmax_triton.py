@@ -6,7 +6,7 @@ and rescaled sum in one pass, then the output pass) -> the whole row in register
 read; spills once C is large) -> persistent programs that prefetch the next row -> few long
 rows split over programs, partials merged by the output kernel (_softmax_split_triton.py).
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv, unchecked
+from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
 from .. import l2_reuse, stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2, triton_spill
@@ -18,10 +18,8 @@ from .softmax_spec import ENTRY, SoftmaxSpec
 # built for every target (scripts/room_compile_triton.py), and on the H100 (roomT/j4, 08:04 UTC, bugs failing) ahead
 # of 4 or level: online_softmax R=16384 C=1024 31.7 vs 33.4 us, R=2048 C=4096 16.6 / 16.6; split_row_online R=16384
 # C=1024 53.6 vs 62.3. The model has the order and overstates the gain (27.2 / 34.3, 44.4 / 58.4: the fitted num_warps
-# bend carried past the 4-16 it was fitted on, where the launch model alone has 2 warps slower): a refit item.
-# Off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1) until the Triton smem corpus holds its 48 over-cap candidates
-# (`nice python3 scripts/triton_smem_corpus.py --keep --jobs 1 --modules softmax_triton`: did not finish in time)
-CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (*unchecked(2), 4, 8, 16), 8), LOOP_UNROLL,
+# bend carried past the 4-16 it was fitted on, where the launch model alone has 2 warps slower): a refit item
+CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (2, 4, 8, 16), 8), LOOP_UNROLL,
          stream_stages.STREAM_STAGES)
 OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
         cols = off + tl.arange(0, BLOCK)
