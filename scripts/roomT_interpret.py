@@ -11,9 +11,9 @@ tile (Sq 20 at BLOCK_M 16), both BLOCK_N, D 64 and 128.
 2026-12-07 (b), the short-horizon families: rope_triton's head tiles of 2 heads (a head count of 5 leaves a ragged
 last tile; one token, several, and a tile of 2 tokens) and 16 warps on the four head-tiled rungs (on the menus);
 paged_kv_copy_triton persistent on 2 warps (the grid on SMS "SMs", so each program walks several (pair, tile) items),
-softmax_triton's chunked rungs on 2 warps (rows of 1,000 and 5,000 columns: ragged last chunks; 1-3 rows) and
-fp8_quant_triton persistent_rows at 16 programs an SM: correct, but off the menus until a device times them (their
-modelled gains are fitted exponents past their range: the modules' comments). Output buffers are poisoned (NaN) as
+softmax_triton's chunked rungs on 2 warps (rows of 1,000 and 5,000 columns: ragged last chunks; 1-3 rows; on the
+menus since the H100 ran them ahead of 4, roomT/j4) and fp8_quant_triton persistent_rows at 16 programs an SM
+(correct; off the menus: its modelled gain is a fitted exponent past its range, and the H100 ran it level with 8). Output buffers are poisoned (NaN) as
 the device check's are, so a bug that leaves elements unwritten cannot pass on a reused allocation.
 The number of warps does not change what the interpreter computes (it runs a program as whole-tile numpy), so a warp
 value's cases check that its candidate renders and runs with its bugs caught; its build for each target is

@@ -6,7 +6,7 @@ and rescaled sum in one pass, then the output pass) -> the whole row in register
 read; spills once C is large) -> persistent programs that prefetch the next row -> few long
 rows split over programs, partials merged by the output kernel (_softmax_split_triton.py).
 """
-from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv, unchecked
+from ..base import Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, KernelSpec, triton_ptr, cdiv
 from .. import l2_reuse, stream_stages
 from ..unroll import LOOP_UNROLL, chunk_regs, chunk_trips, launch_of, render_of
 from ..norms._norms import chunk_launch, lane_rows_launch, next_pow2, triton_spill
@@ -14,12 +14,12 @@ from ._softmax_rows import SPLIT_MEMORY_EFF
 from ._softmax_split_triton import PARAMS as SPLIT_PARAMS, split_kernels, split_launch, split_src, split_wrapper
 from .softmax_spec import ENTRY, SoftmaxSpec
 
-# 2 warps (roomT, 2026-12-07): correct under TRITON_INTERPRET=1 with every bug failing (scripts/roomT_interpret.py) and
-# built for every target (scripts/room_compile_triton.py), but off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1): the
-# gain the model gives it comes from the fitted num_warps exponents carried past the values they were fitted on
-# (4-16; their bend alone makes 2 warps 0.67x of 4 on online_softmax, 0.84x on split_row_online), where the launch
-# model has it slower; roomT/j4 times it beside 4
-CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (*unchecked(2), 4, 8, 16), 8), LOOP_UNROLL,
+# 2 warps (roomT, 2026-12-07): correct under TRITON_INTERPRET=1 with every bug failing (scripts/roomT_interpret.py),
+# built for every target (scripts/room_compile_triton.py), and on the H100 (roomT/j4, 08:04 UTC, bugs failing) ahead
+# of 4 or level: online_softmax R=16384 C=1024 31.7 vs 33.4 us, R=2048 C=4096 16.6 / 16.6; split_row_online R=16384
+# C=1024 53.6 vs 62.3. The model has the order and overstates the gain (27.2 / 34.3, 44.4 / 58.4: the fitted num_warps
+# bend carried past the 4-16 it was fitted on, where the launch model alone has 2 warps slower): a refit item
+CHUNK = (Param("BLOCK", (512, 1024, 2048, 4096), 2048), Param("num_warps", (2, 4, 8, 16), 8), LOOP_UNROLL,
          stream_stages.STREAM_STAGES)
 OUTPUT_LOOP = """    for off in range(0, {stop}, BLOCK):
         cols = off + tl.arange(0, BLOCK)

@@ -144,7 +144,8 @@ class PagedKvCopyTriton(PagedKvCopySpec):
         Rung("persistent", "#SMs x k persistent programs looping over the (pair, tile) list",
              # 2 warps (roomT, 2026-12-07): correct under TRITON_INTERPRET=1 with its bug failing and built for every target,
              # off the menus: the fitted num_warps bend carried past the 4-16 it was fitted on makes it 0.71x of 4, where
-             # the launch model has it 1.3-1.4x slower; roomT/j4 times it
+             # the launch model has it 1.3-1.4x slower; the H100 ran it correct and level (roomT/j4, NB=1024 M=8: 2.6 /
+             # 2.6 us, modelled 2.3 / 2.4): no gain to offer
              (BLOCK, Param("num_warps", (*unchecked(2), 4, 8, 16), 8), Param("programs_per_sm", (1, 2, 4, 8), 4)), memory_eff=0.92, launch=persistent_launch,
              render=persistent_src, consts=lambda p, task: {"BLOCK": p["BLOCK"]}, bugs={"off_by_one": {"stop": "n_tiles - 1"}}),
     )

@@ -12,7 +12,9 @@ from .rope_spec import ENTRY, RopeSpec
 # twice the step's bytes in flight (modelled 0.97x of 4 heads on the H100; the fitted BLOCK_H exponent alone would
 # put it 1.07-1.13x slower); 16 warps hold a [BLOCK_H, D/2] tile in more lanes (token_head_grid 0.96-0.98x of 8 at
 # T = 1 and 64). Correct under TRITON_INTERPRET=1 with the bug failing (scripts/roomT_interpret.py: 5 heads in
-# 2-head tiles, a ragged last tile) and built for every target (scripts/room_compile_triton.py); roomT/j4 times them
+# 2-head tiles, a ragged last tile) and built for every target (scripts/room_compile_triton.py). The H100 (roomT/j4,
+# 08:04 UTC, bugs failing): 2-head tiles 3.8 us at T = 64 against 4.0 for 4 and 8 heads, level at T = 1 (2.4: a
+# launch-bound step); 16 warps level with 8 (2.4 / 2.4, 4.0 / 4.0) where the model has them 4-6% ahead
 BLOCK_H = Param("BLOCK_H", (2, 4, 8, 16, 32), 8)
 WARPS = Param("num_warps", (2, 4, 8, 16), 4)
 OFF_BY_ONE = {"off_by_one": {"bound": "H - 1"}}

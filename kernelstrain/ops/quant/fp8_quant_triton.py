@@ -257,7 +257,8 @@ class Fp8QuantTriton(Fp8QuantSpec):
         # 2026-12-07): 25.0 / 28.7 and, on 4 warps, 152.2 / 146.8. 16 (roomT, scripts/roomT_interpret.py: 8's outputs
         # exactly, bugs failing) is off the menus: its modelled 7% over 8 is the fitted programs_per_sm exponent carried
         # one doubling past the values it was fitted on (the same 0.93x at T=512, where 8 and 16 launch the same 512
-        # programs), not the launch; roomT/j4 times it
+        # programs), not the launch. The H100 ran it correct, bugs failing, level with 8 (roomT/j4: T=512 D=5120
+        # 11.6 / 11.6 us, T=32 D=8192 4.9 / 4.8; modelled 9.3 / 10.0, 3.9 / 4.1)
         Rung("persistent_rows", "native fp8 cast in persistent programs (a few per SM) striding over row tiles",
              (WARPS, ROWS, Param("programs_per_sm", (1, 2, 4, 8, *unchecked(16)), 4)), needs=frozenset({"fp8"}),
              compute_eff=0.45, memory_eff=0.92, launch=launch_of("persistent"),
