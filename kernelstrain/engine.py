@@ -212,10 +212,10 @@ def _offsets(n: int, dist: int, most: int = 3):
                 yield (-d, *rest)
 
 
-def coupled(a: str, b: str) -> bool:
-    """Two parameter names whose balance interacts: one profiler group (POINTS_AT) or a pair ACROSS them."""
+def coupled(a: str, b: str, across: bool = True) -> bool:
+    """Two parameter names whose balance interacts: one profiler group (POINTS_AT), or (`across`) a pair ACROSS them."""
     return any(p.search(a) and p.search(b) for p in POINTS_AT.values()) \
-        or any(x.search(a) and y.search(b) or x.search(b) and y.search(a) for x, y in ACROSS)
+        or across and any(x.search(a) and y.search(b) or x.search(b) and y.search(a) for x, y in ACROSS)
 
 
 def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
@@ -777,9 +777,7 @@ class Episode:
         fewer stages fits where each alone spilled or starved occupancy)."""
         near = [n for n, m in line.settled.items() if m <= INTERACT_LOSS]
         return {frozenset((a, b)) for i, a in enumerate(near) for b in near[i + 1:]
-                if any(p.search(a) and p.search(b) for p in POINTS_AT.values())
-                or (self.search.across and any(x.search(a) and y.search(b) or x.search(b) and y.search(a)
-                                               for x, y in ACROSS))}
+                if coupled(a, b, self.search.across)}
 
     def coupled_pairs(self, at: Candidate) -> set:
         """Pairs of `at`'s parameters worth tuning that are coupled (one profiler group, POINTS_AT:

@@ -142,7 +142,8 @@ def test_retries_are_written_in_whole_episodes_once_per_rung():
     profile = replace(profile, search=replace(profile.search, retry=True))
     agent, episodes.Agent = episodes.Agent, Retrying
     try:
-        for seed in (9606, 9404, 9505, 9707):
+        # (the kernelinfer key took search.runner_up in 41191cb: its first retry in these seeds is now 9909's session 22)
+        for seed in (9606, 9404, 9505, 9707, 9808, 9909):
             plan = make_plan(profile, seed)
             for i in range(30):
                 episodes.build_episode(plan, i)

@@ -99,7 +99,8 @@ def test_history_values_stand_in_the_code(conversations):
                 assert not kernel or re.search(rf"\b{re.escape(kernel[:-1])}\[", s["code"]), (value, kernel)
                 name, _, number = value.partition("=")
                 assert value.startswith(("__launch_bounds__(", "#pragma unroll ")) and value in s["code"] \
-                    or re.search(rf"\b{re.escape(name)}\b", s["code"]) and re.search(rf"\b{number}\b", s["code"])
+                    or re.search(rf"\b{re.escape(name)}\b", s["code"]) \
+                    and re.search(rf"(?<!\w){re.escape(number)}(?!\w)", s["code"])    # a quoted value too ("evict_last")
     assert shown
 
 
