@@ -150,9 +150,9 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     # set up first, the held-out solutions searched in `workers` forked processes (a fork beside the
     # rebuilds' pool threads is unsafe; while it ran, the rebuilds would stop 4 a worker ahead)
     ctx.scan = streamed_measure(data, stats, ds.layout, workers)
-    if workers > 1:
-        ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions", workers,
-                                ahead)
+    # with one worker, no pool: each episode rebuilt here as its row is read (Rebuilds.prepare)
+    ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions",
+                            workers if workers > 1 else 0, ahead)
     try:
         held = _check_holdout(data / FILES["holdout"], ctx, out)
         acc = ds.layout.check(data, ctx, held, out)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import itemgetter
 
-from . import feasibility, knobs, messages, slips
+from . import feasibility, grid_limits, knobs, messages, slips
 from .clock import Clock
 from .ledger import Ledger, beats, required_gain
 from .limits import Limits, demand, overflow, rung_failing
@@ -964,6 +964,8 @@ class Episode:
 
     def _over_limit(self, v: Variant, error_class: str, near: bool = False) -> list[Candidate]:
         """`near`: only those within search.spread value-steps of the best (v is the best's rung)."""
+        if grid_limits.clear(self.m, v, self.task, error_class, self.margin()):
+            return []        # the grid's corners fit: no config of the rung fails so here (none asked)
         key = (v.tag, error_class)
         if near and key not in self._limits:
             # the distance first: the model is asked of the configs near the best alone, not of the
@@ -981,9 +983,11 @@ class Episode:
                 self._limits[key] = rung_failing((self.m.name, v.tag, v.params, task, error_class), self.configs(v),
                                                  self._failing_test(v, error_class))
             found = [c for c in self._limits[key] if not near or self.distance(c) <= self.search.spread]
-        # a limit hit unprompted once per rung and resource: after it the engineer knows the cap
+        # a limit hit unprompted once per rung and resource: after it the engineer knows the cap (until a limit of
+        # the rung has failed, no config of it is known to: its demand, a simulation, is asked only after)
+        learned = self.limits.learned(v.tag)
         return [c for c in found if c.key not in self.tried and kind_of(c, self.best, False) != "rebench"
-                and not self.limits.hit(v.tag, self.overflow(c)[0]) and not self.known_to_fail(c)]
+                and not (learned and (self.limits.hit(v.tag, self.overflow(c)[0]) or self.known_to_fail(c)))]
 
     def _failing_test(self, v: Variant, error_class: str):
         """_over_limit's test of one config of rung `v`'s grid: clear_failure and writable. On an
@@ -1036,11 +1040,14 @@ class Episode:
 
     def is_clear(self, r, c: Candidate, error_class: str, near: bool = False) -> bool:
         """clear_failure's test of `c`'s failure `r` (sim.failure's answer)."""
-        margin = 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
-        if near and self.m.impl == "cuda":
-            margin = 1.0
         return r is not None and r.error_class == error_class and (
-            error_class != "smem" or r.smem_bytes >= margin * smem_cap(c.variant, self.m, self.task.gpu))
+            error_class != "smem" or r.smem_bytes >= self.margin(near) * smem_cap(c.variant, self.m, self.task.gpu))
+
+    def margin(self, near: bool = False) -> float:
+        """How many times the cap a shared-memory overflow asks for to fail clearly (is_clear)."""
+        if near and self.m.impl == "cuda":
+            return 1.0
+        return 1.6 if self.m.impl == "triton" and self.task.is_hip else 1.25
 
     def bound_slips(self, tune: bool = True) -> list[Candidate]:
         """A move of the best to bigger blocks written with __launch_bounds__ still at the

@@ -8,15 +8,19 @@ config, then `simulate`, whose `failure` asks feasibility.violation again (the s
 candidate caches (memo.candidate_cache), which a search that never asks a config twice only fills.
 
 Here, for a module the simulator times itself (not a fused program, which has its own `simulate`):
-a config `writable` accepts has no access violation, so simulate's answer is launch_failure's
-when it fails, else the time of its built launch (sim.simulate and sim.failure, read through);
-launch_failure and the timing are asked without their caches. The same configs in the same order
-with the same strict `<`, so the same (time, variant, params): tests/test_holdout_search.py
+a rung whose features the GPU lacks is skipped whole (each of its configs fails so: launch_failure's
+first answer); each config's launch is modelled once, without the candidate caches (a search that never
+asks a config twice only fills them, evicting what a run asks again): `writable` is read from it, the
+built launch (sim.built_launch) made from it, launch_failure's answer read from that
+(sim.failure_of_launch: a config `writable` accepts has no access violation, so simulate's answer is
+launch_failure's where it fails), and a config that runs is timed on it. The same configs in the same
+order with the same strict `<`, so the same (time, variant, params): tests/test_holdout_search.py
 compares the two over tasks of every registry module.
 """
 from __future__ import annotations
 
-from .sim import built_launch, launch_failure, time_ms, writable
+from . import feasibility, knobs
+from .sim import TILE_VALUES_MAX, built_launch, failure_of_launch, time_ms
 from .tasks import best_config as searched, param_grid
 
 
@@ -25,13 +29,18 @@ def best_config(module, task) -> tuple:
     engineer would write, noise-free; ValueError where none runs."""
     if hasattr(module, "simulate"):        # a fused program: its own simulate (kernelstrain/fused)
         return searched(module, task)
-    fails = launch_failure.uncached
     best = None
     for variant in module.variants:
+        if variant.needs - task.gpu.features:
+            continue
         for params in param_grid(variant):
-            if not writable(module, variant, params, task) or fails(module, variant, params, task) is not None:
+            launch = knobs.launch.uncached(module, variant, params, task)
+            if launch.unrolled > TILE_VALUES_MAX or feasibility.violation.uncached(module, variant, params, task) is not None:
+                continue                   # not writable (sim.writable)
+            built = built_launch(module, variant, params, task, lambda *_: launch)
+            if failure_of_launch(module, variant, params, task, built) is not None:
                 continue
-            t = time_ms(module, variant, built_launch(module, variant, params, task), task, params)
+            t = time_ms(module, variant, built, task, params)
             if best is None or t < best[0]:
                 best = (t, variant, params)
     if best is None:

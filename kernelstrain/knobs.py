@@ -38,7 +38,7 @@ import re
 from dataclasses import replace
 
 from . import knobs_triton
-from .memo import candidate_cache
+from .memo import candidate_cache, same_rung
 from .ops.base import Launch, Param, Variant
 
 OFF = 0
@@ -165,7 +165,18 @@ def extend(variant: Variant, impl: str, code: str, names: tuple, gpu=None) -> Va
     amd = gpu is not None and gpu.vendor != "nvidia"     # measured on the H100 only
     extra = tuple(KNOBS[n] for n in names if IMPLS[n] == impl and places[n] and not (amd and n in knobs_triton.KNOBS)
                   and n not in own_names and SUPERSEDED.get(n) not in own_names)
-    return replace(variant, params=variant.params + extra) if extra else variant
+    if not extra:
+        return variant
+    # one object for each rung and knobs: every episode of a task (and validate's rebuild) asks the candidate
+    # caches of the same rung, and the caches know it as the rung it extends (memo.same_rung)
+    key = (id(variant), extra)
+    found = _EXTENDED.get(key)
+    if found is None:
+        found = _EXTENDED[key] = (variant, same_rung(replace(variant, params=variant.params + extra), variant))
+    return found[1]
+
+
+_EXTENDED: dict = {}        # (id of a rung, knob Params added) -> (the rung, kept alive: its id is its own; the extended rung)
 
 
 def param(variant: Variant, name: str) -> Param:

@@ -81,6 +81,10 @@ class Limits:
     def hit(self, tag: str, resource: str) -> bool:
         return (tag, resource) in self.failed
 
+    def learned(self, tag: str) -> bool:
+        """Some limit of rung `tag` has failed (else no config of it is known to fail, nor hits one)."""
+        return any(t == tag for t, _ in self.failed)
+
     def known_to_fail(self, tag: str, need: dict) -> bool:
         """A config of rung `tag` needing `need` asks for at least what already failed."""
         return any(need[res] >= self.failed[(tag, res)] for res in RESOURCES if (tag, res) in self.failed)

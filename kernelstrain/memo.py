@@ -9,7 +9,8 @@ the module object, of the rung and of the task's GPU record: the module and the 
 not hashable by value, and a rung's hash by value walks every field of it and of its params on
 each lookup (8-11% of generate's time in a profile). The cached entry keeps the three objects alive,
 so an identity in a key is never reused by another object while the entry exists; a rung equal
-to a cached one but another object is computed again (the same answer). A call with an
+to a cached one but another object is computed again (the same answer), except the rungs knobs.extend
+makes: one object a rung and knobs, keyed as the rung they extend (same_rung). A call with an
 unhashable parameter value is computed, not cached. A forked worker inherits the parent's
 entries, which stay true there (the same objects). The answers never change: `uncached` on a
 wrapped function gives the plain computation (tests compare the two over the registry).
@@ -22,6 +23,21 @@ from collections import OrderedDict
 CANDIDATE_CACHE_MAX = 1 << 12     # entries per function (~0.7 MB a thousand): an episode's working set, and more
 
 
+_RUNGS: dict = {}        # id of a rung made from another by knobs.extend -> id of that rung (same_rung)
+
+
+def same_rung(made, rung):
+    """`made` (kept alive by its maker for good: knobs.extend's rungs) as the candidate caches know it: `rung`,
+    whose candidates it answers alike. knobs.extend adds the generic knobs' Params to a rung; a candidate is named
+    by its params dict, which holds its knob settings whichever of the two it is asked of (the simulator reads
+    the rung's declared Params only for their defaults, the knobs' all 0: calibration.param_steps skips them). So
+    validate's row checks, which re-simulate each step on the module's own rung (rerender.simulated), find the
+    answers of the engine's rebuild of the same episode, which asked the extended rung (tests/test_caches.py
+    compares every cached function's answers for both rungs, registry-wide)."""
+    _RUNGS[id(made)] = _RUNGS.get(id(rung), id(rung))
+    return made
+
+
 def candidate_cache(fn):
     """fn(module, variant, params, task), cached per candidate (see the module docstring)."""
     cache: OrderedDict = OrderedDict()
@@ -29,7 +45,8 @@ def candidate_cache(fn):
     @functools.wraps(fn)
     def cached(module, variant, params: dict, task):
         try:
-            key = (id(module), id(variant), tuple(params.items()), id(task.gpu), task.module, task.dtype, task.shape)
+            key = (id(module), _RUNGS.get(id(variant), id(variant)), tuple(params.items()), id(task.gpu), task.module,
+                   task.dtype, task.shape)
             hit = cache.get(key)
         except TypeError:             # an unhashable parameter value
             return fn(module, variant, params, task)

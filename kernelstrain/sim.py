@@ -301,9 +301,13 @@ def _launch_failure(module: OpModule, variant: Variant, params: dict, task: Task
     if hasattr(module, "simulate"):
         r = module.simulate(variant, params, task)
         return None if r.ok else r
+    return failure_of_launch(module, variant, params, task, built_launch(module, variant, params, task, model))
+
+
+def failure_of_launch(module: OpModule, variant: Variant, params: dict, task: Task, launch: Launch) -> SimResult | None:
+    """launch_failure's answer for a candidate whose built launch (built_launch) is `launch` (not a fused program)."""
     gpu = task.gpu
     missing = sorted(variant.needs - gpu.features)
-    launch = built_launch(module, variant, params, task, model)
     if missing:
         return SimResult(False, None, launch.smem_bytes, launch.regs, arch_error(missing[0], task, module), "arch")
     cap = smem_cap(variant, module, gpu)

@@ -56,6 +56,7 @@ class Rebuilds:
         global _AHEAD
         self.plan, self.sessions, self.next = ctx.plan, sessions, start
         self.last = None             # (index, its pool answer): asked again by plan_row after `verdicts`
+        self.early = None            # without a pool: (index, rebuilt, its rebuild or what it raised): `prepare`
         _AHEAD = (ctx, verdicts_of)  # set before the fork: the pool's workers hold it
         self.stack = contextlib.ExitStack()    # the pool's `running`: its workers stopped on close()
         self.pool = self.stack.enter_context(running(lambda: fork_pool(workers) if workers > 0 and count > 1 else None))
@@ -74,7 +75,25 @@ class Rebuilds:
                 return answer
         return None
 
+    def prepare(self, index: int) -> None:
+        """Without a pool: rebuild `index` now, before validate checks its row, so that the row checks' own
+        re-simulation and slips (rerender.simulated, with_typo) find the answers the rebuild's engine asked in
+        the candidate caches (pure functions of each step's recipe) instead of computing them a second time.
+        `get` hands the rebuild over, or raises what it raised, where it would have raised it."""
+        if self.pool is not None or self.early is not None and self.early[0] == index:
+            return
+        try:
+            self.early = (index, True, rebuild(self.plan, index, self.sessions))
+        except Exception as e:       # (any: raised again by get, to the caller that guards it)
+            self.early = (index, False, e)
+
     def get(self, index: int) -> tuple:
+        if self.early is not None and self.early[0] == index:
+            _, rebuilt, value = self.early
+            self.early = None
+            if not rebuilt:
+                raise value
+            return value
         answer = self._answer(index)
         if answer is None:
             return rebuild(self.plan, index, self.sessions)

@@ -33,6 +33,8 @@ def check_training_files(data: Path, ctx: Context, held: set, out: Findings):
             out.add(where, f"episode {ep.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
         # a row identical to the plan's, whose checks found nothing, takes the verdicts worked out ahead
         ahead = _ahead(ctx, index, ep) if in_order else None
+        if in_order and ahead is None and ctx.rebuilds is not None:
+            ctx.rebuilds.prepare(index)       # the plan's rebuild first: the row checks find its simulations
         valid = ep is not None and (ahead is not None or
                                     guarded(check_episode, where, out, ep, where, out, ctx, index if in_order else None))
         if valid:

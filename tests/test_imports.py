@@ -30,7 +30,7 @@ LAYERS = (
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "knobs_triton", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",
-               "rerender", "corpus", "fused", "fused.*", "holdout_search", "grids"}),
+               "rerender", "corpus", "fused", "fused.*", "holdout_search", "grids", "grid_limits"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),
     ("check", {"validate", "validate_ahead", "validate_derived", "validate_episodes", "validate_sessions", "validate_written", "card",
