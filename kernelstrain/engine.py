@@ -440,7 +440,7 @@ class Episode:
             if 4 * self.ctas(self.best) <= self.task.gpu.sms:
                 ups = [v for v in ups if self.busier(v)] or ups
             if h.expert_first and k <= 2:
-                pick = ups[-1]
+                pick = self.leap_target(ups)
             else:           # the next rung, or (skipping) any rung further up: engineers start differently
                 pick = rng.choice(ups[1:]) if len(ups) > 1 and rng.random() < h.skip else ups[0]
             c = self.rung_candidate(pick)
@@ -448,6 +448,13 @@ class Episode:
                 return c
             self.rung_tried.add(pick.tag)
         return None
+
+    def leap_target(self, ups: list) -> Variant:
+        """An expert-first engineer's first leap: the top rung of `ups` that writes kernels. A rung that
+        captures another rung's call (OpModule.captures: a fused plan replayed from a CUDA graph) is
+        recorded once the kernels it replays work, as a real engineer does, not written first."""
+        kernels = [v for v in ups if v.tag not in self.m.captures]
+        return kernels[-1] if kernels else ups[-1]
 
     def ctas(self, c: Candidate) -> int:
         """The CTAs `c` launches (what a profile shows beside the SM count)."""
@@ -482,7 +489,7 @@ class Episode:
             if c is not None:
                 return c
         if self.habits.expert_first and k is not None and k <= 2:
-            order = [raising[-1], *raising]
+            order = [self.leap_target(raising), *raising]
         elif not self.search.stepwise:
             order = raising
         elif not self.leap():

@@ -115,6 +115,7 @@ class Output:
 
 class FusedModule(OpModule):
     """One fused program in one language."""
+    captures = GRAPHED
 
     def __init__(self, seed: int, index: int, impl: str):
         self.view = ProgramView.of(seed, index)

@@ -272,6 +272,8 @@ class OpModule:
     dtypes: tuple = ("fp16", "bf16")
     vendors: tuple = ("nvidia",)      # nvidia and/or amd (CUDA modules on amd render HIP)
     variants: tuple = ()              # Variant (or Rung) ladder, naive first
+    captures: tuple = ()              # tags of rungs that replay another rung's call (a CUDA graph): written
+    #                                   after the kernels they capture work, never an engineer's first leap
     baseline: str = ""                # tag of the rung an engineer would start from; "" = the first
     # the op's contract, set on its spec (shared by the CUDA and Triton modules)
     entry: Entry | None = None        # the entry point: arguments, roles, shapes, dtypes
