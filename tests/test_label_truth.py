@@ -267,3 +267,26 @@ def test_embedding_bwd_bad_combine_only_where_ids_repeat(tag):
         passes = segment_passes(torch, src, shape["T"], shape["V"], runs)
         offered = "bad_combine_index" in episode("embedding_bwd_cuda", shape).bugs(v, v.defaults())
         assert (passes == 0) == offered, (shape, passes, runs)
+
+
+@pytest.mark.parametrize("shape", REGISTRY["moe_scatter_cuda"].shapes, ids=str)
+def test_moe_scatter_missing_barrier_only_where_a_reader_is_past_warp_0(shape):
+    """vectorized_uint4's missing_barrier lets moe_scan's threads read start[] while thread 0 still scans it. Its
+    readers (as rendered: threads 0..E, and threads below blocks x E of moe_scan's block) race thread 0 only from
+    another warp: at T 16, E 8 every reader is in warp 0 and the H100 passed it 3 of 3 runs (labels j1)."""
+    m, v = REGISTRY["moe_scatter_cuda"], rung("moe_scatter_cuda", "vectorized_uint4")
+    task = make_task(m, "H100", "bf16", shape)
+    for threads in v.param("threads").values:
+        params = dict(v.defaults(), threads=threads)
+        src = m.render(v, params, task)
+        assert "publish the scanned starts" in src and "publish the scanned starts" not in \
+            m.render(v, params, task, "missing_barrier"), "the barrier moved: update this test"
+        scan_threads = int(re.search(r"moe_scan<<<1, (\d+),", src).group(1))
+        assert re.search(r"for \(int e = threadIdx.x; e <= E; e \+= blockDim.x\) offsets\[e\] = start\[e\];", src)
+        assert re.search(r"for \(int i = threadIdx.x; i < blocks \* E; i \+= blockDim.x\) block_counts\[i\] \+= "
+                         r"start\[i % E\];", src)
+        block = int(re.search(r"#define THREADS (\d+)", src).group(1))
+        blocks = -(-shape["T"] * shape["topk"] // block)
+        last_reader = min(scan_threads - 1, max(shape["E"], blocks * shape["E"] - 1))
+        offered = "missing_barrier" in episode("moe_scatter_cuda", shape).bugs(v, params)
+        assert offered == (last_reader // 32 > 0), (threads, last_reader)
