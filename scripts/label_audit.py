@@ -223,11 +223,6 @@ def triton_runs(m, v):
     return out
 
 
-def judge(torch, per_run, dtypes, m) -> dict:
-    """dtype -> ok, from one run's outputs re-compared under each dtype's tolerance class."""
-    return {d: all(p.get("ok") for p in per_run(d).values()) for d in dtypes}
-
-
 def triton(modules=()) -> int:
     import torch
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"

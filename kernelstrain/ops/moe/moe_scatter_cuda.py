@@ -9,7 +9,7 @@ from functools import partial
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from ._moe import RANK_ROUND, peers
+from ._moe import RANK_ROUND, peers, starts_read_past_warp0
 from ._scatter_recount import RECOUNT
 from .moe_scatter_spec import ENTRY, MoeScatterSpec
 
@@ -19,15 +19,6 @@ ATOMIC_COUNT = "atomicAdd(&counts[topk_ids[a] + 1], 1);   // every assignment hi
 PUBLISH_STARTS = "\n    __syncthreads();                         // publish the scanned starts"
 # missing_barrier drops it: warp 0 clears warp_cnt[0] (the totals) while the last warp's scan reads them
 TOTALS_READ = "\n    __syncthreads();                           // the scanning thread is done with the totals"
-
-
-def starts_read_past_warp0(task, p) -> bool:
-    """Whether a reader of moe_scan's start[] sits outside warp 0, where PUBLISH_STARTS dropped races: thread 0 scans
-    start[] and warp 0's other lanes wait for it where the branch reconverges. The readers: threads 0..E (offsets)
-    and those below blocks x E (the block bases). At T 16, E 8 all are in warp 0, and an H100 passed the bug in
-    3 of 3 runs at 128 and at 512 threads (labels j1)."""
-    blocks = cdiv(task["T"] * task["topk"], p["threads"])
-    return max(task["E"] + 1, blocks * task["E"]) > 32
 
 
 def sizes(task):
@@ -295,8 +286,7 @@ class MoeScatterCuda(MoeScatterSpec):
              bugs={"off_by_one": {"last": "E - 1"}}),
         Rung("vectorized_uint4", "as block_rank_scan, rows gathered as 16-byte uint4 (8 elements a lane)",
              (THREADS,), memory_eff=0.88, launch=rank_launch(True), render=partial(rank_kernels, vec=True),
-             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}},
-             bug_tasks=(("missing_barrier", starts_read_past_warp0),)),
+             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}, bug_tasks=(("missing_barrier", starts_read_past_warp0),)),
         Rung("warp_aggregated_fused", "one smem atomic per expert per warp (peer leader); scan folded into the "
              "scatter, each token row read once and written to its topk slots",
              (Param("threads", (64, 128, 256, 512), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,
