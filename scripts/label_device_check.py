@@ -7,6 +7,7 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_LIST=1 python3 scripts/label_device_check.py       # print the planned cases (priority order) and stop
     LABELS_BUILD_S=55 LABELS_RUN_S=40                          # the build pass's deadline, the run pass's budget
     LABELS_FROM=N                                              # start at case N of the plan (a follow-up job)
+    LABELS_FLAKY=1                                             # first FLAKY's renders at every shape and configuration
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -97,6 +98,37 @@ def planned(gpu: str) -> list:
     return out
 
 
+# (module, rung, bug): the renders j1 (an H100, 2026-12-07 07:49 UTC) saw pass some of their 3 runs at the first menu
+# shape; LABELS_FLAKY=1 runs each at every menu shape and configuration (the row rates of the samplers' races)
+FLAKY = [("top_p_cuda", "full_sort", "missing_barrier"), ("top_p_cuda", "warp_ballot_scan", "racy_update"),
+         ("top_p_cuda", "vectorized_float4", "racy_update"), ("topk_cuda", "full_sort", "missing_barrier"),
+         ("topk_cuda", "histogram_refine", "racy_update"), ("topk_cuda", "warp_ballot_scan", "racy_update"),
+         ("topk_cuda", "vectorized_float4", "racy_update"), ("topk_cuda", "split_row_two_stage", "racy_update"),
+         ("fp8_quant_cuda", "register_cached", "missing_barrier"), ("fp8_quant_cuda", "fused_smem_block", "missing_barrier"),
+         ("transpose_cuda", "tma_swizzled", "missing_barrier"), ("flash_prefill_cuda", "mma_sync", "missing_barrier")]
+
+
+def flaky(gpu: str) -> list:
+    """FLAKY's renders at every offered menu shape (that gpu-check runs in seconds) and configuration."""
+    out = []
+    for name, tag, bug in FLAKY:
+        m = REGISTRY[name]
+        v = m.variant(tag)
+        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        for label, params, _ in configs(v):
+            for shape in m.shapes:
+                task = make_task(m, gpu, dtype, shape)
+                if not (fits(m, dtype, shape, gpu) and bug in v.bugs_for(dtype, params) and v.breaks_at(bug, task, params)
+                        and simulate(m, v, params, task).ok and writable(m, v, params, task)):
+                    continue
+                cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
+                out.append({"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": tag, "params": params,
+                            "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
+                            "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
+                            "rendered": True, "code": knobs.render(m, v, params, task, bug)})
+    return out
+
+
 def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> list:
     """Build cases in order on `jobs` threads; none is started past `deadline`. The built ones (build_ok set)."""
     from kernelstrain.gpucheck.runtime import build_case
@@ -131,7 +163,10 @@ def main() -> int:
     if not rehearse and catalog_gpu(device) != gpu:
         print(f"note: planned on the H100's menus, running on {device}", file=sys.stderr)
     start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
-    cases = cases[start:start + rehearse] if rehearse else cases[start:]
+    cases = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + cases[start:]
+    cases = cases[:rehearse] if rehearse else cases
+    for i, c in enumerate(cases):
+        c["idx"] = i
     t0 = time.time()
     built = build_until(cases, Path("/tmp/labels_build"), os.cpu_count() or 8,
                         t0 + float(os.environ.get("LABELS_BUILD_S", "55")))

@@ -267,3 +267,80 @@ def test_embedding_bwd_bad_combine_only_where_ids_repeat(tag):
         passes = segment_passes(torch, src, shape["T"], shape["V"], runs)
         offered = "bad_combine_index" in episode("embedding_bwd_cuda", shape).bugs(v, v.defaults())
         assert (passes == 0) == offered, (shape, passes, runs)
+
+
+@pytest.mark.parametrize("shape", REGISTRY["moe_scatter_cuda"].shapes, ids=str)
+def test_moe_scatter_missing_barrier_only_where_a_reader_is_past_warp_0(shape):
+    """vectorized_uint4's missing_barrier lets moe_scan's threads read start[] while thread 0 still scans it. Its
+    readers (as rendered: threads 0..E, and threads below blocks x E of moe_scan's block) race thread 0 only from
+    another warp: at T 16, E 8 every reader is in warp 0 and the H100 passed it 3 of 3 runs (labels j1)."""
+    m, v = REGISTRY["moe_scatter_cuda"], rung("moe_scatter_cuda", "vectorized_uint4")
+    task = make_task(m, "H100", "bf16", shape)
+    for threads in v.param("threads").values:
+        params = dict(v.defaults(), threads=threads)
+        src = m.render(v, params, task)
+        assert "publish the scanned starts" in src and "publish the scanned starts" not in \
+            m.render(v, params, task, "missing_barrier"), "the barrier moved: update this test"
+        scan_threads = int(re.search(r"moe_scan<<<1, (\d+),", src).group(1))
+        assert re.search(r"for \(int e = threadIdx.x; e <= E; e \+= blockDim.x\) offsets\[e\] = start\[e\];", src)
+        assert re.search(r"for \(int i = threadIdx.x; i < blocks \* E; i \+= blockDim.x\) block_counts\[i\] \+= "
+                         r"start\[i % E\];", src)
+        block = int(re.search(r"#define THREADS (\d+)", src).group(1))
+        blocks = -(-shape["T"] * shape["topk"] // block)
+        last_reader = min(scan_threads - 1, max(shape["E"], blocks * shape["E"] - 1))
+        offered = "missing_barrier" in episode("moe_scatter_cuda", shape).bugs(v, params)
+        assert offered == (last_reader // 32 > 0), (threads, last_reader)
+
+
+def device_rows():
+    """The H100's runs of wrong_result renders (scripts/label_device_check.py jobs j1 and j2)."""
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).resolve().parents[1] / "measurements" / "h100_label_device.json").read_text())
+
+
+def passed_some_run(rows) -> list:
+    """(module, rung, label, shape, bug) of every render that passed at least one of its 3 runs on the H100."""
+    out = [r["id"].split("|") for r in rows["j1"] if r.get("runs") and (r.get("failed_runs") or 0) < r["runs"]]
+    return out + [r["id"].split("|") for r in rows["j2"] if not r["any_run_failed"] and not r["error"]]
+
+
+def shape_of(text: str) -> dict:
+    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
+
+
+def params_of(v, label: str) -> dict:
+    if label == "default":
+        return v.defaults()
+    name, value = label.split("=")
+    return dict(v.defaults(), **{name: type(v.param(name).default)(value)})
+
+
+def test_no_render_the_h100_passed_is_offered_there():
+    """Every bug render that passed a run on the H100 (labels j1/j2: 3 runs each, at the first offered menu shape
+    and then, for those, at every shape) is no longer offered at that shape and configuration."""
+    still = []
+    for name, tag, label, shape, bug in passed_some_run(device_rows()):
+        v = rung(name, tag)
+        task_shape = shape_of(shape)
+        if bug in episode(name, task_shape).bugs(v, params_of(v, label)):
+            still.append((name, tag, label, shape, bug))
+    assert not still, still
+
+
+@pytest.mark.parametrize("module", ["top_p_cuda", "topk_cuda"])
+def test_sampler_race_row_rates_are_at_most_the_h100s(module):
+    """A sampler race's declared row rate (rows_to_fail) is at most the least wrong-row share of a failing run the
+    H100 showed at B >= 64 (labels j2): the B it is offered from makes a pass a one-in-a-million chance there."""
+    rows = device_rows()["j2"]
+    m = REGISTRY[module]
+    for v in m.variants:
+        for bug in ("racy_update", "missing_barrier"):
+            measured = [r["nbad_of_a_failing_run"] / shape_of(r["id"].split("|")[3])["B"] for r in rows
+                        if r["id"].split("|")[:2] == [module, v.tag] and r["id"].endswith(bug)
+                        and shape_of(r["id"].split("|")[3])["B"] >= 64 and r["nbad_of_a_failing_run"] is not None]
+            if bug not in v.bugs or not measured:
+                continue
+            least = min(s["B"] for s in [{"B": b} for b in range(1, 100000)]
+                        if v.breaks_at(bug, make_task(m, "H100", "fp32", dict(m.shapes[0], B=s["B"])), v.defaults()))
+            assert (1 - min(measured)) ** least <= 1e-6, (v.tag, bug, least, min(measured))

@@ -52,14 +52,15 @@ def offered(module: str, *rungs) -> tuple:
 
 def rung(below: Rung, render, carried: int, title: str) -> Rung:
     """persistent_prefetch over the register-cached rung `below`: its parameters and BLOCKS_PER_SM, its needs,
-    efficiencies, bugs (the same slots in `render`) and calibration (fit_as); `carried`: uint4 chunk sets a
+    efficiencies, bugs (the same slots in `render`, offered where below's are) and calibration (fit_as); `carried`: uint4 chunk sets a
     thread holds beyond below's row (the prefetched rows, the weight)."""
     def launch(p, task):
         n = chunks_per_thread(task["D"], p["threads"], DTYPE_BYTES[task.dtype])
         return launch_over(below.launch(p, task), p, task, n * carried)
     return Rung("persistent_prefetch", title, below.params + (BLOCKS_PER_SM,), needs=below.needs,
                 compute_eff=below.compute_eff, memory_eff=below.memory_eff, smem="static", launch=launch,
-                render=render, fit_as=below.tag, bugs=dict(below.edits))
+                render=render, fit_as=below.tag, bugs=dict(below.edits), bug_tasks=below.bug_tasks,
+                bug_params=below.bug_params, bug_dtypes=below.bug_dtypes)   # where below's bugs are wrong, as below
 
 
 def climb(module: str, variants: tuple, below: str, render, carried: int, title: str) -> tuple:

@@ -284,7 +284,10 @@ class TransposeCuda(TransposeSpec):
         Rung("tma_swizzled", "TMA loads/stores of 128B-swizzled 64x64 tiles, tiles_per_cta loads in flight",
              (Param("tiles_per_cta", (1, 2, 4), 2), Param("threads", (128, 256), 128)),
              needs=frozenset({"tma", "inline_ptx"}), memory_eff=0.77, smem="static",
-             launch=tma_swizzled_launch, render=tma_swizzled_src, bugs={"missing_barrier": {"wait": ""}}),
+             launch=tma_swizzled_launch, render=tma_swizzled_src, bugs={"missing_barrier": {"wait": ""}},
+             # not waiting for the tile's TMA load races the copy: 64 CTAs of 4 tiles (R = C = 1024) passed 2 of 3
+             # runs on an H100; 256 CTAs and more failed every run (labels j1/j2, measurements/h100_label_device.json)
+             bug_tasks=(("missing_barrier", lambda t, p: t["R"] * t["C"] // (64 * 64 * p["tiles_per_cta"]) >= 256),)),
     )
 
     def assemble(self, body, variant, params, task):

@@ -43,3 +43,13 @@ __device__ __forceinline__ int rank_round(int e, int (*warp_cnt)[E_MAX], const i
     return rank;
 }
 """
+
+
+def starts_read_past_warp0(task, p) -> bool:
+    """Whether a reader of moe_scan's start[] sits outside warp 0, where moe_scatter_cuda's missing_barrier
+    (PUBLISH_STARTS dropped) races: thread 0 scans start[] and warp 0's other lanes wait for it where the branch
+    reconverges. The readers: threads 0..E (offsets)
+    and those below blocks x E (the block bases). At T 16, E 8 all are in warp 0, and an H100 passed the bug in
+    3 of 3 runs at 128 and at 512 threads (labels j1)."""
+    blocks = -(-task["T"] * task["topk"] // p["threads"])
+    return max(task["E"] + 1, blocks * task["E"]) > 32

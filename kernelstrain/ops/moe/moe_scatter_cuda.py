@@ -9,7 +9,7 @@ from functools import partial
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from ._moe import RANK_ROUND, peers
+from ._moe import RANK_ROUND, peers, starts_read_past_warp0
 from ._scatter_recount import RECOUNT
 from .moe_scatter_spec import ENTRY, MoeScatterSpec
 
@@ -286,7 +286,7 @@ class MoeScatterCuda(MoeScatterSpec):
              bugs={"off_by_one": {"last": "E - 1"}}),
         Rung("vectorized_uint4", "as block_rank_scan, rows gathered as 16-byte uint4 (8 elements a lane)",
              (THREADS,), memory_eff=0.88, launch=rank_launch(True), render=partial(rank_kernels, vec=True),
-             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}),
+             bugs={"missing_barrier": {"published": ""}, "off_by_one": {"last": "E - 1"}}, bug_tasks=(("missing_barrier", starts_read_past_warp0),)),
         Rung("warp_aggregated_fused", "one smem atomic per expert per warp (peer leader); scan folded into the "
              "scatter, each token row read once and written to its topk slots",
              (Param("threads", (64, 128, 256, 512), 256), Param("tokens_per_block", (4, 8, 16, 32, 64), 16)), memory_eff=0.9,

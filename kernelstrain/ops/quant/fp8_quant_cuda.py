@@ -10,7 +10,7 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ..row_reread import reread
 from .. import unroll, words
-from ._fp8_words import CVT_E4M3X2, block_scale, fp8_words_kernel
+from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 from . import _fp8_persistent
 from .. import persistent_rows
@@ -276,7 +276,7 @@ class Fp8QuantCuda(Fp8QuantSpec):
         Rung("fused_smem_block", "one block per token: shared-memory tree absmax, then a second pass converts",
              (THREADS, unroll.PRAGMA_UNROLL, words.VEC), compute_eff=0.08, memory_eff=0.62, smem="static",
              launch=unroll.launch_of(launch_of("smem"), words.word_trips(), words.word_regs),
-             render=unroll.render_of(fused_smem_block_src), bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
+             render=unroll.render_of(fused_smem_block_src), bug_tasks=MANY_BLOCKS, bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"last": "D - 1"}}),
         Rung("warp_shuffle_vectorized", "uint4 loads of 8 elements, warp-shuffle absmax, 8-byte fp8 stores",
              (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.82, smem="static",
              launch=unroll.launch_of(launch_of("shuffle"), unroll.row_trips(vec=True), 4),
@@ -285,7 +285,7 @@ class Fp8QuantCuda(Fp8QuantSpec):
         Rung("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
              (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", launch=launch_of("cached"),
              render=register_cached_src,
-             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"guard": "c < chunks - 1"}}),
+             bugs={"missing_barrier": {"barrier": ""}, "off_by_one": {"guard": "c < chunks - 1"}}, bug_tasks=MANY_BLOCKS),
         Rung("ptx_cvt_e4m3x2", "register-cached row, hardware cvt.rn.satfinite.e4m3x2.f32 packs 2 values per op",
              (THREADS, ROWS), needs=frozenset({"fp8", "inline_ptx"}), compute_eff=0.45, memory_eff=0.92,
              smem="static", launch=launch_of("ptx"), render=ptx_cvt_e4m3x2_src,

@@ -11,7 +11,7 @@ scans) -> vectorized_float4 -> split_mass_hist (pass 1 split over CTAs, _top_p_s
 """
 from ..base import Launch, Param, Rung, cdiv
 from ..dialect import prelude
-from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
+from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, TOP_P_RACE_ROWS, row_l2_miss, rows_to_fail
 from ._select import DIGITS, MASS_SELECT, ROW_STATS, bin_compact, block_incl_scan, cdf_pick_row, mass_pass
 from ._top_p_split import SPLIT_THREADS, split_launch, split_src
 from .top_p_spec import TopPSpec
@@ -273,7 +273,7 @@ class TopPCuda(TopPSpec):
         Rung("full_sort", "bitonic sort of keys in global scratch (sub-CHUNK stages in smem), cumulative-mass walk",
              (Param("threads", (256, 512, 1024), 512), Param("chunk", (1024, 2048, 4096), 2048)),
              compute_eff=0.4, memory_eff=0.5, smem="static", launch=full_sort_launch, render=full_sort_src,
-             bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"top": "k < NP"}}),
+             bugs={"missing_barrier": {"sync": ""}, "off_by_one": {"top": "k < NP"}}, bug_tasks=TOP_P_RACE_ROWS["full_sort"]),
         Rung("histogram_refine", "radix select on mass: 3 passes of float-atomic mass histograms, then CDF pick",
              (THREADS,), compute_eff=0.3, memory_eff=0.55, smem="static", launch=histogram_refine_launch,
              render=histogram_refine_src, bugs={"missing_scale": NO_SCALE}, bug_tasks=NO_SCALE_ROWS),
@@ -284,11 +284,12 @@ class TopPCuda(TopPSpec):
              bug_tasks=NO_SCALE_ROWS),
         Rung("warp_ballot_scan", "ballot/popc warp-aggregated compaction, warp-shuffle scans",
              (THREADS, CAP), compute_eff=0.45, memory_eff=0.8, smem="static", launch=select_launch("ballot"),
-             render=select_src("ballot"), bugs={"racy_update": {"plain": True}, "wrong_init": {"carry0": "1.f"}}),
+             render=select_src("ballot"), bugs={"racy_update": {"plain": True}, "wrong_init": {"carry0": "1.f"}},
+             bug_tasks=TOP_P_RACE_ROWS["warp_ballot_scan"]),
         Rung("vectorized_float4", "float4 loads in the mass, compaction and pick passes",
              (THREADS, CAP), compute_eff=0.5, memory_eff=0.9, smem="static", launch=select_launch("float4"),
              render=select_src("float4"), bugs={"missing_scale": NO_SCALE, "racy_update": {"plain": True}},
-             bug_tasks=NO_SCALE_ROWS),
+             bug_tasks=NO_SCALE_ROWS + TOP_P_RACE_ROWS["vectorized_float4"]),
         Rung("split_mass_hist", "mass histogram split over CTAs, per-CTA smem bins merged by global atomics",
              (SPLIT_THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=split_launch, render=split_src(program, select_kernel, NEED),
