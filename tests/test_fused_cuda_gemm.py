@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from kernelstrain.fused.cuda_gemm import cuda_gemm_ms, gemm_threads
-from kernelstrain.fused.module import fused_module
+from kernelstrain.fused.module import GRAPHED, fused_module
 from kernelstrain.gpus import GPUS
 from kernelstrain.ops.base import Task
 from kernelstrain.tasks import make_task
@@ -28,7 +28,7 @@ def _task(m) -> Task:
 @pytest.mark.parametrize("op", PROGRAMS)
 def test_cuda_programs_with_a_gemm_head_get_the_rung_and_drop_the_library_call(op):
     m = fused_module(op + "_cuda")
-    tags = [v.tag for v in m.variants]
+    tags = [v.tag for v in m.variants if v.tag not in GRAPHED]      # the graph rungs replay a plan below them
     assert tags[-1] == "gemm_epilogue"
     eager, gemm = m.host_calls("eager"), m.host_calls("gemm_epilogue")
     assert gemm["library"] == eager["library"] - 1 and gemm["cuda"] >= 1
