@@ -250,6 +250,11 @@ def without_remarks(log: str) -> str:
 
 def _import_triton():
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")   # Triton's current default, stated: no warning
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # @triton.jit then makes interpreter functions, which compile for no GPU target: every candidate would
+        # "fail" with the interpreter's AttributeError, and that answer would be cached as the compiler's
+        raise MissingCompiler("TRITON_INTERPRET=1 is set: Triton's interpreter compiles for no GPU target; "
+                              "unset it to compile Triton candidates")
     try:
         import triton  # noqa: F401
         from triton.backends.compiler import GPUTarget

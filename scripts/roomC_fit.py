@@ -8,12 +8,10 @@ per shape the best persistent time over the rung below's, device and model.
 """
 import json
 import math
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain.ops import REGISTRY  # noqa: E402

@@ -60,10 +60,11 @@ def test_sixteen_programs_an_sm_launch_what_eight_do_at_512_rows():
     assert simulate(FP8, v, at[16], task).time_ms < simulate(FP8, v, at[8], task).time_ms
 
 
-def test_the_new_values_match_the_reference_under_the_interpreter():
+def test_the_new_values_match_the_reference_under_the_interpreter(monkeypatch):
     """TRITON_INTERPRET=1: rope's 2-head tiles over 5 heads (a ragged last tile), fp8's 16 programs an SM equal to
     8's outputs (the interpreter's fp8 cast is not the GPU's), softmax's 2 warps on a ragged row; every bug fails."""
     pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")      # the script sets it on import: not left for the tests after this
     import roomT_interpret
     cases = [c for c in roomT_interpret.CASES if (c[0], c[1]) in {("rope_triton", "persistent"), ("fp8_quant_triton",
              "persistent_rows"), ("softmax_triton", "online_softmax")} and c[3] in (roomT_interpret.ROPE[0],

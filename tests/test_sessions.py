@@ -178,17 +178,20 @@ def _edit(data: Path, line: int, change) -> None:
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
+BATCH = 4        # sessions a batch of the fixture's run (lines 5-8 are batch 1)
+
+
 def _editable(data: Path, change) -> int:
-    """The first line of batch 1 (lines 5-8) that has what `change` edits (a session may end
-    without a failed step, or after one step)."""
+    """The first line that has what `change` edits, batch 1's lines first (a session may end
+    without a failed step, or after one step: a new draw of the sessions can leave a batch without one)."""
     rows = (data / "sessions.jsonl").read_text(encoding="utf-8").splitlines()
-    for line in range(5, 9):
+    for line in [*range(BATCH + 1, 2 * BATCH + 1), *range(1, BATCH + 1), *range(2 * BATCH + 1, len(rows) + 1)]:
         try:
             change(json.loads(rows[line - 1]))
         except (StopIteration, IndexError):
             continue
         return line
-    raise AssertionError("no session of batch 1 has what the corruption edits")
+    raise AssertionError("no session has what the corruption edits")
 
 
 def _first(row, pred):
@@ -236,8 +239,9 @@ def test_validate_names_the_broken_check(sessions, tmp_path, name):
     found = validate(data, limit=200)
     on_row = [c for f, c in zip(found, found.checks) if f.startswith(f"sessions.jsonl:{line}")]
     assert on_row and check in on_row, found
-    assert any("qa_reports/batch_001.json" in f for f in found)         # lines 5-8 are batch 1
-    assert not any("qa_reports/batch_000" in f or "qa_reports/batch_002" in f for f in found)
+    batch = f"qa_reports/batch_{(line - 1) // BATCH:03d}"                 # the edited line's batch alone
+    assert any(f"{batch}.json" in f for f in found)
+    assert not any("qa_reports/batch_" in f and batch not in f for f in found)
     assert check in {name for name, _ in MECHANICAL}
 
 

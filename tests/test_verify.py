@@ -136,3 +136,15 @@ def test_a_fused_solution_is_skipped_with_its_reason():
     name = module_name(0, 0, "cuda")
     assert fused_module(name) is not None
     assert _compile_job({"module": name, "gpu": "H100", "code": "import torch\n"})["skipped"] == FUSED_SKIP
+
+
+def test_triton_compiles_refuse_the_interpreter_and_cache_nothing(monkeypatch, tmp_path):
+    """With TRITON_INTERPRET=1 in the process @triton.jit makes interpreter functions, which compile for no target:
+    every candidate "failed" with the interpreter's AttributeError and that answer was cached as the compiler's (a
+    test importing an interpreter script left it set; later verify runs read the poisoned cache)."""
+    from kernelstrain import compilers
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(compilers, "CACHE_DIR", tmp_path)
+    with pytest.raises(compilers.MissingCompiler, match="TRITON_INTERPRET"):
+        compilers.compile_triton("import triton\n", [], "sm_90a")
+    assert not list(tmp_path.iterdir())
