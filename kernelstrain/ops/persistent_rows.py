@@ -50,22 +50,24 @@ def offered(module: str, *rungs) -> tuple:
     return rungs if module in CHECKED or os.environ.get("KERNELSTRAIN_DEVICE_UNCHECKED") == "1" else ()
 
 
-def rung(below: Rung, render, carried: int, title: str) -> Rung:
+def rung(below: Rung, render, carried: int, title: str, slot_sets: int = 2) -> Rung:
     """persistent_prefetch over the register-cached rung `below`: its parameters and BLOCKS_PER_SM, its needs,
     efficiencies, bugs (the same slots in `render`, offered where below's are) and calibration (fit_as); `carried`: uint4 chunk sets a
-    thread holds beyond below's row (the prefetched rows, the weight)."""
+    thread holds beyond below's row (the prefetched rows, the weight); `slot_sets`: the shared arrays of warp
+    totals the kernel declares, each as big as below's one (two a reduction: the row groups' parities)."""
     def launch(p, task):
         n = chunks_per_thread(task["D"], p["threads"], DTYPE_BYTES[task.dtype])
-        return launch_over(below.launch(p, task), p, task, n * carried)
+        return launch_over(below.launch(p, task), p, task, n * carried, slot_sets)
     return Rung("persistent_prefetch", title, below.params + (BLOCKS_PER_SM,), needs=below.needs,
                 compute_eff=below.compute_eff, memory_eff=below.memory_eff, smem="static", launch=launch,
                 render=render, fit_as=below.tag, bugs=dict(below.edits), bug_tasks=below.bug_tasks,
                 bug_params=below.bug_params, bug_dtypes=below.bug_dtypes)   # where below's bugs are wrong, as below
 
 
-def climb(module: str, variants: tuple, below: str, render, carried: int, title: str) -> tuple:
+def climb(module: str, variants: tuple, below: str, render, carried: int, title: str, slot_sets: int = 2) -> tuple:
     """`module`'s ladder with persistent_prefetch over its rung `below`, where offered."""
-    return variants + offered(module, rung(next(v for v in variants if v.tag == below), render, carried, title))
+    return variants + offered(module, rung(next(v for v in variants if v.tag == below), render, carried, title,
+                                           slot_sets))
 
 
 def chunks_per_thread(d: int, threads: int, elt: int) -> int:
@@ -73,11 +75,13 @@ def chunks_per_thread(d: int, threads: int, elt: int) -> int:
     return max(1, cdiv(d, threads * (16 // elt)))
 
 
-def launch_over(cached: Launch, p, task, carried: int) -> Launch:
+def launch_over(cached: Launch, p, task, carried: int, slot_sets: int = 2) -> Launch:
     """The persistent grid of a register-cached row kernel whose one-row-group launch is `cached`: the CTAs capped
     at BLOCKS_PER_SM an SM, each taking its row groups in turn (Launch.rounds: PREFETCH_EXPOSED of the later ones
     wait), twice the bytes a thread keeps in flight (its row's chunks and the next row's), `carried` uint4 chunks
-    more a thread in registers.
+    more a thread in registers, and `slot_sets` arrays of warp totals in shared memory where the one-row kernel
+    has one (two a reduction, by the row group's parity: ptxas 64 B where register_cached has 32, rmsnorm_cuda 256
+    threads; layernorm's two reductions 128 B).
 
     >>> from kernelstrain.gpus import GPUS
     >>> class T(dict): gpu, dtype = GPUS["H100"], "bf16"
@@ -90,7 +94,7 @@ def launch_over(cached: Launch, p, task, carried: int) -> Launch:
     grid = min(cached.grid, task.gpu.sms * p["blocks_per_sm"])
     rounds = 1 + round((cdiv(cached.grid, grid) - 1) * PREFETCH_EXPOSED)
     return replace(cached, grid=grid, rounds=rounds, bytes_per_access=cached.bytes_per_access * 2,
-                   regs=min(regs, MAX_REGS), traffic=cached.traffic * spill)
+                   regs=min(regs, MAX_REGS), traffic=cached.traffic * spill, smem_bytes=slot_sets * cached.smem_bytes)
 
 
 def host(entry, task, kernel: str) -> str:

@@ -65,14 +65,14 @@ extern "C" __global__ void __launch_bounds__(THREADS * ROWS_PER_BLOCK)
 TITLE = "persistent grid over the rows, next row's loads in flight during this row's reduction"
 
 
-def climb(module: str, variants: tuple, render, carried: int) -> tuple:
+def climb(module: str, variants: tuple, render, carried: int, reductions: int = 1) -> tuple:
     """The ladder with persistent_prefetch over register_cached, where offered (persistent_rows.climb). `carried`:
     the uint4 chunk sets a thread holds past register_cached's model, fitted to ptxas -v (nvcc 13, sm_90a, rows of
     1-16 chunks a thread: scripts/roomC_build.py): rmsnorm 3 (the next row, the weight and the fp32 products;
     ptxas 94 / 186 / 220 registers at 4 / 8 / 10 chunks), add_rmsnorm 6 (x's and the residual's rows, both
     prefetched, the weight; 80 / 150 / 204 at 2 / 4 / 5), layernorm 5 (the weight and the bias too; 76 / 128 / 161
-    at 2 / 4 / 5)."""
-    return persistent_rows.climb(module, variants, "register_cached", render, carried, TITLE)
+    at 2 / 4 / 5). `reductions`: the row statistics `kernel` reduces (its shared totals, two sets each)."""
+    return persistent_rows.climb(module, variants, "register_cached", render, carried, TITLE, 2 * reductions)
 
 
 # -- the three norms' row bodies ------------------------------------------------------------

@@ -296,4 +296,4 @@ class LayerNormCuda(LayerNormSpec):
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.92, smem="static",
              launch=register_cached_launch, render=register_cached_src,
              bugs={"missing_scale": NO_SCALE, "off_by_one": {"first": "1"}}),
-    ), layernorm_src(ENTRY, SIG), 5)
+    ), layernorm_src(ENTRY, SIG), 5, reductions=2)
