@@ -55,7 +55,18 @@ B1 = [
         ("row_program", {"BLOCK": (1024,), "num_warps": (4, 8), "num_stages": (1, 2)}),
         ("multi_row_tile", {"BLOCK_T": (1, 2), "BLOCK": (512, 1024), "num_warps": (8,)})]),
 ]
-PLANS = {"b1": B1}
+# b2 (follow-up): the register_strip chain (causal_conv1d_cuda.strip_chain_s) out of sample, predicted before any
+# row: one wave of warps walking 16-32 trips (B=1 D=1024 L=8192: strip 4096 / 8192 modelled 24.7 / 47.1 us on the
+# H100 beside 17-18 us for strips <= 2048 and warp_shuffle_halo), and a two-wave grid (B=2 D=2048 L=2048)
+B2 = [
+    ("causal_conv1d_cuda", "fp16", [{"B": 1, "D": 1024, "L": 8192}], [
+        ("register_strip", {"threads": (64, 256), "strip": (1024, 4096, 8192)}),
+        ("warp_shuffle_halo", {"threads": (128,)})]),
+    ("causal_conv1d_cuda", "bf16", [{"B": 2, "D": 2048, "L": 2048}, {"B": 1, "D": 2048, "L": 2048}], [
+        ("register_strip", {"threads": (128,), "strip": (512, 2048)}),
+        ("vectorized_uint4", {"threads": (128,)})]),
+]
+PLANS = {"b1": B1, "b2": B2}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
