@@ -6,8 +6,11 @@ shared memory -> 8 outputs per thread from a uint4-loaded smem tile -> no shared
 loads, halo from the neighbouring lane with __shfl_up_sync -> one warp per long strip, halo
 carried in registers across iterations (weights loaded once per strip).
 """
+from dataclasses import replace
+
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
+from ._strip_chain import strip_chain_s
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 ITEMS = Param("items", (1, 2, 4, 8), 1)               # smem_halo_tile: outputs a thread
@@ -212,8 +215,9 @@ def register_strip_launch(p, task):
     l, threads, warp = task["L"], p["threads"], task.gpu.warp
     step = warp * 8
     strip = max(p["strip"], step)
-    return Launch(grid=cdiv(rows_of(task) * cdiv(l, strip), threads // warp), threads=threads, regs=44,
-                  bytes_per_access=16, lane_util=l / (cdiv(l, step) * step))
+    launch = Launch(grid=cdiv(rows_of(task) * cdiv(l, strip), threads // warp), threads=threads, regs=44,
+                    bytes_per_access=16, lane_util=l / (cdiv(l, step) * step))
+    return replace(launch, issue_s=strip_chain_s(launch, task, cdiv(min(strip, l), step)))
 
 
 def register_strip_src(p, task, src=(5, 6, 7), acc0="bd"):

@@ -1,0 +1,76 @@
+"""Device plan of helper simB (issue 30): the modules the pooled held-out gpu-checks (scripts/simB_pool.py over
+seeds 61717-98282) misorder consistently, their rungs x the parameters the misorders turn on, at 2 shapes each
+(one a held-out episode's menu shape, one never timed), built, checked against the PyTorch reference and timed by
+kernelstrain.gpucheck's build and run passes (scripts/sim2_device_check.py's harness) beside this tree's simulator.
+
+    python3 scripts/simB_device.py                       # on a CUDA machine; writes $OUT/summary.txt, sim2_device.json
+    SIMB_PLAN=b1 SIM2_REHEARSE=3 python3 scripts/simB_device.py    # no GPU: the first 3 cases through every path
+
+b1 (tenth session), what each group asks:
+- causal_conv1d_cuda register_strip: strip x threads. Its loop holds one LDG.E.128 a trip whose value feeds the
+  halo shuffles before the next trip's load (nvcc 13.0 sm_90a SASS), so a short grid of long strips keeps one
+  16-byte load a thread in flight (held out: strip 2048 at B=1 D=2048 L=2048 ran 14.1 us beside 10.3-10.6 of
+  the other rungs; the model had it level).
+- rmsnorm_cuda warp_shuffle / smem_block_reduce at T=16384 D=8192 (held out: modelled 1.25-1.57x slow), and
+  vectorized_uint4 at 1024 threads (modelled 0.76x).
+- moe_combine_cuda column_split_ilp (modelled 0.85x at T=512 topk 8), gather_per_element vec 4 (1.1x).
+- embedding_gather_cuda row_per_block / embedding_fwd_cuda block_per_token with #pragma unroll 2 (held out: 1.08-1.2x
+  slower than unroll 0 on the H100, the model level).
+- rope_cuda token_block_smem threads x main_unroll (modelled 0.6-1.3x, main_unroll 8 faster in the model only).
+- cross_entropy_fwd_triton chunked_two_pass num_stages 2 (held out 1.28x slower than 1 stage, the model level),
+  online_softmax BLOCK / warps; swiglu_fwd_triton row_program stages / warps beside multi_row_tile.
+"""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# (module, dtype, shapes, [(rung, {param: values, the product}), ...]): scripts/sim2_device_check.py's entries
+B1 = [
+    ("causal_conv1d_cuda", "fp16", [{"B": 1, "D": 2048, "L": 2048}, {"B": 2, "D": 8192, "L": 4096}], [
+        ("register_strip", {"threads": (64, 256), "strip": (512, 1024, 2048)}),
+        ("warp_shuffle_halo", {"threads": (128,)})]),
+    ("rmsnorm_cuda", "bf16", [{"T": 16384, "D": 8192}, {"T": 4096, "D": 4096}], [
+        ("warp_shuffle", {"threads": (256, 512), "vec": (1, 4)}),
+        ("smem_block_reduce", {"threads": (256, 512)}),
+        ("vectorized_uint4", {"threads": (256, 1024)}),
+        ("register_cached", {"threads": (256,), "rows_per_block": (2,)})]),
+    ("moe_combine_cuda", "bf16", [{"T": 512, "topk": 8, "K": 7168}, {"T": 4096, "topk": 2, "K": 4096}], [
+        ("column_split_ilp", {"threads": (32, 256), "col_splits": (2, 4)}),
+        ("gather_per_element", {"vec": (1, 4)}),
+        ("vectorized_uint4", {"threads": (256,)}),
+        ("multi_token_ilp", {"tokens_per_block": (1, 2)})]),
+    ("embedding_gather_cuda", "fp16", [{"T": 4096, "V": 128256, "D": 4096}], [
+        ("row_per_block", {"pragma_unroll": (0, 2), "vec": (1, 4)})]),
+    ("embedding_fwd_cuda", "bf16", [{"T": 8192, "D": 8192, "V": 128256}], [
+        ("block_per_token", {"threads": (128, 256), "pragma_unroll": (0, 2)})]),
+    ("rope_cuda", "bf16", [{"T": 4096, "H": 32, "D": 128}, {"T": 512, "H": 64, "D": 128}], [
+        ("token_block_smem", {"threads": (64, 256), "main_unroll": (0, 8)}),
+        ("cos_sin_registers", {"head_threads": (16,)})]),
+    ("cross_entropy_fwd_triton", "bf16", [{"T": 256, "V": 32000}, {"T": 2048, "V": 128256}], [
+        ("chunked_two_pass", {"BLOCK": (8192,), "num_warps": (8, 16), "num_stages": (1, 2)}),
+        ("online_softmax", {"BLOCK": (2048, 8192), "num_warps": (16,)})]),
+    ("swiglu_fwd_triton", "fp16", [{"T": 512, "I": 13824}], [
+        ("row_program", {"BLOCK": (1024,), "num_warps": (4, 8), "num_stages": (1, 2)}),
+        ("multi_row_tile", {"BLOCK_T": (1, 2), "BLOCK": (512, 1024), "num_warps": (8,)})]),
+]
+# b2 (follow-up): the register_strip chain (causal_conv1d_cuda.strip_chain_s) out of sample, predicted before any
+# row: one wave of warps walking 16-32 trips (B=1 D=1024 L=8192: strip 4096 / 8192 modelled 24.7 / 47.1 us on the
+# H100 beside 17-18 us for strips <= 2048 and warp_shuffle_halo), and a two-wave grid (B=2 D=2048 L=2048)
+B2 = [
+    ("causal_conv1d_cuda", "fp16", [{"B": 1, "D": 1024, "L": 8192}], [
+        ("register_strip", {"threads": (64, 256), "strip": (1024, 4096, 8192)}),
+        ("warp_shuffle_halo", {"threads": (128,)})]),
+    ("causal_conv1d_cuda", "bf16", [{"B": 2, "D": 2048, "L": 2048}, {"B": 1, "D": 2048, "L": 2048}], [
+        ("register_strip", {"threads": (128,), "strip": (512, 2048)}),
+        ("vectorized_uint4", {"threads": (128,)})]),
+]
+PLANS = {"b1": B1, "b2": B2}
+
+if __name__ == "__main__":
+    import sim2_device_check  # noqa: E402
+    plan = os.environ.get("SIMB_PLAN", "b1")
+    sim2_device_check.PLANS[plan] = PLANS[plan]
+    os.environ["SIM2_PLAN"] = plan
+    sys.exit(sim2_device_check.main())
