@@ -21,6 +21,7 @@ from .schema import COMPILE_FAILURES, FAILURES, SCHEMA
 AUTHOR = ("syntax", "mismatch", "fault", "type", "constexpr")   # the author's own slips: fixed next
 from .sim import noise_cv, register_cap, roofline_floor_ms, simulate
 from .knobs import launch
+from .limits import demand, overflow
 from .tasks import carry, make_task
 from .sessions import SESSIONS_FILE, episode_row
 from .fields import as_dict
@@ -152,6 +153,7 @@ class _Acc:
                 best_tag, best_params, best_code = s["tag"], s["params"], s["code"]
             best_ms = s["best_ms"]
         self.repeats.update(repeats(slip_sites(ep)))
+        c.update(written_where_it_writes(module, task, ep))
         for point, rung in choice_points(module, task, ep)[:1]:
             self.paths[point][rung] += 1
         c["converged"] += ep.get("end") == "converged"
@@ -204,6 +206,40 @@ def slip_sites(ep: dict) -> list:
                                 tuple(as_dict(s["params"]).items()), s["bug"])
             out.append((s["step"], s["tag"], *(site(clean, impl, s["typo"]) or ("?", ""))))
     return out
+
+
+def written_where_it_writes(module, task, ep: dict) -> Counter:
+    """Failures an engineer makes where they write (issue 26, eng seventh pass), read from an episode row:
+    `tune_bugs` (wrong results of a tune of the best's rung) and of them `tune_bugs_off_lines`, whose bug
+    (the lines of the clean render the bug changes) is on none of the lines the tune changed in the best's
+    code; `limit_rewrites` (first writes of a rung that fail on shared memory or resources) and of them
+    `limit_rewrites_off_carry`, departing from the config a climb carries (tasks.carry: the best's values)
+    in a parameter that, put back alone, does not lower the demand that overflowed (limits.demand)."""
+    f = Counter()
+    shape = tuple(as_dict(ep["shape"]).items())
+    base = ep["baseline"]
+    best_tag, best_code = base["tag"], base["code"]
+    best_params = as_dict(base.get("params", {})) or module.variant(best_tag).defaults()
+    tried = {best_tag}
+    for s in ep["steps"]:
+        params = as_dict(s["params"])
+        if s["status"] == "wrong_result" and s.get("bug") and s["tag"] == best_tag:
+            clean = render_code(ep["module"], ep["gpu"], ep["dtype"], shape, s["tag"], tuple(params.items()), None)
+            site = set(clean.split("\n")) - set(s["code"].split("\n"))
+            f["tune_bugs"] += 1
+            f["tune_bugs_off_lines"] += not site & (set(clean.split("\n")) - set(best_code.split("\n")))
+        if s["tag"] not in tried and s["status"] == "compile_error" and s.get("failure") in ("smem", "resources") \
+                and s.get("typo") is None:
+            v = module.variant(s["tag"])
+            over, carried = overflow(module, v, params, task), carry(v, best_params)
+            f["limit_rewrites"] += 1
+            f["limit_rewrites_off_carry"] += over is not None and any(
+                demand(module, v, {**params, n: carried[n]}, task)[over[0]] >= over[1]
+                for n, x in params.items() if x != carried.get(n, x))
+        tried.add(s["tag"])
+        if s["kept"]:
+            best_tag, best_params, best_code = s["tag"], params, s["code"]
+    return f
 
 
 def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
@@ -374,6 +410,12 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               f"re-measures of a candidate that had two runs already, of {b['remeasures']} re-measures (a close call "
               "is re-measured once on each side at most, then decided)"),
         check("bugs_remade", b["bugs_remade"], "==", 0, "a bug made again in the episode, on any rung"),
+        check("tune_bugs_off_their_lines", c["tune_bugs_off_lines"], "==", 0,
+              f"of {c['tune_bugs']} wrong results of a tune of the best's rung, those whose bug is on none of the lines "
+              "the tune changed (a one-value change rewrites its own lines; a bug elsewhere is a rewrite's)"),
+        check("limit_rewrites_off_carry", c["limit_rewrites_off_carry"], "==", 0,
+              f"of {c['limit_rewrites']} first writes of a rung that overflow shared memory or resources, those departing "
+              "from the best's carried values in a parameter that does not raise what overflowed"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
               f"{b['first_tweaks_failed']}/{b['first_tweaks']} first steps that retune the baseline's rung fail "

@@ -281,7 +281,9 @@ def test_a_contender_tuned_inside_the_noise_is_left_as_a_tie():
     tuned and re-measured eight times at -2..-7% of the best, where a keep needs -6..-8.5%. An engineer
     settles the close call once and tunes the contender while its tunes move it; CONTENDER_TIES tunes in
     a row inside the noise of its point make it a tie, and it is left. Over episodes 0-39 of that seed, no
-    rung that was never kept is measured more than four times inside the noise of the best."""
+    rung that was never kept is measured more than five times inside the noise of the best: its first tunes may each
+    beat the point before past its own noise, which renews the count (since eng's seventh pass, episode 30's
+    persistent_prefetch: rows 1 -> 2 -> 4 each -7..-8% of its point, re-measured, then two ties, and left)."""
     plan = make_plan(load_profile("kernelstrain"), 8181)
     worst = (0, None)
     for i in range(40):
@@ -294,7 +296,7 @@ def test_a_contender_tuned_inside_the_noise_is_left_as_a_tie():
         for tag, n in inside.items():
             if tag not in kept and n > worst[0]:
                 worst = (n, (i, tag))
-    assert worst[0] <= 4, worst
+    assert worst[0] <= 5, worst
 
 
 def test_a_slip_on_a_tune_is_on_the_lines_the_tune_writes():

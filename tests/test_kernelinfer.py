@@ -40,13 +40,14 @@ def test_default_profile_names_its_57_modules():
     # (issue 26: fewer skipped rungs and expert-first rewrites, a raised ceiling climbed one rung at a time, rewrites
     # within 1.5x tuned before judged, a new best's neighbours re-probed, a way measured faster inside the noise a tie,
     # joint moves of ways that each came close alone, a flat neighbourhood's mirror probes left out, joint moves of coupled
-    # knobs once one knob at a time is exhausted), and its step budget
+    # knobs once one knob at a time is exhausted), its step budget, and its wrong-result draw (a tune's bug only on the
+    # lines it writes, issue 26: the rest owed to rewrites, so the draw is raised to keep the card's share)
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
                    skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
                    contender_steps=d.contender_steps, reprobe=d.reprobe, learn_limits=d.learn_limits,
                    budget_scale=d.budget_scale, tie_wins=d.tie_wins, joint_ways=d.joint_ways, knobs=d.knobs,
-                   flat_stop=d.flat_stop, coupled=d.coupled) == d
+                   flat_stop=d.flat_stop, coupled=d.coupled, failure_scale=d.failure_scale) == d
     assert p.search.coupled == 2 and load_profile("kernelinfer").search.coupled == 0
     assert p.search.runner_up == 0 and load_profile("kernelinfer").search.runner_up == 1.1
     assert p.search.flat_stop and load_profile("kernelinfer").search.flat_stop
@@ -296,7 +297,9 @@ def test_a_session_time_budget_stops_new_work_but_finishes_a_due_repair(tmp_path
             assert len(capped) >= 8 and capped[-1]["elapsed_s"] >= budget_s
             assert capped[-1]["failure"] not in ("syntax", "mismatch", "fault")
         for a, b in zip(capped, capped[1:]):
-            if a["elapsed_s"] >= budget_s and b["step"] > 8:   # started past the budget: only a slip's repair
+            # started past the budget: only a slip's repair (elapsed_s is rounded: 2400 may be 2399.6, under the budget;
+            # the engine's draws since eng's seventh pass end seed 87's step 11 there)
+            if a["elapsed_s"] > budget_s and b["step"] > 8:
                 assert a["failure"] in ("syntax", "mismatch", "fault") and (b["tag"], b["params"]) == (a["tag"], a["params"])
                 repaired += 1
     assert ended >= 4 and repaired >= 1, (ended, repaired)
