@@ -10,6 +10,7 @@ barrier -> wgmma -> wgmma.wait_group 0: the trip's loads and math serialize. Her
 wait on the math; their completion reaches the consumers through the full barrier (cp.async.mbarrier.arrive and
 TMA's transaction bytes), and the consumers' own proxy fence has no copies of theirs to wait for.
 """
+from ..base import DTYPE_BYTES, Launch
 from ..matmul._gemm_ptx import HOPPER_PTX, SMEM_U32, cp_async16, wgmma_fn
 from ..matmul._gemm_wgmma import tensor_maps
 from ._grouped_tc import ARGS, HOST, PTX, block_head, find_block
@@ -20,6 +21,26 @@ PTX_KIND = {"fp16": "f16", "bf16": "bf16"}
 def consumers(p: dict) -> int:
     """Consumer warpgroups: one per 64 rows of the BM-row tile."""
     return p["BM"] // 64
+
+
+def wgmma_ws_launch(tiling):
+    """The launch model of wgmma_ws over grouped_gemm_cuda's `tiling` (tiles, tile quantization, traffic, lookup)."""
+    def launch(p, task):
+        """wgmma_ws: wgmma_pipeline's tiles (BK 64) on a warp-specialized ring. A producer warpgroup streams and the
+        consumers' math overlaps it (one wgmma group in flight, no CTA barrier a trip), so no serial fill floor: the
+        roofline's memory side, with STAGES - 1 stages in flight a CTA, and its compute side."""
+        e, bm, bn, stages = DTYPE_BYTES[task.dtype], p["BM"], p["BN"], p["STAGES"]
+        tiles, quant, traffic, lookup = tiling(p, task, bm)
+        threads = 128 * (consumers(p) + 1)
+        stage = (bm + bn) * 128
+        head = bm * 4 + 12 + 16 * stages                         # s_ids[BM] + slot[3] + full / empty barriers
+        regs = 26 + bn // 2                                      # ptxas -v, sm_90a: 58 / 90 / 154 at BN 64 / 128 / 256
+        scale = lookup * min(1.0, bn / 128) ** 0.3
+        return Launch(grid=tiles, threads=threads, smem_bytes=stages * stage + 1024 + head, regs=regs,
+                      bytes_per_access=max(16, stage * (stages - 1) // threads), traffic=traffic,
+                      compute_scale=scale, tile_quant=quant)
+
+    return launch
 
 
 def producer_src(trips: str) -> str:

@@ -16,7 +16,7 @@ from ..fragments import REGISTER_TILE_FMA
 from ..ktile import BARRIER_STALL, WGMMA_DRAIN, trip_scale
 from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, MMA_BK, WGMMA_BK, cp_async_pipeline_src, find_block,
                           mma_sync_src, wgmma_pipeline_src)
-from ._grouped_ws import consumers, wgmma_ws_src
+from ._grouped_ws import wgmma_ws_launch, wgmma_ws_src
 from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 TC_NEEDS = frozenset({"mma", "ldmatrix", "inline_ptx"})
@@ -178,22 +178,6 @@ def tc_launch(wgmma: bool):
     return launch
 
 
-def wgmma_ws_launch(p, task):
-    """wgmma_ws: wgmma_pipeline's tiles (BK 64) on a warp-specialized ring. A producer warpgroup streams and the
-    consumers' math overlaps it (one wgmma group in flight, no CTA barrier a trip), so no serial fill floor: the
-    roofline's memory side, with STAGES - 1 stages in flight a CTA, and its compute side."""
-    e, bm, bn, stages = DTYPE_BYTES[task.dtype], p["BM"], p["BN"], p["STAGES"]
-    tiles, quant, traffic, lookup = tiling(p, task, bm)
-    threads = 128 * (consumers(p) + 1)
-    stage = (bm + bn) * 128
-    head = bm * 4 + 12 + 16 * stages                         # s_ids[BM] + slot[3] + full / empty barriers
-    regs = 26 + bn // 2                                      # ptxas -v, sm_90a: 58 / 90 / 154 at BN 64 / 128 / 256
-    scale = lookup * min(1.0, bn / 128) ** 0.3
-    return Launch(grid=tiles, threads=threads, smem_bytes=stages * stage + 1024 + head, regs=regs,
-                  bytes_per_access=max(16, stage * (stages - 1) // threads), traffic=traffic,
-                  compute_scale=scale, tile_quant=quant)
-
-
 def expert_lookup_single_src(p, task, cmp="<", barrier=BARRIER):
     return f"""#define BM {p['BM']}
 #define BN {p['BN']}
@@ -243,6 +227,16 @@ grouped_gemm_kernel({ARGS}) {{
 """
 
 
+# CUTLASS's sm90 warp-specialized mainloop on the expert gather (ops/moe/_grouped_ws.py): off the menus until a
+# device job checks and times it (scripts/roomC_device.py plan g1)
+WGMMA_WS = Rung("wgmma_ws", "sm_90a warp-specialized: a producer warpgroup gathers x rows with cp.async into the 128-byte "
+         "swizzle and TMA-loads w tiles; consumer warpgroups run wgmma on an mbarrier ring",
+         (Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4)),
+         needs=TC_NEEDS | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
+         smem="dynamic", launch=wgmma_ws_launch(tiling), render=wgmma_ws_src, fit_as="wgmma_pipeline",
+         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": {"trips": "k_tiles - 1"}})
+
+
 # Not offered: 256-wide N tiles on the mma.sync rungs (the room tables' BN+ edge). 64 x 256 builds without spill (ptxas
 # sm_90a: 237-240 registers) and the model has it 4-18% ahead of 64 x 128 on the H100, behind on the A100; but 128 x 256
 # spills (255 registers, 580-1,912 bytes of spill stores), and the engine's smem-overflow repair lands there (it
@@ -280,16 +274,7 @@ class GroupedGemmCuda(GroupedGemmSpec):
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
              bugs={"missing_barrier": {"publish_ids": False}},
              faults=("missing_barrier",)),
-    ) + unchecked(
-        # CUTLASS's sm90 warp-specialized mainloop on the expert gather: off the menus until a device job checks and
-        # times it (scripts/roomC_device.py plan g1)
-        Rung("wgmma_ws", "sm_90a warp-specialized: a producer warpgroup gathers x rows with cp.async into the 128-byte "
-             "swizzle and TMA-loads w tiles; consumer warpgroups run wgmma on an mbarrier ring",
-             (Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4)),
-             needs=TC_NEEDS | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.72, memory_eff=0.9,
-             smem="dynamic", launch=wgmma_ws_launch, render=wgmma_ws_src, fit_as="wgmma_pipeline",
-             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": {"trips": "k_tiles - 1"}}),
-    )
+    ) + unchecked(WGMMA_WS)
 
     def assemble(self, body, variant, params, task):
         return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"
