@@ -88,7 +88,29 @@ def g1_reference() -> list:
     return ref
 
 
+# g2: wgmma_ws at the menu's other shapes (decode T=16 E=8: the w stream; T=512 E=8; T=8192 E=128 top-8) and in fp16,
+# each beside cp_async_pipeline at the model's best: what the rung's pricing rests on beyond g1's three shapes
+G_DECODE = {"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}
+G_T512 = {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}
+G_WIDE = {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8}
+G2_NEW = [(MOE, "wgmma_ws", "BN", [G_DECODE, G_T512, G_WIDE], {"BM": 64, "STAGES": 6}, (64, 128, 256)),
+          (MOE, "wgmma_ws", "BN", [G_T512, G_WIDE], {"BM": 128, "STAGES": 4}, (128, 256)),
+          (MOE, "wgmma_ws", "BN", [G_MID], {"BM": 128, "STAGES": 4}, (128, 256), "fp16")]
+
+
+def g2_reference() -> list:
+    ref = []
+    for shape in (G_DECODE, G_T512, G_WIDE):
+        best = model_best(MOE, "cp_async_pipeline", shape)
+        first = next(iter(best))
+        ref.append((MOE, "cp_async_pipeline", first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "g2":
+        room_device_check.fits = lambda *args, **kwargs: True
+        return G2_NEW, g2_reference()
     if name == "g1":
         # past gpucheck's 8x the check shape's FLOPs (T=64), as sim j1 / roomK j1 ran them: seconds, not minutes
         room_device_check.fits = lambda *args, **kwargs: True
