@@ -10,7 +10,10 @@ barrier -> wgmma -> wgmma.wait_group 0: the trip's loads and math serialize. Her
 wait on the math; their completion reaches the consumers through the full barrier (cp.async.mbarrier.arrive and
 TMA's transaction bytes), and the consumers' own proxy fence has no copies of theirs to wait for.
 """
-from ..base import DTYPE_BYTES, Launch
+import math
+
+from ..base import Launch, cdiv
+from ..l2_reuse import l2_cost
 from ..matmul._gemm_ptx import HOPPER_PTX, SMEM_U32, cp_async16, wgmma_fn
 from ..matmul._gemm_wgmma import tensor_maps
 from ._grouped_tc import ARGS, HOST, PTX, block_head, find_block
@@ -23,14 +26,38 @@ def consumers(p: dict) -> int:
     return p["BM"] // 64
 
 
-def wgmma_ws_launch(tiling):
-    """The launch model of wgmma_ws over grouped_gemm_cuda's `tiling` (tiles, tile quantization, traffic, lookup)."""
+# Every n-block of a tile row re-reads its gathered x rows and every m-block of an expert re-reads its w tile: those
+# re-reads come through L2 (blocks run m-fastest, so resident blocks share a w column and the x rows stay warm), a
+# MISS share of them from DRAM as the other single-launch rungs count it (grouped_gemm_cuda.tiling). The rung's ring
+# streams at the L2's read bandwidth (l2_reuse.L2_READ_TBS), so at wide grids of narrow tiles those re-reads are
+# its bound: the H100 ran T=4096 E=8 N=14336 at BM 128 in 2,904 / 2,064 / 1,518 us at BN 64 / 128 / 256 and BM 64
+# BN 128 in 2,655 (roomC j1, measurements/h100_roomC_ws.json): 15 / 7.5 / 3.8 GB of x re-reads and 6.6 / 15 GB
+# of w re-reads, 9-11 TB/s through L2.
+MISS = 0.05
+# The rung's efficiencies over the module's calibration. grouped_gemm_cuda's fit divides every rung's efficiencies by
+# a ceiling of 1.42-2.85 (module 1.86): what its older rungs lose to their launch models (wgmma_pipeline's fenced
+# fill among it). This rung's 16 device rows (roomC j1, H100: T=64 / 2048 / 4096, BM 64 / 128, BN 64-256, 3-6
+# stages) ran at 0.80-0.98x of its own uncalibrated roofline (the L2 re-reads above counted), so it carries the
+# module's ceiling: compute_eff 0.72 and memory_eff 0.9 (wgmma_pipeline's) times WS_CEILING, priced under the
+# module's calibration (no rung term of its own until a refit has its rows) and the fit's caps (0.73 of the fp16
+# peak, 0.91 of DRAM), which its memory-bound rows reach (T=64: 238-245 us for 0.82 GB, 3.1 TB/s).
+# scripts/roomC_ws_fit.py: model / measured geomean 1.04, 0.95-1.17 over the 16 rows.
+WS_CEILING = 1.86
+
+
+def wgmma_ws_launch(tiling, traffic_of):
+    """The launch model of wgmma_ws over grouped_gemm_cuda's `tiling` (tiles, tile quantization, DRAM traffic,
+    lookup) and `traffic_of` (rows, experts, rows an expert, w bytes, minimum bytes, element bytes)."""
     def launch(p, task):
-        """wgmma_ws: wgmma_pipeline's tiles (BK 64) on a warp-specialized ring. A producer warpgroup streams and the
-        consumers' math overlaps it (one wgmma group in flight, no CTA barrier a trip), so no serial fill floor: the
-        roofline's memory side, with STAGES - 1 stages in flight a CTA, and its compute side."""
-        e, bm, bn, stages = DTYPE_BYTES[task.dtype], p["BM"], p["BN"], p["STAGES"]
-        tiles, quant, traffic, lookup = tiling(p, task, bm)
+        """wgmma_ws: 64-deep K tiles on a warp-specialized ring. A producer warpgroup streams and the consumers'
+        math overlaps it (one wgmma group in flight, no CTA barrier a trip), so no serial fill floor: the
+        roofline's memory side (the operand re-reads through L2, STAGES - 1 stages in flight a CTA) and its
+        compute side."""
+        bm, bn, stages = p["BM"], p["BN"], p["STAGES"]
+        tiles, quant, _, lookup = tiling(p, task, bm)
+        rows, _, per_expert, w_bytes, base, e = traffic_of(task)
+        rereads = rows * task["K"] * e * (cdiv(task["N"], bn) - 1) + w_bytes * (cdiv(math.ceil(per_expert), bm) - 1)
+        traffic = 1 + rereads * (MISS + (1 - MISS) * l2_cost(task.gpu)) / base
         threads = 128 * (consumers(p) + 1)
         stage = (bm + bn) * 128
         head = bm * 4 + 12 + 16 * stages                         # s_ids[BM] + slot[3] + full / empty barriers
