@@ -1,4 +1,4 @@
-"""grouped_gemm_cuda's rungs as the H100 ran them (roomC's plans g1 / g2, measurements/h100_roomC_ws.json) beside the
+"""grouped_gemm_cuda's rungs as the H100 ran them (roomC's plans g1 / g2: measurements/h100_roomC_ws.json, h100_roomC_ws_j2.json) beside the
 model: per row measured / modelled, per shape the order of every pair more than 5% apart on the device.
 
     python3 scripts/roomC_ws_fit.py [FILE ...]
@@ -14,10 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ROWS = Path(__file__).resolve().parents[1] / "measurements" / "h100_roomC_ws.json"
+MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
+ROWS = (MEASUREMENTS / "h100_roomC_ws.json", MEASUREMENTS / "h100_roomC_ws_j2.json")      # plans g1, g2
 
 
-def timed_rows(paths=(ROWS,)) -> list:
+def timed_rows(paths=ROWS) -> list:
     """The correct, timed rows (no bug renders) of the files."""
     out = []
     for path in paths:
@@ -54,7 +55,7 @@ def pairs(rows: list, gap: float = 1.05) -> tuple:
 
 
 def main(argv: list) -> int:
-    rows = timed_rows([Path(a) for a in argv] or [ROWS])
+    rows = timed_rows([Path(a) for a in argv] or ROWS)
     for r in rows:
         r["sim"] = modelled_ms(r)
     rows.sort(key=lambda r: (json.dumps(r["shape"], sort_keys=True), r["time_ms"]))

@@ -36,12 +36,14 @@ def consumers(p: dict) -> int:
 MISS = 0.05
 # The rung's efficiencies over the module's calibration. grouped_gemm_cuda's fit divides every rung's efficiencies by
 # a ceiling of 1.42-2.85 (module 1.86): what its older rungs lose to their launch models (wgmma_pipeline's fenced
-# fill among it). This rung's 16 device rows (roomC j1, H100: T=64 / 2048 / 4096, BM 64 / 128, BN 64-256, 3-6
-# stages) ran at 0.80-0.98x of its own uncalibrated roofline (the L2 re-reads above counted), so it carries the
-# module's ceiling: compute_eff 0.72 and memory_eff 0.9 (wgmma_pipeline's) times WS_CEILING, priced under the
-# module's calibration (no rung term of its own until a refit has its rows) and the fit's caps (0.73 of the fp16
-# peak, 0.91 of DRAM), which its memory-bound rows reach (T=64: 238-245 us for 0.82 GB, 3.1 TB/s).
-# scripts/roomC_ws_fit.py: model / measured geomean 1.04, 0.95-1.17 over the 16 rows.
+# fill among it). This rung's 16 rows of roomC j1 (H100: T=64 / 2048 / 4096, BM 64 / 128, BN 64-256, 3-6 stages)
+# ran at 0.80-0.98x of its own uncalibrated roofline (the L2 re-reads above counted), so it carries the module's
+# ceiling: compute_eff 0.72 and memory_eff 0.9 (wgmma_pipeline's) times WS_CEILING, priced under the module's
+# calibration (no rung term of its own until a refit has its rows: --rungs needs > 200 module rows) and the fit's
+# caps (0.73 of the fp16 peak, 0.91 of DRAM), which its memory-bound rows reach (T=64: 238-245 us for 0.82 GB).
+# scripts/roomC_ws_fit.py: j1's 16 rows at model / measured 0.96-1.18 (geomean 1.05); j2's 12, out of sample,
+# 1.06-1.08 at T=16, 1.02-1.25 at T=512, 0.75-0.89 at T=8192 E=128 (cp_async_pipeline's model is 0.82 there too);
+# all 28 geomean 1.02, pairs > 5% apart ordered as the device 74 / 81.
 WS_CEILING = 1.86
 
 
