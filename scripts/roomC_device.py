@@ -17,6 +17,10 @@ and the rung is not slower than the one below where the model has it faster by m
 
 Ran 2026-12-07 07:51 UTC on an H100 (roomC j1-j3: 132 cases, 0 problems; measurements/h100_roomC_persistent.json): all
 four modules switched on (persistent_rows.CHECKED), repriced as the device ran them (scripts/roomC_fit.py).
+
+g1 / g2 (ROOMC_PLAN=g1, g2): grouped_gemm_cuda's warp-specialized wgmma rung (ops/moe/_grouped_ws.py). Ran 2026-12-07
+10:43 / 10:55 UTC on an H100 (the tenth session's roomC j1 / j2: 55 cases, 0 problems; measurements/h100_roomC_ws.json,
+h100_roomC_ws_j2.json): switched on in bf16 and fp16, priced as the device ran it (scripts/roomC_ws_fit.py).
 """
 import os
 import sys
