@@ -11,9 +11,9 @@ import math
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from ..matmul._gemm_wgmma import TMA_INCLUDES
 from ..fragments import REGISTER_TILE_FMA
 from ..ktile import BARRIER_STALL, WGMMA_DRAIN, trip_scale
+from ..matmul._gemm_wgmma import TMA_INCLUDES
 from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, MMA_BK, WGMMA_BK, cp_async_pipeline_src, find_block,
                           mma_sync_src, wgmma_pipeline_src)
 from ._grouped_ws import WS_CEILING, wgmma_ws_launch, wgmma_ws_src
@@ -237,8 +237,8 @@ WGMMA_WS = Rung("wgmma_ws", "sm_90a warp-specialized: a producer warpgroup gathe
          needs=TC_NEEDS | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.72 * WS_CEILING,
          memory_eff=0.9 * WS_CEILING, smem="dynamic", launch=wgmma_ws_launch(tiling, traffic_of), render=wgmma_ws_src,
          bugs={"missing_barrier": {"wait_full": False}, "off_by_one": {"trips": "k_tiles - 1"}},
-         # missing_barrier: the consumers finish before the last copies land and the CTA exits under them (the H100:
-         # "unspecified launch failure" at every config of j1 / j2)
+         # missing_barrier crashes: the H100 said "unspecified launch failure" at every config of j1 / j2 (likely the
+         # consumers finishing before the last TMA / cp.async copies land, the CTA exiting under them)
          faults=("missing_barrier",))
 
 
