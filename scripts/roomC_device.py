@@ -17,6 +17,10 @@ and the rung is not slower than the one below where the model has it faster by m
 
 Ran 2026-12-07 07:51 UTC on an H100 (roomC j1-j3: 132 cases, 0 problems; measurements/h100_roomC_persistent.json): all
 four modules switched on (persistent_rows.CHECKED), repriced as the device ran them (scripts/roomC_fit.py).
+
+g1 / g2 (ROOMC_PLAN=g1, g2): grouped_gemm_cuda's warp-specialized wgmma rung (ops/moe/_grouped_ws.py). Ran 2026-12-07
+10:43 / 10:55 UTC on an H100 (the tenth session's roomC j1 / j2: 55 cases, 0 problems; measurements/h100_roomC_ws.json,
+h100_roomC_ws_j2.json): switched on in bf16 and fp16, priced as the device ran it (scripts/roomC_ws_fit.py).
 """
 import os
 import sys
@@ -66,7 +70,55 @@ def entries(module: str) -> tuple:
     return new[:2], new[2:] + ref
 
 
+# g1: grouped_gemm_cuda's warp-specialized rung (wgmma_ws, off the menus until this runs) at the stored wgmma rows'
+# shape (T=2048 E=64: cp_async_pipeline ran 927 us, wgmma_pipeline 1,419-1,859; measurements/h100_roomK_j1.json), a
+# compute-bound one (T=4096 E=8 N=14336) and the check shape (T=64: each w tile read once, memory-bound): its tile
+# widths, stages and 64- / 128-row tiles; bugs at the first shape; the two rungs below at the model's best beside it
+MOE = "grouped_gemm_cuda"
+G_MID = {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}
+G_BIG = {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}
+G_SMALL = {"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}
+G1_NEW = [(MOE, "wgmma_ws", "BN", [G_MID, G_BIG], {"BM": 128, "STAGES": 4}, (64, 128, 256)),
+          (MOE, "wgmma_ws", "STAGES", [G_SMALL, G_MID], {"BM": 64, "BN": 128}, (3, 4, 6))]
+
+
+def g1_reference() -> list:
+    ref = [(MOE, "wgmma_ws", "BM", [G_BIG, G_SMALL], {"BN": 128, "STAGES": 4}, (64, 128))]
+    for shape in (G_MID, G_BIG, G_SMALL):
+        for below in ("cp_async_pipeline", "wgmma_pipeline"):
+            best = model_best(MOE, below, shape)
+            first = next(iter(best))
+            ref.append((MOE, below, first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
+# g2: wgmma_ws at the menu's other shapes (decode T=16 E=8: the w stream; T=512 E=8; T=8192 E=128 top-8) and in fp16,
+# each beside cp_async_pipeline at the model's best: what the rung's pricing rests on beyond g1's three shapes
+G_DECODE = {"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}
+G_T512 = {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}
+G_WIDE = {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8}
+G2_NEW = [(MOE, "wgmma_ws", "BN", [G_DECODE, G_T512, G_WIDE], {"BM": 64, "STAGES": 6}, (64, 128, 256)),
+          (MOE, "wgmma_ws", "BN", [G_T512, G_WIDE], {"BM": 128, "STAGES": 4}, (128, 256)),
+          (MOE, "wgmma_ws", "BN", [G_MID], {"BM": 128, "STAGES": 4}, (128, 256), "fp16")]
+
+
+def g2_reference() -> list:
+    ref = []
+    for shape in (G_DECODE, G_T512, G_WIDE):
+        best = model_best(MOE, "cp_async_pipeline", shape)
+        first = next(iter(best))
+        ref.append((MOE, "cp_async_pipeline", first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "g2":
+        room_device_check.fits = lambda *args, **kwargs: True
+        return G2_NEW, g2_reference()
+    if name == "g1":
+        # past gpucheck's 8x the check shape's FLOPs (T=64), as sim j1 / roomK j1 ran them: seconds, not minutes
+        room_device_check.fits = lambda *args, **kwargs: True
+        return G1_NEW, g1_reference()
     if name == "c3":
         return [], C3          # value checks only: c1 and c2 run every bug
     new, ref = [], []

@@ -10,10 +10,13 @@ renders live in _grouped_tc.py.
 import math
 
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
 from ..fragments import REGISTER_TILE_FMA
 from ..ktile import BARRIER_STALL, WGMMA_DRAIN, trip_scale
+from ..matmul._gemm_wgmma import TMA_INCLUDES
 from ._grouped_tc import (ARGS, BARRIER, HALF_STEP, HOST, MMA_BK, WGMMA_BK, cp_async_pipeline_src, find_block,
                           mma_sync_src, wgmma_pipeline_src)
+from ._grouped_ws import WS_CEILING, wgmma_ws_launch, wgmma_ws_src
 from .grouped_gemm_spec import GroupedGemmSpec, routing
 
 TC_NEEDS = frozenset({"mma", "ldmatrix", "inline_ptx"})
@@ -224,6 +227,21 @@ grouped_gemm_kernel({ARGS}) {{
 """
 
 
+# CUTLASS's sm90 warp-specialized mainloop on the expert gather (ops/moe/_grouped_ws.py), on the menus since roomC
+# j1 / j2 (H100: 28 runs of 26 configurations at T=16 / 64 / 512 / 2048 / 4096 / 8192, bf16 and fp16, all correct,
+# their 17 bug runs failing; its best 1.7-3.1x faster than cp_async_pipeline's model-best configuration at every
+# shape; measurements/h100_roomC_ws.json, h100_roomC_ws_j2.json)
+WGMMA_WS = Rung("wgmma_ws", "sm_90a warp-specialized: a producer warpgroup gathers x rows with cp.async into the "
+         "128-byte swizzle and TMA-loads w tiles; consumer warpgroups run wgmma on an mbarrier ring",
+         (Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 128), Param("STAGES", (3, 4, 5, 6), 4)),
+         needs=TC_NEEDS | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.72 * WS_CEILING,
+         memory_eff=0.9 * WS_CEILING, smem="dynamic", launch=wgmma_ws_launch(tiling, traffic_of), render=wgmma_ws_src,
+         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": {"trips": "k_tiles - 1"}},
+         # missing_barrier crashes: the H100 said "unspecified launch failure" at every config of j1 / j2 (likely the
+         # consumers finishing before the last TMA / cp.async copies land, the CTA exiting under them)
+         faults=("missing_barrier",))
+
+
 # Not offered: 256-wide N tiles on the mma.sync rungs (the room tables' BN+ edge). 64 x 256 builds without spill (ptxas
 # sm_90a: 237-240 registers) and the model has it 4-18% ahead of 64 x 128 on the H100, behind on the A100; but 128 x 256
 # spills (255 registers, 580-1,912 bytes of spill stores), and the engine's smem-overflow repair lands there (it
@@ -261,4 +279,8 @@ class GroupedGemmCuda(GroupedGemmSpec):
              smem="dynamic", launch=tc_launch(True), render=wgmma_pipeline_src,
              bugs={"missing_barrier": {"publish_ids": False}},
              faults=("missing_barrier",)),
+        WGMMA_WS,
     )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"
