@@ -56,7 +56,7 @@ def gratuitous_departures(ep: engine.Episode, steps) -> list:
     return out
 
 
-@pytest.mark.parametrize("profile, seed, n", [("kernelstrain", 7575, 30), ("kernelinfer", 7575, 12)])
+@pytest.mark.parametrize("profile, seed, n", [("kernelstrain", 7575, 30), ("kernelinfer", 7575, 7)])
 def test_a_rewrite_that_overflows_departs_from_the_carried_config_only_toward_the_overflow(profile, seed, n):
     """On 7b6c786 default seed 7575 episode 3 wrote its pipelined rung (which overflowed shared memory at 3
     stages) at 8 warps where the best ran 4, and 8 had lost 13.5% on the best two steps before; its back-off kept
@@ -65,7 +65,7 @@ def test_a_rewrite_that_overflows_departs_from_the_carried_config_only_toward_th
     for ep, steps in record(profile, seed, n):
         found += gratuitous_departures(ep, steps)
         rewrites += sum(1 for s in steps if s.status == "compile_error" and s.failure in LIMITS)
-    assert rewrites >= 3, rewrites
+    assert rewrites >= 2, rewrites
     assert not found, found
 
 
@@ -182,7 +182,7 @@ def test_qa_counts_a_tune_bug_off_its_lines_and_a_limit_rewrite_off_the_carry():
 def test_a_contender_is_judged_from_the_mean_of_its_point_s_runs():
     """A contender's point re-measured (a close call settled against the best) is judged from the mean of its runs,
     as the best is: its tunes' gains and ties are read against that. On 7b6c786 the line kept its first run where the
-    mean came out slower (kernelinfer seed 7575, first 20 sessions: gemm_splitk_triton's split_k_atomic judged from
+    mean came out slower (kernelinfer seed 7575, sessions 1, 8, 10: gemm_splitk_triton's split_k_atomic judged from
     32,285 ns against a mean of 32,598; default seed 8181 episode 30 on this tree's draws: warp_shuffle ran 6,967 then
     7,246 ns, and a tune at 7,415 ns, inside the 6% noise band of the mean, was read as a loss and restarted its ties)."""
     stale = []
@@ -198,7 +198,7 @@ def test_a_contender_is_judged_from_the_mean_of_its_point_s_runs():
     agent, episodes.Agent = episodes.Agent, Recorded
     try:
         plan = make_plan(load_profile("kernelinfer"), 7575)
-        for i in range(20):
+        for i in range(11):             # on 7b6c786 sessions 1, 8 and 10 judge a contender from its first run
             episodes.build_episode(plan, i)
     finally:
         episodes.Agent = agent
