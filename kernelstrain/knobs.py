@@ -76,6 +76,9 @@ def _main_loop(code: str) -> int | None:
 
 # a loop that only fills arrays with constants (`for (...) hist[i] = 0u;`): nothing for an unroll to keep in flight
 _FILL = re.compile(r"\s*(?:\{\s*)?(?:\w+\[[^\]\n]*\]\s*=\s*-?[\w.]+\s*;\s*)+\}?\s*")
+# an array element's assignment (`a[i] = ...`, not `==`), and a __shared__ declaration (`__shared__ float a[N], b[N];`)
+_STORE = re.compile(r"(\w+)\s*\[[^\]\n]*\]\s*=(?!=)")
+_SHARED = re.compile(r"__shared__[^;]*;")
 # a block-wide barrier (or a wait on an async copy's barrier): no load of the next iteration issues before it
 _BARRIER = re.compile(r"__syncthreads\(|\bbar\.sync\b|cp_async_wait|cp\.async\.wait|mbar(?:rier)?_?wait|\.sync\(\)")
 
@@ -93,7 +96,9 @@ def _closing(code: str, at: int, open_: str, close: str) -> int:
 def main_loop_kind(code: str) -> str | None:
     """What the loop main_unroll governs (_main_loop) does, from its body: 'fill' (it only stores constants
     into arrays: an initialisation, a shared histogram's zero-fill), 'barrier' (it waits at a block barrier
-    every iteration: a GEMM's K-tile loop), 'stream' (anything else); None without such a loop.
+    every iteration: a GEMM's K-tile loop), 'stage' (it only stores into the block's __shared__ arrays: a table
+    of ids, slots or cos/sin staged before the barrier that precedes the kernel's stream), 'stream' (anything
+    else); None without such a loop.
 
     >>> main_loop_kind("__global__ void k() {\\n    for (int i = threadIdx.x; i < 2048; i += THREADS) hist[i] = 0u;\\n}")
     'fill'
@@ -101,6 +106,9 @@ def main_loop_kind(code: str) -> str | None:
     'barrier'
     >>> main_loop_kind("__global__ void k() {\\n    for (int i = threadIdx.x; i < n; i += THREADS) { s += x[i]; }\\n}")
     'stream'
+    >>> main_loop_kind("__global__ void k() {\\n    __shared__ float c[64], d[64];\\n"
+    ...                "    for (int i = threadIdx.x; i < 64; i += THREADS) { c[i] = x[i]; d[i] = x[64 + i]; }\\n}")
+    'stage'
     """
     at = _main_loop(code)
     if at is None:
@@ -108,7 +116,17 @@ def main_loop_kind(code: str) -> str | None:
     body = _closing(code, at, "(", ")")
     start = body + len(code[body:]) - len(code[body:].lstrip())
     text = code[body:_closing(code, start, "{", "}") if code[start] == "{" else code.index(";", start) + 1]
-    return "fill" if _FILL.fullmatch(text) else "barrier" if _BARRIER.search(text) else "stream"
+    if _FILL.fullmatch(text):
+        return "fill"
+    if _BARRIER.search(text):
+        return "barrier"
+    stores = _STORE.findall(text)
+    return "stage" if stores and set(stores) <= _shared_arrays(code) else "stream"
+
+
+def _shared_arrays(code: str) -> set:
+    """Names of the arrays the code declares __shared__."""
+    return {name for decl in _SHARED.findall(code) for name in re.findall(r"(\w+)\s*\[", decl)}
 
 
 def _places(code: str) -> dict:
@@ -248,8 +266,18 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
     #   next iteration issue ahead of it and one branch per K tile is nothing: only the registers remain.
     #   With the credit the 24 such rows ran sim/measured geomean 0.82 (fused_qkv_rope_cuda cp_async/mma_sync 8:
     #   0.81-0.83, topk_cuda histogram_refine 8: 0.65); without it 0.91 (0.88-0.91; 1.22).
+    # - on a staging loop (it only fills the block's __shared__ tables before the barrier ahead of the kernel's
+    #   stream: rope_cuda token_block_smem's cos/sin, moe_combine_cuda's slots and weights, mamba_step_cuda's B / C,
+    #   grouped_gemm_cuda's row ids) the pragma unrolls a loop of one or two trips a thread and leaves the streaming
+    #   loop as nvcc unrolls it: rope_cuda token_block_smem's rotation loop has the same SASS at main_unroll 0 and 8
+    #   (four groups of LDG LDG LDS LDS STG STG: in place on q / k, a group's loads wait for the previous group's
+    #   stores), and the H100 ran them alike: bf16 T=4096 H=32 D=128 84.59 / 84.52 us (64 threads), 83.68 / 83.56
+    #   (256), T=512 H=64 64.88 / 64.88, 29.39 / 29.42 (measurements/h100_simB_b1.json), 84.94 / 85.01 (s61717),
+    #   where the credit put main_unroll 8 0.65-0.86x of 0. Nor do registers move (nvcc 13.0 sm_90a ptxas at
+    #   main_unroll 0 / 2 / 8: rope_cuda token_block_smem 32 / 32 / 32, mamba_step_cuda smem_staged_channels 32 / 32 /
+    #   32, moe_combine_cuda column_split_ilp 36 / 32 / 32, multi_token_ilp 56 / 64 / 56): the knob changes nothing.
     kind = _loop_kind(module, variant, task) if unroll else None
-    if kind == "fill":
+    if kind in ("fill", "stage"):
         unroll = OFF
     if unroll:
         doublings = math.log2(unroll)

@@ -66,7 +66,26 @@ B2 = [
         ("register_strip", {"threads": (128,), "strip": (512, 2048)}),
         ("vectorized_uint4", {"threads": (128,)})]),
 ]
-PLANS = {"b1": B1, "b2": B2}
+# j2 (the follow-up job, this session's second): b2, plus rows for the causes found and left open (docs/simB_issue30.md
+# section 3): rmsnorm_cuda's block rungs across thread counts at a few-wave shape (T=2048 D=2048, where the scalar
+# rungs ran 1.0-1.4x slower than modelled) and a many-wave one (T=8192 D=5120, 1.14-1.44x faster), with 1024 threads
+# (two blocks an SM, 0.71-0.76x in b1); cross_attention_triton BLOCK_M 64 / 128 on 4 / 8 warps at Skv=77 (BLOCK_M 128
+# on 4 warps ran 1.2-1.4x BLOCK_M 64 in three held-out seeds, the model 0.85-0.9x) and at Skv=1500; rope_cuda
+# token_block_smem's threads at the held-out T=2048 H=16 D=256 shape (56 us measured, 34 modelled)
+B3 = B2 + [
+    ("rmsnorm_cuda", "bf16", [{"T": 2048, "D": 2048}, {"T": 8192, "D": 5120}], [
+        ("vectorized_uint4", {"threads": (256, 512, 1024)}),
+        ("warp_shuffle", {"threads": (256, 512, 1024), "vec": (1,)}),
+        ("register_cached", {"threads": (256, 1024), "rows_per_block": (1,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64},
+                                        {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)}),
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4,), "num_stages": (2,)})]),
+    ("rope_cuda", "fp16", [{"T": 2048, "H": 16, "D": 256}], [
+        ("token_block_smem", {"threads": (64, 128, 256, 512)}),
+        ("cos_sin_registers", {"head_threads": (16,)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402

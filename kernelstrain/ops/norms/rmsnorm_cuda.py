@@ -59,13 +59,24 @@ extern "C" __global__ void rmsnorm_kernel(const scalar_t* __restrict__ x, const 
 REREAD_MISS = 0.4
 
 
-def block_launch(smem_of, regs: int, traffic: float = 1.5, vec: bool = False):
-    """Launch model of a block-per-row rung: smem_of(threads, warps) bytes, scalar or uint4 loads."""
+# vectorized_uint4's registers as ptxas allocates them (nvcc 13.0 sm_90a, 256 and 1024 threads alike): bf16's unpacking
+# takes two more than fp16's, and 34 a thread at 1024 threads (34,816 of the SM's 65,536) leaves room for one block an
+# SM, not two: half the rows in flight, each block's load / reduce / reload chain exposed. The H100 and H200 ran bf16
+# at 1024 threads 1.5-2.1x slower than modelled with 32 (57.3 / 312.0 us H100 T=4096 D=4096 / T=16384 D=8192,
+# measurements/h100_simB_b1.json; H200 s5151 112.8 us T=8192 D=5120, s1717 279.9 us), fp16 within 0.94-0.98x (H200
+# pgrid 78.6, s3131 192.6)
+VEC_REGS = {"fp16": 32, "bf16": 34}
+
+
+def block_launch(smem_of, regs, traffic: float = 1.5, vec: bool = False):
+    """Launch model of a block-per-row rung: smem_of(threads, warps) bytes, scalar or uint4 loads, `regs` registers a
+    thread (or {dtype: registers})."""
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
         per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
         out = unrolled(Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                              regs=regs, bytes_per_access=elt * per, traffic=traffic,
+                              regs=regs[task.dtype] if isinstance(regs, dict) else regs, bytes_per_access=elt * per,
+                              traffic=traffic,
                               lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, 1)),
                        p, d / (threads * per), 4 if vec else max(1, per // 2))
         # 16-byte loads stream pass 1 at DRAM's rate: pass 2 from L1 hides behind other blocks (exposed_reread); the
@@ -276,7 +287,7 @@ class RMSNormCuda(RMSNormSpec):
              bugs={"wrong_init": WRONG_INIT, "missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static",
-             launch=block_launch(WARP_SMEM, regs=32, vec=True), render=vectorized_uint4_src,
+             launch=block_launch(WARP_SMEM, regs=VEC_REGS, vec=True), render=vectorized_uint4_src,
              bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
         Rung("register_cached", "row held in registers between the two passes: x read from DRAM once",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",

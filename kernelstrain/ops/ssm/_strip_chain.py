@@ -13,7 +13,8 @@ from ..occupancy import DRAM_LATENCY_S, UNPIPELINED_TRIP, blocks_per_sm
 # grid5) = 1.5 us launch + one round trip for the weights and halo + 8 x (0.715 + 8 x 86 ns); the other rungs there
 # 9.4-10.5 us (bandwidth). About 150 cycles an output at ~1.75 GHz, what the ~25-instruction chain with two MUFUs
 # takes. The held-out H100 rows (s61717 / s91331 / s98282, 64-256 threads, never fitted) ran 14.1 us where the
-# roofline alone modelled 10.0-10.6 (0.71-0.75x)
+# roofline alone modelled 10.0-10.6 (0.71-0.75x). Assumed alike on the other cards of the catalog (no row times the
+# rung's chain there: the floor binds only where a grid of long strips fits in about one wave)
 STRIP_OUTPUT_S = 86e-9
 
 
