@@ -11,7 +11,7 @@ are printed and stored in the fit file beside the in-sample ones (--folds 0: non
 of the shipped fit and exits 1 if the file is not what a refit would write. --cv-json writes the out-of-sample
 figures overall and per module as scripts/calibration_cv.py --json does (the same folds: one run gives both).
 
-    python3 scripts/refit_calibration.py --modules M1,M2 [--folds 3] [--check]
+    python3 scripts/refit_calibration.py --modules M1,M2 [--no-size] [--folds 3] [--check]
     python3 scripts/refit_calibration.py --rungs M1:rung,M1:rung2,M2:rung [--folds 3] [--check]
 
 refits only those modules' terms (calibration.fit.refit_modules) on their rows of MODULE_FIT_FILES, the shipped
@@ -27,6 +27,13 @@ sets each variant's size range (variant_size_range_ms: the least and most roofli
 as fit.fit_terms gives it) in the shipped fit from the rows its size exponents were fitted on (FIT_FILES; a module
 of a `module_refits` entry without rungs: its MODULE_FIT_FILES rows), every fitted term kept: each fit row lies
 inside its own variant's range, so no fit row's prediction moves; only shapes past a variant's rows do.
+
+    python3 scripts/refit_calibration.py --param-ranges [--check]
+
+sets the step ranges each parameter term is held within (param_range: the least and most param_steps of the module's
+rows, variant_param_range: of each variant's own rows) from the rows the parameter exponents were fitted on
+(FIT_FILES: a module refit keeps its parameter exponents, fit.refit_modules), every fitted term kept: each fit row
+lies inside its own variant's ranges, so no fit row's prediction moves; only parameter values past a variant's rows do.
 """
 from __future__ import annotations
 
@@ -39,8 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelstrain.calibration import FIT, FIT_FORMAT, Fit  # noqa: E402
-from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit, measured_records, out_of_fold, predict_ms,  # noqa: E402
-                                          refit_modules, refit_variants, variant_size_ranges)
+from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit, measured_records, out_of_fold, param_ranges,  # noqa: E402
+                                          predict_ms, refit_modules, refit_variants, variant_param_ranges,
+                                          variant_size_ranges)
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
 from calibration_cv import KEYS, module_table  # noqa: E402  (this script's folder)
 
@@ -55,12 +63,19 @@ def figures(rows: list, predict) -> dict:
         {"lowest_module_spearman": {m: round(s, 3) for m, s in worst}}
 
 
+ONE_LINE = ("param_range", "variant_param_range", "ceilings")     # one module a line
+
+
 def dump(data: dict) -> str:
-    """Stable JSON: one module's ceilings a line."""
-    head = {k: v for k, v in data.items() if k != "ceilings"}
-    body = json.dumps(head, indent=1)[:-2]
-    rows = ",\n".join(f"  {json.dumps(m)}: {json.dumps(v, sort_keys=True)}" for m, v in sorted(data["ceilings"].items()))
-    return body + ',\n "ceilings": {\n' + rows + "\n }\n}\n"
+    """Stable JSON: one module's ceilings (and parameter ranges) a line."""
+    parts = []
+    for k, v in data.items():
+        if k in ONE_LINE:
+            rows = ",\n".join(f"  {json.dumps(m)}: {json.dumps(x, sort_keys=True)}" for m, x in sorted(v.items()))
+            parts.append(f" {json.dumps(k)}: {{\n{rows}\n }}")
+        else:
+            parts.append(json.dumps({k: v}, indent=1)[2:-2])
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def write(text: str, check: bool) -> int:
@@ -82,12 +97,14 @@ def rungs_of(spec: str) -> dict:
     return out
 
 
-def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict | None = None) -> int:
+def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict | None = None,
+                 size: bool = True) -> int:
     """refit_modules of `modules` (with rungs: refit_variants of those rungs) on the shipped fit, recorded in its
-    `module_refits` (an earlier entry naming any of these modules dropped)."""
+    `module_refits` (an earlier entry naming any of these modules dropped); size: False, the modules fitted without
+    a size term (their size exponents dropped)."""
     rows = measured_records(MODULE_FIT_FILES, set(modules))
-    kw = {"variants": rungs} if rungs else {"modules": modules}
-    final = refit_variants(rows, FIT, rungs) if rungs else refit_modules(rows, FIT, modules)
+    kw = {"variants": rungs} if rungs else {"modules": modules, **({} if size else {"size": False})}
+    final = refit_variants(rows, FIT, rungs) if rungs else refit_modules(rows, FIT, **kw)
     held_out = out_of_fold(rows, folds, jobs, base=FIT, **kw) if folds else []
     report = {"replaced": figures(rows, lambda r: predict_ms(FIT, r)),
               **({"out_of_sample": figures(held_out, lambda r: r["sim_ms"])} if folds else {}),
@@ -101,7 +118,8 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
              "method": ("scripts/refit_calibration.py --rungs: calibration.fit.refit_variants (those rungs' ceilings "
                         "moved, every other term kept)" if rungs else
                         "scripts/refit_calibration.py --modules: calibration.fit.refit_modules (their parameter "
-                        "exponents, the shared terms and every other module's kept)")
+                        "exponents, the shared terms and every other module's kept)"
+                        + ("" if size else "; --no-size: no size term (fit_terms size=False)"))
                        + (f"; out_of_sample: {folds} folds by episode" if folds else "; no out-of-sample figures"),
              "figures": report,
              **({"modules_out_of_sample": {m: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in t.items()}
@@ -130,6 +148,20 @@ def size_range_refit(check: bool) -> int:
     return write(dump(data), check)
 
 
+def param_range_refit(check: bool) -> int:
+    """The shipped fit with param_range / variant_param_range set from FIT_FILES' rows (see above)."""
+    shipped = json.loads(FIT_PATH.read_text())
+    rows = measured_records(FIT_FILES, set(FIT.param_exponents))
+    found = {"param_range": param_ranges(rows, FIT.param_exponents),
+             "variant_param_range": variant_param_ranges(rows, FIT.param_exponents)}
+    data = {**shipped, "format": FIT_FORMAT, **found}
+    data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
+    data = {k: v for k, v in data.items() if k != "ceilings"} | {"ceilings": data["ceilings"]}
+    print(f"{sum(len(v) for v in found['param_range'].values())} parameters of {len(found['param_range'])} modules, "
+          f"{sum(len(v) for v in found['variant_param_range'].values())} variants")
+    return write(dump(data), check)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
@@ -140,18 +172,23 @@ def main(argv=None) -> int:
     ap.add_argument("--cv-json", type=Path, help="write the out-of-sample figures, overall and per module, here")
     ap.add_argument("--modules", help="comma-separated: refit only these modules' terms (see above)")
     ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
+    ap.add_argument("--no-size", action="store_true", help="with --modules: fit them without a size term")
     ap.add_argument("--size-ranges", action="store_true",
                     help="set each variant's size range from its fit rows, every fitted term kept (see above)")
+    ap.add_argument("--param-ranges", action="store_true",
+                    help="set each parameter term's step range from its fit rows, every fitted term kept (see above)")
     a = ap.parse_args(argv)
     if a.size_ranges:
         return size_range_refit(a.check)
+    if a.param_ranges:
+        return param_range_refit(a.check)
     if a.cv_json and not a.folds:
         ap.error("--cv-json needs --folds > 0")
     if a.rungs:
         rungs = rungs_of(a.rungs)
         return module_refit(sorted(rungs), a.folds, a.jobs, a.check, rungs)
     if a.modules:
-        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check)
+        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final = fit(rows)
