@@ -11,7 +11,7 @@ are printed and stored in the fit file beside the in-sample ones (--folds 0: non
 of the shipped fit and exits 1 if the file is not what a refit would write. --cv-json writes the out-of-sample
 figures overall and per module as scripts/calibration_cv.py --json does (the same folds: one run gives both).
 
-    python3 scripts/refit_calibration.py --modules M1,M2 [--no-size] [--folds 3] [--check]
+    python3 scripts/refit_calibration.py --modules M1,M2 [--no-size] [--params] [--folds 3] [--check]
     python3 scripts/refit_calibration.py --rungs M1:rung,M1:rung2,M2:rung [--folds 3] [--check]
 
 refits only those modules' terms (calibration.fit.refit_modules) on their rows of MODULE_FIT_FILES, the shipped
@@ -32,8 +32,9 @@ inside its own variant's range, so no fit row's prediction moves; only shapes pa
 
 sets the step ranges each parameter term is held within (param_range: the least and most param_steps of the module's
 rows, variant_param_range: of each variant's own rows) from the rows the parameter exponents were fitted on
-(FIT_FILES: a module refit keeps its parameter exponents, fit.refit_modules), every fitted term kept: each fit row
-lies inside its own variant's ranges, so no fit row's prediction moves; only parameter values past a variant's rows do.
+(FIT_FILES; a module of a `module_refits` entry made with --params: its MODULE_FIT_FILES rows), every fitted term
+kept: each fit row lies inside its own variant's ranges, so no fit row's prediction moves; only parameter values past
+a variant's rows do.
 """
 from __future__ import annotations
 
@@ -98,12 +99,13 @@ def rungs_of(spec: str) -> dict:
 
 
 def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict | None = None,
-                 size: bool = True) -> int:
+                 size: bool = True, params: bool = False) -> int:
     """refit_modules of `modules` (with rungs: refit_variants of those rungs) on the shipped fit, recorded in its
     `module_refits` (an earlier entry naming any of these modules dropped); size: False, the modules fitted without
-    a size term (their size exponents dropped)."""
+    a size term (their size exponents dropped); params: their parameter exponents (and step ranges) refitted too."""
     rows = measured_records(MODULE_FIT_FILES, set(modules))
-    kw = {"variants": rungs} if rungs else {"modules": modules, **({} if size else {"size": False})}
+    kw = {"variants": rungs} if rungs else {"modules": modules, **({} if size else {"size": False}),
+                                            **({"keep": ()} if params else {})}
     final = refit_variants(rows, FIT, rungs) if rungs else refit_modules(rows, FIT, **kw)
     held_out = out_of_fold(rows, folds, jobs, base=FIT, **kw) if folds else []
     report = {"replaced": figures(rows, lambda r: predict_ms(FIT, r)),
@@ -112,14 +114,15 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
     for name, fig in report.items():
         print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))
     shipped = json.loads(FIT_PATH.read_text())
-    entry = {"modules": sorted(modules), **({"rungs": rungs} if rungs else {}),
+    entry = {"modules": sorted(modules), **({"rungs": rungs} if rungs else {}), **({"params": True} if params else {}),
              "source": f"{' + '.join(MODULE_FIT_FILES)}: {len(rows)} matched timed candidates of these modules, "
                        f"{len({r['episode'] for r in rows})} episodes",
              "method": ("scripts/refit_calibration.py --rungs: calibration.fit.refit_variants (those rungs' ceilings "
                         "moved, every other term kept)" if rungs else
                         "scripts/refit_calibration.py --modules: calibration.fit.refit_modules (their parameter "
                         "exponents, the shared terms and every other module's kept)"
-                        + ("" if size else "; --no-size: no size term (fit_terms size=False)"))
+                        + ("" if size else "; --no-size: no size term (fit_terms size=False)")
+                        + ("; --params: their parameter exponents refitted too (refit_modules keep=())" if params else ""))
                        + (f"; out_of_sample: {folds} folds by episode" if folds else "; no out-of-sample figures"),
              "figures": report,
              **({"modules_out_of_sample": {m: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in t.items()}
@@ -151,7 +154,9 @@ def size_range_refit(check: bool) -> int:
 def param_range_refit(check: bool) -> int:
     """The shipped fit with param_range / variant_param_range set from FIT_FILES' rows (see above)."""
     shipped = json.loads(FIT_PATH.read_text())
-    rows = measured_records(FIT_FILES, set(FIT.param_exponents))
+    own = {m for e in shipped.get("module_refits", []) if e.get("params") for m in e["modules"]}
+    rows = measured_records(FIT_FILES, set(FIT.param_exponents) - own) + \
+        (measured_records(MODULE_FIT_FILES, own) if own else [])
     found = {"param_range": param_ranges(rows, FIT.param_exponents),
              "variant_param_range": variant_param_ranges(rows, FIT.param_exponents)}
     data = {**shipped, "format": FIT_FORMAT, **found}
@@ -173,6 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--modules", help="comma-separated: refit only these modules' terms (see above)")
     ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
     ap.add_argument("--no-size", action="store_true", help="with --modules: fit them without a size term")
+    ap.add_argument("--params", action="store_true", help="with --modules: refit their parameter exponents too")
     ap.add_argument("--size-ranges", action="store_true",
                     help="set each variant's size range from its fit rows, every fitted term kept (see above)")
     ap.add_argument("--param-ranges", action="store_true",
@@ -188,7 +194,7 @@ def main(argv=None) -> int:
         rungs = rungs_of(a.rungs)
         return module_refit(sorted(rungs), a.folds, a.jobs, a.check, rungs)
     if a.modules:
-        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size)
+        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size, params=a.params)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final = fit(rows)

@@ -62,7 +62,7 @@ def floor_log(r: dict) -> float | None:
     least = r.get("cta_ms", 0.0)
     if "e_m" in r:
         caps = Fit()
-        least = max(least, r["compute_ms"] / caps.compute_cap.get(r["path"], caps.compute_cap["fp16"]),
+        least = max(least, r["compute_ms"] / (caps.compute_cap.get(r["path"], caps.compute_cap["fp16"]) * r.get("mma_share", 1.0)),
                     r["memory_ms"] / caps.memory_cap)
     return math.log(least / r["core_ms"]) if least > 0.0 else None
 
@@ -419,7 +419,7 @@ def predict_ms(f: Fit, r: dict) -> float:
     (compute_ms, memory_ms), efficiencies (e_c, e_m) and atomics_ms, the caps apply too."""
     factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"), r.get("work_ms"))
     if "e_m" in r:
-        cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"])
+        cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"]) * r.get("mma_share", 1.0)
         core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / f.soft_cap(r["e_m"] / factor, f.memory_cap),
                    r["atomics_ms"] * factor)
     else:
@@ -520,13 +520,17 @@ MODULE_FIT_FILES = FIT_FILES + (
     # this session's sim j1 (the lead, H100, 07:51 UTC): grouped_gemm_cuda wgmma_pipeline / cp_async_pipeline at
     # T=8192 E=128 top-8 and T=512, mla_decode_triton exp2_tail_peel / pipelined_stages at B=32, gemm_fp16_triton's
     # pointer and TMA rungs at 2048^3, 4096^3 and M=128 K=14336
-    "h100_sim_j1.json")
+    "h100_sim_j1.json",
+    # the tenth session's sim j2 (the lead, H100, 10:43 UTC): gemm_fp16_triton pipelined_stages 2 vs 4 warps at
+    # 4096^3 (Triton's 2-warp mma.sync; off the menus), its pointer rungs at 1024^3, 8192^3 and 4096x14336x4096, and
+    # gemm_splitk_triton's 64-row tiles on 2 / 4 warps at M=16 / M=64
+    "h100_sim_j2.json")
 # device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
 # top, or in TEXT_META_CARD where the file's meta is text)
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
              "h100_roomK_k5.json", "h100_simS_s1.json", "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json",
              "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json", "h100_roomK_j1.json",
-             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json")
+             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
@@ -574,7 +578,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it; modules: only these modules' rows."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -601,5 +605,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
                     "cta_ms": floor_s(launch, gpu) * 1e3,
                     "later_ms": launch.later_s * 1e3,        # sim.time_ms adds it after the core (Launch.later_s)
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
+                    # sim.compute_ceiling's share of the compute cap (an MMA slower than the peak's, over padded tiles)
+                    "mma_share": compute_ceiling(1.0, launch),
                     "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out
