@@ -1,7 +1,6 @@
 """roomK (issue 30 order): grouped_gemm_cuda's cp.async ring at BK 16 (32-byte row slices) against every H100 / H200
-row measured: with the fit's BK exponent taken past its rows (BK 32-64) the model ran BK 16 at 0.87x the device and
-BK 32 at 1.01x, so BK 16 ranked ahead of BK 32 where the device ran it level or behind; held at BK 32's
-(Fit.param_range) both sit at the same level, with no factor for the short slices."""
+row measured: without grouped_gemm_cuda.SHORT_SLICE the model ran BK 16 at 0.87x the device and BK 32 at 1.01x, so
+BK 16 ranked ahead of BK 32 where the device ran it level or behind."""
 import glob
 import json
 import math
@@ -39,5 +38,4 @@ def test_bk16_and_bk32_rows_sit_at_the_same_level_of_their_model():
         assert len(xs) >= 5, (bk, len(xs))
         means[bk] = math.exp(sum(map(math.log, xs)) / len(xs))
     assert all(0.93 < x < 1.07 for x in means.values()), means
-    # 1.04 / 0.98 with the term held (2026-12-07): the trip's barrier cost (trip_scale) a little over the device
-    assert abs(math.log(means[16] / means[32])) < 0.08, means
+    assert abs(math.log(means[16] / means[32])) < 0.06, means

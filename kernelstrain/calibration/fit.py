@@ -530,7 +530,10 @@ MODULE_FIT_FILES = FIT_FILES + (
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
              "h100_roomK_k5.json", "h100_simS_s1.json", "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json",
              "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json", "h100_roomK_j1.json",
-             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json")
+             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json",
+             # held out, in no fit list: sim j3 (H100, 2026-12-07 11:12 UTC), the out-of-sample check of the
+             # gemm_fp16_triton refit (docs/sim_issue30_s10.md section 4)
+             "h100_sim_j3.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75

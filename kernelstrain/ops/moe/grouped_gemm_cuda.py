@@ -107,11 +107,12 @@ def expert_lookup_single_launch(p, task):
                   compute_scale=lookup * min(1.0, tm * tn / (tm + tn) / 2.7), tile_quant=quant)
 
 
-# The ring's 32-byte row slices (BK 16, 16-bit) cost nothing the launch model misses: every H100 / H200 row measured
-# ran BK 16 level with BK 32 (BM 64 BN 128 3 stages T=16: 518.3 vs 516.2-520.8 us). A SHORT_SLICE factor of 1.17
-# (2026-12-06) offset the fit's BK exponent (0.25 a doubling), fitted on BK 32-64 and taken to 16; held at BK 32's
-# (Fit.param_range, 2026-12-07) the exponent leaves BK 16 at the launch model's level, where the six stored BK 16 rows
-# sit at 1.015x (the factor on top: 1.19x).
+# The ring's 32-byte row slices (BK 16, 16-bit): each stage reads every tile row in one 32-byte sector (half a
+# 64-byte DRAM burst) and waits a barrier twice as often as BK 32. Every H100 / H200 row measured (measurements/*.json,
+# this model without the term): BK 16 ran at 0.873x its model (geomean of 6 rows, 0.84-0.90: T=16 E=8 N=14336 and
+# T=64 E=64 N=2816), BK 32 at 1.007x (31 rows) -- the fit's BK exponent (0.25 a doubling) had BK 16 16% ahead of BK
+# 32 where the device ran them level (BM 64 BN 128 3 stages T=16: 518.3 vs 516.2-520.8 us). On both roofline sides.
+SHORT_SLICE = 1.17
 
 
 # wgmma_pipeline's operand stream: every stored row of the rung (40, H100 and H200, T=16-4096, BN 64-256, BK 32-128,
@@ -166,6 +167,8 @@ def tc_launch(wgmma: bool):
         head = bm * 4 + 12                                   # s_ids[BM] + slot[3]
         align = 128 if wgmma else 16                         # static part rounds to the dynamic buffer's alignment
         smem = stage + head if stages == 1 else stage * stages + cdiv(head, align) * align
+        if not wgmma and stages > 1 and bk * e < 64:
+            traffic, scale = traffic * SHORT_SLICE, scale / SHORT_SLICE
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs,
                       bytes_per_access=max(16, stage * max(1, stages - 1) // (threads * 2)), traffic=traffic,
                       compute_scale=scale, tile_quant=quant, issue_s=wgmma_stream_s(p, task, bm, tiles) if wgmma else 0.0)
