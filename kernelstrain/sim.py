@@ -336,11 +336,29 @@ def _roofline(cost, effs: tuple[float, float], variant: Variant, launch: Launch,
     """roofline_terms of the op's `cost` and the candidate's uncalibrated efficiencies `effs`
     (time_ms asks both twice of one candidate: before its calibration and after)."""
     e_c, e_m = effs
-    e_c = min(e_c / factor, FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]))
+    e_c = min(e_c / factor, compute_ceiling(FIT.compute_cap.get(variant.path, FIT.compute_cap["fp16"]), launch))
     e_m = FIT.soft_cap(e_m / factor, FIT.memory_cap)
     t_compute = cost.flops / (gpu.peak(variant.path) * e_c) if cost.flops else 0.0
     t_memory = cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12 * e_m)
     return t_compute, t_memory, launch.serial_atomics * SAME_ADDRESS_ATOMIC_S * factor
+
+
+def compute_ceiling(cap: float, launch: Launch) -> float:
+    """The most of its datapath's peak a candidate's compute reaches (a share of the useful FLOPs' peak time): the
+    fit's cap (the best kernels' share of the peak), and for an MMA instruction slower than the peak's
+    (Launch.mma_rate: Triton's 2-warp mma.sync on sm_90) that share of its rate, over the padded tiles' work. A
+    ceiling, not a factor on the loop: the H100 ran gemm_fp16_triton pipelined_stages at 4096^3 on 2 warps level with
+    4 (wgmma) at 64 x 64, 64 x 128 and 128 x 64 tiles (526.6 / 533.5, 397.3 / 387.6, 409.1 / 403.7 us; sim j2),
+    the fastest at 346 TFLOP/s under this ceiling's 361 (0.73 x 0.5 x 989); and gemm_splitk_triton split_k_reduce
+    64 x 64 x 64 at M=16 N=4096 K=14336 (48 of the 64 tile rows padding, bound by streaming B) level (60.9 / 64.1 us,
+    sim w2), where the factor timed 2 warps 1.39x slower.
+
+    >>> compute_ceiling(0.73, Launch(grid=1, threads=64)), compute_ceiling(0.73, Launch(grid=1, threads=64, mma_rate=0.5, tile_quant=0.25))
+    (0.73, 0.09125)
+    """
+    if launch.mma_rate >= 1.0:
+        return cap
+    return cap * launch.mma_rate * launch.tile_quant
 
 
 def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, params: dict) -> float:

@@ -104,9 +104,45 @@ J1 = [
         ("pipelined_stages", {"BLOCK_M": (64, 128), "BLOCK_K": (32, 64)}),
         ("grouped_swizzle", {"BLOCK_M": (128,), "BLOCK_K": (32, 64)})]),
 ]
-SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1}
+# j2 (tenth session): what the CPU cannot settle for the fit and the mma.sync price. (1) Triton's 2-warp tl.dot on
+# sm_90a is mma.sync (base.triton_wgmma): gemm_fp16_triton pipelined_stages at 4096^3, 64- and 128-row tiles on 2
+# warps (off the menus: WARPS is (4, 8)) beside 4, the compute-bound end of what gemm_fp16_triton._launch's
+# mma_sync_scale prices (the model: 2 warps 1.6-1.8x slower); gemm_splitk_triton's 64-row tiles on 2 / 4 warps at
+# M=16 and M=64 (padding rows, bound by streaming B). (2) gemm_fp16_triton's size trend past the stored 2048^3 /
+# 4096^3 rows (the fit's size exponent, -0.66 a doubling): the pointer rungs at 1024^3 and 8192^3 and N=14336.
+J2 = [
+    ("gemm_fp16_triton", "bf16", [{"M": 4096, "N": 4096, "K": 4096}], [
+        ("pipelined_stages", {"BLOCK_M": (64,), "BLOCK_N": (64, 128), "num_warps": (2, 4)}),
+        ("pipelined_stages", {"BLOCK_M": (128,), "BLOCK_N": (64,), "num_warps": (2, 4)})]),
+    ("gemm_splitk_triton", "fp16", [{"M": 16, "N": 4096, "K": 14336}, {"M": 64, "N": 2048, "K": 16384}], [
+        ("split_k_atomic", {"BLOCK_M": (64,), "num_warps": (2, 4)}),
+        ("tl_dot_tiles", {"BLOCK_M": (64,), "num_warps": (2, 4)}),
+        ("split_k_reduce", {"BLOCK_M": (64,), "BLOCK_N": (128,), "num_warps": (2, 4)})]),
+    ("gemm_fp16_triton", "bf16", [{"M": 1024, "N": 1024, "K": 1024}, {"M": 8192, "N": 8192, "K": 8192},
+                                  {"M": 4096, "N": 14336, "K": 4096}], [
+        ("pipelined_stages", {"BLOCK_K": (32, 64)}),
+        ("grouped_swizzle", {"BLOCK_K": (32, 64)})]),
+]
+# j3 (tenth session, follow-up): an out-of-sample check of gemm_fp16_triton's refit (no size term, parameter
+# exponents refitted, floor-bound rows as bounds; the model frozen at the commit this plan ships in) at menu shapes and
+# configurations no stored row has: M=16 N=8192 K=8192 (the unpipelined rungs' chain floor, BLOCK_N 256), 8192^3 and
+# 4096x14336x4096 on persistent_tma and 256-wide tiles; and gemm_splitk_triton's 2 / 4 warps at M=1 and M=32.
+J3 = [
+    ("gemm_fp16_triton", "bf16", [{"M": 16, "N": 8192, "K": 8192}], [
+        ("tl_dot_blocked", {"BLOCK_M": (32, 64), "BLOCK_K": (32, 64)}),
+        ("grouped_swizzle", {"BLOCK_M": (64,), "BLOCK_N": (64, 128)}),
+        ("pipelined_stages", {"BLOCK_M": (64,), "BLOCK_N": (128, 256), "num_stages": (3, 5)}),
+        ("persistent_tma", {"BLOCK_M": (64,), "BLOCK_N": (128, 256)})]),
+    ("gemm_fp16_triton", "bf16", [{"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 14336, "K": 4096}], [
+        ("persistent_tma", {"BLOCK_N": (128, 256), "num_stages": (3,)}),
+        ("pipelined_stages", {"BLOCK_N": (256,), "BLOCK_K": (32, 64)})]),
+    ("gemm_splitk_triton", "bf16", [{"M": 1, "N": 4096, "K": 14336}, {"M": 32, "N": 4096, "K": 11008}], [
+        ("split_k_reduce", {"BLOCK_M": (16, 64), "num_warps": (2, 4)}),
+        ("pipelined_split_k", {"BLOCK_M": (16, 64), "num_warps": (2, 4)})]),
+]
+SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1, "j2": J2, "j3": J3}
 # plans whose shapes pass gpu-check's size cap on purpose (the check's reference still fits one card)
-UNCAPPED = ("j1",)
+UNCAPPED = ("j1", "j2", "j3")
 
 if __name__ == "__main__":
     plan = os.environ.get("SIM_PLAN", "f1")

@@ -41,7 +41,8 @@ def test_variant_size_ranges_are_each_variants_own_rows():
 
 
 def test_the_fit_file_format_is_checked_on_load():
-    data = {"format": FIT_FORMAT, "variant_size_range_ms": {"m": {"v": [0.01, 0.1]}}, "size_exponents": {"m": {"v": -0.4}}}
+    data = {"format": FIT_FORMAT, "variant_size_range_ms": {"m": {"v": [0.01, 0.1]}}, "size_exponents": {"m": {"v": -0.4}},
+            "variant_param_range": {}}
     assert fit_of(data).variant_size_range_ms == {"m": {"v": [0.01, 0.1]}}
     with pytest.raises(ValueError, match="format"):
         fit_of(dict(data, format="kernelstrain/calibration-fit@3"))      # the size term over the module's range

@@ -118,7 +118,7 @@ def test_added_values_order_as_the_h100_ran_them():
             "gemm_splitk_cuda", "cp_async_split_k", BK=64, **base, **shape)
         sim = _time("gemm_splitk_cuda", "cp_async_split_k", shape, BK=128, **base) / _time(
             "gemm_splitk_cuda", "cp_async_split_k", shape, BK=64, **base)
-        assert dev < 1.01 and sim < 1.0, (shape, dev, sim)
+        assert dev < 1.01 and sim <= 1.0, (shape, dev, sim)      # a tie (0.998 at M=16) or a gain
     split = REGISTRY["gemm_splitk_cuda"]
     assert 128 in split.variant("cp_async_split_k").param("BK").values
     assert 128 not in split.variant("mma_split_k").param("BK").values

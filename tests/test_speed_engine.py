@@ -4,7 +4,7 @@ import math
 from dataclasses import replace
 
 from kernelstrain import sim
-from kernelstrain.calibration import FIT, Fit, curve_steps, launch_terms, param_steps
+from kernelstrain.calibration import FIT, Fit, curve_steps, held_steps, launch_terms, param_steps
 from kernelstrain.ops.occupancy import in_flight_ratio
 
 from test_caches import registry_sample
@@ -12,16 +12,24 @@ from test_caches import registry_sample
 
 def _core_factor_plain(f: Fit, module: str, impl: str, variant: str, terms: dict, steps: dict | None = None,
                        work_ms: float | None = None) -> float:
-    """Fit.core_factor as it read before its rung's sums were kept (the formula of calibration's docstring)."""
+    """Fit.core_factor as it read before its rung's sums were kept (the formula of calibration's docstring: the
+    module's parameter terms on the steps held within param_range, the rung's on those held within its
+    variant_param_range, summed as one where both hold a step alike)."""
     exps, params = f.exponents.get(impl, {}), f.param_exponents.get(module, {})
     own = f.module_exponents.get(module, {})
     size = f.size_exponents.get(module, {}).get(variant, 0.0)
+    by_module = held_steps(steps or {}, f.param_range.get(module, {}))
+    by_variant = held_steps(steps or {}, f.variant_param_range.get(module, {}).get(variant, {}))
+    if by_module == by_variant:
+        param = sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
+                    for p, x in {**by_module, **curve_steps(by_module)}.items())
+    else:
+        param = sum(params.get(p, 0.0) * x for p, x in {**by_module, **curve_steps(by_module)}.items()) + \
+            sum(params.get(f"{p}@{variant}", 0.0) * x for p, x in {**by_variant, **curve_steps(by_variant)}.items())
     return f.ceiling(module, variant) * math.exp(
         sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
             for t, x in terms.items())
-        + math.log(2.0) * (sum((params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)) * x
-                               for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
-                           + size * f.size_step(module, work_ms, variant)))
+        + math.log(2.0) * (param + size * f.size_step(module, work_ms, variant)))
 
 
 def _time_ms_plain(module, variant, launch, task, params) -> float:
@@ -59,7 +67,8 @@ def test_core_factor_keeps_each_rungs_sums_apart():
             module_exponents={"m": {"threads": 0.1, "threads@v": 0.5}, "n": {"traffic@w": 0.7}},
             param_exponents={"m": {"BLOCK": 0.2, "BLOCK@w": -0.6, "threads^2@v": 0.05}},
             ceilings={"m": {"v": 1.3}}, module_ceilings={"m": 0.9, "n": 1.1},
-            size_exponents={"m": {"w": -0.2}}, size_ref_ms={"m": 0.1})
+            size_exponents={"m": {"w": -0.2}}, size_ref_ms={"m": 0.1},
+            param_range={"m": {"BLOCK": [0.0, 0.5]}}, variant_param_range={"m": {"w": {"BLOCK": [0.0, 2.0]}}})
     terms = {"threads": 2.0, "traffic": 1.5, "coverage": 0.7}
     steps = {"BLOCK": 1.0, "threads": -1.0}
     asks = [(mod, impl, var) for mod in ("m", "n") for impl in ("cuda", "triton") for var in ("v", "w", "x")]

@@ -14,6 +14,8 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
   factor = ceiling[module][variant] * prod over the launch terms t of t ** (exponents[impl][t]
                                          + module_exponents[module][t] + module_exponents[module][t@variant])
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
+             (the step log2(p / default) held within param_range[module][p], the steps of the module's fit rows; the
+             variant's departure param_exponent[module][p@variant] on the step held within variant_param_range)
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
              (the floor held within variant_size_range_ms[module][variant], the floors of the variant's fit rows)
   time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.floor_s)
@@ -47,6 +49,10 @@ stages) in one module (`p^2`: the bend of a CURVED parameter's, a term in the sq
 model's effect alone; a parameter at its variant's default contributes nothing. A key `p@variant`
 is that variant's own departure from the module's exponent of p (its code uses p differently:
 threads of a warp-per-row rung vs. a block-per-row one), shrunk toward the module's the same way.
+Neither is extrapolated: past the least or most step of the rows that fitted it (`param_range`: the module's rows,
+`variant_param_range`: the variant's own), a term keeps the edge's value and the launch model alone prices a value
+further out (roomT 2026-12-07: every list extension inherited the fitted trend as a time factor, fp8_quant_triton
+persistent_rows 16 programs an SM x0.926 at T=512, where 8 and 16 launch the same 512 programs; the H100 ran them level).
 
 Other GPUs follow from the same numbers (assumptions, not measurements): a variant's ceiling is a
 property of its code and carries across NVIDIA parts; the catalog's bandwidth, peaks, SMs and
@@ -60,8 +66,9 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-# @4: per-variant size ranges (variant_size_range_ms); a file of an older format is refused (refit it)
-FIT_FORMAT = "kernelstrain/calibration-fit@4"
+# @4: per-variant size ranges (variant_size_range_ms); @5: parameter step ranges (param_range, variant_param_range);
+# a file of an older format is refused (refit it)
+FIT_FORMAT = "kernelstrain/calibration-fit@5"
 # the launch quantities the fit scales by a power: ratios that are 1 at the analytic reference
 SOFT_CAP_POWER = 10.0        # sharpness of Fit.soft_cap: CV (scripts/calibration_cv.py) best of 4, 10, 16
 TERMS = ("coverage", "threads", "compute_scale", "tile_quant", "lane_util", "traffic", "in_flight", "latency", "dram")
@@ -120,6 +127,8 @@ class Fit:
     size_ref_ms: dict = field(default_factory=dict)           # module -> its fit rows' geomean roofline floor
     size_range_ms: dict = field(default_factory=dict)         # module -> [least, most] roofline floor of its fit rows
     variant_size_range_ms: dict = field(default_factory=dict)  # module -> {variant: [least, most] floor of its own rows}
+    param_range: dict = field(default_factory=dict)           # module -> {param: [least, most] step of its fit rows}
+    variant_param_range: dict = field(default_factory=dict)   # module -> {variant: {param: [least, most] step, own rows}}
     # the most any kernel reaches of a peak: H200 library anchors (h200_measured.json): a 2 GB
     # copy at 4.25 of 4.8 TB/s; cuBLAS bf16 724 of 989 TFLOP/s, fp8 1234 of 1979, fp32 51 of 67.
     # The memory ceiling is approached softly (soft_cap): 0.91 is its asymptote, the copy's 0.885
@@ -152,11 +161,23 @@ class Fit:
                     work_ms: float | None = None) -> float:
         """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps(),
         work_ms: its roofline floor (sim.roofline_floor_ms on its datapath)."""
-        ceiling, of_term, of_param, size = self._rung(module, impl, variant)
+        ceiling, of_term, _, _, _, size, _, _ = self._rung(module, impl, variant)
         return ceiling * math.exp(
             sum(of_term[t] * math.log(x) for t, x in terms.items())
-            + math.log(2.0) * (sum(of_param[p] * x for p, x in {**(steps or {}), **curve_steps(steps or {})}.items())
+            + math.log(2.0) * (self.param_log2(module, impl, variant, steps or {})
                                + size * self.size_step(module, work_ms, variant)))
+
+    def param_log2(self, module: str, impl: str, variant: str, steps: dict) -> float:
+        """log2 of the parameter terms' factor of one candidate (steps: param_steps()): the module's exponents on its
+        steps held within the module's fit rows (param_range), the variant's departures (`p@variant`) on its steps held
+        within the variant's own rows (variant_param_range); each CURVED parameter's square of the held step beside.
+        A term is held at the edge of what its rows measured: past it, the launch model alone prices a value."""
+        _, _, of_both, of_module, of_variant, _, module_range, variant_range = self._rung(module, impl, variant)
+        by_module, by_variant = held_steps(steps, module_range), held_steps(steps, variant_range)
+        if by_module == by_variant:         # one step for both terms (none held, or both alike): their sum's float
+            return sum(of_both[p] * x for p, x in {**by_module, **curve_steps(by_module)}.items())
+        return sum(of_module[p] * x for p, x in {**by_module, **curve_steps(by_module)}.items()) + \
+            sum(of_variant[p] * x for p, x in {**by_variant, **curve_steps(by_variant)}.items())
 
     def __getstate__(self) -> dict:
         """Pickled (and copied) without the per-rung sums _rung keeps: they hold closures, and the copy rebuilds
@@ -164,9 +185,10 @@ class Fit:
         return {k: v for k, v in self.__dict__.items() if k != "_kept_rungs"}
 
     def _rung(self, module: str, impl: str, variant: str) -> tuple:
-        """core_factor's constants of one rung: (its ceiling, {launch term: its exponent}, {param: its
-        exponent}, its size exponent), the exponents summed as core_factor sums them (the impl's + the
-        module's + the rung's departure; the module's + the rung's), each once a Fit and kept: time_ms asks
+        """core_factor's constants of one rung: (its ceiling, {launch term: its exponent}, {param: the module's
+        exponent + the rung's departure}, {param: the module's}, {param: the rung's}, its size exponent, the module's and the rung's parameter step
+        ranges), the launch exponents summed as core_factor sums them (the impl's + the module's + the rung's
+        departure), each once a Fit and kept: time_ms asks
         core_factor of every candidate it times, and the look-ups and their f-strings were most of its cost.
         A Fit is frozen and never changed in place (a refit is a new Fit: dataclasses.replace), so what is
         kept stays its answer (tests/test_caches.py compares core_factor with the plain sums)."""
@@ -182,7 +204,11 @@ class Fit:
                 self.ceiling(module, variant),
                 _Sums(lambda t: exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)),
                 _Sums(lambda p: params.get(p, 0.0) + params.get(f"{p}@{variant}", 0.0)),
-                self.size_exponents.get(module, {}).get(variant, 0.0))
+                _Sums(lambda p: params.get(p, 0.0)),
+                _Sums(lambda p: params.get(f"{p}@{variant}", 0.0)),
+                self.size_exponents.get(module, {}).get(variant, 0.0),
+                self.param_range.get(module, {}),
+                self.variant_param_range.get(module, {}).get(variant, {}))
         return found
 
     def overhead_us(self, vendor: str, launches: int) -> float:
@@ -196,6 +222,7 @@ class Fit:
                 "size_ref_ms": self.size_ref_ms, "size_range_ms": self.size_range_ms,
                 "variant_size_range_ms": self.variant_size_range_ms,
                 "size_exponents": self.size_exponents,
+                "param_range": self.param_range, "variant_param_range": self.variant_param_range,
                 "ceilings": self.ceilings}
 
 
@@ -211,6 +238,22 @@ def launch_terms(launch, coverage: float, compute_bound: bool, in_flight: float 
               launch.tile_quant if compute_bound else 1.0, launch.lane_util, memory_side(launch.traffic),
               memory_side(in_flight), latency, memory_side(REFERENCE_DRAM_TBS / dram_tbs))
     return {t: max(float(x), 1e-6) for t, x in zip(TERMS, values)}
+
+
+def held_steps(steps: dict, ranges: dict) -> dict:
+    """param_steps' `steps`, each held within its (least, most) of `ranges` (Fit.param_log2): a parameter term says
+    what the fit measured between those values and nothing past them, where the launch model alone prices a value.
+
+    >>> held_steps({"num_warps": -1.0, "BLOCK": 2.0, "rows": 1.0}, {"num_warps": (0.0, 2.0), "BLOCK": (-1.0, 1.0)})
+    {'num_warps': 0.0, 'BLOCK': 1.0, 'rows': 1.0}
+    """
+    if not ranges:
+        return steps
+    out = {}
+    for p, x in steps.items():
+        lo, hi = ranges.get(p, (x, x))
+        out[p] = lo if x < lo else hi if x > hi else x
+    return out
 
 
 def param_steps(params: dict, defaults: dict) -> dict:
@@ -248,6 +291,8 @@ def fit_of(data: dict) -> Fit:
                          "(refit: python3 scripts/refit_calibration.py)")
     if "variant_size_range_ms" not in data:
         raise ValueError("h200_fit.json: no variant_size_range_ms (python3 scripts/refit_calibration.py --size-ranges)")
+    if "variant_param_range" not in data:
+        raise ValueError("h200_fit.json: no variant_param_range (python3 scripts/refit_calibration.py --param-ranges)")
     return Fit(**{k: data[k] for k in Fit().to_json() if k in data})
 
 

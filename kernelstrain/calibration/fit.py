@@ -50,6 +50,36 @@ def target(r: dict, launch_us: float, extra_us: float) -> tuple[float, float]:
     return math.log(share * r["measured_ms"] / r["core_ms"]), share * max(0.1, min(1.0, (1.0 - bound) / 0.3))
 
 
+# a row whose floor is at least this share of its measured time bounds the core from above only (bounded); target's
+# weight falls from the same share on
+BOUND_AT = 0.7
+
+
+def floor_log(r: dict) -> float | None:
+    """log(the least time the row's prediction can take, whatever its factor / its roofline core time), in target's
+    space (None: none): the floor predict_ms takes the max with (sim.floor_s: CTA starts, an unpipelined loop's chain
+    of round trips, element-wise loads at a narrow K) and the roofline at the measured peaks' share (Fit's caps)."""
+    least = r.get("cta_ms", 0.0)
+    if "e_m" in r:
+        caps = Fit()
+        least = max(least, r["compute_ms"] / (caps.compute_cap.get(r["path"], caps.compute_cap["fp16"]) * r.get("mma_share", 1.0)),
+                    r["memory_ms"] / caps.memory_cap)
+    return math.log(least / r["core_ms"]) if least > 0.0 else None
+
+
+def bounded(y: float, predicted: float, floor: float | None) -> float:
+    """The target a row is fitted to, given the fit's current prediction of its core (all in target's space). A row
+    whose floor (floor_log) is at least BOUND_AT of its measured time says only that its core is no slower than the
+    measured time (than the floor, where the floor is above it): a prediction under that is as good as any (its own
+    prediction is its target), one above it is pulled back to the measured time. Fitted two-sided, the floor-bound
+    rows pulled the core to their measured time, which the floor (CTA starts, a chain of dependent round trips)
+    partly made: gemm_fp16_triton's (the unpipelined rungs' chain floor at M=16 / M=128, the narrow-K rows) set its
+    size exponent to -0.66 a doubling of work, which timed the held-out 2048^3 1.6x slow and 4096^3 0.6x fast."""
+    if floor is not None and floor >= y + math.log(BOUND_AT) and predicted <= max(y, floor):
+        return predicted
+    return y
+
+
 def _solve(a: list, b: list) -> list:
     """Gaussian elimination with partial pivoting for a small dense system."""
     n = len(b)
@@ -146,6 +176,42 @@ def variant_size_ranges(records: list, sizes: dict) -> dict:
     return out
 
 
+def param_ranges(records: list, exponents: dict, key=lambda r: r["module"]) -> dict:
+    """key (the module) -> {param: [least, most] step} over its records' parameter steps (param_steps), for the
+    parameters of the module that `exponents` (module -> {param key: exponent}: `p`, `p^2`, `p@variant`) gives a
+    term, rounded outward to 4 decimals (every record stays inside): the range Fit.param_log2 holds each step within.
+    A parameter's term is what the fit measured of it between those values; past them it would be extrapolation
+    (roomT 2026-12-07: fp8_quant_triton persistent_rows 16 programs an SM took x0.926 from the exponent fitted on
+    4 / 8, at T=512 where 8 and 16 launch the same 512 programs; the H100 ran them level)."""
+    spans = {}
+    for r in records:
+        named = {k.split("@")[0].split("^")[0] for k in exponents.get(r["module"], {})}
+        own = spans.setdefault(key(r), {})
+        for p, x in r.get("steps", {}).items():
+            if p in named:
+                lo, hi = own.get(p, (x, x))
+                own[p] = (min(lo, x), max(hi, x))
+    return {k: {p: [_round_step(lo, math.floor), _round_step(hi, math.ceil)] for p, (lo, hi) in sorted(v.items())}
+            for k, v in sorted(spans.items()) if v}
+
+
+def variant_param_ranges(records: list, exponents: dict) -> dict:
+    """module -> {variant: {param: [least, most] step of that variant's own records}} (param_ranges per variant)."""
+    out = {}
+    for (m, v), span in param_ranges(records, exponents, key=lambda r: (r["module"], r["variant"])).items():
+        out.setdefault(m, {})[v] = span
+    return out
+
+
+def _round_step(x: float, direction) -> float:
+    """x to 4 decimals, rounded by `direction` (math.floor: never above x, math.ceil: never below)."""
+    y = direction(x * 1e4) / 1e4
+    while (y - x) * (-1 if direction is math.floor else 1) < 0:      # x * 1e4 rounded the wrong way
+        y += 1e-4 if direction is math.ceil else -1e-4
+        y = round(y, 4)
+    return y + 0.0          # no -0.0
+
+
 def _round_sig(x: float, direction, digits: int = 6) -> float:
     """x to `digits` significant digits, rounded by `direction` (math.floor: never above x, math.ceil: never below)."""
     unit = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
@@ -175,17 +241,21 @@ def with_fit_steps(records: list, refs: dict | None, launch_steps: bool = True) 
 def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float = 1.0,
               k_variant: float = 0.25, ridge: float = 1.0, k_param: float = PARAM_RIDGE,
               size: bool = True, k_episode: float | None = EPISODE_RIDGE, iters: int = 25,
-              exponents: dict | None = None, launch_steps: bool = True) -> tuple[Fit, float]:
+              exponents: dict | None = None, launch_steps: bool = True, bounds: bool = True) -> tuple[Fit, float]:
     """(fit, mean squared log error) for a fixed launch floor and extra-launch cost; size: fit the
     variants' size exponents too. k_episode: shrinkage of per-episode offsets that absorb part of
     what an episode's shape does to all its candidates alike, so that the ceilings and exponents
     lean on the differences within episodes (the ranking); the offsets are not kept (None: none).
     exponents: the impl exponents held fixed at these (refit_modules), not solved; launch_steps: False, no module
-    departures from them (refit_modules holding base's)."""
+    departures from them (refit_modules holding base's); bounds: a row at its floor is a one-sided bound (bounded),
+    else every row is fitted two-sided (the shipped global fit's way)."""
     refs = size_refs(records) if size else {}
+    plain = records
     records = with_fit_steps(records, refs if size else None, launch_steps)
     ys0, ws = zip(*(target(r, launch_us, extra_us) for r in records))
-    ys = list(ys0)
+    ys, yb, ep_row = list(ys0), list(ys0), [0.0] * len(records)      # yb: the targets with the bounds applied
+    floors = [floor_log(r) if bounds else None for r in records]
+    offs = None
     xs = [features(r) for r in records]
     nf = len(xs[0])
     beta = [exponents.get(i, {}).get(t, 0.0) for i, t in FEATURES] if exponents is not None else [0.0] * nf
@@ -195,6 +265,9 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
     for _ in range(iters):
         glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
         pterm = [_param_term(slopes, r) for r in records] if slopes else [0.0] * len(records)
+        if offs is not None and any(f is not None for f in floors):
+            yb = [bounded(y, o + g + p + e, f) for y, o, g, p, e, f in zip(ys0, offs, glob, pterm, ep_row, floors)]
+            ys = [y - e for y, e in zip(yb, ep_row)]
         rest = [y - g - p for y, g, p in zip(ys, glob, pterm)]
         by_module, by_variant = {}, {}
         for r, e, w in zip(records, rest, ws):
@@ -213,10 +286,11 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
         if k_episode is not None:
             glob = [sum(b * x for b, x in zip(beta, f)) for f in xs]
             d = {}
-            for r, y, w, o, g in zip(records, ys0, ws, offs, glob):
+            for r, y, w, o, g in zip(records, yb, ws, offs, glob):
                 d.setdefault(r["episode"], []).append((y - o - g - _param_term(slopes, r), w))
             ep = {e: sum(x * w for x, w in v) / (sum(w for _, w in v) + k_episode) for e, v in d.items()}
-            ys = [y - ep[r["episode"]] for r, y in zip(records, ys0)]
+            ep_row = [ep[r["episode"]] for r in records]
+            ys = [y - e for y, e in zip(yb, ep_row)]
     err = sum(w * (y - o - sum(b * x for b, x in zip(beta, f)) - _param_term(slopes, r)) ** 2
               for r, y, w, o, f in zip(records, ys, ws, offs, xs)) / sum(ws)
     ceilings, sizes, term_exps = {}, {}, {}
@@ -238,7 +312,8 @@ def fit_terms(records: list, launch_us: float, extra_us: float, k_module: float 
               size_range_ms={m: x for m, x in size_ranges(records).items() if m in sizes},
               variant_size_range_ms=variant_size_ranges(records, sizes),
               size_exponents={m: {v: round(x, 4) for v, x in sorted(by_v.items())} for m, by_v in sorted(sizes.items())})
-    return fit, err
+    return replace(fit, param_range=param_ranges(plain, fit.param_exponents),
+                   variant_param_range=variant_param_ranges(plain, fit.param_exponents)), err
 
 
 def total_error(f: Fit, records: list) -> float:
@@ -258,7 +333,9 @@ def fit(records: list, scan_iters: int = 4, **kw) -> Fit:
 
 
 MODULE_FIELDS = ("ceilings", "module_ceilings", "param_exponents", "module_exponents", "size_ref_ms", "size_range_ms",
-                 "variant_size_range_ms", "size_exponents")
+                 "variant_size_range_ms", "size_exponents", "param_range", "variant_param_range")
+# the ranges a kept kind's terms are held within stay with it (refit_modules' keep)
+KEPT_WITH = {"param_exponents": ("param_range", "variant_param_range")}
 
 
 def refit_modules(records: list, base: Fit, modules, keep: tuple = ("param_exponents",), **kw) -> Fit:
@@ -278,9 +355,9 @@ def refit_modules(records: list, base: Fit, modules, keep: tuple = ("param_expon
             for r in records if r["module"] in modules]
     f, _ = fit_terms(rows, base.launch_us["nvidia"], base.extra_launch_us["nvidia"], exponents=base.exponents,
                      launch_steps="module_exponents" not in keep, **kw)
-    merged = {}
+    merged, kept_too = {}, {n for k in keep for n in KEPT_WITH.get(k, ())}
     for name in MODULE_FIELDS:
-        if name in keep:
+        if name in keep or name in kept_too:
             continue
         kept, new = getattr(base, name), getattr(f, name)
         merged[name] = dict(sorted({**{m: v for m, v in kept.items() if m not in modules},
@@ -292,9 +369,7 @@ def _kept_factor(base: Fit, r: dict, keep: tuple) -> float:
     """The factor of base's kept kinds (param_exponents, module_exponents) for one record, as Fit.core_factor has it."""
     m, v, log = r["module"], r["variant"], 0.0
     if "param_exponents" in keep:
-        params, steps = base.param_exponents.get(m, {}), r.get("steps", {})
-        log += LN2 * sum((params.get(p, 0.0) + params.get(f"{p}@{v}", 0.0)) * x
-                         for p, x in {**steps, **curve_steps(steps)}.items())
+        log += LN2 * base.param_log2(m, r["impl"], v, r.get("steps", {}))
     if "module_exponents" in keep:
         own = base.module_exponents.get(m, {})
         log += sum((own.get(t, 0.0) + own.get(f"{t}@{v}", 0.0)) * math.log(x) for t, x in r["terms"].items())
@@ -329,9 +404,13 @@ def refit_variants(records: list, base: Fit, variants: dict, k_episode: float = 
 
 
 def _residual(f: Fit, r: dict) -> tuple[float, float]:
-    """(log(measured / f's prediction) of the core time, the fit's weight of the row: target's)."""
+    """(log(measured / f's prediction) of the core time, the fit's weight of the row: target's); 0 for a row at its
+    floor whose core f predicts under the floor (bounded: its time is the floor's, whatever the ceiling)."""
     launch = f.overhead_us("nvidia", r["launches"]) * 1e-3 + r.get("later_ms", 0.0)
     y, w = target(r, f.launch_us["nvidia"], f.extra_launch_us["nvidia"])
+    core = math.log(max(predict_ms(f, dict(r, cta_ms=0.0)) - launch, 1e-9) / r["core_ms"])
+    if bounded(y, core, floor_log(r)) != y:
+        return 0.0, w
     return y - math.log(max(predict_ms(f, r) - launch, 1e-9) / r["core_ms"]), w
 
 
@@ -340,7 +419,7 @@ def predict_ms(f: Fit, r: dict) -> float:
     (compute_ms, memory_ms), efficiencies (e_c, e_m) and atomics_ms, the caps apply too."""
     factor = f.core_factor(r["module"], r["impl"], r["variant"], r["terms"], r.get("steps"), r.get("work_ms"))
     if "e_m" in r:
-        cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"])
+        cap_c = f.compute_cap.get(r["path"], f.compute_cap["fp16"]) * r.get("mma_share", 1.0)
         core = max(r["compute_ms"] / min(r["e_c"] / factor, cap_c), r["memory_ms"] / f.soft_cap(r["e_m"] / factor, f.memory_cap),
                    r["atomics_ms"] * factor)
     else:
@@ -441,13 +520,20 @@ MODULE_FIT_FILES = FIT_FILES + (
     # this session's sim j1 (the lead, H100, 07:51 UTC): grouped_gemm_cuda wgmma_pipeline / cp_async_pipeline at
     # T=8192 E=128 top-8 and T=512, mla_decode_triton exp2_tail_peel / pipelined_stages at B=32, gemm_fp16_triton's
     # pointer and TMA rungs at 2048^3, 4096^3 and M=128 K=14336
-    "h100_sim_j1.json")
+    "h100_sim_j1.json",
+    # the tenth session's sim j2 (the lead, H100, 10:43 UTC): gemm_fp16_triton pipelined_stages 2 vs 4 warps at
+    # 4096^3 (Triton's 2-warp mma.sync; off the menus), its pointer rungs at 1024^3, 8192^3 and 4096x14336x4096, and
+    # gemm_splitk_triton's 64-row tiles on 2 / 4 warps at M=16 / M=64
+    "h100_sim_j2.json")
 # device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
 # top, or in TEXT_META_CARD where the file's meta is text)
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
              "h100_roomK_k5.json", "h100_simS_s1.json", "h100_roomA_a1.json", "h100_roomA_a4.json", "h100_roomA_a5.json",
              "h100_sim_f1.json", "h100_sim2_j1.json", "h100_sim2_j2.json", "h100_roomK_j1.json",
-             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json")
+             "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json",
+             # held out, in no fit list: sim j3 (H100, 2026-12-07 11:12 UTC), the out-of-sample check of the
+             # gemm_fp16_triton refit (docs/sim_issue30_s10.md section 4)
+             "h100_sim_j3.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
@@ -495,7 +581,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it; modules: only these modules' rows."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -522,5 +608,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
                     "cta_ms": floor_s(launch, gpu) * 1e3,
                     "later_ms": launch.later_s * 1e3,        # sim.time_ms adds it after the core (Launch.later_s)
                     "compute_ms": cost.flops / gpu.peak(variant.path) * 1e3,
+                    # sim.compute_ceiling's share of the compute cap (an MMA slower than the peak's, over padded tiles)
+                    "mma_share": compute_ceiling(1.0, launch),
                     "memory_ms": cost.bytes * launch.traffic * launch.narrow / (gpu.bw_tbs * 1e12) * 1e3})
     return out

@@ -213,6 +213,10 @@ class Launch:
     # seconds of a later kernel that runs after the main one (a second pass over a small reduced tensor, a
     # conversion launch), added to the calibrated time as they are (sim.time_ms)
     later_s: float = 0.0
+    # the rate of the MMA instruction the kernel issues, a share of the datapath's peak (mma.sync on sm_90: 0.5 of
+    # wgmma's): a ceiling on the calibrated compute efficiency, that share of the fit's compute cap over the padded
+    # tiles' work (sim.compute_ceiling), not a factor on the whole loop
+    mma_rate: float = 1.0
 
 
 @dataclass(frozen=True)

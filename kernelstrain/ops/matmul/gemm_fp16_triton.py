@@ -133,8 +133,8 @@ def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch
     if n64 and bn == 64 and "wgmma" in gpu.features:
         scale *= WGMMA_N64
     smem = dot_loop_smem(task, bm, bn, bk, e, stages, threads if mode == "persistent" else 0, warps=warps)
-    if bm >= gpu.triton_full_stage_rows > 0 and not triton_wgmma(task, bm, warps):
-        scale *= gpu.mma_sync_scale("fp16")     # a 64+-row tile on 2 warps: mma.sync, not wgmma (base.triton_wgmma)
+    # a 64+-row tile on 2 warps: mma.sync, not wgmma (base.triton_wgmma), a ceiling at its rate (sim.compute_ceiling)
+    mma_rate = gpu.mma_sync_scale("fp16") if bm >= gpu.triton_full_stage_rows > 0 and not triton_wgmma(task, bm, warps) else 1.0
     grid = tiles
     if mode == "persistent" and "tma" in gpu.features:
         smem += bm * bn * e + 24  # C tile staged for the TMA store, plus mbarriers
@@ -145,7 +145,7 @@ def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch
             scale *= 0.93   # descriptors fall back to pointer loads without TMA hardware
     return Launch(grid=grid, threads=threads, smem_bytes=smem, regs=min(255, acc_regs + 40),
                   bytes_per_access=max(4, in_flight), traffic=traffic, compute_scale=scale, tile_quant=quant,
-                  serial_trips=trips)
+                  serial_trips=trips, mma_rate=mma_rate)
 
 
 def resident(params: dict, task: Task) -> int:
