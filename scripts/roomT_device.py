@@ -91,7 +91,28 @@ T4_REF = [
     ("softmax_triton", "split_row_online", "num_warps", SOFTMAX[:1], {"SPLITS": 2, "BLOCK": 512}, (4,)),
     ("paged_kv_copy_triton", "persistent", "num_warps", PAGED, {"BLOCK": 2048, "programs_per_sm": 4}, (4,)),
 ]
-PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF)}
+# f1 (Triton only, 2026-12-07 tenth session): gemm_fp4_triton split_k_dot_scaled (new rung: tl.dot_scaled over one of
+# SPLIT_K K slices a program, fp32 slices summed by a reduce kernel; TRITON_INTERPRET=1 correct with its three bugs
+# failing, scripts/roomT_interpret.py) at the decode-sized menu shapes, where the H100 ran the packed rungs 16x past
+# their DRAM floor: each knob of the rung beside the rungs' device best (pipelined_copies 128x128x64 4 stages 40.0 us,
+# pipelined_dot_scaled 64x64x64 40.5 us at M=16; pipelined_copies 113.1 us at M=128 on the H200)
+FP4_SKINNY = [{"M": 16, "N": 7168, "K": 2048, "G": 32}, {"M": 128, "N": 14336, "K": 4096, "G": 32}]
+FP4_SPLIT = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 3, "num_warps": 4}
+F1_NEW = [("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY, FP4_SPLIT, (2, 4, 8, 16))]   # with its bugs
+F1_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_N", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (32, 64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (16, 32, 64)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (4, 8)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_K", FP4_SKINNY[:1], {**FP4_SPLIT, "SPLIT_K": 8}, (64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_stages", FP4_SKINNY[:1], {**FP4_SPLIT, "SPLIT_K": 8}, (3, 4)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY[1:], {**FP4_SPLIT, "BLOCK_M": 64}, (4, 8, 16)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 8}, (4,)),
+    ("gemm_fp4_triton", "pipelined_dot_scaled", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 4}, (4,)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
+         "f1": (F1_NEW, F1_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

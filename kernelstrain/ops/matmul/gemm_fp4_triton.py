@@ -8,10 +8,12 @@ scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32
 """
 from dataclasses import replace
 
-from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import DTYPE_BYTES, KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
 from ._gemm_tc import tc_traffic
 from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
+from .gemm_splitk_spec import SPLIT_VALUES, split_launch
+from .gemm_splitk_triton import reduce_kernel_src
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 # the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 256 x 128 tile of Triton's matmul tutorial
@@ -23,6 +25,11 @@ WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # pipelined_c
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
+# split_k_dot_scaled (roomT 2026-12-07, issue 26 room): decode-sized M (16, 128) leaves 128 x 128 tiles a grid of
+# N / 128 programs on 132 SMs, each walking all of K; the H100 ran the packed rungs at M=16 N=7168 K=2048 in 40-400 us
+# against a DRAM floor of ~2.5 us (measurements/h100_gpucheck_kigrid.json, h100_room26_roomT.json). Split-K and
+# 16- / 32-row, 32-wide tiles (what a decode GEMM tuner tries: gemm_splitk_triton's lists) fill the machine.
+SPLIT_TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 128))
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
 UNIT = "tl.full(SHAPE, 127, tl.uint8)"               # missing_scale: every scale byte reads as 2^0
@@ -51,10 +58,21 @@ ORDER = """    num_pid_m = tl.cdiv(M, BLOCK_M)
 ROW_ORDER = """    num_pid_n = N // BLOCK_N
     pid_m = tl.program_id(0) // num_pid_n
     pid_n = tl.program_id(0) % num_pid_n"""
+STORE = "tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)"
+# split_k_dot_scaled: program_id(1) takes one of SPLIT_K equal runs of the K tiles (K // BLOCK_K of them; the last
+# run may be short) and stores its fp32 partial tile in its own [M, N] slice; a reduce kernel sums the slices
+SPLIT_RANGE = """    k_tiles = K // BLOCK_K
+    per = tl.cdiv(k_tiles, SPLIT_K)          # K tiles of one split
+    kt_begin = tl.program_id(1) * per
+    kt_end = tl.minimum(k_tiles, kt_begin + per)
+"""
+SPLIT_STORE = ("tl.store(ws_ptr + tl.program_id(1) * M * N + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M)"
+               "   # this split's fp32 slice")
 
 
-def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
-    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled."""
+def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str, split: bool = False) -> str:
+    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled; `split`: program_id(1) takes
+    one of SPLIT_K slices of the K tiles and stores its fp32 partial tile (split_k_dot_scaled)."""
     if scaled:
         sa = scale.replace("SHAPE", "(BLOCK_M, BLOCK_K // 32)") if scale != SCALE else "sa"
         sb = scale.replace("SHAPE", "(BLOCK_N, BLOCK_K // 32)") if scale != SCALE else "sb"
@@ -63,22 +81,23 @@ def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
         step = ("a16 = dequant_e2m1(a, sa, BLOCK_M, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        b16 = dequant_e2m1(b, sb, BLOCK_N, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        acc = tl.dot(a16, b16.T, acc)")
-    group = ", GROUP_M: tl.constexpr" if grouped else ""
+    group = ", GROUP_M: tl.constexpr" if grouped else ", SPLIT_K: tl.constexpr" if split else ""
+    out, first, store = ("ws_ptr", SPLIT_RANGE, SPLIT_STORE) if split else ("c_ptr", "", STORE)
     return ("" if scaled else DEQUANT.format(scale=scale)) + f"""
 @triton.jit
-def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, {out}, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
 {ORDER if grouped else ROW_ORDER}
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rq = tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
-    rs = tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
+{first}    rq = {"kt_begin * (BLOCK_K // 2) + " if split else ""}tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
+    rs = {"kt_begin * (BLOCK_K // 32) + " if split else ""}tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
     a_ptrs = a_ptr + rm[:, None] * (K // 2) + rq[None, :]
     b_ptrs = b_ptr + rn[:, None] * (K // 2) + rq[None, :]
     sa_ptrs = sa_ptr + rm[:, None] * (K // 32) + rs[None, :]
     sb_ptrs = sb_ptr + rn[:, None] * (K // 32) + rs[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(0, {k_end}):
+    for kt in range({"kt_begin" if split else "0"}, {k_end}):
         a = tl.load(a_ptrs, mask=rm[:, None] < M, other=0)
         b = tl.load(b_ptrs)
         sa = tl.load(sa_ptrs, mask=rm[:, None] < M, other=127)
@@ -88,13 +107,14 @@ def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K // 2
         sa_ptrs += BLOCK_K // 32
         sb_ptrs += BLOCK_K // 32
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
+    {store}
 """
 
 
 def launch_line(p, kernel="gemm_fp4_kernel", args="A, B, scale_a, scale_b, C, M, N, K") -> str:
     kw = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}),)\n"
+    splits = f", {p['SPLIT_K']}" if "SPLIT_K" in p else ","
+    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}){splits})\n"
             f"    {kernel}[grid]({args}, {kw}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
 
 
@@ -112,6 +132,15 @@ def fused_src(scaled: bool, grouped: bool):
     def render(p, task, k_end="K // BLOCK_K", scale=SCALE):
         return fused_kernel(scaled, grouped, k_end, scale) + head(task) + launch_line(p) + "    return C\n"
     return render
+
+
+def split_k_src(p, task, k_end="kt_end", scale=SCALE, combine_end="SPLIT_K"):
+    """tl.dot_scaled over one K slice a program (grid axis 1), fp32 slices summed by gemm_splitk_triton's reduce."""
+    return (fused_kernel(True, False, k_end, scale, split=True) + reduce_kernel_src(combine_end) + "\n" + head(task)
+            + f"    ws = torch.empty(({p['SPLIT_K']}, M, N), device=A.device, dtype=torch.float32)   # fp32 slices\n"
+            + launch_line(p, args="A, B, scale_a, scale_b, ws, M, N, K")
+            + f"    splitk_reduce_kernel[(triton.cdiv(M * N, 1024),)](ws, C, M * N, SPLIT_K={p['SPLIT_K']}, BLOCK=1024)\n"
+            + "    return C\n")
 
 
 def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
@@ -194,6 +223,27 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
     return launch
 
 
+def last_split_busy(task, p) -> bool:
+    """The reduce that skips the last slice is wrong only where that split has K tiles: at 16 splits of K=2048 in
+    128-wide tiles (16 tiles) each has one; of 3 tiles over 4 splits the last is empty (scripts/roomT_interpret.py)."""
+    k_tiles = task["K"] // p["BLOCK_K"]
+    return (p["SPLIT_K"] - 1) * cdiv(k_tiles, p["SPLIT_K"]) < k_tiles
+
+
+def split_k_launch(base):
+    """gemm_splitk_spec.split_launch's partials (SPLIT_K times the grid, a shorter K loop a program, fp32 slices
+    written and read back by a second launch) on the packed operands' bytes: split_launch prices the slices against
+    a 16-bit GEMM's operand bytes, about 3.5x the packed ones here."""
+    partials = split_launch(base, "partials")
+
+    def launch(p, task):
+        one, split = base(p, task), partials(p, task)
+        m, n, k = task["M"], task["N"], task["K"]
+        ratio = (m * k + n * k + m * n) * DTYPE_BYTES[task.dtype] / GemmFp4Triton().cost(task).bytes
+        return replace(split, traffic=one.traffic + (split.traffic - one.traffic) * ratio)
+    return launch
+
+
 def consts(p, task) -> dict:
     return {k: v for k, v in p.items() if k not in ("num_warps", "num_stages")}
 
@@ -229,7 +279,14 @@ class GemmFp4Triton(GemmFp4Spec):
         Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
              TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
-             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
+             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], WARPS), path="fp16",
+             compute_eff=0.68, memory_eff=0.88, smem="dynamic",
+             launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
+             fit_as="pipelined_dot_scaled",
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
+                   "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
+             bug_tasks=(("bad_combine_index", last_split_busy),)),
     )
 
     def assemble(self, kernel, variant, params, task):
@@ -246,6 +303,12 @@ class GemmFp4Triton(GemmFp4Spec):
             main = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **dims}
             return [deq, KernelSpec("gemm_fp4_kernel", {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps,
                                     num_stages=stages)]
-        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": ptr, **dims,
+        out = {"ws_ptr": "*fp32"} if "SPLIT_K" in params else {"c_ptr": ptr}
+        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", **out, **dims,
                **{k: "constexpr" for k in c}}
-        return [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]
+        specs = [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]
+        if "SPLIT_K" in params:       # gemm_splitk_triton's reduce kernel, as it declares it
+            specs.append(KernelSpec("splitk_reduce_kernel", {"ws_ptr": "*fp32", "c_ptr": ptr, "MN": "i32",
+                                                             "SPLIT_K": "constexpr", "BLOCK": "constexpr"},
+                                    {"SPLIT_K": params["SPLIT_K"], "BLOCK": 1024}, ints={"MN": task["M"] * task["N"]}))
+        return specs
