@@ -8,12 +8,13 @@ scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32
 """
 from dataclasses import replace
 
-from ..base import DTYPE_BYTES, KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
 from ._gemm_tc import tc_traffic
 from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
-from .gemm_splitk_spec import SPLIT_VALUES, split_launch
+from .gemm_splitk_spec import SPLIT_VALUES
 from .gemm_splitk_triton import reduce_kernel_src
+from ._fp4_split import SPLIT_RANGE, SPLIT_STORE, last_split_busy, split_k_launch
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 # the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 256 x 128 tile of Triton's matmul tutorial
@@ -59,15 +60,6 @@ ROW_ORDER = """    num_pid_n = N // BLOCK_N
     pid_m = tl.program_id(0) // num_pid_n
     pid_n = tl.program_id(0) % num_pid_n"""
 STORE = "tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)"
-# split_k_dot_scaled: program_id(1) takes one of SPLIT_K equal runs of the K tiles (K // BLOCK_K of them; the last
-# run may be short) and stores its fp32 partial tile in its own [M, N] slice; a reduce kernel sums the slices
-SPLIT_RANGE = """    k_tiles = K // BLOCK_K
-    per = tl.cdiv(k_tiles, SPLIT_K)          # K tiles of one split
-    kt_begin = tl.program_id(1) * per
-    kt_end = tl.minimum(k_tiles, kt_begin + per)
-"""
-SPLIT_STORE = ("tl.store(ws_ptr + tl.program_id(1) * M * N + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M)"
-               "   # this split's fp32 slice")
 
 
 def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str, split: bool = False) -> str:
@@ -206,9 +198,10 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         buffers = max(1, p.get("num_stages", 1) - 1)
         if extra_launches:            # the plain GEMM on 16-bit copies: gemm_fp16_triton's figure
             smem = one.smem_bytes
-        elif "wgmma" in task.gpu.features:   # wgmma reads a 16-bit B tile from smem, per buffered stage
-            smem = bn * bk * 2 * buffers
-        else:                         # mma.sync: the packed tiles and scales, per buffered stage
+        elif "wgmma" in task.gpu.features and bm >= task.gpu.triton_full_stage_rows:
+            smem = bn * bk * 2 * buffers     # wgmma reads a 16-bit B tile from smem, per buffered stage
+        else:                         # mma.sync (sm_90 too below 64 rows: 10,496 B at 16 x 64 x 128, 3 stages,
+            # split_k_dot_scaled, Triton 3.9 metadata.shared): the packed tiles and scales, per buffered stage
             smem = (bm + bn) * (bk // 2 + bk // 32) * buffers
         floor = GemmFp4Triton().cost(task).bytes
         m, n, k = task["M"], task["N"], task["K"]
@@ -220,27 +213,6 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         return replace(one, smem_bytes=smem, regs=regs, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
                        traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
                        grid=cdiv(m, bm) * (n // bn))
-    return launch
-
-
-def last_split_busy(task, p) -> bool:
-    """The reduce that skips the last slice is wrong only where that split has K tiles: at 16 splits of K=2048 in
-    128-wide tiles (16 tiles) each has one; of 3 tiles over 4 splits the last is empty (scripts/roomT_interpret.py)."""
-    k_tiles = task["K"] // p["BLOCK_K"]
-    return (p["SPLIT_K"] - 1) * cdiv(k_tiles, p["SPLIT_K"]) < k_tiles
-
-
-def split_k_launch(base):
-    """gemm_splitk_spec.split_launch's partials (SPLIT_K times the grid, a shorter K loop a program, fp32 slices
-    written and read back by a second launch) on the packed operands' bytes: split_launch prices the slices against
-    a 16-bit GEMM's operand bytes, about 3.5x the packed ones here."""
-    partials = split_launch(base, "partials")
-
-    def launch(p, task):
-        one, split = base(p, task), partials(p, task)
-        m, n, k = task["M"], task["N"], task["K"]
-        ratio = (m * k + n * k + m * n) * DTYPE_BYTES[task.dtype] / GemmFp4Triton().cost(task).bytes
-        return replace(split, traffic=one.traffic + (split.traffic - one.traffic) * ratio)
     return launch
 
 

@@ -1,0 +1,38 @@
+"""gemm_fp4_triton split_k_dot_scaled's pieces outside the module file (kept under its 300 lines): the K range and
+fp32 slice store of a split program, the bug gate of its reduce and its launch model."""
+from dataclasses import replace
+
+from ..base import DTYPE_BYTES, cdiv
+from .gemm_fp4_spec import GemmFp4Spec
+from .gemm_splitk_spec import split_launch
+
+# split_k_dot_scaled: program_id(1) takes one of SPLIT_K equal runs of the K tiles (K // BLOCK_K of them; the last
+# run may be short) and stores its fp32 partial tile in its own [M, N] slice; a reduce kernel sums the slices
+SPLIT_RANGE = """    k_tiles = K // BLOCK_K
+    per = tl.cdiv(k_tiles, SPLIT_K)          # K tiles of one split
+    kt_begin = tl.program_id(1) * per
+    kt_end = tl.minimum(k_tiles, kt_begin + per)
+"""
+SPLIT_STORE = ("tl.store(ws_ptr + tl.program_id(1) * M * N + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M)"
+               "   # this split's fp32 slice")
+
+
+def last_split_busy(task, p) -> bool:
+    """The reduce that skips the last slice is wrong only where that split has K tiles: at 16 splits of K=2048 in
+    128-wide tiles (16 tiles) each has one; of 3 tiles over 4 splits the last is empty (scripts/roomT_interpret.py)."""
+    k_tiles = task["K"] // p["BLOCK_K"]
+    return (p["SPLIT_K"] - 1) * cdiv(k_tiles, p["SPLIT_K"]) < k_tiles
+
+
+def split_k_launch(base):
+    """gemm_splitk_spec.split_launch's partials (SPLIT_K times the grid, a shorter K loop a program, fp32 slices
+    written and read back by a second launch) on the packed operands' bytes: split_launch prices the slices against
+    a 16-bit GEMM's operand bytes, about 3.5x the packed ones here."""
+    partials = split_launch(base, "partials")
+
+    def launch(p, task):
+        one, split = base(p, task), partials(p, task)
+        m, n, k = task["M"], task["N"], task["K"]
+        ratio = (m * k + n * k + m * n) * DTYPE_BYTES[task.dtype] / GemmFp4Spec().cost(task).bytes
+        return replace(split, traffic=one.traffic + (split.traffic - one.traffic) * ratio)
+    return launch

@@ -1,0 +1,65 @@
+"""roomT (issue 26 Build 2, 2026-12-07, tenth session): gemm_fp4_triton's split_k_dot_scaled rung, room where the
+hardware has it. At decode-sized M the packed rungs' 128 x 128 tiles leave N / 128 programs each walking all of K (the
+H100 ran M=16 N=7168 K=2048 in 40-400 us against a ~2.5 us DRAM floor); the rung splits K over program_id(1) on skinny
+tiles and sums the fp32 slices with gemm_splitk_triton's reduce kernel. Correct under Triton's interpreter with its
+bugs failing (scripts/roomT_interpret.py), built for every target (scripts/room_compile_triton.py)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelstrain.ops import REGISTRY
+from kernelstrain.tasks import make_task
+from test_roomT import interpret
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+FP4 = REGISTRY["gemm_fp4_triton"]
+SPLIT = FP4.variant("split_k_dot_scaled")
+DECODE = {"M": 16, "N": 7168, "K": 2048, "G": 32}
+
+
+def test_the_rung_is_offered_and_every_list_built():
+    import room_compile_triton
+    assert SPLIT in FP4.variants
+    built = {e[2]: e[3] for e in room_compile_triton.ADDED if e[:2] == ("gemm_fp4_triton", "split_k_dot_scaled")}
+    assert {p.name: p.values for p in SPLIT.params} == built
+
+
+@pytest.mark.parametrize("gpu", ["H100", "RTX5090"])
+def test_splits_multiply_the_grid_and_their_slices_cost_packed_bytes(gpu):
+    """SPLIT_K times the programs of the same tiles; each split's fp32 [M, N] slice is written and read back, priced
+    against the packed operands' bytes (not a 16-bit GEMM's, ~3.5x more)."""
+    task = make_task(FP4, gpu, "bf16", DECODE)
+    at = {s: FP4.launch(SPLIT, {**SPLIT.defaults(), "SPLIT_K": s}, task) for s in (2, 8)}
+    assert at[8].grid == 4 * at[2].grid == 8 * (16 // 16) * (7168 // 64)
+    slices = (8 - 2) * 2 * 16 * 7168 * 4 / FP4.cost(task).bytes
+    assert at[8].traffic - at[2].traffic == pytest.approx(slices, rel=1e-6)
+    assert at[8].launches == 2          # the GEMM and the reduce kernel
+
+
+def test_skinny_tiles_take_mma_sync_shared_memory_on_hopper():
+    """Below 64 rows Triton builds mma.sync on sm_90 too: the packed tiles and scales a stage (metadata.shared 10,496
+    B at 16 x 64 x 128, 3 stages), not wgmma's 16-bit B ring (32,768 B modelled before)."""
+    task = make_task(FP4, "H100", "bf16", DECODE)
+    assert FP4.launch(SPLIT, SPLIT.defaults(), task).smem_bytes == (16 + 64) * (64 + 4) * 2
+
+
+def test_the_skipped_slice_bug_is_offered_only_where_the_last_split_has_tiles():
+    """3 K tiles over 4 splits leave the last empty: summing 3 of 4 slices is then still right (the interpreter passed
+    it), so the bug is not offered there."""
+    small = make_task(FP4, "H100", "fp16", {"M": 5, "N": 256, "K": 384, "G": 32})
+    p = {**SPLIT.defaults(), "BLOCK_K": 128}
+    assert not SPLIT.breaks_at("bad_combine_index", small, {**p, "SPLIT_K": 4})
+    assert SPLIT.breaks_at("bad_combine_index", small, {**p, "SPLIT_K": 2})
+    assert SPLIT.breaks_at("bad_combine_index", make_task(FP4, "H100", "bf16", DECODE), {**p, "SPLIT_K": 16})
+
+
+def test_split_slices_match_the_reference_under_the_interpreter(monkeypatch):
+    """TRITON_INTERPRET=1: 4 splits of 8 K tiles on 16-row, 32-wide tiles; every bug fails (the skipped slice too)."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")      # the script sets it on import: not left for the tests after this
+    import roomT_interpret
+    cases = [c for c in roomT_interpret.CASES if c[1] == "split_k_dot_scaled" and c[3]["M"] == 16]
+    out = interpret(cases)
+    assert len(cases) == 1 and out.count("rel_l2") == 4 and "PROBLEM" not in out
