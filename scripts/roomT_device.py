@@ -111,8 +111,27 @@ F1_REF = [
     ("gemm_fp4_triton", "pipelined_dot_scaled", "num_stages", FP4_SKINNY,
      {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 4}, (4,)),
 ]
+# f1 ran 10:43 UTC (H100, 41 cases, 0 problems): 16-row tiles 19.5 us at M=16 against the rungs' 39.6 (2.0x); level
+# from 2 to 8 splits; 128-wide N tiles and 4 warps ahead; at M=128 every split configuration 2-4x slower than
+# pipelined_copies (127.5 us). f2: the lists' ends f1's best sat at (BLOCK_N 128, 4 warps: the top and the bottom)
+# and the 128-row tile at M=128 (one M tile: B upcast once), each correct under TRITON_INTERPRET=1 (FP4_SPLIT_PROBES)
+FP4_BEST = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "SPLIT_K": 4, "num_stages": 3, "num_warps": 4}
+F2_NEW = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, FP4_BEST, (2,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_N", FP4_SKINNY, FP4_BEST, (256,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2}, (128,)),
+]
+F2_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, FP4_BEST, (4,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY[:1], FP4_BEST, (2, 8)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2}, (64,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2, "BLOCK_M": 128},
+     (8,)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 8}, (4,)),
+]
 PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
-         "f1": (F1_NEW, F1_REF)}
+         "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

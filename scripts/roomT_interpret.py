@@ -59,6 +59,11 @@ FP4_SPLIT = [({"M": 16, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 16, "BLOCK_N":
              ({"M": 40, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 16}),
              ({"M": 40, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 8,
                                                        "num_warps": 4})]
+# roomT/j2's probes past the lists' ends (BLOCK_N 256, BLOCK_M 128, 2 warps): a ragged row tile, two N tiles
+FP4_SPLIT_PROBES = [({"M": 130, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "SPLIT_K": 2,
+                                                             "num_warps": 2}),
+                    ({"M": 16, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 64, "SPLIT_K": 4,
+                                                            "num_warps": 4})]
 CASES = (
     [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
       "fp16") for s in CROSS for bn in (32, 64)]
@@ -72,7 +77,7 @@ CASES = (
     # the rung and on fp8_native_cast alike), so 16 programs an SM must give 8's outputs (the H100 ran 8 correct)
     + [("fp8_quant_triton", "persistent_rows", {"programs_per_sm": 16, "ROWS": r}, s, "fp16", {"programs_per_sm": 8})
        for s in FP8 for r in (1, 2)]
-    + [("gemm_fp4_triton", "split_k_dot_scaled", over, s, "fp16") for s, over in FP4_SPLIT]
+    + [("gemm_fp4_triton", "split_k_dot_scaled", over, s, "fp16") for s, over in FP4_SPLIT + FP4_SPLIT_PROBES]
 )
 
 

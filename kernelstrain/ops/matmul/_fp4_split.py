@@ -27,8 +27,13 @@ def last_split_busy(task, p) -> bool:
 def split_k_launch(base):
     """gemm_splitk_spec.split_launch's partials (SPLIT_K times the grid, a shorter K loop a program, fp32 slices
     written and read back by a second launch) on the packed operands' bytes: split_launch prices the slices against
-    a 16-bit GEMM's operand bytes, about 3.5x the packed ones here."""
-    partials = split_launch(base, "partials")
+    a 16-bit GEMM's operand bytes, about 3.5x the packed ones here. The reduce is timed after the GEMM
+    (reduce_later), not folded into the GEMM's traffic where the calibration's factor (pipelined_dot_scaled's: ~5x the
+    roofline at these shapes, dot_scaled's register upcast) would multiply it: the H100 ran M=16 N=7168 K=2048 at
+    2 / 4 / 8 / 16 splits in 19.5 / 19.7 / 19.7 / 21.6 us, folded the model said 19.1 / 21.4 / 26.5 / 39.5, timed
+    after 18.5 / 20.5 / 22.2 / 40.7 (roomT/j1: over its 31 rows sim / device geomean 1.04 -> 1.03, rms log 1.32x ->
+    1.25x, 132 -> 138 of 157 pairs ordered; a 16-split loop of one K tile is still overpriced, split_launch's loop term)."""
+    partials = split_launch(base, "partials", reduce_later=True)
 
     def launch(p, task):
         one, split = base(p, task), partials(p, task)
