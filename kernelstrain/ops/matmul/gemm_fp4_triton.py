@@ -2,9 +2,10 @@
 
 Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
 with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
-tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> tl.dot_scaled on the packed e2m1 tiles and their scales (sm_120: the block-scaled tensor-core
-mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled with K split over programs on skinny tiles (decode-sized
-M) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
+tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> K split over programs on skinny
+tiles of tl.dot_scaled (decode-sized M) -> the copies' GEMM pipelined -> tl.dot_scaled on the packed e2m1 tiles and
+their scales (sm_120: the block-scaled tensor-core mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled
+pipelined. nvfp4 (G = 16, e4m3
 scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
 """
 from dataclasses import replace
@@ -240,6 +241,21 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        # below pipelined_copies in the ladder, though it uses dot_scaled and pipelines: a split pays only where M
+        # leaves the grid short (decode), and where the ladder puts a rung steers sessions at every shape. At the top
+        # it was an expert's first leap (seed 7171: an H200 M=4096 session leapt onto it and ended at 0.78 ms, 3.5x
+        # its best without it); just below either dot_scaled rung it took that rung's ablation (Episode.
+        # propose_ablation: the nearest rung below), which loses at large M, in place of the ablation onto
+        # pipelined_copies that wins there (seed 7272 / 7171, room_table --per 8: sessions ending 2.6-4.8x from the
+        # oracle's best, none past 1.73x before the rung)
+        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
+             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], WARPS), path="fp16",
+             compute_eff=0.68, memory_eff=0.88, smem="dynamic",
+             launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
+             fit_as="pipelined_dot_scaled",
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
+                   "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
+             bug_tasks=(("bad_combine_index", last_split_busy),)),
         Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
              WIDE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
@@ -249,17 +265,6 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": SHORT_K}),
-        # below pipelined_dot_scaled in the ladder, though it pipelines too: a split pays only where M leaves the
-        # grid short (decode), so it is no expert's first leap at every shape (seed 7171: an M=4096 session leapt onto
-        # it first and ended 3.5x slower than without it, never reaching pipelined_copies)
-        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
-             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], WARPS), path="fp16",
-             compute_eff=0.68, memory_eff=0.88, smem="dynamic",
-             launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
-             fit_as="pipelined_dot_scaled",
-             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
-                   "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
-             bug_tasks=(("bad_combine_index", last_split_busy),)),
         Rung("pipelined_dot_scaled", "tl.dot_scaled with num_stages-deep loads, tuned warps and a GROUP_M order",
              TILE + PIPE, path="fp16", compute_eff=0.68, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", upcast=0.6), render=fused_src(True, True), consts=consts,
