@@ -1,11 +1,21 @@
-"""gemm_fp4_triton split_k_dot_scaled's pieces outside the module file (kept under its 300 lines): the K range and
-fp32 slice store of a split program, the bug gate of its reduce and its launch model."""
+"""gemm_fp4_triton split_k_dot_scaled's pieces outside the module file (kept under its 300 lines): its tile and warp
+lists, the K range and fp32 slice store of a split program, the bug gate of its reduce and its launch model."""
 from dataclasses import replace
 
-from ..base import DTYPE_BYTES, cdiv
+from ..base import DTYPE_BYTES, Param, cdiv
 from .gemm_fp4_spec import GemmFp4Spec
 from .gemm_splitk_spec import split_launch
 
+# split_k_dot_scaled (roomT 2026-12-07, issue 26 room): decode-sized M (16, 128) leaves 128 x 128 tiles a grid of
+# N / 128 programs on 132 SMs, each walking all of K; the H100 ran the packed rungs at M=16 N=7168 K=2048 in 40-400 us
+# against a DRAM floor of ~2.5 us (measurements/h100_gpucheck_kigrid.json, h100_room26_roomT.json). Split-K and
+# 16- / 32-row, 32-wide tiles (what a decode GEMM tuner tries: gemm_splitk_triton's lists) fill the machine.
+SPLIT_TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 128))
+# 4 warps only: the H100 ran 8 slower in all four pairs it timed (16 x 64 x 128 at M=16 25.4 / 19.5 us, at M=128
+# 568.0 / 390.6; 16 x 128 x 64 at M=16 29.2 / 16.8, 128 x 128 at M=128 177.3 / 164.7) where the model, on
+# pipelined_dot_scaled's fitted warp exponents, put 8 ahead (15.0 / 16.1 us at M=16); 2 warps ran slower too (20.1 /
+# 16.6, roomT/j2). measurements/h100_roomT_fp4split.json
+SPLIT_WARPS = Param("num_warps", (4,), 4)
 # split_k_dot_scaled: program_id(1) takes one of SPLIT_K equal runs of the K tiles (K // BLOCK_K of them; the last
 # run may be short) and stores its fp32 partial tile in its own [M, N] slice; a reduce kernel sums the slices
 SPLIT_RANGE = """    k_tiles = K // BLOCK_K

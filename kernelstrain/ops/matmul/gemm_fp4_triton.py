@@ -16,7 +16,7 @@ from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
 from .gemm_splitk_spec import SPLIT_VALUES
 from .gemm_splitk_triton import reduce_kernel_src
-from ._fp4_split import SPLIT_RANGE, SPLIT_STORE, last_split_busy, split_k_launch
+from ._fp4_split import SPLIT_RANGE, SPLIT_STORE, SPLIT_TILE, SPLIT_WARPS, last_split_busy, split_k_launch
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 # the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 256 x 128 tile of Triton's matmul tutorial
@@ -28,11 +28,6 @@ WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # pipelined_c
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
-# split_k_dot_scaled (roomT 2026-12-07, issue 26 room): decode-sized M (16, 128) leaves 128 x 128 tiles a grid of
-# N / 128 programs on 132 SMs, each walking all of K; the H100 ran the packed rungs at M=16 N=7168 K=2048 in 40-400 us
-# against a DRAM floor of ~2.5 us (measurements/h100_gpucheck_kigrid.json, h100_room26_roomT.json). Split-K and
-# 16- / 32-row, 32-wide tiles (what a decode GEMM tuner tries: gemm_splitk_triton's lists) fill the machine.
-SPLIT_TILE = (Param("BLOCK_M", (16, 32, 64), 16), Param("BLOCK_N", (32, 64, 128), 64), Param("BLOCK_K", (64, 128), 128))
 SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
 UNIT = "tl.full(SHAPE, 127, tl.uint8)"               # missing_scale: every scale byte reads as 2^0
@@ -249,7 +244,7 @@ class GemmFp4Triton(GemmFp4Spec):
         # pipelined_copies that wins there (seed 7272 / 7171, room_table --per 8: sessions ending 2.6-4.8x from the
         # oracle's best, none past 1.73x before the rung)
         Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
-             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], WARPS), path="fp16",
+             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], SPLIT_WARPS), path="fp16",
              compute_eff=0.68, memory_eff=0.88, smem="dynamic",
              launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
              fit_as="pipelined_dot_scaled",
