@@ -1,9 +1,9 @@
 """Block-scaled FP4 GEMM in Triton, mxfp4 (G = 32, ue8m0 scales): C = A . B^T, fp32 accumulate.
 
 Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
-with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
-tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> K split over programs on skinny
-tiles of tl.dot_scaled (decode-sized M) -> the copies' GEMM pipelined -> tl.dot_scaled on the packed e2m1 tiles and
+with a grouped program order -> K split over programs on skinny tiles of tl.dot_scaled (decode-sized M) -> a
+separate dequant kernel writing 16-bit A and B, then a plain tl.dot GEMM (on the H200 the register decode, not the
+copies, is the bottleneck) -> the copies' GEMM pipelined -> tl.dot_scaled on the packed e2m1 tiles and
 their scales (sm_120: the block-scaled tensor-core mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled
 pipelined. nvfp4 (G = 16, e4m3
 scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
@@ -232,17 +232,13 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", dequant=0.25), render=fused_src(False, True), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
-        Rung("dequant_then_dot", "a dequant kernel writes 16-bit A and B, then a tl.dot GEMM on the copies",
-             TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
-             launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
-             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
-        # below pipelined_copies in the ladder, though it uses dot_scaled and pipelines: a split pays only where M
-        # leaves the grid short (decode), and where the ladder puts a rung steers sessions at every shape. At the top
-        # it was an expert's first leap (seed 7171: an H200 M=4096 session leapt onto it and ended at 0.78 ms, 3.5x
-        # its best without it); just below either dot_scaled rung it took that rung's ablation (Episode.
-        # propose_ablation: the nearest rung below), which loses at large M, in place of the ablation onto
-        # pipelined_copies that wins there (seed 7272 / 7171, room_table --per 8: sessions ending 2.6-4.8x from the
-        # oracle's best, none past 1.73x before the rung)
+        # low in the ladder, though it uses dot_scaled and pipelines: a split pays only where M leaves the grid short
+        # (decode), and where the ladder puts a rung steers sessions at every shape. At the top it was an expert's
+        # first leap (seed 7171: an H200 M=4096 session leapt onto it and ended at 0.78 ms, 3.5x its best without
+        # it); just below either dot_scaled rung it took that rung's ablation (Episode.propose_ablation: the nearest
+        # rung below), which loses at large M, in place of the ablation onto pipelined_copies that wins there (seeds
+        # 7171 / 7272, room_table --per 8: sessions ending 2.6-4.8x from the oracle's best, none past 1.73x before the
+        # rung). Here, below the copies' GEMM, each of those ablations lands where it did before the rung
         Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
              "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], SPLIT_WARPS), path="fp16",
              compute_eff=0.68, memory_eff=0.88, smem="dynamic",
@@ -251,6 +247,10 @@ class GemmFp4Triton(GemmFp4Spec):
              bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
                    "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
              bug_tasks=(("bad_combine_index", last_split_busy),)),
+        Rung("dequant_then_dot", "a dequant kernel writes 16-bit A and B, then a tl.dot GEMM on the copies",
+             TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
+             launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
+             bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
         Rung("pipelined_copies", "the dequant kernel's 16-bit copies, then a num_stages-deep tl.dot GEMM in GROUP_M order",
              WIDE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
