@@ -22,6 +22,9 @@ fp8_quant_triton persistent_rows at 16 programs an SM: the interpreter's fp8 cas
 value of the rung, and fp8_native_cast, land at rel_l2 5.5e-2 of the reference), so 16's outputs must equal those of
 8 exactly (8 ran correct on the H100 with its bugs failing: h100_roomS_order.json, roomT/j3), with 300 rows on SMS x
 16 = 32 programs (several row tiles each).
+2026-12-07 (c, tenth session): gemm_fp4_triton split_k_dot_scaled (new rung): full, short and empty splits, masked rows
+and a ragged row tile, and the probes past its lists' ends (BLOCK_N 256, BLOCK_M 128, 2 warps); its bugs fail
+(bad_combine_index only where the last split has K tiles). The H100 ran it correct with its bugs failing (roomT/j1-j2).
 Not here: rmsnorm_triton persistent's 16 programs an SM cannot run under Triton
 3.9's interpreter at any value of the rung (its `mask & (pid < T)` is typed int32 and refused by the numpy load; its
 `range(pid, T, step)` row is a Python int without .to); the H100 ran it correct (roomT/j3).
