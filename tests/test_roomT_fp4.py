@@ -73,10 +73,11 @@ def test_split_slices_match_the_reference_under_the_interpreter(monkeypatch):
 
 
 def test_the_model_orders_the_rungs_as_the_h100_ran_them():
-    """measurements/h100_roomT_fp4split.json (roomT/j1, j2): at M=16 the fastest split configuration ran 2.4x ahead of
-    pipelined_copies (16.6 / 39.5 us), and the model keeps that order on the rows; at M=128 the best split ran level
-    with it (121.0 / 126.6 us): the model's best of each rung's grid stays within 1.25x (119.4 / 105.4 us). Its split
-    rows sit near the device on the whole (geomean), not row by row at M=128 (the report's known misses)."""
+    """measurements/h100_roomT_fp4split.json (roomT/j1-j4): at M=16 the fastest split configuration ran 2.4x ahead of
+    pipelined_copies (16.6 / 39.5 us), and the model keeps that order on the rows; at M=128 the best split ran within
+    1.1x of the other rungs' best (120.8 us; dot_scaled 110.5, pipelined_copies 126.6): the model's best of the split
+    and copies grids stays within 1.25x (119.4 / 105.4 us). Its split rows sit near the device on the whole
+    (geomean), not row by row at M=128 (the report's known misses)."""
     import itertools
     import json
     import math
