@@ -91,7 +91,72 @@ T4_REF = [
     ("softmax_triton", "split_row_online", "num_warps", SOFTMAX[:1], {"SPLITS": 2, "BLOCK": 512}, (4,)),
     ("paged_kv_copy_triton", "persistent", "num_warps", PAGED, {"BLOCK": 2048, "programs_per_sm": 4}, (4,)),
 ]
-PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF)}
+# f1 (Triton only, 2026-12-07 tenth session): gemm_fp4_triton split_k_dot_scaled (new rung: tl.dot_scaled over one of
+# SPLIT_K K slices a program, fp32 slices summed by a reduce kernel; TRITON_INTERPRET=1 correct with its three bugs
+# failing, scripts/roomT_interpret.py) at the decode-sized menu shapes, where the H100 ran the packed rungs 16x past
+# their DRAM floor: each knob of the rung beside the rungs' device best (pipelined_copies 128x128x64 4 stages 40.0 us,
+# pipelined_dot_scaled 64x64x64 40.5 us at M=16; pipelined_copies 113.1 us at M=128 on the H200)
+FP4_SKINNY = [{"M": 16, "N": 7168, "K": 2048, "G": 32}, {"M": 128, "N": 14336, "K": 4096, "G": 32}]
+FP4_SPLIT = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_stages": 3, "num_warps": 4}
+F1_NEW = [("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY, FP4_SPLIT, (2, 4, 8, 16))]   # with its bugs
+F1_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_N", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (32, 64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (16, 32, 64)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, {**FP4_SPLIT, "SPLIT_K": 8}, (4, 8)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_K", FP4_SKINNY[:1], {**FP4_SPLIT, "SPLIT_K": 8}, (64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_stages", FP4_SKINNY[:1], {**FP4_SPLIT, "SPLIT_K": 8}, (3, 4)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY[1:], {**FP4_SPLIT, "BLOCK_M": 64}, (4, 8, 16)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 8}, (4,)),
+    ("gemm_fp4_triton", "pipelined_dot_scaled", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 4}, (4,)),
+]
+# f1 ran 10:43 UTC (H100, 41 cases, 0 problems): 16-row tiles 19.5 us at M=16 against the rungs' 39.6 (2.0x); level
+# from 2 to 8 splits; 128-wide N tiles and 4 warps ahead; at M=128 every split configuration 2-4x slower than
+# pipelined_copies (127.5 us). f2: the lists' ends f1's best sat at (BLOCK_N 128, 4 warps: the top and the bottom)
+# and the 128-row tile at M=128 (one M tile: B upcast once), each correct under TRITON_INTERPRET=1 (FP4_SPLIT_PROBES)
+FP4_BEST = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "SPLIT_K": 4, "num_stages": 3, "num_warps": 4}
+F2_NEW = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, FP4_BEST, (2,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_N", FP4_SKINNY, FP4_BEST, (256,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2}, (128,)),
+]
+F2_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY, FP4_BEST, (4,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY[:1], FP4_BEST, (2, 8)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2}, (64,)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY[1:], {**FP4_BEST, "SPLIT_K": 2, "BLOCK_M": 128},
+     (8,)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4_SKINNY,
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 8}, (4,)),
+]
+# f2 ran 10:55 UTC (H100, 22 cases, 0 problems): the list ends lose (2 warps 20.1 us, BLOCK_N 256 18.2 against 16.6);
+# at M=128 the 64 x 128 split ran level with pipelined_copies (121.0 / 126.6). f3: the configurations the model puts
+# first at each shape (where its sessions end), bf16 and fp16, beside their nearest measured neighbours
+F3_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY[:1],
+     {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2, "num_stages": 3}, (4, 8)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", FP4_SKINNY[:1],
+     {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 2, "num_stages": 3}, (4, 8), "fp16"),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_K", FP4_SKINNY[1:],
+     {"BLOCK_M": 64, "BLOCK_N": 128, "SPLIT_K": 2, "num_stages": 4, "num_warps": 4}, (64, 128)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_N", FP4_SKINNY[1:],
+     {"BLOCK_M": 256, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8, "GROUP_M": 8}, (64,)),
+    ("gemm_fp4_triton", "pipelined_copies", "num_stages", FP4_SKINNY[:1],
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "GROUP_M": 8}, (4,), "fp16"),
+]
+# f3 ran 11:12 UTC (H100, 8 cases, 0 problems): 8 warps 1.74x slower than 4 at the model's first M=16 configuration
+# (the rung now offers 4 only). f4: the model's first configurations after that, at M=16 the split rung's and at
+# M=128 dot_scaled's (modelled 102.8 us, ahead of every rung there; no device row of dot_scaled at M=128 yet)
+F4_REF = [
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", FP4_SKINNY[:1],
+     {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "num_stages": 3, "num_warps": 4}, (2,)),
+    ("gemm_fp4_triton", "dot_scaled", "BLOCK_K", FP4_SKINNY[1:], {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8},
+     (64, 128)),
+    ("gemm_fp4_triton", "dot_scaled", "num_warps", FP4_SKINNY[1:], {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, (4,)),
+]
+PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
+         "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

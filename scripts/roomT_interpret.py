@@ -22,6 +22,9 @@ fp8_quant_triton persistent_rows at 16 programs an SM: the interpreter's fp8 cas
 value of the rung, and fp8_native_cast, land at rel_l2 5.5e-2 of the reference), so 16's outputs must equal those of
 8 exactly (8 ran correct on the H100 with its bugs failing: h100_roomS_order.json, roomT/j3), with 300 rows on SMS x
 16 = 32 programs (several row tiles each).
+2026-12-07 (c, tenth session): gemm_fp4_triton split_k_dot_scaled (new rung): full, short and empty splits, masked rows
+and a ragged row tile, and the probes past its lists' ends (BLOCK_N 256, BLOCK_M 128, 2 warps); its bugs fail
+(bad_combine_index only where the last split has K tiles). The H100 ran it correct with its bugs failing (roomT/j1-j2).
 Not here: rmsnorm_triton persistent's 16 programs an SM cannot run under Triton
 3.9's interpreter at any value of the rung (its `mask & (pid < T)` is typed int32 and refused by the numpy load; its
 `range(pid, T, step)` row is a Python int without .to); the H100 ran it correct (roomT/j3).
@@ -50,6 +53,20 @@ ROPE_TILED = ("token_program", "token_head_grid", "multi_token_tile", "persisten
 PAGED = [{"NB": 16, "M": 5, "P": 4, "H": 2, "D": 32}, {"NB": 32, "M": 9, "P": 8, "H": 2, "D": 64}]
 FP8 = [{"T": 70, "D": 256}, {"T": 300, "D": 200}]
 SOFTMAX = [{"R": 3, "C": 1000}, {"R": 1, "C": 5000}, {"R": 2, "C": 4096}]
+# gemm_fp4_triton split_k_dot_scaled: every split full (K 512 at BLOCK_K 64: 8 tiles, 2 a split), a short last split
+# (K 384 at 128: 3 tiles over 2 splits), empty splits (16 splits of 8 tiles; 4 of 3), rows masked (M 5) and a
+# ragged second row tile (M 40 at BLOCK_M 32)
+FP4_SPLIT = [({"M": 16, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 4}),
+             ({"M": 5, "N": 256, "K": 384, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2}),
+             ({"M": 5, "N": 256, "K": 384, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "SPLIT_K": 4}),
+             ({"M": 40, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 16}),
+             ({"M": 40, "N": 128, "K": 512, "G": 32}, {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 8,
+                                                       "num_warps": 4})]
+# roomT/j2's probes past the lists' ends (BLOCK_N 256, BLOCK_M 128, 2 warps): a ragged row tile, two N tiles
+FP4_SPLIT_PROBES = [({"M": 130, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "SPLIT_K": 2,
+                                                             "num_warps": 2}),
+                    ({"M": 16, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 64, "SPLIT_K": 4,
+                                                            "num_warps": 4})]
 CASES = (
     [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
       "fp16") for s in CROSS for bn in (32, 64)]
@@ -63,6 +80,7 @@ CASES = (
     # the rung and on fp8_native_cast alike), so 16 programs an SM must give 8's outputs (the H100 ran 8 correct)
     + [("fp8_quant_triton", "persistent_rows", {"programs_per_sm": 16, "ROWS": r}, s, "fp16", {"programs_per_sm": 8})
        for s in FP8 for r in (1, 2)]
+    + [("gemm_fp4_triton", "split_k_dot_scaled", over, s, "fp16") for s, over in FP4_SPLIT + FP4_SPLIT_PROBES]
 )
 
 

@@ -66,6 +66,13 @@ ADDED = [
     ("softmax_triton", "chunked_three_pass", "num_warps", (2,)),
     ("softmax_triton", "online_softmax", "num_warps", (2,)),
     ("softmax_triton", "split_row_online", "num_warps", (2,)),
+    # roomT (2026-12-07, tenth session): gemm_fp4_triton's split_k_dot_scaled rung, each list from its defaults
+    ("gemm_fp4_triton", "split_k_dot_scaled", "SPLIT_K", (2, 4, 8, 16)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_M", (16, 32, 64)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_N", (32, 64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_K", (64, 128)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_stages", (3, 4)),
+    ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", (4,)),     # 8 built too (0 disagreements), off: slower
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

@@ -1,9 +1,11 @@
 """Block-scaled FP4 GEMM in Triton, mxfp4 (G = 32, ue8m0 scales): C = A . B^T, fp32 accumulate.
 
 Ladder: packed tiles dequantized in registers inside the GEMM loop -> the same software-pipelined
-with a grouped program order -> a separate dequant kernel writing 16-bit A and B, then a plain
-tl.dot GEMM (on the H200 the register decode, not the copies, is the bottleneck) -> tl.dot_scaled on the packed e2m1 tiles and their scales (sm_120: the block-scaled tensor-core
-mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled pipelined. nvfp4 (G = 16, e4m3
+with a grouped program order -> K split over programs on skinny tiles of tl.dot_scaled (decode-sized M) -> a
+separate dequant kernel writing 16-bit A and B, then a plain tl.dot GEMM (on the H200 the register decode, not the
+copies, is the bottleneck) -> the copies' GEMM pipelined -> tl.dot_scaled on the packed e2m1 tiles and
+their scales (sm_120: the block-scaled tensor-core mma; sm_80/86/90: Triton's own upcast to bf16) -> dot_scaled
+pipelined. nvfp4 (G = 16, e4m3
 scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32 only.
 """
 from dataclasses import replace
@@ -12,6 +14,9 @@ from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
 from ._gemm_tc import tc_traffic
 from .gemm_fp16_triton import tile_launch
 from .gemm_fp4_spec import ENTRY, GemmFp4Spec
+from .gemm_splitk_spec import SPLIT_VALUES
+from .gemm_splitk_triton import reduce_kernel_src
+from ._fp4_split import SPLIT_RANGE, SPLIT_STORE, SPLIT_TILE, SPLIT_WARPS, last_split_busy, split_k_launch
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
 # the copies' pipelined GEMM is a plain tl.dot matmul on 16-bit tiles: the 256 x 128 tile of Triton's matmul tutorial
@@ -51,10 +56,12 @@ ORDER = """    num_pid_m = tl.cdiv(M, BLOCK_M)
 ROW_ORDER = """    num_pid_n = N // BLOCK_N
     pid_m = tl.program_id(0) // num_pid_n
     pid_n = tl.program_id(0) % num_pid_n"""
+STORE = "tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)"
 
 
-def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
-    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled."""
+def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str, split: bool = False) -> str:
+    """The GEMM over packed tiles: dequant in registers + tl.dot, or tl.dot_scaled; `split`: program_id(1) takes
+    one of SPLIT_K slices of the K tiles and stores its fp32 partial tile (split_k_dot_scaled)."""
     if scaled:
         sa = scale.replace("SHAPE", "(BLOCK_M, BLOCK_K // 32)") if scale != SCALE else "sa"
         sb = scale.replace("SHAPE", "(BLOCK_N, BLOCK_K // 32)") if scale != SCALE else "sb"
@@ -63,22 +70,23 @@ def fused_kernel(scaled: bool, grouped: bool, k_end: str, scale: str) -> str:
         step = ("a16 = dequant_e2m1(a, sa, BLOCK_M, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        b16 = dequant_e2m1(b, sb, BLOCK_N, BLOCK_K).to(c_ptr.dtype.element_ty)\n"
                 "        acc = tl.dot(a16, b16.T, acc)")
-    group = ", GROUP_M: tl.constexpr" if grouped else ""
+    group = ", GROUP_M: tl.constexpr" if grouped else ", SPLIT_K: tl.constexpr" if split else ""
+    out, first, store = ("ws_ptr", SPLIT_RANGE, SPLIT_STORE) if split else ("c_ptr", "", STORE)
     return ("" if scaled else DEQUANT.format(scale=scale)) + f"""
 @triton.jit
-def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, {out}, M, N, K,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
 {ORDER if grouped else ROW_ORDER}
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rq = tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
-    rs = tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
+{first}    rq = {"kt_begin * (BLOCK_K // 2) + " if split else ""}tl.arange(0, BLOCK_K // 2)          # packed bytes of a K tile
+    rs = {"kt_begin * (BLOCK_K // 32) + " if split else ""}tl.arange(0, BLOCK_K // 32)         # scale bytes of a K tile
     a_ptrs = a_ptr + rm[:, None] * (K // 2) + rq[None, :]
     b_ptrs = b_ptr + rn[:, None] * (K // 2) + rq[None, :]
     sa_ptrs = sa_ptr + rm[:, None] * (K // 32) + rs[None, :]
     sb_ptrs = sb_ptr + rn[:, None] * (K // 32) + rs[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(0, {k_end}):
+    for kt in range({"kt_begin" if split else "0"}, {k_end}):
         a = tl.load(a_ptrs, mask=rm[:, None] < M, other=0)
         b = tl.load(b_ptrs)
         sa = tl.load(sa_ptrs, mask=rm[:, None] < M, other=127)
@@ -88,13 +96,14 @@ def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K // 2
         sa_ptrs += BLOCK_K // 32
         sb_ptrs += BLOCK_K // 32
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
+    {store}
 """
 
 
 def launch_line(p, kernel="gemm_fp4_kernel", args="A, B, scale_a, scale_b, C, M, N, K") -> str:
     kw = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}),)\n"
+    splits = f", {p['SPLIT_K']}" if "SPLIT_K" in p else ","
+    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}){splits})\n"
             f"    {kernel}[grid]({args}, {kw}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
 
 
@@ -112,6 +121,15 @@ def fused_src(scaled: bool, grouped: bool):
     def render(p, task, k_end="K // BLOCK_K", scale=SCALE):
         return fused_kernel(scaled, grouped, k_end, scale) + head(task) + launch_line(p) + "    return C\n"
     return render
+
+
+def split_k_src(p, task, k_end="kt_end", scale=SCALE, combine_end="SPLIT_K"):
+    """tl.dot_scaled over one K slice a program (grid axis 1), fp32 slices summed by gemm_splitk_triton's reduce."""
+    return (fused_kernel(True, False, k_end, scale, split=True) + reduce_kernel_src(combine_end) + "\n" + head(task)
+            + f"    ws = torch.empty(({p['SPLIT_K']}, M, N), device=A.device, dtype=torch.float32)   # fp32 slices\n"
+            + launch_line(p, args="A, B, scale_a, scale_b, ws, M, N, K")
+            + f"    splitk_reduce_kernel[(triton.cdiv(M * N, 1024),)](ws, C, M * N, SPLIT_K={p['SPLIT_K']}, BLOCK=1024)\n"
+            + "    return C\n")
 
 
 def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
@@ -177,9 +195,10 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         buffers = max(1, p.get("num_stages", 1) - 1)
         if extra_launches:            # the plain GEMM on 16-bit copies: gemm_fp16_triton's figure
             smem = one.smem_bytes
-        elif "wgmma" in task.gpu.features:   # wgmma reads a 16-bit B tile from smem, per buffered stage
-            smem = bn * bk * 2 * buffers
-        else:                         # mma.sync: the packed tiles and scales, per buffered stage
+        elif "wgmma" in task.gpu.features and bm >= task.gpu.triton_full_stage_rows:
+            smem = bn * bk * 2 * buffers     # wgmma reads a 16-bit B tile from smem, per buffered stage
+        else:                         # mma.sync (sm_90 too below 64 rows: 10,496 B at 16 x 64 x 128, 3 stages,
+            # split_k_dot_scaled, Triton 3.9 metadata.shared): the packed tiles and scales, per buffered stage
             smem = (bm + bn) * (bk // 2 + bk // 32) * buffers
         floor = GemmFp4Triton().cost(task).bytes
         m, n, k = task["M"], task["N"], task["K"]
@@ -213,6 +232,21 @@ class GemmFp4Triton(GemmFp4Spec):
              TILE + PIPE, path="fp16", compute_eff=0.6, memory_eff=0.88, smem="dynamic",
              launch=fp4_launch("pipelined", dequant=0.25), render=fused_src(False, True), consts=consts,
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        # low in the ladder, though it uses dot_scaled and pipelines: a split pays only where M leaves the grid short
+        # (decode), and where the ladder puts a rung steers sessions at every shape. At the top it was an expert's
+        # first leap (seed 7171: an H200 M=4096 session leapt onto it and ended at 0.78 ms, 3.5x its best without
+        # it); just below either dot_scaled rung it took that rung's ablation (Episode.propose_ablation: the nearest
+        # rung below), which loses at large M, in place of the ablation onto pipelined_copies that wins there (seeds
+        # 7171 / 7272, room_table --per 8: sessions ending 2.6-4.8x from the oracle's best, none past 1.73x before the
+        # rung). Here, below the copies' GEMM, each of those ablations lands where it did before the rung
+        Rung("split_k_dot_scaled", "K split over program_id(1): tl.dot_scaled on skinny tiles, fp32 slices summed by a "
+             "reduce kernel", SPLIT_TILE + (Param("SPLIT_K", SPLIT_VALUES, 4), PIPE[0], SPLIT_WARPS), path="fp16",
+             compute_eff=0.68, memory_eff=0.88, smem="dynamic",
+             launch=split_k_launch(fp4_launch("pipelined", upcast=0.6)), render=split_k_src, consts=consts,
+             fit_as="pipelined_dot_scaled",
+             bugs={"missing_scale": {"scale": UNIT}, "off_by_one": {"k_end": "kt_end - 1"},
+                   "bad_combine_index": {"combine_end": "SPLIT_K - 1"}},
+             bug_tasks=(("bad_combine_index", last_split_busy),)),
         Rung("dequant_then_dot", "a dequant kernel writes 16-bit A and B, then a tl.dot GEMM on the copies",
              TILE + (WARPS,), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic",
              launch=fp4_launch("dot", extra_launches=2), render=dequant_then_dot_src, consts=consts,
@@ -246,6 +280,12 @@ class GemmFp4Triton(GemmFp4Spec):
             main = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **dims}
             return [deq, KernelSpec("gemm_fp4_kernel", {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps,
                                     num_stages=stages)]
-        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": ptr, **dims,
+        out = {"ws_ptr": "*fp32"} if "SPLIT_K" in params else {"c_ptr": ptr}
+        sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", **out, **dims,
                **{k: "constexpr" for k in c}}
-        return [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]
+        specs = [KernelSpec("gemm_fp4_kernel", sig, c, num_warps=warps, num_stages=stages)]
+        if "SPLIT_K" in params:       # gemm_splitk_triton's reduce kernel, as it declares it
+            specs.append(KernelSpec("splitk_reduce_kernel", {"ws_ptr": "*fp32", "c_ptr": ptr, "MN": "i32",
+                                                             "SPLIT_K": "constexpr", "BLOCK": "constexpr"},
+                                    {"SPLIT_K": params["SPLIT_K"], "BLOCK": 1024}, ints={"MN": task["M"] * task["N"]}))
+        return specs

@@ -44,14 +44,9 @@ FUSED = f"""tl.store(ws_ptr + pid_k * M * N + {OUT}, acc, mask=mask)
         tl.store(c_ptr + {OUT}, total.to(c_ptr.dtype.element_ty), mask=mask)"""
 
 
-def kernel_src(mode: str, p, store: str, kt_stop: str, combine_end: str) -> str:
-    outs = "ws_ptr, c_ptr, locks_ptr" if mode == "fused" else "out_ptr"
-    split = ", SPLIT_K: tl.constexpr" if mode != "direct" else ""
-    k_range = ("    per = tl.cdiv(k_tiles, SPLIT_K)          # K tiles of one split\n"
-               "    kt_begin = pid_k * per\n    kt_end = tl.minimum(k_tiles, kt_begin + per)"
-               if mode != "direct" else "    kt_begin = 0\n    kt_end = k_tiles")
-    epilogue = FUSED.format(combine_end=combine_end) if mode == "fused" else store
-    reduce = "" if mode not in ("partials",) else f"""
+def reduce_kernel_src(combine_end: str = "SPLIT_K") -> str:
+    """The partials' reduce kernel (also gemm_fp4_triton's split_k_dot_scaled): SPLIT_K fp32 [M, N] slices summed."""
+    return f"""
 
 @triton.jit
 def splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
@@ -62,6 +57,16 @@ def splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.con
     for s in tl.static_range({combine_end}):
         total += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
     tl.store(c_ptr + offs, total.to(c_ptr.dtype.element_ty), mask=mask)"""
+
+
+def kernel_src(mode: str, p, store: str, kt_stop: str, combine_end: str) -> str:
+    outs = "ws_ptr, c_ptr, locks_ptr" if mode == "fused" else "out_ptr"
+    split = ", SPLIT_K: tl.constexpr" if mode != "direct" else ""
+    k_range = ("    per = tl.cdiv(k_tiles, SPLIT_K)          # K tiles of one split\n"
+               "    kt_begin = pid_k * per\n    kt_end = tl.minimum(k_tiles, kt_begin + per)"
+               if mode != "direct" else "    kt_begin = 0\n    kt_end = k_tiles")
+    epilogue = FUSED.format(combine_end=combine_end) if mode == "fused" else store
+    reduce = "" if mode not in ("partials",) else reduce_kernel_src(combine_end)
     return f"""
 @triton.jit
 def gemm_splitk_kernel(a_ptr, b_ptr, {outs}, M, N, K,
