@@ -8,6 +8,9 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_BUILD_S=55 LABELS_RUN_S=40                          # the build pass's deadline, the run pass's budget
     LABELS_FROM=N                                              # start at case N of the plan (a follow-up job)
     LABELS_FLAKY=1                                             # first FLAKY's renders at every shape and configuration
+    LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
+    LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
+    LABELS_FIRST=mod:rung:bug[:config],...                     # first these at every shape (and configuration) (unsettled)
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -86,7 +89,8 @@ def planned(gpu: str) -> list:
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
     # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
-    for key in sorted(buckets, key=lambda tr: (tr[0] > 1, tr[1] > 0, tr)):
+    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").split(",")]
+    for key in sorted(buckets, key=lambda tr: (tr[0] == order[-1], tr[1] > 0, order.index(tr[0]), tr)):
         for group in zip_longest(*buckets[key].values()):
             for c in group:
                 digest = c and hashlib.sha1((c["code"] + json.dumps(c["shape"])).encode()).hexdigest()
@@ -108,14 +112,17 @@ FLAKY = [("top_p_cuda", "full_sort", "missing_barrier"), ("top_p_cuda", "warp_ba
          ("transpose_cuda", "tma_swizzled", "missing_barrier"), ("flash_prefill_cuda", "mma_sync", "missing_barrier")]
 
 
-def flaky(gpu: str) -> list:
-    """FLAKY's renders at every offered menu shape (that gpu-check runs in seconds) and configuration."""
+def flaky(gpu: str, triples=FLAKY) -> list:
+    """The renders of (module, rung, bug) `triples` at every offered menu shape (that gpu-check runs in seconds) and
+    configuration."""
     out = []
-    for name, tag, bug in FLAKY:
+    for name, tag, bug, *only in triples:
         m = REGISTRY[name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for label, params, _ in configs(v):
+            if only and label not in only:
+                continue
             for shape in m.shapes:
                 task = make_task(m, gpu, dtype, shape)
                 if not (fits(m, dtype, shape, gpu) and bug in v.bugs_for(dtype, params) and v.breaks_at(bug, task, params)
@@ -155,18 +162,21 @@ def main() -> int:
     rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
     gpu = "H100"
     cases = planned(gpu)
+    start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
+    first = [tuple(t.split(":")) for t in os.environ.get("LABELS_FIRST", "").split(",") if t]
+    skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
+    cases = ((flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first)
+             + [c for c in cases[start:] if c["id"] not in skip])
+    cases = cases[:rehearse] if rehearse else cases
+    for i, c in enumerate(cases):
+        c["idx"] = i
     if os.environ.get("LABELS_LIST"):
-        for c in cases[int(os.environ.get("LABELS_FROM", "0")):]:
+        for c in cases:
             print(c["idx"], c["id"])
         return 0
     device = "rehearsal (no GPU)" if rehearse else require_gpu()
     if not rehearse and catalog_gpu(device) != gpu:
         print(f"note: planned on the H100's menus, running on {device}", file=sys.stderr)
-    start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
-    cases = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + cases[start:]
-    cases = cases[:rehearse] if rehearse else cases
-    for i, c in enumerate(cases):
-        c["idx"] = i
     t0 = time.time()
     built = build_until(cases, Path("/tmp/labels_build"), os.cpu_count() or 8,
                         t0 + float(os.environ.get("LABELS_BUILD_S", "55")))
@@ -175,8 +185,9 @@ def main() -> int:
           f"{sum(not c['build_ok'] for c in built)} failed", file=sys.stderr)
     for c in built:
         c.pop("code", None)
-    work = Path("/tmp/labels_build") / f"run_{int(time.time())}"
-    work.mkdir(parents=True)
+    work = out / "run"          # its check.jsonl gets a row as each case ends: a killed job still leaves them
+    work.mkdir(parents=True, exist_ok=True)
+    (out / "plan.txt").write_text("".join(f"{c['idx']} {c['id']}\n" for c in cases))
     # _passes gives its correctness pass half the budget (the rest is for timing ok cases, and there are none)
     rows = _passes(built, work, os.cpu_count() or 8, 2 * float(os.environ.get("LABELS_RUN_S", "40")))
     keep = ("id", "module", "variant", "params", "dtype", "shape", "bug", "build_ok", "ok", "error", "runs",
