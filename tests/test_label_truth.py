@@ -344,3 +344,35 @@ def test_sampler_race_row_rates_are_at_most_the_h100s(module):
             least = min(s["B"] for s in [{"B": b} for b in range(1, 100000)]
                         if v.breaks_at(bug, make_task(m, "H100", "fp32", dict(m.shapes[0], B=s["B"])), v.defaults()))
             assert (1 - min(measured)) ** least <= 1e-6, (v.tag, bug, least, min(measured))
+
+
+def extra_trip_reads_x(src: str, M: int, K: int, splits: int = 1) -> bool:
+    """Whether a rendered gemv off_by_one's extra trip of its lane-strided K loop (`k <= K`, `c <= chunks`, `c <= c_end`)
+    reads x inside its M x K elements for some token (and split): x's index expression of the render, evaluated at the
+    loop's bound for every token m (and split; VEC elements a chunk)."""
+    loop = re.search(r"for \(int (\w) = [^;]+; \1 <= (\w+); \1 \+= WARP_SIZE\)", src)
+    if not loop:
+        return True                                      # not an over-read (thread_per_row drops its last k)
+    var, bound = loop.groups()
+    index = re.search(r"\bxv?\[(m \* \w+ \+ " + var + r")\]", src).group(1)
+    vec = 8 if "xv[" in src else 1
+    chunks = K // vec
+    per_split = -(-chunks // splits)
+    ends = [min(chunks, (s + 1) * per_split) for s in range(splits)] if bound == "c_end" else [K // vec]
+    return any(eval(index, {}, {"m": m, var: end, "K": K, "chunks": chunks}) < M * chunks  # noqa: S307 - our render
+               for m in range(M) for end in ends)
+
+
+@pytest.mark.parametrize("tag", ["warp_per_row", "vectorized_uint4", "multi_row_warp", "split_k_combine"])
+def test_gemv_off_by_one_only_where_the_extra_trip_reads_real_x(tag):
+    """The lane-strided loops' off_by_one runs one trip past K: x of the next token (real values, a wrong sum) where
+    there is one; at M = 1 it reads past x, and what lies there decides the result (0 adds nothing). Offered only
+    where the extra trip reads x inside its M x K elements (or the next split's first chunk: counted twice)."""
+    m, v = REGISTRY["gemv_cuda"], rung("gemv_cuda", tag)
+    for shape in m.shapes:
+        task = make_task(m, "H100", "bf16", shape)
+        for splits in v.param("splits").values if tag == "split_k_combine" else (1,):
+            params = dict(v.defaults(), **({"splits": splits} if tag == "split_k_combine" else {}))
+            src = m.render(v, params, task, "off_by_one")
+            real = extra_trip_reads_x(src, shape["M"], shape["K"], splits)
+            assert ("off_by_one" in episode("gemv_cuda", shape).bugs(v, params)) == real, (shape, splits)
