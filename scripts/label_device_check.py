@@ -11,6 +11,8 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
     LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
     LABELS_FIRST=mod:rung:bug[:config],...                     # first these at every shape (and configuration) (unsettled)
+    LABELS_OK=FILE                                             # then clean (ok) renders, lines module|rung|config|shape:
+                                                               # one run each, the check pass only (no timing)
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -30,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain import knobs  # noqa: E402
-from kernelstrain.gpucheck import _passes, catalog_gpu, require_gpu  # noqa: E402
+from kernelstrain.gpucheck import _checked, catalog_gpu, require_gpu  # noqa: E402
 from kernelstrain.gpucheck.sample import fits  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate, writable  # noqa: E402
@@ -89,7 +91,7 @@ def planned(gpu: str) -> list:
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
     # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
-    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").split(",")]
+    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").replace("ok", "0,1,2").split(",")]
     for key in sorted(buckets, key=lambda tr: (tr[0] == order[-1], tr[1] > 0, order.index(tr[0]), tr)):
         for group in zip_longest(*buckets[key].values()):
             for c in group:
@@ -136,6 +138,26 @@ def flaky(gpu: str, triples=FLAKY) -> list:
     return out
 
 
+def ok_cases(path: Path, gpu: str) -> list:
+    """Clean renders of FILE's lines `module|rung|config|shape` (config as configs() labels it, shape a dict literal):
+    ok candidates whose correctness leans on a tail the menu's shape leaves (a dimension no tile divides)."""
+    import ast
+    out = []
+    for line in path.read_text().splitlines():
+        name, tag, label, shape = line.split("|")
+        m = REGISTRY[name]
+        v = m.variant(tag)
+        params = next(p for lab, p, _ in configs(v) if lab == label)
+        shape = ast.literal_eval(shape)
+        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        task = make_task(m, gpu, dtype, shape)
+        cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|ok"
+        out.append({"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": tag, "params": params,
+                    "dtype": dtype, "shape": dict(shape), "at": "task", "label": "ok", "kind": "ok", "bug": None,
+                    "main": True, "rendered": True, "code": knobs.render(m, v, params, task)})
+    return out
+
+
 def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> list:
     """Build cases in order on `jobs` threads; none is started past `deadline`. The built ones (build_ok set)."""
     from kernelstrain.gpucheck.runtime import build_case
@@ -156,17 +178,29 @@ def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> lis
     return built
 
 
+def checked(built: list, work: Path, jobs: int, budget_s: float) -> list:
+    """gpu-check's correctness pass alone (no timing of the ok renders): one merged row per case."""
+    from kernelstrain.gpucheck.runtime import run_cases
+    done = _checked(built, work, jobs, time.time() + budget_s, run_cases)
+    by_idx = {c["idx"]: c for c in built}
+    return [dict(by_idx[i], **{k: v for k, v in r.items() if k not in by_idx[i] or k in ("ok", "error")})
+            for i, r in sorted(done.items())]
+
+
 def main() -> int:
     out = Path(os.environ.get("OUT", "/tmp/labels_device_out"))
     out.mkdir(parents=True, exist_ok=True)
     rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
     gpu = "H100"
-    cases = planned(gpu)
+    cases = [] if os.environ.get("LABELS_TIERS") == "ok" else planned(gpu)
     start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
     first = [tuple(t.split(":")) for t in os.environ.get("LABELS_FIRST", "").split(",") if t]
     skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
     cases = ((flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first)
              + [c for c in cases[start:] if c["id"] not in skip])
+    if os.environ.get("LABELS_OK"):               # the ok renders after the bug cases (LABELS_TIERS=ok: only them)
+        oks = ok_cases(Path(os.environ["LABELS_OK"]), gpu)
+        cases = oks if os.environ.get("LABELS_TIERS") == "ok" else cases + oks
     cases = cases[:rehearse] if rehearse else cases
     for i, c in enumerate(cases):
         c["idx"] = i
@@ -188,8 +222,7 @@ def main() -> int:
     work = out / "run"          # its check.jsonl gets a row as each case ends: a killed job still leaves them
     work.mkdir(parents=True, exist_ok=True)
     (out / "plan.txt").write_text("".join(f"{c['idx']} {c['id']}\n" for c in cases))
-    # _passes gives its correctness pass half the budget (the rest is for timing ok cases, and there are none)
-    rows = _passes(built, work, os.cpu_count() or 8, 2 * float(os.environ.get("LABELS_RUN_S", "40")))
+    rows = checked(built, work, os.cpu_count() or 8, float(os.environ.get("LABELS_RUN_S", "40")))
     keep = ("id", "module", "variant", "params", "dtype", "shape", "bug", "build_ok", "ok", "error", "runs",
             "failed_runs", "rel_l2_err", "nbad", "max_abs_err")
     (out / "label_device.json").write_text(json.dumps({"device": device, "planned": len(cases),
@@ -198,9 +231,13 @@ def main() -> int:
     lines, problems = [], 0
     for r in rows:
         unrun = (r.get("error") or "").startswith(("not run", "worker could not"))
-        passed = r.get("build_ok") and not unrun and (r.get("failed_runs") or 0) < (r.get("runs") or 0)
+        if r["label"] == "ok":                  # a clean render: a problem where it fails
+            passed = r.get("build_ok") and not unrun and not r.get("ok")
+        else:
+            passed = r.get("build_ok") and not unrun and (r.get("failed_runs") or 0) < (r.get("runs") or 0)
         problems += bool(passed) or not r.get("build_ok")
-        tag = "PASSED " if passed else "NOBUILD " if not r.get("build_ok") else "NOT RUN " if unrun else ""
+        tag = ("WRONG " if r["label"] == "ok" else "PASSED ") if passed else \
+            "NOBUILD " if not r.get("build_ok") else "NOT RUN " if unrun else ""
         detail = f"runs {r.get('failed_runs')}/{r.get('runs')} failed rel_l2 {r.get('rel_l2_err')} nbad {r.get('nbad')}"
         err = "".join((r.get("error") or "").splitlines()[:1])[:100]
         lines.append(f"{tag}{r['id']:100} {detail} {err}")
