@@ -11,8 +11,11 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
     LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
     LABELS_FIRST=mod:rung:bug[:config],...                     # first these at every shape (and configuration) (unsettled)
+    LABELS_TRITON=1                                            # first the bugs of the Triton rungs the interpreter cannot
+                                                               # run (NOT_INTERPRETED)
     LABELS_OK=FILE                                             # then clean (ok) renders, lines module|rung|config|shape:
                                                                # one run each, the check pass only (no timing)
+    LABELS_PLAN=0                                              # leave out the CUDA plan (only the cases above)
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -69,14 +72,26 @@ def first_shape(m, v, bug: str, params: dict, dtype: str, gpu: str):
     return None, None
 
 
-def planned(gpu: str) -> list:
-    """Every CUDA bug case, in priority order (tier and parameter rank), round-robin over the modules."""
+# Triton rungs Triton's interpreter cannot run on the CPU (persistent grids and TMA descriptors: integer masks and
+# `int.to`; layernorm_bwd's partial buffers; selective_scan past the interpreter's time): the device runs their bugs
+NOT_INTERPRETED = ("persistent", "tma")
+NOT_INTERPRETED_MODULES = ("layernorm_bwd_triton", "selective_scan_triton")
+
+
+def not_interpreted(m, v) -> bool:
+    return m.impl == "triton" and (any(k in v.tag.split("_") for k in NOT_INTERPRETED)
+                                   or m.name in NOT_INTERPRETED_MODULES)
+
+
+def planned(gpu: str, rungs=lambda m, v: m.impl == "cuda") -> list:
+    """Every bug case of the `rungs` (default: every CUDA rung), in priority order (tier and parameter rank),
+    round-robin over the modules."""
     buckets = {}                      # (tier, rank) -> module -> cases
     for name, m in sorted(REGISTRY.items()):
-        if m.impl != "cuda":
-            continue
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for v in m.variants:
+            if not rungs(m, v):
+                continue
             for label, params, rank in configs(v):
                 for bug in v.bugs_for(dtype, params):
                     shape, task = first_shape(m, v, bug, params, dtype, gpu)
@@ -85,13 +100,13 @@ def planned(gpu: str) -> list:
                     tier = next(i for i, t in enumerate(TIERS) if bug in t)
                     cid = f"{name}|{v.tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
-                        {"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": v.tag, "params": params,
+                        {"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": v.tag, "params": params,
                          "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
                          "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
     # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
-    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").replace("ok", "0,1,2").split(",")]
+    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").split(",")]
     for key in sorted(buckets, key=lambda tr: (tr[0] == order[-1], tr[1] > 0, order.index(tr[0]), tr)):
         for group in zip_longest(*buckets[key].values()):
             for c in group:
@@ -131,7 +146,7 @@ def flaky(gpu: str, triples=FLAKY) -> list:
                         and simulate(m, v, params, task).ok and writable(m, v, params, task)):
                     continue
                 cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
-                out.append({"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": tag, "params": params,
+                out.append({"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": tag, "params": params,
                             "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
                             "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
                             "rendered": True, "code": knobs.render(m, v, params, task, bug)})
@@ -152,7 +167,7 @@ def ok_cases(path: Path, gpu: str) -> list:
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         task = make_task(m, gpu, dtype, shape)
         cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|ok"
-        out.append({"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": tag, "params": params,
+        out.append({"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": tag, "params": params,
                     "dtype": dtype, "shape": dict(shape), "at": "task", "label": "ok", "kind": "ok", "bug": None,
                     "main": True, "rendered": True, "code": knobs.render(m, v, params, task)})
     return out
@@ -192,15 +207,16 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
     gpu = "H100"
-    cases = [] if os.environ.get("LABELS_TIERS") == "ok" else planned(gpu)
     start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
     first = [tuple(t.split(":")) for t in os.environ.get("LABELS_FIRST", "").split(",") if t]
     skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
+    # in this order: the flaky and unsettled renders, the uninterpreted Triton rungs' bugs, the ok renders, the plan
     cases = ((flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first)
-             + [c for c in cases[start:] if c["id"] not in skip])
-    if os.environ.get("LABELS_OK"):               # the ok renders after the bug cases (LABELS_TIERS=ok: only them)
-        oks = ok_cases(Path(os.environ["LABELS_OK"]), gpu)
-        cases = oks if os.environ.get("LABELS_TIERS") == "ok" else cases + oks
+             + [c for c in (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else [])
+                if c["id"] not in skip]
+             + (ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else [])
+             + [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else [])
+                if c["id"] not in skip])
     cases = cases[:rehearse] if rehearse else cases
     for i, c in enumerate(cases):
         c["idx"] = i
