@@ -10,7 +10,7 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_FLAKY=1                                             # first FLAKY's renders at every shape and configuration
     LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
     LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
-    LABELS_FIRST=mod:rung:bug[:config],...                     # first these at every shape (and configuration) (unsettled)
+    LABELS_FIRST=mod:rung:bug[:config],... or @FILE            # first these at every shape (and configuration) (unsettled)
     LABELS_TRITON=1                                            # first the bugs of the Triton rungs the interpreter cannot
                                                                # run (NOT_INTERPRETED)
     LABELS_OK=FILE                                             # then clean (ok) renders, lines module|rung|config|shape:
@@ -208,7 +208,9 @@ def main() -> int:
     rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
     gpu = "H100"
     start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
-    first = [tuple(t.split(":")) for t in os.environ.get("LABELS_FIRST", "").split(",") if t]
+    first = os.environ.get("LABELS_FIRST", "")
+    first = Path(first[1:]).read_text().split() if first.startswith("@") else first.split(",")   # @FILE: one a line
+    first = [tuple(t.split(":")) for t in first if t]
     skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
     # in this order: the flaky and unsettled renders, the uninterpreted Triton rungs' bugs, the ok renders, the plan
     cases = ((flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first)
@@ -217,6 +219,8 @@ def main() -> int:
              + (ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else [])
              + [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else [])
                 if c["id"] not in skip])
+    ids = set()
+    cases = [c for c in cases if not (c["id"] in ids or ids.add(c["id"]))]     # each id once, at its first place
     cases = cases[:rehearse] if rehearse else cases
     for i, c in enumerate(cases):
         c["idx"] = i
