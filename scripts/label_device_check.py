@@ -213,12 +213,12 @@ def main() -> int:
     first = [tuple(t.split(":")) for t in first if t]
     skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
     # in this order: the flaky and unsettled renders, the uninterpreted Triton rungs' bugs, the ok renders, the plan
-    cases = ((flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first)
-             + [c for c in (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else [])
-                if c["id"] not in skip]
-             + (ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else [])
-             + [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else [])
-                if c["id"] not in skip])
+    # (LABELS_OK_LAST=1: the ok renders after the plan)
+    head = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first) + \
+        [c for c in (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else []) if c["id"] not in skip]
+    oks = ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else []
+    plan = [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else []) if c["id"] not in skip]
+    cases = head + (plan + oks if os.environ.get("LABELS_OK_LAST") else oks + plan)
     ids = set()
     cases = [c for c in cases if not (c["id"] in ids or ids.add(c["id"]))]     # each id once, at its first place
     cases = cases[:rehearse] if rehearse else cases
