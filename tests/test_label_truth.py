@@ -585,3 +585,20 @@ def test_layernorm_triton_whole_row_off_by_one_only_with_rows_enough():
             assert re.search(r"tl\.store\(y_ptr \+ row \* D \+ cols, .*mask=mask\)", src), "the store mask moved"
             offered = "off_by_one" in v.bugs_for(dtype, v.defaults()) and v.breaks_at("off_by_one", task, v.defaults())
             assert offered == (q ** shape["T"] <= 1e-6), (dtype, shape)
+
+
+def test_mla_naive_off_by_one_only_where_the_dropped_tail_weighs():
+    """naive_two_pass's off_by_one (`range(0, S - BLOCK_N, BLOCK_N)`, as rendered) drops the last partial tile of keys.
+    Where the H100 ran it (labels k2) it failed on hundreds of outputs or more, but at S 65000 (8 keys dropped) on 8
+    only (rel_l2 under the attn bound): offered only where S <= 32768, and every offered shape the H100 ran failed
+    on >= 100 outputs."""
+    m, v = REGISTRY["mla_decode_triton"], rung("mla_decode_triton", "naive_two_pass")
+    nbad = {shape_of(r["id"].split("|")[3])["S"]: r["nbad"] for r in device_rows()["k2"]
+            if r["id"].startswith("mla_decode_triton|naive_two_pass|default|") and r["id"].endswith("|off_by_one")}
+    for shape in m.shapes:
+        task = make_task(m, "H100", "bf16", shape)
+        src = m.render(v, v.defaults(), task, "off_by_one")
+        assert "range(0, S - BLOCK_N, BLOCK_N)" in src, "the key loop moved: update this test"
+        offered = "off_by_one" in episode("mla_decode_triton", shape).bugs(v, v.defaults())
+        assert offered == (shape["S"] <= 32768), shape
+        assert not offered or nbad[shape["S"]] >= 100, (shape, nbad)
