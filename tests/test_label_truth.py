@@ -602,3 +602,18 @@ def test_mla_naive_off_by_one_only_where_the_dropped_tail_weighs():
         offered = "off_by_one" in episode("mla_decode_triton", shape).bugs(v, v.defaults())
         assert offered == (shape["S"] <= 32768), shape
         assert not offered or nbad[shape["S"]] >= 100, (shape, nbad)
+
+
+def test_bugs_that_always_faulted_on_the_h100_say_so():
+    """A bug whose every H100 run (labels j1 / k1 / k3, 3 or more renders) died with a CUDA error is declared among
+    its rung's faults, so its feedback is the crash PyTorch raises, not a mismatch."""
+    rows = device_rows()
+    seen = {}
+    for job in ("j1", "k1", "k3"):
+        for r in rows[job]:
+            name, tag, _, _, bug = r["id"].split("|")
+            if bug != "ok" and not (r.get("error") or "").startswith("not run"):
+                seen.setdefault((name, tag, bug), []).append("cudaError" in (r.get("error") or ""))
+    undeclared = [k for k, faulted in seen.items() if len(faulted) >= 3 and all(faulted)
+                  and k[2] not in rung(k[0], k[1]).faults]
+    assert not undeclared, undeclared
