@@ -302,7 +302,7 @@ def device_rows():
 
 def passed_some_run(rows) -> list:
     """(module, rung, label, shape, bug) of every render that passed at least one of its 3 runs on the H100."""
-    out = [r["id"].split("|") for job in ("j1", "k1", "k2", "k3") for r in rows[job]
+    out = [r["id"].split("|") for job in ("j1", "k1", "k2", "k3", "k4") for r in rows[job]
            if r.get("runs") and (r.get("failed_runs") or 0) < r["runs"]]
     out = out + [r["id"].split("|") for r in rows["j2"] if not r["any_run_failed"] and not r["error"]]
     return [r for r in out if (r[0], r[1], r[4]) not in FIRST_LAUNCH_FAILS]
