@@ -8,6 +8,14 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_BUILD_S=55 LABELS_RUN_S=40                          # the build pass's deadline, the run pass's budget
     LABELS_FROM=N                                              # start at case N of the plan (a follow-up job)
     LABELS_FLAKY=1                                             # first FLAKY's renders at every shape and configuration
+    LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
+    LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
+    LABELS_FIRST=mod:rung:bug[:config],... or @FILE            # first these at every shape (and configuration) (unsettled)
+    LABELS_TRITON=1                                            # first the bugs of the Triton rungs the interpreter cannot
+                                                               # run (NOT_INTERPRETED)
+    LABELS_OK=FILE                                             # then clean (ok) renders, lines module|rung|config|shape:
+                                                               # one run each, the check pass only (no timing)
+    LABELS_PLAN=0                                              # leave out the CUDA plan (only the cases above)
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -27,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelstrain import knobs  # noqa: E402
-from kernelstrain.gpucheck import _passes, catalog_gpu, require_gpu  # noqa: E402
+from kernelstrain.gpucheck import _checked, catalog_gpu, require_gpu  # noqa: E402
 from kernelstrain.gpucheck.sample import fits  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate, writable  # noqa: E402
@@ -64,14 +72,26 @@ def first_shape(m, v, bug: str, params: dict, dtype: str, gpu: str):
     return None, None
 
 
-def planned(gpu: str) -> list:
-    """Every CUDA bug case, in priority order (tier and parameter rank), round-robin over the modules."""
+# Triton rungs Triton's interpreter cannot run on the CPU (persistent grids and TMA descriptors: integer masks and
+# `int.to`; layernorm_bwd's partial buffers; selective_scan past the interpreter's time): the device runs their bugs
+NOT_INTERPRETED = ("persistent", "tma")
+NOT_INTERPRETED_MODULES = ("layernorm_bwd_triton", "selective_scan_triton")
+
+
+def not_interpreted(m, v) -> bool:
+    return m.impl == "triton" and (any(k in v.tag.split("_") for k in NOT_INTERPRETED)
+                                   or m.name in NOT_INTERPRETED_MODULES)
+
+
+def planned(gpu: str, rungs=lambda m, v: m.impl == "cuda") -> list:
+    """Every bug case of the `rungs` (default: every CUDA rung), in priority order (tier and parameter rank),
+    round-robin over the modules."""
     buckets = {}                      # (tier, rank) -> module -> cases
     for name, m in sorted(REGISTRY.items()):
-        if m.impl != "cuda":
-            continue
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for v in m.variants:
+            if not rungs(m, v):
+                continue
             for label, params, rank in configs(v):
                 for bug in v.bugs_for(dtype, params):
                     shape, task = first_shape(m, v, bug, params, dtype, gpu)
@@ -80,13 +100,14 @@ def planned(gpu: str) -> list:
                     tier = next(i for i, t in enumerate(TIERS) if bug in t)
                     cid = f"{name}|{v.tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
-                        {"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": v.tag, "params": params,
+                        {"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": v.tag, "params": params,
                          "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
                          "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
     # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
-    for key in sorted(buckets, key=lambda tr: (tr[0] > 1, tr[1] > 0, tr)):
+    order = [int(t) for t in os.environ.get("LABELS_TIERS", "0,1,2").split(",")]
+    for key in sorted(buckets, key=lambda tr: (tr[0] == order[-1], tr[1] > 0, order.index(tr[0]), tr)):
         for group in zip_longest(*buckets[key].values()):
             for c in group:
                 digest = c and hashlib.sha1((c["code"] + json.dumps(c["shape"])).encode()).hexdigest()
@@ -108,24 +129,47 @@ FLAKY = [("top_p_cuda", "full_sort", "missing_barrier"), ("top_p_cuda", "warp_ba
          ("transpose_cuda", "tma_swizzled", "missing_barrier"), ("flash_prefill_cuda", "mma_sync", "missing_barrier")]
 
 
-def flaky(gpu: str) -> list:
-    """FLAKY's renders at every offered menu shape (that gpu-check runs in seconds) and configuration."""
+def flaky(gpu: str, triples=FLAKY) -> list:
+    """The renders of (module, rung, bug) `triples` at every offered menu shape (that gpu-check runs in seconds) and
+    configuration."""
     out = []
-    for name, tag, bug in FLAKY:
+    for name, tag, bug, *only in triples:
         m = REGISTRY[name]
         v = m.variant(tag)
         dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
         for label, params, _ in configs(v):
+            if only and label not in only:
+                continue
             for shape in m.shapes:
                 task = make_task(m, gpu, dtype, shape)
                 if not (fits(m, dtype, shape, gpu) and bug in v.bugs_for(dtype, params) and v.breaks_at(bug, task, params)
                         and simulate(m, v, params, task).ok and writable(m, v, params, task)):
                     continue
                 cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
-                out.append({"id": cid, "episode": cid, "module": name, "impl": "cuda", "variant": tag, "params": params,
+                out.append({"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": tag, "params": params,
                             "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
                             "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
                             "rendered": True, "code": knobs.render(m, v, params, task, bug)})
+    return out
+
+
+def ok_cases(path: Path, gpu: str) -> list:
+    """Clean renders of FILE's lines `module|rung|config|shape` (config as configs() labels it, shape a dict literal):
+    ok candidates whose correctness leans on a tail the menu's shape leaves (a dimension no tile divides)."""
+    import ast
+    out = []
+    for line in path.read_text().splitlines():
+        name, tag, label, shape = line.split("|")
+        m = REGISTRY[name]
+        v = m.variant(tag)
+        params = next(p for lab, p, _ in configs(v) if lab == label)
+        shape = ast.literal_eval(shape)
+        dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
+        task = make_task(m, gpu, dtype, shape)
+        cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|ok"
+        out.append({"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": tag, "params": params,
+                    "dtype": dtype, "shape": dict(shape), "at": "task", "label": "ok", "kind": "ok", "bug": None,
+                    "main": True, "rendered": True, "code": knobs.render(m, v, params, task)})
     return out
 
 
@@ -149,24 +193,44 @@ def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> lis
     return built
 
 
+def checked(built: list, work: Path, jobs: int, budget_s: float) -> list:
+    """gpu-check's correctness pass alone (no timing of the ok renders): one merged row per case."""
+    from kernelstrain.gpucheck.runtime import run_cases
+    done = _checked(built, work, jobs, time.time() + budget_s, run_cases)
+    by_idx = {c["idx"]: c for c in built}
+    return [dict(by_idx[i], **{k: v for k, v in r.items() if k not in by_idx[i] or k in ("ok", "error")})
+            for i, r in sorted(done.items())]
+
+
 def main() -> int:
     out = Path(os.environ.get("OUT", "/tmp/labels_device_out"))
     out.mkdir(parents=True, exist_ok=True)
     rehearse = int(os.environ.get("LABELS_REHEARSE", "0"))
     gpu = "H100"
-    cases = planned(gpu)
+    start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
+    first = os.environ.get("LABELS_FIRST", "")
+    first = Path(first[1:]).read_text().split() if first.startswith("@") else first.split(",")   # @FILE: one a line
+    first = [tuple(t.split(":")) for t in first if t]
+    skip = set(json.loads(Path(os.environ["LABELS_SKIP"]).read_text())) if os.environ.get("LABELS_SKIP") else set()
+    # in this order: the flaky and unsettled renders, the uninterpreted Triton rungs' bugs, the ok renders, the plan
+    # (LABELS_OK_LAST=1: the ok renders after the plan)
+    head = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first) + \
+        [c for c in (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else []) if c["id"] not in skip]
+    oks = ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else []
+    plan = [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else []) if c["id"] not in skip]
+    cases = head + (plan + oks if os.environ.get("LABELS_OK_LAST") else oks + plan)
+    ids = set()
+    cases = [c for c in cases if not (c["id"] in ids or ids.add(c["id"]))]     # each id once, at its first place
+    cases = cases[:rehearse] if rehearse else cases
+    for i, c in enumerate(cases):
+        c["idx"] = i
     if os.environ.get("LABELS_LIST"):
-        for c in cases[int(os.environ.get("LABELS_FROM", "0")):]:
+        for c in cases:
             print(c["idx"], c["id"])
         return 0
     device = "rehearsal (no GPU)" if rehearse else require_gpu()
     if not rehearse and catalog_gpu(device) != gpu:
         print(f"note: planned on the H100's menus, running on {device}", file=sys.stderr)
-    start = int(os.environ.get("LABELS_FROM", "0"))         # a follow-up job: the cases past an earlier job's
-    cases = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + cases[start:]
-    cases = cases[:rehearse] if rehearse else cases
-    for i, c in enumerate(cases):
-        c["idx"] = i
     t0 = time.time()
     built = build_until(cases, Path("/tmp/labels_build"), os.cpu_count() or 8,
                         t0 + float(os.environ.get("LABELS_BUILD_S", "55")))
@@ -175,10 +239,10 @@ def main() -> int:
           f"{sum(not c['build_ok'] for c in built)} failed", file=sys.stderr)
     for c in built:
         c.pop("code", None)
-    work = Path("/tmp/labels_build") / f"run_{int(time.time())}"
-    work.mkdir(parents=True)
-    # _passes gives its correctness pass half the budget (the rest is for timing ok cases, and there are none)
-    rows = _passes(built, work, os.cpu_count() or 8, 2 * float(os.environ.get("LABELS_RUN_S", "40")))
+    work = out / "run"          # its check.jsonl gets a row as each case ends: a killed job still leaves them
+    work.mkdir(parents=True, exist_ok=True)
+    (out / "plan.txt").write_text("".join(f"{c['idx']} {c['id']}\n" for c in cases))
+    rows = checked(built, work, os.cpu_count() or 8, float(os.environ.get("LABELS_RUN_S", "40")))
     keep = ("id", "module", "variant", "params", "dtype", "shape", "bug", "build_ok", "ok", "error", "runs",
             "failed_runs", "rel_l2_err", "nbad", "max_abs_err")
     (out / "label_device.json").write_text(json.dumps({"device": device, "planned": len(cases),
@@ -187,9 +251,13 @@ def main() -> int:
     lines, problems = [], 0
     for r in rows:
         unrun = (r.get("error") or "").startswith(("not run", "worker could not"))
-        passed = r.get("build_ok") and not unrun and (r.get("failed_runs") or 0) < (r.get("runs") or 0)
+        if r["label"] == "ok":                  # a clean render: a problem where it fails
+            passed = r.get("build_ok") and not unrun and not r.get("ok")
+        else:
+            passed = r.get("build_ok") and not unrun and (r.get("failed_runs") or 0) < (r.get("runs") or 0)
         problems += bool(passed) or not r.get("build_ok")
-        tag = "PASSED " if passed else "NOBUILD " if not r.get("build_ok") else "NOT RUN " if unrun else ""
+        tag = ("WRONG " if r["label"] == "ok" else "PASSED ") if passed else \
+            "NOBUILD " if not r.get("build_ok") else "NOT RUN " if unrun else ""
         detail = f"runs {r.get('failed_runs')}/{r.get('runs')} failed rel_l2 {r.get('rel_l2_err')} nbad {r.get('nbad')}"
         err = "".join((r.get("error") or "").splitlines()[:1])[:100]
         lines.append(f"{tag}{r['id']:100} {detail} {err}")

@@ -201,7 +201,8 @@ WGMMA_RUNG = (
                       Param("stages", (2, 3, 4, 5, 6), 4)),
          needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
          smem="dynamic", launch=on_gemm_view(tc_launch("fp16", 2, 2, wgmma=True)), render=wgmma_rope_src,
-         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+         # its missing_barrier died with "unspecified launch failure" on every H100 run (11 of 11, labels j1/k1/k3)
+         bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}, faults=("missing_barrier",)),
 )
 BM, BN, WARPS = Param("BM", (64, 128), 128), Param("BN", (64, 128), 128), Param("warps", (4, 8), 8)
 

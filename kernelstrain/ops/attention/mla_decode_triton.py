@@ -6,7 +6,7 @@ of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles 
 from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
 from ._mla_split import STREAM_EFF, heads_work, lone
-from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, MlaDecodeSpec, cost_of
+from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, TAIL_KEYS_WEIGH, MlaDecodeSpec, cost_of
 
 SM_SCALE = 192 ** -0.5            # DeepSeek-V2/V3: 1/sqrt(qk_nope 128 + qk_rope 64)
 BLOCK_H = Param("BLOCK_H", (16, 32, 64), 16)
@@ -258,7 +258,7 @@ class MlaDecodeTriton(MlaDecodeSpec):
         Rung("naive_two_pass", "one program per (batch, head); CUDA-core dots; pass 1 max/sum, pass 2 weights",
              (Param("BLOCK_N", (8, 16, 32), 16), Param("num_warps", (2, 4, 8), 4)),
              path="fp32", compute_eff=0.08, memory_eff=0.4, launch=naive_launch, render=naive_two_pass_src,
-             consts=consts, bugs={"missing_scale": {"scale": ""}, "off_by_one": {"stop": "S - BLOCK_N"}}),
+             consts=consts, bugs={"missing_scale": {"scale": ""}, "off_by_one": {"stop": "S - BLOCK_N"}}, bug_tasks=TAIL_KEYS_WEIGH),
         Rung("head_block_tl_dot", "BLOCK_H heads per program share each latent tile: tl.dot + online softmax",
              (BLOCK_H, BLOCK_N, WARPS), path="fp16", compute_eff=0.36, memory_eff=0.5, smem="dynamic",
              launch=tiled_launch, render=head_block_tl_dot_src, consts=consts,

@@ -272,7 +272,7 @@ class GemmFp16Cuda(GemmFp16Spec):
              (Param("BM", (64, 128, 256), 128), Param("BN", (64, 128, 256), 256), Param("stages", (2, 3, 4, 5, 6), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True), render=wgmma_tma_src,
-             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}, faults=("missing_barrier",)),
         # CUTLASS's sm90 persistent TMA kernels: a wave's worth of resident CTAs walks the output tiles, so the last
         # wave is not a partial one and a tile's epilogue overlaps the next tile's TMA loads (gemm_fp8_cuda's and
         # gemm_int8_cuda's rung of the same name, on the 16-bit wgmma)
@@ -282,7 +282,7 @@ class GemmFp16Cuda(GemmFp16Spec):
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=tc_launch("fp16", 2, 2, wgmma=True, persistent=True),
              render=partial(wgmma_tma_src, persistent=True), fit_as="wgmma_tma",
-             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}),
+             bugs={"missing_barrier": {"wait_full": False}, "off_by_one": SHORT_K}, faults=("missing_barrier",)),
         # small M, long K (decode): 64 x 128 tiles leave SMs idle. BM 64 only: the H100 ran BM 128 slower, the model
         # faster (us, meas / model, BN 128): M=16 N=K=8192 6 stages 2 splits 56.2 / 51.2 vs 53.1 / 52.6, M=128 N=4096
         # K=14336 55.0 / 50.8 vs 53.4 / 54.2 (h100_roomK_k12), M=16 4 st 4 splits 68.5 / 55.3 vs 52.9 / 57.3 (s61717)
@@ -292,7 +292,7 @@ class GemmFp16Cuda(GemmFp16Spec):
               Param("SPLITS", (2, 4, 8), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64, reduce_later=True),
-             render=wgmma_split_k_src, fit_as="wgmma_tma",
+             render=wgmma_split_k_src, fit_as="wgmma_tma", faults=("missing_barrier",),
              bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
     )
 

@@ -9,7 +9,7 @@ registers while a thread rotates several heads (loads hoisted) -> persistent tok
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from .rope_spec import RopeSpec
+from .rope_spec import SEVERAL_POSITIONS, RopeSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
@@ -250,20 +250,21 @@ class RopeCuda(RopeSpec):
     variants = (
         Rung("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
              (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, launch=thread_per_pair_launch,
-             render=thread_per_pair_src, bugs={"off_by_one": {"n": "(long long)T * H * HALF - 1"}}),
+             render=thread_per_pair_src),     # (its off_by_one, the last pair of q and k unrotated: rope_spec)
         Rung("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
              (THREADS,), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
              render=token_block_smem_src, bugs={"off_by_one": {"staged": "HALF - 1"}}),
         # (missing_barrier was benign: at threads <= HALF each thread reads only the cos/sin it staged)
         Rung("vectorized_uint4", "block per token; 16-byte uint4 loads of 8 pairs of x and of cos/sin",
              (THREADS, ITEMS), memory_eff=0.8, launch=vectorized_uint4_launch,
-             render=vectorized_uint4_src, bugs={"off_by_one": {"bound": "2 * H * CHUNKS - 1"}}),
+             render=vectorized_uint4_src, bugs={"off_by_one": {"bound": "2 * H * CHUNKS - 1"}},
+             bug_tasks=SEVERAL_POSITIONS),
         Rung("cos_sin_registers", "cos/sin chunk in fp32 registers, each thread rotates 2H/head_threads heads",
              (HEAD_THREADS, TOKENS), memory_eff=0.81, launch=register_launch(False),
-             render=cos_sin_registers_src, bugs=OFF_BY_ONE_HEADS),
+             render=cos_sin_registers_src, bugs=OFF_BY_ONE_HEADS, bug_tasks=SEVERAL_POSITIONS),
         Rung("persistent", "register-cached rotation, #SMs x occupancy blocks loop over token groups",
              (HEAD_THREADS, TOKENS), memory_eff=0.79, launch=register_launch(True),
-             render=persistent_src, bugs=OFF_BY_ONE_HEADS),
+             render=persistent_src, bugs=OFF_BY_ONE_HEADS, bug_tasks=SEVERAL_POSITIONS),
     )
 
     def assemble(self, body, variant, params, task):

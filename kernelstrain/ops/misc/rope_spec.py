@@ -5,6 +5,12 @@ PyTorch reference, check shape) in `RopeSpec`.
 from ..base import Cost, OpModule, Task, TorchRef, DTYPE_BYTES
 from ..contract import Arg, Entry, Scalar
 
+# A rope off_by_one leaves some rotations undone. At position 0 a rotation is the identity, and the reference draws a
+# token's position uniform in [0, 8192): with one token the bug passes 1 run in 8192 (more where only low-frequency
+# pairs are skipped); offered only with >= 2 tokens (two positions: 1.5e-8). A bug skipping one pair of the whole
+# output (its angle pos / 10000^(126/128) mostly small) passed gpu-check's tolerance in 0.4-0.6% of draws: none.
+SEVERAL_POSITIONS = (("off_by_one", lambda t, p: t["T"] >= 2),)
+
 MAX_POS = 8192
 ENTRY = Entry("rope", (
     Arg("positions", "in", ("T",), "int64"), Arg("q", "inout", ("T", "H", "D")), Arg("k", "inout", ("T", "H", "D")),

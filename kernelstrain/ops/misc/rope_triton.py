@@ -5,7 +5,7 @@ token looping over head blocks (cos/sin loaded once, broadcast over heads) -> 2-
 (token, head block) -> [BLOCK_T, BLOCK_H, D/2] tiles -> persistent programs over the tiles.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
-from .rope_spec import ENTRY, RopeSpec
+from .rope_spec import ENTRY, SEVERAL_POSITIONS, RopeSpec
 
 # 2-head tiles and 16 warps (roomT, 2026-12-07): the ends where kernelinfer sessions stopped (seed 7171: BLOCK_H and
 # num_warps at the list's top in 3 of 12 each). A decode step (T = 1, H = 32) in 2-head tiles is 16 programs, not 8,
@@ -215,20 +215,20 @@ class RopeTriton(RopeSpec):
     variants = (
         Rung("flat_pairs", "1-D blocks of rotation pairs, // and % per pair, q and k in two launches",
              (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), memory_eff=0.75,
-             launch=flat_pairs_launch, render=flat_pairs_src, consts=flat_consts,
-             bugs={"off_by_one": {"bound": "T * H * HALF - 1"}}),
+             launch=flat_pairs_launch, render=flat_pairs_src, consts=flat_consts),   # (off_by_one: rope_spec)
         Rung("token_program", "one program per token: cos/sin loaded once, loop over head blocks of q and k",
              (BLOCK_H, WARPS), memory_eff=0.76, launch=tile_launch(lambda p, task: task["T"], token_tail=False),
-             render=token_program_src, consts=head_consts, bugs=OFF_BY_ONE),
+             render=token_program_src, consts=head_consts, bugs=OFF_BY_ONE, bug_tasks=SEVERAL_POSITIONS),
         Rung("token_head_grid", "2-D grid (token, head block): q and k tiles of one head block per program",
              (BLOCK_H, WARPS), memory_eff=0.75, launch=tile_launch(tiles), render=token_head_grid_src,
-             consts=head_consts, bugs=OFF_BY_ONE),
+             consts=head_consts, bugs=OFF_BY_ONE, bug_tasks=SEVERAL_POSITIONS),
         Rung("multi_token_tile", "[BLOCK_T, BLOCK_H, D/2] tiles: more independent loads per lane",
              (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS), memory_eff=0.72, launch=tile_launch(tiles),
-             render=multi_token_tile_src, consts=head_consts, bugs=OFF_BY_ONE),
+             render=multi_token_tile_src, consts=head_consts, bugs=OFF_BY_ONE, bug_tasks=SEVERAL_POSITIONS),
         Rung("persistent", "#SMs x k programs stride over the (token block, head block) tiles with tl.range",
              (Param("BLOCK_T", (1, 2, 4), 2), BLOCK_H, WARPS, Param("programs_per_sm", (8, 16, 32), 16)), memory_eff=0.66,
-             launch=tile_launch(programs, extra_regs=8), render=persistent_src, consts=head_consts, bugs=OFF_BY_ONE),
+             launch=tile_launch(programs, extra_regs=8), render=persistent_src, consts=head_consts, bugs=OFF_BY_ONE,
+             bug_tasks=SEVERAL_POSITIONS),
     )
 
     def triton_kernels(self, variant, params, task) -> list:

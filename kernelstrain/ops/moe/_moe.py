@@ -50,6 +50,8 @@ def starts_read_past_warp0(task, p) -> bool:
     (PUBLISH_STARTS dropped) races: thread 0 scans start[] and warp 0's other lanes wait for it where the branch
     reconverges. The readers: threads 0..E (offsets)
     and those below blocks x E (the block bases). At T 16, E 8 all are in warp 0, and an H100 passed the bug in
-    3 of 3 runs at 128 and at 512 threads (labels j1)."""
+    3 of 3 runs at 128 and at 512 threads (labels j1). Thread 0's serial scan is E dependent shared-memory adds: at
+    E 8 the H100 passed the race at T 4096 too (readers in 8 warps; 3 of 3 runs at 128, 256 and 512 threads, labels
+    k3), so it is offered only where the scan is long (E >= 64)."""
     blocks = -(-task["T"] * task["topk"] // p["threads"])
-    return max(task["E"] + 1, blocks * task["E"]) > 32
+    return max(task["E"] + 1, blocks * task["E"]) > 32 and task["E"] >= 64

@@ -139,6 +139,10 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 # -- whole_row_registers, persistent: the row lives in registers ---------------------------
+# whole_row_registers' off_by_one loads x[D - 1] as 0 (its store mask is intact): one output a row is off by about
+# x * w, the rest by ~1/D; that output meets fp16's / bf16's class in 0.15% / 0.19% of rows (emulated,
+# tests/test_label_truth.py), so a pass needs every row's: offered from T >= 3 rows (below 1e-8)
+ONE_ELEMENT_A_ROW = (("off_by_one", lambda t, p: t["T"] >= 3),)
 # Registers a persistent program's thread wants per row element it holds, by the row's storage dtype. fp16: the
 # fp32 row (centred in place), fp32 weight and bias hoisted, the prefetched next row packed two a register: 3.5,
 # about 4 with the loop's addresses; on 2 warps at T=8192 D=5120 (128 elements a thread) that spills a little:
@@ -249,7 +253,7 @@ class LayerNormTriton(RowKernelTriton, LayerNormSpec):
         Rung("whole_row_registers", "BLOCK_D = next_pow2(D): row loaded once, exact two-pass stats in registers",
              (Param("num_warps", (1, 2, 4, 8, 16), 4),), memory_eff=0.9, launch=row_launch,
              render=whole_row_registers_src, consts=block_d,
-             bugs={"missing_scale": NO_SCALE, "off_by_one": {"bound": "D - 1"}}),
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"bound": "D - 1"}}, bug_tasks=ONE_ELEMENT_A_ROW),
         Rung("persistent", "grid of #SMs x k programs striding over rows, weight/bias hoisted, next row prefetched",
              (Param("num_warps", (2, 4, 8, 16), 16), Param("programs_per_sm", (1, 2, 4), 1)), memory_eff=0.92,
              launch=row_launch, render=persistent_src, consts=block_d,

@@ -97,6 +97,8 @@ __device__ __forceinline__ float block_max(float v, float* slots) {
 # top_p_cuda's races and missing barrier move the picked token on a fraction of rows only: an H100 passed them at
 # B = 1 in some of 3 runs (labels j1/j2, measurements/h100_label_device.json); the row rates are the least wrong-row
 # share of a failing run at B >= 64 there (tests/test_label_truth.py checks them against the file)
-TOP_P_RACE_ROWS = {"full_sort": (("missing_barrier", rows_to_fail(0.5)),),
+# full_sort's off_by_one (the last bitonic merge level skipped: two unmerged halves) moves it on ~82% of rows
+# (emulated, tests/test_label_truth.py; the H100 passed it at B = 1 in 1 of 3 runs, labels k1): 0.75 is declared
+TOP_P_RACE_ROWS = {"full_sort": (("missing_barrier", rows_to_fail(0.5)), ("off_by_one", rows_to_fail(0.75))),
                    "warp_ballot_scan": (("racy_update", rows_to_fail(0.24)),),
                    "vectorized_float4": (("racy_update", rows_to_fail(0.18)),)}

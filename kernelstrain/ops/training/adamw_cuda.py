@@ -13,6 +13,10 @@ from .adamw_spec import AdamwSpec
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 MTA_TENSORS, MTA_BLOCKS, PERSIST_TENSORS = 36, 320, 80
 NO_SCALE = {"bc1": "1.f"}                  # missing_scale: no first bias correction
+# multi_kernel's off_by_one skips the last step of each tensor (its m, v and decay still update): one stale param a
+# tensor, within fp32's tolerance in ~22% of draws (emulated: tests/test_label_truth.py), so a run passes w.p.
+# 0.22^T; offered from the T at which that is below 1e-6 (an H100 passed it at T = 1 in 1 of 3 runs, labels k1)
+STALE_STEP_TENSORS = (("off_by_one", lambda t, p: t["T"] >= 10),)
 
 
 def launch_of(kind: str):
@@ -254,7 +258,7 @@ class AdamwCuda(AdamwSpec):
     variants = (
         Rung("multi_kernel", "five kernels per tensor (decay, m, v, direction, update), scalar",
              (THREADS,), memory_eff=0.6, launch=launch_of("multi"), render=with_common(multi_kernel_src),
-             bugs={"missing_scale": NO_SCALE, "off_by_one": {"last": "n - 1"}}),
+             bugs={"missing_scale": NO_SCALE, "off_by_one": {"last": "n - 1"}}, bug_tasks=STALE_STEP_TENSORS),
         Rung("fused_elementwise", "one kernel per tensor, whole update in registers, scalar loads",
              (THREADS,), memory_eff=0.78, launch=launch_of("fused"), render=with_common(fused_elementwise_src),
              bugs={"missing_scale": NO_SCALE, "off_by_one": {"last": "n - 1"}}),

@@ -259,7 +259,9 @@ class EmbeddingBwdCuda(OpModule):
     variants = (
         Rung("atomic_per_element", "a thread per element, one 16-bit atomicAdd each",
              (Param("threads", (128, 256, 512), 256),), memory_eff=0.6, launch=launch_of("atomic"), dtypes=ATOMIC_DTYPES,
-             render=atomic_per_element_src, bugs={"off_by_one": {"last": "n - 1"}}),
+             # off_by_one drops the last token's row (a dropped last element alone: its grad 0.1 * randn + g within
+             # the accum class when |g| < 0.02, 1.7% of runs; tests/test_label_truth.py)
+             render=atomic_per_element_src, bugs={"off_by_one": {"last": "(int64_t)(T - 1) * D"}}),
         Rung("vectorized_atomic2", "a warp per token, uint4 loads, packed half2/bfloat162 atomics",
              (Param("warps_per_block", (2, 4, 8), 4),), memory_eff=0.72, launch=launch_of("atomic2"), dtypes=ATOMIC_DTYPES,
              render=vectorized_atomic2_src, bugs={"off_by_one": {"last": "chunks - 1"}}),
