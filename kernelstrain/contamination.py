@@ -71,7 +71,11 @@ def tokens(code: str, lang: str) -> list[str]:
     return out
 
 
-@functools.lru_cache(maxsize=1 << 13)     # 300 default episodes: 5,727 distinct lines, ~1.3 KB an entry
+# The lines tokens() lexes: the registry's renders (boilerplate), the held-out sources and the references, at a
+# run's set-up and end (a Matcher lexes the candidates' lines itself: _code_ids). Lines recur close together
+# (a module's rungs in turn): 512 and 2,048 entries keep 60,304 and 61,937 of the 63,637 hits 8,192 did in
+# registry_boilerplate, at the same CPU (0.62-0.69 s), where 8,192 (~0.8 KB an entry) held ~6 MB to the run's end
+@functools.lru_cache(maxsize=1 << 10)
 def _line_tokens(line: str, lang: str) -> tuple:
     return tuple(filter(None, _LEXERS[lang].findall(line)))
 
@@ -574,11 +578,13 @@ class Targets:
     task) with their Matcher, and each task's reference fingerprint."""
 
     def __init__(self, rows: dict, workers: int = 1):
-        self.rows = rows
+        # each split's (task id, task key) of its rows: what `figures` reads of them (the decoded rows,
+        # prompts and codes, held ~13 MB of a run's peak RSS to the end)
+        self.rows = {name: [(r["task_id"], _row_key(r)) for r in split_rows] for name, split_rows in rows.items()}
         tasks = {}                        # task key -> (row, module, task), once per task
         for split_rows in rows.values():
             for r in split_rows:
-                key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+                key = _row_key(r)
                 if key not in tasks:
                     module = REGISTRY[r["module"]]
                     tasks[key] = r, module, make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
@@ -601,10 +607,9 @@ class Targets:
         out, details = {}, {}
         for name, split_rows in self.rows.items():
             per_task = []
-            for r in split_rows:
-                key = (r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True))
+            for task_id, key in split_rows:
                 s, b = self.keys[key], self.keys[key] + 1
-                per_task.append({"task_id": r["task_id"], "solution_exact": s in tally.exact,
+                per_task.append({"task_id": task_id, "solution_exact": s in tally.exact,
                                  "baseline_exact": b in tally.exact, "reference_exact": self.references[key] in train_refs,
                                  "solution_ngram": overlaps[s][0], "solution_ngram_specific": overlaps[s][1],
                                  "baseline_ngram": overlaps[b][0], "baseline_ngram_specific": overlaps[b][1]})
@@ -612,6 +617,11 @@ class Targets:
             details[name] = per_task
         return {"splits": out, "training_candidates": tally.candidates, "per_task": details,
                 "training_tasks": train_tasks}
+
+
+def _row_key(r: dict) -> tuple:
+    """A held-out row's task: (module, gpu, dtype, shape json)."""
+    return r["module"], r["gpu"], r["dtype"], json.dumps(r["shape"], sort_keys=True)
 
 
 def measure(data: Path, split_files: dict, layout, workers: int = 1) -> dict:

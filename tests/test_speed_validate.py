@@ -26,3 +26,23 @@ def test_reference_ms_is_the_plain_computation_registry_wide():
                             (m.name, task.key, mode)
                         asked += 1
     assert asked > 2000 and references._TIMES
+
+
+def test_plan_row_compares_the_row_as_json_gives_it_back():
+    """plan_row compares a dataset row with the plan's row as built, and as JSON gives it back only where
+    they differ: a built tuple still equals the file's list, and a changed value is still a finding."""
+    from types import SimpleNamespace
+
+    from kernelstrain.validate import Findings
+    from kernelstrain.validate_derived import plan_row
+
+    class Rebuilt:             # validate_derived.Rebuilds' get, with one episode's rebuild as built
+        def get(self, index):
+            return None, {"id": "e", "shape": ({"dim": "T", "value": 8},), "time_ms": 1.5}, "its chats"
+
+    ctx, out = SimpleNamespace(rebuilds=Rebuilt()), Findings(5)
+    row = {"id": "e", "shape": [{"dim": "T", "value": 8}], "time_ms": 1.5}
+    assert plan_row(ctx, 0, row, "episodes.jsonl:1", out) == "its chats" and out.total == 0
+    row["shape"][0]["value"] = 16
+    assert plan_row(ctx, 0, row, "episodes.jsonl:1", out) == "its chats"
+    assert out.total == 1 and "shape" in out[0] and "not the plan's row" in out[0]
