@@ -34,7 +34,7 @@ def best_config(module, task) -> tuple:
         if variant.needs - task.gpu.features:
             continue
         for params in param_grid(variant):
-            launch = knobs.launch.uncached(module, variant, params, task)
+            launch = knobs.plain_launch(module, variant, params, task)
             if launch.unrolled > TILE_VALUES_MAX or feasibility.violation.uncached(module, variant, params, task) is not None:
                 continue                   # not writable (sim.writable)
             built = built_launch(module, variant, params, task, lambda *_: launch)
