@@ -22,7 +22,7 @@ from .contamination import Incremental, Targets, boilerplate, solution_keys, sol
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, rooms_ahead
 from .pools import ordered_map, running, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
@@ -214,6 +214,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         _fresh(stage, out, force, resume)
         start = indices.start
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
+    rooms_ahead(profile, workers)          # (make_plan's costliest part, in the pool where there is one)
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     try:
