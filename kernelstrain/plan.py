@@ -12,6 +12,7 @@ from .ops import REGISTRY
 from .ops.base import OpModule, Task
 from .profiles import Profile
 from .calibration import FIT
+from .holdout_search import timed_configs
 from .rng import rank, seeded_rng  # noqa: F401 (seeded_rng: tests draw as the plan's episodes do)
 from .sim import built_launch, launch_failure, roofline_floor_ms, simulate, time_ms, writable
 from .tasks import make_task, param_grid
@@ -90,12 +91,15 @@ def has_room(module: OpModule, task: Task, search, bar: float) -> tuple[bool, fl
     target = base.time_ms / bar
     if min(roofline_floor_ms(module, task, p) for p in {v.path for v in runs}) > target:
         return False, low
-    for v in reversed(module.variants):
-        for params in param_grid(v):
-            if writable(module, v, params, task) and launch_failure.uncached(module, v, params, task) is None \
-                    and time_ms(module, v, built_launch(module, v, params, task), task, params) <= target:
-                return True, low
-    return False, low
+    if hasattr(module, "simulate"):       # a fused program: its own simulate
+        for v in reversed(module.variants):
+            for params in param_grid(v):
+                if writable(module, v, params, task) and launch_failure.uncached(module, v, params, task) is None \
+                        and time_ms(module, v, built_launch(module, v, params, task), task, params) <= target:
+                    return True, low
+        return False, low
+    # the held-out search's walk (one launch a config, kept nowhere), top rung first, until one reaches the bar
+    return any(t <= target for t, _, _ in timed_configs(module, task, reversed(module.variants))), low
 
 
 _ROOM: dict = {}      # (task key, caps, bar) -> has_room's answer
