@@ -22,7 +22,7 @@ from .contamination import Incremental, Targets, boilerplate, solution_keys, sol
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, rooms_ahead
 from .pools import ordered_map, running, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
@@ -100,7 +100,9 @@ def _slim(ep: dict) -> dict:
 
 
 def _encode(lines: list[str]) -> bytes:
-    return "".join(line + "\n" for line in lines).encode("utf-8")
+    """Each line and its newline, encoded: one join (a final empty element gives the last newline; no
+    line is copied to add its own, which cost ~40% more of an episode's ~300 KB)."""
+    return "\n".join([*lines, ""]).encode("utf-8")
 
 
 def written_checks(layout) -> bool:
@@ -212,6 +214,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         _fresh(stage, out, force, resume)
         start = indices.start
         files = {k: StreamFile(stage.dir / names[k]) for k in keys}
+    rooms_ahead(profile, workers)          # (make_plan's costliest part, in the pool where there is one)
     plan = make_plan(profile, seed)
     todo = range(start, indices.stop)
     try:

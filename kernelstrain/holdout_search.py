@@ -30,19 +30,27 @@ def best_config(module, task) -> tuple:
     if hasattr(module, "simulate"):        # a fused program: its own simulate (kernelstrain/fused)
         return searched(module, task)
     best = None
-    for variant in module.variants:
+    for t, variant, params in timed_configs(module, task, module.variants):
+        if best is None or t < best[0]:
+            best = (t, variant, params)
+    if best is None:
+        raise ValueError(f"no candidate of {module.name} runs on {task.gpu.name}")
+    return best
+
+
+def timed_configs(module, task, variants):
+    """(time_ms, variant, params) of each config of `variants`, in their order and param_grid's, that an engineer
+    would write (sim.writable) and that runs (sim.launch_failure None): each launch modelled once, kept nowhere
+    (the module docstring). Not for a fused program (its own simulate). A rung whose features the GPU lacks
+    yields nothing (each of its configs fails so)."""
+    for variant in variants:
         if variant.needs - task.gpu.features:
             continue
         for params in param_grid(variant):
-            launch = knobs.launch.uncached(module, variant, params, task)
+            launch = knobs.plain_launch(module, variant, params, task)
             if launch.unrolled > TILE_VALUES_MAX or feasibility.violation.uncached(module, variant, params, task) is not None:
                 continue                   # not writable (sim.writable)
             built = built_launch(module, variant, params, task, lambda *_: launch)
             if failure_of_launch(module, variant, params, task, built) is not None:
                 continue
-            t = time_ms(module, variant, built, task, params)
-            if best is None or t < best[0]:
-                best = (t, variant, params)
-    if best is None:
-        raise ValueError(f"no candidate of {module.name} runs on {task.gpu.name}")
-    return best
+            yield time_ms(module, variant, built, task, params), variant, params

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
 
 from . import knobs_triton
 from .memo import candidate_cache, same_rung
 from .ops.base import Launch, Param, Variant
+from .records import replaced
 
 OFF = 0
 KNOBS = {
@@ -158,7 +158,7 @@ def without_optin(params: dict, smem_bytes: int) -> bool:
 
 def untuned(variant: Variant) -> Variant:
     """The rung with its slip knobs fixed at 0 (what grids and sweeps range over)."""
-    return replace(variant, params=tuple(Param(p.name, (OFF,), OFF) if p.name in SLIPS else p for p in variant.params))
+    return replaced(variant, params=tuple(Param(p.name, (OFF,), OFF) if p.name in SLIPS else p for p in variant.params))
 
 
 def own(params: dict) -> dict:
@@ -190,7 +190,7 @@ def extend(variant: Variant, impl: str, code: str, names: tuple, gpu=None) -> Va
     key = (id(variant), extra)
     found = _EXTENDED.get(key)
     if found is None:
-        found = _EXTENDED[key] = (variant, same_rung(replace(variant, params=variant.params + extra), variant))
+        found = _EXTENDED[key] = (variant, same_rung(replaced(variant, params=variant.params + extra), variant))
     return found[1]
 
 
@@ -255,7 +255,17 @@ def module_launch(module, variant: Variant, params: dict, task) -> Launch:
 @candidate_cache
 def launch(module, variant: Variant, params: dict, task) -> Launch:
     """The module's launch model with the knobs' effect on registers, spills and ILP."""
-    out = module_launch(module, variant, own(params), task)
+    return with_knobs(module, variant, params, task, module_launch(module, variant, own(params), task))
+
+
+def plain_launch(module, variant: Variant, params: dict, task) -> Launch:
+    """launch's answer, kept nowhere and its module launch neither (the held-out solutions' search asks each
+    config once: holdout_search)."""
+    return with_knobs(module, variant, params, task, module.launch(variant, own(params), task))
+
+
+def with_knobs(module, variant: Variant, params: dict, task, out: Launch) -> Launch:
+    """`out`, the module's launch of the candidate's own parameters, with its knobs' effect (launch)."""
     gpu = task.gpu
     unroll = params.get("main_unroll", OFF)
     # what the pragma's loop does decides what it gains (H100, seed 30303 gpu-check, 63 candidates with the knob):
@@ -281,15 +291,15 @@ def launch(module, variant: Variant, params: dict, task) -> Launch:
         unroll = OFF
     if unroll:
         doublings = math.log2(unroll)
-        out = replace(out, regs=out.regs + 8 * int(doublings))
+        out = replaced(out, regs=out.regs + 8 * int(doublings))
         if kind == "stream":
-            out = replace(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
+            out = replaced(out, bytes_per_access=out.bytes_per_access * (1 + 0.35 * doublings),   # loads in flight
                           compute_scale=out.compute_scale * (1 + 0.03 * doublings))       # loop overhead
     evict = params.get("evict", OFF)
     if evict and gpu.vendor == "nvidia" and _rereads(module, variant, task):     # the H100's figures: knobs_triton
         row = module.cost(task).bytes * knobs_triton.read_share(module.name, variant.tag) / max(1, out.grid)
         load = knobs_triton.l1_load(out, gpu, row)
-        out = replace(out, traffic=out.traffic * knobs_triton.rung_traffic(module.name, variant.tag, evict, load))
+        out = replaced(out, traffic=out.traffic * knobs_triton.rung_traffic(module.name, variant.tag, evict, load))
     if "min_blocks" in params:
         # the knob is offered where the code has __launch_bounds__(THREADS[, N]): ptxas must fit
         # N blocks (at least one) of THREADS, so a register demand over the file spills rather
@@ -309,6 +319,6 @@ def _capped(out: Launch, cap: int) -> Launch:
     """The launch with ptxas's registers a thread capped at `cap`: what the demand holds past it spills."""
     if 16 <= cap < out.regs:      # below 16 ptxas cannot meet the bound and ignores it
         spilled = out.regs / cap - 1.0
-        out = replace(out, regs=cap, traffic=out.traffic * (1 + 0.4 * spilled),
+        out = replaced(out, regs=cap, traffic=out.traffic * (1 + 0.4 * spilled),
                       compute_scale=out.compute_scale / (1 + 1.2 * spilled))
     return out

@@ -12,6 +12,7 @@ from .ops import REGISTRY
 from .ops.base import OpModule, Task
 from .profiles import Profile
 from .calibration import FIT
+from .holdout_search import timed_configs
 from .rng import rank, seeded_rng  # noqa: F401 (seeded_rng: tests draw as the plan's episodes do)
 from .sim import built_launch, launch_failure, roofline_floor_ms, simulate, time_ms, writable
 from .tasks import make_task, param_grid
@@ -32,6 +33,12 @@ def all_combos(profile: Profile) -> list[Task]:
     if profile.fused is not None:
         from .fused.tasks import fused_tasks
         return fused_tasks(profile)
+    tasks = _menu_tasks(profile)
+    return with_room(tasks, profile) if profile.min_room else tasks
+
+
+def _menu_tasks(profile: Profile) -> list[Task]:
+    """all_combos' tasks before with_room's cut (not a fused profile's)."""
     tasks = []
     for m in profile_modules(profile):
         extra = [s for s in (profile.shapes or {}).get(m.name, ()) if s not in m.shapes]
@@ -50,7 +57,7 @@ def all_combos(profile: Profile) -> list[Task]:
                 pick[combo] = t
         kept = {t.key for t in pick.values()}
         tasks = [t for t in tasks if t.key in kept]
-    return with_room(tasks, profile) if profile.min_room else tasks
+    return tasks
 
 
 def room(module: OpModule, task: Task, search) -> float:
@@ -84,15 +91,46 @@ def has_room(module: OpModule, task: Task, search, bar: float) -> tuple[bool, fl
     target = base.time_ms / bar
     if min(roofline_floor_ms(module, task, p) for p in {v.path for v in runs}) > target:
         return False, low
-    for v in reversed(module.variants):
-        for params in param_grid(v):
-            if writable(module, v, params, task) and launch_failure.uncached(module, v, params, task) is None \
-                    and time_ms(module, v, built_launch(module, v, params, task), task, params) <= target:
-                return True, low
-    return False, low
+    if hasattr(module, "simulate"):       # a fused program: its own simulate
+        for v in reversed(module.variants):
+            for params in param_grid(v):
+                if writable(module, v, params, task) and launch_failure.uncached(module, v, params, task) is None \
+                        and time_ms(module, v, built_launch(module, v, params, task), task, params) <= target:
+                    return True, low
+        return False, low
+    # the held-out search's walk (one launch a config, kept nowhere), top rung first, until one reaches the bar
+    return any(t <= target for t, _, _ in timed_configs(module, task, reversed(module.variants))), low
 
 
 _ROOM: dict = {}      # (task key, caps, bar) -> has_room's answer
+_AHEAD: list = []     # rooms_ahead's (task, caps, bar) asks, read by its forked workers by index
+
+
+def rooms_ahead(profile: Profile, workers: int) -> None:
+    """with_room's answer (has_room) for every task of the profile's menus, asked in `workers` forked
+    processes and kept (_ROOM) where make_plan then finds it: a profile with min_room (kernelinfer) asks it
+    of ~4,000 tasks before the first episode, ~3.3 s of one process (each simulates the ladder's rungs at
+    their defaults), ~13% of a 200-session run, none of it shared by the workers. Nothing with one worker,
+    or for a profile without min_room; the answers are has_room's own (pure), so the plan is the same."""
+    if workers <= 1 or profile.fused is not None or not profile.min_room:
+        return
+    from .pools import fork_pool, result, running, submitted
+    caps, bar = (profile.search.baseline_cap, profile.search.eager_cap), profile.min_room
+    _AHEAD[:] = [(t, caps, bar) for t in _menu_tasks(profile) if (t.key, caps, bar) not in _ROOM]
+    try:
+        with running(lambda: fork_pool(workers) if len(_AHEAD) > 1 else None) as pool:
+            if pool is None:
+                return
+            found = submitted(pool.map_async, _room_at, range(len(_AHEAD)), chunksize=max(1, len(_AHEAD) // (32 * workers)))
+            for (t, caps, bar), answer in zip(_AHEAD, result(found)):
+                _ROOM[(t.key, caps, bar)] = answer
+    finally:
+        _AHEAD.clear()
+
+
+def _room_at(i: int) -> tuple[bool, float]:
+    """_has_room of rooms_ahead's i-th ask (in a forked worker: _AHEAD is the parent's list)."""
+    return _has_room(*_AHEAD[i])
 
 
 def _has_room(task: Task, caps: tuple, bar: float) -> tuple[bool, float]:

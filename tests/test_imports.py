@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1] / "kernelstrain"
 
 LAYERS = (
     ("foundation", {"version", "errors", "fields", "schema", "gpus", "progress", "safety", "writers", "memo", "svg",
-                    "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store"}),
+                    "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store", "records"}),
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "knobs_triton", "limits", "tasks", "shapes", "slips", "slips.*",
                "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",

@@ -141,3 +141,117 @@ def test_limit_scans_find_what_the_plain_tests_find():
                 e._over_limit(v, error_class)
                 plain = [c.params for c in e.configs(v) if e.clear_failure(c, error_class) and e.writable(c)]
                 assert [c.params for c in e._limits.get((v.tag, error_class), [])] == plain, (e.m.name, v.tag, error_class)
+
+
+def test_op_cost_is_the_modules_cost_and_keyed_by_the_task_object():
+    """sim.op_cost answers module.cost(task) for every registry sample task (a cold pass, then kept), and a
+    task equal in value but another object, or another module asked of the same task, gets its own answer."""
+    sim._COSTS.clear()
+    sample = list(registry_sample())
+    for _ in range(2):
+        for m, _, _, task in sample:
+            assert sim.op_cost(m, task) == m.cost(task), (m.name, task.key)
+    m, _, _, task = sample[0]
+    twin = replace(task)
+    assert twin is not task and sim.op_cost(m, twin) == m.cost(task)
+    fake = type("Fake", (), {"cost": lambda self, t: "not the module's"})()
+    assert sim.op_cost(fake, task) == "not the module's" and sim.op_cost(m, task) == m.cost(task)
+
+
+def test_render_cache_returns_the_plain_render():
+    """OpModule.render keeps its last renders (ops.base._rendered): each equals the plain assembly of the
+    rung's source, cold and kept, with and without a bug, and a candidate differing only in its GPU, dtype,
+    shape or parameters is rendered for itself (a key short of any would fail here)."""
+    from kernelstrain.ops import base
+    base._RENDERS.clear()
+    sample = [s for s in registry_sample() if isinstance(s[1], base.Rung)]
+    assert len(sample) > 1000
+    for _ in range(2):
+        for m, v, params, task in sample:
+            assert m.render(v, params, task) == m.assemble(v.source(params, task), v, params, task), \
+                (m.name, v.tag, params, task.key)
+            for bug in v.bugs[:1]:
+                assert m.render(v, params, task, bug) == m.assemble(v.source(params, task, bug), v, params, task)
+    assert 0 < len(base._RENDERS) <= base.RENDERS_MAX
+    # the same candidate at another shape of its task (the sample holds each module's first shape alone)
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["rmsnorm_cuda"]
+    v = m.variants[0]
+    a, b = (make_task(m, "H100", "fp16", shape) for shape in m.shapes[:2])
+    codes = [m.render(v, v.defaults(), t) for t in (a, b, a, b)]
+    assert codes[0] != codes[1] and codes[2:] == codes[:2]
+    assert codes[1] == m.assemble(v.source(v.defaults(), b), v, v.defaults(), b)
+
+
+def test_replaced_is_dataclasses_replace():
+    """records.replaced makes the record dataclasses.replace makes (equal, the same type, hash and fields in the
+    same order) for every registry sample's launch, a field at a time; and hands a class whose __init__ does
+    more than store its fields (a __post_init__, a hand-written __init__), a record holding a cached value, or
+    a name that is no field to dataclasses.replace itself (the same answer, the same error)."""
+    import dataclasses
+    from functools import cached_property
+
+    import pytest
+
+    from kernelstrain.ops.base import Launch
+    from kernelstrain.records import plain_fields, replaced
+    names = [f.name for f in dataclasses.fields(Launch)]
+    made = 0
+    for m, v, params, task in registry_sample():
+        if hasattr(m, "simulate"):
+            continue
+        launch = m.launch(v, params, task)
+        for name in names:
+            value = getattr(launch, name)
+            changed = value + 1 if type(value) is int else value * 1.5
+            a, b = replaced(launch, **{name: changed}), dataclasses.replace(launch, **{name: changed})
+            assert type(a) is type(b) and a == b and hash(a) == hash(b) and list(vars(a).items()) == list(vars(b).items())
+            made += 1
+    assert made > 10000
+
+    @dataclasses.dataclass(frozen=True)
+    class Posted:
+        x: int
+        y: int = 0
+
+        def __post_init__(self):
+            object.__setattr__(self, "y", self.x * 2)
+
+    @dataclasses.dataclass(frozen=True)
+    class Cached:
+        x: int
+
+        @cached_property
+        def twice(self):
+            return 2 * self.x
+
+    @dataclasses.dataclass(frozen=True, init=False)
+    class Own:
+        x: int
+
+        def __init__(self, x):
+            object.__setattr__(self, "x", x + 100)
+    assert plain_fields(Posted) is None and plain_fields(Own) is None and plain_fields(Cached) == {"x"}
+    assert replaced(Posted(1), x=5) == dataclasses.replace(Posted(1), x=5) == Posted(5)
+    c = Cached(1)
+    assert c.twice == 2 and replaced(c, x=5).twice == 10
+    assert replaced(Own(1), x=5).x == 105
+    with pytest.raises(TypeError):
+        replaced(Launch(1, 32), nothing=1)
+
+
+def test_plain_launch_is_launch_and_keeps_nothing():
+    """knobs.plain_launch (the held-out search's) is knobs.launch's answer, registry-wide, and fills neither
+    candidate cache."""
+    from kernelstrain import knobs
+    sample = [s for s in registry_sample() if not hasattr(s[0], "simulate")]
+    knobs.launch.cache_clear()
+    knobs.module_launch.cache_clear()
+    for m, v, params, task in sample:
+        assert knobs.plain_launch(m, v, params, task) == knobs.launch.uncached(m, v, params, task), (m.name, v.tag)
+    knobs.launch.cache_clear()
+    knobs.module_launch.cache_clear()
+    for m, v, params, task in sample[:50]:
+        knobs.plain_launch(m, v, params, task)
+    assert knobs.launch.cache_len() == knobs.module_launch.cache_len() == 0

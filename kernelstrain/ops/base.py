@@ -10,10 +10,11 @@ time; the engine (engine.py) walks the ladder.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..gpus import GPU
+from ..records import replaced
 from .contract import Entry
 from .dialect import Dialect, dialect_of, prelude
 
@@ -321,7 +322,7 @@ class OpModule:
 
     def render(self, variant: Variant, params: dict, task: Task, bug: str | None = None) -> str:
         if isinstance(variant, Rung):
-            return self.assemble(variant.source(params, task, bug), variant, params, task)
+            return _rendered(self, variant, params, task, bug)
         raise NotImplementedError
 
     def assemble(self, body: str, variant: Variant, params: dict, task: Task) -> str:
@@ -354,8 +355,35 @@ class OpModule:
         specs = []
         for s in self.triton_kernels(variant, params, task):
             dims = {k: v for k, v in task.shape if s.signature.get(k) in ("i32", "i64")}
-            specs.append(replace(s, ints={**dims, **s.ints}))
+            specs.append(replaced(s, ints={**dims, **s.ints}))
         return specs
+
+
+_RENDERS: dict = {}     # (module, rung, params, bug, task) by identity and value -> (module, rung, gpu, code)
+RENDERS_MAX = 1 << 9    # an episode's renders asked again (a few hundred distinct ones an episode)
+
+
+def _rendered(module: OpModule, variant: Rung, params: dict, task: Task, bug: str | None) -> str:
+    """module.assemble(variant.source(...)): the candidate's code, kept for the last RENDERS_MAX asked.
+    An episode renders the same candidate several times: each rung at its defaults for its knob places
+    (knobs.extend), the loop the unroll knob acts on (knobs._loop_kind) and the step's code (Episode.code);
+    the history lines' task_constants render the rungs and their parameters' values again (~35% of an
+    episode's renders were repeats). The key holds the identities of the module, the rung and the task's
+    GPU record (kept alive in the entry, so never another object's) and the params' items, the bug and the
+    task's dtype and shape by value; a render is a pure function of them (tests/test_speed_engine.py
+    compares it with the plain one). An unhashable parameter value is rendered, not kept."""
+    try:
+        key = (id(module), id(variant), tuple(params.items()), bug, id(task.gpu), task.module, task.dtype, task.shape)
+        found = _RENDERS.get(key)
+    except TypeError:
+        return module.assemble(variant.source(params, task, bug), variant, params, task)
+    if found is not None:
+        return found[3]
+    code = module.assemble(variant.source(params, task, bug), variant, params, task)
+    if len(_RENDERS) >= RENDERS_MAX:
+        _RENDERS.clear()        # (an episode's working set refills it; no order kept to evict by)
+    _RENDERS[key] = (module, variant, task.gpu, code)
+    return code
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ the other cards of the catalog (no measurement).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
+from ..records import replaced
 from .base import DTYPE_BYTES, Launch
 
 L2_READ_TBS = 11.0
@@ -64,5 +64,5 @@ def row_rereads(launch_of_p, rows: str, cols: str):
         slots = resident_slots(base, gpu)
         served = reread_traffic(base.traffic - 1.0, min(t, slots) * task[cols] * DTYPE_BYTES[task.dtype], gpu)
         wave = min(1.0, t / slots)
-        return replace(base, traffic=base.traffic - (base.traffic - served) * wave)
+        return replaced(base, traffic=base.traffic - (base.traffic - served) * wave)
     return launch

@@ -25,8 +25,8 @@ offers it before): `offered`.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
+from ..records import replaced
 from .base import DTYPE_BYTES, Launch, Param, Rung, cdiv
 
 BLOCKS_PER_SM = Param("blocks_per_sm", (1, 2, 4, 8), 2)
@@ -93,7 +93,7 @@ def launch_over(cached: Launch, p, task, carried: int, slot_sets: int = 2) -> La
     spill = 1.0 + max(0, regs - MAX_REGS) / 64       # as register_cached: past 255 the rows spill to local memory
     grid = min(cached.grid, task.gpu.sms * p["blocks_per_sm"])
     rounds = 1 + round((cdiv(cached.grid, grid) - 1) * PREFETCH_EXPOSED)
-    return replace(cached, grid=grid, rounds=rounds, bytes_per_access=cached.bytes_per_access * 2,
+    return replaced(cached, grid=grid, rounds=rounds, bytes_per_access=cached.bytes_per_access * 2,
                    regs=min(regs, MAX_REGS), traffic=cached.traffic * spill, smem_bytes=slot_sets * cached.smem_bytes)
 
 

@@ -34,8 +34,8 @@ loop at unroll 8 ran 85.5-85.9 us at every depth (sim 27.1 -> 15.1).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
+from ..records import replaced
 from .base import DTYPE_BYTES, Launch, Param
 from .unroll import LOOP_UNROLL
 
@@ -112,10 +112,10 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
         return launch
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
-        return replace(launch, regs=launch.regs + buffer // (4 * launch.threads),
+        return replaced(launch, regs=launch.regs + buffer // (4 * launch.threads),
                        bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
-    return replace(launch, smem_bytes=smem,
+    return replaced(launch, smem_bytes=smem,
                    bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
 
 
@@ -153,7 +153,7 @@ def ca_staged(launch_of_p, trips, row: str = "D"):
             return launch
         if trips_ahead(launch, params, task, trips(params, task), params["BLOCK"], row) <= 0:
             return launch
-        return replace(launch, narrow=launch.narrow * CA_STAGED)
+        return replaced(launch, narrow=launch.narrow * CA_STAGED)
     return wrapped
 
 

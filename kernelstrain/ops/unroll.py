@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
 
+from ..records import replaced
 from .base import DTYPE_BYTES, Launch, Param
 
 INDEX_REGS = 1            # registers of the index and address arithmetic per load issued ahead
@@ -139,7 +139,7 @@ def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compile
     deep, own = min(held, max(1.0, trips)), min(compiler, max(1.0, trips))
     regs = launch.regs + round((load_regs + INDEX_REGS) * max(0, held - compiler))
     branches = min(n, max(1.0, trips)) / own           # one loop branch per N trips, whatever the loads do
-    return replace(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
+    return replaced(launch, regs=regs, bytes_per_access=launch.bytes_per_access * deep / own if deep != own
                    else launch.bytes_per_access,
                    compute_scale=launch.compute_scale * (1 + LOOP_OVERHEAD * math.log2(branches)))
 

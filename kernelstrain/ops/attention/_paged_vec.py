@@ -14,8 +14,8 @@ Two knobs a real kernel of this shape tunes (issue 26 item 2), with `in_flight` 
 - stages (gqa_cp_async): K/V tiles of the cp.async ring; STAGES - 1 tiles in flight ahead of
   the one being reduced, for a tile's smem each.
 """
-from dataclasses import replace
 
+from ...records import replaced
 from ..base import Launch, Param
 
 KEYS = Param("keys_per_step", (2, 4, 8), 4)
@@ -116,10 +116,10 @@ def in_flight(launch: Launch, p: dict, tile_bytes: int = 0) -> Launch:
     and stages: direct loads (tile_bytes 0) keep U / 4 times the bytes in flight; a ring of
     `tile_bytes` K/V tiles keeps stages - 1 of them in flight, for a tile of smem a stage more."""
     u, stages = p.get(KEYS.name, KEYS.default), p.get(STAGES.name, STAGES.default)
-    out = replace(launch, regs=launch.regs + KEY_REGS * (u - KEYS.default))
+    out = replaced(launch, regs=launch.regs + KEY_REGS * (u - KEYS.default))
     if not tile_bytes:
-        return replace(out, bytes_per_access=launch.bytes_per_access * u // KEYS.default)
-    return replace(out, smem_bytes=launch.smem_bytes + (stages - 2) * tile_bytes,
+        return replaced(out, bytes_per_access=launch.bytes_per_access * u // KEYS.default)
+    return replaced(out, smem_bytes=launch.smem_bytes + (stages - 2) * tile_bytes,
                    bytes_per_access=launch.bytes_per_access * (stages - 1))
 
 
