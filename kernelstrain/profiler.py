@@ -127,11 +127,16 @@ def text(p: Profile) -> str:
     ctas, units, warps = ("workgroups", "CUs", "wavefronts per CU") if p.amd else ("CTAs", "SMs", "warps per SM")
     head = ("profile (its heaviest kernel)" if p.least else "profile") + \
         f": {p.grid} {ctas} x {p.threads} threads on {p.sms} {units}, {sig(p.waves, 2)} waves; theoretical occupancy " \
-        f"{100 * p.warps / p.max_warps:.0f}% ({p.warps} of {p.max_warps} {warps}, limited by {p.limiter})"
+        f"{100 * p.warps / p.max_warps:.0f}% ({p.warps} of {p.max_warps} {warps}{limited(p)})"
     moved = f"the program's least {size(p.bytes)}" if p.least else f"{size(p.bytes)} moved"
     rate = f"{sig(p.bytes / p.time_s / 1e12)} TB/s" if p.bytes / p.time_s >= 1e12 else f"{sig(p.bytes / p.time_s / 1e9)} GB/s"
     compute = f"compute {pct(p.compute_share)} of the {p.path} peak" if p.flops else "no FLOPs"
     return f"{head}\nthroughput: DRAM {rate}, {pct(p.dram_share)} of peak ({moved}); {compute}; bound: {verdict(p)}"
+
+
+def limited(p: Profile) -> str:
+    """What caps the occupancy, where something does (a full SM has no limiter to name)."""
+    return "" if p.warps >= p.max_warps else f", limited by {p.limiter}"
 
 
 def verdict(p: Profile) -> str:
@@ -139,5 +144,7 @@ def verdict(p: Profile) -> str:
     against the GPU's ridge point (the path's peak FLOP/s over peak bandwidth)."""
     if p.bound == "occupancy":
         return BOUND_TEXT["occupancy_amd" if p.amd else "occupancy"]
+    if not p.flops:
+        return "memory (no FLOPs)"
     side = ">=" if p.bound == "compute" else "<"
     return f"{p.bound} ({sig(p.intensity)} FLOP/B {side} ridge {sig(p.peak / p.bw)})"

@@ -16,8 +16,8 @@ from kernelstrain.tasks import make_task
 HEAD = re.compile(r"^(?:\[t\+[\d:]+\] )?Step (\d+): (.+)\.$")
 TIME = re.compile(r"^time: ([\d.]+) (us|ms),")
 LAUNCH = re.compile(r"^profile(?: \(its heaviest kernel\))?: (\d+) (?:CTAs|workgroups) x (\d+) threads on (\d+) (?:SMs|CUs), "
-                    r"([\d.]+) waves; theoretical occupancy (\d+)% \((\d+) of (\d+) (?:warps per SM|wavefronts per CU), "
-                    r"limited by (registers|shared memory|warps|blocks)\)$")
+                    r"([\d.]+) waves; theoretical occupancy (\d+)% \((\d+) of (\d+) (?:warps per SM|wavefronts per CU)"
+                    r"(?:, limited by (registers|shared memory|warps|blocks))?\)$")
 THROUGHPUT = re.compile(r"^throughput: DRAM ([\d.]+) (TB|GB)/s, ([\d.]+)% of peak \((?:the program's least )?([\d.]+) (GB|MB|KB|B)"
                         r"(?: moved)?\); (?:compute ([\d.]+)% of the (\w+) peak|no FLOPs); bound: (grid|memory|compute)")
 SCALE = {"TB": 1e12, "GB": 1e9, "MB": 1e6, "KB": 1e3, "B": 1.0, "us": 1e-6, "ms": 1e-3}
@@ -81,6 +81,12 @@ def test_a_correct_step_s_profile_agrees_with_its_time_the_model_and_the_engine(
             blocks = warps // math.ceil(threads / task.gpu.warp)
             assert close(launch_m.group(4), grid / (sms * blocks), 2) and close(launch_m.group(5), 100 * warps / max_warps)
             assert max_warps == task.gpu.max_threads_per_sm // task.gpu.warp
+            assert (launch_m.group(8) is None) == (warps == max_warps), text      # a limiter named where one binds
+            gpu = task.gpu
+            limits = {"registers": gpu.regs_per_sm // (threads * launch.regs), "warps": gpu.max_threads_per_sm // threads,
+                      "shared memory": gpu.smem_per_sm // launch.smem_bytes if launch.smem_bytes else gpu.max_blocks_per_sm,
+                      "blocks": gpu.max_blocks_per_sm}
+            assert blocks == min(limits.values()) and (launch_m.group(8) is None or limits[launch_m.group(8)] == blocks), text
             # throughput: the printed bytes over the printed time give the printed rate and share of peak
             moved = float(through_m.group(4)) * SCALE[through_m.group(5)]
             rate = float(through_m.group(1)) * SCALE[through_m.group(2)]
