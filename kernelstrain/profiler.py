@@ -94,10 +94,13 @@ def profile(module, variant, params: dict, task, time_ms: float) -> Profile:
 
 
 def sig(x: float, digits: int = 3) -> str:
-    """`x` to `digits` significant digits in fixed point: sig(0.012345) == '0.0123', sig(1234.5) == '1234'."""
+    """`x` to `digits` significant digits in fixed point, a value that rounds up to the next power of ten
+    counted there: sig(0.012345) == '0.0123', sig(1234.5) == '1234', sig(0.99999) == '1.00'."""
     if x <= 0:
         return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(x)))
+    if decimals and round(x, decimals) >= 10 ** (digits - decimals):
+        decimals -= 1
     return f"{x:.{decimals}f}"
 
 
