@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from . import knobs, messages
+from . import knobs, messages, profiler
 from .version import __version__
 from .references import reference_ms
 from .engine import STREAMS, Episode as Agent, draw_steps
@@ -188,17 +188,26 @@ def _opening(row: dict):
 def turns(row: dict, timestamps: bool):
     """Yield, for each step of a public episode row: (step, verdict, weight, assistant message,
     feedback message, (best code, best ms, best step) before the step)."""
-    impl, base = REGISTRY[row["module"]].impl, row["baseline"]
+    module, base = REGISTRY[row["module"]], row["baseline"]
+    task = make_task(module, row["gpu"], row["dtype"], row["shape"])
     best_code, best_ms, best_step = base["code"], base["time_ms"], 0
     for s, v in replay(row):
         w = weight(s, v)
-        answer = {"role": "assistant", "content": messages.fence(s["code"], impl), "weight": w, "status": s["status"]}
+        answer = {"role": "assistant", "content": messages.fence(s["code"], module.impl), "weight": w, "status": s["status"]}
         stamp = messages.hms(s["elapsed_s"]) if timestamps else ""
-        feedback = {"role": "user", "content": messages.step_feedback(s, v, base["time_ms"], stamp)}
+        feedback = {"role": "user", "content": messages.step_feedback(s, v, base["time_ms"], stamp, step_profile(module, task, s, v))}
         yield s, v, w, answer, feedback, (best_code, best_ms, best_step)
         best_ms, best_step = s["best_ms"], v.best_step
         if s["kept"]:
             best_code = s["code"]
+
+
+def step_profile(module, task, s: dict, v: Verdict) -> str:
+    """The profiler's report of a correct step's candidate at its measured time (profiler.text), recomputed
+    from the simulator's launch and cost model; none for a failed step or a re-measure of the best's code."""
+    if s["status"] != "ok" or v.remeasure:
+        return ""
+    return profiler.text(profiler.profile(module, module.variant(s["tag"]), as_dict(s["params"]), task, s["time_ms"]))
 
 
 def _steps(row: dict, timestamps: bool):

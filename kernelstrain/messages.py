@@ -689,10 +689,12 @@ def outcome(step: dict) -> str:
     return "correct"
 
 
-def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> str:
+def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "", profile: str = "") -> str:
     """Feedback for one step, from its record and the ledger's verdict on it (see
     episodes.replay): best before and after, runs of this code, noise. Only what a harness
-    knows: the outcome, the tool's text or the times, and whether the code is the best's."""
+    knows: the outcome, the tool's text or the times, the profiler's report of a new correct
+    candidate (`profile`: profiler.text at this step's time; a re-measure of the best's code
+    repeats none), and whether the code is the best's."""
     unit = time_unit(baseline_ms)
     head = f"{stamp}Step {step['step']}: {outcome(step)}."
     best = best_line(step["best_ms"], baseline_ms, verdict.best_step)
@@ -707,7 +709,8 @@ def step_feedback(step: dict, verdict, baseline_ms: float, stamp: str = "") -> s
     runs = f" (mean of {verdict.runs} runs: {fmt_ms(verdict.mean_ms, unit)})" if verdict.runs > 1 else ""
     delta = (verdict.mean_ms / verdict.prev_best_ms - 1) * 100
     noise = f"noise ±{100 * verdict.noise:.1f}% per run; a keep needs -{100 * verdict.needed:.1f}%"
-    return (f"{head}\n{res}{runs}\nvs best {fmt_ms(verdict.prev_best_ms, unit)}: {delta:+.1f}% ({noise})\n"
+    prof = f"\n{profile}" if profile else ""
+    return (f"{head}\n{res}{runs}{prof}\nvs best {fmt_ms(verdict.prev_best_ms, unit)}: {delta:+.1f}% ({noise})\n"
             f"decision: {'kept' if step['kept'] else 'not kept'}\n{best}")
 
 

@@ -5,7 +5,7 @@ The layers, from the bottom (a module may import its own layer and those below i
   0 foundation   records, texts and IO every other layer uses: errors, schema, gpus, writers, readers, ...
   1 ops          the op layer: the registry of op modules, their dialects, rungs and renders
   2 model        what is simulated and how it fails: sim, calibration, knobs, slips, the texts of
-                 compilers and harnesses (messages), the keep rule (ledger), re-rendering a row's code;
+                 compilers, harnesses and profilers (messages, profiler), the keep rule (ledger), re-rendering a row's code;
                  fused programs (kernelstrain/fused: their grammar, sources, costs and task files); the
                  search of held-out tasks' best configs over the model (holdout_search)
   3 run          a run: its profile and manifest, plan, engine, and the rows of both layouts
@@ -29,7 +29,7 @@ LAYERS = (
                     "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store", "records"}),
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "knobs_triton", "limits", "tasks", "shapes", "slips", "slips.*",
-               "mutations", "compilers", "runtime_texts", "messages", "slip_memory", "ledger", "references", "feasibility",
+               "mutations", "compilers", "runtime_texts", "messages", "profiler", "slip_memory", "ledger", "references", "feasibility",
                "rerender", "corpus", "fused", "fused.*", "holdout_search", "grids", "grid_limits"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),

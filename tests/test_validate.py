@@ -1,6 +1,7 @@
 """`validate` finds every kind of corruption, naming file and line — with stats.json's hashes
 left stale, and refreshed by a careful corrupter (then only content checks can find it)."""
 import json
+import re
 import shutil
 
 import pytest
@@ -186,6 +187,7 @@ KINDS = {
     "feedback_number_changed": row_change("sft_multiturn.jsonl", 1, set_msg(3, lambda t: t.replace(" registers", "0 registers", 1)
                                                                             if " registers" in t else t + " 1.0000 ms")),
     "history_changed": lambda d: history_changed(d),
+    "profile_figure_changed": lambda d: profile_changed(d),
     "deleted_step_row": raw_lines("sft_steps.jsonl", lambda rows: rows.pop(9), 10),
     "task_id_changed": episode_change(6, lambda ep: ep.update(task_id="t-000000000000")),
     "stats_count_changed": stats_count,
@@ -198,6 +200,19 @@ KINDS = {
     "holdout_row_changed": row_change("tasks_holdout.jsonl", 3, lambda r: r["baseline"].update(time_ms=r["baseline"]["time_ms"] * 2)),
     "episode_task_swapped_gpu": episode_change(9, lambda ep: ep.update(gpu="H100" if ep["gpu"] != "H100" else "A100")),
 }
+
+
+def profile_changed(d):
+    """A profiler figure of a correct step's feedback (profiler.text: the share of peak DRAM bandwidth)
+    raised by one: validate re-derives it from the simulator, not from the written row."""
+    for line, raw in enumerate(lines(d / "sft_multiturn.jsonl"), 1):
+        row = json.loads(raw)
+        for i, m in enumerate(row["messages"]):
+            if m["role"] == "user" and "\nthroughput: DRAM " in m["content"]:
+                edit = lambda t: re.sub(r"(\d+)(\.\d)?% of peak", lambda x: f"{int(x.group(1)) + 1}{x.group(2) or ''}% of peak", t, 1)
+                rewrite_row(d / "sft_multiturn.jsonl", line, set_msg(i, edit))
+                return f"sft_multiturn.jsonl:{line}"
+    raise AssertionError("no profile in the test dataset")
 
 
 def test_the_suite_is_large():
