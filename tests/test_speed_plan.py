@@ -62,15 +62,15 @@ def _has_room_plain(module, task, search, bar):
 
 
 def test_has_room_walks_the_grid_as_it_did():
-    """has_room's grid walk (holdout_search.timed_configs) gives the plain walk's answers: over every 29th menu task of
+    """has_room's grid walk (holdout_search.timed_configs) gives the plain walk's answers: over every 97th menu task of
     kernelinfer, at its bar and at bars that make the walk decide (half and twice the lower bound)."""
     profile = load_profile("kernelinfer")
     search = Search(baseline_cap=profile.search.baseline_cap, eager_cap=profile.search.eager_cap)
     walked = 0
-    for t in P._menu_tasks(profile)[::29]:
+    for t in P._menu_tasks(profile)[::97]:
         m = REGISTRY[t.module]
         low = _has_room_plain(m, t, search, profile.min_room)[1]
         for bar in (profile.min_room, 2 * low, 1.2 * low):
             assert P.has_room(m, t, search, bar) == _has_room_plain(m, t, search, bar), (t.key, bar)
             walked += 1
-    assert walked > 200
+    assert walked > 60
