@@ -300,6 +300,8 @@ def _embedding_grad_site(slots: dict, dims: dict) -> tuple | None:
         return "rows", distinct, 1.0
     if slots.get("last") == "n - 1":
         return "columns", 1, 1
+    if slots.get("last") == "(int64_t)(T - 1) * D":      # the flat loop stops before the last token's row:
+        return "rows", 1, 1.0                            # its id's table row misses one grad row
     if slots.get("last") == "chunks - 1":
         return "columns", distinct, 8
     return None

@@ -157,7 +157,10 @@ def size_range_refit(check: bool) -> int:
 # configurations the fit files lack, which the tests of measured orderings hold (roomK k3 / k4 / k12: gemm_splitk_cuda
 # BK 128; sim2 decode1b / 3 / 6: flash_decode_triton 256-key tiles). The held-out gpu-check seeds and sim j3 stay out.
 RANGE_ONLY_FILES = ("h100_roomK_k3.json", "h100_roomK_k4.json", "h100_roomK_k12.json", "h100_sim2_decode1b.json",
-                    "h100_sim2_decode3.json", "h100_sim2_decode6.json")
+                    "h100_sim2_decode3.json", "h100_sim2_decode6.json",
+                    # device rows of the room helpers' checks (the orderings their tests hold): roomM's min_p chunks
+                    # (docs/roomM_device_h100_m1), roomT's Triton room on the H100 / H200, gemm_fp4_triton's split rung
+                    "h100_roomM_m1.json", "h100_room26_roomT.json", "h200_room26b_roomT.json", "h100_roomT_fp4split.json")
 
 
 def _ok_rows(name: str) -> list:

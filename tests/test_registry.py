@@ -35,6 +35,12 @@ def test_duplicate_registration_raises():
         register(m)
 
 
+# Rungs whose one risky transformation was a false label, taken off on the H100's evidence (labels, 2026-12-07: a
+# single rotation pair's off_by_one spoils one pair of a whole tensor and passed the check); a replacement bug waits for
+# a device check, and until then the engine draws no wrong result on them.
+NO_BUG_YET = {("rope_cuda", "thread_per_pair"), ("rope_triton", "flat_pairs")}
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_contract(name):
     m = REGISTRY[name]
@@ -47,7 +53,7 @@ def test_contract(name):
     for v in m.variants:
         assert all(isinstance(p, Param) for p in v.params)
         assert set(v.bugs) <= set(BUGS)
-        assert v.bugs, f"{v.tag}: every rung needs a risky transformation"
+        assert v.bugs or (name, v.tag) in NO_BUG_YET, f"{v.tag}: every rung needs a risky transformation"
     assert any(list(tasks_of(m))), f"{name} runs on no default-profile GPU"
 
 

@@ -123,11 +123,12 @@ def test_an_embedding_gradients_segment_end_spoils_each_ids_whole_row():
 
 
 def test_an_embedding_gradients_flat_bound_spoils_one_element_and_its_chunk_bound_eight_columns():
-    m, v = _variant("embedding_bwd_cuda", {"last": "n - 1"})
+    # atomic_per_element's flat loop one token short (labels, 2407f19): the last token's id's row misses its grad row
+    m, v = _variant("embedding_bwd_cuda", {"last": "(int64_t)(T - 1) * D"})
     task = make_task(m, "H100", "bf16", m.shapes[0])
     D = task.dims["D"]
     bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(1), v, v.defaults()))
-    assert bad == 1 and all(i.endswith(f", {D - 1})") for i in at)
+    assert bad == D
     m, v = _variant("embedding_bwd_cuda", {"last": "chunks - 1"})
     for seed in range(5):
         bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))
