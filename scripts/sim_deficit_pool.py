@@ -88,6 +88,34 @@ def tally(rows: list, noise: float) -> tuple[dict, dict, int]:
     return mods, pairs, n_eps
 
 
+GAPS = (0.05, 0.10, 0.25)      # the measured-gap bands of by_gap (past the repeat noise's band)
+
+
+def by_gap(rows: list, noise: float) -> str:
+    """Markdown: the pairs of episodes with >= 3 rows by how far apart the hardware has them, and the share the
+    simulator misorders in each band (ties half)."""
+    eps, bands = {}, {}
+    for r in rows:
+        eps.setdefault((r["module"], r["seed"], r["episode"]), []).append(r)
+    edges = (noise,) + GAPS
+    names = [f"< {100 * noise:.1f}% (the repeat noise p90)"] + \
+        [f"{100 * a:.1f}-{100 * b:.0f}%" for a, b in zip(edges, edges[1:])] + [f">= {100 * GAPS[-1]:.0f}%"]
+    for members in eps.values():
+        if len(members) < 3:
+            continue
+        for a, b in itertools.combinations(members, 2):
+            gap = abs(math.log(a["time_ms"] / b["time_ms"]))
+            if gap == 0:
+                continue
+            agree = (a["sim_now"] - b["sim_now"]) * (a["time_ms"] - b["time_ms"])
+            band = bands.setdefault(names[sum(gap >= e for e in edges)], [0, 0.0])
+            band[0] += 1
+            band[1] += 0.5 if agree == 0 else float(agree < 0)
+    out = ["| measured gap | pairs | misordered | share misordered |", "|---|---|---|---|"]
+    return "\n".join(out + [f"| {n} | {bands[n][0]} | {bands[n][1]:.1f} | {bands[n][1] / bands[n][0]:.3f} |"
+                            for n in names if n in bands])
+
+
 def markdown(mods: dict, pairs: dict, n_eps: int, noise: float, files: list, top: int, npairs: int) -> str:
     total_w = sum(m["weight"] for m in mods.values())
     deficit = sum(m["deficit"] for m in mods.values())
@@ -123,7 +151,7 @@ def main(argv=None) -> int:
     rows = load(files)
     noise = repeat_noise(rows)
     mods, pairs, n_eps = tally(rows, noise)
-    text = markdown(mods, pairs, n_eps, noise, files, a.top, a.pairs)
+    text = markdown(mods, pairs, n_eps, noise, files, a.top, a.pairs) + "\n\nBy the measured gap:\n\n" + by_gap(rows, noise)
     print(text)
     if a.md:
         a.md.write_text(text + "\n")
