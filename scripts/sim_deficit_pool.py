@@ -108,12 +108,17 @@ def by_gap(rows: list, noise: float) -> str:
             if gap == 0:
                 continue
             agree = (a["sim_now"] - b["sim_now"]) * (a["time_ms"] - b["time_ms"])
-            band = bands.setdefault(names[sum(gap >= e for e in edges)], [0, 0.0])
+            wrong = 0.5 if agree == 0 else float(agree < 0)
+            kind = 2 if a["variant"] == b["variant"] else 4      # one rung's two settings, or two rungs
+            band = bands.setdefault(names[sum(gap >= e for e in edges)], [0, 0.0, 0, 0.0, 0, 0.0])
             band[0] += 1
-            band[1] += 0.5 if agree == 0 else float(agree < 0)
-    out = ["| measured gap | pairs | misordered | share misordered |", "|---|---|---|---|"]
-    return "\n".join(out + [f"| {n} | {bands[n][0]} | {bands[n][1]:.1f} | {bands[n][1] / bands[n][0]:.3f} |"
-                            for n in names if n in bands])
+            band[1] += wrong
+            band[kind] += 1
+            band[kind + 1] += wrong
+    out = ["| measured gap | pairs | misordered | share | one rung's settings: pairs, misordered | two rungs: pairs, "
+           "misordered |", "|---|---|---|---|---|---|"]
+    return "\n".join(out + [f"| {n} | {b[0]} | {b[1]:.1f} | {b[1] / b[0]:.3f} | {b[2]}, {b[3]:.1f} | {b[4]}, {b[5]:.1f} |"
+                            for n, b in ((n, bands[n]) for n in names if n in bands)])
 
 
 def markdown(mods: dict, pairs: dict, n_eps: int, noise: float, files: list, top: int, npairs: int) -> str:
