@@ -577,7 +577,10 @@ UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs
              "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json",
              # held out, in no fit list: sim j3 (H100, 2026-12-07 11:12 UTC), the out-of-sample check of the
              # gemm_fp16_triton refit (docs/sim_issue30_s10.md section 4)
-             "h100_sim_j3.json")
+             "h100_sim_j3.json",
+             # in no fit list: sim's eleventh-session j2 (plan j4; H100, 2026-12-07 14:13 UTC), the rows behind
+             # grouped_gemm_cuda's REG_STAGED_TRIP and the open questions of docs/sim_issue30_s11.md section 3
+             "h100_sim_s11_j2.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75
