@@ -159,9 +159,16 @@ J4 = [
     ("grouped_gemm_cuda", "bf16", [{"T": 64, "E": 64, "K": 2048, "N": 2816, "topk": 6}], [
         ("mma_sync", {"BM": (32, 64), "BK": (16, 32, 64)})]),
 ]
-SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1, "j2": J2, "j3": J3, "j4": J4}
+# j5 (eleventh session, follow-up): the out-of-sample check of grouped_gemm_cuda mma_sync's REG_STAGED_TRIP (set from
+# j4's T=64 E=64 rows, the model frozen at the commit this plan ships in) at the other menu shape, T=16 E=8 K=4096
+# N=14336 top-2 (4 rows an expert: BM 32 and 64 both one m-block), bf16, BM 32 / 64 x BK 16 / 32 / 64.
+J5 = [
+    ("grouped_gemm_cuda", "bf16", [{"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}], [
+        ("mma_sync", {"BM": (32, 64), "BK": (16, 32, 64)})]),
+]
+SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1, "j2": J2, "j3": J3, "j4": J4, "j5": J5}
 # plans whose shapes pass gpu-check's size cap on purpose (the check's reference still fits one card)
-UNCAPPED = ("j1", "j2", "j3", "j4")
+UNCAPPED = ("j1", "j2", "j3", "j4", "j5")
 
 if __name__ == "__main__":
     plan = os.environ.get("SIM_PLAN", "f1")
