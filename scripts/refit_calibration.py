@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelstrain.calibration import FIT, FIT_FORMAT, Fit  # noqa: E402
-from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit, measured_records, out_of_fold, param_ranges,  # noqa: E402
+from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit_with_folds, measured_records, out_of_fold, param_ranges,  # noqa: E402
                                           predict_ms, refit_modules, refit_variants, variant_param_ranges,
                                           variant_size_ranges)
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
@@ -205,7 +205,8 @@ def param_range_refit(check: bool) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped fit, write nothing")
-    ap.add_argument("--jobs", type=int, default=1, help="hold-out folds fitted in parallel processes (same file)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes: the global fit's grid scans and final fits of every "
+                    "fold, or a module refit's folds, spread over them (same file)")
     ap.add_argument("--folds", type=int, default=FOLDS,
                     help=f"hold-out folds of the out-of-sample figures (default {FOLDS}; 0: none, the final fit alone, "
                          "~1/6 of the CPU time: a fresh gpu-check seed is then the only out-of-sample check)")
@@ -232,8 +233,7 @@ def main(argv=None) -> int:
         return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size, params=a.params)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
-    final = fit(rows)
-    held_out = out_of_fold(rows, a.folds, a.jobs) if a.folds else []
+    final, held_out = fit_with_folds(rows, a.folds, a.jobs)     # one pool: --jobs spreads the final fit's scan too
     if a.cv_json:
         overall = agreement(held_out)
         a.cv_json.write_text(json.dumps({"overall": {k: overall[k] for k in KEYS}, "modules": module_table(held_out)},

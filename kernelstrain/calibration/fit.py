@@ -326,10 +326,43 @@ def total_error(f: Fit, records: list) -> float:
 def fit(records: list, scan_iters: int = 4, **kw) -> Fit:
     """The fit at the launch floor and extra-launch cost of least total_error on the grid (scanned
     with scan_iters rounds of the alternating fit, the chosen point then fitted in full)."""
+    return fits([records], 1, scan_iters, **kw)[0]
+
+
+_SETS: list = []      # the record sets of fits(), read by its forked workers (inherited, not pickled per task)
+
+
+def _scan_point(task) -> float:
+    i, a, b, kw = task
+    return total_error(fit_terms(_SETS[i], a, b, **kw)[0], _SETS[i])
+
+
+def _final_fit(task) -> Fit:
+    i, a, b, kw = task
+    return fit_terms(_SETS[i], a, b, **kw)[0]
+
+
+def fits(sets: list, jobs: int = 1, scan_iters: int = 4, **kw) -> list:
+    """fit() of each record set, its grid points' scans and then its final fits spread over `jobs` forked processes
+    (one flat pool: every set's every grid point is one task; the same fits as one process gives, byte for byte).
+    The global refit's CPU is 25 grid scans and a full fit a set, times 1 + folds sets (scripts/refit_calibration.py
+    --jobs: the device host's 16 cores)."""
     short = {**kw, "iters": min(scan_iters, kw.get("iters", scan_iters))}
-    scan = {(a, b): total_error(fit_terms(records, a, b, **short)[0], records)
-            for a in LAUNCH_GRID_US for b in EXTRA_GRID_US}
-    return fit_terms(records, *min(scan, key=scan.get), **kw)[0]
+    grid = [(a, b) for a in LAUNCH_GRID_US for b in EXTRA_GRID_US]
+    scans = [(i, a, b, short) for i in range(len(sets)) for a, b in grid]
+    _SETS[:] = sets
+    try:
+        if jobs > 1:
+            import multiprocessing
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                errors = pool.map(_scan_point, scans, chunksize=1)
+                best = [min(grid, key=lambda ab: errors[i * len(grid) + grid.index(ab)]) for i in range(len(sets))]
+                return pool.map(_final_fit, [(i, a, b, kw) for i, (a, b) in enumerate(best)], chunksize=1)
+        errors = [_scan_point(t) for t in scans]
+        best = [min(grid, key=lambda ab: errors[i * len(grid) + grid.index(ab)]) for i in range(len(sets))]
+        return [_final_fit((i, a, b, kw)) for i, (a, b) in enumerate(best)]
+    finally:
+        _SETS[:] = []
 
 
 MODULE_FIELDS = ("ceilings", "module_ceilings", "param_exponents", "module_exponents", "size_ref_ms", "size_range_ms",
@@ -453,20 +486,31 @@ def _fold_fit(args) -> Fit:
     return fit(records, **kw)
 
 
+def fit_with_folds(records: list, folds: int, jobs: int = 1, **kw) -> tuple[Fit, list]:
+    """(fit() of every record, the records with `sim_ms` of the fit that held their episode out: out_of_fold's), the
+    1 + folds fits in one pool of `jobs` processes (fits); folds 0: no held-out rows."""
+    fold_of = episode_folds(records, folds) if folds else {}
+    sets = [records] + [[r for r in records if fold_of[r["episode"]] != fold] for fold in range(folds)]
+    got = fits(sets, jobs, **kw)
+    return got[0], [dict(r, sim_ms=predict_ms(got[1 + fold_of[r["episode"]]], r)) for r in records] if folds else []
+
+
 def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
     """The records with `sim_ms` predicted by the fit (kw: fit_terms' shrinkage; with base and modules, refit_modules'
     fit of those modules, the records then theirs alone) that held the record's episode out (episode_folds); jobs:
     folds fitted in that many processes (same result)."""
     fold_of = episode_folds(records, folds)
     work = [([r for r in records if fold_of[r["episode"]] != fold], kw) for fold in range(folds)]
-    if jobs > 1:
+    if "variants" not in kw and "modules" not in kw:     # the global fit: every fold's grid points in one pool
+        fits_ = fits([w[0] for w in work], jobs, **kw)
+    elif jobs > 1:
         import concurrent.futures
         with concurrent.futures.ProcessPoolExecutor(min(jobs, folds)) as pool:
-            fits = list(pool.map(_fold_fit, work))
+            fits_ = list(pool.map(_fold_fit, work))
     else:
-        fits = [_fold_fit(w) for w in work]
+        fits_ = [_fold_fit(w) for w in work]
     out = [None] * len(records)
-    for fold, f in enumerate(fits):
+    for fold, f in enumerate(fits_):
         for i, r in enumerate(records):
             if fold_of[r["episode"]] == fold:
                 out[i] = dict(r, sim_ms=predict_ms(f, r))
@@ -533,7 +577,10 @@ UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs
              "h100_sim_w1.json", "h100_sim_w2.json", "h100_sim_j1.json", "h100_sim_j2.json",
              # held out, in no fit list: sim j3 (H100, 2026-12-07 11:12 UTC), the out-of-sample check of the
              # gemm_fp16_triton refit (docs/sim_issue30_s10.md section 4)
-             "h100_sim_j3.json")
+             "h100_sim_j3.json",
+             # in no fit list: sim's eleventh-session j2 (plan j4; H100, 2026-12-07 14:13 UTC), the rows behind
+             # grouped_gemm_cuda's REG_STAGED_TRIP and the open questions of docs/sim_issue30_s11.md section 3
+             "h100_sim_s11_j2.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75

@@ -116,6 +116,16 @@ def expert_lookup_single_launch(p, task):
 # T=64 E=64 N=2816), BK 32 at 1.007x (31 rows) -- the fit's BK exponent (0.25 a doubling) had BK 16 16% ahead of BK
 # 32 where the device ran them level (BM 64 BN 128 3 stages T=16: 518.3 vs 516.2-520.8 us). On both roofline sides.
 SHORT_SLICE = 1.17
+# The register-staged loop (mma_sync: no ring, each trip loads its gathered x rows and w tile into registers, stores
+# them to shared memory, barriers and runs its MMAs) waits a global round trip every trip: a deeper BK halves the
+# trips over the same bytes. H100 (sim j2 = plan j4, measurements/h100_sim_s11_j2.json, T=64 E=64 K=2048 N=2816
+# top-6, bf16, BN 128): BM 32 BK 16 / 32 / 64 481.0 / 440.9 / 312.5 us, BM 64 569.2 / 409.5 / 312.0 -- BK 64 0.735x
+# BK 32's time, BK 16 1.23x (geomean of the two); the model had them 415.6 / 440.4 / 466.8 and 405.6 / 451.5 / 478.5,
+# every pair the wrong way round (the module's BK exponent, +0.084 a doubling, was fitted on the ring's rows and the
+# ring's barrier stall), as in the held-out rows (s62828 / s98282: BK 64 at BM 32 301.9 / 312.4 us, BK 32 401.6 at
+# s95252). The rows are memory-bound, so the trip's wait shows on both roofline sides (as SHORT_SLICE); the rung's
+# stored fit rows are all BK 32, where the factor is 1: no fit row moves.
+REG_STAGED_TRIP = {16: 1.23, 32: 1.0, 64: 0.735}
 
 
 # wgmma_pipeline's operand stream: every stored row of the rung (40, H100 and H200, T=16-4096, BN 64-256, BK 32-128,
@@ -172,6 +182,9 @@ def tc_launch(wgmma: bool):
         smem = stage + head if stages == 1 else stage * stages + cdiv(head, align) * align
         if not wgmma and stages > 1 and bk * e < 64:
             traffic, scale = traffic * SHORT_SLICE, scale / SHORT_SLICE
+        if not wgmma and stages == 1:        # the register-staged loop's trips: measured on both sides, not the ring's stall
+            trip = REG_STAGED_TRIP[bk] * trip_scale(bk, MMA_BK.default, BARRIER_STALL)
+            traffic, scale = traffic * REG_STAGED_TRIP[bk], scale / trip
         return Launch(grid=tiles, threads=threads, smem_bytes=smem, regs=regs,
                       bytes_per_access=max(16, stage * max(1, stages - 1) // (threads * 2)), traffic=traffic,
                       compute_scale=scale, tile_quant=quant, issue_s=wgmma_stream_s(p, task, bm, tiles) if wgmma else 0.0)
