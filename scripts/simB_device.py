@@ -19,6 +19,8 @@ b1 (tenth session), what each group asks:
 - rope_cuda token_block_smem threads x main_unroll (modelled 0.6-1.3x, main_unroll 8 faster in the model only).
 - cross_entropy_fwd_triton chunked_two_pass num_stages 2 (held out 1.28x slower than 1 stage, the model level),
   online_softmax BLOCK / warps; swiglu_fwd_triton row_program stages / warps beside multi_row_tile.
+c1 (eleventh session): softmax_triton's spilled whole rows by dtype and warps; BLOCK_M x warps of the Triton flash
+tiles at D=128 (see C1).
 """
 import os
 import sys
@@ -85,7 +87,32 @@ B3 = B2 + [
         ("token_block_smem", {"threads": (64, 128, 256, 512)}),
         ("cos_sin_registers", {"head_threads": (16,)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3}
+# c1 (eleventh session, 2026-12-07): what the stored rows cannot settle, predictions committed before the rows.
+# - softmax_triton's spilled whole rows at C=151936 (held out s84317 / s95151: whole_row_registers 16 warps 650 us,
+#   persistent 16 warps 1.7 ms where the model has 331 / 765; the fp32 rows on the H200 fit): the spill by dtype and
+#   warps, on one card, beside the unspilled online_softmax.
+# - the tensor-core tile's rows a warp (_flash_tiles.mma_eff): cross_attention_triton BLOCK_M 128 on 4 warps ran
+#   1.2-1.6x BLOCK_M 64's time at D=64 (held out and stored); at D=128 (sliding_window_attn_triton, stored) 0.9-1.3x.
+#   BLOCK_M x warps at D=128 in both modules tell whether the penalty is the head dim's (softmax against MMA work):
+#   cross_attention's two D=64 menu shapes at D=128 (the menu's D=128 prefill shape is past gpu-check's size limit).
+C1 = [
+    ("softmax_triton", dtype, [{"R": 256, "C": 151936}], [
+        ("whole_row_registers", {"num_warps": (8, 16)}),
+        ("persistent", {"num_warps": (16,), "programs_per_sm": (1,)}),
+        ("online_softmax", {"BLOCK": (4096,), "num_warps": (8,), "loop_unroll": (0,), "num_stages": (1,)})])
+    for dtype in ("bf16", "fp16", "fp32")] + [
+    ("softmax_triton", "bf16", [{"R": 4096, "C": 32000}], [
+        ("whole_row_registers", {"num_warps": (4, 8, 16)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 128},
+                                        {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 128}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)}),
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 16, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}], [
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+    ("sliding_window_attn_triton", "fp16", [{"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}], [
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
