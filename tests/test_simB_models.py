@@ -120,3 +120,16 @@ def test_rmsnorm_vectorized_bf16_at_1024_threads_holds_one_block_an_sm():
             and r["shape"].get("T", 0) >= 4096]
     assert len(rows) >= 5
     assert all(0.85 <= x <= 1.1 for x in ratios(rows)), sorted(round(x, 2) for x in ratios(rows))
+
+
+@pytest.mark.parametrize("shape", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64},
+                                   {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}])
+def test_cross_attention_block_m_128_on_4_warps(shape):
+    """cross_attention_triton: a warp owning 32 query rows (BLOCK_M 128 on 4 warps) runs twice the softmax between
+    its MMAs with half the warps an SM to hide it. H100 (simB j2, measurements/h100_simB_j2.json): 29.0 / 152.2 us
+    against 20.4 / 86.0 for BLOCK_M 64 and 20.9 / 90.7 for BLOCK_M 128 on 8 warps; the model had it 0.66-0.78x of
+    BLOCK_M 64 before (warp_rows_eff)."""
+    def t(bm, warps):
+        return sim_us("cross_attention_triton", "blocked_online_softmax",
+                      {"BLOCK_M": bm, "BLOCK_N": 64, "num_warps": warps}, shape, "bf16", "H100")
+    assert t(128, 4) >= 1.1 * t(64, 4) and t(128, 4) >= 1.2 * t(128, 8)
