@@ -20,7 +20,7 @@ b1 (tenth session), what each group asks:
 - cross_entropy_fwd_triton chunked_two_pass num_stages 2 (held out 1.28x slower than 1 stage, the model level),
   online_softmax BLOCK / warps; swiglu_fwd_triton row_program stages / warps beside multi_row_tile.
 c1 (eleventh session): softmax_triton's spilled whole rows by dtype and warps; BLOCK_M x warps of the Triton flash
-tiles at D=128 (see C1).
+tiles at D=128 (see C1). c2: gemv_cuda's launch bound, softmax_triton persistent, top_p_cuda, layernorm_cuda (see C2).
 """
 import os
 import sys
@@ -112,7 +112,33 @@ C1 = [
     ("sliding_window_attn_triton", "fp16", [{"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}], [
         ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1}
+# c2 (eleventh session, the follow-up): rows for what c1 did not cover and the stored rows cannot settle.
+# - gemv_cuda warp_per_row / vectorized_uint4 with knobs' min_blocks 0 / 1 (__launch_bounds__(T) against (T, 1)):
+#   nvcc 13.0 sm_90a gives warp_per_row 56 registers against 40 at M=8 and hoists the unrolled trips' 18 loads ahead
+#   of their FMAs (vectorized_uint4: 66 against 48, 9 loads against 4); held out, warp_per_row ran 139-141 us with
+#   the bound against 466-480 without (M=8 N=K=8192) and 39-40 against 83.5 (M=4). One machine, both settings, and
+#   M=1 as the control; vectorized_uint4 at M=8 is modelled 147 us on the H100 where it ran 79-114 (the H200 106-110).
+# - softmax_triton persistent against whole_row_registers at R=4096 C=32000 fp16 (held out: persistent 16 warps
+#   270-275 us against 193, modelled level).
+# - top_p_cuda vectorized_float4 at 512 / 1024 threads (held out: 1024 threads 66 us, modelled 97; 512 72 / 73).
+# - layernorm_cuda's block rungs across threads at T=8192 D=1024 (held out: smem_block_reduce 256 threads 29.7 us,
+#   modelled 19.0) and T=16384 D=8192.
+C2 = [
+    ("gemv_cuda", "bf16", [{"M": 8, "N": 8192, "K": 8192}, {"M": 4, "N": 6144, "K": 4096}, {"M": 1, "N": 14336, "K": 4096}], [
+        ("warp_per_row", {"warps": (4,), "min_blocks": (0, 1)}),
+        ("vectorized_uint4", {"warps": (4,), "min_blocks": (0, 1)}),
+        ("split_k_combine", {"warps": (8,), "rows_per_warp": (4,), "splits": (2,)})]),
+    ("softmax_triton", "fp16", [{"R": 4096, "C": 32000}], [
+        ("whole_row_registers", {"num_warps": (8, 16)}),
+        ("persistent", {"num_warps": (8, 16), "programs_per_sm": (1, 2)})]),
+    ("top_p_cuda", "fp32", [{"B": 128, "V": 32000}, {"B": 64, "V": 128256}], [
+        ("vectorized_float4", {"threads": (256, 512, 1024), "cap": (2048,)})]),
+    ("layernorm_cuda", "bf16", [{"T": 8192, "D": 1024}, {"T": 16384, "D": 8192}], [
+        ("smem_block_reduce", {"threads": (128, 256, 1024)}),
+        ("welford_shuffle", {"threads": (128, 256, 1024)}),
+        ("vectorized_uint4", {"threads": (64, 128, 256)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
