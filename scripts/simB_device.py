@@ -20,7 +20,7 @@ b1 (tenth session), what each group asks:
 - cross_entropy_fwd_triton chunked_two_pass num_stages 2 (held out 1.28x slower than 1 stage, the model level),
   online_softmax BLOCK / warps; swiglu_fwd_triton row_program stages / warps beside multi_row_tile.
 c1 (eleventh session): softmax_triton's spilled whole rows by dtype and warps; BLOCK_M x warps of the Triton flash
-tiles at D=128 (see C1). c2: gemv_cuda's launch bound, softmax_triton persistent, top_p_cuda, layernorm_cuda (see C2).
+tiles at D=128 (see C1). c2: gemv_cuda's launch bound, softmax_triton persistent, top_p_cuda, layernorm_cuda (see C2). c3: c1 again with held-out controls.
 """
 import os
 import sys
@@ -138,7 +138,21 @@ C2 = [
         ("welford_shuffle", {"threads": (128, 256, 1024)}),
         ("vectorized_uint4", {"threads": (64, 128, 256)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2}
+# c3 (the last follow-up): c1 / c2 timed many configs 2.1-2.5x slower than the same configs in held-out gpu-checks
+# (softmax_triton fp16 R=4096 C=32000 whole_row 16 warps 440 us against 193 in s84317 / s94664; top_p_cuda 512
+# threads 163 against 72; layernorm_cuda T=8192 D=1024 2.4x), while the long bandwidth-bound rows matched (gemv M=8
+# warp_per_row 479 / 141 against 466-480 / 139-141): the GPU was shared. Again, with controls whose held-out times are
+# known: softmax_triton's spilled rows by dtype and warps, cross_attention_triton BLOCK_M x warps at D=128 beside
+# its D=64 twins (j2: 20.4 / 29.0 us).
+C3 = [
+    ("softmax_triton", "fp16", [{"R": 4096, "C": 32000}], [("whole_row_registers", {"num_warps": (16,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 128}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)})]),
+] + [("softmax_triton", dtype, [{"R": 256, "C": 151936}], [("whole_row_registers", {"num_warps": (8, 16)})])
+     for dtype in ("bf16", "fp16", "fp32")]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
