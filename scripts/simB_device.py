@@ -19,6 +19,8 @@ b1 (tenth session), what each group asks:
 - rope_cuda token_block_smem threads x main_unroll (modelled 0.6-1.3x, main_unroll 8 faster in the model only).
 - cross_entropy_fwd_triton chunked_two_pass num_stages 2 (held out 1.28x slower than 1 stage, the model level),
   online_softmax BLOCK / warps; swiglu_fwd_triton row_program stages / warps beside multi_row_tile.
+c1 (eleventh session): softmax_triton's spilled whole rows by dtype and warps; BLOCK_M x warps of the Triton flash
+tiles at D=128 (see C1). c2: gemv_cuda's launch bound, softmax_triton persistent, top_p_cuda, layernorm_cuda (see C2). c3: c1 again with held-out controls.
 """
 import os
 import sys
@@ -85,7 +87,72 @@ B3 = B2 + [
         ("token_block_smem", {"threads": (64, 128, 256, 512)}),
         ("cos_sin_registers", {"head_threads": (16,)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3}
+# c1 (eleventh session, 2026-12-07): what the stored rows cannot settle, predictions committed before the rows.
+# - softmax_triton's spilled whole rows at C=151936 (held out s84317 / s95151: whole_row_registers 16 warps 650 us,
+#   persistent 16 warps 1.7 ms where the model has 331 / 765; the fp32 rows on the H200 fit): the spill by dtype and
+#   warps, on one card, beside the unspilled online_softmax.
+# - the tensor-core tile's rows a warp (_flash_tiles.mma_eff): cross_attention_triton BLOCK_M 128 on 4 warps ran
+#   1.2-1.6x BLOCK_M 64's time at D=64 (held out and stored); at D=128 (sliding_window_attn_triton, stored) 0.9-1.3x.
+#   BLOCK_M x warps at D=128 in both modules tell whether the penalty is the head dim's (softmax against MMA work):
+#   cross_attention's two D=64 menu shapes at D=128 (the menu's D=128 prefill shape is past gpu-check's size limit).
+C1 = [
+    ("softmax_triton", dtype, [{"R": 256, "C": 151936}], [
+        ("whole_row_registers", {"num_warps": (8, 16)}),
+        ("persistent", {"num_warps": (16,), "programs_per_sm": (1,)}),
+        ("online_softmax", {"BLOCK": (4096,), "num_warps": (8,), "loop_unroll": (0,), "num_stages": (1,)})])
+    for dtype in ("bf16", "fp16", "fp32")] + [
+    ("softmax_triton", "bf16", [{"R": 4096, "C": 32000}], [
+        ("whole_row_registers", {"num_warps": (4, 8, 16)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 128},
+                                        {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 128}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)}),
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 16, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}], [
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+    ("sliding_window_attn_triton", "fp16", [{"B": 2, "H": 16, "S": 3000, "D": 128, "W": 1024}], [
+        ("pipelined_tiles", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8), "num_stages": (3,)})]),
+]
+# c2 (eleventh session, the follow-up): rows for what c1 did not cover and the stored rows cannot settle.
+# - gemv_cuda warp_per_row / vectorized_uint4 with knobs' min_blocks 0 / 1 (__launch_bounds__(T) against (T, 1)):
+#   nvcc 13.0 sm_90a gives warp_per_row 56 registers against 40 at M=8 and hoists the unrolled trips' 18 loads ahead
+#   of their FMAs (vectorized_uint4: 66 against 48, 9 loads against 4); held out, warp_per_row ran 139-141 us with
+#   the bound against 466-480 without (M=8 N=K=8192) and 39-40 against 83.5 (M=4). One machine, both settings, and
+#   M=1 as the control; vectorized_uint4 at M=8 is modelled 147 us on the H100 where it ran 79-114 (the H200 106-110).
+# - softmax_triton persistent against whole_row_registers at R=4096 C=32000 fp16 (held out: persistent 16 warps
+#   270-275 us against 193, modelled level).
+# - top_p_cuda vectorized_float4 at 512 / 1024 threads (held out: 1024 threads 66 us, modelled 97; 512 72 / 73).
+# - layernorm_cuda's block rungs across threads at T=8192 D=1024 (held out: smem_block_reduce 256 threads 29.7 us,
+#   modelled 19.0) and T=16384 D=8192.
+C2 = [
+    ("gemv_cuda", "bf16", [{"M": 8, "N": 8192, "K": 8192}, {"M": 4, "N": 6144, "K": 4096}, {"M": 1, "N": 14336, "K": 4096}], [
+        ("warp_per_row", {"warps": (4,), "min_blocks": (0, 1)}),
+        ("vectorized_uint4", {"warps": (4,), "min_blocks": (0, 1)}),
+        ("split_k_combine", {"warps": (8,), "rows_per_warp": (4,), "splits": (2,)})]),
+    ("softmax_triton", "fp16", [{"R": 4096, "C": 32000}], [
+        ("whole_row_registers", {"num_warps": (8, 16)}),
+        ("persistent", {"num_warps": (8, 16), "programs_per_sm": (1, 2)})]),
+    ("top_p_cuda", "fp32", [{"B": 128, "V": 32000}, {"B": 64, "V": 128256}], [
+        ("vectorized_float4", {"threads": (256, 512, 1024), "cap": (2048,)})]),
+    ("layernorm_cuda", "bf16", [{"T": 8192, "D": 1024}, {"T": 16384, "D": 8192}], [
+        ("smem_block_reduce", {"threads": (128, 256, 1024)}),
+        ("welford_shuffle", {"threads": (128, 256, 1024)}),
+        ("vectorized_uint4", {"threads": (64, 128, 256)})]),
+]
+# c3 (the last follow-up): c1 / c2 timed many configs 2.1-2.5x slower than the same configs in held-out gpu-checks
+# (softmax_triton fp16 R=4096 C=32000 whole_row 16 warps 440 us against 193 in s84317 / s94664; top_p_cuda 512
+# threads 163 against 72; layernorm_cuda T=8192 D=1024 2.4x), while the long bandwidth-bound rows matched (gemv M=8
+# warp_per_row 479 / 141 against 466-480 / 139-141): the GPU was shared. Again, with controls whose held-out times are
+# known: softmax_triton's spilled rows by dtype and warps, cross_attention_triton BLOCK_M x warps at D=128 beside
+# its D=64 twins (j2: 20.4 / 29.0 us).
+C3 = [
+    ("softmax_triton", "fp16", [{"R": 4096, "C": 32000}], [("whole_row_registers", {"num_warps": (16,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4,)})]),
+    ("cross_attention_triton", "bf16", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 128}], [
+        ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)})]),
+] + [("softmax_triton", dtype, [{"R": 256, "C": 151936}], [("whole_row_registers", {"num_warps": (8, 16)})])
+     for dtype in ("bf16", "fp16", "fp32")]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402

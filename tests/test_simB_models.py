@@ -11,7 +11,7 @@ from test_sim31_models import sim_us
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
 HELD_OUT = ("s61717", "s62828", "s73737", "s84317", "s91331", "s92442", "s93553", "s94664", "s95151", "s95252",
-            "s98181", "s98282")
+            "s98181", "s98282", "s99595", "s99696")
 
 
 def stored_rows(module: str, variant: str | None = None) -> list:
@@ -120,3 +120,56 @@ def test_rmsnorm_vectorized_bf16_at_1024_threads_holds_one_block_an_sm():
             and r["shape"].get("T", 0) >= 4096]
     assert len(rows) >= 5
     assert all(0.85 <= x <= 1.1 for x in ratios(rows)), sorted(round(x, 2) for x in ratios(rows))
+
+
+@pytest.mark.parametrize("shape", [{"B": 2, "H": 10, "Sq": 4096, "Skv": 77, "D": 64},
+                                   {"B": 4, "H": 20, "Sq": 448, "Skv": 1500, "D": 64}])
+def test_cross_attention_block_m_128_on_4_warps(shape):
+    """cross_attention_triton: a warp owning 32 query rows (BLOCK_M 128 on 4 warps) runs twice the softmax between
+    its MMAs with half the warps an SM to hide it. H100 (simB j2, measurements/h100_simB_j2.json): 29.0 / 152.2 us
+    against 20.4 / 86.0 for BLOCK_M 64 and 20.9 / 90.7 for BLOCK_M 128 on 8 warps; the model had it 0.66-0.78x of
+    BLOCK_M 64 before (warp_rows_eff)."""
+    def t(bm, warps):
+        return sim_us("cross_attention_triton", "blocked_online_softmax",
+                      {"BLOCK_M": bm, "BLOCK_N": 64, "num_warps": warps}, shape, "bf16", "H100")
+    assert t(128, 4) >= 1.1 * t(64, 4) and t(128, 4) >= 1.2 * t(128, 8)
+
+
+def test_flash_prefill_triton_spilled_tile():
+    """flash_prefill_triton: a 128 x 128 tile at D=128 on 4 warps holds ~384 registers a thread (S, P, O; ptxas,
+    Triton 3.9 sm_90a: 255 + 664 bytes of spill stores), reloaded every key block; on 8 warps it holds 226, no spill.
+    The devices ran it 1.19-1.68x the model of its episodes' other configs (stored H200 s50505 1.49, s5151 1.38);
+    128 x 64 (32 spilled registers, stored once) showed nothing (0.82-1.14x)."""
+    shape = {"B": 1, "H": 32, "S": 2048, "D": 128}
+
+    def t(bm, bn, warps):
+        return sim_us("flash_prefill_triton", "pipelined", {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps,
+                                                            "num_stages": 3}, shape, "bf16", "H100")
+    assert t(128, 128, 4) >= 1.3 * t(128, 128, 8) and t(128, 128, 4) >= 1.2 * t(128, 64, 4)
+    from kernelstrain.ops.attention._flash_spill import spill_scale
+    assert spill_scale(128, 64, 128, 128) >= 0.99 and spill_scale(64, 64, 128, 128) == 1.0
+
+
+@pytest.mark.parametrize("unroll", (2, 4, 8))
+def test_bias_gelu_grid_stride_pragma_issues_copies_in_turn(unroll):
+    """bias_gelu_cuda grid_stride_half2: nvcc 13.0 -O3 sm_90a keeps its grid-stride loop rolled (2 LDG a trip, fp16 /
+    bf16, TANH 0 / 1), and under `#pragma unroll N` each copy's loads follow the previous copy's store (x and y are
+    not proven apart): no more loads in flight. The H100 ran N=2 level with N=0 (T=8192 N=16384: 250-255 against
+    252-256 us, held-out s61717 / s62828 / s91331; N=8 157.4 against 2's 155.6 at T=4096 N=18176, stored roomS_order
+    and s99199), where the model's nvcc depth of 4 had N=2 1.27x slower."""
+    shape = {"T": 8192, "N": 16384, "TANH": 1}
+    base = sim_us("bias_gelu_cuda", "grid_stride_half2", {"threads": 128, "pragma_unroll": 0}, shape, "fp16")
+    knob = sim_us("bias_gelu_cuda", "grid_stride_half2", {"threads": 128, "pragma_unroll": unroll}, shape, "fp16")
+    assert 0.9 <= knob / base <= 1.02
+
+
+@pytest.mark.parametrize("tag", ("tree_tile_tl_dot", "unmasked_prefix_exp2"))
+def test_tree_attention_unpipelined_rungs_stream_like_the_pipelined_one(tag):
+    """tree_attention_triton at N=16 (B=32 H=32 P=1021 D=128, 1024 programs): the H100 ran the unpipelined tile rungs
+    level with pipelined_stages (187-193 against 193-200 us, held-out s91331 / s94664); their old memory_eff (0.75 /
+    0.8 against 0.88) timed them 1.18-1.47x slow."""
+    shape = {"B": 32, "H": 32, "P": 1021, "N": 16, "D": 128}
+    plain = sim_us("tree_attention_triton", tag, {"BLOCK_N": 128, "num_warps": 4}, shape, "bf16")
+    piped = sim_us("tree_attention_triton", "pipelined_stages", {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
+                   shape, "bf16")
+    assert plain <= 1.15 * piped

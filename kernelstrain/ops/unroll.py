@@ -106,12 +106,13 @@ def triton_depth(module: str | None, n: int) -> float:
 
 
 def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compiler: int | None = None,
-             module: str | None = None) -> Launch:
+             module: str | None = None, in_turn: bool = False) -> Launch:
     """`launch` with its streaming loop unrolled as `params` say: `trips` iterations a thread at
     run time, each holding `load_regs` registers of loaded data until it is used; `compiler`: the
     depth the compiler chooses on its own for this loop (COMPILER_DEPTH unless a module knows
     better), which the launch model's default holds. A Triton loop (`module` its op module) keeps
-    triton_depth's iterations in flight, not N.
+    triton_depth's iterations in flight, not N; a CUDA loop whose copies' loads wait behind the previous copy's
+    store (`in_turn`: nvcc keeps the order where it cannot prove the arrays apart) keeps one.
 
     >>> base = Launch(grid=132, threads=256, regs=32, bytes_per_access=16)
     >>> u = unrolled(base, {"pragma_unroll": 8}, trips=16, load_regs=4)
@@ -135,7 +136,7 @@ def unrolled(launch: Launch, params: dict, trips: float, load_regs: int, compile
     if compiler is None:
         compiler = COMPILER_DEPTH[LOOP_UNROLL.name if triton else PRAGMA_UNROLL.name]
     # the copies whose loads the compiled loop really holds in flight (a CUDA pragma: all N of them)
-    held = triton_depth(module, n) if triton else n
+    held = triton_depth(module, n) if triton else 1 if in_turn else n
     deep, own = min(held, max(1.0, trips)), min(compiler, max(1.0, trips))
     regs = launch.regs + round((load_regs + INDEX_REGS) * max(0, held - compiler))
     branches = min(n, max(1.0, trips)) / own           # one loop branch per N trips, whatever the loads do
@@ -179,13 +180,13 @@ def render_of(render):
     return wrapped
 
 
-def launch_of(launch, trips, load_regs, compiler: int | None = None):
+def launch_of(launch, trips, load_regs, compiler: int | None = None, in_turn: bool = False):
     """A rung's launch model with the knob's effect: trips(params, task) iterations a thread of its
     streaming loop, each holding `load_regs` registers of loads (a number, or load_regs(params, task)),
-    `compiler` deep at the compiler's own choice (unrolled)."""
+    `compiler` deep at the compiler's own choice, its copies' loads issued `in_turn` or not (unrolled)."""
     def wrapped(params, task):
         regs = load_regs(params, task) if callable(load_regs) else load_regs
-        return unrolled(launch(params, task), params, trips(params, task), regs, compiler, task.module)
+        return unrolled(launch(params, task), params, trips(params, task), regs, compiler, task.module, in_turn)
     return wrapped
 
 

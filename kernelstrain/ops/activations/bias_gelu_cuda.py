@@ -234,7 +234,7 @@ class BiasGeluCuda(OpModule):
              bugs={"off_by_one": {"n": "(long long)T * N - 1"}}),
         Rung("grid_stride_half2", "grid-stride loop over half2 / bfloat162 pairs, v*v*v",
              (THREADS, PRAGMA_UNROLL), compute_eff=0.078, memory_eff=0.7,
-             launch=launch_of(gelu_launch(grid_stride_half2_launch), half2_trips, 1),
+             launch=launch_of(gelu_launch(grid_stride_half2_launch), half2_trips, 1, compiler=1, in_turn=True),
              render=render_of(grid_stride_half2_src), bugs={"missing_scale": NO_SCALE}),
         Rung("vectorized_uint4", "2-D grid, one 16-byte uint4 of x and of bias per thread",
              (THREADS,), compute_eff=0.126, memory_eff=0.88, launch=gelu_launch(chunk_launch),

@@ -55,9 +55,20 @@ def tile_launch(p, task):
         traffic += 2 * b * h * sq * splits * (d + 1) * 4 / min_bytes
     out = Launch(grid=b * h * m_tiles * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                  bytes_per_access=max(16, 2 * bn * d * e * max(1, stages - 1) // threads // 2), traffic=traffic,
-                 compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill),
+                 compute_scale=mma_eff(task, bm, bn, nw) * overlap * 255 / (255 + 2 * spill) * warp_rows_eff(bm, nw),
                  tile_quant=sq * skv / (m_tiles * bm * chunk * splits), launches=2 if splits > 1 else 1)
     return split_occupancy(out, task) if splits > 1 else out
+
+
+def warp_rows_eff(bm: int, warps: int) -> float:
+    """A warp owning over 16 query rows (BLOCK_M 128 on 4 warps: 32) runs the softmax of all its rows between its QK^T
+    and PV MMAs with half the warps an SM to hide it (ptxas, Triton 3.9, sm_90a: 215 registers against BLOCK_M 64's
+    128). H100 bf16 D=64 (simB j2): Skv=77 BLOCK_M 128 on 4 warps 29.0 us, on 8 warps 20.9, BLOCK_M 64 on 4 20.4;
+    Skv=1500 152.2 / 90.7 / 86.0 (the register estimate alone: 1.0-1.2x); held-out (s91331, s95252, s98282) and stored
+    seeds (s40404, s96969, s97171, s99199, H200 s9191) 1.2-1.6x the rest of their episodes' model. Compute slows as
+    the square root of the rows a warp past 16 (0.71 at 32)."""
+    rows = bm // warps
+    return 1.0 if rows <= 16 else (16 / rows) ** 0.5
 
 
 def split_occupancy(launch: Launch, task) -> Launch:

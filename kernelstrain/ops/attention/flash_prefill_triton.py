@@ -12,6 +12,7 @@ from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE,
 from ._attn_check import triton_check
 from ._flash_materialized_triton import materialized_scores_src
 from ._flash_tma_triton import tma_descriptors_src as tma_src
+from ._flash_spill import spill_scale
 from ._flash_tiles import mfma_p
 from .flash_prefill_spec import ENTRY, LOG2E, FlashPrefillSpec, causal_balance, causal_work
 
@@ -96,8 +97,8 @@ def _fused_launch(p, task, skip):
     # over; H100 BLOCK_M=128 BLOCK_N=64 D=128: 131,072 B where the one-stage figure said 49,152)
     s, bm, bn, stages = task["S"], p["BLOCK_M"], p["BLOCK_N"], launch_stages(p, task)
     threads, arch, regs, tiles = common(p, task)
-    if bm == 64:
-        arch *= 0.82                     # 64-row tiles: K/V smem reads amortised over half the rows
+    # 64-row tiles: K/V smem reads amortised over half the rows; registers spilled into the loop (_flash_spill)
+    arch *= (0.82 if bm == 64 else 1.0) * spill_scale(bm, bn, task["D"], threads)
     if bm < 16 * p["num_warps"]:
         # under 16 query rows a warp (a Hopper warpgroup under 64): the warps split the key / head-dim
         # side instead, and every row max and sum crosses warps through shared memory (H200: BLOCK_M
@@ -176,8 +177,7 @@ def flash_prefill_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.c
     grid = "(S // BLOCK_M, B * H)"
     extra = ""
     if persistent:
-        grid = "(min(num_tiles, torch.cuda.get_device_properties(q.device).multi_processor_count * " \
-               f"{p['PROGRAMS_PER_SM']}),)"
+        grid = f"(min(num_tiles, torch.cuda.get_device_properties(q.device).multi_processor_count * {p['PROGRAMS_PER_SM']}),)"
         extra = ", BH=B * H"
     stages = f", num_stages={p['num_stages']}" if p.get("num_stages") else ""
     return head + body.format(m0=m0, l0=l0) + f'''

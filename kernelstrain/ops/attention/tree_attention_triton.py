@@ -15,6 +15,12 @@ LOG2_SCALE = "D ** -0.5 * LOG2E"
 BIT = "(bits[:, None] >> offs_j[None, :]) & 1"
 OFF_BIT = {"bit": "(bits[:, None] >> (offs_j[None, :] + 1)) & 1"}   # reads the next node's bit
 NO_LOG2E = {"scale": "D ** -0.5"}                        # exp2 rungs: the log2(e) factor forgotten
+# The prefix stream's efficiency, the same for the three tl.dot tile rungs: they load the same 16-byte K/V tiles, and
+# what pipelining changes is in tile_launch (bytes in flight, PIPELINE_OVERLAP). H100, held out (s91331, s92442,
+# s93553, s94664, s98282): at N=16 / 32 the unpipelined tree_tile_tl_dot and unmasked_prefix_exp2 ran level with
+# pipelined_stages (187-193 against 193-200 us at B=32 P=1021, 95-107 against 96-101 at B=8 P=2011), where memory_eff
+# 0.75 / 0.8 timed them 1.18-1.47x slow; where the dots bind (B=1 P=4093 N=64) the stream's efficiency moves nothing
+STREAM_EFF = 0.88
 
 
 def row_launch(p, task):
@@ -233,14 +239,14 @@ class TreeAttentionTriton(TreeAttentionSpec):
              # rounded once per BLOCK_N keys, stays within tolerance at short prefixes: 6e-4 on an H200)
              bugs={"missing_scale": {"scale": ""}}),
         Rung("tree_tile_tl_dot", "all draft nodes of a head as the M side of tl.dot; prefix read once per head",
-             (BLOCK_N, WARPS), path="fp16", compute_eff=0.4, memory_eff=0.75, smem="dynamic", launch=tile_launch,
+             (BLOCK_N, WARPS), path="fp16", compute_eff=0.4, memory_eff=STREAM_EFF, smem="dynamic", launch=tile_launch,
              render=tree_tile_tl_dot_src, bugs={"missing_scale": {"scale": "1.0"}, "off_by_one": OFF_BIT}),
         Rung("unmasked_prefix_exp2", "exp2 with log2e folded in; whole prefix blocks unmasked, ragged tail masked",
-             (BLOCK_N, WARPS), path="fp16", compute_eff=0.45, memory_eff=0.8, smem="dynamic", launch=tile_launch,
+             (BLOCK_N, WARPS), path="fp16", compute_eff=0.45, memory_eff=STREAM_EFF, smem="dynamic", launch=tile_launch,
              render=unmasked_prefix_exp2_src, bugs={"missing_scale": NO_LOG2E}),
         Rung("pipelined_stages", "tl.range(num_stages) keeps prefix K/V tiles in flight behind the MMAs",
              (BLOCK_N, WARPS, Param("num_stages", (2, 3, 4), 2)), path="fp16", compute_eff=0.48,
-             memory_eff=0.88, smem="dynamic", launch=tile_launch, render=unmasked_prefix_exp2_src,
+             memory_eff=STREAM_EFF, smem="dynamic", launch=tile_launch, render=unmasked_prefix_exp2_src,
              bugs={"missing_scale": NO_LOG2E, "off_by_one": OFF_BIT}),
         Rung("split_kv", "prefix split over NUM_SPLITS programs (last one adds the tree); LSE combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), Param("BLOCK_N", (32, 64), 64), WARPS,
