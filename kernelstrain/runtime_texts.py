@@ -607,13 +607,23 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: flo
 
 _GRID = [-6 + 12 * (i + 0.5) / 64 for i in range(64)]         # midpoints over +-6 sigma
 _WEIGHTS = [math.exp(-z * z / 2) * 12 / 64 / math.sqrt(2 * math.pi) for z in _GRID]
-_POINTS = [(abs(z), z, q) for z, q in zip(_GRID, _WEIGHTS)]     # (|z| found once: asked for every column)
+_HALF = list(zip(_GRID[32:], _WEIGHTS[32:]))     # the grid's positive half; -z and its weight mirror each (exactly)
 
 
 def _biased_share(off: float, w: float, b: float, atol: float, rtol: float) -> float:
     """The share of n ~ N(0, 1) where |n| off > atol + rtol |n w + b| (midpoint rule; the same weights
-    summed in the same order whatever the loop's form: the same float)."""
-    return sum([q for az, z, q in _POINTS if az * off > atol + rtol * abs(z * w + b)])
+    summed in the same order whatever the loop's form: the same float). Asked once a column (thousands a
+    text), a point and its mirror at a time: (-z) w is -(z w) and |-(z w) + b| is |z w - b| exactly (IEEE
+    rounding is symmetric in sign), so each point's test is the plain one's, z w and |z| off found once."""
+    neg, pos = [], []
+    for z, q in _HALF:
+        zw, lhs = z * w, z * off
+        if lhs > atol + rtol * abs(zw - b):
+            neg.append(q)
+        if lhs > atol + rtol * abs(zw + b):
+            pos.append(q)
+    neg.reverse()                      # the negative half in the grid's order (most negative first)
+    return sum(neg + pos)
 
 
 def _nearest_zero_rel(off: float, w: float, b: float, rows: int, u: float, dtype: str) -> float:

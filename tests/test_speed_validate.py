@@ -96,7 +96,7 @@ def test_in_dtype_is_the_plain_rounding():
     rng = random.Random(32)
     values = [0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 65519.9, 65520.0, 3.3999e38, 3.4e38, 1e-8, 5.96e-8,
               1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8]
-    values += [s * rng.random() * 10.0 ** rng.randint(-45, 38) for s in (1, -1) for _ in range(20000)]
+    values += [s * rng.random() * 10.0 ** rng.randint(-45, 38) for s in (1, -1) for _ in range(8000)]
     values += [1 + 0.1 * rng.gauss(0, 1) for _ in range(5000)]
     for dtype in ("fp16", "bf16", "fp32", "fp8"):
         for x in values:
@@ -136,3 +136,25 @@ def test_an_extended_rung_renders_as_the_rung_it_extends():
                         base._RENDERS.clear()
                         assert m.render(ext, params, task, bug) == plain and m.render(v, params, task, bug) == plain
     assert extended > 300, extended
+
+
+def test_biased_share_is_the_plain_midpoint_sum():
+    """runtime_texts._biased_share tests a grid point and its mirror at a time: the same float as the plain sum over
+    the 64 points in the grid's order, for weights and biases as weight_mismatch_text draws them (rounded to each
+    dtype) and at the edges (a zero bias, a weight of one, a negative weight, points tying with the tolerance)."""
+    import random
+    rt = runtime_texts
+    assert all(rt._GRID[i] == -rt._GRID[63 - i] and rt._WEIGHTS[i] == rt._WEIGHTS[63 - i] for i in range(64))
+
+    def plain(off, w, b, atol, rtol):
+        return sum([q for z, q in zip(rt._GRID, rt._WEIGHTS) if abs(z) * off > atol + rtol * abs(z * w + b)])
+    rng = random.Random(26)
+    cases = [(0.0, 1.0, 0.0), (0.5, 0.5, 0.0), (2.5, -1.5, 0.3), (0.01, 1.01, -0.01), (0.09375, 1.09375, 0.0)]
+    for dtype in ("fp16", "bf16", "fp32"):
+        for _ in range(1500):
+            w = rt.in_dtype(1 + rng.choice((0.1, 0.5)) * rng.gauss(0, 1), dtype)
+            cases.append((abs(w - 1), w, rt.in_dtype(rng.choice((0.0, 0.1, 1.0)) * rng.gauss(0, 1), dtype)))
+    for off, w, b in cases:
+        for atol, rtol in ((1e-2, 1e-2), (2e-2, 2e-2), (1e-4, 1e-4), (0.0, 0.0), (0.09375 * 0.5, 0.0)):
+            got, want = rt._biased_share(off, w, b, atol, rtol), plain(off, w, b, atol, rtol)
+            assert got == want and type(got) is type(want), (off, w, b, atol, rtol)
