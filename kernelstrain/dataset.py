@@ -25,6 +25,7 @@ from .fused import module as _fused_programs  # noqa: F401 (registers the fused 
 from .errors import DataError
 from .layouts import EPISODES, LAYOUTS, Layout, all_files
 from .manifest import Manifest, read_manifest
+from .plan import rooms_ahead
 from .contamination import Incremental, Targets, read_splits
 from .reading import read_stats, read_whole
 from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stats, check_holdout_splits,
@@ -145,6 +146,9 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
         elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
             out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
+    # the plan's room checks (kernelinfer's min_room: ~3 s of one process) in `workers` forked processes,
+    # as generate makes it: the plan is the same (has_room's own answers)
+    rooms_ahead(ds.manifest.profile, workers)
     ctx = Context(stats, ds.manifest)
     check_manifest(stats, ds.manifest, out)
     # set up first, the held-out solutions searched in `workers` forked processes (a fork beside the

@@ -73,16 +73,21 @@ def in_dtype(x: float, dtype: str) -> float:
     >>> in_dtype(0.2, "fp32"), in_dtype(0.4, "fp16"), in_dtype(0.1, "bf16")
     (0.20000000298023224, 0.39990234375, 0.10009765625)
     """
-    if math.isinf(x) or math.isnan(x):
+    if not math.isfinite(x):
         return x
     if dtype == "fp16":
-        return struct.unpack("e", struct.pack("e", x))[0] if abs(x) < 65520 else math.copysign(math.inf, x)
-    f32 = struct.unpack("f", struct.pack("f", x))[0] if abs(x) < 3.4e38 else math.copysign(math.inf, x)
+        return _F16.unpack(_F16.pack(x))[0] if abs(x) < 65520 else math.copysign(math.inf, x)
+    if abs(x) >= 3.4e38:
+        return math.copysign(math.inf, x)                              # (bf16's rounding keeps an inf)
     if dtype != "bf16":
-        return f32
-    bits = struct.unpack("I", struct.pack("f", f32))[0]
+        return _F32.unpack(_F32.pack(x))[0]
+    bits = _U32.unpack(_F32.pack(x))[0]                                # x's float32 bits
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000          # round to nearest even
-    return struct.unpack("f", struct.pack("I", bits))[0]
+    return _F32.unpack(_U32.pack(bits))[0]
+
+
+# (compiled once: in_dtype is asked for every column of a weight_mismatch_text, ~150,000 times a run)
+_F16, _F32, _U32 = struct.Struct("e"), struct.Struct("f"), struct.Struct("I")
 
 
 # output dtypes torch compares exactly ("Tensor-likes are not equal!", integer differences): sampled
@@ -93,13 +98,16 @@ INTEGER = ("int", "int8", "int32", "int64", "uint8")
 def _extreme(n: int, u: float) -> float:
     """The largest of n standard half-normal draws, from one uniform u (its order statistic)."""
     p = min(u ** (1.0 / max(n, 1)), 1 - 1e-16)
-    return NormalDist().inv_cdf((1 + p) / 2)
+    return _STANDARD.inv_cdf((1 + p) / 2)
 
 
 def _smallest(n: int, u: float) -> float:
     """The smallest of n standard half-normal draws, from one uniform u."""
     p = max(1 - (1 - u) ** (1.0 / max(n, 1)), 1e-300)
-    return NormalDist().inv_cdf(0.5 + p / 2) if p > 1e-12 else p * math.sqrt(math.pi / 2)
+    return _STANDARD.inv_cdf(0.5 + p / 2) if p > 1e-12 else p * math.sqrt(math.pi / 2)
+
+
+_STANDARD = NormalDist()     # N(0, 1), made once (_extreme is asked for every column of a weight_mismatch_text)
 
 
 # share of the output a bug spoils, whether its error scales with the value (a lost scale, a
@@ -566,17 +574,18 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: flo
     atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
     own = random.Random(f"mismatch:missing_scale:weight:{rng.getrandbits(64)}")
     bad, top, worst = 0.0, (0.0, 0), (0.0, 0)
+    gauss, uniform = own.gauss, own.random      # (the loop runs once a column: thousands of times a call)
     for j in range(cols):
-        w = in_dtype(1 + spread * own.gauss(0, 1), dtype)
+        w = in_dtype(1 + spread * gauss(0, 1), dtype)
         if bias:
-            b = in_dtype(bias * own.gauss(0, 1), dtype)
+            b = in_dtype(bias * gauss(0, 1), dtype)
             bad += rows * _biased_share(abs(w - 1), w, b, atol, rtol)
-            worst = max(worst, (_nearest_zero_rel(abs(w - 1), w, b, rows, own.random(), dtype), j))
+            worst = max(worst, (_nearest_zero_rel(abs(w - 1), w, b, rows, uniform(), dtype), j))
         else:
             over = abs(w - 1) - rtol * abs(w)            # |n| times this must pass atol to fail
             if over > 0:
                 bad += rows * math.erfc(atol / (over * math.sqrt(2)))
-        n = in_dtype(_extreme(rows, own.random()), dtype)
+        n = in_dtype(_extreme(rows, uniform()), dtype)
         top = max(top, (in_dtype(abs(n - in_dtype(n * w, dtype)), dtype), j))
         if not bias:
             worst = max(worst, (in_dtype(abs(w - 1) / abs(w), dtype), j))
@@ -598,13 +607,23 @@ def weight_mismatch_text(shape: tuple, dtype: str, spread: float, rng, bias: flo
 
 _GRID = [-6 + 12 * (i + 0.5) / 64 for i in range(64)]         # midpoints over +-6 sigma
 _WEIGHTS = [math.exp(-z * z / 2) * 12 / 64 / math.sqrt(2 * math.pi) for z in _GRID]
-_POINTS = [(abs(z), z, q) for z, q in zip(_GRID, _WEIGHTS)]     # (|z| found once: asked for every column)
+_HALF = list(zip(_GRID[32:], _WEIGHTS[32:]))     # the grid's positive half; -z and its weight mirror each (exactly)
 
 
 def _biased_share(off: float, w: float, b: float, atol: float, rtol: float) -> float:
     """The share of n ~ N(0, 1) where |n| off > atol + rtol |n w + b| (midpoint rule; the same weights
-    summed in the same order whatever the loop's form: the same float)."""
-    return sum([q for az, z, q in _POINTS if az * off > atol + rtol * abs(z * w + b)])
+    summed in the same order whatever the loop's form: the same float). Asked once a column (thousands a
+    text), a point and its mirror at a time: (-z) w is -(z w) and |-(z w) + b| is |z w - b| exactly (IEEE
+    rounding is symmetric in sign), so each point's test is the plain one's, z w and |z| off found once."""
+    neg, pos = [], []
+    for z, q in _HALF:
+        zw, lhs = z * w, z * off
+        if lhs > atol + rtol * abs(zw - b):
+            neg.append(q)
+        if lhs > atol + rtol * abs(zw + b):
+            pos.append(q)
+    neg.reverse()                      # the negative half in the grid's order (most negative first)
+    return sum(neg + pos)
 
 
 def _nearest_zero_rel(off: float, w: float, b: float, rows: int, u: float, dtype: str) -> float:

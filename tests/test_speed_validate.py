@@ -1,5 +1,5 @@
 """validate's (and generate's) speed-ups around the row checks: each kept answer is the plain computation's."""
-from kernelstrain import references
+from kernelstrain import references, runtime_texts
 from kernelstrain.gpus import GPUS
 from kernelstrain.ops import REGISTRY
 from kernelstrain.tasks import make_task
@@ -46,3 +46,115 @@ def test_plan_row_compares_the_row_as_json_gives_it_back():
     row["shape"][0]["value"] = 16
     assert plan_row(ctx, 0, row, "episodes.jsonl:1", out) == "its chats"
     assert out.total == 1 and "shape" in out[0] and "not the plan's row" in out[0]
+
+
+def test_validate_asks_the_plans_room_answers_ahead(small_dataset, monkeypatch):
+    """validate makes its plan as generate does: the room checks (plan.rooms_ahead, kernelinfer's ~3 s) asked in
+    `workers` forked processes before the plan is made (without, the parent asks every one itself)."""
+    from kernelstrain import dataset
+    from kernelstrain.validate import Context
+
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def context(stats, manifest, plan=None):        # the plan is made here: rooms_ahead must have run before
+        assert asked == [(manifest.profile.name, 2)]
+        raise Stop
+    monkeypatch.setattr(dataset, "rooms_ahead", lambda profile, workers: asked.append((profile.name, workers)))
+    monkeypatch.setattr(dataset, "Context", context)
+    try:
+        dataset.validate(small_dataset, workers=2)
+    except Stop:
+        pass
+    assert asked, "validate made its plan without asking the room checks ahead"
+
+
+def _plain_in_dtype(x: float, dtype: str) -> float:
+    """runtime_texts.in_dtype as it was written before its Structs were compiled once (issue 32)."""
+    import math
+    import struct
+    if math.isinf(x) or math.isnan(x):
+        return x
+    if dtype == "fp16":
+        return struct.unpack("e", struct.pack("e", x))[0] if abs(x) < 65520 else math.copysign(math.inf, x)
+    f32 = struct.unpack("f", struct.pack("f", x))[0] if abs(x) < 3.4e38 else math.copysign(math.inf, x)
+    if dtype != "bf16":
+        return f32
+    bits = struct.unpack("I", struct.pack("f", f32))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("f", struct.pack("I", bits))[0]
+
+
+def test_in_dtype_is_the_plain_rounding():
+    """in_dtype (weight_mismatch_text asks it ~6 times a column) rounds as the plain struct round trips do, bit
+    for bit, at every magnitude, both signs, the edges of each dtype's range, zeros, infinities and NaN."""
+    import math
+    import random
+    import struct
+    rng = random.Random(32)
+    values = [0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 65519.9, 65520.0, 3.3999e38, 3.4e38, 1e-8, 5.96e-8,
+              1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8]
+    values += [s * rng.random() * 10.0 ** rng.randint(-45, 38) for s in (1, -1) for _ in range(8000)]
+    values += [1 + 0.1 * rng.gauss(0, 1) for _ in range(5000)]
+    for dtype in ("fp16", "bf16", "fp32", "fp8"):
+        for x in values:
+            got, want = runtime_texts.in_dtype(x, dtype), _plain_in_dtype(x, dtype)
+            assert struct.pack("d", got) == struct.pack("d", want) or (math.isnan(got) and math.isnan(want)), (x, dtype)
+
+
+def test_an_extended_rung_renders_as_the_rung_it_extends():
+    """ops.base._rendered knows a rung made by knobs.extend as the rung it extends (memo.same_rung), so validate's
+    re-render (rerender.render_code, on the module's rung) takes the engine's render of the extended rung: every
+    rung of every module, extended with every knob of both bundled profiles that has a place in its code, renders
+    the same code as its own rung, uncached, at its defaults and at another value of each parameter, with and
+    without each bug (a rung whose code read its Params, knobs included, would fail here)."""
+    from kernelstrain import knobs
+    from kernelstrain.ops import base
+    from kernelstrain.profiles import load_profile
+    from kernelstrain.tasks import param_grid
+    names = tuple(dict.fromkeys(n for c in ("kernelstrain", "kernelinfer") for n in load_profile(c).search.knobs))
+    extended = 0
+    for m in REGISTRY.values():
+        for gpu in GPUS.values():
+            dtype = next((d for d in m.dtypes if m.supports(gpu, d)), None)
+            if dtype is None or gpu.vendor != "nvidia" and gpu.name != "MI300X":
+                continue
+            task = make_task(m, gpu.name, dtype, m.shapes[0])
+            for v in m.variants:
+                if not isinstance(v, base.Rung):
+                    continue
+                ext = knobs.extend(v, m.impl, m.render(v, v.defaults(), task), names, task.gpu)
+                if ext is v:
+                    continue
+                extended += 1
+                for params in (v.defaults(), *[p for _, p in zip(range(2), param_grid(v))][1:]):
+                    for bug in (None, *v.bugs):
+                        plain = m.assemble(v.source(params, task, bug), v, params, task)
+                        assert m.assemble(ext.source(params, task, bug), ext, params, task) == plain, (m.name, v.tag, bug)
+                        base._RENDERS.clear()
+                        assert m.render(ext, params, task, bug) == plain and m.render(v, params, task, bug) == plain
+    assert extended > 300, extended
+
+
+def test_biased_share_is_the_plain_midpoint_sum():
+    """runtime_texts._biased_share tests a grid point and its mirror at a time: the same float as the plain sum over
+    the 64 points in the grid's order, for weights and biases as weight_mismatch_text draws them (rounded to each
+    dtype) and at the edges (a zero bias, a weight of one, a negative weight, points tying with the tolerance)."""
+    import random
+    rt = runtime_texts
+    assert all(rt._GRID[i] == -rt._GRID[63 - i] and rt._WEIGHTS[i] == rt._WEIGHTS[63 - i] for i in range(64))
+
+    def plain(off, w, b, atol, rtol):
+        return sum([q for z, q in zip(rt._GRID, rt._WEIGHTS) if abs(z) * off > atol + rtol * abs(z * w + b)])
+    rng = random.Random(26)
+    cases = [(0.0, 1.0, 0.0), (0.5, 0.5, 0.0), (2.5, -1.5, 0.3), (0.01, 1.01, -0.01), (0.09375, 1.09375, 0.0)]
+    for dtype in ("fp16", "bf16", "fp32"):
+        for _ in range(1500):
+            w = rt.in_dtype(1 + rng.choice((0.1, 0.5)) * rng.gauss(0, 1), dtype)
+            cases.append((abs(w - 1), w, rt.in_dtype(rng.choice((0.0, 0.1, 1.0)) * rng.gauss(0, 1), dtype)))
+    for off, w, b in cases:
+        for atol, rtol in ((1e-2, 1e-2), (2e-2, 2e-2), (1e-4, 1e-4), (0.0, 0.0), (0.09375 * 0.5, 0.0)):
+            got, want = rt._biased_share(off, w, b, atol, rtol), plain(off, w, b, atol, rtol)
+            assert got == want and type(got) is type(want), (off, w, b, atol, rtol)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..gpus import GPU
+from ..memo import _RUNGS
 from ..records import replaced
 from .contract import Entry
 from .dialect import Dialect, dialect_of, prelude
@@ -371,9 +372,13 @@ def _rendered(module: OpModule, variant: Rung, params: dict, task: Task, bug: st
     episode's renders were repeats). The key holds the identities of the module, the rung and the task's
     GPU record (kept alive in the entry, so never another object's) and the params' items, the bug and the
     task's dtype and shape by value; a render is a pure function of them (tests/test_speed_engine.py
-    compares it with the plain one). An unhashable parameter value is rendered, not kept."""
+    compares it with the plain one). An unhashable parameter value is rendered, not kept. A rung that
+    knobs.extend made is known as the rung it extends (memo.same_rung): it renders the same code for the
+    same own parameters (tests/test_speed_validate.py, registry-wide), so validate's row checks
+    (rerender.render_code, on the module's rung) find the renders of the engine's rebuild of the episode."""
     try:
-        key = (id(module), id(variant), tuple(params.items()), bug, id(task.gpu), task.module, task.dtype, task.shape)
+        key = (id(module), _RUNGS.get(id(variant), id(variant)), tuple(params.items()), bug, id(task.gpu), task.module,
+               task.dtype, task.shape)
         found = _RENDERS.get(key)
     except TypeError:
         return module.assemble(variant.source(params, task, bug), variant, params, task)
