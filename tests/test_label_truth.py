@@ -617,3 +617,33 @@ def test_bugs_that_always_faulted_on_the_h100_say_so():
     undeclared = [k for k, faulted in seen.items() if len(faulted) >= 3 and all(faulted)
                   and k[2] not in rung(k[0], k[1]).faults]
     assert not undeclared, undeclared
+
+
+FLAT_ROPE = {("rope_cuda", "thread_per_pair"): ("idx / ((long long)H * HALF)", "(idx / HALF) % T"),
+             ("rope_triton", "flat_pairs"): ("row // H", "row % T")}
+
+
+@pytest.mark.parametrize("module,tag", sorted(FLAT_ROPE), ids=str)
+def test_rope_flat_rungs_broadcast_index_turns_rows_by_another_tokens_position(module, tag):
+    """The flat rungs' broadcast_index reads row r = t * H + h's position at r % T (heads taken as outer), not
+    r / H: a row whose r % T is not t turns by another token's position (uniform in [0, 8192): its own 1 in 8192).
+    Offered where T >= 2; there most rows are wrong (the interpreter: T 16 H 32 D 128, 92% of q mismatched), and
+    the mismatch text says so (the generic one said 5-50%)."""
+    import random
+    from kernelstrain import messages
+    m, v = REGISTRY[module], rung(module, tag)
+    right, wrong = FLAT_ROPE[(module, tag)]
+    for shape in m.shapes:
+        task = make_task(m, "H100", "bf16", shape)
+        clean, bugged = m.render(v, v.defaults(), task), m.render(v, v.defaults(), task, "broadcast_index")
+        assert right in clean and wrong not in clean and wrong in bugged, "the token index moved: update this test"
+        t_count, h_count = shape["T"], shape["H"]
+        rows = [(t, t * h_count + h) for t in range(t_count) for h in range(h_count)]
+        wrong_rows = sum(r % t_count != t for t, r in rows) / len(rows)
+        offered = "broadcast_index" in episode(module, shape).bugs(v, v.defaults())
+        assert offered == (wrong_rows > 0) == (shape["T"] >= 2), shape
+        if offered:
+            assert wrong_rows > 0.9, (shape, wrong_rows)
+            text = messages.mismatch_text("broadcast_index", m, task, random.Random(0), v, v.defaults())
+            share = float(re.search(r"\(([\d.]+)%\)", text).group(1)) / 100
+            assert abs(share - 0.98 * wrong_rows) < 0.03, (shape, share, wrong_rows)
