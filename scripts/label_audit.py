@@ -5,6 +5,10 @@
     TRITON_INTERPRET=1 python3 scripts/label_audit.py triton [MODULE ...]
                                                      # every Triton bug run in Triton's interpreter on CPU tensors
                                                      # against the module's reference, with gpu-check's comparison
+    LABELS_CLEAN=1                                   # triton: also each configuration's clean render, once a
+                                                     # shape (a verdict `CLEAN FAILS` is a false ok label)
+    LABELS_INTERPRETED=1                             # triton: leave out the rungs the interpreter cannot run
+                                                     # (label_device_check.NOT_INTERPRETED: the device runs them)
 
 Each prints a table: module / rung / bug / params / shape / verdict. `static` walks the configurations the engine can
 offer a bug at: each parameter's smallest and largest value (the others at the rung's defaults) and the defaults, every
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
-from label_device_check import configs  # noqa: E402
+from label_device_check import configs, not_interpreted  # noqa: E402
 
 
 def offered_at(m, v, bug: str, dtype: str, params: dict) -> list:
@@ -89,7 +93,9 @@ SHRINK = {
     "cross_entropy_bwd_triton": lambda s: ROWS(s, "T"), "rope_triton": lambda s: ROWS(s, "T"),
     "layernorm_bwd_triton": lambda s: {},                            # its partial sums span the programs' rows
     "chunked_prefill_triton": lambda s: {"B": _batch(s["B"]), **_heads(s)},
-    "conv2d_nhwc_triton": lambda s: {"N": _batch(s["N"])},
+    # a conv's output pixels are independent rows (its bugs sit in the R * S * C tap loop): 8 x 8 of them (the
+    # interpreter ran one clean 56 x 56 render past 150 s)
+    "conv2d_nhwc_triton": lambda s: {"N": _batch(s["N"]), "H": min(s["H"], 8), "W": min(s["W"], 8)},
     "cross_attention_triton": lambda s: {"B": _batch(s["B"]), "H": _batch(s["H"])},
     "flash_attn_bwd_triton": lambda s: {"B": 1, "H": _batch(s["H"])},
     "flash_decode_triton": lambda s: {"B": 1, **_heads(s)},
@@ -223,6 +229,29 @@ def triton_runs(m, v):
     return out
 
 
+def clean_run(torch, m, v, label: str, params: dict, task, key, judged: list, refs: dict, small: dict, menu) -> bool:
+    """The clean render of one configuration at one shape, judged as the bug renders are: True where it fails."""
+    t0 = time.time()
+    signal.alarm(CASE_S)
+    try:
+        if key not in refs:
+            refs.clear()
+            refs[key] = reference(torch, m, task)
+        model, inputs, ref = refs[key]
+        per = {d: run_case(torch, m, v, params, task, None, (model, inputs, ref, d)) for d in judged}
+        bad = [d for d, p in per.items() if not all(r.get("ok") for r in p.values())]
+        verdict, detail = ("CLEAN FAILS " + ",".join(bad) if bad else "clean ok"), summary(per[judged[-1]])
+    except Timeout:
+        verdict, detail = "clean timeout", f"> {CASE_S} s"
+    except Exception as e:  # noqa: BLE001 - a render may fail in any way; record it
+        verdict, detail = "clean error", f"{type(e).__name__}: {str(e)[:160]}"
+    finally:
+        signal.alarm(0)
+    print(f"{m.name:26} {v.tag:24} {'-':17} {label:18} {task.dtype:4} {small} (menu {menu}) {verdict} {detail} "
+          f"{time.time() - t0:.1f}s", flush=True)
+    return verdict.startswith("CLEAN FAILS")
+
+
 def triton(modules=()) -> int:
     import torch
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
@@ -233,9 +262,15 @@ def triton(modules=()) -> int:
         if m.impl != "triton" or (modules and name not in modules):
             continue
         for v in m.variants:
+            if os.environ.get("LABELS_INTERPRETED") and not_interpreted(m, v):
+                continue
+            clean_done = set()
             for label, params, bug, rd, judged, small, menu in triton_runs(m, v):
                 task = run_task(m, rd, small)
                 key = (name, rd, tuple(small.items()))
+                if os.environ.get("LABELS_CLEAN") and (label, key) not in clean_done:
+                    clean_done.add((label, key))
+                    passed += clean_run(torch, m, v, label, params, task, key, judged, refs, small, menu)
                 t0 = time.time()
                 signal.alarm(CASE_S)
                 try:
@@ -258,7 +293,7 @@ def triton(modules=()) -> int:
                 passed += verdict.startswith("PASSES")
                 print(f"{name:26} {v.tag:24} {bug:17} {label:18} {rd:4} {small} (menu {menu}) "
                       f"{verdict} {detail} {time.time() - t0:.1f}s", flush=True)
-    print(f"{passed} bug renders passed gpu-check's comparison")
+    print(f"{passed} bug renders passed gpu-check's comparison (or clean renders failed it)")
     return passed
 
 
