@@ -46,7 +46,7 @@ from kernelstrain.tasks import make_task  # noqa: E402
 # bugs by what settles them: the schedule first, then values, then what a reading of the render mostly settles
 # (tier 0 round-robin over the modules as one: each module's schedule- and value-dependent cases come early)
 TIERS = (("missing_barrier", "racy_update", "wrong_init", "half_accumulator", "bad_combine_index"),
-         ("off_by_one",), ("missing_scale", "no_bounds_check"))
+         ("off_by_one", "broadcast_index"), ("missing_scale", "no_bounds_check"))
 # parameters that change no bug's reach (the loop's unrolling, the grid's residency): their extremes come last
 REACH_FREE = ("pragma_unroll", "unroll", "blocks_per_sm")
 
@@ -99,7 +99,7 @@ def planned(gpu: str, rungs=lambda m, v: m.impl == "cuda") -> list:
                     shape, task = first_shape(m, v, bug, params, dtype, gpu)
                     if shape is None:
                         continue
-                    tier = next(i for i, t in enumerate(TIERS) if bug in t)
+                    tier = next((i for i, t in enumerate(TIERS) if bug in t), len(TIERS) - 1)   # (a new bug: last)
                     cid = f"{name}|{v.tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
                         {"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": v.tag, "params": params,
