@@ -6,13 +6,11 @@ memory tree -> uint4 loads + warp shuffles -> row cached in registers (one DRAM 
 hardware cvt.rn.satfinite.e4m3x2 through inline PTX (sm_89+). The lower rungs convert in
 software (bit arithmetic, round to nearest even), which is what a part without FP8 has to do.
 """
-import math
-
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ..row_reread import reread
 from .. import unroll, words
-from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel
+from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel, over_read_moves_a_scale
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 from . import _fp8_persistent
 from .. import persistent_rows
@@ -160,18 +158,6 @@ constexpr int VEC = 8;
 union Pack { uint4 u; scalar_t h[VEC]; };
 union Codes { uint2 u; uint8_t b[VEC]; unsigned short p[VEC / 2]; };
 """
-
-
-def over_read_moves_a_scale(task, p) -> bool:
-    """warp_shuffle_vectorized's no_bounds_check runs the absmax loop one pass of THREADS chunks too far: row r also
-    takes the max over the m elements past it (the next row's first m). Its scale moves only where those hold a larger
-    |x| than its own D: P = m / (D + m) a row (x randn). Row T - 1 reads past x, where what lies there decides (the
-    H100 passed all 12 runs at T 1 D 4096, labels n1). Offered where the T - 1 in-bounds rows all keep their scale
-    w.p. <= 1e-6."""
-    d, threads = task["D"], p["threads"]
-    chunks = d // 8
-    past = 8 * (threads * (chunks // threads + 1) - chunks)
-    return task["T"] >= 2 and (task["T"] - 1) * math.log1p(past / d) >= -math.log(1e-6)
 
 
 def warp_shuffle_vectorized_src(p, task, loop=CHUNK_LOOP, val="to_float(v.h[k]) / scale"):
