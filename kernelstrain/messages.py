@@ -19,6 +19,7 @@ from . import knobs
 from .fields import as_dict
 from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
+from .ops.misc import rope_spec
 from .ops.unroll import NAMES as UNROLL_NAMES
 from . import corpus, runtime_texts
 from .slips import nvcc, scopes, triton_slips
@@ -632,6 +633,8 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
         site = ("unscaled", INT4_UNSCALED)
     if bug == "missing_scale" and module.op == "gemm_fp4":
         site = ("unscaled", _fp4_unscaled(task))
+    if bug == "broadcast_index" and module.op == "rope":      # most rows turned by another token's position
+        site = ("unscaled", rope_spec.wrong_position_error(task["D"], rope_spec.MAX_POS))
     if bug == "bad_combine_index" and variant is not None:
         site = _combine_site(dict(variant.edits).get(bug), {**variant.defaults(), **(params or {})}) or site
     if bug == "missing_scale" and variant is not None and module.op == "moe_combine" \

@@ -309,10 +309,55 @@ def _embedding_grad_site(slots: dict, dims: dict) -> tuple | None:
     if slots.get("last") == "n - 1":
         return "columns", 1, 1
     if slots.get("last") == "(int64_t)(T - 1) * D":      # the flat loop stops before the last token's row:
-        return "rows", 1, 1.0                            # its id's table row misses one grad row
+        return "lost_row", _others_of_an_id(dims)        # its id's table row misses one grad row
     if slots.get("last") == "chunks - 1":
         return "columns", distinct, 8
     return None
+
+
+def _others_of_an_id(dims: dict) -> float:
+    """Expected other non-padding tokens sharing one token's id (every 8th token the padding id, the rest uniform
+    over V: embedding_bwd's reference)."""
+    n = dims["T"] - -(-dims["T"] // 8)
+    return max(0, n - 1) / dims["V"]
+
+
+def _lost_row_text(shape: tuple, dtype: str, others: float, own, rng) -> str:
+    """assert_close's AssertionError for a [V, D] table whose one row (the last token's id) misses one grad row g
+    (randn): the row's reference is g plus the grad rows of the k other tokens of that id (k Poisson with mean
+    `others`), the candidate's their sum alone. The row is drawn element by element, each rounded to the dtype, and
+    compared as torch compares it: both greatest differences over the mismatched elements, in that row (the
+    relative one exactly 1.0 where the id is the token's own, first reached at its first mismatch).
+
+    >>> print(_lost_row_text((32000, 4096), "fp16", 0.0, random.Random(0), random.Random(1)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 4069 / 131072000 (0.0%)
+    Greatest absolute difference: 4.19921875 at index (4403, 3315) (up to 0.01 allowed)
+    Greatest relative difference: 1.0 at index (4403, 0) (up to 0.01 allowed)
+    """
+    atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+    u, k, term = own.random(), 0, math.exp(-others)     # k by inversion of Poisson(others)'s CDF
+    cdf = term
+    while u > cdf and k < 50:
+        k += 1
+        term *= others / k
+        cdf += term
+    row = rng.randrange(1, shape[0])                    # any id but the padding id 0
+    bad, top, rel_top = 0, (0.0, 0), (0.0, 0)
+    for j in range(shape[-1]):
+        rest = sum(own.gauss(0, 1) for _ in range(k))
+        ref, got = in_dtype(own.gauss(0, 1) + rest, dtype), in_dtype(rest, dtype)
+        diff = in_dtype(abs(got - ref), dtype)
+        if diff <= atol + rtol * abs(ref):
+            continue
+        bad += 1
+        rel = in_dtype(diff / abs(ref), dtype) if ref else math.inf
+        top, rel_top = max(top, (diff, -j)), max(rel_top, (rel, -j))
+    numel = math.prod(shape)
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: {top[0]} at index ({row}, {-top[1]}) (up to {atol} allowed)\n"
+            f"Greatest relative difference: {rel_top[0]} at index ({row}, {-rel_top[1]}) (up to {rtol} allowed)")
 
 
 def _out_of_tolerance(sigma: float, scale: float, atol: float, rtol: float) -> float:
@@ -427,6 +472,8 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     own = random.Random(f"mismatch:{bug}:{rng.getrandbits(64)}")
     if site is not None and site[0] == "unwritten_rows" and len(shape) > 1:
         return _unwritten_rows_text(shape, dtype, site[1], site[2], scale, own, rng)
+    if site is not None and site[0] == "lost_row" and len(shape) > 1:
+        return _lost_row_text(shape, dtype, site[1], own, rng)
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
         else _site_spoiled(site, shape, dtype, scale, own, above)
     bad = max(1, min(numel, round(frac * numel)))

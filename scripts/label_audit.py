@@ -5,6 +5,10 @@
     TRITON_INTERPRET=1 python3 scripts/label_audit.py triton [MODULE ...]
                                                      # every Triton bug run in Triton's interpreter on CPU tensors
                                                      # against the module's reference, with gpu-check's comparison
+    LABELS_CLEAN=1                                   # triton: also each configuration's clean render, once a
+                                                     # shape (a verdict `CLEAN FAILS` is a false ok label)
+    LABELS_INTERPRETED=1                             # triton: leave out the rungs the interpreter cannot run
+                                                     # (label_device_check.NOT_INTERPRETED: the device runs them)
 
 Each prints a table: module / rung / bug / params / shape / verdict. `static` walks the configurations the engine can
 offer a bug at: each parameter's smallest and largest value (the others at the rung's defaults) and the defaults, every
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.tasks import make_task  # noqa: E402
-from label_device_check import configs  # noqa: E402
+from label_device_check import configs, not_interpreted  # noqa: E402
 
 
 def offered_at(m, v, bug: str, dtype: str, params: dict) -> list:
@@ -79,7 +83,9 @@ def _heads(s: dict) -> dict:
 
 
 ROWS = lambda s, dim: {dim: _batch(s[dim], 16)}                      # noqa: E731 - rows of a row-wise op
-GEMM = lambda s: {"M": _batch(s["M"], 64), "N": _batch(s["N"], 256)}  # noqa: E731 - K (the reduction) stays
+# K (the reduction, where every GEMM bug sits: a K tile, a 16-bit sum, a scale, a split's combine) stays; one N tile and
+# 16 rows: the interpreter's time goes by programs (M 64 N 256: 95 s for one clean render at load 10)
+GEMM = lambda s: {"M": _batch(s["M"], 16), "N": _batch(s["N"], 64)}  # noqa: E731
 # per module: the shrunk dims of a menu shape (the rest stay)
 SHRINK = {
     "add_rmsnorm_triton": lambda s: ROWS(s, "T"), "rmsnorm_triton": lambda s: ROWS(s, "T"),
@@ -89,14 +95,18 @@ SHRINK = {
     "cross_entropy_bwd_triton": lambda s: ROWS(s, "T"), "rope_triton": lambda s: ROWS(s, "T"),
     "layernorm_bwd_triton": lambda s: {},                            # its partial sums span the programs' rows
     "chunked_prefill_triton": lambda s: {"B": _batch(s["B"]), **_heads(s)},
-    "conv2d_nhwc_triton": lambda s: {"N": _batch(s["N"])},
+    # a conv's output pixels are independent rows (its bugs sit in the R * S * C tap loop): 8 x 8 of them (the
+    # interpreter ran one clean 56 x 56 render past 150 s)
+    "conv2d_nhwc_triton": lambda s: {"N": _batch(s["N"]), "H": min(s["H"], 8), "W": min(s["W"], 8)},
     "cross_attention_triton": lambda s: {"B": _batch(s["B"]), "H": _batch(s["H"])},
     "flash_attn_bwd_triton": lambda s: {"B": 1, "H": _batch(s["H"])},
     "flash_decode_triton": lambda s: {"B": 1, **_heads(s)},
     "flash_prefill_triton": lambda s: {"B": 1, "H": _batch(s["H"])},
     "fused_qkv_rope_triton": lambda s: {"T": _batch(s["T"], 64), **_heads(s)},
-    "gemm_fp16_triton": GEMM, "gemm_splitk_triton": GEMM, "gemm_fp4_triton": GEMM,
-    "grouped_gemm_triton": lambda s: {"T": _batch(s["T"], 16), "N": _batch(s["N"], 256)},
+    "gemm_fp16_triton": GEMM, "gemm_splitk_triton": GEMM,
+    # fp4's grids divide N by BLOCK_N (up to 256: every menu N is a multiple): N 64 left them no program
+    "gemm_fp4_triton": lambda s: {"M": _batch(s["M"], 16), "N": _batch(s["N"], 256)},
+    "grouped_gemm_triton": lambda s: {"T": _batch(s["T"], 16), "N": _batch(s["N"], 64)},
     "int8_kv_quant_triton": lambda s: {"N": _batch(s["N"], 4)},
     "mamba_step_triton": lambda s: {"B": _batch(s["B"])},
     "min_p_triton": lambda s: {},                                    # rows decide a sampler bug's reach
@@ -223,6 +233,29 @@ def triton_runs(m, v):
     return out
 
 
+def clean_run(torch, m, v, label: str, params: dict, task, key, judged: list, refs: dict, small: dict, menu) -> bool:
+    """The clean render of one configuration at one shape, judged as the bug renders are: True where it fails."""
+    t0 = time.time()
+    signal.alarm(CASE_S)
+    try:
+        if key not in refs:
+            refs.clear()
+            refs[key] = reference(torch, m, task)
+        model, inputs, ref = refs[key]
+        per = {d: run_case(torch, m, v, params, task, None, (model, inputs, ref, d)) for d in judged}
+        bad = [d for d, p in per.items() if not all(r.get("ok") for r in p.values())]
+        verdict, detail = ("CLEAN FAILS " + ",".join(bad) if bad else "clean ok"), summary(per[judged[-1]])
+    except Timeout:
+        verdict, detail = "clean timeout", f"> {CASE_S} s"
+    except Exception as e:  # noqa: BLE001 - a render may fail in any way; record it
+        verdict, detail = "clean error", f"{type(e).__name__}: {str(e)[:160]}"
+    finally:
+        signal.alarm(0)
+    print(f"{m.name:26} {v.tag:24} {'-':17} {label:18} {task.dtype:4} {small} (menu {menu}) {verdict} {detail} "
+          f"{time.time() - t0:.1f}s", flush=True)
+    return verdict.startswith("CLEAN FAILS")
+
+
 def triton(modules=()) -> int:
     import torch
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
@@ -233,9 +266,15 @@ def triton(modules=()) -> int:
         if m.impl != "triton" or (modules and name not in modules):
             continue
         for v in m.variants:
+            if os.environ.get("LABELS_INTERPRETED") and not_interpreted(m, v):
+                continue
+            clean_done = set()
             for label, params, bug, rd, judged, small, menu in triton_runs(m, v):
                 task = run_task(m, rd, small)
                 key = (name, rd, tuple(small.items()))
+                if os.environ.get("LABELS_CLEAN") and (label, key) not in clean_done:
+                    clean_done.add((label, key))
+                    passed += clean_run(torch, m, v, label, params, task, key, judged, refs, small, menu)
                 t0 = time.time()
                 signal.alarm(CASE_S)
                 try:
@@ -258,7 +297,7 @@ def triton(modules=()) -> int:
                 passed += verdict.startswith("PASSES")
                 print(f"{name:26} {v.tag:24} {bug:17} {label:18} {rd:4} {small} (menu {menu}) "
                       f"{verdict} {detail} {time.time() - t0:.1f}s", flush=True)
-    print(f"{passed} bug renders passed gpu-check's comparison")
+    print(f"{passed} bug renders passed gpu-check's comparison (or clean renders failed it)")
     return passed
 
 

@@ -9,6 +9,8 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_FROM=N                                              # start at case N of the plan (a follow-up job)
     LABELS_FLAKY=1                                             # first FLAKY's renders at every shape and configuration
     LABELS_SKIP=FILE                                           # leave out the case ids in FILE (a JSON list: run before)
+    LABELS_ONLY=FILE                                           # keep only the case ids FILE lists, one a line (a job's
+                                                               # slice of the cases the other variables select)
     LABELS_TIERS=1,0,2                                         # the order of the tiers (default 0,1,2)
     LABELS_FIRST=mod:rung:bug[:config],... or @FILE            # first these at every shape (and configuration) (unsettled)
     LABELS_TRITON=1                                            # first the bugs of the Triton rungs the interpreter cannot
@@ -44,7 +46,7 @@ from kernelstrain.tasks import make_task  # noqa: E402
 # bugs by what settles them: the schedule first, then values, then what a reading of the render mostly settles
 # (tier 0 round-robin over the modules as one: each module's schedule- and value-dependent cases come early)
 TIERS = (("missing_barrier", "racy_update", "wrong_init", "half_accumulator", "bad_combine_index"),
-         ("off_by_one",), ("missing_scale", "no_bounds_check"))
+         ("off_by_one", "broadcast_index"), ("missing_scale", "no_bounds_check"))
 # parameters that change no bug's reach (the loop's unrolling, the grid's residency): their extremes come last
 REACH_FREE = ("pragma_unroll", "unroll", "blocks_per_sm")
 
@@ -97,7 +99,7 @@ def planned(gpu: str, rungs=lambda m, v: m.impl == "cuda") -> list:
                     shape, task = first_shape(m, v, bug, params, dtype, gpu)
                     if shape is None:
                         continue
-                    tier = next(i for i, t in enumerate(TIERS) if bug in t)
+                    tier = next((i for i, t in enumerate(TIERS) if bug in t), len(TIERS) - 1)   # (a new bug: last)
                     cid = f"{name}|{v.tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                     buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
                         {"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": v.tag, "params": params,
@@ -215,12 +217,13 @@ def main() -> int:
     # in this order: the flaky and unsettled renders, the uninterpreted Triton rungs' bugs, the ok renders, the plan
     # (LABELS_OK_LAST=1: the ok renders after the plan)
     head = (flaky(gpu) if os.environ.get("LABELS_FLAKY") else []) + flaky(gpu, first) + \
-        [c for c in (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else []) if c["id"] not in skip]
+        (planned(gpu, not_interpreted) if os.environ.get("LABELS_TRITON") else [])
     oks = ok_cases(Path(os.environ["LABELS_OK"]), gpu) if os.environ.get("LABELS_OK") else []
-    plan = [c for c in (planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else []) if c["id"] not in skip]
+    plan = planned(gpu)[start:] if os.environ.get("LABELS_PLAN", "1") == "1" else []
     cases = head + (plan + oks if os.environ.get("LABELS_OK_LAST") else oks + plan)
-    ids = set()
-    cases = [c for c in cases if not (c["id"] in ids or ids.add(c["id"]))]     # each id once, at its first place
+    only = set(Path(os.environ["LABELS_ONLY"]).read_text().split("\n")) if os.environ.get("LABELS_ONLY") else None
+    ids = set(skip)             # each id once, at its first place; none that ran before
+    cases = [c for c in cases if not (c["id"] in ids or ids.add(c["id"])) and (only is None or c["id"] in only)]
     cases = cases[:rehearse] if rehearse else cases
     for i, c in enumerate(cases):
         c["idx"] = i

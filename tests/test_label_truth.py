@@ -302,8 +302,8 @@ def device_rows():
 
 def passed_some_run(rows) -> list:
     """(module, rung, label, shape, bug) of every render that passed at least one of its 3 runs on the H100."""
-    out = [r["id"].split("|") for job in ("j1", "k1", "k2", "k3", "k4") for r in rows[job]
-           if r.get("runs") and (r.get("failed_runs") or 0) < r["runs"]]
+    out = [r["id"].split("|") for job in ("j1", "k1", "k2", "k3", "k4", "n1", "n5", "n6", "n7") for r in rows[job]
+           if r.get("runs") and (r.get("failed_runs") or 0) < r["runs"] and not r["id"].endswith("|ok")]
     out = out + [r["id"].split("|") for r in rows["j2"] if not r["any_run_failed"] and not r["error"]]
     return [r for r in out if (r[0], r[1], r[4]) not in FIRST_LAUNCH_FAILS]
 
@@ -605,11 +605,11 @@ def test_mla_naive_off_by_one_only_where_the_dropped_tail_weighs():
 
 
 def test_bugs_that_always_faulted_on_the_h100_say_so():
-    """A bug whose every H100 run (labels j1 / k1 / k3, 3 or more renders) died with a CUDA error is declared among
-    its rung's faults, so its feedback is the crash PyTorch raises, not a mismatch."""
+    """A bug whose every H100 run (labels j1 / k1 / k3 / n1, 3 or more renders) died with a CUDA error is declared
+    among its rung's faults, so its feedback is the crash PyTorch raises, not a mismatch."""
     rows = device_rows()
     seen = {}
-    for job in ("j1", "k1", "k3"):
+    for job in ("j1", "k1", "k3", "n1"):
         for r in rows[job]:
             name, tag, _, _, bug = r["id"].split("|")
             if bug != "ok" and not (r.get("error") or "").startswith("not run"):
@@ -617,3 +617,82 @@ def test_bugs_that_always_faulted_on_the_h100_say_so():
     undeclared = [k for k, faulted in seen.items() if len(faulted) >= 3 and all(faulted)
                   and k[2] not in rung(k[0], k[1]).faults]
     assert not undeclared, undeclared
+
+
+FLAT_ROPE = {("rope_cuda", "thread_per_pair"): ("idx / ((long long)H * HALF)", "(idx / HALF) % T"),
+             ("rope_triton", "flat_pairs"): ("row // H", "row % T")}
+
+
+@pytest.mark.parametrize("module,tag", sorted(FLAT_ROPE), ids=str)
+def test_rope_flat_rungs_broadcast_index_turns_rows_by_another_tokens_position(module, tag):
+    """The flat rungs' broadcast_index reads row r = t * H + h's position at r % T (heads taken as outer), not
+    r / H: a row whose r % T is not t turns by another token's position (uniform in [0, 8192): its own 1 in 8192).
+    Offered where T >= 2; there most rows are wrong (the interpreter: T 16 H 32 D 128, 92% of q mismatched), and
+    the mismatch text says so (the generic one said 5-50%)."""
+    import random
+    from kernelstrain import messages
+    m, v = REGISTRY[module], rung(module, tag)
+    right, wrong = FLAT_ROPE[(module, tag)]
+    for shape in m.shapes:
+        task = make_task(m, "H100", "bf16", shape)
+        clean, bugged = m.render(v, v.defaults(), task), m.render(v, v.defaults(), task, "broadcast_index")
+        assert right in clean and wrong not in clean and wrong in bugged, "the token index moved: update this test"
+        t_count, h_count = shape["T"], shape["H"]
+        rows = [(t, t * h_count + h) for t in range(t_count) for h in range(h_count)]
+        wrong_rows = sum(r % t_count != t for t, r in rows) / len(rows)
+        offered = "broadcast_index" in episode(module, shape).bugs(v, v.defaults())
+        assert offered == (wrong_rows > 0) == (shape["T"] >= 2), shape
+        if offered:
+            assert wrong_rows > 0.9, (shape, wrong_rows)
+            text = messages.mismatch_text("broadcast_index", m, task, random.Random(0), v, v.defaults())
+            share = float(re.search(r"\(([\d.]+)%\)", text).group(1)) / 100
+            assert abs(share - 0.98 * wrong_rows) < 0.03, (shape, share, wrong_rows)
+
+
+def stored_chunks(src: str, chunks: int, threads: int) -> set:
+    """The uint4 chunks the rendered unrolled_ilp kernel stores: each block's threads store chunks base + k * THREADS
+    for k below the store loop's bound (UNROLL, or UNROLL - 1 as the off_by_one renders it)."""
+    unroll = int(re.search(r"#define UNROLL (\d+)", src).group(1))
+    bound = re.findall(r"for \(int k = 0; k < (UNROLL(?: - 1)?); \+\+k\)", src)[-1]
+    last = unroll - (bound == "UNROLL - 1")
+    blocks = -(-chunks // (threads * unroll))
+    return {c for b in range(blocks) for t in range(threads) for k in range(last)
+            if (c := b * threads * unroll + t + k * threads) < chunks}
+
+
+def test_dropout_unrolled_ilp_off_by_one_only_where_a_chunk_goes_unwritten():
+    """unrolled_ilp's off_by_one stores UNROLL - 1 of a thread's chunks: wrong only where some thread's last slot
+    holds a chunk (the H100 passed T 1 D 4096 at 256 threads x 8, labels n1: 512 chunks, all in the first 7 slots)."""
+    m, v = REGISTRY["dropout_cuda"], rung("dropout_cuda", "unrolled_ilp")
+    for shape in m.shapes[:2]:                                 # T 1 and 128 (the larger ones: every slot is used)
+        task = make_task(m, "H100", "bf16", shape)
+        chunks = shape["T"] * shape["D"] // 8
+        for threads in v.param("threads").values:
+            for unroll in v.param("unroll").values:
+                params = {**v.defaults(), "threads": threads, "unroll": unroll}
+                assert len(stored_chunks(m.render(v, params, task), chunks, threads)) == chunks
+                unwritten = chunks - len(stored_chunks(m.render(v, params, task, "off_by_one"), chunks, threads))
+                assert v.breaks_at("off_by_one", task, params) == (unwritten > 0), (shape, threads, unroll)
+
+
+def test_fp8_quant_unbounded_absmax_only_where_the_next_rows_move_a_scale():
+    """warp_shuffle_vectorized's no_bounds_check takes each row's absmax over m elements past it too (the next row's
+    first m): a row keeps its scale w.p. D / (D + m) (emulated: x randn), and the last row reads past x (the H100
+    passed T 1, labels n1). Offered where the T - 1 in-bounds rows keep theirs w.p. <= 1e-6."""
+    import math
+    torch = pytest.importorskip("torch", reason="the emulation runs on torch (tests extra)")
+    d, past = 4096, 2048                                           # 256 threads: 512 chunks, a third pass of 256
+    x = torch.randn(4000, d + past, generator=torch.Generator().manual_seed(0))
+    keeps = float((x[:, :d].abs().amax(1) >= x[:, d:].abs().amax(1)).double().mean())
+    assert abs(keeps - d / (d + past)) < 0.03, keeps
+    m, v = REGISTRY["fp8_quant_cuda"], rung("fp8_quant_cuda", "warp_shuffle_vectorized")
+    for shape in m.shapes:
+        task = make_task(m, "H100", "bf16", shape)
+        for threads in v.param("threads").values:
+            params = {**v.defaults(), "threads": threads}
+            src = m.render(v, params, task, "no_bounds_check")
+            assert "for (int j = 0; j <= chunks / THREADS; ++j)" in src, "the absmax loop moved: update this test"
+            chunks = shape["D"] // 8
+            m_past = 8 * (threads * (chunks // threads + 1) - chunks)
+            keep_all = (shape["D"] / (shape["D"] + m_past)) ** (shape["T"] - 1)
+            assert v.breaks_at("no_bounds_check", task, params) == (shape["T"] >= 2 and keep_all <= 1e-6), (shape, threads)

@@ -123,12 +123,19 @@ def test_an_embedding_gradients_segment_end_spoils_each_ids_whole_row():
 
 
 def test_an_embedding_gradients_flat_bound_spoils_one_element_and_its_chunk_bound_eight_columns():
-    # atomic_per_element's flat loop one token short (labels, 2407f19): the last token's id's row misses its grad row
+    # atomic_per_element's flat loop one token short (labels, 2407f19): the last token's id's row misses its grad row,
+    # every element but those within tolerance of 0 (the H100, labels k4: 3,970-4,022 of D 4096 under gpu-check's
+    # class), both greatest differences in that row; its own id (T 512 V 32000: 98.6%): relative difference 1.0
     m, v = _variant("embedding_bwd_cuda", {"last": "(int64_t)(T - 1) * D"})
-    task = make_task(m, "H100", "bf16", m.shapes[0])
+    task = make_task(m, "H100", "fp16", m.shapes[0])
     D = task.dims["D"]
-    bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(1), v, v.defaults()))
-    assert bad == D
+    ones = 0
+    for seed in range(4):
+        text = messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults())
+        bad, _, at = _counts(text)
+        assert 0.97 * D < bad < D and len({i.split(",")[0] for i in at}) == 1, text
+        ones += "Greatest relative difference: 1.0 at" in text
+    assert ones >= 3
     m, v = _variant("embedding_bwd_cuda", {"last": "chunks - 1"})
     for seed in range(5):
         bad, _, at = _counts(messages.mismatch_text("off_by_one", m, task, random.Random(seed), v, v.defaults()))

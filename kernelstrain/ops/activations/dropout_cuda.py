@@ -14,14 +14,14 @@ from dataclasses import replace
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ._act import LAST_SLOT
 
 THREADS = Param("threads", (128, 256, 512, 1024), 256)
 # 8 chunks: 32 registers of loads in flight a thread, for short grids (PyTorch's fused dropout: 4)
 UNROLL = Param("unroll", (1, 2, 4, 8), 2)
 P, SEED, OFFSET = 0.1, 0x5EED1234ABCD, 7
-ENTRY = Entry("dropout", (Arg("x", "in", ("T", "D")), Arg("y", "out", ("T", "D")),
-                          Scalar("n", "long long", value="T * D"), Scalar("p", "float"),
-                          Scalar("seed", "unsigned long long"), Scalar("offset", "unsigned")))
+ENTRY = Entry("dropout", (Arg("x", "in", ("T", "D")), Arg("y", "out", ("T", "D")), Scalar("n", "long long", value="T * D"),
+                          Scalar("p", "float"), Scalar("seed", "unsigned long long"), Scalar("offset", "unsigned")))
 SCALE, NO_SCALE = " * scale", {"scale": ""}     # missing_scale drops the 1 / (1 - p)
 PACK = """
 // 8 x 16-bit elements as one 16-byte uint4 (n is a multiple of 8): two Philox groups.
@@ -267,7 +267,7 @@ class DropoutCuda(OpModule):
                    "missing_scale": NO_SCALE}),
         Rung("unrolled_ilp", "UNROLL uint4 chunks per thread, every load issued before the RNG math",
              (THREADS, UNROLL), compute_eff=0.31, memory_eff=0.9, launch=int_launch(unrolled_ilp_launch),
-             render=unrolled_ilp_src, bugs={"off_by_one": {"last": "UNROLL - 1"}}),
+             render=unrolled_ilp_src, bugs={"off_by_one": {"last": "UNROLL - 1"}}, bug_tasks=LAST_SLOT),
         Rung("persistent", "#SMs x occupancy blocks grid-striding over uint4 chunks, unrolled",
              (THREADS, UNROLL), compute_eff=0.3, memory_eff=0.92, launch=int_launch(persistent_launch),
              render=persistent_src, bugs={"missing_scale": NO_SCALE}),

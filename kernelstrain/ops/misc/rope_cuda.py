@@ -9,7 +9,7 @@ registers while a thread rotates several heads (loads hoisted) -> persistent tok
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
-from .rope_spec import SEVERAL_POSITIONS, RopeSpec
+from .rope_spec import HEAD_MAJOR, SEVERAL_POSITIONS, RopeSpec
 
 THREADS = Param("threads", (64, 128, 256, 512), 256)
 HEAD_THREADS = Param("head_threads", (4, 8, 16, 32), 16)
@@ -44,7 +44,7 @@ def thread_per_pair_launch(p, task):
                   bytes_per_access=DTYPE_BYTES[task.dtype], traffic=1.1, launches=2)
 
 
-def thread_per_pair_src(p, task, n="(long long)T * H * HALF"):
+def thread_per_pair_src(p, task, n="(long long)T * H * HALF", t="idx / ((long long)H * HALF)"):
     return f"""#define THREADS {p['threads']}
 
 // One thread per rotation pair of one tensor (launched once for q, once for k); every
@@ -53,7 +53,7 @@ extern "C" __global__ void rope_kernel(const int64_t* __restrict__ positions, sc
                                        const scalar_t* __restrict__ cos_sin_cache, int T, int H) {{
     const long long idx = (long long)blockIdx.x * THREADS + threadIdx.x;
     if (idx >= {n}) return;
-    const long long t = idx / ((long long)H * HALF);
+    const long long t = {t};
     const int i = idx % HALF;
     const scalar_t* cs = cos_sin_cache + positions[t] * 2 * HALF;
     const float c = to_float(cs[i]), s = to_float(cs[HALF + i]);
@@ -250,7 +250,9 @@ class RopeCuda(RopeSpec):
     variants = (
         Rung("thread_per_pair", "one thread per (token, head, i) pair, div/mod indexing, q and k launched apart",
              (Param("threads", (64, 128, 256), 64),), memory_eff=0.41, launch=thread_per_pair_launch,
-             render=thread_per_pair_src),     # (its off_by_one, the last pair of q and k unrotated: rope_spec)
+             render=thread_per_pair_src, bugs={"broadcast_index": {"t": "(idx / HALF) % T"}}, bug_tasks=HEAD_MAJOR),
+        # (its off_by_one, the last pair of q and k unrotated, passed: rope_spec; broadcast_index: the token of the
+        # row idx / HALF taken as if heads were outer)
         Rung("token_block_smem", "block per token; cos/sin staged once in shared memory for all heads",
              (THREADS,), memory_eff=0.85, smem="static", launch=token_block_smem_launch,
              render=token_block_smem_src, bugs={"off_by_one": {"staged": "HALF - 1"}}),

@@ -5,7 +5,7 @@ token looping over head blocks (cos/sin loaded once, broadcast over heads) -> 2-
 (token, head block) -> [BLOCK_T, BLOCK_H, D/2] tiles -> persistent programs over the tiles.
 """
 from ..base import KernelSpec, Launch, Param, Rung, TRITON_PRELUDE, DTYPE_BYTES, cdiv, triton_ptr
-from .rope_spec import ENTRY, SEVERAL_POSITIONS, RopeSpec
+from .rope_spec import ENTRY, HEAD_MAJOR, SEVERAL_POSITIONS, RopeSpec
 
 # 2-head tiles and 16 warps (roomT, 2026-12-07): the ends where kernelinfer sessions stopped (seed 7171: BLOCK_H and
 # num_warps at the list's top in 3 of 12 each). A decode step (T = 1, H = 32) in 2-head tiles is 16 programs, not 8,
@@ -80,7 +80,7 @@ def flat_lanes(p, task) -> str:
             f"    # (HALF = D/2 is a compile-time constant, so Triton proves runs of HALF contiguous)")
 
 
-def flat_pairs_src(p, task, bound="T * H * HALF"):
+def flat_pairs_src(p, task, bound="T * H * HALF", token="row // H"):
     return program(p, task, f"""@triton.jit
 def rope_kernel(pos_ptr, x_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK: tl.constexpr):
     # flat over the rotation pairs of one tensor.
@@ -89,7 +89,7 @@ def rope_kernel(pos_ptr, x_ptr, cs_ptr, T, H, HALF: tl.constexpr, BLOCK: tl.cons
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < {bound}
     row, i = offs // HALF, offs % HALF                 # row = token * H + head
-    pos = tl.load(pos_ptr + row // H, mask=mask, other=0)
+    pos = tl.load(pos_ptr + {token}, mask=mask, other=0)
     cos = tl.load(cs_ptr + pos * 2 * HALF + i, mask=mask).to(tl.float32)
     sin = tl.load(cs_ptr + pos * 2 * HALF + HALF + i, mask=mask).to(tl.float32)
     rotate(x_ptr + row.to(tl.int64) * 2 * HALF + i, mask, cos, sin, HALF)
@@ -215,7 +215,8 @@ class RopeTriton(RopeSpec):
     variants = (
         Rung("flat_pairs", "1-D blocks of rotation pairs, // and % per pair, q and k in two launches",
              (Param("BLOCK", (64, 128, 256), 128), Param("num_warps", (2, 4), 4)), memory_eff=0.75,
-             launch=flat_pairs_launch, render=flat_pairs_src, consts=flat_consts),   # (off_by_one: rope_spec)
+             launch=flat_pairs_launch, render=flat_pairs_src, consts=flat_consts,
+             bugs={"broadcast_index": {"token": "row % T"}}, bug_tasks=HEAD_MAJOR),   # (rope_spec: off_by_one, broadcast_index)
         Rung("token_program", "one program per token: cos/sin loaded once, loop over head blocks of q and k",
              (BLOCK_H, WARPS), memory_eff=0.76, launch=tile_launch(lambda p, task: task["T"], token_tail=False),
              render=token_program_src, consts=head_consts, bugs=OFF_BY_ONE, bug_tasks=SEVERAL_POSITIONS),

@@ -1,6 +1,8 @@
 """The kernel of fp8_quant_cuda's fused_smem_block rung moving words.VEC values a global access: kept apart so
 the module stays within its size limit (not an op module itself). A thread loads VEC adjacent 16-bit inputs as
 one word and stores their VEC fp8 codes as one VEC-byte word (2: unsigned short, 4: uint32_t)."""
+import math
+
 from ..unroll import pragma
 from ..words import WORD, word_union
 
@@ -64,3 +66,15 @@ fp8_quant_kernel(const scalar_t* __restrict__ x, uint8_t* __restrict__ q, float*
 # missing_barrier: one block (T = 1) can win the race for the amax slots (an H100 passed register_cached 3 of 3 runs,
 # fused_smem_block 1 of 3: labels j1/j2, measurements/h100_label_device.json); from T = 32 every run failed
 MANY_BLOCKS = (("missing_barrier", lambda t, p: t["T"] > 1),)
+
+
+def over_read_moves_a_scale(task, p) -> bool:
+    """warp_shuffle_vectorized's no_bounds_check runs the absmax loop one pass of THREADS chunks too far: row r also
+    takes the max over the m elements past it (the next row's first m). Its scale moves only where those hold a larger
+    |x| than its own D: P = m / (D + m) a row (x randn). Row T - 1 reads past x, where what lies there decides (the
+    H100 passed all 12 runs at T 1 D 4096, labels n1). Offered where the T - 1 in-bounds rows all keep their scale
+    w.p. <= 1e-6."""
+    d, threads = task["D"], p["threads"]
+    chunks = d // 8
+    past = 8 * (threads * (chunks // threads + 1) - chunks)
+    return task["T"] >= 2 and (task["T"] - 1) * math.log1p(past / d) >= -math.log(1e-6)

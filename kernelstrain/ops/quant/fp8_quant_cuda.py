@@ -10,7 +10,7 @@ from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
 from ..dialect import prelude
 from ..row_reread import reread
 from .. import unroll, words
-from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel
+from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel, over_read_moves_a_scale
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 from . import _fp8_persistent
 from .. import persistent_rows
@@ -281,7 +281,8 @@ class Fp8QuantCuda(Fp8QuantSpec):
              (THREADS, unroll.PRAGMA_UNROLL), compute_eff=0.08, memory_eff=0.82, smem="static",
              launch=unroll.launch_of(launch_of("shuffle"), unroll.row_trips(vec=True), 4),
              render=unroll.render_of(warp_shuffle_vectorized_src),
-             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": {"val": "to_float(v.h[k])"}}),
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": {"val": "to_float(v.h[k])"}},
+             bug_tasks=(("no_bounds_check", over_read_moves_a_scale),)),
         Rung("register_cached", "row cached in registers between absmax and convert: x read from DRAM once",
              (THREADS, ROWS), compute_eff=0.08, memory_eff=0.9, smem="static", launch=launch_of("cached"),
              render=register_cached_src,
