@@ -54,6 +54,18 @@ def test_the_fold_bug_is_offered_only_where_a_second_span_has_steps():
     assert spans_busy(make_task(m, "H100", "fp16", B1), {"CHUNK": 512, "SPLITS": 16})
 
 
+def test_an_end_state_read_early_is_offered_only_where_a_next_chunk_reads_it():
+    """state_outer_scan's bad_combine_index at L 256 in 256- or 512-step chunks (one chunk: its end state never used)
+    ran correct under TRITON_INTERPRET=1 (rel_l2 5.1e-7; at CHUNK 128 1.0e-2): a false wrong_result label, no longer
+    offered there; the split rung's the same (7.9e-7 at L 256, CHUNK 512)."""
+    from kernelstrain.ops import REGISTRY
+    m = REGISTRY["selective_scan_triton"]
+    v = m.variant("state_outer_scan")
+    task = make_task(m, "H100", "fp16", {"B": 64, "L": 256, "D": 2048, "N": 16})
+    offered = {c: v.breaks_at("bad_combine_index", task, {**v.defaults(), "CHUNK": c}) for c in (64, 128, 256, 512)}
+    assert offered == {64: True, 128: True, 256: False, 512: False}
+
+
 def test_state_outer_renders_as_before_the_chunk_body_was_shared():
     """The chunk body factored out of state_outer_scan (outer_chunk) renders the kernel it rendered before: the
     output pass is state_outer's body; the state pass drops the C loads, y and its store, and sums dt."""

@@ -15,7 +15,7 @@ from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, cdiv, triton_pt
 from ._scan_state_outer import state_outer_launch, state_outer_src
 from ._scan_split_outer import (SPLITS, spans_busy, split_l_state_outer_launch, split_l_state_outer_src,
                                 split_outer_kernels)
-from ._scan_triton import SIG, WRONG_INIT, X0, program, prologue
+from ._scan_triton import SIG, WRONG_INIT, X0, chunks_chained, program, prologue
 from .selective_scan_spec import SelectiveScanSpec
 
 BTERM = "(dt * ut)[:, None, :] * bt[None, :, :]"      # the input term; missing_scale drops dt
@@ -213,14 +213,15 @@ class SelectiveScanTriton(SelectiveScanSpec):
              render=split_l_state_passing_src, bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"chunks": "NC - 1"}}),
         Rung("state_outer_scan", "per chunk the N states in turn: [BLOCK_D, CHUNK] scans, y summed in registers",
              (BD,) + OUTER, compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
-             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}}),
+             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}},
+             bug_tasks=(("bad_combine_index", chunks_chained),)),
         # off the menus until a device times it (roomT/j1): correct under TRITON_INTERPRET=1 (scripts/roomT_interpret.py)
         *unchecked(Rung("split_l_state_outer", "the state-outer scan over SPLITS spans of L: span end states, then each span "
              "again from the spans before it folded in", (BD,) + OUTER + (SPLITS,), compute_eff=0.36, memory_eff=0.84,
              launch=split_l_state_outer_launch, render=split_l_state_outer_src, fit_as="state_outer_scan",
              bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"},
                    "off_by_one": {"fold_end": "s - 1"}},
-             bug_tasks=(("off_by_one", spans_busy),))),
+             bug_tasks=(("off_by_one", spans_busy), ("bad_combine_index", chunks_chained)))),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
