@@ -12,7 +12,7 @@ own in order into its entering state (SPLITS - 1 small steps at most) and scans 
 import textwrap
 from dataclasses import replace
 
-from ..base import KernelSpec, Param
+from ..base import KernelSpec, Param, cdiv
 from ._scan_state_outer import outer_chunk, state_outer_launch
 from ._scan_triton import SIG, X0, program, prologue
 
@@ -73,8 +73,7 @@ def selective_scan_kernel({SIG}, st_ptr, ds_ptr, span, CHUNK: tl.constexpr,
 def spans_busy(task, p) -> bool:
     """The fold that skips the span just before is wrong only where a second span has steps (L 256 in 512-step
     chunks is one span)."""
-    span = -(-(-(-task["L"] // p["SPLITS"])) // p["CHUNK"]) * p["CHUNK"]
-    return task["L"] > span
+    return task["L"] > span_of(task, p)
 
 
 def split_l_state_outer_launch(p, task):
@@ -86,11 +85,17 @@ def split_l_state_outer_launch(p, task):
                    launches=2)
 
 
-def split_outer_kernels(sig: dict, consts: dict, x: str, warps: int) -> list:
+def span_of(task, p) -> int:
+    """Steps of one span: whole chunks, the wrapper's `span` (a multiple of CHUNK, so of 16: Triton's launcher marks it
+    divisible and the span's loads stay aligned vectors)."""
+    return cdiv(cdiv(task["L"], p["SPLITS"]), p["CHUNK"]) * p["CHUNK"]
+
+
+def split_outer_kernels(sig: dict, consts: dict, x: str, warps: int, span: int) -> list:
     """The rung's two kernels as Triton declares them (`sig`: selective_scan_kernel's leading parameters)."""
     tail = {"CHUNK": "constexpr", "SPLITS": "constexpr"}
     state = {"u_ptr": x, "dl_ptr": x, "A_ptr": "*fp32", "B_ptr": x, "db_ptr": "*fp32", "st_ptr": "*fp32",
              "ds_ptr": "*fp32", "D": "i32", "L": "i32", "span": "i32", "N": "constexpr", "BLOCK_D": "constexpr", **tail}
     out = {**sig, "st_ptr": "*fp32", "ds_ptr": "*fp32", "span": "i32", **tail}
-    return [KernelSpec("ss_span_state_kernel", state, consts, num_warps=warps),
-            KernelSpec("selective_scan_kernel", out, consts, num_warps=warps)]
+    return [KernelSpec("ss_span_state_kernel", state, consts, num_warps=warps, ints={"span": span}),
+            KernelSpec("selective_scan_kernel", out, consts, num_warps=warps, ints={"span": span})]

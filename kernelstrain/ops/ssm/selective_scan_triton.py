@@ -14,7 +14,7 @@ from ..norms._norms import triton_spill
 from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, cdiv, triton_ptr, unchecked
 from ._scan_state_outer import state_outer_launch, state_outer_src
 from ._scan_split_outer import (SPLITS, spans_busy, split_l_state_outer_launch, split_l_state_outer_src,
-                                split_outer_kernels)
+                                split_outer_kernels, span_of)
 from ._scan_triton import SIG, WRONG_INIT, X0, chunks_chained, program, prologue
 from .selective_scan_spec import SelectiveScanSpec
 
@@ -233,7 +233,8 @@ class SelectiveScanTriton(SelectiveScanSpec):
         if "CHUNK" not in params:
             return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
         if variant.tag == "split_l_state_outer":
-            return split_outer_kernels(sig, {**c, "CHUNK": params["CHUNK"], "SPLITS": params["SPLITS"]}, x, warps)
+            return split_outer_kernels(sig, {**c, "CHUNK": params["CHUNK"], "SPLITS": params["SPLITS"]}, x, warps,
+                                       span_of(task, params))
         sig, c = {**sig, "CHUNK": "constexpr"}, {**c, "CHUNK": params["CHUNK"]}
         if variant.tag != "split_l_state_passing":
             return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
