@@ -155,8 +155,35 @@ F4_REF = [
      (64, 128)),
     ("gemm_fp4_triton", "dot_scaled", "num_warps", FP4_SKINNY[1:], {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, (4,)),
 ]
+# s1 (Triton only, 2026-12-07 eleventh session): selective_scan_triton split_l_state_outer (new rung: the state-outer
+# scan over SPLITS spans of L, span end states then each span again from the folded states before it; TRITON_INTERPRET=1
+# correct with its four bugs failing, scripts/roomT_interpret.py) beside state_outer_scan's device best (BLOCK_D 2,
+# CHUNK 256, 1 warp: 88.2 us at B=1 L=2048 D=1536 fp16, h100_gpucheck_s96969.json: ~11x its DRAM floor, a few warps
+# an SM), at small batch x channels (where the split should pay) and at B=8 D=2048 L=512 (8 times the programs:
+# where it should not)
+SCAN = [{"B": 1, "L": 2048, "D": 1536, "N": 16}, {"B": 2, "L": 2048, "D": 2048, "N": 16},
+        {"B": 8, "L": 512, "D": 2048, "N": 16}]     # the H100 ran state_outer_scan 88.2 / 170.6 / 151.4 us (fp16 / bf16 / fp16)
+SCAN_BEST = {"BLOCK_D": 2, "CHUNK": 256, "num_warps": 1}
+S1_NEW = [("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN, SCAN_BEST, (2, 4, 8, 16))]   # with its bugs
+S1_REF = [
+    ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN, SCAN_BEST, (1,)),
+    ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN[:1], SCAN_BEST, (1,), "fp16"),
+    ("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN[:1], SCAN_BEST, (8,), "fp16"),
+    ("selective_scan_triton", "split_l_state_outer", "BLOCK_D", SCAN[:1], {**SCAN_BEST, "SPLITS": 8}, (1, 4, 16)),
+    ("selective_scan_triton", "split_l_state_outer", "num_warps", SCAN[:1], {**SCAN_BEST, "SPLITS": 8}, (2, 4)),
+    ("selective_scan_triton", "split_l_state_outer", "CHUNK", SCAN[:1], {**SCAN_BEST, "SPLITS": 8}, (64, 128, 512)),
+]
+# s1 ran 14:13 UTC (H100) and was killed at its 85 s limit in the check pass (the reference's 2,048-step Python loop
+# a case): 27 of 33 checked, every value correct (rel_l2 <= 4.5e-5), all 8 bug renders failing (rel_l2 1.3e-2 -
+# 6.6); nothing timed. s2 (<= 60 s): timing of the rung's split counts at B=1 beside state_outer_scan, one B=2 pair
+S2_REF = [
+    ("selective_scan_triton", "state_outer_scan", "num_warps", SCAN[:2], SCAN_BEST, (1,)),
+    ("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN[:1], SCAN_BEST, (2, 4, 8, 16)),
+    ("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN[1:2], SCAN_BEST, (4,)),
+]
 PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
-         "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF)}
+         "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF),
+         "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF)}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

@@ -67,6 +67,15 @@ FP4_SPLIT_PROBES = [({"M": 130, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 128, "
                                                              "num_warps": 2}),
                     ({"M": 16, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 16, "BLOCK_N": 256, "BLOCK_K": 64, "SPLIT_K": 4,
                                                             "num_warps": 4})]
+# selective_scan_triton split_l_state_outer (eleventh session): 4 spans, the last short (L 200 in 64-step spans); 4 full spans and a ragged channel block (D 6 at
+# BLOCK_D 4); a ragged last span with 3 of 8 spans empty (L 300 in 64-step spans); 8 of 16 spans empty with a ragged
+# last chunk (L 1000); one span only (L 256 in a 512-step chunk: the fold bug not offered there); 2 spans, the second short
+SCAN_SPLIT = [({"B": 1, "L": 200, "D": 3, "N": 16}, {"BLOCK_D": 2, "CHUNK": 64, "SPLITS": 4, "num_warps": 1}),
+              ({"B": 1, "L": 512, "D": 6, "N": 16}, {"BLOCK_D": 4, "CHUNK": 64, "SPLITS": 4, "num_warps": 2}),
+              ({"B": 2, "L": 300, "D": 5, "N": 16}, {"BLOCK_D": 2, "CHUNK": 64, "SPLITS": 8, "num_warps": 1}),
+              ({"B": 1, "L": 1000, "D": 3, "N": 16}, {"BLOCK_D": 1, "CHUNK": 128, "SPLITS": 16, "num_warps": 4}),
+              ({"B": 1, "L": 256, "D": 4, "N": 16}, {"BLOCK_D": 2, "CHUNK": 512, "SPLITS": 2, "num_warps": 8}),
+              ({"B": 2, "L": 600, "D": 16, "N": 16}, {"BLOCK_D": 16, "CHUNK": 256, "SPLITS": 2, "num_warps": 4})]
 CASES = (
     [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
       "fp16") for s in CROSS for bn in (32, 64)]
@@ -81,6 +90,7 @@ CASES = (
     + [("fp8_quant_triton", "persistent_rows", {"programs_per_sm": 16, "ROWS": r}, s, "fp16", {"programs_per_sm": 8})
        for s in FP8 for r in (1, 2)]
     + [("gemm_fp4_triton", "split_k_dot_scaled", over, s, "fp16") for s, over in FP4_SPLIT + FP4_SPLIT_PROBES]
+    + [("selective_scan_triton", "split_l_state_outer", over, s, "fp16") for s, over in SCAN_SPLIT]
 )
 
 

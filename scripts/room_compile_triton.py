@@ -73,6 +73,11 @@ ADDED = [
     ("gemm_fp4_triton", "split_k_dot_scaled", "BLOCK_K", (64, 128)),
     ("gemm_fp4_triton", "split_k_dot_scaled", "num_stages", (3, 4)),
     ("gemm_fp4_triton", "split_k_dot_scaled", "num_warps", (4,)),     # 8 built too (0 disagreements), off: slower
+    # roomT (2026-12-07, eleventh session): selective_scan_triton's split_l_state_outer rung, each list from its defaults
+    ("selective_scan_triton", "split_l_state_outer", "SPLITS", (2, 4, 8, 16)),
+    ("selective_scan_triton", "split_l_state_outer", "BLOCK_D", (1, 2, 4, 8, 16)),
+    ("selective_scan_triton", "split_l_state_outer", "CHUNK", (64, 128, 256, 512)),
+    ("selective_scan_triton", "split_l_state_outer", "num_warps", (1, 2, 4, 8)),
 ]
 TARGETS = ("A100", "A10", "RTX4090", "H100", "RTX5090", "MI300X")
 

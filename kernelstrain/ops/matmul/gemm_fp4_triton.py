@@ -196,7 +196,15 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         if extra_launches:            # the plain GEMM on 16-bit copies: gemm_fp16_triton's figure
             smem = one.smem_bytes
         elif "wgmma" in task.gpu.features and bm >= task.gpu.triton_full_stage_rows:
-            smem = bn * bk * 2 * buffers     # wgmma reads a 16-bit B tile from smem, per buffered stage
+            # the packed tiles a pipelined loop stages (num_stages - 1 buffers; none at num_stages 1, where the loads
+            # go to registers) and one 16-bit B tile the upcast writes for wgmma to read. Triton 3.9 metadata.shared
+            # for sm_90a (/tmp/roomT/s11/fp4smem*.py): 64 x 128 x 128 at 3 / 4 stages 57,344 / 69,632 B (the model
+            # said 65,536 / 98,304: a 16-bit B tile a stage), 64 x 128 x 64 at 4 34,816 (49,152), 64 x 64 x 64 at 4
+            # 20,480 (24,576) on split_k_dot_scaled, pipelined_dot_scaled and pipelined_dequant alike; 128 x 128 x
+            # 128 at 3 stages 65,536 (pipelined_dot_scaled, pipelined_dequant) and the unpipelined 128 x 128 x 128
+            # 32,768 (dot_scaled, fused_dequant_dot) as before
+            staged = p.get("num_stages", 1) - 1
+            smem = (bm + bn) * (bk // 2) * staged + bn * bk * 2
         else:                         # mma.sync (sm_90 too below 64 rows: 10,496 B at 16 x 64 x 128, 3 stages,
             # split_k_dot_scaled, Triton 3.9 metadata.shared): the packed tiles and scales, per buffered stage
             smem = (bm + bn) * (bk // 2 + bk // 32) * buffers

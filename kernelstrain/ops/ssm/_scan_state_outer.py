@@ -2,6 +2,8 @@
 index outside its block scan over time and keeps y in registers; here, per CHUNK of time, the N states one after
 another, each a [BLOCK_D, CHUNK] tl.associative_scan, y summed elementwise, only the chunk's end state crossing lanes.
 """
+import textwrap
+
 from ..base import Launch, DTYPE_BYTES, cdiv
 from ..norms._norms import triton_spill
 from ._scan_triton import SIG, X0, program, prologue
@@ -46,6 +48,39 @@ def state_outer_launch(p, task):
                   lane_util=l / (cdiv(l, ch) * ch))
 
 
+def outer_chunk(tmask: str = "t < L", bterm: str = "dtu * bt[None, :]", outputs: bool = True) -> str:
+    """One chunk of the state-outer order (no indent): the N states in turn, each a [BLOCK_D, CHUNK] scan from the
+    carried state; with `outputs` y summed in registers, gated and stored, else the chunk's summed dt (`dsum`, the
+    decay exp2(A dsum) of the chunk) for split_l_state_outer's span states. Leaves the end state in `carry`."""
+    y = lambda line: line if outputs else None     # noqa: E731  (a line of the output pass only)
+    lines = [
+        "t = c0 + tl.arange(0, CHUNK)",
+        f"tm = {tmask}",
+        "m2 = dm[:, None] & tm[None, :]",
+        "offs = row[:, None] + t[None, :]                      # [BLOCK_D, CHUNK], contiguous along t",
+        "ut = tl.load(u_ptr + offs, mask=m2, other=0.0).to(tl.float32)",
+        "dt = tl.where(m2, softplus(tl.load(dl_ptr + offs, mask=m2, other=0.0).to(tl.float32) + dbias[:, None]), 0.0)",
+        "dtu = dt * ut",
+        y("yt = dskip[:, None] * ut") or "dsum += tl.sum(dt, axis=1)",
+        "nxt = tl.zeros((BLOCK_D, N), tl.float32)",
+        "for i in tl.static_range(N):",
+        "    sel = (n == i)[None, :]",
+        "    a_i = tl.sum(tl.where(sel, A2, 0.0), axis=1)         # column i of the [BLOCK_D, N] tiles",
+        "    x_in = tl.sum(tl.where(sel, carry, 0.0), axis=1)",
+        "    bt = tl.load(B_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)",
+        y("    ct = tl.load(C_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)"),
+        "    a = tl.exp2(dt * a_i[:, None])                          # masked steps: dt 0, identity",
+        f"    a_cum, b_cum = tl.associative_scan((a, {bterm}), axis=1, combine_fn=combine)",
+        "    x = a_cum * x_in[:, None] + b_cum",
+        y("    yt += x * ct[None, :]"),
+        "    nxt = tl.where(sel, tl.sum(tl.where(is_last, x, 0.0), axis=1)[:, None], nxt)",
+        "carry = nxt",
+        y("zt = tl.load(z_ptr + offs, mask=m2, other=0.0).to(tl.float32)"),
+        y("tl.store(y_ptr + offs, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=m2)"),
+    ]
+    return "\n".join(line for line in lines if line is not None)
+
+
 def state_outer_src(p, task, x0=X0, last="CHUNK - 1", tmask="t < L", bterm="dtu * bt[None, :]"):
     """Mamba's CUDA forward order in Triton: the N states one after another inside a chunk."""
     return program(task, f"""
@@ -60,29 +95,7 @@ def selective_scan_kernel({SIG}, CHUNK: tl.constexpr):
     b_row = b.to(tl.int64) * N * L                              # B_t, C_t of state i: b_row + i * L + t
     carry = {x0}
     for c0 in range(0, L, CHUNK):
-        t = c0 + tl.arange(0, CHUNK)
-        tm = {tmask}
-        m2 = dm[:, None] & tm[None, :]
-        offs = row[:, None] + t[None, :]                      # [BLOCK_D, CHUNK], contiguous along t
-        ut = tl.load(u_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-        dt = tl.where(m2, softplus(tl.load(dl_ptr + offs, mask=m2, other=0.0).to(tl.float32) + dbias[:, None]), 0.0)
-        dtu = dt * ut
-        yt = dskip[:, None] * ut
-        nxt = tl.zeros((BLOCK_D, N), tl.float32)
-        for i in tl.static_range(N):
-            sel = (n == i)[None, :]
-            a_i = tl.sum(tl.where(sel, A2, 0.0), axis=1)         # column i of the [BLOCK_D, N] tiles
-            x_in = tl.sum(tl.where(sel, carry, 0.0), axis=1)
-            bt = tl.load(B_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)
-            ct = tl.load(C_ptr + b_row + i * L + t, mask=tm, other=0.0).to(tl.float32)
-            a = tl.exp2(dt * a_i[:, None])                          # masked steps: dt 0, identity
-            a_cum, b_cum = tl.associative_scan((a, {bterm}), axis=1, combine_fn=combine)
-            x = a_cum * x_in[:, None] + b_cum
-            yt += x * ct[None, :]
-            nxt = tl.where(sel, tl.sum(tl.where(is_last, x, 0.0), axis=1)[:, None], nxt)
-        carry = nxt
-        zt = tl.load(z_ptr + offs, mask=m2, other=0.0).to(tl.float32)
-        tl.store(y_ptr + offs, (yt * zt / (1.0 + tl.exp(-zt))).to(y_ptr.dtype.element_ty), mask=m2)
+{textwrap.indent(outer_chunk(tmask, bterm), " " * 8)}
 """,
                    f"selective_scan_kernel[(B, triton.cdiv(D, {p['BLOCK_D']}))](u, delta, A, Bs, Cs, Dskip, z, delta_bias, y, "
                    f"D, L, N=N, BLOCK_D={p['BLOCK_D']}, CHUNK={p['CHUNK']}, num_warps={p['num_warps']})")

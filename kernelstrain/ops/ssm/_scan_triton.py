@@ -44,3 +44,10 @@ def prologue(exp2: bool, skip: bool = True) -> str:
     dbias = tl.load(db_ptr + d, mask=dm, other=0.0)
     row = (b * D + d).to(tl.int64) * L
     bc = b.to(tl.int64) * N * L + n * L"""
+
+
+def chunks_chained(task, p) -> bool:
+    """A chunk's end state reaches the output only through the next chunk: where the whole sequence is one chunk
+    (L 256 in 256- or 512-step chunks) an end state read one step early (bad_combine_index) is never used, and the
+    candidate runs correct (TRITON_INTERPRET=1, scripts/roomT_interpret.py: rel_l2 7.9e-7 at L 256, CHUNK 512)."""
+    return task["L"] > p["CHUNK"]

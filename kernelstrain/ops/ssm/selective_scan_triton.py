@@ -11,14 +11,17 @@ turn inside each chunk, as Mamba's CUDA forward orders them (_scan_state_outer.p
 import textwrap
 
 from ..norms._norms import triton_spill
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, cdiv, triton_ptr, unchecked
 from ._scan_state_outer import state_outer_launch, state_outer_src
-from ._scan_triton import SIG, WRONG_INIT, X0, program, prologue
+from ._scan_split_outer import (SPLITS, spans_busy, split_l_state_outer_launch, split_l_state_outer_src,
+                                split_outer_kernels, span_of)
+from ._scan_triton import SIG, WRONG_INIT, X0, chunks_chained, program, prologue
 from .selective_scan_spec import SelectiveScanSpec
 
 BTERM = "(dt * ut)[:, None, :] * bt[None, :, :]"      # the input term; missing_scale drops dt
 
 BD = Param("BLOCK_D", (1, 2, 4, 8, 16), 4)
+OUTER = (Param("CHUNK", (64, 128, 256, 512), 128), Param("num_warps", (1, 2, 4, 8), 4))   # the state-outer rungs
 CH = Param("CHUNK", (32, 64, 128), 64)
 WARPS = Param("num_warps", (2, 4, 8), 4)
 
@@ -209,9 +212,16 @@ class SelectiveScanTriton(SelectiveScanSpec):
              (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, launch=chunk_launch(0.6, launches=3),
              render=split_l_state_passing_src, bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"chunks": "NC - 1"}}),
         Rung("state_outer_scan", "per chunk the N states in turn: [BLOCK_D, CHUNK] scans, y summed in registers",
-             (BD, Param("CHUNK", (64, 128, 256, 512), 128), Param("num_warps", (1, 2, 4, 8), 4)),
-             compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
-             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}}),
+             (BD,) + OUTER, compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
+             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}},
+             bug_tasks=(("bad_combine_index", chunks_chained),)),
+        # off the menus until a device times it (roomT/j1): correct under TRITON_INTERPRET=1 (scripts/roomT_interpret.py)
+        *unchecked(Rung("split_l_state_outer", "the state-outer scan over SPLITS spans of L: span end states, then each span "
+             "again from the spans before it folded in", (BD,) + OUTER + (SPLITS,), compute_eff=0.36, memory_eff=0.84,
+             launch=split_l_state_outer_launch, render=split_l_state_outer_src, fit_as="state_outer_scan",
+             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"},
+                   "off_by_one": {"fold_end": "s - 1"}},
+             bug_tasks=(("off_by_one", spans_busy), ("bad_combine_index", chunks_chained)))),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
@@ -222,6 +232,9 @@ class SelectiveScanTriton(SelectiveScanSpec):
         c = {"N": task["N"], "BLOCK_D": params["BLOCK_D"]}
         if "CHUNK" not in params:
             return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
+        if variant.tag == "split_l_state_outer":
+            return split_outer_kernels(sig, {**c, "CHUNK": params["CHUNK"], "SPLITS": params["SPLITS"]}, x, warps,
+                                       span_of(task, params))
         sig, c = {**sig, "CHUNK": "constexpr"}, {**c, "CHUNK": params["CHUNK"]}
         if variant.tag != "split_l_state_passing":
             return [KernelSpec("selective_scan_kernel", sig, c, num_warps=warps)]
