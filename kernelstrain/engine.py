@@ -68,8 +68,9 @@ from .references import reference_ms
 from .rerender import with_typo     # slips.apply, cached: a slip drawn is applied again when evaluated (and by qa)
 from .schema import Step
 from .calibration import FIT
-from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, noise_cv, roofline_floor_ms,
-                  scan_failure, simulate, smem_cap, writable)
+from .profiler import bound_of
+from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, modelled_launch, noise_cv,
+                  roofline_floor_ms, roofline_terms, scan_failure, simulate, smem_cap, writable)
 from .tasks import carry, starting_rung
 
 STREAMS = ("policy", "noise", "clock", "wording")
@@ -110,6 +111,8 @@ CONTENDER_TIES = 2    # a contender whose tunes land this many times in a row in
                       # register_cached tuned and re-measured eight times at -2..-7% of a best a keep needs -6..-8.5% of)
 SETTLE_REACH = 1.0    # a close call is re-measured (the best and the candidate once each at most) only while its gain is
                       # within this many standard deviations of what those runs move it from the keep threshold they set
+ANSWERS = 0.97        # a rewrite answers the printed bound where it cuts the bound's roofline term by 3% or more (moves_toward)
+STAGED = re.compile(r"stages", re.I)   # the pipeline's depth: what a limit failure's repair lowers first (propose_backoff)
 LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler shows the kernel itself is at most
                       # half the time, so launch knobs and tiles cannot move it past the noise; only a rewrite
                       # that launches fewer kernels or moves fewer bytes can
@@ -216,6 +219,20 @@ def coupled(a: str, b: str, across: bool = True) -> bool:
     """Two parameter names whose balance interacts: one profiler group (POINTS_AT), or (`across`) a pair ACROSS them."""
     return any(p.search(a) and p.search(b) for p in POINTS_AT.values()) \
         or across and any(x.search(a) and y.search(b) or x.search(b) and y.search(a) for x, y in ACROSS)
+
+
+def moves_toward(m: OpModule, task: Task, here: Candidate, there: Candidate, bound: str) -> bool:
+    """`there` gains on `here` on the side `bound` names (Episode.bottleneck): more CTAs (occupancy), fewer
+    launches or ANSWERS less of the model's memory term (memory), ANSWERS less of its compute term (compute), the
+    terms of the roofline without calibration (sim.roofline_terms: the technique's own bytes, bytes in flight,
+    datapath and tiles, what the engineer reads off the code)."""
+    a, b = modelled_launch(m, here.variant, here.params, task), modelled_launch(m, there.variant, there.params, task)
+    if bound == "occupancy":
+        return b.grid > a.grid
+    (ca, ma, _), (cb, mb, _) = roofline_terms(m, here.variant, a, task), roofline_terms(m, there.variant, b, task)
+    if bound == "memory":
+        return mb <= ANSWERS * ma or b.launches < a.launches
+    return cb <= ANSWERS * ca
 
 
 def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
@@ -437,9 +454,7 @@ class Episode:
         before an exp2 rewrite of the one CTA per batch row: 8 CTAs on 132 SMs)."""
         h, rng = self.habits, self.rng
         while self.ups():
-            ups = self.ups()
-            if 4 * self.ctas(self.best) <= self.task.gpu.sms:
-                ups = [v for v in ups if self.busier(v)] or ups
+            ups = self.climbable()
             if h.expert_first and k <= 2:
                 pick = self.leap_target(ups)
             else:           # the next rung, or (skipping) any rung further up: engineers start differently
@@ -449,6 +464,15 @@ class Episode:
                 return c
             self.rung_tried.add(pick.tag)
         return None
+
+    def climbable(self) -> list[Variant]:
+        """The rungs up a climb picks among: where the best leaves most of the GPU idle, those that launch at least
+        twice its CTAs (busier), if any; of them, those that answer the bound the best's profile printed (answers),
+        if any."""
+        ups = self.ups()
+        if 4 * self.ctas(self.best) <= self.task.gpu.sms:
+            ups = [v for v in ups if self.busier(v)] or ups
+        return [v for v in ups if self.answers(v)] or ups
 
     def leap_target(self, ups: list) -> Variant:
         """An expert-first engineer's first leap: the top rung of `ups` that writes kernels. A rung that
@@ -460,6 +484,22 @@ class Episode:
     def ctas(self, c: Candidate) -> int:
         """The CTAs `c` launches (what a profile shows beside the SM count)."""
         return knobs.launch(self.m, c.variant, c.params, self.task).grid
+
+    def answers(self, v: Variant) -> bool:
+        """A rewrite onto `v`, as a climb writes it (rung_candidate), answers what the best's profile printed as its
+        bound (bottleneck, profiler.verdict): more CTAs where the grid leaves SMs idle; where memory binds, less
+        time moving its bytes (fewer bytes, more of them in flight: the model's memory term) or fewer launches;
+        where compute binds, less time on its FLOPs (a faster datapath, better tiles: the compute term), each by
+        ANSWERS or more. A climb among the rungs up that answer it comes first: on a794ac7, 13% (default seed 8181)
+        and 22% (kernelinfer) of climbs went to a rung that did not (a split-row softmax, two launches and
+        partials, after a profile of 2,048 CTAs bound by memory), and such a climb won half as often as one
+        that did. A rung whose build fails here is not judged (it answers: the failure shows the engineer)."""
+        key = ("answers", v.tag, self.best.key)
+        if key not in self._needs:
+            c = self.rung_candidate(v)
+            self._needs[key] = not self.sim(c).ok or moves_toward(self.m, self.task, self.best, c,
+                                                                  self.bottleneck(self.best))
+        return self._needs[key]
 
     def busier(self, v: Variant) -> bool:
         """`v`, at the parameters a climb carries over, launches at least twice the best's CTAs."""
@@ -485,6 +525,7 @@ class Episode:
         raising = [v for v in ups if self.floor_ms(v) * RAISES <= here]
         if not raising:
             return None
+        raising = [v for v in raising if self.answers(v)] or raising
         if self.search.stepwise and self.best.variant.tag != self.base.variant.tag:
             c = self.propose_coordinate(self.line, POINTS_AT[self.bottleneck(self.best)])
             if c is not None:
@@ -497,6 +538,8 @@ class Episode:
             order = ups[:ups.index(raising[-1]) + 1]
         else:
             order = [self.rng.choice(raising) if len(raising) > 1 else raising[0], *raising]
+        # the rungs that answer the best's printed bound first (answers): a rung on the way that does not is passed
+        order = sorted(order, key=lambda v: not self.answers(v))
         for u in order:
             c = self.rung_candidate(u)
             if self.fresh(c):
@@ -537,14 +580,11 @@ class Episode:
         return {n for n in at.params if n in self.line.settled and at.params[n] == self.best.params.get(n)}
 
     def bottleneck(self, c: Candidate) -> str:
-        """What a profile of `c` shows limits it: `occupancy` (fewer CTAs than SMs), else
-        `compute` or `memory`, whichever of the task's roofline terms on its path is larger."""
-        gpu = self.task.gpu
-        if knobs.launch(self.m, c.variant, c.params, self.task).grid < gpu.sms:
-            return "occupancy"
-        cost = self.m.cost(self.task)
-        compute_s = cost.flops / gpu.peak(c.variant.path) if cost.flops else 0.0
-        return "compute" if compute_s >= cost.bytes / (gpu.bw_tbs * 1e12) else "memory"
+        """What a profile of `c` shows limits it (profiler.bound, the verdict its feedback prints): `occupancy`
+        (fewer CTAs than SMs), else `compute` or `memory`, whichever of its roofline terms on its path is larger:
+        the op's FLOPs, the bytes `c` moves (its traffic: a GEMM that re-reads its operands, scores written out
+        and read back)."""
+        return bound_of(self.m, c.variant, c.params, self.task)
 
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
@@ -970,7 +1010,7 @@ class Episode:
         """The rungs up a rewrite that fails on a limit may be aimed at: search.limit_rungs of
         them; with search.stepwise the next one alone, the climb the engineer would make anyway
         (a failure never decides which rung is written)."""
-        return self.ups()[:1 if self.search.stepwise else self.search.limit_rungs]
+        return self.climbable()[:1 if self.search.stepwise else self.search.limit_rungs]
 
     def over_limit(self, error_class: str, tune: bool = True) -> list[Candidate]:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
@@ -1276,29 +1316,47 @@ class Episode:
         return set(self.code(c).split("\n")) - set(self.code(replace(c, bug=bug)).split("\n"))
 
     def propose_backoff(self) -> Candidate | None:
-        """After a limit failure: the failed config with one parameter one value smaller in what
-        overflowed (shared memory, threads, or registers x threads), as an engineer reading the
-        log would try next: the smallest such change that fits (of those that do, the one that
-        keeps the most of the resource: one stage fewer before a halved tile, as the tools' texts
-        suggest), else one that may still not fit, and then the build or launch fails again."""
+        """After a limit failure: the failed config with one parameter lowered in what overflowed
+        (shared memory, threads, or registers x threads), as an engineer reading the log would
+        write it next. Along each parameter, the nearest value that fits (the tool's text gives
+        the bytes asked and the cap: the engineer counts how far to go, not one value per build);
+        of those fits, the pipeline's depth first (STAGED: stages cost some latency hiding, a
+        smaller tile costs the reuse the rewrite was written for, and Triton's text names
+        `num_stages` beside the block sizes), then the one that keeps the most of the resource.
+        None fits along any one parameter: one value smaller, which may still not fit, and then
+        the build or launch fails again. (A wgmma_ws rewrite at BN 256 and 6 stages, 296 KB,
+        was backed off to BN 128 at 6 where 4 stages keep BN 256 in 198 KB: the H100 ran BN 256
+        at 4 stages fastest, 397 us against 475 at BN 128, roomC j1.)"""
         (c, resource), self.over = self.over, None
         what = "smem" if resource == "smem" else "resources"
-        need, moves = self.need(c)[resource], []
+        need, fits, moves = self.need(c)[resource], [], []
         for name in self.tunable(c.variant):
-            p = knobs.param(c.variant, name)
-            i = p.values.index(c.params[name])
-            for j in (i - 1, i + 1):
-                if 0 <= j < len(p.values):
-                    o = Candidate(c.variant, {**c.params, name: p.values[j]})
-                    if o.key not in self.tried and self.writable(o) and self.code(o) not in self.measured \
-                            and kind_of(o, self.best, False) != "rebench" and self.need(o)[resource] < need \
-                            and not self.known_to_fail(o) and (self.sim(o).ok or self.clear_failure(o, what, near=True)):
-                        moves.append(o)
-        fits = [o for o in moves if self.sim(o).ok]
+            for d in (-1, 1):
+                walk = list(self.lowered(c, name, d, resource, need))
+                fit = next((o for o in walk if self.sim(o).ok), None)
+                if fit is not None:
+                    fits.append((STAGED.search(name) is None, -self.need(fit)[resource], fit))
+                elif walk and self.clear_failure(walk[0], what, near=True):
+                    moves.append(walk[0])         # the nearest value: may still not fit
         if fits:
-            most = max(self.need(o)[resource] for o in fits)
-            moves = [o for o in fits if self.need(o)[resource] == most]
+            first = min(f[:2] for f in fits)
+            moves = [o for *rank, o in fits if tuple(rank) == first]
         return self.rng.choice(moves) if moves else None
+
+    def lowered(self, c: Candidate, name: str, d: int, resource: str, need: int):
+        """The configs of `c`'s rung with `name` walked from `c`'s value in direction `d`, one value at a time, each
+        asking less of `resource` than `need` and new (not built, its code not measured, not the best's own), until
+        one of them is not: a walk past the configs that overflow too, never past one already tried."""
+        values = knobs.param(c.variant, name).values
+        j = values.index(c.params[name]) + d
+        while 0 <= j < len(values):
+            o = Candidate(c.variant, {**c.params, name: values[j]})
+            if o.key in self.tried or not self.writable(o) or self.code(o) in self.measured \
+                    or kind_of(o, self.best, False) == "rebench" or self.need(o)[resource] >= need \
+                    or self.known_to_fail(o):
+                return
+            yield o
+            j += d
 
     def need(self, c: Candidate) -> dict:
         """What `c` asks of each per-block limit (limits.demand)."""

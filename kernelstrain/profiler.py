@@ -40,7 +40,7 @@ class Profile:
     peak: float              # peak FLOP/s of the candidate's datapath
     path: str
     bound: str               # occupancy | memory | compute (Episode.bottleneck's rule)
-    intensity: float = 0.0   # the op's least FLOPs over its least bytes (the engine's roofline terms)
+    intensity: float = 0.0   # the op's FLOPs over the bytes the candidate moves (the engine's roofline terms)
     least: bool = False      # bytes are the program's least (a fused program: no per-kernel traffic model)
     amd: bool = False
 
@@ -58,14 +58,30 @@ class Profile:
         return self.flops / self.time_s / self.peak
 
 
-def bound(grid: int, cost, gpu, path: str) -> str:
-    """Episode.bottleneck's verdict from a launch's grid and the op's cost: `occupancy` where the
-    grid has fewer CTAs than SMs, else `compute` or `memory`, whichever roofline term of the op
-    (its least FLOPs at the path's peak, its least bytes at peak bandwidth) is larger."""
+def bound(grid: int, cost, gpu, path: str, traffic: float = 1.0) -> str:
+    """Episode.bottleneck's verdict from a launch's grid, the op's cost and the candidate's traffic (the bytes it
+    moves over the op's least, Launch.traffic): `occupancy` where the grid has fewer CTAs than SMs, else
+    `compute` or `memory`, whichever roofline term of the candidate (the op's FLOPs at the path's peak, the bytes
+    it moves at peak bandwidth) is larger: the larger of the two shares of peak the throughput line prints, as
+    Nsight Compute's Speed Of Light section reads. (On a794ac7 the bytes were the op's least: 117 of 2,903
+    profiles of default seed 8181 printed `bound: compute` beside a DRAM share above the compute share, a
+    GEMM re-reading its operands at 74% of peak DRAM and 20% of its FLOPs.)"""
     if grid < gpu.sms:
         return "occupancy"
     compute_s = cost.flops / gpu.peak(path) if cost.flops else 0.0
-    return "compute" if compute_s >= cost.bytes / (gpu.bw_tbs * 1e12) else "memory"
+    return "compute" if compute_s >= cost.bytes * traffic / (gpu.bw_tbs * 1e12) else "memory"
+
+
+def charged(module, launch: Launch) -> float:
+    """The candidate's DRAM bytes over the op's least (Launch.traffic); a fused program's, 1: no per-kernel
+    traffic model there, its bytes are the program's least."""
+    return 1.0 if hasattr(module, "simulate") else launch.traffic
+
+
+def bound_of(module, variant, params: dict, task) -> str:
+    """bound() of one candidate: its built launch's grid and traffic (Episode.bottleneck)."""
+    launch = built_launch(module, variant, params, task)
+    return bound(launch.grid, module.cost(task), task.gpu, variant.path, charged(module, launch))
 
 
 def limiter(launch: Launch, gpu) -> str:
@@ -83,13 +99,13 @@ def profile(module, variant, params: dict, task, time_ms: float) -> Profile:
     gpu, cost = task.gpu, module.cost(task)
     launch = built_launch(module, variant, params, task)
     fused = hasattr(module, "simulate")     # a fused program: its heaviest kernel's launch, the program's least bytes
-    blocks = blocks_per_sm(launch, gpu)
+    blocks, traffic = blocks_per_sm(launch, gpu), charged(module, launch)
     return Profile(grid=launch.grid, threads=launch.threads, sms=gpu.sms, blocks=blocks,
                    warps=blocks * math.ceil(launch.threads / gpu.warp), max_warps=gpu.max_threads_per_sm // gpu.warp,
-                   limiter=limiter(launch, gpu), bytes=cost.bytes * (1.0 if fused else launch.traffic),
+                   limiter=limiter(launch, gpu), bytes=cost.bytes * traffic,
                    flops=cost.flops, time_s=time_ms * 1e-3, bw=gpu.bw_tbs * 1e12, peak=gpu.peak(variant.path),
-                   path=variant.path, bound=bound(launch.grid, cost, gpu, variant.path),
-                   intensity=cost.flops / cost.bytes if cost.bytes else math.inf, least=fused,
+                   path=variant.path, bound=bound(launch.grid, cost, gpu, variant.path, traffic),
+                   intensity=cost.flops / (cost.bytes * traffic) if cost.bytes else math.inf, least=fused,
                    amd=gpu.vendor == "amd")
 
 
@@ -143,8 +159,8 @@ def limited(p: Profile) -> str:
 
 
 def verdict(p: Profile) -> str:
-    """The bound and its evidence: the grid against the SMs, or the op's FLOPs per byte (its least bytes)
-    against the GPU's ridge point (the path's peak FLOP/s over peak bandwidth)."""
+    """The bound and its evidence: the grid against the SMs, or the op's FLOPs per byte the candidate moves
+    (the bytes printed) against the GPU's ridge point (the path's peak FLOP/s over peak bandwidth)."""
     if p.bound == "occupancy":
         return BOUND_TEXT["occupancy_amd" if p.amd else "occupancy"]
     if not p.flops:

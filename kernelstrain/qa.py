@@ -154,6 +154,7 @@ class _Acc:
             best_ms = s["best_ms"]
         self.repeats.update(repeats(slip_sites(ep)))
         c.update(written_where_it_writes(module, task, ep))
+        c.update(climbs_against_the_profile(module, task, ep))
         for point, rung in choice_points(module, task, ep)[:1]:
             self.paths[point][rung] += 1
         c["converged"] += ep.get("end") == "converged"
@@ -239,6 +240,41 @@ def written_where_it_writes(module, task, ep: dict) -> Counter:
         tried.add(s["tag"])
         if s["kept"]:
             best_tag, best_params, best_code = s["tag"], params, s["code"]
+    return f
+
+
+def climbs_against_the_profile(module, task, ep: dict) -> Counter:
+    """Climbs read against the profile printed before them (issue 26, eng eighth pass), from an episode row:
+    `climbs` (first writes of a rung above the best's that build and run), `climbs_off_bound` (of them, those
+    that do not answer the bound the best's profile printed: engine.moves_toward, the rung's uncalibrated
+    roofline term on that side, or its grid), and `climbs_past_answer` (of those, the ones made while a rung
+    the episode wrote later, above the best then and not written yet, would have answered it at the best's
+    carried values: the engineer passed over the move the profile pointed at and made it afterwards)."""
+    from .engine import Candidate, moves_toward        # (the engine's own test of a rewrite against a bound)
+    from .profiler import bound_of
+    f = Counter()
+    pos = {v.tag: i for i, v in enumerate(module.variants)}
+    base = ep["baseline"]
+    best = Candidate(module.variant(base["tag"]), as_dict(base.get("params", {})) or module.variant(base["tag"]).defaults())
+    steps, written = ep["steps"], {base["tag"]}
+    firsts = {}
+    for s in steps:
+        firsts.setdefault(s["tag"], s["step"])
+    for s in steps:
+        v = module.variant(s["tag"])
+        if s["tag"] not in written and pos[s["tag"]] > pos[best.variant.tag] and simulate(module, v, as_dict(s["params"]),
+                                                                                        task).ok:
+            bound = bound_of(module, best.variant, best.params, task)
+            f["climbs"] += 1
+            if not moves_toward(module, task, best, Candidate(v, as_dict(s["params"])), bound):
+                f["climbs_off_bound"] += 1
+                later = [module.variant(t) for t, k in firsts.items() if k > s["step"] and pos[t] > pos[best.variant.tag]]
+                f["climbs_past_answer"] += any(
+                    simulate(module, u, carry(u, best.params), task).ok
+                    and moves_toward(module, task, best, Candidate(u, carry(u, best.params)), bound) for u in later)
+        written.add(s["tag"])
+        if s["kept"]:
+            best = Candidate(v, as_dict(s["params"]))
     return f
 
 
@@ -416,6 +452,10 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("limit_rewrites_off_carry", c["limit_rewrites_off_carry"], "==", 0,
               f"of {c['limit_rewrites']} first writes of a rung that overflow shared memory or resources, those departing "
               "from the best's carried values in a parameter that does not raise what overflowed"),
+        check("climbs_past_the_profile", c["climbs_past_answer"], "==", 0,
+              f"of {c['climbs']} climbs (first writes of a rung above the best that run), {c['climbs_off_bound']} do not "
+              "answer the bound the best's profile printed (more CTAs, less memory or compute time: the rung's roofline "
+              "terms); those made while a rung the episode wrote later would have answered it"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
               f"{b['first_tweaks_failed']}/{b['first_tweaks']} first steps that retune the baseline's rung fail "

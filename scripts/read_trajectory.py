@@ -164,6 +164,10 @@ def reasons(ep: dict) -> list[str]:
                    f"{prev['time_ms'] / prev['best_ms']:.2f}x the best): {changes(as_dict(prev['params']), p)}")
         elif s["tag"] != best["tag"] and s["tag"] in rung_ms:
             why = f"Tune `{s['tag']}`, a rewrite that came close: {changes(fastest[s['tag']], p) or 'its own parameters'}"
+        elif s["tag"] != best["tag"] and s["tag"] not in order and ladder.get(s["tag"], 1) < ladder.get(best["tag"], 0):
+            # a rung below never written, at values of its own where the best's do not exist on it
+            why = (f"Write `{s['tag']}`, a rung below the best never written (an ablation: what the best's technique "
+                   "buys here; or, after a step down won, the next rung down)")
         elif s["tag"] != best["tag"] and s["tag"] not in order:
             why = f"Rewrite onto a new technique, `{s['tag']}` (a climb the last profile's bottleneck points at)"
         elif s["tag"] != best["tag"]:

@@ -203,3 +203,41 @@ def test_a_contender_is_judged_from_the_mean_of_its_point_s_runs():
     finally:
         episodes.Agent = agent
     assert not stale, stale
+
+
+def test_a_tile_that_overflows_is_repaired_at_fewer_stages_not_abandoned():
+    """roomC's finding: grouped_gemm_cuda's wgmma_ws rewrite at BN 256 and 6 stages asks 296 KB of shared memory on
+    the H100 (6 x 384 rows x 128 B); on a794ac7 the repair halved the tile to BN 128 (one value of BN fits, one
+    value of STAGES does not), and no later step tried BN 256 again, though 4 stages hold it in 198 KB and the H100
+    ran BN 256 at 4 stages fastest (397 us against 475 at BN 128, roomC j1). The repair lowers the pipeline's depth
+    to the nearest count that fits and keeps the tile."""
+    from kernelstrain.profiles import Search
+    from kernelstrain.plan import seeded_rng
+    m = REGISTRY["grouped_gemm_cuda"]
+    task = make_task(m, "H100", "fp16", {"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6})
+    ep = engine.Episode(m, task, {k: seeded_rng("ws", 0, k) for k in engine.STREAMS}, 40, 0.0, 0.0, 1, Search())
+    v = next(r for r in ep.rungs if r.tag == "wgmma_ws")
+    over = engine.Candidate(v, {**carry(v, ep.best.params), "BM": 128, "BN": 256, "STAGES": 6})
+    assert overflow(m, v, over.params, task)[0] == "smem"
+    for seed in range(4):
+        ep.rng, ep.over = seeded_rng("ws", seed, "policy"), (over, "smem")
+        got = ep.propose_backoff()
+        assert (got.params["BN"], got.params["STAGES"]) == (256, 4), got.params
+        assert ep.sim(got).ok
+
+
+def test_a_climb_answers_the_bound_the_best_s_profile_printed_where_a_rung_up_does():
+    """The feedback prints the best's bound (profiler: grid, memory or compute); a climb goes first to a rung up whose
+    rewrite answers it (more CTAs, less of the memory or of the compute roofline term: engine.moves_toward). On
+    a794ac7 the climb was the ladder's next rung whatever the profile said: in default seed 8181's first 32 episodes
+    three climbs passed over a rung the episode wrote later that answered the printed bound (episode 16, layernorm on
+    the A100: a persistent rewrite, 108 CTAs, after a memory-bound profile, before the rung that moves fewer bytes)."""
+    from kernelstrain.qa import climbs_against_the_profile
+    plan = make_plan(load_profile("kernelstrain"), 8181)
+    total = Counter()
+    for i in range(32):
+        row = episodes.build_episode(plan, i).row()
+        m = REGISTRY[row["module"]]
+        total.update(climbs_against_the_profile(m, make_task(m, row["gpu"], row["dtype"], row["shape"]), row))
+    assert total["climbs"] >= 40 and total["climbs_off_bound"] >= 1, total
+    assert total["climbs_past_answer"] == 0, total
