@@ -111,7 +111,38 @@ def g2_reference() -> list:
     return ref
 
 
+# w1: conv2d_nhwc_cuda's warp-specialized wgmma implicit GEMM (ops/misc/_conv_ws.py, off the menus until this runs) at
+# every shape of the menu: its filter-tile widths at BM 128 on the compute-heavy 3 x 3 shapes (C=256 at 14 x 14: the
+# stored best, cp_async_pipeline, 47 us for 3.7 GFLOP; C=128 at 28 x 28), its ring depth at BM 64 BN 128 where the
+# filters (K = 64) fill half the BN-wide TMA box (zero-filled past K) and at the stride-2 shape, its 64- / 128-pixel
+# tiles on the one-image and the 1 x 1 shapes, fp16 at C=128; bugs at each entry's first shape; cp_async_pipeline at
+# the model's best beside it at every shape
+CONV = "conv2d_nhwc_cuda"
+C_256 = {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_128 = {"N": 8, "H": 28, "W": 28, "C": 128, "K": 128, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_64 = {"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_ONE = {"N": 1, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_1X1 = {"N": 8, "H": 56, "W": 56, "C": 256, "K": 64, "R": 1, "S": 1, "U": 1, "PD": 0}
+C_S2 = {"N": 4, "H": 112, "W": 112, "C": 64, "K": 128, "R": 3, "S": 3, "U": 2, "PD": 1}
+W1_NEW = [(CONV, "wgmma_ws", "BN", [C_256, C_128], {"BM": 128, "STAGES": 4}, (64, 128, 256)),
+          (CONV, "wgmma_ws", "STAGES", [C_64, C_S2], {"BM": 64, "BN": 128}, (3, 4, 6)),
+          (CONV, "wgmma_ws", "BM", [C_ONE, C_1X1, C_256], {"BN": 64, "STAGES": 4}, (64, 128)),
+          (CONV, "wgmma_ws", "BN", [C_128], {"BM": 128, "STAGES": 4}, (64, 128), "fp16")]
+
+
+def w1_reference() -> list:
+    ref = []
+    for shape in (C_256, C_128, C_64, C_ONE, C_1X1, C_S2):
+        best = model_best(CONV, "cp_async_pipeline", shape)
+        first = next(iter(best))
+        ref.append((CONV, "cp_async_pipeline", first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "w1":
+        room_device_check.fits = lambda *args, **kwargs: True     # the 1 x 1 shape's 51 MB input: microseconds
+        return W1_NEW, w1_reference()
     if name == "g2":
         room_device_check.fits = lambda *args, **kwargs: True
         return G2_NEW, g2_reference()
