@@ -139,7 +139,34 @@ def w1_reference() -> list:
     return ref
 
 
+# s1: selective_scan_cuda's state_group_scan (ops/ssm/_scan_groups.py, off the menus until this runs): SG 2 / 4 at the
+# check shape (B=1 L=2048 D=1536: vectorized_regs ran 76 us, 10x its memory floor), the stored long-row shape (B=2
+# L=4096 D=2048: smem_bc_multi_channel 414 us) and short rows (B=16 L=256); 64 / 256 threads at SG 2; fp16 at the check
+# shape; bugs at the first shape; vectorized_regs (its SG = 1: 128 threads, 8 items) and the two register rungs at the
+# model's best beside it
+SCAN = "selective_scan_cuda"
+S_CHECK = {"B": 1, "L": 2048, "D": 1536, "N": 16}
+S_LONG = {"B": 2, "L": 4096, "D": 2048, "N": 16}
+S_SHORT = {"B": 16, "L": 256, "D": 2048, "N": 16}
+S1_NEW = [(SCAN, "state_group_scan", "SG", [S_CHECK, S_LONG, S_SHORT], {"threads": 128}, (2, 4)),
+          (SCAN, "state_group_scan", "threads", [S_CHECK, S_LONG], {"SG": 2}, (64, 256)),
+          (SCAN, "state_group_scan", "SG", [S_CHECK], {"threads": 128}, (2,), "fp16")]
+
+
+def s1_reference() -> list:
+    ref = [(SCAN, "vectorized_regs", "threads", [S_CHECK, S_LONG, S_SHORT], {"items": 8}, (128,))]
+    for shape in (S_CHECK, S_LONG, S_SHORT):
+        for below in ("vectorized_regs", "smem_bc_multi_channel"):
+            best = model_best(SCAN, below, shape)
+            first = next(iter(best))
+            ref.append((SCAN, below, first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "s1":
+        room_device_check.fits = lambda *args, **kwargs: True
+        return S1_NEW, s1_reference()
     if name == "w1":
         room_device_check.fits = lambda *args, **kwargs: True     # the 1 x 1 shape's 51 MB input: microseconds
         return W1_NEW, w1_reference()
