@@ -146,6 +146,7 @@ conv2d_nhwc_kernel(const __grid_constant__ CUtensorMap tmW, {ARGS}) {{
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {{
         // full: 128 producer threads' copies (noinc arrivals) + thread 0's TMA bytes; empty: every consumer warp
+#pragma unroll
         for (int s = 0; s < STAGES; ++s) {{ mbar_init(&full[s], 129); mbar_init(&empty[s], CONSUMERS * 4); }}
         asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
     }}
