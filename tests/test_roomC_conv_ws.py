@@ -44,11 +44,12 @@ def test_the_producer_gathers_im2col_rows_and_meets_the_consumers_only_at_mbarri
 
 def test_the_bugs_edit_what_they_name():
     _, _, clean = render({"BM": 64, "BN": 128, "STAGES": 4})
-    _, _, racy = render({"BM": 64, "BN": 128, "STAGES": 4}, "missing_barrier")
+    _, _, ones = render({"BM": 64, "BN": 128, "STAGES": 4}, "wrong_init")
     _, _, short = render({"BM": 64, "BN": 128, "STAGES": 4}, "off_by_one")
-    assert "mbar_wait(&full[s]" in clean and "mbar_wait(&full[s]" not in racy
+    assert "acc[i] = 0.f;" in clean and "acc[i] = 1.f;" in ones
     assert clean.count("kt < k_tiles;") == 2 and short.count("kt < k_tiles - 1;") == 2
-    assert WGMMA_WS.faults == ("missing_barrier",)
+    # missing_barrier hung the H100 (roomC j1): not offered, the simulator has no hang outcome
+    assert "missing_barrier" not in WGMMA_WS.bugs and WGMMA_WS.faults == ()
 
 
 @pytest.mark.parametrize("bm", (64, 128))

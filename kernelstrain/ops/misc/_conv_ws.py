@@ -97,17 +97,17 @@ def producer_src(trips: str) -> str:
         asm volatile("cp.async.wait_all;\\n" ::: "memory");"""
 
 
-def consumer_src(wait_full: bool, trips: str) -> str:
+def consumer_src(trips: str, init: str) -> str:
     """A consumer warpgroup's loop: wait for the slot's bytes, four k16 wgmmas down the 128-byte row, keep one group
     in flight and hand the previous slot back."""
-    wait = ("mbar_wait(&full[s], (kt / STAGES) & 1);   // the im2col rows and the weight tile have landed\n"
-            "            asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");   // cp.async wrote them "
-            "through the generic proxy") if wait_full else ""
-    return f"""        float acc[BN / 2] = {{}};   // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
+    return f"""        float acc[BN / 2];   // row 16 * warp + lane / 4 (+8), col 8 * j + 2 * (lane % 4) (+1)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] = {init};
         const uint8_t* a_rows = smem + c * 64 * 128;
         for (int kt = 0; kt < {trips}; ++kt) {{
             const int s = kt % STAGES;
-            {wait}
+            mbar_wait(&full[s], (kt / STAGES) & 1);   // the im2col rows and the weight tile have landed
+            asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");   // cp.async wrote them through the generic proxy
             const uint64_t da = sw128_desc(a_rows + s * STAGE_BYTES), db = sw128_desc(smem + s * STAGE_BYTES + A_BYTES);
             wgmma_fence();
 #pragma unroll
@@ -121,9 +121,11 @@ def consumer_src(wait_full: bool, trips: str) -> str:
         fence_acc(acc);"""
 
 
-def wgmma_ws_src(p, task, wait_full=True, trips="k_tiles"):
-    """The warp-specialized rung's source. wait_full=False is missing_barrier (the consumers read a slot before its
-    copies land); trips="k_tiles - 1" is off_by_one (the last filter tap's last 64 channels never summed)."""
+def wgmma_ws_src(p, task, trips="k_tiles", init="0.f"):
+    """The warp-specialized rung's source. trips="k_tiles - 1" is off_by_one (the last filter tap's last 64 channels
+    never summed), init="1.f" wrong_init (every output one too large). No missing_barrier: without the consumers' wait
+    on the full barrier the H100 hung (roomC j1: no result in 60 s; the consumers run ahead, their arrivals on the
+    empty barriers pass phases the producer then waits on forever), and the simulator has no hang outcome."""
     bn, c = p["BN"], consumers(p)
     kind = PTX_KIND[task.dtype]
     return f"""#define BM {p['BM']}                       // output pixels per block
@@ -155,7 +157,7 @@ conv2d_nhwc_kernel(const __grid_constant__ CUtensorMap tmW, {ARGS}) {{
 {producer_src(trips)}
     }} else {{        // consumer warpgroups
         const int c = wg - 1, warp = tid / 32, lane = tid % 32;
-{consumer_src(wait_full, trips)}
+{consumer_src(trips, init)}
 #pragma unroll
         for (int h = 0; h < 2; ++h) {{
             const int row = m0 + 64 * c + 16 * warp + lane / 4 + 8 * h;

@@ -217,8 +217,7 @@ WGMMA_WS = Rung("wgmma_ws", "sm_90a warp-specialized implicit GEMM: a producer w
                 needs=TC | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.7, memory_eff=0.85,
                 smem="dynamic", launch=wgmma_ws_launch(lambda task, bm, bn: conv_traffic(task, bm, bn)),
                 render=wgmma_ws_src,
-                bugs={"missing_barrier": {"wait_full": False}, "off_by_one": {"trips": "k_tiles - 1"}},
-                faults=("missing_barrier",))
+                bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"trips": "k_tiles - 1"}})
 
 
 class Conv2dNhwcCuda(Conv2dNhwcSpec):
