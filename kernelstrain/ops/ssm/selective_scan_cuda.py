@@ -212,8 +212,13 @@ def several_warps(task, params) -> bool:
 SEVERAL_WARPS = (("bad_combine_index", several_warps),)
 
 
-# A NEW rung (ops/ssm/_scan_groups.py): off the menus until a device job checks it (KERNELSTRAIN_DEVICE_UNCHECKED=1
-# offers it; scripts/roomC_device.py plan s1)
+# A NEW rung (ops/ssm/_scan_groups.py), OFF the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1 offers it): the H100 ran it
+# correct and it never won. roomC j2 (plan s1 of scripts/roomC_device.py, measurements/h100_roomC_s1.json): every value
+# correct, every bug failing, and slower than vectorized_regs / smem_bc_multi_channel at the model's best at each shape:
+# B=1 L=2048 D=1536 SG 2 / 4 at 128 threads 84.8 / 104.3 us (64 / 256 threads 104.3 / 116.2) vs 71.3 and 86.6; B=2
+# L=4096 D=2048 446.8 / 538.8 (64 / 256: 456.0 / 611.1) vs 376.5 and 360.1; B=16 L=256 761.3 / 958.3 vs 297.3 and
+# 181.3. The group's 145-200 registers (ptxas) cost more resident warps than its interleaved chains and shared
+# barriers win back: a rung that never wins is not room.
 STATE_GROUP_SCAN = Rung(
     "state_group_scan", "vectorized_regs's uint4 register scan with SG states a pass: their B/C loads, combine and "
     "shuffle chains interleaved, one barrier pair a group",
