@@ -71,3 +71,28 @@ def test_ptxas_builds_it_without_spill(bm, bn):
     r = compile_cuda(src, task.gpu.arch, "conv2d_nhwc_kernel")
     assert r.ok, r.log[-2000:]
     assert r.regs == PTXAS_REGS[(bm, bn)] and "0 bytes spill stores" in r.log
+
+
+def test_on_the_menus_in_both_dtypes_as_the_top_rung():
+    """roomC j3 ran every value correct in bf16 and fp16 at all six menu shapes and its bugs failing."""
+    m = REGISTRY["conv2d_nhwc_cuda"]
+    assert m.variants[-1] is WGMMA_WS and WGMMA_WS.offered("fp16") and WGMMA_WS.offered("bf16")
+
+
+def test_priced_as_the_h100_ran_it():
+    """The stored device rows of the rung (19 timed, six shapes): the model within 0.6-1.6x of each and at geomean
+    0.9-1.1, and the pairs of rows (cp_async_pipeline's beside) more than 5% apart ordered as the device, 0.85 of
+    them. Under the module's calibration alone (no WS_CEILING) the rung's rows sat at geomean ~1.8."""
+    import math
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import roomC_ws_fit
+    rows = roomC_ws_fit.timed_rows([Path(__file__).resolve().parents[1] / "measurements" / "h100_roomC_w2.json"])
+    for r in rows:
+        r["sim"] = roomC_ws_fit.modelled_ms(r)
+    ratios = [r["sim"] / r["time_ms"] for r in rows if r["variant"] == "wgmma_ws"]
+    assert len(ratios) == 19 and all(0.6 < x < 1.6 for x in ratios)
+    assert 0.9 < math.exp(sum(map(math.log, ratios)) / len(ratios)) < 1.1
+    agree, total = roomC_ws_fit.pairs(rows)
+    assert total > 30 and agree / total >= 0.85

@@ -19,6 +19,14 @@ from ._conv_tc import ARGS
 from .conv2d_nhwc_spec import ENTRY, gemm_dims
 
 PTX_KIND = {"fp16": "f16", "bf16": "bf16"}
+# The rung's efficiencies over the module's calibration: conv2d_nhwc_cuda's fit divides every rung's efficiencies by a
+# ceiling (module 4.17; cp_async_pipeline 4.54, mma_sync 3.56): what the older rungs lose to their launch models. This
+# rung has no fit rows of its own, so its efficiencies carry a factor fitted to its 21 rows of roomC j3 (H100, every
+# shape of the menu; measurements/h100_roomC_w2.json; scripts/roomC_ws_fit.py), under the module's calibration and the
+# fit's caps (a constant fitted to device rows, as grouped_gemm_cuda's WS_CEILING is): model / measured geomean 0.99
+# over the 19 timed rows (0.67-1.55: the one-image shape's rows 0.67-0.74, too fast; the 1 x 1 shape's BM 64 1.55),
+# pairs more than 5% apart (cp_async_pipeline's rows beside) ordered as the device 33 / 37.
+WS_CEILING = 1.85
 PAIR = {"fp16": "__half2", "bf16": "__nv_bfloat162"}
 
 
