@@ -21,6 +21,13 @@ four modules switched on (persistent_rows.CHECKED), repriced as the device ran t
 g1 / g2 (ROOMC_PLAN=g1, g2): grouped_gemm_cuda's warp-specialized wgmma rung (ops/moe/_grouped_ws.py). Ran 2026-12-07
 10:43 / 10:55 UTC on an H100 (the tenth session's roomC j1 / j2: 55 cases, 0 problems; measurements/h100_roomC_ws.json,
 h100_roomC_ws_j2.json): switched on in bf16 and fp16, priced as the device ran it (scripts/roomC_ws_fit.py).
+
+w1 / w2 (ROOMC_PLAN=w1, w2): conv2d_nhwc_cuda's warp-specialized wgmma implicit GEMM (ops/misc/_conv_ws.py). w1 ran
+2026-12-07 14:13 UTC on an H100 (the fourteenth session's roomC j1): the clean rung correct, its missing_barrier render
+hung and spent the budget (the bug was dropped). w2 ran 14:44 (j3: 29 cases, 0 problems; measurements/h100_roomC_w2.json):
+switched on in bf16 and fp16, priced as the device ran it. s1 (ROOMC_PLAN=s1): selective_scan_cuda's state_group_scan,
+14:13 (j2: every value correct, every bug failing; measurements/h100_roomC_s1.json): slower than the ladder's best at
+every shape, left off.
 """
 import os
 import sys
