@@ -21,6 +21,13 @@ four modules switched on (persistent_rows.CHECKED), repriced as the device ran t
 g1 / g2 (ROOMC_PLAN=g1, g2): grouped_gemm_cuda's warp-specialized wgmma rung (ops/moe/_grouped_ws.py). Ran 2026-12-07
 10:43 / 10:55 UTC on an H100 (the tenth session's roomC j1 / j2: 55 cases, 0 problems; measurements/h100_roomC_ws.json,
 h100_roomC_ws_j2.json): switched on in bf16 and fp16, priced as the device ran it (scripts/roomC_ws_fit.py).
+
+w1 / w2 (ROOMC_PLAN=w1, w2): conv2d_nhwc_cuda's warp-specialized wgmma implicit GEMM (ops/misc/_conv_ws.py). w1 ran
+2026-12-07 14:13 UTC on an H100 (the fourteenth session's roomC j1): the clean rung correct, its missing_barrier render
+hung and spent the budget (the bug was dropped). w2 ran 14:44 (j3: 29 cases, 0 problems; measurements/h100_roomC_w2.json):
+switched on in bf16 and fp16, priced as the device ran it. s1 (ROOMC_PLAN=s1): selective_scan_cuda's state_group_scan,
+14:13 (j2: every value correct, every bug failing; measurements/h100_roomC_s1.json): slower than the ladder's best at
+every shape, left off.
 """
 import os
 import sys
@@ -111,7 +118,88 @@ def g2_reference() -> list:
     return ref
 
 
+# w1: conv2d_nhwc_cuda's warp-specialized wgmma implicit GEMM (ops/misc/_conv_ws.py, off the menus until this runs) at
+# every shape of the menu: its filter-tile widths at BM 128 on the compute-heavy 3 x 3 shapes (C=256 at 14 x 14: the
+# stored best, cp_async_pipeline, 47 us for 3.7 GFLOP; C=128 at 28 x 28), its ring depth at BM 64 BN 128 where the
+# filters (K = 64) fill half the BN-wide TMA box (zero-filled past K) and at the stride-2 shape, its 64- / 128-pixel
+# tiles on the one-image and the 1 x 1 shapes, fp16 at C=128; bugs at each entry's first shape; cp_async_pipeline at
+# the model's best beside it at every shape
+CONV = "conv2d_nhwc_cuda"
+C_256 = {"N": 16, "H": 14, "W": 14, "C": 256, "K": 256, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_128 = {"N": 8, "H": 28, "W": 28, "C": 128, "K": 128, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_64 = {"N": 8, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_ONE = {"N": 1, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "U": 1, "PD": 1}
+C_1X1 = {"N": 8, "H": 56, "W": 56, "C": 256, "K": 64, "R": 1, "S": 1, "U": 1, "PD": 0}
+C_S2 = {"N": 4, "H": 112, "W": 112, "C": 64, "K": 128, "R": 3, "S": 3, "U": 2, "PD": 1}
+W1_NEW = [(CONV, "wgmma_ws", "BN", [C_256, C_128], {"BM": 128, "STAGES": 4}, (64, 128, 256)),
+          (CONV, "wgmma_ws", "STAGES", [C_64, C_S2], {"BM": 64, "BN": 128}, (3, 4, 6)),
+          (CONV, "wgmma_ws", "BM", [C_ONE, C_1X1, C_256], {"BN": 64, "STAGES": 4}, (64, 128)),
+          (CONV, "wgmma_ws", "BN", [C_128], {"BM": 128, "STAGES": 4}, (64, 128), "fp16")]
+
+
+# w2 (after w1: the clean rung ran correct at C=256, rel_l2 1.0e-4, but its missing_barrier render hung the H100 and
+# took the whole time budget; that bug is gone, wrong_init stands in): BN 64 / 128 / 256 at the two 3 x 3 shapes with
+# the bugs at C=256; 64- / 128-pixel tiles at the one-image, 1 x 1 and C=256 shapes; the ring depth at the stride-2
+# shape; fp16; cp_async_pipeline at the model's best at every shape; last, BN 128 over K = 64 filters (the TMA box
+# past the weight's rows, zero-filled). A case gets W2_CASE_S seconds before it counts as a hang (gpucheck's 60 s
+# would spend the job's budget on one).
+W2_CASE_S = 8.0
+W2_NEW = [(CONV, "wgmma_ws", "BN", [C_256, C_128], {"BM": 128, "STAGES": 4}, (64, 128, 256))]
+
+
+def w2_reference() -> list:
+    return [(CONV, "wgmma_ws", "BM", [C_ONE, C_1X1, C_256], {"BN": 64, "STAGES": 4}, (64, 128)),
+            (CONV, "wgmma_ws", "STAGES", [C_S2], {"BM": 64, "BN": 128}, (3, 4, 6)),
+            (CONV, "wgmma_ws", "BN", [C_128], {"BM": 128, "STAGES": 4}, (64, 128), "fp16"),
+            *w1_reference(),
+            (CONV, "wgmma_ws", "BN", [C_64, C_ONE], {"BM": 64, "STAGES": 4}, (128,))]
+
+
+def w1_reference() -> list:
+    ref = []
+    for shape in (C_256, C_128, C_64, C_ONE, C_1X1, C_S2):
+        best = model_best(CONV, "cp_async_pipeline", shape)
+        first = next(iter(best))
+        ref.append((CONV, "cp_async_pipeline", first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
+# s1: selective_scan_cuda's state_group_scan (ops/ssm/_scan_groups.py, off the menus until this runs): SG 2 / 4 at the
+# check shape (B=1 L=2048 D=1536: vectorized_regs ran 76 us, 10x its memory floor), the stored long-row shape (B=2
+# L=4096 D=2048: smem_bc_multi_channel 414 us) and short rows (B=16 L=256); 64 / 256 threads at SG 2; fp16 at the check
+# shape; bugs at the first shape; vectorized_regs (its SG = 1: 128 threads, 8 items) and the two register rungs at the
+# model's best beside it
+SCAN = "selective_scan_cuda"
+S_CHECK = {"B": 1, "L": 2048, "D": 1536, "N": 16}
+S_LONG = {"B": 2, "L": 4096, "D": 2048, "N": 16}
+S_SHORT = {"B": 16, "L": 256, "D": 2048, "N": 16}
+S1_NEW = [(SCAN, "state_group_scan", "SG", [S_CHECK, S_LONG, S_SHORT], {"threads": 128}, (2, 4)),
+          (SCAN, "state_group_scan", "threads", [S_CHECK, S_LONG], {"SG": 2}, (64, 256)),
+          (SCAN, "state_group_scan", "SG", [S_CHECK], {"threads": 128}, (2,), "fp16")]
+
+
+def s1_reference() -> list:
+    ref = [(SCAN, "vectorized_regs", "threads", [S_CHECK, S_LONG, S_SHORT], {"items": 8}, (128,))]
+    for shape in (S_CHECK, S_LONG, S_SHORT):
+        for below in ("vectorized_regs", "smem_bc_multi_channel"):
+            best = model_best(SCAN, below, shape)
+            first = next(iter(best))
+            ref.append((SCAN, below, first, [shape], {k: x for k, x in best.items() if k != first}, (best[first],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "s1":
+        room_device_check.fits = lambda *args, **kwargs: True
+        return S1_NEW, s1_reference()
+    if name == "w2":
+        room_device_check.fits = lambda *args, **kwargs: True
+        import kernelstrain.gpucheck as gpucheck
+        gpucheck.CASE_TIMEOUT_S = W2_CASE_S
+        return W2_NEW, w2_reference()
+    if name == "w1":
+        room_device_check.fits = lambda *args, **kwargs: True     # the 1 x 1 shape's 51 MB input: microseconds
+        return W1_NEW, w1_reference()
     if name == "g2":
         room_device_check.fits = lambda *args, **kwargs: True
         return G2_NEW, g2_reference()

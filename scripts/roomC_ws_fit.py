@@ -1,5 +1,7 @@
-"""grouped_gemm_cuda's rungs as the H100 ran them (roomC's plans g1 / g2: measurements/h100_roomC_ws.json, h100_roomC_ws_j2.json) beside the
-model: per row measured / modelled, per shape the order of every pair more than 5% apart on the device.
+"""Device rows of roomC's plans beside the model: per row measured / modelled, per rung the geomean, per shape the
+order of every pair more than 5% apart on the device. Default: grouped_gemm_cuda's g1 / g2
+(measurements/h100_roomC_ws.json, h100_roomC_ws_j2.json); any other knob_device.json files given (w1: conv2d_nhwc_cuda's
+wgmma_ws, s1: selective_scan_cuda's state_group_scan).
 
     python3 scripts/roomC_ws_fit.py [FILE ...]
 """
@@ -33,9 +35,7 @@ def modelled_ms(r: dict) -> float:
     from kernelstrain.sim import simulate
     from kernelstrain.tasks import make_task
     m = REGISTRY[r["module"]]
-    v = m.variant(r["variant"]) if r["variant"] in [x.tag for x in m.variants] else \
-        __import__("kernelstrain.ops.moe.grouped_gemm_cuda", fromlist=["WGMMA_WS"]).WGMMA_WS
-    return simulate(m, v, r["params"], make_task(m, "H100", r["dtype"], r["shape"])).time_ms
+    return simulate(m, m.variant(r["variant"]), r["params"], make_task(m, "H100", r["dtype"], r["shape"])).time_ms
 
 
 def pairs(rows: list, gap: float = 1.05) -> tuple:
@@ -62,9 +62,9 @@ def main(argv: list) -> int:
     for r in rows:
         print(f"{json.dumps(r['shape'], sort_keys=True):60s} {r['variant']:18s} {json.dumps(r['params'], sort_keys=True):58s} "
               f"measured {r['time_ms'] * 1e3:8.1f} us  model {r['sim'] * 1e3:8.1f}  model/measured {r['sim'] / r['time_ms']:.2f}")
-    ratios = [r["sim"] / r["time_ms"] for r in rows if r["variant"] == "wgmma_ws"]
-    if ratios:
-        print(f"wgmma_ws rows {len(ratios)}: model/measured geomean "
+    for rung in sorted({(r["module"], r["variant"]) for r in rows}):
+        ratios = [r["sim"] / r["time_ms"] for r in rows if (r["module"], r["variant"]) == rung]
+        print(f"{rung[0]} {rung[1]} rows {len(ratios)}: model/measured geomean "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, range {min(ratios):.2f}-{max(ratios):.2f}")
     agree, total = pairs(rows)
     print(f"pairs > 5% apart ordered as the device: {agree} / {total}")

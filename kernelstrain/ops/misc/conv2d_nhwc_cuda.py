@@ -4,11 +4,16 @@ Ladder: direct convolution, a thread per output element with scalar loads -> dir
 16-byte uint4 loads of 8 channels of input and filter -> implicit GEMM with shared-memory tiles
 (BM pixels x BN filters x BK channels) and a register-blocked fp32 micro-tile -> tensor-core
 implicit GEMM (ldmatrix + mma.sync m16n8k16, im2col tiles gathered in 16-byte chunks) -> the
-same with a STAGES-deep cp.async pipeline in dynamic shared memory.
+same with a STAGES-deep cp.async pipeline in dynamic shared memory -> (sm_90a) the warp-specialized
+wgmma implicit GEMM: a producer warpgroup gathers the im2col tile with cp.async into the 128-byte
+swizzle and TMA-loads the weight tile, consumer warpgroups run wgmma on an mbarrier ring.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..dialect import prelude
 from ..ktile import BARRIER_STALL, trip_scale
+from ..matmul._gemm_wgmma import TMA_INCLUDES
 from ._conv_tc import ARGS, KSLICE, conv_mma_kernel
+from ._conv_ws import WS_CEILING, wgmma_ws_launch, wgmma_ws_src
 from .conv2d_nhwc_spec import ENTRY, Conv2dNhwcSpec, gemm_dims
 
 KERNEL = f"""extern "C" __global__ void __launch_bounds__(THREADS) conv2d_nhwc_kernel({ARGS})"""
@@ -202,6 +207,22 @@ def cp_async_pipeline_src(p, task, kt_end="KT", init="0.f"):
 TILE = (Param("BM", (32, 64, 128), 128), Param("BN", (32, 64, 128), 64), KSLICE)
 TC = frozenset({"mma", "ldmatrix"})
 
+# The sm_90a warp-specialized implicit GEMM (ops/misc/_conv_ws.py): grouped_gemm_cuda's device-checked wgmma_ws
+# mainloop with the im2col gather for its A tile. On the menus since roomC j3 (plan w2 of scripts/roomC_device.py, H100,
+# measurements/h100_roomC_w2.json): 21 runs at all six menu shapes, bf16 and fp16, BM 64 / 128, BN 64-256 (BN 128 over
+# K = 64 filters too), 3-6 stages, all correct (rel_l2 ~1e-4), its 4 bug runs failing; its best beside
+# cp_async_pipeline's model-best configuration: N=16 C=256 14x14 23.9 vs 47.1 us, N=8 C=128 28x28 15.3 vs 26.7, N=8
+# C=64 56x56 19.9 vs 24.8, N=1 C=64 6.9 vs 11.3, 1x1 C=256 11.5 vs 20.1, stride 2 11.5 vs 26.4: 1.25-2.3x.
+WGMMA_WS = Rung("wgmma_ws", "sm_90a warp-specialized implicit GEMM: a producer warpgroup gathers the im2col tile "
+                "with cp.async into the 128-byte swizzle and TMA-loads the filter tile; consumer warpgroups run wgmma "
+                "on an mbarrier ring",
+                (Param("BM", (64, 128), 128), Param("BN", (64, 128, 256), 64), Param("STAGES", (3, 4, 5, 6), 4)),
+                needs=TC | {"cp_async", "wgmma", "tma"}, path="fp16", compute_eff=0.7 * WS_CEILING,
+                memory_eff=0.85 * WS_CEILING,
+                smem="dynamic", launch=wgmma_ws_launch(lambda task, bm, bn: conv_traffic(task, bm, bn)),
+                render=wgmma_ws_src,
+                bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"trips": "k_tiles - 1"}})
+
 
 class Conv2dNhwcCuda(Conv2dNhwcSpec):
     impl = "cuda"
@@ -226,4 +247,8 @@ class Conv2dNhwcCuda(Conv2dNhwcSpec):
              (*TILE, Param("stages", (2, 3, 4), 3)), needs=TC | {"cp_async"}, path="fp16", compute_eff=0.7,
              memory_eff=0.85, smem="dynamic", launch=tc_launch(True), render=cp_async_pipeline_src,
              bugs={"wrong_init": {"init": "1.f"}, "off_by_one": {"kt_end": "KT - 1"}}),
+        WGMMA_WS,
     )
+
+    def assemble(self, body, variant, params, task):
+        return f"{prelude(task, TMA_INCLUDES if 'tma' in variant.needs else ())}\n{body}"

@@ -6,11 +6,14 @@ The recurrence is a scan with the associative operator (a1, b1) o (a2, b2) = (a1
 Ladder: one thread walks a whole channel sequentially -> block per channel, Hillis-Steele scan of
 (a, b) pairs in shared memory per state -> items per thread scanned in registers + warp-shuffle
 scan + cross-warp prefix (Mamba's structure) -> 16-byte vector loads/stores and exp2f ->
-B/C chunk staged once in (dynamic) shared memory for ROWS channels of the block.
+B/C chunk staged once in (dynamic) shared memory for ROWS channels of the block; beside those two,
+SG states scanned in one pass (their loads, combine and shuffle chains interleaved, one barrier
+pair a group: _scan_groups.py).
 """
 from dataclasses import replace
 
-from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv, unchecked
+from . import _scan_groups as groups
 from ._scan_cuda import BAD_FIRST, NO_DT, register_scan
 from .selective_scan_spec import SelectiveScanSpec
 
@@ -193,6 +196,10 @@ def smem_bc_multi_channel_src(p, task, **slots):
                    f"B * D / {p['rows']}", f"{p['threads'] * p['rows']}", smem)
 
 
+def state_group_scan_src(p, task, **slots):
+    return program(p, task, groups.group_scan(p, task, ARGS, **slots), "B * D", str(p["threads"]))
+
+
 WRONG_INIT = {"x0": "1.f"}
 
 
@@ -203,6 +210,22 @@ def several_warps(task, params) -> bool:
 
 
 SEVERAL_WARPS = (("bad_combine_index", several_warps),)
+
+
+# A NEW rung (ops/ssm/_scan_groups.py), OFF the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1 offers it): the H100 ran it
+# correct and it never won. roomC j2 (plan s1 of scripts/roomC_device.py, measurements/h100_roomC_s1.json): every value
+# correct, every bug failing, and slower than vectorized_regs / smem_bc_multi_channel at the model's best at each shape:
+# B=1 L=2048 D=1536 SG 2 / 4 at 128 threads 84.8 / 104.3 us (64 / 256 threads 104.3 / 116.2) vs 71.3 and 86.6; B=2
+# L=4096 D=2048 446.8 / 538.8 (64 / 256: 456.0 / 611.1) vs 376.5 and 360.1; B=16 L=256 761.3 / 958.3 vs 297.3 and
+# 181.3. The group's 145-200 registers (ptxas) cost more resident warps than its interleaved chains and shared
+# barriers win back: a rung that never wins is not room.
+STATE_GROUP_SCAN = Rung(
+    "state_group_scan", "vectorized_regs's uint4 register scan with SG states a pass: their B/C loads, combine and "
+    "shuffle chains interleaved, one barrier pair a group",
+    (THREADS, Param("SG", (2, 4), 2)), compute_eff=0.4, memory_eff=0.85,
+    smem="static", launch=groups.group_launch(vectorized_launch), render=state_group_scan_src,
+    bugs={"bad_combine_index": {"first": groups.BAD_FIRST}, "missing_scale": {"bterm": groups.NO_DT},
+          "wrong_init": WRONG_INIT}, bug_tasks=SEVERAL_WARPS)
 
 
 class SelectiveScanCuda(SelectiveScanSpec):
@@ -231,4 +254,5 @@ class SelectiveScanCuda(SelectiveScanSpec):
              (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
              memory_eff=0.9, smem="dynamic", launch=register_launch, render=smem_bc_multi_channel_src,
              bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}, bug_tasks=SEVERAL_WARPS),
+        *unchecked(STATE_GROUP_SCAN),
     )
