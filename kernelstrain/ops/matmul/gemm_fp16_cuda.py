@@ -292,8 +292,8 @@ class GemmFp16Cuda(GemmFp16Spec):
               Param("SPLITS", (2, 4, 8), 4)),
              needs=frozenset({"wgmma", "tma", "inline_ptx"}), path="fp16", compute_eff=0.77, memory_eff=0.88,
              smem="dynamic", launch=split_launch(tc_launch("fp16", 2, 2, wgmma=True), "partials", bk=64, reduce_later=True),
-             render=wgmma_split_k_src, fit_as="wgmma_tma", faults=("missing_barrier",),
-             bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}, "missing_barrier": {"wait_full": False}}),
+             render=wgmma_split_k_src, fit_as="wgmma_tma", bugs={"bad_combine_index": {"combine_end": "SPLITS - 1"}}),
+        # (no missing_barrier: the H100 never finished its render, labels n1 / n8, where wgmma_tma's crashes at once)
     )
 
     def assemble(self, body, variant, params, task):
