@@ -181,6 +181,9 @@ S2_REF = [
     ("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN[:1], SCAN_BEST, (2, 4, 8, 16)),
     ("selective_scan_triton", "split_l_state_outer", "SPLITS", SCAN[1:2], SCAN_BEST, (4,)),
 ]
+# s2 ran 14:44 UTC (H100, 7 cases, 0 problems, 50 s): the split 1.39-1.52x slower than state_outer_scan at B=1 (118.2-128.8
+# us against 84.8), 1.66x at B=2 (283.9 / 171.3), as modelled: off the menus, device-checked
+# (measurements/h100_roomT_scan.json; selective_scan_triton.py says why)
 PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
          "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF),
          "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF)}

@@ -25,6 +25,12 @@ value of the rung, and fp8_native_cast, land at rel_l2 5.5e-2 of the reference),
 2026-12-07 (c, tenth session): gemm_fp4_triton split_k_dot_scaled (new rung): full, short and empty splits, masked rows
 and a ragged row tile, and the probes past its lists' ends (BLOCK_N 256, BLOCK_M 128, 2 warps); its bugs fail
 (bad_combine_index only where the last split has K tiles). The H100 ran it correct with its bugs failing (roomT/j1-j2).
+2026-12-07 (d, eleventh session): selective_scan_triton split_l_state_outer (new rung): 6 shapes (spans full, short,
+empty; a ragged channel block; one chunk only), 0 problems with its four bugs failing where offered (the end state read
+early passed at L 256 in a 512-step chunk, rel_l2 7.9e-7: bad_combine_index is now offered only where a next chunk reads
+it, _scan_triton.chunks_chained, and for state_outer_scan too). The H100 ran it correct with its bugs failing (roomT/j1).
+The rung is not in the registry's menus without its device check's environment until then: run with
+KERNELSTRAIN_DEVICE_UNCHECKED=1 on a tree before roomT's j2 commit.
 Not here: rmsnorm_triton persistent's 16 programs an SM cannot run under Triton
 3.9's interpreter at any value of the rung (its `mask & (pid < T)` is typed int32 and refused by the numpy load; its
 `range(pid, T, step)` row is a Python int without .to); the H100 ran it correct (roomT/j3).

@@ -5,8 +5,10 @@ Ladder: program per (batch, BLOCK_D channels) stepping through time one step per
 chunks of CHUNK steps loaded as [BLOCK_D, CHUNK] tiles, the recurrence done by
 tl.associative_scan over (a, b) pairs with a carried state -> exp2 with log2(e) folded into A and
 a fused epilogue -> split-L state passing: chunk-state kernel, a sequential state-passing kernel
-over chunks, and a chunk-output kernel (parallel over L for small batch x channels) -> the N states in
-turn inside each chunk, as Mamba's CUDA forward orders them (_scan_state_outer.py).
+over chunks, and a chunk-output kernel (parallel over L for small batch x channels) -> (off the menus: it lost on the
+H100) the next rung's order over spans of L
+(_scan_split_outer.py: span end states, then each span from the ones before it) -> the N states in turn inside each
+chunk, as Mamba's CUDA forward orders them (_scan_state_outer.py).
 """
 import textwrap
 
@@ -211,17 +213,23 @@ class SelectiveScanTriton(SelectiveScanSpec):
         Rung("split_l_state_passing", "3 kernels: per-chunk states, sequential state passing, chunk outputs",
              (BD, CH, WARPS), compute_eff=0.36, memory_eff=0.86, launch=chunk_launch(0.6, launches=3),
              render=split_l_state_passing_src, bugs={"bad_combine_index": BAD_LAST, "off_by_one": {"chunks": "NC - 1"}}),
-        Rung("state_outer_scan", "per chunk the N states in turn: [BLOCK_D, CHUNK] scans, y summed in registers",
-             (BD,) + OUTER, compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
-             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}},
-             bug_tasks=(("bad_combine_index", chunks_chained),)),
-        # off the menus until a device times it (roomT/j1): correct under TRITON_INTERPRET=1 (scripts/roomT_interpret.py)
+        # OFF the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1 reaches it): device-checked, and it loses. The H100 ran it
+        # correct with its bugs failing (roomT/j1) and 1.4-1.5x slower than state_outer_scan at B=1 (118.2-128.8 us at
+        # 2-16 spans against 84.8) and 1.66x at B=2 D=2048 (283.9 / 171.3), as modelled (150-193 / 97.0, 393.5 / 252.4):
+        # BLOCK_D 2 / CHUNK 256 / 1 warp builds at 255 registers, so an SM holds 8 one-warp programs, which the B=1
+        # grid (768) nearly fills already, and the spans add a second pass (measurements/h100_roomT_scan.json). On the
+        # menus below state_outer_scan it intercepted climbers: room_table --seed 8282 --per 8, three of eight sessions
+        # ended further from the oracle (1.006 -> 1.283, 1.000 -> 1.256, 1.975 -> 2.035), none nearer
         *unchecked(Rung("split_l_state_outer", "the state-outer scan over SPLITS spans of L: span end states, then each span "
              "again from the spans before it folded in", (BD,) + OUTER + (SPLITS,), compute_eff=0.36, memory_eff=0.84,
              launch=split_l_state_outer_launch, render=split_l_state_outer_src, fit_as="state_outer_scan",
              bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"},
                    "off_by_one": {"fold_end": "s - 1"}},
              bug_tasks=(("off_by_one", spans_busy), ("bad_combine_index", chunks_chained)))),
+        Rung("state_outer_scan", "per chunk the N states in turn: [BLOCK_D, CHUNK] scans, y summed in registers",
+             (BD,) + OUTER, compute_eff=0.36, memory_eff=0.84, launch=state_outer_launch, render=state_outer_src,
+             bugs={"bad_combine_index": BAD_LAST, "wrong_init": WRONG_INIT, "missing_scale": {"bterm": "ut * bt[None, :]"}},
+             bug_tasks=(("bad_combine_index", chunks_chained),)),
     )
 
     def triton_kernels(self, variant, params, task) -> list:
