@@ -114,6 +114,7 @@ def rooms_ahead(profile: Profile, workers: int) -> None:
     or for a profile without min_room; the answers are has_room's own (pure), so the plan is the same."""
     if workers <= 1 or profile.fused is not None or not profile.min_room:
         return
+    from .engine import baseline_key, keep_baseline
     from .pools import fork_pool, result, running, submitted
     caps, bar = (profile.search.baseline_cap, profile.search.eager_cap), profile.min_room
     _AHEAD[:] = [(t, caps, bar) for t in _menu_tasks(profile) if (t.key, caps, bar) not in _ROOM]
@@ -122,15 +123,24 @@ def rooms_ahead(profile: Profile, workers: int) -> None:
             if pool is None:
                 return
             found = submitted(pool.map_async, _room_at, range(len(_AHEAD)), chunksize=max(1, len(_AHEAD) // (32 * workers)))
-            for (t, caps, bar), answer in zip(_AHEAD, result(found)):
+            for (t, caps, bar), (answer, start) in zip(_AHEAD, result(found)):
                 _ROOM[(t.key, caps, bar)] = answer
+                # the baseline each answer found, kept here too: the episodes' workers, forked from this process
+                # after the plan, ask it again of every training task (engine.baseline_rung)
+                module = REGISTRY[t.module]
+                keep_baseline(baseline_key(module, t, *caps), module, t, module.variant(start))
     finally:
         _AHEAD.clear()
 
 
-def _room_at(i: int) -> tuple[bool, float]:
-    """_has_room of rooms_ahead's i-th ask (in a forked worker: _AHEAD is the parent's list)."""
-    return _has_room(*_AHEAD[i])
+def _room_at(i: int) -> tuple[tuple[bool, float], str]:
+    """_has_room of rooms_ahead's i-th ask and the tag of the task's baseline rung, which it found (in a
+    forked worker: _AHEAD is the parent's list)."""
+    from .engine import baseline_rung
+    from .profiles import Search
+    task, caps, bar = _AHEAD[i]
+    answer = _has_room(task, caps, bar)
+    return answer, baseline_rung(REGISTRY[task.module], task, Search(baseline_cap=caps[0], eager_cap=caps[1])).tag
 
 
 def _has_room(task: Task, caps: tuple, bar: float) -> tuple[bool, float]:

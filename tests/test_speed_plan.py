@@ -74,3 +74,22 @@ def test_has_room_walks_the_grid_as_it_did():
             assert P.has_room(m, t, search, bar) == _has_room_plain(m, t, search, bar), (t.key, bar)
             walked += 1
     assert walked > 60
+
+
+def test_rooms_ahead_keeps_each_tasks_baseline_for_the_episodes():
+    """rooms_ahead's workers find each menu task's baseline rung (has_room asks it): the parent keeps it
+    (engine._BASELINES), the plain answer of every task, so the episodes' workers forked after the plan
+    ask the simulator nothing for it."""
+    from kernelstrain import engine
+    base = load_profile("kernelinfer")
+    profile = replace(base, modules=base.modules[:3], combos=20)
+    tasks = P._menu_tasks(profile)
+    P._ROOM.clear()
+    engine._BASELINES.clear()
+    P.rooms_ahead(profile, 2)
+    assert len(engine._BASELINES) == len(tasks) > 10
+    search = profile.search
+    for t in tasks:
+        m = REGISTRY[t.module]
+        key = engine.baseline_key(m, t, search.baseline_cap, search.eager_cap)
+        assert engine._BASELINES[key][2] == engine._baseline_rung(m, t, search)
