@@ -208,6 +208,8 @@ def store_rooms(tasks: list[Task], caps: tuple, bar: float) -> None:
     from .engine import baseline_rung
     from .profiles import Search
     from . import solution_store
+    if solution_store.store_dir() is None:
+        return
     search = Search(baseline_cap=caps[0], eager_cap=caps[1])
     answers = {t.key: [*_ROOM[(t.key, caps, bar)], baseline_rung(REGISTRY[t.module], t, search).tag] for t in tasks}
     solution_store.put(_rooms_key(tasks, caps, bar), json.dumps(answers))
