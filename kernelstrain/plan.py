@@ -5,6 +5,8 @@ Every random draw comes from random.Random seeded through sha256 — never hash(
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -114,23 +116,35 @@ def rooms_ahead(profile: Profile, workers: int) -> None:
     or for a profile without min_room; the answers are has_room's own (pure), so the plan is the same."""
     if workers <= 1 or profile.fused is not None or not profile.min_room:
         return
+    from .engine import baseline_key, keep_baseline
     from .pools import fork_pool, result, running, submitted
     caps, bar = (profile.search.baseline_cap, profile.search.eager_cap), profile.min_room
-    _AHEAD[:] = [(t, caps, bar) for t in _menu_tasks(profile) if (t.key, caps, bar) not in _ROOM]
+    tasks = _menu_tasks(profile)
+    stored_rooms(tasks, caps, bar)
+    _AHEAD[:] = [(t, caps, bar) for t in tasks if (t.key, caps, bar) not in _ROOM]
     try:
         with running(lambda: fork_pool(workers) if len(_AHEAD) > 1 else None) as pool:
             if pool is None:
                 return
             found = submitted(pool.map_async, _room_at, range(len(_AHEAD)), chunksize=max(1, len(_AHEAD) // (32 * workers)))
-            for (t, caps, bar), answer in zip(_AHEAD, result(found)):
+            for (t, caps, bar), (answer, start) in zip(_AHEAD, result(found)):
                 _ROOM[(t.key, caps, bar)] = answer
+                # the baseline each answer found, kept here too: the episodes' workers, forked from this process
+                # after the plan, ask it again of every training task (engine.baseline_rung)
+                module = REGISTRY[t.module]
+                keep_baseline(baseline_key(module, t, *caps), module, t, module.variant(start))
     finally:
         _AHEAD.clear()
 
 
-def _room_at(i: int) -> tuple[bool, float]:
-    """_has_room of rooms_ahead's i-th ask (in a forked worker: _AHEAD is the parent's list)."""
-    return _has_room(*_AHEAD[i])
+def _room_at(i: int) -> tuple[tuple[bool, float], str]:
+    """_has_room of rooms_ahead's i-th ask and the tag of the task's baseline rung, which it found (in a
+    forked worker: _AHEAD is the parent's list)."""
+    from .engine import baseline_rung
+    from .profiles import Search
+    task, caps, bar = _AHEAD[i]
+    answer = _has_room(task, caps, bar)
+    return answer, baseline_rung(REGISTRY[task.module], task, Search(baseline_cap=caps[0], eager_cap=caps[1])).tag
 
 
 def _has_room(task: Task, caps: tuple, bar: float) -> tuple[bool, float]:
@@ -149,13 +163,56 @@ def with_room(tasks: list[Task], profile: Profile) -> list[Task]:
     card keeps "non-trivial" tasks). Shapes are dropped, never a module: where none of a (module,
     GPU) pair's tasks has that room, its roomiest (by has_room's lower bound) stays."""
     caps = (profile.search.baseline_cap, profile.search.eager_cap)
+    stored = stored_rooms(tasks, caps, profile.min_room)
     judged = {t.key: _has_room(t, caps, profile.min_room) for t in tasks}
+    if not stored:
+        store_rooms(tasks, caps, profile.min_room)
     roomiest = {}
     for t in tasks:
         pair = (t.module, t.gpu.name)
         if pair not in roomiest or judged[t.key][1] > judged[roomiest[pair].key][1]:
             roomiest[pair] = t
     return [t for t in tasks if judged[t.key][0] or roomiest[(t.module, t.gpu.name)] is t]
+
+
+def _rooms_key(tasks: list[Task], caps: tuple, bar: float) -> tuple:
+    """The solution store's key of a menu's room answers: its task keys (a digest of them, in order), caps and bar."""
+    menu = hashlib.sha256("\n".join(t.key for t in tasks).encode()).hexdigest()
+    return "rooms", menu, caps[0], caps[1], bar
+
+
+def stored_rooms(tasks: list[Task], caps: tuple, bar: float) -> bool:
+    """has_room's answers for every task of a menu (and each task's baseline rung, engine.baseline_rung), read from
+    the solution store into _ROOM (and the engine's baselines) where an earlier run of this package stored them
+    (store_rooms); True when it had them. They are pure functions of the task, the caps, the bar and the package's
+    code and data, which the store's folder is named by (solution_store): kernelinfer's plan asks ~4,000 tasks, ~2.6 s
+    of a 100-session run's ~11 s (23%), the same for every seed."""
+    from .engine import baseline_key, keep_baseline
+    from . import solution_store
+    text = solution_store.get(_rooms_key(tasks, caps, bar))
+    if text is None:
+        return False
+    answers = json.loads(text)
+    if set(answers) != {t.key for t in tasks}:
+        return False
+    for t in tasks:
+        ok, low, start = answers[t.key]
+        module = REGISTRY[t.module]
+        _ROOM[(t.key, caps, bar)] = (ok, low)
+        keep_baseline(baseline_key(module, t, *caps), module, t, module.variant(start))
+    return True
+
+
+def store_rooms(tasks: list[Task], caps: tuple, bar: float) -> None:
+    """Store the menu's room answers (_ROOM, all asked) and baselines for the next run (stored_rooms)."""
+    from .engine import baseline_rung
+    from .profiles import Search
+    from . import solution_store
+    if solution_store.store_dir() is None:
+        return
+    search = Search(baseline_cap=caps[0], eager_cap=caps[1])
+    answers = {t.key: [*_ROOM[(t.key, caps, bar)], baseline_rung(REGISTRY[t.module], t, search).tag] for t in tasks}
+    solution_store.put(_rooms_key(tasks, caps, bar), json.dumps(answers))
 
 
 def floor_launches(module: OpModule, task: Task) -> float:

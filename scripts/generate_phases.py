@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SPENT: dict = {}
+SPAN: dict = {}         # phase -> [wall seconds from the run's start of its first call's start, of its last call's end]
 _STACK: list = []
+_START = [0.0]          # the run's wall-clock start (time.perf_counter)
 
 
 def timed(phase: str, fn):
@@ -39,9 +41,11 @@ def timed(phase: str, fn):
     def wrapper(*args, **kwargs):
         _STACK.append(0.0)
         t = time.process_time()
+        SPAN.setdefault(phase, [time.perf_counter() - _START[0], 0.0])
         try:
             return fn(*args, **kwargs)
         finally:
+            SPAN[phase][1] = time.perf_counter() - _START[0]
             took = time.process_time() - t
             inner = _STACK.pop()
             SPENT[phase] = SPENT.get(phase, 0.0) + took - inner
@@ -58,6 +62,8 @@ def instrument(workers: int = 1) -> None:
     from kernelstrain import contamination, engine, episodes, generation, layouts, sessions, writers
     if workers <= 1:        # with a pool it runs there, and the pool pickles it by name
         patch(contamination, "_solution", "held-out solutions' search")
+    patch(generation, "rooms_ahead", "plan: room checks ahead")
+    patch(generation, "make_plan", "plan")
     patch(generation, "held_out_lines", "held-out rows")
     patch(generation, "boilerplate", "boilerplate")
     patch(generation, "contamination_scan", "contamination set-up")
@@ -81,11 +87,14 @@ def instrument(workers: int = 1) -> None:
 
 def report(title: str, total: float, wall: float, width: int = 32) -> None:
     """Print the run's CPU and wall seconds, then each phase's CPU seconds and share, largest first
-    (what no phase counted is `other`)."""
+    (what no phase counted is `other`), and the wall-clock span from its first call's start to its last
+    call's end (seconds from the run's start: with a pool, what the parent does before, beside and after it)."""
     SPENT["other"] = total - sum(SPENT.values())
     print(f"{title}: {total:.2f} s CPU ({wall:.1f} s wall)")
     for phase, s in sorted(SPENT.items(), key=lambda kv: -kv[1]):
-        print(f"  {phase:{width}} {s:7.2f} s  {100 * s / total:5.1f}%")
+        span = SPAN.get(phase)
+        when = f"   wall {span[0]:6.2f}-{span[1]:6.2f} s" if span else ""
+        print(f"  {phase:{width}} {s:7.2f} s  {100 * s / total:5.1f}%{when}")
 
 
 def main() -> int:
@@ -103,7 +112,7 @@ def main() -> int:
     from kernelstrain.profiles import load_profile
     with tempfile.TemporaryDirectory(prefix="phases-") as tmp:
         t = time.process_time()
-        wall = time.perf_counter()
+        wall = _START[0] = time.perf_counter()
         generate(load_profile(a.config), a.seed, Path(tmp) / "out", a.episodes, a.workers, progress=False)
         total, wall = time.process_time() - t, time.perf_counter() - wall
     who = "1 worker" if a.workers <= 1 else f"{a.workers} workers, the parent process alone"

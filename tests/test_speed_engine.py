@@ -255,3 +255,58 @@ def test_plain_launch_is_launch_and_keeps_nothing():
     for m, v, params, task in sample[:50]:
         knobs.plain_launch(m, v, params, task)
     assert knobs.launch.cache_len() == knobs.module_launch.cache_len() == 0
+
+
+def test_baseline_rung_is_kept_per_task_and_caps_and_is_the_plain_answer(monkeypatch):
+    """engine.baseline_rung keeps each (module, task, caps)'s answer: the plain one (_baseline_rung) for every
+    module's first menu task on each GPU at three pairs of caps, the caps apart (a key without them would hand
+    a (0, 0) baseline to a capped ask), and a second ask computes nothing."""
+    from kernelstrain import engine
+    from kernelstrain.profiles import Search
+    engine._BASELINES.clear()
+    tasks = {(m.name, t.gpu.name): (m, t) for m, _, _, t in registry_sample()}
+    searches = [Search(baseline_cap=0.0, eager_cap=0.0), Search(baseline_cap=4.0, eager_cap=0.0),
+                Search(baseline_cap=4.0, eager_cap=1.5)]
+    plain = {(k, i): engine._baseline_rung(m, t, s) for k, (m, t) in tasks.items() for i, s in enumerate(searches)}
+    assert len({v.tag for v in plain.values()}) > 20 and any(
+        plain[k, 0] != plain[k, 1] for k in tasks), "the caps move some baselines (else this test shows nothing)"
+    for (k, i), want in plain.items():
+        m, t = tasks[k]
+        assert engine.baseline_rung(m, t, searches[i]) is want
+    monkeypatch.setattr(engine, "_baseline_rung", lambda *a: (_ for _ in ()).throw(AssertionError("asked again")))
+    for (k, i), want in plain.items():
+        m, t = tasks[k]
+        assert engine.baseline_rung(m, t, replace(searches[i], patience_min=3)) is want   # other fields: same key
+
+
+def test_masked_calls_by_kernel_text_are_the_whole_codes():
+    """slips.triton_more.masked_calls reads each launched kernel alone (its sites kept by the kernel's text):
+    the same (line, column, def line) as the whole code's tree gives, for both builtins, over every Triton
+    rung's renders (clean, and with its first bug) at three configs on two GPUs, many sharing a kernel text; a
+    kernel that does not parse alone (a line at column 0 inside it) is read from the whole code's tree."""
+    from kernelstrain.gpus import get_gpu
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.slips import triton_more as T
+    from kernelstrain.tasks import make_task, param_grid
+    T._kernel_masked.cache_clear()
+    found = 0
+    sample = [(m, v, params, make_task(m, gpu, m.dtypes[0], m.shapes[0])) for m in REGISTRY.values()
+              if m.impl == "triton" for gpu in ("H100", "MI300X") if m.supports(get_gpu(gpu), m.dtypes[0])
+              for v in m.variants for _, params in zip(range(3), param_grid(v))]
+    assert len({m.name for m, *_ in sample}) > 20
+    for m, v, params, task in sample:
+        for bug in (None, *v.bugs_for(task.dtype, params)[:1]):
+            code = m.render(v, params, task, bug)
+            for builtin in ("load", "store"):
+                want = T.masked_calls_whole(code, builtin)
+                T.masked_calls.cache_clear()
+                assert T.masked_calls(code, builtin) == want, (m.name, v.tag, bug, builtin)
+                found += len(want)
+    assert found > 300 and T._kernel_masked.cache_info().hits > 300
+    src = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr, D, BLOCK: tl.constexpr):\n"
+           "    c = tl.arange(0, BLOCK)\n    s = '''\nx'''\n    v = tl.load(x_ptr + c, mask=c < D, other=0.0)\n"
+           "    tl.store(x_ptr + c, v, mask=c < D)\n\n\ndef f(x):\n    k[(1,)](x, x.numel(), BLOCK=64)\n")
+    assert T._kernel_masked("\n".join(src.split("\n")[5:8]), 1, "load") is None     # the string cut: no parse
+    for builtin in ("load", "store"):
+        T.masked_calls.cache_clear()
+        assert T.masked_calls(src, builtin) == T.masked_calls_whole(src, builtin)

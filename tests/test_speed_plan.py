@@ -74,3 +74,52 @@ def test_has_room_walks_the_grid_as_it_did():
             assert P.has_room(m, t, search, bar) == _has_room_plain(m, t, search, bar), (t.key, bar)
             walked += 1
     assert walked > 60
+
+
+def test_rooms_ahead_keeps_each_tasks_baseline_for_the_episodes():
+    """rooms_ahead's workers find each menu task's baseline rung (has_room asks it): the parent keeps it
+    (engine._BASELINES), the plain answer of every task, so the episodes' workers forked after the plan
+    ask the simulator nothing for it."""
+    from kernelstrain import engine
+    base = load_profile("kernelinfer")
+    profile = replace(base, modules=base.modules[:3], combos=20)
+    tasks = P._menu_tasks(profile)
+    P._ROOM.clear()
+    engine._BASELINES.clear()
+    P.rooms_ahead(profile, 2)
+    assert len(engine._BASELINES) == len(tasks) > 10
+    search = profile.search
+    for t in tasks:
+        m = REGISTRY[t.module]
+        key = engine.baseline_key(m, t, search.baseline_cap, search.eager_cap)
+        assert engine._BASELINES[key][2] == engine._baseline_rung(m, t, search)
+
+
+def test_room_answers_are_stored_and_read_back_for_the_same_menu(monkeypatch, tmp_path):
+    """make_plan stores its menu's room answers and baselines in the solution store (plan.store_rooms); a later
+    plan of the same menu reads them (has_room asked nothing) and is the same plan, its baselines the plain ones;
+    another menu is not answered from them, and rooms_ahead then needs no pool."""
+    from kernelstrain import engine
+    monkeypatch.setenv("KERNELSTRAIN_SOLUTIONS", str(tmp_path / "store"))
+    base = load_profile("kernelinfer")
+    profile = replace(base, modules=base.modules[:3], combos=20)
+    P._ROOM.clear()
+    first = P.make_plan(profile, 0)
+    tasks = P._menu_tasks(profile)
+    caps, bar = (profile.search.baseline_cap, profile.search.eager_cap), profile.min_room
+    answers = {t.key: P._ROOM[(t.key, caps, bar)] for t in tasks}
+    P._ROOM.clear()
+    engine._BASELINES.clear()
+    monkeypatch.setattr(P, "has_room", lambda *a: (_ for _ in ()).throw(AssertionError("asked again")))
+    again = P.make_plan(profile, 0)
+    assert (again.train, again.order, again.splits) == (first.train, first.order, first.splits)
+    assert {t.key: P._ROOM[(t.key, caps, bar)] for t in tasks} == answers
+    search = profile.search
+    for t in tasks:
+        m = REGISTRY[t.module]
+        assert engine._BASELINES[engine.baseline_key(m, t, *caps)][2] == engine._baseline_rung(m, t, search)
+    P._ROOM.clear()
+    P.rooms_ahead(profile, 2)            # all stored: no task left to ask (has_room would raise)
+    assert len(P._ROOM) == len(tasks)
+    other = replace(base, modules=base.modules[3:5], combos=20)
+    assert not P.stored_rooms(P._menu_tasks(other), caps, bar)

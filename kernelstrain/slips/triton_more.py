@@ -34,7 +34,36 @@ from .triton_slips import _always_runs, _kernels, compilation_error, parsed
 def masked_calls(code: str, builtin: str) -> list:
     """(line, column, def line) of each one-line `tl.<builtin>(...)` call with a `mask=`
     keyword (for a load: and an `other=` one) in a launched kernel, on a line that always
-    compiles, in source order."""
+    compiles, in source order. Each launched kernel's function is read alone and its sites kept
+    by its text (_kernel_masked): a rung's configs, and a module's tasks, render the same kernels
+    around other launch constants (12 Triton rungs sampled: 4-14 distinct codes each, one kernel
+    text), and parsing each new code whole was ~6% of a kernelinfer run. A kernel that does not
+    parse alone is read from the whole code's tree, as every kernel was before (tests/test_speed_engine.py
+    compares the two over the registry's renders); the codes asked are rendered candidates, which parse."""
+    lines = code.split("\n")
+    out = []
+    for d, _, body, end in _kernels(lines):
+        found = _kernel_masked("\n".join(lines[d:end]), body - d, builtin)
+        if found is None:
+            return masked_calls_whole(code, builtin)
+        out += [(d + j, col, d) for j, col in found]
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=512)    # a run's distinct kernel texts (a rung's, at any config and shape)
+def _kernel_masked(text: str, body: int, builtin: str) -> tuple | None:
+    """masked_calls' (line, column) of one kernel's function `text` (its `def` line first, the body from
+    line `body`), lines counted from the `def`; None where it does not parse alone."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    lines = text.split("\n")
+    return tuple((j, col) for j, col in _masked_nodes(tree, builtin) if body <= j and _always_runs(lines, body, j))
+
+
+def masked_calls_whole(code: str, builtin: str) -> list:
+    """masked_calls read from the whole code's tree (each kernel's sites among every call of the code)."""
     try:
         tree = parsed(code)
     except SyntaxError:
@@ -42,6 +71,16 @@ def masked_calls(code: str, builtin: str) -> list:
     lines = code.split("\n")
     spans = [(d, body, end) for d, _, body, end in _kernels(lines)]
     out = []
+    for j, col in _masked_nodes(tree, builtin):
+        span = next(((d, body) for d, body, end in spans if body <= j < end), None)
+        if span is not None and _always_runs(lines, span[1], j):
+            out.append((j, col, span[0]))
+    return sorted(out)
+
+
+def _masked_nodes(tree, builtin: str):
+    """(line, column) of each one-line `tl.<builtin>(...)` call of `tree` with a `mask=` keyword (a load: and an
+    `other=`; a store: no `other=`), lines from 0."""
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == builtin
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl"
@@ -50,11 +89,7 @@ def masked_calls(code: str, builtin: str) -> list:
         keys = {k.arg for k in node.keywords}
         if "mask" not in keys or "other" in keys and builtin == "store" or builtin == "load" and "other" not in keys:
             continue
-        j = node.lineno - 1
-        span = next(((d, body) for d, body, end in spans if body <= j < end), None)
-        if span is not None and _always_runs(lines, span[1], j):
-            out.append((j, node.col_offset, span[0]))
-    return sorted(out)
+        yield node.lineno - 1, node.col_offset
 
 
 def _site(code: str, site: int, builtin: str):

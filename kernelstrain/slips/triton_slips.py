@@ -188,7 +188,15 @@ def _chain(lines, def_line: int, tree=None) -> tuple[list, dict]:
 
 def _kernels(lines):
     """(def line, signature text, body start, end) of each @triton.jit function the wrapper
-    launches (`name[grid](...)`): an error inside a jit helper is reported at its call site."""
+    launches (`name[grid](...)`): an error inside a jit helper is reported at its call site.
+    Found once for the last few codes (_kernels_of): a slip draw asks it of one code for each
+    Triton kind's sites (masked loads, masked stores, aranges, dots)."""
+    return _kernels_of(tuple(lines))
+
+
+@functools.lru_cache(maxsize=8)
+def _kernels_of(lines: tuple) -> tuple:
+    """_kernels of a code's lines."""
     out = []
     text = "\n".join(lines)
     for i, line in enumerate(lines):
@@ -197,7 +205,7 @@ def _kernels(lines):
             k = next((k for k in range(i, len(lines)) if lines[k].rstrip().endswith(":")), i)
             end = next((e for e in range(k + 1, len(lines)) if lines[e] and not lines[e][0].isspace()), len(lines))
             out.append((i, " ".join(lines[i:k + 1]), k + 1, end))
-    return out
+    return tuple(out)
 
 
 def launched_kernels(lines) -> list:
