@@ -278,14 +278,26 @@ def climbs_against_the_profile(module, task, ep: dict) -> Counter:
     return f
 
 
+def answers_bound(module, task, best_tag: str, best_params: dict, v) -> bool:
+    """A climb onto `v` at the best's carried values answers the bound the best's profile printed
+    (engine.moves_toward: the engineer's own test, Episode.answers)."""
+    from .engine import Candidate, moves_toward
+    from .profiler import bound_of
+    here = Candidate(module.variant(best_tag), best_params or module.variant(best_tag).defaults())
+    return moves_toward(module, task, here, Candidate(v, carry(v, here.params)),
+                        bound_of(module, here.variant, here.params, task))
+
+
 def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
     """(situation, rung climbed to) of each climb of an episode row made while two or more rungs
     were open: the first write of a rung above the best's, and open the untried rungs above the
     best, offered for the dtype and runnable on the GPU, whose simulated time at the parameters a
     climb carries over (tasks.carry) beats the best's recorded time beyond two sigma of the noise; of
     them, where the best launches at most a quarter as many CTAs as SMs, those that launch at least
-    twice its CTAs (the profile's verdict answered), if any. The situation names the module, the rung
-    climbed from and the open rungs."""
+    twice its CTAs (the profile's verdict answered), if any; and of those, the ones that answer the bound the
+    best's profile printed (answers_bound, as Episode.climbable picks), if any: where the printed evidence
+    singles out one rung, climbing to it is the engineer's reason, and no choice is left for variety to judge.
+    The situation names the module, the rung climbed from and the open rungs."""
     pos = {v.tag: i for i, v in enumerate(module.variants)}
     rungs = [v for v in module.variants if v.offered(task.dtype) and not (v.needs - task.gpu.features)]
     best_tag, best_params, best_ms = ep["baseline"]["tag"], as_dict(ep["baseline"].get("params", {})), ep["baseline"]["time_ms"]
@@ -300,6 +312,9 @@ def choice_points(module, task, ep: dict) -> list[tuple[str, str]]:
             ctas = launch(module, module.variant(best_tag), best_params, task).grid
             if 4 * ctas <= task.gpu.sms:
                 open_ = [v for v in open_ if launch(module, v, carry(v, best_params), task).grid >= 2 * ctas] or open_
+            # of them, those answering the bound the best's profile printed (Episode.climbable), where there are any:
+            # a rung the printed evidence singles out is the engineer's reason, not a choice
+            open_ = [v for v in open_ if answers_bound(module, task, best_tag, best_params, v)] or open_
             open_ = [v.tag for v in open_]
             if len(open_) >= 2:
                 out.append((f"{module.name}: from {best_tag}, open {' '.join(open_)}", s["tag"]))

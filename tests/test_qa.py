@@ -106,3 +106,24 @@ def test_converged_far_share_allows_a_batchs_sampling_noise_but_not_a_real_rate(
     assert not far_check(95, 6)["pass"]
     bad = far_check(1000, 40)
     assert not bad["pass"] and bad["value"] == 0.04 and "40/1000" in bad["note"]
+
+
+def test_a_rung_the_printed_bound_singles_out_is_not_a_choice(monkeypatch):
+    """A climb where several rungs beat the best but only one answers the bound its profile printed
+    (qa.answers_bound, the engine's moves_toward) is the evidence's move, not a choice: no choice point
+    (seed 0 on m20: all 39 softmax_cuda climbs from smem_block_reduce went to the one rung that cut its
+    memory time, and the check, which counted the other open rungs, failed at 1.0). Where two or more
+    answer, the point lists exactly those."""
+    import kernelstrain.qa as qa
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.tasks import make_task
+    m = REGISTRY["swiglu_fwd_triton"]
+    task = make_task(m, "H100", "fp16", {"T": 4096, "I": 11008})
+    row = _first_climb(m, task, m.variants[1].tag)
+    monkeypatch.setattr(qa, "answers_bound", lambda *a: True)
+    opened = qa.choice_points(m, task, row)[0][0].split("open ")[1].split()
+    assert len(opened) >= 2, opened
+    monkeypatch.setattr(qa, "answers_bound", lambda module, t, tag, params, v: v.tag == opened[0])
+    assert qa.choice_points(m, task, row) == []
+    monkeypatch.setattr(qa, "answers_bound", lambda module, t, tag, params, v: v.tag in opened[:2])
+    assert qa.choice_points(m, task, row)[0][0].split("open ")[1].split() == opened[:2]
