@@ -9,6 +9,7 @@ from kernelstrain import engine, episodes
 from kernelstrain.engine import COUPLED_HEADROOM, INTERACT_LOSS, POINTS_AT, Candidate, coupled
 from kernelstrain.plan import make_plan
 from kernelstrain.profiles import load_profile
+from test_engine_rewrites import record
 
 SEED, EPISODES = 7171, 160
 
@@ -91,22 +92,7 @@ def test_each_coupled_move_has_its_evidence_and_some_are_kept(sample):
 @pytest.fixture(scope="module")
 def kernelinfer_sample():
     """The first sessions of a kernelinfer run: each agent with its steps."""
-    agents = []
-
-    class Recorded(engine.Episode):
-        def run(self):
-            steps = super().run()
-            agents.append((self, steps))
-            return steps
-
-    agent, episodes.Agent = episodes.Agent, Recorded
-    try:
-        plan = make_plan(load_profile("kernelinfer"), SEED)
-        for i in range(40):
-            episodes.build_episode(plan, i)
-    finally:
-        episodes.Agent = agent
-    return agents
+    return record("kernelinfer", SEED, 40)
 
 
 def test_a_runner_up_below_the_best_is_tuned_before_it_is_left(kernelinfer_sample):

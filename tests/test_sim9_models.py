@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from test_sim31_models import sim_us
+from test_simB_models import stored_rows
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
-HELD_OUT = ("s61717", "s62828", "s91331", "s92442")
 
 # grouped_gemm_cuda wgmma_pipeline on the H100 past T = 512 (measurements/h100_roomK_j1.json, the lead's run of
 # roomK's plan k11 on 2026-12-07): (shape, BM, measured us)
@@ -32,26 +32,11 @@ def test_grouped_wgmma_pipeline_streams_its_tiles_at_the_sm_rate(shape, bm, meas
         assert cp < t
 
 
-def _stored_rows(module: str, variant: str) -> list:
-    rows = []
-    for path in sorted(MEASUREMENTS.glob("*.json")):
-        if any(h in path.name for h in HELD_OUT):
-            continue
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-            continue
-        meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-        gpu = data.get("sim_gpu") or meta.get("sim_gpu") or ("H200" if path.name.startswith("h200") else "H100")
-        rows += [dict(r, gpu=gpu) for r in data["rows"] if r.get("module") == module and r.get("variant") == variant
-                 and r.get("time_ms") and r.get("ok") and not r.get("bug") and r.get("label", "ok") == "ok"]
-    return rows
-
-
 def test_grouped_wgmma_pipeline_stored_rows_of_both_cards():
     """Every stored wgmma_pipeline row outside the held-out seeds (H100 and H200, T=16 to 4096): within 0.8-1.3x,
     geomean 0.9-1.1 (without the stream floor: geomean 0.81, the T >= 512 rows at 0.34-0.54x)."""
     from kernelstrain.gpucheck import _sim_ms
-    rows = _stored_rows("grouped_gemm_cuda", "wgmma_pipeline")
+    rows = stored_rows("grouped_gemm_cuda", "wgmma_pipeline")
     assert len(rows) >= 30
     logs = [math.log(_sim_ms(r, r["gpu"]) / r["time_ms"]) for r in rows]
     assert 0.9 <= math.exp(sum(logs) / len(logs)) <= 1.1
