@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", default=",".join(GPUS))
     ap.add_argument("--configs", type=int, default=12, help="configs a (GPU, shape), spread over the new ones")
     ap.add_argument("--bugs", action="store_true", help="also build each bug at the first new config")
+    ap.add_argument("--shapes", type=int, default=0, help="the module's first N shapes only (0: all)")
     args = ap.parse_args(argv)
     m = REGISTRY[args.module]
     v = m.variant(args.rung)
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     fails = builds = 0
     dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
     for gpu in args.gpus.split(","):
-        for shape in m.shapes:
+        for shape in m.shapes[:args.shapes or None]:
             task = make_task(m, gpu, dtype, shape)
             if not m.supports(task.gpu, dtype) or v.needs - task.gpu.features:
                 continue
