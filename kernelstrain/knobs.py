@@ -129,9 +129,34 @@ def _shared_arrays(code: str) -> set:
     return {name for decl in _SHARED.findall(code) for name in re.findall(r"(\w+)\s*\[", decl)}
 
 
+# a producer waiting for its consumers to free a slot of a full / empty mbarrier ring: a warp-specialized kernel
+_RING = re.compile(r"mbar(?:rier)?_?wait\(\s*&empty\[")
+
+
+def warp_specialized(code: str) -> bool:
+    """Whether the kernel splits its warps into a producer and consumers on an mbarrier ring (CUTLASS's sm90
+    warp-specialized mainloop: gemm_*_cuda wgmma_tma*, grouped_gemm_cuda / conv2d_nhwc_cuda wgmma_ws ...).
+
+    main_unroll is not offered on one: its loops belong to the roles (the producer's copy loop, the consumers' wgmma
+    loop; CUTLASS keeps both rolled, CUTLASS_PRAGMA_NO_UNROLL), so no loop is "the kernel's main loop", and the first
+    loop no pragma governs -- where the knob's pragma lands -- is the ring's barrier setup (STAGES mbarrier inits, a
+    constant trip count nvcc unrolls whole anyway: the pragma changes nothing, where the model credited loads in
+    flight), the producer's staging loop (conv2d_nhwc_cuda: untimed, priced as registers alone) or a table of row ids
+    (grouped_gemm_cuda: priced as nothing); on a split-K rung, the reduce kernel's loop over the splits. A knob the
+    model cannot price is not room: an engineer's step on it measures noise.
+
+    >>> warp_specialized("if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1) & 1);")
+    True
+    >>> warp_specialized("mbar_wait(&full[s], (kt / STAGES) & 1);")
+    False
+    """
+    return _RING.search(code) is not None
+
+
 def _places(code: str) -> dict:
     bounds = _BOUNDS.search(code) is not None
-    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None, "bound": bounds,
+    return {"min_blocks": bounds, "main_unroll": _main_loop(code) is not None and not warp_specialized(code),
+            "bound": bounds,
             "optin": _OPTIN.search(code) is not None, **knobs_triton.places(code)}
 
 

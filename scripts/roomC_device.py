@@ -188,7 +188,68 @@ def s1_reference() -> list:
     return ref
 
 
+# v1 (session 12, room_table edges of fresh seeds 9191 / 9292: docs/roomC_s12.md): two new values the simulator
+# extrapolates past their lists' ends and no device has timed (measurements/ holds no row at them), each beside its
+# inward neighbour at the same other parameters and the old list's model-best configuration:
+# - swa_decode_cuda gqa_cp_async at 512 threads (the 256 top: threads+ in 4 of 5 kernelinfer edge stops; the model has
+#   512 ahead on 20 of 34 tasks, 1.04-1.08x): ptxas sm_90a 64 registers, no spill, two blocks an SM;
+# - selective_scan_cuda smem_bc_multi_channel at 16 rows a block (the 8 top: rows+ in 5 of 8 kernelinfer sessions; the
+#   model has 32 threads x 16 rows ahead on 14 of 34 tasks, 1.06x): ptxas sm_90a 95 registers, no spill.
+SWA = "swa_decode_cuda"
+SWA_B1 = {"B": 1, "H": 32, "KVH": 8, "S": 8192, "W": 4096, "D": 128}
+SWA_B8 = {"B": 8, "H": 28, "KVH": 4, "S": 16384, "W": 4096, "D": 128}
+SCAN_B8 = {"B": 8, "L": 2048, "D": 5120, "N": 16}
+V1_NEW = [(SWA, "gqa_cp_async", "threads", [SWA_B1, SWA_B8], {"tile_n": 16, "partition": 256, "keys_per_step": 8,
+                                                              "stages": 3}, (256, 512)),
+          (SCAN, "smem_bc_multi_channel", "rows", [S_CHECK, SCAN_B8], {"threads": 32}, (8, 16))]
+
+
+def best_without(module: str, tag: str, shape: dict, name: str, value) -> dict:
+    """The simulator's fastest writable configuration of one rung at one shape with `name` off `value` (the old list)."""
+    from kernelstrain.ops import REGISTRY
+    from kernelstrain.sim import simulate, writable
+    from kernelstrain.tasks import make_task, param_grid
+    m = REGISTRY[module]
+    v = m.variant(tag)
+    task = make_task(m, "H100", "bf16", shape)
+    timed = [(r.time_ms, p) for p in param_grid(v) if p[name] != value and writable(m, v, p, task)
+             and (r := simulate(m, v, p, task)).ok]
+    return min(timed, key=lambda tp: tp[0])[1]
+
+
+def v1_reference() -> list:
+    ref = []
+    for module, tag, name, value, shapes in ((SWA, "gqa_cp_async", "threads", 512, (SWA_B1, SWA_B8)),
+                                             (SCAN, "smem_bc_multi_channel", "rows", 16, (S_CHECK, SCAN_B8))):
+        for shape in shapes:
+            best = best_without(module, tag, shape, name, value)
+            ref.append((module, tag, name, [shape], {k: x for k, x in best.items() if k != name}, (best[name],)))
+    return ref
+
+
+# v2: gemm_int4_cuda split_k_small_m at BN 256 (the 128 top: BN+ in 8 kernelinfer / 6 default edge stops; the model
+# has it ahead at M = 1 / 16 on 12 of 58 kernelinfer tasks, H100 1.02-1.03x, H200 1.09x; ptxas sm_90a 120 / 155
+# registers at BM 16 / 32, no spill) beside BN 128 at the same other parameters and the old list's model-best config
+INT4 = "gemm_int4_cuda"
+I_M1 = {"M": 1, "N": 14336, "K": 4096}
+I_M16 = {"M": 16, "N": 4096, "K": 14336}
+V2_NEW = [(INT4, "split_k_small_m", "BN", [I_M1], {"BM": 32, "STAGES": 2, "SPLITS": 16, "BK": 128}, (128, 256)),
+          (INT4, "split_k_small_m", "BN", [I_M16], {"BM": 32, "STAGES": 2, "SPLITS": 8, "BK": 128}, (128, 256))]
+
+
+def v2_reference() -> list:
+    ref = []
+    for shape in (I_M1, I_M16):
+        best = best_without(INT4, "split_k_small_m", shape, "BN", 256)
+        ref.append((INT4, "split_k_small_m", "BN", [shape], {k: x for k, x in best.items() if k != "BN"}, (best["BN"],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "v1":
+        return V1_NEW, v1_reference()
+    if name == "v2":
+        return V2_NEW, v2_reference()
     if name == "s1":
         room_device_check.fits = lambda *args, **kwargs: True
         return S1_NEW, s1_reference()

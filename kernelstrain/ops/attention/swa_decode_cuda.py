@@ -9,7 +9,7 @@ The uint4 key-slot machinery (Pack, key_scores, online_update, merge_rows) is _p
 """
 import os
 
-from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
+from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv, unchecked
 from ..dialect import prelude, shfl_xor_macro
 from ._swa_vec import combine_src, store_partial, window_slots
 from .paged_decode_cuda import STAGE_SYNC, reread, thread_per_head_launch, vectorized_launch, warp_shuffle_launch
@@ -210,7 +210,7 @@ class SwaDecodeCuda(SwaDecodeSpec):
              (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
              bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}, bug_tasks=SPLIT_WINDOW),
         Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
-             "shared by the whole query-head group", (Param("threads", (128, 256), 128),
+             "shared by the whole query-head group", (Param("threads", (128, 256, *unchecked(512)), 128),
              Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),
              memory_eff=0.92, smem="dynamic", launch=gqa_launch, render=gqa_cp_async_src,
              bugs={"missing_barrier": {"sync": ""}, "bad_combine_index": BAD_COMBINE}, bug_tasks=SPLIT_WINDOW),

@@ -7,7 +7,7 @@ dequantizes while staging tiles (CUDA cores) -> mma.sync tensor cores with in-re
 (prmt + lop3 magic-exponent trick) -> cp.async multi-stage pipeline -> split-K for small M; on Hopper at large
 M, the 16-bit copy of W again, then the TMA + wgmma GEMM on it (_dequant_wgmma.py).
 """
-from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program
+from ..base import Cost, Launch, OpModule, Param, Rung, Task, DTYPE_BYTES, cdiv, kernelbench_program, unchecked
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
 from ..fragments import REGISTER_TILE_FMA
@@ -248,7 +248,10 @@ class GemmInt4Cuda(OpModule):
              # 2 stages: H100 (measurements/h100_roomK_k12.json, BK 128) 32.7 / 33.2 / 36.1 us for 2 / 3 / 4 at M=16
              # N=4096 K=14336 (BM 32 BN 64, 8 splits), 32.0 / 33.7 / 34.3 at M=128 N=K=4096 (BM 64 BN 128, 4 splits);
              # model 23.5 / 26.2 / 28.3 and 24.2 / 26.9 / 29.1 (the order; the rung's level is ~25% fast on the H100)
-             (MMA_BM, MMA_BN, Param("STAGES", (2, 3, 4), 3), Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
+             # BN 256 (room_table edge BN+; the model has it 1.02-1.13x ahead at M = 1 / 16 on 12 of 58 kernelinfer
+             # tasks; ptxas sm_90a 120 / 155 registers at BM 16 / 32, no spill): off until roomC j2 times it
+             (MMA_BM, Param("BN", (64, 128, *unchecked(256)), 64), Param("STAGES", (2, 3, 4), 3),
+              Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",
              launch=mma_launch, render=split_k_small_m_src,
              bugs={"bad_combine_index": {"idx": "(size_t)i * SPLITS + s"}, "off_by_one": {"kt_end": "k_tiles - 1"}},

@@ -251,7 +251,7 @@ class SelectiveScanCuda(SelectiveScanSpec):
              launch=vectorized_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
-             (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8), 4)), compute_eff=0.45,
+             (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8, *unchecked(16)), 4)), compute_eff=0.45,
              memory_eff=0.9, smem="dynamic", launch=register_launch, render=smem_bc_multi_channel_src,
              bugs={"bad_combine_index": {"first": BAD_FIRST}, "missing_scale": {"bterm": NO_DT}}, bug_tasks=SEVERAL_WARPS),
         *unchecked(STATE_GROUP_SCAN),
