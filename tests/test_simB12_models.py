@@ -64,3 +64,18 @@ def test_moe_scatter_fused_registers_are_ptxas():
     launch, task = launch_of("moe_scatter_cuda", "warp_aggregated_fused", {"threads": 256, "tokens_per_block": 8},
                              {"T": 8192, "E": 128, "topk": 8, "K": 2048})
     assert blocks_per_sm(launch, task.gpu) == 8
+
+
+def test_paged_page_tile_chain_with_two_programs_an_sm():
+    """paged_decode_triton page_tile / multi_page_tile at B=8 H=28 (224 programs: at most two an SM): each program
+    walks S / 16 pages in turn, one block-table lookup and its K / V tiles a trip, and two programs an SM cannot
+    cover each other's round trips. Held out (H100; s88339, s91331: the rows that set the threshold, so this is the
+    record of the change, not an out-of-sample check): page_tile 2 warps 2 stages 785-786 us, 4 warps 997, 8 warps
+    1,547; the roofline alone said 313 / 631 / 876. A grid of many programs an SM stays bandwidth-bound."""
+    shape = {"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}
+    for warps, measured in ((2, 785.5), (4, 997.5), (8, 1546.8)):
+        t = sim_us("paged_decode_triton", "page_tile", {"num_warps": warps, "num_stages": 2}, shape, "fp16")
+        assert 0.8 <= t / measured <= 1.25, (warps, t)
+    launch, _ = launch_of("paged_decode_triton", "page_tile", {"num_warps": 2, "num_stages": 2},
+                          {"B": 32, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}, "fp16")
+    assert launch.serial_trips == 0
