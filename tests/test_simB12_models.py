@@ -79,3 +79,14 @@ def test_paged_page_tile_chain_with_two_programs_an_sm():
     launch, _ = launch_of("paged_decode_triton", "page_tile", {"num_warps": 2, "num_stages": 2},
                           {"B": 32, "H": 32, "KVH": 8, "S": 4096, "D": 128, "P": 16}, "fp16")
     assert launch.serial_trips == 0
+
+
+def test_layernorm_vectorized_rereads_x_from_l1():
+    """layernorm_cuda vectorized_uint4: the output pass re-reads x, which L1 still holds while the resident blocks'
+    rows fit it (row_reread.exposed_reread, as rmsnorm_cuda's vectorized_uint4). Stored H100 rows timed after the
+    change was written (measurements/h100_simB_d1.json, no fit list reads them): fp16 T=16384 D=8192 at 512 / 128
+    threads 195.9 / 270.9 us, the flat re-read modelled 267.4 / 268.0 (level, 1.37x at 512)."""
+    shape = {"T": 16384, "D": 8192}
+    t512 = sim_us("layernorm_cuda", "vectorized_uint4", {"threads": 512}, shape, "fp16")
+    t128 = sim_us("layernorm_cuda", "vectorized_uint4", {"threads": 128}, shape, "fp16")
+    assert 0.8 <= t512 / 195.9 <= 1.25 and t512 < 0.9 * t128
