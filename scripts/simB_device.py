@@ -180,7 +180,20 @@ D1 = [
         ("register_cached", {"threads": (256, 1024), "rows_per_block": (1,)})])
     for dtype, shape in (("bf16", {"T": 4096, "D": 4096}), ("fp16", {"T": 8192, "D": 5120}),
                          ("bf16", {"T": 8192, "D": 1024}), ("fp16", {"T": 16384, "D": 8192}))]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1}
+# d2 (twelfth session, the follow-up): paged_decode_triton's loop rungs at B=8 H=28 (224 programs, two an SM; the chain
+# now counts there: held out page_tile 2 warps 785 us, modelled 798; multi_page_tile BLOCK_N 128 on 8 warps at one
+# stage 361 us, modelled 525 with the register estimate's one program an SM, where ptxas's 106 registers hold two);
+# moe_scatter_cuda redundant_rank_one_launch x threads at E=64 (held out: 64 -> 512 threads 48 -> 71 us, modelled
+# flat) and E=8 (41-48 us, modelled 52-55, against warp_aggregated_fused 52-64, modelled 42-52).
+D2 = [
+    ("paged_decode_triton", "fp16", [{"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}], [
+        ("page_tile", {"num_warps": (2, 4, 8), "num_stages": (1, 2)}),
+        ("multi_page_tile", {"BLOCK_N": (64, 128), "num_warps": (2, 8), "num_stages": (1, 2)})]),
+    ("moe_scatter_cuda", "bf16", [{"T": 2048, "E": 64, "topk": 6, "K": 2048}, {"T": 4096, "E": 8, "topk": 2, "K": 4096}], [
+        ("redundant_rank_one_launch", {"threads": (64, 128, 256, 512)}),
+        ("warp_aggregated_fused", {"threads": (256, 512), "tokens_per_block": (16,)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
