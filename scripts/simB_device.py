@@ -152,7 +152,48 @@ C3 = [
         ("blocked_online_softmax", {"BLOCK_M": (64, 128), "BLOCK_N": (64,), "num_warps": (4, 8)})]),
 ] + [("softmax_triton", dtype, [{"R": 256, "C": 151936}], [("whole_row_registers", {"num_warps": (8, 16)})])
      for dtype in ("bf16", "fp16", "fp32")]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3}
+# d1 (twelfth session, 2026-12-07): dense near-tie grids at one shape, where the pooled held-out rows misorder the
+# module (docs/simB_issue30.md section 8), and layernorm_cuda rows for a module refit the stored rows cannot carry
+# alone (160 rows; the refit rule asks more than 200).
+# - moe_combine_cuda column_split_ilp threads x col_splits at T=2048 topk 6 K=2048 (held out: threads 256 / 4 splits,
+#   a quarter of its lanes idle, ran 27.2-27.5 us level with 64 threads at 25.9-26.7; modelled 36.5 against 23.5),
+#   beside multi_token_ilp and vectorized_uint4 across threads.
+# - embedding_gather_cuda row_per_block vec x #pragma unroll x threads at T=8192 D=3584 (held out: unroll 2 at 2-byte
+#   words 1.08-1.16x unroll 0, modelled level).
+# - moe_scatter_cuda warp_aggregated_fused threads x tokens_per_block at T=8192 E=128 topk 8 K=2048 (held out: at 8
+#   tokens a block 128 / 256 / 512 threads ran 166 / 184 / 207 us, modelled 203 / 169 / 157).
+# - layernorm_cuda's rungs x threads at four menu shapes, both dtypes (rows for the vectorized_uint4 re-read refit).
+D1 = [
+    ("moe_combine_cuda", "bf16", [{"T": 2048, "topk": 6, "K": 2048}], [
+        ("column_split_ilp", {"threads": (32, 64, 128, 256), "col_splits": (2, 4, 8)}),
+        ("multi_token_ilp", {"threads": (64, 256, 512), "tokens_per_block": (1,)}),
+        ("vectorized_uint4", {"threads": (128, 512)})]),
+    ("embedding_gather_cuda", "fp16", [{"T": 8192, "V": 152064, "D": 3584}], [
+        ("row_per_block", {"threads": (128, 256), "pragma_unroll": (0, 2, 4), "vec": (1, 4)})]),
+    ("moe_scatter_cuda", "bf16", [{"T": 8192, "E": 128, "topk": 8, "K": 2048}], [
+        ("warp_aggregated_fused", {"threads": (128, 256, 512), "tokens_per_block": (8, 16, 32)})]),
+] + [
+    ("layernorm_cuda", dtype, [shape], [
+        ("vectorized_uint4", {"threads": (64, 128, 256, 512, 1024)}),
+        ("smem_block_reduce", {"threads": (128, 256, 512)}),
+        ("welford_shuffle", {"threads": (128, 256, 512)}),
+        ("register_cached", {"threads": (256, 1024), "rows_per_block": (1,)})])
+    for dtype, shape in (("bf16", {"T": 4096, "D": 4096}), ("fp16", {"T": 8192, "D": 5120}),
+                         ("bf16", {"T": 8192, "D": 1024}), ("fp16", {"T": 16384, "D": 8192}))]
+# d2 (twelfth session, the follow-up): paged_decode_triton's loop rungs at B=8 H=28 (224 programs, two an SM; the chain
+# now counts there: held out page_tile 2 warps 785 us, modelled 798; multi_page_tile BLOCK_N 128 on 8 warps at one
+# stage 361 us, modelled 525 with the register estimate's one program an SM, where ptxas's 106 registers hold two);
+# moe_scatter_cuda redundant_rank_one_launch x threads at E=64 (held out: 64 -> 512 threads 48 -> 71 us, modelled
+# flat) and E=8 (41-48 us, modelled 52-55, against warp_aggregated_fused 52-64, modelled 42-52).
+D2 = [
+    ("paged_decode_triton", "fp16", [{"B": 8, "H": 28, "KVH": 4, "S": 8192, "D": 128, "P": 16}], [
+        ("page_tile", {"num_warps": (2, 4, 8), "num_stages": (1, 2)}),
+        ("multi_page_tile", {"BLOCK_N": (64, 128), "num_warps": (2, 8), "num_stages": (1, 2)})]),
+    ("moe_scatter_cuda", "bf16", [{"T": 2048, "E": 64, "topk": 6, "K": 2048}, {"T": 4096, "E": 8, "topk": 2, "K": 4096}], [
+        ("redundant_rank_one_launch", {"threads": (64, 128, 256, 512)}),
+        ("warp_aggregated_fused", {"threads": (256, 512), "tokens_per_block": (16,)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402

@@ -69,7 +69,11 @@ def exposed_reread(launch, task, row_bytes: int, shared_bytes: int):
     blocks' first passes stream from DRAM while one re-reads from L1). rmsnorm_cuda vectorized_uint4's stored rows:
     where L1 holds the rows, 1.26-1.38x the device on bandwidth-bound grids (H100 bf16 T=16384 D=8192 512 threads
     194.1 us, modelled 1.38x; T=8192 D=5120 1.31-1.34x; H200 fp16 T=8192 D=5120 128-256 threads 1.26x) and
-    0.88-1.09x on one- or two-wave grids (T=2048 D=2048, T=1, T=64), against 0.98-1.06x where the rows miss L1."""
+    0.88-1.09x on one- or two-wave grids (T=2048 D=2048, T=1, T=64), against 0.98-1.06x where the rows miss L1.
+    layernorm_cuda vectorized_uint4 (the same two passes; x and the weight and bias shared): held out, H100 T=4096
+    D=4096 modelled 1.22-1.25x in four seeds; H100 rows timed after this was applied to it (h100_simB_d1, no fit
+    list): fp16 T=16384 D=8192 at 512 / 256 / 128 threads 195.9 / 250.5 / 270.9 us, modelled 267-268 for all three
+    with the re-read in full, 209 / 217 / 259 with this; its four shapes' pair order 263 -> 268 of 296."""
     gpu = task.gpu
     if gpu.vendor != "nvidia":
         return launch

@@ -40,7 +40,11 @@ def tile_launch(p, task):
     """page_tile / multi_page_tile; pipelined (_kv_pipeline), the trips ahead stage their table
     entries beside their K/V tiles (page_tile: one int32 a trip, multi_page_tile: one a key), and
     the int64 row indices of a trip's keys change layout through shared memory (Triton 3.9:
-    multi_page_tile BLOCK_N 128 on 2 warps 1 KB of scratch where the reduction takes 512 B)."""
+    multi_page_tile BLOCK_N 128 on 2 warps 1 KB of scratch where the reduction takes 512 B).
+    The trips' chain binds while a program shares its SM with at most one other (B x H <= 2 SMs: too few warps to
+    cover a trip's round trips with another program's work). Held out (H100 B=8 H=28 KVH=4 S=8192, 224 programs;
+    s88339, s91331, s92442): page_tile 2 warps 2 stages 785-786 us, 4 warps 997, 8 warps 1,547, the roofline alone
+    313 / 631 / 876 (0.40-0.63x), with the chain 798 / 926 / 1,366; multi_page_tile 2 warps 383-430, 256-282 -> 316-385."""
     threads, block_n, tile, regs = tile_shape(p, task)
     table = 4 * (block_n if "BLOCK_N" in p else 1)
     return Launch(grid=task["B"] * task["H"], threads=threads,
@@ -48,4 +52,4 @@ def tile_launch(p, task):
                   regs=min(255, regs + kv_pipeline.regs(p, task, block_n, threads)),
                   bytes_per_access=kv_pipeline.in_flight(p, 2 * tile), traffic=reread(task),
                   serial_trips=trip_chain(p, task, False, 1, block_n, PAGED_WAITS[p.get("num_stages", 1)])
-                  if task["B"] * task["H"] <= task.gpu.sms else 0)
+                  if task["B"] * task["H"] <= 2 * task.gpu.sms else 0)

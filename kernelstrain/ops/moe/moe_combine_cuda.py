@@ -185,6 +185,17 @@ moe_combine_kernel(const scalar_t* __restrict__ expert_out, const float* __restr
 """ + host(task, "T")
 
 
+def ilp_regs(topk: int, tpb: int, threads: int) -> int:
+    """multi_token_ilp / column_split_ilp's registers as ptxas gives them (nvcc 13.0 sm_90a, bf16, threads 64-512):
+    one token a block, 32 at topk 2 and 6, 36 at topk 8; from two tokens on, the next token's pointers and weights
+    stay live beside the loads: 40, 48 (256 threads) or 56-58, 62-63. The estimate 24 + 5 x topk put one-token
+    blocks of 256 threads at 4 an SM where 8 fit (topk 6): held out, column_split_ilp at T=2048 topk 6 K=2048 ran
+    27.2-27.5 us on 256 threads, 25.9-26.7 on 32 / 64, modelled 36.5 against 23.2-25.7 (docs/simB_issue30.md s8)."""
+    if tpb == 1:
+        return 36 if topk >= 8 else 32
+    return {2: 40, 6: 48 if threads == 256 else 56, 8: 62}.get(topk, 24 + 5 * topk)
+
+
 def multi_token_ilp_launch(p, task):
     """multi_token_ilp, and column_split_ilp whose grid also splits each row's K / 8 vectors over
     col_splits blocks (each re-stages the block's slots and weights: TPB * topk * 8 bytes from L2).
@@ -195,7 +206,8 @@ def multi_token_ilp_launch(p, task):
     topk=2 K=4096, timed L2-resident). multi_token_ilp's calibrated ceiling already holds its chain."""
     t, topk, k, e, base, n = sizes(task)
     tpb, splits = p["tokens_per_block"], p.get("col_splits", 1)
-    return Launch(grid=cdiv(t, tpb) * splits, threads=p["threads"], smem_bytes=tpb * topk * 8, regs=24 + 5 * topk,
+    return Launch(grid=cdiv(t, tpb) * splits, threads=p["threads"], smem_bytes=tpb * topk * 8,
+                  regs=ilp_regs(topk, tpb, p["threads"]),
                   bytes_per_access=8 * topk, traffic=1 + n * 8 * splits / base,
                   lane_util=min(1.0, k / 8 / splits / p["threads"]), launches=2, rounds=2 if "col_splits" in p else 1)
 

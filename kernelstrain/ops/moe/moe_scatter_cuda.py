@@ -52,7 +52,7 @@ def warp_aggregated_fused_launch(p, task):
     warps, blocks = cdiv(threads, task.gpu.warp), cdiv(t, tpb)
     table = blocks * blocks * e * 4     # every block reads the count table of all blocks (from L2) to find its bases
     return Launch(grid=blocks, threads=threads, smem_bytes=warps * e * 4 + e * 4 + tpb * topk * 4,
-                  regs=40, bytes_per_access=16, traffic=1 + 0.25 * table / base,
+                  regs=32, bytes_per_access=16, traffic=1 + 0.25 * table / base,  # regs: ptxas sm_90a (doc simB s8)
                   lane_util=min(1.0, k / 8 / threads), launches=2)
 
 

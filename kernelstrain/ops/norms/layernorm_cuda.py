@@ -5,7 +5,7 @@ reductions -> single-pass Welford merged with warp shuffles -> 16-byte uint4 loa
 per-chunk Welford -> row cached in registers, exact two-pass statistics from registers.
 """
 from ..base import Launch, Param, Rung, DTYPE_BYTES, cdiv
-from .. import l2_reuse
+from .. import l2_reuse, row_reread
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of, row_trips
 from ..dialect import shfl_xor_macro
 from ..words import VEC, word_regs, word_trips
@@ -63,9 +63,10 @@ def block_launch(smem_of, traffic: float, reductions: int, vec: bool = False, wo
     def launch(p, task):
         d, elt, threads = task["D"], DTYPE_BYTES[task.dtype], p["threads"]
         per = 16 // elt if vec else p.get("vec", 1)      # values one load moves (words.VEC on a scalar rung)
-        return Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
-                      regs=34 if vec else 30 + word_regs * (per - 1), bytes_per_access=per * elt, traffic=traffic,
-                      lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, reductions))
+        out = Launch(grid=task["T"], threads=threads, smem_bytes=smem_of(threads, cdiv(threads, task.gpu.warp)),
+                     regs=34 if vec else 30 + word_regs * (per - 1), bytes_per_access=per * elt, traffic=traffic,
+                     lane_util=min(1.0, d / (threads * per)), rounds=block_row_rounds(threads, task.gpu.warp, reductions))
+        return row_reread.exposed_reread(out, task, d * elt, 2 * d * elt) if vec else out     # x again from L1
     return launch
 
 
