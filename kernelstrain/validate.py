@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -383,9 +384,10 @@ class Context:
     [output] settings."""
 
     def __init__(self, stats: dict, manifest, plan=None):
-        """`plan`: the manifest's plan where the caller holds it (generate's workers), else made here."""
+        """`plan`: the run's plan where the caller holds it (generate's), taken where it is the
+        manifest's (run_plan), else made here."""
         self.stats, self.manifest = stats, manifest
-        self.plan = plan if plan is not None else make_plan(manifest.profile, manifest.seed)
+        self.plan = run_plan(manifest, plan)
         out = manifest.profile.output
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
@@ -398,6 +400,18 @@ class Context:
 
     def chat_settings(self) -> dict:
         return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
+
+
+def run_plan(manifest, plan=None):
+    """The plan of the manifest's run: `plan` where it is make_plan of the same profile (but for
+    the file it was read from: a dataset's manifest.json, the run's .toml) and seed, as generate's
+    own plan is when its batch QA reports read the manifest it just wrote; else made here (a
+    kernelinfer plan is ~0.15 s with its room checks known, ~3 s without). `plan` must be made
+    with the profile's own holdout split (make_plan's defaults), as every run's is."""
+    if plan is not None and plan.seed == manifest.seed and \
+            (plan.profile is manifest.profile or replace(plan.profile, path="") == replace(manifest.profile, path="")):
+        return plan
+    return make_plan(manifest.profile, manifest.seed)
 
 
 def check_manifest(stats: dict, manifest, out: Findings) -> None:

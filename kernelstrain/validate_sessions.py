@@ -259,13 +259,14 @@ def check_batches(data: Path, stats: dict, size: int, out: Findings) -> None:
             out.add(SESSIONS_FILE, "holds more than its batches' concatenation", "files")
 
 
-def write_qa_reports(out: Path, stats: dict, workers: int = 1, written=None) -> list[dict]:
+def write_qa_reports(out: Path, stats: dict, workers: int = 1, written=None, plan=None) -> list[dict]:
     """Check every session of out/sessions.jsonl (and its validation file) and write each batch's
     report (json and md); `workers` processes check a share of the batches each. `written`:
     generate's checks of the rows as its workers built them (validate_written.WrittenChecks),
-    taken where the files are exactly those rows (the same reports)."""
+    taken where the files are exactly those rows (the same reports). `plan`: generate's plan of
+    the run, taken where it is the manifest's (validate.run_plan), instead of making it again."""
     held = {combo_of(row) for _, row in read_jsonl(out / FILES["holdout"])}
-    ctx = Context(stats, read_manifest(out))
+    ctx = Context(stats, read_manifest(out), plan)
     checks = written.checks(out, ctx, held) if written is not None else None
     if checks is None:
         checks = batch_checks(out, ctx, held, stats["batch_size"], stats["files"][SESSIONS_FILE]["rows"], workers)

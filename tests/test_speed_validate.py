@@ -158,3 +158,40 @@ def test_biased_share_is_the_plain_midpoint_sum():
         for atol, rtol in ((1e-2, 1e-2), (2e-2, 2e-2), (1e-4, 1e-4), (0.0, 0.0), (0.09375 * 0.5, 0.0)):
             got, want = rt._biased_share(off, w, b, atol, rtol), plain(off, w, b, atol, rtol)
             assert got == want and type(got) is type(want), (off, w, b, atol, rtol)
+
+
+def test_generate_hands_its_plan_to_the_batch_reports_and_another_run_still_makes_its_own(tmp_path, monkeypatch):
+    """generate's batch QA reports take its plan (no make_plan of the run once more at the end); a
+    manifest of another seed or another profile still gets its own plan (validate.run_plan's guard)."""
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kernelstrain import validate
+    from kernelstrain.cli import main
+    from kernelstrain.manifest import read_manifest
+    from kernelstrain.plan import make_plan
+    from kernelstrain.validate_sessions import write_qa_reports
+
+    made, real = [], validate.make_plan
+    monkeypatch.setattr(validate, "make_plan", lambda profile, seed: made.append((profile.name, seed)) or real(profile, seed))
+    data = tmp_path / "d"
+    fixture = Path(__file__).parent / "fixtures" / "sessions_profile.toml"       # (the sessions layout, small)
+    assert main(["generate", "--seed", "2", "--config", str(fixture), "--episodes", "3", "--workers", "1",
+                 "--out", str(data), "--quiet"]) in (0, 1)
+    assert made == []                          # the Context of the reports (and of the workers' checks) took the run's
+    stats, manifest = json.loads((data / "stats.json").read_text()), read_manifest(data)
+    before = {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())}
+    own = make_plan(manifest.profile, 2)
+    assert validate.run_plan(manifest, own) is own
+    write_qa_reports(data, stats, 1, plan=own)
+    assert made == []
+    assert {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())} == before
+    other_seed = make_plan(manifest.profile, 3)
+    other_profile = replace(own, profile=replace(own.profile, description="another profile"))
+    for plan in (other_seed, other_profile, None):
+        assert validate.run_plan(manifest, plan) is not plan
+        write_qa_reports(data, stats, 1, plan=plan)
+        assert made[-1] == ("sessions_fixture", 2)
+        assert {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())} == before
+    assert len(made) == 6
