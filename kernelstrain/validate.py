@@ -63,6 +63,49 @@ class Findings(list):
             self.checks.append(check)
 
 
+class Later:
+    """A check `fn(found)` (its findings into `found`) run where the caller has time for it (`run`:
+    in a wait on a pool's workers), its outcome handed over where the plain order asks for it
+    (`result(out)`): its findings added to `out` then, in their order, and its value returned or
+    what it raised raised there. Findings and errors are those of calling fn(out) at that point (fn
+    reads nothing of `out`: validate's checks only add to it)."""
+
+    def __init__(self, fn):
+        self.fn, self.outcome = fn, None
+
+    def run(self) -> None:
+        if self.outcome is not None:
+            return
+        found = _Recorded()
+        try:
+            self.outcome = found, True, self.fn(found)
+        except Exception as e:       # (any: raised again by result, where fn(out) would have raised it)
+            self.outcome = found, False, e
+
+    def result(self, out: Findings):
+        self.run()
+        found, ok, value = self.outcome
+        for added in found.added:
+            out.add(*added)
+        if not ok:
+            raise value
+        return value
+
+
+class _Recorded(Findings):
+    """Findings kept whole, in order, for Later to add to the real ones."""
+
+    def __init__(self):
+        super().__init__(0)
+        self.added: list = []
+
+    def add(self, where: str, what: str, check: str) -> None:
+        if check not in CHECKS:
+            raise ValueError(f"unknown check id {check!r}")
+        self.total += 1
+        self.added.append((where, what, check))
+
+
 def rows(path: Path, out: Findings):
     """Yield (line number, object or None) of a JSONL file; every unreadable line is a
     finding (invalid UTF-8, not JSON, not an object, cut off, a duplicate of the line before)."""

@@ -62,7 +62,7 @@ def test_validate_asks_the_plans_room_answers_ahead(small_dataset, monkeypatch):
     def context(stats, manifest, plan=None):        # the plan is made here: rooms_ahead must have run before
         assert asked == [(manifest.profile.name, 2)]
         raise Stop
-    monkeypatch.setattr(dataset, "rooms_ahead", lambda profile, workers: asked.append((profile.name, workers)))
+    monkeypatch.setattr(dataset, "rooms_ahead", lambda profile, workers, meanwhile=None: asked.append((profile.name, workers)))
     monkeypatch.setattr(dataset, "Context", context)
     try:
         dataset.validate(small_dataset, workers=2)
@@ -195,3 +195,89 @@ def test_generate_hands_its_plan_to_the_batch_reports_and_another_run_still_make
         assert made[-1] == ("sessions_fixture", 2)
         assert {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())} == before
     assert len(made) == 6
+
+
+def test_later_hands_over_its_findings_and_what_it_raised_where_it_is_asked():
+    """validate.Later: the findings a check made ahead reach the real Findings in their order when asked, after
+    any made since; what it raised is raised then (a KeyError not swallowed by the guard it ran under); it runs once."""
+    import pytest
+
+    from kernelstrain.validate import Findings, Later
+    calls = []
+
+    def check(found):
+        calls.append(1)
+        found.add("a:1", "first", "files")
+        found.add("a:2", "second", "holdout")
+        raise KeyError("broken")
+
+    later = Later(check)
+    try:
+        later.run()                 # (a caller's guard of MALFORMED around the wait never sees it)
+    except KeyError:
+        pytest.fail("run raised")
+    later.run()
+    out = Findings(2)
+    out.add("m:1", "before", "manifest")
+    with pytest.raises(KeyError, match="broken"):
+        later.result(out)
+    assert calls == [1] and out == ["m:1: before", "a:1: first"] and out.total == 3
+    assert out.checks == ["manifest", "files"]
+    ok = Later(lambda found: found.add("b:1", "x", "files") or {"v": 1})
+    out = Findings(5)
+    assert ok.result(out) == {"v": 1} and out == ["b:1: x"]
+    with pytest.raises(ValueError):         # an unknown check id raises where it is added, as Findings.add does
+        Later(lambda found: found.add("c", "y", "no such check")).result(Findings(5))
+
+
+def test_validate_checks_files_and_held_out_rows_in_the_wait_with_the_plain_findings(dataset_copy, monkeypatch):
+    """With 2 workers the files' digests and the held-out rows' check run before the rebuilds' pool (in the
+    held-out search's wait); the findings are those of 1 worker, in the same order: the files' first, then the
+    held-out rows'; an error in the held-out check is raised, not taken for an unreadable held-out file."""
+    import json
+
+    import pytest
+
+    from corrupt import rewrite_row
+    from kernelstrain import dataset
+
+    rewrite_row(dataset_copy / "tasks_holdout.jsonl", 2, lambda r: r["baseline"].update(time_ms=r["baseline"]["time_ms"] * 2))
+    order, real_check, real_rebuilds = [], dataset._check_holdout, dataset.Rebuilds
+    monkeypatch.setattr(dataset, "_check_holdout", lambda *a: order.append("held") or real_check(*a))
+    monkeypatch.setattr(dataset, "Rebuilds", lambda *a: order.append("rebuilds") or real_rebuilds(*a))
+    found = {w: dataset.validate(dataset_copy, 50, w) for w in (1, 2)}
+    assert order == ["held", "rebuilds", "held", "rebuilds"]
+    assert list(found[2]) == list(found[1]) and found[2].checks == found[1].checks and found[2].total == found[1].total
+    assert found[1].checks[:2] == ["files", "holdout"] and "tasks_holdout.jsonl" in found[1][0]
+    assert "tasks_holdout.jsonl:2" in found[1][1]
+
+    def broken(path, ctx, out):
+        out.add("tasks_holdout.jsonl:1", "seen", "holdout")
+        raise KeyError("a bug in the check")
+    monkeypatch.setattr(dataset, "_check_holdout", broken)
+    for workers in (1, 2):
+        with pytest.raises(KeyError, match="a bug in the check"):
+            dataset.validate(dataset_copy, 50, workers)
+    assert json.loads((dataset_copy / "stats.json").read_text())["episodes"] == 40
+
+
+def test_the_plans_rows_as_built_are_identical_to_their_json_round_trip():
+    """validate's workers hand over the plan's rows as built (validate_derived.rebuild, no JSON round trip): a
+    file's row takes their verdicts only where it is `identical` to them, so they must be JSON's own types all
+    through, or every row would be checked again in the parent (both layouts, rows and chat rows)."""
+    from pathlib import Path
+
+    from kernelstrain.plan import make_plan
+    from kernelstrain.profiles import load_profile
+    from kernelstrain.validate import identical
+    from kernelstrain.validate_derived import json_value, rebuild
+
+    fixture = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
+    for config, sessions in (("kernelstrain", False), (str(fixture), True)):
+        plan = make_plan(load_profile(config), 1)
+        for index in range(3):
+            _, want, chats = rebuild(plan, index, sessions)
+            assert identical(want, json_value(want)), (config, index)
+            assert chats is None if sessions else all(identical(r, json_value(r)) for rows in chats for r in rows)
+            key = next(k for k, v in want.items() if isinstance(v, list))
+            assert not identical(want, {**want, key: tuple(want[key])})      # (a tuple is told from JSON's list)
