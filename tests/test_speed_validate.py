@@ -281,3 +281,66 @@ def test_the_plans_rows_as_built_are_identical_to_their_json_round_trip():
             assert chats is None if sessions else all(identical(r, json_value(r)) for rows in chats for r in rows)
             key = next(k for k, v in want.items() if isinstance(v, list))
             assert not identical(want, {**want, key: tuple(want[key])})      # (a tuple is told from JSON's list)
+
+
+def _plain_check_batches(data, stats, size, out):
+    """validate_sessions.check_batches as written before it read in chunks (each batch and its share whole)."""
+    from kernelstrain.sessions import BATCH_DIR, SESSIONS_FILE
+    listed = [f for f in stats["files"] if f.startswith(f"{BATCH_DIR}/")]
+    on_disk = sorted(f"{BATCH_DIR}/{p.name}" for p in (data / BATCH_DIR).glob("*")) if (data / BATCH_DIR).is_dir() else []
+    if on_disk != listed:
+        out.add(BATCH_DIR, f"holds {on_disk[:3]}... ({len(on_disk)} files), stats.json lists {len(listed)}", "files")
+        return
+    with open(data / SESSIONS_FILE, "rb") as whole:
+        for k, name in enumerate(listed):
+            part = (data / name).read_bytes()
+            rows_in = part.count(b"\n")
+            if name != f"{BATCH_DIR}/batch_{k:03d}.jsonl" or (rows_in != size and k != len(listed) - 1):
+                out.add(name, f"batch {k} should be {BATCH_DIR}/batch_{k:03d}.jsonl of {size} sessions "
+                              f"(it holds {rows_in})", "files")
+            if whole.read(len(part)) != part:
+                out.add(name, f"is not bytes {k * size}.. of {SESSIONS_FILE}: the batches do not concatenate to it", "files")
+                return
+        if whole.read(1):
+            out.add(SESSIONS_FILE, "holds more than its batches' concatenation", "files")
+
+
+def test_check_batches_in_chunks_finds_what_reading_whole_found(tmp_path, monkeypatch):
+    """check_batches compares each batch with sessions.jsonl a chunk at a time (peak RSS): the findings are those
+    of the whole-file comparison on sound files and on every kind of damage, with chunks of 3 bytes and of 1 MB."""
+    import pytest
+
+    from kernelstrain import validate_sessions
+    from kernelstrain.validate import Findings
+
+    lines = [b'{"id": "s-%06d", "pad": "%s"}\n' % (i, b"x" * (5 * i)) for i in range(7)]
+
+    def dataset(name, damage=None):
+        d = tmp_path / name
+        (d / "batches").mkdir(parents=True)
+        parts = [lines[0:3], lines[3:6], lines[6:7]]
+        sessions = b"".join(lines)
+        if damage == "byte":           # a byte of the second batch changed
+            parts[1] = [parts[1][0], parts[1][1].replace(b"x", b"y", 1), parts[1][2]]
+        elif damage == "short":        # the second batch lost its last line
+            parts[1] = parts[1][:2]
+        elif damage == "extra":        # sessions.jsonl holds a line no batch has
+            sessions += lines[1]
+        elif damage == "count":        # the first batch of 2 rows, the second of 4: same bytes, wrong cut
+            parts[0], parts[1] = lines[0:2], lines[2:6]
+        elif damage == "truncated":    # sessions.jsonl cut short inside the last batch
+            sessions = sessions[:-4]
+        for k, part in enumerate(parts):
+            (d / "batches" / f"batch_{k:03d}.jsonl").write_bytes(b"".join(part))
+        (d / "sessions.jsonl").write_bytes(sessions)
+        return d, {"files": {f"batches/batch_{k:03d}.jsonl": {} for k in range(3)}}
+
+    for chunk in (3, 1 << 20):
+        monkeypatch.setattr(validate_sessions, "PART_CHUNK", chunk)
+        for damage in (None, "byte", "short", "extra", "count", "truncated"):
+            d, stats = dataset(f"{damage}-{chunk}", damage)
+            got, want = Findings(50), Findings(50)
+            validate_sessions.check_batches(d, stats, 3, got)
+            _plain_check_batches(d, stats, 3, want)
+            assert list(got) == list(want) and got.total == want.total, (damage, chunk, list(got), list(want))
+            assert bool(got.total) == (damage is not None), (damage, list(got))
