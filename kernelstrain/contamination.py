@@ -166,12 +166,15 @@ def _keep_solutions(items) -> None:
     _SOLUTIONS.update(items)
 
 
-def prefetch(keys: list, workers: int) -> None:
+def prefetch(keys: list, workers: int, meanwhile=None) -> None:
     """Search the best candidates of the tasks `keys` ((module, gpu, dtype, shape) of
     solution_code) in `workers` forked processes, the boilerplate meanwhile in this one: a
-    held-out set's fixed cost, spread over the cores a run has."""
+    held-out set's fixed cost, spread over the cores a run has. `meanwhile()`, where given, runs
+    here after the boilerplate, in what would be this process's wait for the search."""
     with solutions_ahead(keys, workers):
         boilerplate()
+        if meanwhile is not None:
+            meanwhile()
 
 
 @contextlib.contextmanager
@@ -579,7 +582,8 @@ class Targets:
     """The held-out sources of every split's rows (a task's solution and baseline, once per
     task) with their Matcher, and each task's reference fingerprint."""
 
-    def __init__(self, rows: dict, workers: int = 1):
+    def __init__(self, rows: dict, workers: int = 1, meanwhile=None):
+        """`meanwhile`: run in this process while the workers search the solutions (prefetch)."""
         # each split's (task id, task key) of its rows: what `figures` reads of them (the decoded rows,
         # prompts and codes, held ~13 MB of a run's peak RSS to the end)
         self.rows = {name: [(r["task_id"], _row_key(r)) for r in split_rows] for name, split_rows in rows.items()}
@@ -590,7 +594,7 @@ class Targets:
                 if key not in tasks:
                     module = REGISTRY[r["module"]]
                     tasks[key] = r, module, make_task(module, r["gpu"], r["dtype"], as_dict(r["shape"]))
-        prefetch(solution_keys(t for _, _, t in tasks.values()), workers)
+        prefetch(solution_keys(t for _, _, t in tasks.values()), workers, meanwhile)
         targets, self.keys, self.references = [], {}, {}
         for key, (r, module, task) in tasks.items():
             self.keys[key] = len(targets)

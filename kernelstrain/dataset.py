@@ -28,7 +28,7 @@ from .manifest import Manifest, read_manifest
 from .plan import rooms_ahead
 from .contamination import Incremental, Targets, read_splits
 from .reading import read_stats, read_whole
-from .validate import (MALFORMED, Context, Findings, _check_holdout, _check_stats, check_holdout_splits,
+from .validate import (MALFORMED, Context, Findings, Later, _check_holdout, _check_stats, check_holdout_splits,
                        check_manifest, first_index, measure_splits)
 from .validate_ahead import StreamedMeasure, ahead
 from .validate_derived import Rebuilds, check_derived_files
@@ -140,25 +140,29 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
             out.add(str(data / name), "missing", "files")
     if out:
         return out
-    actual = {name: _summary(data / name) for name in names}
-    for name, summary in stats["files"].items():
-        if name not in actual:
-            out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
-        elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
-            out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
-    # the plan's room checks (kernelinfer's min_room: ~3 s of one process) in `workers` forked processes,
-    # as generate makes it: the plan is the same (has_room's own answers)
-    rooms_ahead(ds.manifest.profile, workers)
-    ctx = Context(stats, ds.manifest)
+    # the files' digests and the held-out rows' check run where this process would wait on its workers
+    # (the plan's room checks, the held-out solutions' search), their findings and errors taken in the
+    # plain order (validate.Later): the same findings, in the same order, as running each in its place
+    files = Later(lambda found: _check_files(data, names, stats, found))
+    try:
+        # the plan's room checks (kernelinfer's min_room: ~3 s of one process) in `workers` forked processes,
+        # as generate makes it: the plan is the same (has_room's own answers)
+        rooms_ahead(ds.manifest.profile, workers, files.run)
+        ctx = Context(stats, ds.manifest)
+        held_rows = Later(lambda found: _check_holdout(data / FILES["holdout"], ctx, found))
+        # set up first, the held-out solutions searched in `workers` forked processes (a fork beside the
+        # rebuilds' pool threads is unsafe; while it ran, the rebuilds would stop 4 a worker ahead)
+        ctx.scan = streamed_measure(data, stats, ds.layout, workers, lambda: (files.run(), held_rows.run()))
+    except Exception:
+        files.result(out)        # what the files' check raises comes first, as where it ran first
+        raise
+    actual = files.result(out)
     check_manifest(stats, ds.manifest, out)
-    # set up first, the held-out solutions searched in `workers` forked processes (a fork beside the
-    # rebuilds' pool threads is unsafe; while it ran, the rebuilds would stop 4 a worker ahead)
-    ctx.scan = streamed_measure(data, stats, ds.layout, workers)
     # with one worker, no pool: each episode rebuilt here as its row is read (Rebuilds.prepare)
     ctx.rebuilds = Rebuilds(ctx, first_index(stats), stats["episodes"], ds.layout.name == "sessions",
                             workers if workers > 1 else 0, ahead)
     try:
-        held = _check_holdout(data / FILES["holdout"], ctx, out)
+        held = held_rows.result(out)
         acc = ds.layout.check(data, ctx, held, out)
     finally:
         if ctx.rebuilds is not None:
@@ -172,17 +176,30 @@ def validate(data: Path, limit: int = 50, workers: int = 1, ds: Dataset | None =
     return out
 
 
-def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int = 1) -> StreamedMeasure | None:
+def streamed_measure(data: Path, stats: dict, layout: Layout, workers: int = 1,
+                     meanwhile=None) -> StreamedMeasure | None:
     """The holdout contamination measured from the training rows as the checks read them (the
-    held-out solutions searched in `workers` processes); None where measure_splits must read
-    the files itself: no split, or a file missing or unreadable."""
+    held-out solutions searched in `workers` processes, `meanwhile()` run here during the search
+    where one is made: it must raise nothing); None where measure_splits must read the files
+    itself: no split, or a file missing or unreadable."""
     try:
         splits = {name: s["file"] for name, s in stats.get("holdout", {}).get("splits", {}).items()}
         if not splits or any(not (data / f).exists() for f in splits.values()):
             return None
-        return StreamedMeasure(Incremental(Targets(read_splits(data, splits), workers)), layout.episode)
+        return StreamedMeasure(Incremental(Targets(read_splits(data, splits), workers, meanwhile)), layout.episode)
     except MALFORMED + (UnicodeDecodeError,):
         return None
+
+
+def _check_files(data: Path, names: list, stats: dict, out: Findings) -> dict:
+    """Each data file's summary (rows, bytes, sha256); a finding where stats.json's differs."""
+    actual = {name: _summary(data / name) for name in names}
+    for name, summary in stats["files"].items():
+        if name not in actual:
+            out.add("stats.json", f"files lists {name!r}, which is not a dataset file", "files")
+        elif {k: summary.get(k) for k in ("bytes", "sha256")} != {k: actual[name][k] for k in ("bytes", "sha256")}:
+            out.add(name, "sha256/bytes differ from stats.json (modified or truncated?)", "files")
+    return actual
 
 
 def _summary(path: Path) -> dict:

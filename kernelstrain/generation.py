@@ -250,7 +250,7 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
                            chat_settings(profile.output))
         if shard:
             stats["run"] = run_id
-        finish(stage.dir, stats, manifest, judged, workers, written)
+        finish(stage.dir, stats, manifest, judged, workers, written, plan)
         fault_point("stats-written")
         stage.swap(run_id)
     except OSError as e:
@@ -472,17 +472,18 @@ def _written_rows(f: StreamFile):
 
 
 def finish(out: Path, stats: dict, manifest: Manifest, judged=None, workers: int = 1,
-           written: WrittenChecks | None = None) -> None:
+           written: WrittenChecks | None = None, plan: Plan | None = None) -> None:
     """The run manifest, the layout's QA files (qa.json; a report per batch, checked in `workers`
     processes) and the card, then stats.json — the completion marker — once the data is complete.
     `judged`: the QA figures of every episode, summed as they were written (layouts.Layout.judge;
-    else qa reads the files); `written`: the batch reports' checks made as the rows were built."""
+    else qa reads the files); `written`: the batch reports' checks made as the rows were built;
+    `plan`: the run's plan (the batch reports take it where it is the manifest's, not made again)."""
     write_manifest(out, manifest)
     layout = LAYOUTS[manifest.layout]
     if layout.qa_file:
         write_text_atomic(out / layout.qa_file, dumps_qa(layout.qa(out) if judged is None else report(judged)))
     if layout.batch_qa:
-        layout.batch_qa(out, stats, workers, **({"written": written} if written is not None else {}))
+        layout.batch_qa(out, stats, workers, written=written, plan=plan)
     with Bar("writing the dataset card"):
         write_text_atomic(out / "README.md", layout.card(stats))
     fault_point("card-written")

@@ -37,7 +37,7 @@ class Layout:
     stored_steps: Callable  # a row of the first streamed file -> its steps with their code as stored (verify)
     qa_file: str | None = None      # where generate writes `qa`'s object (validate compares it)
     cut: Callable | None = None     # (out, batch_size) -> {name: summary}: files cut from the data (batches/)
-    batch_qa: Callable | None = None  # (out, stats, workers) -> None: a QA report per batch (qa_reports/)
+    batch_qa: Callable | None = None  # (out, stats, workers, written=, plan=) -> None: a QA report per batch (qa_reports/)
     judge: Callable | None = None   # {key: one episode's rows as written} -> its QA figures, which generate
                                     # sums (qa._Acc.merge) into qa_file's report instead of reading the files again
 

@@ -108,12 +108,13 @@ _ROOM: dict = {}      # (task key, caps, bar) -> has_room's answer
 _AHEAD: list = []     # rooms_ahead's (task, caps, bar) asks, read by its forked workers by index
 
 
-def rooms_ahead(profile: Profile, workers: int) -> None:
+def rooms_ahead(profile: Profile, workers: int, meanwhile=None) -> None:
     """with_room's answer (has_room) for every task of the profile's menus, asked in `workers` forked
     processes and kept (_ROOM) where make_plan then finds it: a profile with min_room (kernelinfer) asks it
     of ~4,000 tasks before the first episode, ~3.3 s of one process (each simulates the ladder's rungs at
     their defaults), ~13% of a 200-session run, none of it shared by the workers. Nothing with one worker,
-    or for a profile without min_room; the answers are has_room's own (pure), so the plan is the same."""
+    or for a profile without min_room; the answers are has_room's own (pure), so the plan is the same.
+    `meanwhile()`, where given, runs in this process while the pool works (else not at all)."""
     if workers <= 1 or profile.fused is not None or not profile.min_room:
         return
     from .engine import baseline_key, keep_baseline
@@ -127,6 +128,8 @@ def rooms_ahead(profile: Profile, workers: int) -> None:
             if pool is None:
                 return
             found = submitted(pool.map_async, _room_at, range(len(_AHEAD)), chunksize=max(1, len(_AHEAD) // (32 * workers)))
+            if meanwhile is not None:
+                meanwhile()
             for (t, caps, bar), (answer, start) in zip(_AHEAD, result(found)):
                 _ROOM[(t.key, caps, bar)] = answer
                 # the baseline each answer found, kept here too: the episodes' workers, forked from this process

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,6 +61,49 @@ class Findings(list):
         if len(self) < self.limit:
             self.append(f"{where}: {what}")
             self.checks.append(check)
+
+
+class Later:
+    """A check `fn(found)` (its findings into `found`) run where the caller has time for it (`run`:
+    in a wait on a pool's workers), its outcome handed over where the plain order asks for it
+    (`result(out)`): its findings added to `out` then, in their order, and its value returned or
+    what it raised raised there. Findings and errors are those of calling fn(out) at that point (fn
+    reads nothing of `out`: validate's checks only add to it)."""
+
+    def __init__(self, fn):
+        self.fn, self.outcome = fn, None
+
+    def run(self) -> None:
+        if self.outcome is not None:
+            return
+        found = _Recorded()
+        try:
+            self.outcome = found, True, self.fn(found)
+        except Exception as e:       # (any: raised again by result, where fn(out) would have raised it)
+            self.outcome = found, False, e
+
+    def result(self, out: Findings):
+        self.run()
+        found, ok, value = self.outcome
+        for added in found.added:
+            out.add(*added)
+        if not ok:
+            raise value
+        return value
+
+
+class _Recorded(Findings):
+    """Findings kept whole, in order, for Later to add to the real ones."""
+
+    def __init__(self):
+        super().__init__(0)
+        self.added: list = []
+
+    def add(self, where: str, what: str, check: str) -> None:
+        if check not in CHECKS:
+            raise ValueError(f"unknown check id {check!r}")
+        self.total += 1
+        self.added.append((where, what, check))
 
 
 def rows(path: Path, out: Findings):
@@ -383,9 +427,10 @@ class Context:
     [output] settings."""
 
     def __init__(self, stats: dict, manifest, plan=None):
-        """`plan`: the manifest's plan where the caller holds it (generate's workers), else made here."""
+        """`plan`: the run's plan where the caller holds it (generate's), taken where it is the
+        manifest's (run_plan), else made here."""
         self.stats, self.manifest = stats, manifest
-        self.plan = plan if plan is not None else make_plan(manifest.profile, manifest.seed)
+        self.plan = run_plan(manifest, plan)
         out = manifest.profile.output
         self.timestamps, self.max_tokens, self.validation_frac = out.timestamps, out.max_context_tokens, out.validation_frac
         self.id_prefix = f"{stats.get('profile')}-s{stats.get('seed')}-"     # an episode id before its index
@@ -398,6 +443,18 @@ class Context:
 
     def chat_settings(self) -> dict:
         return {"max_context_tokens": self.max_tokens, "validation_frac": self.validation_frac}
+
+
+def run_plan(manifest, plan=None):
+    """The plan of the manifest's run: `plan` where it is make_plan of the same profile (but for
+    the file it was read from: a dataset's manifest.json, the run's .toml) and seed, as generate's
+    own plan is when its batch QA reports read the manifest it just wrote; else made here (a
+    kernelinfer plan is ~0.15 s with its room checks known, ~3 s without). `plan` must be made
+    with the profile's own holdout split (make_plan's defaults), as every run's is."""
+    if plan is not None and plan.seed == manifest.seed and \
+            (plan.profile is manifest.profile or replace(plan.profile, path="") == replace(manifest.profile, path="")):
+        return plan
+    return make_plan(manifest.profile, manifest.seed)
 
 
 def check_manifest(stats: dict, manifest, out: Findings) -> None:

@@ -17,16 +17,20 @@ from .sessions import session_row
 from .validate import MALFORMED, guarded, row_diff
 
 
-def rebuild(plan, index: int, sessions: bool, as_json: bool = True) -> tuple:
+def rebuild(plan, index: int, sessions: bool) -> tuple:
     """The plan's episode `index` as validate compares it: (public episode row, the dataset row
-    it must equal — episode or session row, as JSON gives it back (`as_json`; else as built, for
-    plan_row alone) —, its chat rows)."""
+    it must equal — episode or session row, as built —, its chat rows).
+
+    The row as built, not as JSON gives it back: its values are JSON's types (tests/test_generation_judge.py),
+    so the round trip (json_value: an encoding and a decoding of the whole row, ~5% of a worker's time) gives an
+    identical row. Where it would not (a tuple left in a row), nothing is lost: a dataset row read from JSON is
+    then not `identical` to it, so it takes no verdict worked out ahead (validate_ahead) and is checked in the
+    parent, and plan_row compares it with the round trip."""
     from .episodes import chat_rows
     output = plan.profile.output
     ep = build_episode(plan, index).row()
     want = session_row(ep, output.timestamps) if sessions else ep
-    return ep, json_value(want) if as_json else want, \
-        None if sessions else chat_rows(ep, output.timestamps, output.max_context_tokens)
+    return ep, want, None if sessions else chat_rows(ep, output.timestamps, output.max_context_tokens)
 
 
 def json_value(row):
@@ -90,7 +94,7 @@ class Rebuilds:
         if self.pool is not None or self.early is not None and self.early[0] == index:
             return
         try:
-            self.early = (index, True, rebuild(self.plan, index, self.sessions, as_json=False))
+            self.early = (index, True, rebuild(self.plan, index, self.sessions))
         except Exception as e:       # (any: raised again by get, to the caller that guards it)
             self.early = (index, False, e)
 
@@ -103,7 +107,7 @@ class Rebuilds:
             return value
         answer = self._answer(index)
         if answer is None:
-            return rebuild(self.plan, index, self.sessions, as_json=False)
+            return rebuild(self.plan, index, self.sessions)
         ok, value, _ = answer
         if not ok:
             raise value
@@ -128,7 +132,7 @@ def plan_row(ctx, index: int, row: dict, where: str, out, sessions: bool = False
     """The plan's (multi-turn rows, step rows) of `index` (None for a session); a finding at `where`
     when the dataset's row (episode row, or session row when `sessions`) is not the plan's."""
     _, want, chats = ctx.rebuilds.get(index) if ctx.rebuilds is not None else \
-        rebuild(ctx.plan, index, sessions, as_json=False)
+        rebuild(ctx.plan, index, sessions)
     # a row read from JSON equal to the plan's row as built is equal to it as JSON gives it back (the
     # built row's values are JSON's types, or tuples, which equal no list): the round trip, ~1% of
     # validate's CPU, only where they differ

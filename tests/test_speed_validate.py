@@ -62,7 +62,7 @@ def test_validate_asks_the_plans_room_answers_ahead(small_dataset, monkeypatch):
     def context(stats, manifest, plan=None):        # the plan is made here: rooms_ahead must have run before
         assert asked == [(manifest.profile.name, 2)]
         raise Stop
-    monkeypatch.setattr(dataset, "rooms_ahead", lambda profile, workers: asked.append((profile.name, workers)))
+    monkeypatch.setattr(dataset, "rooms_ahead", lambda profile, workers, meanwhile=None: asked.append((profile.name, workers)))
     monkeypatch.setattr(dataset, "Context", context)
     try:
         dataset.validate(small_dataset, workers=2)
@@ -158,3 +158,189 @@ def test_biased_share_is_the_plain_midpoint_sum():
         for atol, rtol in ((1e-2, 1e-2), (2e-2, 2e-2), (1e-4, 1e-4), (0.0, 0.0), (0.09375 * 0.5, 0.0)):
             got, want = rt._biased_share(off, w, b, atol, rtol), plain(off, w, b, atol, rtol)
             assert got == want and type(got) is type(want), (off, w, b, atol, rtol)
+
+
+def test_generate_hands_its_plan_to_the_batch_reports_and_another_run_still_makes_its_own(tmp_path, monkeypatch):
+    """generate's batch QA reports take its plan (no make_plan of the run once more at the end); a
+    manifest of another seed or another profile still gets its own plan (validate.run_plan's guard)."""
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kernelstrain import validate
+    from kernelstrain.cli import main
+    from kernelstrain.manifest import read_manifest
+    from kernelstrain.plan import make_plan
+    from kernelstrain.validate_sessions import write_qa_reports
+
+    made, real = [], validate.make_plan
+    monkeypatch.setattr(validate, "make_plan", lambda profile, seed: made.append((profile.name, seed)) or real(profile, seed))
+    data = tmp_path / "d"
+    fixture = Path(__file__).parent / "fixtures" / "sessions_profile.toml"       # (the sessions layout, small)
+    assert main(["generate", "--seed", "2", "--config", str(fixture), "--episodes", "3", "--workers", "1",
+                 "--out", str(data), "--quiet"]) in (0, 1)
+    assert made == []                          # the Context of the reports (and of the workers' checks) took the run's
+    stats, manifest = json.loads((data / "stats.json").read_text()), read_manifest(data)
+    before = {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())}
+    own = make_plan(manifest.profile, 2)
+    assert validate.run_plan(manifest, own) is own
+    write_qa_reports(data, stats, 1, plan=own)
+    assert made == []
+    assert {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())} == before
+    other_seed = make_plan(manifest.profile, 3)
+    other_profile = replace(own, profile=replace(own.profile, description="another profile"))
+    for plan in (other_seed, other_profile, None):
+        assert validate.run_plan(manifest, plan) is not plan
+        write_qa_reports(data, stats, 1, plan=plan)
+        assert made[-1] == ("sessions_fixture", 2)
+        assert {p.name: p.read_bytes() for p in sorted((data / "qa_reports").iterdir())} == before
+    assert len(made) == 6
+
+
+def test_later_hands_over_its_findings_and_what_it_raised_where_it_is_asked():
+    """validate.Later: the findings a check made ahead reach the real Findings in their order when asked, after
+    any made since; what it raised is raised then (a KeyError not swallowed by the guard it ran under); it runs once."""
+    import pytest
+
+    from kernelstrain.validate import Findings, Later
+    calls = []
+
+    def check(found):
+        calls.append(1)
+        found.add("a:1", "first", "files")
+        found.add("a:2", "second", "holdout")
+        raise KeyError("broken")
+
+    later = Later(check)
+    try:
+        later.run()                 # (a caller's guard of MALFORMED around the wait never sees it)
+    except KeyError:
+        pytest.fail("run raised")
+    later.run()
+    out = Findings(2)
+    out.add("m:1", "before", "manifest")
+    with pytest.raises(KeyError, match="broken"):
+        later.result(out)
+    assert calls == [1] and out == ["m:1: before", "a:1: first"] and out.total == 3
+    assert out.checks == ["manifest", "files"]
+    ok = Later(lambda found: found.add("b:1", "x", "files") or {"v": 1})
+    out = Findings(5)
+    assert ok.result(out) == {"v": 1} and out == ["b:1: x"]
+    with pytest.raises(ValueError):         # an unknown check id raises where it is added, as Findings.add does
+        Later(lambda found: found.add("c", "y", "no such check")).result(Findings(5))
+
+
+def test_validate_checks_files_and_held_out_rows_in_the_wait_with_the_plain_findings(dataset_copy, monkeypatch):
+    """With 2 workers the files' digests and the held-out rows' check run before the rebuilds' pool (in the
+    held-out search's wait); the findings are those of 1 worker, in the same order: the files' first, then the
+    held-out rows'; an error in the held-out check is raised, not taken for an unreadable held-out file."""
+    import json
+
+    import pytest
+
+    from corrupt import rewrite_row
+    from kernelstrain import dataset
+
+    rewrite_row(dataset_copy / "tasks_holdout.jsonl", 2, lambda r: r["baseline"].update(time_ms=r["baseline"]["time_ms"] * 2))
+    order, real_check, real_rebuilds = [], dataset._check_holdout, dataset.Rebuilds
+    monkeypatch.setattr(dataset, "_check_holdout", lambda *a: order.append("held") or real_check(*a))
+    monkeypatch.setattr(dataset, "Rebuilds", lambda *a: order.append("rebuilds") or real_rebuilds(*a))
+    found = {w: dataset.validate(dataset_copy, 50, w) for w in (1, 2)}
+    assert order == ["held", "rebuilds", "held", "rebuilds"]
+    assert list(found[2]) == list(found[1]) and found[2].checks == found[1].checks and found[2].total == found[1].total
+    assert found[1].checks[:2] == ["files", "holdout"] and "tasks_holdout.jsonl" in found[1][0]
+    assert "tasks_holdout.jsonl:2" in found[1][1]
+
+    def broken(path, ctx, out):
+        out.add("tasks_holdout.jsonl:1", "seen", "holdout")
+        raise KeyError("a bug in the check")
+    monkeypatch.setattr(dataset, "_check_holdout", broken)
+    for workers in (1, 2):
+        with pytest.raises(KeyError, match="a bug in the check"):
+            dataset.validate(dataset_copy, 50, workers)
+    assert json.loads((dataset_copy / "stats.json").read_text())["episodes"] == 40
+
+
+def test_the_plans_rows_as_built_are_identical_to_their_json_round_trip():
+    """validate's workers hand over the plan's rows as built (validate_derived.rebuild, no JSON round trip): a
+    file's row takes their verdicts only where it is `identical` to them, so they must be JSON's own types all
+    through, or every row would be checked again in the parent (both layouts, rows and chat rows)."""
+    from pathlib import Path
+
+    from kernelstrain.plan import make_plan
+    from kernelstrain.profiles import load_profile
+    from kernelstrain.validate import identical
+    from kernelstrain.validate_derived import json_value, rebuild
+
+    fixture = Path(__file__).parent / "fixtures" / "sessions_profile.toml"
+    for config, sessions in (("kernelstrain", False), (str(fixture), True)):
+        plan = make_plan(load_profile(config), 1)
+        for index in range(3):
+            _, want, chats = rebuild(plan, index, sessions)
+            assert identical(want, json_value(want)), (config, index)
+            assert chats is None if sessions else all(identical(r, json_value(r)) for rows in chats for r in rows)
+            key = next(k for k, v in want.items() if isinstance(v, list))
+            assert not identical(want, {**want, key: tuple(want[key])})      # (a tuple is told from JSON's list)
+
+
+def _plain_check_batches(data, stats, size, out):
+    """validate_sessions.check_batches as written before it read in chunks (each batch and its share whole)."""
+    from kernelstrain.sessions import BATCH_DIR, SESSIONS_FILE
+    listed = [f for f in stats["files"] if f.startswith(f"{BATCH_DIR}/")]
+    on_disk = sorted(f"{BATCH_DIR}/{p.name}" for p in (data / BATCH_DIR).glob("*")) if (data / BATCH_DIR).is_dir() else []
+    if on_disk != listed:
+        out.add(BATCH_DIR, f"holds {on_disk[:3]}... ({len(on_disk)} files), stats.json lists {len(listed)}", "files")
+        return
+    with open(data / SESSIONS_FILE, "rb") as whole:
+        for k, name in enumerate(listed):
+            part = (data / name).read_bytes()
+            rows_in = part.count(b"\n")
+            if name != f"{BATCH_DIR}/batch_{k:03d}.jsonl" or (rows_in != size and k != len(listed) - 1):
+                out.add(name, f"batch {k} should be {BATCH_DIR}/batch_{k:03d}.jsonl of {size} sessions "
+                              f"(it holds {rows_in})", "files")
+            if whole.read(len(part)) != part:
+                out.add(name, f"is not bytes {k * size}.. of {SESSIONS_FILE}: the batches do not concatenate to it", "files")
+                return
+        if whole.read(1):
+            out.add(SESSIONS_FILE, "holds more than its batches' concatenation", "files")
+
+
+def test_check_batches_in_chunks_finds_what_reading_whole_found(tmp_path, monkeypatch):
+    """check_batches compares each batch with sessions.jsonl a chunk at a time (peak RSS): the findings are those
+    of the whole-file comparison on sound files and on every kind of damage, with chunks of 3 bytes and of 1 MB."""
+    import pytest
+
+    from kernelstrain import validate_sessions
+    from kernelstrain.validate import Findings
+
+    lines = [b'{"id": "s-%06d", "pad": "%s"}\n' % (i, b"x" * (5 * i)) for i in range(7)]
+
+    def dataset(name, damage=None):
+        d = tmp_path / name
+        (d / "batches").mkdir(parents=True)
+        parts = [lines[0:3], lines[3:6], lines[6:7]]
+        sessions = b"".join(lines)
+        if damage == "byte":           # a byte of the second batch changed
+            parts[1] = [parts[1][0], parts[1][1].replace(b"x", b"y", 1), parts[1][2]]
+        elif damage == "short":        # the second batch lost its last line
+            parts[1] = parts[1][:2]
+        elif damage == "extra":        # sessions.jsonl holds a line no batch has
+            sessions += lines[1]
+        elif damage == "count":        # the first batch of 2 rows, the second of 4: same bytes, wrong cut
+            parts[0], parts[1] = lines[0:2], lines[2:6]
+        elif damage == "truncated":    # sessions.jsonl cut short inside the last batch
+            sessions = sessions[:-4]
+        for k, part in enumerate(parts):
+            (d / "batches" / f"batch_{k:03d}.jsonl").write_bytes(b"".join(part))
+        (d / "sessions.jsonl").write_bytes(sessions)
+        return d, {"files": {f"batches/batch_{k:03d}.jsonl": {} for k in range(3)}}
+
+    for chunk in (3, 1 << 20):
+        monkeypatch.setattr(validate_sessions, "PART_CHUNK", chunk)
+        for damage in (None, "byte", "short", "extra", "count", "truncated"):
+            d, stats = dataset(f"{damage}-{chunk}", damage)
+            got, want = Findings(50), Findings(50)
+            validate_sessions.check_batches(d, stats, 3, got)
+            _plain_check_batches(d, stats, 3, want)
+            assert list(got) == list(want) and got.total == want.total, (damage, chunk, list(got), list(want))
+            assert bool(got.total) == (damage is not None), (damage, list(got))
