@@ -31,7 +31,8 @@ NEW = ("s99595", "s99696")
 
 
 def held_files() -> list:
-    return [s for s in HELD + NEW if (ROOT / "measurements" / f"h100_gpucheck_{s}.json").exists()]
+    seeds = dict.fromkeys(HELD + NEW)        # simB_pool's HELD has the pair too since main aa0e8e0: each seed once
+    return [s for s in seeds if (ROOT / "measurements" / f"h100_gpucheck_{s}.json").exists()]
 
 
 def repeat_noise(rows: list) -> float:
