@@ -627,7 +627,12 @@ UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs
              # sim's eleventh-session j2 (plan j4; H100, 2026-12-07 14:13 UTC), the rows behind grouped_gemm_cuda's
              # REG_STAGED_TRIP and the open questions of docs/sim_issue30_s11.md section 3 (MODULE_FIT_FILES since the
              # twelfth session)
-             "h100_sim_s11_j2.json")
+             "h100_sim_s11_j2.json",
+             # held out, in no fit list: sim's twelfth-session j3 (plan j6; H100, 2026-12-07 17:06 UTC), the
+             # out-of-sample check of REG_STAGED_TRIP (grouped_gemm_cuda mma_sync at T=16 E=8) and a 4096^3 tile grid
+             # of gemm_fp16_triton grouped_swizzle / pipelined_stages and gemm_fp16_cuda cp_async_pipeline
+             # (docs/sim_issue30_s12.md)
+             "h100_sim_s12_j3.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75

@@ -29,10 +29,6 @@ KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr
 ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, tl.trans(b), acc)")
 ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=y_ptr.dtype.element_ty)", "acc += tl.dot(a, tl.trans(b)).to(y_ptr.dtype.element_ty)")
 K_TILES = "tl.cdiv(K, BLOCK_K)"
-# tensor-core share a pipelined K loop keeps fed, by num_stages: past 4 stages the loads are already ahead of the
-# MMAs (5 is off the menus but a stored row has it: H100, roomK j1 / measurements/h100_roomK_j1.json, m_fastest_order
-# 64 x 128 x 64 at T=64 E=64 K=2048 N=2816 top-6: 5 stages 258.9 us, 4 stages 263.5-266.0, within the repeat noise)
-PIPE_DEPTH = {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0, 5: 1.0}
 # upper bound on m-blocks without a host sync: every expert adds at most one partial block
 COMPACT_GRID = "((triton.cdiv(sorted_ids.numel(), {bm}) + {E}) * triton.cdiv(N, {bn}),)"
 
@@ -92,7 +88,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
             launched = task["E"] * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
             scale *= tiles / (tiles + 0.1 * (launched - tiles))
         else:
-            scale *= PIPE_DEPTH[stages]
+            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0, 5: 1.0}[stages]    # 5 (a stored roomK j1 row) as 4
         # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
         w_reread = active * n * k * e * (m_blocks / active - 1) * (1 - l2_w_hit)
         x_reread = rows * k * e * (n_blocks - 1) * 0.05
