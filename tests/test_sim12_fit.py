@@ -71,3 +71,13 @@ def test_the_shipped_cross_terms_order_the_held_out_4096_grid_of_grouped_swizzle
     plain = Fit(**{**FIT.to_json(), "param_exponents": {
         m: {p: x for p, x in v.items() if CROSS not in p} for m, v in FIT.param_exponents.items()}})
     assert len(rows) == 8 and _pairs_right(rows, FIT) > _pairs_right(rows, plain)
+
+
+def test_the_register_staged_mma_sync_loop_under_a_wave_is_a_chain_of_round_trips():
+    """gemm_fp16_cuda mma_sync at M=128 N=4096 K=14336 (sim j2 of the eleventh session, H100; 64-128 programs, 224-448
+    K steps each, no ring): 214-801 us, ordered by the chain of steps more than by the tiles' FLOPs; the roofline
+    terms alone ordered the 8 tiles at Spearman 0.40."""
+    from kernelstrain.calibration.metrics import spearman
+    rows = [r for r in measured_records(("h100_sim_s11_j2.json",), {"gemm_fp16_cuda"}) if r["variant"] == "mma_sync"]
+    assert len(rows) == 8
+    assert spearman([r["measured_ms"] for r in rows], [predict_ms(FIT, r) for r in rows]) > 0.6
