@@ -12,13 +12,16 @@ of the shipped fit and exits 1 if the file is not what a refit would write. --cv
 figures overall and per module as scripts/calibration_cv.py --json does (the same folds: one run gives both).
 
     python3 scripts/refit_calibration.py --modules M1,M2 [--no-size] [--params] [--folds 3] [--check]
+    python3 scripts/refit_calibration.py --modules M1,M2 --cross [--folds 5] [--check]
     python3 scripts/refit_calibration.py --rungs M1:rung,M1:rung2,M2:rung [--folds 3] [--check]
 
 refits only those modules' terms (calibration.fit.refit_modules) on their rows of MODULE_FIT_FILES, the shipped
 fit's shared terms (launch floor, extra-launch cost, impl exponents) and every other module's kept byte for byte,
 so no other module's simulated time moves; --rungs moves only those rungs' ceilings (calibration.fit.refit_variants:
 the rungs whose launch model changed, placed against the unchanged rungs they were timed beside), nothing else
-moving. The run is recorded in the fit file's `module_refits` (modules, rows,
+moving; --cross gives those modules' rungs tile-geometry cross terms (calibration.cross_steps: a term in the product
+of two tile dimensions' steps, calibration.fit.add_cross) fitted on the shipped fit's residuals, each rung's ceiling
+moved by their mean, every other term kept. The run is recorded in the fit file's `module_refits` (modules, rows,
 the figures of the fit it replaced on the same rows, out of sample by --folds, in sample, per module).
 
     python3 scripts/refit_calibration.py --size-ranges [--check]
@@ -49,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelstrain.calibration import FIT, FIT_FORMAT, Fit  # noqa: E402
-from kernelstrain.calibration.fit import (FIT_FILES, MODULE_FIT_FILES, fit_with_folds, measured_records, out_of_fold, param_ranges,  # noqa: E402
+from kernelstrain.calibration.fit import (CROSS_RIDGE, FIT_FILES, MODULE_FIT_FILES, add_cross, fit_with_folds,  # noqa: E402
+                                          measured_records, out_of_fold, param_ranges,
                                           predict_ms, refit_modules, refit_variants, variant_param_ranges,
                                           variant_size_ranges)
 from kernelstrain.calibration.metrics import agreement  # noqa: E402
@@ -101,14 +105,17 @@ def rungs_of(spec: str) -> dict:
 
 
 def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict | None = None,
-                 size: bool = True, params: bool = False) -> int:
+                 size: bool = True, params: bool = False, cross: bool = False) -> int:
     """refit_modules of `modules` (with rungs: refit_variants of those rungs) on the shipped fit, recorded in its
     `module_refits` (an earlier entry naming any of these modules dropped); size: False, the modules fitted without
-    a size term (their size exponents dropped); params: their parameter exponents (and step ranges) refitted too."""
+    a size term (their size exponents dropped); params: their parameter exponents (and step ranges) refitted too;
+    cross: add_cross of `modules` instead (their rungs' tile-geometry cross terms on top of the shipped fit, nothing
+    else refitted; the module's earlier entries stay: their terms do)."""
     rows = measured_records(MODULE_FIT_FILES, set(modules))
-    kw = {"variants": rungs} if rungs else {"modules": modules, **({} if size else {"size": False}),
-                                            **({"keep": ()} if params else {})}
-    final = refit_variants(rows, FIT, rungs) if rungs else refit_modules(rows, FIT, **kw)
+    kw = {"variants": rungs} if rungs else {"crossed": modules} if cross else \
+        {"modules": modules, **({} if size else {"size": False}), **({"keep": ()} if params else {})}
+    final = refit_variants(rows, FIT, rungs) if rungs else add_cross(rows, FIT, modules) if cross else \
+        refit_modules(rows, FIT, **kw)
     held_out = out_of_fold(rows, folds, jobs, base=FIT, **kw) if folds else []
     report = {"replaced": figures(rows, lambda r: predict_ms(FIT, r)),
               **({"out_of_sample": figures(held_out, lambda r: r["sim_ms"])} if folds else {}),
@@ -117,10 +124,14 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
         print(f"{name:14} " + " ".join(f"{k}={v}" for k, v in fig.items() if k != "lowest_module_spearman"))
     shipped = json.loads(FIT_PATH.read_text())
     entry = {"modules": sorted(modules), **({"rungs": rungs} if rungs else {}), **({"params": True} if params else {}),
+             **({"cross": True} if cross else {}),
              "source": f"{' + '.join(MODULE_FIT_FILES)}: {len(rows)} matched timed candidates of these modules, "
                        f"{len({r['episode'] for r in rows})} episodes",
              "method": ("scripts/refit_calibration.py --rungs: calibration.fit.refit_variants (those rungs' ceilings "
                         "moved, every other term kept)" if rungs else
+                        "scripts/refit_calibration.py --modules --cross: calibration.fit.add_cross (each rung's "
+                        f"tile-geometry cross terms fitted on the shipped fit's residuals, ridge {CROSS_RIDGE}, the rung's "
+                        "ceiling moved by their mean; every other term kept)" if cross else
                         "scripts/refit_calibration.py --modules: calibration.fit.refit_modules (their parameter "
                         "exponents, the shared terms and every other module's kept)"
                         + ("" if size else "; --no-size: no size term (fit_terms size=False)")
@@ -129,7 +140,8 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
              "figures": report,
              **({"modules_out_of_sample": {m: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in t.items()}
                                            for m, t in module_table(held_out).items()}} if folds else {})}
-    earlier = [e for e in shipped.get("module_refits", []) if not set(e["modules"]) & set(modules)]
+    earlier = [e for e in shipped.get("module_refits", []) if not set(e["modules"]) & set(modules)
+               or (cross and not e.get("cross"))]
     data = {**{k: v for k, v in shipped.items() if k not in final.to_json()}, **final.to_json(),
             "module_refits": earlier + [entry]}
     data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
@@ -140,7 +152,7 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
 def size_range_refit(check: bool) -> int:
     """The shipped fit with variant_size_range_ms set from the rows its size exponents were fitted on (see above)."""
     shipped = json.loads(FIT_PATH.read_text())
-    own_rows = {m for e in shipped.get("module_refits", []) if "rungs" not in e for m in e["modules"]}
+    own_rows = {m for e in shipped.get("module_refits", []) if "rungs" not in e and not e.get("cross") for m in e["modules"]}
     ranges = {}
     for files, modules in ((FIT_FILES, set(FIT.size_exponents) - own_rows), (MODULE_FIT_FILES, set(FIT.size_exponents) & own_rows)):
         ranges.update(variant_size_ranges(measured_records(files, modules), FIT.size_exponents))
@@ -215,6 +227,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
     ap.add_argument("--no-size", action="store_true", help="with --modules: fit them without a size term")
     ap.add_argument("--params", action="store_true", help="with --modules: refit their parameter exponents too")
+    ap.add_argument("--cross", action="store_true",
+                    help="with --modules: give their rungs tile-geometry cross terms on top of the shipped fit, nothing "
+                         "else refitted (calibration.fit.add_cross)")
     ap.add_argument("--size-ranges", action="store_true",
                     help="set each variant's size range from its fit rows, every fitted term kept (see above)")
     ap.add_argument("--param-ranges", action="store_true",
@@ -230,7 +245,10 @@ def main(argv=None) -> int:
         rungs = rungs_of(a.rungs)
         return module_refit(sorted(rungs), a.folds, a.jobs, a.check, rungs)
     if a.modules:
-        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size, params=a.params)
+        if a.cross and (a.params or a.no_size):
+            ap.error("--cross refits nothing but the cross terms: no --params / --no-size with it")
+        return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size, params=a.params,
+                            cross=a.cross)
     rows = measured_records(FIT_FILES)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
     final, held_out = fit_with_folds(rows, a.folds, a.jobs)     # one pool: --jobs spreads the final fit's scan too

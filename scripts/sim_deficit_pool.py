@@ -26,12 +26,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from kernelstrain.calibration.metrics import spearman  # noqa: E402
 from simB_pool import HELD, load  # noqa: E402  (this script's folder)
 
-# the pair of seeds the lead ran during the eleventh session (2026-12-07), held out like the twelve before
-NEW = ("s99595", "s99696")
+# the pairs of seeds the lead ran during the eleventh and twelfth sessions (2026-12-07), held out like the twelve before
+NEW = ("s99595", "s99696", "s88339", "s88440")
 
 
 def held_files() -> list:
-    return [s for s in HELD + NEW if (ROOT / "measurements" / f"h100_gpucheck_{s}.json").exists()]
+    seeds = dict.fromkeys(HELD + NEW)        # simB_pool's HELD has the pair too since main aa0e8e0: each seed once
+    return [s for s in seeds if (ROOT / "measurements" / f"h100_gpucheck_{s}.json").exists()]
 
 
 def repeat_noise(rows: list) -> float:

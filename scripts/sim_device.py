@@ -166,9 +166,22 @@ J5 = [
     ("grouped_gemm_cuda", "bf16", [{"T": 16, "E": 8, "K": 4096, "N": 14336, "topk": 2}], [
         ("mma_sync", {"BM": (32, 64), "BK": (16, 32, 64)})]),
 ]
-SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1, "j2": J2, "j3": J3, "j4": J4, "j5": J5}
+# j6 (twelfth session): j5's six cases (the eleventh session's unrun check, the model frozen at the commit this plan
+# ships in) and a tile-geometry grid at 4096^3 bf16 that no stored row has: gemm_fp16_triton grouped_swizzle and
+# pipelined_stages BLOCK_M x BLOCK_N x BLOCK_K 64/128 x 64/128 x 32/64 on 4 warps (and 128x128 on 8), gemm_fp16_cuda
+# cp_async_pipeline BM x BN x BK likewise: out-of-sample rows for the per-rung tile-geometry term (the interactions of
+# the tile's dimensions with each other and with the warps that the log-linear fit cannot hold).
+J6 = J5 + [
+    ("gemm_fp16_triton", "bf16", [{"M": 4096, "N": 4096, "K": 4096}], [
+        ("grouped_swizzle", {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "BLOCK_K": (32, 64)}),
+        ("pipelined_stages", {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "BLOCK_K": (32, 64)}),
+        ("pipelined_stages", {"BLOCK_M": (128,), "BLOCK_N": (128,), "BLOCK_K": (32, 64), "num_warps": (8,)})]),
+    ("gemm_fp16_cuda", "bf16", [{"M": 4096, "N": 4096, "K": 4096}], [
+        ("cp_async_pipeline", {"BM": (64, 128), "BN": (64, 128), "BK": (32, 64)})]),
+]
+SIM2_PLANS = {"w1": W1, "w2": W2, "j1": J1, "j2": J2, "j3": J3, "j4": J4, "j5": J5, "j6": J6}
 # plans whose shapes pass gpu-check's size cap on purpose (the check's reference still fits one card)
-UNCAPPED = ("j1", "j2", "j3", "j4", "j5")
+UNCAPPED = ("j1", "j2", "j3", "j4", "j5", "j6")
 
 if __name__ == "__main__":
     plan = os.environ.get("SIM_PLAN", "f1")

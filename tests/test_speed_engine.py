@@ -4,7 +4,7 @@ import math
 from dataclasses import replace
 
 from kernelstrain import sim
-from kernelstrain.calibration import FIT, Fit, curve_steps, held_steps, launch_terms, param_steps
+from kernelstrain.calibration import FIT, Fit, cross_steps, curve_steps, held_steps, launch_terms, param_steps
 from kernelstrain.ops.occupancy import in_flight_ratio
 
 from test_caches import registry_sample
@@ -14,7 +14,7 @@ def _core_factor_plain(f: Fit, module: str, impl: str, variant: str, terms: dict
                        work_ms: float | None = None) -> float:
     """Fit.core_factor as it read before its rung's sums were kept (the formula of calibration's docstring: the
     module's parameter terms on the steps held within param_range, the rung's on those held within its
-    variant_param_range, summed as one where both hold a step alike)."""
+    variant_param_range, summed as one where both hold a step alike; the rung's cross terms on its held steps after)."""
     exps, params = f.exponents.get(impl, {}), f.param_exponents.get(module, {})
     own = f.module_exponents.get(module, {})
     size = f.size_exponents.get(module, {}).get(variant, 0.0)
@@ -26,6 +26,7 @@ def _core_factor_plain(f: Fit, module: str, impl: str, variant: str, terms: dict
     else:
         param = sum(params.get(p, 0.0) * x for p, x in {**by_module, **curve_steps(by_module)}.items()) + \
             sum(params.get(f"{p}@{variant}", 0.0) * x for p, x in {**by_variant, **curve_steps(by_variant)}.items())
+    param += sum(params.get(f"{p}@{variant}", 0.0) * x for p, x in cross_steps(by_variant).items())
     return f.ceiling(module, variant) * math.exp(
         sum((exps.get(t, 0.0) + own.get(t, 0.0) + own.get(f"{t}@{variant}", 0.0)) * math.log(x)
             for t, x in terms.items())

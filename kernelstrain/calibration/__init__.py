@@ -16,6 +16,8 @@ The fit keeps the analytic roofline and corrects it with a few readable terms:
            * prod over the candidate's integer parameters p of (p / p's default) ** param_exponent[module][p]
              (the step log2(p / default) held within param_range[module][p], the steps of the module's fit rows; the
              variant's departure param_exponent[module][p@variant] on the step held within variant_param_range)
+           * prod over pairs of the candidate's tile dimensions p, q of 2 ** (param_exponent[module][p*q@variant]
+             x p's held step x q's held step)   (a rung's tile-geometry cross terms, TILE_PARAMS; most rungs have none)
            * (roofline floor / size_ref_ms[module]) ** size_exponents[module][variant]
              (the floor held within variant_size_range_ms[module][variant], the floors of the variant's fit rows)
   time = max(roofline(efficiencies / factor, capped at the measured peaks' share), sim.floor_s)
@@ -101,6 +103,40 @@ def curve_steps(steps: dict) -> dict:
     return {f"{p}^2": min(x * x, CURVE_SPAN ** 2) for p, x in steps.items() if p in CURVED}
 
 
+# The tile-geometry parameters whose pairs a rung's fit may cross (a term in the product of two steps, `p*q@variant`):
+# the log-linear terms give each of a tile's dimensions one exponent whatever the others are, but the hardware's
+# costs of a tile are products of them -- the accumulator's registers a thread (BM x BN over the warps: past the file
+# a block fewer an SM), a stage's operand bytes (BK x (BM + BN): the ring's depth in shared memory, blocks an SM),
+# the operand reuse an MMA gets (BM x BN / (BM + BN)) -- so one dimension's effect turns with another's (the H100,
+# sim j2 of 2026-12-07: gemm_fp16_triton grouped_swizzle BLOCK_K 64 ran 1.39x faster than 32 on 128 x 128 tiles and
+# 2.06x slower on 64 x 128 at 2048^3). A cross term is the second-order (mixed) term of log time in the log tile
+# dimensions, fitted per rung and ridge-shrunk toward 0 as the others; it acts on the held steps (Fit.param_log2), so
+# it is never extrapolated past the values the rung's rows timed either. Only rungs refitted with it carry it
+# (scripts/refit_calibration.py --modules ... --params --cross).
+TILE_PARAMS = ("BLOCK_M", "BM", "BLOCK_N", "BN", "BLOCK_K", "BK", "num_warps", "warps", "num_stages", "stages")
+CROSS = "*"
+
+
+def cross_steps(steps: dict) -> dict:
+    """{p*q: p's step x q's step} of each pair of TILE_PARAMS that both leave their default among param_steps'
+    `steps` (the product is 0 where either is at its default).
+
+    >>> cross_steps({"BLOCK_M": -1.0, "BLOCK_K": 1.0, "num_warps": 0.0, "GROUP_M": 1.0})
+    {'BLOCK_M*BLOCK_K': -1.0}
+    """
+    names = [p for p in TILE_PARAMS if steps.get(p)]
+    return {f"{p}{CROSS}{q}": steps[p] * steps[q] for i, p in enumerate(names) for q in names[i + 1:]}
+
+
+def term_params(key: str) -> set:
+    """The parameters a parameter-term key is a function of: `p`, `p^2`, `p@variant` -> {p}; `p*q@variant` -> {p, q}.
+
+    >>> sorted(term_params("BLOCK_M*BLOCK_K@grouped_swizzle")), term_params("num_warps^2@tl_dot")
+    (['BLOCK_K', 'BLOCK_M'], {'num_warps'})
+    """
+    return {p.split("^")[0] for p in key.split("@")[0].split(CROSS)}
+
+
 class _Sums(dict):
     """{name: sum(name)}, each summed when first asked and kept (Fit._rung)."""
 
@@ -161,7 +197,7 @@ class Fit:
                     work_ms: float | None = None) -> float:
         """Measured over simulated roofline time of one candidate; terms: launch_terms(), steps: param_steps(),
         work_ms: its roofline floor (sim.roofline_floor_ms on its datapath)."""
-        ceiling, of_term, _, _, _, size, _, _ = self._rung(module, impl, variant)
+        ceiling, of_term, _, _, _, size, _, _, _ = self._rung(module, impl, variant)
         return ceiling * math.exp(
             sum(of_term[t] * math.log(x) for t, x in terms.items())
             + math.log(2.0) * (self.param_log2(module, impl, variant, steps or {})
@@ -171,13 +207,15 @@ class Fit:
         """log2 of the parameter terms' factor of one candidate (steps: param_steps()): the module's exponents on its
         steps held within the module's fit rows (param_range), the variant's departures (`p@variant`) on its steps held
         within the variant's own rows (variant_param_range); each CURVED parameter's square of the held step beside.
-        A term is held at the edge of what its rows measured: past it, the launch model alone prices a value."""
-        _, _, of_both, of_module, of_variant, _, module_range, variant_range = self._rung(module, impl, variant)
+        A term is held at the edge of what its rows measured: past it, the launch model alone prices a value. A rung
+        fitted with cross terms (TILE_PARAMS) adds them on its held steps (cross_steps), after the others."""
+        _, _, of_both, of_module, of_variant, _, module_range, variant_range, crossed = self._rung(module, impl, variant)
         by_module, by_variant = held_steps(steps, module_range), held_steps(steps, variant_range)
+        cross = sum(of_variant[p] * x for p, x in cross_steps(by_variant).items()) if crossed else 0.0
         if by_module == by_variant:         # one step for both terms (none held, or both alike): their sum's float
-            return sum(of_both[p] * x for p, x in {**by_module, **curve_steps(by_module)}.items())
+            return sum(of_both[p] * x for p, x in {**by_module, **curve_steps(by_module)}.items()) + cross
         return sum(of_module[p] * x for p, x in {**by_module, **curve_steps(by_module)}.items()) + \
-            sum(of_variant[p] * x for p, x in {**by_variant, **curve_steps(by_variant)}.items())
+            sum(of_variant[p] * x for p, x in {**by_variant, **curve_steps(by_variant)}.items()) + cross
 
     def __getstate__(self) -> dict:
         """Pickled (and copied) without the per-rung sums _rung keeps: they hold closures, and the copy rebuilds
@@ -187,7 +225,7 @@ class Fit:
     def _rung(self, module: str, impl: str, variant: str) -> tuple:
         """core_factor's constants of one rung: (its ceiling, {launch term: its exponent}, {param: the module's
         exponent + the rung's departure}, {param: the module's}, {param: the rung's}, its size exponent, the module's and the rung's parameter step
-        ranges), the launch exponents summed as core_factor sums them (the impl's + the module's + the rung's
+        ranges, whether it has cross terms), the launch exponents summed as core_factor sums them (the impl's + the module's + the rung's
         departure), each once a Fit and kept: time_ms asks
         core_factor of every candidate it times, and the look-ups and their f-strings were most of its cost.
         A Fit is frozen and never changed in place (a refit is a new Fit: dataclasses.replace), so what is
@@ -208,7 +246,8 @@ class Fit:
                 _Sums(lambda p: params.get(f"{p}@{variant}", 0.0)),
                 self.size_exponents.get(module, {}).get(variant, 0.0),
                 self.param_range.get(module, {}),
-                self.variant_param_range.get(module, {}).get(variant, {}))
+                self.variant_param_range.get(module, {}).get(variant, {}),
+                any(CROSS in p and p.endswith(f"@{variant}") for p in params))
         return found
 
     def overhead_us(self, vendor: str, launches: int) -> float:

@@ -21,7 +21,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from . import TERMS, Fit, curve_steps, launch_terms, param_steps
+from . import CROSS, TERMS, Fit, cross_steps, curve_steps, launch_terms, param_steps, term_params
 
 IMPLS = ("cuda", "triton")
 LN2 = math.log(2.0)
@@ -185,7 +185,7 @@ def param_ranges(records: list, exponents: dict, key=lambda r: r["module"]) -> d
     4 / 8, at T=512 where 8 and 16 launch the same 512 programs; the H100 ran them level)."""
     spans = {}
     for r in records:
-        named = {k.split("@")[0].split("^")[0] for k in exponents.get(r["module"], {})}
+        named = {p for k in exponents.get(r["module"], {}) for p in term_params(k)}
         own = spans.setdefault(key(r), {})
         for p, x in r.get("steps", {}).items():
             if p in named:
@@ -398,6 +398,45 @@ def refit_modules(records: list, base: Fit, modules, keep: tuple = ("param_expon
     return replace(base, **merged)
 
 
+# shrinkage of the cross terms (add_cross): 5-fold CV on the GEMM modules' rows (scripts/refit_calibration.py --modules
+# ... --cross), of 2 and 8 the one at which gemm_fp16_triton's out-of-sample share within 0.8-1.25x stays at the
+# replaced fit's (2: Spearman 0.843 -> 0.864 but within 0.658 -> 0.646; 8: 0.846, within 0.661)
+CROSS_RIDGE = 8.0
+
+
+def add_cross(records: list, base: Fit, modules, k_param: float = CROSS_RIDGE, k_episode: float = EPISODE_RIDGE) -> Fit:
+    """base with tile-geometry cross terms (calibration.cross_steps, `p*q@variant`) given to the rungs of `modules`,
+    fitted on what base leaves of their rows (_residual, less each episode's shrunk mean: the ranking within an
+    episode is what they are for), every other term kept; each rung's ceiling is moved by the cross terms' weighted
+    mean over its rows, so that its level stays base's and only the shape within the rung changes (a module refit
+    moves the ceilings and exponents of its every rung: on gemm_fp16_triton's 401 rows its folds lost 0.005 of the
+    rows within 0.8-1.25x before a cross term was added). A base that has cross terms for these modules is refused:
+    the ceilings it moved cannot be told from the rest (refit from the fit before them)."""
+    modules = set(modules)
+    if any(CROSS in p for m in modules for p in base.param_exponents.get(m, {})):
+        raise ValueError(f"add_cross: the base fit has cross terms for {sorted(modules)} already")
+    rows = [r for r in records if r["module"] in modules]
+    res = [_residual(base, r) for r in rows]
+    by_episode = {}
+    for r, (e, w) in zip(rows, res):
+        by_episode.setdefault(r["episode"], []).append((e, w))
+    offset = {ep: sum(e * w for e, w in v) / (sum(w for _, w in v) + k_episode) for ep, v in by_episode.items()}
+    crossed = [dict(r, steps={f"{p}@{r['variant']}": x for p, x in cross_steps(r.get("steps", {})).items()}) for r in rows]
+    slopes = _param_slopes(crossed, [w for _, w in res], [e - offset[r["episode"]] for r, (e, _) in zip(rows, res)], k_param)
+    exps = {m: {p: round(x, 4) for p, x in v.items() if round(x, 4)} for m, v in slopes.items()}
+    params = {m: dict(sorted({**base.param_exponents.get(m, {}), **exps.get(m, {})}.items())) for m in modules}
+    shifts = {}
+    for r, (_, w) in zip(crossed, res):
+        own = exps.get(r["module"], {})
+        shifts.setdefault((r["module"], r["variant"]), []).append((sum(own.get(p, 0.0) * x for p, x in r["steps"].items()), w))
+    ceilings = {m: dict(v) for m, v in base.ceilings.items()}
+    for (m, v), terms in sorted(shifts.items()):
+        mean = sum(t * w for t, w in terms) / sum(w for _, w in terms)
+        if mean:
+            ceilings.setdefault(m, {})[v] = round(base.ceiling(m, v) * math.exp(-LN2 * mean), 4)
+    return replace(base, ceilings=ceilings, param_exponents=dict(sorted({**base.param_exponents, **params}.items())))
+
+
 def _kept_factor(base: Fit, r: dict, keep: tuple) -> float:
     """The factor of base's kept kinds (param_exponents, module_exponents) for one record, as Fit.core_factor has it."""
     m, v, log = r["module"], r["variant"], 0.0
@@ -481,6 +520,8 @@ def _fold_fit(args) -> Fit:
     records, kw = args
     if "variants" in kw:                  # kw: base, variants (refit_variants)
         return refit_variants(records, **kw)
+    if "crossed" in kw:                   # kw: base, crossed (the modules add_cross gives cross terms)
+        return add_cross(records, kw["base"], kw["crossed"])
     if "modules" in kw:                   # kw: base, modules (refit_modules) and the shrinkages
         return refit_modules(records, **kw)
     return fit(records, **kw)
@@ -501,7 +542,7 @@ def out_of_fold(records: list, folds: int, jobs: int = 1, **kw) -> list:
     folds fitted in that many processes (same result)."""
     fold_of = episode_folds(records, folds)
     work = [([r for r in records if fold_of[r["episode"]] != fold], kw) for fold in range(folds)]
-    if "variants" not in kw and "modules" not in kw:     # the global fit: every fold's grid points in one pool
+    if not {"variants", "modules", "crossed"} & set(kw):     # the global fit: every fold's grid points in one pool
         fits_ = fits([w[0] for w in work], jobs, **kw)
     elif jobs > 1:
         import concurrent.futures
@@ -568,7 +609,12 @@ MODULE_FIT_FILES = FIT_FILES + (
     # the tenth session's sim j2 (the lead, H100, 10:43 UTC): gemm_fp16_triton pipelined_stages 2 vs 4 warps at
     # 4096^3 (Triton's 2-warp mma.sync; off the menus), its pointer rungs at 1024^3, 8192^3 and 4096x14336x4096, and
     # gemm_splitk_triton's 64-row tiles on 2 / 4 warps at M=16 / M=64
-    "h100_sim_j2.json")
+    "h100_sim_j2.json",
+    # the eleventh session's sim j2 (plan j4; the lead, H100, 14:13 UTC of 2026-12-07): gemm_fp16_triton grouped_swizzle
+    # at 2048^3 over BM x BN x BK 64/128 x 64/128 x 32/64, gemm_fp16_cuda mma_sync likewise at M=128 K=14336,
+    # gemm_splitk_triton split_k_reduce SPLIT_K x warps, grouped_gemm_cuda mma_sync BM x BK: the tile grids the
+    # rungs' cross terms (calibration.cross_steps) are fitted on (the twelfth session's refits)
+    "h100_sim_s11_j2.json")
 # device checks written without a kernelstrain format line (room_device_check's rows, the card named in sim_gpu at the
 # top, or in TEXT_META_CARD where the file's meta is text)
 UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs_evict_tuned.json", "h100_roomS_order.json",
@@ -578,9 +624,15 @@ UNSTAMPED = ("h100_knobs_triton.json", "h100_knobs_evict_menu.json", "h100_knobs
              # held out, in no fit list: sim j3 (H100, 2026-12-07 11:12 UTC), the out-of-sample check of the
              # gemm_fp16_triton refit (docs/sim_issue30_s10.md section 4)
              "h100_sim_j3.json",
-             # in no fit list: sim's eleventh-session j2 (plan j4; H100, 2026-12-07 14:13 UTC), the rows behind
-             # grouped_gemm_cuda's REG_STAGED_TRIP and the open questions of docs/sim_issue30_s11.md section 3
-             "h100_sim_s11_j2.json")
+             # sim's eleventh-session j2 (plan j4; H100, 2026-12-07 14:13 UTC), the rows behind grouped_gemm_cuda's
+             # REG_STAGED_TRIP and the open questions of docs/sim_issue30_s11.md section 3 (MODULE_FIT_FILES since the
+             # twelfth session)
+             "h100_sim_s11_j2.json",
+             # held out, in no fit list: sim's twelfth-session j3 (plan j6; H100, 2026-12-07 17:06 UTC), the
+             # out-of-sample check of REG_STAGED_TRIP (grouped_gemm_cuda mma_sync at T=16 E=8) and a 4096^3 tile grid
+             # of gemm_fp16_triton grouped_swizzle / pipelined_stages and gemm_fp16_cuda cp_async_pipeline
+             # (docs/sim_issue30_s12.md)
+             "h100_sim_s12_j3.json")
 # the card of a device check whose meta was written as text (simS's plan s1: "'sim_gpu': 'H100'" inside its meta string)
 TEXT_META_CARD = {"h100_simS_s1.json": "H100"}
 # Rows that did not time what the simulator times: gpu-check timed paged decode on ragged seq_lens ([S/2, S], ~0.75

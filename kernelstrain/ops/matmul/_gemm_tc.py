@@ -83,7 +83,8 @@ def _tc_model(p: dict, task: Task, path: str, elt: float, out_elt: float, wgmma:
 WAVE = 0.9      # register_terms' single-CTA stall: grids of about a wave of SMs or more
 
 
-def register_terms(base, *, one_cta: float = 1.0, short_k: float = 1.0, deep_k: float = 1.0, elt: float = 2):
+def register_terms(base, *, one_cta: float = 1.0, short_k: float = 1.0, deep_k: float = 1.0, elt: float = 2,
+                   chain: bool = False):
     """tc_launch's model with two terms the H100/H200 measured on the mma.sync rungs (gemm_int8_cuda, gemm_fp16_cuda;
     the figures where they are used): `one_cta` where the launch leaves one CTA on each SM (registers: 128 x 256 x 8
     warps, ~200 a thread; shared memory: a deep ring; or a grid of about one wave) over a grid of at least WAVE of
@@ -92,15 +93,20 @@ def register_terms(base, *, one_cta: float = 1.0, short_k: float = 1.0, deep_k: 
     M=128 K=14336 (110.9 vs 110.7; 32 CTAs, most SMs idle, which the wave terms already time); 128 x 256 x 8 warps
     ran 1.17x 128 x 128 at 2048^3 (128 CTAs against 256). `short_k` on the register-staged loop (no `stages`) whose K
     slice is under 128 bytes, which waits a global load, a barrier and an smem store each trip, twice as often as at
-    128 bytes (`deep_k` on the others: a module whose default slice is the short one splits the measured ratio)."""
+    128 bytes (`deep_k` on the others: a module whose default slice is the short one splits the measured ratio).
+    `chain`: that loop's K steps are a chain of round trips (Launch.serial_trips = K / BK, sim.chain_floor_s), the
+    floor of a grid under a wave of SMs: gemm_fp16_cuda mma_sync at M=128 N=4096 K=14336 (sim j2, H100) ran 0.8-1.8 us
+    a step, 214-801 us where the roofline terms gave 116-413 (the chain: 161-413; Spearman over the 8 tiles 0.40 -> 0.63)."""
     def launch(p, task):
         one = base(p, task)
         scale = one.compute_scale
         if min(blocks_per_sm(one, task.gpu), -(-one.grid // task.gpu.sms)) == 1 and one.grid >= WAVE * task.gpu.sms:
             scale *= one_cta
+        trips = 0.0
         if "stages" not in p:
             scale *= short_k if p["BK"] * elt < 128 else deep_k
-        return replace(one, compute_scale=scale)
+            trips = -(-task["K"] // p["BK"]) if chain else 0.0
+        return replace(one, compute_scale=scale, serial_trips=max(one.serial_trips, trips))
     return launch
 
 

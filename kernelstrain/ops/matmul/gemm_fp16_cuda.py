@@ -179,7 +179,7 @@ gemm_fp16_kernel({ARGS}) {{
 
 
 # -- tensor-core rungs (_gemm_mma.py, _gemm_wgmma.py) ---------------------------------------
-MMA_SYNC_LAUNCH = register_terms(tc_launch("fp16", 2, 2), short_k=SHORT_K[0], deep_k=SHORT_K[1])
+MMA_SYNC_LAUNCH = register_terms(tc_launch("fp16", 2, 2), short_k=SHORT_K[0], deep_k=SHORT_K[1], chain=True)
 RING_LAUNCH = register_terms(tc_launch("fp16", 2, 2), one_cta=ONE_CTA_SCALE)
 def kind(task) -> str:
     return "bf16" if task.dtype == "bf16" else "f16"

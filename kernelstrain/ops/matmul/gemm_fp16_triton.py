@@ -113,7 +113,7 @@ def _launch(params, task, l2_hit: float, mode: str, n64: bool = False) -> Launch
     acc_regs = bm * bn // threads
     # num_stages=1 (the unpipelined rungs' launch): each K step waits for its own loads, a DRAM round trip
     # wherever a step's row segment starts a new 32-byte sector (sim.chain_floor_s)
-    trips = cdiv(k, bk) * min(1.0, bk * e / 32) if stages == 1 else 0.0
+    trips = cdiv(k, bk) * min(1.0, bk * e / 32) if stages == 1 else cdiv(k, bk) / (stages - 1)
     if mode == "broadcast":
         # ptxas fuses the [BM, BK, BN] product into the reduction's adds: the accumulator and the operand tiles
         # stay live, not the product. Triton 3.9 for sm_90a, 4 warps (cuobjdump --dump-resource-usage): 44-79

@@ -88,7 +88,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
             launched = task["E"] * cdiv(t, bm) * n_blocks     # programs past their expert's rows exit at once
             scale *= tiles / (tiles + 0.1 * (launched - tiles))
         else:
-            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0}[stages]
+            scale *= {1: 0.85, 2: 0.9, 3: 0.97, 4: 1.0, 5: 1.0}[stages]    # 5 (a stored roomK j1 row) as 4
         # DRAM: w[e] re-streamed per m-block unless resident programs share it; gathered x rows mostly hit L2
         w_reread = active * n * k * e * (m_blocks / active - 1) * (1 - l2_w_hit)
         x_reread = rows * k * e * (n_blocks - 1) * 0.05
