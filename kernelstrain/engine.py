@@ -1077,7 +1077,9 @@ class Episode:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        out = self._over_limit(self.best.variant, error_class, near=True) if tune else []
+        # a sweep too far goes the way a tune would (never toward fewer CTAs on a grid-bound best: starves)
+        out = [c for c in self._over_limit(self.best.variant, error_class, near=True)
+               if not self.starves(self.best, c)] if tune else []
         for v in self.reach():
             knobs_carried = self.knobs_carried(v)
             out += [c for c in self._over_limit(v, error_class)
@@ -1208,6 +1210,7 @@ class Episode:
         moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
                  for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]
                  [:self.search.spread] if tune]
+        moves = [c for c in moves if not self.starves(self.best, c)]       # as a tune goes (starves)
         moves += [self.rung_candidate(u) for u in self.reach()
                   if "bound" in {p.name for p in u.params}]
         out = []
