@@ -612,13 +612,15 @@ class Episode:
         """A coordinate search starting at `at`: the rung's own parameters before the generic launch knobs
         (knobs.KNOBS: min_blocks, main_unroll, evict, which an engineer leaves for last: fresh seeds 9191 / 9292 /
         9393 on 3e4e6c8, one-parameter tunes of the best kept 22.8% of the time on a rung's own parameter, 8.6% on a
-        generic knob; kernelinfer 22.3% / 7.8%), the parameters the profile of `at` points at first
+        generic knob; kernelinfer 22.3% / 7.8%; on a rewrite too, where a knob the best's search never reached is no
+        guess of the rewrite's: default seed 9393 episode 14 spent its one probe at the roofline on min_blocks of
+        the fp8 conversion rung), the parameters the profile of `at` points at first
         (POINTS_AT[bottleneck]), each group in an order of this engineer's; on a rung other than the best's, the
         values a climb carried from the best's settled search last (tuned_there)."""
         names, points = self.tunable(at.variant), POINTS_AT[self.bottleneck(at)]
         tuned = self.tuned_there(at)
         order = sorted(self.rng.sample(names, len(names)),
-                       key=lambda n: (n in tuned, n in knobs.KNOBS, points.search(n) is None))
+                       key=lambda n: (n in knobs.KNOBS, n in tuned, points.search(n) is None))
         return Line(at, ms, {n: i for i, n in enumerate(order)}, left=left)
 
     def tuned_there(self, at: Candidate) -> set:
