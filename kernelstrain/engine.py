@@ -150,17 +150,25 @@ class Line:
     shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost beyond the noise (SHUT_SIGMAS)
     ties: int = 0                               # a contender's tunes in a row inside the noise of its point (CONTENDER_TIES)
 
-    def moved(self, to: Candidate, ms: float, reprobe: bool = False) -> "Line":
+    def moved(self, to: Candidate, ms: float, reprobe: bool = False, across: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
         on (the one that paid first, in the direction that paid); a settled one stays settled
         only if it lost there by more than the step just gained, as a near-tie might now win
         (`reprobe`: none stays settled, every neighbour of the new point is a new configuration,
         except a way of an unchanged parameter that lost beyond the noise, SHUT_SIGMAS sigma: a gain
-        elsewhere does not turn that around, and an engineer does not walk it again)."""
+        on a parameter it does not interact with does not turn that around, and an engineer does not
+        walk it again). A way shut while a coupled parameter (`coupled`, `across` as search.across:
+        stages with the tile whose buffers they hold, warps with the tile or block they cover) had
+        another value is open again: the loss was measured at a balance the new best no longer has
+        (default seeds 9191 / 9292 / 9393 on 3e4e6c8, 900 episodes: 40 stops left a one-value neighbour
+        gaining past the noise on a search that had moved it, 16 of them checked with a list at hand --
+        of those, 9 a way shut before a coupled parameter moved: num_stages +1 shut at +27% with BLOCK_K
+        32, 19% faster at BLOCK_K 64)."""
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
         settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain and not reprobe}
-        shut = {n: ways for n, ways in self.shut.items() if ways and n not in changed}
+        shut = {n: ways for n, ways in self.shut.items() if ways and n not in changed
+                and not any(coupled(n, c, across) for c in changed)}
         return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
                     left=self.left, shut=shut)
 
@@ -533,6 +541,17 @@ class Episode:
                                                                   self.bottleneck(self.best))
         return self._needs[key]
 
+    def starves(self, at: Candidate, c: Candidate) -> bool:
+        """`c`, a tune of `at`'s rung, launches fewer CTAs than `at` while `at`'s profile printed a grid that leaves
+        SMs idle (bottleneck `occupancy`): the move goes against what the profiler says, and an engineer does not
+        make it. Fresh seeds 9191 / 9292 / 9393 on 3e4e6c8: such tunes of a grid-bound best, 0 of 39 kept (default)
+        and 0 of 26 (kernelinfer), beside 49 of 83 and 25 of 49 of those that raised the CTA count (gemm_int8_cuda on
+        the H200: BN 128 -> 256 on a 64-CTA profile, 32 CTAs on 132 SMs)."""
+        key = ("starves", at.key, c.key)
+        if key not in self._needs:
+            self._needs[key] = self.bottleneck(at) == "occupancy" and self.ctas(c) < self.ctas(at)
+        return self._needs[key]
+
     def busier(self, v: Variant) -> bool:
         """`v`, at the parameters a climb carries over, launches at least twice the best's CTAs."""
         return self.ctas(Candidate(v, self.carry(v))) >= 2 * self.ctas(self.best)
@@ -590,12 +609,18 @@ class Episode:
         return self.leaps
 
     def new_line(self, at: Candidate, ms: float, left: int = 0) -> Line:
-        """A coordinate search starting at `at`: the parameters the profile of `at` points at
-        first (POINTS_AT[bottleneck]), each group in an order of this engineer's; on a rung other
-        than the best's, the values a climb carried from the best's settled search last (tuned_there)."""
+        """A coordinate search starting at `at`: the rung's own parameters before the generic launch knobs
+        (knobs.KNOBS: min_blocks, main_unroll, evict, which an engineer leaves for last: fresh seeds 9191 / 9292 /
+        9393 on 3e4e6c8, one-parameter tunes of the best kept 22.8% of the time on a rung's own parameter, 8.6% on a
+        generic knob; kernelinfer 22.3% / 7.8%; on a rewrite too, where a knob the best's search never reached is no
+        guess of the rewrite's: default seed 9393 episode 14 spent its one probe at the roofline on min_blocks of
+        the fp8 conversion rung), the parameters the profile of `at` points at first
+        (POINTS_AT[bottleneck]), each group in an order of this engineer's; on a rung other than the best's, the
+        values a climb carried from the best's settled search last (tuned_there)."""
         names, points = self.tunable(at.variant), POINTS_AT[self.bottleneck(at)]
         tuned = self.tuned_there(at)
-        order = sorted(self.rng.sample(names, len(names)), key=lambda n: (n in tuned, points.search(n) is None))
+        order = sorted(self.rng.sample(names, len(names)),
+                       key=lambda n: (n in knobs.KNOBS, n in tuned, points.search(n) is None))
         return Line(at, ms, {n: i for i, n in enumerate(order)}, left=left)
 
     def tuned_there(self, at: Candidate) -> set:
@@ -639,7 +664,7 @@ class Episode:
                 line.ties = 0 if gained or abs(ms / line.ms - 1.0) > 2 * noise_cv(line.ms) else line.ties + 1
             if ms < line.ms:        # its search goes on from there; only a gain beyond the noise renews its steps
                 left = self.search.contender_steps if gained else line.left
-                self.contender = replace(line.moved(cand, ms), left=left, ties=line.ties)
+                self.contender = replace(line.moved(cand, ms, across=self.search.across), left=left, ties=line.ties)
         elif ms <= (self.search.contender if self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]
                     else self.search.runner_up) * self.book.best_ms:     # a climb that came close, or a runner-up below
             self.contender = self.new_line(cand, ms, self.search.contender_steps)
@@ -698,11 +723,15 @@ class Episode:
                    for n in self.tunable(v))
 
     def propose_ablation(self) -> Candidate | None:
-        """An ablation: the best's parameters on a rung below it that was skipped or measured
-        within SLOW_RUNG x the best, to learn what the best's technique buys."""
+        """An ablation: the best's parameters on the nearest rung below it that was skipped or measured
+        within SLOW_RUNG x the best, to learn what the best's technique buys. Not past a rung below measured
+        at SLOW_RUNG x the best: what the techniques above it buy is known, and a rung further down takes
+        away more of them (kernelinfer seed 8181 session 27, gemm_fp16_cuda on the A100: register_blocked at
+        20.7x the best, then an ablation onto smem_tiled, 29x)."""
         here = self.pos[self.best.variant.tag]
-        below = [v for v in self.rungs if self.pos[v.tag] < here and not self.slow(v.tag)]
-        for v in reversed(below):            # the nearest technique first
+        for v in reversed([v for v in self.rungs if self.pos[v.tag] < here]):     # the nearest technique first
+            if self.slow(v.tag):
+                return None
             c = Candidate(v, self.carry(v))
             if self.fresh(c):
                 return c
@@ -789,6 +818,8 @@ class Episode:
             if not 0 <= i < len(p.values):
                 break
             c = Candidate(around.variant, {**around.params, name: p.values[i]})
+            if self.starves(around, c):     # the profile says this way cannot pay: closed, as a list's end
+                break
             if self.fresh(c):
                 return c, None
             ms = self.measured_ms(c)
@@ -859,7 +890,7 @@ class Episode:
             if len(moved) != 2:
                 continue
             limit = allowed(moved)
-            if limit is not None and self.fresh(c) and (not self.search.joint_ways or all(
+            if limit is not None and self.fresh(c) and not self.starves(line.at, c) and (not self.search.joint_ways or all(
                     (loss := self.way_loss(line, n, c.params[n])) is not None and loss <= limit for n in moved)):
                 out.append(c)
         return out
@@ -907,7 +938,7 @@ class Episode:
         out = []
         for c in self.neighbours(line.at, 2) if pairs else ():
             moved = frozenset(n for n in c.params if c.params[n] != line.at.params[n])
-            if moved not in pairs or not self.fresh(c):
+            if moved not in pairs or not self.fresh(c) or self.starves(line.at, c):
                 continue
             losses = [self.way_loss(line, n, c.params[n]) for n in moved]
             if None not in losses and max(losses) <= INTERACT_LOSS:
@@ -1048,7 +1079,9 @@ class Episode:
         """Configs of the best's rung (a sweep too far) or of the next rungs up (a rewrite with
         tiles too big; search.limit_rungs of them) that overflow shared memory (clear overflows: near the cap the model
         is an estimate) or the register file."""
-        out = self._over_limit(self.best.variant, error_class, near=True) if tune else []
+        # a sweep too far goes the way a tune would (never toward fewer CTAs on a grid-bound best: starves)
+        out = [c for c in self._over_limit(self.best.variant, error_class, near=True)
+               if not self.starves(self.best, c)] if tune else []
         for v in self.reach():
             knobs_carried = self.knobs_carried(v)
             out += [c for c in self._over_limit(v, error_class)
@@ -1179,6 +1212,7 @@ class Episode:
         moves = [Candidate(v, {**self.best.params, name: value}) for name in self.tunable(v)
                  for value in knobs.param(v, name).values[knobs.param(v, name).values.index(self.best.params[name]) + 1:]
                  [:self.search.spread] if tune]
+        moves = [c for c in moves if not self.starves(self.best, c)]       # as a tune goes (starves)
         moves += [self.rung_candidate(u) for u in self.reach()
                   if "bound" in {p.name for p in u.params}]
         out = []
@@ -1480,7 +1514,7 @@ class Episode:
             values = knobs.param(v, name).values
             i = values.index(at[name])
             near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
-            open_ = [c for c in near if self.writable(c) and self.true_ms(c) is not None]
+            open_ = [c for c in near if self.writable(c) and self.true_ms(c) is not None and not self.starves(self.best, c)]
             ms = [self.measured_ms(c) for c in open_]
             if None in ms and not any(m is not None and abs(m / best - 1) <= band for m in ms):
                 return False
@@ -1535,7 +1569,7 @@ class Episode:
         if not 0 <= i < len(values):
             return None
         c = Candidate(self.best.variant, {**self.best.params, name: values[i]})
-        return c if self.fresh(c) else None
+        return c if self.fresh(c) and not self.starves(self.best, c) else None
 
     def probed(self) -> bool:
         """Patience never ends a search before the neighbourhood of the best was looked at: a
@@ -1548,7 +1582,7 @@ class Episode:
             values = knobs.param(v, name).values
             i = values.index(at[name])
             near = [Candidate(v, {**at, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
-            left = any(self.fresh(c) for c in near)
+            left = any(self.fresh(c) and not self.starves(self.best, c) for c in near)
             looked.append(name in self.line.settled or not self.worth_tuning(self.best, name) or not left
                           or (not self.search.probe_all and any(c.key in self.tried for c in near)))
         if self.search.probe_all:
@@ -1721,9 +1755,9 @@ class Episode:
                 up = values.index(cand.params[changed[0]]) > values.index(self.best.params[changed[0]])
                 self.trend = (changed[0], 1 if up else -1)
             self.line.ms = self.measured_ms(self.best)
-            self.line = self.line.moved(cand, ms, self.search.reprobe)
+            self.line = self.line.moved(cand, ms, self.search.reprobe, self.search.across)
         elif line is not None and cand.variant.tag == line.at.variant.tag:
-            self.line = line.moved(cand, ms, self.search.reprobe)
+            self.line = line.moved(cand, ms, self.search.reprobe, self.search.across)
         else:
             self.line = self.new_line(cand, ms)
         self.best, self.stale, self.contender, self.close, self.resettled = cand, 0, None, None, set()

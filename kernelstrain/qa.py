@@ -155,6 +155,7 @@ class _Acc:
         self.repeats.update(repeats(slip_sites(ep)))
         c.update(written_where_it_writes(module, task, ep))
         c.update(climbs_against_the_profile(module, task, ep))
+        c.update(tunes_against_the_grid(module, task, ep))
         for point, rung in choice_points(module, task, ep)[:1]:
             self.paths[point][rung] += 1
         c["converged"] += ep.get("end") == "converged"
@@ -275,6 +276,29 @@ def climbs_against_the_profile(module, task, ep: dict) -> Counter:
         written.add(s["tag"])
         if s["kept"]:
             best = Candidate(v, as_dict(s["params"]))
+    return f
+
+
+def tunes_against_the_grid(module, task, ep: dict) -> Counter:
+    """Tunes read against the grid the best's profile printed (issue 26, eng ninth pass), from an episode row:
+    `grid_tunes` (steps on the best's rung at other parameters that built, made while the best's profile printed
+    `bound: grid`, fewer CTAs than SMs: profiler.bound_of) and of them `grid_tunes_fewer_ctas`, which launch fewer
+    CTAs than the best (a bigger tile, fewer splits): a move against what the profiler says (engine.Episode.starves).
+    A build that failed (a tile over a limit) launched nothing and is not counted."""
+    from .profiler import bound_of
+    f = Counter()
+    base = ep["baseline"]
+    best_tag = base["tag"]
+    best_params = as_dict(base.get("params", {})) or module.variant(best_tag).defaults()
+    for s in ep["steps"]:
+        params = as_dict(s["params"])
+        if s["tag"] == best_tag and params != best_params and s["status"] != "compile_error":
+            v = module.variant(best_tag)
+            if bound_of(module, v, best_params, task) == "occupancy":
+                f["grid_tunes"] += 1
+                f["grid_tunes_fewer_ctas"] += launch(module, v, params, task).grid < launch(module, v, best_params, task).grid
+        if s["kept"]:
+            best_tag, best_params = s["tag"], params
     return f
 
 
@@ -471,6 +495,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               f"of {c['climbs']} climbs (first writes of a rung above the best that run), {c['climbs_off_bound']} do not "
               "answer the bound the best's profile printed (more CTAs, less memory or compute time: the rung's roofline "
               "terms); those made while a rung the episode wrote later would have answered it"),
+        check("tunes_starving_the_grid", c["grid_tunes_fewer_ctas"], "==", 0,
+              f"of {c['grid_tunes']} tunes of a best whose profile printed a grid short of the SMs (bound: grid), those "
+              "launching fewer CTAs than the best (a bigger tile, fewer splits)"),
         check("first_tweak_failures", b["first_tweaks_failed"], "<=",
               max(FIRST_TWEAK_FAILS_MIN, int(FIRST_TWEAK_FAIL_MAX * b["first_tweaks"])),
               f"{b['first_tweaks_failed']}/{b['first_tweaks']} first steps that retune the baseline's rung fail "

@@ -179,6 +179,7 @@ def test_every_behaviour_check_of_issue_26_can_fail():
         "tune_bugs_off_their_lines": ({}, {"tune_bugs": 1, "tune_bugs_off_lines": 1}),
         "limit_rewrites_off_carry": ({}, {"limit_rewrites": 1, "limit_rewrites_off_carry": 1}),
         "climbs_past_the_profile": ({}, {"climbs": 1, "climbs_off_bound": 1, "climbs_past_answer": 1}),
+        "tunes_starving_the_grid": ({}, {"grid_tunes": 1, "grid_tunes_fewer_ctas": 1}),
     }
 
     for judge in (report, session_report):          # the default profile's qa, and kernelinfer's (sessions, batches)
