@@ -1793,8 +1793,10 @@ class Episode:
             if failure == "arch":
                 error = messages.arch_error(cand.variant.needs - self.task.gpu.features, self.task, self.m, code)
         if failure is None and cand.bug is not None:
-            fault = cand.bug in cand.variant.faults or (
-                cand.bug == "no_bounds_check" and self.m.impl == "cuda" and self.noise.random() < 0.5)
+            # a read past an input's end: the first check in a fresh process read wrong values at every
+            # no_bounds_check shape and configuration (labels j2, session 12: 107 of 107 on an H100), so a fault is
+            # declared only where the rung says so (gemv's over-read)
+            fault = cand.bug in cand.variant.faults
             failure = "fault" if fault else "mismatch"
             error = messages.fault_text(cand.bug, self.m, self.task, self.wording) if fault else \
                 messages.mismatch_text(cand.bug, self.m, self.task, self.wording, cand.variant, cand.params)

@@ -18,6 +18,11 @@ reference on the GPU three times each (fresh inputs a run); a render that passes
     LABELS_OK=FILE                                             # then clean (ok) renders, lines module|rung|config|shape:
                                                                # one run each, the check pass only (no timing)
     LABELS_PLAN=0                                              # leave out the CUDA plan (only the cases above)
+    LABELS_ALL_SHAPES=1                                        # LABELS_FIRST / LABELS_FLAKY at every offered menu shape,
+                                                               # also those past gpu-check's size rule (sample.fits)
+    LABELS_REPEATS=N                                           # runs of a bug render (default 3)
+    LABELS_FRESH=1                                             # each case in a fresh worker process (an over-read's
+                                                               # fault depends on what the process allocated before)
 
 The CPU cannot settle the cases planned first: bugs whose reach depends on the schedule (a missing barrier, a plain
 store racing another) or on the values (a wrong identity in a reduction, a 16-bit accumulator, a combine reading
@@ -49,6 +54,7 @@ TIERS = (("missing_barrier", "racy_update", "wrong_init", "half_accumulator", "b
          ("off_by_one", "broadcast_index"), ("missing_scale", "no_bounds_check"))
 # parameters that change no bug's reach (the loop's unrolling, the grid's residency): their extremes come last
 REACH_FREE = ("pragma_unroll", "unroll", "blocks_per_sm")
+REPEATS = int(os.environ.get("LABELS_REPEATS", "3"))      # runs of a bug render, fresh inputs each
 
 
 def configs(v) -> list:
@@ -104,7 +110,7 @@ def planned(gpu: str, rungs=lambda m, v: m.impl == "cuda") -> list:
                     buckets.setdefault((tier, rank), {}).setdefault(name, []).append(
                         {"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": v.tag, "params": params,
                          "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
-                         "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
+                         "kind": "wrong_result", "bug": bug, "bug_repeats": REPEATS, "bug_all_runs": True, "main": True,
                          "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     out, seen = [], set()
     # the reach-moving extremes of tiers 0 and 1 first, then their other configurations, then the rest
@@ -144,13 +150,13 @@ def flaky(gpu: str, triples=FLAKY) -> list:
                 continue
             for shape in m.shapes:
                 task = make_task(m, gpu, dtype, shape)
-                if not (fits(m, dtype, shape, gpu) and bug in v.bugs_for(dtype, params) and v.breaks_at(bug, task, params)
+                if not ((os.environ.get("LABELS_ALL_SHAPES") or fits(m, dtype, shape, gpu)) and bug in v.bugs_for(dtype, params) and v.breaks_at(bug, task, params)
                         and simulate(m, v, params, task).ok and writable(m, v, params, task)):
                     continue
                 cid = f"{name}|{tag}|{label}|{','.join(f'{k}={x}' for k, x in shape.items())}|{bug}"
                 out.append({"id": cid, "episode": cid, "module": name, "impl": m.impl, "variant": tag, "params": params,
                             "dtype": dtype, "shape": dict(shape), "at": "task", "label": "wrong_result",
-                            "kind": "wrong_result", "bug": bug, "bug_repeats": 3, "bug_all_runs": True, "main": True,
+                            "kind": "wrong_result", "bug": bug, "bug_repeats": REPEATS, "bug_all_runs": True, "main": True,
                             "rendered": True, "code": knobs.render(m, v, params, task, bug)})
     return out
 
@@ -195,10 +201,33 @@ def build_until(cases: list, build_dir: Path, jobs: int, deadline: float) -> lis
     return built
 
 
+def one_process_each(cases: list, work: Path, results_path: Path, case_timeout: float, deadline: float,
+                     workers: int = 1, label: str = "check") -> dict:
+    """runtime.run_cases with every case in its own worker process: whether a read past an input's end faults
+    depends on the allocations around that input, which a long-lived worker's earlier cases would decide."""
+    import threading
+    from kernelstrain.gpucheck.runtime import run_stream
+    lock, results = threading.Lock(), {}
+    with results_path.open("w") as rf:
+        def record(r):
+            with lock:
+                results[r["idx"]] = r
+                rf.write(json.dumps(r) + "\n")
+                rf.flush()
+                err = (" | " + r["error"].splitlines()[0][:160]) if r.get("error") else ""
+                print(f"[{label} {len(results)}/{len(cases)}] {'ok  ' if r['ok'] else 'FAIL'} {r['id']} "
+                      f"rel_l2={r.get('rel_l2_err')} nbad={r.get('nbad')}{err}", file=sys.stderr, flush=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            list(pool.map(lambda ic: run_stream([ic[1]], work / f"cases_{label}_{ic[0]}.json", record, case_timeout,
+                                                deadline), enumerate(cases)))
+    return results
+
+
 def checked(built: list, work: Path, jobs: int, budget_s: float) -> list:
     """gpu-check's correctness pass alone (no timing of the ok renders): one merged row per case."""
     from kernelstrain.gpucheck.runtime import run_cases
-    done = _checked(built, work, jobs, time.time() + budget_s, run_cases)
+    runner = one_process_each if os.environ.get("LABELS_FRESH") else run_cases
+    done = _checked(built, work, jobs, time.time() + budget_s, runner)
     by_idx = {c["idx"]: c for c in built}
     return [dict(by_idx[i], **{k: v for k, v in r.items() if k not in by_idx[i] or k in ("ok", "error")})
             for i, r in sorted(done.items())]

@@ -169,3 +169,12 @@ class RowKernelTriton:
         consts = variant.consts(params, task)
         return row_program(task, self.entry, kernel, self.kernel_name, self.launch_args, consts, params,
                            consts.get("BLOCK_T", consts.get("ROWS", 1)))
+
+
+def rows_follow(task, p) -> bool:
+    """rmsnorm_cuda vectorized_uint4's no_bounds_check runs its write loop one pass of THREADS chunks too far: row r
+    writes that pass over row r + 1's first chunks. With one row (T 1) it writes only past y, where a check of y
+    cannot see it: the H100 matched y exactly (rel_l2 0.0) at T 1 at all 4 configurations (labels n1, j2), only
+    gpu-check's guard after y caught the write, and a harness's assert_close would pass it. Offered from T 2 (the H100
+    at T 64: 32,000-128,000 of y's 262,144 values wrong at every configuration)."""
+    return task["T"] >= 2

@@ -9,7 +9,7 @@ from ..words import VEC
 from ._rmsnorm_words import rms_words_kernel
 from ..row_reread import reread, exposed_reread
 from ._persistent_norms import climb, rmsnorm_src
-from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
+from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds, rows_follow
 from .rmsnorm_spec import ENTRY, RMSNormSpec
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
@@ -288,7 +288,8 @@ class RMSNormCuda(RMSNormSpec):
         Rung("vectorized_uint4", "16-byte uint4 loads/stores of 8 elements plus warp shuffles",
              (THREADS, PRAGMA_UNROLL), memory_eff=0.9, smem="static",
              launch=block_launch(WARP_SMEM, regs=VEC_REGS, vec=True), render=vectorized_uint4_src,
-             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE}),
+             bugs={"no_bounds_check": {"loop": UNBOUNDED_LOOP}, "missing_scale": NO_SCALE},
+             bug_tasks=(("no_bounds_check", rows_follow),)),
         Rung("register_cached", "row held in registers between the two passes: x read from DRAM once",
              (THREADS, Param("rows_per_block", (1, 2, 4), 1)), memory_eff=0.93, smem="static",
              launch=register_cached_launch, render=register_cached_src,
