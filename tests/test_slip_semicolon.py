@@ -19,6 +19,8 @@ BODY = "__global__ void k(float* y, int n) {{\n    const int row = blockIdx.x;\n
     ("    if (row < n) y[row] = 0.f;", True),          # skipped whole by EDG's recovery: one error
     ("    __syncthreads();", True),
     ("    float acc = 0.f;", False),                     # a declaration: its name undefined further on
+    ("    extern __shared__ uint8_t smem_raw[];", False),             # so are shared arrays (kernelinfer 12727:
+    ("    __shared__ __align__(8) unsigned long long full[4];", False),  # nvcc's 2nd error, "smem_raw" undefined)
     ("    for (int i = 0; i < n; ++i) {", False),        # a block: parsing restarts past it, with a warning
     ("#pragma unroll", False),
     ("    (void)row;", False),                           # could continue the expression

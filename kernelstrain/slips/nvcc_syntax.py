@@ -26,8 +26,10 @@ from .nvcc import _kernel_lines, error_block, report
 # one declaration with its initializer on one line: `[const] type name = value;`
 _DECL = re.compile(r"^\s+(?:const\s+)?[A-Za-z_][\w:]*\s+\**\s*[A-Za-z_]\w*\s*=[^;{}]*;\s*$")
 _NOT_TYPES = {"else", "return", "case", "goto", "do", "throw", "delete", "new", "typedef", "using"}
-# a statement that declares: a type (qualified, templated) then a name
-_DECLARES = re.compile(r"^\s*(?:(?:const|volatile|unsigned|signed|static|long|short)\s+)*[A-Za-z_][\w:]*"
+# a statement that declares: a type (qualified, templated) then a name; `extern __shared__ uint8_t smem[];` too
+# (its name left undefined further on: nvcc 13.0 reported both errors, verify --text on kernelinfer seed 12727)
+_DECLARES = re.compile(r"^\s*(?:(?:const|volatile|unsigned|signed|static|long|short|extern|__shared__|constexpr|"
+                       r"register)\s+|(?:__align__|alignas)\(\w+\)\s*)*[A-Za-z_][\w:]*"
                        r"(?:<[^;]*?>)?[\s*&]+[A-Za-z_]\w*\s*(?:[=\[;,({]|$)")
 
 
