@@ -223,12 +223,13 @@ def matcher_of(targets: tuple) -> Matcher:
     solution_store between runs, keyed by a digest of its targets: a profile's held-out set is the same for
     every seed (its holdout table draws it), and building it (lexing, 13-grams, posting classes) was the largest
     fixed cost a run with a warm store still paid (~0.45 s on idle cores; reading it back ~2.5x less)."""
-    key = ("matcher", NGRAM, hashlib.sha256(json.dumps(targets).encode()).hexdigest())
-    stored = solution_store.get(key)
-    if stored is not None:
+    key = None if solution_store.store_dir() is None else (       # (no digest of ~3 MB of sources without a store)
+        "matcher", NGRAM, hashlib.sha256(json.dumps(targets).encode()).hexdigest())
+    stored = key and solution_store.get(key)
+    if stored:
         return Matcher.from_state(json.loads(stored))
     built = Matcher(list(targets))
-    if solution_store.store_dir() is not None:
+    if key:
         solution_store.put(key, json.dumps(built.state()))
     return built
 

@@ -122,13 +122,14 @@ def held_out_lines(plan: Plan) -> dict:
     solution_store between runs: the rows are a function of the profile's tables (the splits' tasks, the
     baselines' search caps, the noise's key) and of the package, never of the run's seed, so every seed's run
     of a profile wrote the same rows again (~0.3 s of the default profile's set-up)."""
-    key = ("holdout_rows", _sha(json.dumps(profile_tables(plan.profile), sort_keys=True)),
-           _sha(json.dumps({split: [t.key for t in tasks] for split, tasks in plan.splits.items()})))
-    stored = solution_store.get(key)
-    if stored is not None:
+    key = None if solution_store.store_dir() is None else (
+        "holdout_rows", _sha(json.dumps(profile_tables(plan.profile), sort_keys=True)),
+        _sha(json.dumps({split: [t.key for t in tasks] for split, tasks in plan.splits.items()})))
+    stored = key and solution_store.get(key)
+    if stored:
         return json.loads(stored)
     lines = {split: list(holdout_rows(plan, split)) for split in plan.splits}
-    if solution_store.store_dir() is not None:
+    if key:
         solution_store.put(key, json.dumps(lines))
     return lines
 
