@@ -28,6 +28,7 @@ import json
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import progress, solution_store
@@ -182,17 +183,36 @@ def solutions_ahead(keys: list, workers: int):
     """prefetch's search running in `workers` forked processes while the body runs in this
     one; kept on leaving it (nothing is searched ahead with one worker: solution_code searches
     each when asked)."""
-    from .pools import fork_pool, result, running, submitted
-    todo = list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
-    with running(lambda: fork_pool(workers) if workers > 1 and len(todo) > 1 else None) as pool:
+    from .pools import fork_pool, running
+    with running(lambda: fork_pool(workers) if workers > 1 and len(unsolved(keys)) > 1 else None) as pool:
         if pool is None:
             yield
             return
-        # small chunks: the searches take 1-80 ms a task, and with 4 chunks a worker the last one left a worker
-        # idle for ~0.2 s of the default profile's ~1.1 s a worker (32 a worker: within 0.02 s)
-        found = submitted(pool.starmap_async, _solution, todo, chunksize=max(1, len(todo) // (32 * workers)))
+        search = searching(pool, keys, workers)
         yield
-        _keep_solutions(zip(todo, result(found)))
+        keep_searched(search)
+
+
+def unsolved(keys: list) -> list:
+    """The keys (of solution_code) not found in this process yet, each once."""
+    return list(dict.fromkeys(k for k in keys if k not in _SOLUTIONS))
+
+
+def searching(pool, keys: list, workers: int) -> tuple:
+    """The unsolved keys' searches handed to `pool` (of `workers` processes, in pools.running): (the keys,
+    the pending answers), for keep_searched."""
+    from .pools import submitted
+    todo = unsolved(keys)
+    # small chunks: the searches take 1-80 ms a task, and with 4 chunks a worker the last one left a worker
+    # idle for ~0.2 s of the default profile's ~1.1 s a worker (32 a worker: within 0.02 s)
+    return todo, submitted(pool.starmap_async, _solution, todo, chunksize=max(1, len(todo) // (32 * workers)))
+
+
+def keep_searched(search: tuple) -> None:
+    """Wait for `searching`'s answers and keep them (solution_code finds them)."""
+    from .pools import result
+    todo, found = search
+    _keep_solutions(zip(todo, result(found)))
 
 
 def solution_keys(tasks) -> list:
@@ -202,8 +222,19 @@ def solution_keys(tasks) -> list:
 
 @functools.lru_cache(maxsize=2)
 def matcher_of(targets: tuple) -> Matcher:
-    """The Matcher of a held-out set, built once per process (a Matcher is read-only once built)."""
-    return Matcher(list(targets))
+    """The Matcher of a held-out set, built once per process (a Matcher is read-only once built), and kept in
+    solution_store between runs, keyed by a digest of its targets: a profile's held-out set is the same for
+    every seed (its holdout table draws it), and building it (lexing, 13-grams, posting classes) was the largest
+    fixed cost a run with a warm store still paid (~0.45 s on idle cores; reading it back ~2.5x less)."""
+    key = None if solution_store.store_dir() is None else (       # (no digest of ~3 MB of sources without a store)
+        "matcher", NGRAM, hashlib.sha256(json.dumps(targets).encode()).hexdigest())
+    stored = key and solution_store.get(key)
+    if stored:
+        return Matcher.from_state(json.loads(stored))
+    built = Matcher(list(targets))
+    if key:
+        solution_store.put(key, json.dumps(built.state()))
+    return built
 
 
 class Matcher:
@@ -255,6 +286,41 @@ class Matcher:
         self._counted = None        # the last scan's counts (shingle ids, occurrences, hits, mask): see _counts
         self._line_ids = {lang: {} for lang in _LEXERS}     # a line -> its token ids (_code_ids)
         self._line_shingles: dict = {}      # (a line's ids, the next NGRAM - 1 ids) -> shingle ids (_line_shingle_seq)
+
+    def state(self) -> dict:
+        """The index as JSON's types (a built Matcher's; from_state reads it back): what scan reads, the
+        shingle ids as their shingles in id order."""
+        return {"vocab": self.vocab, "fingerprints": self.fingerprints, "exact": [[*k, v] for k, v in self.exact.items()],
+                "sizes": self.sizes, "specific_sizes": self.specific_sizes, "plates": self.plates,
+                "members": self.members, "shingles": list(self.shingle_id), "entry": self.entry}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Matcher":
+        """The Matcher whose state() this is (the lists of JSON back to the tuples the look-ups key by)."""
+        m = cls.__new__(cls)
+        m.__setstate__({"vocab": state["vocab"], "fingerprints": state["fingerprints"],
+                        "exact": {tuple(k[:-1]): k[-1] for k in state["exact"]},
+                        "sizes": state["sizes"], "specific_sizes": state["specific_sizes"], "plates": state["plates"],
+                        "members": list(map(tuple, state["members"])),
+                        "shingle_id": dict(zip(map(tuple, state["shingles"]), itertools.count())),
+                        "entry": state["entry"]})
+        return m
+
+    def __getstate__(self) -> dict:
+        """What a worker needs of a built Matcher (generation hands it over by file): the index, without
+        the scans' caches (rebuilt as it scans) or the id counter (itertools.count pickles no more in
+        Python 3.14; a handed-over Matcher draws no id: scan looks tokens up, _known_ids)."""
+        state = dict(self.__dict__)
+        for cache in ("fresh_ids", "_last", "_counted", "_line_ids", "_line_shingles"):
+            state.pop(cache)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.fresh_ids = itertools.count(max(self.vocab.values(), default=-1) + 1)
+        self._last = self._counted = None
+        self._line_ids = {lang: {} for lang in _LEXERS}
+        self._line_shingles = {}
 
     def _ids(self, toks) -> tuple:
         """Token ids, new tokens getting fresh ones (held-out sources, boilerplate)."""
@@ -686,27 +752,32 @@ class Incremental:
     candidates as it builds them (`part`), the parent merges the parts (`add`) and `result`
     equals `measure` on the finished files. Candidates are counted once by their raw bytes
     (as training_candidates does); a worker skips those it has already scanned (merging a
-    candidate's figures twice changes nothing)."""
+    candidate's figures twice changes nothing). A worker forked before the matcher was built
+    sends its episodes' candidates unscanned (Waiting) until it is handed the matcher; `add`
+    scans those here."""
 
-    def __init__(self, targets: Targets):
+    def __init__(self, targets: Targets | None, matcher: Matcher | None = None, scanned: set | None = None):
         self.targets = targets
-        self.scanned: set = set()          # worker side: keys this process has scanned
-        self.tally = Tally(self.targets.matcher)
+        self.matcher = targets.matcher if targets is not None else matcher
+        self.scanned: set = scanned if scanned is not None else set()     # worker side: keys this process has scanned
+        self.tally = Tally(self.matcher)
         self.keys: set = set()             # parent side: distinct candidate keys
         self.train_tasks: set = set()
 
     def part(self, ep: dict) -> tuple:
         """One episode row's contribution: (its task, its new candidate keys, tally part)."""
-        tally, keys = Tally(self.targets.matcher), []
-        for code, lang in episode_candidates(ep):
-            key = candidate_key(code)
-            if key not in self.scanned:
-                self.scanned.add(key)
-                keys.append(key)
-                tally.add(self.targets.matcher.scan(code, lang))
-        return task_key(ep), keys, tally.part()
+        return self.scanned_part(task_key(ep), new_candidates(ep, self.scanned))
 
-    def add(self, part: tuple) -> None:
+    def scanned_part(self, task: tuple, candidates: list) -> tuple:
+        """part's tuple of the task's candidates ((key, code, lang) each), scanned here."""
+        tally = Tally(self.matcher)
+        for _, code, lang in candidates:
+            tally.add(self.matcher.scan(code, lang))
+        return task, [key for key, _, _ in candidates], tally.part()
+
+    def add(self, part) -> None:
+        if isinstance(part, Waiting):     # (those this process merged already change nothing: skipped)
+            part = self.scanned_part(part.task, [c for c in part.candidates if c[0] not in self.keys])
         task, keys, figures = part
         self.train_tasks.add(task)
         self.keys.update(keys)
@@ -715,6 +786,40 @@ class Incremental:
     def result(self) -> dict:
         self.tally.candidates = len(self.keys)
         return self.targets.figures(self.tally, self.train_tasks)
+
+
+def new_candidates(ep: dict, scanned: set) -> list:
+    """(key, code, lang) of the episode's candidates whose keys are not in `scanned` (added to it)."""
+    out = []
+    for code, lang in episode_candidates(ep):
+        key = candidate_key(code)
+        if key not in scanned:
+            scanned.add(key)
+            out.append((key, code, lang))
+    return out
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An episode's contribution from a worker that has no matcher yet: its task and its new
+    candidates ((key, code, lang) each), for the parent to scan (Incremental.add)."""
+    task: tuple
+    candidates: list
+
+
+class Unmatched:
+    """A worker's Incremental before the parent has built the matcher (generation's early pool):
+    each episode's new candidates sent unscanned (Waiting); `handed` the matcher, it scans its
+    episodes' candidates itself from then on, those it sent already skipped."""
+
+    def __init__(self):
+        self.scanned: set = set()
+
+    def part(self, ep: dict) -> Waiting:
+        return Waiting(task_key(ep), new_candidates(ep, self.scanned))
+
+    def handed(self, matcher: Matcher) -> Incremental:
+        return Incremental(None, matcher, self.scanned)
 
 
 def summarize(per_task: list[dict]) -> dict:

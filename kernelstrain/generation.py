@@ -6,19 +6,25 @@ writes them in index order. `--shard I/N` writes a contiguous slice of the episo
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import multiprocessing
 import os
+import pickle
 import shutil
 import sys
+import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import solution_store
 from .episodes import dumps
 from .errors import UsageError, fault_point
-from .contamination import Incremental, Targets, boilerplate, solution_keys, solutions_ahead
+from .contamination import (Incremental, Targets, Unmatched, boilerplate, keep_searched, searching, solution_keys,
+                            solutions_ahead)
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
@@ -65,20 +71,43 @@ class Shard:
 
 # -- worker side ---------------------------------------------------------------------
 _PLAN: Plan | None = None
-_SCAN: Incremental | None = None     # the holdout's contamination, measured as episodes are built
+_SCAN: "Incremental | Unmatched | None" = None   # the holdout's contamination, measured as episodes are built
 _JUDGE = False                       # each session row checked as it is built (validate_written)
+_HANDOVER: str | None = None         # where an early pool's workers find the matcher once the parent has built it
 
 
-def _init_worker(profile: Profile, seed: int, scan: bool, judge: bool = False) -> None:
+def _init_worker(profile: Profile, seed: int, scan: bool, judge: bool = False, handover: str | None = None) -> None:
     """A worker's plan, from the resolved profile itself (never re-read from a path that may
-    have changed since the run started); a forked worker keeps the parent's plan."""
-    global _PLAN, _SCAN, _JUDGE
+    have changed since the run started); a forked worker keeps the parent's plan. `handover`:
+    the worker was forked before the contamination matcher was built (generate's early pool):
+    it sends its candidates unscanned until the parent writes the matcher there (_scan_part)."""
+    global _PLAN, _SCAN, _JUDGE, _HANDOVER
     worker_signals()
-    _JUDGE = judge
+    _JUDGE, _HANDOVER = judge, handover
     if _PLAN is None or (_PLAN.profile, _PLAN.seed) != (profile, seed):
         _PLAN = make_plan(profile, seed)
-    if scan and _SCAN is None:       # a forked worker inherits the parent's; a spawned one builds its own
+    if handover is not None:
+        _SCAN = Unmatched()
+    elif scan and _SCAN is None:     # a forked worker inherits the parent's; a spawned one builds its own
         _SCAN = contamination_scan(_PLAN)
+
+
+def _scan_part(ep: dict):
+    """The episode's contamination part (Incremental.part; None where the run measures none), the
+    matcher read first where the parent has handed it over since the last episode."""
+    global _SCAN
+    if isinstance(_SCAN, Unmatched) and os.path.exists(_HANDOVER):
+        with open(_HANDOVER, "rb") as f:
+            _SCAN = _SCAN.handed(pickle.load(f))
+    return _SCAN.part(ep) if _SCAN is not None else None
+
+
+def hand_over(scan: Incremental, path: str) -> None:
+    """Write the scan's matcher where an early pool's workers look for it (whole or not at all: renamed
+    into place)."""
+    with open(path + ".part", "wb") as f:
+        pickle.dump(scan.matcher, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".part", path)
 
 
 def contamination_scan(plan: Plan, workers: int = 1, lines: dict | None = None) -> Incremental:
@@ -89,8 +118,20 @@ def contamination_scan(plan: Plan, workers: int = 1, lines: dict | None = None) 
 
 
 def held_out_lines(plan: Plan) -> dict:
-    """{split: its holdout_rows}: computed once a run, for the contamination measure and the files."""
-    return {split: list(holdout_rows(plan, split)) for split in plan.splits}
+    """{split: its holdout_rows}: computed once a run, for the contamination measure and the files, and kept in
+    solution_store between runs: the rows are a function of the profile's tables (the splits' tasks, the
+    baselines' search caps, the noise's key) and of the package, never of the run's seed, so every seed's run
+    of a profile wrote the same rows again (~0.3 s of the default profile's set-up)."""
+    key = None if solution_store.store_dir() is None else (
+        "holdout_rows", _sha(json.dumps(profile_tables(plan.profile), sort_keys=True)),
+        _sha(json.dumps({split: [t.key for t in tasks] for split, tasks in plan.splits.items()})))
+    stored = key and solution_store.get(key)
+    if stored:
+        return json.loads(stored)
+    lines = {split: list(holdout_rows(plan, split)) for split in plan.splits}
+    if key:
+        solution_store.put(key, json.dumps(lines))
+    return lines
 
 
 def _slim(ep: dict) -> dict:
@@ -133,7 +174,7 @@ def _work(index: int):
     if _JUDGE:      # the record row: in its split's file (one of the first streamed key's two)
         verdict = next((judge_written(_PLAN, index, block, names[k]) for k, (block, count) in zip(keys, blocks)
                         if count == 1 and k in (layout.streamed[0], layout.streamed[0] + VALIDATION)), None)
-    return blocks, slim, _SCAN.part(ep) if _SCAN is not None else None, judged, verdict
+    return blocks, slim, _scan_part(ep), judged, verdict
 
 
 def _work_chunk(indices: range) -> list:
@@ -142,6 +183,11 @@ def _work_chunk(indices: range) -> list:
 
 EPISODES_A_TASK = 4     # episodes a pool task computes (fewer round trips)
 TASKS_AHEAD = 4         # tasks queued a worker: enough to keep it busy, few enough to bound memory
+# tasks handed to an early pool before the parent asks for the first result: its workers build episodes while the
+# parent writes the held-out rows and builds the contamination matcher (~1 s on idle cores after the workers' share
+# of the held-out search; an episode ~20 ms, ~350 KB of rows held until written: 64 episodes ~22 MB at most)
+TASKS_PRIMED = 8
+PRIMED_MAX = 16
 
 
 def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | None = None, judge: bool = False):
@@ -152,13 +198,69 @@ def iter_episodes(plan: Plan, indices: range, workers: int, scan: Incremental | 
     if workers <= 1 or len(indices) < 2:
         yield from map(_work, indices)
         return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with episode_pool(plan, workers, scan is not None, judge) as pool:
+        yield from pooled(pool, indices, workers)
+
+
+def episode_pool(plan: Plan, workers: int, scan: bool, judge: bool, handover: str | None = None):
+    """pools.running's pool of `workers` episode workers (forked where the platform can: they share the
+    parent's plan and scan, the module globals set before this is called)."""
+    method = "fork" if can_fork() else "spawn"
     # SIGINT / SIGTERM stop the pool promptly, never inside its own locks (pools.running)
-    with running(lambda: multiprocessing.get_context(method).Pool(
-            workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan is not None, judge))) as pool:
-        chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
-        for items in ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers):
-            yield from items
+    return running(lambda: multiprocessing.get_context(method).Pool(
+        workers, initializer=_init_worker, initargs=(plan.profile, plan.seed, scan, judge, handover)))
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def pooled(pool, indices: range, workers: int, primed: int = 0):
+    """The episodes of `indices` (_work's tuples, in order) computed by an episode pool, `primed` tasks
+    handed to it at once (pools.ordered_map)."""
+    chunks = (indices[i:i + EPISODES_A_TASK] for i in range(0, len(indices), EPISODES_A_TASK))
+    return itertools.chain.from_iterable(ordered_map(pool, _work_chunk, chunks, TASKS_AHEAD * workers, primed))
+
+
+@contextlib.contextmanager
+def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bool):
+    """(the held-out rows (held_out_lines), the contamination measure (a fresh run's; else None), the
+    episodes of `todo` (iter_episodes' items)). With a pool (more than one worker, fork), the workers are
+    forked first: they search the held-out solutions, then build episodes, while this process writes the
+    held-out rows, finds the boilerplate and builds the matcher from the solutions (~2 s on idle cores,
+    where both workers used to wait); the matcher is then handed to them by file (hand_over), and the
+    candidates of the episodes they built before it came are scanned here (contamination.Waiting). Tally's
+    figures are maxima, unions and distinct counts: where a candidate is scanned, and in which order the
+    parts are merged, changes nothing."""
+    if workers <= 1 or len(todo) < 2 or not can_fork():
+        with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
+            held = held_out_lines(plan)
+            if fresh:
+                boilerplate()
+        scan = contamination_scan(plan, workers, held) if fresh else None
+        with closing(iter_episodes(plan, todo, workers, scan, judge)) as items:
+            yield held, scan, items
+        return
+    global _PLAN, _SCAN, _JUDGE
+    _PLAN, _SCAN, _JUDGE = plan, None, judge
+    folder = tempfile.mkdtemp(prefix="kernelstrain-")
+    handover = os.path.join(folder, "matcher.pickle")
+    try:
+        with episode_pool(plan, workers, fresh, judge, handover if fresh else None) as pool:
+            # handed to the pool first: its workers search before they build episodes
+            search = searching(pool, solution_keys(t for ts in plan.splits.values() for t in ts), workers) \
+                if fresh else None
+            items = pooled(pool, todo, workers, min(TASKS_PRIMED * workers, PRIMED_MAX))
+            held = held_out_lines(plan)
+            scan = None
+            if fresh:
+                boilerplate()
+                keep_searched(search)
+                scan = contamination_scan(plan, workers, held)
+                hand_over(scan, handover)
+            yield held, scan, items     # (an exception in the body stops the pool: pools.running)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 CHECKPOINT_SECONDS = 2.0
@@ -222,17 +324,13 @@ def _generate(profile: Profile, seed: int, out: Path, episodes: int | None, work
         # run has episodes it does not build again: it measures the finished files instead.
         _checkpoint(stage, run_id, start, files)
         fresh = todo.start == indices.start
-        # the held-out solutions searched in the workers while this process writes the held-out
-        # rows and finds the boilerplate (what the contamination measure is set up from)
-        with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
-            held = held_out_lines(plan)
-            if fresh:
-                boilerplate()
-        scan = contamination_scan(plan, workers, held) if fresh else None
         # the QA figures summed as the episodes stream past (a resumed run's qa reads its files instead)
         # a fresh run's session rows checked as they are built, for the batch QA reports (validate_written)
         written = WrittenChecks(plan, profile.output.batch_size, todo.start) if fresh and written_checks(layout) else None
-        judged = _write_episodes(plan, todo, workers, files, stage, run_id, acc, scan, written)
+        # the held-out rows and the contamination measure (set up from the held-out solutions, searched in the
+        # workers) made while the workers start on the episodes
+        with episodes_ahead(plan, todo, workers, fresh, written is not None) as (held, scan, items):
+            judged = _write_episodes(todo, items, files, stage, run_id, acc, scan, written)
         if todo.start != indices.start:
             judged = None
         for f in files.values():
@@ -326,39 +424,36 @@ def _fresh(stage: Staging, out: Path, force: bool, resume: bool = False) -> None
         raise UsageError(f"cannot write to {out}: {e.strerror or e}") from None
 
 
-def _write_episodes(plan, todo: range, workers: int, files: dict, stage: Staging, run_id: dict,
+def _write_episodes(todo: range, items, files: dict, stage: Staging, run_id: dict,
                     acc: StatsAccumulator, scan: Incremental | None, written: WrittenChecks | None = None):
-    """Stream episodes into the staging files, checkpointing at whole-episode boundaries;
-    returns the episodes' QA figures summed in plan order (None where the layout judges none).
-    `written`: takes each record row's verdict (validate_written)."""
+    """Stream the episodes of `todo` (`items`: iter_episodes' tuples, in order) into the staging files,
+    checkpointing at whole-episode boundaries; returns the episodes' QA figures summed in plan order (None
+    where the layout judges none). `written`: takes each record row's verdict (validate_written)."""
     bar = Bar("generate", len(todo), "episodes")
     judged = None
     every, last = _checkpoint_episodes(), time.monotonic()
     index = todo.start
     _checkpoint(stage, run_id, index, files)
     boundary = True
-    # closed on leaving: an interrupt stops the pool at once, not when the generator is collected
-    episodes = closing(iter_episodes(plan, todo, workers, scan, written is not None))
     try:
-        with episodes as items:
-            for done, (blocks, slim, part, episode_judged, verdict) in enumerate(items, 1):
-                boundary = False
-                for f, block in zip(files.values(), blocks):
-                    f.write_block(*block)
-                boundary = True
-                acc.add(slim)
-                if scan is not None:
-                    scan.add(part)
-                if episode_judged is not None:
-                    judged = episode_judged if judged is None else judged.merge(episode_judged)
-                if written is not None:
-                    written.add(verdict)
-                index = todo.start + done
-                fault_point("episode")
-                bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
-                if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
-                    _checkpoint(stage, run_id, index, files)
-                    last = time.monotonic()
+        for done, (blocks, slim, part, episode_judged, verdict) in enumerate(items, 1):
+            boundary = False
+            for f, block in zip(files.values(), blocks):
+                f.write_block(*block)
+            boundary = True
+            acc.add(slim)
+            if scan is not None:
+                scan.add(part)
+            if episode_judged is not None:
+                judged = episode_judged if judged is None else judged.merge(episode_judged)
+            if written is not None:
+                written.add(verdict)
+            index = todo.start + done
+            fault_point("episode")
+            bar.update(done, f"{sum(f.bytes for f in files.values()) / 1e6:,.1f} MB written")
+            if done % every == 0 or time.monotonic() - last > CHECKPOINT_SECONDS:
+                _checkpoint(stage, run_id, index, files)
+                last = time.monotonic()
         bar.close()
     except BaseException:
         if boundary:     # else the last checkpoint stays: its prefix is still intact

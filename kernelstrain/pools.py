@@ -17,6 +17,7 @@ A pool runs inside `running(make)`, and the parent waits for it only through `re
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import multiprocessing.pool
 import signal
@@ -168,15 +169,22 @@ def result(async_result):
                 return async_result.get()
 
 
-def ordered_map(pool, fn, items, ahead: int):
+def ordered_map(pool, fn, items, ahead: int, primed: int = 0):
     """fn(item) of each item, in order, computed by `pool` (in `running`) at most `ahead` items
     in front of the one the caller is at: Pool.imap reads its whole input at once and keeps every
     result the caller has not taken yet, so a long input, or a caller slower than the pool, grows
-    memory without bound."""
-    pending: deque = deque()
+    memory without bound. `primed`: this many items handed to the pool now, before the caller asks
+    for the first result (work for the pool while the caller does something else first); the
+    window then narrows back to `ahead` as results are taken."""
+    items = iter(items)
+    pending = deque(submitted(pool.apply_async, fn, (item,)) for item in itertools.islice(items, primed))
+    return _in_order(pool, fn, items, ahead, pending)
+
+
+def _in_order(pool, fn, items, ahead: int, pending: deque):
     for item in items:
         pending.append(submitted(pool.apply_async, fn, (item,)))
-        if len(pending) >= ahead:
+        while len(pending) >= ahead:
             yield result(pending.popleft())
     while pending:
         yield result(pending.popleft())

@@ -16,7 +16,8 @@ within a few percent of the unwrapped run; a profiler (cProfile) charges far mor
 that makes many small calls (the engine), so this is the measure of where the time goes.
 The held-out solutions' store is off unless --store (a first run's cost).
 With --workers N > 1 the phases are this (the parent) process's alone: what it does beside the
-pool (the held-out rows, the boilerplate and the contamination set-up, the writes, the end),
+pool (the held-out rows, the boilerplate and the contamination set-up and hand-over, the scans of
+the episodes built before the workers had the matcher, the writes, the end),
 the part of a pooled run that the workers do not share; the engine and the per-episode phases
 then run in the workers and are not counted, nor is the held-out solutions' search (in the pool).
 """
@@ -79,6 +80,10 @@ def instrument(workers: int = 1) -> None:
             object.__setattr__(layout, "judge", timed("per-episode QA", layout.judge))
     patch(generation, "dumps", "JSON encoding")
     patch(contamination.Incremental, "part", "per-episode contamination")
+    # with a pool: the parent's merges of the workers' parts and its scans of the episodes built before the
+    # workers had the matcher (contamination.Waiting), and the matcher's hand-over to them
+    patch(contamination.Incremental, "add", "contamination: merge (and waiting scans)")
+    patch(generation, "hand_over", "contamination: matcher hand-over")
     patch(generation, "judge_written", "per-session batch QA checks")     # the sessions layout (validate_written)
     patch(writers.StreamFile, "write_block", "writing")
     for name in ("write_holdout", "with_contamination", "finish"):

@@ -29,8 +29,30 @@ def test_episodes_n_is_a_prefix_of_a_longer_run(small_dataset, tmp_path):
     assert short["tasks_holdout.jsonl"] == (small_dataset / "tasks_holdout.jsonl").read_bytes()
 
 
-def test_workers_do_not_change_bytes(small_dataset, tmp_path):
+def test_workers_do_not_change_bytes(small_dataset, tmp_path, monkeypatch):
+    """Two workers write one worker's bytes, the episodes' contamination measured either way the early pool
+    does (generation.episodes_ahead): each worker's first episodes sent unscanned (as before the parent hands
+    the matcher over: forced here, whatever the timing), the rest scanned by the workers with the handed-over
+    matcher (one task primed: the others are handed out after the matcher is written)."""
+    from kernelstrain import contamination, generation
+    plain, first = generation._scan_part, [0]
+
+    def late(ep):         # in each forked worker (its own count): its first three episodes wait
+        first[0] += 1
+        if first[0] <= 3 and isinstance(generation._SCAN, contamination.Unmatched):
+            return generation._SCAN.part(ep)
+        return plain(ep)
+    merged = {"waiting": 0, "scanned": 0}
+    add = contamination.Incremental.add
+
+    def counted(self, part):
+        merged["waiting" if isinstance(part, contamination.Waiting) else "scanned"] += 1
+        return add(self, part)
+    monkeypatch.setattr(generation, "_scan_part", late)
+    monkeypatch.setattr(generation, "PRIMED_MAX", 1)
+    monkeypatch.setattr(contamination.Incremental, "add", counted)
     assert gen(tmp_path / "w2", "--episodes", "40", "--workers", "2") == {f: (small_dataset / f).read_bytes() for f in FILES}
+    assert merged["waiting"] >= 3 and merged["scanned"] >= 20 and sum(merged.values()) == 40, merged
 
 
 def test_shards_merge_to_single_run(small_dataset, tmp_path):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kernelstrain import contamination, solution_store
+from kernelstrain import contamination, generation, solution_store
 from kernelstrain.cli import main
 from kernelstrain.ops import REGISTRY
 from kernelstrain.plan import make_plan
@@ -85,6 +85,7 @@ def test_only_the_newest_digests_are_kept(store, monkeypatch):
 def test_a_warm_store_generates_the_same_bytes(store, tmp_path, monkeypatch):
     def generate(out):
         contamination._SOLUTIONS.clear()
+        contamination.matcher_of.cache_clear()      # (each run's matcher its own: built, or read from the store)
         assert main(["generate", "--seed", "4", "--episodes", "6", "--workers", "1", "--out", str(out), "--quiet"]) == 0
         return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
@@ -94,9 +95,12 @@ def test_a_warm_store_generates_the_same_bytes(store, tmp_path, monkeypatch):
     cold = generate(tmp_path / "cold")
     plan = make_plan(load_profile("kernelstrain"), 4)
     held = set(contamination.solution_keys(t for tasks in plan.splits.values() for t in tasks))
-    assert len(list(store.glob("*/*.json"))) == len(held) > 0
-    # the warm run searches nothing: every solution is read from the store
+    assert held and all(solution_store.get(k) is not None for k in held)
+    # the warm run searches nothing: every solution is read from the store, and so are the held-out rows and the
+    # contamination matcher (the same for every seed of the profile)
     monkeypatch.setattr(contamination, "best_config", lambda *a: pytest.fail("searched a stored solution"))
+    monkeypatch.setattr(generation, "holdout_rows", lambda *a: pytest.fail("held-out rows computed again"))
+    monkeypatch.setattr(contamination.Matcher, "__init__", lambda *a: pytest.fail("matcher built again"))
     warm = generate(tmp_path / "warm")
     assert plain == cold == warm
 

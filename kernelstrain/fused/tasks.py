@@ -8,10 +8,14 @@ degenerate (degenerate.reason), nor the same operator sequence as a program take
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+from .. import solution_store
 from ..errors import UsageError
+from ..gpus import get_gpu
+from ..ops.base import Task
 from ..ops import REGISTRY
 from ..rng import rank
 from ..tasks import make_task
@@ -78,7 +82,37 @@ def with_tasks_dir(profile, tasks: Path):
 
 
 def fused_tasks(profile) -> list:
-    """The profile's fused tasks, in stream order (plan.all_combos)."""
+    """The profile's fused tasks, in stream order (plan.all_combos): from the solution store where an
+    earlier run of this package walked the same stream (stored_key), else walked (and stored). The walk
+    builds and emulates every program it looks at (~6,000 FusedModules for the bundled profile, 99+ s of
+    CPU before the first episode whatever --episodes says); its answer is a function of the profile's
+    task-defining tables (tasks_key), of a `tasks filter` file's bytes and of the package alone."""
+    key = stored_key(profile)
+    stored = solution_store.get(key) if key else None
+    if stored is not None:
+        return [Task(name, get_gpu(gpu), dtype, tuple(map(tuple, shape))) for name, gpu, dtype, shape in json.loads(stored)]
+    out = walked_tasks(profile)
+    if key:
+        solution_store.put(key, json.dumps([[t.module, t.gpu.name, t.dtype, t.shape] for t in out]))
+    return out
+
+
+def stored_key(profile) -> tuple | None:
+    """The solution store's key of fused_tasks' answer: the profile's tasks_key (its fused, GPU and task
+    tables: the stream's seed, length, languages, GPUs and every hash draw's key) and the sha256 of the
+    `tasks filter` file the programs come from ("" for the grammar's own stream); None where that file
+    cannot be read (the walk then says why)."""
+    digest = ""
+    if profile.fused.tasks:
+        try:
+            digest = hashlib.sha256((Path(profile.fused.tasks) / TASKS).read_bytes()).hexdigest()
+        except OSError:
+            return None
+    return "fused_tasks", profile.tasks_key, digest
+
+
+def walked_tasks(profile) -> list:
+    """fused_tasks, walked: the stream's programs built and judged in turn."""
     f, out, seen = profile.fused, [], set()
     for seed, index in _stream(profile):
         if len(out) == f.programs:
