@@ -3,8 +3,10 @@ latent space (+64 RoPE), so they attend to ONE shared cache row [c_kv | k_pe] pe
 c_kv doubles as the value. Ladder: per-head two-pass CUDA-core kernel -> heads as the M side
 of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles -> split-KV.
 """
+from functools import partial
+
 from .._triton_smem import mla_smem
-from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from ._mla_split import STREAM_EFF, heads_work, lone
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, TAIL_KEYS_WEIGH, MlaDecodeSpec, cost_of
 
@@ -88,26 +90,31 @@ def mla_decode_kernel(q_ptr, kv_ptr, o_ptr, S, H, qk_scale,
 
 
 # -- the tiled rungs: BLOCK_H heads are the M side of every tl.dot ----------------------------
-def tiled_launch(p, task):
+def tiled_launch(p, task, halves: int = 1):
+    """halves: programs sharing a head block's 512 output columns (latent_halves: 2), each scoring all 576."""
     gpu, b, h, s, e, bn = task.gpu, task["B"], task["H"], task["S"], DTYPE_BYTES[task.dtype], p["BLOCK_N"]
     threads = warps(p) * gpu.warp
     bh, stages, splits = p["BLOCK_H"], p.get("num_stages", 1), p.get("num_splits", 1)
     tile = bn * DIM * e                               # one latent tile: K and V at once
     smem = mla_smem(task, bh, bn, e, stages, warps(p), DIM, KV_LORA)
-    carried = bh * KV_LORA // threads + bh * DIM * e // 4 // threads     # acc [BLOCK_H, 512] and q, live across the loop
+    # acc [BLOCK_H, 512 / halves] and q, live across the loop
+    carried = bh * KV_LORA // halves // threads + bh * DIM * e // 4 // threads
     regs = 48 + carried + bh * bn // threads       # BLOCK_H 64, 4 warps: 2.6-3.4x BLOCK_H 32 (H200 pgrid, H100 simgrid)
     spill = max(0, carried + (regs - carried) // 2 - 255)      # Triton holds ~2x the rest, not the carried (triton_spill)
     # wgmma on sm_90 only for 64-row tiles (else mma.sync); Triton's MFMA attention lags on MI300X
     mma = (1.0 if bh >= gpu.triton_full_stage_rows else gpu.triton_small_tile_scale) * gpu.triton_dot_scale
     overlap = {1: 0.72, 2: 0.92, 3: 1.0}[stages] if "num_stages" in p else 0.72
-    traffic = 1 + (cdiv(h, bh) - 1) * 0.05 + spill / 255
+    # every program after the first to read a latent tile (the other head blocks, the other half) mostly hits L2
+    traffic = 1 + (cdiv(h, bh) * halves - 1) * 0.05 + spill / 255
     if splits > 1:                                    # fp32 partial outputs written then re-read
         traffic = traffic * heads_work(task, bh, mma) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
     tail = s / (cdiv(cdiv(s, splits), bn) * bn * splits)
-    out = Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+    # each half scores all 576 columns again: (halves x 576 + 512) / (576 + 512) of the op's MMA work
+    rescored = (halves * DIM + KV_LORA) / (DIM + KV_LORA)
+    out = Launch(grid=b * cdiv(h, bh) * splits * halves, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                  bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
-                 compute_scale=mma * overlap * 255 / (255 + 2 * spill), tile_quant=h / (cdiv(h, bh) * bh) * tail,
-                 launches=2 if splits > 1 else 1)
+                 compute_scale=mma * overlap * 255 / (255 + 2 * spill) / rescored,
+                 tile_quant=h / (cdiv(h, bh) * bh) * tail, launches=2 if splits > 1 else 1)
     return lone(out, task) if splits > 1 else out
 
 
@@ -137,11 +144,66 @@ def _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, rows, S, offs_c, offs_r,
 '''
 
 
-def tiled(p, exp, peel, split, stop=None):
-    """BLOCK_H heads of one sequence are the M side of every MMA: one latent tile serves them all."""
+ATTEND_HALF = '''
+
+@triton.jit
+def _attend(acc, m_i, l_i, q_mine, q_other, q_pe, kv_base, rows, S, offs_mine, offs_other, offs_r,
+            KV_LORA: tl.constexpr, ROPE: tl.constexpr, MASKED: tl.constexpr):
+    # One BLOCK_N slice of the latent cache. The scores take all 576 columns (this program's half of c_kv,
+    # the other half and k_pe); the output only this program's half, which is also its V.
+    ptrs = kv_base + rows[:, None] * (KV_LORA + ROPE)
+    if MASKED:
+        mine = tl.load(ptrs + offs_mine[None, :], mask=(rows < S)[:, None], other=0.0)
+        other = tl.load(ptrs + offs_other[None, :], mask=(rows < S)[:, None], other=0.0)
+        k_pe = tl.load(ptrs + KV_LORA + offs_r[None, :], mask=(rows < S)[:, None], other=0.0)
+    else:
+        mine = tl.load(ptrs + offs_mine[None, :])
+        other = tl.load(ptrs + offs_other[None, :])
+        k_pe = tl.load(ptrs + KV_LORA + offs_r[None, :])
+    s = tl.dot(q_mine, tl.trans(mine)) + tl.dot(q_other, tl.trans(other)) + tl.dot(q_pe, tl.trans(k_pe))
+    if MASKED:
+        s = tl.where((rows < S)[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = (l_i * alpha + tl.sum(p, 1)).to(l_i.dtype)
+    acc = acc * alpha[:, None] + tl.dot(p.to(mine.dtype), mine)
+    return acc, m_new, l_i
+'''
+# latent_halves: the head block's 512 output columns over two programs, FlashMLA's split of the latent over its two
+# consumer warpgroups (its q in shared memory, each warpgroup a [64, 256] fp32 accumulator); in Triton each half is
+# a program of its own that scores the whole row again
+HALF_QUERY = '''    half = tl.program_id(1) % 2
+    offs_h = tl.program_id(1) // 2 * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask_h = offs_h < H
+    offs_mine = half * (KV_LORA // 2) + tl.arange(0, KV_LORA // 2)
+    offs_other = (1 - half) * (KV_LORA // 2) + tl.arange(0, KV_LORA // 2)
+    offs_r = tl.arange(0, ROPE)
+    offs_n = tl.arange(0, BLOCK_N)
+    q_rows = q_ptr + (b * H + offs_h).to(tl.int64)[:, None] * (KV_LORA + ROPE)
+    # the softmax scale is folded into the query once (fp32 multiply, back to the MMA type)
+    q_mine = (tl.load(q_rows + offs_mine[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
+    q_other = (tl.load(q_rows + offs_other[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
+    q_pe = (tl.load(q_rows + KV_LORA + offs_r[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)'''
+WHOLE_QUERY = '''    offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask_h = offs_h < H
+    offs_c = tl.arange(0, KV_LORA)
+    offs_r = tl.arange(0, ROPE)
+    offs_n = tl.arange(0, BLOCK_N)
+    q_rows = q_ptr + (b * H + offs_h).to(tl.int64)[:, None] * (KV_LORA + ROPE)
+    # the softmax scale is folded into the query once (fp32 multiply, back to the MMA type)
+    q_nope = (tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
+    q_pe = (tl.load(q_rows + KV_LORA + offs_r[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)'''
+
+
+def tiled(p, exp, peel, split, stop=None, halves=False):
+    """BLOCK_H heads of one sequence are the M side of every MMA: one latent tile serves them all (halves: each
+    program keeps half of the 512 output columns)."""
     args = "part_o_ptr, part_lse_ptr, S, H, split_len, qk_scale" if split else "o_ptr, S, H, qk_scale"
     extra = (", NUM_STAGES: tl.constexpr" if "num_stages" in p else "") + (", NUM_SPLITS: tl.constexpr" if split else "")
-    call = "acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, {} + offs_n, S, offs_c, offs_r, KV_LORA, ROPE, {})"
+    call = ("acc, m_i, l_i = _attend(acc, m_i, l_i, q_mine, q_other, q_pe, kv_base, {} + offs_n, S, offs_mine, "
+            "offs_other, offs_r, KV_LORA, ROPE, {})" if halves else
+            "acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, {} + offs_n, S, offs_c, offs_r, KV_LORA, ROPE, {})")
     if not peel:
         body = f"    for start in range(lo, {stop or 'hi'}, BLOCK_N):\n        {call.format('start', 'True')}"
     else:
@@ -153,35 +215,30 @@ def tiled(p, exp, peel, split, stop=None):
                 f"        {call.format('hi_full', 'True')}")
     if split:   # split_len is a multiple of BLOCK_N: only the last split has a ragged end, at S
         bounds = "split = tl.program_id(2)\n    lo = split * split_len\n    hi = tl.minimum(lo + split_len, S)"
-        epilogue = """    # partial result of this split: normalised output and its log2-sum-exp (empty split: weight 0)
+        # both halves hold the same softmax statistics: the first stores them
+        cols, lse_at = ("offs_mine", "    if half == 0:\n        ") if halves else ("offs_c", "    ")
+        epilogue = f"""    # partial result of this split: normalised output and its log2-sum-exp (empty split: weight 0)
     part = (b * H + offs_h).to(tl.int64) * NUM_SPLITS + split
     l_safe = tl.where(l_i > 0, l_i, 1.0)
-    tl.store(part_o_ptr + part[:, None] * KV_LORA + offs_c[None, :], acc / l_safe[:, None], mask=mask_h[:, None])
-    tl.store(part_lse_ptr + part, tl.where(l_i > 0, m_i + tl.log2(l_safe), float("-inf")), mask=mask_h)"""
+    tl.store(part_o_ptr + part[:, None] * KV_LORA + {cols}[None, :], acc / l_safe[:, None], mask=mask_h[:, None])
+{lse_at}tl.store(part_lse_ptr + part, tl.where(l_i > 0, m_i + tl.log2(l_safe), float("-inf")), mask=mask_h)"""
     else:
         bounds = "lo = 0\n    hi = S"
         epilogue = """    o_rows = o_ptr + (b * H + offs_h).to(tl.int64)[:, None] * KV_LORA
     tl.store(o_rows + offs_c[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=mask_h[:, None])"""
-    return ATTEND.replace("EXP", exp) + f'''
+    attend = ATTEND_HALF if halves else ATTEND.replace("EXP", exp)
+    return attend + f'''
 
 @triton.jit
 def mla_decode_kernel(q_ptr, kv_ptr, {args}, KV_LORA: tl.constexpr, ROPE: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr{extra}):
     b = tl.program_id(0)
-    offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mask_h = offs_h < H
-    offs_c = tl.arange(0, KV_LORA)
-    offs_r = tl.arange(0, ROPE)
-    offs_n = tl.arange(0, BLOCK_N)
-    q_rows = q_ptr + (b * H + offs_h).to(tl.int64)[:, None] * (KV_LORA + ROPE)
-    # the softmax scale is folded into the query once (fp32 multiply, back to the MMA type)
-    q_nope = (tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
-    q_pe = (tl.load(q_rows + KV_LORA + offs_r[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
+{HALF_QUERY if halves else WHOLE_QUERY}
     kv_base = kv_ptr + b.to(tl.int64) * S * (KV_LORA + ROPE)
     {bounds}
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_H, KV_LORA], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_H, KV_LORA{" // 2" if halves else ""}], dtype=tl.float32)
 {body}
 {epilogue}
 '''
@@ -212,8 +269,8 @@ def single(p, task, exp, peel, scale, state):
 
 
 
-def split_kv_src(p, task, nxt="offs_s", scale="SM_SCALE * LOG2E"):
-    return tiled(p, "exp2", True, True) + f'''
+def split_kv_src(p, task, nxt="offs_s", scale="SM_SCALE * LOG2E", halves=False):
+    return tiled(p, "exp2", True, True, halves=halves) + f'''
 
 @triton.jit
 def mla_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, NUM_SPLITS: tl.constexpr, KV_LORA: tl.constexpr):
@@ -235,7 +292,7 @@ def mla_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, NUM_SPLITS: tl.constexpr
     part_o = torch.empty((B, H, NUM_SPLITS, KV_LORA), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((B, H, NUM_SPLITS), device=q.device, dtype=torch.float32)
     split_len = triton.cdiv(triton.cdiv(S, NUM_SPLITS), BLOCK_N) * BLOCK_N   # whole tiles per split
-    grid = (B, triton.cdiv(H, BLOCK_H), NUM_SPLITS)
+    grid = (B, triton.cdiv(H, BLOCK_H){" * 2" if halves else ""}, NUM_SPLITS){"   # 2: the two halves of the latent" if halves else ""}
     mla_decode_kernel[grid](q, kv_cache, part_o, part_lse, S, H, split_len, {scale}, KV_LORA=KV_LORA,
                             ROPE=ROPE, BLOCK_N=BLOCK_N, BLOCK_H=BLOCK_H, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS,
                             num_warps=NUM_WARPS, num_stages=NUM_STAGES)
@@ -250,6 +307,13 @@ def consts(p, task) -> dict:
 
 
 PEEL_EARLY = {"off_by_one": {"stop": "hi_full - BLOCK_N"}}
+SPLIT_PARAMS = (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
+                Param("num_stages", (1, 2, 3), 2))
+SPLIT_BUGS = {"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}
+
+
+def halves_launch(p, task):
+    return tiled_launch(p, task, halves=2)
 
 
 class MlaDecodeTriton(MlaDecodeSpec):
@@ -272,10 +336,14 @@ class MlaDecodeTriton(MlaDecodeSpec):
              memory_eff=0.6, smem="dynamic", launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
-             (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
-              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
-             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
-             bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
+             SPLIT_PARAMS, path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
+             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts, bugs=SPLIT_BUGS),
+        # off the menus until a device job times it (roomT, twelfth session): at B=128 H=128 split_kv's best builds
+        # at 255 registers + 896 B of stack on sm_90a ([64, 512] fp32 accumulator); a half holds [64, 256]
+        *unchecked(Rung("latent_halves", "split_kv with the 512 latent output columns over two programs, each "
+                        "scoring the whole row and accumulating its half", SPLIT_PARAMS, path="fp16", compute_eff=0.46,
+                        memory_eff=STREAM_EFF, smem="dynamic", launch=halves_launch,
+                        render=partial(split_kv_src, halves=True), consts=consts, bugs=SPLIT_BUGS, fit_as="split_kv")),
     )
 
     def assemble(self, kernel, variant, params, task) -> str:

@@ -11,7 +11,7 @@ import math
 from functools import partial
 
 from .._triton_smem import dot_loop_smem
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 from ..matmul.gemm_fp16_spec import HALF_BF16
 from ..matmul.gemm_fp16_triton import acc_spill
@@ -23,6 +23,11 @@ WARPS = Param("num_warps", (4, 8), 4)
 # m_fastest_order's N tiles reach 256 wide, as vLLM's tuned fused_moe configs do (128-wide K and 5 stages passed
 # scripts/roomK_interpret.py too; not offered: each adds hundreds of over-the-cap Triton smem corpus figures)
 LOOKUP = (BM, Param("BLOCK_N", (64, 128, 256), 128), Param("BLOCK_K", (32, 64), 64), STAGES, WARPS)
+# persistent_tma's 256-wide N tiles: a 256-row weight box (TMA's largest); H100 (h100_roomK_j1.json, T=2048 E=64)
+# ran m_fastest_order's 128 x 256 on 8 warps 1.20x ahead of 128 x 128 (369.9 / 443.9 us). Off until a device job
+# times it on this rung (roomT, twelfth session: TRITON_INTERPRET=1 correct, scripts/roomT_interpret.py)
+PERSISTENT = (Param("BLOCK_M", (32, 64, 128), 64), Param("BLOCK_N", (64, 128, *unchecked(256)), 128),
+              Param("BLOCK_K", (64, 128), 64), STAGES, WARPS)
 KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
                "TOPK: tl.constexpr,\n                        ")
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
@@ -282,8 +287,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
              memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
              consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
-             (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
-             path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
+             PERSISTENT, path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
     )
