@@ -184,26 +184,27 @@ S2_REF = [
 # s2 ran 14:44 UTC (H100, 7 cases, 0 problems, 50 s): the split 1.39-1.52x slower than state_outer_scan at B=1 (118.2-128.8
 # us against 84.8), 1.66x at B=2 (283.9 / 171.3), as modelled: off the menus, device-checked
 # (measurements/h100_roomT_scan.json; selective_scan_triton.py says why)
-# r1 (Triton only, 2026-12-07 twelfth session): mla_decode_triton latent_halves (new rung, off: the 512 latent output
-# columns over two programs, each scoring the whole row; TRITON_INTERPRET=1 correct with its bugs failing,
-# scripts/roomT_interpret.py) at the large batch x heads shapes where split_kv's best builds at 255 registers + 896-1,080
-# B of stack (sm_90a) and runs 6.6x its DRAM floor (582.3 us at B=128 H=128 S=2000 bf16, 185.5 at B=32 S=4000), beside
-# split_kv at the same head blocks; grouped_gemm_triton persistent_tma's 256-wide N tiles (new value, off) beside 128 on
-# 8 warps, at the large-T shapes where m_fastest_order's 128 x 256 ran 1.20x ahead of 128 x 128 (h100_roomK_j1.json),
-# with m_fastest_order's pair again as the link to those rows
+# r1 (Triton only, 2026-12-07 twelfth session): mla_decode_triton latent_halves (new rung, off: pipelined_stages with the
+# 512 latent output columns over two programs, each scoring the whole row; TRITON_INTERPRET=1 correct with its bugs
+# failing, scripts/roomT_interpret.py) at the large batch x heads shapes, beside pipelined_stages at the same tiles: its
+# H100 best there, 64 heads x 64 keys on 8 warps at 2 stages (427.2 us at B=128 H=128 S=2000 bf16, ~4.9x the DRAM
+# floor), builds at 255 registers + 896 B of stack on sm_90a; grouped_gemm_triton persistent_tma's 256-wide N tiles (new
+# value, off) beside 128 on 8 warps, at the large-T shapes where m_fastest_order's 128 x 256 ran 1.20x ahead of 128 x
+# 128 (h100_roomK_j1.json), with m_fastest_order's pair again as the link to those rows
 MLA_BIG = [{"B": 128, "H": 128, "S": 2000}, {"B": 32, "H": 128, "S": 4000}]
-MLA_BASE = {"num_splits": 2, "BLOCK_N": 32, "num_stages": 2}
+MLA_WIDE = {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 GROUPED_BIG = [{"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 4096, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
 GROUPED_8W = {"BLOCK_M": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8}
 R1_NEW = [
-    ("mla_decode_triton", "latent_halves", "BLOCK_H", MLA_BIG, MLA_BASE, (32, 64)),     # with its bugs
+    ("mla_decode_triton", "latent_halves", "BLOCK_H", MLA_BIG, MLA_WIDE, (32, 64)),     # with its bugs
     ("grouped_gemm_triton", "persistent_tma", "BLOCK_N", GROUPED_BIG, GROUPED_8W, (256,)),
 ]
 R1_REF = [
-    ("mla_decode_triton", "split_kv", "BLOCK_H", MLA_BIG, MLA_BASE, (32, 64)),
-    ("mla_decode_triton", "latent_halves", "num_splits", MLA_BIG[:1], {**MLA_BASE, "BLOCK_H": 64}, (4,)),
-    ("mla_decode_triton", "latent_halves", "BLOCK_N", MLA_BIG[:1], {**MLA_BASE, "BLOCK_H": 64}, (64,)),
-    ("mla_decode_triton", "split_kv", "BLOCK_N", MLA_BIG[1:], {**MLA_BASE, "BLOCK_H": 32}, (64,)),
+    ("mla_decode_triton", "pipelined_stages", "BLOCK_H", MLA_BIG, MLA_WIDE, (32, 64)),
+    ("mla_decode_triton", "latent_halves", "BLOCK_N", MLA_BIG, {**MLA_WIDE, "BLOCK_H": 64}, (32,)),
+    ("mla_decode_triton", "latent_halves", "num_warps", MLA_BIG[1:], {**MLA_WIDE, "BLOCK_H": 32}, (4,)),
+    ("mla_decode_triton", "pipelined_stages", "num_warps", MLA_BIG[1:], {**MLA_WIDE, "BLOCK_H": 32}, (4,)),
+    ("mla_decode_triton", "latent_halves", "num_stages", MLA_BIG[:1], {**MLA_WIDE, "BLOCK_H": 64}, (3,)),
     ("grouped_gemm_triton", "persistent_tma", "BLOCK_N", GROUPED_BIG, GROUPED_8W, (128,)),
     ("grouped_gemm_triton", "persistent_tma", "num_stages", GROUPED_BIG[:1], {**GROUPED_8W, "BLOCK_N": 256}, (3,)),
     ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", GROUPED_BIG[:1], GROUPED_8W, (128, 256)),

@@ -82,13 +82,13 @@ SCAN_SPLIT = [({"B": 1, "L": 200, "D": 3, "N": 16}, {"BLOCK_D": 2, "CHUNK": 64, 
               ({"B": 1, "L": 1000, "D": 3, "N": 16}, {"BLOCK_D": 1, "CHUNK": 128, "SPLITS": 16, "num_warps": 4}),
               ({"B": 1, "L": 256, "D": 4, "N": 16}, {"BLOCK_D": 2, "CHUNK": 512, "SPLITS": 2, "num_warps": 8}),
               ({"B": 2, "L": 600, "D": 16, "N": 16}, {"BLOCK_D": 16, "CHUNK": 256, "SPLITS": 2, "num_warps": 4})]
-# mla_decode_triton latent_halves (twelfth session): a ragged last key tile in 2 splits (S 100 at BLOCK_N 32), a ragged
-# head block (H 20 at BLOCK_H 16) over 4 splits of 64-key tiles, empty splits (S 40 in 8 splits of 32 keys: 6 empty)
-# and a 32-head block with the last split short (S 300, 2 splits of 160 keys at BLOCK_N 32)
-MLA_HALVES = [({"B": 1, "H": 16, "S": 100}, {"num_splits": 2, "BLOCK_H": 16, "BLOCK_N": 32, "num_stages": 2}),
-              ({"B": 2, "H": 20, "S": 300}, {"num_splits": 4, "BLOCK_H": 16, "BLOCK_N": 64, "num_stages": 2}),
-              ({"B": 1, "H": 8, "S": 40}, {"num_splits": 8, "BLOCK_H": 16, "BLOCK_N": 32, "num_stages": 1}),
-              ({"B": 2, "H": 32, "S": 300}, {"num_splits": 2, "BLOCK_H": 32, "BLOCK_N": 32, "num_stages": 3})]
+# mla_decode_triton latent_halves (twelfth session): a ragged last key tile (S 100 at BLOCK_N 32), a ragged head block
+# (H 20 at BLOCK_H 16) over 64-key tiles, one whole tile and a ragged tail (S 50) unpipelined, and a 32-head
+# block at 3 stages on 8 warps
+MLA_HALVES = [({"B": 1, "H": 16, "S": 100}, {"BLOCK_H": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}),
+              ({"B": 2, "H": 20, "S": 300}, {"BLOCK_H": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}),
+              ({"B": 1, "H": 8, "S": 50}, {"BLOCK_H": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}),
+              ({"B": 2, "H": 32, "S": 300}, {"BLOCK_H": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3})]
 # grouped_gemm_triton persistent_tma's 256-wide N tiles (twelfth session): two N blocks with K ragged (192 at 128-wide
 # K: one whole tile, one half), three N blocks on 8 warps with 64-row tiles, and 16-row-ish experts (T 40 top-2 over 4
 # experts) so several programs loop over several tiles on the SMS-program grid

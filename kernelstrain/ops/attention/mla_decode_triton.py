@@ -3,8 +3,6 @@ latent space (+64 RoPE), so they attend to ONE shared cache row [c_kv | k_pe] pe
 c_kv doubles as the value. Ladder: per-head two-pass CUDA-core kernel -> heads as the M side
 of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles -> split-KV.
 """
-from functools import partial
-
 from .._triton_smem import mla_smem
 from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from ._mla_split import STREAM_EFF, heads_work, lone
@@ -215,17 +213,15 @@ def tiled(p, exp, peel, split, stop=None, halves=False):
                 f"        {call.format('hi_full', 'True')}")
     if split:   # split_len is a multiple of BLOCK_N: only the last split has a ragged end, at S
         bounds = "split = tl.program_id(2)\n    lo = split * split_len\n    hi = tl.minimum(lo + split_len, S)"
-        # both halves hold the same softmax statistics: the first stores them
-        cols, lse_at = ("offs_mine", "    if half == 0:\n        ") if halves else ("offs_c", "    ")
-        epilogue = f"""    # partial result of this split: normalised output and its log2-sum-exp (empty split: weight 0)
+        epilogue = """    # partial result of this split: normalised output and its log2-sum-exp (empty split: weight 0)
     part = (b * H + offs_h).to(tl.int64) * NUM_SPLITS + split
     l_safe = tl.where(l_i > 0, l_i, 1.0)
-    tl.store(part_o_ptr + part[:, None] * KV_LORA + {cols}[None, :], acc / l_safe[:, None], mask=mask_h[:, None])
-{lse_at}tl.store(part_lse_ptr + part, tl.where(l_i > 0, m_i + tl.log2(l_safe), float("-inf")), mask=mask_h)"""
+    tl.store(part_o_ptr + part[:, None] * KV_LORA + offs_c[None, :], acc / l_safe[:, None], mask=mask_h[:, None])
+    tl.store(part_lse_ptr + part, tl.where(l_i > 0, m_i + tl.log2(l_safe), float("-inf")), mask=mask_h)"""
     else:
         bounds = "lo = 0\n    hi = S"
-        epilogue = """    o_rows = o_ptr + (b * H + offs_h).to(tl.int64)[:, None] * KV_LORA
-    tl.store(o_rows + offs_c[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=mask_h[:, None])"""
+        epilogue = f"""    o_rows = o_ptr + (b * H + offs_h).to(tl.int64)[:, None] * KV_LORA
+    tl.store(o_rows + {"offs_mine" if halves else "offs_c"}[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=mask_h[:, None])"""
     attend = ATTEND_HALF if halves else ATTEND.replace("EXP", exp)
     return attend + f'''
 
@@ -252,16 +248,22 @@ def exp2_tail_peel_src(p, task, scale="SM_SCALE * LOG2E", **state):
     return single(p, task, "exp2", True, scale, state)
 
 
-def single(p, task, exp, peel, scale, state):
-    """The one-pass rungs: tiled kernel plus a wrapper launching one program per (batch, head block)."""
+def latent_halves_src(p, task, scale="SM_SCALE * LOG2E", **state):
+    return single(p, task, "exp2", True, scale, state, halves=True)
+
+
+def single(p, task, exp, peel, scale, state, halves=False):
+    """The one-pass rungs: tiled kernel plus a wrapper launching one program per (batch, head block), or per
+    (batch, head block, half of the latent columns)."""
     stages = "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if "num_stages" in p else "num_stages=1"
-    return tiled(p, exp, peel, False, **state) + f'''
+    grid = "(B, triton.cdiv(H, BLOCK_H) * 2)   # x 2: each half of the 512 latent columns" if halves else "(B, triton.cdiv(H, BLOCK_H))"
+    return tiled(p, exp, peel, False, halves=halves, **state) + f'''
 
 {ENTRY.py_def(task)}:
     B, H, _ = q.shape
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     out = torch.empty((B, H, KV_LORA), device=q.device, dtype=q.dtype)
-    grid = (B, triton.cdiv(H, BLOCK_H))
+    grid = {grid}
     mla_decode_kernel[grid](q, kv_cache, out, kv_cache.shape[1], H, {scale}, KV_LORA=KV_LORA, ROPE=ROPE,
                             BLOCK_N=BLOCK_N, BLOCK_H=BLOCK_H, num_warps=NUM_WARPS, {stages})
     return out
@@ -269,8 +271,8 @@ def single(p, task, exp, peel, scale, state):
 
 
 
-def split_kv_src(p, task, nxt="offs_s", scale="SM_SCALE * LOG2E", halves=False):
-    return tiled(p, "exp2", True, True, halves=halves) + f'''
+def split_kv_src(p, task, nxt="offs_s", scale="SM_SCALE * LOG2E"):
+    return tiled(p, "exp2", True, True) + f'''
 
 @triton.jit
 def mla_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, NUM_SPLITS: tl.constexpr, KV_LORA: tl.constexpr):
@@ -292,7 +294,7 @@ def mla_combine_kernel(part_o_ptr, part_lse_ptr, o_ptr, NUM_SPLITS: tl.constexpr
     part_o = torch.empty((B, H, NUM_SPLITS, KV_LORA), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((B, H, NUM_SPLITS), device=q.device, dtype=torch.float32)
     split_len = triton.cdiv(triton.cdiv(S, NUM_SPLITS), BLOCK_N) * BLOCK_N   # whole tiles per split
-    grid = (B, triton.cdiv(H, BLOCK_H){" * 2" if halves else ""}, NUM_SPLITS){"   # 2: the two halves of the latent" if halves else ""}
+    grid = (B, triton.cdiv(H, BLOCK_H), NUM_SPLITS)
     mla_decode_kernel[grid](q, kv_cache, part_o, part_lse, S, H, split_len, {scale}, KV_LORA=KV_LORA,
                             ROPE=ROPE, BLOCK_N=BLOCK_N, BLOCK_H=BLOCK_H, NUM_STAGES=NUM_STAGES, NUM_SPLITS=NUM_SPLITS,
                             num_warps=NUM_WARPS, num_stages=NUM_STAGES)
@@ -307,9 +309,8 @@ def consts(p, task) -> dict:
 
 
 PEEL_EARLY = {"off_by_one": {"stop": "hi_full - BLOCK_N"}}
-SPLIT_PARAMS = (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
-                Param("num_stages", (1, 2, 3), 2))
-SPLIT_BUGS = {"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}
+PIPELINED = (BLOCK_H, BLOCK_N, WARPS, Param("num_stages", (1, 2, 3), 2))
+PEELED_BUGS = {"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}     # exp2: the log2(e) factor forgotten
 
 
 def halves_launch(p, task):
@@ -332,18 +333,20 @@ class MlaDecodeTriton(MlaDecodeSpec):
              launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),     # exp2: the log2(e) factor forgotten
         Rung("pipelined_stages", "tl.range(num_stages=...) multi-buffers the latent tiles behind the MMAs",
-             (BLOCK_H, BLOCK_N, WARPS, Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46,
-             memory_eff=0.6, smem="dynamic", launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
-             bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
+             PIPELINED, path="fp16", compute_eff=0.46, memory_eff=0.6, smem="dynamic", launch=tiled_launch,
+             render=exp2_tail_peel_src, consts=consts, bugs=PEELED_BUGS),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
-             SPLIT_PARAMS, path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
-             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts, bugs=SPLIT_BUGS),
-        # off the menus until a device job times it (roomT, twelfth session): at B=128 H=128 split_kv's best builds
-        # at 255 registers + 896 B of stack on sm_90a ([64, 512] fp32 accumulator); a half holds [64, 256]
-        *unchecked(Rung("latent_halves", "split_kv with the 512 latent output columns over two programs, each "
-                        "scoring the whole row and accumulating its half", SPLIT_PARAMS, path="fp16", compute_eff=0.46,
-                        memory_eff=STREAM_EFF, smem="dynamic", launch=halves_launch,
-                        render=partial(split_kv_src, halves=True), consts=consts, bugs=SPLIT_BUGS, fit_as="split_kv")),
+             (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
+              Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
+             smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
+             bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
+        # off the menus until a device job times it (roomT, twelfth session): at B=128 H=128 the H100's best,
+        # pipelined_stages 64 heads x 64 keys on 8 warps (427.2 us, ~4.9x its DRAM floor), builds at 255 registers
+        # + 896 B of stack on sm_90a with its [64, 512] fp32 accumulator; a half holds [64, 256]
+        *unchecked(Rung("latent_halves", "pipelined_stages with the 512 latent output columns over two programs, "
+                        "each scoring the whole row and accumulating its half", PIPELINED, path="fp16",
+                        compute_eff=0.46, memory_eff=0.6, smem="dynamic", launch=halves_launch,
+                        render=latent_halves_src, consts=consts, bugs=PEELED_BUGS, fit_as="pipelined_stages")),
     )
 
     def assemble(self, kernel, variant, params, task) -> str:
