@@ -58,6 +58,7 @@ MIXED = {
     ("mla_decode_triton", "head_block_tl_dot"): ("BLOCK_H",),
     ("mla_decode_triton", "pipelined_stages"): ("BLOCK_H", "num_stages"),
     ("mla_decode_triton", "split_kv"): ("BLOCK_H", "num_stages"),
+    ("mla_decode_triton", "latent_halves"): ("BLOCK_H", "num_stages"),
     ("rmsnorm_triton", "chunked_two_pass"): ("BLOCK", "loop_unroll", "num_warps"),
     ("sliding_window_attn_triton", "persistent_tiles"): ("BLOCK_M", "num_stages"),
     ("sliding_window_attn_triton", "pipelined_tiles"): ("BLOCK_M", "num_stages"),

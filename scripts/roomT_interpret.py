@@ -82,6 +82,21 @@ SCAN_SPLIT = [({"B": 1, "L": 200, "D": 3, "N": 16}, {"BLOCK_D": 2, "CHUNK": 64, 
               ({"B": 1, "L": 1000, "D": 3, "N": 16}, {"BLOCK_D": 1, "CHUNK": 128, "SPLITS": 16, "num_warps": 4}),
               ({"B": 1, "L": 256, "D": 4, "N": 16}, {"BLOCK_D": 2, "CHUNK": 512, "SPLITS": 2, "num_warps": 8}),
               ({"B": 2, "L": 600, "D": 16, "N": 16}, {"BLOCK_D": 16, "CHUNK": 256, "SPLITS": 2, "num_warps": 4})]
+# mla_decode_triton latent_halves (twelfth session): a ragged last key tile (S 100 at BLOCK_N 32), a ragged head block
+# (H 20 at BLOCK_H 16) over 64-key tiles, one whole tile and a ragged tail (S 50) unpipelined, and a 32-head
+# block at 3 stages on 8 warps
+MLA_HALVES = [({"B": 1, "H": 16, "S": 100}, {"BLOCK_H": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}),
+              ({"B": 2, "H": 20, "S": 300}, {"BLOCK_H": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}),
+              ({"B": 1, "H": 8, "S": 50}, {"BLOCK_H": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}),
+              ({"B": 2, "H": 32, "S": 300}, {"BLOCK_H": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3})]
+# grouped_gemm_triton persistent_tma's 256-wide N tiles (twelfth session): two N blocks with K ragged (192 at 128-wide
+# K: one whole tile, one half), three N blocks on 8 warps with 64-row tiles, and 16-row-ish experts (T 40 top-2 over 4
+# experts) so several programs loop over several tiles on the SMS-program grid
+GROUPED_N256 = [({"T": 40, "E": 4, "K": 192, "N": 512, "topk": 2}, {"BLOCK_M": 32, "BLOCK_N": 256, "BLOCK_K": 128}),
+                ({"T": 96, "E": 4, "K": 320, "N": 768, "topk": 2}, {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64,
+                                                                     "num_warps": 8}),
+                ({"T": 24, "E": 8, "K": 256, "N": 256, "topk": 2}, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
+                                                                     "num_warps": 8, "num_stages": 2})]
 CASES = (
     [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
       "fp16") for s in CROSS for bn in (32, 64)]
@@ -97,6 +112,8 @@ CASES = (
        for s in FP8 for r in (1, 2)]
     + [("gemm_fp4_triton", "split_k_dot_scaled", over, s, "fp16") for s, over in FP4_SPLIT + FP4_SPLIT_PROBES]
     + [("selective_scan_triton", "split_l_state_outer", over, s, "fp16") for s, over in SCAN_SPLIT]
+    + [("mla_decode_triton", "latent_halves", over, s, "fp16") for s, over in MLA_HALVES]
+    + [("grouped_gemm_triton", "persistent_tma", over, s, "fp16") for s, over in GROUPED_N256]
 )
 
 

@@ -4,8 +4,9 @@ c_kv doubles as the value. Ladder: per-head two-pass CUDA-core kernel -> heads a
 of tl.dot, online softmax -> exp2, peeled masked tail -> pipelined latent tiles -> split-KV.
 """
 from .._triton_smem import mla_smem
-from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import Launch, Param, Rung, DTYPE_BYTES, KernelSpec, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from ._mla_split import STREAM_EFF, heads_work, lone
+from ._mla_tiles import ATTEND, ATTEND_HALF, HALF_QUERY, WHOLE_QUERY
 from .mla_decode_spec import DIM, ENTRY, KV_LORA, ROPE, TAIL_KEYS_WEIGH, MlaDecodeSpec, cost_of
 
 SM_SCALE = 192 ** -0.5            # DeepSeek-V2/V3: 1/sqrt(qk_nope 128 + qk_rope 64)
@@ -88,60 +89,42 @@ def mla_decode_kernel(q_ptr, kv_ptr, o_ptr, S, H, qk_scale,
 
 
 # -- the tiled rungs: BLOCK_H heads are the M side of every tl.dot ----------------------------
-def tiled_launch(p, task):
+def tiled_launch(p, task, halves: int = 1):
+    """halves: programs sharing a head block's 512 output columns (latent_halves: 2), each scoring all 576."""
     gpu, b, h, s, e, bn = task.gpu, task["B"], task["H"], task["S"], DTYPE_BYTES[task.dtype], p["BLOCK_N"]
     threads = warps(p) * gpu.warp
     bh, stages, splits = p["BLOCK_H"], p.get("num_stages", 1), p.get("num_splits", 1)
     tile = bn * DIM * e                               # one latent tile: K and V at once
     smem = mla_smem(task, bh, bn, e, stages, warps(p), DIM, KV_LORA)
-    carried = bh * KV_LORA // threads + bh * DIM * e // 4 // threads     # acc [BLOCK_H, 512] and q, live across the loop
+    # acc [BLOCK_H, 512 / halves] and q, live across the loop
+    carried = bh * KV_LORA // halves // threads + bh * DIM * e // 4 // threads
     regs = 48 + carried + bh * bn // threads       # BLOCK_H 64, 4 warps: 2.6-3.4x BLOCK_H 32 (H200 pgrid, H100 simgrid)
     spill = max(0, carried + (regs - carried) // 2 - 255)      # Triton holds ~2x the rest, not the carried (triton_spill)
     # wgmma on sm_90 only for 64-row tiles (else mma.sync); Triton's MFMA attention lags on MI300X
     mma = (1.0 if bh >= gpu.triton_full_stage_rows else gpu.triton_small_tile_scale) * gpu.triton_dot_scale
     overlap = {1: 0.72, 2: 0.92, 3: 1.0}[stages] if "num_stages" in p else 0.72
-    traffic = 1 + (cdiv(h, bh) - 1) * 0.05 + spill / 255
+    # every program after the first to read a latent tile (the other head blocks, the other half) mostly hits L2
+    traffic = 1 + (cdiv(h, bh) * halves - 1) * 0.05 + spill / 255
     if splits > 1:                                    # fp32 partial outputs written then re-read
         traffic = traffic * heads_work(task, bh, mma) + 2 * b * h * splits * (KV_LORA + 1) * 4 / cost_of(task).bytes
     tail = s / (cdiv(cdiv(s, splits), bn) * bn * splits)
-    out = Launch(grid=b * cdiv(h, bh) * splits, threads=threads, smem_bytes=smem, regs=min(regs, 255),
+    # each half scores all 576 columns again: (halves x 576 + 512) / (576 + 512) of the op's MMA work
+    rescored = (halves * DIM + KV_LORA) / (DIM + KV_LORA)
+    out = Launch(grid=b * cdiv(h, bh) * splits * halves, threads=threads, smem_bytes=smem, regs=min(regs, 255),
                  bytes_per_access=max(16, tile * max(1, stages - 1) // threads // 2), traffic=traffic,
-                 compute_scale=mma * overlap * 255 / (255 + 2 * spill), tile_quant=h / (cdiv(h, bh) * bh) * tail,
-                 launches=2 if splits > 1 else 1)
+                 compute_scale=mma * overlap * 255 / (255 + 2 * spill) / rescored,
+                 tile_quant=h / (cdiv(h, bh) * bh) * tail, launches=2 if splits > 1 else 1)
     return lone(out, task) if splits > 1 else out
 
 
-ATTEND = '''
-
-@triton.jit
-def _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, rows, S, offs_c, offs_r,
-            KV_LORA: tl.constexpr, ROPE: tl.constexpr, MASKED: tl.constexpr):
-    # One BLOCK_N slice of the latent cache: c_kv is K for the scores and V for the output.
-    ptrs = kv_base + rows[:, None] * (KV_LORA + ROPE)
-    if MASKED:
-        kv = tl.load(ptrs + offs_c[None, :], mask=(rows < S)[:, None], other=0.0)
-        k_pe = tl.load(ptrs + KV_LORA + offs_r[None, :], mask=(rows < S)[:, None], other=0.0)
-    else:
-        kv = tl.load(ptrs + offs_c[None, :])
-        k_pe = tl.load(ptrs + KV_LORA + offs_r[None, :])
-    s = tl.dot(q_nope, tl.trans(kv)) + tl.dot(q_pe, tl.trans(k_pe))
-    if MASKED:
-        s = tl.where((rows < S)[None, :], s, float("-inf"))
-    # online softmax: rescale what was accumulated under the old running max
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.EXP(m_i - m_new)
-    p = tl.EXP(s - m_new[:, None])
-    l_i = (l_i * alpha + tl.sum(p, 1)).to(l_i.dtype)
-    acc = acc * alpha[:, None] + tl.dot(p.to(kv.dtype), kv)
-    return acc, m_new, l_i
-'''
-
-
-def tiled(p, exp, peel, split, stop=None):
-    """BLOCK_H heads of one sequence are the M side of every MMA: one latent tile serves them all."""
+def tiled(p, exp, peel, split, stop=None, halves=False):
+    """BLOCK_H heads of one sequence are the M side of every MMA: one latent tile serves them all (halves: each
+    program keeps half of the 512 output columns)."""
     args = "part_o_ptr, part_lse_ptr, S, H, split_len, qk_scale" if split else "o_ptr, S, H, qk_scale"
     extra = (", NUM_STAGES: tl.constexpr" if "num_stages" in p else "") + (", NUM_SPLITS: tl.constexpr" if split else "")
-    call = "acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, {} + offs_n, S, offs_c, offs_r, KV_LORA, ROPE, {})"
+    call = ("acc, m_i, l_i = _attend(acc, m_i, l_i, q_mine, q_other, q_pe, kv_base, {} + offs_n, S, offs_mine, "
+            "offs_other, offs_r, KV_LORA, ROPE, {})" if halves else
+            "acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_pe, kv_base, {} + offs_n, S, offs_c, offs_r, KV_LORA, ROPE, {})")
     if not peel:
         body = f"    for start in range(lo, {stop or 'hi'}, BLOCK_N):\n        {call.format('start', 'True')}"
     else:
@@ -160,28 +143,21 @@ def tiled(p, exp, peel, split, stop=None):
     tl.store(part_lse_ptr + part, tl.where(l_i > 0, m_i + tl.log2(l_safe), float("-inf")), mask=mask_h)"""
     else:
         bounds = "lo = 0\n    hi = S"
-        epilogue = """    o_rows = o_ptr + (b * H + offs_h).to(tl.int64)[:, None] * KV_LORA
-    tl.store(o_rows + offs_c[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=mask_h[:, None])"""
-    return ATTEND.replace("EXP", exp) + f'''
+        epilogue = f"""    o_rows = o_ptr + (b * H + offs_h).to(tl.int64)[:, None] * KV_LORA
+    tl.store(o_rows + {"offs_mine" if halves else "offs_c"}[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=mask_h[:, None])"""
+    attend = ATTEND_HALF if halves else ATTEND.replace("EXP", exp)
+    return attend + f'''
 
 @triton.jit
 def mla_decode_kernel(q_ptr, kv_ptr, {args}, KV_LORA: tl.constexpr, ROPE: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr{extra}):
     b = tl.program_id(0)
-    offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mask_h = offs_h < H
-    offs_c = tl.arange(0, KV_LORA)
-    offs_r = tl.arange(0, ROPE)
-    offs_n = tl.arange(0, BLOCK_N)
-    q_rows = q_ptr + (b * H + offs_h).to(tl.int64)[:, None] * (KV_LORA + ROPE)
-    # the softmax scale is folded into the query once (fp32 multiply, back to the MMA type)
-    q_nope = (tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
-    q_pe = (tl.load(q_rows + KV_LORA + offs_r[None, :], mask=mask_h[:, None], other=0.0) * qk_scale).to(q_ptr.dtype.element_ty)
+{HALF_QUERY if halves else WHOLE_QUERY}
     kv_base = kv_ptr + b.to(tl.int64) * S * (KV_LORA + ROPE)
     {bounds}
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_H, KV_LORA], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_H, KV_LORA{" // 2" if halves else ""}], dtype=tl.float32)
 {body}
 {epilogue}
 '''
@@ -195,16 +171,22 @@ def exp2_tail_peel_src(p, task, scale="SM_SCALE * LOG2E", **state):
     return single(p, task, "exp2", True, scale, state)
 
 
-def single(p, task, exp, peel, scale, state):
-    """The one-pass rungs: tiled kernel plus a wrapper launching one program per (batch, head block)."""
+def latent_halves_src(p, task, scale="SM_SCALE * LOG2E", **state):
+    return single(p, task, "exp2", True, scale, state, halves=True)
+
+
+def single(p, task, exp, peel, scale, state, halves=False):
+    """The one-pass rungs: tiled kernel plus a wrapper launching one program per (batch, head block), or per
+    (batch, head block, half of the latent columns)."""
     stages = "NUM_STAGES=NUM_STAGES, num_stages=NUM_STAGES" if "num_stages" in p else "num_stages=1"
-    return tiled(p, exp, peel, False, **state) + f'''
+    grid = "(B, triton.cdiv(H, BLOCK_H) * 2)   # x 2: each half of the 512 latent columns" if halves else "(B, triton.cdiv(H, BLOCK_H))"
+    return tiled(p, exp, peel, False, halves=halves, **state) + f'''
 
 {ENTRY.py_def(task)}:
     B, H, _ = q.shape
     q, kv_cache = q.contiguous(), kv_cache.contiguous()
     out = torch.empty((B, H, KV_LORA), device=q.device, dtype=q.dtype)
-    grid = (B, triton.cdiv(H, BLOCK_H))
+    grid = {grid}
     mla_decode_kernel[grid](q, kv_cache, out, kv_cache.shape[1], H, {scale}, KV_LORA=KV_LORA, ROPE=ROPE,
                             BLOCK_N=BLOCK_N, BLOCK_H=BLOCK_H, num_warps=NUM_WARPS, {stages})
     return out
@@ -250,6 +232,12 @@ def consts(p, task) -> dict:
 
 
 PEEL_EARLY = {"off_by_one": {"stop": "hi_full - BLOCK_N"}}
+PIPELINED = (BLOCK_H, BLOCK_N, WARPS, Param("num_stages", (1, 2, 3), 2))
+PEELED_BUGS = {"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}     # exp2: the log2(e) factor forgotten
+
+
+def halves_launch(p, task):
+    return tiled_launch(p, task, halves=2)
 
 
 class MlaDecodeTriton(MlaDecodeSpec):
@@ -268,14 +256,20 @@ class MlaDecodeTriton(MlaDecodeSpec):
              launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
              bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),     # exp2: the log2(e) factor forgotten
         Rung("pipelined_stages", "tl.range(num_stages=...) multi-buffers the latent tiles behind the MMAs",
-             (BLOCK_H, BLOCK_N, WARPS, Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46,
-             memory_eff=0.6, smem="dynamic", launch=tiled_launch, render=exp2_tail_peel_src, consts=consts,
-             bugs={"missing_scale": {"scale": "SM_SCALE"}, **PEEL_EARLY}),
+             PIPELINED, path="fp16", compute_eff=0.46, memory_eff=0.6, smem="dynamic", launch=tiled_launch,
+             render=exp2_tail_peel_src, consts=consts, bugs=PEELED_BUGS),
         Rung("split_kv", "sequence split over NUM_SPLITS programs, partial (o, lse) merged by a combine kernel",
              (Param("num_splits", (2, 4, 8, 16, 32), 8), BLOCK_H, Param("BLOCK_N", (32, 64, 128), 32),
               Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
              smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
+        # off the menus until a device job times it (roomT, twelfth session): at B=128 H=128 the H100's best,
+        # pipelined_stages 64 heads x 64 keys on 8 warps (427.2 us, ~4.9x its DRAM floor), builds at 255 registers
+        # + 896 B of stack on sm_90a with its [64, 512] fp32 accumulator; a half holds [64, 256]
+        *unchecked(Rung("latent_halves", "pipelined_stages with the 512 latent output columns over two programs, "
+                        "each scoring the whole row and accumulating its half", PIPELINED, path="fp16",
+                        compute_eff=0.46, memory_eff=0.6, smem="dynamic", launch=halves_launch,
+                        render=latent_halves_src, consts=consts, bugs=PEELED_BUGS, fit_as="pipelined_stages")),
     )
 
     def assemble(self, kernel, variant, params, task) -> str:

@@ -1,17 +1,16 @@
 """MoE grouped GEMM in Triton: every routed (token, slot) row times its expert's weight matrix.
 
-Rows arrive expert-sorted: sorted_ids holds assignment ids a = t * topk + j grouped by expert,
-expert_offsets[e]..expert_offsets[e + 1] is expert e's range; y[a] = x[a // topk] @ w[e]^T.
-Ladder: one program per row (CUDA-core dot products) -> tl.dot tiles over an E x max-blocks grid
-(most programs exit) -> compact grid with in-kernel expert lookup and pipelined loads -> m-fastest
-program order so concurrent programs share expert weight tiles in L2 -> persistent programs with
-tensor-descriptor (TMA) loads of the weights.
+Rows arrive expert-sorted: sorted_ids holds assignment ids a = t * topk + j grouped by expert, expert_offsets[e]..
+expert_offsets[e + 1] is expert e's range; y[a] = x[a // topk] @ w[e]^T. Ladder: one program per row (CUDA-core dot
+products) -> tl.dot tiles over an E x max-blocks grid (most programs exit) -> compact grid with in-kernel expert lookup
+and pipelined loads -> m-fastest program order so concurrent programs share expert weight tiles in L2 -> persistent
+programs with tensor-descriptor (TMA) loads of the weights.
 """
 import math
 from functools import partial
 
 from .._triton_smem import dot_loop_smem
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 from ..matmul.gemm_fp16_spec import HALF_BF16
 from ..matmul.gemm_fp16_triton import acc_spill
@@ -23,6 +22,8 @@ WARPS = Param("num_warps", (4, 8), 4)
 # m_fastest_order's N tiles reach 256 wide, as vLLM's tuned fused_moe configs do (128-wide K and 5 stages passed
 # scripts/roomK_interpret.py too; not offered: each adds hundreds of over-the-cap Triton smem corpus figures)
 LOOKUP = (BM, Param("BLOCK_N", (64, 128, 256), 128), Param("BLOCK_K", (32, 64), 64), STAGES, WARPS)
+# persistent_tma's 256-wide N tiles: off until timed here (roomT s12 r1); m_fastest_order's ran 1.20x ahead on the H100
+BN_TMA = Param("BLOCK_N", (64, 128, *unchecked(256)), 128)
 KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
                "TOPK: tl.constexpr,\n                        ")
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
@@ -78,8 +79,7 @@ def tile_launch(l2_w_hit: float, mode: str = "lookup"):
         rows, active, per_expert = routing(task)
         bm, bn, bk, stages = p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"], p.get("num_stages", 1)
         threads = p.get("num_warps", 4) * gpu.warp
-        m_blocks = active * cdiv(math.ceil(per_expert), bm)
-        n_blocks = cdiv(n, bn)
+        m_blocks, n_blocks = active * cdiv(math.ceil(per_expert), bm), cdiv(n, bn)
         tiles = int(m_blocks) * n_blocks
         quant = rows / (m_blocks * bm) * n / (n_blocks * bn)
         scale = gpu.triton_dot_scale * min(1.0, (bm * bn / (bm + bn)) / 85.3) ** 0.35 * (0.93 if bk == 32 else 1.0)
@@ -282,7 +282,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
              memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
              consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
-             (Param("BLOCK_M", (32, 64, 128), 64), BN, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
+             (Param("BLOCK_M", (32, 64, 128), 64), BN_TMA, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
              path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
