@@ -125,10 +125,17 @@ def split_figures(plan: Plan) -> dict:
         entry["modules"] = sorted({t.module for t in tasks})
         splits[name] = entry
     held = sorted({t.module for tasks in plan.splits.values() for t in tasks} - set(train))
-    train_ops = sorted({REGISTRY[m].op for m in train})
+    train_ops = sorted({_op(m) for m in train})
     return {"splits": splits, "modules_in_training": train, "modules_held_out": held,
-            "ops_in_training": train_ops, "ops_held_out": sorted({REGISTRY[m].op for m in held} - set(train_ops)),
+            "ops_in_training": train_ops, "ops_held_out": sorted({_op(m) for m in held} - set(train_ops)),
             "gpus_in_training": sorted({t.gpu.name for t in plan.train})}
+
+
+def _op(module: str) -> str:
+    """A module's op by its name; a fused program's without building its module (fused.module.fused_op: a fused
+    run's plan holds ~6,000, which the plan itself no longer builds: fused/tasks.fused_tasks)."""
+    from .fused.module import fused_op
+    return fused_op(module) or REGISTRY[module].op
 
 
 def with_contamination(figures: dict, data: Path, layout, found: dict | None = None) -> dict:

@@ -67,3 +67,12 @@ def test_a_tasks_file_is_keyed_by_its_bytes(tmp_path):
     assert ft.stored_key(filtered) != first and first != ft.stored_key(p)
     (tmp_path / ft.TASKS).unlink()
     assert ft.stored_key(filtered) is None       # unreadable: walked, so the walk says why
+
+
+def test_a_fused_modules_op_from_its_name():
+    from kernelstrain.fused.module import fused_op, module_name
+    from kernelstrain.ops import REGISTRY
+    for seed, index, impl in ((0, 1, "triton"), (0, 42, "cuda"), (3, 12345, "cuda")):
+        name = module_name(seed, index, impl)
+        assert fused_op(name) == REGISTRY[name].op
+    assert fused_op("rmsnorm_cuda") is None
