@@ -22,7 +22,7 @@ from kernelstrain.compilers import compile_cuda  # noqa: E402
 from kernelstrain.ops import REGISTRY  # noqa: E402
 from kernelstrain.sim import simulate, writable  # noqa: E402
 from kernelstrain.tasks import make_task, param_grid  # noqa: E402
-from roomC_extend import extended  # noqa: E402
+from roomC_extend import extended_by  # noqa: E402
 
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 GPUS = ("H100", "A100", "RTX5090", "A10")     # sm_90a, sm_80, sm_120a, sm_86
@@ -43,13 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=int, default=0, help="the module's first N shapes only (0: all)")
     args = ap.parse_args(argv)
     m = REGISTRY[args.module]
-    v = m.variant(args.rung)
-    new = {}
-    for ch in args.change:
-        name, vals = ch.split("=")
-        values = tuple(int(x) for x in vals.split(","))
-        new[name] = set(values) - set(v.param(name).values)
-        v = extended(v, name, values)
+    v, new = extended_by(m.variant(args.rung), args.change)
     fails = builds = 0
     dtype = "bf16" if "bf16" in m.dtypes else m.dtypes[0]
     for gpu in args.gpus.split(","):

@@ -33,6 +33,17 @@ def extended(variant, name: str, values: tuple):
                                           for p in variant.params))
 
 
+def extended_by(variant, changes: list) -> tuple:
+    """The rung with every NAME=V1,V2,... of `changes` applied, and each parameter's values it adds."""
+    new = {}
+    for ch in changes:
+        name, vals = ch.split("=")
+        values = tuple(int(x) for x in vals.split(","))
+        new[name] = set(values) - set(variant.param(name).values)
+        variant = extended(variant, name, values)
+    return variant, new
+
+
 def fastest(module, variant, task, only=None):
     """(us, params) of the rung's fastest writable config (with `only`: among those where it holds)."""
     best = None
@@ -66,13 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     m = REGISTRY[args.module]
-    v = m.variant(args.rung)
-    new = {}
-    for ch in args.change:
-        name, vals = ch.split("=")
-        values = tuple(int(x) for x in vals.split(","))
-        new[name] = set(values) - set(v.param(name).values)
-        v = extended(v, name, values)
+    v, new = extended_by(m.variant(args.rung), args.change)
     wins = n = 0
     for task in plan_tasks(args.config, args.seed, args.module):
         before = best_config(m, task)[0]
