@@ -4,19 +4,8 @@ s12_j2), and the declarations those runs settled."""
 from kernelstrain.engine import Candidate
 from kernelstrain.ops import REGISTRY
 from kernelstrain.tasks import make_task
-from test_label_truth import device_rows, episode, rung
-
-
-def shape_of(text: str) -> dict:
-    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
-
-
-def config_of(v, label: str) -> dict:
-    """The parameters a device row's configuration label names (label_device_check.configs)."""
-    if label == "default":
-        return v.defaults()
-    name, value = label.split("=")
-    return {**v.defaults(), name: int(value)}
+from test_label_truth import device_rows, episode, rung, shape_of
+from test_label_truth import params_of as config_of     # the parameters a device row's configuration label names
 
 
 def rows_of(job: str, bug: str) -> list:
