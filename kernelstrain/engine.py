@@ -330,7 +330,9 @@ class Episode:
         self.unspilled: set = set()                    # rungs written again once after spilled measurements (unspill)
         self.raised: set = set()                       # rungs first measured at a limit failure's back-off (retile)
         self.retiled: set = set()                      # rungs written again once at the best's tiles (retile)
-        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
+        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most, but for
+                                                       # the rungs a descent wrote, which fill it too: descended)
+        self.descended: set = set()                    # rungs written by a descent (Episode.descent): not ablations
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.shelved: list = []                        # contenders whose steps ran out unsettled (search.revisits)
@@ -776,6 +778,7 @@ class Episode:
             if self.could_beat(v):
                 c = Candidate(v, self.carry(v))
                 if self.fresh(c):
+                    self.descended.add(v.tag)
                     return c
         self.descending = False
         return None

@@ -220,9 +220,16 @@ def test_a_step_down_the_ladder_that_wins_goes_on_down_to_the_rungs_skipped():
     # descent and the rung below it stayed unwritten: 9 of 18 kernelinfer sessions of seed 7171 with a won ablation)
     lost = ep.step(4)
     assert lost.tag == skipped[-2] and not lost.kept, (lost.tag, lost.kept)
-    for k, tag in enumerate(reversed(skipped[:-2]), start=5):   # the rest, nearest first (roomT's split-K rung
-        assert ep.step(k).tag == tag                              # made them two, 2026-12-07)
-    assert ep.descent() is None and not ep.descent_due()       # none left below: the descent is over
+    # the rest, nearest first (roomT's split-K rung made them two, 2026-12-07); a rung written on the way that came
+    # within search.runner_up of the best is tuned first, as a runner-up is (the tenth pass's runner_up 1.5)
+    left, k, written = list(reversed(skipped[:-2])), 5, [lost.tag]
+    while left and k < 40:
+        step = ep.step(k)
+        assert step.tag in (written[-1], left[0]), (k, step.tag, left)
+        if step.tag == left[0]:
+            written.append(left.pop(0))
+        k += 1
+    assert not left and ep.descent() is None and not ep.descent_due()      # none left below: the descent is over
     # no step down won: no descent
     ep2 = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
     ep2.evaluate(1, Candidate(top, {**top.defaults(), "BLOCK_K": 64, "num_warps": 8}))
