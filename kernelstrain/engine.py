@@ -328,7 +328,11 @@ class Episode:
         self.sane_ms: dict = {}                        # fastest measurement of each rung at a config that did not spill
         self.spilled_at: dict = {}                     # rung -> its fastest spilled config, while no other measured it
         self.unspilled: set = set()                    # rungs written again once after spilled measurements (unspill)
-        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most)
+        self.raised: set = set()                       # rungs first measured at a limit failure's back-off (retile)
+        self.retiled: set = set()                      # rungs written again once at the best's tiles (retile)
+        self.ablated: set = set()                      # rungs below the best tried (search.ablations at most, but for
+                                                       # the rungs a descent wrote, which fill it too: descended)
+        self.descended: set = set()                    # rungs written by a descent (Episode.descent): not ablations
         self.line = self.new_line(self.base, self.baseline_ms)   # the coordinate search around the best
         self.contender: Line | None = None             # a rung that came close: tuned before it is judged
         self.shelved: list = []                        # contenders whose steps ran out unsettled (search.revisits)
@@ -711,6 +715,27 @@ class Episode:
                 return min(options, key=lambda c: self.steps_apart(at, c))
         return None
 
+    def retile_due(self) -> list[Variant]:
+        """Rungs above the best first measured at the back-off of a rewrite that overflowed, not written again
+        at the configuration a climb writes (carry) yet, that could beat the best (Episode.retile)."""
+        here = self.pos[self.best.variant.tag]
+        return [v for v in self.rungs if v.tag in self.raised and v.tag in self.rung_ms and v.tag not in self.retiled
+                and self.pos[v.tag] > here and self.could_beat(v) and self.sane(Candidate(v, self.carry(v)))]
+
+    def retile(self) -> Candidate | None:
+        """A rewrite written with what its technique asks for raised past the cap (bigger tiles, more stages than the
+        best's: departs_to_overflow) failed to build, and its back-off lowered one of them (propose_backoff) and lost:
+        that measurement times the raised tiles, not the technique. The engineer writes the rung once more, at the
+        next step, at the best's parameters carried over (what a climb writes), and that measurement judges it (slow,
+        contend), as a rewrite measured only spilled is written again (unspill). Fresh seeds 13131 / 13232 / 13333
+        on 8eb865d: gemm_fp4_cuda on the H100 at M 16 wrote its wgmma rung at BM 256 BN 256 6 stages (over the
+        cap), backed off to 3 stages, ran 2.4x the best and was never written again; at the best's BM 128 BN 64 it
+        runs 2.1x faster than the best (kernelinfer session 45 of seed 13131)."""
+        for v in self.retile_due():
+            self.retiled.add(v.tag)
+            return Candidate(v, self.carry(v))
+        return None
+
     def sane(self, c: Candidate) -> bool:
         """`c` is new, builds and runs here without spilling, and asks no limit more than a config of
         its rung that failed it."""
@@ -753,6 +778,7 @@ class Episode:
             if self.could_beat(v):
                 c = Candidate(v, self.carry(v))
                 if self.fresh(c):
+                    self.descended.add(v.tag)
                     return c
         self.descending = False
         return None
@@ -1483,7 +1509,7 @@ class Episode:
         or retry left, the neighbourhood of the best measured flat: Episode.flat); None:
         something is open or worth a step (`repair`: a limit failure's back-off counts as open)."""
         if self.pending is not None or self.close is not None or self.contender is not None \
-                or (repair and self.over is not None) or self.unspill_due() or self.descent_due():
+                or (repair and self.over is not None) or self.unspill_due() or self.retile_due() or self.descent_due():
             return None
         host = self.host_bound()
         if (self.stale >= 1 or host) and self.at_roofline() and not (host and self.ups()):
@@ -1656,6 +1682,8 @@ class Episode:
         # leans, and always where the search would otherwise end on it (a limit hit is never the
         # session's last word while a change that fits is there to make)
         if self.over is not None:
+            if self.over[0].variant.tag not in self.rung_ms:      # a rewrite's first build: its back-off is raised (retile)
+                self.raised.add(self.over[0].variant.tag)
             c = self.propose_backoff() if self.over[0].variant.tag not in self.rung_ms \
                 or (self.search.backoff and rng.random() < self.search.backoff) \
                 or self.stop_rule(repair=False) is not None else None
@@ -1674,6 +1702,9 @@ class Episode:
                 return self.finish(k)
         c = self.unspill()
         if c is not None:                   # a rewrite measured only spilled: written again, not to spill
+            return self.evaluate(k, c)
+        c = self.retile()
+        if c is not None:                   # a rewrite measured only at tiles raised past the cap: at the best's
             return self.evaluate(k, c)
         u = rng.random()
         expert = self.habits.expert_first and k <= 2 and bool(self.ups())

@@ -90,5 +90,5 @@ def test_a_thorough_session_settles_close_calls_and_ablates_once_before_it_stops
             # it stopped having ablated, or with no rung below worth an ablation
             assert a.ablated or a.propose_ablation() is None, row.id
             ablated += bool(a.ablated)
-        assert len(a.ablated) <= a.search.ablations
+        assert len(a.ablated - a.descended) <= a.search.ablations    # a won ablation's descent writes the rest below
     assert ablated >= 3

@@ -38,18 +38,19 @@ def test_default_profile_names_its_57_modules():
     # its search is the defaults but for the slip kinds it draws (every kind, issue 28) and how near its floor it
     # tunes on to (the last 10% is measurable with the hardware's noise, issue 26), and how it climbs and tunes
     # (issue 26: fewer skipped rungs and expert-first rewrites, a raised ceiling climbed one rung at a time, rewrites
-    # within 1.5x tuned before judged, a new best's neighbours re-probed, a way measured faster inside the noise a tie,
-    # joint moves of ways that each came close alone, a flat neighbourhood's mirror probes left out, joint moves of coupled
-    # knobs once one knob at a time is exhausted), its step budget, and its wrong-result draw (a tune's bug only on the
-    # lines it writes, issue 26: the rest owed to rewrites, so the draw is raised to keep the card's share)
+    # within 1.5x tuned before judged, and ablations within 1.5x, a new best's neighbours re-probed, a way measured faster
+    # inside the noise a tie, joint moves of ways that each came close alone, a flat neighbourhood's mirror probes left
+    # out, joint moves of coupled knobs once one knob at a time is exhausted), its step budget, and its wrong-result draw
+    # (a tune's bug only on the lines it writes, issue 26: the rest owed to rewrites, so the draw is raised to keep the
+    # card's share)
     d = Search()
     assert replace(p.search, typo_weight=d.typo_weight, slip_weights=(), roofline_near=d.roofline_near, skip_min=d.skip_min,
                    skip_max=d.skip_max, expert_first=d.expert_first, stepwise=d.stepwise, contender=d.contender,
                    contender_steps=d.contender_steps, reprobe=d.reprobe, learn_limits=d.learn_limits,
                    budget_scale=d.budget_scale, tie_wins=d.tie_wins, joint_ways=d.joint_ways, knobs=d.knobs,
-                   flat_stop=d.flat_stop, coupled=d.coupled, failure_scale=d.failure_scale) == d
+                   flat_stop=d.flat_stop, coupled=d.coupled, failure_scale=d.failure_scale, runner_up=d.runner_up) == d
     assert p.search.coupled == 2 and load_profile("kernelinfer").search.coupled == 0
-    assert p.search.runner_up == 0 and load_profile("kernelinfer").search.runner_up == 1.1
+    assert p.search.runner_up == 1.5 and load_profile("kernelinfer").search.runner_up == 1.5
     assert p.search.flat_stop and load_profile("kernelinfer").search.flat_stop
     # the generic knobs: the defaults and the Triton eviction hint on a re-read row (knobs_triton, NVIDIA only)
     assert p.search.knobs == d.knobs + ("evict",)
