@@ -271,6 +271,10 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         value = next(v for k, v in slots.items() if reduction_bound(k, v))
         if value == "K - 1":                                  # the last k of the whole reduction
             return "reduction", 1.0 / reduce
+        if value == "<=" and op == "gemv":                    # one lane-strided trip past K: a warp's lanes
+            # read the next row's (token's) first warp x vec elements into every sum (labels j3 on an H100:
+            # warp_per_row's in-bounds rel_l2 0.0997 at K 4096, sqrt(32 / 4096) = 0.088)
+            return "reduction", min(1.0, warp * (1 if tag == "warp_per_row" else 8) / reduce)
         if value == "<=":                                     # one term past the row, read into every sum
             return "reduction", 1.0 / reduce
         tile = next((params[n] for n in _TILE_K if isinstance(params.get(n), int)), DEFAULT_TILE_K)
