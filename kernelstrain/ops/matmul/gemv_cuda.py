@@ -7,6 +7,7 @@ split-K over blocks with an fp32 partial buffer and a combine kernel (fills the 
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ..over_read import ends_its_mapping
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from ._gemv_launch import gemv_bytes, warp_launch
 
@@ -19,24 +20,9 @@ ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loop
 # At M = 1 it reads past x, whatever lies there (0 adds nothing): offered only with a second token, or with a split
 # whose extra chunk is the next split's first (counted twice).
 X_IN_BOUNDS = (("off_by_one", lambda t, p: t["M"] >= 2 or p.get("splits", 1) >= 2),)
-# ... and the last row's extra trip reads past W. In a fresh process (a harness's one check; labels j3, run in session
-# 13: every offered shape x configuration extremes, 79 cases, 3 runs) the first check died with an illegal address
-# exactly where W's bytes are a power of two past the caching allocator's 10 MiB (W gets a cudaMalloc of its own,
-# rounded to 2 MiB: N 8192 K 8192, 128 MiB, all four rungs; N 4096 K 4096, 32 MiB, split_k_combine), and read wrong
-# values, 3 runs of 3, everywhere else (48, 112, 112, 1002 MiB; 8 MiB, inside a 20 MiB segment). Why only powers of
-# two fault is not known here (the driver's mapping past the allocation); the rule is the 79 rows'. Session 10's k1
-# crashed at N 6144 K 4096 too, after other cases in a long-lived worker: not a harness's first check.
+# ... and the last row's extra trip reads past W: a fault where W ends its mapping (ops/over_read: labels j3)
 OVER_READ = ("off_by_one",)
-SMALL_SEGMENT = 10 << 20        # PyTorch's caching allocator: requests up to 10 MiB share 20 MiB segments
-
-
-def w_ends_its_mapping(task, p) -> bool:
-    """Whether the read past W faults: W's bytes a power of two above SMALL_SEGMENT (the j3 rows above)."""
-    size = task["N"] * task["K"] * DTYPE_BYTES[task.dtype]
-    return size > SMALL_SEGMENT and size & (size - 1) == 0
-
-
-FAULTS_WHERE = (("off_by_one", w_ends_its_mapping),)
+FAULTS_WHERE = (("off_by_one", lambda t, p: ends_its_mapping(t["N"] * t["K"] * DTYPE_BYTES[t.dtype])),)
 
 
 def lane_trips(vec: int):
