@@ -135,7 +135,7 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
         j, col = triton_slips.first_use(lines, typo.decl, name, typo.kernel_line) or typo.uses[0]
         text = triton_slips.compilation_error(lines, typo.kernel_line, j, col, f"NameError('{name} is not defined')")
         calls = [triton_slips.compilation_error(lines, d, k, c, None)
-                 for d, k, c in triton_slips.call_chain(lines, typo.kernel_line)]
+                 for d, k, c in triton_slips.use_chain(lines, typo.decl, name, typo.kernel_line)]
         return triton_slips.CHAINED.join([text, *calls])
     if hip_arch:
         uses = scopes.clang_uses(lines, typo.decl, name, typo.new)
