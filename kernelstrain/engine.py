@@ -1826,8 +1826,8 @@ class Episode:
         if failure is None and cand.bug is not None:
             # a read past an input's end: the first check in a fresh process read wrong values at every
             # no_bounds_check shape and configuration (labels j2, session 12: 107 of 107 on an H100), so a fault is
-            # declared only where the rung says so (gemv's over-read)
-            fault = cand.bug in cand.variant.faults
+            # declared only where the rung says so (gemv's over-read, at the shapes whose W has no slack after it)
+            fault = cand.variant.faults_at(cand.bug, self.task, cand.params)
             failure = "fault" if fault else "mismatch"
             error = messages.fault_text(cand.bug, self.m, self.task, self.wording) if fault else \
                 messages.mismatch_text(cand.bug, self.m, self.task, self.wording, cand.variant, cand.params)

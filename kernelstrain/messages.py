@@ -21,7 +21,8 @@ from .gpus import FEATURE_MIN_TARGET
 from .ops.base import Launch, OpModule, Task, Variant
 from .ops.misc import rope_spec
 from .ops.unroll import NAMES as UNROLL_NAMES
-from . import corpus, runtime_texts
+from . import corpus, over_read_texts, runtime_texts
+from .ops import over_read
 from .slips import nvcc, scopes, triton_slips
 
 LANG = {"cuda": "cuda", "triton": "python"}
@@ -134,7 +135,7 @@ def typo_error(typo, impl: str, hip_arch: str = "") -> str:
         j, col = triton_slips.first_use(lines, typo.decl, name, typo.kernel_line) or typo.uses[0]
         text = triton_slips.compilation_error(lines, typo.kernel_line, j, col, f"NameError('{name} is not defined')")
         calls = [triton_slips.compilation_error(lines, d, k, c, None)
-                 for d, k, c in triton_slips.call_chain(lines, typo.kernel_line)]
+                 for d, k, c in triton_slips.use_chain(lines, typo.decl, name, typo.kernel_line)]
         return triton_slips.CHAINED.join([text, *calls])
     if hip_arch:
         uses = scopes.clang_uses(lines, typo.decl, name, typo.new)
@@ -616,6 +617,10 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     a race, the harness's note that two runs disagree. An off_by_one spoils what its bound bounds
     (runtime_texts.off_by_one_site, read from `variant`'s edit at `params`)."""
     shape, dtype = _output_shape(module, task)
+    edit = dict(variant.edits).get(bug) if variant is not None else None
+    if bug == "no_bounds_check" and module.op == "fp8_quant" and edit == over_read_texts.UNBOUNDED:
+        past = over_read.past_row(task["D"], knobs.own(params or variant.defaults())["threads"])
+        return over_read_texts.fp8_text(shape, task["D"], past, task["T"] * task["D"] * 2 >= over_read_texts.GARBAGE_PAST_X, rng)
     spreads = _dropped_weight(module, variant, task) if bug == "missing_scale" and variant is not None else None
     if spreads:
         return runtime_texts.weight_mismatch_text(shape, dtype, spreads[0], rng, bias=spreads[1])
@@ -629,6 +634,8 @@ def mismatch_text(bug: str, module: OpModule, task: Task, rng, variant=None, par
     site = runtime_texts.off_by_one_site(dict(variant.edits).get(bug), task.dims, params or {},
                                          module.op, variant.tag, task.gpu.warp) \
         if bug == "off_by_one" and variant is not None else None
+    if bug == "no_bounds_check" and variant is not None:
+        site = over_read_texts.site(module.op, variant.tag, edit, task, knobs.own(params or variant.defaults()))
     if bug == "missing_scale" and module.op == "gemm_int4":
         site = ("unscaled", INT4_UNSCALED)
     if bug == "missing_scale" and module.op == "gemm_fp4":

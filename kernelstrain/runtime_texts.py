@@ -271,6 +271,10 @@ def off_by_one_site(edit, dims: dict, params: dict, op: str = "", tag: str = "",
         value = next(v for k, v in slots.items() if reduction_bound(k, v))
         if value == "K - 1":                                  # the last k of the whole reduction
             return "reduction", 1.0 / reduce
+        if value == "<=" and op == "gemv":                    # one lane-strided trip past K: a warp's lanes
+            # read the next row's (token's) first warp x vec elements into every sum (labels j3 on an H100:
+            # warp_per_row's in-bounds rel_l2 0.0997 at K 4096, sqrt(32 / 4096) = 0.088)
+            return "reduction", min(1.0, warp * (1 if tag == "warp_per_row" else 8) / reduce)
         if value == "<=":                                     # one term past the row, read into every sum
             return "reduction", 1.0 / reduce
         tile = next((params[n] for n in _TILE_K if isinstance(params.get(n), int)), DEFAULT_TILE_K)
@@ -389,6 +393,10 @@ def _position(shape: tuple, where: str, tail: int, rng) -> tuple:
         return rows[:-1] + (shape[-2] - 1 - rng.randrange(max(1, min(tail, shape[-2]))), rng.randrange(last))
     if where == "last":
         return rows + (last - 1,)
+    if where == "head" and len(shape) > 1:     # the first `tail` columns of a row after the first
+        return rows[:-1] + (1 + rng.randrange(max(1, shape[-2] - 1)), rng.randrange(max(1, min(tail, last))))
+    if where == "first_cols":
+        return rows + (rng.randrange(max(1, min(tail, last))),)
     if where == "tail":
         return rows + (last - 1 - rng.randrange(max(1, min(tail, last))),)
     return rows + (rng.randrange(last),)
@@ -407,6 +415,12 @@ def _largest(above, n: int) -> float:
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if above(mid) * n > 1 else (lo, mid)
     return math.sqrt(lo * hi)
+
+
+def own_uniform(rng, lo: float, hi: float) -> float:
+    """A draw in [lo, hi]; lo itself where the range is one value (no draw, so a fixed site's texts keep their
+    stream)."""
+    return lo if lo == hi else rng.uniform(lo, hi)
 
 
 def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
@@ -440,6 +454,17 @@ def _site_spoiled(site: tuple, shape: tuple, dtype: str, scale: float, rng,
         frac = 0.0 if over <= 0 else math.erfc(atol / (over * scale * math.sqrt(2))) if above is None \
             else above(atol / over)
         return frac, site[1] * rng.uniform(0.97, 1.03), True, "scattered"
+    if site[0] == "rescaled":    # every element times one factor off by rel, drawn in [lo, hi] (ops/over_read)
+        return _site_spoiled(("scale", own_uniform(rng, site[1], site[2])), shape, dtype, scale, rng, above)
+    if site[0] == "head" and len(shape) > 1:
+        # ("head", rows, cols, landed lo, hi, rel, nonfinite): values of their own (rel of the scale, or
+        # non-finite) written over the first `cols` columns of `rows` rows, a share in [lo, hi] of them last
+        atol, rtol = FEEDBACK.get(dtype, FEEDBACK_DEFAULT)
+        failing = 1.0 if site[6] else _out_of_tolerance(site[5] * scale, scale, atol, rtol)
+        share = site[1] * min(site[2], shape[-1]) * own_uniform(rng, site[3], site[4]) * failing
+        return min(1.0, share / math.prod(shape)), site[5], False, "head"
+    if site[0] == "first_cols":  # ("first_cols", n, failing share, rel): the first n outputs of every row
+        return min(1.0, site[1] / shape[-1]) * site[2], site[3], False, "first_cols"
     if site[0] == "last_rows" and len(shape) > 1:
         return min(1.0, site[1] / shape[-2]), rng.uniform(0.3, 2.0), False, "last_rows"
     if site[0] == "final":
@@ -477,7 +502,10 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     frac, rel, proportional, where = _spoiled(bug, shape[-1], own) if site is None \
         else _site_spoiled(site, shape, dtype, scale, own, above)
     bad = max(1, min(numel, round(frac * numel)))
+    if site is not None and site[0] == "head" and site[6]:
+        return _nonfinite_text(shape, bad, frac * numel / max(1, site[1] * min(site[2], shape[-1])), atol, rtol, rng)
     tail = _columns(site, dtype) if site and site[0] == "columns" else \
+        min(site[2], shape[-1]) if site and site[0] == "head" else site[1] if site and site[0] == "first_cols" else \
         max(1, round(frac * (shape[-2] if where in ("first_rows", "last_rows") and len(shape) > 1 else shape[-1])))
     abs_at, rel_at = _position(shape, where, tail, rng), _position(shape, where, tail, rng)
     sign = rng.choice((-1, 1))
@@ -524,6 +552,27 @@ def mismatch_text(bug: str, shape: tuple, dtype: str, scale: float, rng, site: t
     return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
             f"Greatest absolute difference: {abs_diff} at index {abs_at} (up to {atol} allowed)\n"
             f"Greatest relative difference: {rel_diff} at index {rel_at} (up to {rtol} allowed)")
+
+
+def _nonfinite_text(shape: tuple, bad: int, landed: float, atol: float, rtol: float, rng) -> str:
+    """assert_close's AssertionError where non-finite values were written over the head of the rows after the
+    first (an over-read's write past its row), a share `landed` of them after the row's own: torch's max of
+    |actual - expected| is nan at the first NaN in row-major order (row 1's first landed column), both greatest
+    differences at that one index (torch 2.13 on the CPU prints them so).
+
+    >>> print(_nonfinite_text((64, 4096), 8064, 0.5, 0.01, 0.01, random.Random(0)))
+    AssertionError: Tensor-likes are not close!
+    <BLANKLINE>
+    Mismatched elements: 8064 / 262144 (3.1%)
+    Greatest absolute difference: nan at index (1, 2) (up to 0.01 allowed)
+    Greatest relative difference: nan at index (1, 2) (up to 0.01 allowed)
+    """
+    numel = math.prod(shape)
+    first = 0 if landed >= 1 else int(math.log(1 - rng.random()) / math.log(1 - max(landed, 1e-9)))
+    at = (0,) * (len(shape) - 2) + (1, min(first, shape[-1] - 1))
+    return (f"AssertionError: Tensor-likes are not close!\n\nMismatched elements: {bad} / {numel} ({bad / numel:.1%})\n"
+            f"Greatest absolute difference: nan at index {at} (up to {atol} allowed)\n"
+            f"Greatest relative difference: nan at index {at} (up to {rtol} allowed)")
 
 
 def _unwritten_rows_text(shape: tuple, dtype: str, first: int, period: int, scale: float, own, rng) -> str:

@@ -90,7 +90,7 @@ def fill(exports: list, seed: int = 0) -> list:
         if (name, "ok") not in held and runs:
             specs.append(_spec(m, runs[-1], None, task, runs[-1].defaults()))
         bugs = [(v, b) for v in runs for b in v.bugs_for(dtype, v.defaults())
-                if b not in v.faults and v.breaks_at(b, task, v.defaults())]   # as an episode offers them
+                if not v.faults_at(b, task, v.defaults()) and v.breaks_at(b, task, v.defaults())]   # as an episode offers them
         if (name, "wrong_result") not in held and bugs:
             v, b = random.Random(f"{seed}:{name}").choice(bugs)
             specs.append(_spec(m, v, b, task, v.defaults()))

@@ -68,7 +68,7 @@ def check_mismatch(text: str, shape: tuple, dtype: str, bug: str, tally: Counter
             number = float(value)
             if value not in ("inf", "nan") and (repr(number) != value or in_dtype(number, dtype) != number):
                 problems.append(f"{kind} difference {value} is not a {dtype} value printed as Python prints it")
-            if head.endswith("close!") and not number > (atol if kind == "absolute" else rtol):
+            if head.endswith("close!") and not (number > (atol if kind == "absolute" else rtol) or math.isnan(number)):
                 problems.append(f"greatest {kind} difference {value} within its tolerance")
         if bug == "off_by_one" and index[-1] != shape[-1] - 1:
             problems.append(f"off_by_one {kind} at {index}, not a row's last element (shape {shape})")

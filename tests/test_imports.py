@@ -29,7 +29,7 @@ LAYERS = (
                     "clock", "pools", "dirkind", "reading", "tolerances", "rng", "solution_store", "records"}),
     ("ops", {"ops", "ops.*"}),
     ("model", {"sim", "calibration", "calibration.*", "knobs", "knobs_triton", "limits", "tasks", "shapes", "slips", "slips.*",
-               "mutations", "compilers", "runtime_texts", "messages", "profiler", "slip_memory", "ledger", "references", "feasibility",
+               "mutations", "compilers", "runtime_texts", "over_read_texts", "messages", "profiler", "slip_memory", "ledger", "references", "feasibility",
                "rerender", "corpus", "fused", "fused.*", "holdout_search", "grids", "grid_limits"}),
     ("run", {"profiles", "plan", "manifest", "engine", "behaviour", "episodes", "sessions", "training"}),
     ("measure", {"stats", "holdout", "contamination", "qa", "qa_reports"}),

@@ -393,12 +393,9 @@ def test_gemv_off_by_one_only_where_the_extra_trip_reads_real_x(tag):
             src = m.render(v, params, task, "off_by_one")
             real = extra_trip_reads_x(src, shape["M"], shape["K"], splits)
             assert ("off_by_one" in episode("gemv_cuda", shape).bugs(v, params)) == real, (shape, splits)
-    # the last row's extra trip also reads past W's N x K elements: the H100 faulted (illegal address) on every run at
-    # the M >= 2 menu shapes (labels k1), so a fault is what the feedback says
-    faulted = [r["error"] and "IllegalAddress" in r["error"] for r in device_rows()["k1"]
-               if r["id"].startswith(f"gemv_cuda|{tag}|") and r["id"].endswith("|off_by_one")
-               and shape_of(r["id"].split("|")[3])["M"] >= 2]
-    assert faulted and all(faulted) and "off_by_one" in v.faults
+    # the last row's extra trip also reads past W's N x K elements: a fault at some shapes
+    # (test_label_truth_faults.test_gemv_over_read_faults_where_the_first_check_crashed)
+    assert "off_by_one" in v.faults
 
 
 def stale_step_passes(torch, draws: int = 400000) -> float:

@@ -2,6 +2,7 @@
 j2, session 12: scripts/label_device_check.py with LABELS_FRESH=1, measurements/h100_label_device.json s12_j1 /
 s12_j2), and the declarations those runs settled."""
 from kernelstrain.engine import Candidate
+from kernelstrain.runtime_texts import off_by_one_site
 from kernelstrain.ops import REGISTRY
 from kernelstrain.tasks import make_task
 from test_label_truth import device_rows, episode, rung, shape_of
@@ -78,3 +79,28 @@ def test_gemm_fp16_wgmma_split_k_bad_combine_index_failed_everywhere_offered():
     gemm = [r for name, _, _, _, r in rows if name == "gemm_fp16_cuda"]
     assert len(gemm) == 42 and "bad_combine_index" in v.bugs
     assert all(r["runs"] == r["failed_runs"] == 3 and r["rel_l2_err"] > 0.3 for r in gemm)
+
+
+def test_gemv_over_read_faults_where_the_first_check_crashed():
+    """gemv_cuda's off_by_one reads past W on its last row. Each offered shape x configuration extremes in a fresh
+    process (labels j3, session 12's job run in session 13; 79 cases): the first check died with an illegal address at
+    N 8192 K 8192 (all four rungs) and N 4096 K 4096 (split_k_combine), W's two power-of-two sizes past 10 MiB, and
+    read wrong values 3 runs of 3 at every other shape. The feedback says which, as PyTorch raises it."""
+    rows = rows_of("s12_j3", "off_by_one")
+    assert len(rows) == 79 and {n for n, *_ in rows} == {"gemv_cuda"}
+    kinds = set()
+    for name, v, params, shape, r in rows:
+        crashed = r["runs"] is None
+        assert (r["error"] or "").startswith("kernel error: cudaErrorIllegalAddress") if crashed \
+            else r["failed_runs"] == r["runs"] == 3, r
+        ep = episode(name, shape)
+        assert "off_by_one" in ep.bugs(v, params), r["id"]
+        step = ep.evaluate(1, Candidate(v, params, "off_by_one"))
+        assert step.failure == ("fault" if crashed else "mismatch"), (r["id"], step.failure)
+        if crashed:
+            assert step.error.startswith("torch.AcceleratorError: CUDA error: an illegal memory access was encountered")
+        else:         # the wrong values: a lane trip's worth of the next row's products in every sum, at least
+            site = off_by_one_site({"cmp": "<="}, shape, params, "gemv", v.tag)    # (the last token's row reads
+            assert 0.8 * site[1] ** 0.5 <= r["rel_l2_err"], (r["id"], site)        # past x: garbage on top)
+        kinds.add((crashed, shape["N"], shape["K"]))
+    assert {k for k in kinds if k[0]} == {(True, 8192, 8192), (True, 4096, 4096)} and len(kinds) == 7

@@ -24,6 +24,8 @@ def test_a_good_report_passes_and_bad_ones_fail():
     assert message_audit.check_mismatch(GOOD.replace("AssertionError: ", ""), (64, 64), "fp16", "", Counter())
     assert message_audit.check_mismatch(GOOD, (64, 65), "fp16", "", Counter())          # 64 / 4096 of 4160
     assert message_audit.check_mismatch(GOOD, (4, 64), "fp16", "", Counter())           # index 17 of 4 rows
+    nan = GOOD.replace("1.4609375 at index (3, 63)", "nan at index (1, 0)").replace("0.8125 at index (17, 63)", "nan at index (1, 0)")
+    assert message_audit.check_mismatch(nan, (64, 64), "fp16", "", Counter()) == []     # NaN passes no tolerance
 
 
 def test_generated_mismatches_and_faults_pass():

@@ -171,3 +171,57 @@ def test_hip_typo_texts_are_clangs():
         broken, text = mutations.break_identifier(code, "cuda", pick, "gfx942")
         real = compile_hip(broken, "gfx942", f"{REGISTRY[name].op}_kernel")
         assert not real.ok and tool_text(real.log) == text, name
+
+
+MASKED_ONLY = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _block(acc, x_ptr, offs, n, MASKED: tl.constexpr):
+    if MASKED:
+        x = tl.load(x_ptr + offs, mask=offs < limit, other=0.0)
+        return acc + x
+    x = tl.load(x_ptr + offs)
+    return acc + x
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc = _block(acc, x_ptr, offs, n, False)
+    acc = _block(acc, x_ptr, offs, n, True)
+    tl.store(y_ptr + offs, acc)
+
+
+def run(x, y):
+    k[(1,)](x, y, x.numel(), BLOCK=1024)
+'''
+
+
+def _masked_only_text(lines, block):
+    j, col = triton_slips.first_use(lines, block, "limit", block)
+    text = triton_slips.compilation_error(lines, block, j, col, "NameError('limit is not defined')")
+    calls = [triton_slips.compilation_error(lines, d, i, c, None)
+             for d, i, c in triton_slips.use_chain(lines, block, "limit", block)]
+    return triton_slips.CHAINED.join([text, *calls])
+
+
+def test_a_name_only_the_second_calls_branch_compiles_fails_at_that_call():
+    """A helper called with MASKED False, then True: its `if MASKED:` body is compiled, and its undefined name
+    raised, only at the second call (verify on ks_13535: flash_prefill_triton tma_descriptors' _attend, whose text
+    named the first call, `at 19:20`, where Triton 3.9 names the second, `at 20:20`)."""
+    lines = MASKED_ONLY.split("\n")
+    block, kernel = lines.index("def _block(acc, x_ptr, offs, n, MASKED: tl.constexpr):"), lines.index(
+        "def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):")
+    assert triton_slips.first_use(lines, block, "limit", block) == (block + 2, 46)
+    assert triton_slips.call_chain(lines, block) == [(kernel, kernel + 3, 10)]              # the first call
+    assert triton_slips.use_chain(lines, block, "limit", block) == [(kernel, kernel + 4, 10)]   # the one that fails
+    pytest.importorskip("triton", reason="triton not installed: pip install 'kernelstrain[verify]'")
+    from kernelstrain.compilers import compile_triton
+    from kernelstrain.ops.base import KernelSpec
+    spec = KernelSpec("k", {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}, 4, 1,
+                      {"n": 4096})
+    real = compile_triton(MASKED_ONLY, [spec], "sm_80")
+    assert not real.ok and tool_text(real.log) == _masked_only_text(lines, block)

@@ -98,6 +98,7 @@ class Variant:
     fit_as: str = ""                  # a measured rung of the module whose calibration this one borrows until it is
                                       # measured itself: the same kernel on another grid (persistent, split-K)
     bug_tasks: tuple = ()             # ((bug, breaks), ...): a bug injected only where breaks(task, params) is true
+    fault_tasks: tuple = ()           # ((bug, crashes), ...): a fault of `faults` only where crashes(task, params)
 
     def offered(self, dtype: str) -> bool:
         """Whether an engineer would use this structure for `dtype` data (16-bit atomics, for
@@ -132,6 +133,17 @@ class Variant:
         (False, True)
         """
         return all(breaks(task, params) for b, breaks in self.bug_tasks if b == bug)
+
+    def faults_at(self, bug: str, task, params: dict) -> bool:
+        """Whether `bug` crashes at `task` with `params` rather than give wrong numbers: one of `faults`, where its
+        fault_tasks say so (an over-read faults where nothing is mapped past the tensor it leaves).
+
+        >>> r = Rung("demo", "demo rung", launch=lambda p, t: None, render=lambda p, t, cmp="<": cmp,
+        ...          bugs={"off_by_one": {"cmp": "<="}}, faults=("off_by_one",), fault_tasks=(("off_by_one", lambda t, p: t > 8),))
+        >>> r.faults_at("off_by_one", 4, {}), r.faults_at("off_by_one", 16, {})
+        (False, True)
+        """
+        return bug in self.faults and all(crashes(task, params) for b, crashes in self.fault_tasks if b == bug)
 
     def param(self, name: str) -> Param:
         for p in self.params:

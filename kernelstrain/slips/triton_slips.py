@@ -69,11 +69,32 @@ def first_use(lines, decl: int, name: str, def_line: int):
     fn = _function_at(tree, def_line)
     if fn is None:
         return None
-    for node in _walk_order(fn.body, static_arguments(lines, def_line, tree)):
+    return _use_in(fn, decl, name, _chain(lines, def_line, tree, lambda known: _use_in(fn, decl, name, known))[1])
+
+
+def _use_in(fn, decl: int, name: str, known: dict):
+    """(line, column) of the first load of `name` after line `decl` that `fn` compiled with the constexprs `known`
+    reaches, or None."""
+    for node in _walk_order(fn.body, known):
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) \
                 and node.lineno - 1 > decl:
             return node.lineno - 1, node.col_offset
     return None
+
+
+def use_chain(lines, decl: int, name: str, def_line: int) -> list:
+    """call_chain to the first compiled call of the jit function at def_line whose specialization reaches a use of
+    `name` after line `decl`: a helper called with MASKED False and then True compiles the masked branch, and fails
+    there, only at its second call (Triton 3.9: flash_prefill_triton's _attend, `at 20:20`, not the first call's
+    `at 19:20`)."""
+    try:
+        tree = parsed("\n".join(lines))
+    except SyntaxError:
+        return []
+    fn = _function_at(tree, def_line)
+    if fn is None:
+        return call_chain(lines, def_line)
+    return _chain(lines, def_line, tree, lambda known: _use_in(fn, decl, name, known))[0]
 
 
 def _function_at(tree, def_line: int):
@@ -147,8 +168,9 @@ def call_chain(lines, def_line: int) -> list:
     return _chain(lines, def_line)[0]
 
 
-def _chain(lines, def_line: int, tree=None) -> tuple[list, dict]:
-    """(call_chain, static_arguments) of the jit function at `def_line`."""
+def _chain(lines, def_line: int, tree=None, reaches=None) -> tuple[list, dict]:
+    """(call_chain, static_arguments) of the jit function at `def_line`: its first compiled call, or with `reaches`
+    (known constexprs -> truthy) the first whose fixed constexprs it accepts."""
     try:
         tree = tree or parsed("\n".join(lines))
     except SyntaxError:
@@ -164,8 +186,10 @@ def _chain(lines, def_line: int, tree=None) -> tuple[list, dict]:
     def path(d, known, seen):
         for callee, call in calls(d, known):
             fixed = _fixed(fns[callee], call, known)
-            if callee == def_line:
+            if callee == def_line and (reaches is None or reaches(fixed)):
                 return [(d, call.lineno - 1, call.col_offset)], fixed
+            if callee == def_line:
+                continue
             if callee not in seen:
                 rest = path(callee, fixed, seen | {callee})
                 if rest is not None:

@@ -7,6 +7,7 @@ split-K over blocks with an fp32 partial buffer and a combine kernel (fills the 
 from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BYTES, cdiv
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
+from ..over_read import ends_its_mapping
 from ..unroll import PRAGMA_UNROLL, launch_of, render_of
 from ._gemv_launch import gemv_bytes, warp_launch
 
@@ -19,9 +20,9 @@ ONE_LONGER = {"cmp": "<="}                 # off_by_one of the lane-strided loop
 # At M = 1 it reads past x, whatever lies there (0 adds nothing): offered only with a second token, or with a split
 # whose extra chunk is the next split's first (counted twice).
 X_IN_BOUNDS = (("off_by_one", lambda t, p: t["M"] >= 2 or p.get("splits", 1) >= 2),)
-# ... and the last row's extra trip reads past W: the H100 faulted (illegal address) at every M >= 2 menu shape on all
-# four rungs (labels k1), so its feedback is a fault
+# ... and the last row's extra trip reads past W: a fault where W ends its mapping (ops/over_read: labels j3)
 OVER_READ = ("off_by_one",)
+FAULTS_WHERE = (("off_by_one", lambda t, p: ends_its_mapping(t["N"] * t["K"] * DTYPE_BYTES[t.dtype])),)
 
 
 def lane_trips(vec: int):
@@ -266,23 +267,23 @@ class GemvCuda(OpModule):
              (WARPS, PRAGMA_UNROLL), memory_eff=0.75, render=render_of(warp_per_row_src),
              launch=launch_of(warp_launch("scalar"), lane_trips(1), lambda p, t: 1 + t["M"]),
              bugs={"wrong_init": {"init": "1"}, "off_by_one": ONE_LONGER}, bug_tasks=X_IN_BOUNDS,
-             faults=OVER_READ),
+             faults=OVER_READ, fault_tasks=FAULTS_WHERE),
         Rung("vectorized_uint4", "warp per row with 16-byte uint4 loads of W and x (8 elements a lane)",
              (WARPS, PRAGMA_UNROLL), memory_eff=0.84, render=render_of(vectorized_uint4_src),
              launch=launch_of(warp_launch("vec"), lane_trips(8), chunk_regs),
              bugs={"off_by_one": ONE_LONGER, "half_accumulator": {"acc": "scalar_t"}}, bug_tasks=X_IN_BOUNDS,
-             faults=OVER_READ),
+             faults=OVER_READ, fault_tasks=FAULTS_WHERE),
         Rung("multi_row_warp", "each warp owns several rows: one x chunk feeds R independent W loads",
              (WARPS, ROWS, PRAGMA_UNROLL), memory_eff=0.88, render=render_of(multi_row_warp_src),
              launch=launch_of(warp_launch("rows"), lane_trips(8), chunk_regs),
              bugs={"off_by_one": ONE_LONGER, "wrong_init": {"init": "1.f"}}, bug_tasks=X_IN_BOUNDS,
-             faults=OVER_READ),
+             faults=OVER_READ, fault_tasks=FAULTS_WHERE),
         Rung("split_k_combine", "split K over blocks into fp32 partials, then a combine kernel sums them",
              (WARPS, ROWS, Param("splits", (1, 2, 4, 8), 2), PRAGMA_UNROLL), memory_eff=0.9,
              launch=launch_of(warp_launch("split"), lambda p, t: lane_trips(8)(p, t) / p["splits"], chunk_regs),
              render=render_of(split_k_combine_src), bug_params=(("bad_combine_index", "splits", 2),),
              bugs={"bad_combine_index": {"idx": "(size_t)(m * N + n) * SPLITS + s"}, "off_by_one": ONE_LONGER},
-             bug_tasks=X_IN_BOUNDS, faults=OVER_READ),
+             bug_tasks=X_IN_BOUNDS, faults=OVER_READ, fault_tasks=FAULTS_WHERE),
     )
 
     def cost(self, task: Task) -> Cost:

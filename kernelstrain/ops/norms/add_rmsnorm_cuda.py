@@ -12,6 +12,7 @@ from ..row_reread import reread, served_traffic
 from ._persistent_norms import climb, add_rmsnorm_src
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds
 from .add_rmsnorm_spec import ENTRY, AddRMSNormSpec
+from ..over_read import CHUNK_LOOP, UNBOUNDED_LOOP
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
@@ -152,8 +153,6 @@ def warp_shuffle_src(p, task, last="D", scale=None):
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
-CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
-UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
 
 
 def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):

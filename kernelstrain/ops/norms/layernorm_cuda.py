@@ -13,6 +13,7 @@ from ._layernorm_words import smem_block_kernel, welford_words_kernel
 from ._persistent_norms import climb, layernorm_src
 from ._norms import VEC_PACK, block_row_rounds
 from .layernorm_spec import ENTRY, LayerNormSpec
+from ..over_read import CHUNK_LOOP, UNBOUNDED_LOOP
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
@@ -155,8 +156,6 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 {host(task, "T", "THREADS")}"""
 
 
-CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
-UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {\n        const int c = threadIdx.x + j * THREADS;"
 
 
 def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):

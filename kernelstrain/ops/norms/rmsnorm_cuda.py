@@ -11,6 +11,7 @@ from ..row_reread import reread, exposed_reread
 from ._persistent_norms import climb, rmsnorm_src
 from ._norms import BLOCK_SUM, VEC_PACK, block_row_rounds, rows_follow
 from .rmsnorm_spec import ENTRY, RMSNormSpec
+from ..over_read import CHUNK_LOOP, UNBOUNDED_LOOP
 
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 SCALE = " * to_float(weight[i])"        # the weight multiply that missing_scale drops
@@ -169,8 +170,6 @@ rmsnorm_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ weig
 
 
 # -- vectorized_uint4 ----------------------------------------------------------------------
-CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
-UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
 
 
 def vectorized_uint4_src(p, task, loop=CHUNK_LOOP, scale=VEC_SCALE):

@@ -3,6 +3,7 @@ the module stays within its size limit (not an op module itself). A thread loads
 one word and stores their VEC fp8 codes as one VEC-byte word (2: unsigned short, 4: uint32_t)."""
 import math
 
+from ..over_read import past_row
 from ..unroll import pragma
 from ..words import WORD, word_union
 
@@ -74,7 +75,5 @@ def over_read_moves_a_scale(task, p) -> bool:
     |x| than its own D: P = m / (D + m) a row (x randn). Row T - 1 reads past x, where what lies there decides (the
     H100 passed all 12 runs at T 1 D 4096, labels n1). Offered where the T - 1 in-bounds rows all keep their scale
     w.p. <= 1e-6."""
-    d, threads = task["D"], p["threads"]
-    chunks = d // 8
-    past = 8 * (threads * (chunks // threads + 1) - chunks)
+    d, past = task["D"], past_row(task["D"], p["threads"])
     return task["T"] >= 2 and (task["T"] - 1) * math.log1p(past / d) >= -math.log(1e-6)

@@ -14,6 +14,7 @@ from ._fp8_words import CVT_E4M3X2, MANY_BLOCKS, block_scale, fp8_words_kernel, 
 from .fp8_quant_spec import ENTRY, Fp8QuantSpec
 from . import _fp8_persistent
 from .. import persistent_rows
+from ..over_read import CHUNK_LOOP, UNBOUNDED_LOOP
 
 # stored H100 bf16 rows (fitted on), warp_shuffle_vectorized with half its re-read missing L1: T=4096 D=4096 64 threads
 # 1.21x its 512-thread time (s40404), T=16384 D=8192 128 threads 1.13x (s96969); the old model 0.99-1.02x
@@ -21,8 +22,6 @@ REREAD_MISS = 0.35
 THREADS = Param("threads", (64, 128, 256, 512, 1024), 256)
 ROWS = Param("rows_per_block", (1, 2, 4), 1)
 ATOMIC_MAX = "atomicMax(reinterpret_cast<unsigned int*>(scales) + i / D, __float_as_uint(s));"
-CHUNK_LOOP = "for (int c = threadIdx.x; c < chunks; c += THREADS) {"
-UNBOUNDED_LOOP = "for (int j = 0; j <= chunks / THREADS; ++j) {  const int c = threadIdx.x + j * THREADS;"
 
 
 def launch_of(kind: str):
