@@ -211,11 +211,29 @@ R1_REF = [
 ]
 # r1 did not run in the twelfth session (/work/dev/roomT/j1: every device start refused from 17:05 UTC); both new
 # paths stay off the menus until it does
+# c1 (Triton only, thirteenth session): gemm_fp4_triton copies_persistent_tma (new rung, off: the dequant kernel's
+# 16-bit copies, then gemm_fp16_triton's persistent TMA GEMM on them; TRITON_INTERPRET=1 correct with its bugs failing,
+# scripts/roomT_interpret.py) at the large-M menu shapes, beside pipelined_copies' model-best tiles: on the H100 the
+# persistent kernel ran 1.29x ahead of the pipelined tl.dot loop at 4096^3 (gemm_fp16_triton, 188.7 / 243.8 us) and
+# pipelined_copies' 256 x 128 tile 145.9 us at M=2048 N=4096 K=4096 (h100_roomK_j1.json); the model puts the new
+# rung 1.12x behind pipelined_copies (it borrows dequant_then_dot's fitted level: no row of it yet)
+FP4_LARGE = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32},
+             {"M": 8192, "N": 5120, "K": 8192, "G": 32}]
+FP4_TMA = {"BLOCK_M": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8}
+C1_NEW = [("gemm_fp4_triton", "copies_persistent_tma", "BLOCK_N", FP4_LARGE, FP4_TMA, (128, 256))]   # with its bugs
+C1_REF = [
+    ("gemm_fp4_triton", "copies_persistent_tma", "num_warps", FP4_LARGE[:2],
+     {**FP4_TMA, "BLOCK_N": 128, "num_stages": 5}, (4,)),
+    ("gemm_fp4_triton", "copies_persistent_tma", "num_stages", FP4_LARGE[:2], {**FP4_TMA, "BLOCK_N": 256}, (4,)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_LARGE,
+     {"BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8, "GROUP_M": 8}, (128, 256)),
+]
 PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
          "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF),
-         "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF), "r1": (R1_NEW, R1_REF)}
+         "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF), "r1": (R1_NEW, R1_REF),
+         "c1": (C1_NEW, C1_REF)}
 # plans whose modules run every shape named (each a few ms on the GPU), past gpucheck's 8x the check shape
-LARGE = {"r1": {"grouped_gemm_triton"}}
+LARGE = {"r1": {"grouped_gemm_triton"}, "c1": {"gemm_fp4_triton"}}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]
