@@ -209,13 +209,48 @@ R1_REF = [
     ("grouped_gemm_triton", "persistent_tma", "num_stages", GROUPED_BIG[:1], {**GROUPED_8W, "BLOCK_N": 256}, (3,)),
     ("grouped_gemm_triton", "m_fastest_order", "BLOCK_N", GROUPED_BIG[:1], GROUPED_8W, (128, 256)),
 ]
-# r1 did not run in the twelfth session (/work/dev/roomT/j1: every device start refused from 17:05 UTC); both new
-# paths stay off the menus until it does
+# r1 did not run in the twelfth session (every device start refused from 17:05 UTC); it ran in the thirteenth (~19:30
+# UTC, H100, 25 cases, 0 problems, 46 s; measurements/h100_roomT_r1.json): latent_halves behind pipelined_stages' best
+# at both shapes (681.7 / 433.0 us, 297.6 / 271.1) -> stays off; persistent_tma 128 x 256 ahead of 128 x 128 (1575.6 /
+# 1861.2 us at T=4096 E=8, 394.1 / 432.6 at T=2048 E=64 on 3 stages; 516.4 on 4) -> on the menus
+# c1 (Triton only, thirteenth session): gemm_fp4_triton copies_persistent_tma (new rung, off: the dequant kernel's
+# 16-bit copies, then gemm_fp16_triton's persistent TMA GEMM on them; TRITON_INTERPRET=1 correct with its bugs failing,
+# scripts/roomT_interpret.py) at the large-M menu shapes, beside pipelined_copies' model-best tiles: on the H100 the
+# persistent kernel ran 1.29x ahead of the pipelined tl.dot loop at 4096^3 (gemm_fp16_triton, 188.7 / 243.8 us) and
+# pipelined_copies' 256 x 128 tile 145.9 us at M=2048 N=4096 K=4096 (h100_roomK_j1.json); the model puts the new
+# rung 1.12x behind pipelined_copies (it borrows dequant_then_dot's fitted level: no row of it yet)
+FP4_LARGE = [{"M": 2048, "N": 4096, "K": 4096, "G": 32}, {"M": 4096, "N": 4096, "K": 4096, "G": 32},
+             {"M": 8192, "N": 5120, "K": 8192, "G": 32}]
+FP4_TMA = {"BLOCK_M": 128, "BLOCK_K": 64, "num_stages": 3, "num_warps": 8}
+C1_NEW = [("gemm_fp4_triton", "copies_persistent_tma", "BLOCK_N", FP4_LARGE, FP4_TMA, (128, 256))]   # with its bugs
+C1_REF = [
+    ("gemm_fp4_triton", "copies_persistent_tma", "num_warps", FP4_LARGE[:2],
+     {**FP4_TMA, "BLOCK_N": 128, "num_stages": 5}, (4,)),
+    ("gemm_fp4_triton", "copies_persistent_tma", "num_stages", FP4_LARGE[:2], {**FP4_TMA, "BLOCK_N": 256}, (4,)),
+    ("gemm_fp4_triton", "pipelined_copies", "BLOCK_M", FP4_LARGE,
+     {"BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 4, "num_warps": 8, "GROUP_M": 8}, (128, 256)),
+]
+# c2 (Triton only, thirteenth session): grouped_gemm_triton persistent_tma with its 256-wide N tiles on the menus
+# (r1 above): the configurations the model now puts first at each menu shape (where sessions end), never timed,
+# beside their 128-wide neighbours, and 3 / 4 stages of the 128 x 256 tile at T=4096 E=8 (at T=2048 E=64 4 stages ran
+# 1.31x slower than 3, where the model has them level)
+GROUPED_MENU = [{"T": 2048, "E": 64, "K": 2048, "N": 2816, "topk": 6}, {"T": 8192, "E": 128, "K": 2048, "N": 1536, "topk": 8},
+                {"T": 512, "E": 8, "K": 4096, "N": 14336, "topk": 2}]
+C2_REF = [
+    ("grouped_gemm_triton", "persistent_tma", "BLOCK_N", GROUPED_MENU[::2],
+     {"BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 4, "num_warps": 4}, (128, 256)),
+    ("grouped_gemm_triton", "persistent_tma", "BLOCK_N", GROUPED_MENU[1:2], GROUPED_8W, (128, 256)),
+    ("grouped_gemm_triton", "persistent_tma", "num_stages", GROUPED_MENU[1:2] + GROUPED_BIG[1:],
+     {**GROUPED_8W, "BLOCK_N": 256}, (3,)),
+]
+# c1 and c2 did not run in the thirteenth session (/work/dev/roomT/j2, j3: no device machine lent after 20:33 UTC);
+# copies_persistent_tma stays off the menus until c1 does
 PLANS = {"t1": (T1_NEW, T1_REF), "t2": (T2_NEW, T2_REF), "t3": (T3_NEW, T3_REF), "t4": (T4_NEW, T4_REF),
          "f1": (F1_NEW, F1_REF), "f2": (F2_NEW, F2_REF), "f3": ([], F3_REF), "f4": ([], F4_REF),
-         "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF), "r1": (R1_NEW, R1_REF)}
+         "s1": (S1_NEW, S1_REF), "s2": ([], S2_REF), "r1": (R1_NEW, R1_REF),
+         "c1": (C1_NEW, C1_REF), "c2": ([], C2_REF)}
 # plans whose modules run every shape named (each a few ms on the GPU), past gpucheck's 8x the check shape
-LARGE = {"r1": {"grouped_gemm_triton"}}
+LARGE = {"r1": {"grouped_gemm_triton"}, "c1": {"gemm_fp4_triton"}, "c2": {"grouped_gemm_triton"}}
 
 # the harness's default plan (room_device_check.PLANS, read by its cases()) becomes this one's
 room_device_check.PLANS["default"] = PLANS[os.environ.get("ROOMT_PLAN", "t1")]

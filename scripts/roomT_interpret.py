@@ -3,7 +3,7 @@
 the CPU), and every bug render at the same values must fail. fp16 only (the interpreter's numpy has no bfloat16).
 This is the values' correctness proof until a device job runs them (roomT/j1, roomT/j4).
 
-    TRITON_INTERPRET=1 python3 scripts/roomT_interpret.py [MODULE ...]   # exit 1 if a value is wrong or a bug passes
+    TRITON_INTERPRET=1 python3 scripts/roomT_interpret.py [MODULE or RUNG ...]   # exit 1 if a value is wrong or a bug passes
 
 2026-12-07 (a): cross_attention_triton split_kv at 32 splits: every split full (Skv 2048, 64 keys each at BLOCK_N 32),
 a ragged key tail with the last ten splits empty (Skv 2050: 96-key splits), a decode step (Sq 1) and a ragged query
@@ -97,6 +97,14 @@ GROUPED_N256 = [({"T": 40, "E": 4, "K": 192, "N": 512, "topk": 2}, {"BLOCK_M": 3
                                                                      "num_warps": 8}),
                 ({"T": 24, "E": 8, "K": 256, "N": 256, "topk": 2}, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
                                                                      "num_warps": 8, "num_stages": 2})]
+# gemm_fp4_triton copies_persistent_tma (thirteenth session): a ragged row tile and A's rows padded to 16 (M 40 at
+# BLOCK_M 64), a ragged 256-wide N tile (N 384) over 3 K tiles, 128-row tiles at 5 stages with more tiles than the
+# SMS-program grid (each program loops over several), and 128-wide K tiles
+FP4_COPIES_TMA = [({"M": 40, "N": 384, "K": 384, "G": 32}, {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 128}),
+                  ({"M": 256, "N": 256, "K": 256, "G": 32}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64,
+                                                           "num_stages": 5, "num_warps": 8}),
+                  ({"M": 130, "N": 512, "K": 512, "G": 32}, {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128,
+                                                           "num_stages": 2})]
 CASES = (
     [("cross_attention_triton", "split_kv", {"num_splits": 32, "BLOCK_M": 16, "BLOCK_N": bn, "num_stages": 2}, s,
       "fp16") for s in CROSS for bn in (32, 64)]
@@ -114,6 +122,7 @@ CASES = (
     + [("selective_scan_triton", "split_l_state_outer", over, s, "fp16") for s, over in SCAN_SPLIT]
     + [("mla_decode_triton", "latent_halves", over, s, "fp16") for s, over in MLA_HALVES]
     + [("grouped_gemm_triton", "persistent_tma", over, s, "fp16") for s, over in GROUPED_N256]
+    + [("gemm_fp4_triton", "copies_persistent_tma", over, s, "fp16") for s, over in FP4_COPIES_TMA]
 )
 
 
@@ -182,6 +191,6 @@ def check(name, tag, over, shape, dtype, twin=None) -> int:
 
 if __name__ == "__main__":
     wanted = set(sys.argv[1:])
-    found = sum(check(*c) for c in CASES if not wanted or c[0] in wanted)
+    found = sum(check(*c) for c in CASES if not wanted or c[0] in wanted or c[1] in wanted)   # modules or rungs
     print(f"{found} problems")
     sys.exit(1 if found else 0)

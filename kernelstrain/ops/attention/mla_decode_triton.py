@@ -263,9 +263,11 @@ class MlaDecodeTriton(MlaDecodeSpec):
               Param("num_stages", (1, 2, 3), 2)), path="fp16", compute_eff=0.46, memory_eff=STREAM_EFF,
              smem="dynamic", launch=tiled_launch, render=split_kv_src, consts=consts,
              bugs={"bad_combine_index": {"nxt": "(offs_s + 1) % NUM_SPLITS"}, "missing_scale": {"scale": "SM_SCALE"}}),
-        # off the menus until a device job times it (roomT, twelfth session): at B=128 H=128 the H100's best,
-        # pipelined_stages 64 heads x 64 keys on 8 warps (427.2 us, ~4.9x its DRAM floor), builds at 255 registers
-        # + 896 B of stack on sm_90a with its [64, 512] fp32 accumulator; a half holds [64, 256]
+        # off the menus (KERNELSTRAIN_DEVICE_UNCHECKED=1): the H100 ran it correct with its bugs failing, but behind
+        # pipelined_stages' best at each shape (measurements/h100_roomT_r1.json): 681.7 us against 433.0 at B=128
+        # H=128 (64 heads x 64 keys, 8 warps), 297.6 against 271.1 at B=32 (32 heads, 4 warps), as modelled (610.5 /
+        # 407.0): the halved [64, 256] accumulator (255 regs + 368 B of stack against 896 on sm_90a) does not pay for
+        # re-scoring the 576-wide row twice
         *unchecked(Rung("latent_halves", "pipelined_stages with the 512 latent output columns over two programs, "
                         "each scoring the whole row and accumulating its half", PIPELINED, path="fp16",
                         compute_eff=0.46, memory_eff=0.6, smem="dynamic", launch=halves_launch,

@@ -19,6 +19,7 @@ BLOCK_K = Param("BLOCK_K", (32, 64), 32)
 # stages of a wide tile do not: sm_86's 99 KB block)
 STAGES = Param("num_stages", (2, 3, 4, 5), 3)
 WARPS = Param("num_warps", (4, 8), 4)
+PERSISTENT_TMA = (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64, 128), 64), STAGES, WARPS)
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
 ACC32 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "acc = tl.dot(a, b, acc)   # fp32 accumulate on tensor cores")
 ACC16 = ("tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)", "acc += tl.dot(a, b).to(c_ptr.dtype.element_ty)")
@@ -193,10 +194,9 @@ def dot_src(grouped: bool, consts=None):
     return render
 
 
-def persistent_tma_src(p, task, acc=ACC32, k_tiles=K_TILES):
+def persistent_tma_kernel(acc=ACC32, k_tiles=K_TILES) -> str:
+    """The persistent TMA GEMM kernel (gemm_kernel) and its descriptors' allocator; A [M, K], B [N, K] 16-bit."""
     init, step = acc
-    consts = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-    occ = resident(p, task)
     return f"""
 @triton.jit
 def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -228,21 +228,27 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl
 def _alloc(size: int, alignment: int, stream):
     # device-side descriptors need a small global scratch buffer per program
     return torch.empty(size, device="cuda", dtype=torch.int8)
+"""
 
 
-{ENTRY.py_def(task)}:
-    M, K = A.shape
-    N = B.shape[0]                          # B is [N, K] (an nn.Linear weight): C = A @ B.T
-    C = torch.empty((M, N), device=A.device, dtype=A.dtype)
-    triton.set_allocator(_alloc)
+def persistent_tma_launch(p, task, args="A, B, C") -> str:
+    """The wrapper's lines that size the persistent grid and launch persistent_tma_kernel's gemm_kernel on `args`."""
+    consts = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
+    occ = resident(p, task)
+    return f"""    triton.set_allocator(_alloc)
     # one program per resident slot: {occ} per SM fit this tile's shared memory and registers
     num_progs = torch.cuda.get_device_properties(A.device).multi_processor_count * {occ}
     tiles = triton.cdiv(M, {p['BLOCK_M']}) * triton.cdiv(N, {p['BLOCK_N']})
     grid = (min(num_progs, tiles),)
-    gemm_kernel[grid](A, B, C, M, N, K, {consts}, GROUP_M=8, NUM_PROGS=num_progs,
+    gemm_kernel[grid]({args}, M, N, K, {consts}, GROUP_M=8, NUM_PROGS=num_progs,
                       num_warps={p['num_warps']}, num_stages={p['num_stages']})
-    return C
 """
+
+
+def persistent_tma_src(p, task, acc=ACC32, k_tiles=K_TILES):
+    return (persistent_tma_kernel(acc, k_tiles) + f"\n\n{ENTRY.py_def(task)}:\n    M, K = A.shape\n    N = B.shape[0]" + " " * 26
+            + "# B is [N, K] (an nn.Linear weight): C = A @ B.T\n    C = torch.empty((M, N), device=A.device, dtype=A.dtype)\n"
+            + persistent_tma_launch(p, task) + "    return C\n")
 
 
 class GemmFp16Triton(GemmFp16Spec):
@@ -272,8 +278,7 @@ class GemmFp16Triton(GemmFp16Spec):
              render=dot_src(True, fixed_group_consts), consts=fixed_group_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
         Rung("persistent_tma", "persistent programs (grid = #SMs) looping over tiles, tensor-descriptor (TMA) loads",
-             (BLOCK_M, Param("BLOCK_N", (128, 256), 128), Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
-             path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
+             PERSISTENT_TMA, path="fp16", compute_eff=0.8, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": SHORT_K}),
     )

@@ -10,12 +10,13 @@ scales) is left to the CUDA module: Triton's dot_scaled takes e8m0 scales per 32
 """
 from dataclasses import replace
 
-from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr
+from ..base import KernelSpec, Param, Rung, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
 from ._gemm_tc import tc_traffic
-from .gemm_fp16_triton import tile_launch
-from .gemm_fp4_spec import ENTRY, GemmFp4Spec
+from .gemm_fp16_triton import PERSISTENT_TMA, persistent_consts, tile_launch
+from .gemm_fp4_spec import GemmFp4Spec
 from .gemm_splitk_spec import SPLIT_VALUES
 from .gemm_splitk_triton import reduce_kernel_src
+from ._fp4_copies import ORDER, ROW_ORDER, SCALE, DEQUANT, copies_persistent_src, dequant_then_dot_src, head, launch_line
 from ._fp4_split import SPLIT_RANGE, SPLIT_STORE, SPLIT_TILE, SPLIT_WARPS, last_split_busy, split_k_launch
 
 TILE = (Param("BLOCK_M", (64, 128), 128), Param("BLOCK_N", (64, 128), 128), Param("BLOCK_K", (64, 128), 128))
@@ -28,34 +29,9 @@ WIDE = (Param("BLOCK_M", (64, 128, 256), 128), TILE[1], TILE[2])   # pipelined_c
 PIPE = (Param("num_stages", (3, 4), 3), Param("num_warps", (4, 8), 8), Param("GROUP_M", (4, 8), 8))
 
 WARPS = Param("num_warps", (4, 8), 4)     # the unpipelined rungs: Triton's default, tunable
-SCALE = "tl.exp2(s.to(tl.float32) - 127.0)"          # ue8m0: 2^(s - 127)
 SHORT_K = {"k_end": "K // BLOCK_K - 1"}
 UNIT = "tl.full(SHAPE, 127, tl.uint8)"               # missing_scale: every scale byte reads as 2^0
 
-DEQUANT = """
-@triton.jit
-def dequant_e2m1(q, s, ROWS: tl.constexpr, KB: tl.constexpr):
-    # q [ROWS, KB // 2] packed e2m1 (low nibble = even k), s [ROWS, KB // 32] ue8m0 -> fp32 [ROWS, KB]
-    v = tl.join(q & 15, q >> 4).reshape(ROWS, KB)
-    e = (v >> 1) & 3
-    m = (v & 1).to(tl.float32)
-    mag = tl.where(e == 0, 0.5 * m, tl.exp2((e - 1).to(tl.float32)) * (1.0 + 0.5 * m))
-    val = tl.where((v & 8) != 0, -mag, mag)
-    scale = {scale}
-    return (val.reshape(ROWS, KB // 32, 32) * scale[:, :, None]).reshape(ROWS, KB)
-"""
-
-ORDER = """    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = N // BLOCK_N
-    pid = tl.program_id(0)
-    group = pid // (GROUP_M * num_pid_n)     # GROUP_M tile rows walk the N tiles together (L2 reuse)
-    first_m = group * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % (GROUP_M * num_pid_n)) % size_m
-    pid_n = (pid % (GROUP_M * num_pid_n)) // size_m"""
-ROW_ORDER = """    num_pid_n = N // BLOCK_N
-    pid_m = tl.program_id(0) // num_pid_n
-    pid_n = tl.program_id(0) % num_pid_n"""
 STORE = "tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)"
 
 
@@ -100,23 +76,6 @@ def gemm_fp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, {out}, M, N, K,
 """
 
 
-def launch_line(p, kernel="gemm_fp4_kernel", args="A, B, scale_a, scale_b, C, M, N, K") -> str:
-    kw = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("num_warps", "num_stages"))
-    splits = f", {p['SPLIT_K']}" if "SPLIT_K" in p else ","
-    return (f"    grid = (triton.cdiv(M, {p['BLOCK_M']}) * (N // {p['BLOCK_N']}){splits})\n"
-            f"    {kernel}[grid]({args}, {kw}, num_warps={p.get('num_warps', 4)}, num_stages={p.get('num_stages', 1)})\n")
-
-
-def head(task) -> str:
-    return f"""
-
-{ENTRY.py_def(task)}:
-    M, K = A.shape[0], A.shape[1] * 2        # two e2m1 values a byte
-    N = B.shape[0]                            # B is [N, K / 2]: C = A @ B.T
-    C = torch.empty((M, N), device=A.device, dtype={'torch.bfloat16' if task.dtype == 'bf16' else 'torch.float16'})
-"""
-
-
 def fused_src(scaled: bool, grouped: bool):
     def render(p, task, k_end="K // BLOCK_K", scale=SCALE):
         return fused_kernel(scaled, grouped, k_end, scale) + head(task) + launch_line(p) + "    return C\n"
@@ -130,46 +89,6 @@ def split_k_src(p, task, k_end="kt_end", scale=SCALE, combine_end="SPLIT_K"):
             + launch_line(p, args="A, B, scale_a, scale_b, ws, M, N, K")
             + f"    splitk_reduce_kernel[(triton.cdiv(M * N, 1024),)](ws, C, M * N, SPLIT_K={p['SPLIT_K']}, BLOCK=1024)\n"
             + "    return C\n")
-
-
-def dequant_then_dot_src(p, task, k_end="K // BLOCK_K", scale=SCALE):
-    """The copies' GEMM: unpipelined in row order, or (num_stages given) pipelined in the GROUP_M order."""
-    group, order = (", GROUP_M: tl.constexpr", ORDER) if "GROUP_M" in p else ("", ROW_ORDER)
-    return DEQUANT.format(scale=scale) + f"""
-@triton.jit
-def dequant_kernel(q_ptr, s_ptr, w_ptr, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    # one [BLOCK_R, BLOCK_K] block of the 16-bit copy from its packed bytes and scales
-    rr = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    kt = tl.program_id(1)
-    q = tl.load(q_ptr + rr[:, None] * (K // 2) + kt * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
-    s = tl.load(s_ptr + rr[:, None] * (K // 32) + kt * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)[None, :])
-    w = dequant_e2m1(q, s, BLOCK_R, BLOCK_K)
-    tl.store(w_ptr + rr[:, None] * K + kt * BLOCK_K + tl.arange(0, BLOCK_K)[None, :], w.to(w_ptr.dtype.element_ty))
-
-
-@triton.jit
-def gemm_fp4_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr{group}):
-{order}
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(0, {k_end}):
-        a = tl.load(a_ptr + rm[:, None] * K + kt * BLOCK_K + rk[None, :], mask=rm[:, None] < M, other=0.0)
-        b = tl.load(b_ptr + rn[None, :] * K + kt * BLOCK_K + rk[:, None])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
-""" + head(task) + f"""    a = torch.empty((M, K), device=A.device, dtype=C.dtype)   # 16-bit copies: 4x the packed bytes
-    b = torch.empty((N, K), device=A.device, dtype=C.dtype)
-    Mp = triton.cdiv(M, 16) * 16
-    if Mp != M:                              # the dequant kernel works on whole 16-row blocks
-        A, scale_a = torch.nn.functional.pad(A, (0, 0, 0, Mp - M)), torch.nn.functional.pad(scale_a, (0, 0, 0, Mp - M))
-        a = torch.empty((Mp, K), device=A.device, dtype=C.dtype)
-    dequant_kernel[(Mp // 16, K // 128)](A, scale_a, a, K, BLOCK_R=16, BLOCK_K=128)
-    dequant_kernel[(N // 16, K // 128)](B, scale_b, b, K, BLOCK_R=16, BLOCK_K=128)
-{launch_line(p, args="a, b, C, M, N, K")}    return C
-"""
 
 
 # Registers of dequant_then_dot's GEMM (tl.dot on the 16-bit copies at num_stages=1, which loads each A and B tile
@@ -215,9 +134,11 @@ def fp4_launch(mode: str, extra_launches: int = 0, dequant: float = 1.0, upcast:
         if extra_launches and p.get("num_stages", 1) == 1 and one.threads in COPIES_REGS:
             c, a_share = COPIES_REGS[one.threads]
             regs = int(c + (bm * bn + a_share * bm * bk) / one.threads)    # past 255: cap_registers spills it
+        # a persistent grid keeps gemm_fp16_triton's (resident programs an SM, capped at the tiles)
+        grid = one.grid if mode == "persistent" else cdiv(m, bm) * (n // bn)
         return replace(one, smem_bytes=smem, regs=regs, compute_scale=one.compute_scale * dequant * (1.0 if "fp4" in task.gpu.features else upcast),
                        traffic=tc_traffic(task, bm, bn, 0.05, elt=0.5) + copies, launches=one.launches + extra_launches,
-                       grid=cdiv(m, bm) * (n // bn))
+                       grid=grid)
     return launch
 
 
@@ -264,6 +185,16 @@ class GemmFp4Triton(GemmFp4Spec):
              launch=fp4_launch("pipelined", extra_launches=2), render=dequant_then_dot_src, consts=consts,
              fit_as="dequant_then_dot",
              bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"}, "off_by_one": SHORT_K}),
+        # the copies' GEMM as gemm_fp16_triton's persistent TMA kernel (roomT, thirteenth session): at large M the H100
+        # ran that kernel 1.29x ahead of the pipelined tl.dot loop at 4096^3 (188.7 / 243.8 us, h100_gpucheck_s96969,
+        # h100_sim_s12_j3), and the copies add ~(M + N) K x 6 bytes (~25 us there). compute_eff: pipelined_copies'
+        # 0.6 x gemm_fp16_triton's persistent_tma / pipelined_stages (0.8 / 0.71). Off until a device job times it
+        *unchecked(Rung("copies_persistent_tma", "the dequant kernel's 16-bit copies, then a persistent TMA GEMM "
+                        "(grid = resident programs, tensor-descriptor loads)", PERSISTENT_TMA, path="fp16",
+                        compute_eff=0.68, memory_eff=0.9, smem="dynamic", launch=fp4_launch("persistent", extra_launches=2),
+                        render=copies_persistent_src, consts=persistent_consts, fit_as="dequant_then_dot",
+                        bugs={"missing_scale": {"scale": "tl.full(s.shape, 1.0, tl.float32)"},
+                              "off_by_one": {"k_tiles": "tl.cdiv(K, BLOCK_K) - 1"}})),
         Rung("dot_scaled", "tl.dot_scaled on packed e2m1 tiles with their ue8m0 scales (block-scaled mma on sm_120)",
              TILE + (WARPS,), path="fp16", compute_eff=0.5, memory_eff=0.8, smem="dynamic",
              launch=fp4_launch("dot", upcast=0.6), render=fused_src(True, False), consts=consts,
@@ -281,13 +212,13 @@ class GemmFp4Triton(GemmFp4Spec):
         ptr, c = triton_ptr(task.dtype, task), variant.consts(params, task)
         warps, stages = params.get("num_warps", 4), params.get("num_stages", 1)
         dims = {"M": "i32", "N": "i32", "K": "i32"}
-        if variant.tag in ("dequant_then_dot", "pipelined_copies"):
+        if variant.tag in ("dequant_then_dot", "pipelined_copies", "copies_persistent_tma"):
             deq = KernelSpec("dequant_kernel", {"q_ptr": "*u8", "s_ptr": "*u8", "w_ptr": ptr, "K": "i32",
                                                 "BLOCK_R": "constexpr", "BLOCK_K": "constexpr"},
                              {"BLOCK_R": 16, "BLOCK_K": 128}, ints={"K": task["K"]})
             main = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr, **dims}
-            return [deq, KernelSpec("gemm_fp4_kernel", {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps,
-                                    num_stages=stages)]
+            name = "gemm_kernel" if variant.tag == "copies_persistent_tma" else "gemm_fp4_kernel"   # gemm_fp16_triton's
+            return [deq, KernelSpec(name, {**main, **{k: "constexpr" for k in c}}, c, num_warps=warps, num_stages=stages)]
         out = {"ws_ptr": "*fp32"} if "SPLIT_K" in params else {"c_ptr": ptr}
         sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", **out, **dims,
                **{k: "constexpr" for k in c}}

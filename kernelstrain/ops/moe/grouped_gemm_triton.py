@@ -10,7 +10,7 @@ import math
 from functools import partial
 
 from .._triton_smem import dot_loop_smem
-from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr, unchecked
+from ..base import KernelSpec, Launch, Param, Rung, DTYPE_BYTES, TRITON_PRELUDE, cdiv, triton_ptr
 from .grouped_gemm_spec import ENTRY, GroupedGemmSpec, routing, short_runs
 from ..matmul.gemm_fp16_spec import HALF_BF16
 from ..matmul.gemm_fp16_triton import acc_spill
@@ -19,11 +19,11 @@ BM = Param("BLOCK_M", (16, 32, 64, 128), 64)
 BN = Param("BLOCK_N", (64, 128), 128)
 STAGES = Param("num_stages", (2, 3, 4), 3)
 WARPS = Param("num_warps", (4, 8), 4)
-# m_fastest_order's N tiles reach 256 wide, as vLLM's tuned fused_moe configs do (128-wide K and 5 stages passed
-# scripts/roomK_interpret.py too; not offered: each adds hundreds of over-the-cap Triton smem corpus figures)
-LOOKUP = (BM, Param("BLOCK_N", (64, 128, 256), 128), Param("BLOCK_K", (32, 64), 64), STAGES, WARPS)
-# persistent_tma's 256-wide N tiles: off until timed here (roomT s12 r1); m_fastest_order's ran 1.20x ahead on the H100
-BN_TMA = Param("BLOCK_N", (64, 128, *unchecked(256)), 128)
+# N tiles 256 wide on m_fastest_order (as vLLM's tuned fused_moe configs) and persistent_tma (TMA's largest box): the
+# H100 ran the latter correct, 1.18x ahead of 128 at T=4096 E=8, 1.10x at T=2048 E=64 on 3 stages, 1.19x behind on 4
+# (modelled level; 128 rows, 8 warps: measurements/h100_roomT_r1.json)
+BN_WIDE = Param("BLOCK_N", (64, 128, 256), 128)
+LOOKUP = (BM, BN_WIDE, Param("BLOCK_K", (32, 64), 64), STAGES, WARPS)
 KERNEL_ARGS = ("x_ptr, w_ptr, y_ptr, ids_ptr, offsets_ptr, N, K, E: tl.constexpr, E_P2: tl.constexpr, "
                "TOPK: tl.constexpr,\n                        ")
 # the accumulator (init, step) and the K loop bound; half_accumulator and off_by_one replace them
@@ -282,7 +282,7 @@ class GroupedGemmTriton(GroupedGemmSpec):
              memory_eff=0.88, smem="dynamic", launch=tile_launch(0.95), render=partial(block_lookup_src, order="m"),
              consts=base_consts, bug_dtypes=HALF_BF16, bugs={"off_by_one": {"cmp": "<"}, "half_accumulator": {"acc": ACC16}}),
         Rung("persistent_tma", "persistent programs loop over (m-block, n-block) tiles; weights via tensor descriptors",
-             (Param("BLOCK_M", (32, 64, 128), 64), BN_TMA, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
+             (Param("BLOCK_M", (32, 64, 128), 64), BN_WIDE, Param("BLOCK_K", (64, 128), 64), STAGES, WARPS),
              path="fp16", compute_eff=0.72, memory_eff=0.9, smem="dynamic", launch=tile_launch(0.96, "persistent"),
              render=persistent_tma_src, consts=persistent_consts,
              bug_dtypes=HALF_BF16, bugs={"half_accumulator": {"acc": ACC16}, "off_by_one": {"k_tiles": K_TILES + " - 1"}}),
