@@ -3,7 +3,7 @@ the search passes it takes (the launch model's EMULATED_PASSES), how many logits
 refine, and the token its threshold + inverse-CDF pick gives against the PyTorch reference's check
 (top_p_spec.check_adapter). It checks the algorithm, not the CUDA text (that is the device job's).
 
-    python3 scripts/roomC_bisect_emulate.py [--rows 512] [--seed 1]
+    python3 scripts/roomC_bisect_emulate.py [--rows 64] [--seed 1]
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def pick(x, t, kept, u):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=512)
+    ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)

@@ -17,7 +17,8 @@ of RAFT / AIR top-k, written for this op's deterministic inverse-CDF contract):
   vectorized_float4 ends the kernel.
 Finite |logit| < 256 (the op's contract): the first bracket is [-256, +inf).
 """
-from ..base import Launch, Param, cdiv
+from ..base import Launch, Param, Rung, cdiv
+from ..occupancy import SM_BW_SHARE_CAP
 from ._sampling import CAP, row_l2_miss
 from ._select import DIGITS, MASS_SELECT
 
@@ -36,7 +37,8 @@ BISECT_THREADS = Param("threads", (256, 512, 1024), 512)
 
 def search_passes(task, p) -> float:
     """Expected search passes on the module's inputs (randn x 4 logits, top_p in [0.5, 0.95]): the means of
-    scripts/roomC_bisect_emulate.py (a torch emulation of this kernel's search, 256 rows a shape, seed 2)."""
+    scripts/roomC_bisect_emulate.py (a torch emulation of this kernel's search, 64 rows a shape, seed 1; 256 rows at
+    V 32000, 4 pivots, CAP 1024: 2.95)."""
     return EMULATED_PASSES[task["V"] > 65536][p["pivots"]][p["cap"]]
 
 
@@ -58,7 +60,6 @@ def bisect_launch(p, task):
     each later pass streams the row again from L2 at the SM's pull (SM_BW_SHARE_CAP x its DRAM share while
     few SMs run rows, its plain share when every SM does: L2 priced as conservatively as DRAM) or at the
     SM's instruction issue (the fp32 lane rate), whichever binds, rows of one SM one after another."""
-    from ...sim import SM_BW_SHARE_CAP          # (sim imports the ops: not at module level)
     threads, piv, cap, b, v, gpu = p["threads"], p["pivots"], p["cap"], task["B"], task["V"], task.gpu
     warps = cdiv(threads, gpu.warp)
     passes = search_passes(task, p)
@@ -114,7 +115,10 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
     const float M = block_max(m, slots);
     const float Z = block_sum(s * expf(m - M), slots);
     const float need = {need};
-    if (threadIdx.x == 0) {{ br.lo = -256.f; br.hi = INFINITY; br.above = 0.f; br.inside = (float)V; pick = -1; n_c = 0u; }}
+    if (threadIdx.x == 0) {{
+        br.lo = -256.f; br.hi = INFINITY; br.above = 0.f; br.inside = (float)V;
+        pick = -1; n_c = 0u;
+    }}
     __syncthreads();
 
     // search passes (L2): split [lo, hi) at PIVOTS values; keep the piece where the kept mass reaches need
@@ -122,7 +126,10 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
         const float lo = br.lo, hi = br.hi, top = fminf(hi, M);   // no logit lies above M
         float pv[PIVOTS], sm[PIVOTS], ct[PIVOTS];
 #pragma unroll
-        for (int j = 0; j < PIVOTS; ++j) {{ pv[j] = lo + (top - lo) * (float)(j + 1) / (float)(PIVOTS + 1); sm[j] = 0.f; ct[j] = 0.f; }}
+        for (int j = 0; j < PIVOTS; ++j) {{
+            pv[j] = lo + (top - lo) * (float)(j + 1) / (float)(PIVOTS + 1);
+            sm[j] = 0.f; ct[j] = 0.f;
+        }}
         for (int c = threadIdx.x; c < V4; c += THREADS) {{
             const float4 v = row4[c];
             const float xs[4] = {{v.x, v.y, v.z, v.w}};
@@ -173,7 +180,9 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
             for (int e = 0; e < 4; ++e)
                 if (ks[e] >= klo && ks[e] < khi) ckey[atomicAdd(&n_c, 1u)] = ks[e];
         }}
-    if (threadIdx.x == 0) {{ sel.prefix = 0u; sel.mask = 0u; sel.need = need - br.above; sel.above = br.above; sel.last = 0.f; }}
+    if (threadIdx.x == 0) {{
+        sel.prefix = 0u; sel.mask = 0u; sel.need = need - br.above; sel.above = br.above; sel.last = 0.f;
+    }}
     __syncthreads();
     const int n = in_smem ? (int)n_c : V;
     // exact threshold: radix select on mass over the bracket's keys, the mass above it already kept
@@ -196,11 +205,11 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
 }}"""
 
 
-def bisect_src(program, need0: str):
-    """The rung's render (program is top_p_cuda's: warp scans, the float4 pick)."""
+def bisect_rung(program, need0: str, no_scale: dict, no_scale_rows: tuple) -> Rung:
+    """The rung (program is top_p_cuda's: warp scans, the float4 pick; its missing_scale bug and rows)."""
     def render(p, task, need=need0, carry0="0.f"):
         return program(task, True, True, bisect_kernel(p, task, need), carry0=carry0)
-    return render
-
-
-BISECT_PARAMS = (BISECT_THREADS, PIVOTS, CAP)
+    return Rung("pivot_bisect", "threshold by a P-ary search on the logit value with block reductions (no row "
+                "histogram), the bracket's keys refined in smem, float4 loads", (BISECT_THREADS, PIVOTS, CAP),
+                compute_eff=0.5, memory_eff=0.9, smem="static", launch=bisect_launch, render=render,
+                bugs={"missing_scale": no_scale, "wrong_init": {"carry0": "1.f"}}, bug_tasks=no_scale_rows)
