@@ -149,7 +149,8 @@ top_p_kernel(const float* __restrict__ logits, const float* __restrict__ top_p, 
             const float a = warp_sum(sm[j]), n = warp_sum(ct[j]);
             if (lane == 0) {{ part[warp][j] = a; part[warp][PIVOTS + j] = n; }}
         }}
-        if (threadIdx.x < PIVOTS) piv[threadIdx.x] = pv[threadIdx.x];
+        if (threadIdx.x < PIVOTS)                             // the same values (a register array's dynamic index
+            piv[threadIdx.x] = lo + (top - lo) * (float)(threadIdx.x + 1) / (float)(PIVOTS + 1);  // would spill it)
         __syncthreads();
         if (threadIdx.x < 2 * PIVOTS) {{
             float r = 0.f;
