@@ -27,13 +27,12 @@ from .gpus import GPU
 from .memo import candidate_cache
 from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
-from .ops.occupancy import (DRAM_LATENCY_S, LOADS_IN_FLIGHT, UNPIPELINED_TRIP, blocks_per_sm,  # noqa: F401 (sim's names too)
-                             in_flight_ratio)
+from .ops.occupancy import (DRAM_LATENCY_S, LOADS_IN_FLIGHT, SM_BW_SHARE_CAP, UNPIPELINED_TRIP,  # noqa: F401 (sim's names too)
+                             blocks_per_sm, in_flight_ratio)
 from .records import replaced
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
 REGS_PER_BLOCK = 65536            # 32-bit registers one block may hold on every NVIDIA GPU of the catalog
-SM_BW_SHARE_CAP = 3.0             # one SM can pull at most ~3x its fair share of DRAM bandwidth
 # One global address takes an atomic every ~1.76 ns: measured on an H200 with 67M float and 124M
 # double atomicAdds to a single word (117.9 ms, 218.7 ms; scripts/gpu_check.py); assumed alike elsewhere.
 SAME_ADDRESS_ATOMIC_S = 1.76e-9

@@ -245,11 +245,39 @@ def v2_reference() -> list:
     return ref
 
 
+# v3 (session 13): top_p_cuda's pivot_bisect (ops/sampling/_top_p_bisect.py, off the menus until this runs): the
+# nucleus threshold by a P-ary search on the logit value with block reductions instead of a histogram of the row
+# (every rung below bumps two shared-memory atomics a logit into the few dozen key bins randn x 4 logits fill: the
+# H100 ran the best of them 8-15x the DRAM floor). Its pivots at every stored shape (B=128 V=32000 first: the bugs
+# run there, where missing_scale's row rate fails a check), threads and the bracket's CAP; split_mass_hist and
+# vectorized_float4 at the model's best beside it at each shape
+TOPP = "top_p_cuda"
+P_B128 = {"B": 128, "V": 32000}
+P_B1 = {"B": 1, "V": 32000}
+P_B64 = {"B": 64, "V": 128256}
+P_B256 = {"B": 256, "V": 128256}
+V3_NEW = [(TOPP, "pivot_bisect", "pivots", [P_B128, P_B1, P_B64, P_B256], {"threads": 512, "cap": 2048}, (4, 8, 16))]
+
+
+def v3_reference() -> list:
+    """The rung's other threads and caps (timed, their bugs are the pivots entry's edits), then the rungs below."""
+    ref = [(TOPP, "pivot_bisect", "threads", [P_B1, P_B256], {"pivots": 8, "cap": 2048}, (256, 1024)),
+           (TOPP, "pivot_bisect", "cap", [P_B128], {"threads": 512, "pivots": 8}, (1024, 4096))]
+    for shape in (P_B128, P_B1, P_B64, P_B256):
+        for below in ("split_mass_hist", "vectorized_float4"):
+            best = model_best(TOPP, below, shape)
+            ref.append((TOPP, below, "threads", [shape], {k: x for k, x in best.items() if k != "threads"},
+                        (best["threads"],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
     if name == "v1":
         return V1_NEW, v1_reference()
     if name == "v2":
         return V2_NEW, v2_reference()
+    if name == "v3":
+        return V3_NEW, v3_reference()
     if name == "s1":
         room_device_check.fits = lambda *args, **kwargs: True
         return S1_NEW, s1_reference()

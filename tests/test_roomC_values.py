@@ -1,7 +1,8 @@
-"""roomC's new values of device-checked CUDA code paths (issue 26 Build 2; docs/roomC_s12.md): on a list only with
-KERNELSTRAIN_DEVICE_UNCHECKED=1 until a device job times them (scripts/roomC_device.py plans v1 / v2), and priced by
-the rung's launch model as it is: the model has each ahead of its inward neighbour somewhere on the menu (else it
-would not be room worth a device job)."""
+"""roomC's new values of device-checked CUDA code paths (issue 26 Build 2; docs/roomC_s12.md, docs/roomC_s13.md): on a
+list only with KERNELSTRAIN_DEVICE_UNCHECKED=1, priced by the rung's launch model as it is: the model has each ahead of
+its inward neighbour somewhere on the menu (else it would not have been room worth a device job). The H100 timed them
+(scripts/roomC_device.py plans v1 / v2, measurements/h100_roomC_v1.json, v2.json): each ran correct and slower than
+its inward neighbour at some shape where the model has it ahead, so each stays off."""
 import json
 import os
 import subprocess
@@ -51,3 +52,19 @@ def test_the_model_has_each_new_value_ahead_somewhere(monkeypatch):
         task = make_task(m, "H100", "bf16", shape)
         new, old = (simulate(m, v, {**rest, name: x}, task) for x in (value, inward))
         assert new.ok and old.ok and new.time_ms < old.time_ms, (module, new.time_ms, old.time_ms)
+
+
+def test_each_new_value_ran_slower_than_its_inward_neighbour_somewhere_on_the_h100():
+    """Why they stay off: at some stored shape the device timed the new value slower than its inward neighbour at the
+    same other parameters (a value the device favoured everywhere would belong on the menu)."""
+    inward = {"threads": 256, "rows": 8, "BN": 128}
+    rows = [r for plan in ("v1", "v2") for r in json.loads((ROOT / f"measurements/h100_roomC_{plan}.json").read_text())["rows"]
+            if r["ok"] and not r["bug"]]
+    for module, tag, name, value in NEW:
+        slower = []
+        for r in rows:
+            if (r["module"], r["variant"]) == (module, tag) and r["params"][name] == value:
+                twin = [q for q in rows if (q["module"], q["variant"], q["shape"]) == (module, tag, r["shape"])
+                        and q["params"] == {**r["params"], name: inward[name]}]
+                slower += [r["time_ms"] > q["time_ms"] for q in twin]
+        assert slower and any(slower), (module, name, value, slower)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .base import Launch
 
 DRAM_LATENCY_S = {"nvidia": 650e-9, "amd": 800e-9}
+SM_BW_SHARE_CAP = 3.0             # one SM can pull at most ~3x its fair share of DRAM bandwidth (sim.sm_coverage)
 LOADS_IN_FLIGHT = 2               # independent loads per thread the compiler keeps in flight
 # One dependent step of an unpipelined K loop (Launch.serial_trips: each step's loads before its math, nothing in
 # flight across steps) over DRAM_LATENCY_S (sim.chain_floor_s): the round trip under load plus the step's own issue. gemm_fp16_triton

@@ -209,6 +209,9 @@ class SwaDecodeCuda(SwaDecodeSpec):
         Rung("split_kv", "grid also over partitions of the window; a combine kernel merges the partials",
              (THREADS, PARTITION, KEYS), memory_eff=0.9, smem="static", launch=split_kv_launch, render=split_kv_src,
              bugs={"bad_combine_index": BAD_COMBINE, "missing_scale": {"scale": ""}}, bug_tasks=SPLIT_WINDOW),
+        # threads 512 stays off: correct on an H100 (roomC j1, measurements/h100_roomC_v1.json) but slower than 256
+        # at tile_n 16, partition 256, 8 keys a step, 3 stages: 22.3 vs 20.6 us at B=1 S=8192, 72.9 vs 62.1 at B=8
+        # S=16384 (W=4096), where the model has 512 ahead (17.6 vs 18.5, 47.6 vs 48.6)
         Rung("gqa_cp_async", "block per (b, KV head, partition): a cp.async ring of K/V tiles in smem "
              "shared by the whole query-head group", (Param("threads", (128, 256, *unchecked(512)), 128),
              Param("tile_n", (16, 32, 64), 32), PARTITION, KEYS, STAGES), needs=frozenset({"cp_async", "inline_ptx"}),

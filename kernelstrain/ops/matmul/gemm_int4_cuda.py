@@ -249,7 +249,10 @@ class GemmInt4Cuda(OpModule):
              # N=4096 K=14336 (BM 32 BN 64, 8 splits), 32.0 / 33.7 / 34.3 at M=128 N=K=4096 (BM 64 BN 128, 4 splits);
              # model 23.5 / 26.2 / 28.3 and 24.2 / 26.9 / 29.1 (the order; the rung's level is ~25% fast on the H100)
              # BN 256 (room_table edge BN+; the model has it 1.02-1.13x ahead at M = 1 / 16 on 12 of 58 kernelinfer
-             # tasks; ptxas sm_90a 120 / 155 registers at BM 16 / 32, no spill): off until roomC j2 times it
+             # tasks; ptxas sm_90a 120 / 155 registers at BM 16 / 32, no spill) stays off: correct on an H100 (roomC
+             # j2, measurements/h100_roomC_v2.json), BM 32 2 stages BK 128, against BN 128: 28.5 vs 29.9 us at M=1
+             # N=14336 K=4096 (16 splits) but 32.8 vs 30.2 at M=16 N=4096 K=14336 (8 splits), where the model has it
+             # ahead at both (21.7 vs 23.5, 23.2 vs 24.9): on, it would credit M=16 tasks with a gain the H100 denies
              (MMA_BM, Param("BN", (64, 128, *unchecked(256)), 64), Param("STAGES", (2, 3, 4), 3),
               Param("SPLITS", (1, 2, 4, 8, 16), 4), BK),
              needs=MMA_NEEDS | {"cp_async"}, path="fp16", compute_eff=0.68, memory_eff=0.9, smem="dynamic",

@@ -1,18 +1,17 @@
-"""Top-p (nucleus) sampling in CUDA: keep the smallest set of most probable tokens whose mass
-reaches top_p[b], renormalise, and draw one token by inverse CDF in vocabulary order.
+"""Top-p sampling in CUDA: the fewest most probable tokens holding top_p[b] of the mass, one drawn by inverse CDF.
 
-Ladder (one block per row): full_sort (bitonic sort of the row's keys in a global scratch
-buffer, stages below CHUNK done in shared memory, then a cumulative-mass walk) ->
-histogram_refine (threshold search by radix select on probability MASS: three passes of
-float-atomic mass histograms) -> cdf_pick (one pass builds per-bin mass relative to each bin's
-edge, CDF over bins picks the boundary bin, only that bin is compacted and refined in shared
-memory, then a cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle
-scans) -> vectorized_float4 -> split_mass_hist (pass 1 split over CTAs, _top_p_split.py). Finite |logit| < 256.
+Ladder (one block per row): full_sort (bitonic sort of the row's keys in a global scratch buffer, stages below CHUNK
+done in shared memory, then a cumulative-mass walk) -> histogram_refine (threshold search by radix select on probability
+MASS: three passes of float-atomic mass histograms) -> cdf_pick (one pass builds per-bin mass relative to each bin's
+edge, CDF over bins picks the boundary bin, only that bin is compacted and refined in shared memory, then a
+cumulative-sum pick) -> warp_ballot_scan (warp-aggregated compaction, shuffle scans) -> vectorized_float4 ->
+split_mass_hist (pass 1 split over CTAs, _top_p_split.py) [-> pivot_bisect, _top_p_bisect.py]. Finite |logit| < 256.
 """
-from ..base import Launch, Param, Rung, cdiv
+from ..base import Launch, Param, Rung, cdiv, unchecked
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, TOP_P_RACE_ROWS, row_l2_miss, rows_to_fail
 from ._select import DIGITS, MASS_SELECT, ROW_STATS, bin_compact, block_incl_scan, cdf_pick_row, mass_pass
+from ._top_p_bisect import bisect_rung
 from ._top_p_split import SPLIT_THREADS, split_launch, split_src
 from .top_p_spec import TopPSpec
 
@@ -294,6 +293,7 @@ class TopPCuda(TopPSpec):
              (SPLIT_THREADS, Param("slice", (2048, 4096, 8192, 16384), 4096), CAP), compute_eff=0.5, memory_eff=0.9,
              smem="static", launch=split_launch, render=split_src(program, select_kernel, NEED),
              bugs={"missing_scale": NO_SCALE, "wrong_init": {"carry0": "1.f"}}, bug_tasks=NO_SCALE_ROWS),
+        *unchecked(bisect_rung(program, NEED, NO_SCALE, NO_SCALE_ROWS)),    # off until device-checked (roomC j3)
     )
 
     def assemble(self, body, variant, params, task):

@@ -250,6 +250,9 @@ class SelectiveScanCuda(SelectiveScanSpec):
              (THREADS, Param("items", (8, 16), 8)), compute_eff=0.4, memory_eff=0.85, smem="static",
              launch=vectorized_launch,
              render=vectorized_regs_src, bugs={"missing_scale": {"bterm": NO_DT}, "wrong_init": WRONG_INIT}),
+        # rows 16 stays off: correct on an H100 (roomC j1, measurements/h100_roomC_v1.json) but level-to-slower at 32
+        # threads, B=1 L=2048 D=1536: 92.8 / 92.8 us (two runs) vs rows 8's 91.7 / 91.9 (rows 4: 86.6), where the
+        # model has 16 ahead (55.5 vs 58.8)
         Rung("smem_bc_multi_channel", "B/C chunk staged once in dynamic smem and shared by ROWS channels",
              (Param("threads", (32, 64, 128, 256), 64), Param("rows", (1, 2, 4, 8, *unchecked(16)), 4)), compute_eff=0.45,
              memory_eff=0.9, smem="dynamic", launch=register_launch, render=smem_bc_multi_channel_src,
