@@ -198,7 +198,8 @@ D2 = [
 # - grad_clip_cuda bf16 N=16,777,216: vectorized_persistent threads x blocks_per_sm (held out: 512 resident threads an
 #   SM -- 256 x 2, 512 x 1 -- ran 1.13-1.25x slower than 1,024 or 2,048, modelled 1.02-1.05x) and
 #   two_stage_deterministic threads x blocks x #pragma unroll (held out: 128 x 256 blocks 131.6 us, modelled 71.6;
-#   pragma 4 55.4 against pragma 2 72.3).
+#   pragma 4 55.4 against pragma 2 72.3); the same at N=268M fp32 and N=124M bf16 (20 more rows: with them the module
+#   has the 200 fit rows a module refit needs, scripts/refit_calibration.py --modules).
 # - top_p_cuda fp32 B=256 V=128256: the one-block-a-row rungs x threads (held out: vectorized_float4 1,024 threads
 #   537.8 us, modelled 907.6; every H100 and H200 row has 1,024 threads faster than 512, the fit's threads term the
 #   other way at B >= 128).
@@ -208,6 +209,12 @@ D3 = [
     ("grad_clip_cuda", "bf16", [{"N": 16777216}], [
         ("vectorized_persistent", {"threads": (256, 512, 1024), "blocks_per_sm": (1, 2, 4)}),
         ("two_stage_deterministic", {"threads": (128, 256), "blocks": (256, 1024), "pragma_unroll": (0, 2, 4)})]),
+    ("grad_clip_cuda", "fp32", [{"N": 268435456}], [
+        ("vectorized_persistent", {"threads": (256, 512, 1024), "blocks_per_sm": (1, 2)}),
+        ("two_stage_deterministic", {"threads": (128, 256), "blocks": (256, 1024), "pragma_unroll": (0, 4)})]),
+    ("grad_clip_cuda", "bf16", [{"N": 124439808}], [
+        ("vectorized_persistent", {"threads": (256, 512), "blocks_per_sm": (1, 2)}),
+        ("two_stage_deterministic", {"threads": (128,), "blocks": (256, 1024), "pragma_unroll": (0,)})]),
     ("top_p_cuda", "fp32", [{"B": 256, "V": 128256}], [
         ("vectorized_float4", {"threads": (256, 512, 1024)}),
         ("warp_ballot_scan", {"threads": (256, 512, 1024)}),
