@@ -16,7 +16,6 @@ from ..base import Cost, Launch, OpModule, Param, Rung, Task, TorchRef, DTYPE_BY
 from .. import unroll
 from ..contract import Arg, Entry, Scalar
 from ..dialect import prelude
-from ..occupancy import LOADS_IN_FLIGHT
 from ._block_reduce import BARRIER, block_sum
 from ._reverse_scale import REVERSE, persistent_scale_loop, reverse_traffic, two_stage_scale_loop
 from ._scalar_issue import scalar_issue_traffic
@@ -30,18 +29,6 @@ NO_SCALE = {"scale": ""}
 # on the H200 (33 rows: N=268,435,456 857 us, modelled 1,094) and 1.11x on the H100 (8), the bf16 ones 1.03x / 0.92x;
 # the module's stored pair order 0.912 -> 0.944 at 0.9 (0.85 / 0.95: 0.928 / 0.928)
 FULL_LINE = 0.9
-# The loads each rung's norm loop keeps in flight a thread, as nvcc 13.0 builds it for sm_90a (scripts/simB_sass.py
-# --order, bf16, N=16,777,216): two_stage_deterministic's scalar loop is unrolled 16 deep on its own, its 16 loads
-# issued before their FFMAs (then 8 and 4 in the remainder); `#pragma unroll N` makes it N. vectorized_persistent's
-# uint4 loop is not unrolled (one LDG.E.128, then its 8 FFMAs, then the branch), and `#pragma unroll 2 / 4` copies
-# the body with each copy's load behind the previous copy's exit test and FFMAs: one 16-byte load a thread whatever
-# the pragma. The H100 agrees (held out, bf16 N=16,777,216, 128 threads): two_stage 512 blocks at nvcc's 16 ran
-# 51.5 us, 1,024 blocks at pragma 4 55.4, at pragma 2 71.2-72.3, 256 blocks at pragma 4 131.6 -- the time follows the
-# bytes in flight (2.1 / 1.05 / 0.52 / 0.26 MB), which the old depth of 4 (pragma 4 = nvcc's own) had at 0.5 / 0.5
-# / 0.25 / 0.13 of the need and modelled 55.7 / 57.3 / 75.5 / 71.6; vectorized_persistent 256 threads x 2 blocks at
-# pragma 2 ran level with pragma 0 at N=268M (687.7 / 687.8, fp32 1242 / 1265), modelled 1.40x slower.
-TWO_STAGE_DEPTH = 16
-PERSISTENT_DEPTH = 1
 
 ENTRY = Entry("grad_clip", (
     Arg("grads", "inout", ("N",)), Scalar("n", "int64_t", value="N"), Scalar("max_norm", "float", "1.0"),
@@ -69,11 +56,11 @@ def launch_of(kind: str):
             # nvcc unrolls the scalar grid-stride loops 4x: four independent loads a thread in
             # flight (H200: the time barely moves from 256x128 to 2048x512 threads)
             launch = Launch(grid=p["blocks"], threads=threads, smem_bytes=warps * 4, regs=28,
-                            bytes_per_access=TWO_STAGE_DEPTH * e / LOADS_IN_FLIGHT, traffic=traffic, launches=2)
+                            bytes_per_access=4 * e, traffic=traffic, launches=2)
             return replace(launch, traffic=max(traffic, scalar_issue_traffic(launch, task)),
                            narrow=FULL_LINE if e == 4 else 1.0)
         return Launch(grid=gpu.sms * p["blocks_per_sm"], threads=threads, smem_bytes=warps * 4, regs=26,
-                      bytes_per_access=16 * PERSISTENT_DEPTH / LOADS_IN_FLIGHT, traffic=traffic)
+                      bytes_per_access=16, traffic=traffic)
     return launch
 
 
@@ -85,8 +72,7 @@ def cooperative_launch(p, task):
     if not unroll.factor(p):
         return base
     chunks = task["N"] * DTYPE_BYTES[task.dtype] / 16
-    out = unroll.unrolled(base, p, chunks / (task.gpu.sms * p["blocks_per_sm"] * p["threads"]), 4,
-                          compiler=PERSISTENT_DEPTH, in_turn=True)
+    out = unroll.unrolled(base, p, chunks / (task.gpu.sms * p["blocks_per_sm"] * p["threads"]), 4)
     fit = occupancy_regs(p["threads"], out.regs, task.gpu)
     return replace(out, grid=task.gpu.sms * max(1, min(p["blocks_per_sm"], fit)))
 
@@ -287,8 +273,7 @@ class GradClipCuda(OpModule):
         Rung("two_stage_deterministic", "fixed-grid partials, scale kernel re-reduces them in order",
              (THREADS, Param("blocks", (256, 512, 1024, 2048), 1024), unroll.PRAGMA_UNROLL, REVERSE), compute_eff=1.0, memory_eff=0.82,
              smem="static", render=unroll.render_of(two_stage_deterministic_src),
-             launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1,
-                                     compiler=TWO_STAGE_DEPTH),
+             launch=unroll.launch_of(launch_of("two_stage"), lambda p, t: t["N"] / (p["blocks"] * p["threads"]), 1),
              bugs={"missing_scale": NO_SCALE}),
         # missing_barrier drops the grid.sync() and the block_sum barrier
         Rung("vectorized_persistent", "one cooperative launch: uint4 sum of squares, grid.sync(), uint4 scale",
