@@ -193,7 +193,40 @@ D2 = [
         ("redundant_rank_one_launch", {"threads": (64, 128, 256, 512)}),
         ("warp_aggregated_fused", {"threads": (256, 512), "tokens_per_block": (16,)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2}
+# d3 (thirteenth session, 2026-12-07): dense grids at one shape each of three modules the fresh pair s88339 / s88440
+# ranked negative and whose pooled held-out misorders turn on launch physics (docs/simB_issue30.md section 9):
+# - grad_clip_cuda bf16 N=16,777,216: vectorized_persistent threads x blocks_per_sm (held out: 512 resident threads an
+#   SM -- 256 x 2, 512 x 1 -- ran 1.13-1.25x slower than 1,024 or 2,048, modelled 1.02-1.05x) and
+#   two_stage_deterministic threads x blocks x #pragma unroll (held out: 128 x 256 blocks 131.6 us, modelled 71.6;
+#   pragma 4 55.4 against pragma 2 72.3); the same at N=268M fp32 and N=124M bf16 (20 more rows: with them the module
+#   has the 200 fit rows a module refit needs, scripts/refit_calibration.py --modules).
+# - top_p_cuda fp32 B=256 V=128256: the one-block-a-row rungs x threads (held out: vectorized_float4 1,024 threads
+#   537.8 us, modelled 907.6; every H100 and H200 row has 1,024 threads faster than 512, the fit's threads term the
+#   other way at B >= 128).
+# - dropout_cuda bf16 T=8192 D=8192: every rung x threads (held out: persistent 105.6-106.8 us, modelled 95.7-97.8
+#   against philox4_vec4 96.8-99.8, modelled 97.6-99.2).
+D3 = [
+    ("grad_clip_cuda", "bf16", [{"N": 16777216}], [
+        ("vectorized_persistent", {"threads": (256, 512, 1024), "blocks_per_sm": (1, 2, 4)}),
+        ("two_stage_deterministic", {"threads": (128, 256), "blocks": (256, 1024), "pragma_unroll": (0, 2, 4)})]),
+    ("grad_clip_cuda", "fp32", [{"N": 268435456}], [
+        ("vectorized_persistent", {"threads": (256, 512, 1024), "blocks_per_sm": (1, 2)}),
+        ("two_stage_deterministic", {"threads": (128, 256), "blocks": (256, 1024), "pragma_unroll": (0, 4)})]),
+    ("grad_clip_cuda", "bf16", [{"N": 124439808}], [
+        ("vectorized_persistent", {"threads": (256, 512), "blocks_per_sm": (1, 2)}),
+        ("two_stage_deterministic", {"threads": (128,), "blocks": (256, 1024), "pragma_unroll": (0,)})]),
+    ("top_p_cuda", "fp32", [{"B": 256, "V": 128256}], [
+        ("vectorized_float4", {"threads": (256, 512, 1024)}),
+        ("warp_ballot_scan", {"threads": (256, 512, 1024)}),
+        ("cdf_pick", {"threads": (512, 1024)}),
+        ("histogram_refine", {"threads": (512, 1024)})]),
+    ("dropout_cuda", "bf16", [{"T": 8192, "D": 8192}], [
+        ("philox8_uint4", {"threads": (128, 256, 512, 1024)}),
+        ("philox4_vec4", {"threads": (128, 256, 512, 1024)}),
+        ("unrolled_ilp", {"threads": (128, 256), "unroll": (1, 2, 4)}),
+        ("persistent", {"threads": (256, 512), "unroll": (2, 4)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2, "d3": D3}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402

@@ -34,6 +34,15 @@ def tile_shape(p, task) -> tuple:
 # 2 stages 208.9 / 177.7 / 184.0, 128 on 8 warps at 1 stage 151.9; the roofline model said 526 / 265 / 130 and
 # 158 / 113 / 87, 112 (0.34-0.91x); with the chain 612 / 462 / 398 and 192 / 162 / 194, 131 (0.86-1.09x).
 PAGED_WAITS = {1: 1.8, 2: 0.9}
+# Registers of page_tile / multi_page_tile: about LOOP_REGS + half a tile value a thread (BLOCK_N x D / threads), as
+# Triton 3.9's ptxas gives them for sm_90a at D=128 fp16 (cuobjdump -res-usage, scripts/simB_triton_res.py; docs
+# simB_issue30.md 8.4): page_tile 2 / 4 / 8 warps 64 / 56 / 63, multi_page_tile 64 keys on 2 / 8 warps 107 / 64, 128
+# keys on 2 / 4 / 8 warps 168 / 108-120 / 106. The estimate tile_shape shares with the tl.dot rungs (32 + 2 a value)
+# gave 128 keys on 8 warps 160: one program an SM where ptxas's 106 hold two. H100 (device d2, B=8 H=28 KVH=4
+# S=8192, 224 programs, timed after these figures were read): multi_page_tile 128 keys on 8 warps 338.9 / 360.1 us
+# at 2 / 1 stages, modelled 450 / 525 with 160 registers, 317 / 317 with these; the 14 loop-rung rows' pair order
+# 0.845 -> 0.920, Spearman 0.818 -> 0.945.
+LOOP_REGS = 48
 
 
 def tile_launch(p, task):
@@ -45,7 +54,8 @@ def tile_launch(p, task):
     cover a trip's round trips with another program's work). Held out (H100 B=8 H=28 KVH=4 S=8192, 224 programs;
     s88339, s91331, s92442): page_tile 2 warps 2 stages 785-786 us, 4 warps 997, 8 warps 1,547, the roofline alone
     313 / 631 / 876 (0.40-0.63x), with the chain 798 / 926 / 1,366; multi_page_tile 2 warps 383-430, 256-282 -> 316-385."""
-    threads, block_n, tile, regs = tile_shape(p, task)
+    threads, block_n, tile, _ = tile_shape(p, task)
+    regs = LOOP_REGS + block_n * task["D"] // threads // 2
     table = 4 * (block_n if "BLOCK_N" in p else 1)
     return Launch(grid=task["B"] * task["H"], threads=threads,
                   smem_bytes=kv_pipeline.smem(p, task, block_n, table, index=8 * block_n),
