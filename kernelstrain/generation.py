@@ -225,14 +225,14 @@ def pooled(pool, indices: range, workers: int, primed: int = 0):
 @contextlib.contextmanager
 def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bool):
     """(the held-out rows (held_out_lines), the contamination measure (a fresh run's; else None), the
-    episodes of `todo` (iter_episodes' items)). With a pool (more than one worker, fork), the workers are
+    episodes of `todo` (iter_episodes' items)). With an early pool (more than one worker, fork, a spare core), the workers are
     forked first: they search the held-out solutions, then build episodes, while this process writes the
     held-out rows, finds the boilerplate and builds the matcher from the solutions (~2 s on idle cores,
     where both workers used to wait); the matcher is then handed to them by file (hand_over), and the
     candidates of the episodes they built before it came are scanned here (contamination.Waiting). Tally's
     figures are maxima, unions and distinct counts: where a candidate is scanned, and in which order the
     parts are merged, changes nothing."""
-    if workers <= 1 or len(todo) < 2 or not can_fork():
+    if workers <= 1 or len(todo) < 2 or not can_fork() or not spare_core(workers):
         with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
             held = held_out_lines(plan)
             if fresh:
@@ -261,6 +261,16 @@ def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bo
             yield held, scan, items     # (an exception in the body stops the pool: pools.running)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def spare_core(workers: int) -> bool:
+    """Whether the early pool pays: a core beyond the workers for the parent's set-up (held-out rows,
+    boilerplate, matcher) and its scans of the episodes built before the hand-over. Where the workers
+    take every core, the parent's work of the early pool only takes turns with theirs on the same
+    cores, and the hand-over and the unscanned episodes' round trips are extra (issue 32: 2 workers on
+    2 idle cores, 1.67x before the early pool, 1.62x with it; measured paired on the device, see
+    docs/speed_issue32_s13.md)."""
+    return default_workers() > workers
 
 
 CHECKPOINT_SECONDS = 2.0
