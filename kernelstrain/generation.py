@@ -267,9 +267,10 @@ def spare_core(workers: int) -> bool:
     """Whether the early pool pays: a core beyond the workers for the parent's set-up (held-out rows,
     boilerplate, matcher) and its scans of the episodes built before the hand-over. Where the workers
     take every core, the parent's work of the early pool only takes turns with theirs on the same
-    cores, and the hand-over and the unscanned episodes' round trips are extra (issue 32: 2 workers on
-    2 idle cores, 1.67x before the early pool, 1.62x with it; measured paired on the device, see
-    docs/speed_issue32_s13.md)."""
+    cores, and the hand-over and the unscanned episodes' round trips are extra (issue 32: the lead's
+    idle 2-core bench, one run each, 1.67x before the early pool and 1.62x with it; paired here at
+    load ~18, 300 default episodes, 2 workers: parent + workers CPU 18.76 -> 17.65 s, the parent's
+    peak RSS 138 -> 124 MB; docs/speed_issue32_s13.md section 2)."""
     return default_workers() > workers
 
 
