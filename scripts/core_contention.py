@@ -4,12 +4,13 @@ that 2 workers can gain on this machine's cores, whatever the pool does (issue 3
     python scripts/core_contention.py [--config kernelstrain] [--episodes 60] [--rounds 3] [--cpus 0,1]
 
 The plan and the contamination matcher are made once in this process; then, alternately, one forked
-child builds episodes 0..N-1 (`_work`, as a worker does) pinned to the first CPU, and two children build
-them at once, each pinned to its own CPU. Each child reports its wall and CPU seconds. `slowdown` is the
-mean wall of a child beside another over the mean wall of one alone; `ceiling` = 2 / slowdown is the
-2-worker speedup the cores allow for a pool that wastes nothing (a 2-vCPU VM whose vCPUs share a physical
-core, or share caches and memory bandwidth, shows it above 1). Read it only on idle cores (it prints the
-load average before each round); it refuses under CI or a test, like scripts/bench_generate.py.
+child builds episodes 0..N-1 (`_work`, as a worker does) pinned to the first CPU, and two children run at
+once, each pinned to its own CPU: the first builds the same episodes, the second episodes N..2N-1. Each
+child reports its wall and CPU seconds. `slowdown` is the first child's mean wall (and CPU) beside the other
+over its mean alone; `ceiling` = 2 / slowdown is the 2-worker speedup the cores allow for a pool that wastes
+nothing (a 2-vCPU VM whose vCPUs share a physical core, or share caches and memory bandwidth, shows it above
+1). The wall figure needs idle cores; the CPU one leaves out time a third process took (it prints the load
+average before each round). It refuses under CI or a test, like scripts/bench_generate.py.
 """
 import argparse
 import os
@@ -32,20 +33,24 @@ def child(cpu: int, indices: range, w: int) -> int:
         t, c = time.perf_counter(), time.process_time()
         for i in indices:
             generation._work(i)
-        os.write(w, f"{time.perf_counter() - t:.4f} {time.process_time() - c:.4f}\n".encode())
+        os.write(w, f"{cpu} {time.perf_counter() - t:.4f} {time.process_time() - c:.4f}\n".encode())
     finally:
         os._exit(0)
 
 
 def batch(cpus: list, indices: range) -> list:
-    """(wall, cpu) of each child, all started together."""
+    """(wall, cpu) of each child, all started together: the first builds `indices`, the second the as many
+    episodes after them (another worker's share of a run: the same work would share the parent's pages and
+    caches), each answer on a line that starts with its CPU."""
     r, w = os.pipe()
-    pids = [child(c, indices, w) for c in cpus]
+    n = len(indices)
+    pids = [child(c, range(indices.start + k * n, indices.stop + k * n), w) for k, c in enumerate(cpus)]
     for p in pids:
         os.waitpid(p, 0)
     os.close(w)
     with os.fdopen(r) as f:
-        return [tuple(map(float, line.split())) for line in f.read().split("\n") if line]
+        found = {int(c): (float(x), float(y)) for c, x, y in (line.split() for line in f.read().split("\n") if line)}
+    return [found[c] for c in cpus]
 
 
 def main() -> int:
@@ -78,12 +83,16 @@ def main() -> int:
         two = batch(cpus, indices)
         alone += one
         beside += two
-        print(f"round {k}: load {load:.2f}; alone wall {one[0][0]:.2f} s; two at once wall "
+        print(f"round {k}: load {load:.2f}; alone wall {one[0][0]:.2f} s (cpu {one[0][1]:.2f}); two at once wall "
               f"{' / '.join(f'{x[0]:.2f}' for x in two)} s (cpu {' / '.join(f'{x[1]:.2f}' for x in two)})", flush=True)
-    mean = lambda xs: sum(x[0] for x in xs) / len(xs)
-    slowdown = mean(beside) / mean(alone)
-    print(f"{a.config} {a.episodes} episodes, cpus {cpus}: alone {mean(alone):.2f} s, beside another "
-          f"{mean(beside):.2f} s: slowdown {slowdown:.3f}, 2-worker ceiling {2 / slowdown:.2f}x")
+    def mean(xs, i):
+        return sum(x[i] for x in xs) / len(xs)
+    first = beside[0::2]                    # the first child's runs: the same episodes as alone
+    by_wall, by_cpu = mean(first, 0) / mean(alone, 0), mean(first, 1) / mean(alone, 1)
+    print(f"{a.config} {a.episodes} episodes, cpus {cpus}: alone {mean(alone, 0):.2f} s wall / {mean(alone, 1):.2f} s "
+          f"CPU, beside another {mean(first, 0):.2f} / {mean(first, 1):.2f} s: slowdown by wall {by_wall:.3f} "
+          f"(2-worker ceiling {2 / by_wall:.2f}x), by CPU {by_cpu:.3f} (ceiling {2 / by_cpu:.2f}x; CPU seconds do "
+          f"not count time a third process took, so on a shared machine read this one)")
     return 0
 
 
