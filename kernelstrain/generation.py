@@ -225,14 +225,14 @@ def pooled(pool, indices: range, workers: int, primed: int = 0):
 @contextlib.contextmanager
 def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bool):
     """(the held-out rows (held_out_lines), the contamination measure (a fresh run's; else None), the
-    episodes of `todo` (iter_episodes' items)). With a pool (more than one worker, fork), the workers are
+    episodes of `todo` (iter_episodes' items)). With an early pool (more than one worker, fork, a spare core), the workers are
     forked first: they search the held-out solutions, then build episodes, while this process writes the
     held-out rows, finds the boilerplate and builds the matcher from the solutions (~2 s on idle cores,
     where both workers used to wait); the matcher is then handed to them by file (hand_over), and the
     candidates of the episodes they built before it came are scanned here (contamination.Waiting). Tally's
     figures are maxima, unions and distinct counts: where a candidate is scanned, and in which order the
     parts are merged, changes nothing."""
-    if workers <= 1 or len(todo) < 2 or not can_fork():
+    if workers <= 1 or len(todo) < 2 or not can_fork() or not spare_core(workers):
         with solutions_ahead(solution_keys(t for ts in plan.splits.values() for t in ts) if fresh else [], workers):
             held = held_out_lines(plan)
             if fresh:
@@ -261,6 +261,17 @@ def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bo
             yield held, scan, items     # (an exception in the body stops the pool: pools.running)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def spare_core(workers: int) -> bool:
+    """Whether the early pool pays: a core beyond the workers for the parent's set-up (held-out rows,
+    boilerplate, matcher) and its scans of the episodes built before the hand-over. Where the workers
+    take every core, the parent's work of the early pool only takes turns with theirs on the same
+    cores, and the hand-over and the unscanned episodes' round trips are extra (issue 32: the lead's
+    idle 2-core bench, one run each, 1.67x before the early pool and 1.62x with it; paired here at
+    load ~18, 300 default episodes, 2 workers: parent + workers CPU 18.76 -> 17.65 s, the parent's
+    peak RSS 138 -> 124 MB; docs/speed_issue32_s13.md section 2)."""
+    return default_workers() > workers
 
 
 CHECKPOINT_SECONDS = 2.0

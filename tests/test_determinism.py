@@ -50,9 +50,28 @@ def test_workers_do_not_change_bytes(small_dataset, tmp_path, monkeypatch):
         return add(self, part)
     monkeypatch.setattr(generation, "_scan_part", late)
     monkeypatch.setattr(generation, "PRIMED_MAX", 1)
+    monkeypatch.setattr(generation, "spare_core", lambda workers: True)      # the early pool, however many cores
     monkeypatch.setattr(contamination.Incremental, "add", counted)
     assert gen(tmp_path / "w2", "--episodes", "40", "--workers", "2") == {f: (small_dataset / f).read_bytes() for f in FILES}
     assert merged["waiting"] >= 3 and merged["scanned"] >= 20 and sum(merged.values()) == 40, merged
+
+
+def test_workers_on_every_core_take_no_early_pool(tmp_path, monkeypatch):
+    """Where the workers take every core (generation.spare_core), the pool is forked after the matcher is built:
+    no episode comes back unscanned, and two workers write one worker's bytes."""
+    from kernelstrain import contamination, generation
+    merged = {"waiting": 0, "scanned": 0}
+    add = contamination.Incremental.add
+
+    def counted(self, part):
+        merged["waiting" if isinstance(part, contamination.Waiting) else "scanned"] += 1
+        return add(self, part)
+    monkeypatch.setattr(contamination.Incremental, "add", counted)
+    monkeypatch.setattr(generation, "default_workers", lambda: 2)
+    assert not generation.spare_core(2) and generation.spare_core(1)
+    one = gen(tmp_path / "w1", "--episodes", "12", "--workers", "1")
+    assert gen(tmp_path / "w2", "--episodes", "12", "--workers", "2") == one
+    assert merged == {"waiting": 0, "scanned": 24}, merged
 
 
 def test_shards_merge_to_single_run(small_dataset, tmp_path):
