@@ -23,7 +23,7 @@ from kernelstrain.calibration.metrics import pair_counts, spearman  # noqa: E402
 from kernelstrain.gpucheck import _sim_ms  # noqa: E402
 
 HELD = ("s61717", "s62828", "s73737", "s84317", "s91331", "s92442", "s93553", "s94664", "s95151", "s95252", "s98181",
-        "s98282", "s99595", "s99696", "s88339", "s88440")
+        "s98282", "s99595", "s99696", "s88339", "s88440", "s86113", "s86224")
 
 
 def load(files) -> list:

@@ -27,7 +27,7 @@ from kernelstrain.calibration.metrics import spearman  # noqa: E402
 from simB_pool import HELD, load  # noqa: E402  (this script's folder)
 
 # the pairs of seeds the lead ran during the eleventh and twelfth sessions (2026-12-07), held out like the twelve before
-NEW = ("s99595", "s99696", "s88339", "s88440")
+NEW = ("s99595", "s99696", "s88339", "s88440", "s86113", "s86224")
 
 
 def held_files() -> list:

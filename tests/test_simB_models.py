@@ -12,7 +12,7 @@ from test_sim31_models import sim_us
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
 HELD_OUT = ("s61717", "s62828", "s73737", "s84317", "s91331", "s92442", "s93553", "s94664", "s95151", "s95252",
             "s98181", "s98282", "s99595", "s99696",
-            "s88339", "s88440")
+            "s88339", "s88440", "s86113", "s86224")
 
 
 def stored_rows(module: str, variant: str | None = None) -> list:
