@@ -1,6 +1,6 @@
 """Refit the simulator's calibration constants from the shipped H200 measurements.
 
-    python3 scripts/refit_calibration.py [--check] [--jobs N] [--folds N] [--cv-json F]
+    python3 scripts/refit_calibration.py [--check] [--jobs N] [--folds N] [--cv-json F] [--two-sided] [--hold-launch] [--all-rows]
 
 Reads measurements/h200_kernels.json (our own candidates timed on an H200), computes
 each matched candidate's uncalibrated roofline time with the current op launch models, fits
@@ -223,6 +223,13 @@ def main(argv=None) -> int:
                     help=f"hold-out folds of the out-of-sample figures (default {FOLDS}; 0: none, the final fit alone, "
                          "~1/6 of the CPU time: a fresh gpu-check seed is then the only out-of-sample check)")
     ap.add_argument("--cv-json", type=Path, help="write the out-of-sample figures, overall and per module, here")
+    ap.add_argument("--two-sided", action="store_true",
+                    help="the global fit with every row fitted two-sided (fit_terms bounds=False), as the shipped "
+                         "global fit was: the one-sided bounds lost held-out Spearman (docs/sim_issue30_s11.md 2)")
+    ap.add_argument("--hold-launch", action="store_true",
+                    help="the global fit at the shipped fit's launch floor and extra-launch cost, no scan of them")
+    ap.add_argument("--all-rows", action="store_true",
+                    help="the global fit on every stored row outside the held-out seeds (MODULE_FIT_FILES), not FIT_FILES")
     ap.add_argument("--modules", help="comma-separated: refit only these modules' terms (see above)")
     ap.add_argument("--rungs", help="comma-separated module:rung: move only these rungs' ceilings (see above)")
     ap.add_argument("--no-size", action="store_true", help="with --modules: fit them without a size term")
@@ -249,9 +256,12 @@ def main(argv=None) -> int:
             ap.error("--cross refits nothing but the cross terms: no --params / --no-size with it")
         return module_refit(a.modules.split(","), a.folds, a.jobs, a.check, size=not a.no_size, params=a.params,
                             cross=a.cross)
-    rows = measured_records(FIT_FILES)
+    files = MODULE_FIT_FILES if a.all_rows else FIT_FILES
+    rows = measured_records(files)
     analytic = Fit(launch_us={"nvidia": 4.0, "amd": 5.0}, extra_launch_us={"nvidia": 2.5, "amd": 3.5})
-    final, held_out = fit_with_folds(rows, a.folds, a.jobs)     # one pool: --jobs spreads the final fit's scan too
+    # one pool: --jobs spreads the final fit's scan too
+    hold = {"launch": (FIT.launch_us["nvidia"], FIT.extra_launch_us["nvidia"])} if a.hold_launch else {}
+    final, held_out = fit_with_folds(rows, a.folds, a.jobs, **({"bounds": False} if a.two_sided else {}), **hold)
     if a.cv_json:
         overall = agreement(held_out)
         a.cv_json.write_text(json.dumps({"overall": {k: overall[k] for k in KEYS}, "modules": module_table(held_out)},
@@ -262,7 +272,7 @@ def main(argv=None) -> int:
         "in_sample": figures(rows, lambda r: predict_ms(final, r)),
     }
     data = {"format": FIT_FORMAT,
-            "source": f"{' + '.join(FIT_FILES)}: {len(rows)} matched timed candidates, "
+            "source": f"{' + '.join(files)}: {len(rows)} matched timed candidates, "
                       f"{len({r['module'] for r in rows})} modules, {len({r['episode'] for r in rows})} episodes",
             "method": (f"scripts/refit_calibration.py; out_of_sample: {a.folds} folds by episode "
                        "(calibration.fit.episode_folds), each record predicted by the fit that held its episode out"

@@ -342,25 +342,29 @@ def _final_fit(task) -> Fit:
     return fit_terms(_SETS[i], a, b, **kw)[0]
 
 
-def fits(sets: list, jobs: int = 1, scan_iters: int = 4, **kw) -> list:
+def fits(sets: list, jobs: int = 1, scan_iters: int = 4, launch: tuple | None = None, **kw) -> list:
     """fit() of each record set, its grid points' scans and then its final fits spread over `jobs` forked processes
     (one flat pool: every set's every grid point is one task; the same fits as one process gives, byte for byte).
     The global refit's CPU is 25 grid scans and a full fit a set, times 1 + folds sets (scripts/refit_calibration.py
-    --jobs: the device host's 16 cores)."""
+    --jobs: the device host's 16 cores). launch: (launch floor, extra-launch cost) held, no scan (a refit for a change
+    of the roofline's terms, which leave the launch floor where it was: a fifth of the CPU)."""
     short = {**kw, "iters": min(scan_iters, kw.get("iters", scan_iters))}
-    grid = [(a, b) for a in LAUNCH_GRID_US for b in EXTRA_GRID_US]
+    grid = [] if launch else [(a, b) for a in LAUNCH_GRID_US for b in EXTRA_GRID_US]
     scans = [(i, a, b, short) for i in range(len(sets)) for a, b in grid]
+
+    def best(errors: list) -> list:
+        if launch:
+            return [launch] * len(sets)
+        return [min(grid, key=lambda ab: errors[i * len(grid) + grid.index(ab)]) for i in range(len(sets))]
     _SETS[:] = sets
     try:
         if jobs > 1:
             import multiprocessing
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                errors = pool.map(_scan_point, scans, chunksize=1)
-                best = [min(grid, key=lambda ab: errors[i * len(grid) + grid.index(ab)]) for i in range(len(sets))]
-                return pool.map(_final_fit, [(i, a, b, kw) for i, (a, b) in enumerate(best)], chunksize=1)
-        errors = [_scan_point(t) for t in scans]
-        best = [min(grid, key=lambda ab: errors[i * len(grid) + grid.index(ab)]) for i in range(len(sets))]
-        return [_final_fit((i, a, b, kw)) for i, (a, b) in enumerate(best)]
+                chosen = best(pool.map(_scan_point, scans, chunksize=1))
+                return pool.map(_final_fit, [(i, a, b, kw) for i, (a, b) in enumerate(chosen)], chunksize=1)
+        chosen = best([_scan_point(t) for t in scans])
+        return [_final_fit((i, a, b, kw)) for i, (a, b) in enumerate(chosen)]
     finally:
         _SETS[:] = []
 
