@@ -348,13 +348,13 @@ def test_check_batches_in_chunks_finds_what_reading_whole_found(tmp_path, monkey
 
 def test_a_sessions_verdict_sends_its_episodes_stats_fields_unless_the_parent_must_judge_it(monkeypatch):
     """A sessions verdict worked out ahead (validate_ahead.ahead) holds the checked episode row as the parent reads
-    it: its stats' fields alone (generation._slim: no code, ~45% of the pickled verdict with the rebuilt session
+    it: its stats' fields alone (stats.stats_fields: no code, ~45% of the pickled verdict with the rebuilt session
     row, which is the plan's row and not sent) where its QA figures were made; the whole row where they were not
     (the parent then judges it: qa._Acc.episode reads its steps' code)."""
     from pathlib import Path
 
     from kernelstrain import qa
-    from kernelstrain.generation import _slim
+    from kernelstrain.stats import stats_fields
     from kernelstrain.plan import make_plan
     from kernelstrain.profiles import load_profile
     from kernelstrain.validate_ahead import ahead
@@ -369,7 +369,7 @@ def test_a_sessions_verdict_sends_its_episodes_stats_fields_unless_the_parent_mu
     whole = check_session(rebuilt[1], "", Findings(1), ctx, 0)[0]
     verdict = ahead(ctx, 0, rebuilt, True)
     assert verdict.clean and verdict.judged is not None
-    assert verdict.episode == _slim(whole) and "baseline" not in verdict.episode
+    assert verdict.episode == stats_fields(whole) and "baseline" not in verdict.episode
     monkeypatch.setattr(qa._Acc, "episode", lambda self, ep: {}["a malformed row"])
     verdict = ahead(ctx, 0, rebuilt, True)
     assert verdict.clean and verdict.judged is None and verdict.episode == whole
