@@ -33,7 +33,7 @@ from .pools import ordered_map, running, worker_signals
 from .profiles import DEFAULT_PROFILE, Profile, profile_tables
 from .progress import Bar, quiet
 from .qa import dumps_qa, report
-from .stats import StatsAccumulator, dumps_stats
+from .stats import StatsAccumulator, dumps_stats, stats_fields
 from .reading import read_stats
 from .sessions import QA_DIR
 from .safety import check_output
@@ -134,12 +134,6 @@ def held_out_lines(plan: Plan) -> dict:
     return lines
 
 
-def _slim(ep: dict) -> dict:
-    """What the stats need of an episode, without the code."""
-    keys = ("op", "module", "gpu", "impl", "family", "dtype", "shape", "best", "elapsed_s")
-    return {**{k: ep[k] for k in keys}, "steps": [{"status": s["status"], "kind": s["kind"]} for s in ep["steps"]]}
-
-
 def _encode(lines: list[str]) -> bytes:
     """Each line and its newline, encoded: one join (a final empty element gives the last newline; no
     line is copied to add its own, which cost ~40% more of an episode's ~300 KB)."""
@@ -163,7 +157,7 @@ def _work(index: int):
     rows, ep = layout.rows(_PLAN, index)
     rows = split_rows(rows, ep["task_id"], out.validation_frac)
     names = all_files(layout)
-    slim = {**_slim(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
+    slim = {**stats_fields(ep), "chat": {names[k]: [chat_figure(r) for r in rs] for k, rs in rows.items() if k in CHAT_KEYS}}
     keys = streamed_keys(layout)
     blocks = tuple((_encode([dumps(r) for r in rows.get(k, ())]), len(rows.get(k, ()))) for k in keys)
     # the rows themselves are the rows as written: each holds JSON's own types alone (str keys, lists,

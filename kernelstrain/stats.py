@@ -12,6 +12,12 @@ from .schema import KINDS, SCHEMA, STATUSES
 SPEEDUP_EDGES = (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
 
 
+def stats_fields(ep: dict) -> dict:
+    """What the stats need of an episode (StatsAccumulator.add), without the code."""
+    keys = ("op", "module", "gpu", "impl", "family", "dtype", "shape", "best", "elapsed_s")
+    return {**{k: ep[k] for k in keys}, "steps": [{"status": s["status"], "kind": s["kind"]} for s in ep["steps"]]}
+
+
 class StatsAccumulator:
     """Add episodes (as dicts) one at a time; `result()` gives the stats object."""
 
@@ -42,7 +48,7 @@ class StatsAccumulator:
             f[3][tokens] += 1
 
     def add(self, ep: dict) -> None:
-        """An episode row, its _slim form (with its chat rows' figures under "chat"), or a
+        """An episode row, its stats_fields (with its chat rows' figures under "chat"), or a
         session row (its steps are its `trace`)."""
         for name, figures in ep.get("chat", {}).items():
             self.add_chat(name, figures)

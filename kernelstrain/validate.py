@@ -106,11 +106,16 @@ class _Recorded(Findings):
         self.added.append((where, what, check))
 
 
+# the row reader's buffer: a training file's lines run 4-60 KB (a chat row holds its whole history), and with the
+# default 8 KB buffer reading them line by line cost 0.24 s CPU over a 1,000-episode dataset's 460 MB, 0.05 s with this
+READ_BUFFER = 1 << 20
+
+
 def rows(path: Path, out: Findings):
     """Yield (line number, object or None) of a JSONL file; every unreadable line is a
     finding (invalid UTF-8, not JSON, not an object, cut off, a duplicate of the line before)."""
     prev = None
-    with open(path, "rb") as fh:
+    with open(path, "rb", buffering=READ_BUFFER) as fh:
         for n, raw in enumerate(progress.lines(fh, f"checking {path.name}"), 1):
             where = f"{path.name}:{n}"
             if not raw.endswith(b"\n"):

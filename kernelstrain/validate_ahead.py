@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .stats import stats_fields
 from .validate import MALFORMED, Findings, check_episode, guarded
 
 
 @dataclass(frozen=True)
 class Ahead:
     clean: bool                   # the plan's row passes every check of its own row (no finding)
-    checked: tuple | None = None  # sessions: check_session's (episode row, session row) of the plan's row
+    episode: dict | None = None   # sessions: check_session's episode row of the plan's row, as the parent reads it
+                                  # where `judged` is made: its stats' fields alone (stats.stats_fields: no code), for
+                                  # the stats and the held-out combos; whole where `judged` is None (the parent then
+                                  # judges it). The session row check_session rebuilt from it is not sent: it equals
+                                  # the plan's row, which a row taking this verdict is identical to. A kernelinfer
+                                  # verdict pickled 500 KB with both whole, ~270 KB without (unpickled in the parent)
     windows: list | None = None   # sessions: the chat windows made from it (episodes.multiturn_rows)
     judged: object = None         # its QA figures (qa._Acc): episodes, qa.episode_qa of the plan's rows;
                                   # sessions, its episode and session row judged; None where it raised
@@ -51,7 +57,8 @@ def ahead(ctx, index: int, rebuilt: tuple, sessions: bool) -> Ahead:
             judged.multiturn(checked[1])
         except MALFORMED:
             judged = None
-        return Ahead(True, checked, windows, judged, (chat_figure(checked[1]), [chat_figure(r) for r in windows]),
+        return Ahead(True, checked[0] if judged is None else stats_fields(checked[0]), windows, judged,
+                     (chat_figure(checked[1]), [chat_figure(r) for r in windows]),
                      measured(ctx, checked[0]))
     clean = guarded(check_episode, "", out, want, "", out, ctx, index) and not out.total
     if not clean:

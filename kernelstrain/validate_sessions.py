@@ -156,7 +156,8 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
                     out.add(where, f"session {row.get('id')!r:.40}, expected {want_id} here (lines swapped, missing or added)", "ids_and_task")
                 # a row identical to the plan's, whose checks found nothing, takes the verdicts worked out ahead
                 ahead = _ahead(ctx, index, row) if in_order else None
-                checked = ahead.checked if ahead is not None else \
+                # (taken: the session row check_session rebuilds equals the plan's, and so this row)
+                checked = (ahead.episode, row) if ahead is not None else \
                     check_session(row, where, out, ctx, index if in_order else None)
                 if checked is not None:
                     acc.add(checked[0])
@@ -166,8 +167,8 @@ def check_sessions_file(data: Path, ctx, held: set, out: Findings, batch_size: i
                     if in_order and ctx.plan is not None:
                         guarded(plan_row, where, out, ctx, index, row, where, out, True)
                     each(row, want_id, checked, ahead)
-            if ctx.scan is not None:
-                ctx.scan.add_row(row, checked and checked[0], ahead and ahead.measured)
+            if ctx.scan is not None:       # (an Ahead's episode row may be its stats' fields alone: not measured)
+                ctx.scan.add_row(row, checked and checked[0] if ahead is None else None, ahead and ahead.measured)
             if path.name == SESSIONS_FILE:
                 checks.add(n, row, checked, ahead and ahead.judged)
     finally:

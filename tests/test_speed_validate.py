@@ -344,3 +344,55 @@ def test_check_batches_in_chunks_finds_what_reading_whole_found(tmp_path, monkey
             _plain_check_batches(d, stats, 3, want)
             assert list(got) == list(want) and got.total == want.total, (damage, chunk, list(got), list(want))
             assert bool(got.total) == (damage is not None), (damage, list(got))
+
+
+def test_a_sessions_verdict_sends_its_episodes_stats_fields_unless_the_parent_must_judge_it(monkeypatch):
+    """A sessions verdict worked out ahead (validate_ahead.ahead) holds the checked episode row as the parent reads
+    it: its stats' fields alone (stats.stats_fields: no code, ~45% of the pickled verdict with the rebuilt session
+    row, which is the plan's row and not sent) where its QA figures were made; the whole row where they were not
+    (the parent then judges it: qa._Acc.episode reads its steps' code)."""
+    from pathlib import Path
+
+    from kernelstrain import qa
+    from kernelstrain.stats import stats_fields
+    from kernelstrain.plan import make_plan
+    from kernelstrain.profiles import load_profile
+    from kernelstrain.validate_ahead import ahead
+    from kernelstrain.validate_derived import rebuild
+    from kernelstrain.validate_sessions import check_session
+    from kernelstrain.validate import Findings
+    from kernelstrain.validate_written import written_context
+
+    plan = make_plan(load_profile(str(Path(__file__).parent / "fixtures" / "sessions_profile.toml")), 1)
+    ctx = written_context(plan)
+    rebuilt = rebuild(plan, 0, True)
+    whole = check_session(rebuilt[1], "", Findings(1), ctx, 0)[0]
+    verdict = ahead(ctx, 0, rebuilt, True)
+    assert verdict.clean and verdict.judged is not None
+    assert verdict.episode == stats_fields(whole) and "baseline" not in verdict.episode
+    monkeypatch.setattr(qa._Acc, "episode", lambda self, ep: {}["a malformed row"])
+    verdict = ahead(ctx, 0, rebuilt, True)
+    assert verdict.clean and verdict.judged is None and verdict.episode == whole
+
+
+def test_validate_checks_the_rows_with_its_set_up_frozen_and_leaves_the_collector_as_it_was(small_dataset, monkeypatch):
+    """dataset.set_up_frozen: the rows are checked with the set-up out of the cyclic collector's reach (gc.freeze),
+    which validate puts back after (a library caller's objects are never left frozen), and where a caller froze
+    objects itself, validate leaves them so."""
+    import gc
+
+    from kernelstrain import dataset
+
+    seen = []
+    rebuilds = dataset.Rebuilds
+    monkeypatch.setattr(dataset, "Rebuilds", lambda *a: seen.append(gc.get_freeze_count()) or rebuilds(*a))
+    assert gc.get_freeze_count() == 0
+    assert dataset.validate(small_dataset).total == 0
+    assert seen[0] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert dataset.validate(small_dataset).total == 0
+        assert 0 < gc.get_freeze_count() <= frozen        # (frozen objects freed meanwhile leave it)
+    finally:
+        gc.unfreeze()
