@@ -118,6 +118,18 @@ LAUNCH_BOUND = 0.5    # a best at most 2x one launch's overhead: the profiler sh
                       # that launches fewer kernels or moves fewer bytes can
 
 
+def spilled(m: OpModule, variant: Variant, params: dict, task: Task, regs: int) -> bool:
+    """A build of `variant` at `params` that ran at `regs` registers a thread spilled much of them: its code
+    holds a thread SPILLS x those registers or more (ptxas -v's spill stores, Triton's n_spills). What its code
+    holds is the launch model's demand without `__launch_bounds__`' minimum blocks (the cap they set is what the
+    build ran at). Modules that simulate themselves model no spill. Episode.spills; scripts/read_trajectory.py
+    reads a step as an unspill only after a measurement this says spilled."""
+    if hasattr(m, "simulate"):
+        return False
+    own = {n: x for n, x in params.items() if n != "min_blocks"}
+    return knobs.launch(m, variant, own, task).regs >= SPILLS * regs
+
+
 @dataclass(frozen=True)
 class Candidate:
     variant: Variant
@@ -685,10 +697,7 @@ class Episode:
         minimum blocks (min_blocks), leave it, or more; the profile shows its registers pinned at that
         cap. (A few registers over the cap are common in a rung's fastest tiles: that is the rung.)"""
         r = self.sim(c)
-        if not r.ok or hasattr(self.m, "simulate"):
-            return False
-        own = {n: x for n, x in c.params.items() if n != "min_blocks"}
-        return knobs.launch(self.m, c.variant, own, self.task).regs >= SPILLS * r.regs
+        return r.ok and spilled(self.m, c.variant, c.params, self.task, r.regs)
 
     def unspill_due(self) -> list[Variant]:
         """Rungs above the best whose every measurement spilled, that could beat the best, not written

@@ -202,3 +202,44 @@ def test_room_table_counts_each_episodes_room_and_path(capsys):
     print(room_table.table(rows, "t"))
     out = capsys.readouterr().out
     assert "| ALL | 6 |" in out and out.count("\n| ") >= 3
+
+
+def _on(tag, params, ms, best_ms, regs, k, kind="param_sweep"):
+    return {"step": k, "kind": kind, "tag": tag, "params": params, "status": "ok", "failure": None, "bug": None,
+            "time_ms": ms, "best_ms": best_ms, "kept": False, "regs": regs}
+
+
+def test_tunes_of_a_rung_that_lost_far_are_a_contenders_not_spill_fixes():
+    """kernelinfer-s86224-000545 (sliding_window_attn_triton, H200, D 256): persistent_tiles ran 1.27x the best
+    at 255 registers, a build the launch model does not call spilled; the engine tuned it as a contender (num_warps
+    up, then num_stages, BLOCK_M, BLOCK_N up, each from its point: more registers, not fewer). Steps 14-16 read
+    "again without the spill" because the step before lost by 2x; nothing spilled, so they are a contender's tunes."""
+    best = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
+    base = {"tag": "pipelined_tiles", "params": best, "time_ms": 4.55, "code": "x"}
+    steps = [_on("persistent_tiles", best, 5.77, 4.55, 255, 1, "structural"),
+             _on("persistent_tiles", {**best, "num_warps": 8}, 10.06, 4.55, 152, 2),
+             _on("persistent_tiles", {**best, "num_stages": 3}, 11.27, 4.55, 255, 3),
+             _on("persistent_tiles", {**best, "BLOCK_M": 128}, 16.94, 4.55, 255, 4)]
+    ep = {"module": "sliding_window_attn_triton", "gpu": "H200", "dtype": "bf16", "baseline": base, "steps": steps,
+          "shape": {"B": 4, "H": 16, "S": 8192, "D": 256, "W": 4096}}
+    why = read_trajectory.reasons(ep)
+    assert not any("spill" in w for w in why), why
+    assert why[2].startswith("Tune `persistent_tiles`, a rewrite that came close: num_stages 2->3"), why[2]
+    assert why[3].startswith("Tune `persistent_tiles`, a rewrite that came close: BLOCK_M 64->128"), why[3]
+
+
+def test_a_rung_written_again_after_its_one_spilled_measurement_is_read_as_an_unspill_once():
+    """kernelinfer-s14141-000140 (selective_scan_cuda, RTX 5090): smem_bc_multi_channel at 8 rows of 128 threads
+    (1024 a block: 64 registers a thread, its code holds more) ran 1.18x the best; the engine's unspill wrote it
+    at 4 rows (104 registers, no spill). That step is the unspill; a tune after it is the contender's."""
+    p = {"threads": 128, "rows": 8, "min_blocks": 0, "main_unroll": 2, "bound": 0, "optin": 0}
+    base = {"tag": "vectorized_regs", "params": {}, "time_ms": 0.598, "code": "x"}
+    steps = [_on("smem_bc_multi_channel", p, 0.707, 0.598, 64, 1, "structural"),
+             _on("smem_bc_multi_channel", {**p, "rows": 4}, 0.762, 0.598, 104, 2),
+             _on("smem_bc_multi_channel", {**p, "rows": 2}, 0.70, 0.598, 104, 3)]
+    ep = {"module": "selective_scan_cuda", "gpu": "RTX5090", "dtype": "bf16", "baseline": base, "steps": steps,
+          "shape": {"B": 16, "L": 1024, "D": 2048, "N": 16}}
+    why = read_trajectory.reasons(ep)
+    assert why[1].startswith("Write `smem_bc_multi_channel` again at a config that does not spill (step 1, its only "
+                             "measurement, spilled at 64 registers a thread"), why[1]
+    assert "spill" not in why[2], why[2]
