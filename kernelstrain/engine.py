@@ -1697,6 +1697,12 @@ class Episode:
                 or (self.search.backoff and rng.random() < self.search.backoff) \
                 or self.stop_rule(repair=False) is not None else None
             self.over = None
+            if c is not None and c.variant.tag in self.raised and c.params == self.carry(c.variant):
+                # the back-off lands on the best's own parameters (what a climb writes): that measurement judges the
+                # rung, and there is nothing to write again (kernelinfer s14141-000102 on m22, sliding_window_attn_triton
+                # RTX 5090: persistent_tiles backed off 4 -> 3 stages onto the best's config ran 2.3x the best, and
+                # was written again, a slow rung's return, once the best's BLOCK_M moved)
+                self.retiled.add(c.variant.tag)
             if c is not None:
                 return self.evaluate(k, c)
             if self.converged():            # no change that fits: the search ends here

@@ -376,3 +376,23 @@ def test_a_raised_rung_is_written_again_once():
     assert ep.retile_due() == [carried.variant]
     ep.retiled.add(carried.variant.tag)
     assert ep.retile_due() == [] and ep.retile() is None
+
+
+def test_a_raised_rung_backed_off_onto_the_bests_own_parameters_is_not_written_again():
+    """kernelinfer s14141-000102 on m22 (sliding_window_attn_triton, RTX 5090): persistent_tiles was written at 4
+    stages over the best's 3 and overflowed; its back-off to 3 stages is the best's own config (what a climb writes),
+    so its 2.3x judges the rung. Retile wrote it again once the best's BLOCK_M moved: a return to a slow rung (qa's
+    slow_rung_returns), not a rewrite first timed at raised tiles."""
+    m = REGISTRY["sliding_window_attn_triton"]
+    task = make_task(m, "RTX5090", "bf16", {"B": 2, "H": 16, "S": 16384, "D": 128, "W": 1024})
+    ep = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    pipe = next(v for v in ep.rungs if v.tag == "pipelined_tiles")
+    pers = next(v for v in ep.rungs if v.tag == "persistent_tiles")
+    at = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    assert ep.evaluate(1, Candidate(pipe, {**ep.carry(pipe), **at})).kept
+    raised = Candidate(pers, {**ep.carry(pers), "num_stages": 4})
+    assert ep.evaluate(2, raised).status == "compile_error" and ep.over is not None
+    backed = ep.step(3)
+    assert backed.tag == pers.tag and backed.params == ep.carry(pers), backed
+    assert ep.evaluate(4, Candidate(pipe, {**ep.carry(pipe), **at, "BLOCK_M": 64})).kept
+    assert ep.retile_due() == [] and ep.retile() is None
