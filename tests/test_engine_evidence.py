@@ -396,3 +396,15 @@ def test_a_raised_rung_backed_off_onto_the_bests_own_parameters_is_not_written_a
     assert backed.tag == pers.tag and backed.params == ep.carry(pers), backed
     assert ep.evaluate(4, Candidate(pipe, {**ep.carry(pipe), **at, "BLOCK_M": 64})).kept
     assert ep.retile_due() == [] and ep.retile() is None
+
+
+def test_a_raised_rung_is_written_again_only_at_the_step_right_after_its_back_off():
+    """Full seed 0 of d1e7580 (kernelstrain-s0-006989, gemm_fp16_triton on the RTX 4090): persistent_tma's back-off ran
+    7x the best; its retile came due only nine steps later, once the best's stages dropped and the carried tiles fit,
+    and wrote the rung again then: a return to known-slow code (qa's slow_rung_returns), five such on that run. The
+    retile is the back-off's second look, at the next step, or not at all: a step on another rung in between ends it."""
+    ep, carried = _raised_tile_session()
+    cp = ep.best.variant
+    other = Candidate(cp, {**ep.best.params, "BN": 32})
+    assert ep.evaluate(4, other).status == "ok"
+    assert ep.retile_due() == [] and ep.retile() is None
