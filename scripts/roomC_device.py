@@ -28,6 +28,11 @@ hung and spent the budget (the bug was dropped). w2 ran 14:44 (j3: 29 cases, 0 p
 switched on in bf16 and fp16, priced as the device ran it. s1 (ROOMC_PLAN=s1): selective_scan_cuda's state_group_scan,
 14:13 (j2: every value correct, every bug failing; measurements/h100_roomC_s1.json): slower than the ladder's best at
 every shape, left off.
+
+v3 (session 13): top_p_cuda's pivot_bisect; v4 (session 14): topk_cuda's pivot_count; v34: both in one device call
+(not run yet: no device in sessions 13 / 14; docs/roomC_s13.md, docs/roomC_s14.md):
+
+    ROOMC_PLAN=v34 KNOBA_RUN_S=110 python3 scripts/roomC_device.py
 """
 import os
 import sys
@@ -271,7 +276,41 @@ def v3_reference() -> list:
     return ref
 
 
+# v4 (session 14): topk_cuda's pivot_count (ops/sampling/_topk_bisect.py, off the menus until this runs): the K-th
+# largest bounded from below by pass 0's 64 lane-group maxima, the logits above the bound (~300 of the row on the
+# module's inputs) compacted to smem in one L2 pass, no histogram of the row (every rung below bumps a shared count
+# atomic a logit into the ~30 key bins randn x 2 logits fill: the H100 ran the ladder's best 3-5x the DRAM floor at
+# B >= 128). Its threads at every stored shape (B=128 V=32000 first: the bugs run there, where off_by_one's row rate
+# fails a check), CAP 128 at B=128 (forces the count-only pivot search, the fallback no module input reaches: its
+# code checked on the device) and 4096; vectorized_float4 and split_row_two_stage at the model's best beside it at
+# each shape
+TOPK = "topk_cuda"
+K_B128 = {"B": 128, "V": 32000, "K": 50}
+K_B1 = {"B": 1, "V": 32000, "K": 50}
+K_B256 = {"B": 256, "V": 128256, "K": 50}
+K_B8 = {"B": 8, "V": 128256, "K": 50}
+K_B32 = {"B": 32, "V": 32000, "K": 40}
+K_B64 = {"B": 64, "V": 128256, "K": 20}
+V4_NEW = [(TOPK, "pivot_count", "threads", [K_B128, K_B1, K_B256], {"cap": 1024}, (256, 512, 1024))]
+
+
+def v4_reference() -> list:
+    """The rung at the other shapes and caps (timed; its bugs are the threads entry's), then the rungs below."""
+    ref = [(TOPK, "pivot_count", "threads", [K_B8, K_B32, K_B64], {"cap": 1024}, (512, 1024)),
+           (TOPK, "pivot_count", "cap", [K_B128], {"threads": 512}, (128, 4096))]
+    for shape in (K_B128, K_B1, K_B256, K_B8, K_B32, K_B64):
+        for below in ("vectorized_float4", "split_row_two_stage"):
+            best = model_best(TOPK, below, shape)
+            ref.append((TOPK, below, "threads", [shape], {k: x for k, x in best.items() if k != "threads"},
+                        (best["threads"],)))
+    return ref
+
+
 def plan(name: str) -> tuple:
+    if name == "v4":
+        return V4_NEW, v4_reference()
+    if name == "v34":           # v3 and v4 in one device call (run it with KNOBA_RUN_S=110: docs/roomC_s14.md)
+        return V3_NEW + V4_NEW, v3_reference() + v4_reference()
     if name == "v1":
         return V1_NEW, v1_reference()
     if name == "v2":

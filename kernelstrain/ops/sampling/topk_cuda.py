@@ -8,12 +8,13 @@ histograms with shared atomics, three passes over the row, then an atomic gather
 block prefix sum, refine there, pick by cumulative sum) -> warp_ballot_scan (ballot/popc
 compaction, shuffle scans) -> vectorized_float4 (16-byte loads in both DRAM passes) ->
 split_row_two_stage (the row split over many CTAs, each selecting its chunk's top K from shared
-memory, a second kernel merging the candidates: _topk_split.py).
+memory, a second kernel merging the candidates: _topk_split.py) [-> pivot_count, _topk_bisect.py].
 """
-from ..base import Launch, Param, Rung, cdiv
+from ..base import Launch, Param, Rung, cdiv, unchecked
 from ..dialect import prelude
 from ._sampling import BLOCK_REDUCE, CAP, KEY_HELPERS, THREADS, row_l2_miss, rows_to_fail
 from ._select import COUNT_SELECT, DIGITS, RANK_PICK, SELECT_SHARED, block_incl_scan, topk_compact
+from ._topk_bisect import count_rung
 from ._topk_split import KCAP, RACY_CLAIM, split_launch, split_src
 from .topk_spec import TopkSpec
 
@@ -280,6 +281,7 @@ class TopkCuda(TopkSpec):
              # no off_by_one (`k > thresh`): on an H100 it passed 3 of 3 runs at B=1 V=32000 and failed 1 of 3 at
              # B=8 (a key equal to the threshold is rare in random logits): a wrong_result label that need not fail
              bugs={"racy_update": {"claim": RACY_CLAIM}}, bug_tasks=SPLIT_RACE_ROWS),
+        *unchecked(count_rung(LAST_KEPT_ROWS, DROPPED_KTH_ROWS)),    # off until device-checked (ROOMC_PLAN=v4)
     )
 
     def assemble(self, body, variant, params, task):
