@@ -26,6 +26,7 @@ SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best
 FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
 LAST_STEPS = 3
 EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
+LOWER_LOST = 1.1     # a rung below the best whose measurement there lost by this much was ablated: its lesson is learnt
 EAGER_NOISE = 1.1    # the engine caps the modelled time; the row holds one measurement of it, which the harness
                      # noise moves (cv 1% over 50 us, where such baselines are: sim.noise_cv): past the cap by 10% is far
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
@@ -61,6 +62,8 @@ def figures(ep: dict) -> Counter:
     runs = {base_key: [base["time_ms"]]}           # measurements of each config so far
     best_key, bugs, prev = base_key, set(), None
     measured = Counter()                           # ok measurements of each rung so far
+    pos = _ladder(ep.get("module"))                # rung -> its place on the module's ladder (None: unknown)
+    below_ms: dict = {}                            # rung -> its fastest measurement made while below the best
     f["steps"] = len(steps)
     eager = ep.get("torch_eager_ms")
     f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * EAGER_NOISE * eager
@@ -85,6 +88,11 @@ def figures(ep: dict) -> Counter:
         if s["status"] == "ok" and key in runs:
             f["remeasures"] += 1
             f["close_call_reruns"] += key != best_key and len(runs[key]) >= 2   # a candidate's third run
+        # a walk on a rung below the best after its ablation there lost (issue 26: "ablate a feature of the best at
+        # most once, to learn from it"): a repair of the step before and a close call's re-measure are not walks
+        if pos and pos.get(s["tag"], 0) < pos.get(best_key[0], 0) and not repair and not close \
+                and below_ms.get(s["tag"], 0.0) > LOWER_LOST * best_ms:
+            f["lower_rung_walks"] += 1
         if s.get("bug"):
             f["bugs_remade"] += s["bug"] in bugs
             bugs.add(s["bug"])
@@ -92,6 +100,8 @@ def figures(ep: dict) -> Counter:
             runs.setdefault(key, []).append(s["time_ms"])
             measured[s["tag"]] += 1
             rung_ms[s["tag"]] = min(rung_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
+            if pos and pos.get(s["tag"], 0) < pos.get(best_key[0], 0):
+                below_ms[s["tag"]] = min(below_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
         if s.get("kept"):
             best_key = key
         best_ms, prev = s["best_ms"], s
@@ -104,6 +114,15 @@ def figures(ep: dict) -> Counter:
         f["converged_far"] += bool(last) and min(last) > FAR_END * best_ms
         f["converged_on_failure"] += bool(steps) and steps[-1]["status"] != "ok"
     return f
+
+
+@functools.lru_cache(maxsize=None)
+def _ladder(module: str | None) -> dict | None:
+    """{rung tag: its place on the module's ladder}, None for a row without a registered module."""
+    from .ops import REGISTRY
+    if module is None or module not in REGISTRY:
+        return None
+    return {v.tag: i for i, v in enumerate(REGISTRY[module].variants)}
 
 
 def labels_in(text: str, tags) -> list[str]:
