@@ -124,3 +124,27 @@ def test_a_lower_rung_walked_after_its_ablation_lost_is_counted():
     acc.behaviour.update(behaviour.figures(row(lost)))
     walks = next(c for c in report(acc)["checks"] if c["name"] == "lower_rung_walks")
     assert walks["value"] == 2 and not walks["pass"]
+
+
+def test_a_move_that_lost_far_is_not_asked_again_while_its_parameter_stands():
+    """kernelinfer-s16262-000000 (layernorm_triton H100, main 90dadf3): num_warps 4 -> 2 on the persistent best lost
+    14.6x (step 28); programs_per_sm moved (step 29, kept); num_warps 4 -> 2 again at 15.1x (step 31)."""
+    from kernelstrain import behaviour
+    from kernelstrain.qa import _Acc, report
+
+    def row(steps):
+        return {"module": "layernorm_triton", "end": "converged", "steps": steps,
+                "best": {"step": max(s["step"] for s in steps if s["kept"])},
+                "baseline": {"tag": "row_per_lane", "params": {"BLOCK_T": 64, "num_warps": 2}, "time_ms": 4.65}}
+    best = {"num_warps": 4, "programs_per_sm": 1}
+    again = [_step(1, "persistent", 0.222, 0.222, best, kept=True),
+             _step(2, "persistent", 3.23, 0.222, {**best, "num_warps": 2}),                    # lost 14.6x
+             _step(3, "persistent", 0.211, 0.211, {**best, "programs_per_sm": 2}, kept=True),  # a partner moved
+             _step(4, "persistent", 3.19, 0.211, {"num_warps": 2, "programs_per_sm": 2})]     # asked again
+    assert behaviour.figures(row(again))["lost_ways_reasked"] == 1
+    near = [dict(s) for s in again]
+    near[1]["time_ms"] = 0.24                       # lost 8%: worth asking again once a partner moved
+    assert behaviour.figures(row(near))["lost_ways_reasked"] == 0
+    acc = _Acc()
+    acc.behaviour.update(behaviour.figures(row(again)))
+    assert not next(c for c in report(acc)["checks"] if c["name"] == "lost_ways_reasked")["pass"]
