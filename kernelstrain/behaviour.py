@@ -26,6 +26,9 @@ SLOW_RUNG = 2.0      # a rung whose best measurement is this many times the best
 FAR_END = 1.5        # a `converged` episode none of whose last LAST_STEPS measured steps is within this of its best
 LAST_STEPS = 3
 EAGER_FAR = 67.0     # a baseline this many times the PyTorch eager reference's time is no engineer's start (search.eager_cap)
+LOWER_LOST = 1.1     # a rung below the best whose measurement there lost by this much was ablated: its lesson is learnt
+LOST_WAY = 1.3       # a one-value move of the best's parameter that lost by this much is not asked again while that
+                     # parameter stands where it stood (a partner's move does not turn a 30% loss into a gain)
 EAGER_NOISE = 1.1    # the engine caps the modelled time; the row holds one measurement of it, which the harness
                      # noise moves (cv 1% over 50 us, where such baselines are: sim.noise_cv): past the cap by 10% is far
 KINDS_SEEN = re.compile(r"\b(structural|param_sweep|joint|rebench|endgame)\b")
@@ -61,6 +64,10 @@ def figures(ep: dict) -> Counter:
     runs = {base_key: [base["time_ms"]]}           # measurements of each config so far
     best_key, bugs, prev = base_key, set(), None
     measured = Counter()                           # ok measurements of each rung so far
+    pos = _ladder(ep.get("module"))                # rung -> its place on the module's ladder (None: unknown)
+    below_ms: dict = {}                            # rung -> its fastest measurement made while below the best
+    best_params = dict(base_key[1])                # the best's parameters (launch knobs at their defaults left out)
+    lost_ways: dict = {}                           # (rung, parameter, from, to) -> its worst loss against the best
     f["steps"] = len(steps)
     eager = ep.get("torch_eager_ms")
     f["baseline_far_from_eager"] += bool(eager) and base["time_ms"] > EAGER_FAR * EAGER_NOISE * eager
@@ -85,6 +92,16 @@ def figures(ep: dict) -> Counter:
         if s["status"] == "ok" and key in runs:
             f["remeasures"] += 1
             f["close_call_reruns"] += key != best_key and len(runs[key]) >= 2   # a candidate's third run
+        # a walk on a rung below the best after its ablation there lost (issue 26: "ablate a feature of the best at
+        # most once, to learn from it"): a repair of the step before and a close call's re-measure are not walks
+        if pos and pos.get(s["tag"], 0) < pos.get(best_key[0], 0) and not repair and not close \
+                and below_ms.get(s["tag"], 0.0) > LOWER_LOST * best_ms:
+            f["lower_rung_walks"] += 1
+        way = _one_move(best_key[0], best_params, key)
+        if way is not None and lost_ways.get(way, 0.0) >= LOST_WAY and not repair:
+            f["lost_ways_reasked"] += 1
+        if way is not None and s["status"] == "ok" and not s.get("kept"):
+            lost_ways[way] = max(lost_ways.get(way, 0.0), s["time_ms"] / best_ms)
         if s.get("bug"):
             f["bugs_remade"] += s["bug"] in bugs
             bugs.add(s["bug"])
@@ -92,8 +109,10 @@ def figures(ep: dict) -> Counter:
             runs.setdefault(key, []).append(s["time_ms"])
             measured[s["tag"]] += 1
             rung_ms[s["tag"]] = min(rung_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
+            if pos and pos.get(s["tag"], 0) < pos.get(best_key[0], 0):
+                below_ms[s["tag"]] = min(below_ms.get(s["tag"], s["time_ms"]), s["time_ms"])
         if s.get("kept"):
-            best_key = key
+            best_key, best_params = key, dict(key[1])
         best_ms, prev = s["best_ms"], s
     if steps and steps[0]["tag"] == base["tag"] and config(steps[0]["tag"], steps[0]["params"]) != base_key:
         f["first_tweaks"] += 1
@@ -104,6 +123,29 @@ def figures(ep: dict) -> Counter:
         f["converged_far"] += bool(last) and min(last) > FAR_END * best_ms
         f["converged_on_failure"] += bool(steps) and steps[-1]["status"] != "ok"
     return f
+
+
+def _one_move(best_tag: str, best_params: dict, key: tuple) -> tuple | None:
+    """(rung, parameter, from, to) where config `key` is the best's rung with one parameter moved, else None."""
+    tag, params = key
+    if tag != best_tag:
+        return None
+    params = dict(params)
+    moved = [n for n in set(params) | set(best_params)
+             if params.get(n, knobs.default(n)) != best_params.get(n, knobs.default(n))]
+    if len(moved) != 1:
+        return None
+    n = moved[0]
+    return tag, n, best_params.get(n, knobs.default(n)), params.get(n, knobs.default(n))
+
+
+@functools.lru_cache(maxsize=None)
+def _ladder(module: str | None) -> dict | None:
+    """{rung tag: its place on the module's ladder}, None for a row without a registered module."""
+    from .ops import REGISTRY
+    if module is None or module not in REGISTRY:
+        return None
+    return {v.tag: i for i, v in enumerate(REGISTRY[module].variants)}
 
 
 def labels_in(text: str, tags) -> list[str]:

@@ -181,7 +181,8 @@ args=SFTConfig(completion_only_loss=True))`.
 
 Tokens by the budget rule (`ceil(0.35 x characters + 0.8 x digits)` a message, plus 5 for the chat
 template's framing), which lies above real BPE counts; windows are cut to `max_context_tokens` =
-{c['max_context_tokens']:,}. `weight` 1 marks a target worth learning (a kept step or a fix); the rest are
+{c['max_context_tokens']:,}. `weight` 1 marks a target worth learning (a kept step, or the repair of a slip or bug not slower than the
+best beyond the noise); the rest are
 failed or losing candidates a trainer should keep in context and out of the loss.
 
 | file | rows | assistant targets with weight 1 | tokens p50 / p90 / p99 / max | within {c['max_context_tokens']:,} |
@@ -219,9 +220,10 @@ def render_episodes_card(stats: dict) -> str:
 Triton kernels.** Profile `{stats['profile']}`: {stats['profile_description']}.
 
 Each episode is a working session on one kernel task (op, shape, dtype, GPU, baseline code and time):
-complete candidate kernels, each with compile / correctness / benchmark feedback, kept when faster and
-kept only when faster than the best beyond the measurement noise and reverted otherwise — structural rewrites up a variant ladder, parameter sweeps, joint configs,
-rebenchmarks, endgame tuning, and the failures real kernel work has.
+the baseline's time and profile, then complete candidate kernels, each with compile / correctness / benchmark /
+profiler feedback, kept only when faster than the best beyond the measurement noise and reverted otherwise —
+structural rewrites up a variant ladder, parameter sweeps, joint configs, rebenchmarks, endgame tuning, and the
+failures real kernel work has.
 
 > **Simulated, compiled, run.** Every time in this dataset comes from an analytic roofline simulator:
 > no candidate in it was run on a GPU. Kernel sources are rendered from templates that compile for their

@@ -62,7 +62,7 @@ it converges or its step or time budget runs out. Assistant turns are kernel cod
 | `{QA_DIR}/` | — | {len(batches)} × (.json, .md) | each batch scored: validate's mechanical checks and the trajectory QA figures |
 | `stats.json` | — | — | counts, distributions, and each file's rows, bytes and sha256 |
 
-A session row: `messages` (system; user task with the baseline; then each step's assistant turn — the
+A session row: `messages` (system; user task with the baseline, its time, registers, shared memory and profile; then each step's assistant turn — the
 full kernel source in one fenced block, `weight` 1 for a target worth learning: a kept step, or the repair of a slip or bug not slower than the
 best beyond the noise — and its user feedback
 turn: this step's result and the best so far only), `trace` (one compact record a step: step, kind,

@@ -19,7 +19,7 @@ from .ops import REGISTRY
 from .plan import Plan, episode_id, task_id
 from .rng import seeded_rng
 from .schema import MULTITURN_KEYS, SCHEMA, STEP_ROW_KEYS, Baseline, Episode
-from .sim import noise_cv
+from .sim import noise_cv, simulate
 from .tasks import make_task
 
 
@@ -181,8 +181,22 @@ def _opening(row: dict):
     reference = module.reference(task)
     base = row["baseline"]
     system = {"role": "system", "content": messages.SYSTEM}
-    first = {"role": "user", "content": messages.task_prompt(module, task, base["code"], base["time_ms"], reference)}
+    facts = baseline_facts(module, task, base["tag"], base["params"], base["time_ms"])
+    first = {"role": "user", "content": messages.task_prompt(module, task, base["code"], base["time_ms"], reference, facts)}
     return module, task, system, first, reference
+
+
+def baseline_facts(module, task, tag: str, params, time_ms: float) -> str:
+    """What the harness reports of the baseline beside its time (messages.baseline_line): its registers and
+    shared memory, and the profiler's report at its measured time, as a correct step's feedback prints them
+    (step_profile); nothing for a fused program, whose baseline is the eager PyTorch program itself."""
+    if messages.is_solution(module, task):
+        return ""
+    variant = module.variant(tag)
+    params = {**variant.defaults(), **as_dict(params)}
+    r = simulate(module, variant, params, task)
+    return (f", {r.regs} registers, {r.smem_bytes} B shared memory\n"
+            + profiler.text(profiler.profile(module, variant, params, task, time_ms)))
 
 
 def turns(row: dict, timestamps: bool):
@@ -221,16 +235,17 @@ def _steps(row: dict, timestamps: bool):
     unit = messages.time_unit(base["time_ms"])
     first_run = {base["code"]: 0}               # code -> the step that first submitted it (0: the baseline)
     fixed = messages.task_constants(module, task, [base["tag"]] + [s["tag"] for s in row["steps"]])
+    facts = baseline_facts(module, task, base["tag"], base["params"], base["time_ms"])
     for s, v, w, answer, feedback, best in turns(row, timestamps):
         states.append((len(history), best, last_fb))
         pairs.append((s, w, answer, feedback))
-        history.append(messages.history_line(s, unit, first_run.get(s["code"]), fixed))
+        history.append(messages.history_line(s, unit, first_run.get(s["code"]), fixed, v.remeasure))
         first_run.setdefault(s["code"], s["step"])
         last_fb = feedback["content"]
 
     def opener(k: int) -> str:
         n, (best_code, best_ms, best_step), last = states[k]
-        return messages.step_prompt(header, history[:n], best_code, impl, best_ms, base["time_ms"], best_step, last)
+        return messages.step_prompt(header, history[:n], best_code, impl, best_ms, base["time_ms"], best_step, last, facts)
     return system, first, pairs, opener
 
 

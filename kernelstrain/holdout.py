@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from . import messages
-from .episodes import dumps, task_fields
+from .episodes import baseline_facts, dumps, task_fields
 from .errors import UsageError
 from .ops import REGISTRY
 from .plan import Plan, make_plan, task_id
@@ -38,7 +38,8 @@ def holdout_rows(plan: Plan, split: str):
         reference = module.reference(task)
         yield dumps({
             "schema": SCHEMA["holdout"], "task_id": task_id(task), "split": split, **task_fields(module, task),
-            "prompt": messages.task_prompt(module, task, code, time_ms, reference),
+            "prompt": messages.task_prompt(module, task, code, time_ms, reference,
+                                           baseline_facts(module, task, base.tag, base.defaults(), time_ms)),
             "system": messages.SYSTEM,
             "baseline": {"tag": base.tag, "code": code, "time_ms": time_ms},
             "reference": reference,

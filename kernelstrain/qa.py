@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -178,6 +179,7 @@ class _Acc:
             elif m["role"] == "user":
                 self.prompt(row["module"], m["content"])
                 units |= behaviour.time_units(m["content"])
+                self.c["feedback_contradictions"] += contradictions(m["content"])
         self.c["mt_mixed_units"] += len(units) > 1
 
     def prompt(self, module: str, text: str) -> None:
@@ -195,6 +197,32 @@ class _Acc:
         self.c["step_rows_weighted"] += row.get("weight") in (0, 1) and row["messages"][-1].get("weight") == row.get("weight")
         self.c["weight1_unworthy"] += row.get("weight") == 1 and (row["episode_id"], row["step"]) in self.unworthy
         self.prompt(row["module"], prompt)
+
+
+_DECISION = re.compile(r": ([+-]\d+(?:\.\d+)?)% \(noise ±[\d.]+% per run; a keep needs -(\d+(?:\.\d+)?)%\)\n"
+                       r"decision: (kept|not kept)")
+_UNSHARED = re.compile(r" 0 B shared memory(?: \(mean of [^)]*\))?\nprofile[^\n]*limited by shared memory")
+
+
+def contradictions(text: str) -> int:
+    """Feedback whose printed figures say otherwise than it does, as a reader checks them: a decision whose change
+    and keep threshold read the other way (`-2.8% (... a keep needs -2.8%)`, `not kept`: rounding), a profile that
+    names shared memory as the limit of a candidate that has none (main 90dadf3: 14 decisions and 19 profiles of
+    seeds 16161 / 16262).
+
+    >>> contradictions("vs best 1 ms: -2.8% (noise ±1.0% per run; a keep needs -2.8%)\\ndecision: not kept")
+    1
+    >>> contradictions("time: 1 us, 8 registers, 0 B shared memory\\nprofile: 9 CTAs (3 of 48 warps per SM, limited by shared memory)")
+    1
+    """
+    n = 0
+    if "a keep needs" in text:
+        for change, needed, decision in _DECISION.findall(text):
+            gain, needed = -float(change), float(needed)
+            n += not ((gain > needed) if decision == "kept" else (gain < needed))
+    if "limited by shared memory" in text:
+        n += len(_UNSHARED.findall(text))
+    return n
 
 
 def slip_sites(ep: dict) -> list:
@@ -476,6 +504,13 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
               f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs and a rung's second look, "
               "the step right after its one measurement, not counted)"),
+        check("lower_rung_walks", b["lower_rung_walks"], "==", 0,
+              f"steps on a rung below the best after a measurement there lost by over {behaviour.LOWER_LOST}x the best "
+              "(an ablation is made once, to learn what the best's technique buys; its repair and a close call's "
+              "re-measure not counted)"),
+        check("lost_ways_reasked", b["lost_ways_reasked"], "==", 0,
+              f"single-parameter moves of the best asked again after the same move lost by {behaviour.LOST_WAY}x "
+              "or more, the parameter not moved since"),
         check("reproposed_configs", b["reproposed"], "==", 0,
               "steps whose (rung, params) was measured before, other than a re-measure of the best or of a close call"),
         check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,
@@ -518,6 +553,9 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
               "weight-1 targets that failed or whose mean ran slower than the best before them beyond the keep margin"),
         check("conversations_mixing_time_units", c["mt_mixed_units"], "==", 0,
               "conversations whose prompts print times in more than one unit (us and ms)"),
+        check("feedback_contradictions", c["feedback_contradictions"], "==", 0,
+              "user turns whose printed figures read against the text beside them (a decision against its change and "
+              "keep threshold, a shared-memory limit of a candidate with none)"),
         check("prompts_with_generator_labels", c["prompts_labelled"], "==", 0,
               f"of {c['prompts']} user messages: step kinds or rung tags outside code blocks"),
     ]
@@ -537,7 +575,7 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "reproposed", "one_sided_remeasures", "remeasures",
+        "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "lower_rung_walks", "lost_ways_reasked", "reproposed", "one_sided_remeasures", "remeasures",
                                         "close_call_reruns", "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
                                         "converged_far", "converged_on_failure", "baseline_far_from_eager")},
         "choice_share_top5": dict(sorted(((m, round(v, 3)) for m, v in shares.items()),

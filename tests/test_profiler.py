@@ -84,7 +84,7 @@ def test_a_correct_step_s_profile_agrees_with_its_time_the_model_and_the_engine(
             assert (launch_m.group(8) is None) == (warps == max_warps), text      # a limiter named where one binds
             gpu = task.gpu
             limits = {"registers": gpu.regs_per_sm // (threads * launch.regs), "warps": gpu.max_threads_per_sm // threads,
-                      "shared memory": gpu.smem_per_sm // launch.smem_bytes if launch.smem_bytes else gpu.max_blocks_per_sm,
+                      "shared memory": gpu.smem_per_sm // launch.smem_bytes if launch.smem_bytes else math.inf,
                       "blocks": gpu.max_blocks_per_sm}
             assert blocks == min(limits.values()) and (launch_m.group(8) is None or limits[launch_m.group(8)] == blocks), text
             # throughput: the printed bytes over the printed time give the printed rate and share of peak
@@ -109,3 +109,15 @@ def test_a_correct_step_s_profile_agrees_with_its_time_the_model_and_the_engine(
                 shares += 1
             seen += 1
     assert seen > 100 and shares > 50, (seen, shares)
+
+
+def test_a_candidate_without_shared_memory_is_not_limited_by_it():
+    """kernelinfer-s16262-000001 step 17 (kv_append_cuda on the RTX A6000, main 90dadf3): 2048 CTAs of 64
+    threads, 0 B of shared memory, 16 CTAs a SM (the sm_86 block limit) printed `limited by shared memory`."""
+    from kernelstrain import profiler
+    from kernelstrain.gpus import GPUS
+    from kernelstrain.ops.base import Launch
+    gpu = GPUS["RTXA6000"]
+    launch = Launch(grid=2048, threads=64, regs=56, smem_bytes=0)
+    assert profiler.limiter(launch, gpu) == "blocks"
+    assert profiler.limiter(Launch(grid=2048, threads=64, regs=56, smem_bytes=48 * 1024), gpu) == "shared memory"
