@@ -25,6 +25,7 @@ from .episodes import dumps
 from .errors import UsageError, fault_point
 from .contamination import (Incremental, Targets, Unmatched, boilerplate, keep_searched, searching, solution_keys,
                             solutions_ahead)
+from .dataset import set_up_frozen
 from .holdout import holdout_rows, split_figures, with_contamination, write_holdout
 from .layouts import LAYOUTS, all_files, streamed_keys
 from .manifest import Manifest, write_manifest
@@ -232,7 +233,8 @@ def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bo
             if fresh:
                 boilerplate()
         scan = contamination_scan(plan, workers, held) if fresh else None
-        with closing(iter_episodes(plan, todo, workers, scan, judge)) as items:
+        # the set-up (plan, matcher, caches) frozen before the pool forks: see dataset.set_up_frozen
+        with set_up_frozen(), closing(iter_episodes(plan, todo, workers, scan, judge)) as items:
             yield held, scan, items
         return
     global _PLAN, _SCAN, _JUDGE
@@ -240,7 +242,7 @@ def episodes_ahead(plan: Plan, todo: range, workers: int, fresh: bool, judge: bo
     folder = tempfile.mkdtemp(prefix="kernelstrain-")
     handover = os.path.join(folder, "matcher.pickle")
     try:
-        with episode_pool(plan, workers, fresh, judge, handover if fresh else None) as pool:
+        with set_up_frozen(), episode_pool(plan, workers, fresh, judge, handover if fresh else None) as pool:
             # handed to the pool first: its workers search before they build episodes
             search = searching(pool, solution_keys(t for ts in plan.splits.values() for t in ts), workers) \
                 if fresh else None
