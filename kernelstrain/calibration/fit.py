@@ -684,7 +684,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it; modules: only these modules' rows."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage, stepped_params
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -699,7 +699,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
         e_c, e_m = efficiencies(variant, launch, gpu)
         terms = roofline_terms(module, variant, launch, task)
         out.append({"source": name, "gpu": k["gpu"], "module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
-                    "params": params, "steps": param_steps(params, variant.defaults()),
+                    "params": params, "steps": param_steps(stepped_params(params, launch), variant.defaults()),
                     "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
                     "core_ms": max(terms) * 1e3,
                     "launches": launch.launches,
