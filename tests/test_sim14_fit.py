@@ -68,3 +68,61 @@ def test_the_fit_records_read_the_same_stages():
     launch = sim.built_launch(m, v, p, task)
     assert launch.loop_stages == 1
     assert param_steps(sim.stepped_params(p, launch), v.defaults()).get("num_stages") == 0.0
+
+
+def test_keep_modules_times_a_kept_module_as_the_old_fit_and_the_rest_as_the_new():
+    """calibration.fit.keep_modules: a module the gate keeps is predicted as the old fit predicts it, row for row,
+    although the new fit moved the impl exponents it shares; every other module as the new fit."""
+    from kernelstrain.calibration import Fit
+    from kernelstrain.calibration.fit import keep_modules, predict_ms
+    from test_calibration import _synthetic
+    old = Fit(launch_us={"nvidia": 2.0, "amd": 2.5}, extra_launch_us={"nvidia": 4.0, "amd": 5.0},
+              exponents={"cuda": {"coverage": -0.3, "tile_quant": 0.15}, "triton": {"threads": 0.2}},
+              module_exponents={"m1": {"coverage": 0.1, "traffic@v1": 0.2}},
+              param_exponents={"m1": {"BLOCK": -0.25}, "m2": {"stages": 0.3}},
+              ceilings={f"m{m}": {f"v{v}": round(0.5 + 0.4 * m + 0.7 * v, 2) for v in range(3)} for m in range(8)})
+    new = replace(old, exponents={"cuda": {"coverage": -0.1, "latency": 0.4}, "triton": {"threads": -0.3}},
+                  module_exponents={"m2": {"threads": 0.05}}, param_exponents={"m2": {"stages": -0.1}},
+                  ceilings={f"m{m}": {f"v{v}": 1.0 + 0.1 * v for v in range(3)} for m in range(8)})
+    got = keep_modules(new, old, {"m1": "cuda", "m2": "triton"})
+    rows = _synthetic(old, n_per=4)
+    assert {r["module"] for r in rows} >= {"m1", "m2", "m3"}
+    for r in rows:
+        want = predict_ms(old if r["module"] in ("m1", "m2") else new, r)
+        assert predict_ms(got, r) == pytest.approx(want, rel=1e-12)
+    # the kept modules did move under the new fit (the test is not vacuous)
+    assert any(predict_ms(new, r) != pytest.approx(predict_ms(old, r), rel=1e-3) for r in rows if r["module"] == "m1")
+    with pytest.raises(ValueError):
+        keep_modules(replace(new, launch_us={"nvidia": 1.5, "amd": 2.0}), old, {"m1": "cuda"})
+
+
+def test_the_gate_pins_tests_that_exist():
+    """scripts/refit_gate.py's PINNED: every node id names a test function of the tree (a renamed test would leave a
+    module ungated: pytest would report the id as not found, which the gate reads as no failure)."""
+    import ast
+    import re
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "scripts"))
+    from refit_gate import PINNED
+    from kernelstrain.ops import REGISTRY as reg
+    assert set(PINNED) <= set(reg)
+    for nodes in PINNED.values():
+        for n in nodes:
+            path, name = n.split("::")
+            names = {f.name for f in ast.walk(ast.parse((root / path).read_text())) if isinstance(f, ast.FunctionDef)}
+            assert re.sub(r"\[.*\]$", "", name) in names, n
+
+
+def test_size_ranges_come_from_the_rows_the_global_fit_read():
+    """refit_calibration.global_files: an all-rows global fit's size exponents were fitted on MODULE_FIT_FILES, so its
+    size ranges must be read there (s13: read from FIT_FILES, 9 modules had variant exponents and no variant range)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from refit_calibration import global_files, kept_modules
+    from kernelstrain.calibration.fit import FIT_FILES, MODULE_FIT_FILES
+    assert global_files({"source": " + ".join(MODULE_FIT_FILES) + ": 11236 matched timed candidates"}) == MODULE_FIT_FILES
+    assert global_files({"source": " + ".join(FIT_FILES) + ": 8196 matched timed candidates"}) == FIT_FILES
+    assert kept_modules({"kept_modules": [{"module": "topk_cuda", "impl": "cuda"}]}) == {"topk_cuda"}
