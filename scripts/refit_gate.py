@@ -58,6 +58,44 @@ PINNED = {
     "fp8_quant_cuda": ["tests/test_simS_launch_fixes.py::test_fp8_quant_cuda_shuffle_reread_misses_l1_at_few_threads_a_row"],
     # a compiler fact: one trip a program builds the same code at every num_stages
     "layernorm_triton": ["tests/test_sim8_models.py::test_ca_staged_only_where_the_loop_stages_a_trip_ahead"],
+    # sim f1 H100: mma_sync at B=4 S=4096 and B=2 S=8192 D=128, 2.73-6.07 ms (its largest rows)
+    "flash_prefill_cuda": ["tests/test_calibration_terms.py::test_flash_prefill_mma_sync_keeps_the_size_factor_of_its_largest_rows"],
+    # sim w2 H100: split_k_reduce 64 x 64 x 64 at M=16 N=4096 K=14336, 2 warps 0.95x of 4; roomK k12: split_k_fused_reduce
+    # BLOCK_N 32 within 2% of 64
+    "gemm_splitk_triton": ["tests/test_sim10_models.py::test_padded_rows_of_a_two_warp_tile_hide_under_the_weights_stream",
+                           "tests/test_roomK.py::test_added_values_order_as_the_h100_ran_them"],
+    # six mma_sync tiles at 2048^3 on the H100 in their measured order
+    "gemm_int8_cuda": ["tests/test_roomK_int8.py::test_the_h100_2048_cube_register_staged_tiles_rank_as_measured"],
+    # the depth a staged streaming loop pays on a short grid only (the H100, room_device_check_triton KNOBT_SET=stages)
+    "layernorm_triton": ["tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[layernorm_triton-chunked_three_pass-short1-full1]",
+                         "tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[layernorm_triton-welford_chunked-short2-full2]",
+                         # s98989 H100: few rows stay latency-bound
+                         "tests/test_l2_reuse.py::test_layernorm_few_rows_stay_latency_bound"],
+    "softmax_triton": ["tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[softmax_triton-chunked_three_pass-short4-full4]",
+                       "tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[softmax_triton-online_softmax-short5-full5]"],
+    "swiglu_fwd_triton": ["tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[swiglu_fwd_triton-row_program-short6-full6]"],
+    "min_p_triton": ["tests/test_room_stream_stages.py::test_depth_pays_on_a_short_grid_only[min_p_triton-fused_row-short8-full8]"],
+    "flash_decode_triton": ["tests/test_room_triton_kv_pipeline.py::test_depth_pays_on_a_short_grid_only[flash_decode_triton-blocked_two_pass]"],
+    # H100: dequant_then_dot 4 warps 211.0 us, 8 warps 200.2
+    "gemm_fp4_triton": ["tests/test_room_triton_issue30.py::test_four_warp_copies_gemm_is_not_a_wave_slower_than_eight"],
+    # H100 programs-an-SM order and the partial rows' reduce steps
+    "layernorm_bwd_triton": ["tests/test_room_triton_issue30.py::test_layernorm_bwd_programs_per_sm_order_and_times_follow_the_h100",
+                             "tests/test_room_triton_issue30.py::test_layernorm_bwd_many_partial_rows_cost_the_reduce_steps"],
+    # H100: the online loop at 4 stages loses to 3
+    "cross_entropy_fwd_triton": ["tests/test_room_triton_tuning.py::test_cross_entropy_online_loop_at_four_stages_loses_to_three"],
+    # H100 word widths (room_words): wider words faster where the scalar grid is short of bytes in flight, never slower
+    "add_rmsnorm_cuda": ["tests/test_room_words.py::test_wider_words_are_faster_where_the_scalar_grid_is_short_of_bytes_in_flight[add_rmsnorm_cuda-warp_shuffle-shape5]",
+                         "tests/test_room_words.py::test_wider_words_are_never_slower_where_every_thread_keeps_a_word[add_rmsnorm_cuda-warp_shuffle]",
+                         "tests/test_room_words.py::test_wider_words_are_never_slower_where_every_thread_keeps_a_word[add_rmsnorm_cuda-fused_block_reduce]"],
+    "layernorm_cuda": ["tests/test_room_words.py::test_wider_words_are_faster_where_the_scalar_grid_is_short_of_bytes_in_flight[layernorm_cuda-welford_shuffle-shape8]",
+                       "tests/test_room_words.py::test_wider_words_are_never_slower_where_every_thread_keeps_a_word[layernorm_cuda-welford_shuffle]"],
+    "rmsnorm_cuda": ["tests/test_room_words.py::test_wider_words_are_never_slower_where_every_thread_keeps_a_word[rmsnorm_cuda-warp_shuffle]",
+                     "tests/test_room_words.py::test_wider_words_are_never_slower_where_every_thread_keeps_a_word[rmsnorm_cuda-smem_block_reduce]"],
+    # roomA a1 H100: the descriptor rung 1.01-1.15x its pointer twin; the pipelined rung's stages and key tiles in order
+    "flash_prefill_triton": ["tests/test_roomA_rungs.py::test_descriptor_rung_runs_behind_pointer_loads_as_the_h100_measured",
+                             "tests/test_roomA_rungs.py::test_pipelined_flash_triton_orders_stages_and_key_tiles_as_the_h100_measured"],
+    # roomM m3 H100: the histogram split 2.0x / 3.4x faster where few rows leave SMs idle
+    "top_p_cuda": ["tests/test_roomM.py::test_top_p_split_histogram_wins_where_few_rows_leave_sms_idle"],
     # SPEC section 6: a ladder gains >= 1.5x at its largest shape on the H100 (no measured span says less)
     "add_rmsnorm_triton": ["tests/test_sim.py::test_every_module_ladder_improves_and_best_respects_the_roofline[add_rmsnorm_triton]"],
 }
