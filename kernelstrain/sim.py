@@ -29,6 +29,7 @@ from .messages import arch_error, optin_error, resources_error, smem_error
 from .ops.base import DTYPE_BYTES, Launch, OpModule, Task, Variant
 from .ops.occupancy import (DRAM_LATENCY_S, LOADS_IN_FLIGHT, SM_BW_SHARE_CAP, UNPIPELINED_TRIP,  # noqa: F401 (sim's names too)
                              blocks_per_sm, in_flight_ratio)
+from .ops.stream_stages import STREAM_STAGES
 from .records import replaced
 
 STATIC_SMEM_CAP = 0xC000          # ptxas's limit on static __shared__ for a target that is not arch-specific
@@ -388,8 +389,8 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     terms = launch_terms(launch, sm_coverage(launch, task.gpu), t_compute >= t_memory, in_flight_ratio(launch, task.gpu),
                          latency_ratio(launch, task.gpu, max(t_compute, t_memory, t_atomics)), task.gpu.bw_tbs)
     floor_ms = roofline_floor_ms(module, task, variant.path)
-    factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms, param_steps(params, variant.defaults()),
-                             floor_ms)
+    factor = FIT.core_factor(module.name, module.impl, fit_name(module, variant), terms,
+                             param_steps(stepped_params(params, launch), variant.defaults()), floor_ms)
     # and never faster than the op's own bytes (or FLOPs) at the fit's memory ceiling: a launch model whose traffic falls
     # under 1 (mla_decode_triton split_kv's heads term at 16 heads: 0.75) under a refit that raised sm_86's memory
     # efficiency (branch sim, 2026-12-06) timed 6 kernelinfer seed-0 steps on the A10 / RTX A6000 at 0.91-0.98x the DRAM
@@ -397,6 +398,23 @@ def time_ms(module: OpModule, variant: Variant, launch: Launch, task: Task, para
     core_s = max(*_roofline(cost, effs, variant, launch, task.gpu, factor), floor_s(launch, task.gpu),
                  floor_ms * 1e-3 / FIT.memory_cap)
     return (core_s + launch.later_s) * 1e3 + FIT.overhead_us(task.gpu.vendor, launch.launches) * 1e-3
+
+
+def stepped_params(params: dict, launch: Launch) -> dict:
+    """The parameters the fit's parameter terms read (calibration.param_steps) of a candidate whose launch is `launch`:
+    its own, but a pipelined streaming loop's num_stages the stages the loop really gets (Launch.loop_stages): where it
+    loads no trip ahead (one trip a program, rows cp.async cannot copy) Triton builds the code of num_stages=1, and a
+    fitted num_stages exponent must not give the same compiled kernel another time (the all-rows refit of
+    docs/sim_issue30_s13.md gave layernorm_triton such a term: one trip a program timed 4.447 us at 3 stages, 4.383 at 1).
+
+    >>> stepped_params({"BLOCK": 1024, "num_stages": 3}, Launch(grid=1, threads=128, loop_stages=1))
+    {'BLOCK': 1024, 'num_stages': 1}
+    >>> stepped_params({"BM": 128, "num_stages": 3}, Launch(grid=1, threads=128))     # a tl.dot pipeline: as written
+    {'BM': 128, 'num_stages': 3}
+    """
+    if not launch.loop_stages or params.get(STREAM_STAGES.name) == launch.loop_stages:
+        return params
+    return {**params, STREAM_STAGES.name: launch.loop_stages}
 
 
 def fit_name(module: OpModule, variant: Variant) -> str:

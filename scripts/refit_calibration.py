@@ -149,12 +149,27 @@ def module_refit(modules: list, folds: int, jobs: int, check: bool, rungs: dict 
     return write(dump(data), check)
 
 
+def global_files(shipped: dict) -> tuple:
+    """The files the fit's global terms were fitted on: MODULE_FIT_FILES where the global refit ran --all-rows (its
+    `source` names them), else FIT_FILES. The size ranges must come from the rows the size exponents were fitted on
+    (docs/sim_issue30_s13.md section 7: ranges read from FIT_FILES under an all-rows fit left 9 modules with variant
+    size exponents and no variant range)."""
+    return MODULE_FIT_FILES if shipped["source"].startswith(" + ".join(MODULE_FIT_FILES) + ":") else FIT_FILES
+
+
+def kept_modules(shipped: dict) -> set:
+    """The modules scripts/refit_gate.py put back on an earlier fit's terms: their ranges are that fit's, kept."""
+    return {e["module"] for e in shipped.get("kept_modules", [])}
+
+
 def size_range_refit(check: bool) -> int:
     """The shipped fit with variant_size_range_ms set from the rows its size exponents were fitted on (see above)."""
     shipped = json.loads(FIT_PATH.read_text())
     own_rows = {m for e in shipped.get("module_refits", []) if "rungs" not in e and not e.get("cross") for m in e["modules"]}
-    ranges = {}
-    for files, modules in ((FIT_FILES, set(FIT.size_exponents) - own_rows), (MODULE_FIT_FILES, set(FIT.size_exponents) & own_rows)):
+    kept = kept_modules(shipped)
+    ranges = {m: v for m, v in FIT.variant_size_range_ms.items() if m in kept}
+    for files, modules in ((global_files(shipped), set(FIT.size_exponents) - own_rows - kept),
+                           (MODULE_FIT_FILES, set(FIT.size_exponents) & own_rows - kept)):
         ranges.update(variant_size_ranges(measured_records(files, modules), FIT.size_exponents))
     data = {**shipped, "format": FIT_FORMAT, "variant_size_range_ms": dict(sorted(ranges.items()))}
     data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
@@ -203,9 +218,13 @@ def param_records(files) -> list:
 def param_range_refit(check: bool) -> int:
     """The shipped fit with param_range / variant_param_range set from the stored device rows (see above)."""
     shipped = json.loads(FIT_PATH.read_text())
-    rows = param_records(MODULE_FIT_FILES + RANGE_ONLY_FILES)
+    kept = kept_modules(shipped)
+    rows = [r for r in param_records(MODULE_FIT_FILES + RANGE_ONLY_FILES) if r["module"] not in kept]
     found = {"param_range": param_ranges(rows, FIT.param_exponents),
              "variant_param_range": variant_param_ranges(rows, FIT.param_exponents)}
+    for name, ranges in found.items():      # a kept module's ranges are its earlier fit's (scripts/refit_gate.py)
+        ranges.update({m: v for m, v in getattr(FIT, name).items() if m in kept})
+        found[name] = dict(sorted(ranges.items()))
     data = {**shipped, "format": FIT_FORMAT, **found}
     data = {k: data[k] for k in [k for k in shipped if k in data] + [k for k in data if k not in shipped]}
     data = {k: v for k, v in data.items() if k != "ceilings"} | {"ceilings": data["ceilings"]}

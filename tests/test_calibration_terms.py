@@ -60,14 +60,25 @@ def test_the_shipped_fit_holds_every_size_exponent_within_its_variants_rows():
 
 
 def test_flash_prefill_mma_sync_keeps_the_size_factor_of_its_largest_rows():
-    """flash_prefill_cuda's module rows reach 513 us floors (its fp32-FMA rungs at the fp32 peak), mma_sync's 35 us
-    (H200 B=1 H=32 S=2048 D=128): at B=4 S=4096 (556 us) mma_sync keeps the factor of its 35 us rows."""
+    """flash_prefill_cuda's module rows reach floors past mma_sync's own (its fp32-FMA rungs at the fp32 peak): past
+    the largest floor of mma_sync's own fit rows its size factor is held at theirs (the module's edge once timed it at
+    625 TFLOP/s at B=4 S=4096 on the H100, past the 494 mma.sync issues). Where the fit reads the H100 rows of sim f1
+    (h100_sim_f1.json: mma_sync at B=4 H=32 S=4096 and B=2 S=8192 D=128, 2.73-3.39 and 5.32-6.07 ms) the model stays
+    within 0.8-1.25x of them (the s14 all-rows terms timed them 0.72-0.82x: scripts/refit_gate.py keeps the module)."""
+    from kernelstrain.calibration.fit import timed_rows
     m = REGISTRY["flash_prefill_cuda"]
-    task = make_task(m, "H100", "fp16", {"B": 4, "H": 32, "S": 4096, "D": 128})
-    work = roofline_floor_ms(m, task, "fp16")
+    v = m.variant("mma_sync")
     lo, hi = FIT.variant_size_range_ms[m.name]["mma_sync"]
-    assert work > 10 * hi and FIT.size_range_ms[m.name][1] > 10 * hi
+    task = make_task(m, "H100", "fp16", {"B": 8, "H": 32, "S": 8192, "D": 128})
+    work = roofline_floor_ms(m, task, "fp16")
+    assert work > hi and FIT.size_range_ms[m.name][1] > hi
     assert FIT.size_step(m.name, work, "mma_sync") == FIT.size_step(m.name, hi, "mma_sync")
+    rows = [r for r in timed_rows("h100_sim_f1.json") if r["module"] == m.name and r["variant"] == "mma_sync"
+            and r["shape"]["B"] * r["shape"]["S"] >= 16384]
+    assert len(rows) == 8
+    for r in rows:
+        t = simulate(m, v, {**v.defaults(), **r["params"]}, make_task(m, "H100", r["dtype"], r["shape"])).time_ms
+        assert 0.8 <= t / r["measured_ms"] <= 1.25, (r["shape"], r["params"], t, r["measured_ms"])
 
 
 def test_size_ranges_hold_every_record_after_rounding():

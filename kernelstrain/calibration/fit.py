@@ -402,6 +402,35 @@ def refit_modules(records: list, base: Fit, modules, keep: tuple = ("param_expon
     return replace(base, **merged)
 
 
+def keep_modules(new: Fit, old: Fit, impls: dict) -> Fit:
+    """new with the modules of `impls` ({module: its impl}) timed as `old` times them: their terms (MODULE_FIELDS) are
+    old's, and each launch-term departure (module_exponents[m][t]) is old's plus old's impl exponent less new's, so
+    that the impl exponent + the departure sums to old's on every term (Fit.core_factor); the shared floor, caps and
+    every other module new's. What a gate does with a module whose terms under a global refit break the device rows
+    its tests pin (scripts/refit_gate.py): the refit moves the impl exponents every module shares, so old's module
+    terms alone would not give old's times. new and old must share the launch floor, the extra-launch cost and the
+    caps (a refit with --hold-launch): those are no module's own."""
+    for name in ("launch_us", "extra_launch_us", "memory_cap", "compute_cap"):
+        if getattr(new, name) != getattr(old, name):
+            raise ValueError(f"keep_modules: the fits differ in {name}; a kept module's time would not be old's")
+    merged = {}
+    for name in MODULE_FIELDS:
+        fresh, kept = getattr(new, name), getattr(old, name)
+        merged[name] = dict(sorted({**{m: v for m, v in fresh.items() if m not in impls},
+                                    **{m: v for m, v in kept.items() if m in impls}}.items()))
+    for m, impl in impls.items():
+        was, now = old.exponents.get(impl, {}), new.exponents.get(impl, {})
+        own = dict(old.module_exponents.get(m, {}))
+        for t in TERMS:
+            shift = was.get(t, 0.0) - now.get(t, 0.0)
+            if shift:
+                own[t] = own.get(t, 0.0) + shift
+        if own:
+            merged["module_exponents"][m] = dict(sorted(own.items()))
+    merged["module_exponents"] = dict(sorted(merged["module_exponents"].items()))
+    return replace(new, **merged)
+
+
 # shrinkage of the cross terms (add_cross): 5-fold CV on the GEMM modules' rows (scripts/refit_calibration.py --modules
 # ... --cross), of 2 and 8 the one at which gemm_fp16_triton's out-of-sample share within 0.8-1.25x stays at the
 # replaced fit's (2: Spearman 0.843 -> 0.864 but within 0.658 -> 0.646; 8: 0.846, within 0.661)
@@ -684,7 +713,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
     h100_gpucheck_kigrid.json), the launch built as sim.simulate builds it; modules: only these modules' rows."""
     from .. import knobs
     from ..ops import REGISTRY
-    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage
+    from ..sim import SAME_ADDRESS_ATOMIC_S, cap_registers, compute_ceiling, efficiencies, floor_s, in_flight_ratio, latency_ratio, narrowed, roofline_floor_ms, roofline_terms, sm_coverage, stepped_params
     from ..tasks import make_task
     out = []
     for name, k in ((name, k) for name in files for k in timed_rows(name)):
@@ -699,7 +728,7 @@ def measured_records(files=FIT_FILES, modules=None) -> list:
         e_c, e_m = efficiencies(variant, launch, gpu)
         terms = roofline_terms(module, variant, launch, task)
         out.append({"source": name, "gpu": k["gpu"], "module": k["module"], "impl": module.impl, "variant": k["variant"], "episode": k["episode"],
-                    "params": params, "steps": param_steps(params, variant.defaults()),
+                    "params": params, "steps": param_steps(stepped_params(params, launch), variant.defaults()),
                     "dtype": k["dtype"], "shape": k["shape"], "measured_ms": k["measured_ms"],
                     "core_ms": max(terms) * 1e3,
                     "launches": launch.launches,

@@ -231,6 +231,11 @@ class Launch:
     # wgmma's): a ceiling on the calibrated compute efficiency, that share of the fit's compute cap over the padded
     # tiles' work (sim.compute_ceiling), not a factor on the whole loop
     mma_rate: float = 1.0
+    # the stages a pipelined streaming loop really gets (stream_stages.staged: 1 where it loads no trip ahead -- one
+    # trip a program, rows cp.async cannot copy, a thread's share under its smallest copy -- where Triton builds the
+    # same code as at num_stages=1; else 1 + the trips it loads ahead); 0: no such loop, the parameter read as written.
+    # The fit's num_stages term reads this (sim.stepped_params), so identical compiled code gets identical times
+    loop_stages: int = 0
 
 
 @dataclass(frozen=True)

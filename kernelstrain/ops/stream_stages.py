@@ -93,7 +93,7 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     ahead land in registers instead (each thread's share of them). The launch's own shared memory
     (a reduction's scratch) shares the buffers, or with `apart` (a tl.cumsum's) stays beside them.
     The loop streams rows of the task's `row` dim in its dtype (their alignment decides what cp.async can stage);
-    `in_flight`: the loop's own trips-in-flight table where the H100 timed it apart from TRIPS_IN_FLIGHT.
+    the launch's loop_stages says the stages the loop really gets (1 + trips_ahead); `in_flight`: the loop's own trips-in-flight table where the H100 timed it apart from TRIPS_IN_FLIGHT.
 
     >>> base = Launch(grid=32, threads=128, regs=40, bytes_per_access=16)
     >>> from kernelstrain.tasks import make_task
@@ -102,20 +102,23 @@ def staged(launch: Launch, params: dict, task, trips: float, loads: int, block: 
     >>> s = staged(base, {"num_stages": 3}, t, trips=8, loads=2, block=1024)
     >>> s.bytes_per_access, s.smem_bytes
     (22.4, 8192)
-    >>> staged(base, {"num_stages": 3}, t, trips=1, loads=2, block=1024).bytes_per_access   # nothing ahead to load
-    16
+    >>> s.loop_stages
+    3
+    >>> one = staged(base, {"num_stages": 3}, t, trips=1, loads=2, block=1024)     # nothing ahead to load
+    >>> one.bytes_per_access, one.loop_stages
+    (16, 1)
     """
     n = stages(params)
     unroll = max(1, params.get(LOOP_UNROLL.name, 0))
     ahead = trips_ahead(launch, params, task, trips, block, row)
     if ahead <= 0:
-        return launch
+        return replaced(launch, loop_stages=1)
     buffer = (n - 1) * loads * block * unroll * DTYPE_BYTES[task.dtype]
     if task.is_hip:
-        return replaced(launch, regs=launch.regs + buffer // (4 * launch.threads),
+        return replaced(launch, regs=launch.regs + buffer // (4 * launch.threads), loop_stages=int(ahead) + 1,
                        bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
     smem = launch.smem_bytes + buffer if apart else max(launch.smem_bytes, buffer)
-    return replaced(launch, smem_bytes=smem,
+    return replaced(launch, smem_bytes=smem, loop_stages=int(ahead) + 1,
                    bytes_per_access=launch.bytes_per_access * in_flight[int(ahead) + 1])
 
 
