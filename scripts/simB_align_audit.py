@@ -270,6 +270,7 @@ def cuda_findings(module, task, code: str, rows: dict) -> tuple:
     data = [r for r in rows.values()]
     shared = shared_names(code)
     reach = pointer_reach(code, set(rows), shared)
+    index = {a.name for a in module.entry.args if isinstance(a, Arg) and a.dtype in ("int32", "int64")}
     for width, types, untraced in VECTORS:
         every = bool(data) and all(r % width for r in data)
         for m in re.finditer(rf"reinterpret_cast<\s*(?:const\s+)?(?:{types})\s*\*\s*>\s*\(", code):
@@ -277,8 +278,7 @@ def cuda_findings(module, task, code: str, rows: dict) -> tuple:
             first = re.match(r"[(&*\s]*(?:\([^)]*\))?[(&*\s]*([A-Za-z_]\w*)", operand)
             if first is None or first.group(1) in shared or operand.startswith("&"):
                 continue
-            hit = set().union(*(reach.get(n, set()) for n in pointer_names(operand))) if untraced else \
-                reach.get(first.group(1), set())
+            hit = pointed(operand, reach, rows, index) if untraced else reach.get(first.group(1), set())
             bad = sorted(t for t in hit if rows[t] % width)
             if bad:
                 found.append(("vector", f"{width}-byte cast of {operand[:60]!r}: rows of {bad[0]} {rows[bad[0]]:g} B"))
@@ -287,7 +287,7 @@ def cuda_findings(module, task, code: str, rows: dict) -> tuple:
     for name in re.findall(r"\b(\w+)\s*\([^)]*\)\s*\{[^}]*cp\.async\.c[ag]\.shared\.global", code):
         for call in re.finditer(rf"\b{name}\s*(?:<[^<>()]*>)?\s*\(", code):
             args = call_args(code, call.start())
-            bad = sorted(t for n in pointer_names(args) for t in reach.get(n, set()) if rows[t] % 16)
+            bad = sorted(t for arg in split_top(args) for t in pointed(arg, reach, rows, index) if rows[t] % 16)
             if bad and not code[max(0, call.start() - 40):call.start()].rstrip().endswith(("void", "inline")):
                 found.append(("cp_async", f"16-byte cp.async {name}({args.strip()[:50]}...): rows of {bad[0]} {rows[bad[0]]:g} B"))
     return found, unresolved
@@ -303,6 +303,17 @@ def pointer_names(expr: str) -> list:
             expr = expr[i + 1:]
             break
     return re.findall(r"[A-Za-z_]\w*", expr)
+
+
+def pointed(expr: str, reach: dict, rows: dict, index: set) -> set:
+    """The entry tensors an address expression points into: its base where that is an entry tensor itself
+    (`k_cache + r`: k_cache, whatever r was computed from), else what its names reach, index tensors (int32 / int64:
+    block tables, slot maps) left out -- they give offsets, not the data copied."""
+    bare = re.sub(r"reinterpret_cast<[^>]*>|static_cast<[^>]*>|\((?:const\s+)?[A-Za-z_][\w:]*\s*\*+\s*\)", " ", expr)
+    first = re.match(r"[\s(&*]*([A-Za-z_]\w*)", bare)
+    if first and first.group(1) in rows:
+        return {first.group(1)}
+    return set().union(*(reach.get(n, set()) for n in pointer_names(bare))) - index
 
 
 def pointer_reach(code: str, tensors: set, shared: set) -> dict:
