@@ -88,6 +88,10 @@ WGMMA_K = {1: 32, 2: 16}          # element bytes -> wgmma's K per instruction (
 
 
 _ROWS: dict = {}        # (module name, dtype, shape) -> rows(): a pure function of them
+# Element bytes of every dtype an entry declares: DTYPE_BYTES holds the task dtypes only, and a tensor of another one
+# (gemm_fp4's operands as raw uint8 codes, fp8_quant_cuda's uint8 output, gemm_int4's uint32-packed weights) had no
+# row at all, so no rule ever checked it (scripts/simB_align_audit.py, session 14)
+ELEMENT_BYTES = {**DTYPE_BYTES, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "fp64": 8}
 
 
 def _rows(entry, dtype: str, shape: tuple) -> tuple:
@@ -97,7 +101,7 @@ def _rows(entry, dtype: str, shape: tuple) -> tuple:
     for a in entry.args if entry is not None else ():
         if not isinstance(a, Arg) or len(a.dims) < 2 or not isinstance(a.dims[-1], str):
             continue
-        elt = DTYPE_BYTES.get(a.dtype_of(dims))
+        elt = ELEMENT_BYTES.get(a.dtype_of(dims))
         if elt is not None and elt >= 1:
             out.append((a.name, int(a.shape(dims)[-1] * elt), a.dtype in ("task", dtype)))
     return tuple(out)
@@ -150,12 +154,28 @@ def on_chip_names(code: str) -> set:
     aligned whatever the task's shape."""
     decls = _STATEMENT.findall(code) + _LOCAL_DECL.findall(code)
     names = {n for d in decls for n in _ARRAY_NAME.findall(_outside_brackets(d))}
-    assigned = [(a, _FIRST_NAME.match(rhs)) for a, rhs in _ASSIGN.findall(code)]
+    assigned = [(a, _values(rhs)) for a, rhs in _ASSIGN.findall(code)]
     while True:
-        more = {a for a, first in assigned if first is not None and first.group(1) in names} - names
+        more = {a for a, firsts in assigned if firsts and all(f in names for f in firsts)} - names
         if not more:
             return names
         names |= more
+
+
+def _values(rhs: str) -> list:
+    """The first names of the values an assignment's right side can take: both branches of a top-level
+    `cond ? a : b` (its condition is no value: `base = is_a ? A : B` is A or B, whatever `is_a` is named
+    after), else its first name (gemm_fp4_cuda's mma_reg_dequant loads uint4 chunks of `src = base + ...`, which
+    the condition's name, shared with a local array `r[4]` of another function, had put on chip)."""
+    depth = 0
+    for i, ch in enumerate(rhs):
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(ch, 0)
+        if ch == "?" and depth == 0:
+            branches = rhs[i + 1:].split(":", 1)
+            firsts = [_FIRST_NAME.match(b) for b in branches]
+            return [f.group(1) for f in firsts if f is not None] if all(firsts) and len(branches) == 2 else []
+    first = _FIRST_NAME.match(rhs)
+    return [first.group(1)] if first is not None else []
 
 
 def reach(code: str, tensors: set) -> dict:
@@ -188,17 +208,21 @@ def _operand(code: str, at: int) -> str:
 
 
 def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reached: dict,
-             assigned: frozenset | None = None) -> set:
+             assigned: frozenset | None = None, index: frozenset = frozenset()) -> set:
     """The entry tensors the code may reach with `pattern`. A cast's operand is traced back through
     assignments to the tensors it is computed from; a cast of an on-chip array is aligned whatever
     the task's shape and reaches none; a cast whose operand cannot be traced (a kernel parameter named
-    otherwise, a helper's argument), and an instruction without an operand (cp.async, TMA, bulk
-    copies), may reach any tensor of the task's dtype. With `assigned` (the names the code assigns:
+    otherwise, a helper's argument), and an instruction without an operand (TMA, bulk copies), may reach
+    any tensor of the task's dtype; a cp.async those and the tensors its source operands are computed from
+    (copied_by_cp_async: gemm_fp4_cuda's packed uint8 A and B). With `assigned` (the names the code assigns:
     TRACED_ONLY rules), an untraced operand that takes an address (`&p`) or that the code assigns from
     other things (a workspace) reaches none."""
     own = {name for name, _, of_task in tensors if of_task}
     out = set()
     for m in pattern.finditer(code):
+        if _CP_ASYNC.match(m.group(0)):
+            out |= own | copied_by_cp_async(code, tensors, index)
+            continue
         if not m.group(0).startswith("reinterpret_cast"):
             return out | own
         operand = _operand(code, m.end())
@@ -208,6 +232,68 @@ def accessed(pattern: re.Pattern, code: str, tensors: tuple, on_chip: set, reach
         elif first.group(1) not in on_chip:
             local = assigned is not None and (operand.lstrip().startswith("&") or first.group(1) in assigned)
             out |= reached.get(first.group(1)) or (set() if local else own)
+    return out
+
+
+_CP_ASYNC = re.compile(r"cp_async_16\b|cp\.async\.c[ag]\.shared\.global")
+_ASM_GLOBAL = re.compile(r'"l"\s*\(')
+_DEVICE_FN = re.compile(r"__device__[^;{()]*?\b(\w+)\s*\(([^)]*)\)\s*\{")
+_SUBSCRIPT = re.compile(r"\b[A-Za-z_]\w*\s*\[[^\]]*\]")
+
+
+def _cp_async_sources(code: str) -> list:
+    """The global-address operands of the code's cp.async copies: an inline asm's `"l"(gmem)` beside the
+    instruction, and through a wrapper (`cp_async16(dst, src, ok)` whose body's asm takes its parameter `gmem`) the
+    argument each call site passes in that parameter's place."""
+    out = []
+    for fn in _DEVICE_FN.finditer(code):
+        body = code[fn.end():code.find("\n}", fn.end())]
+        if not _CP_ASYNC.search(body):
+            continue
+        params = [(re.findall(r"[A-Za-z_]\w*", q) or [""])[-1] for q in fn.group(2).split(",")]
+        used = {_operand(body, g.end() - 1).strip() for g in _ASM_GLOBAL.finditer(body)}
+        slots = [i for i, q in enumerate(params) if q in used]
+        for call in re.finditer(rf"\b{re.escape(fn.group(1))}\s*\(", code):
+            if call.start() == fn.start(1):
+                continue
+            args = _split_args(_operand(code, call.end() - 1))
+            out += [args[i] for i in slots if i < len(args)]
+    for m in _CP_ASYNC.finditer(code):
+        stmt = code[m.start():code.find(";", m.start())]
+        out += [_operand(stmt, g.end() - 1) for g in _ASM_GLOBAL.finditer(stmt)]
+    return out
+
+
+def _split_args(text: str) -> list:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
+def copied_by_cp_async(code: str, tensors: tuple, index: frozenset = frozenset()) -> set:
+    """The entry tensors a cp.async copies from: its source operands traced through the assignments of pointers
+    (an index read, `block_tables[j]`, is a value the address is computed with, not a base it copies from; so is
+    anything read from an `index` tensor: paged_decode_cuda's `r = kv_row(table, ...)` offsets the K/V row it copies)."""
+    sources = {}
+    for name, rhs in _ASSIGN.findall(code):
+        sources.setdefault(name, set()).update(_NAME.findall(_SUBSCRIPT.sub(" ", rhs)))
+    names = {t for t, _, _ in tensors} - index
+    out, seen = set(), set()
+    todo = [n for operand in _cp_async_sources(code) for n in _NAME.findall(_SUBSCRIPT.sub(" ", operand))]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in names:
+            out.add(n)
+        todo += sources.get(n, ())
     return out
 
 
@@ -312,7 +398,12 @@ def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> t
     if task.gpu.vendor != "nvidia" or not misaligned(module, task):
         return None
     tensors = rows(module, task)
-    hits = _accesses(render(module, variant, params, task), module.impl, tensors)
+    code = render(module, variant, params, task)
+    if module.impl == "cuda" and "cuTensorMapEncodeTiled" in code:
+        for base, stride in map_strides(code, task.dims):
+            if stride % 16:
+                return "tma", base, stride, 16
+    hits = _accesses(code, module.impl, tensors, index_tensors(module))
     for rule, need, hit in hits:
         for name, row, _ in tensors:
             if name in hit and row % need:
@@ -320,14 +411,53 @@ def violation(module: OpModule, variant: Variant, params: dict, task: Task) -> t
     return None
 
 
+_MAP_HELPER = re.compile(r"static\s+CUtensorMap\s+(\w+)\(([^)]*)\)\s*\{")
+_MAP_STATEMENT = re.compile(r"CUtensorMap\s+[^;{]*=[^;]*;")
+
+
+def map_strides(code: str, dims: dict) -> list:
+    """[(the base argument, a global stride in bytes)] of every tensor map the host code makes through a helper
+    (`kmajor_map(a, M, K, BM)`): the helper's `strides[] = {...}` evaluated with its parameters bound to the call's
+    arguments and the task's dims. The driver's cuTensorMapEncodeTiled wants each a multiple of 16; a map a helper
+    builds over a workspace (gemm_fp4_cuda's dequantized [M, K] copies, K x 2 bytes a row) is checked too, which the
+    entry's rows are not. A stride the dims do not decide is left out."""
+    out = []
+    helpers = {m.group(1): (m.group(2), code[m.end():code.find("return map;", m.end())]) for m in _MAP_HELPER.finditer(code)}
+    for stmt in _MAP_STATEMENT.findall(code):
+        for call in re.finditer(r"\b(\w+)\(", stmt):
+            if call.group(1) not in helpers:
+                continue
+            params, body = helpers[call.group(1)]
+            names = [(_NAME.findall(q) or [""])[-1] for q in params.split(",")]
+            args = _split_args(_operand(stmt, call.end() - 1))
+            bound = {n: v for n, a in zip(names, args) if (v := _value(a.strip(), dims)) is not None}
+            found = re.search(r"strides\[\d+\]\s*=\s*\{([^}]*)\}", body)
+            for term in _split_args(found.group(1)) if found else ():
+                v = _value(re.sub(r"\(\s*cuuint64_t\s*\)", "", term).strip(), {**dims, **bound})
+                if v is not None:
+                    at = names.index("base") if "base" in names and names.index("base") < len(args) else 0
+                    out.append(((_NAME.findall(args[at]) or ["?"])[-1] if args else "?", v))
+    return out
+
+
 @functools.lru_cache(maxsize=2048)
-def _accesses(code: str, impl: str, tensors: tuple) -> tuple:
-    """((rule, bytes needed, the tensors its instructions may reach), ...) of one candidate's code."""
+def _accesses(code: str, impl: str, tensors: tuple, index: frozenset = frozenset()) -> tuple:
+    """((rule, bytes needed, the tensors its instructions may reach), ...) of one candidate's code; `index`: the
+    entry's index tensors (INDEX_DTYPES: block tables, slot maps), which address a cp.async and are not what it copies."""
     on_chip, reached = on_chip_names(code), reach(code, {name for name, _, _ in tensors})
     assigned = frozenset(name for name, _ in _ASSIGN.findall(code))
     return tuple((rule, need, frozenset(accessed(pattern, code, tensors, on_chip, reached,
-                                                 assigned if rule in TRACED_ONLY else None)))
+                                                 assigned if rule in TRACED_ONLY else None, index)))
                  for rule, need, pattern, rule_impl in RULES if rule_impl == impl)
+
+
+INDEX_DTYPES = ("int32", "int64")
+
+
+def index_tensors(module: OpModule) -> frozenset:
+    """Names of the entry's tensors of an index dtype (INDEX_DTYPES)."""
+    return frozenset(a.name for a in (module.entry.args if module.entry is not None else ())
+                     if isinstance(a, Arg) and a.dtype in INDEX_DTYPES)
 
 
 def error_text(found: tuple, module: OpModule, variant: Variant, params: dict, task: Task) -> str:

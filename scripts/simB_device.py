@@ -226,7 +226,33 @@ D3 = [
         ("unrolled_ilp", {"threads": (128, 256), "unroll": (1, 2, 4)}),
         ("persistent", {"threads": (256, 512), "unroll": (2, 4)})]),
 ]
-PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2, "d3": D3}
+# e1 (fourteenth session, 2026-12-07): the three modules the last fresh pair called negative (docs/simB_issue30_s14.md):
+# - kv_append_cuda: block_per_token threads x VEC beside the uint4 rungs at two shapes the H200 files also time (its
+#   H100 rows run 1.13x their H200 twins where the uint4 rungs run 1.35x: the scalar copy loop does not follow the
+#   DRAM; the model has 1.21x and times it 1.1-1.35x slow on every H100 row). Run it on an H200 too (the same plan):
+#   the twins give the card ratio per VEC.
+# - softmax_cuda at R=16384 C=1024 (each row 2 KB: the card-independent block chain) and R=2048 C=4096: threads x
+#   rows of vectorized_online (modelled 1.2-1.9x slow on the H100 where the 8 KB rows' re-read is L1's) beside the
+#   block rungs.
+# - mla_decode_triton at B=32 H=128 S=4000: BLOCK_H x BLOCK_N x num_warps of the two one-pass tile rungs. ptxas
+#   (Triton 3.9, sm_90a, scripts/simB_triton_res.py) spills exp2_tail_peel on 4 warps at every tile (280-2,456 bytes a
+#   thread) and head_block_tl_dot on 4 warps from BLOCK_N 64 or BLOCK_H 32 (32-1,840), neither on 8 warps below
+#   BLOCK_H 64 (153-212 registers); the model: 150-156 registers on 4 warps, no spill below BLOCK_H 64.
+E1 = [
+    ("kv_append_cuda", "fp16", [{"T": 16384, "H": 8, "D": 128, "P": 16}, {"T": 4096, "H": 16, "D": 256, "P": 32}], [
+        ("block_per_token", {"threads": (128, 256, 512), "vec": (1, 2, 4)}),
+        ("vectorized_uint4", {"threads": (64, 128, 256)}),
+        ("warp_per_token_ilp", {"warps": (4, 8), "unroll": (2, 4)})]),
+    ("softmax_cuda", "fp16", [{"R": 16384, "C": 1024}, {"R": 2048, "C": 4096}], [
+        ("vectorized_online", {"threads": (32, 128, 256, 512), "rows_per_block": (1, 4)}),
+        ("warp_shuffle", {"threads": (128, 256, 512)}),
+        ("online_softmax", {"threads": (128, 256, 512)}),
+        ("smem_block_reduce", {"threads": (128, 256)})]),
+    ("mla_decode_triton", "fp16", [{"B": 32, "H": 128, "S": 4000}], [
+        ("head_block_tl_dot", {"BLOCK_H": (16, 32), "BLOCK_N": (16, 32, 64), "num_warps": (4, 8)}),
+        ("exp2_tail_peel", {"BLOCK_H": (16, 32), "BLOCK_N": (16, 32, 64), "num_warps": (4, 8)})]),
+]
+PLANS = {"b1": B1, "b2": B2, "j2": B3, "c1": C1, "c2": C2, "c3": C3, "d1": D1, "d2": D2, "d3": D3, "e1": E1}
 
 if __name__ == "__main__":
     import sim2_device_check  # noqa: E402
