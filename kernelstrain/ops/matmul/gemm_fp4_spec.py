@@ -40,8 +40,8 @@ class GemmFp4Spec(OpModule):
             "byte (low nibble = even k); scale_a [M, K/G] and scale_b [N, K/G] hold one scale byte per G of K "
             "(G = 16: e4m3 scales, nvfp4 without its per-tensor scale; G = 32: ue8m0 scales, mxfp4); "
             "K a multiple of 128, N of 128.")
-    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features)",
-            "K": "reduction dim (input features)", "G": "K elements per scale (16 nvfp4, 32 mxfp4)"}
+    dims = {"M": "rows of A and C (tokens)", "N": "rows of B, columns of C (output features, a multiple of 128)",
+            "K": "reduction dim (input features, a multiple of 128)", "G": "K elements per scale (16: nvfp4, 32: mxfp4)"}
     dtypes = ("bf16", "fp16")
     vendors = ("nvidia",)
     entry, inputs = ENTRY, ("A", "B", "scale_a", "scale_b")
