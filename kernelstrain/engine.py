@@ -70,7 +70,7 @@ from .rerender import with_typo     # slips.apply, cached: a slip drawn is appli
 from .schema import Step
 from .calibration import FIT
 from .profiler import bound_of
-from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, modelled_launch, noise_cv,
+from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, modelled_launch, noise_cv, op_cost,
                   roofline_floor_ms, roofline_terms, scan_failure, simulate, smem_cap, writable)
 from .tasks import carry, starting_rung
 
@@ -108,6 +108,8 @@ COUPLED_HEADROOM = 1.5  # a joint move of coupled knobs (Episode.coupled_moves) 
                       # time or more away: nearer, a pair of halves that each lost alone is a blind bet (default seeds
                       # 7171 + 7272, 300 each: 16 of 259 such moves kept at any distance, 13 of 165 from 1.5x)
 REACH_TUNES = 2       # a contender's tunes in a row without a gain before its evidence may say it cannot reach the best
+REACH_FLOOR = 0.1     # ... and never while its gap to the best is under this: the median gain of a kept one-knob tune of
+                      # the best (fresh seeds 15151 / 15252 / 15353 on 90dadf3: 8.4% default, 8.6% kernelinfer; p75 17%)
 CONTENDER_TIES = 2    # a contender whose tunes land this many times in a row inside the noise of its own point is a tie
                       # with what it is: its parameters do not move it, and it is left (default seed 8181 episode 30:
                       # register_cached tuned and re-measured eight times at -2..-7% of a best a keep needs -6..-8.5% of)
@@ -468,9 +470,26 @@ class Episode:
         engineer reaching for it does not know that yet.)"""
         if self.task.gpu.peak_tflops.get(v.path) and self.near_floor(v):
             return False
+        if self.traffic_floor_ms(v) >= self.book.best_ms:
+            return False
         if self.host_bound():
             return self.m.host_us(v.tag) < self.m.host_us(self.best.variant.tag)
         return not self.launch_bound() or self.cuts_launches_or_bytes(v)
+
+    def traffic_floor_ms(self, v: Variant) -> float:
+        """The least time `v`, written as a climb writes it (the best's parameters carried over), could take: the bytes
+        its own code moves (the op's bytes x Launch.traffic, what its profile's throughput line prints) at the GPU's
+        DRAM peak, plus one launch. At or over the best's time, the rewrite cannot beat it whatever its efficiency:
+        reader, seed 16161 on 90dadf3, moe_scatter_cuda on the MI300X, redundant_rank_one_launch (every block re-reads
+        the routing table: 8.65 GB against the best's 336 MB) written at 22x the best; fresh seeds 15151 / 15252 on
+        90dadf3, 34 climbs whose own traffic at peak was over the best's time, 1 of them ever kept. (floor_ms counts
+        the op's least bytes, which every rung shares.)"""
+        key = ("traffic_floor", v.tag, self.best.key)
+        if key not in self._needs:
+            launch = modelled_launch(self.m, v, self.carry(v), self.task)
+            moved = op_cost(self.m, self.task).bytes * launch.traffic
+            self._needs[key] = moved / (self.task.gpu.bw_tbs * 1e12) * 1e3 + self.launch_ms()
+        return self._needs[key]
 
     def near_floor(self, v: Variant) -> bool:
         """The best runs within search.roofline_near of `v`'s floor: `v` cannot gain much on it."""
@@ -737,11 +756,11 @@ class Episode:
     def within_a_step(self, cand: Candidate, ms: float) -> bool:
         """A rung below the best, measured at `ms` (an ablation: the best's parameters on it), is worth tuning: its gap
         to the best is no more than the largest gain a single knob step gave on it or on the best's rung (knob_gain),
-        or inside the noise. An ablation that lost by more has taught what the best's technique buys, and a walk of its
+        or inside the noise or REACH_FLOOR. An ablation that lost by more has taught what the best's technique buys, and a walk of its
         neighbours would need a step larger than any this kernel has shown (reader, seed 16161 on 90dadf3: gemv_cuda
         on the A100, warp_per_row ablated at 1.44x the best, then tuned three steps at 1.42-1.98x)."""
         gains = (self.knob_gain.get(cand.variant.tag, 0.0), self.knob_gain.get(self.best.variant.tag, 0.0))
-        return ms / self.book.best_ms - 1.0 <= max(*gains, 2 * noise_cv(self.book.best_ms))
+        return ms / self.book.best_ms - 1.0 <= max(*gains, 2 * noise_cv(self.book.best_ms), REACH_FLOOR)
 
     def slow(self, tag: str) -> bool:
         """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back. What
@@ -1114,14 +1133,16 @@ class Episode:
         """The contender `line`'s own measurements say it cannot reach the best: its last REACH_TUNES tunes gained
         nothing past the noise (a contender still closing in is left to close), and the gain its point still needs to
         tie the best is more than any single knob step has given on its rung (knob_gain: from a search's point to a
-        config one parameter away, the best's or a contender's) and more than the noise. Seed 15151 on 90dadf3:
+        config one parameter away, the best's or a contender's), more than the noise and REACH_FLOOR (a contender
+        closer than a typical kept knob step is left to its search: default seed 15353 episode 61, flash_prefill_cuda
+        on the A100, cp_async_pipeline at 1.09x after two dry tunes gained 30% at its third). Seed 15151 on 90dadf3:
         kernelinfer session 0 (top_p_cuda, A100) tuned vectorized_float4 at 1.34x the best four times (0.39x, 1.8x,
         then two within 0.5% of its point); default episode 87 (sliding_window_attn_triton, A100) tuned
         persistent_tiles at 1.28x four times, each losing 2.2-3.7x the best, where no knob step on that rung had
         gained anything."""
         tag = line.at.variant.tag
         return line.dry >= REACH_TUNES and line.ms / self.book.best_ms - 1.0 > max(
-            self.knob_gain.get(tag, 0.0), 2 * noise_cv(self.book.best_ms))
+            self.knob_gain.get(tag, 0.0), 2 * noise_cv(self.book.best_ms), REACH_FLOOR)
 
     def knob_step(self, cand: Candidate, ms: float) -> None:
         """Record what `cand`, measured at `ms`, gained as a single knob step: from the point of the search on its rung

@@ -563,3 +563,21 @@ def test_where_no_rung_answers_the_printed_bound_a_climb_goes_first_to_one_that_
     split = ups[1]
     assert moves_against(m, task, ep.best, ep.rung_candidate(split), "memory") and not ep.against(ups[0])
     assert ep.climbable() == [ups[0]]
+
+
+def test_a_rung_whose_own_traffic_at_the_dram_peak_is_slower_than_the_best_is_not_climbed():
+    """Kernelinfer seed 15151 session 4 on 90dadf3 (softmax_triton on the RTX A6000, fp32, R 2048, C 4096): the best,
+    whole_row_registers at 4 warps, reads each row once; split_row_online at its carried parameters writes and reads
+    back partials, bytes that at the A6000's DRAM peak alone take 1.35x the best's time. It was climbed (steps 32-37, at
+    1.5-2.8x): no efficiency can make a kernel that moves those bytes beat the best (reader's E2, fails on 90dadf3)."""
+    m = REGISTRY["softmax_triton"]
+    task = make_task(m, "RTXA6000", "fp32", {"R": 2048, "C": 4096})
+    ep = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelinfer").search)
+    whole = next(v for v in ep.rungs if v.tag == "whole_row_registers")
+    assert ep.evaluate(1, Candidate(whole, {**ep.carry(whole), "num_warps": 4})).kept
+    split = next(v for v in ep.rungs if v.tag == "split_row_online")
+    assert ep.traffic_floor_ms(split) >= ep.book.best_ms
+    assert ep.pos[split.tag] > ep.pos[whole.tag] and split.tag not in ep.rung_tried
+    assert split not in ep.ups() and not ep.could_beat(split)
+    persistent = next(v for v in ep.rungs if v.tag == "persistent")
+    assert ep.traffic_floor_ms(persistent) < ep.book.best_ms      # a rung that moves the row once is still a climb
