@@ -470,7 +470,7 @@ class Episode:
         engineer reaching for it does not know that yet.)"""
         if self.task.gpu.peak_tflops.get(v.path) and self.near_floor(v):
             return False
-        if self.traffic_floor_ms(v) >= self.book.best_ms:
+        if self.traffic_floor_ms(v) >= self.book.best_ms and not self.answers(v):
             return False
         if self.host_bound():
             return self.m.host_us(v.tag) < self.m.host_us(self.best.variant.tag)
@@ -483,7 +483,10 @@ class Episode:
         reader, seed 16161 on 90dadf3, moe_scatter_cuda on the MI300X, redundant_rank_one_launch (every block re-reads
         the routing table: 8.65 GB against the best's 336 MB) written at 22x the best; fresh seeds 15151 / 15252 on
         90dadf3, 34 climbs whose own traffic at peak was over the best's time, 1 of them ever kept. (floor_ms counts
-        the op's least bytes, which every rung shares.)"""
+        the op's least bytes, which every rung shares.) A rung that answers the printed bound is climbed whatever its
+        carried traffic (could_beat): its other configurations may move fewer bytes, and the profile points at it (full
+        seed 0 of cf2dd90, kernelstrain-s0-000013, gemm_int8_cuda RTX 4090: cp_async_split_k at the carried BM 32 was
+        over the floor on a 64-CTA grid-bound best, and the climb went to a rung with fewer CTAs first)."""
         key = ("traffic_floor", v.tag, self.best.key)
         if key not in self._needs:
             launch = modelled_launch(self.m, v, self.carry(v), self.task)

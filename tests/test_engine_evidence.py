@@ -606,3 +606,20 @@ def test_a_contender_within_a_typical_knob_step_of_the_best_keeps_its_search():
     assert not ep.out_of_reach(line)
     c = ep.propose_contender()
     assert c is not None and c.variant.tag == cp.tag
+
+
+def test_a_rung_that_answers_the_printed_bound_is_climbed_whatever_its_carried_traffic():
+    """Full seed 0 of cf2dd90, kernelstrain-s0-000013 (gemm_int8_cuda on the RTX 4090, M 128, N 4096, K 14336): the best,
+    mma_sync at BM 128 BN 64, launches 64 CTAs on 128 SMs (bound: grid). cp_async_split_k, the rung that launches more,
+    carries BM 32, whose traffic at the DRAM peak is over the best's time; the traffic floor dropped it, the climb went
+    to cp_async_pipeline (fewer CTAs) and qa's climbs_past_the_profile failed. A rung that answers the bound stays a
+    climb (fails on cf2dd90)."""
+    m = REGISTRY["gemm_int8_cuda"]
+    task = make_task(m, "RTX4090", "int8", {"M": 128, "N": 4096, "K": 14336})
+    ep = Episode(m, task, streams(0), 60, 0.0, 0.0, 1, load_profile("kernelstrain").search)
+    mma = next(v for v in ep.rungs if v.tag == "mma_sync")
+    assert ep.evaluate(1, Candidate(mma, {**ep.carry(mma), "BM": 128, "BN": 64, "BK": 128, "warps": 8})).kept
+    assert ep.bottleneck(ep.best) == "occupancy"
+    split = next(v for v in ep.rungs if v.tag == "cp_async_split_k")
+    assert ep.traffic_floor_ms(split) >= ep.book.best_ms and ep.answers(split)
+    assert split in ep.ups() and ep.climbable() == [split]
