@@ -70,7 +70,7 @@ from .rerender import with_typo     # slips.apply, cached: a slip drawn is appli
 from .schema import Step
 from .calibration import FIT
 from .profiler import bound_of
-from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, modelled_launch, noise_cv,
+from .sim import (LAUNCH_CLASSES, blocks_per_sm, failure, launch_failure, measure, modelled_launch, noise_cv, op_cost,
                   roofline_floor_ms, roofline_terms, scan_failure, simulate, smem_cap, writable)
 from .tasks import carry, starting_rung
 
@@ -107,6 +107,9 @@ RESTORE = 2.0         # the search ends on a candidate this much slower than the
 COUPLED_HEADROOM = 1.5  # a joint move of coupled knobs (Episode.coupled_moves) only where the floor is a third of the best's
                       # time or more away: nearer, a pair of halves that each lost alone is a blind bet (default seeds
                       # 7171 + 7272, 300 each: 16 of 259 such moves kept at any distance, 13 of 165 from 1.5x)
+REACH_TUNES = 2       # a contender's tunes in a row without a gain before its evidence may say it cannot reach the best
+REACH_FLOOR = 0.1     # ... and never while its gap to the best is under this: the median gain of a kept one-knob tune of
+                      # the best (fresh seeds 15151 / 15252 / 15353 on 90dadf3: 8.4% default, 8.6% kernelinfer; p75 17%)
 CONTENDER_TIES = 2    # a contender whose tunes land this many times in a row inside the noise of its own point is a tie
                       # with what it is: its parameters do not move it, and it is left (default seed 8181 episode 30:
                       # register_cached tuned and re-measured eight times at -2..-7% of a best a keep needs -6..-8.5% of)
@@ -162,6 +165,7 @@ class Line:
     left: int = 0                               # steps left (a contender's search)
     shut: dict = field(default_factory=dict)    # name -> {direction: loss} of ways that lost beyond the noise (SHUT_SIGMAS)
     ties: int = 0                               # a contender's tunes in a row inside the noise of its point (CONTENDER_TIES)
+    dry: int = 0                                # a contender's tunes in a row that did not gain past the noise (out_of_reach)
 
     def moved(self, to: Candidate, ms: float, reprobe: bool = False, across: bool = False) -> "Line":
         """The search at a better point of the same rung: the parameters that changed are walked
@@ -288,6 +292,20 @@ def moves_toward(m: OpModule, task: Task, here: Candidate, there: Candidate, bou
     return cb <= ANSWERS * ca
 
 
+def moves_against(m: OpModule, task: Task, here: Candidate, there: Candidate, bound: str) -> bool:
+    """`there` asks more of what `bound` names than `here` does: fewer CTAs (occupancy); as many launches or more
+    and more of the memory term by 1 / ANSWERS (memory: more bytes, fewer in flight); more of the compute term by
+    1 / ANSWERS (compute). A rewrite that makes the printed bottleneck worse on its own roofline terms (a split-row
+    softmax writing partials, 1.2-1.8x the bytes of a memory-bound whole-row best), the reverse of moves_toward."""
+    a, b = modelled_launch(m, here.variant, here.params, task), modelled_launch(m, there.variant, there.params, task)
+    if bound == "occupancy":
+        return b.grid < a.grid
+    (ca, ma, _), (cb, mb, _) = roofline_terms(m, here.variant, a, task), roofline_terms(m, there.variant, b, task)
+    if bound == "memory":
+        return ANSWERS * mb > ma and b.launches >= a.launches
+    return ANSWERS * cb > ca
+
+
 def kind_of(cand: Candidate, best: Candidate, late: bool) -> str:
     """What changed relative to the best (schema.KINDS)."""
     if cand.variant.tag != best.variant.tag:
@@ -354,6 +372,7 @@ class Episode:
         self.lost_at: dict = {}                        # rung above the best -> (its first time, the best's then, the
                                                        # best's params then): a climb that lost (propose_retry)
         self.retried: set = set()                      # rungs retried at the best's new parameters (once each)
+        self.knob_gain: dict = {}                      # rung -> the largest gain a single knob step gave on it (knob_step)
         self.pending: Candidate | None = None          # a failed slip/bug attempt to fix
         self.over: tuple | None = None                 # (candidate, resource) of the last limit failure
         self.limits = Limits()                         # what failed a limit, features missing here
@@ -451,9 +470,29 @@ class Episode:
         engineer reaching for it does not know that yet.)"""
         if self.task.gpu.peak_tflops.get(v.path) and self.near_floor(v):
             return False
+        if self.traffic_floor_ms(v) >= self.book.best_ms and not self.answers(v):
+            return False
         if self.host_bound():
             return self.m.host_us(v.tag) < self.m.host_us(self.best.variant.tag)
         return not self.launch_bound() or self.cuts_launches_or_bytes(v)
+
+    def traffic_floor_ms(self, v: Variant) -> float:
+        """The least time `v`, written as a climb writes it (the best's parameters carried over), could take: the bytes
+        its own code moves (the op's bytes x Launch.traffic, what its profile's throughput line prints) at the GPU's
+        DRAM peak, plus one launch. At or over the best's time, the rewrite cannot beat it whatever its efficiency:
+        reader, seed 16161 on 90dadf3, moe_scatter_cuda on the MI300X, redundant_rank_one_launch (every block re-reads
+        the routing table: 8.65 GB against the best's 336 MB) written at 22x the best; fresh seeds 15151 / 15252 on
+        90dadf3, 34 climbs whose own traffic at peak was over the best's time, 1 of them ever kept. (floor_ms counts
+        the op's least bytes, which every rung shares.) A rung that answers the printed bound is climbed whatever its
+        carried traffic (could_beat): its other configurations may move fewer bytes, and the profile points at it (full
+        seed 0 of cf2dd90, kernelstrain-s0-000013, gemm_int8_cuda RTX 4090: cp_async_split_k at the carried BM 32 was
+        over the floor on a 64-CTA grid-bound best, and the climb went to a rung with fewer CTAs first)."""
+        key = ("traffic_floor", v.tag, self.best.key)
+        if key not in self._needs:
+            launch = modelled_launch(self.m, v, self.carry(v), self.task)
+            moved = op_cost(self.m, self.task).bytes * launch.traffic
+            self._needs[key] = moved / (self.task.gpu.bw_tbs * 1e12) * 1e3 + self.launch_ms()
+        return self._needs[key]
 
     def near_floor(self, v: Variant) -> bool:
         """The best runs within search.roofline_near of `v`'s floor: `v` cannot gain much on it."""
@@ -527,11 +566,27 @@ class Episode:
     def climbable(self) -> list[Variant]:
         """The rungs up a climb picks among: where the best leaves most of the GPU idle, those that launch at least
         twice its CTAs (busier), if any; of them, those that answer the bound the best's profile printed (answers),
-        if any."""
+        if any; else those that do not make it worse (against), if any: the climb's order follows the bottleneck."""
         ups = self.ups()
         if 4 * self.ctas(self.best) <= self.task.gpu.sms:
             ups = [v for v in ups if self.busier(v)] or ups
-        return [v for v in ups if self.answers(v)] or ups
+        return [v for v in ups if self.answers(v)] or [v for v in ups if not self.against(v)] or ups
+
+    def against(self, v: Variant) -> bool:
+        """A rewrite onto `v`, as a climb writes it (rung_candidate), makes the bound the best's profile printed worse
+        on its own roofline terms (moves_against: more bytes where memory binds, more compute time where compute
+        does, fewer CTAs where the grid leaves SMs idle). Where no rung up answers the bound, such a rung is climbed
+        after the rungs that leave it alone: fresh seeds 15151 / 15252 / 15353 on 90dadf3 (300 default episodes,
+        150 kernelinfer sessions each), climbs that answered the bound won later 87% of the time, those that left it
+        alone 48%, those that made it worse 23% (39 of 168: rmsnorm_triton's persistent rung at 10x the memory term
+        of a memory-bound multi-row best, 12x its time; split-row softmaxes after whole-row bests). A rung whose build
+        fails here is not judged (the failure shows the engineer)."""
+        key = ("against", v.tag, self.best.key)
+        if key not in self._needs:
+            c = self.rung_candidate(v)
+            self._needs[key] = self.sim(c).ok and moves_against(self.m, self.task, self.best, c,
+                                                                self.bottleneck(self.best))
+        return self._needs[key]
 
     def leap_target(self, ups: list) -> Variant:
         """An expert-first engineer's first leap: the top rung of `ups` that writes kernels. A rung that
@@ -609,7 +664,7 @@ class Episode:
         else:
             order = [self.rng.choice(raising) if len(raising) > 1 else raising[0], *raising]
         # the rungs that answer the best's printed bound first (answers): a rung on the way that does not is passed
-        order = sorted(order, key=lambda v: not self.answers(v))
+        order = sorted(order, key=lambda v: (not self.answers(v), self.against(v)))
         for u in order:
             c = self.rung_candidate(u)
             if self.fresh(c):
@@ -665,7 +720,7 @@ class Episode:
     def contend(self, cand: Candidate, time_ms: float) -> None:
         """A measurement of another rung than the best's: a climb within search.contender of the
         best becomes the contender, and so does a runner-up below it (an ablation) within
-        search.runner_up; a tune of the contender that beats its point moves its search there, and
+        search.runner_up whose gap one knob step could close (within_a_step); a tune of the contender that beats its point moves its search there, and
         renews its search.contender_steps only if it beats it beyond the noise (a gain inside the
         noise is no evidence that the rung is closing in)."""
         if cand.variant.tag == self.best.variant.tag or cand.bug is not None:
@@ -681,12 +736,34 @@ class Episode:
             gained = beats(ms, 1, line.ms, 1)
             if len(self.book.runs[self.code(cand)]) == 1:       # a tune (a close call's re-measure is no new config)
                 line.ties = 0 if gained or abs(ms / line.ms - 1.0) > 2 * noise_cv(line.ms) else line.ties + 1
+                line.dry = 0 if gained else line.dry + 1
             if ms < line.ms:        # its search goes on from there; only a gain beyond the noise renews its steps
                 left = self.search.contender_steps if gained else line.left
-                self.contender = replace(line.moved(cand, ms, across=self.search.across), left=left, ties=line.ties)
-        elif ms <= (self.search.contender if self.pos[cand.variant.tag] > self.pos[self.best.variant.tag]
-                    else self.search.runner_up) * self.book.best_ms:     # a climb that came close, or a runner-up below
+                self.contender = replace(line.moved(cand, ms, across=self.search.across), left=left, ties=line.ties,
+                                         dry=line.dry)
+        elif ms <= self.factor(cand.variant) * self.book.best_ms \
+                and (self.above(cand.variant) or self.within_a_step(cand, ms)):
+            # a climb that came close, or a runner-up below whose gap one knob step could close
             self.contender = self.new_line(cand, ms, self.search.contender_steps)
+
+    def above(self, v: Variant) -> bool:
+        """`v` is a rung above the best's."""
+        return self.pos[v.tag] > self.pos[self.best.variant.tag]
+
+    def factor(self, v: Variant) -> float:
+        """How far from the best a measurement of `v` may be for `v` to be tuned as a contender: search.contender for a
+        rung above the best, search.runner_up for one below (a revisit too: a contender the best has since climbed past
+        is a rung below it)."""
+        return self.search.contender if self.above(v) else self.search.runner_up
+
+    def within_a_step(self, cand: Candidate, ms: float) -> bool:
+        """A rung below the best, measured at `ms` (an ablation: the best's parameters on it), is worth tuning: its gap
+        to the best is no more than the largest gain a single knob step gave on it or on the best's rung (knob_gain),
+        or inside the noise or REACH_FLOOR. An ablation that lost by more has taught what the best's technique buys, and a walk of its
+        neighbours would need a step larger than any this kernel has shown (reader, seed 16161 on 90dadf3: gemv_cuda
+        on the A100, warp_per_row ablated at 1.44x the best, then tuned three steps at 1.42-1.98x)."""
+        gains = (self.knob_gain.get(cand.variant.tag, 0.0), self.knob_gain.get(self.best.variant.tag, 0.0))
+        return ms / self.book.best_ms - 1.0 <= max(*gains, 2 * noise_cv(self.book.best_ms), REACH_FLOOR)
 
     def slow(self, tag: str) -> bool:
         """The rung was measured at SLOW_RUNG x the best or worse: nothing to learn going back. What
@@ -733,7 +810,43 @@ class Episode:
         here = self.pos[self.best.variant.tag]
         return [v for v in self.rungs if v.tag in self.raised and v.tag in self.rung_ms and v.tag not in self.retiled
                 and v.tag == self.last_ok and self.looks[v.tag] == 1
-                and self.pos[v.tag] > here and self.could_beat(v) and self.sane(Candidate(v, self.carry(v)))]
+                and self.pos[v.tag] > here and self.could_beat(v) and self.retile_at(v) is not None]
+
+    def retile_at(self, v: Variant) -> Candidate | None:
+        """Where a raised rung `v` is written again (retile): the best's parameters carried over (what a climb writes)
+        where they build, run and do not spill (sane); where they overflow this GPU's shared memory or register file, the
+        nearest configuration that fits, found as a limit failure's back-off finds it (propose_backoff: along each
+        parameter the nearest value asking less of what overflowed, the pipeline's depth first, then the one keeping
+        the most of it), from the carried tiles, never from the raised ones the back-off left. Full seed 0 of 90dadf3,
+        kernelstrain-s0-006989 (gemm_fp16_triton, RTX 4090): persistent_tma written at BN 256 and 5 stages over the
+        best's BN 128 and 4, backed off to 2 stages (the raised tile kept), ran 7.1x the best; the carried BN 128 at 4
+        stages asks 112 KB of the 4090's 99 and was never written, where BN 128 at 3 stages (80 KB) runs 0.97x the best.
+        None: nothing near the carry fits. Asked without a draw (the stop rule asks it, through retile_due)."""
+        carried = Candidate(v, self.carry(v))
+        if self.sane(carried):
+            return carried
+        hit = self.overflow(carried) if self.writable(carried) else None
+        if hit is None:
+            return None
+        resource, fits = hit[0], []
+        need = self.need(carried)[resource]
+        for i, name in enumerate(self.tunable(v)):
+            for d in (-1, 1):
+                fit = next((o for o in self.lowered(carried, name, d, resource, need) if self.sim(o).ok), None)
+                if fit is not None and self.sane(fit):
+                    fits.append((STAGED.search(name) is None, -self.need(fit)[resource], i, d, fit))
+        return min(fits, key=itemgetter(0, 1, 2, 3))[-1] if fits else None
+
+    def above_carry(self, c: Candidate, resource: str) -> bool:
+        """`c`, a back-off of a rewrite that overflowed `resource`, still departs from the configuration a climb writes
+        (carry) in a parameter that asks more of it: put back alone at the carried value, it asks less (a tile raised
+        past the best's). Where none does, the back-off is the carry or under it (the carried tiles with fewer stages):
+        its measurement judges the rung, and a retile would be a tune of it, not a second look (default seed 15151
+        episode 235, gemm_fp16_cuda on the RTX 4090: cp_async_pipeline written at its own 4 stages over the best's
+        tiles, backed off to 2, would have been retiled at BM 64 and 3 stages)."""
+        carried, need = self.carry(c.variant), self.need(c)[resource]
+        return any(self.need(Candidate(c.variant, {**c.params, n: carried[n]}))[resource] < need
+                   for n in c.params if n in carried and c.params[n] != carried[n])
 
     def retile(self) -> Candidate | None:
         """A rewrite written with what its technique asks for raised past the cap (bigger tiles, more stages than the
@@ -750,7 +863,7 @@ class Episode:
         7x written again nine steps after its back-off, once the best's stages dropped to 3)."""
         for v in self.retile_due():
             self.retiled.add(v.tag)
-            return Candidate(v, self.carry(v))
+            return self.retile_at(v)
         return None
 
     def sane(self, c: Candidate) -> bool:
@@ -1004,11 +1117,11 @@ class Episode:
         not improve it, or CONTENDER_TIES tunes in a row moved it nothing past the noise (a tie: its
         parameters do not move it, and tuning it on is flailing inside the noise)."""
         line = self.contender
-        if line is not None and line.ties >= CONTENDER_TIES:
+        if line is not None and (line.ties >= CONTENDER_TIES or self.out_of_reach(line)):
             self.contender = None
             return None
         if line is None or line.left <= 0 or self.slow(line.at.variant.tag) \
-                or line.ms > self.search.contender * self.book.best_ms:
+                or line.ms > self.factor(line.at.variant) * self.book.best_ms:
             if line is not None and line.left <= 0 and len(self.shelved) < self.search.revisits:
                 self.shelved.append(line)
             self.contender = None
@@ -1018,6 +1131,32 @@ class Episode:
         if c is None:
             self.contender = None
         return c
+
+    def out_of_reach(self, line: Line) -> bool:
+        """The contender `line`'s own measurements say it cannot reach the best: its last REACH_TUNES tunes gained
+        nothing past the noise (a contender still closing in is left to close), and the gain its point still needs to
+        tie the best is more than any single knob step has given on its rung (knob_gain: from a search's point to a
+        config one parameter away, the best's or a contender's), more than the noise and REACH_FLOOR (a contender
+        closer than a typical kept knob step is left to its search: default seed 15353 episode 61, flash_prefill_cuda
+        on the A100, cp_async_pipeline at 1.09x after two dry tunes gained 30% at its third). Seed 15151 on 90dadf3:
+        kernelinfer session 0 (top_p_cuda, A100) tuned vectorized_float4 at 1.34x the best four times (0.39x, 1.8x,
+        then two within 0.5% of its point); default episode 87 (sliding_window_attn_triton, A100) tuned
+        persistent_tiles at 1.28x four times, each losing 2.2-3.7x the best, where no knob step on that rung had
+        gained anything."""
+        tag = line.at.variant.tag
+        return line.dry >= REACH_TUNES and line.ms / self.book.best_ms - 1.0 > max(
+            self.knob_gain.get(tag, 0.0), 2 * noise_cv(self.book.best_ms), REACH_FLOOR)
+
+    def knob_step(self, cand: Candidate, ms: float) -> None:
+        """Record what `cand`, measured at `ms`, gained as a single knob step: from the point of the search on its rung
+        (the best's, or the contender's) to a config of that rung one parameter away (knob_gain, out_of_reach)."""
+        for line in (self.line, self.contender):
+            if line is None or line.at.variant.tag != cand.variant.tag:
+                continue
+            moved = [n for n in self.tunable(cand.variant) if cand.params.get(n) != line.at.params.get(n)]
+            if len(moved) == 1:
+                tag = cand.variant.tag
+                self.knob_gain[tag] = max(self.knob_gain.get(tag, 0.0), line.ms / ms - 1.0)
 
     def propose_move(self, k: int) -> Candidate | None:
         """The next idea: tune a contender, climb, ablate once when tuning stalls, else the next
@@ -1701,15 +1840,16 @@ class Episode:
         if self.over is not None:
             if self.over[0].variant.tag not in self.rung_ms:      # a rewrite's first build: its back-off is raised (retile)
                 self.raised.add(self.over[0].variant.tag)
+            resource = self.over[1]
             c = self.propose_backoff() if self.over[0].variant.tag not in self.rung_ms \
                 or (self.search.backoff and rng.random() < self.search.backoff) \
                 or self.stop_rule(repair=False) is not None else None
             self.over = None
-            if c is not None and c.variant.tag in self.raised and c.params == self.carry(c.variant):
-                # the back-off lands on the best's own parameters (what a climb writes): that measurement judges the
-                # rung, and there is nothing to write again (kernelinfer s14141-000102 on m22, sliding_window_attn_triton
-                # RTX 5090: persistent_tiles backed off 4 -> 3 stages onto the best's config ran 2.3x the best, and
-                # was written again, a slow rung's return, once the best's BLOCK_M moved)
+            if c is not None and c.variant.tag in self.raised and not self.above_carry(c, resource):
+                # the back-off lands on the best's own parameters (what a climb writes), or under them in what overflowed:
+                # that measurement judges the rung, and there is nothing to write again (kernelinfer s14141-000102 on
+                # m22, sliding_window_attn_triton RTX 5090: persistent_tiles backed off 4 -> 3 stages onto the best's
+                # config ran 2.3x the best, and was written again, a slow rung's return, once the best's BLOCK_M moved)
                 self.retiled.add(c.variant.tag)
             if c is not None:
                 return self.evaluate(k, c)
@@ -1880,6 +2020,8 @@ class Episode:
             self.looks[cand.variant.tag] += 1
             time_ms = self.last_ms = round(measure(r.time_ms, self.noise), 6)
             again = code in self.book.runs              # a re-measure settling a close call: no new idea failed
+            if not again:
+                self.knob_step(cand, time_ms)
             kept = self.book.record(code, time_ms, k)
             self.measured.add(code)
             tag = cand.variant.tag
