@@ -81,6 +81,9 @@ STREAMS = ("policy", "noise", "clock", "wording")
 SLIP_TIE = 4          # a slip kind with a site in the lines a change wrote: this much likelier
 AUTHOR_FAILURES = (*slips.FAILURES, "mismatch", "fault")   # the author's own: fixed at the next step
 SLOW_RUNG = 2.0       # a rung whose best measurement is this many times the best is not gone back to
+CLIFF_LOSS = 1.0      # a way that lost by this much (2x the point) stays shut even once a coupled parameter moved: a new
+                      # balance turns a loss of tens of percent (num_stages +1 at +27%), not a cliff (kernelinfer s16262-000000:
+                      # num_warps 4 -> 2 on the persistent layernorm lost 14.6x, asked again after programs_per_sm moved: 15.1x)
 SHUT_SIGMAS = 2.0     # a tuning direction that lost by more than this many sigma of the noise (a clear loss) stays shut
                       # when a new best of the same rung re-opens the search (engine.Line.moved)
 SPILLS = 1.5          # a config whose code holds a thread this many times the registers the compiler gave it spilled
@@ -176,7 +179,8 @@ class Line:
         on a parameter it does not interact with does not turn that around, and an engineer does not
         walk it again). A way shut while a coupled parameter (`coupled`, `across` as search.across:
         stages with the tile whose buffers they hold, warps with the tile or block they cover) had
-        another value is open again: the loss was measured at a balance the new best no longer has
+        another value is open again (unless it lost by CLIFF_LOSS or more: a cliff, not a balance): the loss was
+        measured at a balance the new best no longer has
         (default seeds 9191 / 9292 / 9393 on 3e4e6c8, 900 episodes: 40 stops left a one-value neighbour
         gaining past the noise on a search that had moved it, 16 of them checked with a list at hand --
         of those, 9 a way shut before a coupled parameter moved: num_stages +1 shut at +27% with BLOCK_K
@@ -184,8 +188,10 @@ class Line:
         gain = self.ms / ms - 1.0
         changed = [n for n in to.params if to.params[n] != self.at.params.get(n)]
         settled = {n: m for n, m in self.settled.items() if n not in changed and m > gain and not reprobe}
-        shut = {n: ways for n, ways in self.shut.items() if ways and n not in changed
-                and not any(coupled(n, c, across) for c in changed)}
+        rebalanced = {n for n in self.shut if any(coupled(n, c, across) for c in changed)}
+        shut = {n: (ways if n not in rebalanced else {d: x for d, x in ways.items() if x >= CLIFF_LOSS})
+                for n, ways in self.shut.items() if ways and n not in changed}
+        shut = {n: ways for n, ways in shut.items() if ways}
         return Line(to, ms, self.rank, settled, self.lean, changed[0] if len(changed) == 1 else None,
                     left=self.left, shut=shut)
 

@@ -504,13 +504,6 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         check("slow_rung_returns", b["slow_rung_returns"], "==", 0,
               f"steps onto a rung already measured at >= {behaviour.SLOW_RUNG}x the best (repairs and a rung's second look, "
               "the step right after its one measurement, not counted)"),
-        check("lower_rung_walks", b["lower_rung_walks"], "==", 0,
-              f"steps on a rung below the best after a measurement there lost by over {behaviour.LOWER_LOST}x the best "
-              "(an ablation is made once, to learn what the best's technique buys; its repair and a close call's "
-              "re-measure not counted)"),
-        check("lost_ways_reasked", b["lost_ways_reasked"], "==", 0,
-              f"single-parameter moves of the best asked again after the same move lost by {behaviour.LOST_WAY}x "
-              "or more, the parameter not moved since"),
         check("reproposed_configs", b["reproposed"], "==", 0,
               "steps whose (rung, params) was measured before, other than a re-measure of the best or of a close call"),
         check("one_sided_remeasures", b["one_sided_remeasures"], "==", 0,
@@ -575,6 +568,8 @@ def report(acc: _Acc, min_paths: int = MIN_EPISODES_FOR_PATHS, tail_max: float =
         "multiturn_rows": c["mt_rows"],
         "multiturn_tokens": {q: _pct(mt, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
         "step_row_tokens": {q: _pct(st, p) for q, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
+        # measured, not judged (session 14): each also counts moves an engineer's evidence licenses -- a rung below the
+        # best within a knob step of it (engine.out_of_reach), a move re-asked after a coupled partner moved
         "behaviour": {k: b[k] for k in ("tail", "slow_rung_returns", "lower_rung_walks", "lost_ways_reasked", "reproposed", "one_sided_remeasures", "remeasures",
                                         "close_call_reruns", "bugs_remade", "first_tweaks", "first_tweaks_failed", "converged",
                                         "converged_far", "converged_on_failure", "baseline_far_from_eager")},
