@@ -63,8 +63,8 @@ def test_bugs_pick_wrong_tokens():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
-def test_builds_without_spill_and_bugs_differ():
-    os.environ["KERNELSTRAIN_DEVICE_UNCHECKED"] = "1"
+def test_builds_without_spill_and_bugs_differ(monkeypatch):
+    monkeypatch.setenv("KERNELSTRAIN_DEVICE_UNCHECKED", "1")      # undone after the test: later tests see the gate shut
     from kernelstrain.compilers import compile_cuda
     from kernelstrain.ops.sampling._topk_bisect import count_launch, count_rung
     from kernelstrain.ops.sampling.topk_cuda import DROPPED_KTH_ROWS, LAST_KEPT_ROWS, TopkCuda

@@ -14,6 +14,7 @@
 import pytest
 
 from kernelstrain import feasibility
+from kernelstrain.errors import UsageError
 from kernelstrain.ops import REGISTRY
 from kernelstrain.shapes import sim_report
 from kernelstrain.sim import simulate, writable
@@ -45,8 +46,10 @@ def test_fp4_16_byte_copies_of_misaligned_packed_rows_fault(tag):
     for k in (4096, 4224):                                  # 2,048 / 2,112-byte rows: aligned
         aligned = make_task(m, "H100", "bf16", {**FP4_K4080, "K": k})
         assert feasibility.violation(m, v, v.defaults(), aligned) is None and simulate(m, v, v.defaults(), aligned).ok
-    report = sim_report("H100", "gemm_fp4", "cuda", "bf16", "M=1024,N=2048,K=4080,G=16")
-    assert feasibility.violation(m, m.variant(report["best_variant"]), report["best_params"], task) is None
+    # `sim` refuses the shape itself since session 14 (the op's K is a multiple of 128: tests/test_shapes_fp4.py); the
+    # rule above still guards any task built past the CLI
+    with pytest.raises(UsageError, match="K=4080"):
+        sim_report("H100", "gemm_fp4", "cuda", "bf16", "M=1024,N=2048,K=4080,G=16")
 
 
 def test_cp_async_sources_are_traced():
