@@ -55,6 +55,21 @@ def registers(pivots: int) -> int:
     return max(32, 16 + 3 * pivots)
 
 
+def row_pass(task, b: int, v: int):
+    """The time one pass over a row of v fp32 logits takes on its SM, given the instructions a logit: the row streamed
+    at the SM's pull (its DRAM share, up to SM_BW_SHARE_CAP while fewer than all SMs run rows) or the SM's fp32 lane
+    issue rate, whichever binds (shared by pivot_bisect and topk's pivot_count)."""
+    gpu = task.gpu
+    busy = min(b, gpu.sms)
+    pull = gpu.bw_tbs * 1e12 / gpu.sms * min(SM_BW_SHARE_CAP, gpu.sms / busy)      # bytes/s one SM streams
+    lanes = gpu.peak_tflops["fp32"] * 1e12 / 2 / gpu.sms                           # lane-instructions/s an SM
+    row_s = v * 4 / pull
+
+    def pass_s(instr):
+        return max(row_s, v * instr / lanes)
+    return pass_s
+
+
 def bisect_launch(p, task):
     """One block a row. Pass 0 is the DRAM read (the roofline's bytes, re-reads that miss L2 as traffic);
     each later pass streams the row again from L2 at the SM's pull (SM_BW_SHARE_CAP x its DRAM share while
@@ -63,13 +78,7 @@ def bisect_launch(p, task):
     threads, piv, cap, b, v, gpu = p["threads"], p["pivots"], p["cap"], task["B"], task["V"], task.gpu
     warps = cdiv(threads, gpu.warp)
     passes = search_passes(task, p)
-    busy = min(b, gpu.sms)
-    pull = gpu.bw_tbs * 1e12 / gpu.sms * min(SM_BW_SHARE_CAP, gpu.sms / busy)      # bytes/s one SM streams
-    lanes = gpu.peak_tflops["fp32"] * 1e12 / 2 / gpu.sms                           # lane-instructions/s an SM
-    row_s = v * 4 / pull
-
-    def pass_s(instr):
-        return max(row_s, v * instr / lanes)
+    pass_s = row_pass(task, b, v)
     # the first search pass sees every logit in the bracket; later ones skip all but the bracket's
     per_row = (pass_s(PASS0_INSTR) + pass_s(BRACKET_INSTR + PIVOT_INSTR * piv)
                + (passes - 1) * pass_s(SKIP_INSTR) + pass_s(SKIP_INSTR) + 0.5 * pass_s(PICK_INSTR))

@@ -20,9 +20,9 @@ The technique is the pivot / bucket select of FlashInfer's sampling kernels and 
 bound from pass 0 that makes the search a fallback (code written here for this op's contract).
 """
 from ..base import Launch, Param, Rung, cdiv
-from ..occupancy import SM_BW_SHARE_CAP
 from ._sampling import CAP, row_l2_miss
 from ._select import COUNT_SELECT, DIGITS, RANK_PICK, block_incl_scan
+from ._top_p_bisect import row_pass
 
 PIVOTS = 8                 # values splitting the bracket a search pass (the fallback only: no knob)
 SEARCH_PASSES = 6          # the most search passes; each leaves at most a ninth of the bracket's logits
@@ -55,13 +55,7 @@ def count_launch(p, task):
     rows of one SM one after another (`issue_s`), each with the exact select's fixed phases."""
     threads, cap, b, v, gpu = p["threads"], p["cap"], task["B"], task["V"], task.gpu
     warps = cdiv(threads, gpu.warp)
-    busy = min(b, gpu.sms)
-    pull = gpu.bw_tbs * 1e12 / gpu.sms * min(SM_BW_SHARE_CAP, gpu.sms / busy)      # bytes/s one SM streams
-    lanes = gpu.peak_tflops["fp32"] * 1e12 / 2 / gpu.sms                           # lane-instructions/s an SM
-    row_s = v * 4 / pull
-
-    def pass_s(instr):
-        return max(row_s, v * instr / lanes)
+    pass_s = row_pass(task, b, v)
     per_row = pass_s(PASS0_INSTR) + pass_s(COMPACT_INSTR) + SELECT_S
     smem = 2048 * 4 + 8 * cap + 8 * KCAP + 4 * warps * (2 + PIVOTS) + 12 * PIVOTS + 48
     return Launch(grid=b, threads=threads, smem_bytes=smem, regs=registers(threads, cap), bytes_per_access=16,
